@@ -18,9 +18,11 @@ def build_parser() -> argparse.ArgumentParser:
     )
     parser.add_argument("--version", action="version", version=f"parcelsearch {__version__}")
     commands = parser.add_subparsers(dest="command", required=True, metavar="COMMAND")
+    from parcelsearch import _cli_toolkit
     from parcelsearch.service import cli as service_cli
 
     service_cli.register(commands)
+    _cli_toolkit.register(commands)
     return parser
 
 

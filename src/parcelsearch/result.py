@@ -1,0 +1,141 @@
+"""The result of a search: tidy GroupIDs, the tiles sent, a per-area summary and prices."""
+
+from __future__ import annotations
+
+from collections.abc import Hashable
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import TYPE_CHECKING, Any
+
+import geopandas as gpd
+import pandas as pd
+
+from parcelsearch.settings import ZONING_PRICES
+
+if TYPE_CHECKING:
+    from parcelsearch.plan import Plan
+
+__all__ = ["SearchResult", "zoning_price"]
+
+
+def zoning_price(group_ids: int, tier: str = "basic") -> float:
+    """What zoning calls for ``group_ids`` GroupIDs cost at the vendor's price for ``tier``.
+
+    Parameters
+    ----------
+    group_ids
+        Number of zoning calls (one per unique GroupID).
+    tier
+        ``"basic"`` ($0.29), ``"enhanced"`` ($0.49) or ``"premium"`` ($0.69).
+
+    Examples
+    --------
+    >>> zoning_price(100, "enhanced")
+    49.0
+    """
+    try:
+        price = ZONING_PRICES[tier.lower()]
+    except KeyError:
+        tiers = ", ".join(ZONING_PRICES)
+        raise ValueError(f"unknown zoning tier {tier!r}: use one of {tiers}") from None
+    return round(group_ids * price, 2)
+
+
+@dataclass
+class SearchResult:
+    """Everything one search produced.
+
+    Attributes
+    ----------
+    ids
+        One row per (area id, ``group_id``), deduplicated and sorted: merge it onto your own
+        table by ``group_id``.
+    tiles
+        The pieces sent: area id, ``piece_id``, ``rows``, ``pages``, ``calls`` (network calls
+        made for the piece in this run), ``cached_pages``, ``from_cache`` and geometry.
+    plan
+        The plan that was searched.
+    calls
+        Network calls made in this run (retries included).
+    cached_pages
+        Pages served from the response cache instead of the network.
+    skipped
+        Areas left out before spending (e.g. outside active markets), with the reason.
+    """
+
+    ids: pd.DataFrame
+    tiles: gpd.GeoDataFrame
+    plan: Plan
+    calls: int = 0
+    cached_pages: int = 0
+    skipped: pd.DataFrame = field(default_factory=lambda: pd.DataFrame(columns=["reason"]))
+    complete: bool = True
+
+    @property
+    def id_name(self) -> str:
+        """Name of the area id column."""
+        return self.plan.id_name
+
+    @property
+    def group_ids(self) -> pd.Index:
+        """The unique GroupIDs over all areas, sorted."""
+        return pd.Index(sorted(self.ids["group_id"].unique()), name="group_id")
+
+    def summary(self) -> pd.DataFrame:
+        """Per area: matched parcels, unique GroupIDs, pieces, pages, calls, pages from cache."""
+        tiles = pd.DataFrame(self.tiles.drop(columns="geometry"))
+        per_area = tiles.groupby(self.id_name, sort=True).agg(
+            parcels=("rows", "sum"),
+            pieces=("piece_id", "count"),
+            pages=("pages_fetched", "sum"),
+            calls=("calls", "sum"),
+            cached_pages=("cached_pages", "sum"),
+        )
+        unique = self.ids.groupby(self.id_name)["group_id"].nunique().rename("group_ids")
+        out = per_area.join(unique).fillna({"group_ids": 0})
+        out["group_ids"] = out["group_ids"].astype("int64")
+        return out[["parcels", "group_ids", "pieces", "pages", "calls", "cached_pages"]]
+
+    def zoning_cost(self, tier: str = "basic") -> float:
+        """Price of one zoning call per unique GroupID at the vendor's ``tier`` price (USD)."""
+        return zoning_price(len(self.group_ids), tier)
+
+    def to_parquet(self, path: str | Path) -> Path:
+        """Write :attr:`ids` (area id column and ``group_id``) to a parquet file."""
+        path = Path(path)
+        path.parent.mkdir(parents=True, exist_ok=True)
+        self.ids.to_parquet(path, index=False)
+        return path
+
+    def map(self, **kwargs: Any) -> Any:
+        """An ipyleaflet map of the areas, the pieces sent and any areas skipped."""
+        from parcelsearch.maps import result_map
+
+        return result_map(self, **kwargs)
+
+    def _figures(self) -> dict[str, Any]:
+        return {
+            "areas": int(self.plan.areas.shape[0]),
+            "skipped areas": int(self.skipped.shape[0]),
+            "pieces": int(self.tiles.shape[0]),
+            "calls spent": int(self.calls),
+            "pages from cache": int(self.cached_pages),
+            "unique GroupIDs": int(len(self.group_ids)),
+            "zoning price (basic)": f"${self.zoning_cost('basic'):,.2f}",
+        }
+
+    def __repr__(self) -> str:
+        figures = ", ".join(f"{k}={v}" for k, v in self._figures().items())
+        state = "" if self.complete else " INCOMPLETE"
+        return f"<SearchResult{state} {figures}>"
+
+    def _repr_html_(self) -> str:
+        rows = "".join(
+            f"<tr><th style='text-align:left'>{k}</th><td>{v}</td></tr>"
+            for k, v in self._figures().items()
+        )
+        title = "SearchResult" if self.complete else "SearchResult (incomplete: budget reached)"
+        return (
+            f"<div><strong>{title}</strong><table>{rows}</table>"
+            f"<details><summary>per area</summary>{self.summary().to_html()}</details></div>"
+        )
