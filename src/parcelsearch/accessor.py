@@ -50,8 +50,8 @@ class ParcelsAccessor:
         names = markets if markets is not None else fetch_markets(client)
         return check_markets(self._areas, column, names)
 
-    def map(self, **kwargs: Any) -> Any:
-        """An ipyleaflet map of the study areas."""
+    def map(self, id_column: str | None = None, **kwargs: Any) -> Any:
+        """An ipyleaflet map of the study areas (``id_column`` names them, else the index)."""
         from parcelsearch.maps import areas_map
 
-        return areas_map(self._areas, **kwargs)
+        return areas_map(self._areas, id_name=id_column, **kwargs)

@@ -1,0 +1,100 @@
+"""``parcelsearch demo``: the whole product, end to end, on the bundled demo data.
+
+Starts the reference service on 127.0.0.1 with a fresh demo key, then: markets check →
+plan → search (progress bar) → per-area summary → GroupIDs to parquet and an HTML map →
+the same search again, from the cache, for zero calls → stop.
+"""
+
+from __future__ import annotations
+
+import sys
+from importlib import resources
+from pathlib import Path
+from typing import TextIO
+
+import geopandas as gpd
+import pandas as pd
+
+__all__ = ["demo_areas", "run_demo"]
+
+
+def data_path(name: str) -> Path:
+    """Path of a bundled data file (``data/`` in the source tree)."""
+    path = Path(str(resources.files("parcelsearch") / "data" / name))
+    if not path.exists():
+        raise FileNotFoundError(f"bundled data file {name!r} is missing from {path.parent}")
+    return path
+
+
+def demo_areas() -> gpd.GeoDataFrame:
+    """The bundled demo study areas: neighbourhood, corridor, area with a hole, multipart,
+    and one outside every active market. Columns ``area_id``, ``name``, ``market``."""
+    return gpd.read_file(data_path("demo_areas.geojson"))
+
+
+def _say(out: TextIO, text: str = "") -> None:
+    print(text, file=out, flush=True)
+
+
+def _table(out: TextIO, frame: pd.DataFrame) -> None:
+    with pd.option_context("display.width", 120, "display.max_columns", 20):
+        _say(out, frame.to_string())
+
+
+def run_demo(out_dir: str | Path = "parcelsearch-demo", *, progress: bool = True,
+             out: TextIO = sys.stdout) -> int:
+    """Run the demo; returns the exit status (0 on success).
+
+    Parameters
+    ----------
+    out_dir
+        Folder for ``group_ids.parquet``, ``map.html`` and ``tiles.geojson``.
+    progress
+        Show the search's progress bar.
+    out
+        Where to print the narrative.
+    """
+    from parcelsearch.local import local_service
+    from parcelsearch.maps import save_html
+    from parcelsearch.plan import plan
+    from parcelsearch.result import zoning_price
+    from parcelsearch.search import search
+
+    folder = Path(out_dir)
+    folder.mkdir(parents=True, exist_ok=True)
+    _say(out, "parcelsearch demo: the reference service with the bundled demo parcels")
+    with local_service(key_type="demo") as client:
+        _say(out, f"service ready at {client.base_url} with a fresh demo key (50 calls for life)")
+        areas = demo_areas().set_index("area_id")
+        checked = areas.parcels.check_markets("market", client=client)
+        _say(out, "\n1. Markets check")
+        _table(out, pd.DataFrame(checked.drop(columns="geometry")))
+        the_plan = plan(checked[checked["market_active"]], 0.0)
+        _say(out, "\n2. Plan (no calls spent)")
+        _table(out, the_plan.summary())
+        _say(out, f"{len(the_plan.pieces)} pieces → at least {the_plan.min_calls} calls")
+        _say(out, "\n3. Search")
+        result = search(areas, client=client, active_markets_only=True, progress=progress)
+        _table(out, result.summary())
+        if not result.skipped.empty:
+            _say(out, "skipped before spending:")
+            _table(out, result.skipped)
+        ids_path = result.to_parquet(folder / "group_ids.parquet")
+        map_path = save_html(result, folder / "map.html", title="parcelsearch demo",
+                             basemap=True, areas=areas)
+        result.tiles.to_file(folder / "tiles.geojson", driver="GeoJSON")
+        unique = len(result.group_ids)
+        _say(out, f"\n{unique} unique GroupIDs; {result.calls} calls spent")
+        for tier in ("basic", "enhanced", "premium"):
+            _say(out, f"  zoning them at the {tier} tier would cost ${zoning_price(unique, tier):,.2f}")
+        _say(out, f"GroupIDs → {ids_path}\nmap      → {map_path}")
+        _say(out, "\n4. The same search again")
+        again = search(areas, client=client, active_markets_only=True, progress=False)
+        same = again.ids.equals(result.ids)
+        _say(out, f"{again.calls} calls spent, {again.cached_pages} pages from the cache; "
+                  f"same GroupIDs: {same}")
+        if again.calls != 0 or not same:
+            _say(out, "demo: the rerun should have cost zero calls and matched", )
+            return 1
+    _say(out, "\nservice stopped. Done.")
+    return 0
