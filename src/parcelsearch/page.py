@@ -104,6 +104,8 @@ def _page_problems(page: Page) -> list[str]:
     if page.rows == 0:
         if page.page != 1:
             problems.append(f"page {page.page} of an empty result (only page 1 exists)")
+        if page.data:
+            problems.append(f"an empty result (rows 0) carries {len(page.data)} ids")
     elif not 1 <= page.page <= page.pages:
         problems.append(f"page {page.page} is outside 1..{page.pages}")
     elif len(page.data) != expected_data_rows(page.rows, page.page):

@@ -5,6 +5,9 @@ Every figure that describes the vendor's services lives here, once.
 
 from __future__ import annotations
 
+import os
+import sys
+from pathlib import Path
 from typing import Final
 
 #: Longest request line (``GET <target> HTTP/1.1``) the vendor's gateway accepts.
@@ -36,3 +39,19 @@ ENV_CA_BUNDLE: Final = "PARCELSEARCH_CA_BUNDLE"
 ENV_RATE: Final = "PARCELSEARCH_RATE"
 ENV_CACHE_DIR: Final = "PARCELSEARCH_CACHE_DIR"
 ENV_QUOTA: Final = "PARCELSEARCH_QUOTA"
+
+
+def default_cache_dir() -> Path:
+    """Folder of the response cache, markets list and quota ledger.
+
+    ``$PARCELSEARCH_CACHE_DIR`` when set, else a per-user cache folder:
+    ``$XDG_CACHE_HOME/parcelsearch`` (``~/.cache/parcelsearch``), or
+    ``%LOCALAPPDATA%\\parcelsearch\\Cache`` on Windows.
+    """
+    configured = os.environ.get(ENV_CACHE_DIR, "").strip()
+    if configured:
+        return Path(configured).expanduser()
+    if sys.platform == "win32" and os.environ.get("LOCALAPPDATA"):
+        return Path(os.environ["LOCALAPPDATA"]) / "parcelsearch" / "Cache"
+    base = os.environ.get("XDG_CACHE_HOME", "").strip() or str(Path.home() / ".cache")
+    return Path(base) / "parcelsearch"

@@ -1,0 +1,292 @@
+"""Quota ledger: every call attempt, counted per key fingerprint, in SQLite.
+
+The service never tells a client how many calls its key has left, so the toolkit keeps its
+own count: one row per HTTP attempt (retries included), by key fingerprint (never the key),
+run and calendar month (UTC). Given a :class:`Quota` it refuses, before spending, a plan that
+cannot fit; given a run budget it stops the run exactly at the budget.
+
+Every check-and-record is one ``BEGIN IMMEDIATE`` transaction, so threads and processes
+sharing the file can never, together, overspend a budget or a quota.
+
+Examples
+--------
+>>> ledger = Ledger("/tmp/ledger.sqlite")  # doctest: +SKIP
+>>> ledger.reserve(fingerprint, run_id="r1", budget=20, quota=Quota.parse("demo"))  # doctest: +SKIP
+1
+>>> ledger.usage(fingerprint)  # doctest: +SKIP
+Usage(lifetime=1, month=1)
+"""
+
+from __future__ import annotations
+
+import os
+import re
+import sqlite3
+from collections.abc import Callable, Iterator
+from contextlib import closing, contextmanager
+from dataclasses import dataclass
+from datetime import UTC, datetime
+from pathlib import Path
+from typing import Literal
+
+from parcelsearch import settings
+from parcelsearch.errors import BudgetExhaustedError, ConfigurationError, QuotaWouldExceedError
+
+__all__ = ["Ledger", "Quota", "Usage", "resume_message"]
+
+Period = Literal["month", "lifetime"]
+
+_FINGERPRINT = re.compile(r"[0-9a-f]{16}")
+_QUOTA = re.compile(r"\s*(\d+)\s*/\s*(month|lifetime)\s*", re.IGNORECASE)
+_SCHEMA = """
+CREATE TABLE IF NOT EXISTS attempts (
+    id          INTEGER PRIMARY KEY,
+    fingerprint TEXT NOT NULL,   -- first 16 hex of sha256(key); never the key
+    run_id      TEXT NOT NULL,
+    month       TEXT NOT NULL,   -- calendar month, UTC: 'YYYY-MM'
+    at          TEXT NOT NULL    -- ISO 8601, UTC
+);
+CREATE INDEX IF NOT EXISTS attempts_by_key ON attempts (fingerprint, month);
+CREATE INDEX IF NOT EXISTS attempts_by_run ON attempts (run_id);
+"""
+
+
+@dataclass(frozen=True)
+class Usage:
+    """Attempts recorded for one key: over its life, and in the current UTC month."""
+
+    lifetime: int
+    month: int
+
+
+@dataclass(frozen=True)
+class Quota:
+    """What a key may spend: ``limit`` calls per calendar month (UTC) or for its lifetime.
+
+    Examples
+    --------
+    >>> Quota.parse("demo")
+    Quota(limit=50, period='lifetime')
+    >>> Quota.parse("500/month").remaining(Usage(lifetime=900, month=120))
+    380
+    """
+
+    limit: int
+    period: Period
+
+    def __post_init__(self) -> None:
+        if self.limit < 0 or self.period not in ("month", "lifetime"):
+            raise ConfigurationError(f"bad quota {self.limit}/{self.period}")
+
+    def __str__(self) -> str:
+        return f"{self.limit}/{self.period}"
+
+    @classmethod
+    def parse(cls, value: str | Quota | None) -> Quota | None:
+        """A quota from ``"demo"``, ``"production"``, ``"500/month"``, ``"50/lifetime"``.
+
+        ``None`` reads ``$PARCELSEARCH_QUOTA``; unset, empty or ``"none"`` means no known
+        quota (nothing is refused).
+
+        Raises
+        ------
+        ConfigurationError
+            Text that is none of the forms above.
+        """
+        if isinstance(value, Quota):
+            return value
+        source = "quota="
+        if value is None:
+            value, source = os.environ.get(settings.ENV_QUOTA, ""), settings.ENV_QUOTA
+        text = value.strip().lower()
+        if text in ("", "none"):
+            return None
+        if text in settings.KEY_TYPES:
+            _, limit, period = settings.KEY_TYPES[text]
+            return cls(int(limit), period)  # type: ignore[arg-type]
+        match = _QUOTA.fullmatch(text)
+        if match is None:
+            raise ConfigurationError(
+                f"{source} {value!r} is not a quota: use 'demo', 'production', "
+                "'<N>/month' or '<N>/lifetime' (e.g. '500/month')"
+            )
+        return cls(int(match[1]), match[2])  # type: ignore[arg-type]
+
+    def used(self, usage: Usage) -> int:
+        """Calls that count against this quota."""
+        return usage.month if self.period == "month" else usage.lifetime
+
+    def remaining(self, usage: Usage) -> int:
+        """Calls left (never negative)."""
+        return max(0, self.limit - self.used(usage))
+
+    def describe(self) -> str:
+        """``'500 calls a month (UTC)'`` / ``'50 calls for the life of the key'``."""
+        if self.period == "month":
+            return f"{self.limit} calls a calendar month (UTC)"
+        return f"{self.limit} calls for the life of the key"
+
+
+def resume_message(budget: int) -> str:
+    """What to do when a run stops at its budget."""
+    return (
+        f"budget of {budget} calls reached: everything fetched so far is cached. "
+        "Run the same search again later (or with a larger budget=) to resume: "
+        "cached pages are not spent again."
+    )
+
+
+class Ledger:
+    """Attempts per key fingerprint, by run and UTC month, in one SQLite file.
+
+    Parameters
+    ----------
+    path
+        The SQLite file; default ``ledger.sqlite`` in the cache folder
+        (``$PARCELSEARCH_CACHE_DIR`` or ``~/.cache/parcelsearch``).
+    clock
+        Returns the current UTC time (for tests of month boundaries).
+    """
+
+    def __init__(
+        self,
+        path: str | os.PathLike[str] | None = None,
+        *,
+        clock: Callable[[], datetime] | None = None,
+    ) -> None:
+        default = settings.default_cache_dir() / "ledger.sqlite"
+        self.path = Path(path).expanduser() if path else default
+        self._clock = clock or (lambda: datetime.now(UTC))
+        try:
+            self.path.parent.mkdir(parents=True, exist_ok=True)
+            with closing(sqlite3.connect(self.path, timeout=60.0, isolation_level=None)) as db:
+                db.execute("PRAGMA busy_timeout = 60000")
+                db.execute("PRAGMA journal_mode = WAL")  # readers never wait for a writer
+                db.executescript(_SCHEMA)
+        except (OSError, sqlite3.Error) as exc:
+            raise ConfigurationError(f"cannot open the quota ledger {self.path}: {exc}") from None
+
+    def __repr__(self) -> str:
+        return f"Ledger({str(self.path)!r})"
+
+    # -- reading ---------------------------------------------------------------------
+
+    def usage(self, fingerprint: str) -> Usage:
+        """Attempts recorded for a key: for life and in the current UTC month."""
+        _check_fingerprint(fingerprint)
+        with self._transaction(immediate=False) as db:
+            return self._usage(db, fingerprint, _month(self._clock()))
+
+    def remaining(self, fingerprint: str, quota: Quota | None) -> int | None:
+        """Calls the key has left under ``quota``; ``None`` when the quota is unknown."""
+        if quota is None:
+            return None
+        return quota.remaining(self.usage(fingerprint))
+
+    def spent(self, run_id: str) -> int:
+        """Attempts recorded for one run."""
+        with self._transaction(immediate=False) as db:
+            (count,) = db.execute(
+                "SELECT COUNT(*) FROM attempts WHERE run_id = ?", (run_id,)
+            ).fetchone()
+        return int(count)
+
+    # -- checking and recording ------------------------------------------------------
+
+    def check_plan(self, fingerprint: str, needed_calls: int, quota: Quota | None) -> None:
+        """Refuse, before anything is spent, a plan that cannot fit the known quota.
+
+        Raises
+        ------
+        QuotaWouldExceedError
+            ``needed_calls`` exceeds the calls left; the message gives both figures.
+        """
+        if quota is None:
+            return
+        usage = self.usage(fingerprint)
+        left = quota.remaining(usage)
+        if needed_calls > left:
+            raise QuotaWouldExceedError(
+                f"this search needs at least {needed_calls} calls but key sha256:{fingerprint} "
+                f"has {left} left of its quota ({quota.describe()}; {quota.used(usage)} used"
+                f"{' this month' if quota.period == 'month' else ''}). Nothing was spent: "
+                "narrow the areas, raise tolerance=, or wait for the quota to reset.",
+                needed=needed_calls,
+                allowed=left,
+            )
+
+    def reserve(
+        self,
+        fingerprint: str,
+        *,
+        run_id: str,
+        budget: int | None = None,
+        quota: Quota | None = None,
+    ) -> int:
+        """Atomically check, then record, one attempt; returns the run's attempts so far.
+
+        Raises
+        ------
+        BudgetExhaustedError
+            The run already made ``budget`` attempts (nothing is recorded).
+        QuotaWouldExceedError
+            The key has no calls left under ``quota`` (nothing is recorded).
+        """
+        _check_fingerprint(fingerprint)
+        now = self._clock()
+        with self._transaction() as db:
+            (spent,) = db.execute(
+                "SELECT COUNT(*) FROM attempts WHERE run_id = ?", (run_id,)
+            ).fetchone()
+            if budget is not None and spent >= budget:
+                raise BudgetExhaustedError(resume_message(budget), spent=spent, budget=budget)
+            if quota is not None:
+                usage = self._usage(db, fingerprint, _month(now))
+                if quota.remaining(usage) <= 0:
+                    raise QuotaWouldExceedError(
+                        f"key sha256:{fingerprint} has used {quota.used(usage)} calls of its "
+                        f"quota ({quota.describe()}): no calls left. Everything fetched so far "
+                        "is cached; run the same search again once the quota resets.",
+                        needed=1,
+                        allowed=0,
+                    )
+            db.execute(
+                "INSERT INTO attempts (fingerprint, run_id, month, at) VALUES (?, ?, ?, ?)",
+                (fingerprint, run_id, _month(now), now.isoformat()),
+            )
+        return int(spent) + 1
+
+    # -- internals -------------------------------------------------------------------
+
+    @staticmethod
+    def _usage(db: sqlite3.Connection, fingerprint: str, month: str) -> Usage:
+        lifetime, this_month = db.execute(
+            "SELECT COUNT(*), COALESCE(SUM(month = ?), 0) FROM attempts WHERE fingerprint = ?",
+            (month, fingerprint),
+        ).fetchone()
+        return Usage(lifetime=int(lifetime), month=int(this_month))
+
+    @contextmanager
+    def _transaction(self, immediate: bool = True) -> Iterator[sqlite3.Connection]:
+        """One connection, one transaction: committed on success, rolled back on error."""
+        with closing(sqlite3.connect(self.path, timeout=60.0, isolation_level=None)) as db:
+            db.execute("PRAGMA busy_timeout = 60000")
+            db.execute("BEGIN IMMEDIATE" if immediate else "BEGIN")
+            try:
+                yield db
+            except BaseException:
+                db.execute("ROLLBACK")
+                raise
+            db.execute("COMMIT")
+
+
+def _month(moment: datetime) -> str:
+    return moment.astimezone(UTC).strftime("%Y-%m")
+
+
+def _check_fingerprint(fingerprint: str) -> None:
+    if not isinstance(fingerprint, str) or not _FINGERPRINT.fullmatch(fingerprint):
+        raise ValueError(
+            "the ledger records key fingerprints (16 lowercase hex, Client.fingerprint), "
+            "never keys"
+        )

@@ -1,0 +1,225 @@
+"""Markets: where the vendor's zoning data are live, and whether each study area is in one.
+
+Examples
+--------
+>>> names = markets()  # doctest: +SKIP
+>>> names[:2]  # doctest: +SKIP
+['Abilene, TX', 'Boise, ID']
+>>> check_markets(areas, "market", names)[["market", "market_active", "market_suggestion"]]
+...  # doctest: +SKIP
+"""
+
+from __future__ import annotations
+
+import difflib
+import hashlib
+import json
+import os
+import re
+import uuid
+from collections.abc import Sequence
+from datetime import UTC, datetime, timedelta
+from pathlib import Path
+from typing import TYPE_CHECKING, Any, TypeVar
+
+import pandas as pd
+
+from parcelsearch.errors import CacheError, InputError
+from parcelsearch.settings import default_cache_dir
+
+if TYPE_CHECKING:
+    from parcelsearch.cache import ResponseCache
+    from parcelsearch.client import AttemptHook, Client
+
+__all__ = ["markets", "check_markets", "suggest_market"]
+
+#: How long a fetched market list is reused (seconds).
+DEFAULT_MAX_AGE = 86400.0
+
+Frame = TypeVar("Frame", bound=pd.DataFrame)
+
+_STATES = {
+    "alabama": "al", "alaska": "ak", "arizona": "az", "arkansas": "ar", "california": "ca",
+    "colorado": "co", "connecticut": "ct", "delaware": "de", "district of columbia": "dc",
+    "florida": "fl", "georgia": "ga", "hawaii": "hi", "idaho": "id", "illinois": "il",
+    "indiana": "in", "iowa": "ia", "kansas": "ks", "kentucky": "ky", "louisiana": "la",
+    "maine": "me", "maryland": "md", "massachusetts": "ma", "michigan": "mi",
+    "minnesota": "mn", "mississippi": "ms", "missouri": "mo", "montana": "mt",
+    "nebraska": "ne", "nevada": "nv", "new hampshire": "nh", "new jersey": "nj",
+    "new mexico": "nm", "new york": "ny", "north carolina": "nc", "north dakota": "nd",
+    "ohio": "oh", "oklahoma": "ok", "oregon": "or", "pennsylvania": "pa",
+    "rhode island": "ri", "south carolina": "sc", "south dakota": "sd", "tennessee": "tn",
+    "texas": "tx", "utah": "ut", "vermont": "vt", "virginia": "va", "washington": "wa",
+    "west virginia": "wv", "wisconsin": "wi", "wyoming": "wy",
+}
+_STATE_NAME = re.compile(r"\b(" + "|".join(sorted(_STATES, key=len, reverse=True)) + r")$")
+
+
+def markets(
+    client: Client | None = None,
+    *,
+    cache: ResponseCache | str | os.PathLike[str] | bool | None = None,
+    max_age: float | timedelta = DEFAULT_MAX_AGE,
+    before_attempt: AttemptHook | None = None,
+) -> list[str]:
+    """The names of the active markets: one call, then reused for a day.
+
+    Parameters
+    ----------
+    client
+        The client to ask; default ``Client()`` from the environment.
+    cache
+        A :class:`~parcelsearch.cache.ResponseCache` or folder to keep the list in;
+        ``None`` for the default cache folder, ``False`` to always ask the service.
+    max_age
+        Reuse a list fetched at most this many seconds ago (``0`` forces a call).
+    before_attempt
+        Passed to :meth:`Client.markets` (e.g. to record the call in a ledger).
+
+    Raises
+    ------
+    CacheError
+        The cached list exists but cannot be read (the message names the file).
+    """
+    if client is None:
+        from parcelsearch.client import Client
+
+        client = Client()
+    path = _cache_path(cache, client.base_url)
+    limit = max_age if isinstance(max_age, timedelta) else timedelta(seconds=max_age)
+    if path is not None and limit > timedelta(0):
+        names = _read_cached(path, client.base_url, limit)
+        if names is not None:
+            return names
+    names = client.markets(before_attempt=before_attempt)
+    if path is not None:
+        _write_cached(path, client.base_url, names)
+    return names
+
+
+def check_markets(
+    areas: Frame, column: str, markets: Sequence[str] | None = None
+) -> Frame:
+    """Add whether each area's market is active, and the closest name for near misses.
+
+    Parameters
+    ----------
+    areas
+        Study areas (GeoDataFrame or DataFrame) with a column of market names.
+    column
+        The column holding each area's market name (``"City, ST"``).
+    markets
+        The active market names; default :func:`markets` (one call, cached a day).
+
+    Returns
+    -------
+    GeoDataFrame
+        A copy of ``areas`` with ``market_active`` (bool: the name, stripped of outer
+        spaces, is listed) and ``market_suggestion`` (the closest listed name when the
+        name is not listed but close, e.g. ``"Abilene TX"`` → ``"Abilene, TX"``; else None).
+
+    Raises
+    ------
+    InputError
+        ``column`` is not a column of ``areas`` (the message lists the columns there are).
+    """
+    if column not in areas.columns:
+        geometry = getattr(areas, "_geometry_column_name", None)
+        raise InputError(
+            f"no column {column!r} in the study areas; their columns are "
+            f"{[str(c) for c in areas.columns if c != geometry]}",
+            field=column,
+        )
+    names = list(markets) if markets is not None else _default_markets()
+    listed = set(names)
+    flags = [isinstance(v, str) and v.strip() in listed for v in areas[column]]
+    suggestions = [
+        None if flag or not isinstance(v, str) else suggest_market(v, names)
+        for v, flag in zip(areas[column], flags, strict=True)
+    ]
+    out = areas.copy()
+    out["market_active"] = pd.Series(flags, index=areas.index, dtype=bool)
+    out["market_suggestion"] = pd.Series(suggestions, index=areas.index, dtype=object)
+    return out
+
+
+def suggest_market(name: str, names: Sequence[str], cutoff: float = 0.75) -> str | None:
+    """The listed market closest to ``name``, or ``None`` when none is close.
+
+    Case, punctuation, spacing and spelled-out state names are ignored first
+    (``"abilene texas"`` → ``"Abilene, TX"``); then :mod:`difflib` finds the nearest.
+
+    Examples
+    --------
+    >>> suggest_market("Abilene Tx", ["Abilene, TX", "Boise, ID"])
+    'Abilene, TX'
+    >>> suggest_market("Boise, Idaho", ["Abilene, TX", "Boise, ID"])
+    'Boise, ID'
+    >>> suggest_market("Marfa, TX", ["Abilene, TX", "Boise, ID"]) is None
+    True
+    """
+    by_key: dict[str, str] = {}
+    for listed in names:
+        by_key.setdefault(_key(listed), listed)
+    key = _key(name)
+    if key in by_key:
+        return by_key[key]
+    close = difflib.get_close_matches(key, list(by_key), n=1, cutoff=cutoff)
+    return by_key[close[0]] if close else None
+
+
+def _key(name: str) -> str:
+    text = re.sub(r"[^0-9a-z]+", " ", name.casefold()).strip()
+    return _STATE_NAME.sub(lambda m: _STATES[m[1]], text)
+
+
+def _default_markets() -> list[str]:
+    return markets()
+
+
+# -- the cached list ----------------------------------------------------------------------
+
+
+def _cache_path(cache: Any, base_url: str) -> Path | None:
+    if cache is False:
+        return None
+    if cache is None or cache is True:
+        directory = default_cache_dir()
+    elif hasattr(cache, "directory"):
+        directory = Path(cache.directory)
+    else:
+        directory = Path(cache).expanduser()
+    tag = hashlib.sha256(base_url.rstrip("/").encode()).hexdigest()[:16]
+    return directory / f"markets-{tag}.json"
+
+
+def _read_cached(path: Path, base_url: str, max_age: timedelta) -> list[str] | None:
+    try:
+        record = json.loads(path.read_text(encoding="utf-8"))
+        fetched = datetime.fromisoformat(record["fetched_at"])
+        names = record["markets"]
+        ok = record["base_url"] == base_url and all(isinstance(n, str) for n in names)
+    except FileNotFoundError:
+        return None
+    except (OSError, ValueError, KeyError, TypeError) as exc:
+        raise CacheError(
+            f"cached market list {path} cannot be read ({exc}); delete it to fetch a new one"
+        ) from None
+    if not ok:
+        raise CacheError(f"cached market list {path} is not for {base_url}; delete it")
+    return list(names) if datetime.now(UTC) - fetched <= max_age else None
+
+
+def _write_cached(path: Path, base_url: str, names: list[str]) -> None:
+    record = {"base_url": base_url, "fetched_at": datetime.now(UTC).isoformat(), "markets": names}
+    temp = path.with_name(f".tmp-{uuid.uuid4().hex}.json")
+    try:
+        path.parent.mkdir(parents=True, exist_ok=True)
+        with open(temp, "w", encoding="utf-8") as handle:
+            json.dump(record, handle)
+            handle.flush()
+            os.fsync(handle.fileno())
+        os.replace(temp, path)
+    except OSError as exc:
+        temp.unlink(missing_ok=True)
+        raise CacheError(f"cannot write the market list to {path}: {exc}") from None

@@ -1,0 +1,268 @@
+"""Plan a search before spending anything: study areas → the pieces that will be sent.
+
+:func:`plan` validates the areas (:mod:`parcelsearch.areas`), tiles each one
+(:mod:`parcelsearch.tiling`) and returns a :class:`Plan`: every piece's exact
+``searchPolygon`` text, its request-line bytes and the minimum calls the run needs.
+Nothing here touches the network.
+
+Examples
+--------
+>>> from shapely import box
+>>> p = plan([box(-97.5, 32.7, -97.4, 32.8)])
+>>> p
+<Plan: 1 area → 1 piece, at least 1 call (exact; request lines ≤ 7,168 bytes)>
+>>> p.pieces[0].polygon_json
+'[[-97.5,32.7],[-97.4,32.7],[-97.4,32.8],[-97.5,32.8],[-97.5,32.7]]'
+"""
+
+from __future__ import annotations
+
+import html
+import math
+from collections.abc import Hashable, Sequence
+from dataclasses import dataclass
+from typing import Any
+
+import geopandas as gpd
+import pandas as pd
+import shapely
+
+from parcelsearch import _wire, settings, tiling
+from parcelsearch.areas import validate_areas
+from parcelsearch.errors import InputError
+
+__all__ = ["Piece", "Plan", "plan", "suggest_tolerance", "TOLERANCE_LADDER"]
+
+#: Tolerances (metres) :func:`suggest_tolerance` tries, smallest first.
+TOLERANCE_LADDER: tuple[float, ...] = (1, 2, 5, 10, 20, 50, 100, 200, 500)
+
+
+@dataclass(frozen=True)
+class Piece:
+    """One ring to send: a whole request but for its page number.
+
+    Attributes
+    ----------
+    area_id
+        The id of the area the piece belongs to.
+    piece_id
+        0..n-1 within the area, stable for the same area and settings.
+    polygon_json
+        The exact ``searchPolygon`` text sent (:func:`parcelsearch._wire.ring_json`).
+    geometry
+        The ring as a polygon, EPSG:4326, coordinates exactly as sent.
+    request_bytes
+        Bytes of the request line at page 99999 (the budget's worst case).
+    """
+
+    area_id: Hashable
+    piece_id: int
+    polygon_json: str
+    geometry: shapely.Polygon
+    request_bytes: int
+
+    @property
+    def vertices(self) -> int:
+        """Distinct vertices of the ring (the closing vertex not counted twice)."""
+        return len(self.geometry.exterior.coords) - 1
+
+
+class Plan:
+    """The pieces a search will send, per area, and the minimum calls they need.
+
+    Attributes
+    ----------
+    areas
+        The validated areas: EPSG:4326, indexed by area id (index name :attr:`id_name`).
+    pieces
+        Every piece, grouped by area in the areas' order, ``piece_id`` ascending.
+    tolerance, max_request_bytes, path
+        The settings the plan was made with.
+    id_name
+        Name of the area id (the column name used in outputs).
+    """
+
+    def __init__(
+        self,
+        areas: gpd.GeoDataFrame,
+        pieces: Sequence[Piece],
+        *,
+        tolerance: float,
+        max_request_bytes: int,
+        path: str,
+    ) -> None:
+        self.areas = areas
+        self.pieces = list(pieces)
+        self.tolerance = float(tolerance)
+        self.max_request_bytes = int(max_request_bytes)
+        self.path = path
+        self.id_name = str(areas.index.name)
+
+    @property
+    def min_calls(self) -> int:
+        """Calls the plan needs at the very least: one per piece (page 1)."""
+        return len(self.pieces)
+
+    @property
+    def tiles(self) -> gpd.GeoDataFrame:
+        """One row per piece: area id, piece id, vertices, request bytes, minimum calls."""
+        rows = {
+            self.id_name: [p.area_id for p in self.pieces],
+            "piece_id": [p.piece_id for p in self.pieces],
+            "vertices": [p.vertices for p in self.pieces],
+            "request_bytes": [p.request_bytes for p in self.pieces],
+            "min_calls": [1] * len(self.pieces),
+        }
+        frame = pd.DataFrame(rows).astype(
+            {"piece_id": "int64", "vertices": "int64", "request_bytes": "int64", "min_calls": "int64"}
+        )
+        return gpd.GeoDataFrame(
+            frame, geometry=[p.geometry for p in self.pieces], crs="EPSG:4326"
+        )
+
+    def summary(self) -> pd.DataFrame:
+        """Per area: parts, holes, vertices, pieces and minimum calls."""
+        geoms = self.areas.geometry
+        parts = [shapely.get_parts(g) for g in geoms]
+        counts = pd.Series(
+            [p.area_id for p in self.pieces], dtype=object
+        ).value_counts()
+        frame = pd.DataFrame(
+            {
+                "parts": [len(p) for p in parts],
+                "holes": [int(shapely.get_num_interior_rings(p).sum()) for p in parts],
+                "vertices": [_vertices(p) for p in parts],
+                "pieces": [int(counts.get(area_id, 0)) for area_id in self.areas.index],
+            },
+            index=self.areas.index.copy(),
+        )
+        frame["min_calls"] = frame["pieces"]
+        return frame
+
+    def _headline(self) -> str:
+        mode = "exact" if not self.tolerance else f"tolerance {self.tolerance:g} m"
+        areas, pieces = len(self.areas), len(self.pieces)
+        return (
+            f"{areas:,} area{'s' * (areas != 1)} → {pieces:,} piece{'s' * (pieces != 1)}, "
+            f"at least {self.min_calls:,} call{'s' * (self.min_calls != 1)} "
+            f"({mode}; request lines ≤ {self.max_request_bytes:,} bytes)"
+        )
+
+    def __repr__(self) -> str:
+        return f"<Plan: {self._headline()}>"
+
+    def _repr_html_(self) -> str:
+        table = self.summary().head(50).to_html(border=0)
+        more = len(self.areas) - 50
+        tail = f"<p>… and {more:,} more areas</p>" if more > 0 else ""
+        return f"<div><strong>Plan</strong>: {html.escape(self._headline())}{table}{tail}</div>"
+
+
+def _vertices(parts: Any) -> int:
+    """Distinct vertices of polygons (closing vertices not counted)."""
+    rings = shapely.get_rings(parts)
+    return int(shapely.get_num_coordinates(rings).sum() - len(rings))
+
+
+def plan(
+    areas: Any,
+    tolerance: float = 0.0,
+    *,
+    id_column: str | None = None,
+    max_request_bytes: int = settings.MAX_REQUEST_LINE_BYTES,
+    path: str = settings.SEARCH_PATH,
+) -> Plan:
+    """The pieces a search of ``areas`` will send, and the minimum calls — zero calls made.
+
+    Parameters
+    ----------
+    areas
+        GeoDataFrame or GeoSeries (any CRS, which must be set), a shapely geometry or a
+        list of them (taken as EPSG:4326). See :func:`parcelsearch.areas.validate_areas`.
+    tolerance
+        0 (default): exact pieces, whose union is each area on the 6-decimal grid.
+        ``t`` metres (≥ 0.5): pieces cover each area and stay within ``t`` of it, so
+        fewer pieces are needed; nearby parts and fine boundary detail may merge.
+    id_column
+        Column holding area ids; by default the index.
+    max_request_bytes
+        Longest request line (``GET <target> HTTP/1.1``) allowed, checked at page 99999.
+    path
+        The search path the requests go to.
+
+    Returns
+    -------
+    Plan
+
+    Raises
+    ------
+    InputError
+        Areas that cannot be planned (the message names the row), or a bad tolerance.
+    """
+    tolerance = _check_tolerance(tolerance)
+    validated = validate_areas(areas, id_column=id_column)
+    pieces: list[Piece] = []
+    for area_id, geometry in validated.geometry.items():
+        rings = tiling.tile(
+            geometry, tolerance=tolerance, max_request_bytes=max_request_bytes, path=path
+        )
+        for piece_id, ring in enumerate(rings):
+            text = _wire.ring_json(ring.exterior.coords)
+            pieces.append(
+                Piece(
+                    area_id=area_id,
+                    piece_id=piece_id,
+                    polygon_json=text,
+                    geometry=ring,
+                    request_bytes=tiling.request_bytes(text, path),
+                )
+            )
+    return Plan(
+        validated, pieces, tolerance=tolerance, max_request_bytes=max_request_bytes, path=path
+    )
+
+
+def _check_tolerance(tolerance: float) -> float:
+    try:
+        value = float(tolerance)
+    except (TypeError, ValueError):
+        raise InputError(
+            f"tolerance={tolerance!r}: give a number of metres (0 for exact)", field="tolerance"
+        ) from None
+    if value != 0 and not (math.isfinite(value) and value >= tiling.MIN_TOLERANCE):
+        raise InputError(
+            f"tolerance={tolerance!r} m: use 0 for exact pieces or at least "
+            f"{tiling.MIN_TOLERANCE} m (coordinates are sent rounded to 6 decimals, about 0.1 m)",
+            field="tolerance",
+        )
+    return value
+
+
+def suggest_tolerance(
+    areas: Any, max_calls: int, ladder: Sequence[float] = TOLERANCE_LADDER, **plan_kwargs: Any
+) -> float | None:
+    """The smallest tolerance whose plan needs at most ``max_calls`` calls.
+
+    Tries exact mode (0.0) first, then each tolerance of ``ladder`` (metres) in turn.
+
+    Parameters
+    ----------
+    areas
+        As for :func:`plan`.
+    max_calls
+        Calls available (a budget or the quota left).
+    ladder
+        Tolerances to try, smallest first.
+    **plan_kwargs
+        ``id_column``, ``max_request_bytes``, ``path``, passed to :func:`plan`.
+
+    Returns
+    -------
+    float or None
+        0.0 if exact pieces fit, else the first tolerance that fits, else None.
+    """
+    validated = validate_areas(areas, id_column=plan_kwargs.pop("id_column", None))
+    for tolerance in (0.0, *sorted(ladder)):
+        if plan(validated, tolerance, **plan_kwargs).min_calls <= max_calls:
+            return float(tolerance)
+    return None

@@ -1,0 +1,268 @@
+"""The Starlette application: routes, the gateway checks, the error envelope.
+
+Every answer is JSON. Successes are the vendor's bodies; every error is
+``{"status":"ERROR","messages":[...]}`` — for unknown paths (404), other methods (405),
+over-long request lines (414, checked before anything else), keys (401), limits (429),
+bad parameters (400) and even unexpected failures (500, traceback logged server-side).
+
+Examples
+--------
+>>> envelope(401, MISSING_KEY).body
+b'{"status":"ERROR","messages":["Failed to resolve API Key variable request.header.x-api-key"]}'
+"""
+
+from __future__ import annotations
+
+import json
+import logging
+import math
+import time
+from collections.abc import Sequence
+from pathlib import Path
+from typing import Any
+
+import geopandas as gpd
+from starlette.applications import Starlette
+from starlette.exceptions import HTTPException
+from starlette.requests import Request
+from starlette.responses import Response
+from starlette.routing import Route
+from starlette.types import ASGIApp, Message, Receive, Scope, Send
+
+from parcelsearch.errors import BadPolygonError
+from parcelsearch.service import limits
+from parcelsearch.service.keys import KeyStore
+from parcelsearch.service.openapi import openapi_document
+from parcelsearch.service.polygon import bad_request, parse_page, parse_polygon
+from parcelsearch.service.store import ParcelStore, load_markets
+from parcelsearch.settings import (
+    MARKETS_PATH,
+    MAX_REQUEST_LINE_BYTES,
+    PAGE_SIZE,
+    SEARCH_PATH,
+    STAGE_PREFIX,
+)
+
+__all__ = [
+    "create_app",
+    "RequestLineGuard",
+    "envelope",
+    "MISSING_KEY",
+    "REQUEST_LINE_TOO_LONG",
+]
+
+log = logging.getLogger("parcelsearch.service")
+access_log = logging.getLogger("parcelsearch.service.access")
+
+MISSING_KEY = "Failed to resolve API Key variable request.header.x-api-key"
+REQUEST_LINE_TOO_LONG = f"request line size exceeding {MAX_REQUEST_LINE_BYTES:,}"
+INTERNAL = (
+    "internal error: the service failed while handling this request (the call was counted); "
+    "try again, and report it if it persists"
+)
+JSON = "application/json"
+
+
+def envelope(status: int, *messages: str, headers: dict[str, str] | None = None) -> Response:
+    """An error response in the service's envelope."""
+    body = json.dumps({"status": "ERROR", "messages": list(messages)}, separators=(",", ":"))
+    return Response(body, status_code=status, media_type=JSON, headers=headers)
+
+
+def _error_bytes(*messages: str) -> bytes:
+    body = {"status": "ERROR", "messages": list(messages)}
+    return json.dumps(body, separators=(",", ":")).encode()
+
+
+def request_line_length(scope: Scope) -> int:
+    """Bytes of ``METHOD <raw target> HTTP/x`` as the client sent it."""
+    raw = scope.get("raw_path") or scope["path"].encode("utf-8")
+    query = scope.get("query_string", b"")
+    target = len(raw) + (1 + len(query) if query else 0)
+    method = scope.get("method", "GET")
+    return len(method) + 1 + target + len(" HTTP/") + len(scope.get("http_version", "1.1"))
+
+
+class RequestLineGuard:
+    """Outermost ASGI layer: the 414 check, an access log without queries or headers, and a
+    last-resort 500 envelope."""
+
+    def __init__(self, app: ASGIApp, max_bytes: int = MAX_REQUEST_LINE_BYTES) -> None:
+        self.app = app
+        self.max_bytes = max_bytes
+
+    async def __call__(self, scope: Scope, receive: Receive, send: Send) -> None:
+        if scope["type"] != "http":
+            await self.app(scope, receive, send)
+            return
+        started = time.perf_counter()
+        status = 0
+
+        async def tracked(message: Message) -> None:
+            nonlocal status
+            if message["type"] == "http.response.start":
+                status = message["status"]
+            await send(message)
+
+        try:
+            if request_line_length(scope) > self.max_bytes:
+                await envelope(414, REQUEST_LINE_TOO_LONG)(scope, receive, tracked)
+            else:
+                await self.app(scope, receive, tracked)
+        except Exception:
+            log.exception("unhandled error on %s %s", scope.get("method"), scope.get("path"))
+            if status == 0:
+                await envelope(500, INTERNAL)(scope, receive, tracked)
+        finally:
+            if access_log.isEnabledFor(logging.INFO):
+                client = scope.get("client") or ("-", 0)
+                access_log.info(
+                    '%s "%s %s" %s %.1fms', client[0], scope.get("method"), scope.get("path"),
+                    status, (time.perf_counter() - started) * 1000,
+                )
+
+
+class _Service:
+    """The handlers, bound to one parcel store, markets list and key store."""
+
+    def __init__(self, store: ParcelStore, markets: list[str], keys: KeyStore) -> None:
+        self.store = store
+        self.keys = keys
+        self.markets_body = json.dumps(
+            {"status": "OK", "dataRows": len(markets), "data": markets},
+            separators=(",", ":"), ensure_ascii=False,
+        ).encode()
+
+    def gated(self, request: Request, service: str, handle: Any) -> Response:
+        """Run the gateway checks, then ``handle`` inside the admission transaction."""
+        api_key = request.headers.get("x-api-key")
+        if not api_key:
+            return envelope(401, MISSING_KEY)
+
+        def safe() -> limits.Outcome[bytes]:
+            try:
+                outcome: limits.Outcome[bytes] = handle()
+            except Exception:
+                log.exception("error handling %s", request.url.path)
+                return limits.Outcome(500, _error_bytes(INTERNAL))
+            return outcome
+
+        try:
+            result = limits.admit(self.keys, api_key, service, request.url.path, safe)
+        except Exception:
+            log.exception("error handling %s", request.url.path)
+            return envelope(500, INTERNAL)
+        if isinstance(result, limits.Refusal):
+            headers = None if result.retry_after is None else {
+                "Retry-After": str(result.retry_after)
+            }
+            return envelope(result.status, result.message, headers=headers)
+        return Response(result.body, status_code=result.status, media_type=JSON)
+
+    async def markets(self, request: Request) -> Response:
+        return self.gated(request, "markets", lambda: limits.Outcome(200, self.markets_body))
+
+    async def search(self, request: Request) -> Response:
+        return self.gated(request, "search", lambda: self._search(request))
+
+    def _search(self, request: Request) -> limits.Outcome[bytes]:
+        params = request.query_params
+        messages: list[str] = []
+        for name in ("searchPolygon", "page"):
+            if len(params.getlist(name)) > 1:
+                messages.append(
+                    f"{name} is given {len(params.getlist(name))} times; send it once"
+                )
+        if messages:
+            return limits.Outcome(400, _error_bytes(*messages))
+        parsed = page = None
+        try:
+            parsed = parse_polygon(params.get("searchPolygon"))
+        except BadPolygonError as exc:
+            messages.extend(exc.messages)
+        try:
+            page = parse_page(params.get("page"))
+        except BadPolygonError as exc:
+            messages.extend(exc.messages)
+        sha = parsed.sha256 if parsed is not None else None
+        if messages or parsed is None or page is None:
+            return limits.Outcome(400, _error_bytes(*messages), sha, page)
+        hits = self.store.hits(parsed)
+        rows = len(hits)
+        pages = math.ceil(rows / PAGE_SIZE)
+        if page > max(pages, 1):
+            what = "has no results (rows 0, pages 0); ask for page 1" if rows == 0 else (
+                f"has {pages} page{'s' if pages != 1 else ''} ({rows} rows); ask for a page "
+                f"from 1 to {pages}"
+            )
+            message = bad_request(f"page {page} is beyond the last page: this search {what}")
+            return limits.Outcome(400, _error_bytes(*message.messages), sha, page)
+        data = self.store.page(hits, page)
+        body = json.dumps(
+            {"status": "OK", "rows": rows, "dataRows": len(data), "pages": pages,
+             "page": page, "data": data},
+            separators=(",", ":"),
+        ).encode()
+        return limits.Outcome(200, body, sha, page)
+
+    async def openapi(self, request: Request) -> Response:
+        return Response(
+            json.dumps(openapi_document(str(request.base_url).rstrip("/"))), media_type=JSON
+        )
+
+
+async def _http_error(request: Request, exc: Exception) -> Response:
+    assert isinstance(exc, HTTPException)
+    if exc.status_code == 404:
+        message = (
+            f"no such resource: {request.url.path}; the service answers GET {SEARCH_PATH} and "
+            f"GET {MARKETS_PATH} (also under {STAGE_PREFIX})"
+        )
+    elif exc.status_code == 405:
+        message = f"method {request.method} is not allowed on {request.url.path}; use GET"
+    else:
+        message = str(exc.detail)
+    return envelope(exc.status_code, message, headers=dict(exc.headers or {}))
+
+
+async def _server_error(request: Request, exc: Exception) -> Response:
+    return envelope(500, INTERNAL)
+
+
+def create_app(
+    parcels: str | Path | gpd.GeoDataFrame | ParcelStore | None = None,
+    markets: str | Path | Sequence[str] | None = None,
+    keys: KeyStore | str | Path | None = None,
+    match: str = "representative-point",
+) -> ASGIApp:
+    """The service as an ASGI application.
+
+    Parameters
+    ----------
+    parcels
+        A :class:`ParcelStore`, a parcels file or frame, or ``None`` for the bundled demo.
+    markets
+        A markets file, a list of names, or ``None`` for the bundled list.
+    keys
+        The key store (or its path). Required.
+    match
+        ``"representative-point"`` or ``"intersects"`` (ignored when ``parcels`` is a store).
+    """
+    if keys is None:
+        raise TypeError("create_app needs a key store (keys=KeyStore(path) or a path)")
+    key_store = keys if isinstance(keys, KeyStore) else KeyStore(keys)
+    store = parcels if isinstance(parcels, ParcelStore) else ParcelStore(parcels, match=match)
+    service = _Service(store, load_markets(markets), key_store)
+    routes = [
+        Route("/openapi.json", service.openapi, methods=["GET"]),
+    ]
+    for prefix in ("", STAGE_PREFIX):
+        routes.append(Route(prefix + SEARCH_PATH, service.search, methods=["GET"]))
+        routes.append(Route(prefix + MARKETS_PATH, service.markets, methods=["GET"]))
+    app = Starlette(
+        routes=routes,
+        exception_handlers={HTTPException: _http_error, Exception: _server_error},
+    )
+    app.router.redirect_slashes = False
+    app.state.service = service
+    return RequestLineGuard(app)

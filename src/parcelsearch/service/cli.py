@@ -1,0 +1,200 @@
+"""The ``serve`` and ``keys`` sub-commands of ``parcelsearch``.
+
+Defaults: the bundled demo data; the key store and certificates in the per-user service
+directory — ``$PARCELSEARCH_SERVICE_DIR`` if set, else ``$XDG_DATA_HOME/parcelsearch/service``
+(``~/.local/share/parcelsearch/service``) — as ``keys.sqlite`` and ``certs/``.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import logging
+import os
+import sys
+from pathlib import Path
+from typing import Any
+
+from parcelsearch.errors import ConfigurationError
+from parcelsearch.service.keys import QUOTA_PERIODS, SERVICES, KeyStore
+from parcelsearch.service.store import MATCH_MODES
+from parcelsearch.settings import KEY_TYPES
+
+__all__ = ["register", "service_dir", "default_keys_path", "default_cert_dir"]
+
+ENV_SERVICE_DIR = "PARCELSEARCH_SERVICE_DIR"
+
+
+def service_dir() -> Path:
+    """The per-user directory for the service's key store and certificates."""
+    if os.environ.get(ENV_SERVICE_DIR):
+        return Path(os.environ[ENV_SERVICE_DIR]).expanduser()
+    base = os.environ.get("XDG_DATA_HOME") or str(Path.home() / ".local" / "share")
+    return Path(base).expanduser() / "parcelsearch" / "service"
+
+
+def default_keys_path() -> Path:
+    """The default key store file."""
+    return service_dir() / "keys.sqlite"
+
+
+def default_cert_dir() -> Path:
+    """The default certificate directory."""
+    return service_dir() / "certs"
+
+
+def _keys_arg(parser: argparse.ArgumentParser) -> None:
+    parser.add_argument(
+        "--keys", type=Path, default=None, metavar="FILE",
+        help=f"key store (SQLite; default: {default_keys_path()})",
+    )
+
+
+def _serve(args: argparse.Namespace) -> int:
+    from parcelsearch.service.app import create_app
+    from parcelsearch.service.server import bind_socket, build_server
+    from parcelsearch.service.store import ParcelStore
+    from parcelsearch.service.tls import ensure_certificates
+
+    logging.basicConfig(
+        level=logging.INFO,
+        stream=sys.stderr,
+        format="%(asctime)s %(levelname)s %(name)s %(message)s",
+    )
+    cert_dir = args.cert_dir or default_cert_dir()
+    certs = ensure_certificates(cert_dir, [args.host])
+    keys = KeyStore(args.keys or default_keys_path())
+    app = create_app(ParcelStore(args.parcels, match=args.match), args.markets, keys)
+    sock = bind_socket(args.host, args.port)
+    port = sock.getsockname()[1]
+    host = f"[{args.host}]" if ":" in args.host else args.host
+
+    def ready() -> None:
+        print(f"serving https://{host}:{port} (CA: {certs.ca})", flush=True)
+
+    server = build_server(app, certs.cert, certs.key, on_ready=ready)
+    try:
+        server.run(sockets=[sock])
+    finally:
+        sock.close()
+        keys.close()
+    return 0 if server.started else 1
+
+
+def _positive_float(text: str) -> float:
+    try:
+        value = float(text)
+    except ValueError:
+        raise argparse.ArgumentTypeError(f"not a number: {text!r}") from None
+    if not value > 0 or value == float("inf"):
+        raise argparse.ArgumentTypeError(f"must be a positive number, got {text}")
+    return value
+
+
+def _count(text: str) -> int:
+    if not text.isdigit():
+        raise argparse.ArgumentTypeError(f"must be a whole number >= 0, got {text!r}")
+    return int(text)
+
+
+def _keys_create(args: argparse.Namespace) -> int:
+    store = KeyStore(args.keys or default_keys_path())
+    try:
+        key = store.create(
+            args.name, key_type=args.type, per_second=args.per_second, quota=args.quota,
+            quota_period=args.quota_period, services=args.services,
+        )
+    finally:
+        store.close()
+    print(key, flush=True)
+    return 0
+
+
+def _keys_list(args: argparse.Namespace) -> int:
+    path = args.keys or default_keys_path()
+    if not Path(path).exists():
+        raise ConfigurationError(f"no key store at {path}; create a key first (keys create)")
+    store = KeyStore(path)
+    try:
+        rows = store.list()
+    finally:
+        store.close()
+    if args.json:
+        print(json.dumps(rows, indent=2))
+        return 0
+    print(_table(rows))
+    return 0
+
+
+def _table(rows: list[dict[str, Any]]) -> str:
+    head = ["name", "type", "per_second", "quota", "period", "services", "used", "this_month",
+            "revoked"]
+    body = [
+        [
+            r["name"], r["type"], f"{r['per_second']:g}",
+            "-" if r["quota"] is None else str(r["quota"]), r["quota_period"],
+            ",".join(r["services"]), str(r["used_lifetime"]), str(r["used_month"]),
+            "yes" if r["revoked"] else "no",
+        ]
+        for r in rows
+    ]
+    widths = [max(len(x) for x in col) for col in zip(head, *body, strict=False)]
+    lines = ["  ".join(c.ljust(w) for c, w in zip(line, widths, strict=True)).rstrip()
+             for line in [head, *body]]
+    return "\n".join(lines) if body else "\n".join(lines) + "\n(no keys)"
+
+
+def _keys_revoke(args: argparse.Namespace) -> int:
+    store = KeyStore(args.keys or default_keys_path())
+    try:
+        store.revoke(args.name)
+    finally:
+        store.close()
+    print(f"revoked {args.name}", file=sys.stderr)
+    return 0
+
+
+def register(commands: Any) -> None:
+    """Add ``serve`` and ``keys`` to the top-level sub-parsers ``commands``."""
+    serve = commands.add_parser(
+        "serve",
+        help="run the reference Search and Markets service over HTTPS",
+        description="Run the reference service. With no data options it serves the bundled "
+        "demo data. Prints one line 'serving https://HOST:PORT (CA: DIR/ca.pem)' when ready.",
+    )
+    serve.add_argument("--parcels", type=Path, default=None, metavar="FILE",
+                       help="parcels (any file geopandas reads: parcel_id, group_id, geometry)")
+    serve.add_argument("--markets", type=Path, default=None, metavar="FILE",
+                       help="market names, one per line or a JSON list")
+    _keys_arg(serve)
+    serve.add_argument("--cert-dir", type=Path, default=None, metavar="DIR",
+                       help=f"CA and server certificate (default: {default_cert_dir()})")
+    serve.add_argument("--host", default="127.0.0.1", help="address to bind (default 127.0.0.1)")
+    serve.add_argument("--port", type=int, default=8443, help="port (0 picks a free one)")
+    serve.add_argument("--match", choices=MATCH_MODES, default="representative-point",
+                       help="how a parcel matches a polygon (default representative-point)")
+    serve.set_defaults(func=_serve)
+
+    keys = commands.add_parser("keys", help="create, list and revoke API keys",
+                               description="Manage the service's API keys.")
+    sub = keys.add_subparsers(dest="keys_command", required=True, metavar="ACTION")
+    create = sub.add_parser("create", help="create a key and print it (shown once)")
+    _keys_arg(create)
+    create.add_argument("--name", required=True)
+    create.add_argument("--type", choices=list(KEY_TYPES), default="demo")
+    create.add_argument("--per-second", type=_positive_float, default=None, metavar="N")
+    create.add_argument("--quota", type=_count, default=None, metavar="N")
+    create.add_argument("--quota-period", choices=QUOTA_PERIODS, default=None)
+    create.add_argument("--services", default=",".join(SERVICES),
+                        help="comma-separated: search,markets (default both)")
+    create.set_defaults(func=_keys_create)
+    listing = sub.add_parser("list", help="list keys, limits and calls used")
+    _keys_arg(listing)
+    listing.add_argument("--json", action="store_true", help="JSON instead of a table")
+    listing.set_defaults(func=_keys_list)
+    revoke = sub.add_parser("revoke", help="revoke a key")
+    _keys_arg(revoke)
+    revoke.add_argument("--name", required=True)
+    revoke.set_defaults(func=_keys_revoke)
+
+

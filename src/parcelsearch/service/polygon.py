@@ -1,0 +1,275 @@
+"""Parse and validate the ``searchPolygon`` and ``page`` query parameters.
+
+Two forms are accepted: one ring ``[[lon,lat],...]`` (the written spec) and the vendor's
+example form ``[[[lon,lat],...], ...]`` whose first ring is the boundary and whose further
+rings are holes. Every refusal is a :class:`~parcelsearch.errors.BadPolygonError` (400)
+whose message says what is wrong and how to fix it.
+
+The *normalised* text of a polygon is the compact JSON of its rings, each coordinate in
+its shortest round-trip form (``-97.5``, ``32``): for a ring sent in the toolkit's
+canonical form (``parcelsearch._wire.ring_json``) it is that very text, so
+``sha256(ring_json(ring))`` names the same polygon on both sides.
+
+Examples
+--------
+>>> parsed = parse_polygon("[[-97.5,32.25],[-97.4,32.25],[-97.4,32.3],[-97.5,32.25]]")
+>>> parsed.normalised
+'[[-97.5,32.25],[-97.4,32.25],[-97.4,32.3],[-97.5,32.25]]'
+>>> parse_page("2")
+2
+"""
+
+from __future__ import annotations
+
+import hashlib
+import json
+import math
+import re
+from dataclasses import dataclass, field
+from typing import Any
+
+import shapely
+from shapely.geometry import Polygon
+
+from parcelsearch.errors import BadPolygonError
+
+__all__ = ["ParsedPolygon", "parse_polygon", "parse_page", "bad_request", "EXAMPLE"]
+
+#: A well-formed example shown in messages.
+EXAMPLE = "[[-97.5,32.25],[-97.4,32.25],[-97.4,32.3],[-97.5,32.25]]"
+_FORMS = (
+    "send one ring [[lon,lat],...] or rings [[[lon,lat],...],[[lon,lat],...]] "
+    "(the first ring the boundary, the others holes)"
+)
+_DIGITS = re.compile(r"[0-9]+")
+
+
+def bad_request(message: str) -> BadPolygonError:
+    """A 400 refusal carrying ``message`` as the service's only message."""
+    return BadPolygonError(message, status=400, messages=[message])
+
+
+@dataclass(frozen=True)
+class ParsedPolygon:
+    """A valid search polygon.
+
+    Attributes
+    ----------
+    polygon
+        The shapely polygon (holes subtracted), prepared for repeated predicates.
+    normalised
+        Canonical JSON of its rings (one ring: ``[[lon,lat],...]``; with holes:
+        ``[[[lon,lat],...],...]``).
+    sha256
+        Hex sha256 of ``normalised``: the polygon's name in caches and the request log.
+    """
+
+    polygon: Polygon
+    normalised: str
+    sha256: str = field(init=False)
+
+    def __post_init__(self) -> None:
+        object.__setattr__(self, "sha256", hashlib.sha256(self.normalised.encode()).hexdigest())
+
+
+def _kind(value: Any) -> str:
+    """A JSON-ish name of a parsed value's type, for messages."""
+    if isinstance(value, bool):
+        return "a boolean"
+    if value is None:
+        return "null"
+    if isinstance(value, list):
+        return "an array"
+    if isinstance(value, dict):
+        return "an object"
+    if isinstance(value, str):
+        return "a string"
+    return "a number"
+
+
+def _text(value: Any, limit: int = 60) -> str:
+    """Short JSON of ``value`` for messages."""
+    text = json.dumps(value, separators=(",", ":"), allow_nan=True)
+    return text if len(text) <= limit else text[: limit - 1] + "…"
+
+
+def _is_number(value: Any) -> bool:
+    return isinstance(value, int | float) and not isinstance(value, bool)
+
+
+def _norm(value: float) -> str:
+    """Shortest round-trip text of a coordinate, integral values without ``.0``."""
+    text = repr(float(value))
+    if text.endswith(".0"):
+        text = text[:-2]
+    return "0" if text == "-0" else text
+
+
+def _rings(data: Any) -> list[list[Any]]:
+    """The rings of the decoded parameter, whichever of the two forms it uses."""
+    if not isinstance(data, list):
+        raise bad_request(
+            f"searchPolygon must be a JSON array of [longitude, latitude] points, got "
+            f"{_kind(data)}; {_FORMS}, e.g. {EXAMPLE}"
+        )
+    if not data:
+        raise bad_request(f"searchPolygon is an empty array; {_FORMS}, e.g. {EXAMPLE}")
+    first = data[0]
+    if not isinstance(first, list):
+        raise bad_request(
+            f"searchPolygon has the wrong nesting: its first element is {_kind(first)} "
+            f"{_text(first)}, not a [longitude, latitude] point; wrap each pair in brackets: "
+            f"{_FORMS}"
+        )
+    if first and isinstance(first[0], list):
+        if first[0] and isinstance(first[0][0], list):
+            raise bad_request(
+                "searchPolygon has the wrong nesting: too many levels of brackets (a "
+                f"MultiPolygon?); send one polygon per request: {_FORMS}"
+            )
+        for number, ring in enumerate(data, start=1):
+            if not isinstance(ring, list):
+                raise bad_request(
+                    f"searchPolygon has the wrong nesting: ring {number} is {_kind(ring)} "
+                    f"{_text(ring)}, not an array of points; {_FORMS}"
+                )
+        return data
+    return [data]
+
+
+def _points(ring: list[Any], label: str) -> list[tuple[float, float]]:
+    """The checked (lon, lat) points of one ring."""
+    points: list[tuple[float, float]] = []
+    for number, point in enumerate(ring, start=1):
+        where = f"searchPolygon {label} point {number}"
+        if not isinstance(point, list) or len(point) != 2:
+            raise bad_request(
+                f"{where} must be a pair [longitude, latitude], got {_kind(point)} "
+                f"{_text(point)}; {_FORMS}"
+            )
+        for axis, value in zip(("longitude", "latitude"), point, strict=True):
+            if not _is_number(value):
+                raise bad_request(
+                    f"{where} has a {axis} that is {_kind(value)} ({_text(value)}), not a "
+                    "number; write coordinates as plain JSON numbers, e.g. -97.5"
+                )
+            if not math.isfinite(value):
+                raise bad_request(
+                    f"{where} has a {axis} that is not a finite number ({_text(value)}); "
+                    "send finite decimal degrees"
+                )
+        lon, lat = float(point[0]), float(point[1])
+        if not -180.0 <= lon <= 180.0:
+            hint = " (did you swap them? each point is [longitude, latitude])" if (
+                -90.0 <= lon <= 90.0
+            ) else ""
+            raise bad_request(
+                f"{where} has longitude {_text(point[0])} outside [-180, 180]; send "
+                f"[longitude, latitude] in decimal degrees (EPSG:4326){hint}"
+            )
+        if not -90.0 <= lat <= 90.0:
+            hint = " (did you swap them? each point is [longitude, latitude])" if (
+                -180.0 <= lat <= 180.0 and -90.0 <= lon <= 90.0
+            ) else ""
+            raise bad_request(
+                f"{where} has latitude {_text(point[1])} outside [-90, 90]; send "
+                f"[longitude, latitude] in decimal degrees (EPSG:4326){hint}"
+            )
+        points.append((lon, lat))
+    return points
+
+
+def _check_ring(points: list[tuple[float, float]], raw: list[Any], label: str) -> None:
+    """Ring shape: enough points, closed, encloses area, simple."""
+    if len(points) < 4:
+        raise bad_request(
+            f"searchPolygon {label} has {len(points)} point{'s' if len(points) != 1 else ''}; "
+            "a ring needs at least 4 (3 corners, then the first point repeated at the end)"
+        )
+    if points[0] != points[-1]:
+        raise bad_request(
+            f"searchPolygon {label} is not closed: first point {_text(raw[0])} differs from "
+            f"last point {_text(raw[-1])}; repeat the first point at the end"
+        )
+    ring = Polygon(points)
+    if shapely.MultiPoint(points).convex_hull.area == 0.0:
+        raise bad_request(
+            f"searchPolygon {label} encloses no area (its points lie on one line or repeat); "
+            "give at least 3 distinct corners that are not in a line"
+        )
+    if not ring.is_valid:
+        raise bad_request(
+            f"searchPolygon {label} is self-intersecting ({shapely.is_valid_reason(ring)}); "
+            "order the points so the edges do not cross, or send the parts as separate "
+            "polygons"
+        )
+
+
+def parse_polygon(text: str | None) -> ParsedPolygon:
+    """Decode and validate a ``searchPolygon`` value.
+
+    Raises
+    ------
+    BadPolygonError
+        For anything but a valid polygon; the message names the fault and the fix.
+    """
+    if text is None or not text.strip():
+        raise bad_request(
+            "searchPolygon is missing; add searchPolygon=<JSON array of [longitude, latitude] "
+            f"points> to the query, e.g. searchPolygon={EXAMPLE}"
+        )
+    try:
+        data = json.loads(text)
+    except (ValueError, RecursionError) as exc:
+        reason = exc.msg if isinstance(exc, json.JSONDecodeError) else "nested too deeply"
+        where = f" at character {exc.pos}" if isinstance(exc, json.JSONDecodeError) else ""
+        raise bad_request(
+            f"searchPolygon is not valid JSON ({reason}{where}); send a JSON array of "
+            f"[longitude, latitude] numbers, e.g. {EXAMPLE} (URL-encoded)"
+        ) from None
+    raw_rings = _rings(data)
+    labels = (
+        ["ring"]
+        if len(raw_rings) == 1
+        else ["ring 1 (the boundary)"] + [f"ring {n} (hole {n - 1})" for n in
+                                          range(2, len(raw_rings) + 1)]
+    )
+    rings = []
+    for raw, label in zip(raw_rings, labels, strict=True):
+        points = _points(raw, label)
+        _check_ring(points, raw, label)
+        rings.append(points)
+    polygon = Polygon(rings[0], rings[1:])
+    if len(rings) > 1 and not polygon.is_valid:
+        raise bad_request(
+            f"searchPolygon is not a valid polygon ({shapely.is_valid_reason(polygon)}); "
+            "holes must lie inside the first ring and must not cross it or each other"
+        )
+    shapely.prepare(polygon)
+    texts = ["[" + ",".join(f"[{_norm(x)},{_norm(y)}]" for x, y in r) + "]" for r in rings]
+    normalised = texts[0] if len(texts) == 1 else "[" + ",".join(texts) + "]"
+    return ParsedPolygon(polygon, normalised)
+
+
+def parse_page(text: str | None) -> int:
+    """The requested page: ``None`` means 1; otherwise a positive integer.
+
+    Raises
+    ------
+    BadPolygonError
+        For anything but a positive whole number.
+    """
+    if text is None:
+        return 1
+    value = text.strip().lstrip("0") if _DIGITS.fullmatch(text.strip()) else text
+    if len(value) > 18:
+        raise bad_request(
+            f"page {value[:24]}… is beyond the last page of any search; pages are numbered "
+            "from 1 to the response's pages"
+        )
+    if not _DIGITS.fullmatch(value) or int(value) < 1:
+        raise bad_request(
+            f"page must be a positive whole number (1, 2, 3, ...), got {_text(text, 40)}; "
+            "leave it out for the first page"
+        )
+    return int(value)

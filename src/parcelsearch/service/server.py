@@ -1,0 +1,243 @@
+"""Run the service under uvicorn over HTTPS, in the foreground or in a background thread.
+
+Examples
+--------
+>>> import tempfile, pathlib, requests
+>>> tmp = pathlib.Path(tempfile.mkdtemp())
+>>> with start_service(keys=tmp / "keys.sqlite", cert_dir=tmp / "certs") as svc:  # doctest: +SKIP
+...     key = svc.keys.create("me")
+...     requests.get(svc.base_url + "/v1/markets", headers={"x-api-key": key},
+...                  verify=svc.ca_path).json()["status"]
+'OK'
+"""
+
+from __future__ import annotations
+
+import json
+import socket
+import threading
+from collections.abc import Callable, Sequence
+from pathlib import Path
+from types import TracebackType
+from typing import Any
+
+import geopandas as gpd
+import h11
+import uvicorn
+from uvicorn.protocols.http.h11_impl import H11Protocol
+
+from parcelsearch.errors import ConfigurationError
+from parcelsearch.service.app import create_app
+from parcelsearch.service.keys import KeyStore
+from parcelsearch.service.store import ParcelStore
+from parcelsearch.service.tls import ensure_certificates
+
+__all__ = ["start_service", "RunningService", "build_server", "bind_socket"]
+
+#: Largest request head uvicorn/h11 will read, so that over-long URLs reach the 414 guard
+#: (a 100,000-point polygon is about 3 MB).
+MAX_REQUEST_HEAD = 64 * 1024 * 1024
+
+
+class EnvelopeH11Protocol(H11Protocol):
+    """uvicorn's h11 protocol, answering unparseable requests in the JSON envelope."""
+
+    def send_400_response(self, msg: str) -> None:
+        body = json.dumps(
+            {"status": "ERROR", "messages": [f"malformed HTTP request ({msg}); send a valid "
+                                             "HTTP/1.1 request"]},
+            separators=(",", ":"),
+        ).encode()
+        headers = [(b"content-type", b"application/json"), (b"connection", b"close")]
+        for event in (h11.Response(status_code=400, headers=headers, reason=b"Bad Request"),
+                      h11.Data(data=body), h11.EndOfMessage()):
+            self.transport.write(self.conn.send(event))
+        self.transport.close()
+
+    def shutdown(self) -> None:
+        """Server shutdown: drop idle keep-alive connections at once (a TLS close would wait
+        for the client's close_notify); let a request in flight finish."""
+        if self.cycle is None or self.cycle.response_complete:
+            self.transport.abort()
+        else:
+            self.cycle.keep_alive = False
+
+
+def bind_socket(host: str, port: int) -> socket.socket:
+    """A listening TCP socket on ``host:port`` (``port=0``: a free port)."""
+    family = socket.AF_INET6 if ":" in host else socket.AF_INET
+    sock = socket.socket(family, socket.SOCK_STREAM)
+    sock.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
+    # Accepted connections inherit this: without it a response written in two TLS records
+    # waits for the client's delayed ACK (~40 ms a request).
+    sock.setsockopt(socket.IPPROTO_TCP, socket.TCP_NODELAY, 1)
+    try:
+        sock.bind((host, port))
+    except OSError as exc:
+        sock.close()
+        raise ConfigurationError(f"cannot listen on {host}:{port}: {exc.strerror}") from exc
+    sock.listen(2048)
+    sock.set_inheritable(True)
+    return sock
+
+
+class _Server(uvicorn.Server):
+    """uvicorn's server, calling back once it listens."""
+
+    def __init__(self, config: uvicorn.Config, on_ready: Callable[[], None] | None) -> None:
+        super().__init__(config)
+        self._on_ready = on_ready
+
+    async def startup(self, sockets: list[socket.socket] | None = None) -> None:
+        await super().startup(sockets)
+        if self._on_ready is not None and self.started:
+            self._on_ready()
+
+
+def build_server(
+    app: Any,
+    cert: Path,
+    key: Path,
+    on_ready: Callable[[], None] | None = None,
+    access_log: bool = False,
+) -> uvicorn.Server:
+    """A uvicorn server for ``app`` over TLS (h11, large request heads, no header logging)."""
+    config = uvicorn.Config(
+        app,
+        http=EnvelopeH11Protocol,
+        h11_max_incomplete_event_size=MAX_REQUEST_HEAD,
+        ssl_certfile=str(cert),
+        ssl_keyfile=str(key),
+        lifespan="off",
+        log_config=None,
+        access_log=access_log,
+        server_header=False,
+        timeout_keep_alive=30,
+        loop="asyncio",
+    )
+    return _Server(config, on_ready)
+
+
+class RunningService:
+    """A service running under uvicorn in a background thread.
+
+    Attributes
+    ----------
+    base_url
+        ``https://HOST:PORT`` (no trailing slash).
+    ca_path
+        The CA certificate to verify the server against.
+    keys
+        The :class:`KeyStore` the service uses.
+    store
+        The :class:`ParcelStore` it searches.
+    """
+
+    def __init__(
+        self,
+        server: uvicorn.Server,
+        sock: socket.socket,
+        host: str,
+        ca_path: Path,
+        keys: KeyStore,
+        store: ParcelStore,
+    ) -> None:
+        self._server = server
+        self._socket = sock
+        self.host = host
+        self.port: int = sock.getsockname()[1]
+        shown = f"[{host}]" if ":" in host else host
+        self.base_url = f"https://{shown}:{self.port}"
+        self.ca_path = ca_path
+        self.keys = keys
+        self.store = store
+        self._ready = threading.Event()
+        self._error: BaseException | None = None
+        self._thread = threading.Thread(target=self._run, name=f"parcelsearch-service-{self.port}",
+                                        daemon=True)
+
+    def __repr__(self) -> str:
+        state = "running" if self._thread.is_alive() else "stopped"
+        return f"RunningService({self.base_url!r}, {len(self.store):,} parcels, {state})"
+
+    def _run(self) -> None:
+        try:
+            self._server.run(sockets=[self._socket])
+        except BaseException as exc:  # noqa: BLE001 - reported by start()
+            self._error = exc
+        finally:
+            self._ready.set()
+
+    def start(self, timeout: float = 30.0) -> RunningService:
+        """Start serving; returns once the server accepts connections."""
+        self._server._on_ready = self._ready.set  # type: ignore[attr-defined]
+        self._thread.start()
+        if not self._ready.wait(timeout) or not self._server.started:
+            self.stop()
+            raise ConfigurationError(f"the service did not start: {self._error!r}")
+        return self
+
+    def stop(self, grace: float = 1.0, timeout: float = 10.0) -> None:
+        """Stop serving and wait for the server thread (idempotent).
+
+        Requests in flight get ``grace`` seconds to finish; idle keep-alive connections
+        (whose TLS close would wait for the client) are then dropped.
+        """
+        self._server.should_exit = True
+        if self._thread.is_alive():
+            self._thread.join(grace)
+            if self._thread.is_alive():
+                self._server.force_exit = True
+                self._thread.join(timeout)
+        self._socket.close()
+        self.keys.close()
+
+    def __enter__(self) -> RunningService:
+        return self
+
+    def __exit__(
+        self,
+        exc_type: type[BaseException] | None,
+        exc: BaseException | None,
+        tb: TracebackType | None,
+    ) -> None:
+        self.stop()
+
+
+def start_service(
+    parcels: str | Path | gpd.GeoDataFrame | None = None,
+    markets: str | Path | Sequence[str] | None = None,
+    keys: str | Path | None = None,
+    cert_dir: str | Path | None = None,
+    host: str = "127.0.0.1",
+    port: int = 0,
+    match: str = "representative-point",
+) -> RunningService:
+    """Start the service in a background thread and return once it listens.
+
+    Parameters
+    ----------
+    parcels
+        ``None`` (the bundled demo parcels), a parcels file or a GeoDataFrame.
+    markets
+        ``None`` (the bundled markets list), a markets file or a list of names.
+    keys
+        The key store file (created if missing). Defaults to the per-user service directory.
+    cert_dir
+        Where the CA and server certificate are written (reused if present). Defaults to the
+        per-user service directory's ``certs``.
+    host, port
+        Where to listen; ``port=0`` picks a free port.
+    match
+        ``"representative-point"`` or ``"intersects"``.
+    """
+    from parcelsearch.service.cli import default_cert_dir, default_keys_path
+
+    key_store = KeyStore(default_keys_path() if keys is None else keys)
+    cert_path = Path(default_cert_dir() if cert_dir is None else cert_dir)
+    certs = ensure_certificates(cert_path, [host])
+    store = ParcelStore(parcels, match=match)
+    app = create_app(store, markets, key_store)
+    sock = bind_socket(host, port)
+    server = build_server(app, certs.cert, certs.key)
+    return RunningService(server, sock, host, certs.ca, key_store, store).start()

@@ -1,0 +1,280 @@
+"""Parcels loaded once, searched fast: point arrays, a spatial index, a hit-list cache.
+
+A parcel matches a search polygon when its representative point (shapely
+``point_on_surface``, computed once at load) lies inside **or on** the polygon; with
+``match="intersects"`` when its footprint intersects the polygon. Hits are kept sorted in
+parcel_id order and cached per normalised polygon, so pages 2..n are array slices.
+
+Examples
+--------
+>>> from parcelsearch.service import synth
+>>> example = synth.example_fabric()
+>>> store = ParcelStore(example.parcels)
+>>> from parcelsearch.service.polygon import parse_polygon
+>>> import json
+>>> hits = store.hits(parse_polygon(json.dumps(example.ring)))
+>>> len(hits), store.page(hits, 3)[:1] == example.expected[200:201]
+(276, True)
+"""
+
+from __future__ import annotations
+
+import threading
+from collections import OrderedDict
+from collections.abc import Sequence
+from importlib import resources
+from pathlib import Path
+from typing import Literal
+
+import geopandas as gpd
+import numpy as np
+import pandas as pd
+import shapely
+
+from parcelsearch.errors import ConfigurationError
+from parcelsearch.service.polygon import ParsedPolygon
+from parcelsearch.settings import PAGE_SIZE
+
+__all__ = [
+    "MatchMode",
+    "MATCH_MODES",
+    "ParcelStore",
+    "load_parcels",
+    "load_markets",
+    "data_dir",
+    "demo_parcels_path",
+    "demo_markets_path",
+]
+
+MatchMode = Literal["representative-point", "intersects"]
+MATCH_MODES: tuple[str, ...] = ("representative-point", "intersects")
+_GROUP_ID = r"[0-9a-f]{17}"
+
+
+def data_dir() -> Path:
+    """The bundled data directory (``parcelsearch/data``, a link to the repository's ``data/``)."""
+    return Path(str(resources.files("parcelsearch") / "data"))
+
+
+def demo_parcels_path() -> Path:
+    """The bundled demo parcels (GeoParquet)."""
+    return data_dir() / "demo_parcels.parquet"
+
+
+def demo_markets_path() -> Path:
+    """The bundled markets list."""
+    return data_dir() / "markets.txt"
+
+
+def _read_any(path: Path) -> gpd.GeoDataFrame:
+    """Read any file geopandas reads, GeoParquet first."""
+    if not path.exists():
+        raise ConfigurationError(f"parcels file {path} does not exist; pass --parcels FILE")
+    try:
+        if path.suffix.lower() in (".parquet", ".geoparquet"):
+            return gpd.read_parquet(path)
+        if path.suffix.lower() == ".feather":
+            return gpd.read_feather(path)
+        return gpd.read_file(path)
+    except Exception as exc:  # noqa: BLE001 - any reader failure becomes one clear message
+        raise ConfigurationError(f"cannot read parcels file {path}: {exc}") from exc
+
+
+def load_parcels(source: str | Path | gpd.GeoDataFrame | None = None) -> gpd.GeoDataFrame:
+    """Parcels from a file, a frame, or (``None``) the bundled demo data, checked.
+
+    Returns
+    -------
+    geopandas.GeoDataFrame
+        ``parcel_id``, ``group_id``, geometry in EPSG:4326, sorted by ``parcel_id``.
+
+    Raises
+    ------
+    ConfigurationError
+        Missing columns, duplicate parcel ids, malformed GroupIDs, empty or non-areal
+        geometries; the message names the row and the fix.
+    """
+    if source is None:
+        path = demo_parcels_path()
+        if path.exists():
+            frame = gpd.read_parquet(path)
+        else:  # a checkout without the committed file: generate it (deterministic)
+            from parcelsearch.service import synth
+
+            frame = synth.demo_parcels()
+        name = "the bundled demo parcels"
+    elif isinstance(source, gpd.GeoDataFrame):
+        frame, name = source, "the parcels frame"
+    else:
+        frame, name = _read_any(Path(source)), f"parcels file {source}"
+    return _checked(frame, name)
+
+
+def _show(value: object) -> str:
+    """repr of a cell, numpy scalars as plain Python values."""
+    item = getattr(value, "item", None)
+    return repr(item() if callable(item) else value)
+
+
+def _checked(frame: gpd.GeoDataFrame, name: str) -> gpd.GeoDataFrame:
+    missing = [c for c in ("parcel_id", "group_id") if c not in frame.columns]
+    if missing:
+        raise ConfigurationError(
+            f"{name} lacks column(s) {', '.join(missing)}; it needs parcel_id, group_id and "
+            f"a geometry (it has {', '.join(map(str, frame.columns))})"
+        )
+    if frame.crs is None:
+        xmin, ymin, xmax, ymax = frame.total_bounds if len(frame) else (0, 0, 0, 0)
+        if not (-180 <= xmin <= xmax <= 180 and -90 <= ymin <= ymax <= 90):
+            raise ConfigurationError(
+                f"{name} has no CRS and its coordinates are not longitude/latitude; "
+                "set its CRS (e.g. frame.set_crs(...)) before serving"
+            )
+        frame = frame.set_crs("EPSG:4326")
+    elif not frame.crs.equals("EPSG:4326"):
+        frame = frame.to_crs("EPSG:4326")
+    frame = frame[["parcel_id", "group_id", frame.geometry.name]]
+    if frame.geometry.name != "geometry":
+        frame = frame.rename_geometry("geometry")
+    dup = frame.parcel_id.duplicated(keep=False)
+    if dup.any():
+        raise ConfigurationError(
+            f"{name}: parcel_id {_show(frame.parcel_id[dup].iloc[0])} appears "
+            f"{int((frame.parcel_id == frame.parcel_id[dup].iloc[0]).sum())} times; parcel ids "
+            "must be unique"
+        )
+    gid = frame.group_id.astype("string")
+    bad = ~gid.fillna("").str.fullmatch(_GROUP_ID)
+    if bad.any():
+        row = frame[bad].iloc[0]
+        raise ConfigurationError(
+            f"{name}: parcel_id {_show(row.parcel_id)} has group_id {_show(row.group_id)}; "
+            "a GroupID "
+            "is 17 lowercase hexadecimal characters, e.g. '0a1b2c3d4e5f60718'"
+        )
+    geom = frame.geometry.array
+    empty = shapely.is_empty(geom) | shapely.is_missing(geom)
+    areal = np.isin(shapely.get_type_id(geom), (3, 6))
+    if (empty | ~areal).any():
+        row = frame[empty | ~areal].iloc[0]
+        missing = row.geometry is None or row.geometry.is_empty
+        raise ConfigurationError(
+            f"{name}: parcel_id {_show(row.parcel_id)} has "
+            f"{'no geometry' if missing else row.geometry.geom_type}"
+            "; every parcel needs a Polygon or MultiPolygon footprint"
+        )
+    frame = frame.assign(group_id=gid.astype(object))
+    return frame.sort_values("parcel_id", kind="stable").reset_index(drop=True)
+
+
+def load_markets(source: str | Path | Sequence[str] | None = None) -> list[str]:
+    """Sorted, distinct market names from a file (one per line, or a JSON list) or a list."""
+    if source is None:
+        path = demo_markets_path()
+        if path.exists():
+            source = path
+        else:
+            from parcelsearch.service import synth
+
+            source = list(synth.MARKET_NAMES)
+    if isinstance(source, str | Path):
+        path = Path(source)
+        if not path.exists():
+            raise ConfigurationError(f"markets file {path} does not exist; pass --markets FILE")
+        text = path.read_text(encoding="utf-8")
+        if text.lstrip().startswith("["):
+            import json
+
+            try:
+                names = json.loads(text)
+            except ValueError as exc:
+                raise ConfigurationError(f"markets file {path} is not valid JSON: {exc}") from exc
+            if not isinstance(names, list) or not all(isinstance(n, str) for n in names):
+                raise ConfigurationError(f"markets file {path} must be a JSON list of strings")
+        else:
+            names = [ln for ln in text.splitlines() if not ln.lstrip().startswith("#")]
+    else:
+        names = list(source)
+    return sorted({n.strip() for n in names if n and n.strip()})
+
+
+class ParcelStore:
+    """Parcels held in arrays for fast polygon searches.
+
+    Parameters
+    ----------
+    parcels
+        A checked frame (see :func:`load_parcels`) or anything :func:`load_parcels` takes.
+    match
+        ``"representative-point"`` (default) or ``"intersects"``.
+    cache_size
+        Hit lists kept (least recently used dropped first).
+    """
+
+    def __init__(
+        self,
+        parcels: str | Path | gpd.GeoDataFrame | None = None,
+        match: str = "representative-point",
+        cache_size: int = 512,
+    ) -> None:
+        if match not in MATCH_MODES:
+            raise ConfigurationError(
+                f"match must be one of {', '.join(MATCH_MODES)}, got {match!r}"
+            )
+        frame = load_parcels(parcels)
+        self.match: str = match
+        self.group_ids: np.ndarray = frame.group_id.to_numpy(dtype=object)
+        self.parcel_ids: np.ndarray = frame.parcel_id.to_numpy()
+        geoms = frame.geometry.array
+        self.footprints: np.ndarray = np.asarray(geoms, dtype=object)
+        points = shapely.point_on_surface(self.footprints)
+        self.x: np.ndarray = shapely.get_x(points)
+        self.y: np.ndarray = shapely.get_y(points)
+        if match == "intersects":
+            self._tree = shapely.STRtree(self.footprints)
+        else:
+            self._tree = shapely.STRtree(points)
+        self._cache: OrderedDict[str, np.ndarray] = OrderedDict()
+        self._cache_size = cache_size
+        self._lock = threading.Lock()
+
+    def __len__(self) -> int:
+        return len(self.group_ids)
+
+    def __repr__(self) -> str:
+        return f"ParcelStore({len(self):,} parcels, match={self.match!r})"
+
+    def _search(self, polygon: shapely.Polygon) -> np.ndarray:
+        if self.match == "intersects":
+            hits = self._tree.query(polygon, predicate="intersects")
+        else:
+            candidates = self._tree.query(polygon)  # envelope test only
+            inside = shapely.intersects_xy(polygon, self.x[candidates], self.y[candidates])
+            hits = candidates[inside]
+        return np.sort(hits)
+
+    def hits(self, parsed: ParsedPolygon) -> np.ndarray:
+        """Indices (parcel_id order) of the parcels matching ``parsed``; cached."""
+        key = parsed.normalised
+        with self._lock:
+            cached = self._cache.get(key)
+            if cached is not None:
+                self._cache.move_to_end(key)
+                return cached
+        hits = self._search(parsed.polygon)
+        hits.flags.writeable = False
+        with self._lock:
+            self._cache[key] = hits
+            while len(self._cache) > self._cache_size:
+                self._cache.popitem(last=False)
+        return hits
+
+    def page(self, hits: np.ndarray, page: int) -> list[str]:
+        """GroupIDs of ``page`` (1-based) of ``hits``: at most ``PAGE_SIZE``."""
+        start = (page - 1) * PAGE_SIZE
+        return self.group_ids[hits[start : start + PAGE_SIZE]].tolist()  # type: ignore[no-any-return]
+
+    def group_ids_in(self, polygon: shapely.Polygon) -> pd.Series:
+        """Every matching GroupID of a shapely polygon, in parcel_id order (uncached)."""
+        return pd.Series(self.group_ids[self._search(polygon)], name="group_id")
+

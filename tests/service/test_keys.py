@@ -1,0 +1,107 @@
+"""KeyStore: hashes only, defaults per type, validation, listing, the request log."""
+
+from __future__ import annotations
+
+from collections.abc import Iterator
+from pathlib import Path
+
+import pandas as pd
+import pytest
+
+from parcelsearch.errors import ConfigurationError
+from parcelsearch.service.keys import KeyStore, hash_key
+
+
+@pytest.fixture
+def store(tmp_path: Path) -> Iterator[KeyStore]:
+    keys = KeyStore(tmp_path / "keys.sqlite")
+    yield keys
+    keys.close()
+
+
+def test_only_the_hash_is_stored(store: KeyStore) -> None:
+    key = store.create("alice")
+    store.close()
+    raw = store.path.read_bytes() + b"".join(
+        p.read_bytes() for p in store.path.parent.glob("keys.sqlite-*")
+    )
+    assert key.encode() not in raw
+    assert hash_key(key).encode() in raw
+    assert store.lookup(key) is not None and store.lookup(key).name == "alice"  # type: ignore[union-attr]
+    assert key not in repr(store.lookup(key))
+
+
+@pytest.mark.parametrize(
+    ("key_type", "limits"),
+    [
+        pytest.param("demo", (10.0, 50, "lifetime"), id="demo"),
+        pytest.param("production", (10.0, 500, "month"), id="production"),
+    ],
+)
+def test_defaults_per_type(store: KeyStore, key_type: str, limits: tuple[object, ...]) -> None:
+    store.create("k", key_type=key_type)
+    row = store.get("k")
+    assert (row["per_second"], row["quota"], row["quota_period"]) == limits
+    assert row["services"] == ["search", "markets"]
+    assert (row["used_lifetime"], row["used_month"], row["revoked"]) == (0, 0, False)
+
+
+def test_overrides(store: KeyStore) -> None:
+    store.create("big", "production", per_second=100, quota=10**6, quota_period="lifetime",
+                 services="markets")
+    row = store.get("big")
+    assert (row["per_second"], row["quota"], row["quota_period"], row["services"]) == (
+        100.0, 10**6, "lifetime", ["markets"])
+
+
+@pytest.mark.parametrize(
+    ("kwargs", "match"),
+    [
+        pytest.param({"key_type": "gold"}, "key type must be one of demo, production", id="type"),
+        pytest.param({"per_second": 0}, "per_second must be a positive number", id="rate"),
+        pytest.param({"quota": -1}, "quota must be a whole number", id="quota"),
+        pytest.param({"quota_period": "week"}, "quota period must be one of", id="period"),
+        pytest.param({"services": ("zoning",)}, "services must be some of", id="service"),
+        pytest.param({"services": ()}, "services must be some of", id="no-service"),
+        pytest.param({"name": " "}, "key name must be printable", id="blank-name"),
+    ],
+)
+def test_invalid_settings(store: KeyStore, kwargs: dict[str, object], match: str) -> None:
+    kwargs.setdefault("name", "k")
+    with pytest.raises(ConfigurationError, match=match):
+        store.create(**kwargs)  # type: ignore[arg-type]
+
+
+def test_names_are_unique_and_revocation_sticks(store: KeyStore) -> None:
+    key = store.create("bob")
+    with pytest.raises(ConfigurationError, match="a key named 'bob' already exists"):
+        store.create("bob")
+    store.revoke("bob")
+    assert store.lookup(key) is None
+    assert store.get("bob")["revoked"] is True
+    with pytest.raises(ConfigurationError, match="no key named 'carol'"):
+        store.revoke("carol")
+
+
+def test_keys_are_distinct_and_unknown_keys_fail(store: KeyStore) -> None:
+    keys = {store.create(f"k{i}") for i in range(20)}
+    assert len(keys) == 20
+    assert store.lookup("x" * 40) is None
+    assert [row["name"] for row in store.list()] == [f"k{i}" for i in range(20)]
+
+
+def test_empty_request_log_has_typed_columns(store: KeyStore) -> None:
+    store.create("quiet")
+    log = store.requests("quiet")
+    assert list(log.columns) == ["time", "path", "polygon_sha256", "page", "status", "counted"]
+    assert len(log) == 0
+    assert isinstance(log.time.dtype, pd.DatetimeTZDtype) and str(log.time.dt.tz) == "UTC"
+
+
+def test_a_second_store_on_the_same_file_sees_the_keys(store: KeyStore) -> None:
+    key = store.create("shared")
+    other = KeyStore(store.path)
+    try:
+        assert other.lookup(key) is not None
+    finally:
+        other.close()

@@ -1,0 +1,139 @@
+"""The admission transaction: order of checks, sliding spike window, quotas, exact counts."""
+
+from __future__ import annotations
+
+import threading
+from collections.abc import Iterator
+from datetime import UTC, datetime
+from pathlib import Path
+
+import pytest
+
+from parcelsearch.service.keys import KeyStore
+from parcelsearch.service.limits import Outcome, Refusal, admit, spike_window
+
+
+@pytest.fixture
+def store(tmp_path: Path) -> Iterator[KeyStore]:
+    keys = KeyStore(tmp_path / "keys.sqlite")
+    yield keys
+    keys.close()
+
+
+class Clock:
+    def __init__(self, start: float = 1_700_000_000.0) -> None:
+        self.now = start
+
+    def __call__(self) -> float:
+        return self.now
+
+
+def _ok() -> Outcome[str]:
+    return Outcome(200, "ok", "sha", 1)
+
+
+def _status(result: Refusal | Outcome[str]) -> int:
+    return result.status
+
+
+@pytest.mark.parametrize(
+    ("rate", "window"),
+    [pytest.param(10.0, (10, 1.0), id="ten"), pytest.param(2.5, (2, 1.0), id="fraction"),
+     pytest.param(0.5, (1, 2.0), id="slow")],
+)
+def test_spike_window(rate: float, window: tuple[int, float]) -> None:
+    assert spike_window(rate) == window
+
+
+def test_order_of_checks(store: KeyStore) -> None:
+    key = store.create("m", services=("markets",), quota=0)
+    assert admit(store, "nope", "search", "/v1/search", _ok) == Refusal(401, "Invalid ApiKey")
+    assert admit(store, key, "search", "/v1/search", _ok) == Refusal(
+        401, "Invalid ApiKey for given resource")
+    assert admit(store, key, "markets", "/v1/markets", _ok) == Refusal(
+        429, "Rate limit quota violation. Quota limit exceeded. Identifier : m")
+
+
+def test_sliding_window_admits_n_in_any_second(store: KeyStore) -> None:
+    key = store.create("s", per_second=5, quota=1000)
+    clock = Clock()
+    t0 = clock.now
+    statuses = []
+    for offset in (0.0, 0.1, 0.2, 0.3, 0.9, 0.95, 1.05, 1.15, 1.25, 1.35, 1.36):
+        clock.now = t0 + offset
+        statuses.append(_status(admit(store, key, "search", "/v1/search", _ok, now=clock)))
+    # 0.95: five already in (t-1, t] -> refused (and not logged); 1.05: 0.0 has left the
+    # window; each later one finds four in its window until 1.36, whose window
+    # (0.36, 1.36] holds 0.9, 1.05, 1.15, 1.25 and 1.35.
+    assert statuses == [200] * 5 + [429] + [200] * 4 + [429]
+
+
+def test_spike_refusal_is_not_counted_and_says_when_to_retry(store: KeyStore) -> None:
+    key = store.create("r", per_second=1)
+    clock = Clock()
+    admit(store, key, "search", "/v1/search", _ok, now=clock)
+    clock.now += 0.2
+    refusal = admit(store, key, "search", "/v1/search", _ok, now=clock)
+    assert refusal == Refusal(429, "Spike arrest violation. Allowed rate : 1ps", retry_after=1)
+    assert store.get("r")["used_lifetime"] == 1
+    assert len(store.requests("r")) == 1
+
+
+def test_monthly_quota_resets_on_the_first_of_the_month_utc(store: KeyStore) -> None:
+    key = store.create("p", "production", quota=2)
+    clock = Clock(datetime(2024, 1, 31, 23, 59, tzinfo=UTC).timestamp())
+    results = []
+    for _ in range(3):
+        clock.now += 2
+        results.append(_status(admit(store, key, "search", "/v1/search", _ok, now=clock)))
+    clock.now = datetime(2024, 2, 1, 0, 0, 30, tzinfo=UTC).timestamp()
+    results.append(_status(admit(store, key, "search", "/v1/search", _ok, now=clock)))
+    assert results == [200, 200, 429, 200]
+    rows = store.connection().execute(
+        "SELECT used_lifetime, used_month, month FROM keys"
+    ).fetchone()
+    assert tuple(rows) == (3, 1, "2024-02")
+
+
+def test_lifetime_quota_never_resets(store: KeyStore) -> None:
+    key = store.create("d", "demo", quota=1)
+    clock = Clock(datetime(2024, 1, 31, tzinfo=UTC).timestamp())
+    assert _status(admit(store, key, "search", "/v1/search", _ok, now=clock)) == 200
+    clock.now = datetime(2024, 3, 1, tzinfo=UTC).timestamp()
+    assert _status(admit(store, key, "search", "/v1/search", _ok, now=clock)) == 429
+
+
+def test_a_failing_handler_still_counts(store: KeyStore) -> None:
+    key = store.create("f")
+
+    def boom() -> Outcome[str]:
+        raise RuntimeError("bug")
+
+    with pytest.raises(RuntimeError, match="bug"):
+        admit(store, key, "search", "/v1/search", boom)
+    assert store.get("f")["used_lifetime"] == 1
+    assert store.requests("f").status.tolist() == [500]
+
+
+def test_exact_counts_across_threads_and_connections(store: KeyStore) -> None:
+    key = store.create("c", "production", per_second=10_000, quota=37)
+    second = KeyStore(store.path)  # another "process" on the same file
+    results: list[int] = []
+    lock = threading.Lock()
+
+    def worker(keys: KeyStore) -> None:
+        for _ in range(20):
+            status = _status(admit(keys, key, "search", "/v1/search", _ok))
+            with lock:
+                results.append(status)
+
+    threads = [threading.Thread(target=worker, args=(s,)) for s in (store, second) * 3]
+    for thread in threads:
+        thread.start()
+    for thread in threads:
+        thread.join()
+    second.close()
+    assert results.count(200) == 37 and results.count(429) == 120 - 37
+    assert store.get("c")["used_lifetime"] == 37
+    log = store.requests("c")
+    assert (log.counted.sum(), (~log.counted).sum()) == (37, 83)

@@ -1,0 +1,98 @@
+"""The synthetic fabric: deterministic, realistic in shape, and the bundled files match it."""
+
+from __future__ import annotations
+
+import json
+
+import geopandas as gpd
+import pytest
+import shapely
+from geopandas.testing import assert_geodataframe_equal
+
+from parcelsearch.service import synth
+from parcelsearch.service.store import data_dir
+
+
+@pytest.fixture(scope="module")
+def parcels() -> gpd.GeoDataFrame:
+    return synth.demo_parcels()
+
+
+def test_same_seed_same_fabric(parcels: gpd.GeoDataFrame) -> None:
+    assert_geodataframe_equal(parcels, synth.fabric(synth.MARKETS_DEMO, synth.DEFAULT_SEED))
+    other = synth.fabric(synth.MARKETS_DEMO, seed=1)
+    assert not other.group_id.head(50).equals(parcels.group_id.head(50))
+
+
+def test_shape_of_the_fabric(parcels: gpd.GeoDataFrame) -> None:
+    assert parcels.parcel_id.is_unique and parcels.parcel_id.is_monotonic_increasing
+    assert parcels.group_id.str.fullmatch(r"[0-9a-f]{17}").all()
+    assert shapely.is_valid(parcels.geometry.array).all()
+    assert set(parcels.market) == {m.name for m in synth.MARKETS_DEMO}
+    assert set(parcels.market) <= set(synth.MARKET_NAMES)
+    assert {"residential", "commercial", "condominium", "assemblage", "park"} == set(
+        parcels.land_use
+    )
+    assert 5_000 < len(parcels) < 12_000
+
+
+def test_condominiums_share_footprint_and_group(parcels: gpd.GeoDataFrame) -> None:
+    condos = parcels[parcels.land_use == "condominium"].groupby("group_id")
+    sizes = condos.size()
+    assert (sizes >= 2).all() and sizes.max() >= 5
+    for _, group in list(condos)[:20]:
+        assert group.geometry.apply(lambda g: g.wkb).nunique() == 1
+
+
+def test_assemblages_are_adjacent_lots_under_one_group(parcels: gpd.GeoDataFrame) -> None:
+    groups = parcels[parcels.land_use == "assemblage"].groupby("group_id")
+    assert len(groups) > 10
+    for _, group in list(groups)[:20]:
+        assert 2 <= len(group) <= 4
+        assert group.geometry.apply(lambda g: g.wkb).nunique() == len(group)
+        assert shapely.union_all(shapely.buffer(group.geometry.array, 1e-9)).geom_type == "Polygon"
+
+
+def test_frontages_vary(parcels: gpd.GeoDataFrame) -> None:
+    lots = parcels[parcels.land_use == "residential"].to_crs(parcels.estimate_utm_crs())
+    bounds = lots.geometry.apply(lambda g: g.minimum_rotated_rectangle.exterior.length / 2)
+    assert bounds.std() > 3.0
+
+
+def test_demo_areas(parcels: gpd.GeoDataFrame) -> None:
+    areas = synth.demo_areas()
+    assert list(areas.columns) == ["area_id", "name", "market", "geometry"]
+    assert areas.crs == "EPSG:4326" and areas.area_id.is_unique
+    by_id = areas.set_index("area_id")
+    assert len(by_id.geometry["park-ring"].interiors) == 1
+    assert by_id.geometry["twin-sites"].geom_type == "MultiPolygon"
+    corridor = by_id.geometry["pine-street"]
+    assert corridor.length**2 / corridor.area > 40  # long and thin (a square gives 16)
+    assert by_id.market["marfa-ranch"] not in synth.MARKET_NAMES
+    points = parcels.representative_point()
+    for area_id, geometry in by_id.geometry.items():
+        inside = int(points.within(geometry).sum())
+        assert (inside == 0) if area_id == "marfa-ranch" else (inside > 40), area_id
+
+
+def test_bundled_files_are_current() -> None:
+    areas = gpd.read_file(data_dir() / "demo_areas.geojson")
+    assert_geodataframe_equal(areas, synth.demo_areas(), check_less_precise=True)
+    lines = (data_dir() / "markets.txt").read_text().splitlines()
+    assert lines == list(synth.MARKET_NAMES)
+    assert (data_dir() / "demo_parcels.parquet").stat().st_size < 2_000_000
+    json.loads((data_dir() / "demo_areas.geojson").read_text())
+
+
+@pytest.mark.parametrize("rows", [16, 100, 276, 1001])
+def test_example_fabric(rows: int) -> None:
+    example = synth.example_fabric(rows=rows)
+    ring = shapely.Polygon(example.ring)
+    points = example.parcels.representative_point()
+    assert int(points.intersects(ring).sum()) == rows == len(example.expected)
+    assert len(example.parcels) == rows + 24
+
+
+def test_large_fabric_is_exact() -> None:
+    big = synth.large_fabric(20_000)
+    assert len(big) == 20_000 and big.parcel_id.is_unique

@@ -1,0 +1,159 @@
+"""Study areas: validation, reprojection, repair and antimeridian splitting."""
+
+from __future__ import annotations
+
+import math
+
+import geopandas as gpd
+import numpy as np
+import pandas as pd
+import pytest
+import shapely
+from shapely import LineString, MultiPolygon, Point, Polygon, box
+
+from parcelsearch.areas import GeometryRepairedWarning, validate_areas
+from parcelsearch.errors import InputError
+
+SQUARE = box(-97.5, 32.7, -97.4, 32.8)
+BOWTIE = Polygon([(-97.5, 32.7), (-97.4, 32.8), (-97.4, 32.7), (-97.5, 32.8)])
+
+
+def _nan_polygon() -> Polygon:
+    with np.errstate(invalid="ignore"):
+        return Polygon([(0, 0), (1, math.nan), (1, 1)])
+
+
+def frame(*geoms: object, crs: object = "EPSG:4326", **columns: list[object]) -> gpd.GeoDataFrame:
+    return gpd.GeoDataFrame(columns or None, geometry=list(geoms), crs=crs)
+
+
+@pytest.mark.parametrize(
+    ("areas", "kwargs", "match", "row", "field"),
+    [
+        pytest.param(frame(SQUARE, crs=None), {}, r"no CRS.*set_crs", None, "geometry", id="no-crs"),
+        pytest.param(
+            gpd.GeoSeries([SQUARE]), {}, r"GeoSeries has no CRS.*set_crs", None, "geometry",
+            id="series-no-crs",
+        ),
+        pytest.param(frame(crs="EPSG:4326"), {}, r"no study areas", None, None, id="no-rows"),
+        pytest.param(frame(SQUARE, None), {}, r"area 1: geometry is missing", 1, "geometry", id="missing"),
+        pytest.param(frame(Polygon()), {}, r"area 0: geometry is empty", 0, "geometry", id="empty"),
+        pytest.param(
+            frame(SQUARE, Point(-97.4, 32.7)), {}, r"area 1: geometry is a Point.*buffer", 1,
+            "geometry", id="point",
+        ),
+        pytest.param(
+            frame(LineString([(0, 0), (1, 1)])), {}, r"area 0: geometry is a LineString", 0,
+            "geometry", id="line",
+        ),
+        pytest.param(
+            frame(shapely.GeometryCollection([SQUARE])), {}, r"GeometryCollection.*polygons", 0,
+            "geometry", id="collection",
+        ),
+        pytest.param(
+            frame(_nan_polygon()), {}, r"area 0: .*non-finite", 0,
+            "geometry", id="nan",
+        ),
+        pytest.param(
+            frame(box(0, 80, 1, 95)), {}, r"area 0: .*out of range", 0, "geometry", id="latitude",
+        ),
+        pytest.param(
+            frame(box(500_000, 4_000_000, 501_000, 4_001_000)), {},
+            r"out of range.*projected.*set_crs\(<EPSG code>, allow_override=True\)", 0,
+            "geometry", id="projected-as-lonlat",
+        ),
+        pytest.param(
+            frame(SQUARE, SQUARE, name=["a", "a"]), {"id_column": "name"},
+            r"unique; duplicated in 'name': 'a'", "a", "name", id="duplicate-ids",
+        ),
+        pytest.param(
+            frame(SQUARE).set_axis(["x"]).pipe(lambda f: pd.concat([f, f])), {},
+            r"duplicated in 'index': 'x'", "x", "index", id="duplicate-index",
+        ),
+        pytest.param(
+            frame(SQUARE, name=["a"]), {"id_column": "nom"}, r"'nom' is not in the areas.*'name'",
+            None, "nom", id="unknown-id-column",
+        ),
+        pytest.param(
+            frame(SQUARE, SQUARE, name=["a", None]), {"id_column": "name"},
+            r"have no id.*positions \[1\]", 1, "name", id="null-id",
+        ),
+        pytest.param([SQUARE, "POLYGON"], {}, r"area 1: expected a shapely geometry", 1, "geometry", id="not-geometry"),
+        pytest.param("areas.gpkg", {}, r"geopandas.read_file", None, None, id="path"),
+    ],
+)
+def test_bad_areas_name_row_and_field(areas, kwargs, match, row, field):
+    with pytest.raises(InputError, match=match) as caught:
+        validate_areas(areas, **kwargs)
+    assert caught.value.row == row
+    assert caught.value.field == field
+
+
+def test_collapsed_ring_is_refused_after_repair_warning():
+    with pytest.warns(GeometryRepairedWarning, match="area 'z'"):
+        with pytest.raises(InputError, match=r"area 'z': geometry has no area") as caught:
+            validate_areas(frame(Polygon([(0, 0), (1, 1), (0, 0)]), name=["z"]), id_column="name")
+    assert caught.value.row == "z"
+
+
+def test_invalid_geometry_is_repaired_with_a_warning_naming_the_row():
+    with pytest.warns(GeometryRepairedWarning, match=r"area 'b': geometry was invalid \(Self-intersection"):
+        out = validate_areas(frame(SQUARE, BOWTIE, name=["a", "b"]), id_column="name")
+    assert out.loc["b", "geometry"].is_valid
+    assert out.loc["b", "geometry"].area == pytest.approx(BOWTIE.buffer(0).area + BOWTIE.buffer(0).area, rel=0.5)
+    assert out.geom_type.tolist() == ["Polygon", "MultiPolygon"]
+
+
+def test_ids_come_from_the_column_else_the_index():
+    by_column = validate_areas(frame(SQUARE, name=["a"], kind=["lake"]), id_column="name")
+    assert by_column.index.tolist() == ["a"]
+    assert by_column.index.name == "name"
+    assert by_column["kind"].tolist() == ["lake"]  # other columns are kept
+    named_index = frame(SQUARE).rename_axis("tract")
+    assert validate_areas(named_index).index.name == "tract"
+    assert validate_areas(SQUARE).index.name == "area_id"
+
+
+def test_reprojects_to_lonlat():
+    utm = gpd.GeoSeries([SQUARE], crs="EPSG:4326").to_crs("EPSG:32614")
+    out = validate_areas(gpd.GeoDataFrame(geometry=utm))
+    assert out.crs.to_epsg() == 4326
+    assert shapely.symmetric_difference(out.geometry.iloc[0], SQUARE).area < 1e-6 * SQUARE.area
+
+
+def test_z_is_dropped():
+    out = validate_areas([Polygon([(0, 0, 5), (1, 0, 5), (1, 1, 5)])])
+    assert not out.geometry.iloc[0].has_z
+
+
+@pytest.mark.parametrize(
+    "ring",
+    [
+        pytest.param([(179.5, 10), (-179.5, 10), (-179.5, 11), (179.5, 11)], id="jumping-edges"),
+        pytest.param([(179.5, 10), (180.5, 10), (180.5, 11), (179.5, 11)], id="beyond-180"),
+        pytest.param([(-180.5, 10), (-179.5, 10), (-179.5, 11), (-180.5, 11)], id="beyond-minus-180"),
+    ],
+)
+def test_antimeridian_crossings_are_split(ring):
+    out = validate_areas([Polygon(ring)]).geometry.iloc[0]
+    assert isinstance(out, MultiPolygon)
+    assert out.bounds == (-180, 10, 180, 11)
+    east, west = sorted(out.geoms, key=lambda p: -p.bounds[0])
+    assert east.bounds == (179.5, 10, 180, 11)
+    assert west.bounds == (-180, 10, -179.5, 11)
+    assert out.area == pytest.approx(1.0)
+
+
+def test_antimeridian_hole_stays_a_hole():
+    shell = [(179, 10), (-179, 10), (-179, 12), (179, 12)]
+    hole = [(179.8, 10.5), (-179.8, 10.5), (-179.8, 11.5), (179.8, 11.5)]
+    out = validate_areas([Polygon(shell, [hole])]).geometry.iloc[0]
+    assert out.area == pytest.approx(4 - 0.4)
+    assert not out.covers(Point(179.9, 11)) and not out.covers(Point(-179.9, 11))
+
+
+def test_ring_round_a_pole_is_refused():
+    lons = np.linspace(-180, 180, 13)[:-1]
+    ring = [(x, 80) for x in lons]
+    with pytest.raises(InputError, match=r"area 0: .*encircles a pole"):
+        validate_areas([Polygon(ring)])

@@ -1,0 +1,210 @@
+"""The quota ledger: quotas parsed, attempts counted, budgets and quotas never overspent."""
+
+from __future__ import annotations
+
+import sqlite3
+import subprocess
+import sys
+import threading
+from contextlib import closing
+from datetime import UTC, datetime
+from pathlib import Path
+
+import pytest
+
+from parcelsearch.errors import BudgetExhaustedError, ConfigurationError, QuotaWouldExceedError
+from parcelsearch.ledger import Ledger, Quota, Usage
+
+FP = "0123456789abcdef"
+OTHER = "fedcba9876543210"
+
+
+@pytest.mark.parametrize(
+    ("text", "expected"),
+    [
+        pytest.param("demo", Quota(50, "lifetime"), id="demo"),
+        pytest.param("production", Quota(500, "month"), id="production"),
+        pytest.param("500/month", Quota(500, "month"), id="per-month"),
+        pytest.param(" 50 / Lifetime ", Quota(50, "lifetime"), id="spaces-and-case"),
+        pytest.param("none", None, id="none"),
+        pytest.param("", None, id="empty"),
+    ],
+)
+def test_quota_parse(text: str, expected: Quota | None) -> None:
+    assert Quota.parse(text) == expected
+
+
+@pytest.mark.parametrize(
+    "text",
+    [
+        pytest.param("500", id="no-period"),
+        pytest.param("500/week", id="unknown-period"),
+        pytest.param("-5/month", id="negative"),
+        pytest.param("lots", id="word"),
+    ],
+)
+def test_quota_parse_refuses_nonsense(text: str) -> None:
+    with pytest.raises(ConfigurationError, match="not a quota"):
+        Quota.parse(text)
+
+
+def test_quota_parse_reads_the_environment(monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.setenv("PARCELSEARCH_QUOTA", "7/lifetime")
+    assert Quota.parse(None) == Quota(7, "lifetime")
+    monkeypatch.setenv("PARCELSEARCH_QUOTA", "bogus")
+    with pytest.raises(ConfigurationError, match="PARCELSEARCH_QUOTA"):
+        Quota.parse(None)
+    monkeypatch.delenv("PARCELSEARCH_QUOTA")
+    assert Quota.parse(None) is None
+
+
+@pytest.mark.parametrize(
+    ("quota", "usage", "left"),
+    [
+        pytest.param(Quota(500, "month"), Usage(lifetime=900, month=120), 380, id="month"),
+        pytest.param(Quota(50, "lifetime"), Usage(lifetime=48, month=3), 2, id="lifetime"),
+        pytest.param(Quota(50, "lifetime"), Usage(lifetime=60, month=60), 0, id="never-negative"),
+    ],
+)
+def test_quota_remaining(quota: Quota, usage: Usage, left: int) -> None:
+    assert quota.remaining(usage) == left
+
+
+def test_attempts_are_counted_per_key(tmp_path: Path) -> None:
+    ledger = Ledger(tmp_path / "ledger.sqlite")
+    for _ in range(3):
+        ledger.reserve(FP, run_id="a")
+    ledger.reserve(OTHER, run_id="b")
+    assert ledger.usage(FP) == Usage(lifetime=3, month=3)
+    assert ledger.usage(OTHER) == Usage(lifetime=1, month=1)
+    assert ledger.spent("a") == 3
+    assert Ledger(tmp_path / "ledger.sqlite").usage(FP).lifetime == 3  # persisted
+
+
+def test_months_are_calendar_months_in_utc(tmp_path: Path) -> None:
+    now = [datetime(2024, 1, 31, 23, 59, tzinfo=UTC)]
+    ledger = Ledger(tmp_path / "l.sqlite", clock=lambda: now[0])
+    ledger.reserve(FP, run_id="r")
+    ledger.reserve(FP, run_id="r")
+    now[0] = datetime(2024, 2, 1, 0, 0, tzinfo=UTC)
+    ledger.reserve(FP, run_id="r")
+    assert ledger.usage(FP) == Usage(lifetime=3, month=1)
+    assert ledger.remaining(FP, Quota(500, "month")) == 499
+    assert ledger.remaining(FP, Quota(50, "lifetime")) == 47
+    assert ledger.remaining(FP, None) is None
+
+
+def test_budget_stops_the_run_with_how_to_resume(tmp_path: Path) -> None:
+    ledger = Ledger(tmp_path / "l.sqlite")
+    for _ in range(2):
+        ledger.reserve(FP, run_id="r", budget=2)
+    with pytest.raises(BudgetExhaustedError, match="budget of 2 calls.*search again") as caught:
+        ledger.reserve(FP, run_id="r", budget=2)
+    assert (caught.value.spent, caught.value.budget) == (2, 2)
+    assert ledger.usage(FP).lifetime == 2  # the refused attempt is not recorded
+    ledger.reserve(FP, run_id="next-run", budget=2)  # budgets are per run
+
+
+def test_quota_used_up_refuses_the_attempt(tmp_path: Path) -> None:
+    ledger = Ledger(tmp_path / "l.sqlite")
+    quota = Quota(3, "lifetime")
+    for _ in range(3):
+        ledger.reserve(FP, run_id="r", quota=quota)
+    with pytest.raises(QuotaWouldExceedError, match="no calls left") as caught:
+        ledger.reserve(FP, run_id="r2", quota=quota)
+    assert (caught.value.needed, caught.value.allowed) == (1, 0)
+    assert ledger.usage(FP).lifetime == 3
+
+
+def test_check_plan_refuses_before_spending(tmp_path: Path) -> None:
+    ledger = Ledger(tmp_path / "l.sqlite")
+    for _ in range(45):
+        ledger.reserve(FP, run_id="r")
+    ledger.check_plan(FP, 5, Quota.parse("demo"))
+    ledger.check_plan(FP, 10**6, None)
+    refused = r"needs at least 6 calls .* has 5 left"
+    with pytest.raises(QuotaWouldExceedError, match=refused) as caught:
+        ledger.check_plan(FP, 6, Quota.parse("demo"))
+    assert (caught.value.needed, caught.value.allowed) == (6, 5)
+    assert ledger.usage(FP).lifetime == 45
+
+
+@pytest.mark.parametrize(
+    "fingerprint",
+    [
+        pytest.param("sk-live-0123456789abcdef", id="a-key"),
+        pytest.param("0123456789ABCDEF", id="uppercase"),
+        pytest.param("0123", id="short"),
+    ],
+)
+def test_only_fingerprints_are_recorded(tmp_path: Path, fingerprint: str) -> None:
+    with pytest.raises(ValueError, match="never keys"):
+        Ledger(tmp_path / "l.sqlite").reserve(fingerprint, run_id="r")
+
+
+def test_sixteen_threads_never_exceed_the_budget(tmp_path: Path) -> None:
+    ledger = Ledger(tmp_path / "l.sqlite")
+    granted: list[int] = []
+    refused: list[int] = []
+    lock = threading.Lock()
+
+    def hammer() -> None:
+        for _ in range(10):
+            try:
+                ledger.reserve(FP, run_id="run", budget=37, quota=Quota(1000, "month"))
+            except BudgetExhaustedError:
+                with lock:
+                    refused.append(1)
+            else:
+                with lock:
+                    granted.append(1)
+
+    threads = [threading.Thread(target=hammer) for _ in range(16)]
+    for thread in threads:
+        thread.start()
+    for thread in threads:
+        thread.join()
+    assert (len(granted), len(refused)) == (37, 160 - 37)
+    assert ledger.spent("run") == 37
+
+
+def test_processes_share_one_quota_exactly(tmp_path: Path) -> None:
+    path = tmp_path / "l.sqlite"
+    Ledger(path)
+    script = (
+        "import sys\n"
+        "from parcelsearch.ledger import Ledger, Quota\n"
+        "from parcelsearch.errors import QuotaWouldExceedError\n"
+        "ledger, ok = Ledger(sys.argv[1]), 0\n"
+        "for _ in range(40):\n"
+        "    try:\n"
+        "        ledger.reserve('0123456789abcdef', run_id=sys.argv[2],\n"
+        "                       quota=Quota(50, 'lifetime'))\n"
+        "        ok += 1\n"
+        "    except QuotaWouldExceedError:\n"
+        "        pass\n"
+        "print(ok)\n"
+    )
+    children = [
+        subprocess.Popen([sys.executable, "-c", script, str(path), f"p{k}"],
+                         stdout=subprocess.PIPE, text=True)
+        for k in range(3)
+    ]
+    granted = [int(child.communicate(timeout=60)[0]) for child in children]
+    assert sum(granted) == 50
+    assert Ledger(path).usage(FP).lifetime == 50
+
+
+def test_the_file_holds_no_key_material(tmp_path: Path) -> None:
+    ledger = Ledger(tmp_path / "l.sqlite")
+    ledger.reserve(FP, run_id="r")
+    with closing(sqlite3.connect(tmp_path / "l.sqlite")) as db:
+        columns = [row[1] for row in db.execute("PRAGMA table_info(attempts)")]
+    assert columns == ["id", "fingerprint", "run_id", "month", "at"]
+
+
+def test_default_path_is_in_the_cache_folder(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    monkeypatch.setenv("PARCELSEARCH_CACHE_DIR", str(tmp_path))
+    assert Ledger().path == tmp_path / "ledger.sqlite"

@@ -1,0 +1,91 @@
+"""Markets: close-name suggestions, the market check, and the day-long cached list."""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+
+import geopandas as gpd
+import pandas as pd
+import pytest
+from shapely.geometry import Point
+
+from parcelsearch.client import Client
+from parcelsearch.errors import CacheError, InputError
+from parcelsearch.markets import _cache_path, _write_cached, check_markets, markets, suggest_market
+
+ACTIVE = ["Abilene, TX", "Boise, ID", "Tarrant County Unincorporated, TX", "Fort Worth, TX"]
+OFFLINE = "https://markets.invalid"  # never contacted: every test here reads the cache
+
+
+@pytest.mark.parametrize(
+    ("name", "expected"),
+    [
+        pytest.param("Abilene, Tx", "Abilene, TX", id="case"),
+        pytest.param("Abilene TX", "Abilene, TX", id="no-comma"),
+        pytest.param(" abilene ,  tx ", "Abilene, TX", id="spacing"),
+        pytest.param("Abilene, Texas", "Abilene, TX", id="state-spelled-out"),
+        pytest.param("Abilen, TX", "Abilene, TX", id="typo"),
+        pytest.param("Boise Idaho", "Boise, ID", id="state-spelled-out-no-comma"),
+        pytest.param("FortWorth, TX", "Fort Worth, TX", id="missing-space"),
+        pytest.param("Marfa, TX", None, id="not-close"),
+        pytest.param("", None, id="empty"),
+    ],
+)
+def test_suggest_market(name: str, expected: str | None) -> None:
+    assert suggest_market(name, ACTIVE) == expected
+
+
+@pytest.fixture
+def areas() -> gpd.GeoDataFrame:
+    return gpd.GeoDataFrame(
+        {"area_id": ["a", "b", "c", "d", "e"],
+         "market": ["Abilene, TX", "Abilene Tx", "Marfa, TX", None, "Boise, ID "]},
+        geometry=[Point(k, k).buffer(0.1) for k in range(5)],
+        crs="EPSG:4326",
+        index=pd.Index([10, 11, 12, 13, 14], name="row"),
+    )
+
+
+def test_check_markets(areas: gpd.GeoDataFrame) -> None:
+    checked = check_markets(areas, "market", ACTIVE)
+    assert isinstance(checked, gpd.GeoDataFrame) and checked.crs == areas.crs
+    assert checked.index.equals(areas.index)
+    assert checked["market_active"].tolist() == [True, False, False, False, True]
+    assert checked["market_active"].dtype == bool
+    assert checked["market_suggestion"].tolist() == [None, "Abilene, TX", None, None, None]
+    assert "market_active" not in areas.columns  # the input is left alone
+
+
+def test_missing_column_is_named(areas: gpd.GeoDataFrame) -> None:
+    with pytest.raises(InputError, match=r"no column 'City'.*\['area_id', 'market'\]") as caught:
+        check_markets(areas, "City", ACTIVE)
+    assert caught.value.field == "City"
+
+
+def test_markets_reads_a_fresh_cached_list(tmp_path: Path) -> None:
+    _write_cached(_cache_path(tmp_path, OFFLINE), OFFLINE, ACTIVE)
+    client = Client("offline-key", OFFLINE)
+    assert markets(client, cache=tmp_path) == ACTIVE
+
+
+def test_cached_lists_are_per_service(tmp_path: Path) -> None:
+    assert _cache_path(tmp_path, "https://a.example") != _cache_path(tmp_path, "https://b.example")
+    assert _cache_path(False, "https://a.example") is None
+
+
+@pytest.mark.parametrize(
+    "content",
+    [
+        pytest.param("{not json", id="not-json"),
+        pytest.param(json.dumps({"markets": ACTIVE}), id="missing-fields"),
+        pytest.param(json.dumps({"base_url": "https://other.example", "markets": ACTIVE,
+                                 "fetched_at": "2030-01-01T00:00:00+00:00"}), id="other-service"),
+    ],
+)
+def test_unreadable_cached_list_is_a_loud_error(tmp_path: Path, content: str) -> None:
+    path = _cache_path(tmp_path, OFFLINE)
+    assert path is not None
+    path.write_text(content)
+    with pytest.raises(CacheError, match=path.name):
+        markets(Client("offline-key", OFFLINE), cache=tmp_path)

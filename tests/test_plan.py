@@ -1,0 +1,138 @@
+"""plan(): pieces, tiles, summary, reprs and suggest_tolerance — zero calls."""
+
+from __future__ import annotations
+
+import geopandas as gpd
+import numpy as np
+import pytest
+import shapely
+from shapely import MultiPolygon, box
+
+from parcelsearch import _wire
+from parcelsearch.errors import InputError
+from parcelsearch.plan import Piece, Plan, plan, suggest_tolerance
+
+SQUARE = box(-97.5, 32.7, -97.4, 32.8)
+LAKE = SQUARE.difference(box(-97.46, 32.74, -97.44, 32.76))
+
+
+def wiggly(seed: int, n: int = 3000) -> shapely.Polygon:
+    """A star-shaped area with ``n`` vertices (needs several pieces)."""
+    rng = np.random.default_rng(seed)
+    angles = np.linspace(0, 2 * np.pi, n, endpoint=False)
+    radii = 0.03 * (1 + 0.3 * rng.random(n))
+    return shapely.Polygon(np.column_stack([-97.3 + radii * np.cos(angles), 32.75 + radii * np.sin(angles)]))
+
+
+@pytest.fixture(scope="module")
+def areas() -> gpd.GeoDataFrame:
+    geoms = [SQUARE, LAKE, MultiPolygon([box(-97.2, 32.7, -97.19, 32.71), box(-97.18, 32.7, -97.17, 32.71)]), wiggly(1)]
+    return gpd.GeoDataFrame({"tract": ["a", "b", "c", "d"]}, geometry=geoms, crs=4326)
+
+
+@pytest.fixture(scope="module")
+def planned(areas: gpd.GeoDataFrame) -> Plan:
+    return plan(areas, id_column="tract")
+
+
+def test_pieces_are_the_requests_that_will_be_sent(planned):
+    for piece in planned.pieces:
+        assert isinstance(piece, Piece)
+        assert piece.polygon_json == _wire.ring_json(piece.geometry.exterior.coords)
+        target = _wire.search_target("/v1/search", piece.polygon_json, 99999)
+        assert piece.request_bytes == _wire.request_line_bytes(target) <= 7168
+        assert piece.geometry.is_valid and not piece.geometry.interiors
+
+
+def test_pieces_per_area_and_minimum_calls(planned):
+    per_area = {}
+    for piece in planned.pieces:
+        per_area.setdefault(piece.area_id, []).append(piece.piece_id)
+    assert {k: len(v) for k, v in per_area.items()} | {"d": 0} == {"a": 1, "b": 2, "c": 2, "d": 0}
+    assert all(ids == list(range(len(ids))) for ids in per_area.values())
+    assert len(per_area["d"]) > 1
+    assert planned.min_calls == len(planned.pieces)
+
+
+def test_tiles_frame(planned):
+    tiles = planned.tiles
+    assert list(tiles.columns) == ["tract", "piece_id", "vertices", "request_bytes", "min_calls", "geometry"]
+    assert tiles.crs.to_epsg() == 4326
+    assert tiles["min_calls"].sum() == planned.min_calls
+    assert (tiles["vertices"] == [len(g.exterior.coords) - 1 for g in tiles.geometry]).all()
+    assert tiles["request_bytes"].max() <= 7168
+
+
+def test_summary(planned):
+    summary = planned.summary()
+    assert summary.index.name == "tract"
+    assert summary.loc["b"].tolist() == [1, 1, 8, 2, 2]
+    assert summary.loc["c", ["parts", "holes", "pieces"]].tolist() == [2, 0, 2]
+    assert summary["min_calls"].sum() == planned.min_calls
+
+
+def test_repr_leads_with_the_figures(planned):
+    text = repr(planned)
+    assert text.startswith(f"<Plan: 4 areas → {len(planned.pieces)} pieces, at least {planned.min_calls} calls")
+    assert "exact; request lines ≤ 7,168 bytes" in text
+    assert "<table" in planned._repr_html_() and "at least" in planned._repr_html_()
+
+
+def test_areas_are_validated_and_indexed(planned):
+    assert planned.areas.index.tolist() == ["a", "b", "c", "d"]
+    assert planned.id_name == "tract"
+    assert planned.areas.crs.to_epsg() == 4326
+
+
+def test_same_areas_same_plan(areas, planned):
+    again = plan(areas, id_column="tract")
+    assert [(p.area_id, p.piece_id, p.polygon_json) for p in again.pieces] == [
+        (p.area_id, p.piece_id, p.polygon_json) for p in planned.pieces
+    ]
+
+
+def test_budget_reserves_five_digit_pages():
+    tight = plan([wiggly(2)], max_request_bytes=2000)
+    assert all(p.request_bytes <= 2000 for p in tight.pieces)
+    assert len(tight.pieces) > len(plan([wiggly(2)]).pieces)
+
+
+def test_tolerance_plans_fewer_pieces(areas):
+    exact = plan(areas, id_column="tract")
+    loose = plan(areas, 50, id_column="tract")
+    assert loose.tolerance == 50.0 and "tolerance 50 m" in repr(loose)
+    assert loose.min_calls < exact.min_calls
+    assert loose.summary().loc["b", "pieces"] == 2  # a 2 km lake is no narrow hole: kept
+    for area_id, geometry in loose.areas.geometry.items():
+        union = shapely.union_all([p.geometry for p in loose.pieces if p.area_id == area_id])
+        assert union.covers(geometry)
+
+
+@pytest.mark.parametrize(
+    ("tolerance", "match"),
+    [
+        pytest.param(0.2, r"tolerance=0.2 m: use 0 for exact pieces or at least 0.5 m", id="too-fine"),
+        pytest.param(-1, r"tolerance=-1 m", id="negative"),
+        pytest.param("five", r"tolerance='five': give a number of metres", id="not-a-number"),
+    ],
+)
+def test_bad_tolerance(tolerance, match):
+    with pytest.raises(InputError, match=match) as caught:
+        plan([SQUARE], tolerance)
+    assert caught.value.field == "tolerance"
+
+
+def test_bad_area_names_the_row():
+    frame = gpd.GeoDataFrame({"tract": ["ok", "bad"]}, geometry=[SQUARE, shapely.Point(0, 0)], crs=4326)
+    with pytest.raises(InputError, match=r"area 'bad': geometry is a Point") as caught:
+        plan(frame, id_column="tract")
+    assert caught.value.row == "bad"
+
+
+def test_suggest_tolerance(areas):
+    exact = plan(areas, id_column="tract").min_calls
+    assert suggest_tolerance(areas, exact, id_column="tract") == 0.0
+    suggested = suggest_tolerance(areas, exact - 1, id_column="tract")
+    assert suggested is not None and suggested > 0
+    assert plan(areas, suggested, id_column="tract").min_calls <= exact - 1
+    assert suggest_tolerance(areas, 1, id_column="tract", ladder=(1, 2)) is None

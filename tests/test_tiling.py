@@ -1,0 +1,257 @@
+"""Tiling: single rings, exact unions, the byte budget, determinism, covers, the baseline."""
+
+from __future__ import annotations
+
+import numpy as np
+import pyproj
+import pytest
+import shapely
+from shapely import MultiPolygon, Polygon, box
+
+from parcelsearch import _wire
+from parcelsearch.errors import InputError
+from parcelsearch.tiling import (
+    BUDGET_PAGE,
+    GRID,
+    Budget,
+    canonical_ring,
+    cover,
+    halving_baseline,
+    tile,
+)
+
+PATH = "/v1/search"
+SQUARE = box(-97.5, 32.7, -97.4, 32.8)
+
+
+def fractal(seed: int, levels: int = 9, centre=(-97.35, 32.75), radius=0.05, holes=0) -> Polygon:
+    """A deterministic midpoint-displacement island (7·2**levels vertices), with lakes."""
+    rng = np.random.default_rng(seed)
+
+    def ring(cx: float, cy: float, r: float, lv: int) -> np.ndarray:
+        angles = np.sort(rng.uniform(0, 2 * np.pi, 7))
+        pts = np.column_stack([cx + r * np.cos(angles), cy + r * np.sin(angles)])
+        for _ in range(lv):
+            nxt = np.roll(pts, -1, axis=0)
+            edge = nxt - pts
+            mid = (pts + nxt) / 2 + 0.12 * np.column_stack([-edge[:, 1], edge[:, 0]]) * rng.standard_normal(len(pts))[:, None]
+            out = np.empty((2 * len(pts), 2))
+            out[0::2], out[1::2] = pts, mid
+            pts = out
+        poly = shapely.make_valid(Polygon(pts), method="structure", keep_collapsed=False)
+        return max(shapely.get_parts(poly), key=lambda p: p.area)
+
+    area = ring(*centre, radius, levels)
+    for k in range(holes):
+        angle = 2 * np.pi * k / max(holes, 1)
+        lake = ring(centre[0] + 0.4 * radius * np.cos(angle), centre[1] + 0.4 * radius * np.sin(angle), radius / 6, levels - 3)
+        area = area.difference(lake)
+    return area
+
+
+def line_bytes(piece: Polygon, path: str = PATH) -> int:
+    text = _wire.ring_json(piece.exterior.coords)
+    return _wire.request_line_bytes(_wire.search_target(path, text, BUDGET_PAGE))
+
+
+def assert_sendable(pieces: list[Polygon], max_bytes: int = 7168, path: str = PATH) -> None:
+    for piece in pieces:
+        assert piece.geom_type == "Polygon" and piece.is_valid and not piece.interiors
+        coords = piece.exterior.coords
+        assert coords[0] == coords[-1] and len(coords) >= 4
+        assert line_bytes(piece, path) <= max_bytes
+        rounded = Polygon(_parse(_wire.ring_json(coords)))
+        assert rounded.equals_exact(piece, 0)  # what is sent is what we checked
+
+
+def _parse(text: str) -> list[tuple[float, float]]:
+    import json
+
+    return [tuple(xy) for xy in json.loads(text)]
+
+
+def assert_exact(pieces: list[Polygon], area: shapely.Geometry) -> None:
+    union = shapely.union_all(pieces)
+    slack = area.length * GRID  # rounding moves the boundary ≤ 0.71e-6 degrees
+    assert shapely.symmetric_difference(union, area).area <= slack
+    assert sum(p.area for p in pieces) == pytest.approx(union.area, rel=1e-9)  # no overlaps
+
+
+def requests(pieces: list[Polygon]) -> list[str]:
+    return [_wire.ring_json(p.exterior.coords) for p in pieces]
+
+
+# -- shapes ---------------------------------------------------------------------------------
+
+
+def test_a_small_area_is_one_canonical_ring():
+    clockwise_from_top = Polygon([(-97.4, 32.8), (-97.4, 32.7), (-97.5, 32.7), (-97.5, 32.8)])
+    [piece] = tile(clockwise_from_top)
+    assert requests([piece]) == ["[[-97.5,32.7],[-97.4,32.7],[-97.4,32.8],[-97.5,32.8],[-97.5,32.7]]"]
+
+
+def test_canonical_ring_is_counter_clockwise_from_lowest_left():
+    ring = canonical_ring(Polygon([(2, 2), (2, 0), (0, 0), (0, 2)]))
+    assert ring[0].tolist() == [0, 0] and ring[-1].tolist() == [0, 0]
+    assert shapely.LinearRing(ring).is_ccw
+
+
+@pytest.mark.parametrize(
+    "area",
+    [
+        pytest.param(SQUARE.difference(box(-97.46, 32.74, -97.44, 32.76)), id="one-hole"),
+        pytest.param(
+            Polygon(SQUARE.exterior, [box(-97.49 + 0.02 * k, 32.71, -97.48 + 0.02 * k, 32.79).exterior for k in range(4)]),
+            id="four-holes",
+        ),
+        pytest.param(MultiPolygon([SQUARE, box(-97.3, 32.7, -97.2, 32.8)]), id="two-parts"),
+        pytest.param(fractal(1, levels=8, holes=3), id="fractal-with-lakes"),
+        pytest.param(box(-97.5, 32.7, -97.4, 32.7000004).union(SQUARE), id="sub-grid-sliver"),
+    ],
+)
+def test_pieces_are_single_rings_whose_union_is_the_area(area):
+    pieces = tile(area)
+    assert_sendable(pieces)
+    assert_exact(pieces, area)
+
+
+def test_a_hole_needs_two_pieces_no_more():
+    assert len(tile(SQUARE.difference(box(-97.46, 32.74, -97.44, 32.76)))) == 2
+
+
+def test_parts_are_split():
+    pieces = tile(MultiPolygon([SQUARE, box(-97.3, 32.7, -97.2, 32.8)]))
+    assert len(pieces) == 2
+
+
+def test_rounding_never_makes_an_invalid_ring():
+    # Two vertices 0.3e-6 apart round onto one grid point; a spike thinner than the grid.
+    area = Polygon([(0, 0), (1, 0), (1, 1), (0.5, 1.0000003), (0.5000001, 1.0000001), (0, 1)])
+    pieces = tile(area)
+    assert_sendable(pieces)
+    assert_exact(pieces, area)
+
+
+# -- the budget -----------------------------------------------------------------------------
+
+
+@pytest.mark.parametrize("max_bytes", [pytest.param(7168, id="gateway"), pytest.param(1500, id="tight")])
+def test_every_request_line_fits_the_budget_at_page_99999(max_bytes):
+    area = fractal(2, levels=9, holes=2)
+    pieces = tile(area, max_request_bytes=max_bytes)
+    assert len(pieces) > 1
+    assert_sendable(pieces, max_bytes)
+    assert_exact(pieces, area)
+    assert max(line_bytes(p) for p in pieces) > 0.8 * max_bytes  # pieces are filled, not tiny
+
+
+def test_budget_counts_the_whole_request_line():
+    budget = Budget(7168, PATH)
+    ring = [(-97.5, 32.7), (-97.4, 32.7), (-97.4, 32.8), (-97.5, 32.7)]
+    text = _wire.ring_json(ring)
+    expected = len(f"GET {_wire.search_target(PATH, text, 99999)} HTTP/1.1".encode())
+    assert budget.ring_bytes(ring) == expected
+
+
+def test_a_longer_path_leaves_less_room():
+    area = fractal(3, levels=9)
+    short = tile(area, path="/v1/search")
+    long = tile(area, path="/prod/v1/search" + "/x" * 500)
+    assert len(long) > len(short)
+    assert_sendable(long, path="/prod/v1/search" + "/x" * 500)
+
+
+def test_a_budget_too_small_for_any_ring_is_refused():
+    with pytest.raises(InputError, match=r"max_request_bytes=200 cannot hold a useful ring.*at least"):
+        tile(SQUARE, max_request_bytes=200)
+
+
+# -- fewest pieces ------------------------------------------------------------------------------
+
+
+def test_beats_plain_halving_on_a_hard_area():
+    area = fractal(4, levels=10, holes=3)
+    ours, baseline = tile(area), halving_baseline(area)
+    assert_sendable(baseline)
+    assert_exact(baseline, area)
+    assert len(ours) <= 0.6 * len(baseline), (len(ours), len(baseline))
+
+
+def test_close_to_the_vertex_bound():
+    area = fractal(5, levels=10)
+    vertices = len(area.exterior.coords) - 1
+    per_request = (7168 - Budget().base) / 27  # ~27 bytes a vertex at these coordinates
+    assert len(tile(area)) <= 1.25 * np.ceil(vertices / per_request)
+
+
+# -- determinism --------------------------------------------------------------------------------
+
+
+def test_same_area_same_requests_whatever_its_representation():
+    area = fractal(6, levels=9, holes=2)
+    coords = np.asarray(area.exterior.coords)[:-1]
+    rotated = Polygon(np.roll(coords, 100, axis=0)[::-1], [r.coords for r in area.interiors][::-1])
+    assert requests(tile(area)) == requests(tile(area)) == requests(tile(rotated))
+
+
+# -- tolerance mode ----------------------------------------------------------------------------
+
+
+def metric(geom: shapely.Geometry, centre: shapely.Point) -> shapely.Geometry:
+    crs = pyproj.CRS.from_proj4(f"+proj=aeqd +lat_0={centre.y} +lon_0={centre.x} +datum=WGS84")
+    move = pyproj.Transformer.from_crs("EPSG:4326", crs, always_xy=True)
+    return shapely.transform(shapely.segmentize(geom, 0.001), lambda xy: np.column_stack(move.transform(xy[:, 0], xy[:, 1])))
+
+
+def assert_covers_within(pieces: list[Polygon], area: shapely.Geometry, tolerance: float) -> None:
+    union = shapely.union_all(pieces)
+    assert union.covers(area)
+    centre = area.centroid
+    assert shapely.buffer(metric(area, centre), tolerance).covers(metric(union, centre))
+
+
+@pytest.mark.parametrize("tolerance", [0.5, 5.0, 50.0])
+def test_tolerance_pieces_cover_the_area_and_stay_within_t(tolerance):
+    area = fractal(7, levels=9, holes=2)
+    pieces = tile(area, tolerance=tolerance)
+    assert_sendable(pieces)
+    assert_covers_within(pieces, area, tolerance)
+
+
+def test_tolerance_needs_fewer_pieces():
+    area = fractal(8, levels=10, holes=2)
+    assert len(tile(area, tolerance=20)) < len(tile(area, tolerance=5)) < len(tile(area))
+
+
+def test_parts_closer_than_t_merge_and_narrow_holes_fill():
+    metres = 1 / 111_000  # a degree of latitude is ~111 km
+    near = MultiPolygon([SQUARE, box(-97.5, 32.8 + 2 * metres, -97.4, 32.9)])
+    assert len(tile(near)) == 2
+    assert len(tile(near, tolerance=5)) == 1
+    canal = SQUARE.difference(box(-97.49, 32.75, -97.41, 32.75 + 6 * metres))  # 6 m wide
+    assert len(tile(canal, tolerance=5)) == 1  # every point of the canal is within 3 m
+
+
+def test_a_wide_hole_is_kept():
+    metres = 1 / 111_000
+    lake = SQUARE.difference(box(-97.46, 32.74, -97.44, 32.74 + 30 * metres))  # 30 m wide
+    pieces = tile(lake, tolerance=10)
+    assert len(pieces) >= 2
+    assert not shapely.union_all(pieces).covers(shapely.Point(-97.45, 32.74 + 15 * metres))
+    assert_covers_within(pieces, lake, 10)
+
+
+def test_cover_across_the_antimeridian_stays_in_range():
+    area = MultiPolygon([box(179.99, 10, 180, 10.01), box(-180, 10, -179.99, 10.01)])
+    covered = cover(area, 5.0)
+    assert -180 <= covered.bounds[0] and covered.bounds[2] <= 180
+    assert covered.covers(area)
+    pieces = tile(area, tolerance=5.0)
+    assert_sendable(pieces)
+    assert shapely.union_all(pieces).covers(area)
+
+
+@pytest.mark.parametrize("tolerance", [0.1, -5, float("nan"), float("inf")])
+def test_bad_tolerances_are_refused(tolerance):
+    with pytest.raises(InputError, match=r"tolerance=.*use 0 for exact pieces or at least 0.5 m"):
+        tile(SQUARE, tolerance=tolerance)
