@@ -231,6 +231,9 @@ class Client:
         A ``requests.Session`` to send through, used as it is (its adapters decide the
         transport and retries); for tests that inject faults. Default: a new session with
         an adapter using :func:`make_retry`.
+    cache_dir
+        Folder of the response cache, market list and quota ledger that searches with this
+        client use by default; default ``$PARCELSEARCH_CACHE_DIR``, else a per-user folder.
 
     Raises
     ------
@@ -249,6 +252,7 @@ class Client:
         timeout: float = 30.0,
         retries: int | PacedRetry = 5,
         session: requests.Session | None = None,
+        cache_dir: str | os.PathLike[str] | None = None,
     ) -> None:
         key = _resolve_key(api_key)
         self._key = _Secret(key)
@@ -260,6 +264,7 @@ class Client:
         self.limiter = RateLimiter(self.rate)
         self.retry = retries if isinstance(retries, PacedRetry) else make_retry(retries)
         self.session = session if session is not None else self._new_session()
+        self.cache_dir = Path(cache_dir) if cache_dir is not None else settings.default_cache_dir()
 
     @property
     def fingerprint(self) -> str:

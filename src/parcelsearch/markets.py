@@ -85,6 +85,8 @@ def markets(
         from parcelsearch.client import Client
 
         client = Client()
+    if cache is None:
+        cache = client.cache_dir
     path = _cache_path(cache, client.base_url)
     limit = max_age if isinstance(max_age, timedelta) else timedelta(seconds=max_age)
     if path is not None and limit > timedelta(0):

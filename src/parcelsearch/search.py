@@ -10,6 +10,7 @@ from __future__ import annotations
 import math
 import threading
 import uuid
+from pathlib import Path
 from collections.abc import Hashable
 from concurrent.futures import FIRST_COMPLETED, Future, ThreadPoolExecutor, wait
 from dataclasses import dataclass, field
@@ -28,7 +29,7 @@ from parcelsearch.errors import (
     ParcelSearchError,
     QuotaWouldExceedError,
 )
-from parcelsearch.ledger import Ledger, Quota
+from parcelsearch.ledger import Ledger, Quota, resume_message
 from parcelsearch.page import Page
 from parcelsearch.plan import Piece, Plan, plan as make_plan, suggest_tolerance
 from parcelsearch.result import SearchResult
@@ -87,7 +88,7 @@ class _Run:
             return None
         return self.cache.get(self.key(piece, page), max_age=self.max_age)
 
-    def _before_attempt(self) -> None:
+    def reserve_call(self) -> None:
         if self.ledger is not None:
             self.ledger.reserve(
                 self.client.fingerprint, run_id=self.run_id, budget=self.budget, quota=self.quota
@@ -96,7 +97,7 @@ class _Run:
             with self.lock:
                 if self.calls >= self.budget:
                     raise BudgetExhaustedError(
-                        _resume_message(self.budget), spent=self.calls, budget=self.budget
+                        resume_message(self.budget), spent=self.calls, budget=self.budget
                     )
         with self.lock:
             self.calls += 1
@@ -112,7 +113,7 @@ class _Run:
 
         def before_attempt() -> None:
             nonlocal attempts
-            self._before_attempt()
+            self.reserve_call()
             attempts += 1
 
         fresh = self.client.search_page(
@@ -121,14 +122,6 @@ class _Run:
         if self.cache is not None:
             self.cache.put(fresh)
         return fresh, max(attempts, 1)
-
-
-def _resume_message(budget: int) -> str:
-    return (
-        f"budget of {budget} calls reached: everything fetched so far is cached. "
-        "Run the same search again (later, or with a larger budget=) to resume: "
-        "cached pages are not spent again."
-    )
 
 
 def _check_consistent(state: _PieceState, page: Page) -> None:
@@ -265,11 +258,26 @@ def _frames(plan: Plan, states: dict[int, _PieceState]) -> tuple[pd.DataFrame, g
     return ids, tiles
 
 
-def _skip_inactive(plan: Plan, client: Client, column: str, cache: ResponseCache | None) -> tuple[Plan, pd.DataFrame]:
+def _without(plan: Plan, area_ids: set[Hashable]) -> Plan:
+    """The same plan less the given areas and their pieces."""
+    keep = ~plan.areas.index.isin(list(area_ids))
+    return Plan(
+        plan.areas[keep],
+        [p for p in plan.pieces if p.area_id not in area_ids],
+        tolerance=plan.tolerance,
+        max_request_bytes=plan.max_request_bytes,
+        path=plan.path,
+    )
+
+
+def _skip_inactive(plan: Plan, run: _Run, column: str) -> tuple[Plan, pd.DataFrame]:
     """Drop areas whose market is not active before anything is spent on them."""
     from parcelsearch.markets import check_markets, markets
 
-    active = markets(client, cache=cache)
+    active = markets(
+        run.client, cache=run.cache.directory if run.cache else False,
+        before_attempt=run.reserve_call,
+    )
     checked = check_markets(plan.areas, column, active)
     inactive = checked.index[~checked["market_active"]]
     skipped = pd.DataFrame(
@@ -280,7 +288,7 @@ def _skip_inactive(plan: Plan, client: Client, column: str, cache: ResponseCache
         },
         index=inactive,
     )
-    return plan.without(inactive), skipped
+    return _without(plan, set(inactive)), skipped
 
 
 def search(
@@ -352,17 +360,17 @@ def search(
     """
     client = client if client is not None else Client()
     quota_obj = Quota.parse(quota) if not isinstance(quota, Quota) else quota
-    cache_obj = _resolve(cache, ResponseCache)
-    ledger_obj = _resolve(ledger, Ledger, cache_obj)
+    cache_obj = _resolve(cache, ResponseCache, client.cache_dir)
+    ledger_obj = _resolve(ledger, Ledger, client.cache_dir)
     plan_kwargs: dict[str, Any] = {"id_column": id_column}
     the_plan = plan if plan is not None else make_plan(areas, tolerance, id_column=id_column)
-    skipped = pd.DataFrame(columns=["market", "reason", "suggestion"])
-    if active_markets_only:
-        the_plan, skipped = _skip_inactive(the_plan, client, market_column, cache_obj)
     run = _Run(
         client, cache_obj, ledger_obj, budget=budget, quota=quota_obj,
         max_age=max_age, refresh=refresh, path=the_plan.path,
     )
+    skipped = pd.DataFrame(columns=["market", "reason", "suggestion"])
+    if active_markets_only:
+        the_plan, skipped = _skip_inactive(the_plan, run, market_column)
     needed = _estimate_calls(run, the_plan.pieces)
     _refuse_if_over(run, the_plan, needed, allow_partial=allow_partial, plan_kwargs=plan_kwargs)
     states, failure = _fetch_all(run, the_plan.pieces, progress, workers)
@@ -373,7 +381,7 @@ def search(
     )
     if isinstance(failure, BudgetExhaustedError):
         raise BudgetExhaustedError(
-            _resume_message(failure.budget), spent=run.calls, budget=failure.budget, result=result
+            resume_message(failure.budget), spent=run.calls, budget=failure.budget, result=result
         ) from None
     if failure is not None:
         if isinstance(failure, ParcelSearchError):
@@ -382,13 +390,10 @@ def search(
     return result
 
 
-def _resolve(value: Any, kind: type, *args: Any) -> Any:
-    """``None`` → the default instance, ``False`` → none, an instance → itself."""
+def _resolve(value: Any, kind: type, directory: Path) -> Any:
+    """``None`` → the default instance in ``directory``, ``False`` → none, else the instance."""
     if value is False:
         return None
     if value is None or value is True:
-        if kind is Ledger:
-            cache = args[0] if args else None
-            return Ledger(None if cache is None else cache.directory / "ledger.sqlite")
-        return kind()
+        return Ledger(directory / "ledger.sqlite") if kind is Ledger else kind(directory)
     return value
