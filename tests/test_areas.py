@@ -30,55 +30,110 @@ def frame(*geoms: object, crs: object = "EPSG:4326", **columns: list[object]) ->
 @pytest.mark.parametrize(
     ("areas", "kwargs", "match", "row", "field"),
     [
-        pytest.param(frame(SQUARE, crs=None), {}, r"no CRS.*set_crs", None, "geometry", id="no-crs"),
         pytest.param(
-            gpd.GeoSeries([SQUARE]), {}, r"GeoSeries has no CRS.*set_crs", None, "geometry",
+            frame(SQUARE, crs=None), {}, r"no CRS.*set_crs", None, "geometry", id="no-crs"
+        ),
+        pytest.param(
+            gpd.GeoSeries([SQUARE]),
+            {},
+            r"GeoSeries has no CRS.*set_crs",
+            None,
+            "geometry",
             id="series-no-crs",
         ),
         pytest.param(frame(crs="EPSG:4326"), {}, r"no study areas", None, None, id="no-rows"),
-        pytest.param(frame(SQUARE, None), {}, r"area 1: geometry is missing", 1, "geometry", id="missing"),
+        pytest.param(
+            frame(SQUARE, None), {}, r"area 1: geometry is missing", 1, "geometry", id="missing"
+        ),
         pytest.param(frame(Polygon()), {}, r"area 0: geometry is empty", 0, "geometry", id="empty"),
         pytest.param(
-            frame(SQUARE, Point(-97.4, 32.7)), {}, r"area 1: geometry is a Point.*buffer", 1,
-            "geometry", id="point",
+            frame(SQUARE, Point(-97.4, 32.7)),
+            {},
+            r"area 1: geometry is a Point.*buffer",
+            1,
+            "geometry",
+            id="point",
         ),
         pytest.param(
-            frame(LineString([(0, 0), (1, 1)])), {}, r"area 0: geometry is a LineString", 0,
-            "geometry", id="line",
+            frame(LineString([(0, 0), (1, 1)])),
+            {},
+            r"area 0: geometry is a LineString",
+            0,
+            "geometry",
+            id="line",
         ),
         pytest.param(
-            frame(shapely.GeometryCollection([SQUARE])), {}, r"GeometryCollection.*polygons", 0,
-            "geometry", id="collection",
+            frame(shapely.GeometryCollection([SQUARE])),
+            {},
+            r"GeometryCollection.*polygons",
+            0,
+            "geometry",
+            id="collection",
         ),
         pytest.param(
-            frame(_nan_polygon()), {}, r"area 0: .*non-finite", 0,
-            "geometry", id="nan",
+            frame(_nan_polygon()),
+            {},
+            r"area 0: .*non-finite",
+            0,
+            "geometry",
+            id="nan",
         ),
         pytest.param(
-            frame(box(0, 80, 1, 95)), {}, r"area 0: .*out of range", 0, "geometry", id="latitude",
+            frame(box(0, 80, 1, 95)),
+            {},
+            r"area 0: .*out of range",
+            0,
+            "geometry",
+            id="latitude",
         ),
         pytest.param(
-            frame(box(500_000, 4_000_000, 501_000, 4_001_000)), {},
-            r"out of range.*projected.*set_crs\(<EPSG code>, allow_override=True\)", 0,
-            "geometry", id="projected-as-lonlat",
+            frame(box(500_000, 4_000_000, 501_000, 4_001_000)),
+            {},
+            r"out of range.*projected.*set_crs\(<EPSG code>, allow_override=True\)",
+            0,
+            "geometry",
+            id="projected-as-lonlat",
         ),
         pytest.param(
-            frame(SQUARE, SQUARE, name=["a", "a"]), {"id_column": "name"},
-            r"unique; duplicated in 'name': 'a'", "a", "name", id="duplicate-ids",
+            frame(SQUARE, SQUARE, name=["a", "a"]),
+            {"id_column": "name"},
+            r"unique; duplicated in 'name': 'a'",
+            "a",
+            "name",
+            id="duplicate-ids",
         ),
         pytest.param(
-            frame(SQUARE).set_axis(["x"]).pipe(lambda f: pd.concat([f, f])), {},
-            r"duplicated in 'index': 'x'", "x", "index", id="duplicate-index",
+            frame(SQUARE).set_axis(["x"]).pipe(lambda f: pd.concat([f, f])),
+            {},
+            r"duplicated in 'index': 'x'",
+            "x",
+            "index",
+            id="duplicate-index",
         ),
         pytest.param(
-            frame(SQUARE, name=["a"]), {"id_column": "nom"}, r"'nom' is not in the areas.*'name'",
-            None, "nom", id="unknown-id-column",
+            frame(SQUARE, name=["a"]),
+            {"id_column": "nom"},
+            r"'nom' is not in the areas.*'name'",
+            None,
+            "nom",
+            id="unknown-id-column",
         ),
         pytest.param(
-            frame(SQUARE, SQUARE, name=["a", None]), {"id_column": "name"},
-            r"have no id.*positions \[1\]", 1, "name", id="null-id",
+            frame(SQUARE, SQUARE, name=["a", None]),
+            {"id_column": "name"},
+            r"have no id.*positions \[1\]",
+            1,
+            "name",
+            id="null-id",
         ),
-        pytest.param([SQUARE, "POLYGON"], {}, r"area 1: expected a shapely geometry", 1, "geometry", id="not-geometry"),
+        pytest.param(
+            [SQUARE, "POLYGON"],
+            {},
+            r"area 1: expected a shapely geometry",
+            1,
+            "geometry",
+            id="not-geometry",
+        ),
         pytest.param("areas.gpkg", {}, r"geopandas.read_file", None, None, id="path"),
     ],
 )
@@ -97,10 +152,14 @@ def test_collapsed_ring_is_refused_after_repair_warning():
 
 
 def test_invalid_geometry_is_repaired_with_a_warning_naming_the_row():
-    with pytest.warns(GeometryRepairedWarning, match=r"area 'b': geometry was invalid \(Self-intersection"):
+    with pytest.warns(
+        GeometryRepairedWarning, match=r"area 'b': geometry was invalid \(Self-intersection"
+    ):
         out = validate_areas(frame(SQUARE, BOWTIE, name=["a", "b"]), id_column="name")
     assert out.loc["b", "geometry"].is_valid
-    assert out.loc["b", "geometry"].area == pytest.approx(BOWTIE.buffer(0).area + BOWTIE.buffer(0).area, rel=0.5)
+    assert out.loc["b", "geometry"].area == pytest.approx(
+        BOWTIE.buffer(0).area + BOWTIE.buffer(0).area, rel=0.5
+    )
     assert out.geom_type.tolist() == ["Polygon", "MultiPolygon"]
 
 
@@ -131,7 +190,9 @@ def test_z_is_dropped():
     [
         pytest.param([(179.5, 10), (-179.5, 10), (-179.5, 11), (179.5, 11)], id="jumping-edges"),
         pytest.param([(179.5, 10), (180.5, 10), (180.5, 11), (179.5, 11)], id="beyond-180"),
-        pytest.param([(-180.5, 10), (-179.5, 10), (-179.5, 11), (-180.5, 11)], id="beyond-minus-180"),
+        pytest.param(
+            [(-180.5, 10), (-179.5, 10), (-179.5, 11), (-180.5, 11)], id="beyond-minus-180"
+        ),
     ],
 )
 def test_antimeridian_crossings_are_split(ring):

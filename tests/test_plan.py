@@ -21,12 +21,19 @@ def wiggly(seed: int, n: int = 3000) -> shapely.Polygon:
     rng = np.random.default_rng(seed)
     angles = np.linspace(0, 2 * np.pi, n, endpoint=False)
     radii = 0.03 * (1 + 0.3 * rng.random(n))
-    return shapely.Polygon(np.column_stack([-97.3 + radii * np.cos(angles), 32.75 + radii * np.sin(angles)]))
+    return shapely.Polygon(
+        np.column_stack([-97.3 + radii * np.cos(angles), 32.75 + radii * np.sin(angles)])
+    )
 
 
 @pytest.fixture(scope="module")
 def areas() -> gpd.GeoDataFrame:
-    geoms = [SQUARE, LAKE, MultiPolygon([box(-97.2, 32.7, -97.19, 32.71), box(-97.18, 32.7, -97.17, 32.71)]), wiggly(1)]
+    geoms = [
+        SQUARE,
+        LAKE,
+        MultiPolygon([box(-97.2, 32.7, -97.19, 32.71), box(-97.18, 32.7, -97.17, 32.71)]),
+        wiggly(1),
+    ]
     return gpd.GeoDataFrame({"tract": ["a", "b", "c", "d"]}, geometry=geoms, crs=4326)
 
 
@@ -56,7 +63,14 @@ def test_pieces_per_area_and_minimum_calls(planned):
 
 def test_tiles_frame(planned):
     tiles = planned.tiles
-    assert list(tiles.columns) == ["tract", "piece_id", "vertices", "request_bytes", "min_calls", "geometry"]
+    assert list(tiles.columns) == [
+        "tract",
+        "piece_id",
+        "vertices",
+        "request_bytes",
+        "min_calls",
+        "geometry",
+    ]
     assert tiles.crs.to_epsg() == 4326
     assert tiles["min_calls"].sum() == planned.min_calls
     assert (tiles["vertices"] == [len(g.exterior.coords) - 1 for g in tiles.geometry]).all()
@@ -73,7 +87,9 @@ def test_summary(planned):
 
 def test_repr_leads_with_the_figures(planned):
     text = repr(planned)
-    assert text.startswith(f"<Plan: 4 areas → {len(planned.pieces)} pieces, at least {planned.min_calls} calls")
+    assert text.startswith(
+        f"<Plan: 4 areas → {len(planned.pieces)} pieces, at least {planned.min_calls} calls"
+    )
     assert "exact; request lines ≤ 7,168 bytes" in text
     assert "<table" in planned._repr_html_() and "at least" in planned._repr_html_()
 
@@ -111,7 +127,9 @@ def test_tolerance_plans_fewer_pieces(areas):
 @pytest.mark.parametrize(
     ("tolerance", "match"),
     [
-        pytest.param(0.2, r"tolerance=0.2 m: use 0 for exact pieces or at least 0.5 m", id="too-fine"),
+        pytest.param(
+            0.2, r"tolerance=0.2 m: use 0 for exact pieces or at least 0.5 m", id="too-fine"
+        ),
         pytest.param(-1, r"tolerance=-1 m", id="negative"),
         pytest.param("five", r"tolerance='five': give a number of metres", id="not-a-number"),
     ],
@@ -123,7 +141,9 @@ def test_bad_tolerance(tolerance, match):
 
 
 def test_bad_area_names_the_row():
-    frame = gpd.GeoDataFrame({"tract": ["ok", "bad"]}, geometry=[SQUARE, shapely.Point(0, 0)], crs=4326)
+    frame = gpd.GeoDataFrame(
+        {"tract": ["ok", "bad"]}, geometry=[SQUARE, shapely.Point(0, 0)], crs=4326
+    )
     with pytest.raises(InputError, match=r"area 'bad': geometry is a Point") as caught:
         plan(frame, id_column="tract")
     assert caught.value.row == "bad"

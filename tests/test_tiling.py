@@ -34,7 +34,9 @@ def fractal(seed: int, levels: int = 9, centre=(-97.35, 32.75), radius=0.05, hol
         for _ in range(lv):
             nxt = np.roll(pts, -1, axis=0)
             edge = nxt - pts
-            mid = (pts + nxt) / 2 + 0.12 * np.column_stack([-edge[:, 1], edge[:, 0]]) * rng.standard_normal(len(pts))[:, None]
+            mid = (pts + nxt) / 2 + 0.12 * np.column_stack(
+                [-edge[:, 1], edge[:, 0]]
+            ) * rng.standard_normal(len(pts))[:, None]
             out = np.empty((2 * len(pts), 2))
             out[0::2], out[1::2] = pts, mid
             pts = out
@@ -44,7 +46,12 @@ def fractal(seed: int, levels: int = 9, centre=(-97.35, 32.75), radius=0.05, hol
     area = ring(*centre, radius, levels)
     for k in range(holes):
         angle = 2 * np.pi * k / max(holes, 1)
-        lake = ring(centre[0] + 0.4 * radius * np.cos(angle), centre[1] + 0.4 * radius * np.sin(angle), radius / 6, levels - 3)
+        lake = ring(
+            centre[0] + 0.4 * radius * np.cos(angle),
+            centre[1] + 0.4 * radius * np.sin(angle),
+            radius / 6,
+            levels - 3,
+        )
         area = area.difference(lake)
     return area
 
@@ -87,7 +94,9 @@ def requests(pieces: list[Polygon]) -> list[str]:
 def test_a_small_area_is_one_canonical_ring():
     clockwise_from_top = Polygon([(-97.4, 32.8), (-97.4, 32.7), (-97.5, 32.7), (-97.5, 32.8)])
     [piece] = tile(clockwise_from_top)
-    assert requests([piece]) == ["[[-97.5,32.7],[-97.4,32.7],[-97.4,32.8],[-97.5,32.8],[-97.5,32.7]]"]
+    assert requests([piece]) == [
+        "[[-97.5,32.7],[-97.4,32.7],[-97.4,32.8],[-97.5,32.8],[-97.5,32.7]]"
+    ]
 
 
 def test_canonical_ring_is_counter_clockwise_from_lowest_left():
@@ -101,7 +110,13 @@ def test_canonical_ring_is_counter_clockwise_from_lowest_left():
     [
         pytest.param(SQUARE.difference(box(-97.46, 32.74, -97.44, 32.76)), id="one-hole"),
         pytest.param(
-            Polygon(SQUARE.exterior, [box(-97.49 + 0.02 * k, 32.71, -97.48 + 0.02 * k, 32.79).exterior for k in range(4)]),
+            Polygon(
+                SQUARE.exterior,
+                [
+                    box(-97.49 + 0.02 * k, 32.71, -97.48 + 0.02 * k, 32.79).exterior
+                    for k in range(4)
+                ],
+            ),
             id="four-holes",
         ),
         pytest.param(MultiPolygon([SQUARE, box(-97.3, 32.7, -97.2, 32.8)]), id="two-parts"),
@@ -135,7 +150,9 @@ def test_rounding_never_makes_an_invalid_ring():
 # -- the budget -----------------------------------------------------------------------------
 
 
-@pytest.mark.parametrize("max_bytes", [pytest.param(7168, id="gateway"), pytest.param(1500, id="tight")])
+@pytest.mark.parametrize(
+    "max_bytes", [pytest.param(7168, id="gateway"), pytest.param(1500, id="tight")]
+)
 def test_every_request_line_fits_the_budget_at_page_99999(max_bytes):
     area = fractal(2, levels=9, holes=2)
     pieces = tile(area, max_request_bytes=max_bytes)
@@ -162,7 +179,9 @@ def test_a_longer_path_leaves_less_room():
 
 
 def test_a_budget_too_small_for_any_ring_is_refused():
-    with pytest.raises(InputError, match=r"max_request_bytes=200 cannot hold a useful ring.*at least"):
+    with pytest.raises(
+        InputError, match=r"max_request_bytes=200 cannot hold a useful ring.*at least"
+    ):
         tile(SQUARE, max_request_bytes=200)
 
 
@@ -200,7 +219,10 @@ def test_same_area_same_requests_whatever_its_representation():
 def metric(geom: shapely.Geometry, centre: shapely.Point) -> shapely.Geometry:
     crs = pyproj.CRS.from_proj4(f"+proj=aeqd +lat_0={centre.y} +lon_0={centre.x} +datum=WGS84")
     move = pyproj.Transformer.from_crs("EPSG:4326", crs, always_xy=True)
-    return shapely.transform(shapely.segmentize(geom, 0.001), lambda xy: np.column_stack(move.transform(xy[:, 0], xy[:, 1])))
+    return shapely.transform(
+        shapely.segmentize(geom, 0.001),
+        lambda xy: np.column_stack(move.transform(xy[:, 0], xy[:, 1])),
+    )
 
 
 def assert_covers_within(pieces: list[Polygon], area: shapely.Geometry, tolerance: float) -> None:

@@ -123,6 +123,12 @@ def cmd_cache(args: argparse.Namespace) -> int:
     return 0
 
 
+def cmd_demo(args: argparse.Namespace) -> int:
+    from parcelsearch.demo import run_demo
+
+    return run_demo(args.out, progress=not args.quiet)
+
+
 def _add_connection(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("--base-url", help="service base URL (default: $PARCELSEARCH_BASE_URL)")
     parser.add_argument("--ca-bundle", help="CA file to verify TLS (default: $PARCELSEARCH_CA_BUNDLE)")
@@ -161,6 +167,12 @@ def register(commands: Any) -> None:
     m.add_argument("--json", action="store_true", help="print a JSON list")
     _add_connection(m)
     m.set_defaults(func=cmd_markets)
+
+    d = commands.add_parser("demo", help="the whole product on the bundled demo data, no key needed")
+    d.add_argument("--out", default="parcelsearch-demo", metavar="DIR",
+                   help="folder for the GroupIDs, tiles and map (default ./parcelsearch-demo)")
+    d.add_argument("--quiet", action="store_true", help="no progress bar")
+    d.set_defaults(func=cmd_demo)
 
     c = commands.add_parser("cache", help="inspect, verify or clear the response cache")
     c.add_argument("action", choices=["info", "verify", "clear"])

@@ -114,19 +114,20 @@ class Plan:
             "min_calls": [1] * len(self.pieces),
         }
         frame = pd.DataFrame(rows).astype(
-            {"piece_id": "int64", "vertices": "int64", "request_bytes": "int64", "min_calls": "int64"}
+            {
+                "piece_id": "int64",
+                "vertices": "int64",
+                "request_bytes": "int64",
+                "min_calls": "int64",
+            }
         )
-        return gpd.GeoDataFrame(
-            frame, geometry=[p.geometry for p in self.pieces], crs="EPSG:4326"
-        )
+        return gpd.GeoDataFrame(frame, geometry=[p.geometry for p in self.pieces], crs="EPSG:4326")
 
     def summary(self) -> pd.DataFrame:
         """Per area: parts, holes, vertices, pieces and minimum calls."""
         geoms = self.areas.geometry
         parts = [shapely.get_parts(g) for g in geoms]
-        counts = pd.Series(
-            [p.area_id for p in self.pieces], dtype=object
-        ).value_counts()
+        counts = pd.Series([p.area_id for p in self.pieces], dtype=object).value_counts()
         frame = pd.DataFrame(
             {
                 "parts": [len(p) for p in parts],

@@ -83,7 +83,15 @@ def build_area(
         for k in range(1 + seed % 3):
             angle = 2 * np.pi * k / 3
             centre = 0.35 * radius * np.array([np.cos(angle), np.sin(angle)])
-            holes.append(centre + _star(max(3, n // 4), 0.12 * radius, rng.random(max(3, n // 4)), np.zeros(max(3, n // 4))))
+            holes.append(
+                centre
+                + _star(
+                    max(3, n // 4),
+                    0.12 * radius,
+                    rng.random(max(3, n // 4)),
+                    np.zeros(max(3, n // 4)),
+                )
+            )
     if "spike" in features:
         i = int(rng.integers(n))
         out = shell[i] * 1.6
@@ -93,7 +101,19 @@ def build_area(
         shell = np.vstack([shell[: i + 1], shell[i] + 1e-4, shell[i + 1 :]])  # 0.1 mm away
     parts = [Polygon(shell, holes)]
     if "parts" in features:
-        parts.append(shapely.affinity.translate(Polygon(_star(max(3, n // 3), radius / 3, rng.random(max(3, n // 3)), np.zeros(max(3, n // 3)))), 2.5 * radius))
+        parts.append(
+            shapely.affinity.translate(
+                Polygon(
+                    _star(
+                        max(3, n // 3),
+                        radius / 3,
+                        rng.random(max(3, n // 3)),
+                        np.zeros(max(3, n // 3)),
+                    )
+                ),
+                2.5 * radius,
+            )
+        )
     if "self_touch" in features:
         parts.append(shapely.affinity.translate(_self_touching(radius / 2), -2.5 * radius))
     if "sliver" in features:
@@ -175,7 +195,9 @@ def check(area: shapely.Geometry, tolerance: float, budget: int) -> None:
     else:
         assert union.covers(validated)
         lon, lat = _centre(validated)
-        assert shapely.buffer(_metric(validated, lon, lat), tolerance).covers(_metric(union, lon, lat))
+        assert shapely.buffer(_metric(validated, lon, lat), tolerance).covers(
+            _metric(union, lon, lat)
+        )
     again = _plan(area, tolerance, budget)
     assert [p.polygon_json for p in again.pieces] == [p.polygon_json for p in planned.pieces]
     mode = "exact" if tolerance == 0 else "tolerance"
@@ -205,7 +227,9 @@ def test_exact_pieces_are_sendable_rings_whose_union_is_the_area(area, budget):
 
 
 @_SETTINGS
-@given(area=areas(), tolerance=st.sampled_from([1.0, 5.0, 40.0]), budget=st.sampled_from([7168, 1600]))
+@given(
+    area=areas(), tolerance=st.sampled_from([1.0, 5.0, 40.0]), budget=st.sampled_from([7168, 1600])
+)
 @example(area=huge(2), tolerance=5.0, budget=7168)
 @example(area=huge_across_antimeridian(), tolerance=5.0, budget=7168)
 def test_tolerance_pieces_cover_the_area_within_t(area, tolerance, budget):

@@ -1,0 +1,693 @@
+"""Pure geometry: one study area → the fewest single-ring pieces that fit a request line.
+
+The Search service takes one closed ring per request, and its gateway refuses request
+lines longer than a byte budget. :func:`tile` turns an area (a Polygon or MultiPolygon
+in EPSG:4326) into pieces that are each
+
+- a valid polygon with a single ring (holes are cut away, parts are split);
+- on the 6-decimal grid the service receives (snapped with :func:`shapely.set_precision`
+  *before* anything else, so rounding can never make a ring invalid);
+- small enough that ``GET <path>?searchPolygon=<ring>&page=99999 HTTP/1.1`` fits the
+  budget (five-digit page numbers are reserved for);
+- canonical: counter-clockwise, starting at the lowest-left vertex, pieces sorted, so the
+  same area always yields byte-identical requests (stable cache keys).
+
+How (exact mode): each part that does not fit is triangulated (constrained Delaunay:
+no new vertex), the triangles' dual graph gives a spanning tree, and the tree is cut
+into the fewest connected components whose rings fit (a piece's bytes add up over its
+triangles; Kundu & Misra's bottom-up rule is optimal for a tree). A component that is
+not one valid ring (it wraps round a hole, or pinches) is split again along the tree.
+Neighbouring pieces are then merged while the merged ring still fits and stays a valid
+single ring. Pieces are unions of whole triangles, so their union is exactly the
+snapped area and no cut adds a vertex: this is what beats recursive halving, whose
+straight cuts add vertices and, across a wiggly coast, fragments.
+
+``tolerance=t`` metres first replaces the area by a *cover* (:func:`cover`): holes every
+point of which lies within ``t`` of the area are filled, the area is buffered out by t/2
+in a local azimuthal-equidistant projection (merging parts and closing gaps narrower
+than ``t``), simplified with a tolerance that keeps the area covered, then tiled exactly.
+Pieces then cover the whole area and no covered point lies more than ``t`` metres from it.
+
+:func:`halving_baseline` is plain recursive halving at the bounding-box midpoint until
+every piece fits — what PostGIS ``ST_Subdivide`` does with a vertex cap — kept for the
+benchmark.
+
+Examples
+--------
+>>> from shapely import box
+>>> [p.exterior.coords[0] for p in tile(box(-97.5, 32.7, -97.4, 32.8))]
+[(-97.5, 32.7)]
+"""
+
+from __future__ import annotations
+
+import functools
+import math
+from collections.abc import Callable, Sequence
+from dataclasses import dataclass
+
+import numpy as np
+import pyproj
+import shapely
+from shapely import Polygon
+from shapely.geometry.base import BaseGeometry
+
+from parcelsearch import _wire, settings
+from parcelsearch.areas import split_antimeridian
+from parcelsearch.errors import InputError
+
+__all__ = [
+    "BUDGET_PAGE",
+    "GRID",
+    "MIN_TOLERANCE",
+    "Budget",
+    "canonical_ring",
+    "cover",
+    "halving_baseline",
+    "tile",
+]
+
+#: The page number whose request line the budget is checked at (room for five digits).
+BUDGET_PAGE = 99999
+#: Spacing of the coordinate grid the service receives (6 decimals).
+GRID = 10.0**-settings.COORD_DECIMALS
+_SCALE = 10**settings.COORD_DECIMALS
+#: Smallest non-zero tolerance in metres: rounding to 6 decimals moves a vertex ≤ 0.08 m.
+MIN_TOLERANCE = 0.5
+_ROUNDING_M = 0.1  # metres one 6-decimal rounding can move a vertex (≤ 0.079 m), rounded up
+_MAX_SPLITS = 1_000_000
+_METRIC_SEGMENT_M = 1_000.0  # densify covers before projecting back (edge curvature ≤ 2 cm)
+_LONLAT_SEGMENT_DEG = 0.01  # densify areas before projecting (edge curvature ≤ 2 cm)
+
+
+# -- the byte budget --------------------------------------------------------------------
+
+
+@functools.lru_cache(maxsize=1 << 18)
+def _vertex_bytes(x: float, y: float) -> int:
+    return _wire.vertex_bytes(x, y)
+
+
+@dataclass(frozen=True)
+class Budget:
+    """The request-line byte budget of one search path.
+
+    Parameters
+    ----------
+    max_request_bytes
+        Longest request line allowed (``GET <target> HTTP/1.1``), in bytes.
+    path
+        The search path, e.g. ``"/v1/search"``.
+    """
+
+    max_request_bytes: int = settings.MAX_REQUEST_LINE_BYTES
+    path: str = settings.SEARCH_PATH
+
+    def __post_init__(self) -> None:
+        smallest = self.base + 16 * 30  # a 16-vertex ring of the longest coordinates
+        if self.max_request_bytes < smallest:
+            raise InputError(
+                f"max_request_bytes={self.max_request_bytes} cannot hold a useful ring on "
+                f"{self.path!r}; use at least {smallest}",
+                field="max_request_bytes",
+            )
+
+    @functools.cached_property
+    def base(self) -> int:
+        """Bytes of the request line with an empty ring ``[]`` at page 99999."""
+        return request_bytes("[]", self.path)
+
+    def ring_bytes(self, ring: Sequence[Sequence[float]] | np.ndarray) -> int:
+        """Request-line bytes of a closed ring (closing vertex included), at page 99999."""
+        return self.base - 1 + sum(_vertex_bytes(float(x), float(y)) for x, y in ring)
+
+    def polygon_bytes(self, polygon: Polygon) -> int:
+        """Request-line bytes of a polygon's exterior ring, at page 99999."""
+        return self.ring_bytes(shapely.get_coordinates(polygon.exterior))
+
+    def fits(self, polygon: Polygon) -> bool:
+        """One ring that fits the budget."""
+        return not polygon.interiors and self.polygon_bytes(polygon) <= self.max_request_bytes
+
+
+def request_bytes(
+    polygon_json: str, path: str = settings.SEARCH_PATH, page: int = BUDGET_PAGE
+) -> int:
+    """Bytes of the request line that sends ``polygon_json`` (via :mod:`parcelsearch._wire`)."""
+    return _wire.request_line_bytes(_wire.search_target(path, polygon_json, page))
+
+
+# -- grid, parts and canonical rings ---------------------------------------------------------
+
+
+def _snap(geom: BaseGeometry) -> BaseGeometry:
+    """``geom`` on the 6-decimal grid, valid, exactly-collinear vertices removed, normalised.
+
+    Normalising (rings from their smallest vertex, fixed orientation, parts sorted) makes
+    every representation of the same area tile identically.
+    """
+    return shapely.normalize(shapely.simplify(shapely.set_precision(geom, GRID), 0.0))
+
+
+def _polygons(geom: BaseGeometry) -> list[Polygon]:
+    """The non-empty Polygons of a (multi)polygon or collection."""
+    return [p for p in shapely.get_parts(geom) if p.geom_type == "Polygon" and not p.is_empty]
+
+
+def canonical_ring(polygon: Polygon) -> np.ndarray:
+    """The exterior ring as sent: on the grid, counter-clockwise, from its lowest-left vertex.
+
+    Returns
+    -------
+    numpy.ndarray
+        ``(n + 1, 2)`` closed ring; the start is the smallest ``(lon, lat)`` vertex.
+    """
+    coords = shapely.get_coordinates(shapely.orient_polygons(polygon).exterior)[:-1]
+    coords = np.round(coords * _SCALE) / _SCALE
+    start = np.lexsort((coords[:, 1], coords[:, 0]))[0]
+    coords = np.roll(coords, -start, axis=0)
+    return np.vstack([coords, coords[:1]])
+
+
+def _canonical_polygon(polygon: Polygon) -> Polygon:
+    return Polygon(canonical_ring(polygon))
+
+
+# -- cutting -----------------------------------------------------------------------------
+
+
+def _long_axis(bounds: np.ndarray) -> int:
+    """0 (longitude) or 1 (latitude): the longer side of a bounding box on the ground."""
+    minx, miny, maxx, maxy = bounds
+    width = (maxx - minx) * math.cos(math.radians((miny + maxy) / 2))
+    return 0 if width >= maxy - miny else 1
+
+
+def _grid_line(target: float, lo: float, hi: float, taken: set[int]) -> float | None:
+    """A grid value strictly inside (lo, hi), nearest ``target``, avoiding vertex lines."""
+    k_lo, k_hi = round(lo * _SCALE) + 1, round(hi * _SCALE) - 1
+    if k_lo > k_hi:
+        return None
+    k = min(max(round(target * _SCALE), k_lo), k_hi)
+    for step in range(64):
+        for kk in (k + step, k - step):
+            if k_lo <= kk <= k_hi and kk not in taken:
+                return kk / _SCALE
+    return k / _SCALE
+
+
+def _cut(polygon: Polygon, axis: int, at: float) -> list[Polygon]:
+    """The polygons on either side of the line ``x = at`` (axis 0) or ``y = at`` (axis 1)."""
+    minx, miny, maxx, maxy = polygon.bounds
+    lo, hi = (minx - 1, miny - 1, at, maxy + 1), (at, miny - 1, maxx + 1, maxy + 1)
+    if axis == 1:
+        lo, hi = (minx - 1, miny - 1, maxx + 1, at), (minx - 1, at, maxx + 1, maxy + 1)
+    halves = shapely.intersection(polygon, shapely.box(*np.array([lo, hi]).T), grid_size=GRID)
+    return [p for half in halves for p in _polygons(shapely.simplify(half, 0.0))]
+
+
+CutRule = Callable[[Polygon, "Budget"], tuple[int, float]]
+
+
+def _balanced_cut(polygon: Polygon, budget: Budget) -> tuple[int, float]:
+    """Where to cut: through the holes while a piece has some, else at the median vertex."""
+    bounds = np.asarray(polygon.bounds)
+    coords = shapely.get_coordinates(polygon)
+    axes = (_long_axis(bounds), 1 - _long_axis(bounds))
+    if polygon.interiors and budget.polygon_bytes(polygon) <= budget.max_request_bytes:
+        holes = shapely.bounds(shapely.polygons(list(polygon.interiors)))
+        for axis in axes:
+            at = _stab_holes(holes, axis, coords)
+            if at is not None:
+                return axis, at
+    for axis in axes:
+        taken = set(np.rint(coords[:, axis] * _SCALE).astype(np.int64).tolist())
+        at = _grid_line(float(np.median(coords[:, axis])), bounds[axis], bounds[axis + 2], taken)
+        if at is not None:
+            return axis, at
+    raise _uncuttable(polygon)
+
+
+def _stab_holes(holes: np.ndarray, axis: int, coords: np.ndarray) -> float | None:
+    """A grid line across as many holes as possible (None if no hole is wide enough)."""
+    lows, highs = holes[:, axis], holes[:, axis + 2]
+    taken = set(np.rint(coords[:, axis] * _SCALE).astype(np.int64).tolist())
+    best: tuple[int, float] | None = None
+    for lo, hi in zip(lows, highs, strict=True):
+        at = _grid_line((lo + hi) / 2, lo, hi, taken)
+        if at is None:
+            continue
+        stabbed = int(np.count_nonzero((lows < at) & (highs > at)))
+        if best is None or stabbed > best[0]:
+            best = (stabbed, at)
+    return None if best is None else best[1]
+
+
+def _midpoint_cut(polygon: Polygon, budget: Budget) -> tuple[int, float]:
+    """Where plain halving cuts: the midpoint of the bounding box's longer side."""
+    bounds = np.asarray(polygon.bounds)
+    for axis in (_long_axis(bounds), 1 - _long_axis(bounds)):
+        at = _grid_line(
+            (bounds[axis] + bounds[axis + 2]) / 2, bounds[axis], bounds[axis + 2], set()
+        )
+        if at is not None:
+            return axis, at
+    raise _uncuttable(polygon)
+
+
+def _uncuttable(polygon: Polygon) -> InputError:
+    return InputError(
+        f"a piece {polygon.wkt[:80]}... is too small to cut on the 6-decimal grid yet does "
+        "not fit the request budget; raise max_request_bytes",
+        field="geometry",
+    )
+
+
+def _subdivide(polygon: Polygon, budget: Budget, rule: CutRule, limit: int) -> list[Polygon]:
+    """Cut ``polygon`` recursively until every piece is one ring of at most ``limit`` bytes."""
+    done: list[Polygon] = []
+    todo = [polygon]
+    for _ in range(_MAX_SPLITS):
+        if not todo:
+            return done
+        piece = todo.pop()
+        if not piece.interiors and budget.polygon_bytes(piece) <= limit:
+            done.append(piece)
+            continue
+        todo.extend(reversed(_cut(piece, *rule(piece, budget))))
+    raise _uncuttable(polygon)  # pragma: no cover - a cut always shrinks a piece
+
+
+# -- pieces from a triangulation ---------------------------------------------------------------
+
+_MAX_VERTEX_BYTES = 30  # the longest vertex "%5B-180.123456,-90.123456%5D," is 29 bytes
+
+
+def _triangle_tree(
+    polygon: Polygon,
+) -> tuple[np.ndarray, np.ndarray, list[list[tuple[int, int]]], list[int]]:
+    """Constrained Delaunay triangles of ``polygon`` and a spanning tree of their dual graph.
+
+    Returns
+    -------
+    triangles, corners, children, order
+        The triangles (no new vertices: every corner is a vertex of ``polygon``), their
+        corner vertex ids ``(T, 3)``, for each triangle its tree children as
+        ``(child, shared-edge id)``, and the breadth-first order (root first).
+    """
+    triangles = shapely.get_parts(shapely.constrained_delaunay_triangles(polygon))
+    triangles = triangles[shapely.get_num_coordinates(triangles) == 4]
+    keys = np.rint(shapely.get_coordinates(triangles) * _SCALE).astype(np.int64)
+    _, vertex = np.unique(keys, axis=0, return_inverse=True)
+    corners = vertex.reshape(-1, 4)[:, :3]
+    count = len(corners)
+    a = corners[:, [0, 1, 2]].ravel()
+    b = corners[:, [1, 2, 0]].ravel()
+    nv = int(vertex.max()) + 1
+    codes = np.minimum(a, b).astype(np.int64) * nv + np.maximum(a, b)
+    owner = np.repeat(np.arange(count), 3)
+    ranked = np.argsort(codes, kind="stable")
+    same = codes[ranked[1:]] == codes[ranked[:-1]]
+    first, second = owner[ranked[:-1][same]], owner[ranked[1:][same]]
+    edges = codes[ranked[:-1][same]]
+    near: list[list[tuple[int, int]]] = [[] for _ in range(count)]
+    for t, u, e in zip(first.tolist(), second.tolist(), edges.tolist(), strict=True):
+        near[t].append((u, e))
+        near[u].append((t, e))
+    root = int(np.argmin(shapely.bounds(triangles)[:, 0]))
+    children: list[list[tuple[int, int]]] = [[] for _ in range(count)]
+    seen = np.zeros(count, dtype=bool)
+    seen[root] = True
+    order = [root]
+    for t in order:  # breadth first; grows while iterating
+        for u, e in near[t]:
+            if not seen[u]:
+                seen[u] = True
+                children[t].append((u, e))
+                order.append(u)
+    return triangles, corners, children, order
+
+
+def _tree_pieces(polygon: Polygon, budget: Budget) -> list[Polygon] | None:
+    """Partition ``polygon`` into the fewest triangle-tree components that fit the budget.
+
+    The triangles of a constrained Delaunay triangulation use only the polygon's own
+    vertices, and a piece made of connected triangles has as its ring exactly the
+    vertices of its triangles; so a piece's bytes add up over the triangles, minus the
+    two vertices each pair of joined triangles shares. Cutting a tree into the fewest
+    connected parts under a weight cap is solved exactly bottom-up by detaching the
+    heaviest child subtrees first (Kundu & Misra, 1977). A component whose union is not
+    one valid ring within the budget (a pinch, or one wrapped round a hole) is split in
+    two along the tree again. Pieces are unions of whole triangles (coverage unions: no
+    new vertex, no rounding), so they tile the polygon exactly.
+
+    Returns None if the triangulation is unusable (then the caller cuts geometrically).
+    """
+    triangles, corners, children, order = _triangle_tree(polygon)
+    if len(order) < len(triangles) or len(triangles) != _triangle_count(polygon):
+        return None
+    nv = int(corners.max()) + 1
+    xy = (
+        np.rint(shapely.get_coordinates(triangles) * _SCALE)
+        .astype(np.int64)
+        .reshape(-1, 4, 2)[:, :3]
+    )
+    vertex_xy = np.zeros((nv, 2), dtype=np.int64)
+    vertex_xy[corners.ravel()] = xy.reshape(-1, 2)
+    vbytes = np.array([_vertex_bytes(x / _SCALE, y / _SCALE) for x, y in vertex_xy.tolist()])
+    own = vbytes[corners].sum(axis=1)
+    shared = np.zeros(len(triangles), dtype=np.int64)  # bytes a triangle shares with its parent
+    parent = np.full(len(triangles), -1)
+    for t in order:
+        for child, edge in children[t]:
+            parent[child] = t
+            shared[child] = vbytes[edge // nv] + vbytes[edge % nv]
+    limit = budget.max_request_bytes - budget.base + 1 - _MAX_VERTEX_BYTES
+    detached = _kundu_misra(order, children, own - shared, own, limit)
+    label = np.arange(len(triangles))
+    for t in order:
+        if parent[t] >= 0 and not detached[t]:
+            label[t] = label[parent[t]]
+    pieces: list[Polygon] = []
+    todo = [
+        np.flatnonzero(label == root) for root in np.flatnonzero(label == np.arange(len(triangles)))
+    ]
+    while todo:
+        group = todo.pop()
+        union = shapely.coverage_union_all(triangles[group])
+        if union.geom_type == "Polygon" and union.is_valid and budget.fits(union):
+            pieces.append(union)
+        else:
+            todo.extend(_halve_group(group, parent, own - shared))
+    return pieces
+
+
+def _triangle_count(polygon: Polygon) -> int:
+    """Triangles a triangulation without new vertices has: vertices + 2·holes − 2."""
+    rings = [polygon.exterior, *polygon.interiors]
+    return sum(len(r.coords) - 1 for r in rings) + 2 * (len(rings) - 1) - 2
+
+
+def _kundu_misra(
+    order: list[int],
+    children: list[list[tuple[int, int]]],
+    attach: np.ndarray,
+    own: np.ndarray,
+    limit: int,
+) -> np.ndarray:
+    """Which tree nodes to detach so every component weighs at most ``limit``, fewest parts.
+
+    ``own[t]`` is a node's weight alone, ``attach[t]`` what it adds to its parent's
+    component (its weight less what it shares with the parent). Bottom-up, each node keeps
+    its lightest children and detaches the heaviest until its component fits.
+    """
+    weight = own.astype(np.int64).copy()
+    detached = np.zeros(len(own), dtype=bool)
+    for t in reversed(order):
+        kids = sorted(
+            ((int(weight[c] - own[c] + attach[c]), c) for c, _ in children[t]), reverse=True
+        )
+        total = int(own[t]) + sum(w for w, _ in kids)
+        for w, child in kids:
+            if total <= limit:
+                break
+            detached[child] = True
+            total -= w
+        weight[t] = total
+    return detached
+
+
+def _halve_group(group: np.ndarray, parent: np.ndarray, attach: np.ndarray) -> list[np.ndarray]:
+    """Split a connected group of triangles in two connected groups of about equal weight."""
+    members = set(group.tolist())
+    inside = [t for t in group.tolist() if parent[t] in members]
+    root = next(t for t in group.tolist() if parent[t] not in members)
+    depth: dict[int, int] = {root: 0}
+    pending = list(inside)
+    while pending:  # depth within the group, to add subtree weights bottom-up
+        rest = []
+        for t in pending:
+            if parent[t] in depth:
+                depth[t] = depth[parent[t]] + 1
+            else:
+                rest.append(t)
+        pending = rest
+    weight = {t: int(attach[t]) for t in group.tolist()}
+    for t in sorted(inside, key=lambda t: -depth[t]):
+        weight[parent[t]] += weight[t]
+    half = weight[root] / 2
+    cut = min(inside, key=lambda t: (abs(weight[t] - half), t))
+    below = {cut}
+    for t in sorted(inside, key=lambda t: depth[t]):
+        if parent[t] in below:
+            below.add(t)
+    lower = np.array(sorted(below))
+    upper = np.array(sorted(members - below))
+    return [upper, lower]
+
+
+def _neighbours(pieces: list[Polygon]) -> list[set[int]]:
+    """For each piece, the pieces sharing a stretch of boundary (not just a point) with it."""
+    graph: list[set[int]] = [set() for _ in pieces]
+    if len(pieces) < 2:
+        return graph
+    arr = np.asarray(pieces, dtype=object)
+    left, right = shapely.STRtree(arr).query(arr, predicate="intersects")
+    keep = left < right
+    left, right = left[keep], right[keep]
+    shares = shapely.relate_pattern(arr[left], arr[right], "F***1****")
+    for i, j in zip(left[shares].tolist(), right[shares].tolist(), strict=True):
+        graph[i].add(j)
+        graph[j].add(i)
+    return graph
+
+
+def _join(a: Polygon, b: Polygon, budget: Budget) -> tuple[Polygon, int] | None:
+    """The union of two pieces if it is one valid ring within the budget, with its bytes.
+
+    Pieces tile their part exactly (shared edges have the same vertices), so a coverage
+    union joins them without any rounding.
+    """
+    union = shapely.coverage_union(a, b)
+    if union.geom_type != "Polygon" or union.interiors or not union.is_valid:
+        return None
+    size = budget.polygon_bytes(union)
+    return (union, size) if size <= budget.max_request_bytes else None
+
+
+def _merge_pieces(pieces: list[Polygon], graph: list[set[int]], budget: Budget) -> list[Polygon]:
+    """Merge neighbouring pieces, smallest pairs first, while the union is one ring that fits."""
+    alive: dict[int, Polygon] = dict(enumerate(pieces))
+    sizes = {i: budget.polygon_bytes(p) for i, p in alive.items()}
+    near = {i: set(n) for i, n in enumerate(graph)}
+    failed: set[tuple[int, int]] = set()
+    while True:
+        pairs = sorted(
+            (sizes[i] + sizes[j], i, j)
+            for i in alive
+            for j in near[i]
+            if i < j and (i, j) not in failed
+        )
+        for _, i, j in pairs:
+            joined = _join(alive[i], alive[j], budget)
+            if joined is None:
+                failed.add((i, j))
+                continue
+            alive[i], sizes[i] = joined
+            del alive[j], sizes[j]
+            for k in near.pop(j) - {i}:
+                near[k].discard(j)
+                near[k].add(i)
+                near[i].add(k)
+            near[i].discard(j)
+            failed = {pair for pair in failed if i not in pair}
+            break
+        else:
+            return list(alive.values())
+
+
+# -- public tiling ---------------------------------------------------------------------------
+
+
+def tile(
+    geometry: BaseGeometry,
+    *,
+    tolerance: float = 0.0,
+    max_request_bytes: int = settings.MAX_REQUEST_LINE_BYTES,
+    path: str = settings.SEARCH_PATH,
+) -> list[Polygon]:
+    """Pieces of one area: single canonical rings whose request lines fit the budget.
+
+    Parameters
+    ----------
+    geometry
+        Polygon or MultiPolygon in EPSG:4326, longitudes in [-180, 180] (as
+        :func:`parcelsearch.areas.validate_areas` returns them).
+    tolerance
+        0 for exact pieces (their union is the area on the 6-decimal grid); ``t`` metres
+        (at least :data:`MIN_TOLERANCE`) for pieces that cover the area and stay within
+        ``t`` of it.
+    max_request_bytes, path
+        The request-line budget and the search path it is measured on (at page 99999).
+
+    Returns
+    -------
+    list of shapely.Polygon
+        Canonical pieces (see :func:`canonical_ring`), sorted by their first vertex.
+    """
+    budget = Budget(max_request_bytes, path)
+    area = cover(geometry, tolerance) if tolerance else geometry
+    pieces: list[Polygon] = []
+    for part in _polygons(_snap(area)):
+        if budget.fits(part):
+            pieces.append(part)
+            continue
+        found = _tree_pieces(part, budget)
+        if found is None:  # pragma: no cover - GEOS triangulates every valid polygon
+            pieces.extend(_subdivide(part, budget, _balanced_cut, budget.max_request_bytes))
+            continue
+        pieces.extend(_merge_pieces(found, _neighbours(found), budget))
+    return _finish(pieces, budget)
+
+
+def halving_baseline(
+    geometry: BaseGeometry,
+    *,
+    max_request_bytes: int = settings.MAX_REQUEST_LINE_BYTES,
+    path: str = settings.SEARCH_PATH,
+) -> list[Polygon]:
+    """Plain recursive halving, as PostGIS ``ST_Subdivide`` does with a vertex cap.
+
+    Each part is halved at the midpoint of its bounding box's longer side until every
+    piece is one ring that fits the budget; no merging. Same grid, rings and budget as
+    :func:`tile`, so piece counts compare like for like.
+    """
+    budget = Budget(max_request_bytes, path)
+    pieces: list[Polygon] = []
+    for part in _polygons(_snap(geometry)):
+        pieces.extend(_subdivide(part, budget, _midpoint_cut, budget.max_request_bytes))
+    return _finish(pieces, budget)
+
+
+def _finish(pieces: list[Polygon], budget: Budget) -> list[Polygon]:
+    """Canonical rings, each checked valid and within budget (else cut again), sorted."""
+    done: list[Polygon] = []
+    todo = list(pieces)
+    while todo:
+        piece = todo.pop()
+        ring = _canonical_polygon(piece)
+        if ring.is_valid and budget.ring_bytes(ring.exterior.coords) <= budget.max_request_bytes:
+            done.append(ring)
+            continue
+        for part in _polygons(_snap(piece)):  # pragma: no cover - defensive: never seen
+            todo.extend(_subdivide(part, budget, _balanced_cut, budget.max_request_bytes // 2))
+    done.sort(key=lambda p: tuple(p.exterior.coords[0]) + (len(p.exterior.coords),))
+    return done
+
+
+# -- tolerance mode: a covering -----------------------------------------------------------------
+
+
+def cover(geometry: BaseGeometry, tolerance: float) -> BaseGeometry:
+    """A simpler area that covers ``geometry`` and stays within ``tolerance`` metres of it.
+
+    Parameters
+    ----------
+    geometry
+        Polygon or MultiPolygon in EPSG:4326 (longitudes in [-180, 180]).
+    tolerance
+        Metres, at least :data:`MIN_TOLERANCE`.
+
+    Returns
+    -------
+    Polygon or MultiPolygon
+        In EPSG:4326, split at the antimeridian if it crosses it. Every point of
+        ``geometry`` is inside; every point inside is within ``tolerance`` of
+        ``geometry`` (measured in an azimuthal-equidistant projection centred on the
+        area; 0.1 m is reserved for rounding to 6 decimals).
+
+    Notes
+    -----
+    1. holes whose every point lies within ``t - 0.1`` m of the area (their largest
+       inscribed circle is that small) are filled;
+    2. the area is buffered out by ``t/2``: parts and gaps closer than ``t`` merge;
+    3. the buffer is simplified (topology-preserving Douglas–Peucker) by at most
+       ``0.4 t - 0.1`` m, which keeps its boundary off the area; if the covering check
+       fails after projecting back, the simplification is halved, then dropped.
+    """
+    if not math.isfinite(tolerance) or tolerance < MIN_TOLERANCE:
+        raise InputError(
+            f"tolerance={tolerance!r} m: use 0 for exact pieces or at least {MIN_TOLERANCE} m "
+            "(coordinates are sent rounded to 6 decimals, about 0.1 m)",
+            field="tolerance",
+        )
+    lon0, lat0 = _centre(geometry)
+    local = pyproj.CRS.from_proj4(
+        f"+proj=aeqd +lat_0={lat0:.6f} +lon_0={lon0:.6f} +datum=WGS84 +units=m +no_defs"
+    )
+    forward = pyproj.Transformer.from_crs("EPSG:4326", local, always_xy=True)
+    inverse = pyproj.Transformer.from_crs(local, "EPSG:4326", always_xy=True)
+    area = _project(shapely.segmentize(_unwrap_about(geometry, lon0), _LONLAT_SEGMENT_DEG), forward)
+    area = _fill_narrow_holes(area, tolerance - _ROUNDING_M)
+    grown = shapely.buffer(area, tolerance / 2, quad_segs=4)
+    result = grown
+    for simplify_by in (0.4 * tolerance - _ROUNDING_M, 0.2 * tolerance - _ROUNDING_M, 0.0):
+        simple = shapely.simplify(grown, simplify_by) if simplify_by > 0 else grown
+        simple = shapely.segmentize(simple, _METRIC_SEGMENT_M)
+        result = _back_to_lonlat(simple, inverse, lon0)
+        if shapely.covers(_snap(result), geometry):
+            return result
+    return shapely.union(result, geometry)  # pragma: no cover - the unsimplified buffer covers
+
+
+def _centre(geometry: BaseGeometry) -> tuple[float, float]:
+    """Longitude and latitude of the bounding-box centre, across the antimeridian if split."""
+    xy = shapely.get_coordinates(geometry)
+    x = xy[:, 0]
+    if x.max() - x.min() > 180:
+        x = np.where(x < 0, x + 360, x)
+    lon = (x.min() + x.max()) / 2
+    lon = lon - 360 if lon > 180 else lon
+    return float(lon), float((xy[:, 1].min() + xy[:, 1].max()) / 2)
+
+
+def _unwrap_about(geometry: BaseGeometry, lon0: float) -> BaseGeometry:
+    """Longitudes moved by whole turns to within 180° of ``lon0`` (continuous round it)."""
+
+    def shift(xy: np.ndarray) -> np.ndarray:
+        out = xy.copy()
+        out[:, 0] = (xy[:, 0] - lon0 + 180) % 360 - 180 + lon0
+        return out
+
+    return shapely.transform(geometry, shift)
+
+
+def _project(geometry: BaseGeometry, transformer: pyproj.Transformer) -> BaseGeometry:
+    def move(xy: np.ndarray) -> np.ndarray:
+        x, y = transformer.transform(xy[:, 0], xy[:, 1])
+        return np.column_stack([x, y])
+
+    return shapely.transform(geometry, move)
+
+
+def _back_to_lonlat(
+    geometry: BaseGeometry, inverse: pyproj.Transformer, lon0: float
+) -> BaseGeometry:
+    lonlat = _unwrap_about(_project(geometry, inverse), lon0)
+    lonlat = shapely.intersection(lonlat, shapely.box(lon0 - 360, -90, lon0 + 360, 90))
+    return split_antimeridian(shapely.make_valid(lonlat, method="structure", keep_collapsed=False))
+
+
+def _fill_narrow_holes(area: BaseGeometry, reach: float) -> BaseGeometry:
+    """Fill the holes whose every point lies within ``reach`` metres of their edge."""
+    polygons = []
+    for part in _polygons(area):
+        holes = [shapely.Polygon(ring) for ring in part.interiors]
+        if not holes:
+            polygons.append(part)
+            continue
+        precision = reach / 20
+        radii = shapely.length(shapely.maximum_inscribed_circle(np.asarray(holes), precision))
+        keep = [h.exterior for h, r in zip(holes, radii, strict=True) if r + precision > reach]
+        polygons.append(shapely.Polygon(part.exterior, keep))
+    return shapely.union_all(polygons) if len(polygons) > 1 else polygons[0]
