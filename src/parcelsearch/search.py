@@ -148,9 +148,7 @@ def _estimate_calls(run: _Run, pieces: list[Piece]) -> int:
     return needed
 
 
-def _refuse_if_over(
-    run: _Run, plan: Plan, needed: int, *, allow_partial: bool, plan_kwargs: dict[str, Any]
-) -> None:
+def _refuse_if_over(run: _Run, plan: Plan, needed: int, *, allow_partial: bool) -> None:
     """Say before spending anything when the run cannot fit the budget or known quota."""
     limits: list[tuple[str, int]] = []
     if run.budget is not None and not allow_partial:
@@ -163,7 +161,11 @@ def _refuse_if_over(
         if needed <= allowed:
             continue
         hint = ""
-        suggested = suggest_tolerance(plan.areas, allowed, **plan_kwargs) if allowed > 0 else None
+        suggested = (
+            suggest_tolerance(plan.areas, allowed, max_request_bytes=plan.max_request_bytes,
+                              path=plan.path)
+            if allowed > 0 else None
+        )
         if suggested is not None and suggested > plan.tolerance:
             hint = f" Try tolerance={suggested:g} (metres), whose plan fits."
         elif what == "budget":
@@ -275,7 +277,7 @@ def _skip_inactive(plan: Plan, run: _Run, column: str) -> tuple[Plan, pd.DataFra
     from parcelsearch.markets import check_markets, markets
 
     active = markets(
-        run.client, cache=run.cache.directory if run.cache else False,
+        run.client, cache=run.cache.directory if run.cache is not None else False,
         before_attempt=run.reserve_call,
     )
     checked = check_markets(plan.areas, column, active)
@@ -362,7 +364,6 @@ def search(
     quota_obj = Quota.parse(quota) if not isinstance(quota, Quota) else quota
     cache_obj = _resolve(cache, ResponseCache, client.cache_dir)
     ledger_obj = _resolve(ledger, Ledger, client.cache_dir)
-    plan_kwargs: dict[str, Any] = {"id_column": id_column}
     the_plan = plan if plan is not None else make_plan(areas, tolerance, id_column=id_column)
     run = _Run(
         client, cache_obj, ledger_obj, budget=budget, quota=quota_obj,
@@ -372,7 +373,7 @@ def search(
     if active_markets_only:
         the_plan, skipped = _skip_inactive(the_plan, run, market_column)
     needed = _estimate_calls(run, the_plan.pieces)
-    _refuse_if_over(run, the_plan, needed, allow_partial=allow_partial, plan_kwargs=plan_kwargs)
+    _refuse_if_over(run, the_plan, needed, allow_partial=allow_partial)
     states, failure = _fetch_all(run, the_plan.pieces, progress, workers)
     ids, tiles = _frames(the_plan, states)
     result = SearchResult(
