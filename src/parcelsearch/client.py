@@ -26,6 +26,7 @@ import logging
 import os
 import threading
 import time
+from collections import Counter
 from collections.abc import Callable, Mapping
 from contextvars import ContextVar
 from pathlib import Path
@@ -265,6 +266,9 @@ class Client:
         self.retry = retries if isinstance(retries, PacedRetry) else make_retry(retries)
         self.session = session if session is not None else self._new_session()
         self.cache_dir = Path(cache_dir) if cache_dir is not None else settings.default_cache_dir()
+        #: Requests answered and retries made, by status or error (e.g. ``"retried 429"``).
+        self.stats: Counter[str] = Counter()
+        self._stats_lock = threading.Lock()
 
     @property
     def fingerprint(self) -> str:
@@ -414,6 +418,7 @@ class Client:
                 verify=self.ca_bundle or True,
                 allow_redirects=False,
             )
+            self._tally(response)
             return response.status_code, response.headers, response.content
         except _FinalResponse as final:
             return final.status, final.headers, final.body
@@ -438,6 +443,15 @@ class Client:
             ) from None
         finally:
             _GATE.reset(token)
+
+    def _tally(self, response: requests.Response) -> None:
+        """Count the request and the retries urllib3 made for it (by status or error)."""
+        history = getattr(getattr(getattr(response, "raw", None), "retries", None), "history", ())
+        with self._stats_lock:
+            self.stats["requests"] += 1
+            for event in history:
+                reason = event.status or type(event.error).__name__
+                self.stats[f"retried {reason}"] += 1
 
     def _describe(self, target: str) -> str:
         """A short, key-free description of a request for messages and logs."""
