@@ -84,10 +84,14 @@ class LocalService:
         return next(r for r in self.service.keys.list() if r["name"] == self.key_name)
 
     def stop(self) -> None:
-        """Stop the service (idempotent)."""
+        """Stop the service and remove its temporary folder, if it made one (idempotent)."""
         if self.service is not None:
             self.service.stop()
             self.service = None  # type: ignore[assignment]
+        self.client.close()
+        if self._tmp is not None:
+            self._tmp.cleanup()
+            self._tmp = None
         atexit.unregister(self.stop)
 
     def __enter__(self) -> Client:
