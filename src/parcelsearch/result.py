@@ -2,7 +2,6 @@
 
 from __future__ import annotations
 
-from collections.abc import Hashable
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
@@ -79,7 +78,8 @@ class SearchResult:
     @property
     def group_ids(self) -> pd.Index:
         """The unique GroupIDs over all areas, sorted."""
-        return pd.Index(sorted(self.ids["group_id"].unique()), name="group_id")
+        unique: list[str] = sorted(self.ids["group_id"].unique())
+        return pd.Index(unique, name="group_id")
 
     def summary(self) -> pd.DataFrame:
         """Per area: matched parcels, unique GroupIDs, pieces, pages, calls, pages from cache."""

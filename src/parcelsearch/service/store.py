@@ -157,10 +157,10 @@ def _checked(frame: gpd.GeoDataFrame, name: str) -> gpd.GeoDataFrame:
     areal = np.isin(shapely.get_type_id(geom), (3, 6))
     if (empty | ~areal).any():
         row = frame[empty | ~areal].iloc[0]
-        missing = row.geometry is None or row.geometry.is_empty
+        absent = row.geometry is None or row.geometry.is_empty
         raise ConfigurationError(
             f"{name}: parcel_id {_show(row.parcel_id)} has "
-            f"{'no geometry' if missing else row.geometry.geom_type}"
+            f"{'no geometry' if absent else row.geometry.geom_type}"
             "; every parcel needs a Polygon or MultiPolygon footprint"
         )
     frame = frame.assign(group_id=gid.astype(object))
