@@ -1,0 +1,66 @@
+"""The result object: prices, summary, parquet, reprs (built from a real plan, no network)."""
+
+from __future__ import annotations
+
+import geopandas as gpd
+import pandas as pd
+import pytest
+import shapely
+
+import parcelsearch
+from parcelsearch.result import SearchResult, zoning_price
+
+
+@pytest.mark.parametrize(
+    ("count", "tier", "price"),
+    [
+        pytest.param(100, "basic", 29.0, id="basic"),
+        pytest.param(100, "Enhanced", 49.0, id="enhanced-any-case"),
+        pytest.param(3, "premium", 2.07, id="premium"),
+        pytest.param(0, "basic", 0.0, id="none"),
+    ],
+)
+def test_zoning_price(count: int, tier: str, price: float) -> None:
+    assert zoning_price(count, tier) == price
+
+
+def test_unknown_tier_names_the_tiers() -> None:
+    with pytest.raises(ValueError, match="basic, enhanced, premium"):
+        zoning_price(1, "gold")
+
+
+@pytest.fixture
+def result() -> SearchResult:
+    areas = gpd.GeoDataFrame(
+        {"area": ["a", "b"]},
+        geometry=[shapely.box(-97.0, 32.0, -96.99, 32.01), shapely.box(-96.0, 32.0, -95.99, 32.01)],
+        crs="EPSG:4326",
+    )
+    the_plan = parcelsearch.plan(areas, id_column="area")
+    ids = pd.DataFrame({"area": ["a", "a", "b"], "group_id": ["0" * 17, "1" * 17, "1" * 17]})
+    tiles = the_plan.tiles.assign(rows=[3, 1], pages=[1, 1], pages_fetched=[1, 1], calls=[1, 0],
+                                  cached_pages=[0, 1], from_cache=[False, True])
+    return SearchResult(ids=ids, tiles=tiles, plan=the_plan, calls=1, cached_pages=1)
+
+
+def test_summary_per_area(result: SearchResult) -> None:
+    summary = result.summary()
+    assert summary.loc["a"].to_dict() == {"parcels": 3, "group_ids": 2, "pieces": 1, "pages": 1,
+                                          "calls": 1, "cached_pages": 0}
+    assert summary.loc["b", "cached_pages"] == 1
+
+
+def test_unique_group_ids_and_cost(result: SearchResult) -> None:
+    assert list(result.group_ids) == ["0" * 17, "1" * 17]
+    assert result.zoning_cost("basic") == 0.58
+
+
+def test_reprs_show_the_figures_first(result: SearchResult) -> None:
+    assert "calls spent=1" in repr(result) and "unique GroupIDs=2" in repr(result)
+    html = result._repr_html_()
+    assert "pages from cache" in html and "$0.58" in html
+
+
+def test_to_parquet_round_trips(result: SearchResult, tmp_path) -> None:
+    back = pd.read_parquet(result.to_parquet(tmp_path / "sub" / "ids.parquet"))
+    pd.testing.assert_frame_equal(back, result.ids)

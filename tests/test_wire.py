@@ -1,0 +1,55 @@
+"""Request bytes and cache keys: one definition for planner, client and cache."""
+
+from __future__ import annotations
+
+import doctest
+import json
+
+import pytest
+from hypothesis import given
+from hypothesis import strategies as st
+
+from parcelsearch import _wire
+
+coords = st.tuples(st.floats(-180, 180), st.floats(-90, 90))
+
+
+def test_doctests() -> None:
+    assert doctest.testmod(_wire).failed == 0
+
+
+@pytest.mark.parametrize(
+    ("value", "text"),
+    [
+        pytest.param(-0.0000001, "0", id="negative-zero"),
+        pytest.param(1e-6, "0.000001", id="no-exponent"),
+        pytest.param(-97.5, "-97.5", id="trailing-zeros"),
+        pytest.param(12.3456789, "12.345679", id="rounded"),
+        pytest.param(180.0, "180", id="integer"),
+    ],
+)
+def test_format_coord(value: float, text: str) -> None:
+    assert _wire.format_coord(value) == text
+
+
+@given(st.lists(coords, min_size=1, max_size=50))
+def test_ring_json_is_json_and_rounds(points: list[tuple[float, float]]) -> None:
+    parsed = json.loads(_wire.ring_json(points))
+    assert len(parsed) == len(points)
+    for (x, y), (px, py) in zip(points, parsed, strict=True):
+        assert abs(px - x) <= 5e-7 + 1e-12 and abs(py - y) <= 5e-7 + 1e-12
+
+
+@given(st.lists(coords, min_size=1, max_size=50), st.integers(1, 99999))
+def test_vertex_bytes_add_up_to_the_request_line(points, page) -> None:
+    target = _wire.search_target("/v1/search", _wire.ring_json(points), page)
+    fixed = _wire.request_line_bytes(_wire.search_target("/v1/search", "[]", page))
+    assert _wire.request_line_bytes(target) == fixed + sum(
+        _wire.vertex_bytes(x, y) for x, y in points) - 1
+
+
+def test_request_key_ignores_trailing_slash_and_separates_parts() -> None:
+    a = _wire.request_key("https://x/", "/v1/search", "[]", 1)
+    assert a == _wire.request_key("https://x", "/v1/search", "[]", 1)
+    assert a != _wire.request_key("https://x", "/v1/search", "[]", 2)
+    assert _wire.request_key("https://x", "/a", "b", 1) != _wire.request_key("https://x", "/ab", "", 1)
