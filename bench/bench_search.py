@@ -26,14 +26,15 @@ import shapely
 
 sys.path.insert(0, str(Path(__file__).parent))
 
-import parcelsearch  # noqa: E402
 from _results import write_section  # noqa: E402
 from bench_tiling import hard_areas, piece_counts  # noqa: E402
-from parcelsearch import _wire, tiling  # noqa: E402
+
+import parcelsearch  # noqa: E402
+from parcelsearch import tiling  # noqa: E402
 from parcelsearch.errors import BudgetExhaustedError  # noqa: E402
 from parcelsearch.service import synth  # noqa: E402
-from parcelsearch.service.store import ParcelStore  # noqa: E402
 from parcelsearch.service.server import start_service  # noqa: E402
+from parcelsearch.service.store import ParcelStore  # noqa: E402
 
 TOLERANCE = 5.0
 PACED_CALLS = 150  # bounded: ~15 s at 10/s

@@ -7,13 +7,12 @@ the end.
 
 from __future__ import annotations
 
-import math
 import threading
 import uuid
-from pathlib import Path
 from collections.abc import Hashable
 from concurrent.futures import FIRST_COMPLETED, Future, ThreadPoolExecutor, wait
 from dataclasses import dataclass, field
+from pathlib import Path
 from typing import Any
 
 import geopandas as gpd
@@ -31,7 +30,8 @@ from parcelsearch.errors import (
 )
 from parcelsearch.ledger import Ledger, Quota, resume_message
 from parcelsearch.page import Page
-from parcelsearch.plan import Piece, Plan, plan as make_plan, suggest_tolerance
+from parcelsearch.plan import Piece, Plan, suggest_tolerance
+from parcelsearch.plan import plan as make_plan
 from parcelsearch.result import SearchResult
 
 __all__ = ["search"]
