@@ -277,3 +277,19 @@ def test_cover_across_the_antimeridian_stays_in_range():
 def test_bad_tolerances_are_refused(tolerance):
     with pytest.raises(InputError, match=r"tolerance=.*use 0 for exact pieces or at least 0.5 m"):
         tile(SQUARE, tolerance=tolerance)
+
+
+@pytest.mark.parametrize(
+    "area",
+    [
+        pytest.param(Polygon([(-97.5000004, 32.7000004), (-97.4000004, 32.7000004),
+                              (-97.4000004, 32.8000004), (-97.5000004, 32.8000004)]),
+                     id="rounds-inward"),
+        pytest.param(Polygon([(-97.54364699, 32.82126857), (-97.5427581, 32.8188092),
+                              (-97.5443207, 32.8231335)]), id="seven-decimals"),
+    ],
+)
+def test_exact_pieces_cover_an_off_grid_area(area):
+    union = shapely.union_all(tile(area))
+    assert union.covers(area)
+    assert shapely.symmetric_difference(union, area).area <= 2 * area.length * 1e-6

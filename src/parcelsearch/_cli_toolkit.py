@@ -109,8 +109,14 @@ def cmd_markets(args: argparse.Namespace) -> int:
 def cmd_cache(args: argparse.Namespace) -> int:
     cache = _cache(args)
     if args.action == "info":
+        from parcelsearch.ledger import Ledger
+
         for key, value in cache.info().items():
             print(f"{key}: {value}")
+        usage = Ledger(cache.directory / "ledger.sqlite").usage_by_key()
+        for fingerprint, used in usage.items():
+            print(f"calls by key sha256:{fingerprint}: {used.lifetime} for life, "
+                  f"{used.month} this month")
         return 0
     if args.action == "verify":
         problems = cache.verify()

@@ -183,6 +183,14 @@ class Ledger:
             return None
         return quota.remaining(self.usage(fingerprint))
 
+    def usage_by_key(self) -> dict[str, Usage]:
+        """Attempts recorded for every key fingerprint seen, for life and this UTC month."""
+        with self._transaction(immediate=False) as db:
+            keys = [row[0] for row in db.execute(
+                "SELECT DISTINCT fingerprint FROM attempts ORDER BY fingerprint")]
+            month = _month(self._clock())
+            return {key: self._usage(db, key, month) for key in keys}
+
     def spent(self, run_id: str) -> int:
         """Attempts recorded for one run."""
         with self._transaction(immediate=False) as db:

@@ -505,6 +505,9 @@ def result_spec(result: ResultLike, *, areas: gpd.GeoDataFrame | None = None) ->
     )
     layers = [pieces, _areas_layer(plan_areas, id_name, OUTLINE_STYLE)]
     skipped = result.skipped
+    if areas is None and isinstance(skipped, gpd.GeoDataFrame) and not skipped.empty:
+        areas = skipped[[skipped.geometry.name]]  # the result kept the skipped areas' shapes
+        skipped = pd.DataFrame(skipped.drop(columns=skipped.geometry.name))
     drawn = _skipped_areas(skipped, areas, id_name)
     if len(drawn):
         layers.append(_skipped_layer(skipped, drawn, id_name))

@@ -93,6 +93,8 @@ def markets(
         names = _read_cached(path, client.base_url, limit)
         if names is not None:
             return names
+    if before_attempt is None:
+        before_attempt = _ledger_hook(client)
     names = client.markets(before_attempt=before_attempt)
     if path is not None:
         _write_cached(path, client.base_url, names)
@@ -180,6 +182,19 @@ def _default_markets() -> list[str]:
 
 
 # -- the cached list ----------------------------------------------------------------------
+
+
+def _ledger_hook(client: Client) -> AttemptHook:
+    """Record each attempt in the ledger beside the client's cache (every call counts)."""
+    from parcelsearch.ledger import Ledger
+
+    ledger = Ledger(Path(client.cache_dir) / "ledger.sqlite")
+    run_id = uuid.uuid4().hex
+
+    def reserve() -> None:
+        ledger.reserve(client.fingerprint, run_id=run_id)
+
+    return reserve
 
 
 def _cache_path(cache: Any, base_url: str) -> Path | None:

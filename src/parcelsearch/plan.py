@@ -149,6 +149,13 @@ class Plan:
             f"({mode}; request lines ≤ {self.max_request_bytes:,} bytes)"
         )
 
+    def map(self, **kwargs: Any) -> Any:
+        """An ipyleaflet map of the areas and the pieces that will be sent; see
+        :func:`parcelsearch.maps.plan_map`."""
+        from parcelsearch.maps import plan_map
+
+        return plan_map(self, **kwargs)
+
     def __repr__(self) -> str:
         return f"<Plan: {self._headline()}>"
 

@@ -82,9 +82,10 @@ class SearchResult:
         return pd.Index(unique, name="group_id")
 
     def summary(self) -> pd.DataFrame:
-        """Per area: matched parcels, unique GroupIDs, pieces, pages, calls, pages from cache."""
+        """Per area, in the areas' order: matched parcels, unique GroupIDs, pieces, pages,
+        calls and pages from cache."""
         tiles = pd.DataFrame(self.tiles.drop(columns="geometry"))
-        per_area = tiles.groupby(self.id_name, sort=True).agg(
+        per_area = tiles.groupby(self.id_name, sort=False).agg(
             parcels=("rows", "sum"),
             pieces=("piece_id", "count"),
             pages=("pages_fetched", "sum"),
@@ -93,6 +94,7 @@ class SearchResult:
         )
         unique = self.ids.groupby(self.id_name)["group_id"].nunique().rename("group_ids")
         out = per_area.join(unique).fillna({"group_ids": 0})
+        out = out.reindex([a for a in self.plan.areas.index if a in out.index])
         out["group_ids"] = out["group_ids"].astype("int64")
         return out[["parcels", "group_ids", "pieces", "pages", "calls", "cached_pages"]]
 
@@ -108,7 +110,8 @@ class SearchResult:
         return path
 
     def map(self, **kwargs: Any) -> Any:
-        """An ipyleaflet map of the areas, the pieces sent and any areas skipped."""
+        """An ipyleaflet map of the areas, the pieces sent (coloured by parcels matched) and
+        any areas skipped; see :func:`parcelsearch.maps.result_map`."""
         from parcelsearch.maps import result_map
 
         return result_map(self, **kwargs)
@@ -124,6 +127,13 @@ class SearchResult:
             "zoning price (basic)": f"${self.zoning_cost('basic'):,.2f}",
         }
 
+    def _html_figures(self) -> dict[str, str]:
+        figures = {k: f"{v:,}" if isinstance(v, int) else v for k, v in self._figures().items()}
+        del figures["zoning price (basic)"]
+        for tier in ("basic", "enhanced", "premium"):
+            figures[f"zoning price ({tier})"] = f"${self.zoning_cost(tier):,.2f}"
+        return figures
+
     def __repr__(self) -> str:
         figures = ", ".join(f"{k}={v}" for k, v in self._figures().items())
         state = "" if self.complete else " INCOMPLETE"
@@ -132,7 +142,7 @@ class SearchResult:
     def _repr_html_(self) -> str:
         rows = "".join(
             f"<tr><th style='text-align:left'>{k}</th><td>{v}</td></tr>"
-            for k, v in self._figures().items()
+            for k, v in self._html_figures().items()
         )
         title = "SearchResult" if self.complete else "SearchResult (incomplete: budget reached)"
         return (

@@ -93,13 +93,11 @@ class _Run:
             self.ledger.reserve(
                 self.client.fingerprint, run_id=self.run_id, budget=self.budget, quota=self.quota
             )
-        elif self.budget is not None:
-            with self.lock:
-                if self.calls >= self.budget:
-                    raise BudgetExhaustedError(
-                        resume_message(self.budget), spent=self.calls, budget=self.budget
-                    )
-        with self.lock:
+        with self.lock:  # check and count in one critical section: threads race for the last call
+            if self.ledger is None and self.budget is not None and self.calls >= self.budget:
+                raise BudgetExhaustedError(
+                    resume_message(self.budget), spent=self.calls, budget=self.budget
+                )
             self.calls += 1
 
     def fetch(self, piece: Piece, page: int) -> tuple[Page, int]:
@@ -282,12 +280,14 @@ def _skip_inactive(plan: Plan, run: _Run, column: str) -> tuple[Plan, pd.DataFra
     )
     checked = check_markets(plan.areas, column, active)
     inactive = checked.index[~checked["market_active"]]
-    skipped = pd.DataFrame(
+    skipped = gpd.GeoDataFrame(
         {
             "market": checked.loc[inactive, column],
             "reason": "market not active",
             "suggestion": checked.loc[inactive, "market_suggestion"],
         },
+        geometry=plan.areas.geometry.loc[inactive],
+        crs=plan.areas.crs,
         index=inactive,
     )
     return _without(plan, set(inactive)), skipped

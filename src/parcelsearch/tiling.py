@@ -149,6 +149,25 @@ def _snap(geom: BaseGeometry) -> BaseGeometry:
     return shapely.normalize(shapely.simplify(shapely.set_precision(geom, GRID), 0.0))
 
 
+#: How far exact mode grows an area before snapping it to the grid: a little more than the
+#: farthest a vertex can move when each coordinate is rounded to 6 decimals (√2 × GRID / 2).
+ROUNDING_MARGIN = 0.75 * GRID
+
+
+def grow_for_rounding(geom: BaseGeometry) -> BaseGeometry:
+    """``geom``, grown by :data:`ROUNDING_MARGIN` if snapping it would lose any of it.
+
+    Snapping moves every boundary point by at most √2 × GRID / 2. An area already on the
+    grid (or one whose rounding only adds area) is kept as it is; any other is grown first
+    (mitred corners, so no new vertices), which guarantees the snapped pieces still cover
+    the whole area: rounding never drops a parcel whose representative point lies just
+    inside the boundary (it may admit one a few centimetres outside).
+    """
+    if _snap(geom).covers(geom):
+        return geom
+    return shapely.buffer(geom, ROUNDING_MARGIN, join_style="mitre", mitre_limit=5.0)
+
+
 def _polygons(geom: BaseGeometry) -> list[Polygon]:
     """The non-empty Polygons of a (multi)polygon or collection."""
     return [p for p in shapely.get_parts(geom) if p.geom_type == "Polygon" and not p.is_empty]
@@ -536,7 +555,7 @@ def tile(
         Canonical pieces (see :func:`canonical_ring`), sorted by their first vertex.
     """
     budget = Budget(max_request_bytes, path)
-    area = cover(geometry, tolerance) if tolerance else geometry
+    area = cover(geometry, tolerance) if tolerance else grow_for_rounding(geometry)
     pieces: list[Polygon] = []
     for part in _polygons(_snap(area)):
         if budget.fits(part):

@@ -78,6 +78,9 @@ def test_markets_and_cache_commands(env, capsys) -> None:
     assert main(["markets", "--json"]) == 0
     assert "Abilene, TX" in capsys.readouterr().out
     assert main(["cache", "info"]) == 0
+    info = capsys.readouterr().out
+    assert "1 for life, 1 this month" in info  # the markets call, counted in the ledger
+    assert env not in info
     assert main(["cache", "verify"]) == 0
     assert "cache OK" in capsys.readouterr().out
     assert main(["cache", "clear"]) == 0

@@ -32,6 +32,7 @@ from starlette.types import ASGIApp, Message, Receive, Scope, Send
 from parcelsearch.errors import BadPolygonError
 from parcelsearch.service import limits
 from parcelsearch.service.keys import KeyStore
+from parcelsearch.service.limits import INVALID_KEY
 from parcelsearch.service.openapi import openapi_document
 from parcelsearch.service.polygon import bad_request, parse_page, parse_polygon
 from parcelsearch.service.store import ParcelStore, load_markets
@@ -56,6 +57,9 @@ access_log = logging.getLogger("parcelsearch.service.access")
 
 MISSING_KEY = "Failed to resolve API Key variable request.header.x-api-key"
 REQUEST_LINE_TOO_LONG = f"request line size exceeding {MAX_REQUEST_LINE_BYTES:,}"
+AMBIGUOUS_FRAMING = (
+    "malformed HTTP request: both Content-Length and Transfer-Encoding are given; send one"
+)
 INTERNAL = (
     "internal error: the service failed while handling this request (the call was counted); "
     "try again, and report it if it persists"
@@ -107,6 +111,8 @@ class RequestLineGuard:
         try:
             if request_line_length(scope) > self.max_bytes:
                 await envelope(414, REQUEST_LINE_TOO_LONG)(scope, receive, tracked)
+            elif _ambiguous_framing(scope):  # request smuggling: refuse, as nginx does
+                await envelope(400, AMBIGUOUS_FRAMING)(scope, receive, tracked)
             else:
                 await self.app(scope, receive, tracked)
         except Exception:
@@ -122,6 +128,11 @@ class RequestLineGuard:
                 )
 
 
+def _ambiguous_framing(scope: Scope) -> bool:
+    names = {name.lower() for name, _ in scope.get("headers", ())}
+    return b"content-length" in names and b"transfer-encoding" in names
+
+
 class _Service:
     """The handlers, bound to one parcel store, markets list and key store."""
 
@@ -135,7 +146,11 @@ class _Service:
 
     def gated(self, request: Request, service: str, handle: Any) -> Response:
         """Run the gateway checks, then ``handle`` inside the admission transaction."""
-        api_key = request.headers.get("x-api-key")
+        given = request.headers.getlist("x-api-key")
+        if len(given) > 1:  # which one counts would depend on the proxy in front: neither
+            return envelope(401, f"{INVALID_KEY}: x-api-key is given {len(given)} times; "
+                                 "send it once")
+        api_key = given[0] if given else None
         if not api_key:
             return envelope(401, MISSING_KEY)
 
