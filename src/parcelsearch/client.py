@@ -131,7 +131,7 @@ class PacedRetry(Retry):
 
     * :meth:`sleep` (called by urllib3 once before each retry) waits the backoff or the
       server's ``Retry-After``, then runs the gate of the request in flight: the caller's
-      ``before_attempt`` hook and the client's shared limiter.
+      the client's shared limiter, then the ``before_attempt`` hook.
     * :meth:`increment` reads the (small) body of a retryable response first: a 429 whose
       messages speak of the quota is returned at once — it will not heal by waiting — and a
       response that used up the retries is returned with its body intact.
@@ -401,9 +401,11 @@ class Client:
         """One request, every attempt gated; returns (status, headers, body)."""
 
         def gate() -> None:
+            # Pace first, then reserve: the hook sees the moment of sending, so a run that
+            # stops (budget, failure) stops the requests already waiting for their turn.
+            self.limiter.wait()
             if before_attempt is not None:
                 before_attempt()
-            self.limiter.wait()
 
         url = self.base_url + target
         where = self._describe(target)

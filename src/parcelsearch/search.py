@@ -40,6 +40,10 @@ __all__ = ["search"]
 DEFAULT_WORKERS = 8
 
 
+class _Stopped(Exception):  # noqa: N818 - a signal, not an error
+    """Raised before an attempt once the run is stopping after a failure."""
+
+
 @dataclass
 class _PieceState:
     """What one piece has produced so far."""
@@ -79,6 +83,8 @@ class _Run:
         self.lock = threading.Lock()
         self.calls = 0
         self.cached_pages = 0
+        #: Set on the first failure: no request is started after it.
+        self.stopping = threading.Event()
 
     def key(self, piece: Piece, page: int) -> str:
         return _wire.request_key(self.client.base_url, self.path, piece.polygon_json, page)
@@ -89,6 +95,9 @@ class _Run:
         return self.cache.get(self.key(piece, page), max_age=self.max_age)
 
     def reserve_call(self) -> None:
+        """Before every attempt: refuse once the run is stopping, else reserve one call."""
+        if self.stopping.is_set():
+            raise _Stopped()
         if self.ledger is not None:
             self.ledger.reserve(
                 self.client.fingerprint, run_id=self.run_id, budget=self.budget, quota=self.quota
@@ -197,14 +206,18 @@ def _fetch_all(
                 index, page_no = pending.pop(future)
                 try:
                     page, calls = future.result()
+                except _Stopped:
+                    continue
                 except BaseException as exc:  # noqa: BLE001 - re-raised after draining
                     failure = failure or exc
+                    run.stopping.set()
                     continue
                 state = states[index]
                 try:
                     _check_consistent(state, page)
                 except ParcelSearchError as exc:
                     failure = failure or exc
+                    run.stopping.set()
                     continue
                 state.data[page_no] = page.data
                 state.calls += calls

@@ -7,7 +7,7 @@ import pytest
 import shapely
 
 import parcelsearch
-from parcelsearch.errors import BudgetExhaustedError, QuotaWouldExceedError
+from parcelsearch.errors import BudgetExhaustedError, QuotaExhaustedError, QuotaWouldExceedError
 from parcelsearch.service.server import RunningService
 
 
@@ -113,3 +113,15 @@ def test_result_writes_parquet(tmp_path, make_client, demo_areas) -> None:
     assert list(back.columns) == ["area_id", "group_id"]
     assert len(back) == len(result.ids)
     assert "unique GroupIDs" in result._repr_html_()
+
+
+def test_quota_violation_stops_the_run_and_keeps_what_was_fetched(service, make_client,
+                                                                  demo_areas) -> None:
+    client = make_client("demo", key_overrides={"quota": 4})
+    with pytest.raises(QuotaExhaustedError, match="Quota limit exceeded") as stopped:
+        parcelsearch.search(demo_areas, client=client, progress=False)
+    partial = stopped.value.partial_result
+    assert not partial.complete and partial.ids["group_id"].nunique() > 0
+    log = service.keys.requests(client.key_name)
+    assert int(log["counted"].sum()) == 4
+    assert (~log["counted"]).sum() <= 2  # nothing is started once the refusal is seen
