@@ -130,7 +130,7 @@ class PacedRetry(Retry):
     """urllib3 ``Retry`` that gates every retry and never retries a quota violation.
 
     * :meth:`sleep` (called by urllib3 once before each retry) waits the backoff or the
-      server's ``Retry-After``, then runs the gate of the request in flight: the caller's
+      server's ``Retry-After``, then runs the gate of the request in flight:
       the client's shared limiter, then the ``before_attempt`` hook.
     * :meth:`increment` reads the (small) body of a retryable response first: a 429 whose
       messages speak of the quota is returned at once — it will not heal by waiting — and a
