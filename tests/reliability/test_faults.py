@@ -32,7 +32,7 @@ from parcelsearch.errors import (
     TransportError,
 )
 
-DEMO_PAGES = 16  # pages (= calls) of a fault-free search of the demo areas
+DEMO_PAGES = 17  # pages (= calls) of a fault-free search of the demo areas
 
 
 def _sha(polygon: str) -> str:

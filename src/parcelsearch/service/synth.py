@@ -336,28 +336,40 @@ def demo_areas(seed: int = DEFAULT_SEED) -> gpd.GeoDataFrame:
     """
     abilene, tarrant, boise = MARKETS_DEMO
     street_y, _ = _street_y(abilene, seed, 8)
+    # A neighbourhood bounded by streets on three sides and a meandering creek on the east.
+    creek_y = np.arange(200.0, 910.0, 20.0)
+    creek_x = 1080 + 55 * np.sin(creek_y / 70) + 20 * np.sin(creek_y / 19)
     neighbourhood = Polygon(
-        _local(abilene, [(300, 250), (900, 200), (1150, 520), (1000, 850), (520, 900),
-                         (250, 640), (300, 250)])
+        _local(abilene, [(300, 250), (640, 215), *zip(creek_x, creek_y, strict=True),
+                         (700, 905), (520, 900), (250, 640)])
     )
+    # A corridor: 40 m either side of one street, with rounded ends.
     corridor = shapely.buffer(
         LineString(_local(abilene, [(1400.0, street_y), (2550.0, street_y)])),
         40.0 / _M_PER_DEG_LAT,
-        cap_style="flat",
+        cap_style="round",
+        quad_segs=6,
     )
     corridor = Polygon([(round(x, 7), round(y, 7)) for x, y in corridor.exterior.coords])
+    # A district around a park: an irregular outline with an oval hole.
+    angle = np.linspace(0, 2 * np.pi, 33)[:-1]
+    park = [(575 + 140 * np.cos(a), 400 + 95 * np.sin(a)) for a in angle]
     hole_area = Polygon(
-        _local(tarrant, [(200, 150), (950, 150), (950, 650), (200, 650), (200, 150)]),
-        [_local(tarrant, [(450, 300), (700, 300), (700, 500), (450, 500), (450, 300)])],
+        _local(tarrant, [(200, 150), (620, 120), (950, 170), (980, 420), (930, 650),
+                         (560, 690), (230, 640), (180, 400)]),
+        [_local(tarrant, park)],
     )
+    # Two development sites: a rectangle and an L-shaped assemblage.
     twin = MultiPolygon(
         [
-            Polygon(_local(boise, [(150, 120), (450, 120), (450, 330), (150, 330), (150, 120)])),
-            Polygon(_local(boise, [(900, 600), (1250, 600), (1250, 800), (900, 800), (900, 600)])),
+            Polygon(_local(boise, [(150, 120), (450, 120), (450, 330), (150, 330)])),
+            Polygon(_local(boise, [(900, 600), (1250, 600), (1250, 700), (1040, 700),
+                                   (1040, 820), (900, 820)])),
         ]
     )
     marfa = MarketSpec(OUTSIDE_MARKET, -104.0230, 30.3020, 1, 1)
-    outside = Polygon(_local(marfa, [(0, 0), (800, 0), (800, 600), (0, 600), (0, 0)]))
+    outside = Polygon(_local(marfa, [(0, 0), (520, -40), (800, 120), (760, 600), (300, 640),
+                                     (40, 380)]))
     return gpd.GeoDataFrame(
         {
             "area_id": ["northside", "pine-street", "park-ring", "twin-sites", "marfa-ranch"],
