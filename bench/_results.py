@@ -23,6 +23,10 @@ def write_section(name: str, markdown: str, path: Path = RESULTS) -> None:
     )
     block = f"<!-- {name}:start -->\n{stamp}{markdown.rstrip()}\n<!-- {name}:end -->"
     text = path.read_text() if path.exists() else _HEADER
-    pattern = re.compile(rf"<!-- {re.escape(name)}:start -->.*?<!-- {re.escape(name)}:end -->", re.S)
-    text = pattern.sub(lambda _m: block, text) if pattern.search(text) else f"{text.rstrip()}\n\n{block}\n"
+    tag = re.escape(name)
+    pattern = re.compile(rf"<!-- {tag}:start -->.*?<!-- {tag}:end -->", re.S)
+    if pattern.search(text):
+        text = pattern.sub(lambda _m: block, text)
+    else:
+        text = f"{text.rstrip()}\n\n{block}\n"
     path.write_text(text)

@@ -27,7 +27,8 @@ def console_commands() -> list[str]:
 
 def test_python_session_runs_as_written() -> None:
     failures, tried = doctest.testfile(
-        str(README), module_relative=False, optionflags=doctest.ELLIPSIS | doctest.NORMALIZE_WHITESPACE,
+        str(README), module_relative=False,
+        optionflags=doctest.ELLIPSIS | doctest.NORMALIZE_WHITESPACE,
     )
     assert tried > 5
     assert failures == 0

@@ -52,4 +52,5 @@ def test_request_key_ignores_trailing_slash_and_separates_parts() -> None:
     a = _wire.request_key("https://x/", "/v1/search", "[]", 1)
     assert a == _wire.request_key("https://x", "/v1/search", "[]", 1)
     assert a != _wire.request_key("https://x", "/v1/search", "[]", 2)
-    assert _wire.request_key("https://x", "/a", "b", 1) != _wire.request_key("https://x", "/ab", "", 1)
+    split_differently = _wire.request_key("https://x", "/ab", "", 1)
+    assert _wire.request_key("https://x", "/a", "b", 1) != split_differently

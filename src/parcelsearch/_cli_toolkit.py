@@ -137,15 +137,18 @@ def cmd_demo(args: argparse.Namespace) -> int:
 
 def _add_connection(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("--base-url", help="service base URL (default: $PARCELSEARCH_BASE_URL)")
-    parser.add_argument("--ca-bundle", help="CA file to verify TLS (default: $PARCELSEARCH_CA_BUNDLE)")
-    parser.add_argument("--cache-dir", help="response cache folder (default: $PARCELSEARCH_CACHE_DIR)")
+    parser.add_argument("--ca-bundle",
+                        help="CA file to verify TLS (default: $PARCELSEARCH_CA_BUNDLE)")
+    parser.add_argument("--cache-dir",
+                        help="response cache folder (default: $PARCELSEARCH_CACHE_DIR)")
 
 
 def _add_areas(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("areas", metavar="AREAS", help="study areas: any file geopandas reads")
     parser.add_argument("--id-column", help="column identifying areas (default: row order)")
     parser.add_argument("--tolerance", type=float, default=0.0, metavar="T",
-                        help="metres pieces may reach outside the areas to save calls (default 0: exact)")
+                        help="metres pieces may reach outside the areas to save calls "
+                             "(default 0: exact)")
 
 
 def register(commands: Any) -> None:
@@ -157,9 +160,11 @@ def register(commands: Any) -> None:
 
     s = commands.add_parser("search", help="find every GroupID inside the study areas")
     _add_areas(s)
-    s.add_argument("--out", required=True, metavar="FILE.parquet", help="where to write the GroupIDs")
+    s.add_argument("--out", required=True, metavar="FILE.parquet",
+                   help="where to write the GroupIDs")
     s.add_argument("--budget", type=int, metavar="N", help="spend at most N calls in this run")
-    s.add_argument("--quota", help="the key's quota if known: demo, production, 500/month, 50/lifetime")
+    s.add_argument("--quota",
+                   help="the key's quota if known: demo, production, 500/month, 50/lifetime")
     s.add_argument("--allow-partial", action="store_true",
                    help="with --budget below the plan's need: spend the budget and resume later")
     s.add_argument("--active-markets-only", action="store_true",
@@ -174,7 +179,7 @@ def register(commands: Any) -> None:
     _add_connection(m)
     m.set_defaults(func=cmd_markets)
 
-    d = commands.add_parser("demo", help="the whole product on the bundled demo data, no key needed")
+    d = commands.add_parser("demo", help="the whole product on the demo data, no key needed")
     d.add_argument("--out", default="parcelsearch-demo", metavar="DIR",
                    help="folder for the GroupIDs, tiles and map (default ./parcelsearch-demo)")
     d.add_argument("--quiet", action="store_true", help="no progress bar")
@@ -182,5 +187,6 @@ def register(commands: Any) -> None:
 
     c = commands.add_parser("cache", help="inspect, verify or clear the response cache")
     c.add_argument("action", choices=["info", "verify", "clear"])
-    c.add_argument("--cache-dir", help="response cache folder (default: $PARCELSEARCH_CACHE_DIR)")
+    c.add_argument("--cache-dir",
+                   help="response cache folder (default: $PARCELSEARCH_CACHE_DIR)")
     c.set_defaults(func=cmd_cache)

@@ -86,7 +86,8 @@ def run_demo(out_dir: str | Path = "parcelsearch-demo", *, progress: bool = True
         unique = len(result.group_ids)
         _say(out, f"\n{unique} unique GroupIDs; {result.calls} calls spent")
         for tier in ("basic", "enhanced", "premium"):
-            _say(out, f"  zoning them at the {tier} tier would cost ${zoning_price(unique, tier):,.2f}")
+            price = zoning_price(unique, tier)
+            _say(out, f"  zoning them at the {tier} tier would cost ${price:,.2f}")
         _say(out, f"GroupIDs → {ids_path}\nmap      → {map_path}")
         _say(out, "\n4. The same search again")
         again = search(areas, client=client, active_markets_only=True, progress=False)

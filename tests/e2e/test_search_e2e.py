@@ -52,7 +52,8 @@ def test_summary_and_tiles_add_up(make_client, demo_areas) -> None:
     summary = result.summary()
     assert summary["calls"].sum() == result.calls
     assert (summary["group_ids"] <= summary["parcels"]).all()
-    assert set(result.tiles.columns) >= {"area_id", "piece_id", "rows", "pages", "calls", "geometry"}
+    expected = {"area_id", "piece_id", "rows", "pages", "calls", "geometry"}
+    assert set(result.tiles.columns) >= expected
     assert result.tiles.crs.to_epsg() == 4326
     assert result.zoning_cost("premium") == round(len(result.group_ids) * 0.69, 2)
 
