@@ -112,6 +112,10 @@ class RateLimiter:
         return f"RateLimiter(rate={self.rate:g}/s, interval={self.interval * 1000:.1f} ms)"
 
 
+class Cancelled(Exception):  # noqa: N818 - a signal, not an error
+    """Raised instead of sending when the caller's ``cancel`` event is set."""
+
+
 class _FinalResponse(Exception):  # noqa: N818 - a signal, not an error
     """A response urllib3 must hand back without retrying (quota violation, retries used up).
 
@@ -131,7 +135,7 @@ class PacedRetry(Retry):
 
     * :meth:`sleep` (called by urllib3 once before each retry) waits the backoff or the
       server's ``Retry-After``, then runs the gate of the request in flight:
-      the client's shared limiter, then the ``before_attempt`` hook.
+      the ``before_attempt`` hook, then the client's shared limiter.
     * :meth:`increment` reads the (small) body of a retryable response first: a 429 whose
       messages speak of the quota is returned at once — it will not heal by waiting — and a
       response that used up the retries is returned with its body intact.
@@ -306,6 +310,7 @@ class Client:
         *,
         path: str = settings.SEARCH_PATH,
         before_attempt: AttemptHook | None = None,
+        cancel: threading.Event | None = None,
     ) -> Page:
         """Fetch one page of a search: ``GET <path>?searchPolygon=<ring>&page=<page>``.
 
@@ -319,6 +324,9 @@ class Client:
             The search path (``/v1/search``, or ``/prod/v1/search`` on the stage gateway).
         before_attempt
             Called before every HTTP attempt, retries included; may raise to stop.
+        cancel
+            Once set, no further attempt is sent (:class:`Cancelled` is raised instead):
+            checked after the limiter grants the turn, just before sending.
 
         Returns
         -------
@@ -337,7 +345,7 @@ class Client:
         if isinstance(page, bool) or not isinstance(page, int) or page < 1:
             raise ValueError(f"page must be an integer >= 1, got {page!r}")
         target = _wire.search_target(path, polygon_json, page)
-        payload = self._get_json(target, before_attempt)
+        payload = self._get_json(target, before_attempt, cancel)
         where = self._describe(target)
         echoed = _field(payload, "page", where)
         if echoed != page:
@@ -374,8 +382,11 @@ class Client:
                                          url=self.base_url + path)
         return list(data)
 
-    def _get_json(self, target: str, before_attempt: AttemptHook | None) -> dict[str, Any]:
-        status, headers, body = self._send(target, before_attempt)
+    def _get_json(
+        self, target: str, before_attempt: AttemptHook | None,
+        cancel: threading.Event | None = None,
+    ) -> dict[str, Any]:
+        status, headers, body = self._send(target, before_attempt, cancel)
         url = self.base_url + target
         where = self._describe(target)
         if status != 200:
@@ -396,16 +407,19 @@ class Client:
         return payload
 
     def _send(
-        self, target: str, before_attempt: AttemptHook | None
+        self, target: str, before_attempt: AttemptHook | None,
+        cancel: threading.Event | None = None,
     ) -> tuple[int, Mapping[str, str], bytes]:
         """One request, every attempt gated; returns (status, headers, body)."""
 
         def gate() -> None:
-            # Pace first, then reserve: the hook sees the moment of sending, so a run that
-            # stops (budget, failure) stops the requests already waiting for their turn.
-            self.limiter.wait()
+            # Reserve, then pace, then send at once: anything slow (the ledger's write)
+            # happens before the turn, so the spacing the server sees stays even.
             if before_attempt is not None:
                 before_attempt()
+            self.limiter.wait()
+            if cancel is not None and cancel.is_set():
+                raise Cancelled("the run stopped before this request was sent")
 
         url = self.base_url + target
         where = self._describe(target)

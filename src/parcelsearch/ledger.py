@@ -264,6 +264,16 @@ class Ledger:
             )
         return int(spent) + 1
 
+    def release(self, fingerprint: str, *, run_id: str) -> None:
+        """Take back the run's latest reservation: it was never sent (the run stopped)."""
+        _check_fingerprint(fingerprint)
+        with self._transaction() as db:
+            db.execute(
+                "DELETE FROM attempts WHERE rowid = (SELECT MAX(rowid) FROM attempts "
+                "WHERE fingerprint = ? AND run_id = ?)",
+                (fingerprint, run_id),
+            )
+
     # -- internals -------------------------------------------------------------------
 
     @staticmethod

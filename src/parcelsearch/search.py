@@ -10,7 +10,7 @@ from __future__ import annotations
 import threading
 import uuid
 from collections.abc import Hashable
-from concurrent.futures import FIRST_COMPLETED, Future, ThreadPoolExecutor, wait
+from concurrent.futures import FIRST_COMPLETED, CancelledError, Future, ThreadPoolExecutor, wait
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
@@ -21,7 +21,7 @@ from tqdm.auto import tqdm
 
 from parcelsearch import _wire
 from parcelsearch.cache import ResponseCache
-from parcelsearch.client import Client
+from parcelsearch.client import Cancelled, Client
 from parcelsearch.errors import (
     BudgetExhaustedError,
     MalformedResponseError,
@@ -109,6 +109,13 @@ class _Run:
                 )
             self.calls += 1
 
+    def release_call(self) -> None:
+        """Take back a reservation that was never sent."""
+        if self.ledger is not None:
+            self.ledger.release(self.client.fingerprint, run_id=self.run_id)
+        with self.lock:
+            self.calls -= 1
+
     def fetch(self, piece: Piece, page: int) -> tuple[Page, int]:
         """One page of one piece: from the cache, else from the network (then cached)."""
         hit = self.cached(piece, page)
@@ -123,9 +130,14 @@ class _Run:
             self.reserve_call()
             attempts += 1
 
-        fresh = self.client.search_page(
-            piece.polygon_json, page, path=self.path, before_attempt=before_attempt
-        )
+        try:
+            fresh = self.client.search_page(
+                piece.polygon_json, page, path=self.path, before_attempt=before_attempt,
+                cancel=self.stopping,
+            )
+        except Cancelled:
+            self.release_call()  # reserved, then stopped before sending
+            raise
         if self.cache is not None:
             self.cache.put(fresh)
         return fresh, max(attempts, 1)
@@ -206,11 +218,12 @@ def _fetch_all(
                 index, page_no = pending.pop(future)
                 try:
                     page, calls = future.result()
-                except _Stopped:
-                    continue
+                except (_Stopped, Cancelled, CancelledError):
+                    continue  # not started, or stopped before sending: nothing was spent
                 except BaseException as exc:  # noqa: BLE001 - re-raised after draining
                     failure = failure or exc
-                    run.stopping.set()
+                    if not isinstance(exc, BudgetExhaustedError):
+                        run.stopping.set()  # calls reserved within a budget still go out
                     continue
                 state = states[index]
                 try:

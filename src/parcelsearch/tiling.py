@@ -165,7 +165,22 @@ def grow_for_rounding(geom: BaseGeometry) -> BaseGeometry:
     """
     if _snap(geom).covers(geom):
         return geom
-    return shapely.buffer(geom, ROUNDING_MARGIN, join_style="mitre", mitre_limit=5.0)
+    grown = shapely.buffer(geom, ROUNDING_MARGIN, join_style="mitre", mitre_limit=5.0)
+    holes = shapely.union_all([Polygon(r) for p in _polygons(geom) for r in p.interiors])
+    return shapely.union_all([_without_pinched_pockets(p, holes) for p in _polygons(grown)])
+
+
+#: Largest pocket (deg², about 1,000 m²) that growing may seal off and that is then filled.
+POCKET_AREA = 1e-7
+
+
+def _without_pinched_pockets(polygon: Polygon, original_holes: BaseGeometry) -> Polygon:
+    """``polygon`` less the small holes growing created by sealing an inlet narrower than
+    the rounding: each hole would force the area to be cut into more pieces, and a pocket
+    behind a ~15 cm pinch is a drawing artefact, not a boundary to honour."""
+    kept = [ring for ring in polygon.interiors
+            if Polygon(ring).area > POCKET_AREA or Polygon(ring).intersects(original_holes)]
+    return Polygon(polygon.exterior, kept)
 
 
 def _polygons(geom: BaseGeometry) -> list[Polygon]:
