@@ -18,6 +18,7 @@ import geopandas as gpd
 import pandas as pd
 import pytest
 from _faultproxy import FaultProxy, at_arrivals
+from _helpers import max_in_window
 from pandas.testing import assert_frame_equal
 from shapely.geometry import box
 
@@ -222,22 +223,11 @@ def test_real_spike_arrest_is_ridden_out(
     retried = _retries(client)
     assert retried["retried 429"] >= 1, "the client was meant to be too fast"
     log = service.keys.requests(key.name)
-    assert _max_in_window(log["time"]) <= 8
+    assert max_in_window(log["time"]) <= 8
     assert len(set(_counted_pages(log))) == DEMO_PAGES
     figures.add("faults injected", "429 from the real service (spike arrest)",
                 retried["retried 429"])
     figures.add("IDs compared", "real spike arrest", len(result.ids))
-
-
-def _max_in_window(times: pd.Series, window: float = 1.0) -> int:
-    """Most admissions in any half-open window (t - window, t]."""
-    ts = sorted(times.astype("int64") / 1e9)
-    most, start = 0, 0
-    for end, t in enumerate(ts):
-        while ts[start] <= t - window + 1e-6:
-            start += 1
-        most = max(most, end - start + 1)
-    return most
 
 
 def test_real_quota_violation_is_final_and_loses_nothing(

@@ -16,8 +16,8 @@ from collections import Counter
 from pathlib import Path
 from typing import Any
 
-import pandas as pd
 import requests
+from _helpers import max_in_window
 
 from parcelsearch.service.keys import KeyStore
 
@@ -25,17 +25,6 @@ RING = "[[-99.74,32.44],[-99.73,32.44],[-99.73,32.45],[-99.74,32.44]]"
 THREADS_PER_KEY = 10
 SECONDS = 2.5
 MAX_PER_THREAD = 400
-
-
-def max_in_window(times: pd.Series, window: float = 1.0) -> int:
-    """Most admissions in any half-open window (t - window, t] (the service's own rule)."""
-    ts = sorted(times.astype("int64") / 1e9)
-    most, start = 0, 0
-    for end, t in enumerate(ts):
-        while ts[start] <= t - window + 1e-6:
-            start += 1
-        most = max(most, end - start + 1)
-    return most
 
 
 def _hammer(url: str, key: str, ca: str, seen: Counter[int], lock: threading.Lock,
