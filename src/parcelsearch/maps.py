@@ -693,7 +693,8 @@ def result_map(result: ResultLike, *, areas: gpd.GeoDataFrame | None = None,
         A search result (``.plan``, ``.id_name``, ``.tiles``, ``.skipped``).
     areas
         The study areas as given to the search: areas in ``result.skipped`` are drawn from it,
-        grey and dashed, with a popup saying why they were skipped.
+        grey and dashed, with a popup saying why they were skipped. By default the shapes
+        the result kept for its skipped areas (``result.skipped`` is a GeoDataFrame).
     basemap
         Draw OpenStreetMap tiles underneath (blank offline).
     **map_kwargs
