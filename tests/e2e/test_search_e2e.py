@@ -126,3 +126,10 @@ def test_quota_violation_stops_the_run_and_keeps_what_was_fetched(service, make_
     log = service.keys.requests(client.key_name)
     assert int(log["counted"].sum()) == 4
     assert (~log["counted"]).sum() <= 2  # nothing is started once the refusal is seen
+
+
+def test_result_map_draws_skipped_areas_from_the_result(make_client, demo_areas) -> None:
+    result = parcelsearch.search(demo_areas, client=make_client(), active_markets_only=True,
+                                 progress=False)
+    names = [layer.name for layer in result.map(basemap=False).parcelsearch_spec.layers]
+    assert "Skipped areas" in names and "Pieces" in names
