@@ -113,7 +113,7 @@ def cmd_cache(args: argparse.Namespace) -> int:
 
         for key, value in cache.info().items():
             print(f"{key}: {value}")
-        usage = Ledger(cache.directory / "ledger.sqlite").usage_by_key()
+        usage = Ledger.in_folder(cache.directory).usage_by_key()
         for fingerprint, used in usage.items():
             print(f"calls by key sha256:{fingerprint}: {used.lifetime} for life, "
                   f"{used.month} this month")

@@ -49,7 +49,16 @@ __all__ = [
 
 
 class ParcelSearchError(Exception):
-    """Base class of every error parcelsearch raises on purpose."""
+    """Base class of every error parcelsearch raises on purpose.
+
+    Attributes
+    ----------
+    result
+        When a search stops on this error: the partial
+        :class:`~parcelsearch.SearchResult` of everything fetched (all of it cached).
+    """
+
+    result: object = None
 
 
 class ConfigurationError(ParcelSearchError):

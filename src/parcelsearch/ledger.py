@@ -136,6 +136,10 @@ def resume_message(budget: int) -> str:
     )
 
 
+#: The ledger's file name inside a cache folder.
+LEDGER_FILE = "ledger.sqlite"
+
+
 class Ledger:
     """Attempts per key fingerprint, by run and UTC month, in one SQLite file.
 
@@ -154,7 +158,7 @@ class Ledger:
         *,
         clock: Callable[[], datetime] | None = None,
     ) -> None:
-        default = settings.default_cache_dir() / "ledger.sqlite"
+        default = settings.default_cache_dir() / LEDGER_FILE
         self.path = Path(path).expanduser() if path else default
         self._clock = clock or (lambda: datetime.now(UTC))
         try:
@@ -165,6 +169,11 @@ class Ledger:
                 db.executescript(_SCHEMA)
         except (OSError, sqlite3.Error) as exc:
             raise ConfigurationError(f"cannot open the quota ledger {self.path}: {exc}") from None
+
+    @classmethod
+    def in_folder(cls, directory: str | os.PathLike[str]) -> Ledger:
+        """The ledger kept beside a response cache in ``directory``."""
+        return cls(Path(directory) / LEDGER_FILE)
 
     def __repr__(self) -> str:
         return f"Ledger({str(self.path)!r})"

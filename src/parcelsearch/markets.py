@@ -188,7 +188,7 @@ def _ledger_hook(client: Client) -> AttemptHook:
     """Record each attempt in the ledger beside the client's cache (every call counts)."""
     from parcelsearch.ledger import Ledger
 
-    ledger = Ledger(Path(client.cache_dir) / "ledger.sqlite")
+    ledger = Ledger.in_folder(client.cache_dir)
     run_id = uuid.uuid4().hex
 
     def reserve() -> None:

@@ -12,7 +12,6 @@ import uuid
 from collections.abc import Hashable
 from concurrent.futures import FIRST_COMPLETED, CancelledError, Future, ThreadPoolExecutor, wait
 from dataclasses import dataclass, field
-from pathlib import Path
 from typing import Any
 
 import geopandas as gpd
@@ -388,8 +387,12 @@ def search(
     """
     client = client if client is not None else Client()
     quota_obj = Quota.parse(quota) if not isinstance(quota, Quota) else quota
-    cache_obj = _resolve(cache, ResponseCache, client.cache_dir)
-    ledger_obj = _resolve(ledger, Ledger, client.cache_dir)
+    # None/True: the defaults beside the client's cache folder; False: go without.
+    # (An empty ResponseCache is falsy, so test identity and type, never truth.)
+    cache_obj = cache if isinstance(cache, ResponseCache) else (
+        None if cache is False else ResponseCache(client.cache_dir))
+    ledger_obj = ledger if isinstance(ledger, Ledger) else (
+        None if ledger is False else Ledger.in_folder(client.cache_dir))
     the_plan = plan if plan is not None else make_plan(areas, tolerance, id_column=id_column)
     run = _Run(
         client, cache_obj, ledger_obj, budget=budget, quota=quota_obj,
@@ -412,15 +415,7 @@ def search(
         ) from None
     if failure is not None:
         if isinstance(failure, ParcelSearchError):
-            failure.partial_result = result  # type: ignore[attr-defined]
+            failure.result = result
         raise failure
     return result
 
-
-def _resolve(value: Any, kind: type, directory: Path) -> Any:
-    """``None`` → the default instance in ``directory``, ``False`` → none, else the instance."""
-    if value is False:
-        return None
-    if value is None or value is True:
-        return Ledger(directory / "ledger.sqlite") if kind is Ledger else kind(directory)
-    return value

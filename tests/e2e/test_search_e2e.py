@@ -121,7 +121,7 @@ def test_quota_violation_stops_the_run_and_keeps_what_was_fetched(service, make_
     client = make_client("demo", key_overrides={"quota": 4})
     with pytest.raises(QuotaExhaustedError, match="Quota limit exceeded") as stopped:
         parcelsearch.search(demo_areas, client=client, progress=False)
-    partial = stopped.value.partial_result
+    partial = stopped.value.result
     assert not partial.complete and partial.ids["group_id"].nunique() > 0
     log = service.keys.requests(client.key_name)
     assert int(log["counted"].sum()) == 4

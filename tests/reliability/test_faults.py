@@ -124,7 +124,7 @@ def _check_lost_nothing(
     """Pages delivered before the fault are cached (bad ones are not); a fault-free rerun
     completes with the baseline ids and refetches none of them."""
     assert key not in str(error) and key not in repr(error)
-    partial = error.partial_result  # type: ignore[attr-defined]
+    partial = error.result
     assert not partial.complete
     assert set(map(tuple, partial.ids.to_numpy())) <= set(map(tuple, baseline.to_numpy()))
     intact = proxy.intact()
