@@ -156,3 +156,13 @@ def test_suggest_tolerance(areas):
     assert suggested is not None and suggested > 0
     assert plan(areas, suggested, id_column="tract").min_calls <= exact - 1
     assert suggest_tolerance(areas, 1, id_column="tract", ladder=(1, 2)) is None
+
+
+def test_without_drops_areas_and_their_pieces_only() -> None:
+    import parcelsearch
+
+    full = parcelsearch.plan(parcelsearch.demo_areas(), id_column="area_id")
+    less = full.without(["park-ring"])
+    assert "park-ring" not in less.areas.index
+    assert [p for p in full.pieces if p.area_id != "park-ring"] == less.pieces
+    assert (less.tolerance, less.path, less.id_name) == (full.tolerance, full.path, full.id_name)

@@ -57,7 +57,10 @@ def cmd_plan(args: argparse.Namespace) -> int:
     if args.out_tiles:
         out = Path(args.out_tiles)
         tiles = the_plan.tiles
-        tiles.to_parquet(out) if out.suffix == ".parquet" else tiles.to_file(out)
+        if out.suffix == ".parquet":
+            tiles.to_parquet(out)
+        else:
+            tiles.to_file(out)
         print(f"tiles written to {out}")
     return 0
 

@@ -19,7 +19,7 @@ from __future__ import annotations
 
 import html
 import math
-from collections.abc import Hashable, Sequence
+from collections.abc import Hashable, Iterable, Sequence
 from dataclasses import dataclass
 from typing import Any
 
@@ -147,6 +147,17 @@ class Plan:
             f"{areas:,} area{'s' * (areas != 1)} → {pieces:,} piece{'s' * (pieces != 1)}, "
             f"at least {self.min_calls:,} call{'s' * (self.min_calls != 1)} "
             f"({mode}; request lines ≤ {self.max_request_bytes:,} bytes)"
+        )
+
+    def without(self, area_ids: Iterable[Hashable]) -> Plan:
+        """The same plan less the given areas and their pieces (nothing is re-planned)."""
+        dropped = set(area_ids)
+        return Plan(
+            self.areas[~self.areas.index.isin(list(dropped))],
+            [p for p in self.pieces if p.area_id not in dropped],
+            tolerance=self.tolerance,
+            max_request_bytes=self.max_request_bytes,
+            path=self.path,
         )
 
     def map(self, **kwargs: Any) -> Any:

@@ -283,18 +283,6 @@ def _frames(plan: Plan, states: dict[int, _PieceState]) -> tuple[pd.DataFrame, g
     return ids, tiles
 
 
-def _without(plan: Plan, area_ids: set[Hashable]) -> Plan:
-    """The same plan less the given areas and their pieces."""
-    keep = ~plan.areas.index.isin(list(area_ids))
-    return Plan(
-        plan.areas[keep],
-        [p for p in plan.pieces if p.area_id not in area_ids],
-        tolerance=plan.tolerance,
-        max_request_bytes=plan.max_request_bytes,
-        path=plan.path,
-    )
-
-
 def _skip_inactive(plan: Plan, run: _Run, column: str) -> tuple[Plan, pd.DataFrame]:
     """Drop areas whose market is not active before anything is spent on them."""
     from parcelsearch.markets import check_markets, markets
@@ -315,7 +303,7 @@ def _skip_inactive(plan: Plan, run: _Run, column: str) -> tuple[Plan, pd.DataFra
         crs=plan.areas.crs,
         index=inactive,
     )
-    return _without(plan, set(inactive)), skipped
+    return plan.without(inactive), skipped
 
 
 def search(
