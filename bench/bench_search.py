@@ -93,10 +93,10 @@ def paced_run(svc, areas: gpd.GeoDataFrame, workdir: Path) -> dict[str, float]:
     key = svc.keys.create("paced", key_type="production", quota=100_000)
     client = parcelsearch.Client(api_key=key, base_url=svc.base_url, ca_bundle=str(svc.ca_path),
                                  rate=10.0, cache_dir=workdir / "paced-cache")
-    the_plan = parcelsearch.plan(areas.iloc[[0]], TOLERANCE)
+    cached_plan = parcelsearch.plan(areas.iloc[[0]], TOLERANCE)
     started = time.perf_counter()
     try:
-        parcelsearch.search(None, plan=the_plan, client=client, budget=PACED_CALLS,
+        parcelsearch.search(None, plan=cached_plan, client=client, budget=PACED_CALLS,
                             allow_partial=True, progress=False)
         calls = None
     except BudgetExhaustedError as stop:
@@ -121,10 +121,10 @@ def cache_rerun(svc, areas: gpd.GeoDataFrame, workdir: Path) -> dict[str, float]
     started = time.perf_counter()
     again = parcelsearch.search(areas, client=client, progress=False)
     whole = time.perf_counter() - started
-    the_plan = again.plan
+    cached_plan = again.plan
     client = parcelsearch.Client(**kwargs)
     started = time.perf_counter()
-    fetch_only = parcelsearch.search(None, plan=the_plan, client=client, progress=False)
+    fetch_only = parcelsearch.search(None, plan=cached_plan, client=client, progress=False)
     fetch = time.perf_counter() - started
     assert again.calls == 0 and fetch_only.calls == 0 and again.ids.equals(first.ids)
     return {"pages": pages, "rerun_s": round(whole, 3), "rerun_without_planning_s": round(fetch, 3),

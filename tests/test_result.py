@@ -36,11 +36,11 @@ def result() -> SearchResult:
         geometry=[shapely.box(-97.0, 32.0, -96.99, 32.01), shapely.box(-96.0, 32.0, -95.99, 32.01)],
         crs="EPSG:4326",
     )
-    the_plan = parcelsearch.plan(areas, id_column="area")
+    demo_plan = parcelsearch.plan(areas, id_column="area")
     ids = pd.DataFrame({"area": ["a", "a", "b"], "group_id": ["0" * 17, "1" * 17, "1" * 17]})
-    tiles = the_plan.tiles.assign(rows=[3, 1], pages=[1, 1], pages_fetched=[1, 1], calls=[1, 0],
+    tiles = demo_plan.tiles.assign(rows=[3, 1], pages=[1, 1], pages_fetched=[1, 1], calls=[1, 0],
                                   cached_pages=[0, 1], from_cache=[False, True])
-    return SearchResult(ids=ids, tiles=tiles, plan=the_plan, calls=1, cached_pages=1)
+    return SearchResult(ids=ids, tiles=tiles, plan=demo_plan, calls=1, cached_pages=1)
 
 
 def test_summary_per_area(result: SearchResult) -> None:

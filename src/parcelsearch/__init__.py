@@ -2,7 +2,7 @@
 
 The path a study area takes, one module each::
 
-    areas (validate) → plan (tiling) → search (client, cache, ledger) → result → maps
+    areas (validate) → planning (tiling) → pipeline (client, cache, ledger) → result → maps
 
 Examples
 --------
@@ -21,10 +21,10 @@ from parcelsearch.errors import *  # noqa: F403
 from parcelsearch.errors import __all__ as _errors_all
 from parcelsearch.ledger import Ledger, Quota
 from parcelsearch.local import LocalService, local_service
-from parcelsearch.markets import check_markets, markets
-from parcelsearch.plan import Piece, Plan, plan, suggest_tolerance
+from parcelsearch.market_list import check_markets, markets
+from parcelsearch.pipeline import search
+from parcelsearch.planning import Piece, Plan, plan, suggest_tolerance
 from parcelsearch.result import SearchResult, zoning_price
-from parcelsearch.search import search
 
 __version__ = "0.1.0"
 

@@ -49,14 +49,14 @@ def _cache(args: argparse.Namespace) -> Any:
 
 
 def cmd_plan(args: argparse.Namespace) -> int:
-    from parcelsearch.plan import plan
+    from parcelsearch.planning import plan
 
-    the_plan = plan(read_areas(args.areas), args.tolerance, id_column=args.id_column)
-    _print_table(the_plan.summary())
-    print(f"\n{len(the_plan.pieces)} pieces, at least {the_plan.min_calls} calls")
+    pieces_plan = plan(read_areas(args.areas), args.tolerance, id_column=args.id_column)
+    _print_table(pieces_plan.summary())
+    print(f"\n{len(pieces_plan.pieces)} pieces, at least {pieces_plan.min_calls} calls")
     if args.out_tiles:
         out = Path(args.out_tiles)
-        tiles = the_plan.tiles
+        tiles = pieces_plan.tiles
         if out.suffix == ".parquet":
             tiles.to_parquet(out)
         else:
@@ -67,7 +67,7 @@ def cmd_plan(args: argparse.Namespace) -> int:
 
 def cmd_search(args: argparse.Namespace) -> int:
     from parcelsearch.errors import BudgetExhaustedError
-    from parcelsearch.search import search
+    from parcelsearch.pipeline import search
 
     cache = _cache(args)
     try:
@@ -99,7 +99,7 @@ def cmd_search(args: argparse.Namespace) -> int:
 
 
 def cmd_markets(args: argparse.Namespace) -> int:
-    from parcelsearch.markets import markets
+    from parcelsearch.market_list import markets
 
     names = markets(_client(args), cache=_cache(args))
     if args.json:

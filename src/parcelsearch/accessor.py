@@ -31,21 +31,21 @@ class ParcelsAccessor:
 
     def plan(self, tolerance: float = 0.0, **kwargs: Any) -> Any:
         """The pieces a search would send, spending nothing; see :func:`parcelsearch.plan`."""
-        from parcelsearch.plan import plan
+        from parcelsearch.planning import plan
 
         return plan(self._areas, tolerance, **kwargs)
 
     def search(self, **kwargs: Any) -> Any:
         """Every GroupID inside each area; see :func:`parcelsearch.search`."""
-        from parcelsearch.search import search
+        from parcelsearch.pipeline import search
 
         return search(self._areas, **kwargs)
 
     def check_markets(self, column: str = "market", markets: list[str] | None = None,
                       client: Any = None) -> gpd.GeoDataFrame:
         """A copy with ``market_active`` and ``market_suggestion`` for each area's market."""
-        from parcelsearch.markets import check_markets
-        from parcelsearch.markets import markets as fetch_markets
+        from parcelsearch.market_list import check_markets
+        from parcelsearch.market_list import markets as fetch_markets
 
         names = markets if markets is not None else fetch_markets(client)
         return check_markets(self._areas, column, names)

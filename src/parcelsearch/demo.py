@@ -56,9 +56,9 @@ def run_demo(out_dir: str | Path = "parcelsearch-demo", *, progress: bool = True
     """
     from parcelsearch.local import local_service
     from parcelsearch.maps import save_html
-    from parcelsearch.plan import plan
+    from parcelsearch.pipeline import search
+    from parcelsearch.planning import plan
     from parcelsearch.result import zoning_price
-    from parcelsearch.search import search
 
     folder = Path(out_dir)
     folder.mkdir(parents=True, exist_ok=True)
@@ -69,10 +69,10 @@ def run_demo(out_dir: str | Path = "parcelsearch-demo", *, progress: bool = True
         checked = areas.parcels.check_markets("market", client=client)
         _say(out, "\n1. Markets check")
         _table(out, pd.DataFrame(checked.drop(columns="geometry")))
-        the_plan = plan(checked[checked["market_active"]], 0.0)
+        active_plan = plan(checked[checked["market_active"]], 0.0)
         _say(out, "\n2. Plan (no calls spent)")
-        _table(out, the_plan.summary())
-        _say(out, f"{len(the_plan.pieces)} pieces → at least {the_plan.min_calls} calls")
+        _table(out, active_plan.summary())
+        _say(out, f"{len(active_plan.pieces)} pieces → at least {active_plan.min_calls} calls")
         _say(out, "\n3. Search")
         result = search(areas, client=client, active_markets_only=True, progress=progress)
         _table(out, result.summary())

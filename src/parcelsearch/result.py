@@ -12,7 +12,7 @@ import pandas as pd
 from parcelsearch.settings import ZONING_PRICES
 
 if TYPE_CHECKING:
-    from parcelsearch.plan import Plan
+    from parcelsearch.planning import Plan
 
 __all__ = ["SearchResult", "zoning_price"]
 

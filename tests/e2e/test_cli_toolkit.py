@@ -37,8 +37,8 @@ def test_plan_prints_pieces_and_writes_tiles(areas_file, tmp_path, capsys) -> No
     printed = capsys.readouterr().out
     assert "pieces, at least" in printed and "park-ring" in printed
     tiles = gpd.read_file(out)
-    the_plan = parcelsearch.plan(parcelsearch.demo_areas(), id_column="area_id")
-    assert len(tiles) == len(the_plan.pieces)
+    demo_plan = parcelsearch.plan(parcelsearch.demo_areas(), id_column="area_id")
+    assert len(tiles) == len(demo_plan.pieces)
 
 
 def test_search_writes_ids_and_rerun_costs_nothing(env, areas_file, tmp_path, capsys) -> None:

@@ -26,7 +26,7 @@ from parcelsearch.errors import (
     RequestTooLargeError,
     ServiceError,
 )
-from parcelsearch.markets import markets
+from parcelsearch.market_list import markets
 from parcelsearch.service import synth
 from parcelsearch.service.server import RunningService
 from parcelsearch.settings import MAX_REQUEST_LINE_BYTES

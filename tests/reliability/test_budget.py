@@ -17,10 +17,10 @@ import pytest
 from _faultproxy import FaultProxy
 from shapely.geometry import box
 
-from parcelsearch import Ledger, search
+from parcelsearch import Ledger, pipeline, search
 from parcelsearch.errors import BudgetExhaustedError
 
-SEARCH_MODULE = sys.modules["parcelsearch.search"]
+SEARCH_MODULE = pipeline
 
 BUDGET = 7
 WORKERS = 16

@@ -33,7 +33,7 @@ from shapely import MultiPolygon, Polygon
 
 from parcelsearch import _wire
 from parcelsearch.areas import GeometryRepairedWarning
-from parcelsearch.plan import plan
+from parcelsearch.planning import plan
 from parcelsearch.tiling import GRID
 
 FIGURES = Path(__file__).with_name("_figures") / "tiling.json"

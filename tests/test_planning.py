@@ -10,7 +10,7 @@ from shapely import MultiPolygon, box
 
 from parcelsearch import _wire
 from parcelsearch.errors import InputError
-from parcelsearch.plan import Piece, Plan, plan, suggest_tolerance
+from parcelsearch.planning import Piece, Plan, plan, suggest_tolerance
 
 SQUARE = box(-97.5, 32.7, -97.4, 32.8)
 LAKE = SQUARE.difference(box(-97.46, 32.74, -97.44, 32.76))

@@ -12,7 +12,13 @@ from shapely.geometry import Point
 
 from parcelsearch.client import Client
 from parcelsearch.errors import CacheError, InputError
-from parcelsearch.markets import _cache_path, _write_cached, check_markets, markets, suggest_market
+from parcelsearch.market_list import (
+    _cache_path,
+    _write_cached,
+    check_markets,
+    markets,
+    suggest_market,
+)
 
 ACTIVE = ["Abilene, TX", "Boise, ID", "Tarrant County Unincorporated, TX", "Fort Worth, TX"]
 OFFLINE = "https://markets.invalid"  # never contacted: every test here reads the cache

@@ -18,7 +18,7 @@ import geopandas as gpd
 import pandas as pd
 from tqdm.auto import tqdm
 
-from parcelsearch import _wire
+from parcelsearch import _wire, planning
 from parcelsearch.cache import ResponseCache
 from parcelsearch.client import Cancelled, Client
 from parcelsearch.errors import (
@@ -29,8 +29,7 @@ from parcelsearch.errors import (
 )
 from parcelsearch.ledger import Ledger, Quota, resume_message
 from parcelsearch.page import Page
-from parcelsearch.plan import Piece, Plan, suggest_tolerance
-from parcelsearch.plan import plan as make_plan
+from parcelsearch.planning import Piece, Plan, suggest_tolerance
 from parcelsearch.result import SearchResult
 
 __all__ = ["search"]
@@ -285,7 +284,7 @@ def _frames(plan: Plan, states: dict[int, _PieceState]) -> tuple[pd.DataFrame, g
 
 def _skip_inactive(plan: Plan, run: _Run, column: str) -> tuple[Plan, pd.DataFrame]:
     """Drop areas whose market is not active before anything is spent on them."""
-    from parcelsearch.markets import check_markets, markets
+    from parcelsearch.market_list import check_markets, markets
 
     active = markets(
         run.client, cache=run.cache.directory if run.cache is not None else False,
@@ -381,20 +380,20 @@ def search(
         None if cache is False else ResponseCache(client.cache_dir))
     ledger_obj = ledger if isinstance(ledger, Ledger) else (
         None if ledger is False else Ledger.in_folder(client.cache_dir))
-    the_plan = plan if plan is not None else make_plan(areas, tolerance, id_column=id_column)
+    chosen = plan if plan is not None else planning.plan(areas, tolerance, id_column=id_column)
     run = _Run(
         client, cache_obj, ledger_obj, budget=budget, quota=quota_obj,
-        max_age=max_age, refresh=refresh, path=the_plan.path,
+        max_age=max_age, refresh=refresh, path=chosen.path,
     )
     skipped = pd.DataFrame(columns=["market", "reason", "suggestion"])
     if active_markets_only:
-        the_plan, skipped = _skip_inactive(the_plan, run, market_column)
-    needed = _estimate_calls(run, the_plan.pieces)
-    _refuse_if_over(run, the_plan, needed, allow_partial=allow_partial)
-    states, failure = _fetch_all(run, the_plan.pieces, progress, workers)
-    ids, tiles = _frames(the_plan, states)
+        chosen, skipped = _skip_inactive(chosen, run, market_column)
+    needed = _estimate_calls(run, chosen.pieces)
+    _refuse_if_over(run, chosen, needed, allow_partial=allow_partial)
+    states, failure = _fetch_all(run, chosen.pieces, progress, workers)
+    ids, tiles = _frames(chosen, states)
     result = SearchResult(
-        ids=ids, tiles=tiles, plan=the_plan, calls=run.calls, cached_pages=run.cached_pages,
+        ids=ids, tiles=tiles, plan=chosen, calls=run.calls, cached_pages=run.cached_pages,
         skipped=skipped, complete=failure is None,
     )
     if isinstance(failure, BudgetExhaustedError):
