@@ -1,14 +1,31 @@
-"""Documented defaults, shared by the toolkit and the reference service.
+"""Settings: the vendor's figures (constants) and the options a user may change.
 
-Every figure that describes the vendor's services lives here, once.
+Constants describe the vendor's services and never change at run time. Options are the
+knobs of this toolkit and its reference service: each has a default, an environment
+variable and a doc line, and :data:`options` shows them all::
+
+    >>> from parcelsearch import settings
+    >>> settings.options  # doctest: +SKIP
+    parcelsearch options (value · source · what it is)
+      base_url     None             default   root URL of the services (https://…) …
+      ...
+    >>> settings.options.rate = 5          # for this process; environment stays as it is
+    >>> settings.options.reset("rate")
+
+An option set on :data:`options` wins over its environment variable, which wins over the
+default. Values are read when they are used, so an environment variable changed at run time
+counts from the next use. The API key is deliberately *not* an option: it is a secret and
+lives only in :class:`parcelsearch.Client` (``$PARCELSEARCH_API_KEY``).
 """
 
 from __future__ import annotations
 
 import os
 import sys
+from collections.abc import Callable, Iterator
+from dataclasses import dataclass
 from pathlib import Path
-from typing import Final
+from typing import Any, Final
 
 #: Longest request line (``GET <target> HTTP/1.1``) the vendor's gateway accepts.
 MAX_REQUEST_LINE_BYTES: Final = 7168
@@ -32,26 +49,149 @@ KEY_TYPES: Final = {
 #: The vendor's zoning prices per call, by tier (USD).
 ZONING_PRICES: Final = {"basic": 0.29, "enhanced": 0.49, "premium": 0.69}
 
-#: Environment variables read by :class:`parcelsearch.Client` and the CLI.
+#: Environment variables read by :class:`parcelsearch.Client`, the CLI and the service.
 ENV_API_KEY: Final = "PARCELSEARCH_API_KEY"
 ENV_BASE_URL: Final = "PARCELSEARCH_BASE_URL"
 ENV_CA_BUNDLE: Final = "PARCELSEARCH_CA_BUNDLE"
 ENV_RATE: Final = "PARCELSEARCH_RATE"
 ENV_CACHE_DIR: Final = "PARCELSEARCH_CACHE_DIR"
 ENV_QUOTA: Final = "PARCELSEARCH_QUOTA"
+ENV_SERVICE_DIR: Final = "PARCELSEARCH_SERVICE_DIR"
+
+
+def _user_cache_dir() -> Path:
+    if sys.platform == "win32" and os.environ.get("LOCALAPPDATA"):
+        return Path(os.environ["LOCALAPPDATA"]) / "parcelsearch" / "Cache"
+    base = os.environ.get("XDG_CACHE_HOME", "").strip() or str(Path.home() / ".cache")
+    return Path(base) / "parcelsearch"
+
+
+def _user_service_dir() -> Path:
+    if sys.platform == "win32" and os.environ.get("LOCALAPPDATA"):
+        return Path(os.environ["LOCALAPPDATA"]) / "parcelsearch" / "Service"
+    base = os.environ.get("XDG_DATA_HOME", "").strip() or str(Path.home() / ".local" / "share")
+    return Path(base) / "parcelsearch" / "service"
+
+
+def _path(text: Any) -> Path:
+    return Path(str(text)).expanduser()
+
+
+def _text(value: Any) -> str | None:
+    text = str(value).strip()
+    return text or None
+
+
+def _number(value: Any) -> Any:
+    """A number when it reads as one; else the text, for the user of the option to refuse."""
+    if isinstance(value, int | float) and not isinstance(value, bool):
+        return float(value)
+    try:
+        return float(str(value).strip())
+    except ValueError:
+        return _text(value)
+
+
+@dataclass(frozen=True)
+class Option:
+    """One documented option: its default, environment variable, doc line and parser."""
+
+    name: str
+    doc: str
+    env: str | None
+    default: Callable[[], Any]
+    parse: Callable[[Any], Any]
+
+
+_OPTIONS: Final = (
+    Option("base_url", "root URL of the Search and Markets services (https:// only)",
+           ENV_BASE_URL, lambda: None, _text),
+    Option("ca_bundle", "PEM file of certificate authorities to trust (TLS is always verified)",
+           ENV_CA_BUNDLE, lambda: None, _text),
+    Option("rate", "calls per second the key allows (spike arrest)",
+           ENV_RATE, lambda: DEFAULT_RATE, _number),
+    Option("quota", "the key's quota: demo, production, N/month or N/lifetime",
+           ENV_QUOTA, lambda: None, _text),
+    Option("cache_dir", "folder of the response cache, market list and quota ledger",
+           ENV_CACHE_DIR, _user_cache_dir, _path),
+    Option("service_dir", "folder of the reference service's key store and certificates",
+           ENV_SERVICE_DIR, _user_service_dir, _path),
+)
+
+
+class Options:
+    """Every option of parcelsearch: read as attributes, set for this process, reset.
+
+    The value of an option is, in order: what was set on this object, its environment
+    variable when set and not blank, its default. ``repr`` lists each option with its value,
+    where the value came from and what it is for.
+    """
+
+    def __init__(self, options: tuple[Option, ...] = _OPTIONS) -> None:
+        object.__setattr__(self, "_specs", {o.name: o for o in options})
+        object.__setattr__(self, "_set", {})
+
+    def __getattr__(self, name: str) -> Any:
+        return self._resolve(self._spec(name))[0]
+
+    def __setattr__(self, name: str, value: Any) -> None:
+        spec = self._spec(name)
+        self._set[name] = None if value is None else spec.parse(value)
+
+    def __dir__(self) -> list[str]:
+        return [*self._specs, "reset", "source"]
+
+    def __iter__(self) -> Iterator[str]:
+        return iter(self._specs)
+
+    def reset(self, name: str | None = None) -> None:
+        """Forget values set on this object (one option, or all), back to env and defaults."""
+        if name is None:
+            self._set.clear()
+        else:
+            self._spec(name)
+            self._set.pop(name, None)
+
+    def source(self, name: str) -> str:
+        """Where the current value of ``name`` comes from: ``set``, ``$VARIABLE`` or ``default``."""
+        return self._resolve(self._spec(name))[1]
+
+    def _spec(self, name: str) -> Option:
+        try:
+            return self._specs[name]  # type: ignore[no-any-return]
+        except KeyError:
+            known = ", ".join(self._specs)
+            raise AttributeError(f"no option {name!r}; the options are: {known}") from None
+
+    def _resolve(self, spec: Option) -> tuple[Any, str]:
+        if spec.name in self._set:
+            return self._set[spec.name], "set"
+        if spec.env is not None:
+            raw = os.environ.get(spec.env, "").strip()
+            if raw:
+                return spec.parse(raw), f"${spec.env}"
+        return spec.default(), "default"
+
+    def __repr__(self) -> str:
+        rows = [(name, repr(getattr(self, name)), self.source(name), spec.doc)
+                for name, spec in self._specs.items()]
+        widths = [max(len(row[i]) for row in rows) for i in range(3)]
+        lines = ["parcelsearch options (value · source · what it is)"]
+        for name, value, source, doc in rows:
+            lines.append(f"  {name:<{widths[0]}}  {value:<{widths[1]}}  "
+                         f"{source:<{widths[2]}}  {doc}")
+        return "\n".join(lines)
+
+
+#: The options of this process (see :class:`Options`).
+options: Final = Options()
 
 
 def default_cache_dir() -> Path:
-    """Folder of the response cache, markets list and quota ledger.
+    """Folder of the response cache, markets list and quota ledger (``options.cache_dir``).
 
     ``$PARCELSEARCH_CACHE_DIR`` when set, else a per-user cache folder:
     ``$XDG_CACHE_HOME/parcelsearch`` (``~/.cache/parcelsearch``), or
     ``%LOCALAPPDATA%\\parcelsearch\\Cache`` on Windows.
     """
-    configured = os.environ.get(ENV_CACHE_DIR, "").strip()
-    if configured:
-        return Path(configured).expanduser()
-    if sys.platform == "win32" and os.environ.get("LOCALAPPDATA"):
-        return Path(os.environ["LOCALAPPDATA"]) / "parcelsearch" / "Cache"
-    base = os.environ.get("XDG_CACHE_HOME", "").strip() or str(Path.home() / ".cache")
-    return Path(base) / "parcelsearch"
+    return options.cache_dir  # type: ignore[no-any-return]

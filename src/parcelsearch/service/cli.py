@@ -10,37 +10,27 @@ from __future__ import annotations
 import argparse
 import json
 import logging
-import os
 import sys
 from pathlib import Path
 from typing import Any
 
+from parcelsearch import settings
 from parcelsearch.errors import ConfigurationError
 from parcelsearch.service.keys import QUOTA_PERIODS, SERVICES, KeyStore
 from parcelsearch.service.store import MATCH_MODES
 from parcelsearch.settings import KEY_TYPES
 
-__all__ = ["register", "service_dir", "default_keys_path", "default_cert_dir"]
-
-ENV_SERVICE_DIR = "PARCELSEARCH_SERVICE_DIR"
-
-
-def service_dir() -> Path:
-    """The per-user directory for the service's key store and certificates."""
-    if os.environ.get(ENV_SERVICE_DIR):
-        return Path(os.environ[ENV_SERVICE_DIR]).expanduser()
-    base = os.environ.get("XDG_DATA_HOME") or str(Path.home() / ".local" / "share")
-    return Path(base).expanduser() / "parcelsearch" / "service"
+__all__ = ["register", "default_keys_path", "default_cert_dir"]
 
 
 def default_keys_path() -> Path:
     """The default key store file."""
-    return service_dir() / "keys.sqlite"
+    return settings.options.service_dir / "keys.sqlite"  # type: ignore[no-any-return]
 
 
 def default_cert_dir() -> Path:
     """The default certificate directory."""
-    return service_dir() / "certs"
+    return settings.options.service_dir / "certs"  # type: ignore[no-any-return]
 
 
 def _keys_arg(parser: argparse.ArgumentParser) -> None:
