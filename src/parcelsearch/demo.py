@@ -8,22 +8,15 @@ the same search again, from the cache, for zero calls → stop.
 from __future__ import annotations
 
 import sys
-from importlib import resources
 from pathlib import Path
 from typing import TextIO
 
 import geopandas as gpd
 import pandas as pd
 
+from parcelsearch._shared import data_path
+
 __all__ = ["demo_areas", "run_demo"]
-
-
-def data_path(name: str) -> Path:
-    """Path of a bundled data file (``data/`` in the source tree)."""
-    path = Path(str(resources.files("parcelsearch") / "data" / name))
-    if not path.exists():
-        raise FileNotFoundError(f"bundled data file {name!r} is missing from {path.parent}")
-    return path
 
 
 def demo_areas() -> gpd.GeoDataFrame:

@@ -30,6 +30,7 @@ from pathlib import Path
 from typing import Literal
 
 from parcelsearch import settings
+from parcelsearch._shared import month_of
 from parcelsearch.errors import BudgetExhaustedError, ConfigurationError, QuotaWouldExceedError
 
 __all__ = ["Ledger", "Quota", "Usage", "resume_message"]
@@ -184,7 +185,7 @@ class Ledger:
         """Attempts recorded for a key: for life and in the current UTC month."""
         _check_fingerprint(fingerprint)
         with self._transaction(immediate=False) as db:
-            return self._usage(db, fingerprint, _month(self._clock()))
+            return self._usage(db, fingerprint, month_of(self._clock()))
 
     def remaining(self, fingerprint: str, quota: Quota | None) -> int | None:
         """Calls the key has left under ``quota``; ``None`` when the quota is unknown."""
@@ -197,7 +198,7 @@ class Ledger:
         with self._transaction(immediate=False) as db:
             keys = [row[0] for row in db.execute(
                 "SELECT DISTINCT fingerprint FROM attempts ORDER BY fingerprint")]
-            month = _month(self._clock())
+            month = month_of(self._clock())
             return {key: self._usage(db, key, month) for key in keys}
 
     def spent(self, run_id: str) -> int:
@@ -258,7 +259,7 @@ class Ledger:
             if budget is not None and spent >= budget:
                 raise BudgetExhaustedError(resume_message(budget), spent=spent, budget=budget)
             if quota is not None:
-                usage = self._usage(db, fingerprint, _month(now))
+                usage = self._usage(db, fingerprint, month_of(now))
                 if quota.remaining(usage) <= 0:
                     raise QuotaWouldExceedError(
                         f"key sha256:{fingerprint} has used {quota.used(usage)} calls of its "
@@ -269,7 +270,7 @@ class Ledger:
                     )
             db.execute(
                 "INSERT INTO attempts (fingerprint, run_id, month, at) VALUES (?, ?, ?, ?)",
-                (fingerprint, run_id, _month(now), now.isoformat()),
+                (fingerprint, run_id, month_of(now), now.isoformat()),
             )
         return int(spent) + 1
 
@@ -305,10 +306,6 @@ class Ledger:
                 db.execute("ROLLBACK")
                 raise
             db.execute("COMMIT")
-
-
-def _month(moment: datetime) -> str:
-    return moment.astimezone(UTC).strftime("%Y-%m")
 
 
 def _check_fingerprint(fingerprint: str) -> None:

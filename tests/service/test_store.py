@@ -13,12 +13,12 @@ from geopandas.testing import assert_geodataframe_equal
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
+from parcelsearch._shared import data_path
 from parcelsearch.errors import ConfigurationError
 from parcelsearch.service import synth
 from parcelsearch.service.polygon import parse_polygon
 from parcelsearch.service.store import (
     ParcelStore,
-    data_dir,
     load_markets,
     load_parcels,
 )
@@ -52,9 +52,9 @@ def test_any_crs_is_reprojected(example: synth.Example) -> None:
 
 
 def test_bundled_data_is_found_through_the_package() -> None:
-    assert data_dir().joinpath("demo_parcels.parquet").is_file()
-    assert data_dir().joinpath("markets.txt").is_file()
-    assert data_dir().joinpath("demo_areas.geojson").is_file()
+    assert data_path().joinpath("demo_parcels.parquet").is_file()
+    assert data_path().joinpath("markets.txt").is_file()
+    assert data_path().joinpath("demo_areas.geojson").is_file()
 
 
 def test_bundled_parcels_equal_the_generator() -> None:

@@ -9,8 +9,8 @@ import pytest
 import shapely
 from geopandas.testing import assert_geodataframe_equal
 
+from parcelsearch._shared import data_path
 from parcelsearch.service import synth
-from parcelsearch.service.store import data_dir
 
 
 @pytest.fixture(scope="module")
@@ -76,12 +76,12 @@ def test_demo_areas(parcels: gpd.GeoDataFrame) -> None:
 
 
 def test_bundled_files_are_current() -> None:
-    areas = gpd.read_file(data_dir() / "demo_areas.geojson")
+    areas = gpd.read_file(data_path() / "demo_areas.geojson")
     assert_geodataframe_equal(areas, synth.demo_areas(), check_less_precise=True)
-    lines = (data_dir() / "markets.txt").read_text().splitlines()
+    lines = (data_path() / "markets.txt").read_text().splitlines()
     assert lines == list(synth.MARKET_NAMES)
-    assert (data_dir() / "demo_parcels.parquet").stat().st_size < 2_000_000
-    json.loads((data_dir() / "demo_areas.geojson").read_text())
+    assert (data_path() / "demo_parcels.parquet").stat().st_size < 2_000_000
+    json.loads((data_path() / "demo_areas.geojson").read_text())
 
 
 @pytest.mark.parametrize("rows", [16, 100, 276, 1001])

@@ -35,10 +35,11 @@ from typing import Any
 
 import pandas as pd
 
+from parcelsearch._shared import month_of
 from parcelsearch.errors import ConfigurationError
 from parcelsearch.settings import KEY_TYPES
 
-__all__ = ["KeyStore", "KeyRecord", "SERVICES", "QUOTA_PERIODS", "hash_key", "month_of"]
+__all__ = ["KeyStore", "KeyRecord", "SERVICES", "QUOTA_PERIODS", "hash_key"]
 
 SERVICES: tuple[str, ...] = ("search", "markets")
 QUOTA_PERIODS: tuple[str, ...] = ("lifetime", "month")
@@ -76,11 +77,6 @@ CREATE INDEX IF NOT EXISTS requests_key_time ON requests (key_id, time);
 def hash_key(api_key: str) -> str:
     """The stored form of a key: hex sha256 (keys are 240 random bits: no salt needed)."""
     return hashlib.sha256(api_key.encode("utf-8", "surrogateescape")).hexdigest()
-
-
-def month_of(when: float) -> str:
-    """The calendar month (UTC) of a unix time, ``YYYY-MM``."""
-    return datetime.fromtimestamp(when, UTC).strftime("%Y-%m")
 
 
 @dataclass(frozen=True)

@@ -24,7 +24,8 @@ from collections.abc import Callable
 from dataclasses import dataclass
 from typing import Generic, TypeVar
 
-from parcelsearch.service.keys import KeyStore, hash_key, month_of
+from parcelsearch._shared import month_of
+from parcelsearch.service.keys import KeyStore, hash_key
 
 __all__ = [
     "Outcome",

@@ -22,7 +22,6 @@ from __future__ import annotations
 import threading
 from collections import OrderedDict
 from collections.abc import Sequence
-from importlib import resources
 from pathlib import Path
 from typing import Literal
 
@@ -31,6 +30,7 @@ import numpy as np
 import pandas as pd
 import shapely
 
+from parcelsearch._shared import data_path
 from parcelsearch.errors import ConfigurationError
 from parcelsearch.service.polygon import ParsedPolygon
 from parcelsearch.settings import PAGE_SIZE
@@ -41,7 +41,6 @@ __all__ = [
     "ParcelStore",
     "load_parcels",
     "load_markets",
-    "data_dir",
     "demo_parcels_path",
     "demo_markets_path",
 ]
@@ -51,19 +50,14 @@ MATCH_MODES: tuple[str, ...] = ("representative-point", "intersects")
 _GROUP_ID = r"[0-9a-f]{17}"
 
 
-def data_dir() -> Path:
-    """The bundled data directory (``parcelsearch/data``, a link to the repository's ``data/``)."""
-    return Path(str(resources.files("parcelsearch") / "data"))
-
-
 def demo_parcels_path() -> Path:
     """The bundled demo parcels (GeoParquet)."""
-    return data_dir() / "demo_parcels.parquet"
+    return data_path("demo_parcels.parquet")
 
 
 def demo_markets_path() -> Path:
     """The bundled markets list."""
-    return data_dir() / "markets.txt"
+    return data_path("markets.txt")
 
 
 def _read_any(path: Path) -> gpd.GeoDataFrame:
