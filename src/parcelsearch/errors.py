@@ -22,13 +22,87 @@ so ``except parcelsearch.ParcelSearchError`` catches them all::
 
 Errors raised about a request carry its *redacted* URL (never the API key) and,
 for service errors, the HTTP status and the service's ``messages`` verbatim.
+
+One message, two dialects: an error's advice is a list of :class:`Hint` values (which knob,
+what value), not prose. ``str(error)`` speaks Python (``budget=12``, ``Client(api_key=...)``);
+``error.render("cli")`` speaks the command line (``--budget 12``, ``$PARCELSEARCH_API_KEY``).
 """
 
 from __future__ import annotations
 
 from collections.abc import Sequence
+from dataclasses import dataclass
+from typing import Literal
+
+Dialect = Literal["python", "cli"]
+
+
+@dataclass(frozen=True)
+class Knob:
+    """How one setting is spelled where the user gives it.
+
+    ``python`` and ``cli`` are templates with ``{value}``; ``None`` when the dialect has no
+    such knob (then ``env`` is named instead, or the knob is left out).
+    """
+
+    python: str | None
+    cli: str | None
+    env: str | None = None
+    #: Template when no value is suggested (e.g. ``budget=`` / ``--budget N``).
+    python_bare: str | None = None
+    cli_bare: str | None = None
+
+
+#: Every knob an error can point at, spelled in both dialects.
+KNOBS: dict[str, Knob] = {
+    "budget": Knob("budget={value}", "--budget {value}", python_bare="budget=",
+                   cli_bare="--budget N"),
+    "allow_partial": Knob("allow_partial=True", "--allow-partial"),
+    "tolerance": Knob("tolerance={value}", "--tolerance {value}", python_bare="tolerance=",
+                      cli_bare="--tolerance METRES"),
+    "quota": Knob("quota={value!r}", "--quota {value}", env="PARCELSEARCH_QUOTA",
+                  python_bare="quota=", cli_bare="--quota QUOTA"),
+    "refresh": Knob("refresh=True", "--refresh"),
+    "api_key": Knob("Client(api_key=...)", None, env="PARCELSEARCH_API_KEY"),
+    "base_url": Knob("Client(base_url='https://...')", None, env="PARCELSEARCH_BASE_URL"),
+    "ca_bundle": Knob("Client(ca_bundle=...)", None, env="PARCELSEARCH_CA_BUNDLE"),
+    "rate": Knob("Client(rate={value})", None, env="PARCELSEARCH_RATE",
+                 python_bare="Client(rate=...)"),
+}
+
+
+@dataclass(frozen=True)
+class Hint:
+    """One thing the user can change: which knob, what value, in a short phrase.
+
+    ``phrase`` holds ``{knob}`` where the knob's spelling goes, e.g.
+    ``Hint("budget", 12, "raise {knob}")`` → ``raise budget=12`` / ``raise --budget 12``.
+    """
+
+    knob: str
+    value: object = None
+    phrase: str = "set {knob}"
+
+    def render(self, dialect: Dialect = "python") -> str:
+        """The phrase with the knob spelled in ``dialect``."""
+        return self.phrase.format(knob=_spell(self.knob, self.value, dialect))
+
+
+def _spell(name: str, value: object, dialect: Dialect) -> str:
+    knob = KNOBS[name]
+    template = knob.python if dialect == "python" else knob.cli
+    bare = knob.python_bare if dialect == "python" else knob.cli_bare
+    if value is None and bare is not None:
+        template = bare
+    spelled = template.format(value=value) if template is not None else None
+    env = f"${knob.env}" if knob.env else None
+    if dialect == "cli":
+        options = [part for part in (spelled, env and f"the environment variable {env}") if part]
+        return " or ".join(options) or name
+    return spelled or name
 
 __all__ = [
+    "Hint",
     "ParcelSearchError",
     "ConfigurationError",
     "InputError",
@@ -60,6 +134,22 @@ class ParcelSearchError(Exception):
 
     result: object = None
 
+    def __init__(self, message: str = "", *, hints: Sequence[Hint] = ()) -> None:
+        super().__init__(message)
+        self.message = message
+        self.hints = tuple(hints)
+
+    def render(self, dialect: Dialect = "python") -> str:
+        """The message and its hints, each hint a sentence, spelled for ``dialect``."""
+        sentences = [self.message.rstrip()] if self.message else []
+        for hint in self.hints:
+            text = hint.render(dialect)
+            sentences.append(text[:1].upper() + text[1:] + ".")
+        return " ".join(sentences)
+
+    def __str__(self) -> str:
+        return self.render("python")
+
 
 class ConfigurationError(ParcelSearchError):
     """A setting is missing or unusable; the message says how to set it."""
@@ -78,8 +168,11 @@ class InputError(ParcelSearchError, ValueError):
         The column at fault (usually ``"geometry"``).
     """
 
-    def __init__(self, message: str, *, row: object = None, field: str | None = None) -> None:
-        super().__init__(message)
+    def __init__(
+        self, message: str, *, row: object = None, field: str | None = None,
+        hints: Sequence[Hint] = (),
+    ) -> None:
+        super().__init__(message, hints=hints)
         self.row = row
         self.field = field
 
@@ -91,8 +184,10 @@ class BudgetError(ParcelSearchError):
 class QuotaWouldExceedError(BudgetError):
     """Refused before spending anything: the plan needs more calls than allowed."""
 
-    def __init__(self, message: str, *, needed: int, allowed: int) -> None:
-        super().__init__(message)
+    def __init__(
+        self, message: str, *, needed: int, allowed: int, hints: Sequence[Hint] = ()
+    ) -> None:
+        super().__init__(message, hints=hints)
         self.needed = needed
         self.allowed = allowed
 
@@ -100,8 +195,11 @@ class QuotaWouldExceedError(BudgetError):
 class BudgetExhaustedError(BudgetError):
     """A run stopped at its budget; everything fetched so far is cached."""
 
-    def __init__(self, message: str, *, spent: int, budget: int, result: object = None) -> None:
-        super().__init__(message)
+    def __init__(
+        self, message: str, *, spent: int, budget: int, result: object = None,
+        hints: Sequence[Hint] = (),
+    ) -> None:
+        super().__init__(message, hints=hints)
         self.spent = spent
         self.budget = budget
         self.result = result
@@ -114,8 +212,10 @@ class CacheError(ParcelSearchError):
 class _RequestError(ParcelSearchError):
     """An error about one request; carries its redacted URL."""
 
-    def __init__(self, message: str, *, url: str | None = None) -> None:
-        super().__init__(message)
+    def __init__(
+        self, message: str, *, url: str | None = None, hints: Sequence[Hint] = ()
+    ) -> None:
+        super().__init__(message, hints=hints)
         self.url = url
 
 
@@ -146,8 +246,9 @@ class ServiceError(_RequestError):
         messages: Sequence[str] = (),
         url: str | None = None,
         retry_after: float | None = None,
+        hints: Sequence[Hint] = (),
     ) -> None:
-        super().__init__(message, url=url)
+        super().__init__(message, url=url, hints=hints)
         self.status = status
         self.messages = list(messages)
         self.retry_after = retry_after
