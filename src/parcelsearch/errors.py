@@ -9,6 +9,7 @@ so ``except parcelsearch.ParcelSearchError`` catches them all::
     ├── BudgetError               a run that would spend more than allowed
     │   ├── QuotaWouldExceedError   refused before spending: plan > known remaining quota
     │   └── BudgetExhaustedError    stopped at ``budget=N``; everything fetched is kept
+    ├── SearchInterrupted         Ctrl-C / SIGTERM / kernel interrupt (also a KeyboardInterrupt)
     ├── CacheError                an unreadable or corrupt cache file (named)
     ├── TransportError            no usable HTTP response after retries (timeouts, resets)
     ├── MalformedResponseError    a response whose body or counts do not add up
@@ -89,17 +90,15 @@ class Hint:
 
 
 def _spell(name: str, value: object, dialect: Dialect) -> str:
+    """The knob as the user writes it in ``dialect``, with its environment variable if any."""
     knob = KNOBS[name]
     template = knob.python if dialect == "python" else knob.cli
     bare = knob.python_bare if dialect == "python" else knob.cli_bare
     if value is None and bare is not None:
         template = bare
     spelled = template.format(value=value) if template is not None else None
-    env = f"${knob.env}" if knob.env else None
-    if dialect == "cli":
-        options = [part for part in (spelled, env and f"the environment variable {env}") if part]
-        return " or ".join(options) or name
-    return spelled or name
+    env = f"the environment variable {knob.env}" if knob.env else None
+    return " or ".join(part for part in (spelled, env) if part) or name
 
 __all__ = [
     "Hint",
@@ -109,6 +108,7 @@ __all__ = [
     "BudgetError",
     "QuotaWouldExceedError",
     "BudgetExhaustedError",
+    "SearchInterrupted",
     "CacheError",
     "TransportError",
     "MalformedResponseError",
@@ -202,6 +202,23 @@ class BudgetExhaustedError(BudgetError):
         super().__init__(message, hints=hints)
         self.spent = spent
         self.budget = budget
+        self.result = result
+
+
+class SearchInterrupted(ParcelSearchError, KeyboardInterrupt):
+    """A search stopped by an interrupt; everything fetched is cached and on ``.result``.
+
+    It is also a :class:`KeyboardInterrupt`, so code that stops on Ctrl-C still stops.
+
+    Attributes
+    ----------
+    signum
+        The signal that stopped the run (``signal.SIGINT`` or ``signal.SIGTERM``).
+    """
+
+    def __init__(self, message: str, *, signum: int, result: object = None) -> None:
+        super().__init__(message)
+        self.signum = signum
         self.result = result
 
 
