@@ -297,8 +297,8 @@ class Transport:
                 f"response body cut short or undecodable ({describe}): {_reason(exc)}",
                 url=_strip_query(url)), cause=ProtocolError(str(exc)))
         except requests.exceptions.RequestException as exc:
-            return Transient(type(_innermost(exc)).__name__, _no_response(exc, url, describe),
-                             cause=_urllib3_error(exc))
+            cause = _urllib3_error(exc)
+            return Transient(type(cause).__name__, _no_response(exc, url, describe), cause=cause)
         self._count("requests")
         try:
             return judge(response)

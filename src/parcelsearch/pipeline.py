@@ -576,6 +576,8 @@ class _Search:
         self.states = [_PieceState(piece) for piece in plan.pieces]
         self.skipped = skipped_frame(plan.areas.iloc[:0])
         self.areas_wanted: set[Hashable] | None = None  # None: every area
+        #: Under ``allow_partial``: what limited the run, and the calls the whole run needed.
+        self.limited: tuple[str, int] | None = None
 
     def run(self, active_markets_only: bool, market_column: str) -> SearchResult:
         bar = tqdm(total=len(self.states), desc="search", unit="page", disable=not self.progress)
@@ -613,7 +615,25 @@ class _Search:
                         budget=failure.budget)
                 failure.result = self._result()
             raise failure
-        return self._result()
+        result = self._result()
+        if self.limited is not None and not result.complete:
+            raise self._partial_stop(result)
+        return result
+
+    def _partial_stop(self, result: SearchResult) -> BudgetExhaustedError:
+        """The error of an ``allow_partial`` run that finished only the areas that fit."""
+        what, needed = self.limited or ("budget", 0)
+        run = self.run_state
+        left = sum(len(s.missing()) for s in self.states)
+        done, total = len(result.areas_complete or []), len(self.plan.areas)
+        limit = f"budget of {run.budget} calls" if what == "budget" else "the known quota"
+        error = BudgetExhaustedError(
+            f"{limit} reached: {done} of {total} areas are complete (the cheapest first), "
+            f"{run.calls} calls spent; at least {left} more calls finish the rest. Everything "
+            "fetched is cached: running the same search again resumes without re-spending.",
+            spent=run.calls, budget=run.budget if run.budget is not None else needed)
+        error.result = result
+        return error
 
     def _phases(self, fetcher: _Fetcher, bar: Any) -> None:
         run = self.run_state
@@ -625,6 +645,7 @@ class _Search:
             if not self.allow_partial:
                 raise self._with_result(_refusal(run, self.plan, len(todo), allowed, what,
                                                  spent_first=False))
+            self.limited = (what, len(todo))
             todo = self._choose(todo, allowed, lambda s: 1)
         fetcher.fetch((state, 1) for state in todo)
         if fetcher.failure is not None or run.stop.is_set():
@@ -640,6 +661,7 @@ class _Search:
             if not self.allow_partial:
                 raise self._with_result(_refusal(run, self.plan, len(jobs), allowed, what,
                                                  spent_first=True))
+            self.limited = (what, len(jobs))
             chosen = self._choose_jobs(jobs, allowed)
             jobs = [job for job in jobs if job[0].piece.area_id in chosen]
         fetcher.fetch(jobs)
