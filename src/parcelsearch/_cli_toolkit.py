@@ -66,7 +66,7 @@ def cmd_plan(args: argparse.Namespace) -> int:
 
 
 def cmd_search(args: argparse.Namespace) -> int:
-    from parcelsearch.errors import BudgetExhaustedError
+    from parcelsearch.errors import ParcelSearchError
     from parcelsearch.pipeline import search
 
     cache = _cache(args)
@@ -84,10 +84,12 @@ def cmd_search(args: argparse.Namespace) -> int:
             market_column=args.market_column,
             progress=not args.quiet,
         )
-    except BudgetExhaustedError as exc:
+    except ParcelSearchError as exc:
         partial = exc.result
-        if partial is not None:
+        if partial is not None:  # a stopped run: write what it found, then say why
             _print_table(partial.summary())  # type: ignore[attr-defined]
+            path = partial.to_parquet(args.out)  # type: ignore[attr-defined]
+            print(f"\npartial result (complete: false) written to {path}", file=sys.stderr)
         raise
     _print_table(result.summary())
     path = result.to_parquet(args.out)

@@ -219,10 +219,11 @@ class _Fetcher:
         self.bar = bar
         self.pool = ThreadPoolExecutor(max_workers=workers, thread_name_prefix="parcelsearch")
         self.failure: BaseException | None = None
+        self.pending: dict[Future[tuple[Page, int]], tuple[_PieceState, int]] = {}
 
     def fetch(self, jobs: Iterable[tuple[_PieceState, int]]) -> None:
         """Fetch every (piece, page) job; pieces whose answer changed are fetched again."""
-        pending: dict[Future[tuple[Page, int]], tuple[_PieceState, int]] = {}
+        pending = self.pending
         for state, page in jobs:
             pending[self.pool.submit(self.run.fetch, state, page)] = (state, page)
         while pending:
@@ -232,10 +233,21 @@ class _Fetcher:
                 for again in self._settle(future, state, page):
                     pending[self.pool.submit(self.run.fetch, state, again)] = (state, again)
             if self.failure is not None or self.run.stop.is_set():
-                for future in pending:
-                    future.cancel()
-                self._drain(pending)
+                self.abort()
                 return
+
+    def abort(self) -> None:
+        """Stop: nothing starts after this; requests on the wire are kept or abandoned.
+
+        Waits at most the client's timeout (plus a second) for requests already sent; an
+        interrupt while waiting is not caught (a second Ctrl-C exits at once).
+        """
+        self.run.stop.set()
+        for future in self.pending:
+            future.cancel()
+        self.pool.shutdown(wait=False, cancel_futures=True)
+        self._drain(self.pending)
+        self.pending = {}
 
     def _settle(self, future: Future[tuple[Page, int]], state: _PieceState,
                 page_no: int) -> list[int]:
@@ -257,7 +269,7 @@ class _Fetcher:
         if state.rows is None:
             return []  # a page of the answer this piece was fetched again to replace
         if (page.rows, page.pages) != (state.rows, state.pages):
-            return self._refetch(state, page)
+            return [] if self.run.stop.is_set() else self._refetch(state, page)
         self._keep(state, page_no, page)
         return []
 
@@ -590,8 +602,7 @@ class _Search:
                 bar.total = len(self.states)
             self._phases(fetcher, bar)
         except KeyboardInterrupt as interrupt:
-            self.run_state.stop.set()
-            fetcher.close()
+            fetcher.abort()
             bar.close()
             signum = int(getattr(interrupt, "signum", signal.SIGINT))
             raise SearchInterrupted(
