@@ -7,7 +7,7 @@ import pytest
 import shapely
 
 import parcelsearch
-from parcelsearch.errors import BudgetExhaustedError, QuotaExhaustedError, QuotaWouldExceedError
+from parcelsearch.errors import QuotaExhaustedError, QuotaWouldExceedError
 from parcelsearch.service.server import RunningService
 
 
