@@ -180,8 +180,14 @@ class _Run:
                 self.cached_pages += 1
             return hit, 0
         spend = _PageSpend(self)
-        fresh = self.client.search_page(state.piece.polygon_json, page, path=self.path,
-                                        spend=spend, cancel=self.stop)
+        try:
+            fresh = self.client.search_page(state.piece.polygon_json, page, path=self.path,
+                                            spend=spend, cancel=self.stop)
+        except (_Stopped, Cancelled):
+            raise
+        except BaseException:
+            self.stop.set()  # at once, in this thread: no other worker starts a request now
+            raise
         if self.cache is not None:
             self.cache.put(fresh)
         return fresh, max(1, spend.calls)
