@@ -11,7 +11,13 @@ from collections.abc import Iterator, Sequence
 from contextlib import contextmanager
 
 from parcelsearch import __version__
-from parcelsearch.errors import BudgetError, ParcelSearchError, SearchInterrupted
+from parcelsearch.errors import (
+    BudgetError,
+    ConfigurationError,
+    InputError,
+    ParcelSearchError,
+    SearchInterrupted,
+)
 
 
 def build_parser() -> argparse.ArgumentParser:
@@ -42,6 +48,9 @@ def main(argv: Sequence[str] | None = None) -> int:
         except BudgetError as exc:
             print(f"parcelsearch: stopped: {exc.render('cli')}", file=sys.stderr)
             return 3
+        except (ConfigurationError, InputError) as exc:  # what the user gave: a usage error
+            print(f"parcelsearch: error: {exc.render('cli')}", file=sys.stderr)
+            return 2
         except ParcelSearchError as exc:
             print(f"parcelsearch: error: {exc.render('cli')}", file=sys.stderr)
             return 1

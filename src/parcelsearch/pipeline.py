@@ -603,8 +603,8 @@ class _Search:
         try:
             if active_markets_only:
                 self.plan, self.skipped = _skip_inactive(self.plan, self.run_state, market_column)
-                kept = {p.piece_id for p in self.plan.pieces}
-                self.states = [s for s in self.states if s.piece.piece_id in kept]
+                kept = set(self.plan.areas.index)
+                self.states = [s for s in self.states if s.piece.area_id in kept]
                 bar.total = len(self.states)
             self._phases(fetcher, bar)
         except KeyboardInterrupt as interrupt:

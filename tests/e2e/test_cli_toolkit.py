@@ -56,7 +56,7 @@ def test_search_writes_ids_and_rerun_costs_nothing(env, areas_file, tmp_path, ca
 def test_search_budget_error_says_how_to_resume(env, areas_file, tmp_path, capsys) -> None:
     args = ["search", str(areas_file), "--id-column", "area_id", "--out",
             str(tmp_path / "ids.parquet"), "--quiet", "--budget", "2"]
-    assert main(args) == 2
+    assert main(args) == 3  # stopped by the budget (before spending anything)
     err = capsys.readouterr().err
     assert "nothing was spent" in err and env not in err
 
