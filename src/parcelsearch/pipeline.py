@@ -19,21 +19,15 @@ on the raised error's ``.result``.
 
 from __future__ import annotations
 
-import logging
 import signal
-import threading
-import uuid
 from collections.abc import Hashable, Iterable
-from concurrent.futures import FIRST_COMPLETED, Future, ThreadPoolExecutor, wait
-from dataclasses import dataclass, field
 from typing import Any
 
 import geopandas as gpd
 import pandas as pd
 from tqdm.auto import tqdm
 
-from parcelsearch import _wire, planning
-from parcelsearch._http import Cancelled
+from parcelsearch import planning
 from parcelsearch._shared import next_month_start
 from parcelsearch.cache import ResponseCache
 from parcelsearch.client import Client
@@ -46,283 +40,18 @@ from parcelsearch.errors import (
     QuotaWouldExceedError,
     SearchInterrupted,
 )
+from parcelsearch.fetching import Fetcher, PieceState, Run, budget_reached
 from parcelsearch.ledger import Ledger, Quota
 from parcelsearch.market_list import check_markets, markets
-from parcelsearch.page import Page
-from parcelsearch.planning import Piece, Plan, suggest_tolerance
+from parcelsearch.planning import Plan, suggest_tolerance
 from parcelsearch.result import SearchResult, skipped_frame
 
 __all__ = ["search", "DEFAULT_WORKERS"]
 
-log = logging.getLogger(__name__)
 
 #: Threads sending requests; the client's shared pacer paces them all.
 DEFAULT_WORKERS = 8
-#: How often one piece may be fetched again because its pages came from different answers.
-MAX_REFETCHES = 2
-#: Seconds the main thread waits between looks at the stop event and finished requests.
-_TICK = 0.1
-
-
-class _Stopped(Exception):  # noqa: N818 - a signal, not an error
-    """Raised before an attempt once the run is stopping."""
-
-
-@dataclass
-class _PieceState:
-    """What one piece has produced so far."""
-
-    piece: Piece
-    rows: int | None = None
-    pages: int | None = None
-    data: dict[int, tuple[str, ...]] = field(default_factory=dict)
-    calls: int = 0
-    cached_pages: int = 0
-    refetches: int = 0
-    fresh: bool = False  # set when the cache must not be used for this piece any more
-
-    @property
-    def done(self) -> bool:
-        return self.pages is not None and len(self.data) >= max(1, self.pages)
-
-    def missing(self) -> list[int]:
-        """Pages still to fetch (page 1 first)."""
-        if self.pages is None:
-            return [1]
-        return [k for k in range(1, max(1, self.pages) + 1) if k not in self.data]
-
-    def reset(self) -> None:
-        self.rows = self.pages = None
-        self.data.clear()
-        self.fresh = True
-        self.refetches += 1
-
-
-class _Run:
-    """One search run: what the worker threads share, and how each call is spent."""
-
-    def __init__(
-        self,
-        client: Client,
-        cache: ResponseCache | None,
-        ledger: Ledger | None,
-        *,
-        budget: int | None,
-        quota: Quota | None,
-        max_age: float | None,
-        refresh: bool,
-        path: str,
-    ) -> None:
-        self.client = client
-        self.cache = cache
-        self.ledger = ledger
-        self.budget = budget
-        self.quota = quota
-        self.max_age = max_age
-        self.refresh = refresh
-        self.path = path
-        self.run_id = uuid.uuid4().hex
-        self.lock = threading.Lock()
-        self.calls = 0
-        self.cached_pages = 0
-        self.refetched_pieces = 0
-        #: Set when the run must stop: no attempt is started after it.
-        self.stop = threading.Event()
-
-    # -- spending (the client calls these around every attempt) -----------------------
-
-    def reserve(self) -> None:
-        """Before every attempt: refuse once stopping, else reserve one call."""
-        if self.stop.is_set():
-            raise _Stopped()
-        if self.ledger is not None:
-            self.ledger.reserve(self.client.fingerprint, run_id=self.run_id, budget=self.budget,
-                                quota=self.quota)
-        with self.lock:  # check and count in one critical section: threads race for the last call
-            if self.ledger is None and self.budget is not None and self.calls >= self.budget:
-                raise BudgetExhaustedError(_budget_reached(self.budget), spent=self.calls,
-                                           budget=self.budget)
-            self.calls += 1
-
-    def refund(self) -> None:
-        """Take back a reservation the service did not count (never sent, or refused)."""
-        if self.ledger is not None:
-            self.ledger.release(self.client.fingerprint, run_id=self.run_id)
-        with self.lock:
-            self.calls -= 1
-
-    def allowance(self) -> tuple[int | None, str]:
-        """Calls this run may still spend, and what limits it (``None``: no limit known)."""
-        limits: list[tuple[int, str]] = []
-        if self.budget is not None:
-            limits.append((max(0, self.budget - self.calls), "budget"))
-        if self.quota is not None and self.ledger is not None:
-            left = self.ledger.remaining(self.client.fingerprint, self.quota)
-            if left is not None:
-                limits.append((left, "quota"))
-        if not limits:
-            return None, ""
-        return min(limits)
-
-    # -- one page ----------------------------------------------------------------------
-
-    def cached(self, piece: Piece, page: int) -> Page | None:
-        if self.cache is None or self.refresh:
-            return None
-        key = _wire.request_key(self.client.base_url, self.path, piece.polygon_json, page)
-        return self.cache.get(key, max_age=self.max_age)
-
-    def fetch(self, state: _PieceState, page: int) -> tuple[Page, int]:
-        """One page of one piece: from the cache, else from the network (then cached)."""
-        hit = None if state.fresh else self.cached(state.piece, page)
-        if hit is not None:
-            with self.lock:
-                self.cached_pages += 1
-            return hit, 0
-        spend = _PageSpend(self)
-        try:
-            fresh = self.client.search_page(state.piece.polygon_json, page, path=self.path,
-                                            spend=spend, cancel=self.stop)
-        except (_Stopped, Cancelled):
-            raise
-        except BaseException:
-            self.stop.set()  # at once, in this thread: no other worker starts a request now
-            raise
-        if self.cache is not None:
-            self.cache.put(fresh)
-        return fresh, max(1, spend.calls)
-
-
-class _PageSpend:
-    """The calls one page costs: each attempt reserved in the run, refunds taken back."""
-
-    def __init__(self, run: _Run) -> None:
-        self.run = run
-        self.calls = 0
-
-    def reserve(self) -> None:
-        self.run.reserve()
-        self.calls += 1
-
-    def refund(self) -> None:
-        self.run.refund()
-        self.calls -= 1
-
-
-def _budget_reached(budget: int) -> str:
-    return (f"budget of {budget} calls reached: everything fetched so far is cached, and "
-            "running the same search again resumes without spending those calls again.")
-
-
-# -- the phases ------------------------------------------------------------------------------
-
-
-class _Fetcher:
-    """Runs pages on a thread pool; the main thread keeps watch, so interrupts land at once."""
-
-    def __init__(self, run: _Run, workers: int, bar: Any) -> None:
-        self.run = run
-        self.bar = bar
-        self.pool = ThreadPoolExecutor(max_workers=workers, thread_name_prefix="parcelsearch")
-        self.failure: BaseException | None = None
-        self.pending: dict[Future[tuple[Page, int]], tuple[_PieceState, int]] = {}
-
-    def fetch(self, jobs: Iterable[tuple[_PieceState, int]]) -> None:
-        """Fetch every (piece, page) job; pieces whose answer changed are fetched again."""
-        pending = self.pending
-        for state, page in jobs:
-            pending[self.pool.submit(self.run.fetch, state, page)] = (state, page)
-        while pending:
-            done, _ = wait(pending, timeout=_TICK, return_when=FIRST_COMPLETED)
-            for future in done:
-                state, page = pending.pop(future)
-                for again in self._settle(future, state, page):
-                    pending[self.pool.submit(self.run.fetch, state, again)] = (state, again)
-            if self.failure is not None or self.run.stop.is_set():
-                self.abort()
-                return
-
-    def abort(self) -> None:
-        """Stop: nothing starts after this; requests on the wire are kept or abandoned.
-
-        Waits at most the client's timeout (plus a second) for requests already sent; an
-        interrupt while waiting is not caught (a second Ctrl-C exits at once).
-        """
-        self.run.stop.set()
-        for future in self.pending:
-            future.cancel()
-        self.pool.shutdown(wait=False, cancel_futures=True)
-        self._drain(self.pending)
-        self.pending = {}
-
-    def _settle(self, future: Future[tuple[Page, int]], state: _PieceState,
-                page_no: int) -> list[int]:
-        """Record one finished job; returns pages of this piece to fetch again, if any."""
-        try:
-            page, calls = future.result()
-        except (_Stopped, Cancelled):
-            return []  # not started, or stopped before sending: nothing was spent
-        except BaseException as exc:  # noqa: BLE001 - kept, the run stops after it
-            self.failure = self.failure or exc
-            self.run.stop.set()
-            return []
-        state.calls += calls
-        state.cached_pages += calls == 0
-        if page_no == 1 and state.rows is None:
-            state.rows, state.pages = page.rows, page.pages
-            self._keep(state, page_no, page)
-            return state.missing() if state.fresh else []  # a piece fetched again: finish it
-        if state.rows is None:
-            return []  # a page of the answer this piece was fetched again to replace
-        if (page.rows, page.pages) != (state.rows, state.pages):
-            return [] if self.run.stop.is_set() else self._refetch(state, page)
-        self._keep(state, page_no, page)
-        return []
-
-    def _keep(self, state: _PieceState, page_no: int, page: Page) -> None:
-        if page_no not in state.data:
-            state.data[page_no] = page.data
-            self.bar.update(1)
-
-    def _refetch(self, state: _PieceState, page: Page) -> list[int]:
-        """Pages of one piece came from different answers: fetch that piece again, only it."""
-        if state.refetches >= MAX_REFETCHES:
-            self.failure = self.failure or _changing(state, page)
-            self.run.stop.set()
-            return []
-        with self.run.lock:
-            self.run.refetched_pieces += 1
-        log.warning("area %r piece %s: page %s reports rows=%s, pages=%s but page 1 reported "
-                    "rows=%s, pages=%s; fetching this piece again", state.piece.area_id,
-                    state.piece.piece_id, page.page, page.rows, page.pages, state.rows,
-                    state.pages)
-        self.bar.total += max(1, page.pages)
-        self.bar.refresh()
-        state.reset()
-        return [1]
-
-    def _drain(self, pending: dict[Future[tuple[Page, int]], tuple[_PieceState, int]]) -> None:
-        """Keep what requests on the wire bring back (or abandon them after their timeout)."""
-        running = {f: job for f, job in pending.items() if not f.cancelled()}
-        finished, _ = wait(running, timeout=self.run.client.timeout + 1.0)
-        for future in finished:
-            state, page = running[future]
-            self._settle(future, state, page)
-
-    def close(self) -> None:
-        self.pool.shutdown(wait=False, cancel_futures=True)
-
-
-def _changing(state: _PieceState, page: Page) -> ParcelSearchError:
-    piece = state.piece
-    return ParcelSearchError(
-        f"area {piece.area_id!r} piece {piece.piece_id}: page {page.page} reports "
-        f"rows={page.rows}, pages={page.pages} but page 1 reported rows={state.rows}, "
-        f"pages={state.pages}, through {MAX_REFETCHES} fresh fetches of the piece: the "
-        "service's data keep changing. Everything fetched is cached; search again later.")
-
-
-def _first_pages(states: list[_PieceState], run: _Run) -> list[_PieceState]:
+def _first_pages(states: list[PieceState], run: Run) -> list[PieceState]:
     """Read cached page 1s; returns the pieces whose page 1 must be fetched."""
     todo = []
     for state in states:
@@ -337,7 +66,7 @@ def _first_pages(states: list[_PieceState], run: _Run) -> list[_PieceState]:
     return todo
 
 
-def _later_pages(states: list[_PieceState], run: _Run) -> list[tuple[_PieceState, int]]:
+def _later_pages(states: list[PieceState], run: Run) -> list[tuple[PieceState, int]]:
     """Read cached pages 2..n; returns the (piece, page) jobs that must be fetched."""
     jobs = []
     for state in states:
@@ -375,7 +104,7 @@ def _cheapest_whole_areas(costs: dict[Hashable, int], allowed: int) -> set[Hasha
 # -- messages -------------------------------------------------------------------------------
 
 
-def _limit_text(run: _Run, what: str, allowed: int) -> str:
+def _limit_text(run: Run, what: str, allowed: int) -> str:
     if what == "budget":
         return f"the budget allows {allowed} more"
     assert run.quota is not None
@@ -389,7 +118,7 @@ def _limit_text(run: _Run, what: str, allowed: int) -> str:
     return text
 
 
-def _refusal(run: _Run, plan: Plan, needed: int, allowed: int, what: str,
+def _refusal(run: Run, plan: Plan, needed: int, allowed: int, what: str,
              *, spent_first: bool) -> QuotaWouldExceedError:
     """The error of a run that cannot finish within what it is allowed."""
     if spent_first:
@@ -416,7 +145,7 @@ def _refusal(run: _Run, plan: Plan, needed: int, allowed: int, what: str,
 # -- frames ---------------------------------------------------------------------------------
 
 
-def _frames(plan: Plan, states: list[_PieceState]) -> tuple[pd.DataFrame, gpd.GeoDataFrame]:
+def _frames(plan: Plan, states: list[PieceState]) -> tuple[pd.DataFrame, gpd.GeoDataFrame]:
     """Deduplicate (area id, group_id) once, and tabulate the tiles sent."""
     id_name = plan.id_name
     areas: list[Hashable] = []
@@ -452,7 +181,7 @@ def _frames(plan: Plan, states: list[_PieceState]) -> tuple[pd.DataFrame, gpd.Ge
     return ids, tiles
 
 
-def _skip_inactive(plan: Plan, run: _Run, column: str) -> tuple[Plan, gpd.GeoDataFrame]:
+def _skip_inactive(plan: Plan, run: Run, column: str) -> tuple[Plan, gpd.GeoDataFrame]:
     """Drop areas whose market is not active before anything is spent on them (one call)."""
     active = markets(run.client, cache=run.cache.directory if run.cache is not None else False,
                      before_attempt=run.reserve)
@@ -575,7 +304,7 @@ def search(
     ledger_obj = ledger if isinstance(ledger, Ledger) else (
         None if ledger is False else Ledger.in_folder(client.cache_dir))
     chosen = plan if plan is not None else planning.plan(areas, tolerance, id_column=id_column)
-    run = _Run(client, cache_obj, ledger_obj, budget=budget, quota=quota_obj,
+    run = Run(client, cache_obj, ledger_obj, budget=budget, quota=quota_obj,
                max_age=max_age, refresh=refresh, path=chosen.path)
     return _Search(run, chosen, allow_partial=allow_partial, progress=progress,
                    workers=workers).run(active_markets_only, market_column)
@@ -584,14 +313,14 @@ def search(
 class _Search:
     """One call of :func:`search`: the phases, the stop, and what is left when it ends."""
 
-    def __init__(self, run: _Run, plan: Plan, *, allow_partial: bool, progress: bool,
+    def __init__(self, run: Run, plan: Plan, *, allow_partial: bool, progress: bool,
                  workers: int) -> None:
         self.run_state = run
         self.plan = plan
         self.allow_partial = allow_partial
         self.progress = progress
         self.workers = workers
-        self.states = [_PieceState(piece) for piece in plan.pieces]
+        self.states = [PieceState(piece) for piece in plan.pieces]
         self.skipped = skipped_frame(plan.areas.iloc[:0])
         self.areas_wanted: set[Hashable] | None = None  # None: every area
         #: Under ``allow_partial``: what limited the run, and the calls the whole run needed.
@@ -599,7 +328,7 @@ class _Search:
 
     def run(self, active_markets_only: bool, market_column: str) -> SearchResult:
         bar = tqdm(total=len(self.states), desc="search", unit="page", disable=not self.progress)
-        fetcher = _Fetcher(self.run_state, self.workers, bar)
+        fetcher = Fetcher(self.run_state, self.workers, bar)
         try:
             if active_markets_only:
                 self.plan, self.skipped = _skip_inactive(self.plan, self.run_state, market_column)
@@ -628,7 +357,7 @@ class _Search:
             if isinstance(failure, ParcelSearchError):
                 if isinstance(failure, BudgetExhaustedError):
                     failure = BudgetExhaustedError(
-                        _budget_reached(failure.budget), spent=self.run_state.calls,
+                        budget_reached(failure.budget), spent=self.run_state.calls,
                         budget=failure.budget)
                 failure.result = self._result()
             raise failure
@@ -652,7 +381,7 @@ class _Search:
         error.result = result
         return error
 
-    def _phases(self, fetcher: _Fetcher, bar: Any) -> None:
+    def _phases(self, fetcher: Fetcher, bar: Any) -> None:
         run = self.run_state
         # Phase 1: page 1 of every piece not cached — priced before anything is spent.
         todo = _first_pages(self.states, run)
@@ -690,12 +419,12 @@ class _Search:
                 break
             fetcher.fetch(again)
 
-    def _wanted(self, states: list[_PieceState]) -> list[_PieceState]:
+    def _wanted(self, states: list[PieceState]) -> list[PieceState]:
         if self.areas_wanted is None:
             return states
         return [s for s in states if s.piece.area_id in self.areas_wanted]
 
-    def _choose(self, todo: list[_PieceState], allowed: int, cost: Any) -> list[_PieceState]:
+    def _choose(self, todo: list[PieceState], allowed: int, cost: Any) -> list[PieceState]:
         """Phase 1 under ``allow_partial``: the page 1s of the areas with fewest pieces."""
         per_area = _by_area(todo, lambda s: s.piece.area_id)
         costs = {area: sum(cost(s) for s in items) for area, items in per_area.items()}
@@ -703,7 +432,7 @@ class _Search:
         self.areas_wanted = _cheapest_whole_areas(costs, allowed) | done_areas
         return [s for s in todo if s.piece.area_id in self.areas_wanted]
 
-    def _choose_jobs(self, jobs: list[tuple[_PieceState, int]], allowed: int) -> set[Hashable]:
+    def _choose_jobs(self, jobs: list[tuple[PieceState, int]], allowed: int) -> set[Hashable]:
         """Phase 2 under ``allow_partial``: finish the cheapest whole areas that fit."""
         per_area = _by_area(jobs, lambda job: job[0].piece.area_id)
         costs = {area: len(items) for area, items in per_area.items()}
