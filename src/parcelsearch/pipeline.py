@@ -9,7 +9,8 @@ A run spends in two phases, so the price is known before it is paid:
    and says the exact calls needed — or, with ``allow_partial``, spends what is allowed on
    finishing whole areas, the cheapest first.
 
-Every request goes cache → ledger → pacer → HTTP → checks → cache (:meth:`_Run.fetch`).
+Every request goes cache → ledger → pacer → HTTP → checks → cache
+(:meth:`parcelsearch.fetching.Run.fetch`).
 One stop event ends a run, whatever the cause — a failure, an interrupt (Ctrl-C, SIGTERM,
 Jupyter's "interrupt kernel"): no attempt starts after it, queued work is cancelled,
 back-off sleeps wake at once, requests on the wire finish (and are kept) or are abandoned.
