@@ -44,6 +44,7 @@ from parcelsearch.errors import (
     AuthenticationError,
     BadPolygonError,
     ConfigurationError,
+    Hint,
     MalformedResponseError,
     QuotaExhaustedError,
     RateLimitError,
@@ -440,9 +441,10 @@ class Client:
             return final.status, final.headers, final.body
         except requests.exceptions.SSLError as exc:
             raise TransportError(
-                f"TLS verification of {self.base_url} failed ({where}): {_reason(exc)}. "
-                f"If it is a local service, pass ca_bundle= or set {settings.ENV_CA_BUNDLE}.",
+                f"TLS verification of {self.base_url} failed ({where}): {_reason(exc)}",
                 url=url,
+                hints=[Hint("ca_bundle", phrase="if it is a local service, trust its CA with "
+                                                "{knob}")],
             ) from None
         except requests.exceptions.ChunkedEncodingError as exc:
             raise MalformedResponseError(
@@ -487,13 +489,12 @@ def _resolve_key(api_key: str | None) -> str:
     key = key.strip()
     if not key:
         raise ConfigurationError(
-            "no API key: pass Client(api_key=...) or set the environment variable "
-            f"{settings.ENV_API_KEY} (e.g. `export {settings.ENV_API_KEY}=<your key>`)"
+            "no API key", hints=[Hint("api_key", phrase="give it with {knob}")]
         )
     if any(ch.isspace() or not ch.isprintable() or ord(ch) > 126 for ch in key):
         raise ConfigurationError(
-            "the API key holds whitespace or non-ASCII characters; check the value of "
-            f"api_key= / {settings.ENV_API_KEY}"
+            "the API key holds whitespace or non-ASCII characters",
+            hints=[Hint("api_key", phrase="check the value given with {knob}")],
         )
     return key
 
@@ -503,8 +504,7 @@ def _resolve_base_url(base_url: str | None) -> str:
     url = url.strip()
     if not url:
         raise ConfigurationError(
-            "no base URL: pass Client(base_url='https://...') or set the environment variable "
-            f"{settings.ENV_BASE_URL} (e.g. `export {settings.ENV_BASE_URL}=https://...`)"
+            "no base URL", hints=[Hint("base_url", phrase="give it with {knob}")]
         )
     parts = urlsplit(url)
     if parts.scheme.lower() == "http":
@@ -532,8 +532,8 @@ def _resolve_ca_bundle(ca_bundle: str | os.PathLike[str] | None) -> str | None:
     path = Path(value).expanduser()
     if not path.is_file():
         raise ConfigurationError(
-            f"CA bundle {str(path)!r} is not a file: pass ca_bundle= or set "
-            f"{settings.ENV_CA_BUNDLE} to a PEM file (a local service writes ca.pem)"
+            f"CA bundle {str(path)!r} is not a file (a local service writes ca.pem)",
+            hints=[Hint("ca_bundle", phrase="give a PEM file with {knob}")],
         )
     return str(path)
 
@@ -595,14 +595,15 @@ def _service_error(
     else:
         cls = _ERRORS.get(status, ServiceError)
     text = "; ".join(messages) if messages else f"no error envelope: {body[:120]!r}"
+    hints = [Hint("api_key", phrase="check the key given with {knob}")] if (
+        cls is AuthenticationError) else []
     hint = {
-        AuthenticationError: f" — check the key (api_key= / {settings.ENV_API_KEY})",
         QuotaExhaustedError: " — the key has no calls left; wait for the quota to reset",
         RateLimitError: " — still rate-limited after the retries",
         ServiceFailureError: " — the service kept failing through the retries",
     }.get(cls, "")
     return cls(f"HTTP {status}: {text} ({where}){hint}", status=status, messages=messages,
-               url=url, retry_after=retry_after)
+               url=url, retry_after=retry_after, hints=hints)
 
 
 def _retry_after(headers: Mapping[str, str]) -> float | None:

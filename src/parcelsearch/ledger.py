@@ -31,7 +31,12 @@ from typing import Literal
 
 from parcelsearch import settings
 from parcelsearch._shared import month_of
-from parcelsearch.errors import BudgetExhaustedError, ConfigurationError, QuotaWouldExceedError
+from parcelsearch.errors import (
+    BudgetExhaustedError,
+    ConfigurationError,
+    Hint,
+    QuotaWouldExceedError,
+)
 
 __all__ = ["Ledger", "Quota", "Usage", "resume_message"]
 
@@ -129,11 +134,9 @@ class Quota:
 
 
 def resume_message(budget: int) -> str:
-    """What to do when a run stops at its budget."""
+    """What happened when a run stops at its budget (the error's hint says how to resume)."""
     return (
-        f"budget of {budget} calls reached: everything fetched so far is cached. "
-        "Run the same search again later (or with a larger budget=) to resume: "
-        "cached pages are not spent again."
+        f"budget of {budget} calls reached: everything fetched so far is cached."
     )
 
 
@@ -228,9 +231,10 @@ class Ledger:
                 f"this search needs at least {needed_calls} calls but key sha256:{fingerprint} "
                 f"has {left} left of its quota ({quota.describe()}; {quota.used(usage)} used"
                 f"{' this month' if quota.period == 'month' else ''}). Nothing was spent: "
-                "narrow the areas, raise tolerance=, or wait for the quota to reset.",
+                "narrow the areas or wait for the quota to reset.",
                 needed=needed_calls,
                 allowed=left,
+                hints=[Hint("tolerance", phrase="or raise {knob}")],
             )
 
     def reserve(

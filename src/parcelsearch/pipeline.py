@@ -23,6 +23,7 @@ from parcelsearch.cache import ResponseCache
 from parcelsearch.client import Cancelled, Client
 from parcelsearch.errors import (
     BudgetExhaustedError,
+    Hint,
     MalformedResponseError,
     ParcelSearchError,
     QuotaWouldExceedError,
@@ -177,21 +178,23 @@ def _refuse_if_over(run: _Run, plan: Plan, needed: int, *, allow_partial: bool) 
     for what, allowed in limits:
         if needed <= allowed:
             continue
-        hint = ""
+        hints: list[Hint] = []
         suggested = (
             suggest_tolerance(plan.areas, allowed, max_request_bytes=plan.max_request_bytes,
                               path=plan.path)
             if allowed > 0 else None
         )
         if suggested is not None and suggested > plan.tolerance:
-            hint = f" Try tolerance={suggested:g} (metres), whose plan fits."
+            hints = [Hint("tolerance", f"{suggested:g}", "try {knob} (metres), whose plan fits")]
         elif what == "budget":
-            hint = " Raise budget=, or pass allow_partial=True to spend it and resume later."
+            hints = [Hint("budget", needed, "raise {knob}"),
+                     Hint("allow_partial", phrase="or pass {knob} to spend it and resume later")]
         raise QuotaWouldExceedError(
             f"this search needs at least {needed} calls but the {what} allows {allowed}; "
-            f"nothing was spent.{hint}",
+            "nothing was spent.",
             needed=needed,
             allowed=allowed,
+            hints=hints,
         )
 
 
