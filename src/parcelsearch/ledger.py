@@ -101,9 +101,9 @@ class Quota:
         """
         if isinstance(value, Quota):
             return value
-        source = "quota="
+        source = ""
         if value is None:
-            value, source = os.environ.get(settings.ENV_QUOTA, ""), settings.ENV_QUOTA
+            value, source = os.environ.get(settings.ENV_QUOTA, ""), f" (from {settings.ENV_QUOTA})"
         text = value.strip().lower()
         if text in ("", "none"):
             return None
@@ -113,8 +113,9 @@ class Quota:
         match = _QUOTA.fullmatch(text)
         if match is None:
             raise ConfigurationError(
-                f"{source} {value!r} is not a quota: use 'demo', 'production', "
-                "'<N>/month' or '<N>/lifetime' (e.g. '500/month')"
+                f"{value!r}{source} is not a quota: use 'demo', 'production', "
+                "'<N>/month' or '<N>/lifetime'",
+                hints=[Hint("quota", "500/month", "for example {knob}")],
             )
         return cls(int(match[1]), match[2])  # type: ignore[arg-type]
 
