@@ -18,6 +18,7 @@ import geopandas as gpd
 import pytest
 
 import parcelsearch
+from parcelsearch import commands
 from parcelsearch.cli import EXIT_CODES, build_parser, main
 from parcelsearch.commands import plural
 
@@ -263,3 +264,15 @@ def test_help_does_not_import_the_heavy_parts() -> None:
                           timeout=60)
     assert done.returncode == 0, done.stderr
     assert "HEAVY []" in done.stdout
+
+
+def test_an_unexpected_error_is_one_line_not_a_traceback(files, capsys, monkeypatch) -> None:
+    """A bug (any exception that is not a ParcelSearchError) still exits 1 with one line."""
+    def broken(args):
+        raise ValueError("Unknown column geometry")
+
+    monkeypatch.setattr(commands, "run_plan", broken)
+    code, out, err = run(["plan", str(files / "areas.gpkg")], capsys)
+    assert code == 1
+    assert err.startswith("parcelsearch: error: unexpected ValueError: Unknown column geometry")
+    assert "PARCELSEARCH_DEBUG=1" in err and "Traceback" not in err

@@ -16,6 +16,7 @@ from __future__ import annotations
 import argparse
 import importlib
 import math
+import os
 import signal
 import sys
 from collections.abc import Callable, Sequence
@@ -384,9 +385,15 @@ def main(argv: Sequence[str] | None = None) -> int:
     except BudgetError as exc:
         return _fail(exc.render("cli"), 3)
     except ParcelSearchError as exc:
-        return _fail(exc.render("cli"), 1)
+        # serve/keys: their errors are bad option values (unknown key name, parcels file …).
+        return _fail(exc.render("cli"), 1 if ours else 2)
     except OSError as exc:  # a file that cannot be written, a full disk …
         return _fail(f"{exc.strerror or exc}: {exc.filename or ''}".rstrip(": "), 1)
+    except Exception as exc:  # noqa: BLE001 - a bug: one line, not a traceback
+        if os.environ.get("PARCELSEARCH_DEBUG") == "1":
+            raise
+        return _fail(f"unexpected {type(exc).__name__}: {exc} (a bug in parcelsearch: please "
+                     "report it; set PARCELSEARCH_DEBUG=1 to see where it happened)", 1)
     finally:
         if ours:
             signal.signal(signal.SIGTERM, previous)
