@@ -7,8 +7,9 @@ reference service's), each imported only when one of its commands runs.
 
 Exit codes: 0 complete; 1 failure; 2 usage (the command line is wrong: unknown option, bad
 option value, unknown output extension), nothing spent; 3 stopped by the budget or the key's
-quota (a partial ``--out`` is written); 130 / 143 interrupted by SIGINT / SIGTERM (a partial
-``--out`` is written when the search got far enough to assemble one).
+quota (refused before spending, or stopped mid-run with a partial ``--out`` written); 130 / 143
+interrupted by SIGINT / SIGTERM (a partial ``--out`` is written when the search got far enough
+to assemble one).
 """
 
 from __future__ import annotations
@@ -38,7 +39,8 @@ EXIT_CODES = {
     0: "complete",
     1: "failed (the message says why)",
     2: "usage: the command line is wrong (bad option or value); nothing was spent",
-    3: "stopped by --budget or the key's quota; a partial --out is written",
+    3: "stopped by --budget or the key's quota: refused before spending, or stopped "
+       "mid-run with a partial --out written",
     130: "interrupted (Ctrl-C); a partial --out is written when there is one",
     143: "terminated (SIGTERM); a partial --out is written when there is one",
 }

@@ -16,6 +16,7 @@ import geopandas as gpd
 import pandas as pd
 import pyarrow.parquet as pq
 import pytest
+import trustme
 
 import parcelsearch
 from parcelsearch.cli import main
@@ -41,7 +42,9 @@ def areas_file(tmp_path: Path) -> Path:
 
 @pytest.fixture
 def key(make_key):
-    return make_key("production", quota=1_000)
+    # 50 calls/s: above the client's 10/s, so no request is refused by spike arrest and
+    # retried, and the service's log counts exactly the calls the client made.
+    return make_key("production", quota=1_000, per_second=50)
 
 
 @pytest.fixture
@@ -135,9 +138,10 @@ def test_quota_too_small_exits_3_before_spending(env, service, make_key, areas_f
     small = make_key("demo")
     monkeypatch.setenv("PARCELSEARCH_API_KEY", small)
     code, _, err = run(["search", str(areas_file), "--out", str(tmp_path / "o.parquet"),
-                        "--quiet", "--quota", "5/lifetime"], capsys)
+                        "--quiet", "--quota", "6/lifetime"], capsys)
     assert code == 3
-    assert "the remaining quota allows 5; nothing was spent" in err
+    assert "the remaining quota allows 6; nothing was spent." in err
+    assert "Try --tolerance 200 (metres), whose plan fits." in err
     assert not PYTHON.search(err)
     assert served(service, small) == 0
 
@@ -150,6 +154,18 @@ def test_wrong_key_is_a_failure_in_cli_words(env, service, areas_file, tmp_path,
     assert code == 1
     assert "HTTP 401" in err and "$PARCELSEARCH_API_KEY" in err
     assert not PYTHON.search(err) and "not-a-key-at-all" not in err
+
+
+def test_an_untrusted_certificate_points_at_the_ca_flag(env, service, areas_file, tmp_path,
+                                                        capsys) -> None:
+    other_ca = tmp_path / "other-ca.pem"
+    trustme.CA().cert_pem.write_to_path(str(other_ca))
+    code, _, err = run(["markets", "--ca-bundle", str(other_ca)], capsys)
+    assert code == 1
+    assert f"TLS verification of {service.base_url} failed" in err
+    assert ("If it is a local service, trust its CA with --ca-bundle FILE or the environment "
+            "variable $PARCELSEARCH_CA_BUNDLE.") in err
+    assert not PYTHON.search(err)
 
 
 def test_empty_result_keeps_its_types(env, service, key, tmp_path, capsys) -> None:
