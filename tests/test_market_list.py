@@ -97,3 +97,15 @@ def test_unreadable_cached_list_is_a_loud_error(tmp_path: Path, content: str) ->
     path.write_text(content)
     with pytest.raises(CacheError, match=path.name):
         markets(Client("offline-key", OFFLINE), cache=tmp_path)
+
+
+def test_checking_needs_the_list_and_never_calls_by_itself(areas: gpd.GeoDataFrame) -> None:
+    with pytest.raises(TypeError):
+        check_markets(areas, "market")  # type: ignore[call-arg]
+    with pytest.raises(InputError, match="must be a list of market names"):
+        check_markets(areas, "market", None)  # type: ignore[arg-type]
+    with pytest.raises(InputError, match=r"markets=parcelsearch\.markets\(client\)") as caught:
+        areas.parcels.check_markets("market")
+    assert "parcelsearch markets" in caught.value.render("cli")
+    checked = areas.parcels.check_markets("market", markets=ACTIVE)
+    assert checked["market_active"].tolist() == [True, False, False, False, True]

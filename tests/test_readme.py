@@ -50,9 +50,10 @@ def test_every_console_command_runs(tmp_path: Path, service, ca_bundle, make_key
     env = {k: v for k, v in os.environ.items() if not k.startswith("PARCELSEARCH_")}
     env["PARCELSEARCH_CACHE_DIR"] = str(tmp_path / "cache")
     env["PARCELSEARCH_CA_BUNDLE"] = ca_bundle
-    values = {
+    values = {  # the README's placeholders → the session's service, its key and its CA
         "PARCELSEARCH_API_KEY": make_key("production", quota=1_000),
         "PARCELSEARCH_BASE_URL": service.base_url,
+        "PARCELSEARCH_CA_BUNDLE": ca_bundle,
     }
     ran = []
     for command in console_commands():

@@ -4,6 +4,12 @@ The path a study area takes, one module each::
 
     areas (validate) → planning (tiling) → pipeline (client, cache, ledger) → result → maps
 
+The package imports lazily (PEP 562): ``import parcelsearch`` loads only the error classes,
+and each public name loads its module on first use, so the ``parcelsearch`` command starts
+fast. The ``gdf.parcels`` accessor is registered on the first use of any public name
+(``parcelsearch.search``, ``parcelsearch.plan``, …), and at once when geopandas is already
+imported when parcelsearch is; ``import parcelsearch.accessor`` registers it explicitly.
+
 Examples
 --------
 >>> import parcelsearch
@@ -13,20 +19,34 @@ Examples
 
 from __future__ import annotations
 
-from parcelsearch import accessor as _accessor  # noqa: F401  (registers gdf.parcels)
-from parcelsearch.cache import ResponseCache
-from parcelsearch.client import Client
-from parcelsearch.demo import demo_areas
+import importlib
+import sys
+from typing import TYPE_CHECKING, Any
+
 from parcelsearch.errors import *  # noqa: F403
 from parcelsearch.errors import __all__ as _errors_all
-from parcelsearch.ledger import Ledger, Quota
-from parcelsearch.local import LocalService, local_service
-from parcelsearch.market_list import check_markets, markets
-from parcelsearch.pipeline import search
-from parcelsearch.planning import Piece, Plan, plan, suggest_tolerance
-from parcelsearch.result import SearchResult, zoning_price
 
 __version__ = "0.1.0"
+
+#: Public name → the module that defines it (imported on first use).
+_LAZY = {
+    "Client": "client",
+    "LocalService": "local",
+    "local_service": "local",
+    "Ledger": "ledger",
+    "Quota": "ledger",
+    "Piece": "planning",
+    "Plan": "planning",
+    "plan": "planning",
+    "suggest_tolerance": "planning",
+    "ResponseCache": "cache",
+    "SearchResult": "result",
+    "zoning_price": "result",
+    "check_markets": "market_list",
+    "markets": "market_list",
+    "search": "pipeline",
+    "demo_areas": "demo",
+}
 
 __all__ = [
     "__version__",
@@ -48,3 +68,33 @@ __all__ = [
     "zoning_price",
     *_errors_all,
 ]
+
+if TYPE_CHECKING:
+    from parcelsearch.cache import ResponseCache
+    from parcelsearch.client import Client
+    from parcelsearch.demo import demo_areas
+    from parcelsearch.ledger import Ledger, Quota
+    from parcelsearch.local import LocalService, local_service
+    from parcelsearch.market_list import check_markets, markets
+    from parcelsearch.pipeline import search
+    from parcelsearch.planning import Piece, Plan, plan, suggest_tolerance
+    from parcelsearch.result import SearchResult, zoning_price
+
+
+def __getattr__(name: str) -> Any:
+    """Load a public name's module on first use (and register ``gdf.parcels``)."""
+    module = _LAZY.get(name)
+    if module is None:
+        raise AttributeError(f"module 'parcelsearch' has no attribute {name!r}")
+    importlib.import_module("parcelsearch.accessor")
+    value = getattr(importlib.import_module(f"parcelsearch.{module}"), name)
+    globals()[name] = value
+    return value
+
+
+def __dir__() -> list[str]:
+    return sorted(set(globals()) | set(__all__))
+
+
+if "geopandas" in sys.modules:  # a notebook that imported geopandas first: gdf.parcels now
+    importlib.import_module("parcelsearch.accessor")

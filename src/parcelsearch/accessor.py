@@ -1,11 +1,20 @@
-"""``gdf.parcels``: the toolkit as a GeoDataFrame accessor (thin: it calls the functions)."""
+"""``gdf.parcels``: the toolkit as a GeoDataFrame accessor (thin: it calls the functions).
+
+Importing this module registers the accessor; ``parcelsearch`` does so on first use of any
+of its names, or at once when geopandas was imported first.
+"""
 
 from __future__ import annotations
 
+from collections.abc import Sequence
 from typing import Any
 
 import geopandas as gpd
 import pandas as pd
+
+from parcelsearch import maps, market_list, pipeline, planning
+from parcelsearch.client import Client
+from parcelsearch.errors import Hint, InputError
 
 __all__ = ["ParcelsAccessor"]
 
@@ -31,27 +40,33 @@ class ParcelsAccessor:
 
     def plan(self, tolerance: float = 0.0, **kwargs: Any) -> Any:
         """The pieces a search would send, spending nothing; see :func:`parcelsearch.plan`."""
-        from parcelsearch.planning import plan
-
-        return plan(self._areas, tolerance, **kwargs)
+        return planning.plan(self._areas, tolerance, **kwargs)
 
     def search(self, **kwargs: Any) -> Any:
         """Every GroupID inside each area; see :func:`parcelsearch.search`."""
-        from parcelsearch.pipeline import search
+        return pipeline.search(self._areas, **kwargs)
 
-        return search(self._areas, **kwargs)
+    def check_markets(self, column: str = "market", markets: Sequence[str] | None = None,
+                      client: Client | None = None) -> gpd.GeoDataFrame:
+        """A copy with ``market_active`` and ``market_suggestion`` for each area's market.
 
-    def check_markets(self, column: str = "market", markets: list[str] | None = None,
-                      client: Any = None) -> gpd.GeoDataFrame:
-        """A copy with ``market_active`` and ``market_suggestion`` for each area's market."""
-        from parcelsearch.market_list import check_markets
-        from parcelsearch.market_list import markets as fetch_markets
+        Give the active market names (``markets=``), or the ``client`` to ask for them: that
+        spends one call (then the list is reused from the cache for a day).
 
-        names = markets if markets is not None else fetch_markets(client)
-        return check_markets(self._areas, column, names)
+        Raises
+        ------
+        InputError
+            Neither ``markets`` nor ``client`` was given.
+        """
+        if markets is not None:
+            return market_list.check_markets(self._areas, column, markets)
+        if client is None:
+            raise InputError(
+                "checking markets needs the list of active markets",
+                hints=[Hint("markets", phrase="give it with {knob} (one call, cached a day)")],
+            )
+        return market_list.check_markets(self._areas, column, market_list.markets(client))
 
     def map(self, id_column: str | None = None, **kwargs: Any) -> Any:
         """An ipyleaflet map of the study areas (``id_column`` names them, else the index)."""
-        from parcelsearch.maps import areas_map
-
-        return areas_map(self._areas, id_name=id_column, **kwargs)
+        return maps.areas_map(self._areas, id_name=id_column, **kwargs)

@@ -31,7 +31,7 @@ import pandas as pd
 import shapely
 from shapely.geometry.base import BaseGeometry
 
-from parcelsearch.errors import InputError
+from parcelsearch.errors import Hint, InputError
 
 __all__ = [
     "GeometryRepairedWarning",
@@ -134,9 +134,9 @@ def _as_frame(areas: Any) -> gpd.GeoDataFrame:
     if frame.crs is None:
         kind = type(areas).__name__
         raise InputError(
-            f"the {kind} has no CRS, so its coordinates cannot be placed on Earth; "
-            f"declare it with areas.set_crs('EPSG:4326') (or the CRS the data is in)",
+            f"the {kind} has no CRS, so its coordinates cannot be placed on Earth",
             field="geometry",
+            hints=[Hint("crs", "EPSG:4326", "declare it with {knob} (or the CRS the data is in)")],
         )
     if len(frame) == 0:
         raise InputError("there are no study areas (the input has no rows)")
@@ -198,13 +198,15 @@ def _names(rows: Sequence[Hashable]) -> str:
 # -- geometry checks --------------------------------------------------------------------
 
 
-def _refuse(bad: np.ndarray, ids: list[Hashable], what: str, fix: str) -> None:
+def _refuse(bad: np.ndarray, ids: list[Hashable], what: str, fix: str | Hint) -> None:
     """Raise one InputError naming the rows flagged in ``bad``."""
     rows = [ids[i] for i in np.flatnonzero(bad)]
     if rows:
         noun = "area" if len(rows) == 1 else "areas"
+        advice, hints = (f"; {fix}", []) if isinstance(fix, str) else ("", [fix])
         raise InputError(
-            f"{noun} {_names(rows)}: geometry {what}; {fix}", row=rows[0], field="geometry"
+            f"{noun} {_names(rows)}: geometry {what}{advice}", row=rows[0], field="geometry",
+            hints=hints,
         )
 
 
@@ -266,9 +268,10 @@ def _check_range(geoms: np.ndarray, ids: list[Hashable], crs: Any) -> None:
     if bad.any():
         i = int(np.flatnonzero(bad)[0])
         lo_x, lo_y, hi_x, hi_y = bounds[i]
-        hint = (
-            "these look like projected coordinates: declare the CRS they are in with "
-            "areas.set_crs(<EPSG code>, allow_override=True)"
+        hint: str | Hint = (
+            Hint("crs_override",
+                 phrase="these look like projected coordinates: declare the CRS they are in "
+                        "with {knob}")
             if _is_lonlat(crs)
             else f"check that {crs.to_string()} is the CRS the data is really in"
         )

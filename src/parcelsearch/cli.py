@@ -1,81 +1,409 @@
-"""The ``parcelsearch`` command: serve, keys, plan, search, markets, cache, demo."""
+"""The ``parcelsearch`` command: demo, plan, search, markets, cache, serve, keys.
+
+This module only builds the parser and maps outcomes to exit codes; it imports nothing heavy,
+so ``parcelsearch --help`` is quick. The commands themselves live in
+:mod:`parcelsearch.commands` (the analyst's) and :mod:`parcelsearch.service.cli` (the
+reference service's), each imported only when one of its commands runs.
+
+Exit codes: 0 complete; 1 failure; 2 usage (the command line is wrong: unknown option, bad
+option value, unknown output extension), nothing spent; 3 stopped by the budget or the key's
+quota (refused before spending, or stopped mid-run with a partial ``--out`` written); 130 / 143
+interrupted by SIGINT / SIGTERM (a partial ``--out`` is written when the search got far enough
+to assemble one).
+"""
 
 from __future__ import annotations
 
 import argparse
+import importlib
+import math
 import os
 import signal
 import sys
-import threading
-from collections.abc import Iterator, Sequence
-from contextlib import contextmanager
+from collections.abc import Callable, Sequence
+from pathlib import Path
+from typing import Any
+from urllib.parse import urlsplit
 
-from parcelsearch import __version__
+from parcelsearch import __version__, settings
 from parcelsearch.errors import (
     BudgetError,
-    ConfigurationError,
-    InputError,
     ParcelSearchError,
     SearchInterrupted,
 )
 
+__all__ = ["main", "run", "build_parser", "EXIT_CODES"]
 
-def build_parser() -> argparse.ArgumentParser:
-    """The argument parser of every sub-command."""
+#: Exit code → what it means (shown in ``--help`` and the README).
+EXIT_CODES = {
+    0: "complete",
+    1: "failed (the message says why)",
+    2: "usage: the command line is wrong (bad option or value); nothing was spent",
+    3: "stopped by --budget or the key's quota: refused before spending, or stopped "
+       "mid-run with a partial --out written",
+    130: "interrupted (Ctrl-C); a partial --out is written when there is one",
+    143: "terminated (SIGTERM); a partial --out is written when there is one",
+}
+
+#: The reference service's commands: registered from parcelsearch.service.cli only when one of
+#: them runs (importing the service is slow and the toolkit does not need it otherwise).
+SERVICE_COMMANDS = {
+    "serve": "run the reference Search/Markets service over HTTPS (demo data by default)",
+    "keys": "create, list or revoke the reference service's API keys",
+}
+
+#: Help for the service's options that have none in parcelsearch.service.cli (this branch does
+#: not edit the service): filled in after the service registers its commands.
+SERVICE_OPTION_HELP = {
+    ("keys", "create", "--name"): "the key's name: unique, used by 'keys list' and 'keys revoke'",
+    ("keys", "create", "--type"): "demo: 50 calls for the life of the key; production: 500 "
+                                  "calls a calendar month (UTC); both 10 calls/s (default demo)",
+    ("keys", "create", "--per-second"): "calls per second the key may make (default: its type's)",
+    ("keys", "create", "--quota"): "calls the key may make per quota period (default: its "
+                                   "type's)",
+    ("keys", "create", "--quota-period"): "lifetime or month: when the quota resets (default: "
+                                          "its type's)",
+    ("keys", "revoke", "--name"): "the name of the key to stop at once",
+}
+
+ENVIRONMENT = """\
+environment variables:
+  PARCELSEARCH_API_KEY     the vendor key (never written to caches, logs or messages)
+  PARCELSEARCH_BASE_URL    https:// root of the services (--base-url wins)
+  PARCELSEARCH_CA_BUNDLE   PEM file of CAs to trust, e.g. a local serve's ca.pem (--ca-bundle)
+  PARCELSEARCH_QUOTA       the key's quota: demo, production, 500/month, 50/lifetime (--quota)
+  PARCELSEARCH_CACHE_DIR   response cache, market list and ledger folder (--cache-dir);
+                           default $XDG_CACHE_HOME/parcelsearch (~/.cache/parcelsearch),
+                           here: {cache}
+  PARCELSEARCH_RATE        calls per second the key allows (default 10)"""
+
+
+def _exit_codes_text() -> str:
+    return "exit codes:\n" + "\n".join(f"  {code:<4} {text}" for code, text in EXIT_CODES.items())
+
+
+# -- option values: checked while parsing, so a bad one exits 2 before anything is spent ------
+
+
+def _number(kind: Callable[[str], float], *, low: float,
+            what: str = "a number") -> Callable[[str], Any]:
+    """An argparse type: ``kind(text)``, finite and at least ``low`` (argparse names the option
+    in its message: ``argument --budget: must be at least 0, got -1``)."""
+
+    def parse(text: str) -> Any:
+        try:
+            value = kind(text)
+        except ValueError:
+            raise argparse.ArgumentTypeError(f"takes {what}, got {text!r}") from None
+        if not math.isfinite(value) or value < low:
+            raise argparse.ArgumentTypeError(f"must be at least {low:g}, got {text}")
+        return value
+
+    return parse
+
+
+def _tolerance(text: str) -> float:
+    # Lazy: tiling (shapely) is imported only when --tolerance is given.
+    from parcelsearch.tiling import MIN_TOLERANCE
+
+    value = float(_number(float, low=0, what="a number of metres")(text))
+    if 0 < value < MIN_TOLERANCE:
+        raise argparse.ArgumentTypeError(
+            f"must be 0 for exact pieces or at least {MIN_TOLERANCE:g} metres "
+            f"(coordinates are sent rounded to about 0.1 m), got {text}"
+        )
+    return value
+
+
+def _quota(text: str) -> str:
+    # Lazy: the ledger (sqlite3) is imported only when --quota is given.
+    from parcelsearch.ledger import Quota
+
+    try:
+        Quota.parse(text)
+    except ParcelSearchError as exc:
+        raise argparse.ArgumentTypeError(exc.render("cli")) from None
+    return text
+
+
+def _crs(text: str) -> str:
+    # Lazy: pyproj is imported only when --crs is given.
+    from pyproj import CRS
+    from pyproj.exceptions import CRSError
+
+    try:
+        CRS.from_user_input(text)
+    except CRSError:
+        raise argparse.ArgumentTypeError(
+            f"{text!r} is not a CRS; give one like EPSG:4326 or EPSG:32614"
+        ) from None
+    return text
+
+
+def _output(check: str) -> Callable[[str], Path]:
+    def parse(text: str) -> Path:
+        # Lazy: parcelsearch.outputs (geopandas, pyarrow) only when an output is named.
+        outputs = importlib.import_module("parcelsearch.outputs")
+        try:
+            return Path(getattr(outputs, check)(text))
+        except ParcelSearchError as exc:
+            raise argparse.ArgumentTypeError(exc.render("cli")) from None
+
+    return parse
+
+
+def _base_url(text: str) -> str:
+    parts = urlsplit(text.strip())
+    if parts.scheme.lower() != "https" or not parts.hostname:
+        raise argparse.ArgumentTypeError(
+            f"takes an https:// URL (the services are HTTPS only), got {text!r}"
+        )
+    return text.strip()
+
+
+def _existing_file(text: str) -> str:
+    if not Path(text).expanduser().is_file():
+        raise argparse.ArgumentTypeError(f"no such file {text!r}")
+    return text
+
+
+# -- the parser --------------------------------------------------------------------------------
+
+
+class _Formatter(argparse.RawDescriptionHelpFormatter):
+    """Keeps the epilog's layout (environment variables, exit codes)."""
+
+
+def build_parser(argv: Sequence[str] | None = None) -> argparse.ArgumentParser:
+    """The argument parser; the service's commands are loaded only if ``argv`` runs one."""
     parser = argparse.ArgumentParser(
         prog="parcelsearch",
         description="Find every parcel GroupID inside study areas with the fewest Search calls.",
+        epilog=_exit_codes_text() + "\n\n'parcelsearch COMMAND --help' describes a command.",
+        formatter_class=_Formatter,
     )
     parser.add_argument("--version", action="version", version=f"parcelsearch {__version__}")
     commands = parser.add_subparsers(dest="command", required=True, metavar="COMMAND")
-    from parcelsearch import _cli_toolkit
-    from parcelsearch.service import cli as service_cli
+    _add_demo(commands)
+    _add_plan(commands)
+    _add_search(commands)
+    _add_markets(commands)
+    _add_cache(commands)
+    if _service_command(argv) is not None:
+        # Lazy: the reference service (starlette, uvicorn, geopandas) only for serve/keys.
+        from parcelsearch.service import cli as service_cli
 
-    service_cli.register(commands)
-    _cli_toolkit.register(commands)
+        service_cli.register(commands)
+        _fill_help(commands)
+    else:
+        for name, summary in SERVICE_COMMANDS.items():
+            commands.add_parser(name, help=summary, add_help=False)
     return parser
 
 
+def _fill_help(commands: Any) -> None:
+    for (command, action, option), text in SERVICE_OPTION_HELP.items():
+        sub = commands.choices[command]
+        for group in sub._actions:  # the ACTION sub-parsers of 'keys'
+            parser = getattr(group, "choices", None) or {}
+            if action in parser:
+                for item in parser[action]._actions:
+                    if option in item.option_strings and not item.help:
+                        item.help = text
+
+
+def _service_command(argv: Sequence[str] | None) -> str | None:
+    args = list(sys.argv[1:] if argv is None else argv)
+    first = next((a for a in args if not a.startswith("-")), None)
+    return first if first in SERVICE_COMMANDS else None
+
+
+def _run(name: str) -> Callable[[argparse.Namespace], int]:
+    """The command ``name`` of :mod:`parcelsearch.commands`, imported when it runs."""
+
+    def run(args: argparse.Namespace) -> int:
+        # Lazy: the commands import geopandas, pandas, requests …; --help does not need them.
+        commands = importlib.import_module("parcelsearch.commands")
+        return int(getattr(commands, f"run_{name}")(args) or 0)
+
+    return run
+
+
+def _add_areas(parser: argparse.ArgumentParser) -> None:
+    parser.add_argument(
+        "areas", metavar="AREAS",
+        help="study areas: any file or GDAL virtual path geopandas reads (GeoPackage, GeoJSON, "
+             "Shapefile, GeoParquet, zip://areas.zip!areas.shp, /vsizip/…)",
+    )
+    parser.add_argument("--layer", metavar="NAME",
+                        help="the layer to read from a file with several (required then)")
+    parser.add_argument("--crs", type=_crs, metavar="CRS",
+                        help="declare the CRS the coordinates are in, e.g. EPSG:4326 (for files "
+                             "without one, or with a wrong one; nothing is reprojected)")
+    parser.add_argument("--id-column", metavar="COLUMN",
+                        help="column identifying the areas (default: row order, from 0)")
+    parser.add_argument("--tolerance", type=_tolerance, default=0.0, metavar="METRES",
+                        help="metres pieces may reach outside the areas to save calls; 0 "
+                             "(default) is exact, else at least 0.5")
+
+
+def _add_connection(parser: argparse.ArgumentParser, cache_only: bool = False) -> None:
+    if not cache_only:
+        parser.add_argument("--base-url", type=_base_url, metavar="URL",
+                            help="https:// root of the services (default: "
+                                 "$PARCELSEARCH_BASE_URL)")
+        parser.add_argument("--ca-bundle", type=_existing_file, metavar="FILE",
+                            help="PEM file of CAs to trust, e.g. a local serve's ca.pem "
+                                 "(default: $PARCELSEARCH_CA_BUNDLE, else the system's)")
+    parser.add_argument("--cache-dir", metavar="DIR",
+                        help="response cache, market list and quota ledger folder (default: "
+                             "$PARCELSEARCH_CACHE_DIR, else ~/.cache/parcelsearch; here: "
+                             f"{settings.default_cache_dir()})")
+
+
+def _add_demo(commands: Any) -> None:
+    d = commands.add_parser(
+        "demo", help="the whole product on the demo data, no key needed",
+        description="Start the reference service on 127.0.0.1 with a fresh demo key, check "
+                    "markets, plan, search, write GroupIDs, pieces and an offline HTML map, "
+                    "then search again for zero calls.",
+    )
+    d.add_argument("--out", default="parcelsearch-demo", metavar="DIR",
+                   help="folder for the GroupIDs, tiles and map (default ./parcelsearch-demo)")
+    d.add_argument("--quiet", action="store_true", help="no progress bar")
+    d.set_defaults(func=_run("demo"))
+
+
+def _add_plan(commands: Any) -> None:
+    p = commands.add_parser(
+        "plan", help="show the pieces and minimum calls, spending nothing",
+        description="Split the study areas into the pieces a search would send and count the "
+                    "calls they need at least. Spends nothing, needs no key.",
+        epilog=_exit_codes_text(), formatter_class=_Formatter,
+    )
+    _add_areas(p)
+    p.add_argument("--out-tiles", type=_output("check_tiles_path"), metavar="FILE",
+                   help="write the pieces: .gpkg, .geojson, .parquet or .shp")
+    p.set_defaults(func=_run("plan"))
+
+
+def _add_search(commands: Any) -> None:
+    s = commands.add_parser(
+        "search", help="find every GroupID inside the study areas",
+        description="Find every parcel GroupID inside the study areas for the fewest calls. "
+                    "Every response is cached: running the same search again spends only "
+                    "what is missing.",
+        epilog=ENVIRONMENT.format(cache=settings.default_cache_dir()) + "\n\n"
+        + _exit_codes_text(),
+        formatter_class=_Formatter,
+    )
+    _add_areas(s)
+    s.add_argument("--out", required=True, type=_output("check_ids_path"), metavar="FILE",
+                   help="where to write the GroupIDs, by extension: .parquet or .csv (one row "
+                        "per area and GroupID, with the area's columns), .gpkg (layers areas, "
+                        "group_ids, parcelsearch_run) or .geojson (one feature per area); "
+                        "written even when the run stops early, marked incomplete")
+    s.add_argument("--out-tiles", type=_output("check_tiles_path"), metavar="FILE",
+                   help="also write the pieces sent, with their rows, pages and calls: "
+                        ".gpkg, .geojson, .parquet or .shp")
+    s.add_argument("--budget", type=_number(int, low=0, what="a whole number"),
+                   metavar="N", help="spend at most N calls in this run (refused before "
+                                     "spending if the plan needs more, see --allow-partial)")
+    s.add_argument("--allow-partial", action="store_true",
+                   help="with --budget below the plan's need: spend the budget and resume later")
+    s.add_argument("--quota", type=_quota, metavar="QUOTA",
+                   help="the key's quota if known: demo, production, 500/month, 50/lifetime "
+                        "(default: $PARCELSEARCH_QUOTA); runs that cannot fit are refused")
+    s.add_argument("--max-age", type=_number(float, low=0, what="a number of seconds"),
+                   metavar="SECONDS", help="reuse cached pages at most this old (default: any)")
+    s.add_argument("--refresh", action="store_true", help="ignore cached pages; fetch again")
+    s.add_argument("--active-markets-only", action="store_true",
+                   help="skip areas whose market is not active (spends one call on the market "
+                        "list, then reuses it for a day; see --market-column)")
+    s.add_argument("--market-column", default="market", metavar="COLUMN",
+                   help="column naming each area's market (default: market)")
+    s.add_argument("--workers", type=_number(int, low=1, what="a whole number"),
+                   default=8, metavar="N",
+                   help="requests in flight at once, all paced by one rate limiter (default 8)")
+    s.add_argument("--quiet", action="store_true", help="no progress bar")
+    _add_connection(s)
+    s.set_defaults(func=_run("search"))
+
+
+def _add_markets(commands: Any) -> None:
+    m = commands.add_parser(
+        "markets", help="list the active markets (spends one call, then cached a day)",
+        description="List the markets where zoning calls are worth making. Asking the service "
+                    "spends one call of the key's quota; the list is then reused for a day.",
+        epilog=ENVIRONMENT.format(cache=settings.default_cache_dir()), formatter_class=_Formatter,
+    )
+    m.add_argument("--json", action="store_true", help="print a JSON list")
+    _add_connection(m)
+    m.set_defaults(func=_run("markets"))
+
+
+def _add_cache(commands: Any) -> None:
+    c = commands.add_parser(
+        "cache", help="inspect, verify or clear the response cache",
+        description="info: files, pages, size, and calls counted per key in the ledger; "
+                    "verify: read every cached file and report the unreadable ones (exit 1 if "
+                    "any); clear: delete the cached responses and market lists (the ledger of "
+                    "calls spent is kept).",
+    )
+    c.add_argument("action", choices=["info", "verify", "clear"],
+                   help="info, verify or clear (see above)")
+    _add_connection(c, cache_only=True)
+    c.set_defaults(func=_run("cache"))
+
+
+# -- running -----------------------------------------------------------------------------------
+
+
+class Terminated(KeyboardInterrupt):
+    """SIGTERM, delivered like Ctrl-C so a search stops the same careful way."""
+
+    def __init__(self, signum: int) -> None:
+        super().__init__(f"signal {signum}")
+        self.signum = signum
+
+
+def _on_sigterm(signum: int, frame: object) -> None:
+    raise Terminated(signum)
+
+
 def main(argv: Sequence[str] | None = None) -> int:
-    """Run the command line; returns the exit status (see ``parcelsearch --help``)."""
-    args = build_parser().parse_args(argv)
-    with interrupts_as_keyboard_interrupt():
-        try:
-            return int(args.func(args) or 0)
-        except SearchInterrupted as exc:
-            print(f"parcelsearch: {exc.render('cli')}", file=sys.stderr)
-            return 128 + exc.signum
-        except BudgetError as exc:
-            print(f"parcelsearch: stopped: {exc.render('cli')}", file=sys.stderr)
-            return 3
-        except (ConfigurationError, InputError) as exc:  # what the user gave: a usage error
-            print(f"parcelsearch: error: {exc.render('cli')}", file=sys.stderr)
-            return 2
-        except ParcelSearchError as exc:
-            print(f"parcelsearch: error: {exc.render('cli')}", file=sys.stderr)
-            return 1
-        except KeyboardInterrupt as exc:
-            print("parcelsearch: interrupted", file=sys.stderr)
-            return 128 + int(getattr(exc, "signum", signal.SIGINT))
-
-
-@contextmanager
-def interrupts_as_keyboard_interrupt() -> Iterator[None]:
-    """SIGTERM stops the command like Ctrl-C (a ``KeyboardInterrupt`` carrying ``signum``)."""
-
-    def terminate(signum: int, frame: object) -> None:
-        interrupt = KeyboardInterrupt()
-        interrupt.signum = signum  # type: ignore[attr-defined]
-        raise interrupt
-
-    if threading.current_thread() is not threading.main_thread():
-        yield
-        return
-    previous = signal.signal(signal.SIGTERM, terminate)
+    """Run the command line; returns the exit status (see :data:`EXIT_CODES`)."""
+    args = build_parser(argv).parse_args(argv)
+    # serve handles its own signals (uvicorn); every other command stops on SIGTERM as on Ctrl-C.
+    ours = args.command not in SERVICE_COMMANDS
+    previous = signal.signal(signal.SIGTERM, _on_sigterm) if ours else None
     try:
-        yield
+        return int(args.func(args) or 0)
+    except SearchInterrupted as exc:
+        return _fail(exc.render("cli"), 128 + int(exc.signum))
+    except KeyboardInterrupt as exc:
+        signum = int(getattr(exc, "signum", signal.SIGINT))
+        return _fail("interrupted; everything fetched so far is cached", 128 + signum)
+    except BudgetError as exc:
+        return _fail(exc.render("cli"), 3)
+    except ParcelSearchError as exc:
+        # serve/keys: their errors are bad option values (unknown key name, parcels file …).
+        return _fail(exc.render("cli"), 1 if ours else 2)
+    except OSError as exc:  # a file that cannot be written, a full disk …
+        return _fail(f"{exc.strerror or exc}: {exc.filename or ''}".rstrip(": "), 1)
+    except Exception as exc:  # noqa: BLE001 - a bug: one line, not a traceback
+        if os.environ.get("PARCELSEARCH_DEBUG") == "1":
+            raise
+        return _fail(f"unexpected {type(exc).__name__}: {exc} (a bug in parcelsearch: please "
+                     "report it; set PARCELSEARCH_DEBUG=1 to see where it happened)", 1)
     finally:
-        signal.signal(signal.SIGTERM, previous)
+        if ours:
+            signal.signal(signal.SIGTERM, previous)
+
+
+def _fail(message: str, code: int) -> int:
+    print(f"parcelsearch: error: {message}", file=sys.stderr)
+    return code
 
 
 def run() -> None:

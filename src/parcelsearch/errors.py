@@ -13,6 +13,7 @@ so ``except parcelsearch.ParcelSearchError`` catches them all::
     ├── CacheError                an unreadable or corrupt cache file (named)
     ├── TransportError            no usable HTTP response after retries (timeouts, resets)
     ├── MalformedResponseError    a response whose body or counts do not add up
+    ├── SearchInterrupted         stopped by SIGINT/SIGTERM; everything fetched is kept
     └── ServiceError              the service answered with an error envelope
         ├── AuthenticationError     401 (the service's message verbatim)
         ├── RateLimitError          429 spike arrest that outlasted the retries
@@ -52,6 +53,8 @@ class Knob:
     #: Template when no value is suggested (e.g. ``budget=`` / ``--budget N``).
     python_bare: str | None = None
     cli_bare: str | None = None
+    #: Name the environment variable in Python too (settings read at ``Client()``).
+    env_in_python: bool = False
 
 
 #: Every knob an error can point at, spelled in both dialects.
@@ -64,11 +67,38 @@ KNOBS: dict[str, Knob] = {
     "quota": Knob("quota={value!r}", "--quota {value}", env="PARCELSEARCH_QUOTA",
                   python_bare="quota=", cli_bare="--quota QUOTA"),
     "refresh": Knob("refresh=True", "--refresh"),
-    "api_key": Knob("Client(api_key=...)", None, env="PARCELSEARCH_API_KEY"),
-    "base_url": Knob("Client(base_url='https://...')", None, env="PARCELSEARCH_BASE_URL"),
-    "ca_bundle": Knob("Client(ca_bundle=...)", None, env="PARCELSEARCH_CA_BUNDLE"),
+    "api_key": Knob("Client(api_key=...)", None, env="PARCELSEARCH_API_KEY",
+                    env_in_python=True),
+    "base_url": Knob("Client(base_url='https://...')", "--base-url https://...",
+                     env="PARCELSEARCH_BASE_URL", env_in_python=True),
+    "ca_bundle": Knob("Client(ca_bundle={value!r})", "--ca-bundle {value}",
+                      env="PARCELSEARCH_CA_BUNDLE", python_bare="Client(ca_bundle=...)",
+                      cli_bare="--ca-bundle FILE", env_in_python=True),
     "rate": Knob("Client(rate={value})", None, env="PARCELSEARCH_RATE",
-                 python_bare="Client(rate=...)"),
+                 python_bare="Client(rate=...)", env_in_python=True),
+    "cache_dir": Knob("Client(cache_dir={value!r})", "--cache-dir {value}",
+                      env="PARCELSEARCH_CACHE_DIR", python_bare="Client(cache_dir=...)",
+                      cli_bare="--cache-dir DIR", env_in_python=True),
+    "crs": Knob("areas.set_crs({value!r})", "--crs {value}",
+                python_bare="areas.set_crs(<EPSG code>)", cli_bare="--crs EPSG:CODE"),
+    "crs_override": Knob("areas.set_crs({value!r}, allow_override=True)", "--crs {value}",
+                         python_bare="areas.set_crs(<EPSG code>, allow_override=True)",
+                         cli_bare="--crs EPSG:CODE"),
+    "layer": Knob("geopandas.read_file(path, layer={value!r})", "--layer {value}",
+                  python_bare="geopandas.read_file(path, layer=...)", cli_bare="--layer NAME"),
+    "id_column": Knob("id_column={value!r}", "--id-column {value}", python_bare="id_column=",
+                      cli_bare="--id-column COLUMN"),
+    "market_column": Knob("market_column={value!r}", "--market-column {value}",
+                          python_bare="market_column=", cli_bare="--market-column COLUMN"),
+    "markets": Knob("markets=parcelsearch.markets(client)", "parcelsearch markets"),
+    "workers": Knob("workers={value}", "--workers {value}", python_bare="workers=",
+                    cli_bare="--workers N"),
+    "max_age": Knob("max_age={value}", "--max-age {value}", python_bare="max_age=",
+                    cli_bare="--max-age SECONDS"),
+    "out": Knob("path={value!r}", "--out {value}", python_bare="path=", cli_bare="--out FILE"),
+    "out_tiles": Knob("path={value!r}", "--out-tiles {value}", python_bare="path=",
+                      cli_bare="--out-tiles FILE"),
+    "serve": Knob("parcelsearch.local_service()", "`parcelsearch serve`"),
 }
 
 
@@ -97,8 +127,13 @@ def _spell(name: str, value: object, dialect: Dialect) -> str:
     if value is None and bare is not None:
         template = bare
     spelled = template.format(value=value) if template is not None else None
-    env = f"the environment variable {knob.env}" if knob.env else None
-    return " or ".join(part for part in (spelled, env) if part) or name
+    if dialect == "cli":
+        env = f"the environment variable ${knob.env}" if knob.env else None
+    else:
+        env = f"the environment variable {knob.env}" if knob.env and knob.env_in_python else None
+    options = [part for part in (spelled, env) if part]
+    return " or ".join(options) or name
+
 
 __all__ = [
     "Hint",
@@ -119,6 +154,7 @@ __all__ = [
     "BadPolygonError",
     "RequestTooLargeError",
     "ServiceFailureError",
+    "SearchInterrupted",
 ]
 
 
@@ -141,7 +177,10 @@ class ParcelSearchError(Exception):
 
     def render(self, dialect: Dialect = "python") -> str:
         """The message and its hints, each hint a sentence, spelled for ``dialect``."""
-        sentences = [self.message.rstrip()] if self.message else []
+        message = self.message.rstrip()
+        if message and self.hints and message[-1] not in ".!?":
+            message += "."  # the hints follow as sentences
+        sentences = [message] if message else []
         for hint in self.hints:
             text = hint.render(dialect)
             sentences.append(text[:1].upper() + text[1:] + ".")
@@ -192,12 +231,17 @@ class QuotaWouldExceedError(BudgetError):
         self.allowed = allowed
 
 
+#: How to resume a run stopped at its budget (the default hint of BudgetExhaustedError).
+RESUME = Hint("budget", phrase="run the same search again later (or with a larger {knob}) to "
+                               "resume: cached pages are not spent again")
+
+
 class BudgetExhaustedError(BudgetError):
     """A run stopped at its budget; everything fetched so far is cached."""
 
     def __init__(
         self, message: str, *, spent: int, budget: int, result: object = None,
-        hints: Sequence[Hint] = (),
+        hints: Sequence[Hint] = (RESUME,),
     ) -> None:
         super().__init__(message, hints=hints)
         self.spent = spent

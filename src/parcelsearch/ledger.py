@@ -32,7 +32,12 @@ from typing import Literal
 from parcelsearch import settings
 from parcelsearch._shared import month_of
 from parcelsearch.cache import CacheFolder
-from parcelsearch.errors import BudgetExhaustedError, ConfigurationError, QuotaWouldExceedError
+from parcelsearch.errors import (
+    BudgetExhaustedError,
+    ConfigurationError,
+    Hint,
+    QuotaWouldExceedError,
+)
 
 __all__ = ["Ledger", "Quota", "Usage"]
 
@@ -97,9 +102,9 @@ class Quota:
         """
         if isinstance(value, Quota):
             return value
-        source = "quota="
+        source = ""
         if value is None:
-            value, source = os.environ.get(settings.ENV_QUOTA, ""), settings.ENV_QUOTA
+            value, source = os.environ.get(settings.ENV_QUOTA, ""), f" (from {settings.ENV_QUOTA})"
         text = value.strip().lower()
         if text in ("", "none"):
             return None
@@ -109,8 +114,9 @@ class Quota:
         match = _QUOTA.fullmatch(text)
         if match is None:
             raise ConfigurationError(
-                f"{source} {value!r} is not a quota: use 'demo', 'production', "
-                "'<N>/month' or '<N>/lifetime' (e.g. '500/month')"
+                f"{value!r}{source} is not a quota: use 'demo', 'production', "
+                "'<N>/month' or '<N>/lifetime'",
+                hints=[Hint("quota", "500/month", "for example {knob}")],
             )
         return cls(int(match[1]), match[2])  # type: ignore[arg-type]
 

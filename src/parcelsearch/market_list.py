@@ -2,7 +2,7 @@
 
 Examples
 --------
->>> names = markets()  # doctest: +SKIP
+>>> names = markets(client)  # one call, then reused for a day  # doctest: +SKIP
 >>> names[:2]  # doctest: +SKIP
 ['Abilene, TX', 'Boise, ID']
 >>> check_markets(areas, "market", names)[["market", "market_active", "market_suggestion"]]
@@ -17,16 +17,14 @@ import re
 import uuid
 from collections.abc import Sequence
 from datetime import timedelta
-from typing import TYPE_CHECKING, Any, TypeVar
+from typing import Any, TypeVar
 
 import pandas as pd
 
-from parcelsearch.cache import CacheFolder
-from parcelsearch.errors import InputError
-
-if TYPE_CHECKING:
-    from parcelsearch.cache import ResponseCache
-    from parcelsearch.client import AttemptHook, Client
+from parcelsearch.cache import CacheFolder, ResponseCache
+from parcelsearch.client import AttemptHook, Client
+from parcelsearch.errors import Hint, InputError
+from parcelsearch.ledger import Ledger
 
 __all__ = ["markets", "check_markets", "suggest_market"]
 
@@ -53,7 +51,7 @@ _STATE_NAME = re.compile(r"\b(" + "|".join(sorted(_STATES, key=len, reverse=True
 
 
 def markets(
-    client: Client | None = None,
+    client: Client,
     *,
     cache: ResponseCache | str | os.PathLike[str] | bool | None = None,
     max_age: float | timedelta = DEFAULT_MAX_AGE,
@@ -64,7 +62,7 @@ def markets(
     Parameters
     ----------
     client
-        The client to ask; default ``Client()`` from the environment.
+        The client to ask (one call when the cached list is missing or stale).
     cache
         A :class:`~parcelsearch.cache.ResponseCache` or folder to keep the list in;
         ``None`` for the default cache folder, ``False`` to always ask the service.
@@ -78,10 +76,6 @@ def markets(
     CacheError
         The cached list exists but cannot be read (the message names the file).
     """
-    if client is None:
-        from parcelsearch.client import Client
-
-        client = Client()
     if cache is None:
         cache = client.cache_dir
     folder = _folder(cache)
@@ -98,9 +92,7 @@ def markets(
     return names
 
 
-def check_markets(
-    areas: Frame, column: str, markets: Sequence[str] | None = None
-) -> Frame:
+def check_markets(areas: Frame, column: str, markets: Sequence[str]) -> Frame:
     """Add whether each area's market is active, and the closest name for near misses.
 
     Parameters
@@ -110,7 +102,8 @@ def check_markets(
     column
         The column holding each area's market name (``"City, ST"``).
     markets
-        The active market names; default :func:`markets` (one call, cached a day).
+        The active market names, e.g. from :func:`markets` (which spends one call, then
+        reuses the list for a day). Required: checking never calls the service by itself.
 
     Returns
     -------
@@ -131,7 +124,13 @@ def check_markets(
             f"{[str(c) for c in areas.columns if c != geometry]}",
             field=column,
         )
-    names = list(markets) if markets is not None else _default_markets()
+    if isinstance(markets, str) or not isinstance(markets, Sequence):
+        raise InputError(
+            f"markets must be a list of market names, got {type(markets).__name__}",
+            field="markets",
+            hints=[Hint("markets", phrase="get it with {knob}")],
+        )
+    names = list(markets)
     listed = set(names)
     flags = [isinstance(v, str) and v.strip() in listed for v in areas[column]]
     suggestions = [
@@ -174,17 +173,11 @@ def _key(name: str) -> str:
     return _STATE_NAME.sub(lambda m: _STATES[m[1]], text)
 
 
-def _default_markets() -> list[str]:
-    return markets()
-
-
 # -- the cached list ----------------------------------------------------------------------
 
 
 def _ledger_hook(client: Client) -> AttemptHook:
     """Record each attempt in the ledger beside the client's cache (every call counts)."""
-    from parcelsearch.ledger import Ledger
-
     ledger = Ledger.in_folder(client.cache_dir)
     run_id = uuid.uuid4().hex
 

@@ -2,8 +2,10 @@
 
 - ``figures``: the session's collector (faults injected, inputs tried, calls counted, IDs
   compared, …). At the end of a session that ran reliability tests it is printed (terminal
-  summary) and written to ``tests/reliability/RESULTS.md`` with the tiling property figures
-  (``_figures/tiling.json``).
+  summary) and written, with the tiling property figures (``_figures/tiling.json``), to
+  ``tests/reliability/_figures/RESULTS.md`` (git-ignored, so a test run leaves the tree
+  clean). Set ``PARCELSEARCH_RECORD_RESULTS=1`` to update the committed record
+  ``tests/reliability/RESULTS.md`` instead.
 - ``fast_key(**overrides)``: a production key on the session service allowing 50 calls/s.
 - ``make_fast_client(key, base_url=None, **kwargs)``: a ``Client`` for it (rate 40/s, own
   cache folder in ``tmp_path``, the service's CA).
@@ -14,6 +16,7 @@
 from __future__ import annotations
 
 import json
+import os
 import sys
 import time
 from collections import Counter, defaultdict
@@ -32,7 +35,12 @@ sys.path.insert(0, str(Path(__file__).parent))
 from _faultproxy import FaultProxy  # noqa: E402
 
 HERE = Path(__file__).parent
-RESULTS = HERE / "RESULTS.md"
+#: The committed record, rewritten only when asked (``PARCELSEARCH_RECORD_RESULTS=1``).
+RECORD = HERE / "RESULTS.md"
+#: Where every session's figures go otherwise (git-ignored).
+RESULTS = RECORD if os.environ.get("PARCELSEARCH_RECORD_RESULTS") == "1" else (
+    HERE / "_figures" / "RESULTS.md"
+)
 TILING = HERE / "_figures" / "tiling.json"
 FAST_RATE = 50.0  # calls/s the keys of this suite allow
 CLIENT_RATE = 40.0  # calls/s their clients send
@@ -147,8 +155,9 @@ def _markdown(session_seconds: float) -> str:
     lines = [
         "# Reliability and security: results",
         "",
-        "Written by `tests/reliability/conftest.py` at the end of the last session that ran",
-        "the reliability tests (`python -m pytest tests/reliability`). Do not edit by hand.",
+        "Written by `tests/reliability/conftest.py` at the end of a session that ran the",
+        "reliability tests with `PARCELSEARCH_RECORD_RESULTS=1` (otherwise the figures go to",
+        "the git-ignored `tests/reliability/_figures/RESULTS.md`). Do not edit by hand.",
         "",
         f"- tests: {FIGURES.outcomes.get('passed', 0)} passed, "
         f"{FIGURES.outcomes.get('failed', 0)} failed, "
@@ -175,6 +184,7 @@ def _markdown(session_seconds: float) -> str:
 
 def pytest_sessionfinish(session: pytest.Session, exitstatus: int) -> None:
     if sum(FIGURES.outcomes.values()) and FIGURES.sections:
+        RESULTS.parent.mkdir(parents=True, exist_ok=True)
         RESULTS.write_text(_markdown(time.monotonic() - FIGURES.started))
 
 

@@ -31,9 +31,10 @@ import pandas as pd
 import shapely
 
 from parcelsearch._shared import data_path
-from parcelsearch.errors import ConfigurationError
+from parcelsearch.errors import ConfigurationError, InputError
 from parcelsearch.service.polygon import ParsedPolygon
 from parcelsearch.settings import PAGE_SIZE
+from parcelsearch.vector_files import read_vector
 
 __all__ = [
     "MatchMode",
@@ -61,17 +62,11 @@ def demo_markets_path() -> Path:
 
 
 def _read_any(path: Path) -> gpd.GeoDataFrame:
-    """Read any file geopandas reads, GeoParquet first."""
-    if not path.exists():
-        raise ConfigurationError(f"parcels file {path} does not exist; pass --parcels FILE")
+    """Read any file geopandas reads (:func:`parcelsearch.vector_files.read_vector`)."""
     try:
-        if path.suffix.lower() in (".parquet", ".geoparquet"):
-            return gpd.read_parquet(path)
-        if path.suffix.lower() == ".feather":
-            return gpd.read_feather(path)
-        return gpd.read_file(path)
-    except Exception as exc:  # noqa: BLE001 - any reader failure becomes one clear message
-        raise ConfigurationError(f"cannot read parcels file {path}: {exc}") from exc
+        return read_vector(path, what="parcels file")
+    except InputError as exc:
+        raise ConfigurationError(f"{exc.message}; pass --parcels FILE") from None
 
 
 def load_parcels(source: str | Path | gpd.GeoDataFrame | None = None) -> gpd.GeoDataFrame:

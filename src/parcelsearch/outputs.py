@@ -1,0 +1,343 @@
+"""Writing what a run produced: GroupIDs and pieces, in the format the file name asks for.
+
+GroupIDs (:func:`write_ids`), by extension:
+
+- ``.parquet`` / ``.csv``: one row per (area id, ``group_id``), joined to the area's
+  attributes (no geometry);
+- ``.gpkg``: layer ``areas`` (one feature per area: its id, attributes, ``n_group_ids``
+  and geometry, once), layer ``group_ids`` (a non-spatial table, one row per
+  (area id, ``group_id``)) and layer ``parcelsearch_run`` (the run's metadata, one row);
+- ``.geojson``: one feature per area (id, attributes, ``n_group_ids``), its GroupIDs as a
+  ``group_ids`` list property.
+
+Pieces (:func:`write_tiles`): ``.gpkg``, ``.geojson``, ``.parquet``, ``.shp``.
+
+Every file carries the run's metadata (:func:`run_metadata`: ``complete``, ``calls``,
+``cached_pages``, ``areas_complete``, …) in its format's natural place: the parquet schema
+metadata under the key ``parcelsearch`` (JSON), the ``parcelsearch_run`` layer of a
+GeoPackage, a top-level ``parcelsearch`` member of a GeoJSON FeatureCollection, and a sidecar
+``FILE.csv.parcelsearch.json`` beside a CSV (or a Shapefile).
+
+An empty result keeps its column types (``group_id`` is text, never float64).
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import uuid
+from collections.abc import Hashable, Mapping
+from pathlib import Path
+from typing import Any
+
+import geopandas as gpd
+import pandas as pd
+import pyarrow as pa
+import pyarrow.parquet as pq
+import pyogrio
+
+from parcelsearch import __version__
+from parcelsearch.errors import Hint, InputError
+from parcelsearch.result import SearchResult
+
+__all__ = [
+    "IDS_FORMATS",
+    "TILES_FORMATS",
+    "check_ids_path",
+    "check_tiles_path",
+    "run_metadata",
+    "write_ids",
+    "write_tiles",
+]
+
+#: Extensions :func:`write_ids` writes.
+IDS_FORMATS = (".parquet", ".csv", ".gpkg", ".geojson")
+#: Extensions :func:`write_tiles` writes.
+TILES_FORMATS = (".gpkg", ".geojson", ".parquet", ".shp")
+#: Key of the run's metadata in parquet schema metadata and GeoJSON.
+METADATA_KEY = "parcelsearch"
+#: GeoPackage layers written by :func:`write_ids`.
+AREAS_LAYER, IDS_LAYER, RUN_LAYER = "areas", "group_ids", "parcelsearch_run"
+
+
+def check_ids_path(path: str | os.PathLike[str]) -> Path:
+    """``path`` as a Path if :func:`write_ids` can write it; else an error naming the formats."""
+    return _check(path, IDS_FORMATS, "out", "group_ids.parquet")
+
+
+def check_tiles_path(path: str | os.PathLike[str]) -> Path:
+    """``path`` as a Path if :func:`write_tiles` can write it."""
+    return _check(path, TILES_FORMATS, "out_tiles", "tiles.gpkg")
+
+
+def _check(path: str | os.PathLike[str], formats: tuple[str, ...], knob: str,
+           example: str) -> Path:
+    out = Path(path)
+    if out.suffix.lower() not in formats:
+        shown = out.suffix or "no extension"
+        raise InputError(
+            f"cannot write {str(out)!r}: {shown} is not one of the formats written "
+            f"({', '.join(formats)})",
+            field=knob,
+            hints=[Hint(knob, example, "name a file such as {knob}")],
+        )
+    return out
+
+
+# -- metadata ------------------------------------------------------------------------------
+
+
+def run_metadata(result: SearchResult) -> dict[str, Any]:
+    """What a file must say about the run that produced it (JSON-ready).
+
+    ``result.metadata`` when the result has one; else computed from ``complete``, ``calls``,
+    ``cached_pages`` and the pieces fetched (an area is complete when every page of every
+    one of its pieces was fetched).
+    """
+    given = getattr(result, "metadata", None)
+    meta: dict[str, Any] = dict(given) if isinstance(given, Mapping) else {
+        "complete": bool(result.complete),
+        "calls": int(result.calls),
+        "cached_pages": int(result.cached_pages),
+        "areas_complete": [_plain(a) for a in _areas_complete(result)],
+    }
+    meta.setdefault("id_column", result.id_name)
+    meta.setdefault("areas", int(len(result.plan.areas)))
+    meta.setdefault("group_ids", int(len(result.group_ids)))
+    meta.setdefault("skipped", [_plain(a) for a in result.skipped.index])
+    meta.setdefault("parcelsearch_version", __version__)
+    return {key: _plain(value) for key, value in meta.items()}
+
+
+def _areas_complete(result: SearchResult) -> list[Hashable]:
+    areas = list(result.plan.areas.index)
+    if result.complete:
+        return areas
+    tiles = pd.DataFrame(result.tiles.drop(columns="geometry"))
+    if tiles.empty:
+        return []
+    done = tiles["pages"].notna() & (tiles["pages_fetched"] == tiles["pages"].fillna(-1))
+    by_area = done.groupby(tiles[result.id_name], sort=False).all()
+    return [a for a in areas if bool(by_area.get(a, False))]
+
+
+def _plain(value: Any) -> Any:
+    """numpy scalars and tuples as plain JSON values."""
+    if isinstance(value, list | tuple):
+        return [_plain(v) for v in value]
+    item = getattr(value, "item", None)
+    return item() if callable(item) else value
+
+
+def _metadata_json(meta: Mapping[str, Any]) -> str:
+    return json.dumps(meta, default=str, sort_keys=True)
+
+
+# -- GroupIDs ------------------------------------------------------------------------------
+
+
+def write_ids(result: SearchResult, path: str | os.PathLike[str]) -> Path:
+    """Write a result's GroupIDs, joined to their areas, in the format ``path`` names.
+
+    Parameters
+    ----------
+    result
+        A (possibly partial) :class:`~parcelsearch.SearchResult`.
+    path
+        Where to write; the extension chooses the format (see the module docstring).
+
+    Returns
+    -------
+    Path
+        The file written (written whole or not at all: a temporary file is renamed).
+
+    Raises
+    ------
+    InputError
+        The extension is not one of :data:`IDS_FORMATS`.
+    """
+    out = check_ids_path(path)
+    meta = run_metadata(result)
+    writer = {".parquet": _ids_parquet, ".csv": _ids_csv, ".gpkg": _ids_gpkg,
+              ".geojson": _ids_geojson}[out.suffix.lower()]
+    _atomically(out, lambda temp: writer(result, temp, meta))
+    if out.suffix.lower() == ".csv":
+        _sidecar(out, meta)
+    return out
+
+
+def ids_table(result: SearchResult) -> pd.DataFrame:
+    """One row per (area id, ``group_id``) with the area's attributes, typed even when empty."""
+    ids = _typed_ids(result)
+    attributes = _attributes(result)
+    return ids.merge(attributes, how="left", left_on=result.id_name, right_index=True)
+
+
+def _typed_ids(result: SearchResult) -> pd.DataFrame:
+    id_name = result.id_name
+    ids = result.ids[[id_name, "group_id"]].copy()
+    ids[id_name] = ids[id_name].astype(result.plan.areas.index.dtype)
+    ids["group_id"] = ids["group_id"].astype("string")
+    return ids.reset_index(drop=True)
+
+
+def _attributes(result: SearchResult) -> pd.DataFrame:
+    """The areas' own columns (not geometry, not a column named like the id), by area id."""
+    areas = result.plan.areas
+    drop = [c for c in areas.columns if c == areas.geometry.name or c in (result.id_name,
+                                                                              "group_id")]
+    return pd.DataFrame(areas.drop(columns=drop))
+
+
+def _per_area(result: SearchResult) -> gpd.GeoDataFrame:
+    """One row per area: id, attributes, number of GroupIDs, geometry."""
+    areas = result.plan.areas
+    counts = result.ids.groupby(result.id_name)["group_id"].nunique()
+    frame = gpd.GeoDataFrame(_attributes(result), geometry=areas.geometry, crs=areas.crs)
+    frame.insert(len(frame.columns) - 1, "n_group_ids",
+                 counts.reindex(areas.index).fillna(0).astype("int64").to_numpy())
+    return frame.rename_axis(result.id_name).reset_index()
+
+
+def _ids_parquet(result: SearchResult, temp: Path, meta: Mapping[str, Any]) -> None:
+    table = pa.Table.from_pandas(ids_table(result), preserve_index=False)
+    schema_meta = dict(table.schema.metadata or {})
+    schema_meta[METADATA_KEY.encode()] = _metadata_json(meta).encode()
+    pq.write_table(table.replace_schema_metadata(schema_meta), temp)
+
+
+def _ids_csv(result: SearchResult, temp: Path, meta: Mapping[str, Any]) -> None:
+    ids_table(result).to_csv(temp, index=False)
+
+
+def _ids_gpkg(result: SearchResult, temp: Path, meta: Mapping[str, Any]) -> None:
+    _per_area(result).to_file(temp, layer=AREAS_LAYER, driver="GPKG")
+    ids = _typed_ids(result)
+    _write_table(ids, temp, IDS_LAYER)
+    run = pd.DataFrame({
+        "complete": [bool(meta["complete"])],
+        "calls": [int(meta["calls"])],
+        "cached_pages": [int(meta["cached_pages"])],
+        "metadata": [_metadata_json(meta)],
+    })
+    _write_table(run, temp, RUN_LAYER)
+
+
+def _write_table(frame: pd.DataFrame, path: Path, layer: str) -> None:
+    """A non-spatial table as a layer of a GeoPackage."""
+    plain = frame.astype({c: object for c in frame.columns if frame[c].dtype == "string"})
+    pyogrio.write_dataframe(plain, path, layer=layer, driver="GPKG", append=False)
+
+
+def _ids_geojson(result: SearchResult, temp: Path, meta: Mapping[str, Any]) -> None:
+    frame = _per_area(result).to_crs("EPSG:4326")
+    lists = result.ids.groupby(result.id_name)["group_id"].agg(lambda s: sorted(map(str, s)))
+    frame["group_ids"] = [lists.get(a, []) for a in frame[result.id_name]]
+    document = frame.to_geo_dict(drop_id=True)
+    document[METADATA_KEY] = meta
+    temp.write_text(json.dumps(document, default=str), encoding="utf-8")
+
+
+# -- pieces --------------------------------------------------------------------------------
+
+
+def write_tiles(
+    tiles: gpd.GeoDataFrame, path: str | os.PathLike[str],
+    metadata: Mapping[str, Any] | None = None,
+) -> Path:
+    """Write pieces (a plan's or a result's ``tiles``) in the format ``path`` names.
+
+    A Shapefile keeps column names of at most 10 characters: longer ones are shortened
+    (``request_bytes`` → ``request_by``), as every Shapefile writer does, but explicitly.
+
+    Raises
+    ------
+    InputError
+        The extension is not one of :data:`TILES_FORMATS`.
+    """
+    out = check_tiles_path(path)
+    suffix = out.suffix.lower()
+    meta = dict(metadata or {})
+    if suffix == ".parquet":
+        _atomically(out, lambda temp: _tiles_parquet(tiles, temp, meta))
+    elif suffix == ".geojson":
+        def geojson(temp: Path) -> None:
+            document = tiles.to_crs("EPSG:4326").to_geo_dict(drop_id=True)
+            if meta:
+                document[METADATA_KEY] = meta
+            temp.write_text(json.dumps(document, default=str), encoding="utf-8")
+        _atomically(out, geojson)
+    elif suffix == ".gpkg":
+        def gpkg(temp: Path) -> None:
+            _plain_columns(tiles).to_file(temp, layer="tiles", driver="GPKG")
+            if meta:
+                _write_table(pd.DataFrame({"metadata": [_metadata_json(meta)]}), temp, RUN_LAYER)
+        _atomically(out, gpkg)
+    else:
+        out.parent.mkdir(parents=True, exist_ok=True)
+        _shapefile_columns(tiles).to_file(out, driver="ESRI Shapefile")
+        if meta:
+            _sidecar(out, meta)
+    return out
+
+
+def _tiles_parquet(tiles: gpd.GeoDataFrame, temp: Path, meta: Mapping[str, Any]) -> None:
+    tiles.to_parquet(temp, index=False)
+    if meta:
+        table = pq.read_table(temp)
+        schema_meta = dict(table.schema.metadata or {})
+        schema_meta[METADATA_KEY.encode()] = _metadata_json(meta).encode()
+        pq.write_table(table.replace_schema_metadata(schema_meta), temp)
+
+
+def _plain_columns(tiles: gpd.GeoDataFrame) -> gpd.GeoDataFrame:
+    """Nullable integer and text columns in types every GDAL driver writes."""
+    out = tiles.copy()
+    for column in out.columns:
+        if column == out.geometry.name:
+            continue
+        if str(out[column].dtype) == "Int64":
+            out[column] = out[column].astype("float64" if out[column].isna().any() else "int64")
+        elif str(out[column].dtype) in ("string", "str"):
+            out[column] = out[column].astype(object)
+        elif out[column].dtype == bool:
+            out[column] = out[column].astype("int64")
+    return out
+
+
+def _shapefile_columns(tiles: gpd.GeoDataFrame) -> gpd.GeoDataFrame:
+    out = _plain_columns(tiles)
+    names: dict[str, str] = {}
+    taken: set[str] = set()
+    for column in out.columns:
+        if column == out.geometry.name:
+            continue
+        short = str(column)[:10]
+        k = 1
+        while short in taken:
+            short = f"{str(column)[:8]}_{k}"
+            k += 1
+        taken.add(short)
+        names[column] = short
+    return out.rename(columns=names)
+
+
+# -- files written whole -----------------------------------------------------------------
+
+
+def _atomically(out: Path, write: Any) -> None:
+    """Call ``write(temp)`` on a temporary file beside ``out``, then rename it to ``out``."""
+    out.parent.mkdir(parents=True, exist_ok=True)
+    temp = out.with_name(f".{out.stem}-{uuid.uuid4().hex[:8]}.tmp{out.suffix}")
+    try:
+        write(temp)
+        os.replace(temp, out)
+    finally:
+        temp.unlink(missing_ok=True)
+
+
+def _sidecar(out: Path, meta: Mapping[str, Any]) -> None:
+    """The run's metadata beside a file whose format has no place for it."""
+    side = out.with_name(out.name + f".{METADATA_KEY}.json")
+    side.write_text(json.dumps(meta, default=str, indent=2, sort_keys=True) + "\n",
+                    encoding="utf-8")

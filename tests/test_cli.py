@@ -1,0 +1,278 @@
+"""The command line without a service: usage errors (exit 2), file errors, help, start-up.
+
+Every message a user can get here is checked for its exit code, its words, and for the
+absence of Python: no traceback, no ``argument=``, no ``Client(...)`` or ``set_crs(...)``.
+"""
+
+from __future__ import annotations
+
+import argparse
+import re
+import socket
+import subprocess
+import sys
+import zipfile
+from pathlib import Path
+
+import geopandas as gpd
+import pytest
+
+import parcelsearch
+from parcelsearch import commands
+from parcelsearch.cli import EXIT_CODES, build_parser, main
+from parcelsearch.commands import plural
+
+#: Python spellings that must never reach the command line.
+PYTHON = re.compile(r"\b[a-z_]+=|Client\(|set_crs\(|read_file\(|Traceback|allow_partial")
+
+
+def run(argv: list[str], capsys: pytest.CaptureFixture[str]) -> tuple[int, str, str]:
+    """``main(argv)`` as the command runs it: argparse's exits become exit codes."""
+    try:
+        code = main(argv)
+    except SystemExit as exc:
+        code = int(exc.code or 0)
+    out, err = capsys.readouterr()
+    return code, out, err
+
+
+@pytest.fixture
+def files(tmp_path: Path) -> Path:
+    areas = parcelsearch.demo_areas()
+    areas.to_file(tmp_path / "areas.gpkg")
+    areas.to_file(tmp_path / "two.gpkg", layer="districts")
+    areas.head(2).to_file(tmp_path / "two.gpkg", layer="sites")
+    areas.to_file(tmp_path / "areas.shp")
+    with zipfile.ZipFile(tmp_path / "areas.zip", "w") as archive:
+        for ext in ("shp", "shx", "dbf", "prj", "cpg"):
+            archive.write(tmp_path / f"areas.{ext}", f"areas.{ext}")
+    (tmp_path / "areas.prj").unlink()  # the Shapefile alone now has no CRS
+    return tmp_path
+
+
+@pytest.mark.parametrize(
+    ("argv", "message"),
+    [
+        pytest.param(["search", "A", "--out", "o.parquet", "--budget", "-1"],
+                     "argument --budget: must be at least 0, got -1", id="budget-negative"),
+        pytest.param(["search", "A", "--out", "o.parquet", "--budget", "ten"],
+                     "argument --budget: takes a whole number, got 'ten'", id="budget-text"),
+        pytest.param(["search", "A", "--out", "o.parquet", "--workers", "0"],
+                     "argument --workers: must be at least 1", id="workers-zero"),
+        pytest.param(["search", "A", "--out", "o.parquet", "--max-age", "-5"],
+                     "argument --max-age: must be at least 0", id="max-age-negative"),
+        pytest.param(["search", "A", "--out", "o.parquet", "--max-age", "nan"],
+                     "argument --max-age: must be at least 0, got nan", id="max-age-nan"),
+        pytest.param(["plan", "A", "--tolerance", "0.1"],
+                     "argument --tolerance: must be 0 for exact pieces or at least 0.5",
+                     id="tolerance-too-small"),
+        pytest.param(["plan", "A", "--tolerance", "-3"],
+                     "argument --tolerance: must be at least 0", id="tolerance-negative"),
+        pytest.param(["plan", "A", "--tolerance", "inf"],
+                     "argument --tolerance: must be at least 0, got inf", id="tolerance-inf"),
+        pytest.param(["search", "A", "--out", "o.parquet", "--quota", "lots"],
+                     "argument --quota: 'lots' is not a quota", id="quota"),
+        pytest.param(["plan", "A", "--crs", "EPSG:99999"],
+                     "argument --crs: 'EPSG:99999' is not a CRS", id="crs"),
+        pytest.param(["search", "A", "--out", "b.txt"],
+                     "argument --out: cannot write 'b.txt': .txt is not one of the formats "
+                     "written (.parquet, .csv, .gpkg, .geojson). Name a file such as --out",
+                     id="out-extension"),
+        pytest.param(["search", "A", "--out", "ids"],
+                     "argument --out: cannot write 'ids': no extension", id="out-no-extension"),
+        pytest.param(["plan", "A", "--out-tiles", "tiles.csv"],
+                     "argument --out-tiles: cannot write 'tiles.csv': .csv is not one of the "
+                     "formats written (.gpkg, .geojson, .parquet, .shp)", id="tiles-extension"),
+        pytest.param(["search", "A", "--out", "o.csv", "--base-url", "http://127.0.0.1:1"],
+                     "argument --base-url: takes an https:// URL", id="http-url"),
+        pytest.param(["search", "A", "--out", "o.csv", "--ca-bundle", "missing.pem"],
+                     "argument --ca-bundle: no such file 'missing.pem'", id="ca-bundle"),
+        pytest.param(["search", "A"], "the following arguments are required: --out",
+                     id="out-missing"),
+        pytest.param(["cache", "wipe"], "argument action: invalid choice: 'wipe'",
+                     id="cache-action"),
+        pytest.param(["frobnicate"], "invalid choice: 'frobnicate'", id="command"),
+    ],
+)
+def test_usage_errors_exit_2_and_name_the_option(argv, message, capsys, tmp_path,
+                                                 monkeypatch) -> None:
+    monkeypatch.chdir(tmp_path)
+    code, out, err = run(argv, capsys)
+    assert code == 2
+    assert message in err
+    assert not PYTHON.search(err)
+    assert not list(tmp_path.iterdir())  # refused before anything was written or spent
+
+
+@pytest.mark.parametrize(
+    ("areas", "extra", "message"),
+    [
+        pytest.param("two.gpkg", [], "holds 2 layers (districts, sites) and reading the first "
+                     "silently could search the wrong areas. Choose one with --layer districts.",
+                     id="two-layers"),
+        pytest.param("two.gpkg", ["--layer", "parks"], "has no layer 'parks'; its layers are "
+                     "districts, sites", id="no-such-layer"),
+        pytest.param("missing.gpkg", [], "study areas file 'missing.gpkg' does not exist",
+                     id="missing-file"),
+        pytest.param("zip://nothing.zip!a.shp", [], "cannot read study areas file "
+                     "'zip://nothing.zip!a.shp'", id="missing-zip"),
+        pytest.param("areas.shp", [], "has no CRS, so its coordinates cannot be placed on "
+                     "Earth. Declare it with --crs EPSG:4326", id="no-crs"),
+        pytest.param("areas.gpkg", ["--id-column", "nope"], "id column 'nope' is not in the "
+                     "areas", id="id-column"),
+        pytest.param("areas.gpkg", ["--layer", "x"], "has no layer 'x'", id="layer-gpkg"),
+    ],
+)
+def test_area_file_errors_exit_1_in_cli_words(files, areas, extra, message, capsys,
+                                              monkeypatch) -> None:
+    monkeypatch.chdir(files)
+    code, out, err = run(["plan", areas, *extra], capsys)
+    assert code == 1
+    assert message in err
+    assert not PYTHON.search(err)
+
+
+@pytest.mark.parametrize("areas", ["two.gpkg", "zip://areas.zip!areas.shp",
+                                   "/vsizip/areas.zip/areas.shp", "areas.shp"])
+def test_layers_virtual_paths_and_declared_crs_are_read(files, areas, capsys,
+                                                        monkeypatch) -> None:
+    monkeypatch.chdir(files)
+    extra = {"two.gpkg": ["--layer", "sites"], "areas.shp": ["--crs", "EPSG:4326"]}
+    code, out, err = run(["plan", areas, "--id-column", "area_id", *extra.get(areas, [])],
+                         capsys)
+    assert code == 0, err
+    assert ("pine-street" in out) and (("park-ring" in out) == (areas != "two.gpkg"))
+
+
+@pytest.mark.parametrize("suffix", [".gpkg", ".geojson", ".parquet", ".shp"])
+def test_plan_writes_tiles_in_each_format(files, suffix, capsys) -> None:
+    out = files / f"tiles{suffix}"
+    code, printed, err = run(["plan", str(files / "areas.gpkg"), "--id-column", "area_id",
+                              "--out-tiles", str(out)], capsys)
+    assert code == 0, err
+    tiles = gpd.read_parquet(out) if suffix == ".parquet" else gpd.read_file(out)
+    assert len(tiles) == 7 and tiles.crs == "EPSG:4326"
+    assert "7 pieces, at least 7 calls" in printed
+
+
+def test_one_piece_is_singular(files, capsys) -> None:
+    one = parcelsearch.demo_areas().query("area_id == 'pine-street'")
+    one.to_file(files / "one.geojson")
+    code, out, _ = run(["plan", str(files / "one.geojson")], capsys)
+    assert code == 0 and "\n1 piece, at least 1 call\n" in out
+
+
+def test_plural() -> None:
+    assert [plural(n, "piece") for n in (0, 1, 2)] == ["0 pieces", "1 piece", "2 pieces"]
+    assert plural(1_234, "call") == "1,234 calls"
+
+
+def test_nothing_listening_names_the_url_and_serve(files, capsys, monkeypatch) -> None:
+    with socket.socket() as sock:  # a port that was free a moment ago: nothing listens there
+        sock.bind(("127.0.0.1", 0))
+        port = sock.getsockname()[1]
+    url = f"https://127.0.0.1:{port}"
+    monkeypatch.setenv("PARCELSEARCH_API_KEY", "k" * 20)
+    monkeypatch.setenv("PARCELSEARCH_CACHE_DIR", str(files / "cache"))
+    for argv in (["search", str(files / "areas.gpkg"), "--out", str(files / "o.parquet"),
+                  "--base-url", url], ["markets", "--base-url", url]):
+        code, out, err = run(argv, capsys)
+        assert code == 1
+        assert f"nothing is listening at {url} (connection refused)" in err
+        assert "Start the reference service with `parcelsearch serve`" in err
+        assert "--base-url https://... or the environment variable $PARCELSEARCH_BASE_URL" in err
+        assert not PYTHON.search(err)
+    assert not (files / "o.parquet").exists()
+
+
+@pytest.mark.parametrize(
+    ("env", "message"),
+    [
+        pytest.param({"PARCELSEARCH_BASE_URL": "https://127.0.0.1:1"},
+                     "no API key. Give it with the environment variable $PARCELSEARCH_API_KEY.",
+                     id="no-key"),
+        pytest.param({"PARCELSEARCH_API_KEY": "k" * 20},
+                     "no base URL. Give it with --base-url https://... or the environment "
+                     "variable $PARCELSEARCH_BASE_URL.", id="no-url"),
+        pytest.param({"PARCELSEARCH_API_KEY": "k" * 20,
+                      "PARCELSEARCH_BASE_URL": "https://127.0.0.1:1",
+                      "PARCELSEARCH_CA_BUNDLE": "/nowhere/ca.pem"},
+                     "CA bundle '/nowhere/ca.pem' is not a file (a local service writes "
+                     "ca.pem). Give a PEM file with --ca-bundle FILE or the environment variable "
+                     "$PARCELSEARCH_CA_BUNDLE.", id="no-ca"),
+        pytest.param({"PARCELSEARCH_API_KEY": "k" * 20,
+                      "PARCELSEARCH_BASE_URL": "https://127.0.0.1:1",
+                      "PARCELSEARCH_QUOTA": "plenty"},
+                     "'plenty' (from PARCELSEARCH_QUOTA) is not a quota", id="env-quota"),
+    ],
+)
+def test_configuration_errors_speak_flags_and_variables(files, env, message, capsys,
+                                                        monkeypatch) -> None:
+    for name in ("PARCELSEARCH_API_KEY", "PARCELSEARCH_BASE_URL", "PARCELSEARCH_CA_BUNDLE",
+                 "PARCELSEARCH_QUOTA"):
+        monkeypatch.delenv(name, raising=False)
+    for name, value in env.items():
+        monkeypatch.setenv(name, value)
+    monkeypatch.setenv("PARCELSEARCH_CACHE_DIR", str(files / "cache"))
+    code, out, err = run(["search", str(files / "areas.gpkg"), "--out",
+                          str(files / "o.parquet")], capsys)
+    assert code == 1
+    assert message in err
+    assert not PYTHON.search(err.replace("(from PARCELSEARCH_QUOTA)", ""))
+
+
+def test_search_help_lists_the_environment_and_exit_codes(capsys) -> None:
+    code, out, _ = run(["search", "--help"], capsys)
+    assert code == 0
+    for name in ("PARCELSEARCH_API_KEY", "PARCELSEARCH_BASE_URL", "PARCELSEARCH_CA_BUNDLE",
+                 "PARCELSEARCH_QUOTA", "PARCELSEARCH_CACHE_DIR", "~/.cache/parcelsearch"):
+        assert name in out
+    for code_number, meaning in EXIT_CODES.items():
+        assert re.search(rf"^  {code_number}\s+{re.escape(meaning)}$", out, flags=re.M)
+
+
+@pytest.mark.parametrize("command", ["search", "serve", "keys"])
+def test_every_option_and_action_has_help(command) -> None:
+    """Every option, positional and sub-command of every command says what it does."""
+    missing: list[str] = []
+
+    def walk(parser: argparse.ArgumentParser, path: str) -> None:
+        for action in parser._actions:
+            if isinstance(action, argparse._SubParsersAction):
+                helped = {c.dest for c in action._choices_actions if c.help}
+                for name, sub in action.choices.items():
+                    if name not in helped:
+                        missing.append(f"{path} {name}")
+                    walk(sub, f"{path} {name}")
+            elif not action.help:
+                missing.append(f"{path} {'/'.join(action.option_strings) or action.dest}")
+
+    walk(build_parser([command]), "parcelsearch")
+    # With another command given, serve/keys are placeholders (the service is not imported).
+    others = {"search": ("serve", "keys"), "serve": ("keys",), "keys": ("serve",)}[command]
+    assert [m for m in missing if m.split(" ")[1] not in others] == []
+
+
+def test_help_does_not_import_the_heavy_parts() -> None:
+    """``parcelsearch --help`` loads neither geopandas nor the service (start-up stays quick)."""
+    code = ("import sys\nfrom parcelsearch.cli import main\n"
+            "try:\n    main(['--help'])\nexcept SystemExit:\n    pass\n"
+            "heavy = [m for m in ('geopandas', 'pandas', 'shapely', 'requests', 'starlette',"
+            " 'parcelsearch.service', 'parcelsearch.accessor') if m in sys.modules]\n"
+            "print('HEAVY', heavy)\n")
+    done = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True,
+                          timeout=60)
+    assert done.returncode == 0, done.stderr
+    assert "HEAVY []" in done.stdout
+
+
+def test_an_unexpected_error_is_one_line_not_a_traceback(files, capsys, monkeypatch) -> None:
+    """A bug (any exception that is not a ParcelSearchError) still exits 1 with one line."""
+    def broken(args):
+        raise ValueError("Unknown column geometry")
+
+    monkeypatch.setattr(commands, "run_plan", broken)
+    code, out, err = run(["plan", str(files / "areas.gpkg")], capsys)
+    assert code == 1
+    assert err.startswith("parcelsearch: error: unexpected ValueError: Unknown column geometry")
+    assert "PARCELSEARCH_DEBUG=1" in err and "Traceback" not in err

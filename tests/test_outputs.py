@@ -1,0 +1,93 @@
+"""Writers of GroupIDs and pieces: formats by extension, types kept, the run's metadata."""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+
+import geopandas as gpd
+import pandas as pd
+import pyarrow.parquet as pq
+import pytest
+
+import parcelsearch
+from parcelsearch import outputs
+from parcelsearch.errors import InputError
+from parcelsearch.result import SearchResult
+
+
+@pytest.fixture(scope="module")
+def planned() -> parcelsearch.Plan:
+    return parcelsearch.plan(parcelsearch.demo_areas(), id_column="area_id")
+
+
+def _result(planned, ids: list[tuple[str, str]], *, complete: bool = True,
+            fetched: int = 1) -> SearchResult:
+    tiles = planned.tiles.assign(
+        rows=pd.array([3] * len(planned.tiles), dtype="Int64"),
+        pages=pd.array([1] * len(planned.tiles), dtype="Int64"),
+        pages_fetched=[fetched] + [1] * (len(planned.tiles) - 1),
+        calls=1, cached_pages=0, from_cache=False,
+    )
+    frame = pd.DataFrame(ids, columns=["area_id", "group_id"]).astype({"group_id": "string"})
+    return SearchResult(ids=frame, tiles=tiles, plan=planned, calls=len(planned.tiles),
+                        complete=complete)
+
+
+@pytest.mark.parametrize("suffix", outputs.IDS_FORMATS)
+def test_an_empty_result_keeps_its_types(planned, tmp_path: Path, suffix: str) -> None:
+    path = outputs.write_ids(_result(planned, []), tmp_path / f"ids{suffix}")
+    if suffix == ".parquet":
+        ids = pd.read_parquet(path)
+        assert ids["group_id"].dtype == "string" and ids["area_id"].dtype != "float64"
+    elif suffix == ".gpkg":
+        areas = gpd.read_file(path, layer="areas")
+        assert len(areas) == 5 and areas["n_group_ids"].tolist() == [0] * 5
+        assert len(gpd.read_file(path, layer="group_ids")) == 0
+    elif suffix == ".geojson":
+        features = json.loads(path.read_text())["features"]
+        assert [f["properties"]["group_ids"] for f in features] == [[]] * 5
+    else:
+        assert path.read_text().splitlines() == ["area_id,group_id,name,market"]
+
+
+def test_ids_are_joined_to_their_areas(planned, tmp_path: Path) -> None:
+    result = _result(planned, [("northside", "a1"), ("park-ring", "b2"), ("northside", "c3")])
+    ids = pd.read_parquet(outputs.write_ids(result, tmp_path / "ids.parquet"))
+    assert ids[["area_id", "group_id", "market"]].values.tolist() == [
+        ["northside", "a1", "Abilene, TX"], ["park-ring", "b2",
+                                             "Tarrant County Unincorporated, TX"],
+        ["northside", "c3", "Abilene, TX"]]
+
+
+def test_a_partial_result_says_so_and_which_areas_are_complete(planned, tmp_path: Path) -> None:
+    result = _result(planned, [("northside", "a1")], complete=False, fetched=0)
+    path = outputs.write_ids(result, tmp_path / "ids.parquet")
+    meta = json.loads(pq.read_schema(path).metadata[b"parcelsearch"])
+    assert meta["complete"] is False and meta["calls"] == 7
+    first_area = planned.tiles.iloc[0]["area_id"]
+    assert first_area not in meta["areas_complete"]
+    assert len(meta["areas_complete"]) == 4  # every area but the one missing a page
+
+
+def test_the_result_metadata_wins_when_there_is_one(planned, tmp_path: Path) -> None:
+    result = _result(planned, [])
+    result.metadata = {"complete": True, "calls": 99, "cached_pages": 1,  # type: ignore[attr-defined]
+                       "areas_complete": ["northside"]}
+    meta = outputs.run_metadata(result)
+    assert meta["calls"] == 99 and meta["areas_complete"] == ["northside"]
+
+
+@pytest.mark.parametrize("name", ["ids.txt", "ids", "ids.shp", "ids.parquet.bak"])
+def test_unknown_extensions_are_refused(name: str) -> None:
+    with pytest.raises(InputError, match="is not one of the formats written") as caught:
+        outputs.check_ids_path(name)
+    assert "path='group_ids.parquet'" in str(caught.value)
+    assert "--out group_ids.parquet" in caught.value.render("cli")
+
+
+def test_shapefile_columns_are_shortened_explicitly(planned, tmp_path: Path) -> None:
+    path = outputs.write_tiles(_result(planned, []).tiles, tmp_path / "t.shp", {"calls": 7})
+    columns = gpd.read_file(path).columns.tolist()
+    assert "request_by" in columns and "pages_fetc" in columns
+    assert json.loads((tmp_path / "t.shp.parcelsearch.json").read_text())["calls"] == 7

@@ -1,0 +1,49 @@
+"""``import parcelsearch``: lazy (PEP 562), every public name reachable, ``gdf.parcels`` rules."""
+
+from __future__ import annotations
+
+import subprocess
+import sys
+
+import pytest
+
+import parcelsearch
+
+
+def _python(code: str) -> str:
+    done = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True,
+                          timeout=120)
+    assert done.returncode == 0, done.stderr
+    return done.stdout.strip()
+
+
+def test_importing_the_package_loads_nothing_heavy() -> None:
+    out = _python("import sys, parcelsearch\n"
+                  "print([m for m in ('geopandas', 'pandas', 'requests', 'parcelsearch.client')"
+                  " if m in sys.modules])")
+    assert out == "[]"
+
+
+@pytest.mark.parametrize(
+    ("code", "registered"),
+    [
+        pytest.param("import geopandas as gpd, parcelsearch", True, id="geopandas-first"),
+        pytest.param("import parcelsearch; parcelsearch.plan; import geopandas as gpd", True,
+                     id="first-use-of-a-name"),
+        pytest.param("import parcelsearch.accessor; import geopandas as gpd", True,
+                     id="explicit"),
+        pytest.param("import parcelsearch; import geopandas as gpd", False,
+                     id="parcelsearch-first-unused"),
+    ],
+)
+def test_the_accessor_registration_rule(code: str, registered: bool) -> None:
+    assert _python(f"{code}\nprint(hasattr(gpd.GeoDataFrame, 'parcels'))") == str(registered)
+
+
+def test_every_public_name_resolves() -> None:
+    for name in parcelsearch.__all__:
+        assert getattr(parcelsearch, name) is not None, name
+    assert set(parcelsearch.__all__) <= set(dir(parcelsearch))
+    with pytest.raises(AttributeError, match="no attribute 'nope'"):
+        parcelsearch.nope  # noqa: B018
+    assert parcelsearch.plan is parcelsearch.planning.plan  # the module stays reachable
