@@ -70,14 +70,6 @@ def test_a_partial_result_says_so_and_which_areas_are_complete(planned, tmp_path
     assert len(meta["areas_complete"]) == 4  # every area but the one missing a page
 
 
-def test_the_result_metadata_wins_when_there_is_one(planned, tmp_path: Path) -> None:
-    result = _result(planned, [])
-    result.metadata = {"complete": True, "calls": 99, "cached_pages": 1,  # type: ignore[attr-defined]
-                       "areas_complete": ["northside"]}
-    meta = outputs.run_metadata(result)
-    assert meta["calls"] == 99 and meta["areas_complete"] == ["northside"]
-
-
 @pytest.mark.parametrize("name", ["ids.txt", "ids", "ids.shp", "ids.parquet.bak"])
 def test_unknown_extensions_are_refused(name: str) -> None:
     with pytest.raises(InputError, match="is not one of the formats written") as caught:

@@ -22,6 +22,7 @@ from collections import Counter
 from collections.abc import Callable, Mapping
 from dataclasses import dataclass
 from typing import Any, Protocol, TypeVar
+from urllib.parse import urlsplit
 
 import requests
 from requests.adapters import HTTPAdapter
@@ -286,11 +287,12 @@ class Transport:
                 allow_redirects=False,
             )
         except requests.exceptions.SSLError as exc:
-            raise TransportError(f"TLS verification failed ({describe}): {_reason(exc)}",
-                                 url=_strip_query(url),
-                                 hints=[Hint("ca_bundle", phrase="if it is a local service, "
-                                                                 "point {knob} at its ca.pem")],
-                                 ) from None
+            raise TransportError(
+                f"TLS verification of {_root(url)} failed ({describe}): {_reason(exc)}",
+                url=_strip_query(url),
+                hints=[Hint("ca_bundle",
+                            phrase="if it is a local service, trust its CA with {knob}")],
+            ) from None
         except (requests.exceptions.ChunkedEncodingError,
                 requests.exceptions.ContentDecodingError) as exc:
             return Transient("cut body", MalformedResponseError(
@@ -385,12 +387,18 @@ def _urllib3_error(exc: requests.exceptions.RequestException) -> Exception:
 def _no_response(exc: BaseException, url: str, describe: str) -> TransportError:
     base = _strip_query(url)
     if isinstance(_innermost(exc), ConnectionRefusedError | NewConnectionError):
-        root = base.split("/v1/")[0] if "/v1/" in base else base
+        root = _root(url)
         return TransportError(
             f"nothing is listening at {root} (connection refused, {describe}). Is the service "
             "running and the base URL right? A local reference service starts with "
             "`parcelsearch serve`.", url=base)
     return TransportError(f"no usable response ({describe}): {_reason(exc)}", url=base)
+
+
+def _root(url: str) -> str:
+    """``https://host:port`` of a URL."""
+    parts = urlsplit(url)
+    return f"{parts.scheme}://{parts.netloc}"
 
 
 def _strip_query(url: str) -> str:

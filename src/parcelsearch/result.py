@@ -104,7 +104,17 @@ class SearchResult:
 
     def __post_init__(self) -> None:
         if self.areas_complete is None:
-            self.areas_complete = list(self.plan.areas.index) if self.complete else []
+            self.areas_complete = self._complete_areas()
+
+    def _complete_areas(self) -> list[Hashable]:
+        """Areas whose every piece was fetched to its last page (from :attr:`tiles`)."""
+        areas = list(self.plan.areas.index)
+        if self.complete or self.tiles.empty:
+            return areas if self.complete else []
+        tiles = self.tiles
+        done = tiles["pages"].notna() & (tiles["pages_fetched"] >= tiles["pages"].fillna(-1))
+        by_area = done.groupby(tiles[self.plan.id_name], sort=False).all()
+        return [a for a in areas if bool(by_area.get(a, False))]
 
     @property
     def metadata(self) -> dict[str, Any]:
