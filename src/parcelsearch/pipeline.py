@@ -138,8 +138,8 @@ def _refusal(run: Run, plan: Plan, needed: int, allowed: int, what: str,
                               "try {knob} (metres), whose plan fits"))
     if what == "budget":
         hints.append(Hint("budget", needed + run.calls if spent_first else needed,
-                          "or raise {knob}"))
-    hints.append(Hint("allow_partial", None, "or pass {knob} to finish the areas that fit"))
+                          "raise {knob}"))
+    hints.append(Hint("allow_partial", None, "pass {knob} to finish the areas that fit"))
     return QuotaWouldExceedError(head, needed=needed, allowed=allowed, hints=hints)
 
 
@@ -443,7 +443,9 @@ class _Search:
         return chosen
 
     def _with_result(self, error: BudgetError) -> BudgetError:
-        error.result = self._result()
+        """Attach what was found (nothing found before spending: no result to write)."""
+        if any(state.data for state in self.states):
+            error.result = self._result()
         return error
 
     def _result(self) -> SearchResult:

@@ -140,7 +140,9 @@ def test_quota_too_small_exits_3_before_spending(env, service, make_key, areas_f
     code, _, err = run(["search", str(areas_file), "--out", str(tmp_path / "o.parquet"),
                         "--quiet", "--quota", "6/lifetime"], capsys)
     assert code == 3
-    assert "the remaining quota allows 6; nothing was spent." in err
+    assert "has 6 left of its quota (6 calls for the life of the key), which never resets; " \
+           "nothing was spent." in err
+    assert not (tmp_path / "o.parquet").exists()  # nothing found, nothing written
     assert "Try --tolerance 200 (metres), whose plan fits." in err
     assert not PYTHON.search(err)
     assert served(service, small) == 0
@@ -184,7 +186,6 @@ def test_empty_result_keeps_its_types(env, service, key, tmp_path, capsys) -> No
     assert ids["group_id"].dtype == "string" and ids["area_id"].dtype != "float64"
 
 
-@pytest.mark.xfail(strict=True, reason="fixed by the lead's pipeline rewrite")
 def test_active_markets_only_with_every_area_outside(env, service, key, tmp_path,
                                                      capsys) -> None:
     outside = parcelsearch.demo_areas().query("area_id == 'marfa-ranch'")
