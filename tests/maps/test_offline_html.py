@@ -9,9 +9,11 @@ from importlib import resources
 from pathlib import Path
 from typing import Any
 
+import geopandas as gpd
 import ipyleaflet
 import pandas as pd
 import pytest
+from shapely.geometry import box
 
 from parcelsearch import maps
 from parcelsearch.maps.offline_html import OSM_TILES
@@ -97,3 +99,40 @@ def test_save_html_refuses_what_it_cannot_draw(obj: Any, message: str, tmp_path:
     with pytest.raises(TypeError, match=message):
         maps.save_html(obj, tmp_path / "map.html")
     assert not (tmp_path / "map.html").exists()
+
+
+def far_apart() -> gpd.GeoDataFrame:
+    """Three 500 m squares a few hundred kilometres apart."""
+    return gpd.GeoDataFrame(
+        {"name": ["A", "B", "C"]},
+        geometry=[box(x, 32, x + 0.005, 32.005) for x in (-100.0, -97.0, -104.0)],
+        index=pd.Index(["a", "b", "c"], name="area_id"), crs=4326,
+    )
+
+
+def test_far_apart_areas_get_one_panel_each_without_markers(tmp_path: Path) -> None:
+    spec = maps.areas_map(far_apart()).parcelsearch_spec
+    assert "Area markers" in [x.name for x in spec.layers]  # the widget's overview needs them
+    _, data = parse_page(maps.save_html(spec, tmp_path / "map.html"))
+    assert [p["title"] for p in data["panels"]] == ["A (a)", "B (b)", "C (c)"]
+    assert data["panels"][0]["bounds"] == [[32.0, -100.0], [32.005, -99.995]]
+    assert [x["name"] for x in data["layers"]] == ["Study areas"]
+    assert "area marker" not in data["legend"]
+    assert '<div id="panels">' in (tmp_path / "map.html").read_text(encoding="utf-8")
+
+
+def test_close_areas_get_one_map(areas: Any, tmp_path: Path) -> None:
+    _, data = parse_page(maps.save_html(areas, tmp_path / "map.html"))
+    assert data["panels"] == []
+    assert '<div id="map">' in (tmp_path / "map.html").read_text(encoding="utf-8")
+
+
+def test_context_is_kept_from_a_map_or_added_when_saving(areas: Any, tmp_path: Path) -> None:
+    blocks = gpd.GeoDataFrame(geometry=[box(0.1, 0.1, 0.2, 0.2)], crs=4326)
+    _, plain = parse_page(maps.save_html(areas, tmp_path / "a.html"))
+    _, added = parse_page(maps.save_html(areas, tmp_path / "b.html", context=blocks))
+    _, kept = parse_page(maps.save_html(maps.areas_map(areas, context=blocks),
+                                        tmp_path / "c.html"))
+    assert plain["context"] is None
+    assert added["context"] == kept["context"]
+    assert len(kept["context"]["geojson"]["features"]) == 1

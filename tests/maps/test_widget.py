@@ -6,7 +6,9 @@ from typing import Any
 
 import geopandas as gpd
 import ipyleaflet
+import pandas as pd
 import pytest
+from shapely.geometry import box
 
 from parcelsearch import maps
 from parcelsearch.maps.classification import PALETTE
@@ -63,3 +65,23 @@ def test_result_legend_lists_bins_and_outline_styles(areas: Any, result: Any) ->
         "all pages from cache (dashed)": "#ffffff",
         "skipped area (dashed)": SKIPPED_STYLE["fillColor"],
     }
+
+
+def test_far_apart_areas_can_be_visited_from_a_list() -> None:
+    far = gpd.GeoDataFrame(
+        geometry=[box(x, 32, x + 0.005, 32.005) for x in (-100.0, -97.0)],
+        index=pd.Index(["a", "b"], name="area_id"), crs=4326,
+    )
+    m = maps.areas_map(far)
+    control = next(c for c in m.controls if isinstance(c, ipyleaflet.WidgetControl))
+    assert list(control.widget.options) == ["all areas", "a", "b"]
+    control.widget.value = "b"
+    assert m.center == pytest.approx([32.0025, -96.9975], abs=1e-3)
+    assert m.zoom >= 14
+
+
+def test_context_is_drawn_first_and_not_clickable(areas: gpd.GeoDataFrame) -> None:
+    blocks = gpd.GeoDataFrame(geometry=[box(0.1, 0.1, 0.2, 0.2)], crs=4326)
+    m = maps.areas_map(areas, context=blocks)
+    assert list(geojson_layers(m)) == ["Context (offline)", "Study areas"]
+    assert geojson_layers(m)["Context (offline)"].style["interactive"] is False

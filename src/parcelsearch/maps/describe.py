@@ -41,7 +41,9 @@ from parcelsearch.maps.spec import (
     AREA_STYLE,
     CACHED_DASH,
     MARKER_BELOW_PX,
+    MARKER_LABEL,
     MARKER_STYLE,
+    MARKERS_NAME,
     OUTLINE_STYLE,
     PIECE_STYLE,
     PLAN_PIECE_STYLE,
@@ -290,10 +292,10 @@ def _with_markers(spec: MapSpec) -> MapSpec:
          "properties": {**f["properties"], "style": {**MARKER_STYLE, "fillColor": colour}}}
         for f, colour in areas
     ]
-    markers = LayerSpec("Area markers", {"type": "FeatureCollection", "features": features})
+    markers = LayerSpec(MARKERS_NAME, {"type": "FeatureCollection", "features": features})
     legend = spec.legend or Legend("Study areas", ())
     legend = Legend(legend.title, (*legend.entries,
-                                   LegendEntry("area marker", MARKER_STYLE["fillColor"])))
+                                   LegendEntry(MARKER_LABEL, MARKER_STYLE["fillColor"])))
     return dataclasses.replace(spec, layers=(*spec.layers, markers), legend=legend)
 
 

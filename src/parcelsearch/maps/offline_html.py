@@ -21,7 +21,14 @@ from typing import Any
 import geopandas as gpd
 
 from parcelsearch.maps.describe import spec_of
-from parcelsearch.maps.spec import BACKGROUND, Bounds, Legend, MapSpec
+from parcelsearch.maps.spec import (
+    BACKGROUND,
+    MARKER_LABEL,
+    MARKERS_NAME,
+    Bounds,
+    Legend,
+    MapSpec,
+)
 
 __all__ = ["OSM_ATTRIBUTION", "OSM_TILES", "page_html", "save_html"]
 
@@ -30,8 +37,6 @@ OSM_TILES = "https://tile.openstreetmap.org/{z}/{x}/{y}.png"
 OSM_ATTRIBUTION = (
     '&copy; <a href="https://www.openstreetmap.org/copyright">OpenStreetMap</a> contributors'
 )
-#: Layers drawn only on a single map (panels show their areas whole).
-OVERVIEW_ONLY = ("Area markers",)
 
 _STATIC = "_static"
 _CSS_COMMENT = re.compile(r"/\*.*?\*/", re.DOTALL)
@@ -52,6 +57,7 @@ header p {{ font-size: 13px; margin: 0; color: #555; }}
 .ps-panel {{ background: #fff; border: 1px solid #ccc; }}
 .ps-panel h2 {{ font-size: 13px; font-weight: 600; margin: 0; padding: 3px 8px; }}
 .ps-panel-map {{ height: 300px; background: {BACKGROUND}; }}
+section.ps-legend {{ justify-self: start; align-self: start; }}
 .ps-legend {{ background: #fff; padding: 6px 10px; border-radius: 4px; line-height: 20px;
              box-shadow: 0 1px 5px rgba(0, 0, 0, .4); }}
 aside.ps-legend {{ position: fixed; right: 12px; bottom: 12px; z-index: 1000; }}
@@ -62,7 +68,8 @@ aside.ps-legend {{ position: fixed; right: 12px; bottom: 12px; z-index: 1000; }}
 .ps-popup td {{ text-align: right; }}
 """
 
-# window.psMaps lists every Leaflet map with the bounds it was fitted to (tests read it).
+# window.psMaps lists every Leaflet map with the bounds it was fitted to and its layers by name
+# (the browser tests read it).
 _APP_JS = """
 (function () {
   "use strict";
@@ -95,13 +102,14 @@ _APP_JS = """
     });
     if (withControl) { L.control.layers(null, overlays, {collapsed: false}).addTo(map); }
     L.control.scale({imperial: false}).addTo(map);
+    return overlays;
   }
 
   function show(element, bounds, layers, withControl) {
     var map = L.map(element, {zoomSnap: 0.25});
-    addLayers(map, layers, withControl);
+    var overlays = addLayers(map, layers, withControl);
     if (bounds) { map.fitBounds(bounds, {padding: [24, 24]}); } else { map.setView([20, 0], 2); }
-    window.psMaps.push({map: map, bounds: bounds});
+    window.psMaps.push({map: map, bounds: bounds, layers: overlays});
   }
 
   if (spec.panels.length > 1) {
@@ -109,16 +117,18 @@ _APP_JS = """
     spec.panels.forEach(function (panel) {
       var box = L.DomUtil.create("section", "ps-panel", grid);
       L.DomUtil.create("h2", "", box).innerHTML = panel.title;
-      show(L.DomUtil.create("div", "ps-panel-map", box), panel.bounds, spec.panelLayers, false);
+      show(L.DomUtil.create("div", "ps-panel-map", box), panel.bounds, spec.layers, false);
     });
   } else {
     show(document.getElementById("map"), spec.bounds, spec.layers, true);
   }
   if (spec.legend) {
-    var legend = document.createElement("aside");
+    // over a single map, bottom right; on a page of panels, a cell of the grid after them
+    var legend = document.createElement(spec.panels.length > 1 ? "section" : "aside");
     legend.className = "ps-legend";
     legend.innerHTML = spec.legend;
-    document.body.appendChild(legend);
+    (spec.panels.length > 1 ? document.getElementById("panels") : document.body)
+      .appendChild(legend);
   }
 }());
 """
@@ -172,18 +182,23 @@ def _latlng(bounds: Bounds | None) -> list[list[float]] | None:
 
 
 def _html_payload(spec: MapSpec, *, basemap: bool) -> dict[str, Any]:
-    """What the page's script reads: layers, panels, legend and bounds; escaped where shown."""
-    layers = [{"name": html.escape(x.name), "geojson": x.geojson} for x in spec.layers]
+    """What the page's script reads: layers, panels, legend and bounds; escaped where shown.
+
+    Panels show their areas whole, so a page of panels leaves out the markers of specks.
+    """
+    panels = len(spec.views) > 1
+    shown = [x for x in spec.layers if not (panels and x.name == MARKERS_NAME)]
+    legend = spec.legend
+    if legend is not None and panels:
+        legend = Legend(legend.title, tuple(e for e in legend.entries if e.label != MARKER_LABEL))
     context = spec.context
     return {
-        "layers": layers,
-        "panelLayers": [x for x, s in zip(layers, spec.layers, strict=True)
-                        if s.name not in OVERVIEW_ONLY],
+        "layers": [{"name": html.escape(x.name), "geojson": x.geojson} for x in shown],
         "panels": [{"title": html.escape(v.title), "bounds": _latlng(v.bounds)}
-                   for v in spec.views],
+                   for v in spec.views] if panels else [],
         "context": (None if context is None
                     else {"name": html.escape(context.name), "geojson": context.geojson}),
-        "legend": _legend_html(spec.legend) if spec.legend and spec.legend.entries else None,
+        "legend": _legend_html(legend) if legend and legend.entries else None,
         "bounds": _latlng(spec.bounds),
         "tiles": OSM_TILES if basemap else None,
         "attribution": OSM_ATTRIBUTION if basemap else None,

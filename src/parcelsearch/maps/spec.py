@@ -47,6 +47,8 @@ HOVER_STYLE: Style = {"weight": 3.5}
 MARKER_STYLE: Style = {"radius": 6, "color": "#1a1a1a", "weight": 1.5, "opacity": 1,
                        "fillColor": "#e6550d", "fillOpacity": 0.9}
 MARKER_BELOW_PX = 12
+MARKERS_NAME = "Area markers"
+MARKER_LABEL = "area marker"
 #: Context features (streets and blocks, outlines): quiet, under everything, not clickable.
 CONTEXT_STYLE: Style = {"color": "#b9b4a8", "weight": 0.6, "opacity": 1,
                         "fillColor": "#fbfaf6", "fillOpacity": 1, "interactive": False}

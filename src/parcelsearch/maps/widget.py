@@ -63,8 +63,8 @@ def _go_to(m: ipyleaflet.Map, spec: MapSpec) -> ipyleaflet.WidgetControl:
                                   layout=ipywidgets.Layout(width="260px"))
 
     def fit(change: dict[str, Any]) -> None:
-        west, south, east, north = choices[change["new"]]  # type: ignore[misc]
-        m.fit_bounds([[south, west], [north, east]])
+        centre, zoom = view_of(choices[change["new"]])  # set here: no front-end round trip
+        m.center, m.zoom = centre, zoom
 
     chooser.observe(fit, names="value")
     return ipyleaflet.WidgetControl(widget=chooser, position="topleft")
