@@ -4,6 +4,7 @@ Selenium is pointed at the system chromedriver explicitly, so Selenium Manager n
 (and never downloads a browser). The profile is fresh for every browser and the browser is
 kept off the network for everything but 127.0.0.1 (no component updates, no sync, no QUIC).
 Tests skip, saying so, only when no Chromium or chromedriver is installed.
+``notebooks/refresh_outputs.py`` uses the same browser to take the notebooks' map pictures.
 
 ``SHOTS`` is the git-ignored folder where the browser tests leave their screenshots.
 """
@@ -52,8 +53,19 @@ def require_chromium() -> tuple[str, str]:
 
 @contextmanager
 def chromium(size: tuple[int, int] = (1280, 900)) -> Iterator[webdriver.Chrome]:
-    """A fresh headless Chromium (own profile, removed afterwards)."""
-    browser, driver_path = require_chromium()
+    """A fresh headless Chromium (own profile, removed afterwards).
+
+    Raises
+    ------
+    FileNotFoundError
+        When Chromium or chromedriver is missing (tests call :func:`require_chromium` first).
+    """
+    paths = chromium_paths()
+    if paths is None:
+        raise FileNotFoundError("headless Chromium not found: apt-get install chromium "
+                                "chromium-driver (or set PARCELSEARCH_CHROMIUM and "
+                                "PARCELSEARCH_CHROMEDRIVER)")
+    browser, driver_path = paths
     profile = tempfile.mkdtemp(prefix="parcelsearch-chromium-")
     options = webdriver.ChromeOptions()
     options.binary_location = browser

@@ -52,7 +52,8 @@ header {{ padding: 6px 12px; background: #fff; border-bottom: 1px solid #ccc; }}
 header h1 {{ font-size: 16px; margin: 0; }}
 header p {{ font-size: 13px; margin: 0; color: #555; }}
 #map {{ flex: 1; background: {BACKGROUND}; }}
-#panels {{ flex: 1; overflow: auto; display: grid; gap: 8px; padding: 8px; align-content: start;
+body.panels {{ height: auto; min-height: 100%; }}
+#panels {{ flex: 1; display: grid; gap: 8px; padding: 8px; align-content: start;
           grid-template-columns: repeat(auto-fill, minmax(420px, 1fr)); background: #f4f4f2; }}
 .ps-panel {{ background: #fff; border: 1px solid #ccc; }}
 .ps-panel h2 {{ font-size: 13px; font-weight: 600; margin: 0; padding: 3px 8px; }}
@@ -208,12 +209,15 @@ def _html_payload(spec: MapSpec, *, basemap: bool) -> dict[str, Any]:
 def page_html(spec: MapSpec, *, title: str, basemap: bool) -> str:
     """The whole page for ``spec`` (see :func:`save_html`)."""
     subtitle = f"<p>{html.escape(spec.subtitle)}</p>" if spec.subtitle else ""
-    body = '<div id="panels"></div>' if len(spec.views) > 1 else '<div id="map"></div>'
+    panels = len(spec.views) > 1
+    body = '<div id="panels"></div>' if panels else '<div id="map"></div>'
+    opening = '<body class="panels">' if panels else "<body>"
     return (
         "<!DOCTYPE html>\n<html lang=\"en\">\n<head>\n<meta charset=\"utf-8\">\n"
         '<meta name="viewport" content="width=device-width, initial-scale=1">\n'
         f"<title>{html.escape(title)}</title>\n"
-        f"<style>\n{_leaflet_css()}\n</style>\n<style>{_CSS}</style>\n</head>\n<body>\n"
+        f"<style>\n{_leaflet_css()}\n</style>\n<style>{_CSS}</style>\n</head>\n"
+        f"{opening}\n"
         f"<header><h1>{html.escape(title)}</h1>{subtitle}</header>\n{body}\n"
         f"<script>\n{_leaflet_js()}\n</script>\n"
         f'<script id="ps-spec" type="application/json">'
