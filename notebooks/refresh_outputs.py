@@ -14,7 +14,8 @@ kept, so that committed notebooks stay small and their diffs readable:
 - for each map a cell shows, a static picture instead of the live widget: the kernel writes
   the map with :func:`parcelsearch.maps.save_html` (the same spec, offline context included)
   and headless Chromium photographs that page (a small palette PNG), so the notebook reads on
-  a static viewer;
+  a static viewer; its metadata records the shapes per layer (``parcelsearch.shapes``), which
+  ``tests/browser/test_notebooks_live.py`` compares with what a live run draws;
 - no other widgets (progress bars: no bar is saved, never one frozen at 0 %), no
   ``metadata.widgets`` and no execution timing.
 
@@ -30,6 +31,7 @@ from __future__ import annotations
 import argparse
 import base64
 import io
+import json
 import sys
 import tempfile
 import time
@@ -57,11 +59,13 @@ CELL_TIMEOUT = 120.0
 PICTURE_WIDTH = 900
 PICTURE_COLOURS = 96
 #: Run silently in the kernel after a cell whose result is a widget: writes the map's page.
+#: Also stores how many shapes each layer has, for the live browser test to compare.
 SAVE_MAP = """
-import parcelsearch.maps as _ps_maps
+import json as _ps_json, pathlib as _ps_path, parcelsearch.maps as _ps_maps
 if hasattr(_, "parcelsearch_spec"):
-    _ps_maps.save_html(_, {path!r}, basemap=False)
-del _ps_maps
+    _ps_path.Path({counts!r}).write_text(_ps_json.dumps(_.parcelsearch_spec.feature_counts()))
+    _ps_maps.save_html(_, {page!r}, basemap=False)
+del _ps_json, _ps_path, _ps_maps
 """
 
 
@@ -111,15 +115,17 @@ def _viewport(driver: webdriver.Chrome, width: int, height: int) -> None:
 def _map_picture(client: BlockingKernelClient, driver: webdriver.Chrome, folder: Path,
                  count: int) -> dict[str, Any] | None:
     """The picture of the map the last cell returned, as a display output (None: no map)."""
-    page = folder / f"map-{count}.html"
-    client.execute_interactive(SAVE_MAP.format(path=str(page)), silent=True,
-                               store_history=False, timeout=CELL_TIMEOUT, allow_stdin=False)
+    page, counts = folder / f"map-{count}.html", folder / f"map-{count}.json"
+    code = SAVE_MAP.format(page=str(page), counts=str(counts))
+    client.execute_interactive(code, silent=True, store_history=False, timeout=CELL_TIMEOUT,
+                               allow_stdin=False)
     if not page.exists():
         return None
     return nbformat.v4.new_output(
         "display_data",
         data={"image/png": picture(driver, page),
               "text/plain": "<static picture of the map: run the cell for the live map>"},
+        metadata={"parcelsearch": {"shapes": json.loads(counts.read_text(encoding="utf-8"))}},
     )
 
 

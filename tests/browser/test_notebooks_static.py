@@ -15,26 +15,14 @@ from typing import Any
 import nbformat
 import numpy as np
 import pytest
+from _notebooks import NOTEBOOKS, map_cells
 from PIL import Image
 
 from parcelsearch.maps.spec import BACKGROUND
 
-NOTEBOOKS = sorted((Path(__file__).resolve().parents[2] / "notebooks").glob("[0-9][0-9]_*.ipynb"))
-#: The last line of a cell that shows a map (its value is the widget).
-SHOWS_MAP = re.compile(r"^[\w\[\].\"'-]*(\.map|plan_map|result_map|areas_map)\(.*\)\s*(#.*)?$")
 #: tqdm's text: "search:  0%|          | 0/7 [00:00<?, ?page/s]".
 PROGRESS = re.compile(r"\d+%\|.*\| *\d+/\d+")
 WIDGET_MIME = "application/vnd.jupyter.widget-view+json"
-
-
-def _code_lines(cell: Any) -> list[str]:
-    return [line for line in cell.source.splitlines() if line.strip()
-            and not line.lstrip().startswith("#")]
-
-
-def _map_cells(notebook: Any) -> list[Any]:
-    return [c for c in notebook.cells if c.cell_type == "code" and _code_lines(c)
-            and SHOWS_MAP.match(_code_lines(c)[-1])]
 
 
 def _texts(notebook: Any) -> list[str]:
@@ -48,7 +36,7 @@ def _texts(notebook: Any) -> list[str]:
 
 def test_there_are_notebooks_with_maps() -> None:
     assert len(NOTEBOOKS) == 3
-    assert all(_map_cells(nbformat.read(p, as_version=4)) for p in NOTEBOOKS)
+    assert all(map_cells(nbformat.read(p, as_version=4)) for p in NOTEBOOKS)
 
 
 @pytest.mark.parametrize("path", NOTEBOOKS, ids=[p.stem for p in NOTEBOOKS])
@@ -60,7 +48,7 @@ def test_every_map_leaves_a_picture_and_no_bar_is_frozen(path: Path) -> None:
                    for o in c.get("outputs", []))
     assert [t for t in _texts(notebook) if PROGRESS.search(t)] == []
     background = np.array([int(BACKGROUND[i:i + 2], 16) for i in (1, 3, 5)])
-    for cell in _map_cells(notebook):
+    for cell in map_cells(notebook):
         pngs = [o["data"]["image/png"] for o in cell.outputs if "image/png" in o.get("data", {})]
         assert len(pngs) == 1, cell.source
         with Image.open(io.BytesIO(base64.b64decode(pngs[0]))) as image:

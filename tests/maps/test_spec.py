@@ -31,3 +31,14 @@ def test_first_views_default_to_the_whole_map_and_layers_are_named() -> None:
     assert spec.layer("x") is layer
     with pytest.raises(KeyError, match="no layer 'y'"):
         spec.layer("y")
+
+
+def test_feature_counts_list_the_context_first() -> None:
+    def layer(name: str, n: int) -> LayerSpec:
+        feature = {"type": "Feature", "geometry": None, "properties": {}}
+        return LayerSpec(name, {"type": "FeatureCollection", "features": [feature] * n})
+
+    spec = MapSpec("t", (layer("Pieces", 3), layer("Study areas", 2)), None, None,
+                   context=layer("Context (offline)", 7))
+    assert spec.feature_counts() == {"Context (offline)": 7, "Pieces": 3, "Study areas": 2}
+    assert list(spec.feature_counts()) == ["Context (offline)", "Pieces", "Study areas"]

@@ -123,6 +123,15 @@ class MapSpec:
                 return layer
         raise KeyError(f"no layer {name!r}; layers: {[x.name for x in self.layers]}")
 
+    def feature_counts(self) -> dict[str, int]:
+        """Features per layer in drawing order, the context (when any) first.
+
+        Each feature is one shape on the map (a multipart area is one shape), so this is what
+        a renderer must draw; the browser tests compare it with what Chromium shows.
+        """
+        layers = ((self.context,) if self.context is not None else ()) + self.layers
+        return {x.name: len(x.geojson["features"]) for x in layers}
+
     def first_views(self) -> tuple[View, ...]:
         """The views a renderer opens on: the panels, or one view of the whole map."""
         if self.views:

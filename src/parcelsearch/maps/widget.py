@@ -41,7 +41,8 @@ def _geojson_layer(layer: LayerSpec) -> ipyleaflet.GeoJSON:
     """A GeoJSON layer whose click shows the clicked feature's popup table."""
     popup = ipywidgets.HTML()
     geojson = ipyleaflet.GeoJSON(data=layer.geojson, name=layer.name, hover_style=HOVER_STYLE,
-                                 point_style=MARKER_STYLE, popup=popup, popup_max_width=360)
+                                 point_style=MARKER_STYLE, popup=popup, popup_min_width=220,
+                                 popup_max_width=360)
 
     def show(**event: Any) -> None:
         properties = event.get("properties") or event.get("feature", {}).get("properties", {})
