@@ -33,13 +33,17 @@ FLAGS = (
 
 
 def chromium_paths() -> tuple[str, str] | None:
-    """(browser, chromedriver) found on this machine, or None."""
+    """(browser, chromedriver) found on this machine, or None.
+
+    ``PARCELSEARCH_CHROMIUM`` and ``PARCELSEARCH_CHROMEDRIVER`` name other executables.
+    """
     browser = os.environ.get("PARCELSEARCH_CHROMIUM") or next(
         (p for p in map(shutil.which, _BROWSERS) if p), None)
-    driver = os.environ.get("PARCELSEARCH_CHROMEDRIVER") or shutil.which("chromedriver")
-    if driver is None and Path("/usr/bin/chromedriver").exists():
-        driver = "/usr/bin/chromedriver"
-    return (browser, driver) if browser and driver else None
+    driver = (os.environ.get("PARCELSEARCH_CHROMEDRIVER") or shutil.which("chromedriver")
+              or "/usr/bin/chromedriver")
+    if browser and Path(browser).is_file() and Path(driver).is_file():
+        return browser, driver
+    return None
 
 
 def require_chromium() -> tuple[str, str]:

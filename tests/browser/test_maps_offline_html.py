@@ -65,6 +65,7 @@ def demo_dir(tmp_path_factory: pytest.TempPathFactory) -> Path:
 
 @pytest.fixture(scope="module")
 def browser() -> Iterator[webdriver.Chrome]:
+    require_chromium()
     with chromium() as driver:
         yield driver
 

@@ -93,6 +93,7 @@ def voila(tmp_path_factory: pytest.TempPathFactory) -> Iterator[str]:
 
 @pytest.fixture(scope="module")
 def browser() -> Iterator[webdriver.Chrome]:
+    require_chromium()
     with chromium(size=(1280, 1000)) as driver:
         yield driver
 
