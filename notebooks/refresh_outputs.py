@@ -11,11 +11,16 @@ Each notebook is executed in its own folder with the current Python, like nbval 
 kept, so that committed notebooks stay small and their diffs readable:
 
 - text outputs (``text/plain``, ``text/html``, streams, errors);
-- not widgets (maps, progress bars: their state is not stored either), nor images;
-- no ``metadata.widgets`` and no execution timing.
+- for each map a cell shows, a static picture instead of the live widget: the kernel writes
+  the map with :func:`parcelsearch.maps.save_html` (the same spec, offline context included)
+  and headless Chromium photographs that page (a small palette PNG), so the notebook reads on
+  a static viewer; its metadata records the shapes per layer (``parcelsearch.shapes``), which
+  ``tests/browser/test_notebooks_live.py`` compares with what a live run draws;
+- no other widgets (progress bars: no bar is saved, never one frozen at 0 %), no
+  ``metadata.widgets`` and no execution timing.
 
-Only ``jupyter_client``, ``ipykernel`` and ``nbformat`` are needed (all installed with the
-test extras); nbconvert is not.
+Needs the test extras (``jupyter_client``, ``ipykernel``, ``nbformat``, ``selenium``,
+``pillow``) and Debian's ``chromium`` + ``chromium-driver``; nbconvert is not used.
 """
 
 # mypy: disable-error-code="no-untyped-call"
@@ -24,20 +29,44 @@ test extras); nbconvert is not.
 from __future__ import annotations
 
 import argparse
+import base64
+import io
+import json
 import sys
+import tempfile
 import time
 from pathlib import Path
 from typing import Any
 
 import nbformat
+from jupyter_client.blocking.client import BlockingKernelClient
 from jupyter_client.manager import KernelManager
 from nbval.kernel import CURRENT_ENV_KERNEL_NAME, NbvalKernelspecManager
+from PIL import Image
+from selenium import webdriver
+from selenium.webdriver.support.ui import WebDriverWait
 
 HERE = Path(__file__).resolve().parent
+# The browser tests' headless Chromium (Debian's chromium + chromedriver, no downloads).
+sys.path.insert(0, str(HERE.parent / "tests" / "browser"))
+from _chromium import chromium  # noqa: E402
+
 #: Output MIME types kept; anything else (widget views, images, JavaScript) is dropped.
 KEEP_MIME = ("text/plain", "text/html")
 WIDGET_MIME = "application/vnd.jupyter.widget-view+json"
 CELL_TIMEOUT = 120.0
+#: Width of the map pictures, and the most colours their palette keeps (small files).
+PICTURE_WIDTH = 900
+PICTURE_COLOURS = 96
+#: Run silently in the kernel after a cell whose result is a widget: writes the map's page.
+#: Also stores how many shapes each layer has, for the live browser test to compare.
+SAVE_MAP = """
+import json as _ps_json, pathlib as _ps_path, parcelsearch.maps as _ps_maps
+if hasattr(_, "parcelsearch_spec"):
+    _ps_path.Path({counts!r}).write_text(_ps_json.dumps(_.parcelsearch_spec.feature_counts()))
+    _ps_maps.save_html(_, {page!r}, basemap=False)
+del _ps_json, _ps_path, _ps_maps
+"""
 
 
 def _keep(output: dict[str, Any]) -> dict[str, Any] | None:
@@ -54,7 +83,53 @@ def _keep(output: dict[str, Any]) -> dict[str, Any] | None:
     return output
 
 
-def execute(path: Path) -> float:
+def _has_widget_result(outputs: list[dict[str, Any]]) -> bool:
+    return any(o["output_type"] == "execute_result" and WIDGET_MIME in o.get("data", {})
+               for o in outputs)
+
+
+def picture(driver: webdriver.Chrome, page: Path) -> str:
+    """A saved map page photographed whole, as a base64 palette PNG."""
+    _viewport(driver, PICTURE_WIDTH, 560)
+    driver.get(page.as_uri())
+    WebDriverWait(driver, 20).until(
+        lambda d: d.execute_script("return !!window.psMaps && window.psMaps.length > 0"))
+    if driver.execute_script("return !!document.getElementById('panels')"):
+        height = driver.execute_script("return document.documentElement.scrollHeight")
+        _viewport(driver, PICTURE_WIDTH, int(height))  # panels: the whole page
+        time.sleep(0.5)  # let Leaflet settle after the resize
+    with Image.open(io.BytesIO(driver.get_screenshot_as_png())) as shot:
+        small = shot.convert("RGB").quantize(colors=PICTURE_COLOURS)
+        out = io.BytesIO()
+        small.save(out, format="PNG", optimize=True)
+    return base64.b64encode(out.getvalue()).decode("ascii")
+
+
+def _viewport(driver: webdriver.Chrome, width: int, height: int) -> None:
+    """Size the page's viewport (a headless window cannot grow past its screen)."""
+    driver.execute_cdp_cmd("Emulation.setDeviceMetricsOverride",
+                           {"width": width, "height": height, "deviceScaleFactor": 1,
+                            "mobile": False})
+
+
+def _map_picture(client: BlockingKernelClient, driver: webdriver.Chrome, folder: Path,
+                 count: int) -> dict[str, Any] | None:
+    """The picture of the map the last cell returned, as a display output (None: no map)."""
+    page, counts = folder / f"map-{count}.html", folder / f"map-{count}.json"
+    code = SAVE_MAP.format(page=str(page), counts=str(counts))
+    client.execute_interactive(code, silent=True, store_history=False, timeout=CELL_TIMEOUT,
+                               allow_stdin=False)
+    if not page.exists():
+        return None
+    return nbformat.v4.new_output(
+        "display_data",
+        data={"image/png": picture(driver, page),
+              "text/plain": "<static picture of the map: run the cell for the live map>"},
+        metadata={"parcelsearch": {"shapes": json.loads(counts.read_text(encoding="utf-8"))}},
+    )
+
+
+def execute(path: Path, driver: webdriver.Chrome) -> float:
     """Execute one notebook in place; returns the seconds it took."""
     notebook = nbformat.read(path, as_version=4)
     manager = KernelManager(
@@ -64,6 +139,7 @@ def execute(path: Path) -> float:
     client = manager.client()
     client.start_channels()
     started = time.perf_counter()
+    pages = tempfile.TemporaryDirectory(prefix="parcelsearch-refresh-")
     try:
         client.wait_for_ready(timeout=60)
         count = 0
@@ -85,8 +161,11 @@ def execute(path: Path) -> float:
             )
             count += 1
             cell.execution_count = count
+            pictured = _has_widget_result(outputs) and reply["content"]["status"] == "ok"
             cell.outputs = [o for o in (_keep(dict(o)) for o in outputs) if o is not None]
             cell.outputs = [nbformat.from_dict(o) for o in _merge_streams(cell.outputs)]
+            if pictured and (shot := _map_picture(client, driver, Path(pages.name), count)):
+                cell.outputs.append(shot)
             for output in cell.outputs:
                 if "execution_count" in output:
                     output["execution_count"] = count
@@ -98,6 +177,7 @@ def execute(path: Path) -> float:
     finally:
         client.stop_channels()
         manager.shutdown_kernel(now=True)
+        pages.cleanup()
     elapsed = time.perf_counter() - started
     notebook.metadata.pop("widgets", None)
     nbformat.validate(notebook)
@@ -127,9 +207,11 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("notebooks", nargs="*", type=Path,
                         default=sorted(HERE.glob("[0-9][0-9]_*.ipynb")))
     args = parser.parse_args(argv)
-    for path in args.notebooks:
-        seconds = execute(path.resolve())
-        print(f"{path}: executed in {seconds:.1f} s")
+    with chromium() as driver:
+        for path in args.notebooks:
+            seconds = execute(path.resolve(), driver)
+            size = path.stat().st_size
+            print(f"{path}: executed in {seconds:.1f} s, {size / 1e3:,.0f} kB")
     return 0
 
 

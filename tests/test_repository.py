@@ -27,7 +27,7 @@ def test_committed_data_is_small() -> None:
     assert sum(sizes.values()) < 4_000_000, sizes
 
 
-def test_notebooks_are_committed_small_without_widget_state_or_images() -> None:
+def test_notebooks_are_committed_small_without_widget_state_or_stray_images() -> None:
     for path in tracked("notebooks/*.ipynb"):
         assert path.stat().st_size < 300_000, path.name
         notebook = json.loads(path.read_text())
@@ -35,5 +35,7 @@ def test_notebooks_are_committed_small_without_widget_state_or_images() -> None:
         for cell in notebook["cells"]:
             for output in cell.get("outputs", []):
                 data = output.get("data", {})
-                assert not any(k.startswith("image/") for k in data), path.name
+                # the only images are the maps' pictures (refresh_outputs.py), which say so
+                is_map_picture = "parcelsearch" in output.get("metadata", {})
+                assert is_map_picture or not any(k.startswith("image/") for k in data), path.name
                 assert "application/vnd.jupyter.widget-view+json" not in data, path.name

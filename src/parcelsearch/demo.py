@@ -16,13 +16,23 @@ import pandas as pd
 
 from parcelsearch._shared import data_path
 
-__all__ = ["demo_areas", "run_demo"]
+__all__ = ["demo_areas", "demo_context", "run_demo"]
 
 
 def demo_areas() -> gpd.GeoDataFrame:
     """The bundled demo study areas: neighbourhood, corridor, area with a hole, multipart,
     and one outside every active market. Columns ``area_id``, ``name``, ``market``."""
     return gpd.read_file(data_path("demo_areas.geojson"))
+
+
+def demo_context() -> gpd.GeoDataFrame:
+    """The blocks of the demo parcel fabric (304 polygons, EPSG:4326), for offline maps.
+
+    Pass it as ``context=`` to :func:`parcelsearch.maps.save_html` or the map functions so the
+    demo's maps show streets and blocks without map tiles. Generated from the demo parcels by
+    ``data/make_demo_context.py``. Columns ``market``, ``kind``.
+    """
+    return gpd.read_file(data_path("demo_context.geojson"))
 
 
 def _say(out: TextIO, text: str = "") -> None:
@@ -74,7 +84,7 @@ def run_demo(out_dir: str | Path = "parcelsearch-demo", *, progress: bool = True
             _table(out, result.skipped)
         ids_path = result.to_parquet(folder / "group_ids.parquet")
         map_path = save_html(result, folder / "map.html", title="parcelsearch demo",
-                             basemap=True, areas=areas)
+                             basemap=True, areas=areas, context=demo_context())
         result.tiles.to_file(folder / "tiles.geojson", driver="GeoJSON")
         unique = len(result.group_ids)
         _say(out, f"\n{unique} unique GroupIDs; {result.calls} calls spent")
