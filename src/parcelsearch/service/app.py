@@ -25,8 +25,8 @@ import geopandas as gpd
 from starlette.applications import Starlette
 from starlette.exceptions import HTTPException
 from starlette.requests import Request
-from starlette.responses import Response
-from starlette.routing import Route
+from starlette.responses import RedirectResponse, Response
+from starlette.routing import BaseRoute, Mount, Route
 from starlette.types import ASGIApp, Message, Receive, Scope, Send
 
 from parcelsearch.errors import BadPolygonError
@@ -35,6 +35,8 @@ from parcelsearch.service.keys import KeyStore
 from parcelsearch.service.limits import INVALID_KEY
 from parcelsearch.service.openapi import openapi_document
 from parcelsearch.service.polygon import bad_request, parse_page, parse_polygon
+from parcelsearch.service.portal.routes import create_portal
+from parcelsearch.service.portal.storage import PortalStore
 from parcelsearch.service.store import ParcelStore, load_markets
 from parcelsearch.settings import (
     MARKETS_PATH,
@@ -136,9 +138,12 @@ def _ambiguous_framing(scope: Scope) -> bool:
 class _Service:
     """The handlers, bound to one parcel store, markets list and key store."""
 
-    def __init__(self, store: ParcelStore, markets: list[str], keys: KeyStore) -> None:
+    def __init__(
+        self, store: ParcelStore, markets: list[str], keys: KeyStore, portal: PortalStore
+    ) -> None:
         self.store = store
         self.keys = keys
+        self.portal = portal
         self.markets_body = json.dumps(
             {"status": "OK", "dataRows": len(markets), "data": markets},
             separators=(",", ":"), ensure_ascii=False,
@@ -168,6 +173,8 @@ class _Service:
             log.exception("error handling %s", request.url.path)
             return envelope(500, INTERNAL)
         if isinstance(result, limits.Refusal):
+            if result.retry_after is not None:  # spike arrest: counted for the portal's page
+                self.portal.count_spike_refusal(api_key)
             headers = None if result.retry_after is None else {
                 "Retry-After": str(result.retry_after)
             }
@@ -240,6 +247,10 @@ async def _http_error(request: Request, exc: Exception) -> Response:
     return envelope(exc.status_code, message, headers=dict(exc.headers or {}))
 
 
+async def _to_portal(request: Request) -> Response:
+    return RedirectResponse("/portal/", 308)
+
+
 async def _server_error(request: Request, exc: Exception) -> Response:
     return envelope(500, INTERNAL)
 
@@ -249,6 +260,7 @@ def create_app(
     markets: str | Path | Sequence[str] | None = None,
     keys: KeyStore | str | Path | None = None,
     match: str = "representative-point",
+    portal: PortalStore | bool = False,
 ) -> ASGIApp:
     """The service as an ASGI application.
 
@@ -262,15 +274,22 @@ def create_app(
         The key store (or its path). Required.
     match
         ``"representative-point"`` or ``"intersects"`` (ignored when ``parcels`` is a store).
+    portal
+        Serve the developer portal at ``/portal/`` (``True``, or a :class:`PortalStore` on
+        ``keys`` with its own session and sign-in settings).
     """
     if keys is None:
         raise TypeError("create_app needs a key store (keys=KeyStore(path) or a path)")
     key_store = keys if isinstance(keys, KeyStore) else KeyStore(keys)
     store = parcels if isinstance(parcels, ParcelStore) else ParcelStore(parcels, match=match)
-    service = _Service(store, load_markets(markets), key_store)
-    routes = [
+    portal_store = portal if isinstance(portal, PortalStore) else PortalStore(key_store)
+    service = _Service(store, load_markets(markets), key_store, portal_store)
+    routes: list[BaseRoute] = [
         Route("/openapi.json", service.openapi, methods=["GET"]),
     ]
+    if portal:
+        routes.append(Route("/portal", _to_portal))
+        routes.append(Mount("/portal", app=create_portal(portal_store)))
     for prefix in ("", STAGE_PREFIX):
         routes.append(Route(prefix + SEARCH_PATH, service.search, methods=["GET"]))
         routes.append(Route(prefix + MARKETS_PATH, service.markets, methods=["GET"]))

@@ -17,6 +17,7 @@ from typing import Any
 from parcelsearch import settings
 from parcelsearch.errors import ConfigurationError
 from parcelsearch.service.keys import QUOTA_PERIODS, SERVICES, KeyStore
+from parcelsearch.service.portal import commands as portal_commands
 from parcelsearch.service.store import MATCH_MODES
 from parcelsearch.settings import KEY_TYPES
 
@@ -54,13 +55,18 @@ def _serve(args: argparse.Namespace) -> int:
     cert_dir = args.cert_dir or default_cert_dir()
     certs = ensure_certificates(cert_dir, [args.host])
     keys = KeyStore(args.keys or default_keys_path())
-    app = create_app(ParcelStore(args.parcels, match=args.match), args.markets, keys)
+    app = create_app(
+        ParcelStore(args.parcels, match=args.match), args.markets, keys, portal=args.portal
+    )
     sock = bind_socket(args.host, args.port)
     port = sock.getsockname()[1]
     host = f"[{args.host}]" if ":" in args.host else args.host
 
     def ready() -> None:
         print(f"serving https://{host}:{port} (CA: {certs.ca})", flush=True)
+        if args.portal:
+            print(f"portal at https://{host}:{port}/portal/ (users: parcelsearch portal "
+                  "add-user)", flush=True)
 
     server = build_server(app, certs.cert, certs.key, on_ready=ready)
     try:
@@ -163,6 +169,8 @@ def register(commands: Any) -> None:
     serve.add_argument("--port", type=int, default=8443, help="port (0 picks a free one)")
     serve.add_argument("--match", choices=MATCH_MODES, default="representative-point",
                        help="how a parcel matches a polygon (default representative-point)")
+    serve.add_argument("--portal", action="store_true",
+                       help="also serve the developer portal at /portal/")
     serve.set_defaults(func=_serve)
 
     keys = commands.add_parser("keys", help="create, list and revoke API keys",
@@ -186,5 +194,6 @@ def register(commands: Any) -> None:
     _keys_arg(revoke)
     revoke.add_argument("--name", required=True)
     revoke.set_defaults(func=_keys_revoke)
+    portal_commands.register(commands)
 
 

@@ -212,6 +212,7 @@ def start_service(
     host: str = "127.0.0.1",
     port: int = 0,
     match: str = "representative-point",
+    portal: bool = False,
 ) -> RunningService:
     """Start the service in a background thread and return once it listens.
 
@@ -230,6 +231,8 @@ def start_service(
         Where to listen; ``port=0`` picks a free port.
     match
         ``"representative-point"`` or ``"intersects"``.
+    portal
+        Also serve the developer portal at ``/portal/``.
     """
     from parcelsearch.service.cli import default_cert_dir, default_keys_path
 
@@ -237,7 +240,7 @@ def start_service(
     cert_path = Path(default_cert_dir() if cert_dir is None else cert_dir)
     certs = ensure_certificates(cert_path, [host])
     store = ParcelStore(parcels, match=match)
-    app = create_app(store, markets, key_store)
+    app = create_app(store, markets, key_store, portal=portal)
     sock = bind_socket(host, port)
     server = build_server(app, certs.cert, certs.key)
     return RunningService(server, sock, host, certs.ca, key_store, store).start()
