@@ -10,6 +10,11 @@ import pytest
 
 from parcelsearch.errors import ConfigurationError
 from parcelsearch.service.keys import KeyStore, hash_key
+from parcelsearch.service.limits import Outcome, Refusal, admit
+
+
+def _ok() -> Outcome[str]:
+    return Outcome(200, "ok")
 
 
 @pytest.fixture
@@ -27,8 +32,8 @@ def test_only_the_hash_is_stored(store: KeyStore) -> None:
     )
     assert key.encode() not in raw
     assert hash_key(key).encode() in raw
-    assert store.lookup(key) is not None and store.lookup(key).name == "alice"  # type: ignore[union-attr]
-    assert key not in repr(store.lookup(key))
+    assert admit(store, key, "markets", "/v1/markets", _ok).status == 200
+    assert key not in repr(store) + repr(store.list())
 
 
 @pytest.mark.parametrize(
@@ -77,7 +82,7 @@ def test_names_are_unique_and_revocation_sticks(store: KeyStore) -> None:
     with pytest.raises(ConfigurationError, match="a key named 'bob' already exists"):
         store.create("bob")
     store.revoke("bob")
-    assert store.lookup(key) is None
+    assert admit(store, key, "markets", "/v1/markets", _ok) == Refusal(401, "Invalid ApiKey")
     assert store.get("bob")["revoked"] is True
     with pytest.raises(ConfigurationError, match="no key named 'carol'"):
         store.revoke("carol")
@@ -86,7 +91,7 @@ def test_names_are_unique_and_revocation_sticks(store: KeyStore) -> None:
 def test_keys_are_distinct_and_unknown_keys_fail(store: KeyStore) -> None:
     keys = {store.create(f"k{i}") for i in range(20)}
     assert len(keys) == 20
-    assert store.lookup("x" * 40) is None
+    assert admit(store, "x" * 40, "markets", "/v1/markets", _ok) == Refusal(401, "Invalid ApiKey")
     assert [row["name"] for row in store.list()] == [f"k{i}" for i in range(20)]
 
 
@@ -102,6 +107,7 @@ def test_a_second_store_on_the_same_file_sees_the_keys(store: KeyStore) -> None:
     key = store.create("shared")
     other = KeyStore(store.path)
     try:
-        assert other.lookup(key) is not None
+        assert admit(other, key, "markets", "/v1/markets", _ok).status == 200
+        assert store.get("shared")["used_lifetime"] == 1
     finally:
         other.close()

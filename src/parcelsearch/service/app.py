@@ -3,7 +3,12 @@
 Every answer is JSON. Successes are the vendor's bodies; every error is
 ``{"status":"ERROR","messages":[...]}`` — for unknown paths (404), other methods (405),
 over-long request lines (414, checked before anything else), keys (401), limits (429),
-bad parameters (400) and even unexpected failures (500, traceback logged server-side).
+bad parameters (400), a key store locked past its busy timeout (503 with ``Retry-After``)
+and even unexpected failures (500, traceback logged server-side).
+
+The gateway's transaction and the search are synchronous: their handlers are plain ``def``
+functions, which Starlette runs in its threadpool, so the event loop never waits on a lock
+or a search (``/openapi.json`` answers while a key store lock is held elsewhere).
 
 Examples
 --------
@@ -31,7 +36,8 @@ from starlette.types import ASGIApp, Message, Receive, Scope, Send
 
 from parcelsearch.errors import BadPolygonError
 from parcelsearch.service import limits
-from parcelsearch.service.keys import KeyStore
+from parcelsearch.service.envelopes import JSON, envelope, error_body
+from parcelsearch.service.keys import KeyStore, StoreBusyError
 from parcelsearch.service.limits import INVALID_KEY
 from parcelsearch.service.openapi import openapi_document
 from parcelsearch.service.polygon import bad_request, parse_page, parse_polygon
@@ -52,6 +58,7 @@ __all__ = [
     "envelope",
     "MISSING_KEY",
     "REQUEST_LINE_TOO_LONG",
+    "BUSY",
 ]
 
 log = logging.getLogger("parcelsearch.service")
@@ -66,18 +73,12 @@ INTERNAL = (
     "internal error: the service failed while handling this request (the call was counted); "
     "try again, and report it if it persists"
 )
-JSON = "application/json"
-
-
-def envelope(status: int, *messages: str, headers: dict[str, str] | None = None) -> Response:
-    """An error response in the service's envelope."""
-    body = json.dumps({"status": "ERROR", "messages": list(messages)}, separators=(",", ":"))
-    return Response(body, status_code=status, media_type=JSON, headers=headers)
-
-
-def _error_bytes(*messages: str) -> bytes:
-    body = {"status": "ERROR", "messages": list(messages)}
-    return json.dumps(body, separators=(",", ":")).encode()
+BUSY = (
+    "the service's key store is busy; nothing was counted — retry after the seconds in "
+    "Retry-After"
+)
+#: Seconds a client should wait after a 503.
+BUSY_RETRY_AFTER = 1
 
 
 def request_line_length(scope: Scope) -> int:
@@ -164,27 +165,38 @@ class _Service:
                 outcome: limits.Outcome[bytes] = handle()
             except Exception:
                 log.exception("error handling %s", request.url.path)
-                return limits.Outcome(500, _error_bytes(INTERNAL))
+                return limits.Outcome(500, error_body(INTERNAL))
             return outcome
 
         try:
             result = limits.admit(self.keys, api_key, service, request.url.path, safe)
+        except StoreBusyError:
+            log.warning("key store busy on %s: answered 503", request.url.path)
+            return envelope(503, BUSY, headers={"Retry-After": str(BUSY_RETRY_AFTER)})
         except Exception:
             log.exception("error handling %s", request.url.path)
             return envelope(500, INTERNAL)
         if isinstance(result, limits.Refusal):
             if result.retry_after is not None:  # spike arrest: counted for the portal's page
-                self.portal.count_spike_refusal(api_key)
+                self._count_spike_refusal(api_key)
             headers = None if result.retry_after is None else {
                 "Retry-After": str(result.retry_after)
             }
             return envelope(result.status, result.message, headers=headers)
         return Response(result.body, status_code=result.status, media_type=JSON)
 
-    async def markets(self, request: Request) -> Response:
+    def _count_spike_refusal(self, api_key: str) -> None:
+        try:
+            self.portal.count_spike_refusal(api_key)
+        except StoreBusyError:  # the refusal is answered; only the portal's tally misses it
+            log.warning("spike-arrest refusal not tallied: the key store stayed busy")
+
+    # Plain `def`: Starlette runs these in its threadpool (the gateway transaction and the
+    # search block; the event loop must not).
+    def markets(self, request: Request) -> Response:
         return self.gated(request, "markets", lambda: limits.Outcome(200, self.markets_body))
 
-    async def search(self, request: Request) -> Response:
+    def search(self, request: Request) -> Response:
         return self.gated(request, "search", lambda: self._search(request))
 
     def _search(self, request: Request) -> limits.Outcome[bytes]:
@@ -196,7 +208,7 @@ class _Service:
                     f"{name} is given {len(params.getlist(name))} times; send it once"
                 )
         if messages:
-            return limits.Outcome(400, _error_bytes(*messages))
+            return limits.Outcome(400, error_body(*messages))
         parsed = page = None
         try:
             parsed = parse_polygon(params.get("searchPolygon"))
@@ -208,7 +220,7 @@ class _Service:
             messages.extend(exc.messages)
         sha = parsed.sha256 if parsed is not None else None
         if messages or parsed is None or page is None:
-            return limits.Outcome(400, _error_bytes(*messages), sha, page)
+            return limits.Outcome(400, error_body(*messages), sha, page)
         hits = self.store.hits(parsed)
         rows = len(hits)
         pages = math.ceil(rows / PAGE_SIZE)
@@ -218,7 +230,7 @@ class _Service:
                 f"from 1 to {pages}"
             )
             message = bad_request(f"page {page} is beyond the last page: this search {what}")
-            return limits.Outcome(400, _error_bytes(*message.messages), sha, page)
+            return limits.Outcome(400, error_body(*message.messages), sha, page)
         data = self.store.page(hits, page)
         body = json.dumps(
             {"status": "OK", "rows": rows, "dataRows": len(data), "pages": pages,

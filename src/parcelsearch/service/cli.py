@@ -2,7 +2,9 @@
 
 Defaults: the bundled demo data; the key store and certificates in the per-user service
 directory — ``$PARCELSEARCH_SERVICE_DIR`` if set, else ``$XDG_DATA_HOME/parcelsearch/service``
-(``~/.local/share/parcelsearch/service``) — as ``keys.sqlite`` and ``certs/``.
+(``~/.local/share/parcelsearch/service``) — as ``keys.sqlite`` and ``certs/``. ``--keys``
+also takes a ``postgresql://`` URL (keys, counters and the request log in PostgreSQL, shared by
+several service hosts).
 """
 
 from __future__ import annotations
@@ -14,31 +16,32 @@ import sys
 from pathlib import Path
 from typing import Any
 
-from parcelsearch import settings
 from parcelsearch.errors import ConfigurationError
-from parcelsearch.service.keys import QUOTA_PERIODS, SERVICES, KeyStore
+from parcelsearch.service.keys import (
+    QUOTA_PERIODS,
+    SERVICES,
+    KeyStore,
+    default_keys_location,
+    is_postgres_url,
+)
 from parcelsearch.service.portal import commands as portal_commands
 from parcelsearch.service.store import MATCH_MODES
+from parcelsearch.service.tls import default_cert_dir
 from parcelsearch.settings import KEY_TYPES
 
-__all__ = ["register", "default_keys_path", "default_cert_dir"]
-
-
-def default_keys_path() -> Path:
-    """The default key store file."""
-    return settings.options.service_dir / "keys.sqlite"  # type: ignore[no-any-return]
-
-
-def default_cert_dir() -> Path:
-    """The default certificate directory."""
-    return settings.options.service_dir / "certs"  # type: ignore[no-any-return]
+__all__ = ["register"]
 
 
 def _keys_arg(parser: argparse.ArgumentParser) -> None:
     parser.add_argument(
-        "--keys", type=Path, default=None, metavar="FILE",
-        help=f"key store (SQLite; default: {default_keys_path()})",
+        "--keys", default=None, metavar="FILE|URL",
+        help="key store: a SQLite file or a postgresql:// URL "
+        f"(default: {default_keys_location()})",
     )
+
+
+def _key_store(args: argparse.Namespace) -> KeyStore:
+    return KeyStore(args.keys or default_keys_location())
 
 
 def _serve(args: argparse.Namespace) -> int:
@@ -54,7 +57,7 @@ def _serve(args: argparse.Namespace) -> int:
     )
     cert_dir = args.cert_dir or default_cert_dir()
     certs = ensure_certificates(cert_dir, [args.host])
-    keys = KeyStore(args.keys or default_keys_path())
+    keys = _key_store(args)
     app = create_app(
         ParcelStore(args.parcels, match=args.match), args.markets, keys, portal=args.portal
     )
@@ -94,7 +97,7 @@ def _count(text: str) -> int:
 
 
 def _keys_create(args: argparse.Namespace) -> int:
-    store = KeyStore(args.keys or default_keys_path())
+    store = _key_store(args)
     try:
         key = store.create(
             args.name, key_type=args.type, per_second=args.per_second, quota=args.quota,
@@ -107,10 +110,10 @@ def _keys_create(args: argparse.Namespace) -> int:
 
 
 def _keys_list(args: argparse.Namespace) -> int:
-    path = args.keys or default_keys_path()
-    if not Path(path).exists():
-        raise ConfigurationError(f"no key store at {path}; create a key first (keys create)")
-    store = KeyStore(path)
+    location = args.keys or default_keys_location()
+    if not is_postgres_url(location) and not Path(location).exists():
+        raise ConfigurationError(f"no key store at {location}; create a key first (keys create)")
+    store = KeyStore(location)
     try:
         rows = store.list()
     finally:
@@ -141,7 +144,7 @@ def _table(rows: list[dict[str, Any]]) -> str:
 
 
 def _keys_revoke(args: argparse.Namespace) -> int:
-    store = KeyStore(args.keys or default_keys_path())
+    store = _key_store(args)
     try:
         store.revoke(args.name)
     finally:

@@ -13,7 +13,6 @@ Examples
 
 from __future__ import annotations
 
-import json
 import socket
 import threading
 from collections.abc import Callable, Sequence
@@ -28,9 +27,10 @@ from uvicorn.protocols.http.h11_impl import H11Protocol
 
 from parcelsearch.errors import ConfigurationError
 from parcelsearch.service.app import create_app
-from parcelsearch.service.keys import KeyStore
+from parcelsearch.service.envelopes import JSON, error_body
+from parcelsearch.service.keys import BUSY_TIMEOUT, KeyStore, default_keys_location
 from parcelsearch.service.store import ParcelStore
-from parcelsearch.service.tls import ensure_certificates
+from parcelsearch.service.tls import default_cert_dir, ensure_certificates
 
 __all__ = ["start_service", "RunningService", "build_server", "bind_socket"]
 
@@ -43,12 +43,8 @@ class EnvelopeH11Protocol(H11Protocol):
     """uvicorn's h11 protocol, answering unparseable requests in the JSON envelope."""
 
     def send_400_response(self, msg: str) -> None:
-        body = json.dumps(
-            {"status": "ERROR", "messages": [f"malformed HTTP request ({msg}); send a valid "
-                                             "HTTP/1.1 request"]},
-            separators=(",", ":"),
-        ).encode()
-        headers = [(b"content-type", b"application/json"), (b"connection", b"close")]
+        body = error_body(f"malformed HTTP request ({msg}); send a valid HTTP/1.1 request")
+        headers = [(b"content-type", JSON.encode()), (b"connection", b"close")]
         for event in (h11.Response(status_code=400, headers=headers, reason=b"Bad Request"),
                       h11.Data(data=body), h11.EndOfMessage()):
             self.transport.write(self.conn.send(event))
@@ -212,6 +208,7 @@ def start_service(
     host: str = "127.0.0.1",
     port: int = 0,
     match: str = "representative-point",
+    busy_timeout: float = BUSY_TIMEOUT,
     portal: bool = False,
 ) -> RunningService:
     """Start the service in a background thread and return once it listens.
@@ -223,7 +220,8 @@ def start_service(
     markets
         ``None`` (the bundled markets list), a markets file or a list of names.
     keys
-        The key store file (created if missing). Defaults to the per-user service directory.
+        The key store: a SQLite file (created if missing) or a ``postgresql://`` URL.
+        Defaults to ``keys.sqlite`` in the per-user service directory.
     cert_dir
         Where the CA and server certificate are written (reused if present). Defaults to the
         per-user service directory's ``certs``.
@@ -231,12 +229,13 @@ def start_service(
         Where to listen; ``port=0`` picks a free port.
     match
         ``"representative-point"`` or ``"intersects"``.
+    busy_timeout
+        Seconds a request waits for a key store lock before the service answers 503.
     portal
         Also serve the developer portal at ``/portal/``.
     """
-    from parcelsearch.service.cli import default_cert_dir, default_keys_path
-
-    key_store = KeyStore(default_keys_path() if keys is None else keys)
+    key_store = KeyStore(default_keys_location() if keys is None else keys,
+                         busy_timeout=busy_timeout)
     cert_path = Path(default_cert_dir() if cert_dir is None else cert_dir)
     certs = ensure_certificates(cert_path, [host])
     store = ParcelStore(parcels, match=match)

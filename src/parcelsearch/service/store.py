@@ -27,7 +27,6 @@ from typing import Literal
 
 import geopandas as gpd
 import numpy as np
-import pandas as pd
 import shapely
 
 from parcelsearch._shared import data_path
@@ -267,8 +266,3 @@ class ParcelStore:
         """GroupIDs of ``page`` (1-based) of ``hits``: at most ``PAGE_SIZE``."""
         start = (page - 1) * PAGE_SIZE
         return self.group_ids[hits[start : start + PAGE_SIZE]].tolist()  # type: ignore[no-any-return]
-
-    def group_ids_in(self, polygon: shapely.Polygon) -> pd.Series:
-        """Every matching GroupID of a shapely polygon, in parcel_id order (uncached)."""
-        return pd.Series(self.group_ids[self._search(polygon)], name="group_id")
-

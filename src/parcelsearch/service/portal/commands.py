@@ -9,7 +9,6 @@ from __future__ import annotations
 import argparse
 import getpass
 import sys
-from pathlib import Path
 from typing import Any, TextIO
 
 from parcelsearch.errors import ConfigurationError
@@ -44,13 +43,12 @@ def read_password(stream: TextIO = sys.stdin) -> str:
 
 def _add_user(args: argparse.Namespace) -> int:
     # Deferred: keeps `parcelsearch --help` from importing pandas through the key store.
-    from parcelsearch.service.cli import default_keys_path
-    from parcelsearch.service.keys import KeyStore
+    from parcelsearch.service.keys import KeyStore, default_keys_location
     from parcelsearch.service.portal.storage import PortalStore, normalise_email
 
     email = normalise_email(args.email)
     password = read_password()
-    keys = KeyStore(args.keys or default_keys_path())
+    keys = KeyStore(args.keys or default_keys_location())
     try:
         user = PortalStore(keys).add_user(email, password, admin=args.admin)
     finally:
@@ -73,8 +71,9 @@ def register(commands: Any) -> None:
         "standard input: prompted twice at a terminal, else the first line. Only a scrypt "
         "hash is stored.",
     )
-    add.add_argument("--keys", type=Path, default=None, metavar="STORE",
-                     help="the key store the service uses (default: the per-user one)")
+    add.add_argument("--keys", default=None, metavar="FILE|URL",
+                     help="the key store the service uses: a SQLite file or a postgresql:// "
+                     "URL (default: the per-user keys.sqlite)")
     add.add_argument("--email", required=True, help="the user's e-mail address (sign-in name)")
     add.add_argument("--admin", action="store_true",
                      help="an admin sees every app and can change limits")

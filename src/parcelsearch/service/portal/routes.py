@@ -22,6 +22,7 @@ from collections.abc import Awaitable, Callable
 from typing import Any
 
 from starlette.applications import Starlette
+from starlette.concurrency import run_in_threadpool
 from starlette.datastructures import FormData
 from starlette.exceptions import HTTPException
 from starlette.requests import Request
@@ -84,6 +85,27 @@ def _minutes(seconds: float) -> str:
 Handler = Callable[[Request], Awaitable[Response]]
 
 
+async def _form(request: Request) -> FormData | None:
+    """The POSTed form (``None`` for other methods, or a body over 64 KiB)."""
+    if request.method != "POST":
+        return None
+    size = request.headers.get("content-length", "")
+    if not size.isdigit() or int(size) > MAX_FORM_BYTES:
+        return None
+    return await request.form()
+
+
+def _endpoint(handler: Callable[[Request, FormData | None], Response]) -> Handler:
+    """An endpoint that reads the form, then runs ``handler`` in the threadpool (the store
+    and scrypt block; the event loop must not)."""
+
+    async def endpoint(request: Request) -> Response:
+        form = await _form(request)
+        return await run_in_threadpool(handler, request, form)
+
+    return endpoint
+
+
 class _Portal:
     """The handlers, bound to one :class:`PortalStore`."""
 
@@ -100,13 +122,6 @@ class _Portal:
         response.set_cookie(
             COOKIE, token, path="/", secure=True, httponly=True, samesite="strict"
         )
-
-    @staticmethod
-    async def _form(request: Request) -> FormData | None:
-        size = request.headers.get("content-length", "")
-        if not size.isdigit() or int(size) > MAX_FORM_BYTES:
-            return None
-        return await request.form()
 
     @staticmethod
     def _text(form: FormData, name: str) -> str:
@@ -132,12 +147,11 @@ class _Portal:
         csrf = "" if session is None else session.csrf
         return HTMLResponse(pages.message_page("Refused", CSRF_REFUSED, user, csrf), 403)
 
-    async def _signed_in_post(
-        self, request: Request
+    def _signed_in_post(
+        self, request: Request, form: FormData | None
     ) -> tuple[Session, User, FormData] | Response:
         """The session, user and form of a state-changing request, or the refusal."""
         session = self._session(request)
-        form = await self._form(request)
         refusal = self._csrf_refusal(request, session, form)
         if refusal is not None:
             return refusal
@@ -157,13 +171,13 @@ class _Portal:
 
     # ------------------------------------------------------------------ pages
 
-    async def home(self, request: Request) -> Response:
+    def home(self, request: Request, form: FormData | None) -> Response:
         session = self._session(request)
         if session is None or session.user is None:
             return RedirectResponse(f"{BASE}/signin", 303)
         return self._apps(session, session.user)
 
-    async def signin_form(self, request: Request) -> Response:
+    def signin_form(self, request: Request, form: FormData | None) -> Response:
         session = self._session(request)
         if session is not None and session.user is not None:
             return RedirectResponse(f"{BASE}/", 303)
@@ -174,9 +188,8 @@ class _Portal:
             return response
         return HTMLResponse(pages.signin_page(session.csrf))
 
-    async def signin(self, request: Request) -> Response:
+    def signin(self, request: Request, form: FormData | None) -> Response:
         session = self._session(request)
-        form = await self._form(request)
         refusal = self._csrf_refusal(request, session, form)
         if refusal is not None:
             return refusal
@@ -205,9 +218,8 @@ class _Portal:
         self._set_cookie(response, token)
         return response
 
-    async def signout(self, request: Request) -> Response:
+    def signout(self, request: Request, form: FormData | None) -> Response:
         session = self._session(request)
-        form = await self._form(request)
         refusal = self._csrf_refusal(request, session, form)
         if refusal is not None:
             return refusal
@@ -216,8 +228,8 @@ class _Portal:
         response.delete_cookie(COOKIE, path="/", secure=True, httponly=True, samesite="strict")
         return response
 
-    async def create(self, request: Request) -> Response:
-        checked = await self._signed_in_post(request)
+    def create(self, request: Request, form: FormData | None) -> Response:
+        checked = self._signed_in_post(request, form)
         if isinstance(checked, Response):
             return checked
         session, user, form = checked
@@ -231,8 +243,8 @@ class _Portal:
                               values={"name": name, "key_type": key_type})
         return self._apps(session, user, new_key=(name, api_key))
 
-    async def regenerate(self, request: Request) -> Response:
-        checked = await self._signed_in_post(request)
+    def regenerate(self, request: Request, form: FormData | None) -> Response:
+        checked = self._signed_in_post(request, form)
         if isinstance(checked, Response):
             return checked
         session, user, _ = checked
@@ -245,8 +257,8 @@ class _Portal:
                               error=f"{name} is revoked: its key cannot be regenerated.")
         return self._apps(session, user, new_key=(name, api_key))
 
-    async def revoke(self, request: Request) -> Response:
-        checked = await self._signed_in_post(request)
+    def revoke(self, request: Request, form: FormData | None) -> Response:
+        checked = self._signed_in_post(request, form)
         if isinstance(checked, Response):
             return checked
         session, user, _ = checked
@@ -255,8 +267,8 @@ class _Portal:
         self.store.revoke(request.path_params["app_id"])
         return RedirectResponse(f"{BASE}/", 303)
 
-    async def limits(self, request: Request) -> Response:
-        checked = await self._signed_in_post(request)
+    def limits(self, request: Request, form: FormData | None) -> Response:
+        checked = self._signed_in_post(request, form)
         if isinstance(checked, Response):
             return checked
         session, user, form = checked
@@ -284,7 +296,7 @@ class _Portal:
                               error=f"Limits not changed: {exc} (got {rate_text[:40]!r}).")
         return RedirectResponse(f"{BASE}/", 303)
 
-    async def stylesheet(self, request: Request) -> Response:
+    def stylesheet(self, request: Request, form: FormData | None) -> Response:
         return Response(pages.STYLESHEET, media_type="text/css")
 
 
@@ -305,15 +317,15 @@ def create_portal(store: PortalStore) -> ASGIApp:
     portal = _Portal(store)
     app_path = "/apps/{app_id:int}"
     routes = [
-        Route("/", portal.home, methods=["GET"]),
-        Route("/signin", portal.signin_form, methods=["GET"]),
-        Route("/signin", portal.signin, methods=["POST"]),
-        Route("/signout", portal.signout, methods=["POST"]),
-        Route("/apps", portal.create, methods=["POST"]),
-        Route(app_path + "/regenerate", portal.regenerate, methods=["POST"]),
-        Route(app_path + "/revoke", portal.revoke, methods=["POST"]),
-        Route(app_path + "/limits", portal.limits, methods=["POST"]),
-        Route("/static/portal.css", portal.stylesheet, methods=["GET"]),
+        Route("/", _endpoint(portal.home), methods=["GET"]),
+        Route("/signin", _endpoint(portal.signin_form), methods=["GET"]),
+        Route("/signin", _endpoint(portal.signin), methods=["POST"]),
+        Route("/signout", _endpoint(portal.signout), methods=["POST"]),
+        Route("/apps", _endpoint(portal.create), methods=["POST"]),
+        Route(app_path + "/regenerate", _endpoint(portal.regenerate), methods=["POST"]),
+        Route(app_path + "/revoke", _endpoint(portal.revoke), methods=["POST"]),
+        Route(app_path + "/limits", _endpoint(portal.limits), methods=["POST"]),
+        Route("/static/portal.css", _endpoint(portal.stylesheet), methods=["GET"]),
     ]
     app = Starlette(routes=routes, exception_handlers={HTTPException: _http_error})
     app.router.redirect_slashes = False

@@ -23,13 +23,16 @@ import re
 import secrets
 import sqlite3
 import time
-from collections.abc import Callable, Iterable
+from collections.abc import Callable, Iterable, Sequence
 from dataclasses import dataclass
 from datetime import UTC, date, datetime, timedelta
+from typing import Any
+
+import psycopg.errors
 
 from parcelsearch._shared import next_month_start
 from parcelsearch.errors import ConfigurationError
-from parcelsearch.service.keys import KeyStore, hash_key
+from parcelsearch.service.keys import KeyStore, PostgresKeyStore, hash_key
 from parcelsearch.service.portal.passwords import (
     check_new_password,
     dummy_hash,
@@ -50,41 +53,52 @@ __all__ = [
 #: Days in each app's calls-per-day chart (today included).
 CHART_DAYS = 30
 
-_SCHEMA = """
-CREATE TABLE IF NOT EXISTS portal_users (
-    id INTEGER PRIMARY KEY,
+#: The portal's tables; ``{p}`` is the schema prefix, ``{id}``/``{ref}``/``{real}`` the
+#: types (SQLite: ``INTEGER PRIMARY KEY``/``INTEGER``/``REAL``; PostgreSQL: ``BIGSERIAL
+#: PRIMARY KEY``/``BIGINT``/``DOUBLE PRECISION`` in schema ``parcelsearch``).
+_SCHEMA = (
+    """CREATE TABLE IF NOT EXISTS {p}portal_users (
+    id {id},
     email TEXT NOT NULL UNIQUE,
     password_hash TEXT NOT NULL,
     is_admin INTEGER NOT NULL DEFAULT 0,
-    created REAL NOT NULL
-);
-CREATE TABLE IF NOT EXISTS portal_sessions (
+    created {real} NOT NULL
+)""",
+    """CREATE TABLE IF NOT EXISTS {p}portal_sessions (
     token_hash TEXT PRIMARY KEY,
-    user_id INTEGER REFERENCES portal_users(id),
+    user_id {ref} REFERENCES {p}portal_users(id),
     csrf TEXT NOT NULL,
-    created REAL NOT NULL,
-    last_seen REAL NOT NULL
-);
-CREATE TABLE IF NOT EXISTS portal_signin_failures (
-    id INTEGER PRIMARY KEY,
+    created {real} NOT NULL,
+    last_seen {real} NOT NULL
+)""",
+    """CREATE TABLE IF NOT EXISTS {p}portal_signin_failures (
+    id {id},
     email TEXT NOT NULL,
     address TEXT NOT NULL,
-    time REAL NOT NULL
-);
-CREATE INDEX IF NOT EXISTS portal_signin_failures_email ON portal_signin_failures (email, time);
-CREATE INDEX IF NOT EXISTS portal_signin_failures_address
-    ON portal_signin_failures (address, time);
-CREATE TABLE IF NOT EXISTS portal_apps (
-    key_id INTEGER PRIMARY KEY REFERENCES keys(id),
-    user_id INTEGER NOT NULL REFERENCES portal_users(id)
-);
-CREATE TABLE IF NOT EXISTS spike_refusals (
-    key_id INTEGER NOT NULL REFERENCES keys(id),
+    time {real} NOT NULL
+)""",
+    "CREATE INDEX IF NOT EXISTS portal_signin_failures_email"
+    " ON {p}portal_signin_failures (email, time)",
+    "CREATE INDEX IF NOT EXISTS portal_signin_failures_address"
+    " ON {p}portal_signin_failures (address, time)",
+    """CREATE TABLE IF NOT EXISTS {p}portal_apps (
+    key_id {ref} PRIMARY KEY REFERENCES {p}keys(id),
+    user_id {ref} NOT NULL REFERENCES {p}portal_users(id)
+)""",
+    """CREATE TABLE IF NOT EXISTS {p}spike_refusals (
+    key_id {ref} NOT NULL REFERENCES {p}keys(id),
     day TEXT NOT NULL,
-    count INTEGER NOT NULL,
+    count {ref} NOT NULL,
     PRIMARY KEY (key_id, day)
-);
-"""
+)""",
+)
+_SQLITE_TYPES = {"p": "", "id": "INTEGER PRIMARY KEY", "ref": "INTEGER", "real": "REAL"}
+_POSTGRES_TYPES = {
+    "p": "parcelsearch.", "id": "BIGSERIAL PRIMARY KEY", "ref": "BIGINT",
+    "real": "DOUBLE PRECISION",
+}
+#: Advisory lock taken while creating the portal's PostgreSQL tables (workers start at once).
+_SCHEMA_LOCK = 0x706F7274616C
 
 _EMAIL = re.compile(r"^[^@\s<>\"']+@[^@\s<>\"']+\.[^@\s<>\"']+$")
 
@@ -199,10 +213,23 @@ class PortalStore:
         self.max_age = max_age
         self.throttle = throttle
         self.clock = clock
-        keys.connection().executescript(_SCHEMA)
+        self._create_tables()
 
     def __repr__(self) -> str:
         return f"PortalStore({self.keys!r})"
+
+    def _create_tables(self) -> None:
+        postgres = isinstance(self.keys, PostgresKeyStore)
+        types = _POSTGRES_TYPES if postgres else _SQLITE_TYPES
+        with self.keys.transaction() as conn:
+            if postgres:
+                self.keys.execute(conn, "SELECT pg_advisory_xact_lock(?)", (_SCHEMA_LOCK,))
+            for statement in _SCHEMA:
+                self.keys.execute(conn, statement.format(**types))
+
+    def _query(self, statement: str, params: Sequence[Any] = ()) -> Any:
+        """Run one read statement (``?`` placeholders) on this thread's connection."""
+        return self.keys.execute(self.keys.connection(), statement, params)
 
     # ------------------------------------------------------------------ users
 
@@ -217,28 +244,30 @@ class PortalStore:
         address = normalise_email(email)
         check_new_password(password)
         stored = hash_password(password)
+        taken = f"a portal user {address} already exists in {self.keys.location}"
+        if self._query("SELECT 1 FROM portal_users WHERE email = ?", (address,)).fetchone():
+            raise ConfigurationError(taken)
         try:
             with self.keys.transaction() as conn:
-                cur = conn.execute(
+                row = self.keys.execute(
+                    conn,
                     "INSERT INTO portal_users (email, password_hash, is_admin, created)"
-                    " VALUES (?, ?, ?, ?)",
+                    " VALUES (?, ?, ?, ?) RETURNING id",
                     (address, stored, int(admin), self.clock()),
-                )
-        except sqlite3.IntegrityError:
-            raise ConfigurationError(
-                f"a portal user {address} already exists in {self.keys.path}"
-            ) from None
-        return User(int(cur.lastrowid or 0), address, admin)
+                ).fetchone()
+        except (sqlite3.IntegrityError, psycopg.errors.UniqueViolation):
+            raise ConfigurationError(taken) from None
+        return User(int(row["id"]), address, admin)
 
     def users(self) -> list[User]:
         """Every portal user."""
-        rows = self.keys.connection().execute(
+        rows = self._query(
             "SELECT id, email, is_admin FROM portal_users ORDER BY id"
         ).fetchall()
         return [User(r["id"], r["email"], bool(r["is_admin"])) for r in rows]
 
     def _user(self, user_id: int) -> User | None:
-        row = self.keys.connection().execute(
+        row = self._query(
             "SELECT id, email, is_admin FROM portal_users WHERE id = ?", (user_id,)
         ).fetchone()
         return None if row is None else User(row["id"], row["email"], bool(row["is_admin"]))
@@ -249,7 +278,7 @@ class PortalStore:
             address = normalise_email(email)
         except ConfigurationError:
             address = ""
-        row = self.keys.connection().execute(
+        row = self._query(
             "SELECT id, email, password_hash, is_admin FROM portal_users WHERE email = ?",
             (address,),
         ).fetchone()
@@ -264,7 +293,7 @@ class PortalStore:
 
     def _wait(self, column: str, value: str, allowed: int) -> float:
         now = self.clock()
-        row = self.keys.connection().execute(
+        row = self._query(
             f"SELECT time FROM portal_signin_failures WHERE {column} = ? AND time > ?"
             " ORDER BY time DESC LIMIT 1 OFFSET ?",
             (value, now - self.throttle.window, allowed - 1),
@@ -285,10 +314,12 @@ class PortalStore:
         """Remember a failed sign-in (and forget failures older than the window)."""
         now = self.clock()
         with self.keys.transaction() as conn:
-            conn.execute(
+            self.keys.execute(
+                conn,
                 "DELETE FROM portal_signin_failures WHERE time <= ?", (now - self.throttle.window,)
             )
-            conn.execute(
+            self.keys.execute(
+                conn,
                 "INSERT INTO portal_signin_failures (email, address, time) VALUES (?, ?, ?)",
                 (email.strip().lower()[:254], address, now),
             )
@@ -296,7 +327,7 @@ class PortalStore:
     def clear_failures(self, email: str) -> None:
         """Forget an account's failed sign-ins (after a successful one)."""
         with self.keys.transaction() as conn:
-            conn.execute("DELETE FROM portal_signin_failures WHERE email = ?", (email,))
+            self.keys.execute(conn, "DELETE FROM portal_signin_failures WHERE email = ?", (email,))
 
     # ------------------------------------------------------------------ sessions
 
@@ -306,11 +337,13 @@ class PortalStore:
         session = Session(hash_key(token), user, secrets.token_urlsafe(32))
         now = self.clock()
         with self.keys.transaction() as conn:
-            conn.execute(
+            self.keys.execute(
+                conn,
                 "DELETE FROM portal_sessions WHERE last_seen <= ? OR created <= ?",
                 (now - self.idle_timeout, now - self.max_age),
             )
-            conn.execute(
+            self.keys.execute(
+                conn,
                 "INSERT INTO portal_sessions (token_hash, user_id, csrf, created, last_seen)"
                 " VALUES (?, ?, ?, ?, ?)",
                 (session.token_hash, None if user is None else user.id, session.csrf, now, now),
@@ -323,7 +356,7 @@ class PortalStore:
             return None
         now = self.clock()
         digest = hash_key(token)
-        row = self.keys.connection().execute(
+        row = self._query(
             "SELECT token_hash, user_id, csrf, created, last_seen FROM portal_sessions"
             " WHERE token_hash = ?",
             (digest,),
@@ -337,7 +370,8 @@ class PortalStore:
         if row["user_id"] is not None and user is None:
             return None
         with self.keys.transaction() as conn:
-            conn.execute(
+            self.keys.execute(
+                conn,
                 "UPDATE portal_sessions SET last_seen = ? WHERE token_hash = ?", (now, digest)
             )
         return Session(digest, user, row["csrf"])
@@ -345,7 +379,9 @@ class PortalStore:
     def end_session(self, token: str) -> None:
         """End the session of cookie value ``token`` (no error if there is none)."""
         with self.keys.transaction() as conn:
-            conn.execute("DELETE FROM portal_sessions WHERE token_hash = ?", (hash_key(token),))
+            self.keys.execute(
+                conn, "DELETE FROM portal_sessions WHERE token_hash = ?", (hash_key(token),)
+            )
 
     # ------------------------------------------------------------------ apps
 
@@ -362,22 +398,23 @@ class PortalStore:
         wanted = list(services)
         if not wanted:
             raise ConfigurationError("choose at least one service (search, markets)")
-        taken = self.keys.connection().execute(
+        taken = self._query(
             "SELECT 1 FROM keys WHERE name = ?", (name.strip(),)
         ).fetchone()
         if taken is not None:
             raise ConfigurationError(f"the name {name.strip()!r} is taken; choose another name")
         api_key = self.keys.create(name, key_type=key_type, services=wanted)
-        row = self.keys.connection().execute(
+        row = self._query(
             "SELECT id FROM keys WHERE key_hash = ?", (hash_key(api_key),)
         ).fetchone()
         with self.keys.transaction() as conn:
-            conn.execute(
+            self.keys.execute(
+                conn,
                 "INSERT INTO portal_apps (key_id, user_id) VALUES (?, ?)", (row["id"], user.id)
             )
         return int(row["id"]), api_key
 
-    def _visible(self, user: User, key_id: int | None = None) -> list[sqlite3.Row]:
+    def _visible(self, user: User, key_id: int | None = None) -> list[Any]:
         sql = (
             "SELECT k.id, k.name, u.email AS owner FROM keys k"
             " LEFT JOIN portal_apps a ON a.key_id = k.id"
@@ -390,7 +427,7 @@ class PortalStore:
         if key_id is not None:
             sql += " AND k.id = ?"
             params.append(key_id)
-        return self.keys.connection().execute(sql + " ORDER BY k.id", params).fetchall()
+        return list(self._query(sql + " ORDER BY k.id", params).fetchall())
 
     def owned(self, user: User, key_id: int) -> str | None:
         """The name of key ``key_id`` if ``user`` may see it (owner or admin), else ``None``."""
@@ -414,7 +451,7 @@ class PortalStore:
             (day, int(per_day.get(day, 0)))
             for day in (first + timedelta(days=i) for i in range(CHART_DAYS))
         )
-        refused = self.keys.connection().execute(
+        refused = self._query(
             "SELECT coalesce(sum(count), 0) AS n FROM spike_refusals WHERE key_id = ?", (key_id,)
         ).fetchone()["n"]
         return App(
@@ -436,7 +473,8 @@ class PortalStore:
         key is revoked."""
         api_key = secrets.token_urlsafe(30)
         with self.keys.transaction() as conn:
-            cur = conn.execute(
+            cur = self.keys.execute(
+                conn,
                 "UPDATE keys SET key_hash = ? WHERE id = ? AND revoked IS NULL",
                 (hash_key(api_key), key_id),
             )
@@ -444,7 +482,7 @@ class PortalStore:
 
     def revoke(self, key_id: int) -> None:
         """Revoke key ``key_id`` (through the key store)."""
-        row = self.keys.connection().execute(
+        row = self._query(
             "SELECT name FROM keys WHERE id = ?", (key_id,)
         ).fetchone()
         if row is not None:
@@ -464,7 +502,8 @@ class PortalStore:
         if quota is not None and (isinstance(quota, bool) or quota < 0):
             raise ConfigurationError(f"quota must be a whole number >= 0, got {quota}")
         with self.keys.transaction() as conn:
-            conn.execute(
+            self.keys.execute(
+                conn,
                 "UPDATE keys SET per_second = ?, quota = ? WHERE id = ?",
                 (float(per_second), quota, key_id),
             )
@@ -475,13 +514,15 @@ class PortalStore:
         """Count one spike-arrest refusal of ``api_key`` today (UTC)."""
         day = datetime.fromtimestamp(self.clock(), UTC).date().isoformat()
         with self.keys.transaction() as conn:
-            row = conn.execute(
+            row = self.keys.execute(
+                conn,
                 "SELECT id FROM keys WHERE key_hash = ?", (hash_key(api_key),)
             ).fetchone()
             if row is None:
                 return
-            conn.execute(
+            self.keys.execute(
+                conn,
                 "INSERT INTO spike_refusals (key_id, day, count) VALUES (?, ?, 1)"
-                " ON CONFLICT (key_id, day) DO UPDATE SET count = count + 1",
+                " ON CONFLICT (key_id, day) DO UPDATE SET count = spike_refusals.count + 1",
                 (row["id"], day),
             )
