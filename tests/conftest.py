@@ -18,11 +18,19 @@ Every test that spends quota should take its own key from ``make_key`` / ``api_k
 from __future__ import annotations
 
 import itertools
+import os
 import re
+import shutil
+import signal
+import socket
+import subprocess
+import tempfile
+import time
 from collections.abc import Callable, Iterator
 from pathlib import Path
 from typing import Any
 
+import psycopg
 import pytest
 import requests
 
@@ -133,3 +141,101 @@ def service_276(
         parcels=example_276.parcels, keys=root / "keys.sqlite", cert_dir=service_cert_dir
     ) as svc:
         yield svc
+
+
+# ---------------------------------------------------------------- PostgreSQL / PostGIS
+# A throwaway cluster for the session: initdb in a temporary folder, a free 127.0.0.1 port,
+# PostGIS created, stopped by its postmaster pid and removed at the end. Tests that need it
+# skip (saying why) only when PostgreSQL or PostGIS cannot be found on this machine.
+
+PG_BIN = Path(os.environ.get("PARCELSEARCH_PG_BIN", "/usr/lib/postgresql/15/bin"))
+
+
+class PostgresCluster:
+    """A running throwaway cluster; :meth:`database` makes a fresh database with PostGIS."""
+
+    def __init__(self, root: Path, port: int) -> None:
+        self.root = root
+        self.port = port
+        self.data = root / "data"
+        self._count = itertools.count(1)
+
+    def url(self, dbname: str = "postgres") -> str:
+        return f"postgresql://postgres@127.0.0.1:{self.port}/{dbname}"
+
+    def database(self, prefix: str = "t") -> str:
+        """A new, empty database (PostGIS enabled); its URL."""
+        name = f"{prefix}_{next(self._count)}"
+        with psycopg.connect(self.url(), autocommit=True) as conn:
+            conn.execute(f'CREATE DATABASE "{name}" TEMPLATE template_parcelsearch')
+        return self.url(name)
+
+    def stop(self) -> None:
+        pid_file = self.data / "postmaster.pid"
+        if pid_file.exists():
+            pid = int(pid_file.read_text().split()[0])
+            os.kill(pid, signal.SIGINT)  # fast shutdown
+            for _ in range(300):
+                try:
+                    os.kill(pid, 0)
+                except ProcessLookupError:
+                    break
+                time.sleep(0.05)
+        shutil.rmtree(self.root, ignore_errors=True)
+
+
+def _as_postgres(command: list[str]) -> list[str]:
+    """PostgreSQL refuses to run as root: run its tools as the ``postgres`` user then."""
+    return ["runuser", "-u", "postgres", "--", *command] if os.geteuid() == 0 else command
+
+
+def _free_port() -> int:
+    with socket.socket() as sock:
+        sock.bind(("127.0.0.1", 0))
+        return int(sock.getsockname()[1])
+
+
+@pytest.fixture(scope="session")
+def postgres() -> Iterator[PostgresCluster]:
+    """The session's throwaway PostgreSQL + PostGIS cluster."""
+    if not (PG_BIN / "initdb").exists():
+        pytest.skip(f"PostgreSQL not found ({PG_BIN}/initdb missing); .ci/run installs it")
+    root = Path(tempfile.mkdtemp(prefix="parcelsearch-pg-"))
+    if os.geteuid() == 0:
+        shutil.chown(root, "postgres", "postgres")
+    cluster = PostgresCluster(root, _free_port())
+    try:
+        subprocess.run(
+            _as_postgres([str(PG_BIN / "initdb"), "-D", str(cluster.data), "-U", "postgres",
+                          "-A", "trust", "--no-sync", "-E", "UTF8"]),
+            check=True, capture_output=True,
+        )
+        options = (f"-c listen_addresses=127.0.0.1 -c port={cluster.port} "
+                   f"-c unix_socket_directories={root} -c fsync=off -c synchronous_commit=off "
+                   "-c full_page_writes=off -c max_connections=300 -c jit=off")
+        subprocess.run(
+            _as_postgres([str(PG_BIN / "pg_ctl"), "-D", str(cluster.data), "-w", "-l",
+                          str(root / "log"), "-o", options, "start"]),
+            check=True, capture_output=True,
+        )
+        with psycopg.connect(cluster.url(), autocommit=True) as conn:
+            conn.execute("CREATE DATABASE template_parcelsearch")
+        try:
+            with psycopg.connect(cluster.url("template_parcelsearch"), autocommit=True) as conn:
+                conn.execute("CREATE EXTENSION postgis")
+        except psycopg.Error as exc:
+            pytest.skip(f"PostGIS not available in {PG_BIN}: {exc}; .ci/run installs it")
+    except BaseException:
+        cluster.stop()
+        raise
+    yield cluster
+    cluster.stop()
+
+
+@pytest.fixture(params=["sqlite", "postgresql"])
+def keys_location(request: pytest.FixtureRequest, tmp_path: Path) -> str:
+    """A fresh key store location on each backend: a SQLite file or a PostgreSQL URL."""
+    if request.param == "sqlite":
+        return str(tmp_path / "keys.sqlite")
+    cluster: PostgresCluster = request.getfixturevalue("postgres")
+    return cluster.database("keys")

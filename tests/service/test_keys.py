@@ -9,7 +9,7 @@ import pandas as pd
 import pytest
 
 from parcelsearch.errors import ConfigurationError
-from parcelsearch.service.keys import KeyStore, hash_key
+from parcelsearch.service.keys import KeyStore, PostgresKeyStore, SqliteKeyStore, hash_key
 from parcelsearch.service.limits import Outcome, Refusal, admit
 
 
@@ -18,20 +18,19 @@ def _ok() -> Outcome[str]:
 
 
 @pytest.fixture
-def store(tmp_path: Path) -> Iterator[KeyStore]:
-    keys = KeyStore(tmp_path / "keys.sqlite")
+def store(keys_location: str) -> Iterator[KeyStore]:
+    """A fresh key store, on SQLite and on PostgreSQL."""
+    keys = KeyStore(keys_location)
     yield keys
     keys.close()
 
 
 def test_only_the_hash_is_stored(store: KeyStore) -> None:
     key = store.create("alice")
-    store.close()
-    raw = store.path.read_bytes() + b"".join(
-        p.read_bytes() for p in store.path.parent.glob("keys.sqlite-*")
-    )
-    assert key.encode() not in raw
-    assert hash_key(key).encode() in raw
+    rows = store.execute(store.connection(), "SELECT * FROM keys").fetchall()
+    stored = " ".join(str(row[column]) for row in rows for column in row.keys())
+    assert key not in stored and key[:12] not in stored
+    assert hash_key(key) in stored
     assert admit(store, key, "markets", "/v1/markets", _ok).status == 200
     assert key not in repr(store) + repr(store.list())
 
@@ -103,9 +102,30 @@ def test_empty_request_log_has_typed_columns(store: KeyStore) -> None:
     assert isinstance(log.time.dtype, pd.DatetimeTZDtype) and str(log.time.dt.tz) == "UTC"
 
 
-def test_a_second_store_on_the_same_file_sees_the_keys(store: KeyStore) -> None:
+def test_only_the_hash_reaches_the_sqlite_file(tmp_path: Path) -> None:
+    store = KeyStore(tmp_path / "keys.sqlite")
+    key = store.create("alice")
+    store.close()
+    raw = b"".join(p.read_bytes() for p in tmp_path.glob("keys.sqlite*"))
+    assert key.encode() not in raw
+    assert hash_key(key).encode() in raw
+
+
+def test_the_location_picks_the_implementation(keys_location: str) -> None:
+    store = KeyStore(keys_location)
+    try:
+        expected = SqliteKeyStore if keys_location.endswith(".sqlite") else PostgresKeyStore
+        assert type(store) is expected and isinstance(store, KeyStore)
+        assert "password" not in repr(store)
+    finally:
+        store.close()
+
+
+def test_a_second_store_on_the_same_location_sees_the_keys(
+    store: KeyStore, keys_location: str
+) -> None:
     key = store.create("shared")
-    other = KeyStore(store.path)
+    other = KeyStore(keys_location)
     try:
         assert admit(other, key, "markets", "/v1/markets", _ok).status == 200
         assert store.get("shared")["used_lifetime"] == 1

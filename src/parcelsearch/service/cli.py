@@ -46,7 +46,7 @@ def _key_store(args: argparse.Namespace) -> KeyStore:
 
 def _serve(args: argparse.Namespace) -> int:
     from parcelsearch.service.app import create_app
-    from parcelsearch.service.server import bind_socket, build_server
+    from parcelsearch.service.server import bind_socket, build_server, run_workers
     from parcelsearch.service.store import ParcelStore
     from parcelsearch.service.tls import ensure_certificates
 
@@ -65,19 +65,27 @@ def _serve(args: argparse.Namespace) -> int:
     port = sock.getsockname()[1]
     host = f"[{args.host}]" if ":" in args.host else args.host
 
-    def ready() -> None:
-        print(f"serving https://{host}:{port} (CA: {certs.ca})", flush=True)
+    line = f"serving https://{host}:{port} (CA: {certs.ca})"
+    portal_line = f"portal at https://{host}:{port}/portal/ (users: parcelsearch portal add-user)"
+    if args.workers > 1:  # the socket listens already: connections queue until a worker takes
+        print(f"{line} with {args.workers} workers", flush=True)
         if args.portal:
-            print(f"portal at https://{host}:{port}/portal/ (users: parcelsearch portal "
-                  "add-user)", flush=True)
+            print(portal_line, flush=True)
 
-    server = build_server(app, certs.cert, certs.key, on_ready=ready)
+    def ready() -> None:
+        if args.workers == 1:
+            print(line, flush=True)
+            if args.portal:
+                print(portal_line, flush=True)
+
+    def build() -> Any:
+        return build_server(app, certs.cert, certs.key, on_ready=ready)
+
     try:
-        server.run(sockets=[sock])
+        return run_workers(build, sock, args.workers, before_fork=app.close_connections)
     finally:
         sock.close()
         keys.close()
-    return 0 if server.started else 1
 
 
 def _positive_float(text: str) -> float:
@@ -88,6 +96,12 @@ def _positive_float(text: str) -> float:
     if not value > 0 or value == float("inf"):
         raise argparse.ArgumentTypeError(f"must be a positive number, got {text}")
     return value
+
+
+def _workers(text: str) -> int:
+    if not text.isdigit() or int(text) < 1:
+        raise argparse.ArgumentTypeError(f"must be a whole number >= 1, got {text!r}")
+    return int(text)
 
 
 def _count(text: str) -> int:
@@ -170,6 +184,8 @@ def register(commands: Any) -> None:
                        help=f"CA and server certificate (default: {default_cert_dir()})")
     serve.add_argument("--host", default="127.0.0.1", help="address to bind (default 127.0.0.1)")
     serve.add_argument("--port", type=int, default=8443, help="port (0 picks a free one)")
+    serve.add_argument("--workers", type=_workers, default=1, metavar="N",
+                       help="worker processes sharing the port (default 1); limits stay exact")
     serve.add_argument("--match", choices=MATCH_MODES, default="representative-point",
                        help="how a parcel matches a polygon (default representative-point)")
     serve.add_argument("--portal", action="store_true",

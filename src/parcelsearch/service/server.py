@@ -13,7 +13,10 @@ Examples
 
 from __future__ import annotations
 
+import os
+import signal
 import socket
+import sys
 import threading
 from collections.abc import Callable, Sequence
 from pathlib import Path
@@ -32,7 +35,7 @@ from parcelsearch.service.keys import BUSY_TIMEOUT, KeyStore, default_keys_locat
 from parcelsearch.service.store import ParcelStore
 from parcelsearch.service.tls import default_cert_dir, ensure_certificates
 
-__all__ = ["start_service", "RunningService", "build_server", "bind_socket"]
+__all__ = ["start_service", "RunningService", "build_server", "bind_socket", "run_workers"]
 
 #: Largest request head uvicorn/h11 will read, so that over-long URLs reach the 414 guard
 #: (a 100,000-point polygon is about 3 MB).
@@ -112,6 +115,77 @@ def build_server(
         loop="asyncio",
     )
     return _Server(config, on_ready)
+
+
+def run_workers(
+    build: Callable[[], uvicorn.Server],
+    sock: socket.socket,
+    workers: int = 1,
+    before_fork: Callable[[], None] | None = None,
+) -> int:
+    """Serve on ``sock`` with ``workers`` processes until interrupted; the exit status.
+
+    With one worker the server runs in this process. With more, this process forks that
+    many children after ``before_fork`` (which must close database connections: they cannot
+    cross a fork); each builds its server with ``build`` and accepts on the shared socket, so
+    the kernel spreads connections over them. SIGTERM or SIGINT to this process stops them
+    all; if one worker dies the others are stopped too and the status is non-zero.
+    """
+    if workers < 1:
+        raise ConfigurationError(f"--workers must be at least 1, got {workers}")
+    if workers == 1:
+        server = build()
+        server.run(sockets=[sock])
+        return 0 if server.started else 1
+    if before_fork is not None:
+        before_fork()
+    sys.stdout.flush()
+    sys.stderr.flush()
+    children: list[int] = []
+    for _ in range(workers):
+        pid = os.fork()
+        if pid == 0:  # the worker: serve, then leave without running the parent's cleanup
+            status = 1
+            try:
+                server = build()
+                server.run(sockets=[sock])
+                status = 0 if server.started else 1
+            finally:
+                os._exit(status)
+        children.append(pid)
+    return _supervise(children)
+
+
+def _supervise(children: list[int]) -> int:
+    """Wait for the workers; forward SIGTERM/SIGINT; stop all when one exits."""
+    stopping = False
+
+    def stop(signum: int, frame: object) -> None:
+        nonlocal stopping
+        stopping = True
+        for pid in children:
+            try:
+                os.kill(pid, signal.SIGTERM)
+            except ProcessLookupError:
+                pass
+
+    previous = {sig: signal.signal(sig, stop) for sig in (signal.SIGTERM, signal.SIGINT)}
+    worst = 0
+    try:
+        alive = set(children)
+        while alive:
+            pid, status = os.wait()
+            alive.discard(pid)
+            code = os.waitstatus_to_exitcode(status)
+            if not stopping:
+                worst = worst or (code or 1)
+                stop(signal.SIGTERM, None)
+            elif code not in (0, -signal.SIGTERM, -signal.SIGINT):
+                worst = worst or code
+    finally:
+        for sig, handler in previous.items():
+            signal.signal(sig, handler)
+    return 0 if worst == 0 else 1
 
 
 class RunningService:
