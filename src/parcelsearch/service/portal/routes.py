@@ -20,10 +20,11 @@ import hmac
 import math
 from collections.abc import Awaitable, Callable
 from typing import Any
+from urllib.parse import parse_qsl
 
 from starlette.applications import Starlette
 from starlette.concurrency import run_in_threadpool
-from starlette.datastructures import FormData
+from starlette.datastructures import FormData, UploadFile
 from starlette.exceptions import HTTPException
 from starlette.requests import Request
 from starlette.responses import HTMLResponse, RedirectResponse, Response
@@ -31,6 +32,7 @@ from starlette.routing import Route
 from starlette.types import ASGIApp, Message, Receive, Scope, Send
 
 from parcelsearch.errors import ConfigurationError
+from parcelsearch.service.keys import StoreBusyError
 from parcelsearch.service.portal import pages
 from parcelsearch.service.portal.pages import BASE
 from parcelsearch.service.portal.storage import PortalStore, Session, User
@@ -86,13 +88,24 @@ Handler = Callable[[Request], Awaitable[Response]]
 
 
 async def _form(request: Request) -> FormData | None:
-    """The POSTed form (``None`` for other methods, or a body over 64 KiB)."""
+    """The POSTed form (``None`` for other methods, other encodings than
+    ``application/x-www-form-urlencoded`` — the portal's forms send no files — or a body
+    over 64 KiB, all of which the CSRF check then refuses)."""
     if request.method != "POST":
         return None
+    kind = request.headers.get("content-type", "").split(";")[0].strip().lower()
     size = request.headers.get("content-length", "")
-    if not size.isdigit() or int(size) > MAX_FORM_BYTES:
+    if kind != "application/x-www-form-urlencoded" or not size.isdigit():
         return None
-    return await request.form()
+    if int(size) > MAX_FORM_BYTES:
+        return None
+    body = await request.body()
+    try:
+        pairs = parse_qsl(body.decode("utf-8"), keep_blank_values=True, max_num_fields=100)
+    except ValueError:  # not UTF-8, or too many fields
+        return None
+    fields: list[tuple[str, str | UploadFile]] = list(pairs)
+    return FormData(fields)
 
 
 def _endpoint(handler: Callable[[Request, FormData | None], Response]) -> Handler:
@@ -312,6 +325,11 @@ async def _http_error(request: Request, exc: Exception) -> Response:
     )
 
 
+async def _busy(request: Request, exc: Exception) -> Response:
+    message = "The key store is busy; nothing was changed. Try again in a moment."
+    return HTMLResponse(pages.message_page("Busy", message), 503, headers={"Retry-After": "1"})
+
+
 def create_portal(store: PortalStore) -> ASGIApp:
     """The portal as an ASGI application, to mount at ``/portal``."""
     portal = _Portal(store)
@@ -327,6 +345,8 @@ def create_portal(store: PortalStore) -> ASGIApp:
         Route(app_path + "/limits", _endpoint(portal.limits), methods=["POST"]),
         Route("/static/portal.css", _endpoint(portal.stylesheet), methods=["GET"]),
     ]
-    app = Starlette(routes=routes, exception_handlers={HTTPException: _http_error})
+    app = Starlette(routes=routes, exception_handlers={
+        HTTPException: _http_error, StoreBusyError: _busy,
+    })
     app.router.redirect_slashes = False
     return SecurityHeaders(app)

@@ -442,7 +442,7 @@ class PortalStore:
         now = datetime.fromtimestamp(self.clock(), UTC)
         summary = self.keys.get(name)
         log = self.keys.requests(name)
-        last_used = None if log.empty else log["time"].max().to_pydatetime()
+        last_used = None if log.empty else log["time"].max().to_pydatetime(warn=False)
         today = now.date()
         first = today - timedelta(days=CHART_DAYS - 1)
         counted = log.loc[log["counted"], "time"].dt.date
