@@ -200,6 +200,7 @@ def test_security_headers_on_every_portal_page(client: Callable[[str], PortalCli
         pytest.param({}, {}, id="no-token"),
         pytest.param({"csrf_token": "forged"}, {}, id="wrong-token"),
         pytest.param(None, {"Origin": "https://evil.example"}, id="foreign-origin"),
+        pytest.param(None, {"Sec-Fetch-Site": "cross-site"}, id="cross-site-fetch"),
     ],
 )
 def test_post_without_valid_csrf_is_refused(

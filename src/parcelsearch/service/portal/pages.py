@@ -29,7 +29,7 @@ STYLESHEET = """
 body { font: 15px/1.4 system-ui, sans-serif; margin: 0; color: #1b1f24; background: #f6f7f9; }
 header { background: #1f3b57; color: #fff; padding: .6em 1.2em; display: flex;
          justify-content: space-between; align-items: center; }
-header a, header button { color: #fff; }
+header a { color: #fff; }
 main { padding: 1em 1.2em; }
 h1 { font-size: 1.3em; margin: 0; }
 h2 { font-size: 1.1em; }

@@ -5,8 +5,8 @@ Security properties, in one place:
 - sessions: a random cookie ``__Host-parcelsearch-portal`` (``Secure; HttpOnly;
   SameSite=Strict; Path=/``), stored as its sha256; a new one at every sign-in (the
   pre-sign-in one is ended), idle and absolute expiry, ended by sign-out;
-- every POST carries the session's CSRF token (``csrf_token``) and, when the browser sends an
-  ``Origin``, comes from this origin; otherwise 403;
+- every POST carries the session's CSRF token (``csrf_token``) and, when the browser says
+  where it came from (``Sec-Fetch-Site``, ``Origin``), comes from this origin; otherwise 403;
 - sign-in throttled per account and per client address (429 with a message saying when);
 - another user's app answers 404; limits are for admins only (403);
 - every response carries CSP (no script at all, styles from this origin only), HSTS,
@@ -87,6 +87,18 @@ def _minutes(seconds: float) -> str:
 Handler = Callable[[Request], Awaitable[Response]]
 
 
+def _same_origin(request: Request) -> bool:
+    """False when the browser says the request came from elsewhere: ``Sec-Fetch-Site`` other
+    than ``same-origin``/``none``, or an ``Origin`` that is not this one. (``Origin: null`` is
+    what a page with ``Referrer-Policy: no-referrer`` sends: no information either way.)"""
+    site = request.headers.get("sec-fetch-site")
+    if site is not None and site not in ("same-origin", "none"):
+        return False
+    origin = request.headers.get("origin")
+    own = f"{request.url.scheme}://{request.url.netloc}"
+    return origin is None or origin in ("null", own)
+
+
 async def _form(request: Request) -> FormData | None:
     """The POSTed form (``None`` for other methods, other encodings than
     ``application/x-www-form-urlencoded`` — the portal's forms send no files — or a body
@@ -145,14 +157,12 @@ class _Portal:
         self, request: Request, session: Session | None, form: FormData | None
     ) -> Response | None:
         """A 403 page unless the POST carries this session's CSRF token from this origin."""
-        origin = request.headers.get("origin")
-        own = f"{request.url.scheme}://{request.url.netloc}"
         token = "" if form is None else self._text(form, "csrf_token")
         ok = (
             session is not None
             and bool(token)
             and hmac.compare_digest(token.encode(), session.csrf.encode())
-            and (origin is None or origin == own)
+            and _same_origin(request)
         )
         if ok:
             return None
