@@ -43,6 +43,7 @@ from parcelsearch.service.openapi import openapi_document
 from parcelsearch.service.polygon import bad_request, parse_page, parse_polygon
 from parcelsearch.service.portal.routes import create_portal
 from parcelsearch.service.portal.storage import PortalStore
+from parcelsearch.service.postgis import PostgisParcelStore, open_parcel_store
 from parcelsearch.service.store import ParcelStore, load_markets
 from parcelsearch.settings import (
     MARKETS_PATH,
@@ -74,7 +75,7 @@ INTERNAL = (
     "try again, and report it if it persists"
 )
 BUSY = (
-    "the service's key store is busy; nothing was counted — retry after the seconds in "
+    "the service's key or parcel store is busy or unreachable; retry after the seconds in "
     "Retry-After"
 )
 #: Seconds a client should wait after a 503.
@@ -140,7 +141,11 @@ class _Service:
     """The handlers, bound to one parcel store, markets list and key store."""
 
     def __init__(
-        self, store: ParcelStore, markets: list[str], keys: KeyStore, portal: PortalStore
+        self,
+        store: ParcelStore | PostgisParcelStore,
+        markets: list[str],
+        keys: KeyStore,
+        portal: PortalStore,
     ) -> None:
         self.store = store
         self.keys = keys
@@ -163,6 +168,9 @@ class _Service:
         def safe() -> limits.Outcome[bytes]:
             try:
                 outcome: limits.Outcome[bytes] = handle()
+            except StoreBusyError:
+                log.warning("parcels database unavailable on %s: answered 503", request.url.path)
+                return limits.Outcome(503, error_body(BUSY))
             except Exception:
                 log.exception("error handling %s", request.url.path)
                 return limits.Outcome(500, error_body(INTERNAL))
@@ -183,7 +191,8 @@ class _Service:
                 "Retry-After": str(result.retry_after)
             }
             return envelope(result.status, result.message, headers=headers)
-        return Response(result.body, status_code=result.status, media_type=JSON)
+        headers = {"Retry-After": str(BUSY_RETRY_AFTER)} if result.status == 503 else None
+        return Response(result.body, status_code=result.status, media_type=JSON, headers=headers)
 
     def _count_spike_refusal(self, api_key: str) -> None:
         try:
@@ -268,7 +277,7 @@ async def _server_error(request: Request, exc: Exception) -> Response:
 
 
 def create_app(
-    parcels: str | Path | gpd.GeoDataFrame | ParcelStore | None = None,
+    parcels: str | Path | gpd.GeoDataFrame | ParcelStore | PostgisParcelStore | None = None,
     markets: str | Path | Sequence[str] | None = None,
     keys: KeyStore | str | Path | None = None,
     match: str = "representative-point",
@@ -279,11 +288,12 @@ def create_app(
     Parameters
     ----------
     parcels
-        A :class:`ParcelStore`, a parcels file or frame, or ``None`` for the bundled demo.
+        A parcel store, a parcels file or frame, a ``postgresql://`` URL (PostGIS table
+        ``parcelsearch.parcels``), or ``None`` for the bundled demo.
     markets
         A markets file, a list of names, or ``None`` for the bundled list.
     keys
-        The key store (or its path). Required.
+        The key store, or its location (a SQLite path or a ``postgresql://`` URL). Required.
     match
         ``"representative-point"`` or ``"intersects"`` (ignored when ``parcels`` is a store).
     portal
@@ -293,7 +303,7 @@ def create_app(
     if keys is None:
         raise TypeError("create_app needs a key store (keys=KeyStore(path) or a path)")
     key_store = keys if isinstance(keys, KeyStore) else KeyStore(keys)
-    store = parcels if isinstance(parcels, ParcelStore) else ParcelStore(parcels, match=match)
+    store = open_parcel_store(parcels, match=match)
     portal_store = portal if isinstance(portal, PortalStore) else PortalStore(key_store)
     service = _Service(store, load_markets(markets), key_store, portal_store)
     routes: list[BaseRoute] = [

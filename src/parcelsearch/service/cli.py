@@ -45,9 +45,9 @@ def _key_store(args: argparse.Namespace) -> KeyStore:
 
 
 def _serve(args: argparse.Namespace) -> int:
-    from parcelsearch.service.app import create_app
+    from parcelsearch.service.app import create_app  # lazy: CLI start-up stays fast
+    from parcelsearch.service.postgis import open_parcel_store
     from parcelsearch.service.server import bind_socket, build_server, run_workers
-    from parcelsearch.service.store import ParcelStore
     from parcelsearch.service.tls import ensure_certificates
 
     logging.basicConfig(
@@ -58,9 +58,8 @@ def _serve(args: argparse.Namespace) -> int:
     cert_dir = args.cert_dir or default_cert_dir()
     certs = ensure_certificates(cert_dir, [args.host])
     keys = _key_store(args)
-    app = create_app(
-        ParcelStore(args.parcels, match=args.match), args.markets, keys, portal=args.portal
-    )
+    store = open_parcel_store(args.parcels, match=args.match)
+    app = create_app(store, args.markets, keys, portal=args.portal)
     sock = bind_socket(args.host, args.port)
     port = sock.getsockname()[1]
     host = f"[{args.host}]" if ":" in args.host else args.host
@@ -81,11 +80,28 @@ def _serve(args: argparse.Namespace) -> int:
     def build() -> Any:
         return build_server(app, certs.cert, certs.key, on_ready=ready)
 
+    def before_fork() -> None:  # connections cannot cross a fork: each worker opens its own
+        keys.close()
+        store.close()
+
     try:
-        return run_workers(build, sock, args.workers, before_fork=app.close_connections)
+        return run_workers(build, sock, args.workers, before_fork=before_fork)
     finally:
         sock.close()
         keys.close()
+        store.close()
+
+
+def _parcels_load(args: argparse.Namespace) -> int:
+    from parcelsearch.service.postgis import load_parcels_into  # lazy: CLI start-up
+
+    if not is_postgres_url(args.into):
+        raise ConfigurationError(
+            f"--into must be a postgresql:// URL, got {args.into!r}"
+        )
+    count = load_parcels_into(args.file, args.into, replace=args.replace)
+    print(f"loaded {count:,} parcels into parcelsearch.parcels", flush=True)
+    return 0
 
 
 def _positive_float(text: str) -> float:
@@ -168,15 +184,16 @@ def _keys_revoke(args: argparse.Namespace) -> int:
 
 
 def register(commands: Any) -> None:
-    """Add ``serve`` and ``keys`` to the top-level sub-parsers ``commands``."""
+    """Add ``serve``, ``keys`` and ``parcels`` to the top-level sub-parsers ``commands``."""
     serve = commands.add_parser(
         "serve",
         help="run the reference Search and Markets service over HTTPS",
         description="Run the reference service. With no data options it serves the bundled "
         "demo data. Prints one line 'serving https://HOST:PORT (CA: DIR/ca.pem)' when ready.",
     )
-    serve.add_argument("--parcels", type=Path, default=None, metavar="FILE",
-                       help="parcels (any file geopandas reads: parcel_id, group_id, geometry)")
+    serve.add_argument("--parcels", default=None, metavar="FILE|URL",
+                       help="parcels: any file geopandas reads (parcel_id, group_id, geometry), "
+                       "or a postgresql:// URL of a database loaded with 'parcels load'")
     serve.add_argument("--markets", type=Path, default=None, metavar="FILE",
                        help="market names, one per line or a JSON list")
     _keys_arg(serve)
@@ -214,5 +231,18 @@ def register(commands: Any) -> None:
     revoke.add_argument("--name", required=True)
     revoke.set_defaults(func=_keys_revoke)
     portal_commands.register(commands)
+
+    parcels = commands.add_parser("parcels", help="load parcels into PostGIS",
+                                  description="Manage the service's parcels in PostGIS.")
+    parcel_sub = parcels.add_subparsers(dest="parcels_command", required=True, metavar="ACTION")
+    load = parcel_sub.add_parser(
+        "load", help="load a parcels file into parcelsearch.parcels (COPY), print the count")
+    load.add_argument("file", type=Path, metavar="FILE",
+                      help="any file geopandas reads: parcel_id, group_id, geometry")
+    load.add_argument("--into", required=True, metavar="URL",
+                      help="postgresql:// URL of a database with PostGIS")
+    load.add_argument("--replace", action="store_true",
+                      help="replace the parcels already loaded")
+    load.set_defaults(func=_parcels_load)
 
 

@@ -32,6 +32,7 @@ from parcelsearch.errors import ConfigurationError
 from parcelsearch.service.app import create_app
 from parcelsearch.service.envelopes import JSON, error_body
 from parcelsearch.service.keys import BUSY_TIMEOUT, KeyStore, default_keys_location
+from parcelsearch.service.postgis import PostgisParcelStore, open_parcel_store
 from parcelsearch.service.store import ParcelStore
 from parcelsearch.service.tls import default_cert_dir, ensure_certificates
 
@@ -210,7 +211,7 @@ class RunningService:
         host: str,
         ca_path: Path,
         keys: KeyStore,
-        store: ParcelStore,
+        store: ParcelStore | PostgisParcelStore,
     ) -> None:
         self._server = server
         self._socket = sock
@@ -261,6 +262,7 @@ class RunningService:
                 self._thread.join(timeout)
         self._socket.close()
         self.keys.close()
+        self.store.close()
 
     def __enter__(self) -> RunningService:
         return self
@@ -290,7 +292,8 @@ def start_service(
     Parameters
     ----------
     parcels
-        ``None`` (the bundled demo parcels), a parcels file or a GeoDataFrame.
+        ``None`` (the bundled demo parcels), a parcels file, a GeoDataFrame or a
+        ``postgresql://`` URL (parcels loaded with ``parcelsearch parcels load``).
     markets
         ``None`` (the bundled markets list), a markets file or a list of names.
     keys
@@ -312,7 +315,7 @@ def start_service(
                          busy_timeout=busy_timeout)
     cert_path = Path(default_cert_dir() if cert_dir is None else cert_dir)
     certs = ensure_certificates(cert_path, [host])
-    store = ParcelStore(parcels, match=match)
+    store = open_parcel_store(parcels, match=match)
     app = create_app(store, markets, key_store, portal=portal)
     sock = bind_socket(host, port)
     server = build_server(app, certs.cert, certs.key)
