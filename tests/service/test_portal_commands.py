@@ -3,11 +3,14 @@
 from __future__ import annotations
 
 import io
+import json
+import re
 import subprocess
 import sys
 from pathlib import Path
 
 import pytest
+import requests
 
 from parcelsearch.errors import ConfigurationError
 from parcelsearch.service.keys import KeyStore
@@ -72,3 +75,54 @@ def test_read_password_takes_the_first_line() -> None:
     assert read_password(io.StringIO(PASSWORD + "\r\nsecond line\n")) == PASSWORD
     with pytest.raises(ConfigurationError, match="no password"):
         read_password(io.StringIO(""))
+
+
+def test_serve_portal_and_the_keys_command_share_one_store(tmp_path: Path) -> None:
+    store = tmp_path / "keys.sqlite"
+    assert _add_user(store, "--email", "eve@example.com", stdin=PASSWORD).returncode == 0
+    process = subprocess.Popen(
+        [sys.executable, "-m", "parcelsearch.cli", "serve", "--portal", "--keys", str(store),
+         "--cert-dir", str(tmp_path / "certs"), "--port", "0"],
+        stdout=subprocess.PIPE, stderr=subprocess.DEVNULL, text=True,
+    )
+    try:
+        assert process.stdout is not None
+        serving = re.fullmatch(r"serving (https://127\.0\.0\.1:\d+) \(CA: (.+)\)\n",
+                               process.stdout.readline())
+        assert serving, "no serving line"
+        base, ca = serving[1], serving[2]
+        assert process.stdout.readline().startswith(f"portal at {base}/portal/")
+        with requests.Session() as http:
+            http.trust_env, http.verify = False, ca
+
+            def csrf(page: requests.Response) -> str:
+                found = re.search(r'name="csrf_token" value="([^"]+)"', page.text)
+                assert found
+                return found.group(1)
+
+            form = http.get(base + "/portal/signin")
+            page = http.post(base + "/portal/signin", data={
+                "csrf_token": csrf(form), "email": "eve@example.com", "password": PASSWORD})
+            page = http.post(base + "/portal/apps", data={
+                "csrf_token": csrf(page), "name": "eves", "key_type": "demo",
+                "services": "markets"})
+            key = re.search(r'id="new-key">([^<]+)<', page.text)
+            assert key
+            for _ in range(3):
+                assert http.get(base + "/v1/markets", headers={"x-api-key": key[1]}).ok
+            listed = subprocess.run(
+                [sys.executable, "-m", "parcelsearch.cli", "keys", "list", "--keys", str(store),
+                 "--json"], capture_output=True, text=True, timeout=60, check=True)
+            [row] = json.loads(listed.stdout)
+            assert (row["name"], row["used_lifetime"], row["services"]) == ("eves", 3, ["markets"])
+            subprocess.run(
+                [sys.executable, "-m", "parcelsearch.cli", "keys", "revoke", "--keys", str(store),
+                 "--name", "eves"], capture_output=True, timeout=60, check=True)
+            assert http.get(base + "/v1/markets", headers={"x-api-key": key[1]}).status_code == 401
+            shown = http.get(base + "/portal/").text
+            assert re.search(r'data-app="eves".*?revoked', shown, re.S)
+    finally:
+        process.terminate()
+        process.wait(timeout=20)
+        if process.stdout is not None:
+            process.stdout.close()
