@@ -11,6 +11,7 @@ The tests skip only when Chromium or its driver cannot be found.
 
 from __future__ import annotations
 
+import contextlib
 import os
 import shutil
 import subprocess
@@ -23,6 +24,7 @@ from selenium.webdriver.chrome.service import Service
 
 from parcelsearch.service.portal.storage import PortalStore
 from parcelsearch.service.server import RunningService, start_service
+from parcelsearch.service.tls import ensure_certificates
 
 CHROMIUM = Path(os.environ.get("PARCELSEARCH_CHROMIUM", "/usr/bin/chromium"))
 CHROMEDRIVER = Path(os.environ.get("PARCELSEARCH_CHROMEDRIVER", "/usr/bin/chromedriver"))
@@ -47,16 +49,31 @@ def chromium() -> tuple[Path, Path]:
     return CHROMIUM, CHROMEDRIVER
 
 
+@contextlib.contextmanager
+def _portal(keys: str | Path, cert_dir: Path) -> Iterator[RunningService]:
+    with start_service(keys=keys, cert_dir=cert_dir, portal=True) as svc:
+        users = PortalStore(svc.keys)
+        users.add_user("alice@example.com", PASSWORD)
+        users.add_user("bob@example.com", PASSWORD)
+        yield svc
+
+
 @pytest.fixture(scope="session")
 def portal_service(
     tmp_path_factory: pytest.TempPathFactory, service_cert_dir: Path
 ) -> Iterator[RunningService]:
-    """A portal-enabled service with users alice and bob."""
-    root = tmp_path_factory.mktemp("browser-portal")
-    with start_service(keys=root / "keys.sqlite", cert_dir=service_cert_dir, portal=True) as svc:
-        users = PortalStore(svc.keys)
-        users.add_user("alice@example.com", PASSWORD)
-        users.add_user("bob@example.com", PASSWORD)
+    """A portal-enabled service (SQLite) with users alice and bob."""
+    with _portal(tmp_path_factory.mktemp("browser-portal") / "keys.sqlite",
+                 service_cert_dir) as svc:
+        yield svc
+
+
+@pytest.fixture
+def portal_on_each_backend(
+    keys_location: str, service_cert_dir: Path
+) -> Iterator[RunningService]:
+    """A portal-enabled service on a fresh SQLite file, then on a fresh PostgreSQL database."""
+    with _portal(keys_location, service_cert_dir) as svc:
         yield svc
 
 
@@ -77,15 +94,16 @@ def _nss_home(root: Path, ca: Path | None) -> Path:
 
 @pytest.fixture
 def browser(
-    chromium: tuple[Path, Path], portal_service: RunningService, tmp_path: Path
+    chromium: tuple[Path, Path], service_cert_dir: Path, tmp_path: Path
 ) -> Iterator[Browser]:
     """``browser(trust_ca=True)``: a fresh headless Chromium (own profile and $HOME)."""
     drivers: list[webdriver.Chrome] = []
     binary, driver = chromium
+    ca = ensure_certificates(service_cert_dir).ca  # the CA of every test service
 
     def start(trust_ca: bool = True) -> webdriver.Chrome:
         n = len(drivers)
-        home = _nss_home(tmp_path / f"home{n}", portal_service.ca_path if trust_ca else None)
+        home = _nss_home(tmp_path / f"home{n}", ca if trust_ca else None)
         options = webdriver.ChromeOptions()
         options.binary_location = str(binary)
         for flag in (*FLAGS, f"--user-data-dir={tmp_path / f'profile{n}'}"):

@@ -79,9 +79,11 @@ def submit_form(chrome: webdriver.Chrome, action: str, fields: dict[str, str]) -
 
 
 def test_portal_in_a_real_browser(
-    browser: Browser, portal_service: RunningService, screenshot: Shot
+    browser: Browser, portal_on_each_backend: RunningService, screenshot: Shot,
+    keys_location: str,
 ) -> None:
-    svc = portal_service
+    svc = portal_on_each_backend
+    backend = "postgresql" if keys_location.startswith("postgresql") else "sqlite"
     alice = browser()
     sign_in(alice, svc, "alice@example.com")
     cookie = alice.get_cookie("__Host-parcelsearch-portal")
@@ -91,7 +93,7 @@ def test_portal_in_a_real_browser(
 
     key = create_app(alice, "browser-app")
     assert len(key) >= 40
-    screenshot(alice, "1-new-key")
+    screenshot(alice, f"{backend}-1-new-key")
 
     n = 5
     assert [search(svc, key).status_code for _ in range(n)] == [200] * n
@@ -105,7 +107,7 @@ def test_portal_in_a_real_browser(
     assert key not in alice.page_source
     bars = row(alice, "browser-app").find_elements(By.CSS_SELECTOR, "svg rect.bar")
     assert len(bars) == 30 and bars[-1].get_attribute("data-calls") == str(n)
-    screenshot(alice, "2-usage")
+    screenshot(alice, f"{backend}-2-usage")
 
     # A second user sees nothing of alice's and cannot revoke it, even by forging the POST.
     app_id = row(alice, "browser-app").get_attribute("data-app-id")
@@ -116,14 +118,14 @@ def test_portal_in_a_real_browser(
     bobs_token = bob.find_element(By.NAME, "csrf_token").get_attribute("value")
     submit_form(bob, f"/portal/apps/{app_id}/revoke", {"csrf_token": bobs_token or ""})
     assert wait_for(bob, "message").text == "No such app."
-    screenshot(bob, "3-cross-user-refused")
+    screenshot(bob, f"{backend}-3-cross-user-refused")
     assert search(svc, key).status_code == 200
 
     # A POST without the CSRF token is refused, and nothing is created.
     submit_form(alice, "/portal/apps", {"name": "no-token", "key_type": "demo",
                                         "services": "search"})
     assert "CSRF token is missing or wrong" in wait_for(alice, "message").text
-    screenshot(alice, "4-csrf-refused")
+    screenshot(alice, f"{backend}-4-csrf-refused")
     assert "no-token" not in [k["name"] for k in svc.keys.list()]
 
     # Revoke: the key stops at once.
@@ -134,7 +136,7 @@ def test_portal_in_a_real_browser(
     assert refused.status_code == 401 and refused.json()["messages"] == ["Invalid ApiKey"]
     assert "revoked" in row(alice, "browser-app").text
     assert usage(alice, "browser-app", "lifetime") == str(n + 1)
-    screenshot(alice, "5-revoked")
+    screenshot(alice, f"{backend}-5-revoked")
 
     # Sign out ends the session.
     alice.find_element(By.ID, "sign-out").click()

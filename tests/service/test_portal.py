@@ -242,14 +242,18 @@ def test_key_shown_once_and_only_its_hash_stored(
     client: Callable[[str], PortalClient], portal: RunningService,
     caplog: pytest.LogCaptureFixture,
 ) -> None:
-    c = client("alice@example.com")
     with caplog.at_level(logging.DEBUG):
+        c = client("alice@example.com")
         key = c.create("shown-once")
         assert call(portal, key).status_code == 200
         later = c.get().text
+        again = new_key(c.post(f"/portal/apps/{c.app_id('shown-once')}/regenerate").text)
+        c.post(f"/portal/apps/{c.app_id('shown-once')}/revoke")
     assert key not in later  # only the response to the create POST showed it
     assert "new-key" not in later
-    assert key not in caplog.text
+    assert "created app 'shown-once'" in caplog.text  # the log has events, not secrets
+    for secret in (key, again, PASSWORD):
+        assert secret not in caplog.text
     store_file = Path(portal.keys.location)
     for path in (store_file, Path(f"{store_file}-wal")):
         if path.exists():
@@ -356,6 +360,10 @@ def test_create_with_a_taken_name_or_no_service_says_why(
     assert taken.status_code == 400 and "is taken; choose another name" in taken.text
     none = c.post("/portal/apps", {"name": "bobs-other", "key_type": "demo"})
     assert none.status_code == 400 and "choose at least one service" in none.text
+    long = c.post("/portal/apps", {"name": "x" * 101, "key_type": "demo", "services": "search"})
+    assert long.status_code == 400 and "at most 100 characters" in long.text
+    odd = c.post("/portal/apps", {"name": "odd", "key_type": "gold", "services": "search"})
+    assert odd.status_code == 400 and "key type must be one of demo, production" in odd.text
 
 
 def test_portal_is_off_unless_asked(service: RunningService) -> None:

@@ -17,6 +17,7 @@ Security properties, in one place:
 from __future__ import annotations
 
 import hmac
+import logging
 import math
 from collections.abc import Awaitable, Callable
 from typing import Any
@@ -38,6 +39,9 @@ from parcelsearch.service.portal.pages import BASE
 from parcelsearch.service.portal.storage import PortalStore, Session, User
 
 __all__ = ["create_portal", "SecurityHeaders", "SECURITY_HEADERS", "COOKIE"]
+
+#: Sign-ins and changes to apps (names and e-mail addresses; never keys or passwords).
+log = logging.getLogger("parcelsearch.service.portal")
 
 COOKIE = "__Host-parcelsearch-portal"
 MAX_FORM_BYTES = 64 * 1024
@@ -221,6 +225,7 @@ class _Portal:
         address = request.client.host if request.client else "-"
         blocked = self.store.signin_wait(email, address)
         if blocked is not None:
+            log.warning("portal sign-in throttled (%s) from %s", blocked[0], address)
             what = "this account" if blocked[0] == "account" else "your address"
             message = (
                 f"Too many failed sign-in attempts for {what}. Sign-in is paused for it; try "
@@ -230,10 +235,12 @@ class _Portal:
                                 headers={"Retry-After": str(math.ceil(blocked[1]))})
         user = self.store.authenticate(email, password)
         if user is None:
+            log.info("portal sign-in failed from %s", address)
             self.store.record_failure(email, address)
             return HTMLResponse(
                 pages.signin_page(session.csrf, "Wrong e-mail address or password.", email), 401
             )
+        log.info("portal sign-in: %s from %s", user.email, address)
         self.store.clear_failures(user.email)
         self.store.end_session(request.cookies.get(COOKIE, ""))
         token, _ = self.store.new_session(user)
@@ -264,6 +271,7 @@ class _Portal:
         except ConfigurationError as exc:
             return self._apps(session, user, 400, error=f"App not created: {exc}.",
                               values={"name": name, "key_type": key_type})
+        log.info("portal: %s created app %r", user.email, name)
         return self._apps(session, user, new_key=(name, api_key))
 
     def regenerate(self, request: Request, form: FormData | None) -> Response:
@@ -278,6 +286,7 @@ class _Portal:
         if api_key is None:
             return self._apps(session, user, 409,
                               error=f"{name} is revoked: its key cannot be regenerated.")
+        log.info("portal: %s regenerated the key of app %r", user.email, name)
         return self._apps(session, user, new_key=(name, api_key))
 
     def revoke(self, request: Request, form: FormData | None) -> Response:
@@ -285,9 +294,11 @@ class _Portal:
         if isinstance(checked, Response):
             return checked
         session, user, _ = checked
-        if self.store.owned(user, request.path_params["app_id"]) is None:
+        name = self.store.owned(user, request.path_params["app_id"])
+        if name is None:
             return self._not_found(session, user)
         self.store.revoke(request.path_params["app_id"])
+        log.info("portal: %s revoked app %r", user.email, name)
         return RedirectResponse(f"{BASE}/", 303)
 
     def limits(self, request: Request, form: FormData | None) -> Response:
@@ -295,7 +306,8 @@ class _Portal:
         if isinstance(checked, Response):
             return checked
         session, user, form = checked
-        if self.store.owned(user, request.path_params["app_id"]) is None:
+        name = self.store.owned(user, request.path_params["app_id"])
+        if name is None:
             return self._not_found(session, user)
         if not user.is_admin:
             return HTMLResponse(pages.message_page(
@@ -317,6 +329,8 @@ class _Portal:
         except ConfigurationError as exc:
             return self._apps(session, user, 400,
                               error=f"Limits not changed: {exc} (got {rate_text[:40]!r}).")
+        log.info("portal: %s set the limits of app %r to %s/s, quota %s", user.email, name,
+                 rate, quota_text or "none")
         return RedirectResponse(f"{BASE}/", 303)
 
     def stylesheet(self, request: Request, form: FormData | None) -> Response:

@@ -52,6 +52,8 @@ __all__ = [
 
 #: Days in each app's calls-per-day chart (today included).
 CHART_DAYS = 30
+#: Longest app (key) name the portal accepts.
+MAX_APP_NAME = 100
 
 #: The portal's tables; ``{p}`` is the schema prefix, ``{id}``/``{ref}``/``{real}`` the
 #: types (SQLite: ``INTEGER PRIMARY KEY``/``INTEGER``/``REAL``; PostgreSQL: ``BIGSERIAL
@@ -396,6 +398,11 @@ class PortalStore:
             Bad name, type or services, or the name is taken (see :meth:`KeyStore.create`).
         """
         wanted = list(services)
+        if len(name.strip()) > MAX_APP_NAME:
+            raise ConfigurationError(
+                f"an app name has at most {MAX_APP_NAME} characters (this one has "
+                f"{len(name.strip())}); choose a shorter one"
+            )
         if not wanted:
             raise ConfigurationError("choose at least one service (search, markets)")
         taken = self._query(
