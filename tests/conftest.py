@@ -261,7 +261,8 @@ class ServiceProcess:
     """
 
     def __init__(self, *, keys: str, parcels: str | None, cert_dir: Path, backend: str,
-                 workers: int = 2, match: str = "representative-point") -> None:
+                 workers: int = 2, match: str = "representative-point",
+                 busy_timeout: float | None = None) -> None:
         self.backend = backend
         self.keys_location = keys
         self.parcels_location = parcels
@@ -271,6 +272,8 @@ class ServiceProcess:
                    "--workers", str(workers), "--match", match]
         if parcels is not None:
             command += ["--parcels", parcels]
+        if busy_timeout is not None:
+            command += ["--busy-timeout", str(busy_timeout)]
         #: The service's log (stderr), kept with the test's temporary files.
         self.log_path = cert_dir.parent / f"serve-{next(_counter)}.log"
         with self.log_path.open("w") as log:
@@ -368,21 +371,23 @@ def conformance_276(
 def spawn_service(
     request: pytest.FixtureRequest, tmp_path: Path, service_cert_dir: Path
 ) -> Iterator[Callable[..., ServiceProcess]]:
-    """``spawn_service(backend, parcels=None, locations=None, workers=2, match=...)``: a
+    """``spawn_service(backend, parcels=None, locations=None, workers=2, match=...,
+    busy_timeout=None)``: a
     ``parcelsearch serve`` process of this test's own on ``backend`` — fresh key and parcel
     stores (``parcels``: a frame, ``None`` for the demo), or the ``(keys, parcels)``
     ``locations`` of an earlier one (a restart) — stopped at the end of the test."""
     started: list[ServiceProcess] = []
 
     def spawn(backend: str, parcels: Any = None, locations: tuple[str, str | None] | None = None,
-              workers: int = 2, match: str = "representative-point") -> ServiceProcess:
+              workers: int = 2, match: str = "representative-point",
+              busy_timeout: float | None = None) -> ServiceProcess:
         if locations is None:
             folder = tmp_path / f"own-{next(_counter)}"
             folder.mkdir()
             locations = _backend_locations(backend, request, folder, parcels)
         svc = ServiceProcess(keys=locations[0], parcels=locations[1],
                              cert_dir=service_cert_dir, backend=backend, workers=workers,
-                             match=match)
+                             match=match, busy_timeout=busy_timeout)
         started.append(svc)
         return svc
 
