@@ -24,6 +24,7 @@ import shutil
 import signal
 import socket
 import subprocess
+import sys
 import tempfile
 import time
 from collections.abc import Callable, Iterator
@@ -35,6 +36,8 @@ import pytest
 import requests
 
 from parcelsearch.service import synth
+from parcelsearch.service.keys import KeyStore
+from parcelsearch.service.postgis import load_parcels_into, open_parcel_store
 from parcelsearch.service.server import RunningService, start_service
 
 _counter = itertools.count(1)
@@ -239,3 +242,155 @@ def keys_location(request: pytest.FixtureRequest, tmp_path: Path) -> str:
         return str(tmp_path / "keys.sqlite")
     cluster: PostgresCluster = request.getfixturevalue("postgres")
     return cluster.database("keys")
+
+
+# ---------------------------------------------------------------- the service in processes
+# The end-to-end conformance and hostile-input suites run against `parcelsearch serve
+# --workers 2` in its own process, once per backend: keys and parcels in SQLite + memory, and
+# keys and parcels in PostgreSQL + PostGIS. Modules opt in by overriding `service` (and
+# `service_276`) with `conformance_service` (and `conformance_276`).
+
+BACKENDS = ("sqlite", "postgresql")
+
+
+class ServiceProcess:
+    """``parcelsearch serve --workers N`` in a child process, with a key store handle here.
+
+    Attributes match :class:`~parcelsearch.service.server.RunningService` where the tests
+    use them: ``base_url``, ``port``, ``ca_path``, ``keys``, ``store`` (opened on first use).
+    """
+
+    def __init__(self, *, keys: str, parcels: str | None, cert_dir: Path, backend: str,
+                 workers: int = 2, match: str = "representative-point",
+                 busy_timeout: float | None = None) -> None:
+        self.backend = backend
+        self.keys_location = keys
+        self.parcels_location = parcels
+        self.match = match
+        command = [sys.executable, "-m", "parcelsearch.cli", "serve", "--keys", keys,
+                   "--cert-dir", str(cert_dir), "--host", "127.0.0.1", "--port", "0",
+                   "--workers", str(workers), "--match", match]
+        if parcels is not None:
+            command += ["--parcels", parcels]
+        if busy_timeout is not None:
+            command += ["--busy-timeout", str(busy_timeout)]
+        #: The service's log (stderr), kept with the test's temporary files.
+        self.log_path = cert_dir.parent / f"serve-{next(_counter)}.log"
+        with self.log_path.open("w") as log:
+            self.proc = subprocess.Popen(command, stdout=subprocess.PIPE, stderr=log, text=True,
+                                         start_new_session=True)
+        line = self.proc.stdout.readline() if self.proc.stdout else ""
+        found = re.match(r"serving (https://127\.0\.0\.1:(\d+)) \(CA: (.+?)\)", line)
+        if not found:
+            self.stop()
+            raise RuntimeError(f"parcelsearch serve did not start: {line!r}")
+        self.base_url, self.port, self.ca_path = found[1], int(found[2]), Path(found[3])
+        self.keys = KeyStore(keys)
+        self._store: Any = None
+
+    def __repr__(self) -> str:
+        return f"ServiceProcess({self.base_url!r}, backend={self.backend!r})"
+
+    @property
+    def store(self) -> Any:
+        """The same parcels, opened in this process (for expected answers)."""
+        if self._store is None:
+            self._store = open_parcel_store(self.parcels_location, match=self.match)
+        return self._store
+
+    def stop(self) -> None:
+        """SIGTERM to the supervisor (it stops its workers), SIGKILL if it lingers."""
+        if self.proc.poll() is None:
+            os.kill(self.proc.pid, signal.SIGTERM)
+            try:
+                self.proc.wait(timeout=20)
+            except subprocess.TimeoutExpired:
+                os.killpg(self.proc.pid, signal.SIGKILL)  # its own session: only its workers
+                self.proc.wait(timeout=20)
+        if self.proc.stdout:
+            self.proc.stdout.close()
+        if getattr(self, "keys", None) is not None:
+            self.keys.close()
+        if getattr(self, "_store", None) is not None:
+            self._store.close()
+
+
+def _backend_locations(
+    backend: str, request: pytest.FixtureRequest, folder: Path, parcels: Any
+) -> tuple[str, str | None]:
+    """(keys, parcels) locations for ``backend``; PostgreSQL gets one database for both."""
+    if backend == "sqlite":
+        if parcels is None:
+            return str(folder / "keys.sqlite"), None
+        path = folder / "parcels.parquet"
+        parcels.to_parquet(path)
+        return str(folder / "keys.sqlite"), str(path)
+    cluster: PostgresCluster = request.getfixturevalue("postgres")
+    url = cluster.database("service")
+    load_parcels_into(parcels, url)
+    return url, url
+
+
+@pytest.fixture(scope="session", params=BACKENDS)
+def backend(request: pytest.FixtureRequest) -> str:
+    """``"sqlite"`` (keys in SQLite, parcels in memory) or ``"postgresql"`` (PostgreSQL and
+    PostGIS)."""
+    return str(request.param)
+
+
+@pytest.fixture(scope="session")
+def conformance_service(
+    backend: str, request: pytest.FixtureRequest, tmp_path_factory: pytest.TempPathFactory,
+    service_cert_dir: Path,
+) -> Iterator[ServiceProcess]:
+    """``parcelsearch serve --workers 2`` on the bundled demo parcels, on each backend."""
+    keys, parcels = _backend_locations(backend, request,
+                                       tmp_path_factory.mktemp("conformance"), None)
+    svc = ServiceProcess(keys=keys, parcels=parcels, cert_dir=service_cert_dir,
+                         backend=backend)
+    yield svc
+    svc.stop()
+
+
+@pytest.fixture(scope="session")
+def conformance_276(
+    backend: str, request: pytest.FixtureRequest, tmp_path_factory: pytest.TempPathFactory,
+    service_cert_dir: Path, example_276: synth.Example,
+) -> Iterator[ServiceProcess]:
+    """``parcelsearch serve --workers 2`` on the 276-parcel example, on each backend."""
+    keys, parcels = _backend_locations(backend, request,
+                                       tmp_path_factory.mktemp("conformance276"),
+                                       example_276.parcels)
+    svc = ServiceProcess(keys=keys, parcels=parcels, cert_dir=service_cert_dir,
+                         backend=backend)
+    yield svc
+    svc.stop()
+
+
+@pytest.fixture
+def spawn_service(
+    request: pytest.FixtureRequest, tmp_path: Path, service_cert_dir: Path
+) -> Iterator[Callable[..., ServiceProcess]]:
+    """``spawn_service(backend, parcels=None, locations=None, workers=2, match=...,
+    busy_timeout=None)``: a
+    ``parcelsearch serve`` process of this test's own on ``backend`` — fresh key and parcel
+    stores (``parcels``: a frame, ``None`` for the demo), or the ``(keys, parcels)``
+    ``locations`` of an earlier one (a restart) — stopped at the end of the test."""
+    started: list[ServiceProcess] = []
+
+    def spawn(backend: str, parcels: Any = None, locations: tuple[str, str | None] | None = None,
+              workers: int = 2, match: str = "representative-point",
+              busy_timeout: float | None = None) -> ServiceProcess:
+        if locations is None:
+            folder = tmp_path / f"own-{next(_counter)}"
+            folder.mkdir()
+            locations = _backend_locations(backend, request, folder, parcels)
+        svc = ServiceProcess(keys=locations[0], parcels=locations[1],
+                             cert_dir=service_cert_dir, backend=backend, workers=workers,
+                             match=match, busy_timeout=busy_timeout)
+        started.append(svc)
+        return svc
+
+    yield spawn
+    for svc in started:
+        svc.stop()

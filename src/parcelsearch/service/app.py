@@ -156,7 +156,7 @@ class _Service:
         ).encode()
 
     def gated(self, request: Request, service: str, handle: Any) -> Response:
-        """Run the gateway checks, then ``handle`` inside the admission transaction."""
+        """Run the gateway checks; once admitted, ``handle`` (outside the transaction)."""
         given = request.headers.getlist("x-api-key")
         if len(given) > 1:  # which one counts would depend on the proxy in front: neither
             return envelope(401, f"{INVALID_KEY}: x-api-key is given {len(given)} times; "

@@ -18,6 +18,7 @@ from typing import Any
 
 from parcelsearch.errors import ConfigurationError
 from parcelsearch.service.keys import (
+    BUSY_TIMEOUT,
     QUOTA_PERIODS,
     SERVICES,
     KeyStore,
@@ -41,7 +42,8 @@ def _keys_arg(parser: argparse.ArgumentParser) -> None:
 
 
 def _key_store(args: argparse.Namespace) -> KeyStore:
-    return KeyStore(args.keys or default_keys_location())
+    return KeyStore(args.keys or default_keys_location(),
+                    busy_timeout=getattr(args, "busy_timeout", BUSY_TIMEOUT))
 
 
 def _serve(args: argparse.Namespace) -> int:
@@ -203,6 +205,10 @@ def register(commands: Any) -> None:
     serve.add_argument("--port", type=int, default=8443, help="port (0 picks a free one)")
     serve.add_argument("--workers", type=_workers, default=1, metavar="N",
                        help="worker processes sharing the port (default 1); limits stay exact")
+    serve.add_argument("--busy-timeout", type=_positive_float, default=BUSY_TIMEOUT,
+                       metavar="SECONDS",
+                       help="wait this long for a key store lock, then answer 503 "
+                       f"(default {BUSY_TIMEOUT:g})")
     serve.add_argument("--match", choices=MATCH_MODES, default="representative-point",
                        help="how a parcel matches a polygon (default representative-point)")
     serve.add_argument("--portal", action="store_true",

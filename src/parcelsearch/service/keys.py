@@ -118,7 +118,7 @@ _POSTGRES_SCHEMA = (
     time DOUBLE PRECISION NOT NULL,
     path TEXT NOT NULL,
     polygon_sha256 TEXT,
-    page INTEGER,
+    page BIGINT,
     status INTEGER NOT NULL,
     counted BOOLEAN NOT NULL
 )""",

@@ -199,7 +199,10 @@ def _log(
 def _finish(
     store: KeyStore, request_id: int, status: int, polygon_sha256: str | None, page: int | None
 ) -> None:
-    """Record the handled request's status, polygon and page on its log row."""
+    """Record the handled request's status, polygon and page on its log row (a page number
+    too large for a 64-bit column is logged as unknown)."""
+    if page is not None and not 0 <= page < 2**63:
+        page = None
     try:
         store.execute(
             store.connection(),

@@ -97,7 +97,7 @@ def _connect(url: str) -> psycopg.Connection[Any]:
 
 
 def load_parcels_into(
-    source: str | Path | gpd.GeoDataFrame, url: str, replace: bool = False
+    source: str | Path | gpd.GeoDataFrame | None, url: str, replace: bool = False
 ) -> int:
     """Load parcels (any file geopandas reads, or a frame) into ``parcelsearch.parcels``.
 
@@ -108,7 +108,7 @@ def load_parcels_into(
     Parameters
     ----------
     source
-        Parcels: ``parcel_id``, ``group_id``, a polygon geometry.
+        Parcels: ``parcel_id``, ``group_id``, a polygon geometry (``None``: the bundled demo).
     url
         ``postgresql://`` URL of a database with PostGIS.
     replace
