@@ -9,7 +9,8 @@ statement), in the vendor gateway's order:
 3. spike arrest: at most ``per_second`` admitted requests of a key in *any* one-second
    window (a sliding window over the request log) → 429 with ``Retry-After``, not counted;
 4. quota spent (for life, or this calendar month UTC) → 429, logged but not counted;
-5. otherwise the call counts and is logged; the transaction commits.
+5. otherwise the call counts and is logged; the transaction commits (a call answered 503
+   because a store was unreachable is given back).
 
 The request is then handled *outside* the transaction (a search never holds a lock) and its
 log row gets the status (400s included). Admissions are serialised per key store (SQLite) or
@@ -163,7 +164,10 @@ def admit(
     except BaseException:
         _finish(store, request_id, 500, None, None)
         raise
-    _finish(store, request_id, outcome.status, outcome.polygon_sha256, outcome.page)
+    if outcome.status == 503:  # a store was unreachable: the call did not happen
+        _refund(store, row["id"], month, request_id)
+    else:
+        _finish(store, request_id, outcome.status, outcome.polygon_sha256, outcome.page)
     return outcome
 
 
@@ -194,6 +198,23 @@ def _log(
         (key_id, t, path, status, counted),
     ).fetchone()
     return int(row["id"])
+
+
+def _refund(store: KeyStore, key_id: int, month: str, request_id: int) -> None:
+    """Give back a counted call that was answered 503 (logged as such, not counted)."""
+    try:
+        with store.transaction() as conn:
+            store.execute(
+                conn,
+                "UPDATE keys SET used_lifetime = used_lifetime - 1, used_month = CASE WHEN"
+                " month = ? THEN used_month - 1 ELSE used_month END WHERE id = ?",
+                (month, key_id),
+            )
+            store.execute(conn, "UPDATE requests SET status = 503, counted = ? WHERE id = ?",
+                          (False, request_id))
+    except StoreBusyError:
+        log.warning("request %d answered 503 but could not be given back (store busy)",
+                    request_id)
 
 
 def _finish(
