@@ -32,6 +32,7 @@ import subprocess
 import sys
 import tempfile
 import time
+from collections.abc import Callable
 from dataclasses import dataclass
 from pathlib import Path
 from urllib.parse import quote
@@ -194,23 +195,37 @@ def _script(folder: Path, name: str, paths: list[str], key: str | None,
     return path
 
 
-def measure(base_url: str, folder: Path, name: str, paths: list[str], key: str | None,
-            seconds: float, connections: int, half_rate: float | None = None) -> tuple[Run, Run]:
-    """Saturation (closed loop), then ``half_rate`` (or half the saturation rate) offered
-    with a per-connection delay."""
-    _wrk(base_url, _script(folder, f"{name}-warm", paths, key, None), 2, connections)
-    saturated = _wrk(base_url, _script(folder, f"{name}-sat", paths, key, None), seconds,
-                     connections)
-    target = half_rate if half_rate is not None else saturated.rate / 2
-    # Each connection waits `delay` after an answer: rate = connections / (delay + latency).
-    # One short calibration run measures the latency part at about that load.
+def _half(base_url: str, folder: Path, name: str, paths: list[str], key: str | None,
+          seconds: float, connections: int, target: float) -> Run:
+    """``target`` requests/s offered: each connection waits a delay after every answer
+    (rate = connections / (delay + latency)); a short probe measures the latency part."""
     first = connections * 1000.0 / target
     probe = _wrk(base_url, _script(folder, f"{name}-probe", paths, key, first), 3, connections)
     latency_ms = max(0.0, connections * 1000.0 / probe.rate - first)
     delay_ms = max(0.01, connections * 1000.0 / target - latency_ms)
-    half = _wrk(base_url, _script(folder, f"{name}-half", paths, key, delay_ms), seconds,
+    return _wrk(base_url, _script(folder, f"{name}-half", paths, key, delay_ms), seconds,
                 connections)
-    return saturated, half
+
+
+def measure(service_url: str, ceiling_url: str, folder: Path, paths: list[str], key: str,
+            seconds: float, connections: int) -> tuple[tuple[Run, Run], tuple[Run, Run]]:
+    """(ceiling, service) × (saturation, half load). The ceiling's saturation is measured
+    just before and just after the service's and averaged, so a machine whose background
+    load drifts during the run skews the ratio less; both get the same offered half load."""
+    svc_sat_script = _script(folder, "svc-sat", paths, key, None)
+    ceil_script = _script(folder, "ceil-sat", [CEILING_PATH], None, None)
+    _wrk(service_url, svc_sat_script, 2, connections)  # warm-up (both)
+    _wrk(ceiling_url, ceil_script, 2, connections)
+    before = _wrk(ceiling_url, ceil_script, seconds, connections)
+    service = _wrk(service_url, svc_sat_script, seconds, connections)
+    after = _wrk(ceiling_url, ceil_script, seconds, connections)
+    ceiling = Run((before.rate + after.rate) / 2, (before.p50 + after.p50) / 2,
+                  (before.p99 + after.p99) / 2, before.errors + after.errors)
+    target = service.rate / 2
+    service_half = _half(service_url, folder, "svc", paths, key, seconds, connections, target)
+    ceiling_half = _half(ceiling_url, folder, "ceil", [CEILING_PATH], None, seconds,
+                         connections, target)
+    return (ceiling, ceiling_half), (service, service_half)
 
 
 # ----------------------------------------------------------------------------- data
@@ -269,17 +284,14 @@ def _bench_one(folder: Path, label: str, keys: str, parcels: str, workers: int,
     store.close()
     service = _service(folder, keys, parcels, workers, certs)
     try:
-        served = measure(service.base_url, folder, "svc", paths, key, args.seconds,
-                         args.connections)
+        ceiling_server = _ceiling(folder, workers, certs)
+        try:
+            ceiling, served = measure(service.base_url, ceiling_server.base_url, folder, paths,
+                                      key, args.seconds, args.connections)
+        finally:
+            ceiling_server.stop()
     finally:
         service.stop()
-    ceiling_server = _ceiling(folder, workers, certs)
-    try:
-        ceiling = measure(ceiling_server.base_url, folder, "ceil", [CEILING_PATH], None,
-                          args.seconds, args.connections, half_rate=served[0].rate / 2)
-        # the ceiling's own saturation rate (its half-load run above used the service's rate)
-    finally:
-        ceiling_server.stop()
     row = Row(label, workers, ceiling, served)
     print(_line(row), flush=True)
     return row
@@ -319,42 +331,51 @@ def main(argv: list[str] | None = None) -> int:
     certs = folder / "certs"
     rows: list[Row] = []
     notes: list[str] = []
+
+    def record(row: Row) -> None:  # after every row, so an interrupted run keeps its figures
+        rows.append(row)
+        write_section("service", _report(rows, notes, args))
+
     try:
         parcels_file, took = fabric_file(folder, args.parcels)
         notes.append(f"embedded: {args.parcels:,} parcels generated in {took:.0f} s")
         paths = search_paths(parcels_file, args.polygons)
         for workers in (1, 2):
-            rows.append(_bench_one(folder, f"embedded {args.parcels / 1e6:g} M", str(
-                folder / f"keys-{workers}.sqlite"), str(parcels_file), workers, paths, args,
-                certs))
+            record(_bench_one(folder, f"embedded {args.parcels / 1e6:g} M",
+                              str(folder / f"keys-{workers}.sqlite"), str(parcels_file),
+                              workers, paths, args, certs))
         sizes = [int(s) for s in args.postgis.split(",") if s.strip()]
         if sizes:
-            rows += _bench_postgis(folder, sizes, args, certs, notes)
+            _bench_postgis(folder, sizes, args, certs, notes, record)
     finally:
         shutil.rmtree(folder, ignore_errors=True)
-    table = "\n".join([HEAD, *(_line(r) for r in rows)])
-    text = (
-        f"`parcelsearch serve` in its own process(es), load from wrk (2 threads, "
-        f"{args.connections} connections, keep-alive, HTTPS) in another, on the same "
-        f"{os.cpu_count()}-core machine. {args.polygons:,} distinct polygons (small squares "
-        "around random parcels, page 1) cycled in order: more than the 512-entry hit-list "
-        "cache, so every search is cold. Ceiling: a trivial Starlette endpoint on the same "
-        "uvicorn + TLS setup and worker count, measured in the same run. Saturation: closed "
-        f"loop for {args.seconds:g} s; half load: half the service's saturation rate offered "
-        "(per-connection delay), to the service and to the ceiling; ratios are service / "
-        "ceiling.\n\n" + table + "\n\n" + "\n".join(f"- {n}" for n in notes)
-    )
+    text = _report(rows, notes, args)
     print(text)
     write_section("service", text)
     return 0
 
 
+def _report(rows: list[Row], notes: list[str], args: argparse.Namespace) -> str:
+    table = "\n".join([HEAD, *(_line(r) for r in rows)])
+    return (
+        f"`parcelsearch serve` in its own process(es), load from wrk (2 threads, "
+        f"{args.connections} connections, keep-alive, HTTPS) in another, on the same "
+        f"{os.cpu_count()}-core machine. {args.polygons:,} distinct polygons (small squares "
+        "around random parcels, page 1) cycled in order: more than the 512-entry hit-list "
+        "cache, so every search is cold. Ceiling: a trivial Starlette endpoint on the same "
+        "uvicorn + TLS setup and worker count, measured in the same run (saturation: the mean of "
+        "a run just before and one just after the service's). Saturation: closed "
+        f"loop for {args.seconds:g} s; half load: half the service's saturation rate offered "
+        "(per-connection delay), to the service and to the ceiling; ratios are service / "
+        "ceiling.\n\n" + table + "\n\n" + "\n".join(f"- {n}" for n in notes)
+    )
+
+
 def _bench_postgis(folder: Path, sizes: list[int], args: argparse.Namespace, certs: Path,
-                   notes: list[str]) -> list[Row]:
+                   notes: list[str], record: Callable[[Row], None]) -> None:
     if not (PG_BIN / "initdb").exists():
         notes.append(f"PostGIS rows skipped: no PostgreSQL in {PG_BIN}")
-        return []
-    rows = []
+        return
     root = Path(tempfile.mkdtemp(prefix="bench-pg-"))
     cluster = Cluster(root)
     try:
@@ -369,12 +390,11 @@ def _bench_postgis(folder: Path, sizes: list[int], args: argparse.Namespace, cer
             paths = search_paths(parcels_file, args.polygons)
             parcels_file.unlink()
             for workers in (1, 2):
-                rows.append(_bench_one(folder, f"PostGIS {size / 1e6:g} M", cluster.url(),
-                                       cluster.url(), workers, paths, args, certs))
+                record(_bench_one(folder, f"PostGIS {size / 1e6:g} M", cluster.url(),
+                                  cluster.url(), workers, paths, args, certs))
     finally:
         cluster.stop()
         shutil.rmtree(root, ignore_errors=True)
-    return rows
 
 
 if __name__ == "__main__":
