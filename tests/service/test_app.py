@@ -190,6 +190,9 @@ def test_an_unreachable_parcels_database_is_a_503(example: synth.Example, keys: 
                                    headers={"x-api-key": key})
     assert (response.status_code, _messages(response)) == (503, [BUSY])
     assert response.headers["Retry-After"] == "1"
+    assert keys.get("gone")["used_lifetime"] == 0  # given back
+    log = keys.requests("gone")
+    assert (log.status.tolist(), log.counted.tolist()) == ([503], [False])
 
 
 def test_a_locked_key_store_is_a_503_not_a_500(client: TestClient, keys: KeyStore) -> None:

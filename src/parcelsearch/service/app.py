@@ -40,7 +40,7 @@ from parcelsearch.service.envelopes import JSON, envelope, error_body
 from parcelsearch.service.keys import KeyStore, StoreBusyError
 from parcelsearch.service.limits import INVALID_KEY
 from parcelsearch.service.openapi import openapi_document
-from parcelsearch.service.polygon import bad_request, parse_page, parse_polygon
+from parcelsearch.service.polygon import ParsedPolygon, bad_request, parse_page, parse_polygon
 from parcelsearch.service.portal.routes import create_portal
 from parcelsearch.service.portal.storage import PortalStore
 from parcelsearch.service.postgis import PostgisParcelStore, open_parcel_store
@@ -155,7 +155,13 @@ class _Service:
             separators=(",", ":"), ensure_ascii=False,
         ).encode()
 
-    def gated(self, request: Request, service: str, handle: Any) -> Response:
+    def gated(
+        self,
+        request: Request,
+        service: str,
+        handle: Any,
+        presumed: limits.Outcome[bytes] | None = None,
+    ) -> Response:
         """Run the gateway checks; once admitted, ``handle`` (outside the transaction)."""
         given = request.headers.getlist("x-api-key")
         if len(given) > 1:  # which one counts would depend on the proxy in front: neither
@@ -177,7 +183,8 @@ class _Service:
             return outcome
 
         try:
-            result = limits.admit(self.keys, api_key, service, request.url.path, safe)
+            result = limits.admit(self.keys, api_key, service, request.url.path, safe,
+                                  presumed=presumed)
         except StoreBusyError:
             log.warning("key store busy on %s: answered 503", request.url.path)
             return envelope(503, BUSY, headers={"Retry-After": str(BUSY_RETRY_AFTER)})
@@ -203,33 +210,23 @@ class _Service:
     # Plain `def`: Starlette runs these in its threadpool (the gateway transaction and the
     # search block; the event loop must not).
     def markets(self, request: Request) -> Response:
-        return self.gated(request, "markets", lambda: limits.Outcome(200, self.markets_body))
+        outcome = limits.Outcome(200, self.markets_body)
+        return self.gated(request, "markets", lambda: outcome, presumed=outcome)
 
     def search(self, request: Request) -> Response:
-        return self.gated(request, "search", lambda: self._search(request))
+        # Parameters are parsed before admission (pure and cheap), so the log row is written
+        # with its final status, polygon and page in the admission's one commit; only an
+        # outcome that differs (page beyond the last, a failure) updates it afterwards.
+        parsed = _parse_search(request)
+        if isinstance(parsed, limits.Outcome):
+            bad = parsed
+            return self.gated(request, "search", lambda: bad, presumed=bad)
+        polygon, page = parsed
+        return self.gated(request, "search", lambda: self._search(polygon, page),
+                          presumed=limits.Outcome(200, b"", polygon.sha256, page))
 
-    def _search(self, request: Request) -> limits.Outcome[bytes]:
-        params = request.query_params
-        messages: list[str] = []
-        for name in ("searchPolygon", "page"):
-            if len(params.getlist(name)) > 1:
-                messages.append(
-                    f"{name} is given {len(params.getlist(name))} times; send it once"
-                )
-        if messages:
-            return limits.Outcome(400, error_body(*messages))
-        parsed = page = None
-        try:
-            parsed = parse_polygon(params.get("searchPolygon"))
-        except BadPolygonError as exc:
-            messages.extend(exc.messages)
-        try:
-            page = parse_page(params.get("page"))
-        except BadPolygonError as exc:
-            messages.extend(exc.messages)
-        sha = parsed.sha256 if parsed is not None else None
-        if messages or parsed is None or page is None:
-            return limits.Outcome(400, error_body(*messages), sha, page)
+    def _search(self, parsed: ParsedPolygon, page: int) -> limits.Outcome[bytes]:
+        sha = parsed.sha256
         hits = self.store.hits(parsed)
         rows = len(hits)
         pages = math.ceil(rows / PAGE_SIZE)
@@ -252,6 +249,30 @@ class _Service:
         return Response(
             json.dumps(openapi_document(str(request.base_url).rstrip("/"))), media_type=JSON
         )
+
+
+def _parse_search(request: Request) -> limits.Outcome[bytes] | tuple[ParsedPolygon, int]:
+    """The polygon and page of a search, or the 400 that answers it."""
+    params = request.query_params
+    messages: list[str] = []
+    for name in ("searchPolygon", "page"):
+        if len(params.getlist(name)) > 1:
+            messages.append(f"{name} is given {len(params.getlist(name))} times; send it once")
+    if messages:
+        return limits.Outcome(400, error_body(*messages))
+    parsed = page = None
+    try:
+        parsed = parse_polygon(params.get("searchPolygon"))
+    except BadPolygonError as exc:
+        messages.extend(exc.messages)
+    try:
+        page = parse_page(params.get("page"))
+    except BadPolygonError as exc:
+        messages.extend(exc.messages)
+    if messages or parsed is None or page is None:
+        sha = parsed.sha256 if parsed is not None else None
+        return limits.Outcome(400, error_body(*messages), sha, page)
+    return parsed, page
 
 
 async def _http_error(request: Request, exc: Exception) -> Response:

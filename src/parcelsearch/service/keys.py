@@ -200,6 +200,8 @@ class KeyStore:
 
     #: How the store names itself in messages (a path, or a URL without its password).
     location: str
+    #: ``"sqlite"`` or ``"postgresql"``, for code that adds its own tables.
+    dialect: str
 
     def __new__(cls, location: str | Path, busy_timeout: float = BUSY_TIMEOUT) -> KeyStore:
         if cls is KeyStore:
@@ -457,6 +459,8 @@ class SqliteKeyStore(KeyStore):
     and processes on one machine.
     """
 
+    dialect = "sqlite"
+
     def __init__(self, location: str | Path, busy_timeout: float = BUSY_TIMEOUT) -> None:
         super().__init__(location, busy_timeout)
         self.path = Path(location)
@@ -507,6 +511,7 @@ class PostgresKeyStore(KeyStore):
     """
 
     row_lock = " FOR UPDATE"
+    dialect = "postgresql"
 
     def __init__(self, location: str | Path, busy_timeout: float = BUSY_TIMEOUT) -> None:
         super().__init__(location, busy_timeout)

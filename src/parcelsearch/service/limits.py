@@ -9,7 +9,8 @@ statement), in the vendor gateway's order:
 3. spike arrest: at most ``per_second`` admitted requests of a key in *any* one-second
    window (a sliding window over the request log) → 429 with ``Retry-After``, not counted;
 4. quota spent (for life, or this calendar month UTC) → 429, logged but not counted;
-5. otherwise the call counts and is logged; the transaction commits.
+5. otherwise the call counts and is logged; the transaction commits (a call answered 503
+   because a store was unreachable is given back).
 
 The request is then handled *outside* the transaction (a search never holds a lock) and its
 log row gets the status (400s included). Admissions are serialised per key store (SQLite) or
@@ -99,6 +100,7 @@ def admit(
     path: str,
     handle: Callable[[], Outcome[T]],
     now: Callable[[], float] = time.time,
+    presumed: Outcome[Any] | None = None,
 ) -> Refusal | Outcome[T]:
     """Check ``api_key`` for ``service``; if admitted, count, log, then call ``handle``.
 
@@ -116,6 +118,10 @@ def admit(
         Produces the response of an admitted request, outside the admission transaction.
         If it raises, the call still counts (logged with status 500) and the exception
         propagates.
+    presumed
+        The outcome expected (status, polygon, page): the log row is written with it in the
+        admission's commit and updated afterwards only if ``handle`` differs. ``None``: status
+        0 until handled.
 
     Returns
     -------
@@ -156,14 +162,21 @@ def admit(
             " THEN used_month + 1 ELSE 1 END, month = ? WHERE id = ?",
             (month, month, row["id"]),
         )
-        # Status 0 until handled: the row marks the admission (the spike window counts it).
-        request_id = _log(store, conn, row["id"], t, path, 0, counted=True)
+        # The row marks the admission (the spike window counts it), with the presumed outcome.
+        guess = presumed or Outcome(0, None)
+        request_id = _log(store, conn, row["id"], t, path, guess.status, counted=True,
+                          polygon_sha256=guess.polygon_sha256, page=guess.page)
     try:
         outcome = handle()
     except BaseException:
         _finish(store, request_id, 500, None, None)
         raise
-    _finish(store, request_id, outcome.status, outcome.polygon_sha256, outcome.page)
+    if outcome.status == 503:  # a store was unreachable: the call did not happen
+        _refund(store, row["id"], month, request_id)
+    elif (outcome.status, outcome.polygon_sha256, outcome.page) != (
+        guess.status, guess.polygon_sha256, guess.page
+    ):
+        _finish(store, request_id, outcome.status, outcome.polygon_sha256, outcome.page)
     return outcome
 
 
@@ -185,29 +198,56 @@ def _spike(store: KeyStore, conn: Any, row: Any, t: float) -> Refusal | None:
 
 
 def _log(
-    store: KeyStore, conn: Any, key_id: int, t: float, path: str, status: int, counted: bool
+    store: KeyStore,
+    conn: Any,
+    key_id: int,
+    t: float,
+    path: str,
+    status: int,
+    counted: bool,
+    polygon_sha256: str | None = None,
+    page: int | None = None,
 ) -> int:
     row = store.execute(
         conn,
-        "INSERT INTO requests (key_id, time, path, status, counted) VALUES (?, ?, ?, ?, ?)"
-        " RETURNING id",
-        (key_id, t, path, status, counted),
+        "INSERT INTO requests (key_id, time, path, polygon_sha256, page, status, counted)"
+        " VALUES (?, ?, ?, ?, ?, ?, ?) RETURNING id",
+        (key_id, t, path, polygon_sha256, _loggable(page), status, counted),
     ).fetchone()
     return int(row["id"])
+
+
+def _loggable(page: int | None) -> int | None:
+    """A page number as logged: one too large for a 64-bit column is logged as unknown."""
+    return page if page is not None and 0 <= page < 2**63 else None
+
+
+def _refund(store: KeyStore, key_id: int, month: str, request_id: int) -> None:
+    """Give back a counted call that was answered 503 (logged as such, not counted)."""
+    try:
+        with store.transaction() as conn:
+            store.execute(
+                conn,
+                "UPDATE keys SET used_lifetime = used_lifetime - 1, used_month = CASE WHEN"
+                " month = ? THEN used_month - 1 ELSE used_month END WHERE id = ?",
+                (month, key_id),
+            )
+            store.execute(conn, "UPDATE requests SET status = 503, counted = ? WHERE id = ?",
+                          (False, request_id))
+    except StoreBusyError:
+        log.warning("request %d answered 503 but could not be given back (store busy)",
+                    request_id)
 
 
 def _finish(
     store: KeyStore, request_id: int, status: int, polygon_sha256: str | None, page: int | None
 ) -> None:
-    """Record the handled request's status, polygon and page on its log row (a page number
-    too large for a 64-bit column is logged as unknown)."""
-    if page is not None and not 0 <= page < 2**63:
-        page = None
+    """Record the handled request's status, polygon and page on its log row."""
     try:
         store.execute(
             store.connection(),
             "UPDATE requests SET status = ?, polygon_sha256 = ?, page = ? WHERE id = ?",
-            (status, polygon_sha256, page, request_id),
+            (status, polygon_sha256, _loggable(page), request_id),
         )
     except StoreBusyError:  # the call is counted and answered; only its status is missing
         log.warning("request %d handled (status %d) but its log row stayed locked",

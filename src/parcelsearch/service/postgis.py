@@ -18,6 +18,7 @@ candidates; the exact test is against the whole polygon, so subdividing never ch
 from __future__ import annotations
 
 import threading
+from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
 
@@ -36,6 +37,8 @@ from parcelsearch.settings import PAGE_SIZE
 __all__ = ["PostgisParcelStore", "load_parcels_into", "open_parcel_store", "TABLE"]
 
 TABLE = "parcelsearch.parcels"
+#: Rows converted at a time while loading (bounds the loader's memory).
+_CHUNK = 100_000
 #: Vertices per piece when a concave search polygon is subdivided.
 SUBDIVIDE_VERTICES = 64
 
@@ -125,20 +128,26 @@ def load_parcels_into(
         Bad rows (named), no PostGIS, or parcels already loaded without ``replace``.
     """
     frame = load_parcels(source)
-    footprints = np.asarray(frame.geometry.array, dtype=object)
-    points = shapely.point_on_surface(footprints)
-    point_hex = shapely.to_wkb(shapely.set_srid(points, 4326), hex=True, include_srid=True)
-    foot_hex = shapely.to_wkb(shapely.set_srid(footprints, 4326), hex=True, include_srid=True)
     with _connect(url) as conn, conn.transaction():
         _prepare_table(conn, replace)
         with conn.cursor().copy(
             f"COPY {TABLE} (seq, parcel_id, group_id, point, footprint) FROM STDIN"
         ) as copy:
-            for row in zip(range(len(frame)), frame.parcel_id.astype(str), frame.group_id,
-                           point_hex, foot_hex, strict=True):
-                copy.write_row(row)
+            for start in range(0, len(frame), _CHUNK):
+                for row in _rows(frame.iloc[start : start + _CHUNK], start):
+                    copy.write_row(row)
         conn.execute(_INDEX)
     return len(frame)
+
+
+def _rows(chunk: gpd.GeoDataFrame, start: int) -> Iterator[tuple[Any, ...]]:
+    """COPY rows of a slice of the checked frame: representative points computed as the
+    embedded store computes them, geometries as hex EWKB (SRID 4326)."""
+    footprints = shapely.set_srid(np.asarray(chunk.geometry.array, dtype=object), 4326)
+    points = shapely.set_srid(shapely.point_on_surface(footprints), 4326)
+    return zip(range(start, start + len(chunk)), chunk.parcel_id.astype(str), chunk.group_id,
+               shapely.to_wkb(points, hex=True, include_srid=True),
+               shapely.to_wkb(footprints, hex=True, include_srid=True), strict=True)
 
 
 def _prepare_table(conn: psycopg.Connection[Any], replace: bool) -> None:
