@@ -11,7 +11,10 @@ from pathlib import Path
 import pytest
 import requests
 from selenium import webdriver
-from selenium.common.exceptions import NoAlertPresentException
+from selenium.common.exceptions import (
+    NoAlertPresentException,
+    StaleElementReferenceException,
+)
 from selenium.webdriver.common.by import By
 from selenium.webdriver.remote.webelement import WebElement
 from selenium.webdriver.support import expected_conditions
@@ -131,7 +134,9 @@ def test_portal_in_a_real_browser(
     # Revoke: the key stops at once.
     alice.get(svc.base_url + "/portal/")
     row(alice, "browser-app").find_element(By.CSS_SELECTOR, '[data-action="revoke"]').click()
-    WebDriverWait(alice, 30).until(lambda _: "revoked" in row(alice, "browser-app").text)
+    WebDriverWait(alice, 30, ignored_exceptions=(StaleElementReferenceException,)).until(
+        lambda _: "revoked" in row(alice, "browser-app").text  # once the new page is in
+    )
     refused = search(svc, key)
     assert refused.status_code == 401 and refused.json()["messages"] == ["Invalid ApiKey"]
     assert "revoked" in row(alice, "browser-app").text
