@@ -18,15 +18,26 @@ Every test that spends quota should take its own key from ``make_key`` / ``api_k
 from __future__ import annotations
 
 import itertools
+import os
 import re
+import shutil
+import signal
+import socket
+import subprocess
+import sys
+import tempfile
+import time
 from collections.abc import Callable, Iterator
 from pathlib import Path
 from typing import Any
 
+import psycopg
 import pytest
 import requests
 
 from parcelsearch.service import synth
+from parcelsearch.service.keys import KeyStore
+from parcelsearch.service.postgis import load_parcels_into, open_parcel_store
 from parcelsearch.service.server import RunningService, start_service
 
 _counter = itertools.count(1)
@@ -133,3 +144,253 @@ def service_276(
         parcels=example_276.parcels, keys=root / "keys.sqlite", cert_dir=service_cert_dir
     ) as svc:
         yield svc
+
+
+# ---------------------------------------------------------------- PostgreSQL / PostGIS
+# A throwaway cluster for the session: initdb in a temporary folder, a free 127.0.0.1 port,
+# PostGIS created, stopped by its postmaster pid and removed at the end. Tests that need it
+# skip (saying why) only when PostgreSQL or PostGIS cannot be found on this machine.
+
+PG_BIN = Path(os.environ.get("PARCELSEARCH_PG_BIN", "/usr/lib/postgresql/15/bin"))
+
+
+class PostgresCluster:
+    """A running throwaway cluster; :meth:`database` makes a fresh database with PostGIS."""
+
+    def __init__(self, root: Path, port: int) -> None:
+        self.root = root
+        self.port = port
+        self.data = root / "data"
+        self._count = itertools.count(1)
+
+    def url(self, dbname: str = "postgres") -> str:
+        return f"postgresql://postgres@127.0.0.1:{self.port}/{dbname}"
+
+    def database(self, prefix: str = "t") -> str:
+        """A new, empty database (PostGIS enabled); its URL."""
+        name = f"{prefix}_{next(self._count)}"
+        with psycopg.connect(self.url(), autocommit=True) as conn:
+            conn.execute(f'CREATE DATABASE "{name}" TEMPLATE template_parcelsearch')
+        return self.url(name)
+
+    def stop(self) -> None:
+        pid_file = self.data / "postmaster.pid"
+        if pid_file.exists():
+            pid = int(pid_file.read_text().split()[0])
+            os.kill(pid, signal.SIGINT)  # fast shutdown
+            for _ in range(300):
+                try:
+                    os.kill(pid, 0)
+                except ProcessLookupError:
+                    break
+                time.sleep(0.05)
+        shutil.rmtree(self.root, ignore_errors=True)
+
+
+def _as_postgres(command: list[str]) -> list[str]:
+    """PostgreSQL refuses to run as root: run its tools as the ``postgres`` user then."""
+    return ["runuser", "-u", "postgres", "--", *command] if os.geteuid() == 0 else command
+
+
+def _free_port() -> int:
+    with socket.socket() as sock:
+        sock.bind(("127.0.0.1", 0))
+        return int(sock.getsockname()[1])
+
+
+@pytest.fixture(scope="session")
+def postgres() -> Iterator[PostgresCluster]:
+    """The session's throwaway PostgreSQL + PostGIS cluster."""
+    if not (PG_BIN / "initdb").exists():
+        pytest.skip(f"PostgreSQL not found ({PG_BIN}/initdb missing); .ci/run installs it")
+    root = Path(tempfile.mkdtemp(prefix="parcelsearch-pg-"))
+    if os.geteuid() == 0:
+        shutil.chown(root, "postgres", "postgres")
+    cluster = PostgresCluster(root, _free_port())
+    try:
+        subprocess.run(
+            _as_postgres([str(PG_BIN / "initdb"), "-D", str(cluster.data), "-U", "postgres",
+                          "-A", "trust", "--no-sync", "-E", "UTF8"]),
+            check=True, capture_output=True,
+        )
+        options = (f"-c listen_addresses=127.0.0.1 -c port={cluster.port} "
+                   f"-c unix_socket_directories={root} -c fsync=off -c synchronous_commit=off "
+                   "-c full_page_writes=off -c max_connections=300 -c jit=off")
+        subprocess.run(
+            _as_postgres([str(PG_BIN / "pg_ctl"), "-D", str(cluster.data), "-w", "-l",
+                          str(root / "log"), "-o", options, "start"]),
+            check=True, capture_output=True,
+        )
+        with psycopg.connect(cluster.url(), autocommit=True) as conn:
+            conn.execute("CREATE DATABASE template_parcelsearch")
+        try:
+            with psycopg.connect(cluster.url("template_parcelsearch"), autocommit=True) as conn:
+                conn.execute("CREATE EXTENSION postgis")
+        except psycopg.Error as exc:
+            pytest.skip(f"PostGIS not available in {PG_BIN}: {exc}; .ci/run installs it")
+    except BaseException:
+        cluster.stop()
+        raise
+    yield cluster
+    cluster.stop()
+
+
+@pytest.fixture(params=["sqlite", "postgresql"])
+def keys_location(request: pytest.FixtureRequest, tmp_path: Path) -> str:
+    """A fresh key store location on each backend: a SQLite file or a PostgreSQL URL."""
+    if request.param == "sqlite":
+        return str(tmp_path / "keys.sqlite")
+    cluster: PostgresCluster = request.getfixturevalue("postgres")
+    return cluster.database("keys")
+
+
+# ---------------------------------------------------------------- the service in processes
+# The end-to-end conformance and hostile-input suites run against `parcelsearch serve
+# --workers 2` in its own process, once per backend: keys and parcels in SQLite + memory, and
+# keys and parcels in PostgreSQL + PostGIS. Modules opt in by overriding `service` (and
+# `service_276`) with `conformance_service` (and `conformance_276`).
+
+BACKENDS = ("sqlite", "postgresql")
+
+
+class ServiceProcess:
+    """``parcelsearch serve --workers N`` in a child process, with a key store handle here.
+
+    Attributes match :class:`~parcelsearch.service.server.RunningService` where the tests
+    use them: ``base_url``, ``port``, ``ca_path``, ``keys``, ``store`` (opened on first use).
+    """
+
+    def __init__(self, *, keys: str, parcels: str | None, cert_dir: Path, backend: str,
+                 workers: int = 2, match: str = "representative-point",
+                 busy_timeout: float | None = None) -> None:
+        self.backend = backend
+        self.keys_location = keys
+        self.parcels_location = parcels
+        self.match = match
+        command = [sys.executable, "-m", "parcelsearch.cli", "serve", "--keys", keys,
+                   "--cert-dir", str(cert_dir), "--host", "127.0.0.1", "--port", "0",
+                   "--workers", str(workers), "--match", match]
+        if parcels is not None:
+            command += ["--parcels", parcels]
+        if busy_timeout is not None:
+            command += ["--busy-timeout", str(busy_timeout)]
+        #: The service's log (stderr), kept with the test's temporary files.
+        self.log_path = cert_dir.parent / f"serve-{next(_counter)}.log"
+        with self.log_path.open("w") as log:
+            self.proc = subprocess.Popen(command, stdout=subprocess.PIPE, stderr=log, text=True,
+                                         start_new_session=True)
+        line = self.proc.stdout.readline() if self.proc.stdout else ""
+        found = re.match(r"serving (https://127\.0\.0\.1:(\d+)) \(CA: (.+?)\)", line)
+        if not found:
+            self.stop()
+            raise RuntimeError(f"parcelsearch serve did not start: {line!r}")
+        self.base_url, self.port, self.ca_path = found[1], int(found[2]), Path(found[3])
+        self.keys = KeyStore(keys)
+        self._store: Any = None
+
+    def __repr__(self) -> str:
+        return f"ServiceProcess({self.base_url!r}, backend={self.backend!r})"
+
+    @property
+    def store(self) -> Any:
+        """The same parcels, opened in this process (for expected answers)."""
+        if self._store is None:
+            self._store = open_parcel_store(self.parcels_location, match=self.match)
+        return self._store
+
+    def stop(self) -> None:
+        """SIGTERM to the supervisor (it stops its workers), SIGKILL if it lingers."""
+        if self.proc.poll() is None:
+            os.kill(self.proc.pid, signal.SIGTERM)
+            try:
+                self.proc.wait(timeout=20)
+            except subprocess.TimeoutExpired:
+                os.killpg(self.proc.pid, signal.SIGKILL)  # its own session: only its workers
+                self.proc.wait(timeout=20)
+        if self.proc.stdout:
+            self.proc.stdout.close()
+        if getattr(self, "keys", None) is not None:
+            self.keys.close()
+        if getattr(self, "_store", None) is not None:
+            self._store.close()
+
+
+def _backend_locations(
+    backend: str, request: pytest.FixtureRequest, folder: Path, parcels: Any
+) -> tuple[str, str | None]:
+    """(keys, parcels) locations for ``backend``; PostgreSQL gets one database for both."""
+    if backend == "sqlite":
+        if parcels is None:
+            return str(folder / "keys.sqlite"), None
+        path = folder / "parcels.parquet"
+        parcels.to_parquet(path)
+        return str(folder / "keys.sqlite"), str(path)
+    cluster: PostgresCluster = request.getfixturevalue("postgres")
+    url = cluster.database("service")
+    load_parcels_into(parcels, url)
+    return url, url
+
+
+@pytest.fixture(scope="session", params=BACKENDS)
+def backend(request: pytest.FixtureRequest) -> str:
+    """``"sqlite"`` (keys in SQLite, parcels in memory) or ``"postgresql"`` (PostgreSQL and
+    PostGIS)."""
+    return str(request.param)
+
+
+@pytest.fixture(scope="session")
+def conformance_service(
+    backend: str, request: pytest.FixtureRequest, tmp_path_factory: pytest.TempPathFactory,
+    service_cert_dir: Path,
+) -> Iterator[ServiceProcess]:
+    """``parcelsearch serve --workers 2`` on the bundled demo parcels, on each backend."""
+    keys, parcels = _backend_locations(backend, request,
+                                       tmp_path_factory.mktemp("conformance"), None)
+    svc = ServiceProcess(keys=keys, parcels=parcels, cert_dir=service_cert_dir,
+                         backend=backend)
+    yield svc
+    svc.stop()
+
+
+@pytest.fixture(scope="session")
+def conformance_276(
+    backend: str, request: pytest.FixtureRequest, tmp_path_factory: pytest.TempPathFactory,
+    service_cert_dir: Path, example_276: synth.Example,
+) -> Iterator[ServiceProcess]:
+    """``parcelsearch serve --workers 2`` on the 276-parcel example, on each backend."""
+    keys, parcels = _backend_locations(backend, request,
+                                       tmp_path_factory.mktemp("conformance276"),
+                                       example_276.parcels)
+    svc = ServiceProcess(keys=keys, parcels=parcels, cert_dir=service_cert_dir,
+                         backend=backend)
+    yield svc
+    svc.stop()
+
+
+@pytest.fixture
+def spawn_service(
+    request: pytest.FixtureRequest, tmp_path: Path, service_cert_dir: Path
+) -> Iterator[Callable[..., ServiceProcess]]:
+    """``spawn_service(backend, parcels=None, locations=None, workers=2, match=...,
+    busy_timeout=None)``: a
+    ``parcelsearch serve`` process of this test's own on ``backend`` — fresh key and parcel
+    stores (``parcels``: a frame, ``None`` for the demo), or the ``(keys, parcels)``
+    ``locations`` of an earlier one (a restart) — stopped at the end of the test."""
+    started: list[ServiceProcess] = []
+
+    def spawn(backend: str, parcels: Any = None, locations: tuple[str, str | None] | None = None,
+              workers: int = 2, match: str = "representative-point",
+              busy_timeout: float | None = None) -> ServiceProcess:
+        if locations is None:
+            folder = tmp_path / f"own-{next(_counter)}"
+            folder.mkdir()
+            locations = _backend_locations(backend, request, folder, parcels)
+        svc = ServiceProcess(keys=locations[0], parcels=locations[1],
+                             cert_dir=service_cert_dir, backend=backend, workers=workers,
+                             match=match, busy_timeout=busy_timeout)
+        started.append(svc)
+        return svc
+
+    yield spawn
+    for svc in started:
+        svc.stop()

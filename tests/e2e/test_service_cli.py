@@ -13,6 +13,8 @@ from pathlib import Path
 import pytest
 import requests
 
+from parcelsearch.service.keys import KeyStore
+
 CLI = [sys.executable, "-m", "parcelsearch.cli"]
 
 
@@ -56,8 +58,9 @@ def test_serve_prints_one_line_and_serves(served: tuple[str, str, Path], tmp_pat
     assert response.json()["status"] == "OK"
 
 
-def test_keys_create_list_revoke(tmp_path: Path) -> None:
-    keys = str(tmp_path / "keys.sqlite")
+def test_keys_create_list_revoke(keys_location: str) -> None:
+    """The same commands on a SQLite file and on a PostgreSQL URL."""
+    keys = keys_location
     made = _run("keys", "create", "--keys", keys, "--name", "big", "--type", "production",
                 "--per-second", "50", "--quota", "9000", "--quota-period", "lifetime",
                 "--services", "search")
@@ -70,7 +73,12 @@ def test_keys_create_list_revoke(tmp_path: Path) -> None:
         "quota_period": "lifetime", "services": ["search"], "used_lifetime": 0,
         "used_month": 0, "revoked": False,
     }
-    stored = (tmp_path / "keys.sqlite").read_bytes().decode("latin-1")
+    store = KeyStore(keys)
+    try:
+        rows = store.execute(store.connection(), "SELECT * FROM keys").fetchall()
+    finally:
+        store.close()
+    stored = " ".join(str(row[column]) for row in rows for column in row.keys())
     assert made.stdout.strip() not in listed.stdout + stored
     table = _run("keys", "list", "--keys", keys)
     assert table.stdout.splitlines()[0].split() == [
@@ -90,6 +98,26 @@ def test_keys_create_list_revoke(tmp_path: Path) -> None:
 )
 def test_keys_errors_are_one_line(tmp_path: Path, args: list[str], message: str) -> None:
     result = _run(*args[:2], "--keys", str(tmp_path / "k.sqlite"), *args[2:])
+    assert result.returncode == 2
+    assert message in result.stderr
+    assert "Traceback" not in result.stderr
+
+
+@pytest.mark.parametrize(
+    ("args", "message"),
+    [
+        pytest.param(["keys", "list", "--keys", "postgresql://nobody@127.0.0.1:1/none"],
+                     "cannot connect to the key store postgresql://nobody@127.0.0.1:1/none",
+                     id="unreachable-keys"),
+        pytest.param(["serve", "--workers", "0"], "--workers: must be a whole number >= 1",
+                     id="workers"),
+        pytest.param(["parcels", "load", "missing.gpkg", "--into",
+                      "postgresql://nobody@127.0.0.1:1/none"],
+                     "parcels file missing.gpkg does not exist", id="missing-parcels"),
+    ],
+)
+def test_service_options_errors_are_one_line(args: list[str], message: str) -> None:
+    result = _run(*args)
     assert result.returncode == 2
     assert message in result.stderr
     assert "Traceback" not in result.stderr

@@ -13,6 +13,19 @@ import shapely
 from parcelsearch._wire import ring_json
 from parcelsearch.service import synth
 from parcelsearch.service.server import RunningService
+from parcelsearch.service.store import ParcelStore
+
+
+# Run against `parcelsearch serve --workers 2` on each backend (SQLite + memory, PostgreSQL +
+# PostGIS): see `conformance_service` in tests/conftest.py.
+@pytest.fixture(scope="session")
+def service(conformance_service: Any) -> Any:
+    return conformance_service
+
+
+@pytest.fixture(scope="session")
+def service_276(conformance_276: Any) -> Any:
+    return conformance_276
 
 
 def _get(session: requests.Session, svc: RunningService, key: str, path: str,
@@ -150,9 +163,10 @@ def test_demo_areas_overlap_the_demo_fabric(
 
 
 def test_point_on_the_boundary_matches(
-    https: requests.Session, service_276: RunningService, key_276: str
+    https: requests.Session, service_276: RunningService, key_276: str,
+    example_276: synth.Example,
 ) -> None:
-    store = service_276.store
+    store = ParcelStore(example_276.parcels)  # the representative points, as served
     x, y = float(store.x[0]), float(store.y[0])
     # A triangle whose corner is exactly parcel 0's representative point.
     ring = [[x, y], [x + 0.00001, y + 0.02], [x - 0.00001, y + 0.02], [x, y]]
@@ -161,10 +175,10 @@ def test_point_on_the_boundary_matches(
 
 
 def test_intersects_mode_matches_footprints(
-    https: requests.Session, start_own_service: Callable[..., RunningService],
+    https: requests.Session, spawn_service: Callable[..., Any], service: Any,
     example_276: synth.Example,
 ) -> None:
-    svc = start_own_service(parcels=example_276.parcels, match="intersects")
+    svc = spawn_service(service.backend, example_276.parcels, workers=1, match="intersects")
     key = svc.keys.create("intersects", "production", quota=100)
     footprint = example_276.parcels.sort_values("parcel_id").geometry.iloc[30]
     # A sliver inside one lot, well away from its representative point: touches 1 footprint.
@@ -175,7 +189,7 @@ def test_intersects_mode_matches_footprints(
     body = _get(https, svc, key, "/v1/search", searchPolygon=json.dumps(ring)).json()
     assert (body["rows"], body["data"]) == (1, [example_276.expected[30]])
     # The same ring finds nothing under representative-point matching.
-    svc_rp = start_own_service(parcels=example_276.parcels, keys=svc.keys.path.with_suffix(".2"))
+    svc_rp = spawn_service(service.backend, example_276.parcels, workers=1)
     key_rp = svc_rp.keys.create("rp", "production", quota=100)
     assert _get(https, svc_rp, key_rp, "/v1/search",
                 searchPolygon=json.dumps(ring)).json()["rows"] == 0

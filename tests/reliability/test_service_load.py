@@ -16,6 +16,7 @@ from collections import Counter
 from pathlib import Path
 from typing import Any
 
+import pytest
 import requests
 from _helpers import max_in_window
 
@@ -41,20 +42,22 @@ def _hammer(url: str, key: str, ca: str, seen: Counter[int], lock: threading.Loc
                 seen[response.status_code] += 1
 
 
-def test_limits_hold_exactly_under_20_threads_on_2_keys(
-    service: Any, make_key: Any, ca_bundle: str, figures: Any
+@pytest.mark.parametrize("backend", ["sqlite", "postgresql"])
+def test_limits_hold_exactly_under_20_threads_on_2_keys_and_2_workers(
+    backend: str, spawn_service: Any, ca_bundle: str, figures: Any
 ) -> None:
-    """Key A (5/s, ample quota): never more than 5 admitted in any one-second window.
-    Key B (200/s, quota 25): exactly 25 calls counted, not one more."""
-    key_a = make_key("production", per_second=5, quota=100_000)
-    key_b = make_key("production", per_second=200, quota=25)
+    """``serve --workers 2``. Key A (5/s, ample quota): never more than 5 admitted in any
+    one-second window. Key B (200/s, quota 25): exactly 25 calls counted, not one more."""
+    service = spawn_service(backend, workers=2)
+    keys = {"a": service.keys.create("a", "production", per_second=5, quota=100_000),
+            "b": service.keys.create("b", "production", per_second=200, quota=25)}
     url = service.base_url + "/v1/search"
-    seen = {key_a.name: Counter(), key_b.name: Counter()}
+    seen: dict[str, Counter[int]] = {"a": Counter(), "b": Counter()}
     lock = threading.Lock()
     stop_at = time.monotonic() + SECONDS
     threads = [
-        threading.Thread(target=_hammer, args=(url, key, ca_bundle, seen[key.name], lock, stop_at))
-        for key in (key_a, key_b) for _ in range(THREADS_PER_KEY)
+        threading.Thread(target=_hammer, args=(url, key, ca_bundle, seen[name], lock, stop_at))
+        for name, key in keys.items() for _ in range(THREADS_PER_KEY)
     ]
     for thread in threads:
         thread.start()
@@ -62,25 +65,56 @@ def test_limits_hold_exactly_under_20_threads_on_2_keys(
         thread.join(30)
     assert not any(thread.is_alive() for thread in threads)
 
-    log_a = service.keys.requests(key_a.name)
-    log_b = service.keys.requests(key_b.name)
-    assert seen[key_a.name][429] > 0 and seen[key_b.name][429] > 0  # the limits were reached
+    log_a = service.keys.requests("a")
+    log_b = service.keys.requests("b")
+    assert seen["a"][429] > 0 and seen["b"][429] > 0  # the limits were reached
     assert max_in_window(log_a["time"]) <= 5
     assert max_in_window(log_b["time"]) <= 200
     assert int(log_b["counted"].sum()) == 25
-    assert service.keys.get(key_b.name)["used_lifetime"] == 25
-    for key, log in ((key_a, log_a), (key_b, log_b)):
+    assert service.keys.get("b")["used_lifetime"] == 25
+    for name, log in (("a", log_a), ("b", log_b)):
         # what the threads got agrees with the service's log: every 200 was counted
-        assert seen[key.name][200] == int(((log["status"] == 200) & log["counted"]).sum())
-        assert set(seen[key.name]) <= {200, 429}
+        assert seen[name][200] == int(((log["status"] == 200) & log["counted"]).sum())
+        assert set(seen[name]) <= {200, 429}
     sent = sum(sum(c.values()) for c in seen.values())
-    figures.add("calls counted", "load: requests sent by 20 threads", sent)
-    figures.add("calls counted", "load: admitted and counted",
+    figures.add("calls counted", f"load ({backend}, 2 workers): requests sent by 20 threads",
+                sent)
+    figures.add("calls counted", f"load ({backend}, 2 workers): admitted and counted",
                 int(log_a["counted"].sum() + log_b["counted"].sum()))
-    figures.add("calls counted", "load: refused 429", seen[key_a.name][429] + seen[key_b.name][429])
-    figures.note(f"load: key A (5/s) peak {max_in_window(log_a['time'])} admitted in a "
-                 f"1-s window; key B quota 25: {int(log_b['counted'].sum())} counted of "
-                 f"{sum(seen[key_b.name].values())} sent")
+    figures.add("calls counted", f"load ({backend}, 2 workers): refused 429",
+                seen["a"][429] + seen["b"][429])
+    figures.note(f"load ({backend}, 2 workers): key A (5/s) peak "
+                 f"{max_in_window(log_a['time'])} admitted in a 1-s window; key B quota 25: "
+                 f"{int(log_b['counted'].sum())} counted of {sum(seen['b'].values())} "
+                 "sent")
+
+
+@pytest.mark.parametrize("backend", ["sqlite", "postgresql"])
+def test_exactly_the_quota_across_2_workers_and_20_threads_on_one_key(
+    backend: str, spawn_service: Any, ca_bundle: str, figures: Any
+) -> None:
+    """20 threads on one key (quota 30) against two worker processes: the service's request
+    log counts exactly 30 admissions, and the threads saw exactly 30 answers of 200."""
+    service = spawn_service(backend, workers=2)
+    key = service.keys.create("one", "production", per_second=10_000, quota=30)
+    seen: Counter[int] = Counter()
+    lock = threading.Lock()
+    stop_at = time.monotonic() + SECONDS
+    threads = [threading.Thread(target=_hammer, args=(service.base_url + "/v1/search", key,
+                                                      ca_bundle, seen, lock, stop_at))
+               for _ in range(20)]
+    for thread in threads:
+        thread.start()
+    for thread in threads:
+        thread.join(30)
+    assert not any(thread.is_alive() for thread in threads)
+    log = service.keys.requests("one")
+    assert int(log["counted"].sum()) == 30
+    assert int(((log["status"] == 200) & log["counted"]).sum()) == seen[200] == 30
+    assert seen[429] > 0 and set(seen) == {200, 429}
+    assert service.keys.get("one")["used_lifetime"] == 30
+    figures.note(f"2 workers ({backend}), 20 threads, one key with quota 30: "
+                 f"{int(log['counted'].sum())} counted of {sum(seen.values())} sent")
 
 
 # -- restart and crash ---------------------------------------------------------------------

@@ -9,26 +9,30 @@ import pandas as pd
 import pytest
 
 from parcelsearch.errors import ConfigurationError
-from parcelsearch.service.keys import KeyStore, hash_key
+from parcelsearch.service.keys import KeyStore, PostgresKeyStore, SqliteKeyStore, hash_key
+from parcelsearch.service.limits import Outcome, Refusal, admit
+
+
+def _ok() -> Outcome[str]:
+    return Outcome(200, "ok")
 
 
 @pytest.fixture
-def store(tmp_path: Path) -> Iterator[KeyStore]:
-    keys = KeyStore(tmp_path / "keys.sqlite")
+def store(keys_location: str) -> Iterator[KeyStore]:
+    """A fresh key store, on SQLite and on PostgreSQL."""
+    keys = KeyStore(keys_location)
     yield keys
     keys.close()
 
 
 def test_only_the_hash_is_stored(store: KeyStore) -> None:
     key = store.create("alice")
-    store.close()
-    raw = store.path.read_bytes() + b"".join(
-        p.read_bytes() for p in store.path.parent.glob("keys.sqlite-*")
-    )
-    assert key.encode() not in raw
-    assert hash_key(key).encode() in raw
-    assert store.lookup(key) is not None and store.lookup(key).name == "alice"  # type: ignore[union-attr]
-    assert key not in repr(store.lookup(key))
+    rows = store.execute(store.connection(), "SELECT * FROM keys").fetchall()
+    stored = " ".join(str(row[column]) for row in rows for column in row.keys())
+    assert key not in stored and key[:12] not in stored
+    assert hash_key(key) in stored
+    assert admit(store, key, "markets", "/v1/markets", _ok).status == 200
+    assert key not in repr(store) + repr(store.list())
 
 
 @pytest.mark.parametrize(
@@ -77,7 +81,7 @@ def test_names_are_unique_and_revocation_sticks(store: KeyStore) -> None:
     with pytest.raises(ConfigurationError, match="a key named 'bob' already exists"):
         store.create("bob")
     store.revoke("bob")
-    assert store.lookup(key) is None
+    assert admit(store, key, "markets", "/v1/markets", _ok) == Refusal(401, "Invalid ApiKey")
     assert store.get("bob")["revoked"] is True
     with pytest.raises(ConfigurationError, match="no key named 'carol'"):
         store.revoke("carol")
@@ -86,7 +90,7 @@ def test_names_are_unique_and_revocation_sticks(store: KeyStore) -> None:
 def test_keys_are_distinct_and_unknown_keys_fail(store: KeyStore) -> None:
     keys = {store.create(f"k{i}") for i in range(20)}
     assert len(keys) == 20
-    assert store.lookup("x" * 40) is None
+    assert admit(store, "x" * 40, "markets", "/v1/markets", _ok) == Refusal(401, "Invalid ApiKey")
     assert [row["name"] for row in store.list()] == [f"k{i}" for i in range(20)]
 
 
@@ -98,10 +102,32 @@ def test_empty_request_log_has_typed_columns(store: KeyStore) -> None:
     assert isinstance(log.time.dtype, pd.DatetimeTZDtype) and str(log.time.dt.tz) == "UTC"
 
 
-def test_a_second_store_on_the_same_file_sees_the_keys(store: KeyStore) -> None:
-    key = store.create("shared")
-    other = KeyStore(store.path)
+def test_only_the_hash_reaches_the_sqlite_file(tmp_path: Path) -> None:
+    store = KeyStore(tmp_path / "keys.sqlite")
+    key = store.create("alice")
+    store.close()
+    raw = b"".join(p.read_bytes() for p in tmp_path.glob("keys.sqlite*"))
+    assert key.encode() not in raw
+    assert hash_key(key).encode() in raw
+
+
+def test_the_location_picks_the_implementation(keys_location: str) -> None:
+    store = KeyStore(keys_location)
     try:
-        assert other.lookup(key) is not None
+        expected = SqliteKeyStore if keys_location.endswith(".sqlite") else PostgresKeyStore
+        assert type(store) is expected and isinstance(store, KeyStore)
+        assert "password" not in repr(store)
+    finally:
+        store.close()
+
+
+def test_a_second_store_on_the_same_location_sees_the_keys(
+    store: KeyStore, keys_location: str
+) -> None:
+    key = store.create("shared")
+    other = KeyStore(keys_location)
+    try:
+        assert admit(other, key, "markets", "/v1/markets", _ok).status == 200
+        assert store.get("shared")["used_lifetime"] == 1
     finally:
         other.close()

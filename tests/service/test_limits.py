@@ -2,20 +2,23 @@
 
 from __future__ import annotations
 
+import sqlite3
 import threading
 from collections.abc import Iterator
 from datetime import UTC, datetime
-from pathlib import Path
+from typing import Any
 
+import psycopg
 import pytest
 
-from parcelsearch.service.keys import KeyStore
+from parcelsearch.service.keys import KeyStore, StoreBusyError
 from parcelsearch.service.limits import Outcome, Refusal, admit, spike_window
 
 
 @pytest.fixture
-def store(tmp_path: Path) -> Iterator[KeyStore]:
-    keys = KeyStore(tmp_path / "keys.sqlite")
+def store(keys_location: str) -> Iterator[KeyStore]:
+    """A fresh key store, on SQLite and on PostgreSQL."""
+    keys = KeyStore(keys_location)
     yield keys
     keys.close()
 
@@ -89,10 +92,10 @@ def test_monthly_quota_resets_on_the_first_of_the_month_utc(store: KeyStore) -> 
     clock.now = datetime(2024, 2, 1, 0, 0, 30, tzinfo=UTC).timestamp()
     results.append(_status(admit(store, key, "search", "/v1/search", _ok, now=clock)))
     assert results == [200, 200, 429, 200]
-    rows = store.connection().execute(
-        "SELECT used_lifetime, used_month, month FROM keys"
+    row = store.execute(
+        store.connection(), "SELECT used_lifetime, used_month, month FROM keys"
     ).fetchone()
-    assert tuple(rows) == (3, 1, "2024-02")
+    assert (row["used_lifetime"], row["used_month"], row["month"]) == (3, 1, "2024-02")
 
 
 def test_lifetime_quota_never_resets(store: KeyStore) -> None:
@@ -115,9 +118,9 @@ def test_a_failing_handler_still_counts(store: KeyStore) -> None:
     assert store.requests("f").status.tolist() == [500]
 
 
-def test_exact_counts_across_threads_and_connections(store: KeyStore) -> None:
+def test_exact_counts_across_threads_and_connections(store: KeyStore, keys_location: str) -> None:
     key = store.create("c", "production", per_second=10_000, quota=37)
-    second = KeyStore(store.path)  # another "process" on the same file
+    second = KeyStore(keys_location)  # another "process" (or host) on the same store
     results: list[int] = []
     lock = threading.Lock()
 
@@ -137,3 +140,55 @@ def test_exact_counts_across_threads_and_connections(store: KeyStore) -> None:
     assert store.get("c")["used_lifetime"] == 37
     log = store.requests("c")
     assert (log.counted.sum(), (~log.counted).sum()) == (37, 83)
+
+
+def test_spike_window_holds_across_connections(store: KeyStore, keys_location: str) -> None:
+    """Six threads on two stores (as two hosts would be) hammer one key limited to 10/s:
+    the request log never holds more than 10 admissions in any one-second window."""
+    key = store.create("w", "production", per_second=10, quota=10_000)
+    second = KeyStore(keys_location)
+    statuses: list[int] = []
+    lock = threading.Lock()
+
+    def worker(keys: KeyStore) -> None:
+        for _ in range(40):
+            status = _status(admit(keys, key, "search", "/v1/search", _ok))
+            with lock:
+                statuses.append(status)
+
+    threads = [threading.Thread(target=worker, args=(s,)) for s in (store, second) * 3]
+    for thread in threads:
+        thread.start()
+    for thread in threads:
+        thread.join()
+    second.close()
+    times = store.requests("w").time.astype("int64").to_numpy() / 1e9
+    assert len(times) == statuses.count(200) > 0
+    assert max(((times[i:] - t) < 1.0).sum() for i, t in enumerate(times)) <= 10
+
+
+def _hold_write_lock(keys_location: str, key_name: str) -> Any:
+    """A second connection holding the lock an admission needs; returns it (open)."""
+    if keys_location.startswith("postgresql://"):
+        conn = psycopg.connect(keys_location, autocommit=True)
+        conn.execute("BEGIN")
+        conn.execute("SELECT * FROM parcelsearch.keys WHERE name = %s FOR UPDATE", (key_name,))
+        return conn
+    sqlite = sqlite3.connect(keys_location, isolation_level=None)
+    sqlite.execute("BEGIN IMMEDIATE")
+    return sqlite
+
+
+def test_a_held_lock_waits_then_raises_store_busy(keys_location: str) -> None:
+    store = KeyStore(keys_location, busy_timeout=0.3)
+    key = store.create("locked", per_second=1000)
+    holder = _hold_write_lock(keys_location, "locked")
+    try:
+        with pytest.raises(StoreBusyError, match="stayed busy for 0.3s"):
+            admit(store, key, "markets", "/v1/markets", _ok)
+        holder.execute("ROLLBACK")
+        assert store.get("locked")["used_lifetime"] == 0  # nothing counted
+        assert _status(admit(store, key, "markets", "/v1/markets", _ok)) == 200  # lock gone
+    finally:
+        holder.close()
+        store.close()

@@ -3,7 +3,12 @@
 Every answer is JSON. Successes are the vendor's bodies; every error is
 ``{"status":"ERROR","messages":[...]}`` — for unknown paths (404), other methods (405),
 over-long request lines (414, checked before anything else), keys (401), limits (429),
-bad parameters (400) and even unexpected failures (500, traceback logged server-side).
+bad parameters (400), a key store locked past its busy timeout (503 with ``Retry-After``)
+and even unexpected failures (500, traceback logged server-side).
+
+The gateway's transaction and the search are synchronous: their handlers are plain ``def``
+functions, which Starlette runs in its threadpool, so the event loop never waits on a lock
+or a search (``/openapi.json`` answers while a key store lock is held elsewhere).
 
 Examples
 --------
@@ -25,16 +30,20 @@ import geopandas as gpd
 from starlette.applications import Starlette
 from starlette.exceptions import HTTPException
 from starlette.requests import Request
-from starlette.responses import Response
-from starlette.routing import Route
+from starlette.responses import RedirectResponse, Response
+from starlette.routing import BaseRoute, Mount, Route
 from starlette.types import ASGIApp, Message, Receive, Scope, Send
 
 from parcelsearch.errors import BadPolygonError
 from parcelsearch.service import limits
-from parcelsearch.service.keys import KeyStore
+from parcelsearch.service.envelopes import JSON, envelope, error_body
+from parcelsearch.service.keys import KeyStore, StoreBusyError
 from parcelsearch.service.limits import INVALID_KEY
 from parcelsearch.service.openapi import openapi_document
-from parcelsearch.service.polygon import bad_request, parse_page, parse_polygon
+from parcelsearch.service.polygon import ParsedPolygon, bad_request, parse_page, parse_polygon
+from parcelsearch.service.portal.routes import create_portal
+from parcelsearch.service.portal.storage import PortalStore
+from parcelsearch.service.postgis import PostgisParcelStore, open_parcel_store
 from parcelsearch.service.store import ParcelStore, load_markets
 from parcelsearch.settings import (
     MARKETS_PATH,
@@ -50,6 +59,7 @@ __all__ = [
     "envelope",
     "MISSING_KEY",
     "REQUEST_LINE_TOO_LONG",
+    "BUSY",
 ]
 
 log = logging.getLogger("parcelsearch.service")
@@ -64,18 +74,12 @@ INTERNAL = (
     "internal error: the service failed while handling this request (the call was counted); "
     "try again, and report it if it persists"
 )
-JSON = "application/json"
-
-
-def envelope(status: int, *messages: str, headers: dict[str, str] | None = None) -> Response:
-    """An error response in the service's envelope."""
-    body = json.dumps({"status": "ERROR", "messages": list(messages)}, separators=(",", ":"))
-    return Response(body, status_code=status, media_type=JSON, headers=headers)
-
-
-def _error_bytes(*messages: str) -> bytes:
-    body = {"status": "ERROR", "messages": list(messages)}
-    return json.dumps(body, separators=(",", ":")).encode()
+BUSY = (
+    "the service's key or parcel store is busy or unreachable; retry after the seconds in "
+    "Retry-After"
+)
+#: Seconds a client should wait after a 503.
+BUSY_RETRY_AFTER = 1
 
 
 def request_line_length(scope: Scope) -> int:
@@ -136,16 +140,29 @@ def _ambiguous_framing(scope: Scope) -> bool:
 class _Service:
     """The handlers, bound to one parcel store, markets list and key store."""
 
-    def __init__(self, store: ParcelStore, markets: list[str], keys: KeyStore) -> None:
+    def __init__(
+        self,
+        store: ParcelStore | PostgisParcelStore,
+        markets: list[str],
+        keys: KeyStore,
+        portal: PortalStore,
+    ) -> None:
         self.store = store
         self.keys = keys
+        self.portal = portal
         self.markets_body = json.dumps(
             {"status": "OK", "dataRows": len(markets), "data": markets},
             separators=(",", ":"), ensure_ascii=False,
         ).encode()
 
-    def gated(self, request: Request, service: str, handle: Any) -> Response:
-        """Run the gateway checks, then ``handle`` inside the admission transaction."""
+    def gated(
+        self,
+        request: Request,
+        service: str,
+        handle: Any,
+        presumed: limits.Outcome[bytes] | None = None,
+    ) -> Response:
+        """Run the gateway checks; once admitted, ``handle`` (outside the transaction)."""
         given = request.headers.getlist("x-api-key")
         if len(given) > 1:  # which one counts would depend on the proxy in front: neither
             return envelope(401, f"{INVALID_KEY}: x-api-key is given {len(given)} times; "
@@ -157,51 +174,59 @@ class _Service:
         def safe() -> limits.Outcome[bytes]:
             try:
                 outcome: limits.Outcome[bytes] = handle()
+            except StoreBusyError:
+                log.warning("parcels database unavailable on %s: answered 503", request.url.path)
+                return limits.Outcome(503, error_body(BUSY))
             except Exception:
                 log.exception("error handling %s", request.url.path)
-                return limits.Outcome(500, _error_bytes(INTERNAL))
+                return limits.Outcome(500, error_body(INTERNAL))
             return outcome
 
         try:
-            result = limits.admit(self.keys, api_key, service, request.url.path, safe)
+            result = limits.admit(self.keys, api_key, service, request.url.path, safe,
+                                  presumed=presumed)
+        except StoreBusyError:
+            log.warning("key store busy on %s: answered 503", request.url.path)
+            return envelope(503, BUSY, headers={"Retry-After": str(BUSY_RETRY_AFTER)})
         except Exception:
             log.exception("error handling %s", request.url.path)
             return envelope(500, INTERNAL)
         if isinstance(result, limits.Refusal):
+            if result.retry_after is not None:  # spike arrest: counted for the portal's page
+                self._count_spike_refusal(api_key)
             headers = None if result.retry_after is None else {
                 "Retry-After": str(result.retry_after)
             }
             return envelope(result.status, result.message, headers=headers)
-        return Response(result.body, status_code=result.status, media_type=JSON)
+        headers = {"Retry-After": str(BUSY_RETRY_AFTER)} if result.status == 503 else None
+        return Response(result.body, status_code=result.status, media_type=JSON, headers=headers)
 
-    async def markets(self, request: Request) -> Response:
-        return self.gated(request, "markets", lambda: limits.Outcome(200, self.markets_body))
-
-    async def search(self, request: Request) -> Response:
-        return self.gated(request, "search", lambda: self._search(request))
-
-    def _search(self, request: Request) -> limits.Outcome[bytes]:
-        params = request.query_params
-        messages: list[str] = []
-        for name in ("searchPolygon", "page"):
-            if len(params.getlist(name)) > 1:
-                messages.append(
-                    f"{name} is given {len(params.getlist(name))} times; send it once"
-                )
-        if messages:
-            return limits.Outcome(400, _error_bytes(*messages))
-        parsed = page = None
+    def _count_spike_refusal(self, api_key: str) -> None:
         try:
-            parsed = parse_polygon(params.get("searchPolygon"))
-        except BadPolygonError as exc:
-            messages.extend(exc.messages)
-        try:
-            page = parse_page(params.get("page"))
-        except BadPolygonError as exc:
-            messages.extend(exc.messages)
-        sha = parsed.sha256 if parsed is not None else None
-        if messages or parsed is None or page is None:
-            return limits.Outcome(400, _error_bytes(*messages), sha, page)
+            self.portal.count_spike_refusal(api_key)
+        except StoreBusyError:  # the refusal is answered; only the portal's tally misses it
+            log.warning("spike-arrest refusal not tallied: the key store stayed busy")
+
+    # Plain `def`: Starlette runs these in its threadpool (the gateway transaction and the
+    # search block; the event loop must not).
+    def markets(self, request: Request) -> Response:
+        outcome = limits.Outcome(200, self.markets_body)
+        return self.gated(request, "markets", lambda: outcome, presumed=outcome)
+
+    def search(self, request: Request) -> Response:
+        # Parameters are parsed before admission (pure and cheap), so the log row is written
+        # with its final status, polygon and page in the admission's one commit; only an
+        # outcome that differs (page beyond the last, a failure) updates it afterwards.
+        parsed = _parse_search(request)
+        if isinstance(parsed, limits.Outcome):
+            bad = parsed
+            return self.gated(request, "search", lambda: bad, presumed=bad)
+        polygon, page = parsed
+        return self.gated(request, "search", lambda: self._search(polygon, page),
+                          presumed=limits.Outcome(200, b"", polygon.sha256, page))
+
+    def _search(self, parsed: ParsedPolygon, page: int) -> limits.Outcome[bytes]:
+        sha = parsed.sha256
         hits = self.store.hits(parsed)
         rows = len(hits)
         pages = math.ceil(rows / PAGE_SIZE)
@@ -211,7 +236,7 @@ class _Service:
                 f"from 1 to {pages}"
             )
             message = bad_request(f"page {page} is beyond the last page: this search {what}")
-            return limits.Outcome(400, _error_bytes(*message.messages), sha, page)
+            return limits.Outcome(400, error_body(*message.messages), sha, page)
         data = self.store.page(hits, page)
         body = json.dumps(
             {"status": "OK", "rows": rows, "dataRows": len(data), "pages": pages,
@@ -224,6 +249,30 @@ class _Service:
         return Response(
             json.dumps(openapi_document(str(request.base_url).rstrip("/"))), media_type=JSON
         )
+
+
+def _parse_search(request: Request) -> limits.Outcome[bytes] | tuple[ParsedPolygon, int]:
+    """The polygon and page of a search, or the 400 that answers it."""
+    params = request.query_params
+    messages: list[str] = []
+    for name in ("searchPolygon", "page"):
+        if len(params.getlist(name)) > 1:
+            messages.append(f"{name} is given {len(params.getlist(name))} times; send it once")
+    if messages:
+        return limits.Outcome(400, error_body(*messages))
+    parsed = page = None
+    try:
+        parsed = parse_polygon(params.get("searchPolygon"))
+    except BadPolygonError as exc:
+        messages.extend(exc.messages)
+    try:
+        page = parse_page(params.get("page"))
+    except BadPolygonError as exc:
+        messages.extend(exc.messages)
+    if messages or parsed is None or page is None:
+        sha = parsed.sha256 if parsed is not None else None
+        return limits.Outcome(400, error_body(*messages), sha, page)
+    return parsed, page
 
 
 async def _http_error(request: Request, exc: Exception) -> Response:
@@ -240,37 +289,50 @@ async def _http_error(request: Request, exc: Exception) -> Response:
     return envelope(exc.status_code, message, headers=dict(exc.headers or {}))
 
 
+async def _to_portal(request: Request) -> Response:
+    return RedirectResponse("/portal/", 308)
+
+
 async def _server_error(request: Request, exc: Exception) -> Response:
     return envelope(500, INTERNAL)
 
 
 def create_app(
-    parcels: str | Path | gpd.GeoDataFrame | ParcelStore | None = None,
+    parcels: str | Path | gpd.GeoDataFrame | ParcelStore | PostgisParcelStore | None = None,
     markets: str | Path | Sequence[str] | None = None,
     keys: KeyStore | str | Path | None = None,
     match: str = "representative-point",
+    portal: PortalStore | bool = False,
 ) -> ASGIApp:
     """The service as an ASGI application.
 
     Parameters
     ----------
     parcels
-        A :class:`ParcelStore`, a parcels file or frame, or ``None`` for the bundled demo.
+        A parcel store, a parcels file or frame, a ``postgresql://`` URL (PostGIS table
+        ``parcelsearch.parcels``), or ``None`` for the bundled demo.
     markets
         A markets file, a list of names, or ``None`` for the bundled list.
     keys
-        The key store (or its path). Required.
+        The key store, or its location (a SQLite path or a ``postgresql://`` URL). Required.
     match
         ``"representative-point"`` or ``"intersects"`` (ignored when ``parcels`` is a store).
+    portal
+        Serve the developer portal at ``/portal/`` (``True``, or a :class:`PortalStore` on
+        ``keys`` with its own session and sign-in settings).
     """
     if keys is None:
         raise TypeError("create_app needs a key store (keys=KeyStore(path) or a path)")
     key_store = keys if isinstance(keys, KeyStore) else KeyStore(keys)
-    store = parcels if isinstance(parcels, ParcelStore) else ParcelStore(parcels, match=match)
-    service = _Service(store, load_markets(markets), key_store)
-    routes = [
+    store = open_parcel_store(parcels, match=match)
+    portal_store = portal if isinstance(portal, PortalStore) else PortalStore(key_store)
+    service = _Service(store, load_markets(markets), key_store, portal_store)
+    routes: list[BaseRoute] = [
         Route("/openapi.json", service.openapi, methods=["GET"]),
     ]
+    if portal:
+        routes.append(Route("/portal", _to_portal))
+        routes.append(Mount("/portal", app=create_portal(portal_store)))
     for prefix in ("", STAGE_PREFIX):
         routes.append(Route(prefix + SEARCH_PATH, service.search, methods=["GET"]))
         routes.append(Route(prefix + MARKETS_PATH, service.markets, methods=["GET"]))

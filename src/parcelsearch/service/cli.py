@@ -2,7 +2,9 @@
 
 Defaults: the bundled demo data; the key store and certificates in the per-user service
 directory — ``$PARCELSEARCH_SERVICE_DIR`` if set, else ``$XDG_DATA_HOME/parcelsearch/service``
-(``~/.local/share/parcelsearch/service``) — as ``keys.sqlite`` and ``certs/``.
+(``~/.local/share/parcelsearch/service``) — as ``keys.sqlite`` and ``certs/``. ``--keys``
+also takes a ``postgresql://`` URL (keys, counters and the request log in PostgreSQL, shared by
+several service hosts).
 """
 
 from __future__ import annotations
@@ -14,36 +16,40 @@ import sys
 from pathlib import Path
 from typing import Any
 
-from parcelsearch import settings
 from parcelsearch.errors import ConfigurationError
-from parcelsearch.service.keys import QUOTA_PERIODS, SERVICES, KeyStore
+from parcelsearch.service.keys import (
+    BUSY_TIMEOUT,
+    QUOTA_PERIODS,
+    SERVICES,
+    KeyStore,
+    default_keys_location,
+    is_postgres_url,
+)
+from parcelsearch.service.portal import commands as portal_commands
 from parcelsearch.service.store import MATCH_MODES
+from parcelsearch.service.tls import default_cert_dir
 from parcelsearch.settings import KEY_TYPES
 
-__all__ = ["register", "default_keys_path", "default_cert_dir"]
-
-
-def default_keys_path() -> Path:
-    """The default key store file."""
-    return settings.options.service_dir / "keys.sqlite"  # type: ignore[no-any-return]
-
-
-def default_cert_dir() -> Path:
-    """The default certificate directory."""
-    return settings.options.service_dir / "certs"  # type: ignore[no-any-return]
+__all__ = ["register"]
 
 
 def _keys_arg(parser: argparse.ArgumentParser) -> None:
     parser.add_argument(
-        "--keys", type=Path, default=None, metavar="FILE",
-        help=f"key store (SQLite; default: {default_keys_path()})",
+        "--keys", default=None, metavar="FILE|URL",
+        help="key store: a SQLite file or a postgresql:// URL "
+        f"(default: {default_keys_location()})",
     )
 
 
+def _key_store(args: argparse.Namespace) -> KeyStore:
+    return KeyStore(args.keys or default_keys_location(),
+                    busy_timeout=getattr(args, "busy_timeout", BUSY_TIMEOUT))
+
+
 def _serve(args: argparse.Namespace) -> int:
-    from parcelsearch.service.app import create_app
-    from parcelsearch.service.server import bind_socket, build_server
-    from parcelsearch.service.store import ParcelStore
+    from parcelsearch.service.app import create_app  # lazy: CLI start-up stays fast
+    from parcelsearch.service.postgis import open_parcel_store
+    from parcelsearch.service.server import bind_socket, build_server, run_workers
     from parcelsearch.service.tls import ensure_certificates
 
     logging.basicConfig(
@@ -53,22 +59,51 @@ def _serve(args: argparse.Namespace) -> int:
     )
     cert_dir = args.cert_dir or default_cert_dir()
     certs = ensure_certificates(cert_dir, [args.host])
-    keys = KeyStore(args.keys or default_keys_path())
-    app = create_app(ParcelStore(args.parcels, match=args.match), args.markets, keys)
+    keys = _key_store(args)
+    store = open_parcel_store(args.parcels, match=args.match)
+    app = create_app(store, args.markets, keys, portal=args.portal)
     sock = bind_socket(args.host, args.port)
     port = sock.getsockname()[1]
     host = f"[{args.host}]" if ":" in args.host else args.host
 
-    def ready() -> None:
-        print(f"serving https://{host}:{port} (CA: {certs.ca})", flush=True)
+    line = f"serving https://{host}:{port} (CA: {certs.ca})"
+    portal_line = f"portal at https://{host}:{port}/portal/ (users: parcelsearch portal add-user)"
+    if args.workers > 1:  # the socket listens already: connections queue until a worker takes
+        print(f"{line} with {args.workers} workers", flush=True)
+        if args.portal:
+            print(portal_line, flush=True)
 
-    server = build_server(app, certs.cert, certs.key, on_ready=ready)
+    def ready() -> None:
+        if args.workers == 1:
+            print(line, flush=True)
+            if args.portal:
+                print(portal_line, flush=True)
+
+    def build() -> Any:
+        return build_server(app, certs.cert, certs.key, on_ready=ready)
+
+    def before_fork() -> None:  # connections cannot cross a fork: each worker opens its own
+        keys.close()
+        store.close()
+
     try:
-        server.run(sockets=[sock])
+        return run_workers(build, sock, args.workers, before_fork=before_fork)
     finally:
         sock.close()
         keys.close()
-    return 0 if server.started else 1
+        store.close()
+
+
+def _parcels_load(args: argparse.Namespace) -> int:
+    from parcelsearch.service.postgis import load_parcels_into  # lazy: CLI start-up
+
+    if not is_postgres_url(args.into):
+        raise ConfigurationError(
+            f"--into must be a postgresql:// URL, got {args.into!r}"
+        )
+    count = load_parcels_into(args.file, args.into, replace=args.replace)
+    print(f"loaded {count:,} parcels into parcelsearch.parcels", flush=True)
+    return 0
 
 
 def _positive_float(text: str) -> float:
@@ -81,6 +116,12 @@ def _positive_float(text: str) -> float:
     return value
 
 
+def _workers(text: str) -> int:
+    if not text.isdigit() or int(text) < 1:
+        raise argparse.ArgumentTypeError(f"must be a whole number >= 1, got {text!r}")
+    return int(text)
+
+
 def _count(text: str) -> int:
     if not text.isdigit():
         raise argparse.ArgumentTypeError(f"must be a whole number >= 0, got {text!r}")
@@ -88,7 +129,7 @@ def _count(text: str) -> int:
 
 
 def _keys_create(args: argparse.Namespace) -> int:
-    store = KeyStore(args.keys or default_keys_path())
+    store = _key_store(args)
     try:
         key = store.create(
             args.name, key_type=args.type, per_second=args.per_second, quota=args.quota,
@@ -101,10 +142,10 @@ def _keys_create(args: argparse.Namespace) -> int:
 
 
 def _keys_list(args: argparse.Namespace) -> int:
-    path = args.keys or default_keys_path()
-    if not Path(path).exists():
-        raise ConfigurationError(f"no key store at {path}; create a key first (keys create)")
-    store = KeyStore(path)
+    location = args.keys or default_keys_location()
+    if not is_postgres_url(location) and not Path(location).exists():
+        raise ConfigurationError(f"no key store at {location}; create a key first (keys create)")
+    store = KeyStore(location)
     try:
         rows = store.list()
     finally:
@@ -135,7 +176,7 @@ def _table(rows: list[dict[str, Any]]) -> str:
 
 
 def _keys_revoke(args: argparse.Namespace) -> int:
-    store = KeyStore(args.keys or default_keys_path())
+    store = _key_store(args)
     try:
         store.revoke(args.name)
     finally:
@@ -145,15 +186,16 @@ def _keys_revoke(args: argparse.Namespace) -> int:
 
 
 def register(commands: Any) -> None:
-    """Add ``serve`` and ``keys`` to the top-level sub-parsers ``commands``."""
+    """Add ``serve``, ``keys`` and ``parcels`` to the top-level sub-parsers ``commands``."""
     serve = commands.add_parser(
         "serve",
         help="run the reference Search and Markets service over HTTPS",
         description="Run the reference service. With no data options it serves the bundled "
         "demo data. Prints one line 'serving https://HOST:PORT (CA: DIR/ca.pem)' when ready.",
     )
-    serve.add_argument("--parcels", type=Path, default=None, metavar="FILE",
-                       help="parcels (any file geopandas reads: parcel_id, group_id, geometry)")
+    serve.add_argument("--parcels", default=None, metavar="FILE|URL",
+                       help="parcels: any file geopandas reads (parcel_id, group_id, geometry), "
+                       "or a postgresql:// URL of a database loaded with 'parcels load'")
     serve.add_argument("--markets", type=Path, default=None, metavar="FILE",
                        help="market names, one per line or a JSON list")
     _keys_arg(serve)
@@ -161,8 +203,16 @@ def register(commands: Any) -> None:
                        help=f"CA and server certificate (default: {default_cert_dir()})")
     serve.add_argument("--host", default="127.0.0.1", help="address to bind (default 127.0.0.1)")
     serve.add_argument("--port", type=int, default=8443, help="port (0 picks a free one)")
+    serve.add_argument("--workers", type=_workers, default=1, metavar="N",
+                       help="worker processes sharing the port (default 1); limits stay exact")
+    serve.add_argument("--busy-timeout", type=_positive_float, default=BUSY_TIMEOUT,
+                       metavar="SECONDS",
+                       help="wait this long for a key store lock, then answer 503 "
+                       f"(default {BUSY_TIMEOUT:g})")
     serve.add_argument("--match", choices=MATCH_MODES, default="representative-point",
                        help="how a parcel matches a polygon (default representative-point)")
+    serve.add_argument("--portal", action="store_true",
+                       help="also serve the developer portal at /portal/")
     serve.set_defaults(func=_serve)
 
     keys = commands.add_parser("keys", help="create, list and revoke API keys",
@@ -186,5 +236,19 @@ def register(commands: Any) -> None:
     _keys_arg(revoke)
     revoke.add_argument("--name", required=True)
     revoke.set_defaults(func=_keys_revoke)
+    portal_commands.register(commands)
+
+    parcels = commands.add_parser("parcels", help="load parcels into PostGIS",
+                                  description="Manage the service's parcels in PostGIS.")
+    parcel_sub = parcels.add_subparsers(dest="parcels_command", required=True, metavar="ACTION")
+    load = parcel_sub.add_parser(
+        "load", help="load a parcels file into parcelsearch.parcels (COPY), print the count")
+    load.add_argument("file", type=Path, metavar="FILE",
+                      help="any file geopandas reads: parcel_id, group_id, geometry")
+    load.add_argument("--into", required=True, metavar="URL",
+                      help="postgresql:// URL of a database with PostGIS")
+    load.add_argument("--replace", action="store_true",
+                      help="replace the parcels already loaded")
+    load.set_defaults(func=_parcels_load)
 
 

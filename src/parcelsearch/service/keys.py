@@ -1,19 +1,24 @@
-"""API keys in one SQLite file: hashes only, limits, counters and the request log.
+"""API keys: hashes only, limits, counters and the request log — in SQLite or PostgreSQL.
 
-A key is shown once, at creation; the file keeps its sha256 only. Each key has a name,
+A key is shown once, at creation; the store keeps its sha256 only. Each key has a name,
 a type (``demo`` or ``production``, whose defaults are in
 :data:`parcelsearch.settings.KEY_TYPES`), the services it may call, a per-second rate and a
 quota (for life, or per calendar month UTC). Counters and the request log live in the same
-file, so a restart resets nothing. The admission transaction itself is in
-:mod:`parcelsearch.service.limits`.
+store, so a restart resets nothing.
+
+:class:`KeyStore` is one small interface with two implementations, chosen by the location
+given: a file path opens :class:`SqliteKeyStore` (one file, WAL); a ``postgresql://`` URL opens
+:class:`PostgresKeyStore` (tables in schema ``parcelsearch``), which any number of service
+hosts share. ``KeyStore(location)`` picks the right one. The admission transaction itself is
+in :mod:`parcelsearch.service.limits`.
 
 Examples
 --------
 >>> import tempfile, pathlib
 >>> store = KeyStore(pathlib.Path(tempfile.mkdtemp()) / "keys.sqlite")
+>>> type(store).__name__
+'SqliteKeyStore'
 >>> key = store.create("alice", key_type="demo")
->>> store.lookup(key).name
-'alice'
 >>> [(k["name"], k["quota"], k["quota_period"]) for k in store.list()]
 [('alice', 50, 'lifetime')]
 """
@@ -21,12 +26,11 @@ Examples
 from __future__ import annotations
 
 import hashlib
-import hmac
 import secrets
 import sqlite3
 import threading
 import time
-from collections.abc import Iterable, Iterator
+from collections.abc import Iterable, Iterator, Sequence
 from contextlib import contextmanager
 from dataclasses import dataclass
 from datetime import UTC, datetime
@@ -34,17 +38,35 @@ from pathlib import Path
 from typing import Any
 
 import pandas as pd
+import psycopg
+import psycopg.errors
+from psycopg.rows import dict_row
 
+from parcelsearch import settings
 from parcelsearch._shared import month_of
-from parcelsearch.errors import ConfigurationError
+from parcelsearch.errors import ConfigurationError, ParcelSearchError
 from parcelsearch.settings import KEY_TYPES
 
-__all__ = ["KeyStore", "KeyRecord", "SERVICES", "QUOTA_PERIODS", "hash_key"]
+__all__ = [
+    "KeyStore",
+    "SqliteKeyStore",
+    "PostgresKeyStore",
+    "KeyRecord",
+    "StoreBusyError",
+    "SERVICES",
+    "QUOTA_PERIODS",
+    "BUSY_TIMEOUT",
+    "hash_key",
+    "is_postgres_url",
+    "default_keys_location",
+]
 
 SERVICES: tuple[str, ...] = ("search", "markets")
 QUOTA_PERIODS: tuple[str, ...] = ("lifetime", "month")
+#: Seconds a request waits for a key store lock before the service answers 503.
+BUSY_TIMEOUT = 5.0
 
-_SCHEMA = """
+_SQLITE_SCHEMA = """
 CREATE TABLE IF NOT EXISTS keys (
     id INTEGER PRIMARY KEY,
     name TEXT NOT NULL UNIQUE,
@@ -73,10 +95,57 @@ CREATE TABLE IF NOT EXISTS requests (
 CREATE INDEX IF NOT EXISTS requests_key_time ON requests (key_id, time);
 """
 
+_POSTGRES_SCHEMA = (
+    "CREATE SCHEMA IF NOT EXISTS parcelsearch",
+    """CREATE TABLE IF NOT EXISTS parcelsearch.keys (
+    id BIGSERIAL PRIMARY KEY,
+    name TEXT NOT NULL UNIQUE,
+    key_hash TEXT NOT NULL UNIQUE,
+    key_type TEXT NOT NULL,
+    per_second DOUBLE PRECISION NOT NULL,
+    quota BIGINT,
+    quota_period TEXT NOT NULL,
+    services TEXT NOT NULL,
+    created DOUBLE PRECISION NOT NULL,
+    revoked DOUBLE PRECISION,
+    used_lifetime BIGINT NOT NULL DEFAULT 0,
+    used_month BIGINT NOT NULL DEFAULT 0,
+    month TEXT NOT NULL DEFAULT ''
+)""",
+    """CREATE TABLE IF NOT EXISTS parcelsearch.requests (
+    id BIGSERIAL PRIMARY KEY,
+    key_id BIGINT NOT NULL REFERENCES parcelsearch.keys(id),
+    time DOUBLE PRECISION NOT NULL,
+    path TEXT NOT NULL,
+    polygon_sha256 TEXT,
+    page BIGINT,
+    status INTEGER NOT NULL,
+    counted BOOLEAN NOT NULL
+)""",
+    "CREATE INDEX IF NOT EXISTS requests_key_time ON parcelsearch.requests (key_id, time)",
+)
+#: Advisory lock id taken while creating the PostgreSQL schema (several workers may start
+#: at once).
+_SCHEMA_LOCK = 0x7061726365
+
+
+class StoreBusyError(ParcelSearchError):
+    """The key store stayed locked (or unreachable) past the busy timeout: answer 503."""
+
 
 def hash_key(api_key: str) -> str:
     """The stored form of a key: hex sha256 (keys are 240 random bits: no salt needed)."""
     return hashlib.sha256(api_key.encode("utf-8", "surrogateescape")).hexdigest()
+
+
+def is_postgres_url(location: object) -> bool:
+    """Whether ``location`` is a ``postgresql://`` (or ``postgres://``) URL."""
+    return isinstance(location, str) and location.startswith(("postgresql://", "postgres://"))
+
+
+def default_keys_location() -> Path:
+    """The default key store file, in the per-user service directory."""
+    return Path(settings.options.service_dir) / "keys.sqlite"
 
 
 @dataclass(frozen=True)
@@ -99,79 +168,135 @@ class KeyRecord:
         )
 
 
-def _record(row: sqlite3.Row) -> KeyRecord:
-    return KeyRecord(
-        id=row["id"],
-        name=row["name"],
-        key_type=row["key_type"],
-        per_second=row["per_second"],
-        quota=row["quota"],
-        quota_period=row["quota_period"],
-        services=tuple(row["services"].split(",")),
-        revoked=row["revoked"] is not None,
-    )
+def _services(wanted: Iterable[str] | str) -> str:
+    names = wanted.split(",") if isinstance(wanted, str) else list(wanted)
+    names = [s.strip() for s in names if s.strip()]
+    unknown = sorted(set(names) - set(SERVICES))
+    if unknown or not names:
+        raise ConfigurationError(
+            f"services must be some of {', '.join(SERVICES)}, got {','.join(names) or 'none'}"
+        )
+    return ",".join(s for s in SERVICES if s in names)
 
 
 class KeyStore:
-    """The key store: one SQLite file (WAL), created if missing.
+    """The key store interface; ``KeyStore(location)`` opens the implementation that fits.
 
     Parameters
     ----------
-    path
-        The SQLite file.
+    location
+        A SQLite file path (created if missing) or a ``postgresql://`` URL.
+    busy_timeout
+        Seconds to wait for a lock held by another request, process or host before giving
+        up with :class:`StoreBusyError` (the service answers 503 with ``Retry-After``).
 
     Notes
     -----
-    Each thread gets its own connection; every write is one ``BEGIN IMMEDIATE``
-    transaction, so counts stay exact across threads and processes.
+    Every statement is written once, with ``?`` placeholders, against tables ``keys`` and
+    ``requests``; an implementation supplies connections, transactions, the statement
+    dialect and the mapping of its lock and uniqueness errors. Each thread has its own
+    connection.
     """
 
-    def __init__(self, path: str | Path) -> None:
-        self.path = Path(path)
-        self.path.parent.mkdir(parents=True, exist_ok=True)
+    #: How the store names itself in messages (a path, or a URL without its password).
+    location: str
+    #: ``"sqlite"`` or ``"postgresql"``, for code that adds its own tables.
+    dialect: str
+
+    def __new__(cls, location: str | Path, busy_timeout: float = BUSY_TIMEOUT) -> KeyStore:
+        if cls is KeyStore:
+            cls = PostgresKeyStore if is_postgres_url(location) else SqliteKeyStore
+        return super().__new__(cls)
+
+    def __init__(self, location: str | Path, busy_timeout: float = BUSY_TIMEOUT) -> None:
+        self.busy_timeout = float(busy_timeout)
         self._local = threading.local()
-        self._connections: list[sqlite3.Connection] = []
+        self._connections: list[Any] = []
         self._lock = threading.Lock()
-        self.connection().executescript(_SCHEMA)
 
     def __repr__(self) -> str:
-        return f"KeyStore({str(self.path)!r})"
+        return f"{type(self).__name__}({self.location!r})"
+
+    # ------------------------------------------------------------------ implementation hooks
+
+    def _connect(self) -> Any:
+        raise NotImplementedError
+
+    def _begin(self, conn: Any) -> None:
+        raise NotImplementedError
+
+    def sql(self, statement: str) -> str:
+        """``statement`` (``?`` placeholders, bare table names) in this store's dialect."""
+        return statement
+
+    def _busy(self, exc: BaseException) -> bool:
+        """Whether ``exc`` means: locked or unreachable (so: 503, not 500)."""
+        raise NotImplementedError
+
+    def _duplicate(self, exc: BaseException) -> bool:
+        raise NotImplementedError
+
+    #: ``SELECT … FOR UPDATE`` where the database locks rows (appended to the key lookup).
+    row_lock = ""
 
     # ------------------------------------------------------------------ connections
 
-    def connection(self) -> sqlite3.Connection:
+    def connection(self) -> Any:
         """This thread's connection (autocommit; use :meth:`transaction` to write)."""
-        conn: sqlite3.Connection | None = getattr(self._local, "conn", None)
+        conn = getattr(self._local, "conn", None)
         if conn is None:
-            conn = sqlite3.connect(
-                self.path, timeout=10.0, isolation_level=None, check_same_thread=False
-            )
-            conn.row_factory = sqlite3.Row
-            conn.execute("PRAGMA journal_mode=WAL")
-            conn.execute("PRAGMA synchronous=NORMAL")
-            conn.execute("PRAGMA foreign_keys=ON")
+            try:
+                conn = self._connect()
+            except Exception as exc:
+                if self._busy(exc):
+                    raise StoreBusyError(f"key store {self.location} is unavailable") from exc
+                raise
             self._local.conn = conn
             with self._lock:
                 self._connections.append(conn)
         return conn
 
+    def execute(self, conn: Any, statement: str, params: Sequence[Any] = ()) -> Any:
+        """Run one statement on ``conn``; lock timeouts become :class:`StoreBusyError`."""
+        try:
+            return conn.execute(self.sql(statement), tuple(params))
+        except Exception as exc:
+            if getattr(conn, "closed", False):  # a lost server connection: reconnect next time
+                self._local.conn = None
+            if self._busy(exc):
+                raise StoreBusyError(
+                    f"key store {self.location} stayed busy for {self.busy_timeout:g}s"
+                ) from exc
+            raise
+
     @contextmanager
-    def transaction(self) -> Iterator[sqlite3.Connection]:
-        """``BEGIN IMMEDIATE`` … ``COMMIT`` (``ROLLBACK`` on error)."""
+    def transaction(self) -> Iterator[Any]:
+        """One write transaction (``COMMIT`` at the end, ``ROLLBACK`` on error)."""
         conn = self.connection()
-        conn.execute("BEGIN IMMEDIATE")
+        try:
+            self._begin(conn)
+        except Exception as exc:
+            if self._busy(exc):
+                raise StoreBusyError(
+                    f"key store {self.location} stayed busy for {self.busy_timeout:g}s"
+                ) from exc
+            raise
         try:
             yield conn
         except BaseException:
-            if conn.in_transaction:
-                conn.execute("ROLLBACK")
+            self._rollback(conn)
             raise
         else:
-            if conn.in_transaction:
-                conn.execute("COMMIT")
+            self.execute(conn, "COMMIT")
+
+    def _rollback(self, conn: Any) -> None:
+        try:
+            conn.execute("ROLLBACK")
+        except Exception:  # noqa: BLE001 - the original error matters, not this one
+            pass
 
     def close(self) -> None:
-        """Close every connection this store opened."""
+        """Close every connection this store opened (it reconnects if used again)."""
         with self._lock:
             for conn in self._connections:
                 conn.close()
@@ -227,26 +352,23 @@ class KeyStore:
             raise ConfigurationError(
                 f"quota period must be one of {', '.join(QUOTA_PERIODS)}, got {quota_period!r}"
             )
-        wanted = services.split(",") if isinstance(services, str) else list(services)
-        wanted = [s.strip() for s in wanted if s.strip()]
-        unknown = sorted(set(wanted) - set(SERVICES))
-        if unknown or not wanted:
-            raise ConfigurationError(
-                f"services must be some of {', '.join(SERVICES)}, got {','.join(wanted) or 'none'}"
-            )
+        allowed = _services(services)
         api_key = secrets.token_urlsafe(30)
         try:
             with self.transaction() as conn:
-                conn.execute(
+                self.execute(
+                    conn,
                     "INSERT INTO keys (name, key_hash, key_type, per_second, quota, quota_period,"
                     " services, created) VALUES (?, ?, ?, ?, ?, ?, ?, ?)",
-                    (name, hash_key(api_key), key_type, rate, limit, period,
-                     ",".join(s for s in SERVICES if s in wanted), time.time()),
+                    (name, hash_key(api_key), key_type, rate, limit, period, allowed,
+                     time.time()),
                 )
-        except sqlite3.IntegrityError:
-            raise ConfigurationError(
-                f"a key named {name!r} already exists in {self.path}; choose another name"
-            ) from None
+        except Exception as exc:
+            if self._duplicate(exc):
+                raise ConfigurationError(
+                    f"a key named {name!r} already exists in {self.location}; choose another name"
+                ) from None
+            raise
         return api_key
 
     def revoke(self, name: str) -> None:
@@ -258,23 +380,15 @@ class KeyStore:
             No key has that name.
         """
         with self.transaction() as conn:
-            cur = conn.execute(
-                "UPDATE keys SET revoked = coalesce(revoked, ?) WHERE name = ?", (time.time(), name)
+            cur = self.execute(
+                conn, "UPDATE keys SET revoked = coalesce(revoked, ?) WHERE name = ?",
+                (time.time(), name),
             )
-        if cur.rowcount == 0:
-            raise ConfigurationError(f"no key named {name!r} in {self.path}")
+            changed = cur.rowcount
+        if changed == 0:
+            raise ConfigurationError(f"no key named {name!r} in {self.location}")
 
-    def lookup(self, api_key: str) -> KeyRecord | None:
-        """The live key whose plaintext is ``api_key``, or ``None`` (unknown or revoked)."""
-        digest = hash_key(api_key)
-        row = self.connection().execute(
-            "SELECT * FROM keys WHERE key_hash = ?", (digest,)
-        ).fetchone()
-        if row is None or not hmac.compare_digest(row["key_hash"], digest) or row["revoked"]:
-            return None
-        return _record(row)
-
-    def _summary(self, row: sqlite3.Row, now: float) -> dict[str, Any]:
+    def _summary(self, row: Any, now: float) -> dict[str, Any]:
         return {
             "name": row["name"],
             "type": row["key_type"],
@@ -291,7 +405,7 @@ class KeyStore:
     def list(self) -> list[dict[str, Any]]:
         """Every key: name, type, limits, services, calls used (lifetime, this month), revoked."""
         now = time.time()
-        rows = self.connection().execute("SELECT * FROM keys ORDER BY id").fetchall()
+        rows = self.execute(self.connection(), "SELECT * FROM keys ORDER BY id").fetchall()
         return [self._summary(row, now) for row in rows]
 
     def get(self, name: str) -> dict[str, Any]:
@@ -302,9 +416,11 @@ class KeyStore:
         ConfigurationError
             No key has that name.
         """
-        row = self.connection().execute("SELECT * FROM keys WHERE name = ?", (name,)).fetchone()
+        row = self.execute(
+            self.connection(), "SELECT * FROM keys WHERE name = ?", (name,)
+        ).fetchone()
         if row is None:
-            raise ConfigurationError(f"no key named {name!r} in {self.path}")
+            raise ConfigurationError(f"no key named {name!r} in {self.location}")
         return self._summary(row, time.time())
 
     def requests(self, name: str) -> pd.DataFrame:
@@ -318,20 +434,120 @@ class KeyStore:
             ``None`` when it could not be parsed or for markets), ``page``, ``status``,
             ``counted`` (whether it counted toward the quota).
         """
-        row = self.connection().execute("SELECT id FROM keys WHERE name = ?", (name,)).fetchone()
+        conn = self.connection()
+        row = self.execute(conn, "SELECT id FROM keys WHERE name = ?", (name,)).fetchone()
         if row is None:
-            raise ConfigurationError(f"no key named {name!r} in {self.path}")
-        rows = self.connection().execute(
-            "SELECT time, path, polygon_sha256, page, status, counted FROM requests "
-            "WHERE key_id = ? ORDER BY id",
+            raise ConfigurationError(f"no key named {name!r} in {self.location}")
+        columns = ["time", "path", "polygon_sha256", "page", "status", "counted"]
+        rows = self.execute(
+            conn,
+            f"SELECT {', '.join(columns)} FROM requests WHERE key_id = ? ORDER BY id",
             (row["id"],),
         ).fetchall()
-        frame = pd.DataFrame(
-            [tuple(r) for r in rows],
-            columns=["time", "path", "polygon_sha256", "page", "status", "counted"],
-        )
+        frame = pd.DataFrame([[r[c] for c in columns] for r in rows], columns=columns)
         frame["time"] = pd.to_datetime(frame["time"].astype(float), unit="s", utc=True)
         frame["page"] = frame["page"].astype("Int64")
         frame["status"] = frame["status"].astype("int64")
         frame["counted"] = frame["counted"].astype(bool)
         return frame
+
+
+class SqliteKeyStore(KeyStore):
+    """The key store in one SQLite file (WAL), created if missing.
+
+    Every write is one ``BEGIN IMMEDIATE`` transaction, so counts stay exact across threads
+    and processes on one machine.
+    """
+
+    dialect = "sqlite"
+
+    def __init__(self, location: str | Path, busy_timeout: float = BUSY_TIMEOUT) -> None:
+        super().__init__(location, busy_timeout)
+        self.path = Path(location)
+        self.location = str(self.path)
+        self.path.parent.mkdir(parents=True, exist_ok=True)
+        self.connection().executescript(_SQLITE_SCHEMA)
+
+    def _connect(self) -> sqlite3.Connection:
+        conn = sqlite3.connect(
+            self.path, timeout=self.busy_timeout, isolation_level=None, check_same_thread=False
+        )
+        conn.row_factory = sqlite3.Row
+        conn.execute("PRAGMA journal_mode=WAL")
+        conn.execute("PRAGMA synchronous=NORMAL")
+        conn.execute("PRAGMA foreign_keys=ON")
+        return conn
+
+    def _begin(self, conn: sqlite3.Connection) -> None:
+        conn.execute("BEGIN IMMEDIATE")
+
+    def _rollback(self, conn: Any) -> None:
+        if conn.in_transaction:
+            conn.execute("ROLLBACK")
+
+    def _busy(self, exc: BaseException) -> bool:
+        return isinstance(exc, sqlite3.OperationalError) and (
+            "locked" in str(exc) or "busy" in str(exc)
+        )
+
+    def _duplicate(self, exc: BaseException) -> bool:
+        return isinstance(exc, sqlite3.IntegrityError)
+
+
+def _without_password(url: str) -> str:
+    info = psycopg.conninfo.conninfo_to_dict(url)
+    shown = {k: v for k, v in info.items() if k != "password"}
+    host = shown.get("host", "")
+    port = shown.get("port", "")
+    return f"postgresql://{shown.get('user', '')}@{host}:{port}/{shown.get('dbname', '')}"
+
+
+class PostgresKeyStore(KeyStore):
+    """The key store in PostgreSQL (schema ``parcelsearch``), shared by every service host.
+
+    Admission locks the key's row (``SELECT … FOR UPDATE``) and then counts the request log
+    in a separate statement: under READ COMMITTED that second statement sees every admission
+    committed before the lock was granted, so limits stay exact across hosts.
+    """
+
+    row_lock = " FOR UPDATE"
+    dialect = "postgresql"
+
+    def __init__(self, location: str | Path, busy_timeout: float = BUSY_TIMEOUT) -> None:
+        super().__init__(location, busy_timeout)
+        self.url = str(location)
+        try:
+            self.location = _without_password(self.url)
+        except psycopg.ProgrammingError as exc:
+            raise ConfigurationError(f"not a valid PostgreSQL URL for --keys: {exc}") from None
+        try:
+            conn = self.connection()
+        except StoreBusyError as exc:
+            raise ConfigurationError(
+                f"cannot connect to the key store {self.location}: {exc.__cause__}"
+            ) from None
+        with conn.transaction():
+            conn.execute("SELECT pg_advisory_xact_lock(%s)", (_SCHEMA_LOCK,))
+            for statement in _POSTGRES_SCHEMA:
+                conn.execute(statement)
+
+    def _connect(self) -> psycopg.Connection[Any]:
+        conn = psycopg.connect(
+            self.url, autocommit=True, row_factory=dict_row,
+            connect_timeout=max(1, round(self.busy_timeout)),
+        )
+        conn.execute("SET search_path TO parcelsearch, public")
+        conn.execute(f"SET lock_timeout = {int(self.busy_timeout * 1000)}")
+        return conn
+
+    def sql(self, statement: str) -> str:
+        return statement.replace("?", "%s")
+
+    def _begin(self, conn: Any) -> None:
+        conn.execute("BEGIN")
+
+    def _busy(self, exc: BaseException) -> bool:
+        return isinstance(exc, psycopg.errors.LockNotAvailable | psycopg.OperationalError)
+
+    def _duplicate(self, exc: BaseException) -> bool:
+        return isinstance(exc, psycopg.errors.UniqueViolation)

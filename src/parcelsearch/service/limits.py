@@ -1,31 +1,35 @@
 """The gateway's checks for one request: key, resource, spike arrest, quota, count.
 
-Everything happens in one ``BEGIN IMMEDIATE`` transaction on the key store, in the
-vendor gateway's order:
+The checks run in one write transaction on the key store (SQLite ``BEGIN IMMEDIATE``;
+PostgreSQL: the key's row locked with ``FOR UPDATE`` first, then the log counted in a separate
+statement), in the vendor gateway's order:
 
 1. key unknown or revoked → 401 ``Invalid ApiKey``;
 2. key not enabled for the service → 401 ``Invalid ApiKey for given resource``;
 3. spike arrest: at most ``per_second`` admitted requests of a key in *any* one-second
    window (a sliding window over the request log) → 429 with ``Retry-After``, not counted;
 4. quota spent (for life, or this calendar month UTC) → 429, logged but not counted;
-5. otherwise the call counts, the request is handled *inside* the transaction and logged
-   with its status (400s included), then committed.
+5. otherwise the call counts and is logged; the transaction commits (a call answered 503
+   because a store was unreachable is given back).
 
-Handling inside the transaction serialises admissions per key store, which is what makes
-the counts exact under concurrent requests and across processes.
+The request is then handled *outside* the transaction (a search never holds a lock) and its
+log row gets the status (400s included). Admissions are serialised per key store (SQLite) or
+per key (PostgreSQL), which is what makes counts exact across threads, processes and hosts.
+A lock held past the store's busy timeout raises
+:class:`~parcelsearch.service.keys.StoreBusyError` (the service answers 503).
 """
 
 from __future__ import annotations
 
+import logging
 import math
-import sqlite3
 import time
 from collections.abc import Callable
 from dataclasses import dataclass
-from typing import Generic, TypeVar
+from typing import Any, Generic, TypeVar
 
 from parcelsearch._shared import month_of
-from parcelsearch.service.keys import KeyStore, hash_key
+from parcelsearch.service.keys import KeyStore, StoreBusyError, hash_key
 
 __all__ = [
     "Outcome",
@@ -37,6 +41,8 @@ __all__ = [
     "spike_message",
     "quota_message",
 ]
+
+log = logging.getLogger("parcelsearch.service")
 
 INVALID_KEY = "Invalid ApiKey"
 INVALID_FOR_RESOURCE = "Invalid ApiKey for given resource"
@@ -94,8 +100,9 @@ def admit(
     path: str,
     handle: Callable[[], Outcome[T]],
     now: Callable[[], float] = time.time,
+    presumed: Outcome[Any] | None = None,
 ) -> Refusal | Outcome[T]:
-    """Check ``api_key`` for ``service``; if admitted, count, call ``handle`` and log.
+    """Check ``api_key`` for ``service``; if admitted, count, log, then call ``handle``.
 
     Parameters
     ----------
@@ -108,19 +115,30 @@ def admit(
     path
         The request path, for the log.
     handle
-        Produces the response of an admitted request. If it raises, the call still counts
-        (logged with status 500) and the exception propagates.
+        Produces the response of an admitted request, outside the admission transaction.
+        If it raises, the call still counts (logged with status 500) and the exception
+        propagates.
+    presumed
+        The outcome expected (status, polygon, page): the log row is written with it in the
+        admission's commit and updated afterwards only if ``handle`` differs. ``None``: status
+        0 until handled.
 
     Returns
     -------
     Refusal or Outcome
         The refusal (401/429) or what ``handle`` returned.
+
+    Raises
+    ------
+    StoreBusyError
+        The key store stayed locked past its busy timeout (nothing was counted).
     """
     digest = hash_key(api_key)
     with store.transaction() as conn:
-        row = conn.execute(
+        row = store.execute(
+            conn,
             "SELECT id, name, per_second, quota, quota_period, services, revoked, used_lifetime,"
-            " used_month, month FROM keys WHERE key_hash = ?",
+            " used_month, month FROM keys WHERE key_hash = ?" + store.row_lock,
             (digest,),
         ).fetchone()
         if row is None or row["revoked"] is not None:
@@ -128,7 +146,7 @@ def admit(
         if service not in row["services"].split(","):
             return Refusal(401, INVALID_FOR_RESOURCE)
         t = now()
-        refusal = _spike(conn, row, t)
+        refusal = _spike(store, conn, row, t)
         if refusal is not None:
             return refusal
         month = month_of(t)
@@ -136,30 +154,39 @@ def admit(
             row["used_month"] if row["month"] == month else 0
         )
         if row["quota"] is not None and used >= row["quota"]:
-            _log(conn, row["id"], t, path, None, None, 429, counted=False)
+            _log(store, conn, row["id"], t, path, 429, counted=False)
             return Refusal(429, quota_message(row["name"]))
-        conn.execute(
+        store.execute(
+            conn,
             "UPDATE keys SET used_lifetime = used_lifetime + 1, used_month = CASE WHEN month = ?"
             " THEN used_month + 1 ELSE 1 END, month = ? WHERE id = ?",
             (month, month, row["id"]),
         )
-        try:
-            outcome = handle()
-        except BaseException:
-            _log(conn, row["id"], t, path, None, None, 500, counted=True)
-            conn.execute("COMMIT")  # the call counts whatever its outcome
-            raise
-        _log(conn, row["id"], t, path, outcome.polygon_sha256, outcome.page, outcome.status,
-             counted=True)
-        return outcome
+        # The row marks the admission (the spike window counts it), with the presumed outcome.
+        guess = presumed or Outcome(0, None)
+        request_id = _log(store, conn, row["id"], t, path, guess.status, counted=True,
+                          polygon_sha256=guess.polygon_sha256, page=guess.page)
+    try:
+        outcome = handle()
+    except BaseException:
+        _finish(store, request_id, 500, None, None)
+        raise
+    if outcome.status == 503:  # a store was unreachable: the call did not happen
+        _refund(store, row["id"], month, request_id)
+    elif (outcome.status, outcome.polygon_sha256, outcome.page) != (
+        guess.status, guess.polygon_sha256, guess.page
+    ):
+        _finish(store, request_id, outcome.status, outcome.polygon_sha256, outcome.page)
+    return outcome
 
 
-def _spike(conn: sqlite3.Connection, row: sqlite3.Row, t: float) -> Refusal | None:
+def _spike(store: KeyStore, conn: Any, row: Any, t: float) -> Refusal | None:
     """A 429 when admitting now would put more than the allowed count in one window."""
     allowed, window = spike_window(row["per_second"])
     # The `allowed`-th most recent admission inside the window, if there is one, must
     # leave the window before another request may pass.
-    oldest = conn.execute(
+    oldest = store.execute(
+        conn,
         "SELECT time FROM requests WHERE key_id = ? AND time > ? ORDER BY time DESC"
         " LIMIT 1 OFFSET ?",
         (row["id"], t - window, allowed - 1),
@@ -169,18 +196,59 @@ def _spike(conn: sqlite3.Connection, row: sqlite3.Row, t: float) -> Refusal | No
     wait = oldest["time"] + window - t
     return Refusal(429, spike_message(row["per_second"]), retry_after=max(1, math.ceil(wait)))
 
+
 def _log(
-    conn: sqlite3.Connection,
+    store: KeyStore,
+    conn: Any,
     key_id: int,
     t: float,
     path: str,
-    polygon_sha256: str | None,
-    page: int | None,
     status: int,
     counted: bool,
-) -> None:
-    conn.execute(
+    polygon_sha256: str | None = None,
+    page: int | None = None,
+) -> int:
+    row = store.execute(
+        conn,
         "INSERT INTO requests (key_id, time, path, polygon_sha256, page, status, counted)"
-        " VALUES (?, ?, ?, ?, ?, ?, ?)",
-        (key_id, t, path, polygon_sha256, page, status, int(counted)),
-    )
+        " VALUES (?, ?, ?, ?, ?, ?, ?) RETURNING id",
+        (key_id, t, path, polygon_sha256, _loggable(page), status, counted),
+    ).fetchone()
+    return int(row["id"])
+
+
+def _loggable(page: int | None) -> int | None:
+    """A page number as logged: one too large for a 64-bit column is logged as unknown."""
+    return page if page is not None and 0 <= page < 2**63 else None
+
+
+def _refund(store: KeyStore, key_id: int, month: str, request_id: int) -> None:
+    """Give back a counted call that was answered 503 (logged as such, not counted)."""
+    try:
+        with store.transaction() as conn:
+            store.execute(
+                conn,
+                "UPDATE keys SET used_lifetime = used_lifetime - 1, used_month = CASE WHEN"
+                " month = ? THEN used_month - 1 ELSE used_month END WHERE id = ?",
+                (month, key_id),
+            )
+            store.execute(conn, "UPDATE requests SET status = 503, counted = ? WHERE id = ?",
+                          (False, request_id))
+    except StoreBusyError:
+        log.warning("request %d answered 503 but could not be given back (store busy)",
+                    request_id)
+
+
+def _finish(
+    store: KeyStore, request_id: int, status: int, polygon_sha256: str | None, page: int | None
+) -> None:
+    """Record the handled request's status, polygon and page on its log row."""
+    try:
+        store.execute(
+            store.connection(),
+            "UPDATE requests SET status = ?, polygon_sha256 = ?, page = ? WHERE id = ?",
+            (status, polygon_sha256, _loggable(page), request_id),
+        )
+    except StoreBusyError:  # the call is counted and answered; only its status is missing
+        log.warning("request %d handled (status %d) but its log row stayed locked",
+                    request_id, status)

@@ -13,8 +13,10 @@ Examples
 
 from __future__ import annotations
 
-import json
+import os
+import signal
 import socket
+import sys
 import threading
 from collections.abc import Callable, Sequence
 from pathlib import Path
@@ -28,11 +30,13 @@ from uvicorn.protocols.http.h11_impl import H11Protocol
 
 from parcelsearch.errors import ConfigurationError
 from parcelsearch.service.app import create_app
-from parcelsearch.service.keys import KeyStore
+from parcelsearch.service.envelopes import JSON, error_body
+from parcelsearch.service.keys import BUSY_TIMEOUT, KeyStore, default_keys_location
+from parcelsearch.service.postgis import PostgisParcelStore, open_parcel_store
 from parcelsearch.service.store import ParcelStore
-from parcelsearch.service.tls import ensure_certificates
+from parcelsearch.service.tls import default_cert_dir, ensure_certificates
 
-__all__ = ["start_service", "RunningService", "build_server", "bind_socket"]
+__all__ = ["start_service", "RunningService", "build_server", "bind_socket", "run_workers"]
 
 #: Largest request head uvicorn/h11 will read, so that over-long URLs reach the 414 guard
 #: (a 100,000-point polygon is about 3 MB).
@@ -43,12 +47,8 @@ class EnvelopeH11Protocol(H11Protocol):
     """uvicorn's h11 protocol, answering unparseable requests in the JSON envelope."""
 
     def send_400_response(self, msg: str) -> None:
-        body = json.dumps(
-            {"status": "ERROR", "messages": [f"malformed HTTP request ({msg}); send a valid "
-                                             "HTTP/1.1 request"]},
-            separators=(",", ":"),
-        ).encode()
-        headers = [(b"content-type", b"application/json"), (b"connection", b"close")]
+        body = error_body(f"malformed HTTP request ({msg}); send a valid HTTP/1.1 request")
+        headers = [(b"content-type", JSON.encode()), (b"connection", b"close")]
         for event in (h11.Response(status_code=400, headers=headers, reason=b"Bad Request"),
                       h11.Data(data=body), h11.EndOfMessage()):
             self.transport.write(self.conn.send(event))
@@ -118,6 +118,77 @@ def build_server(
     return _Server(config, on_ready)
 
 
+def run_workers(
+    build: Callable[[], uvicorn.Server],
+    sock: socket.socket,
+    workers: int = 1,
+    before_fork: Callable[[], None] | None = None,
+) -> int:
+    """Serve on ``sock`` with ``workers`` processes until interrupted; the exit status.
+
+    With one worker the server runs in this process. With more, this process forks that
+    many children after ``before_fork`` (which must close database connections: they cannot
+    cross a fork); each builds its server with ``build`` and accepts on the shared socket, so
+    the kernel spreads connections over them. SIGTERM or SIGINT to this process stops them
+    all; if one worker dies the others are stopped too and the status is non-zero.
+    """
+    if workers < 1:
+        raise ConfigurationError(f"--workers must be at least 1, got {workers}")
+    if workers == 1:
+        server = build()
+        server.run(sockets=[sock])
+        return 0 if server.started else 1
+    if before_fork is not None:
+        before_fork()
+    sys.stdout.flush()
+    sys.stderr.flush()
+    children: list[int] = []
+    for _ in range(workers):
+        pid = os.fork()
+        if pid == 0:  # the worker: serve, then leave without running the parent's cleanup
+            status = 1
+            try:
+                server = build()
+                server.run(sockets=[sock])
+                status = 0 if server.started else 1
+            finally:
+                os._exit(status)
+        children.append(pid)
+    return _supervise(children)
+
+
+def _supervise(children: list[int]) -> int:
+    """Wait for the workers; forward SIGTERM/SIGINT; stop all when one exits."""
+    stopping = False
+
+    def stop(signum: int, frame: object) -> None:
+        nonlocal stopping
+        stopping = True
+        for pid in children:
+            try:
+                os.kill(pid, signal.SIGTERM)
+            except ProcessLookupError:
+                pass
+
+    previous = {sig: signal.signal(sig, stop) for sig in (signal.SIGTERM, signal.SIGINT)}
+    worst = 0
+    try:
+        alive = set(children)
+        while alive:
+            pid, status = os.wait()
+            alive.discard(pid)
+            code = os.waitstatus_to_exitcode(status)
+            if not stopping:
+                worst = worst or (code or 1)
+                stop(signal.SIGTERM, None)
+            elif code not in (0, -signal.SIGTERM, -signal.SIGINT):
+                worst = worst or code
+    finally:
+        for sig, handler in previous.items():
+            signal.signal(sig, handler)
+    return 0 if worst == 0 else 1
+
+
 class RunningService:
     """A service running under uvicorn in a background thread.
 
@@ -140,7 +211,7 @@ class RunningService:
         host: str,
         ca_path: Path,
         keys: KeyStore,
-        store: ParcelStore,
+        store: ParcelStore | PostgisParcelStore,
     ) -> None:
         self._server = server
         self._socket = sock
@@ -191,6 +262,7 @@ class RunningService:
                 self._thread.join(timeout)
         self._socket.close()
         self.keys.close()
+        self.store.close()
 
     def __enter__(self) -> RunningService:
         return self
@@ -212,17 +284,21 @@ def start_service(
     host: str = "127.0.0.1",
     port: int = 0,
     match: str = "representative-point",
+    busy_timeout: float = BUSY_TIMEOUT,
+    portal: bool = False,
 ) -> RunningService:
     """Start the service in a background thread and return once it listens.
 
     Parameters
     ----------
     parcels
-        ``None`` (the bundled demo parcels), a parcels file or a GeoDataFrame.
+        ``None`` (the bundled demo parcels), a parcels file, a GeoDataFrame or a
+        ``postgresql://`` URL (parcels loaded with ``parcelsearch parcels load``).
     markets
         ``None`` (the bundled markets list), a markets file or a list of names.
     keys
-        The key store file (created if missing). Defaults to the per-user service directory.
+        The key store: a SQLite file (created if missing) or a ``postgresql://`` URL.
+        Defaults to ``keys.sqlite`` in the per-user service directory.
     cert_dir
         Where the CA and server certificate are written (reused if present). Defaults to the
         per-user service directory's ``certs``.
@@ -230,14 +306,17 @@ def start_service(
         Where to listen; ``port=0`` picks a free port.
     match
         ``"representative-point"`` or ``"intersects"``.
+    busy_timeout
+        Seconds a request waits for a key store lock before the service answers 503.
+    portal
+        Also serve the developer portal at ``/portal/``.
     """
-    from parcelsearch.service.cli import default_cert_dir, default_keys_path
-
-    key_store = KeyStore(default_keys_path() if keys is None else keys)
+    key_store = KeyStore(default_keys_location() if keys is None else keys,
+                         busy_timeout=busy_timeout)
     cert_path = Path(default_cert_dir() if cert_dir is None else cert_dir)
     certs = ensure_certificates(cert_path, [host])
-    store = ParcelStore(parcels, match=match)
-    app = create_app(store, markets, key_store)
+    store = open_parcel_store(parcels, match=match)
+    app = create_app(store, markets, key_store, portal=portal)
     sock = bind_socket(host, port)
     server = build_server(app, certs.cert, certs.key)
     return RunningService(server, sock, host, certs.ca, key_store, store).start()

@@ -21,13 +21,12 @@ from __future__ import annotations
 
 import threading
 from collections import OrderedDict
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from pathlib import Path
 from typing import Literal
 
 import geopandas as gpd
 import numpy as np
-import pandas as pd
 import shapely
 
 from parcelsearch._shared import data_path
@@ -40,6 +39,7 @@ __all__ = [
     "MatchMode",
     "MATCH_MODES",
     "ParcelStore",
+    "HitCache",
     "load_parcels",
     "load_markets",
     "demo_parcels_path",
@@ -187,6 +187,33 @@ def load_markets(source: str | Path | Sequence[str] | None = None) -> list[str]:
     return sorted({n.strip() for n in names if n and n.strip()})
 
 
+class HitCache:
+    """Hit lists per normalised polygon, least recently used dropped first (thread-safe).
+
+    Both parcel stores keep one, so pages 2..n of a search are array slices.
+    """
+
+    def __init__(self, size: int = 512) -> None:
+        self.size = size
+        self._entries: OrderedDict[str, np.ndarray] = OrderedDict()
+        self._lock = threading.Lock()
+
+    def get(self, key: str, compute: Callable[[], np.ndarray]) -> np.ndarray:
+        """The cached hit list for ``key``, or ``compute()`` cached (read-only)."""
+        with self._lock:
+            cached = self._entries.get(key)
+            if cached is not None:
+                self._entries.move_to_end(key)
+                return cached
+        hits = compute()
+        hits.flags.writeable = False
+        with self._lock:
+            self._entries[key] = hits
+            while len(self._entries) > self.size:
+                self._entries.popitem(last=False)
+        return hits
+
+
 class ParcelStore:
     """Parcels held in arrays for fast polygon searches.
 
@@ -223,15 +250,16 @@ class ParcelStore:
             self._tree = shapely.STRtree(self.footprints)
         else:
             self._tree = shapely.STRtree(points)
-        self._cache: OrderedDict[str, np.ndarray] = OrderedDict()
-        self._cache_size = cache_size
-        self._lock = threading.Lock()
+        self._cache = HitCache(cache_size)
 
     def __len__(self) -> int:
         return len(self.group_ids)
 
     def __repr__(self) -> str:
         return f"ParcelStore({len(self):,} parcels, match={self.match!r})"
+
+    def close(self) -> None:
+        """Nothing to release (the parcels are in memory); here for the stores' interface."""
 
     def _search(self, polygon: shapely.Polygon) -> np.ndarray:
         if self.match == "intersects":
@@ -244,26 +272,9 @@ class ParcelStore:
 
     def hits(self, parsed: ParsedPolygon) -> np.ndarray:
         """Indices (parcel_id order) of the parcels matching ``parsed``; cached."""
-        key = parsed.normalised
-        with self._lock:
-            cached = self._cache.get(key)
-            if cached is not None:
-                self._cache.move_to_end(key)
-                return cached
-        hits = self._search(parsed.polygon)
-        hits.flags.writeable = False
-        with self._lock:
-            self._cache[key] = hits
-            while len(self._cache) > self._cache_size:
-                self._cache.popitem(last=False)
-        return hits
+        return self._cache.get(parsed.normalised, lambda: self._search(parsed.polygon))
 
     def page(self, hits: np.ndarray, page: int) -> list[str]:
         """GroupIDs of ``page`` (1-based) of ``hits``: at most ``PAGE_SIZE``."""
         start = (page - 1) * PAGE_SIZE
         return self.group_ids[hits[start : start + PAGE_SIZE]].tolist()  # type: ignore[no-any-return]
-
-    def group_ids_in(self, polygon: shapely.Polygon) -> pd.Series:
-        """Every matching GroupID of a shapely polygon, in parcel_id order (uncached)."""
-        return pd.Series(self.group_ids[self._search(polygon)], name="group_id")
-

@@ -24,9 +24,16 @@ from pathlib import Path
 import trustme
 from cryptography import x509
 
-__all__ = ["Certificates", "ensure_certificates", "DEFAULT_HOSTS"]
+from parcelsearch import settings
+
+__all__ = ["Certificates", "ensure_certificates", "DEFAULT_HOSTS", "default_cert_dir"]
 
 DEFAULT_HOSTS: tuple[str, ...] = ("localhost", "127.0.0.1", "::1")
+
+
+def default_cert_dir() -> Path:
+    """The default certificate directory, in the per-user service directory."""
+    return Path(settings.options.service_dir) / "certs"
 
 
 @dataclass(frozen=True)

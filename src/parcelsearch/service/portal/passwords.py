@@ -1,0 +1,83 @@
+"""Portal passwords: scrypt (standard library) with a per-user random salt.
+
+The stored form is ``scrypt$N$r$p$SALT$HASH`` (hex), so the cost can be raised later
+without breaking existing users.
+
+Examples
+--------
+>>> stored = hash_password("correct horse battery")
+>>> stored.startswith("scrypt$16384$8$1$")
+True
+>>> verify_password("correct horse battery", stored), verify_password("wrong", stored)
+(True, False)
+"""
+
+from __future__ import annotations
+
+import functools
+import hashlib
+import hmac
+import secrets
+
+from parcelsearch.errors import ConfigurationError
+
+__all__ = ["hash_password", "verify_password", "check_new_password", "dummy_hash",
+           "MIN_PASSWORD_LENGTH"]
+
+#: scrypt cost: N=2**14, r=8, p=1 (16 MiB, tens of milliseconds a check).
+_N, _R, _P = 2**14, 8, 1
+_DKLEN = 32
+MIN_PASSWORD_LENGTH = 12
+MAX_PASSWORD_LENGTH = 1024
+
+
+def _scrypt(password: str, salt: bytes, n: int, r: int, p: int) -> bytes:
+    return hashlib.scrypt(
+        password.encode("utf-8", "surrogateescape"), salt=salt, n=n, r=r, p=p,
+        maxmem=256 * 1024 * 1024, dklen=_DKLEN,
+    )
+
+
+def check_new_password(password: str) -> None:
+    """Refuse a password that is too short or too long (the message never shows it).
+
+    Raises
+    ------
+    ConfigurationError
+        Fewer than :data:`MIN_PASSWORD_LENGTH` or more than 1,024 characters.
+    """
+    if len(password) < MIN_PASSWORD_LENGTH:
+        raise ConfigurationError(
+            f"the password must have at least {MIN_PASSWORD_LENGTH} characters "
+            f"(it has {len(password)}); choose a longer one"
+        )
+    if len(password) > MAX_PASSWORD_LENGTH:
+        raise ConfigurationError(
+            f"the password must have at most {MAX_PASSWORD_LENGTH} characters"
+        )
+
+
+def hash_password(password: str) -> str:
+    """The stored form of ``password``: scrypt with a fresh 16-byte salt."""
+    salt = secrets.token_bytes(16)
+    digest = _scrypt(password, salt, _N, _R, _P)
+    return f"scrypt${_N}${_R}${_P}${salt.hex()}${digest.hex()}"
+
+
+def verify_password(password: str, stored: str) -> bool:
+    """Whether ``password`` matches ``stored`` (constant-time comparison)."""
+    try:
+        scheme, n, r, p, salt, digest = stored.split("$")
+        if scheme != "scrypt" or len(password) > MAX_PASSWORD_LENGTH:
+            return False
+        computed = _scrypt(password, bytes.fromhex(salt), int(n), int(r), int(p))
+    except ValueError:
+        return False
+    return hmac.compare_digest(computed, bytes.fromhex(digest))
+
+
+@functools.cache
+def dummy_hash() -> str:
+    """A hash of nothing anyone knows, checked for unknown e-mail addresses so that "wrong
+    e-mail or password" takes as long for an unknown address as for a known one."""
+    return hash_password(secrets.token_urlsafe(16))

@@ -1,0 +1,376 @@
+"""The portal's routes (mounted at ``/portal``): sign-in, sign-out and the Apps section.
+
+Security properties, in one place:
+
+- sessions: a random cookie ``__Host-parcelsearch-portal`` (``Secure; HttpOnly;
+  SameSite=Strict; Path=/``), stored as its sha256; a new one at every sign-in (the
+  pre-sign-in one is ended), idle and absolute expiry, ended by sign-out;
+- every POST carries the session's CSRF token (``csrf_token``) and, when the browser says
+  where it came from (``Sec-Fetch-Site``, ``Origin``), comes from this origin; otherwise 403;
+- sign-in throttled per account and per client address (429 with a message saying when);
+- another user's app answers 404; limits are for admins only (403);
+- every response carries CSP (no script at all, styles from this origin only), HSTS,
+  ``X-Frame-Options: DENY``, ``Referrer-Policy: no-referrer``, ``nosniff`` and ``no-store``;
+- a key's plaintext appears only in the response to the create/regenerate POST.
+"""
+
+from __future__ import annotations
+
+import hmac
+import logging
+import math
+from collections.abc import Awaitable, Callable
+from typing import Any
+from urllib.parse import parse_qsl
+
+from starlette.applications import Starlette
+from starlette.concurrency import run_in_threadpool
+from starlette.datastructures import FormData, UploadFile
+from starlette.exceptions import HTTPException
+from starlette.requests import Request
+from starlette.responses import HTMLResponse, RedirectResponse, Response
+from starlette.routing import Route
+from starlette.types import ASGIApp, Message, Receive, Scope, Send
+
+from parcelsearch.errors import ConfigurationError
+from parcelsearch.service.keys import StoreBusyError
+from parcelsearch.service.portal import pages
+from parcelsearch.service.portal.pages import BASE
+from parcelsearch.service.portal.storage import PortalStore, Session, User
+
+__all__ = ["create_portal", "SecurityHeaders", "SECURITY_HEADERS", "COOKIE"]
+
+#: Sign-ins and changes to apps (names and e-mail addresses; never keys or passwords).
+log = logging.getLogger("parcelsearch.service.portal")
+
+COOKIE = "__Host-parcelsearch-portal"
+MAX_FORM_BYTES = 64 * 1024
+
+SECURITY_HEADERS: dict[str, str] = {
+    "Content-Security-Policy": (
+        "default-src 'none'; style-src 'self'; img-src 'self'; form-action 'self'; "
+        "frame-ancestors 'none'; base-uri 'none'"
+    ),
+    "Strict-Transport-Security": "max-age=31536000",
+    "X-Frame-Options": "DENY",
+    "Referrer-Policy": "no-referrer",
+    "X-Content-Type-Options": "nosniff",
+    "Cross-Origin-Opener-Policy": "same-origin",
+    "Cache-Control": "no-store",
+}
+
+CSRF_REFUSED = (
+    "This form is out of date or did not come from this portal (its CSRF token is missing or "
+    "wrong), so nothing was changed. Reload the page and try again."
+)
+
+
+class SecurityHeaders:
+    """ASGI layer adding :data:`SECURITY_HEADERS` to every response of ``app``."""
+
+    def __init__(self, app: ASGIApp) -> None:
+        self.app = app
+        self.raw = [(k.lower().encode(), v.encode()) for k, v in SECURITY_HEADERS.items()]
+
+    async def __call__(self, scope: Scope, receive: Receive, send: Send) -> None:
+        async def with_headers(message: Message) -> None:
+            if message["type"] == "http.response.start":
+                names = {k for k, _ in self.raw}
+                kept = [(k, v) for k, v in message.get("headers", []) if k.lower() not in names]
+                message = {**message, "headers": kept + self.raw}
+            await send(message)
+
+        await self.app(scope, receive, with_headers)
+
+
+def _minutes(seconds: float) -> str:
+    n = max(1, math.ceil(seconds / 60))
+    return f"{n} minute{'s' if n != 1 else ''}"
+
+
+Handler = Callable[[Request], Awaitable[Response]]
+
+
+def _same_origin(request: Request) -> bool:
+    """False when the browser says the request came from elsewhere: ``Sec-Fetch-Site`` other
+    than ``same-origin``/``none``, or an ``Origin`` that is not this one. (``Origin: null`` is
+    what a page with ``Referrer-Policy: no-referrer`` sends: no information either way.)"""
+    site = request.headers.get("sec-fetch-site")
+    if site is not None and site not in ("same-origin", "none"):
+        return False
+    origin = request.headers.get("origin")
+    own = f"{request.url.scheme}://{request.url.netloc}"
+    return origin is None or origin in ("null", own)
+
+
+async def _form(request: Request) -> FormData | None:
+    """The POSTed form (``None`` for other methods, other encodings than
+    ``application/x-www-form-urlencoded`` — the portal's forms send no files — or a body
+    over 64 KiB, all of which the CSRF check then refuses)."""
+    if request.method != "POST":
+        return None
+    kind = request.headers.get("content-type", "").split(";")[0].strip().lower()
+    size = request.headers.get("content-length", "")
+    if kind != "application/x-www-form-urlencoded" or not size.isdigit():
+        return None
+    if int(size) > MAX_FORM_BYTES:
+        return None
+    body = await request.body()
+    try:
+        pairs = parse_qsl(body.decode("utf-8"), keep_blank_values=True, max_num_fields=100)
+    except ValueError:  # not UTF-8, or too many fields
+        return None
+    fields: list[tuple[str, str | UploadFile]] = list(pairs)
+    return FormData(fields)
+
+
+def _endpoint(handler: Callable[[Request, FormData | None], Response]) -> Handler:
+    """An endpoint that reads the form, then runs ``handler`` in the threadpool (the store
+    and scrypt block; the event loop must not)."""
+
+    async def endpoint(request: Request) -> Response:
+        form = await _form(request)
+        return await run_in_threadpool(handler, request, form)
+
+    return endpoint
+
+
+class _Portal:
+    """The handlers, bound to one :class:`PortalStore`."""
+
+    def __init__(self, store: PortalStore) -> None:
+        self.store = store
+
+    # ------------------------------------------------------------------ helpers
+
+    def _session(self, request: Request) -> Session | None:
+        return self.store.session(request.cookies.get(COOKIE))
+
+    @staticmethod
+    def _set_cookie(response: Response, token: str) -> None:
+        response.set_cookie(
+            COOKIE, token, path="/", secure=True, httponly=True, samesite="strict"
+        )
+
+    @staticmethod
+    def _text(form: FormData, name: str) -> str:
+        value = form.get(name)
+        return value if isinstance(value, str) else ""
+
+    def _csrf_refusal(
+        self, request: Request, session: Session | None, form: FormData | None
+    ) -> Response | None:
+        """A 403 page unless the POST carries this session's CSRF token from this origin."""
+        token = "" if form is None else self._text(form, "csrf_token")
+        ok = (
+            session is not None
+            and bool(token)
+            and hmac.compare_digest(token.encode(), session.csrf.encode())
+            and _same_origin(request)
+        )
+        if ok:
+            return None
+        user = None if session is None else session.user
+        csrf = "" if session is None else session.csrf
+        return HTMLResponse(pages.message_page("Refused", CSRF_REFUSED, user, csrf), 403)
+
+    def _signed_in_post(
+        self, request: Request, form: FormData | None
+    ) -> tuple[Session, User, FormData] | Response:
+        """The session, user and form of a state-changing request, or the refusal."""
+        session = self._session(request)
+        refusal = self._csrf_refusal(request, session, form)
+        if refusal is not None:
+            return refusal
+        assert session is not None and form is not None
+        if session.user is None:
+            return RedirectResponse(f"{BASE}/signin", 303)
+        return session, session.user, form
+
+    def _apps(self, session: Session, user: User, status: int = 200, **kw: Any) -> Response:
+        apps = self.store.apps(user)
+        return HTMLResponse(pages.apps_page(user, session.csrf, apps, **kw), status)
+
+    def _not_found(self, session: Session, user: User) -> Response:
+        return HTMLResponse(
+            pages.message_page("Not found", "No such app.", user, session.csrf), 404
+        )
+
+    # ------------------------------------------------------------------ pages
+
+    def home(self, request: Request, form: FormData | None) -> Response:
+        session = self._session(request)
+        if session is None or session.user is None:
+            return RedirectResponse(f"{BASE}/signin", 303)
+        return self._apps(session, session.user)
+
+    def signin_form(self, request: Request, form: FormData | None) -> Response:
+        session = self._session(request)
+        if session is not None and session.user is not None:
+            return RedirectResponse(f"{BASE}/", 303)
+        if session is None:
+            token, session = self.store.new_session(None)
+            response = HTMLResponse(pages.signin_page(session.csrf))
+            self._set_cookie(response, token)
+            return response
+        return HTMLResponse(pages.signin_page(session.csrf))
+
+    def signin(self, request: Request, form: FormData | None) -> Response:
+        session = self._session(request)
+        refusal = self._csrf_refusal(request, session, form)
+        if refusal is not None:
+            return refusal
+        assert session is not None and form is not None
+        email, password = self._text(form, "email"), self._text(form, "password")
+        address = request.client.host if request.client else "-"
+        blocked = self.store.signin_wait(email, address)
+        if blocked is not None:
+            log.warning("portal sign-in throttled (%s) from %s", blocked[0], address)
+            what = "this account" if blocked[0] == "account" else "your address"
+            message = (
+                f"Too many failed sign-in attempts for {what}. Sign-in is paused for it; try "
+                f"again in {_minutes(blocked[1])}."
+            )
+            return HTMLResponse(pages.signin_page(session.csrf, message, email), 429,
+                                headers={"Retry-After": str(math.ceil(blocked[1]))})
+        user = self.store.authenticate(email, password)
+        if user is None:
+            log.info("portal sign-in failed from %s", address)
+            self.store.record_failure(email, address)
+            return HTMLResponse(
+                pages.signin_page(session.csrf, "Wrong e-mail address or password.", email), 401
+            )
+        log.info("portal sign-in: %s from %s", user.email, address)
+        self.store.clear_failures(user.email)
+        self.store.end_session(request.cookies.get(COOKIE, ""))
+        token, _ = self.store.new_session(user)
+        response = RedirectResponse(f"{BASE}/", 303)
+        self._set_cookie(response, token)
+        return response
+
+    def signout(self, request: Request, form: FormData | None) -> Response:
+        session = self._session(request)
+        refusal = self._csrf_refusal(request, session, form)
+        if refusal is not None:
+            return refusal
+        self.store.end_session(request.cookies.get(COOKIE, ""))
+        response = RedirectResponse(f"{BASE}/signin", 303)
+        response.delete_cookie(COOKIE, path="/", secure=True, httponly=True, samesite="strict")
+        return response
+
+    def create(self, request: Request, form: FormData | None) -> Response:
+        checked = self._signed_in_post(request, form)
+        if isinstance(checked, Response):
+            return checked
+        session, user, form = checked
+        name = self._text(form, "name").strip()
+        key_type = self._text(form, "key_type")
+        services = [s for s in form.getlist("services") if isinstance(s, str)]
+        try:
+            _, api_key = self.store.create_app(user, name, key_type, services)
+        except ConfigurationError as exc:
+            return self._apps(session, user, 400, error=f"App not created: {exc}.",
+                              values={"name": name, "key_type": key_type})
+        log.info("portal: %s created app %r", user.email, name)
+        return self._apps(session, user, new_key=(name, api_key))
+
+    def regenerate(self, request: Request, form: FormData | None) -> Response:
+        checked = self._signed_in_post(request, form)
+        if isinstance(checked, Response):
+            return checked
+        session, user, _ = checked
+        name = self.store.owned(user, request.path_params["app_id"])
+        if name is None:
+            return self._not_found(session, user)
+        api_key = self.store.regenerate(request.path_params["app_id"])
+        if api_key is None:
+            return self._apps(session, user, 409,
+                              error=f"{name} is revoked: its key cannot be regenerated.")
+        log.info("portal: %s regenerated the key of app %r", user.email, name)
+        return self._apps(session, user, new_key=(name, api_key))
+
+    def revoke(self, request: Request, form: FormData | None) -> Response:
+        checked = self._signed_in_post(request, form)
+        if isinstance(checked, Response):
+            return checked
+        session, user, _ = checked
+        name = self.store.owned(user, request.path_params["app_id"])
+        if name is None:
+            return self._not_found(session, user)
+        self.store.revoke(request.path_params["app_id"])
+        log.info("portal: %s revoked app %r", user.email, name)
+        return RedirectResponse(f"{BASE}/", 303)
+
+    def limits(self, request: Request, form: FormData | None) -> Response:
+        checked = self._signed_in_post(request, form)
+        if isinstance(checked, Response):
+            return checked
+        session, user, form = checked
+        name = self.store.owned(user, request.path_params["app_id"])
+        if name is None:
+            return self._not_found(session, user)
+        if not user.is_admin:
+            return HTMLResponse(pages.message_page(
+                "Refused", "Only an admin can change a key's limits; ask one.", user,
+                session.csrf), 403)
+        rate_text = self._text(form, "per_second").strip()
+        quota_text = self._text(form, "quota").strip().replace(",", "")
+        try:
+            rate = float(rate_text)
+        except ValueError:
+            rate = math.nan
+        if quota_text and not quota_text.isdigit():
+            return self._apps(session, user, 400, error=(
+                f"Limits not changed: quota must be a whole number >= 0 (or empty for no "
+                f"quota), got {quota_text[:40]!r}."))
+        try:
+            self.store.set_limits(request.path_params["app_id"], rate,
+                                  int(quota_text) if quota_text else None)
+        except ConfigurationError as exc:
+            return self._apps(session, user, 400,
+                              error=f"Limits not changed: {exc} (got {rate_text[:40]!r}).")
+        log.info("portal: %s set the limits of app %r to %s/s, quota %s", user.email, name,
+                 rate, quota_text or "none")
+        return RedirectResponse(f"{BASE}/", 303)
+
+    def stylesheet(self, request: Request, form: FormData | None) -> Response:
+        return Response(pages.STYLESHEET, media_type="text/css")
+
+
+async def _http_error(request: Request, exc: Exception) -> Response:
+    assert isinstance(exc, HTTPException)
+    if exc.status_code == 405:
+        message = f"{request.method} is not allowed on {request.url.path}."
+    else:
+        message = f"There is no page {request.url.path} in the portal."
+    return HTMLResponse(
+        pages.message_page("Not found" if exc.status_code == 404 else "Refused", message),
+        exc.status_code,
+    )
+
+
+async def _busy(request: Request, exc: Exception) -> Response:
+    message = "The key store is busy; nothing was changed. Try again in a moment."
+    return HTMLResponse(pages.message_page("Busy", message), 503, headers={"Retry-After": "1"})
+
+
+def create_portal(store: PortalStore) -> ASGIApp:
+    """The portal as an ASGI application, to mount at ``/portal``."""
+    portal = _Portal(store)
+    app_path = "/apps/{app_id:int}"
+    routes = [
+        Route("/", _endpoint(portal.home), methods=["GET"]),
+        Route("/signin", _endpoint(portal.signin_form), methods=["GET"]),
+        Route("/signin", _endpoint(portal.signin), methods=["POST"]),
+        Route("/signout", _endpoint(portal.signout), methods=["POST"]),
+        Route("/apps", _endpoint(portal.create), methods=["POST"]),
+        Route(app_path + "/regenerate", _endpoint(portal.regenerate), methods=["POST"]),
+        Route(app_path + "/revoke", _endpoint(portal.revoke), methods=["POST"]),
+        Route(app_path + "/limits", _endpoint(portal.limits), methods=["POST"]),
+        Route("/static/portal.css", _endpoint(portal.stylesheet), methods=["GET"]),
+    ]
+    app = Starlette(routes=routes, exception_handlers={
+        HTTPException: _http_error, StoreBusyError: _busy,
+    })
+    app.router.redirect_slashes = False
+    return SecurityHeaders(app)

@@ -1,0 +1,535 @@
+"""The portal's tables, beside the keys in the same store, and the usage it shows.
+
+The portal keeps its own tables in the key store (one source of truth with
+``parcelsearch keys …`` and the gateway):
+
+- ``portal_users``: e-mail, scrypt hash, admin flag;
+- ``portal_sessions``: the sha256 of each session cookie, its user (``NULL`` before sign-in),
+  its CSRF token, when it started and was last seen;
+- ``portal_signin_failures``: failed sign-ins (e-mail, client address, time), for throttling;
+- ``portal_apps``: which user owns which key (keys made with ``parcelsearch keys create``
+  have no owner; admins see them);
+- ``spike_refusals``: spike-arrest refusals per key and UTC day (the gateway records them;
+  they are not in the request log, which holds admitted requests only).
+
+Keys themselves are created, revoked, counted and listed through :class:`KeyStore`; only a
+key's hash (regenerate) and its limits (admin) are updated here.
+"""
+
+from __future__ import annotations
+
+import hmac
+import re
+import secrets
+import sqlite3
+import time
+from collections.abc import Callable, Iterable, Sequence
+from dataclasses import dataclass
+from datetime import UTC, date, datetime, timedelta
+from typing import Any
+
+import psycopg.errors
+
+from parcelsearch._shared import next_month_start
+from parcelsearch.errors import ConfigurationError
+from parcelsearch.service.keys import KeyStore, PostgresKeyStore, hash_key
+from parcelsearch.service.portal.passwords import (
+    check_new_password,
+    dummy_hash,
+    hash_password,
+    verify_password,
+)
+
+__all__ = [
+    "PortalStore",
+    "User",
+    "Session",
+    "App",
+    "Throttle",
+    "normalise_email",
+    "CHART_DAYS",
+]
+
+#: Days in each app's calls-per-day chart (today included).
+CHART_DAYS = 30
+#: Longest app (key) name the portal accepts.
+MAX_APP_NAME = 100
+
+#: The portal's tables; ``{p}`` is the schema prefix, ``{id}``/``{ref}``/``{real}`` the
+#: types (SQLite: ``INTEGER PRIMARY KEY``/``INTEGER``/``REAL``; PostgreSQL: ``BIGSERIAL
+#: PRIMARY KEY``/``BIGINT``/``DOUBLE PRECISION`` in schema ``parcelsearch``).
+_SCHEMA = (
+    """CREATE TABLE IF NOT EXISTS {p}portal_users (
+    id {id},
+    email TEXT NOT NULL UNIQUE,
+    password_hash TEXT NOT NULL,
+    is_admin INTEGER NOT NULL DEFAULT 0,
+    created {real} NOT NULL
+)""",
+    """CREATE TABLE IF NOT EXISTS {p}portal_sessions (
+    token_hash TEXT PRIMARY KEY,
+    user_id {ref} REFERENCES {p}portal_users(id),
+    csrf TEXT NOT NULL,
+    created {real} NOT NULL,
+    last_seen {real} NOT NULL
+)""",
+    """CREATE TABLE IF NOT EXISTS {p}portal_signin_failures (
+    id {id},
+    email TEXT NOT NULL,
+    address TEXT NOT NULL,
+    time {real} NOT NULL
+)""",
+    "CREATE INDEX IF NOT EXISTS portal_signin_failures_email"
+    " ON {p}portal_signin_failures (email, time)",
+    "CREATE INDEX IF NOT EXISTS portal_signin_failures_address"
+    " ON {p}portal_signin_failures (address, time)",
+    """CREATE TABLE IF NOT EXISTS {p}portal_apps (
+    key_id {ref} PRIMARY KEY REFERENCES {p}keys(id),
+    user_id {ref} NOT NULL REFERENCES {p}portal_users(id)
+)""",
+    """CREATE TABLE IF NOT EXISTS {p}spike_refusals (
+    key_id {ref} NOT NULL REFERENCES {p}keys(id),
+    day TEXT NOT NULL,
+    count {ref} NOT NULL,
+    PRIMARY KEY (key_id, day)
+)""",
+)
+_SQLITE_TYPES = {"p": "", "id": "INTEGER PRIMARY KEY", "ref": "INTEGER", "real": "REAL"}
+_POSTGRES_TYPES = {
+    "p": "parcelsearch.", "id": "BIGSERIAL PRIMARY KEY", "ref": "BIGINT",
+    "real": "DOUBLE PRECISION",
+}
+#: Advisory lock taken while creating the portal's PostgreSQL tables (workers start at once).
+_SCHEMA_LOCK = 0x706F7274616C
+
+_EMAIL = re.compile(r"^[^@\s<>\"']+@[^@\s<>\"']+\.[^@\s<>\"']+$")
+
+
+def normalise_email(email: str) -> str:
+    """``email`` trimmed and lower-cased.
+
+    Raises
+    ------
+    ConfigurationError
+        Not of the form ``name@domain.tld`` (or longer than 254 characters).
+    """
+    text = email.strip().lower()
+    if len(text) > 254 or not _EMAIL.match(text):
+        raise ConfigurationError(
+            f"not an e-mail address: {email[:80]!r}; give one like analyst@example.com"
+        )
+    return text
+
+
+@dataclass(frozen=True)
+class User:
+    """A portal user (never their password or its hash)."""
+
+    id: int
+    email: str
+    is_admin: bool
+
+
+@dataclass(frozen=True)
+class Session:
+    """A live session: its user (``None`` before sign-in) and its CSRF token."""
+
+    token_hash: str
+    user: User | None
+    csrf: str
+
+    def __repr__(self) -> str:
+        return f"Session(user={self.user!r})"
+
+
+@dataclass(frozen=True)
+class Throttle:
+    """Sign-in throttling: at most ``per_account`` failures per e-mail address and
+    ``per_address`` per client address in any ``window`` seconds."""
+
+    per_account: int = 5
+    per_address: int = 20
+    window: float = 15 * 60.0
+
+
+@dataclass(frozen=True)
+class App:
+    """One app (one key) as the portal shows it: settings and the gateway's counts."""
+
+    id: int
+    name: str
+    owner: str | None
+    key_type: str
+    services: tuple[str, ...]
+    per_second: float
+    quota: int | None
+    quota_period: str
+    used_month: int
+    used_lifetime: int
+    revoked: bool
+    spike_refusals: int
+    last_used: datetime | None
+    daily: tuple[tuple[date, int], ...]
+    now: datetime
+
+    @property
+    def remaining(self) -> int | None:
+        """Calls left in the current quota period (``None``: no quota)."""
+        if self.quota is None:
+            return None
+        used = self.used_lifetime if self.quota_period == "lifetime" else self.used_month
+        return max(0, self.quota - used)
+
+    @property
+    def resets(self) -> datetime | None:
+        """When the quota resets (start of next month UTC), ``None`` for a lifetime quota."""
+        return next_month_start(self.now) if self.quota_period == "month" else None
+
+
+class PortalStore:
+    """The portal's view of a key store: users, sessions, sign-in throttling, apps.
+
+    Parameters
+    ----------
+    keys
+        The key store the gateway uses.
+    idle_timeout, max_age
+        A session ends after ``idle_timeout`` seconds without a request, and in any case
+        ``max_age`` seconds after sign-in.
+    throttle
+        Sign-in limits.
+    clock
+        Seconds since the epoch (tests pass their own).
+    """
+
+    def __init__(
+        self,
+        keys: KeyStore,
+        idle_timeout: float = 30 * 60.0,
+        max_age: float = 8 * 3600.0,
+        throttle: Throttle = Throttle(),
+        clock: Callable[[], float] = time.time,
+    ) -> None:
+        self.keys = keys
+        self.idle_timeout = idle_timeout
+        self.max_age = max_age
+        self.throttle = throttle
+        self.clock = clock
+        self._create_tables()
+
+    def __repr__(self) -> str:
+        return f"PortalStore({self.keys!r})"
+
+    def _create_tables(self) -> None:
+        postgres = isinstance(self.keys, PostgresKeyStore)
+        types = _POSTGRES_TYPES if postgres else _SQLITE_TYPES
+        with self.keys.transaction() as conn:
+            if postgres:
+                self.keys.execute(conn, "SELECT pg_advisory_xact_lock(?)", (_SCHEMA_LOCK,))
+            for statement in _SCHEMA:
+                self.keys.execute(conn, statement.format(**types))
+
+    def _query(self, statement: str, params: Sequence[Any] = ()) -> Any:
+        """Run one read statement (``?`` placeholders) on this thread's connection."""
+        return self.keys.execute(self.keys.connection(), statement, params)
+
+    # ------------------------------------------------------------------ users
+
+    def add_user(self, email: str, password: str, admin: bool = False) -> User:
+        """Add a user; only a scrypt hash of ``password`` is stored.
+
+        Raises
+        ------
+        ConfigurationError
+            A bad e-mail address or password, or a user with that address already exists.
+        """
+        address = normalise_email(email)
+        check_new_password(password)
+        stored = hash_password(password)
+        taken = f"a portal user {address} already exists in {self.keys.location}"
+        if self._query("SELECT 1 FROM portal_users WHERE email = ?", (address,)).fetchone():
+            raise ConfigurationError(taken)
+        try:
+            with self.keys.transaction() as conn:
+                row = self.keys.execute(
+                    conn,
+                    "INSERT INTO portal_users (email, password_hash, is_admin, created)"
+                    " VALUES (?, ?, ?, ?) RETURNING id",
+                    (address, stored, int(admin), self.clock()),
+                ).fetchone()
+        except (sqlite3.IntegrityError, psycopg.errors.UniqueViolation):
+            raise ConfigurationError(taken) from None
+        return User(int(row["id"]), address, admin)
+
+    def users(self) -> list[User]:
+        """Every portal user."""
+        rows = self._query(
+            "SELECT id, email, is_admin FROM portal_users ORDER BY id"
+        ).fetchall()
+        return [User(r["id"], r["email"], bool(r["is_admin"])) for r in rows]
+
+    def _user(self, user_id: int) -> User | None:
+        row = self._query(
+            "SELECT id, email, is_admin FROM portal_users WHERE id = ?", (user_id,)
+        ).fetchone()
+        return None if row is None else User(row["id"], row["email"], bool(row["is_admin"]))
+
+    def authenticate(self, email: str, password: str) -> User | None:
+        """The user whose e-mail and password these are, or ``None``."""
+        try:
+            address = normalise_email(email)
+        except ConfigurationError:
+            address = ""
+        row = self._query(
+            "SELECT id, email, password_hash, is_admin FROM portal_users WHERE email = ?",
+            (address,),
+        ).fetchone()
+        if row is None:
+            verify_password(password, dummy_hash())  # same time as a known address
+            return None
+        if not verify_password(password, row["password_hash"]):
+            return None
+        return User(row["id"], row["email"], bool(row["is_admin"]))
+
+    # ------------------------------------------------------------------ sign-in throttling
+
+    def _wait(self, column: str, value: str, allowed: int) -> float:
+        now = self.clock()
+        row = self._query(
+            f"SELECT time FROM portal_signin_failures WHERE {column} = ? AND time > ?"
+            " ORDER BY time DESC LIMIT 1 OFFSET ?",
+            (value, now - self.throttle.window, allowed - 1),
+        ).fetchone()
+        return 0.0 if row is None else max(1.0, row["time"] + self.throttle.window - now)
+
+    def signin_wait(self, email: str, address: str) -> tuple[str, float] | None:
+        """``("account" | "address", seconds)`` if sign-in is blocked for now, else ``None``."""
+        wait = self._wait("email", email.strip().lower(), self.throttle.per_account)
+        if wait:
+            return "account", wait
+        wait = self._wait("address", address, self.throttle.per_address)
+        if wait:
+            return "address", wait
+        return None
+
+    def record_failure(self, email: str, address: str) -> None:
+        """Remember a failed sign-in (and forget failures older than the window)."""
+        now = self.clock()
+        with self.keys.transaction() as conn:
+            self.keys.execute(
+                conn,
+                "DELETE FROM portal_signin_failures WHERE time <= ?", (now - self.throttle.window,)
+            )
+            self.keys.execute(
+                conn,
+                "INSERT INTO portal_signin_failures (email, address, time) VALUES (?, ?, ?)",
+                (email.strip().lower()[:254], address, now),
+            )
+
+    def clear_failures(self, email: str) -> None:
+        """Forget an account's failed sign-ins (after a successful one)."""
+        with self.keys.transaction() as conn:
+            self.keys.execute(conn, "DELETE FROM portal_signin_failures WHERE email = ?", (email,))
+
+    # ------------------------------------------------------------------ sessions
+
+    def new_session(self, user: User | None) -> tuple[str, Session]:
+        """Start a session; returns the cookie value (stored as its sha256 only)."""
+        token = secrets.token_urlsafe(32)
+        session = Session(hash_key(token), user, secrets.token_urlsafe(32))
+        now = self.clock()
+        with self.keys.transaction() as conn:
+            self.keys.execute(
+                conn,
+                "DELETE FROM portal_sessions WHERE last_seen <= ? OR created <= ?",
+                (now - self.idle_timeout, now - self.max_age),
+            )
+            self.keys.execute(
+                conn,
+                "INSERT INTO portal_sessions (token_hash, user_id, csrf, created, last_seen)"
+                " VALUES (?, ?, ?, ?, ?)",
+                (session.token_hash, None if user is None else user.id, session.csrf, now, now),
+            )
+        return token, session
+
+    def session(self, token: str | None) -> Session | None:
+        """The live session of cookie value ``token`` (its idle clock restarted), or ``None``."""
+        if not token or len(token) > 100:
+            return None
+        now = self.clock()
+        digest = hash_key(token)
+        row = self._query(
+            "SELECT token_hash, user_id, csrf, created, last_seen FROM portal_sessions"
+            " WHERE token_hash = ?",
+            (digest,),
+        ).fetchone()
+        if row is None or not hmac.compare_digest(row["token_hash"], digest):
+            return None
+        if row["last_seen"] <= now - self.idle_timeout or row["created"] <= now - self.max_age:
+            self.end_session(token)
+            return None
+        user = None if row["user_id"] is None else self._user(row["user_id"])
+        if row["user_id"] is not None and user is None:
+            return None
+        with self.keys.transaction() as conn:
+            self.keys.execute(
+                conn,
+                "UPDATE portal_sessions SET last_seen = ? WHERE token_hash = ?", (now, digest)
+            )
+        return Session(digest, user, row["csrf"])
+
+    def end_session(self, token: str) -> None:
+        """End the session of cookie value ``token`` (no error if there is none)."""
+        with self.keys.transaction() as conn:
+            self.keys.execute(
+                conn, "DELETE FROM portal_sessions WHERE token_hash = ?", (hash_key(token),)
+            )
+
+    # ------------------------------------------------------------------ apps
+
+    def create_app(
+        self, user: User, name: str, key_type: str, services: Iterable[str]
+    ) -> tuple[int, str]:
+        """Create a key owned by ``user``; returns its id and plaintext (to show once).
+
+        Raises
+        ------
+        ConfigurationError
+            Bad name, type or services, or the name is taken (see :meth:`KeyStore.create`).
+        """
+        wanted = list(services)
+        if len(name.strip()) > MAX_APP_NAME:
+            raise ConfigurationError(
+                f"an app name has at most {MAX_APP_NAME} characters (this one has "
+                f"{len(name.strip())}); choose a shorter one"
+            )
+        if not wanted:
+            raise ConfigurationError("choose at least one service (search, markets)")
+        taken = self._query(
+            "SELECT 1 FROM keys WHERE name = ?", (name.strip(),)
+        ).fetchone()
+        if taken is not None:
+            raise ConfigurationError(f"the name {name.strip()!r} is taken; choose another name")
+        api_key = self.keys.create(name, key_type=key_type, services=wanted)
+        row = self._query(
+            "SELECT id FROM keys WHERE key_hash = ?", (hash_key(api_key),)
+        ).fetchone()
+        with self.keys.transaction() as conn:
+            self.keys.execute(
+                conn,
+                "INSERT INTO portal_apps (key_id, user_id) VALUES (?, ?)", (row["id"], user.id)
+            )
+        return int(row["id"]), api_key
+
+    def _visible(self, user: User, key_id: int | None = None) -> list[Any]:
+        sql = (
+            "SELECT k.id, k.name, u.email AS owner FROM keys k"
+            " LEFT JOIN portal_apps a ON a.key_id = k.id"
+            " LEFT JOIN portal_users u ON u.id = a.user_id WHERE 1 = 1"
+        )
+        params: list[object] = []
+        if not user.is_admin:
+            sql += " AND a.user_id = ?"
+            params.append(user.id)
+        if key_id is not None:
+            sql += " AND k.id = ?"
+            params.append(key_id)
+        return list(self._query(sql + " ORDER BY k.id", params).fetchall())
+
+    def owned(self, user: User, key_id: int) -> str | None:
+        """The name of key ``key_id`` if ``user`` may see it (owner or admin), else ``None``."""
+        rows = self._visible(user, key_id)
+        return rows[0]["name"] if rows else None
+
+    def apps(self, user: User) -> list[App]:
+        """The apps ``user`` may see (all of them for an admin), with usage."""
+        return [self._app(r["id"], r["name"], r["owner"]) for r in self._visible(user)]
+
+    def _app(self, key_id: int, name: str, owner: str | None) -> App:
+        now = datetime.fromtimestamp(self.clock(), UTC)
+        summary = self.keys.get(name)
+        log = self.keys.requests(name)
+        last_used = None if log.empty else log["time"].max().to_pydatetime(warn=False)
+        today = now.date()
+        first = today - timedelta(days=CHART_DAYS - 1)
+        counted = log.loc[log["counted"], "time"].dt.date
+        per_day = counted[counted >= first].value_counts()
+        daily = tuple(
+            (day, int(per_day.get(day, 0)))
+            for day in (first + timedelta(days=i) for i in range(CHART_DAYS))
+        )
+        refused = self._query(
+            "SELECT coalesce(sum(count), 0) AS n FROM spike_refusals WHERE key_id = ?", (key_id,)
+        ).fetchone()["n"]
+        return App(
+            id=key_id, name=name, owner=owner, key_type=summary["type"],
+            services=tuple(summary["services"]), per_second=summary["per_second"],
+            quota=summary["quota"], quota_period=summary["quota_period"],
+            used_month=summary["used_month"], used_lifetime=summary["used_lifetime"],
+            revoked=summary["revoked"], spike_refusals=int(refused), last_used=last_used,
+            daily=daily, now=now,
+        )
+
+    def app(self, user: User, key_id: int) -> App | None:
+        """One app ``user`` may see, or ``None``."""
+        rows = self._visible(user, key_id)
+        return self._app(rows[0]["id"], rows[0]["name"], rows[0]["owner"]) if rows else None
+
+    def regenerate(self, key_id: int) -> str | None:
+        """A new plaintext for key ``key_id`` (the old one stops at once); ``None`` if the
+        key is revoked."""
+        api_key = secrets.token_urlsafe(30)
+        with self.keys.transaction() as conn:
+            cur = self.keys.execute(
+                conn,
+                "UPDATE keys SET key_hash = ? WHERE id = ? AND revoked IS NULL",
+                (hash_key(api_key), key_id),
+            )
+        return api_key if cur.rowcount == 1 else None
+
+    def revoke(self, key_id: int) -> None:
+        """Revoke key ``key_id`` (through the key store)."""
+        row = self._query(
+            "SELECT name FROM keys WHERE id = ?", (key_id,)
+        ).fetchone()
+        if row is not None:
+            self.keys.revoke(row["name"])
+
+    def set_limits(self, key_id: int, per_second: float, quota: int | None) -> None:
+        """Set a key's per-second rate and quota; the gateway applies them on its next
+        request (it reads them inside each admission transaction).
+
+        Raises
+        ------
+        ConfigurationError
+            A rate that is not a positive number or a quota that is not a whole number >= 0.
+        """
+        if not (per_second > 0 and per_second != float("inf")):
+            raise ConfigurationError(f"per-second rate must be a positive number, got {per_second}")
+        if quota is not None and (isinstance(quota, bool) or quota < 0):
+            raise ConfigurationError(f"quota must be a whole number >= 0, got {quota}")
+        with self.keys.transaction() as conn:
+            self.keys.execute(
+                conn,
+                "UPDATE keys SET per_second = ?, quota = ? WHERE id = ?",
+                (float(per_second), quota, key_id),
+            )
+
+    # ------------------------------------------------------------------ gateway
+
+    def count_spike_refusal(self, api_key: str) -> None:
+        """Count one spike-arrest refusal of ``api_key`` today (UTC)."""
+        day = datetime.fromtimestamp(self.clock(), UTC).date().isoformat()
+        with self.keys.transaction() as conn:
+            row = self.keys.execute(
+                conn,
+                "SELECT id FROM keys WHERE key_hash = ?", (hash_key(api_key),)
+            ).fetchone()
+            if row is None:
+                return
+            self.keys.execute(
+                conn,
+                "INSERT INTO spike_refusals (key_id, day, count) VALUES (?, ?, 1)"
+                " ON CONFLICT (key_id, day) DO UPDATE SET count = spike_refusals.count + 1",
+                (row["id"], day),
+            )

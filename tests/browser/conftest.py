@@ -1,0 +1,135 @@
+"""Headless Chromium (Debian's ``chromium`` + ``chromium-driver``) driven by selenium.
+
+Nothing is downloaded: selenium is given the system chromedriver (``Service(executable_path=
+…)``, which skips Selenium Manager) and ``SE_OFFLINE=1``. Chromium trusts the service's local
+CA through an NSS database (``certutil`` from ``libnss3-tools``) in a temporary ``$HOME`` —
+not through ``--ignore-certificate-errors`` — so ``Secure`` cookies and TLS are exercised as a
+user's browser would. Screenshots go to ``tests/browser/_screenshots/`` (git-ignored).
+
+The tests skip only when Chromium or its driver cannot be found.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import os
+import shutil
+import subprocess
+from collections.abc import Callable, Iterator
+from pathlib import Path
+
+import pytest
+from selenium import webdriver
+from selenium.webdriver.chrome.service import Service
+
+from parcelsearch.service.portal.storage import PortalStore
+from parcelsearch.service.server import RunningService, start_service
+from parcelsearch.service.tls import ensure_certificates
+
+CHROMIUM = Path(os.environ.get("PARCELSEARCH_CHROMIUM", "/usr/bin/chromium"))
+CHROMEDRIVER = Path(os.environ.get("PARCELSEARCH_CHROMEDRIVER", "/usr/bin/chromedriver"))
+SCREENSHOTS = Path(__file__).parent / "_screenshots"
+PASSWORD = "correct horse battery staple"
+FLAGS = (
+    "--headless", "--no-sandbox", "--disable-gpu", "--disable-quic", "--no-first-run",
+    "--disable-background-networking", "--disable-component-update", "--disable-sync",
+    "--window-size=1600,1000",
+)
+
+Browser = Callable[..., webdriver.Chrome]
+
+
+@pytest.fixture(scope="session")
+def chromium() -> tuple[Path, Path]:
+    """The Chromium and chromedriver executables (skip, saying why, if missing)."""
+    for path in (CHROMIUM, CHROMEDRIVER):
+        if not path.exists():
+            pytest.skip(f"{path} not found: install Debian's chromium and chromium-driver "
+                        "(.ci/run does)")
+    return CHROMIUM, CHROMEDRIVER
+
+
+@contextlib.contextmanager
+def _portal(keys: str | Path, cert_dir: Path) -> Iterator[RunningService]:
+    with start_service(keys=keys, cert_dir=cert_dir, portal=True) as svc:
+        users = PortalStore(svc.keys)
+        users.add_user("alice@example.com", PASSWORD)
+        users.add_user("bob@example.com", PASSWORD)
+        yield svc
+
+
+@pytest.fixture(scope="session")
+def portal_service(
+    tmp_path_factory: pytest.TempPathFactory, service_cert_dir: Path
+) -> Iterator[RunningService]:
+    """A portal-enabled service (SQLite) with users alice and bob."""
+    with _portal(tmp_path_factory.mktemp("browser-portal") / "keys.sqlite",
+                 service_cert_dir) as svc:
+        yield svc
+
+
+@pytest.fixture
+def portal_on_each_backend(
+    keys_location: str, service_cert_dir: Path
+) -> Iterator[RunningService]:
+    """A portal-enabled service on a fresh SQLite file, then on a fresh PostgreSQL database."""
+    with _portal(keys_location, service_cert_dir) as svc:
+        yield svc
+
+
+def _nss_home(root: Path, ca: Path | None) -> Path:
+    """A ``$HOME`` whose NSS database (Chromium's trust store on Linux) trusts ``ca``."""
+    certutil = shutil.which("certutil")
+    if certutil is None:
+        raise RuntimeError("certutil not found: install libnss3-tools (.ci/run does)")
+    nss = root / ".pki" / "nssdb"
+    nss.mkdir(parents=True)
+    subprocess.run([certutil, "-d", f"sql:{nss}", "-N", "--empty-password"], check=True,
+                   capture_output=True)
+    if ca is not None:
+        subprocess.run([certutil, "-d", f"sql:{nss}", "-A", "-t", "C,,", "-n",
+                        "parcelsearch test CA", "-i", str(ca)], check=True, capture_output=True)
+    return root
+
+
+@pytest.fixture
+def browser(
+    chromium: tuple[Path, Path], service_cert_dir: Path, tmp_path: Path
+) -> Iterator[Browser]:
+    """``browser(trust_ca=True)``: a fresh headless Chromium (own profile and $HOME)."""
+    drivers: list[webdriver.Chrome] = []
+    binary, driver = chromium
+    ca = ensure_certificates(service_cert_dir).ca  # the CA of every test service
+
+    def start(trust_ca: bool = True) -> webdriver.Chrome:
+        n = len(drivers)
+        home = _nss_home(tmp_path / f"home{n}", ca if trust_ca else None)
+        options = webdriver.ChromeOptions()
+        options.binary_location = str(binary)
+        for flag in (*FLAGS, f"--user-data-dir={tmp_path / f'profile{n}'}"):
+            options.add_argument(flag)
+        env = {**os.environ, "HOME": str(home), "SE_OFFLINE": "1"}
+        service = Service(executable_path=str(driver), env=env)
+        chrome = webdriver.Chrome(service=service, options=options)
+        chrome.set_page_load_timeout(30)
+        drivers.append(chrome)
+        return chrome
+
+    with pytest.MonkeyPatch.context() as patch:
+        patch.setenv("SE_OFFLINE", "1")  # never let selenium fetch anything
+        yield start
+    for chrome in drivers:
+        chrome.quit()
+
+
+@pytest.fixture(scope="session")
+def screenshot() -> Callable[[webdriver.Chrome, str], Path]:
+    """``screenshot(driver, name)``: a PNG in the ignored ``_screenshots`` folder."""
+    SCREENSHOTS.mkdir(exist_ok=True)
+
+    def take(chrome: webdriver.Chrome, name: str) -> Path:
+        path = SCREENSHOTS / f"{name}.png"
+        chrome.save_screenshot(str(path))
+        return path
+
+    return take

@@ -1,0 +1,127 @@
+"""The portal's storage: password hashes, session expiry, sign-in throttling (fake clock)."""
+
+from __future__ import annotations
+
+from collections.abc import Iterator
+
+import pytest
+
+from parcelsearch.errors import ConfigurationError
+from parcelsearch.service.keys import KeyStore
+from parcelsearch.service.portal.passwords import hash_password, verify_password
+from parcelsearch.service.portal.storage import PortalStore, Throttle, normalise_email
+
+PASSWORD = "correct horse battery staple"
+
+
+class Clock:
+    def __init__(self, start: float = 1_800_000_000.0) -> None:
+        self.now = start
+
+    def __call__(self) -> float:
+        return self.now
+
+
+@pytest.fixture
+def clock() -> Clock:
+    return Clock()
+
+
+@pytest.fixture
+def store(keys_location: str, clock: Clock) -> Iterator[PortalStore]:
+    keys = KeyStore(keys_location)
+    yield PortalStore(keys, idle_timeout=600, max_age=3600, throttle=Throttle(3, 5, 900),
+                      clock=clock)
+    keys.close()
+
+
+def test_password_hash_is_salted_scrypt() -> None:
+    first, second = hash_password(PASSWORD), hash_password(PASSWORD)
+    assert first != second  # a fresh salt each time
+    assert first.startswith("scrypt$") and PASSWORD not in first
+    assert verify_password(PASSWORD, first) and verify_password(PASSWORD, second)
+    assert not verify_password(PASSWORD + "!", first)
+    assert not verify_password(PASSWORD, "md5$whatever")
+
+
+def test_only_the_hash_is_stored(store: PortalStore) -> None:
+    store.add_user("Alice@Example.com ", PASSWORD)
+    row = store.keys.execute(
+        store.keys.connection(), "SELECT email, password_hash FROM portal_users"
+    ).fetchone()
+    assert row["email"] == "alice@example.com"
+    assert PASSWORD not in row["password_hash"]
+    assert store.authenticate("ALICE@example.com", PASSWORD) is not None
+    assert store.authenticate("alice@example.com", "wrong password here") is None
+
+
+@pytest.mark.parametrize(
+    ("email", "password", "message"),
+    [
+        pytest.param("not-an-address", PASSWORD, "not an e-mail address", id="bad-email"),
+        pytest.param("a@example.com", "short", "at least 12 characters", id="short-password"),
+    ],
+)
+def test_bad_users_are_refused(store: PortalStore, email: str, password: str,
+                               message: str) -> None:
+    with pytest.raises(ConfigurationError, match=message) as caught:
+        store.add_user(email, password)
+    if password != PASSWORD:  # a refused password is never echoed
+        assert password not in str(caught.value)
+
+
+def test_a_user_is_added_once(store: PortalStore) -> None:
+    store.add_user("bob@example.com", PASSWORD)
+    with pytest.raises(ConfigurationError, match="bob@example.com already exists"):
+        store.add_user("BOB@example.com", PASSWORD)
+
+
+def test_session_expires_when_idle_and_at_max_age(store: PortalStore, clock: Clock) -> None:
+    user = store.add_user("carol@example.com", PASSWORD)
+    token, _ = store.new_session(user)
+    clock.now += 599
+    assert store.session(token) is not None  # seen: the idle clock restarts
+    clock.now += 599
+    assert store.session(token) is not None
+    clock.now += 601
+    assert store.session(token) is None  # idle too long
+    token, _ = store.new_session(user)
+    for _ in range(7):
+        clock.now += 500
+        assert store.session(token) is not None
+    clock.now += 500  # 4,000 s after sign-in: past max_age although never idle
+    assert store.session(token) is None
+
+
+def test_ended_session_is_gone(store: PortalStore) -> None:
+    token, session = store.new_session(None)
+    assert store.session(token) == session
+    store.end_session(token)
+    assert store.session(token) is None
+    assert store.session("x" * 500) is None and store.session(None) is None
+
+
+def test_throttle_per_account_then_per_address(store: PortalStore, clock: Clock) -> None:
+    for _ in range(3):
+        assert store.signin_wait("dan@example.com", "10.0.0.1") is None
+        store.record_failure("dan@example.com", "10.0.0.1")
+    kind, wait = store.signin_wait("DAN@example.com", "10.0.0.9") or ("", 0.0)
+    assert kind == "account" and 0 < wait <= 900
+    store.record_failure("eve@example.com", "10.0.0.1")
+    store.record_failure("fay@example.com", "10.0.0.1")
+    blocked = store.signin_wait("gus@example.com", "10.0.0.1")
+    assert blocked is not None and blocked[0] == "address"
+    assert store.signin_wait("gus@example.com", "10.0.0.2") is None
+    clock.now += 901
+    assert store.signin_wait("dan@example.com", "10.0.0.1") is None
+
+
+def test_email_normalised() -> None:
+    assert normalise_email("  Ann@Example.ORG") == "ann@example.org"
+    with pytest.raises(ConfigurationError, match="analyst@example.com"):
+        normalise_email("<script>@x")
+
+
+def test_tables_live_in_the_key_store(store: PortalStore) -> None:
+    PortalStore(store.keys)  # opening again is harmless
+    assert store.users() == []
