@@ -17,14 +17,7 @@ from urllib.parse import urlsplit
 import geopandas as gpd
 import pandas as pd
 
-from parcelsearch import (
-    accessor,  # noqa: F401 - registers gdf.parcels, which the demo uses
-    demo,
-    market_list,
-    outputs,
-    pipeline,
-    planning,
-)
+from parcelsearch import demo, market_list, outputs, pipeline, planning
 from parcelsearch.cache import ResponseCache
 from parcelsearch.client import Client
 from parcelsearch.errors import Hint, ParcelSearchError, TransportError

@@ -15,6 +15,12 @@ import geopandas as gpd
 import pandas as pd
 
 from parcelsearch._shared import data_path
+from parcelsearch.local import local_service
+from parcelsearch.maps import save_html
+from parcelsearch.market_list import check_markets, markets
+from parcelsearch.pipeline import search
+from parcelsearch.planning import plan
+from parcelsearch.result import zoning_price
 
 __all__ = ["demo_areas", "demo_context", "run_demo"]
 
@@ -57,19 +63,13 @@ def run_demo(out_dir: str | Path = "parcelsearch-demo", *, progress: bool = True
     out
         Where to print the narrative.
     """
-    from parcelsearch.local import local_service
-    from parcelsearch.maps import save_html
-    from parcelsearch.pipeline import search
-    from parcelsearch.planning import plan
-    from parcelsearch.result import zoning_price
-
     folder = Path(out_dir)
     folder.mkdir(parents=True, exist_ok=True)
     _say(out, "parcelsearch demo: the reference service with the bundled demo parcels")
     with local_service(key_type="demo") as client:
         _say(out, f"service ready at {client.base_url} with a fresh demo key (50 calls for life)")
         areas = demo_areas().set_index("area_id")
-        checked = areas.parcels.check_markets("market", client=client)
+        checked = check_markets(areas, "market", markets(client))
         _say(out, "\n1. Markets check")
         _table(out, pd.DataFrame(checked.drop(columns="geometry")))
         active_plan = plan(checked[checked["market_active"]], 0.0)

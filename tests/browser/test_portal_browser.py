@@ -22,7 +22,7 @@ from selenium.webdriver.support.ui import Select, WebDriverWait
 
 from parcelsearch.service.server import RunningService
 
-from .conftest import PASSWORD, Browser
+from conftest import PASSWORD, Browser
 
 Shot = Callable[[webdriver.Chrome, str], Path]
 #: A small ring inside the bundled demo parcels.
