@@ -26,7 +26,7 @@ from __future__ import annotations
 import json
 import os
 import uuid
-from collections.abc import Hashable, Mapping
+from collections.abc import Callable, Hashable, Mapping
 from pathlib import Path
 from typing import Any
 
@@ -45,6 +45,7 @@ __all__ = [
     "TILES_FORMATS",
     "check_ids_path",
     "check_tiles_path",
+    "ids_table",
     "run_metadata",
     "write_ids",
     "write_tiles",
@@ -325,7 +326,7 @@ def _shapefile_columns(tiles: gpd.GeoDataFrame) -> gpd.GeoDataFrame:
 # -- files written whole -----------------------------------------------------------------
 
 
-def _atomically(out: Path, write: Any) -> None:
+def _atomically(out: Path, write: Callable[[Path], None]) -> None:
     """Call ``write(temp)`` on a temporary file beside ``out``, then rename it to ``out``."""
     out.parent.mkdir(parents=True, exist_ok=True)
     temp = out.with_name(f".{out.stem}-{uuid.uuid4().hex[:8]}.tmp{out.suffix}")
