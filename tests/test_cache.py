@@ -6,22 +6,22 @@ import os
 import subprocess
 import sys
 import threading
-import time
 from dataclasses import replace
 from datetime import UTC, datetime, timedelta
 from pathlib import Path
+from typing import Any
 
 import pyarrow.parquet as pq
 import pytest
 
-from parcelsearch import _wire
-from parcelsearch.cache import ResponseCache
+from parcelsearch import _wire, demo_areas, search
+from parcelsearch.cache import CacheFolder, ResponseCache
+from parcelsearch.client import Client
 from parcelsearch.errors import CacheError, MalformedResponseError
 from parcelsearch.page import Page
 
 BASE = "https://127.0.0.1:8443"
 PATH = "/v1/search"
-SECRET = "sk-live-do-not-store-me"
 
 
 def ring(i: int) -> str:
@@ -107,13 +107,19 @@ def test_only_valid_pages_are_stored(tmp_path: Path, changes: dict[str, object])
     assert cache.info()["entries"] == 0 and not list(tmp_path.glob("*.parquet"))
 
 
-def test_the_api_key_is_never_stored(tmp_path: Path) -> None:
-    cache = ResponseCache(tmp_path)
-    cache.put(make_page())
-    cache.compact()
-    for path in tmp_path.iterdir():
-        assert SECRET.encode() not in path.read_bytes()
-    columns = pq.read_schema(next(tmp_path.glob("*.parquet"))).names
+def test_the_api_key_is_never_stored(
+    tmp_path: Path, service: Any, api_key: str, ca_bundle: str
+) -> None:
+    """A real search with a real key fills the cache folder: the key is in no file of it."""
+    with Client(api_key, service.base_url, ca_bundle, cache_dir=tmp_path) as client:
+        result = search(demo_areas(), client=client, active_markets_only=True, progress=False)
+    assert result.calls > 0
+    CacheFolder(tmp_path).pages().compact()
+    files = [path for path in tmp_path.rglob("*") if path.is_file()]
+    assert {p.suffix for p in files} >= {".parquet", ".json", ".sqlite"}  # pages, markets, ledger
+    for path in files:
+        assert api_key.encode() not in path.read_bytes(), path.name
+    columns = pq.read_schema(next(tmp_path.glob("pages-*.parquet"))).names
     assert columns == [
         "request_key", "base_url", "path", "polygon_json", "page", "rows", "pages",
         "data_rows", "data", "fetched_at",
@@ -250,18 +256,15 @@ def test_a_page_survives_sigkill_right_after_put(tmp_path: Path) -> None:
     assert reopened.verify() == []
 
 
-def test_reading_a_thousand_pages_is_fast(tmp_path: Path) -> None:
+def test_a_thousand_pages_reopen_from_a_few_files(tmp_path: Path) -> None:
+    """Speed is measured in bench/bench_search.py; here: every page back, few files."""
     cache = ResponseCache(tmp_path)
     pages = [make_page(i, page=k, rows=1000) for i in range(100) for k in range(1, 11)]
     for page in pages:
         cache.put(page)
-    start = time.perf_counter()
     reopened = ResponseCache(tmp_path)
-    hits = sum(reopened.get(p.request_key) is not None for p in pages)
-    elapsed = time.perf_counter() - start
-    print(f"open + 1,000 cached pages: {elapsed * 1000:.0f} ms")
-    assert hits == 1000
-    assert elapsed < 5  # generous on a shared machine; the benchmark holds the 1 s target
+    assert all(reopened.get(p.request_key) == replace(p, from_cache=True) for p in pages)
+    assert len(list(tmp_path.glob("*.parquet"))) <= 10
 
 
 def test_leftover_temp_files_are_ignored(tmp_path: Path) -> None:

@@ -382,7 +382,7 @@ def test_read_timeout_is_retried(server: FaultServer) -> None:
 def test_connection_failures_become_transport_error(server: FaultServer, client: Client) -> None:
     server.default = "drop"
     calls: list[int] = []
-    with pytest.raises(TransportError, match="after retries") as caught:
+    with pytest.raises(TransportError, match="gave up after") as caught:
         client.search_page(RING, 1, before_attempt=lambda: calls.append(1))
     assert len(server.lines) == len(calls) == 4
     assert_no_key(caught.value)
@@ -464,15 +464,16 @@ def test_empty_result_is_page_one_of_zero(server: FaultServer, client: Client) -
 
 def test_body_that_cannot_be_decoded_is_refused(server: FaultServer, client: Client) -> None:
     server.default = (200, b"definitely not gzip", {"Content-Encoding": "gzip"})
-    with pytest.raises(MalformedResponseError, match="cannot be decoded"):
+    with pytest.raises(MalformedResponseError, match="undecodable.*each attempt costs a call"):
         client.search_page(RING, 1)
+    assert len(server.lines) == 4  # a transient fault: retried (retries=3), then a clear error
 
 
 def test_body_cut_mid_transfer_is_refused(server: FaultServer, client: Client) -> None:
     server.default = "truncate"
-    with pytest.raises(MalformedResponseError, match="cut short"):
+    with pytest.raises(MalformedResponseError, match="cut short.*gave up after 4 attempts"):
         client.search_page(RING, 1)
-    assert len(server.lines) == 1  # not retried: the caller decides (a rerun reads the cache)
+    assert len(server.lines) == 4  # a transient fault: retried like a 5xx (retries=3)
 
 
 # -- the wire -----------------------------------------------------------------------------
@@ -549,8 +550,9 @@ def test_an_injected_session_is_used_and_still_gated() -> None:
     adapter = _RefusingAdapter()
     session.mount("https://", adapter)
     calls: list[int] = []
-    with Client(KEY, "https://api.example.com", session=session) as made:
+    with Client(KEY, "https://api.example.com", session=session,
+                retries=make_retry(2, backoff_factor=0.01)) as made:
         with pytest.raises(TransportError, match="connection reset") as caught:
             made.search_page(RING, 1, before_attempt=lambda: calls.append(1))
-    assert adapter.sent == len(calls) == 1
+    assert adapter.sent == len(calls) == 3  # every attempt through the injected session, gated
     assert isinstance(caught.value, ParcelSearchError)

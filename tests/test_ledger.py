@@ -77,7 +77,6 @@ def test_attempts_are_counted_per_key(tmp_path: Path) -> None:
     ledger.reserve(OTHER, run_id="b")
     assert ledger.usage(FP) == Usage(lifetime=3, month=3)
     assert ledger.usage(OTHER) == Usage(lifetime=1, month=1)
-    assert ledger.spent("a") == 3
     assert Ledger(tmp_path / "ledger.sqlite").usage(FP).lifetime == 3  # persisted
 
 
@@ -116,17 +115,24 @@ def test_quota_used_up_refuses_the_attempt(tmp_path: Path) -> None:
     assert ledger.usage(FP).lifetime == 3
 
 
-def test_check_plan_refuses_before_spending(tmp_path: Path) -> None:
+def test_a_spent_lifetime_quota_never_suggests_waiting(tmp_path: Path) -> None:
     ledger = Ledger(tmp_path / "l.sqlite")
-    for _ in range(45):
-        ledger.reserve(FP, run_id="r")
-    ledger.check_plan(FP, 5, Quota.parse("demo"))
-    ledger.check_plan(FP, 10**6, None)
-    refused = r"needs at least 6 calls .* has 5 left"
-    with pytest.raises(QuotaWouldExceedError, match=refused) as caught:
-        ledger.check_plan(FP, 6, Quota.parse("demo"))
-    assert (caught.value.needed, caught.value.allowed) == (6, 5)
-    assert ledger.usage(FP).lifetime == 45
+    for period, says in (("lifetime", "never resets"), ("month", "next month")):
+        quota = Quota(1, period)  # type: ignore[arg-type]
+        fingerprint = FP if period == "lifetime" else OTHER
+        ledger.reserve(fingerprint, run_id=period, quota=quota)
+        with pytest.raises(QuotaWouldExceedError, match=says):
+            ledger.reserve(fingerprint, run_id=period, quota=quota)
+
+
+def test_release_takes_back_only_the_runs_latest_reservation(tmp_path: Path) -> None:
+    ledger = Ledger(tmp_path / "l.sqlite")
+    ledger.reserve(FP, run_id="a")
+    ledger.reserve(FP, run_id="b")
+    ledger.release(FP, run_id="a")
+    assert ledger.usage(FP).lifetime == 1
+    ledger.release(FP, run_id="a")  # nothing left to take back for run a
+    assert ledger.usage(FP).lifetime == 1
 
 
 @pytest.mark.parametrize(
@@ -165,7 +171,7 @@ def test_sixteen_threads_never_exceed_the_budget(tmp_path: Path) -> None:
     for thread in threads:
         thread.join()
     assert (len(granted), len(refused)) == (37, 160 - 37)
-    assert ledger.spent("run") == 37
+    assert ledger.usage(FP).lifetime == 37
 
 
 def test_processes_share_one_quota_exactly(tmp_path: Path) -> None:

@@ -10,15 +10,10 @@ import pandas as pd
 import pytest
 from shapely.geometry import Point
 
+from parcelsearch.cache import CacheFolder
 from parcelsearch.client import Client
 from parcelsearch.errors import CacheError, InputError
-from parcelsearch.market_list import (
-    _cache_path,
-    _write_cached,
-    check_markets,
-    markets,
-    suggest_market,
-)
+from parcelsearch.market_list import check_markets, markets, suggest_market
 
 ACTIVE = ["Abilene, TX", "Boise, ID", "Tarrant County Unincorporated, TX", "Fort Worth, TX"]
 OFFLINE = "https://markets.invalid"  # never contacted: every test here reads the cache
@@ -70,14 +65,22 @@ def test_missing_column_is_named(areas: gpd.GeoDataFrame) -> None:
 
 
 def test_markets_reads_a_fresh_cached_list(tmp_path: Path) -> None:
-    _write_cached(_cache_path(tmp_path, OFFLINE), OFFLINE, ACTIVE)
+    CacheFolder(tmp_path).keep_markets(OFFLINE, ACTIVE)
     client = Client("offline-key", OFFLINE)
     assert markets(client, cache=tmp_path) == ACTIVE
 
 
 def test_cached_lists_are_per_service(tmp_path: Path) -> None:
-    assert _cache_path(tmp_path, "https://a.example") != _cache_path(tmp_path, "https://b.example")
-    assert _cache_path(False, "https://a.example") is None
+    folder = CacheFolder(tmp_path)
+    assert folder.markets_path("https://a.example") != folder.markets_path("https://b.example")
+
+
+def test_clearing_the_folder_keeps_the_ledger(tmp_path: Path) -> None:
+    folder = CacheFolder(tmp_path)
+    folder.keep_markets(OFFLINE, ACTIVE)
+    folder.ledger_path.write_bytes(b"calls already spent")
+    assert folder.clear() == 1
+    assert folder.ledger_path.exists() and not folder.markets_path(OFFLINE).exists()
 
 
 @pytest.mark.parametrize(
@@ -90,8 +93,7 @@ def test_cached_lists_are_per_service(tmp_path: Path) -> None:
     ],
 )
 def test_unreadable_cached_list_is_a_loud_error(tmp_path: Path, content: str) -> None:
-    path = _cache_path(tmp_path, OFFLINE)
-    assert path is not None
+    path = CacheFolder(tmp_path).markets_path(OFFLINE)
     path.write_text(content)
     with pytest.raises(CacheError, match=path.name):
         markets(Client("offline-key", OFFLINE), cache=tmp_path)

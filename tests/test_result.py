@@ -2,8 +2,12 @@
 
 from __future__ import annotations
 
+import json
+from pathlib import Path
+
 import geopandas as gpd
 import pandas as pd
+import pyarrow.parquet as pq
 import pytest
 import shapely
 
@@ -46,8 +50,24 @@ def result() -> SearchResult:
 def test_summary_per_area(result: SearchResult) -> None:
     summary = result.summary()
     assert summary.loc["a"].to_dict() == {"parcels": 3, "group_ids": 2, "pieces": 1, "pages": 1,
-                                          "calls": 1, "cached_pages": 0}
+                                          "calls": 1, "cached_pages": 0, "complete": True}
     assert summary.loc["b", "cached_pages"] == 1
+
+
+def test_an_incomplete_result_says_which_areas_are_complete(result: SearchResult) -> None:
+    partial = SearchResult(ids=result.ids, tiles=result.tiles, plan=result.plan, calls=1,
+                           complete=False, areas_complete=["b"])
+    assert partial.summary()["complete"].to_dict() == {"a": False, "b": True}
+    assert partial.metadata["areas_complete"] == ["b"] and not partial.metadata["complete"]
+    assert "INCOMPLETE" in repr(partial) and "1 of 2 areas complete" in partial._repr_html_()
+
+
+def test_parquet_carries_the_run_metadata(result: SearchResult, tmp_path: Path) -> None:
+    path = result.to_parquet(tmp_path / "ids.parquet")
+    meta = json.loads(pq.read_schema(path).metadata[b"parcelsearch"])
+    assert meta["complete"] is True and meta["calls"] == 1 and meta["cached_pages"] == 1
+    assert meta["areas_complete"] == ["a", "b"]
+    pd.testing.assert_frame_equal(pd.read_parquet(path), result.ids)
 
 
 def test_unique_group_ids_and_cost(result: SearchResult) -> None:

@@ -3,10 +3,12 @@
 One record per request (base URL, path, canonical polygon, page), named by
 :func:`parcelsearch._wire.request_key` — the API key is in neither the key nor the record.
 
-Layout of the cache folder::
+This module owns the cache folder (:class:`CacheFolder`); nothing else names a file in it::
 
     seg-<ns>-<id>.parquet     one page each, written by :meth:`ResponseCache.put`
     pages-<ns>-<id>.parquet   many pages, written by :meth:`ResponseCache.compact`
+    markets-<url tag>.json    the market list of one base URL (:meth:`CacheFolder.markets`)
+    ledger.sqlite             the quota ledger (:class:`parcelsearch.Ledger`; never cleared)
 
 Each ``put`` writes its own small file (temporary name, ``fsync``, ``os.replace``), so a
 page is on disk, whole, the moment ``put`` returns and a crash can never leave half a file
@@ -19,6 +21,8 @@ refetched (that would spend calls).
 from __future__ import annotations
 
 import contextlib
+import hashlib
+import json
 import os
 import threading
 import time
@@ -34,14 +38,14 @@ import pyarrow.parquet as pq
 
 from parcelsearch.errors import CacheError, MalformedResponseError
 from parcelsearch.page import Page, check_page
-from parcelsearch.settings import default_cache_dir
+from parcelsearch.settings import options
 
 try:  # POSIX: one compaction at a time across processes
     import fcntl
 except ImportError:  # pragma: no cover - Windows
     fcntl = None  # type: ignore[assignment]
 
-__all__ = ["ResponseCache", "SCHEMA"]
+__all__ = ["ResponseCache", "CacheFolder", "SCHEMA", "LEDGER_FILE"]
 
 #: Columns of every cache file.
 SCHEMA = pa.schema(
@@ -59,6 +63,9 @@ SCHEMA = pa.schema(
     ],
     metadata={"parcelsearch.cache": "1"},
 )
+#: The quota ledger's file name inside a cache folder.
+LEDGER_FILE = "ledger.sqlite"
+_MARKETS = "markets-"
 _SEGMENT = "seg-"
 _COMPACTED = "pages-"
 _SUFFIX = ".parquet"
@@ -98,7 +105,7 @@ class ResponseCache:
         compact_at: int = 64,
         merge_every: int = 100,
     ) -> None:
-        self.directory = Path(directory).expanduser() if directory else default_cache_dir()
+        self.directory = Path(directory).expanduser() if directory else options.cache_dir
         try:
             self.directory.mkdir(parents=True, exist_ok=True)
         except OSError as exc:
@@ -143,11 +150,6 @@ class ResponseCache:
 
     def __contains__(self, key: object) -> bool:
         return isinstance(key, str) and self.get(key) is not None
-
-    def refresh(self) -> None:
-        """Read pages other processes have written since this cache was opened."""
-        with self._lock:
-            self._load_new()
 
     # -- writing ---------------------------------------------------------------------
 
@@ -212,14 +214,11 @@ class ResponseCache:
             return len(merged)
 
     def clear(self) -> int:
-        """Delete every cached page (and the cached market lists); returns files removed.
-
-        The quota ledger in the same folder is kept: it records calls already spent.
-        """
+        """Delete every cached page; returns files removed (see :meth:`CacheFolder.clear`)."""
         removed = 0
         with self._lock:
             for path in self.directory.iterdir():
-                ours = path.name.startswith((_SEGMENT, _COMPACTED, _TEMP, "markets-"))
+                ours = path.name.startswith((_SEGMENT, _COMPACTED, _TEMP))
                 if ours and path.is_file():
                     with contextlib.suppress(FileNotFoundError):
                         path.unlink()
@@ -421,3 +420,86 @@ def _exclusive(path: Path) -> Iterator[bool]:
             yield True
         finally:
             fcntl.flock(handle.fileno(), fcntl.LOCK_UN)
+
+
+class CacheFolder:
+    """The cache folder and everything in it: pages, market lists and the ledger's place.
+
+    Parameters
+    ----------
+    directory
+        The folder; default ``settings.options.cache_dir`` (``$PARCELSEARCH_CACHE_DIR``).
+    """
+
+    def __init__(self, directory: str | os.PathLike[str] | None = None) -> None:
+        self.directory = Path(directory).expanduser() if directory else options.cache_dir
+
+    def __repr__(self) -> str:
+        return f"CacheFolder({str(self.directory)!r})"
+
+    @property
+    def ledger_path(self) -> Path:
+        """Where the quota ledger of this folder lives."""
+        return self.directory / LEDGER_FILE
+
+    def pages(self) -> ResponseCache:
+        """The response cache of this folder."""
+        return ResponseCache(self.directory)
+
+    def markets_path(self, base_url: str) -> Path:
+        """The cached market list of the services at ``base_url``."""
+        tag = hashlib.sha256(base_url.rstrip("/").encode()).hexdigest()[:16]
+        return self.directory / f"{_MARKETS}{tag}.json"
+
+    def markets(self, base_url: str, max_age: timedelta) -> list[str] | None:
+        """The market list fetched from ``base_url`` at most ``max_age`` ago, or ``None``.
+
+        Raises
+        ------
+        CacheError
+            The cached list exists but cannot be read (the message names the file).
+        """
+        path = self.markets_path(base_url)
+        try:
+            record = json.loads(path.read_text(encoding="utf-8"))
+            fetched = datetime.fromisoformat(record["fetched_at"])
+            names = record["markets"]
+            ok = record["base_url"] == base_url and all(isinstance(n, str) for n in names)
+        except FileNotFoundError:
+            return None
+        except (OSError, ValueError, KeyError, TypeError) as exc:
+            raise CacheError(
+                f"cached market list {path} cannot be read ({exc}); delete it to fetch a new one"
+            ) from None
+        if not ok:
+            raise CacheError(f"cached market list {path} is not for {base_url}; delete it")
+        return list(names) if datetime.now(UTC) - fetched <= max_age else None
+
+    def keep_markets(self, base_url: str, names: list[str]) -> None:
+        """Store the market list of ``base_url`` (atomically)."""
+        path = self.markets_path(base_url)
+        record = {"base_url": base_url, "fetched_at": datetime.now(UTC).isoformat(),
+                  "markets": names}
+        temp = path.with_name(f"{_TEMP}{uuid.uuid4().hex}.json")
+        try:
+            path.parent.mkdir(parents=True, exist_ok=True)
+            with open(temp, "w", encoding="utf-8") as handle:
+                json.dump(record, handle)
+                handle.flush()
+                os.fsync(handle.fileno())
+            os.replace(temp, path)
+        except OSError as exc:
+            temp.unlink(missing_ok=True)
+            raise CacheError(f"cannot write the market list to {path}: {exc}") from None
+
+    def clear(self) -> int:
+        """Delete cached pages and market lists; returns files removed.
+
+        The quota ledger is kept: it records calls already spent.
+        """
+        removed = self.pages().clear()
+        for path in self.directory.glob(f"{_MARKETS}*.json"):
+            with contextlib.suppress(FileNotFoundError):
+                path.unlink()
+                removed += 1
+        return removed

@@ -9,10 +9,10 @@ so ``except parcelsearch.ParcelSearchError`` catches them all::
     ├── BudgetError               a run that would spend more than allowed
     │   ├── QuotaWouldExceedError   refused before spending: plan > known remaining quota
     │   └── BudgetExhaustedError    stopped at ``budget=N``; everything fetched is kept
+    ├── SearchInterrupted         Ctrl-C / SIGTERM / kernel interrupt (also a KeyboardInterrupt)
     ├── CacheError                an unreadable or corrupt cache file (named)
     ├── TransportError            no usable HTTP response after retries (timeouts, resets)
     ├── MalformedResponseError    a response whose body or counts do not add up
-    ├── SearchInterrupted         stopped by SIGINT/SIGTERM; everything fetched is kept
     └── ServiceError              the service answered with an error envelope
         ├── AuthenticationError     401 (the service's message verbatim)
         ├── RateLimitError          429 spike arrest that outlasted the retries
@@ -52,8 +52,6 @@ class Knob:
     #: Template when no value is suggested (e.g. ``budget=`` / ``--budget N``).
     python_bare: str | None = None
     cli_bare: str | None = None
-    #: Name the environment variable in Python too (settings read at ``Client()``).
-    env_in_python: bool = False
 
 
 #: Every knob an error can point at, spelled in both dialects.
@@ -66,18 +64,17 @@ KNOBS: dict[str, Knob] = {
     "quota": Knob("quota={value!r}", "--quota {value}", env="PARCELSEARCH_QUOTA",
                   python_bare="quota=", cli_bare="--quota QUOTA"),
     "refresh": Knob("refresh=True", "--refresh"),
-    "api_key": Knob("Client(api_key=...)", None, env="PARCELSEARCH_API_KEY",
-                    env_in_python=True),
+    "api_key": Knob("Client(api_key=...)", None, env="PARCELSEARCH_API_KEY"),
     "base_url": Knob("Client(base_url='https://...')", "--base-url https://...",
-                     env="PARCELSEARCH_BASE_URL", env_in_python=True),
+                     env="PARCELSEARCH_BASE_URL"),
     "ca_bundle": Knob("Client(ca_bundle={value!r})", "--ca-bundle {value}",
                       env="PARCELSEARCH_CA_BUNDLE", python_bare="Client(ca_bundle=...)",
-                      cli_bare="--ca-bundle FILE", env_in_python=True),
+                      cli_bare="--ca-bundle FILE"),
     "rate": Knob("Client(rate={value})", None, env="PARCELSEARCH_RATE",
-                 python_bare="Client(rate=...)", env_in_python=True),
+                 python_bare="Client(rate=...)"),
     "cache_dir": Knob("Client(cache_dir={value!r})", "--cache-dir {value}",
                       env="PARCELSEARCH_CACHE_DIR", python_bare="Client(cache_dir=...)",
-                      cli_bare="--cache-dir DIR", env_in_python=True),
+                      cli_bare="--cache-dir DIR"),
     "crs": Knob("areas.set_crs({value!r})", "--crs {value}",
                 python_bare="areas.set_crs(<EPSG code>)", cli_bare="--crs EPSG:CODE"),
     "crs_override": Knob("areas.set_crs({value!r}, allow_override=True)", "--crs {value}",
@@ -119,19 +116,15 @@ class Hint:
 
 
 def _spell(name: str, value: object, dialect: Dialect) -> str:
+    """The knob as the user writes it in ``dialect``, with its environment variable if any."""
     knob = KNOBS[name]
     template = knob.python if dialect == "python" else knob.cli
     bare = knob.python_bare if dialect == "python" else knob.cli_bare
     if value is None and bare is not None:
         template = bare
     spelled = template.format(value=value) if template is not None else None
-    if dialect == "cli":
-        env = f"the environment variable ${knob.env}" if knob.env else None
-    else:
-        env = f"the environment variable {knob.env}" if knob.env and knob.env_in_python else None
-    options = [part for part in (spelled, env) if part]
-    return " or ".join(options) or name
-
+    env = f"the environment variable {knob.env}" if knob.env else None
+    return " or ".join(part for part in (spelled, env) if part) or name
 
 __all__ = [
     "Hint",
@@ -141,6 +134,7 @@ __all__ = [
     "BudgetError",
     "QuotaWouldExceedError",
     "BudgetExhaustedError",
+    "SearchInterrupted",
     "CacheError",
     "TransportError",
     "MalformedResponseError",
@@ -151,7 +145,6 @@ __all__ = [
     "BadPolygonError",
     "RequestTooLargeError",
     "ServiceFailureError",
-    "SearchInterrupted",
 ]
 
 
@@ -228,21 +221,33 @@ class QuotaWouldExceedError(BudgetError):
         self.allowed = allowed
 
 
-#: How to resume a run stopped at its budget (the default hint of BudgetExhaustedError).
-RESUME = Hint("budget", phrase="run the same search again later (or with a larger {knob}) to "
-                               "resume: cached pages are not spent again")
-
-
 class BudgetExhaustedError(BudgetError):
     """A run stopped at its budget; everything fetched so far is cached."""
 
     def __init__(
         self, message: str, *, spent: int, budget: int, result: object = None,
-        hints: Sequence[Hint] = (RESUME,),
+        hints: Sequence[Hint] = (),
     ) -> None:
         super().__init__(message, hints=hints)
         self.spent = spent
         self.budget = budget
+        self.result = result
+
+
+class SearchInterrupted(ParcelSearchError, KeyboardInterrupt):
+    """A search stopped by an interrupt; everything fetched is cached and on ``.result``.
+
+    It is also a :class:`KeyboardInterrupt`, so code that stops on Ctrl-C still stops.
+
+    Attributes
+    ----------
+    signum
+        The signal that stopped the run (``signal.SIGINT`` or ``signal.SIGTERM``).
+    """
+
+    def __init__(self, message: str, *, signum: int, result: object = None) -> None:
+        super().__init__(message)
+        self.signum = signum
         self.result = result
 
 
@@ -317,22 +322,3 @@ class RequestTooLargeError(ServiceError):
 
 class ServiceFailureError(ServiceError):
     """5xx: the service failed, and kept failing through the retries."""
-
-
-class SearchInterrupted(ParcelSearchError):  # noqa: N818 - named after what happened
-    """A search stopped by a signal (SIGINT, SIGTERM); everything fetched is cached.
-
-    Attributes
-    ----------
-    signum
-        The signal that stopped it (``signal.SIGINT`` is 2, ``signal.SIGTERM`` 15).
-    result
-        The partial :class:`~parcelsearch.SearchResult`, when one was assembled.
-    """
-
-    def __init__(
-        self, message: str, *, signum: int, result: object = None, hints: Sequence[Hint] = ()
-    ) -> None:
-        super().__init__(message, hints=hints)
-        self.signum = signum
-        self.result = result

@@ -31,6 +31,7 @@ from typing import Literal
 
 from parcelsearch import settings
 from parcelsearch._shared import month_of
+from parcelsearch.cache import CacheFolder
 from parcelsearch.errors import (
     BudgetExhaustedError,
     ConfigurationError,
@@ -38,7 +39,7 @@ from parcelsearch.errors import (
     QuotaWouldExceedError,
 )
 
-__all__ = ["Ledger", "Quota", "Usage", "resume_message"]
+__all__ = ["Ledger", "Quota", "Usage"]
 
 Period = Literal["month", "lifetime"]
 
@@ -134,17 +135,6 @@ class Quota:
         return f"{self.limit} calls for the life of the key"
 
 
-def resume_message(budget: int) -> str:
-    """What happened when a run stops at its budget (the error's hint says how to resume)."""
-    return (
-        f"budget of {budget} calls reached: everything fetched so far is cached."
-    )
-
-
-#: The ledger's file name inside a cache folder.
-LEDGER_FILE = "ledger.sqlite"
-
-
 class Ledger:
     """Attempts per key fingerprint, by run and UTC month, in one SQLite file.
 
@@ -163,8 +153,7 @@ class Ledger:
         *,
         clock: Callable[[], datetime] | None = None,
     ) -> None:
-        default = settings.default_cache_dir() / LEDGER_FILE
-        self.path = Path(path).expanduser() if path else default
+        self.path = Path(path).expanduser() if path else CacheFolder().ledger_path
         self._clock = clock or (lambda: datetime.now(UTC))
         try:
             self.path.parent.mkdir(parents=True, exist_ok=True)
@@ -178,7 +167,7 @@ class Ledger:
     @classmethod
     def in_folder(cls, directory: str | os.PathLike[str]) -> Ledger:
         """The ledger kept beside a response cache in ``directory``."""
-        return cls(Path(directory) / LEDGER_FILE)
+        return cls(CacheFolder(directory).ledger_path)
 
     def __repr__(self) -> str:
         return f"Ledger({str(self.path)!r})"
@@ -205,38 +194,7 @@ class Ledger:
             month = month_of(self._clock())
             return {key: self._usage(db, key, month) for key in keys}
 
-    def spent(self, run_id: str) -> int:
-        """Attempts recorded for one run."""
-        with self._transaction(immediate=False) as db:
-            (count,) = db.execute(
-                "SELECT COUNT(*) FROM attempts WHERE run_id = ?", (run_id,)
-            ).fetchone()
-        return int(count)
-
     # -- checking and recording ------------------------------------------------------
-
-    def check_plan(self, fingerprint: str, needed_calls: int, quota: Quota | None) -> None:
-        """Refuse, before anything is spent, a plan that cannot fit the known quota.
-
-        Raises
-        ------
-        QuotaWouldExceedError
-            ``needed_calls`` exceeds the calls left; the message gives both figures.
-        """
-        if quota is None:
-            return
-        usage = self.usage(fingerprint)
-        left = quota.remaining(usage)
-        if needed_calls > left:
-            raise QuotaWouldExceedError(
-                f"this search needs at least {needed_calls} calls but key sha256:{fingerprint} "
-                f"has {left} left of its quota ({quota.describe()}; {quota.used(usage)} used"
-                f"{' this month' if quota.period == 'month' else ''}). Nothing was spent: "
-                "narrow the areas or wait for the quota to reset.",
-                needed=needed_calls,
-                allowed=left,
-                hints=[Hint("tolerance", phrase="or raise {knob}")],
-            )
 
     def reserve(
         self,
@@ -262,14 +220,19 @@ class Ledger:
                 "SELECT COUNT(*) FROM attempts WHERE run_id = ?", (run_id,)
             ).fetchone()
             if budget is not None and spent >= budget:
-                raise BudgetExhaustedError(resume_message(budget), spent=spent, budget=budget)
+                raise BudgetExhaustedError(
+                    f"budget of {budget} calls reached: everything fetched so far is cached; "
+                    "running the same search again resumes without spending those calls again.",
+                    spent=spent, budget=budget)
             if quota is not None:
                 usage = self._usage(db, fingerprint, month_of(now))
                 if quota.remaining(usage) <= 0:
                     raise QuotaWouldExceedError(
-                        f"key sha256:{fingerprint} has used {quota.used(usage)} calls of its "
-                        f"quota ({quota.describe()}): no calls left. Everything fetched so far "
-                        "is cached; run the same search again once the quota resets.",
+                        f"key sha256:{fingerprint} has no calls left: this ledger counts "
+                        f"{quota.used(usage)} of its quota ({quota.describe()}). Everything "
+                        "fetched so far is cached; "
+                        + ("the quota resets at the start of the next month (UTC)."
+                           if quota.period == "month" else "a lifetime quota never resets."),
                         needed=1,
                         allowed=0,
                     )

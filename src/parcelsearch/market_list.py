@@ -12,22 +12,19 @@ Examples
 from __future__ import annotations
 
 import difflib
-import hashlib
-import json
 import os
 import re
 import uuid
 from collections.abc import Sequence
-from datetime import UTC, datetime, timedelta
-from pathlib import Path
+from datetime import timedelta
 from typing import TYPE_CHECKING, Any, TypeVar
 
 import pandas as pd
 
+from parcelsearch.cache import CacheFolder
 from parcelsearch.client import AttemptHook, Client
-from parcelsearch.errors import CacheError, Hint, InputError
+from parcelsearch.errors import Hint, InputError
 from parcelsearch.ledger import Ledger
-from parcelsearch.settings import default_cache_dir
 
 if TYPE_CHECKING:
     from parcelsearch.cache import ResponseCache
@@ -84,17 +81,17 @@ def markets(
     """
     if cache is None:
         cache = client.cache_dir
-    path = _cache_path(cache, client.base_url)
+    folder = _folder(cache)
     limit = max_age if isinstance(max_age, timedelta) else timedelta(seconds=max_age)
-    if path is not None and limit > timedelta(0):
-        names = _read_cached(path, client.base_url, limit)
+    if folder is not None and limit > timedelta(0):
+        names = folder.markets(client.base_url, limit)
         if names is not None:
             return names
     if before_attempt is None:
         before_attempt = _ledger_hook(client)
     names = client.markets(before_attempt=before_attempt)
-    if path is not None:
-        _write_cached(path, client.base_url, names)
+    if folder is not None:
+        folder.keep_markets(client.base_url, names)
     return names
 
 
@@ -193,46 +190,9 @@ def _ledger_hook(client: Client) -> AttemptHook:
     return reserve
 
 
-def _cache_path(cache: Any, base_url: str) -> Path | None:
+def _folder(cache: Any) -> CacheFolder | None:
     if cache is False:
         return None
     if cache is None or cache is True:
-        directory = default_cache_dir()
-    elif hasattr(cache, "directory"):
-        directory = Path(cache.directory)
-    else:
-        directory = Path(cache).expanduser()
-    tag = hashlib.sha256(base_url.rstrip("/").encode()).hexdigest()[:16]
-    return directory / f"markets-{tag}.json"
-
-
-def _read_cached(path: Path, base_url: str, max_age: timedelta) -> list[str] | None:
-    try:
-        record = json.loads(path.read_text(encoding="utf-8"))
-        fetched = datetime.fromisoformat(record["fetched_at"])
-        names = record["markets"]
-        ok = record["base_url"] == base_url and all(isinstance(n, str) for n in names)
-    except FileNotFoundError:
-        return None
-    except (OSError, ValueError, KeyError, TypeError) as exc:
-        raise CacheError(
-            f"cached market list {path} cannot be read ({exc}); delete it to fetch a new one"
-        ) from None
-    if not ok:
-        raise CacheError(f"cached market list {path} is not for {base_url}; delete it")
-    return list(names) if datetime.now(UTC) - fetched <= max_age else None
-
-
-def _write_cached(path: Path, base_url: str, names: list[str]) -> None:
-    record = {"base_url": base_url, "fetched_at": datetime.now(UTC).isoformat(), "markets": names}
-    temp = path.with_name(f".tmp-{uuid.uuid4().hex}.json")
-    try:
-        path.parent.mkdir(parents=True, exist_ok=True)
-        with open(temp, "w", encoding="utf-8") as handle:
-            json.dump(record, handle)
-            handle.flush()
-            os.fsync(handle.fileno())
-        os.replace(temp, path)
-    except OSError as exc:
-        temp.unlink(missing_ok=True)
-        raise CacheError(f"cannot write the market list to {path}: {exc}") from None
+        return CacheFolder()
+    return CacheFolder(cache.directory if hasattr(cache, "directory") else cache)

@@ -26,7 +26,7 @@ from __future__ import annotations
 import json
 import os
 import uuid
-from collections.abc import Callable, Hashable, Mapping
+from collections.abc import Callable, Mapping
 from pathlib import Path
 from typing import Any
 
@@ -91,35 +91,16 @@ def _check(path: str | os.PathLike[str], formats: tuple[str, ...], knob: str,
 def run_metadata(result: SearchResult) -> dict[str, Any]:
     """What a file must say about the run that produced it (JSON-ready).
 
-    ``result.metadata`` when the result has one; else computed from ``complete``, ``calls``,
-    ``cached_pages`` and the pieces fetched (an area is complete when every page of every
-    one of its pieces was fetched).
+    :attr:`SearchResult.metadata` (``complete``, ``calls``, ``cached_pages``,
+    ``areas_complete``, …) plus the id column, the number of GroupIDs, the areas skipped and
+    the version of parcelsearch.
     """
-    given = getattr(result, "metadata", None)
-    meta: dict[str, Any] = dict(given) if isinstance(given, Mapping) else {
-        "complete": bool(result.complete),
-        "calls": int(result.calls),
-        "cached_pages": int(result.cached_pages),
-        "areas_complete": [_plain(a) for a in _areas_complete(result)],
-    }
+    meta: dict[str, Any] = dict(result.metadata)
     meta.setdefault("id_column", result.id_name)
-    meta.setdefault("areas", int(len(result.plan.areas)))
     meta.setdefault("group_ids", int(len(result.group_ids)))
     meta.setdefault("skipped", [_plain(a) for a in result.skipped.index])
     meta.setdefault("parcelsearch_version", __version__)
     return {key: _plain(value) for key, value in meta.items()}
-
-
-def _areas_complete(result: SearchResult) -> list[Hashable]:
-    areas = list(result.plan.areas.index)
-    if result.complete:
-        return areas
-    tiles = pd.DataFrame(result.tiles.drop(columns="geometry"))
-    if tiles.empty:
-        return []
-    done = tiles["pages"].notna() & (tiles["pages_fetched"] == tiles["pages"].fillna(-1))
-    by_area = done.groupby(tiles[result.id_name], sort=False).all()
-    return [a for a in areas if bool(by_area.get(a, False))]
 
 
 def _plain(value: Any) -> Any:

@@ -1,311 +1,210 @@
-"""The search pipeline: plan → fetch (cache → ledger → limiter → HTTP → check → cache) → dedupe.
+"""The search pipeline: plan → price → fetch in two phases → dedupe → frames.
 
-One generator-free, readable sequence per request (:meth:`_Run.fetch`), a thread pool that
-sends page 1 of every piece first and pages 2..n as they become known, and one dedupe at
-the end.
+A run spends in two phases, so the price is known before it is paid:
+
+1. **Page 1 of every piece** not already cached. Its cost (one call a piece) is checked
+   against the budget and the known quota *before anything is spent*.
+2. **Pages 2..n.** Page 1 told how many pages each piece has, so the exact number of calls
+   left is known. It is checked again before spending; a run that cannot finish stops here
+   and says the exact calls needed — or, with ``allow_partial``, spends what is allowed on
+   finishing whole areas, the cheapest first.
+
+Every request goes cache → ledger → pacer → HTTP → checks → cache
+(:meth:`parcelsearch.fetching.Run.fetch`).
+One stop event ends a run, whatever the cause — a failure, an interrupt (Ctrl-C, SIGTERM,
+Jupyter's "interrupt kernel"): no attempt starts after it, queued work is cancelled,
+back-off sleeps wake at once, requests on the wire finish (and are kept) or are abandoned.
+Everything fetched is in the cache, and the partial :class:`~parcelsearch.SearchResult` is
+on the raised error's ``.result``.
 """
 
 from __future__ import annotations
 
-import threading
-import uuid
-from collections.abc import Hashable
-from concurrent.futures import FIRST_COMPLETED, CancelledError, Future, ThreadPoolExecutor, wait
-from dataclasses import dataclass, field
+import signal
+from collections.abc import Hashable, Iterable
 from typing import Any
 
 import geopandas as gpd
 import pandas as pd
 from tqdm.auto import tqdm
 
-from parcelsearch import _wire, planning
+from parcelsearch import planning
+from parcelsearch._shared import next_month_start
 from parcelsearch.cache import ResponseCache
-from parcelsearch.client import Cancelled, Client
+from parcelsearch.client import Client
 from parcelsearch.errors import (
+    BudgetError,
     BudgetExhaustedError,
+    ConfigurationError,
     Hint,
-    MalformedResponseError,
     ParcelSearchError,
     QuotaWouldExceedError,
+    SearchInterrupted,
 )
-from parcelsearch.ledger import Ledger, Quota, resume_message
-from parcelsearch.page import Page
-from parcelsearch.planning import Piece, Plan, suggest_tolerance
-from parcelsearch.result import SearchResult
+from parcelsearch.fetching import Fetcher, PieceState, Run, budget_reached
+from parcelsearch.ledger import Ledger, Quota
+from parcelsearch.market_list import check_markets, markets
+from parcelsearch.planning import Plan, suggest_tolerance
+from parcelsearch.result import SearchResult, skipped_frame
 
-__all__ = ["search"]
+__all__ = ["search", "DEFAULT_WORKERS"]
 
-#: Threads sending requests; the client's shared limiter paces them all.
+
+#: Threads sending requests; the client's shared pacer paces them all.
 DEFAULT_WORKERS = 8
-
-
-class _Stopped(Exception):  # noqa: N818 - a signal, not an error
-    """Raised before an attempt once the run is stopping after a failure."""
-
-
-@dataclass
-class _PieceState:
-    """What one piece has produced so far."""
-
-    piece: Piece
-    rows: int | None = None
-    pages: int | None = None
-    data: dict[int, tuple[str, ...]] = field(default_factory=dict)
-    calls: int = 0
-    cached_pages: int = 0
-
-
-class _Run:
-    """One search run: shared state of the worker threads."""
-
-    def __init__(
-        self,
-        client: Client,
-        cache: ResponseCache | None,
-        ledger: Ledger | None,
-        *,
-        budget: int | None,
-        quota: Quota | None,
-        max_age: float | None,
-        refresh: bool,
-        path: str,
-    ) -> None:
-        self.client = client
-        self.cache = cache
-        self.ledger = ledger
-        self.budget = budget
-        self.quota = quota
-        self.max_age = max_age
-        self.refresh = refresh
-        self.path = path
-        self.run_id = uuid.uuid4().hex
-        self.lock = threading.Lock()
-        self.calls = 0
-        self.cached_pages = 0
-        #: Set on the first failure: no request is started after it.
-        self.stopping = threading.Event()
-
-    def key(self, piece: Piece, page: int) -> str:
-        return _wire.request_key(self.client.base_url, self.path, piece.polygon_json, page)
-
-    def cached(self, piece: Piece, page: int) -> Page | None:
-        if self.cache is None or self.refresh:
-            return None
-        return self.cache.get(self.key(piece, page), max_age=self.max_age)
-
-    def reserve_call(self) -> None:
-        """Before every attempt: refuse once the run is stopping, else reserve one call."""
-        if self.stopping.is_set():
-            raise _Stopped()
-        if self.ledger is not None:
-            self.ledger.reserve(
-                self.client.fingerprint, run_id=self.run_id, budget=self.budget, quota=self.quota
-            )
-        with self.lock:  # check and count in one critical section: threads race for the last call
-            if self.ledger is None and self.budget is not None and self.calls >= self.budget:
-                raise BudgetExhaustedError(
-                    resume_message(self.budget), spent=self.calls, budget=self.budget
-                )
-            self.calls += 1
-
-    def release_call(self) -> None:
-        """Take back a reservation that was never sent."""
-        if self.ledger is not None:
-            self.ledger.release(self.client.fingerprint, run_id=self.run_id)
-        with self.lock:
-            self.calls -= 1
-
-    def fetch(self, piece: Piece, page: int) -> tuple[Page, int]:
-        """One page of one piece: from the cache, else from the network (then cached)."""
-        hit = self.cached(piece, page)
-        if hit is not None:
-            with self.lock:
-                self.cached_pages += 1
-            return hit, 0
-        attempts = 0
-
-        def before_attempt() -> None:
-            nonlocal attempts
-            self.reserve_call()
-            attempts += 1
-
-        try:
-            fresh = self.client.search_page(
-                piece.polygon_json, page, path=self.path, before_attempt=before_attempt,
-                cancel=self.stopping,
-            )
-        except Cancelled:
-            self.release_call()  # reserved, then stopped before sending
-            raise
-        if self.cache is not None:
-            self.cache.put(fresh)
-        return fresh, max(attempts, 1)
-
-
-def _check_consistent(state: _PieceState, page: Page) -> None:
-    if state.rows is None:
-        state.rows, state.pages = page.rows, page.pages
-    elif (page.rows, page.pages) != (state.rows, state.pages):
-        raise MalformedResponseError(
-            f"area {state.piece.area_id!r} piece {state.piece.piece_id}: page {page.page} "
-            f"reports rows={page.rows}, pages={page.pages} but page 1 reported "
-            f"rows={state.rows}, pages={state.pages}; the data changed between pages. "
-            "Search again with refresh=True."
-        )
-
-
-def _estimate_calls(run: _Run, pieces: list[Piece]) -> int:
-    """Calls still needed at least: uncached page 1s, plus known uncached later pages."""
-    needed = 0
-    for piece in pieces:
-        first = run.cached(piece, 1)
-        if first is None:
-            needed += 1
+def _first_pages(states: list[PieceState], run: Run) -> list[PieceState]:
+    """Read cached page 1s; returns the pieces whose page 1 must be fetched."""
+    todo = []
+    for state in states:
+        hit = run.cached(state.piece, 1)
+        if hit is None:
+            todo.append(state)
             continue
-        needed += sum(run.cached(piece, k) is None for k in range(2, first.pages + 1))
-    return needed
+        state.rows, state.pages = hit.rows, hit.pages
+        state.data[1] = hit.data
+        state.cached_pages += 1
+        run.cached_pages += 1
+    return todo
 
 
-def _refuse_if_over(run: _Run, plan: Plan, needed: int, *, allow_partial: bool) -> None:
-    """Say before spending anything when the run cannot fit the budget or known quota."""
-    limits: list[tuple[str, int]] = []
-    if run.budget is not None and not allow_partial:
-        limits.append(("budget", run.budget))
-    if run.quota is not None and run.ledger is not None:
-        left = run.ledger.remaining(run.client.fingerprint, run.quota)
-        if left is not None:
-            limits.append(("remaining quota", left))
-    for what, allowed in limits:
-        if needed <= allowed:
+def _later_pages(states: list[PieceState], run: Run) -> list[tuple[PieceState, int]]:
+    """Read cached pages 2..n; returns the (piece, page) jobs that must be fetched."""
+    jobs = []
+    for state in states:
+        if state.pages is None:
             continue
-        hints: list[Hint] = []
-        suggested = (
-            suggest_tolerance(plan.areas, allowed, max_request_bytes=plan.max_request_bytes,
-                              path=plan.path)
-            if allowed > 0 else None
-        )
+        for k in state.missing():
+            hit = None if state.fresh else run.cached(state.piece, k)
+            if hit is not None and (hit.rows, hit.pages) == (state.rows, state.pages):
+                state.data[k] = hit.data
+                state.cached_pages += 1
+                run.cached_pages += 1
+            else:
+                jobs.append((state, k))
+    return jobs
+
+
+def _by_area(items: Iterable[Any], area_of: Any) -> dict[Hashable, list[Any]]:
+    grouped: dict[Hashable, list[Any]] = {}
+    for item in items:
+        grouped.setdefault(area_of(item), []).append(item)
+    return grouped
+
+
+def _cheapest_whole_areas(costs: dict[Hashable, int], allowed: int) -> set[Hashable]:
+    """Areas to finish within ``allowed`` calls: the cheapest first, whole areas only."""
+    chosen: set[Hashable] = set()
+    left = allowed
+    for area, cost in sorted(costs.items(), key=lambda item: (item[1], str(item[0]))):
+        if cost <= left:
+            chosen.add(area)
+            left -= cost
+    return chosen
+
+
+# -- messages -------------------------------------------------------------------------------
+
+
+def _limit_text(run: Run, what: str, allowed: int) -> str:
+    if what == "budget":
+        return f"the budget allows {allowed} more"
+    assert run.quota is not None
+    text = f"key sha256:{run.client.fingerprint} has {allowed} left of its quota " \
+           f"({run.quota.describe()})"
+    if run.quota.period == "month":
+        reset = next_month_start(pd.Timestamp.now(tz="UTC").to_pydatetime())
+        text += f", which resets on {reset:%Y-%m-%d} 00:00 UTC"
+    else:
+        text += ", which never resets"
+    return text
+
+
+def _refusal(run: Run, plan: Plan, needed: int, allowed: int, what: str,
+             *, spent_first: bool) -> QuotaWouldExceedError:
+    """The error of a run that cannot finish within what it is allowed."""
+    if spent_first:
+        head = (f"this search needs exactly {needed} more calls to finish, but "
+                f"{_limit_text(run, what, allowed)}; stopped before spending them (page 1 of "
+                "every piece is fetched and cached).")
+    else:
+        head = (f"this search needs at least {needed} calls, but "
+                f"{_limit_text(run, what, allowed)}; nothing was spent.")
+    hints: list[Hint] = []
+    if not spent_first and allowed > 0:
+        suggested = suggest_tolerance(plan.areas, allowed, max_request_bytes=plan.max_request_bytes,
+                                      path=plan.path)
         if suggested is not None and suggested > plan.tolerance:
-            hints = [Hint("tolerance", f"{suggested:g}", "try {knob} (metres), whose plan fits")]
-        elif what == "budget":
-            hints = [Hint("budget", needed, "raise {knob}"),
-                     Hint("allow_partial", phrase="or pass {knob} to spend it and resume later")]
-        raise QuotaWouldExceedError(
-            f"this search needs at least {needed} calls but the {what} allows {allowed}; "
-            "nothing was spent.",
-            needed=needed,
-            allowed=allowed,
-            hints=hints,
-        )
+            hints.append(Hint("tolerance", f"{suggested:g}",
+                              "try {knob} (metres), whose plan fits"))
+    if what == "budget":
+        hints.append(Hint("budget", needed + run.calls if spent_first else needed,
+                          "or raise {knob}"))
+    hints.append(Hint("allow_partial", None, "or pass {knob} to finish the areas that fit"))
+    return QuotaWouldExceedError(head, needed=needed, allowed=allowed, hints=hints)
 
 
-def _fetch_all(
-    run: _Run, pieces: list[Piece], progress: bool, workers: int
-) -> tuple[dict[int, _PieceState], BaseException | None]:
-    """Page 1 of every piece, then pages 2..n, concurrently; stop cleanly on the first error.
-
-    Returns what was fetched and the first failure (``None`` when complete): requests under
-    way when a failure happens are finished and kept, none is started after it.
-    """
-    states = {i: _PieceState(p) for i, p in enumerate(pieces)}
-    bar = tqdm(total=len(pieces), desc="search", unit="page", disable=not progress)
-    failure: BaseException | None = None
-    with ThreadPoolExecutor(max_workers=workers, thread_name_prefix="parcelsearch") as pool:
-        pending: dict[Future[tuple[Page, int]], tuple[int, int]] = {
-            pool.submit(run.fetch, s.piece, 1): (i, 1) for i, s in states.items()
-        }
-        while pending:
-            done, _ = wait(pending, return_when=FIRST_COMPLETED)
-            for future in done:
-                index, page_no = pending.pop(future)
-                try:
-                    page, calls = future.result()
-                except (_Stopped, Cancelled, CancelledError):
-                    continue  # not started, or stopped before sending: nothing was spent
-                except BaseException as exc:  # noqa: BLE001 - re-raised after draining
-                    failure = failure or exc
-                    if not isinstance(exc, BudgetExhaustedError):
-                        run.stopping.set()  # calls reserved within a budget still go out
-                    continue
-                state = states[index]
-                try:
-                    _check_consistent(state, page)
-                except ParcelSearchError as exc:
-                    failure = failure or exc
-                    run.stopping.set()
-                    continue
-                state.data[page_no] = page.data
-                state.calls += calls
-                state.cached_pages += calls == 0
-                bar.update(1)
-                if page_no == 1 and page.pages > 1 and failure is None:
-                    bar.total += page.pages - 1
-                    bar.refresh()
-                    for k in range(2, page.pages + 1):
-                        pending[pool.submit(run.fetch, state.piece, k)] = (index, k)
-            if failure is not None:
-                for future in pending:
-                    future.cancel()
-    bar.close()
-    return states, failure
+# -- frames ---------------------------------------------------------------------------------
 
 
-def _frames(plan: Plan, states: dict[int, _PieceState]) -> tuple[pd.DataFrame, gpd.GeoDataFrame]:
+def _frames(plan: Plan, states: list[PieceState]) -> tuple[pd.DataFrame, gpd.GeoDataFrame]:
     """Deduplicate (area id, group_id) once, and tabulate the tiles sent."""
     id_name = plan.id_name
     areas: list[Hashable] = []
     groups: list[str] = []
     rows = []
-    for state in states.values():
+    for state in states:
         piece = state.piece
         for data in state.data.values():
             areas.extend([piece.area_id] * len(data))
             groups.extend(data)
-        rows.append(
-            {
-                id_name: piece.area_id,
-                "piece_id": piece.piece_id,
-                "rows": state.rows if state.rows is not None else pd.NA,
-                "pages": state.pages if state.pages is not None else pd.NA,
-                "pages_fetched": len(state.data),
-                "calls": state.calls,
-                "cached_pages": state.cached_pages,
-                "from_cache": bool(state.data) and state.calls == 0,
-                "geometry": piece.geometry,
-            }
-        )
+        rows.append({
+            id_name: piece.area_id, "piece_id": piece.piece_id,
+            "rows": state.rows, "pages": state.pages, "pages_fetched": len(state.data),
+            "calls": state.calls, "cached_pages": state.cached_pages,
+            "from_cache": bool(state.data) and state.calls == 0, "geometry": piece.geometry,
+        })
+    id_values = pd.Series(areas, dtype=plan.areas.index.dtype if areas else object)
     ids = (
-        pd.DataFrame({id_name: areas, "group_id": pd.Series(groups, dtype="string")})
+        pd.DataFrame({id_name: id_values, "group_id": pd.Series(groups, dtype="string")})
         .drop_duplicates()
         .sort_values([id_name, "group_id"], kind="stable")
         .reset_index(drop=True)
     )
-    tiles = gpd.GeoDataFrame(rows, geometry="geometry", crs="EPSG:4326")
+    columns = [id_name, "piece_id", "rows", "pages", "pages_fetched", "calls", "cached_pages",
+               "from_cache", "geometry"]
+    tiles = gpd.GeoDataFrame(pd.DataFrame(rows, columns=columns), geometry="geometry",
+                             crs="EPSG:4326")
     for column in ("rows", "pages"):
         tiles[column] = tiles[column].astype("Int64")
+    for column in ("piece_id", "pages_fetched", "calls", "cached_pages"):
+        tiles[column] = tiles[column].astype("int64")
+    tiles["from_cache"] = tiles["from_cache"].astype(bool)
     return ids, tiles
 
 
-def _skip_inactive(plan: Plan, run: _Run, column: str) -> tuple[Plan, pd.DataFrame]:
-    """Drop areas whose market is not active before anything is spent on them."""
-    from parcelsearch.market_list import check_markets, markets
-
-    active = markets(
-        run.client, cache=run.cache.directory if run.cache is not None else False,
-        before_attempt=run.reserve_call,
-    )
+def _skip_inactive(plan: Plan, run: Run, column: str) -> tuple[Plan, gpd.GeoDataFrame]:
+    """Drop areas whose market is not active before anything is spent on them (one call)."""
+    active = markets(run.client, cache=run.cache.directory if run.cache is not None else False,
+                     before_attempt=run.reserve)
     checked = check_markets(plan.areas, column, active)
     inactive = checked.index[~checked["market_active"]]
-    skipped = gpd.GeoDataFrame(
-        {
-            "market": checked.loc[inactive, column],
-            "reason": "market not active",
-            "suggestion": checked.loc[inactive, "market_suggestion"],
-        },
-        geometry=plan.areas.geometry.loc[inactive],
-        crs=plan.areas.crs,
-        index=inactive,
+    skipped = skipped_frame(
+        plan.areas.loc[inactive], reason="market not active",
+        market=checked.loc[inactive, column], suggestion=checked.loc[inactive, "market_suggestion"],
     )
     return plan.without(inactive), skipped
+
+
+def _check_count(name: str, value: int | None, minimum: int) -> None:
+    if value is None:
+        return
+    if isinstance(value, bool) or not isinstance(value, int) or value < minimum:
+        raise ConfigurationError(
+            f"{name} must be a whole number >= {minimum}, got {value!r}.",
+            hints=[Hint(name, None, "set {knob}")] if name == "budget" else [])
+
+
+# -- the function --------------------------------------------------------------------------
 
 
 def search(
@@ -341,33 +240,53 @@ def search(
     id_column
         Column identifying areas (default: the index).
     budget
-        At most this many calls in this run. If the plan needs more than ``budget`` at least,
-        nothing is spent and :class:`~parcelsearch.QuotaWouldExceedError` says what would fit,
-        unless ``allow_partial=True``. When extra pages reach the budget mid-run the search stops
-        cleanly, keeps everything fetched (cached) and raises
-        :class:`~parcelsearch.BudgetExhaustedError`; rerunning resumes without re-spending.
+        At most this many calls in this run, retries included.
     quota
         The key's quota if known (``"demo"``, ``"production"``, ``"500/month"``,
-        ``"50/lifetime"``; default ``PARCELSEARCH_QUOTA``): runs that cannot fit what is left
-        are refused before spending.
+        ``"50/lifetime"``; default ``PARCELSEARCH_QUOTA``). The ledger beside the cache counts
+        what this machine has spent with the key.
+    allow_partial
+        When the run cannot finish within the budget or quota, spend what is allowed on
+        finishing whole areas, the cheapest first, instead of stopping.
     cache, ledger
-        Response cache and quota ledger: ``None`` for the defaults (in
-        ``PARCELSEARCH_CACHE_DIR``), ``False`` to go without, or an instance.
+        Response cache and quota ledger: ``None`` for the defaults (in the client's cache
+        folder), ``False`` to go without, or an instance.
     max_age, refresh
         Ignore cached pages older than ``max_age`` seconds, or all of them (``refresh=True``).
     active_markets_only, market_column
-        Skip, before spending, areas whose ``market_column`` is not an active market.
+        Skip, before spending on them, areas whose ``market_column`` is not an active market
+        (the market list costs one call, then is cached for a day).
     progress
-        Show a tqdm progress bar.
+        Show a tqdm progress bar (its total becomes exact after phase 1 and never shrinks).
     workers
-        Threads sending requests (all paced by the client's one limiter).
+        Threads sending requests (all paced by the client's one pacer).
     plan
         A plan made earlier with :func:`parcelsearch.plan` (then ``areas`` may be ``None``).
 
     Returns
     -------
     SearchResult
-        ``ids``, ``tiles``, ``summary()``, ``zoning_cost()``, calls and cached pages.
+        ``ids``, ``tiles``, ``summary()``, ``zoning_cost()``, ``metadata``.
+
+    Raises
+    ------
+    QuotaWouldExceedError
+        The run cannot finish within the budget or the known quota. Raised before anything
+        is spent when page 1 of every piece does not fit; raised after phase 1 (with the
+        exact calls needed to finish) when the later pages do not fit. ``.result`` holds
+        what was fetched; with ``allow_partial=True`` the whole areas that fit are finished
+        and returned instead (``result.complete`` is ``False``).
+    BudgetExhaustedError
+        Retries used up the budget mid-run; ``.result`` holds what was fetched.
+    SearchInterrupted
+        Ctrl-C, SIGTERM or a kernel interrupt: no request started after it; ``.result``
+        holds what was fetched (all of it cached). A second interrupt is not caught.
+
+    Guarantees
+    ----------
+    No call is sent beyond ``budget`` or the known ``quota`` (the ledger refuses it before
+    sending); every page fetched is cached before it is counted as done, so rerunning the
+    same search resumes without spending those calls again.
 
     Examples
     --------
@@ -375,8 +294,10 @@ def search(
     >>> result = parcelsearch.search(areas)  # doctest: +SKIP
     >>> result.ids.head()  # doctest: +SKIP
     """
+    _check_count("budget", budget, 0)
+    _check_count("workers", workers, 1)
     client = client if client is not None else Client()
-    quota_obj = Quota.parse(quota) if not isinstance(quota, Quota) else quota
+    quota_obj = Quota.parse(quota)
     # None/True: the defaults beside the client's cache folder; False: go without.
     # (An empty ResponseCache is falsy, so test identity and type, never truth.)
     cache_obj = cache if isinstance(cache, ResponseCache) else (
@@ -384,28 +305,156 @@ def search(
     ledger_obj = ledger if isinstance(ledger, Ledger) else (
         None if ledger is False else Ledger.in_folder(client.cache_dir))
     chosen = plan if plan is not None else planning.plan(areas, tolerance, id_column=id_column)
-    run = _Run(
-        client, cache_obj, ledger_obj, budget=budget, quota=quota_obj,
-        max_age=max_age, refresh=refresh, path=chosen.path,
-    )
-    skipped = pd.DataFrame(columns=["market", "reason", "suggestion"])
-    if active_markets_only:
-        chosen, skipped = _skip_inactive(chosen, run, market_column)
-    needed = _estimate_calls(run, chosen.pieces)
-    _refuse_if_over(run, chosen, needed, allow_partial=allow_partial)
-    states, failure = _fetch_all(run, chosen.pieces, progress, workers)
-    ids, tiles = _frames(chosen, states)
-    result = SearchResult(
-        ids=ids, tiles=tiles, plan=chosen, calls=run.calls, cached_pages=run.cached_pages,
-        skipped=skipped, complete=failure is None,
-    )
-    if isinstance(failure, BudgetExhaustedError):
-        raise BudgetExhaustedError(
-            resume_message(failure.budget), spent=run.calls, budget=failure.budget, result=result
-        ) from None
-    if failure is not None:
-        if isinstance(failure, ParcelSearchError):
-            failure.result = result
-        raise failure
-    return result
+    run = Run(client, cache_obj, ledger_obj, budget=budget, quota=quota_obj,
+               max_age=max_age, refresh=refresh, path=chosen.path)
+    return _Search(run, chosen, allow_partial=allow_partial, progress=progress,
+                   workers=workers).run(active_markets_only, market_column)
 
+
+class _Search:
+    """One call of :func:`search`: the phases, the stop, and what is left when it ends."""
+
+    def __init__(self, run: Run, plan: Plan, *, allow_partial: bool, progress: bool,
+                 workers: int) -> None:
+        self.run_state = run
+        self.plan = plan
+        self.allow_partial = allow_partial
+        self.progress = progress
+        self.workers = workers
+        self.states = [PieceState(piece) for piece in plan.pieces]
+        self.skipped = skipped_frame(plan.areas.iloc[:0])
+        self.areas_wanted: set[Hashable] | None = None  # None: every area
+        #: Under ``allow_partial``: what limited the run, and the calls the whole run needed.
+        self.limited: tuple[str, int] | None = None
+
+    def run(self, active_markets_only: bool, market_column: str) -> SearchResult:
+        bar = tqdm(total=len(self.states), desc="search", unit="page", disable=not self.progress)
+        fetcher = Fetcher(self.run_state, self.workers, bar)
+        try:
+            if active_markets_only:
+                self.plan, self.skipped = _skip_inactive(self.plan, self.run_state, market_column)
+                kept = set(self.plan.areas.index)
+                self.states = [s for s in self.states if s.piece.area_id in kept]
+                bar.total = len(self.states)
+            self._phases(fetcher, bar)
+        except KeyboardInterrupt as interrupt:
+            fetcher.abort()
+            bar.close()
+            signum = int(getattr(interrupt, "signum", signal.SIGINT))
+            raise SearchInterrupted(
+                f"interrupted ({signal.Signals(signum).name}): no request was started after it; "
+                f"{self.run_state.calls} calls spent, everything fetched is cached and "
+                "running the same search again resumes from it.",
+                signum=signum, result=self._result(),
+            ) from None
+        except BaseException:
+            fetcher.close()
+            bar.close()
+            raise
+        fetcher.close()
+        bar.close()
+        if fetcher.failure is not None:
+            failure = fetcher.failure
+            if isinstance(failure, ParcelSearchError):
+                if isinstance(failure, BudgetExhaustedError):
+                    failure = BudgetExhaustedError(
+                        budget_reached(failure.budget), spent=self.run_state.calls,
+                        budget=failure.budget)
+                failure.result = self._result()
+            raise failure
+        result = self._result()
+        if self.limited is not None and not result.complete:
+            raise self._partial_stop(result)
+        return result
+
+    def _partial_stop(self, result: SearchResult) -> BudgetExhaustedError:
+        """The error of an ``allow_partial`` run that finished only the areas that fit."""
+        what, needed = self.limited or ("budget", 0)
+        run = self.run_state
+        left = sum(len(s.missing()) for s in self.states)
+        done, total = len(result.areas_complete or []), len(self.plan.areas)
+        limit = f"budget of {run.budget} calls" if what == "budget" else "the known quota"
+        error = BudgetExhaustedError(
+            f"{limit} reached: {done} of {total} areas are complete (the cheapest first), "
+            f"{run.calls} calls spent; at least {left} more calls finish the rest. Everything "
+            "fetched is cached: running the same search again resumes without re-spending.",
+            spent=run.calls, budget=run.budget if run.budget is not None else needed)
+        error.result = result
+        return error
+
+    def _phases(self, fetcher: Fetcher, bar: Any) -> None:
+        run = self.run_state
+        # Phase 1: page 1 of every piece not cached — priced before anything is spent.
+        todo = _first_pages(self.states, run)
+        bar.update(len(self.states) - len(todo))
+        allowed, what = run.allowance()
+        if allowed is not None and len(todo) > allowed:
+            if not self.allow_partial:
+                raise self._with_result(_refusal(run, self.plan, len(todo), allowed, what,
+                                                 spent_first=False))
+            self.limited = (what, len(todo))
+            todo = self._choose(todo, allowed, lambda s: 1)
+        fetcher.fetch((state, 1) for state in todo)
+        if fetcher.failure is not None or run.stop.is_set():
+            return
+        # Phase 2: the exact price of the rest is known now.
+        states = self._wanted(self.states)
+        jobs = _later_pages(states, run)
+        bar.total = max(bar.total, sum(max(1, s.pages or 1) for s in states))
+        bar.n = sum(len(s.data) for s in states)
+        bar.refresh()
+        allowed, what = run.allowance()
+        if allowed is not None and len(jobs) > allowed:
+            if not self.allow_partial:
+                raise self._with_result(_refusal(run, self.plan, len(jobs), allowed, what,
+                                                 spent_first=True))
+            self.limited = (what, len(jobs))
+            chosen = self._choose_jobs(jobs, allowed)
+            jobs = [job for job in jobs if job[0].piece.area_id in chosen]
+        fetcher.fetch(jobs)
+        # Pieces fetched again because their answer changed: finish them too.
+        while fetcher.failure is None and not run.stop.is_set():
+            again = [(s, k) for s in self._wanted(self.states) if s.fresh and not s.done
+                     for k in s.missing()]
+            if not again:
+                break
+            fetcher.fetch(again)
+
+    def _wanted(self, states: list[PieceState]) -> list[PieceState]:
+        if self.areas_wanted is None:
+            return states
+        return [s for s in states if s.piece.area_id in self.areas_wanted]
+
+    def _choose(self, todo: list[PieceState], allowed: int, cost: Any) -> list[PieceState]:
+        """Phase 1 under ``allow_partial``: the page 1s of the areas with fewest pieces."""
+        per_area = _by_area(todo, lambda s: s.piece.area_id)
+        costs = {area: sum(cost(s) for s in items) for area, items in per_area.items()}
+        done_areas = {s.piece.area_id for s in self.states} - set(per_area)
+        self.areas_wanted = _cheapest_whole_areas(costs, allowed) | done_areas
+        return [s for s in todo if s.piece.area_id in self.areas_wanted]
+
+    def _choose_jobs(self, jobs: list[tuple[PieceState, int]], allowed: int) -> set[Hashable]:
+        """Phase 2 under ``allow_partial``: finish the cheapest whole areas that fit."""
+        per_area = _by_area(jobs, lambda job: job[0].piece.area_id)
+        costs = {area: len(items) for area, items in per_area.items()}
+        finished = {s.piece.area_id for s in self._wanted(self.states)} - set(per_area)
+        chosen = _cheapest_whole_areas(costs, allowed)
+        self.areas_wanted = chosen | finished
+        return chosen
+
+    def _with_result(self, error: BudgetError) -> BudgetError:
+        error.result = self._result()
+        return error
+
+    def _result(self) -> SearchResult:
+        ids, tiles = _frames(self.plan, self.states)
+        complete_areas = [
+            area for area in self.plan.areas.index
+            if all(s.done for s in self.states if s.piece.area_id == area)
+        ]
+        return SearchResult(
+            ids=ids, tiles=tiles, plan=self.plan, calls=self.run_state.calls,
+            cached_pages=self.run_state.cached_pages, skipped=self.skipped,
+            complete=len(complete_areas) == len(self.plan.areas),
+            areas_complete=complete_areas, refetched_pieces=self.run_state.refetched_pieces,
+        )

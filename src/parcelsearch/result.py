@@ -2,19 +2,41 @@
 
 from __future__ import annotations
 
+import json
+from collections.abc import Hashable
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 import geopandas as gpd
 import pandas as pd
+import pyarrow as pa
+import pyarrow.parquet as pq
 
 from parcelsearch.settings import ZONING_PRICES
 
 if TYPE_CHECKING:
     from parcelsearch.planning import Plan
 
-__all__ = ["SearchResult", "zoning_price"]
+__all__ = ["SearchResult", "zoning_price", "skipped_frame", "METADATA_KEY"]
+
+#: Key of the run's metadata (JSON) in the schema metadata of parquet outputs.
+METADATA_KEY = "parcelsearch"
+
+
+def skipped_frame(
+    areas: gpd.GeoDataFrame, *, reason: str = "", market: Any = None, suggestion: Any = None
+) -> gpd.GeoDataFrame:
+    """Areas left out before spending: ``market``, ``reason``, ``suggestion`` and geometry,
+    indexed like ``areas`` (the one shape of :attr:`SearchResult.skipped`)."""
+    return gpd.GeoDataFrame(
+        {
+            "market": pd.Series(market, index=areas.index, dtype="object"),
+            "reason": pd.Series(reason, index=areas.index, dtype="object"),
+            "suggestion": pd.Series(suggestion, index=areas.index, dtype="object"),
+        },
+        geometry=areas.geometry.values, crs=areas.crs, index=areas.index,
+    )
 
 
 def zoning_price(group_ids: int, tier: str = "basic") -> float:
@@ -59,7 +81,14 @@ class SearchResult:
     cached_pages
         Pages served from the response cache instead of the network.
     skipped
-        Areas left out before spending (e.g. outside active markets), with the reason.
+        Areas left out before spending (e.g. outside active markets): ``market``, ``reason``,
+        ``suggestion`` and geometry (see :func:`skipped_frame`).
+    complete
+        Whether every area was searched to its last page.
+    areas_complete
+        The ids of the areas searched to their last page (all of them when ``complete``).
+    refetched_pieces
+        Pieces fetched again because their pages came from different answers.
     """
 
     ids: pd.DataFrame
@@ -67,8 +96,28 @@ class SearchResult:
     plan: Plan
     calls: int = 0
     cached_pages: int = 0
-    skipped: pd.DataFrame = field(default_factory=lambda: pd.DataFrame(columns=["reason"]))
+    skipped: gpd.GeoDataFrame = field(
+        default_factory=lambda: skipped_frame(gpd.GeoDataFrame(geometry=[], crs="EPSG:4326")))
     complete: bool = True
+    areas_complete: list[Hashable] | None = None
+    refetched_pieces: int = 0
+
+    def __post_init__(self) -> None:
+        if self.areas_complete is None:
+            self.areas_complete = list(self.plan.areas.index) if self.complete else []
+
+    @property
+    def metadata(self) -> dict[str, Any]:
+        """What this run did, as written into outputs (JSON-ready)."""
+        return {
+            "complete": bool(self.complete),
+            "calls": int(self.calls),
+            "cached_pages": int(self.cached_pages),
+            "areas_complete": [_plain(a) for a in self.areas_complete or []],
+            "areas": [_plain(a) for a in self.plan.areas.index],
+            "refetched_pieces": int(self.refetched_pieces),
+            "tolerance": float(self.plan.tolerance),
+        }
 
     @property
     def id_name(self) -> str:
@@ -96,17 +145,26 @@ class SearchResult:
         out = per_area.join(unique).fillna({"group_ids": 0})
         out = out.reindex([a for a in self.plan.areas.index if a in out.index])
         out["group_ids"] = out["group_ids"].astype("int64")
-        return out[["parcels", "group_ids", "pieces", "pages", "calls", "cached_pages"]]
+        out["complete"] = out.index.isin(list(self.areas_complete or []))
+        return out[["parcels", "group_ids", "pieces", "pages", "calls", "cached_pages",
+                    "complete"]]
 
     def zoning_cost(self, tier: str = "basic") -> float:
         """Price of one zoning call per unique GroupID at the vendor's ``tier`` price (USD)."""
         return zoning_price(len(self.group_ids), tier)
 
     def to_parquet(self, path: str | Path) -> Path:
-        """Write :attr:`ids` (area id column and ``group_id``) to a parquet file."""
+        """Write :attr:`ids` (area id column and ``group_id``) to a parquet file.
+
+        The schema metadata holds :attr:`metadata` as JSON under the key ``parcelsearch``
+        (``pyarrow.parquet.read_schema(path).metadata[b"parcelsearch"]``).
+        """
         path = Path(path)
         path.parent.mkdir(parents=True, exist_ok=True)
-        self.ids.to_parquet(path, index=False)
+        table = pa.Table.from_pandas(self.ids, preserve_index=False)
+        extra = {METADATA_KEY.encode(): json.dumps(self.metadata).encode()}
+        table = table.replace_schema_metadata({**(table.schema.metadata or {}), **extra})
+        pq.write_table(table, path)
         return path
 
     def map(self, **kwargs: Any) -> Any:
@@ -144,8 +202,15 @@ class SearchResult:
             f"<tr><th style='text-align:left'>{k}</th><td>{v}</td></tr>"
             for k, v in self._html_figures().items()
         )
-        title = "SearchResult" if self.complete else "SearchResult (incomplete: budget reached)"
+        title = "SearchResult" if self.complete else (
+            f"SearchResult (incomplete: {len(self.areas_complete or [])} of "
+            f"{len(self.plan.areas)} areas complete)")
         return (
             f"<div><strong>{title}</strong><table>{rows}</table>"
             f"<details><summary>per area</summary>{self.summary().to_html()}</details></div>"
         )
+
+
+def _plain(value: Any) -> Any:
+    """A JSON-ready area id (numpy scalars become Python ones)."""
+    return value.item() if hasattr(value, "item") else value

@@ -7,7 +7,7 @@ import pytest
 import shapely
 
 import parcelsearch
-from parcelsearch.errors import BudgetExhaustedError, QuotaExhaustedError, QuotaWouldExceedError
+from parcelsearch.errors import QuotaExhaustedError, QuotaWouldExceedError
 from parcelsearch.service.server import RunningService
 
 
@@ -69,19 +69,24 @@ def test_inactive_market_is_skipped_before_spending(service, make_client, demo_a
     assert len(log) == result.calls - client.stats["retried 429"]
 
 
-def test_budget_stops_cleanly_and_resume_spends_nothing_twice(service, make_client,
-                                                             demo_areas) -> None:
+def test_budget_stops_after_phase_one_and_resume_spends_nothing_twice(
+    service, make_client, demo_areas
+) -> None:
     client = make_client()
-    with pytest.raises(BudgetExhaustedError, match="resume") as stopped:
-        parcelsearch.search(demo_areas, client=client, budget=7, progress=False)
+    pieces = len(parcelsearch.plan(demo_areas).pieces)
+    with pytest.raises(QuotaWouldExceedError, match=r"needs exactly \d+ more calls to finish"
+                       ) as stopped:
+        parcelsearch.search(demo_areas, client=client, budget=pieces, progress=False)
     partial = stopped.value.result
     assert partial is not None and not partial.complete
-    assert partial.calls == 7
-    final = parcelsearch.search(demo_areas, client=client, progress=False)
-    assert final.cached_pages == 7 - client.stats["retried 429"]
     log = service.keys.requests(client.key_name)
-    assert not log.duplicated(["polygon_sha256", "page"]).any()
-    assert len(log) == 7 + final.calls - client.stats["retried 429"]
+    assert int(log["counted"].sum()) == pieces == partial.calls  # page 1 of every piece
+    assert (log["page"] == 1).all()
+    final = parcelsearch.search(demo_areas, client=client, progress=False)
+    assert final.cached_pages == pieces
+    log = service.keys.requests(client.key_name)
+    assert not log[log["counted"]].duplicated(["polygon_sha256", "page"]).any()
+    assert int(log["counted"].sum()) == pieces + stopped.value.needed == pieces + final.calls
 
 
 def test_budget_below_the_plan_is_refused_before_spending(service, make_client,
@@ -95,7 +100,7 @@ def test_budget_below_the_plan_is_refused_before_spending(service, make_client,
 
 def test_known_quota_refuses_a_run_that_cannot_fit(service, make_client, demo_areas) -> None:
     client = make_client()
-    with pytest.raises(QuotaWouldExceedError, match="remaining quota allows 3"):
+    with pytest.raises(QuotaWouldExceedError, match="has 3 left of its quota.*never resets"):
         parcelsearch.search(demo_areas, client=client, quota="3/lifetime", progress=False)
     assert service.keys.requests(client.key_name).empty
 

@@ -20,6 +20,8 @@ fault               what the client sees (forwarded: whether the service saw, an
 ``datarows``        the answer with ``dataRows`` one higher than ``len(data)``     (forwarded)
 ``pages``           the answer with ``pages`` one higher than ``ceil(rows/100)``   (forwarded)
 ``redirect``        302 to the same target over ``http://``                        (not)
+``503-after``       503, though the service answered (the answer is lost)       (forwarded)
+``reset-after``     TCP RST, though the service answered (the answer is lost)   (forwarded)
 ==================  =========================================================================
 """
 
@@ -42,7 +44,7 @@ from urllib.parse import parse_qs, urlsplit
 RETRYABLE = ("429-seconds", "429-date", "429-none", "500", "502", "503", "504", "timeout",
              "reset")
 FATAL = ("cut-length", "cut-close", "datarows", "pages")
-FORWARDED = (None, "cut-length", "cut-close", "datarows", "pages")
+FORWARDED = (None, "cut-length", "cut-close", "datarows", "pages", "503-after", "reset-after")
 
 _REASONS = {200: "OK", 302: "Found", 400: "Bad Request", 401: "Unauthorized",
             414: "URI Too Long", 429: "Too Many Requests", 500: "Internal Server Error",
@@ -196,6 +198,8 @@ class FaultProxy:
         if fault is None:
             self._send(conn, arrival, status, body, reply_headers)
             arrival.intact = status == 200
+        elif fault in ("503-after", "reset-after"):
+            self._fault(conn, arrival, fault.removesuffix("-after"), target)
         elif fault in ("datarows", "pages"):
             payload = json.loads(body)
             payload["dataRows" if fault == "datarows" else "pages"] += 1

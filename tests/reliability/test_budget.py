@@ -17,10 +17,8 @@ import pytest
 from _faultproxy import FaultProxy
 from shapely.geometry import box
 
-from parcelsearch import Ledger, pipeline, search
+from parcelsearch import Ledger, fetching, search
 from parcelsearch.errors import BudgetExhaustedError
-
-SEARCH_MODULE = pipeline
 
 BUDGET = 7
 WORKERS = 16
@@ -46,13 +44,13 @@ class YieldingLock:
 def racy(monkeypatch: pytest.MonkeyPatch) -> Iterator[None]:
     """Provoke races: the search's run lock yields on release, and threads switch as often
     as the interpreter can."""
-    init = SEARCH_MODULE._Run.__init__
+    init = fetching.Run.__init__
 
     def patched(self: Any, *args: Any, **kwargs: Any) -> None:
         init(self, *args, **kwargs)
         self.lock = YieldingLock()
 
-    monkeypatch.setattr(SEARCH_MODULE._Run, "__init__", patched)
+    monkeypatch.setattr(fetching.Run, "__init__", patched)
     before = sys.getswitchinterval()
     sys.setswitchinterval(1e-5)
     yield

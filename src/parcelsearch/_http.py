@@ -1,0 +1,397 @@
+"""The HTTP mechanism: one session, one shared pacer, one bounded retry loop, a stop switch.
+
+Nothing here knows what a search or a market is. :class:`Transport` sends ``GET``\\ s and
+runs every attempt through the same short sequence::
+
+    gate (reserve the call → wait for the pacer → stop if cancelled) → send → judge
+        → accepted: return   │ transient: back off (wakes at once on cancel), retry
+                             │ final: raise
+
+The caller's ``judge`` decides what a response means (accept it, call it transient, or
+raise); the retry *budget* and *backoff* come from urllib3's :class:`~urllib3.util.Retry`
+used as a value through its public API (``increment``, ``get_backoff_time``,
+``get_retry_after``), so the loop, its sleeps and its cancellation are ours while the policy
+is urllib3's. Requests themselves go through ``requests`` with urllib3 retries off.
+"""
+
+from __future__ import annotations
+
+import threading
+import time
+from collections import Counter
+from collections.abc import Callable, Mapping
+from dataclasses import dataclass
+from typing import Any, Protocol, TypeVar
+
+import requests
+from requests.adapters import HTTPAdapter
+from urllib3.exceptions import (
+    ConnectTimeoutError,
+    MaxRetryError,
+    NewConnectionError,
+    ProtocolError,
+    ReadTimeoutError,
+)
+from urllib3.util import Retry
+
+from parcelsearch.errors import ConfigurationError, Hint, MalformedResponseError, TransportError
+
+__all__ = [
+    "Cancelled",
+    "Transient",
+    "Spend",
+    "RateLimiter",
+    "RetryPolicy",
+    "Transport",
+    "new_session",
+]
+
+T = TypeVar("T")
+
+#: Share of the allowed rate kept in reserve, so network jitter never puts N + 1 calls in
+#: one second of the server's sliding window (10/s → one call every 103 ms, 9.7 calls/s).
+DEFAULT_MARGIN = 0.03
+#: Statuses a transient answer may carry.
+RETRY_STATUSES = frozenset({429, 500, 502, 503, 504})
+
+
+class Cancelled(Exception):  # noqa: N818 - a signal, not an error
+    """Raised instead of sending (or sleeping on) once the caller's stop event is set."""
+
+
+class Transient(Exception):  # noqa: N818 - a verdict, not an error
+    """A judge's verdict: this answer may heal if asked again (5xx, spike arrest, cut body).
+
+    Parameters
+    ----------
+    reason
+        Short text for messages and statistics (e.g. ``"503"``, ``"body not JSON"``).
+    error
+        The error to raise when the retries are used up.
+    response
+        The urllib3 response it came from, if any (its ``Retry-After`` is honoured).
+    """
+
+    def __init__(
+        self, reason: str, error: Exception, response: Any = None,
+        cause: Exception | None = None,
+    ) -> None:
+        super().__init__(reason)
+        self.reason = reason
+        self.error = error
+        self.response = response
+        #: The urllib3 error that tells connect from read failures (``None`` for answers).
+        self.cause = cause
+
+
+class Spend(Protocol):
+    """What the caller does around each attempt: reserve a call before, refund one after."""
+
+    def reserve(self) -> None:
+        """Before every attempt (retries included); may raise to stop."""
+
+    def refund(self) -> None:
+        """After an attempt the service certainly did not count (e.g. spike arrest)."""
+
+
+class RateLimiter:
+    """Strictly spaced calls, shared by all threads: no bursts, ever.
+
+    Each caller claims the next free slot under a lock, then sleeps *outside* it until the
+    slot comes, so one sleeper never holds up another and a stop wakes every sleeper at once.
+    Successive slots are at least ``1 / (rate * (1 - margin))`` seconds apart, so a server
+    allowing ``rate`` calls in any one-second sliding window never sees one too many.
+
+    Parameters
+    ----------
+    rate
+        Calls per second the server allows.
+    margin
+        Share of ``rate`` kept in reserve against network jitter.
+    """
+
+    def __init__(self, rate: float, margin: float = DEFAULT_MARGIN) -> None:
+        if not rate > 0 or not 0 <= margin < 1:
+            raise ConfigurationError(f"rate must be > 0 and margin in [0, 1), got {rate}, {margin}")
+        self.rate = float(rate)
+        self.interval = 1.0 / (self.rate * (1.0 - margin))
+        self._lock = threading.Lock()
+        self._next = 0.0
+
+    def wait(self, cancel: threading.Event | None = None) -> float:
+        """Block until this caller's slot; returns the slot (``time.monotonic``).
+
+        Raises
+        ------
+        Cancelled
+            ``cancel`` was set before the slot came (the slot is given up).
+        """
+        with self._lock:
+            slot = max(time.monotonic(), self._next)
+            self._next = slot + self.interval
+        delay = slot - time.monotonic()
+        if cancel is not None:
+            if cancel.wait(max(0.0, delay)):
+                raise Cancelled("stopped while waiting for the pacer")
+        elif delay > 0:
+            time.sleep(delay)
+        return slot
+
+    def __repr__(self) -> str:
+        return f"RateLimiter(rate={self.rate:g}/s, interval={self.interval * 1000:.1f} ms)"
+
+
+@dataclass(frozen=True)
+class RetryPolicy:
+    """How many times to retry and how long to wait: urllib3's ``Retry`` as the counter.
+
+    Backoff grows 0, 1, 2, 4 … seconds (``backoff_factor`` × 2ⁿ, capped at ``backoff_max``,
+    jittered); a ``Retry-After`` header (seconds or HTTP-date, capped at ``retry_after_max``)
+    wins. A refused connection is retried at most ``connect`` times: nothing is listening,
+    and waiting rarely helps.
+    """
+
+    total: int = 5
+    connect: int = 1
+    backoff_factor: float = 0.5
+    backoff_max: float = 30.0
+    backoff_jitter: float = 0.25
+    retry_after_max: float = 120.0
+
+    def __post_init__(self) -> None:
+        if isinstance(self.total, bool) or not isinstance(self.total, int) or self.total < 0:
+            raise ConfigurationError(f"retries must be an integer >= 0, got {self.total!r}")
+
+    def start(self) -> Retry:
+        """A fresh counter for one request."""
+        return Retry(
+            total=self.total, connect=min(self.connect, self.total), read=None, status=None,
+            other=None, redirect=0, allowed_methods=frozenset({"GET"}),
+            status_forcelist=RETRY_STATUSES, backoff_factor=self.backoff_factor,
+            backoff_max=self.backoff_max, backoff_jitter=self.backoff_jitter,
+            respect_retry_after_header=True, raise_on_status=False,
+        )
+
+    def delay(self, retry: Retry, response: Any = None) -> float:
+        """Seconds to wait before the next attempt."""
+        after = retry.get_retry_after(response) if response is not None else None
+        if after is not None:
+            return min(float(after), self.retry_after_max)
+        return float(retry.get_backoff_time())
+
+
+def make_retry(total: int = 5, *, backoff_factor: float = 0.5) -> RetryPolicy:
+    """The default retry policy with ``total`` retries (kept for callers of 0.1)."""
+    return RetryPolicy(total=total, backoff_factor=backoff_factor)
+
+
+def new_session() -> requests.Session:
+    """A ``requests`` session for HTTPS with urllib3's own retries off (the loop is ours)."""
+    session = requests.Session()
+    session.trust_env = False  # no proxies or CA bundles from the environment behind our back
+    session.mount("https://", HTTPAdapter(max_retries=0, pool_connections=4, pool_maxsize=32))
+    return session
+
+
+class Transport:
+    """Sends GETs through one session, paced by one limiter, retried by one policy.
+
+    Parameters
+    ----------
+    session
+        The ``requests`` session (inject one to put a fault-making adapter underneath).
+    limiter
+        The pacer shared by every thread using this transport.
+    policy
+        The retry policy.
+    timeout
+        Seconds to connect and between bytes of a response.
+    verify
+        ``True`` or the path of a CA bundle (TLS is always verified).
+    """
+
+    def __init__(
+        self,
+        session: requests.Session,
+        limiter: RateLimiter,
+        policy: RetryPolicy,
+        *,
+        timeout: float,
+        verify: str | bool = True,
+    ) -> None:
+        self.session = session
+        self.limiter = limiter
+        self.policy = policy
+        self.timeout = timeout
+        self.verify = verify
+        #: Requests answered and retries made, by status or error (e.g. ``"retried 429"``).
+        self.stats: Counter[str] = Counter()
+        self._stats_lock = threading.Lock()
+
+    def get(
+        self,
+        url: str,
+        *,
+        headers: Mapping[str, str],
+        judge: Callable[[requests.Response], T],
+        describe: str,
+        spend: Spend | None = None,
+        cancel: threading.Event | None = None,
+    ) -> T:
+        """One request: attempts until ``judge`` accepts an answer, raises, or retries run out.
+
+        Parameters
+        ----------
+        url
+            The full URL.
+        headers
+            Request headers (the secret travels here and nowhere else).
+        judge
+            Turns a response into the result, raises :class:`Transient` to retry, or raises
+            any other error to stop.
+        describe
+            A short, key-free description of the request for messages.
+        spend
+            Reserve before every attempt, refund when the service did not count it.
+        cancel
+            Once set: no further attempt, and back-off sleeps wake at once
+            (:class:`Cancelled` is raised).
+
+        Raises
+        ------
+        Cancelled
+            ``cancel`` was set before an attempt was sent.
+        TransportError
+            No response after the retries, or TLS verification failed.
+        """
+        retry = self.policy.start()
+        attempts = 0
+        while True:
+            self._gate(spend, cancel)
+            attempts += 1
+            outcome = self._attempt(url, headers, judge, describe)
+            if not isinstance(outcome, Transient):
+                return outcome
+            retry = self._next(retry, outcome, attempts)
+            self._sleep(self.policy.delay(retry, outcome.response), cancel)
+
+    def _attempt(
+        self, url: str, headers: Mapping[str, str], judge: Callable[[requests.Response], T],
+        describe: str,
+    ) -> T | Transient:
+        """Send once: the judged result, or the :class:`Transient` verdict to retry on."""
+        try:
+            response = self.session.get(
+                url, headers=dict(headers), timeout=self.timeout, verify=self.verify,
+                allow_redirects=False,
+            )
+        except requests.exceptions.SSLError as exc:
+            raise TransportError(f"TLS verification failed ({describe}): {_reason(exc)}",
+                                 url=_strip_query(url),
+                                 hints=[Hint("ca_bundle", phrase="if it is a local service, "
+                                                                 "point {knob} at its ca.pem")],
+                                 ) from None
+        except (requests.exceptions.ChunkedEncodingError,
+                requests.exceptions.ContentDecodingError) as exc:
+            return Transient("cut body", MalformedResponseError(
+                f"response body cut short or undecodable ({describe}): {_reason(exc)}",
+                url=_strip_query(url)), cause=ProtocolError(str(exc)))
+        except requests.exceptions.RequestException as exc:
+            cause = _urllib3_error(exc)
+            return Transient(type(cause).__name__, _no_response(exc, url, describe), cause=cause)
+        self._count("requests")
+        try:
+            return judge(response)
+        except Transient as verdict:
+            verdict.response = verdict.response if verdict.response is not None else response.raw
+            return verdict
+
+    def _gate(self, spend: Spend | None, cancel: threading.Event | None) -> None:
+        # Reserve, then pace, then send at once: anything slow (the ledger's write) happens
+        # before the turn, so the spacing the server sees stays even.
+        if cancel is not None and cancel.is_set():
+            raise Cancelled("the run stopped before this request was sent")
+        if spend is not None:
+            spend.reserve()
+        try:
+            self.limiter.wait(cancel)
+            if cancel is not None and cancel.is_set():
+                raise Cancelled("the run stopped before this request was sent")
+        except Cancelled:
+            if spend is not None:
+                spend.refund()  # reserved, never sent
+            raise
+
+    def _next(self, retry: Retry, verdict: Transient, attempts: int) -> Retry:
+        """Count one failed attempt; raise the verdict's error when the retries are used up."""
+        status = getattr(verdict.response, "status", None)
+        try:
+            if verdict.cause is None and status in RETRY_STATUSES:
+                retry = retry.increment("GET", None, response=verdict.response)
+            else:
+                retry = retry.increment(
+                    "GET", None, error=verdict.cause or ProtocolError(verdict.reason))
+        except MaxRetryError:
+            error_out = verdict.error
+            note = (f" (gave up after {attempts} attempt{'s' if attempts != 1 else ''}; "
+                    "each attempt costs a call)")
+            if hasattr(error_out, "message"):
+                error_out.message = f"{error_out.message}{note}"
+                error_out.args = (error_out.message,)
+            raise error_out from None
+        self._count(f"retried {verdict.reason}")
+        return retry
+
+    def _sleep(self, delay: float, cancel: threading.Event | None) -> None:
+        if cancel is None:
+            time.sleep(delay)
+        elif cancel.wait(delay):
+            raise Cancelled("stopped during back-off")
+
+    def _count(self, what: str) -> None:
+        with self._stats_lock:
+            self.stats[what] += 1
+
+
+def _innermost(exc: BaseException) -> BaseException:
+    inner: BaseException = exc
+    for _ in range(8):
+        nxt = getattr(inner, "reason", None) or inner.__cause__ or inner.__context__
+        if not isinstance(nxt, BaseException) or nxt is inner:
+            break
+        inner = nxt
+    return inner
+
+
+def _reason(exc: BaseException) -> str:
+    """The innermost cause of a requests/urllib3 error, briefly (never headers)."""
+    inner = _innermost(exc)
+    return f"{type(inner).__name__}: {inner}"[:300]
+
+
+def _urllib3_error(exc: requests.exceptions.RequestException) -> Exception:
+    """The urllib3 error class ``Retry.increment`` needs to count connect vs read failures."""
+    if isinstance(exc, requests.exceptions.ConnectTimeout):
+        return ConnectTimeoutError(str(exc))
+    if isinstance(exc, requests.exceptions.ConnectionError) and isinstance(
+        _innermost(exc), ConnectionRefusedError | NewConnectionError
+    ):
+        return NewConnectionError(None, str(exc))  # type: ignore[arg-type]
+    if isinstance(exc, requests.exceptions.ReadTimeout):
+        return ReadTimeoutError(None, None, str(exc))  # type: ignore[arg-type]
+    return ProtocolError(str(exc))
+
+
+def _no_response(exc: BaseException, url: str, describe: str) -> TransportError:
+    base = _strip_query(url)
+    if isinstance(_innermost(exc), ConnectionRefusedError | NewConnectionError):
+        root = base.split("/v1/")[0] if "/v1/" in base else base
+        return TransportError(
+            f"nothing is listening at {root} (connection refused, {describe}). Is the service "
+            "running and the base URL right? A local reference service starts with "
+            "`parcelsearch serve`.", url=base)
+    return TransportError(f"no usable response ({describe}): {_reason(exc)}", url=base)
+
+
+def _strip_query(url: str) -> str:
+    return url.partition("?")[0]
