@@ -123,11 +123,11 @@ def test_usage_errors_exit_2_and_name_the_option(argv, message, capsys, tmp_path
         pytest.param("areas.gpkg", ["--layer", "x"], "has no layer 'x'", id="layer-gpkg"),
     ],
 )
-def test_area_file_errors_exit_1_in_cli_words(files, areas, extra, message, capsys,
+def test_area_file_errors_exit_2_in_cli_words(files, areas, extra, message, capsys,
                                               monkeypatch) -> None:
     monkeypatch.chdir(files)
     code, out, err = run(["plan", areas, *extra], capsys)
-    assert code == 1
+    assert code == 2
     assert message in err
     assert not PYTHON.search(err)
 
@@ -180,7 +180,7 @@ def test_nothing_listening_names_the_url_and_serve(files, capsys, monkeypatch) -
         assert code == 1
         assert f"nothing is listening at {url} (connection refused)" in err
         assert "Start the reference service with `parcelsearch serve`" in err
-        assert "--base-url https://... or the environment variable $PARCELSEARCH_BASE_URL" in err
+        assert "--base-url https://... or the environment variable PARCELSEARCH_BASE_URL" in err
         assert not PYTHON.search(err)
     assert not (files / "o.parquet").exists()
 
@@ -189,24 +189,24 @@ def test_nothing_listening_names_the_url_and_serve(files, capsys, monkeypatch) -
     ("env", "message"),
     [
         pytest.param({"PARCELSEARCH_BASE_URL": "https://127.0.0.1:1"},
-                     "no API key. Give it with the environment variable $PARCELSEARCH_API_KEY.",
+                     "no API key. Set the environment variable PARCELSEARCH_API_KEY.",
                      id="no-key"),
         pytest.param({"PARCELSEARCH_API_KEY": "k" * 20},
-                     "no base URL. Give it with --base-url https://... or the environment "
-                     "variable $PARCELSEARCH_BASE_URL.", id="no-url"),
+                     "no base URL of the services. Set --base-url https://... or the "
+                     "environment variable PARCELSEARCH_BASE_URL.", id="no-url"),
         pytest.param({"PARCELSEARCH_API_KEY": "k" * 20,
                       "PARCELSEARCH_BASE_URL": "https://127.0.0.1:1",
                       "PARCELSEARCH_CA_BUNDLE": "/nowhere/ca.pem"},
-                     "CA bundle '/nowhere/ca.pem' is not a file (a local service writes "
-                     "ca.pem). Give a PEM file with --ca-bundle FILE or the environment variable "
-                     "$PARCELSEARCH_CA_BUNDLE.", id="no-ca"),
+                     "CA bundle '/nowhere/ca.pem' is not a file (a local service writes ca.pem "
+                     "in its certificate folder). Point --ca-bundle FILE or the environment "
+                     "variable PARCELSEARCH_CA_BUNDLE at a PEM file.", id="no-ca"),
         pytest.param({"PARCELSEARCH_API_KEY": "k" * 20,
                       "PARCELSEARCH_BASE_URL": "https://127.0.0.1:1",
                       "PARCELSEARCH_QUOTA": "plenty"},
                      "'plenty' (from PARCELSEARCH_QUOTA) is not a quota", id="env-quota"),
     ],
 )
-def test_configuration_errors_speak_flags_and_variables(files, env, message, capsys,
+def test_configuration_errors_are_usage_errors_in_flags_and_variables(files, env, message, capsys,
                                                         monkeypatch) -> None:
     for name in ("PARCELSEARCH_API_KEY", "PARCELSEARCH_BASE_URL", "PARCELSEARCH_CA_BUNDLE",
                  "PARCELSEARCH_QUOTA"):
@@ -216,7 +216,7 @@ def test_configuration_errors_speak_flags_and_variables(files, env, message, cap
     monkeypatch.setenv("PARCELSEARCH_CACHE_DIR", str(files / "cache"))
     code, out, err = run(["search", str(files / "areas.gpkg"), "--out",
                           str(files / "o.parquet")], capsys)
-    assert code == 1
+    assert code == 2
     assert message in err
     assert not PYTHON.search(err.replace("(from PARCELSEARCH_QUOTA)", ""))
 

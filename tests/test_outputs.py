@@ -22,16 +22,15 @@ def planned() -> parcelsearch.Plan:
 
 
 def _result(planned, ids: list[tuple[str, str]], *, complete: bool = True,
-            fetched: int = 1) -> SearchResult:
+            areas_complete: list[str] | None = None) -> SearchResult:
     tiles = planned.tiles.assign(
         rows=pd.array([3] * len(planned.tiles), dtype="Int64"),
         pages=pd.array([1] * len(planned.tiles), dtype="Int64"),
-        pages_fetched=[fetched] + [1] * (len(planned.tiles) - 1),
-        calls=1, cached_pages=0, from_cache=False,
+        pages_fetched=1, calls=1, cached_pages=0, from_cache=False,
     )
     frame = pd.DataFrame(ids, columns=["area_id", "group_id"]).astype({"group_id": "string"})
     return SearchResult(ids=frame, tiles=tiles, plan=planned, calls=len(planned.tiles),
-                        complete=complete)
+                        complete=complete, areas_complete=areas_complete)
 
 
 @pytest.mark.parametrize("suffix", outputs.IDS_FORMATS)
@@ -61,13 +60,21 @@ def test_ids_are_joined_to_their_areas(planned, tmp_path: Path) -> None:
 
 
 def test_a_partial_result_says_so_and_which_areas_are_complete(planned, tmp_path: Path) -> None:
-    result = _result(planned, [("northside", "a1")], complete=False, fetched=0)
-    path = outputs.write_ids(result, tmp_path / "ids.parquet")
-    meta = json.loads(pq.read_schema(path).metadata[b"parcelsearch"])
-    assert meta["complete"] is False and meta["calls"] == 7
-    first_area = planned.tiles.iloc[0]["area_id"]
-    assert first_area not in meta["areas_complete"]
-    assert len(meta["areas_complete"]) == 4  # every area but the one missing a page
+    result = _result(planned, [("northside", "a1")], complete=False,
+                     areas_complete=["northside", "park-ring"])
+    for suffix in (".parquet", ".gpkg", ".geojson", ".csv"):
+        path = outputs.write_ids(result, tmp_path / f"ids{suffix}")
+        if suffix == ".parquet":
+            meta = json.loads(pq.read_schema(path).metadata[b"parcelsearch"])
+        elif suffix == ".gpkg":
+            meta = json.loads(gpd.read_file(path, layer="parcelsearch_run").loc[0, "metadata"])
+        elif suffix == ".geojson":
+            meta = json.loads(path.read_text())["parcelsearch"]
+        else:
+            meta = json.loads((tmp_path / "ids.csv.parcelsearch.json").read_text())
+        assert meta["complete"] is False and meta["calls"] == 7, suffix
+        assert meta["areas_complete"] == ["northside", "park-ring"], suffix
+        assert meta["id_column"] == "area_id" and meta["group_ids"] == 1, suffix
 
 
 @pytest.mark.parametrize("name", ["ids.txt", "ids", "ids.shp", "ids.parquet.bak"])

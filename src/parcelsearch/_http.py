@@ -22,7 +22,6 @@ from collections import Counter
 from collections.abc import Callable, Mapping
 from dataclasses import dataclass
 from typing import Any, Protocol, TypeVar
-from urllib.parse import urlsplit
 
 import requests
 from requests.adapters import HTTPAdapter
@@ -273,6 +272,8 @@ class Transport:
             outcome = self._attempt(url, headers, judge, describe)
             if not isinstance(outcome, Transient):
                 return outcome
+            if isinstance(outcome.cause, ConnectTimeoutError) and spend is not None:
+                spend.refund()  # no connection was made: the service never saw it
             retry = self._next(retry, outcome, attempts)
             self._sleep(self.policy.delay(retry, outcome.response), cancel)
 
@@ -287,12 +288,11 @@ class Transport:
                 allow_redirects=False,
             )
         except requests.exceptions.SSLError as exc:
-            raise TransportError(
-                f"TLS verification of {_root(url)} failed ({describe}): {_reason(exc)}",
-                url=_strip_query(url),
-                hints=[Hint("ca_bundle",
-                            phrase="if it is a local service, trust its CA with {knob}")],
-            ) from None
+            raise TransportError(f"TLS verification failed ({describe}): {_reason(exc)}",
+                                 url=_strip_query(url),
+                                 hints=[Hint("ca_bundle", phrase="if it is a local service, "
+                                                                 "point {knob} at its ca.pem")],
+                                 ) from None
         except (requests.exceptions.ChunkedEncodingError,
                 requests.exceptions.ContentDecodingError) as exc:
             return Transient("cut body", MalformedResponseError(
@@ -387,18 +387,12 @@ def _urllib3_error(exc: requests.exceptions.RequestException) -> Exception:
 def _no_response(exc: BaseException, url: str, describe: str) -> TransportError:
     base = _strip_query(url)
     if isinstance(_innermost(exc), ConnectionRefusedError | NewConnectionError):
-        root = _root(url)
+        root = base.split("/v1/")[0] if "/v1/" in base else base
         return TransportError(
             f"nothing is listening at {root} (connection refused, {describe}). Is the service "
             "running and the base URL right? A local reference service starts with "
             "`parcelsearch serve`.", url=base)
     return TransportError(f"no usable response ({describe}): {_reason(exc)}", url=base)
-
-
-def _root(url: str) -> str:
-    """``https://host:port`` of a URL."""
-    parts = urlsplit(url)
-    return f"{parts.scheme}://{parts.netloc}"
 
 
 def _strip_query(url: str) -> str:

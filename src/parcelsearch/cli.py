@@ -5,11 +5,11 @@ so ``parcelsearch --help`` is quick. The commands themselves live in
 :mod:`parcelsearch.commands` (the analyst's) and :mod:`parcelsearch.service.cli` (the
 reference service's), each imported only when one of its commands runs.
 
-Exit codes: 0 complete; 1 failure; 2 usage (the command line is wrong: unknown option, bad
-option value, unknown output extension), nothing spent; 3 stopped by the budget or the key's
-quota (refused before spending, or stopped mid-run with a partial ``--out`` written); 130 / 143
-interrupted by SIGINT / SIGTERM (a partial ``--out`` is written when the search got far enough
-to assemble one).
+Exit codes: 0 complete; 1 failure; 2 usage (what the user gave is wrong: an option or its
+value, an unknown output extension, the areas file, a missing key or URL), nothing spent;
+3 stopped by the budget or the key's quota (refused before spending, or stopped mid-run with
+a partial ``--out`` written); 130 / 143 interrupted by SIGINT / SIGTERM (a partial ``--out``
+is written when the search got far enough to assemble one).
 """
 
 from __future__ import annotations
@@ -20,7 +20,9 @@ import math
 import os
 import signal
 import sys
-from collections.abc import Callable, Sequence
+import threading
+from collections.abc import Callable, Iterator, Sequence
+from contextlib import contextmanager
 from pathlib import Path
 from typing import Any
 from urllib.parse import urlsplit
@@ -28,6 +30,8 @@ from urllib.parse import urlsplit
 from parcelsearch import __version__, settings
 from parcelsearch.errors import (
     BudgetError,
+    ConfigurationError,
+    InputError,
     ParcelSearchError,
     SearchInterrupted,
 )
@@ -38,11 +42,11 @@ __all__ = ["main", "run", "build_parser", "EXIT_CODES"]
 EXIT_CODES = {
     0: "complete",
     1: "failed (the message says why)",
-    2: "usage: the command line is wrong (bad option or value); nothing was spent",
-    3: "stopped by --budget or the key's quota: refused before spending, or stopped "
-       "mid-run with a partial --out written",
-    130: "interrupted (Ctrl-C); a partial --out is written when there is one",
-    143: "terminated (SIGTERM); a partial --out is written when there is one",
+    2: "usage: what you gave is wrong (an option, the areas file, a setting); nothing was spent",
+    3: "stopped by --budget or the key's quota (refused before spending, or mid-run); "
+       "the partial --out is written",
+    130: "interrupted (Ctrl-C); the partial --out is written",
+    143: "terminated (SIGTERM); the partial --out is written",
 }
 
 #: The reference service's commands: registered from parcelsearch.service.cli only when one of
@@ -359,51 +363,63 @@ def _add_cache(commands: Any) -> None:
 # -- running -----------------------------------------------------------------------------------
 
 
-class Terminated(KeyboardInterrupt):
-    """SIGTERM, delivered like Ctrl-C so a search stops the same careful way."""
-
-    def __init__(self, signum: int) -> None:
-        super().__init__(f"signal {signum}")
-        self.signum = signum
-
-
-def _on_sigterm(signum: int, frame: object) -> None:
-    raise Terminated(signum)
-
-
 def main(argv: Sequence[str] | None = None) -> int:
     """Run the command line; returns the exit status (see :data:`EXIT_CODES`)."""
     args = build_parser(argv).parse_args(argv)
-    # serve handles its own signals (uvicorn); every other command stops on SIGTERM as on Ctrl-C.
-    ours = args.command not in SERVICE_COMMANDS
-    previous = signal.signal(signal.SIGTERM, _on_sigterm) if ours else None
+    if args.command in SERVICE_COMMANDS:  # serve handles its own signals (uvicorn)
+        return _service(args)
+    with interrupts_as_keyboard_interrupt():
+        try:
+            return int(args.func(args) or 0)
+        except SearchInterrupted as exc:
+            return _fail(exc.render("cli"), 128 + int(exc.signum), "interrupted")
+        except KeyboardInterrupt as exc:
+            signum = int(getattr(exc, "signum", signal.SIGINT))
+            return _fail("everything fetched so far is cached", 128 + signum, "interrupted")
+        except BudgetError as exc:
+            return _fail(exc.render("cli"), 3, "stopped")
+        except (ConfigurationError, InputError) as exc:  # what the user gave: a usage error
+            return _fail(exc.render("cli"), 2)
+        except ParcelSearchError as exc:
+            return _fail(exc.render("cli"), 1)
+        except OSError as exc:  # a file that cannot be written, a full disk …
+            return _fail(f"{exc.strerror or exc}: {exc.filename or ''}".rstrip(": "), 1)
+        except Exception as exc:  # noqa: BLE001 - a bug: one line, not a traceback
+            if os.environ.get("PARCELSEARCH_DEBUG") == "1":
+                raise
+            return _fail(f"unexpected {type(exc).__name__}: {exc} (a bug in parcelsearch: please "
+                         "report it; set PARCELSEARCH_DEBUG=1 to see where it happened)", 1)
+
+
+def _service(args: argparse.Namespace) -> int:
     try:
         return int(args.func(args) or 0)
-    except SearchInterrupted as exc:
-        return _fail(exc.render("cli"), 128 + int(exc.signum))
-    except KeyboardInterrupt as exc:
-        signum = int(getattr(exc, "signum", signal.SIGINT))
-        return _fail("interrupted; everything fetched so far is cached", 128 + signum)
-    except BudgetError as exc:
-        return _fail(exc.render("cli"), 3)
-    except ParcelSearchError as exc:
-        # serve/keys: their errors are bad option values (unknown key name, parcels file …).
-        return _fail(exc.render("cli"), 1 if ours else 2)
-    except OSError as exc:  # a file that cannot be written, a full disk …
-        return _fail(f"{exc.strerror or exc}: {exc.filename or ''}".rstrip(": "), 1)
-    except Exception as exc:  # noqa: BLE001 - a bug: one line, not a traceback
-        if os.environ.get("PARCELSEARCH_DEBUG") == "1":
-            raise
-        return _fail(f"unexpected {type(exc).__name__}: {exc} (a bug in parcelsearch: please "
-                     "report it; set PARCELSEARCH_DEBUG=1 to see where it happened)", 1)
-    finally:
-        if ours:
-            signal.signal(signal.SIGTERM, previous)
+    except ParcelSearchError as exc:  # a bad key name, an unreadable parcels file …
+        return _fail(exc.render("cli"), 2)
 
 
-def _fail(message: str, code: int) -> int:
-    print(f"parcelsearch: error: {message}", file=sys.stderr)
+def _fail(message: str, code: int, what: str = "error") -> int:
+    print(f"parcelsearch: {what}: {message}", file=sys.stderr)
     return code
+
+
+@contextmanager
+def interrupts_as_keyboard_interrupt() -> Iterator[None]:
+    """SIGTERM stops the command like Ctrl-C (a ``KeyboardInterrupt`` carrying ``signum``)."""
+
+    def terminate(signum: int, frame: object) -> None:
+        interrupt = KeyboardInterrupt()
+        interrupt.signum = signum  # type: ignore[attr-defined]
+        raise interrupt
+
+    if threading.current_thread() is not threading.main_thread():
+        yield
+        return
+    previous = signal.signal(signal.SIGTERM, terminate)
+    try:
+        yield
+    finally:
+        signal.signal(signal.SIGTERM, previous)
 
 
 def run() -> None:

@@ -382,12 +382,11 @@ def _resolve_key(api_key: str | None) -> str:
     key = api_key if api_key is not None else os.environ.get(settings.ENV_API_KEY, "")
     key = key.strip()
     if not key:
-        raise ConfigurationError(
-            "no API key", hints=[Hint("api_key", phrase="give it with {knob}")])
+        raise ConfigurationError("no API key.", hints=[Hint("api_key")])
     if any(ch.isspace() or not ch.isprintable() or ord(ch) > 126 for ch in key):
         raise ConfigurationError(
-            "the API key holds whitespace or non-ASCII characters",
-            hints=[Hint("api_key", phrase="check the value given with {knob}")])
+            "the API key holds whitespace or non-ASCII characters.",
+            hints=[Hint("api_key", phrase="check the value of {knob}")])
     return key
 
 
@@ -395,8 +394,7 @@ def _resolve_base_url(base_url: str | None) -> str:
     url = base_url if base_url is not None else (settings.options.base_url or "")
     url = url.strip()
     if not url:
-        raise ConfigurationError(
-            "no base URL", hints=[Hint("base_url", phrase="give it with {knob}")])
+        raise ConfigurationError("no base URL of the services.", hints=[Hint("base_url")])
     parts = urlsplit(url)
     if parts.scheme.lower() == "http":
         raise ConfigurationError(
@@ -421,8 +419,8 @@ def _resolve_ca_bundle(ca_bundle: str | os.PathLike[str] | None) -> str | None:
     path = Path(value).expanduser()
     if not path.is_file():
         raise ConfigurationError(
-            f"CA bundle {str(path)!r} is not a file (a local service writes ca.pem)",
-            hints=[Hint("ca_bundle", phrase="give a PEM file with {knob}")])
+            f"CA bundle {str(path)!r} is not a file (a local service writes ca.pem in its "
+            "certificate folder).", hints=[Hint("ca_bundle", phrase="point {knob} at a PEM file")])
     return str(path)
 
 
@@ -480,8 +478,7 @@ def _service_error(
         RateLimitError: ": still rate-limited after the retries",
         ServiceFailureError: ": the service kept failing through the retries",
     }.get(cls, "")
-    hints = ([Hint("api_key", phrase="check the key given with {knob}")]
-             if cls is AuthenticationError else [])
+    hints = [Hint("api_key", phrase="check {knob}")] if cls is AuthenticationError else []
     return cls(f"HTTP {status}: {text} ({where}){note}.", status=status, messages=messages,
                url=_no_query(url), retry_after=retry_after, hints=hints)
 

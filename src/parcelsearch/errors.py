@@ -13,7 +13,6 @@ so ``except parcelsearch.ParcelSearchError`` catches them all::
     ├── CacheError                an unreadable or corrupt cache file (named)
     ├── TransportError            no usable HTTP response after retries (timeouts, resets)
     ├── MalformedResponseError    a response whose body or counts do not add up
-    ├── SearchInterrupted         stopped by SIGINT/SIGTERM; everything fetched is kept
     └── ServiceError              the service answered with an error envelope
         ├── AuthenticationError     401 (the service's message verbatim)
         ├── RateLimitError          429 spike arrest that outlasted the retries
@@ -53,8 +52,6 @@ class Knob:
     #: Template when no value is suggested (e.g. ``budget=`` / ``--budget N``).
     python_bare: str | None = None
     cli_bare: str | None = None
-    #: Name the environment variable in Python too (settings read at ``Client()``).
-    env_in_python: bool = False
 
 
 #: Every knob an error can point at, spelled in both dialects.
@@ -67,18 +64,17 @@ KNOBS: dict[str, Knob] = {
     "quota": Knob("quota={value!r}", "--quota {value}", env="PARCELSEARCH_QUOTA",
                   python_bare="quota=", cli_bare="--quota QUOTA"),
     "refresh": Knob("refresh=True", "--refresh"),
-    "api_key": Knob("Client(api_key=...)", None, env="PARCELSEARCH_API_KEY",
-                    env_in_python=True),
+    "api_key": Knob("Client(api_key=...)", None, env="PARCELSEARCH_API_KEY"),
     "base_url": Knob("Client(base_url='https://...')", "--base-url https://...",
-                     env="PARCELSEARCH_BASE_URL", env_in_python=True),
+                     env="PARCELSEARCH_BASE_URL"),
     "ca_bundle": Knob("Client(ca_bundle={value!r})", "--ca-bundle {value}",
                       env="PARCELSEARCH_CA_BUNDLE", python_bare="Client(ca_bundle=...)",
-                      cli_bare="--ca-bundle FILE", env_in_python=True),
+                      cli_bare="--ca-bundle FILE"),
     "rate": Knob("Client(rate={value})", None, env="PARCELSEARCH_RATE",
-                 python_bare="Client(rate=...)", env_in_python=True),
+                 python_bare="Client(rate=...)"),
     "cache_dir": Knob("Client(cache_dir={value!r})", "--cache-dir {value}",
                       env="PARCELSEARCH_CACHE_DIR", python_bare="Client(cache_dir=...)",
-                      cli_bare="--cache-dir DIR", env_in_python=True),
+                      cli_bare="--cache-dir DIR"),
     "crs": Knob("areas.set_crs({value!r})", "--crs {value}",
                 python_bare="areas.set_crs(<EPSG code>)", cli_bare="--crs EPSG:CODE"),
     "crs_override": Knob("areas.set_crs({value!r}, allow_override=True)", "--crs {value}",
@@ -127,13 +123,8 @@ def _spell(name: str, value: object, dialect: Dialect) -> str:
     if value is None and bare is not None:
         template = bare
     spelled = template.format(value=value) if template is not None else None
-    if dialect == "cli":
-        env = f"the environment variable ${knob.env}" if knob.env else None
-    else:
-        env = f"the environment variable {knob.env}" if knob.env and knob.env_in_python else None
-    options = [part for part in (spelled, env) if part]
-    return " or ".join(options) or name
-
+    env = f"the environment variable {knob.env}" if knob.env else None
+    return " or ".join(part for part in (spelled, env) if part) or name
 
 __all__ = [
     "Hint",
@@ -154,7 +145,6 @@ __all__ = [
     "BadPolygonError",
     "RequestTooLargeError",
     "ServiceFailureError",
-    "SearchInterrupted",
 ]
 
 
@@ -231,17 +221,12 @@ class QuotaWouldExceedError(BudgetError):
         self.allowed = allowed
 
 
-#: How to resume a run stopped at its budget (the default hint of BudgetExhaustedError).
-RESUME = Hint("budget", phrase="run the same search again later (or with a larger {knob}) to "
-                               "resume: cached pages are not spent again")
-
-
 class BudgetExhaustedError(BudgetError):
     """A run stopped at its budget; everything fetched so far is cached."""
 
     def __init__(
         self, message: str, *, spent: int, budget: int, result: object = None,
-        hints: Sequence[Hint] = (RESUME,),
+        hints: Sequence[Hint] = (),
     ) -> None:
         super().__init__(message, hints=hints)
         self.spent = spent

@@ -26,7 +26,7 @@ from __future__ import annotations
 import json
 import os
 import uuid
-from collections.abc import Mapping
+from collections.abc import Callable, Mapping
 from pathlib import Path
 from typing import Any
 
@@ -45,6 +45,7 @@ __all__ = [
     "TILES_FORMATS",
     "check_ids_path",
     "check_tiles_path",
+    "ids_table",
     "run_metadata",
     "write_ids",
     "write_tiles",
@@ -91,11 +92,11 @@ def run_metadata(result: SearchResult) -> dict[str, Any]:
     """What a file must say about the run that produced it (JSON-ready).
 
     :attr:`SearchResult.metadata` (``complete``, ``calls``, ``cached_pages``,
-    ``areas_complete`` …) plus what a file needs to stand alone (id column, version).
+    ``areas_complete``, …) plus the id column, the number of GroupIDs, the areas skipped and
+    the version of parcelsearch.
     """
-    meta = dict(result.metadata)
+    meta: dict[str, Any] = dict(result.metadata)
     meta.setdefault("id_column", result.id_name)
-    meta.setdefault("areas", int(len(result.plan.areas)))
     meta.setdefault("group_ids", int(len(result.group_ids)))
     meta.setdefault("skipped", [_plain(a) for a in result.skipped.index])
     meta.setdefault("parcelsearch_version", __version__)
@@ -306,7 +307,7 @@ def _shapefile_columns(tiles: gpd.GeoDataFrame) -> gpd.GeoDataFrame:
 # -- files written whole -----------------------------------------------------------------
 
 
-def _atomically(out: Path, write: Any) -> None:
+def _atomically(out: Path, write: Callable[[Path], None]) -> None:
     """Call ``write(temp)`` on a temporary file beside ``out``, then rename it to ``out``."""
     out.parent.mkdir(parents=True, exist_ok=True)
     temp = out.with_name(f".{out.stem}-{uuid.uuid4().hex[:8]}.tmp{out.suffix}")

@@ -105,6 +105,14 @@ def _cheapest_whole_areas(costs: dict[Hashable, int], allowed: int) -> set[Hasha
 # -- messages -------------------------------------------------------------------------------
 
 
+def _noun(n: int) -> str:
+    return "call" if n == 1 else "calls"
+
+
+def _calls(n: int) -> str:
+    return f"{n} {_noun(n)}"
+
+
 def _limit_text(run: Run, what: str, allowed: int) -> str:
     if what == "budget":
         return f"the budget allows {allowed} more"
@@ -123,11 +131,11 @@ def _refusal(run: Run, plan: Plan, needed: int, allowed: int, what: str,
              *, spent_first: bool) -> QuotaWouldExceedError:
     """The error of a run that cannot finish within what it is allowed."""
     if spent_first:
-        head = (f"this search needs exactly {needed} more calls to finish, but "
+        head = (f"this search needs exactly {needed} more {_noun(needed)} to finish, but "
                 f"{_limit_text(run, what, allowed)}; stopped before spending them (page 1 of "
                 "every piece is fetched and cached).")
     else:
-        head = (f"this search needs at least {needed} calls, but "
+        head = (f"this search needs at least {_calls(needed)}, but "
                 f"{_limit_text(run, what, allowed)}; nothing was spent.")
     hints: list[Hint] = []
     if not spent_first and allowed > 0:
@@ -343,7 +351,7 @@ class _Search:
             signum = int(getattr(interrupt, "signum", signal.SIGINT))
             raise SearchInterrupted(
                 f"interrupted ({signal.Signals(signum).name}): no request was started after it; "
-                f"{self.run_state.calls} calls spent, everything fetched is cached and "
+                f"{_calls(self.run_state.calls)} spent, everything fetched is cached and "
                 "running the same search again resumes from it.",
                 signum=signum, result=self._result(),
             ) from None
@@ -373,11 +381,12 @@ class _Search:
         run = self.run_state
         left = sum(len(s.missing()) for s in self.states)
         done, total = len(result.areas_complete or []), len(self.plan.areas)
-        limit = f"budget of {run.budget} calls" if what == "budget" else "the known quota"
+        limit = f"budget of {_calls(run.budget or 0)}" if what == "budget" else "the known quota"
         error = BudgetExhaustedError(
             f"{limit} reached: {done} of {total} areas are complete (the cheapest first), "
-            f"{run.calls} calls spent; at least {left} more calls finish the rest. Everything "
-            "fetched is cached: running the same search again resumes without re-spending.",
+            f"{_calls(run.calls)} spent; at least {left} more {_noun(left)} finish the rest. "
+            "Everything fetched is cached: running the same search again resumes without "
+            "re-spending.",
             spent=run.calls, budget=run.budget if run.budget is not None else needed)
         error.result = result
         return error

@@ -10,6 +10,7 @@ from pathlib import Path
 
 import pytest
 import requests
+from conftest import PASSWORD, Browser
 from selenium import webdriver
 from selenium.common.exceptions import (
     NoAlertPresentException,
@@ -21,8 +22,6 @@ from selenium.webdriver.support import expected_conditions
 from selenium.webdriver.support.ui import Select, WebDriverWait
 
 from parcelsearch.service.server import RunningService
-
-from conftest import PASSWORD, Browser
 
 Shot = Callable[[webdriver.Chrome, str], Path]
 #: A small ring inside the bundled demo parcels.
