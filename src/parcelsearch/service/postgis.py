@@ -34,7 +34,14 @@ from parcelsearch.service.polygon import ParsedPolygon
 from parcelsearch.service.store import MATCH_MODES, HitCache, ParcelStore, load_parcels
 from parcelsearch.settings import PAGE_SIZE
 
-__all__ = ["PostgisParcelStore", "load_parcels_into", "open_parcel_store", "TABLE"]
+__all__ = [
+    "PostgisParcelStore",
+    "load_parcels_into",
+    "open_parcel_store",
+    "prepare_table",
+    "index_table",
+    "TABLE",
+]
 
 TABLE = "parcelsearch.parcels"
 #: Rows converted at a time while loading (bounds the loader's memory).
@@ -129,14 +136,14 @@ def load_parcels_into(
     """
     frame = load_parcels(source)
     with _connect(url) as conn, conn.transaction():
-        _prepare_table(conn, replace)
+        prepare_table(conn, replace)
         with conn.cursor().copy(
             f"COPY {TABLE} (seq, parcel_id, group_id, point, footprint) FROM STDIN"
         ) as copy:
             for start in range(0, len(frame), _CHUNK):
                 for row in _rows(frame.iloc[start : start + _CHUNK], start):
                     copy.write_row(row)
-        conn.execute(_INDEX)
+        index_table(conn)
     return len(frame)
 
 
@@ -150,7 +157,20 @@ def _rows(chunk: gpd.GeoDataFrame, start: int) -> Iterator[tuple[Any, ...]]:
                shapely.to_wkb(footprints, hex=True, include_srid=True), strict=True)
 
 
-def _prepare_table(conn: psycopg.Connection[Any], replace: bool) -> None:
+def index_table(conn: psycopg.Connection[Any]) -> None:
+    """Index the loaded table (GiST on both geometries), cluster it on the points, analyse."""
+    conn.execute(_INDEX)
+
+
+def prepare_table(conn: psycopg.Connection[Any], replace: bool) -> None:
+    """An empty ``parcelsearch.parcels`` (dropping one that holds parcels only if
+    ``replace``).
+
+    Raises
+    ------
+    ConfigurationError
+        No PostGIS, or parcels already loaded and ``replace`` not given.
+    """
     try:
         conn.execute("SELECT postgis_version()")
     except psycopg.errors.UndefinedFunction:
