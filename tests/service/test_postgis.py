@@ -18,6 +18,7 @@ from parcelsearch.service import synth
 from parcelsearch.service.polygon import parse_polygon
 from parcelsearch.service.postgis import (
     PostgisParcelStore,
+    _worth_subdividing,
     load_parcels_into,
     open_parcel_store,
 )
@@ -51,12 +52,13 @@ def _all(store: ParcelStore | PostgisParcelStore, ring: list[list[float]]) -> li
 @settings(max_examples=25, deadline=None,
           suppress_health_check=[HealthCheck.function_scoped_fixture])
 @given(st.floats(0.0, 1.0), st.floats(0.0, 1.0), st.floats(0.0005, 0.02), st.floats(0.0005, 0.02),
-       st.integers(3, 40))
+       st.integers(3, 60))
 def test_same_matches_and_order_as_the_embedded_store(
     pair: tuple[ParcelStore, PostgisParcelStore], fx: float, fy: float, w: float, h: float,
     spikes: int,
 ) -> None:
-    """Star-shaped (concave, so subdivided) polygons over the demo parcels, both rules."""
+    """Star-shaped (concave) polygons over the demo parcels, both rules; those with more
+    than 64 vertices take the subdivided query, the others the simple one."""
     embedded, postgis = pair
     xmin, ymin, xmax, ymax = DEMO_BOX
     cx, cy = xmin + fx * (xmax - xmin), ymin + fy * (ymax - ymin)
@@ -66,6 +68,23 @@ def test_same_matches_and_order_as_the_embedded_store(
                                                                              strict=True)]
     ring.append(ring[0])
     assert _all(postgis, ring) == _all(embedded, ring)
+
+
+@pytest.mark.parametrize("spikes", [4, 50], ids=["simple-query", "subdivided-query"])
+def test_both_query_forms_are_exercised(
+    pair: tuple[ParcelStore, PostgisParcelStore], spikes: int
+) -> None:
+    embedded, postgis = pair
+    angles = np.linspace(0, 2 * np.pi, 2 * spikes, endpoint=False)
+    radius = np.where(np.arange(2 * spikes) % 2 == 0, 0.01, 0.003)
+    cx, cy = -99.72, 32.45
+    ring = [[cx + r * np.cos(a), cy + r * np.sin(a)] for a, r in zip(angles, radius,
+                                                                     strict=True)]
+    ring.append(ring[0])
+    polygon = parse_polygon(json.dumps(ring)).polygon
+    assert _worth_subdividing(polygon) is (spikes == 50)
+    found = _all(postgis, ring)
+    assert found == _all(embedded, ring) and len(found) > 0
 
 
 def test_a_point_on_the_edge_matches_in_both(pair: tuple[ParcelStore, PostgisParcelStore]) -> None:

@@ -11,8 +11,9 @@ same order, hit lists cached so pages 2..n are slices.
 Each session runs with ``jit = off``, no parallel gather and custom plans
 (``plan_cache_mode = force_custom_plan``): measured here, JIT and parallel bitmap scans turn
 0.5 ms queries into 3–68 ms, and a generic plan took 8.9 s instead of 1.1 s on a concave
-polygon. A concave search polygon is cut into pieces (``ST_Subdivide``) whose boxes select the
-candidates; the exact test is against the whole polygon, so subdividing never changes a match.
+polygon. A concave search polygon with many vertices is cut into pieces (``ST_Subdivide``)
+whose boxes select the candidates; the exact test is against the whole polygon, so
+subdividing never changes a match. A small or convex polygon is one index scan.
 """
 
 from __future__ import annotations
@@ -34,7 +35,14 @@ from parcelsearch.service.polygon import ParsedPolygon
 from parcelsearch.service.store import MATCH_MODES, HitCache, ParcelStore, load_parcels
 from parcelsearch.settings import PAGE_SIZE
 
-__all__ = ["PostgisParcelStore", "load_parcels_into", "open_parcel_store", "TABLE"]
+__all__ = [
+    "PostgisParcelStore",
+    "load_parcels_into",
+    "open_parcel_store",
+    "prepare_table",
+    "index_table",
+    "TABLE",
+]
 
 TABLE = "parcelsearch.parcels"
 #: Rows converted at a time while loading (bounds the loader's memory).
@@ -69,7 +77,20 @@ ANALYZE {TABLE}
 # The candidates come from the pieces' boxes (index scans); the exact test is against the
 # whole polygon (prepared once per query by PostGIS), so a point on a cut line still counts
 # exactly once and a point on the polygon's edge counts as the embedded store counts it.
-_SEARCH = {
+_SEARCH_SIMPLE = {
+    "representative-point": f"""
+SELECT group_id FROM {TABLE}
+WHERE ST_Covers(ST_GeomFromWKB(%(wkb)s, 4326), point)
+ORDER BY seq
+""",
+    "intersects": f"""
+SELECT group_id FROM {TABLE}
+WHERE ST_Intersects(ST_GeomFromWKB(%(wkb)s, 4326), footprint)
+ORDER BY seq
+""",
+}
+
+_SEARCH_SUBDIVIDED = {
     "representative-point": f"""
 WITH search AS (SELECT ST_GeomFromWKB(%(wkb)s, 4326) AS g),
 pieces AS (SELECT ST_Subdivide(g, %(vertices)s) AS piece FROM search)
@@ -129,14 +150,14 @@ def load_parcels_into(
     """
     frame = load_parcels(source)
     with _connect(url) as conn, conn.transaction():
-        _prepare_table(conn, replace)
+        prepare_table(conn, replace)
         with conn.cursor().copy(
             f"COPY {TABLE} (seq, parcel_id, group_id, point, footprint) FROM STDIN"
         ) as copy:
             for start in range(0, len(frame), _CHUNK):
                 for row in _rows(frame.iloc[start : start + _CHUNK], start):
                     copy.write_row(row)
-        conn.execute(_INDEX)
+        index_table(conn)
     return len(frame)
 
 
@@ -150,7 +171,20 @@ def _rows(chunk: gpd.GeoDataFrame, start: int) -> Iterator[tuple[Any, ...]]:
                shapely.to_wkb(footprints, hex=True, include_srid=True), strict=True)
 
 
-def _prepare_table(conn: psycopg.Connection[Any], replace: bool) -> None:
+def index_table(conn: psycopg.Connection[Any]) -> None:
+    """Index the loaded table (GiST on both geometries), cluster it on the points, analyse."""
+    conn.execute(_INDEX)
+
+
+def prepare_table(conn: psycopg.Connection[Any], replace: bool) -> None:
+    """An empty ``parcelsearch.parcels`` (dropping one that holds parcels only if
+    ``replace``).
+
+    Raises
+    ------
+    ConfigurationError
+        No PostGIS, or parcels already loaded and ``replace`` not given.
+    """
     try:
         conn.execute("SELECT postgis_version()")
     except psycopg.errors.UndefinedFunction:
@@ -239,8 +273,11 @@ class PostgisParcelStore:
         return np.array([row[0] for row in rows], dtype=object)
 
     def _query(self, conn: psycopg.Connection[Any], polygon: shapely.Polygon) -> list[Any]:
+        # A small or convex polygon is one index scan (and cheap to plan); a large concave one
+        # is cut into pieces whose boxes select far fewer candidates than its own box.
+        queries = _SEARCH_SUBDIVIDED if _worth_subdividing(polygon) else _SEARCH_SIMPLE
         return conn.execute(
-            _SEARCH[self.match],
+            queries[self.match],
             {"wkb": shapely.to_wkb(polygon), "vertices": SUBDIVIDE_VERTICES},
         ).fetchall()
 
@@ -252,6 +289,13 @@ class PostgisParcelStore:
         """GroupIDs of ``page`` (1-based) of ``hits``: at most ``PAGE_SIZE``."""
         start = (page - 1) * PAGE_SIZE
         return hits[start : start + PAGE_SIZE].tolist()  # type: ignore[no-any-return]
+
+
+def _worth_subdividing(polygon: shapely.Polygon) -> bool:
+    """More vertices than a piece holds, and markedly concave (area < 80 % of its hull)."""
+    if shapely.get_num_coordinates(polygon) <= SUBDIVIDE_VERTICES:
+        return False
+    return bool(polygon.area < 0.8 * polygon.convex_hull.area)
 
 
 def open_parcel_store(

@@ -1,4 +1,6 @@
-"""Run the service under uvicorn over HTTPS, in the foreground or in a background thread.
+"""Run the service under uvicorn over HTTPS: in a background thread (:func:`start_service`),
+or in the foreground with one or more worker processes on one socket (:func:`run_workers`,
+used by ``parcelsearch serve --workers N``).
 
 Examples
 --------
