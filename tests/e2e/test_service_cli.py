@@ -113,7 +113,7 @@ def test_keys_errors_are_one_line(tmp_path: Path, args: list[str], message: str)
                      id="workers"),
         pytest.param(["parcels", "load", "missing.gpkg", "--into",
                       "postgresql://nobody@127.0.0.1:1/none"],
-                     "parcels file missing.gpkg does not exist", id="missing-parcels"),
+                     "parcels file 'missing.gpkg' does not exist", id="missing-parcels"),
     ],
 )
 def test_service_options_errors_are_one_line(args: list[str], message: str) -> None:
