@@ -22,15 +22,20 @@ single ring. Pieces are unions of whole triangles, so their union is exactly the
 snapped area and no cut adds a vertex: this is what beats recursive halving, whose
 straight cuts add vertices and, across a wiggly coast, fragments.
 
+What "exact" means, precisely: the union of the pieces covers the area (every point of
+the area, so every parcel whose representative point lies inside it, is searched) and
+reaches at most two grid steps (2e-6°, about 22 cm) beyond it. To survive rounding
+to the grid, an area that is not already on it is first grown by
+:data:`ROUNDING_MARGIN` (sharp corners bevelled) and clipped to
+[-180, 180] × [-90, 90]. Growing may close a slit narrower than two grid steps; the
+slit itself is then searched (it lies within a grid step of the area), but whatever
+lies behind it stays out: every pocket the growth seals off is kept as a hole.
+
 ``tolerance=t`` metres first replaces the area by a *cover* (:func:`cover`): holes every
 point of which lies within ``t`` of the area are filled, the area is buffered out by t/2
 in a local azimuthal-equidistant projection (merging parts and closing gaps narrower
 than ``t``), simplified with a tolerance that keeps the area covered, then tiled exactly.
 Pieces then cover the whole area and no covered point lies more than ``t`` metres from it.
-
-:func:`halving_baseline` is plain recursive halving at the bounding-box midpoint until
-every piece fits — what PostGIS ``ST_Subdivide`` does with a vertex cap — kept for the
-benchmark.
 
 Examples
 --------
@@ -53,7 +58,6 @@ from shapely import Polygon
 from shapely.geometry.base import BaseGeometry
 
 from parcelsearch import _wire, settings
-from parcelsearch.areas import split_antimeridian
 from parcelsearch.errors import InputError
 
 __all__ = [
@@ -63,7 +67,7 @@ __all__ = [
     "Budget",
     "canonical_ring",
     "cover",
-    "halving_baseline",
+    "split_antimeridian",
     "tile",
 ]
 
@@ -151,7 +155,12 @@ def _snap(geom: BaseGeometry) -> BaseGeometry:
 
 #: How far exact mode grows an area before snapping it to the grid: a little more than the
 #: farthest a vertex can move when each coordinate is rounded to 6 decimals (√2 × GRID / 2).
-ROUNDING_MARGIN = 0.75 * GRID
+ROUNDING_MARGIN = 0.708 * GRID
+#: Mitre limit of that growth (× the margin): sharp corners are bevelled at 1.8 margins, so
+#: growth plus rounding stay within 1.8 × 0.708 + 0.708 < 2 grid steps of the area.
+_MITRE_LIMIT = 1.8
+#: Longitudes and latitudes the service accepts: every piece is clipped to them.
+WORLD = shapely.box(-180.0, -90.0, 180.0, 90.0)
 
 
 def grow_for_rounding(geom: BaseGeometry) -> BaseGeometry:
@@ -159,28 +168,24 @@ def grow_for_rounding(geom: BaseGeometry) -> BaseGeometry:
 
     Snapping moves every boundary point by at most √2 × GRID / 2. An area already on the
     grid (or one whose rounding only adds area) is kept as it is; any other is grown first
-    (mitred corners, so no new vertices), which guarantees the snapped pieces still cover
-    the whole area: rounding never drops a parcel whose representative point lies just
-    inside the boundary (it may admit one a few centimetres outside).
+    (mitres limited to 1.8 margins: a sharp corner gets one bevel, any other corner no new
+    vertex), which guarantees the snapped pieces still cover the
+    whole area: rounding never drops a parcel whose representative point lies inside.
+    Every hole of the grown area is kept, including pockets sealed off behind a slit
+    narrower than twice the margin, so nothing farther than two grid steps from the area is
+    ever searched.
     """
     if _snap(geom).covers(geom):
         return geom
-    grown = shapely.buffer(geom, ROUNDING_MARGIN, join_style="mitre", mitre_limit=5.0)
-    holes = shapely.union_all([Polygon(r) for p in _polygons(geom) for r in p.interiors])
-    return shapely.union_all([_without_pinched_pockets(p, holes) for p in _polygons(grown)])
+    return shapely.buffer(geom, ROUNDING_MARGIN, join_style="mitre", mitre_limit=_MITRE_LIMIT)
 
 
-#: Largest pocket (deg², about 1,000 m²) that growing may seal off and that is then filled.
-POCKET_AREA = 1e-7
-
-
-def _without_pinched_pockets(polygon: Polygon, original_holes: BaseGeometry) -> Polygon:
-    """``polygon`` less the small holes growing created by sealing an inlet narrower than
-    the rounding: each hole would force the area to be cut into more pieces, and a pocket
-    behind a ~15 cm pinch is a drawing artefact, not a boundary to honour."""
-    kept = [ring for ring in polygon.interiors
-            if Polygon(ring).area > POCKET_AREA or Polygon(ring).intersects(original_holes)]
-    return Polygon(polygon.exterior, kept)
+def _clamped(geom: BaseGeometry) -> BaseGeometry:
+    """``geom`` less anything beyond ±180° longitude or ±90° latitude (growth can reach it)."""
+    minx, miny, maxx, maxy = geom.bounds
+    if minx >= -180 and miny >= -90 and maxx <= 180 and maxy <= 90:
+        return geom
+    return shapely.union_all(_polygons(shapely.intersection(geom, WORLD)))
 
 
 def _polygons(geom: BaseGeometry) -> list[Polygon]:
@@ -275,18 +280,6 @@ def _stab_holes(holes: np.ndarray, axis: int, coords: np.ndarray) -> float | Non
         if best is None or stabbed > best[0]:
             best = (stabbed, at)
     return None if best is None else best[1]
-
-
-def _midpoint_cut(polygon: Polygon, budget: Budget) -> tuple[int, float]:
-    """Where plain halving cuts: the midpoint of the bounding box's longer side."""
-    bounds = np.asarray(polygon.bounds)
-    for axis in (_long_axis(bounds), 1 - _long_axis(bounds)):
-        at = _grid_line(
-            (bounds[axis] + bounds[axis + 2]) / 2, bounds[axis], bounds[axis + 2], set()
-        )
-        if at is not None:
-            return axis, at
-    raise _uncuttable(polygon)
 
 
 def _uncuttable(polygon: Polygon) -> InputError:
@@ -558,21 +551,23 @@ def tile(
         Polygon or MultiPolygon in EPSG:4326, longitudes in [-180, 180] (as
         :func:`parcelsearch.areas.validate_areas` returns them).
     tolerance
-        0 for exact pieces (their union is the area on the 6-decimal grid); ``t`` metres
-        (at least :data:`MIN_TOLERANCE`) for pieces that cover the area and stay within
-        ``t`` of it.
+        0 for exact pieces: their union covers the area and reaches at most two grid steps
+        (2e-6°) beyond it, with no sealed-off pocket filled (see the module notes);
+        ``t`` metres (at least :data:`MIN_TOLERANCE`) for pieces that cover the area and
+        stay within ``t`` of it.
     max_request_bytes, path
         The request-line budget and the search path it is measured on (at page 99999).
 
     Returns
     -------
     list of shapely.Polygon
-        Canonical pieces (see :func:`canonical_ring`), sorted by their first vertex.
+        Canonical pieces (see :func:`canonical_ring`), sorted by their first vertex; every
+        coordinate lies in [-180, 180] × [-90, 90], every ring is valid and closed.
     """
     budget = Budget(max_request_bytes, path)
     area = cover(geometry, tolerance) if tolerance else grow_for_rounding(geometry)
     pieces: list[Polygon] = []
-    for part in _polygons(_snap(area)):
+    for part in _polygons(_snap(_clamped(area))):
         if budget.fits(part):
             pieces.append(part)
             continue
@@ -581,25 +576,6 @@ def tile(
             pieces.extend(_subdivide(part, budget, _balanced_cut, budget.max_request_bytes))
             continue
         pieces.extend(_merge_pieces(found, _neighbours(found), budget))
-    return _finish(pieces, budget)
-
-
-def halving_baseline(
-    geometry: BaseGeometry,
-    *,
-    max_request_bytes: int = settings.MAX_REQUEST_LINE_BYTES,
-    path: str = settings.SEARCH_PATH,
-) -> list[Polygon]:
-    """Plain recursive halving, as PostGIS ``ST_Subdivide`` does with a vertex cap.
-
-    Each part is halved at the midpoint of its bounding box's longer side until every
-    piece is one ring that fits the budget; no merging. Same grid, rings and budget as
-    :func:`tile`, so piece counts compare like for like.
-    """
-    budget = Budget(max_request_bytes, path)
-    pieces: list[Polygon] = []
-    for part in _polygons(_snap(geometry)):
-        pieces.extend(_subdivide(part, budget, _midpoint_cut, budget.max_request_bytes))
     return _finish(pieces, budget)
 
 
@@ -617,6 +593,40 @@ def _finish(pieces: list[Polygon], budget: Budget) -> list[Polygon]:
             todo.extend(_subdivide(part, budget, _balanced_cut, budget.max_request_bytes // 2))
     done.sort(key=lambda p: tuple(p.exterior.coords[0]) + (len(p.exterior.coords),))
     return done
+
+
+# -- the antimeridian ------------------------------------------------------------------------
+
+
+def split_antimeridian(geom: BaseGeometry) -> BaseGeometry:
+    """Cut a geometry with continuous longitudes at ±180° and wrap the parts back.
+
+    Parameters
+    ----------
+    geom
+        A Polygon or MultiPolygon whose longitudes may lie in [-540, 540].
+
+    Returns
+    -------
+    Polygon or MultiPolygon
+        The same area with every longitude in [-180, 180]: parts beyond 180° are
+        moved to the western side of the antimeridian and vice versa.
+    """
+    minx, _, maxx, _ = geom.bounds
+    if minx >= -180 and maxx <= 180:
+        return geom
+    pieces = []
+    for turn in (-1, 0, 1):
+        window = shapely.box(-180 + 360 * turn, -90, 180 + 360 * turn, 90)
+        if not shapely.intersects(geom, window):
+            continue
+        piece = shapely.intersection(geom, window)
+        if not piece.is_empty:
+            pieces.append(shapely.transform(piece, lambda xy, t=turn: xy - [360.0 * t, 0.0]))
+    polygons = [p for piece in pieces for p in _polygons(piece)]
+    if not polygons:
+        return shapely.Polygon()
+    return polygons[0] if len(polygons) == 1 else shapely.MultiPolygon(polygons)
 
 
 # -- tolerance mode: a covering -----------------------------------------------------------------
@@ -671,7 +681,8 @@ def cover(geometry: BaseGeometry, tolerance: float) -> BaseGeometry:
         result = _back_to_lonlat(simple, inverse, lon0)
         if shapely.covers(_snap(result), geometry):
             return result
-    return shapely.union(result, geometry)  # pragma: no cover - the unsimplified buffer covers
+    # Only where the buffer folds over a pole does projecting back lose some of the area.
+    return shapely.union(result, _clamped(grow_for_rounding(geometry)))
 
 
 def _centre(geometry: BaseGeometry) -> tuple[float, float]:
@@ -708,6 +719,8 @@ def _back_to_lonlat(
     geometry: BaseGeometry, inverse: pyproj.Transformer, lon0: float
 ) -> BaseGeometry:
     lonlat = _unwrap_about(_project(geometry, inverse), lon0)
+    if not shapely.is_valid(lonlat):  # a cover reaching over a pole folds back on itself
+        lonlat = shapely.make_valid(lonlat, method="structure", keep_collapsed=False)
     lonlat = shapely.intersection(lonlat, shapely.box(lon0 - 360, -90, lon0 + 360, 90))
     return split_antimeridian(shapely.make_valid(lonlat, method="structure", keep_collapsed=False))
 
