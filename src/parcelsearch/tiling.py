@@ -156,9 +156,10 @@ def _snap(geom: BaseGeometry) -> BaseGeometry:
 #: How far exact mode grows an area before snapping it to the grid: a little more than the
 #: farthest a vertex can move when each coordinate is rounded to 6 decimals (√2 × GRID / 2).
 ROUNDING_MARGIN = 0.708 * GRID
-#: Mitre limit of that growth (× the margin): sharp corners are bevelled at 1.8 margins, so
-#: growth plus rounding stay within 1.8 × 0.708 + 0.708 < 2 grid steps of the area.
-_MITRE_LIMIT = 1.8
+#: Mitre limit of that growth (× the margin): a sharp corner is bevelled 1.5 margins out,
+#: whose ends lie √(1.5² + 1) margins away, so growth plus rounding stay within
+#: 1.803 × 0.708 + 0.708 ≈ 1.98 grid steps of the area.
+_MITRE_LIMIT = 1.5
 #: Longitudes and latitudes the service accepts: every piece is clipped to them.
 WORLD = shapely.box(-180.0, -90.0, 180.0, 90.0)
 
@@ -168,7 +169,7 @@ def grow_for_rounding(geom: BaseGeometry) -> BaseGeometry:
 
     Snapping moves every boundary point by at most √2 × GRID / 2. An area already on the
     grid (or one whose rounding only adds area) is kept as it is; any other is grown first
-    (mitres limited to 1.8 margins: a sharp corner gets one bevel, any other corner no new
+    (mitres limited to 1.5 margins: a sharp corner gets one bevel, any other corner no new
     vertex), which guarantees the snapped pieces still cover the
     whole area: rounding never drops a parcel whose representative point lies inside.
     Every hole of the grown area is kept, including pockets sealed off behind a slit
