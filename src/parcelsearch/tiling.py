@@ -52,7 +52,6 @@ from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 
 import numpy as np
-import pyproj
 import shapely
 from shapely import Polygon
 from shapely.geometry.base import BaseGeometry
@@ -80,8 +79,6 @@ _SCALE = 10**settings.COORD_DECIMALS
 MIN_TOLERANCE = 0.5
 _ROUNDING_M = 0.1  # metres one 6-decimal rounding can move a vertex (≤ 0.079 m), rounded up
 _MAX_SPLITS = 1_000_000
-_METRIC_SEGMENT_M = 1_000.0  # densify covers before projecting back (edge curvature ≤ 2 cm)
-_LONLAT_SEGMENT_DEG = 0.01  # densify areas before projecting (edge curvature ≤ 2 cm)
 
 
 # -- the byte budget --------------------------------------------------------------------
@@ -646,19 +643,24 @@ def cover(geometry: BaseGeometry, tolerance: float) -> BaseGeometry:
     Returns
     -------
     Polygon or MultiPolygon
-        In EPSG:4326, split at the antimeridian if it crosses it. Every point of
-        ``geometry`` is inside; every point inside is within ``tolerance`` of
-        ``geometry`` (measured in an azimuthal-equidistant projection centred on the
-        area; 0.1 m is reserved for rounding to 6 decimals).
+        In EPSG:4326, split at the antimeridian if it crosses it, clipped to ±90°
+        latitude. Every point of ``geometry`` is inside; every point inside is within
+        ``tolerance`` metres of ``geometry`` on the ground (0.1 m is reserved for rounding
+        to 6 decimals).
 
     Notes
     -----
-    1. holes whose every point lies within ``t - 0.1`` m of the area (their largest
-       inscribed circle is that small) are filled;
+    The work is done in *scaled degrees*: longitude × c and latitude, where c is the
+    largest cos(latitude) over the area. That is an affine map, so straight edges stay
+    straight (nothing to densify) and no projection is needed; one scaled degree is at
+    most :data:`_M_PER_DEGREE` metres anywhere in the area (WGS84), so distances measured
+    in it never understate the ground distance.
+
+    1. holes whose every point lies within ``t - 0.1`` m of their edge are filled;
     2. the area is buffered out by ``t/2``: parts and gaps closer than ``t`` merge;
     3. the buffer is simplified (topology-preserving Douglas–Peucker) by at most
        ``0.4 t - 0.1`` m, which keeps its boundary off the area; if the covering check
-       fails after projecting back, the simplification is halved, then dropped.
+       fails, the simplification is halved, then dropped.
     """
     if not math.isfinite(tolerance) or tolerance < MIN_TOLERANCE:
         raise InputError(
@@ -666,24 +668,35 @@ def cover(geometry: BaseGeometry, tolerance: float) -> BaseGeometry:
             "(coordinates are sent rounded to 6 decimals, about 0.1 m)",
             field="tolerance",
         )
-    lon0, lat0 = _centre(geometry)
-    local = pyproj.CRS.from_proj4(
-        f"+proj=aeqd +lat_0={lat0:.6f} +lon_0={lon0:.6f} +datum=WGS84 +units=m +no_defs"
-    )
-    forward = pyproj.Transformer.from_crs("EPSG:4326", local, always_xy=True)
-    inverse = pyproj.Transformer.from_crs(local, "EPSG:4326", always_xy=True)
-    area = _project(shapely.segmentize(_unwrap_about(geometry, lon0), _LONLAT_SEGMENT_DEG), forward)
-    area = _fill_narrow_holes(area, tolerance - _ROUNDING_M)
-    grown = shapely.buffer(area, tolerance / 2, quad_segs=4)
+    lon0, _ = _centre(geometry)
+    unwrapped = _unwrap_about(geometry, lon0)
+    _, miny, _, maxy = unwrapped.bounds
+    c = 1.0 if miny <= 0 <= maxy else math.cos(math.radians(min(abs(miny), abs(maxy))))
+    c = max(c, 1e-6)
+
+    def to_scaled(xy: np.ndarray) -> np.ndarray:
+        return np.column_stack([(xy[:, 0] - lon0) * c, xy[:, 1]])
+
+    def to_lonlat(xy: np.ndarray) -> np.ndarray:
+        return np.column_stack([xy[:, 0] / c + lon0, xy[:, 1]])
+
+    metre = 1.0 / _M_PER_DEGREE
+    reach = (tolerance - _ROUNDING_M) * metre
+    area = _fill_narrow_holes(shapely.transform(unwrapped, to_scaled), reach)
+    grown = shapely.buffer(area, tolerance / 2 * metre, quad_segs=4)
     result = grown
     for simplify_by in (0.4 * tolerance - _ROUNDING_M, 0.2 * tolerance - _ROUNDING_M, 0.0):
-        simple = shapely.simplify(grown, simplify_by) if simplify_by > 0 else grown
-        simple = shapely.segmentize(simple, _METRIC_SEGMENT_M)
-        result = _back_to_lonlat(simple, inverse, lon0)
+        simple = shapely.simplify(grown, simplify_by * metre) if simplify_by > 0 else grown
+        result = _back_to_lonlat(shapely.transform(simple, to_lonlat), lon0)
         if shapely.covers(_snap(result), geometry):
             return result
-    # Only where the buffer folds over a pole does projecting back lose some of the area.
+    # Only where clipping at a pole or rounding bites does the cover lose some of the area.
     return shapely.union(result, _clamped(grow_for_rounding(geometry)))
+
+
+#: Upper bound of the metres in one degree of latitude, or of longitude × cos(latitude),
+#: anywhere on the WGS84 ellipsoid (111,694 m: a degree of latitude at the poles).
+_M_PER_DEGREE = 111_700.0
 
 
 def _centre(geometry: BaseGeometry) -> tuple[float, float]:
@@ -708,34 +721,32 @@ def _unwrap_about(geometry: BaseGeometry, lon0: float) -> BaseGeometry:
     return shapely.transform(geometry, shift)
 
 
-def _project(geometry: BaseGeometry, transformer: pyproj.Transformer) -> BaseGeometry:
-    def move(xy: np.ndarray) -> np.ndarray:
-        x, y = transformer.transform(xy[:, 0], xy[:, 1])
-        return np.column_stack([x, y])
-
-    return shapely.transform(geometry, move)
-
-
-def _back_to_lonlat(
-    geometry: BaseGeometry, inverse: pyproj.Transformer, lon0: float
-) -> BaseGeometry:
-    lonlat = _unwrap_about(_project(geometry, inverse), lon0)
-    if not shapely.is_valid(lonlat):  # a cover reaching over a pole folds back on itself
+def _back_to_lonlat(lonlat: BaseGeometry, lon0: float) -> BaseGeometry:
+    """A cover in continuous longitudes, clipped to ±90° latitude and split at ±180°."""
+    if not shapely.is_valid(lonlat):  # pragma: no cover - buffers and simplify keep validity
         lonlat = shapely.make_valid(lonlat, method="structure", keep_collapsed=False)
     lonlat = shapely.intersection(lonlat, shapely.box(lon0 - 360, -90, lon0 + 360, 90))
     return split_antimeridian(shapely.make_valid(lonlat, method="structure", keep_collapsed=False))
 
 
 def _fill_narrow_holes(area: BaseGeometry, reach: float) -> BaseGeometry:
-    """Fill the holes whose every point lies within ``reach`` metres of their edge."""
+    """Fill the holes whose every point lies within ``reach`` of their edge.
+
+    A hole is that narrow exactly when shrinking it by ``reach`` leaves nothing; a hole
+    whose bounding box is at most ``2 × reach`` wide is that narrow for sure.
+    """
     polygons = []
     for part in _polygons(area):
         holes = [shapely.Polygon(ring) for ring in part.interiors]
         if not holes:
             polygons.append(part)
             continue
-        precision = reach / 20
-        radii = shapely.length(shapely.maximum_inscribed_circle(np.asarray(holes), precision))
-        keep = [h.exterior for h, r in zip(holes, radii, strict=True) if r + precision > reach]
+        boxes = shapely.bounds(np.asarray(holes))
+        thin = np.minimum(boxes[:, 2] - boxes[:, 0], boxes[:, 3] - boxes[:, 1]) <= 2 * reach
+        keep = [
+            h.exterior
+            for h, is_thin in zip(holes, thin.tolist(), strict=True)
+            if not is_thin and not shapely.buffer(h, -reach, quad_segs=2).is_empty
+        ]
         polygons.append(shapely.Polygon(part.exterior, keep))
     return shapely.union_all(polygons) if len(polygons) > 1 else polygons[0]
