@@ -369,7 +369,7 @@ def _tree_pieces(polygon: Polygon, budget: Budget) -> list[Polygon] | None:
     Returns None if the triangulation is unusable (then the caller cuts geometrically).
     """
     triangles, corners, children, order = _triangle_tree(polygon)
-    if len(order) < len(triangles) or len(triangles) != _triangle_count(polygon):
+    if len(order) < len(triangles) or not _covers_exactly(triangles, polygon):
         return None
     nv = int(corners.max()) + 1
     xy = (
@@ -407,10 +407,14 @@ def _tree_pieces(polygon: Polygon, budget: Budget) -> list[Polygon] | None:
     return pieces
 
 
-def _triangle_count(polygon: Polygon) -> int:
-    """Triangles a triangulation without new vertices has: vertices + 2·holes − 2."""
-    rings = [polygon.exterior, *polygon.interiors]
-    return sum(len(r.coords) - 1 for r in rings) + 2 * (len(rings) - 1) - 2
+def _covers_exactly(triangles: np.ndarray, polygon: Polygon) -> bool:
+    """The triangles tile ``polygon``: their areas add up to its area (up to rounding).
+
+    (Counting triangles would not do: a hole touching the shell at a vertex, as growing
+    creates where it seals a pocket, takes two triangles fewer than a free hole.)
+    """
+    total = float(shapely.area(triangles).sum())
+    return abs(total - polygon.area) <= 1e-9 * polygon.area
 
 
 def _kundu_misra(
@@ -656,11 +660,15 @@ def cover(geometry: BaseGeometry, tolerance: float) -> BaseGeometry:
     most :data:`_M_PER_DEGREE` metres anywhere in the area (WGS84), so distances measured
     in it never understate the ground distance.
 
-    1. holes whose every point lies within ``t - 0.1`` m of their edge are filled;
-    2. the area is buffered out by ``t/2``: parts and gaps closer than ``t`` merge;
-    3. the buffer is simplified (topology-preserving Douglas–Peucker) by at most
-       ``0.4 t - 0.1`` m, which keeps its boundary off the area; if the covering check
-       fails, the simplification is halved, then dropped.
+    1. the area is simplified (topology-preserving Douglas–Peucker, which keeps it within
+       ``0.05 t`` of the area and the area within ``0.05 t`` of it), so that the buffer
+       below costs little whatever the tolerance;
+    2. holes whose every point lies within ``t - 0.1`` m of their edge are filled;
+    3. the area is buffered out by ``t/2``: parts and gaps closer than ``t`` merge, and
+       the buffer's boundary stays at least ``0.45 t`` off the area;
+    4. the buffer is simplified by at most ``0.4 t - 0.1`` m, which keeps its boundary off
+       the area (and ``0.05 t + 0.5 t + 0.4 t - 0.1 < t``); if the covering check fails,
+       the simplification is halved, then dropped.
     """
     if not math.isfinite(tolerance) or tolerance < MIN_TOLERANCE:
         raise InputError(
@@ -681,8 +689,9 @@ def cover(geometry: BaseGeometry, tolerance: float) -> BaseGeometry:
         return np.column_stack([xy[:, 0] / c + lon0, xy[:, 1]])
 
     metre = 1.0 / _M_PER_DEGREE
-    reach = (tolerance - _ROUNDING_M) * metre
-    area = _fill_narrow_holes(shapely.transform(unwrapped, to_scaled), reach)
+    first = 0.05 * tolerance * metre  # simplify the area first: buffering it is then cheap
+    area = shapely.simplify(shapely.transform(unwrapped, to_scaled), first)
+    area = _fill_narrow_holes(area, (tolerance - _ROUNDING_M) * metre - first)
     grown = shapely.buffer(area, tolerance / 2 * metre, quad_segs=4)
     result = grown
     for simplify_by in (0.4 * tolerance - _ROUNDING_M, 0.2 * tolerance - _ROUNDING_M, 0.0):
