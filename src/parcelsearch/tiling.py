@@ -414,7 +414,7 @@ def _covers_exactly(triangles: np.ndarray, polygon: Polygon) -> bool:
     creates where it seals a pocket, takes two triangles fewer than a free hole.)
     """
     total = float(shapely.area(triangles).sum())
-    return abs(total - polygon.area) <= 1e-9 * polygon.area
+    return bool(abs(total - polygon.area) <= 1e-9 * polygon.area)
 
 
 def _kundu_misra(
