@@ -66,6 +66,8 @@ __all__ = [
     "Budget",
     "canonical_ring",
     "cover",
+    "lower_bound",
+    "prepared",
     "split_antimeridian",
     "tile",
 ]
@@ -82,11 +84,6 @@ _MAX_SPLITS = 1_000_000
 
 
 # -- the byte budget --------------------------------------------------------------------
-
-
-@functools.lru_cache(maxsize=1 << 18)
-def _vertex_bytes(x: float, y: float) -> int:
-    return _wire.vertex_bytes(x, y)
 
 
 @dataclass(frozen=True)
@@ -120,7 +117,7 @@ class Budget:
 
     def ring_bytes(self, ring: Sequence[Sequence[float]] | np.ndarray) -> int:
         """Request-line bytes of a closed ring (closing vertex included), at page 99999."""
-        return self.base - 1 + sum(_vertex_bytes(float(x), float(y)) for x, y in ring)
+        return self.base - 1 + int(_wire.vertex_bytes_array(np.asarray(ring)).sum())
 
     def polygon_bytes(self, polygon: Polygon) -> int:
         """Request-line bytes of a polygon's exterior ring, at page 99999."""
@@ -379,7 +376,7 @@ def _tree_pieces(polygon: Polygon, budget: Budget) -> list[Polygon] | None:
     )
     vertex_xy = np.zeros((nv, 2), dtype=np.int64)
     vertex_xy[corners.ravel()] = xy.reshape(-1, 2)
-    vbytes = np.array([_vertex_bytes(x / _SCALE, y / _SCALE) for x, y in vertex_xy.tolist()])
+    vbytes = _wire.vertex_bytes_array(vertex_xy / _SCALE)
     own = vbytes[corners].sum(axis=1)
     shared = np.zeros(len(triangles), dtype=np.int64)  # bytes a triangle shares with its parent
     parent = np.full(len(triangles), -1)
@@ -566,10 +563,53 @@ def tile(
         Canonical pieces (see :func:`canonical_ring`), sorted by their first vertex; every
         coordinate lies in [-180, 180] × [-90, 90], every ring is valid and closed.
     """
-    budget = Budget(max_request_bytes, path)
+    _check_tolerance(tolerance)
+    return list(_tiled(geometry, float(tolerance), Budget(max_request_bytes, path)))
+
+
+#: Areas (and their tilings) kept for reuse: planning the same areas again — a refused
+#: search's plan, then :func:`parcelsearch.planning.suggest_tolerance` — tiles nothing twice.
+_CACHED = 64
+
+
+@functools.lru_cache(maxsize=_CACHED)
+def prepared(geometry: BaseGeometry, tolerance: float) -> BaseGeometry:
+    """The area the pieces will tile exactly: grown (or covered), clipped, on the grid.
+
+    Shapely geometries are immutable and hash by value, so results are kept for reuse.
+    """
+    _check_tolerance(tolerance)
     area = cover(geometry, tolerance) if tolerance else grow_for_rounding(geometry)
+    return _snap(_clamped(area))
+
+
+def lower_bound(
+    geometry: BaseGeometry,
+    *,
+    tolerance: float = 0.0,
+    max_request_bytes: int = settings.MAX_REQUEST_LINE_BYTES,
+    path: str = settings.SEARCH_PATH,
+) -> int:
+    """Fewest pieces :func:`tile` could return: a cheap bound (no tiling).
+
+    Every vertex of the prepared area lies on some piece, and a piece carries at most the
+    budget's bytes of vertices; every part needs a piece of its own.
+    """
+    budget = Budget(max_request_bytes, path)
+    capacity = budget.max_request_bytes - budget.base + 1
+    bound = 0
+    for part in _polygons(prepared(geometry, float(tolerance))):
+        rings = shapely.get_rings(part)
+        xy = np.concatenate([shapely.get_coordinates(r)[:-1] for r in rings])
+        size = int(_wire.vertex_bytes_array(xy).sum())
+        bound += max(1, math.ceil(size / capacity))
+    return bound
+
+
+@functools.lru_cache(maxsize=_CACHED)
+def _tiled(geometry: BaseGeometry, tolerance: float, budget: Budget) -> tuple[Polygon, ...]:
     pieces: list[Polygon] = []
-    for part in _polygons(_snap(_clamped(area))):
+    for part in _polygons(prepared(geometry, tolerance)):
         if budget.fits(part):
             pieces.append(part)
             continue
@@ -578,7 +618,7 @@ def tile(
             pieces.extend(_subdivide(part, budget, _balanced_cut, budget.max_request_bytes))
             continue
         pieces.extend(_merge_pieces(found, _neighbours(found), budget))
-    return _finish(pieces, budget)
+    return tuple(_finish(pieces, budget))
 
 
 def _finish(pieces: list[Polygon], budget: Budget) -> list[Polygon]:
@@ -670,12 +710,7 @@ def cover(geometry: BaseGeometry, tolerance: float) -> BaseGeometry:
        the area (and ``0.05 t + 0.5 t + 0.4 t - 0.1 < t``); if the covering check fails,
        the simplification is halved, then dropped.
     """
-    if not math.isfinite(tolerance) or tolerance < MIN_TOLERANCE:
-        raise InputError(
-            f"tolerance={tolerance!r} m: use 0 for exact pieces or at least {MIN_TOLERANCE} m "
-            "(coordinates are sent rounded to 6 decimals, about 0.1 m)",
-            field="tolerance",
-        )
+    _check_tolerance(tolerance, exact=False)
     lon0, _ = _centre(geometry)
     unwrapped = _unwrap_about(geometry, lon0)
     _, miny, _, maxy = unwrapped.bounds
@@ -706,6 +741,19 @@ def cover(geometry: BaseGeometry, tolerance: float) -> BaseGeometry:
 #: Upper bound of the metres in one degree of latitude, or of longitude × cos(latitude),
 #: anywhere on the WGS84 ellipsoid (111,694 m: a degree of latitude at the poles).
 _M_PER_DEGREE = 111_700.0
+
+
+def _check_tolerance(tolerance: float, *, exact: bool = True) -> None:
+    """Refuse a tolerance that is neither 0 (exact, if allowed) nor at least
+    :data:`MIN_TOLERANCE`."""
+    if (tolerance != 0 or not exact) and not (
+        math.isfinite(tolerance) and tolerance >= MIN_TOLERANCE
+    ):
+        raise InputError(
+            f"tolerance={tolerance!r} m: use 0 for exact pieces or at least {MIN_TOLERANCE} m "
+            "(coordinates are sent rounded to 6 decimals, about 0.1 m)",
+            field="tolerance",
+        )
 
 
 def _centre(geometry: BaseGeometry) -> tuple[float, float]:
