@@ -199,7 +199,10 @@ def plan(
         GeoDataFrame or GeoSeries (any CRS, which must be set), a shapely geometry or a
         list of them (taken as EPSG:4326). See :func:`parcelsearch.areas.validate_areas`.
     tolerance
-        0 (default): exact pieces, whose union is each area on the 6-decimal grid.
+        0 (default): exact pieces, whose union covers each area (every parcel whose
+        representative point lies inside is found) and reaches at most two 6-decimal grid
+        steps (2e-6°, about 22 cm) beyond it; a pocket sealed off by rounding is never
+        searched.
         ``t`` metres (≥ 0.5): pieces cover each area and stay within ``t`` of it, so
         fewer pieces are needed; nearby parts and fine boundary detail may merge.
     id_column
