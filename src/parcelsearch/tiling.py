@@ -782,8 +782,10 @@ def _back_to_lonlat(lonlat: BaseGeometry, lon0: float) -> BaseGeometry:
     """A cover in continuous longitudes, clipped to ±90° latitude and split at ±180°."""
     if not shapely.is_valid(lonlat):  # pragma: no cover - buffers and simplify keep validity
         lonlat = shapely.make_valid(lonlat, method="structure", keep_collapsed=False)
-    lonlat = shapely.intersection(lonlat, shapely.box(lon0 - 360, -90, lon0 + 360, 90))
-    return split_antimeridian(shapely.make_valid(lonlat, method="structure", keep_collapsed=False))
+    minx, miny, maxx, maxy = lonlat.bounds
+    if miny < -90 or maxy > 90 or minx < lon0 - 360 or maxx > lon0 + 360:
+        lonlat = shapely.intersection(lonlat, shapely.box(lon0 - 360, -90, lon0 + 360, 90))
+    return split_antimeridian(lonlat)
 
 
 def _fill_narrow_holes(area: BaseGeometry, reach: float) -> BaseGeometry:
@@ -793,6 +795,7 @@ def _fill_narrow_holes(area: BaseGeometry, reach: float) -> BaseGeometry:
     whose bounding box is at most ``2 × reach`` wide is that narrow for sure.
     """
     polygons = []
+    filled = False
     for part in _polygons(area):
         holes = [shapely.Polygon(ring) for ring in part.interiors]
         if not holes:
@@ -805,5 +808,10 @@ def _fill_narrow_holes(area: BaseGeometry, reach: float) -> BaseGeometry:
             for h, is_thin in zip(holes, thin.tolist(), strict=True)
             if not is_thin and not shapely.buffer(h, -reach, quad_segs=2).is_empty
         ]
+        filled |= len(keep) < len(holes)
         polygons.append(shapely.Polygon(part.exterior, keep))
-    return shapely.union_all(polygons) if len(polygons) > 1 else polygons[0]
+    if len(polygons) == 1:
+        return polygons[0]
+    if filled:  # a filled hole may hold another part (an island in a lake): merge them
+        return shapely.union_all(polygons)
+    return shapely.MultiPolygon(polygons)
