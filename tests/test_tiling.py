@@ -410,3 +410,13 @@ def test_recall_of_points_just_inside_the_boundary():
     assert len(inside) > 1000
     union = shapely.union_all(tile(area))
     assert shapely.intersects_xy(union, inside[:, 0], inside[:, 1]).all()
+
+
+def test_a_cover_of_parts_half_the_globe_apart_keeps_every_part_whole():
+    """A part straddling 0° and one at -180°: no part may be torn across the globe."""
+    area = MultiPolygon([box(-0.0002, -0.0002, 0.0002, 0.0001),
+                         box(-180, -0.0006, -179.9999, -0.0005)])
+    covered = cover(area, 1.0)
+    assert covered.covers(area)
+    assert all(p.bounds[2] - p.bounds[0] < 0.001 for p in shapely.get_parts(covered))
+    assert_sendable(tile(area, tolerance=1.0))

@@ -711,8 +711,7 @@ def cover(geometry: BaseGeometry, tolerance: float) -> BaseGeometry:
        the simplification is halved, then dropped.
     """
     _check_tolerance(tolerance, exact=False)
-    lon0, _ = _centre(geometry)
-    unwrapped = _unwrap_about(geometry, lon0)
+    unwrapped, lon0 = _joined_across_180(geometry)
     _, miny, _, maxy = unwrapped.bounds
     c = 1.0 if miny <= 0 <= maxy else math.cos(math.radians(min(abs(miny), abs(maxy))))
     c = max(c, 1e-6)
@@ -756,26 +755,34 @@ def _check_tolerance(tolerance: float, *, exact: bool = True) -> None:
         )
 
 
-def _centre(geometry: BaseGeometry) -> tuple[float, float]:
-    """Longitude and latitude of the bounding-box centre, across the antimeridian if split."""
-    xy = shapely.get_coordinates(geometry)
-    x = xy[:, 0]
-    if x.max() - x.min() > 180:
-        x = np.where(x < 0, x + 360, x)
-    lon = (x.min() + x.max()) / 2
-    lon = lon - 360 if lon > 180 else lon
-    return float(lon), float((xy[:, 1].min() + xy[:, 1].max()) / 2)
+def _joined_across_180(geometry: BaseGeometry) -> tuple[BaseGeometry, float]:
+    """``geometry`` with whole parts moved by 360° so that parts split at ±180° meet again,
+    and the longitude in the middle of what it spans.
 
-
-def _unwrap_about(geometry: BaseGeometry, lon0: float) -> BaseGeometry:
-    """Longitudes moved by whole turns to within 180° of ``lon0`` (continuous round it)."""
-
-    def shift(xy: np.ndarray) -> np.ndarray:
-        out = xy.copy()
-        out[:, 0] = (xy[:, 0] - lon0 + 180) % 360 - 180 + lon0
-        return out
-
-    return shapely.transform(geometry, shift)
+    The parts' longitude spans are laid on the circle; the circle is cut in the widest gap
+    no part covers, and every part before the cut is moved one turn east. A part is never
+    torn: it moves whole.
+    """
+    parts = _polygons(geometry)
+    bounds = shapely.bounds(np.asarray(parts, dtype=object))
+    order = np.argsort(bounds[:, 0], kind="stable")
+    merged: list[list[float]] = []
+    for lo, hi in bounds[order][:, [0, 2]].tolist():
+        if merged and lo <= merged[-1][1]:
+            merged[-1][1] = max(merged[-1][1], hi)
+        else:
+            merged.append([lo, hi])
+    gaps = [merged[i + 1][0] - merged[i][1] for i in range(len(merged) - 1)]
+    wrap = merged[0][0] + 360 - merged[-1][1]
+    if not gaps or wrap >= max(gaps):
+        return geometry, (merged[0][0] + merged[-1][1]) / 2
+    cut = int(np.argmax(gaps))
+    east_of = merged[cut][1]  # parts up to here move one turn east
+    moved = [
+        shapely.transform(p, lambda xy: xy + [360.0, 0.0]) if b[2] <= east_of else p
+        for p, b in zip(parts, bounds.tolist(), strict=True)
+    ]
+    return shapely.MultiPolygon(moved), (merged[cut + 1][0] + east_of + 360) / 2
 
 
 def _back_to_lonlat(lonlat: BaseGeometry, lon0: float) -> BaseGeometry:

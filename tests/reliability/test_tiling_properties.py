@@ -129,6 +129,10 @@ def build_area(
     geom = parts[0] if len(parts) == 1 else MultiPolygon(parts)
     if "antimeridian" in features:
         lon = 180.0 - 0.3 * radius / (M_PER_DEG * math.cos(math.radians(lat)))
+    elif "touch_180" in features:  # near the antimeridian, a part of it split there
+        lon = (180.0 - 4 * radius / (M_PER_DEG * math.cos(math.radians(lat)))) * (
+            1 if seed % 2 else -1
+        )
 
     def to_lonlat(xy: np.ndarray) -> np.ndarray:
         x = lon + xy[:, 0] / (M_PER_DEG * math.cos(math.radians(lat)))
