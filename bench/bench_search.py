@@ -48,7 +48,7 @@ from parcelsearch.service.server import RunningService, start_service  # noqa: E
 
 TOLERANCE = 5.0
 PACED_CALLS = 150  # bounded: ~15 s at 10/s
-NEAR_M = 300.0  # parcels kept within this many metres of an area (the rest cost nothing)
+NEAR_M = 100.0  # parcels kept within this many metres of an area (the rest cost nothing)
 _M_PER_DEG = 111_320.0
 
 
