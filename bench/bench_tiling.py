@@ -3,11 +3,19 @@
 Run ``python bench/bench_tiling.py`` (from the repository root or ``bench/``). It prints a
 table and writes it to the ``tiling`` section of ``bench/RESULTS.md``.
 
-The study areas are hard on purpose and deterministic: fractal (midpoint-displacement)
-coastlines around lakes with islands, a meandering river splitting a district in two,
-and an archipelago — each ≥ 5,000 vertices, multipart, with holes. The lead's end-to-end
-benchmark imports :func:`hard_areas` and :func:`piece_counts` and adds the parcel floor
-and calls/s against the reference service.
+Two sets of study areas:
+
+- synthetic, hard on purpose and deterministic (:func:`hard_areas`): fractal
+  (midpoint-displacement) coastlines around lakes with islands, a meandering river
+  splitting a district in two, and an archipelago — each ≥ 5,000 vertices, multipart,
+  with holes;
+- real (:func:`real_areas`): New Zealand's surveyed coastlines and islands (LINZ
+  Topo50 1:150k coastline polygons) and its 2018 regional-council boundary, as the
+  ``nzgeom`` package ships them inside its wheel (nothing is downloaded at run time):
+  ``pip install -e ".[bench]"``.
+
+``bench_search.py`` imports both and adds the parcel floor and calls measured through
+real searches against the reference service.
 """
 
 from __future__ import annotations
@@ -23,6 +31,9 @@ import pandas as pd
 import shapely
 
 from parcelsearch import settings, tiling
+
+sys.path.insert(0, str(Path(__file__).parent))
+from _halving import halving_baseline  # noqa: E402
 
 _LON0, _LAT0 = -97.35, 32.75  # Fort Worth-ish: the demo fabric's neighbourhood
 _M_PER_DEG_LAT = 110_574.0
@@ -153,6 +164,45 @@ def hard_areas(seed: int = 20240605) -> gpd.GeoDataFrame:
     return frame
 
 
+#: Real study areas: island groups (every island within 3 km of the named one) and a
+#: region clipped to the land.
+_REAL_ISLANDS = {
+    "waiheke": "Waiheke Island",
+    "great-barrier": "Great Barrier Island (Aotea Island)",
+    "durville": "Rangitoto ke te Tonga / D'Urville Island",
+}
+_MAINLAND = ("North Island or Te Ika-a-Māui", "South Island or Te Waipounamu")
+
+
+def real_areas() -> gpd.GeoDataFrame:
+    """Five real study areas (EPSG:4326, index ``area_id``) from the ``nzgeom`` package.
+
+    Waiheke, Great Barrier and D'Urville islands with the islands round them, the
+    Chatham Islands, and the Nelson region's land: 3,700–22,000 vertices and 29–315
+    parts each, about 1,800 km² in all.
+    """
+    import nzgeom  # the bench extra; imported here so the synthetic benchmark runs without it
+
+    root = Path(nzgeom.__file__).parent / "data"
+    coast = gpd.read_file(root / "coastlines" / "nz-coastlines-and-islands-polygons-topo-150k.gpkg")
+    regions = gpd.read_file(root / "regions" / "regional-council-2018-generalised.gpkg")
+    islands = coast[~coast["name"].isin(_MAINLAND)]
+    shapes = {}
+    for area_id, name in _REAL_ISLANDS.items():
+        main = coast.loc[coast["name"] == name].geometry.iloc[0]
+        near = shapely.box(*main.bounds).buffer(3_000)
+        shapes[area_id] = shapely.union_all(islands[islands.intersects(near)].geometry.to_numpy())
+    chatham = coast.loc[coast["grp_name"] == "Chatham Islands"]
+    shapes["chatham"] = shapely.union_all(chatham.geometry.to_numpy())
+    nelson = regions.loc[regions["REGC2018_V1_00_NAME"] == "Nelson Region"].geometry.iloc[0]
+    land = shapely.union_all(coast[coast.intersects(nelson)].geometry.to_numpy())
+    shapes["nelson"] = shapely.intersection(nelson, land)
+    frame = gpd.GeoDataFrame(
+        geometry=list(shapes.values()), index=pd.Index(list(shapes), name="area_id"), crs=coast.crs
+    )
+    return frame.to_crs(4326)
+
+
 def _vertex_bound(geometry: shapely.Geometry, budget: tiling.Budget) -> int:
     """Σ over parts of ⌈vertices ÷ vertices-per-request⌉ (mean vertex bytes of the part)."""
     bound = 0
@@ -191,31 +241,40 @@ def piece_counts(
                 f"tol_{tolerance:g}m",
                 lambda g: tiling.tile(g, tolerance=tolerance, max_request_bytes=max_request_bytes),
             ),
-            ("halving", lambda g: tiling.halving_baseline(g, max_request_bytes=max_request_bytes)),
+            ("halving", lambda g: halving_baseline(g, max_request_bytes=max_request_bytes)),
         ):
             started = time.perf_counter()
             row[column] = len(run(geometry))
             row[f"seconds_{column.split('_')[0]}"] = round(time.perf_counter() - started, 2)
         row["exact/halving"] = round(row["exact"] / row["halving"], 3)  # type: ignore[operator]
+        row["exact/vertex_bound"] = round(
+            row["exact"] / row["vertex_bound"], 3  # type: ignore[operator]
+        )
         rows.append(row)
     return pd.DataFrame(rows).set_index("area_id")
 
 
-def main() -> None:
-    sys.path.insert(0, str(Path(__file__).parent))
-    from _results import write_section
-
-    areas = hard_areas()
+def _table(name: str, areas: gpd.GeoDataFrame) -> str:
     counts = piece_counts(areas)
     totals = counts[["vertices", "vertex_bound", "exact", "tol_5m", "halving"]].sum()
     text = counts.to_markdown() if _has_tabulate() else f"```\n{counts.to_string()}\n```"
-    markdown = (
-        f"Request lines ≤ {settings.MAX_REQUEST_LINE_BYTES:,} bytes at page 99999; "
-        "pieces per area (each costs at least one call).\n\n"
-        f"{text}\n\n"
+    return (
+        f"**{name}** — pieces per area (each costs at least one call).\n\n{text}\n\n"
         f"Totals: {totals['vertices']:,} vertices; vertex bound {totals['vertex_bound']}; "
         f"exact {totals['exact']}, tolerance 5 m {totals['tol_5m']}, halving {totals['halving']}; "
-        f"exact/halving = {totals['exact'] / totals['halving']:.3f} (target ≤ 0.6).\n"
+        f"exact/halving = {totals['exact'] / totals['halving']:.3f} (target ≤ 0.6); "
+        f"exact/vertex bound = {totals['exact'] / totals['vertex_bound']:.3f}.\n"
+    )
+
+
+def main() -> None:
+    from _results import write_section
+
+    markdown = (
+        f"Request lines ≤ {settings.MAX_REQUEST_LINE_BYTES:,} bytes at page 99999.\n\n"
+        + _table("Synthetic hard areas", hard_areas())
+        + "\n"
+        + _table("Real boundaries (nzgeom: NZ coastlines, islands, Nelson region)", real_areas())
     )
     print(markdown)
     write_section("tiling", markdown)

@@ -81,15 +81,33 @@ def frame(*geoms: object, crs: object = "EPSG:4326", **columns: list[object]) ->
         pytest.param(
             frame(box(0, 80, 1, 95)),
             {},
-            r"area 0: .*out of range",
+            r"area 0: geometry has latitudes beyond ±90° .*swap them",
             0,
             "geometry",
             id="latitude",
         ),
         pytest.param(
+            frame(box(120, 80, 121, 95)),
+            {},
+            r"area 0: geometry has latitudes beyond ±90° \(x 120\.\.121, y 80\.\.95\); "
+            r"latitudes must lie within -90\.\.90; fix or drop the points beyond$",
+            0,
+            "geometry",
+            id="latitude-not-swapped",
+        ),
+        pytest.param(
+            frame(box(-200, 10, 190, 11)),
+            {},
+            r"area 0: geometry has a part spanning 390° of longitude",
+            0,
+            "geometry",
+            id="wider-than-the-globe",
+        ),
+        pytest.param(
             frame(box(500_000, 4_000_000, 501_000, 4_001_000)),
             {},
-            r"out of range.*projected.*set_crs\(<EPSG code>, allow_override=True\)",
+            r"far beyond longitude/latitude.*projected.*"
+            r"set_crs\(<EPSG code>, allow_override=True\)",
             0,
             "geometry",
             id="projected-as-lonlat",
@@ -218,3 +236,13 @@ def test_ring_round_a_pole_is_refused():
     ring = [(x, 80) for x in lons]
     with pytest.raises(InputError, match=r"area 0: .*encircles a pole"):
         validate_areas([Polygon(ring)])
+
+
+def test_parts_already_split_at_the_antimeridian_are_kept_as_they_are():
+    """Natural Earth's Fiji and Russia: parts on both sides of ±180°, none crossing it."""
+    east = Polygon([(178.5, -17), (180, -17), (180, -16), (178.5, -16)])
+    west = Polygon([(-180, -17), (-179.5, -17), (-179.5, -16), (-180, -16)])
+    fiji = MultiPolygon([east, west])
+    out = validate_areas([fiji]).geometry.iloc[0]
+    assert out.equals(fiji)
+    assert out.bounds == (-180, -17, 180, -16)

@@ -8,7 +8,7 @@ import pytest
 import shapely
 from shapely import MultiPolygon, box
 
-from parcelsearch import _wire
+from parcelsearch import _wire, tiling
 from parcelsearch.errors import InputError
 from parcelsearch.planning import Piece, Plan, plan, suggest_tolerance
 
@@ -156,6 +156,23 @@ def test_suggest_tolerance(areas):
     assert suggested is not None and suggested > 0
     assert plan(areas, suggested, id_column="tract").min_calls <= exact - 1
     assert suggest_tolerance(areas, 1, id_column="tract", ladder=(1, 2)) is None
+
+
+def test_suggest_tolerance_is_the_smallest_rung_that_fits(areas):
+    """Bisection on lower bounds finds what trying every rung in turn finds."""
+    ladder = (1, 2, 5, 10, 20, 50, 100, 200, 500)
+    counts = {t: plan(areas, t, id_column="tract").min_calls for t in (0, *ladder)}
+    for max_calls in sorted(set(counts.values()) | {min(counts.values()) - 1}):
+        expected = next((float(t) for t, n in counts.items() if n <= max_calls), None)
+        assert suggest_tolerance(areas, max_calls, ladder, id_column="tract") == expected
+
+
+def test_lower_bound_never_exceeds_the_pieces(areas):
+    for geometry in areas.geometry:
+        for tolerance in (0.0, 1.0, 20.0):
+            assert tiling.lower_bound(geometry, tolerance=tolerance) <= len(
+                tiling.tile(geometry, tolerance=tolerance)
+            )
 
 
 def test_without_drops_areas_and_their_pieces_only() -> None:

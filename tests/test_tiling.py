@@ -2,6 +2,9 @@
 
 from __future__ import annotations
 
+import importlib.util
+from pathlib import Path
+
 import numpy as np
 import pyproj
 import pytest
@@ -10,17 +13,29 @@ from shapely import MultiPolygon, Polygon, box
 
 from parcelsearch import _wire
 from parcelsearch.errors import InputError
+from parcelsearch.service.polygon import parse_polygon
 from parcelsearch.tiling import (
     BUDGET_PAGE,
     GRID,
     Budget,
     canonical_ring,
     cover,
-    halving_baseline,
     tile,
 )
 
 PATH = "/v1/search"
+
+
+def _load_halving():
+    """The benchmark's plain-halving baseline (``bench/_halving.py``; not part of the package)."""
+    path = Path(__file__).parents[1] / "bench" / "_halving.py"
+    spec = importlib.util.spec_from_file_location("_bench_halving", path)
+    module = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(module)
+    return module.halving_baseline
+
+
+halving_baseline = _load_halving()
 SQUARE = box(-97.5, 32.7, -97.4, 32.8)
 
 
@@ -69,6 +84,7 @@ def assert_sendable(pieces: list[Polygon], max_bytes: int = 7168, path: str = PA
         assert line_bytes(piece, path) <= max_bytes
         rounded = Polygon(_parse(_wire.ring_json(coords)))
         assert rounded.equals_exact(piece, 0)  # what is sent is what we checked
+        parse_polygon(_wire.ring_json(coords))  # the service's own check (400 if refused)
 
 
 def _parse(text: str) -> list[tuple[float, float]]:
@@ -293,3 +309,114 @@ def test_exact_pieces_cover_an_off_grid_area(area):
     union = shapely.union_all(tile(area))
     assert union.covers(area)
     assert shapely.symmetric_difference(union, area).area <= 2 * area.length * 1e-6
+
+
+# -- every coordinate in range --------------------------------------------------------------
+
+
+@pytest.mark.parametrize(
+    "area",
+    [
+        pytest.param(box(179.5, 10.0000006, 180, 10.5), id="east-edge-at-180"),
+        pytest.param(box(-180, 10.0000006, -179.5, 10.5), id="west-edge-at-minus-180"),
+        pytest.param(
+            MultiPolygon([box(179.5, -17.1234564, 180, -16.5),
+                          box(-180, -17.1234564, -179.6, -16.5)]),
+            id="fiji-like-across-180",
+        ),
+        pytest.param(box(10.0000004, 89.5000004, 11.0000004, 90), id="north-pole-edge"),
+        pytest.param(box(10.0000004, -90, 11.0000004, -89.5000004), id="south-pole-edge"),
+    ],
+)
+@pytest.mark.parametrize("tolerance", [0.0, 5.0])
+def test_growth_never_leaves_longitude_latitude_range(area, tolerance):
+    pieces = tile(area, tolerance=tolerance)
+    assert_sendable(pieces)
+    xy = np.concatenate([shapely.get_coordinates(p) for p in pieces])
+    assert (np.abs(xy[:, 0]) <= 180).all() and (np.abs(xy[:, 1]) <= 90).all()
+    assert shapely.union_all(pieces).covers(area)
+
+
+# -- exact is exact up to the grid ------------------------------------------------------------
+
+_M = 1 / 111_320  # one metre of latitude, in degrees (close enough at these latitudes)
+
+
+def _slit_pocket() -> Polygon:
+    """A 100 m block with a 20 m × 20 m pocket reached through a 1 cm slit (not in the area)."""
+    x0, y0 = -97.4000003, 32.7000003
+    block = box(x0, y0, x0 + 100 * _M, y0 + 100 * _M)
+    pocket = box(x0 + 40 * _M, y0 + 40 * _M, x0 + 60 * _M, y0 + 60 * _M)
+    slit = box(x0 + 50 * _M, y0 + 50 * _M, x0 + 50.01 * _M, y0 + 100 * _M)
+    return block.difference(pocket.union(slit))
+
+
+def _pinch() -> Polygon:
+    """Two 50 m blocks joined by a 1 cm neck."""
+    x0, y0 = -97.3000003, 32.7000007
+    left = box(x0, y0, x0 + 50 * _M, y0 + 50 * _M)
+    neck = box(x0 + 50 * _M, y0 + 25 * _M, x0 + 60 * _M, y0 + 25.01 * _M)
+    right = box(x0 + 60 * _M, y0, x0 + 110 * _M, y0 + 50 * _M)
+    return shapely.union_all([left, neck, right])
+
+
+def _spikes() -> Polygon:
+    """A block with a 1 cm-wide spike and a needle-sharp triangular spike (1° apex)."""
+    x0, y0 = -97.2000004, 32.7000002
+    block = box(x0, y0, x0 + 50 * _M, y0 + 50 * _M)
+    wide = box(x0 + 10 * _M, y0 + 50 * _M, x0 + 10.01 * _M, y0 + 90 * _M)
+    half = 40 * _M * np.tan(np.radians(0.5))
+    needle = Polygon([(x0 + 30 * _M - half, y0 + 50 * _M), (x0 + 30 * _M + half, y0 + 50 * _M),
+                      (x0 + 30 * _M, y0 + 90 * _M)])
+    return shapely.union_all([block, wide, needle])
+
+
+ADVERSARIAL = [
+    pytest.param(_slit_pocket(), id="pocket-behind-a-slit"),
+    pytest.param(_pinch(), id="pinch"),
+    pytest.param(_spikes(), id="spikes"),
+    pytest.param(fractal(7, levels=9, holes=2), id="off-grid-fractal"),
+]
+
+
+@pytest.mark.parametrize("area", ADVERSARIAL)
+def test_exact_union_covers_the_area_and_stays_within_two_grid_steps(area):
+    pieces = tile(area)
+    assert_sendable(pieces)
+    union = shapely.union_all(pieces)
+    assert union.covers(area)  # recall: every point inside is searched
+    beyond = union.difference(shapely.buffer(area, 2 * GRID, quad_segs=32))
+    assert beyond.area <= 1e-3 * GRID**2, beyond.area / GRID**2  # Hausdorff ≤ 2 grid steps
+    assert sum(p.area for p in pieces) == pytest.approx(union.area, rel=1e-9)  # no overlaps
+
+
+def test_a_pocket_sealed_off_by_growth_is_not_searched():
+    area = _slit_pocket()
+    union = shapely.union_all(tile(area))
+    x0, y0 = -97.4000003, 32.7000003
+    centre = shapely.Point(x0 + 50 * _M, y0 + 50 * _M)
+    assert not union.intersects(centre.buffer(9 * _M))  # the pocket (400 m²) stays out
+    assert union.intersection(box(x0 + 40 * _M, y0 + 40 * _M, x0 + 60 * _M, y0 + 60 * _M)).area \
+        <= 20 * _M * 4 * GRID  # only a grid-wide band along the pocket's walls
+
+
+def test_recall_of_points_just_inside_the_boundary():
+    area = _spikes().union(_slit_pocket()).union(_pinch())
+    rng = np.random.default_rng(3)
+    boundary = shapely.segmentize(area.boundary, 0.1 * _M)
+    xy = shapely.get_coordinates(boundary)
+    inside = xy + rng.normal(0, 0.3 * GRID, xy.shape)
+    inside = inside[shapely.contains_xy(area, inside[:, 0], inside[:, 1])]
+    assert len(inside) > 1000
+    union = shapely.union_all(tile(area))
+    assert shapely.intersects_xy(union, inside[:, 0], inside[:, 1]).all()
+
+
+def test_a_cover_of_parts_half_the_globe_apart_keeps_every_part_whole():
+    """A part straddling 0° and one at -180°: no part may be torn across the globe."""
+    area = MultiPolygon([box(-0.0002, -0.0002, 0.0002, 0.0001),
+                         box(-180, -0.0006, -179.9999, -0.0005)])
+    covered = cover(area, 1.0)
+    assert covered.covers(area)
+    assert all(p.bounds[2] - p.bounds[0] < 0.001 for p in shapely.get_parts(covered))
+    assert_sendable(tile(area, tolerance=1.0))

@@ -5,6 +5,7 @@ from __future__ import annotations
 import doctest
 import json
 
+import numpy as np
 import pytest
 from hypothesis import given
 from hypothesis import strategies as st
@@ -54,3 +55,19 @@ def test_request_key_ignores_trailing_slash_and_separates_parts() -> None:
     assert a != _wire.request_key("https://x", "/v1/search", "[]", 2)
     split_differently = _wire.request_key("https://x", "/ab", "", 1)
     assert _wire.request_key("https://x", "/a", "b", 1) != split_differently
+
+
+@given(st.lists(coords, min_size=1, max_size=50))
+def test_vertex_bytes_array_is_vertex_bytes_for_every_row(points) -> None:
+    got = _wire.vertex_bytes_array(np.array(points, dtype=float))
+    assert got.tolist() == [_wire.vertex_bytes(x, y) for x, y in points]
+
+
+@pytest.mark.parametrize(
+    "value",
+    [0.0, -0.0, 4e-7, -4e-7, 5e-7, -5e-7, 1.5e-6, 2.5e-6, 12.3456785, 179.9999995, -180.0, 540.0],
+)
+def test_vertex_bytes_array_on_ties_and_signs(value: float) -> None:
+    assert _wire.vertex_bytes_array(np.array([[value, -value]]))[0] == _wire.vertex_bytes(
+        value, -value
+    )

@@ -18,6 +18,8 @@ import hashlib
 from collections.abc import Iterable, Sequence
 from urllib.parse import quote
 
+import numpy as np
+
 from parcelsearch.settings import COORD_DECIMALS
 
 __all__ = [
@@ -26,6 +28,7 @@ __all__ = [
     "search_target",
     "request_line_bytes",
     "vertex_bytes",
+    "vertex_bytes_array",
     "request_key",
 ]
 
@@ -60,6 +63,36 @@ def request_line_bytes(target: str, method: str = "GET") -> int:
 def vertex_bytes(x: float, y: float, decimals: int = COORD_DECIMALS) -> int:
     """Bytes one vertex adds to an encoded ring, its separating comma included."""
     return len(quote(f"[{format_coord(x, decimals)},{format_coord(y, decimals)}]", safe=_SAFE)) + 1
+
+
+#: Bytes a vertex adds besides its two numbers: "%5B" "," "%5D" and the separating ",".
+_VERTEX_OVERHEAD = len(quote("[,]", safe=_SAFE)) + 1
+
+
+def vertex_bytes_array(xy: np.ndarray, decimals: int = COORD_DECIMALS) -> np.ndarray:
+    """:func:`vertex_bytes` of every row of an ``(n, 2)`` array, computed without text.
+
+    A coordinate's text is its sign (unless it rounds to 0), the integer digits, and if
+    the rounded fraction is not 0 a point and the fraction without trailing zeros. Values
+    whose rounding is a near tie are formatted as text, exactly as :func:`format_coord`.
+    """
+    xy = np.asarray(xy, dtype=float).reshape(-1, 2)
+    scale = 10**decimals
+    scaled = np.abs(xy) * scale
+    k = np.rint(scaled).astype(np.int64)
+    tie = np.abs(scaled - np.floor(scaled) - 0.5) < 1e-6
+    if tie.any():  # rare: let Python's formatting decide, as format_coord does
+        for i, j in zip(*np.nonzero(tie), strict=True):
+            k[i, j] = round(abs(float(f"{xy[i, j]:.{decimals}f}")) * scale)
+    whole, fraction = np.divmod(k, scale)
+    digits = 1 + sum((whole >= 10**d).astype(np.int64) for d in range(1, 4))
+    trailing = sum((fraction % 10**d == 0).astype(np.int64) for d in range(1, decimals))
+    lengths = (
+        ((xy < 0) & (k != 0)).astype(np.int64)
+        + digits
+        + np.where(fraction != 0, 1 + decimals - trailing, 0)
+    )
+    return np.asarray(lengths.sum(axis=1) + _VERTEX_OVERHEAD, dtype=np.int64)
 
 
 def request_key(base_url: str, path: str, polygon_json: str, page: int) -> str:

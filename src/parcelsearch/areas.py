@@ -32,6 +32,7 @@ import shapely
 from shapely.geometry.base import BaseGeometry
 
 from parcelsearch.errors import Hint, InputError
+from parcelsearch.tiling import split_antimeridian
 
 __all__ = [
     "GeometryRepairedWarning",
@@ -261,26 +262,54 @@ def _to_lonlat(geoms: np.ndarray, crs: Any, ids: list[Hashable]) -> np.ndarray:
 
 
 def _check_range(geoms: np.ndarray, ids: list[Hashable], crs: Any) -> None:
+    """Refuse coordinates that are not longitude/latitude, saying what is wrong with them.
+
+    Longitudes up to ±540° are accepted (a ring drawn continuously across the
+    antimeridian); a multipart area may have parts on both sides of ±180° (as Natural
+    Earth's Fiji and Russia do), but no single part may span 360° or more.
+    """
     bounds = shapely.bounds(geoms)
-    lon_bad = (bounds[:, 0] < -360) | (bounds[:, 2] > 360) | (bounds[:, 2] - bounds[:, 0] >= 360)
-    lat_bad = (bounds[:, 1] < -90) | (bounds[:, 3] > 90)
-    bad = lon_bad | lat_bad
-    if bad.any():
-        i = int(np.flatnonzero(bad)[0])
-        lo_x, lo_y, hi_x, hi_y = bounds[i]
-        hint: str | Hint = (
-            Hint("crs_override",
-                 phrase="these look like projected coordinates: declare the CRS they are in "
-                        "with {knob}")
-            if _is_lonlat(crs)
-            else f"check that {crs.to_string()} is the CRS the data is really in"
-        )
-        _refuse(
-            bad,
-            ids,
-            f"is out of range for longitude/latitude (x {lo_x:g}..{hi_x:g}, y {lo_y:g}..{hi_y:g})",
-            hint,
-        )
+    beyond = (bounds[:, 1] < -90) | (bounds[:, 3] > 90) | (bounds[:, 0] < -540) | (
+        bounds[:, 2] > 540
+    )
+    for bad in np.flatnonzero(beyond).tolist():
+        _refuse_range(ids, bad, bounds[bad], crs)
+    for i, geom in enumerate(geoms):
+        if bounds[i, 2] - bounds[i, 0] < 360:
+            continue
+        spans = np.ptp(shapely.bounds(shapely.get_parts(geom))[:, [0, 2]], axis=1)
+        if (spans >= 360).any():
+            _refuse(
+                np.arange(len(ids)) == i,
+                ids,
+                f"has a part spanning {float(spans.max()):g}° of longitude (360° or more)",
+                "a search polygon must not go all the way round the globe; split that part "
+                "into pieces narrower than 360°",
+            )
+
+
+def _refuse_range(ids: list[Hashable], i: int, bounds: np.ndarray, crs: Any) -> None:
+    """Refuse row ``i`` whose coordinates lie beyond longitude/latitude limits."""
+    fix: str | Hint
+    lo_x, lo_y, hi_x, hi_y = (float(b) for b in bounds)
+    extent = f"x {lo_x:g}..{hi_x:g}, y {lo_y:g}..{hi_y:g}"
+    if not _is_lonlat(crs):
+        what = f"is out of range for longitude/latitude once reprojected ({extent})"
+        fix = f"check that {crs.to_string()} is the CRS the data is really in"
+    elif max(abs(lo_x), abs(hi_x), abs(lo_y), abs(hi_y)) > 1_000:
+        what = f"has coordinates far beyond longitude/latitude ({extent})"
+        fix = Hint("crs_override", phrase="these look like projected coordinates (metres or "
+                   "feet) although the CRS says EPSG:4326: declare the CRS they are really in "
+                   "with {knob}")
+    elif lo_y < -90 or hi_y > 90:
+        what = f"has latitudes beyond ±90° ({extent})"
+        fix = "latitudes must lie within -90..90; fix or drop the points beyond"
+        if -90 <= lo_x and hi_x <= 90 and -180 <= lo_y and hi_y <= 180:
+            fix += " (if the points are (latitude, longitude), swap them: longitude comes first)"
+    else:
+        what = f"has longitudes beyond ±540° ({extent})"
+        fix = "longitudes must lie within -180..180 (or run on continuously across ±180)"
+    _refuse(np.arange(len(ids)) == i, ids, what, fix)
 
 
 # -- antimeridian and repair -------------------------------------------------------------
@@ -374,35 +403,4 @@ def unwrap_longitudes(geom: BaseGeometry, *, row: Hashable = None) -> BaseGeomet
             )
             holes.append(hole)
         polygons.append(shapely.Polygon(shell, holes))
-    return polygons[0] if len(polygons) == 1 else shapely.MultiPolygon(polygons)
-
-
-def split_antimeridian(geom: BaseGeometry) -> BaseGeometry:
-    """Cut a geometry with continuous longitudes at ±180° and wrap the parts back.
-
-    Parameters
-    ----------
-    geom
-        A Polygon or MultiPolygon whose longitudes may lie in [-540, 540].
-
-    Returns
-    -------
-    Polygon or MultiPolygon
-        The same area with every longitude in [-180, 180]: parts beyond 180° are
-        moved to the western side of the antimeridian and vice versa.
-    """
-    minx, _, maxx, _ = geom.bounds
-    if minx >= -180 and maxx <= 180:
-        return geom
-    pieces = []
-    for turn in (-1, 0, 1):
-        window = shapely.box(-180 + 360 * turn, -90, 180 + 360 * turn, 90)
-        if not shapely.intersects(geom, window):
-            continue
-        piece = _polygonal(shapely.intersection(geom, window))
-        if not piece.is_empty:
-            pieces.append(shapely.transform(piece, lambda xy, t=turn: xy - [360.0 * t, 0.0]))
-    polygons = [p for piece in pieces for p in shapely.get_parts(piece) if p.geom_type == "Polygon"]
-    if not polygons:
-        return shapely.Polygon()
     return polygons[0] if len(polygons) == 1 else shapely.MultiPolygon(polygons)

@@ -199,7 +199,10 @@ def plan(
         GeoDataFrame or GeoSeries (any CRS, which must be set), a shapely geometry or a
         list of them (taken as EPSG:4326). See :func:`parcelsearch.areas.validate_areas`.
     tolerance
-        0 (default): exact pieces, whose union is each area on the 6-decimal grid.
+        0 (default): exact pieces, whose union covers each area (every parcel whose
+        representative point lies inside is found) and reaches at most two 6-decimal grid
+        steps (2e-6°, about 22 cm) beyond it; a pocket sealed off by rounding is never
+        searched.
         ``t`` metres (≥ 0.5): pieces cover each area and stay within ``t`` of it, so
         fewer pieces are needed; nearby parts and fine boundary detail may merge.
     id_column
@@ -262,7 +265,11 @@ def suggest_tolerance(
 ) -> float | None:
     """The smallest tolerance whose plan needs at most ``max_calls`` calls.
 
-    Tries exact mode (0.0) first, then each tolerance of ``ladder`` (metres) in turn.
+    Exact mode (0.0) first, then the tolerances of ``ladder`` (metres). Fast enough to
+    run whenever a search is refused: tilings already made (the refused plan's) are
+    reused, each count stops as soon as it passes ``max_calls``, and the ladder is
+    bisected on a cheap lower bound of the pieces (:func:`parcelsearch.tiling.lower_bound`,
+    which shrinks as the tolerance grows) before any rung is tiled in full.
 
     Parameters
     ----------
@@ -271,17 +278,52 @@ def suggest_tolerance(
     max_calls
         Calls available (a budget or the quota left).
     ladder
-        Tolerances to try, smallest first.
+        Tolerances to try, in metres.
     **plan_kwargs
-        ``id_column``, ``max_request_bytes``, ``path``, passed to :func:`plan`.
+        ``id_column``, ``max_request_bytes``, ``path``, as for :func:`plan`.
 
     Returns
     -------
     float or None
-        0.0 if exact pieces fit, else the first tolerance that fits, else None.
+        0.0 if exact pieces fit, else the smallest rung (at or above the smallest whose
+        lower bound fits) whose plan fits, else None.
     """
     validated = validate_areas(areas, id_column=plan_kwargs.pop("id_column", None))
-    for tolerance in (0.0, *sorted(ladder)):
-        if plan(validated, tolerance, **plan_kwargs).min_calls <= max_calls:
-            return float(tolerance)
+    budget = tiling.Budget(**plan_kwargs)
+    geoms = list(validated.geometry)
+    if _fits(geoms, 0.0, max_calls, budget):
+        return 0.0
+    rungs = sorted({_check_tolerance(t) for t in ladder} - {0.0})
+    low, high = 0, len(rungs)
+    while low < high:  # the first rung whose lower bound fits
+        middle = (low + high) // 2
+        if _lower_bound(geoms, rungs[middle], max_calls, budget) <= max_calls:
+            high = middle
+        else:
+            low = middle + 1
+    for tolerance in rungs[low:]:
+        if _fits(geoms, tolerance, max_calls, budget):
+            return tolerance
     return None
+
+
+def _fits(geoms: list[Any], tolerance: float, max_calls: int, budget: tiling.Budget) -> bool:
+    """Whether the areas' pieces at ``tolerance`` number at most ``max_calls`` (stops early)."""
+    total = 0
+    for geometry in geoms:
+        total += len(tiling.tile(geometry, tolerance=tolerance,
+                                 max_request_bytes=budget.max_request_bytes, path=budget.path))
+        if total > max_calls:
+            return False
+    return True
+
+
+def _lower_bound(geoms: list[Any], tolerance: float, max_calls: int, budget: tiling.Budget) -> int:
+    """Σ of the areas' lower bounds at ``tolerance`` (stops once past ``max_calls``)."""
+    total = 0
+    for geometry in geoms:
+        total += tiling.lower_bound(geometry, tolerance=tolerance,
+                                    max_request_bytes=budget.max_request_bytes, path=budget.path)
+        if total > max_calls:
+            break
+    return total

@@ -22,15 +22,20 @@ single ring. Pieces are unions of whole triangles, so their union is exactly the
 snapped area and no cut adds a vertex: this is what beats recursive halving, whose
 straight cuts add vertices and, across a wiggly coast, fragments.
 
+What "exact" means, precisely: the union of the pieces covers the area (every point of
+the area, so every parcel whose representative point lies inside it, is searched) and
+reaches at most two grid steps (2e-6°, about 22 cm) beyond it. To survive rounding
+to the grid, an area that is not already on it is first grown by
+:data:`ROUNDING_MARGIN` (sharp corners bevelled) and clipped to
+[-180, 180] × [-90, 90]. Growing may close a slit narrower than two grid steps; the
+slit itself is then searched (it lies within a grid step of the area), but whatever
+lies behind it stays out: every pocket the growth seals off is kept as a hole.
+
 ``tolerance=t`` metres first replaces the area by a *cover* (:func:`cover`): holes every
 point of which lies within ``t`` of the area are filled, the area is buffered out by t/2
 in a local azimuthal-equidistant projection (merging parts and closing gaps narrower
 than ``t``), simplified with a tolerance that keeps the area covered, then tiled exactly.
 Pieces then cover the whole area and no covered point lies more than ``t`` metres from it.
-
-:func:`halving_baseline` is plain recursive halving at the bounding-box midpoint until
-every piece fits — what PostGIS ``ST_Subdivide`` does with a vertex cap — kept for the
-benchmark.
 
 Examples
 --------
@@ -47,13 +52,11 @@ from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 
 import numpy as np
-import pyproj
 import shapely
 from shapely import Polygon
 from shapely.geometry.base import BaseGeometry
 
 from parcelsearch import _wire, settings
-from parcelsearch.areas import split_antimeridian
 from parcelsearch.errors import InputError
 
 __all__ = [
@@ -63,7 +66,9 @@ __all__ = [
     "Budget",
     "canonical_ring",
     "cover",
-    "halving_baseline",
+    "lower_bound",
+    "prepared",
+    "split_antimeridian",
     "tile",
 ]
 
@@ -76,16 +81,9 @@ _SCALE = 10**settings.COORD_DECIMALS
 MIN_TOLERANCE = 0.5
 _ROUNDING_M = 0.1  # metres one 6-decimal rounding can move a vertex (≤ 0.079 m), rounded up
 _MAX_SPLITS = 1_000_000
-_METRIC_SEGMENT_M = 1_000.0  # densify covers before projecting back (edge curvature ≤ 2 cm)
-_LONLAT_SEGMENT_DEG = 0.01  # densify areas before projecting (edge curvature ≤ 2 cm)
 
 
 # -- the byte budget --------------------------------------------------------------------
-
-
-@functools.lru_cache(maxsize=1 << 18)
-def _vertex_bytes(x: float, y: float) -> int:
-    return _wire.vertex_bytes(x, y)
 
 
 @dataclass(frozen=True)
@@ -119,7 +117,7 @@ class Budget:
 
     def ring_bytes(self, ring: Sequence[Sequence[float]] | np.ndarray) -> int:
         """Request-line bytes of a closed ring (closing vertex included), at page 99999."""
-        return self.base - 1 + sum(_vertex_bytes(float(x), float(y)) for x, y in ring)
+        return self.base - 1 + int(_wire.vertex_bytes_array(np.asarray(ring)).sum())
 
     def polygon_bytes(self, polygon: Polygon) -> int:
         """Request-line bytes of a polygon's exterior ring, at page 99999."""
@@ -151,7 +149,13 @@ def _snap(geom: BaseGeometry) -> BaseGeometry:
 
 #: How far exact mode grows an area before snapping it to the grid: a little more than the
 #: farthest a vertex can move when each coordinate is rounded to 6 decimals (√2 × GRID / 2).
-ROUNDING_MARGIN = 0.75 * GRID
+ROUNDING_MARGIN = 0.708 * GRID
+#: Mitre limit of that growth (× the margin): a sharp corner is bevelled 1.5 margins out,
+#: whose ends lie √(1.5² + 1) margins away, so growth plus rounding stay within
+#: 1.803 × 0.708 + 0.708 ≈ 1.98 grid steps of the area.
+_MITRE_LIMIT = 1.5
+#: Longitudes and latitudes the service accepts: every piece is clipped to them.
+WORLD = shapely.box(-180.0, -90.0, 180.0, 90.0)
 
 
 def grow_for_rounding(geom: BaseGeometry) -> BaseGeometry:
@@ -159,28 +163,24 @@ def grow_for_rounding(geom: BaseGeometry) -> BaseGeometry:
 
     Snapping moves every boundary point by at most √2 × GRID / 2. An area already on the
     grid (or one whose rounding only adds area) is kept as it is; any other is grown first
-    (mitred corners, so no new vertices), which guarantees the snapped pieces still cover
-    the whole area: rounding never drops a parcel whose representative point lies just
-    inside the boundary (it may admit one a few centimetres outside).
+    (mitres limited to 1.5 margins: a sharp corner gets one bevel, any other corner no new
+    vertex), which guarantees the snapped pieces still cover the
+    whole area: rounding never drops a parcel whose representative point lies inside.
+    Every hole of the grown area is kept, including pockets sealed off behind a slit
+    narrower than twice the margin, so nothing farther than two grid steps from the area is
+    ever searched.
     """
     if _snap(geom).covers(geom):
         return geom
-    grown = shapely.buffer(geom, ROUNDING_MARGIN, join_style="mitre", mitre_limit=5.0)
-    holes = shapely.union_all([Polygon(r) for p in _polygons(geom) for r in p.interiors])
-    return shapely.union_all([_without_pinched_pockets(p, holes) for p in _polygons(grown)])
+    return shapely.buffer(geom, ROUNDING_MARGIN, join_style="mitre", mitre_limit=_MITRE_LIMIT)
 
 
-#: Largest pocket (deg², about 1,000 m²) that growing may seal off and that is then filled.
-POCKET_AREA = 1e-7
-
-
-def _without_pinched_pockets(polygon: Polygon, original_holes: BaseGeometry) -> Polygon:
-    """``polygon`` less the small holes growing created by sealing an inlet narrower than
-    the rounding: each hole would force the area to be cut into more pieces, and a pocket
-    behind a ~15 cm pinch is a drawing artefact, not a boundary to honour."""
-    kept = [ring for ring in polygon.interiors
-            if Polygon(ring).area > POCKET_AREA or Polygon(ring).intersects(original_holes)]
-    return Polygon(polygon.exterior, kept)
+def _clamped(geom: BaseGeometry) -> BaseGeometry:
+    """``geom`` less anything beyond ±180° longitude or ±90° latitude (growth can reach it)."""
+    minx, miny, maxx, maxy = geom.bounds
+    if minx >= -180 and miny >= -90 and maxx <= 180 and maxy <= 90:
+        return geom
+    return shapely.union_all(_polygons(shapely.intersection(geom, WORLD)))
 
 
 def _polygons(geom: BaseGeometry) -> list[Polygon]:
@@ -277,18 +277,6 @@ def _stab_holes(holes: np.ndarray, axis: int, coords: np.ndarray) -> float | Non
     return None if best is None else best[1]
 
 
-def _midpoint_cut(polygon: Polygon, budget: Budget) -> tuple[int, float]:
-    """Where plain halving cuts: the midpoint of the bounding box's longer side."""
-    bounds = np.asarray(polygon.bounds)
-    for axis in (_long_axis(bounds), 1 - _long_axis(bounds)):
-        at = _grid_line(
-            (bounds[axis] + bounds[axis + 2]) / 2, bounds[axis], bounds[axis + 2], set()
-        )
-        if at is not None:
-            return axis, at
-    raise _uncuttable(polygon)
-
-
 def _uncuttable(polygon: Polygon) -> InputError:
     return InputError(
         f"a piece {polygon.wkt[:80]}... is too small to cut on the 6-decimal grid yet does "
@@ -378,7 +366,7 @@ def _tree_pieces(polygon: Polygon, budget: Budget) -> list[Polygon] | None:
     Returns None if the triangulation is unusable (then the caller cuts geometrically).
     """
     triangles, corners, children, order = _triangle_tree(polygon)
-    if len(order) < len(triangles) or len(triangles) != _triangle_count(polygon):
+    if len(order) < len(triangles) or not _covers_exactly(triangles, polygon):
         return None
     nv = int(corners.max()) + 1
     xy = (
@@ -388,7 +376,7 @@ def _tree_pieces(polygon: Polygon, budget: Budget) -> list[Polygon] | None:
     )
     vertex_xy = np.zeros((nv, 2), dtype=np.int64)
     vertex_xy[corners.ravel()] = xy.reshape(-1, 2)
-    vbytes = np.array([_vertex_bytes(x / _SCALE, y / _SCALE) for x, y in vertex_xy.tolist()])
+    vbytes = _wire.vertex_bytes_array(vertex_xy / _SCALE)
     own = vbytes[corners].sum(axis=1)
     shared = np.zeros(len(triangles), dtype=np.int64)  # bytes a triangle shares with its parent
     parent = np.full(len(triangles), -1)
@@ -416,10 +404,14 @@ def _tree_pieces(polygon: Polygon, budget: Budget) -> list[Polygon] | None:
     return pieces
 
 
-def _triangle_count(polygon: Polygon) -> int:
-    """Triangles a triangulation without new vertices has: vertices + 2·holes − 2."""
-    rings = [polygon.exterior, *polygon.interiors]
-    return sum(len(r.coords) - 1 for r in rings) + 2 * (len(rings) - 1) - 2
+def _covers_exactly(triangles: np.ndarray, polygon: Polygon) -> bool:
+    """The triangles tile ``polygon``: their areas add up to its area (up to rounding).
+
+    (Counting triangles would not do: a hole touching the shell at a vertex, as growing
+    creates where it seals a pocket, takes two triangles fewer than a free hole.)
+    """
+    total = float(shapely.area(triangles).sum())
+    return bool(abs(total - polygon.area) <= 1e-9 * polygon.area)
 
 
 def _kundu_misra(
@@ -558,21 +550,66 @@ def tile(
         Polygon or MultiPolygon in EPSG:4326, longitudes in [-180, 180] (as
         :func:`parcelsearch.areas.validate_areas` returns them).
     tolerance
-        0 for exact pieces (their union is the area on the 6-decimal grid); ``t`` metres
-        (at least :data:`MIN_TOLERANCE`) for pieces that cover the area and stay within
-        ``t`` of it.
+        0 for exact pieces: their union covers the area and reaches at most two grid steps
+        (2e-6°) beyond it, with no sealed-off pocket filled (see the module notes);
+        ``t`` metres (at least :data:`MIN_TOLERANCE`) for pieces that cover the area and
+        stay within ``t`` of it.
     max_request_bytes, path
         The request-line budget and the search path it is measured on (at page 99999).
 
     Returns
     -------
     list of shapely.Polygon
-        Canonical pieces (see :func:`canonical_ring`), sorted by their first vertex.
+        Canonical pieces (see :func:`canonical_ring`), sorted by their first vertex; every
+        coordinate lies in [-180, 180] × [-90, 90], every ring is valid and closed.
+    """
+    _check_tolerance(tolerance)
+    return list(_tiled(geometry, float(tolerance), Budget(max_request_bytes, path)))
+
+
+#: Areas (and their tilings) kept for reuse: planning the same areas again — a refused
+#: search's plan, then :func:`parcelsearch.planning.suggest_tolerance` — tiles nothing twice.
+_CACHED = 64
+
+
+@functools.lru_cache(maxsize=_CACHED)
+def prepared(geometry: BaseGeometry, tolerance: float) -> BaseGeometry:
+    """The area the pieces will tile exactly: grown (or covered), clipped, on the grid.
+
+    Shapely geometries are immutable and hash by value, so results are kept for reuse.
+    """
+    _check_tolerance(tolerance)
+    area = cover(geometry, tolerance) if tolerance else grow_for_rounding(geometry)
+    return _snap(_clamped(area))
+
+
+def lower_bound(
+    geometry: BaseGeometry,
+    *,
+    tolerance: float = 0.0,
+    max_request_bytes: int = settings.MAX_REQUEST_LINE_BYTES,
+    path: str = settings.SEARCH_PATH,
+) -> int:
+    """Fewest pieces :func:`tile` could return: a cheap bound (no tiling).
+
+    Every vertex of the prepared area lies on some piece, and a piece carries at most the
+    budget's bytes of vertices; every part needs a piece of its own.
     """
     budget = Budget(max_request_bytes, path)
-    area = cover(geometry, tolerance) if tolerance else grow_for_rounding(geometry)
+    capacity = budget.max_request_bytes - budget.base + 1
+    bound = 0
+    for part in _polygons(prepared(geometry, float(tolerance))):
+        rings = shapely.get_rings(part)
+        xy = np.concatenate([shapely.get_coordinates(r)[:-1] for r in rings])
+        size = int(_wire.vertex_bytes_array(xy).sum())
+        bound += max(1, math.ceil(size / capacity))
+    return bound
+
+
+@functools.lru_cache(maxsize=_CACHED)
+def _tiled(geometry: BaseGeometry, tolerance: float, budget: Budget) -> tuple[Polygon, ...]:
     pieces: list[Polygon] = []
-    for part in _polygons(_snap(area)):
+    for part in _polygons(prepared(geometry, tolerance)):
         if budget.fits(part):
             pieces.append(part)
             continue
@@ -581,26 +618,7 @@ def tile(
             pieces.extend(_subdivide(part, budget, _balanced_cut, budget.max_request_bytes))
             continue
         pieces.extend(_merge_pieces(found, _neighbours(found), budget))
-    return _finish(pieces, budget)
-
-
-def halving_baseline(
-    geometry: BaseGeometry,
-    *,
-    max_request_bytes: int = settings.MAX_REQUEST_LINE_BYTES,
-    path: str = settings.SEARCH_PATH,
-) -> list[Polygon]:
-    """Plain recursive halving, as PostGIS ``ST_Subdivide`` does with a vertex cap.
-
-    Each part is halved at the midpoint of its bounding box's longer side until every
-    piece is one ring that fits the budget; no merging. Same grid, rings and budget as
-    :func:`tile`, so piece counts compare like for like.
-    """
-    budget = Budget(max_request_bytes, path)
-    pieces: list[Polygon] = []
-    for part in _polygons(_snap(geometry)):
-        pieces.extend(_subdivide(part, budget, _midpoint_cut, budget.max_request_bytes))
-    return _finish(pieces, budget)
+    return tuple(_finish(pieces, budget))
 
 
 def _finish(pieces: list[Polygon], budget: Budget) -> list[Polygon]:
@@ -619,6 +637,40 @@ def _finish(pieces: list[Polygon], budget: Budget) -> list[Polygon]:
     return done
 
 
+# -- the antimeridian ------------------------------------------------------------------------
+
+
+def split_antimeridian(geom: BaseGeometry) -> BaseGeometry:
+    """Cut a geometry with continuous longitudes at ±180° and wrap the parts back.
+
+    Parameters
+    ----------
+    geom
+        A Polygon or MultiPolygon whose longitudes may lie in [-540, 540].
+
+    Returns
+    -------
+    Polygon or MultiPolygon
+        The same area with every longitude in [-180, 180]: parts beyond 180° are
+        moved to the western side of the antimeridian and vice versa.
+    """
+    minx, _, maxx, _ = geom.bounds
+    if minx >= -180 and maxx <= 180:
+        return geom
+    pieces = []
+    for turn in (-1, 0, 1):
+        window = shapely.box(-180 + 360 * turn, -90, 180 + 360 * turn, 90)
+        if not shapely.intersects(geom, window):
+            continue
+        piece = shapely.intersection(geom, window)
+        if not piece.is_empty:
+            pieces.append(shapely.transform(piece, lambda xy, t=turn: xy - [360.0 * t, 0.0]))
+    polygons = [p for piece in pieces for p in _polygons(piece)]
+    if not polygons:
+        return shapely.Polygon()
+    return polygons[0] if len(polygons) == 1 else shapely.MultiPolygon(polygons)
+
+
 # -- tolerance mode: a covering -----------------------------------------------------------------
 
 
@@ -635,93 +687,138 @@ def cover(geometry: BaseGeometry, tolerance: float) -> BaseGeometry:
     Returns
     -------
     Polygon or MultiPolygon
-        In EPSG:4326, split at the antimeridian if it crosses it. Every point of
-        ``geometry`` is inside; every point inside is within ``tolerance`` of
-        ``geometry`` (measured in an azimuthal-equidistant projection centred on the
-        area; 0.1 m is reserved for rounding to 6 decimals).
+        In EPSG:4326, split at the antimeridian if it crosses it, clipped to ±90°
+        latitude. Every point of ``geometry`` is inside; every point inside is within
+        ``tolerance`` metres of ``geometry`` on the ground (0.1 m is reserved for rounding
+        to 6 decimals).
 
     Notes
     -----
-    1. holes whose every point lies within ``t - 0.1`` m of the area (their largest
-       inscribed circle is that small) are filled;
-    2. the area is buffered out by ``t/2``: parts and gaps closer than ``t`` merge;
-    3. the buffer is simplified (topology-preserving Douglas–Peucker) by at most
-       ``0.4 t - 0.1`` m, which keeps its boundary off the area; if the covering check
-       fails after projecting back, the simplification is halved, then dropped.
+    The work is done in *scaled degrees*: longitude × c and latitude, where c is the
+    largest cos(latitude) over the area. That is an affine map, so straight edges stay
+    straight (nothing to densify) and no projection is needed; one scaled degree is at
+    most :data:`_M_PER_DEGREE` metres anywhere in the area (WGS84), so distances measured
+    in it never understate the ground distance.
+
+    1. the area is simplified (topology-preserving Douglas–Peucker, which keeps it within
+       ``0.05 t`` of the area and the area within ``0.05 t`` of it), so that the buffer
+       below costs little whatever the tolerance;
+    2. holes whose every point lies within ``t - 0.1`` m of their edge are filled;
+    3. the area is buffered out by ``t/2``: parts and gaps closer than ``t`` merge, and
+       the buffer's boundary stays at least ``0.45 t`` off the area;
+    4. the buffer is simplified by at most ``0.4 t - 0.1`` m, which keeps its boundary off
+       the area (and ``0.05 t + 0.5 t + 0.4 t - 0.1 < t``); if the covering check fails,
+       the simplification is halved, then dropped.
     """
-    if not math.isfinite(tolerance) or tolerance < MIN_TOLERANCE:
+    _check_tolerance(tolerance, exact=False)
+    unwrapped, lon0 = _joined_across_180(geometry)
+    _, miny, _, maxy = unwrapped.bounds
+    c = 1.0 if miny <= 0 <= maxy else math.cos(math.radians(min(abs(miny), abs(maxy))))
+    c = max(c, 1e-6)
+
+    def to_scaled(xy: np.ndarray) -> np.ndarray:
+        return np.column_stack([(xy[:, 0] - lon0) * c, xy[:, 1]])
+
+    def to_lonlat(xy: np.ndarray) -> np.ndarray:
+        return np.column_stack([xy[:, 0] / c + lon0, xy[:, 1]])
+
+    metre = 1.0 / _M_PER_DEGREE
+    first = 0.05 * tolerance * metre  # simplify the area first: buffering it is then cheap
+    area = shapely.simplify(shapely.transform(unwrapped, to_scaled), first)
+    area = _fill_narrow_holes(area, (tolerance - _ROUNDING_M) * metre - first)
+    grown = shapely.buffer(area, tolerance / 2 * metre, quad_segs=4)
+    result = grown
+    for simplify_by in (0.4 * tolerance - _ROUNDING_M, 0.2 * tolerance - _ROUNDING_M, 0.0):
+        simple = shapely.simplify(grown, simplify_by * metre) if simplify_by > 0 else grown
+        result = _back_to_lonlat(shapely.transform(simple, to_lonlat), lon0)
+        if shapely.covers(_snap(result), geometry):
+            return result
+    # Only where clipping at a pole or rounding bites does the cover lose some of the area.
+    return shapely.union(result, _clamped(grow_for_rounding(geometry)))
+
+
+#: Upper bound of the metres in one degree of latitude, or of longitude × cos(latitude),
+#: anywhere on the WGS84 ellipsoid (111,694 m: a degree of latitude at the poles).
+_M_PER_DEGREE = 111_700.0
+
+
+def _check_tolerance(tolerance: float, *, exact: bool = True) -> None:
+    """Refuse a tolerance that is neither 0 (exact, if allowed) nor at least
+    :data:`MIN_TOLERANCE`."""
+    if (tolerance != 0 or not exact) and not (
+        math.isfinite(tolerance) and tolerance >= MIN_TOLERANCE
+    ):
         raise InputError(
             f"tolerance={tolerance!r} m: use 0 for exact pieces or at least {MIN_TOLERANCE} m "
             "(coordinates are sent rounded to 6 decimals, about 0.1 m)",
             field="tolerance",
         )
-    lon0, lat0 = _centre(geometry)
-    local = pyproj.CRS.from_proj4(
-        f"+proj=aeqd +lat_0={lat0:.6f} +lon_0={lon0:.6f} +datum=WGS84 +units=m +no_defs"
-    )
-    forward = pyproj.Transformer.from_crs("EPSG:4326", local, always_xy=True)
-    inverse = pyproj.Transformer.from_crs(local, "EPSG:4326", always_xy=True)
-    area = _project(shapely.segmentize(_unwrap_about(geometry, lon0), _LONLAT_SEGMENT_DEG), forward)
-    area = _fill_narrow_holes(area, tolerance - _ROUNDING_M)
-    grown = shapely.buffer(area, tolerance / 2, quad_segs=4)
-    result = grown
-    for simplify_by in (0.4 * tolerance - _ROUNDING_M, 0.2 * tolerance - _ROUNDING_M, 0.0):
-        simple = shapely.simplify(grown, simplify_by) if simplify_by > 0 else grown
-        simple = shapely.segmentize(simple, _METRIC_SEGMENT_M)
-        result = _back_to_lonlat(simple, inverse, lon0)
-        if shapely.covers(_snap(result), geometry):
-            return result
-    return shapely.union(result, geometry)  # pragma: no cover - the unsimplified buffer covers
 
 
-def _centre(geometry: BaseGeometry) -> tuple[float, float]:
-    """Longitude and latitude of the bounding-box centre, across the antimeridian if split."""
-    xy = shapely.get_coordinates(geometry)
-    x = xy[:, 0]
-    if x.max() - x.min() > 180:
-        x = np.where(x < 0, x + 360, x)
-    lon = (x.min() + x.max()) / 2
-    lon = lon - 360 if lon > 180 else lon
-    return float(lon), float((xy[:, 1].min() + xy[:, 1].max()) / 2)
+def _joined_across_180(geometry: BaseGeometry) -> tuple[BaseGeometry, float]:
+    """``geometry`` with whole parts moved by 360° so that parts split at ±180° meet again,
+    and the longitude in the middle of what it spans.
+
+    The parts' longitude spans are laid on the circle; the circle is cut in the widest gap
+    no part covers, and every part before the cut is moved one turn east. A part is never
+    torn: it moves whole.
+    """
+    parts = _polygons(geometry)
+    bounds = shapely.bounds(np.asarray(parts, dtype=object))
+    order = np.argsort(bounds[:, 0], kind="stable")
+    merged: list[list[float]] = []
+    for lo, hi in bounds[order][:, [0, 2]].tolist():
+        if merged and lo <= merged[-1][1]:
+            merged[-1][1] = max(merged[-1][1], hi)
+        else:
+            merged.append([lo, hi])
+    gaps = [merged[i + 1][0] - merged[i][1] for i in range(len(merged) - 1)]
+    wrap = merged[0][0] + 360 - merged[-1][1]
+    if not gaps or wrap >= max(gaps):
+        return geometry, (merged[0][0] + merged[-1][1]) / 2
+    cut = int(np.argmax(gaps))
+    east_of = merged[cut][1]  # parts up to here move one turn east
+    moved = [
+        shapely.transform(p, lambda xy: xy + [360.0, 0.0]) if b[2] <= east_of else p
+        for p, b in zip(parts, bounds.tolist(), strict=True)
+    ]
+    return shapely.MultiPolygon(moved), (merged[cut + 1][0] + east_of + 360) / 2
 
 
-def _unwrap_about(geometry: BaseGeometry, lon0: float) -> BaseGeometry:
-    """Longitudes moved by whole turns to within 180° of ``lon0`` (continuous round it)."""
-
-    def shift(xy: np.ndarray) -> np.ndarray:
-        out = xy.copy()
-        out[:, 0] = (xy[:, 0] - lon0 + 180) % 360 - 180 + lon0
-        return out
-
-    return shapely.transform(geometry, shift)
-
-
-def _project(geometry: BaseGeometry, transformer: pyproj.Transformer) -> BaseGeometry:
-    def move(xy: np.ndarray) -> np.ndarray:
-        x, y = transformer.transform(xy[:, 0], xy[:, 1])
-        return np.column_stack([x, y])
-
-    return shapely.transform(geometry, move)
-
-
-def _back_to_lonlat(
-    geometry: BaseGeometry, inverse: pyproj.Transformer, lon0: float
-) -> BaseGeometry:
-    lonlat = _unwrap_about(_project(geometry, inverse), lon0)
-    lonlat = shapely.intersection(lonlat, shapely.box(lon0 - 360, -90, lon0 + 360, 90))
-    return split_antimeridian(shapely.make_valid(lonlat, method="structure", keep_collapsed=False))
+def _back_to_lonlat(lonlat: BaseGeometry, lon0: float) -> BaseGeometry:
+    """A cover in continuous longitudes, clipped to ±90° latitude and split at ±180°."""
+    if not shapely.is_valid(lonlat):  # pragma: no cover - buffers and simplify keep validity
+        lonlat = shapely.make_valid(lonlat, method="structure", keep_collapsed=False)
+    minx, miny, maxx, maxy = lonlat.bounds
+    if miny < -90 or maxy > 90 or minx < lon0 - 360 or maxx > lon0 + 360:
+        lonlat = shapely.intersection(lonlat, shapely.box(lon0 - 360, -90, lon0 + 360, 90))
+    return split_antimeridian(lonlat)
 
 
 def _fill_narrow_holes(area: BaseGeometry, reach: float) -> BaseGeometry:
-    """Fill the holes whose every point lies within ``reach`` metres of their edge."""
+    """Fill the holes whose every point lies within ``reach`` of their edge.
+
+    A hole is that narrow exactly when shrinking it by ``reach`` leaves nothing; a hole
+    whose bounding box is at most ``2 × reach`` wide is that narrow for sure.
+    """
     polygons = []
+    filled = False
     for part in _polygons(area):
         holes = [shapely.Polygon(ring) for ring in part.interiors]
         if not holes:
             polygons.append(part)
             continue
-        precision = reach / 20
-        radii = shapely.length(shapely.maximum_inscribed_circle(np.asarray(holes), precision))
-        keep = [h.exterior for h, r in zip(holes, radii, strict=True) if r + precision > reach]
+        boxes = shapely.bounds(np.asarray(holes))
+        thin = np.minimum(boxes[:, 2] - boxes[:, 0], boxes[:, 3] - boxes[:, 1]) <= 2 * reach
+        keep = [
+            h.exterior
+            for h, is_thin in zip(holes, thin.tolist(), strict=True)
+            if not is_thin and not shapely.buffer(h, -reach, quad_segs=2).is_empty
+        ]
+        filled |= len(keep) < len(holes)
         polygons.append(shapely.Polygon(part.exterior, keep))
-    return shapely.union_all(polygons) if len(polygons) > 1 else polygons[0]
+    if len(polygons) == 1:
+        return polygons[0]
+    if filled:  # a filled hole may hold another part (an island in a lake): merge them
+        return shapely.union_all(polygons)
+    return shapely.MultiPolygon(polygons)
