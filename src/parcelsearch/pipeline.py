@@ -117,7 +117,7 @@ def _limit_text(run: Run, what: str, allowed: int) -> str:
     if what == "budget":
         return f"the budget allows {allowed} more"
     assert run.quota is not None
-    text = f"key sha256:{run.client.fingerprint} has {allowed} left of its quota " \
+    text = f"the key has {allowed} left of its quota " \
            f"({run.quota.describe()})"
     if run.quota.period == "month":
         reset = next_month_start(pd.Timestamp.now(tz="UTC").to_pydatetime())
