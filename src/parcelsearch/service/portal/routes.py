@@ -187,6 +187,20 @@ class _Portal:
             return RedirectResponse(f"{BASE}/signin", 303)
         return session, session.user, form
 
+    def _app_post(
+        self, request: Request, form: FormData | None
+    ) -> tuple[Session, User, FormData, str] | Response:
+        """A state-changing request about one app the user may see: its session, user, form
+        and the app's name, or the refusal (another user's app answers 404)."""
+        checked = self._signed_in_post(request, form)
+        if isinstance(checked, Response):
+            return checked
+        session, user, posted = checked
+        name = self.store.owned(user, request.path_params["app_id"])
+        if name is None:
+            return self._not_found(session, user)
+        return session, user, posted, name
+
     def _apps(self, session: Session, user: User, status: int = 200, **kw: Any) -> Response:
         apps = self.store.apps(user)
         return HTMLResponse(pages.apps_page(user, session.csrf, apps, **kw), status)
@@ -275,13 +289,10 @@ class _Portal:
         return self._apps(session, user, new_key=(name, api_key))
 
     def regenerate(self, request: Request, form: FormData | None) -> Response:
-        checked = self._signed_in_post(request, form)
+        checked = self._app_post(request, form)
         if isinstance(checked, Response):
             return checked
-        session, user, _ = checked
-        name = self.store.owned(user, request.path_params["app_id"])
-        if name is None:
-            return self._not_found(session, user)
+        session, user, _, name = checked
         api_key = self.store.regenerate(request.path_params["app_id"])
         if api_key is None:
             return self._apps(session, user, 409,
@@ -290,25 +301,19 @@ class _Portal:
         return self._apps(session, user, new_key=(name, api_key))
 
     def revoke(self, request: Request, form: FormData | None) -> Response:
-        checked = self._signed_in_post(request, form)
+        checked = self._app_post(request, form)
         if isinstance(checked, Response):
             return checked
-        session, user, _ = checked
-        name = self.store.owned(user, request.path_params["app_id"])
-        if name is None:
-            return self._not_found(session, user)
+        session, user, _, name = checked
         self.store.revoke(request.path_params["app_id"])
         log.info("portal: %s revoked app %r", user.email, name)
         return RedirectResponse(f"{BASE}/", 303)
 
     def limits(self, request: Request, form: FormData | None) -> Response:
-        checked = self._signed_in_post(request, form)
+        checked = self._app_post(request, form)
         if isinstance(checked, Response):
             return checked
-        session, user, form = checked
-        name = self.store.owned(user, request.path_params["app_id"])
-        if name is None:
-            return self._not_found(session, user)
+        session, user, form, name = checked
         if not user.is_admin:
             return HTMLResponse(pages.message_page(
                 "Refused", "Only an admin can change a key's limits; ask one.", user,
