@@ -28,7 +28,6 @@ from __future__ import annotations
 import hashlib
 import secrets
 import sqlite3
-import threading
 import time
 from collections.abc import Iterable, Iterator, Sequence
 from contextlib import contextmanager
@@ -45,6 +44,7 @@ from psycopg.rows import dict_row
 from parcelsearch import settings
 from parcelsearch._shared import month_of
 from parcelsearch.errors import ConfigurationError, ParcelSearchError
+from parcelsearch.service.connections import ThreadConnections
 from parcelsearch.settings import KEY_TYPES
 
 __all__ = [
@@ -210,9 +210,7 @@ class KeyStore:
 
     def __init__(self, location: str | Path, busy_timeout: float = BUSY_TIMEOUT) -> None:
         self.busy_timeout = float(busy_timeout)
-        self._local = threading.local()
-        self._connections: list[Any] = []
-        self._lock = threading.Lock()
+        self._connections = ThreadConnections(self._connect)
 
     def __repr__(self) -> str:
         return f"{type(self).__name__}({self.location!r})"
@@ -243,18 +241,12 @@ class KeyStore:
 
     def connection(self) -> Any:
         """This thread's connection (autocommit; use :meth:`transaction` to write)."""
-        conn = getattr(self._local, "conn", None)
-        if conn is None:
-            try:
-                conn = self._connect()
-            except Exception as exc:
-                if self._busy(exc):
-                    raise StoreBusyError(f"key store {self.location} is unavailable") from exc
-                raise
-            self._local.conn = conn
-            with self._lock:
-                self._connections.append(conn)
-        return conn
+        try:
+            return self._connections.get()
+        except Exception as exc:
+            if self._busy(exc):
+                raise StoreBusyError(f"key store {self.location} is unavailable") from exc
+            raise
 
     def execute(self, conn: Any, statement: str, params: Sequence[Any] = ()) -> Any:
         """Run one statement on ``conn``; lock timeouts become :class:`StoreBusyError`."""
@@ -262,7 +254,7 @@ class KeyStore:
             return conn.execute(self.sql(statement), tuple(params))
         except Exception as exc:
             if getattr(conn, "closed", False):  # a lost server connection: reconnect next time
-                self._local.conn = None
+                self._connections.forget()
             if self._busy(exc):
                 raise StoreBusyError(
                     f"key store {self.location} stayed busy for {self.busy_timeout:g}s"
@@ -297,11 +289,7 @@ class KeyStore:
 
     def close(self) -> None:
         """Close every connection this store opened (it reconnects if used again)."""
-        with self._lock:
-            for conn in self._connections:
-                conn.close()
-            self._connections.clear()
-        self._local = threading.local()
+        self._connections.close()
 
     # ------------------------------------------------------------------ keys
 

@@ -18,7 +18,6 @@ subdividing never changes a match. A small or convex polygon is one index scan.
 
 from __future__ import annotations
 
-import threading
 from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
@@ -30,6 +29,7 @@ import psycopg.errors
 import shapely
 
 from parcelsearch.errors import ConfigurationError
+from parcelsearch.service.connections import ThreadConnections
 from parcelsearch.service.keys import StoreBusyError, is_postgres_url
 from parcelsearch.service.polygon import ParsedPolygon
 from parcelsearch.service.store import MATCH_MODES, HitCache, ParcelStore, load_parcels
@@ -225,9 +225,7 @@ class PostgisParcelStore:
             )
         self.url = url
         self.match: str = match
-        self._local = threading.local()
-        self._connections: list[psycopg.Connection[Any]] = []
-        self._lock = threading.Lock()
+        self._connections = ThreadConnections(lambda: _connect(url))
         self._cache = HitCache(cache_size)
         conn = self._connection()
         if conn.execute("SELECT to_regclass(%s)", (TABLE,)).fetchone() in (None, (None,)):
@@ -246,21 +244,12 @@ class PostgisParcelStore:
         return f"PostgisParcelStore({len(self):,} parcels, match={self.match!r})"
 
     def _connection(self) -> psycopg.Connection[Any]:
-        conn: psycopg.Connection[Any] | None = getattr(self._local, "conn", None)
-        if conn is None or conn.closed:
-            conn = _connect(self.url)
-            self._local.conn = conn
-            with self._lock:
-                self._connections.append(conn)
+        conn: psycopg.Connection[Any] = self._connections.get()
         return conn
 
     def close(self) -> None:
         """Close every connection (they reopen when used again, e.g. in a forked worker)."""
-        with self._lock:
-            for conn in self._connections:
-                conn.close()
-            self._connections.clear()
-        self._local = threading.local()
+        self._connections.close()
 
     def _search(self, polygon: shapely.Polygon) -> np.ndarray:
         conn = self._connection()
@@ -268,7 +257,7 @@ class PostgisParcelStore:
             rows = self._query(conn, polygon)
         except psycopg.OperationalError as exc:  # server gone or restarting: 503, not 500
             if conn.closed:
-                self._local.conn = None
+                self._connections.forget()
             raise StoreBusyError("the parcels database is unavailable") from exc
         return np.array([row[0] for row in rows], dtype=object)
 
