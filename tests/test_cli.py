@@ -16,24 +16,12 @@ from pathlib import Path
 
 import geopandas as gpd
 import pytest
+from _cli import PYTHON, run
 
 import parcelsearch
 from parcelsearch import commands
-from parcelsearch.cli import EXIT_CODES, build_parser, main
+from parcelsearch.cli import EXIT_CODES, build_parser
 from parcelsearch.commands import plural
-
-#: Python spellings that must never reach the command line.
-PYTHON = re.compile(r"\b[a-z_]+=|Client\(|set_crs\(|read_file\(|Traceback|allow_partial")
-
-
-def run(argv: list[str], capsys: pytest.CaptureFixture[str]) -> tuple[int, str, str]:
-    """``main(argv)`` as the command runs it: argparse's exits become exit codes."""
-    try:
-        code = main(argv)
-    except SystemExit as exc:
-        code = int(exc.code or 0)
-    out, err = capsys.readouterr()
-    return code, out, err
 
 
 @pytest.fixture

@@ -17,20 +17,9 @@ import pandas as pd
 import pyarrow.parquet as pq
 import pytest
 import trustme
+from _cli import PYTHON, run
 
 import parcelsearch
-from parcelsearch.cli import main
-
-PYTHON = re.compile(r"\b[a-z_]+=|Client\(|set_crs\(|Traceback|allow_partial")
-
-
-def run(argv: list[str], capsys: pytest.CaptureFixture[str]) -> tuple[int, str, str]:
-    try:
-        code = main(argv)
-    except SystemExit as exc:
-        code = int(exc.code or 0)
-    out, err = capsys.readouterr()
-    return code, out, err
 
 
 @pytest.fixture
