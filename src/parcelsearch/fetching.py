@@ -22,11 +22,11 @@ from parcelsearch._http import Cancelled
 from parcelsearch.cache import ResponseCache
 from parcelsearch.client import Client
 from parcelsearch.errors import BudgetExhaustedError, ParcelSearchError
-from parcelsearch.ledger import Ledger, Quota
+from parcelsearch.ledger import Ledger, Quota, budget_reached
 from parcelsearch.page import Page
 from parcelsearch.planning import Piece
 
-__all__ = ["Run", "PieceState", "Fetcher", "Stopped", "budget_reached", "MAX_REFETCHES"]
+__all__ = ["Run", "PieceState", "Fetcher", "Stopped", "MAX_REFETCHES"]
 
 log = logging.getLogger(__name__)
 
@@ -179,11 +179,6 @@ class PageSpend:
     def refund(self) -> None:
         self.run.refund()
         self.calls -= 1
-
-
-def budget_reached(budget: int) -> str:
-    return (f"budget of {budget} calls reached: everything fetched so far is cached, and "
-            "running the same search again resumes without spending those calls again.")
 
 
 class Fetcher:

@@ -39,7 +39,7 @@ from parcelsearch.errors import (
     QuotaWouldExceedError,
 )
 
-__all__ = ["Ledger", "Quota", "Usage"]
+__all__ = ["Ledger", "Quota", "Usage", "budget_reached"]
 
 Period = Literal["month", "lifetime"]
 
@@ -135,6 +135,12 @@ class Quota:
         return f"{self.limit} calls for the life of the key"
 
 
+def budget_reached(budget: int) -> str:
+    """The message of a run stopped at its budget (with or without a ledger)."""
+    return (f"budget of {budget} calls reached: everything fetched so far is cached, and "
+            "running the same search again resumes without spending those calls again.")
+
+
 class Ledger:
     """Attempts per key fingerprint, by run and UTC month, in one SQLite file.
 
@@ -220,10 +226,7 @@ class Ledger:
                 "SELECT COUNT(*) FROM attempts WHERE run_id = ?", (run_id,)
             ).fetchone()
             if budget is not None and spent >= budget:
-                raise BudgetExhaustedError(
-                    f"budget of {budget} calls reached: everything fetched so far is cached; "
-                    "running the same search again resumes without spending those calls again.",
-                    spent=spent, budget=budget)
+                raise BudgetExhaustedError(budget_reached(budget), spent=spent, budget=budget)
             if quota is not None:
                 usage = self._usage(db, fingerprint, month_of(now))
                 if quota.remaining(usage) <= 0:

@@ -41,7 +41,7 @@ from parcelsearch.errors import (
     QuotaWouldExceedError,
     SearchInterrupted,
 )
-from parcelsearch.fetching import Fetcher, PieceState, Run, budget_reached
+from parcelsearch.fetching import Fetcher, PieceState, Run
 from parcelsearch.ledger import Ledger, Quota
 from parcelsearch.market_list import check_markets, markets
 from parcelsearch.planning import Plan, suggest_tolerance
@@ -347,7 +347,6 @@ class _Search:
             self._phases(fetcher, bar)
         except KeyboardInterrupt as interrupt:
             fetcher.abort()
-            bar.close()
             signum = int(getattr(interrupt, "signum", signal.SIGINT))
             raise SearchInterrupted(
                 f"interrupted ({signal.Signals(signum).name}): no request was started after it; "
@@ -355,19 +354,14 @@ class _Search:
                 "running the same search again resumes from it.",
                 signum=signum, result=self._result(),
             ) from None
-        except BaseException:
+        finally:
             fetcher.close()
             bar.close()
-            raise
-        fetcher.close()
-        bar.close()
-        if fetcher.failure is not None:
-            failure = fetcher.failure
+        failure = fetcher.failure
+        if failure is not None:
+            if isinstance(failure, BudgetExhaustedError):
+                failure.spent = self.run_state.calls  # the run's, not the one refused attempt's
             if isinstance(failure, ParcelSearchError):
-                if isinstance(failure, BudgetExhaustedError):
-                    failure = BudgetExhaustedError(
-                        budget_reached(failure.budget), spent=self.run_state.calls,
-                        budget=failure.budget)
                 failure.result = self._result()
             raise failure
         result = self._result()
@@ -402,7 +396,8 @@ class _Search:
                 raise self._with_result(_refusal(run, self.plan, len(todo), allowed, what,
                                                  spent_first=False))
             self.limited = (what, len(todo))
-            todo = self._choose(todo, allowed, lambda s: 1)
+            chosen = self._finish_cheapest(todo, lambda s: s.piece.area_id, allowed)
+            todo = [s for s in todo if s.piece.area_id in chosen]
         fetcher.fetch((state, 1) for state in todo)
         if fetcher.failure is not None or run.stop.is_set():
             return
@@ -418,7 +413,7 @@ class _Search:
                 raise self._with_result(_refusal(run, self.plan, len(jobs), allowed, what,
                                                  spent_first=True))
             self.limited = (what, len(jobs))
-            chosen = self._choose_jobs(jobs, allowed)
+            chosen = self._finish_cheapest(jobs, lambda job: job[0].piece.area_id, allowed)
             jobs = [job for job in jobs if job[0].piece.area_id in chosen]
         fetcher.fetch(jobs)
         # Pieces fetched again because their answer changed: finish them too.
@@ -434,20 +429,13 @@ class _Search:
             return states
         return [s for s in states if s.piece.area_id in self.areas_wanted]
 
-    def _choose(self, todo: list[PieceState], allowed: int, cost: Any) -> list[PieceState]:
-        """Phase 1 under ``allow_partial``: the page 1s of the areas with fewest pieces."""
-        per_area = _by_area(todo, lambda s: s.piece.area_id)
-        costs = {area: sum(cost(s) for s in items) for area, items in per_area.items()}
-        done_areas = {s.piece.area_id for s in self.states} - set(per_area)
-        self.areas_wanted = _cheapest_whole_areas(costs, allowed) | done_areas
-        return [s for s in todo if s.piece.area_id in self.areas_wanted]
-
-    def _choose_jobs(self, jobs: list[tuple[PieceState, int]], allowed: int) -> set[Hashable]:
-        """Phase 2 under ``allow_partial``: finish the cheapest whole areas that fit."""
-        per_area = _by_area(jobs, lambda job: job[0].piece.area_id)
-        costs = {area: len(items) for area, items in per_area.items()}
+    def _finish_cheapest(self, items: list[Any], area_of: Any, allowed: int) -> set[Hashable]:
+        """Under ``allow_partial``: the areas whose outstanding calls (one per item) fit in
+        ``allowed``, the cheapest first; from now on the run wants those and the areas
+        already finished."""
+        per_area = _by_area(items, area_of)
+        chosen = _cheapest_whole_areas({a: len(v) for a, v in per_area.items()}, allowed)
         finished = {s.piece.area_id for s in self._wanted(self.states)} - set(per_area)
-        chosen = _cheapest_whole_areas(costs, allowed)
         self.areas_wanted = chosen | finished
         return chosen
 

@@ -77,36 +77,29 @@ ANALYZE {TABLE}
 # The candidates come from the pieces' boxes (index scans); the exact test is against the
 # whole polygon (prepared once per query by PostGIS), so a point on a cut line still counts
 # exactly once and a point on the polygon's edge counts as the embedded store counts it.
-_SEARCH_SIMPLE = {
-    "representative-point": f"""
-SELECT group_id FROM {TABLE}
-WHERE ST_Covers(ST_GeomFromWKB(%(wkb)s, 4326), point)
-ORDER BY seq
-""",
-    "intersects": f"""
-SELECT group_id FROM {TABLE}
-WHERE ST_Intersects(ST_GeomFromWKB(%(wkb)s, 4326), footprint)
-ORDER BY seq
-""",
+#: Per match rule: the column a polygon is tested against, and the test (as the embedded store).
+_MATCHES = {
+    "representative-point": ("point", "ST_Covers"),
+    "intersects": ("footprint", "ST_Intersects"),
 }
-
+_SEARCH_SIMPLE = {
+    match: f"""
+SELECT group_id FROM {TABLE}
+WHERE {test}(ST_GeomFromWKB(%(wkb)s, 4326), {column})
+ORDER BY seq
+"""
+    for match, (column, test) in _MATCHES.items()
+}
 _SEARCH_SUBDIVIDED = {
-    "representative-point": f"""
+    match: f"""
 WITH search AS (SELECT ST_GeomFromWKB(%(wkb)s, 4326) AS g),
 pieces AS (SELECT ST_Subdivide(g, %(vertices)s) AS piece FROM search)
 SELECT p.group_id FROM {TABLE} p, search
-WHERE EXISTS (SELECT 1 FROM pieces WHERE pieces.piece && p.point)
-  AND ST_Covers(search.g, p.point)
+WHERE EXISTS (SELECT 1 FROM pieces WHERE pieces.piece && p.{column})
+  AND {test}(search.g, p.{column})
 ORDER BY p.seq
-""",
-    "intersects": f"""
-WITH search AS (SELECT ST_GeomFromWKB(%(wkb)s, 4326) AS g),
-pieces AS (SELECT ST_Subdivide(g, %(vertices)s) AS piece FROM search)
-SELECT p.group_id FROM {TABLE} p, search
-WHERE EXISTS (SELECT 1 FROM pieces WHERE pieces.piece && p.footprint)
-  AND ST_Intersects(search.g, p.footprint)
-ORDER BY p.seq
-""",
+"""
+    for match, (column, test) in _MATCHES.items()
 }
 
 
