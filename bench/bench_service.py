@@ -181,13 +181,15 @@ def _wrk(base_url: str, script: Path, seconds: float, connections: int) -> Run:
     return Run(rate, pct["50"], pct["99"], bad)
 
 
-def _script(folder: Path, name: str, paths: list[str], key: str | None,
+def _script(folder: Path, name: str, paths: list[str], keys: list[str],
             delay_ms: float | None) -> Path:
-    """A wrk Lua script cycling through ``paths`` (each thread from its own offset)."""
+    """A wrk Lua script cycling through ``paths`` and, beside them, ``keys`` (each thread
+    from its own offset)."""
     rows = ",\n".join(f'  "{p}"' for p in paths)
-    header = f'["x-api-key"] = "{key}"' if key else ""
+    key_rows = ",\n".join(f'  "{k}"' for k in keys)
+    header = '["x-api-key"] = keys[i % #keys + 1]' if keys else ""
     delay = f"function delay() return {delay_ms:.3f} end\n" if delay_ms else ""
-    text = (f"local paths = {{\n{rows}\n}}\nlocal i = 0\n"
+    text = (f"local paths = {{\n{rows}\n}}\nlocal keys = {{\n{key_rows}\n}}\nlocal i = 0\n"
             "function init(args) i = math.random(#paths) end\n"
             f"function request()\n  i = i % #paths + 1\n"
             f"  return wrk.format('GET', paths[i], {{{header}}})\nend\n{delay}")
@@ -196,25 +198,25 @@ def _script(folder: Path, name: str, paths: list[str], key: str | None,
     return path
 
 
-def _half(base_url: str, folder: Path, name: str, paths: list[str], key: str | None,
+def _half(base_url: str, folder: Path, name: str, paths: list[str], keys: list[str],
           seconds: float, connections: int, target: float) -> Run:
     """``target`` requests/s offered: each connection waits a delay after every answer
     (rate = connections / (delay + latency)); a short probe measures the latency part."""
     first = connections * 1000.0 / target
-    probe = _wrk(base_url, _script(folder, f"{name}-probe", paths, key, first), 3, connections)
+    probe = _wrk(base_url, _script(folder, f"{name}-probe", paths, keys, first), 3, connections)
     latency_ms = max(0.0, connections * 1000.0 / probe.rate - first)
     delay_ms = max(0.01, connections * 1000.0 / target - latency_ms)
-    return _wrk(base_url, _script(folder, f"{name}-half", paths, key, delay_ms), seconds,
+    return _wrk(base_url, _script(folder, f"{name}-half", paths, keys, delay_ms), seconds,
                 connections)
 
 
-def measure(service_url: str, ceiling_url: str, folder: Path, paths: list[str], key: str,
+def measure(service_url: str, ceiling_url: str, folder: Path, paths: list[str], keys: list[str],
             seconds: float, connections: int) -> tuple[tuple[Run, Run], tuple[Run, Run]]:
     """(ceiling, service) × (saturation, half load). The ceiling's saturation is measured
     just before and just after the service's and averaged, so a machine whose background
     load drifts during the run skews the ratio less; both get the same offered half load."""
-    svc_sat_script = _script(folder, "svc-sat", paths, key, None)
-    ceil_script = _script(folder, "ceil-sat", [CEILING_PATH], None, None)
+    svc_sat_script = _script(folder, "svc-sat", paths, keys, None)
+    ceil_script = _script(folder, "ceil-sat", [CEILING_PATH], [], None)
     _wrk(service_url, svc_sat_script, 2, connections)  # warm-up (both)
     _wrk(ceiling_url, ceil_script, 2, connections)
     before = _wrk(ceiling_url, ceil_script, seconds, connections)
@@ -223,8 +225,8 @@ def measure(service_url: str, ceiling_url: str, folder: Path, paths: list[str], 
     ceiling = Run((before.rate + after.rate) / 2, (before.p50 + after.p50) / 2,
                   (before.p99 + after.p99) / 2, before.errors + after.errors)
     target = service.rate / 2
-    service_half = _half(service_url, folder, "svc", paths, key, seconds, connections, target)
-    ceiling_half = _half(ceiling_url, folder, "ceil", [CEILING_PATH], None, seconds,
+    service_half = _half(service_url, folder, "svc", paths, keys, seconds, connections, target)
+    ceiling_half = _half(ceiling_url, folder, "ceil", [CEILING_PATH], [], seconds,
                          connections, target)
     return (ceiling, ceiling_half), (service, service_half)
 
@@ -273,16 +275,13 @@ def _ceiling(folder: Path, workers: int, certs: Path) -> Server:
 
 def _bench_one(folder: Path, label: str, keys: str, parcels: str, workers: int,
                paths: list[str], args: argparse.Namespace, certs: Path) -> Row:
-    store = KeyStore(keys)
-    name = f"bench-{time.monotonic_ns()}"
-    key = store.create(name, "production", per_second=1e9, quota=10**12)
-    store.close()
+    api_keys = analyst_keys(keys, args.keys_count)
     service = _service(folder, keys, parcels, workers, certs)
     try:
         ceiling_server = _ceiling(folder, workers, certs)
         try:
             ceiling, served = measure(service.base_url, ceiling_server.base_url, folder, paths,
-                                      key, args.seconds, args.connections)
+                                      api_keys, args.seconds, args.connections)
         finally:
             ceiling_server.stop()
     finally:
@@ -290,6 +289,17 @@ def _bench_one(folder: Path, label: str, keys: str, parcels: str, workers: int,
     row = Row(label, workers, ceiling, served)
     print(_line(row), flush=True)
     return row
+
+
+def analyst_keys(location: str, count: int) -> list[str]:
+    """``count`` new keys with the production rate (10 calls/s each) and a quota the run
+    cannot reach: the load of many analysts, each within the rate the gateway allows."""
+    store = KeyStore(location)
+    prefix = f"bench-{time.monotonic_ns()}"
+    try:
+        return [store.create(f"{prefix}-{n}", "production", quota=10**12) for n in range(count)]
+    finally:
+        store.close()
 
 
 def _line(row: Row) -> str:
@@ -316,6 +326,8 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--polygons", type=int, default=3000)
     parser.add_argument("--seconds", type=float, default=10.0)
     parser.add_argument("--connections", type=int, default=8)
+    parser.add_argument("--keys-count", type=int, default=2000,
+                        help="production keys (10 calls/s each) the requests are spread over")
     parser.add_argument("--ceiling-server", action="store_true", help=argparse.SUPPRESS)
     parser.add_argument("--workers", type=int, default=1, help=argparse.SUPPRESS)
     parser.add_argument("--cert-dir", type=Path, default=None, help=argparse.SUPPRESS)

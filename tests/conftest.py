@@ -27,7 +27,7 @@ import subprocess
 import sys
 import tempfile
 import time
-from collections.abc import Callable, Iterator
+from collections.abc import Callable, Iterator, Sequence
 from pathlib import Path
 from typing import Any
 
@@ -262,7 +262,7 @@ class ServiceProcess:
 
     def __init__(self, *, keys: str, parcels: str | None, cert_dir: Path, backend: str,
                  workers: int = 2, match: str = "representative-point",
-                 busy_timeout: float | None = None) -> None:
+                 busy_timeout: float | None = None, extra: Sequence[str] = ()) -> None:
         self.backend = backend
         self.keys_location = keys
         self.parcels_location = parcels
@@ -274,6 +274,7 @@ class ServiceProcess:
             command += ["--parcels", parcels]
         if busy_timeout is not None:
             command += ["--busy-timeout", str(busy_timeout)]
+        command += list(extra)
         #: The service's log (stderr), kept with the test's temporary files.
         self.log_path = cert_dir.parent / f"serve-{next(_counter)}.log"
         with self.log_path.open("w") as log:
@@ -372,7 +373,7 @@ def spawn_service(
     request: pytest.FixtureRequest, tmp_path: Path, service_cert_dir: Path
 ) -> Iterator[Callable[..., ServiceProcess]]:
     """``spawn_service(backend, parcels=None, locations=None, workers=2, match=...,
-    busy_timeout=None)``: a
+    busy_timeout=None, extra=())``: a
     ``parcelsearch serve`` process of this test's own on ``backend`` — fresh key and parcel
     stores (``parcels``: a frame, ``None`` for the demo), or the ``(keys, parcels)``
     ``locations`` of an earlier one (a restart) — stopped at the end of the test."""
@@ -380,14 +381,14 @@ def spawn_service(
 
     def spawn(backend: str, parcels: Any = None, locations: tuple[str, str | None] | None = None,
               workers: int = 2, match: str = "representative-point",
-              busy_timeout: float | None = None) -> ServiceProcess:
+              busy_timeout: float | None = None, extra: Sequence[str] = ()) -> ServiceProcess:
         if locations is None:
             folder = tmp_path / f"own-{next(_counter)}"
             folder.mkdir()
             locations = _backend_locations(backend, request, folder, parcels)
         svc = ServiceProcess(keys=locations[0], parcels=locations[1],
                              cert_dir=service_cert_dir, backend=backend, workers=workers,
-                             match=match, busy_timeout=busy_timeout)
+                             match=match, busy_timeout=busy_timeout, extra=extra)
         started.append(svc)
         return svc
 

@@ -6,6 +6,7 @@ name a month the same way here. Bundled data files are found in one place.
 
 from __future__ import annotations
 
+import time
 from datetime import UTC, datetime
 from importlib import resources
 from pathlib import Path
@@ -15,8 +16,9 @@ __all__ = ["month_of", "next_month_start", "data_path"]
 
 def month_of(moment: datetime | float) -> str:
     """The calendar month (UTC) of a datetime or unix time, as ``YYYY-MM``."""
-    if not isinstance(moment, datetime):
-        moment = datetime.fromtimestamp(moment, UTC)
+    if not isinstance(moment, datetime):  # the service asks once a call: no datetime made
+        utc = time.gmtime(moment)
+        return f"{utc.tm_year:04d}-{utc.tm_mon:02d}"
     return moment.astimezone(UTC).strftime("%Y-%m")
 
 

@@ -18,11 +18,13 @@ b'{"status":"ERROR","messages":["Failed to resolve API Key variable request.head
 
 from __future__ import annotations
 
+import asyncio
 import json
 import logging
 import math
 import time
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
+from concurrent.futures import ThreadPoolExecutor
 from pathlib import Path
 from typing import Any
 
@@ -78,6 +80,8 @@ BUSY = (
     "the service's key or parcel store is busy or unreachable; retry after the seconds in "
     "Retry-After"
 )
+#: Threads that run admissions and searches, per worker process.
+THREADS = 8
 #: Seconds a client should wait after a 503.
 BUSY_RETRY_AFTER = 1
 
@@ -149,6 +153,8 @@ class _Service:
     ) -> None:
         self.store = store
         self.keys = keys
+        # Started on first use, so a service forked into workers starts its own.
+        self._threads = ThreadPoolExecutor(THREADS, thread_name_prefix="parcelsearch")
         self.portal = portal
         self.markets_body = json.dumps(
             {"status": "OK", "dataRows": len(markets), "data": markets},
@@ -171,25 +177,27 @@ class _Service:
         if not api_key:
             return envelope(401, MISSING_KEY)
 
+        path = request.scope["path"]
+
         def safe() -> limits.Outcome[bytes]:
             try:
                 outcome: limits.Outcome[bytes] = handle()
             except StoreBusyError:
-                log.warning("parcels database unavailable on %s: answered 503", request.url.path)
+                log.warning("parcels database unavailable on %s: answered 503", path)
                 return limits.Outcome(503, error_body(BUSY))
             except Exception:
-                log.exception("error handling %s", request.url.path)
+                log.exception("error handling %s", path)
                 return limits.Outcome(500, error_body(INTERNAL))
             return outcome
 
         try:
-            result = limits.admit(self.keys, api_key, service, request.url.path, safe,
+            result = limits.admit(self.keys, api_key, service, path, safe,
                                   presumed=presumed)
         except StoreBusyError:
-            log.warning("key store busy on %s: answered 503", request.url.path)
+            log.warning("key store busy on %s: answered 503", path)
             return envelope(503, BUSY, headers={"Retry-After": str(BUSY_RETRY_AFTER)})
         except Exception:
-            log.exception("error handling %s", request.url.path)
+            log.exception("error handling %s", path)
             return envelope(500, INTERNAL)
         if isinstance(result, limits.Refusal):
             if result.retry_after is not None:  # spike arrest: counted for the portal's page
@@ -207,13 +215,22 @@ class _Service:
         except StoreBusyError:  # the refusal is answered; only the portal's tally misses it
             log.warning("spike-arrest refusal not tallied: the key store stayed busy")
 
-    # Plain `def`: Starlette runs these in its threadpool (the gateway transaction and the
-    # search block; the event loop must not).
-    def markets(self, request: Request) -> Response:
+    async def markets(self, request: Request) -> Response:
+        return await self._off_loop(self._markets, request)
+
+    async def search(self, request: Request) -> Response:
+        return await self._off_loop(self._search_request, request)
+
+    async def _off_loop(self, handle: Callable[[Request], Response], request: Request) -> Response:
+        """``handle(request)`` on the service's threads: the gateway transaction and the search
+        may wait on a lock or work for a while; the event loop must not."""
+        return await asyncio.get_running_loop().run_in_executor(self._threads, handle, request)
+
+    def _markets(self, request: Request) -> Response:
         outcome = limits.Outcome(200, self.markets_body)
         return self.gated(request, "markets", lambda: outcome, presumed=outcome)
 
-    def search(self, request: Request) -> Response:
+    def _search_request(self, request: Request) -> Response:
         # Parameters are parsed before admission (pure and cheap), so the log row is written
         # with its final status, polygon and page in the admission's one commit; only an
         # outcome that differs (page beyond the last, a failure) updates it afterwards.

@@ -57,6 +57,8 @@ def _serve(args: argparse.Namespace) -> int:
         stream=sys.stderr,
         format="%(asctime)s %(levelname)s %(name)s %(message)s",
     )
+    if not args.access_log:
+        logging.getLogger("parcelsearch.service.access").setLevel(logging.WARNING)
     cert_dir = args.cert_dir or default_cert_dir()
     certs = ensure_certificates(cert_dir, [args.host])
     keys = _key_store(args)
@@ -213,6 +215,10 @@ def register(commands: Any) -> None:
                        help="how a parcel matches a polygon (default representative-point)")
     serve.add_argument("--portal", action="store_true",
                        help="also serve the developer portal at /portal/")
+    serve.add_argument("--access-log", action="store_true",
+                       help="log every request (method, path, status, milliseconds; never "
+                       "queries or headers) to stderr; every call is in the key store's "
+                       "request log either way")
     serve.set_defaults(func=_serve)
 
     keys = commands.add_parser("keys", help="create, list and revoke API keys",

@@ -28,6 +28,7 @@ from __future__ import annotations
 import hashlib
 import secrets
 import sqlite3
+import threading
 import time
 from collections.abc import Iterable, Iterator, Sequence
 from contextlib import contextmanager
@@ -264,6 +265,15 @@ class KeyStore:
     @contextmanager
     def transaction(self) -> Iterator[Any]:
         """One write transaction (``COMMIT`` at the end, ``ROLLBACK`` on error)."""
+        with self._one_writer():
+            yield from self._transaction()
+
+    @contextmanager
+    def _one_writer(self) -> Iterator[None]:
+        """Held around each write transaction: nothing here (the database queues writers)."""
+        yield
+
+    def _transaction(self) -> Iterator[Any]:
         conn = self.connection()
         try:
             self._begin(conn)
@@ -451,6 +461,7 @@ class SqliteKeyStore(KeyStore):
 
     def __init__(self, location: str | Path, busy_timeout: float = BUSY_TIMEOUT) -> None:
         super().__init__(location, busy_timeout)
+        self._writer = threading.Lock()
         self.path = Path(location)
         self.location = str(self.path)
         self.path.parent.mkdir(parents=True, exist_ok=True)
@@ -465,6 +476,22 @@ class SqliteKeyStore(KeyStore):
         conn.execute("PRAGMA synchronous=NORMAL")
         conn.execute("PRAGMA foreign_keys=ON")
         return conn
+
+    @contextmanager
+    def _one_writer(self) -> Iterator[None]:
+        """One writer per process at a time, queued in order on a lock.
+
+        SQLite itself makes a blocked writer poll with growing sleeps (up to 100 ms each), so
+        threads of one process that all wait on its lock would answer late; here they queue
+        on a lock instead, and only writers of different processes meet SQLite's.
+        """
+        if not self._writer.acquire(timeout=self.busy_timeout):
+            raise StoreBusyError(f"key store {self.location} stayed busy for "
+                                 f"{self.busy_timeout:g}s")
+        try:
+            yield
+        finally:
+            self._writer.release()
 
     def _begin(self, conn: sqlite3.Connection) -> None:
         conn.execute("BEGIN IMMEDIATE")

@@ -28,6 +28,7 @@ import re
 from dataclasses import dataclass, field
 from typing import Any
 
+import numpy as np
 import shapely
 from shapely.geometry import Polygon
 
@@ -179,8 +180,8 @@ def _points(ring: list[Any], label: str) -> list[tuple[float, float]]:
     return points
 
 
-def _check_ring(points: list[tuple[float, float]], raw: list[Any], label: str) -> None:
-    """Ring shape: enough points, closed, encloses area, simple."""
+def _check_ring(points: list[tuple[float, float]], raw: list[Any], label: str) -> Polygon:
+    """Ring shape: enough points, closed, encloses area, simple; the ring as a polygon."""
     if len(points) < 4:
         raise bad_request(
             f"searchPolygon {label} has {len(points)} point{'s' if len(points) != 1 else ''}; "
@@ -192,7 +193,8 @@ def _check_ring(points: list[tuple[float, float]], raw: list[Any], label: str) -
             f"last point {_text(raw[-1])}; repeat the first point at the end"
         )
     ring = Polygon(points)
-    if shapely.MultiPoint(points).convex_hull.area == 0.0:
+    # A ring with area has corners off one line; only a flat ring needs the hull to tell.
+    if ring.area == 0.0 and shapely.multipoints(np.asarray(points)).convex_hull.area == 0.0:
         raise bad_request(
             f"searchPolygon {label} encloses no area (its points lie on one line or repeat); "
             "give at least 3 distinct corners that are not in a line"
@@ -203,6 +205,7 @@ def _check_ring(points: list[tuple[float, float]], raw: list[Any], label: str) -
             "order the points so the edges do not cross, or send the parts as separate "
             "polygons"
         )
+    return ring
 
 
 def parse_polygon(text: str | None) -> ParsedPolygon:
@@ -237,9 +240,10 @@ def parse_polygon(text: str | None) -> ParsedPolygon:
     rings = []
     for raw, label in zip(raw_rings, labels, strict=True):
         points = _points(raw, label)
-        _check_ring(points, raw, label)
+        polygon = _check_ring(points, raw, label)
         rings.append(points)
-    polygon = Polygon(rings[0], rings[1:])
+    if len(rings) > 1:
+        polygon = Polygon(rings[0], rings[1:])
     if len(rings) > 1 and not polygon.is_valid:
         raise bad_request(
             f"searchPolygon is not a valid polygon ({shapely.is_valid_reason(polygon)}); "
