@@ -80,8 +80,11 @@ BUSY = (
     "the service's key or parcel store is busy or unreachable; retry after the seconds in "
     "Retry-After"
 )
-#: Threads that run admissions and searches, per worker process.
-THREADS = 8
+#: Threads that run admissions and searches, per worker process: with both stores in this
+#: process (SQLite keys, parcels in memory) requests wait on nothing but each other, and more
+#: threads only fight over the GIL; with PostgreSQL a thread waits on the network.
+THREADS_IN_PROCESS = 2
+THREADS_NETWORKED = 8
 #: Seconds a client should wait after a 503.
 BUSY_RETRY_AFTER = 1
 
@@ -153,8 +156,10 @@ class _Service:
     ) -> None:
         self.store = store
         self.keys = keys
+        networked = keys.dialect == "postgresql" or isinstance(store, PostgisParcelStore)
         # Started on first use, so a service forked into workers starts its own.
-        self._threads = ThreadPoolExecutor(THREADS, thread_name_prefix="parcelsearch")
+        threads = THREADS_NETWORKED if networked else THREADS_IN_PROCESS
+        self._threads = ThreadPoolExecutor(threads, thread_name_prefix="parcelsearch")
         self.portal = portal
         self.markets_body = json.dumps(
             {"status": "OK", "dataRows": len(markets), "data": markets},
@@ -219,22 +224,24 @@ class _Service:
         return await self._off_loop(self._markets, request)
 
     async def search(self, request: Request) -> Response:
-        return await self._off_loop(self._search_request, request)
+        # Parameters are parsed here, on the loop: pure work that waits on nothing and is
+        # bounded by the request line. Parsing before admission means the log row is written
+        # with its final status, polygon and page in the admission's one commit; only an
+        # outcome that differs (page beyond the last, a failure) updates it afterwards.
+        return await self._off_loop(self._search_request, request, _parse_search(request))
 
-    async def _off_loop(self, handle: Callable[[Request], Response], request: Request) -> Response:
-        """``handle(request)`` on the service's threads: the gateway transaction and the search
+    async def _off_loop(self, handle: Callable[..., Response], *args: Any) -> Response:
+        """``handle(*args)`` on the service's threads: the gateway transaction and the search
         may wait on a lock or work for a while; the event loop must not."""
-        return await asyncio.get_running_loop().run_in_executor(self._threads, handle, request)
+        return await asyncio.get_running_loop().run_in_executor(self._threads, handle, *args)
 
     def _markets(self, request: Request) -> Response:
         outcome = limits.Outcome(200, self.markets_body)
         return self.gated(request, "markets", lambda: outcome, presumed=outcome)
 
-    def _search_request(self, request: Request) -> Response:
-        # Parameters are parsed before admission (pure and cheap), so the log row is written
-        # with its final status, polygon and page in the admission's one commit; only an
-        # outcome that differs (page beyond the last, a failure) updates it afterwards.
-        parsed = _parse_search(request)
+    def _search_request(
+        self, request: Request, parsed: limits.Outcome[bytes] | tuple[ParsedPolygon, int]
+    ) -> Response:
         if isinstance(parsed, limits.Outcome):
             bad = parsed
             return self.gated(request, "search", lambda: bad, presumed=bad)
