@@ -317,7 +317,8 @@ HEAD = ("| configuration | workers | service req/s (saturation) | ceiling req/s 
 
 def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    parser.add_argument("--parcels", type=int, default=1_000_000)
+    parser.add_argument("--parcels", type=int, default=1_000_000,
+                        help="parcels for the embedded rows (0: no embedded rows)")
     parser.add_argument("--postgis", default="1000000,10000000",
                         help="PostGIS table sizes, comma-separated ('' for none)")
     parser.add_argument("--postgis-in-sql", default="",
@@ -348,13 +349,14 @@ def main(argv: list[str] | None = None) -> int:
         write_section("service", _report(rows, notes, args))
 
     try:
-        parcels_file, took = fabric_file(folder, args.parcels)
-        notes.append(f"embedded: {args.parcels:,} parcels generated in {took:.0f} s")
-        paths = search_paths(parcels_file, args.polygons)
-        for workers in (1, 2):
-            record(_bench_one(folder, f"embedded {args.parcels / 1e6:g} M",
-                              str(folder / f"keys-{workers}.sqlite"), str(parcels_file),
-                              workers, paths, args, certs))
+        if args.parcels:
+            parcels_file, took = fabric_file(folder, args.parcels)
+            notes.append(f"embedded: {args.parcels:,} parcels generated in {took:.0f} s")
+            paths = search_paths(parcels_file, args.polygons)
+            for workers in (1, 2):
+                record(_bench_one(folder, f"embedded {args.parcels / 1e6:g} M",
+                                  str(folder / f"keys-{workers}.sqlite"), str(parcels_file),
+                                  workers, paths, args, certs))
         sizes = [int(s) for s in args.postgis.split(",") if s.strip()]
         in_sql = [int(s) for s in args.postgis_in_sql.split(",") if s.strip()]
         if sizes or in_sql:

@@ -212,6 +212,9 @@ class KeyStore:
     def __init__(self, location: str | Path, busy_timeout: float = BUSY_TIMEOUT) -> None:
         self.busy_timeout = float(busy_timeout)
         self._connections = ThreadConnections(self._connect)
+        #: ``(id, per_second)`` of keys admitted before, by key hash: lets an admission send
+        #: its spike count together with the key's lock (checked against the locked row).
+        self.recent_keys: dict[str, tuple[int, float]] = {}
 
     def __repr__(self) -> str:
         return f"{type(self).__name__}({self.location!r})"
@@ -250,23 +253,47 @@ class KeyStore:
             raise
 
     def execute(self, conn: Any, statement: str, params: Sequence[Any] = ()) -> Any:
-        """Run one statement on ``conn``; lock timeouts become :class:`StoreBusyError`."""
+        """Run one statement on ``conn``; lock timeouts become :class:`StoreBusyError`.
+
+        In a pipelined transaction the statement is only queued: its errors come with
+        :meth:`fetchone` or the commit.
+        """
         try:
             return conn.execute(self.sql(statement), tuple(params))
         except Exception as exc:
-            if getattr(conn, "closed", False):  # a lost server connection: reconnect next time
-                self._connections.forget()
-            if self._busy(exc):
-                raise StoreBusyError(
-                    f"key store {self.location} stayed busy for {self.busy_timeout:g}s"
-                ) from exc
-            raise
+            raise self._mapped(conn, exc) from exc
+
+    def fetchone(self, conn: Any, cursor: Any) -> Any:
+        """The first row of ``cursor`` (in a pipeline: after sending what is queued)."""
+        try:
+            return cursor.fetchone()
+        except Exception as exc:
+            raise self._mapped(conn, exc) from exc
+
+    def _mapped(self, conn: Any, exc: Exception) -> Exception:
+        """``exc`` as raised to callers: lock timeouts and lost servers become
+        :class:`StoreBusyError` (a lost connection is reopened next time)."""
+        if getattr(conn, "closed", False):
+            self._connections.forget()
+        if self._busy(exc):
+            return StoreBusyError(
+                f"key store {self.location} stayed busy for {self.busy_timeout:g}s"
+            )
+        return exc
 
     @contextmanager
-    def transaction(self) -> Iterator[Any]:
-        """One write transaction (``COMMIT`` at the end, ``ROLLBACK`` on error)."""
+    def transaction(self, pipelined: bool = False) -> Iterator[Any]:
+        """One write transaction (``COMMIT`` at the end, ``ROLLBACK`` on error).
+
+        ``pipelined``: where the database is across a network, statements are queued and sent
+        together when a row is fetched (:meth:`fetchone`) and at the commit, so a caller that
+        fetches only what it must decide on saves round trips.
+        """
         with self._one_writer():
-            yield from self._transaction()
+            yield from (self._pipelined() if pipelined else self._transaction())
+
+    def _pipelined(self) -> Iterator[Any]:
+        return self._transaction()
 
     @contextmanager
     def _one_writer(self) -> Iterator[None]:
@@ -560,6 +587,21 @@ class PostgresKeyStore(KeyStore):
 
     def _begin(self, conn: Any) -> None:
         conn.execute("BEGIN")
+
+    def _pipelined(self) -> Iterator[Any]:
+        conn = self.connection()
+        try:
+            with conn.pipeline():
+                conn.execute("BEGIN")
+                yield conn
+                conn.execute("COMMIT")
+        except BaseException as exc:
+            self._rollback(conn)
+            if isinstance(exc, Exception) and not isinstance(exc, StoreBusyError):
+                mapped = self._mapped(conn, exc)
+                if mapped is not exc:
+                    raise mapped from exc
+            raise
 
     def _busy(self, exc: BaseException) -> bool:
         return isinstance(exc, psycopg.errors.LockNotAvailable | psycopg.OperationalError)

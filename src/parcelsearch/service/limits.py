@@ -134,19 +134,23 @@ def admit(
         The key store stayed locked past its busy timeout (nothing was counted).
     """
     digest = hash_key(api_key)
-    with store.transaction() as conn:
-        row = store.execute(
-            conn,
-            "SELECT id, name, per_second, quota, quota_period, services, revoked, used_lifetime,"
-            " used_month, month FROM keys WHERE key_hash = ?" + store.row_lock,
-            (digest,),
-        ).fetchone()
+    known = store.recent_keys.get(digest)
+    with store.transaction(pipelined=True) as conn:
+        found = store.execute(conn, _KEY_ROW + store.row_lock, (digest,))
+        t = now()
+        # The spike count runs after the lock is granted (the next statement), so it sees
+        # every admission committed before; for a key seen before it goes out with the lock.
+        early = _window(store, conn, *known, t) if known is not None else None
+        row = store.fetchone(conn, found)
         if row is None or row["revoked"] is not None:
+            store.recent_keys.pop(digest, None)
             return Refusal(401, INVALID_KEY)
         if service not in row["services"].split(","):
             return Refusal(401, INVALID_FOR_RESOURCE)
-        t = now()
-        refusal = _spike(store, conn, row, t)
+        this = (row["id"], row["per_second"])
+        store.recent_keys[digest] = this
+        counted = early if known == this else _window(store, conn, *this, t)
+        refusal = _spike(store.fetchone(conn, counted), row["per_second"], t)
         if refusal is not None:
             return refusal
         month = month_of(t)
@@ -180,21 +184,33 @@ def admit(
     return outcome
 
 
-def _spike(store: KeyStore, conn: Any, row: Any, t: float) -> Refusal | None:
-    """A 429 when admitting now would put more than the allowed count in one window."""
-    allowed, window = spike_window(row["per_second"])
-    # The `allowed`-th most recent admission inside the window, if there is one, must
-    # leave the window before another request may pass.
-    oldest = store.execute(
+_KEY_ROW = (
+    "SELECT id, name, per_second, quota, quota_period, services, revoked, used_lifetime,"
+    " used_month, month FROM keys WHERE key_hash = ?"
+)
+
+
+def _window(store: KeyStore, conn: Any, key_id: int, per_second: float, t: float) -> Any:
+    """The ``allowed``-th most recent admission of the key inside the window ending at ``t``
+    (a cursor: in a pipeline, not yet sent)."""
+    allowed, window = spike_window(per_second)
+    return store.execute(
         conn,
         "SELECT time FROM requests WHERE key_id = ? AND time > ? ORDER BY time DESC"
         " LIMIT 1 OFFSET ?",
-        (row["id"], t - window, allowed - 1),
-    ).fetchone()
+        (key_id, t - window, allowed - 1),
+    )
+
+
+def _spike(oldest: Any, per_second: float, t: float) -> Refusal | None:
+    """A 429 when admitting now would put more than the allowed count in one window: the
+    ``allowed``-th most recent admission in the window (``oldest``), if there is one, must
+    leave it before another request may pass."""
     if oldest is None:
         return None
+    _, window = spike_window(per_second)
     wait = oldest["time"] + window - t
-    return Refusal(429, spike_message(row["per_second"]), retry_after=max(1, math.ceil(wait)))
+    return Refusal(429, spike_message(per_second), retry_after=max(1, math.ceil(wait)))
 
 
 def _log(
@@ -208,12 +224,12 @@ def _log(
     polygon_sha256: str | None = None,
     page: int | None = None,
 ) -> int:
-    row = store.execute(
+    row = store.fetchone(conn, store.execute(
         conn,
         "INSERT INTO requests (key_id, time, path, polygon_sha256, page, status, counted)"
         " VALUES (?, ?, ?, ?, ?, ?, ?) RETURNING id",
         (key_id, t, path, polygon_sha256, _loggable(page), status, counted),
-    ).fetchone()
+    ))
     return int(row["id"])
 
 
