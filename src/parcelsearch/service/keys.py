@@ -124,6 +124,66 @@ _POSTGRES_SCHEMA = (
     counted BOOLEAN NOT NULL
 )""",
     "CREATE INDEX IF NOT EXISTS requests_key_time ON parcelsearch.requests (key_id, time)",
+    # The gateway's checks in one call (one round trip an admission): the same rules, in the
+    # same order, as parcelsearch.service.limits applies them with SQLite. Each statement of
+    # a PL/pgSQL function sees what was committed before it starts, so the count after the
+    # row lock is exact across hosts.
+    """CREATE OR REPLACE FUNCTION parcelsearch.admit(
+    p_hash TEXT, p_service TEXT, p_path TEXT, p_time DOUBLE PRECISION, p_month TEXT,
+    p_status INTEGER, p_polygon_sha256 TEXT, p_page BIGINT
+) RETURNS TABLE (verdict TEXT, key_id BIGINT, name TEXT, per_second DOUBLE PRECISION,
+                 oldest DOUBLE PRECISION, request_id BIGINT)
+LANGUAGE plpgsql AS $$
+DECLARE
+    k parcelsearch.keys%ROWTYPE;
+    allowed BIGINT;
+    span DOUBLE PRECISION;
+    seen DOUBLE PRECISION;
+    used BIGINT;
+    logged BIGINT;
+BEGIN
+    SELECT * INTO k FROM parcelsearch.keys WHERE key_hash = p_hash FOR UPDATE;
+    IF NOT FOUND OR k.revoked IS NOT NULL THEN
+        RETURN QUERY SELECT 'invalid', NULL::BIGINT, NULL::TEXT, NULL::DOUBLE PRECISION,
+                            NULL::DOUBLE PRECISION, NULL::BIGINT;
+        RETURN;
+    END IF;
+    IF NOT (p_service = ANY (string_to_array(k.services, ','))) THEN
+        RETURN QUERY SELECT 'resource', k.id, k.name, k.per_second, NULL::DOUBLE PRECISION,
+                            NULL::BIGINT;
+        RETURN;
+    END IF;
+    IF k.per_second >= 1 THEN
+        allowed := floor(k.per_second); span := 1.0;
+    ELSE
+        allowed := 1; span := 1.0 / k.per_second;
+    END IF;
+    SELECT r.time INTO seen FROM parcelsearch.requests r
+    WHERE r.key_id = k.id AND r.time > p_time - span
+    ORDER BY r.time DESC LIMIT 1 OFFSET allowed - 1;
+    IF FOUND THEN
+        RETURN QUERY SELECT 'spike', k.id, k.name, k.per_second, seen, NULL::BIGINT;
+        RETURN;
+    END IF;
+    used := CASE WHEN k.quota_period = 'lifetime' THEN k.used_lifetime
+                 WHEN k.month = p_month THEN k.used_month ELSE 0 END;
+    IF k.quota IS NOT NULL AND used >= k.quota THEN
+        INSERT INTO parcelsearch.requests (key_id, time, path, polygon_sha256, page, status,
+                                           counted)
+        VALUES (k.id, p_time, p_path, NULL, NULL, 429, FALSE);
+        RETURN QUERY SELECT 'quota', k.id, k.name, k.per_second, NULL::DOUBLE PRECISION,
+                            NULL::BIGINT;
+        RETURN;
+    END IF;
+    UPDATE parcelsearch.keys SET used_lifetime = used_lifetime + 1,
+        used_month = CASE WHEN month = p_month THEN used_month + 1 ELSE 1 END, month = p_month
+    WHERE id = k.id;
+    INSERT INTO parcelsearch.requests (key_id, time, path, polygon_sha256, page, status, counted)
+    VALUES (k.id, p_time, p_path, p_polygon_sha256, p_page, p_status, TRUE)
+    RETURNING id INTO logged;
+    RETURN QUERY SELECT 'admitted', k.id, k.name, k.per_second, NULL::DOUBLE PRECISION, logged;
+END
+$$""",
 )
 #: Advisory lock id taken while creating the PostgreSQL schema (several workers may start
 #: at once).
@@ -212,9 +272,6 @@ class KeyStore:
     def __init__(self, location: str | Path, busy_timeout: float = BUSY_TIMEOUT) -> None:
         self.busy_timeout = float(busy_timeout)
         self._connections = ThreadConnections(self._connect)
-        #: ``(id, per_second)`` of keys admitted before, by key hash: lets an admission send
-        #: its spike count together with the key's lock (checked against the locked row).
-        self.recent_keys: dict[str, tuple[int, float]] = {}
 
     def __repr__(self) -> str:
         return f"{type(self).__name__}({self.location!r})"
@@ -238,8 +295,6 @@ class KeyStore:
     def _duplicate(self, exc: BaseException) -> bool:
         raise NotImplementedError
 
-    #: ``SELECT … FOR UPDATE`` where the database locks rows (appended to the key lookup).
-    row_lock = ""
 
     # ------------------------------------------------------------------ connections
 
@@ -253,20 +308,9 @@ class KeyStore:
             raise
 
     def execute(self, conn: Any, statement: str, params: Sequence[Any] = ()) -> Any:
-        """Run one statement on ``conn``; lock timeouts become :class:`StoreBusyError`.
-
-        In a pipelined transaction the statement is only queued: its errors come with
-        :meth:`fetchone` or the commit.
-        """
+        """Run one statement on ``conn``; lock timeouts become :class:`StoreBusyError`."""
         try:
             return conn.execute(self.sql(statement), tuple(params))
-        except Exception as exc:
-            raise self._mapped(conn, exc) from exc
-
-    def fetchone(self, conn: Any, cursor: Any) -> Any:
-        """The first row of ``cursor`` (in a pipeline: after sending what is queued)."""
-        try:
-            return cursor.fetchone()
         except Exception as exc:
             raise self._mapped(conn, exc) from exc
 
@@ -282,18 +326,10 @@ class KeyStore:
         return exc
 
     @contextmanager
-    def transaction(self, pipelined: bool = False) -> Iterator[Any]:
-        """One write transaction (``COMMIT`` at the end, ``ROLLBACK`` on error).
-
-        ``pipelined``: where the database is across a network, statements are queued and sent
-        together when a row is fetched (:meth:`fetchone`) and at the commit, so a caller that
-        fetches only what it must decide on saves round trips.
-        """
+    def transaction(self) -> Iterator[Any]:
+        """One write transaction (``COMMIT`` at the end, ``ROLLBACK`` on error)."""
         with self._one_writer():
-            yield from (self._pipelined() if pipelined else self._transaction())
-
-    def _pipelined(self) -> Iterator[Any]:
-        return self._transaction()
+            yield from self._transaction()
 
     @contextmanager
     def _one_writer(self) -> Iterator[None]:
@@ -547,12 +583,12 @@ def _without_password(url: str) -> str:
 class PostgresKeyStore(KeyStore):
     """The key store in PostgreSQL (schema ``parcelsearch``), shared by every service host.
 
-    Admission locks the key's row (``SELECT … FOR UPDATE``) and then counts the request log
-    in a separate statement: under READ COMMITTED that second statement sees every admission
+    Admission is one call of the function ``parcelsearch.admit`` (created with the schema):
+    it locks the key's row (``SELECT … FOR UPDATE``) and then counts the request log in a
+    separate statement; under READ COMMITTED that second statement sees every admission
     committed before the lock was granted, so limits stay exact across hosts.
     """
 
-    row_lock = " FOR UPDATE"
     dialect = "postgresql"
 
     def __init__(self, location: str | Path, busy_timeout: float = BUSY_TIMEOUT) -> None:
@@ -587,21 +623,6 @@ class PostgresKeyStore(KeyStore):
 
     def _begin(self, conn: Any) -> None:
         conn.execute("BEGIN")
-
-    def _pipelined(self) -> Iterator[Any]:
-        conn = self.connection()
-        try:
-            with conn.pipeline():
-                conn.execute("BEGIN")
-                yield conn
-                conn.execute("COMMIT")
-        except BaseException as exc:
-            self._rollback(conn)
-            if isinstance(exc, Exception) and not isinstance(exc, StoreBusyError):
-                mapped = self._mapped(conn, exc)
-                if mapped is not exc:
-                    raise mapped from exc
-            raise
 
     def _busy(self, exc: BaseException) -> bool:
         return isinstance(exc, psycopg.errors.LockNotAvailable | psycopg.OperationalError)

@@ -1,8 +1,9 @@
 """The gateway's checks for one request: key, resource, spike arrest, quota, count.
 
-The checks run in one write transaction on the key store (SQLite ``BEGIN IMMEDIATE``;
-PostgreSQL: the key's row locked with ``FOR UPDATE`` first, then the log counted in a separate
-statement), in the vendor gateway's order:
+The checks run in one write transaction on the key store (SQLite: statements after ``BEGIN
+IMMEDIATE``; PostgreSQL: one call of the function ``parcelsearch.admit``, one round trip, which
+locks the key's row with ``FOR UPDATE`` first, then counts the log in a separate statement),
+in the vendor gateway's order:
 
 1. key unknown or revoked → 401 ``Invalid ApiKey``;
 2. key not enabled for the service → 401 ``Invalid ApiKey for given resource``;
@@ -133,26 +134,55 @@ def admit(
     StoreBusyError
         The key store stayed locked past its busy timeout (nothing was counted).
     """
-    digest = hash_key(api_key)
-    known = store.recent_keys.get(digest)
-    with store.transaction(pipelined=True) as conn:
-        found = store.execute(conn, _KEY_ROW + store.row_lock, (digest,))
-        t = now()
-        # The spike count runs after the lock is granted (the next statement), so it sees
-        # every admission committed before; for a key seen before it goes out with the lock.
-        early = _window(store, conn, *known, t) if known is not None else None
-        row = store.fetchone(conn, found)
+    # The row marks the admission (the spike window counts it), with the presumed outcome.
+    guess = presumed or Outcome(0, None)
+    admission = _admit_in_postgres if store.dialect == "postgresql" else _admit_here
+    decided = admission(store, hash_key(api_key), service, path, now, guess)
+    if isinstance(decided, Refusal):
+        return decided
+    key_id, month, request_id = decided
+    try:
+        outcome = handle()
+    except BaseException:
+        _finish(store, request_id, 500, None, None)
+        raise
+    if outcome.status == 503:  # a store was unreachable: the call did not happen
+        _refund(store, key_id, month, request_id)
+    elif (outcome.status, outcome.polygon_sha256, outcome.page) != (
+        guess.status, guess.polygon_sha256, guess.page
+    ):
+        _finish(store, request_id, outcome.status, outcome.polygon_sha256, outcome.page)
+    return outcome
+
+
+#: What an admission leaves for the rest of the request: key id, month counted, log row id.
+Admitted = tuple[int, str, int]
+
+
+def _admit_here(store: KeyStore, digest: str, service: str, path: str,
+                now: Callable[[], float], guess: Outcome[Any]) -> Refusal | Admitted:
+    """The checks as statements of one write transaction (SQLite: the whole store locked)."""
+    with store.transaction() as conn:
+        row = store.execute(
+            conn,
+            "SELECT id, name, per_second, quota, quota_period, services, revoked,"
+            " used_lifetime, used_month, month FROM keys WHERE key_hash = ?",
+            (digest,),
+        ).fetchone()
         if row is None or row["revoked"] is not None:
-            store.recent_keys.pop(digest, None)
             return Refusal(401, INVALID_KEY)
         if service not in row["services"].split(","):
             return Refusal(401, INVALID_FOR_RESOURCE)
-        this = (row["id"], row["per_second"])
-        store.recent_keys[digest] = this
-        counted = early if known == this else _window(store, conn, *this, t)
-        refusal = _spike(store.fetchone(conn, counted), row["per_second"], t)
-        if refusal is not None:
-            return refusal
+        t = now()
+        allowed, window = spike_window(row["per_second"])
+        oldest = store.execute(
+            conn,
+            "SELECT time FROM requests WHERE key_id = ? AND time > ? ORDER BY time DESC"
+            " LIMIT 1 OFFSET ?",
+            (row["id"], t - window, allowed - 1),
+        ).fetchone()
+        if oldest is not None:
+            return _spike(oldest["time"], row["per_second"], t)
         month = month_of(t)
         used = row["used_lifetime"] if row["quota_period"] == "lifetime" else (
             row["used_month"] if row["month"] == month else 0
@@ -166,50 +196,43 @@ def admit(
             " THEN used_month + 1 ELSE 1 END, month = ? WHERE id = ?",
             (month, month, row["id"]),
         )
-        # The row marks the admission (the spike window counts it), with the presumed outcome.
-        guess = presumed or Outcome(0, None)
         request_id = _log(store, conn, row["id"], t, path, guess.status, counted=True,
                           polygon_sha256=guess.polygon_sha256, page=guess.page)
-    try:
-        outcome = handle()
-    except BaseException:
-        _finish(store, request_id, 500, None, None)
-        raise
-    if outcome.status == 503:  # a store was unreachable: the call did not happen
-        _refund(store, row["id"], month, request_id)
-    elif (outcome.status, outcome.polygon_sha256, outcome.page) != (
-        guess.status, guess.polygon_sha256, guess.page
-    ):
-        _finish(store, request_id, outcome.status, outcome.polygon_sha256, outcome.page)
-    return outcome
+    return row["id"], month, request_id
 
 
-_KEY_ROW = (
-    "SELECT id, name, per_second, quota, quota_period, services, revoked, used_lifetime,"
-    " used_month, month FROM keys WHERE key_hash = ?"
-)
-
-
-def _window(store: KeyStore, conn: Any, key_id: int, per_second: float, t: float) -> Any:
-    """The ``allowed``-th most recent admission of the key inside the window ending at ``t``
-    (a cursor: in a pipeline, not yet sent)."""
-    allowed, window = spike_window(per_second)
-    return store.execute(
+def _admit_in_postgres(store: KeyStore, digest: str, service: str, path: str,
+                       now: Callable[[], float], guess: Outcome[Any]) -> Refusal | Admitted:
+    """The same checks in one call of ``parcelsearch.admit`` (one round trip; the key's row
+    locked, then the log counted in a separate statement, as the SQLite path does)."""
+    t = now()
+    month = month_of(t)
+    conn = store.connection()
+    row = store.execute(
         conn,
-        "SELECT time FROM requests WHERE key_id = ? AND time > ? ORDER BY time DESC"
-        " LIMIT 1 OFFSET ?",
-        (key_id, t - window, allowed - 1),
-    )
+        "SELECT verdict, key_id, name, per_second, oldest, request_id"
+        " FROM parcelsearch.admit(?, ?, ?, ?, ?, ?, ?, ?)",
+        (digest, service, path, t, month, guess.status, guess.polygon_sha256,
+         _loggable(guess.page)),
+    ).fetchone()
+    verdict = row["verdict"]
+    if verdict == "invalid":
+        return Refusal(401, INVALID_KEY)
+    if verdict == "resource":
+        return Refusal(401, INVALID_FOR_RESOURCE)
+    if verdict == "spike":
+        return _spike(row["oldest"], row["per_second"], t)
+    if verdict == "quota":
+        return Refusal(429, quota_message(row["name"]))
+    return int(row["key_id"]), month, int(row["request_id"])
 
 
-def _spike(oldest: Any, per_second: float, t: float) -> Refusal | None:
-    """A 429 when admitting now would put more than the allowed count in one window: the
-    ``allowed``-th most recent admission in the window (``oldest``), if there is one, must
-    leave it before another request may pass."""
-    if oldest is None:
-        return None
+def _spike(oldest: float, per_second: float, t: float) -> Refusal:
+    """The 429 of a request that would put more than the allowed count in one window: the
+    ``allowed``-th most recent admission in the window (at ``oldest``) must leave it before
+    another request may pass."""
     _, window = spike_window(per_second)
-    wait = oldest["time"] + window - t
+    wait = oldest + window - t
     return Refusal(429, spike_message(per_second), retry_after=max(1, math.ceil(wait)))
 
 
@@ -224,12 +247,12 @@ def _log(
     polygon_sha256: str | None = None,
     page: int | None = None,
 ) -> int:
-    row = store.fetchone(conn, store.execute(
+    row = store.execute(
         conn,
         "INSERT INTO requests (key_id, time, path, polygon_sha256, page, status, counted)"
         " VALUES (?, ?, ?, ?, ?, ?, ?) RETURNING id",
         (key_id, t, path, polygon_sha256, _loggable(page), status, counted),
-    ))
+    ).fetchone()
     return int(row["id"])
 
 
