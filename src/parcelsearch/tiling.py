@@ -302,6 +302,8 @@ def _subdivide(polygon: Polygon, budget: Budget, rule: CutRule, limit: int) -> l
 
 # -- pieces from a triangulation ---------------------------------------------------------------
 
+#: Added to grid coordinates (|value| ≤ 1.8e8 < 2**30) to make them non-negative 31-bit ints.
+_OFFSET = 2**30
 _MAX_VERTEX_BYTES = 30  # the longest vertex "%5B-180.123456,-90.123456%5D," is 29 bytes
 
 
@@ -319,8 +321,9 @@ def _triangle_tree(
     """
     triangles = shapely.get_parts(shapely.constrained_delaunay_triangles(polygon))
     triangles = triangles[shapely.get_num_coordinates(triangles) == 4]
-    keys = np.rint(shapely.get_coordinates(triangles) * _SCALE).astype(np.int64)
-    _, vertex = np.unique(keys, axis=0, return_inverse=True)
+    keys = np.rint(shapely.get_coordinates(triangles) * _SCALE).astype(np.int64) + _OFFSET
+    # One int64 per vertex, ordered as (lon, lat) are: a 1-d unique is far cheaper.
+    _, vertex = np.unique((keys[:, 0] << 31) | keys[:, 1], return_inverse=True)
     corners = vertex.reshape(-1, 4)[:, :3]
     count = len(corners)
     a = corners[:, [0, 1, 2]].ravel()
@@ -579,8 +582,9 @@ def prepared(geometry: BaseGeometry, tolerance: float) -> BaseGeometry:
     Shapely geometries are immutable and hash by value, so results are kept for reuse.
     """
     _check_tolerance(tolerance)
-    area = cover(geometry, tolerance) if tolerance else grow_for_rounding(geometry)
-    return _snap(_clamped(area))
+    if tolerance:
+        return _covering(geometry, tolerance)[1]
+    return _snap(_clamped(grow_for_rounding(geometry)))
 
 
 def lower_bound(
@@ -710,6 +714,12 @@ def cover(geometry: BaseGeometry, tolerance: float) -> BaseGeometry:
        the area (and ``0.05 t + 0.5 t + 0.4 t - 0.1 < t``); if the covering check fails,
        the simplification is halved, then dropped.
     """
+    return _covering(geometry, tolerance)[0]
+
+
+def _covering(geometry: BaseGeometry, tolerance: float) -> tuple[BaseGeometry, BaseGeometry]:
+    """:func:`cover`, and the cover clipped to the world and snapped to the grid (what the
+    covering check has snapped already, so :func:`prepared` need not snap it again)."""
     _check_tolerance(tolerance, exact=False)
     unwrapped, lon0 = _joined_across_180(geometry)
     _, miny, _, maxy = unwrapped.bounds
@@ -731,10 +741,12 @@ def cover(geometry: BaseGeometry, tolerance: float) -> BaseGeometry:
     for simplify_by in (0.4 * tolerance - _ROUNDING_M, 0.2 * tolerance - _ROUNDING_M, 0.0):
         simple = shapely.simplify(grown, simplify_by * metre) if simplify_by > 0 else grown
         result = _back_to_lonlat(shapely.transform(simple, to_lonlat), lon0)
-        if shapely.covers(_snap(result), geometry):
-            return result
+        snapped = _snap(_clamped(result))
+        if shapely.covers(snapped, geometry):
+            return result, snapped
     # Only where clipping at a pole or rounding bites does the cover lose some of the area.
-    return shapely.union(result, _clamped(grow_for_rounding(geometry)))
+    result = shapely.union(result, _clamped(grow_for_rounding(geometry)))
+    return result, _snap(_clamped(result))
 
 
 #: Upper bound of the metres in one degree of latitude, or of longitude × cos(latitude),
