@@ -11,8 +11,17 @@ side by side in one run:
    against the parcel floor Σ⌈parcels/100⌉ and the vertex bound; and that exact mode
    matched no parcel beyond two grid steps (2e-6°) outside its area, tolerance mode
    none beyond 5 m;
-2. sustained calls/s and 429s of a real search against a 10/s server;
-3. the time of a ≥ 1,000-page rerun served from the cache.
+2. exact pieces ÷ plain halving's, beside the bound the part count puts on that ratio
+   (exact pieces never bridge two parts), also for the large real coastline regions of
+   ``bench_tiling.coast_regions`` (planned only);
+3. how long a search refused for its budget takes against ``plan`` on the same areas
+   (one call short, and half the calls): in process (plan, then ``suggest_tolerance``
+   from the refused plan) and as whole commands (``python -m parcelsearch.cli search
+   FILE --budget N`` against ``python -m parcelsearch.cli plan FILE``, alternated,
+   medians, peak memory), checking that the refused command spent no call (the service's
+   request log) and named the tolerance to try;
+4. sustained calls/s and 429s of a real search against a 10/s server;
+5. the time of a ≥ 1,000-page rerun served from the cache.
 
 Figures go to the ``search`` section of ``bench/RESULTS.md``.
 """
@@ -40,7 +49,7 @@ sys.path.insert(0, str(Path(__file__).parent))
 
 from _halving import halving_baseline  # noqa: E402
 from _results import write_section  # noqa: E402
-from bench_tiling import _vertex_bound, hard_areas, real_areas  # noqa: E402
+from bench_tiling import _vertex_bound, coast_regions, hard_areas, real_areas  # noqa: E402
 
 import parcelsearch  # noqa: E402
 from parcelsearch import _wire, tiling  # noqa: E402
@@ -336,6 +345,44 @@ def cache_rerun(svc, areas: gpd.GeoDataFrame, workdir: Path) -> dict[str, float]
             "ids": len(again.ids)}
 
 
+def coast_pieces() -> tuple[pd.DataFrame, float]:
+    """Exact and plain-halving pieces of the real coastline regions (planned, not searched:
+    each is thousands of km², too large for a parcel fabric), with the part-count bound,
+    and the planning seconds of exact mode for all of them."""
+    areas = coast_regions()
+    rows = {}
+    started = time.perf_counter()
+    exact = {area_id: len(tiling.tile(geom)) for area_id, geom in areas.geometry.items()}
+    exact_s = time.perf_counter() - started
+    for area_id, geom in areas.geometry.items():
+        halving = len(halving_baseline(geom))
+        rows[area_id] = {"vertices": int(shapely.get_num_coordinates(geom)),
+                         "parts": len(shapely.get_parts(geom)), "exact": exact[area_id],
+                         "halving": halving}
+    table = pd.DataFrame.from_dict(rows, orient="index")
+    table["exact/halving"] = (table["exact"] / table["halving"]).round(3)
+    table["parts/halving (bound)"] = (table["parts"] / table["halving"]).round(3)
+    return table, exact_s
+
+
+def _coast_lines(table: pd.DataFrame, exact_s: float) -> list[str]:
+    total = table.sum(numeric_only=True)
+    return [
+        "**Real coastline regions (nzgeom)**: every regional council's land on the two main "
+        "islands with ≥ 20,000 vertices, offshore islands left out (one to four parts each); "
+        "planned only (too large to search over a parcel fabric).",
+        "",
+        "```",
+        table.astype(object).T.to_string(),
+        "```",
+        "",
+        f"- exact pieces / halving pieces: {total['exact'] / total['halving']:.3f} (target ≤ "
+        f"0.6; the part-count bound: parts / halving = {total['parts'] / total['halving']:.3f}); "
+        f"{int(total['vertices']):,} vertices planned exactly in {exact_s:.1f} s",
+        "",
+    ]
+
+
 def _section(name: str, table: pd.DataFrame, refusal: dict[str, float],
              command: dict[str, Any]) -> list[str]:
     totals = _totals(table)
@@ -413,6 +460,9 @@ def main() -> None:
                     rerun = cache_rerun(svc, areas.iloc[[1]], workdir)
                     print("cache:", rerun)
     assert paced is not None and rerun is not None
+    coast, coast_s = coast_pieces()
+    print(coast.astype(object).T.to_string())
+    lines += _coast_lines(coast, coast_s)
     lines += [
         f"- paced search against a 10/s server: {paced['calls']} calls in {paced['seconds']} s "
         f"= {paced['calls_per_s']} calls/s, {paced['429s']} × 429, server counted "
