@@ -270,11 +270,14 @@ def suggest_tolerance(
     and settings are used as they are, its own piece count answers for its tolerance, and
     only rungs above that tolerance are tried.
 
-    How, and what it costs: a rung's *lower bound* (:func:`parcelsearch.tiling.lower_bound`:
-    bytes of the prepared area's vertices ÷ what one request carries, at least one piece a
-    part) needs the rung's cover but no tiling; a rung is tiled only once its lower bound
-    fits, and its count stops as soon as the pieces counted plus the lower bounds of the
-    areas not yet tiled pass ``max_calls``. The smallest rung is tried first (a budget a
+    How, and what it costs: a rung's *lower bounds* need no tiling — the part-count bound
+    (:func:`parcelsearch.tiling.parts_bound`: parts of an area farther apart than twice the
+    tolerance never share a piece) not even a cover, the vertex bound
+    (:func:`parcelsearch.tiling.lower_bound`: bytes of the prepared area's vertices ÷ what
+    one request carries, at least one piece a part) the rung's cover, made only while the
+    cheap bounds still fit. A rung is tiled only once its lower bounds fit, and its count
+    stops as soon as the pieces counted plus the lower bounds of the areas not yet tiled
+    pass ``max_calls``. The smallest rung is tried first (a budget a
     little short of the plan is the common refusal, and then the cover made for its bound
     is the one its tiling uses); failing that, the other rungs are bisected on their lower
     bounds, which shrink as the tolerance grows, and tiled upward from the first whose
@@ -341,19 +344,22 @@ def suggest_tolerance(
 
 
 class _Bounds:
-    """Lower bounds of the areas' pieces per rung, each area's computed once per rung."""
+    """Lower bounds of the areas' pieces per rung, each computed once per area and rung: the
+    part-count bound first (:func:`parcelsearch.tiling.parts_bound`, no cover), then the
+    vertex bound (:func:`parcelsearch.tiling.lower_bound`, which makes the rung's cover)."""
 
     def __init__(self, geoms: list[Any], max_calls: int, budget: tiling.Budget) -> None:
         self.geoms = geoms
         self.max_calls = max_calls
         self.budget = budget
         self.known: dict[tuple[int, float], int] = {}
+        self.parts: dict[tuple[int, float], int] = {}
         # The most detailed areas first: a rung that does not fit is found out sooner.
         sizes = [int(shapely.get_num_coordinates(g)) for g in geoms]
         self.order = sorted(range(len(geoms)), key=lambda i: -sizes[i])
 
     def of(self, index: int, tolerance: float) -> int:
-        """One area's lower bound at ``tolerance``."""
+        """One area's vertex bound at ``tolerance`` (it makes, and caches, the cover)."""
         key = (index, tolerance)
         if key not in self.known:
             self.known[key] = tiling.lower_bound(
@@ -361,19 +367,32 @@ class _Bounds:
                 max_request_bytes=self.budget.max_request_bytes, path=self.budget.path)
         return self.known[key]
 
-    def fit(self, tolerance: float) -> bool:
-        """Whether the Σ of the lower bounds at ``tolerance`` is within the calls (stops
-        once past them)."""
-        total = 0
-        for index in self.order:
-            total += self.of(index, tolerance)
-            if total > self.max_calls:
-                return False
-        return True
+    def cheap(self, index: int, tolerance: float) -> int:
+        """The best bound known for one area without making a cover."""
+        key = (index, tolerance)
+        if key in self.known:
+            return self.known[key]
+        if key not in self.parts:
+            self.parts[key] = tiling.parts_bound(self.geoms[index], tolerance)
+        return self.parts[key]
 
-    def rest(self, start: int, tolerance: float) -> int:
-        """Σ of the lower bounds already known for areas ``start`` onwards (0 if unknown)."""
-        return sum(self.known.get((i, tolerance), 0) for i in range(start, len(self.geoms)))
+    def fit(self, tolerance: float) -> bool:
+        """Whether the Σ of the lower bounds at ``tolerance`` is within the calls: the cheap
+        bounds of all areas first, then the vertex bounds, most detailed area first, while
+        the bounds made plus the cheap bounds of the rest stay within the calls."""
+        cheap = [self.cheap(index, tolerance) for index in self.order]
+        left = sum(cheap)
+        total = 0
+        for index, bound in zip(self.order, cheap, strict=True):
+            if total + left > self.max_calls:
+                return False
+            left -= bound
+            total += max(bound, self.of(index, tolerance))
+        return total + left <= self.max_calls
+
+    def rest(self, indices: Sequence[int], tolerance: float) -> int:
+        """Σ of the best bounds known (without a cover) for the areas ``indices``."""
+        return sum(self.cheap(i, tolerance) for i in indices)
 
 
 def _fits(
@@ -389,7 +408,7 @@ def _fits(
     for index, geometry in enumerate(geoms):
         total += len(tiling.tile(geometry, tolerance=tolerance,
                                  max_request_bytes=budget.max_request_bytes, path=budget.path))
-        left = bounds.rest(index + 1, tolerance) if bounds is not None else 0
+        left = bounds.rest(range(index + 1, len(geoms)), tolerance) if bounds is not None else 0
         if total + left > max_calls:
             return False
     return True

@@ -67,6 +67,7 @@ __all__ = [
     "canonical_ring",
     "cover",
     "lower_bound",
+    "parts_bound",
     "prepared",
     "split_antimeridian",
     "tile",
@@ -608,6 +609,46 @@ def lower_bound(
         size = int(_wire.vertex_bytes_array(xy).sum())
         bound += max(1, math.ceil(size / capacity))
     return bound
+
+
+#: Fewest metres in one degree of latitude anywhere on the WGS84 ellipsoid (at the equator:
+#: a(1 − e²) × π/180), and fewest in one degree of longitude × cos(latitude) is more (a π/180).
+_MIN_M_PER_DEGREE = 110_574.0
+
+
+def parts_bound(geometry: BaseGeometry, tolerance: float) -> int:
+    """Fewest parts — so fewest pieces — the area can have in tolerance mode, without a cover.
+
+    Every point of a cover lies within ``tolerance`` metres of the area, so two parts of
+    the area end up in one part of the cover only if a chain of parts, each within
+    ``2 × tolerance`` of the next on the ground, joins them. The parts are grouped by that
+    reach (measured where a degree is shortest, so the reach is never understated; parts
+    split at ±180° are joined first); every group needs a piece of its own. Far cheaper
+    than :func:`lower_bound` (no cover), and on island groups often as strong.
+    """
+    _check_tolerance(tolerance, exact=False)
+    joined, _ = _joined_across_180(geometry)
+    parts = np.asarray(_polygons(joined), dtype=object)
+    if len(parts) < 2:
+        return len(parts)
+    reach = 2 * tolerance / _MIN_M_PER_DEGREE
+    _, miny, _, maxy = joined.bounds
+    c = math.cos(math.radians(min(90.0, max(abs(miny), abs(maxy)) + reach)))
+    scaled = shapely.transform(parts, lambda xy: xy * [c, 1.0])
+    left, right = shapely.STRtree(scaled).query(scaled, predicate="dwithin", distance=reach)
+    group = list(range(len(parts)))
+
+    def root(i: int) -> int:
+        while group[i] != i:
+            group[i] = group[group[i]]
+            i = group[i]
+        return i
+
+    for i, j in zip(left.tolist(), right.tolist(), strict=True):
+        a, b = root(i), root(j)
+        if a != b:
+            group[max(a, b)] = min(a, b)
+    return sum(1 for i in range(len(parts)) if root(i) == i)
 
 
 @functools.lru_cache(maxsize=_CACHED)
