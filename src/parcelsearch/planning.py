@@ -277,12 +277,12 @@ def suggest_tolerance(
     one request carries, at least one piece a part) the rung's cover, made only while the
     cheap bounds still fit. A rung is tiled only once its lower bounds fit, and its count
     stops as soon as the pieces counted plus the lower bounds of the areas not yet tiled
-    pass ``max_calls``. The smallest rung is tried first (a budget a
-    little short of the plan is the common refusal, and then the cover made for its bound
-    is the one its tiling uses); failing that, the other rungs are bisected on their lower
-    bounds, which shrink as the tolerance grows, and tiled upward from the first whose
-    bound fits. Covers and tilings are cached (:func:`parcelsearch.tiling.prepared`), so
-    planning the suggested tolerance next reuses them.
+    pass ``max_calls``. The smallest rung is tried first (a budget a little short of the
+    plan is the common refusal, and then the cover made for its bound is the one its
+    tiling uses); failing that, the other rungs are bisected on their lower bounds, which
+    shrink as the tolerance grows, and tiled upward from the first whose bounds fit.
+    Covers and tilings are cached (:func:`parcelsearch.tiling.prepared`), so planning the
+    suggested tolerance next, in the same process, reuses them.
 
     Parameters
     ----------
@@ -300,8 +300,9 @@ def suggest_tolerance(
     -------
     float or None
         The tolerance of the given plan (0.0 if areas were given) if its plan fits; else
-        the smallest rung above it whose lower bound fits and whose plan fits, all rungs
-        before it having a lower bound or plan that does not; else None.
+        the first rung above it whose plan fits, trying the smallest rung, then upward
+        from the first whose lower bounds fit (rungs whose bounds pass ``max_calls`` are
+        not tiled); else None.
 
     Guarantees
     ----------
