@@ -11,8 +11,17 @@ side by side in one run:
    against the parcel floor Σ⌈parcels/100⌉ and the vertex bound; and that exact mode
    matched no parcel beyond two grid steps (2e-6°) outside its area, tolerance mode
    none beyond 5 m;
-2. sustained calls/s and 429s of a real search against a 10/s server;
-3. the time of a ≥ 1,000-page rerun served from the cache.
+2. exact pieces ÷ plain halving's, beside the bound the part count puts on that ratio
+   (exact pieces never bridge two parts), also for the large real coastline regions of
+   ``bench_tiling.coast_regions`` (planned only);
+3. how long a search refused for its budget takes against ``plan`` on the same areas
+   (one call short, and half the calls): in process (plan, then ``suggest_tolerance``
+   from the refused plan) and as whole commands (``python -m parcelsearch.cli search
+   FILE --budget N`` against ``python -m parcelsearch.cli plan FILE``, alternated,
+   medians, peak memory), checking that the refused command spent no call (the service's
+   request log) and named the tolerance to try;
+4. sustained calls/s and 429s of a real search against a 10/s server;
+5. the time of a ≥ 1,000-page rerun served from the cache.
 
 Figures go to the ``search`` section of ``bench/RESULTS.md``.
 """
@@ -21,6 +30,10 @@ from __future__ import annotations
 
 import hashlib
 import math
+import os
+import re
+import statistics
+import subprocess
 import sys
 import tempfile
 import time
@@ -36,7 +49,7 @@ sys.path.insert(0, str(Path(__file__).parent))
 
 from _halving import halving_baseline  # noqa: E402
 from _results import write_section  # noqa: E402
-from bench_tiling import _vertex_bound, hard_areas, real_areas  # noqa: E402
+from bench_tiling import _vertex_bound, coast_regions, hard_areas, real_areas  # noqa: E402
 
 import parcelsearch  # noqa: E402
 from parcelsearch import _wire, tiling  # noqa: E402
@@ -120,6 +133,7 @@ def searched_calls(
     for area_id, geom in areas.geometry.items():
         parcels = int(shapely.intersects_xy(geom, store.x, store.y).sum())
         rows[area_id] = {"parcels": parcels, "floor": math.ceil(parcels / 100),
+                         "parts_n": len(shapely.get_parts(geom)),
                          "vertex_bound": _vertex_bound(geom, tiling.Budget())}
     for label, (made, seconds) in plans.items():
         if label not in searched:  # planned (pieces, seconds) but not searched
@@ -156,6 +170,8 @@ def searched_calls(
     for label in searched:
         table[f"{label} calls/floor"] = (table[f"{label}_calls"] / table["floor"]).round(3)
     table["exact/halving pieces"] = (table["exact_pieces"] / table["halving_pieces"]).round(3)
+    # Exact pieces never bridge two parts (nor the sea between islands): exact ≥ parts.
+    table["parts/halving (bound)"] = (table["parts_n"] / table["halving_pieces"]).round(3)
     table["exact pieces/vertex bound"] = (table["exact_pieces"] / table["vertex_bound"]).round(3)
     return table
 
@@ -172,6 +188,7 @@ def _totals(table: pd.DataFrame) -> dict[str, float]:
         "tol5 calls/floor": total["tol5_calls"] / total["floor"],
         "halving calls/floor": total.get("halving_calls", math.nan) / total["floor"],
         "exact/halving pieces": total["exact_pieces"] / total["halving_pieces"],
+        "parts/halving": total["parts_n"] / total["halving_pieces"],
         "exact pieces/vertex bound": total["exact_pieces"] / total["vertex_bound"],
         "tol5 pieces/vertex bound": total["tol5_pieces"] / total["vertex_bound"],
         "exact plan s": float(table["exact_plan_s"].iloc[0]),
@@ -182,22 +199,108 @@ def _totals(table: pd.DataFrame) -> dict[str, float]:
 
 
 def refusal_times(areas: gpd.GeoDataFrame) -> dict[str, float]:
-    """Seconds to plan, and to plan then suggest a tolerance (what a refused search does):
-    for a budget one call short of the exact plan (the dearest case: the answer is the
-    smallest rung, whose tiling costs most) and for half the exact plan's calls."""
+    """In process: seconds to plan, and to plan then suggest a tolerance from the refused
+    plan (what a refused search does), :data:`RUNS` runs each, medians: for a budget one
+    call short of the exact plan (the dearest case: the answer is the smallest rung, whose
+    tiling costs most) and for half the exact plan's calls."""
     out: dict[str, float] = {}
     for label, share in (("short1", None), ("half", 0.5)):
-        tiling.prepared.cache_clear()
-        tiling._tiled.cache_clear()
-        started = time.perf_counter()
-        made = parcelsearch.plan(areas)
-        plan_s = time.perf_counter() - started
-        allowed = made.min_calls - 1 if share is None else int(made.min_calls * share)
-        suggested = parcelsearch.suggest_tolerance(made.areas, allowed)
-        refused_s = time.perf_counter() - started
+        plans, refusals = [], []
+        suggested: float | None = None
+        for _ in range(RUNS):
+            tiling.prepared.cache_clear()
+            tiling._tiled.cache_clear()
+            started = time.perf_counter()
+            made = parcelsearch.plan(areas)
+            plan_s = time.perf_counter() - started
+            allowed = made.min_calls - 1 if share is None else made.min_calls // 2
+            suggested = parcelsearch.suggest_tolerance(made, allowed)
+            plans.append(plan_s)
+            refusals.append(time.perf_counter() - started)
+            # The contract: the suggested tolerance's plan fits the calls.
+            assert suggested is not None
+            assert parcelsearch.plan(areas, suggested).min_calls <= allowed
+        plan_s, refused_s = statistics.median(plans), statistics.median(refusals)
         out[f"{label}_plan_s"] = round(plan_s, 2)
+        out[f"{label}_refused_s"] = round(refused_s, 2)
         out[f"{label}_ratio"] = round(refused_s / plan_s, 2)
         out[f"{label}_suggested_m"] = suggested if suggested is not None else float("nan")
+    return out
+
+
+RUNS = 5  # whole commands timed per case, alternated plan / refused search; medians reported
+
+
+#: Runs one command and prints its wall seconds and peak memory (KB): a small launcher, so
+#: the child's peak resident set is its own, not this (large) benchmark process's.
+_LAUNCHER = (
+    "import resource, subprocess, sys, time\n"
+    "started = time.perf_counter()\n"
+    "code = subprocess.run(sys.argv[1:]).returncode\n"
+    "seconds = time.perf_counter() - started\n"
+    "peak = resource.getrusage(resource.RUSAGE_CHILDREN).ru_maxrss\n"
+    "print(seconds, peak, code)\n"
+)
+
+
+def _timed_command(args: list[str], env: dict[str, str], workdir: Path) -> tuple[float, float,
+                                                                                 int, str]:
+    """Wall seconds, peak memory (MB) and exit code of one command, and what it wrote to
+    stderr (both measured by :data:`_LAUNCHER` around the command alone)."""
+    err = workdir / "stderr.txt"
+    with err.open("wb") as stderr:
+        launched = subprocess.run([sys.executable, "-c", _LAUNCHER, *args], env=env,
+                                  stdout=subprocess.PIPE, stderr=stderr, check=True)
+    seconds, peak_kb, code = launched.stdout.decode().split()[-3:]
+    return float(seconds), int(peak_kb) / 1024, int(code), err.read_text()
+
+
+def command_refusal_times(svc: RunningService, areas: gpd.GeoDataFrame,
+                          workdir: Path) -> dict[str, Any]:
+    """Whole commands, as a user runs them: ``python -m parcelsearch.cli plan FILE`` against
+    a refused ``python -m parcelsearch.cli search FILE --budget N`` on the same area file,
+    for a budget one call short of the plan and half of it; :data:`RUNS` runs of each,
+    alternated (plan, search, plan, search, …), medians. Each refused search must spend
+    nothing (the service's request log) and name the tolerance it suggests."""
+    workdir.mkdir(parents=True, exist_ok=True)
+    path = workdir / "areas.gpkg"
+    areas.reset_index().to_file(path)
+    needed = parcelsearch.plan(areas).min_calls
+    source = str(Path(parcelsearch.__file__).resolve().parents[1])
+    name = f"bench-cli-{time.monotonic_ns()}"
+    key = svc.keys.create(name, key_type="production", quota=10_000_000, per_second=2_000)
+    env = {**os.environ, "PYTHONPATH": source, "PARCELSEARCH_API_KEY": key,
+           "PARCELSEARCH_BASE_URL": svc.base_url, "PARCELSEARCH_CA_BUNDLE": str(svc.ca_path),
+           "PARCELSEARCH_CACHE_DIR": str(workdir / "cache")}
+    env.pop("PARCELSEARCH_QUOTA", None)
+    cli = [sys.executable, "-m", "parcelsearch.cli"]
+    plan_args = [*cli, "plan", str(path), "--id-column", "area_id"]
+    out: dict[str, Any] = {"needed": needed}
+    for label, budget in (("short1", needed - 1), ("half", needed // 2)):
+        search_args = [*cli, "search", str(path), "--id-column", "area_id", "--quiet",
+                       "--out", str(workdir / "ids.parquet"), "--budget", str(budget)]
+        plans, searches = [], []
+        for _ in range(RUNS):
+            seconds, mb, code, err = _timed_command(plan_args, env, workdir)
+            assert code == 0, err
+            plans.append((seconds, mb))
+            seconds, mb, code, err = _timed_command(search_args, env, workdir)
+            assert code == 3 and "nothing was spent" in err, (code, err)
+            suggested = re.search(r"--tolerance (\S+) \(metres\)", err)
+            assert suggested is not None, err  # the refusal names the tolerance that fits
+            searches.append((seconds, mb))
+        plan_s = statistics.median(s for s, _ in plans)
+        search_s = statistics.median(s for s, _ in searches)
+        out[f"{label}_budget"] = budget
+        out[f"{label}_plan_cmd_s"] = round(plan_s, 2)
+        out[f"{label}_search_cmd_s"] = round(search_s, 2)
+        out[f"{label}_cmd_ratio"] = round(search_s / plan_s, 2)
+        out[f"{label}_plan_cmd_mb"] = round(max(m for _, m in plans))
+        out[f"{label}_search_cmd_mb"] = round(max(m for _, m in searches))
+        out[f"{label}_cmd_suggested_m"] = suggested.group(1)
+    # The witness: the refused searches spent nothing (not one request reached the service).
+    out["calls"] = len(svc.keys.requests(name))
+    assert out["calls"] == 0, out
     return out
 
 
@@ -242,7 +345,46 @@ def cache_rerun(svc, areas: gpd.GeoDataFrame, workdir: Path) -> dict[str, float]
             "ids": len(again.ids)}
 
 
-def _section(name: str, table: pd.DataFrame, refusal: dict[str, float]) -> list[str]:
+def coast_pieces() -> tuple[pd.DataFrame, float]:
+    """Exact and plain-halving pieces of the real coastline regions (planned, not searched:
+    each is thousands of km², too large for a parcel fabric), with the part-count bound,
+    and the planning seconds of exact mode for all of them."""
+    areas = coast_regions()
+    rows = {}
+    started = time.perf_counter()
+    exact = {area_id: len(tiling.tile(geom)) for area_id, geom in areas.geometry.items()}
+    exact_s = time.perf_counter() - started
+    for area_id, geom in areas.geometry.items():
+        halving = len(halving_baseline(geom))
+        rows[area_id] = {"vertices": int(shapely.get_num_coordinates(geom)),
+                         "parts": len(shapely.get_parts(geom)), "exact": exact[area_id],
+                         "halving": halving}
+    table = pd.DataFrame.from_dict(rows, orient="index")
+    table["exact/halving"] = (table["exact"] / table["halving"]).round(3)
+    table["parts/halving (bound)"] = (table["parts"] / table["halving"]).round(3)
+    return table, exact_s
+
+
+def _coast_lines(table: pd.DataFrame, exact_s: float) -> list[str]:
+    total = table.sum(numeric_only=True)
+    return [
+        "**Real coastline regions (nzgeom)**: every regional council's land on the two main "
+        "islands with ≥ 20,000 vertices, offshore islands left out (one to four parts each); "
+        "planned only (too large to search over a parcel fabric).",
+        "",
+        "```",
+        table.astype(object).T.to_string(),
+        "```",
+        "",
+        f"- exact pieces / halving pieces: {total['exact'] / total['halving']:.3f} (target ≤ "
+        f"0.6; the part-count bound: parts / halving = {total['parts'] / total['halving']:.3f}); "
+        f"{int(total['vertices']):,} vertices planned exactly in {exact_s:.1f} s",
+        "",
+    ]
+
+
+def _section(name: str, table: pd.DataFrame, refusal: dict[str, float],
+             command: dict[str, Any]) -> list[str]:
     totals = _totals(table)
     return [
         f"**{name}**: {int(table['parcels'].sum()):,} parcels inside the areas.",
@@ -254,15 +396,30 @@ def _section(name: str, table: pd.DataFrame, refusal: dict[str, float]) -> list[
         f"- exact calls / floor: {totals['exact calls/floor']:.3f} (target ≤ 1.10); "
         f"tolerance 5 m calls / floor: {totals['tol5 calls/floor']:.3f} (target ≤ 1.05); "
         f"halving calls / floor: {totals['halving calls/floor']:.3f}",
-        f"- exact pieces / halving pieces: {totals['exact/halving pieces']:.3f} (target ≤ 0.6); "
+        f"- exact pieces / halving pieces: {totals['exact/halving pieces']:.3f} (target ≤ 0.6; "
+        f"exact pieces never bridge parts, so the part count bounds it below by parts / "
+        f"halving = {totals['parts/halving']:.3f}); "
         f"pieces / vertex bound: exact {totals['exact pieces/vertex bound']:.3f}, "
         f"tolerance 5 m {totals['tol5 pieces/vertex bound']:.3f}",
         f"- planning: exact {totals['exact plan s']:.2f} s, tolerance 5 m "
         f"{totals['tol5 plan s']:.2f} s",
-        f"- a refusal (plan, then suggest a tolerance), in × the plan's own time (target "
-        f"≤ 1.5): one call short {refusal['short1_ratio']} × (suggests "
-        f"{refusal['short1_suggested_m']:g} m), half the calls {refusal['half_ratio']} × "
-        f"(suggests {refusal['half_suggested_m']:g} m)",
+        "- a refused search against `plan` on the same areas (target ≤ 1.5 ×), medians of "
+        f"{RUNS} runs; in process = plan, then suggest a tolerance from the refused plan; "
+        "whole command = `python -m parcelsearch.cli search FILE --budget N` (exit 3, "
+        f"{command['calls']} calls in the service's log) against `python -m "
+        "parcelsearch.cli plan FILE`, alternated:",
+        *[
+            f"  - {what}: in process {refusal[f'{label}_refused_s']:.2f} s / "
+            f"{refusal[f'{label}_plan_s']:.2f} s = **{refusal[f'{label}_ratio']:.2f} ×**; "
+            f"whole command {command[f'{label}_search_cmd_s']:.2f} s / "
+            f"{command[f'{label}_plan_cmd_s']:.2f} s = **{command[f'{label}_cmd_ratio']:.2f} ×**"
+            f" (budget {command[f'{label}_budget']} of {command['needed']}; suggests "
+            f"{refusal[f'{label}_suggested_m']:g} m, the command "
+            f"{command[f'{label}_cmd_suggested_m']} m; peak memory "
+            f"{command[f'{label}_search_cmd_mb']} MB against "
+            f"{command[f'{label}_plan_cmd_mb']} MB)"
+            for label, what in (("short1", "one call short"), ("half", "half the calls"))
+        ],
         f"- parcels inside an area but not found: {totals['missed']:.0f}; found beyond the "
         f"allowed reach (2 grid steps exact, 5 m tolerance): {totals['beyond']:.0f}",
         "",
@@ -294,13 +451,18 @@ def main() -> None:
                 table = searched_calls(svc, areas, workdir / f"set-{number}", searched[name])
                 print(table.astype(object).T.to_string())
                 refusal = refusal_times(areas)
-                lines += _section(name, table, refusal)
+                command = command_refusal_times(svc, areas, workdir / f"cli-{number}")
+                print("refusal:", refusal, command)
+                lines += _section(name, table, refusal, command)
                 if number == 0:
                     paced = paced_run(svc, areas, workdir)
                     print("paced:", paced)
                     rerun = cache_rerun(svc, areas.iloc[[1]], workdir)
                     print("cache:", rerun)
     assert paced is not None and rerun is not None
+    coast, coast_s = coast_pieces()
+    print(coast.astype(object).T.to_string())
+    lines += _coast_lines(coast, coast_s)
     lines += [
         f"- paced search against a 10/s server: {paced['calls']} calls in {paced['seconds']} s "
         f"= {paced['calls_per_s']} calls/s, {paced['429s']} × 429, server counted "

@@ -167,6 +167,27 @@ def test_suggest_tolerance_is_the_smallest_rung_that_fits(areas):
         assert suggest_tolerance(areas, max_calls, ladder, id_column="tract") == expected
 
 
+def test_suggest_tolerance_from_the_refused_plan_agrees_and_fits(areas):
+    """Given the refused plan, the suggestion is what the areas alone give, and its plan
+    fits: a refusal never suggests a tolerance that is refused again."""
+    ladder = (1, 2, 5, 10, 20, 50, 100, 200, 500)
+    refused = plan(areas, id_column="tract")
+    for max_calls in range(1, refused.min_calls + 1):
+        suggested = suggest_tolerance(refused, max_calls, ladder)
+        assert suggested == suggest_tolerance(areas, max_calls, ladder, id_column="tract")
+        if suggested is not None:
+            assert plan(areas, suggested, id_column="tract").min_calls <= max_calls
+
+
+def test_suggest_tolerance_from_a_tolerance_plan_tries_only_larger_rungs(areas):
+    at_five = plan(areas, 5, id_column="tract")
+    assert suggest_tolerance(at_five, at_five.min_calls) == 5.0
+    suggested = suggest_tolerance(at_five, at_five.min_calls - 1)
+    assert suggested is not None and suggested > 5
+    assert plan(areas, suggested, id_column="tract").min_calls < at_five.min_calls
+    assert suggest_tolerance(at_five, 0, ladder=(1, 2, 5)) is None
+
+
 def test_lower_bound_never_exceeds_the_pieces(areas):
     for geometry in areas.geometry:
         for tolerance in (0.0, 1.0, 20.0):

@@ -20,6 +20,9 @@ from parcelsearch.tiling import (
     Budget,
     canonical_ring,
     cover,
+    parts_bound,
+    prepared,
+    split_antimeridian,
     tile,
 )
 
@@ -420,3 +423,28 @@ def test_a_cover_of_parts_half_the_globe_apart_keeps_every_part_whole():
     assert covered.covers(area)
     assert all(p.bounds[2] - p.bounds[0] < 0.001 for p in shapely.get_parts(covered))
     assert_sendable(tile(area, tolerance=1.0))
+
+
+@pytest.mark.parametrize("tolerance", [1.0, 5.0, 50.0])
+def test_parts_bound_never_exceeds_the_covers_parts_or_the_pieces(tolerance):
+    """Islands 1 m to 300 m apart (some across ±180°): groups farther apart than 2 t never
+    merge in the cover, so the bound is at most the cover's parts and the pieces."""
+    metre = 1 / 111_320
+    islands = []
+    x = 179.99
+    for gap in (1, 3, 8, 30, 90, 120, 300, 2, 50):
+        islands.append(box(x, -17.0, x + 200 * metre, -17.0 + 150 * metre))
+        x += (200 + gap) * metre
+        if x > 180:
+            x -= 360
+    area = shapely.MultiPolygon(islands)
+    area = split_antimeridian(area) if area.bounds[2] > 180 else area
+    bound = parts_bound(area, tolerance)
+    parts = len(shapely.get_parts(prepared(area, tolerance)))
+    assert 1 <= bound <= parts <= len(tile(area, tolerance=tolerance))
+
+
+def test_parts_bound_counts_parts_far_apart():
+    far = MultiPolygon([box(0, 0, 0.01, 0.01), box(1, 0, 1.01, 0.01), box(2, 0, 2.01, 0.01)])
+    assert parts_bound(far, 500.0) == 3
+    assert parts_bound(box(0, 0, 1, 1), 5.0) == 1

@@ -139,8 +139,7 @@ def _refusal(run: Run, plan: Plan, needed: int, allowed: int, what: str,
                 f"{_limit_text(run, what, allowed)}; nothing was spent.")
     hints: list[Hint] = []
     if not spent_first and allowed > 0:
-        suggested = suggest_tolerance(plan.areas, allowed, max_request_bytes=plan.max_request_bytes,
-                                      path=plan.path)
+        suggested = suggest_tolerance(plan, allowed)  # reuses what the refused plan made
         if suggested is not None and suggested > plan.tolerance:
             hints.append(Hint("tolerance", f"{suggested:g}",
                               "try {knob} (metres), whose plan fits"))

@@ -265,65 +265,151 @@ def suggest_tolerance(
 ) -> float | None:
     """The smallest tolerance whose plan needs at most ``max_calls`` calls.
 
-    Exact mode (0.0) first, then the tolerances of ``ladder`` (metres). Fast enough to
-    run whenever a search is refused: tilings already made (the refused plan's) are
-    reused, each count stops as soon as it passes ``max_calls``, and the ladder is
-    bisected on a cheap lower bound of the pieces (:func:`parcelsearch.tiling.lower_bound`,
-    which shrinks as the tolerance grows) before any rung is tiled in full.
+    Exact mode (0.0) first, then the tolerances of ``ladder`` (metres). Given the
+    :class:`Plan` that was refused, nothing it holds is made again: its validated areas
+    and settings are used as they are, its own piece count answers for its tolerance, and
+    only rungs above that tolerance are tried.
+
+    How, and what it costs: a rung's *lower bounds* need no tiling — the part-count bound
+    (:func:`parcelsearch.tiling.parts_bound`: parts of an area farther apart than twice the
+    tolerance never share a piece) not even a cover, the vertex bound
+    (:func:`parcelsearch.tiling.lower_bound`: bytes of the prepared area's vertices ÷ what
+    one request carries, at least one piece a part) the rung's cover, made only while the
+    cheap bounds still fit. A rung is tiled only once its lower bounds fit, and its count
+    stops as soon as the pieces counted plus the lower bounds of the areas not yet tiled
+    pass ``max_calls``. The smallest rung is tried first (a budget a little short of the
+    plan is the common refusal, and then the cover made for its bound is the one its
+    tiling uses); failing that, the other rungs are bisected on their lower bounds, which
+    shrink as the tolerance grows, and tiled upward from the first whose bounds fit.
+    Covers and tilings are cached (:func:`parcelsearch.tiling.prepared`), so planning the
+    suggested tolerance next, in the same process, reuses them.
 
     Parameters
     ----------
     areas
-        As for :func:`plan`.
+        As for :func:`plan`, or the :class:`Plan` that was refused.
     max_calls
         Calls available (a budget or the quota left).
     ladder
         Tolerances to try, in metres.
     **plan_kwargs
-        ``id_column``, ``max_request_bytes``, ``path``, as for :func:`plan`.
+        ``id_column``, ``max_request_bytes``, ``path``, as for :func:`plan` (taken from the
+        plan when a :class:`Plan` is given).
 
     Returns
     -------
     float or None
-        0.0 if exact pieces fit, else the smallest rung (at or above the smallest whose
-        lower bound fits) whose plan fits, else None.
+        The tolerance of the given plan (0.0 if areas were given) if its plan fits; else
+        the first rung above it whose plan fits, trying the smallest rung, then upward
+        from the first whose lower bounds fit (rungs whose bounds pass ``max_calls`` are
+        not tiled); else None.
+
+    Guarantees
+    ----------
+    The tolerance returned is one whose plan *does* fit: ``plan(areas, t).min_calls <=
+    max_calls`` (it was counted by the same tiling :func:`plan` runs). A refusal never
+    suggests a tolerance that is refused again for the same calls.
     """
-    validated = validate_areas(areas, id_column=plan_kwargs.pop("id_column", None))
-    budget = tiling.Budget(**plan_kwargs)
-    geoms = list(validated.geometry)
-    if _fits(geoms, 0.0, max_calls, budget):
-        return 0.0
+    if isinstance(areas, Plan):
+        known = areas
+        geoms = list(known.areas.geometry)
+        budget = tiling.Budget(known.max_request_bytes, known.path)
+        if known.min_calls <= max_calls:
+            return known.tolerance
+        floor = known.tolerance
+    else:
+        validated = validate_areas(areas, id_column=plan_kwargs.pop("id_column", None))
+        budget = tiling.Budget(**plan_kwargs)
+        geoms = list(validated.geometry)
+        if _fits(geoms, 0.0, max_calls, budget):
+            return 0.0
+        floor = 0.0
     rungs = sorted({_check_tolerance(t) for t in ladder} - {0.0})
-    low, high = 0, len(rungs)
+    rungs = [t for t in rungs if t > floor]
+    if not rungs:
+        return None
+    bounds = _Bounds(geoms, max_calls, budget)
+    if bounds.fit(rungs[0]) and _fits(geoms, rungs[0], max_calls, budget, bounds):
+        return rungs[0]
+    low, high = 1, len(rungs)
     while low < high:  # the first rung whose lower bound fits
         middle = (low + high) // 2
-        if _lower_bound(geoms, rungs[middle], max_calls, budget) <= max_calls:
+        if bounds.fit(rungs[middle]):
             high = middle
         else:
             low = middle + 1
     for tolerance in rungs[low:]:
-        if _fits(geoms, tolerance, max_calls, budget):
+        if _fits(geoms, tolerance, max_calls, budget, bounds):
             return tolerance
     return None
 
 
-def _fits(geoms: list[Any], tolerance: float, max_calls: int, budget: tiling.Budget) -> bool:
-    """Whether the areas' pieces at ``tolerance`` number at most ``max_calls`` (stops early)."""
+class _Bounds:
+    """Lower bounds of the areas' pieces per rung, each computed once per area and rung: the
+    part-count bound first (:func:`parcelsearch.tiling.parts_bound`, no cover), then the
+    vertex bound (:func:`parcelsearch.tiling.lower_bound`, which makes the rung's cover)."""
+
+    def __init__(self, geoms: list[Any], max_calls: int, budget: tiling.Budget) -> None:
+        self.geoms = geoms
+        self.max_calls = max_calls
+        self.budget = budget
+        self.known: dict[tuple[int, float], int] = {}
+        self.parts: dict[tuple[int, float], int] = {}
+        # The most detailed areas first: a rung that does not fit is found out sooner.
+        sizes = [int(shapely.get_num_coordinates(g)) for g in geoms]
+        self.order = sorted(range(len(geoms)), key=lambda i: -sizes[i])
+
+    def of(self, index: int, tolerance: float) -> int:
+        """One area's vertex bound at ``tolerance`` (it makes, and caches, the cover)."""
+        key = (index, tolerance)
+        if key not in self.known:
+            self.known[key] = tiling.lower_bound(
+                self.geoms[index], tolerance=tolerance,
+                max_request_bytes=self.budget.max_request_bytes, path=self.budget.path)
+        return self.known[key]
+
+    def cheap(self, index: int, tolerance: float) -> int:
+        """The best bound known for one area without making a cover."""
+        key = (index, tolerance)
+        if key in self.known:
+            return self.known[key]
+        if key not in self.parts:
+            self.parts[key] = tiling.parts_bound(self.geoms[index], tolerance)
+        return self.parts[key]
+
+    def fit(self, tolerance: float) -> bool:
+        """Whether the Σ of the lower bounds at ``tolerance`` is within the calls: the cheap
+        bounds of all areas first, then the vertex bounds, most detailed area first, while
+        the bounds made plus the cheap bounds of the rest stay within the calls."""
+        cheap = [self.cheap(index, tolerance) for index in self.order]
+        left = sum(cheap)
+        total = 0
+        for index, bound in zip(self.order, cheap, strict=True):
+            if total + left > self.max_calls:
+                return False
+            left -= bound
+            total += max(bound, self.of(index, tolerance))
+        return total + left <= self.max_calls
+
+    def rest(self, indices: Sequence[int], tolerance: float) -> int:
+        """Σ of the best bounds known (without a cover) for the areas ``indices``."""
+        return sum(self.cheap(i, tolerance) for i in indices)
+
+
+def _fits(
+    geoms: list[Any],
+    tolerance: float,
+    max_calls: int,
+    budget: tiling.Budget,
+    bounds: _Bounds | None = None,
+) -> bool:
+    """Whether the areas' pieces at ``tolerance`` number at most ``max_calls``: stops as soon
+    as the pieces counted plus the known lower bounds of the areas left pass it."""
     total = 0
-    for geometry in geoms:
+    for index, geometry in enumerate(geoms):
         total += len(tiling.tile(geometry, tolerance=tolerance,
                                  max_request_bytes=budget.max_request_bytes, path=budget.path))
-        if total > max_calls:
+        left = bounds.rest(range(index + 1, len(geoms)), tolerance) if bounds is not None else 0
+        if total + left > max_calls:
             return False
     return True
-
-
-def _lower_bound(geoms: list[Any], tolerance: float, max_calls: int, budget: tiling.Budget) -> int:
-    """Σ of the areas' lower bounds at ``tolerance`` (stops once past ``max_calls``)."""
-    total = 0
-    for geometry in geoms:
-        total += tiling.lower_bound(geometry, tolerance=tolerance,
-                                    max_request_bytes=budget.max_request_bytes, path=budget.path)
-        if total > max_calls:
-            break
-    return total

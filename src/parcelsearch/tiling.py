@@ -67,6 +67,7 @@ __all__ = [
     "canonical_ring",
     "cover",
     "lower_bound",
+    "parts_bound",
     "prepared",
     "split_antimeridian",
     "tile",
@@ -302,6 +303,8 @@ def _subdivide(polygon: Polygon, budget: Budget, rule: CutRule, limit: int) -> l
 
 # -- pieces from a triangulation ---------------------------------------------------------------
 
+#: Added to grid coordinates (|value| ≤ 1.8e8 < 2**30) to make them non-negative 31-bit ints.
+_OFFSET = 2**30
 _MAX_VERTEX_BYTES = 30  # the longest vertex "%5B-180.123456,-90.123456%5D," is 29 bytes
 
 
@@ -319,8 +322,9 @@ def _triangle_tree(
     """
     triangles = shapely.get_parts(shapely.constrained_delaunay_triangles(polygon))
     triangles = triangles[shapely.get_num_coordinates(triangles) == 4]
-    keys = np.rint(shapely.get_coordinates(triangles) * _SCALE).astype(np.int64)
-    _, vertex = np.unique(keys, axis=0, return_inverse=True)
+    keys = np.rint(shapely.get_coordinates(triangles) * _SCALE).astype(np.int64) + _OFFSET
+    # One int64 per vertex, ordered as (lon, lat) are: a 1-d unique is far cheaper.
+    _, vertex = np.unique((keys[:, 0] << 31) | keys[:, 1], return_inverse=True)
     corners = vertex.reshape(-1, 4)[:, :3]
     count = len(corners)
     a = corners[:, [0, 1, 2]].ravel()
@@ -579,8 +583,9 @@ def prepared(geometry: BaseGeometry, tolerance: float) -> BaseGeometry:
     Shapely geometries are immutable and hash by value, so results are kept for reuse.
     """
     _check_tolerance(tolerance)
-    area = cover(geometry, tolerance) if tolerance else grow_for_rounding(geometry)
-    return _snap(_clamped(area))
+    if tolerance:
+        return _covering(geometry, tolerance)[1]
+    return _snap(_clamped(grow_for_rounding(geometry)))
 
 
 def lower_bound(
@@ -604,6 +609,46 @@ def lower_bound(
         size = int(_wire.vertex_bytes_array(xy).sum())
         bound += max(1, math.ceil(size / capacity))
     return bound
+
+
+#: Fewest metres in one degree of latitude anywhere on the WGS84 ellipsoid (at the equator:
+#: a(1 − e²) × π/180), and fewest in one degree of longitude × cos(latitude) is more (a π/180).
+_MIN_M_PER_DEGREE = 110_574.0
+
+
+def parts_bound(geometry: BaseGeometry, tolerance: float) -> int:
+    """Fewest parts — so fewest pieces — the area can have in tolerance mode, without a cover.
+
+    Every point of a cover lies within ``tolerance`` metres of the area, so two parts of
+    the area end up in one part of the cover only if a chain of parts, each within
+    ``2 × tolerance`` of the next on the ground, joins them. The parts are grouped by that
+    reach (measured where a degree is shortest, so the reach is never understated; parts
+    split at ±180° are joined first); every group needs a piece of its own. Far cheaper
+    than :func:`lower_bound` (no cover), and on island groups often as strong.
+    """
+    _check_tolerance(tolerance, exact=False)
+    joined, _ = _joined_across_180(geometry)
+    parts = np.asarray(_polygons(joined), dtype=object)
+    if len(parts) < 2:
+        return len(parts)
+    reach = 2 * tolerance / _MIN_M_PER_DEGREE
+    _, miny, _, maxy = joined.bounds
+    c = math.cos(math.radians(min(90.0, max(abs(miny), abs(maxy)) + reach)))
+    scaled = shapely.transform(parts, lambda xy: xy * [c, 1.0])
+    left, right = shapely.STRtree(scaled).query(scaled, predicate="dwithin", distance=reach)
+    group = list(range(len(parts)))
+
+    def root(i: int) -> int:
+        while group[i] != i:
+            group[i] = group[group[i]]
+            i = group[i]
+        return i
+
+    for i, j in zip(left.tolist(), right.tolist(), strict=True):
+        a, b = root(i), root(j)
+        if a != b:
+            group[max(a, b)] = min(a, b)
+    return sum(1 for i in range(len(parts)) if root(i) == i)
 
 
 @functools.lru_cache(maxsize=_CACHED)
@@ -710,6 +755,12 @@ def cover(geometry: BaseGeometry, tolerance: float) -> BaseGeometry:
        the area (and ``0.05 t + 0.5 t + 0.4 t - 0.1 < t``); if the covering check fails,
        the simplification is halved, then dropped.
     """
+    return _covering(geometry, tolerance)[0]
+
+
+def _covering(geometry: BaseGeometry, tolerance: float) -> tuple[BaseGeometry, BaseGeometry]:
+    """:func:`cover`, and the cover clipped to the world and snapped to the grid (what the
+    covering check has snapped already, so :func:`prepared` need not snap it again)."""
     _check_tolerance(tolerance, exact=False)
     unwrapped, lon0 = _joined_across_180(geometry)
     _, miny, _, maxy = unwrapped.bounds
@@ -731,10 +782,12 @@ def cover(geometry: BaseGeometry, tolerance: float) -> BaseGeometry:
     for simplify_by in (0.4 * tolerance - _ROUNDING_M, 0.2 * tolerance - _ROUNDING_M, 0.0):
         simple = shapely.simplify(grown, simplify_by * metre) if simplify_by > 0 else grown
         result = _back_to_lonlat(shapely.transform(simple, to_lonlat), lon0)
-        if shapely.covers(_snap(result), geometry):
-            return result
+        snapped = _snap(_clamped(result))
+        if shapely.covers(snapped, geometry):
+            return result, snapped
     # Only where clipping at a pole or rounding bites does the cover lose some of the area.
-    return shapely.union(result, _clamped(grow_for_rounding(geometry)))
+    result = shapely.union(result, _clamped(grow_for_rounding(geometry)))
+    return result, _snap(_clamped(result))
 
 
 #: Upper bound of the metres in one degree of latitude, or of longitude × cos(latitude),
