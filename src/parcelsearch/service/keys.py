@@ -25,7 +25,9 @@ Examples
 
 from __future__ import annotations
 
+import fcntl
 import hashlib
+import os
 import secrets
 import sqlite3
 import threading
@@ -525,6 +527,8 @@ class SqliteKeyStore(KeyStore):
     def __init__(self, location: str | Path, busy_timeout: float = BUSY_TIMEOUT) -> None:
         super().__init__(location, busy_timeout)
         self._writer = threading.Lock()
+        self._writer_fd: int | None = None
+        self._writer_pid = 0
         self.path = Path(location)
         self.location = str(self.path)
         self.path.parent.mkdir(parents=True, exist_ok=True)
@@ -542,19 +546,41 @@ class SqliteKeyStore(KeyStore):
 
     @contextmanager
     def _one_writer(self) -> Iterator[None]:
-        """One writer per process at a time, queued in order on a lock.
+        """One writer at a time among this store's users, queued on locks that wake waiters
+        at once: a lock between threads, then a file lock (``flock``) on ``<file>.writer``
+        between processes (the kernel drops it if a process dies).
 
         SQLite itself makes a blocked writer poll with growing sleeps (up to 100 ms each), so
-        threads of one process that all wait on its lock would answer late; here they queue
-        on a lock instead, and only writers of different processes meet SQLite's.
+        writers that all waited on its lock would answer late and leave the CPU idle; here
+        only a writer from elsewhere (another program on the file) meets SQLite's polling.
         """
         if not self._writer.acquire(timeout=self.busy_timeout):
             raise StoreBusyError(f"key store {self.location} stayed busy for "
                                  f"{self.busy_timeout:g}s")
         try:
-            yield
+            fd = self._writer_file()
+            fcntl.flock(fd, fcntl.LOCK_EX)  # held by another worker only while it admits
+            try:
+                yield
+            finally:
+                fcntl.flock(fd, fcntl.LOCK_UN)
         finally:
             self._writer.release()
+
+    def close(self) -> None:
+        super().close()
+        if self._writer_fd is not None and self._writer_pid == os.getpid():
+            os.close(self._writer_fd)
+        self._writer_fd = None
+
+    def _writer_file(self) -> int:
+        """This process's descriptor of the writer lock file (opened again after a fork: a
+        descriptor inherited from the parent would share the parent's lock)."""
+        if self._writer_fd is None or self._writer_pid != os.getpid():
+            self._writer_fd = os.open(self.path.with_name(self.path.name + ".writer"),
+                                      os.O_RDWR | os.O_CREAT, 0o600)
+            self._writer_pid = os.getpid()
+        return self._writer_fd
 
     def _begin(self, conn: sqlite3.Connection) -> None:
         conn.execute("BEGIN IMMEDIATE")

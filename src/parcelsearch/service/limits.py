@@ -136,8 +136,9 @@ def admit(
     """
     # The row marks the admission (the spike window counts it), with the presumed outcome.
     guess = presumed or Outcome(0, None)
+    digest = hash_key(api_key)
     admission = _admit_in_postgres if store.dialect == "postgresql" else _admit_here
-    decided = admission(store, hash_key(api_key), service, path, now, guess)
+    decided = admission(store, digest, service, path, now, guess)
     if isinstance(decided, Refusal):
         return decided
     key_id, month, request_id = decided
