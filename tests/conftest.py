@@ -59,6 +59,19 @@ def _key_name(request: pytest.FixtureRequest) -> str:
     return f"{test}-{next(_counter)}"
 
 
+@pytest.fixture(scope="session", autouse=True)
+def _ctrl_c_is_handled() -> Iterator[None]:
+    """SIGINT raises KeyboardInterrupt here, as in a terminal or Jupyter. A shell that starts
+    the suite in the background ignores SIGINT, and children started from it (the CLI runs
+    interrupted in the tests) would inherit that; the interrupt tests need the real thing."""
+    previous = signal.getsignal(signal.SIGINT)
+    if previous in (signal.SIG_IGN, signal.SIG_DFL, None):
+        signal.signal(signal.SIGINT, signal.default_int_handler)
+    yield
+    if previous in (signal.SIG_IGN, signal.SIG_DFL):
+        signal.signal(signal.SIGINT, previous)
+
+
 @pytest.fixture(scope="session")
 def service_cert_dir(tmp_path_factory: pytest.TempPathFactory) -> Path:
     """One certificate directory (one CA) shared by every server the tests start."""
