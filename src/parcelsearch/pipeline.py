@@ -21,8 +21,8 @@ on the raised error's ``.result``.
 from __future__ import annotations
 
 import signal
-from collections.abc import Hashable, Iterable
-from typing import Any
+from collections.abc import Callable, Hashable, Iterable
+from typing import Any, TypeVar
 
 import geopandas as gpd
 import pandas as pd
@@ -47,11 +47,15 @@ from parcelsearch.market_list import check_markets, markets
 from parcelsearch.planning import Plan, suggest_tolerance
 from parcelsearch.result import SearchResult, skipped_frame
 
+T = TypeVar("T")
+
 __all__ = ["search", "DEFAULT_WORKERS"]
 
 
 #: Threads sending requests; the client's shared pacer paces them all.
 DEFAULT_WORKERS = 8
+
+
 def _first_pages(states: list[PieceState], run: Run) -> list[PieceState]:
     """Read cached page 1s; returns the pieces whose page 1 must be fetched."""
     todo = []
@@ -389,14 +393,7 @@ class _Search:
         # Phase 1: page 1 of every piece not cached — priced before anything is spent.
         todo = _first_pages(self.states, run)
         bar.update(len(self.states) - len(todo))
-        allowed, what = run.allowance()
-        if allowed is not None and len(todo) > allowed:
-            if not self.allow_partial:
-                raise self._with_result(_refusal(run, self.plan, len(todo), allowed, what,
-                                                 spent_first=False))
-            self.limited = (what, len(todo))
-            chosen = self._finish_cheapest(todo, lambda s: s.piece.area_id, allowed)
-            todo = [s for s in todo if s.piece.area_id in chosen]
+        todo = self._affordable(todo, lambda s: s.piece.area_id, spent_first=False)
         fetcher.fetch((state, 1) for state in todo)
         if fetcher.failure is not None or run.stop.is_set():
             return
@@ -406,14 +403,7 @@ class _Search:
         bar.total = max(bar.total, sum(max(1, s.pages or 1) for s in states))
         bar.n = sum(len(s.data) for s in states)
         bar.refresh()
-        allowed, what = run.allowance()
-        if allowed is not None and len(jobs) > allowed:
-            if not self.allow_partial:
-                raise self._with_result(_refusal(run, self.plan, len(jobs), allowed, what,
-                                                 spent_first=True))
-            self.limited = (what, len(jobs))
-            chosen = self._finish_cheapest(jobs, lambda job: job[0].piece.area_id, allowed)
-            jobs = [job for job in jobs if job[0].piece.area_id in chosen]
+        jobs = self._affordable(jobs, lambda job: job[0].piece.area_id, spent_first=True)
         fetcher.fetch(jobs)
         # Pieces fetched again because their answer changed: finish them too.
         while fetcher.failure is None and not run.stop.is_set():
@@ -428,7 +418,24 @@ class _Search:
             return states
         return [s for s in states if s.piece.area_id in self.areas_wanted]
 
-    def _finish_cheapest(self, items: list[Any], area_of: Any, allowed: int) -> set[Hashable]:
+    def _affordable(self, items: list[T], area_of: Callable[[T], Hashable], *,
+                    spent_first: bool) -> list[T]:
+        """``items`` (one call each) if the run may spend that many; else, under
+        ``allow_partial``, the items of the whole areas that fit, cheapest first; else the
+        refusal (``spent_first``: page 1 of every piece was fetched before this price)."""
+        run = self.run_state
+        allowed, what = run.allowance()
+        if allowed is None or len(items) <= allowed:
+            return items
+        if not self.allow_partial:
+            raise self._with_result(_refusal(run, self.plan, len(items), allowed, what,
+                                             spent_first=spent_first))
+        self.limited = (what, len(items))
+        chosen = self._finish_cheapest(items, area_of, allowed)
+        return [item for item in items if area_of(item) in chosen]
+
+    def _finish_cheapest(self, items: list[T], area_of: Callable[[T], Hashable],
+                         allowed: int) -> set[Hashable]:
         """Under ``allow_partial``: the areas whose outstanding calls (one per item) fit in
         ``allowed``, the cheapest first; from now on the run wants those and the areas
         already finished."""

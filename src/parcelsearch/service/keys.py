@@ -314,18 +314,19 @@ class KeyStore:
         try:
             return conn.execute(self.sql(statement), tuple(params))
         except Exception as exc:
-            raise self._mapped(conn, exc) from exc
+            self._raise_if_busy(conn, exc)
+            raise
 
-    def _mapped(self, conn: Any, exc: Exception) -> Exception:
-        """``exc`` as raised to callers: lock timeouts and lost servers become
-        :class:`StoreBusyError` (a lost connection is reopened next time)."""
+    def _raise_if_busy(self, conn: Any, exc: Exception) -> None:
+        """Lock timeouts and lost servers are raised as :class:`StoreBusyError` (a lost
+        connection is reopened next time); other errors are left to the caller to re-raise."""
         if getattr(conn, "closed", False):
             self._connections.forget()
         if self._busy(exc):
-            return StoreBusyError(
-                f"key store {self.location} stayed busy for {self.busy_timeout:g}s"
-            )
-        return exc
+            raise self._stayed_busy() from exc
+
+    def _stayed_busy(self) -> StoreBusyError:
+        return StoreBusyError(f"key store {self.location} stayed busy for {self.busy_timeout:g}s")
 
     @contextmanager
     def transaction(self) -> Iterator[Any]:
@@ -343,10 +344,7 @@ class KeyStore:
         try:
             self._begin(conn)
         except Exception as exc:
-            if self._busy(exc):
-                raise StoreBusyError(
-                    f"key store {self.location} stayed busy for {self.busy_timeout:g}s"
-                ) from exc
+            self._raise_if_busy(conn, exc)
             raise
         try:
             yield conn
@@ -555,8 +553,7 @@ class SqliteKeyStore(KeyStore):
         only a writer from elsewhere (another program on the file) meets SQLite's polling.
         """
         if not self._writer.acquire(timeout=self.busy_timeout):
-            raise StoreBusyError(f"key store {self.location} stayed busy for "
-                                 f"{self.busy_timeout:g}s")
+            raise self._stayed_busy()
         try:
             fd = self._writer_file()
             fcntl.flock(fd, fcntl.LOCK_EX)  # held by another worker only while it admits
