@@ -7,25 +7,17 @@ import re
 import socket
 import ssl
 from collections.abc import Callable
-from typing import Any
 
+import _conformance
 import pytest
 import requests
 
 from parcelsearch._wire import request_line_bytes, ring_json, search_target
 from parcelsearch.service.server import RunningService
 
+# Run against `parcelsearch serve --workers 2` on each backend (tests/_conformance.py).
+service, service_276 = _conformance.service, _conformance.service_276
 
-# Run against `parcelsearch serve --workers 2` on each backend (SQLite + memory, PostgreSQL +
-# PostGIS): see `conformance_service` in tests/conftest.py.
-@pytest.fixture(scope="session")
-def service(conformance_service: Any) -> Any:
-    return conformance_service
-
-
-@pytest.fixture(scope="session")
-def service_276(conformance_276: Any) -> Any:
-    return conformance_276
 
 OK_RING = ring_json([(-99.74, 32.44), (-99.73, 32.44), (-99.73, 32.45), (-99.74, 32.44)])
 

@@ -7,22 +7,13 @@ from collections.abc import Callable
 from concurrent.futures import ThreadPoolExecutor
 from typing import Any
 
-import pytest
+import _conformance
 import requests
 
 from parcelsearch.service.server import RunningService
 
-
-# Run against `parcelsearch serve --workers 2` on each backend (SQLite + memory, PostgreSQL +
-# PostGIS): see `conformance_service` in tests/conftest.py.
-@pytest.fixture(scope="session")
-def service(conformance_service: Any) -> Any:
-    return conformance_service
-
-
-@pytest.fixture(scope="session")
-def service_276(conformance_276: Any) -> Any:
-    return conformance_276
+# Run against `parcelsearch serve --workers 2` on each backend (tests/_conformance.py).
+service, service_276 = _conformance.service, _conformance.service_276
 
 
 MARKETS = "/v1/markets"

@@ -6,6 +6,7 @@ import json
 from collections.abc import Callable
 from typing import Any
 
+import _conformance
 import pytest
 import requests
 import shapely
@@ -15,17 +16,8 @@ from parcelsearch.service import synth
 from parcelsearch.service.server import RunningService
 from parcelsearch.service.store import ParcelStore
 
-
-# Run against `parcelsearch serve --workers 2` on each backend (SQLite + memory, PostgreSQL +
-# PostGIS): see `conformance_service` in tests/conftest.py.
-@pytest.fixture(scope="session")
-def service(conformance_service: Any) -> Any:
-    return conformance_service
-
-
-@pytest.fixture(scope="session")
-def service_276(conformance_276: Any) -> Any:
-    return conformance_276
+# Run against `parcelsearch serve --workers 2` on each backend (tests/_conformance.py).
+service, service_276 = _conformance.service, _conformance.service_276
 
 
 def _get(session: requests.Session, svc: RunningService, key: str, path: str,

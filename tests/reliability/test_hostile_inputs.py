@@ -13,6 +13,7 @@ from collections import Counter
 from typing import Any
 from urllib.parse import quote
 
+import _conformance
 import pytest
 import requests
 import schemathesis
@@ -23,17 +24,9 @@ from schemathesis.specs.openapi.checks import positive_data_acceptance
 from parcelsearch.service.app import MISSING_KEY
 from parcelsearch.settings import MAX_REQUEST_LINE_BYTES
 
+# Run against `parcelsearch serve --workers 2` on each backend (tests/_conformance.py).
+service, service_276 = _conformance.service, _conformance.service_276
 
-# Run against `parcelsearch serve --workers 2` on each backend (SQLite + memory, PostgreSQL +
-# PostGIS): see `conformance_service` in tests/conftest.py.
-@pytest.fixture(scope="session")
-def service(conformance_service: Any) -> Any:
-    return conformance_service
-
-
-@pytest.fixture(scope="session")
-def service_276(conformance_276: Any) -> Any:
-    return conformance_276
 
 TIMEOUT = 20  # seconds; a hang fails the test
 RING = "[[-99.74,32.44],[-99.73,32.44],[-99.73,32.45],[-99.74,32.44]]"
