@@ -28,6 +28,15 @@ SECONDS = 2.5
 MAX_PER_THREAD = 400
 
 
+def _run_all(threads: list[threading.Thread]) -> None:
+    """Start the threads together; each must be done within 30 s."""
+    for thread in threads:
+        thread.start()
+    for thread in threads:
+        thread.join(30)
+    assert not any(thread.is_alive() for thread in threads)
+
+
 def _hammer(url: str, key: str, ca: str, seen: Counter[int], lock: threading.Lock,
             stop_at: float) -> None:
     with requests.Session() as session:
@@ -59,11 +68,7 @@ def test_limits_hold_exactly_under_20_threads_on_2_keys_and_2_workers(
         threading.Thread(target=_hammer, args=(url, key, ca_bundle, seen[name], lock, stop_at))
         for name, key in keys.items() for _ in range(THREADS_PER_KEY)
     ]
-    for thread in threads:
-        thread.start()
-    for thread in threads:
-        thread.join(30)
-    assert not any(thread.is_alive() for thread in threads)
+    _run_all(threads)
 
     log_a = service.keys.requests("a")
     log_b = service.keys.requests("b")
@@ -103,11 +108,7 @@ def test_exactly_the_quota_across_2_workers_and_20_threads_on_one_key(
     threads = [threading.Thread(target=_hammer, args=(service.base_url + "/v1/search", key,
                                                       ca_bundle, seen, lock, stop_at))
                for _ in range(20)]
-    for thread in threads:
-        thread.start()
-    for thread in threads:
-        thread.join(30)
-    assert not any(thread.is_alive() for thread in threads)
+    _run_all(threads)
     log = service.keys.requests("one")
     assert int(log["counted"].sum()) == 30
     assert int(((log["status"] == 200) & log["counted"]).sum()) == seen[200] == 30

@@ -157,14 +157,14 @@ class _Service:
         self.store = store
         self.keys = keys
         networked = keys.dialect == "postgresql" or isinstance(store, PostgisParcelStore)
-        # Started on first use, so a service forked into workers starts its own.
         threads = THREADS_NETWORKED if networked else THREADS_IN_PROCESS
+        # Its threads start on first use, so a service forked into workers starts its own.
         self._threads = ThreadPoolExecutor(threads, thread_name_prefix="parcelsearch")
         self.portal = portal
-        self.markets_body = json.dumps(
+        self._markets_answer = limits.Outcome(200, json.dumps(
             {"status": "OK", "dataRows": len(markets), "data": markets},
             separators=(",", ":"), ensure_ascii=False,
-        ).encode()
+        ).encode())
 
     def gated(
         self,
@@ -236,8 +236,8 @@ class _Service:
         return await asyncio.get_running_loop().run_in_executor(self._threads, handle, *args)
 
     def _markets(self, request: Request) -> Response:
-        outcome = limits.Outcome(200, self.markets_body)
-        return self.gated(request, "markets", lambda: outcome, presumed=outcome)
+        answer = self._markets_answer
+        return self.gated(request, "markets", lambda: answer, presumed=answer)
 
     def _search_request(
         self, request: Request, parsed: limits.Outcome[bytes] | tuple[ParsedPolygon, int]
