@@ -20,6 +20,8 @@ from parcelsearch.tiling import (
     Budget,
     canonical_ring,
     cover,
+    estimate,
+    lower_bound,
     parts_bound,
     prepared,
     split_antimeridian,
@@ -448,3 +450,20 @@ def test_parts_bound_counts_parts_far_apart():
     far = MultiPolygon([box(0, 0, 0.01, 0.01), box(1, 0, 1.01, 0.01), box(2, 0, 2.01, 0.01)])
     assert parts_bound(far, 500.0) == 3
     assert parts_bound(box(0, 0, 1, 1), 5.0) == 1
+
+
+@pytest.mark.parametrize("tolerance", [1.0, 5.0, 20.0, 100.0])
+def test_estimate_follows_the_vertex_bound_of_one_detailed_part(tolerance):
+    """On one part (nothing for the cover to join) the guess is close to the true bound; on
+    parts the cover joins (split at ±180°) it may only overstate."""
+    area = fractal(5, levels=10)
+    bound = lower_bound(area, tolerance=tolerance)
+    assert 0.8 * bound - 1 <= estimate(area, tolerance=tolerance) <= 1.25 * bound + 1
+    across = split_antimeridian(fractal(5, levels=10, centre=(179.98, -17.0)))
+    assert estimate(across, tolerance=tolerance) >= 0.8 * lower_bound(across, tolerance=tolerance)
+
+
+def test_estimate_shrinks_as_the_tolerance_grows():
+    area = fractal(6, levels=9, holes=2)
+    guesses = [estimate(area, tolerance=t) for t in (1.0, 5.0, 20.0, 100.0, 500.0)]
+    assert guesses == sorted(guesses, reverse=True) and guesses[0] > guesses[-1]

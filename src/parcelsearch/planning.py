@@ -277,10 +277,13 @@ def suggest_tolerance(
     one request carries, at least one piece a part) the rung's cover, made only while the
     cheap bounds still fit. A rung is tiled only once its lower bounds fit, and its count
     stops as soon as the pieces counted plus the lower bounds of the areas not yet tiled
-    pass ``max_calls``. The smallest rung is tried first (a budget a little short of the
-    plan is the common refusal, and then the cover made for its bound is the one its
-    tiling uses); failing that, the other rungs are bisected on their lower bounds, which
-    shrink as the tolerance grows, and tiled upward from the first whose bounds fit.
+    pass ``max_calls``. Where to start is chosen by *estimates*
+    (:func:`parcelsearch.tiling.estimate`, a sixth of a cover's cost): the smallest rung
+    if its estimate fits (a budget a little short of the plan is the common refusal),
+    else the first rung whose estimate fits, by bisection. From there it steps down while
+    the rung below has lower bounds that fit (an estimate may overstate), then tiles
+    upward from the first rung whose lower bounds fit — so only the rungs next to the
+    answer get covers.
     Covers and tilings are cached (:func:`parcelsearch.tiling.prepared`), so planning the
     suggested tolerance next, in the same process, reuses them.
 
@@ -300,9 +303,8 @@ def suggest_tolerance(
     -------
     float or None
         The tolerance of the given plan (0.0 if areas were given) if its plan fits; else
-        the first rung above it whose plan fits, trying the smallest rung, then upward
-        from the first whose lower bounds fit (rungs whose bounds pass ``max_calls`` are
-        not tiled); else None.
+        the first rung above it whose plan fits, tiled upward from the first rung whose
+        lower bounds fit (rungs whose bounds pass ``max_calls`` are not tiled); else None.
 
     Guarantees
     ----------
@@ -329,17 +331,11 @@ def suggest_tolerance(
     if not rungs:
         return None
     bounds = _Bounds(geoms, max_calls, budget)
-    if bounds.fit(rungs[0]) and _fits(geoms, rungs[0], max_calls, budget, bounds):
-        return rungs[0]
-    low, high = 1, len(rungs)
-    while low < high:  # the first rung whose lower bound fits
-        middle = (low + high) // 2
-        if bounds.fit(rungs[middle]):
-            high = middle
-        else:
-            low = middle + 1
-    for tolerance in rungs[low:]:
-        if _fits(geoms, tolerance, max_calls, budget, bounds):
+    first = bounds.first_estimated(rungs)
+    while first > 0 and bounds.fit(rungs[first - 1]):  # an estimate may overstate
+        first -= 1
+    for tolerance in rungs[first:]:
+        if bounds.fit(tolerance) and _fits(geoms, tolerance, max_calls, budget, bounds):
             return tolerance
     return None
 
@@ -390,6 +386,36 @@ class _Bounds:
             left -= bound
             total += max(bound, self.of(index, tolerance))
         return total + left <= self.max_calls
+
+    def first_estimated(self, rungs: Sequence[float]) -> int:
+        """Index of the first of ``rungs`` (ascending) whose Σ of estimates
+        (:func:`parcelsearch.tiling.estimate`, at least the cheap bound) is within the
+        calls: the first rung at once (a budget a little short of the plan is the common
+        refusal), else by bisection (estimates shrink as the tolerance grows);
+        ``len(rungs)`` if none is."""
+        if self._estimate_fits(rungs[0]):
+            return 0
+        low, high = 1, len(rungs)
+        while low < high:
+            middle = (low + high) // 2
+            if self._estimate_fits(rungs[middle]):
+                high = middle
+            else:
+                low = middle + 1
+        return low
+
+    def _estimate_fits(self, tolerance: float) -> bool:
+        total = 0
+        for index in self.order:
+            if (index, tolerance) in self.known:
+                total += self.known[index, tolerance]
+            else:
+                total += max(self.cheap(index, tolerance), tiling.estimate(
+                    self.geoms[index], tolerance=tolerance,
+                    max_request_bytes=self.budget.max_request_bytes, path=self.budget.path))
+            if total > self.max_calls:
+                return False
+        return True
 
     def rest(self, indices: Sequence[int], tolerance: float) -> int:
         """Σ of the best bounds known (without a cover) for the areas ``indices``."""
