@@ -11,8 +11,12 @@ same worker count). For each configuration it reports requests/s at saturation a
 at half that rate, each also as a ratio to the ceiling (the ceiling's latency measured at
 the same offered rate), and writes the table to ``bench/RESULTS.md`` (section ``service``).
 
-Configurations: embedded store with 1 M parcels and 1 and 2 workers (keys in SQLite); PostGIS
-with 1 M and 10 M parcels (keys in PostgreSQL too, a throwaway cluster in a temp folder).
+Configurations: embedded store with 1 M parcels (keys in SQLite); PostGIS with 1 M and 10 M
+parcels (keys in PostgreSQL too, a throwaway cluster in a temp folder). Each with one worker
+on a core of its own and wrk on the other (as a service and its remote clients would be;
+the ceiling's server gets the same core), one worker sharing both cores with wrk, and two
+workers sharing both cores with wrk. PostgreSQL is never pinned. wrk's two threads each
+cycle through their own half of the polygons.
 
     python bench/bench_service.py [--parcels 1000000] [--postgis 1000000,10000000]
                                   [--polygons 3000] [--seconds 10] [--connections 8]
@@ -83,10 +87,10 @@ def ceiling_main(cert_dir: Path, workers: int) -> int:
 class Server:
     """A server process that prints ``serving https://HOST:PORT …`` when it listens."""
 
-    def __init__(self, command: list[str], log: Path) -> None:
+    def __init__(self, command: list[str], log: Path, cpus: set[int] | None = None) -> None:
         with log.open("w") as err:
             self.proc = subprocess.Popen(command, stdout=subprocess.PIPE, stderr=err, text=True,
-                                         start_new_session=True)
+                                         start_new_session=True, preexec_fn=_on(cpus))
         line = self.proc.stdout.readline() if self.proc.stdout else ""
         found = re.match(r"serving (https://\S+) ", line)
         if not found:
@@ -168,11 +172,41 @@ class Run:
 _UNITS = {"us": 0.001, "ms": 1.0, "s": 1000.0}
 
 
-def _wrk(base_url: str, script: Path, seconds: float, connections: int) -> Run:
+def _on(cpus: set[int] | None) -> Callable[[], None] | None:
+    """A ``preexec_fn`` that keeps the child (and its threads and workers) on ``cpus``."""
+    if cpus is None:
+        return None
+    return lambda: os.sched_setaffinity(0, cpus)
+
+
+@dataclass(frozen=True)
+class Layout:
+    """Where the processes run: ``server`` (service or ceiling) and ``wrk`` on their own
+    cores, or (``None``) wherever the kernel puts them."""
+
+    server: set[int] | None = None
+    wrk: set[int] | None = None
+
+    @property
+    def label(self) -> str:
+        if self.server is None:
+            return "shared"
+        return f"server on core {min(self.server)}, wrk on core {min(self.wrk or {0})}"
+
+
+#: On this 2-core machine a one-worker server and wrk can each have a core of their own, as a
+#: service and its remote clients would; two workers need both cores, so they share with wrk.
+SHARED = Layout()
+APART = Layout({0}, {1})
+
+
+def _wrk(base_url: str, script: Path, seconds: float, connections: int,
+         layout: Layout = SHARED) -> Run:
     out = subprocess.run(
         ["wrk", "-t2", f"-c{connections}", f"-d{seconds:g}s", "--latency", "-s", str(script),
          base_url],
         capture_output=True, text=True, check=True, timeout=seconds + 60,
+        preexec_fn=_on(layout.wrk),
     ).stdout
     rate = float(re.search(r"Requests/sec:\s+([\d.]+)", out)[1])  # type: ignore[index]
     pct = {p: float(v) * _UNITS[u] for p, v, u in
@@ -185,51 +219,60 @@ def _wrk(base_url: str, script: Path, seconds: float, connections: int) -> Run:
 
 def _script(folder: Path, name: str, paths: list[str], keys: list[str],
             delay_ms: float | None) -> Path:
-    """A wrk Lua script cycling through ``paths`` and, beside them, ``keys`` (each thread
-    from its own offset)."""
+    """A wrk Lua script cycling through ``paths`` and, beside them, ``keys``: each of wrk's
+    two threads through its own half of the paths, so that neither asks for a polygon the
+    other asked for recently (each half is more than the hit-list cache holds: every search
+    is cold, however the threads' paces drift)."""
     rows = ",\n".join(f'  "{p}"' for p in paths)
     key_rows = ",\n".join(f'  "{k}"' for k in keys)
-    header = '["x-api-key"] = keys[i % #keys + 1]' if keys else ""
+    header = '["x-api-key"] = keys[n % #keys + 1]' if keys else ""
     delay = f"function delay() return {delay_ms:.3f} end\n" if delay_ms else ""
     text = (f"local paths = {{\n{rows}\n}}\nlocal keys = {{\n{key_rows}\n}}\nlocal i = 0\n"
-            "function init(args) i = math.random(#paths) end\n"
-            f"function request()\n  i = i % #paths + 1\n"
-            f"  return wrk.format('GET', paths[i], {{{header}}})\nend\n{delay}")
+            "local threads = 0\nlocal half = math.max(1, math.floor(#paths / 2))\n"
+            "function setup(thread)\n  thread:set('first', (threads % 2) * half)\n"
+            "  threads = threads + 1\nend\n"
+            "function init(args) i = 0 end\n"
+            "function request()\n  i = i % half + 1\n"
+            "  local n = math.min(#paths, first + i)\n"
+            f"  return wrk.format('GET', paths[n], {{{header}}})\nend\n{delay}")
     path = folder / f"{name}.lua"
     path.write_text(text)
     return path
 
 
 def _half(base_url: str, folder: Path, name: str, paths: list[str], keys: list[str],
-          seconds: float, connections: int, target: float) -> Run:
+          seconds: float, connections: int, target: float, layout: Layout) -> Run:
     """``target`` requests/s offered: each connection waits a delay after every answer
     (rate = connections / (delay + latency)); a short probe measures the latency part."""
     first = connections * 1000.0 / target
-    probe = _wrk(base_url, _script(folder, f"{name}-probe", paths, keys, first), 3, connections)
+    probe = _wrk(base_url, _script(folder, f"{name}-probe", paths, keys, first), 3, connections,
+                 layout)
     latency_ms = max(0.0, connections * 1000.0 / probe.rate - first)
     delay_ms = max(0.01, connections * 1000.0 / target - latency_ms)
     return _wrk(base_url, _script(folder, f"{name}-half", paths, keys, delay_ms), seconds,
-                connections)
+                connections, layout)
 
 
 def measure(service_url: str, ceiling_url: str, folder: Path, paths: list[str], keys: list[str],
-            seconds: float, connections: int) -> tuple[tuple[Run, Run], tuple[Run, Run]]:
+            seconds: float, connections: int, layout: Layout = SHARED
+            ) -> tuple[tuple[Run, Run], tuple[Run, Run]]:
     """(ceiling, service) × (saturation, half load). The ceiling's saturation is measured
     just before and just after the service's and averaged, so a machine whose background
     load drifts during the run skews the ratio less; both get the same offered half load."""
     svc_sat_script = _script(folder, "svc-sat", paths, keys, None)
     ceil_script = _script(folder, "ceil-sat", [CEILING_PATH], [], None)
-    _wrk(service_url, svc_sat_script, 2, connections)  # warm-up (both)
-    _wrk(ceiling_url, ceil_script, 2, connections)
-    before = _wrk(ceiling_url, ceil_script, seconds, connections)
-    service = _wrk(service_url, svc_sat_script, seconds, connections)
-    after = _wrk(ceiling_url, ceil_script, seconds, connections)
+    _wrk(service_url, svc_sat_script, 2, connections, layout)  # warm-up (both)
+    _wrk(ceiling_url, ceil_script, 2, connections, layout)
+    before = _wrk(ceiling_url, ceil_script, seconds, connections, layout)
+    service = _wrk(service_url, svc_sat_script, seconds, connections, layout)
+    after = _wrk(ceiling_url, ceil_script, seconds, connections, layout)
     ceiling = Run((before.rate + after.rate) / 2, (before.p50 + after.p50) / 2,
                   (before.p99 + after.p99) / 2, before.errors + after.errors)
     target = service.rate / 2
-    service_half = _half(service_url, folder, "svc", paths, keys, seconds, connections, target)
+    service_half = _half(service_url, folder, "svc", paths, keys, seconds, connections, target,
+                         layout)
     ceiling_half = _half(ceiling_url, folder, "ceil", [CEILING_PATH], [], seconds,
-                         connections, target)
+                         connections, target, layout)
     return (ceiling, ceiling_half), (service, service_half)
 
 
@@ -260,35 +303,44 @@ def fabric_file(folder: Path, n: int) -> tuple[Path, float]:
 class Row:
     label: str
     workers: int
+    layout: Layout
     ceiling: tuple[Run, Run]
     service: tuple[Run, Run]
 
 
-def _service(folder: Path, keys: str, parcels: str, workers: int, certs: Path) -> Server:
+def _service(folder: Path, keys: str, parcels: str, workers: int, certs: Path,
+             layout: Layout) -> Server:
     return Server([*CLI, "serve", "--keys", keys, "--parcels", parcels, "--workers",
                    str(workers), "--port", "0", "--host", "127.0.0.1", "--cert-dir",
-                   str(certs)], folder / f"serve-{time.monotonic_ns()}.log")
+                   str(certs)], folder / f"serve-{time.monotonic_ns()}.log", layout.server)
 
 
-def _ceiling(folder: Path, workers: int, certs: Path) -> Server:
+def _ceiling(folder: Path, workers: int, certs: Path, layout: Layout) -> Server:
     return Server([sys.executable, __file__, "--ceiling-server", "--workers", str(workers),
-                   "--cert-dir", str(certs)], folder / f"ceiling-{workers}.log")
+                   "--cert-dir", str(certs)], folder / f"ceiling-{workers}.log", layout.server)
+
+
+#: The rows' (workers, layout): one worker on a core of its own and sharing, two sharing.
+CONFIGURATIONS = ((1, APART), (1, SHARED), (2, SHARED))
 
 
 def _bench_one(folder: Path, label: str, keys: str, parcels: str, workers: int,
-               paths: list[str], args: argparse.Namespace, certs: Path) -> Row:
+               layout: Layout, paths: list[str], args: argparse.Namespace,
+               certs: Path) -> Row:
+    if layout.server is not None and (os.cpu_count() or 1) < 2:
+        layout = SHARED
     api_keys = analyst_keys(keys, args.keys_count)
-    service = _service(folder, keys, parcels, workers, certs)
+    service = _service(folder, keys, parcels, workers, certs, layout)
     try:
-        ceiling_server = _ceiling(folder, workers, certs)
+        ceiling_server = _ceiling(folder, workers, certs, layout)
         try:
             ceiling, served = measure(service.base_url, ceiling_server.base_url, folder, paths,
-                                      api_keys, args.seconds, args.connections)
+                                      api_keys, args.seconds, args.connections, layout)
         finally:
             ceiling_server.stop()
     finally:
         service.stop()
-    row = Row(label, workers, ceiling, served)
+    row = Row(label, workers, layout, ceiling, served)
     print(_line(row), flush=True)
     return row
 
@@ -306,15 +358,16 @@ def analyst_keys(location: str, count: int) -> list[str]:
 
 def _line(row: Row) -> str:
     (c_sat, c_half), (s_sat, s_half) = row.ceiling, row.service
-    return (f"| {row.label} | {row.workers} | {s_sat.rate:,.0f} | {c_sat.rate:,.0f} | "
-            f"{s_sat.rate / c_sat.rate:.2f} | {s_half.rate:,.0f} | {s_half.p50:.2f} | "
+    return (f"| {row.label} | {row.workers} | {row.layout.label} | {s_sat.rate:,.0f} | "
+            f"{c_sat.rate:,.0f} | {s_sat.rate / c_sat.rate:.2f} | {s_half.rate:,.0f} | "
+            f"{s_half.p50:.2f} | "
             f"{s_half.p99:.2f} | {s_half.p50 / c_half.p50:.1f} | {s_half.p99 / c_half.p99:.1f} "
             f"| {s_sat.errors + s_half.errors} |")
 
 
-HEAD = ("| configuration | workers | service req/s (saturation) | ceiling req/s | ratio | "
-        "half load req/s | p50 ms | p99 ms | p50 / ceiling p50 | p99 / ceiling p99 | "
-        "non-2xx |\n|---|---|---|---|---|---|---|---|---|---|---|")
+HEAD = ("| configuration | workers | cores | service req/s (saturation) | ceiling req/s | "
+        "ratio | half load req/s | p50 ms | p99 ms | p50 / ceiling p50 | p99 / ceiling p99 | "
+        "non-2xx |\n|---|---|---|---|---|---|---|---|---|---|---|---|")
 
 
 def main(argv: list[str] | None = None) -> int:
@@ -355,10 +408,10 @@ def main(argv: list[str] | None = None) -> int:
             parcels_file, took = fabric_file(folder, args.parcels)
             notes.append(f"embedded: {args.parcels:,} parcels generated in {took:.0f} s")
             paths = search_paths(parcels_file, args.polygons)
-            for workers in (1, 2):
+            for number, (workers, layout) in enumerate(CONFIGURATIONS):
                 record(_bench_one(folder, f"embedded {args.parcels / 1e6:g} M",
-                                  str(folder / f"keys-{workers}.sqlite"), str(parcels_file),
-                                  workers, paths, args, certs))
+                                  str(folder / f"keys-{number}.sqlite"), str(parcels_file),
+                                  workers, layout, paths, args, certs))
         sizes = [int(s) for s in args.postgis.split(",") if s.strip()]
         in_sql = [int(s) for s in args.postgis_in_sql.split(",") if s.strip()]
         if sizes or in_sql:
@@ -378,15 +431,19 @@ def _report(rows: list[Row], notes: list[str], args: argparse.Namespace) -> str:
         f"`parcelsearch serve` in its own process(es), load from wrk (2 threads, "
         f"{args.connections} connections, keep-alive, HTTPS) in another, on the same "
         f"{os.cpu_count()}-core machine. {args.polygons:,} distinct polygons (small squares "
-        "around random parcels, page 1) cycled in order: more than the 512-entry hit-list "
-        f"cache, so every search is cold; beside them {args.keys_count:,} production keys "
+        "around random parcels, page 1), each of wrk's threads cycling through its own half "
+        "in order: more than the 512-entry hit-list cache, so every search is cold; beside "
+        "them {args.keys_count:,} production keys "
         "(10 calls/s each, as the vendor's) cycled in turn, so the gateway's checks run as for "
         "many analysts at once, none of them over its rate. Ceiling: a trivial Starlette "
         "endpoint on the same uvicorn + TLS setup and worker count, measured in the same run "
         "(saturation: the mean of a run just before and one just after the service's). "
         f"Saturation: closed loop for {args.seconds:g} s; half load: half the service's "
         "saturation rate offered (per-connection delay), to the service and to the ceiling; "
-        "ratios are service / ceiling.\n\n" + table + "\n\n"
+        "ratios are service / ceiling. Cores: a one-worker server (service, and the ceiling "
+        "likewise) on core 0 and wrk on core 1, as a service and its remote clients would "
+        "be, or all sharing both cores (two workers need both); PostgreSQL is never "
+        "pinned.\n\n" + table + "\n\n"
         + "\n".join(f"- {n}" for n in notes) + "\n\n"
         "Targets (issue 12): embedded, 1 worker, ratio >= 0.35; PostGIS 10 M ratio >= 0.15; "
         "p99 <= 10 ms at half load everywhere."
@@ -413,17 +470,18 @@ def _bench_postgis(folder: Path, sizes: list[int], in_sql: list[int],
                          f"{loaded:.0f} s")
             paths = search_paths(parcels_file, args.polygons)
             parcels_file.unlink()
-            for workers in (1, 2):
+            for workers, layout in CONFIGURATIONS:
                 record(_bench_one(folder, f"PostGIS {size / 1e6:g} M", cluster.url(),
-                                  cluster.url(), workers, paths, args, certs))
+                                  cluster.url(), workers, layout, paths, args, certs))
         for size in in_sql:
             took = grid_in_sql(cluster.url(), size)
             notes.append(f"PostGIS {size:,} (grid generated in SQL): table built, indexed "
                          f"and clustered in {took:.0f} s")
             paths = sql_search_paths(cluster.url(), args.polygons)
-            for workers in (1, 2):
+            for workers, layout in CONFIGURATIONS:
                 record(_bench_one(folder, f"PostGIS {size / 1e6:g} M (SQL grid)",
-                                  cluster.url(), cluster.url(), workers, paths, args, certs))
+                                  cluster.url(), cluster.url(), workers, layout, paths, args,
+                                  certs))
     finally:
         cluster.stop()
         shutil.rmtree(root, ignore_errors=True)

@@ -57,21 +57,39 @@ def _names_in(node: ast.AST) -> set[str]:
     return {n.id for n in ast.walk(node) if isinstance(n, ast.Name)}
 
 
-@pytest.mark.parametrize("function", [limits_module.admit], ids=["limits.admit"])
-def test_key_comparison_does_not_leak_timing(function: Any) -> None:
-    """Structural: the plaintext key is only ever hashed. It is never compared with ``==``,
-    ``in`` or the like, never sent to SQL; the lookup is by hash."""
+def _key_uses(node: ast.AST) -> set[str]:
+    """The plaintext key (``api_key``, or a call's ``call.api_key``) in ``node``, not
+    looking into calls inside it (each call is checked on its own)."""
+    if isinstance(node, ast.Name) and node.id == "api_key":
+        return {node.id}
+    if isinstance(node, ast.Attribute) and node.attr == "api_key":
+        return {ast.unparse(node)}
+    return set().union(*(_key_uses(child) for child in ast.iter_child_nodes(node)
+                         if not isinstance(child, ast.Call)))
+
+
+@pytest.mark.parametrize(
+    ("function", "carriers"),
+    [(limits_module.admit, {"hash_key", "Call"}), (limits_module._decide, {"hash_key"}),
+     (limits_module._decide_alone, {"hash_key"})],
+    ids=["limits.admit", "limits._decide", "limits._decide_alone"],
+)
+def test_key_comparison_does_not_leak_timing(function: Any, carriers: set[str]) -> None:
+    """Structural: the plaintext key is only ever hashed (or carried, unread, in a
+    ``Call``). It is never compared with ``==``, ``in`` or the like, never sent to SQL; the
+    lookup is by hash."""
     tree = ast.parse(textwrap.dedent(inspect.getsource(function)))
-    key_arg = "api_key"
     for node in ast.walk(tree):
         if isinstance(node, ast.Compare):
-            assert key_arg not in _names_in(node), ast.unparse(node)
+            assert not _key_uses(node), ast.unparse(node)
         if isinstance(node, ast.Call):
-            used = {n for arg in [*node.args, *(k.value for k in node.keywords)]
-                    for n in _names_in(arg)}
+            used = set().union(*(_key_uses(arg) for arg in
+                                 [*node.args, *(k.value for k in node.keywords)]
+                                 if not isinstance(arg, ast.Call)))
             callee = ast.unparse(node.func)
-            if key_arg in used:
-                assert callee == "hash_key", f"the key reaches {callee}(): {ast.unparse(node)}"
+            if used:
+                assert callee in carriers, f"the key reaches {callee}(): {ast.unparse(node)}"
+    assert "api_key" not in repr(limits_module.Call("secret", "search", "/", lambda: None))
     # Both admissions look the key up by its hash: SQLite's statements and PostgreSQL's
     # function (the digest is the only form of the key that reaches either).
     assert "key_hash = ?" in inspect.getsource(limits_module._admit_here)

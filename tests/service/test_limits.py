@@ -12,7 +12,7 @@ import psycopg
 import pytest
 
 from parcelsearch.service.keys import KeyStore, StoreBusyError
-from parcelsearch.service.limits import Outcome, Refusal, admit, spike_window
+from parcelsearch.service.limits import Call, Outcome, Refusal, admit, admit_all, spike_window
 
 
 @pytest.fixture
@@ -192,3 +192,73 @@ def test_a_held_lock_waits_then_raises_store_busy(keys_location: str) -> None:
     finally:
         holder.close()
         store.close()
+
+
+def _calls(keys: list[str]) -> list[Call[str]]:
+    return [Call(key, "search", "/v1/search", _ok, _ok()) for key in keys]
+
+
+def test_a_batch_counts_exactly_as_one_at_a_time(store: KeyStore) -> None:
+    """One batch of 14 calls on three keys (rate 5, quota 3, revoked) at one instant: the
+    same answers, counters and log as admitting them one by one."""
+    def run(suffix: str, batched: bool) -> tuple[list[Any], list[int]]:
+        fast = store.create("fast" + suffix, per_second=5, quota=100)
+        few = store.create("few" + suffix, per_second=50, quota=3)
+        gone = store.create("gone" + suffix)
+        store.revoke("gone" + suffix)
+        keys = [fast, few, gone] * 3 + [fast, fast, few, fast, "unknown"]
+        clock = Clock()
+        if batched:
+            results: list[Any] = admit_all(store, _calls(keys), now=clock)
+        else:
+            results = [admit(store, k, "search", "/v1/search", _ok, now=clock, presumed=_ok())
+                       for k in keys]
+        used = [store.get(n + suffix)["used_lifetime"] for n in ("fast", "few", "gone")]
+        return [(type(r).__name__, r.status) for r in results], used
+
+    assert run("-batch", True) == run("-alone", False)
+    answers, used = run("-again", True)
+    assert used == [5, 3, 0]
+    assert [status for _, status in answers].count(200) == 8
+    assert len(store.requests("few-batch")) == 4  # 3 counted, 1 quota refusal logged
+
+
+def test_a_failing_handler_in_a_batch_fails_only_its_call(store: KeyStore) -> None:
+    key = store.create("b")
+
+    def boom() -> Outcome[str]:
+        raise RuntimeError("bug")
+
+    calls = _calls([key, key, key])
+    calls[1] = Call(key, "search", "/v1/search", boom, _ok())
+    results = admit_all(store, calls)
+    assert isinstance(results[1], RuntimeError)
+    assert [r.status for r in (results[0], results[2])] == [200, 200]
+    assert store.get("b")["used_lifetime"] == 3
+    assert store.requests("b").status.tolist() == [200, 500, 200]
+
+
+def test_a_known_key_is_admitted_in_one_statement(tmp_path: Any) -> None:
+    """Witness: SQLite's own trace of the statements an admission runs."""
+    store = KeyStore(tmp_path / "keys.sqlite")
+    key = store.create("one", per_second=100)
+    admit(store, key, "search", "/v1/search", _ok, presumed=_ok())  # learns the key's rate
+    statements: list[str] = []
+    store.connection().set_trace_callback(statements.append)
+    admit(store, key, "search", "/v1/search", _ok, presumed=_ok())
+    store.connection().set_trace_callback(None)
+    # (SQLite reports the INSERT … RETURNING once per step of it: the set is what counts.)
+    assert {s.split()[0] for s in statements} == {"BEGIN", "INSERT", "COMMIT"}
+    assert store.get("one")["used_lifetime"] == len(store.requests("one")) == 2
+    store.close()
+
+
+def test_a_changed_rate_is_read_again(store: KeyStore) -> None:
+    key = store.create("changed", per_second=100)
+    clock = Clock()
+    assert _status(admit(store, key, "search", "/v1/search", _ok, now=clock)) == 200
+    with store.transaction() as conn:
+        store.execute(conn, "UPDATE keys SET per_second = 1 WHERE name = ?", ("changed",))
+    clock.now += 0.5
+    assert admit(store, key, "search", "/v1/search", _ok, now=clock) == Refusal(
+        429, "Spike arrest violation. Allowed rate : 1ps", retry_after=1)

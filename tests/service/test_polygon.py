@@ -64,6 +64,11 @@ def test_holes_subtract() -> None:
         pytest.param("[[0,0],[-Infinity,0],[1,1],[0,0]]", "not a finite number", id="-inf"),
         pytest.param("[[0,0],[181,0],[1,1],[0,0]]", "longitude 181 outside", id="lon"),
         pytest.param("[[0,0],[32.5,-97.5],[1,1],[0,0]]", "did you swap them", id="swapped"),
+        pytest.param(f"[[0,0],[1{'0' * 400},0],[1,1],[0,0]]", "longitude 10+… outside",
+                     id="integer-beyond-float"),
+        pytest.param(f"[[0,0],[1,-1{'0' * 400}],[1,1],[0,0]]", "latitude -10+… outside",
+                     id="negative-integer-beyond-float"),
+        pytest.param("[[0,0],[true,0],[1,1],[0,0]]", "longitude that is a boolean", id="bool"),
         pytest.param("[[0,0],[1,0],[0,0]]", "has 3 points; a ring needs at least 4", id="short"),
         pytest.param("[[0,0],[1,0],[1,1],[0,1]]", "ring is not closed: first point \\[0,0\\] "
                      "differs from last point \\[0,1\\]; repeat the first point at the end",

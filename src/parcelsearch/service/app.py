@@ -6,9 +6,11 @@ over-long request lines (414, checked before anything else), keys (401), limits 
 bad parameters (400), a key store locked past its busy timeout (503 with ``Retry-After``)
 and even unexpected failures (500, traceback logged server-side).
 
-The gateway's transaction and the search are synchronous: their handlers are plain ``def``
-functions, which Starlette runs in its threadpool, so the event loop never waits on a lock
-or a search (``/openapi.json`` answers while a key store lock is held elsewhere).
+The gateway's transaction and the search are synchronous, and run off the event loop, so
+the loop never waits on a lock or a search (``/openapi.json`` answers while a key store
+lock is held elsewhere): with both stores in this process, on one thread that admits the
+requests queued meanwhile in one transaction and answers them with one loop wake-up
+(:mod:`parcelsearch.service.batching`); with PostgreSQL, on a pool of threads.
 
 Examples
 --------
@@ -26,7 +28,6 @@ import time
 from collections.abc import Callable, Sequence
 from concurrent.futures import ThreadPoolExecutor
 from pathlib import Path
-from typing import Any
 
 import geopandas as gpd
 from starlette.applications import Starlette
@@ -38,6 +39,7 @@ from starlette.types import ASGIApp, Message, Receive, Scope, Send
 
 from parcelsearch.errors import BadPolygonError
 from parcelsearch.service import limits
+from parcelsearch.service.batching import Batcher
 from parcelsearch.service.envelopes import JSON, envelope, error_body
 from parcelsearch.service.keys import KeyStore, StoreBusyError
 from parcelsearch.service.limits import INVALID_KEY
@@ -80,11 +82,14 @@ BUSY = (
     "the service's key or parcel store is busy or unreachable; retry after the seconds in "
     "Retry-After"
 )
-#: Threads that run admissions and searches, per worker process: with both stores in this
-#: process (SQLite keys, parcels in memory) requests wait on nothing but each other, and more
-#: threads only fight over the GIL; with PostgreSQL a thread waits on the network.
-THREADS_IN_PROCESS = 2
+#: Threads that admit and handle requests when a store is in PostgreSQL (each waits on the
+#: network), per worker process. With both stores in this process (SQLite keys, parcels in
+#: memory) one thread does it, in batches (:class:`~parcelsearch.service.batching.Batcher`):
+#: requests then wait on nothing but each other, and more threads only fight over the GIL.
 THREADS_NETWORKED = 8
+#: Reads a request's parameters and key header, off the loop: its gateway call, or the
+#: answer that needs no admission (a 401 for a missing key).
+_MakeCall = Callable[[], "limits.Call[bytes] | Response"]
 #: Seconds a client should wait after a 503.
 BUSY_RETRY_AFTER = 1
 
@@ -156,57 +161,94 @@ class _Service:
     ) -> None:
         self.store = store
         self.keys = keys
+        # Threads start on first use, so a service forked into workers starts its own.
         networked = keys.dialect == "postgresql" or isinstance(store, PostgisParcelStore)
-        threads = THREADS_NETWORKED if networked else THREADS_IN_PROCESS
-        # Its threads start on first use, so a service forked into workers starts its own.
-        self._threads = ThreadPoolExecutor(threads, thread_name_prefix="parcelsearch")
+        self._threads = ThreadPoolExecutor(THREADS_NETWORKED, thread_name_prefix="parcelsearch")
+        self._batcher: Batcher[_MakeCall, Response] | None = None if networked else (
+            Batcher(self._answer_all, name="parcelsearch-gate"))
         self.portal = portal
         self._markets_answer = limits.Outcome(200, json.dumps(
             {"status": "OK", "dataRows": len(markets), "data": markets},
             separators=(",", ":"), ensure_ascii=False,
         ).encode())
 
-    def gated(
+    def _call(
         self,
         request: Request,
         service: str,
-        handle: Any,
+        handle: Callable[[], limits.Outcome[bytes]],
         presumed: limits.Outcome[bytes] | None = None,
-    ) -> Response:
-        """Run the gateway checks; once admitted, ``handle`` (outside the transaction)."""
+    ) -> limits.Call[bytes] | Response:
+        """The gateway's call for this request, or the 401 that answers it (no key, or the
+        header given twice)."""
         given = request.headers.getlist("x-api-key")
         if len(given) > 1:  # which one counts would depend on the proxy in front: neither
             return envelope(401, f"{INVALID_KEY}: x-api-key is given {len(given)} times; "
                                  "send it once")
-        api_key = given[0] if given else None
-        if not api_key:
+        if not given or not given[0]:
             return envelope(401, MISSING_KEY)
-
         path = request.scope["path"]
+        return limits.Call(given[0], service, path, self._safe(path, handle), presumed)
 
+    @staticmethod
+    def _safe(
+        path: str, handle: Callable[[], limits.Outcome[bytes]]
+    ) -> Callable[[], limits.Outcome[bytes]]:
+        """``handle``, answering 503 when the parcel store is unreachable and 500 when it
+        fails (the call is counted either way; a 503 is given back)."""
         def safe() -> limits.Outcome[bytes]:
             try:
-                outcome: limits.Outcome[bytes] = handle()
+                return handle()
             except StoreBusyError:
                 log.warning("parcels database unavailable on %s: answered 503", path)
                 return limits.Outcome(503, error_body(BUSY))
             except Exception:
                 log.exception("error handling %s", path)
                 return limits.Outcome(500, error_body(INTERNAL))
-            return outcome
+        return safe
 
+    async def _gated(self, make: _MakeCall) -> Response:
+        """Make the gateway's call (``make``: parameters and key header checked), admit and
+        handle it — all off the event loop: the gateway transaction and the search may wait
+        on a lock or work for a while, and the loop, which reads and writes every
+        connection, is the one thread the whole process waits on."""
+        if self._batcher is not None:
+            return await self._batcher.run(make)
+        answers = await asyncio.get_running_loop().run_in_executor(
+            self._threads, self._answer_all, [make])
+        return answers[0]
+
+    def _answer_all(
+        self, makes: list[_MakeCall]
+    ) -> list[Response]:
+        """Make the calls, admit them together, handle the admitted ones, answer each."""
+        made = [self._made(make) for make in makes]
+        calls = [m for m in made if isinstance(m, limits.Call)]
+        results = iter(limits.admit_all(self.keys, calls) if calls else [])
+        return [m if isinstance(m, Response) else self._answer(m, next(results)) for m in made]
+
+    @staticmethod
+    def _made(make: _MakeCall) -> limits.Call[bytes] | Response:
         try:
-            result = limits.admit(self.keys, api_key, service, path, safe,
-                                  presumed=presumed)
-        except StoreBusyError:
-            log.warning("key store busy on %s: answered 503", path)
-            return envelope(503, BUSY, headers={"Retry-After": str(BUSY_RETRY_AFTER)})
+            return make()
         except Exception:
-            log.exception("error handling %s", path)
+            log.exception("error reading a request")
+            return envelope(500, INTERNAL)
+
+    def _answer(
+        self,
+        call: limits.Call[bytes],
+        result: limits.Refusal | limits.Outcome[bytes] | Exception,
+    ) -> Response:
+        if isinstance(result, StoreBusyError):
+            log.warning("key store busy on %s: answered 503", call.path)
+            return envelope(503, BUSY, headers={"Retry-After": str(BUSY_RETRY_AFTER)})
+        if isinstance(result, Exception):
+            log.error("error handling %s", call.path, exc_info=result)
             return envelope(500, INTERNAL)
         if isinstance(result, limits.Refusal):
             if result.retry_after is not None:  # spike arrest: counted for the portal's page
-                self._count_spike_refusal(api_key)
+                self._count_spike_refusal(call.api_key)
             headers = None if result.retry_after is None else {
                 "Retry-After": str(result.retry_after)
             }
@@ -221,33 +263,23 @@ class _Service:
             log.warning("spike-arrest refusal not tallied: the key store stayed busy")
 
     async def markets(self, request: Request) -> Response:
-        return await self._off_loop(self._markets, request)
+        answer = self._markets_answer
+        return await self._gated(lambda: self._call(request, "markets", lambda: answer, answer))
 
     async def search(self, request: Request) -> Response:
-        # Parameters are parsed here, on the loop: pure work that waits on nothing and is
-        # bounded by the request line. Parsing before admission means the log row is written
-        # with its final status, polygon and page in the admission's one commit; only an
-        # outcome that differs (page beyond the last, a failure) updates it afterwards.
-        return await self._off_loop(self._search_request, request, _parse_search(request))
+        return await self._gated(lambda: self._search_call(request))
 
-    async def _off_loop(self, handle: Callable[..., Response], *args: Any) -> Response:
-        """``handle(*args)`` on the service's threads: the gateway transaction and the search
-        may wait on a lock or work for a while; the event loop must not."""
-        return await asyncio.get_running_loop().run_in_executor(self._threads, handle, *args)
-
-    def _markets(self, request: Request) -> Response:
-        answer = self._markets_answer
-        return self.gated(request, "markets", lambda: answer, presumed=answer)
-
-    def _search_request(
-        self, request: Request, parsed: limits.Outcome[bytes] | tuple[ParsedPolygon, int]
-    ) -> Response:
+    def _search_call(self, request: Request) -> limits.Call[bytes] | Response:
+        # Parsing before admission means the log row is written with its final status,
+        # polygon and page in the admission's one statement; only an outcome that differs
+        # (page beyond the last, a failure) updates it afterwards.
+        parsed = _parse_search(request)
         if isinstance(parsed, limits.Outcome):
             bad = parsed
-            return self.gated(request, "search", lambda: bad, presumed=bad)
+            return self._call(request, "search", lambda: bad, bad)
         polygon, page = parsed
-        return self.gated(request, "search", lambda: self._search(polygon, page),
-                          presumed=limits.Outcome(200, b"", polygon.sha256, page))
+        return self._call(request, "search", lambda: self._search(polygon, page),
+                          limits.Outcome(200, b"", polygon.sha256, page))
 
     def _search(self, parsed: ParsedPolygon, page: int) -> limits.Outcome[bytes]:
         sha = parsed.sha256

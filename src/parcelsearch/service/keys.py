@@ -96,6 +96,14 @@ CREATE TABLE IF NOT EXISTS requests (
     counted INTEGER NOT NULL
 );
 CREATE INDEX IF NOT EXISTS requests_key_time ON requests (key_id, time);
+CREATE TRIGGER IF NOT EXISTS requests_count AFTER INSERT ON requests WHEN NEW.counted
+BEGIN
+    UPDATE keys SET used_lifetime = used_lifetime + 1,
+        used_month = CASE WHEN month = strftime('%Y-%m', CAST(NEW.time AS INTEGER), 'unixepoch')
+                          THEN used_month + 1 ELSE 1 END,
+        month = strftime('%Y-%m', CAST(NEW.time AS INTEGER), 'unixepoch')
+    WHERE id = NEW.key_id;
+END;
 """
 
 _POSTGRES_SCHEMA = (
@@ -274,6 +282,9 @@ class KeyStore:
     def __init__(self, location: str | Path, busy_timeout: float = BUSY_TIMEOUT) -> None:
         self.busy_timeout = float(busy_timeout)
         self._connections = ThreadConnections(self._connect)
+        #: Keys' per-second rates by key hash, as last read by an admission: with the rate
+        #: known, an admission on SQLite is one statement (which checks it is unchanged).
+        self.rates: dict[str, float] = {}
 
     def __repr__(self) -> str:
         return f"{type(self).__name__}({self.location!r})"

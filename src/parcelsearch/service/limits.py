@@ -1,9 +1,9 @@
 """The gateway's checks for one request: key, resource, spike arrest, quota, count.
 
 The checks run in one write transaction on the key store (SQLite: statements after ``BEGIN
-IMMEDIATE``; PostgreSQL: one call of the function ``parcelsearch.admit``, one round trip, which
-locks the key's row with ``FOR UPDATE`` first, then counts the log in a separate statement),
-in the vendor gateway's order:
+IMMEDIATE``, one transaction for a whole batch of requests; PostgreSQL: one call of the
+function ``parcelsearch.admit``, one round trip, which locks the key's row with ``FOR
+UPDATE`` first, then counts the log in a separate statement), in the vendor gateway's order:
 
 1. key unknown or revoked → 401 ``Invalid ApiKey``;
 2. key not enabled for the service → 401 ``Invalid ApiKey for given resource``;
@@ -13,8 +13,14 @@ in the vendor gateway's order:
 5. otherwise the call counts and is logged; the transaction commits (a call answered 503
    because a store was unreachable is given back).
 
-The request is then handled *outside* the transaction (a search never holds a lock) and its
-log row gets the status (400s included). Admissions are serialised per key store (SQLite) or
+On SQLite an admission is usually one statement: an ``INSERT … SELECT`` that logs the
+request only if every check passes (the key's rate, read before, guards that it is still
+the same), and a trigger that counts it; only when that inserts nothing do the checks run
+one by one, to find which refusal applies. Requests admitted together (:func:`admit_all`)
+share one transaction, and see each other's rows, so a batch is as exact as one at a time.
+
+The requests are then handled *outside* the transaction (a search never holds a lock) and
+their log rows get the status (400s included). Admissions are serialised per key store (SQLite) or
 per key (PostgreSQL), which is what makes counts exact across threads, processes and hosts.
 A lock held past the store's busy timeout raises
 :class:`~parcelsearch.service.keys.StoreBusyError` (the service answers 503).
@@ -25,8 +31,8 @@ from __future__ import annotations
 import logging
 import math
 import time
-from collections.abc import Callable
-from dataclasses import dataclass
+from collections.abc import Callable, Sequence
+from dataclasses import dataclass, field
 from typing import Any, Generic, TypeVar
 
 from parcelsearch._shared import month_of
@@ -35,7 +41,9 @@ from parcelsearch.service.keys import KeyStore, StoreBusyError, hash_key
 __all__ = [
     "Outcome",
     "Refusal",
+    "Call",
     "admit",
+    "admit_all",
     "spike_window",
     "INVALID_KEY",
     "INVALID_FOR_RESOURCE",
@@ -94,6 +102,23 @@ class Outcome(Generic[T]):
     page: int | None = None
 
 
+@dataclass(frozen=True)
+class Call(Generic[T]):
+    """One request for :func:`admit_all`: whose key, for what, and what answers it.
+
+    ``handle`` produces the response of the admitted request, outside the admission
+    transaction; ``presumed`` is the outcome expected (status, polygon, page), logged with
+    the admission and updated afterwards only if ``handle`` differs (``None``: status 0
+    until handled).
+    """
+
+    api_key: str = field(repr=False)  # a secret: never in a repr
+    service: str
+    path: str
+    handle: Callable[[], Outcome[T]]
+    presumed: Outcome[Any] | None = None
+
+
 def admit(
     store: KeyStore,
     api_key: str,
@@ -134,79 +159,172 @@ def admit(
     StoreBusyError
         The key store stayed locked past its busy timeout (nothing was counted).
     """
-    # The row marks the admission (the spike window counts it), with the presumed outcome.
-    guess = presumed or Outcome(0, None)
-    digest = hash_key(api_key)
-    admission = _admit_in_postgres if store.dialect == "postgresql" else _admit_here
-    decided = admission(store, digest, service, path, now, guess)
-    if isinstance(decided, Refusal):
-        return decided
-    key_id, month, request_id = decided
+    (result,) = admit_all(store, [Call(api_key, service, path, handle, presumed)], now)
+    if isinstance(result, Exception):
+        raise result
+    return result
+
+
+def admit_all(
+    store: KeyStore, calls: Sequence[Call[T]], now: Callable[[], float] = time.time
+) -> list[Refusal | Outcome[T] | Exception]:
+    """:func:`admit` for several requests, in order: admitted together, then handled.
+
+    On SQLite the admissions share one transaction (one lock, one commit), and the log
+    rows of the handled requests are settled in one more. Each request still sees the
+    ones before it: the counts are exactly those of admitting them one at a time.
+
+    Returns
+    -------
+    list
+        Per call: its refusal, its outcome, or the exception that stopped it — a
+        :class:`StoreBusyError` (the store stayed locked: nothing was counted for it) or
+        an unexpected error of the store.
+
+    Raises
+    ------
+    BaseException
+        What a ``handle`` raised that is not an :class:`Exception` (an interrupt), once the
+        calls handled so far are settled; the call that raised is logged with status 500.
+    """
+    decisions = _decide(store, calls, now)
+    results: list[Refusal | Outcome[T] | Exception] = []
+    handled: list[tuple[Admitted, Outcome[Any], Outcome[Any]]] = []
     try:
-        outcome = handle()
-    except BaseException:
-        _finish(store, request_id, 500, None, None)
-        raise
-    if outcome.status == 503:  # a store was unreachable: the call did not happen
-        _refund(store, key_id, month, request_id)
-    elif (outcome.status, outcome.polygon_sha256, outcome.page) != (
-        guess.status, guess.polygon_sha256, guess.page
-    ):
-        _finish(store, request_id, outcome.status, outcome.polygon_sha256, outcome.page)
-    return outcome
+        for call, decision in zip(calls, decisions, strict=True):
+            if not isinstance(decision, tuple):
+                results.append(decision)
+                continue
+            guess = call.presumed or Outcome(0, None)
+            try:
+                outcome = call.handle()
+            except Exception as exc:  # counted, logged 500, answered by the caller
+                handled.append((decision, guess, Outcome(500, None)))
+                results.append(exc)
+                continue
+            except BaseException:
+                handled.append((decision, guess, Outcome(500, None)))
+                raise
+            handled.append((decision, guess, outcome))
+            results.append(outcome)
+    finally:
+        _settle(store, handled)
+    return results
+
+
+def _decide(
+    store: KeyStore, calls: Sequence[Call[Any]], now: Callable[[], float]
+) -> list[Refusal | Admitted | Exception]:
+    """Each call's admission: on SQLite all in one transaction (if that fails for another
+    reason than a lock, each alone, so that only the call at fault fails); on PostgreSQL
+    one function call each."""
+    if store.dialect == "postgresql" or len(calls) == 1:
+        return [_decide_alone(store, call, now) for call in calls]
+    try:
+        with store.transaction() as conn:
+            return [_admit_here(store, conn, hash_key(call.api_key), call.service, call.path,
+                                now(), call.presumed or Outcome(0, None)) for call in calls]
+    except StoreBusyError as exc:
+        return [exc] * len(calls)
+    except Exception:
+        log.exception("a batch of %d admissions failed; admitting each alone", len(calls))
+        return [_decide_alone(store, call, now) for call in calls]
+
+
+def _decide_alone(
+    store: KeyStore, call: Call[Any], now: Callable[[], float]
+) -> Refusal | Admitted | Exception:
+    guess = call.presumed or Outcome(0, None)
+    digest = hash_key(call.api_key)
+    try:
+        if store.dialect == "postgresql":
+            return _admit_in_postgres(store, digest, call.service, call.path, now(), guess)
+        with store.transaction() as conn:
+            return _admit_here(store, conn, digest, call.service, call.path, now(), guess)
+    except Exception as exc:  # busy, or the store failed: this call's answer
+        if not isinstance(exc, StoreBusyError):
+            log.exception("admission failed on %s", call.path)
+        return exc
 
 
 #: What an admission leaves for the rest of the request: key id, month counted, log row id.
 Admitted = tuple[int, str, int]
 
 
-def _admit_here(store: KeyStore, digest: str, service: str, path: str,
-                now: Callable[[], float], guess: Outcome[Any]) -> Refusal | Admitted:
-    """The checks as statements of one write transaction (SQLite: the whole store locked)."""
-    with store.transaction() as conn:
-        row = store.execute(
-            conn,
-            "SELECT id, name, per_second, quota, quota_period, services, revoked,"
-            " used_lifetime, used_month, month FROM keys WHERE key_hash = ?",
-            (digest,),
-        ).fetchone()
-        if row is None or row["revoked"] is not None:
-            return Refusal(401, INVALID_KEY)
-        if service not in row["services"].split(","):
-            return Refusal(401, INVALID_FOR_RESOURCE)
-        t = now()
-        allowed, window = spike_window(row["per_second"])
-        oldest = store.execute(
-            conn,
-            "SELECT time FROM requests WHERE key_id = ? AND time > ? ORDER BY time DESC"
-            " LIMIT 1 OFFSET ?",
-            (row["id"], t - window, allowed - 1),
-        ).fetchone()
-        if oldest is not None:
-            return _spike(oldest["time"], row["per_second"], t)
-        month = month_of(t)
-        used = row["used_lifetime"] if row["quota_period"] == "lifetime" else (
-            row["used_month"] if row["month"] == month else 0
-        )
-        if row["quota"] is not None and used >= row["quota"]:
-            _log(store, conn, row["id"], t, path, 429, counted=False)
-            return Refusal(429, quota_message(row["name"]))
-        store.execute(
-            conn,
-            "UPDATE keys SET used_lifetime = used_lifetime + 1, used_month = CASE WHEN month = ?"
-            " THEN used_month + 1 ELSE 1 END, month = ? WHERE id = ?",
-            (month, month, row["id"]),
-        )
-        request_id = _log(store, conn, row["id"], t, path, guess.status, counted=True,
-                          polygon_sha256=guess.polygon_sha256, page=guess.page)
+def _admit_here(store: KeyStore, conn: Any, digest: str, service: str, path: str, t: float,
+                guess: Outcome[Any]) -> Refusal | Admitted:
+    """The checks inside a write transaction on SQLite (the whole store locked): the one
+    statement that admits, else the checks one by one."""
+    month = month_of(t)
+    admitted = _admit_in_one_statement(store, conn, digest, service, path, t, month, guess)
+    if admitted is not None:
+        return admitted
+    row = store.execute(
+        conn,
+        "SELECT id, name, per_second, quota, quota_period, services, revoked,"
+        " used_lifetime, used_month, month FROM keys WHERE key_hash = ?",
+        (digest,),
+    ).fetchone()
+    if row is None or row["revoked"] is not None:
+        return Refusal(401, INVALID_KEY)
+    store.rates[digest] = row["per_second"]
+    if service not in row["services"].split(","):
+        return Refusal(401, INVALID_FOR_RESOURCE)
+    allowed, window = spike_window(row["per_second"])
+    oldest = store.execute(
+        conn,
+        "SELECT time FROM requests WHERE key_id = ? AND time > ? ORDER BY time DESC"
+        " LIMIT 1 OFFSET ?",
+        (row["id"], t - window, allowed - 1),
+    ).fetchone()
+    if oldest is not None:
+        return _spike(oldest["time"], row["per_second"], t)
+    used = row["used_lifetime"] if row["quota_period"] == "lifetime" else (
+        row["used_month"] if row["month"] == month else 0
+    )
+    if row["quota"] is not None and used >= row["quota"]:
+        _log(store, conn, row["id"], t, path, 429, counted=False)
+        return Refusal(429, quota_message(row["name"]))
+    # The trigger ``requests_count`` counts the call as its row is logged.
+    request_id = _log(store, conn, row["id"], t, path, guess.status, counted=True,
+                      polygon_sha256=guess.polygon_sha256, page=guess.page)
     return row["id"], month, request_id
 
 
-def _admit_in_postgres(store: KeyStore, digest: str, service: str, path: str,
-                       now: Callable[[], float], guess: Outcome[Any]) -> Refusal | Admitted:
+#: Logs (and so, by the trigger ``requests_count``, counts) a request only if every check
+#: passes; ``per_second`` must still be the rate the window and count were taken from.
+_ADMIT_IN_ONE_STATEMENT = """
+INSERT INTO requests (key_id, time, path, polygon_sha256, page, status, counted)
+SELECT id, ?, ?, ?, ?, ?, 1 FROM keys
+WHERE key_hash = ? AND revoked IS NULL AND per_second = ?
+  AND instr(',' || services || ',', ?) > 0
+  AND NOT EXISTS (SELECT 1 FROM requests WHERE key_id = keys.id AND time > ?
+                  ORDER BY time DESC LIMIT 1 OFFSET ?)
+  AND (quota IS NULL OR CASE WHEN quota_period = 'lifetime' THEN used_lifetime
+                             WHEN month = ? THEN used_month ELSE 0 END < quota)
+RETURNING id, key_id
+"""
+
+
+def _admit_in_one_statement(store: KeyStore, conn: Any, digest: str, service: str, path: str,
+                            t: float, month: str, guess: Outcome[Any]) -> Admitted | None:
+    """The admission as one statement, for a key whose rate is known; ``None`` if it
+    inserted nothing (a refusal, or the key changed: the checks one by one decide)."""
+    per_second = store.rates.get(digest)
+    if per_second is None:
+        return None
+    allowed, window = spike_window(per_second)
+    row = store.execute(conn, _ADMIT_IN_ONE_STATEMENT, (
+        t, path, guess.polygon_sha256, _loggable(guess.page), guess.status, digest,
+        per_second, f",{service},", t - window, allowed - 1, month,
+    )).fetchone()
+    return None if row is None else (int(row["key_id"]), month, int(row["id"]))
+
+
+def _admit_in_postgres(store: KeyStore, digest: str, service: str, path: str, t: float,
+                       guess: Outcome[Any]) -> Refusal | Admitted:
     """The same checks in one call of ``parcelsearch.admit`` (one round trip; the key's row
     locked, then the log counted in a separate statement, as the SQLite path does)."""
-    t = now()
     month = month_of(t)
     conn = store.connection()
     row = store.execute(
@@ -262,33 +380,43 @@ def _loggable(page: int | None) -> int | None:
     return page if page is not None and 0 <= page < 2**63 else None
 
 
-def _refund(store: KeyStore, key_id: int, month: str, request_id: int) -> None:
-    """Give back a counted call that was answered 503 (logged as such, not counted)."""
+def _settle(store: KeyStore, handled: Sequence[tuple[Admitted, Outcome[Any], Outcome[Any]]]
+            ) -> None:
+    """Bring the log rows of handled requests up to date, in one transaction: a call
+    answered 503 (a store was unreachable) is given back, logged as such and not counted;
+    one whose status, polygon or page differs from the presumed one gets them."""
+    changed = [
+        (admitted, outcome) for admitted, guess, outcome in handled
+        if outcome.status == 503 or (outcome.status, outcome.polygon_sha256, outcome.page)
+        != (guess.status, guess.polygon_sha256, guess.page)
+    ]
+    if not changed:
+        return
     try:
         with store.transaction() as conn:
-            store.execute(
-                conn,
-                "UPDATE keys SET used_lifetime = used_lifetime - 1, used_month = CASE WHEN"
-                " month = ? THEN used_month - 1 ELSE used_month END WHERE id = ?",
-                (month, key_id),
-            )
-            store.execute(conn, "UPDATE requests SET status = 503, counted = ? WHERE id = ?",
-                          (False, request_id))
-    except StoreBusyError:
-        log.warning("request %d answered 503 but could not be given back (store busy)",
-                    request_id)
+            for (key_id, month, request_id), outcome in changed:
+                if outcome.status == 503:
+                    _refund(store, conn, key_id, month, request_id)
+                else:
+                    store.execute(
+                        conn,
+                        "UPDATE requests SET status = ?, polygon_sha256 = ?, page = ?"
+                        " WHERE id = ?",
+                        (outcome.status, outcome.polygon_sha256, _loggable(outcome.page),
+                         request_id),
+                    )
+    except StoreBusyError:  # the calls are counted and answered; only their rows lag
+        log.warning("%d handled requests' log rows not updated (status, or a 503 given "
+                    "back): the key store stayed busy", len(changed))
 
 
-def _finish(
-    store: KeyStore, request_id: int, status: int, polygon_sha256: str | None, page: int | None
-) -> None:
-    """Record the handled request's status, polygon and page on its log row."""
-    try:
-        store.execute(
-            store.connection(),
-            "UPDATE requests SET status = ?, polygon_sha256 = ?, page = ? WHERE id = ?",
-            (status, polygon_sha256, _loggable(page), request_id),
-        )
-    except StoreBusyError:  # the call is counted and answered; only its status is missing
-        log.warning("request %d handled (status %d) but its log row stayed locked",
-                    request_id, status)
+def _refund(store: KeyStore, conn: Any, key_id: int, month: str, request_id: int) -> None:
+    """Give back a counted call that was answered 503 (logged as such, not counted)."""
+    store.execute(
+        conn,
+        "UPDATE keys SET used_lifetime = used_lifetime - 1, used_month = CASE WHEN"
+        " month = ? THEN used_month - 1 ELSE used_month END WHERE id = ?",
+        (month, key_id),
+    )
+    store.execute(conn, "UPDATE requests SET status = 503, counted = ? WHERE id = ?",
+                  (False, request_id))

@@ -142,42 +142,56 @@ def _points(ring: list[Any], label: str) -> list[tuple[float, float]]:
     """The checked (lon, lat) points of one ring."""
     points: list[tuple[float, float]] = []
     for number, point in enumerate(ring, start=1):
-        where = f"searchPolygon {label} point {number}"
-        if not isinstance(point, list) or len(point) != 2:
-            raise bad_request(
-                f"{where} must be a pair [longitude, latitude], got {_kind(point)} "
-                f"{_text(point)}; {_FORMS}"
-            )
-        for axis, value in zip(("longitude", "latitude"), point, strict=True):
-            if not _is_number(value):
-                raise bad_request(
-                    f"{where} has a {axis} that is {_kind(value)} ({_text(value)}), not a "
-                    "number; write coordinates as plain JSON numbers, e.g. -97.5"
-                )
-            if not math.isfinite(value):
-                raise bad_request(
-                    f"{where} has a {axis} that is not a finite number ({_text(value)}); "
-                    "send finite decimal degrees"
-                )
-        lon, lat = float(point[0]), float(point[1])
-        if not -180.0 <= lon <= 180.0:
-            hint = " (did you swap them? each point is [longitude, latitude])" if (
-                -90.0 <= lon <= 90.0
-            ) else ""
-            raise bad_request(
-                f"{where} has longitude {_text(point[0])} outside [-180, 180]; send "
-                f"[longitude, latitude] in decimal degrees (EPSG:4326){hint}"
-            )
-        if not -90.0 <= lat <= 90.0:
-            hint = " (did you swap them? each point is [longitude, latitude])" if (
-                -180.0 <= lat <= 180.0 and -90.0 <= lon <= 90.0
-            ) else ""
-            raise bad_request(
-                f"{where} has latitude {_text(point[1])} outside [-90, 90]; send "
-                f"[longitude, latitude] in decimal degrees (EPSG:4326){hint}"
-            )
-        points.append((lon, lat))
+        # The common case, checked without building any message: a pair of plain JSON
+        # numbers (bool is not int here) within range (NaN fails every comparison).
+        if type(point) is list and len(point) == 2:
+            lon, lat = point
+            if (type(lon) is float or type(lon) is int) and (
+                type(lat) is float or type(lat) is int
+            ) and -180.0 <= lon <= 180.0 and -90.0 <= lat <= 90.0:
+                points.append((float(lon), float(lat)))
+                continue
+        _refuse_point(point, number, label)
     return points
+
+
+def _refuse_point(point: Any, number: int, label: str) -> None:
+    """Raise the 400 that names what is wrong with point ``number`` of a ring."""
+    where = f"searchPolygon {label} point {number}"
+    if not isinstance(point, list) or len(point) != 2:
+        raise bad_request(
+            f"{where} must be a pair [longitude, latitude], got {_kind(point)} "
+            f"{_text(point)}; {_FORMS}"
+        )
+    for axis, value in zip(("longitude", "latitude"), point, strict=True):
+        if not _is_number(value):
+            raise bad_request(
+                f"{where} has a {axis} that is {_kind(value)} ({_text(value)}), not a "
+                "number; write coordinates as plain JSON numbers, e.g. -97.5"
+            )
+        if isinstance(value, float) and not math.isfinite(value):
+            raise bad_request(
+                f"{where} has a {axis} that is not a finite number ({_text(value)}); "
+                "send finite decimal degrees"
+            )
+    lon, lat = point  # compared as given: an integer too large for a float is out of range
+    if not -180.0 <= lon <= 180.0:
+        hint = " (did you swap them? each point is [longitude, latitude])" if (
+            -90.0 <= lon <= 90.0
+        ) else ""
+        raise bad_request(
+            f"{where} has longitude {_text(point[0])} outside [-180, 180]; send "
+            f"[longitude, latitude] in decimal degrees (EPSG:4326){hint}"
+        )
+    if not -90.0 <= lat <= 90.0:
+        hint = " (did you swap them? each point is [longitude, latitude])" if (
+            -180.0 <= lat <= 180.0 and -90.0 <= lon <= 90.0
+        ) else ""
+        raise bad_request(
+            f"{where} has latitude {_text(point[1])} outside [-90, 90]; send "
+            f"[longitude, latitude] in decimal degrees (EPSG:4326){hint}"
+        )
+    raise bad_request(f"{where} is not a valid point; {_FORMS}")  # pragma: no cover
 
 
 def _check_ring(points: list[tuple[float, float]], raw: list[Any], label: str) -> Polygon:
