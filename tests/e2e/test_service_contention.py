@@ -1,6 +1,6 @@
 """Never block, never 500: a second connection holds the key store's write lock.
 
-While the lock is held, admissions wait (the busy timeout) in the threadpool and the event
+While the lock is held, admissions wait (the busy timeout) off the event loop, and the
 loop keeps answering: ``/openapi.json`` returns while gated requests are still waiting. Past
 the bound a gated request answers 503 in the envelope with ``Retry-After``, counting nothing;
 a lock released in time lets it through. Judged by the order of events, never by a clock.
