@@ -631,13 +631,9 @@ def estimate(
     (nearby ones, or those split at ±180°); it serves to choose which tolerance to check first.
     """
     _check_tolerance(tolerance, exact=False)
-    unwrapped, lon0, c = _unwrapped_frame(geometry)
-    scaled = shapely.transform(unwrapped, lambda xy: np.column_stack([(xy[:, 0] - lon0) * c,
-                                                                      xy[:, 1]]))
-    simple = shapely.simplify(scaled, tolerance / 2 / _M_PER_DEGREE)
-    back = shapely.transform(simple, lambda xy: np.column_stack([xy[:, 0] / c + lon0,
-                                                                 xy[:, 1]]))
-    return _vertex_bound(back, Budget(max_request_bytes, path))
+    frame = _Frame.of(geometry)
+    simple = shapely.simplify(frame.scaled(), tolerance / 2 / _M_PER_DEGREE)
+    return _vertex_bound(frame.lonlat(simple), Budget(max_request_bytes, path))
 
 
 #: Fewest metres in one degree of latitude anywhere on the WGS84 ellipsoid (at the equator:
@@ -791,23 +787,16 @@ def _covering(geometry: BaseGeometry, tolerance: float) -> tuple[BaseGeometry, B
     """:func:`cover`, and the cover clipped to the world and snapped to the grid (what the
     covering check has snapped already, so :func:`prepared` need not snap it again)."""
     _check_tolerance(tolerance, exact=False)
-    unwrapped, lon0, c = _unwrapped_frame(geometry)
-
-    def to_scaled(xy: np.ndarray) -> np.ndarray:
-        return np.column_stack([(xy[:, 0] - lon0) * c, xy[:, 1]])
-
-    def to_lonlat(xy: np.ndarray) -> np.ndarray:
-        return np.column_stack([xy[:, 0] / c + lon0, xy[:, 1]])
-
+    frame = _Frame.of(geometry)
     metre = 1.0 / _M_PER_DEGREE
     first = 0.05 * tolerance * metre  # simplify the area first: buffering it is then cheap
-    area = shapely.simplify(shapely.transform(unwrapped, to_scaled), first)
+    area = shapely.simplify(frame.scaled(), first)
     area = _fill_narrow_holes(area, (tolerance - _ROUNDING_M) * metre - first)
     grown = shapely.buffer(area, tolerance / 2 * metre, quad_segs=4)
     result = grown
     for simplify_by in (0.4 * tolerance - _ROUNDING_M, 0.2 * tolerance - _ROUNDING_M, 0.0):
         simple = shapely.simplify(grown, simplify_by * metre) if simplify_by > 0 else grown
-        result = _back_to_lonlat(shapely.transform(simple, to_lonlat), lon0)
+        result = _back_to_lonlat(frame.lonlat(simple), frame.lon0)
         snapped = _snap(_clamped(result))
         if shapely.covers(snapped, geometry):
             return result, snapped
@@ -816,13 +805,33 @@ def _covering(geometry: BaseGeometry, tolerance: float) -> tuple[BaseGeometry, B
     return result, _snap(_clamped(result))
 
 
-def _unwrapped_frame(geometry: BaseGeometry) -> tuple[BaseGeometry, float, float]:
-    """The area joined across ±180° (:func:`_joined_across_180`), its middle longitude, and
-    the factor that makes a degree of longitude about as long as one of latitude there."""
-    unwrapped, lon0 = _joined_across_180(geometry)
-    _, miny, _, maxy = unwrapped.bounds
-    c = 1.0 if miny <= 0 <= maxy else math.cos(math.radians(min(abs(miny), abs(maxy))))
-    return unwrapped, lon0, max(c, 1e-6)
+@dataclass(frozen=True)
+class _Frame:
+    """The area joined across ±180° (:func:`_joined_across_180`), its middle longitude
+    ``lon0``, and the factor ``c`` that makes a degree of longitude about as long as one of
+    latitude there: where distances in metres map to degrees alike on both axes."""
+
+    unwrapped: BaseGeometry
+    lon0: float
+    c: float
+
+    @classmethod
+    def of(cls, geometry: BaseGeometry) -> _Frame:
+        unwrapped, lon0 = _joined_across_180(geometry)
+        _, miny, _, maxy = unwrapped.bounds
+        c = 1.0 if miny <= 0 <= maxy else math.cos(math.radians(min(abs(miny), abs(maxy))))
+        return cls(unwrapped, lon0, max(c, 1e-6))
+
+    def scaled(self) -> BaseGeometry:
+        """The unwrapped area in the frame's scaled degrees."""
+        return shapely.transform(
+            self.unwrapped,
+            lambda xy: np.column_stack([(xy[:, 0] - self.lon0) * self.c, xy[:, 1]]))
+
+    def lonlat(self, geometry: BaseGeometry) -> BaseGeometry:
+        """``geometry`` in scaled degrees back in (continuous) longitude and latitude."""
+        return shapely.transform(
+            geometry, lambda xy: np.column_stack([xy[:, 0] / self.c + self.lon0, xy[:, 1]]))
 
 
 #: Upper bound of the metres in one degree of latitude, or of longitude × cos(latitude),

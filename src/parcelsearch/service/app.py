@@ -167,9 +167,13 @@ class _Service:
         self.keys = keys
         # Threads start on first use, so a service forked into workers starts its own.
         networked = keys.dialect == "postgresql" or isinstance(store, PostgisParcelStore)
-        self._threads = ThreadPoolExecutor(THREADS_NETWORKED, thread_name_prefix="parcelsearch")
-        self._batcher: Batcher[_MakeCall, Response] | None = None if networked else (
-            Batcher(self._answer_all, name="parcelsearch-gate"))
+        self._threads: ThreadPoolExecutor | None = None
+        self._batcher: Batcher[_MakeCall, Response] | None = None
+        if networked:
+            self._threads = ThreadPoolExecutor(THREADS_NETWORKED,
+                                               thread_name_prefix="parcelsearch")
+        else:
+            self._batcher = Batcher(self._answer_all, name="parcelsearch-gate")
         self.portal = portal
         self._markets_answer = limits.Outcome(200, json.dumps(
             {"status": "OK", "dataRows": len(markets), "data": markets},
@@ -217,7 +221,8 @@ class _Service:
         work for a while, and the loop, which reads and writes every connection, is the one
         thread the whole process waits on. With both stores in-process the batcher's thread
         reads the request too (the loop is the busier thread)."""
-        if self._batcher is not None:
+        if self._threads is None:
+            assert self._batcher is not None
             return await self._batcher.run(make)
         # With PostgreSQL, eight threads wait on the network: reading the request here (pure
         # work, bounded by the request line) spares them a round of GIL hand-offs.
