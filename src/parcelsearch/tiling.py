@@ -48,7 +48,7 @@ from __future__ import annotations
 
 import functools
 import math
-from collections.abc import Callable, Sequence
+from collections.abc import Callable, Iterator, Sequence
 from dataclasses import dataclass
 
 import numpy as np
@@ -632,8 +632,14 @@ def estimate(
     """
     _check_tolerance(tolerance, exact=False)
     frame = _Frame.of(geometry)
-    simple = shapely.simplify(frame.scaled(), tolerance / 2 / _M_PER_DEGREE)
-    return _vertex_bound(frame.lonlat(simple), Budget(max_request_bytes, path))
+    # Plain Douglas–Peucker, part by part (parts joined at ±180° touch, and GEOS would mend
+    # them into one): a count is all it needs, about ten times faster than keeping topology.
+    simple = shapely.get_parts(shapely.simplify(
+        shapely.get_parts(frame.scaled()), tolerance / 2 / _M_PER_DEGREE,
+        preserve_topology=False))
+    kept = [p for p in simple if p.geom_type == "Polygon" and not p.is_empty]
+    return _vertex_bound(frame.lonlat(shapely.MultiPolygon(kept)),
+                         Budget(max_request_bytes, path))
 
 
 #: Fewest metres in one degree of latitude anywhere on the WGS84 ellipsoid (at the equator:
@@ -777,8 +783,9 @@ def cover(geometry: BaseGeometry, tolerance: float) -> BaseGeometry:
     3. the area is buffered out by ``t/2``: parts and gaps closer than ``t`` merge, and
        the buffer's boundary stays at least ``0.45 t`` off the area;
     4. the buffer is simplified by at most ``0.4 t - 0.1`` m, which keeps its boundary off
-       the area (and ``0.05 t + 0.5 t + 0.4 t - 0.1 < t``); if the covering check fails,
-       the simplification is halved, then dropped.
+       the area (and ``0.05 t + 0.5 t + 0.4 t - 0.1 < t``): plain Douglas–Peucker first,
+       which is fast but may drop area; if the covering check fails, the
+       topology-preserving kind, then half the distance, then none.
     """
     return _covering(geometry, tolerance)[0]
 
@@ -794,8 +801,8 @@ def _covering(geometry: BaseGeometry, tolerance: float) -> tuple[BaseGeometry, B
     area = _fill_narrow_holes(area, (tolerance - _ROUNDING_M) * metre - first)
     grown = shapely.buffer(area, tolerance / 2 * metre, quad_segs=4)
     result = grown
-    for simplify_by in (0.4 * tolerance - _ROUNDING_M, 0.2 * tolerance - _ROUNDING_M, 0.0):
-        simple = shapely.simplify(grown, simplify_by * metre) if simplify_by > 0 else grown
+    for simple in _simpler(grown, [(0.4 * tolerance - _ROUNDING_M) * metre,
+                                   (0.2 * tolerance - _ROUNDING_M) * metre]):
         result = _back_to_lonlat(frame.lonlat(simple), frame.lon0)
         snapped = _snap(_clamped(result))
         if shapely.covers(snapped, geometry):
@@ -803,6 +810,22 @@ def _covering(geometry: BaseGeometry, tolerance: float) -> tuple[BaseGeometry, B
     # Only where clipping at a pole or rounding bites does the cover lose some of the area.
     result = shapely.union(result, _clamped(grow_for_rounding(geometry)))
     return result, _snap(_clamped(result))
+
+
+def _simpler(grown: BaseGeometry, by: list[float]) -> Iterator[BaseGeometry]:
+    """Simplifications of the buffer ``grown`` to try in turn, each within its distance of
+    ``by`` (Hausdorff, both ways), then ``grown`` itself: plain Douglas–Peucker first (about
+    ten times faster than keeping topology on a large buffer; GEOS mends what it makes
+    invalid, which may only drop area, and the covering check catches that), then the
+    topology-preserving kind at each distance."""
+    if by and by[0] > 0:
+        fast = shapely.simplify(grown, by[0], preserve_topology=False)
+        if shapely.is_valid(fast):
+            yield fast
+    for distance in by:
+        if distance > 0:
+            yield shapely.simplify(grown, distance)
+    yield grown
 
 
 @dataclass(frozen=True)
