@@ -433,7 +433,7 @@ def _report(rows: list[Row], notes: list[str], args: argparse.Namespace) -> str:
         f"{os.cpu_count()}-core machine. {args.polygons:,} distinct polygons (small squares "
         "around random parcels, page 1), each of wrk's threads cycling through its own half "
         "in order: more than the 512-entry hit-list cache, so every search is cold; beside "
-        "them {args.keys_count:,} production keys "
+        f"them {args.keys_count:,} production keys "
         "(10 calls/s each, as the vendor's) cycled in turn, so the gateway's checks run as for "
         "many analysts at once, none of them over its rate. Ceiling: a trivial Starlette "
         "endpoint on the same uvicorn + TLS setup and worker count, measured in the same run "
