@@ -224,8 +224,8 @@ class _Service:
         if self._threads is None:
             assert self._batcher is not None
             return await self._batcher.run(make)
-        # With PostgreSQL, eight threads wait on the network: reading the request here (pure
-        # work, bounded by the request line) spares them a round of GIL hand-offs.
+        # With PostgreSQL, the request threads wait on the network: reading the request here
+        # (pure work, bounded by the request line) spares them a round of GIL hand-offs.
         made = self._made(make)
         if isinstance(made, Response):
             return made
