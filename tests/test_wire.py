@@ -49,6 +49,20 @@ def test_vertex_bytes_add_up_to_the_request_line(points, page) -> None:
         _wire.vertex_bytes(x, y) for x, y in points) - 1
 
 
+@given(st.lists(coords, min_size=1, max_size=50), st.integers(1, 99999))
+def test_search_target_bytes_counts_the_line_without_quoting_it(points, page) -> None:
+    text = _wire.ring_json(points)
+    line = _wire.request_line_bytes(_wire.search_target("/v1/search", text, page))
+    assert _wire.search_target_bytes("/v1/search", text, page) == line
+
+
+@given(st.text(max_size=40))
+def test_quoted_length_of_any_text_is_that_of_quote(text: str) -> None:
+    """Not a ring's JSON (spaces, letters, non-ASCII): quoted as it is, then counted."""
+    target = _wire.search_target("/p", text, 1)
+    assert _wire.search_target_bytes("/p", text, 1) == _wire.request_line_bytes(target)
+
+
 def test_request_key_ignores_trailing_slash_and_separates_parts() -> None:
     a = _wire.request_key("https://x/", "/v1/search", "[]", 1)
     assert a == _wire.request_key("https://x", "/v1/search", "[]", 1)

@@ -27,6 +27,8 @@ __all__ = [
     "ring_json",
     "search_target",
     "request_line_bytes",
+    "search_target_bytes",
+    "quoted_length",
     "vertex_bytes",
     "vertex_bytes_array",
     "request_key",
@@ -53,6 +55,24 @@ def ring_json(coords: Iterable[Sequence[float]], decimals: int = COORD_DECIMALS)
 def search_target(path: str, polygon_json: str, page: int) -> str:
     """The request target exactly as sent: ``path?searchPolygon=…&page=N``, percent-encoded."""
     return f"{path}?searchPolygon={quote(polygon_json, safe=_SAFE)}&page={page}"
+
+
+#: What a ring's JSON is made of: in a query value only its brackets are escaped.
+_RING_CHARS = frozenset("0123456789-.,[]")
+
+
+def quoted_length(text: str) -> int:
+    """``len(quote(text))`` as :func:`search_target` quotes it, without building it when
+    ``text`` is a ring's JSON (each bracket becomes three bytes: ``%5B``, ``%5D``)."""
+    if _RING_CHARS.issuperset(text):
+        return len(text) + 2 * (text.count("[") + text.count("]"))
+    return len(quote(text, safe=_SAFE))
+
+
+def search_target_bytes(path: str, polygon_json: str, page: int, method: str = "GET") -> int:
+    """:func:`request_line_bytes` of :func:`search_target`, without quoting the ring."""
+    return request_line_bytes(search_target(path, "", page), method) + quoted_length(
+        polygon_json)
 
 
 def request_line_bytes(target: str, method: str = "GET") -> int:

@@ -134,7 +134,7 @@ def request_bytes(
     polygon_json: str, path: str = settings.SEARCH_PATH, page: int = BUDGET_PAGE
 ) -> int:
     """Bytes of the request line that sends ``polygon_json`` (via :mod:`parcelsearch._wire`)."""
-    return _wire.request_line_bytes(_wire.search_target(path, polygon_json, page))
+    return _wire.search_target_bytes(path, polygon_json, page)
 
 
 # -- grid, parts and canonical rings ---------------------------------------------------------
