@@ -28,7 +28,6 @@ __all__ = [
     "search_target",
     "request_line_bytes",
     "search_target_bytes",
-    "quoted_length",
     "vertex_bytes",
     "vertex_bytes_array",
     "request_key",
@@ -59,19 +58,21 @@ def search_target(path: str, polygon_json: str, page: int) -> str:
 
 #: What a ring's JSON is made of: in a query value only its brackets are escaped.
 _RING_CHARS = frozenset("0123456789-.,[]")
+#: Bytes an escaped bracket adds (``[`` goes out as ``%5B``).
+_BRACKET_GROWTH = len(quote("[", safe=_SAFE)) - 1
 
 
-def quoted_length(text: str) -> int:
+def _quoted_length(text: str) -> int:
     """``len(quote(text))`` as :func:`search_target` quotes it, without building it when
-    ``text`` is a ring's JSON (each bracket becomes three bytes: ``%5B``, ``%5D``)."""
+    ``text`` is a ring's JSON."""
     if _RING_CHARS.issuperset(text):
-        return len(text) + 2 * (text.count("[") + text.count("]"))
+        return len(text) + _BRACKET_GROWTH * (text.count("[") + text.count("]"))
     return len(quote(text, safe=_SAFE))
 
 
 def search_target_bytes(path: str, polygon_json: str, page: int, method: str = "GET") -> int:
     """:func:`request_line_bytes` of :func:`search_target`, without quoting the ring."""
-    return request_line_bytes(search_target(path, "", page), method) + quoted_length(
+    return request_line_bytes(search_target(path, "", page), method) + _quoted_length(
         polygon_json)
 
 

@@ -637,8 +637,7 @@ def estimate(
     simple = shapely.get_parts(shapely.simplify(
         shapely.get_parts(frame.scaled()), tolerance / 2 / _M_PER_DEGREE,
         preserve_topology=False))
-    kept = [p for p in simple if p.geom_type == "Polygon" and not p.is_empty]
-    return _vertex_bound(frame.lonlat(shapely.MultiPolygon(kept)),
+    return _vertex_bound(frame.lonlat(shapely.geometrycollections(simple)),
                          Budget(max_request_bytes, path))
 
 
@@ -800,7 +799,6 @@ def _covering(geometry: BaseGeometry, tolerance: float) -> tuple[BaseGeometry, B
     area = shapely.simplify(frame.scaled(), first)
     area = _fill_narrow_holes(area, (tolerance - _ROUNDING_M) * metre - first)
     grown = shapely.buffer(area, tolerance / 2 * metre, quad_segs=4)
-    result = grown
     for simple in _simpler(grown, [(0.4 * tolerance - _ROUNDING_M) * metre,
                                    (0.2 * tolerance - _ROUNDING_M) * metre]):
         result = _back_to_lonlat(frame.lonlat(simple), frame.lon0)

@@ -25,7 +25,7 @@ import json
 import logging
 import math
 import time
-from collections.abc import Callable, Sequence
+from collections.abc import Awaitable, Callable, Sequence
 from concurrent.futures import ThreadPoolExecutor
 from pathlib import Path
 
@@ -86,7 +86,8 @@ BUSY = (
 #: network), per worker process: enough to keep a worker busy while queries are out (a worker
 #: tops out near 1,500 req/s; at 1.5 ms a request in PostgreSQL that is 2–3 in flight), and
 #: no more, since idle ones only fight over the GIL. Measured at PostGIS 1 M, one worker,
-#: half load: p99 5–6 ms with 2 threads, 7–8 ms with 4, 10–14 ms with 8.
+#: half load: p99 10–14 ms with 8 threads; with 2 and with 4, 5–8 ms in one run and the
+#: same within the run-to-run spread in another.
 #: With both stores in this process (SQLite keys, parcels in memory) one thread does it, in
 #: batches (:class:`~parcelsearch.service.batching.Batcher`): requests then wait on nothing
 #: but each other.
@@ -167,13 +168,10 @@ class _Service:
         self.keys = keys
         # Threads start on first use, so a service forked into workers starts its own.
         networked = keys.dialect == "postgresql" or isinstance(store, PostgisParcelStore)
-        self._threads: ThreadPoolExecutor | None = None
-        self._batcher: Batcher[_MakeCall, Response] | None = None
-        if networked:
-            self._threads = ThreadPoolExecutor(THREADS_NETWORKED,
-                                               thread_name_prefix="parcelsearch")
-        else:
-            self._batcher = Batcher(self._answer_all, name="parcelsearch-gate")
+        self._gate: Callable[[_MakeCall], Awaitable[Response]] = (
+            self._pooled(ThreadPoolExecutor(THREADS_NETWORKED, thread_name_prefix="parcelsearch"))
+            if networked else Batcher(self._answer_all, name="parcelsearch-gate").run
+        )
         self.portal = portal
         self._markets_answer = limits.Outcome(200, json.dumps(
             {"status": "OK", "dataRows": len(markets), "data": markets},
@@ -221,24 +219,26 @@ class _Service:
         work for a while, and the loop, which reads and writes every connection, is the one
         thread the whole process waits on. With both stores in-process the batcher's thread
         reads the request too (the loop is the busier thread)."""
-        if self._threads is None:
-            assert self._batcher is not None
-            return await self._batcher.run(make)
-        # With PostgreSQL, the request threads wait on the network: reading the request here
-        # (pure work, bounded by the request line) spares them a round of GIL hand-offs.
-        made = self._made(make)
-        if isinstance(made, Response):
-            return made
-        made_list: list[limits.Call[bytes] | Response] = [made]
-        answers = await asyncio.get_running_loop().run_in_executor(
-            self._threads, self._answer_made, made_list)
-        return answers[0]
+        return await self._gate(make)
+
+    def _pooled(self, threads: ThreadPoolExecutor) -> Callable[[_MakeCall], Awaitable[Response]]:
+        """The gate with PostgreSQL: the request read here, on the loop (pure work, bounded
+        by the request line: the threads, which wait on the network, are spared a round of
+        GIL hand-offs), then admitted and handled on one of ``threads``."""
+        async def gate(make: _MakeCall) -> Response:
+            made = self._made(make)
+            if isinstance(made, Response):
+                return made
+            answers = await asyncio.get_running_loop().run_in_executor(
+                threads, self._answer_made, [made])
+            return answers[0]
+        return gate
 
     def _answer_all(self, makes: list[_MakeCall]) -> list[Response]:
         """Make the calls, admit them together, handle the admitted ones, answer each."""
         return self._answer_made([self._made(make) for make in makes])
 
-    def _answer_made(self, made: list[limits.Call[bytes] | Response]) -> list[Response]:
+    def _answer_made(self, made: Sequence[limits.Call[bytes] | Response]) -> list[Response]:
         calls = [m for m in made if isinstance(m, limits.Call)]
         results = iter(limits.admit_all(self.keys, calls) if calls else [])
         return [m if isinstance(m, Response) else self._answer(m, next(results)) for m in made]
