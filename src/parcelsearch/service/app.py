@@ -6,11 +6,13 @@ over-long request lines (414, checked before anything else), keys (401), limits 
 bad parameters (400), a key store locked past its busy timeout (503 with ``Retry-After``)
 and even unexpected failures (500, traceback logged server-side).
 
-The gateway's transaction and the search are synchronous, and run off the event loop, so
-the loop never waits on a lock or a search (``/openapi.json`` answers while a key store
-lock is held elsewhere): with both stores in this process, on one thread that admits the
-requests queued meanwhile in one transaction and answers them with one loop wake-up
-(:mod:`parcelsearch.service.batching`); with PostgreSQL, on a pool of threads.
+The loop never waits on a lock or a search (``/openapi.json`` answers while a key store
+lock is held elsewhere): with both stores in this process, admission and search run on one
+thread that admits the requests queued meanwhile in one transaction and answers them with
+one loop wake-up (:mod:`parcelsearch.service.batching`); with both in PostgreSQL, the loop
+sends them on asynchronous connections and awaits the answers
+(:mod:`parcelsearch.service.postgres_gate`); with one of each, they run on a pool of
+threads.
 
 Examples
 --------
@@ -21,11 +23,12 @@ b'{"status":"ERROR","messages":["Failed to resolve API Key variable request.head
 from __future__ import annotations
 
 import asyncio
+import contextlib
 import json
 import logging
 import math
 import time
-from collections.abc import Awaitable, Callable, Sequence
+from collections.abc import AsyncIterator, Awaitable, Callable, Sequence
 from concurrent.futures import ThreadPoolExecutor
 from pathlib import Path
 
@@ -41,13 +44,14 @@ from parcelsearch.errors import BadPolygonError
 from parcelsearch.service import limits
 from parcelsearch.service.batching import Batcher
 from parcelsearch.service.envelopes import JSON, envelope, error_body
-from parcelsearch.service.keys import KeyStore, StoreBusyError
+from parcelsearch.service.keys import KeyStore, PostgresKeyStore, StoreBusyError
 from parcelsearch.service.limits import INVALID_KEY
 from parcelsearch.service.openapi import openapi_document
 from parcelsearch.service.polygon import ParsedPolygon, bad_request, parse_page, parse_polygon
 from parcelsearch.service.portal.routes import create_portal
 from parcelsearch.service.portal.storage import PortalStore
 from parcelsearch.service.postgis import PostgisParcelStore, open_parcel_store
+from parcelsearch.service.postgres_gate import PostgresGate
 from parcelsearch.service.store import ParcelStore, load_markets
 from parcelsearch.settings import (
     MARKETS_PATH,
@@ -82,8 +86,8 @@ BUSY = (
     "the service's key or parcel store is busy or unreachable; retry after the seconds in "
     "Retry-After"
 )
-#: Threads that admit and handle requests when a store is in PostgreSQL (each waits on the
-#: network), per worker process: enough to keep a worker busy while queries are out (a worker
+#: Threads that admit and handle requests when one store (not both) is in PostgreSQL (each
+#: waits on the network), per worker process: enough to keep a worker busy while queries are out (a worker
 #: tops out near 1,500 req/s; at 1.5 ms a request in PostgreSQL that is 2–3 in flight), and
 #: no more, since idle ones only fight over the GIL. Measured at PostGIS 1 M, one worker,
 #: half load: p99 10–14 ms with 8 threads; with 2 and with 4, 5–8 ms in one run and the
@@ -166,13 +170,18 @@ class _Service:
     ) -> None:
         self.store = store
         self.keys = keys
-        # Threads start on first use, so a service forked into workers starts its own.
-        networked = keys.dialect == "postgresql" or isinstance(store, PostgisParcelStore)
-        self._gate: Callable[[_MakeCall], Awaitable[Response]] = (
-            self._pooled(ThreadPoolExecutor(THREADS_NETWORKED, thread_name_prefix="parcelsearch"))
-            if networked else Batcher(self._answer_all, name="parcelsearch-gate").run
-        )
         self.portal = portal
+        self.postgres: PostgresGate | None = None
+        self._gate: Callable[[_MakeCall], Awaitable[Response]]
+        # Threads and pools start on first use, so a service forked into workers starts its own.
+        if isinstance(keys, PostgresKeyStore) and isinstance(store, PostgisParcelStore):
+            self.postgres = PostgresGate(keys, store, portal, self._failed)
+            self._gate = self._on_loop(self.postgres)
+        elif keys.dialect == "postgresql" or isinstance(store, PostgisParcelStore):
+            self._gate = self._pooled(
+                ThreadPoolExecutor(THREADS_NETWORKED, thread_name_prefix="parcelsearch"))
+        else:
+            self._gate = Batcher(self._answer_all, name="parcelsearch-gate").run
         self._markets_answer = limits.Outcome(200, json.dumps(
             {"status": "OK", "dataRows": len(markets), "data": markets},
             separators=(",", ":"), ensure_ascii=False,
@@ -184,6 +193,7 @@ class _Service:
         service: str,
         handle: Callable[[], limits.Outcome[bytes]],
         presumed: limits.Outcome[bytes] | None = None,
+        search: ParsedPolygon | None = None,
     ) -> limits.Call[bytes] | Response:
         """The gateway's call for this request, or the 401 that answers it (no key, or the
         header given twice)."""
@@ -194,24 +204,29 @@ class _Service:
         if not given or not given[0]:
             return envelope(401, MISSING_KEY)
         path = request.scope["path"]
-        return limits.Call(given[0], service, path, self._safe(path, handle), presumed)
+        return limits.Call(given[0], service, path, self._safe(path, handle), presumed, search)
 
-    @staticmethod
     def _safe(
-        path: str, handle: Callable[[], limits.Outcome[bytes]]
+        self, path: str, handle: Callable[[], limits.Outcome[bytes]]
     ) -> Callable[[], limits.Outcome[bytes]]:
-        """``handle``, answering 503 when the parcel store is unreachable and 500 when it
-        fails (the call is counted either way; a 503 is given back)."""
+        """``handle``, its failures answered by :meth:`_failed`."""
         def safe() -> limits.Outcome[bytes]:
             try:
                 return handle()
-            except StoreBusyError:
-                log.warning("parcels database unavailable on %s: answered 503", path)
-                return limits.Outcome(503, error_body(BUSY))
-            except Exception:
-                log.exception("error handling %s", path)
-                return limits.Outcome(500, error_body(INTERNAL))
+            except Exception as exc:
+                return self._failed(path, exc)
         return safe
+
+    @staticmethod
+    def _failed(path: str, exc: Exception) -> limits.Outcome[bytes]:
+        """The outcome of an admitted request whose handling raised ``exc``: 503 when the
+        parcel store is unreachable, else 500 (the call is counted either way; a 503 is
+        given back)."""
+        if isinstance(exc, StoreBusyError):
+            log.warning("parcels database unavailable on %s: answered 503", path)
+            return limits.Outcome(503, error_body(BUSY))
+        log.error("error handling %s", path, exc_info=exc)
+        return limits.Outcome(500, error_body(INTERNAL))
 
     async def _gated(self, make: _MakeCall) -> Response:
         """Make the gateway's call (``make``: parameters and key header checked), admit and
@@ -234,6 +249,25 @@ class _Service:
             return answers[0]
         return gate
 
+    def _on_loop(self, postgres: PostgresGate) -> Callable[[_MakeCall], Awaitable[Response]]:
+        """The gate with both stores in PostgreSQL: the request read, admitted and handled
+        here, on the loop; the loop waits on the database as on any socket."""
+        async def gate(make: _MakeCall) -> Response:
+            made = self._made(make)
+            if isinstance(made, Response):
+                return made
+            return self._answer(made, await postgres.answer(made))
+        return gate
+
+    @contextlib.asynccontextmanager
+    async def lifespan(self, app: Starlette) -> AsyncIterator[None]:
+        """Serve, then close what was opened on this loop (the PostgreSQL pools)."""
+        try:
+            yield
+        finally:
+            if self.postgres is not None:
+                await self.postgres.close()
+
     def _answer_all(self, makes: list[_MakeCall]) -> list[Response]:
         """Make the calls, admit them together, handle the admitted ones, answer each."""
         return self._answer_made([self._made(make) for make in makes])
@@ -241,7 +275,15 @@ class _Service:
     def _answer_made(self, made: Sequence[limits.Call[bytes] | Response]) -> list[Response]:
         calls = [m for m in made if isinstance(m, limits.Call)]
         results = iter(limits.admit_all(self.keys, calls) if calls else [])
-        return [m if isinstance(m, Response) else self._answer(m, next(results)) for m in made]
+        return [m if isinstance(m, Response) else self._tallied(m, next(results)) for m in made]
+
+    def _tallied(
+        self, call: limits.Call[bytes], result: limits.Refusal | limits.Outcome[bytes] | Exception
+    ) -> Response:
+        """:meth:`_answer`, a spike-arrest refusal counted first for the portal's page."""
+        if isinstance(result, limits.Refusal) and result.retry_after is not None:
+            self._count_spike_refusal(call.api_key)
+        return self._answer(call, result)
 
     @staticmethod
     def _made(make: _MakeCall) -> limits.Call[bytes] | Response:
@@ -263,8 +305,6 @@ class _Service:
             log.error("error handling %s", call.path, exc_info=result)
             return envelope(500, INTERNAL)
         if isinstance(result, limits.Refusal):
-            if result.retry_after is not None:  # spike arrest: counted for the portal's page
-                self._count_spike_refusal(call.api_key)
             headers = None if result.retry_after is None else {
                 "Retry-After": str(result.retry_after)
             }
@@ -295,7 +335,7 @@ class _Service:
             return self._call(request, "search", lambda: bad, bad)
         polygon, page = parsed
         return self._call(request, "search", lambda: self._search(polygon, page),
-                          limits.Outcome(200, b"", polygon.sha256, page))
+                          limits.Outcome(200, b"", polygon.sha256, page), polygon)
 
     def _search(self, parsed: ParsedPolygon, page: int) -> limits.Outcome[bytes]:
         sha = parsed.sha256
@@ -411,6 +451,7 @@ def create_app(
     app = Starlette(
         routes=routes,
         exception_handlers={HTTPException: _http_error, Exception: _server_error},
+        lifespan=service.lifespan,
     )
     app.router.redirect_slashes = False
     app.state.service = service

@@ -32,7 +32,7 @@ import secrets
 import sqlite3
 import threading
 import time
-from collections.abc import Iterable, Iterator, Sequence
+from collections.abc import Iterable, Iterator, Mapping, Sequence
 from contextlib import contextmanager
 from dataclasses import dataclass
 from datetime import UTC, datetime
@@ -320,10 +320,14 @@ class KeyStore:
                 raise StoreBusyError(f"key store {self.location} is unavailable") from exc
             raise
 
-    def execute(self, conn: Any, statement: str, params: Sequence[Any] = ()) -> Any:
-        """Run one statement on ``conn``; lock timeouts become :class:`StoreBusyError`."""
+    def execute(
+        self, conn: Any, statement: str, params: Sequence[Any] | Mapping[str, Any] = ()
+    ) -> Any:
+        """Run one statement on ``conn`` (``params`` by position, or by name for named
+        placeholders); lock timeouts become :class:`StoreBusyError`."""
         try:
-            return conn.execute(self.sql(statement), tuple(params))
+            return conn.execute(self.sql(statement),
+                                params if isinstance(params, Mapping) else tuple(params))
         except Exception as exc:
             self._raise_if_busy(conn, exc)
             raise

@@ -31,12 +31,13 @@ from __future__ import annotations
 import logging
 import math
 import time
-from collections.abc import Callable, Sequence
+from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import Any, Generic, TypeVar
 
 from parcelsearch._shared import month_of
 from parcelsearch.service.keys import KeyStore, StoreBusyError, hash_key
+from parcelsearch.service.polygon import ParsedPolygon
 
 __all__ = [
     "Outcome",
@@ -45,6 +46,10 @@ __all__ = [
     "admit",
     "admit_all",
     "spike_window",
+    "settling",
+    "postgres_parameters",
+    "postgres_verdict",
+    "postgres_statement",
     "INVALID_KEY",
     "INVALID_FOR_RESOURCE",
     "spike_message",
@@ -109,7 +114,8 @@ class Call(Generic[T]):
     ``handle`` produces the response of the admitted request, outside the admission
     transaction; ``presumed`` is the outcome expected (status, polygon, page), logged with
     the admission and updated afterwards only if ``handle`` differs (``None``: status 0
-    until handled).
+    until handled); ``search`` is the polygon whose hit list ``handle`` pages through, for
+    a gate that fetches it first.
     """
 
     api_key: str = field(repr=False)  # a secret: never in a repr
@@ -117,6 +123,7 @@ class Call(Generic[T]):
     path: str
     handle: Callable[[], Outcome[T]]
     presumed: Outcome[Any] | None = None
+    search: ParsedPolygon | None = None
 
 
 def admit(
@@ -238,7 +245,7 @@ def _decide_alone(
     digest = hash_key(call.api_key)
     try:
         if store.dialect == "postgresql":
-            return _admit_in_postgres(store, digest, call.service, call.path, now(), guess)
+            return _admit_in_postgres(store, call, now())
         with store.transaction() as conn:
             return _admit_here(store, conn, digest, call.service, call.path, now(), guess)
     except Exception as exc:  # busy, or the store failed: this call's answer
@@ -321,19 +328,34 @@ def _admit_in_one_statement(store: KeyStore, conn: Any, digest: str, service: st
     return None if row is None else (int(row["key_id"]), month, int(row["id"]))
 
 
-def _admit_in_postgres(store: KeyStore, digest: str, service: str, path: str, t: float,
-                       guess: Outcome[Any]) -> Refusal | Admitted:
-    """The same checks in one call of ``parcelsearch.admit`` (one round trip; the key's row
-    locked, then the log counted in a separate statement, as the SQLite path does)."""
-    month = month_of(t)
-    conn = store.connection()
-    row = store.execute(
-        conn,
-        "SELECT verdict, key_id, name, per_second, oldest, request_id"
-        " FROM parcelsearch.admit(?, ?, ?, ?, ?, ?, ?, ?)",
-        (digest, service, path, t, month, guess.status, guess.polygon_sha256,
-         _loggable(guess.page)),
-    ).fetchone()
+def postgres_statement(search: str | None = None) -> str:
+    """The admission as one call of ``parcelsearch.admit`` (named parameters: see
+    :func:`postgres_parameters`; columns: see :func:`postgres_verdict`) and, given a
+    ``search`` query (one ``group_id`` column, in order; its own named parameters), the hit
+    list as column ``hits`` for an admitted request — ``NULL`` otherwise: a refused request
+    never searches."""
+    hits = "" if search is None else (
+        f", CASE WHEN a.verdict = 'admitted' THEN ARRAY({search}) END AS hits"
+    )
+    return (
+        f"SELECT a.verdict, a.key_id, a.name, a.per_second, a.oldest, a.request_id{hits}"
+        " FROM parcelsearch.admit(%(key_hash)s, %(service)s, %(path)s, %(time)s, %(month)s,"
+        " %(status)s, %(polygon_sha256)s, %(page)s) AS a"
+    )
+
+
+def postgres_parameters(call: Call[Any], t: float) -> dict[str, Any]:
+    """The parameters of :func:`postgres_statement` for ``call`` at time ``t``."""
+    guess = call.presumed or Outcome(0, None)
+    return {
+        "key_hash": hash_key(call.api_key), "service": call.service, "path": call.path,
+        "time": t, "month": month_of(t), "status": guess.status,
+        "polygon_sha256": guess.polygon_sha256, "page": _loggable(guess.page),
+    }
+
+
+def postgres_verdict(row: Mapping[str, Any], t: float) -> Refusal | Admitted:
+    """The refusal or admission that a row of :func:`postgres_statement` at ``t`` says."""
     verdict = row["verdict"]
     if verdict == "invalid":
         return Refusal(401, INVALID_KEY)
@@ -343,7 +365,16 @@ def _admit_in_postgres(store: KeyStore, digest: str, service: str, path: str, t:
         return _spike(row["oldest"], row["per_second"], t)
     if verdict == "quota":
         return Refusal(429, quota_message(row["name"]))
-    return int(row["key_id"]), month, int(row["request_id"])
+    return int(row["key_id"]), month_of(t), int(row["request_id"])
+
+
+def _admit_in_postgres(store: KeyStore, call: Call[Any], t: float) -> Refusal | Admitted:
+    """The same checks in one call of ``parcelsearch.admit`` (one round trip; the key's row
+    locked, then the log counted in a separate statement, as the SQLite path does)."""
+    row = store.execute(
+        store.connection(), postgres_statement(), postgres_parameters(call, t),
+    ).fetchone()
+    return postgres_verdict(row, t)
 
 
 def _spike(oldest: float, per_second: float, t: float) -> Refusal:
@@ -380,43 +411,47 @@ def _loggable(page: int | None) -> int | None:
     return page if page is not None and 0 <= page < 2**63 else None
 
 
-def _settle(store: KeyStore, handled: Sequence[tuple[Admitted, Outcome[Any], Outcome[Any]]]
-            ) -> None:
-    """Bring the log rows of handled requests up to date, in one transaction: a call
-    answered 503 (a store was unreachable) is given back, logged as such and not counted;
-    one whose status, polygon or page differs from the presumed one gets them."""
-    changed = [
-        (admitted, outcome) for admitted, guess, outcome in handled
-        if outcome.status == 503 or (outcome.status, outcome.polygon_sha256, outcome.page)
-        != (guess.status, guess.polygon_sha256, guess.page)
-    ]
-    if not changed:
+#: The log rows of handled requests whose outcome differs from the one presumed: what
+#: :func:`settle` brings up to date.
+Handled = Sequence[tuple[Admitted, Outcome[Any], Outcome[Any]]]
+
+
+def settling(handled: Handled) -> list[tuple[str, tuple[Any, ...]]]:
+    """The statements (``?`` placeholders) that bring the log rows of ``handled`` requests up
+    to date, to run in one transaction: a call answered 503 (a store was unreachable) is
+    given back, logged as such and not counted; one whose status, polygon or page differs
+    from the presumed one gets them. Empty when every outcome was as presumed."""
+    statements: list[tuple[str, tuple[Any, ...]]] = []
+    for (key_id, month, request_id), guess, outcome in handled:
+        if outcome.status == 503:
+            statements.append((_REFUND, (month, key_id)))
+            statements.append((_UNCOUNTED, (503, False, request_id)))
+        elif (outcome.status, outcome.polygon_sha256, outcome.page) != (
+                guess.status, guess.polygon_sha256, guess.page):
+            statements.append((_UPDATE_LOG, (outcome.status, outcome.polygon_sha256,
+                                             _loggable(outcome.page), request_id)))
+    return statements
+
+
+_REFUND = ("UPDATE keys SET used_lifetime = used_lifetime - 1, used_month = CASE WHEN"
+           " month = ? THEN used_month - 1 ELSE used_month END WHERE id = ?")
+_UNCOUNTED = "UPDATE requests SET status = ?, counted = ? WHERE id = ?"
+_UPDATE_LOG = "UPDATE requests SET status = ?, polygon_sha256 = ?, page = ? WHERE id = ?"
+
+
+def _settle(store: KeyStore, handled: Handled) -> None:
+    """Run :func:`settling`'s statements in one transaction (if there are any)."""
+    statements = settling(handled)
+    if not statements:
         return
     try:
         with store.transaction() as conn:
-            for (key_id, month, request_id), outcome in changed:
-                if outcome.status == 503:
-                    _refund(store, conn, key_id, month, request_id)
-                else:
-                    store.execute(
-                        conn,
-                        "UPDATE requests SET status = ?, polygon_sha256 = ?, page = ?"
-                        " WHERE id = ?",
-                        (outcome.status, outcome.polygon_sha256, _loggable(outcome.page),
-                         request_id),
-                    )
+            for statement, params in statements:
+                store.execute(conn, statement, params)
     except StoreBusyError:  # the calls are counted and answered; only their rows lag
-        log.warning("%d handled requests' log rows not updated (status, or a 503 given "
-                    "back): the key store stayed busy", len(changed))
+        log.warning(SETTLE_LAGS, len(statements))
 
 
-def _refund(store: KeyStore, conn: Any, key_id: int, month: str, request_id: int) -> None:
-    """Give back a counted call that was answered 503 (logged as such, not counted)."""
-    store.execute(
-        conn,
-        "UPDATE keys SET used_lifetime = used_lifetime - 1, used_month = CASE WHEN"
-        " month = ? THEN used_month - 1 ELSE used_month END WHERE id = ?",
-        (month, key_id),
-    )
-    store.execute(conn, "UPDATE requests SET status = 503, counted = ? WHERE id = ?",
-                  (False, request_id))
+#: Logged when the log rows of handled requests could not be brought up to date.
+SETTLE_LAGS = ("%d statements updating handled requests' log rows (status, or a 503 given "
+               "back) not run: the key store stayed busy")

@@ -18,7 +18,7 @@ subdividing never changes a match. A small or convex polygon is one index scan.
 
 from __future__ import annotations
 
-from collections.abc import Iterator
+from collections.abc import Iterator, Sequence
 from pathlib import Path
 from typing import Any
 
@@ -42,6 +42,7 @@ __all__ = [
     "prepare_table",
     "index_table",
     "TABLE",
+    "SESSION",
 ]
 
 TABLE = "parcelsearch.parcels"
@@ -50,7 +51,8 @@ _CHUNK = 100_000
 #: Vertices per piece when a concave search polygon is subdivided.
 SUBDIVIDE_VERTICES = 64
 
-_SESSION = (
+#: Settings of every session that searches parcels.
+SESSION = (
     "SET jit = off",
     "SET max_parallel_workers_per_gather = 0",
     "SET plan_cache_mode = force_custom_plan",
@@ -108,7 +110,7 @@ def _connect(url: str) -> psycopg.Connection[Any]:
         conn = psycopg.connect(url, autocommit=True, connect_timeout=10)
     except psycopg.Error as exc:
         raise ConfigurationError(f"cannot connect to the parcels database: {exc}") from None
-    for statement in _SESSION:
+    for statement in SESSION:
         conn.execute(statement)
     return conn
 
@@ -255,17 +257,29 @@ class PostgisParcelStore:
         return np.array([row[0] for row in rows], dtype=object)
 
     def _query(self, conn: psycopg.Connection[Any], polygon: shapely.Polygon) -> list[Any]:
+        return conn.execute(*self.search_statement(polygon)).fetchall()
+
+    def search_statement(self, polygon: shapely.Polygon) -> tuple[str, dict[str, Any]]:
+        """The query (one ``group_id`` column, in order) of the parcels matching ``polygon``,
+        and its named parameters (``wkb``, ``vertices``)."""
         # A small or convex polygon is one index scan (and cheap to plan); a large concave one
         # is cut into pieces whose boxes select far fewer candidates than its own box.
         queries = _SEARCH_SUBDIVIDED if _worth_subdividing(polygon) else _SEARCH_SIMPLE
-        return conn.execute(
-            queries[self.match],
-            {"wkb": shapely.to_wkb(polygon), "vertices": SUBDIVIDE_VERTICES},
-        ).fetchall()
+        return queries[self.match], {"wkb": shapely.to_wkb(polygon),
+                                     "vertices": SUBDIVIDE_VERTICES}
 
     def hits(self, parsed: ParsedPolygon) -> np.ndarray:
         """GroupIDs (parcel_id order) of the parcels matching ``parsed``; cached."""
         return self._cache.get(parsed.normalised, lambda: self._search(parsed.polygon))
+
+    def cached(self, parsed: ParsedPolygon) -> np.ndarray | None:
+        """The cached hit list of ``parsed``, or ``None`` (nothing is queried)."""
+        return self._cache.peek(parsed.normalised)
+
+    def remember(self, parsed: ParsedPolygon, group_ids: Sequence[str]) -> np.ndarray:
+        """Cache ``group_ids`` (what :meth:`search_statement` returned, in order) as the hit
+        list of ``parsed``: :meth:`hits` then answers without a query."""
+        return self._cache.put(parsed.normalised, np.array(group_ids, dtype=object))
 
     def page(self, hits: np.ndarray, page: int) -> list[str]:
         """GroupIDs of ``page`` (1-based) of ``hits``: at most ``PAGE_SIZE``."""

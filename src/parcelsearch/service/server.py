@@ -110,7 +110,7 @@ def build_server(
         h11_max_incomplete_event_size=MAX_REQUEST_HEAD,
         ssl_certfile=str(cert),
         ssl_keyfile=str(key),
-        lifespan="off",
+        lifespan="on",
         log_config=None,
         access_log=access_log,
         server_header=False,

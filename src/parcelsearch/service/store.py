@@ -200,12 +200,19 @@ class HitCache:
 
     def get(self, key: str, compute: Callable[[], np.ndarray]) -> np.ndarray:
         """The cached hit list for ``key``, or ``compute()`` cached (read-only)."""
+        cached = self.peek(key)
+        return self.put(key, compute()) if cached is None else cached
+
+    def peek(self, key: str) -> np.ndarray | None:
+        """The cached hit list for ``key`` (now the most recently used), or ``None``."""
         with self._lock:
             cached = self._entries.get(key)
             if cached is not None:
                 self._entries.move_to_end(key)
-                return cached
-        hits = compute()
+            return cached
+
+    def put(self, key: str, hits: np.ndarray) -> np.ndarray:
+        """Cache ``hits`` for ``key`` (made read-only) and return them."""
         hits.flags.writeable = False
         with self._lock:
             self._entries[key] = hits

@@ -519,17 +519,16 @@ class PortalStore:
 
     def count_spike_refusal(self, api_key: str) -> None:
         """Count one spike-arrest refusal of ``api_key`` today (UTC)."""
-        day = datetime.fromtimestamp(self.clock(), UTC).date().isoformat()
         with self.keys.transaction() as conn:
-            row = self.keys.execute(
-                conn,
-                "SELECT id FROM keys WHERE key_hash = ?", (hash_key(api_key),)
-            ).fetchone()
-            if row is None:
-                return
-            self.keys.execute(
-                conn,
-                "INSERT INTO spike_refusals (key_id, day, count) VALUES (?, ?, 1)"
-                " ON CONFLICT (key_id, day) DO UPDATE SET count = spike_refusals.count + 1",
-                (row["id"], day),
-            )
+            self.keys.execute(conn, *self.spike_refusal(api_key))
+
+    def spike_refusal(self, api_key: str) -> tuple[str, tuple[str, str]]:
+        """The statement (``?`` placeholders) and parameters that count one spike-arrest
+        refusal of ``api_key`` today (UTC); it counts nothing for an unknown key."""
+        day = datetime.fromtimestamp(self.clock(), UTC).date().isoformat()
+        return (
+            "INSERT INTO spike_refusals (key_id, day, count) SELECT id, ?, 1 FROM keys"
+            " WHERE key_hash = ?"
+            " ON CONFLICT (key_id, day) DO UPDATE SET count = spike_refusals.count + 1",
+            (day, hash_key(api_key)),
+        )

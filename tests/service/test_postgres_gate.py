@@ -1,0 +1,159 @@
+"""Both stores in PostgreSQL: admission and search from the event loop, on pooled
+connections (the app driven in-process by Starlette's TestClient, a real cluster)."""
+
+from __future__ import annotations
+
+import json
+import threading
+import warnings
+from collections.abc import Iterator
+from typing import Any
+
+import psycopg
+import pytest
+
+from parcelsearch.service import limits, synth
+from parcelsearch.service.app import BUSY, create_app
+from parcelsearch.service.keys import KeyStore
+from parcelsearch.service.polygon import parse_polygon
+from parcelsearch.service.postgis import PostgisParcelStore, load_parcels_into
+from parcelsearch.service.postgres_gate import APPLICATION_NAME, CONNECTIONS
+from parcelsearch.service.store import ParcelStore
+
+with warnings.catch_warnings():  # Starlette 1.x asks for `httpx2`, not yet on PyPI here
+    warnings.simplefilter("ignore")
+    from starlette.testclient import TestClient
+
+
+@pytest.fixture(scope="module")
+def example() -> synth.Example:
+    return synth.example_fabric()
+
+
+@pytest.fixture(scope="module")
+def together(postgres: Any, example: synth.Example) -> str:
+    """One database holding the example's parcels; keys go beside them."""
+    url: str = postgres.database("gate")
+    load_parcels_into(example.parcels, url)
+    return url
+
+
+@pytest.fixture(scope="module")
+def apart(postgres: Any) -> str:
+    """A database for keys alone (the parcels stay in ``together``'s)."""
+    url: str = postgres.database("keys")
+    return url
+
+
+@pytest.fixture(params=["together", "apart"])
+def client(request: pytest.FixtureRequest, together: str
+           ) -> Iterator[tuple[TestClient, KeyStore, str]]:
+    """The app with keys beside the parcels (one statement admits and searches) or in a
+    database of their own (two pools); yields the client, the key store and the URL of the
+    database the search runs in."""
+    keys = KeyStore(request.getfixturevalue(request.param), busy_timeout=2.0)
+    store = PostgisParcelStore(together)
+    app = create_app(store, ["Abilene, TX"], keys)
+    with TestClient(app, base_url="https://testserver",
+                    raise_server_exceptions=False) as test_client:
+        yield test_client, keys, together
+    store.close()
+    keys.close()
+
+
+def _search(client: TestClient, key: str, ring: Any, page: int = 1) -> Any:
+    return client.get("/v1/search", params={"searchPolygon": json.dumps(ring), "page": page},
+                      headers={"x-api-key": key})
+
+
+def _pooled(url: str) -> list[int]:
+    """Backend pids of the gate's pooled connections to ``url``'s database."""
+    with psycopg.connect(url, autocommit=True) as conn:
+        rows = conn.execute("SELECT pid FROM pg_stat_activity WHERE application_name = %s"
+                            " AND datname = current_database()", (APPLICATION_NAME,)).fetchall()
+    return [int(row[0]) for row in rows]
+
+
+def test_answers_as_the_embedded_store_on_pooled_connections_closed_at_shutdown(
+    together: str, example: synth.Example
+) -> None:
+    keys = KeyStore(together)
+    key = keys.create("pooled", per_second=1000, quota=1000)
+    store = PostgisParcelStore(together)
+    with TestClient(create_app(store, ["Abilene, TX"], keys),
+                    base_url="https://testserver") as client:
+        first = _search(client, key, example.ring).json()
+        last = _search(client, key, example.ring, page=first["pages"]).json()  # cached
+        opened = _pooled(together)
+        threads = [t.name for t in threading.enumerate() if t.name.startswith("parcelsearch")]
+    store.close()
+    embedded = ParcelStore(example.parcels)
+    hits = embedded.hits(parse_polygon(json.dumps(example.ring)))
+    assert first["pages"] > 1 and first["rows"] == len(hits)
+    assert first["data"] == embedded.page(hits, 1)
+    assert last["data"] == embedded.page(hits, first["pages"])
+    assert len(opened) == CONNECTIONS
+    assert threads == []  # no request thread: the loop itself waited on the database
+    assert _pooled(together) == []  # the lifespan's end closed the pool
+    assert keys.get("pooled")["used_lifetime"] == 2
+    assert keys.requests("pooled").status.tolist() == [200, 200]
+    keys.close()
+
+
+def _parcel_scans(url: str, key: str, ring: Any) -> int:
+    """How many times the one-statement admission and search of ``ring`` with ``key`` scans
+    the parcels (EXPLAIN ANALYZE: the statement really runs, admission included)."""
+    store = PostgisParcelStore(url)
+    polygon = parse_polygon(json.dumps(ring))
+    query, params = store.search_statement(polygon.polygon)
+    store.close()
+    call: limits.Call[bytes] = limits.Call(
+        key, "search", "/v1/search", lambda: limits.Outcome(200, b""),
+        limits.Outcome(200, b"", polygon.sha256, 1))
+    params |= limits.postgres_parameters(call, 1.7e9)
+    with psycopg.connect(url, autocommit=True) as conn:
+        row = conn.execute("EXPLAIN (ANALYZE, FORMAT JSON) "
+                           + limits.postgres_statement(query), params).fetchone()
+    assert row is not None
+
+    def scans(node: dict[str, Any]) -> int:
+        own = node.get("Actual Loops", 0) if node.get("Relation Name") == "parcels" else 0
+        return int(own) + sum(scans(child) for child in node.get("Plans", []))
+
+    return scans(row[0][0]["Plan"])
+
+
+def test_a_refused_request_never_searches(together: str, example: synth.Example) -> None:
+    keys = KeyStore(together)
+    key = keys.create("explained", per_second=1000, quota=1000)
+    keys.close()
+    assert _parcel_scans(together, "not-a-key", example.ring) == 0
+    assert _parcel_scans(together, key, example.ring) >= 1
+
+
+def test_lost_connections_answer_503_uncounted_then_the_pool_recovers(
+    client: tuple[TestClient, KeyStore, str], example: synth.Example
+) -> None:
+    """The parcels database's connections are cut (with keys apart, after the admission
+    counted the call: it is given back)."""
+    test_client, keys, parcels = client
+    key = keys.create("lost", per_second=1000, quota=1000)
+    assert _search(test_client, key, example.ring).status_code == 200
+    moved = [[x + 1e-5, y] for x, y in example.ring]  # not cached: it needs a search
+    with psycopg.connect(parcels, autocommit=True) as conn:
+        for pid in _pooled(parcels):
+            conn.execute("SELECT pg_terminate_backend(%s)", (pid,))
+    answers = []
+    for _ in range(3 * CONNECTIONS):  # bounded: each broken connection fails once
+        answer = _search(test_client, key, moved)
+        answers.append(answer)
+        if answer.status_code == 200:
+            break
+    *failed, last = answers
+    assert last.status_code == 200 and 1 <= len(failed) <= CONNECTIONS
+    for answer in failed:
+        assert answer.status_code == 503 and answer.json()["messages"] == [BUSY]
+        assert answer.headers["Retry-After"] == "1"
+    assert keys.get("lost")["used_lifetime"] == 2  # the first search and the last
+    counted = keys.requests("lost")
+    assert counted[counted.counted].status.tolist() == [200, 200]
