@@ -157,3 +157,23 @@ def test_lost_connections_answer_503_uncounted_then_the_pool_recovers(
     assert keys.get("lost")["used_lifetime"] == 2  # the first search and the last
     counted = keys.requests("lost")
     assert counted[counted.counted].status.tolist() == [200, 200]
+
+
+def test_refusals_in_the_vendor_envelope_and_spike_refusals_tallied(
+    client: tuple[TestClient, KeyStore, str], example: synth.Example
+) -> None:
+    test_client, keys, _ = client
+    key = keys.create("spiky", per_second=1, quota=1000)
+    first = _search(test_client, key, example.ring)
+    second = _search(test_client, key, example.ring)
+    unknown = _search(test_client, "no-such-key", example.ring)
+    assert first.status_code == 200
+    assert (second.status_code, second.json()["messages"]) == (
+        429, [limits.spike_message(1)])
+    assert int(second.headers["Retry-After"]) >= 1
+    assert (unknown.status_code, unknown.json()["messages"]) == (401, [limits.INVALID_KEY])
+    with keys.transaction() as conn:
+        tally = keys.execute(conn, "SELECT sum(s.count) AS n FROM spike_refusals s JOIN keys k"
+                                   " ON k.id = s.key_id WHERE k.name = ?", ("spiky",)).fetchone()
+    assert tally["n"] == 1
+    assert keys.get("spiky")["used_lifetime"] == 1

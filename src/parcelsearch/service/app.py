@@ -87,14 +87,15 @@ BUSY = (
     "Retry-After"
 )
 #: Threads that admit and handle requests when one store (not both) is in PostgreSQL (each
-#: waits on the network), per worker process: enough to keep a worker busy while queries are out (a worker
-#: tops out near 1,500 req/s; at 1.5 ms a request in PostgreSQL that is 2–3 in flight), and
-#: no more, since idle ones only fight over the GIL. Measured at PostGIS 1 M, one worker,
-#: half load: p99 10–14 ms with 8 threads; with 2 and with 4, 5–8 ms in one run and the
-#: same within the run-to-run spread in another.
+#: waits on the network), per worker process: enough to keep a worker busy while queries are
+#: out (a worker tops out near 1,500 req/s; at 1.5 ms a request in PostgreSQL that is 2–3 in
+#: flight), and no more, since idle ones only fight over the GIL. Measured at PostGIS 1 M
+#: (then on threads too), one worker, half load: p99 10–14 ms with 8 threads; with 2 and
+#: with 4, 5–8 ms in one run and the same within the run-to-run spread in another.
 #: With both stores in this process (SQLite keys, parcels in memory) one thread does it, in
 #: batches (:class:`~parcelsearch.service.batching.Batcher`): requests then wait on nothing
-#: but each other.
+#: but each other; with both in PostgreSQL, the loop itself
+#: (:class:`~parcelsearch.service.postgres_gate.PostgresGate`).
 THREADS_NETWORKED = 4
 #: Reads a request's parameters and key header, off the loop: its gateway call, or the
 #: answer that needs no admission (a 401 for a missing key).
@@ -230,10 +231,11 @@ class _Service:
 
     async def _gated(self, make: _MakeCall) -> Response:
         """Make the gateway's call (``make``: parameters and key header checked), admit and
-        handle it. Admission and search run off the event loop: they may wait on a lock or
-        work for a while, and the loop, which reads and writes every connection, is the one
-        thread the whole process waits on. With both stores in-process the batcher's thread
-        reads the request too (the loop is the busier thread)."""
+        handle it. Admission and search never hold up the event loop: they may wait on a
+        lock or work for a while, and the loop, which reads and writes every connection, is
+        the one thread the whole process waits on. They run on threads (with both stores
+        in-process the batcher's thread reads the request too: the loop is the busier
+        thread), or, with both stores in PostgreSQL, are sent from the loop and awaited."""
         return await self._gate(make)
 
     def _pooled(self, threads: ThreadPoolExecutor) -> Callable[[_MakeCall], Awaitable[Response]]:

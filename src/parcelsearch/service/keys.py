@@ -137,13 +137,15 @@ _POSTGRES_SCHEMA = (
     # The gateway's checks in one call (one round trip an admission): the same rules, in the
     # same order, as parcelsearch.service.limits applies them with SQLite. Each statement of
     # a PL/pgSQL function sees what was committed before it starts, so the count after the
-    # row lock is exact across hosts.
+    # row lock is exact across hosts. Its statements keep their cached plans whatever the
+    # session's plan_cache_mode (PostGIS searches force custom plans; re-planning these
+    # took the call from 0.26 to 0.45 ms, measured on a 1 M-parcel database).
     """CREATE OR REPLACE FUNCTION parcelsearch.admit(
     p_hash TEXT, p_service TEXT, p_path TEXT, p_time DOUBLE PRECISION, p_month TEXT,
     p_status INTEGER, p_polygon_sha256 TEXT, p_page BIGINT
 ) RETURNS TABLE (verdict TEXT, key_id BIGINT, name TEXT, per_second DOUBLE PRECISION,
                  oldest DOUBLE PRECISION, request_id BIGINT)
-LANGUAGE plpgsql AS $$
+LANGUAGE plpgsql SET plan_cache_mode = auto AS $$
 DECLARE
     k parcelsearch.keys%ROWTYPE;
     allowed BIGINT;
