@@ -13,7 +13,7 @@ import psycopg
 import pytest
 
 from parcelsearch.service import limits, synth
-from parcelsearch.service.app import BUSY, create_app
+from parcelsearch.service.app import BUSY, INTERNAL, create_app
 from parcelsearch.service.keys import KeyStore
 from parcelsearch.service.polygon import parse_polygon
 from parcelsearch.service.postgis import PostgisParcelStore, load_parcels_into
@@ -74,30 +74,44 @@ def _pooled(url: str) -> list[int]:
     return [int(row[0]) for row in rows]
 
 
-def test_answers_as_the_embedded_store_on_pooled_connections_closed_at_shutdown(
-    together: str, example: synth.Example
-) -> None:
+@pytest.fixture
+def keys_together(together: str) -> Iterator[KeyStore]:
     keys = KeyStore(together)
+    yield keys
+    keys.close()
+
+
+def _threads() -> set[threading.Thread]:
+    return set(threading.enumerate())
+
+
+def test_answers_as_the_embedded_store_on_pooled_connections_closed_at_shutdown(
+    together: str, keys_together: KeyStore, example: synth.Example
+) -> None:
+    keys = keys_together
     key = keys.create("pooled", per_second=1000, quota=1000)
     store = PostgisParcelStore(together)
-    with TestClient(create_app(store, ["Abilene, TX"], keys),
-                    base_url="https://testserver") as client:
-        first = _search(client, key, example.ring).json()
-        last = _search(client, key, example.ring, page=first["pages"]).json()  # cached
-        opened = _pooled(together)
-        threads = [t.name for t in threading.enumerate() if t.name.startswith("parcelsearch")]
-    store.close()
+    before = _threads()
+    try:
+        with TestClient(create_app(store, ["Abilene, TX"], keys),
+                        base_url="https://testserver") as client:
+            first = _search(client, key, example.ring).json()
+            last = _search(client, key, example.ring, page=first["pages"]).json()  # cached
+            opened = _pooled(together)
+            started = [t.name for t in _threads() - before]
+    finally:
+        store.close()
     embedded = ParcelStore(example.parcels)
     hits = embedded.hits(parse_polygon(json.dumps(example.ring)))
     assert first["pages"] > 1 and first["rows"] == len(hits)
     assert first["data"] == embedded.page(hits, 1)
     assert last["data"] == embedded.page(hits, first["pages"])
     assert len(opened) == CONNECTIONS
-    assert threads == []  # no request thread: the loop itself waited on the database
+    # no request thread: the loop itself (the test client's) waited on the database
+    assert not [name for name in started if name.startswith("parcelsearch")], started
     assert _pooled(together) == []  # the lifespan's end closed the pool
     assert keys.get("pooled")["used_lifetime"] == 2
     assert keys.requests("pooled").status.tolist() == [200, 200]
-    keys.close()
 
 
 def _parcel_scans(url: str, key: str, ring: Any) -> int:
@@ -123,10 +137,10 @@ def _parcel_scans(url: str, key: str, ring: Any) -> int:
     return scans(row[0][0]["Plan"])
 
 
-def test_a_refused_request_never_searches(together: str, example: synth.Example) -> None:
-    keys = KeyStore(together)
-    key = keys.create("explained", per_second=1000, quota=1000)
-    keys.close()
+def test_a_refused_request_never_searches(
+    together: str, keys_together: KeyStore, example: synth.Example
+) -> None:
+    key = keys_together.create("explained", per_second=1000, quota=1000)
     assert _parcel_scans(together, "not-a-key", example.ring) == 0
     assert _parcel_scans(together, key, example.ring) >= 1
 
@@ -177,3 +191,27 @@ def test_refusals_in_the_vendor_envelope_and_spike_refusals_tallied(
                                    " ON k.id = s.key_id WHERE k.name = ?", ("spiky",)).fetchone()
     assert tally["n"] == 1
     assert keys.get("spiky")["used_lifetime"] == 1
+
+
+def test_a_search_that_fails_after_admission_is_a_counted_500(
+    postgres: Any, example: synth.Example
+) -> None:
+    """A fault we can cause for real: the parcels table loses the column a search reads.
+    The one statement that admits and searches fails as a whole; the call is then admitted
+    alone and its search fails on its own, as on the thread-pool path."""
+    url: str = postgres.database("broken")
+    load_parcels_into(example.parcels, url)
+    keys, store = KeyStore(url), PostgisParcelStore(url)
+    try:
+        key = keys.create("broken", per_second=1000, quota=1000)
+        with TestClient(create_app(store, ["Abilene, TX"], keys),
+                        base_url="https://testserver", raise_server_exceptions=False) as client:
+            with psycopg.connect(url, autocommit=True) as conn:
+                conn.execute("ALTER TABLE parcelsearch.parcels RENAME COLUMN group_id TO gone")
+            answer = _search(client, key, example.ring)
+        assert (answer.status_code, answer.json()["messages"]) == (500, [INTERNAL])
+        assert keys.get("broken")["used_lifetime"] == 1
+        assert keys.requests("broken").status.tolist() == [500]
+    finally:
+        store.close()
+        keys.close()

@@ -42,9 +42,9 @@ __all__ = ["PostgresGate", "CONNECTIONS", "APPLICATION_NAME"]
 
 log = logging.getLogger("parcelsearch.service")
 
-#: Pooled connections per database and worker process: requests in flight at once (each
-#: waits on one connection). Measured at PostGIS 1 M, one worker, half load: 4 keeps the
-#: worker busy; idle ones cost a backend each.
+#: Pooled connections per database and worker process: the requests whose queries are out
+#: at once (others wait for a connection, up to the busy timeout). As many as the request
+#: threads of the thread pool path; every one is a PostgreSQL backend, busy or not.
 CONNECTIONS = 4
 
 #: The pooled connections' ``application_name`` (as PostgreSQL's ``pg_stat_activity`` shows).
@@ -104,7 +104,15 @@ class PostgresGate:
         hits = None if search is None else self.store.cached(search)
         together = search is not None and hits is None and self._together
         try:
-            row = await self._admit(call, t, search if together else None)
+            try:
+                row = await self._admit(call, t, search if together else None)
+            except psycopg.Error:
+                if not together:
+                    raise
+                # The search failed, and took the admission with it: admit alone, so that
+                # the call counts and its search fails on its own (a 500, as on threads).
+                together = False
+                row = await self._admit(call, t, None)
         except Exception as exc:  # busy, or the store failed: nothing was counted
             if not isinstance(exc, StoreBusyError):
                 log.exception("admission failed on %s", call.path)
@@ -191,7 +199,7 @@ class PostgresGate:
         if loop is not self._loop:  # pools serve the loop they were opened on
             self._pools, self._loop = {}, loop
         opening = self._pools.get(url)
-        if opening is None:
+        if opening is None or (opening.done() and opening.exception() is not None):
             opening = self._pools[url] = loop.create_task(self._open(url))
         return await asyncio.shield(opening)
 
