@@ -178,7 +178,7 @@ class _Service:
         if isinstance(keys, PostgresKeyStore) and isinstance(store, PostgisParcelStore):
             self.postgres = PostgresGate(keys, store, portal, self._failed)
             self._gate = self._on_loop(self.postgres)
-        elif keys.dialect == "postgresql" or isinstance(store, PostgisParcelStore):
+        elif isinstance(keys, PostgresKeyStore) or isinstance(store, PostgisParcelStore):
             self._gate = self._pooled(
                 ThreadPoolExecutor(THREADS_NETWORKED, thread_name_prefix="parcelsearch"))
         else:

@@ -650,13 +650,22 @@ class PostgresKeyStore(KeyStore):
                 conn.execute(statement)
 
     def _connect(self) -> psycopg.Connection[Any]:
-        conn = psycopg.connect(
-            self.url, autocommit=True, row_factory=dict_row,
-            connect_timeout=max(1, round(self.busy_timeout)),
-        )
-        conn.execute("SET search_path TO parcelsearch, public")
-        conn.execute(f"SET lock_timeout = {int(self.busy_timeout * 1000)}")
+        conn = psycopg.connect(self.url, **self.connect_options())
+        for statement in self.session():
+            conn.execute(statement)
         return conn
+
+    def connect_options(self) -> dict[str, Any]:
+        """The options every connection to this store is opened with (autocommit, rows as
+        dicts, the busy timeout to connect)."""
+        return {"autocommit": True, "row_factory": dict_row,
+                "connect_timeout": max(1, round(self.busy_timeout))}
+
+    def session(self) -> tuple[str, ...]:
+        """The settings every connection to this store runs with (its schema first, locks
+        waited for up to the busy timeout)."""
+        return ("SET search_path TO parcelsearch, public",
+                f"SET lock_timeout = {int(self.busy_timeout * 1000)}")
 
     def sql(self, statement: str) -> str:
         return statement.replace("?", "%s")

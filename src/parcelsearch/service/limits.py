@@ -354,8 +354,10 @@ def postgres_parameters(call: Call[Any], t: float) -> dict[str, Any]:
     }
 
 
-def postgres_verdict(row: Mapping[str, Any], t: float) -> Refusal | Admitted:
-    """The refusal or admission that a row of :func:`postgres_statement` at ``t`` says."""
+def postgres_verdict(row: Mapping[str, Any], params: Mapping[str, Any]) -> Refusal | Admitted:
+    """The refusal or admission that a row of :func:`postgres_statement` run with ``params``
+    (:func:`postgres_parameters`) says."""
+    t = params["time"]
     verdict = row["verdict"]
     if verdict == "invalid":
         return Refusal(401, INVALID_KEY)
@@ -365,16 +367,15 @@ def postgres_verdict(row: Mapping[str, Any], t: float) -> Refusal | Admitted:
         return _spike(row["oldest"], row["per_second"], t)
     if verdict == "quota":
         return Refusal(429, quota_message(row["name"]))
-    return int(row["key_id"]), month_of(t), int(row["request_id"])
+    return int(row["key_id"]), params["month"], int(row["request_id"])
 
 
 def _admit_in_postgres(store: KeyStore, call: Call[Any], t: float) -> Refusal | Admitted:
     """The same checks in one call of ``parcelsearch.admit`` (one round trip; the key's row
     locked, then the log counted in a separate statement, as the SQLite path does)."""
-    row = store.execute(
-        store.connection(), postgres_statement(), postgres_parameters(call, t),
-    ).fetchone()
-    return postgres_verdict(row, t)
+    params = postgres_parameters(call, t)
+    row = store.execute(store.connection(), postgres_statement(), params).fetchone()
+    return postgres_verdict(row, params)
 
 
 def _spike(oldest: float, per_second: float, t: float) -> Refusal:
@@ -411,8 +412,8 @@ def _loggable(page: int | None) -> int | None:
     return page if page is not None and 0 <= page < 2**63 else None
 
 
-#: The log rows of handled requests whose outcome differs from the one presumed: what
-#: :func:`settle` brings up to date.
+#: Handled requests: their admission, the outcome presumed when it was logged, and the
+#: outcome they had (what :func:`settling` compares).
 Handled = Sequence[tuple[Admitted, Outcome[Any], Outcome[Any]]]
 
 

@@ -29,7 +29,6 @@ from contextlib import asynccontextmanager
 from typing import Any
 
 import psycopg
-from psycopg.rows import dict_row
 from psycopg_pool import AsyncConnectionPool
 
 from parcelsearch.service import limits
@@ -99,25 +98,16 @@ class PostgresGate:
         """Admit ``call`` and, if admitted, handle it: the hit list of its ``search``, if
         any, is fetched first and cached, so that its handler pages through it without a
         query."""
-        t = now()
+        params = limits.postgres_parameters(call, now())
         search = call.search
         hits = None if search is None else self.store.cached(search)
-        together = search is not None and hits is None and self._together
         try:
-            try:
-                row = await self._admit(call, t, search if together else None)
-            except psycopg.Error:
-                if not together:
-                    raise
-                # The search failed, and took the admission with it: admit alone, so that
-                # the call counts and its search fails on its own (a 500, as on threads).
-                together = False
-                row = await self._admit(call, t, None)
+            row, together = await self._admit(params, search if hits is None else None)
         except Exception as exc:  # busy, or the store failed: nothing was counted
             if not isinstance(exc, StoreBusyError):
                 log.exception("admission failed on %s", call.path)
             return exc
-        decision = limits.postgres_verdict(row, t)
+        decision = limits.postgres_verdict(row, params)
         if isinstance(decision, limits.Refusal):
             if decision.retry_after is not None:
                 await self._tally_spike(call.api_key)
@@ -127,15 +117,24 @@ class PostgresGate:
         await self._settle([(decision, guess, outcome)])
         return outcome
 
-    async def _admit(self, call: limits.Call[bytes], t: float,
-                     search: ParsedPolygon | None) -> dict[str, Any]:
-        params = limits.postgres_parameters(call, t)
-        query = None
-        if search is not None:
-            query, search_params = self.store.search_statement(search.polygon)
-            params |= search_params
+    async def _admit(self, params: dict[str, Any], search: ParsedPolygon | None
+                     ) -> tuple[dict[str, Any], bool]:
+        """The admission's row, and whether it carries the hit list of ``search`` (searched
+        in the same statement when keys and parcels share a database)."""
+        if search is None or not self._together:
+            return await self._fetch_admission(params), False
+        query, search_params = self.store.search_statement(search.polygon)
+        try:
+            return await self._fetch_admission(params | search_params, query), True
+        except psycopg.Error:
+            # The search failed, and took the admission with it: admit alone, so that the
+            # call counts and its search fails on its own (a 500, as on threads).
+            return await self._fetch_admission(params), False
+
+    async def _fetch_admission(self, params: dict[str, Any], search: str | None = None
+                               ) -> dict[str, Any]:
         async with self._connection(self.keys.url) as conn:
-            cursor = await conn.execute(limits.postgres_statement(query), params)
+            cursor = await conn.execute(limits.postgres_statement(search), params)
             row: dict[str, Any] | None = await cursor.fetchone()
         assert row is not None  # the function always returns one row
         return row
@@ -204,9 +203,7 @@ class PostgresGate:
         return await asyncio.shield(opening)
 
     async def _open(self, url: str) -> AsyncConnectionPool:
-        busy_timeout = self.keys.busy_timeout
-        statements = (*SESSION, "SET search_path TO parcelsearch, public",
-                      f"SET lock_timeout = {int(busy_timeout * 1000)}")
+        statements = (*SESSION, *self.keys.session())
 
         async def configure(conn: psycopg.AsyncConnection[Any]) -> None:
             for statement in statements:
@@ -214,10 +211,8 @@ class PostgresGate:
 
         pool = AsyncConnectionPool(
             url, min_size=self._size, max_size=self._size, open=False, configure=configure,
-            timeout=busy_timeout, name="parcelsearch",
-            kwargs={"autocommit": True, "row_factory": dict_row,
-                    "application_name": APPLICATION_NAME,
-                    "connect_timeout": max(1, round(busy_timeout))},
+            timeout=self.keys.busy_timeout, name="parcelsearch",
+            kwargs={**self.keys.connect_options(), "application_name": APPLICATION_NAME},
         )
         await pool.open()
         return pool
