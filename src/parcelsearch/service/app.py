@@ -417,6 +417,7 @@ def create_app(
     keys: KeyStore | str | Path | None = None,
     match: str = "representative-point",
     portal: PortalStore | bool = False,
+    portal_ca: Path | None = None,
 ) -> ASGIApp:
     """The service as an ASGI application.
 
@@ -434,6 +435,9 @@ def create_app(
     portal
         Serve the developer portal at ``/portal/`` (``True``, or a :class:`PortalStore` on
         ``keys`` with its own session and sign-in settings).
+    portal_ca
+        The service's CA certificate, offered by the portal (``/portal/ca.pem``) and named
+        in the snippets it shows with a new key.
     """
     if keys is None:
         raise TypeError("create_app needs a key store (keys=KeyStore(path) or a path)")
@@ -446,7 +450,7 @@ def create_app(
     ]
     if portal:
         routes.append(Route("/portal", _to_portal))
-        routes.append(Mount("/portal", app=create_portal(portal_store)))
+        routes.append(Mount("/portal", app=create_portal(portal_store, portal_ca)))
     for prefix in ("", STAGE_PREFIX):
         routes.append(Route(prefix + SEARCH_PATH, service.search, methods=["GET"]))
         routes.append(Route(prefix + MARKETS_PATH, service.markets, methods=["GET"]))

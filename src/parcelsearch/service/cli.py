@@ -63,7 +63,7 @@ def _serve(args: argparse.Namespace) -> int:
     certs = ensure_certificates(cert_dir, [args.host])
     keys = _key_store(args)
     store = open_parcel_store(args.parcels, match=args.match)
-    app = create_app(store, args.markets, keys, portal=args.portal)
+    app = create_app(store, args.markets, keys, portal=args.portal, portal_ca=certs.ca)
     sock = bind_socket(args.host, args.port)
     port = sock.getsockname()[1]
     host = f"[{args.host}]" if ":" in args.host else args.host
