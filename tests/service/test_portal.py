@@ -497,13 +497,19 @@ def test_getting_started_and_docs_are_linked_from_every_page(
 # ---------------------------------------------------------------- account and admin pages
 
 
+def two_sessions(portal: RunningService, email: str) -> tuple[PortalClient, PortalClient]:
+    """A new account ``email`` signed in twice: (here, there), here signed in last."""
+    PortalStore(portal.keys).add_user(email, PASSWORD)
+    here, there = PortalClient(portal), PortalClient(portal)
+    assert there.sign_in(email).status_code == 200
+    assert here.sign_in(email).status_code == 200
+    return here, there
+
+
 def test_password_change_needs_the_current_one_and_signs_out_other_sessions(
     portal: RunningService,
 ) -> None:
-    PortalStore(portal.keys).add_user("gina@example.com", PASSWORD)
-    here, there = PortalClient(portal), PortalClient(portal)
-    here.sign_in("gina@example.com")
-    there.sign_in("gina@example.com")
+    here, there = two_sessions(portal, "gina@example.com")
     here.get("/portal/account")
     new = "a new passphrase for gina"
     wrong = here.post("/portal/account/password", {
@@ -526,10 +532,7 @@ def test_password_change_needs_the_current_one_and_signs_out_other_sessions(
 def test_account_lists_sessions_and_sign_ins_and_signs_out_the_others(
     portal: RunningService,
 ) -> None:
-    PortalStore(portal.keys).add_user("hank@example.com", PASSWORD)
-    here, there = PortalClient(portal), PortalClient(portal)
-    there.sign_in("hank@example.com")
-    here.sign_in("hank@example.com")
+    here, there = two_sessions(portal, "hank@example.com")
     page = here.get("/portal/account").text
     assert page.count("<li><strong>This session</strong>") == 1
     assert page.count("<li>Another session") == 1
