@@ -1,6 +1,7 @@
 """The portal's pages as a person uses them, in headless Chromium, on both key stores.
 
-One walk a store: create an app and read its key and snippet from the page; make N calls and
+One walk a store: create an app and read its key and snippet from the page (and copy the key
+with the copy button, our own script from 'self', into the clipboard); make N calls and
 read N from the chart's labels and its table (30 and 90 days); an admin raises a limit and the
 owner sees it (and a spike-arrest refusal shows apart from the calls); change the password
 and see the other session signed out. Every page is audited with axe-core (vendored, see
@@ -143,6 +144,14 @@ def test_portal_pages_on_each_store(
     assert f"api_key={key!r}" in text_of(alice, "#snippet-python")
     copy = alice.find_element(By.CSS_SELECTOR, 'button[data-copy="new-key"]')
     assert copy.is_displayed()  # our own script ran under the CSP and revealed it
+    alice.execute_cdp_cmd("Browser.grantPermissions", {
+        "origin": svc.base_url, "permissions": ["clipboardReadWrite", "clipboardSanitizedWrite"]})
+    copy.click()
+    WebDriverWait(alice, 30).until(lambda _: copy.get_attribute("data-copied") == "yes")
+    assert text_of(alice, ".copy-status") == "Copied to the clipboard."
+    assert alice.execute_async_script(
+        "navigator.clipboard.readText().then(arguments[0], e => arguments[0](String(e)));"
+    ) == key
     audit(alice, "new-key")
 
     # N calls: N on the chart's label for today, in its table, and in the 90-day view.
