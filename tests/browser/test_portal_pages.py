@@ -24,6 +24,7 @@ import requests
 from conftest import PASSWORD, Browser
 from selenium import webdriver
 from selenium.webdriver.common.by import By
+from selenium.webdriver.common.keys import Keys
 from selenium.webdriver.remote.webelement import WebElement
 from selenium.webdriver.support import expected_conditions
 from selenium.webdriver.support.ui import Select, WebDriverWait
@@ -122,6 +123,11 @@ def test_portal_pages_on_each_store(
     alice = browser()
     alice.get(svc.base_url + "/portal/signin")
     audit(alice, "signin")
+    alice.find_element(By.TAG_NAME, "body").send_keys(Keys.TAB, Keys.TAB)  # past "skip"
+    focused = alice.switch_to.active_element
+    assert focused.text == "parcelsearch developer portal"
+    assert focused.value_of_css_property("outline-style") == "solid"  # focus is visible
+    assert focused.value_of_css_property("outline-width") == "3px"
     sign_in(alice, svc, "alice@example.com")
     audit(alice, "apps-empty")
 
