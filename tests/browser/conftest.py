@@ -41,11 +41,15 @@ Browser = Callable[..., webdriver.Chrome]
 
 @pytest.fixture(scope="session")
 def chromium() -> tuple[Path, Path]:
-    """The Chromium and chromedriver executables (skip, saying why, if missing)."""
+    """The Chromium and chromedriver executables (skip, saying why, if they or certutil are
+    missing)."""
     for path in (CHROMIUM, CHROMEDRIVER):
         if not path.exists():
             pytest.skip(f"{path} not found: install Debian's chromium and chromium-driver "
                         "(.ci/run does)")
+    if shutil.which("certutil") is None:
+        pytest.skip("certutil not found (Chromium trusts the test CA through it): install "
+                    "libnss3-tools (.ci/run does)")
     return CHROMIUM, CHROMEDRIVER
 
 
