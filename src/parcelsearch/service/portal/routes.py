@@ -10,7 +10,7 @@ Security properties, in one place:
 - every POST carries the session's CSRF token (``csrf_token``) and, when the browser says
   where it came from (``Sec-Fetch-Site``, ``Origin``), comes from this origin; otherwise 403;
 - sign-in throttled per account and per client address (429 with a message saying when);
-- another user's app answers 404; limits are for admins only (403);
+- another user's app answers 404; limits and the All apps page are for admins only (403);
 - every response carries CSP (scripts and styles from this origin only, nothing inline), HSTS,
   ``X-Frame-Options: DENY``, ``Referrer-Policy: no-referrer``, ``nosniff`` and ``no-store``;
 - a key's plaintext appears only in the response to the create/regenerate POST;
