@@ -123,6 +123,14 @@ def test_portal_pages_on_each_store(
     alice = browser()
     alice.get(svc.base_url + "/portal/signin")
     audit(alice, "signin")
+    alice.find_element(By.NAME, "email").send_keys("alice@example.com")
+    alice.find_element(By.NAME, "password").send_keys("not the password at all")
+    alice.find_element(By.ID, "sign-in").click()
+    assert text_of(alice, "#message") == "Wrong e-mail address or password."
+    audit(alice, "signin-error")
+    message, form = (alice.find_element(By.CSS_SELECTOR, css).rect["width"]
+                     for css in ("#message", "form.panel"))
+    assert message <= form  # the error is as wide as the form it is about, no wider
     alice.find_element(By.TAG_NAME, "body").send_keys(Keys.TAB, Keys.TAB)  # past "skip"
     focused = alice.switch_to.active_element
     assert focused.text == "parcelsearch developer portal"
@@ -227,6 +235,6 @@ def test_portal_pages_on_each_store(
     audit(alice, "start")
     alice.get(svc.base_url + "/portal/nothing-here")
     audit(alice, "not-found")
-    assert audit.pages == ["signin", "apps-empty", "new-key", "app-30-days", "app-90-days",
-                           "admin", "app-after-limits", "account", "apps", "start",
-                           "not-found"]
+    assert audit.pages == ["signin", "signin-error", "apps-empty", "new-key", "app-30-days",
+                           "app-90-days", "admin", "app-after-limits", "account", "apps",
+                           "start", "not-found"]
