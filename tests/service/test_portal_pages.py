@@ -47,9 +47,13 @@ def test_ninety_days_are_drawn_as_weeks_ending_today() -> None:
     assert chart.bars[0].calls == 4 and chart.calls == 11
 
 
-def test_narrow_chart_turns_long_values_upright() -> None:
+def test_narrow_chart_turns_long_values_upright_below_the_top() -> None:
     assert not usage_chart(history({0: 9}), 30, narrow=True).rotate_values
-    assert usage_chart(history({0: 1234}), 30, narrow=True).rotate_values
+    chart = usage_chart(history({0: 1234, 1: 1100}, {0: 56}), 30, narrow=True)
+    assert chart.rotate_values
+    tallest = chart.bars[-1]
+    label = len("1,234 +56✕") * 7  # upright: it runs up from 4 units above the bar
+    assert tallest.refused_y - 4 - label >= 0
     assert not usage_chart(history({0: 1234}), 90).rotate_values
 
 

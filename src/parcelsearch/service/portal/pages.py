@@ -188,8 +188,12 @@ def usage_chart(daily: Sequence[DayUsage], days: int = 30, narrow: bool = False)
     per = CHART_SPANS[days]
     buckets = _buckets(daily[-days:], per)
     width, height = (360, 300) if narrow else (640, 260)
-    left, right, top, bottom = 40, 22, 28, height - 32.0
+    left, right, bottom = 40, 22, height - 32.0
     pitch = (width - left - right) / max(len(buckets), 1)
+    # values wider than a bar are written upright, so the top leaves room for the longest
+    longest = max([len(f"{c:,} +{r}✕" if r else f"{c:,}") for _, _, c, r in buckets] + [0])
+    rotate = max([len(f"{c:,}") for _, _, c, _ in buckets] + [0]) * 7 > pitch
+    top = 12 + longest * 7 if rotate else 28
     step = axis_step(max([c + r for _, _, c, r in buckets] + [0]))
     scale = (bottom - top) / (4 * step)
     bars = []
@@ -208,9 +212,8 @@ def usage_chart(daily: Sequence[DayUsage], days: int = 30, narrow: bool = False)
         (b.centre, b.last.strftime("%b %-d") if per == 1 else b.first.strftime("%b %-d"))
         for i, b in enumerate(bars) if (len(bars) - 1 - i) % every == 0
     )
-    longest = max([len(f"{b.calls:,}") for b in bars] + [0])
     return Chart(days, "day" if per == 1 else "week", tuple(bars), ticks, dates, width,
-                 height, left, right, bottom, rotate_values=longest * 7 > pitch,
+                 height, left, right, bottom, rotate_values=rotate,
                  name="narrow" if narrow else "wide")
 
 
