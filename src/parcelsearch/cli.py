@@ -27,7 +27,7 @@ from pathlib import Path
 from typing import Any
 from urllib.parse import urlsplit
 
-from parcelsearch import __version__, settings
+from parcelsearch import __version__, notices, settings
 from parcelsearch.errors import (
     BudgetError,
     ConfigurationError,
@@ -247,7 +247,8 @@ def _add_areas(parser: argparse.ArgumentParser) -> None:
                         help="declare the CRS the coordinates are in, e.g. EPSG:4326 (for files "
                              "without one, or with a wrong one; nothing is reprojected)")
     parser.add_argument("--id-column", metavar="COLUMN",
-                        help="column identifying the areas (default: row order, from 0)")
+                        help="column identifying the areas (default: the column area_id if "
+                             "there is one, else the row numbers 0, 1, … with a warning)")
     parser.add_argument("--tolerance", type=_tolerance, default=0.0, metavar="METRES",
                         help="metres pieces may reach outside the areas to save calls; 0 "
                              "(default) is exact, else at least 0.5")
@@ -370,7 +371,7 @@ def main(argv: Sequence[str] | None = None) -> int:
     args = build_parser(argv).parse_args(argv)
     if args.command in SERVICE_COMMANDS:  # serve handles its own signals (uvicorn)
         return _service(args)
-    with interrupts_as_keyboard_interrupt():
+    with interrupts_as_keyboard_interrupt(), notices.as_messages():
         try:
             return int(args.func(args) or 0)
         except SearchInterrupted as exc:

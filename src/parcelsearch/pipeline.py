@@ -249,7 +249,8 @@ def search(
         0 (default) searches exactly the areas; ``t`` metres lets pieces reach up to ``t``
         outside them in exchange for fewer calls (no parcel inside is ever missed).
     id_column
-        Column identifying areas (default: the index).
+        Column identifying areas (default: an ``area_id`` column, else the index; see
+        :func:`parcelsearch.areas.validate_areas`).
     budget
         At most this many calls in this run, retries included.
     quota

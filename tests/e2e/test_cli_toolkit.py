@@ -242,3 +242,40 @@ def test_demo_command_runs_end_to_end(tmp_path) -> None:
     assert {p.name for p in out.iterdir()} >= {"group_ids.parquet", "map.html", "tiles.geojson"}
     html = (out / "map.html").read_text()
     assert "<script src=" not in html
+
+
+# -- issue 22: the edges a new analyst hit ------------------------------------------------
+
+
+def test_an_area_id_column_names_the_areas_without_id_column(env, service, key, areas_file,
+                                                             tmp_path, capsys) -> None:
+    """The user's own ``area_id`` values reach every output; nothing is renumbered."""
+    names = sorted(parcelsearch.demo_areas()["area_id"])
+    code, out, err = run(["search", str(areas_file), "--out", str(tmp_path / "ids.csv"),
+                          "--quiet"], capsys)
+    assert code == 0, err
+    assert "warning" not in err
+    found = set(pd.read_csv(tmp_path / "ids.csv")["area_id"])
+    assert found == set(names) - {"marfa-ranch"}  # no parcels out there
+    code, _, err = run(["search", str(areas_file), "--out", str(tmp_path / "ids.gpkg"),
+                        "--quiet"], capsys)
+    assert code == 0, err
+    assert sorted(gpd.read_file(tmp_path / "ids.gpkg", layer="areas")["area_id"]) == names
+    assert set(gpd.read_file(tmp_path / "ids.gpkg", layer="group_ids")["area_id"]) == found
+
+
+def test_row_numbers_as_ids_are_announced_in_cli_words(tmp_path, capsys) -> None:
+    """Without an ``area_id`` column or ``--id-column`` the rows are numbered, and the command
+    says so in one line naming ``--id-column`` (no Python file path or source line)."""
+    areas = parcelsearch.demo_areas().rename(columns={"area_id": "code"})
+    areas.to_file(tmp_path / "coded.gpkg")
+    code, out, err = run(["plan", str(tmp_path / "coded.gpkg")], capsys)
+    assert code == 0, err
+    warning = [line for line in err.splitlines() if "warning" in line]
+    assert warning == ["parcelsearch: warning: the study areas have no 'area_id' column, so "
+                       "they are identified by their row numbers (0 to 4) in every output "
+                       "(their columns: 'code', 'name', 'market'). Name the column that "
+                       "identifies them with --id-column COLUMN."], err
+    assert ".py" not in err and not PYTHON.search(err)
+    code, out, err = run(["plan", str(tmp_path / "coded.gpkg"), "--id-column", "code"], capsys)
+    assert code == 0 and "warning" not in err and "northside" in out

@@ -1,0 +1,51 @@
+"""Issue 22 through the public Python API: ids kept, refusals written, notices given.
+
+Each test drives the real reference service over HTTPS; calls are counted on its side.
+"""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import geopandas as gpd
+import pytest
+
+import parcelsearch
+from parcelsearch.errors import InputError
+from parcelsearch.notices import RowNumberIdsWarning
+
+
+@pytest.fixture
+def areas_gpkg(tmp_path: Path) -> Path:
+    path = tmp_path / "areas.gpkg"
+    parcelsearch.demo_areas().to_file(path)
+    return path
+
+
+def test_a_file_read_as_is_keeps_its_area_ids(make_client, areas_gpkg) -> None:
+    """``gpd.read_file(...).parcels.search(...)`` labels areas by their ``area_id`` column."""
+    result = gpd.read_file(areas_gpkg).parcels.search(client=make_client(), progress=False)
+    names = set(parcelsearch.demo_areas()["area_id"])
+    assert set(result.ids["area_id"]) == names - {"marfa-ranch"}  # no parcels out there
+    assert set(result.summary().index) == names
+    assert result.metadata["areas"] == list(parcelsearch.demo_areas()["area_id"])
+
+
+def test_an_index_and_a_different_area_id_column_are_refused_as_ambiguous(areas_gpkg) -> None:
+    areas = gpd.read_file(areas_gpkg).set_index("name")
+    with pytest.raises(InputError, match="not clear which identifies them") as caught:
+        areas.parcels.plan()
+    assert "pass id_column='area_id'" in str(caught.value)
+    assert caught.value.render("cli").count("--id-column area_id") == 1
+    # the same values in both are not ambiguous
+    same = gpd.read_file(areas_gpkg).set_index("area_id", drop=False)
+    assert list(same.parcels.plan().areas.index) == list(same["area_id"])
+
+
+def test_row_numbers_as_ids_warn_at_the_callers_line(areas_gpkg) -> None:
+    areas = gpd.read_file(areas_gpkg).rename(columns={"area_id": "code"})
+    with pytest.warns(RowNumberIdsWarning, match=r"row numbers \(0 to 4\).*id_column=") as got:
+        plan = parcelsearch.plan(areas)
+    assert got[0].filename == __file__  # the user's line, not one inside parcelsearch
+    assert list(plan.areas.index) == [0, 1, 2, 3, 4]
+    assert list(parcelsearch.plan(areas, id_column="code").areas.index) == list(areas["code"])
