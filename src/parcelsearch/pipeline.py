@@ -37,6 +37,7 @@ from parcelsearch.errors import (
     BudgetExhaustedError,
     ConfigurationError,
     Hint,
+    InputError,
     ParcelSearchError,
     QuotaWouldExceedError,
     SearchInterrupted,
@@ -349,6 +350,12 @@ class _Search:
                 self.states = [s for s in self.states if s.piece.area_id in kept]
                 bar.total = len(self.states)
             self._phases(fetcher, bar)
+        except (InputError, ConfigurationError):
+            raise  # what the user gave is wrong: no run to report
+        except ParcelSearchError as error:  # every stop carries what the run has (maybe nothing)
+            if error.result is None:
+                error.result = self._result()
+            raise
         except KeyboardInterrupt as interrupt:
             fetcher.abort()
             signum = int(getattr(interrupt, "signum", signal.SIGINT))
@@ -447,9 +454,9 @@ class _Search:
         return chosen
 
     def _with_result(self, error: BudgetError) -> BudgetError:
-        """Attach what was found (nothing found before spending: no result to write)."""
-        if any(state.data for state in self.states):
-            error.result = self._result()
+        """Attach what was found (a refusal before spending: the empty, incomplete result,
+        so that it is written like any other stop)."""
+        error.result = self._result()
         return error
 
     def _result(self) -> SearchResult:

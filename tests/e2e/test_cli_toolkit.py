@@ -101,7 +101,13 @@ def test_budget_below_the_plan_is_refused_with_flags(env, service, key, areas_fi
     assert "--allow-partial" in err
     assert not PYTHON.search(err) and key not in err
     assert served(service, key) == 0
-    assert not out.exists()  # nothing was found, so nothing is written
+    # the refusal is written like every stop: an empty, typed file marked incomplete
+    assert "PARTIAL result (complete: false), written to" in err
+    ids = pd.read_parquet(out)
+    assert len(ids) == 0 and ids["group_id"].dtype == "string"
+    assert list(ids.columns) == ["area_id", "group_id", "name", "market"]
+    meta = json.loads(pq.read_schema(out).metadata[b"parcelsearch"])
+    assert meta["complete"] is False and meta["calls"] == 0 and meta["areas_complete"] == []
 
 
 def test_budget_reached_mid_run_writes_the_partial_result(env, service, key, areas_file,

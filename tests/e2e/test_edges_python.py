@@ -49,3 +49,16 @@ def test_row_numbers_as_ids_warn_at_the_callers_line(areas_gpkg) -> None:
     assert got[0].filename == __file__  # the user's line, not one inside parcelsearch
     assert list(plan.areas.index) == [0, 1, 2, 3, 4]
     assert list(parcelsearch.plan(areas, id_column="code").areas.index) == list(areas["code"])
+
+
+def test_a_refusal_before_spending_carries_an_empty_incomplete_result(make_client,
+                                                                      service) -> None:
+    client = make_client()
+    areas = parcelsearch.demo_areas()
+    with pytest.raises(parcelsearch.QuotaWouldExceedError) as caught:
+        parcelsearch.search(areas, client=client, budget=2, progress=False)
+    result = caught.value.result
+    assert isinstance(result, parcelsearch.SearchResult)
+    assert result.calls == 0 and not result.complete and result.ids.empty
+    assert result.metadata["areas_complete"] == []
+    assert len(service.keys.requests(client.key_name)) == 0
