@@ -215,7 +215,7 @@ def _free_port() -> int:
 def postgres() -> Iterator[PostgresCluster]:
     """The session's throwaway PostgreSQL + PostGIS cluster."""
     if not (PG_BIN / "initdb").exists():
-        pytest.skip(f"PostgreSQL not found ({PG_BIN}/initdb missing); .ci/run installs it")
+        pytest.skip(f"PostgreSQL not found ({PG_BIN}/initdb missing); bash .ci/run installs it")
     root = Path(tempfile.mkdtemp(prefix="parcelsearch-pg-"))
     if os.geteuid() == 0:
         shutil.chown(root, "postgres", "postgres")
@@ -240,7 +240,7 @@ def postgres() -> Iterator[PostgresCluster]:
             with psycopg.connect(cluster.url("template_parcelsearch"), autocommit=True) as conn:
                 conn.execute("CREATE EXTENSION postgis")
         except psycopg.Error as exc:
-            pytest.skip(f"PostGIS not available in {PG_BIN}: {exc}; .ci/run installs it")
+            pytest.skip(f"PostGIS not available in {PG_BIN}: {exc}; bash .ci/run installs it")
     except BaseException:
         cluster.stop()
         raise
