@@ -28,7 +28,7 @@ import geopandas as gpd
 import pandas as pd
 from tqdm.auto import tqdm
 
-from parcelsearch import planning
+from parcelsearch import notices, planning
 from parcelsearch._shared import next_month_start
 from parcelsearch.cache import ResponseCache
 from parcelsearch.client import Client
@@ -44,7 +44,7 @@ from parcelsearch.errors import (
 )
 from parcelsearch.fetching import Fetcher, PieceState, Run
 from parcelsearch.ledger import Ledger, Quota
-from parcelsearch.market_list import check_markets, markets
+from parcelsearch.market_list import check_markets, markets, require_market_column
 from parcelsearch.planning import Plan, suggest_tolerance
 from parcelsearch.result import SearchResult, skipped_frame
 
@@ -196,6 +196,7 @@ def _frames(plan: Plan, states: list[PieceState]) -> tuple[pd.DataFrame, gpd.Geo
 
 def _skip_inactive(plan: Plan, run: Run, column: str) -> tuple[Plan, gpd.GeoDataFrame]:
     """Drop areas whose market is not active before anything is spent on them (one call)."""
+    require_market_column(plan.areas, column)  # before the market list's call
     active = markets(run.client, cache=run.cache.directory if run.cache is not None else False,
                      before_attempt=run.reserve)
     checked = check_markets(plan.areas, column, active)
@@ -378,6 +379,9 @@ class _Search:
         result = self._result()
         if self.limited is not None and not result.complete:
             raise self._partial_stop(result)
+        nothing = result.nothing_matched_warning()
+        if nothing is not None:
+            notices.warn(nothing)
         return result
 
     def _partial_stop(self, result: SearchResult) -> BudgetExhaustedError:

@@ -285,3 +285,38 @@ def test_row_numbers_as_ids_are_announced_in_cli_words(tmp_path, capsys) -> None
     assert ".py" not in err and not PYTHON.search(err)
     code, out, err = run(["plan", str(tmp_path / "coded.gpkg"), "--id-column", "code"], capsys)
     assert code == 0 and "warning" not in err and "northside" in out
+
+
+def _far_areas(tmp_path: Path, columns: dict | None = None) -> Path:
+    """Two squares in the Atlantic, far from every parcel."""
+    far = gpd.GeoDataFrame(
+        {"area_id": ["sea-1", "sea-2"], **(columns or {})}, crs="EPSG:4326",
+        geometry=gpd.GeoSeries.from_wkt([
+            "POLYGON ((-40 30, -39.99 30, -39.99 30.01, -40 30.01, -40 30))",
+            "POLYGON ((-41 31, -40.99 31, -40.99 31.01, -41 31.01, -41 31))"]))
+    far.to_file(tmp_path / "far.geojson")
+    return tmp_path / "far.geojson"
+
+
+def test_a_search_that_matched_nothing_says_what_to_check(env, service, key, tmp_path,
+                                                          capsys) -> None:
+    code, out, err = run(["search", str(_far_areas(tmp_path)), "--out",
+                          str(tmp_path / "ids.csv"), "--quiet"], capsys)
+    assert code == 0, err
+    assert served(service, key) == 2
+    assert ("parcelsearch: warning: no parcel matched any of the 2 areas searched (2 calls "
+            "spent in this run, 0 pages from cache)") in err
+    assert "declare the right one with --crs EPSG:CODE" in err
+    assert "List the markets covered with parcelsearch markets." in err
+    assert not PYTHON.search(err) and ".py" not in err
+
+
+def test_active_markets_only_without_the_market_column_spends_nothing(env, service, key,
+                                                                      areas_file, tmp_path,
+                                                                      capsys) -> None:
+    code, _, err = run(["search", str(areas_file), "--active-markets-only", "--market-column",
+                        "City", "--out", str(tmp_path / "ids.csv"), "--quiet"], capsys)
+    assert code == 2
+    assert "no column 'City' of market names" in err
+    assert "Name the column of market names with --market-column COLUMN." in err
+    assert served(service, key) == 0  # refused before the market list's call

@@ -12,7 +12,7 @@ import pytest
 
 import parcelsearch
 from parcelsearch.errors import InputError
-from parcelsearch.notices import RowNumberIdsWarning
+from parcelsearch.notices import NothingMatchedWarning, RowNumberIdsWarning
 
 
 @pytest.fixture
@@ -62,3 +62,17 @@ def test_a_refusal_before_spending_carries_an_empty_incomplete_result(make_clien
     assert result.calls == 0 and not result.complete and result.ids.empty
     assert result.metadata["areas_complete"] == []
     assert len(service.keys.requests(client.key_name)) == 0
+
+
+def test_a_search_that_matched_nothing_warns_and_says_so(make_client) -> None:
+    from shapely import box
+
+    far = gpd.GeoDataFrame({"area_id": ["sea"]}, geometry=[box(-40, 30, -39.99, 30.01)],
+                           crs="EPSG:4326")
+    with pytest.warns(NothingMatchedWarning, match=r"no parcel matched any of the 1 area") as got:
+        result = parcelsearch.search(far, client=make_client(), progress=False)
+    assert got[0].filename == __file__
+    assert "areas.set_crs(<EPSG code>, allow_override=True)" in str(got[0].message)
+    assert result.nothing_matched and result.calls == 1
+    assert not parcelsearch.search(parcelsearch.demo_areas().iloc[:1], client=make_client(),
+                                   progress=False).nothing_matched
