@@ -143,6 +143,9 @@ def _write(result: SearchResult, args: argparse.Namespace, *, partial: bool) -> 
         f"{plural(result.cached_pages, 'page')} from cache; {state}, written to {path}",
         file=sys.stderr if partial else sys.stdout,
     )
+    if result.calls == 0 and result.cached_pages and not partial:
+        print("every page came from the cache: no call was made, so the key was not used "
+              "(nor checked)")
     if len(result.skipped):
         print(f"{plural(len(result.skipped), 'area')} skipped (market not active): "
               f"{', '.join(map(str, result.skipped.index))}")

@@ -320,3 +320,28 @@ def test_active_markets_only_without_the_market_column_spends_nothing(env, servi
     assert "no column 'City' of market names" in err
     assert "Name the column of market names with --market-column COLUMN." in err
     assert served(service, key) == 0  # refused before the market list's call
+
+
+def test_a_cached_run_says_the_key_was_not_used(env, service, key, areas_file, tmp_path,
+                                                capsys, monkeypatch) -> None:
+    argv = ["search", str(areas_file), "--out", str(tmp_path / "ids.csv"), "--quiet"]
+    assert run(argv, capsys)[0] == 0
+    monkeypatch.setenv("PARCELSEARCH_API_KEY", "not-a-key-at-all-0000")
+    code, out, err = run(argv, capsys)
+    assert code == 0, err
+    assert ("every page came from the cache: no call was made, so the key was not used "
+            "(nor checked)") in out
+
+
+def test_a_ca_bundle_that_is_not_pem_is_refused_before_anything(env, service, key, areas_file,
+                                                                tmp_path, capsys,
+                                                                monkeypatch) -> None:
+    bad = tmp_path / "ca.pem"
+    bad.write_text("not a certificate\n")
+    monkeypatch.setenv("PARCELSEARCH_CA_BUNDLE", str(bad))
+    code, _, err = run(["search", str(areas_file), "--out", str(tmp_path / "ids.csv"),
+                        "--quiet"], capsys)
+    assert code == 2
+    assert f"CA bundle '{bad}' holds no certificate that can be read" in err
+    assert "--ca-bundle FILE or the environment variable PARCELSEARCH_CA_BUNDLE" in err
+    assert served(service, key) == 0
