@@ -24,7 +24,6 @@ from typing import Any
 import pytest
 import requests
 import trustme
-import trustme
 
 from parcelsearch import _wire
 from parcelsearch.client import Client, RateLimiter, key_fingerprint, make_retry
