@@ -345,3 +345,17 @@ def test_a_ca_bundle_that_is_not_pem_is_refused_before_anything(env, service, ke
     assert f"CA bundle '{bad}' holds no certificate that can be read" in err
     assert "--ca-bundle FILE or the environment variable PARCELSEARCH_CA_BUNDLE" in err
     assert served(service, key) == 0
+
+
+def test_a_tls_failure_is_not_counted_as_a_call(env, service, key, areas_file, tmp_path,
+                                                capsys) -> None:
+    """The ledger records only what the service counts: a refused handshake is no call."""
+    other_ca = tmp_path / "other-ca.pem"
+    trustme.CA().cert_pem.write_to_path(str(other_ca))
+    code, _, err = run(["search", str(areas_file), "--out", str(tmp_path / "ids.csv"),
+                        "--quiet", "--ca-bundle", str(other_ca)], capsys)
+    assert code == 1 and "TLS verification failed" in err
+    assert served(service, key) == 0
+    code, info, _ = run(["cache", "info"], capsys)
+    assert code == 0
+    assert "calls by key" not in info or ": 0 for life" in info, info

@@ -76,3 +76,19 @@ def test_a_search_that_matched_nothing_warns_and_says_so(make_client) -> None:
     assert result.nothing_matched and result.calls == 1
     assert not parcelsearch.search(parcelsearch.demo_areas().iloc[:1], client=make_client(),
                                    progress=False).nothing_matched
+
+
+def test_a_refused_connection_is_not_counted_as_a_call(tmp_path, ca_bundle) -> None:
+    import socket
+
+    with socket.socket() as sock:  # a port nothing listens on
+        sock.bind(("127.0.0.1", 0))
+        port = sock.getsockname()[1]
+    client = parcelsearch.Client(api_key="k" * 20, base_url=f"https://127.0.0.1:{port}",
+                                 ca_bundle=ca_bundle, cache_dir=tmp_path / "cache")
+    with pytest.raises(parcelsearch.TransportError, match="nothing is listening"):
+        parcelsearch.search(parcelsearch.demo_areas().iloc[:1], client=client, progress=False)
+    from parcelsearch.ledger import Ledger
+
+    used = Ledger.in_folder(tmp_path / "cache").usage_by_key()
+    assert all(u.lifetime == 0 for u in used.values()), used
