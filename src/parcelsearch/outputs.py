@@ -45,6 +45,7 @@ __all__ = [
     "TILES_FORMATS",
     "check_ids_path",
     "check_tiles_path",
+    "terminal_table",
     "ids_table",
     "run_metadata",
     "write_ids",
@@ -83,6 +84,28 @@ def _check(path: str | os.PathLike[str], formats: tuple[str, ...], knob: str,
             hints=[Hint(knob, example, "name a file such as {knob}")],
         )
     return out
+
+
+# -- tables on a terminal ------------------------------------------------------------------
+
+#: Rows of a table printed on a terminal; the rest are counted on a "… N more" line.
+TERMINAL_ROWS = 20
+
+
+def terminal_table(frame: pd.DataFrame, *, rows: int = TERMINAL_ROWS, noun: str = "row",
+                   where: str = "") -> str:
+    """``frame`` as text for a terminal: at most ``rows`` rows, then ``… N more <noun>s``
+    (and ``where`` to find them all); geometry columns are left out (never polygons as
+    text)."""
+    shown = pd.DataFrame(frame).drop(
+        columns=[c for c in frame.columns if isinstance(frame[c].dtype, gpd.array.GeometryDtype)])
+    with pd.option_context("display.width", 120, "display.max_columns", 20,
+                           "display.max_colwidth", 40):
+        text = shown.head(rows).to_string()
+    more = len(shown) - rows
+    if more > 0:
+        text += f"\n… {more:,} more {noun}{'s' * (more != 1)}{f' ({where})' if where else ''}"
+    return text
 
 
 # -- metadata ------------------------------------------------------------------------------

@@ -342,14 +342,15 @@ class _Search:
         self.limited: tuple[str, int] | None = None
 
     def run(self, active_markets_only: bool, market_column: str) -> SearchResult:
-        bar = tqdm(total=len(self.states), desc="search", unit="page", disable=not self.progress)
+        # No total until page 1 of every piece says how many pages there are: a total that
+        # had to grow would take the bar back below 100 %, one that had to shrink would lie.
+        bar = tqdm(total=None, desc="search", unit=" page", disable=not self.progress)
         fetcher = Fetcher(self.run_state, self.workers, bar)
         try:
             if active_markets_only:
                 self.plan, self.skipped = _skip_inactive(self.plan, self.run_state, market_column)
                 kept = set(self.plan.areas.index)
                 self.states = [s for s in self.states if s.piece.area_id in kept]
-                bar.total = len(self.states)
             self._phases(fetcher, bar)
         except (InputError, ConfigurationError):
             raise  # what the user gave is wrong: no run to report
@@ -412,7 +413,7 @@ class _Search:
         # Phase 2: the exact price of the rest is known now.
         states = self._wanted(self.states)
         jobs = _later_pages(states, run)
-        bar.total = max(bar.total, sum(max(1, s.pages or 1) for s in states))
+        bar.total = sum(max(1, s.pages or 1) for s in states)  # exact from now on
         bar.n = sum(len(s.data) for s in states)
         bar.refresh()
         jobs = self._affordable(jobs, lambda job: job[0].piece.area_id, spent_first=True)

@@ -359,3 +359,48 @@ def test_a_tls_failure_is_not_counted_as_a_call(env, service, key, areas_file, t
     code, info, _ = run(["cache", "info"], capsys)
     assert code == 0
     assert "calls by key" not in info or ": 0 for life" in info, info
+
+
+def test_the_progress_bar_total_never_shrinks_nor_goes_back(env, service, key, areas_file,
+                                                           tmp_path, capsys) -> None:
+    """Without --quiet: no total until page 1 of every piece is in, then the exact one."""
+    code, _, err = run(["search", str(areas_file), "--active-markets-only", "--out",
+                        str(tmp_path / "ids.csv")], capsys)
+    assert code == 0, err
+    states = [(int(n), int(total)) for n, total in re.findall(r"\| *(\d+)/(\d+) \[", err)]
+    assert states, err
+    totals = [total for _, total in states]
+    assert totals == sorted(totals) and totals[-1] == 16  # the pages of the 4 active areas
+    assert states[-1] == (16, 16)
+    assert all(n < total for n, total in states[:-1])  # 100 % only at the very end
+
+
+def test_tables_on_the_terminal_are_capped_and_hold_no_polygons(tmp_path, capsys) -> None:
+    import shapely
+
+    grid = gpd.GeoDataFrame(
+        {"area_id": [f"cell-{i}" for i in range(45)]}, crs="EPSG:4326",
+        geometry=[shapely.box(-99.74 + 0.001 * i, 32.44, -99.7395 + 0.001 * i, 32.4405)
+                  for i in range(45)])
+    grid.to_file(tmp_path / "grid.gpkg")
+    code, out, err = run(["plan", str(tmp_path / "grid.gpkg")], capsys)
+    assert code == 0, err
+    assert "… 25 more areas (every piece in --out-tiles FILE)" in out
+    assert "cell-19" in out and "cell-20" not in out
+    assert len(out.splitlines()) < 30
+    assert "POLYGON" not in out
+
+
+def test_the_demo_announces_every_file_it_writes(tmp_path) -> None:
+    import io
+
+    from parcelsearch.demo import run_demo
+
+    said = io.StringIO()
+    assert run_demo(tmp_path / "demo", progress=False, out=said) == 0
+    text = said.getvalue()
+    written = sorted(p.name for p in (tmp_path / "demo").iterdir())
+    assert written == ["group_ids.parquet", "map.html", "tiles.geojson"]
+    for name in written:
+        assert str(tmp_path / "demo" / name) in text
+    assert "POLYGON" not in text  # the skipped area is named, not drawn as text
