@@ -171,7 +171,7 @@ def test_collapsed_ring_is_refused_after_repair_warning():
 
 def test_invalid_geometry_is_repaired_with_a_warning_naming_the_row():
     with pytest.warns(
-        GeometryRepairedWarning, match=r"area 'b': geometry was invalid \(Self-intersection"
+        GeometryRepairedWarning, match=r"area 'b': its geometry was invalid \(Self-intersection"
     ):
         out = validate_areas(frame(SQUARE, BOWTIE, name=["a", "b"]), id_column="name")
     assert out.loc["b", "geometry"].is_valid

@@ -33,7 +33,7 @@ from shapely.geometry.base import BaseGeometry
 
 from parcelsearch import notices
 from parcelsearch.errors import Hint, InputError
-from parcelsearch.notices import RowNumberIdsWarning
+from parcelsearch.notices import CoordinatesWarning, ParcelSearchWarning, RowNumberIdsWarning
 from parcelsearch.tiling import split_antimeridian
 
 __all__ = [
@@ -54,7 +54,7 @@ _AREAL = ("Polygon", "MultiPolygon")
 _SHOWN = 5  # offending rows named in one message
 
 
-class GeometryRepairedWarning(UserWarning):
+class GeometryRepairedWarning(ParcelSearchWarning):
     """An invalid study area was repaired with :func:`shapely.make_valid`."""
 
 
@@ -105,6 +105,7 @@ def validate_areas(areas: Any, id_column: str | None = None) -> gpd.GeoDataFrame
     if not _is_lonlat(frame.crs):
         geoms = _to_lonlat(geoms, frame.crs, ids)
     _check_range(geoms, ids, frame.crs)
+    _check_area_of_use(geoms, frame.crs)
     geoms = np.array([_normalise(g, row) for g, row in zip(geoms, ids, strict=True)], dtype=object)
     out = gpd.GeoDataFrame(
         frame.drop(columns=frame.geometry.name),
@@ -276,7 +277,7 @@ def _check_kinds(geoms: np.ndarray, ids: list[Hashable]) -> None:
         collection,
         ids,
         "is a GeometryCollection",
-        "keep its polygons only, e.g. gdf.geometry.explode() then dissolve the Polygons",
+        "keep its polygons only (explode it into parts, then dissolve the polygons)",
     )
     kinds = {ids[i]: shapely.get_type_id(geoms[i]) for i in np.flatnonzero(~areal)}
     if kinds:
@@ -293,7 +294,8 @@ def _check_kinds(geoms: np.ndarray, ids: list[Hashable]) -> None:
             ids,
             f"is a {names.get(int(first), 'non-areal geometry')}, not an area",
             "only Polygons and MultiPolygons can be searched; buffer points and lines "
-            "first, e.g. gdf.to_crs(gdf.estimate_utm_crs()).buffer(50)",
+            "into areas first (by so many metres, in a projected CRS such as the local UTM "
+            "zone)",
         )
 
 
@@ -342,6 +344,30 @@ def _check_range(geoms: np.ndarray, ids: list[Hashable], crs: Any) -> None:
             )
 
 
+#: Degrees the areas may lie beyond their CRS's area of use before it is called wrong.
+_AREA_OF_USE_MARGIN = 1.0
+
+
+def _check_area_of_use(geoms: np.ndarray, crs: Any) -> None:
+    """Warn when the areas lie wholly outside the area their CRS is meant for (a local grid
+    declared in a UTM zone, say): the coordinates are then almost surely in another CRS."""
+    use = None if _is_lonlat(crs) else crs.area_of_use
+    if use is None:
+        return
+    west, south, east, north = use.bounds
+    minx, miny, maxx, maxy = (float(b) for b in shapely.total_bounds(geoms))
+    margin = _AREA_OF_USE_MARGIN
+    off_lon = west <= east and (maxx < west - margin or minx > east + margin)
+    if off_lon or maxy < south - margin or miny > north + margin:
+        notices.warn(CoordinatesWarning(
+            f"the study areas lie at longitude {minx:.4g}..{maxx:.4g}, latitude "
+            f"{miny:.4g}..{maxy:.4g}, outside the area {crs.to_string()} is meant for "
+            f"(longitude {west:g}..{east:g}, latitude {south:g}..{north:g}); their "
+            "coordinates are probably in another CRS",
+            hints=[Hint("crs_override", None, "declare the CRS they are really in with "
+                        "{knob}")]))
+
+
 def _refuse_range(ids: list[Hashable], i: int, bounds: np.ndarray, crs: Any) -> None:
     """Refuse row ``i`` whose coordinates lie beyond longitude/latitude limits."""
     fix: str | Hint
@@ -377,12 +403,9 @@ def _normalise(geom: BaseGeometry, row: Hashable) -> BaseGeometry:
     if not shapely.is_valid(geom):
         reason = shapely.is_valid_reason(geom)
         geom = shapely.make_valid(geom, method="structure", keep_collapsed=False)
-        warnings.warn(
-            f"area {row!r}: geometry was invalid ({reason}) and was repaired with "
-            "shapely.make_valid; check the result or fix the source data",
-            GeometryRepairedWarning,
-            stacklevel=4,
-        )
+        notices.warn(GeometryRepairedWarning(
+            f"area {row!r}: its geometry was invalid ({reason}) and was repaired (made "
+            "valid); check the result, or fix the source data"))
     geom = _polygonal(geom)
     if crosses or shapely.bounds(geom)[0] < -180 or shapely.bounds(geom)[2] > 180:
         geom = split_antimeridian(geom)

@@ -84,8 +84,18 @@ environment variables:
   PARCELSEARCH_RATE        calls per second the key allows (default 10)"""
 
 
-def _exit_codes_text() -> str:
-    return "exit codes:\n" + "\n".join(f"  {code:<4} {text}" for code, text in EXIT_CODES.items())
+#: Exit codes of the commands that never write a partial --out (plan, markets, cache).
+EXIT_CODES_NO_OUT = {
+    0: "complete",
+    1: EXIT_CODES[1],
+    2: EXIT_CODES[2],
+    130: "interrupted (Ctrl-C)",
+    143: "terminated (SIGTERM)",
+}
+
+
+def _exit_codes_text(codes: dict[int, str] = EXIT_CODES) -> str:
+    return "exit codes:\n" + "\n".join(f"  {code:<4} {text}" for code, text in codes.items())
 
 
 # -- option values: checked while parsing, so a bad one exits 2 before anything is spent ------
@@ -286,7 +296,7 @@ def _add_plan(commands: Any) -> None:
         "plan", help="show the pieces and minimum calls, spending nothing",
         description="Split the study areas into the pieces a search would send and count the "
                     "calls they need at least. Spends nothing, needs no key.",
-        epilog=_exit_codes_text(), formatter_class=_Formatter,
+        epilog=_exit_codes_text(EXIT_CODES_NO_OUT), formatter_class=_Formatter,
     )
     _add_areas(p)
     p.add_argument("--out-tiles", type=_output("check_tiles_path"), metavar="FILE",

@@ -20,7 +20,7 @@ import pandas as pd
 from parcelsearch import demo, market_list, outputs, pipeline, planning
 from parcelsearch.cache import ResponseCache
 from parcelsearch.client import Client
-from parcelsearch.errors import Hint, ParcelSearchError, TransportError
+from parcelsearch.errors import Hint, InputError, ParcelSearchError, TransportError
 from parcelsearch.ledger import Ledger, Quota
 from parcelsearch.result import SearchResult
 from parcelsearch.vector_files import read_vector
@@ -39,7 +39,14 @@ def plural(n: int, word: str, many: str | None = None) -> str:
 
 def read_areas(args: argparse.Namespace) -> gpd.GeoDataFrame:
     """The study areas named on the command line (``AREAS``, ``--layer``, ``--crs``)."""
-    return read_vector(args.areas, layer=args.layer, crs=args.crs, what="study areas file")
+    areas = read_vector(args.areas, layer=args.layer, crs=args.crs, what="study areas file")
+    if areas.crs is None:  # said here in the file's words, not the data frame's
+        raise InputError(
+            f"study areas file {args.areas!r} has no CRS, so its coordinates cannot be placed "
+            "on Earth", field="crs",
+            hints=[Hint("crs", "EPSG:4326", "declare it with {knob} (or the CRS the data is "
+                                            "in)")])
+    return areas
 
 
 def _print_table(frame: pd.DataFrame, where: str = "") -> None:

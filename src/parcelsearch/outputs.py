@@ -74,7 +74,13 @@ def check_tiles_path(path: str | os.PathLike[str]) -> Path:
 
 def _check(path: str | os.PathLike[str], formats: tuple[str, ...], knob: str,
            example: str) -> Path:
-    out = Path(path)
+    out = Path(path).expanduser()
+    if not out.parent.is_dir():  # a typo in a folder name must not create folders
+        raise InputError(
+            f"cannot write {str(out)!r}: the folder {str(out.parent)!r} does not exist; "
+            "create it first, or name a file in a folder that exists",
+            field=knob,
+        )
     if out.suffix.lower() not in formats:
         shown = out.suffix or "no extension"
         raise InputError(
@@ -279,7 +285,6 @@ def write_tiles(
                 _write_table(pd.DataFrame({"metadata": [_metadata_json(meta)]}), temp, RUN_LAYER)
         _atomically(out, gpkg)
     else:
-        out.parent.mkdir(parents=True, exist_ok=True)
         _shapefile_columns(tiles).to_file(out, driver="ESRI Shapefile")
         if meta:
             _sidecar(out, meta)
@@ -332,7 +337,6 @@ def _shapefile_columns(tiles: gpd.GeoDataFrame) -> gpd.GeoDataFrame:
 
 def _atomically(out: Path, write: Callable[[Path], None]) -> None:
     """Call ``write(temp)`` on a temporary file beside ``out``, then rename it to ``out``."""
-    out.parent.mkdir(parents=True, exist_ok=True)
     temp = out.with_name(f".{out.stem}-{uuid.uuid4().hex[:8]}.tmp{out.suffix}")
     try:
         write(temp)

@@ -404,3 +404,91 @@ def test_the_demo_announces_every_file_it_writes(tmp_path) -> None:
     for name in written:
         assert str(tmp_path / "demo" / name) in text
     assert "POLYGON" not in text  # the skipped area is named, not drawn as text
+
+
+def test_a_repaired_area_is_one_clean_warning_line(tmp_path, capsys) -> None:
+    import shapely
+
+    bowtie = shapely.Polygon([(-99.74, 32.44), (-99.73, 32.45), (-99.73, 32.44),
+                              (-99.74, 32.45), (-99.74, 32.44)])
+    gpd.GeoDataFrame({"area_id": ["bow"]}, geometry=[bowtie], crs="EPSG:4326").to_file(
+        tmp_path / "bow.geojson")
+    code, _, err = run(["plan", str(tmp_path / "bow.geojson")], capsys)
+    assert code == 0, err
+    assert err.startswith("parcelsearch: warning: area 'bow': its geometry was invalid "
+                          "(Self-intersection"), err
+    assert "and was repaired (made valid); check the result, or fix the source data" in err
+    assert len(err.strip().splitlines()) == 1 and ".py" not in err and not PYTHON.search(err)
+
+
+def test_messages_about_the_areas_file_speak_of_files_and_flags(tmp_path, capsys) -> None:
+    areas = parcelsearch.demo_areas()
+    with pytest.warns(UserWarning, match="'crs' was not provided"):
+        areas.set_crs(None, allow_override=True).to_file(tmp_path / "nocrs.gpkg")
+    code, _, err = run(["plan", str(tmp_path / "nocrs.gpkg")], capsys)
+    assert code == 2, err
+    assert f"study areas file '{tmp_path / 'nocrs.gpkg'}' has no CRS" in err
+    assert "Declare it with --crs EPSG:4326" in err and "GeoDataFrame" not in err
+
+    points = areas.assign(geometry=areas.geometry.representative_point())
+    points.to_file(tmp_path / "points.gpkg")
+    code, _, err = run(["plan", str(tmp_path / "points.gpkg")], capsys)
+    assert code == 2 and "is a Point, not an area" in err
+    assert "buffer points and lines into areas first" in err
+    assert "gdf" not in err and not PYTHON.search(err) and "(" + "50)" not in err
+
+
+def test_a_csv_with_a_wkt_column_is_read_and_otherwise_explained(tmp_path, capsys) -> None:
+    areas = parcelsearch.demo_areas()
+    table = areas.assign(wkt=areas.geometry.to_wkt()).drop(columns="geometry")
+    table.to_csv(tmp_path / "areas.csv", index=False)
+    code, out, err = run(["plan", str(tmp_path / "areas.csv"), "--crs", "EPSG:4326"], capsys)
+    assert code == 0, err
+    assert "northside" in out and "7 pieces, at least 7 calls" in out
+    table.rename(columns={"wkt": "shape"}).to_csv(tmp_path / "shape.csv", index=False)
+    code, _, err = run(["plan", str(tmp_path / "shape.csv"), "--crs", "EPSG:4326"], capsys)
+    assert code == 2
+    assert "is a CSV without a geometry column: name its WKT column 'geometry' or 'wkt'" in err
+    assert "ogr2ogr -f GPKG areas.gpkg areas.csv" in err
+
+
+def test_a_crs_that_puts_the_areas_outside_its_own_region_is_questioned(tmp_path,
+                                                                         capsys) -> None:
+    import shapely
+
+    local = gpd.GeoDataFrame({"area_id": ["site"]}, crs="EPSG:3857",
+                             geometry=[shapely.box(100, 100, 600, 600)])  # a local grid
+    local.to_file(tmp_path / "local.gpkg")
+    code, _, err = run(["plan", str(tmp_path / "local.gpkg"), "--crs", "EPSG:32614"], capsys)
+    assert code == 0, err
+    assert "parcelsearch: warning: the study areas lie at longitude -103.5..-103.5" in err
+    assert "outside the area EPSG:32614 is meant for (longitude -102..-96" in err
+    assert "Declare the CRS they are really in with --crs EPSG:CODE." in err
+    code, _, err = run(["plan", str(areas_file_in(tmp_path)), "--crs", "EPSG:4326"], capsys)
+    assert code == 0 and "warning" not in err
+
+
+def areas_file_in(folder: Path) -> Path:
+    path = folder / "demo.gpkg"
+    parcelsearch.demo_areas().to_file(path)
+    return path
+
+
+def test_out_into_a_missing_folder_is_refused_and_creates_nothing(tmp_path, areas_file,
+                                                                  capsys) -> None:
+    target = tmp_path / "no" / "such" / "ids.parquet"
+    code, _, err = run(["search", str(areas_file), "--out", str(target)], capsys)
+    assert code == 2
+    assert f"the folder '{target.parent}' does not exist" in err and "--out" in err
+    assert not (tmp_path / "no").exists()
+    code, _, err = run(["plan", str(areas_file), "--out-tiles", str(target)], capsys)
+    assert code == 2 and not (tmp_path / "no").exists()
+
+
+def test_plan_help_promises_no_budget_stop_or_partial_out(capsys) -> None:
+    code, out, _ = run(["plan", "--help"], capsys)
+    assert code == 0
+    codes = out.split("exit codes:")[1]
+    assert "partial" not in codes and "\n  3 " not in codes and "--budget" not in codes
+    code, out, _ = run(["search", "--help"], capsys)
+    assert "\n  3    stopped by --budget" in out and "the partial --out is written" in out
