@@ -192,12 +192,17 @@ def _typed_ids(result: SearchResult) -> pd.DataFrame:
     return ids.reset_index(drop=True)
 
 
+#: Columns the outputs add; an area's own column of the same name is kept as ``area_<name>``.
+ADDED_COLUMNS = ("group_id", "n_group_ids", "group_ids")
+
+
 def _attributes(result: SearchResult) -> pd.DataFrame:
-    """The areas' own columns (not geometry, not a column named like the id), by area id."""
+    """The areas' own columns (not geometry), by area id; one named like a column the
+    outputs add (:data:`ADDED_COLUMNS`) or like the id is kept as ``area_<name>``."""
     areas = result.plan.areas
-    drop = [c for c in areas.columns if c == areas.geometry.name or c in (result.id_name,
-                                                                              "group_id")]
-    return pd.DataFrame(areas.drop(columns=drop))
+    own = pd.DataFrame(areas.drop(columns=areas.geometry.name))
+    clashes = {c: f"area_{c}" for c in own.columns if c in (*ADDED_COLUMNS, result.id_name)}
+    return own.rename(columns=clashes)
 
 
 def _per_area(result: SearchResult) -> gpd.GeoDataFrame:
