@@ -8,8 +8,13 @@ reference service's), each imported only when one of its commands runs.
 Exit codes: 0 complete; 1 failure; 2 usage (what the user gave is wrong: an option or its
 value, an unknown output extension, the areas file, a missing key or URL), nothing spent;
 3 stopped by the budget or the key's quota (refused before spending, or stopped mid-run with
-a partial ``--out`` written); 130 / 143 interrupted by SIGINT / SIGTERM (a partial ``--out``
-is written when the search got far enough to assemble one).
+a partial ``--out`` written: empty, typed and marked incomplete when nothing was spent);
+130 / 143 interrupted by SIGINT / SIGTERM (``search`` writes the partial ``--out``). ``plan``,
+``markets`` and ``cache`` write no partial output and never exit 3.
+
+Warnings (row numbers as ids, nothing matched, a repaired area, coordinates outside their
+CRS's region) are printed as ``parcelsearch: warning: …`` lines naming flags and variables
+(:func:`parcelsearch.notices.as_messages`).
 """
 
 from __future__ import annotations
