@@ -40,6 +40,8 @@ def plural(n: int, word: str, many: str | None = None) -> str:
 def read_areas(args: argparse.Namespace) -> gpd.GeoDataFrame:
     """The study areas named on the command line (``AREAS``, ``--layer``, ``--crs``)."""
     areas = read_vector(args.areas, layer=args.layer, crs=args.crs, what="study areas file")
+    if not areas.index.equals(pd.RangeIndex(len(areas))):  # a GeoParquet's stored index:
+        areas = areas.reset_index()  # a column like any other, under the CLI's id rule
     if areas.crs is None:  # said here in the file's words, not the data frame's
         raise InputError(
             f"study areas file {args.areas!r} has no CRS, so its coordinates cannot be placed "

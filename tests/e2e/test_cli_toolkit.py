@@ -492,3 +492,16 @@ def test_plan_help_promises_no_budget_stop_or_partial_out(capsys) -> None:
     assert "partial" not in codes and "\n  3 " not in codes and "--budget" not in codes
     code, out, _ = run(["search", "--help"], capsys)
     assert "\n  3    stopped by --budget" in out and "the partial --out is written" in out
+
+
+def test_a_geoparquet_index_is_a_column_like_any_other(tmp_path, capsys) -> None:
+    """The command line's rule has no index: a stored one is a column, named by the rule."""
+    indexed = parcelsearch.demo_areas().set_index("area_id")
+    indexed.to_parquet(tmp_path / "areas.parquet")  # the index is stored
+    code, out, err = run(["plan", str(tmp_path / "areas.parquet")], capsys)
+    assert code == 0, err
+    assert "northside" in out and "warning" not in err
+    both = parcelsearch.demo_areas().set_index("name")
+    both.to_parquet(tmp_path / "both.parquet")
+    code, out, err = run(["plan", str(tmp_path / "both.parquet")], capsys)
+    assert code == 0 and "northside" in out, err  # the area_id column, as documented
