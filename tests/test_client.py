@@ -227,7 +227,7 @@ def test_configuration_errors_say_how_to_fix(
 def test_defaults_come_from_the_environment(
     monkeypatch: pytest.MonkeyPatch, tmp_path: Path
 ) -> None:
-    (tmp_path / "ca.pem").write_text("x")
+    trustme.CA().cert_pem.write_to_path(str(tmp_path / "ca.pem"))
     monkeypatch.setenv("PARCELSEARCH_API_KEY", KEY)
     monkeypatch.setenv("PARCELSEARCH_BASE_URL", "https://api.example.com/prod/")
     monkeypatch.setenv("PARCELSEARCH_CA_BUNDLE", str(tmp_path / "ca.pem"))

@@ -269,11 +269,16 @@ class Transport:
         while True:
             self._gate(spend, cancel)
             attempts += 1
-            outcome = self._attempt(url, headers, judge, describe)
+            try:
+                outcome = self._attempt(url, headers, judge, describe)
+            except _NotSent:
+                if spend is not None:
+                    spend.refund()  # the TLS handshake failed: no request reached the service
+                raise
             if not isinstance(outcome, Transient):
                 return outcome
             if isinstance(outcome.cause, ConnectTimeoutError) and spend is not None:
-                spend.refund()  # no connection was made: the service never saw it
+                spend.refund()  # no connection was made (refused, too): never seen
             retry = self._next(retry, outcome, attempts)
             self._sleep(self.policy.delay(retry, outcome.response), cancel)
 
@@ -288,7 +293,7 @@ class Transport:
                 allow_redirects=False,
             )
         except requests.exceptions.SSLError as exc:
-            raise TransportError(f"TLS verification failed ({describe}): {_reason(exc)}",
+            raise _NotSent(f"TLS verification failed ({describe}): {_reason(exc)}",
                                  url=_strip_query(url),
                                  hints=[Hint("ca_bundle", phrase="if it is a local service, "
                                                                  "point {knob} at its ca.pem")],
@@ -382,6 +387,10 @@ def _urllib3_error(exc: requests.exceptions.RequestException) -> Exception:
     if isinstance(exc, requests.exceptions.ReadTimeout):
         return ReadTimeoutError(None, None, str(exc))  # type: ignore[arg-type]
     return ProtocolError(str(exc))
+
+
+class _NotSent(TransportError):
+    """A failure before any request reached the service (the TLS handshake): not a call."""
 
 
 def _no_response(exc: BaseException, url: str, describe: str) -> TransportError:

@@ -22,6 +22,7 @@ import hashlib
 import json
 import logging
 import os
+import ssl
 import threading
 from collections import Counter
 from collections.abc import Callable, Mapping
@@ -421,6 +422,13 @@ def _resolve_ca_bundle(ca_bundle: str | os.PathLike[str] | None) -> str | None:
         raise ConfigurationError(
             f"CA bundle {str(path)!r} is not a file (a local service writes ca.pem in its "
             "certificate folder).", hints=[Hint("ca_bundle", phrase="point {knob} at a PEM file")])
+    try:  # read now, not at the first request that misses the cache
+        ssl.create_default_context(cafile=str(path))
+    except (ssl.SSLError, OSError) as exc:
+        raise ConfigurationError(
+            f"CA bundle {str(path)!r} holds no certificate that can be read "
+            f"({getattr(exc, 'reason', None) or exc.strerror or exc}).",
+            hints=[Hint("ca_bundle", phrase="point {knob} at a PEM file")]) from None
     return str(path)
 
 
