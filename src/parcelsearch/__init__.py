@@ -68,6 +68,7 @@ __all__ = [
 ]
 
 if TYPE_CHECKING:
+    __version__: str
     from parcelsearch.cache import ResponseCache
     from parcelsearch.client import Client
     from parcelsearch.demo import demo_areas

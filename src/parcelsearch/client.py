@@ -27,7 +27,6 @@ from collections import Counter
 from collections.abc import Callable, Mapping
 from pathlib import Path
 from typing import Any, TypeVar
-from urllib.parse import urlsplit
 
 import requests
 
@@ -389,24 +388,9 @@ def _resolve_key(api_key: str | None) -> str:
 
 def _resolve_base_url(base_url: str | None) -> str:
     url = base_url if base_url is not None else (settings.options.base_url or "")
-    url = url.strip()
-    if not url:
+    if not url.strip():
         raise ConfigurationError("no base URL of the services.", hints=[Hint("base_url")])
-    parts = urlsplit(url)
-    if parts.scheme.lower() == "http":
-        raise ConfigurationError(
-            f"refusing http:// base URL {url!r}: the services are HTTPS only "
-            "(the key would travel in clear text); use https://"
-        )
-    if parts.scheme.lower() != "https" or not parts.hostname:
-        raise ConfigurationError(
-            f"base URL must look like https://host[:port][/prefix], got {url!r}"
-        )
-    if parts.query or parts.fragment or parts.username or parts.password:
-        raise ConfigurationError(
-            f"base URL must not carry a query, fragment or credentials: {url!r}"
-        )
-    return url.rstrip("/")
+    return settings.check_base_url(url)
 
 
 def _resolve_ca_bundle(ca_bundle: str | os.PathLike[str] | None) -> str | None:

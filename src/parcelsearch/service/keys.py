@@ -45,7 +45,7 @@ import psycopg.errors
 from psycopg.rows import dict_row
 
 from parcelsearch import settings
-from parcelsearch._shared import month_of
+from parcelsearch._shared import check_count, month_of
 from parcelsearch.errors import ConfigurationError, ParcelSearchError
 from parcelsearch.service.connections import ThreadConnections
 from parcelsearch.settings import KEY_TYPES
@@ -422,9 +422,7 @@ class KeyStore:
         rate = float(default_rate if per_second is None else per_second)
         if not rate > 0 or rate != rate or rate == float("inf"):
             raise ConfigurationError(f"per_second must be a positive number, got {per_second!r}")
-        limit = default_quota if quota is None else quota
-        if isinstance(limit, bool) or not isinstance(limit, int) or limit < 0:
-            raise ConfigurationError(f"quota must be a whole number >= 0, got {quota!r}")
+        limit = check_count(default_quota if quota is None else quota, 0, "quota")
         period = default_period if quota_period is None else quota_period
         if period not in QUOTA_PERIODS:
             raise ConfigurationError(
