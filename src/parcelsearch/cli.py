@@ -365,7 +365,11 @@ def _add_cache(commands: Any) -> None:
 
 def main(argv: Sequence[str] | None = None) -> int:
     """Run the command line; returns the exit status (see :data:`EXIT_CODES`)."""
-    args = build_parser(argv).parse_args(argv)
+    try:
+        parser = build_parser(argv)
+    except ConfigurationError as exc:  # a service command without the service extra
+        return _fail(exc.render("cli"), 2)
+    args = parser.parse_args(argv)
     if args.command in SERVICE_COMMANDS:  # serve handles its own signals (uvicorn)
         return _service(args)
     with interrupts_as_keyboard_interrupt():

@@ -21,6 +21,13 @@ so ``except parcelsearch.ParcelSearchError`` catches them all::
         ├── RequestTooLargeError    414
         └── ServiceFailureError     5xx
 
+The reference service (the ``service`` extra) has two of its own, in
+:mod:`parcelsearch.service.errors`; the toolkit only ever sees the answers made of them::
+
+    ParcelSearchError
+    ├── BadRequestError           a searchPolygon or page the service refuses (answered 400)
+    └── StoreBusyError            the key or parcel store stayed locked or away (answered 503)
+
 Errors raised about a request carry its *redacted* URL (never the API key) and,
 for service errors, the HTTP status and the service's ``messages`` verbatim.
 
