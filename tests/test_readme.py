@@ -38,9 +38,9 @@ def test_ci_runs_the_readme_install_and_test_commands() -> None:
     ci = (ROOT / ".ci" / "run").read_text()
     commands = console_commands()
     assert "bash .ci/run" in commands  # the one command that installs and runs everything
-    assert "pip install -e . && parcelsearch demo" in commands
+    assert 'pip install -e ".[service]" && parcelsearch demo' in commands
     assert 'pip install -e ".[test]" && python -m pytest' in README.read_text()
-    # CI installs the test extra (a superset of the plain install) and runs the same pytest.
+    # CI installs the test extra (a superset of the service extra) and runs the same pytest.
     assert 'pip install --quiet -e ".[test]"' in ci
     assert re.search(r"^python -m pytest$", ci, flags=re.M)
 

@@ -30,9 +30,9 @@ from collections.abc import Callable, Iterator, Sequence
 from contextlib import contextmanager
 from pathlib import Path
 from typing import Any
-from urllib.parse import urlsplit
 
 from parcelsearch import __version__, notices, settings
+from parcelsearch._shared import count_argument
 from parcelsearch.errors import (
     BudgetError,
     ConfigurationError,
@@ -174,12 +174,10 @@ def _output(check: str) -> Callable[[str], Path]:
 
 
 def _base_url(text: str) -> str:
-    parts = urlsplit(text.strip())
-    if parts.scheme.lower() != "https" or not parts.hostname:
-        raise argparse.ArgumentTypeError(
-            f"takes an https:// URL (the services are HTTPS only), got {text!r}"
-        )
-    return text.strip()
+    try:
+        return settings.check_base_url(text)  # the client's rule
+    except ConfigurationError as exc:
+        raise argparse.ArgumentTypeError(exc.render("cli")) from None
 
 
 def _existing_file(text: str) -> str:
@@ -328,7 +326,7 @@ def _add_search(commands: Any) -> None:
     s.add_argument("--out-tiles", type=_output("check_tiles_path"), metavar="FILE",
                    help="also write the pieces sent, with their rows, pages and calls: "
                         ".gpkg, .geojson, .parquet or .shp")
-    s.add_argument("--budget", type=_number(int, low=0, what="a whole number"),
+    s.add_argument("--budget", type=count_argument(0),
                    metavar="N", help="spend at most N calls in this run (refused before "
                                      "spending if the plan needs more, see --allow-partial)")
     s.add_argument("--allow-partial", action="store_true",
@@ -344,7 +342,7 @@ def _add_search(commands: Any) -> None:
                         "list, then reuses it for a day; see --market-column)")
     s.add_argument("--market-column", default="market", metavar="COLUMN",
                    help="column naming each area's market (default: market)")
-    s.add_argument("--workers", type=_number(int, low=1, what="a whole number"),
+    s.add_argument("--workers", type=count_argument(1),
                    default=8, metavar="N",
                    help="requests in flight at once, all paced by one rate limiter (default 8)")
     s.add_argument("--quiet", action="store_true", help="no progress bar")
@@ -383,7 +381,11 @@ def _add_cache(commands: Any) -> None:
 
 def main(argv: Sequence[str] | None = None) -> int:
     """Run the command line; returns the exit status (see :data:`EXIT_CODES`)."""
-    args = build_parser(argv).parse_args(argv)
+    try:
+        parser = build_parser(argv)
+    except ConfigurationError as exc:  # a service command without the service extra
+        return _fail(exc.render("cli"), 2)
+    args = parser.parse_args(argv)
     if args.command in SERVICE_COMMANDS:  # serve handles its own signals (uvicorn)
         return _service(args)
     with interrupts_as_keyboard_interrupt(), notices.as_messages():

@@ -29,7 +29,7 @@ import pandas as pd
 from tqdm.auto import tqdm
 
 from parcelsearch import notices, planning
-from parcelsearch._shared import next_month_start
+from parcelsearch._shared import check_count, next_month_start
 from parcelsearch.cache import ResponseCache
 from parcelsearch.client import Client
 from parcelsearch.errors import (
@@ -208,15 +208,6 @@ def _skip_inactive(plan: Plan, run: Run, column: str) -> tuple[Plan, gpd.GeoData
     return plan.without(inactive), skipped
 
 
-def _check_count(name: str, value: int | None, minimum: int) -> None:
-    if value is None:
-        return
-    if isinstance(value, bool) or not isinstance(value, int) or value < minimum:
-        raise ConfigurationError(
-            f"{name} must be a whole number >= {minimum}, got {value!r}.",
-            hints=[Hint(name, None, "set {knob}")] if name == "budget" else [])
-
-
 # -- the function --------------------------------------------------------------------------
 
 
@@ -308,8 +299,9 @@ def search(
     >>> result = parcelsearch.search(areas)  # doctest: +SKIP
     >>> result.ids.head()  # doctest: +SKIP
     """
-    _check_count("budget", budget, 0)
-    _check_count("workers", workers, 1)
+    if budget is not None:
+        check_count(budget, 0, "budget")
+    check_count(workers, 1, "workers")
     client = client if client is not None else Client()
     quota_obj = Quota.parse(quota)
     # None/True: the defaults beside the client's cache folder; False: go without.

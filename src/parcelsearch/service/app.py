@@ -40,11 +40,11 @@ from starlette.responses import RedirectResponse, Response
 from starlette.routing import BaseRoute, Mount, Route
 from starlette.types import ASGIApp, Message, Receive, Scope, Send
 
-from parcelsearch.errors import BadPolygonError
 from parcelsearch.service import limits
 from parcelsearch.service.batching import Batcher
 from parcelsearch.service.envelopes import JSON, envelope, error_body
-from parcelsearch.service.keys import KeyStore, PostgresKeyStore, StoreBusyError
+from parcelsearch.service.errors import BadRequestError, StoreBusyError
+from parcelsearch.service.keys import KeyStore, PostgresKeyStore
 from parcelsearch.service.limits import INVALID_KEY
 from parcelsearch.service.openapi import openapi_document
 from parcelsearch.service.polygon import ParsedPolygon, bad_request, parse_page, parse_polygon
@@ -377,11 +377,11 @@ def _parse_search(request: Request) -> limits.Outcome[bytes] | tuple[ParsedPolyg
     parsed = page = None
     try:
         parsed = parse_polygon(params.get("searchPolygon"))
-    except BadPolygonError as exc:
+    except BadRequestError as exc:
         messages.extend(exc.messages)
     try:
         page = parse_page(params.get("page"))
-    except BadPolygonError as exc:
+    except BadRequestError as exc:
         messages.extend(exc.messages)
     if messages or parsed is None or page is None:
         sha = parsed.sha256 if parsed is not None else None

@@ -116,6 +116,7 @@ def build_server(
         server_header=False,
         timeout_keep_alive=30,
         loop="asyncio",
+        ws="none",  # the service speaks no WebSocket: no websockets implementation is loaded
     )
     return _Server(config, on_ready)
 

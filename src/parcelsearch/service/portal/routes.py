@@ -38,7 +38,7 @@ from starlette.staticfiles import StaticFiles
 from starlette.types import ASGIApp, Message, Receive, Scope, Send
 
 from parcelsearch.errors import ConfigurationError
-from parcelsearch.service.keys import StoreBusyError
+from parcelsearch.service.errors import StoreBusyError
 from parcelsearch.service.portal import pages
 from parcelsearch.service.portal.pages import BASE, CHART_SPANS, STATIC, Snippets
 from parcelsearch.service.portal.storage import PortalStore, Session, User

@@ -32,7 +32,7 @@ from typing import Any, NamedTuple
 
 import psycopg.errors
 
-from parcelsearch._shared import next_month_start
+from parcelsearch._shared import check_count, next_month_start
 from parcelsearch.errors import ConfigurationError
 from parcelsearch.service.keys import KeyStore, PostgresKeyStore, hash_key
 from parcelsearch.service.portal.passwords import (
@@ -639,8 +639,8 @@ class PortalStore:
         """
         if not (per_second > 0 and per_second != float("inf")):
             raise ConfigurationError(f"per-second rate must be a positive number, got {per_second}")
-        if quota is not None and (isinstance(quota, bool) or quota < 0):
-            raise ConfigurationError(f"quota must be a whole number >= 0, got {quota}")
+        if quota is not None:
+            check_count(quota, 0, "quota")
         with self.keys.transaction() as conn:
             self.keys.execute(
                 conn,
