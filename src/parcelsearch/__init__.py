@@ -46,6 +46,7 @@ _LAZY = {
     "markets": "market_list",
     "search": "pipeline",
     "demo_areas": "demo",
+    "runs": "history",
 }
 
 __all__ = [
@@ -63,6 +64,7 @@ __all__ = [
     "local_service",
     "markets",
     "plan",
+    "runs",
     "search",
     "suggest_tolerance",
     "zoning_price",
@@ -73,6 +75,7 @@ if TYPE_CHECKING:
     from parcelsearch.cache import ResponseCache
     from parcelsearch.client import Client
     from parcelsearch.demo import demo_areas
+    from parcelsearch.history import runs
     from parcelsearch.ledger import Ledger, Quota
     from parcelsearch.local import LocalService, local_service
     from parcelsearch.market_list import check_markets, markets

@@ -108,6 +108,13 @@ def _number(kind: Callable[[str], float], *, low: float,
     return parse
 
 
+def _fraction(text: str) -> float:
+    value = float(_number(float, low=0, what="a fraction between 0 and 1")(text))
+    if value > 1:
+        raise argparse.ArgumentTypeError(f"must be a fraction between 0 and 1, got {text}")
+    return value
+
+
 def _tolerance(text: str) -> float:
     # Lazy: tiling (shapely) is imported only when --tolerance is given.
     from parcelsearch.tiling import MIN_TOLERANCE
@@ -195,6 +202,8 @@ def build_parser(argv: Sequence[str] | None = None) -> argparse.ArgumentParser:
     _add_search(commands)
     _add_markets(commands)
     _add_cache(commands)
+    _add_runs(commands)
+    _add_diff(commands)
     if _service_command(argv) is not None:
         # Lazy: the reference service (starlette, uvicorn, geopandas) only for serve/keys.
         from parcelsearch.service import cli as service_cli
@@ -322,7 +331,16 @@ def _add_search(commands: Any) -> None:
                         "(default: $PARCELSEARCH_QUOTA); runs that cannot fit are refused")
     s.add_argument("--max-age", type=_number(float, low=0, what="a number of seconds"),
                    metavar="SECONDS", help="reuse cached pages at most this old (default: any)")
-    s.add_argument("--refresh", action="store_true", help="ignore cached pages; fetch again")
+    s.add_argument("--refresh", nargs="?", const="all", choices=["all", "changed"],
+                   default=None, metavar="all|changed",
+                   help="'all' (or --refresh alone): ignore cached pages, fetch everything "
+                        "again; 'changed': one call per piece (page 1) finds the pieces that "
+                        "changed since the last run, only those fetch their other pages, the "
+                        "rest reuse their cached pages (unchanged by inference)")
+    s.add_argument("--verify-sample", type=_fraction, default=None, metavar="FRACTION",
+                   help="with --refresh changed: also re-read the other pages of this fraction "
+                        "of the pieces inferred unchanged (default 0.05; 0 allowed) and "
+                        "estimate, with a 95%% interval, the changed pieces inference missed")
     s.add_argument("--active-markets-only", action="store_true",
                    help="skip areas whose market is not active (spends one call on the market "
                         "list, then reuses it for a day; see --market-column)")
@@ -360,6 +378,35 @@ def _add_cache(commands: Any) -> None:
                    help="info, verify or clear (see above)")
     _add_connection(c, cache_only=True)
     c.set_defaults(func=_run("cache"))
+
+
+def _add_runs(commands: Any) -> None:
+    r = commands.add_parser(
+        "runs", help="list the searches recorded in the run history",
+        description="List every search recorded in the run history (kept in the ledger of the "
+                    "cache folder), the latest first: run id, time, mode, tolerance, areas, "
+                    "calls, pieces read, inferred or sampled. Spends nothing.",
+    )
+    r.add_argument("--json", action="store_true", help="print a JSON list")
+    _add_connection(r, cache_only=True)
+    r.set_defaults(func=_run("runs"))
+
+
+def _add_diff(commands: Any) -> None:
+    d = commands.add_parser(
+        "diff", help="what changed between two searches of the same areas",
+        description="Compare two searches of the same study areas (two --out files of "
+                    "'parcelsearch search', or two run ids from 'parcelsearch runs'): one row "
+                    "per area and GroupID added or removed, and a summary per area. Searches of "
+                    "different areas or tolerance are refused, saying why. Spends nothing.",
+        epilog=_exit_codes_text(), formatter_class=_Formatter,
+    )
+    d.add_argument("old", metavar="OLD", help="the earlier search: an output file or a run id")
+    d.add_argument("new", metavar="NEW", help="the later search: an output file or a run id")
+    d.add_argument("--out", metavar="FILE",
+                   help="write the rows (area id, group_id, change): .csv or .parquet")
+    _add_connection(d, cache_only=True)
+    d.set_defaults(func=_run("diff"))
 
 
 # -- running -----------------------------------------------------------------------------------

@@ -12,6 +12,7 @@ import argparse
 import json
 import socket
 import sys
+from pathlib import Path
 from urllib.parse import urlsplit
 
 import geopandas as gpd
@@ -19,14 +20,17 @@ import pandas as pd
 
 from parcelsearch import demo, market_list, outputs, pipeline, planning
 from parcelsearch.cache import ResponseCache
+from parcelsearch.comparison import Side, compare
+from parcelsearch.history import RunHistory, runs
 from parcelsearch.client import Client
 from parcelsearch.errors import Hint, ParcelSearchError, TransportError
 from parcelsearch.ledger import Ledger, Quota
 from parcelsearch.result import SearchResult
+from parcelsearch.settings import options
 from parcelsearch.vector_files import read_vector
 
-__all__ = ["run_plan", "run_search", "run_markets", "run_cache", "run_demo", "plural",
-           "check_listening"]
+__all__ = ["run_plan", "run_search", "run_markets", "run_cache", "run_demo", "run_runs",
+           "run_diff", "plural", "check_listening"]
 
 #: Seconds to wait for the service to accept a connection before saying nothing listens.
 CONNECT_PROBE_SECONDS = 1.5
@@ -185,3 +189,41 @@ def run_cache(args: argparse.Namespace) -> int:
 def run_demo(args: argparse.Namespace) -> int:
     """``parcelsearch demo``: the whole product on the demo data."""
     return demo.run_demo(args.out, progress=not args.quiet)
+
+
+# -- run history and diffs -------------------------------------------------------------------
+
+
+def run_runs(args: argparse.Namespace) -> int:
+    """``parcelsearch runs``: the run history, the latest first (a table or JSON)."""
+    frame = runs(args.cache_dir)
+    if args.json:
+        print(frame.to_json(orient="records", indent=1))
+        return 0
+    if frame.empty:
+        print("no runs recorded yet (every search records one)")
+        return 0
+    shown = frame.assign(run_id=frame["run_id"].str[:12], started=frame["started"].str[:19])
+    _print_table(shown[["run_id", "started", "mode", "tolerance", "areas", "pieces", "read",
+                        "inferred", "sampled", "changed", "calls", "complete"]]
+                 .set_index("run_id"))
+    return 0
+
+
+def _side(text: str, cache_dir: str | None) -> Side:
+    """A side of a diff: a file (a name with an extension, or any that exists), else a run id
+    of the run history in the cache folder."""
+    if Path(text).suffix or Path(text).exists():
+        return Side.of_file(text)
+    return Side.of_run(RunHistory.in_folder(cache_dir or options.cache_dir), text)
+
+
+def run_diff(args: argparse.Namespace) -> int:
+    """``parcelsearch diff OLD NEW``: the rows added and removed, and a summary per area."""
+    diff = compare(_side(args.old, args.cache_dir), _side(args.new, args.cache_dir))
+    _print_table(diff.summary)
+    print(f"\n{plural(diff.added, 'GroupID')} added, {plural(diff.removed, 'GroupID')} removed "
+          f"({diff.old} → {diff.new})")
+    if args.out:
+        print(f"rows written to {diff.to_file(args.out)}")
+    return 0
