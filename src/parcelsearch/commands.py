@@ -20,10 +20,10 @@ import pandas as pd
 
 from parcelsearch import demo, market_list, outputs, pipeline, planning
 from parcelsearch.cache import ResponseCache
-from parcelsearch.comparison import Side, compare
-from parcelsearch.history import RunHistory, runs
 from parcelsearch.client import Client
+from parcelsearch.comparison import Side, compare
 from parcelsearch.errors import Hint, ParcelSearchError, TransportError
+from parcelsearch.history import RunHistory, runs
 from parcelsearch.ledger import Ledger, Quota
 from parcelsearch.result import SearchResult
 from parcelsearch.settings import options

@@ -92,8 +92,9 @@ def test_a_running_store_serves_the_new_fabric(demo: object) -> None:
     example = synth.example_fabric()
     store = ParcelStore(example.parcels)
     month = next_month(example.parcels, 0.05, seed=1)
-    from parcelsearch.service.polygon import parse_polygon
     import json
+
+    from parcelsearch.service.polygon import parse_polygon
 
     parsed = parse_polygon(json.dumps(example.ring))
     before = len(store.hits(parsed))
