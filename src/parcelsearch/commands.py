@@ -122,6 +122,7 @@ def run_search(args: argparse.Namespace) -> int:
             allow_partial=args.allow_partial,
             max_age=args.max_age,
             refresh=args.refresh,
+            verify_sample=args.verify_sample,
             active_markets_only=args.active_markets_only,
             market_column=args.market_column,
             progress=not args.quiet,
@@ -150,6 +151,32 @@ def _write(result: SearchResult, args: argparse.Namespace, *, partial: bool) -> 
     if len(result.skipped):
         print(f"{plural(len(result.skipped), 'area')} skipped (market not active): "
               f"{', '.join(map(str, result.skipped.index))}")
+    if result.refresh == "changed":
+        print(refresh_line(result))
+    if result.run_id:
+        print(f"run {result.run_id[:12]} recorded (parcelsearch runs; parcelsearch diff OLD "
+              f"{result.run_id[:12]})")
+
+
+def refresh_line(result: SearchResult) -> str:
+    """What a ``--refresh changed`` run read, inferred and sampled, and what it may miss."""
+    status = result.tiles["status"].value_counts()
+    changed = int(result.tiles["changed"].fillna(False).sum())
+    verification = result.verification
+    low, high = verification.get("missed_interval", [0, 0])
+    sampled = verification.get("sampled", 0)
+    line = (f"refresh: {plural(changed, 'piece')} changed; {int(status.get('read', 0)):,} "
+            f"re-read, {int(status.get('inferred', 0)):,} unchanged by inference, "
+            f"{int(status.get('sampled', 0)):,} sampled ({verification.get('found_changed', 0)} "
+            f"of them changed)")
+    if sampled:
+        line += (f"; changed pieces missed: about {verification['missed_estimate']:g} "
+                 f"(95% interval {low:g}-{high:g})")
+    else:
+        line += f"; changed pieces missed: unknown (no sample; at most {high:g})"
+    if verification.get("sample_dropped"):
+        line += f"; sample dropped: {verification['sample_dropped']}"
+    return line
 
 
 # -- markets, cache, demo --------------------------------------------------------------------

@@ -52,6 +52,7 @@ class PieceState:
     cached_pages: int = 0
     refetches: int = 0
     fresh: bool = False  # set when the cache must not be used for this piece any more
+    reread: bool = False  # a refresh: its pages come from the network, not the cache
 
     @property
     def done(self) -> bool:
@@ -146,7 +147,7 @@ class Run:
 
     def fetch(self, state: PieceState, page: int) -> tuple[Page, int]:
         """One page of one piece: from the cache, else from the network (then cached)."""
-        hit = None if state.fresh else self.cached(state.piece, page)
+        hit = None if state.fresh or state.reread else self.cached(state.piece, page)
         if hit is not None:
             with self.lock:
                 self.cached_pages += 1

@@ -299,8 +299,7 @@ class RunHistory:
             raise InputError(
                 f"{what} with id {run_id!r} in the run history {self.path}",
                 hints=[Hint("runs", None, "list them with 'parcelsearch runs'")])
-        row: dict[str, Any] = found.iloc[0].to_dict()
-        return row
+        return {str(k): v for k, v in found.iloc[0].to_dict().items()}
 
     def pieces(self, run_id: str) -> pd.DataFrame:
         """One run's pieces: area id, piece_id, rows, pages, status, changed, ring."""
@@ -329,27 +328,36 @@ class RunHistory:
         return pd.DataFrame({id_name: areas, "group_id": pd.Series(groups, dtype="string")})
 
     def previous(self, base_url: str, path: str,
-                 polygon_jsons: Sequence[str]) -> dict[str, Previous]:
-        """The latest record of each ring (by polygon JSON) searched at ``base_url`` +
-        ``path`` whose page 1 is known."""
+                 polygon_jsons: Sequence[str]) -> tuple[dict[str, Previous], set[str]]:
+        """What the history knows of each ring (by polygon JSON) searched at ``base_url`` +
+        ``path``: its latest *complete* record (counts and page digests), and the rings whose
+        latest record of all is an unfinished refresh that found the piece changed (its
+        cached page 1 is newer than its cached pages 2..n: those are stale)."""
         found: dict[str, Previous] = {}
-        wanted = {polygon_digest(p): p for p in polygon_jsons}
-        query = """
-            SELECT p.polygon, p.rows, p.pages, p.run_id FROM run_pieces p
+        stale: set[str] = set()
+        latest = """
+            SELECT p.polygon, p.rows, p.pages, p.run_id, p.status, p.changed FROM run_pieces p
             JOIN runs r ON r.run_id = p.run_id
-            JOIN run_pages g ON g.run_id = p.run_id AND g.polygon = p.polygon AND g.page = 1
-            WHERE r.base_url = ? AND r.path = ? AND p.polygon = ?
+            WHERE r.base_url = ? AND r.path = ? AND p.polygon = ? {extra}
             ORDER BY r.finished DESC, r.rowid DESC LIMIT 1"""
         with self._connect() as db:
-            for polygon, polygon_json in wanted.items():
-                row = db.execute(query, (base_url, path, polygon)).fetchone()
+            for polygon_json in dict.fromkeys(polygon_jsons):
+                polygon = polygon_digest(polygon_json)
+                args = (base_url, path, polygon)
+                last = db.execute(latest.format(extra=""), args).fetchone()
+                if last is None:
+                    continue
+                if last[4] == "incomplete" and last[5] == 1:
+                    stale.add(polygon_json)
+                row = db.execute(latest.format(extra="AND p.status != 'incomplete'"),
+                                 args).fetchone()
                 if row is None:
                     continue
                 digests = tuple(d for (d,) in db.execute(
                     "SELECT digest FROM run_pages WHERE run_id = ? AND polygon = ? "
                     "ORDER BY page", (row[3], polygon)))
                 found[polygon_json] = Previous(row[1], row[2], digests)
-        return found
+        return found, stale
 
 
 def runs(cache_dir: str | os.PathLike[str] | None = None) -> pd.DataFrame:

@@ -28,7 +28,7 @@ import geopandas as gpd
 import pandas as pd
 from tqdm.auto import tqdm
 
-from parcelsearch import planning
+from parcelsearch import planning, refreshing
 from parcelsearch._shared import next_month_start
 from parcelsearch.cache import ResponseCache
 from parcelsearch.client import Client
@@ -42,6 +42,7 @@ from parcelsearch.errors import (
     SearchInterrupted,
 )
 from parcelsearch.fetching import Fetcher, PieceState, Run
+from parcelsearch.history import RunHistory
 from parcelsearch.ledger import Ledger, Quota
 from parcelsearch.market_list import check_markets, markets
 from parcelsearch.planning import Plan, suggest_tolerance
@@ -60,7 +61,7 @@ def _first_pages(states: list[PieceState], run: Run) -> list[PieceState]:
     """Read cached page 1s; returns the pieces whose page 1 must be fetched."""
     todo = []
     for state in states:
-        hit = run.cached(state.piece, 1)
+        hit = None if state.reread else run.cached(state.piece, 1)
         if hit is None:
             todo.append(state)
             continue
@@ -78,7 +79,7 @@ def _later_pages(states: list[PieceState], run: Run) -> list[tuple[PieceState, i
         if state.pages is None:
             continue
         for k in state.missing():
-            hit = None if state.fresh else run.cached(state.piece, k)
+            hit = None if state.fresh or state.reread else run.cached(state.piece, k)
             if hit is not None and (hit.rows, hit.pages) == (state.rows, state.pages):
                 state.data[k] = hit.data
                 state.cached_pages += 1
@@ -230,7 +231,8 @@ def search(
     cache: ResponseCache | bool | None = None,
     ledger: Ledger | bool | None = None,
     max_age: float | None = None,
-    refresh: bool = False,
+    refresh: bool | str = False,
+    verify_sample: float | None = None,
     active_markets_only: bool = False,
     market_column: str = "market",
     progress: bool = True,
@@ -262,8 +264,19 @@ def search(
     cache, ledger
         Response cache and quota ledger: ``None`` for the defaults (in the client's cache
         folder), ``False`` to go without, or an instance.
-    max_age, refresh
-        Ignore cached pages older than ``max_age`` seconds, or all of them (``refresh=True``).
+    max_age
+        Ignore cached pages older than ``max_age`` seconds.
+    refresh
+        ``False`` (default): reuse cached pages. ``True`` or ``"all"``: ignore them, fetch
+        every page again. ``"changed"``: re-read page 1 of every piece (one call each, priced
+        before spending); a piece whose ``rows`` or page 1 differ from its last complete run
+        (the run history, else the cache) is *changed* and fetches its other pages again;
+        the others keep their cached pages, *unchanged by inference* (``tiles.status``).
+    verify_sample
+        With ``refresh="changed"``: the fraction (default 0.05, 0 allowed) of the pieces
+        inferred unchanged whose other pages are re-read anyway; how many had changed gives
+        ``result.verification``: an estimate, with a 95 % interval, of the changed pieces the
+        inference missed. Dropped first when phase 2 does not fit the budget or quota.
     active_markets_only, market_column
         Skip, before spending on them, areas whose ``market_column`` is not an active market
         (the market list costs one call, then is cached for a day).
@@ -307,6 +320,8 @@ def search(
     """
     _check_count("budget", budget, 0)
     _check_count("workers", workers, 1)
+    mode = refreshing.refresh_mode(refresh)
+    fraction = refreshing.check_fraction(verify_sample, mode)
     client = client if client is not None else Client()
     quota_obj = Quota.parse(quota)
     # None/True: the defaults beside the client's cache folder; False: go without.
@@ -317,17 +332,24 @@ def search(
         None if ledger is False else Ledger.in_folder(client.cache_dir))
     chosen = plan if plan is not None else planning.plan(areas, tolerance, id_column=id_column)
     run = Run(client, cache_obj, ledger_obj, budget=budget, quota=quota_obj,
-               max_age=max_age, refresh=refresh, path=chosen.path)
+               max_age=max_age, refresh=mode == "all", path=chosen.path)
+    history = RunHistory(ledger_obj.path) if ledger_obj is not None else None
+    refresh_state = refreshing.RunRefresh(mode, fraction, history, base_url=client.base_url,
+                                          path=chosen.path, run_id=run.run_id)
     return _Search(run, chosen, allow_partial=allow_partial, progress=progress,
-                   workers=workers).run(active_markets_only, market_column)
+                   workers=workers, refresh=refresh_state).run(active_markets_only,
+                                                               market_column)
 
 
 class _Search:
     """One call of :func:`search`: the phases, the stop, and what is left when it ends."""
 
     def __init__(self, run: Run, plan: Plan, *, allow_partial: bool, progress: bool,
-                 workers: int) -> None:
+                 workers: int, refresh: refreshing.RunRefresh | None = None) -> None:
         self.run_state = run
+        self.refresh = refresh or refreshing.RunRefresh(
+            "all" if run.refresh else "cached", 0.0, None, base_url=run.client.base_url,
+            path=plan.path, run_id=run.run_id)
         self.plan = plan
         self.allow_partial = allow_partial
         self.progress = progress
@@ -391,6 +413,7 @@ class _Search:
     def _phases(self, fetcher: Fetcher, bar: Any) -> None:
         run = self.run_state
         # Phase 1: page 1 of every piece not cached — priced before anything is spent.
+        self.refresh.start(self.states)
         todo = _first_pages(self.states, run)
         bar.update(len(self.states) - len(todo))
         todo = self._affordable(todo, lambda s: s.piece.area_id, spent_first=False)
@@ -398,8 +421,13 @@ class _Search:
         if fetcher.failure is not None or run.stop.is_set():
             return
         # Phase 2: the exact price of the rest is known now.
+        self.refresh.decide(self.states)
         states = self._wanted(self.states)
         jobs = _later_pages(states, run)
+        allowed, what = run.allowance()
+        if allowed is not None and len(jobs) > allowed and self.refresh.shrink_sample(
+                states, f"phase 2 did not fit the {what} with it"):
+            jobs = _later_pages(states, run)  # the sampled pieces' pages from the cache
         bar.total = max(bar.total, sum(max(1, s.pages or 1) for s in states))
         bar.n = sum(len(s.data) for s in states)
         bar.refresh()
@@ -453,13 +481,21 @@ class _Search:
 
     def _result(self) -> SearchResult:
         ids, tiles = _frames(self.plan, self.states)
+        verification = self.refresh.verification(self.states)
+        status, changed = self.refresh.columns(self.states)
+        tiles["status"] = status
+        tiles["changed"] = pd.array(changed, dtype="boolean")
         complete_areas = [
             area for area in self.plan.areas.index
             if all(s.done for s in self.states if s.piece.area_id == area)
         ]
-        return SearchResult(
+        result = SearchResult(
             ids=ids, tiles=tiles, plan=self.plan, calls=self.run_state.calls,
             cached_pages=self.run_state.cached_pages, skipped=self.skipped,
             complete=len(complete_areas) == len(self.plan.areas),
             areas_complete=complete_areas, refetched_pieces=self.run_state.refetched_pieces,
+            run_id=self.run_state.run_id if self.refresh.history is not None else "",
+            refresh=self.refresh.mode, verification=verification,
         )
+        self.refresh.record(result, self.states, self.run_state.client.fingerprint)
+        return result
