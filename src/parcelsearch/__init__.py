@@ -45,6 +45,8 @@ _LAZY = {
     "check_markets": "market_list",
     "markets": "market_list",
     "search": "pipeline",
+    "SearchOptions": "search_options",
+    "team_usage": "team",
     "demo_areas": "demo",
     "runs": "history",
 }
@@ -58,6 +60,7 @@ __all__ = [
     "Plan",
     "Quota",
     "ResponseCache",
+    "SearchOptions",
     "SearchResult",
     "check_markets",
     "demo_areas",
@@ -67,6 +70,7 @@ __all__ = [
     "runs",
     "search",
     "suggest_tolerance",
+    "team_usage",
     "zoning_price",
     *_errors_all,
 ]
@@ -82,6 +86,8 @@ if TYPE_CHECKING:
     from parcelsearch.pipeline import search
     from parcelsearch.planning import Piece, Plan, plan, suggest_tolerance
     from parcelsearch.result import SearchResult, zoning_price
+    from parcelsearch.search_options import SearchOptions
+    from parcelsearch.team import team_usage
 
 
 def __getattr__(name: str) -> Any:

@@ -85,13 +85,29 @@ class Transient(Exception):  # noqa: N818 - a verdict, not an error
 
 
 class Spend(Protocol):
-    """What the caller does around each attempt: reserve a call before, refund one after."""
+    """What the caller does around each attempt: reserve → pace → send → settle | refund.
+
+    The one hook of a request's spending (the toolkit's ledgers implement it through
+    :class:`parcelsearch.spending.Spending`): a call is reserved before it is sent, waits
+    for its turn at the key's pacer, and is settled once sent (its fate may be unknown: it
+    counts as spent) or refunded when the service certainly did not count it.
+    """
 
     def reserve(self) -> None:
         """Before every attempt (retries included); may raise to stop."""
 
+    def pace(self, limiter: RateLimiter, cancel: threading.Event | None) -> None:
+        """Wait for this attempt's turn (``limiter``: the transport's own pacer); may raise
+        :class:`Cancelled`."""
+
+    def settle(self) -> None:
+        """After an attempt was sent (answered or not): the reservation is spent."""
+
     def refund(self) -> None:
         """After an attempt the service certainly did not count (e.g. spike arrest)."""
+
+    def pause(self, seconds: float) -> None:
+        """The service asked the key to wait ``seconds`` (a 429 with ``Retry-After``)."""
 
 
 class RateLimiter:
@@ -269,13 +285,20 @@ class Transport:
         while True:
             self._gate(spend, cancel)
             attempts += 1
-            outcome = self._attempt(url, headers, judge, describe)
+            try:
+                outcome = self._attempt(url, headers, judge, describe)
+            finally:
+                if spend is not None:
+                    spend.settle()  # sent: spent, whatever came back (refunds come after)
             if not isinstance(outcome, Transient):
                 return outcome
             if isinstance(outcome.cause, ConnectTimeoutError) and spend is not None:
                 spend.refund()  # no connection was made: the service never saw it
             retry = self._next(retry, outcome, attempts)
-            self._sleep(self.policy.delay(retry, outcome.response), cancel)
+            delay = self.policy.delay(retry, outcome.response)
+            if spend is not None and getattr(outcome.response, "status", None) == 429:
+                spend.pause(delay)  # the key is told to wait: every caller of it, not just us
+            self._sleep(delay, cancel)
 
     def _attempt(
         self, url: str, headers: Mapping[str, str], judge: Callable[[requests.Response], T],
@@ -316,7 +339,10 @@ class Transport:
         if spend is not None:
             spend.reserve()
         try:
-            self.limiter.wait(cancel)
+            if spend is not None:
+                spend.pace(self.limiter, cancel)
+            else:
+                self.limiter.wait(cancel)
             if cancel is not None and cancel.is_set():
                 raise Cancelled("the run stopped before this request was sent")
         except Cancelled:

@@ -11,6 +11,7 @@ so ``except parcelsearch.ParcelSearchError`` catches them all::
     │   └── BudgetExhaustedError    stopped at ``budget=N``; everything fetched is kept
     ├── SearchInterrupted         Ctrl-C / SIGTERM / kernel interrupt (also a KeyboardInterrupt)
     ├── CacheError                an unreadable or corrupt cache file (named)
+    ├── TeamStoreError            the team's PostgreSQL store unreachable, lost or not made
     ├── TransportError            no usable HTTP response after retries (timeouts, resets)
     ├── MalformedResponseError    a response whose body or counts do not add up
     └── ServiceError              the service answered with an error envelope
@@ -99,6 +100,14 @@ KNOBS: dict[str, Knob] = {
     "out_tiles": Knob("path={value!r}", "--out-tiles {value}", python_bare="path=",
                       cli_bare="--out-tiles FILE"),
     "serve": Knob("parcelsearch.local_service()", "`parcelsearch serve`"),
+    "team": Knob("team={value!r}", "--team {value}", env="PARCELSEARCH_TEAM",
+                 python_bare="team=", cli_bare="--team URL"),
+    "user": Knob("user={value!r}", "--user {value}", env="PARCELSEARCH_USER",
+                 python_bare="user=", cli_bare="--user NAME"),
+    "team_init": Knob("parcelsearch.team.init_team({value!r})", "`parcelsearch team init "
+                      "{value}`"),
+    "team_budget": Knob("parcelsearch.team.set_budget(url, {value!r}, calls)",
+                        "`parcelsearch team budget --user {value} --calls N`"),
 }
 
 
@@ -139,6 +148,7 @@ __all__ = [
     "QuotaWouldExceedError",
     "BudgetExhaustedError",
     "SearchInterrupted",
+    "TeamStoreError",
     "CacheError",
     "TransportError",
     "MalformedResponseError",
@@ -257,6 +267,13 @@ class SearchInterrupted(ParcelSearchError, KeyboardInterrupt):
 
 class CacheError(ParcelSearchError):
     """A cache file cannot be read or trusted. The message names the file."""
+
+
+class TeamStoreError(ParcelSearchError):
+    """The team's PostgreSQL store cannot be reached, was lost mid-run, or has no schema.
+
+    The message names the store's URL without its password.
+    """
 
 
 class _RequestError(ParcelSearchError):
