@@ -239,8 +239,9 @@ def next_month(
     edits
         The kinds of count-changing edits used (see the module's docstring).
     swaps, swap_parcels
-        Same-count swaps: on ``swaps`` random parcels, and on the parcels whose
-        ``parcel_id`` is in ``swap_parcels`` (e.g. parcels deep in a piece's pages).
+        Same-count swaps: on the parcels whose ``parcel_id`` is in ``swap_parcels`` (e.g.
+        parcels deep in a piece's pages; applied after the other edits, which they leave
+        as they are), and on ``swaps`` random parcels.
     seed
         The same arguments and seed always give the same fabric and truth.
 
@@ -265,11 +266,7 @@ def next_month(
     rng = np.random.default_rng(seed)
     editor = _Editor(frame, rng)
     single = ~frame["group_id"].duplicated(keep=False).to_numpy()
-    for pid in swap_parcels:
-        rows = np.flatnonzero(frame["parcel_id"].to_numpy() == pid)
-        if len(rows) != 1 or not single[rows[0]]:
-            raise ValueError(f"swap parcel {pid!r} is not a parcel alone in its group")
-        editor.apply(int(rows[0]), "swap", single)
+    chosen = [_row_of(frame, pid, single) for pid in swap_parcels]  # checked before editing
     candidates = np.flatnonzero(single & ~editor.used)
     wanted = 0 if rate == 0 else max(1, round(rate * len(frame)))
     done = 0
@@ -279,6 +276,17 @@ def next_month(
         done += editor.apply(i, edit, single)
     if done < wanted:
         raise ValueError(f"only {done} of the {wanted} edits asked for fit this fabric")
+    for row, pid in zip(chosen, swap_parcels, strict=True):  # after the edits: same edits
+        if not editor.apply(row, "swap", single):
+            raise ValueError(f"swap parcel {pid!r} was already edited by this derivation; "
+                             "choose another")
     for i in rng.permutation(np.flatnonzero(single & ~editor.used))[:swaps]:
         editor.apply(int(i), "swap", single)
     return editor.result()
+
+
+def _row_of(frame: gpd.GeoDataFrame, pid: int, single: np.ndarray) -> int:
+    rows = np.flatnonzero(frame["parcel_id"].to_numpy() == pid)
+    if len(rows) != 1 or not single[rows[0]]:
+        raise ValueError(f"swap parcel {pid!r} is not a parcel alone in its group")
+    return int(rows[0])
