@@ -74,8 +74,8 @@ def demo_parcels() -> gpd.GeoDataFrame:
 
 def _changed_month(demo_parcels: gpd.GeoDataFrame, first: parcelsearch.SearchResult,
                    store: ParcelStore) -> tuple[NextMonth, set[PieceKey]]:
-    """Clustered edits of every kind (four neighbourhoods), plus swaps deep (page 2+) in two multi-page pieces
-    that no other edit touches; returns the month and those two pieces."""
+    """Clustered edits of every kind (four neighbourhoods), plus swaps deep (page 2+) in two
+    multi-page pieces that no other edit touches; returns the month and those two pieces."""
     edits = next_month(demo_parcels, 0.02, layout="clustered", seed=0)
     touched = set(edits.truth["parcel_id"])
     swaps: list[int] = []
