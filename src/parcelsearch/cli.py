@@ -414,7 +414,11 @@ def _add_diff(commands: Any) -> None:
 
 def main(argv: Sequence[str] | None = None) -> int:
     """Run the command line; returns the exit status (see :data:`EXIT_CODES`)."""
-    args = build_parser(argv).parse_args(argv)
+    parser = build_parser(argv)
+    args = parser.parse_args(argv)
+    if getattr(args, "verify_sample", None) is not None and args.refresh != "changed":
+        parser.error("argument --verify-sample: checks what --refresh changed inferred; add "
+                     "--refresh changed")
     if args.command in SERVICE_COMMANDS:  # serve handles its own signals (uvicorn)
         return _service(args)
     with interrupts_as_keyboard_interrupt():

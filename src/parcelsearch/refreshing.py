@@ -15,7 +15,7 @@ Examples
 >>> refresh_mode(True), refresh_mode(False), refresh_mode("changed")
 ('all', 'cached', 'changed')
 >>> estimate_missed(sampled=20, found=0, population=180)["missed_interval"]
-[0.0, 29.2]
+[0.0, 29.0]
 """
 
 from __future__ import annotations
