@@ -131,3 +131,16 @@ def test_diff_rows_are_written(tmp_path: Path) -> None:
     assert written[["group_id", "change"]].values.tolist() == [[A, "removed"], [B, "added"]]
     with pytest.raises(parcelsearch.InputError, match="use .parquet or .csv"):
         diff.to_file(tmp_path / "d.gpkg")
+
+
+def test_result_maps_outline_the_pieces_that_changed() -> None:
+    from parcelsearch.maps.describe import CHANGED_NAME, result_spec
+
+    changed = _result([("x", A), ("y", C)], [1, 1],
+                      changed=pd.array([True, None], dtype="boolean"))
+    spec = result_spec(changed)
+    assert spec.feature_counts()[CHANGED_NAME] == 1
+    assert "1 changed" in spec.subtitle
+    assert any(e.label == "changed since the last run" for e in spec.legend.entries)
+    plain = result_spec(_result([("x", A), ("y", C)], [1, 1]))
+    assert CHANGED_NAME not in plain.feature_counts()

@@ -285,8 +285,8 @@ def _changed_tiles(tiles: gpd.GeoDataFrame) -> gpd.GeoDataFrame:
     """The pieces a refresh found changed (``changed`` true); none without that column."""
     if "changed" not in tiles.columns:
         return tiles.iloc[:0]
-    flags = tiles["changed"].map(lambda v: v is True or v == 1)
-    return tiles[flags.astype(bool)]
+    flags = tiles["changed"].astype("boolean").fillna(False).astype(bool)
+    return tiles[flags]
 
 
 def _finish(spec: MapSpec, subjects: Subjects, context: gpd.GeoDataFrame | None) -> MapSpec:
