@@ -34,7 +34,7 @@ import pandas as pd
 import pyarrow.parquet as pq
 import shapely
 
-from parcelsearch.errors import Hint, InputError
+from parcelsearch.errors import Hint, InputError, NotComparableError
 
 if TYPE_CHECKING:
     from parcelsearch.history import RunHistory
@@ -47,11 +47,6 @@ CHANGES = ("added", "removed")
 _META = "parcelsearch"
 _SUMMARY = ["before", "after", "added", "removed", "pieces", "read", "inferred", "sampled",
             "changed_pieces", "comparable"]
-
-
-class NotComparableError(InputError):
-    """Two searches that cannot be compared (different areas or tolerance); the message
-    says what differs and what would compare."""
 
 
 @dataclass(frozen=True)

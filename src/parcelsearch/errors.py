@@ -6,6 +6,7 @@ so ``except parcelsearch.ParcelSearchError`` catches them all::
     ParcelSearchError
     ├── ConfigurationError        missing key or base URL, http:// URL, bad setting
     ├── InputError                study areas that cannot be planned (row, field, fix)
+    │   └── NotComparableError      a diff of searches of different areas or tolerance
     ├── BudgetError               a run that would spend more than allowed
     │   ├── QuotaWouldExceedError   refused before spending: plan > known remaining quota
     │   └── BudgetExhaustedError    stopped at ``budget=N``; everything fetched is kept
@@ -144,6 +145,7 @@ __all__ = [
     "ParcelSearchError",
     "ConfigurationError",
     "InputError",
+    "NotComparableError",
     "BudgetError",
     "QuotaWouldExceedError",
     "BudgetExhaustedError",
@@ -218,6 +220,11 @@ class InputError(ParcelSearchError, ValueError):
         super().__init__(message, hints=hints)
         self.row = row
         self.field = field
+
+
+class NotComparableError(InputError):
+    """Two searches that cannot be compared (different areas or tolerance); the message
+    says what differs and what would compare."""
 
 
 class BudgetError(ParcelSearchError):

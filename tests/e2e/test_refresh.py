@@ -169,6 +169,7 @@ def test_a_budget_too_small_for_phase_2_refuses_and_loses_nothing(
     pieces = len(first.plan.pieces)
     changes = next_month(demo_parcels, 0.02, layout="clustered", seed=0)  # no swaps: all seen
     _store(month.svc).replace(changes.parcels)
+    shutil.copytree(month.folder / "cache", month.folder / "sampled")
     spent = len(month.log())
     with pytest.raises(parcelsearch.QuotaWouldExceedError,
                        match="needs exactly .* more call.* to finish") as refused:
@@ -182,6 +183,13 @@ def test_a_budget_too_small_for_phase_2_refuses_and_loses_nothing(
     truth = month.search("truth", refresh="all")
     assert resumed.ids.equals(truth.ids)
     assert _rows(resumed.diff(first)) == _rows(truth.diff(first))
+    # With a verify sample that does not fit, the sample goes first and the refresh finishes.
+    spent = len(month.log())
+    sampled = month.search("sampled", refresh="changed", verify_sample=1.0,
+                           budget=pieces + needed)
+    assert sampled.calls == pieces + needed == len(month.log()) - spent
+    assert "budget" in sampled.verification["sample_dropped"]
+    assert sampled.verification["sampled"] == 0 and sampled.ids.equals(truth.ids)
 
 
 def test_allow_partial_finishes_whole_areas_as_a_first_search_does(
