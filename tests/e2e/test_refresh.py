@@ -230,3 +230,27 @@ def test_runs_and_diff_on_the_command_line(month: Month, demo_parcels: gpd.GeoDa
     assert len(rows) == len(expected.rows)
     assert main(["diff", "nope", second.run_id, "--cache-dir", cache]) == 2
     assert "no run with id 'nope'" in capsys.readouterr().err
+
+
+def test_postgis_parcels_replaced_while_serving(
+        postgres: Any, start_own_service: Callable[..., RunningService], tmp_path: Path,
+        demo_parcels: gpd.GeoDataFrame) -> None:
+    """Both stores in PostgreSQL: the parcels table replaced under a running service (one
+    transaction), its hit lists forgotten, keys and counters kept."""
+    from parcelsearch.service.postgis import PostgisParcelStore, load_parcels_into
+
+    url = postgres.database("refresh")
+    load_parcels_into(None, url)
+    svc = start_own_service(parcels=url, keys=url)
+    assert isinstance(svc.store, PostgisParcelStore)
+    month = Month(svc, tmp_path, "postgis-replace")
+    first = month.search("cache")
+    changes = next_month(demo_parcels, 0.02, layout="clustered", seed=0)
+    used = svc.keys.get(month.name)["used_lifetime"]
+    assert svc.store.replace(changes.parcels) == len(changes.parcels) == len(svc.store)
+    assert svc.keys.get(month.name)["used_lifetime"] == used == first.calls
+    again = month.search("cache", refresh="changed", verify_sample=0)
+    truth = month.search("truth", refresh="all")
+    assert again.ids.equals(truth.ids) and not again.ids.equals(first.ids)
+    assert len(month.log()) == first.calls + again.calls + truth.calls
+    assert again.calls < truth.calls
