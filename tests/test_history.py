@@ -90,5 +90,5 @@ def test_digests_change_with_counts_order_and_ids() -> None:
 
 def test_an_unusable_file_is_a_configuration_error(tmp_path: Path) -> None:
     (tmp_path / "dir").mkdir()
-    with pytest.raises(parcelsearch.ConfigurationError, match="cannot open the run history"):
+    with pytest.raises(parcelsearch.ConfigurationError, match="cannot open the quota ledger"):
         RunHistory(tmp_path / "dir")

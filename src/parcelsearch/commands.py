@@ -19,7 +19,7 @@ import geopandas as gpd
 import pandas as pd
 
 from parcelsearch import demo, market_list, outputs, pipeline, planning
-from parcelsearch.cache import ResponseCache
+from parcelsearch.cache import CacheFolder, ResponseCache
 from parcelsearch.client import Client
 from parcelsearch.comparison import Side, compare
 from parcelsearch.errors import Hint, ParcelSearchError, TransportError
@@ -242,7 +242,7 @@ def _side(text: str, cache_dir: str | None) -> Side:
     of the run history in the cache folder."""
     if Path(text).suffix or Path(text).exists():
         return Side.of_file(text)
-    return Side.of_run(RunHistory.in_folder(cache_dir or options.cache_dir), text)
+    return Side.of_run(RunHistory(CacheFolder(cache_dir or options.cache_dir).ledger_path), text)
 
 
 def run_diff(args: argparse.Namespace) -> int:

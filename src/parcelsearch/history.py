@@ -23,10 +23,8 @@ import json
 import os
 import sqlite3
 import zlib
-from collections.abc import Hashable, Iterator, Sequence
-from contextlib import closing, contextmanager
+from collections.abc import Hashable, Sequence
 from dataclasses import dataclass, field
-from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 import pandas as pd
@@ -34,6 +32,7 @@ import shapely
 
 from parcelsearch.cache import CacheFolder
 from parcelsearch.errors import ConfigurationError, Hint, InputError
+from parcelsearch.ledger import Ledger
 
 if TYPE_CHECKING:
     from parcelsearch.planning import Plan
@@ -58,7 +57,7 @@ CREATE TABLE IF NOT EXISTS runs (
     run_id            TEXT PRIMARY KEY,
     started           TEXT NOT NULL,    -- ISO 8601, UTC
     finished          TEXT NOT NULL,
-    fingerprint       TEXT NOT NULL,    -- first 16 hex of sha256(key); never the key
+    fingerprint       TEXT NOT NULL,    -- first 16 hex of sha256(key), never the key
     base_url          TEXT NOT NULL,
     path              TEXT NOT NULL,
     areas_fingerprint TEXT NOT NULL,
@@ -195,44 +194,24 @@ class RunHistory:
     """
 
     def __init__(self, path: str | os.PathLike[str] | None = None) -> None:
-        self.path = Path(path).expanduser() if path else CacheFolder().ledger_path
+        self.ledger = Ledger(path)  # the file, opened and checked as the ledger opens it
+        self.path = self.ledger.path
         try:
-            self.path.parent.mkdir(parents=True, exist_ok=True)
-            with self._connect() as db:
-                db.executescript(_SCHEMA)
-        except (OSError, sqlite3.Error) as exc:
+            with self.ledger.transaction() as db:
+                for statement in _SCHEMA.split(";\n"):  # one statement a line-ending ';'
+                    if statement.strip():
+                        db.execute(statement)
+        except sqlite3.Error as exc:
             raise ConfigurationError(f"cannot open the run history {self.path}: {exc}") from None
-
-    @classmethod
-    def in_folder(cls, directory: str | os.PathLike[str]) -> RunHistory:
-        """The history kept in the ledger beside a response cache in ``directory``."""
-        return cls(CacheFolder(directory).ledger_path)
 
     def __repr__(self) -> str:
         return f"RunHistory({str(self.path)!r})"
-
-    @contextmanager
-    def _connect(self) -> Iterator[sqlite3.Connection]:
-        with closing(sqlite3.connect(self.path, timeout=60.0, isolation_level=None)) as db:
-            db.execute("PRAGMA busy_timeout = 60000")
-            yield db
-
-    @contextmanager
-    def _transaction(self) -> Iterator[sqlite3.Connection]:
-        with self._connect() as db:
-            db.execute("BEGIN IMMEDIATE")
-            try:
-                yield db
-            except BaseException:
-                db.execute("ROLLBACK")
-                raise
-            db.execute("COMMIT")
 
     # -- writing ---------------------------------------------------------------------
 
     def record(self, run: RunRecord) -> None:
         """Write one run (pieces, page digests, GroupIDs per area) in one transaction."""
-        with self._transaction() as db:
+        with self.ledger.transaction() as db:
             db.execute(
                 "INSERT OR REPLACE INTO runs VALUES (?,?,?,?,?,?,?,?,?,?,?,?,?,?)",
                 (run.run_id, run.started, run.finished, run.fingerprint, run.base_url,
@@ -275,7 +254,7 @@ class RunHistory:
                    r.id_name, r.detail
             FROM runs r LEFT JOIN run_pieces p ON p.run_id = r.run_id
             GROUP BY r.run_id ORDER BY r.started DESC, r.rowid DESC"""
-        with self._connect() as db:
+        with self.ledger.transaction(immediate=False) as db:
             frame = pd.read_sql_query(query, db)
         frame["complete"] = frame["complete"].astype(bool)
         detail = frame.pop("detail").map(json.loads)
@@ -307,7 +286,7 @@ class RunHistory:
             SELECT p.area_id, p.piece_id, p.rows, p.pages, p.status, p.changed, g.ring
             FROM run_pieces p JOIN rings g ON g.polygon = p.polygon
             WHERE p.run_id = ? ORDER BY p.rowid"""
-        with self._connect() as db:
+        with self.ledger.transaction(immediate=False) as db:
             frame = pd.read_sql_query(query, db, params=(run_id,))
         frame["area_id"] = frame["area_id"].map(_area_value)
         frame["changed"] = frame["changed"].map(lambda v: None if pd.isna(v) else bool(v))
@@ -315,7 +294,7 @@ class RunHistory:
 
     def ids(self, run_id: str, id_name: str) -> pd.DataFrame:
         """One run's GroupIDs: one row per (area id, ``group_id``)."""
-        with self._connect() as db:
+        with self.ledger.transaction(immediate=False) as db:
             rows = db.execute("SELECT area_id, group_ids FROM run_ids WHERE run_id = ? "
                               "ORDER BY rowid", (run_id,)).fetchall()
         areas: list[Any] = []
@@ -340,7 +319,7 @@ class RunHistory:
             JOIN runs r ON r.run_id = p.run_id
             WHERE r.base_url = ? AND r.path = ? AND p.polygon = ? {extra}
             ORDER BY r.finished DESC, r.rowid DESC LIMIT 1"""
-        with self._connect() as db:
+        with self.ledger.transaction(immediate=False) as db:
             for polygon_json in dict.fromkeys(polygon_jsons):
                 polygon = polygon_digest(polygon_json)
                 args = (base_url, path, polygon)

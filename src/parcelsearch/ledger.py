@@ -23,7 +23,7 @@ import os
 import re
 import sqlite3
 from collections.abc import Callable, Iterator
-from contextlib import closing, contextmanager
+from contextlib import AbstractContextManager, closing, contextmanager
 from dataclasses import dataclass
 from datetime import UTC, datetime
 from pathlib import Path
@@ -251,6 +251,11 @@ class Ledger:
             (month, fingerprint),
         ).fetchone()
         return Usage(lifetime=int(lifetime), month=int(this_month))
+
+    def transaction(self, immediate: bool = True) -> AbstractContextManager[sqlite3.Connection]:
+        """One connection to the ledger's file, one transaction (``BEGIN IMMEDIATE`` unless
+        ``immediate=False``): what the run history kept in the same file uses."""
+        return self._transaction(immediate)
 
     @contextmanager
     def _transaction(self, immediate: bool = True) -> Iterator[sqlite3.Connection]:
