@@ -120,6 +120,7 @@ def test_the_verify_sample_spends_exactly_what_it_reports(month: Month) -> None:
     assert again.verification["missed_interval"] == [0.0, 0.0]  # every inferred piece sampled
 
 
+@pytest.mark.slow
 def test_known_changes_are_found_except_swaps_inference_missed(
         month: Month, demo_parcels: gpd.GeoDataFrame) -> None:
     first = month.search("cache")
@@ -163,6 +164,7 @@ def test_known_changes_are_found_except_swaps_inference_missed(
     assert sampled.ids.equals(truth.ids)
 
 
+@pytest.mark.slow
 def test_a_budget_too_small_for_phase_2_refuses_and_loses_nothing(
         month: Month, demo_parcels: gpd.GeoDataFrame) -> None:
     first = month.search("cache")
@@ -232,6 +234,7 @@ def test_runs_and_diff_on_the_command_line(month: Month, demo_parcels: gpd.GeoDa
     assert "no run with id 'nope'" in capsys.readouterr().err
 
 
+@pytest.mark.slow
 def test_postgis_parcels_replaced_while_serving(
         postgres: Any, start_own_service: Callable[..., RunningService], tmp_path: Path,
         demo_parcels: gpd.GeoDataFrame) -> None:
