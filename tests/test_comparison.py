@@ -144,3 +144,16 @@ def test_result_maps_outline_the_pieces_that_changed() -> None:
     assert any(e.label == "changed since the last run" for e in spec.legend.entries)
     plain = result_spec(_result([("x", A), ("y", C)], [1, 1]))
     assert CHANGED_NAME not in plain.feature_counts()
+
+
+@pytest.mark.parametrize("suffix", [".gpkg", ".geojson"])
+def test_areas_read_back_from_a_file_compare_with_the_originals(tmp_path: Path,
+                                                                suffix: str) -> None:
+    from parcelsearch.history import areas_fingerprint
+
+    areas = parcelsearch.demo_areas()  # one area is a MultiPolygon: a GPKG makes all multi
+    areas.to_file(tmp_path / f"areas{suffix}")
+    back = gpd.read_file(tmp_path / f"areas{suffix}")
+    assert (back.geom_type == "MultiPolygon").any()
+    assert areas_fingerprint(parcelsearch.plan(back, id_column="area_id")) == areas_fingerprint(
+        parcelsearch.plan(areas, id_column="area_id"))

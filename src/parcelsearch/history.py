@@ -113,11 +113,15 @@ def polygon_digest(polygon_json: str) -> str:
 
 
 def areas_fingerprint(plan: Plan) -> str:
-    """The study areas' fingerprint: their ids, id column and normalised geometries."""
+    """The study areas' fingerprint: their ids, id column and geometries — each a sorted set
+    of normalised polygons on a 1e-9° grid, so a file's round trip (a Polygon stored as a
+    one-part MultiPolygon, the last digits of a coordinate) keeps it."""
     digest = hashlib.sha256(plan.id_name.encode())
     for area_id, geometry in zip(plan.areas.index, plan.areas.geometry.array, strict=True):
         digest.update(_area_key(area_id).encode())
-        digest.update(shapely.to_wkb(shapely.normalize(geometry)))
+        parts = shapely.get_parts(shapely.set_precision(geometry, 1e-9))
+        for wkb in sorted(shapely.to_wkb(shapely.normalize(parts))):
+            digest.update(wkb)
     return digest.hexdigest()[:16]
 
 

@@ -18,6 +18,8 @@ import pandas as pd
 import pytest
 
 import parcelsearch
+import parcelsearch.comparison
+import parcelsearch.history
 from parcelsearch.service.fabric_changes import EDITS, NextMonth, next_month
 from parcelsearch.service.polygon import parse_polygon
 from parcelsearch.service.server import RunningService
@@ -210,27 +212,47 @@ def test_allow_partial_finishes_whole_areas_as_a_first_search_does(
     assert set(diff.rows["area_id"]) <= set(partial.areas_complete or [])
 
 
-def test_runs_and_diff_on_the_command_line(month: Month, demo_parcels: gpd.GeoDataFrame,
-                                           capsys: pytest.CaptureFixture[str]) -> None:
+def test_search_runs_and_diff_on_the_command_line(
+        month: Month, demo_parcels: gpd.GeoDataFrame, capsys: pytest.CaptureFixture[str],
+        monkeypatch: pytest.MonkeyPatch) -> None:
     from parcelsearch.cli import main
 
     first = month.search("cache")
     changes, _ = _changed_month(demo_parcels, first, _store(month.svc))
     _store(month.svc).replace(changes.parcels)
-    second = month.search("cache", refresh="changed", verify_sample=0)
     cache = str(month.folder / "cache")
+    AREAS().to_file(month.folder / "areas.gpkg")
+    monkeypatch.setenv("PARCELSEARCH_API_KEY", month.key)
+    spent = len(month.log())
+    assert main(["search", str(month.folder / "areas.gpkg"), "--id-column", "area_id",
+                 "--out", str(month.folder / "new.parquet"), "--refresh", "changed",
+                 "--verify-sample", "0", "--quiet", "--base-url", month.svc.base_url,
+                 "--ca-bundle", str(month.svc.ca_path), "--cache-dir", cache]) == 0
+    printed = capsys.readouterr().out
+    assert "unchanged by inference" in printed and "changed pieces missed: unknown" in printed
+    assert month.log().iloc[spent:]["page"].eq(1).sum() == len(first.plan.pieces)
     assert main(["runs", "--json", "--cache-dir", cache]) == 0
     listed = json.loads(capsys.readouterr().out)
-    assert [r["run_id"] for r in listed] == [second.run_id, first.run_id]
+    assert [r["run_id"] for r in listed][1:] == [first.run_id]
+    second_id = listed[0]["run_id"]
+    second = parcelsearch.comparison.Side.of_file(month.folder / "new.parquet")
+    assert parcelsearch.comparison.compare(
+        parcelsearch.comparison.Side.of_result(first), second).rows.equals(
+        parcelsearch.comparison.compare(
+            parcelsearch.comparison.Side.of_result(first),
+            parcelsearch.comparison.Side.of_run(
+                parcelsearch.history.RunHistory(month.folder / "cache" / "ledger.sqlite"),
+                second_id)).rows)
     out = month.folder / "diff.csv"
-    assert main(["diff", first.run_id[:10], second.run_id[:10], "--cache-dir", cache,
+    assert main(["diff", first.run_id[:10], second_id[:10], "--cache-dir", cache,
                  "--out", str(out)]) == 0
     printed = capsys.readouterr().out
-    expected = second.diff(first)
+    expected = parcelsearch.comparison.compare(parcelsearch.comparison.Side.of_result(first),
+                                               second)
     assert f"{expected.added:,} GroupIDs added" in printed
     rows = pd.read_csv(out)
     assert len(rows) == len(expected.rows)
-    assert main(["diff", "nope", second.run_id, "--cache-dir", cache]) == 2
+    assert main(["diff", "nope", second_id, "--cache-dir", cache]) == 2
     assert "no run with id 'nope'" in capsys.readouterr().err
 
 
