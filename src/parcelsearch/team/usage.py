@@ -71,8 +71,12 @@ WITH spent AS (
     SELECT fingerprint, member, count(DISTINCT request_key) AS pages_shared,
            count(*) AS calls_saved
     FROM {SCHEMA}.page_uses GROUP BY fingerprint, member
-), members AS (
+), active AS (
     SELECT fingerprint, member FROM spent UNION SELECT fingerprint, member FROM saved
+), members AS (
+    SELECT fingerprint, member FROM active
+    UNION SELECT NULL, member FROM {SCHEMA}.budgets
+    WHERE member NOT IN (SELECT member FROM active)
 )
 SELECT 'key', 'sha256:' || k.fingerprint, k.fingerprint,
        COALESCE(sum(s.calls_month), 0), COALESCE(sum(s.calls_lifetime), 0), k.quota, k.period,
@@ -106,7 +110,8 @@ def team_usage(url: str) -> pd.DataFrame:
     pandas.DataFrame
         One row per key (``scope="key"``, ``name="sha256:<fingerprint>"``, ``limit`` and
         ``period``: its stored quota) and one per member of each key (``scope="member"``,
-        ``limit``/``period``: the member's budget); ``calls_month`` and ``calls_lifetime``
+        ``limit``/``period``: the member's budget; a member with a budget who has not
+        spent yet has no ``fingerprint``); ``calls_month`` and ``calls_lifetime``
         (calls reserved and not refunded: a call whose fate is unknown counts), ``pages_shared``
         (pages paid by another member and used) and ``calls_saved`` (calls those uses saved).
 
