@@ -7,8 +7,12 @@ hash and page) and its access log (every answer's status, 429s included).
 
 from __future__ import annotations
 
+import getpass
+import json
 import logging
 import os
+import re
+import shlex
 import signal
 import subprocess
 import sys
@@ -240,3 +244,88 @@ def test_an_unreachable_team_store_is_exit_1_naming_it(
     assert proc.returncode == 1
     assert "postgresql://alice:***@127.0.0.1:9/team" in text and "s3cret" not in text
     assert service.keys.requests(api_key.name).empty  # type: ignore[attr-defined]
+
+
+def _readme_team_commands() -> list[str]:
+    text = (Path(__file__).resolve().parents[2] / "README.md").read_text()
+    section = text.split("## Team mode", 1)[1].split("\n## ", 1)[0]
+    block = re.findall(r"```shell\n(.*?)```", section, flags=re.S)[0]
+    return [line[2:] for line in block.splitlines() if line.startswith("$ ")]
+
+
+def _cli(argv: list[str], env: dict[str, str], cwd: Path) -> subprocess.CompletedProcess[str]:
+    return subprocess.run([sys.executable, "-m", "parcelsearch.cli", *argv], env=env, cwd=cwd,
+                          capture_output=True, text=True, timeout=300)
+
+
+def test_the_readme_team_commands_and_the_team_command_line(
+    postgres: Any, service: Any, ca_bundle: str, make_key: Callable[..., Any], tmp_path: Path,
+    demo_areas: gpd.GeoDataFrame,
+) -> None:
+    url = postgres.database("team")
+    demo_areas.loc[["northside", "pine-street"]].reset_index().to_file(tmp_path / "areas.gpkg")
+    key = make_key("production", quota=1_000)
+    env = _env(key, service, ca_bundle, tmp_path / "cache")
+    env.pop("PARCELSEARCH_TEAM", None)
+    for command in _readme_team_commands():  # as written, on this session's store
+        argv = shlex.split(command.replace("postgresql://db.example/team", url))[1:]
+        done = _cli(argv, env, tmp_path)
+        assert done.returncode == 0, f"{command}\n{done.stderr}"
+    assert "already" in _cli(["team", "init", url], env, tmp_path).stdout  # idempotent
+
+    env_team = {**env, "PARCELSEARCH_TEAM": url, "PARCELSEARCH_USER": "dana"}
+    assert _cli(["team", "quota", "--calls", "500", "--period", "month"], env_team,
+                tmp_path).returncode == 0
+    assert _cli(["team", "budget", "--user", "erin", "--calls", "0"], env_team,
+                tmp_path).returncode == 0
+    # A second machine (its own cache) reuses every page: nothing is sent.
+    again = _cli(["search", "areas.gpkg", "--id-column", "area_id", "--out", "dana.parquet",
+                  "--quiet", "--cache-dir", str(tmp_path / "cache-dana")], env_team, tmp_path)
+    assert again.returncode == 0, again.stderr
+    refused = _cli(["search", "areas.gpkg", "--id-column", "area_id", "--out", "erin.parquet",
+                    "--quiet", "--user", "erin", "--refresh"], env_team, tmp_path)
+    assert refused.returncode == 3 and "erin's team budget allows 0 more" in refused.stderr
+    log = service.keys.requests(key.name)
+    usage = json.loads(_cli(["team", "usage", "--json"], env_team, tmp_path).stdout)
+    by_name = {row["name"]: row for row in usage}
+    login = getpass.getuser()
+    fingerprint = parcelsearch.Client(key, service.base_url, ca_bundle).fingerprint
+    assert by_name[f"sha256:{fingerprint}"]["calls_lifetime"] == len(log)
+    assert (by_name[f"sha256:{fingerprint}"]["limit"], by_name[f"sha256:{fingerprint}"]
+            ["period"]) == (500, "month")
+    assert by_name[login]["calls_lifetime"] == len(log)  # the first search: the login name
+    assert by_name["dana"]["calls_lifetime"] == 0
+    assert by_name["dana"]["calls_saved"] == len(log) == by_name["dana"]["pages_shared"]
+    assert (by_name["erin"]["calls_lifetime"], by_name["erin"]["limit"]) == (0, 0)
+
+
+def test_a_store_lost_mid_run_stops_it_keeping_what_was_found(
+    team: str, postgres: Any, service: Any, ca_bundle: str, make_key: Callable[..., Any],
+    tmp_path: Path, member_files: dict[str, Path],
+) -> None:
+    key = make_key("production", quota=100_000)
+    env = _env(key, service, ca_bundle, tmp_path / "cache", PARCELSEARCH_RATE="3")
+    out = tmp_path / "alice.parquet"
+    proc = _member("alice", member_files["alice"], out, team, env)
+    deadline = time.monotonic() + 60
+    while len(_log(service, key)) < 2:
+        assert proc.poll() is None, proc.communicate()[1].decode()[-2000:]
+        assert time.monotonic() < deadline, "alice did not start"
+        time.sleep(0.02)
+    name = team.rsplit("/", 1)[1]
+    with psycopg.connect(postgres.url(), autocommit=True) as conn:
+        conn.execute(f'ALTER DATABASE "{name}" ALLOW_CONNECTIONS false')
+        conn.execute("SELECT pg_terminate_backend(pid) FROM pg_stat_activity "
+                     "WHERE datname = %s", (name,))
+    try:
+        _, err = proc.communicate(timeout=120)
+    finally:
+        with psycopg.connect(postgres.url(), autocommit=True) as conn:
+            conn.execute(f'ALTER DATABASE "{name}" ALLOW_CONNECTIONS true')
+    assert proc.returncode == 1, err.decode()[-2000:]
+    assert "team store postgresql://" in err.decode() and "lost while" in err.decode()
+    partial = pd.read_parquet(out)
+    assert len(partial) > 0  # what was found is written (marked incomplete)
+    with psycopg.connect(team) as conn:
+        reserved = conn.execute(f"SELECT count(*) FROM {SCHEMA}.calls").fetchone()[0]
+    assert len(_log(service, key)) <= reserved  # nothing was sent unreserved
