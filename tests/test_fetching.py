@@ -3,12 +3,12 @@
 from __future__ import annotations
 
 import json
-import threading
 from pathlib import Path
 from typing import Any
 
 import pytest
 import requests
+from _threads import race
 from requests.adapters import BaseAdapter
 
 from parcelsearch.client import Client
@@ -37,27 +37,8 @@ def test_sixteen_threads_never_pass_the_budget(store: str, tmp_path: Path) -> No
     spending = MemorySpending(FP) if store == "memory" else \
         LocalSpending(FP, Ledger(tmp_path / "l.sqlite"), None)
     run = _run(spending, budget=37, quota=Quota(1000, "month"))
-    granted: list[int] = []
-    refused: list[int] = []
-    lock = threading.Lock()
-
-    def hammer() -> None:
-        for _ in range(10):
-            try:
-                run.reserve()
-            except BudgetExhaustedError:
-                with lock:
-                    refused.append(1)
-            else:
-                with lock:
-                    granted.append(1)
-
-    threads = [threading.Thread(target=hammer) for _ in range(16)]
-    for thread in threads:
-        thread.start()
-    for thread in threads:
-        thread.join()
-    assert (len(granted), len(refused)) == (37, 160 - 37)
+    granted, refused = race(lambda _: run.reserve(), BudgetExhaustedError)
+    assert (granted, refused) == (37, 160 - 37)
     assert run.calls == 37
     spent = spending.spent if isinstance(spending, MemorySpending) else \
         Ledger(tmp_path / "l.sqlite").usage(FP).lifetime

@@ -375,11 +375,15 @@ def _team_url(text: str) -> str:
     return text
 
 
-def _add_team_member(parser: argparse.ArgumentParser) -> None:
+def _add_team_store(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("--team", type=_team_url, metavar="URL",
                         help="the team store (postgresql://…, made by 'parcelsearch team "
                              "init'; default: $PARCELSEARCH_TEAM): the key's calls are reserved, "
                              "paced and counted there for every member, pages are shared")
+
+
+def _add_team_member(parser: argparse.ArgumentParser) -> None:
+    _add_team_store(parser)
     parser.add_argument("--user", metavar="NAME",
                         help="who runs this in the team (default: $PARCELSEARCH_USER, else "
                              "the login name)")
@@ -410,11 +414,8 @@ def _add_team(commands: Any) -> None:
                         help="when the budget resets (default month)")
     usage = actions.add_parser("usage", help="calls per key and per member, pages shared")
     usage.add_argument("--json", action="store_true", help="print JSON records")
-    for action in (quota, usage):
-        action.add_argument("--team", type=_team_url, metavar="URL",
-                            help="the team store (default: $PARCELSEARCH_TEAM)")
-    budget.add_argument("--team", type=_team_url, metavar="URL",
-                        help="the team store (default: $PARCELSEARCH_TEAM)")
+    for action in (quota, budget, usage):
+        _add_team_store(action)
     budget.add_argument("--user", required=True, metavar="NAME", help="the member")
     t.set_defaults(func=_run("team"))
 
