@@ -2,11 +2,16 @@
 
 from __future__ import annotations
 
-import threading
+import json
 from pathlib import Path
+from typing import Any
 
 import pytest
+import requests
+from _threads import race
+from requests.adapters import BaseAdapter
 
+from parcelsearch.client import Client
 from parcelsearch.errors import BudgetExhaustedError, QuotaWouldExceedError
 from parcelsearch.fetching import PageSpend, Run, Stopped
 from parcelsearch.ledger import Ledger, Quota
@@ -14,6 +19,7 @@ from parcelsearch.search_options import SearchOptions
 from parcelsearch.spending import LocalSpending, MemorySpending
 
 FP = "0123456789abcdef"
+GID = "0123456789abcdef0"
 
 
 class _Client:
@@ -31,27 +37,8 @@ def test_sixteen_threads_never_pass_the_budget(store: str, tmp_path: Path) -> No
     spending = MemorySpending(FP) if store == "memory" else \
         LocalSpending(FP, Ledger(tmp_path / "l.sqlite"), None)
     run = _run(spending, budget=37, quota=Quota(1000, "month"))
-    granted: list[int] = []
-    refused: list[int] = []
-    lock = threading.Lock()
-
-    def hammer() -> None:
-        for _ in range(10):
-            try:
-                run.reserve()
-            except BudgetExhaustedError:
-                with lock:
-                    refused.append(1)
-            else:
-                with lock:
-                    granted.append(1)
-
-    threads = [threading.Thread(target=hammer) for _ in range(16)]
-    for thread in threads:
-        thread.start()
-    for thread in threads:
-        thread.join()
-    assert (len(granted), len(refused)) == (37, 160 - 37)
+    granted, refused = race(lambda _: run.reserve(), BudgetExhaustedError)
+    assert (granted, refused) == (37, 160 - 37)
     assert run.calls == 37
     spent = spending.spent if isinstance(spending, MemorySpending) else \
         Ledger(tmp_path / "l.sqlite").usage(FP).lifetime
@@ -97,3 +84,58 @@ def test_nothing_is_reserved_once_the_run_stops() -> None:
     with pytest.raises(Stopped):
         run.reserve()
     assert spending.spent == 0
+
+
+class _SpikeThenOk(BaseAdapter):
+    """A 429 spike arrest with Retry-After: 1, then a page."""
+
+    def __init__(self) -> None:
+        super().__init__()
+        self.sent = 0
+
+    def send(self, request: Any, **kwargs: Any) -> requests.Response:
+        self.sent += 1
+        response = requests.Response()
+        response.url, response.request = request.url, request
+        if self.sent == 1:
+            response.status_code = 429
+            response.headers["Retry-After"] = "1"
+            response._content = b'{"status":"ERROR","messages":["Spike arrest violation."]}'
+        else:
+            response.status_code = 200
+            response._content = json.dumps({"status": "OK", "page": 1, "rows": 1, "pages": 1,
+                                            "dataRows": 1, "data": [GID]}).encode()
+        response.raw = _Raw(response.status_code, response.headers)
+        return response
+
+    def close(self) -> None:
+        pass
+
+
+class _Raw:
+    def __init__(self, status: int, headers: Any) -> None:
+        self.status, self.headers = status, headers
+
+    def get_redirect_location(self) -> bool:
+        return False
+
+
+class _Pauses(MemorySpending):
+    def __init__(self) -> None:
+        super().__init__(FP)
+        self.pauses: list[float] = []
+
+    def pause(self, seconds: float) -> None:
+        self.pauses.append(seconds)
+
+
+def test_a_spike_arrest_pauses_the_key_and_is_refunded(tmp_path: Path) -> None:
+    session = requests.Session()
+    session.mount("https://", _SpikeThenOk())
+    client = Client("k" * 20, "https://fake.test", session=session, cache_dir=tmp_path)
+    spending = _Pauses()
+    run = Run(client, spending, SearchOptions(), path="/v1/search")
+    page = client.search_page("[[0,0],[1,0],[1,1],[0,0]]", 1, spend=PageSpend(run))
+    assert page.data == (GID,)
+    assert spending.pauses == [1.0]  # every member of the key is told to wait
+    assert list(spending.reservations.values()) == [True]  # the 429 refunded, the 200 settled

@@ -81,7 +81,9 @@ environment variables:
   PARCELSEARCH_CACHE_DIR   response cache, market list and ledger folder (--cache-dir);
                            default $XDG_CACHE_HOME/parcelsearch (~/.cache/parcelsearch),
                            here: {cache}
-  PARCELSEARCH_RATE        calls per second the key allows (default 10)"""
+  PARCELSEARCH_RATE        calls per second the key allows (default 10)
+  PARCELSEARCH_TEAM        team store, postgresql://… (--team): calls, pace and pages shared
+  PARCELSEARCH_USER        who runs the search in the team (--user; default: login name)"""
 
 
 def _exit_codes_text() -> str:
@@ -204,6 +206,7 @@ def build_parser(argv: Sequence[str] | None = None) -> argparse.ArgumentParser:
     _add_cache(commands)
     _add_runs(commands)
     _add_diff(commands)
+    _add_team(commands)
     if _service_command(argv) is not None:
         # Lazy: the reference service (starlette, uvicorn, geopandas) only for serve/keys.
         from parcelsearch.service import cli as service_cli
@@ -351,6 +354,7 @@ def _add_search(commands: Any) -> None:
                    help="requests in flight at once, all paced by one rate limiter (default 8)")
     s.add_argument("--quiet", action="store_true", help="no progress bar")
     _add_connection(s)
+    _add_team_member(s)
     s.set_defaults(func=_run("search"))
 
 
@@ -407,6 +411,60 @@ def _add_diff(commands: Any) -> None:
                    help="write the rows (area id, group_id, change): .csv or .parquet")
     _add_connection(d, cache_only=True)
     d.set_defaults(func=_run("diff"))
+
+
+# -- team mode ---------------------------------------------------------------------------------
+
+
+def _team_url(text: str) -> str:
+    if not text.startswith(("postgresql://", "postgres://")):
+        raise argparse.ArgumentTypeError(f"{text!r} is not a postgresql:// URL")
+    return text
+
+
+def _add_team_store(parser: argparse.ArgumentParser) -> None:
+    parser.add_argument("--team", type=_team_url, metavar="URL",
+                        help="the team store (postgresql://…, made by 'parcelsearch team "
+                             "init'; default: $PARCELSEARCH_TEAM): the key's calls are reserved, "
+                             "paced and counted there for every member, pages are shared")
+
+
+def _add_team_member(parser: argparse.ArgumentParser) -> None:
+    _add_team_store(parser)
+    parser.add_argument("--user", metavar="NAME",
+                        help="who runs this in the team (default: $PARCELSEARCH_USER, else "
+                             "the login name)")
+
+
+def _add_team(commands: Any) -> None:
+    t = commands.add_parser(
+        "team", help="share one key's calls, pace and pages with a team (PostgreSQL)",
+        description="Team mode: one ledger, pacer and page store for a key, in the team's "
+                    "PostgreSQL database. 'team init URL' makes (or upgrades) the store; "
+                    "searches join it with --team URL (or $PARCELSEARCH_TEAM).",
+        epilog=_exit_codes_text(), formatter_class=_Formatter,
+    )
+    actions = t.add_subparsers(dest="team_action", required=True, metavar="ACTION")
+    init = actions.add_parser("init", help="make or upgrade the team store (idempotent)")
+    init.add_argument("url", nargs="?", type=_team_url, metavar="URL",
+                      help="postgresql://… (default: $PARCELSEARCH_TEAM)")
+    quota = actions.add_parser("quota", help="store the key's quota ($PARCELSEARCH_API_KEY's)")
+    quota.add_argument("--calls", required=True, type=_number(int, low=0, what="a whole number"),
+                       metavar="N", help="calls the key may make per period")
+    quota.add_argument("--period", choices=["month", "lifetime"], default="month",
+                       help="when the quota resets (default month: calendar month, UTC)")
+    budget = actions.add_parser("budget", help="store a member's budget of calls")
+    budget.add_argument("--calls", required=True,
+                        type=_number(int, low=0, what="a whole number"), metavar="N",
+                        help="calls the member may make per period, all keys together")
+    budget.add_argument("--period", choices=["month", "lifetime"], default="month",
+                        help="when the budget resets (default month)")
+    usage = actions.add_parser("usage", help="calls per key and per member, pages shared")
+    usage.add_argument("--json", action="store_true", help="print JSON records")
+    for action in (quota, budget, usage):
+        _add_team_store(action)
+    budget.add_argument("--user", required=True, metavar="NAME", help="the member")
+    t.set_defaults(func=_run("team"))
 
 
 # -- running -----------------------------------------------------------------------------------

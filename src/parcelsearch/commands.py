@@ -22,15 +22,15 @@ from parcelsearch import demo, market_list, outputs, pipeline, planning
 from parcelsearch.cache import CacheFolder, ResponseCache
 from parcelsearch.client import Client
 from parcelsearch.comparison import Side, compare
-from parcelsearch.errors import Hint, ParcelSearchError, TransportError
+from parcelsearch.errors import ConfigurationError, Hint, ParcelSearchError, TransportError
 from parcelsearch.history import RunHistory, runs
 from parcelsearch.ledger import Ledger, Quota
 from parcelsearch.result import SearchResult
 from parcelsearch.settings import options
 from parcelsearch.vector_files import read_vector
 
-__all__ = ["run_plan", "run_search", "run_markets", "run_cache", "run_demo", "run_runs",
-           "run_diff", "plural", "check_listening"]
+__all__ = ["run_plan", "run_search", "run_markets", "run_cache", "run_demo", "run_team",
+           "run_runs", "run_diff", "plural", "check_listening"]
 
 #: Seconds to wait for the service to accept a connection before saying nothing listens.
 CONNECT_PROBE_SECONDS = 1.5
@@ -127,6 +127,8 @@ def run_search(args: argparse.Namespace) -> int:
             market_column=args.market_column,
             progress=not args.quiet,
             workers=args.workers,
+            team=args.team,
+            user=args.user,
         )
     except ParcelSearchError as exc:
         if isinstance(exc.result, SearchResult):
@@ -253,4 +255,38 @@ def run_diff(args: argparse.Namespace) -> int:
           f"({diff.old} → {diff.new})")
     if args.out:
         print(f"rows written to {diff.to_file(args.out)}")
+    return 0
+
+
+# -- team ------------------------------------------------------------------------------------
+
+
+def run_team(args: argparse.Namespace) -> int:
+    """``parcelsearch team init|quota|budget|usage``: the team store and who spent what."""
+    from parcelsearch import team
+    from parcelsearch.client import _resolve_key, key_fingerprint
+    from parcelsearch.search_options import resolve_team
+
+    url = resolve_team(getattr(args, "url", None) or args.team)
+    if url is None:
+        raise ConfigurationError("no team store given",
+                                 hints=[Hint("team", None, "pass {knob}")])
+    if args.team_action == "init":
+        before, after = team.init_team(url)
+        print(f"team store at version {after}" + (" (already)" if before == after else
+                                                  f" (was {before})"))
+    elif args.team_action == "quota":
+        fingerprint = key_fingerprint(_resolve_key(None))
+        stored = team.set_quota(url, fingerprint, args.calls, args.period)
+        print(f"key sha256:{fingerprint}: quota {stored.describe()}")
+    elif args.team_action == "budget":
+        stored = team.set_budget(url, args.user, args.calls, args.period)
+        print(f"{args.user}: budget {stored.limit} calls "
+              + ("a calendar month (UTC)" if stored.period == "month" else "for life"))
+    else:
+        frame = team.team_usage(url)
+        if args.json:
+            print(frame.astype(object).where(frame.notna(), None).to_json(orient="records"))
+        else:
+            _print_table(frame)
     return 0

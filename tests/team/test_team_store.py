@@ -13,6 +13,7 @@ from typing import Any
 
 import psycopg
 import pytest
+from _threads import race
 
 from parcelsearch.errors import QuotaWouldExceedError, TeamStoreError
 from parcelsearch.ledger import Quota
@@ -68,27 +69,10 @@ def test_a_store_without_schema_says_how_to_make_it(postgres: Any) -> None:
 def test_threads_of_several_members_never_pass_the_quota(team: str) -> None:
     set_quota(team, FP, 37, "month")
     members = [_member(team, name) for name in ("alice", "bob", "carol")]
-    granted: list[int] = []
-    refused: list[int] = []
-    lock = threading.Lock()
-
-    def hammer(member: TeamSpending) -> None:
-        for _ in range(10):
-            try:
-                member.reserve("run", member.stored_quota())
-            except QuotaWouldExceedError:
-                with lock:
-                    refused.append(1)
-            else:
-                with lock:
-                    granted.append(1)
-
-    threads = [threading.Thread(target=hammer, args=(members[i % 3],)) for i in range(12)]
-    for thread in threads:
-        thread.start()
-    for thread in threads:
-        thread.join()
-    assert (len(granted), len(refused)) == (37, 120 - 37)
+    granted, refused = race(
+        lambda i: members[i % 3].reserve("run", members[i % 3].stored_quota()),
+        QuotaWouldExceedError, threads=12)
+    assert (granted, refused) == (37, 120 - 37)
     usage = team_usage(team)
     key = usage[usage["scope"] == "key"].iloc[0]
     assert (key["calls_month"], key["calls_lifetime"], key["limit"]) == (37, 37, 37)

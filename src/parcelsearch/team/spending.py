@@ -201,11 +201,23 @@ class TeamSpending:
     # -- the pages --------------------------------------------------------------------
 
     def cached(self, key: str, max_age: float | None) -> Page | None:
+        """The page from this machine's copy, else the team's store; a page another member
+        is fetching now is waited for (at most its lease), so the price counts only the
+        pages nobody is paying for. (A member holds no lease while it prices.)"""
         if self.cache is not None:
             hit = self.cache.get(key, max_age=max_age)
             if hit is not None:
                 return hit
-        return self._shared(key, max_age)
+        while True:
+            hit = self._shared(key, max_age)
+            if hit is not None or not self._leased_by_another(key):
+                return hit
+            time.sleep(_POLL)
+
+    def _leased_by_another(self, key: str) -> bool:
+        return bool(self._sql(
+            f"SELECT 1 FROM {SCHEMA}.leases WHERE request_key = %s AND holder <> %s "
+            "AND expires > clock_timestamp()", (key, self.holder), doing="looking at a page"))
 
     def _shared(self, key: str, max_age: float | None) -> Page | None:
         """The page in the team store (kept in the local copy; a use counted when another

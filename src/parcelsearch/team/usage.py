@@ -28,15 +28,8 @@ def set_quota(url: str, fingerprint: str, calls: int, period: str = "month") -> 
     TeamStoreError
         The store cannot be reached or has no schema.
     """
-    check_count("calls", calls, 0)
-    quota = Quota(calls, period)  # type: ignore[arg-type]
-    with connect(url, "cannot store the quota") as conn:
-        check_schema(url, conn)
-        conn.execute(
-            f"INSERT INTO {SCHEMA}.keys (fingerprint, quota, period) VALUES (%s, %s, %s) "
-            "ON CONFLICT (fingerprint) DO UPDATE SET quota = EXCLUDED.quota, "
-            "period = EXCLUDED.period", (fingerprint, quota.limit, quota.period))
-    return quota
+    return _store_limit(url, "quota", ("keys", "fingerprint", "quota"), fingerprint, calls,
+                        period)
 
 
 def set_budget(url: str, user: str, calls: int, period: str = "month") -> Quota:
@@ -49,16 +42,24 @@ def set_budget(url: str, user: str, calls: int, period: str = "month") -> Quota:
     TeamStoreError
         The store cannot be reached or has no schema.
     """
-    user = resolve_user(user)
+    return _store_limit(url, "budget", ("budgets", "member", "calls"), resolve_user(user),
+                        calls, period)
+
+
+def _store_limit(url: str, what: str, where: tuple[str, str, str], owner: str, calls: int,
+                 period: str) -> Quota:
+    """Insert or replace a quota or a budget: ``where`` = (table, owner column, calls column)."""
     check_count("calls", calls, 0)
-    budget = Quota(calls, period)  # type: ignore[arg-type]
-    with connect(url, "cannot store the budget") as conn:
+    limit = Quota(calls, period)  # type: ignore[arg-type]
+    table, owner_column, calls_column = where
+    with connect(url, f"cannot store the {what}") as conn:
         check_schema(url, conn)
         conn.execute(
-            f"INSERT INTO {SCHEMA}.budgets (member, calls, period) VALUES (%s, %s, %s) "
-            "ON CONFLICT (member) DO UPDATE SET calls = EXCLUDED.calls, "
-            "period = EXCLUDED.period", (user, budget.limit, budget.period))
-    return budget
+            f"INSERT INTO {SCHEMA}.{table} ({owner_column}, {calls_column}, period) "
+            f"VALUES (%s, %s, %s) ON CONFLICT ({owner_column}) DO UPDATE SET "
+            f"{calls_column} = EXCLUDED.{calls_column}, period = EXCLUDED.period",
+            (owner, limit.limit, limit.period))
+    return limit
 
 
 _USAGE = f"""
@@ -71,8 +72,12 @@ WITH spent AS (
     SELECT fingerprint, member, count(DISTINCT request_key) AS pages_shared,
            count(*) AS calls_saved
     FROM {SCHEMA}.page_uses GROUP BY fingerprint, member
-), members AS (
+), active AS (
     SELECT fingerprint, member FROM spent UNION SELECT fingerprint, member FROM saved
+), members AS (
+    SELECT fingerprint, member FROM active
+    UNION SELECT NULL, member FROM {SCHEMA}.budgets
+    WHERE member NOT IN (SELECT member FROM active)
 )
 SELECT 'key', 'sha256:' || k.fingerprint, k.fingerprint,
        COALESCE(sum(s.calls_month), 0), COALESCE(sum(s.calls_lifetime), 0), k.quota, k.period,
@@ -106,7 +111,8 @@ def team_usage(url: str) -> pd.DataFrame:
     pandas.DataFrame
         One row per key (``scope="key"``, ``name="sha256:<fingerprint>"``, ``limit`` and
         ``period``: its stored quota) and one per member of each key (``scope="member"``,
-        ``limit``/``period``: the member's budget); ``calls_month`` and ``calls_lifetime``
+        ``limit``/``period``: the member's budget; a member with a budget who has not
+        spent yet has no ``fingerprint``); ``calls_month`` and ``calls_lifetime``
         (calls reserved and not refunded: a call whose fate is unknown counts), ``pages_shared``
         (pages paid by another member and used) and ``calls_saved`` (calls those uses saved).
 
