@@ -384,33 +384,36 @@ def _add_cache(commands: Any) -> None:
     c.set_defaults(func=_run("cache"))
 
 
+def _add_spending_nothing(commands: Any, name: str, **parser_options: Any
+                          ) -> argparse.ArgumentParser:
+    """A command that reads only the cache folder (``--cache-dir``) and spends nothing."""
+    parser: argparse.ArgumentParser = commands.add_parser(name, **parser_options)
+    _add_connection(parser, cache_only=True)
+    parser.set_defaults(func=_run(name))
+    return parser
+
+
 def _add_runs(commands: Any) -> None:
-    r = commands.add_parser(
-        "runs", help="list the searches recorded in the run history",
+    runs = _add_spending_nothing(
+        commands, "runs", help="list the searches recorded in the run history",
         description="List every search recorded in the run history (kept in the ledger of the "
                     "cache folder), the latest first: run id, time, mode, tolerance, areas, "
-                    "calls, pieces read, inferred or sampled. Spends nothing.",
-    )
-    r.add_argument("--json", action="store_true", help="print a JSON list")
-    _add_connection(r, cache_only=True)
-    r.set_defaults(func=_run("runs"))
+                    "calls, pieces read, inferred or sampled. Spends nothing.")
+    runs.add_argument("--json", action="store_true", help="print a JSON list")
 
 
 def _add_diff(commands: Any) -> None:
-    d = commands.add_parser(
-        "diff", help="what changed between two searches of the same areas",
+    diff = _add_spending_nothing(
+        commands, "diff", help="what changed between two searches of the same areas",
         description="Compare two searches of the same study areas (two --out files of "
                     "'parcelsearch search', or two run ids from 'parcelsearch runs'): one row "
                     "per area and GroupID added or removed, and a summary per area. Searches of "
                     "different areas or tolerance are refused, saying why. Spends nothing.",
-        epilog=_exit_codes_text(), formatter_class=_Formatter,
-    )
-    d.add_argument("old", metavar="OLD", help="the earlier search: an output file or a run id")
-    d.add_argument("new", metavar="NEW", help="the later search: an output file or a run id")
-    d.add_argument("--out", metavar="FILE",
-                   help="write the rows (area id, group_id, change): .csv or .parquet")
-    _add_connection(d, cache_only=True)
-    d.set_defaults(func=_run("diff"))
+        epilog=_exit_codes_text(), formatter_class=_Formatter)
+    diff.add_argument("old", metavar="OLD", help="the earlier search: an output file or a run id")
+    diff.add_argument("new", metavar="NEW", help="the later search: an output file or a run id")
+    diff.add_argument("--out", metavar="FILE",
+                      help="write the rows (area id, group_id, change): .csv or .parquet")
 
 
 # -- team mode ---------------------------------------------------------------------------------
