@@ -444,7 +444,7 @@ class _Search:
     def _phases(self, fetcher: Fetcher, bar: Any) -> None:
         run = self.run_state
         # Phase 1: page 1 of every piece not cached — priced before anything is spent.
-        self.refresh.start(self.states)
+        self.refresh.start(self.states, run.cached)
         todo = _first_pages(self.states, run)
         bar.update(len(self.states) - len(todo))
         todo = self._affordable(todo, lambda s: s.piece.area_id, spent_first=False)

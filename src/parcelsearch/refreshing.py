@@ -22,7 +22,7 @@ from __future__ import annotations
 
 import math
 import random
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 from datetime import UTC, datetime
 from typing import TYPE_CHECKING, Any
@@ -41,6 +41,7 @@ from parcelsearch.history import (
 
 if TYPE_CHECKING:
     from parcelsearch.fetching import PieceState
+    from parcelsearch.page import Page
     from parcelsearch.result import SearchResult
 
 __all__ = ["REFRESH_MODES", "DEFAULT_VERIFY_SAMPLE", "refresh_mode", "check_fraction",
@@ -193,6 +194,24 @@ def record_of(area_id: Any, piece_id: int, polygon_json: str, rows: int | None,
                        digests_of(rows, pages, data))
 
 
+#: Reads a stored page of a piece (``None``: not stored): the pipeline's ``Run.cached``.
+Cached = Callable[["PieceState", int], "Page | None"]
+
+
+def _cached_record(state: PieceState, cached: Cached) -> Previous | None:
+    """The pages the cache holds for a piece the history does not know, as a record."""
+    first = cached(state, 1)
+    if first is None:
+        return None
+    data = {1: first.data}
+    for k in range(2, max(1, first.pages) + 1):
+        hit = cached(state, k)
+        if hit is None or (hit.rows, hit.pages) != (first.rows, first.pages):
+            break
+        data[k] = hit.data
+    return Previous(first.rows, first.pages, digests_of(first.rows, first.pages, data))
+
+
 class RunRefresh:
     """The refresh side of one run: the last records, the decisions, the sample, the record.
 
@@ -217,8 +236,10 @@ class RunRefresh:
     def check(self, state: PieceState) -> PieceCheck:
         return self.checks.setdefault(id(state), PieceCheck())
 
-    def start(self, states: Sequence[PieceState]) -> None:
-        """Load what the history knows; with ``"changed"`` every page 1 is re-read."""
+    def start(self, states: Sequence[PieceState], cached: Cached) -> None:
+        """Load what the history knows (with ``"changed"``, for a piece it does not know:
+        what the cache holds, read through ``cached``); with ``"changed"`` every page 1 is
+        then re-read."""
         if self.history is not None:
             previous, stale = self.history.previous(
                 self.base_url, self.path, [s.piece.polygon_json for s in states])
@@ -227,6 +248,8 @@ class RunRefresh:
         for state in states:
             check = self.check(state)
             check.previous = previous.get(state.piece.polygon_json)
+            if check.previous is None and self.mode == "changed":
+                check.previous = _cached_record(state, cached)
             check.stale = state.piece.polygon_json in stale
             state.reread = self.mode == "changed"
 

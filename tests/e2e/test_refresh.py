@@ -111,6 +111,14 @@ def test_no_change_costs_one_call_per_piece_and_returns_the_same_ids(month: Mont
     assert month.key not in history.to_json()  # the key's fingerprint, never the key
 
 
+def test_without_a_history_the_cached_pages_are_the_last_record(month: Month) -> None:
+    first = month.search("cache", ledger=False)  # cached, but recorded nowhere
+    assert first.run_id == "" and not (month.folder / "cache" / "ledger.sqlite").exists()
+    again = month.search("cache", refresh="changed", verify_sample=0)
+    assert again.calls == len(first.plan.pieces) == len(month.log()) - first.calls
+    assert again.ids.equals(first.ids) and "inferred" in set(again.tiles["status"])
+
+
 def test_the_verify_sample_spends_exactly_what_it_reports(month: Month) -> None:
     first = month.search("cache")
     again = month.search("cache", refresh="changed", verify_sample=1.0)
