@@ -267,3 +267,47 @@ def test_an_unexpected_error_is_one_line_not_a_traceback(files, capsys, monkeypa
     assert code == 1
     assert err.startswith("parcelsearch: error: unexpected ValueError: Unknown column geometry")
     assert "PARCELSEARCH_DEBUG=1" in err and "Traceback" not in err
+
+
+@pytest.mark.parametrize(("argv", "refresh"), [([], None), (["--refresh"], "all"),
+                                              (["--refresh", "all"], "all"),
+                                              (["--refresh", "changed"], "changed")])
+def test_refresh_alone_keeps_its_meaning_all(argv: list[str], refresh: str | None) -> None:
+    args = build_parser().parse_args(["search", "a.gpkg", "--out", "o.csv", *argv])
+    assert args.refresh == refresh
+
+
+@pytest.mark.parametrize(("argv", "message"), [
+    (["--refresh", "changed", "--verify-sample", "1.5"],
+     "argument --verify-sample: must be a fraction between 0 and 1, got 1.5"),
+    (["--refresh", "some"], "argument --refresh: invalid choice: 'some'"),
+])
+def test_refresh_usage_errors_exit_2(files: Path, argv: list[str], message: str,
+                                     capsys: pytest.CaptureFixture[str]) -> None:
+    from parcelsearch.cli import main
+
+    with pytest.raises(SystemExit) as exited:
+        main(["search", str(files / "areas.gpkg"), "--out", str(files / "o.csv"), *argv])
+    assert exited.value.code == 2 and message in capsys.readouterr().err
+
+
+def test_verify_sample_without_refresh_changed_says_so(
+        files: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    from parcelsearch.cli import main
+
+    with pytest.raises(SystemExit) as exited:
+        main(["search", str(files / "areas.gpkg"), "--out", str(files / "o.csv"),
+              "--verify-sample", "0.1"])
+    err = capsys.readouterr().err
+    assert exited.value.code == 2 and "add --refresh changed" in err
+
+
+def test_runs_on_an_empty_history_and_diff_of_missing_files(tmp_path: Path,
+                                                            capsys: pytest.CaptureFixture[str]
+                                                            ) -> None:
+    from parcelsearch.cli import main
+
+    assert main(["runs", "--cache-dir", str(tmp_path)]) == 0
+    assert "no runs recorded yet" in capsys.readouterr().out
+    assert main(["diff", str(tmp_path / "a.parquet"), str(tmp_path / "b.parquet")]) == 2
+    assert "does not exist" in capsys.readouterr().err

@@ -5,14 +5,14 @@ from __future__ import annotations
 import sqlite3
 import subprocess
 import sys
-import threading
 from contextlib import closing
 from datetime import UTC, datetime
 from pathlib import Path
 
 import pytest
+from _threads import race
 
-from parcelsearch.errors import BudgetExhaustedError, ConfigurationError, QuotaWouldExceedError
+from parcelsearch.errors import ConfigurationError, QuotaWouldExceedError
 from parcelsearch.ledger import Ledger, Quota, Usage
 
 FP = "0123456789abcdef"
@@ -93,17 +93,6 @@ def test_months_are_calendar_months_in_utc(tmp_path: Path) -> None:
     assert ledger.remaining(FP, None) is None
 
 
-def test_budget_stops_the_run_with_how_to_resume(tmp_path: Path) -> None:
-    ledger = Ledger(tmp_path / "l.sqlite")
-    for _ in range(2):
-        ledger.reserve(FP, run_id="r", budget=2)
-    with pytest.raises(BudgetExhaustedError, match="budget of 2 calls.*search again") as caught:
-        ledger.reserve(FP, run_id="r", budget=2)
-    assert (caught.value.spent, caught.value.budget) == (2, 2)
-    assert ledger.usage(FP).lifetime == 2  # the refused attempt is not recorded
-    ledger.reserve(FP, run_id="next-run", budget=2)  # budgets are per run
-
-
 def test_quota_used_up_refuses_the_attempt(tmp_path: Path) -> None:
     ledger = Ledger(tmp_path / "l.sqlite")
     quota = Quota(3, "lifetime")
@@ -125,13 +114,15 @@ def test_a_spent_lifetime_quota_never_suggests_waiting(tmp_path: Path) -> None:
             ledger.reserve(fingerprint, run_id=period, quota=quota)
 
 
-def test_release_takes_back_only_the_runs_latest_reservation(tmp_path: Path) -> None:
+def test_refund_takes_back_exactly_that_reservation(tmp_path: Path) -> None:
     ledger = Ledger(tmp_path / "l.sqlite")
-    ledger.reserve(FP, run_id="a")
-    ledger.reserve(FP, run_id="b")
-    ledger.release(FP, run_id="a")
+    first = ledger.reserve(FP, run_id="a")
+    second = ledger.reserve(FP, run_id="b")
+    assert first != second
+    ledger.refund(FP, first)
     assert ledger.usage(FP).lifetime == 1
-    ledger.release(FP, run_id="a")  # nothing left to take back for run a
+    ledger.refund(FP, first)  # already taken back: nothing more
+    ledger.refund(OTHER, second)  # another key's: not this one
     assert ledger.usage(FP).lifetime == 1
 
 
@@ -148,29 +139,12 @@ def test_only_fingerprints_are_recorded(tmp_path: Path, fingerprint: str) -> Non
         Ledger(tmp_path / "l.sqlite").reserve(fingerprint, run_id="r")
 
 
-def test_sixteen_threads_never_exceed_the_budget(tmp_path: Path) -> None:
+def test_sixteen_threads_never_exceed_the_quota(tmp_path: Path) -> None:
     ledger = Ledger(tmp_path / "l.sqlite")
-    granted: list[int] = []
-    refused: list[int] = []
-    lock = threading.Lock()
-
-    def hammer() -> None:
-        for _ in range(10):
-            try:
-                ledger.reserve(FP, run_id="run", budget=37, quota=Quota(1000, "month"))
-            except BudgetExhaustedError:
-                with lock:
-                    refused.append(1)
-            else:
-                with lock:
-                    granted.append(1)
-
-    threads = [threading.Thread(target=hammer) for _ in range(16)]
-    for thread in threads:
-        thread.start()
-    for thread in threads:
-        thread.join()
-    assert (len(granted), len(refused)) == (37, 160 - 37)
+    granted, refused = race(
+        lambda _: ledger.reserve(FP, run_id="run", quota=Quota(37, "month")),
+        QuotaWouldExceedError)
+    assert (granted, refused) == (37, 160 - 37)
     assert ledger.usage(FP).lifetime == 37
 
 

@@ -225,3 +225,20 @@ def test_an_interrupt_wakes_back_off_sleeps_and_starts_nothing(
         worker.join(5)
     assert not any(w.is_alive() for w in workers)  # every sleeper woke and left
     assert adapter.sent == 3 and caught.value.result.calls == 0  # refunded: never counted
+
+
+def test_any_spending_runs_the_same_search(areas: gpd.GeoDataFrame, fake: FakeClient) -> None:
+    from parcelsearch.pipeline import search_with
+    from parcelsearch.search_options import SearchOptions
+    from parcelsearch.spending import MemorySpending
+
+    spending = MemorySpending(fake.fingerprint)
+    made = parcelsearch.plan(areas, id_column="area_id")
+    options = SearchOptions(id_column="area_id", progress=False,
+                            quota=parcelsearch.Quota(10, "lifetime"))
+    result = search_with(made, fake, spending, options)  # type: ignore[arg-type]
+    assert result.complete and result.calls == 6 == spending.spent == len(fake.log)
+    # No page store: page 1 of each piece is paid again, then 1 call is left for 3 pages.
+    with pytest.raises(QuotaWouldExceedError, match="needs exactly 3 more calls.*has 1 left"):
+        search_with(made, fake, spending, options)  # type: ignore[arg-type]
+    assert spending.spent == 9

@@ -43,7 +43,10 @@ _LAZY = {
     "check_markets": "market_list",
     "markets": "market_list",
     "search": "pipeline",
+    "SearchOptions": "search_options",
+    "team_usage": "team",
     "demo_areas": "demo",
+    "runs": "history",
 }
 
 __all__ = [
@@ -55,14 +58,17 @@ __all__ = [
     "Plan",
     "Quota",
     "ResponseCache",
+    "SearchOptions",
     "SearchResult",
     "check_markets",
     "demo_areas",
     "local_service",
     "markets",
     "plan",
+    "runs",
     "search",
     "suggest_tolerance",
+    "team_usage",
     "zoning_price",
     *_errors_all,
 ]
@@ -72,12 +78,15 @@ if TYPE_CHECKING:
     from parcelsearch.cache import ResponseCache
     from parcelsearch.client import Client
     from parcelsearch.demo import demo_areas
+    from parcelsearch.history import runs
     from parcelsearch.ledger import Ledger, Quota
     from parcelsearch.local import LocalService, local_service
     from parcelsearch.market_list import check_markets, markets
     from parcelsearch.pipeline import search
     from parcelsearch.planning import Piece, Plan, plan, suggest_tolerance
     from parcelsearch.result import SearchResult, zoning_price
+    from parcelsearch.search_options import SearchOptions
+    from parcelsearch.team import team_usage
 
 
 def __getattr__(name: str) -> Any:

@@ -95,13 +95,29 @@ class Transient(Exception):  # noqa: N818 - a verdict, not an error
 
 
 class Spend(Protocol):
-    """What the caller does around each attempt: reserve a call before, refund one after."""
+    """What the caller does around each attempt: reserve → pace → send → settle | refund.
+
+    The one hook of a request's spending (the toolkit's ledgers implement it through
+    :class:`parcelsearch.spending.Spending`): a call is reserved before it is sent, waits
+    for its turn at the key's pacer, and is settled once sent (its fate may be unknown: it
+    counts as spent) or refunded when the service certainly did not count it.
+    """
 
     def reserve(self) -> None:
         """Before every attempt (retries included); may raise to stop."""
 
+    def pace(self, limiter: RateLimiter, cancel: threading.Event | None) -> None:
+        """Wait for this attempt's turn (``limiter``: the transport's own pacer); may raise
+        :class:`Cancelled`."""
+
+    def settle(self) -> None:
+        """After an attempt was sent (answered or not): the reservation is spent."""
+
     def refund(self) -> None:
         """After an attempt the service certainly did not count (e.g. spike arrest)."""
+
+    def pause(self, seconds: float) -> None:
+        """The service asked the key to wait ``seconds`` (a 429 with ``Retry-After``)."""
 
 
 class RateLimiter:
@@ -293,7 +309,11 @@ class Transport:
         while True:
             self._gate(spend, cancel)
             try:
-                return self._attempt(url, headers, judge, describe)
+                try:
+                    return self._attempt(url, headers, judge, describe)
+                finally:
+                    if spend is not None:
+                        spend.settle()  # sent: spent, whatever came back (refunds come after)
             except _NotSent:
                 if spend is not None:
                     spend.refund()  # the TLS handshake failed: no request reached the service
@@ -308,7 +328,10 @@ class Transport:
                     raise _given_up(verdict.error, failures) from None
                 self._count(f"retried {verdict.reason}")
                 asked = None if verdict.response is None else retry_after(verdict.response.headers)
-                self._sleep(self.policy.delay(failures, asked), cancel)
+                delay = self.policy.delay(failures, asked)
+                if spend is not None and getattr(verdict.response, "status_code", None) == 429:
+                    spend.pause(delay)  # the key is told to wait: every caller of it, not just us
+                self._sleep(delay, cancel)
 
     def _attempt(
         self, url: str, headers: Mapping[str, str], judge: Callable[[requests.Response], T],
@@ -350,7 +373,10 @@ class Transport:
         if spend is not None:
             spend.reserve()
         try:
-            self.limiter.wait(cancel)
+            if spend is not None:
+                spend.pace(self.limiter, cancel)
+            else:
+                self.limiter.wait(cancel)
             if cancel is not None and cancel.is_set():
                 raise Cancelled("the run stopped before this request was sent")
         except Cancelled:

@@ -10,12 +10,12 @@ from __future__ import annotations
 
 import argparse
 import time
-from collections.abc import Callable
+from collections.abc import Callable, Sequence
 from datetime import UTC, datetime
 from importlib import resources
 from pathlib import Path
 
-from parcelsearch.errors import ConfigurationError
+from parcelsearch.errors import ConfigurationError, Hint
 
 __all__ = ["month_of", "next_month_start", "data_path", "check_count", "count_argument"]
 
@@ -51,7 +51,9 @@ def data_path(name: str = "") -> Path:
     return path
 
 
-def check_count(value: object, minimum: int, name: str = "") -> int:
+def check_count(
+    value: object, minimum: int, name: str = "", hints: Sequence[Hint] = ()
+) -> int:
     """``value`` when it is a whole number (not a bool) of at least ``minimum``.
 
     Parameters
@@ -63,6 +65,8 @@ def check_count(value: object, minimum: int, name: str = "") -> int:
     name
         The argument's name, which starts the message (``budget must be …``); without one
         (an argparse type, where argparse names the flag) the message starts with ``must``.
+    hints
+        What to change, rendered in the dialect of where the value was given.
 
     Raises
     ------
@@ -71,7 +75,8 @@ def check_count(value: object, minimum: int, name: str = "") -> int:
     """
     if isinstance(value, bool) or not isinstance(value, int) or value < minimum:
         subject = f"{name} must" if name else "must"
-        raise ConfigurationError(f"{subject} be a whole number >= {minimum}, got {value!r}")
+        raise ConfigurationError(f"{subject} be a whole number >= {minimum}, got {value!r}",
+                                 hints=list(hints))
     return value
 
 

@@ -86,7 +86,9 @@ environment variables:
   PARCELSEARCH_CACHE_DIR   response cache, market list and ledger folder (--cache-dir);
                            default $XDG_CACHE_HOME/parcelsearch (~/.cache/parcelsearch),
                            here: {cache}
-  PARCELSEARCH_RATE        calls per second the key allows (default 10)"""
+  PARCELSEARCH_RATE        calls per second the key allows (default 10)
+  PARCELSEARCH_TEAM        team store, postgresql://… (--team): calls, pace and pages shared
+  PARCELSEARCH_USER        who runs the search in the team (--user; default: login name)"""
 
 
 #: Exit codes of the commands that never write a partial --out (plan, markets, cache).
@@ -121,6 +123,13 @@ def _number(kind: Callable[[str], float], *, low: float,
         return value
 
     return parse
+
+
+def _fraction(text: str) -> float:
+    value = float(_number(float, low=0, what="a fraction between 0 and 1")(text))
+    if value > 1:
+        raise argparse.ArgumentTypeError(f"must be a fraction between 0 and 1, got {text}")
+    return value
 
 
 def _tolerance(text: str) -> float:
@@ -208,6 +217,9 @@ def build_parser(argv: Sequence[str] | None = None) -> argparse.ArgumentParser:
     _add_search(commands)
     _add_markets(commands)
     _add_cache(commands)
+    _add_runs(commands)
+    _add_diff(commands)
+    _add_team(commands)
     if _service_command(argv) is not None:
         # Lazy: the reference service (starlette, uvicorn, geopandas) only for serve/keys.
         from parcelsearch.service import cli as service_cli
@@ -336,7 +348,16 @@ def _add_search(commands: Any) -> None:
                         "(default: $PARCELSEARCH_QUOTA); runs that cannot fit are refused")
     s.add_argument("--max-age", type=_number(float, low=0, what="a number of seconds"),
                    metavar="SECONDS", help="reuse cached pages at most this old (default: any)")
-    s.add_argument("--refresh", action="store_true", help="ignore cached pages; fetch again")
+    s.add_argument("--refresh", nargs="?", const="all", choices=["all", "changed"],
+                   default=None, metavar="all|changed",
+                   help="'all' (or --refresh alone): ignore cached pages, fetch everything "
+                        "again; 'changed': one call per piece (page 1) finds the pieces that "
+                        "changed since the last run, only those fetch their other pages, the "
+                        "rest reuse their cached pages (unchanged by inference)")
+    s.add_argument("--verify-sample", type=_fraction, default=None, metavar="FRACTION",
+                   help="with --refresh changed: also re-read the other pages of this fraction "
+                        "of the pieces inferred unchanged (default 0.05; 0 allowed) and "
+                        "estimate, with a 95%% interval, the changed pieces inference missed")
     s.add_argument("--active-markets-only", action="store_true",
                    help="skip areas whose market is not active (spends one call on the market "
                         "list, then reuses it for a day; see --market-column)")
@@ -347,6 +368,7 @@ def _add_search(commands: Any) -> None:
                    help="requests in flight at once, all paced by one rate limiter (default 8)")
     s.add_argument("--quiet", action="store_true", help="no progress bar")
     _add_connection(s)
+    _add_team_member(s)
     s.set_defaults(func=_run("search"))
 
 
@@ -376,6 +398,92 @@ def _add_cache(commands: Any) -> None:
     c.set_defaults(func=_run("cache"))
 
 
+def _add_spending_nothing(commands: Any, name: str, **parser_options: Any
+                          ) -> argparse.ArgumentParser:
+    """A command that reads only the cache folder (``--cache-dir``) and spends nothing."""
+    parser: argparse.ArgumentParser = commands.add_parser(name, **parser_options)
+    _add_connection(parser, cache_only=True)
+    parser.set_defaults(func=_run(name))
+    return parser
+
+
+def _add_runs(commands: Any) -> None:
+    runs = _add_spending_nothing(
+        commands, "runs", help="list the searches recorded in the run history",
+        description="List every search recorded in the run history (kept in the ledger of the "
+                    "cache folder), the latest first: run id, time, mode, tolerance, areas, "
+                    "calls, pieces read, inferred or sampled. Spends nothing.")
+    runs.add_argument("--json", action="store_true", help="print a JSON list")
+
+
+def _add_diff(commands: Any) -> None:
+    diff = _add_spending_nothing(
+        commands, "diff", help="what changed between two searches of the same areas",
+        description="Compare two searches of the same study areas (two --out files of "
+                    "'parcelsearch search', or two run ids from 'parcelsearch runs'): one row "
+                    "per area and GroupID added or removed, and a summary per area. Searches of "
+                    "different areas or tolerance are refused, saying why. Spends nothing.",
+        epilog=_exit_codes_text(), formatter_class=_Formatter)
+    diff.add_argument("old", metavar="OLD", help="the earlier search: an output file or a run id")
+    diff.add_argument("new", metavar="NEW", help="the later search: an output file or a run id")
+    diff.add_argument("--out", metavar="FILE",
+                      help="write the rows (area id, group_id, change): .csv or .parquet")
+
+
+# -- team mode ---------------------------------------------------------------------------------
+
+
+def _team_url(text: str) -> str:
+    if not text.startswith(("postgresql://", "postgres://")):
+        raise argparse.ArgumentTypeError(f"{text!r} is not a postgresql:// URL")
+    return text
+
+
+def _add_team_store(parser: argparse.ArgumentParser) -> None:
+    parser.add_argument("--team", type=_team_url, metavar="URL",
+                        help="the team store (postgresql://…, made by 'parcelsearch team "
+                             "init'; default: $PARCELSEARCH_TEAM): the key's calls are reserved, "
+                             "paced and counted there for every member, pages are shared")
+
+
+def _add_team_member(parser: argparse.ArgumentParser) -> None:
+    _add_team_store(parser)
+    parser.add_argument("--user", metavar="NAME",
+                        help="who runs this in the team (default: $PARCELSEARCH_USER, else "
+                             "the login name)")
+
+
+def _add_team(commands: Any) -> None:
+    t = commands.add_parser(
+        "team", help="share one key's calls, pace and pages with a team (PostgreSQL)",
+        description="Team mode: one ledger, pacer and page store for a key, in the team's "
+                    "PostgreSQL database. 'team init URL' makes (or upgrades) the store; "
+                    "searches join it with --team URL (or $PARCELSEARCH_TEAM).",
+        epilog=_exit_codes_text(), formatter_class=_Formatter,
+    )
+    actions = t.add_subparsers(dest="team_action", required=True, metavar="ACTION")
+    init = actions.add_parser("init", help="make or upgrade the team store (idempotent)")
+    init.add_argument("url", nargs="?", type=_team_url, metavar="URL",
+                      help="postgresql://… (default: $PARCELSEARCH_TEAM)")
+    quota = actions.add_parser("quota", help="store the key's quota ($PARCELSEARCH_API_KEY's)")
+    quota.add_argument("--calls", required=True, type=_number(int, low=0, what="a whole number"),
+                       metavar="N", help="calls the key may make per period")
+    quota.add_argument("--period", choices=["month", "lifetime"], default="month",
+                       help="when the quota resets (default month: calendar month, UTC)")
+    budget = actions.add_parser("budget", help="store a member's budget of calls")
+    budget.add_argument("--calls", required=True,
+                        type=_number(int, low=0, what="a whole number"), metavar="N",
+                        help="calls the member may make per period, all keys together")
+    budget.add_argument("--period", choices=["month", "lifetime"], default="month",
+                        help="when the budget resets (default month)")
+    usage = actions.add_parser("usage", help="calls per key and per member, pages shared")
+    usage.add_argument("--json", action="store_true", help="print JSON records")
+    for action in (quota, budget, usage):
+        _add_team_store(action)
+    budget.add_argument("--user", required=True, metavar="NAME", help="the member")
+    t.set_defaults(func=_run("team"))
+
+
 # -- running -----------------------------------------------------------------------------------
 
 
@@ -386,6 +494,9 @@ def main(argv: Sequence[str] | None = None) -> int:
     except ConfigurationError as exc:  # a service command without the service extra
         return _fail(exc.render("cli"), 2)
     args = parser.parse_args(argv)
+    if getattr(args, "verify_sample", None) is not None and args.refresh != "changed":
+        parser.error("argument --verify-sample: checks what --refresh changed inferred; add "
+                     "--refresh changed")
     if args.command in SERVICE_COMMANDS:  # serve handles its own signals (uvicorn)
         return _service(args)
     with interrupts_as_keyboard_interrupt(), notices.as_messages():

@@ -95,7 +95,16 @@ class _Hook:
     def reserve(self) -> None:
         self._hook()
 
+    def pace(self, limiter: RateLimiter, cancel: threading.Event | None) -> None:
+        limiter.wait(cancel)
+
+    def settle(self) -> None:
+        return None
+
     def refund(self) -> None:
+        return None
+
+    def pause(self, seconds: float) -> None:
         return None
 
 

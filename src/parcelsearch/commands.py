@@ -12,21 +12,31 @@ import argparse
 import json
 import socket
 import sys
+from pathlib import Path
 from urllib.parse import urlsplit
 
 import geopandas as gpd
 import pandas as pd
 
 from parcelsearch import demo, market_list, outputs, pipeline, planning
-from parcelsearch.cache import ResponseCache
+from parcelsearch.cache import CacheFolder, ResponseCache
 from parcelsearch.client import Client
-from parcelsearch.errors import Hint, InputError, ParcelSearchError, TransportError
+from parcelsearch.comparison import Side, compare
+from parcelsearch.errors import (
+    ConfigurationError,
+    Hint,
+    InputError,
+    ParcelSearchError,
+    TransportError,
+)
+from parcelsearch.history import RunHistory, runs
 from parcelsearch.ledger import Ledger, Quota
 from parcelsearch.result import SearchResult
+from parcelsearch.settings import options
 from parcelsearch.vector_files import read_vector
 
-__all__ = ["run_plan", "run_search", "run_markets", "run_cache", "run_demo", "plural",
-           "check_listening"]
+__all__ = ["run_plan", "run_search", "run_markets", "run_cache", "run_demo", "run_team",
+           "run_runs", "run_diff", "plural", "check_listening"]
 
 #: Seconds to wait for the service to accept a connection before saying nothing listens.
 CONNECT_PROBE_SECONDS = 1.5
@@ -126,10 +136,13 @@ def run_search(args: argparse.Namespace) -> int:
             allow_partial=args.allow_partial,
             max_age=args.max_age,
             refresh=args.refresh,
+            verify_sample=args.verify_sample,
             active_markets_only=args.active_markets_only,
             market_column=args.market_column,
             progress=not args.quiet,
             workers=args.workers,
+            team=args.team,
+            user=args.user,
         )
     except ParcelSearchError as exc:
         if isinstance(exc.result, SearchResult):
@@ -160,6 +173,32 @@ def _write(result: SearchResult, args: argparse.Namespace, *, partial: bool) -> 
         print(f"{plural(len(result.skipped), 'area')} skipped (market not active): {shown}"
               + (f" … {more:,} more (listed under 'skipped' in {args.out})" if more > 0
                  else ""))
+    if result.refresh == "changed":
+        print(refresh_line(result))
+    if result.run_id:
+        print(f"run {result.run_id[:12]} recorded (parcelsearch runs; parcelsearch diff OLD "
+              f"{result.run_id[:12]})")
+
+
+def refresh_line(result: SearchResult) -> str:
+    """What a ``--refresh changed`` run read, inferred and sampled, and what it may miss."""
+    status = result.tiles["status"].value_counts()
+    changed = int(result.tiles["changed"].fillna(False).sum())
+    verification = result.verification
+    low, high = verification.get("missed_interval", [0, 0])
+    sampled = verification.get("sampled", 0)
+    line = (f"refresh: {plural(changed, 'piece')} changed; {int(status.get('read', 0)):,} "
+            f"re-read, {int(status.get('inferred', 0)):,} unchanged by inference, "
+            f"{int(status.get('sampled', 0)):,} sampled ({verification.get('found_changed', 0)} "
+            f"of them changed)")
+    if sampled:
+        line += (f"; changed pieces missed: about {verification['missed_estimate']:g} "
+                 f"(95% interval {low:g}-{high:g})")
+    else:
+        line += f"; changed pieces missed: unknown (no sample; at most {high:g})"
+    if verification.get("sample_dropped"):
+        line += f"; sample dropped: {verification['sample_dropped']}"
+    return line
 
 
 # -- markets, cache, demo --------------------------------------------------------------------
@@ -199,3 +238,75 @@ def run_cache(args: argparse.Namespace) -> int:
 def run_demo(args: argparse.Namespace) -> int:
     """``parcelsearch demo``: the whole product on the demo data."""
     return demo.run_demo(args.out, progress=not args.quiet)
+
+
+# -- run history and diffs -------------------------------------------------------------------
+
+
+def run_runs(args: argparse.Namespace) -> int:
+    """``parcelsearch runs``: the run history, the latest first (a table or JSON)."""
+    frame = runs(args.cache_dir)
+    if args.json:
+        print(frame.to_json(orient="records", indent=1))
+        return 0
+    if frame.empty:
+        print("no runs recorded yet (every search records one)")
+        return 0
+    shown = frame.assign(run_id=frame["run_id"].str[:12], started=frame["started"].str[:19])
+    _print_table(shown[["run_id", "started", "mode", "tolerance", "areas", "pieces", "read",
+                        "inferred", "sampled", "changed", "calls", "complete"]]
+                 .set_index("run_id"))
+    return 0
+
+
+def _side(text: str, cache_dir: str | None) -> Side:
+    """A side of a diff: a file (a name with an extension, or any that exists), else a run id
+    of the run history in the cache folder."""
+    if Path(text).suffix or Path(text).exists():
+        return Side.of_file(text)
+    return Side.of_run(RunHistory(CacheFolder(cache_dir or options.cache_dir).ledger_path), text)
+
+
+def run_diff(args: argparse.Namespace) -> int:
+    """``parcelsearch diff OLD NEW``: the rows added and removed, and a summary per area."""
+    diff = compare(_side(args.old, args.cache_dir), _side(args.new, args.cache_dir))
+    _print_table(diff.summary)
+    print(f"\n{plural(diff.added, 'GroupID')} added, {plural(diff.removed, 'GroupID')} removed "
+          f"({diff.old} → {diff.new})")
+    if args.out:
+        print(f"rows written to {diff.to_file(args.out)}")
+    return 0
+
+
+# -- team ------------------------------------------------------------------------------------
+
+
+def run_team(args: argparse.Namespace) -> int:
+    """``parcelsearch team init|quota|budget|usage``: the team store and who spent what."""
+    from parcelsearch import team
+    from parcelsearch.client import _resolve_key, key_fingerprint
+    from parcelsearch.search_options import resolve_team
+
+    url = resolve_team(getattr(args, "url", None) or args.team)
+    if url is None:
+        raise ConfigurationError("no team store given",
+                                 hints=[Hint("team", None, "pass {knob}")])
+    if args.team_action == "init":
+        before, after = team.init_team(url)
+        print(f"team store at version {after}" + (" (already)" if before == after else
+                                                  f" (was {before})"))
+    elif args.team_action == "quota":
+        fingerprint = key_fingerprint(_resolve_key(None))
+        stored = team.set_quota(url, fingerprint, args.calls, args.period)
+        print(f"key sha256:{fingerprint}: quota {stored.describe()}")
+    elif args.team_action == "budget":
+        stored = team.set_budget(url, args.user, args.calls, args.period)
+        print(f"{args.user}: budget {stored.limit} calls "
+              + ("a calendar month (UTC)" if stored.period == "month" else "for life"))
+    else:
+        frame = team.team_usage(url)
+        if args.json:
+            print(frame.astype(object).where(frame.notna(), None).to_json(orient="records"))
+        else:
+            _print_table(frame)
+    return 0

@@ -6,11 +6,13 @@ so ``except parcelsearch.ParcelSearchError`` catches them all::
     ParcelSearchError
     ├── ConfigurationError        missing key or base URL, http:// URL, bad setting
     ├── InputError                study areas that cannot be planned (row, field, fix)
+    │   └── NotComparableError      a diff of searches of different areas or tolerance
     ├── BudgetError               a run that would spend more than allowed
     │   ├── QuotaWouldExceedError   refused before spending: plan > known remaining quota
     │   └── BudgetExhaustedError    stopped at ``budget=N``; everything fetched is kept
     ├── SearchInterrupted         Ctrl-C / SIGTERM / kernel interrupt (also a KeyboardInterrupt)
     ├── CacheError                an unreadable or corrupt cache file (named)
+    ├── TeamStoreError            the team's PostgreSQL store unreachable, lost or not made
     ├── TransportError            no usable HTTP response after retries (timeouts, resets)
     ├── MalformedResponseError    a response whose body or counts do not add up
     └── ServiceError              the service answered with an error envelope
@@ -70,7 +72,11 @@ KNOBS: dict[str, Knob] = {
                       cli_bare="--tolerance METRES"),
     "quota": Knob("quota={value!r}", "--quota {value}", env="PARCELSEARCH_QUOTA",
                   python_bare="quota=", cli_bare="--quota QUOTA"),
-    "refresh": Knob("refresh=True", "--refresh"),
+    "refresh": Knob("refresh={value!r}", "--refresh {value}", python_bare="refresh=True",
+                    cli_bare="--refresh"),
+    "verify_sample": Knob("verify_sample={value}", "--verify-sample {value}",
+                          python_bare="verify_sample=", cli_bare="--verify-sample FRACTION"),
+    "runs": Knob("parcelsearch.runs()", "parcelsearch runs"),
     "api_key": Knob("Client(api_key=...)", None, env="PARCELSEARCH_API_KEY"),
     "base_url": Knob("Client(base_url='https://...')", "--base-url https://...",
                      env="PARCELSEARCH_BASE_URL"),
@@ -102,6 +108,14 @@ KNOBS: dict[str, Knob] = {
     "out_tiles": Knob("path={value!r}", "--out-tiles {value}", python_bare="path=",
                       cli_bare="--out-tiles FILE"),
     "serve": Knob("parcelsearch.local_service()", "`parcelsearch serve`"),
+    "team": Knob("team={value!r}", "--team {value}", env="PARCELSEARCH_TEAM",
+                 python_bare="team=", cli_bare="--team URL"),
+    "user": Knob("user={value!r}", "--user {value}", env="PARCELSEARCH_USER",
+                 python_bare="user=", cli_bare="--user NAME"),
+    "team_init": Knob("parcelsearch.team.init_team({value!r})", "`parcelsearch team init "
+                      "{value}`"),
+    "team_budget": Knob("parcelsearch.team.set_budget(url, {value!r}, calls)",
+                        "`parcelsearch team budget --user {value} --calls N`"),
 }
 
 
@@ -138,10 +152,12 @@ __all__ = [
     "ParcelSearchError",
     "ConfigurationError",
     "InputError",
+    "NotComparableError",
     "BudgetError",
     "QuotaWouldExceedError",
     "BudgetExhaustedError",
     "SearchInterrupted",
+    "TeamStoreError",
     "CacheError",
     "TransportError",
     "MalformedResponseError",
@@ -217,6 +233,11 @@ class InputError(ParcelSearchError, ValueError):
         self.field = field
 
 
+class NotComparableError(InputError):
+    """Two searches that cannot be compared (different areas or tolerance); the message
+    says what differs and what would compare."""
+
+
 class BudgetError(ParcelSearchError):
     """A run would spend, or has spent, all the calls it was allowed."""
 
@@ -264,6 +285,13 @@ class SearchInterrupted(ParcelSearchError, KeyboardInterrupt):
 
 class CacheError(ParcelSearchError):
     """A cache file cannot be read or trusted. The message names the file."""
+
+
+class TeamStoreError(ParcelSearchError):
+    """The team's PostgreSQL store cannot be reached, was lost mid-run, or has no schema.
+
+    The message names the store's URL without its password.
+    """
 
 
 class _RequestError(ParcelSearchError):

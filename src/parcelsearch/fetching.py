@@ -1,10 +1,12 @@
 """Fetching pages for one run: what each piece has, how each call is spent, and the stop.
 
-:class:`Run` is what the worker threads share: the client, cache and ledger, the calls
-spent, and the stop event. :class:`Fetcher` runs (piece, page) jobs on a thread pool while
-the calling thread keeps watch, so an interrupt lands at once; :meth:`Fetcher.abort` stops
-everything: no attempt starts after it, queued jobs are cancelled, back-off sleeps wake,
-requests on the wire are kept (or abandoned after their timeout).
+:class:`Run` is what the worker threads share: the client, the spending (ledger, pacer and
+page store behind one :class:`~parcelsearch.spending.Spending`), the options, the calls
+spent (the run's budget is enforced here and only here), and the stop event.
+:class:`Fetcher` runs (piece, page) jobs on a thread pool while the calling thread keeps
+watch, so an interrupt lands at once; :meth:`Fetcher.abort` stops everything: no attempt
+starts after it, queued jobs are cancelled, back-off sleeps wake, requests on the wire are
+kept (or abandoned after their timeout).
 """
 
 from __future__ import annotations
@@ -18,15 +20,16 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from parcelsearch import _wire
-from parcelsearch._http import Cancelled
-from parcelsearch.cache import ResponseCache
+from parcelsearch._http import Cancelled, RateLimiter
 from parcelsearch.client import Client
 from parcelsearch.errors import BudgetExhaustedError, ParcelSearchError
-from parcelsearch.ledger import Ledger, Quota, budget_reached
+from parcelsearch.ledger import Quota, budget_reached
 from parcelsearch.page import Page
 from parcelsearch.planning import Piece
+from parcelsearch.search_options import SearchOptions
+from parcelsearch.spending import Limit, Spending
 
-__all__ = ["Run", "PieceState", "Fetcher", "Stopped", "MAX_REFETCHES"]
+__all__ = ["Run", "PieceState", "PageSpend", "Fetcher", "Stopped", "MAX_REFETCHES"]
 
 log = logging.getLogger(__name__)
 
@@ -42,7 +45,7 @@ class Stopped(Exception):  # noqa: N818 - a signal, not an error
 
 @dataclass
 class PieceState:
-    """What one piece has produced so far."""
+    """What one piece has produced so far (the run's counts are sums over these)."""
 
     piece: Piece
     rows: int | None = None
@@ -50,8 +53,8 @@ class PieceState:
     data: dict[int, tuple[str, ...]] = field(default_factory=dict)
     calls: int = 0
     cached_pages: int = 0
-    refetches: int = 0
-    fresh: bool = False  # set when the cache must not be used for this piece any more
+    refetches: int = 0  # > 0: fetched again, so its pages never come from a store again
+    reread: bool = False  # a refresh: its pages come from the network, not a store
 
     @property
     def done(self) -> bool:
@@ -66,119 +69,131 @@ class PieceState:
     def reset(self) -> None:
         self.rows = self.pages = None
         self.data.clear()
-        self.fresh = True
         self.refetches += 1
 
 
 class Run:
     """One search run: what the worker threads share, and how each call is spent."""
 
-    def __init__(
-        self,
-        client: Client,
-        cache: ResponseCache | None,
-        ledger: Ledger | None,
-        *,
-        budget: int | None,
-        quota: Quota | None,
-        max_age: float | None,
-        refresh: bool,
-        path: str,
-    ) -> None:
+    def __init__(self, client: Client, spending: Spending, options: SearchOptions,
+                 *, path: str) -> None:
         self.client = client
-        self.cache = cache
-        self.ledger = ledger
-        self.budget = budget
-        self.quota = quota
-        self.max_age = max_age
-        self.refresh = refresh
+        self.spending = spending
+        self.options = options
+        #: The quota given, else the one the store knows for the key.
+        self.quota: Quota | None = options.quota or spending.stored_quota()
         self.path = path
         self.run_id = uuid.uuid4().hex
         self.lock = threading.Lock()
         self.calls = 0
-        self.cached_pages = 0
-        self.refetched_pieces = 0
         #: Set when the run must stop: no attempt is started after it.
         self.stop = threading.Event()
 
-    # -- spending (the client calls these around every attempt) -----------------------
+    @property
+    def budget(self) -> int | None:
+        return self.options.budget
 
-    def reserve(self) -> None:
-        """Before every attempt: refuse once stopping, else reserve one call."""
+    # -- spending (the client calls these around every attempt, through PageSpend) ---------
+
+    def reserve(self) -> int:
+        """Before every attempt: refuse once stopping or at the budget, else reserve one call
+        in the spending store (which refuses it when the key or person has none left)."""
         if self.stop.is_set():
             raise Stopped()
-        if self.ledger is not None:
-            self.ledger.reserve(self.client.fingerprint, run_id=self.run_id, budget=self.budget,
-                                quota=self.quota)
         with self.lock:  # check and count in one critical section: threads race for the last call
-            if self.ledger is None and self.budget is not None and self.calls >= self.budget:
+            if self.budget is not None and self.calls >= self.budget:
                 raise BudgetExhaustedError(budget_reached(self.budget), spent=self.calls,
                                            budget=self.budget)
             self.calls += 1
+        try:
+            return self.spending.reserve(self.run_id, self.quota)
+        except BaseException:
+            with self.lock:
+                self.calls -= 1
+            raise
 
-    def refund(self) -> None:
+    def refund(self, reservation: int) -> None:
         """Take back a reservation the service did not count (never sent, or refused)."""
-        if self.ledger is not None:
-            self.ledger.release(self.client.fingerprint, run_id=self.run_id)
+        self.spending.refund(reservation)
         with self.lock:
             self.calls -= 1
 
     def allowance(self) -> tuple[int | None, str]:
         """Calls this run may still spend, and what limits it (``None``: no limit known)."""
-        limits: list[tuple[int, str]] = []
+        limits: list[Limit] = list(self.spending.limits(self.quota))
         if self.budget is not None:
             limits.append((max(0, self.budget - self.calls), "budget"))
-        if self.quota is not None and self.ledger is not None:
-            left = self.ledger.remaining(self.client.fingerprint, self.quota)
-            if left is not None:
-                limits.append((left, "quota"))
         if not limits:
             return None, ""
         return min(limits)
 
     # -- one page ----------------------------------------------------------------------
 
-    def cached(self, piece: Piece, page: int) -> Page | None:
-        if self.cache is None or self.refresh:
+    def key(self, piece: Piece, page: int) -> str:
+        return _wire.request_key(self.client.base_url, self.path, piece.polygon_json, page)
+
+    def skips_store(self, state: PieceState) -> bool:
+        """Whether this piece's pages must come from the network: ``refresh="all"``, a piece
+        fetched again, or one a refresh re-reads."""
+        return self.options.refresh == "all" or bool(state.refetches) or state.reread
+
+    def cached(self, state: PieceState, page: int) -> Page | None:
+        """The stored page, read once when pricing (never for a piece fetched again)."""
+        if self.skips_store(state):
             return None
-        key = _wire.request_key(self.client.base_url, self.path, piece.polygon_json, page)
-        return self.cache.get(key, max_age=self.max_age)
+        return self.spending.cached(self.key(state.piece, page), self.options.max_age)
 
     def fetch(self, state: PieceState, page: int) -> tuple[Page, int]:
-        """One page of one piece: from the cache, else from the network (then cached)."""
-        hit = None if state.fresh else self.cached(state.piece, page)
-        if hit is not None:
-            with self.lock:
-                self.cached_pages += 1
-            return hit, 0
+        """One page not found when priced: claimed (a store shared with other processes may
+        have it by now), else fetched from the network and kept."""
+        key = self.key(state.piece, page)
+        if not self.skips_store(state):
+            hit = self.spending.claim(key, self.options.max_age, self.stop)
+            if hit is not None:
+                return hit, 0
         spend = PageSpend(self)
         try:
             fresh = self.client.search_page(state.piece.polygon_json, page, path=self.path,
                                             spend=spend, cancel=self.stop)
         except (Stopped, Cancelled):
+            self.spending.abandon(key)
             raise
         except BaseException:
             self.stop.set()  # at once, in this thread: no other worker starts a request now
+            self.spending.abandon(key)
             raise
-        if self.cache is not None:
-            self.cache.put(fresh)
+        self.spending.keep(fresh)
         return fresh, max(1, spend.calls)
 
 
 class PageSpend:
-    """The calls one page costs: each attempt reserved in the run, refunds taken back."""
+    """The one spend hook of a request: each attempt reserved in the run, paced at the key's
+    pacer, settled once sent, refunded when the service did not count it."""
 
     def __init__(self, run: Run) -> None:
         self.run = run
         self.calls = 0
+        self._open: int | None = None  # the attempt's reservation, until refunded
 
     def reserve(self) -> None:
-        self.run.reserve()
+        self._open = self.run.reserve()
         self.calls += 1
 
+    def pace(self, limiter: RateLimiter, cancel: threading.Event | None) -> None:
+        self.run.spending.pace(limiter, cancel)
+
+    def settle(self) -> None:
+        if self._open is not None:
+            self.run.spending.settle(self._open)
+
     def refund(self) -> None:
-        self.run.refund()
-        self.calls -= 1
+        if self._open is not None:
+            self.run.refund(self._open)
+            self._open = None
+            self.calls -= 1
+
+    def pause(self, seconds: float) -> None:
+        self.run.spending.pause(seconds)
 
 
 class Fetcher:
@@ -235,7 +250,7 @@ class Fetcher:
         if page_no == 1 and state.rows is None:
             state.rows, state.pages = page.rows, page.pages
             self._keep(state, page_no, page)
-            return state.missing() if state.fresh else []  # a piece fetched again: finish it
+            return state.missing() if state.refetches else []  # fetched again: finish it
         if state.rows is None:
             return []  # a page of the answer this piece was fetched again to replace
         if (page.rows, page.pages) != (state.rows, state.pages):
@@ -254,8 +269,6 @@ class Fetcher:
             self.failure = self.failure or _changing(state, page)
             self.run.stop.set()
             return []
-        with self.run.lock:
-            self.run.refetched_pieces += 1
         log.warning("area %r piece %s: page %s reports rows=%s, pages=%s but page 1 reported "
                     "rows=%s, pages=%s; fetching this piece again", state.piece.area_id,
                     state.piece.piece_id, page.page, page.rows, page.pages, state.rows,

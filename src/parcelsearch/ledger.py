@@ -2,16 +2,16 @@
 
 The service never tells a client how many calls its key has left, so the toolkit keeps its
 own count: one row per HTTP attempt (retries included), by key fingerprint (never the key),
-run and calendar month (UTC). Given a :class:`Quota` it refuses, before spending, a plan that
-cannot fit; given a run budget it stops the run exactly at the budget.
+run and calendar month (UTC). Given a :class:`Quota` it refuses, before spending, a call
+the key has no room for (a run's own budget is the run's: :class:`parcelsearch.fetching.Run`).
 
 Every check-and-record is one ``BEGIN IMMEDIATE`` transaction, so threads and processes
-sharing the file can never, together, overspend a budget or a quota.
+sharing the file can never, together, overspend a quota.
 
 Examples
 --------
 >>> ledger = Ledger("/tmp/ledger.sqlite")  # doctest: +SKIP
->>> ledger.reserve(fingerprint, run_id="r1", budget=20, quota=Quota.parse("demo"))  # doctest: +SKIP
+>>> ledger.reserve(fingerprint, run_id="r1", quota=Quota.parse("demo"))  # doctest: +SKIP
 1
 >>> ledger.usage(fingerprint)  # doctest: +SKIP
 Usage(lifetime=1, month=1)
@@ -23,7 +23,7 @@ import os
 import re
 import sqlite3
 from collections.abc import Callable, Iterator
-from contextlib import closing, contextmanager
+from contextlib import AbstractContextManager, closing, contextmanager
 from dataclasses import dataclass
 from datetime import UTC, datetime
 from pathlib import Path
@@ -33,13 +33,12 @@ from parcelsearch import settings
 from parcelsearch._shared import month_of
 from parcelsearch.cache import CacheFolder
 from parcelsearch.errors import (
-    BudgetExhaustedError,
     ConfigurationError,
     Hint,
     QuotaWouldExceedError,
 )
 
-__all__ = ["Ledger", "Quota", "Usage", "budget_reached"]
+__all__ = ["Ledger", "Quota", "Usage", "budget_reached", "no_calls_left"]
 
 Period = Literal["month", "lifetime"]
 
@@ -141,6 +140,19 @@ def budget_reached(budget: int) -> str:
             "running the same search again resumes without spending those calls again.")
 
 
+def no_calls_left(fingerprint: str, quota: Quota, used: int,
+                  where: str = "this ledger") -> QuotaWouldExceedError:
+    """The refusal of a reservation when the key's quota has no call left."""
+    return QuotaWouldExceedError(
+        f"key sha256:{fingerprint} has no calls left: {where} counts {used} of its quota "
+        f"({quota.describe()}). Everything fetched so far is cached; "
+        + ("the quota resets at the start of the next month (UTC)."
+           if quota.period == "month" else "a lifetime quota never resets."),
+        needed=1,
+        allowed=0,
+    )
+
+
 class Ledger:
     """Attempts per key fingerprint, by run and UTC month, in one SQLite file.
 
@@ -202,58 +214,33 @@ class Ledger:
 
     # -- checking and recording ------------------------------------------------------
 
-    def reserve(
-        self,
-        fingerprint: str,
-        *,
-        run_id: str,
-        budget: int | None = None,
-        quota: Quota | None = None,
-    ) -> int:
-        """Atomically check, then record, one attempt; returns the run's attempts so far.
+    def reserve(self, fingerprint: str, *, run_id: str, quota: Quota | None = None) -> int:
+        """Atomically check, then record, one attempt; returns the reservation (its row).
 
         Raises
         ------
-        BudgetExhaustedError
-            The run already made ``budget`` attempts (nothing is recorded).
         QuotaWouldExceedError
             The key has no calls left under ``quota`` (nothing is recorded).
         """
         _check_fingerprint(fingerprint)
         now = self._clock()
         with self._transaction() as db:
-            (spent,) = db.execute(
-                "SELECT COUNT(*) FROM attempts WHERE run_id = ?", (run_id,)
-            ).fetchone()
-            if budget is not None and spent >= budget:
-                raise BudgetExhaustedError(budget_reached(budget), spent=spent, budget=budget)
             if quota is not None:
                 usage = self._usage(db, fingerprint, month_of(now))
                 if quota.remaining(usage) <= 0:
-                    raise QuotaWouldExceedError(
-                        f"key sha256:{fingerprint} has no calls left: this ledger counts "
-                        f"{quota.used(usage)} of its quota ({quota.describe()}). Everything "
-                        "fetched so far is cached; "
-                        + ("the quota resets at the start of the next month (UTC)."
-                           if quota.period == "month" else "a lifetime quota never resets."),
-                        needed=1,
-                        allowed=0,
-                    )
-            db.execute(
+                    raise no_calls_left(fingerprint, quota, quota.used(usage))
+            cursor = db.execute(
                 "INSERT INTO attempts (fingerprint, run_id, month, at) VALUES (?, ?, ?, ?)",
                 (fingerprint, run_id, month_of(now), now.isoformat()),
             )
-        return int(spent) + 1
+        return int(cursor.lastrowid or 0)
 
-    def release(self, fingerprint: str, *, run_id: str) -> None:
-        """Take back the run's latest reservation: it was never sent (the run stopped)."""
+    def refund(self, fingerprint: str, reservation: int) -> None:
+        """Take back one reservation: it was never sent, or the service did not count it."""
         _check_fingerprint(fingerprint)
         with self._transaction() as db:
-            db.execute(
-                "DELETE FROM attempts WHERE rowid = (SELECT MAX(rowid) FROM attempts "
-                "WHERE fingerprint = ? AND run_id = ?)",
-                (fingerprint, run_id),
-            )
+            db.execute("DELETE FROM attempts WHERE id = ? AND fingerprint = ?",
+                       (reservation, fingerprint))
 
     # -- internals -------------------------------------------------------------------
 
@@ -264,6 +251,11 @@ class Ledger:
             (month, fingerprint),
         ).fetchone()
         return Usage(lifetime=int(lifetime), month=int(this_month))
+
+    def transaction(self, immediate: bool = True) -> AbstractContextManager[sqlite3.Connection]:
+        """One connection to the ledger's file, one transaction (``BEGIN IMMEDIATE`` unless
+        ``immediate=False``): what the run history kept in the same file uses."""
+        return self._transaction(immediate)
 
     @contextmanager
     def _transaction(self, immediate: bool = True) -> Iterator[sqlite3.Connection]:

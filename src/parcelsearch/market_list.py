@@ -21,6 +21,7 @@ from typing import Any, TypeVar
 
 import pandas as pd
 
+from parcelsearch._http import Spend
 from parcelsearch.cache import CacheFolder, ResponseCache
 from parcelsearch.client import AttemptHook, Client
 from parcelsearch.errors import Hint, InputError
@@ -55,7 +56,7 @@ def markets(
     *,
     cache: ResponseCache | str | os.PathLike[str] | bool | None = None,
     max_age: float | timedelta = DEFAULT_MAX_AGE,
-    before_attempt: AttemptHook | None = None,
+    spend: Spend | None = None,
 ) -> list[str]:
     """The names of the active markets: one call, then reused for a day.
 
@@ -68,8 +69,9 @@ def markets(
         ``None`` for the default cache folder, ``False`` to always ask the service.
     max_age
         Reuse a list fetched at most this many seconds ago (``0`` forces a call).
-    before_attempt
-        Passed to :meth:`Client.markets` (e.g. to record the call in a ledger).
+    spend
+        Passed to :meth:`Client.markets` (the search's spending); default: the call is
+        recorded in the ledger beside the client's cache.
 
     Raises
     ------
@@ -84,9 +86,10 @@ def markets(
         names = folder.markets(client.base_url, limit)
         if names is not None:
             return names
-    if before_attempt is None:
-        before_attempt = _ledger_hook(client)
-    names = client.markets(before_attempt=before_attempt)
+    if spend is None:
+        names = client.markets(before_attempt=_ledger_hook(client))
+    else:
+        names = client.markets(spend=spend)
     if folder is not None:
         folder.keep_markets(client.base_url, names)
     return names

@@ -9,8 +9,11 @@ A run spends in two phases, so the price is known before it is paid:
    and says the exact calls needed — or, with ``allow_partial``, spends what is allowed on
    finishing whole areas, the cheapest first.
 
-Every request goes cache → ledger → pacer → HTTP → checks → cache
-(:meth:`parcelsearch.fetching.Run.fetch`).
+Every stored page is read once, when the phase is priced; every page still missing goes
+claim → reserve → pacer → HTTP → checks → settle | refund → keep
+(:meth:`parcelsearch.fetching.Run.fetch`), through one
+:class:`~parcelsearch.spending.Spending`: this machine's ledger and cache by default, a
+team's PostgreSQL store with ``team=``.
 One stop event ends a run, whatever the cause — a failure, an interrupt (Ctrl-C, SIGTERM,
 Jupyter's "interrupt kernel"): no attempt starts after it, queued work is cancelled,
 back-off sleeps wake at once, requests on the wire finish (and are kept) or are abandoned.
@@ -28,8 +31,8 @@ import geopandas as gpd
 import pandas as pd
 from tqdm.auto import tqdm
 
-from parcelsearch import notices, planning
-from parcelsearch._shared import check_count, next_month_start
+from parcelsearch import notices, planning, refreshing
+from parcelsearch._shared import next_month_start
 from parcelsearch.cache import ResponseCache
 from parcelsearch.client import Client
 from parcelsearch.errors import (
@@ -42,48 +45,45 @@ from parcelsearch.errors import (
     QuotaWouldExceedError,
     SearchInterrupted,
 )
-from parcelsearch.fetching import Fetcher, PieceState, Run
+from parcelsearch.fetching import Fetcher, PageSpend, PieceState, Run
+from parcelsearch.history import RunHistory
 from parcelsearch.ledger import Ledger, Quota
 from parcelsearch.market_list import check_markets, markets, require_market_column
 from parcelsearch.planning import Plan, suggest_tolerance
 from parcelsearch.result import SearchResult, skipped_frame
+from parcelsearch.search_options import DEFAULT_WORKERS, SearchOptions
+from parcelsearch.spending import LocalSpending, Spending
 
 T = TypeVar("T")
 
-__all__ = ["search", "DEFAULT_WORKERS"]
-
-
-#: Threads sending requests; the client's shared pacer paces them all.
-DEFAULT_WORKERS = 8
+__all__ = ["search", "search_with", "DEFAULT_WORKERS"]
 
 
 def _first_pages(states: list[PieceState], run: Run) -> list[PieceState]:
-    """Read cached page 1s; returns the pieces whose page 1 must be fetched."""
+    """Read stored page 1s; returns the pieces whose page 1 must be fetched."""
     todo = []
     for state in states:
-        hit = run.cached(state.piece, 1)
+        hit = run.cached(state, 1)
         if hit is None:
             todo.append(state)
             continue
         state.rows, state.pages = hit.rows, hit.pages
         state.data[1] = hit.data
         state.cached_pages += 1
-        run.cached_pages += 1
     return todo
 
 
 def _later_pages(states: list[PieceState], run: Run) -> list[tuple[PieceState, int]]:
-    """Read cached pages 2..n; returns the (piece, page) jobs that must be fetched."""
+    """Read stored pages 2..n; returns the (piece, page) jobs that must be fetched."""
     jobs = []
     for state in states:
         if state.pages is None:
             continue
         for k in state.missing():
-            hit = None if state.fresh else run.cached(state.piece, k)
+            hit = run.cached(state, k)
             if hit is not None and (hit.rows, hit.pages) == (state.rows, state.pages):
                 state.data[k] = hit.data
                 state.cached_pages += 1
-                run.cached_pages += 1
             else:
                 jobs.append((state, k))
     return jobs
@@ -121,6 +121,8 @@ def _calls(n: int) -> str:
 def _limit_text(run: Run, what: str, allowed: int) -> str:
     if what == "budget":
         return f"the budget allows {allowed} more"
+    if what == "user budget":
+        return f"{run.options.user}'s team budget allows {allowed} more"
     assert run.quota is not None
     text = f"the key has {allowed} left of its quota " \
            f"({run.quota.describe()})"
@@ -194,11 +196,11 @@ def _frames(plan: Plan, states: list[PieceState]) -> tuple[pd.DataFrame, gpd.Geo
     return ids, tiles
 
 
-def _skip_inactive(plan: Plan, run: Run, column: str) -> tuple[Plan, gpd.GeoDataFrame]:
+def _skip_inactive(plan: Plan, run: Run, column: str,
+                   cache: Any) -> tuple[Plan, gpd.GeoDataFrame]:
     """Drop areas whose market is not active before anything is spent on them (one call)."""
     require_market_column(plan.areas, column)  # before the market list's call
-    active = markets(run.client, cache=run.cache.directory if run.cache is not None else False,
-                     before_attempt=run.reserve)
+    active = markets(run.client, cache=cache, spend=PageSpend(run))
     checked = check_markets(plan.areas, column, active)
     inactive = checked.index[~checked["market_active"]]
     skipped = skipped_frame(
@@ -223,12 +225,15 @@ def search(
     cache: ResponseCache | bool | None = None,
     ledger: Ledger | bool | None = None,
     max_age: float | None = None,
-    refresh: bool = False,
+    refresh: bool | str = False,
+    verify_sample: float | None = None,
     active_markets_only: bool = False,
     market_column: str = "market",
     progress: bool = True,
     workers: int = DEFAULT_WORKERS,
     plan: Plan | None = None,
+    team: str | None = None,
+    user: str | None = None,
 ) -> SearchResult:
     """Every parcel GroupID inside each study area, for the fewest calls.
 
@@ -256,8 +261,19 @@ def search(
     cache, ledger
         Response cache and quota ledger: ``None`` for the defaults (in the client's cache
         folder), ``False`` to go without, or an instance.
-    max_age, refresh
-        Ignore cached pages older than ``max_age`` seconds, or all of them (``refresh=True``).
+    max_age
+        Ignore cached pages older than ``max_age`` seconds.
+    refresh
+        ``False`` (default): reuse cached pages. ``True`` or ``"all"``: ignore them, fetch
+        every page again. ``"changed"``: re-read page 1 of every piece (one call each, priced
+        before spending); a piece whose ``rows`` or page 1 differ from its last complete run
+        (the run history, else the cache) is *changed* and fetches its other pages again;
+        the others keep their cached pages, *unchanged by inference* (``tiles.status``).
+    verify_sample
+        With ``refresh="changed"``: the fraction (default 0.05, 0 allowed) of the pieces
+        inferred unchanged whose other pages are re-read anyway; how many had changed gives
+        ``result.verification``: an estimate, with a 95 % interval, of the changed pieces the
+        inference missed. Dropped first when phase 2 does not fit the budget or quota.
     active_markets_only, market_column
         Skip, before spending on them, areas whose ``market_column`` is not an active market
         (the market list costs one call, then is cached for a day).
@@ -267,6 +283,14 @@ def search(
         Threads sending requests (all paced by the client's one pacer).
     plan
         A plan made earlier with :func:`parcelsearch.plan` (then ``areas`` may be ``None``).
+    team
+        A team store (``postgresql://…``, made with ``parcelsearch team init``; default
+        ``PARCELSEARCH_TEAM``): the key's calls are reserved, paced and counted there for
+        every member on every machine, pages fetched by any member are reused by all, and
+        the key's quota and each member's budget stored there are enforced before spending.
+    user
+        Who is running the search in the team (default ``PARCELSEARCH_USER``, else the
+        login name).
 
     Returns
     -------
@@ -299,48 +323,84 @@ def search(
     >>> result = parcelsearch.search(areas)  # doctest: +SKIP
     >>> result.ids.head()  # doctest: +SKIP
     """
-    if budget is not None:
-        check_count(budget, 0, "budget")
-    check_count(workers, 1, "workers")
+    options = SearchOptions(
+        tolerance=tolerance, id_column=id_column, budget=budget, quota=Quota.parse(quota),
+        allow_partial=allow_partial, max_age=max_age, refresh=refresh,
+        verify_sample=verify_sample,
+        active_markets_only=active_markets_only, market_column=market_column,
+        progress=progress, workers=workers, team=team, user=user)
     client = client if client is not None else Client()
-    quota_obj = Quota.parse(quota)
     # None/True: the defaults beside the client's cache folder; False: go without.
     # (An empty ResponseCache is falsy, so test identity and type, never truth.)
     cache_obj = cache if isinstance(cache, ResponseCache) else (
         None if cache is False else ResponseCache(client.cache_dir))
+    chosen = plan if plan is not None else planning.plan(areas, tolerance, id_column=id_column)
+    spending = _spending(client, options, cache_obj, ledger)
+    history = None if ledger is False else RunHistory(
+        ledger.path if isinstance(ledger, Ledger) else Ledger.in_folder(client.cache_dir).path)
+    try:
+        return search_with(chosen, client, spending, options,
+                           markets_cache=cache_obj.directory if cache_obj is not None else False,
+                           history=history)
+    finally:
+        spending.close()
+
+
+def _spending(client: Client, options: SearchOptions, cache: ResponseCache | None,
+              ledger: Ledger | bool | None) -> Spending:
+    """This machine's ledger and cache, or the team's store (with the cache as this machine's
+    copy)."""
+    if options.team is not None:
+        from parcelsearch.team.spending import TeamSpending  # psycopg only for teams
+
+        return TeamSpending.open(options.team, client, user=options.user or "", cache=cache)
     ledger_obj = ledger if isinstance(ledger, Ledger) else (
         None if ledger is False else Ledger.in_folder(client.cache_dir))
-    chosen = plan if plan is not None else planning.plan(areas, tolerance, id_column=id_column)
-    run = Run(client, cache_obj, ledger_obj, budget=budget, quota=quota_obj,
-               max_age=max_age, refresh=refresh, path=chosen.path)
-    return _Search(run, chosen, allow_partial=allow_partial, progress=progress,
-                   workers=workers).run(active_markets_only, market_column)
+    return LocalSpending(client.fingerprint, ledger_obj, cache)
+
+
+def search_with(plan: Plan, client: Client, spending: Spending, options: SearchOptions, *,
+                markets_cache: Any = None, history: RunHistory | None = None) -> SearchResult:
+    """Run a plan through any :class:`~parcelsearch.spending.Spending` (what :func:`search`
+    does once it has chosen one; tests pass :class:`~parcelsearch.spending.MemorySpending`).
+
+    ``markets_cache`` is where the market list is kept (see :func:`parcelsearch.markets`);
+    ``history`` is where the run is recorded (and where ``refresh="changed"`` learns what
+    each piece looked like last time).
+    """
+    run = Run(client, spending, options, path=plan.path)
+    refresh = refreshing.RunRefresh(str(options.refresh), options.verify_sample or 0.0, history,
+                                    base_url=client.base_url, path=plan.path, run_id=run.run_id)
+    return _Search(run, plan, markets_cache, refresh).run()
 
 
 class _Search:
     """One call of :func:`search`: the phases, the stop, and what is left when it ends."""
 
-    def __init__(self, run: Run, plan: Plan, *, allow_partial: bool, progress: bool,
-                 workers: int) -> None:
+    def __init__(self, run: Run, plan: Plan, markets_cache: Any,
+                 refresh: refreshing.RunRefresh) -> None:
         self.run_state = run
+        self.refresh = refresh
+        self.options = run.options
         self.plan = plan
-        self.allow_partial = allow_partial
-        self.progress = progress
-        self.workers = workers
+        self.markets_cache = markets_cache
         self.states = [PieceState(piece) for piece in plan.pieces]
         self.skipped = skipped_frame(plan.areas.iloc[:0])
         self.areas_wanted: set[Hashable] | None = None  # None: every area
         #: Under ``allow_partial``: what limited the run, and the calls the whole run needed.
         self.limited: tuple[str, int] | None = None
 
-    def run(self, active_markets_only: bool, market_column: str) -> SearchResult:
+    def run(self) -> SearchResult:
+        options = self.options
         # No total until page 1 of every piece says how many pages there are: a total that
         # had to grow would take the bar back below 100 %, one that had to shrink would lie.
-        bar = tqdm(total=None, desc="search", unit=" page", disable=not self.progress)
-        fetcher = Fetcher(self.run_state, self.workers, bar)
+        bar = tqdm(total=None, desc="search", unit=" page", disable=not options.progress)
+        fetcher = Fetcher(self.run_state, options.workers, bar)
         try:
-            if active_markets_only:
-                self.plan, self.skipped = _skip_inactive(self.plan, self.run_state, market_column)
+            if options.active_markets_only:
+                self.plan, self.skipped = _skip_inactive(self.plan, self.run_state,
+                                                         options.market_column,
+                                                         self.markets_cache)
                 kept = set(self.plan.areas.index)
                 self.states = [s for s in self.states if s.piece.area_id in kept]
             self._phases(fetcher, bar)
@@ -383,7 +443,8 @@ class _Search:
         run = self.run_state
         left = sum(len(s.missing()) for s in self.states)
         done, total = len(result.areas_complete or []), len(self.plan.areas)
-        limit = f"budget of {_calls(run.budget or 0)}" if what == "budget" else "the known quota"
+        limit = {"budget": f"budget of {_calls(run.budget or 0)}",
+                 "user budget": f"{run.options.user}'s team budget"}.get(what, "the known quota")
         error = BudgetExhaustedError(
             f"{limit} reached: {done} of {total} areas are complete (the cheapest first), "
             f"{_calls(run.calls)} spent; at least {left} more {_noun(left)} finish the rest. "
@@ -396,6 +457,7 @@ class _Search:
     def _phases(self, fetcher: Fetcher, bar: Any) -> None:
         run = self.run_state
         # Phase 1: page 1 of every piece not cached — priced before anything is spent.
+        self.refresh.start(self.states, run.cached)
         todo = _first_pages(self.states, run)
         bar.update(len(self.states) - len(todo))
         todo = self._affordable(todo, lambda s: s.piece.area_id, spent_first=False)
@@ -403,8 +465,13 @@ class _Search:
         if fetcher.failure is not None or run.stop.is_set():
             return
         # Phase 2: the exact price of the rest is known now.
+        self.refresh.decide(self.states)
         states = self._wanted(self.states)
         jobs = _later_pages(states, run)
+        allowed, what = run.allowance()
+        if allowed is not None and len(jobs) > allowed and self.refresh.shrink_sample(
+                states, f"phase 2 did not fit the {what} with it"):
+            jobs = _later_pages(states, run)  # the sampled pieces' pages from the cache
         bar.total = sum(max(1, s.pages or 1) for s in states)  # exact from now on
         bar.n = sum(len(s.data) for s in states)
         bar.refresh()
@@ -412,7 +479,7 @@ class _Search:
         fetcher.fetch(jobs)
         # Pieces fetched again because their answer changed: finish them too.
         while fetcher.failure is None and not run.stop.is_set():
-            again = [(s, k) for s in self._wanted(self.states) if s.fresh and not s.done
+            again = [(s, k) for s in self._wanted(self.states) if s.refetches and not s.done
                      for k in s.missing()]
             if not again:
                 break
@@ -432,7 +499,7 @@ class _Search:
         allowed, what = run.allowance()
         if allowed is None or len(items) <= allowed:
             return items
-        if not self.allow_partial:
+        if not self.options.allow_partial:
             raise self._with_result(_refusal(run, self.plan, len(items), allowed, what,
                                              spent_first=spent_first))
         self.limited = (what, len(items))
@@ -457,14 +524,20 @@ class _Search:
         return error
 
     def _result(self) -> SearchResult:
+        """The result so far: every count summed from the pieces' states (areas complete
+        computed by the result from its tiles)."""
         ids, tiles = _frames(self.plan, self.states)
-        complete_areas = [
-            area for area in self.plan.areas.index
-            if all(s.done for s in self.states if s.piece.area_id == area)
-        ]
-        return SearchResult(
+        verification = self.refresh.verification(self.states)
+        status, changed = self.refresh.columns(self.states)
+        tiles["status"] = status
+        tiles["changed"] = pd.array(changed, dtype="boolean")
+        result = SearchResult(
             ids=ids, tiles=tiles, plan=self.plan, calls=self.run_state.calls,
-            cached_pages=self.run_state.cached_pages, skipped=self.skipped,
-            complete=len(complete_areas) == len(self.plan.areas),
-            areas_complete=complete_areas, refetched_pieces=self.run_state.refetched_pieces,
+            cached_pages=sum(s.cached_pages for s in self.states), skipped=self.skipped,
+            complete=all(s.done for s in self.states),
+            refetched_pieces=sum(s.refetches for s in self.states),
+            run_id=self.run_state.run_id if self.refresh.history is not None else "",
+            refresh=self.refresh.mode, verification=verification,
         )
+        self.refresh.record(result, self.states, self.run_state.client.fingerprint)
+        return result

@@ -18,6 +18,7 @@ from parcelsearch.notices import NothingMatchedWarning
 from parcelsearch.settings import ZONING_PRICES
 
 if TYPE_CHECKING:
+    from parcelsearch.comparison import Diff
     from parcelsearch.planning import Plan
 
 __all__ = ["SearchResult", "zoning_price", "skipped_frame", "METADATA_KEY"]
@@ -91,6 +92,14 @@ class SearchResult:
         The ids of the areas searched to their last page (all of them when ``complete``).
     refetched_pieces
         Pieces fetched again because their pages came from different answers.
+    run_id
+        The run's id in the run history (``parcelsearch runs``); empty when not recorded.
+    refresh
+        How cached pages were used: ``"cached"`` (reused where present), ``"all"`` (none
+        reused) or ``"changed"`` (reused for the pieces whose page 1 had not changed).
+    verification
+        With ``refresh="changed"``: the verify sample (pieces sampled, found changed) and the
+        estimate, with its 95 % interval, of changed pieces the inference missed.
     """
 
     ids: pd.DataFrame
@@ -103,6 +112,9 @@ class SearchResult:
     complete: bool = True
     areas_complete: list[Hashable] | None = None
     refetched_pieces: int = 0
+    run_id: str = ""
+    refresh: str = "cached"
+    verification: dict[str, Any] = field(default_factory=dict)
 
     def __post_init__(self) -> None:
         if self.areas_complete is None:
@@ -129,7 +141,42 @@ class SearchResult:
             "areas": [_plain(a) for a in self.plan.areas.index],
             "refetched_pieces": int(self.refetched_pieces),
             "tolerance": float(self.plan.tolerance),
+            **self._refresh_metadata(),
         }
+
+    def _refresh_metadata(self) -> dict[str, Any]:
+        """The run id, areas' fingerprint, refresh mode, piece statuses and verification."""
+        from parcelsearch.history import areas_fingerprint
+
+        statuses = (self.tiles["status"].value_counts().to_dict()
+                    if "status" in self.tiles.columns else {})
+        return {
+            "run_id": self.run_id,
+            "areas_fingerprint": areas_fingerprint(self.plan),
+            "refresh": self.refresh,
+            "pieces_by_status": {str(k): int(v) for k, v in statuses.items()},
+            "verification": self.verification,
+        }
+
+    def diff(self, previous: SearchResult) -> Diff:
+        """What changed from ``previous`` (an earlier search of the same areas) to this one.
+
+        Returns
+        -------
+        parcelsearch.comparison.Diff
+            ``rows`` (area id, ``group_id``, ``change`` ∈ {added, removed}), ``summary``
+            (per area: before, after, added, removed, pieces read/inferred/sampled, changed
+            pieces) and ``pieces`` (the pieces that changed, a map layer).
+
+        Raises
+        ------
+        parcelsearch.comparison.NotComparableError
+            Different areas or tolerance (the message says what is comparable).
+        """
+        from parcelsearch.comparison import Side, compare
+
+        return compare(Side.of_result(previous, "the previous result"),
+                       Side.of_result(self, "this result"))
 
     @property
     def nothing_matched(self) -> bool:

@@ -247,6 +247,13 @@ def result_spec(result: ResultLike, *, areas: gpd.GeoDataFrame | None = None,
                            f"{_matched_text(r['rows'])}"),
     )
     layers = [pieces, _areas_layer(plan_areas, id_name, OUTLINE_STYLE)]
+    changed = _changed_tiles(tiles)
+    if len(changed):
+        layers.insert(1, feature_layer(
+            CHANGED_NAME, changed, popup=lambda r: _result_piece_rows(r, id_name, names),
+            style=lambda r: dict(CHANGED_STYLE),
+            tooltip=lambda r: (f"{_area_label(r[id_name], names)} · piece "
+                               f"{text(r['piece_id'])}: changed since the last run")))
     skipped = result.skipped
     if areas is None and isinstance(skipped, gpd.GeoDataFrame) and not skipped.empty:
         areas = skipped[[skipped.geometry.name]]  # the result kept the skipped areas' shapes
@@ -257,9 +264,29 @@ def result_spec(result: ResultLike, *, areas: gpd.GeoDataFrame | None = None,
     calls = int(pd.to_numeric(tiles.get("calls", pd.Series(dtype=int))).sum())
     subtitle = (f"{len(plan_areas)} areas · {len(tiles)} pieces · {calls:,} calls"
                 f" · {len(skipped)} skipped")
-    spec = MapSpec("Search result", tuple(layers), _result_legend(tiles, breaks, len(drawn)),
+    legend = _result_legend(tiles, breaks, len(drawn))
+    if len(changed):
+        subtitle += f" · {len(changed)} changed"
+        legend = Legend(legend.title, (*legend.entries,
+                                       LegendEntry("changed since the last run",
+                                                   CHANGED_STYLE["color"])))
+    spec = MapSpec("Search result", tuple(layers), legend,
                    bounds_of(plan_areas, tiles, drawn), subtitle)
     return _finish(spec, [*_subjects(plan_areas), *_subjects(drawn, " · skipped")], context)
+
+
+#: The layer of pieces that changed since the last run (a refresh's result).
+CHANGED_NAME = "Changed pieces"
+#: Changed pieces: a thick magenta outline over the piece's class colour.
+CHANGED_STYLE: dict[str, Any] = {"color": "#c51b7d", "weight": 3.5, "opacity": 1, "fill": False}
+
+
+def _changed_tiles(tiles: gpd.GeoDataFrame) -> gpd.GeoDataFrame:
+    """The pieces a refresh found changed (``changed`` true); none without that column."""
+    if "changed" not in tiles.columns:
+        return tiles.iloc[:0]
+    flags = tiles["changed"].astype("boolean").fillna(False).astype(bool)
+    return tiles[flags]
 
 
 def _finish(spec: MapSpec, subjects: Subjects, context: gpd.GeoDataFrame | None) -> MapSpec:

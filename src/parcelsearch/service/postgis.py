@@ -239,6 +239,15 @@ class PostgisParcelStore:
     def __repr__(self) -> str:
         return f"PostgisParcelStore({len(self):,} parcels, match={self.match!r})"
 
+    def replace(self, parcels: str | Path | gpd.GeoDataFrame | None) -> int:
+        """Load other parcels into the table (:func:`load_parcels_into` with ``replace``, one
+        transaction: searches see the old parcels or the new ones, never a mix) and forget
+        this process's hit lists. Keys, counters and the request log are not touched; other
+        worker processes keep their hit lists until restarted. Returns the parcels loaded."""
+        self._count = load_parcels_into(parcels, self.url, replace=True)
+        self._cache.clear()
+        return self._count
+
     def _connection(self) -> psycopg.Connection[Any]:
         conn: psycopg.Connection[Any] = self._connections.get()
         return conn

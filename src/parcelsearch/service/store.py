@@ -22,6 +22,7 @@ from __future__ import annotations
 import threading
 from collections import OrderedDict
 from collections.abc import Callable, Sequence
+from dataclasses import dataclass
 from pathlib import Path
 from typing import Literal
 
@@ -211,6 +212,11 @@ class HitCache:
                 self._entries.move_to_end(key)
             return cached
 
+    def clear(self) -> None:
+        """Forget every hit list (the parcels changed)."""
+        with self._lock:
+            self._entries.clear()
+
     def put(self, key: str, hits: np.ndarray) -> np.ndarray:
         """Cache ``hits`` for ``key`` (made read-only) and return them."""
         hits.flags.writeable = False
@@ -219,6 +225,19 @@ class HitCache:
             while len(self._entries) > self.size:
                 self._entries.popitem(last=False)
         return hits
+
+
+@dataclass(frozen=True)
+class _Indexed:
+    """One set of parcels as the embedded store searches them (swapped whole on replace)."""
+
+    group_ids: np.ndarray
+    parcel_ids: np.ndarray
+    footprints: np.ndarray
+    x: np.ndarray
+    y: np.ndarray
+    tree: shapely.STRtree
+    cache: HitCache
 
 
 class ParcelStore:
@@ -244,20 +263,63 @@ class ParcelStore:
             raise ConfigurationError(
                 f"match must be one of {', '.join(MATCH_MODES)}, got {match!r}"
             )
-        frame = load_parcels(parcels)
         self.match: str = match
-        self.group_ids: np.ndarray = frame.group_id.to_numpy(dtype=object)
-        self.parcel_ids: np.ndarray = frame.parcel_id.to_numpy()
-        geoms = frame.geometry.array
-        self.footprints: np.ndarray = np.asarray(geoms, dtype=object)
-        points = shapely.point_on_surface(self.footprints)
-        self.x: np.ndarray = shapely.get_x(points)
-        self.y: np.ndarray = shapely.get_y(points)
-        if match == "intersects":
-            self._tree = shapely.STRtree(self.footprints)
-        else:
-            self._tree = shapely.STRtree(points)
-        self._cache = HitCache(cache_size)
+        self._replacing = threading.Lock()
+        self._cache_size = cache_size
+        self._data: _Indexed
+        self._load(load_parcels(parcels))
+
+    def _load(self, frame: gpd.GeoDataFrame) -> None:
+        """Index a checked frame: every array is built first, then swapped in at once."""
+        footprints = np.asarray(frame.geometry.array, dtype=object)
+        points = shapely.point_on_surface(footprints)
+        tree = shapely.STRtree(footprints if self.match == "intersects" else points)
+        self._data = _Indexed(frame.group_id.to_numpy(dtype=object), frame.parcel_id.to_numpy(),
+                              footprints, shapely.get_x(points), shapely.get_y(points), tree,
+                              HitCache(self._cache_size))
+
+    def replace(self, parcels: str | Path | gpd.GeoDataFrame | None) -> int:
+        """Serve other parcels from now on (a running service's data changes for real).
+
+        The new parcels are read, checked and indexed first (bad rows refused as at
+        start-up, the old parcels still served meanwhile); then the parcels, their index
+        and the hit lists are swapped in one assignment. Keys, counters and the request log
+        are not touched. Replace between runs: a request answered during the swap may
+        take its hit list from the old parcels and its page from the new ones.
+
+        Returns
+        -------
+        int
+            The parcels now served.
+        """
+        with self._replacing:
+            self._load(load_parcels(parcels))
+        return len(self)
+
+    @property
+    def group_ids(self) -> np.ndarray:
+        """GroupIDs in parcel_id order."""
+        return self._data.group_ids
+
+    @property
+    def parcel_ids(self) -> np.ndarray:
+        """Parcel ids, sorted."""
+        return self._data.parcel_ids
+
+    @property
+    def footprints(self) -> np.ndarray:
+        """Parcel footprints (shapely), in parcel_id order."""
+        return self._data.footprints
+
+    @property
+    def x(self) -> np.ndarray:
+        """Longitudes of the representative points."""
+        return self._data.x
+
+    @property
+    def y(self) -> np.ndarray:
+        """Latitudes of the representative points."""
+        return self._data.y
 
     def __len__(self) -> int:
         return len(self.group_ids)
@@ -268,18 +330,19 @@ class ParcelStore:
     def close(self) -> None:
         """Nothing to release (the parcels are in memory); here for the stores' interface."""
 
-    def _search(self, polygon: shapely.Polygon) -> np.ndarray:
+    def _search(self, data: _Indexed, polygon: shapely.Polygon) -> np.ndarray:
         if self.match == "intersects":
-            hits = self._tree.query(polygon, predicate="intersects")
+            hits = data.tree.query(polygon, predicate="intersects")
         else:
-            candidates = self._tree.query(polygon)  # envelope test only
-            inside = shapely.intersects_xy(polygon, self.x[candidates], self.y[candidates])
+            candidates = data.tree.query(polygon)  # envelope test only
+            inside = shapely.intersects_xy(polygon, data.x[candidates], data.y[candidates])
             hits = candidates[inside]
         return np.sort(hits)
 
     def hits(self, parsed: ParsedPolygon) -> np.ndarray:
         """Indices (parcel_id order) of the parcels matching ``parsed``; cached."""
-        return self._cache.get(parsed.normalised, lambda: self._search(parsed.polygon))
+        data = self._data
+        return data.cache.get(parsed.normalised, lambda: self._search(data, parsed.polygon))
 
     def page(self, hits: np.ndarray, page: int) -> list[str]:
         """GroupIDs of ``page`` (1-based) of ``hits``: at most ``PAGE_SIZE``."""

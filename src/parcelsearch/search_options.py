@@ -1,0 +1,128 @@
+"""The options of one search, checked once, frozen, and carried through the pipeline.
+
+:func:`parcelsearch.search` takes them as keywords (its public face) and builds one
+:class:`SearchOptions`; the phases, the run and the spending read that value, never a
+keyword handed on.
+"""
+
+from __future__ import annotations
+
+import getpass
+import os
+import re
+from dataclasses import dataclass, fields
+
+from parcelsearch._shared import check_count
+from parcelsearch.errors import ConfigurationError, Hint
+from parcelsearch.ledger import Quota
+from parcelsearch.refreshing import check_fraction, refresh_mode
+
+__all__ = ["SearchOptions", "DEFAULT_WORKERS", "ENV_TEAM", "ENV_USER"]
+
+#: Threads sending requests; the client's shared pacer paces them all.
+DEFAULT_WORKERS = 8
+#: The team store's URL (``postgresql://…``), read when ``team`` is not given.
+ENV_TEAM = "PARCELSEARCH_TEAM"
+#: Who is running the search in a team, read when ``user`` is not given.
+ENV_USER = "PARCELSEARCH_USER"
+
+_USER = re.compile(r"[A-Za-z0-9_.@-]{1,64}")
+
+
+def resolve_team(team: str | None) -> str | None:
+    """The team store's URL: ``team``, else ``$PARCELSEARCH_TEAM``, else ``None`` (no team).
+
+    Raises
+    ------
+    ConfigurationError
+        Not a ``postgresql://`` URL.
+    """
+    source = ""
+    if team is None:
+        team, source = os.environ.get(ENV_TEAM) or None, f" (from {ENV_TEAM})"
+        if team is None:
+            return None
+    if not isinstance(team, str) or not team.startswith(("postgresql://", "postgres://")):
+        raise ConfigurationError(
+            f"team must be a postgresql:// URL{source}, got {_no_password(str(team))!r}",
+            hints=[Hint("team", "postgresql://host/db", "for example {knob}")])
+    return team
+
+
+def resolve_user(user: str | None) -> str:
+    """Who runs the search: ``user``, else ``$PARCELSEARCH_USER``, else the login name.
+
+    Raises
+    ------
+    ConfigurationError
+        A name that is not 1-64 letters, digits or ``_.@-``.
+    """
+    source = ""
+    if user is None:
+        user, source = os.environ.get(ENV_USER) or None, f" (from {ENV_USER})"
+    if user is None:
+        try:
+            user, source = getpass.getuser(), " (the login name)"
+        except (KeyError, OSError):
+            user, source = "unknown", ""
+    if not isinstance(user, str) or not _USER.fullmatch(user):
+        raise ConfigurationError(
+            f"user must be 1-64 letters, digits or _.@-{source}, got {user!r}",
+            hints=[Hint("user", "alice", "for example {knob}")])
+    return user
+
+
+def _no_password(url: str) -> str:
+    """A URL as it may be shown: without its password."""
+    return re.sub(r"(://[^:/@]*):[^@/]*@", r"\1:***@", url)
+
+
+@dataclass(frozen=True)
+class SearchOptions:
+    """How one search runs (see :func:`parcelsearch.search` for each option's meaning).
+
+    Checked when made: a bad value raises :class:`~parcelsearch.errors.ConfigurationError`
+    naming it. ``quota`` is parsed (``"demo"``, ``"500/month"``, ``None`` reads
+    ``$PARCELSEARCH_QUOTA``); ``team`` reads ``$PARCELSEARCH_TEAM`` and ``user``
+    ``$PARCELSEARCH_USER`` (default: the login name) when not given. ``refresh`` becomes
+    its mode (``"cached"``, ``"all"`` or ``"changed"``: ``False`` and ``True`` mean the first
+    two) and ``verify_sample`` a fraction (its default with ``"changed"``, else 0).
+    """
+
+    tolerance: float = 0.0
+    id_column: str | None = None
+    budget: int | None = None
+    quota: Quota | None = None
+    allow_partial: bool = False
+    max_age: float | None = None
+    refresh: bool | str = False
+    verify_sample: float | None = None
+    active_markets_only: bool = False
+    market_column: str = "market"
+    progress: bool = True
+    workers: int = DEFAULT_WORKERS
+    team: str | None = None
+    user: str | None = None
+
+    def __post_init__(self) -> None:
+        if self.budget is not None:
+            check_count(self.budget, 0, "budget", hints=[Hint("budget", None, "set {knob}")])
+        check_count(self.workers, 1, "workers")
+        # refresh becomes its mode ("cached", "all", "changed"); verify_sample a fraction.
+        mode = refresh_mode(self.refresh)
+        object.__setattr__(self, "refresh", mode)
+        object.__setattr__(self, "verify_sample", check_fraction(self.verify_sample, mode))
+        object.__setattr__(self, "quota", Quota.parse(self.quota))
+        object.__setattr__(self, "team", resolve_team(self.team))
+        object.__setattr__(self, "user", resolve_user(self.user) if self.team else self.user)
+
+    @classmethod
+    def names(cls) -> tuple[str, ...]:
+        """The option names, in order."""
+        return tuple(f.name for f in fields(cls))
+
+    def __repr__(self) -> str:
+        shown = {f.name: getattr(self, f.name) for f in fields(self)}
+        if shown["team"]:
+            shown["team"] = _no_password(shown["team"])
+        return "SearchOptions(" + ", ".join(f"{k}={v!r}" for k, v in shown.items()) + ")"

@@ -1,0 +1,19 @@
+"""Team mode: one key, one ledger, one pacer, one page store, shared by every member.
+
+A team's PostgreSQL database holds the store (``parcelsearch team init postgresql://…``
+makes it); a search joins it with ``team=URL`` (``--team``, ``$PARCELSEARCH_TEAM``) as
+``user`` (``--user``, ``$PARCELSEARCH_USER``, default the login name). Modules:
+
+- :mod:`~parcelsearch.team.store`: the versioned schema, made idempotently; connections;
+- :mod:`~parcelsearch.team.spending`: :class:`TeamSpending`, the
+  :class:`~parcelsearch.spending.Spending` of a team (reserve → settle | refund, one pacer
+  per key, pages with single-flight leases);
+- :mod:`~parcelsearch.team.usage`: the quota and budgets stored, and who spent what.
+"""
+
+from __future__ import annotations
+
+from parcelsearch.team.store import init_team
+from parcelsearch.team.usage import set_budget, set_quota, team_usage
+
+__all__ = ["init_team", "set_quota", "set_budget", "team_usage"]

@@ -1,0 +1,219 @@
+"""The team store's schema (versioned, made idempotently) and connections to it.
+
+Everything lives in one PostgreSQL schema, ``parcelsearch_team``::
+
+    meta       the schema version
+    keys       per key fingerprint (never the key): the quota stored for it
+    pacers     per key: the next free send slot and a pause (Retry-After) for every member
+    calls      one row per call reserved: key, member, run, month; 'reserved' until
+               'settled'; refunded calls are deleted; a reservation whose fate is unknown
+               (a member killed) stays and counts as spent
+    budgets    per member: calls allowed per month or for life
+    pages      pages fetched by any member (same key as the local cache: never the API key)
+    leases     single flight: who is fetching a page now, until when
+    page_uses  a member reading a page another member paid for (a call saved)
+
+Reservations are made by one call of ``parcelsearch_team.reserve(...)``: under the key's row
+lock (and the member's budget row lock) it counts what is spent and inserts the
+reservation only if the quota and the budget leave room — one statement, no
+read-then-write race between members.
+"""
+
+from __future__ import annotations
+
+import re
+from collections.abc import Iterator
+from contextlib import contextmanager
+from typing import Any
+
+from parcelsearch.errors import Hint, TeamStoreError
+
+__all__ = ["SCHEMA", "VERSION", "init_team", "connect", "shown", "schema_version"]
+
+SCHEMA = "parcelsearch_team"
+#: The schema version this toolkit writes and reads.
+VERSION = 1
+#: Seconds to wait for the store to accept a connection.
+CONNECT_TIMEOUT = 5
+
+#: Migration n brings the schema from version n - 1 to n (applied in order, once each).
+_MIGRATIONS: dict[int, str] = {
+    1: f"""
+CREATE TABLE {SCHEMA}.keys (
+    fingerprint text PRIMARY KEY CHECK (fingerprint ~ '^[0-9a-f]{{16}}$'),
+    quota       integer CHECK (quota >= 0),
+    period      text CHECK (period IN ('month', 'lifetime')),
+    CHECK ((quota IS NULL) = (period IS NULL))
+);
+CREATE TABLE {SCHEMA}.pacers (
+    fingerprint  text PRIMARY KEY,
+    next_slot    timestamptz NOT NULL DEFAULT '-infinity',
+    paused_until timestamptz NOT NULL DEFAULT '-infinity'
+);
+CREATE TABLE {SCHEMA}.calls (
+    id          bigserial PRIMARY KEY,
+    fingerprint text NOT NULL,
+    member      text NOT NULL,
+    run_id      text NOT NULL,
+    month       text NOT NULL,
+    state       text NOT NULL DEFAULT 'reserved' CHECK (state IN ('reserved', 'settled')),
+    at          timestamptz NOT NULL DEFAULT clock_timestamp()
+);
+CREATE INDEX calls_by_key ON {SCHEMA}.calls (fingerprint, month);
+CREATE INDEX calls_by_member ON {SCHEMA}.calls (member, month);
+CREATE TABLE {SCHEMA}.budgets (
+    member text PRIMARY KEY,
+    calls  integer NOT NULL CHECK (calls >= 0),
+    period text NOT NULL CHECK (period IN ('month', 'lifetime'))
+);
+CREATE TABLE {SCHEMA}.pages (
+    request_key  text PRIMARY KEY,
+    base_url     text NOT NULL,
+    path         text NOT NULL,
+    polygon_json text NOT NULL,
+    page         integer NOT NULL,
+    rows         bigint NOT NULL,
+    pages        integer NOT NULL,
+    data_rows    integer NOT NULL,
+    data         text[] NOT NULL,
+    fetched_at   timestamptz NOT NULL,
+    paid_by      text NOT NULL,
+    fingerprint  text NOT NULL
+);
+CREATE TABLE {SCHEMA}.leases (
+    request_key text PRIMARY KEY,
+    holder      text NOT NULL,
+    expires     timestamptz NOT NULL
+);
+CREATE TABLE {SCHEMA}.page_uses (
+    id          bigserial PRIMARY KEY,
+    request_key text NOT NULL,
+    member      text NOT NULL,
+    fingerprint text NOT NULL,
+    month       text NOT NULL,
+    at          timestamptz NOT NULL DEFAULT clock_timestamp()
+);
+CREATE FUNCTION {SCHEMA}.month_now() RETURNS text LANGUAGE sql STABLE AS
+$$ SELECT to_char(now() AT TIME ZONE 'UTC', 'YYYY-MM') $$;
+CREATE FUNCTION {SCHEMA}.spent(p_fp text, p_period text) RETURNS bigint LANGUAGE sql STABLE AS
+$$ SELECT count(*) FROM {SCHEMA}.calls
+   WHERE fingerprint = p_fp AND (p_period = 'lifetime' OR month = {SCHEMA}.month_now()) $$;
+CREATE FUNCTION {SCHEMA}.member_spent(p_member text, p_period text) RETURNS bigint
+LANGUAGE sql STABLE AS
+$$ SELECT count(*) FROM {SCHEMA}.calls
+   WHERE member = p_member AND (p_period = 'lifetime' OR month = {SCHEMA}.month_now()) $$;
+-- One reservation: 'ok' and its id, or the limit that refused it ('quota' / 'budget'),
+-- with what was spent and the limit. Serialised per key and per member by row locks.
+CREATE FUNCTION {SCHEMA}.reserve(p_fp text, p_member text, p_run text, p_quota integer,
+                                 p_period text)
+RETURNS TABLE (id bigint, verdict text, used bigint, lim integer)
+LANGUAGE plpgsql AS $$
+DECLARE
+    k record;
+    b record;
+    q integer;
+    per text;
+    n bigint;
+BEGIN
+    INSERT INTO {SCHEMA}.keys AS t (fingerprint) VALUES (p_fp) ON CONFLICT DO NOTHING;
+    SELECT * INTO k FROM {SCHEMA}.keys AS t WHERE t.fingerprint = p_fp FOR UPDATE;
+    q := COALESCE(p_quota, k.quota);
+    per := COALESCE(p_period, k.period);
+    IF q IS NOT NULL THEN
+        n := {SCHEMA}.spent(p_fp, per);
+        IF n >= q THEN
+            RETURN QUERY SELECT NULL::bigint, 'quota'::text, n, q;
+            RETURN;
+        END IF;
+    END IF;
+    SELECT * INTO b FROM {SCHEMA}.budgets AS t WHERE t.member = p_member FOR UPDATE;
+    IF FOUND THEN
+        n := {SCHEMA}.member_spent(p_member, b.period);
+        IF n >= b.calls THEN
+            RETURN QUERY SELECT NULL::bigint, 'budget'::text, n, b.calls;
+            RETURN;
+        END IF;
+    END IF;
+    RETURN QUERY
+    INSERT INTO {SCHEMA}.calls AS c (fingerprint, member, run_id, month)
+    VALUES (p_fp, p_member, p_run, {SCHEMA}.month_now())
+    RETURNING c.id, 'ok'::text, NULL::bigint, NULL::integer;
+END $$;
+""",
+}
+
+
+def shown(url: str) -> str:
+    """The store's URL as it may be shown: without its password."""
+    return re.sub(r"(://[^:/@]*):[^@/]*@", r"\1:***@", url)
+
+
+def _failure(url: str, exc: BaseException, doing: str) -> TeamStoreError:
+    reason = " ".join(str(exc).split())[:300] or type(exc).__name__
+    return TeamStoreError(f"team store {shown(url)}: {doing}: {reason}")
+
+
+@contextmanager
+def connect(url: str, doing: str = "cannot connect") -> Iterator[Any]:
+    """One autocommit connection to the store; failures raise :class:`TeamStoreError`
+    naming the URL (without its password)."""
+    import psycopg
+
+    try:
+        conn = psycopg.connect(url, autocommit=True, connect_timeout=CONNECT_TIMEOUT)
+    except psycopg.Error as exc:
+        raise _failure(url, exc, "cannot connect") from None
+    try:
+        with conn:
+            yield conn
+    except psycopg.Error as exc:
+        raise _failure(url, exc, doing) from None
+
+
+def schema_version(conn: Any) -> int:
+    """The store's schema version (0: no schema)."""
+    found = conn.execute("SELECT to_regclass(%s)", (f"{SCHEMA}.meta",)).fetchone()[0]
+    if found is None:
+        return 0
+    row = conn.execute(f"SELECT version FROM {SCHEMA}.meta").fetchone()
+    return int(row[0]) if row else 0
+
+
+def check_schema(url: str, conn: Any) -> None:
+    """Raise unless the store has this toolkit's schema version."""
+    version = schema_version(conn)
+    if version == VERSION:
+        return
+    if version == 0:
+        raise TeamStoreError(f"team store {shown(url)} has no parcelsearch schema",
+                             hints=[Hint("team_init", shown(url), "make it with {knob}")])
+    if version < VERSION:
+        raise TeamStoreError(f"team store {shown(url)} has schema version {version}, this "
+                             f"parcelsearch needs {VERSION}",
+                             hints=[Hint("team_init", shown(url), "upgrade it with {knob}")])
+    raise TeamStoreError(f"team store {shown(url)} has schema version {version}, newer than "
+                         f"this parcelsearch knows ({VERSION}): upgrade parcelsearch")
+
+
+def init_team(url: str) -> tuple[int, int]:
+    """Create or upgrade the team store's schema; idempotent. Returns (before, after).
+
+    Raises
+    ------
+    TeamStoreError
+        The store cannot be reached (the message names the URL, without its password), or
+        its schema is newer than this toolkit.
+    """
+    with connect(url, "cannot make the schema") as conn, conn.transaction():
+        conn.execute("SELECT pg_advisory_xact_lock(hashtext('parcelsearch_team'))")
+        conn.execute(f"CREATE SCHEMA IF NOT EXISTS {SCHEMA}")
+        conn.execute(f"CREATE TABLE IF NOT EXISTS {SCHEMA}.meta (version integer NOT NULL)")
+        before = schema_version(conn)
+        if before > VERSION:
+            raise TeamStoreError(f"team store {shown(url)} has schema version {before}, newer "
+                                 f"than this parcelsearch knows ({VERSION})")
+        for version in range(before + 1, VERSION + 1):
+            conn.execute(_MIGRATIONS[version])
+        conn.execute(f"DELETE FROM {SCHEMA}.meta")
+        conn.execute(f"INSERT INTO {SCHEMA}.meta (version) VALUES (%s)", (VERSION,))
+    return before, VERSION

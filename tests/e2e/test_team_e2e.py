@@ -1,0 +1,331 @@
+"""Team mode end to end: members in separate processes share one key through a PostgreSQL
+team store, against the reference service over HTTPS.
+
+Witnesses are the service's: its request log (every call it admitted, with the polygon's
+hash and page) and its access log (every answer's status, 429s included).
+"""
+
+from __future__ import annotations
+
+import getpass
+import json
+import logging
+import os
+import re
+import shlex
+import signal
+import subprocess
+import sys
+import time
+from collections.abc import Callable, Iterator
+from pathlib import Path
+from typing import Any
+
+import geopandas as gpd
+import pandas as pd
+import psycopg
+import pytest
+
+import parcelsearch
+from parcelsearch.team import init_team, set_budget, set_quota
+from parcelsearch.team.store import SCHEMA
+
+pytestmark = pytest.mark.slow
+
+#: Each member's areas: every area is wanted by two members (their pages overlap).
+MEMBERS = {
+    "alice": ["northside", "pine-street", "park-ring"],
+    "bob": ["pine-street", "park-ring", "twin-sites"],
+    "carol": ["northside", "twin-sites"],
+}
+
+
+class _Statuses(logging.Handler):
+    """The service's access log, kept: one status per answer."""
+
+    def __init__(self) -> None:
+        super().__init__()
+        self.statuses: list[int] = []
+
+    def emit(self, record: logging.LogRecord) -> None:
+        if record.args and isinstance(record.args, tuple):
+            self.statuses.append(int(record.args[3]))
+
+
+@pytest.fixture
+def statuses() -> Iterator[list[int]]:
+    logger = logging.getLogger("parcelsearch.service.access")
+    handler = _Statuses()
+    level = logger.level
+    logger.addHandler(handler)
+    logger.setLevel(logging.INFO)
+    yield handler.statuses
+    logger.removeHandler(handler)
+    logger.setLevel(level)
+
+
+@pytest.fixture
+def team(postgres: Any) -> str:
+    url: str = postgres.database("team")
+    init_team(url)
+    return url
+
+
+@pytest.fixture
+def member_files(tmp_path: Path, demo_areas: gpd.GeoDataFrame) -> dict[str, Path]:
+    files = {}
+    for name, wanted in MEMBERS.items():
+        path = tmp_path / f"{name}-areas.parquet"
+        demo_areas.loc[wanted].reset_index().to_parquet(path)
+        files[name] = path
+    return files
+
+
+@pytest.fixture
+def solo(service: Any, ca_bundle: str, tmp_path: Path, make_key: Callable[..., Any],
+         demo_areas: gpd.GeoDataFrame) -> dict[str, tuple[pd.DataFrame, int]]:
+    """Each member's ids and calls searched alone (a key and cache of its own), and the
+    calls of all their areas together (``"union"``)."""
+    out = {}
+    wanted = {**MEMBERS, "union": sorted({a for areas in MEMBERS.values() for a in areas})}
+    for name, areas in wanted.items():
+        client = parcelsearch.Client(make_key("production", quota=100_000), service.base_url,
+                                     ca_bundle, cache_dir=tmp_path / f"solo-{name}")
+        result = parcelsearch.search(demo_areas.loc[areas], client=client, progress=False)
+        out[name] = (result.ids, result.calls)
+    return out
+
+
+def _env(key: str, service: Any, ca_bundle: str, cache: Path, **extra: str) -> dict[str, str]:
+    src = str(Path(parcelsearch.__file__).parent.parent)
+    return {**os.environ, "PARCELSEARCH_API_KEY": key, "PARCELSEARCH_BASE_URL": service.base_url,
+            "PARCELSEARCH_CA_BUNDLE": ca_bundle, "PARCELSEARCH_CACHE_DIR": str(cache),
+            "PYTHONPATH": src + os.pathsep + os.environ.get("PYTHONPATH", ""), **extra}
+
+
+def _member(name: str, areas: Path, out: Path, team: str, env: dict[str, str],
+            *extra: str) -> subprocess.Popen[bytes]:
+    args = [sys.executable, "-m", "parcelsearch.cli", "search", str(areas), "--out", str(out),
+            "--id-column", "area_id", "--team", team, "--user", name, "--quiet", *extra]
+    return subprocess.Popen(args, env=env, stdout=subprocess.PIPE, stderr=subprocess.PIPE)
+
+
+def _same_ids(got: pd.DataFrame, want: pd.DataFrame) -> bool:
+    pairs = {(str(a), str(g)) for a, g in zip(got["area_id"], got["group_id"], strict=True)}
+    return pairs == {(str(a), str(g)) for a, g in zip(want["area_id"], want["group_id"],
+                                                       strict=True)}
+
+
+def _run_members(tmp_path: Path, files: dict[str, Path], team: str, key: str, service: Any,
+                 ca_bundle: str) -> dict[str, tuple[int, str, Path]]:
+    procs = {}
+    for name, areas in files.items():
+        env = _env(key, service, ca_bundle, tmp_path / f"cache-{name}")
+        procs[name] = (_member(name, areas, tmp_path / f"{name}.parquet", team, env),
+                       tmp_path / f"{name}.parquet")
+    done = {}
+    for name, (proc, out) in procs.items():
+        _, err = proc.communicate(timeout=300)
+        done[name] = (proc.returncode, err.decode(), out)
+    return done
+
+
+def _log(service: Any, key: Any) -> pd.DataFrame:
+    return service.keys.requests(key.name)
+
+
+def test_three_members_share_one_key_within_its_quota(
+    team: str, service: Any, ca_bundle: str, make_key: Callable[..., Any], tmp_path: Path,
+    member_files: dict[str, Path], solo: dict[str, tuple[pd.DataFrame, int]],
+    statuses: list[int],
+) -> None:
+    union_calls = solo["union"][1]
+    naive = sum(solo[name][1] for name in MEMBERS)
+    assert union_calls < naive  # the quota below fits the shared pages, not the naive sum
+    key = make_key("production", quota=union_calls)
+    set_quota(team, parcelsearch.Client(key, service.base_url, ca_bundle).fingerprint,
+              union_calls, "month")
+    statuses.clear()
+    done = _run_members(tmp_path, member_files, team, key, service, ca_bundle)
+
+    log = _log(service, key)
+    assert len(log) <= union_calls  # the service counted no more than the quota
+    assert 429 not in statuses  # no quota violation, no spike arrest
+    assert not log.duplicated(["polygon_sha256", "page"]).any()  # each page paid once
+    usage = parcelsearch.team_usage(team)
+    keys = usage[usage["scope"] == "key"]
+    assert keys["calls_lifetime"].tolist() == [len(log)]  # team usage = the service's count
+    members = usage[usage["scope"] == "member"].set_index("name")
+    assert members["calls_lifetime"].sum() == len(log)
+    for name, (code, err, out) in done.items():
+        assert code in (0, 3), f"{name}: {err[-2000:]}"
+        if code == 0:
+            assert _same_ids(pd.read_parquet(out), solo[name][0]), name
+            # every page it needed: paid by it, or paid by another and shared
+            mine = members.loc[name]
+            assert mine["calls_lifetime"] + mine["calls_saved"] == solo[name][1], name
+    assert [code for code, _, _ in done.values()] == [0, 0, 0], done  # the quota fits all
+
+
+def test_member_budgets_hold_under_concurrency(
+    team: str, service: Any, ca_bundle: str, make_key: Callable[..., Any], tmp_path: Path,
+    member_files: dict[str, Path], solo: dict[str, tuple[pd.DataFrame, int]],
+    statuses: list[int],
+) -> None:
+    key = make_key("production", quota=100_000)
+    budgets = {"alice": 3, "bob": 2, "carol": 2}  # 7 calls together: the union costs more
+    assert sum(budgets.values()) < solo["union"][1]
+    for name, calls in budgets.items():
+        set_budget(team, name, calls)
+    statuses.clear()
+    done = _run_members(tmp_path, member_files, team, key, service, ca_bundle)
+    usage = parcelsearch.team_usage(team)
+    members = usage[usage["scope"] == "member"].set_index("name")
+    for name, (code, err, out) in done.items():
+        assert members.loc[name, "calls_lifetime"] <= budgets[name]  # the budget held
+        assert members.loc[name, "limit"] == budgets[name]
+        if code == 0:
+            assert _same_ids(pd.read_parquet(out), solo[name][0]), name
+        else:
+            assert code == 3 and f"{name}'s team budget" in err, err[-2000:]
+    assert 3 in [code for code, _, _ in done.values()]  # not everyone can finish
+    log = _log(service, key)
+    assert usage.loc[usage["scope"] == "key", "calls_lifetime"].tolist() == [len(log)]
+    assert not log.duplicated(["polygon_sha256", "page"]).any()
+    assert 429 not in statuses
+
+
+def test_a_member_killed_mid_run_leaves_nothing_blocking_and_a_rerun_resumes(
+    team: str, service: Any, ca_bundle: str, make_key: Callable[..., Any], tmp_path: Path,
+    member_files: dict[str, Path], solo: dict[str, tuple[pd.DataFrame, int]],
+) -> None:
+    key = make_key("production", quota=100_000)
+    slow = {"PARCELSEARCH_RATE": "3", "PARCELSEARCH_TEAM_LEASE": "3"}
+    env = _env(key, service, ca_bundle, tmp_path / "cache-alice", **slow)
+    victim = _member("alice", member_files["alice"], tmp_path / "alice.parquet", team, env)
+    deadline = time.monotonic() + 60
+    while len(_log(service, key)) < 2:
+        assert victim.poll() is None, victim.communicate()[1].decode()[-2000:]
+        assert time.monotonic() < deadline, "alice did not start"
+        time.sleep(0.02)
+    os.kill(victim.pid, signal.SIGKILL)
+    victim.communicate(timeout=30)
+    with psycopg.connect(team) as conn:
+        held = conn.execute(f"SELECT count(*) FROM {SCHEMA}.leases").fetchone()[0]
+    assert held >= 1  # alice died holding leases on pages bob needs too
+
+    env_bob = _env(key, service, ca_bundle, tmp_path / "cache-bob")
+    bob = _member("bob", member_files["bob"], tmp_path / "bob.parquet", team, env_bob)
+    _, err = bob.communicate(timeout=300)
+    assert bob.returncode == 0, err.decode()[-2000:]  # alice's leases expired; bob took over
+    assert _same_ids(pd.read_parquet(tmp_path / "bob.parquet"), solo["bob"][0])
+
+    before = len(_log(service, key))
+    rerun = _member("alice", member_files["alice"], tmp_path / "alice.parquet", team, env)
+    _, err = rerun.communicate(timeout=300)
+    assert rerun.returncode == 0, err.decode()[-2000:]
+    assert _same_ids(pd.read_parquet(tmp_path / "alice.parquet"), solo["alice"][0])
+    log = _log(service, key)
+    assert len(log) - before < solo["alice"][1]  # resumed: what was fetched was not paid again
+    with psycopg.connect(team) as conn:
+        assert conn.execute(f"SELECT count(*) FROM {SCHEMA}.leases "
+                            "WHERE expires > clock_timestamp()").fetchone()[0] == 0
+
+
+def test_an_unreachable_team_store_is_exit_1_naming_it(
+    service: Any, ca_bundle: str, api_key: str, tmp_path: Path,
+    member_files: dict[str, Path],
+) -> None:
+    env = _env(api_key, service, ca_bundle, tmp_path / "cache")
+    url = "postgresql://alice:s3cret@127.0.0.1:9/team"
+    proc = _member("alice", member_files["alice"], tmp_path / "out.parquet", url, env)
+    _, err = proc.communicate(timeout=120)
+    text = err.decode()
+    assert proc.returncode == 1
+    assert "postgresql://alice:***@127.0.0.1:9/team" in text and "s3cret" not in text
+    assert service.keys.requests(api_key.name).empty  # type: ignore[attr-defined]
+
+
+def _readme_team_commands() -> list[str]:
+    text = (Path(__file__).resolve().parents[2] / "README.md").read_text()
+    section = text.split("## Team mode", 1)[1].split("\n## ", 1)[0]
+    block = re.findall(r"```shell\n(.*?)```", section, flags=re.S)[0]
+    return [line[2:] for line in block.splitlines() if line.startswith("$ ")]
+
+
+def _cli(argv: list[str], env: dict[str, str], cwd: Path) -> subprocess.CompletedProcess[str]:
+    return subprocess.run([sys.executable, "-m", "parcelsearch.cli", *argv], env=env, cwd=cwd,
+                          capture_output=True, text=True, timeout=300)
+
+
+def test_the_readme_team_commands_and_the_team_command_line(
+    postgres: Any, service: Any, ca_bundle: str, make_key: Callable[..., Any], tmp_path: Path,
+    demo_areas: gpd.GeoDataFrame,
+) -> None:
+    url = postgres.database("team")
+    demo_areas.loc[["northside", "pine-street"]].reset_index().to_file(tmp_path / "areas.gpkg")
+    key = make_key("production", quota=1_000)
+    env = _env(key, service, ca_bundle, tmp_path / "cache")
+    env.pop("PARCELSEARCH_TEAM", None)
+    for command in _readme_team_commands():  # as written, on this session's store
+        argv = shlex.split(command.replace("postgresql://db.example/team", url))[1:]
+        done = _cli(argv, env, tmp_path)
+        assert done.returncode == 0, f"{command}\n{done.stderr}"
+    assert "already" in _cli(["team", "init", url], env, tmp_path).stdout  # idempotent
+
+    env_team = {**env, "PARCELSEARCH_TEAM": url, "PARCELSEARCH_USER": "dana"}
+    assert _cli(["team", "quota", "--calls", "500", "--period", "month"], env_team,
+                tmp_path).returncode == 0
+    assert _cli(["team", "budget", "--user", "erin", "--calls", "0"], env_team,
+                tmp_path).returncode == 0
+    # A second machine (its own cache) reuses every page: nothing is sent.
+    again = _cli(["search", "areas.gpkg", "--id-column", "area_id", "--out", "dana.parquet",
+                  "--quiet", "--cache-dir", str(tmp_path / "cache-dana")], env_team, tmp_path)
+    assert again.returncode == 0, again.stderr
+    refused = _cli(["search", "areas.gpkg", "--id-column", "area_id", "--out", "erin.parquet",
+                    "--quiet", "--user", "erin", "--refresh"], env_team, tmp_path)
+    assert refused.returncode == 3 and "erin's team budget allows 0 more" in refused.stderr
+    log = service.keys.requests(key.name)
+    usage = json.loads(_cli(["team", "usage", "--json"], env_team, tmp_path).stdout)
+    by_name = {row["name"]: row for row in usage}
+    login = getpass.getuser()
+    fingerprint = parcelsearch.Client(key, service.base_url, ca_bundle).fingerprint
+    assert by_name[f"sha256:{fingerprint}"]["calls_lifetime"] == len(log)
+    assert (by_name[f"sha256:{fingerprint}"]["limit"], by_name[f"sha256:{fingerprint}"]
+            ["period"]) == (500, "month")
+    assert by_name[login]["calls_lifetime"] == len(log)  # the first search: the login name
+    assert by_name["dana"]["calls_lifetime"] == 0
+    assert by_name["dana"]["calls_saved"] == len(log) == by_name["dana"]["pages_shared"]
+    assert (by_name["erin"]["calls_lifetime"], by_name["erin"]["limit"]) == (0, 0)
+
+
+def test_a_store_lost_mid_run_stops_it_keeping_what_was_found(
+    team: str, postgres: Any, service: Any, ca_bundle: str, make_key: Callable[..., Any],
+    tmp_path: Path, member_files: dict[str, Path],
+) -> None:
+    key = make_key("production", quota=100_000)
+    env = _env(key, service, ca_bundle, tmp_path / "cache", PARCELSEARCH_RATE="3")
+    out = tmp_path / "alice.parquet"
+    proc = _member("alice", member_files["alice"], out, team, env)
+    deadline = time.monotonic() + 60
+    while len(_log(service, key)) < 2:
+        assert proc.poll() is None, proc.communicate()[1].decode()[-2000:]
+        assert time.monotonic() < deadline, "alice did not start"
+        time.sleep(0.02)
+    name = team.rsplit("/", 1)[1]
+    with psycopg.connect(postgres.url(), autocommit=True) as conn:
+        conn.execute(f'ALTER DATABASE "{name}" ALLOW_CONNECTIONS false')
+        conn.execute("SELECT pg_terminate_backend(pid) FROM pg_stat_activity "
+                     "WHERE datname = %s", (name,))
+    try:
+        _, err = proc.communicate(timeout=120)
+    finally:
+        with psycopg.connect(postgres.url(), autocommit=True) as conn:
+            conn.execute(f'ALTER DATABASE "{name}" ALLOW_CONNECTIONS true')
+    assert proc.returncode == 1, err.decode()[-2000:]
+    assert "team store postgresql://" in err.decode() and "lost while" in err.decode()
+    partial = pd.read_parquet(out)
+    assert len(partial) > 0  # what was found is written (marked incomplete)
+    with psycopg.connect(team) as conn:
+        reserved = conn.execute(f"SELECT count(*) FROM {SCHEMA}.calls").fetchone()[0]
+    assert len(_log(service, key)) <= reserved  # nothing was sent unreserved

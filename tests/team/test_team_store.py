@@ -1,0 +1,188 @@
+"""The team store on a throwaway PostgreSQL cluster: schema, reservations, pacer, leases.
+
+The searches against the reference service, witnessed by its request log, are in
+``tests/e2e/test_team_e2e.py``.
+"""
+
+from __future__ import annotations
+
+import threading
+import time
+from pathlib import Path
+from typing import Any
+
+import psycopg
+import pytest
+from _threads import race
+
+from parcelsearch.errors import QuotaWouldExceedError, TeamStoreError
+from parcelsearch.ledger import Quota
+from parcelsearch.page import Page
+from parcelsearch.team import init_team, set_budget, set_quota, team_usage
+from parcelsearch.team.spending import TeamSpending
+from parcelsearch.team.store import SCHEMA, VERSION, schema_version
+
+FP = "0123456789abcdef"
+
+
+class _Client:
+    fingerprint = FP
+
+
+@pytest.fixture
+def team(postgres: Any) -> str:
+    url: str = postgres.database("team")
+    init_team(url)
+    return url
+
+
+def _member(url: str, user: str) -> TeamSpending:
+    return TeamSpending.open(url, _Client(), user=user, cache=None)  # type: ignore[arg-type]
+
+
+def _page(key: str = "k1") -> Page:
+    return Page(request_key=key, polygon_json="[[0,0],[1,0],[1,1],[0,0]]", page=1, rows=2,
+                pages=1, data_rows=2, data=("g1", "g2"), base_url="https://x", path="/v1/search")
+
+
+def test_init_is_idempotent_and_versioned(postgres: Any) -> None:
+    url = postgres.database("team")
+    assert init_team(url) == (0, VERSION)
+    assert init_team(url) == (VERSION, VERSION)
+    with psycopg.connect(url) as conn:
+        assert schema_version(conn) == VERSION
+
+
+def test_an_unreachable_store_is_named_without_its_password() -> None:
+    url = "postgresql://alice:s3cret@127.0.0.1:9/team"
+    with pytest.raises(TeamStoreError, match=r"alice:\*\*\*@127.0.0.1:9/team") as caught:
+        init_team(url)
+    assert "s3cret" not in str(caught.value)
+
+
+def test_a_store_without_schema_says_how_to_make_it(postgres: Any) -> None:
+    url = postgres.database("team")
+    with pytest.raises(TeamStoreError, match="no parcelsearch schema.*init_team"):
+        _member(url, "alice")
+
+
+def test_threads_of_several_members_never_pass_the_quota(team: str) -> None:
+    set_quota(team, FP, 37, "month")
+    members = [_member(team, name) for name in ("alice", "bob", "carol")]
+    granted, refused = race(
+        lambda i: members[i % 3].reserve("run", members[i % 3].stored_quota()),
+        QuotaWouldExceedError, threads=12)
+    assert (granted, refused) == (37, 120 - 37)
+    usage = team_usage(team)
+    key = usage[usage["scope"] == "key"].iloc[0]
+    assert (key["calls_month"], key["calls_lifetime"], key["limit"]) == (37, 37, 37)
+    assert usage[usage["scope"] == "member"]["calls_month"].sum() == 37
+    for member in members:
+        member.close()
+
+
+def test_refunds_give_back_and_unknown_fates_count(team: str) -> None:
+    alice = _member(team, "alice")
+    quota = Quota(2, "lifetime")
+    first = alice.reserve("r", quota)
+    alice.settle(first)
+    second = alice.reserve("r", quota)  # sent, never settled: its fate is unknown
+    with pytest.raises(QuotaWouldExceedError, match="no calls left: the team store counts 2"):
+        alice.reserve("r", quota)
+    alice.refund(first)
+    assert alice.limits(quota) == [(1, "quota")]
+    with psycopg.connect(team) as conn:
+        states = conn.execute(f"SELECT id, state FROM {SCHEMA}.calls").fetchall()
+    assert states == [(second, "reserved")]
+    alice.close()
+
+
+def test_a_member_budget_is_refused_before_spending(team: str) -> None:
+    set_budget(team, "bob", 2)
+    bob, alice = _member(team, "bob"), _member(team, "alice")
+    assert bob.limits(None) == [(2, "user budget")]
+    bob.reserve("r", None)
+    bob.reserve("r", None)
+    with pytest.raises(QuotaWouldExceedError, match="bob has no calls left of their team budget"):
+        bob.reserve("r", None)
+    alice.reserve("r", None)  # budgets are per member
+    bob.close()
+    alice.close()
+
+
+def test_one_pacer_spaces_every_member(team: str) -> None:
+    from parcelsearch._http import RateLimiter
+
+    limiter = RateLimiter(20)  # one slot every 51.5 ms
+    members = [_member(team, name) for name in ("alice", "bob")]
+    sent: list[float] = []
+    lock = threading.Lock()
+
+    def go(member: TeamSpending) -> None:
+        for _ in range(10):
+            member.pace(limiter, None)
+            with lock:
+                sent.append(time.monotonic())
+
+    threads = [threading.Thread(target=go, args=(m,)) for m in members for _ in range(2)]
+    for thread in threads:
+        thread.start()
+    for thread in threads:
+        thread.join()
+    sent.sort()
+    window = [b - a for a, b in zip(sent, sent[20:], strict=False)]
+    assert len(sent) == 40 and min(window) >= 0.95  # never 21 sends in one second
+    for member in members:
+        member.close()
+
+
+def test_a_pause_holds_every_member(team: str) -> None:
+    from parcelsearch._http import RateLimiter
+
+    alice, bob = _member(team, "alice"), _member(team, "bob")
+    alice.pause(1.0)
+    start = time.monotonic()
+    bob.pace(RateLimiter(10), None)
+    assert time.monotonic() - start >= 0.9
+    alice.close()
+    bob.close()
+
+
+def test_one_member_fetches_a_page_the_others_wait_and_read(team: str) -> None:
+    alice, bob = _member(team, "alice"), _member(team, "bob")
+    stop = threading.Event()
+    assert alice.claim("k1", None, stop) is None  # alice fetches
+    got: list[Page | None] = []
+    waiter = threading.Thread(target=lambda: got.append(bob.claim("k1", None, stop)))
+    waiter.start()
+    time.sleep(0.3)
+    assert not got  # bob waits for alice's page
+    alice.keep(_page())
+    waiter.join(5)
+    assert got and got[0] is not None and got[0].data == ("g1", "g2")
+    usage = team_usage(team).set_index("name")
+    assert (usage.loc["bob", "pages_shared"], usage.loc["bob", "calls_saved"]) == (1, 1)
+    alice.close()
+    bob.close()
+
+
+def test_an_expired_lease_is_taken_over(team: str, monkeypatch: pytest.MonkeyPatch,
+                                        tmp_path: Path) -> None:
+    monkeypatch.setenv("PARCELSEARCH_TEAM_LEASE", "0.5")
+    alice, bob = _member(team, "alice"), _member(team, "bob")
+    stop = threading.Event()
+    assert alice.claim("k2", None, stop) is None  # alice claims, then dies
+    start = time.monotonic()
+    assert bob.claim("k2", None, stop) is None  # bob takes over once the lease expires
+    assert time.monotonic() - start >= 0.4
+    alice.close()
+    bob.close()
+
+
+def test_a_lost_store_stops_with_a_clear_error(team: str) -> None:
+    alice = _member(team, "alice")
+    with psycopg.connect(team, autocommit=True) as conn:
+        conn.execute(f"ALTER TABLE {SCHEMA}.calls RENAME TO calls_gone")
+    with pytest.raises(TeamStoreError, match="lost while reserving a call.*Nothing was sent"):
+        alice.reserve("r", None)
+    alice.close()

@@ -1,0 +1,159 @@
+"""Diffs between two searches: rows, summary, changed pieces, refusals, files and run ids
+(built from real plans, no network)."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import geopandas as gpd
+import pandas as pd
+import pytest
+import shapely
+
+import parcelsearch
+from parcelsearch import outputs
+from parcelsearch.comparison import NotComparableError, Side, compare
+from parcelsearch.result import SearchResult
+
+A, B, C, D = "a" * 17, "b" * 17, "c" * 17, "d" * 17
+
+
+def _areas(offset: float = 0.0) -> gpd.GeoDataFrame:
+    return gpd.GeoDataFrame(
+        {"area": ["x", "y"]},
+        geometry=[shapely.box(-97.0, 32.0, -96.99 + offset, 32.01),
+                  shapely.box(-96.0, 32.0, -95.99, 32.01)],
+        crs="EPSG:4326")
+
+
+def _result(pairs: list[tuple[str, str]], rows: list[int], *, tolerance: float = 0.0,
+            areas: gpd.GeoDataFrame | None = None, **tiles: list[object]) -> SearchResult:
+    plan = parcelsearch.plan(_areas() if areas is None else areas, tolerance, id_column="area")
+    ids = pd.DataFrame(pairs, columns=["area", "group_id"]).astype({"group_id": "string"})
+    table = plan.tiles.assign(rows=rows, pages=[1] * len(rows), pages_fetched=[1] * len(rows),
+                              calls=[1] * len(rows), cached_pages=[0] * len(rows),
+                              from_cache=[False] * len(rows), **tiles)
+    return SearchResult(ids=ids, tiles=table, plan=plan, calls=len(rows))
+
+
+def test_rows_and_summary_name_what_appeared_and_vanished() -> None:
+    old = _result([("x", A), ("x", B), ("y", C)], [2, 1])
+    new = _result([("x", A), ("x", D), ("y", C)], [2, 1],
+                  status=["read", "inferred"], changed=[True, False])
+    diff = new.diff(old)
+    assert diff.rows.to_dict("records") == [
+        {"area": "x", "group_id": B, "change": "removed"},
+        {"area": "x", "group_id": D, "change": "added"},
+    ]
+    assert diff.summary.loc["x", ["before", "after", "added", "removed"]].tolist() == [2, 2, 1, 1]
+    assert diff.summary.loc["y", ["read", "inferred", "changed_pieces"]].tolist() == [0, 1, 0]
+    assert diff.pieces is not None and list(diff.pieces["area"]) == ["x"]
+    assert (diff.added, diff.removed) == (1, 1)
+
+
+def test_a_piece_whose_rows_differ_is_changed_without_flags() -> None:
+    old = _result([("x", A), ("y", C)], [1, 1])
+    new = _result([("x", A), ("y", C), ("y", D)], [1, 2])
+    diff = new.diff(old)
+    assert diff.pieces is not None and list(diff.pieces["area"]) == ["y"]
+
+
+def test_no_change_is_an_empty_diff() -> None:
+    old = _result([("x", A), ("y", C)], [1, 1])
+    diff = _result([("x", A), ("y", C)], [1, 1]).diff(old)
+    assert diff.rows.empty and diff.summary["comparable"].all()
+    assert "0 added, 0 removed" in repr(diff)
+
+
+def test_different_tolerance_is_refused_saying_why() -> None:
+    old = _result([("x", A)], [1, 1])
+    new = _result([("x", A)], [1, 1], tolerance=5.0)
+    with pytest.raises(NotComparableError, match="tolerance 0 m.*5 m") as caught:
+        new.diff(old)
+    assert "--tolerance 0" in caught.value.render("cli")
+
+
+def test_different_areas_are_refused_naming_the_common_ones() -> None:
+    old = _result([("x", A)], [1, 1])
+    one = _areas().iloc[[0]]
+    plan = parcelsearch.plan(one, id_column="area")
+    new = SearchResult(ids=pd.DataFrame({"area": ["x"], "group_id": [A]}),
+                       tiles=plan.tiles.assign(rows=[1], pages=[1], pages_fetched=[1],
+                                               calls=[1], cached_pages=[0], from_cache=[False]),
+                       plan=plan)
+    with pytest.raises(NotComparableError, match=r"only the previous result has areas 'y'.*"
+                                                 r"comparable on 1 common areas \('x'\)"):
+        new.diff(old)
+
+
+def test_same_ids_other_geometries_are_refused() -> None:
+    old = _result([("x", A)], [1, 1])
+    new = _result([("x", A)], [1, 1], areas=_areas(offset=0.001))
+    with pytest.raises(NotComparableError, match="different geometries"):
+        new.diff(old)
+
+
+def test_areas_an_incomplete_side_did_not_finish_are_left_out() -> None:
+    old = _result([("x", A), ("y", C)], [1, 1])
+    partial = _result([("x", B)], [1, 1])
+    partial = SearchResult(ids=partial.ids, tiles=partial.tiles, plan=partial.plan,
+                           complete=False, areas_complete=["x"])
+    diff = partial.diff(old)
+    assert set(diff.rows["area"]) == {"x"}
+    assert diff.summary["comparable"].to_dict() == {"x": True, "y": False}
+
+
+@pytest.mark.parametrize("suffix", [".parquet", ".csv", ".gpkg", ".geojson"])
+def test_outputs_compare_like_results(tmp_path: Path, suffix: str) -> None:
+    old = _result([("x", A), ("x", B), ("y", C)], [2, 1])
+    new = _result([("x", A), ("y", C), ("y", D)], [1, 2])
+    paths = [outputs.write_ids(r, tmp_path / f"{n}{suffix}") for n, r in (("o", old), ("n", new))]
+    diff = compare(Side.of_file(paths[0]), Side.of_file(paths[1]))
+    expected = new.diff(old).rows
+    assert diff.rows.astype({"group_id": str}).equals(expected.astype({"group_id": str}))
+
+
+def test_a_file_that_is_not_an_output_is_refused(tmp_path: Path) -> None:
+    with pytest.raises(parcelsearch.InputError, match="does not exist"):
+        Side.of_file(tmp_path / "missing.parquet")
+    (tmp_path / "x.txt").write_text("x")
+    with pytest.raises(parcelsearch.InputError, match=r"\.txt is not one of"):
+        Side.of_file(tmp_path / "x.txt")
+    pd.DataFrame({"area": ["x"], "group_id": [A]}).to_parquet(tmp_path / "plain.parquet")
+    with pytest.raises(parcelsearch.InputError, match="no run metadata"):
+        Side.of_file(tmp_path / "plain.parquet")
+
+
+def test_diff_rows_are_written(tmp_path: Path) -> None:
+    old = _result([("x", A), ("y", C)], [1, 1])
+    diff = _result([("x", B), ("y", C)], [1, 1]).diff(old)
+    written = pd.read_csv(diff.to_file(tmp_path / "d.csv"))
+    assert written[["group_id", "change"]].values.tolist() == [[A, "removed"], [B, "added"]]
+    with pytest.raises(parcelsearch.InputError, match="use .parquet or .csv"):
+        diff.to_file(tmp_path / "d.gpkg")
+
+
+def test_result_maps_outline_the_pieces_that_changed() -> None:
+    from parcelsearch.maps.describe import CHANGED_NAME, result_spec
+
+    changed = _result([("x", A), ("y", C)], [1, 1],
+                      changed=pd.array([True, None], dtype="boolean"))
+    spec = result_spec(changed)
+    assert spec.feature_counts()[CHANGED_NAME] == 1
+    assert "1 changed" in spec.subtitle
+    assert any(e.label == "changed since the last run" for e in spec.legend.entries)
+    plain = result_spec(_result([("x", A), ("y", C)], [1, 1]))
+    assert CHANGED_NAME not in plain.feature_counts()
+
+
+@pytest.mark.parametrize("suffix", [".gpkg", ".geojson"])
+def test_areas_read_back_from_a_file_compare_with_the_originals(tmp_path: Path,
+                                                                suffix: str) -> None:
+    from parcelsearch.history import areas_fingerprint
+
+    areas = parcelsearch.demo_areas()  # one area is a MultiPolygon: a GPKG makes all multi
+    areas.to_file(tmp_path / f"areas{suffix}")
+    back = gpd.read_file(tmp_path / f"areas{suffix}")
+    assert (back.geom_type == "MultiPolygon").any()
+    assert areas_fingerprint(parcelsearch.plan(back, id_column="area_id")) == areas_fingerprint(
+        parcelsearch.plan(areas, id_column="area_id"))

@@ -1,0 +1,94 @@
+"""The run history: records, listing, the last complete record of a ring, stale pages."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import pandas as pd
+import pytest
+
+import parcelsearch
+from parcelsearch.history import (
+    PieceRecord,
+    RunHistory,
+    RunRecord,
+    page_digest,
+    polygon_digest,
+)
+
+RING = "[[0,0],[1,0],[1,1],[0,0]]"
+OTHER = "[[2,0],[3,0],[3,1],[2,0]]"
+
+
+def _run(run_id: str, finished: str, pieces: list[PieceRecord], *, mode: str = "cached",
+         complete: bool = True) -> RunRecord:
+    ids = pd.DataFrame({"area": ["a", "a", "b"], "group_id": ["1" * 17, "2" * 17, "3" * 17]})
+    return RunRecord(run_id=run_id, started=finished, finished=finished,
+                     fingerprint="0123456789abcdef", base_url="https://x", path="/v1/search",
+                     areas_fingerprint="f" * 16, areas=2, id_name="area", tolerance=0.0,
+                     mode=mode, complete=complete, calls=3, pieces=pieces, ids=ids,
+                     areas_ids=["a", "b"], areas_complete=["a", "b"] if complete else ["b"])
+
+
+def _piece(ring: str, rows: int, status: str = "read", changed: bool | None = None,
+           digests: tuple[str, ...] = ("d1", "d2")) -> PieceRecord:
+    return PieceRecord("a", 0 if ring == RING else 1, ring, rows, 2, status, changed, digests)
+
+
+def test_runs_are_listed_latest_first_with_their_pieces(tmp_path: Path) -> None:
+    history = RunHistory(tmp_path / "ledger.sqlite")
+    history.record(_run("r1", "2026-01-01T00:00:00", [_piece(RING, 150), _piece(OTHER, 120)]))
+    history.record(_run("r2", "2026-02-01T00:00:00",
+                        [_piece(RING, 150, "inferred", False), _piece(OTHER, 121, "read", True)],
+                        mode="changed"))
+    runs = parcelsearch.runs(tmp_path)
+    assert runs["run_id"].tolist() == ["r2", "r1"]
+    assert runs.loc[0, ["mode", "pieces", "read", "inferred", "changed"]].tolist() == [
+        "changed", 2, 1, 1, 1]
+    assert runs.loc[0, "areas_ids"] == ["a", "b"]
+    pieces = history.pieces("r2")
+    assert pieces["ring"].tolist() == [RING, OTHER] and pieces["changed"].tolist() == [False, True]
+    assert history.ids("r1", "area").values.tolist() == [["a", "1" * 17], ["a", "2" * 17],
+                                                          ["b", "3" * 17]]
+
+
+def test_a_run_is_found_by_a_unique_prefix_or_refused(tmp_path: Path) -> None:
+    history = RunHistory(tmp_path / "ledger.sqlite")
+    for run_id in ("abc1", "abc2"):
+        history.record(_run(run_id, "2026-01-01T00:00:00", [_piece(RING, 1)]))
+    assert history.run("abc1")["run_id"] == "abc1"
+    with pytest.raises(parcelsearch.InputError, match="2 runs with id 'abc'") as caught:
+        history.run("abc")
+    assert "parcelsearch runs" in caught.value.render("cli")
+    with pytest.raises(parcelsearch.InputError, match="no run with id 'zz'"):
+        history.run("zz")
+
+
+def test_previous_is_the_last_complete_record_and_stale_pieces_are_named(tmp_path: Path) -> None:
+    history = RunHistory(tmp_path / "ledger.sqlite")
+    history.record(_run("r1", "2026-01-01T00:00:00", [_piece(RING, 150, digests=("a", "b"))]))
+    history.record(_run("r2", "2026-02-01T00:00:00",
+                        [_piece(RING, 151, "incomplete", True, digests=("c",))],
+                        mode="changed", complete=False))
+    previous, stale = history.previous("https://x", "/v1/search", [RING, OTHER])
+    assert previous[RING].rows == 150 and previous[RING].digests == ("a", "b")
+    assert OTHER not in previous and stale == {RING}
+    assert history.previous("https://y", "/v1/search", [RING]) == ({}, set())
+    history.record(_run("r3", "2026-02-02T00:00:00", [_piece(RING, 151, digests=("c", "e"))]))
+    previous, stale = history.previous("https://x", "/v1/search", [RING])
+    assert previous[RING].digests == ("c", "e") and not stale
+
+
+def test_digests_change_with_counts_order_and_ids() -> None:
+    base = page_digest(150, 2, ["1" * 17, "2" * 17])
+    assert base == page_digest(150, 2, ("1" * 17, "2" * 17))
+    assert len({base, page_digest(151, 2, ["1" * 17, "2" * 17]),
+                page_digest(150, 2, ["2" * 17, "1" * 17]),
+                page_digest(150, 2, ["1" * 17, "3" * 17])}) == 4
+    assert polygon_digest(RING) != polygon_digest(OTHER)
+
+
+def test_an_unusable_file_is_a_configuration_error(tmp_path: Path) -> None:
+    (tmp_path / "dir").mkdir()
+    with pytest.raises(parcelsearch.ConfigurationError, match="cannot open the quota ledger"):
+        RunHistory(tmp_path / "dir")

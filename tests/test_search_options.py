@@ -1,0 +1,55 @@
+"""SearchOptions: checked once when made, frozen, the team and user resolved."""
+
+from __future__ import annotations
+
+import dataclasses
+import getpass
+
+import pytest
+
+from parcelsearch.errors import ConfigurationError
+from parcelsearch.ledger import Quota
+from parcelsearch.search_options import SearchOptions
+
+
+def test_options_are_checked_once_and_frozen(monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.delenv("PARCELSEARCH_QUOTA", raising=False)
+    options = SearchOptions(budget=5, quota=Quota.parse("demo"))
+    assert options.quota == Quota(50, "lifetime") and options.team is None
+    with pytest.raises(dataclasses.FrozenInstanceError):
+        options.budget = 6  # type: ignore[misc]
+    with pytest.raises(ConfigurationError, match="budget must be a whole number >= 0"):
+        SearchOptions(budget=-1)
+    with pytest.raises(ConfigurationError, match="workers must be a whole number >= 1"):
+        SearchOptions(workers=0)
+
+
+def test_the_team_and_user_come_from_arguments_then_the_environment(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    monkeypatch.delenv("PARCELSEARCH_USER", raising=False)
+    monkeypatch.setenv("PARCELSEARCH_TEAM", "postgresql://db.example/team")
+    options = SearchOptions()
+    assert options.team == "postgresql://db.example/team"
+    assert options.user == getpass.getuser()  # default: the login name
+    monkeypatch.setenv("PARCELSEARCH_USER", "dana")
+    assert SearchOptions().user == "dana"
+    assert SearchOptions(user="erin").user == "erin"
+    monkeypatch.delenv("PARCELSEARCH_TEAM")
+    assert SearchOptions().team is None
+
+
+def test_bad_team_and_user_are_refused_naming_them(monkeypatch: pytest.MonkeyPatch) -> None:
+    with pytest.raises(ConfigurationError, match="team must be a postgresql:// URL") as caught:
+        SearchOptions(team="mysql://u:secret@h/db")
+    assert "secret" not in str(caught.value)
+    monkeypatch.setenv("PARCELSEARCH_TEAM", "sqlite:///x")
+    with pytest.raises(ConfigurationError, match=r"\(from PARCELSEARCH_TEAM\)"):
+        SearchOptions()
+    with pytest.raises(ConfigurationError, match="user must be 1-64 letters"):
+        SearchOptions(team="postgresql://h/db", user="a b")
+
+
+def test_the_repr_hides_the_team_store_password() -> None:
+    shown = repr(SearchOptions(team="postgresql://alice:s3cret@h/db", user="alice"))
+    assert "s3cret" not in shown and "alice:***@h/db" in shown
