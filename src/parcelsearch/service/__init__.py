@@ -13,10 +13,9 @@ import importlib.util
 
 from parcelsearch.errors import ConfigurationError
 
-#: Import names of the ``service`` extra's packages (pyproject.toml).
-EXTRA_MODULES = (
-    "starlette", "jinja2", "uvicorn", "trustme", "cryptography", "psycopg", "psycopg_pool",
-)
+#: Import names of the ``service`` extra's packages (pyproject.toml) that the toolkit does not
+#: bring anyway (jinja2, the portal's templates, comes with ipyleaflet's branca).
+EXTRA_MODULES = ("starlette", "uvicorn", "trustme", "cryptography", "psycopg", "psycopg_pool")
 
 
 def _missing(name: str) -> bool:
