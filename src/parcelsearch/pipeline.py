@@ -31,21 +31,23 @@ import geopandas as gpd
 import pandas as pd
 from tqdm.auto import tqdm
 
-from parcelsearch import planning
+from parcelsearch import notices, planning
 from parcelsearch._shared import next_month_start
 from parcelsearch.cache import ResponseCache
 from parcelsearch.client import Client
 from parcelsearch.errors import (
     BudgetError,
     BudgetExhaustedError,
+    ConfigurationError,
     Hint,
+    InputError,
     ParcelSearchError,
     QuotaWouldExceedError,
     SearchInterrupted,
 )
 from parcelsearch.fetching import Fetcher, PageSpend, PieceState, Run
 from parcelsearch.ledger import Ledger, Quota
-from parcelsearch.market_list import check_markets, markets
+from parcelsearch.market_list import check_markets, markets, require_market_column
 from parcelsearch.planning import Plan, suggest_tolerance
 from parcelsearch.result import SearchResult, skipped_frame
 from parcelsearch.search_options import DEFAULT_WORKERS, SearchOptions
@@ -196,6 +198,7 @@ def _frames(plan: Plan, states: list[PieceState]) -> tuple[pd.DataFrame, gpd.Geo
 def _skip_inactive(plan: Plan, run: Run, column: str,
                    cache: Any) -> tuple[Plan, gpd.GeoDataFrame]:
     """Drop areas whose market is not active before anything is spent on them (one call)."""
+    require_market_column(plan.areas, column)  # before the market list's call
     active = markets(run.client, cache=cache, spend=PageSpend(run))
     checked = check_markets(plan.areas, column, active)
     inactive = checked.index[~checked["market_active"]]
@@ -242,7 +245,8 @@ def search(
         0 (default) searches exactly the areas; ``t`` metres lets pieces reach up to ``t``
         outside them in exchange for fewer calls (no parcel inside is ever missed).
     id_column
-        Column identifying areas (default: the index).
+        Column identifying areas (default: an ``area_id`` column, else the index; see
+        :func:`parcelsearch.areas.validate_areas`).
     budget
         At most this many calls in this run, retries included.
     quota
@@ -365,8 +369,9 @@ class _Search:
 
     def run(self) -> SearchResult:
         options = self.options
-        bar = tqdm(total=len(self.states), desc="search", unit="page",
-                   disable=not options.progress)
+        # No total until page 1 of every piece says how many pages there are: a total that
+        # had to grow would take the bar back below 100 %, one that had to shrink would lie.
+        bar = tqdm(total=None, desc="search", unit=" page", disable=not options.progress)
         fetcher = Fetcher(self.run_state, options.workers, bar)
         try:
             if options.active_markets_only:
@@ -375,8 +380,13 @@ class _Search:
                                                          self.markets_cache)
                 kept = set(self.plan.areas.index)
                 self.states = [s for s in self.states if s.piece.area_id in kept]
-                bar.total = len(self.states)
             self._phases(fetcher, bar)
+        except (InputError, ConfigurationError):
+            raise  # what the user gave is wrong: no run to report
+        except ParcelSearchError as error:  # every stop carries what the run has (maybe nothing)
+            if error.result is None:
+                error.result = self._result()
+            raise
         except KeyboardInterrupt as interrupt:
             fetcher.abort()
             signum = int(getattr(interrupt, "signum", signal.SIGINT))
@@ -399,6 +409,9 @@ class _Search:
         result = self._result()
         if self.limited is not None and not result.complete:
             raise self._partial_stop(result)
+        nothing = result.nothing_matched_warning()
+        if nothing is not None:
+            notices.warn(nothing)
         return result
 
     def _partial_stop(self, result: SearchResult) -> BudgetExhaustedError:
@@ -434,7 +447,7 @@ class _Search:
         states = self._wanted(self.states)
         allowance = run.allowance()
         jobs = _later_pages(states, run)
-        bar.total = max(bar.total, sum(max(1, s.pages or 1) for s in states))
+        bar.total = sum(max(1, s.pages or 1) for s in states)  # exact from now on
         bar.n = sum(len(s.data) for s in states)
         bar.refresh()
         jobs = self._affordable(jobs, lambda job: job[0].piece.area_id, allowance,
@@ -482,9 +495,9 @@ class _Search:
         return chosen
 
     def _with_result(self, error: BudgetError) -> BudgetError:
-        """Attach what was found (nothing found before spending: no result to write)."""
-        if any(state.data for state in self.states):
-            error.result = self._result()
+        """Attach what was found (a refusal before spending: the empty, incomplete result,
+        so that it is written like any other stop)."""
+        error.result = self._result()
         return error
 
     def _result(self) -> SearchResult:

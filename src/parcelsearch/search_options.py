@@ -11,12 +11,12 @@ import getpass
 import os
 import re
 from dataclasses import dataclass, fields
-from typing import Any
 
+from parcelsearch._shared import check_count
 from parcelsearch.errors import ConfigurationError, Hint
 from parcelsearch.ledger import Quota
 
-__all__ = ["SearchOptions", "DEFAULT_WORKERS", "check_count", "ENV_TEAM", "ENV_USER"]
+__all__ = ["SearchOptions", "DEFAULT_WORKERS", "ENV_TEAM", "ENV_USER"]
 
 #: Threads sending requests; the client's shared pacer paces them all.
 DEFAULT_WORKERS = 8
@@ -26,22 +26,6 @@ ENV_TEAM = "PARCELSEARCH_TEAM"
 ENV_USER = "PARCELSEARCH_USER"
 
 _USER = re.compile(r"[A-Za-z0-9_.@-]{1,64}")
-
-
-def check_count(name: str, value: Any, minimum: int) -> None:
-    """``value`` must be ``None`` or a whole number >= ``minimum``.
-
-    Raises
-    ------
-    ConfigurationError
-        Naming the option (``{knob}`` renders as a flag or an argument).
-    """
-    if value is None:
-        return
-    if isinstance(value, bool) or not isinstance(value, int) or value < minimum:
-        raise ConfigurationError(
-            f"{name} must be a whole number >= {minimum}, got {value!r}.",
-            hints=[Hint(name, None, "set {knob}")] if name == "budget" else [])
 
 
 def resolve_team(team: str | None) -> str | None:
@@ -117,8 +101,9 @@ class SearchOptions:
     user: str | None = None
 
     def __post_init__(self) -> None:
-        check_count("budget", self.budget, 0)
-        check_count("workers", self.workers, 1)
+        if self.budget is not None:
+            check_count(self.budget, 0, "budget")
+        check_count(self.workers, 1, "workers")
         object.__setattr__(self, "quota", Quota.parse(self.quota))
         object.__setattr__(self, "team", resolve_team(self.team))
         object.__setattr__(self, "user", resolve_user(self.user) if self.team else self.user)

@@ -163,7 +163,7 @@ def connect(url: str, doing: str = "cannot connect") -> Iterator[Any]:
     except ImportError as exc:
         raise TeamStoreError(
             f"team mode needs psycopg 3 and psycopg-pool ({exc.name} is missing): "
-            "pip install 'psycopg[binary]' psycopg-pool") from None
+            "pip install \"parcelsearch[team]\"") from None
 
     try:
         conn = psycopg.connect(url, autocommit=True, connect_timeout=CONNECT_TIMEOUT)

@@ -4,8 +4,9 @@ from __future__ import annotations
 
 from typing import TYPE_CHECKING
 
+from parcelsearch._shared import check_count
 from parcelsearch.ledger import Quota
-from parcelsearch.search_options import check_count, resolve_user
+from parcelsearch.search_options import resolve_user
 from parcelsearch.team.store import SCHEMA, check_schema, connect
 
 if TYPE_CHECKING:
@@ -49,7 +50,7 @@ def set_budget(url: str, user: str, calls: int, period: str = "month") -> Quota:
 def _store_limit(url: str, what: str, where: tuple[str, str, str], owner: str, calls: int,
                  period: str) -> Quota:
     """Insert or replace a quota or a budget: ``where`` = (table, owner column, calls column)."""
-    check_count("calls", calls, 0)
+    check_count(calls, 0, "calls")
     limit = Quota(calls, period)  # type: ignore[arg-type]
     table, owner_column, calls_column = where
     with connect(url, f"cannot store the {what}") as conn:
