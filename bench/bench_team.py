@@ -99,6 +99,7 @@ def _round(svc: RunningService, cluster: Clusters, areas: Path, work: Path, n: i
     statuses.clear()
     started = time.perf_counter()
     procs = []
+    (work / name).mkdir(parents=True, exist_ok=True)
     for member in range(n):
         env = {**os.environ, "PARCELSEARCH_API_KEY": key, "PARCELSEARCH_BASE_URL": svc.base_url,
                "PARCELSEARCH_CA_BUNDLE": str(svc.ca_path),
@@ -110,7 +111,13 @@ def _round(svc: RunningService, cluster: Clusters, areas: Path, work: Path, n: i
             args += ["--team", url, "--user", f"member{member}"]
         procs.append(subprocess.Popen(args, env=env, stdout=subprocess.DEVNULL,
                                       stderr=subprocess.PIPE))
-    codes = [proc.wait(timeout=900) for proc in procs]
+    codes = []
+    for proc in procs:
+        _, err = proc.communicate(timeout=900)
+        codes.append(proc.returncode)
+        if proc.returncode:
+            print(f"{name}: exit {proc.returncode}: {err.decode().strip()[-300:]}",
+                  file=sys.stderr)
     wall = time.perf_counter() - started
     log = svc.keys.requests(name)
     span = (log["time"].max() - log["time"].min()).total_seconds() if len(log) > 1 else 0.0
