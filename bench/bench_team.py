@@ -24,7 +24,6 @@ from __future__ import annotations
 import logging
 import os
 import shutil
-import socket
 import subprocess
 import sys
 import tempfile
@@ -39,12 +38,12 @@ from shapely.geometry import box
 sys.path.insert(0, str(Path(__file__).parent))
 
 from _results import write_section  # noqa: E402
+from bench_service import PG_BIN, Cluster  # noqa: E402
 
 import parcelsearch  # noqa: E402
 from parcelsearch.service.server import RunningService, start_service  # noqa: E402
 from parcelsearch.team import init_team  # noqa: E402
 
-PG_BIN = Path(os.environ.get("PARCELSEARCH_PG_BIN", "/usr/lib/postgresql/15/bin"))
 MEMBERS = (1, 2, 4)
 #: Small cells over the demo fabric: one call each (page 1 of a piece of at most 100 parcels).
 CELLS = 60
@@ -60,49 +59,22 @@ class _Statuses(logging.Handler):
             self.statuses.append(int(record.args[3]))
 
 
-def _as_postgres(command: list[str]) -> list[str]:
-    return ["runuser", "-u", "postgres", "--", *command] if os.geteuid() == 0 else command
-
-
-def _free_port() -> int:
-    with socket.socket() as sock:
-        sock.bind(("127.0.0.1", 0))
-        return int(sock.getsockname()[1])
-
-
-class Cluster:
-    """A throwaway PostgreSQL cluster on 127.0.0.1 (stopped and removed by :meth:`stop`)."""
+class Clusters:
+    """Fresh databases on one throwaway cluster (``bench_service.Cluster``), one a round."""
 
     def __init__(self) -> None:
         self.root = Path(tempfile.mkdtemp(prefix="bench-team-pg-"))
-        if os.geteuid() == 0:
-            shutil.chown(self.root, "postgres", "postgres")
-        self.port = _free_port()
-        data = self.root / "data"
-        subprocess.run(_as_postgres([str(PG_BIN / "initdb"), "-D", str(data), "-U", "postgres",
-                                     "-A", "trust", "--no-sync"]), check=True,
-                       capture_output=True)
-        options = (f"-c listen_addresses=127.0.0.1 -c port={self.port} "
-                   f"-c unix_socket_directories={self.root} -c fsync=off "
-                   "-c synchronous_commit=off -c max_connections=200")
-        subprocess.run(_as_postgres([str(PG_BIN / "pg_ctl"), "-D", str(data), "-w", "-l",
-                                     str(self.root / "log"), "-o", options, "start"]),
-                       check=True, capture_output=True)
-        self.data = data
+        self.cluster = Cluster(self.root)
         self._n = 0
 
     def database(self) -> str:
         self._n += 1
-        with psycopg.connect(self.url("postgres"), autocommit=True) as conn:
+        with psycopg.connect(self.cluster.url("postgres"), autocommit=True) as conn:
             conn.execute(f"CREATE DATABASE team_{self._n}")
-        return self.url(f"team_{self._n}")
-
-    def url(self, name: str) -> str:
-        return f"postgresql://postgres@127.0.0.1:{self.port}/{name}"
+        return self.cluster.url(f"team_{self._n}")
 
     def stop(self) -> None:
-        subprocess.run(_as_postgres([str(PG_BIN / "pg_ctl"), "-D", str(self.data), "-m",
-                                     "fast", "stop"]), capture_output=True)
+        self.cluster.stop()
         shutil.rmtree(self.root, ignore_errors=True)
 
 
@@ -116,7 +88,7 @@ def _cells() -> gpd.GeoDataFrame:
                             crs="EPSG:4326")
 
 
-def _round(svc: RunningService, cluster: Cluster, areas: Path, work: Path, n: int,
+def _round(svc: RunningService, cluster: Clusters, areas: Path, work: Path, n: int,
            team: bool, statuses: list[int]) -> dict[str, Any]:
     name = f"{'team' if team else 'alone'}-{n}"
     key = svc.keys.create(name, key_type="production", quota=100_000)
@@ -127,6 +99,7 @@ def _round(svc: RunningService, cluster: Cluster, areas: Path, work: Path, n: in
     statuses.clear()
     started = time.perf_counter()
     procs = []
+    (work / name).mkdir(parents=True, exist_ok=True)
     for member in range(n):
         env = {**os.environ, "PARCELSEARCH_API_KEY": key, "PARCELSEARCH_BASE_URL": svc.base_url,
                "PARCELSEARCH_CA_BUNDLE": str(svc.ca_path),
@@ -138,7 +111,13 @@ def _round(svc: RunningService, cluster: Cluster, areas: Path, work: Path, n: in
             args += ["--team", url, "--user", f"member{member}"]
         procs.append(subprocess.Popen(args, env=env, stdout=subprocess.DEVNULL,
                                       stderr=subprocess.PIPE))
-    codes = [proc.wait(timeout=900) for proc in procs]
+    codes = []
+    for proc in procs:
+        _, err = proc.communicate(timeout=900)
+        codes.append(proc.returncode)
+        if proc.returncode:
+            print(f"{name}: exit {proc.returncode}: {err.decode().strip()[-300:]}",
+                  file=sys.stderr)
     wall = time.perf_counter() - started
     log = svc.keys.requests(name)
     span = (log["time"].max() - log["time"].min()).total_seconds() if len(log) > 1 else 0.0
@@ -154,7 +133,7 @@ def main() -> None:
     access = logging.getLogger("parcelsearch.service.access")
     access.addHandler(handler)
     access.setLevel(logging.INFO)
-    cluster = Cluster()
+    cluster = Clusters()
     try:
         with tempfile.TemporaryDirectory(prefix="bench-team-") as tmp, \
                 start_service(keys=Path(tmp) / "keys.sqlite", cert_dir=Path(tmp) / "certs") as svc:

@@ -329,7 +329,8 @@ class Transport:
                 self._count(f"retried {verdict.reason}")
                 asked = None if verdict.response is None else retry_after(verdict.response.headers)
                 delay = self.policy.delay(failures, asked)
-                if spend is not None and getattr(verdict.response, "status_code", None) == 429:
+                if spend is not None and asked is not None and \
+                        verdict.response is not None and verdict.response.status_code == 429:
                     spend.pause(delay)  # the key is told to wait: every caller of it, not just us
                 self._sleep(delay, cancel)
 

@@ -457,25 +457,30 @@ class _Search:
     def _phases(self, fetcher: Fetcher, bar: Any) -> None:
         run = self.run_state
         # Phase 1: page 1 of every piece not cached — priced before anything is spent.
+        # (What may be spent is read before what is stored: pages others pay for meanwhile
+        # then lower the price, never only the allowance.)
+        allowance = run.allowance()
         self.refresh.start(self.states, run.cached)
         todo = _first_pages(self.states, run)
         bar.update(len(self.states) - len(todo))
-        todo = self._affordable(todo, lambda s: s.piece.area_id, spent_first=False)
+        todo = self._affordable(todo, lambda s: s.piece.area_id, allowance, spent_first=False)
         fetcher.fetch((state, 1) for state in todo)
         if fetcher.failure is not None or run.stop.is_set():
             return
         # Phase 2: the exact price of the rest is known now.
         self.refresh.decide(self.states)
         states = self._wanted(self.states)
+        allowance = run.allowance()
         jobs = _later_pages(states, run)
-        allowed, what = run.allowance()
+        allowed, what = allowance
         if allowed is not None and len(jobs) > allowed and self.refresh.shrink_sample(
                 states, f"phase 2 did not fit the {what} with it"):
             jobs = _later_pages(states, run)  # the sampled pieces' pages from the cache
         bar.total = sum(max(1, s.pages or 1) for s in states)  # exact from now on
         bar.n = sum(len(s.data) for s in states)
         bar.refresh()
-        jobs = self._affordable(jobs, lambda job: job[0].piece.area_id, spent_first=True)
+        jobs = self._affordable(jobs, lambda job: job[0].piece.area_id, allowance,
+                                spent_first=True)
         fetcher.fetch(jobs)
         # Pieces fetched again because their answer changed: finish them too.
         while fetcher.failure is None and not run.stop.is_set():
@@ -490,13 +495,14 @@ class _Search:
             return states
         return [s for s in states if s.piece.area_id in self.areas_wanted]
 
-    def _affordable(self, items: list[T], area_of: Callable[[T], Hashable], *,
-                    spent_first: bool) -> list[T]:
-        """``items`` (one call each) if the run may spend that many; else, under
-        ``allow_partial``, the items of the whole areas that fit, cheapest first; else the
-        refusal (``spent_first``: page 1 of every piece was fetched before this price)."""
+    def _affordable(self, items: list[T], area_of: Callable[[T], Hashable],
+                    allowance: tuple[int | None, str], *, spent_first: bool) -> list[T]:
+        """``items`` (one call each) if the run may spend that many (``allowance``: what it
+        may spend and why); else, under ``allow_partial``, the items of the whole areas that
+        fit, cheapest first; else the refusal (``spent_first``: page 1 of every piece was
+        fetched before this price)."""
         run = self.run_state
-        allowed, what = run.allowance()
+        allowed, what = allowance
         if allowed is None or len(items) <= allowed:
             return items
         if not self.options.allow_partial:

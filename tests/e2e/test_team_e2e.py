@@ -81,16 +81,17 @@ def member_files(tmp_path: Path, demo_areas: gpd.GeoDataFrame) -> dict[str, Path
     return files
 
 
-@pytest.fixture
-def solo(service: Any, ca_bundle: str, tmp_path: Path, make_key: Callable[..., Any],
+@pytest.fixture(scope="module")
+def solo(service: Any, ca_bundle: str, tmp_path_factory: pytest.TempPathFactory,
          demo_areas: gpd.GeoDataFrame) -> dict[str, tuple[pd.DataFrame, int]]:
     """Each member's ids and calls searched alone (a key and cache of its own), and the
-    calls of all their areas together (``"union"``)."""
+    calls of all their areas together (``"union"``); once for the module."""
     out = {}
+    root = tmp_path_factory.mktemp("solo")
     wanted = {**MEMBERS, "union": sorted({a for areas in MEMBERS.values() for a in areas})}
     for name, areas in wanted.items():
-        client = parcelsearch.Client(make_key("production", quota=100_000), service.base_url,
-                                     ca_bundle, cache_dir=tmp_path / f"solo-{name}")
+        key = service.keys.create(f"team-solo-{name}", key_type="production", quota=100_000)
+        client = parcelsearch.Client(key, service.base_url, ca_bundle, cache_dir=root / name)
         result = parcelsearch.search(demo_areas.loc[areas], client=client, progress=False)
         out[name] = (result.ids, result.calls)
     return out
@@ -120,7 +121,10 @@ def _run_members(tmp_path: Path, files: dict[str, Path], team: str, key: str, se
                  ca_bundle: str) -> dict[str, tuple[int, str, Path]]:
     procs = {}
     for name, areas in files.items():
-        env = _env(key, service, ca_bundle, tmp_path / f"cache-{name}")
+        # Each member paces at 8 of the key's 10 calls/s: members pacing apart would send 24
+        # a second together (spike arrests); the one shared pacer keeps them at 8, with room
+        # for a loaded test machine's scheduling jitter (bench_team measures the full rate).
+        env = _env(key, service, ca_bundle, tmp_path / f"cache-{name}", PARCELSEARCH_RATE="8")
         procs[name] = (_member(name, areas, tmp_path / f"{name}.parquet", team, env),
                        tmp_path / f"{name}.parquet")
     done = {}
@@ -164,7 +168,8 @@ def test_three_members_share_one_key_within_its_quota(
             # every page it needed: paid by it, or paid by another and shared
             mine = members.loc[name]
             assert mine["calls_lifetime"] + mine["calls_saved"] == solo[name][1], name
-    assert [code for code, _, _ in done.values()] == [0, 0, 0], done  # the quota fits all
+    refused = {name: err[-1500:] for name, (code, err, _) in done.items() if code}
+    assert not refused, refused  # the quota fits all of them
 
 
 def test_member_budgets_hold_under_concurrency(

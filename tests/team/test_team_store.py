@@ -6,6 +6,7 @@ The searches against the reference service, witnessed by its request log, are in
 
 from __future__ import annotations
 
+import sys
 import threading
 import time
 from pathlib import Path
@@ -186,3 +187,17 @@ def test_a_lost_store_stops_with_a_clear_error(team: str) -> None:
     with pytest.raises(TeamStoreError, match="lost while reserving a call.*Nothing was sent"):
         alice.reserve("r", None)
     alice.close()
+
+
+def test_the_team_extra_brings_the_driver_and_its_absence_is_said(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    import tomllib
+
+    pyproject = tomllib.loads((Path(__file__).resolve().parents[2] / "pyproject.toml")
+                              .read_text())
+    extra = pyproject["project"]["optional-dependencies"]["team"]
+    assert {d.split("[")[0].split(">")[0] for d in extra} == {"psycopg", "psycopg-pool"}
+    monkeypatch.setitem(sys.modules, "psycopg", None)
+    with pytest.raises(TeamStoreError, match=r'pip install "parcelsearch\[team\]"'):
+        init_team("postgresql://db.example/team")

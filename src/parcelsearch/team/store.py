@@ -157,7 +157,13 @@ def _failure(url: str, exc: BaseException, doing: str) -> TeamStoreError:
 def connect(url: str, doing: str = "cannot connect") -> Iterator[Any]:
     """One autocommit connection to the store; failures raise :class:`TeamStoreError`
     naming the URL (without its password)."""
-    import psycopg
+    try:
+        import psycopg
+        import psycopg_pool  # noqa: F401 - TeamSpending's pool: missing is said here, once
+    except ImportError as exc:
+        raise TeamStoreError(
+            f"team mode needs psycopg 3 and psycopg-pool ({exc.name} is missing): "
+            "pip install \"parcelsearch[team]\"") from None
 
     try:
         conn = psycopg.connect(url, autocommit=True, connect_timeout=CONNECT_TIMEOUT)
