@@ -7,6 +7,7 @@ and the demo's study areas — in exact mode and at tolerance 5 m, plus plain ha
 hashes each piece's area id, piece id and request target at page 99999 (the canonical
 ring JSON, percent-encoded, exactly as sent) and prints one digest per case and mode and
 one over all of them. Two runs print the same lines exactly when every plan is the same.
+The table goes to the ``plan-digest`` section of ``bench/RESULTS.md``.
 """
 
 from __future__ import annotations
@@ -72,12 +73,20 @@ def digests() -> dict[str, tuple[int, str]]:
 
 
 def main() -> None:
+    from _results import write_section
+
     found = digests()
     whole = hashlib.sha256()
+    lines = []
     for name, (count, digest) in found.items():
-        print(f"{name:16} {count:6d} pieces  sha256 {digest}")
+        lines.append(f"{name:16} {count:6d} pieces  sha256 {digest}")
         whole.update(f"{name}:{digest}\n".encode())
-    print(f"{'all':16} {sum(c for c, _ in found.values()):6d} pieces  sha256 {whole.hexdigest()}")
+    total = sum(c for c, _ in found.values())
+    lines.append(f"{'all':16} {total:6d} pieces  sha256 {whole.hexdigest()}")
+    print("\n".join(lines))
+    write_section("plan-digest", "Every piece's request target (page 99999), hashed per case "
+                  "and mode (`python bench/plan_digest.py`): the same lines mean the same "
+                  "plans.\n\n```\n" + "\n".join(lines) + "\n```\n")
 
 
 if __name__ == "__main__":

@@ -23,10 +23,10 @@ from parcelsearch.tiling import (
     estimate,
     lower_bound,
     parts_bound,
-    prepared,
     split_antimeridian,
     tile,
 )
+from parcelsearch.tiling.covers import prepared
 
 PATH = "/v1/search"
 
@@ -296,8 +296,9 @@ def test_cover_across_the_antimeridian_stays_in_range():
 
 @pytest.mark.parametrize("tolerance", [0.1, -5, float("nan"), float("inf")])
 def test_bad_tolerances_are_refused(tolerance):
-    with pytest.raises(InputError, match=r"tolerance=.*use 0 for exact pieces or at least 0.5 m"):
+    with pytest.raises(InputError, match=r"must be (0 for exact pieces or )?at least 0") as caught:
         tile(SQUARE, tolerance=tolerance)
+    assert caught.value.field == "tolerance" and "Use tolerance=0 for exact" in str(caught.value)
 
 
 @pytest.mark.parametrize(
@@ -467,3 +468,17 @@ def test_estimate_shrinks_as_the_tolerance_grows():
     area = fractal(6, levels=9, holes=2)
     guesses = [estimate(area, tolerance=t) for t in (1.0, 5.0, 20.0, 100.0, 500.0)]
     assert guesses == sorted(guesses, reverse=True) and guesses[0] > guesses[-1]
+
+
+def test_areas_load_only_the_antimeridian_module():
+    """``parcelsearch.areas`` needs split_antimeridian alone: the partition, covers and
+    bounds stay unloaded until something tiles."""
+    import subprocess
+    import sys
+
+    code = ("import sys, parcelsearch.areas; "
+            "print(sorted(m for m in sys.modules if m.startswith('parcelsearch.tiling')))")
+    out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True,
+                         check=True).stdout
+    assert out.strip() == ("['parcelsearch.tiling', 'parcelsearch.tiling.antimeridian', "
+                           "'parcelsearch.tiling.grid']")

@@ -32,7 +32,7 @@ import shapely
 from shapely.geometry.base import BaseGeometry
 
 from parcelsearch.errors import Hint, InputError
-from parcelsearch.tiling import split_antimeridian
+from parcelsearch.tiling.antimeridian import split_antimeridian
 
 __all__ = [
     "GeometryRepairedWarning",
