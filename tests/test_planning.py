@@ -219,6 +219,6 @@ def test_suggest_tolerance_keeps_what_it_makes_in_the_refused_plans_memo(areas):
     again = plan(refused.areas, suggested, memo=refused.memo)
     assert refused.memo.tiled(suggested) == tiled  # nothing tiled again
     fresh = plan(areas, suggested, id_column="tract")
-    assert fresh.memo is not refused.memo and fresh.memo.tolerances() == {suggested}
+    assert fresh.memo is not refused.memo and suggested in fresh.memo.tolerances()
     assert [p.polygon_json for p in again.pieces] == [p.polygon_json for p in fresh.pieces]
     assert refused.without(["a"]).memo is refused.memo

@@ -266,6 +266,38 @@ def test_tolerance_needs_fewer_pieces():
     assert len(tile(area, tolerance=20)) < len(tile(area, tolerance=5)) < len(tile(area))
 
 
+def _measure(pieces: list[Polygon]) -> tuple[int, int]:
+    return len(pieces), sum(line_bytes(p) for p in pieces)
+
+
+@pytest.mark.parametrize(
+    "area",
+    [
+        pytest.param(SQUARE, id="square"),
+        pytest.param(SQUARE.buffer(0.01, quad_segs=2), id="octagon"),
+        pytest.param(fractal(9, levels=6), id="small-coast"),
+        pytest.param(fractal(10, levels=10, holes=2), id="large-coast"),
+        pytest.param(MultiPolygon([SQUARE, box(-97.3, 32.7, -97.2, 32.8)]), id="two-parts"),
+    ],
+)
+@pytest.mark.parametrize("tolerance", [0.5, 5.0])
+def test_tolerance_is_never_worse_than_exact(area, tolerance):
+    """Tolerance pieces are never more, nor longer in all, than exact pieces: where the
+    cover does not beat the exact pieces on both, the exact pieces are the answer."""
+    exact, loose = tile(area), tile(area, tolerance=tolerance)
+    (n_exact, b_exact), (n_loose, b_loose) = _measure(exact), _measure(loose)
+    assert n_loose <= n_exact and b_loose <= b_exact
+    if (n_loose, b_loose) == (n_exact, b_exact):
+        assert requests(loose) == requests(exact)  # a tie keeps the exact pieces
+    assert_covers_within(loose, area, tolerance)
+
+
+def test_a_simple_area_keeps_its_exact_ring_in_tolerance_mode():
+    """A square's cover has rounded corners (more vertices, longer requests): the exact
+    ring is sent instead."""
+    assert requests(tile(SQUARE, tolerance=5)) == requests(tile(SQUARE))
+
+
 def test_parts_closer_than_t_merge_and_narrow_holes_fill():
     metres = 1 / 111_000  # a degree of latitude is ~111 km
     near = MultiPolygon([SQUARE, box(-97.5, 32.8 + 2 * metres, -97.4, 32.9)])

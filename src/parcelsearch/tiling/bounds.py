@@ -10,14 +10,14 @@ import numpy as np
 import shapely
 from shapely.geometry.base import BaseGeometry
 
-from parcelsearch import _wire, settings
+from parcelsearch import settings
 from parcelsearch.tiling.antimeridian import joined_across_180
 from parcelsearch.tiling.covers import M_PER_DEGREE, Frame, check_tolerance
 from parcelsearch.tiling.grid import polygons
 from parcelsearch.tiling.pieces import TilingMemo
 from parcelsearch.tiling.request_budget import Budget
 
-__all__ = ["estimate", "lower_bound", "parts_bound", "vertex_bound"]
+__all__ = ["estimate", "lower_bound", "parts_bound"]
 
 #: Fewest metres in one degree of latitude anywhere on the WGS84 ellipsoid (at the equator:
 #: a(1 − e²) × π/180), and fewest in one degree of longitude × cos(latitude) is more (a π/180).
@@ -28,25 +28,18 @@ def lower_bound(geometry: BaseGeometry, tolerance: float = 0.0, budget: Budget |
                 memo: TilingMemo | None = None) -> int:
     """Fewest pieces :func:`~parcelsearch.tiling.pieces.tile` could return within ``budget``
     (the default :class:`Budget` if None): a cheap bound, with no tiling. The prepared
-    area it measures is what tiling starts from, made once in ``memo`` when one is given.
+    areas it measures are what tiling starts from, made once in ``memo`` when one is given.
 
     Every vertex of the prepared area lies on some piece, and a piece carries at most the
-    budget's bytes of vertices; every part needs a piece of its own.
+    budget's bytes of vertices; every part needs a piece of its own. In tolerance mode the
+    pieces are the cover's or the exact ones, whichever is better: the smaller bound holds.
     """
-    area = (TilingMemo() if memo is None else memo).prepared(geometry, check_tolerance(tolerance))
-    return vertex_bound(area, Budget() if budget is None else budget)
-
-
-def vertex_bound(geometry: BaseGeometry, budget: Budget) -> int:
-    """Σ over parts of ⌈bytes of the part's vertices ÷ what one request carries⌉."""
-    capacity = budget.max_request_bytes - budget.base + 1
-    bound = 0
-    for part in polygons(geometry):
-        rings = shapely.get_rings(part)
-        xy = np.concatenate([shapely.get_coordinates(r)[:-1] for r in rings])
-        size = int(_wire.vertex_bytes_array(xy).sum())
-        bound += max(1, math.ceil(size / capacity))
-    return bound
+    memo = TilingMemo() if memo is None else memo
+    budget = Budget() if budget is None else budget
+    exact = budget.vertex_bound(memo.prepared(geometry, 0.0))[0]
+    if not check_tolerance(tolerance):
+        return exact
+    return min(exact, budget.vertex_bound(memo.prepared(geometry, tolerance))[0])
 
 
 def estimate(
@@ -70,8 +63,8 @@ def estimate(
     simple = shapely.get_parts(shapely.simplify(
         shapely.get_parts(frame.scaled()), tolerance / 2 / M_PER_DEGREE,
         preserve_topology=False))
-    return vertex_bound(frame.lonlat(shapely.geometrycollections(simple)),
-                        Budget(max_request_bytes, path))
+    budget = Budget(max_request_bytes, path)
+    return budget.vertex_bound(frame.lonlat(shapely.geometrycollections(simple)))[0]
 
 
 def parts_bound(geometry: BaseGeometry, tolerance: float) -> int:

@@ -50,8 +50,28 @@ class TilingMemo:
         """The pieces of ``geometry`` at ``tolerance`` within ``budget``, made once."""
         key = (geometry, float(tolerance), budget)
         if key not in self._pieces:
-            self._pieces[key] = exact_pieces(self.prepared(geometry, tolerance), budget)
+            made = exact_pieces(self.prepared(geometry, tolerance), budget)
+            if tolerance and not self._better_than_exact(geometry, made, budget):
+                made = self.pieces(geometry, 0.0, budget)
+            self._pieces[key] = made
         return self._pieces[key]
+
+    def _better_than_exact(self, geometry: BaseGeometry, covering: tuple[Polygon, ...],
+                           budget: Budget) -> bool:
+        """Whether tolerance pieces beat the exact ones: no more pieces, no more request
+        bytes, and fewer of one. (Exact pieces stay within two grid steps of the area, so
+        they are tolerance pieces too: tolerance mode never does worse than exact mode.)
+
+        The exact pieces are made only when the exact area's vertex bound (fewest pieces,
+        fewest bytes) does not settle it.
+        """
+        measure = (len(covering), sum(budget.polygon_bytes(p) for p in covering))
+        least = budget.vertex_bound(self.prepared(geometry, 0.0))
+        if measure[0] <= least[0] and measure[1] < least[1]:
+            return True
+        exact = self.pieces(geometry, 0.0, budget)
+        known = (len(exact), sum(budget.polygon_bytes(p) for p in exact))
+        return measure[0] <= known[0] and measure[1] <= known[1] and measure != known
 
     def tolerances(self) -> set[float]:
         """The tolerances something was made at (prepared or tiled)."""
@@ -86,7 +106,8 @@ def tile(
         (2e-6°) beyond it, with no sealed-off pocket filled (see
         :mod:`parcelsearch.tiling.grid`); ``t`` metres (at least
         :data:`~parcelsearch.tiling.covers.MIN_TOLERANCE`) for pieces that cover the area
-        and stay within ``t`` of it.
+        and stay within ``t`` of it: the pieces of its cover when they are fewer or
+        shorter than the exact pieces and neither more nor longer, else the exact pieces.
     max_request_bytes, path
         The request-line budget and the search path it is measured on (at page 99999).
     memo

@@ -8,12 +8,14 @@ reserved for), with the bytes :mod:`parcelsearch._wire` decides.
 from __future__ import annotations
 
 import functools
+import math
 from collections.abc import Sequence
 from dataclasses import dataclass
 
 import numpy as np
 import shapely
 from shapely import Polygon
+from shapely.geometry.base import BaseGeometry
 
 from parcelsearch import _wire, settings
 from parcelsearch.errors import InputError
@@ -66,3 +68,19 @@ class Budget:
     def fits(self, polygon: Polygon) -> bool:
         """One ring that fits the budget."""
         return not polygon.interiors and self.polygon_bytes(polygon) <= self.max_request_bytes
+
+    def vertex_bound(self, geometry: BaseGeometry) -> tuple[int, int]:
+        """Fewest rings that can carry every vertex of ``geometry``, and fewest bytes they
+        take: Σ over parts of ⌈bytes of the part's vertices ÷ what one request carries⌉
+        (at least one ring a part), and those vertex bytes plus each ring's fixed bytes."""
+        capacity = self.max_request_bytes - self.base + 1
+        rings = total = 0
+        for part in shapely.get_parts(geometry):
+            if part.geom_type != "Polygon" or part.is_empty:
+                continue
+            xy = np.concatenate([shapely.get_coordinates(r)[:-1] for r in shapely.get_rings(part)])
+            size = int(_wire.vertex_bytes_array(xy).sum())
+            needed = max(1, math.ceil(size / capacity))
+            rings += needed
+            total += size + needed * (self.base - 1)
+        return rings, total
