@@ -14,14 +14,18 @@ side by side in one run:
 2. exact pieces ÷ plain halving's, beside the bound the part count puts on that ratio
    (exact pieces never bridge two parts), also for the large real coastline regions of
    ``bench_tiling.coast_regions`` (planned only);
-3. how long a search refused for its budget takes against ``plan`` on the same areas
+3. the same for a dense real island city (four regional councils' islands, 117 parts), and
+   pieces, request bytes and planning time for a large set of simple areas (a thousand
+   islands), checking that tolerance mode is never worse than exact mode on either
+   (``python bench/bench_search.py real-city`` runs these alone);
+4. how long a search refused for its budget takes against ``plan`` on the same areas
    (one call short, and half the calls): in process (plan, then ``suggest_tolerance``
    from the refused plan) and as whole commands (``python -m parcelsearch.cli search
    FILE --budget N`` against ``python -m parcelsearch.cli plan FILE``, alternated,
    medians, peak memory), checking that the refused command spent no call (the service's
    request log) and named the tolerance to try;
-4. sustained calls/s and 429s of a real search against a 10/s server;
-5. the time of a ≥ 1,000-page rerun served from the cache.
+5. sustained calls/s and 429s of a real search against a 10/s server;
+6. the time of a ≥ 1,000-page rerun served from the cache.
 
 Figures go to the ``search`` section of ``bench/RESULTS.md``.
 """
@@ -49,7 +53,14 @@ sys.path.insert(0, str(Path(__file__).parent))
 
 from _halving import halving_baseline  # noqa: E402
 from _results import write_section  # noqa: E402
-from bench_tiling import _vertex_bound, coast_regions, hard_areas, real_areas  # noqa: E402
+from bench_tiling import (  # noqa: E402
+    _vertex_bound,
+    coast_regions,
+    hard_areas,
+    island_city,
+    island_set,
+    real_areas,
+)
 
 import parcelsearch  # noqa: E402
 from parcelsearch import _wire, tiling  # noqa: E402
@@ -64,18 +75,20 @@ NEAR_M = 100.0  # parcels kept within this many metres of an area (the rest cost
 _M_PER_DEG = 111_320.0
 
 
-def fabric_under(areas: gpd.GeoDataFrame) -> gpd.GeoDataFrame:
-    """A dense street-and-lot fabric under each area (one grid per area's bounding box),
-    less the parcels farther than :data:`NEAR_M` from every area."""
+def fabric_under(areas: gpd.GeoDataFrame, per_part: bool = False) -> gpd.GeoDataFrame:
+    """A dense street-and-lot fabric under each area (one grid per area's bounding box, or
+    per part's with ``per_part``: islands far apart), less the parcels farther than
+    :data:`NEAR_M` from every area."""
     specs = []
     for area_id, geom in areas.geometry.items():
-        minx, miny, maxx, maxy = geom.bounds
-        width = (maxx - minx) * _M_PER_DEG * math.cos(math.radians((miny + maxy) / 2))
-        height = (maxy - miny) * 110_574
-        specs.append(
-            synth.MarketSpec(f"{area_id}, TX", minx, miny,
-                             blocks_x=int(width / 225) + 2, blocks_y=int(height / 100) + 2)
-        )
+        for number, part in enumerate(shapely.get_parts(geom) if per_part else [geom]):
+            minx, miny, maxx, maxy = part.bounds
+            width = (maxx - minx) * _M_PER_DEG * math.cos(math.radians((miny + maxy) / 2))
+            height = (maxy - miny) * 110_574
+            specs.append(
+                synth.MarketSpec(f"{area_id} {number}, TX", minx, miny,
+                                 blocks_x=int(width / 225) + 2, blocks_y=int(height / 100) + 2)
+            )
     parcels = synth.fabric(specs, seed=7)
     points = parcels.geometry.representative_point()
     near = np.zeros(len(parcels), dtype=bool)
@@ -93,7 +106,8 @@ def _halving_plan(areas: gpd.GeoDataFrame) -> Plan:
     for area_id, geom in validated.geometry.items():
         for piece_id, ring in enumerate(halving_baseline(geom)):
             text = _wire.ring_json(ring.exterior.coords)
-            pieces.append(Piece(area_id, piece_id, text, ring, tiling.request_bytes(text)))
+            pieces.append(Piece(area_id, piece_id, text, ring, _wire.search_target_bytes(
+                parcelsearch.settings.SEARCH_PATH, text, tiling.BUDGET_PAGE)))
     return Plan(validated, pieces, tolerance=0.0, max_request_bytes=7168,
                 path=parcelsearch.settings.SEARCH_PATH)
 
@@ -105,8 +119,6 @@ def _timed_plans(areas: gpd.GeoDataFrame) -> dict[str, tuple[Plan, float]]:
         ("tol5", lambda: parcelsearch.plan(areas, TOLERANCE)),
         ("halving", lambda: _halving_plan(areas)),
     ):
-        tiling.prepared.cache_clear()  # time each plan from scratch
-        tiling._tiled.cache_clear()
         started = time.perf_counter()
         made = make()
         plans[label] = (made, time.perf_counter() - started)
@@ -208,8 +220,6 @@ def refusal_times(areas: gpd.GeoDataFrame) -> dict[str, float]:
         plans, refusals = [], []
         suggested: float | None = None
         for _ in range(RUNS):
-            tiling.prepared.cache_clear()
-            tiling._tiled.cache_clear()
             started = time.perf_counter()
             made = parcelsearch.plan(areas)
             plan_s = time.perf_counter() - started
@@ -426,7 +436,90 @@ def _section(name: str, table: pd.DataFrame, refusal: dict[str, float],
     ]
 
 
+def planned_set(areas: gpd.GeoDataFrame) -> dict[str, float]:
+    """Planned only (a large set of simple areas): pieces, request bytes, vertex bound and
+    planning seconds in exact mode and at tolerance 5 m, and the areas where tolerance mode
+    gives more pieces or more bytes than exact mode (there should be none)."""
+    budget = tiling.Budget()
+    out: dict[str, float] = {"areas": len(areas),
+                             "vertices": int(shapely.get_num_coordinates(areas.geometry).sum()),
+                             "vertex_bound": sum(_vertex_bound(g, budget) for g in areas.geometry)}
+    per_area = {}
+    for label, tolerance in (("exact", 0.0), ("tol5", TOLERANCE)):
+        started = time.perf_counter()
+        made = parcelsearch.plan(areas, tolerance)
+        out[f"{label}_plan_s"] = round(time.perf_counter() - started, 2)
+        tiles = made.tiles.groupby(made.id_name).agg(pieces=("piece_id", "size"),
+                                                      bytes=("request_bytes", "sum"))
+        per_area[label] = tiles
+        out[f"{label}_pieces"] = int(tiles["pieces"].sum())
+        out[f"{label}_bytes"] = int(tiles["bytes"].sum())
+    worse = ((per_area["tol5"]["pieces"] > per_area["exact"]["pieces"])
+             | (per_area["tol5"]["bytes"] > per_area["exact"]["bytes"]))
+    out["tol5_worse_areas"] = int(worse.sum())
+    return out
+
+
+def real_city(workdir: Path) -> list[str]:
+    """The dense island city (:func:`bench_tiling.island_city`) searched in exact mode and
+    at tolerance 5 m over a fabric laid under each of its islands, and the large set of
+    simple areas (:func:`bench_tiling.island_set`) planned; the lines for RESULTS.md."""
+    city = island_city()
+    started = time.perf_counter()
+    parcels = fabric_under(city, per_part=True)
+    print(f"island city: {len(parcels):,} parcels in {time.perf_counter() - started:.1f} s")
+    with start_service(parcels=parcels, keys=workdir / "keys-city.sqlite",
+                       cert_dir=workdir / "certs") as svc:
+        table = searched_calls(svc, city, workdir / "city", ("exact", "tol5"))
+    print(table.astype(object).T.to_string())
+    totals = _totals(table)
+    total = table.sum(numeric_only=True)
+    bytes_ = {label: sum(p.request_bytes for p in parcelsearch.plan(city, t).pieces)
+              for label, t in (("exact", 0.0), ("tol5", TOLERANCE))}
+    simple = planned_set(island_set())
+    print("island set:", simple)
+    return [
+        "**A dense real island city** (nzgeom: every offshore island of at least 0.1 km² of "
+        "the Auckland, Northland, Waikato and Bay of Plenty regional councils, one "
+        f"multi-part area a region): {int(total['parts_n'])} parts, "
+        f"{int(shapely.get_num_coordinates(city.geometry).sum()):,} vertices, "
+        f"{int(table['parcels'].sum()):,} parcels inside (a fabric under each island).",
+        "",
+        "```",
+        table.astype(object).T.to_string(),
+        "```",
+        "",
+        f"- exact calls / floor: **{totals['exact calls/floor']:.3f}** (goal ≤ 1.10); "
+        f"tolerance 5 m calls / floor: **{totals['tol5 calls/floor']:.3f}** (goal ≤ 1.05)",
+        f"- pieces / vertex bound: exact {totals['exact pieces/vertex bound']:.3f} "
+        f"({int(total['exact_pieces'])} / {int(total['vertex_bound'])}), tolerance 5 m "
+        f"{totals['tol5 pieces/vertex bound']:.3f} ({int(total['tol5_pieces'])}); request "
+        f"bytes: exact {bytes_['exact']:,}, tolerance 5 m {bytes_['tol5']:,}",
+        f"- planning: exact {totals['exact plan s']:.2f} s, tolerance 5 m "
+        f"{totals['tol5 plan s']:.2f} s",
+        f"- parcels inside an area but not found: {totals['missed']:.0f}; found beyond the "
+        f"allowed reach: {totals['beyond']:.0f}",
+        "",
+        f"**A large set of simple areas** (nzgeom: every offshore island of at least 0.01 km², "
+        f"each its own area), planned: {simple['areas']:,} areas, {simple['vertices']:,} "
+        f"vertices, vertex bound {simple['vertex_bound']:,} pieces.",
+        "",
+        f"- exact: {simple['exact_pieces']:,} pieces, {simple['exact_bytes']:,} request bytes, "
+        f"{simple['exact_plan_s']:.1f} s; tolerance 5 m: {simple['tol5_pieces']:,} pieces, "
+        f"{simple['tol5_bytes']:,} bytes, {simple['tol5_plan_s']:.1f} s",
+        f"- areas where tolerance 5 m gives more pieces or more bytes than exact: "
+        f"**{simple['tol5_worse_areas']}**",
+        "",
+    ]
+
+
 def main() -> None:
+    if sys.argv[1:] == ["real-city"]:  # the real island city and island set alone
+        with tempfile.TemporaryDirectory() as tmp:
+            lines = real_city(Path(tmp))
+        print("\n".join(lines))
+        write_section("search-real-city", "\n".join(lines))
+        return
     # Real boundaries: three of bench_tiling's five (about 710 km², some 800,000 parcels),
     # searched in exact and tolerance modes only, to keep the run to minutes on 2 cores.
     real = real_areas().loc[["waiheke", "durville", "nelson"]]
@@ -459,6 +552,7 @@ def main() -> None:
                     print("paced:", paced)
                     rerun = cache_rerun(svc, areas.iloc[[1]], workdir)
                     print("cache:", rerun)
+        lines += real_city(workdir)
     assert paced is not None and rerun is not None
     coast, coast_s = coast_pieces()
     print(coast.astype(object).T.to_string())

@@ -235,6 +235,58 @@ def coast_regions(min_vertices: int = 20_000) -> gpd.GeoDataFrame:
     return frame.to_crs(4326)
 
 
+#: The regions whose offshore islands make :func:`island_city`'s areas.
+_ISLAND_REGIONS = ("Auckland Region", "Northland Region", "Waikato Region",
+                   "Bay of Plenty Region")
+
+
+def _nz_layers() -> tuple[gpd.GeoDataFrame, gpd.GeoDataFrame]:
+    """The coastline polygons and the regional councils shipped in ``nzgeom``."""
+    import nzgeom  # the bench extra, as in real_areas
+
+    root = Path(nzgeom.__file__).parent / "data"
+    coast = gpd.read_file(root / "coastlines" / "nz-coastlines-and-islands-polygons-topo-150k.gpkg")
+    regions = gpd.read_file(root / "regions" / "regional-council-2018-generalised.gpkg")
+    return coast, regions
+
+
+def island_city(min_km2: float = 0.1) -> gpd.GeoDataFrame:
+    """A dense island city: every offshore island of at least ``min_km2`` of four regional
+    councils round the Hauraki Gulf (Auckland, Northland, Waikato, Bay of Plenty), one
+    multi-part area a region (index ``area_id``, EPSG:4326), from the ``nzgeom`` package.
+
+    Several large multi-part areas with many islands each (Great Barrier, Waiheke and Little
+    Barrier among them), some 700 km² in all: the shape of a real coastal city's districts,
+    where every island needs a piece of its own in exact mode.
+    """
+    coast, regions = _nz_layers()
+    islands = coast[~coast["name"].isin(_MAINLAND) & (coast.geometry.area >= min_km2 * 1e6)]
+    shapes = {}
+    for name in _ISLAND_REGIONS:
+        region = regions.loc[regions["REGC2018_V1_00_NAME"] == name].geometry.iloc[0]
+        inside = islands[islands.intersects(region)].geometry.to_numpy()
+        land = shapely.intersection(region, shapely.union_all(inside))
+        parts = [p for p in shapely.get_parts(land) if p.geom_type == "Polygon"
+                 and p.area >= min_km2 * 1e6]
+        shapes[name.removesuffix(" Region").lower().replace(" ", "-")] = shapely.MultiPolygon(parts)
+    frame = gpd.GeoDataFrame(
+        geometry=list(shapes.values()), index=pd.Index(list(shapes), name="area_id"), crs=coast.crs
+    )
+    return frame.to_crs(4326)
+
+
+def island_set(min_km2: float = 0.01) -> gpd.GeoDataFrame:
+    """A large set of simple areas: every offshore island of New Zealand of at least
+    ``min_km2``, each its own area (one ring, a few to a few thousand vertices; index
+    ``area_id``, EPSG:4326), from the ``nzgeom`` package."""
+    coast, _ = _nz_layers()
+    islands = coast[~coast["name"].isin(_MAINLAND) & (coast.geometry.area >= min_km2 * 1e6)]
+    ids = [f"island-{number}" for number in range(len(islands))]
+    frame = gpd.GeoDataFrame(geometry=islands.geometry.to_numpy(),
+                             index=pd.Index(ids, name="area_id"), crs=coast.crs)
+    return frame.to_crs(4326)
+
+
 def _vertex_bound(geometry: shapely.Geometry, budget: tiling.Budget) -> int:
     """Σ over parts of ⌈vertices ÷ vertices-per-request⌉ (mean vertex bytes of the part)."""
     bound = 0

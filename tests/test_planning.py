@@ -128,10 +128,11 @@ def test_tolerance_plans_fewer_pieces(areas):
     ("tolerance", "match"),
     [
         pytest.param(
-            0.2, r"tolerance=0.2 m: use 0 for exact pieces or at least 0.5 m", id="too-fine"
+            0.2, r"must be 0 for exact pieces or at least 0.5 metres .*got 0.2. "
+            r"Use tolerance=0 for exact pieces", id="too-fine"
         ),
-        pytest.param(-1, r"tolerance=-1 m", id="negative"),
-        pytest.param("five", r"tolerance='five': give a number of metres", id="not-a-number"),
+        pytest.param(-1, r"must be at least 0, got -1", id="negative"),
+        pytest.param("five", r"takes a number of metres, got 'five'", id="not-a-number"),
     ],
 )
 def test_bad_tolerance(tolerance, match):
@@ -204,3 +205,20 @@ def test_without_drops_areas_and_their_pieces_only() -> None:
     assert "park-ring" not in less.areas.index
     assert [p for p in full.pieces if p.area_id != "park-ring"] == less.pieces
     assert (less.tolerance, less.path, less.id_name) == (full.tolerance, full.path, full.id_name)
+
+
+def test_suggest_tolerance_keeps_what_it_makes_in_the_refused_plans_memo(areas):
+    """The memo is the plan's: suggest_tolerance fills it, and planning the suggestion
+    with it tiles nothing again — the same pieces as a plan made from scratch."""
+    refused = plan(areas, id_column="tract")
+    assert refused.memo.tolerances() == {0.0} and refused.memo.tiled(0.0) == len(areas)
+    suggested = suggest_tolerance(refused, refused.min_calls - 1)
+    assert suggested is not None and suggested in refused.memo.tolerances()
+    tiled = refused.memo.tiled(suggested)
+    assert tiled == len(areas)  # the rung that fits was tiled whole, once
+    again = plan(refused.areas, suggested, memo=refused.memo)
+    assert refused.memo.tiled(suggested) == tiled  # nothing tiled again
+    fresh = plan(areas, suggested, id_column="tract")
+    assert fresh.memo is not refused.memo and suggested in fresh.memo.tolerances()
+    assert [p.polygon_json for p in again.pieces] == [p.polygon_json for p in fresh.pieces]
+    assert refused.without(["a"]).memo is refused.memo

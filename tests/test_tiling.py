@@ -23,10 +23,10 @@ from parcelsearch.tiling import (
     estimate,
     lower_bound,
     parts_bound,
-    prepared,
     split_antimeridian,
     tile,
 )
+from parcelsearch.tiling.covers import prepared
 
 PATH = "/v1/search"
 
@@ -266,6 +266,38 @@ def test_tolerance_needs_fewer_pieces():
     assert len(tile(area, tolerance=20)) < len(tile(area, tolerance=5)) < len(tile(area))
 
 
+def _measure(pieces: list[Polygon]) -> tuple[int, int]:
+    return len(pieces), sum(line_bytes(p) for p in pieces)
+
+
+@pytest.mark.parametrize(
+    "area",
+    [
+        pytest.param(SQUARE, id="square"),
+        pytest.param(SQUARE.buffer(0.01, quad_segs=2), id="octagon"),
+        pytest.param(fractal(9, levels=6), id="small-coast"),
+        pytest.param(fractal(10, levels=10, holes=2), id="large-coast"),
+        pytest.param(MultiPolygon([SQUARE, box(-97.3, 32.7, -97.2, 32.8)]), id="two-parts"),
+    ],
+)
+@pytest.mark.parametrize("tolerance", [0.5, 5.0])
+def test_tolerance_is_never_worse_than_exact(area, tolerance):
+    """Tolerance pieces are never more, nor longer in all, than exact pieces: where the
+    cover does not beat the exact pieces on both, the exact pieces are the answer."""
+    exact, loose = tile(area), tile(area, tolerance=tolerance)
+    (n_exact, b_exact), (n_loose, b_loose) = _measure(exact), _measure(loose)
+    assert n_loose <= n_exact and b_loose <= b_exact
+    if (n_loose, b_loose) == (n_exact, b_exact):
+        assert requests(loose) == requests(exact)  # a tie keeps the exact pieces
+    assert_covers_within(loose, area, tolerance)
+
+
+def test_a_simple_area_keeps_its_exact_ring_in_tolerance_mode():
+    """A square's cover has rounded corners (more vertices, longer requests): the exact
+    ring is sent instead."""
+    assert requests(tile(SQUARE, tolerance=5)) == requests(tile(SQUARE))
+
+
 def test_parts_closer_than_t_merge_and_narrow_holes_fill():
     metres = 1 / 111_000  # a degree of latitude is ~111 km
     near = MultiPolygon([SQUARE, box(-97.5, 32.8 + 2 * metres, -97.4, 32.9)])
@@ -296,8 +328,9 @@ def test_cover_across_the_antimeridian_stays_in_range():
 
 @pytest.mark.parametrize("tolerance", [0.1, -5, float("nan"), float("inf")])
 def test_bad_tolerances_are_refused(tolerance):
-    with pytest.raises(InputError, match=r"tolerance=.*use 0 for exact pieces or at least 0.5 m"):
+    with pytest.raises(InputError, match=r"must be (0 for exact pieces or )?at least 0") as caught:
         tile(SQUARE, tolerance=tolerance)
+    assert caught.value.field == "tolerance" and "Use tolerance=0 for exact" in str(caught.value)
 
 
 @pytest.mark.parametrize(
@@ -467,3 +500,17 @@ def test_estimate_shrinks_as_the_tolerance_grows():
     area = fractal(6, levels=9, holes=2)
     guesses = [estimate(area, tolerance=t) for t in (1.0, 5.0, 20.0, 100.0, 500.0)]
     assert guesses == sorted(guesses, reverse=True) and guesses[0] > guesses[-1]
+
+
+def test_areas_load_only_the_antimeridian_module():
+    """``parcelsearch.areas`` needs split_antimeridian alone: the partition, covers and
+    bounds stay unloaded until something tiles."""
+    import subprocess
+    import sys
+
+    code = ("import sys, parcelsearch.areas; "
+            "print(sorted(m for m in sys.modules if m.startswith('parcelsearch.tiling')))")
+    out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True,
+                         check=True).stdout
+    assert out.strip() == ("['parcelsearch.tiling', 'parcelsearch.tiling.antimeridian', "
+                           "'parcelsearch.tiling.grid']")

@@ -34,7 +34,7 @@ from shapely.geometry.base import BaseGeometry
 from parcelsearch import notices
 from parcelsearch.errors import Hint, InputError
 from parcelsearch.notices import CoordinatesWarning, ParcelSearchWarning, RowNumberIdsWarning
-from parcelsearch.tiling import split_antimeridian
+from parcelsearch.tiling.antimeridian import split_antimeridian
 
 __all__ = [
     "GeometryRepairedWarning",

@@ -134,15 +134,12 @@ def _fraction(text: str) -> float:
 
 def _tolerance(text: str) -> float:
     # Lazy: tiling (shapely) is imported only when --tolerance is given.
-    from parcelsearch.tiling import MIN_TOLERANCE
+    from parcelsearch.tiling.covers import check_tolerance
 
-    value = float(_number(float, low=0, what="a number of metres")(text))
-    if 0 < value < MIN_TOLERANCE:
-        raise argparse.ArgumentTypeError(
-            f"must be 0 for exact pieces or at least {MIN_TOLERANCE:g} metres "
-            f"(coordinates are sent rounded to about 0.1 m), got {text}"
-        )
-    return value
+    try:
+        return check_tolerance(text)
+    except ParcelSearchError as exc:
+        raise argparse.ArgumentTypeError(exc.render("cli")) from None
 
 
 def _quota(text: str) -> str:

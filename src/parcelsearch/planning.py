@@ -18,7 +18,6 @@ Examples
 from __future__ import annotations
 
 import html
-import math
 from collections.abc import Hashable, Iterable, Sequence
 from dataclasses import dataclass
 from typing import Any
@@ -27,9 +26,12 @@ import geopandas as gpd
 import pandas as pd
 import shapely
 
-from parcelsearch import _wire, settings, tiling
+from parcelsearch import _wire, settings
 from parcelsearch.areas import validate_areas
-from parcelsearch.errors import InputError
+from parcelsearch.tiling.bounds import estimate, lower_bound, parts_bound
+from parcelsearch.tiling.covers import check_tolerance
+from parcelsearch.tiling.pieces import TilingMemo, tile
+from parcelsearch.tiling.request_budget import BUDGET_PAGE, Budget
 
 __all__ = ["Piece", "Plan", "plan", "suggest_tolerance", "TOLERANCE_LADDER"]
 
@@ -80,6 +82,10 @@ class Plan:
         The settings the plan was made with.
     id_name
         Name of the area id (the column name used in outputs).
+    memo
+        The covers and tilings made for this plan's areas
+        (:class:`parcelsearch.tiling.TilingMemo`): the plan's own, and those
+        :func:`suggest_tolerance` makes from it, each made once.
     """
 
     def __init__(
@@ -90,6 +96,7 @@ class Plan:
         tolerance: float,
         max_request_bytes: int,
         path: str,
+        memo: TilingMemo | None = None,
     ) -> None:
         self.areas = areas
         self.pieces = list(pieces)
@@ -97,6 +104,7 @@ class Plan:
         self.max_request_bytes = int(max_request_bytes)
         self.path = path
         self.id_name = str(areas.index.name)
+        self.memo = TilingMemo() if memo is None else memo
 
     @property
     def min_calls(self) -> int:
@@ -158,6 +166,7 @@ class Plan:
             tolerance=self.tolerance,
             max_request_bytes=self.max_request_bytes,
             path=self.path,
+            memo=self.memo,
         )
 
     def map(self, **kwargs: Any) -> Any:
@@ -190,6 +199,7 @@ def plan(
     id_column: str | None = None,
     max_request_bytes: int = settings.MAX_REQUEST_LINE_BYTES,
     path: str = settings.SEARCH_PATH,
+    memo: TilingMemo | None = None,
 ) -> Plan:
     """The pieces a search of ``areas`` will send, and the minimum calls — zero calls made.
 
@@ -212,6 +222,10 @@ def plan(
         Longest request line (``GET <target> HTTP/1.1``) allowed, checked at page 99999.
     path
         The search path the requests go to.
+    memo
+        Covers and tilings made before for these areas, to reuse (e.g. the ``memo`` of a
+        refused plan that :func:`suggest_tolerance` has filled); the plan keeps what it
+        makes there. A new one by default.
 
     Returns
     -------
@@ -222,13 +236,13 @@ def plan(
     InputError
         Areas that cannot be planned (the message names the row), or a bad tolerance.
     """
-    tolerance = _check_tolerance(tolerance)
+    tolerance = check_tolerance(tolerance)
+    memo = TilingMemo() if memo is None else memo
     validated = validate_areas(areas, id_column=id_column)
     pieces: list[Piece] = []
     for area_id, geometry in validated.geometry.items():
-        rings = tiling.tile(
-            geometry, tolerance=tolerance, max_request_bytes=max_request_bytes, path=path
-        )
+        rings = tile(geometry, tolerance=tolerance, max_request_bytes=max_request_bytes,
+                     path=path, memo=memo)
         for piece_id, ring in enumerate(rings):
             text = _wire.ring_json(ring.exterior.coords)
             pieces.append(
@@ -237,28 +251,11 @@ def plan(
                     piece_id=piece_id,
                     polygon_json=text,
                     geometry=ring,
-                    request_bytes=tiling.request_bytes(text, path),
+                    request_bytes=_wire.search_target_bytes(path, text, BUDGET_PAGE),
                 )
             )
-    return Plan(
-        validated, pieces, tolerance=tolerance, max_request_bytes=max_request_bytes, path=path
-    )
-
-
-def _check_tolerance(tolerance: float) -> float:
-    try:
-        value = float(tolerance)
-    except (TypeError, ValueError):
-        raise InputError(
-            f"tolerance={tolerance!r}: give a number of metres (0 for exact)", field="tolerance"
-        ) from None
-    if value != 0 and not (math.isfinite(value) and value >= tiling.MIN_TOLERANCE):
-        raise InputError(
-            f"tolerance={tolerance!r} m: use 0 for exact pieces or at least "
-            f"{tiling.MIN_TOLERANCE} m (coordinates are sent rounded to 6 decimals, about 0.1 m)",
-            field="tolerance",
-        )
-    return value
+    return Plan(validated, pieces, tolerance=tolerance, max_request_bytes=max_request_bytes,
+                path=path, memo=memo)
 
 
 def suggest_tolerance(
@@ -285,8 +282,10 @@ def suggest_tolerance(
     the rung below has lower bounds that fit (an estimate may overstate), then tiles
     upward from the first rung whose lower bounds fit — so only the rungs next to the
     answer get covers.
-    Covers and tilings are cached (:func:`parcelsearch.tiling.prepared`), so planning the
-    suggested tolerance next, in the same process, reuses them.
+    Given a :class:`Plan`, every cover and tiling made is kept in its ``memo``
+    (:class:`parcelsearch.tiling.TilingMemo`), so planning the suggested tolerance next
+    with ``plan(refused.areas, t, memo=refused.memo)`` tiles nothing again; given areas, a
+    memo of its own is made and dropped.
 
     Parameters
     ----------
@@ -316,27 +315,29 @@ def suggest_tolerance(
     if isinstance(areas, Plan):
         known = areas
         geoms = list(known.areas.geometry)
-        budget = tiling.Budget(known.max_request_bytes, known.path)
+        budget = Budget(known.max_request_bytes, known.path)
+        memo = known.memo
         if known.min_calls <= max_calls:
             return known.tolerance
         floor = known.tolerance
     else:
         validated = validate_areas(areas, id_column=plan_kwargs.pop("id_column", None))
-        budget = tiling.Budget(**plan_kwargs)
+        budget = Budget(**plan_kwargs)
         geoms = list(validated.geometry)
-        if _fits(geoms, 0.0, max_calls, budget):
+        memo = TilingMemo()
+        if _fits(geoms, 0.0, max_calls, budget, memo):
             return 0.0
         floor = 0.0
-    rungs = sorted({_check_tolerance(t) for t in ladder} - {0.0})
+    rungs = sorted({check_tolerance(t) for t in ladder} - {0.0})
     rungs = [t for t in rungs if t > floor]
     if not rungs:
         return None
-    bounds = _Bounds(geoms, max_calls, budget)
+    bounds = _Bounds(geoms, max_calls, budget, memo)
     first = bounds.first_estimated(rungs)
     while first > 0 and bounds.fit(rungs[first - 1]):  # an estimate may overstate
         first -= 1
     for tolerance in rungs[first:]:
-        if bounds.fit(tolerance) and _fits(geoms, tolerance, max_calls, budget, bounds):
+        if bounds.fit(tolerance) and _fits(geoms, tolerance, max_calls, budget, memo, bounds):
             return tolerance
     return None
 
@@ -346,10 +347,12 @@ class _Bounds:
     part-count bound first (:func:`parcelsearch.tiling.parts_bound`, no cover), then the
     vertex bound (:func:`parcelsearch.tiling.lower_bound`, which makes the rung's cover)."""
 
-    def __init__(self, geoms: list[Any], max_calls: int, budget: tiling.Budget) -> None:
+    def __init__(self, geoms: list[Any], max_calls: int, budget: Budget,
+                 memo: TilingMemo) -> None:
         self.geoms = geoms
         self.max_calls = max_calls
         self.budget = budget
+        self.memo = memo
         self.known: dict[tuple[int, float], int] = {}
         self.parts: dict[tuple[int, float], int] = {}
         # The most detailed areas first: a rung that does not fit is found out sooner.
@@ -360,9 +363,7 @@ class _Bounds:
         """One area's vertex bound at ``tolerance`` (it makes, and caches, the cover)."""
         key = (index, tolerance)
         if key not in self.known:
-            self.known[key] = tiling.lower_bound(
-                self.geoms[index], tolerance=tolerance,
-                max_request_bytes=self.budget.max_request_bytes, path=self.budget.path)
+            self.known[key] = lower_bound(self.geoms[index], tolerance, self.budget, self.memo)
         return self.known[key]
 
     def cheap(self, index: int, tolerance: float) -> int:
@@ -371,7 +372,7 @@ class _Bounds:
         if key in self.known:
             return self.known[key]
         if key not in self.parts:
-            self.parts[key] = tiling.parts_bound(self.geoms[index], tolerance)
+            self.parts[key] = parts_bound(self.geoms[index], tolerance)
         return self.parts[key]
 
     def fit(self, tolerance: float) -> bool:
@@ -411,7 +412,7 @@ class _Bounds:
             if (index, tolerance) in self.known:
                 total += self.known[index, tolerance]
             else:
-                total += max(self.cheap(index, tolerance), tiling.estimate(
+                total += max(self.cheap(index, tolerance), estimate(
                     self.geoms[index], tolerance=tolerance,
                     max_request_bytes=self.budget.max_request_bytes, path=self.budget.path))
             if total > self.max_calls:
@@ -427,15 +428,16 @@ def _fits(
     geoms: list[Any],
     tolerance: float,
     max_calls: int,
-    budget: tiling.Budget,
+    budget: Budget,
+    memo: TilingMemo,
     bounds: _Bounds | None = None,
 ) -> bool:
     """Whether the areas' pieces at ``tolerance`` number at most ``max_calls``: stops as soon
     as the pieces counted plus the known lower bounds of the areas left pass it."""
     total = 0
     for index, geometry in enumerate(geoms):
-        total += len(tiling.tile(geometry, tolerance=tolerance,
-                                 max_request_bytes=budget.max_request_bytes, path=budget.path))
+        total += len(tile(geometry, tolerance=tolerance, max_request_bytes=budget.max_request_bytes,
+                          path=budget.path, memo=memo))
         left = bounds.rest(range(index + 1, len(geoms)), tolerance) if bounds is not None else 0
         if total + left > max_calls:
             return False

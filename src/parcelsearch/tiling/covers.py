@@ -1,0 +1,216 @@
+"""Tolerance mode: covers that are simpler than an area and stay within t metres of it, the
+one check of a tolerance, and the area the pieces tile (:func:`prepared`).
+
+``tolerance=t`` metres first replaces the area by a *cover* (:func:`cover`): holes every
+point of which lies within ``t`` of the area are filled, the area is buffered out by t/2
+(merging parts and closing gaps narrower than ``t``), simplified with a tolerance that keeps
+the area covered, then tiled exactly. Pieces then cover the whole area and no covered point
+lies more than ``t`` metres from it.
+"""
+
+from __future__ import annotations
+
+import math
+from collections.abc import Iterator
+from dataclasses import dataclass
+
+import numpy as np
+import shapely
+from shapely.geometry.base import BaseGeometry
+
+from parcelsearch.errors import Hint, InputError
+from parcelsearch.tiling.antimeridian import joined_across_180, split_antimeridian
+from parcelsearch.tiling.grid import clamped, grow_for_rounding, polygons, snap
+
+__all__ = ["M_PER_DEGREE", "MIN_TOLERANCE", "Frame", "check_tolerance", "cover", "prepared"]
+
+#: Smallest non-zero tolerance in metres: rounding to 6 decimals moves a vertex ≤ 0.08 m.
+MIN_TOLERANCE = 0.5
+_ROUNDING_M = 0.1  # metres one 6-decimal rounding can move a vertex (≤ 0.079 m), rounded up
+#: Upper bound of the metres in one degree of latitude, or of longitude × cos(latitude),
+#: anywhere on the WGS84 ellipsoid (111,694 m: a degree of latitude at the poles).
+M_PER_DEGREE = 111_700.0
+
+
+def check_tolerance(tolerance: object, *, allow_exact: bool = True) -> float:
+    """The tolerance in metres as a float: 0 (exact, where allowed) or at least
+    :data:`MIN_TOLERANCE` — the one check of a tolerance, wherever it is given.
+
+    Raises
+    ------
+    InputError
+        ``field="tolerance"``; the message reads after the option's name in either dialect
+        (``argument --tolerance: must be …``), and its hint names the knob in both.
+    """
+    try:
+        value = float(tolerance)  # type: ignore[arg-type]
+    except (TypeError, ValueError):
+        raise _refused(f"takes a number of metres, got {tolerance!r}") from None
+    shown = tolerance if isinstance(tolerance, str) else repr(tolerance)
+    if not (math.isfinite(value) and value >= 0):
+        raise _refused(f"must be at least 0, got {shown}")
+    if value >= MIN_TOLERANCE or (value == 0 and allow_exact):
+        return value
+    exact = "0 for exact pieces or " if allow_exact else ""
+    raise _refused(
+        f"must be {exact}at least {MIN_TOLERANCE:g} metres (coordinates are sent rounded to "
+        f"6 decimals, about 0.1 m), got {shown}"
+    )
+
+
+def _refused(message: str) -> InputError:
+    return InputError(message, field="tolerance",
+                      hints=[Hint("tolerance", 0, "use {knob} for exact pieces")])
+
+
+def prepared(geometry: BaseGeometry, tolerance: float) -> BaseGeometry:
+    """The area the pieces will tile exactly: grown (or covered), clipped, on the grid."""
+    if check_tolerance(tolerance):
+        return _covering(geometry, tolerance)[1]
+    return snap(clamped(grow_for_rounding(geometry)))
+
+
+def cover(geometry: BaseGeometry, tolerance: float) -> BaseGeometry:
+    """A simpler area that covers ``geometry`` and stays within ``tolerance`` metres of it.
+
+    Parameters
+    ----------
+    geometry
+        Polygon or MultiPolygon in EPSG:4326 (longitudes in [-180, 180]).
+    tolerance
+        Metres, at least :data:`MIN_TOLERANCE`.
+
+    Returns
+    -------
+    Polygon or MultiPolygon
+        In EPSG:4326, split at the antimeridian if it crosses it, clipped to ±90°
+        latitude. Every point of ``geometry`` is inside; every point inside is within
+        ``tolerance`` metres of ``geometry`` on the ground (0.1 m is reserved for rounding
+        to 6 decimals).
+
+    Notes
+    -----
+    The work is done in *scaled degrees*: longitude × c and latitude, where c is the
+    largest cos(latitude) over the area. That is an affine map, so straight edges stay
+    straight (nothing to densify) and no projection is needed; one scaled degree is at
+    most :data:`M_PER_DEGREE` metres anywhere in the area (WGS84), so distances measured
+    in it never understate the ground distance.
+
+    1. the area is simplified (topology-preserving Douglas–Peucker, which keeps it within
+       ``0.05 t`` of the area and the area within ``0.05 t`` of it), so that the buffer
+       below costs little whatever the tolerance;
+    2. holes whose every point lies within ``t - 0.1`` m of their edge are filled;
+    3. the area is buffered out by ``t/2``: parts and gaps closer than ``t`` merge, and
+       the buffer's boundary stays at least ``0.45 t`` off the area;
+    4. the buffer is simplified by at most ``0.4 t - 0.1`` m, which keeps its boundary off
+       the area (and ``0.05 t + 0.5 t + 0.4 t - 0.1 < t``): plain Douglas–Peucker first,
+       which is fast but may drop area; if the covering check fails, the
+       topology-preserving kind, then half the distance, then none.
+    """
+    return _covering(geometry, tolerance)[0]
+
+
+def _covering(geometry: BaseGeometry, tolerance: float) -> tuple[BaseGeometry, BaseGeometry]:
+    """:func:`cover`, and the cover clipped to the world and snapped to the grid (what the
+    covering check has snapped already, so :func:`prepared` need not snap it again)."""
+    check_tolerance(tolerance, allow_exact=False)
+    frame = Frame.of(geometry)
+    metre = 1.0 / M_PER_DEGREE
+    first = 0.05 * tolerance * metre  # simplify the area first: buffering it is then cheap
+    area = shapely.simplify(frame.scaled(), first)
+    area = _fill_narrow_holes(area, (tolerance - _ROUNDING_M) * metre - first)
+    grown = shapely.buffer(area, tolerance / 2 * metre, quad_segs=4)
+    for simple in _simpler(grown, [(0.4 * tolerance - _ROUNDING_M) * metre,
+                                   (0.2 * tolerance - _ROUNDING_M) * metre]):
+        result = _back_to_lonlat(frame.lonlat(simple), frame.lon0)
+        snapped = snap(clamped(result))
+        if shapely.covers(snapped, geometry):
+            return result, snapped
+    # Only where clipping at a pole or rounding bites does the cover lose some of the area.
+    result = shapely.union(result, clamped(grow_for_rounding(geometry)))
+    return result, snap(clamped(result))
+
+
+def _simpler(grown: BaseGeometry, by: list[float]) -> Iterator[BaseGeometry]:
+    """Simplifications of the buffer ``grown`` to try in turn, each within its distance of
+    ``by`` (Hausdorff, both ways), then ``grown`` itself: plain Douglas–Peucker first (about
+    ten times faster than keeping topology on a large buffer; GEOS mends what it makes
+    invalid, which may only drop area, and the covering check catches that), then the
+    topology-preserving kind at each distance."""
+    if by and by[0] > 0:
+        fast = shapely.simplify(grown, by[0], preserve_topology=False)
+        if shapely.is_valid(fast):
+            yield fast
+    for distance in by:
+        if distance > 0:
+            yield shapely.simplify(grown, distance)
+    yield grown
+
+
+@dataclass(frozen=True)
+class Frame:
+    """The area joined across ±180° (:func:`~parcelsearch.tiling.antimeridian.joined_across_180`),
+    its middle longitude ``lon0``, and the factor ``c`` that makes a degree of longitude
+    about as long as one of latitude there: where distances in metres map to degrees alike
+    on both axes."""
+
+    unwrapped: BaseGeometry
+    lon0: float
+    c: float
+
+    @classmethod
+    def of(cls, geometry: BaseGeometry) -> Frame:
+        unwrapped, lon0 = joined_across_180(geometry)
+        _, miny, _, maxy = unwrapped.bounds
+        c = 1.0 if miny <= 0 <= maxy else math.cos(math.radians(min(abs(miny), abs(maxy))))
+        return cls(unwrapped, lon0, max(c, 1e-6))
+
+    def scaled(self) -> BaseGeometry:
+        """The unwrapped area in the frame's scaled degrees."""
+        return shapely.transform(
+            self.unwrapped,
+            lambda xy: np.column_stack([(xy[:, 0] - self.lon0) * self.c, xy[:, 1]]))
+
+    def lonlat(self, geometry: BaseGeometry) -> BaseGeometry:
+        """``geometry`` in scaled degrees back in (continuous) longitude and latitude."""
+        return shapely.transform(
+            geometry, lambda xy: np.column_stack([xy[:, 0] / self.c + self.lon0, xy[:, 1]]))
+
+
+def _back_to_lonlat(lonlat: BaseGeometry, lon0: float) -> BaseGeometry:
+    """A cover in continuous longitudes, clipped to ±90° latitude and split at ±180°."""
+    if not shapely.is_valid(lonlat):  # pragma: no cover - buffers and simplify keep validity
+        lonlat = shapely.make_valid(lonlat, method="structure", keep_collapsed=False)
+    minx, miny, maxx, maxy = lonlat.bounds
+    if miny < -90 or maxy > 90 or minx < lon0 - 360 or maxx > lon0 + 360:
+        lonlat = shapely.intersection(lonlat, shapely.box(lon0 - 360, -90, lon0 + 360, 90))
+    return split_antimeridian(lonlat)
+
+
+def _fill_narrow_holes(area: BaseGeometry, reach: float) -> BaseGeometry:
+    """Fill the holes whose every point lies within ``reach`` of their edge.
+
+    A hole is that narrow exactly when shrinking it by ``reach`` leaves nothing; a hole
+    whose bounding box is at most ``2 × reach`` wide is that narrow for sure.
+    """
+    parts = []
+    filled = False
+    for part in polygons(area):
+        holes = [shapely.Polygon(ring) for ring in part.interiors]
+        if not holes:
+            parts.append(part)
+            continue
+        boxes = shapely.bounds(np.asarray(holes))
+        thin = np.minimum(boxes[:, 2] - boxes[:, 0], boxes[:, 3] - boxes[:, 1]) <= 2 * reach
+        keep = [
+            h.exterior
+            for h, is_thin in zip(holes, thin.tolist(), strict=True)
+            if not is_thin and not shapely.buffer(h, -reach, quad_segs=2).is_empty
+        ]
+        filled |= len(keep) < len(holes)
+        parts.append(shapely.Polygon(part.exterior, keep))
+    if len(parts) == 1:
+        return parts[0]
+    if filled:  # a filled hole may hold another part (an island in a lake): merge them
+        return shapely.union_all(parts)
+    return shapely.MultiPolygon(parts)

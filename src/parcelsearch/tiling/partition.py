@@ -1,0 +1,302 @@
+"""The exact partition: one area on the grid → the fewest single-ring pieces that fit a
+request line, whose union is exactly the area.
+
+Each part that does not fit is triangulated (constrained Delaunay: no new vertex), the
+triangles' dual graph gives a spanning tree, and the tree is cut into the fewest connected
+components whose rings fit (a piece's bytes add up over its triangles; Kundu & Misra's
+bottom-up rule is optimal for a tree). A component that is not one valid ring (it wraps
+round a hole, or pinches) is split again along the tree. Neighbouring pieces are then
+merged while the merged ring still fits and stays a valid single ring. Pieces are unions of
+whole triangles, so their union is exactly the snapped area and no cut adds a vertex: this
+is what beats recursive halving, whose straight cuts add vertices and, across a wiggly
+coast, fragments.
+"""
+
+from __future__ import annotations
+
+import numpy as np
+import shapely
+from shapely import Polygon
+from shapely.geometry.base import BaseGeometry
+
+from parcelsearch import _wire
+from parcelsearch.errors import InputError
+from parcelsearch.tiling.grid import SCALE, canonical_ring, polygons, snap, sorted_pieces
+from parcelsearch.tiling.request_budget import MAX_VERTEX_BYTES, Budget
+
+__all__ = ["exact_pieces"]
+
+
+def exact_pieces(area: BaseGeometry, budget: Budget) -> tuple[Polygon, ...]:
+    """The pieces of an area already on the grid (:func:`parcelsearch.tiling.covers.prepared`):
+    canonical rings (:func:`~parcelsearch.tiling.grid.canonical_ring`) that fit ``budget``,
+    sorted, whose union is exactly ``area``."""
+    pieces: list[Polygon] = []
+    for part in polygons(area):
+        if budget.fits(part):
+            pieces.append(part)
+            continue
+        found = _tree_pieces(part, budget)
+        if found is None:  # pragma: no cover - GEOS triangulates every valid polygon
+            raise _unplannable(part)
+        pieces.extend(_merge_pieces(found, _neighbours(found), budget))
+    return tuple(_finish(pieces, budget))
+
+
+def _finish(pieces: list[Polygon], budget: Budget) -> list[Polygon]:
+    """Canonical rings, each checked valid and within budget (else partitioned again once,
+    snapped), sorted."""
+    done: list[Polygon] = []
+    todo = [(piece, False) for piece in pieces]
+    while todo:
+        piece, again = todo.pop()
+        ring = Polygon(canonical_ring(piece))
+        if ring.is_valid and budget.ring_bytes(ring.exterior.coords) <= budget.max_request_bytes:
+            done.append(ring)
+            continue
+        for part in polygons(snap(piece)):  # pragma: no cover - defensive: never seen
+            found = None if again else _tree_pieces(part, budget)
+            if found is None:
+                raise _unplannable(part)
+            todo.extend((p, True) for p in found)
+    return sorted_pieces(done)
+
+
+def _unplannable(polygon: Polygon) -> InputError:  # pragma: no cover - defensive: never seen
+    return InputError(
+        f"a part {polygon.wkt[:80]}... could not be cut into rings that fit the request "
+        "budget; raise max_request_bytes, or simplify the area",
+        field="geometry",
+    )
+
+
+#: Added to grid coordinates (|value| ≤ 1.8e8 < 2**30) to make them non-negative 31-bit ints.
+_OFFSET = 2**30
+
+
+def _triangle_tree(
+    polygon: Polygon,
+) -> tuple[np.ndarray, np.ndarray, list[list[tuple[int, int]]], list[int]]:
+    """Constrained Delaunay triangles of ``polygon`` and a spanning tree of their dual graph.
+
+    Returns
+    -------
+    triangles, corners, children, order
+        The triangles (no new vertices: every corner is a vertex of ``polygon``), their
+        corner vertex ids ``(T, 3)``, for each triangle its tree children as
+        ``(child, shared-edge id)``, and the breadth-first order (root first).
+    """
+    triangles = shapely.get_parts(shapely.constrained_delaunay_triangles(polygon))
+    triangles = triangles[shapely.get_num_coordinates(triangles) == 4]
+    keys = np.rint(shapely.get_coordinates(triangles) * SCALE).astype(np.int64) + _OFFSET
+    # One int64 per vertex, ordered as (lon, lat) are: a 1-d unique is far cheaper.
+    _, vertex = np.unique((keys[:, 0] << 31) | keys[:, 1], return_inverse=True)
+    corners = vertex.reshape(-1, 4)[:, :3]
+    count = len(corners)
+    a = corners[:, [0, 1, 2]].ravel()
+    b = corners[:, [1, 2, 0]].ravel()
+    nv = int(vertex.max()) + 1
+    codes = np.minimum(a, b).astype(np.int64) * nv + np.maximum(a, b)
+    owner = np.repeat(np.arange(count), 3)
+    ranked = np.argsort(codes, kind="stable")
+    same = codes[ranked[1:]] == codes[ranked[:-1]]
+    first, second = owner[ranked[:-1][same]], owner[ranked[1:][same]]
+    edges = codes[ranked[:-1][same]]
+    near: list[list[tuple[int, int]]] = [[] for _ in range(count)]
+    for t, u, e in zip(first.tolist(), second.tolist(), edges.tolist(), strict=True):
+        near[t].append((u, e))
+        near[u].append((t, e))
+    root = int(np.argmin(shapely.bounds(triangles)[:, 0]))
+    children: list[list[tuple[int, int]]] = [[] for _ in range(count)]
+    seen = np.zeros(count, dtype=bool)
+    seen[root] = True
+    order = [root]
+    for t in order:  # breadth first; grows while iterating
+        for u, e in near[t]:
+            if not seen[u]:
+                seen[u] = True
+                children[t].append((u, e))
+                order.append(u)
+    return triangles, corners, children, order
+
+
+def _tree_pieces(polygon: Polygon, budget: Budget) -> list[Polygon] | None:
+    """Partition ``polygon`` into the fewest triangle-tree components that fit the budget.
+
+    The triangles of a constrained Delaunay triangulation use only the polygon's own
+    vertices, and a piece made of connected triangles has as its ring exactly the
+    vertices of its triangles; so a piece's bytes add up over the triangles, minus the
+    two vertices each pair of joined triangles shares. Cutting a tree into the fewest
+    connected parts under a weight cap is solved exactly bottom-up by detaching the
+    heaviest child subtrees first (Kundu & Misra, 1977). A component whose union is not
+    one valid ring within the budget (a pinch, or one wrapped round a hole) is split in
+    two along the tree again. Pieces are unions of whole triangles (coverage unions: no
+    new vertex, no rounding), so they tile the polygon exactly.
+
+    Returns None if the triangulation is unusable (then the caller cuts geometrically).
+    """
+    triangles, corners, children, order = _triangle_tree(polygon)
+    if len(order) < len(triangles) or not _covers_exactly(triangles, polygon):
+        return None
+    nv = int(corners.max()) + 1
+    xy = (
+        np.rint(shapely.get_coordinates(triangles) * SCALE)
+        .astype(np.int64)
+        .reshape(-1, 4, 2)[:, :3]
+    )
+    vertex_xy = np.zeros((nv, 2), dtype=np.int64)
+    vertex_xy[corners.ravel()] = xy.reshape(-1, 2)
+    vbytes = _wire.vertex_bytes_array(vertex_xy / SCALE)
+    own = vbytes[corners].sum(axis=1)
+    shared = np.zeros(len(triangles), dtype=np.int64)  # bytes a triangle shares with its parent
+    parent = np.full(len(triangles), -1)
+    for t in order:
+        for child, edge in children[t]:
+            parent[child] = t
+            shared[child] = vbytes[edge // nv] + vbytes[edge % nv]
+    limit = budget.max_request_bytes - budget.base + 1 - MAX_VERTEX_BYTES
+    detached = _kundu_misra(order, children, own - shared, own, limit)
+    label = np.arange(len(triangles))
+    for t in order:
+        if parent[t] >= 0 and not detached[t]:
+            label[t] = label[parent[t]]
+    pieces: list[Polygon] = []
+    todo = [
+        np.flatnonzero(label == root) for root in np.flatnonzero(label == np.arange(len(triangles)))
+    ]
+    while todo:
+        group = todo.pop()
+        union = shapely.coverage_union_all(triangles[group])
+        if union.geom_type == "Polygon" and union.is_valid and budget.fits(union):
+            pieces.append(union)
+        else:
+            todo.extend(_halve_group(group, parent, own - shared))
+    return pieces
+
+
+def _covers_exactly(triangles: np.ndarray, polygon: Polygon) -> bool:
+    """The triangles tile ``polygon``: their areas add up to its area (up to rounding).
+
+    (Counting triangles would not do: a hole touching the shell at a vertex, as growing
+    creates where it seals a pocket, takes two triangles fewer than a free hole.)
+    """
+    total = float(shapely.area(triangles).sum())
+    return bool(abs(total - polygon.area) <= 1e-9 * polygon.area)
+
+
+def _kundu_misra(
+    order: list[int],
+    children: list[list[tuple[int, int]]],
+    attach: np.ndarray,
+    own: np.ndarray,
+    limit: int,
+) -> np.ndarray:
+    """Which tree nodes to detach so every component weighs at most ``limit``, fewest parts.
+
+    ``own[t]`` is a node's weight alone, ``attach[t]`` what it adds to its parent's
+    component (its weight less what it shares with the parent). Bottom-up, each node keeps
+    its lightest children and detaches the heaviest until its component fits.
+    """
+    weight = own.astype(np.int64).copy()
+    detached = np.zeros(len(own), dtype=bool)
+    for t in reversed(order):
+        kids = sorted(
+            ((int(weight[c] - own[c] + attach[c]), c) for c, _ in children[t]), reverse=True
+        )
+        total = int(own[t]) + sum(w for w, _ in kids)
+        for w, child in kids:
+            if total <= limit:
+                break
+            detached[child] = True
+            total -= w
+        weight[t] = total
+    return detached
+
+
+def _halve_group(group: np.ndarray, parent: np.ndarray, attach: np.ndarray) -> list[np.ndarray]:
+    """Split a connected group of triangles in two connected groups of about equal weight."""
+    members = set(group.tolist())
+    inside = [t for t in group.tolist() if parent[t] in members]
+    root = next(t for t in group.tolist() if parent[t] not in members)
+    depth: dict[int, int] = {root: 0}
+    pending = list(inside)
+    while pending:  # depth within the group, to add subtree weights bottom-up
+        rest = []
+        for t in pending:
+            if parent[t] in depth:
+                depth[t] = depth[parent[t]] + 1
+            else:
+                rest.append(t)
+        pending = rest
+    weight = {t: int(attach[t]) for t in group.tolist()}
+    for t in sorted(inside, key=lambda t: -depth[t]):
+        weight[parent[t]] += weight[t]
+    half = weight[root] / 2
+    cut = min(inside, key=lambda t: (abs(weight[t] - half), t))
+    below = {cut}
+    for t in sorted(inside, key=lambda t: depth[t]):
+        if parent[t] in below:
+            below.add(t)
+    lower = np.array(sorted(below))
+    upper = np.array(sorted(members - below))
+    return [upper, lower]
+
+
+def _neighbours(pieces: list[Polygon]) -> list[set[int]]:
+    """For each piece, the pieces sharing a stretch of boundary (not just a point) with it."""
+    graph: list[set[int]] = [set() for _ in pieces]
+    if len(pieces) < 2:
+        return graph
+    arr = np.asarray(pieces, dtype=object)
+    left, right = shapely.STRtree(arr).query(arr, predicate="intersects")
+    keep = left < right
+    left, right = left[keep], right[keep]
+    shares = shapely.relate_pattern(arr[left], arr[right], "F***1****")
+    for i, j in zip(left[shares].tolist(), right[shares].tolist(), strict=True):
+        graph[i].add(j)
+        graph[j].add(i)
+    return graph
+
+
+def _join(a: Polygon, b: Polygon, budget: Budget) -> tuple[Polygon, int] | None:
+    """The union of two pieces if it is one valid ring within the budget, with its bytes.
+
+    Pieces tile their part exactly (shared edges have the same vertices), so a coverage
+    union joins them without any rounding.
+    """
+    union = shapely.coverage_union(a, b)
+    if union.geom_type != "Polygon" or union.interiors or not union.is_valid:
+        return None
+    size = budget.polygon_bytes(union)
+    return (union, size) if size <= budget.max_request_bytes else None
+
+
+def _merge_pieces(pieces: list[Polygon], graph: list[set[int]], budget: Budget) -> list[Polygon]:
+    """Merge neighbouring pieces, smallest pairs first, while the union is one ring that fits."""
+    alive: dict[int, Polygon] = dict(enumerate(pieces))
+    sizes = {i: budget.polygon_bytes(p) for i, p in alive.items()}
+    near = {i: set(n) for i, n in enumerate(graph)}
+    failed: set[tuple[int, int]] = set()
+    while True:
+        pairs = sorted(
+            (sizes[i] + sizes[j], i, j)
+            for i in alive
+            for j in near[i]
+            if i < j and (i, j) not in failed
+        )
+        for _, i, j in pairs:
+            joined = _join(alive[i], alive[j], budget)
+            if joined is None:
+                failed.add((i, j))
+                continue
+            alive[i], sizes[i] = joined
+            del alive[j], sizes[j]
+            for k in near.pop(j) - {i}:
+                near[k].discard(j)
+                near[k].add(i)
+                near[i].add(k)
+            near[i].discard(j)
+            failed = {pair for pair in failed if i not in pair}
+            break
+        else:
+            return list(alive.values())
