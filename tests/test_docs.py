@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import importlib
 import inspect
+import os
 import re
 import sys
 import warnings
@@ -219,3 +220,54 @@ def test_every_guide_console_command_runs(tmp_path: Path, service, ca_bundle, ma
                               make_key("production", quota=1_000))
     ran = run_console(commands, tmp_path, env, values)
     assert ran == [c for c in commands if c.startswith("parcelsearch ")]
+
+
+def quoted_messages(page: Path) -> list[re.Pattern[str]]:
+    """The messages a page quotes as definition terms (`…` matching anything)."""
+    terms = re.findall(r"^(``?)(.+)\1$", page.read_text(), flags=re.M)
+    return [re.compile(".*?".join(map(re.escape, text.split("…")))) for _, text in terms]
+
+
+@pytest.mark.slow
+def test_troubleshooting_quotes_the_command_line_word_for_word(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str],
+    service, ca_bundle, make_key,
+) -> None:
+    from _cli import run
+
+    monkeypatch.chdir(tmp_path)
+    for name in [n for n in os.environ if n.startswith("PARCELSEARCH_")]:
+        monkeypatch.delenv(name)
+    areas = parcelsearch.demo_areas()
+    areas.to_file("areas.gpkg")
+    for layer in ("a", "b"):
+        areas.to_file("two.gpkg", layer=layer)
+    key = make_key("production", quota=1_000)
+    served = {"PARCELSEARCH_BASE_URL": service.base_url, "PARCELSEARCH_CA_BUNDLE": ca_bundle}
+    search = ["search", "areas.gpkg", "--id-column", "area_id", "--out", "ids.parquet"]
+    cases: list[tuple[list[str], dict[str, str], int]] = [
+        (search, {}, 2),
+        (search, {"PARCELSEARCH_API_KEY": "k"}, 2),
+        (search, {"PARCELSEARCH_API_KEY": "k", "PARCELSEARCH_BASE_URL": "http://127.0.0.1:9"}, 2),
+        (search, {"PARCELSEARCH_API_KEY": "k", "PARCELSEARCH_BASE_URL": "https://127.0.0.1:9"}, 1),
+        (["plan", "two.gpkg"], {}, 2),
+        (["plan", "missing.gpkg"], {}, 2),
+        (["plan", "areas.gpkg", "--id-column", "nope"], {}, 2),
+        (["search", "areas.gpkg", "--out", "ids.xlsx"], {}, 2),
+        (["search", "areas.gpkg", "--out", "ids.csv", "--budget", "-1"], {}, 2),
+        (["markets"], {**served, "PARCELSEARCH_API_KEY": "wrong"}, 1),
+        (["markets"], {"PARCELSEARCH_BASE_URL": service.base_url, "PARCELSEARCH_API_KEY": key}, 1),
+        ([*search, "--budget", "5"], {**served, "PARCELSEARCH_API_KEY": key}, 3),
+        ([*search, "--budget", "10"], {**served, "PARCELSEARCH_API_KEY": key}, 3),
+        ([*search, "--budget", "10", "--allow-partial"],
+         {**served, "PARCELSEARCH_API_KEY": key, "PARCELSEARCH_CACHE_DIR": "fresh"}, 3),
+    ]
+    quoted = quoted_messages(GUIDE / "guide" / "troubleshooting.md")
+    for argv, env, code in cases:
+        with monkeypatch.context() as patch:
+            for name, value in {"PARCELSEARCH_CACHE_DIR": "cache", **env}.items():
+                patch.setenv(name, value)
+            got, _, err = run(argv, capsys)
+        message = re.split(r": (?:error|stopped): ", err.strip().splitlines()[-1], maxsplit=1)[-1]
+        assert got == code, (argv, err)
+        assert any(p.fullmatch(message) for p in quoted), f"not quoted as printed: {message}"
