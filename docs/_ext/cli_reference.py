@@ -21,7 +21,7 @@ from parcelsearch import settings
 from parcelsearch.cli import build_parser
 
 #: Width of the help text (argparse reads $COLUMNS): fixed, so every build prints the same.
-WIDTH = "100"
+WIDTH = "80"
 
 
 def full_parser() -> argparse.ArgumentParser:
