@@ -15,7 +15,8 @@ import pytest
 
 from parcelsearch.service import synth
 from parcelsearch.service.app import BUSY, INTERNAL, MISSING_KEY, REQUEST_LINE_TOO_LONG, create_app
-from parcelsearch.service.keys import KeyStore, StoreBusyError
+from parcelsearch.service.errors import StoreBusyError
+from parcelsearch.service.keys import KeyStore
 from parcelsearch.service.polygon import ParsedPolygon
 from parcelsearch.service.store import ParcelStore
 

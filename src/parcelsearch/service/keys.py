@@ -45,9 +45,10 @@ import psycopg.errors
 from psycopg.rows import dict_row
 
 from parcelsearch import settings
-from parcelsearch._shared import month_of
-from parcelsearch.errors import ConfigurationError, ParcelSearchError
+from parcelsearch._shared import check_count, month_of
+from parcelsearch.errors import ConfigurationError
 from parcelsearch.service.connections import ThreadConnections
+from parcelsearch.service.errors import StoreBusyError
 from parcelsearch.settings import KEY_TYPES
 
 __all__ = [
@@ -55,7 +56,6 @@ __all__ = [
     "SqliteKeyStore",
     "PostgresKeyStore",
     "KeyRecord",
-    "StoreBusyError",
     "SERVICES",
     "QUOTA_PERIODS",
     "BUSY_TIMEOUT",
@@ -200,10 +200,6 @@ $$""",
 #: Advisory lock id taken while creating the PostgreSQL schema (several workers may start
 #: at once).
 _SCHEMA_LOCK = 0x7061726365
-
-
-class StoreBusyError(ParcelSearchError):
-    """The key store stayed locked (or unreachable) past the busy timeout: answer 503."""
 
 
 def hash_key(api_key: str) -> str:
@@ -422,9 +418,7 @@ class KeyStore:
         rate = float(default_rate if per_second is None else per_second)
         if not rate > 0 or rate != rate or rate == float("inf"):
             raise ConfigurationError(f"per_second must be a positive number, got {per_second!r}")
-        limit = default_quota if quota is None else quota
-        if isinstance(limit, bool) or not isinstance(limit, int) or limit < 0:
-            raise ConfigurationError(f"quota must be a whole number >= 0, got {quota!r}")
+        limit = check_count(default_quota if quota is None else quota, 0, "quota")
         period = default_period if quota_period is None else quota_period
         if period not in QUOTA_PERIODS:
             raise ConfigurationError(

@@ -116,6 +116,7 @@ def build_server(
         server_header=False,
         timeout_keep_alive=30,
         loop="asyncio",
+        ws="none",  # the service speaks no WebSocket: no websockets implementation is loaded
     )
     return _Server(config, on_ready)
 
@@ -318,7 +319,7 @@ def start_service(
     cert_path = Path(default_cert_dir() if cert_dir is None else cert_dir)
     certs = ensure_certificates(cert_path, [host])
     store = open_parcel_store(parcels, match=match)
-    app = create_app(store, markets, key_store, portal=portal)
+    app = create_app(store, markets, key_store, portal=portal, portal_ca=certs.ca)
     sock = bind_socket(host, port)
     server = build_server(app, certs.cert, certs.key)
     return RunningService(server, sock, host, certs.ca, key_store, store).start()
