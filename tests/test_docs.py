@@ -263,6 +263,7 @@ def test_troubleshooting_quotes_the_command_line_word_for_word(
          {**served, "PARCELSEARCH_API_KEY": key, "PARCELSEARCH_CACHE_DIR": "fresh"}, 3),
     ]
     quoted = quoted_messages(GUIDE / "guide" / "troubleshooting.md")
+    unquoted = []
     for argv, env, code in cases:
         with monkeypatch.context() as patch:
             for name, value in {"PARCELSEARCH_CACHE_DIR": "cache", **env}.items():
@@ -270,4 +271,6 @@ def test_troubleshooting_quotes_the_command_line_word_for_word(
             got, _, err = run(argv, capsys)
         message = re.split(r": (?:error|stopped): ", err.strip().splitlines()[-1], maxsplit=1)[-1]
         assert got == code, (argv, err)
-        assert any(p.fullmatch(message) for p in quoted), f"not quoted as printed: {message}"
+        if not any(p.fullmatch(message) for p in quoted):
+            unquoted.append(message)
+    assert unquoted == [], "troubleshooting.md does not quote these as printed"

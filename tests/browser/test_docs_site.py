@@ -75,7 +75,7 @@ def test_index_opens_with_the_guide_examples_and_reference(browser: webdriver.Ch
     for section in ("User guide", "Examples", "API reference", "Changelog"):
         assert section in nav
     article = browser.find_element(By.TAG_NAME, "article").text
-    assert "pip install -e . && parcelsearch demo" in article
+    assert 'pip install -e ".[service]" && parcelsearch demo' in article
     assert_drawn(shot(browser, "index"))
 
 
