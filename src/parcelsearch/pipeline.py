@@ -311,11 +311,11 @@ def search(
         Ctrl-C, SIGTERM or a kernel interrupt: no request started after it; ``.result``
         holds what was fetched (all of it cached). A second interrupt is not caught.
 
-    Guarantees
-    ----------
-    No call is sent beyond ``budget`` or the known ``quota`` (the ledger refuses it before
-    sending); every page fetched is cached before it is counted as done, so rerunning the
-    same search resumes without spending those calls again.
+    Notes
+    -----
+    *Guaranteed:* no call is sent beyond ``budget`` or the known ``quota`` (the ledger
+    refuses it before sending); every page fetched is cached before it is counted as done,
+    so rerunning the same search resumes without spending those calls again.
 
     Examples
     --------

@@ -306,11 +306,12 @@ def suggest_tolerance(
         the first rung above it whose plan fits, tiled upward from the first rung whose
         lower bounds fit (rungs whose bounds pass ``max_calls`` are not tiled); else None.
 
-    Guarantees
-    ----------
-    The tolerance returned is one whose plan *does* fit: ``plan(areas, t).min_calls <=
-    max_calls`` (it was counted by the same tiling :func:`plan` runs). A refusal never
-    suggests a tolerance that is refused again for the same calls.
+    Notes
+    -----
+    *Guaranteed:* the tolerance returned is one whose plan *does* fit:
+    ``plan(areas, t).min_calls <= max_calls`` (it was counted by the same tiling
+    :func:`plan` runs). A refusal never suggests a tolerance that is refused again for the
+    same calls.
     """
     if isinstance(areas, Plan):
         known = areas
