@@ -69,7 +69,7 @@ def test_overrides(store: KeyStore) -> None:
         pytest.param({"per_second": float("nan")}, "per_second must be a number", id="rate-nan"),
         pytest.param({"quota": -1}, "quota must be a whole number from 0 to", id="quota"),
         pytest.param({"quota": 2**63}, "quota must be a whole number from 0 to", id="quota-big"),
-        pytest.param({"name": "k" * 201}, "key name must have at most 200", id="long-name"),
+        pytest.param({"name": "k" * 401}, "key name must have at most 400", id="long-name"),
         pytest.param({"quota_period": "week"}, "quota period must be one of", id="period"),
         pytest.param({"services": ("zoning",)}, "services must be some of", id="service"),
         pytest.param({"services": ()}, "services must be some of", id="no-service"),

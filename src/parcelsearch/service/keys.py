@@ -80,8 +80,8 @@ BUSY_TIMEOUT = 5.0
 MIN_RATE, MAX_RATE = 0.01, 1_000_000.0
 #: The largest quota a key may have (far beyond any use; well inside 64-bit counters).
 MAX_QUOTA = 10**12
-#: The longest key name.
-MAX_KEY_NAME = 200
+#: The longest key name (a portal app's key is named ``<e-mail>/<app name>``: up to 355).
+MAX_KEY_NAME = 400
 
 
 def check_limits(per_second: object, quota: object) -> None:
@@ -584,6 +584,21 @@ class KeyStore:
         return frame
 
 
+def _owner_only(path: Path) -> None:
+    """Create the store file readable by its owner only (0600) — it holds password and session
+    hashes, CSRF tokens and the request log — and take group and other access away from an
+    existing one and its companions (SQLite gives ``-wal``/``-shm`` the file's own mode)."""
+    fd = os.open(path, os.O_RDWR | os.O_CREAT, 0o600)
+    os.close(fd)
+    for companion in ("", "-wal", "-shm", "-journal", ".writer"):
+        target = path.with_name(path.name + companion)
+        try:
+            if target.stat().st_mode & 0o077:
+                os.chmod(target, 0o600)
+        except FileNotFoundError:
+            pass
+
+
 class SqliteKeyStore(KeyStore):
     """The key store in one SQLite file (WAL), created if missing.
 
@@ -600,7 +615,8 @@ class SqliteKeyStore(KeyStore):
         self._writer_pid = 0
         self.path = Path(location)
         self.location = str(self.path)
-        self.path.parent.mkdir(parents=True, exist_ok=True)
+        self.path.parent.mkdir(parents=True, exist_ok=True, mode=0o700)
+        _owner_only(self.path)
         self.connection().executescript(_SQLITE_SCHEMA)
 
     def _connect(self) -> sqlite3.Connection:
