@@ -114,14 +114,16 @@ class EnvelopeH11Protocol(H11Protocol):
         if self._reading_head():
             if self._head_timer is None:  # the first byte of a later request on this connection
                 self._start_head_clock()
-            self._head_bytes += len(data)
             seen = self._tail + data
             end = seen.find(b"\r\n\r\n")
             head = seen if end < 0 else seen[:end]
+            self._head_bytes += len(data) if end < 0 else max(0, end + 4 - len(self._tail))
             self._line_done = self._line_done or b"\n" in head
             if b"\n " in head or b"\n\t" in head:
-                self.transport.write(_raw_error(400, b"Bad Request", _OBSOLETE_FOLD.decode()))
-                self.transport.close()
+                self._refuse(400, b"Bad Request", _OBSOLETE_FOLD.decode())
+                return
+            if self._head_bytes > MAX_REQUEST_HEAD:  # h11 checks incomplete heads only
+                self.send_400_response("the request head is too large")
                 return
             self._tail = seen[-3:]
         super().data_received(data)
@@ -154,6 +156,11 @@ class EnvelopeH11Protocol(H11Protocol):
         else:
             status, reason = 400, b"Bad Request"
             message = f"malformed HTTP request ({msg}); send a valid HTTP/1.1 request"
+        self._refuse(status, reason, message)
+
+    def _refuse(self, status: int, reason: bytes, message: str) -> None:
+        """Answer in the envelope and close, whatever state h11 is in."""
+        self._stop_head_clock()
         self.transport.write(_raw_error(status, reason, message))
         self.transport.close()
 
