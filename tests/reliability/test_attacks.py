@@ -27,6 +27,9 @@ from urllib.parse import quote
 
 import pytest
 import requests
+import schemathesis
+from hypothesis import HealthCheck, given, settings
+from schemathesis import GenerationMode
 
 from parcelsearch.service.portal.storage import PortalStore
 from parcelsearch.service.server import HEAD_TIMEOUT, MAX_REQUEST_HEAD, bind_socket
@@ -493,3 +496,110 @@ def test_app_names_are_unique_per_user_only(svc: Any) -> None:
     again = dee.post("/portal/apps", {"name": "same-name", "key_type": "demo",
                                       "services": "search"})
     assert again.status_code == 400 and "you already have an app named" in again.text
+
+
+# ---------------------------------------------------------------- hostile-input sweep
+
+
+def _form(properties: list[str]) -> dict[str, Any]:
+    return {"required": True, "content": {"application/x-www-form-urlencoded": {"schema": {
+        "type": "object", "required": properties,
+        "properties": {name: {"type": "string"} for name in properties}}}}}
+
+
+_APP_ID = [{"name": "app_id", "in": "path", "required": True, "schema": {"type": "integer"}}]
+_PAGE = {"200": {"description": "a page"}}
+#: The portal's routes and forms as an OpenAPI document, for schemathesis (the portal serves
+#: HTML to browsers and publishes no document of its own).
+PORTAL_FORMS: dict[str, Any] = {
+    "openapi": "3.0.3",
+    "info": {"title": "parcelsearch portal forms", "version": "1"},
+    "paths": {
+        "/portal/": {"get": {"responses": _PAGE}},
+        "/portal/signin": {"get": {"responses": _PAGE},
+                           "post": {"requestBody": _form(["email", "password"]),
+                                    "responses": _PAGE}},
+        "/portal/apps": {"post": {"requestBody": _form(["name", "key_type", "services"]),
+                                  "responses": _PAGE}},
+        "/portal/apps/{app_id}/limits": {"post": {
+            "parameters": _APP_ID, "requestBody": _form(["per_second", "quota"]),
+            "responses": _PAGE}},
+        "/portal/apps/{app_id}/regenerate": {"post": {"parameters": _APP_ID,
+                                                      "responses": _PAGE}},
+        "/portal/apps/{app_id}/revoke": {"post": {"parameters": _APP_ID, "responses": _PAGE}},
+    },
+}
+FORM_EXAMPLES = 25  # per operation and mode
+
+
+@pytest.fixture(scope="module")
+def admin(svc: Any) -> Browser:
+    """The admin, signed in once: the device cookie keeps the sweep's own sign-in failures
+    (which soon throttle this address) from keeping the admin out."""
+    browser = Browser(svc)
+    assert browser.sign_in("adm@example.com", allow_redirects=False).status_code == 303
+    return browser
+
+
+def _sweep(strategy: Any, path: str, browser: Browser, svc: Any,
+           statuses: Counter[int]) -> None:
+    """Send :data:`FORM_EXAMPLES` cases of ``strategy`` with ``browser``'s session and CSRF
+    token; fail on a 5xx."""
+
+    @settings(max_examples=FORM_EXAMPLES, deadline=None, database=None, derandomize=True,
+              suppress_health_check=list(HealthCheck))
+    @given(case=strategy)
+    def run(case: Any) -> None:
+        if isinstance(case.body, dict):
+            case.body["csrf_token"] = browser.csrf
+        response = case.call(base_url=svc.base_url, session=browser.http, timeout=TIMEOUT,
+                             allow_redirects=False, verify=str(svc.ca_path))
+        statuses[response.status_code] += 1
+        assert response.status_code < 500, (path, case.body, response.text[:300])
+
+    run()
+
+
+@pytest.mark.parametrize("mode", [GenerationMode.POSITIVE, GenerationMode.NEGATIVE],
+                         ids=["positive", "negative"])
+def test_portal_forms_never_5xx(svc: Any, admin: Browser, mode: GenerationMode,
+                                figures: Any) -> None:
+    """schemathesis over every portal form, signed in as an admin with a valid CSRF token
+    (so the values reach the handlers): no answer is a 5xx."""
+    admin.create(f"sweep-{mode.value}")
+    schema = schemathesis.openapi.from_dict(PORTAL_FORMS)
+    statuses: Counter[int] = Counter()
+    for path, methods in PORTAL_FORMS["paths"].items():
+        for method, operation in methods.items():
+            if mode is GenerationMode.NEGATIVE and len(operation) == 1:
+                continue  # nothing to make invalid: no parameters, no form
+            _sweep(schema[path][method.upper()].as_strategy(generation_mode=mode), path,
+                   admin, svc, statuses)
+            admin.get()  # the CSRF token of the session now (a sign-in may have changed it)
+    figures.add("inputs tried", f"schemathesis {mode.value} portal forms ({svc.backend})",
+                sum(statuses.values()))
+    figures.add(SECTION, "5xx answers", sum(n for s, n in statuses.items() if s >= 500))
+
+
+SERVICE_PATHS = ["/v1/search", "/v1/markets", "/prod/v1/search", "/prod/v1/markets",
+                 "/openapi.json", "/portal", "/portal/", "/portal/signin", "/portal/signout",
+                 "/portal/apps", "/portal/apps/1/limits", "/portal/static/portal.css", "/",
+                 "/v1", "/v1/search/", "/%2e%2e/v1/search", "/v1/search%00"]
+METHODS = ["GET", "HEAD", "POST", "PUT", "DELETE", "PATCH", "OPTIONS", "TRACE"]
+
+
+def test_every_route_and_method_never_5xx(svc: Any, admin: Browser, figures: Any) -> None:
+    """Every route (and near-misses) with every method, with a key and a session: no 5xx,
+    and nothing but GET is ever counted."""
+    key = svc.keys.create("methods", key_type="production", per_second=1000, quota=10_000)
+    browser = admin
+    tried: Counter[int] = Counter()
+    for path in SERVICE_PATHS:
+        for method in METHODS:
+            answer = browser.http.request(method, svc.base_url + path, timeout=TIMEOUT,
+                                          headers={"x-api-key": key}, allow_redirects=False,
+                                          params={"searchPolygon": RING})
+            tried[answer.status_code] += 1
+            assert answer.status_code < 500, (method, path, answer.text[:200])
+    assert _used(svc, "methods") == 4  # the four GETs of the four service paths
+    figures.add("inputs tried", f"routes × methods ({svc.backend})", sum(tried.values()))

@@ -564,7 +564,10 @@ class PortalStore:
         return list(self._query(sql + " ORDER BY k.id", params).fetchall())
 
     def owned(self, user: User, key_id: int) -> str | None:
-        """The name of key ``key_id`` if ``user`` may see it (owner or admin), else ``None``."""
+        """The name of key ``key_id`` if ``user`` may see it (owner or admin), else ``None``
+        (also for an id no 64-bit column holds)."""
+        if not 0 < key_id < 2**63:
+            return None
         rows = self._visible(user, key_id)
         return rows[0]["name"] if rows else None
 
