@@ -36,6 +36,7 @@ from dataclasses import dataclass, field
 from typing import Any, Generic, TypeVar
 
 from parcelsearch._shared import month_of
+from parcelsearch.service.envelopes import printable
 from parcelsearch.service.keys import KeyStore, StoreBusyError, bounded_rate, hash_key
 from parcelsearch.service.polygon import ParsedPolygon
 
@@ -255,7 +256,7 @@ def _decide_alone(
             return _admit_here(store, conn, digest, call.service, call.path, now(), guess)
     except Exception as exc:  # busy, or the store failed: this call's answer
         if not isinstance(exc, StoreBusyError):
-            log.exception("admission failed on %s", call.path)
+            log.exception("admission failed on %s", printable(call.path))
         return exc
 
 

@@ -48,6 +48,11 @@ __all__ = ["start_service", "RunningService", "build_server", "bind_socket", "ru
 #: request line longer than this is answered 414 without reading the rest; one longer than
 #: the vendor's limit but within this reaches the 414 guard (with the path in the message).
 MAX_REQUEST_HEAD = MAX_REQUEST_LINE_BYTES + 32 * 1024
+#: Bytes of an over-long request head read (and dropped, never buffered) after its 414/431 is
+#: written, so that a client that sends its whole request before reading (most do) gets the
+#: answer rather than a reset; past this the connection is closed (a 100,000-point polygon,
+#: the longest a client might plausibly try, is about 3 MB).
+DISCARD_LIMIT = 4 * 1024 * 1024
 #: Seconds a connection has to send a whole request head: from when it opens, and from the
 #: first byte of each later request on it (idle keep-alive has its own, shorter timeout).
 HEAD_TIMEOUT = 10.0
@@ -76,12 +81,13 @@ class EnvelopeH11Protocol(H11Protocol):
     (:data:`MAX_REQUEST_HEAD`: 414 while the request line is not complete, 431 after) and
     obsolete line folding refused (400)."""
 
-    def connection_made(self, transport: Any) -> None:  # type: ignore[override]
+    def connection_made(self, transport: Any) -> None:
         super().connection_made(transport)
         self._head_bytes = 0
         self._line_done = False
         self._tail = b""
         self._head_timer: Any = None
+        self._discarded: int | None = None  # bytes dropped after a 414/431, once refused
         self._start_head_clock()
 
     def _start_head_clock(self) -> None:
@@ -100,7 +106,7 @@ class EnvelopeH11Protocol(H11Protocol):
         self._head_timer = None
         if self.transport.is_closing():
             return
-        if self._head_bytes:
+        if self._head_bytes and self._discarded is None:
             self.transport.write(_raw_error(408, b"Request Timeout", (
                 f"the request head did not arrive within {HEAD_TIMEOUT:g} seconds; send the "
                 "request line and headers at once")))
@@ -111,6 +117,9 @@ class EnvelopeH11Protocol(H11Protocol):
                                                      or self.cycle.response_complete)
 
     def data_received(self, data: bytes) -> None:
+        if self._discarded is not None:
+            self._discard(data)
+            return
         if self._reading_head():
             if self._head_timer is None:  # the first byte of a later request on this connection
                 self._start_head_clock()
@@ -122,10 +131,10 @@ class EnvelopeH11Protocol(H11Protocol):
             if b"\n " in head or b"\n\t" in head:
                 self._refuse(400, b"Bad Request", _OBSOLETE_FOLD.decode())
                 return
-            if self._head_bytes > MAX_REQUEST_HEAD:  # h11 checks incomplete heads only
-                self.send_400_response("the request head is too large")
-                return
             self._tail = seen[-3:]
+            if self._head_bytes > MAX_REQUEST_HEAD:  # h11 checks incomplete heads only
+                self._too_large(data)
+                return
         super().data_received(data)
         if not self._reading_head() or self.transport.is_closing():
             self._stop_head_clock()
@@ -144,19 +153,36 @@ class EnvelopeH11Protocol(H11Protocol):
                 self._start_head_clock()
 
     def send_400_response(self, msg: str) -> None:
-        self._stop_head_clock()
-        if self._head_bytes > MAX_REQUEST_HEAD and not self._line_done:
-            status, reason = 414, b"URI Too Long"
-            message = (f"request line size exceeding {MAX_REQUEST_LINE_BYTES:,} "
-                       "(read no further)")
-        elif self._head_bytes > MAX_REQUEST_HEAD:
+        if self._head_bytes > MAX_REQUEST_HEAD:
+            self._too_large(b"")
+            return
+        self._refuse(400, b"Bad Request",
+                     f"malformed HTTP request ({msg}); send a valid HTTP/1.1 request")
+
+    def _too_large(self, data: bytes) -> None:
+        """Answer a head over :data:`MAX_REQUEST_HEAD` (414 while its request line is not
+        complete, else 431), then drop what else comes of it (:meth:`_discard`)."""
+        if self._line_done:
             status, reason = 431, b"Request Header Fields Too Large"
             message = (f"the request head is over {MAX_REQUEST_HEAD:,} bytes; send fewer or "
                        "shorter headers")
         else:
-            status, reason = 400, b"Bad Request"
-            message = f"malformed HTTP request ({msg}); send a valid HTTP/1.1 request"
-        self._refuse(status, reason, message)
+            status, reason = 414, b"URI Too Long"
+            message = f"request line size exceeding {MAX_REQUEST_LINE_BYTES:,}"
+        self.transport.write(_raw_error(status, reason, message))
+        self._discarded = 0
+        self._discard(data)
+
+    def _discard(self, data: bytes) -> None:
+        """Drop ``data`` of a refused head; close once the head ends or
+        :data:`DISCARD_LIMIT` bytes were dropped."""
+        assert self._discarded is not None
+        self._discarded += len(data)
+        seen = self._tail + data
+        if b"\r\n\r\n" in seen or self._discarded > DISCARD_LIMIT:
+            self._stop_head_clock()
+            self.transport.close()
+        self._tail = seen[-3:]
 
     def _refuse(self, status: int, reason: bytes, message: str) -> None:
         """Answer in the envelope and close, whatever state h11 is in."""
