@@ -53,9 +53,9 @@ MAX_REQUEST_HEAD = MAX_REQUEST_LINE_BYTES + 32 * 1024
 #: answer rather than a reset; past this the connection is closed (a 100,000-point polygon,
 #: the longest a client might plausibly try, is about 3 MB).
 DISCARD_LIMIT = 4 * 1024 * 1024
-#: Seconds a connection has to send a whole request head: from when it opens, and from the
-#: first byte of each later request on it (idle keep-alive has its own, shorter timeout).
-HEAD_TIMEOUT = 10.0
+#: Seconds a connection has to send a whole request (head and any body): from when it opens,
+#: and from the first byte of each later request on it (idle keep-alive has its own timeout).
+REQUEST_TIMEOUT = 10.0
 #: Seconds an idle keep-alive connection is kept open between requests.
 KEEP_ALIVE_TIMEOUT = 30
 #: Seconds a worker process checks that its supervisor is still alive (a fallback for
@@ -77,9 +77,9 @@ def _raw_error(status: int, reason: bytes, message: str) -> bytes:
 
 class EnvelopeH11Protocol(H11Protocol):
     """uvicorn's h11 protocol, answering unparseable requests in the JSON envelope, with a
-    deadline for each request head (:data:`HEAD_TIMEOUT`, 408), a cap on its size
-    (:data:`MAX_REQUEST_HEAD`: 414 while the request line is not complete, 431 after) and
-    obsolete line folding refused (400)."""
+    deadline for each request, head and body (:data:`REQUEST_TIMEOUT`: 408 while the head is
+    incomplete, else closed), a cap on the head's size (:data:`MAX_REQUEST_HEAD`: 414 while
+    the request line is not complete, 431 after) and obsolete line folding refused (400)."""
 
     def connection_made(self, transport: Any) -> None:
         super().connection_made(transport)
@@ -88,33 +88,37 @@ class EnvelopeH11Protocol(H11Protocol):
         self._tail = b""
         self._head_timer: Any = None
         self._discarded: int | None = None  # bytes dropped after a 414/431, once refused
-        self._start_head_clock()
+        self._start_clock()
 
-    def _start_head_clock(self) -> None:
+    def _start_clock(self) -> None:
         self._head_bytes = 0
         self._line_done = False
         self._tail = b""
         if self._head_timer is None:
-            self._head_timer = self.loop.call_later(HEAD_TIMEOUT, self._head_too_slow)
+            self._head_timer = self.loop.call_later(REQUEST_TIMEOUT, self._too_slow)
 
-    def _stop_head_clock(self) -> None:
+    def _stop_clock(self) -> None:
         if self._head_timer is not None:
             self._head_timer.cancel()
             self._head_timer = None
 
-    def _head_too_slow(self) -> None:
+    def _too_slow(self) -> None:
         self._head_timer = None
         if self.transport.is_closing():
             return
-        if self._head_bytes and self._discarded is None:
+        if self._head_bytes and self._discarded is None and self._reading_head():
             self.transport.write(_raw_error(408, b"Request Timeout", (
-                f"the request head did not arrive within {HEAD_TIMEOUT:g} seconds; send the "
-                "request line and headers at once")))
+                f"the request did not arrive within {REQUEST_TIMEOUT:g} seconds; send the "
+                "request line, headers and body at once")))
         self.transport.close()
 
     def _reading_head(self) -> bool:
         return self.conn.their_state is h11.IDLE and (self.cycle is None
                                                      or self.cycle.response_complete)
+
+    def _awaiting_request(self) -> bool:
+        """Whether the client still owes this request's head or body."""
+        return self.conn.their_state is h11.SEND_BODY or self._reading_head()
 
     def data_received(self, data: bytes) -> None:
         if self._discarded is not None:
@@ -122,7 +126,7 @@ class EnvelopeH11Protocol(H11Protocol):
             return
         if self._reading_head():
             if self._head_timer is None:  # the first byte of a later request on this connection
-                self._start_head_clock()
+                self._start_clock()
             seen = self._tail + data
             end = seen.find(b"\r\n\r\n")
             head = seen if end < 0 else seen[:end]
@@ -136,11 +140,11 @@ class EnvelopeH11Protocol(H11Protocol):
                 self._too_large(data)
                 return
         super().data_received(data)
-        if not self._reading_head() or self.transport.is_closing():
-            self._stop_head_clock()
+        if not self._awaiting_request() or self.transport.is_closing():
+            self._stop_clock()
 
     def connection_lost(self, exc: Exception | None) -> None:
-        self._stop_head_clock()
+        self._stop_clock()
         super().connection_lost(exc)
 
     def on_response_complete(self) -> None:
@@ -150,7 +154,7 @@ class EnvelopeH11Protocol(H11Protocol):
             self._line_done = False
             self._tail = b""
             if self.conn.trailing_data[0]:  # a pipelined request, not complete yet
-                self._start_head_clock()
+                self._start_clock()
 
     def send_400_response(self, msg: str) -> None:
         if self._head_bytes > MAX_REQUEST_HEAD:
@@ -180,20 +184,20 @@ class EnvelopeH11Protocol(H11Protocol):
         self._discarded += len(data)
         seen = self._tail + data
         if b"\r\n\r\n" in seen or self._discarded > DISCARD_LIMIT:
-            self._stop_head_clock()
+            self._stop_clock()
             self.transport.close()
         self._tail = seen[-3:]
 
     def _refuse(self, status: int, reason: bytes, message: str) -> None:
         """Answer in the envelope and close, whatever state h11 is in."""
-        self._stop_head_clock()
+        self._stop_clock()
         self.transport.write(_raw_error(status, reason, message))
         self.transport.close()
 
     def shutdown(self) -> None:
         """Server shutdown: drop idle keep-alive connections at once (a TLS close would wait
         for the client's close_notify); let a request in flight finish."""
-        self._stop_head_clock()
+        self._stop_clock()
         if self.cycle is None or self.cycle.response_complete:
             self.transport.abort()
         else:

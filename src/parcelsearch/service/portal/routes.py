@@ -31,7 +31,7 @@ from starlette.applications import Starlette
 from starlette.concurrency import run_in_threadpool
 from starlette.datastructures import FormData, UploadFile
 from starlette.exceptions import HTTPException
-from starlette.requests import Request
+from starlette.requests import ClientDisconnect, Request
 from starlette.responses import HTMLResponse, RedirectResponse, Response
 from starlette.routing import Route
 from starlette.types import ASGIApp, Message, Receive, Scope, Send
@@ -140,7 +140,10 @@ async def _form(request: Request) -> FormData | None:
         return None
     if int(size) > MAX_FORM_BYTES:
         return None
-    body = await request.body()
+    try:
+        body = await request.body()
+    except ClientDisconnect:  # gone, or cut off by the request deadline
+        return None
     try:
         pairs = parse_qsl(body.decode("utf-8"), keep_blank_values=True, max_num_fields=100)
     except ValueError:  # not UTF-8, or too many fields
