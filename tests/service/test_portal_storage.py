@@ -152,6 +152,18 @@ def test_a_device_that_signed_in_before_is_not_slowed_down(store: PortalStore) -
     assert isinstance(store.begin_signin("joe@example.com", "10.2.0.1", "not-a-device"), tuple)
 
 
+def test_a_device_cookie_passes_a_throttled_address(store: PortalStore) -> None:
+    user = store.add_user("lee@example.com", PASSWORD)
+    attempt = store.begin_signin("lee@example.com", "10.4.0.1")
+    assert isinstance(attempt, int)
+    device = store.signin_succeeded(attempt, user, "10.4.0.1")
+    for n in range(5):  # password spraying from the same address (NAT): 5 per address here
+        _fail(store, f"other{n}@example.com", "10.4.0.1")
+    blocked = store.begin_signin("lee@example.com", "10.4.0.1")
+    assert isinstance(blocked, tuple) and blocked[0] == "address"
+    assert isinstance(store.begin_signin("lee@example.com", "10.4.0.1", device), int)
+
+
 @pytest.mark.parametrize("password", ["aaaaaaaaaaaa", "abcabcabcabc", "abcdefghijklmnop",
                                       "qwertyuiopasdf", "1234567890123", "zzzzzzzzzzzab12"])
 def test_weak_passwords_are_refused_with_the_reason(store: PortalStore, password: str) -> None:
