@@ -43,10 +43,11 @@ from parcelsearch.settings import MAX_REQUEST_LINE_BYTES
 
 __all__ = ["start_service", "RunningService", "build_server", "bind_socket", "run_workers"]
 
-#: Largest request head (request line and headers) a connection may send: checked by h11 as
-#: the bytes arrive, so no more than this (plus one read) is ever buffered for a head. A
-#: request line longer than this is answered 414 without reading the rest; one longer than
-#: the vendor's limit but within this reaches the 414 guard (with the path in the message).
+#: Largest request head (request line and headers) a connection may send: checked as the
+#: bytes arrive, so no more than this (plus one read) is ever buffered for a head. A head
+#: longer than this is answered at once (414 while its request line is incomplete, else 431)
+#: and the rest dropped unbuffered; a request line longer than the vendor's limit but within
+#: this reaches the 414 guard of the app.
 MAX_REQUEST_HEAD = MAX_REQUEST_LINE_BYTES + 32 * 1024
 #: Bytes of an over-long request head read (and dropped, never buffered) after its 414/431 is
 #: written, so that a client that sends its whole request before reading (most do) gets the
