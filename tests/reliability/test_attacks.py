@@ -538,7 +538,7 @@ PORTAL_FORMS: dict[str, Any] = {
         "/portal/apps/{app_id}/revoke": {"post": {"parameters": _APP_ID, "responses": _PAGE}},
     },
 }
-FORM_EXAMPLES = 15  # per operation and mode
+FORM_EXAMPLES = 25  # per operation and mode
 
 
 @pytest.fixture(scope="module")
