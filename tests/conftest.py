@@ -13,6 +13,12 @@
 - ``example_276`` / ``service_276``: the issue's 276-parcel example and a session server on it.
 
 Every test that spends quota should take its own key from ``make_key`` / ``api_key``.
+
+Hypothesis runs under the profile named by ``HYPOTHESIS_PROFILE``: ``ci`` (the default) is
+derandomised — the same examples on every run, so a green main stays green — and ``explore``
+searches at random, longer (``HYPOTHESIS_PROFILE=explore python -m pytest tests/reliability/
+test_tiling_properties.py``). Neither keeps a database in the working tree; a failure prints
+the example (and its ``@reproduce_failure`` blob) to keep as an explicit ``@example``.
 """
 
 from __future__ import annotations
@@ -34,11 +40,18 @@ from typing import Any
 import psycopg
 import pytest
 import requests
+from hypothesis import settings as hypothesis_settings
 
 from parcelsearch.service import synth
 from parcelsearch.service.keys import KeyStore
 from parcelsearch.service.postgis import load_parcels_into, open_parcel_store
 from parcelsearch.service.server import RunningService, start_service
+
+hypothesis_settings.register_profile("ci", derandomize=True, database=None, deadline=None,
+                                     print_blob=True)
+hypothesis_settings.register_profile("explore", max_examples=1_000, database=None,
+                                     deadline=None, print_blob=True)
+hypothesis_settings.load_profile(os.environ.get("HYPOTHESIS_PROFILE", "ci"))
 
 _counter = itertools.count(1)
 
@@ -215,7 +228,7 @@ def _free_port() -> int:
 def postgres() -> Iterator[PostgresCluster]:
     """The session's throwaway PostgreSQL + PostGIS cluster."""
     if not (PG_BIN / "initdb").exists():
-        pytest.skip(f"PostgreSQL not found ({PG_BIN}/initdb missing); .ci/run installs it")
+        pytest.skip(f"PostgreSQL not found ({PG_BIN}/initdb missing); bash .ci/run installs it")
     root = Path(tempfile.mkdtemp(prefix="parcelsearch-pg-"))
     if os.geteuid() == 0:
         shutil.chown(root, "postgres", "postgres")
@@ -240,7 +253,7 @@ def postgres() -> Iterator[PostgresCluster]:
             with psycopg.connect(cluster.url("template_parcelsearch"), autocommit=True) as conn:
                 conn.execute("CREATE EXTENSION postgis")
         except psycopg.Error as exc:
-            pytest.skip(f"PostGIS not available in {PG_BIN}: {exc}; .ci/run installs it")
+            pytest.skip(f"PostGIS not available in {PG_BIN}: {exc}; bash .ci/run installs it")
     except BaseException:
         cluster.stop()
         raise

@@ -171,7 +171,7 @@ def test_collapsed_ring_is_refused_after_repair_warning():
 
 def test_invalid_geometry_is_repaired_with_a_warning_naming_the_row():
     with pytest.warns(
-        GeometryRepairedWarning, match=r"area 'b': geometry was invalid \(Self-intersection"
+        GeometryRepairedWarning, match=r"area 'b': its geometry was invalid \(Self-intersection"
     ):
         out = validate_areas(frame(SQUARE, BOWTIE, name=["a", "b"]), id_column="name")
     assert out.loc["b", "geometry"].is_valid
@@ -246,3 +246,28 @@ def test_parts_already_split_at_the_antimeridian_are_kept_as_they_are():
     out = validate_areas([fiji]).geometry.iloc[0]
     assert out.equals(fiji)
     assert out.bounds == (-180, -17, 180, -16)
+
+
+# -- which column names the areas ---------------------------------------------------------
+
+
+def test_the_id_rule_area_id_column_then_own_index_then_row_numbers() -> None:
+    """``id_column`` wins; else ``area_id``; else an index of the user's own; else rows."""
+    three = frame(SQUARE, SQUARE, SQUARE, area_id=["a", "b", "c"], code=["x", "y", "z"])
+    assert list(validate_areas(three).index) == ["a", "b", "c"]
+    assert list(validate_areas(three, id_column="code").index) == ["x", "y", "z"]
+    # rows left after filtering keep the area_id column as their ids
+    assert list(validate_areas(three.iloc[[2, 0]]).index) == ["c", "a"]
+    named = three.drop(columns="area_id").set_index("code")
+    assert list(validate_areas(named).index) == ["x", "y", "z"]
+    assert validate_areas(named).index.name == "code"
+    # a bare list or a frame with nothing but geometry has only its rows: no warning
+    assert list(validate_areas([SQUARE, SQUARE]).index) == [0, 1]
+
+
+def test_an_area_id_column_beside_a_different_index_of_ones_own_is_ambiguous() -> None:
+    three = frame(SQUARE, SQUARE, SQUARE, area_id=["a", "b", "c"], code=["x", "y", "z"])
+    with pytest.raises(InputError, match="not clear which") as caught:
+        validate_areas(three.set_index("code"))
+    assert caught.value.field == "id_column"
+    assert "id_column='area_id'" in str(caught.value)

@@ -26,7 +26,7 @@ import requests
 import trustme
 
 from parcelsearch import _wire
-from parcelsearch.client import Client, RateLimiter, key_fingerprint, make_retry
+from parcelsearch.client import Client, RateLimiter, RetryPolicy, key_fingerprint
 from parcelsearch.errors import (
     AuthenticationError,
     BadPolygonError,
@@ -169,7 +169,7 @@ def server(_shared_server: FaultServer) -> FaultServer:
 @pytest.fixture
 def client(server: FaultServer) -> Iterator[Client]:
     with Client(KEY, server.base_url, server.ca_path, rate=1000,
-                retries=make_retry(3, backoff_factor=0.01), timeout=5) as made:
+                retries=RetryPolicy(total=3, backoff_factor=0.01), timeout=5) as made:
         yield made
 
 
@@ -227,7 +227,7 @@ def test_configuration_errors_say_how_to_fix(
 def test_defaults_come_from_the_environment(
     monkeypatch: pytest.MonkeyPatch, tmp_path: Path
 ) -> None:
-    (tmp_path / "ca.pem").write_text("x")
+    trustme.CA().cert_pem.write_to_path(str(tmp_path / "ca.pem"))
     monkeypatch.setenv("PARCELSEARCH_API_KEY", KEY)
     monkeypatch.setenv("PARCELSEARCH_BASE_URL", "https://api.example.com/prod/")
     monkeypatch.setenv("PARCELSEARCH_CA_BUNDLE", str(tmp_path / "ca.pem"))
@@ -374,7 +374,7 @@ def test_dropped_connection_is_retried(server: FaultServer, client: Client) -> N
 def test_read_timeout_is_retried(server: FaultServer) -> None:
     server.then(("stall", 1.5), (200, ok(3), {}))
     with Client(KEY, server.base_url, server.ca_path, rate=1000, timeout=0.5,
-                retries=make_retry(2, backoff_factor=0.01)) as made:
+                retries=RetryPolicy(total=2, backoff_factor=0.01)) as made:
         assert made.search_page(RING, 1).rows == 3
     assert len(server.lines) == 2
 
@@ -392,14 +392,14 @@ def test_nothing_listening_is_a_transport_error(tmp_path: Path) -> None:
     server = FaultServer(tmp_path)
     server.close()
     with Client(KEY, server.base_url, server.ca_path,
-                retries=make_retry(1, backoff_factor=0.01)) as made:
+                retries=RetryPolicy(total=1, backoff_factor=0.01)) as made:
         with pytest.raises(TransportError) as caught:
             made.markets()
     assert_no_key(caught.value)
 
 
 def test_untrusted_certificate_is_refused(server: FaultServer) -> None:
-    with Client(KEY, server.base_url, retries=make_retry(0)) as made:
+    with Client(KEY, server.base_url, retries=0) as made:
         with pytest.raises(TransportError, match="TLS verification"):
             made.search_page(RING, 1)
     assert server.lines == []  # the request never reached the server
@@ -551,7 +551,7 @@ def test_an_injected_session_is_used_and_still_gated() -> None:
     session.mount("https://", adapter)
     calls: list[int] = []
     with Client(KEY, "https://api.example.com", session=session,
-                retries=make_retry(2, backoff_factor=0.01)) as made:
+                retries=RetryPolicy(total=2, backoff_factor=0.01)) as made:
         with pytest.raises(TransportError, match="connection reset") as caught:
             made.search_page(RING, 1, before_attempt=lambda: calls.append(1))
     assert adapter.sent == len(calls) == 3  # every attempt through the injected session, gated

@@ -11,13 +11,14 @@ import pytest
 import parcelsearch
 from parcelsearch import errors
 from parcelsearch.client import Client
+from parcelsearch.service import errors as service_errors
 
 RING = "[[-99.74,32.44],[-99.73,32.44],[-99.73,32.45],[-99.74,32.44]]"
 
 
-def _classes() -> dict[str, type[BaseException]]:
-    return {name: cls for name, cls in inspect.getmembers(errors, inspect.isclass)
-            if issubclass(cls, BaseException) and cls.__module__ == errors.__name__}
+def _classes(module: Any = errors) -> dict[str, type[BaseException]]:
+    return {name: cls for name, cls in inspect.getmembers(module, inspect.isclass)
+            if issubclass(cls, BaseException) and cls.__module__ == module.__name__}
 
 
 def test_every_error_derives_from_the_base() -> None:
@@ -41,10 +42,17 @@ def test_the_tree_drawn_in_the_docstring_is_the_tree_in_the_code() -> None:
         if stack:
             drawn[name] = stack[-1][1]
         stack.append((depth, name))
-    public = {n for n, c in _classes().items() if not n.startswith("_")}
+    classes = {**_classes(), **_classes(service_errors)}  # the service's are drawn too
+    public = {n for n in classes if not n.startswith("_")}
     assert set(drawn) | {"ParcelSearchError"} == public
     for name, parent in drawn.items():
-        assert getattr(errors, parent) in getattr(errors, name).__mro__, f"{name} under {parent}"
+        assert classes[parent] in classes[name].__mro__, f"{name} under {parent}"
+
+
+def test_the_service_has_its_own_errors() -> None:
+    assert all(issubclass(c, errors.ParcelSearchError)
+               for c in _classes(service_errors).values())
+    assert not set(_classes(service_errors)) & set(_classes())
 
 
 def test_every_exported_error_is_reachable_from_the_package() -> None:

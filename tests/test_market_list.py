@@ -59,9 +59,10 @@ def test_check_markets(areas: gpd.GeoDataFrame) -> None:
 
 
 def test_missing_column_is_named(areas: gpd.GeoDataFrame) -> None:
-    with pytest.raises(InputError, match=r"no column 'City'.*\['area_id', 'market'\]") as caught:
+    with pytest.raises(InputError, match=r"no column 'City'.*: 'area_id', 'market'") as caught:
         check_markets(areas, "City", ACTIVE)
     assert caught.value.field == "City"
+    assert "--market-column COLUMN" in caught.value.render("cli")
 
 
 def test_markets_reads_a_fresh_cached_list(tmp_path: Path) -> None:

@@ -90,3 +90,24 @@ def test_shapefile_columns_are_shortened_explicitly(planned, tmp_path: Path) -> 
     columns = gpd.read_file(path).columns.tolist()
     assert "request_by" in columns and "pages_fetc" in columns
     assert json.loads((tmp_path / "t.shp.parcelsearch.json").read_text())["calls"] == 7
+
+
+@pytest.mark.parametrize("suffix", [".parquet", ".gpkg", ".geojson"])
+def test_an_areas_own_group_id_column_is_kept_not_dropped(tmp_path: Path, suffix: str) -> None:
+    """An area column named like a column the outputs add is kept as ``area_<name>``."""
+    areas = parcelsearch.demo_areas().assign(group_id=lambda f: "own-" + f["area_id"],
+                                             n_group_ids=7)
+    planned = parcelsearch.plan(areas)
+    path = outputs.write_ids(_result(planned, [("northside", "a1")]), tmp_path / f"i{suffix}")
+    if suffix == ".parquet":
+        written = pd.read_parquet(path)
+        assert written.loc[0, "group_id"] == "a1"
+        assert written.loc[0, "area_group_id"] == "own-northside"
+    elif suffix == ".gpkg":
+        written = gpd.read_file(path, layer="areas").set_index("area_id")
+        assert written.loc["northside", "area_group_id"] == "own-northside"
+        assert written.loc["northside", "area_n_group_ids"] == 7
+        assert written.loc["northside", "n_group_ids"] == 1
+    else:
+        props = json.loads(path.read_text())["features"][0]["properties"]
+        assert props["area_group_id"] == "own-northside" and props["group_ids"] == ["a1"]

@@ -4,6 +4,8 @@ from __future__ import annotations
 
 import subprocess
 import sys
+import tomllib
+from pathlib import Path
 
 import pytest
 
@@ -47,3 +49,11 @@ def test_every_public_name_resolves() -> None:
     with pytest.raises(AttributeError, match="no attribute 'nope'"):
         parcelsearch.nope  # noqa: B018
     assert parcelsearch.plan is parcelsearch.planning.plan  # the module stays reachable
+
+
+def test_the_version_is_the_one_pyproject_declares() -> None:
+    pyproject = Path(__file__).parents[1] / "pyproject.toml"
+    declared = tomllib.loads(pyproject.read_text(encoding="utf-8"))["project"]["version"]
+    assert parcelsearch.__version__ == declared
+    source = Path(parcelsearch.__file__).read_text(encoding="utf-8")
+    assert declared not in source  # read from the installed metadata, written nowhere else

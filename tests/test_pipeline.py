@@ -24,7 +24,7 @@ from shapely.geometry import box
 import parcelsearch
 from parcelsearch import _wire
 from parcelsearch.cache import ResponseCache
-from parcelsearch.client import Client, make_retry
+from parcelsearch.client import Client
 from parcelsearch.errors import (
     BudgetExhaustedError,
     QuotaWouldExceedError,
@@ -191,23 +191,10 @@ class _SlowLimitAdapter(BaseAdapter):
         response._content = b'{"status":"ERROR","messages":["Spike arrest violation."]}'
         response.url = request.url
         response.request = request
-        response.raw = _Raw(response.headers)
         return response
 
     def close(self) -> None:
         pass
-
-
-class _Raw:
-    """What urllib3's ``Retry`` reads from a response: its status and headers."""
-
-    status = 429
-
-    def __init__(self, headers: Any) -> None:
-        self.headers = headers
-
-    def get_redirect_location(self) -> bool:
-        return False
 
 
 def test_an_interrupt_wakes_back_off_sleeps_and_starts_nothing(
@@ -216,7 +203,7 @@ def test_an_interrupt_wakes_back_off_sleeps_and_starts_nothing(
     session = requests.Session()
     adapter = _SlowLimitAdapter()
     session.mount("https://", adapter)
-    client = Client("k" * 20, BASE, session=session, retries=make_retry(3),
+    client = Client("k" * 20, BASE, session=session, retries=3,
                     cache_dir=tmp_path / "cache")
 
     def interrupt_once_all_sleep() -> None:

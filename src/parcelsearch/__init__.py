@@ -26,8 +26,6 @@ from typing import TYPE_CHECKING, Any
 from parcelsearch.errors import *  # noqa: F403
 from parcelsearch.errors import __all__ as _errors_all
 
-__version__ = "0.1.0"
-
 #: Public name → the module that defines it (imported on first use).
 _LAZY = {
     "Client": "client",
@@ -70,6 +68,7 @@ __all__ = [
 ]
 
 if TYPE_CHECKING:
+    __version__: str
     from parcelsearch.cache import ResponseCache
     from parcelsearch.client import Client
     from parcelsearch.demo import demo_areas
@@ -83,6 +82,9 @@ if TYPE_CHECKING:
 
 def __getattr__(name: str) -> Any:
     """Load a public name's module on first use (and register ``gdf.parcels``)."""
+    if name == "__version__":
+        globals()[name] = _version()
+        return globals()[name]
     module = _LAZY.get(name)
     if module is None:
         raise AttributeError(f"module 'parcelsearch' has no attribute {name!r}")
@@ -90,6 +92,16 @@ def __getattr__(name: str) -> Any:
     value = getattr(importlib.import_module(f"parcelsearch.{module}"), name)
     globals()[name] = value
     return value
+
+
+def _version() -> str:
+    """The installed distribution's version: pyproject.toml is the one place it is written."""
+    from importlib.metadata import PackageNotFoundError, version
+
+    try:
+        return version("parcelsearch")
+    except PackageNotFoundError:  # a source tree on sys.path that was never installed
+        return "0+unknown"
 
 
 def __dir__() -> list[str]:

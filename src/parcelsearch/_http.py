@@ -8,33 +8,35 @@ runs every attempt through the same short sequence::
                              │ final: raise
 
 The caller's ``judge`` decides what a response means (accept it, call it transient, or
-raise); the retry *budget* and *backoff* come from urllib3's :class:`~urllib3.util.Retry`
-used as a value through its public API (``increment``, ``get_backoff_time``,
-``get_retry_after``), so the loop, its sleeps and its cancellation are ours while the policy
-is urllib3's. Requests themselves go through ``requests`` with urllib3 retries off.
+raise). How often to retry and how long to wait is a plain :class:`RetryPolicy` value
+(attempts, exponential back-off with jitter, ``Retry-After`` honoured and capped); the loop,
+its sleeps and its cancellation are here. Requests go through ``requests`` with urllib3's own
+retries off.
 """
 
 from __future__ import annotations
 
+import random
+import re
 import threading
 import time
 from collections import Counter
 from collections.abc import Callable, Mapping
 from dataclasses import dataclass
-from typing import Any, Protocol, TypeVar
+from email.utils import mktime_tz, parsedate_tz
+from typing import Protocol, TypeVar
 
 import requests
 from requests.adapters import HTTPAdapter
-from urllib3.exceptions import (
-    ConnectTimeoutError,
-    MaxRetryError,
-    NewConnectionError,
-    ProtocolError,
-    ReadTimeoutError,
-)
-from urllib3.util import Retry
+from urllib3.exceptions import NewConnectionError
 
-from parcelsearch.errors import ConfigurationError, Hint, MalformedResponseError, TransportError
+from parcelsearch.errors import (
+    ConfigurationError,
+    Hint,
+    MalformedResponseError,
+    ServiceError,
+    TransportError,
+)
 
 __all__ = [
     "Cancelled",
@@ -42,16 +44,21 @@ __all__ = [
     "Spend",
     "RateLimiter",
     "RetryPolicy",
+    "RETRY_STATUSES",
     "Transport",
     "new_session",
+    "retry_after",
+    "strip_query",
 ]
 
 T = TypeVar("T")
+#: What a request raises once its retries are used up.
+RequestFailure = TransportError | MalformedResponseError | ServiceError
 
 #: Share of the allowed rate kept in reserve, so network jitter never puts N + 1 calls in
 #: one second of the server's sliding window (10/s → one call every 103 ms, 9.7 calls/s).
 DEFAULT_MARGIN = 0.03
-#: Statuses a transient answer may carry.
+#: Statuses that may heal if asked again (spike arrest, server failures): the only ones retried.
 RETRY_STATUSES = frozenset({429, 500, 502, 503, 504})
 
 
@@ -69,19 +76,22 @@ class Transient(Exception):  # noqa: N818 - a verdict, not an error
     error
         The error to raise when the retries are used up.
     response
-        The urllib3 response it came from, if any (its ``Retry-After`` is honoured).
+        The response it came from, if any (its ``Retry-After`` is honoured); the transport
+        fills it in for a judge's verdict.
+    unsent
+        ``True`` when no connection was made (refused, or timed out connecting): the service
+        never saw the request, and such failures have their own, smaller allowance.
     """
 
     def __init__(
-        self, reason: str, error: Exception, response: Any = None,
-        cause: Exception | None = None,
+        self, reason: str, error: RequestFailure, response: requests.Response | None = None,
+        *, unsent: bool = False,
     ) -> None:
         super().__init__(reason)
         self.reason = reason
         self.error = error
         self.response = response
-        #: The urllib3 error that tells connect from read failures (``None`` for answers).
-        self.cause = cause
+        self.unsent = unsent
 
 
 class Spend(Protocol):
@@ -143,12 +153,14 @@ class RateLimiter:
 
 @dataclass(frozen=True)
 class RetryPolicy:
-    """How many times to retry and how long to wait: urllib3's ``Retry`` as the counter.
+    """How many times to retry and how long to wait in between.
 
-    Backoff grows 0, 1, 2, 4 … seconds (``backoff_factor`` × 2ⁿ, capped at ``backoff_max``,
-    jittered); a ``Retry-After`` header (seconds or HTTP-date, capped at ``retry_after_max``)
-    wins. A refused connection is retried at most ``connect`` times: nothing is listening,
-    and waiting rarely helps.
+    A request gets ``total + 1`` attempts; of them, attempts that never connect (nothing is
+    listening, or connecting timed out) are retried at most ``connect`` times, since waiting
+    rarely helps there. Before retry *n* the loop waits ``backoff_factor × 2ⁿ⁻¹`` seconds
+    plus up to ``backoff_jitter`` (none before the first retry: 0, 1, 2, 4 … with the
+    defaults), at most ``backoff_max``; an answer's ``Retry-After`` (seconds or HTTP-date)
+    wins, capped at ``retry_after_max``.
     """
 
     total: int = 5
@@ -162,27 +174,40 @@ class RetryPolicy:
         if isinstance(self.total, bool) or not isinstance(self.total, int) or self.total < 0:
             raise ConfigurationError(f"retries must be an integer >= 0, got {self.total!r}")
 
-    def start(self) -> Retry:
-        """A fresh counter for one request."""
-        return Retry(
-            total=self.total, connect=min(self.connect, self.total), read=None, status=None,
-            other=None, redirect=0, allowed_methods=frozenset({"GET"}),
-            status_forcelist=RETRY_STATUSES, backoff_factor=self.backoff_factor,
-            backoff_max=self.backoff_max, backoff_jitter=self.backoff_jitter,
-            respect_retry_after_header=True, raise_on_status=False,
-        )
+    def exhausted(self, failures: int, unsent: int) -> bool:
+        """Whether ``failures`` failed attempts, ``unsent`` of them never connected, are all."""
+        return failures > self.total or unsent > min(self.connect, self.total)
 
-    def delay(self, retry: Retry, response: Any = None) -> float:
-        """Seconds to wait before the next attempt."""
-        after = retry.get_retry_after(response) if response is not None else None
-        if after is not None:
-            return min(float(after), self.retry_after_max)
-        return float(retry.get_backoff_time())
+    def delay(self, failures: int, retry_after: float | None = None) -> float:
+        """Seconds to wait after the ``failures``-th failed attempt, before the next one."""
+        if retry_after is not None:
+            return min(retry_after, self.retry_after_max)
+        if failures <= 1:
+            return 0.0
+        wait = self.backoff_factor * 2.0 ** (failures - 1) + random.random() * self.backoff_jitter
+        return max(0.0, min(self.backoff_max, wait))
 
 
-def make_retry(total: int = 5, *, backoff_factor: float = 0.5) -> RetryPolicy:
-    """The default retry policy with ``total`` retries (kept for callers of 0.1)."""
-    return RetryPolicy(total=total, backoff_factor=backoff_factor)
+_SECONDS = re.compile(r"\s*[0-9]+\s*")
+
+
+def retry_after(headers: Mapping[str, str]) -> float | None:
+    """Seconds a ``Retry-After`` header asks to wait (delta-seconds or HTTP-date), or ``None``.
+
+    A date in the past is 0 seconds; a missing or unreadable header is ``None`` (it is only
+    advice).
+    """
+    value = headers.get("Retry-After")
+    if not value:
+        return None
+    if _SECONDS.fullmatch(value):
+        return float(int(value))
+    date = parsedate_tz(value)
+    if date is None:
+        return None
+    if date[9] is None:  # no zone given: HTTP-dates are GMT
+        date = (*date[:9], 0)
+    return max(0.0, mktime_tz(date) - time.time())
 
 
 def new_session() -> requests.Session:
@@ -264,49 +289,58 @@ class Transport:
         TransportError
             No response after the retries, or TLS verification failed.
         """
-        retry = self.policy.start()
-        attempts = 0
+        failures = unsent = 0
         while True:
             self._gate(spend, cancel)
-            attempts += 1
-            outcome = self._attempt(url, headers, judge, describe)
-            if not isinstance(outcome, Transient):
-                return outcome
-            if isinstance(outcome.cause, ConnectTimeoutError) and spend is not None:
-                spend.refund()  # no connection was made: the service never saw it
-            retry = self._next(retry, outcome, attempts)
-            self._sleep(self.policy.delay(retry, outcome.response), cancel)
+            try:
+                return self._attempt(url, headers, judge, describe)
+            except _NotSent:
+                if spend is not None:
+                    spend.refund()  # the TLS handshake failed: no request reached the service
+                raise
+            except Transient as verdict:
+                failures += 1
+                if verdict.unsent:
+                    unsent += 1
+                    if spend is not None:
+                        spend.refund()  # no connection was made: the service never saw it
+                if self.policy.exhausted(failures, unsent):
+                    raise _given_up(verdict.error, failures) from None
+                self._count(f"retried {verdict.reason}")
+                asked = None if verdict.response is None else retry_after(verdict.response.headers)
+                self._sleep(self.policy.delay(failures, asked), cancel)
 
     def _attempt(
         self, url: str, headers: Mapping[str, str], judge: Callable[[requests.Response], T],
         describe: str,
-    ) -> T | Transient:
-        """Send once: the judged result, or the :class:`Transient` verdict to retry on."""
+    ) -> T:
+        """Send once: the judged result, or raise the :class:`Transient` verdict to retry on."""
         try:
             response = self.session.get(
                 url, headers=dict(headers), timeout=self.timeout, verify=self.verify,
                 allow_redirects=False,
             )
         except requests.exceptions.SSLError as exc:
-            raise TransportError(f"TLS verification failed ({describe}): {_reason(exc)}",
-                                 url=_strip_query(url),
+            raise _NotSent(f"TLS verification failed ({describe}): {_reason(exc)}",
+                           url=strip_query(url),
                                  hints=[Hint("ca_bundle", phrase="if it is a local service, "
                                                                  "point {knob} at its ca.pem")],
                                  ) from None
         except (requests.exceptions.ChunkedEncodingError,
                 requests.exceptions.ContentDecodingError) as exc:
-            return Transient("cut body", MalformedResponseError(
+            raise Transient("cut body", MalformedResponseError(
                 f"response body cut short or undecodable ({describe}): {_reason(exc)}",
-                url=_strip_query(url)), cause=ProtocolError(str(exc)))
+                url=strip_query(url))) from None
         except requests.exceptions.RequestException as exc:
-            cause = _urllib3_error(exc)
-            return Transient(type(cause).__name__, _no_response(exc, url, describe), cause=cause)
+            raise Transient(_failure_name(exc), _no_response(exc, url, describe),
+                            unsent=_never_connected(exc)) from None
         self._count("requests")
         try:
             return judge(response)
         except Transient as verdict:
-            verdict.response = verdict.response if verdict.response is not None else response.raw
-            return verdict
+            if verdict.response is None:
+                verdict.response = response
+            raise
 
     def _gate(self, spend: Spend | None, cancel: threading.Event | None) -> None:
         # Reserve, then pace, then send at once: anything slow (the ledger's write) happens
@@ -323,26 +357,6 @@ class Transport:
             if spend is not None:
                 spend.refund()  # reserved, never sent
             raise
-
-    def _next(self, retry: Retry, verdict: Transient, attempts: int) -> Retry:
-        """Count one failed attempt; raise the verdict's error when the retries are used up."""
-        status = getattr(verdict.response, "status", None)
-        try:
-            if verdict.cause is None and status in RETRY_STATUSES:
-                retry = retry.increment("GET", None, response=verdict.response)
-            else:
-                retry = retry.increment(
-                    "GET", None, error=verdict.cause or ProtocolError(verdict.reason))
-        except MaxRetryError:
-            error_out = verdict.error
-            note = (f" (gave up after {attempts} attempt{'s' if attempts != 1 else ''}; "
-                    "each attempt costs a call)")
-            if hasattr(error_out, "message"):
-                error_out.message = f"{error_out.message}{note}"
-                error_out.args = (error_out.message,)
-            raise error_out from None
-        self._count(f"retried {verdict.reason}")
-        return retry
 
     def _sleep(self, delay: float, cancel: threading.Event | None) -> None:
         if cancel is None:
@@ -371,22 +385,41 @@ def _reason(exc: BaseException) -> str:
     return f"{type(inner).__name__}: {inner}"[:300]
 
 
-def _urllib3_error(exc: requests.exceptions.RequestException) -> Exception:
-    """The urllib3 error class ``Retry.increment`` needs to count connect vs read failures."""
+def _never_connected(exc: requests.exceptions.RequestException) -> bool:
+    """Whether no connection was made: refused, or timed out while connecting."""
     if isinstance(exc, requests.exceptions.ConnectTimeout):
-        return ConnectTimeoutError(str(exc))
-    if isinstance(exc, requests.exceptions.ConnectionError) and isinstance(
-        _innermost(exc), ConnectionRefusedError | NewConnectionError
-    ):
-        return NewConnectionError(None, str(exc))  # type: ignore[arg-type]
+        return True
+    return isinstance(exc, requests.exceptions.ConnectionError) and _refused(exc)
+
+
+def _refused(exc: BaseException) -> bool:
+    return isinstance(_innermost(exc), ConnectionRefusedError | NewConnectionError)
+
+
+def _failure_name(exc: requests.exceptions.RequestException) -> str:
+    """A short name of a failure to send for the statistics (``"retried ReadTimeoutError"``)."""
+    if isinstance(exc, requests.exceptions.ConnectTimeout):
+        return "ConnectTimeoutError"
+    if _never_connected(exc):
+        return "NewConnectionError"
     if isinstance(exc, requests.exceptions.ReadTimeout):
-        return ReadTimeoutError(None, None, str(exc))  # type: ignore[arg-type]
-    return ProtocolError(str(exc))
+        return "ReadTimeoutError"
+    return "ProtocolError"
+
+
+def _given_up(error: RequestFailure, attempts: int) -> RequestFailure:
+    """``error``, now telling how many attempts were made."""
+    error.attempts = attempts
+    return error
+
+
+class _NotSent(TransportError):
+    """A failure before any request reached the service (the TLS handshake): not a call."""
 
 
 def _no_response(exc: BaseException, url: str, describe: str) -> TransportError:
-    base = _strip_query(url)
-    if isinstance(_innermost(exc), ConnectionRefusedError | NewConnectionError):
+    base = strip_query(url)
+    if _refused(exc):
         root = base.split("/v1/")[0] if "/v1/" in base else base
         return TransportError(
             f"nothing is listening at {root} (connection refused, {describe}). Is the service "
@@ -395,5 +428,6 @@ def _no_response(exc: BaseException, url: str, describe: str) -> TransportError:
     return TransportError(f"no usable response ({describe}): {_reason(exc)}", url=base)
 
 
-def _strip_query(url: str) -> str:
+def strip_query(url: str) -> str:
+    """``url`` without its query (where a search's polygon travels): for messages."""
     return url.partition("?")[0]

@@ -1,17 +1,23 @@
-"""Small facts shared by the toolkit and the reference service: calendar months and data files.
+"""Small facts shared by the toolkit and the reference service: months, data files, counts.
 
 The toolkit's ledger and the service's key store count calls per UTC calendar month; both
-name a month the same way here. Bundled data files are found in one place.
+name a month the same way here. Bundled data files are found in one place. Every count a
+user gives (a budget, workers, a key's quota) is checked by one rule, :func:`check_count`,
+which both command lines translate into their flag dialect (:func:`count_argument`).
 """
 
 from __future__ import annotations
 
+import argparse
 import time
+from collections.abc import Callable
 from datetime import UTC, datetime
 from importlib import resources
 from pathlib import Path
 
-__all__ = ["month_of", "next_month_start", "data_path"]
+from parcelsearch.errors import ConfigurationError
+
+__all__ = ["month_of", "next_month_start", "data_path", "check_count", "count_argument"]
 
 
 def month_of(moment: datetime | float) -> str:
@@ -43,3 +49,47 @@ def data_path(name: str = "") -> Path:
     if not path.exists():
         raise FileNotFoundError(f"bundled data file {name!r} is missing from {path.parent}")
     return path
+
+
+def check_count(value: object, minimum: int, name: str = "") -> int:
+    """``value`` when it is a whole number (not a bool) of at least ``minimum``.
+
+    Parameters
+    ----------
+    value
+        What the user gave.
+    minimum
+        The smallest count allowed (0 or 1).
+    name
+        The argument's name, which starts the message (``budget must be …``); without one
+        (an argparse type, where argparse names the flag) the message starts with ``must``.
+
+    Raises
+    ------
+    ConfigurationError
+        ``[name] must be a whole number >= minimum, got value``.
+    """
+    if isinstance(value, bool) or not isinstance(value, int) or value < minimum:
+        subject = f"{name} must" if name else "must"
+        raise ConfigurationError(f"{subject} be a whole number >= {minimum}, got {value!r}")
+    return value
+
+
+def count_argument(minimum: int) -> Callable[[str], int]:
+    """An argparse ``type``: the text as a count, by :func:`check_count`'s rule.
+
+    The one error, spelled for the command line: ``argument --budget: must be a whole number
+    >= 0, got -1``.
+    """
+
+    def parse(text: str) -> int:
+        try:
+            value: object = int(text)
+        except ValueError:
+            value = text
+        try:
+            return check_count(value, minimum)
+        except ConfigurationError as exc:
+            raise argparse.ArgumentTypeError(exc.render("cli")) from None
+
+    return parse

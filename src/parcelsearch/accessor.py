@@ -13,6 +13,7 @@ import geopandas as gpd
 import pandas as pd
 
 from parcelsearch import maps, market_list, pipeline, planning
+from parcelsearch.areas import index_by_id
 from parcelsearch.client import Client
 from parcelsearch.errors import Hint, InputError
 
@@ -68,5 +69,7 @@ class ParcelsAccessor:
         return market_list.check_markets(self._areas, column, market_list.markets(client))
 
     def map(self, id_column: str | None = None, **kwargs: Any) -> Any:
-        """An ipyleaflet map of the study areas (``id_column`` names them, else the index)."""
-        return maps.areas_map(self._areas, id_name=id_column, **kwargs)
+        """An ipyleaflet map of the study areas, labelled by their ids (``id_column``, else
+        the rule of :func:`parcelsearch.plan`: an ``area_id`` column, else the index)."""
+        frame, name = index_by_id(self._areas, id_column)
+        return maps.areas_map(frame, id_name=name, **kwargs)

@@ -31,23 +31,30 @@ import pandas as pd
 import shapely
 from shapely.geometry.base import BaseGeometry
 
+from parcelsearch import notices
 from parcelsearch.errors import Hint, InputError
+from parcelsearch.notices import CoordinatesWarning, ParcelSearchWarning, RowNumberIdsWarning
 from parcelsearch.tiling import split_antimeridian
 
 __all__ = [
     "GeometryRepairedWarning",
+    "index_by_id",
     "validate_areas",
     "split_antimeridian",
     "unwrap_longitudes",
 ]
 
-#: Name given to the area id when neither ``id_column`` nor the index names it.
+#: Name given to the area id when neither ``id_column`` nor the index names it, and the
+#: column used as the ids when no ``id_column`` is named.
 DEFAULT_ID_NAME = "area_id"
+#: The rule that chooses the area ids (also in the README and ``--help``).
+ID_RULE = ("--id-column names the column of area ids; without it, a column named 'area_id' "
+           "is used, else the row numbers (0, 1, …, with a warning)")
 _AREAL = ("Polygon", "MultiPolygon")
 _SHOWN = 5  # offending rows named in one message
 
 
-class GeometryRepairedWarning(UserWarning):
+class GeometryRepairedWarning(ParcelSearchWarning):
     """An invalid study area was repaired with :func:`shapely.make_valid`."""
 
 
@@ -61,7 +68,13 @@ def validate_areas(areas: Any, id_column: str | None = None) -> gpd.GeoDataFrame
         of shapely geometries. Bare shapely geometries carry no CRS and are taken to be
         longitude/latitude (EPSG:4326).
     id_column
-        Column holding the area ids. Without it the index is the id.
+        Column holding the area ids. Without it (the rule of :data:`ID_RULE`): a column
+        named ``area_id``; else the index, if the areas have one of their own (named, or
+        not the row numbers 0..n-1); else the row numbers, with a
+        :class:`~parcelsearch.notices.RowNumberIdsWarning` when the areas have columns (one
+        of which may have been meant). An ``area_id`` column beside
+        an index of the user's own (named or not integers) that differs from it is refused
+        as ambiguous.
 
     Returns
     -------
@@ -72,16 +85,18 @@ def validate_areas(areas: Any, id_column: str | None = None) -> gpd.GeoDataFrame
     Raises
     ------
     InputError
-        No areas; no CRS; missing ``id_column``; missing or duplicate ids; missing,
+        No areas; no CRS; missing ``id_column``; ambiguous ids; missing or duplicate ids; missing,
         empty, non-areal, non-finite or out-of-range geometries. The message names the row.
 
     Warns
     -----
     GeometryRepairedWarning
         For each invalid geometry repaired with :func:`shapely.make_valid`.
+    RowNumberIdsWarning
+        When the row numbers are the ids (no ``id_column``, no ``area_id``, no index).
     """
     frame = _as_frame(areas)
-    frame, id_name = _index_by_id(frame, id_column)
+    frame, id_name = index_by_id(frame, id_column)
     geoms = np.asarray(frame.geometry.array, dtype=object)
     ids = list(frame.index)
     _check_kinds(geoms, ids)
@@ -90,6 +105,7 @@ def validate_areas(areas: Any, id_column: str | None = None) -> gpd.GeoDataFrame
     if not _is_lonlat(frame.crs):
         geoms = _to_lonlat(geoms, frame.crs, ids)
     _check_range(geoms, ids, frame.crs)
+    _check_area_of_use(geoms, frame.crs)
     geoms = np.array([_normalise(g, row) for g, row in zip(geoms, ids, strict=True)], dtype=object)
     out = gpd.GeoDataFrame(
         frame.drop(columns=frame.geometry.name),
@@ -144,14 +160,18 @@ def _as_frame(areas: Any) -> gpd.GeoDataFrame:
     return frame
 
 
-def _index_by_id(frame: gpd.GeoDataFrame, id_column: str | None) -> tuple[gpd.GeoDataFrame, str]:
-    """Move the ids to the index; refuse missing or duplicate ids."""
+def index_by_id(frame: gpd.GeoDataFrame, id_column: str | None) -> tuple[gpd.GeoDataFrame, str]:
+    """``frame`` indexed by its area ids, and their name (the rule: see :func:`validate_areas`).
+
+    Refuses missing, duplicate or ambiguous ids (:class:`~parcelsearch.errors.InputError`).
+    """
     if id_column is not None:
         if id_column not in frame.columns:
             columns = ", ".join(map(repr, frame.columns.drop(frame.geometry.name)[:20]))
             raise InputError(
                 f"id column {id_column!r} is not in the areas; columns are: {columns or 'none'}",
                 field=id_column,
+                hints=[Hint("id_column", None, "name one of them with {knob}")],
             )
         if id_column == frame.geometry.name:
             raise InputError("the id column cannot be the geometry column", field=id_column)
@@ -164,8 +184,8 @@ def _index_by_id(frame: gpd.GeoDataFrame, id_column: str | None) -> tuple[gpd.Ge
                 "(areas.reset_index() then id_column=...)",
                 field="index",
             )
-        id_name = str(frame.index.name) if frame.index.name is not None else DEFAULT_ID_NAME
-    field = id_column or "index"
+        frame, id_name = _default_ids(frame)
+    field = id_column or ("index" if id_name not in frame.index.names else id_name)
     missing = [pos for pos, value in enumerate(frame.index) if _is_missing(value)]
     if missing:
         raise InputError(
@@ -180,8 +200,43 @@ def _index_by_id(frame: gpd.GeoDataFrame, id_column: str | None) -> tuple[gpd.Ge
             f"area ids must be unique; duplicated in {field!r}: {_names(duplicated)}",
             row=duplicated[0],
             field=field,
+            hints=[Hint("id_column", None, "name a column of unique ids with {knob}")],
         )
     return frame, id_name
+
+
+def _default_ids(frame: gpd.GeoDataFrame) -> tuple[gpd.GeoDataFrame, str]:
+    """The ids when no id column was named: an ``area_id`` column, else the index if the
+    areas have one of their own, else row numbers (with a :class:`RowNumberIdsWarning`)."""
+    index = frame.index
+    own_index = index.name is not None or not index.equals(pd.RangeIndex(len(index)))
+    if DEFAULT_ID_NAME in frame.columns:
+        chosen = index.name is not None or not pd.api.types.is_integer_dtype(index.dtype)
+        if chosen and not _same(index, frame[DEFAULT_ID_NAME]):
+            raise InputError(
+                f"the areas have both an {DEFAULT_ID_NAME!r} column and an index of their own "
+                f"({index.name or 'unnamed'}: {_names(index[:_SHOWN].tolist())}), and it is "
+                "not clear which identifies them; to use the index, make it a column "
+                "(areas.reset_index()) and name that column",
+                field="id_column",
+                hints=[Hint("id_column", DEFAULT_ID_NAME, "to use the column, pass {knob}")],
+            )
+        return frame.set_index(DEFAULT_ID_NAME), DEFAULT_ID_NAME
+    if own_index:
+        return frame, str(index.name) if index.name is not None else DEFAULT_ID_NAME
+    columns = [str(c) for c in frame.columns if c != frame.geometry.name]
+    if columns:  # one of them may be the ids: say that row numbers were used instead
+        notices.warn(RowNumberIdsWarning(
+            f"the study areas have no {DEFAULT_ID_NAME!r} column, so they are identified by "
+            f"their row numbers (0 to {len(frame) - 1}) in every output (their columns: "
+            f"{_names(columns)})",
+            hints=[Hint("id_column", None, "name the column that identifies them with {knob}")],
+        ))
+    return frame, DEFAULT_ID_NAME
+
+
+def _same(index: pd.Index, column: pd.Series) -> bool:
+    return bool((index.to_numpy(dtype=object) == column.to_numpy(dtype=object)).all())
 
 
 def _is_missing(value: object) -> bool:
@@ -222,7 +277,7 @@ def _check_kinds(geoms: np.ndarray, ids: list[Hashable]) -> None:
         collection,
         ids,
         "is a GeometryCollection",
-        "keep its polygons only, e.g. gdf.geometry.explode() then dissolve the Polygons",
+        "keep its polygons only (explode it into parts, then dissolve the polygons)",
     )
     kinds = {ids[i]: shapely.get_type_id(geoms[i]) for i in np.flatnonzero(~areal)}
     if kinds:
@@ -239,7 +294,8 @@ def _check_kinds(geoms: np.ndarray, ids: list[Hashable]) -> None:
             ids,
             f"is a {names.get(int(first), 'non-areal geometry')}, not an area",
             "only Polygons and MultiPolygons can be searched; buffer points and lines "
-            "first, e.g. gdf.to_crs(gdf.estimate_utm_crs()).buffer(50)",
+            "into areas first (by so many metres, in a projected CRS such as the local UTM "
+            "zone)",
         )
 
 
@@ -288,6 +344,30 @@ def _check_range(geoms: np.ndarray, ids: list[Hashable], crs: Any) -> None:
             )
 
 
+#: Degrees the areas may lie beyond their CRS's area of use before it is called wrong.
+_AREA_OF_USE_MARGIN = 1.0
+
+
+def _check_area_of_use(geoms: np.ndarray, crs: Any) -> None:
+    """Warn when the areas lie wholly outside the area their CRS is meant for (a local grid
+    declared in a UTM zone, say): the coordinates are then almost surely in another CRS."""
+    use = None if _is_lonlat(crs) else crs.area_of_use
+    if use is None:
+        return
+    west, south, east, north = use.bounds
+    minx, miny, maxx, maxy = (float(b) for b in shapely.total_bounds(geoms))
+    margin = _AREA_OF_USE_MARGIN
+    off_lon = west <= east and (maxx < west - margin or minx > east + margin)
+    if off_lon or maxy < south - margin or miny > north + margin:
+        notices.warn(CoordinatesWarning(
+            f"the study areas lie at longitude {minx:.4g}..{maxx:.4g}, latitude "
+            f"{miny:.4g}..{maxy:.4g}, outside the area {crs.to_string()} is meant for "
+            f"(longitude {west:g}..{east:g}, latitude {south:g}..{north:g}); their "
+            "coordinates are probably in another CRS",
+            hints=[Hint("crs_override", None, "declare the CRS they are really in with "
+                        "{knob}")]))
+
+
 def _refuse_range(ids: list[Hashable], i: int, bounds: np.ndarray, crs: Any) -> None:
     """Refuse row ``i`` whose coordinates lie beyond longitude/latitude limits."""
     fix: str | Hint
@@ -323,12 +403,9 @@ def _normalise(geom: BaseGeometry, row: Hashable) -> BaseGeometry:
     if not shapely.is_valid(geom):
         reason = shapely.is_valid_reason(geom)
         geom = shapely.make_valid(geom, method="structure", keep_collapsed=False)
-        warnings.warn(
-            f"area {row!r}: geometry was invalid ({reason}) and was repaired with "
-            "shapely.make_valid; check the result or fix the source data",
-            GeometryRepairedWarning,
-            stacklevel=4,
-        )
+        notices.warn(GeometryRepairedWarning(
+            f"area {row!r}: its geometry was invalid ({reason}) and was repaired (made "
+            "valid); check the result, or fix the source data"))
     geom = _polygonal(geom)
     if crosses or shapely.bounds(geom)[0] < -180 or shapely.bounds(geom)[2] > 180:
         geom = split_antimeridian(geom)

@@ -8,8 +8,13 @@ reference service's), each imported only when one of its commands runs.
 Exit codes: 0 complete; 1 failure; 2 usage (what the user gave is wrong: an option or its
 value, an unknown output extension, the areas file, a missing key or URL), nothing spent;
 3 stopped by the budget or the key's quota (refused before spending, or stopped mid-run with
-a partial ``--out`` written); 130 / 143 interrupted by SIGINT / SIGTERM (a partial ``--out``
-is written when the search got far enough to assemble one).
+a partial ``--out`` written: empty, typed and marked incomplete when nothing was spent);
+130 / 143 interrupted by SIGINT / SIGTERM (``search`` writes the partial ``--out``). ``plan``,
+``markets`` and ``cache`` write no partial output and never exit 3.
+
+Warnings (row numbers as ids, nothing matched, a repaired area, coordinates outside their
+CRS's region) are printed as ``parcelsearch: warning: …`` lines naming flags and variables
+(:func:`parcelsearch.notices.as_messages`).
 """
 
 from __future__ import annotations
@@ -25,9 +30,9 @@ from collections.abc import Callable, Iterator, Sequence
 from contextlib import contextmanager
 from pathlib import Path
 from typing import Any
-from urllib.parse import urlsplit
 
-from parcelsearch import __version__, settings
+from parcelsearch import __version__, notices, settings
+from parcelsearch._shared import count_argument
 from parcelsearch.errors import (
     BudgetError,
     ConfigurationError,
@@ -84,8 +89,18 @@ environment variables:
   PARCELSEARCH_RATE        calls per second the key allows (default 10)"""
 
 
-def _exit_codes_text() -> str:
-    return "exit codes:\n" + "\n".join(f"  {code:<4} {text}" for code, text in EXIT_CODES.items())
+#: Exit codes of the commands that never write a partial --out (plan, markets, cache).
+EXIT_CODES_NO_OUT = {
+    0: "complete",
+    1: EXIT_CODES[1],
+    2: EXIT_CODES[2],
+    130: "interrupted (Ctrl-C)",
+    143: "terminated (SIGTERM)",
+}
+
+
+def _exit_codes_text(codes: dict[int, str] = EXIT_CODES) -> str:
+    return "exit codes:\n" + "\n".join(f"  {code:<4} {text}" for code, text in codes.items())
 
 
 # -- option values: checked while parsing, so a bad one exits 2 before anything is spent ------
@@ -159,12 +174,10 @@ def _output(check: str) -> Callable[[str], Path]:
 
 
 def _base_url(text: str) -> str:
-    parts = urlsplit(text.strip())
-    if parts.scheme.lower() != "https" or not parts.hostname:
-        raise argparse.ArgumentTypeError(
-            f"takes an https:// URL (the services are HTTPS only), got {text!r}"
-        )
-    return text.strip()
+    try:
+        return settings.check_base_url(text)  # the client's rule
+    except ConfigurationError as exc:
+        raise argparse.ArgumentTypeError(exc.render("cli")) from None
 
 
 def _existing_file(text: str) -> str:
@@ -247,7 +260,8 @@ def _add_areas(parser: argparse.ArgumentParser) -> None:
                         help="declare the CRS the coordinates are in, e.g. EPSG:4326 (for files "
                              "without one, or with a wrong one; nothing is reprojected)")
     parser.add_argument("--id-column", metavar="COLUMN",
-                        help="column identifying the areas (default: row order, from 0)")
+                        help="column identifying the areas (default: the column area_id if "
+                             "there is one, else the row numbers 0, 1, … with a warning)")
     parser.add_argument("--tolerance", type=_tolerance, default=0.0, metavar="METRES",
                         help="metres pieces may reach outside the areas to save calls; 0 "
                              "(default) is exact, else at least 0.5")
@@ -285,7 +299,7 @@ def _add_plan(commands: Any) -> None:
         "plan", help="show the pieces and minimum calls, spending nothing",
         description="Split the study areas into the pieces a search would send and count the "
                     "calls they need at least. Spends nothing, needs no key.",
-        epilog=_exit_codes_text(), formatter_class=_Formatter,
+        epilog=_exit_codes_text(EXIT_CODES_NO_OUT), formatter_class=_Formatter,
     )
     _add_areas(p)
     p.add_argument("--out-tiles", type=_output("check_tiles_path"), metavar="FILE",
@@ -312,7 +326,7 @@ def _add_search(commands: Any) -> None:
     s.add_argument("--out-tiles", type=_output("check_tiles_path"), metavar="FILE",
                    help="also write the pieces sent, with their rows, pages and calls: "
                         ".gpkg, .geojson, .parquet or .shp")
-    s.add_argument("--budget", type=_number(int, low=0, what="a whole number"),
+    s.add_argument("--budget", type=count_argument(0),
                    metavar="N", help="spend at most N calls in this run (refused before "
                                      "spending if the plan needs more, see --allow-partial)")
     s.add_argument("--allow-partial", action="store_true",
@@ -328,7 +342,7 @@ def _add_search(commands: Any) -> None:
                         "list, then reuses it for a day; see --market-column)")
     s.add_argument("--market-column", default="market", metavar="COLUMN",
                    help="column naming each area's market (default: market)")
-    s.add_argument("--workers", type=_number(int, low=1, what="a whole number"),
+    s.add_argument("--workers", type=count_argument(1),
                    default=8, metavar="N",
                    help="requests in flight at once, all paced by one rate limiter (default 8)")
     s.add_argument("--quiet", action="store_true", help="no progress bar")
@@ -367,10 +381,14 @@ def _add_cache(commands: Any) -> None:
 
 def main(argv: Sequence[str] | None = None) -> int:
     """Run the command line; returns the exit status (see :data:`EXIT_CODES`)."""
-    args = build_parser(argv).parse_args(argv)
+    try:
+        parser = build_parser(argv)
+    except ConfigurationError as exc:  # a service command without the service extra
+        return _fail(exc.render("cli"), 2)
+    args = parser.parse_args(argv)
     if args.command in SERVICE_COMMANDS:  # serve handles its own signals (uvicorn)
         return _service(args)
-    with interrupts_as_keyboard_interrupt():
+    with interrupts_as_keyboard_interrupt(), notices.as_messages():
         try:
             return int(args.func(args) or 0)
         except SearchInterrupted as exc:

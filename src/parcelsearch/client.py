@@ -22,26 +22,27 @@ import hashlib
 import json
 import logging
 import os
+import ssl
 import threading
 from collections import Counter
 from collections.abc import Callable, Mapping
 from pathlib import Path
 from typing import Any, TypeVar
-from urllib.parse import urlsplit
 
 import requests
-from urllib3.util import Retry
 
 from parcelsearch import _wire, settings
 from parcelsearch._http import (
+    RETRY_STATUSES,
     Cancelled,
     RateLimiter,
     RetryPolicy,
     Spend,
     Transient,
     Transport,
-    make_retry,
     new_session,
+    retry_after,
+    strip_query,
 )
 from parcelsearch.errors import (
     AuthenticationError,
@@ -57,7 +58,7 @@ from parcelsearch.errors import (
 )
 from parcelsearch.page import Page, check_page
 
-__all__ = ["Client", "RateLimiter", "RetryPolicy", "make_retry", "key_fingerprint", "Cancelled"]
+__all__ = ["Client", "RateLimiter", "RetryPolicy", "key_fingerprint", "Cancelled"]
 
 log = logging.getLogger(__name__)
 
@@ -248,7 +249,7 @@ class Client:
             echoed = _field(payload, "page", where, url)
             if echoed != page:
                 raise MalformedResponseError(f"asked for page {page}, got page {echoed!r} "
-                                             f"({where})", url=_no_query(url))
+                                             f"({where})", url=strip_query(url))
             result = Page(
                 request_key=key, polygon_json=polygon_json, page=page,
                 rows=_field(payload, "rows", where, url),
@@ -257,7 +258,7 @@ class Client:
                 data=tuple(_list_field(payload, where, url)),
                 base_url=self.base_url, path=path,
             )
-            check_page(result, url=_no_query(url))
+            check_page(result, url=strip_query(url))
             return result
 
         return self._get(target, read, _spend(spend, before_attempt), cancel)
@@ -329,13 +330,13 @@ def _judge(
             requests.exceptions.ContentDecodingError) as exc:
         raise Transient("cut body", MalformedResponseError(
             f"response body cut short or undecodable ({where}): {type(exc).__name__}",
-            url=_no_query(url))) from None
+            url=strip_query(url))) from None
     if response.status_code != 200:
         error = _service_error(response.status_code, response.headers, body, url, where)
         if response.status_code == 429 or isinstance(error, AuthenticationError):
             if spend is not None:
                 spend.refund()  # refused at the gate: the service did not count it
-        if response.status_code in (429, 500, 502, 503, 504) and not isinstance(
+        if response.status_code in RETRY_STATUSES and not isinstance(
                 error, QuotaExhaustedError):
             raise Transient(str(response.status_code), error)
         raise error
@@ -343,18 +344,18 @@ def _judge(
     if declared is not None and declared.isdigit() and int(declared) != len(body):
         raise Transient("cut body", MalformedResponseError(
             f"response body cut short: {len(body)} of {declared} bytes ({where})",
-            url=_no_query(url)))
+            url=strip_query(url)))
     try:
         payload = json.loads(body)
     except ValueError:
         raise Transient("body not JSON", MalformedResponseError(
             f"response is not JSON ({len(body)} bytes, {where}): {body[:60]!r}",
-            url=_no_query(url))) from None
+            url=strip_query(url))) from None
     if not isinstance(payload, dict) or payload.get("status") != "OK":
         status_field = payload.get("status") if isinstance(payload, dict) else None
         raise MalformedResponseError(
             f"HTTP 200 but status {status_field!r}, not 'OK' ({where}): "
-            + "; ".join(_messages(body)), url=_no_query(url))
+            + "; ".join(_messages(body)), url=strip_query(url))
     try:
         return read(payload, where)
     except MalformedResponseError as exc:
@@ -369,10 +370,6 @@ def _describe(target: str) -> str:
     params = dict(part.partition("=")[::2] for part in query.split("&"))
     polygon = params.get("searchPolygon", "")
     return f"GET {path} page {params.get('page', '?')}, searchPolygon of {len(polygon)} bytes"
-
-
-def _no_query(url: str) -> str:
-    return url.partition("?")[0]
 
 
 # -- configuration ---------------------------------------------------------------------
@@ -392,24 +389,9 @@ def _resolve_key(api_key: str | None) -> str:
 
 def _resolve_base_url(base_url: str | None) -> str:
     url = base_url if base_url is not None else (settings.options.base_url or "")
-    url = url.strip()
-    if not url:
+    if not url.strip():
         raise ConfigurationError("no base URL of the services.", hints=[Hint("base_url")])
-    parts = urlsplit(url)
-    if parts.scheme.lower() == "http":
-        raise ConfigurationError(
-            f"refusing http:// base URL {url!r}: the services are HTTPS only "
-            "(the key would travel in clear text); use https://"
-        )
-    if parts.scheme.lower() != "https" or not parts.hostname:
-        raise ConfigurationError(
-            f"base URL must look like https://host[:port][/prefix], got {url!r}"
-        )
-    if parts.query or parts.fragment or parts.username or parts.password:
-        raise ConfigurationError(
-            f"base URL must not carry a query, fragment or credentials: {url!r}"
-        )
-    return url.rstrip("/")
+    return settings.check_base_url(url)
 
 
 def _resolve_ca_bundle(ca_bundle: str | os.PathLike[str] | None) -> str | None:
@@ -421,6 +403,13 @@ def _resolve_ca_bundle(ca_bundle: str | os.PathLike[str] | None) -> str | None:
         raise ConfigurationError(
             f"CA bundle {str(path)!r} is not a file (a local service writes ca.pem in its "
             "certificate folder).", hints=[Hint("ca_bundle", phrase="point {knob} at a PEM file")])
+    try:  # read now, not at the first request that misses the cache
+        ssl.create_default_context(cafile=str(path))
+    except (ssl.SSLError, OSError) as exc:
+        raise ConfigurationError(
+            f"CA bundle {str(path)!r} holds no certificate that can be read "
+            f"({getattr(exc, 'reason', None) or exc.strerror or exc}).",
+            hints=[Hint("ca_bundle", phrase="point {knob} at a PEM file")]) from None
     return str(path)
 
 
@@ -465,7 +454,6 @@ def _service_error(
     status: int, headers: Mapping[str, str], body: bytes, url: str, where: str
 ) -> ServiceError:
     messages = _messages(body)
-    retry_after = _retry_after(headers)
     if status == 429:
         cls: type[ServiceError] = QuotaExhaustedError if _is_quota(messages) else RateLimitError
     elif status >= 500:
@@ -480,24 +468,14 @@ def _service_error(
     }.get(cls, "")
     hints = [Hint("api_key", phrase="check {knob}")] if cls is AuthenticationError else []
     return cls(f"HTTP {status}: {text} ({where}){note}.", status=status, messages=messages,
-               url=_no_query(url), retry_after=retry_after, hints=hints)
-
-
-def _retry_after(headers: Mapping[str, str]) -> float | None:
-    value = headers.get("Retry-After")
-    if not value:
-        return None
-    try:
-        return float(Retry().parse_retry_after(value))
-    except Exception:  # an unparseable header is only advice
-        return None
+               url=strip_query(url), retry_after=retry_after(headers), hints=hints)
 
 
 def _field(payload: dict[str, Any], name: str, where: str, url: str) -> int:
     value = payload.get(name)
     if isinstance(value, bool) or not isinstance(value, int):
         raise MalformedResponseError(f"field {name!r} is {value!r}, not an integer ({where})",
-                                     url=_no_query(url))
+                                     url=strip_query(url))
     return value
 
 
@@ -505,5 +483,5 @@ def _list_field(payload: dict[str, Any], where: str, url: str) -> list[Any]:
     data = payload.get("data")
     if not isinstance(data, list):
         raise MalformedResponseError(f"field 'data' is {type(data).__name__}, not a list "
-                                     f"({where})", url=_no_query(url))
+                                     f"({where})", url=strip_query(url))
     return data

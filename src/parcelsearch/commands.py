@@ -20,7 +20,7 @@ import pandas as pd
 from parcelsearch import demo, market_list, outputs, pipeline, planning
 from parcelsearch.cache import ResponseCache
 from parcelsearch.client import Client
-from parcelsearch.errors import Hint, ParcelSearchError, TransportError
+from parcelsearch.errors import Hint, InputError, ParcelSearchError, TransportError
 from parcelsearch.ledger import Ledger, Quota
 from parcelsearch.result import SearchResult
 from parcelsearch.vector_files import read_vector
@@ -39,12 +39,20 @@ def plural(n: int, word: str, many: str | None = None) -> str:
 
 def read_areas(args: argparse.Namespace) -> gpd.GeoDataFrame:
     """The study areas named on the command line (``AREAS``, ``--layer``, ``--crs``)."""
-    return read_vector(args.areas, layer=args.layer, crs=args.crs, what="study areas file")
+    areas = read_vector(args.areas, layer=args.layer, crs=args.crs, what="study areas file")
+    if not areas.index.equals(pd.RangeIndex(len(areas))):  # a GeoParquet's stored index:
+        areas = areas.reset_index()  # a column like any other, under the CLI's id rule
+    if areas.crs is None:  # said here in the file's words, not the data frame's
+        raise InputError(
+            f"study areas file {args.areas!r} has no CRS, so its coordinates cannot be placed "
+            "on Earth", field="crs",
+            hints=[Hint("crs", "EPSG:4326", "declare it with {knob} (or the CRS the data is "
+                                            "in)")])
+    return areas
 
 
-def _print_table(frame: pd.DataFrame) -> None:
-    with pd.option_context("display.max_rows", 200, "display.width", 120):
-        print(frame.to_string())
+def _print_table(frame: pd.DataFrame, where: str = "") -> None:
+    print(outputs.terminal_table(frame, noun="area", where=where))
 
 
 def _client(args: argparse.Namespace) -> Client:
@@ -86,7 +94,7 @@ def check_listening(base_url: str, timeout: float = CONNECT_PROBE_SECONDS) -> No
 def run_plan(args: argparse.Namespace) -> int:
     """``parcelsearch plan``: print the pieces and minimum calls; write them if asked."""
     made = planning.plan(read_areas(args), args.tolerance, id_column=args.id_column)
-    _print_table(made.summary())
+    _print_table(made.summary(), "every piece in --out-tiles FILE")
     print(f"\n{plural(len(made.pieces), 'piece')}, at least {plural(made.min_calls, 'call')}")
     if args.out_tiles is not None:
         path = outputs.write_tiles(made.tiles, args.out_tiles)
@@ -132,7 +140,7 @@ def run_search(args: argparse.Namespace) -> int:
 
 
 def _write(result: SearchResult, args: argparse.Namespace, *, partial: bool) -> None:
-    _print_table(result.summary())
+    _print_table(result.summary(), f"every area in {args.out}")
     path = outputs.write_ids(result, args.out)
     if args.out_tiles is not None:
         outputs.write_tiles(result.tiles, args.out_tiles, outputs.run_metadata(result))
@@ -143,9 +151,15 @@ def _write(result: SearchResult, args: argparse.Namespace, *, partial: bool) -> 
         f"{plural(result.cached_pages, 'page')} from cache; {state}, written to {path}",
         file=sys.stderr if partial else sys.stdout,
     )
+    if result.calls == 0 and result.cached_pages and not partial:
+        print("every page came from the cache: no call was made, so the key was not used "
+              "(nor checked)")
     if len(result.skipped):
-        print(f"{plural(len(result.skipped), 'area')} skipped (market not active): "
-              f"{', '.join(map(str, result.skipped.index))}")
+        shown = ", ".join(map(str, result.skipped.index[:outputs.TERMINAL_ROWS]))
+        more = len(result.skipped) - outputs.TERMINAL_ROWS
+        print(f"{plural(len(result.skipped), 'area')} skipped (market not active): {shown}"
+              + (f" … {more:,} more (listed under 'skipped' in {args.out})" if more > 0
+                 else ""))
 
 
 # -- markets, cache, demo --------------------------------------------------------------------

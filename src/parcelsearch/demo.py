@@ -18,6 +18,7 @@ from parcelsearch._shared import data_path
 from parcelsearch.local import local_service
 from parcelsearch.maps import save_html
 from parcelsearch.market_list import check_markets, markets
+from parcelsearch.outputs import run_metadata, terminal_table, write_tiles
 from parcelsearch.pipeline import search
 from parcelsearch.planning import plan
 from parcelsearch.result import zoning_price
@@ -46,8 +47,7 @@ def _say(out: TextIO, text: str = "") -> None:
 
 
 def _table(out: TextIO, frame: pd.DataFrame) -> None:
-    with pd.option_context("display.width", 120, "display.max_columns", 20):
-        _say(out, frame.to_string())
+    _say(out, terminal_table(frame, noun="area"))
 
 
 def run_demo(out_dir: str | Path = "parcelsearch-demo", *, progress: bool = True,
@@ -85,13 +85,13 @@ def run_demo(out_dir: str | Path = "parcelsearch-demo", *, progress: bool = True
         ids_path = result.to_parquet(folder / "group_ids.parquet")
         map_path = save_html(result, folder / "map.html", title="parcelsearch demo",
                              basemap=True, areas=areas, context=demo_context())
-        result.tiles.to_file(folder / "tiles.geojson", driver="GeoJSON")
+        tiles_path = write_tiles(result.tiles, folder / "tiles.geojson", run_metadata(result))
         unique = len(result.group_ids)
         _say(out, f"\n{unique} unique GroupIDs; {result.calls} calls spent")
         for tier in ("basic", "enhanced", "premium"):
             price = zoning_price(unique, tier)
             _say(out, f"  zoning them at the {tier} tier would cost ${price:,.2f}")
-        _say(out, f"GroupIDs → {ids_path}\nmap      → {map_path}")
+        _say(out, f"GroupIDs → {ids_path}\nmap      → {map_path}\npieces   → {tiles_path}")
         _say(out, "\n4. The same search again")
         again = search(areas, client=client, active_markets_only=True, progress=False)
         same = again.ids.equals(result.ids)

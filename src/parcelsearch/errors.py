@@ -21,6 +21,13 @@ so ``except parcelsearch.ParcelSearchError`` catches them all::
         ├── RequestTooLargeError    414
         └── ServiceFailureError     5xx
 
+The reference service (the ``service`` extra) has two of its own, in
+:mod:`parcelsearch.service.errors`; the toolkit only ever sees the answers made of them::
+
+    ParcelSearchError
+    ├── BadRequestError           a searchPolygon or page the service refuses (answered 400)
+    └── StoreBusyError            the key or parcel store stayed locked or away (answered 503)
+
 Errors raised about a request carry its *redacted* URL (never the API key) and,
 for service errors, the HTTP status and the service's ``messages`` verbatim.
 
@@ -167,7 +174,7 @@ class ParcelSearchError(Exception):
 
     def render(self, dialect: Dialect = "python") -> str:
         """The message and its hints, each hint a sentence, spelled for ``dialect``."""
-        message = self.message.rstrip()
+        message = self._text().rstrip()
         if message and self.hints and message[-1] not in ".!?":
             message += "."  # the hints follow as sentences
         sentences = [message] if message else []
@@ -178,6 +185,10 @@ class ParcelSearchError(Exception):
 
     def __str__(self) -> str:
         return self.render("python")
+
+    def _text(self) -> str:
+        """The message as shown (a subclass may add what it learnt since it was made)."""
+        return self.message
 
 
 class ConfigurationError(ParcelSearchError):
@@ -263,6 +274,15 @@ class _RequestError(ParcelSearchError):
     ) -> None:
         super().__init__(message, hints=hints)
         self.url = url
+        #: How many attempts were made, when the retries ran out on this error (else ``None``).
+        self.attempts: int | None = None
+
+    def _text(self) -> str:
+        if self.attempts is None:
+            return self.message
+        plural = "s" if self.attempts != 1 else ""
+        return (f"{self.message} (gave up after {self.attempts} attempt{plural}; "
+                "each attempt costs a call)")
 
 
 class TransportError(_RequestError):

@@ -126,6 +126,12 @@ def local_service(**kwargs: Any) -> LocalService:
         See :class:`LocalService` (``parcels``, ``markets``, ``key_type``, ``per_second``,
         ``quota``, ``directory``, ``match``).
 
+    Raises
+    ------
+    ConfigurationError
+        The ``service`` extra is not installed (the message says
+        ``pip install "parcelsearch[service]"``).
+
     Examples
     --------
     >>> import parcelsearch

@@ -26,7 +26,7 @@ from parcelsearch.client import AttemptHook, Client
 from parcelsearch.errors import Hint, InputError
 from parcelsearch.ledger import Ledger
 
-__all__ = ["markets", "check_markets", "suggest_market"]
+__all__ = ["markets", "check_markets", "suggest_market", "require_market_column"]
 
 #: How long a fetched market list is reused (seconds).
 DEFAULT_MAX_AGE = 86400.0
@@ -92,6 +92,25 @@ def markets(
     return names
 
 
+def require_market_column(areas: pd.DataFrame, column: str) -> None:
+    """Refuse, before anything is spent, areas that have no ``column`` of market names.
+
+    Raises
+    ------
+    InputError
+        Naming the columns there are and the option that names the market column.
+    """
+    if column not in areas.columns:
+        geometry = getattr(areas, "_geometry_column_name", None)
+        columns = ", ".join(repr(str(c)) for c in areas.columns if c != geometry)
+        raise InputError(
+            f"no column {column!r} of market names in the study areas; their columns are: "
+            f"{columns or 'none'}",
+            field=column,
+            hints=[Hint("market_column", None, "name the column of market names with {knob}")],
+        )
+
+
 def check_markets(areas: Frame, column: str, markets: Sequence[str]) -> Frame:
     """Add whether each area's market is active, and the closest name for near misses.
 
@@ -117,13 +136,7 @@ def check_markets(areas: Frame, column: str, markets: Sequence[str]) -> Frame:
     InputError
         ``column`` is not a column of ``areas`` (the message lists the columns there are).
     """
-    if column not in areas.columns:
-        geometry = getattr(areas, "_geometry_column_name", None)
-        raise InputError(
-            f"no column {column!r} in the study areas; their columns are "
-            f"{[str(c) for c in areas.columns if c != geometry]}",
-            field=column,
-        )
+    require_market_column(areas, column)
     if isinstance(markets, str) or not isinstance(markets, Sequence):
         raise InputError(
             f"markets must be a list of market names, got {type(markets).__name__}",

@@ -45,6 +45,7 @@ __all__ = [
     "TILES_FORMATS",
     "check_ids_path",
     "check_tiles_path",
+    "terminal_table",
     "ids_table",
     "run_metadata",
     "write_ids",
@@ -73,7 +74,13 @@ def check_tiles_path(path: str | os.PathLike[str]) -> Path:
 
 def _check(path: str | os.PathLike[str], formats: tuple[str, ...], knob: str,
            example: str) -> Path:
-    out = Path(path)
+    out = Path(path).expanduser()
+    if not out.parent.is_dir():  # a typo in a folder name must not create folders
+        raise InputError(
+            f"cannot write {str(out)!r}: the folder {str(out.parent)!r} does not exist; "
+            "create it first, or name a file in a folder that exists",
+            field=knob,
+        )
     if out.suffix.lower() not in formats:
         shown = out.suffix or "no extension"
         raise InputError(
@@ -83,6 +90,28 @@ def _check(path: str | os.PathLike[str], formats: tuple[str, ...], knob: str,
             hints=[Hint(knob, example, "name a file such as {knob}")],
         )
     return out
+
+
+# -- tables on a terminal ------------------------------------------------------------------
+
+#: Rows of a table printed on a terminal; the rest are counted on a "… N more" line.
+TERMINAL_ROWS = 20
+
+
+def terminal_table(frame: pd.DataFrame, *, rows: int = TERMINAL_ROWS, noun: str = "row",
+                   where: str = "") -> str:
+    """``frame`` as text for a terminal: at most ``rows`` rows, then ``… N more <noun>s``
+    (and ``where`` to find them all); geometry columns are left out (never polygons as
+    text)."""
+    shown = pd.DataFrame(frame).drop(
+        columns=[c for c in frame.columns if isinstance(frame[c].dtype, gpd.array.GeometryDtype)])
+    with pd.option_context("display.width", 120, "display.max_columns", 20,
+                           "display.max_colwidth", 40):
+        text = shown.head(rows).to_string()
+    more = len(shown) - rows
+    if more > 0:
+        text += f"\n… {more:,} more {noun}{'s' * (more != 1)}{f' ({where})' if where else ''}"
+    return text
 
 
 # -- metadata ------------------------------------------------------------------------------
@@ -163,12 +192,17 @@ def _typed_ids(result: SearchResult) -> pd.DataFrame:
     return ids.reset_index(drop=True)
 
 
+#: Columns the outputs add; an area's own column of the same name is kept as ``area_<name>``.
+ADDED_COLUMNS = ("group_id", "n_group_ids", "group_ids")
+
+
 def _attributes(result: SearchResult) -> pd.DataFrame:
-    """The areas' own columns (not geometry, not a column named like the id), by area id."""
+    """The areas' own columns (not geometry), by area id; one named like a column the
+    outputs add (:data:`ADDED_COLUMNS`) or like the id is kept as ``area_<name>``."""
     areas = result.plan.areas
-    drop = [c for c in areas.columns if c == areas.geometry.name or c in (result.id_name,
-                                                                              "group_id")]
-    return pd.DataFrame(areas.drop(columns=drop))
+    own = pd.DataFrame(areas.drop(columns=areas.geometry.name))
+    clashes = {c: f"area_{c}" for c in own.columns if c in (*ADDED_COLUMNS, result.id_name)}
+    return own.rename(columns=clashes)
 
 
 def _per_area(result: SearchResult) -> gpd.GeoDataFrame:
@@ -256,7 +290,6 @@ def write_tiles(
                 _write_table(pd.DataFrame({"metadata": [_metadata_json(meta)]}), temp, RUN_LAYER)
         _atomically(out, gpkg)
     else:
-        out.parent.mkdir(parents=True, exist_ok=True)
         _shapefile_columns(tiles).to_file(out, driver="ESRI Shapefile")
         if meta:
             _sidecar(out, meta)
@@ -309,7 +342,6 @@ def _shapefile_columns(tiles: gpd.GeoDataFrame) -> gpd.GeoDataFrame:
 
 def _atomically(out: Path, write: Callable[[Path], None]) -> None:
     """Call ``write(temp)`` on a temporary file beside ``out``, then rename it to ``out``."""
-    out.parent.mkdir(parents=True, exist_ok=True)
     temp = out.with_name(f".{out.stem}-{uuid.uuid4().hex[:8]}.tmp{out.suffix}")
     try:
         write(temp)

@@ -28,8 +28,8 @@ import geopandas as gpd
 import pandas as pd
 from tqdm.auto import tqdm
 
-from parcelsearch import planning
-from parcelsearch._shared import next_month_start
+from parcelsearch import notices, planning
+from parcelsearch._shared import check_count, next_month_start
 from parcelsearch.cache import ResponseCache
 from parcelsearch.client import Client
 from parcelsearch.errors import (
@@ -37,13 +37,14 @@ from parcelsearch.errors import (
     BudgetExhaustedError,
     ConfigurationError,
     Hint,
+    InputError,
     ParcelSearchError,
     QuotaWouldExceedError,
     SearchInterrupted,
 )
 from parcelsearch.fetching import Fetcher, PieceState, Run
 from parcelsearch.ledger import Ledger, Quota
-from parcelsearch.market_list import check_markets, markets
+from parcelsearch.market_list import check_markets, markets, require_market_column
 from parcelsearch.planning import Plan, suggest_tolerance
 from parcelsearch.result import SearchResult, skipped_frame
 
@@ -195,6 +196,7 @@ def _frames(plan: Plan, states: list[PieceState]) -> tuple[pd.DataFrame, gpd.Geo
 
 def _skip_inactive(plan: Plan, run: Run, column: str) -> tuple[Plan, gpd.GeoDataFrame]:
     """Drop areas whose market is not active before anything is spent on them (one call)."""
+    require_market_column(plan.areas, column)  # before the market list's call
     active = markets(run.client, cache=run.cache.directory if run.cache is not None else False,
                      before_attempt=run.reserve)
     checked = check_markets(plan.areas, column, active)
@@ -204,15 +206,6 @@ def _skip_inactive(plan: Plan, run: Run, column: str) -> tuple[Plan, gpd.GeoData
         market=checked.loc[inactive, column], suggestion=checked.loc[inactive, "market_suggestion"],
     )
     return plan.without(inactive), skipped
-
-
-def _check_count(name: str, value: int | None, minimum: int) -> None:
-    if value is None:
-        return
-    if isinstance(value, bool) or not isinstance(value, int) or value < minimum:
-        raise ConfigurationError(
-            f"{name} must be a whole number >= {minimum}, got {value!r}.",
-            hints=[Hint(name, None, "set {knob}")] if name == "budget" else [])
 
 
 # -- the function --------------------------------------------------------------------------
@@ -249,7 +242,8 @@ def search(
         0 (default) searches exactly the areas; ``t`` metres lets pieces reach up to ``t``
         outside them in exchange for fewer calls (no parcel inside is ever missed).
     id_column
-        Column identifying areas (default: the index).
+        Column identifying areas (default: an ``area_id`` column, else the index; see
+        :func:`parcelsearch.areas.validate_areas`).
     budget
         At most this many calls in this run, retries included.
     quota
@@ -305,8 +299,9 @@ def search(
     >>> result = parcelsearch.search(areas)  # doctest: +SKIP
     >>> result.ids.head()  # doctest: +SKIP
     """
-    _check_count("budget", budget, 0)
-    _check_count("workers", workers, 1)
+    if budget is not None:
+        check_count(budget, 0, "budget")
+    check_count(workers, 1, "workers")
     client = client if client is not None else Client()
     quota_obj = Quota.parse(quota)
     # None/True: the defaults beside the client's cache folder; False: go without.
@@ -339,15 +334,22 @@ class _Search:
         self.limited: tuple[str, int] | None = None
 
     def run(self, active_markets_only: bool, market_column: str) -> SearchResult:
-        bar = tqdm(total=len(self.states), desc="search", unit="page", disable=not self.progress)
+        # No total until page 1 of every piece says how many pages there are: a total that
+        # had to grow would take the bar back below 100 %, one that had to shrink would lie.
+        bar = tqdm(total=None, desc="search", unit=" page", disable=not self.progress)
         fetcher = Fetcher(self.run_state, self.workers, bar)
         try:
             if active_markets_only:
                 self.plan, self.skipped = _skip_inactive(self.plan, self.run_state, market_column)
                 kept = set(self.plan.areas.index)
                 self.states = [s for s in self.states if s.piece.area_id in kept]
-                bar.total = len(self.states)
             self._phases(fetcher, bar)
+        except (InputError, ConfigurationError):
+            raise  # what the user gave is wrong: no run to report
+        except ParcelSearchError as error:  # every stop carries what the run has (maybe nothing)
+            if error.result is None:
+                error.result = self._result()
+            raise
         except KeyboardInterrupt as interrupt:
             fetcher.abort()
             signum = int(getattr(interrupt, "signum", signal.SIGINT))
@@ -370,6 +372,9 @@ class _Search:
         result = self._result()
         if self.limited is not None and not result.complete:
             raise self._partial_stop(result)
+        nothing = result.nothing_matched_warning()
+        if nothing is not None:
+            notices.warn(nothing)
         return result
 
     def _partial_stop(self, result: SearchResult) -> BudgetExhaustedError:
@@ -400,7 +405,7 @@ class _Search:
         # Phase 2: the exact price of the rest is known now.
         states = self._wanted(self.states)
         jobs = _later_pages(states, run)
-        bar.total = max(bar.total, sum(max(1, s.pages or 1) for s in states))
+        bar.total = sum(max(1, s.pages or 1) for s in states)  # exact from now on
         bar.n = sum(len(s.data) for s in states)
         bar.refresh()
         jobs = self._affordable(jobs, lambda job: job[0].piece.area_id, spent_first=True)
@@ -446,9 +451,9 @@ class _Search:
         return chosen
 
     def _with_result(self, error: BudgetError) -> BudgetError:
-        """Attach what was found (nothing found before spending: no result to write)."""
-        if any(state.data for state in self.states):
-            error.result = self._result()
+        """Attach what was found (a refusal before spending: the empty, incomplete result,
+        so that it is written like any other stop)."""
+        error.result = self._result()
         return error
 
     def _result(self) -> SearchResult:

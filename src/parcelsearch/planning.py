@@ -206,7 +206,8 @@ def plan(
         ``t`` metres (≥ 0.5): pieces cover each area and stay within ``t`` of it, so
         fewer pieces are needed; nearby parts and fine boundary detail may merge.
     id_column
-        Column holding area ids; by default the index.
+        Column holding area ids; by default an ``area_id`` column, else the index (see
+        :func:`parcelsearch.areas.validate_areas` for the rule).
     max_request_bytes
         Longest request line (``GET <target> HTTP/1.1``) allowed, checked at page 99999.
     path

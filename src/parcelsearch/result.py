@@ -13,6 +13,8 @@ import pandas as pd
 import pyarrow as pa
 import pyarrow.parquet as pq
 
+from parcelsearch.errors import Hint
+from parcelsearch.notices import NothingMatchedWarning
 from parcelsearch.settings import ZONING_PRICES
 
 if TYPE_CHECKING:
@@ -128,6 +130,29 @@ class SearchResult:
             "refetched_pieces": int(self.refetched_pieces),
             "tolerance": float(self.plan.tolerance),
         }
+
+    @property
+    def nothing_matched(self) -> bool:
+        """True when pieces were searched and not one parcel matched any of them (then check
+        the CRS the areas are in, and that the service covers their markets)."""
+        searched = self.tiles["pages"].notna()
+        return bool(searched.any()) and int(self.tiles.loc[searched, "rows"].sum()) == 0
+
+    def nothing_matched_warning(self) -> NothingMatchedWarning | None:
+        """The notice a search gives when :attr:`nothing_matched`, else None."""
+        if not self.nothing_matched:
+            return None
+        areas = len(self.summary())
+        return NothingMatchedWarning(
+            f"no parcel matched any of the {areas} area{'s' * (areas != 1)} searched "
+            f"({self.calls} call{'s' * (self.calls != 1)} spent in this run, "
+            f"{self.cached_pages} page{'s' * (self.cached_pages != 1)} from cache); areas "
+            "far from every parcel usually mean coordinates in another CRS than declared, or "
+            "a market the service does not cover",
+            hints=[Hint("crs_override", None, "check the CRS and declare the right one with "
+                        "{knob}"),
+                   Hint("markets", None, "list the markets covered with {knob}")],
+        )
 
     @property
     def id_name(self) -> str:

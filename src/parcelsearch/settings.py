@@ -26,6 +26,9 @@ from collections.abc import Callable, Iterator
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any, Final
+from urllib.parse import urlsplit
+
+from parcelsearch.errors import ConfigurationError
 
 #: Longest request line (``GET <target> HTTP/1.1``) the vendor's gateway accepts.
 MAX_REQUEST_LINE_BYTES: Final = 7168
@@ -57,6 +60,36 @@ ENV_RATE: Final = "PARCELSEARCH_RATE"
 ENV_CACHE_DIR: Final = "PARCELSEARCH_CACHE_DIR"
 ENV_QUOTA: Final = "PARCELSEARCH_QUOTA"
 ENV_SERVICE_DIR: Final = "PARCELSEARCH_SERVICE_DIR"
+
+
+def check_base_url(url: str) -> str:
+    """``url`` as the root of the services (no trailing ``/``), if it is one.
+
+    The one rule for a base URL, used by :class:`parcelsearch.Client` and ``--base-url``:
+    ``https://host[:port][/prefix]`` without query, fragment or credentials.
+
+    Raises
+    ------
+    ConfigurationError
+        An ``http://`` URL (the key would travel in clear text) or anything else that is
+        not such a root.
+    """
+    url = url.strip()
+    parts = urlsplit(url)
+    if parts.scheme.lower() == "http":
+        raise ConfigurationError(
+            f"refusing http:// base URL {url!r}: the services are HTTPS only "
+            "(the key would travel in clear text); use https://"
+        )
+    if parts.scheme.lower() != "https" or not parts.hostname:
+        raise ConfigurationError(
+            f"base URL must look like https://host[:port][/prefix], got {url!r}"
+        )
+    if parts.query or parts.fragment or parts.username or parts.password:
+        raise ConfigurationError(
+            f"base URL must not carry a query, fragment or credentials: {url!r}"
+        )
+    return url.rstrip("/")
 
 
 def _user_cache_dir() -> Path:

@@ -110,11 +110,31 @@ def _read(path: str, suffix: str, layer: str | None, what: str, shown: str) -> g
             field="layer",
             hints=[Hint("layer", names[0], "choose one with {knob}")],
         )
+    if suffix == ".csv":
+        return _read_csv(path, layer, what, shown)
     frame = gpd.read_file(path, layer=layer)
     if not isinstance(frame, gpd.GeoDataFrame):  # a layer without geometry
         raise InputError(f"{what} {shown!r}: layer {layer or names[0]!r} has no geometry",
                          field="layer")
     return frame
+
+
+#: Columns of a CSV read as its geometry (WKT), the first one found.
+CSV_GEOMETRY_COLUMNS = ("geometry", "wkt", "WKT", "geom", "the_geom")
+
+
+def _read_csv(path: str, layer: str | None, what: str, shown: str) -> gpd.GeoDataFrame:
+    """A CSV whose geometry is a WKT column named as in :data:`CSV_GEOMETRY_COLUMNS`."""
+    frame = gpd.read_file(path, layer=layer, GEOM_POSSIBLE_NAMES=",".join(CSV_GEOMETRY_COLUMNS),
+                          KEEP_GEOM_COLUMNS="NO")
+    if isinstance(frame, gpd.GeoDataFrame) and not frame.geometry.isna().all():
+        return frame
+    names = " or ".join(repr(c) for c in CSV_GEOMETRY_COLUMNS[:2])
+    raise InputError(
+        f"{what} {shown!r} is a CSV without a geometry column: name its WKT column {names}, "
+        "or convert it to a GeoPackage first, e.g. ogr2ogr -f GPKG areas.gpkg areas.csv "
+        "-oo GEOM_POSSIBLE_NAMES=<your WKT column> -a_srs EPSG:4326",
+        field="geometry")
 
 
 def _declare(frame: gpd.GeoDataFrame, crs: str) -> gpd.GeoDataFrame:

@@ -51,7 +51,7 @@ def require_chromium() -> tuple[str, str]:
     paths = chromium_paths()
     if paths is None:
         pytest.skip("headless Chromium not found: install Debian's chromium and "
-                    "chromium-driver (apt-get install chromium chromium-driver)")
+                    "chromium-driver (bash .ci/run does)")
     return paths
 
 

@@ -6,7 +6,10 @@ CA through an NSS database (``certutil`` from ``libnss3-tools``) in a temporary 
 not through ``--ignore-certificate-errors`` — so ``Secure`` cookies and TLS are exercised as a
 user's browser would. Screenshots go to ``tests/browser/_screenshots/`` (git-ignored).
 
-The tests skip only when Chromium or its driver cannot be found.
+A system part that is missing — Chromium, its driver, or ``certutil`` — makes the tests that
+need it skip, saying which part and how to install it (``bash .ci/run`` installs them all);
+it never fails them. ``PARCELSEARCH_CHROMIUM``, ``PARCELSEARCH_CHROMEDRIVER`` and
+``PARCELSEARCH_CERTUTIL`` name other executables (or a missing one, to see the skip).
 """
 
 from __future__ import annotations
@@ -28,6 +31,7 @@ from parcelsearch.service.tls import ensure_certificates
 
 CHROMIUM = Path(os.environ.get("PARCELSEARCH_CHROMIUM", "/usr/bin/chromium"))
 CHROMEDRIVER = Path(os.environ.get("PARCELSEARCH_CHROMEDRIVER", "/usr/bin/chromedriver"))
+CERTUTIL = os.environ.get("PARCELSEARCH_CERTUTIL") or shutil.which("certutil")
 SCREENSHOTS = Path(__file__).parent / "_screenshots"
 PASSWORD = "correct horse battery staple"
 FLAGS = (
@@ -45,8 +49,18 @@ def chromium() -> tuple[Path, Path]:
     for path in (CHROMIUM, CHROMEDRIVER):
         if not path.exists():
             pytest.skip(f"{path} not found: install Debian's chromium and chromium-driver "
-                        "(.ci/run does)")
+                        "(bash .ci/run does)")
     return CHROMIUM, CHROMEDRIVER
+
+
+@pytest.fixture(scope="session")
+def certutil() -> Path:
+    """NSS's ``certutil``, with which Chromium is made to trust the test CA (skip, saying why,
+    if missing)."""
+    if CERTUTIL is None or not Path(CERTUTIL).is_file():
+        pytest.skip(f"certutil not found{f' at {CERTUTIL}' if CERTUTIL else ''}: install "
+                    "libnss3-tools (bash .ci/run does)")
+    return Path(CERTUTIL)
 
 
 @contextlib.contextmanager
@@ -77,11 +91,8 @@ def portal_on_each_backend(
         yield svc
 
 
-def _nss_home(root: Path, ca: Path | None) -> Path:
+def _nss_home(certutil: Path, root: Path, ca: Path | None) -> Path:
     """A ``$HOME`` whose NSS database (Chromium's trust store on Linux) trusts ``ca``."""
-    certutil = shutil.which("certutil")
-    if certutil is None:
-        raise RuntimeError("certutil not found: install libnss3-tools (.ci/run does)")
     nss = root / ".pki" / "nssdb"
     nss.mkdir(parents=True)
     subprocess.run([certutil, "-d", f"sql:{nss}", "-N", "--empty-password"], check=True,
@@ -94,7 +105,7 @@ def _nss_home(root: Path, ca: Path | None) -> Path:
 
 @pytest.fixture
 def browser(
-    chromium: tuple[Path, Path], service_cert_dir: Path, tmp_path: Path
+    certutil: Path, chromium: tuple[Path, Path], service_cert_dir: Path, tmp_path: Path
 ) -> Iterator[Browser]:
     """``browser(trust_ca=True)``: a fresh headless Chromium (own profile and $HOME)."""
     drivers: list[webdriver.Chrome] = []
@@ -103,7 +114,7 @@ def browser(
 
     def start(trust_ca: bool = True) -> webdriver.Chrome:
         n = len(drivers)
-        home = _nss_home(tmp_path / f"home{n}", ca if trust_ca else None)
+        home = _nss_home(certutil, tmp_path / f"home{n}", ca if trust_ca else None)
         options = webdriver.ChromeOptions()
         options.binary_location = str(binary)
         for flag in (*FLAGS, f"--user-data-dir={tmp_path / f'profile{n}'}"):

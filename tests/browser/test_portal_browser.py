@@ -53,7 +53,8 @@ def wait_for(chrome: webdriver.Chrome, element_id: str) -> WebElement:
 
 
 def row(chrome: webdriver.Chrome, name: str) -> WebElement:
-    matches = [r for r in chrome.find_elements(By.CSS_SELECTOR, "tr[data-app]")
+    """The card (overview) or page (one app) of app ``name`` on the current page."""
+    matches = [r for r in chrome.find_elements(By.CSS_SELECTOR, "[data-app]")
                if r.get_attribute("data-app") == name]
     assert len(matches) == 1, f"{name}: {len(matches)} rows"
     return matches[0]
@@ -104,18 +105,20 @@ def test_portal_in_a_real_browser(
 
     alice.get(svc.base_url + "/portal/")  # reload: the key is not shown again
     assert usage(alice, "browser-app", "month") == str(n)
-    assert usage(alice, "browser-app", "lifetime") == str(n)
     assert alice.find_elements(By.ID, "new-key") == []
     assert key not in alice.page_source
-    bars = row(alice, "browser-app").find_elements(By.CSS_SELECTOR, "svg rect.bar")
+    app_id = row(alice, "browser-app").get_attribute("data-app-id")
+    alice.get(f"{svc.base_url}/portal/apps/{app_id}")
+    assert usage(alice, "browser-app", "lifetime") == str(n)
+    assert key not in alice.page_source
+    bars = row(alice, "browser-app").find_elements(By.CSS_SELECTOR, "svg.wide g.bar")
     assert len(bars) == 30 and bars[-1].get_attribute("data-calls") == str(n)
     screenshot(alice, f"{backend}-2-usage")
 
     # A second user sees nothing of alice's and cannot revoke it, even by forging the POST.
-    app_id = row(alice, "browser-app").get_attribute("data-app-id")
     bob = browser()
     sign_in(bob, svc, "bob@example.com")
-    assert bob.find_elements(By.CSS_SELECTOR, "tr[data-app]") == []
+    assert bob.find_elements(By.CSS_SELECTOR, "[data-app]") == []
     assert "browser-app" not in bob.page_source
     bobs_token = bob.find_element(By.NAME, "csrf_token").get_attribute("value")
     submit_form(bob, f"/portal/apps/{app_id}/revoke", {"csrf_token": bobs_token or ""})
@@ -131,7 +134,7 @@ def test_portal_in_a_real_browser(
     assert "no-token" not in [k["name"] for k in svc.keys.list()]
 
     # Revoke: the key stops at once.
-    alice.get(svc.base_url + "/portal/")
+    alice.get(f"{svc.base_url}/portal/apps/{app_id}")
     row(alice, "browser-app").find_element(By.CSS_SELECTOR, '[data-action="revoke"]').click()
     WebDriverWait(alice, 30, ignored_exceptions=(StaleElementReferenceException,)).until(
         lambda _: "revoked" in row(alice, "browser-app").text  # once the new page is in
@@ -158,6 +161,9 @@ def test_app_names_show_as_text(
     create_app(chrome, name, key_type="demo")
     chrome.get(portal_service.base_url + "/portal/")
     cell = row(chrome, name).find_element(By.CSS_SELECTOR, '[data-field="name"]')
+    assert cell.text == name
+    chrome.get(str(cell.get_attribute("href")))  # the app's own page
+    cell = row(chrome, name).find_element(By.CSS_SELECTOR, 'h1 [data-field="name"]')
     assert cell.text == name  # shown as text, not run or rendered
     assert cell.find_elements(By.TAG_NAME, "b") == []
     with pytest.raises(NoAlertPresentException):

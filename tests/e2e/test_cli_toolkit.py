@@ -101,7 +101,13 @@ def test_budget_below_the_plan_is_refused_with_flags(env, service, key, areas_fi
     assert "--allow-partial" in err
     assert not PYTHON.search(err) and key not in err
     assert served(service, key) == 0
-    assert not out.exists()  # nothing was found, so nothing is written
+    # the refusal is written like every stop: an empty, typed file marked incomplete
+    assert "PARTIAL result (complete: false), written to" in err
+    ids = pd.read_parquet(out)
+    assert len(ids) == 0 and ids["group_id"].dtype == "string"
+    assert list(ids.columns) == ["area_id", "group_id", "name", "market"]
+    meta = json.loads(pq.read_schema(out).metadata[b"parcelsearch"])
+    assert meta["complete"] is False and meta["calls"] == 0 and meta["areas_complete"] == []
 
 
 def test_budget_reached_mid_run_writes_the_partial_result(env, service, key, areas_file,
@@ -242,3 +248,260 @@ def test_demo_command_runs_end_to_end(tmp_path) -> None:
     assert {p.name for p in out.iterdir()} >= {"group_ids.parquet", "map.html", "tiles.geojson"}
     html = (out / "map.html").read_text()
     assert "<script src=" not in html
+
+
+# -- issue 22: the edges a new analyst hit ------------------------------------------------
+
+
+def test_an_area_id_column_names_the_areas_without_id_column(env, service, key, areas_file,
+                                                             tmp_path, capsys) -> None:
+    """The user's own ``area_id`` values reach every output; nothing is renumbered."""
+    names = sorted(parcelsearch.demo_areas()["area_id"])
+    code, out, err = run(["search", str(areas_file), "--out", str(tmp_path / "ids.csv"),
+                          "--quiet"], capsys)
+    assert code == 0, err
+    assert "warning" not in err
+    found = set(pd.read_csv(tmp_path / "ids.csv")["area_id"])
+    assert found == set(names) - {"marfa-ranch"}  # no parcels out there
+    code, _, err = run(["search", str(areas_file), "--out", str(tmp_path / "ids.gpkg"),
+                        "--quiet"], capsys)
+    assert code == 0, err
+    assert sorted(gpd.read_file(tmp_path / "ids.gpkg", layer="areas")["area_id"]) == names
+    assert set(gpd.read_file(tmp_path / "ids.gpkg", layer="group_ids")["area_id"]) == found
+
+
+def test_row_numbers_as_ids_are_announced_in_cli_words(tmp_path, capsys) -> None:
+    """Without an ``area_id`` column or ``--id-column`` the rows are numbered, and the command
+    says so in one line naming ``--id-column`` (no Python file path or source line)."""
+    areas = parcelsearch.demo_areas().rename(columns={"area_id": "code"})
+    areas.to_file(tmp_path / "coded.gpkg")
+    code, out, err = run(["plan", str(tmp_path / "coded.gpkg")], capsys)
+    assert code == 0, err
+    warning = [line for line in err.splitlines() if "warning" in line]
+    assert warning == ["parcelsearch: warning: the study areas have no 'area_id' column, so "
+                       "they are identified by their row numbers (0 to 4) in every output "
+                       "(their columns: 'code', 'name', 'market'). Name the column that "
+                       "identifies them with --id-column COLUMN."], err
+    assert ".py" not in err and not PYTHON.search(err)
+    code, out, err = run(["plan", str(tmp_path / "coded.gpkg"), "--id-column", "code"], capsys)
+    assert code == 0 and "warning" not in err and "northside" in out
+
+
+def _far_areas(tmp_path: Path, columns: dict | None = None) -> Path:
+    """Two squares in the Atlantic, far from every parcel."""
+    far = gpd.GeoDataFrame(
+        {"area_id": ["sea-1", "sea-2"], **(columns or {})}, crs="EPSG:4326",
+        geometry=gpd.GeoSeries.from_wkt([
+            "POLYGON ((-40 30, -39.99 30, -39.99 30.01, -40 30.01, -40 30))",
+            "POLYGON ((-41 31, -40.99 31, -40.99 31.01, -41 31.01, -41 31))"]))
+    far.to_file(tmp_path / "far.geojson")
+    return tmp_path / "far.geojson"
+
+
+def test_a_search_that_matched_nothing_says_what_to_check(env, service, key, tmp_path,
+                                                          capsys) -> None:
+    code, out, err = run(["search", str(_far_areas(tmp_path)), "--out",
+                          str(tmp_path / "ids.csv"), "--quiet"], capsys)
+    assert code == 0, err
+    assert served(service, key) == 2
+    assert ("parcelsearch: warning: no parcel matched any of the 2 areas searched (2 calls "
+            "spent in this run, 0 pages from cache)") in err
+    assert "declare the right one with --crs EPSG:CODE" in err
+    assert "List the markets covered with parcelsearch markets." in err
+    assert not PYTHON.search(err) and ".py" not in err
+
+
+def test_active_markets_only_without_the_market_column_spends_nothing(env, service, key,
+                                                                      areas_file, tmp_path,
+                                                                      capsys) -> None:
+    code, _, err = run(["search", str(areas_file), "--active-markets-only", "--market-column",
+                        "City", "--out", str(tmp_path / "ids.csv"), "--quiet"], capsys)
+    assert code == 2
+    assert "no column 'City' of market names" in err
+    assert "Name the column of market names with --market-column COLUMN." in err
+    assert served(service, key) == 0  # refused before the market list's call
+
+
+def test_a_cached_run_says_the_key_was_not_used(env, service, key, areas_file, tmp_path,
+                                                capsys, monkeypatch) -> None:
+    argv = ["search", str(areas_file), "--out", str(tmp_path / "ids.csv"), "--quiet"]
+    assert run(argv, capsys)[0] == 0
+    monkeypatch.setenv("PARCELSEARCH_API_KEY", "not-a-key-at-all-0000")
+    code, out, err = run(argv, capsys)
+    assert code == 0, err
+    assert ("every page came from the cache: no call was made, so the key was not used "
+            "(nor checked)") in out
+
+
+def test_a_ca_bundle_that_is_not_pem_is_refused_before_anything(env, service, key, areas_file,
+                                                                tmp_path, capsys,
+                                                                monkeypatch) -> None:
+    bad = tmp_path / "ca.pem"
+    bad.write_text("not a certificate\n")
+    monkeypatch.setenv("PARCELSEARCH_CA_BUNDLE", str(bad))
+    code, _, err = run(["search", str(areas_file), "--out", str(tmp_path / "ids.csv"),
+                        "--quiet"], capsys)
+    assert code == 2
+    assert f"CA bundle '{bad}' holds no certificate that can be read" in err
+    assert "--ca-bundle FILE or the environment variable PARCELSEARCH_CA_BUNDLE" in err
+    assert served(service, key) == 0
+
+
+def test_a_tls_failure_is_not_counted_as_a_call(env, service, key, areas_file, tmp_path,
+                                                capsys) -> None:
+    """The ledger records only what the service counts: a refused handshake is no call."""
+    other_ca = tmp_path / "other-ca.pem"
+    trustme.CA().cert_pem.write_to_path(str(other_ca))
+    code, _, err = run(["search", str(areas_file), "--out", str(tmp_path / "ids.csv"),
+                        "--quiet", "--ca-bundle", str(other_ca)], capsys)
+    assert code == 1 and "TLS verification failed" in err
+    assert served(service, key) == 0
+    code, info, _ = run(["cache", "info"], capsys)
+    assert code == 0
+    assert "calls by key" not in info or ": 0 for life" in info, info
+
+
+def test_the_progress_bar_total_never_shrinks_nor_goes_back(env, service, key, areas_file,
+                                                           tmp_path, capsys) -> None:
+    """Without --quiet: no total until page 1 of every piece is in, then the exact one."""
+    code, _, err = run(["search", str(areas_file), "--active-markets-only", "--out",
+                        str(tmp_path / "ids.csv")], capsys)
+    assert code == 0, err
+    states = [(int(n), int(total)) for n, total in re.findall(r"\| *(\d+)/(\d+) \[", err)]
+    assert states, err
+    totals = [total for _, total in states]
+    assert totals == sorted(totals) and totals[-1] == 16  # the pages of the 4 active areas
+    assert states[-1] == (16, 16)
+    assert all(n < total for n, total in states[:-1])  # 100 % only at the very end
+
+
+def test_tables_on_the_terminal_are_capped_and_hold_no_polygons(tmp_path, capsys) -> None:
+    import shapely
+
+    grid = gpd.GeoDataFrame(
+        {"area_id": [f"cell-{i}" for i in range(45)]}, crs="EPSG:4326",
+        geometry=[shapely.box(-99.74 + 0.001 * i, 32.44, -99.7395 + 0.001 * i, 32.4405)
+                  for i in range(45)])
+    grid.to_file(tmp_path / "grid.gpkg")
+    code, out, err = run(["plan", str(tmp_path / "grid.gpkg")], capsys)
+    assert code == 0, err
+    assert "… 25 more areas (every piece in --out-tiles FILE)" in out
+    assert "cell-19" in out and "cell-20" not in out
+    assert len(out.splitlines()) < 30
+    assert "POLYGON" not in out
+
+
+def test_the_demo_announces_every_file_it_writes(tmp_path) -> None:
+    import io
+
+    from parcelsearch.demo import run_demo
+
+    said = io.StringIO()
+    assert run_demo(tmp_path / "demo", progress=False, out=said) == 0
+    text = said.getvalue()
+    written = sorted(p.name for p in (tmp_path / "demo").iterdir())
+    assert written == ["group_ids.parquet", "map.html", "tiles.geojson"]
+    for name in written:
+        assert str(tmp_path / "demo" / name) in text
+    assert "POLYGON" not in text  # the skipped area is named, not drawn as text
+
+
+def test_a_repaired_area_is_one_clean_warning_line(tmp_path, capsys) -> None:
+    import shapely
+
+    bowtie = shapely.Polygon([(-99.74, 32.44), (-99.73, 32.45), (-99.73, 32.44),
+                              (-99.74, 32.45), (-99.74, 32.44)])
+    gpd.GeoDataFrame({"area_id": ["bow"]}, geometry=[bowtie], crs="EPSG:4326").to_file(
+        tmp_path / "bow.geojson")
+    code, _, err = run(["plan", str(tmp_path / "bow.geojson")], capsys)
+    assert code == 0, err
+    assert err.startswith("parcelsearch: warning: area 'bow': its geometry was invalid "
+                          "(Self-intersection"), err
+    assert "and was repaired (made valid); check the result, or fix the source data" in err
+    assert len(err.strip().splitlines()) == 1 and ".py" not in err and not PYTHON.search(err)
+
+
+def test_messages_about_the_areas_file_speak_of_files_and_flags(tmp_path, capsys) -> None:
+    areas = parcelsearch.demo_areas()
+    with pytest.warns(UserWarning, match="'crs' was not provided"):
+        areas.set_crs(None, allow_override=True).to_file(tmp_path / "nocrs.gpkg")
+    code, _, err = run(["plan", str(tmp_path / "nocrs.gpkg")], capsys)
+    assert code == 2, err
+    assert f"study areas file '{tmp_path / 'nocrs.gpkg'}' has no CRS" in err
+    assert "Declare it with --crs EPSG:4326" in err and "GeoDataFrame" not in err
+
+    points = areas.assign(geometry=areas.geometry.representative_point())
+    points.to_file(tmp_path / "points.gpkg")
+    code, _, err = run(["plan", str(tmp_path / "points.gpkg")], capsys)
+    assert code == 2 and "is a Point, not an area" in err
+    assert "buffer points and lines into areas first" in err
+    assert "gdf" not in err and not PYTHON.search(err) and "(" + "50)" not in err
+
+
+def test_a_csv_with_a_wkt_column_is_read_and_otherwise_explained(tmp_path, capsys) -> None:
+    areas = parcelsearch.demo_areas()
+    table = areas.assign(wkt=areas.geometry.to_wkt()).drop(columns="geometry")
+    table.to_csv(tmp_path / "areas.csv", index=False)
+    code, out, err = run(["plan", str(tmp_path / "areas.csv"), "--crs", "EPSG:4326"], capsys)
+    assert code == 0, err
+    assert "northside" in out and "7 pieces, at least 7 calls" in out
+    table.rename(columns={"wkt": "shape"}).to_csv(tmp_path / "shape.csv", index=False)
+    code, _, err = run(["plan", str(tmp_path / "shape.csv"), "--crs", "EPSG:4326"], capsys)
+    assert code == 2
+    assert "is a CSV without a geometry column: name its WKT column 'geometry' or 'wkt'" in err
+    assert "ogr2ogr -f GPKG areas.gpkg areas.csv" in err
+
+
+def test_a_crs_that_puts_the_areas_outside_its_own_region_is_questioned(tmp_path,
+                                                                         capsys) -> None:
+    import shapely
+
+    local = gpd.GeoDataFrame({"area_id": ["site"]}, crs="EPSG:3857",
+                             geometry=[shapely.box(100, 100, 600, 600)])  # a local grid
+    local.to_file(tmp_path / "local.gpkg")
+    code, _, err = run(["plan", str(tmp_path / "local.gpkg"), "--crs", "EPSG:32614"], capsys)
+    assert code == 0, err
+    assert "parcelsearch: warning: the study areas lie at longitude -103.5..-103.5" in err
+    assert "outside the area EPSG:32614 is meant for (longitude -102..-96" in err
+    assert "Declare the CRS they are really in with --crs EPSG:CODE." in err
+    code, _, err = run(["plan", str(areas_file_in(tmp_path)), "--crs", "EPSG:4326"], capsys)
+    assert code == 0 and "warning" not in err
+
+
+def areas_file_in(folder: Path) -> Path:
+    path = folder / "demo.gpkg"
+    parcelsearch.demo_areas().to_file(path)
+    return path
+
+
+def test_out_into_a_missing_folder_is_refused_and_creates_nothing(tmp_path, areas_file,
+                                                                  capsys) -> None:
+    target = tmp_path / "no" / "such" / "ids.parquet"
+    code, _, err = run(["search", str(areas_file), "--out", str(target)], capsys)
+    assert code == 2
+    assert f"the folder '{target.parent}' does not exist" in err and "--out" in err
+    assert not (tmp_path / "no").exists()
+    code, _, err = run(["plan", str(areas_file), "--out-tiles", str(target)], capsys)
+    assert code == 2 and not (tmp_path / "no").exists()
+
+
+def test_plan_help_promises_no_budget_stop_or_partial_out(capsys) -> None:
+    code, out, _ = run(["plan", "--help"], capsys)
+    assert code == 0
+    codes = out.split("exit codes:")[1]
+    assert "partial" not in codes and "\n  3 " not in codes and "--budget" not in codes
+    code, out, _ = run(["search", "--help"], capsys)
+    assert "\n  3    stopped by --budget" in out and "the partial --out is written" in out
+
+
+def test_a_geoparquet_index_is_a_column_like_any_other(tmp_path, capsys) -> None:
+    """The command line's rule has no index: a stored one is a column, named by the rule."""
+    indexed = parcelsearch.demo_areas().set_index("area_id")
+    indexed.to_parquet(tmp_path / "areas.parquet")  # the index is stored
+    code, out, err = run(["plan", str(tmp_path / "areas.parquet")], capsys)
+    assert code == 0, err
+    assert "northside" in out and "warning" not in err
+    both = parcelsearch.demo_areas().set_index("name")
+    both.to_parquet(tmp_path / "both.parquet")
+    code, out, err = run(["plan", str(tmp_path / "both.parquet")], capsys)
+    assert code == 0 and "northside" in out, err  # the area_id column, as documented

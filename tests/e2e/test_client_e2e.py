@@ -16,7 +16,7 @@ import pytest
 
 from parcelsearch import _wire
 from parcelsearch.cache import ResponseCache
-from parcelsearch.client import Client, make_retry
+from parcelsearch.client import Client, RetryPolicy
 from parcelsearch.errors import (
     AuthenticationError,
     BadPolygonError,
@@ -233,7 +233,7 @@ def test_spike_arrest_is_retried_after_retry_after(
     key = make_key("production", per_second=2)
     calls, hook = counter()
     with Client(key, service.base_url, ca_bundle, rate=1000,
-                retries=make_retry(4, backoff_factor=0.1)) as client:
+                retries=RetryPolicy(total=4, backoff_factor=0.1)) as client:
         pages = [client.search_page(EMPTY_RING, 1, before_attempt=hook) for _ in range(4)]
     assert len(pages) == 4
     admitted = service.keys.requests(key.name)  # type: ignore[attr-defined]

@@ -22,7 +22,8 @@ from parcelsearch.service.app import (
     REQUEST_LINE_TOO_LONG,
     create_app,
 )
-from parcelsearch.service.keys import KeyStore, StoreBusyError
+from parcelsearch.service.errors import StoreBusyError
+from parcelsearch.service.keys import KeyStore
 from parcelsearch.service.polygon import ParsedPolygon
 from parcelsearch.service.store import ParcelStore
 

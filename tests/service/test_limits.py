@@ -11,7 +11,8 @@ from typing import Any
 import psycopg
 import pytest
 
-from parcelsearch.service.keys import KeyStore, StoreBusyError
+from parcelsearch.service.errors import StoreBusyError
+from parcelsearch.service.keys import KeyStore
 from parcelsearch.service.limits import Call, Outcome, Refusal, admit, admit_all, spike_window
 
 

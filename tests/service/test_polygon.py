@@ -10,7 +10,7 @@ from hypothesis import given
 from hypothesis import strategies as st
 
 from parcelsearch._wire import ring_json
-from parcelsearch.errors import BadPolygonError
+from parcelsearch.service.errors import BadRequestError
 from parcelsearch.service.polygon import parse_page, parse_polygon
 
 SQUARE = [[-97.5, 32.25], [-97.4, 32.25], [-97.4, 32.3], [-97.5, 32.3], [-97.5, 32.25]]
@@ -83,7 +83,7 @@ def test_holes_subtract() -> None:
     ],
 )
 def test_refusals(text: str | None, match: str) -> None:
-    with pytest.raises(BadPolygonError, match=match) as info:
+    with pytest.raises(BadRequestError, match=match) as info:
         parse_polygon(text)
     assert info.value.status == 400
     assert info.value.messages == [str(info.value)]
@@ -109,7 +109,7 @@ def test_page(text: str | None, page: int) -> None:
     ],
 )
 def test_page_refusals(text: str, match: str) -> None:
-    with pytest.raises(BadPolygonError, match=match):
+    with pytest.raises(BadRequestError, match=match):
         parse_page(text)
 
 
@@ -117,7 +117,7 @@ def test_page_refusals(text: str, match: str) -> None:
 def test_any_text_is_a_polygon_or_a_400(text: str) -> None:
     try:
         parse_polygon(text)
-    except BadPolygonError as exc:
+    except BadRequestError as exc:
         assert exc.status == 400 and exc.messages
 
 

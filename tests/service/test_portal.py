@@ -1,17 +1,26 @@
-"""The developer portal over real HTTPS (uvicorn on 127.0.0.1): sign-in, sessions, CSRF, the
-Apps section, and that its counts are the gateway's own (witness: the request log)."""
+"""The developer portal over real HTTPS (uvicorn on 127.0.0.1), as a browser without scripts
+sees it: sign-in, sessions, CSRF, the Apps section, one page per app, the new key and its
+snippets, the Account and All apps pages, Getting started, and that its counts are the
+gateway's own (witness: the request log)."""
 
 from __future__ import annotations
 
+import html
 import logging
+import os
 import re
+import shlex
+import subprocess
+import sys
 from collections.abc import Callable, Iterator
 from pathlib import Path
 from typing import Any
 
+import markupsafe
 import pytest
 import requests
 
+from parcelsearch.service.keys import KeyStore
 from parcelsearch.service.portal.routes import COOKIE
 from parcelsearch.service.portal.storage import PortalStore
 from parcelsearch.service.server import RunningService, start_service
@@ -63,16 +72,16 @@ class PortalClient:
 
     def app_id(self, name: str) -> int:
         page = self.get()
-        found = re.search(rf'data-app="{re.escape(name)}" data-app-id="(\d+)"', page.text)
+        shown = str(markupsafe.escape(name))
+        found = re.search(rf'data-app="{re.escape(shown)}" data-app-id="(\d+)"', page.text)
         assert found, f"{name} not on the page"
         return int(found.group(1))
 
     def cell(self, name: str, usage: str) -> str:
-        page = self.get().text
-        row = re.search(rf'<tr data-app="{re.escape(name)}".*?</tr>', page, re.S)
-        assert row, f"{name} not on the page"
-        found = re.search(rf'data-usage="{usage}">([^<]*)<', row.group(0))
-        assert found
+        """A figure of app ``name`` from its own page (``data-usage="…"``)."""
+        page = self.get(f"/portal/apps/{self.app_id(name)}").text
+        found = re.search(rf'data-usage="{usage}">([^<]*)<', page)
+        assert found, f"no {usage} on the page of {name}"
         return found.group(1)
 
 
@@ -186,12 +195,14 @@ def test_security_headers_on_every_portal_page(client: Callable[[str], PortalCli
     for response in (c.get(), c.get("/portal/signin"), c.get("/portal/static/portal.css"),
                      c.get("/portal/nothing-here")):
         csp = response.headers["content-security-policy"]
-        assert "script-src" not in csp and "default-src 'none'" in csp
+        assert "script-src 'self';" in csp and "default-src 'none'" in csp
         assert "'unsafe-inline'" not in csp
         assert response.headers["strict-transport-security"].startswith("max-age=")
         assert response.headers["x-frame-options"] == "DENY"
         assert response.headers["referrer-policy"] == "no-referrer"
-    assert "<script" not in c.get().text.lower()
+    scripts = re.findall(r"<script[^>]*>", c.get().text)
+    assert scripts == ['<script src="/portal/static/portal.js" defer>']  # ours, no inline
+    assert " style=" not in c.get().text  # nothing inline for the CSP to refuse
 
 
 @pytest.mark.parametrize(
@@ -229,10 +240,12 @@ def test_signin_without_csrf_token_is_refused(portal: RunningService) -> None:
 
 def test_app_names_are_escaped(client: Callable[[str], PortalClient]) -> None:
     c = client("alice@example.com")
-    c.create('<script>alert("x")</script>')
-    page = c.get().text
-    assert "<script>" not in page
-    assert "&lt;script&gt;alert(&quot;x&quot;)&lt;/script&gt;" in page
+    name = '<script>alert("x")</script>'
+    key_page = c.post("/portal/apps", {"name": name, "key_type": "demo",
+                                       "services": "search"}).text
+    for page in (key_page, c.get().text, c.get(f"/portal/apps/{c.app_id(name)}").text):
+        assert "<script>" not in page
+        assert "&lt;script&gt;alert(&#34;x&#34;)&lt;/script&gt;" in page
 
 
 # ---------------------------------------------------------------- apps
@@ -274,9 +287,9 @@ def test_n_calls_show_as_n_in_month_and_lifetime(
     assert c.cell("counted", "lifetime") == str(n)
     assert c.cell("counted", "remaining") == str(500 - n)
     assert c.cell("counted", "resets").endswith("UTC")
-    row = re.search(r'<tr data-app="counted".*?</tr>', c.get().text, re.S)
-    assert row is not None
-    bars = [int(x) for x in re.findall(r'data-calls="(\d+)"', row.group(0))]
+    page = c.get(f"/portal/apps/{c.app_id('counted')}").text
+    wide = page.split('<svg class="chart wide"')[1].split("</svg>")[0]
+    bars = [int(x) for x in re.findall(r'data-calls="(\d+)"', wide)]
     assert len(bars) == 30 and bars[-1] == n and sum(bars) == n
 
 
@@ -345,7 +358,7 @@ def test_admin_sees_all_and_raises_limits_applied_at_once(
     assert "Quota limit exceeded. Identifier : alice@example.com/limited" in call(portal, key).text
     assert alice.cell("limited", "lifetime") == "3"
     assert alice.cell("limited", "remaining") == "0"
-    assert alice.cell("limited", "resets") == "never"
+    assert alice.cell("limited", "resets") == "never (a lifetime quota)"
     bad = admin.post(f"/portal/apps/{app_id}/limits", {"per_second": "fast", "quota": "3"})
     assert bad.status_code == 400 and "per_second must be a number from 0.01 to" in bad.text
 
@@ -399,3 +412,167 @@ def test_core_flow_on_each_backend(keys_location: str, service_cert_dir: Path) -
         assert "erins" not in frank.get().text
         erin.post(f"/portal/apps/{app_id}/revoke")
         assert call(svc, key).status_code == 401
+
+
+# ---------------------------------------------------------------- one page per app, the new key
+
+
+def test_app_page_says_the_limits_in_words_and_charts_30_and_90_days(
+    client: Callable[[str], PortalClient], portal: RunningService
+) -> None:
+    c = client("bob@example.com")
+    key = c.create("worded", key_type="demo", services=("search",))
+    assert [call(portal, key, "/v1/search").status_code for _ in range(2)] == [200, 200]
+    app_id = c.app_id("worded")
+    page = c.get(f"/portal/apps/{app_id}").text
+    assert "50 calls for life" in page and "at most 10 calls a second" in page
+    assert "Calls per day, last 30 days" in page
+    weekly = c.get(f"/portal/apps/{app_id}?days=90").text
+    assert "Calls per week, last 90 days" in weekly
+    wide = weekly.split('<svg class="chart wide"')[1].split("</svg>")[0]
+    bars = [int(x) for x in re.findall(r'data-calls="(\d+)"', wide)]
+    assert len(bars) == 13 and bars[-1] == 2 and sum(bars) == 2  # 12 weeks and 6 days
+    bad = c.get(f"/portal/apps/{app_id}?days=7")
+    assert bad.status_code == 400 and "days must be 30 or 90, got &#39;7&#39;" in bad.text
+    assert c.get("/portal/apps/999999").status_code == 404
+
+
+def _exported(snippet: str) -> dict[str, str]:
+    """The variables the shell snippet's ``export`` sets."""
+    words = shlex.split(snippet.split("\nparcelsearch ")[0].replace("\\\n", " "))
+    assert words[0] == "export"
+    return dict(word.split("=", 1) for word in words[1:])
+
+
+def key_name(keys: KeyStore, app: str) -> str:
+    """The key store's name of the portal app ``app`` (its name, or ``<e-mail>/<app>`` where
+    app names are unique per account)."""
+    return next(str(k["name"]) for k in keys.list() if str(k["name"]).split("/")[-1] == app)
+
+
+def test_new_key_page_has_snippets_that_work(
+    client: Callable[[str], PortalClient], portal: RunningService, tmp_path: Path
+) -> None:
+    c = client("bob@example.com")
+    c.create("snippets")
+    page = c.last.text if c.last is not None else ""
+    key = new_key(page)
+    shell = html.unescape(re.search(r'<pre id="snippet-shell"><code>(.*?)</code>', page,
+                                    re.S).group(1))  # type: ignore[union-attr]
+    variables = _exported(shell)
+    assert variables == {"PARCELSEARCH_API_KEY": key, "PARCELSEARCH_BASE_URL": portal.base_url,
+                         "PARCELSEARCH_CA_BUNDLE": str(Path(portal.ca_path).resolve())}
+    assert 'href="/portal/ca.pem"' in page
+    python = html.unescape(re.search(r'<pre id="snippet-python"><code>(.*?)</code>', page,
+                                     re.S).group(1))  # type: ignore[union-attr]
+    compile(python, "snippet", "exec")
+    assert f"api_key={key!r}" in python
+    # Run the snippet's first command as a user would: one call, seen by the service.
+    env = {**os.environ, **variables, "PARCELSEARCH_CACHE_DIR": str(tmp_path / "cache")}
+    done = subprocess.run([sys.executable, "-m", "parcelsearch.cli", "markets", "--json"],
+                          env=env, capture_output=True, text=True, timeout=120)
+    assert done.returncode == 0, done.stderr
+    assert key not in done.stdout + done.stderr
+    assert list(portal.keys.requests(key_name(portal.keys, "snippets"))["path"]) == ["/v1/markets"]
+
+
+def test_ca_certificate_and_getting_started_need_no_sign_in(portal: RunningService) -> None:
+    anyone = PortalClient(portal)
+    ca = anyone.get("/portal/ca.pem")
+    assert ca.status_code == 200 and ca.content == Path(portal.ca_path).read_bytes()
+    start = anyone.get("/portal/start")
+    assert start.status_code == 200
+    for text in ("The Search service", "The Markets service", "50 calls for life",
+                 "500 calls a calendar month (UTC)", "at most 10 calls a second",
+                 f"{portal.base_url}/v1/markets", "parcelsearch search areas.gpkg"):
+        assert html.escape(text, quote=False) in start.text, text
+
+
+def test_getting_started_and_docs_are_linked_from_every_page(
+    client: Callable[[str], PortalClient], portal: RunningService
+) -> None:
+    c = client("admin@example.com")
+    c.create("linked")
+    paths = ["/portal/", f"/portal/apps/{c.app_id('linked')}", "/portal/account",
+             "/portal/admin", "/portal/start", "/portal/nothing-here"]
+    pages = [c.get(path).text for path in paths]
+    pages.append(PortalClient(portal).get("/portal/signin").text)
+    for text in pages:
+        assert 'href="/portal/start"' in text and 'href="/openapi.json"' in text
+
+
+# ---------------------------------------------------------------- account and admin pages
+
+
+def two_sessions(portal: RunningService, email: str) -> tuple[PortalClient, PortalClient]:
+    """A new account ``email`` signed in twice: (here, there), here signed in last."""
+    PortalStore(portal.keys).add_user(email, PASSWORD)
+    here, there = PortalClient(portal), PortalClient(portal)
+    assert there.sign_in(email).status_code == 200
+    assert here.sign_in(email).status_code == 200
+    return here, there
+
+
+def test_password_change_needs_the_current_one_and_signs_out_other_sessions(
+    portal: RunningService,
+) -> None:
+    here, there = two_sessions(portal, "gina@example.com")
+    here.get("/portal/account")
+    new = "a new passphrase for gina"
+    wrong = here.post("/portal/account/password", {
+        "current_password": "not it at all", "new_password": new, "new_password_again": new})
+    assert wrong.status_code == 400 and "the current password is wrong" in wrong.text
+    differ = here.post("/portal/account/password", {
+        "current_password": PASSWORD, "new_password": new, "new_password_again": new + "!"})
+    assert differ.status_code == 400 and "the two new passwords differ" in differ.text
+    assert "gina@example.com" in there.get().text  # nothing changed yet
+    done = here.post("/portal/account/password", {
+        "current_password": PASSWORD, "new_password": new, "new_password_again": new})
+    assert done.status_code == 200
+    assert "Password changed; 1 other session signed out." in done.text
+    assert there.get(allow_redirects=False).status_code == 303  # signed out
+    assert "gina@example.com" in here.get().text  # this one stays
+    assert PortalClient(portal).sign_in("gina@example.com").status_code == 401
+    assert PortalClient(portal).sign_in("gina@example.com", new).status_code == 200
+
+
+def test_account_lists_sessions_and_sign_ins_and_signs_out_the_others(
+    portal: RunningService,
+) -> None:
+    here, there = two_sessions(portal, "hank@example.com")
+    page = here.get("/portal/account").text
+    assert page.count("<li><strong>This session</strong>") == 1
+    assert page.count("<li>Another session") == 1
+    signins = re.findall(r"<tr><td>[^<]+UTC</td><td>127\.0\.0\.1</td>", page)
+    assert len(signins) == 2
+    assert "python-requests" in page  # the browser's own description
+    for secret in (PASSWORD, here.http.cookies[COOKIE], there.http.cookies[COOKIE]):
+        assert secret not in page
+    done = here.post("/portal/account/signout-others")
+    assert "1 other session signed out." in done.text
+    assert there.get(allow_redirects=False).status_code == 303
+    assert "<li>Another session" not in here.get("/portal/account").text
+
+
+def test_all_apps_page_is_for_admins_with_owners_and_usage(
+    client: Callable[[str], PortalClient], portal: RunningService
+) -> None:
+    alice, admin = client("alice@example.com"), client("admin@example.com")
+    key = alice.create("overseen")
+    assert call(portal, key).status_code == 200
+    refused = alice.get("/portal/admin")
+    assert refused.status_code == 403 and "Only an admin" in refused.text
+    page = admin.get("/portal/admin").text
+    card = re.search(r'<li class="card" data-app="overseen".*?</li>\n', page, re.S)
+    assert card is not None
+    assert 'data-field="owner">alice@example.com<' in card.group(0)
+    assert 'data-usage="lifetime">1<' in card.group(0)
+    app_id = alice.app_id("overseen")
+    moved = admin.post(f"/portal/apps/{app_id}/limits",
+                       {"per_second": "5", "quota": "1000", "back": "admin"},
+                       allow_redirects=False)
+    assert moved.status_code == 303 and moved.headers["location"] == "/portal/admin"
+    assert "1,000 calls a calendar month (UTC)" in alice.get(f"/portal/apps/{app_id}").text
+    gone = admin.post(f"/portal/apps/{app_id}/revoke", {"back": "admin"}, allow_redirects=False)
+    assert gone.headers["location"] == "/portal/admin"
+    assert call(portal, key).status_code == 401

@@ -3,13 +3,20 @@
 from __future__ import annotations
 
 from collections.abc import Iterator
+from datetime import UTC, datetime
 
 import pytest
 
 from parcelsearch.errors import ConfigurationError
 from parcelsearch.service.keys import KeyStore
 from parcelsearch.service.portal.passwords import hash_password, verify_password
-from parcelsearch.service.portal.storage import PortalStore, Throttle, normalise_email
+from parcelsearch.service.portal.storage import (
+    HISTORY_DAYS,
+    SIGNINS_KEPT,
+    PortalStore,
+    Throttle,
+    normalise_email,
+)
 
 PASSWORD = "correct horse battery staple"
 
@@ -191,3 +198,59 @@ def test_email_normalised() -> None:
 def test_tables_live_in_the_key_store(store: PortalStore) -> None:
     PortalStore(store.keys)  # opening again is harmless
     assert store.users() == []
+
+
+def test_password_change_needs_the_current_one_and_ends_the_other_sessions(
+    store: PortalStore,
+) -> None:
+    user = store.add_user("hal@example.com", PASSWORD)
+    here, current = store.new_session(user)
+    others = [store.new_session(user)[0] for _ in range(2)]
+    stranger = store.new_session(store.add_user("ivy@example.com", PASSWORD))[0]
+    with pytest.raises(ConfigurationError, match="the current password is wrong"):
+        store.change_password(user, "not the password", "a new passphrase here", current)
+    with pytest.raises(ConfigurationError, match="at least 12 characters") as caught:
+        store.change_password(user, PASSWORD, "short", current)
+    assert "short" not in str(caught.value)
+    assert all(store.session(t) is not None for t in others)  # nothing changed yet
+    assert store.change_password(user, PASSWORD, "a new passphrase here", current) == 2
+    assert [store.session(t) for t in others] == [None, None]
+    assert store.session(here) is not None and store.session(stranger) is not None
+    assert store.authenticate("hal@example.com", PASSWORD) is None
+    assert store.authenticate("hal@example.com", "a new passphrase here") == user
+
+
+def test_sessions_and_sign_ins_of_an_account(store: PortalStore, clock: Clock) -> None:
+    user = store.add_user("jo@example.com", PASSWORD)
+    _, current = store.new_session(user)
+    clock.now += 10
+    store.new_session(user)
+    listed = store.active_sessions(user, current)
+    assert [s.current for s in listed] == [True, False]
+    assert store.end_other_sessions(user, current) == 1
+    assert len(store.active_sessions(user, current)) == 1
+    for i in range(SIGNINS_KEPT + 3):
+        clock.now += 1
+        store.record_signin(user, f"10.0.0.{i}", "x" * 500)
+    recent = store.signins(user, limit=100)
+    assert len(recent) == SIGNINS_KEPT  # older ones are forgotten
+    assert recent[0].address == f"10.0.0.{SIGNINS_KEPT + 2}"  # the newest first
+    assert len(recent[0].agent) == 200
+    assert recent[0].time == datetime.fromtimestamp(clock.now, UTC)
+
+
+def test_usage_history_is_90_days_with_refusals_per_day(
+    store: PortalStore, clock: Clock
+) -> None:
+    user = store.add_user("kim@example.com", PASSWORD)
+    _, api_key = store.create_app(user, "history", "demo", ["search"])
+    for days_ago in (0, 0, 89, 90):
+        store.clock = Clock(clock.now - days_ago * 86400)
+        store.count_spike_refusal(api_key)
+    store.clock = clock
+    (app,) = store.apps(user)
+    assert len(app.daily) == HISTORY_DAYS == 90
+    assert app.daily[-1].day == datetime.fromtimestamp(clock.now, UTC).date()
+    assert [d.refused for d in app.daily if d.refused] == [1, 2]  # day 90 is out of range
+    assert app.spike_refusals == 4 and sum(d.calls for d in app.daily) == 0
+    assert app.last_days(30) == app.daily[-30:]

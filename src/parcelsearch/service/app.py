@@ -40,7 +40,6 @@ from starlette.responses import RedirectResponse, Response
 from starlette.routing import BaseRoute, Mount, Route
 from starlette.types import ASGIApp, Message, Receive, Scope, Send
 
-from parcelsearch.errors import BadPolygonError
 from parcelsearch.service import limits
 from parcelsearch.service.batching import Batcher
 from parcelsearch.service.envelopes import (
@@ -50,7 +49,8 @@ from parcelsearch.service.envelopes import (
     error_body,
     printable,
 )
-from parcelsearch.service.keys import KeyStore, PostgresKeyStore, StoreBusyError
+from parcelsearch.service.errors import BadRequestError, StoreBusyError
+from parcelsearch.service.keys import KeyStore, PostgresKeyStore
 from parcelsearch.service.limits import INVALID_KEY
 from parcelsearch.service.openapi import openapi_document
 from parcelsearch.service.polygon import ParsedPolygon, bad_request, parse_page, parse_polygon
@@ -413,11 +413,11 @@ def _parse_search(request: Request) -> limits.Outcome[bytes] | tuple[ParsedPolyg
     parsed = page = None
     try:
         parsed = parse_polygon(params.get("searchPolygon"))
-    except BadPolygonError as exc:
+    except BadRequestError as exc:
         messages.extend(exc.messages)
     try:
         page = parse_page(params.get("page"))
-    except BadPolygonError as exc:
+    except BadRequestError as exc:
         messages.extend(exc.messages)
     if messages or parsed is None or page is None:
         sha = parsed.sha256 if parsed is not None else None
@@ -463,6 +463,7 @@ def create_app(
     keys: KeyStore | str | Path | None = None,
     match: str = "representative-point",
     portal: PortalStore | bool = False,
+    portal_ca: Path | None = None,
 ) -> ASGIApp:
     """The service as an ASGI application.
 
@@ -480,6 +481,9 @@ def create_app(
     portal
         Serve the developer portal at ``/portal/`` (``True``, or a :class:`PortalStore` on
         ``keys`` with its own session and sign-in settings).
+    portal_ca
+        The service's CA certificate, offered by the portal (``/portal/ca.pem``) and named
+        in the snippets it shows with a new key.
     """
     if keys is None:
         raise TypeError("create_app needs a key store (keys=KeyStore(path) or a path)")
@@ -492,7 +496,7 @@ def create_app(
     ]
     if portal:
         routes.append(Route("/portal", _to_portal))
-        routes.append(Mount("/portal", app=create_portal(portal_store)))
+        routes.append(Mount("/portal", app=create_portal(portal_store, portal_ca)))
     for prefix in ("", STAGE_PREFIX):
         routes.append(_get_only(prefix + SEARCH_PATH, service.search))
         routes.append(_get_only(prefix + MARKETS_PATH, service.markets))

@@ -18,6 +18,7 @@ import sys
 from pathlib import Path
 from typing import Any
 
+from parcelsearch._shared import count_argument
 from parcelsearch.errors import ConfigurationError
 from parcelsearch.service.keys import (
     BUSY_TIMEOUT,
@@ -69,7 +70,7 @@ def _serve(args: argparse.Namespace) -> int:
     certs = ensure_certificates(cert_dir, [args.host])
     keys = _key_store(args)
     store = open_parcel_store(args.parcels, match=args.match)
-    app = create_app(store, args.markets, keys, portal=args.portal)
+    app = create_app(store, args.markets, keys, portal=args.portal, portal_ca=certs.ca)
     sock = bind_socket(args.host, args.port)
     port = sock.getsockname()[1]
     host = f"[{args.host}]" if ":" in args.host else args.host
@@ -137,12 +138,6 @@ def _addresses(text: str) -> list[str]:
                 f"not an IP address or network: {name!r}; give e.g. 10.0.0.5,10.1.0.0/16"
             ) from None
     return names
-
-
-def _workers(text: str) -> int:
-    if not text.isdigit() or int(text) < 1:
-        raise argparse.ArgumentTypeError(f"must be a whole number >= 1, got {text!r}")
-    return int(text)
 
 
 def _rate(text: str) -> float:
@@ -244,7 +239,7 @@ def register(commands: Any) -> None:
                        help=f"CA and server certificate (default: {default_cert_dir()})")
     serve.add_argument("--host", default="127.0.0.1", help="address to bind (default 127.0.0.1)")
     serve.add_argument("--port", type=int, default=8443, help="port (0 picks a free one)")
-    serve.add_argument("--workers", type=_workers, default=1, metavar="N",
+    serve.add_argument("--workers", type=count_argument(1), default=1, metavar="N",
                        help="worker processes sharing the port (default 1); limits stay exact")
     serve.add_argument("--busy-timeout", type=_positive_float, default=BUSY_TIMEOUT,
                        metavar="SECONDS",

@@ -46,8 +46,9 @@ from psycopg.rows import dict_row
 
 from parcelsearch import settings
 from parcelsearch._shared import month_of
-from parcelsearch.errors import ConfigurationError, ParcelSearchError
+from parcelsearch.errors import ConfigurationError
 from parcelsearch.service.connections import ThreadConnections
+from parcelsearch.service.errors import StoreBusyError
 from parcelsearch.settings import KEY_TYPES
 
 __all__ = [
@@ -55,7 +56,6 @@ __all__ = [
     "SqliteKeyStore",
     "PostgresKeyStore",
     "KeyRecord",
-    "StoreBusyError",
     "SERVICES",
     "QUOTA_PERIODS",
     "BUSY_TIMEOUT",
@@ -253,10 +253,6 @@ $$""",
 #: Advisory lock id taken while creating the PostgreSQL schema (several workers may start
 #: at once).
 _SCHEMA_LOCK = 0x7061726365
-
-
-class StoreBusyError(ParcelSearchError):
-    """The key store stayed locked (or unreachable) past the busy timeout: answer 503."""
 
 
 def hash_key(api_key: str) -> str:

@@ -23,7 +23,7 @@ The requests are then handled *outside* the transaction (a search never holds a 
 their log rows get the status (400s included). Admissions are serialised per key store (SQLite) or
 per key (PostgreSQL), which is what makes counts exact across threads, processes and hosts.
 A lock held past the store's busy timeout raises
-:class:`~parcelsearch.service.keys.StoreBusyError` (the service answers 503).
+:class:`~parcelsearch.service.errors.StoreBusyError` (the service answers 503).
 """
 
 from __future__ import annotations
@@ -37,7 +37,8 @@ from typing import Any, Generic, TypeVar
 
 from parcelsearch._shared import month_of
 from parcelsearch.service.envelopes import printable
-from parcelsearch.service.keys import KeyStore, StoreBusyError, bounded_rate, hash_key
+from parcelsearch.service.errors import StoreBusyError
+from parcelsearch.service.keys import KeyStore, bounded_rate, hash_key
 from parcelsearch.service.polygon import ParsedPolygon
 
 __all__ = [

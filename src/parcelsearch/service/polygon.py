@@ -2,7 +2,7 @@
 
 Two forms are accepted: one ring ``[[lon,lat],...]`` (the written spec) and the vendor's
 example form ``[[[lon,lat],...], ...]`` whose first ring is the boundary and whose further
-rings are holes. Every refusal is a :class:`~parcelsearch.errors.BadPolygonError` (400)
+rings are holes. Every refusal is a :class:`~parcelsearch.service.errors.BadRequestError` (400)
 whose message says what is wrong and how to fix it.
 
 The *normalised* text of a polygon is the compact JSON of its rings, each coordinate in
@@ -32,7 +32,7 @@ import numpy as np
 import shapely
 from shapely.geometry import Polygon
 
-from parcelsearch.errors import BadPolygonError
+from parcelsearch.service.errors import BadRequestError
 
 __all__ = ["ParsedPolygon", "parse_polygon", "parse_page", "bad_request", "EXAMPLE"]
 
@@ -45,9 +45,9 @@ _FORMS = (
 _DIGITS = re.compile(r"[0-9]+")
 
 
-def bad_request(message: str) -> BadPolygonError:
+def bad_request(message: str) -> BadRequestError:
     """A 400 refusal carrying ``message`` as the service's only message."""
-    return BadPolygonError(message, status=400, messages=[message])
+    return BadRequestError(message, messages=[message])
 
 
 @dataclass(frozen=True)
@@ -246,7 +246,7 @@ def parse_polygon(text: str | None) -> ParsedPolygon:
 
     Raises
     ------
-    BadPolygonError
+    BadRequestError
         For anything but a valid polygon; the message names the fault and the fix.
     """
     if text is None or not text.strip():
@@ -299,7 +299,7 @@ def parse_page(text: str | None) -> int:
 
     Raises
     ------
-    BadPolygonError
+    BadRequestError
         For anything but a positive whole number.
     """
     if text is None:

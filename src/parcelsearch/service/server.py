@@ -266,6 +266,7 @@ def build_server(
         server_header=False,
         timeout_keep_alive=KEEP_ALIVE_TIMEOUT,
         loop="asyncio",
+        ws="none",  # the service speaks no WebSocket: no websockets implementation is loaded
     )
     return _Server(config, on_ready)
 
@@ -499,7 +500,7 @@ def start_service(
     cert_path = Path(default_cert_dir() if cert_dir is None else cert_dir)
     certs = ensure_certificates(cert_path, [host])
     store = open_parcel_store(parcels, match=match)
-    app = create_app(store, markets, key_store, portal=portal)
+    app = create_app(store, markets, key_store, portal=portal, portal_ca=certs.ca)
     sock = bind_socket(host, port)
     server = build_server(app, certs.cert, certs.key, forwarded_allow_ips=forwarded_allow_ips)
     return RunningService(server, sock, host, certs.ca, key_store, store).start()

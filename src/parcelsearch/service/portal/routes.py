@@ -1,4 +1,6 @@
-"""The portal's routes (mounted at ``/portal``): sign-in, sign-out and the Apps section.
+"""The portal's routes (mounted at ``/portal``): sign-in, sign-out, the Apps section (an
+overview, one page per app, the new key with snippets), the Account and All apps (admin)
+pages, Getting started, the service's CA certificate, and the stylesheet and script.
 
 Security properties, in one place:
 
@@ -12,10 +14,11 @@ Security properties, in one place:
   slowed down) and per client address (429 with a message saying when); each attempt is
   recorded before its password is checked, in one transaction with the checks, so
   concurrent attempts cannot exceed the limits;
-- another user's app answers 404; limits are for admins only (403);
-- every response carries CSP (no script at all, styles from this origin only), HSTS,
+- another user's app answers 404; limits and the All apps page are for admins only (403);
+- every response carries CSP (scripts and styles from this origin only, nothing inline), HSTS,
   ``X-Frame-Options: DENY``, ``Referrer-Policy: no-referrer``, ``nosniff`` and ``no-store``;
-- a key's plaintext appears only in the response to the create/regenerate POST.
+- a key's plaintext appears only in the response to the create/regenerate POST;
+- changing a password needs the current one and ends the account's other sessions.
 """
 
 from __future__ import annotations
@@ -24,6 +27,7 @@ import hmac
 import logging
 import math
 from collections.abc import Awaitable, Callable
+from pathlib import Path
 from typing import Any
 from urllib.parse import parse_qsl
 
@@ -33,14 +37,16 @@ from starlette.datastructures import FormData, UploadFile
 from starlette.exceptions import HTTPException
 from starlette.requests import ClientDisconnect, Request
 from starlette.responses import HTMLResponse, RedirectResponse, Response
-from starlette.routing import Route
+from starlette.routing import Mount, Route
+from starlette.staticfiles import StaticFiles
 from starlette.types import ASGIApp, Message, Receive, Scope, Send
 
 from parcelsearch.errors import ConfigurationError
 from parcelsearch.service.envelopes import printable
-from parcelsearch.service.keys import MAX_QUOTA, MAX_RATE, MIN_RATE, StoreBusyError
+from parcelsearch.service.errors import StoreBusyError
+from parcelsearch.service.keys import MAX_QUOTA, MAX_RATE, MIN_RATE
 from parcelsearch.service.portal import pages
-from parcelsearch.service.portal.pages import BASE
+from parcelsearch.service.portal.pages import BASE, CHART_SPANS, STATIC, Snippets
 from parcelsearch.service.portal.storage import DEVICE_AGE, PortalStore, Session, User
 
 __all__ = ["create_portal", "SecurityHeaders", "SECURITY_HEADERS", "COOKIE", "DEVICE_COOKIE"]
@@ -56,7 +62,8 @@ MAX_FORM_BYTES = 64 * 1024
 
 SECURITY_HEADERS: dict[str, str] = {
     "Content-Security-Policy": (
-        "default-src 'none'; style-src 'self'; img-src 'self'; form-action 'self'; "
+        "default-src 'none'; script-src 'self'; style-src 'self'; img-src 'self'; "
+        "form-action 'self'; "
         "frame-ancestors 'none'; base-uri 'none'"
     ),
     "Strict-Transport-Security": "max-age=31536000",
@@ -166,8 +173,9 @@ def _endpoint(handler: Callable[[Request, FormData | None], Response]) -> Handle
 class _Portal:
     """The handlers, bound to one :class:`PortalStore`."""
 
-    def __init__(self, store: PortalStore) -> None:
+    def __init__(self, store: PortalStore, ca: Path | None = None) -> None:
         self.store = store
+        self.ca = None if ca is None else ca.resolve()
 
     # ------------------------------------------------------------------ helpers
 
@@ -233,6 +241,30 @@ class _Portal:
         apps = self.store.apps(user)
         return HTMLResponse(pages.apps_page(user, session.csrf, apps, **kw), status)
 
+    def _app_page(self, session: Session, user: User, app_id: int, status: int = 200,
+                  days: int = 30, **kw: Any) -> Response:
+        app = self.store.app(user, app_id)
+        if app is None:
+            return self._not_found(session, user)
+        return HTMLResponse(pages.app_page(user, session.csrf, app, days, **kw), status)
+
+    def _key(self, request: Request, session: Session, user: User, app_id: int, name: str,
+             api_key: str) -> Response:
+        """The page showing a new key once, with snippets for this service."""
+        base_url = f"{request.url.scheme}://{request.url.netloc}"
+        ca = None if self.ca is None else str(self.ca)
+        snippets = Snippets.build(api_key, base_url, ca)
+        return HTMLResponse(pages.key_page(user, session.csrf, app_id, name, api_key, snippets,
+                                           self.ca is not None))
+
+    @staticmethod
+    def _back(request: Request, form: FormData) -> Response:
+        """After a change to an app: back to the All apps page if it came from there, else
+        to the app's page."""
+        if form.get("back") == "admin":
+            return RedirectResponse(f"{BASE}/admin", 303)
+        return RedirectResponse(f"{BASE}/apps/{request.path_params['app_id']}", 303)
+
     def _not_found(self, session: Session, user: User) -> Response:
         return HTMLResponse(
             pages.message_page("Not found", "No such app.", user, session.csrf), 404
@@ -284,6 +316,7 @@ class _Portal:
                 pages.signin_page(session.csrf, "Wrong e-mail address or password.", email), 401
             )
         log.info("portal sign-in: %s from %s", printable(user.email), printable(address))
+        self.store.record_signin(user, address, request.headers.get("user-agent", ""))
         device_token = self.store.signin_succeeded(attempt, user, address, device)
         self.store.end_session(request.cookies.get(COOKIE, ""))
         token, _ = self.store.new_session(user)
@@ -312,33 +345,34 @@ class _Portal:
         key_type = self._text(form, "key_type")
         services = [s for s in form.getlist("services") if isinstance(s, str)]
         try:
-            _, api_key = self.store.create_app(user, name, key_type, services)
+            app_id, api_key = self.store.create_app(user, name, key_type, services)
         except ConfigurationError as exc:
             return self._apps(session, user, 400, error=f"App not created: {exc}.",
                               values={"name": name, "key_type": key_type})
         log.info("portal: %s created app %r", printable(user.email), name)
-        return self._apps(session, user, new_key=(name, api_key))
+        return self._key(request, session, user, app_id, name, api_key)
 
     def regenerate(self, request: Request, form: FormData | None) -> Response:
         checked = self._app_post(request, form)
         if isinstance(checked, Response):
             return checked
         session, user, _, name = checked
-        api_key = self.store.regenerate(request.path_params["app_id"])
+        app_id = request.path_params["app_id"]
+        api_key = self.store.regenerate(app_id)
         if api_key is None:
-            return self._apps(session, user, 409,
-                              error=f"{name} is revoked: its key cannot be regenerated.")
+            return self._app_page(session, user, app_id, 409,
+                                  error=f"{name} is revoked: its key cannot be regenerated.")
         log.info("portal: %s regenerated the key of app %r", printable(user.email), name)
-        return self._apps(session, user, new_key=(name, api_key))
+        return self._key(request, session, user, app_id, name, api_key)
 
     def revoke(self, request: Request, form: FormData | None) -> Response:
         checked = self._app_post(request, form)
         if isinstance(checked, Response):
             return checked
-        session, user, _, name = checked
+        session, user, form, name = checked
         self.store.revoke(request.path_params["app_id"])
         log.info("portal: %s revoked app %r", printable(user.email), name)
-        return RedirectResponse(f"{BASE}/", 303)
+        return self._back(request, form)
 
     def limits(self, request: Request, form: FormData | None) -> Response:
         checked = self._app_post(request, form)
@@ -349,6 +383,7 @@ class _Portal:
             return HTMLResponse(pages.message_page(
                 "Refused", "Only an admin can change a key's limits; ask one.", user,
                 session.csrf), 403)
+        app_id = request.path_params["app_id"]
         rate_text = self._text(form, "per_second").strip()
         quota_text = self._text(form, "quota").strip().replace(",", "").replace("_", "")
         try:
@@ -359,15 +394,105 @@ class _Portal:
                     f"quota must be a whole number from 0 to {MAX_QUOTA:,} (or empty for no "
                     f"quota), got {quota_text[:40]!r}")
             quota = int(quota_text) if quota_text else None
-            self.store.set_limits(request.path_params["app_id"], rate, quota)
+            self.store.set_limits(app_id, rate, quota)
         except ConfigurationError as exc:
-            return self._apps(session, user, 400, error=f"Limits not changed: {exc}.")
+            return self._app_page(session, user, app_id, 400, error=f"Limits not changed: {exc}.")
         log.info("portal: %s set the limits of app %r to %s/s, quota %s", printable(user.email),
                  name, rate, quota_text or "none")
-        return RedirectResponse(f"{BASE}/", 303)
+        return self._back(request, form)
 
-    def stylesheet(self, request: Request, form: FormData | None) -> Response:
-        return Response(pages.STYLESHEET, media_type="text/css")
+    # ------------------------------------------------------------------ app, account, admin,
+    # getting started
+
+    def _signed_in(self, request: Request) -> tuple[Session, User] | Response:
+        session = self._session(request)
+        if session is None or session.user is None:
+            return RedirectResponse(f"{BASE}/signin", 303)
+        return session, session.user
+
+    def app(self, request: Request, form: FormData | None) -> Response:
+        checked = self._signed_in(request)
+        if isinstance(checked, Response):
+            return checked
+        session, user = checked
+        days_text = request.query_params.get("days", "30")
+        if not days_text.isdigit() or int(days_text) not in CHART_SPANS:
+            spans = " or ".join(map(str, CHART_SPANS))
+            return HTMLResponse(pages.message_page(
+                "Bad request", f"days must be {spans}, got {days_text[:20]!r}.", user,
+                session.csrf), 400)
+        return self._app_page(session, user, request.path_params["app_id"],
+                              days=int(days_text))
+
+    def _account(self, session: Session, user: User, status: int = 200,
+                 **kw: Any) -> Response:
+        body = pages.account_page(user, session.csrf, self.store.signins(user),
+                                  self.store.active_sessions(user, session), **kw)
+        return HTMLResponse(body, status)
+
+    def account(self, request: Request, form: FormData | None) -> Response:
+        checked = self._signed_in(request)
+        if isinstance(checked, Response):
+            return checked
+        return self._account(*checked)
+
+    def change_password(self, request: Request, form: FormData | None) -> Response:
+        checked = self._signed_in_post(request, form)
+        if isinstance(checked, Response):
+            return checked
+        session, user, form = checked
+        new = self._text(form, "new_password")
+        if new != self._text(form, "new_password_again"):
+            return self._account(session, user, 400, error=(
+                "Password not changed: the two new passwords differ; type the same one twice."))
+        try:
+            ended = self.store.change_password(user, self._text(form, "current_password"),
+                                               new, session)
+        except ConfigurationError as exc:
+            return self._account(session, user, 400, error=f"Password not changed: {exc}.")
+        log.info("portal: %s changed their password (%d other sessions ended)", user.email,
+                 ended)
+        return self._account(session, user, notice=(
+            f"Password changed; {_sessions(ended)} signed out."))
+
+    def signout_others(self, request: Request, form: FormData | None) -> Response:
+        checked = self._signed_in_post(request, form)
+        if isinstance(checked, Response):
+            return checked
+        session, user, _ = checked
+        ended = self.store.end_other_sessions(user, session)
+        log.info("portal: %s signed out %d other sessions", user.email, ended)
+        return self._account(session, user, notice=f"{_sessions(ended)} signed out.")
+
+    def admin(self, request: Request, form: FormData | None) -> Response:
+        checked = self._signed_in(request)
+        if isinstance(checked, Response):
+            return checked
+        session, user = checked
+        if not user.is_admin:
+            return HTMLResponse(pages.message_page(
+                "Refused", "Only an admin can see every app; ask one.", user, session.csrf), 403)
+        return HTMLResponse(pages.admin_page(user, session.csrf, self.store.apps(user)))
+
+    def start(self, request: Request, form: FormData | None) -> Response:
+        session = self._session(request)
+        user = None if session is None else session.user
+        base_url = f"{request.url.scheme}://{request.url.netloc}"
+        return HTMLResponse(pages.start_page(user, "" if session is None else session.csrf,
+                                             base_url, self.ca is not None))
+
+    def ca_certificate(self, request: Request, form: FormData | None) -> Response:
+        if self.ca is None:
+            return HTMLResponse(pages.message_page(
+                "Not found", "This service uses a certificate your system already trusts: "
+                "there is no CA certificate to download."), 404)
+        return Response(self.ca.read_bytes(), media_type="application/x-pem-file",
+                        headers={"Content-Disposition": 'attachment; filename="ca.pem"'})
+
+
+def _sessions(n: int) -> str:
+    """``"No other session"``, ``"1 other session"``, ``"2 other sessions"``."""
+    return "No other session" if n == 0 else f"{n} other session{'s' if n != 1 else ''}"
 
 
 async def _http_error(request: Request, exc: Exception) -> Response:
@@ -387,9 +512,19 @@ async def _busy(request: Request, exc: Exception) -> Response:
     return HTMLResponse(pages.message_page("Busy", message), 503, headers={"Retry-After": "1"})
 
 
-def create_portal(store: PortalStore) -> ASGIApp:
-    """The portal as an ASGI application, to mount at ``/portal``."""
-    portal = _Portal(store)
+def create_portal(store: PortalStore, ca: Path | None = None) -> ASGIApp:
+    """The portal as an ASGI application, to mount at ``/portal``.
+
+    Parameters
+    ----------
+    store
+        The portal's tables, beside the gateway's keys.
+    ca
+        The service's CA certificate (PEM), offered at ``/portal/ca.pem`` and named in the
+        snippets shown with a new key; ``None`` when clients trust the service through their
+        system store.
+    """
+    portal = more = _Portal(store, ca)
     app_path = "/apps/{app_id:int}"
     routes = [
         Route("/", _endpoint(portal.home), methods=["GET"]),
@@ -400,7 +535,14 @@ def create_portal(store: PortalStore) -> ASGIApp:
         Route(app_path + "/regenerate", _endpoint(portal.regenerate), methods=["POST"]),
         Route(app_path + "/revoke", _endpoint(portal.revoke), methods=["POST"]),
         Route(app_path + "/limits", _endpoint(portal.limits), methods=["POST"]),
-        Route("/static/portal.css", _endpoint(portal.stylesheet), methods=["GET"]),
+        Route(app_path, _endpoint(more.app), methods=["GET"]),
+        Route("/account", _endpoint(more.account), methods=["GET"]),
+        Route("/account/password", _endpoint(more.change_password), methods=["POST"]),
+        Route("/account/signout-others", _endpoint(more.signout_others), methods=["POST"]),
+        Route("/admin", _endpoint(more.admin), methods=["GET"]),
+        Route("/start", _endpoint(more.start), methods=["GET"]),
+        Route("/ca.pem", _endpoint(more.ca_certificate), methods=["GET"]),
+        Mount("/static", app=StaticFiles(directory=STATIC), name="static"),
     ]
     app = Starlette(routes=routes, exception_handlers={
         HTTPException: _http_error, StoreBusyError: _busy,

@@ -13,7 +13,9 @@ The portal keeps its own tables in the key store (one source of truth with
 - ``portal_apps``: which user owns which key, under which app name (unique per user; keys
   made with ``parcelsearch keys create`` have no owner; admins see them);
 - ``spike_refusals``: spike-arrest refusals per key and UTC day (the gateway records them;
-  they are not in the request log, which holds admitted requests only).
+  they are not in the request log, which holds admitted requests only);
+- ``portal_signins``: each account's recent successful sign-ins (time, client address, the
+  browser's own description), shown on its Account page.
 
 Keys themselves are created, revoked, counted and listed through :class:`KeyStore`; only a
 key's hash (regenerate) and its limits (admin) are updated here.
@@ -29,7 +31,7 @@ import time
 from collections.abc import Callable, Iterable, Sequence
 from dataclasses import dataclass
 from datetime import UTC, date, datetime, timedelta
-from typing import Any
+from typing import Any, NamedTuple
 
 import psycopg.errors
 
@@ -48,14 +50,24 @@ __all__ = [
     "User",
     "Session",
     "App",
+    "DayUsage",
+    "SignIn",
+    "ActiveSession",
     "Throttle",
     "normalise_email",
     "CHART_DAYS",
     "DEVICE_AGE",
+    "HISTORY_DAYS",
 ]
 
 #: Days in each app's calls-per-day chart (today included).
 CHART_DAYS = 30
+#: Days of usage history kept on each :class:`App` (the longer chart; today included).
+HISTORY_DAYS = 90
+#: Sign-ins remembered per account.
+SIGNINS_KEPT = 20
+#: Longest browser description (``User-Agent``) remembered with a sign-in.
+MAX_AGENT = 200
 #: Longest app (key) name the portal accepts.
 MAX_APP_NAME = 100
 
@@ -103,6 +115,14 @@ _SCHEMA = (
     count {ref} NOT NULL,
     PRIMARY KEY (key_id, day)
 )""",
+    """CREATE TABLE IF NOT EXISTS {p}portal_signins (
+    id {id},
+    user_id {ref} NOT NULL REFERENCES {p}portal_users(id),
+    time {real} NOT NULL,
+    address TEXT NOT NULL,
+    agent TEXT NOT NULL
+)""",
+    "CREATE INDEX IF NOT EXISTS portal_signins_user ON {p}portal_signins (user_id, time)",
 )
 _SQLITE_TYPES = {"p": "", "id": "INTEGER PRIMARY KEY", "ref": "INTEGER", "real": "REAL"}
 _POSTGRES_TYPES = {
@@ -189,6 +209,33 @@ class Throttle:
                                                                   60))
 
 
+class DayUsage(NamedTuple):
+    """One UTC day of a key's usage: calls counted and spike-arrest refusals."""
+
+    day: date
+    calls: int
+    refused: int
+
+
+@dataclass(frozen=True)
+class SignIn:
+    """A successful sign-in: when, from which client address, with which browser."""
+
+    time: datetime
+    address: str
+    agent: str
+
+
+@dataclass(frozen=True)
+class ActiveSession:
+    """A signed-in session of an account (never its cookie): when it started and was last
+    used, and whether it is the one asking."""
+
+    started: datetime
+    last_seen: datetime
+    current: bool
+
+
 @dataclass(frozen=True)
 class App:
     """One app (one key) as the portal shows it: settings and the gateway's counts."""
@@ -206,7 +253,7 @@ class App:
     revoked: bool
     spike_refusals: int
     last_used: datetime | None
-    daily: tuple[tuple[date, int], ...]
+    daily: tuple[DayUsage, ...]
     now: datetime
 
     @property
@@ -221,6 +268,10 @@ class App:
     def resets(self) -> datetime | None:
         """When the quota resets (start of next month UTC), ``None`` for a lifetime quota."""
         return next_month_start(self.now) if self.quota_period == "month" else None
+
+    def last_days(self, days: int) -> tuple[DayUsage, ...]:
+        """The last ``days`` days of :attr:`daily` (today last)."""
+        return self.daily[-days:]
 
 
 class PortalStore:
@@ -501,6 +552,82 @@ class PortalStore:
                 conn, "DELETE FROM portal_sessions WHERE token_hash = ?", (hash_key(token),)
             )
 
+    # ------------------------------------------------------------------ the account page
+
+    def _moment(self, seconds: float) -> datetime:
+        return datetime.fromtimestamp(seconds, UTC)
+
+    def record_signin(self, user: User, address: str, agent: str) -> None:
+        """Remember a successful sign-in of ``user`` (the last :data:`SIGNINS_KEPT` are kept)."""
+        with self.keys.transaction() as conn:
+            self.keys.execute(
+                conn,
+                "INSERT INTO portal_signins (user_id, time, address, agent) VALUES (?, ?, ?, ?)",
+                (user.id, self.clock(), address[:100], agent[:MAX_AGENT]),
+            )
+            self.keys.execute(
+                conn,
+                "DELETE FROM portal_signins WHERE user_id = ? AND id NOT IN (SELECT id FROM"
+                " portal_signins WHERE user_id = ? ORDER BY time DESC, id DESC LIMIT ?)",
+                (user.id, user.id, SIGNINS_KEPT),
+            )
+
+    def signins(self, user: User, limit: int = 10) -> list[SignIn]:
+        """``user``'s most recent successful sign-ins, the newest first."""
+        rows = self._query(
+            "SELECT time, address, agent FROM portal_signins WHERE user_id = ?"
+            " ORDER BY time DESC, id DESC LIMIT ?",
+            (user.id, limit),
+        ).fetchall()
+        return [SignIn(self._moment(r["time"]), r["address"], r["agent"]) for r in rows]
+
+    def active_sessions(self, user: User, current: Session) -> list[ActiveSession]:
+        """``user``'s live sessions, the one asking (``current``) first."""
+        now = self.clock()
+        rows = self._query(
+            "SELECT token_hash, created, last_seen FROM portal_sessions WHERE user_id = ?"
+            " AND last_seen > ? AND created > ? ORDER BY last_seen DESC",
+            (user.id, now - self.idle_timeout, now - self.max_age),
+        ).fetchall()
+        found = [
+            ActiveSession(self._moment(r["created"]), self._moment(r["last_seen"]),
+                          hmac.compare_digest(r["token_hash"], current.token_hash))
+            for r in rows
+        ]
+        return sorted(found, key=lambda s: not s.current)
+
+    def end_other_sessions(self, user: User, current: Session) -> int:
+        """End every session of ``user`` but ``current``; how many were ended."""
+        with self.keys.transaction() as conn:
+            cur = self.keys.execute(
+                conn,
+                "DELETE FROM portal_sessions WHERE user_id = ? AND token_hash <> ?",
+                (user.id, current.token_hash),
+            )
+        return int(cur.rowcount)
+
+    def change_password(self, user: User, current_password: str, new_password: str,
+                        current: Session) -> int:
+        """Change ``user``'s password and end their other sessions; how many were ended.
+
+        Raises
+        ------
+        ConfigurationError
+            ``current_password`` is not the account's password (nothing changes), or the new
+            one breaks the password rules (the message says which).
+        """
+        if self.authenticate(user.email, current_password) is None:
+            raise ConfigurationError(
+                "the current password is wrong; type the password you signed in with"
+            )
+        check_new_password(new_password)
+        stored = hash_password(new_password)
+        with self.keys.transaction() as conn:
+            self.keys.execute(
+                conn, "UPDATE portal_users SET password_hash = ? WHERE id = ?", (stored, user.id)
+            )
+        return self.end_other_sessions(user, current)
+
     # ------------------------------------------------------------------ apps
 
     def create_app(
@@ -581,13 +708,19 @@ class PortalStore:
         summary = self.keys.get(key_name)
         log = self.keys.requests(key_name)
         last_used = None if log.empty else log["time"].max().to_pydatetime(warn=False)
-        today = now.date()
-        first = today - timedelta(days=CHART_DAYS - 1)
+        first = now.date() - timedelta(days=HISTORY_DAYS - 1)
         counted = log.loc[log["counted"], "time"].dt.date
         per_day = counted[counted >= first].value_counts()
+        refusals = {
+            date.fromisoformat(r["day"]): int(r["count"])
+            for r in self._query(
+                "SELECT day, count FROM spike_refusals WHERE key_id = ? AND day >= ?",
+                (key_id, first.isoformat()),
+            ).fetchall()
+        }
         daily = tuple(
-            (day, int(per_day.get(day, 0)))
-            for day in (first + timedelta(days=i) for i in range(CHART_DAYS))
+            DayUsage(day, int(per_day.get(day, 0)), refusals.get(day, 0))
+            for day in (first + timedelta(days=i) for i in range(HISTORY_DAYS))
         )
         refused = self._query(
             "SELECT coalesce(sum(count), 0) AS n FROM spike_refusals WHERE key_id = ?", (key_id,)
