@@ -536,6 +536,14 @@ PORTAL_FORMS: dict[str, Any] = {
         "/portal/apps/{app_id}/regenerate": {"post": {"parameters": _APP_ID,
                                                       "responses": _PAGE}},
         "/portal/apps/{app_id}/revoke": {"post": {"parameters": _APP_ID, "responses": _PAGE}},
+        "/portal/apps/{app_id}": {"get": {"parameters": _APP_ID, "responses": _PAGE}},
+        "/portal/account": {"get": {"responses": _PAGE}},
+        "/portal/account/password": {"post": {"requestBody": _form(
+            ["current_password", "new_password", "new_password_again"]), "responses": _PAGE}},
+        "/portal/account/signout-others": {"post": {"responses": _PAGE}},
+        "/portal/admin": {"get": {"responses": _PAGE}},
+        "/portal/start": {"get": {"responses": _PAGE}},
+        "/portal/ca.pem": {"get": {"responses": _PAGE}},
     },
 }
 FORM_EXAMPLES = 25  # per operation and mode
@@ -592,7 +600,9 @@ def test_portal_forms_never_5xx(svc: Any, admin: Browser, mode: GenerationMode,
 
 SERVICE_PATHS = ["/v1/search", "/v1/markets", "/prod/v1/search", "/prod/v1/markets",
                  "/openapi.json", "/portal", "/portal/", "/portal/signin", "/portal/signout",
-                 "/portal/apps", "/portal/apps/1/limits", "/portal/static/portal.css", "/",
+                 "/portal/apps", "/portal/apps/1/limits", "/portal/apps/1", "/portal/account",
+                 "/portal/account/password", "/portal/admin", "/portal/start", "/portal/ca.pem",
+                 "/portal/static/portal.css", "/",
                  "/v1", "/v1/search/", "/%2e%2e/v1/search", "/v1/search%00"]
 METHODS = ["GET", "HEAD", "POST", "PUT", "DELETE", "PATCH", "OPTIONS", "TRACE"]
 

@@ -222,8 +222,10 @@ def _check_ring(points: list[tuple[float, float]], raw: list[Any], label: str) -
     return ring
 
 
-#: Digits a whole number in a polygon may have (a coordinate needs 3).
-_MAX_DIGITS = 30
+#: Digits a whole number in a polygon may have before it is refused as such: under Python's
+#: own limit on converting long ones (4,300); shorter ones get the out-of-range message that
+#: names their point.
+_MAX_DIGITS = 4_000
 
 
 class _TooManyDigits(ValueError):

@@ -37,6 +37,7 @@ import psycopg.errors
 
 from parcelsearch._shared import next_month_start
 from parcelsearch.errors import ConfigurationError
+from parcelsearch.service.envelopes import printable
 from parcelsearch.service.keys import KeyStore, PostgresKeyStore, check_limits, hash_key
 from parcelsearch.service.portal.passwords import (
     check_new_password,
@@ -142,6 +143,12 @@ _APP_NAME_UNIQUE = ("CREATE UNIQUE INDEX IF NOT EXISTS portal_apps_user_name"
 DEVICE_AGE = 180 * 86400.0
 
 _EMAIL = re.compile(r"^[^@\s<>\"']+@[^@\s<>\"']+\.[^@\s<>\"']+$")
+
+
+def _account(email: str) -> str:
+    """The account an attempt is counted against: the address as typed, trimmed and
+    lower-cased, anything unprintable escaped (PostgreSQL text holds no NUL)."""
+    return printable(email.strip().lower(), 254)
 
 
 def normalise_email(email: str) -> str:
@@ -415,7 +422,7 @@ class PortalStore:
             The browser's device cookie, if any (see :meth:`signin_succeeded`).
         """
         now = self.clock()
-        account = email.strip().lower()[:254]
+        account = _account(email)
         with self.keys.transaction() as conn:
             self._serialise_signins(conn)
             self.keys.execute(conn, "DELETE FROM portal_signin_failures WHERE time <= ?",
@@ -466,7 +473,7 @@ class PortalStore:
         """``("account" | "address", seconds)`` if an attempt without a device cookie would
         wait now, else ``None`` (a read: nothing is recorded)."""
         with self.keys.transaction() as conn:
-            return self._blocked(conn, email.strip().lower()[:254], address, self.clock())
+            return self._blocked(conn, _account(email), address, self.clock())
 
     def signin_failed(self, attempt: int, device: str | None = None) -> None:
         """The attempt's password was wrong: it stays counted; a device cookie that presented
@@ -675,6 +682,8 @@ class PortalStore:
         return int(row["id"]), api_key
 
     def _visible(self, user: User, key_id: int | None = None) -> list[Any]:
+        if key_id is not None and not 0 < key_id < 2**63:  # no 64-bit column holds it
+            return []
         sql = (
             "SELECT k.id, k.name AS key_name, coalesce(a.name, k.name) AS name,"
             " u.email AS owner FROM keys k"
@@ -693,8 +702,6 @@ class PortalStore:
     def owned(self, user: User, key_id: int) -> str | None:
         """The name of key ``key_id`` if ``user`` may see it (owner or admin), else ``None``
         (also for an id no 64-bit column holds)."""
-        if not 0 < key_id < 2**63:
-            return None
         rows = self._visible(user, key_id)
         return rows[0]["name"] if rows else None
 
