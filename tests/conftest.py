@@ -380,6 +380,21 @@ def conformance_service(
 
 
 @pytest.fixture(scope="session")
+def attack_service(
+    backend: str, request: pytest.FixtureRequest, tmp_path_factory: pytest.TempPathFactory,
+    service_cert_dir: Path,
+) -> Iterator[ServiceProcess]:
+    """``parcelsearch serve --workers 2 --portal --access-log`` on the demo parcels, on each
+    backend, for the attack suite (tests/reliability/test_attacks.py): its own stores, so
+    its sign-in failures throttle no other test."""
+    keys, parcels = _backend_locations(backend, request, tmp_path_factory.mktemp("attack"), None)
+    svc = ServiceProcess(keys=keys, parcels=parcels, cert_dir=service_cert_dir,
+                         backend=backend, extra=("--portal", "--access-log"))
+    yield svc
+    svc.stop()
+
+
+@pytest.fixture(scope="session")
 def conformance_276(
     backend: str, request: pytest.FixtureRequest, tmp_path_factory: pytest.TempPathFactory,
     service_cert_dir: Path, example_276: synth.Example,

@@ -100,7 +100,7 @@ def test_portal_in_a_real_browser(
 
     n = 5
     assert [search(svc, key).status_code for _ in range(n)] == [200] * n
-    log = svc.keys.requests("browser-app")  # the witness: the service's request log
+    log = svc.keys.requests("alice@example.com/browser-app")  # witness: the request log
     assert int(log["counted"].sum()) == n
 
     alice.get(svc.base_url + "/portal/")  # reload: the key is not shown again

@@ -14,7 +14,14 @@ import numpy as np
 import pytest
 
 from parcelsearch.service import synth
-from parcelsearch.service.app import BUSY, INTERNAL, MISSING_KEY, REQUEST_LINE_TOO_LONG, create_app
+from parcelsearch.service.app import (
+    BUSY,
+    INTERNAL,
+    INTERNAL_UNCOUNTED,
+    MISSING_KEY,
+    REQUEST_LINE_TOO_LONG,
+    create_app,
+)
 from parcelsearch.service.errors import StoreBusyError
 from parcelsearch.service.keys import KeyStore
 from parcelsearch.service.polygon import ParsedPolygon
@@ -181,6 +188,20 @@ def test_an_unexpected_failure_is_a_counted_500_in_the_envelope(
                                    headers={"x-api-key": key})
     assert (response.status_code, _messages(response)) == (500, [INTERNAL])
     assert keys.requests("boom").status.tolist() == [500]
+
+
+def test_a_failed_admission_is_a_500_that_says_nothing_was_counted(
+    client: TestClient, keys: KeyStore
+) -> None:
+    """A real fault inside the admission (its log table is gone): the 500 says the call was
+    not counted, and the key's counter agrees."""
+    key = keys.create("unadmitted")
+    keys.execute(keys.connection(), "ALTER TABLE requests RENAME TO requests_gone")
+    response = client.get("/v1/markets", headers={"x-api-key": key})
+    keys.execute(keys.connection(), "ALTER TABLE requests_gone RENAME TO requests")
+    assert (response.status_code, _messages(response)) == (500, [INTERNAL_UNCOUNTED])
+    assert "not counted" in INTERNAL_UNCOUNTED
+    assert keys.get("unadmitted")["used_lifetime"] == 0
 
 
 def test_an_unreachable_parcels_database_is_a_503(example: synth.Example, keys: KeyStore) -> None:

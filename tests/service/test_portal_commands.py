@@ -114,10 +114,11 @@ def test_serve_portal_and_the_keys_command_share_one_store(tmp_path: Path) -> No
                 [sys.executable, "-m", "parcelsearch.cli", "keys", "list", "--keys", str(store),
                  "--json"], capture_output=True, text=True, timeout=60, check=True)
             [row] = json.loads(listed.stdout)
-            assert (row["name"], row["used_lifetime"], row["services"]) == ("eves", 3, ["markets"])
+            assert (row["name"], row["used_lifetime"], row["services"]) == (
+                "eve@example.com/eves", 3, ["markets"])
             subprocess.run(
                 [sys.executable, "-m", "parcelsearch.cli", "keys", "revoke", "--keys", str(store),
-                 "--name", "eves"], capture_output=True, timeout=60, check=True)
+                 "--name", "eve@example.com/eves"], capture_output=True, timeout=60, check=True)
             assert http.get(base + "/v1/markets", headers={"x-api-key": key[1]}).status_code == 401
             shown = http.get(base + "/portal/").text
             assert re.search(r'data-app="eves".*?revoked', shown, re.S)

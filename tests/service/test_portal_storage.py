@@ -108,19 +108,85 @@ def test_ended_session_is_gone(store: PortalStore) -> None:
     assert store.session("x" * 500) is None and store.session(None) is None
 
 
+def _fail(store: PortalStore, email: str, address: str, device: str | None = None) -> None:
+    attempt = store.begin_signin(email, address, device)
+    assert isinstance(attempt, int), attempt
+    store.signin_failed(attempt, device)
+
+
 def test_throttle_per_account_then_per_address(store: PortalStore, clock: Clock) -> None:
     for _ in range(3):
         assert store.signin_wait("dan@example.com", "10.0.0.1") is None
-        store.record_failure("dan@example.com", "10.0.0.1")
+        _fail(store, "dan@example.com", "10.0.0.1")
     kind, wait = store.signin_wait("DAN@example.com", "10.0.0.9") or ("", 0.0)
     assert kind == "account" and 0 < wait <= 900
-    store.record_failure("eve@example.com", "10.0.0.1")
-    store.record_failure("fay@example.com", "10.0.0.1")
-    blocked = store.signin_wait("gus@example.com", "10.0.0.1")
-    assert blocked is not None and blocked[0] == "address"
+    _fail(store, "eve@example.com", "10.0.0.1")
+    _fail(store, "fay@example.com", "10.0.0.1")
+    blocked = store.begin_signin("gus@example.com", "10.0.0.1")
+    assert isinstance(blocked, tuple) and blocked[0] == "address"
     assert store.signin_wait("gus@example.com", "10.0.0.2") is None
     clock.now += 901
     assert store.signin_wait("dan@example.com", "10.0.0.1") is None
+
+
+def test_account_throttle_slows_down_and_never_locks(store: PortalStore, clock: Clock) -> None:
+    """After the free failures each attempt waits twice as long as the one before, up to
+    ``max_delay`` (15 minutes): never longer, however many guesses came before."""
+    waits = []
+    for n in range(12):
+        blocked = store.begin_signin("ida@example.com", f"10.1.0.{n}")
+        if isinstance(blocked, tuple):
+            waits.append(blocked[1])
+            clock.now += blocked[1]
+            blocked = store.begin_signin("ida@example.com", f"10.1.0.{n}")
+        assert isinstance(blocked, int)
+        store.signin_failed(blocked)
+    assert waits[:5] == [30.0, 60.0, 120.0, 240.0, 480.0]
+    assert max(waits) == 900.0 == waits[-1]
+
+
+def test_a_device_that_signed_in_before_is_not_slowed_down(store: PortalStore) -> None:
+    user = store.add_user("joe@example.com", PASSWORD)
+    attempt = store.begin_signin("joe@example.com", "10.2.0.1")
+    assert isinstance(attempt, int)
+    device = store.signin_succeeded(attempt, user, "10.2.0.1")
+    for _ in range(3):  # someone else guesses: the account is slowed down for them
+        _fail(store, "joe@example.com", "10.9.9.9")
+    assert isinstance(store.begin_signin("joe@example.com", "10.9.9.9"), tuple)
+    for _ in range(3):  # the owner's browser is not; its own failures end its exemption
+        _fail(store, "joe@example.com", "10.2.0.1", device)
+    assert isinstance(store.begin_signin("joe@example.com", "10.2.0.1", device), tuple)
+    assert isinstance(store.begin_signin("joe@example.com", "10.2.0.1", "not-a-device"), tuple)
+
+
+def test_a_device_cookie_passes_a_throttled_address(store: PortalStore) -> None:
+    user = store.add_user("lee@example.com", PASSWORD)
+    attempt = store.begin_signin("lee@example.com", "10.4.0.1")
+    assert isinstance(attempt, int)
+    device = store.signin_succeeded(attempt, user, "10.4.0.1")
+    for n in range(5):  # password spraying from the same address (NAT): 5 per address here
+        _fail(store, f"other{n}@example.com", "10.4.0.1")
+    blocked = store.begin_signin("lee@example.com", "10.4.0.1")
+    assert isinstance(blocked, tuple) and blocked[0] == "address"
+    assert isinstance(store.begin_signin("lee@example.com", "10.4.0.1", device), int)
+
+
+@pytest.mark.parametrize("password", ["aaaaaaaaaaaa", "abcabcabcabc", "abcdefghijklmnop",
+                                      "qwertyuiopasdf", "1234567890123", "zzzzzzzzzzzab12"])
+def test_weak_passwords_are_refused_with_the_reason(store: PortalStore, password: str) -> None:
+    with pytest.raises(ConfigurationError, match="the password is too easy to guess") as caught:
+        store.add_user("kim@example.com", password)
+    assert password not in str(caught.value)
+
+
+def test_app_names_are_unique_per_user_not_across_users(store: PortalStore) -> None:
+    amy = store.add_user("amy@example.com", PASSWORD)
+    ben = store.add_user("ben@example.com", PASSWORD)
+    store.create_app(amy, "shared", "demo", ["search"])
+    store.create_app(ben, "shared", "demo", ["search"])  # another tenant: allowed, no hint
+    with pytest.raises(ConfigurationError, match="you already have an app named 'shared'"):
+        store.create_app(amy, " shared ", "demo", ["search"])
+    assert [a.name for a in store.apps(amy)] == [a.name for a in store.apps(ben)] == ["shared"]
 
 
 def test_email_normalised() -> None:

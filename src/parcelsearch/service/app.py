@@ -42,7 +42,13 @@ from starlette.types import ASGIApp, Message, Receive, Scope, Send
 
 from parcelsearch.service import limits
 from parcelsearch.service.batching import Batcher
-from parcelsearch.service.envelopes import JSON, envelope, error_body
+from parcelsearch.service.envelopes import (
+    JSON,
+    SECURITY_HEADERS,
+    envelope,
+    error_body,
+    printable,
+)
 from parcelsearch.service.errors import BadRequestError, StoreBusyError
 from parcelsearch.service.keys import KeyStore, PostgresKeyStore
 from parcelsearch.service.limits import INVALID_KEY
@@ -78,9 +84,18 @@ REQUEST_LINE_TOO_LONG = f"request line size exceeding {MAX_REQUEST_LINE_BYTES:,}
 AMBIGUOUS_FRAMING = (
     "malformed HTTP request: both Content-Length and Transfer-Encoding are given; send one"
 )
+#: A 500 after admission: the call was counted (and logged with status 500).
 INTERNAL = (
     "internal error: the service failed while handling this request (the call was counted); "
     "try again, and report it if it persists"
+)
+#: A 500 before or during admission: nothing was counted.
+INTERNAL_UNCOUNTED = (
+    "internal error: the service failed before admitting this request (the call was not "
+    "counted); try again, and report it if it persists"
+)
+HTTP_VERSION = (
+    "HTTP version {version} is not supported; send HTTP/1.1 (or HTTP/1.0)"
 )
 BUSY = (
     "the service's key or parcel store is busy or unreachable; retry after the seconds in "
@@ -114,12 +129,15 @@ def request_line_length(scope: Scope) -> int:
 
 
 class RequestLineGuard:
-    """Outermost ASGI layer: the 414 check, an access log without queries or headers, and a
-    last-resort 500 envelope."""
+    """Outermost ASGI layer: the 414 check, HTTP/1.0 and 1.1 only (505 otherwise), a path
+    with percent-escapes routed as written (``/v1%2Fsearch`` is no route: 404), HSTS and
+    ``nosniff`` on every response, an access log without queries or headers (the path and
+    address escaped: one request, one line), and a last-resort 500 envelope."""
 
     def __init__(self, app: ASGIApp, max_bytes: int = MAX_REQUEST_LINE_BYTES) -> None:
         self.app = app
         self.max_bytes = max_bytes
+        self.headers = [(k.lower().encode(), v.encode()) for k, v in SECURITY_HEADERS.items()]
 
     async def __call__(self, scope: Scope, receive: Receive, send: Send) -> None:
         if scope["type"] != "http":
@@ -132,26 +150,44 @@ class RequestLineGuard:
             nonlocal status
             if message["type"] == "http.response.start":
                 status = message["status"]
+                names = {k for k, _ in self.headers}
+                kept = [(k, v) for k, v in message.get("headers", []) if k.lower() not in names]
+                message = {**message, "headers": kept + self.headers}
             await send(message)
 
+        version = scope.get("http_version", "1.1")
         try:
             if request_line_length(scope) > self.max_bytes:
                 await envelope(414, REQUEST_LINE_TOO_LONG)(scope, receive, tracked)
+            elif version not in ("1.0", "1.1"):
+                await envelope(505, HTTP_VERSION.format(version=printable(version, 10)))(
+                    scope, receive, tracked)
             elif _ambiguous_framing(scope):  # request smuggling: refuse, as nginx does
                 await envelope(400, AMBIGUOUS_FRAMING)(scope, receive, tracked)
             else:
-                await self.app(scope, receive, tracked)
+                await self.app(_as_written(scope), receive, tracked)
         except Exception:
-            log.exception("unhandled error on %s %s", scope.get("method"), scope.get("path"))
+            log.exception("unhandled error on %s %s", printable(scope.get("method")),
+                          printable(scope.get("path")))
             if status == 0:
-                await envelope(500, INTERNAL)(scope, receive, tracked)
+                await envelope(500, INTERNAL_UNCOUNTED)(scope, receive, tracked)
         finally:
             if access_log.isEnabledFor(logging.INFO):
                 client = scope.get("client") or ("-", 0)
                 access_log.info(
-                    '%s "%s %s" %s %.1fms', client[0], scope.get("method"), scope.get("path"),
-                    status, (time.perf_counter() - started) * 1000,
+                    '%s "%s %s" %s %.1fms', printable(client[0]), printable(scope.get("method")),
+                    printable(scope.get("path")), status, (time.perf_counter() - started) * 1000,
                 )
+
+
+def _as_written(scope: Scope) -> Scope:
+    """``scope`` routed by its path as the client wrote it when that has percent-escapes: the
+    service's paths need none, and one that spells ``/`` or a letter escaped (``/v1%2Fsearch``,
+    ``/v1/%73earch``) is not the same resource to every proxy and log in front of it."""
+    raw = scope.get("raw_path")
+    if not raw or b"%" not in raw:
+        return scope
+    return {**scope, "path": raw.decode("latin-1")}
 
 
 def _ambiguous_framing(scope: Scope) -> bool:
@@ -224,9 +260,9 @@ class _Service:
         parcel store is unreachable, else 500 (the call is counted either way; a 503 is
         given back)."""
         if isinstance(exc, StoreBusyError):
-            log.warning("parcels database unavailable on %s: answered 503", path)
+            log.warning("parcels database unavailable on %s: answered 503", printable(path))
             return limits.Outcome(503, error_body(BUSY))
-        log.error("error handling %s", path, exc_info=exc)
+        log.error("error handling %s", printable(path), exc_info=exc)
         return limits.Outcome(500, error_body(INTERNAL))
 
     async def _gated(self, make: _MakeCall) -> Response:
@@ -293,7 +329,7 @@ class _Service:
             return make()
         except Exception:
             log.exception("error reading a request")
-            return envelope(500, INTERNAL)
+            return envelope(500, INTERNAL_UNCOUNTED)
 
     def _answer(
         self,
@@ -301,11 +337,11 @@ class _Service:
         result: limits.Refusal | limits.Outcome[bytes] | Exception,
     ) -> Response:
         if isinstance(result, StoreBusyError):
-            log.warning("key store busy on %s: answered 503", call.path)
+            log.warning("key store busy on %s: answered 503", printable(call.path))
             return envelope(503, BUSY, headers={"Retry-After": str(BUSY_RETRY_AFTER)})
-        if isinstance(result, Exception):
-            log.error("error handling %s", call.path, exc_info=result)
-            return envelope(500, INTERNAL)
+        if isinstance(result, Exception):  # the admission failed: nothing was counted
+            log.error("error admitting %s", printable(call.path), exc_info=result)
+            return envelope(500, INTERNAL_UNCOUNTED)
         if isinstance(result, limits.Refusal):
             headers = None if result.retry_after is None else {
                 "Retry-After": str(result.retry_after)
@@ -360,9 +396,9 @@ class _Service:
         return limits.Outcome(200, body, sha, page)
 
     async def openapi(self, request: Request) -> Response:
-        return Response(
-            json.dumps(openapi_document(str(request.base_url).rstrip("/"))), media_type=JSON
-        )
+        # The server is this document's own origin (a relative URL), never one built from the
+        # request's Host or X-Forwarded-Proto, which a client or a proxy chooses.
+        return Response(json.dumps(openapi_document("/")), media_type=JSON)
 
 
 def _parse_search(request: Request) -> limits.Outcome[bytes] | tuple[ParsedPolygon, int]:
@@ -408,7 +444,17 @@ async def _to_portal(request: Request) -> Response:
 
 
 async def _server_error(request: Request, exc: Exception) -> Response:
-    return envelope(500, INTERNAL)
+    return envelope(500, INTERNAL_UNCOUNTED)
+
+
+def _get_only(path: str, endpoint: Callable[[Request], Awaitable[Response]]) -> Route:
+    """A GET route without Starlette's implied HEAD: a HEAD would be admitted and counted
+    like the GET for an answer with no body, so it is answered 405 (``Allow: GET``) and
+    spends nothing."""
+    route = Route(path, endpoint, methods=["GET"])
+    assert route.methods is not None
+    route.methods.discard("HEAD")
+    return route
 
 
 def create_app(
@@ -452,8 +498,8 @@ def create_app(
         routes.append(Route("/portal", _to_portal))
         routes.append(Mount("/portal", app=create_portal(portal_store, portal_ca)))
     for prefix in ("", STAGE_PREFIX):
-        routes.append(Route(prefix + SEARCH_PATH, service.search, methods=["GET"]))
-        routes.append(Route(prefix + MARKETS_PATH, service.markets, methods=["GET"]))
+        routes.append(_get_only(prefix + SEARCH_PATH, service.search))
+        routes.append(_get_only(prefix + MARKETS_PATH, service.markets))
     app = Starlette(
         routes=routes,
         exception_handlers={HTTPException: _http_error, Exception: _server_error},

@@ -10,8 +10,10 @@ several service hosts).
 from __future__ import annotations
 
 import argparse
+import ipaddress
 import json
 import logging
+import math
 import sys
 from pathlib import Path
 from typing import Any
@@ -20,9 +22,13 @@ from parcelsearch._shared import count_argument
 from parcelsearch.errors import ConfigurationError
 from parcelsearch.service.keys import (
     BUSY_TIMEOUT,
+    MAX_QUOTA,
+    MAX_RATE,
+    MIN_RATE,
     QUOTA_PERIODS,
     SERVICES,
     KeyStore,
+    check_limits,
     default_keys_location,
     is_postgres_url,
 )
@@ -83,7 +89,8 @@ def _serve(args: argparse.Namespace) -> int:
                 print(portal_line, flush=True)
 
     def build() -> Any:
-        return build_server(app, certs.cert, certs.key, on_ready=ready)
+        return build_server(app, certs.cert, certs.key, on_ready=ready,
+                            forwarded_allow_ips=args.forwarded_allow_ips)
 
     def before_fork() -> None:  # connections cannot cross a fork: each worker opens its own
         keys.close()
@@ -114,9 +121,47 @@ def _positive_float(text: str) -> float:
         value = float(text)
     except ValueError:
         raise argparse.ArgumentTypeError(f"not a number: {text!r}") from None
-    if not value > 0 or value == float("inf"):
-        raise argparse.ArgumentTypeError(f"must be a positive number, got {text}")
+    if not 0 < value <= 3600:
+        raise argparse.ArgumentTypeError(f"must be a number of seconds from 0 to 3,600, got {text}")
     return value
+
+
+def _addresses(text: str) -> list[str]:
+    names = [name.strip() for name in text.split(",") if name.strip()]
+    for name in names:
+        if name == "*" or name.startswith("unix:"):
+            continue
+        try:
+            ipaddress.ip_network(name, strict=False)
+        except ValueError:
+            raise argparse.ArgumentTypeError(
+                f"not an IP address or network: {name!r}; give e.g. 10.0.0.5,10.1.0.0/16"
+            ) from None
+    return names
+
+
+def _rate(text: str) -> float:
+    try:
+        value = float(text) if text.isascii() else math.nan
+    except ValueError:
+        value = math.nan
+    try:
+        check_limits(value, None)
+    except ConfigurationError as exc:
+        raise argparse.ArgumentTypeError(f"{exc} ({text[:40]!r})") from None
+    return value
+
+
+def _quota(text: str) -> int:
+    digits = text.replace(",", "").replace("_", "")
+    if not (digits.isascii() and digits.isdigit() and len(digits) <= 20):
+        raise argparse.ArgumentTypeError(
+            f"must be a whole number from 0 to {MAX_QUOTA:,}, got {text[:40]!r}")
+    try:
+        check_limits(MIN_RATE, int(digits))
+    except ConfigurationError as exc:
+        raise argparse.ArgumentTypeError(str(exc)) from None
+    return int(digits)
 
 
 def _keys_create(args: argparse.Namespace) -> int:
@@ -204,6 +249,11 @@ def register(commands: Any) -> None:
                        help="how a parcel matches a polygon (default representative-point)")
     serve.add_argument("--portal", action="store_true",
                        help="also serve the developer portal at /portal/")
+    serve.add_argument("--forwarded-allow-ips", type=_addresses, default=[], metavar="ADDRS",
+                       help="comma-separated addresses or networks of the reverse proxies in "
+                       "front of the service whose X-Forwarded-For/-Proto headers are believed "
+                       "(the client address for sign-in limits and the access log); '*' "
+                       "trusts any. Default: none, the headers are ignored")
     serve.add_argument("--access-log", action="store_true",
                        help="log every request (method, path, status, milliseconds; never "
                        "queries or headers) to stderr; every call is in the key store's "
@@ -217,8 +267,11 @@ def register(commands: Any) -> None:
     _keys_arg(create)
     create.add_argument("--name", required=True)
     create.add_argument("--type", choices=list(KEY_TYPES), default="demo")
-    create.add_argument("--per-second", type=_positive_float, default=None, metavar="N")
-    create.add_argument("--quota", type=count_argument(0), default=None, metavar="N")
+    create.add_argument("--per-second", type=_rate, default=None, metavar="N",
+                        help=f"calls a second, {MIN_RATE:g} to {MAX_RATE:,.0f} "
+                        "(default: the type's)")
+    create.add_argument("--quota", type=_quota, default=None, metavar="N",
+                        help=f"calls, 0 to {MAX_QUOTA:,} (default: the type's)")
     create.add_argument("--quota-period", choices=QUOTA_PERIODS, default=None)
     create.add_argument("--services", default=",".join(SERVICES),
                         help="comma-separated: search,markets (default both)")

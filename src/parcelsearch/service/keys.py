@@ -45,7 +45,7 @@ import psycopg.errors
 from psycopg.rows import dict_row
 
 from parcelsearch import settings
-from parcelsearch._shared import check_count, month_of
+from parcelsearch._shared import month_of
 from parcelsearch.errors import ConfigurationError
 from parcelsearch.service.connections import ThreadConnections
 from parcelsearch.service.errors import StoreBusyError
@@ -62,12 +62,60 @@ __all__ = [
     "hash_key",
     "is_postgres_url",
     "default_keys_location",
+    "check_limits",
+    "bounded_rate",
+    "MIN_RATE",
+    "MAX_RATE",
+    "MAX_QUOTA",
+    "MAX_KEY_NAME",
 ]
 
 SERVICES: tuple[str, ...] = ("search", "markets")
 QUOTA_PERIODS: tuple[str, ...] = ("lifetime", "month")
 #: Seconds a request waits for a key store lock before the service answers 503.
 BUSY_TIMEOUT = 5.0
+#: The per-second rates a key may have: one call in 100 s at the least (a spike-arrest
+#: Retry-After is never longer), a million a second at the most (far more than a worker
+#: serves: in effect no rate limit).
+MIN_RATE, MAX_RATE = 0.01, 1_000_000.0
+#: The largest quota a key may have (far beyond any use; well inside 64-bit counters).
+MAX_QUOTA = 10**12
+#: The longest key name (a portal app's key is named ``<e-mail>/<app name>``: up to 355).
+MAX_KEY_NAME = 400
+
+
+def check_limits(per_second: object, quota: object) -> None:
+    """Refuse a per-second rate or a quota outside the ranges the gateway works with.
+
+    Raises
+    ------
+    ConfigurationError
+        Naming the field and its allowed range: ``per_second`` a number from
+        :data:`MIN_RATE` to :data:`MAX_RATE`, ``quota`` a whole number from 0 to
+        :data:`MAX_QUOTA` (or none).
+    """
+    rate_ok = (isinstance(per_second, int | float) and not isinstance(per_second, bool)
+               and MIN_RATE <= per_second <= MAX_RATE)
+    if not rate_ok:
+        raise ConfigurationError(
+            f"per_second must be a number from {MIN_RATE:g} to {MAX_RATE:,.0f} (calls a "
+            f"second), got {str(per_second)[:40]}"
+        )
+    if quota is not None and (isinstance(quota, bool) or not isinstance(quota, int)
+                              or not 0 <= quota <= MAX_QUOTA):
+        raise ConfigurationError(
+            f"quota must be a whole number from 0 to {MAX_QUOTA:,} (or none), "
+            f"got {str(quota)[:40]}"
+        )
+
+
+def bounded_rate(per_second: float) -> float:
+    """``per_second`` as the gateway applies it: within :data:`MIN_RATE`–:data:`MAX_RATE`
+    whatever the store holds (a rate written there by other means, or before the ranges were
+    checked, cannot overflow the admission's arithmetic)."""
+    if not per_second >= MIN_RATE:  # NaN included
+        return MIN_RATE
+    return min(float(per_second), MAX_RATE)
 
 _SQLITE_SCHEMA = """
 CREATE TABLE IF NOT EXISTS keys (
@@ -149,6 +197,7 @@ LANGUAGE plpgsql SET plan_cache_mode = auto AS $$
 DECLARE
     k parcelsearch.keys%ROWTYPE;
     allowed BIGINT;
+    rate DOUBLE PRECISION;
     span DOUBLE PRECISION;
     seen DOUBLE PRECISION;
     used BIGINT;
@@ -165,10 +214,14 @@ BEGIN
                             NULL::BIGINT;
         RETURN;
     END IF;
-    IF k.per_second >= 1 THEN
-        allowed := floor(k.per_second); span := 1.0;
+    -- The rate as the gateway applies it (keys.bounded_rate): within 0.01-1000000 a second,
+    -- whatever the row holds, so the arithmetic cannot overflow.
+    rate := CASE WHEN k.per_second >= 0.01 AND k.per_second <= 1000000 THEN k.per_second
+                 WHEN k.per_second > 1000000 THEN 1000000 ELSE 0.01 END;
+    IF rate >= 1 THEN
+        allowed := floor(rate); span := 1.0;
     ELSE
-        allowed := 1; span := 1.0 / k.per_second;
+        allowed := 1; span := 1.0 / rate;
     END IF;
     SELECT r.time INTO seen FROM parcelsearch.requests r
     WHERE r.key_id = k.id AND r.time > p_time - span
@@ -410,15 +463,18 @@ class KeyStore:
         name = name.strip() if isinstance(name, str) else name
         if not isinstance(name, str) or not name or not name.isprintable():
             raise ConfigurationError(f"key name must be printable, non-empty text, got {name!r}")
+        if len(name) > MAX_KEY_NAME:
+            raise ConfigurationError(
+                f"key name must have at most {MAX_KEY_NAME} characters, got {len(name):,}")
         if key_type not in KEY_TYPES:
             raise ConfigurationError(
                 f"key type must be one of {', '.join(KEY_TYPES)}, got {key_type!r}"
             )
         default_rate, default_quota, default_period = KEY_TYPES[key_type]
-        rate = float(default_rate if per_second is None else per_second)
-        if not rate > 0 or rate != rate or rate == float("inf"):
-            raise ConfigurationError(f"per_second must be a positive number, got {per_second!r}")
-        limit = check_count(default_quota if quota is None else quota, 0, "quota")
+        rate = default_rate if per_second is None else per_second
+        limit = default_quota if quota is None else quota
+        check_limits(rate, limit)
+        rate = float(rate)
         period = default_period if quota_period is None else quota_period
         if period not in QUOTA_PERIODS:
             raise ConfigurationError(
@@ -524,6 +580,21 @@ class KeyStore:
         return frame
 
 
+def _owner_only(path: Path) -> None:
+    """Create the store file readable by its owner only (0600) — it holds password and session
+    hashes, CSRF tokens and the request log — and take group and other access away from an
+    existing one and its companions (SQLite gives ``-wal``/``-shm`` the file's own mode)."""
+    fd = os.open(path, os.O_RDWR | os.O_CREAT, 0o600)
+    os.close(fd)
+    for companion in ("", "-wal", "-shm", "-journal", ".writer"):
+        target = path.with_name(path.name + companion)
+        try:
+            if target.stat().st_mode & 0o077:
+                os.chmod(target, 0o600)
+        except FileNotFoundError:
+            pass
+
+
 class SqliteKeyStore(KeyStore):
     """The key store in one SQLite file (WAL), created if missing.
 
@@ -540,7 +611,8 @@ class SqliteKeyStore(KeyStore):
         self._writer_pid = 0
         self.path = Path(location)
         self.location = str(self.path)
-        self.path.parent.mkdir(parents=True, exist_ok=True)
+        self.path.parent.mkdir(parents=True, exist_ok=True, mode=0o700)
+        _owner_only(self.path)
         self.connection().executescript(_SQLITE_SCHEMA)
 
     def _connect(self) -> sqlite3.Connection:

@@ -36,8 +36,9 @@ from dataclasses import dataclass, field
 from typing import Any, Generic, TypeVar
 
 from parcelsearch._shared import month_of
+from parcelsearch.service.envelopes import printable
 from parcelsearch.service.errors import StoreBusyError
-from parcelsearch.service.keys import KeyStore, hash_key
+from parcelsearch.service.keys import KeyStore, bounded_rate, hash_key
 from parcelsearch.service.polygon import ParsedPolygon
 
 __all__ = [
@@ -70,8 +71,9 @@ def _rate_text(per_second: float) -> str:
 
 
 def spike_message(per_second: float) -> str:
-    """The vendor's spike-arrest message, e.g. ``Spike arrest violation. Allowed rate : 10ps``."""
-    return f"Spike arrest violation. Allowed rate : {_rate_text(per_second)}ps"
+    """The vendor's spike-arrest message, e.g. ``Spike arrest violation. Allowed rate : 10ps``
+    (the rate as applied: :func:`~parcelsearch.service.keys.bounded_rate`)."""
+    return f"Spike arrest violation. Allowed rate : {_rate_text(bounded_rate(per_second))}ps"
 
 
 def quota_message(name: str) -> str:
@@ -82,8 +84,12 @@ def quota_message(name: str) -> str:
 def spike_window(per_second: float) -> tuple[int, float]:
     """``(n, seconds)``: at most ``n`` admissions in any window of ``seconds``.
 
-    A rate of 10 allows 10 in any second; a rate below 1 (say 0.5) allows 1 in any 2 s.
+    A rate of 10 allows 10 in any second; a rate below 1 (say 0.5) allows 1 in any 2 s. The
+    rate is first brought within the allowed range
+    (:func:`~parcelsearch.service.keys.bounded_rate`), so a rate stored out of it cannot
+    overflow the window's arithmetic (``OFFSET``, ``Retry-After``).
     """
+    per_second = bounded_rate(per_second)
     if per_second >= 1:
         return int(math.floor(per_second)), 1.0
     return 1, 1.0 / per_second
@@ -251,7 +257,7 @@ def _decide_alone(
             return _admit_here(store, conn, digest, call.service, call.path, now(), guess)
     except Exception as exc:  # busy, or the store failed: this call's answer
         if not isinstance(exc, StoreBusyError):
-            log.exception("admission failed on %s", call.path)
+            log.exception("admission failed on %s", printable(call.path))
         return exc
 
 

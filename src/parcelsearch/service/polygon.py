@@ -222,6 +222,27 @@ def _check_ring(points: list[tuple[float, float]], raw: list[Any], label: str) -
     return ring
 
 
+#: Digits a whole number in a polygon may have before it is refused as such: under Python's
+#: own limit on converting long ones (4,300); shorter ones get the out-of-range message that
+#: names their point.
+_MAX_DIGITS = 4_000
+
+
+class _TooManyDigits(ValueError):
+    def __init__(self, digits: int) -> None:
+        super().__init__(f"{digits} digits")
+        self.digits = digits
+
+
+def _whole_number(text: str) -> int:
+    """A whole number of the JSON text, refused past :data:`_MAX_DIGITS` digits before Python's
+    own limit on converting long ones (4,300) turns it into an unrelated error."""
+    digits = len(text.lstrip("-"))
+    if digits > _MAX_DIGITS:
+        raise _TooManyDigits(digits)
+    return int(text)
+
+
 def parse_polygon(text: str | None) -> ParsedPolygon:
     """Decode and validate a ``searchPolygon`` value.
 
@@ -236,7 +257,13 @@ def parse_polygon(text: str | None) -> ParsedPolygon:
             f"points> to the query, e.g. searchPolygon={EXAMPLE}"
         )
     try:
-        data = json.loads(text)
+        data = json.loads(text, parse_int=_whole_number)
+    except _TooManyDigits as exc:
+        raise bad_request(
+            f"searchPolygon has a number of {exc.digits:,} digits; coordinates are longitudes "
+            "from -180 to 180 and latitudes from -90 to 90, e.g. -99.74 (6 decimals are "
+            "plenty)"
+        ) from None
     except (ValueError, RecursionError) as exc:
         reason = exc.msg if isinstance(exc, json.JSONDecodeError) else "nested too deeply"
         where = f" at character {exc.pos}" if isinstance(exc, json.JSONDecodeError) else ""

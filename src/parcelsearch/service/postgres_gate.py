@@ -32,6 +32,7 @@ import psycopg
 from psycopg_pool import AsyncConnectionPool
 
 from parcelsearch.service import limits
+from parcelsearch.service.envelopes import printable
 from parcelsearch.service.errors import StoreBusyError
 from parcelsearch.service.keys import PostgresKeyStore
 from parcelsearch.service.polygon import ParsedPolygon
@@ -106,7 +107,7 @@ class PostgresGate:
             row, together = await self._admit(params, search if hits is None else None)
         except Exception as exc:  # busy, or the store failed: nothing was counted
             if not isinstance(exc, StoreBusyError):
-                log.exception("admission failed on %s", call.path)
+                log.exception("admission failed on %s", printable(call.path))
             return exc
         decision = limits.postgres_verdict(row, params)
         if isinstance(decision, limits.Refusal):

@@ -9,7 +9,11 @@ Security properties, in one place:
   pre-sign-in one is ended), idle and absolute expiry, ended by sign-out;
 - every POST carries the session's CSRF token (``csrf_token``) and, when the browser says
   where it came from (``Sec-Fetch-Site``, ``Origin``), comes from this origin; otherwise 403;
-- sign-in throttled per account and per client address (429 with a message saying when);
+- sign-in throttled per account (a growing delay, never a lock-out; a browser that signed
+  in to the account before — its device cookie ``__Host-parcelsearch-device`` — is not
+  slowed down) and per client address (429 with a message saying when); each attempt is
+  recorded before its password is checked, in one transaction with the checks, so
+  concurrent attempts cannot exceed the limits;
 - another user's app answers 404; limits and the All apps page are for admins only (403);
 - every response carries CSP (scripts and styles from this origin only, nothing inline), HSTS,
   ``X-Frame-Options: DENY``, ``Referrer-Policy: no-referrer``, ``nosniff`` and ``no-store``;
@@ -31,24 +35,29 @@ from starlette.applications import Starlette
 from starlette.concurrency import run_in_threadpool
 from starlette.datastructures import FormData, UploadFile
 from starlette.exceptions import HTTPException
-from starlette.requests import Request
+from starlette.requests import ClientDisconnect, Request
 from starlette.responses import HTMLResponse, RedirectResponse, Response
 from starlette.routing import Mount, Route
 from starlette.staticfiles import StaticFiles
 from starlette.types import ASGIApp, Message, Receive, Scope, Send
 
 from parcelsearch.errors import ConfigurationError
+from parcelsearch.service.envelopes import printable
 from parcelsearch.service.errors import StoreBusyError
+from parcelsearch.service.keys import MAX_QUOTA, MAX_RATE, MIN_RATE
 from parcelsearch.service.portal import pages
 from parcelsearch.service.portal.pages import BASE, CHART_SPANS, STATIC, Snippets
-from parcelsearch.service.portal.storage import PortalStore, Session, User
+from parcelsearch.service.portal.storage import DEVICE_AGE, PortalStore, Session, User
 
-__all__ = ["create_portal", "SecurityHeaders", "SECURITY_HEADERS", "COOKIE"]
+__all__ = ["create_portal", "SecurityHeaders", "SECURITY_HEADERS", "COOKIE", "DEVICE_COOKIE"]
 
 #: Sign-ins and changes to apps (names and e-mail addresses; never keys or passwords).
 log = logging.getLogger("parcelsearch.service.portal")
 
 COOKIE = "__Host-parcelsearch-portal"
+#: The device cookie: set at each sign-in, it exempts this browser from the account's
+#: throttle (:class:`~parcelsearch.service.portal.storage.Throttle`).
+DEVICE_COOKIE = "__Host-parcelsearch-device"
 MAX_FORM_BYTES = 64 * 1024
 
 SECURITY_HEADERS: dict[str, str] = {
@@ -90,11 +99,28 @@ class SecurityHeaders:
 
 
 def _minutes(seconds: float) -> str:
+    if seconds < 60:
+        n = max(1, math.ceil(seconds))
+        return f"{n} second{'s' if n != 1 else ''}"
     n = max(1, math.ceil(seconds / 60))
     return f"{n} minute{'s' if n != 1 else ''}"
 
 
 Handler = Callable[[Request], Awaitable[Response]]
+
+
+def _limit_number(text: str, field: str) -> float:
+    """The number typed in the limits form's ``field`` (ASCII decimal), or the error naming
+    it and its range."""
+    try:
+        value = float(text) if text.isascii() and len(text) <= 40 else math.nan
+    except ValueError:
+        value = math.nan
+    if not MIN_RATE <= value <= MAX_RATE:
+        raise ConfigurationError(
+            f"{field} must be a number from {MIN_RATE:g} to {MAX_RATE:,.0f} (calls a second), "
+            f"got {text[:40]!r}")
+    return value
 
 
 def _same_origin(request: Request) -> bool:
@@ -121,7 +147,10 @@ async def _form(request: Request) -> FormData | None:
         return None
     if int(size) > MAX_FORM_BYTES:
         return None
-    body = await request.body()
+    try:
+        body = await request.body()
+    except ClientDisconnect:  # gone, or cut off by the request deadline
+        return None
     try:
         pairs = parse_qsl(body.decode("utf-8"), keep_blank_values=True, max_num_fields=100)
     except ValueError:  # not UTF-8, or too many fields
@@ -268,30 +297,33 @@ class _Portal:
         assert session is not None and form is not None
         email, password = self._text(form, "email"), self._text(form, "password")
         address = request.client.host if request.client else "-"
-        blocked = self.store.signin_wait(email, address)
-        if blocked is not None:
-            log.warning("portal sign-in throttled (%s) from %s", blocked[0], address)
-            what = "this account" if blocked[0] == "account" else "your address"
+        device = request.cookies.get(DEVICE_COOKIE)
+        attempt = self.store.begin_signin(email, address, device)  # recorded before checked
+        if isinstance(attempt, tuple):
+            log.warning("portal sign-in throttled (%s) from %s", attempt[0], printable(address))
+            what = "this account" if attempt[0] == "account" else "your address"
             message = (
                 f"Too many failed sign-in attempts for {what}. Sign-in is paused for it; try "
-                f"again in {_minutes(blocked[1])}."
+                f"again in {_minutes(attempt[1])}."
             )
             return HTMLResponse(pages.signin_page(session.csrf, message, email), 429,
-                                headers={"Retry-After": str(math.ceil(blocked[1]))})
+                                headers={"Retry-After": str(math.ceil(attempt[1]))})
         user = self.store.authenticate(email, password)
         if user is None:
-            log.info("portal sign-in failed from %s", address)
-            self.store.record_failure(email, address)
+            log.info("portal sign-in failed from %s", printable(address))
+            self.store.signin_failed(attempt, device)
             return HTMLResponse(
                 pages.signin_page(session.csrf, "Wrong e-mail address or password.", email), 401
             )
-        log.info("portal sign-in: %s from %s", user.email, address)
+        log.info("portal sign-in: %s from %s", printable(user.email), printable(address))
         self.store.record_signin(user, address, request.headers.get("user-agent", ""))
-        self.store.clear_failures(user.email)
+        device_token = self.store.signin_succeeded(attempt, user, address, device)
         self.store.end_session(request.cookies.get(COOKIE, ""))
         token, _ = self.store.new_session(user)
         response = RedirectResponse(f"{BASE}/", 303)
         self._set_cookie(response, token)
+        response.set_cookie(DEVICE_COOKIE, device_token, max_age=int(DEVICE_AGE), path="/",
+                            secure=True, httponly=True, samesite="strict")
         return response
 
     def signout(self, request: Request, form: FormData | None) -> Response:
@@ -317,7 +349,7 @@ class _Portal:
         except ConfigurationError as exc:
             return self._apps(session, user, 400, error=f"App not created: {exc}.",
                               values={"name": name, "key_type": key_type})
-        log.info("portal: %s created app %r", user.email, name)
+        log.info("portal: %s created app %r", printable(user.email), name)
         return self._key(request, session, user, app_id, name, api_key)
 
     def regenerate(self, request: Request, form: FormData | None) -> Response:
@@ -330,7 +362,7 @@ class _Portal:
         if api_key is None:
             return self._app_page(session, user, app_id, 409,
                                   error=f"{name} is revoked: its key cannot be regenerated.")
-        log.info("portal: %s regenerated the key of app %r", user.email, name)
+        log.info("portal: %s regenerated the key of app %r", printable(user.email), name)
         return self._key(request, session, user, app_id, name, api_key)
 
     def revoke(self, request: Request, form: FormData | None) -> Response:
@@ -339,7 +371,7 @@ class _Portal:
             return checked
         session, user, form, name = checked
         self.store.revoke(request.path_params["app_id"])
-        log.info("portal: %s revoked app %r", user.email, name)
+        log.info("portal: %s revoked app %r", printable(user.email), name)
         return self._back(request, form)
 
     def limits(self, request: Request, form: FormData | None) -> Response:
@@ -351,27 +383,23 @@ class _Portal:
             return HTMLResponse(pages.message_page(
                 "Refused", "Only an admin can change a key's limits; ask one.", user,
                 session.csrf), 403)
-        rate_text = self._text(form, "per_second").strip()
-        quota_text = self._text(form, "quota").strip().replace(",", "")
-        try:
-            rate = float(rate_text)
-        except ValueError:
-            rate = math.nan
         app_id = request.path_params["app_id"]
-        if quota_text and not quota_text.isdigit():
-            return self._app_page(session, user, app_id, 400, error=(
-                f"Limits not changed: quota must be a whole number >= 0 (or empty for no "
-                f"quota), got {quota_text[:40]!r}."))
+        rate_text = self._text(form, "per_second").strip()
+        quota_text = self._text(form, "quota").strip().replace(",", "").replace("_", "")
         try:
-            self.store.set_limits(request.path_params["app_id"], rate,
-                                  int(quota_text) if quota_text else None)
+            rate = _limit_number(rate_text, "per_second")
+            if quota_text and not (quota_text.isascii() and quota_text.isdigit()
+                                   and len(quota_text) <= 20):
+                raise ConfigurationError(
+                    f"quota must be a whole number from 0 to {MAX_QUOTA:,} (or empty for no "
+                    f"quota), got {quota_text[:40]!r}")
+            quota = int(quota_text) if quota_text else None
+            self.store.set_limits(app_id, rate, quota)
         except ConfigurationError as exc:
-            return self._app_page(session, user, app_id, 400,
-                                  error=f"Limits not changed: {exc} (got {rate_text[:40]!r}).")
-        log.info("portal: %s set the limits of app %r to %s/s, quota %s", user.email, name,
-                 rate, quota_text or "none")
+            return self._app_page(session, user, app_id, 400, error=f"Limits not changed: {exc}.")
+        log.info("portal: %s set the limits of app %r to %s/s, quota %s", printable(user.email),
+                 name, rate, quota_text or "none")
         return self._back(request, form)
-
 
     # ------------------------------------------------------------------ app, account, admin,
     # getting started

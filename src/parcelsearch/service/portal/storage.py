@@ -6,9 +6,12 @@ The portal keeps its own tables in the key store (one source of truth with
 - ``portal_users``: e-mail, scrypt hash, admin flag;
 - ``portal_sessions``: the sha256 of each session cookie, its user (``NULL`` before sign-in),
   its CSRF token, when it started and was last seen;
-- ``portal_signin_failures``: failed sign-ins (e-mail, client address, time), for throttling;
-- ``portal_apps``: which user owns which key (keys made with ``parcelsearch keys create``
-  have no owner; admins see them);
+- ``portal_signin_failures``: sign-in attempts not (yet) known to have succeeded (e-mail,
+  client address, time), for throttling: each is recorded *before* its password is checked;
+- ``portal_devices``: browsers a user signed in from (the sha256 of a device cookie), which
+  the account's throttle does not slow down;
+- ``portal_apps``: which user owns which key, under which app name (unique per user; keys
+  made with ``parcelsearch keys create`` have no owner; admins see them);
 - ``spike_refusals``: spike-arrest refusals per key and UTC day (the gateway records them;
   they are not in the request log, which holds admitted requests only);
 - ``portal_signins``: each account's recent successful sign-ins (time, client address, the
@@ -32,9 +35,10 @@ from typing import Any, NamedTuple
 
 import psycopg.errors
 
-from parcelsearch._shared import check_count, next_month_start
+from parcelsearch._shared import next_month_start
 from parcelsearch.errors import ConfigurationError
-from parcelsearch.service.keys import KeyStore, PostgresKeyStore, hash_key
+from parcelsearch.service.envelopes import printable
+from parcelsearch.service.keys import KeyStore, PostgresKeyStore, check_limits, hash_key
 from parcelsearch.service.portal.passwords import (
     check_new_password,
     dummy_hash,
@@ -53,6 +57,7 @@ __all__ = [
     "Throttle",
     "normalise_email",
     "CHART_DAYS",
+    "DEVICE_AGE",
     "HISTORY_DAYS",
 ]
 
@@ -95,6 +100,12 @@ _SCHEMA = (
     " ON {p}portal_signin_failures (email, time)",
     "CREATE INDEX IF NOT EXISTS portal_signin_failures_address"
     " ON {p}portal_signin_failures (address, time)",
+    """CREATE TABLE IF NOT EXISTS {p}portal_devices (
+    token_hash TEXT PRIMARY KEY,
+    user_id {ref} NOT NULL REFERENCES {p}portal_users(id),
+    created {real} NOT NULL,
+    failures {ref} NOT NULL DEFAULT 0
+)""",
     """CREATE TABLE IF NOT EXISTS {p}portal_apps (
     key_id {ref} PRIMARY KEY REFERENCES {p}keys(id),
     user_id {ref} NOT NULL REFERENCES {p}portal_users(id)
@@ -122,7 +133,22 @@ _POSTGRES_TYPES = {
 #: Advisory lock taken while creating the portal's PostgreSQL tables (workers start at once).
 _SCHEMA_LOCK = 0x706F7274616C
 
+#: App names are unique per user: the key behind an app is named ``<e-mail>/<app name>`` in the
+#: key store (unique there, and what the gateway's quota message names), the app keeps its
+#: own name here. Added to stores made before.
+_APP_NAME_COLUMN = "ALTER TABLE {p}portal_apps ADD COLUMN name TEXT"
+_APP_NAME_UNIQUE = ("CREATE UNIQUE INDEX IF NOT EXISTS portal_apps_user_name"
+                    " ON {p}portal_apps (user_id, name)")
+#: Seconds a device cookie is trusted after the sign-in that set it.
+DEVICE_AGE = 180 * 86400.0
+
 _EMAIL = re.compile(r"^[^@\s<>\"']+@[^@\s<>\"']+\.[^@\s<>\"']+$")
+
+
+def _account(email: str) -> str:
+    """The account an attempt is counted against: the address as typed, trimmed and
+    lower-cased, anything unprintable escaped (PostgreSQL text holds no NUL)."""
+    return printable(email.strip().lower(), 254)
 
 
 def normalise_email(email: str) -> str:
@@ -134,7 +160,7 @@ def normalise_email(email: str) -> str:
         Not of the form ``name@domain.tld`` (or longer than 254 characters).
     """
     text = email.strip().lower()
-    if len(text) > 254 or not _EMAIL.match(text):
+    if len(text) > 254 or not _EMAIL.match(text) or not text.isprintable():
         raise ConfigurationError(
             f"not an e-mail address: {email[:80]!r}; give one like analyst@example.com"
         )
@@ -164,12 +190,30 @@ class Session:
 
 @dataclass(frozen=True)
 class Throttle:
-    """Sign-in throttling: at most ``per_account`` failures per e-mail address and
-    ``per_address`` per client address in any ``window`` seconds."""
+    """Sign-in throttling, per account and per client address.
+
+    Per account (e-mail address), failures are remembered for ``memory`` seconds: the first
+    ``per_account`` are free, then each further attempt waits ``first_delay`` seconds after
+    the last failure, doubling with every failure, up to ``max_delay``: guessing slows down
+    to one try per ``max_delay``, and the account is never locked — a browser that signed in
+    to it before (its device cookie) is not slowed down at all, until it fails
+    ``per_account`` times itself. Per client address, at most ``per_address`` failures in
+    any ``window`` seconds (password spraying across accounts).
+    """
 
     per_account: int = 5
     per_address: int = 20
     window: float = 15 * 60.0
+    first_delay: float = 30.0
+    max_delay: float = 15 * 60.0
+    memory: float = 24 * 3600.0
+
+    def account_delay(self, failures: int) -> float:
+        """Seconds an attempt must wait after the last of ``failures`` recent failures."""
+        if failures < self.per_account:
+            return 0.0
+        return min(self.max_delay, self.first_delay * 2.0 ** min(failures - self.per_account,
+                                                                  60))
 
 
 class DayUsage(NamedTuple):
@@ -279,6 +323,23 @@ class PortalStore:
                 self.keys.execute(conn, "SELECT pg_advisory_xact_lock(?)", (_SCHEMA_LOCK,))
             for statement in _SCHEMA:
                 self.keys.execute(conn, statement.format(**types))
+            if not self._has_app_names(conn):
+                self.keys.execute(conn, _APP_NAME_COLUMN.format(**types))
+            self.keys.execute(conn, _APP_NAME_UNIQUE.format(**types))
+
+    def _has_app_names(self, conn: Any) -> bool:
+        if isinstance(self.keys, PostgresKeyStore):
+            return self.keys.execute(conn, (
+                "SELECT 1 FROM information_schema.columns WHERE table_schema = 'parcelsearch'"
+                " AND table_name = 'portal_apps' AND column_name = 'name'")).fetchone() is not None
+        rows = self.keys.execute(conn, "PRAGMA table_info(portal_apps)").fetchall()
+        return any(row["name"] == "name" for row in rows)
+
+    def _serialise_signins(self, conn: Any) -> None:
+        """Inside a transaction: wait for other sign-ins' checks (SQLite's ``BEGIN IMMEDIATE``
+        does it already; PostgreSQL takes a transaction-scoped advisory lock)."""
+        if isinstance(self.keys, PostgresKeyStore):
+            self.keys.execute(conn, "SELECT pg_advisory_xact_lock(?)", (_SCHEMA_LOCK + 1,))
 
     def _query(self, statement: str, params: Sequence[Any] = ()) -> Any:
         """Run one read statement (``?`` placeholders) on this thread's connection."""
@@ -344,43 +405,105 @@ class PortalStore:
 
     # ------------------------------------------------------------------ sign-in throttling
 
-    def _wait(self, column: str, value: str, allowed: int) -> float:
-        now = self.clock()
-        row = self._query(
-            f"SELECT time FROM portal_signin_failures WHERE {column} = ? AND time > ?"
-            " ORDER BY time DESC LIMIT 1 OFFSET ?",
-            (value, now - self.throttle.window, allowed - 1),
-        ).fetchone()
-        return 0.0 if row is None else max(1.0, row["time"] + self.throttle.window - now)
+    def begin_signin(self, email: str, address: str,
+                     device: str | None = None) -> int | tuple[str, float]:
+        """Check the throttles and record the attempt, in one transaction: the attempt's id
+        (counted as a failure until :meth:`signin_succeeded`), or ``("account" | "address",
+        seconds)`` when it must wait. Concurrent attempts are serialised, so no more are
+        checked than the throttles allow.
 
-    def signin_wait(self, email: str, address: str) -> tuple[str, float] | None:
-        """``("account" | "address", seconds)`` if sign-in is blocked for now, else ``None``."""
-        wait = self._wait("email", email.strip().lower(), self.throttle.per_account)
-        if wait:
-            return "account", wait
-        wait = self._wait("address", address, self.throttle.per_address)
-        if wait:
-            return "address", wait
+        Parameters
+        ----------
+        email
+            The e-mail address as typed.
+        address
+            The client's address.
+        device
+            The browser's device cookie, if any (see :meth:`signin_succeeded`).
+        """
+        now = self.clock()
+        account = _account(email)
+        with self.keys.transaction() as conn:
+            self._serialise_signins(conn)
+            self.keys.execute(conn, "DELETE FROM portal_signin_failures WHERE time <= ?",
+                              (now - max(self.throttle.memory, self.throttle.window),))
+            if not self._trusted(conn, account, device, now):
+                blocked = self._blocked(conn, account, address, now)
+                if blocked is not None:
+                    return blocked
+            row = self.keys.execute(
+                conn, "INSERT INTO portal_signin_failures (email, address, time)"
+                      " VALUES (?, ?, ?) RETURNING id", (account, address[:100], now),
+            ).fetchone()
+        return int(row["id"])
+
+    def _trusted(self, conn: Any, account: str, device: str | None, now: float) -> bool:
+        """Whether ``device`` is a live device cookie of the user ``account``, with fewer than
+        ``per_account`` failures of its own."""
+        if not device or len(device) > 100:
+            return False
+        row = self.keys.execute(
+            conn,
+            "SELECT d.failures FROM portal_devices d JOIN portal_users u ON u.id = d.user_id"
+            " WHERE d.token_hash = ? AND u.email = ? AND d.created > ?",
+            (hash_key(device), account, now - DEVICE_AGE),
+        ).fetchone()
+        return row is not None and row["failures"] < self.throttle.per_account
+
+    def _blocked(self, conn: Any, account: str, address: str,
+                 now: float) -> tuple[str, float] | None:
+        row = self.keys.execute(
+            conn, "SELECT count(*) AS n, max(time) AS last FROM portal_signin_failures"
+                  " WHERE email = ? AND time > ?", (account, now - self.throttle.memory),
+        ).fetchone()
+        wait = (row["last"] or now) + self.throttle.account_delay(int(row["n"])) - now
+        if wait > 0:
+            return "account", max(1.0, wait)
+        row = self.keys.execute(
+            conn,
+            "SELECT time FROM portal_signin_failures WHERE address = ? AND time > ?"
+            " ORDER BY time DESC LIMIT 1 OFFSET ?",
+            (address[:100], now - self.throttle.window, self.throttle.per_address - 1),
+        ).fetchone()
+        if row is not None:
+            return "address", max(1.0, row["time"] + self.throttle.window - now)
         return None
 
-    def record_failure(self, email: str, address: str) -> None:
-        """Remember a failed sign-in (and forget failures older than the window)."""
-        now = self.clock()
+    def signin_wait(self, email: str, address: str) -> tuple[str, float] | None:
+        """``("account" | "address", seconds)`` if an attempt without a device cookie would
+        wait now, else ``None`` (a read: nothing is recorded)."""
         with self.keys.transaction() as conn:
-            self.keys.execute(
-                conn,
-                "DELETE FROM portal_signin_failures WHERE time <= ?", (now - self.throttle.window,)
-            )
-            self.keys.execute(
-                conn,
-                "INSERT INTO portal_signin_failures (email, address, time) VALUES (?, ?, ?)",
-                (email.strip().lower()[:254], address, now),
-            )
+            return self._blocked(conn, _account(email), address, self.clock())
 
-    def clear_failures(self, email: str) -> None:
-        """Forget an account's failed sign-ins (after a successful one)."""
+    def signin_failed(self, attempt: int, device: str | None = None) -> None:
+        """The attempt's password was wrong: it stays counted; a device cookie that presented
+        it has one failure more (at ``per_account`` of them it is trusted no longer)."""
+        if not device or len(device) > 100:
+            return
         with self.keys.transaction() as conn:
-            self.keys.execute(conn, "DELETE FROM portal_signin_failures WHERE email = ?", (email,))
+            self.keys.execute(conn, "UPDATE portal_devices SET failures = failures + 1"
+                                    " WHERE token_hash = ?", (hash_key(device),))
+
+    def signin_succeeded(self, attempt: int, user: User, address: str,
+                         device: str | None = None) -> str:
+        """The attempt signed ``user`` in: it and the account's failures from this address
+        are forgotten; returns the device cookie to set (a new one, stored as its sha256;
+        the browser's old one, if any, ends)."""
+        token = secrets.token_urlsafe(32)
+        with self.keys.transaction() as conn:
+            self.keys.execute(conn, "DELETE FROM portal_signin_failures WHERE id = ?"
+                                    " OR (email = ? AND address = ?)",
+                              (attempt, user.email, address[:100]))
+            if device and len(device) <= 100:
+                self.keys.execute(conn, "DELETE FROM portal_devices WHERE token_hash = ?",
+                                  (hash_key(device),))
+            self.keys.execute(
+                conn, "DELETE FROM portal_devices WHERE user_id = ? AND created <= ?",
+                (user.id, self.clock() - DEVICE_AGE))
+            self.keys.execute(
+                conn, "INSERT INTO portal_devices (token_hash, user_id, created, failures)"
+                      " VALUES (?, ?, ?, 0)", (hash_key(token), user.id, self.clock()))
+        return token
 
     # ------------------------------------------------------------------ sessions
 
@@ -525,32 +648,45 @@ class PortalStore:
             Bad name, type or services, or the name is taken (see :meth:`KeyStore.create`).
         """
         wanted = list(services)
-        if len(name.strip()) > MAX_APP_NAME:
+        name = name.strip()
+        if len(name) > MAX_APP_NAME:
             raise ConfigurationError(
                 f"an app name has at most {MAX_APP_NAME} characters (this one has "
-                f"{len(name.strip())}); choose a shorter one"
+                f"{len(name)}); choose a shorter one"
             )
+        if not name or not name.isprintable():
+            raise ConfigurationError("an app name must be printable, non-empty text")
         if not wanted:
             raise ConfigurationError("choose at least one service (search, markets)")
-        taken = self._query(
-            "SELECT 1 FROM keys WHERE name = ?", (name.strip(),)
-        ).fetchone()
-        if taken is not None:
-            raise ConfigurationError(f"the name {name.strip()!r} is taken; choose another name")
-        api_key = self.keys.create(name, key_type=key_type, services=wanted)
+        taken = f"you already have an app named {name!r}; choose another name"
+        if self._query(
+            "SELECT 1 FROM portal_apps a JOIN keys k ON k.id = a.key_id"
+            " WHERE a.user_id = ? AND coalesce(a.name, k.name) = ?", (user.id, name),
+        ).fetchone() is not None:
+            raise ConfigurationError(taken)
+        try:  # the key's own name: unique in the store, whatever other users call their apps
+            api_key = self.keys.create(f"{user.email}/{name}", key_type=key_type,
+                                       services=wanted)
+        except ConfigurationError as exc:
+            if "already exists" in str(exc):
+                raise ConfigurationError(taken) from None
+            raise
         row = self._query(
             "SELECT id FROM keys WHERE key_hash = ?", (hash_key(api_key),)
         ).fetchone()
         with self.keys.transaction() as conn:
             self.keys.execute(
-                conn,
-                "INSERT INTO portal_apps (key_id, user_id) VALUES (?, ?)", (row["id"], user.id)
+                conn, "INSERT INTO portal_apps (key_id, user_id, name) VALUES (?, ?, ?)",
+                (row["id"], user.id, name),
             )
         return int(row["id"]), api_key
 
     def _visible(self, user: User, key_id: int | None = None) -> list[Any]:
+        if key_id is not None and not 0 < key_id < 2**63:  # no 64-bit column holds it
+            return []
         sql = (
-            "SELECT k.id, k.name, u.email AS owner FROM keys k"
+            "SELECT k.id, k.name AS key_name, coalesce(a.name, k.name) AS name,"
+            " u.email AS owner FROM keys k"
             " LEFT JOIN portal_apps a ON a.key_id = k.id"
             " LEFT JOIN portal_users u ON u.id = a.user_id WHERE 1 = 1"
         )
@@ -564,18 +700,20 @@ class PortalStore:
         return list(self._query(sql + " ORDER BY k.id", params).fetchall())
 
     def owned(self, user: User, key_id: int) -> str | None:
-        """The name of key ``key_id`` if ``user`` may see it (owner or admin), else ``None``."""
+        """The name of key ``key_id`` if ``user`` may see it (owner or admin), else ``None``
+        (also for an id no 64-bit column holds)."""
         rows = self._visible(user, key_id)
         return rows[0]["name"] if rows else None
 
     def apps(self, user: User) -> list[App]:
         """The apps ``user`` may see (all of them for an admin), with usage."""
-        return [self._app(r["id"], r["name"], r["owner"]) for r in self._visible(user)]
+        return [self._app(r["id"], r["key_name"], r["name"], r["owner"])
+                for r in self._visible(user)]
 
-    def _app(self, key_id: int, name: str, owner: str | None) -> App:
+    def _app(self, key_id: int, key_name: str, name: str, owner: str | None) -> App:
         now = datetime.fromtimestamp(self.clock(), UTC)
-        summary = self.keys.get(name)
-        log = self.keys.requests(name)
+        summary = self.keys.get(key_name)
+        log = self.keys.requests(key_name)
         last_used = None if log.empty else log["time"].max().to_pydatetime(warn=False)
         first = now.date() - timedelta(days=HISTORY_DAYS - 1)
         counted = log.loc[log["counted"], "time"].dt.date
@@ -606,7 +744,9 @@ class PortalStore:
     def app(self, user: User, key_id: int) -> App | None:
         """One app ``user`` may see, or ``None``."""
         rows = self._visible(user, key_id)
-        return self._app(rows[0]["id"], rows[0]["name"], rows[0]["owner"]) if rows else None
+        if not rows:
+            return None
+        return self._app(rows[0]["id"], rows[0]["key_name"], rows[0]["name"], rows[0]["owner"])
 
     def regenerate(self, key_id: int) -> str | None:
         """A new plaintext for key ``key_id`` (the old one stops at once); ``None`` if the
@@ -635,12 +775,10 @@ class PortalStore:
         Raises
         ------
         ConfigurationError
-            A rate that is not a positive number or a quota that is not a whole number >= 0.
+            A rate or quota outside its range (:func:`~parcelsearch.service.keys.check_limits`
+            names the field and the range).
         """
-        if not (per_second > 0 and per_second != float("inf")):
-            raise ConfigurationError(f"per-second rate must be a positive number, got {per_second}")
-        if quota is not None:
-            check_count(quota, 0, "quota")
+        check_limits(per_second, quota)
         with self.keys.transaction() as conn:
             self.keys.execute(
                 conn,
