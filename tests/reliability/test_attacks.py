@@ -365,7 +365,9 @@ def test_a_huge_request_line_is_refused_without_reading_it(svc: Any, figures: An
             pass
         status = _answer(tls)[0]
     assert status in (414, 0)  # 0: the reset raced the answer; the bytes sent tell
-    assert sent < 3 * DISCARD_LIMIT, f"{sent:,} bytes read before the refusal"
+    # What was dropped, plus what the kernels' socket buffers (grown on loopback to several
+    # MB each way) held when the server closed: far from the 40 MB sent in full before.
+    assert sent < 6 * DISCARD_LIMIT, f"{sent:,} bytes read before the refusal"
     too_many = _raw(svc, b"GET /v1/markets HTTP/1.1\r\nHost: x\r\n"
                     + b"x-pad: " + b"a" * (MAX_REQUEST_HEAD + 10) + b"\r\n\r\n")
     assert too_many[0] in (431, 0)
