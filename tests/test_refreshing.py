@@ -6,14 +6,8 @@ import pytest
 
 import parcelsearch
 from parcelsearch.history import Previous, page_digest
-from parcelsearch.refreshing import (
-    PieceCheck,
-    check_fraction,
-    classify,
-    estimate_missed,
-    refresh_mode,
-    sample,
-)
+from parcelsearch.refreshing import PieceCheck, classify, estimate_missed, sample
+from parcelsearch.search_options import check_fraction, refresh_mode
 
 PAGE = ("1" * 17, "2" * 17)
 

@@ -91,8 +91,10 @@ if TYPE_CHECKING:
 
 def __getattr__(name: str) -> Any:
     """Load a public name's module on first use (and register ``gdf.parcels``)."""
-    if name == "__version__":
-        globals()[name] = _version()
+    if name == "__version__":  # from the installed metadata: pyproject.toml holds it alone
+        from parcelsearch._shared import package_version
+
+        globals()[name] = package_version()
         return globals()[name]
     module = _LAZY.get(name)
     if module is None:
@@ -101,16 +103,6 @@ def __getattr__(name: str) -> Any:
     value = getattr(importlib.import_module(f"parcelsearch.{module}"), name)
     globals()[name] = value
     return value
-
-
-def _version() -> str:
-    """The installed distribution's version: pyproject.toml is the one place it is written."""
-    from importlib.metadata import PackageNotFoundError, version
-
-    try:
-        return version("parcelsearch")
-    except PackageNotFoundError:  # a source tree on sys.path that was never installed
-        return "0+unknown"
 
 
 def __dir__() -> list[str]:

@@ -17,7 +17,8 @@ from pathlib import Path
 
 from parcelsearch.errors import ConfigurationError, Hint
 
-__all__ = ["month_of", "next_month_start", "data_path", "check_count", "count_argument"]
+__all__ = ["month_of", "next_month_start", "data_path", "check_count", "count_argument",
+           "package_version"]
 
 
 def month_of(moment: datetime | float) -> str:
@@ -98,3 +99,13 @@ def count_argument(minimum: int) -> Callable[[str], int]:
             raise argparse.ArgumentTypeError(exc.render("cli")) from None
 
     return parse
+
+
+def package_version() -> str:
+    """The installed distribution's version: pyproject.toml is the one place it is written."""
+    from importlib.metadata import PackageNotFoundError, version
+
+    try:
+        return version("parcelsearch")
+    except PackageNotFoundError:  # a source tree on sys.path that was never installed
+        return "0+unknown"

@@ -38,7 +38,6 @@ from parcelsearch.errors import Hint, InputError, NotComparableError
 
 if TYPE_CHECKING:
     from parcelsearch.history import RunHistory
-    from parcelsearch.result import SearchResult
 
 __all__ = ["Side", "Diff", "compare", "NotComparableError", "CHANGES"]
 
@@ -82,16 +81,6 @@ class Side:
     areas_complete: list[Hashable]
     pieces: gpd.GeoDataFrame | None = None
     label: str = ""
-
-    @classmethod
-    def of_result(cls, result: SearchResult, label: str = "") -> Side:
-        """The side of a :class:`~parcelsearch.SearchResult`."""
-        from parcelsearch.history import areas_fingerprint
-
-        return cls(result.ids[[result.id_name, "group_id"]], result.id_name,
-                   list(result.plan.areas.index), float(result.plan.tolerance),
-                   areas_fingerprint(result.plan), list(result.areas_complete or []),
-                   result.tiles, label or "this result")
 
     @classmethod
     def of_file(cls, path: str | os.PathLike[str]) -> Side:

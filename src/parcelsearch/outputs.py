@@ -36,7 +36,7 @@ import pyarrow as pa
 import pyarrow.parquet as pq
 import pyogrio
 
-from parcelsearch import __version__
+from parcelsearch._shared import package_version
 from parcelsearch.errors import Hint, InputError
 from parcelsearch.result import SearchResult
 
@@ -128,7 +128,7 @@ def run_metadata(result: SearchResult) -> dict[str, Any]:
     meta.setdefault("id_column", result.id_name)
     meta.setdefault("group_ids", int(len(result.group_ids)))
     meta.setdefault("skipped", [_plain(a) for a in result.skipped.index])
-    meta.setdefault("parcelsearch_version", __version__)
+    meta.setdefault("parcelsearch_version", package_version())
     return {key: _plain(value) for key, value in meta.items()}
 
 

@@ -7,13 +7,12 @@ pieces fetch their other pages again. A piece with one page is re-read whole by 
 piece with more pages whose page 1 is unchanged keeps its cached pages: *unchanged by
 inference*. The inference misses a change that keeps the count and page 1 (one GroupID
 replacing another beyond page 1), so a random sample of the inferred pieces
-(``verify_sample``) re-reads its other pages; how many of them had changed gives an estimate,
-with a 95 % Wilson interval scaled to the pieces not sampled, of the changed pieces missed.
+(``verify_sample``, checked with the other options in :mod:`parcelsearch.search_options`)
+re-reads its other pages; how many of them had changed gives an estimate, with a 95 % Wilson
+interval scaled to the pieces not sampled, of the changed pieces missed.
 
 Examples
 --------
->>> refresh_mode(True), refresh_mode(False), refresh_mode("changed")
-('all', 'cached', 'changed')
 >>> estimate_missed(sampled=20, found=0, population=180)["missed_interval"]
 [0.0, 29.0]
 """
@@ -29,7 +28,6 @@ from typing import TYPE_CHECKING, Any
 
 import pandas as pd
 
-from parcelsearch.errors import ConfigurationError, Hint
 from parcelsearch.history import (
     PieceRecord,
     Previous,
@@ -44,58 +42,11 @@ if TYPE_CHECKING:
     from parcelsearch.page import Page
     from parcelsearch.result import SearchResult
 
-__all__ = ["REFRESH_MODES", "DEFAULT_VERIFY_SAMPLE", "refresh_mode", "check_fraction",
-           "PieceCheck", "RunRefresh", "classify", "sample", "estimate_missed", "digests_of",
+__all__ = ["PieceCheck", "RunRefresh", "classify", "sample", "estimate_missed", "digests_of",
            "status_of", "record_of"]
 
-#: ``refresh`` values: cached pages reused where present, none reused, or only unchanged.
-REFRESH_MODES = ("cached", "all", "changed")
-#: Fraction of the pieces inferred unchanged whose other pages a changed-refresh re-reads.
-DEFAULT_VERIFY_SAMPLE = 0.05
 #: z of a two-sided 95 % interval.
 _Z95 = 1.959963984540054
-
-
-def refresh_mode(value: object) -> str:
-    """``"cached"``, ``"all"`` or ``"changed"`` from ``refresh`` (``False``/``None``: cached;
-    ``True``: all, today's meaning).
-
-    Raises
-    ------
-    ConfigurationError
-        Anything else (the message names the values).
-    """
-    if value is None or value is False:
-        return "cached"
-    if value is True:
-        return "all"
-    if isinstance(value, str) and value in REFRESH_MODES:
-        return value
-    raise ConfigurationError(
-        f"refresh must be False, True, 'all' or 'changed', got {value!r}",
-        hints=[Hint("refresh", "changed", "for a cheap refresh use {knob}")])
-
-
-def check_fraction(value: object, mode: str = "changed") -> float:
-    """``verify_sample`` as a float in [0, 1] (``None``: the default; 0 unless ``mode`` is
-    ``"changed"``).
-
-    Raises
-    ------
-    ConfigurationError
-        Not a number between 0 and 1, or given without ``refresh="changed"``.
-    """
-    if value is None:
-        return DEFAULT_VERIFY_SAMPLE if mode == "changed" else 0.0
-    if mode != "changed":
-        raise ConfigurationError(
-            "verify_sample checks what refresh='changed' inferred; it means nothing with "
-            f"refresh={mode!r}", hints=[Hint("refresh", "changed", "use {knob}")])
-    if isinstance(value, bool) or not isinstance(value, int | float) or not 0 <= value <= 1:
-        raise ConfigurationError(
-            f"verify_sample must be a fraction between 0 and 1, got {value!r}",
-            hints=[Hint("verify_sample", 0.05, "for example {knob}")])
-    return float(value)
 
 
 def digests_of(rows: int | None, pages: int | None, data: dict[int, tuple[str, ...]]

@@ -18,7 +18,7 @@ from parcelsearch.notices import NothingMatchedWarning
 from parcelsearch.settings import ZONING_PRICES
 
 if TYPE_CHECKING:
-    from parcelsearch.comparison import Diff
+    from parcelsearch.comparison import Diff, Side
     from parcelsearch.planning import Plan
 
 __all__ = ["SearchResult", "zoning_price", "skipped_frame", "METADATA_KEY"]
@@ -173,11 +173,19 @@ class SearchResult:
         parcelsearch.comparison.NotComparableError
             Different areas or tolerance (the message says what is comparable).
         """
-        from parcelsearch.comparison import Side, compare
+        from parcelsearch.comparison import compare
 
-        return compare(Side.of_result(previous, "the previous result"),
-                       Side.of_result(self, "this result"))
+        return compare(previous._side("the previous result"), self._side("this result"))
 
+    def _side(self, label: str) -> Side:
+        """This result as one side of a comparison (:mod:`parcelsearch.comparison`)."""
+        from parcelsearch.comparison import Side
+        from parcelsearch.history import areas_fingerprint
+
+        return Side(self.ids[[self.id_name, "group_id"]], self.id_name,
+                    list(self.plan.areas.index), float(self.plan.tolerance),
+                    areas_fingerprint(self.plan), list(self.areas_complete or []),
+                    self.tiles, label)
     @property
     def nothing_matched(self) -> bool:
         """True when pieces were searched and not one parcel matched any of them (then check

@@ -15,9 +15,9 @@ from dataclasses import dataclass, fields
 from parcelsearch._shared import check_count
 from parcelsearch.errors import ConfigurationError, Hint
 from parcelsearch.ledger import Quota
-from parcelsearch.refreshing import check_fraction, refresh_mode
 
-__all__ = ["SearchOptions", "DEFAULT_WORKERS", "ENV_TEAM", "ENV_USER"]
+__all__ = ["SearchOptions", "DEFAULT_WORKERS", "ENV_TEAM", "ENV_USER", "REFRESH_MODES",
+           "DEFAULT_VERIFY_SAMPLE", "refresh_mode", "check_fraction"]
 
 #: Threads sending requests; the client's shared pacer paces them all.
 DEFAULT_WORKERS = 8
@@ -27,6 +27,53 @@ ENV_TEAM = "PARCELSEARCH_TEAM"
 ENV_USER = "PARCELSEARCH_USER"
 
 _USER = re.compile(r"[A-Za-z0-9_.@-]{1,64}")
+
+#: ``refresh`` values: cached pages reused where present, none reused, or only unchanged.
+REFRESH_MODES = ("cached", "all", "changed")
+#: Fraction of the pieces inferred unchanged whose other pages a changed-refresh re-reads.
+DEFAULT_VERIFY_SAMPLE = 0.05
+
+
+def refresh_mode(value: object) -> str:
+    """``"cached"``, ``"all"`` or ``"changed"`` from ``refresh`` (``False``/``None``: cached;
+    ``True``: all, today's meaning).
+
+    Raises
+    ------
+    ConfigurationError
+        Anything else (the message names the values).
+    """
+    if value is None or value is False:
+        return "cached"
+    if value is True:
+        return "all"
+    if isinstance(value, str) and value in REFRESH_MODES:
+        return value
+    raise ConfigurationError(
+        f"refresh must be False, True, 'all' or 'changed', got {value!r}",
+        hints=[Hint("refresh", "changed", "for a cheap refresh use {knob}")])
+
+
+def check_fraction(value: object, mode: str = "changed") -> float:
+    """``verify_sample`` as a float in [0, 1] (``None``: the default; 0 unless ``mode`` is
+    ``"changed"``).
+
+    Raises
+    ------
+    ConfigurationError
+        Not a number between 0 and 1, or given without ``refresh="changed"``.
+    """
+    if value is None:
+        return DEFAULT_VERIFY_SAMPLE if mode == "changed" else 0.0
+    if mode != "changed":
+        raise ConfigurationError(
+            "verify_sample checks what refresh='changed' inferred; it means nothing with "
+            f"refresh={mode!r}", hints=[Hint("refresh", "changed", "use {knob}")])
+    if isinstance(value, bool) or not isinstance(value, int | float) or not 0 <= value <= 1:
+        raise ConfigurationError(
+            f"verify_sample must be a fraction between 0 and 1, got {value!r}",
+            hints=[Hint("verify_sample", 0.05, "for example {knob}")])
+    return float(value)
 
 
 def resolve_team(team: str | None) -> str | None:

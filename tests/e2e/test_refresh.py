@@ -245,9 +245,9 @@ def test_search_runs_and_diff_on_the_command_line(
     second_id = listed[0]["run_id"]
     second = parcelsearch.comparison.Side.of_file(month.folder / "new.parquet")
     assert parcelsearch.comparison.compare(
-        parcelsearch.comparison.Side.of_result(first), second).rows.equals(
+        first._side("the first month"), second).rows.equals(
         parcelsearch.comparison.compare(
-            parcelsearch.comparison.Side.of_result(first),
+            first._side("the first month"),
             parcelsearch.comparison.Side.of_run(
                 parcelsearch.history.RunHistory(month.folder / "cache" / "ledger.sqlite"),
                 second_id)).rows)
@@ -255,7 +255,7 @@ def test_search_runs_and_diff_on_the_command_line(
     assert main(["diff", first.run_id[:10], second_id[:10], "--cache-dir", cache,
                  "--out", str(out)]) == 0
     printed = capsys.readouterr().out
-    expected = parcelsearch.comparison.compare(parcelsearch.comparison.Side.of_result(first),
+    expected = parcelsearch.comparison.compare(first._side("the first month"),
                                                second)
     assert f"{expected.added:,} GroupIDs added" in printed
     rows = pd.read_csv(out)
