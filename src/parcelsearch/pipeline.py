@@ -46,7 +46,7 @@ from parcelsearch.errors import (
     SearchInterrupted,
 )
 from parcelsearch.fetching import Fetcher, PageSpend, PieceState, Run
-from parcelsearch.history import RunHistory
+from parcelsearch.history import History, open_history
 from parcelsearch.ledger import Ledger, Quota
 from parcelsearch.market_list import check_markets, markets, require_market_column
 from parcelsearch.planning import Plan, suggest_tolerance
@@ -336,8 +336,9 @@ def search(
         None if cache is False else ResponseCache(client.cache_dir))
     chosen = plan if plan is not None else planning.plan(areas, tolerance, id_column=id_column)
     spending = _spending(client, options, cache_obj, ledger)
-    history = None if ledger is False else RunHistory(
-        ledger.path if isinstance(ledger, Ledger) else Ledger.in_folder(client.cache_dir).path)
+    history = None if ledger is False and options.team is None else open_history(
+        ledger.path if isinstance(ledger, Ledger) else Ledger.in_folder(client.cache_dir).path,
+        team=options.team, member=options.user or "")
     try:
         return search_with(chosen, client, spending, options,
                            markets_cache=cache_obj.directory if cache_obj is not None else False,
@@ -360,7 +361,7 @@ def _spending(client: Client, options: SearchOptions, cache: ResponseCache | Non
 
 
 def search_with(plan: Plan, client: Client, spending: Spending, options: SearchOptions, *,
-                markets_cache: Any = None, history: RunHistory | None = None) -> SearchResult:
+                markets_cache: Any = None, history: History | None = None) -> SearchResult:
     """Run a plan through any :class:`~parcelsearch.spending.Spending` (what :func:`search`
     does once it has chosen one; tests pass :class:`~parcelsearch.spending.MemorySpending`).
 
