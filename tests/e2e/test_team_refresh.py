@@ -49,7 +49,8 @@ def test_a_version_1_store_is_upgraded_in_place_and_keeps_its_data(postgres: Any
 @pytest.mark.slow
 def test_members_see_each_others_runs_and_refresh_against_them(
         start_own_service: Callable[..., RunningService], team: str, tmp_path: Path,
-        demo_areas: gpd.GeoDataFrame, capsys: pytest.CaptureFixture[str]) -> None:
+        demo_areas: gpd.GeoDataFrame, capsys: pytest.CaptureFixture[str],
+        monkeypatch: pytest.MonkeyPatch) -> None:
     svc = start_own_service()
     key = svc.keys.create("team-history", key_type="production", quota=100_000)
 
@@ -94,6 +95,8 @@ def test_members_see_each_others_runs_and_refresh_against_them(
     assert [(r["run_id"], r["member"], r["mode"]) for r in rows] == [
         (second.run_id, "bob", "changed"), (first.run_id, "alice", "cached")]
     assert rows[0]["inferred"] == int((tiles["status"] == "inferred").sum()) > 0
+    monkeypatch.setenv("PARCELSEARCH_TEAM", team)  # the store searches default to, here too
+    assert json.loads(run(["runs", "--json"], capsys)[1]) == rows
 
     # the two runs diff from the team store as the two results do, and find every change
     code, out, err = run(["diff", first.run_id[:12], second.run_id[:12], "--team", team,
