@@ -411,6 +411,8 @@ def _add_runs(commands: Any) -> None:
                     "cache folder), the latest first: run id, time, mode, tolerance, areas, "
                     "calls, pieces read, inferred or sampled. Spends nothing.")
     runs.add_argument("--json", action="store_true", help="print a JSON list")
+    _add_team_store(runs, "list the runs every member recorded there (team mode records "
+                          "them there), with who ran each")
 
 
 def _add_diff(commands: Any) -> None:
@@ -425,6 +427,8 @@ def _add_diff(commands: Any) -> None:
     diff.add_argument("new", metavar="NEW", help="the later search: an output file or a run id")
     diff.add_argument("--out", metavar="FILE",
                       help="write the rows (area id, group_id, change): .csv or .parquet")
+    _add_team_store(diff, "the run ids are those of its run history (team mode records "
+                          "every member's runs there)")
 
 
 # -- team mode ---------------------------------------------------------------------------------
@@ -436,11 +440,12 @@ def _team_url(text: str) -> str:
     return text
 
 
-def _add_team_store(parser: argparse.ArgumentParser) -> None:
+def _add_team_store(parser: argparse.ArgumentParser,
+                    what: str = "the key's calls are reserved, paced and counted there for "
+                                "every member, pages are shared") -> None:
     parser.add_argument("--team", type=_team_url, metavar="URL",
                         help="the team store (postgresql://…, made by 'parcelsearch team "
-                             "init'; default: $PARCELSEARCH_TEAM): the key's calls are reserved, "
-                             "paced and counted there for every member, pages are shared")
+                             f"init'; default: $PARCELSEARCH_TEAM): {what}")
 
 
 def _add_team_member(parser: argparse.ArgumentParser) -> None:

@@ -29,9 +29,10 @@ from parcelsearch.errors import (
     ParcelSearchError,
     TransportError,
 )
-from parcelsearch.history import RunHistory, runs
+from parcelsearch.history import open_history, runs
 from parcelsearch.ledger import Ledger, Quota
 from parcelsearch.result import SearchResult
+from parcelsearch.search_options import resolve_team
 from parcelsearch.settings import options
 from parcelsearch.vector_files import read_vector
 
@@ -245,7 +246,7 @@ def run_demo(args: argparse.Namespace) -> int:
 
 def run_runs(args: argparse.Namespace) -> int:
     """``parcelsearch runs``: the run history, the latest first (a table or JSON)."""
-    frame = runs(args.cache_dir)
+    frame = runs(args.cache_dir, team=resolve_team(args.team))
     if args.json:
         print(frame.to_json(orient="records", indent=1))
         return 0
@@ -253,23 +254,26 @@ def run_runs(args: argparse.Namespace) -> int:
         print("no runs recorded yet (every search records one)")
         return 0
     shown = frame.assign(run_id=frame["run_id"].str[:12], started=frame["started"].str[:19])
-    _print_table(shown[["run_id", "started", "mode", "tolerance", "areas", "pieces", "read",
-                        "inferred", "sampled", "changed", "calls", "complete"]]
+    columns = ["run_id", "started", "mode", "tolerance", "areas", "pieces", "read", "inferred",
+               "sampled", "changed", "calls", "complete"]
+    _print_table(shown[columns + [c for c in ("member",) if c in shown.columns]]
                  .set_index("run_id"))
     return 0
 
 
-def _side(text: str, cache_dir: str | None) -> Side:
+def _side(text: str, cache_dir: str | None, team: str | None) -> Side:
     """A side of a diff: a file (a name with an extension, or any that exists), else a run id
-    of the run history in the cache folder."""
+    of the run history in the cache folder (or the team store)."""
     if Path(text).suffix or Path(text).exists():
         return Side.of_file(text)
-    return Side.of_run(RunHistory(CacheFolder(cache_dir or options.cache_dir).ledger_path), text)
+    return Side.of_run(open_history(CacheFolder(cache_dir or options.cache_dir).ledger_path,
+                                    team=team), text)
 
 
 def run_diff(args: argparse.Namespace) -> int:
     """``parcelsearch diff OLD NEW``: the rows added and removed, and a summary per area."""
-    diff = compare(_side(args.old, args.cache_dir), _side(args.new, args.cache_dir))
+    team = resolve_team(args.team)
+    diff = compare(_side(args.old, args.cache_dir, team), _side(args.new, args.cache_dir, team))
     _print_table(diff.summary)
     print(f"\n{plural(diff.added, 'GroupID')} added, {plural(diff.removed, 'GroupID')} removed "
           f"({diff.old} → {diff.new})")
@@ -285,7 +289,6 @@ def run_team(args: argparse.Namespace) -> int:
     """``parcelsearch team init|quota|budget|usage``: the team store and who spent what."""
     from parcelsearch import team
     from parcelsearch.client import _resolve_key, key_fingerprint
-    from parcelsearch.search_options import resolve_team
 
     url = resolve_team(getattr(args, "url", None) or args.team)
     if url is None:

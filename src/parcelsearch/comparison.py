@@ -37,7 +37,7 @@ import shapely
 from parcelsearch.errors import Hint, InputError, NotComparableError
 
 if TYPE_CHECKING:
-    from parcelsearch.history import RunHistory
+    from parcelsearch.history import History
 
 __all__ = ["Side", "Diff", "compare", "NotComparableError", "CHANGES"]
 
@@ -106,7 +106,7 @@ class Side:
         return _side_of(ids, meta, str(file))
 
     @classmethod
-    def of_run(cls, history: RunHistory, run_id: str) -> Side:
+    def of_run(cls, history: History, run_id: str) -> Side:
         """The side of a run recorded in the run history (an id or a unique prefix)."""
         run = history.run(run_id)
         pieces = history.pieces(run["run_id"])

@@ -23,6 +23,7 @@ import json
 import os
 import sqlite3
 import zlib
+from abc import ABC, abstractmethod
 from collections.abc import Hashable, Sequence
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any
@@ -38,11 +39,13 @@ if TYPE_CHECKING:
     from parcelsearch.planning import Plan
 
 __all__ = [
+    "History",
     "RunHistory",
     "RunRecord",
     "PieceRecord",
     "Previous",
     "runs",
+    "open_history",
     "page_digest",
     "polygon_digest",
     "areas_fingerprint",
@@ -188,58 +191,52 @@ class Previous:
     digests: tuple[str, ...]
 
 
-class RunHistory:
-    """The run history in one SQLite file (the ledger's).
+class History(ABC):
+    """A run history: where runs are recorded and read back (see the module's docstring).
 
-    Parameters
-    ----------
-    path
-        The SQLite file; default the ledger of the cache folder.
+    :class:`RunHistory` keeps it in the ledger's SQLite file;
+    :class:`parcelsearch.team.run_history.TeamRunHistory` in the team's PostgreSQL store. Both
+    hold the same tables and answer the same queries (written with ``?`` placeholders,
+    ``{t}`` before a table's name and ``{seq}`` for the insertion order).
     """
 
-    def __init__(self, path: str | os.PathLike[str] | None = None) -> None:
-        self.ledger = Ledger(path)  # the file, opened and checked as the ledger opens it
-        self.path = self.ledger.path
-        try:
-            with self.ledger.transaction() as db:
-                for statement in _SCHEMA.split(";\n"):  # one statement a line-ending ';'
-                    if statement.strip():
-                        db.execute(statement)
-        except sqlite3.Error as exc:
-            raise ConfigurationError(f"cannot open the run history {self.path}: {exc}") from None
+    #: Where the history is, as it may be shown (no password).
+    where: str
 
-    def __repr__(self) -> str:
-        return f"RunHistory({str(self.path)!r})"
+    @abstractmethod
+    def _insert(self, rows: dict[str, list[tuple[Any, ...]]]) -> None:
+        """Insert rows per table in one transaction (a row already there is kept or
+        replaced: a run is recorded once)."""
+
+    @abstractmethod
+    def _select(self, query: str, args: Sequence[Any] = ()) -> pd.DataFrame:
+        """The rows of one query (see the class's docstring for its dialect)."""
 
     # -- writing ---------------------------------------------------------------------
 
     def record(self, run: RunRecord) -> None:
         """Write one run (pieces, page digests, GroupIDs per area) in one transaction."""
-        with self.ledger.transaction() as db:
-            db.execute(
-                "INSERT OR REPLACE INTO runs VALUES (?,?,?,?,?,?,?,?,?,?,?,?,?,?)",
-                (run.run_id, run.started, run.finished, run.fingerprint, run.base_url,
-                 run.path, run.areas_fingerprint, run.areas, run.id_name, float(run.tolerance),
-                 run.mode, int(run.complete), int(run.calls),
-                 json.dumps({"areas": [_plain(a) for a in run.areas_ids],
-                             "areas_complete": [_plain(a) for a in run.areas_complete],
-                             "verification": run.verification})))
-            for piece in run.pieces:
-                polygon = polygon_digest(piece.polygon_json)
-                db.execute("INSERT OR IGNORE INTO rings VALUES (?, ?)",
-                           (polygon, piece.polygon_json))
-                db.execute(
-                    "INSERT OR REPLACE INTO run_pieces VALUES (?,?,?,?,?,?,?,?)",
-                    (run.run_id, _area_key(piece.area_id), int(piece.piece_id), polygon,
-                     piece.rows, piece.pages, piece.status,
-                     None if piece.changed is None else int(piece.changed)))
-                db.executemany(
-                    "INSERT OR REPLACE INTO run_pages VALUES (?,?,?,?)",
-                    [(run.run_id, polygon, k, d) for k, d in enumerate(piece.digests, 1)])
-            for area_id, ids in run.ids.groupby(run.id_name, sort=False)["group_id"]:
-                blob = zlib.compress("\n".join(sorted(map(str, ids))).encode())
-                db.execute("INSERT OR REPLACE INTO run_ids VALUES (?,?,?)",
-                           (run.run_id, _area_key(area_id), blob))
+        rows: dict[str, list[tuple[Any, ...]]] = {
+            "runs": [(run.run_id, run.started, run.finished, run.fingerprint, run.base_url,
+                      run.path, run.areas_fingerprint, run.areas, run.id_name,
+                      float(run.tolerance), run.mode, int(run.complete), int(run.calls),
+                      json.dumps({"areas": [_plain(a) for a in run.areas_ids],
+                                  "areas_complete": [_plain(a) for a in run.areas_complete],
+                                  "verification": run.verification}))],
+            "rings": [], "run_pieces": [], "run_pages": [], "run_ids": []}
+        for piece in run.pieces:
+            polygon = polygon_digest(piece.polygon_json)
+            rows["rings"].append((polygon, piece.polygon_json))
+            rows["run_pieces"].append(
+                (run.run_id, _area_key(piece.area_id), int(piece.piece_id), polygon,
+                 piece.rows, piece.pages, piece.status,
+                 None if piece.changed is None else int(piece.changed)))
+            rows["run_pages"].extend(
+                (run.run_id, polygon, k, d) for k, d in enumerate(piece.digests, 1))
+        for area_id, ids in run.ids.groupby(run.id_name, sort=False)["group_id"]:
+            blob = zlib.compress("\n".join(sorted(map(str, ids))).encode())
+            rows["run_ids"].append((run.run_id, _area_key(area_id), blob))
+        self._insert(rows)
 
     # -- reading ---------------------------------------------------------------------
 
@@ -250,16 +247,19 @@ class RunHistory:
                    r.areas_fingerprint, r.calls, r.complete, r.fingerprint AS key,
                    r.base_url, r.path,
                    COUNT(p.piece_id) AS pieces,
-                   COALESCE(SUM(p.status = 'read'), 0) AS read,
-                   COALESCE(SUM(p.status = 'inferred'), 0) AS inferred,
-                   COALESCE(SUM(p.status = 'sampled'), 0) AS sampled,
-                   COALESCE(SUM(p.status = 'cached'), 0) AS cached,
-                   COALESCE(SUM(p.changed = 1), 0) AS changed,
-                   r.id_name, r.detail
-            FROM runs r LEFT JOIN run_pieces p ON p.run_id = r.run_id
-            GROUP BY r.run_id ORDER BY r.started DESC, r.rowid DESC"""
-        with self.ledger.transaction(immediate=False) as db:
-            frame = pd.read_sql_query(query, db)
+                   COALESCE(SUM(CASE WHEN p.status = 'read' THEN 1 ELSE 0 END), 0) AS read,
+                   COALESCE(SUM(CASE WHEN p.status = 'inferred' THEN 1 ELSE 0 END), 0)
+                       AS inferred,
+                   COALESCE(SUM(CASE WHEN p.status = 'sampled' THEN 1 ELSE 0 END), 0)
+                       AS sampled,
+                   COALESCE(SUM(CASE WHEN p.status = 'cached' THEN 1 ELSE 0 END), 0) AS cached,
+                   COALESCE(SUM(CASE WHEN p.changed = 1 THEN 1 ELSE 0 END), 0) AS changed,
+                   r.id_name, r.detail{member}
+            FROM {t}runs r LEFT JOIN {t}run_pieces p ON p.run_id = r.run_id
+            GROUP BY r.run_id ORDER BY r.started DESC, r.{seq} DESC"""
+        frame = self._select(query)
+        for column in ("pieces", "read", "inferred", "sampled", "cached", "changed"):
+            frame[column] = frame[column].astype("int64")
         frame["complete"] = frame["complete"].astype(bool)
         detail = frame.pop("detail").map(json.loads)
         frame["verification"] = detail.map(lambda d: d.get("verification", {}))
@@ -280,7 +280,7 @@ class RunHistory:
         if len(found) != 1:
             what = "no run" if found.empty else f"{len(found)} runs"
             raise InputError(
-                f"{what} with id {run_id!r} in the run history {self.path}",
+                f"{what} with id {run_id!r} in the run history {self.where}",
                 hints=[Hint("runs", None, "list them with 'parcelsearch runs'")])
         return {str(k): v for k, v in found.iloc[0].to_dict().items()}
 
@@ -288,23 +288,21 @@ class RunHistory:
         """One run's pieces: area id, piece_id, rows, pages, status, changed, ring."""
         query = """
             SELECT p.area_id, p.piece_id, p.rows, p.pages, p.status, p.changed, g.ring
-            FROM run_pieces p JOIN rings g ON g.polygon = p.polygon
-            WHERE p.run_id = ? ORDER BY p.rowid"""
-        with self.ledger.transaction(immediate=False) as db:
-            frame = pd.read_sql_query(query, db, params=(run_id,))
+            FROM {t}run_pieces p JOIN {t}rings g ON g.polygon = p.polygon
+            WHERE p.run_id = ? ORDER BY p.{seq}"""
+        frame = self._select(query, (run_id,))
         frame["area_id"] = frame["area_id"].map(_area_value)
         frame["changed"] = frame["changed"].map(lambda v: None if pd.isna(v) else bool(v))
         return frame
 
     def ids(self, run_id: str, id_name: str) -> pd.DataFrame:
         """One run's GroupIDs: one row per (area id, ``group_id``)."""
-        with self.ledger.transaction(immediate=False) as db:
-            rows = db.execute("SELECT area_id, group_ids FROM run_ids WHERE run_id = ? "
-                              "ORDER BY rowid", (run_id,)).fetchall()
+        rows = self._select("SELECT area_id, group_ids FROM {t}run_ids WHERE run_id = ? "
+                            "ORDER BY {seq}", (run_id,))
         areas: list[Any] = []
         groups: list[str] = []
-        for area, blob in rows:
-            text = zlib.decompress(blob).decode()
+        for area, blob in zip(rows["area_id"], rows["group_ids"], strict=True):
+            text = zlib.decompress(bytes(blob)).decode()
             found = text.split("\n") if text else []
             areas.extend([_area_value(area)] * len(found))
             groups.extend(found)
@@ -319,37 +317,84 @@ class RunHistory:
         found: dict[str, Previous] = {}
         stale: set[str] = set()
         latest = """
-            SELECT p.polygon, p.rows, p.pages, p.run_id, p.status, p.changed FROM run_pieces p
-            JOIN runs r ON r.run_id = p.run_id
-            WHERE r.base_url = ? AND r.path = ? AND p.polygon = ? {extra}
-            ORDER BY r.finished DESC, r.rowid DESC LIMIT 1"""
-        with self.ledger.transaction(immediate=False) as db:
-            for polygon_json in dict.fromkeys(polygon_jsons):
-                polygon = polygon_digest(polygon_json)
-                args = (base_url, path, polygon)
-                last = db.execute(latest.format(extra=""), args).fetchone()
-                if last is None:
-                    continue
-                if last[4] == "incomplete" and last[5] == 1:
-                    stale.add(polygon_json)
-                row = db.execute(latest.format(extra="AND p.status != 'incomplete'"),
-                                 args).fetchone()
-                if row is None:
-                    continue
-                digests = tuple(d for (d,) in db.execute(
-                    "SELECT digest FROM run_pages WHERE run_id = ? AND polygon = ? "
-                    "ORDER BY page", (row[3], polygon)))
-                found[polygon_json] = Previous(row[1], row[2], digests)
+            SELECT p.polygon, p.rows, p.pages, p.run_id, p.status, p.changed
+            FROM {t}run_pieces p JOIN {t}runs r ON r.run_id = p.run_id
+            WHERE r.base_url = ? AND r.path = ? AND p.polygon = ? %s
+            ORDER BY r.finished DESC, r.{seq} DESC LIMIT 1"""
+        for polygon_json in dict.fromkeys(polygon_jsons):
+            polygon = polygon_digest(polygon_json)
+            args = (base_url, path, polygon)
+            last = self._select(latest % "", args)
+            if last.empty:
+                continue
+            if last["status"].iloc[0] == "incomplete" and last["changed"].iloc[0] == 1:
+                stale.add(polygon_json)
+            row = self._select(latest % "AND p.status != 'incomplete'", args)
+            if row.empty:
+                continue
+            digests = tuple(self._select(
+                "SELECT digest FROM {t}run_pages WHERE run_id = ? AND polygon = ? "
+                "ORDER BY page", (row["run_id"].iloc[0], polygon))["digest"])
+            found[polygon_json] = Previous(_int(row["rows"].iloc[0]),
+                                           _int(row["pages"].iloc[0]), digests)
         return found, stale
 
 
-def runs(cache_dir: str | os.PathLike[str] | None = None) -> pd.DataFrame:
-    """Every search recorded in the run history of a cache folder, the latest first.
+def _int(value: Any) -> int | None:
+    return None if pd.isna(value) else int(value)
+
+
+class RunHistory(History):
+    """The run history in one SQLite file (the ledger's).
+
+    Parameters
+    ----------
+    path
+        The SQLite file; default the ledger of the cache folder.
+    """
+
+    def __init__(self, path: str | os.PathLike[str] | None = None) -> None:
+        self.ledger = Ledger(path)  # the file, opened and checked as the ledger opens it
+        self.path = self.ledger.path
+        self.where = str(self.path)
+        try:
+            with self.ledger.transaction() as db:
+                for statement in _SCHEMA.split(";\n"):  # one statement a line-ending ';'
+                    if statement.strip():
+                        db.execute(statement)
+        except sqlite3.Error as exc:
+            raise ConfigurationError(f"cannot open the run history {self.path}: {exc}") from None
+
+    def __repr__(self) -> str:
+        return f"RunHistory({str(self.path)!r})"
+
+    def _insert(self, rows: dict[str, list[tuple[Any, ...]]]) -> None:
+        with self.ledger.transaction() as db:
+            for table, values in rows.items():
+                if values:
+                    verb = "INSERT OR IGNORE" if table == "rings" else "INSERT OR REPLACE"
+                    marks = ",".join("?" * len(values[0]))
+                    db.executemany(f"{verb} INTO {table} VALUES ({marks})", values)
+
+    def _select(self, query: str, args: Sequence[Any] = ()) -> pd.DataFrame:
+        with self.ledger.transaction(immediate=False) as db:
+            return pd.read_sql_query(query.format(t="", seq="rowid", member=""), db,
+                                     params=tuple(args))
+
+
+def runs(cache_dir: str | os.PathLike[str] | None = None, *,
+         team: str | None = None) -> pd.DataFrame:
+    """Every search recorded in the run history of a cache folder (or of a team), the
+    latest first.
 
     Parameters
     ----------
     cache_dir
         The cache folder (default ``$PARCELSEARCH_CACHE_DIR`` or ``~/.cache/parcelsearch``).
+    team
+        A team store (``postgresql://…``; default ``$PARCELSEARCH_TEAM``, as for
+        :func:`parcelsearch.search`): the runs every member recorded there (team mode records
+        into the team store, not the cache folder); then a ``member`` column too.
 
     Returns
     -------
@@ -361,4 +406,17 @@ def runs(cache_dir: str | os.PathLike[str] | None = None) -> pd.DataFrame:
         ``id_name``, ``verification`` (the verify sample and its estimate), ``areas_ids``
         and ``areas_complete``.
     """
-    return RunHistory(CacheFolder(cache_dir).ledger_path).runs()
+    from parcelsearch.search_options import resolve_team
+
+    return open_history(CacheFolder(cache_dir).ledger_path, team=resolve_team(team)).runs()
+
+
+def open_history(ledger_path: str | os.PathLike[str], *, team: str | None = None,
+                 member: str = "") -> History:
+    """The run history a search records into: the team store's when ``team`` is given (as
+    ``member``), else the one in the ledger's file ``ledger_path``."""
+    if team is not None:
+        from parcelsearch.team.run_history import TeamRunHistory  # psycopg only for teams
+
+        return TeamRunHistory(team, member=member)
+    return RunHistory(ledger_path)

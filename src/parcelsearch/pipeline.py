@@ -23,6 +23,7 @@ on the raised error's ``.result``.
 
 from __future__ import annotations
 
+import logging
 import signal
 from collections.abc import Callable, Hashable, Iterable
 from typing import Any, TypeVar
@@ -46,7 +47,7 @@ from parcelsearch.errors import (
     SearchInterrupted,
 )
 from parcelsearch.fetching import Fetcher, PageSpend, PieceState, Run
-from parcelsearch.history import RunHistory
+from parcelsearch.history import History, open_history
 from parcelsearch.ledger import Ledger, Quota
 from parcelsearch.market_list import check_markets, markets, require_market_column
 from parcelsearch.planning import Plan, suggest_tolerance
@@ -57,6 +58,8 @@ from parcelsearch.spending import LocalSpending, Spending
 T = TypeVar("T")
 
 __all__ = ["search", "search_with", "DEFAULT_WORKERS"]
+
+_log = logging.getLogger(__name__)
 
 
 def _first_pages(states: list[PieceState], run: Run) -> list[PieceState]:
@@ -336,8 +339,9 @@ def search(
         None if cache is False else ResponseCache(client.cache_dir))
     chosen = plan if plan is not None else planning.plan(areas, tolerance, id_column=id_column)
     spending = _spending(client, options, cache_obj, ledger)
-    history = None if ledger is False else RunHistory(
-        ledger.path if isinstance(ledger, Ledger) else Ledger.in_folder(client.cache_dir).path)
+    history = None if ledger is False and options.team is None else open_history(
+        ledger.path if isinstance(ledger, Ledger) else Ledger.in_folder(client.cache_dir).path,
+        team=options.team, member=options.user or "")
     try:
         return search_with(chosen, client, spending, options,
                            markets_cache=cache_obj.directory if cache_obj is not None else False,
@@ -360,7 +364,7 @@ def _spending(client: Client, options: SearchOptions, cache: ResponseCache | Non
 
 
 def search_with(plan: Plan, client: Client, spending: Spending, options: SearchOptions, *,
-                markets_cache: Any = None, history: RunHistory | None = None) -> SearchResult:
+                markets_cache: Any = None, history: History | None = None) -> SearchResult:
     """Run a plan through any :class:`~parcelsearch.spending.Spending` (what :func:`search`
     does once it has chosen one; tests pass :class:`~parcelsearch.spending.MemorySpending`).
 
@@ -408,7 +412,7 @@ class _Search:
             raise  # what the user gave is wrong: no run to report
         except ParcelSearchError as error:  # every stop carries what the run has (maybe nothing)
             if error.result is None:
-                error.result = self._result()
+                error.result = self._result(stopping=True)
             raise
         except KeyboardInterrupt as interrupt:
             fetcher.abort()
@@ -417,7 +421,7 @@ class _Search:
                 f"interrupted ({signal.Signals(signum).name}): no request was started after it; "
                 f"{_calls(self.run_state.calls)} spent, everything fetched is cached and "
                 "running the same search again resumes from it.",
-                signum=signum, result=self._result(),
+                signum=signum, result=self._result(stopping=True),
             ) from None
         finally:
             fetcher.close()
@@ -427,7 +431,7 @@ class _Search:
             if isinstance(failure, BudgetExhaustedError):
                 failure.spent = self.run_state.calls  # the run's, not the one refused attempt's
             if isinstance(failure, ParcelSearchError):
-                failure.result = self._result()
+                failure.result = self._result(stopping=True)
             raise failure
         result = self._result()
         if self.limited is not None and not result.complete:
@@ -526,12 +530,14 @@ class _Search:
     def _with_result(self, error: BudgetError) -> BudgetError:
         """Attach what was found (a refusal before spending: the empty, incomplete result,
         so that it is written like any other stop)."""
-        error.result = self._result()
+        error.result = self._result(stopping=True)
         return error
 
-    def _result(self) -> SearchResult:
+    def _result(self, stopping: bool = False) -> SearchResult:
         """The result so far: every count summed from the pieces' states (areas complete
-        computed by the result from its tiles)."""
+        computed by the result from its tiles), recorded in the run history. When the run
+        is ``stopping`` for another reason (e.g. the team store lost), a failure to record is
+        logged and that reason stays the one reported."""
         ids, tiles = _frames(self.plan, self.states)
         verification = self.refresh.verification(self.states)
         status, changed = self.refresh.columns(self.states)
@@ -545,5 +551,11 @@ class _Search:
             run_id=self.run_state.run_id if self.refresh.history is not None else "",
             refresh=self.refresh.mode, verification=verification,
         )
-        self.refresh.record(result, self.states, self.run_state.client.fingerprint)
+        try:
+            self.refresh.record(result, self.states, self.run_state.client.fingerprint)
+        except ParcelSearchError as exc:
+            if not stopping:
+                exc.result = result
+                raise
+            _log.warning("the run history did not record this stopped run: %s", exc)
         return result

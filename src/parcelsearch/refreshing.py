@@ -29,9 +29,9 @@ from typing import TYPE_CHECKING, Any
 import pandas as pd
 
 from parcelsearch.history import (
+    History,
     PieceRecord,
     Previous,
-    RunHistory,
     RunRecord,
     areas_fingerprint,
     page_digest,
@@ -171,7 +171,7 @@ class RunRefresh:
     2 does not fit, the sample goes first) and :meth:`record` (once, when the run ends).
     """
 
-    def __init__(self, mode: str, fraction: float, history: RunHistory | None, *,
+    def __init__(self, mode: str, fraction: float, history: History | None, *,
                  base_url: str, path: str, run_id: str) -> None:
         self.mode = mode
         self.fraction = fraction

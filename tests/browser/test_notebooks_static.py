@@ -35,7 +35,7 @@ def _texts(notebook: Any) -> list[str]:
 
 
 def test_there_are_notebooks_with_maps() -> None:
-    assert len(NOTEBOOKS) == 3
+    assert len(NOTEBOOKS) == 4
     assert all(map_cells(nbformat.read(p, as_version=4)) for p in NOTEBOOKS)
 
 

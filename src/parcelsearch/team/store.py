@@ -12,6 +12,9 @@ Everything lives in one PostgreSQL schema, ``parcelsearch_team``::
     pages      pages fetched by any member (same key as the local cache: never the API key)
     leases     single flight: who is fetching a page now, until when
     page_uses  a member reading a page another member paid for (a call saved)
+    runs, run_pieces, run_pages, rings, run_ids
+               (version 2) the run history every member's searches record (the same
+               tables as :mod:`parcelsearch.history` keeps in the ledger, plus who ran it)
 
 Reservations are made by one call of ``parcelsearch_team.reserve(...)``: under the key's row
 lock (and the member's budget row lock) it counts what is spent and inserts the
@@ -32,7 +35,7 @@ __all__ = ["SCHEMA", "VERSION", "init_team", "connect", "shown", "schema_version
 
 SCHEMA = "parcelsearch_team"
 #: The schema version this toolkit writes and reads.
-VERSION = 1
+VERSION = 2
 #: Seconds to wait for the store to accept a connection.
 CONNECT_TIMEOUT = 5
 
@@ -139,6 +142,57 @@ BEGIN
     VALUES (p_fp, p_member, p_run, {SCHEMA}.month_now())
     RETURNING c.id, 'ok'::text, NULL::bigint, NULL::integer;
 END $$;
+""",
+    2: f"""
+CREATE TABLE {SCHEMA}.runs (
+    run_id            text PRIMARY KEY,
+    started           text NOT NULL,
+    finished          text NOT NULL,
+    fingerprint       text NOT NULL,
+    base_url          text NOT NULL,
+    path              text NOT NULL,
+    areas_fingerprint text NOT NULL,
+    areas             integer NOT NULL,
+    id_name           text NOT NULL,
+    tolerance         double precision NOT NULL,
+    mode              text NOT NULL,
+    complete          integer NOT NULL,
+    calls             integer NOT NULL,
+    detail            text NOT NULL,
+    member            text NOT NULL DEFAULT '',
+    seq               bigserial
+);
+CREATE TABLE {SCHEMA}.run_pieces (
+    run_id   text NOT NULL,
+    area_id  text NOT NULL,
+    piece_id integer NOT NULL,
+    polygon  text NOT NULL,
+    rows     bigint,
+    pages    integer,
+    status   text NOT NULL,
+    changed  integer,
+    seq      bigserial,
+    PRIMARY KEY (run_id, area_id, piece_id)
+);
+CREATE INDEX run_pieces_by_polygon ON {SCHEMA}.run_pieces (polygon);
+CREATE TABLE {SCHEMA}.run_pages (
+    run_id  text NOT NULL,
+    polygon text NOT NULL,
+    page    integer NOT NULL,
+    digest  text NOT NULL,
+    PRIMARY KEY (run_id, polygon, page)
+);
+CREATE TABLE {SCHEMA}.rings (
+    polygon text PRIMARY KEY,
+    ring    text NOT NULL
+);
+CREATE TABLE {SCHEMA}.run_ids (
+    run_id    text NOT NULL,
+    area_id   text NOT NULL,
+    group_ids bytea NOT NULL,
+    seq       bigserial,
+    PRIMARY KEY (run_id, area_id)
+);
 """,
 }
 
