@@ -14,6 +14,7 @@ from __future__ import annotations
 import difflib
 import os
 import re
+import threading
 import uuid
 from collections.abc import Sequence
 from datetime import timedelta
@@ -21,9 +22,9 @@ from typing import Any, TypeVar
 
 import pandas as pd
 
-from parcelsearch._http import Spend
+from parcelsearch._http import RateLimiter, Spend
 from parcelsearch.cache import CacheFolder, ResponseCache
-from parcelsearch.client import AttemptHook, Client
+from parcelsearch.client import Client
 from parcelsearch.errors import Hint, InputError
 from parcelsearch.ledger import Ledger
 
@@ -86,10 +87,7 @@ def markets(
         names = folder.markets(client.base_url, limit)
         if names is not None:
             return names
-    if spend is None:
-        names = client.markets(before_attempt=_ledger_hook(client))
-    else:
-        names = client.markets(spend=spend)
+    names = client.markets(spend=spend if spend is not None else _LedgerSpend(client))
     if folder is not None:
         folder.keep_markets(client.base_url, names)
     return names
@@ -192,15 +190,33 @@ def _key(name: str) -> str:
 # -- the cached list ----------------------------------------------------------------------
 
 
-def _ledger_hook(client: Client) -> AttemptHook:
-    """Record each attempt in the ledger beside the client's cache (every call counts)."""
-    ledger = Ledger.in_folder(client.cache_dir)
-    run_id = uuid.uuid4().hex
+class _LedgerSpend:
+    """The market list's call outside a search, spent in the ledger beside the client's cache:
+    reserved before each attempt and refunded exactly when the service did not count it
+    (refused at the gate, no connection, a failed TLS handshake), as a search's calls are."""
 
-    def reserve() -> None:
-        ledger.reserve(client.fingerprint, run_id=run_id)
+    def __init__(self, client: Client) -> None:
+        self._ledger = Ledger.in_folder(client.cache_dir)
+        self._fingerprint = client.fingerprint
+        self._run_id = uuid.uuid4().hex
+        self._open: int | None = None
 
-    return reserve
+    def reserve(self) -> None:
+        self._open = self._ledger.reserve(self._fingerprint, run_id=self._run_id)
+
+    def pace(self, limiter: RateLimiter, cancel: threading.Event | None) -> None:
+        limiter.wait(cancel)
+
+    def settle(self) -> None:
+        return None
+
+    def refund(self) -> None:
+        if self._open is not None:
+            self._ledger.refund(self._fingerprint, self._open)
+            self._open = None
+
+    def pause(self, seconds: float) -> None:
+        return None
 
 
 def _folder(cache: Any) -> CacheFolder | None:

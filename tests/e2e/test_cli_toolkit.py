@@ -361,6 +361,20 @@ def test_a_tls_failure_is_not_counted_as_a_call(env, service, key, areas_file, t
     assert "calls by key" not in info or ": 0 for life" in info, info
 
 
+def test_a_tls_failure_of_the_market_list_is_not_counted_either(env, service, key, tmp_path,
+                                                                capsys) -> None:
+    """The market list's call outside a search is spent like a search's: refunded when no
+    request reached the service."""
+    other_ca = tmp_path / "other-ca.pem"
+    trustme.CA().cert_pem.write_to_path(str(other_ca))
+    code, _, err = run(["markets", "--ca-bundle", str(other_ca)], capsys)
+    assert code == 1 and "TLS verification failed" in err
+    assert served(service, key) == 0
+    code, info, _ = run(["cache", "info"], capsys)
+    assert code == 0
+    assert "calls by key" not in info or ": 0 for life" in info, info
+
+
 def test_the_progress_bar_total_never_shrinks_nor_goes_back(env, service, key, areas_file,
                                                            tmp_path, capsys) -> None:
     """Without --quiet: no total until page 1 of every piece is in, then the exact one."""
