@@ -24,6 +24,7 @@ from typing import Any
 import pytest
 import requests
 import trustme
+from _spend_hooks import Reserving
 
 from parcelsearch import _wire
 from parcelsearch.client import Client, RateLimiter, RetryPolicy, key_fingerprint
@@ -281,7 +282,7 @@ def test_5xx_is_retried_and_every_attempt_passes_the_hook(
     server.then((503, error("busy"), {}), (502, b"<html>bad gateway</html>", {}),
                 (200, ok(250, 2), {}))
     calls: list[int] = []
-    page = client.search_page(RING, 2, before_attempt=lambda: calls.append(1))
+    page = client.search_page(RING, 2, spend=Reserving(lambda: calls.append(1)))
     assert (page.rows, page.pages, page.data_rows, page.from_cache) == (250, 3, 100, False)
     assert len(server.lines) == len(calls) == 3
 
@@ -316,7 +317,7 @@ def test_quota_429_is_not_retried(
     server.then((429, body, headers), (200, ok(5), {}))
     calls: list[int] = []
     with pytest.raises(QuotaExhaustedError, match="Quota limit exceeded") as caught:
-        client.search_page(RING, 1, before_attempt=lambda: calls.append(1))
+        client.search_page(RING, 1, spend=Reserving(lambda: calls.append(1)))
     assert (caught.value.status, caught.value.messages) == (429, [QUOTA])
     assert len(server.lines) == len(calls) == 1
     assert_no_key(caught.value)
@@ -337,7 +338,7 @@ def test_retryable_errors_that_persist_are_raised_verbatim(
     server.default = (status, body, {})
     calls: list[int] = []
     with pytest.raises(cls) as caught:
-        client.search_page(RING, 1, before_attempt=lambda: calls.append(1))
+        client.search_page(RING, 1, spend=Reserving(lambda: calls.append(1)))
     assert (caught.value.status, caught.value.messages) == (status, messages)
     assert len(server.lines) == len(calls) == 4  # 1 + 3 retries
     assert_no_key(caught.value)
@@ -383,7 +384,7 @@ def test_connection_failures_become_transport_error(server: FaultServer, client:
     server.default = "drop"
     calls: list[int] = []
     with pytest.raises(TransportError, match="gave up after") as caught:
-        client.search_page(RING, 1, before_attempt=lambda: calls.append(1))
+        client.search_page(RING, 1, spend=Reserving(lambda: calls.append(1)))
     assert len(server.lines) == len(calls) == 4
     assert_no_key(caught.value)
 
@@ -415,7 +416,7 @@ def test_a_hook_that_raises_stops_before_the_retry(server: FaultServer, client: 
         calls.append(1)
 
     with pytest.raises(BudgetExhaustedError):
-        client.search_page(RING, 1, before_attempt=budget_of_one)
+        client.search_page(RING, 1, spend=Reserving(budget_of_one))
     assert len(server.lines) == 1
 
 
@@ -553,6 +554,6 @@ def test_an_injected_session_is_used_and_still_gated() -> None:
     with Client(KEY, "https://api.example.com", session=session,
                 retries=RetryPolicy(total=2, backoff_factor=0.01)) as made:
         with pytest.raises(TransportError, match="connection reset") as caught:
-            made.search_page(RING, 1, before_attempt=lambda: calls.append(1))
+            made.search_page(RING, 1, spend=Reserving(lambda: calls.append(1)))
     assert adapter.sent == len(calls) == 3  # every attempt through the injected session, gated
     assert isinstance(caught.value, ParcelSearchError)

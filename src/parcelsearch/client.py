@@ -62,7 +62,6 @@ __all__ = ["Client", "RateLimiter", "RetryPolicy", "key_fingerprint", "Cancelled
 
 log = logging.getLogger(__name__)
 
-AttemptHook = Callable[[], None]
 T = TypeVar("T")
 
 
@@ -84,28 +83,6 @@ class _Secret:
 
     def __repr__(self) -> str:
         return "<secret>"
-
-
-class _Hook:
-    """A plain ``before_attempt`` callable as a :class:`~parcelsearch._http.Spend`."""
-
-    def __init__(self, hook: AttemptHook) -> None:
-        self._hook = hook
-
-    def reserve(self) -> None:
-        self._hook()
-
-    def pace(self, limiter: RateLimiter, cancel: threading.Event | None) -> None:
-        limiter.wait(cancel)
-
-    def settle(self) -> None:
-        return None
-
-    def refund(self) -> None:
-        return None
-
-    def pause(self, seconds: float) -> None:
-        return None
 
 
 class Client:
@@ -210,7 +187,6 @@ class Client:
         page: int,
         *,
         path: str = settings.SEARCH_PATH,
-        before_attempt: AttemptHook | None = None,
         spend: Spend | None = None,
         cancel: threading.Event | None = None,
     ) -> Page:
@@ -227,9 +203,9 @@ class Client:
             Page number, from 1.
         path
             The search path (``/v1/search``, or ``/prod/v1/search`` on the stage gateway).
-        before_attempt, spend
-            Called before every HTTP attempt, retries included (may raise to stop);
-            ``spend.refund()`` is called after an attempt the service did not count.
+        spend
+            ``spend.reserve()`` before every HTTP attempt, retries included (may raise to
+            stop); ``spend.refund()`` after an attempt the service did not count.
         cancel
             Once set, no further attempt is sent and back-off sleeps wake at once
             (:class:`~parcelsearch._http.Cancelled` is raised instead).
@@ -270,13 +246,12 @@ class Client:
             check_page(result, url=strip_query(url))
             return result
 
-        return self._get(target, read, _spend(spend, before_attempt), cancel)
+        return self._get(target, read, spend, cancel)
 
     def markets(
         self,
         *,
         path: str = settings.MARKETS_PATH,
-        before_attempt: AttemptHook | None = None,
         spend: Spend | None = None,
         cancel: threading.Event | None = None,
     ) -> list[str]:
@@ -294,7 +269,7 @@ class Client:
                                              url=url)
             return list(data)
 
-        return self._get(path, read, _spend(spend, before_attempt), cancel)
+        return self._get(path, read, spend, cancel)
 
     def _get(
         self,
@@ -314,12 +289,6 @@ class Client:
             url, headers={"x-api-key": self._key.reveal(), "Accept": "application/json"},
             judge=judge, describe=where, spend=spend, cancel=cancel,
         )
-
-
-def _spend(spend: Spend | None, before_attempt: AttemptHook | None) -> Spend | None:
-    if spend is not None and before_attempt is not None:
-        raise ValueError("pass spend= or before_attempt=, not both")
-    return spend if spend is not None else (_Hook(before_attempt) if before_attempt else None)
 
 
 # -- answers -----------------------------------------------------------------------------

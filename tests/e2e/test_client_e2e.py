@@ -13,6 +13,7 @@ from collections.abc import Callable
 from pathlib import Path
 
 import pytest
+from _spend_hooks import Reserving
 
 from parcelsearch import _wire
 from parcelsearch.cache import ResponseCache
@@ -203,9 +204,9 @@ def test_quota_violation_is_not_retried(
     calls, hook = counter()
     with Client(key, service.base_url, ca_bundle) as client:
         for _ in range(2):
-            client.search_page(EMPTY_RING, 1, before_attempt=hook)
+            client.search_page(EMPTY_RING, 1, spend=Reserving(hook))
         with pytest.raises(QuotaExhaustedError) as caught:
-            client.search_page(EMPTY_RING, 1, before_attempt=hook)
+            client.search_page(EMPTY_RING, 1, spend=Reserving(hook))
     name = key.name  # type: ignore[attr-defined]
     assert caught.value.messages == [
         f"Rate limit quota violation. Quota limit exceeded. Identifier : {name}"
@@ -234,7 +235,7 @@ def test_spike_arrest_is_retried_after_retry_after(
     calls, hook = counter()
     with Client(key, service.base_url, ca_bundle, rate=1000,
                 retries=RetryPolicy(total=4, backoff_factor=0.1)) as client:
-        pages = [client.search_page(EMPTY_RING, 1, before_attempt=hook) for _ in range(4)]
+        pages = [client.search_page(EMPTY_RING, 1, spend=Reserving(hook)) for _ in range(4)]
     assert len(pages) == 4
     admitted = service.keys.requests(key.name)  # type: ignore[attr-defined]
     assert len(admitted) == 4
@@ -262,7 +263,7 @@ def test_eight_threads_see_zero_429s(
                         return
                     todo.pop()
                 try:
-                    client.search_page(EMPTY_RING, 1, before_attempt=hook)
+                    client.search_page(EMPTY_RING, 1, spend=Reserving(hook))
                 except ParcelSearchError as exc:
                     failures.append(exc)
 
