@@ -10,6 +10,7 @@ import pandas as pd
 import pytest
 from shapely.geometry import Point
 
+import parcelsearch.accessor  # noqa: F401  (registers gdf.parcels, which a test uses)
 from parcelsearch.cache import CacheFolder
 from parcelsearch.client import Client
 from parcelsearch.errors import CacheError, InputError
