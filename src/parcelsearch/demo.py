@@ -64,9 +64,9 @@ def run_demo(out_dir: str | Path = "parcelsearch-demo", *, progress: bool = True
         Where to print the narrative.
     """
     folder = Path(out_dir)
-    folder.mkdir(parents=True, exist_ok=True)
     _say(out, "parcelsearch demo: the reference service with the bundled demo parcels")
-    with local_service(key_type="demo") as client:
+    with local_service(key_type="demo") as client:  # says which extra is missing, if one is
+        folder.mkdir(parents=True, exist_ok=True)  # made once the service can run
         _say(out, f"service ready at {client.base_url} with a fresh demo key (50 calls for life)")
         areas = demo_areas().set_index("area_id")
         checked = check_markets(areas, "market", markets(client))

@@ -117,3 +117,4 @@ def test_the_commands_say_which_extra_to_install(tmp_path: Path, args: list[str]
     assert done.returncode == 2, done.stderr
     assert INSTALL in done.stderr and "Traceback" not in done.stderr
     assert done.stderr.startswith("parcelsearch: error: the reference service and portal need")
+    assert not (tmp_path / "parcelsearch-demo").exists()  # nothing made before the refusal
