@@ -27,7 +27,7 @@ from typing import Any
 
 import jinja2
 
-from parcelsearch.service.keys import SERVICES
+from parcelsearch.service.keys.rules import SERVICES
 from parcelsearch.service.portal.storage import (
     ActiveSession,
     App,

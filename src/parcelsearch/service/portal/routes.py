@@ -44,7 +44,7 @@ from starlette.types import ASGIApp, Message, Receive, Scope, Send
 from parcelsearch.errors import ConfigurationError
 from parcelsearch.service.envelopes import printable
 from parcelsearch.service.errors import StoreBusyError
-from parcelsearch.service.keys import MAX_QUOTA, MAX_RATE, MIN_RATE
+from parcelsearch.service.keys.rules import MAX_QUOTA, MAX_RATE, MIN_RATE
 from parcelsearch.service.portal import pages
 from parcelsearch.service.portal.pages import BASE, CHART_SPANS, STATIC, Snippets
 from parcelsearch.service.portal.storage import DEVICE_AGE, PortalStore, Session, User
