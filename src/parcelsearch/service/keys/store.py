@@ -143,6 +143,11 @@ class KeyStore:
             self._raise_if_busy(conn, exc)
             raise
 
+    def query(self, statement: str, params: Sequence[Any] = ()) -> Any:
+        """Run one read statement (``?`` placeholders) on this thread's connection; the
+        cursor, as :meth:`execute` returns it."""
+        return self.execute(self.connection(), statement, params)
+
     def _raise_if_busy(self, conn: Any, exc: Exception) -> None:
         """Lock timeouts and lost servers are raised as :class:`StoreBusyError` (a lost
         connection is reopened next time); other errors are left to the caller to re-raise."""
@@ -274,7 +279,7 @@ class KeyStore:
     def list(self) -> list[dict[str, Any]]:
         """Every key: name, type, limits, services, calls used (lifetime, this month), revoked."""
         now = time.time()
-        rows = self.execute(self.connection(), "SELECT * FROM keys ORDER BY id").fetchall()
+        rows = self.query("SELECT * FROM keys ORDER BY id").fetchall()
         return [self._summary(row, now) for row in rows]
 
     def get(self, name: str) -> dict[str, Any]:
@@ -285,9 +290,7 @@ class KeyStore:
         ConfigurationError
             No key has that name.
         """
-        row = self.execute(
-            self.connection(), "SELECT * FROM keys WHERE name = ?", (name,)
-        ).fetchone()
+        row = self.query("SELECT * FROM keys WHERE name = ?", (name,)).fetchone()
         if row is None:
             raise ConfigurationError(f"no key named {name!r} in {self.location}")
         return self._summary(row, time.time())
