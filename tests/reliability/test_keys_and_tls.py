@@ -25,9 +25,9 @@ from _helpers import store_bytes
 
 from parcelsearch import Client
 from parcelsearch.errors import AuthenticationError, ConfigurationError, TransportError
-from parcelsearch.service import keys as keys_module
 from parcelsearch.service import limits as limits_module
 from parcelsearch.service.keys import KeyStore, hash_key
+from parcelsearch.service.keys import schema as key_schema
 from parcelsearch.service.limits import INVALID_KEY
 
 RING = "[[-99.74,32.44],[-99.73,32.44],[-99.73,32.45],[-99.74,32.44]]"
@@ -93,7 +93,7 @@ def test_key_comparison_does_not_leak_timing(function: Any, carriers: set[str]) 
     # Both admissions look the key up by its hash: SQLite's statements and PostgreSQL's
     # function (the digest is the only form of the key that reaches either).
     assert "key_hash = ?" in inspect.getsource(limits_module._admit_here)
-    assert "WHERE key_hash = p_hash" in "".join(keys_module._POSTGRES_SCHEMA)
+    assert "WHERE key_hash = p_hash" in "".join(key_schema.POSTGRES_SCHEMA)
 
 
 def test_sql_never_sees_the_plaintext_key(service: Any, make_key: Any,

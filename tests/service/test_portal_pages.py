@@ -8,7 +8,7 @@ from datetime import date, timedelta
 import pytest
 
 from parcelsearch.service.portal.pages import Snippets, axis_step, usage_chart
-from parcelsearch.service.portal.storage import DayUsage
+from parcelsearch.service.portal.usage import DayUsage
 
 TODAY = date(2026, 11, 24)
 

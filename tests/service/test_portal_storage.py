@@ -9,14 +9,11 @@ import pytest
 
 from parcelsearch.errors import ConfigurationError
 from parcelsearch.service.keys import KeyStore
+from parcelsearch.service.portal.accounts import SIGNINS_KEPT, normalise_email
 from parcelsearch.service.portal.passwords import hash_password, verify_password
-from parcelsearch.service.portal.storage import (
-    HISTORY_DAYS,
-    SIGNINS_KEPT,
-    PortalStore,
-    Throttle,
-    normalise_email,
-)
+from parcelsearch.service.portal.signin import Throttle
+from parcelsearch.service.portal.storage import PortalStore
+from parcelsearch.service.portal.usage import HISTORY_DAYS
 
 PASSWORD = "correct horse battery staple"
 

@@ -20,18 +20,16 @@ from typing import Any
 
 from parcelsearch._shared import count_argument
 from parcelsearch.errors import ConfigurationError
-from parcelsearch.service.keys import (
-    BUSY_TIMEOUT,
+from parcelsearch.service.keys import KeyStore
+from parcelsearch.service.keys.rules import (
     MAX_QUOTA,
     MAX_RATE,
     MIN_RATE,
     QUOTA_PERIODS,
     SERVICES,
-    KeyStore,
     check_limits,
-    default_keys_location,
-    is_postgres_url,
 )
+from parcelsearch.service.keys.store import BUSY_TIMEOUT, default_keys_location, is_postgres_url
 from parcelsearch.service.portal import commands as portal_commands
 from parcelsearch.service.store import MATCH_MODES
 from parcelsearch.service.tls import default_cert_dir

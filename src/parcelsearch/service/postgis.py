@@ -31,7 +31,7 @@ import shapely
 from parcelsearch.errors import ConfigurationError
 from parcelsearch.service.connections import ThreadConnections
 from parcelsearch.service.errors import StoreBusyError
-from parcelsearch.service.keys import is_postgres_url
+from parcelsearch.service.keys.store import is_postgres_url
 from parcelsearch.service.polygon import ParsedPolygon
 from parcelsearch.service.store import MATCH_MODES, HitCache, ParcelStore, load_parcels
 from parcelsearch.settings import PAGE_SIZE

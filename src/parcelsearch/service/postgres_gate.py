@@ -34,7 +34,7 @@ from psycopg_pool import AsyncConnectionPool
 from parcelsearch.service import limits
 from parcelsearch.service.envelopes import printable
 from parcelsearch.service.errors import StoreBusyError
-from parcelsearch.service.keys import PostgresKeyStore
+from parcelsearch.service.keys.postgres import PostgresKeyStore
 from parcelsearch.service.polygon import ParsedPolygon
 from parcelsearch.service.portal.storage import PortalStore
 from parcelsearch.service.postgis import SESSION, PostgisParcelStore

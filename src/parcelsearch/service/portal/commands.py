@@ -44,7 +44,8 @@ def read_password(stream: TextIO = sys.stdin) -> str:
 def _add_user(args: argparse.Namespace) -> int:
     # Deferred: keeps `parcelsearch --help` from importing pandas through the key store.
     from parcelsearch.service.keys import KeyStore, default_keys_location
-    from parcelsearch.service.portal.storage import PortalStore, normalise_email
+    from parcelsearch.service.portal.accounts import normalise_email
+    from parcelsearch.service.portal.storage import PortalStore
 
     email = normalise_email(args.email)
     password = read_password()

@@ -27,14 +27,11 @@ from typing import Any
 
 import jinja2
 
-from parcelsearch.service.keys import SERVICES
-from parcelsearch.service.portal.storage import (
-    ActiveSession,
-    App,
-    DayUsage,
-    SignIn,
-    User,
-)
+from parcelsearch.service.keys.rules import SERVICES
+from parcelsearch.service.portal.accounts import SignIn, User
+from parcelsearch.service.portal.apps import App
+from parcelsearch.service.portal.sessions import ActiveSession
+from parcelsearch.service.portal.usage import DayUsage
 from parcelsearch.settings import KEY_TYPES
 
 __all__ = [

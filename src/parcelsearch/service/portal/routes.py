@@ -44,10 +44,13 @@ from starlette.types import ASGIApp, Message, Receive, Scope, Send
 from parcelsearch.errors import ConfigurationError
 from parcelsearch.service.envelopes import printable
 from parcelsearch.service.errors import StoreBusyError
-from parcelsearch.service.keys import MAX_QUOTA, MAX_RATE, MIN_RATE
+from parcelsearch.service.keys.rules import MAX_QUOTA, MAX_RATE, MIN_RATE
 from parcelsearch.service.portal import pages
+from parcelsearch.service.portal.accounts import User
 from parcelsearch.service.portal.pages import BASE, CHART_SPANS, STATIC, Snippets
-from parcelsearch.service.portal.storage import DEVICE_AGE, PortalStore, Session, User
+from parcelsearch.service.portal.sessions import Session
+from parcelsearch.service.portal.signin import DEVICE_AGE
+from parcelsearch.service.portal.storage import PortalStore
 
 __all__ = ["create_portal", "SecurityHeaders", "SECURITY_HEADERS", "COOKIE", "DEVICE_COOKIE"]
 
@@ -56,7 +59,7 @@ log = logging.getLogger("parcelsearch.service.portal")
 
 COOKIE = "__Host-parcelsearch-portal"
 #: The device cookie: set at each sign-in, it exempts this browser from the account's
-#: throttle (:class:`~parcelsearch.service.portal.storage.Throttle`).
+#: throttle (:class:`~parcelsearch.service.portal.signin.Throttle`).
 DEVICE_COOKIE = "__Host-parcelsearch-device"
 MAX_FORM_BYTES = 64 * 1024
 
