@@ -46,7 +46,7 @@ _LAZY = {
     "SearchOptions": "search_options",
     "team_usage": "team",
     "demo_areas": "demo",
-    "runs": "history",
+    "runs": "recorded_runs",
 }
 
 __all__ = [
@@ -78,12 +78,12 @@ if TYPE_CHECKING:
     from parcelsearch.cache import ResponseCache
     from parcelsearch.client import Client
     from parcelsearch.demo import demo_areas
-    from parcelsearch.history import runs
     from parcelsearch.ledger import Ledger, Quota
     from parcelsearch.local import LocalService, local_service
     from parcelsearch.market_list import check_markets, markets
     from parcelsearch.pipeline import search
     from parcelsearch.planning import Piece, Plan, plan, suggest_tolerance
+    from parcelsearch.recorded_runs import runs
     from parcelsearch.result import SearchResult, zoning_price
     from parcelsearch.search_options import SearchOptions
     from parcelsearch.team import team_usage

@@ -29,8 +29,8 @@ from parcelsearch.errors import (
     ParcelSearchError,
     TransportError,
 )
-from parcelsearch.history import open_history, runs
 from parcelsearch.ledger import Ledger, Quota
+from parcelsearch.recorded_runs import open_history, runs
 from parcelsearch.result import SearchResult
 from parcelsearch.search_options import resolve_team
 from parcelsearch.settings import options

@@ -31,7 +31,6 @@ from typing import TYPE_CHECKING, Any
 import pandas as pd
 import shapely
 
-from parcelsearch.cache import CacheFolder
 from parcelsearch.errors import ConfigurationError, Hint, InputError
 from parcelsearch.ledger import Ledger
 
@@ -44,8 +43,6 @@ __all__ = [
     "RunRecord",
     "PieceRecord",
     "Previous",
-    "runs",
-    "open_history",
     "page_digest",
     "polygon_digest",
     "areas_fingerprint",
@@ -380,43 +377,3 @@ class RunHistory(History):
         with self.ledger.transaction(immediate=False) as db:
             return pd.read_sql_query(query.format(t="", seq="rowid", member=""), db,
                                      params=tuple(args))
-
-
-def runs(cache_dir: str | os.PathLike[str] | None = None, *,
-         team: str | None = None) -> pd.DataFrame:
-    """Every search recorded in the run history of a cache folder (or of a team), the
-    latest first.
-
-    Parameters
-    ----------
-    cache_dir
-        The cache folder (default ``$PARCELSEARCH_CACHE_DIR`` or ``~/.cache/parcelsearch``).
-    team
-        A team store (``postgresql://…``; default ``$PARCELSEARCH_TEAM``, as for
-        :func:`parcelsearch.search`): the runs every member recorded there (team mode records
-        into the team store, not the cache folder); then a ``member`` column too.
-
-    Returns
-    -------
-    pandas.DataFrame
-        ``run_id``, ``started``, ``finished`` (UTC), ``mode`` (cached: the default, all, changed),
-        ``tolerance``, ``areas`` and ``areas_fingerprint``, ``calls``, ``complete``, ``key``
-        (the key's fingerprint, never the key), ``base_url``, ``path``, ``pieces`` and how
-        many were ``read``, ``inferred``, ``sampled``, ``cached`` or ``changed``,
-        ``id_name``, ``verification`` (the verify sample and its estimate), ``areas_ids``
-        and ``areas_complete``.
-    """
-    from parcelsearch.search_options import resolve_team
-
-    return open_history(CacheFolder(cache_dir).ledger_path, team=resolve_team(team)).runs()
-
-
-def open_history(ledger_path: str | os.PathLike[str], *, team: str | None = None,
-                 member: str = "") -> History:
-    """The run history a search records into: the team store's when ``team`` is given (as
-    ``member``), else the one in the ledger's file ``ledger_path``."""
-    if team is not None:
-        from parcelsearch.team.run_history import TeamRunHistory  # psycopg only for teams
-
-        return TeamRunHistory(team, member=member)
-    return RunHistory(ledger_path)

@@ -47,10 +47,11 @@ from parcelsearch.errors import (
     SearchInterrupted,
 )
 from parcelsearch.fetching import Fetcher, PageSpend, PieceState, Run
-from parcelsearch.history import History, open_history
+from parcelsearch.history import History
 from parcelsearch.ledger import Ledger, Quota
 from parcelsearch.market_list import check_markets, markets, require_market_column
 from parcelsearch.planning import Plan, suggest_tolerance
+from parcelsearch.recorded_runs import open_history
 from parcelsearch.result import SearchResult, skipped_frame
 from parcelsearch.search_options import DEFAULT_WORKERS, SearchOptions
 from parcelsearch.spending import LocalSpending, Spending

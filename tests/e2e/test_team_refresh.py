@@ -16,7 +16,7 @@ import pytest
 from _cli import run
 
 import parcelsearch
-from parcelsearch.history import open_history
+from parcelsearch.recorded_runs import open_history
 from parcelsearch.service.fabric_changes import next_month
 from parcelsearch.service.server import RunningService
 from parcelsearch.service.store import ParcelStore, load_parcels
