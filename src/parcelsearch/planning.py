@@ -212,7 +212,10 @@ def plan(
         0 (default): exact pieces, whose union covers each area (every parcel whose
         representative point lies inside is found) and reaches at most two 6-decimal grid
         steps (2e-6°, about 22 cm) beyond it; a pocket sealed off by rounding is never
-        searched.
+        searched. Parts of an area up to 3 km apart may share a piece through a connector:
+        a sliver thinner than a grid step (0.1 m) along a straight link between them, which
+        matches a parcel only if its representative point lies in it
+        (:mod:`parcelsearch.tiling.connectors`).
         ``t`` metres (≥ 0.5): pieces cover each area and stay within ``t`` of it, so
         fewer pieces are needed; nearby parts and fine boundary detail may merge.
     id_column

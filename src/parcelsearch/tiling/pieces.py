@@ -59,8 +59,9 @@ class TilingMemo:
     def _better_than_exact(self, geometry: BaseGeometry, covering: tuple[Polygon, ...],
                            budget: Budget) -> bool:
         """Whether tolerance pieces beat the exact ones: no more pieces, no more request
-        bytes, and fewer of one. (Exact pieces stay within two grid steps of the area, so
-        they are tolerance pieces too: tolerance mode never does worse than exact mode.)
+        bytes, and fewer of one. (Exact pieces stay within two grid steps of the area but for
+        their connectors, which tolerance pieces have too, so they are tolerance pieces as
+        well: tolerance mode never does worse than exact mode.)
 
         The exact pieces are made only when the exact area's vertex bound (fewest pieces,
         fewest bytes) does not settle it.
@@ -104,9 +105,13 @@ def tile(
     tolerance
         0 for exact pieces: their union covers the area and reaches at most two grid steps
         (2e-6°) beyond it, with no sealed-off pocket filled (see
-        :mod:`parcelsearch.tiling.grid`); ``t`` metres (at least
+        :mod:`parcelsearch.tiling.grid`), but for connectors: parts of the area up to
+        :data:`~parcelsearch.tiling.connectors.MAX_LINK_M` apart may share a ring through a
+        sliver thinner than a grid step along a straight link between them
+        (:mod:`parcelsearch.tiling.connectors`); ``t`` metres (at least
         :data:`~parcelsearch.tiling.covers.MIN_TOLERANCE`) for pieces that cover the area
-        and stay within ``t`` of it: the pieces of its cover when they are fewer or
+        and stay within ``t`` of it (connectors aside, as in exact mode): the pieces of its
+        cover when they are fewer or
         shorter than the exact pieces and neither more nor longer, else the exact pieces.
     max_request_bytes, path
         The request-line budget and the search path it is measured on (at page 99999).
