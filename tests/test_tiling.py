@@ -301,7 +301,8 @@ def test_a_simple_area_keeps_its_exact_ring_in_tolerance_mode():
 def test_parts_closer_than_t_merge_and_narrow_holes_fill():
     metres = 1 / 111_000  # a degree of latitude is ~111 km
     near = MultiPolygon([SQUARE, box(-97.5, 32.8 + 2 * metres, -97.4, 32.9)])
-    assert len(tile(near, tolerance=5)) == 1
+    assert len(tile(near, connectors=False)) == 2
+    assert len(tile(near, tolerance=5, connectors=False)) == 1
     canal = SQUARE.difference(box(-97.49, 32.75, -97.41, 32.75 + 6 * metres))  # 6 m wide
     assert len(tile(canal, tolerance=5)) == 1  # every point of the canal is within 3 m
 
@@ -505,6 +506,17 @@ def test_connectors_let_islands_share_pieces():
     links = (len(area.geoms) - len(pieces)) * 250 / 111_320  # ≤ 250 m a link, in degrees
     assert beyond.area <= links * 2 * 2**0.5 * GRID
     assert requests(tile(shapely.MultiPolygon(list(area.geoms)[::-1]))) == requests(pieces)
+
+
+def test_without_connectors_islands_keep_their_own_pieces_within_two_grid_steps():
+    area = _islands(count=6)
+    for tolerance in (0.0, 5.0):
+        strict = tile(area, tolerance=tolerance, connectors=False)
+        assert len(strict) == 6 and len(tile(area, tolerance=tolerance)) == 1
+        assert_sendable(strict)
+        assert shapely.union_all(strict).covers(area)
+        reach = 2 * GRID if not tolerance else tolerance / 110_000
+        assert shapely.buffer(area, reach, quad_segs=32).covers(shapely.union_all(strict))
 
 
 def test_parts_farther_apart_than_a_link_never_share_a_piece():

@@ -6,8 +6,9 @@ the area, so every parcel whose representative point lies inside it, is searched
 reaches at most two grid steps (2e-6°, about 22 cm) beyond it — except along
 *connectors* (:mod:`parcelsearch.tiling.connectors`): where parts of one area share a ring,
 a sliver within √2 grid steps of a straight link of at most 3 km between two of them, that
-enters no other piece of the area (a parcel is matched there only if its representative
-point lies in the sliver, which is usually well under a grid step wide). To survive rounding
+enters no other piece of the area but may cross land outside it (a parcel there is matched
+only if its representative point lies in the sliver, which is usually well under a grid step
+wide; ``connectors=False`` makes none). To survive rounding
 to the grid, an area that is not already on it is first grown by
 :data:`ROUNDING_MARGIN` (sharp corners bevelled) and clipped to
 [-180, 180] × [-90, 90]. Growing may close a slit narrower than two grid steps; the

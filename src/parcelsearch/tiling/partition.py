@@ -31,11 +31,12 @@ from parcelsearch.tiling.request_budget import MAX_VERTEX_BYTES, Budget
 __all__ = ["exact_pieces"]
 
 
-def exact_pieces(area: BaseGeometry, budget: Budget) -> tuple[Polygon, ...]:
+def exact_pieces(area: BaseGeometry, budget: Budget,
+                 connectors: bool = True) -> tuple[Polygon, ...]:
     """The pieces of an area already on the grid (:func:`parcelsearch.tiling.covers.prepared`):
     canonical rings (:func:`~parcelsearch.tiling.grid.canonical_ring`) that fit ``budget``,
-    sorted, whose union is ``area`` and the connectors that join some of them
-    (:mod:`parcelsearch.tiling.connectors`)."""
+    sorted, whose union is ``area`` and, with ``connectors``, the connectors that join some
+    of them (:mod:`parcelsearch.tiling.connectors`); without, exactly ``area``."""
     pieces: list[Polygon] = []
     parts: list[int] = []
     for number, part in enumerate(polygons(area)):
@@ -45,7 +46,7 @@ def exact_pieces(area: BaseGeometry, budget: Budget) -> tuple[Polygon, ...]:
         pieces.extend(found)
         parts.extend([number] * len(found))
     if len(pieces) > 1:
-        pieces = _Merger(pieces, parts, area, budget).run()
+        pieces = _Merger(pieces, parts, area, budget, connectors).run()
     return tuple(_finish(pieces, budget))
 
 
@@ -284,10 +285,11 @@ class _Merger:
     """Pieces of one area merged, the pair with the fewest bytes first, while the merged ring
     fits: pieces sharing an edge by their union, pieces of different parts within a link's
     reach by a connector (:func:`parcelsearch.tiling.connectors.connect`); a piece never
-    gets a connector to another piece of a part it already holds."""
+    gets a connector to another piece of a part it already holds. Without ``connectors``,
+    only pieces sharing an edge are merged."""
 
     def __init__(self, pieces: list[Polygon], parts: list[int], area: BaseGeometry,
-                 budget: Budget) -> None:
+                 budget: Budget, connectors: bool = True) -> None:
         self.budget = budget
         self.parts = {i: {part} for i, part in enumerate(parts)}
         self.alive: dict[int, Polygon] = dict(enumerate(pieces))
@@ -295,7 +297,7 @@ class _Merger:
         self.touching = {i: set(n) for i, n in enumerate(_neighbours(pieces))}
         _, miny, _, maxy = area.bounds
         self.cos_lat = math.cos(math.radians(min(89.9, max(abs(miny), abs(maxy)))))
-        near = _near(pieces, self.cos_lat)
+        near = _near(pieces, self.cos_lat) if connectors else [set() for _ in pieces]
         self.near = {i: {j for j in n if parts[j] != parts[i]} for i, n in enumerate(near)}
         self.outer = _outer_edges(area)
         self.tree = shapely.STRtree(np.asarray(pieces, dtype=object))
