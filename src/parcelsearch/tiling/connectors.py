@@ -99,7 +99,8 @@ def connect(
     cos_lat
         cos(latitude) near the pieces, to measure a link on the ground.
     clear
-        Whether a link (its two ends, grid units) crosses no other piece of the area.
+        Whether a link (its two ends, grid units) meets no piece of the area but at its
+        ends.
     """
     from shapely import is_valid, polygons
 
@@ -117,9 +118,10 @@ def connect(
         i, j = divmod(pair, len(b_to))
         if metres[i, j] > MAX_LINK_M:
             break
+        if not clear(a_ring[a_from[i]], b_ring[b_to[j]]):  # the cheaper test first
+            continue
         found = _connected(a_ring, b_ring, int(a_from[i]), int(b_to[j]))
-        if (found is not None and clear(a_ring[a_from[i]], b_ring[b_to[j]])
-                and is_valid(polygons(found[0] / SCALE))):
+        if found is not None and is_valid(polygons(found[0] / SCALE)):
             return found
     return None
 
