@@ -562,3 +562,20 @@ def test_areas_load_only_the_antimeridian_module():
                          check=True).stdout
     assert out.strip() == ("['parcelsearch.tiling', 'parcelsearch.tiling.antimeridian', "
                            "'parcelsearch.tiling.grid']")
+
+
+@pytest.mark.parametrize("connectors", [True, False])
+def test_exact_least_bounds_the_exact_pieces(connectors):
+    from parcelsearch.tiling.covers import prepared
+    from parcelsearch.tiling.partition import exact_least, exact_pieces
+
+    budget = Budget()
+    far = _islands(count=3, gap_m=4_000)
+    for area in (_islands(), far, MultiPolygon([*_islands(count=4).geoms, *far.geoms])):
+        grown = prepared(area, 0.0)
+        pieces = exact_pieces(grown, budget, connectors)
+        least = exact_least(grown, budget, connectors)
+        assert least[0] <= len(pieces)
+        assert least[1] <= sum(budget.polygon_bytes(p) for p in pieces)
+    # parts farther apart than a link never share a piece: the bound counts them apart
+    assert exact_least(prepared(far, 0.0), budget, connectors)[0] == 3

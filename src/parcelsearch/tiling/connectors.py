@@ -24,14 +24,14 @@ the triangles').
 
 from __future__ import annotations
 
-from collections.abc import Callable
+from collections.abc import Callable, Sequence
 
 import numpy as np
 from shapely import Polygon
 
 from parcelsearch.tiling.grid import SCALE
 
-__all__ = ["MAX_LINK_M", "connect", "link_reach_degrees"]
+__all__ = ["MAX_LINK_M", "connect", "link_reach_degrees", "reach_groups"]
 
 #: Longest link a connector may take, in metres on the ground.
 MAX_LINK_M = 3_000.0
@@ -48,6 +48,33 @@ def link_reach_degrees() -> float:
     """:data:`MAX_LINK_M` in degrees of latitude (or of longitude × cos(latitude)), at
     least: the reach within which pieces may be linked."""
     return MAX_LINK_M / (_M_PER_STEP * SCALE)
+
+
+def reach_groups(parts: Sequence[Polygon], cos_lat: float) -> list[list[int]]:
+    """The parts (indices) grouped by chains of links: two parts are in one group if a chain
+    of parts, each within a link's reach of the next (longitude scaled by ``cos_lat``, as
+    pieces are when linked), joins them. No piece spans two groups."""
+    import shapely
+
+    root = list(range(len(parts)))
+
+    def find(k: int) -> int:
+        while root[k] != k:
+            root[k] = root[root[k]]
+            k = root[k]
+        return k
+
+    if len(parts) > 1:
+        scaled = shapely.transform(np.asarray(parts, dtype=object),
+                                   lambda xy: xy * [cos_lat, 1.0])
+        left, right = shapely.STRtree(scaled).query(scaled, predicate="dwithin",
+                                                    distance=link_reach_degrees())
+        for i, j in zip(left.tolist(), right.tolist(), strict=True):
+            root[find(i)] = find(j)
+    groups: dict[int, list[int]] = {}
+    for k in range(len(parts)):
+        groups.setdefault(find(k), []).append(k)
+    return list(groups.values())
 
 
 def grid_ring(polygon: Polygon) -> np.ndarray:

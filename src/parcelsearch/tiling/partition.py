@@ -24,11 +24,16 @@ from shapely.geometry.base import BaseGeometry
 
 from parcelsearch import _wire
 from parcelsearch.errors import InputError
-from parcelsearch.tiling.connectors import connect, grid_ring, link_reach_degrees
+from parcelsearch.tiling.connectors import (
+    connect,
+    grid_ring,
+    link_reach_degrees,
+    reach_groups,
+)
 from parcelsearch.tiling.grid import SCALE, canonical_ring, polygons, snap, sorted_pieces
 from parcelsearch.tiling.request_budget import MAX_VERTEX_BYTES, Budget
 
-__all__ = ["exact_pieces"]
+__all__ = ["exact_pieces", "exact_least", "link_cos_lat"]
 
 
 def exact_pieces(area: BaseGeometry, budget: Budget,
@@ -295,8 +300,7 @@ class _Merger:
         self.alive: dict[int, Polygon] = dict(enumerate(pieces))
         self.sizes = {i: _sent_bytes(p, budget) for i, p in self.alive.items()}
         self.touching = {i: set(n) for i, n in enumerate(_neighbours(pieces))}
-        _, miny, _, maxy = area.bounds
-        self.cos_lat = math.cos(math.radians(min(89.9, max(abs(miny), abs(maxy)))))
+        self.cos_lat = link_cos_lat(area)
         several = connectors and len(set(parts)) > 1  # else no connector is ever tried
         near = _near(pieces, self.cos_lat) if several else [set() for _ in pieces]
         self.near = {i: {j for j in n if parts[j] != parts[i]} for i, n in enumerate(near)}
@@ -396,6 +400,28 @@ class _Merger:
             self.near[k].discard(m)
             self.near[m].discard(k)
         self._push(k)
+
+
+def link_cos_lat(area: BaseGeometry) -> float:
+    """cos(latitude) links are measured with in ``area``: where a degree of longitude is
+    shortest (so a link is never measured shorter than it is)."""
+    _, miny, _, maxy = area.bounds
+    return math.cos(math.radians(min(89.9, max(abs(miny), abs(maxy)))))
+
+
+def exact_least(area: BaseGeometry, budget: Budget, connectors: bool = True) -> tuple[int, int]:
+    """Fewest pieces :func:`exact_pieces` can give ``area``, and fewest request bytes: the
+    vertex bound (:meth:`~parcelsearch.tiling.request_budget.Budget.vertex_bound`) of each
+    group of parts a chain of links joins (each part alone without ``connectors``), summed:
+    no piece spans two groups."""
+    parts = polygons(area)
+    groups = (reach_groups(parts, link_cos_lat(area)) if connectors
+              else [[k] for k in range(len(parts))])
+    rings = size = 0
+    for group in groups:
+        found = budget.vertex_bound(shapely.multipolygons([parts[k] for k in group]))
+        rings, size = rings + found[0], size + found[1]
+    return rings, size
 
 
 def _sent_bytes(polygon: Polygon, budget: Budget) -> int:

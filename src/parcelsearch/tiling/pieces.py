@@ -21,7 +21,7 @@ from shapely.geometry.base import BaseGeometry
 
 from parcelsearch import settings
 from parcelsearch.tiling.covers import check_tolerance, prepared
-from parcelsearch.tiling.partition import exact_pieces
+from parcelsearch.tiling.partition import exact_least, exact_pieces
 from parcelsearch.tiling.request_budget import Budget
 
 __all__ = ["TilingMemo", "tile"]
@@ -64,13 +64,15 @@ class TilingMemo:
         their connectors, which tolerance pieces have too, so they are tolerance pieces as
         well: tolerance mode never does worse than exact mode.)
 
-        The exact pieces are made only when the exact area's vertex bound (fewest pieces,
-        fewest bytes) does not settle it.
+        The exact pieces are made only when they are not made already and the exact area's
+        lower bounds (:func:`~parcelsearch.tiling.partition.exact_least`: fewest pieces,
+        fewest bytes) do not settle it.
         """
         measure = (len(covering), sum(budget.polygon_bytes(p) for p in covering))
-        least = budget.vertex_bound(self.prepared(geometry, 0.0))
-        if measure[0] <= least[0] and measure[1] < least[1]:
-            return True
+        if (geometry, 0.0, budget, bool(connectors)) not in self._pieces:
+            least = exact_least(self.prepared(geometry, 0.0), budget, connectors)
+            if measure[0] <= least[0] and measure[1] < least[1]:
+                return True
         exact = self.pieces(geometry, 0.0, budget, connectors)
         known = (len(exact), sum(budget.polygon_bytes(p) for p in exact))
         return measure[0] <= known[0] and measure[1] <= known[1] and measure != known
