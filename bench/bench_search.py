@@ -11,10 +11,12 @@ side by side in one run:
    against the parcel floor Σ⌈parcels/100⌉ and the vertex bound; and that exact mode
    matched no parcel beyond two grid steps (2e-6°) outside its area, tolerance mode
    none beyond 5 m;
-2. exact pieces ÷ plain halving's, beside the bound the part count puts on that ratio
-   (exact pieces never bridge two parts), also for the large real coastline regions of
+2. exact pieces ÷ plain halving's, beside the bound the part count would put on that ratio
+   without connectors, also for the large real coastline regions of
    ``bench_tiling.coast_regions`` (planned only);
-3. the same for a dense real island city (four regional councils' islands, 117 parts), and
+3. the same for a dense real city of five large regions with their islands (issue 28's
+   case: 107 parts, ~89 k vertices, some 400 k parcels along their boundaries), for a dense
+   real island city (four regional councils' islands, 117 parts), and
    pieces, request bytes and planning time for a large set of simple areas (a thousand
    islands), checking that tolerance mode is never worse than exact mode on either
    (``python bench/bench_search.py real-city`` runs these alone);
@@ -60,6 +62,7 @@ from bench_tiling import (  # noqa: E402
     island_city,
     island_set,
     real_areas,
+    region_city,
 )
 
 import parcelsearch  # noqa: E402
@@ -89,7 +92,38 @@ def fabric_under(areas: gpd.GeoDataFrame, per_part: bool = False) -> gpd.GeoData
                 synth.MarketSpec(f"{area_id} {number}, TX", minx, miny,
                                  blocks_x=int(width / 225) + 2, blocks_y=int(height / 100) + 2)
             )
-    parcels = synth.fabric(specs, seed=7)
+    return _near(synth.fabric(specs, seed=7), areas)
+
+
+def towns_along(areas: gpd.GeoDataFrame, every_m: float = 50_000.0,
+                town_m: float = 2_000.0) -> gpd.GeoDataFrame:
+    """A fabric for areas too large to lay one under: a square town ``town_m`` wide every
+    ``every_m`` along each part's outer boundary (centred on it: half inside, half outside),
+    and one under each part smaller than a town (an island); less the parcels farther than
+    :data:`NEAR_M` from every area. A coastal city's parcels, where the pieces' edges are."""
+    specs = []
+    for area_id, geom in areas.geometry.items():
+        for number, part in enumerate(shapely.get_parts(geom)):
+            minx, miny, maxx, maxy = part.bounds
+            metres_x = _M_PER_DEG * math.cos(math.radians((miny + maxy) / 2))
+            if (maxx - minx) * metres_x <= town_m and (maxy - miny) * 110_574 <= town_m:
+                centres = [((minx + maxx) / 2, (miny + maxy) / 2)]
+            else:
+                ring = shapely.LineString(part.exterior.coords)
+                length = ring.length * (metres_x + 110_574) / 2  # about, in metres
+                steps = np.arange(0.0, 1.0, every_m / max(length, every_m))
+                centres = shapely.get_coordinates(shapely.line_interpolate_point(
+                    ring, steps, normalized=True)).tolist()
+            for k, (x, y) in enumerate(centres):
+                specs.append(synth.MarketSpec(
+                    f"{area_id} {number}-{k}, TX", x - town_m / 2 / metres_x,
+                    y - town_m / 2 / 110_574, blocks_x=int(town_m / 225) + 1,
+                    blocks_y=int(town_m / 100) + 1))
+    return _near(synth.fabric(specs, seed=11), areas)
+
+
+def _near(parcels: gpd.GeoDataFrame, areas: gpd.GeoDataFrame) -> gpd.GeoDataFrame:
+    """The parcels within :data:`NEAR_M` of some area (the rest cost nothing)."""
     points = parcels.geometry.representative_point()
     near = np.zeros(len(parcels), dtype=bool)
     for geom in areas.geometry:
@@ -182,7 +216,7 @@ def searched_calls(
     for label in searched:
         table[f"{label} calls/floor"] = (table[f"{label}_calls"] / table["floor"]).round(3)
     table["exact/halving pieces"] = (table["exact_pieces"] / table["halving_pieces"]).round(3)
-    # Exact pieces never bridge two parts (nor the sea between islands): exact ≥ parts.
+    # Without connectors exact ≥ parts (connectors let parts within 3 km share a piece).
     table["parts/halving (bound)"] = (table["parts_n"] / table["halving_pieces"]).round(3)
     table["exact pieces/vertex bound"] = (table["exact_pieces"] / table["vertex_bound"]).round(3)
     return table
@@ -407,7 +441,7 @@ def _section(name: str, table: pd.DataFrame, refusal: dict[str, float],
         f"tolerance 5 m calls / floor: {totals['tol5 calls/floor']:.3f} (target ≤ 1.05); "
         f"halving calls / floor: {totals['halving calls/floor']:.3f}",
         f"- exact pieces / halving pieces: {totals['exact/halving pieces']:.3f} (target ≤ 0.6; "
-        f"exact pieces never bridge parts, so the part count bounds it below by parts / "
+        f"without connectors the part count would bound it below by parts / "
         f"halving = {totals['parts/halving']:.3f}); "
         f"pieces / vertex bound: exact {totals['exact pieces/vertex bound']:.3f}, "
         f"tolerance 5 m {totals['tol5 pieces/vertex bound']:.3f}",
@@ -460,6 +494,67 @@ def planned_set(areas: gpd.GeoDataFrame) -> dict[str, float]:
     return out
 
 
+def region_city_lines(workdir: Path) -> list[str]:
+    """Issue 28's case: a dense real city of five large regions, each with its offshore
+    islands one multi-part area (:func:`bench_tiling.region_city`), searched in exact mode
+    and at tolerance 5 m over towns along its boundaries (:func:`towns_along`); the lines
+    for RESULTS.md."""
+    city = region_city()
+    started = time.perf_counter()
+    parcels = towns_along(city)
+    print(f"region city: {len(parcels):,} parcels in {time.perf_counter() - started:.1f} s")
+    with start_service(parcels=parcels, keys=workdir / "keys-regions.sqlite",
+                       cert_dir=workdir / "certs") as svc:
+        table = searched_calls(svc, city, workdir / "regions", ("exact", "tol5"))
+    print(table.astype(object).T.to_string())
+    header = (
+        "**A dense real city of large regions** (issue 28's case; nzgeom: the Bay of Plenty, "
+        "Tasman, Nelson, Gisborne and Taranaki regional councils, each its land with its "
+        "offshore islands of at least 0.01 km² as one multi-part area): {parts} parts, "
+        "{vertices} vertices, {parcels} parcels inside (a 2 km town every 50 km along each "
+        "part's boundary, and one under each small island).")
+    return _city_lines(header, city, table)
+
+
+def _city_lines(header: str, city: gpd.GeoDataFrame, table: pd.DataFrame) -> list[str]:
+    """The RESULTS.md lines of a searched city: ``header`` (with ``{parts}``, ``{vertices}``
+    and ``{parcels}`` filled in), the table, and calls / floor, pieces / vertex bound,
+    request bytes, the areas where tolerance is worse than exact, planning seconds, and
+    parcels missed or found beyond the allowed reach."""
+    totals = _totals(table)
+    total = table.sum(numeric_only=True)
+    tiles = {}
+    for label, tolerance in (("exact", 0.0), ("tol5", TOLERANCE)):
+        made = parcelsearch.plan(city, tolerance)
+        tiles[label] = made.tiles.groupby(made.id_name).agg(pieces=("piece_id", "size"),
+                                                             bytes=("request_bytes", "sum"))
+    worse = int(((tiles["tol5"]["pieces"] > tiles["exact"]["pieces"])
+                 | (tiles["tol5"]["bytes"] > tiles["exact"]["bytes"])).sum())
+    return [
+        header.format(parts=int(total["parts_n"]),
+                      vertices=f"{int(shapely.get_num_coordinates(city.geometry).sum()):,}",
+                      parcels=f"{int(table['parcels'].sum()):,}"),
+        "",
+        "```",
+        table.astype(object).T.to_string(),
+        "```",
+        "",
+        f"- exact calls / floor: **{totals['exact calls/floor']:.3f}** (goal ≤ 1.10); "
+        f"tolerance 5 m calls / floor: **{totals['tol5 calls/floor']:.3f}** (goal ≤ 1.05)",
+        f"- pieces / vertex bound: exact {totals['exact pieces/vertex bound']:.3f} "
+        f"({int(total['exact_pieces'])} / {int(total['vertex_bound'])}), tolerance 5 m "
+        f"{totals['tol5 pieces/vertex bound']:.3f} ({int(total['tol5_pieces'])}); request "
+        f"bytes: exact {int(tiles['exact']['bytes'].sum()):,}, tolerance 5 m "
+        f"{int(tiles['tol5']['bytes'].sum()):,}; areas where tolerance 5 m gives more pieces "
+        f"or more bytes than exact: **{worse}**",
+        f"- planning: exact {totals['exact plan s']:.2f} s, tolerance 5 m "
+        f"{totals['tol5 plan s']:.2f} s",
+        f"- parcels inside an area but not found: {totals['missed']:.0f}; found beyond the "
+        f"allowed reach: {totals['beyond']:.0f}",
+        "",
+    ]
+
+
 def real_city(workdir: Path) -> list[str]:
     """The dense island city (:func:`bench_tiling.island_city`) searched in exact mode and
     at tolerance 5 m over a fabric laid under each of its islands, and the large set of
@@ -472,34 +567,14 @@ def real_city(workdir: Path) -> list[str]:
                        cert_dir=workdir / "certs") as svc:
         table = searched_calls(svc, city, workdir / "city", ("exact", "tol5"))
     print(table.astype(object).T.to_string())
-    totals = _totals(table)
-    total = table.sum(numeric_only=True)
-    bytes_ = {label: sum(p.request_bytes for p in parcelsearch.plan(city, t).pieces)
-              for label, t in (("exact", 0.0), ("tol5", TOLERANCE))}
     simple = planned_set(island_set())
     print("island set:", simple)
-    return [
+    header = (
         "**A dense real island city** (nzgeom: every offshore island of at least 0.1 km² of "
         "the Auckland, Northland, Waikato and Bay of Plenty regional councils, one "
-        f"multi-part area a region): {int(total['parts_n'])} parts, "
-        f"{int(shapely.get_num_coordinates(city.geometry).sum()):,} vertices, "
-        f"{int(table['parcels'].sum()):,} parcels inside (a fabric under each island).",
-        "",
-        "```",
-        table.astype(object).T.to_string(),
-        "```",
-        "",
-        f"- exact calls / floor: **{totals['exact calls/floor']:.3f}** (goal ≤ 1.10); "
-        f"tolerance 5 m calls / floor: **{totals['tol5 calls/floor']:.3f}** (goal ≤ 1.05)",
-        f"- pieces / vertex bound: exact {totals['exact pieces/vertex bound']:.3f} "
-        f"({int(total['exact_pieces'])} / {int(total['vertex_bound'])}), tolerance 5 m "
-        f"{totals['tol5 pieces/vertex bound']:.3f} ({int(total['tol5_pieces'])}); request "
-        f"bytes: exact {bytes_['exact']:,}, tolerance 5 m {bytes_['tol5']:,}",
-        f"- planning: exact {totals['exact plan s']:.2f} s, tolerance 5 m "
-        f"{totals['tol5 plan s']:.2f} s",
-        f"- parcels inside an area but not found: {totals['missed']:.0f}; found beyond the "
-        f"allowed reach: {totals['beyond']:.0f}",
-        "",
+        "multi-part area a region): {parts} parts, {vertices} vertices, {parcels} parcels "
+        "inside (a fabric under each island).")
+    return region_city_lines(workdir) + _city_lines(header, city, table) + [
         f"**A large set of simple areas** (nzgeom: every offshore island of at least 0.01 km², "
         f"each its own area), planned: {simple['areas']:,} areas, {simple['vertices']:,} "
         f"vertices, vertex bound {simple['vertex_bound']:,} pieces.",

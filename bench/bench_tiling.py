@@ -275,6 +275,32 @@ def island_city(min_km2: float = 0.1) -> gpd.GeoDataFrame:
     return frame.to_crs(4326)
 
 
+#: The regions of :func:`region_city`: large coastal regions with many offshore islands.
+_DENSE_REGIONS = ("Bay of Plenty Region", "Tasman Region", "Nelson Region", "Gisborne Region",
+                  "Taranaki Region")
+
+
+def region_city(min_km2: float = 0.01) -> gpd.GeoDataFrame:
+    """A dense real city like issue 28's: five large regional councils, each ONE multi-part
+    area of its land on the main islands WITH its offshore islands of at least ``min_km2``
+    (index ``area_id``, EPSG:4326), from the ``nzgeom`` package: about a hundred parts and
+    some 90,000 vertices in all."""
+    coast, regions = _nz_layers()
+    land = coast[coast["name"].isin(_MAINLAND) | (coast.geometry.area >= min_km2 * 1e6)]
+    tree = shapely.STRtree(land.geometry.to_numpy())
+    shapes = {}
+    for name in _DENSE_REGIONS:
+        region = regions.loc[regions["REGC2018_V1_00_NAME"] == name].geometry.iloc[0]
+        near = land.geometry.to_numpy()[tree.query(region, predicate="intersects")]
+        parts = [p for p in shapely.get_parts(shapely.intersection(region, shapely.union_all(near)))
+                 if p.geom_type == "Polygon" and p.area >= min_km2 * 1e6]
+        shapes[name.removesuffix(" Region").lower().replace(" ", "-")] = shapely.MultiPolygon(parts)
+    frame = gpd.GeoDataFrame(
+        geometry=list(shapes.values()), index=pd.Index(list(shapes), name="area_id"), crs=coast.crs
+    )
+    return frame.to_crs(4326)
+
+
 def island_set(min_km2: float = 0.01) -> gpd.GeoDataFrame:
     """A large set of simple areas: every offshore island of New Zealand of at least
     ``min_km2``, each its own area (one ring, a few to a few thousand vertices; index
@@ -331,7 +357,7 @@ def piece_counts(
             row[column] = len(run(geometry))
             row[f"seconds_{column.split('_')[0]}"] = round(time.perf_counter() - started, 2)
         row["exact/halving"] = round(row["exact"] / row["halving"], 3)  # type: ignore[operator]
-        # Exact pieces never bridge two parts, so exact ≥ parts: the ratio cannot go lower.
+        # Without connectors exact ≥ parts: the ratio could not go lower (with them it can).
         row["parts/halving"] = round(row["parts"] / row["halving"], 3)  # type: ignore[operator]
         row["exact/vertex_bound"] = round(
             row["exact"] / row["vertex_bound"], 3  # type: ignore[operator]
@@ -348,8 +374,9 @@ def _table(name: str, areas: gpd.GeoDataFrame) -> str:
         f"**{name}** — pieces per area (each costs at least one call).\n\n{text}\n\n"
         f"Totals: {totals['vertices']:,} vertices; vertex bound {totals['vertex_bound']}; "
         f"exact {totals['exact']}, tolerance 5 m {totals['tol_5m']}, halving {totals['halving']}; "
-        f"exact/halving = {totals['exact'] / totals['halving']:.3f} (target ≤ 0.6; the parts "
-        f"alone bound it below by parts/halving = {totals['parts'] / totals['halving']:.3f}); "
+        f"exact/halving = {totals['exact'] / totals['halving']:.3f} (target ≤ 0.6; without "
+        f"connectors the parts alone would bound it below by parts/halving = "
+        f"{totals['parts'] / totals['halving']:.3f}); "
         f"exact/vertex bound = {totals['exact'] / totals['vertex_bound']:.3f}.\n"
     )
 

@@ -142,8 +142,35 @@ def test_plan_writes_tiles_in_each_format(files, suffix, capsys) -> None:
                               "--out-tiles", str(out)], capsys)
     assert code == 0, err
     tiles = gpd.read_parquet(out) if suffix == ".parquet" else gpd.read_file(out)
-    assert len(tiles) == 7 and tiles.crs == "EPSG:4326"
+    # twin-sites' two parts share one piece through a connector (7 pieces before them)
+    assert len(tiles) == 6 and tiles.crs == "EPSG:4326"
+    assert "6 pieces, at least 6 calls" in printed
+
+
+@pytest.mark.parametrize("command", ["plan", "search"])
+def test_no_connectors_is_offered_as_help_says(command, capsys) -> None:
+    with pytest.raises(SystemExit):
+        build_parser().parse_args([command, "--help"])
+    assert "--no-connectors" in capsys.readouterr().out
+    given = ["A", "--out", "o.csv"] if command == "search" else ["A"]
+    assert build_parser().parse_args([command, *given]).connectors is True
+    assert build_parser().parse_args([command, *given, "--no-connectors"]).connectors is False
+
+
+def test_no_connectors_keeps_every_piece_within_two_grid_steps(files, capsys) -> None:
+    """--help: 'never let parts of an area (islands) share a piece through a connector ...
+    no piece reaches beyond the tolerance anywhere'."""
+    out = files / "strict.geojson"
+    code, printed, err = run(["plan", str(files / "areas.gpkg"), "--id-column", "area_id",
+                              "--no-connectors", "--out-tiles", str(out)], capsys)
+    assert code == 0, err
     assert "7 pieces, at least 7 calls" in printed
+    areas = parcelsearch.demo_areas().set_index("area_id").geometry
+    tiles = gpd.read_file(out)
+    twins = tiles[tiles["area_id"] == "twin-sites"]
+    assert len(twins) == 2  # each part its own piece
+    for area_id, piece in zip(tiles["area_id"], tiles.geometry, strict=True):
+        assert areas[area_id].buffer(2.01e-6, quad_segs=32).covers(piece)
 
 
 def test_one_piece_is_singular(files, capsys) -> None:

@@ -19,7 +19,7 @@ import geopandas as gpd
 import pytest
 import requests
 from requests.adapters import BaseAdapter
-from shapely.geometry import box
+from shapely.geometry import MultiPolygon, box
 
 import parcelsearch
 from parcelsearch import _wire
@@ -242,3 +242,17 @@ def test_any_spending_runs_the_same_search(areas: gpd.GeoDataFrame, fake: FakeCl
     with pytest.raises(QuotaWouldExceedError, match="needs exactly 3 more calls.*has 1 left"):
         search_with(made, fake, spending, options)  # type: ignore[arg-type]
     assert spending.spent == 9
+
+
+def test_search_without_connectors_sends_each_island_its_own_piece(tmp_path: Path) -> None:
+    islands = MultiPolygon([box(-97.0, 32.0, -96.995, 32.005), box(-96.99, 32.0, -96.985, 32.005)])
+    areas = gpd.GeoDataFrame({"area_id": ["isles"]}, geometry=[islands], crs="EPSG:4326")
+    joined = parcelsearch.plan(areas, id_column="area_id")
+    strict = parcelsearch.plan(areas, id_column="area_id", connectors=False)
+    assert len(joined.pieces) == 1 and len(strict.pieces) == 2
+    rings = {p.polygon_json: 10 for p in [*joined.pieces, *strict.pieces]}
+    for connectors, made in ((True, joined), (False, strict)):
+        client = FakeClient(rings, tmp_path / f"cache-{connectors}")
+        result = _run(areas, client, connectors=connectors)
+        assert sorted(ring for ring, _ in client.log) == sorted(p.polygon_json for p in made.pieces)
+        assert result.plan.connectors is connectors

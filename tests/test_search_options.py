@@ -53,3 +53,10 @@ def test_bad_team_and_user_are_refused_naming_them(monkeypatch: pytest.MonkeyPat
 def test_the_repr_hides_the_team_store_password() -> None:
     shown = repr(SearchOptions(team="postgresql://alice:s3cret@h/db", user="alice"))
     assert "s3cret" not in shown and "alice:***@h/db" in shown
+
+
+def test_connectors_is_a_plain_switch() -> None:
+    assert SearchOptions().connectors is True
+    assert SearchOptions(connectors=False).connectors is False
+    with pytest.raises(ConfigurationError, match="connectors must be True or False"):
+        SearchOptions(connectors="no")  # type: ignore[arg-type]

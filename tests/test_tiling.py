@@ -301,8 +301,8 @@ def test_a_simple_area_keeps_its_exact_ring_in_tolerance_mode():
 def test_parts_closer_than_t_merge_and_narrow_holes_fill():
     metres = 1 / 111_000  # a degree of latitude is ~111 km
     near = MultiPolygon([SQUARE, box(-97.5, 32.8 + 2 * metres, -97.4, 32.9)])
-    assert len(tile(near)) == 2
-    assert len(tile(near, tolerance=5)) == 1
+    assert len(tile(near, connectors=False)) == 2
+    assert len(tile(near, tolerance=5, connectors=False)) == 1
     canal = SQUARE.difference(box(-97.49, 32.75, -97.41, 32.75 + 6 * metres))  # 6 m wide
     assert len(tile(canal, tolerance=5)) == 1  # every point of the canal is within 3 m
 
@@ -476,7 +476,55 @@ def test_parts_bound_never_exceeds_the_covers_parts_or_the_pieces(tolerance):
     area = split_antimeridian(area) if area.bounds[2] > 180 else area
     bound = parts_bound(area, tolerance)
     parts = len(shapely.get_parts(prepared(area, tolerance)))
-    assert 1 <= bound <= parts <= len(tile(area, tolerance=tolerance))
+    assert 1 <= bound <= parts
+    assert bound <= len(tile(area, tolerance=tolerance))
+
+
+def _islands(count: int = 24, gap_m: float = 150.0) -> MultiPolygon:
+    """A north-south row of small off-grid islands (fractal coasts) about ``gap_m`` apart."""
+    metre = 1 / 111_320
+    islands = []
+    for k in range(count):
+        island = fractal(20 + k, levels=2, centre=(-97.35, 32.75 + k * (200 + gap_m) * metre),
+                         radius=80 * metre)
+        islands.append(island)
+    return MultiPolygon(islands)
+
+
+def test_connectors_let_islands_share_pieces():
+    """Islands of one area share rings through connectors: fewer pieces than parts, every
+    piece sendable, the area covered, and beyond two grid steps of it only the connectors'
+    slivers (each within √2 grid steps of its link, so a sliver's area is at most its
+    link's length × 2√2 grid steps; here far less: the thinnest the grid allows)."""
+    area = _islands()
+    pieces = tile(area)
+    assert len(pieces) < len(area.geoms) // 4
+    assert_sendable(pieces)
+    union = shapely.union_all(pieces)
+    assert union.covers(area)
+    beyond = union.difference(shapely.buffer(area, 2 * GRID, quad_segs=32))
+    links = (len(area.geoms) - len(pieces)) * 250 / 111_320  # ≤ 250 m a link, in degrees
+    assert beyond.area <= links * 2 * 2**0.5 * GRID
+    assert requests(tile(shapely.MultiPolygon(list(area.geoms)[::-1]))) == requests(pieces)
+
+
+def test_without_connectors_islands_keep_their_own_pieces_within_two_grid_steps():
+    area = _islands(count=6)
+    for tolerance in (0.0, 5.0):
+        strict = tile(area, tolerance=tolerance, connectors=False)
+        assert len(strict) == 6 and len(tile(area, tolerance=tolerance)) == 1
+        assert_sendable(strict)
+        assert shapely.union_all(strict).covers(area)
+        reach = 2 * GRID if not tolerance else tolerance / 110_000
+        assert shapely.buffer(area, reach, quad_segs=32).covers(shapely.union_all(strict))
+
+
+def test_parts_farther_apart_than_a_link_never_share_a_piece():
+    from parcelsearch.tiling.connectors import MAX_LINK_M
+
+    far = _islands(count=3, gap_m=MAX_LINK_M * 1.05)
+    assert len(tile(far)) == 3
+    assert len(tile(_islands(count=3, gap_m=MAX_LINK_M * 0.8))) == 1
 
 
 def test_parts_bound_counts_parts_far_apart():
@@ -514,3 +562,20 @@ def test_areas_load_only_the_antimeridian_module():
                          check=True).stdout
     assert out.strip() == ("['parcelsearch.tiling', 'parcelsearch.tiling.antimeridian', "
                            "'parcelsearch.tiling.grid']")
+
+
+@pytest.mark.parametrize("connectors", [True, False])
+def test_exact_least_bounds_the_exact_pieces(connectors):
+    from parcelsearch.tiling.covers import prepared
+    from parcelsearch.tiling.partition import exact_least, exact_pieces
+
+    budget = Budget()
+    far = _islands(count=3, gap_m=4_000)
+    for area in (_islands(), far, MultiPolygon([*_islands(count=4).geoms, *far.geoms])):
+        grown = prepared(area, 0.0)
+        pieces = exact_pieces(grown, budget, connectors)
+        least = exact_least(grown, budget, connectors)
+        assert least[0] <= len(pieces)
+        assert least[1] <= sum(budget.polygon_bytes(p) for p in pieces)
+    # parts farther apart than a link never share a piece: the bound counts them apart
+    assert exact_least(prepared(far, 0.0), budget, connectors)[0] == 3

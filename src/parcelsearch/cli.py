@@ -274,6 +274,11 @@ def _add_areas(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("--tolerance", type=_tolerance, default=0.0, metavar="METRES",
                         help="metres pieces may reach outside the areas to save calls; 0 "
                              "(default) is exact, else at least 0.5")
+    parser.add_argument("--no-connectors", dest="connectors", action="store_false",
+                        help="never let parts of an area (islands) share a piece through a "
+                             "connector, a sliver along a link that may cross land outside "
+                             "the area: more calls, but no piece reaches beyond the "
+                             "tolerance anywhere")
 
 
 def _add_connection(parser: argparse.ArgumentParser, cache_only: bool = False) -> None:

@@ -104,7 +104,8 @@ def check_listening(base_url: str, timeout: float = CONNECT_PROBE_SECONDS) -> No
 
 def run_plan(args: argparse.Namespace) -> int:
     """``parcelsearch plan``: print the pieces and minimum calls; write them if asked."""
-    made = planning.plan(read_areas(args), args.tolerance, id_column=args.id_column)
+    made = planning.plan(read_areas(args), args.tolerance, id_column=args.id_column,
+                         connectors=args.connectors)
     _print_table(made.summary(), "every piece in --out-tiles FILE")
     print(f"\n{plural(len(made.pieces), 'piece')}, at least {plural(made.min_calls, 'call')}")
     if args.out_tiles is not None:
@@ -131,6 +132,7 @@ def run_search(args: argparse.Namespace) -> int:
             areas,
             client=client,
             tolerance=args.tolerance,
+            connectors=args.connectors,
             id_column=args.id_column,
             budget=args.budget,
             quota=quota,

@@ -222,6 +222,7 @@ def search(
     *,
     client: Client | None = None,
     tolerance: float = 0.0,
+    connectors: bool = True,
     id_column: str | None = None,
     budget: int | None = None,
     quota: Quota | str | None = None,
@@ -250,6 +251,11 @@ def search(
     tolerance
         0 (default) searches exactly the areas; ``t`` metres lets pieces reach up to ``t``
         outside them in exchange for fewer calls (no parcel inside is ever missed).
+    connectors
+        True (default): parts of an area (islands) may share a piece through a connector, a
+        sliver along a link up to 3 km long that may cross land outside the area (see
+        :func:`parcelsearch.plan`). False: never, so pieces stay within the promise of
+        ``tolerance`` everywhere.
     id_column
         Column identifying areas (default: an ``area_id`` column, else the index; see
         :func:`parcelsearch.areas.validate_areas`).
@@ -328,7 +334,8 @@ def search(
     >>> result.ids.head()  # doctest: +SKIP
     """
     options = SearchOptions(
-        tolerance=tolerance, id_column=id_column, budget=budget, quota=Quota.parse(quota),
+        tolerance=tolerance, connectors=connectors, id_column=id_column, budget=budget,
+        quota=Quota.parse(quota),
         allow_partial=allow_partial, max_age=max_age, refresh=refresh,
         verify_sample=verify_sample,
         active_markets_only=active_markets_only, market_column=market_column,
@@ -338,7 +345,8 @@ def search(
     # (An empty ResponseCache is falsy, so test identity and type, never truth.)
     cache_obj = cache if isinstance(cache, ResponseCache) else (
         None if cache is False else ResponseCache(client.cache_dir))
-    chosen = plan if plan is not None else planning.plan(areas, tolerance, id_column=id_column)
+    chosen = plan if plan is not None else planning.plan(
+        areas, tolerance, id_column=id_column, connectors=options.connectors)
     spending = _spending(client, options, cache_obj, ledger)
     history = None if ledger is False and options.team is None else open_history(
         ledger.path if isinstance(ledger, Ledger) else Ledger.in_folder(client.cache_dir).path,

@@ -78,7 +78,7 @@ class Plan:
         The validated areas: EPSG:4326, indexed by area id (index name :attr:`id_name`).
     pieces
         Every piece, grouped by area in the areas' order, ``piece_id`` ascending.
-    tolerance, max_request_bytes, path
+    tolerance, max_request_bytes, path, connectors
         The settings the plan was made with.
     id_name
         Name of the area id (the column name used in outputs).
@@ -97,6 +97,7 @@ class Plan:
         max_request_bytes: int,
         path: str,
         memo: TilingMemo | None = None,
+        connectors: bool = True,
     ) -> None:
         self.areas = areas
         self.pieces = list(pieces)
@@ -105,6 +106,7 @@ class Plan:
         self.path = path
         self.id_name = str(areas.index.name)
         self.memo = TilingMemo() if memo is None else memo
+        self.connectors = bool(connectors)
 
     @property
     def min_calls(self) -> int:
@@ -150,6 +152,7 @@ class Plan:
 
     def _headline(self) -> str:
         mode = "exact" if not self.tolerance else f"tolerance {self.tolerance:g} m"
+        mode += "" if self.connectors else ", no connectors"
         areas, pieces = len(self.areas), len(self.pieces)
         return (
             f"{areas:,} area{'s' * (areas != 1)} → {pieces:,} piece{'s' * (pieces != 1)}, "
@@ -167,6 +170,7 @@ class Plan:
             max_request_bytes=self.max_request_bytes,
             path=self.path,
             memo=self.memo,
+            connectors=self.connectors,
         )
 
     def map(self, **kwargs: Any) -> Any:
@@ -200,6 +204,7 @@ def plan(
     max_request_bytes: int = settings.MAX_REQUEST_LINE_BYTES,
     path: str = settings.SEARCH_PATH,
     memo: TilingMemo | None = None,
+    connectors: bool = True,
 ) -> Plan:
     """The pieces a search of ``areas`` will send, and the minimum calls — zero calls made.
 
@@ -212,9 +217,12 @@ def plan(
         0 (default): exact pieces, whose union covers each area (every parcel whose
         representative point lies inside is found) and reaches at most two 6-decimal grid
         steps (2e-6°, about 22 cm) beyond it; a pocket sealed off by rounding is never
-        searched.
-        ``t`` metres (≥ 0.5): pieces cover each area and stay within ``t`` of it, so
-        fewer pieces are needed; nearby parts and fine boundary detail may merge.
+        searched. But for connectors: parts of an area up to 3 km apart may share a piece
+        through a sliver within √2 grid steps of a straight link between them
+        (:mod:`parcelsearch.tiling.connectors`); the link may cross land outside the area,
+        where a parcel whose representative point lies in the sliver is matched.
+        ``t`` metres (≥ 0.5): pieces cover each area and stay within ``t`` of it (connectors
+        aside), so fewer pieces are needed; nearby parts and fine boundary detail may merge.
     id_column
         Column holding area ids; by default an ``area_id`` column, else the index (see
         :func:`parcelsearch.areas.validate_areas` for the rule).
@@ -226,6 +234,10 @@ def plan(
         Covers and tilings made before for these areas, to reuse (e.g. the ``memo`` of a
         refused plan that :func:`suggest_tolerance` has filled); the plan keeps what it
         makes there. A new one by default.
+    connectors
+        True (default): parts of an area may share a piece through a connector (fewer
+        calls). False keeps the strict promise: no piece reaches more than two grid steps
+        beyond its area (exact) or ``t`` metres (tolerance), anywhere.
 
     Returns
     -------
@@ -242,7 +254,7 @@ def plan(
     pieces: list[Piece] = []
     for area_id, geometry in validated.geometry.items():
         rings = tile(geometry, tolerance=tolerance, max_request_bytes=max_request_bytes,
-                     path=path, memo=memo)
+                     path=path, memo=memo, connectors=connectors)
         for piece_id, ring in enumerate(rings):
             text = _wire.ring_json(ring.exterior.coords)
             pieces.append(
@@ -255,7 +267,7 @@ def plan(
                 )
             )
     return Plan(validated, pieces, tolerance=tolerance, max_request_bytes=max_request_bytes,
-                path=path, memo=memo)
+                path=path, memo=memo, connectors=connectors)
 
 
 def suggest_tolerance(
@@ -296,8 +308,8 @@ def suggest_tolerance(
     ladder
         Tolerances to try, in metres.
     **plan_kwargs
-        ``id_column``, ``max_request_bytes``, ``path``, as for :func:`plan` (taken from the
-        plan when a :class:`Plan` is given).
+        ``id_column``, ``max_request_bytes``, ``path``, ``connectors``, as for :func:`plan`
+        (taken from the plan when a :class:`Plan` is given).
 
     Returns
     -------
@@ -317,16 +329,18 @@ def suggest_tolerance(
         known = areas
         geoms = list(known.areas.geometry)
         budget = Budget(known.max_request_bytes, known.path)
+        connectors = known.connectors
         memo = known.memo
         if known.min_calls <= max_calls:
             return known.tolerance
         floor = known.tolerance
     else:
         validated = validate_areas(areas, id_column=plan_kwargs.pop("id_column", None))
+        connectors = bool(plan_kwargs.pop("connectors", True))
         budget = Budget(**plan_kwargs)
         geoms = list(validated.geometry)
         memo = TilingMemo()
-        if _fits(geoms, 0.0, max_calls, budget, memo):
+        if _fits(geoms, 0.0, max_calls, budget, memo, connectors):
             return 0.0
         floor = 0.0
     rungs = sorted({check_tolerance(t) for t in ladder} - {0.0})
@@ -338,7 +352,8 @@ def suggest_tolerance(
     while first > 0 and bounds.fit(rungs[first - 1]):  # an estimate may overstate
         first -= 1
     for tolerance in rungs[first:]:
-        if bounds.fit(tolerance) and _fits(geoms, tolerance, max_calls, budget, memo, bounds):
+        if bounds.fit(tolerance) and _fits(geoms, tolerance, max_calls, budget, memo,
+                                           connectors, bounds):
             return tolerance
     return None
 
@@ -431,6 +446,7 @@ def _fits(
     max_calls: int,
     budget: Budget,
     memo: TilingMemo,
+    connectors: bool = True,
     bounds: _Bounds | None = None,
 ) -> bool:
     """Whether the areas' pieces at ``tolerance`` number at most ``max_calls``: stops as soon
@@ -438,7 +454,7 @@ def _fits(
     total = 0
     for index, geometry in enumerate(geoms):
         total += len(tile(geometry, tolerance=tolerance, max_request_bytes=budget.max_request_bytes,
-                          path=budget.path, memo=memo))
+                          path=budget.path, memo=memo, connectors=connectors))
         left = bounds.rest(range(index + 1, len(geoms)), tolerance) if bounds is not None else 0
         if total + left > max_calls:
             return False

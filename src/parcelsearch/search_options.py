@@ -137,6 +137,7 @@ class SearchOptions:
     """
 
     tolerance: float = 0.0
+    connectors: bool = True
     id_column: str | None = None
     budget: int | None = None
     quota: Quota | None = None
@@ -155,6 +156,8 @@ class SearchOptions:
         if self.budget is not None:
             check_count(self.budget, 0, "budget", hints=[Hint("budget", None, "set {knob}")])
         check_count(self.workers, 1, "workers")
+        if not isinstance(self.connectors, bool):
+            raise ConfigurationError(f"connectors must be True or False, got {self.connectors!r}")
         # refresh becomes its mode ("cached", "all", "changed"); verify_sample a fraction.
         mode = refresh_mode(self.refresh)
         object.__setattr__(self, "refresh", mode)

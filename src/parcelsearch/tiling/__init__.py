@@ -20,8 +20,10 @@ One concern a module, each importing only those above it:
 - ``antimeridian``: :func:`split_antimeridian`, and parts joined again across ±180°;
 - ``covers``: tolerance mode's :func:`cover`, the one check of a tolerance
   (:func:`check_tolerance`), and the area the pieces tile (``prepared``);
+- ``connectors``: two pieces of different parts joined into one ring by a sliver;
 - ``partition``: the exact partition of a prepared area (a constrained triangulation's
-  dual tree cut into the fewest components that fit, neighbours merged);
+  dual tree cut into the fewest components that fit, neighbours merged, parts joined by
+  connectors);
 - ``pieces``: :func:`tile`, and the :class:`TilingMemo` a plan owns;
 - ``bounds``: :func:`lower_bound`, :func:`parts_bound` and :func:`estimate`, far cheaper
   than tiling.

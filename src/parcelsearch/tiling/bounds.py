@@ -12,6 +12,7 @@ from shapely.geometry.base import BaseGeometry
 
 from parcelsearch import settings
 from parcelsearch.tiling.antimeridian import joined_across_180
+from parcelsearch.tiling.connectors import MAX_LINK_M
 from parcelsearch.tiling.covers import M_PER_DEGREE, Frame, check_tolerance
 from parcelsearch.tiling.grid import polygons
 from parcelsearch.tiling.pieces import TilingMemo
@@ -31,7 +32,7 @@ def lower_bound(geometry: BaseGeometry, tolerance: float = 0.0, budget: Budget |
     areas it measures are what tiling starts from, made once in ``memo`` when one is given.
 
     Every vertex of the prepared area lies on some piece, and a piece carries at most the
-    budget's bytes of vertices; every part needs a piece of its own. In tolerance mode the
+    budget's bytes of vertices (parts may share a piece through a connector). In tolerance mode the
     pieces are the cover's or the exact ones, whichever is better: the smaller bound holds.
     """
     memo = TilingMemo() if memo is None else memo
@@ -72,9 +73,12 @@ def parts_bound(geometry: BaseGeometry, tolerance: float) -> int:
 
     Every point of a cover lies within ``tolerance`` metres of the area, so two parts of
     the area end up in one part of the cover only if a chain of parts, each within
-    ``2 × tolerance`` of the next on the ground, joins them. The parts are grouped by that
-    reach (measured where a degree is shortest, so the reach is never understated; parts
-    split at ±180° are joined first); every group needs a piece of its own. Far cheaper
+    ``2 × tolerance`` of the next on the ground, joins them; and two parts of the cover share
+    a piece only through a connector, at most
+    :data:`~parcelsearch.tiling.connectors.MAX_LINK_M` long. The parts are grouped by that
+    reach, ``2 × tolerance + MAX_LINK_M`` (measured where a degree is shortest, so the
+    reach is never understated; parts split at ±180° are joined first); every group needs
+    a piece of its own. Far cheaper
     than :func:`lower_bound` (no cover), and on island groups often as strong.
     """
     check_tolerance(tolerance, allow_exact=False)
@@ -82,7 +86,7 @@ def parts_bound(geometry: BaseGeometry, tolerance: float) -> int:
     parts = np.asarray(polygons(joined), dtype=object)
     if len(parts) < 2:
         return len(parts)
-    reach = 2 * tolerance / _MIN_M_PER_DEGREE
+    reach = (2 * tolerance + MAX_LINK_M) / _MIN_M_PER_DEGREE
     _, miny, _, maxy = joined.bounds
     c = math.cos(math.radians(min(90.0, max(abs(miny), abs(maxy)) + reach)))
     scaled = shapely.transform(parts, lambda xy: xy * [c, 1.0])

@@ -3,7 +3,12 @@ canonical rings.
 
 What "exact" means, precisely: the union of the pieces covers the area (every point of
 the area, so every parcel whose representative point lies inside it, is searched) and
-reaches at most two grid steps (2e-6°, about 22 cm) beyond it. To survive rounding
+reaches at most two grid steps (2e-6°, about 22 cm) beyond it — except along
+*connectors* (:mod:`parcelsearch.tiling.connectors`): where parts of one area share a ring,
+a sliver within √2 grid steps of a straight link of at most 3 km between two of them, that
+enters no other piece of the area but may cross land outside it (a parcel there is matched
+only if its representative point lies in the sliver, which is usually well under a grid step
+wide; ``connectors=False`` makes none). To survive rounding
 to the grid, an area that is not already on it is first grown by
 :data:`ROUNDING_MARGIN` (sharp corners bevelled) and clipped to
 [-180, 180] × [-90, 90]. Growing may close a slit narrower than two grid steps; the

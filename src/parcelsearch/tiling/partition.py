@@ -14,6 +14,9 @@ coast, fragments.
 
 from __future__ import annotations
 
+import heapq
+import math
+
 import numpy as np
 import shapely
 from shapely import Polygon
@@ -21,25 +24,34 @@ from shapely.geometry.base import BaseGeometry
 
 from parcelsearch import _wire
 from parcelsearch.errors import InputError
+from parcelsearch.tiling.connectors import (
+    connect,
+    grid_ring,
+    link_reach_degrees,
+    reach_groups,
+)
 from parcelsearch.tiling.grid import SCALE, canonical_ring, polygons, snap, sorted_pieces
 from parcelsearch.tiling.request_budget import MAX_VERTEX_BYTES, Budget
 
-__all__ = ["exact_pieces"]
+__all__ = ["exact_pieces", "exact_least", "link_cos_lat"]
 
 
-def exact_pieces(area: BaseGeometry, budget: Budget) -> tuple[Polygon, ...]:
+def exact_pieces(area: BaseGeometry, budget: Budget,
+                 connectors: bool = True) -> tuple[Polygon, ...]:
     """The pieces of an area already on the grid (:func:`parcelsearch.tiling.covers.prepared`):
     canonical rings (:func:`~parcelsearch.tiling.grid.canonical_ring`) that fit ``budget``,
-    sorted, whose union is exactly ``area``."""
+    sorted, whose union is ``area`` and, with ``connectors``, the connectors that join some
+    of them (:mod:`parcelsearch.tiling.connectors`); without, exactly ``area``."""
     pieces: list[Polygon] = []
-    for part in polygons(area):
-        if budget.fits(part):
-            pieces.append(part)
-            continue
-        found = _tree_pieces(part, budget)
+    parts: list[int] = []
+    for number, part in enumerate(polygons(area)):
+        found = [part] if budget.fits(part) else _tree_pieces(part, budget)
         if found is None:  # pragma: no cover - GEOS triangulates every valid polygon
             raise _unplannable(part)
-        pieces.extend(_merge_pieces(found, _neighbours(found), budget))
+        pieces.extend(found)
+        parts.extend([number] * len(found))
+    if len(pieces) > 1:
+        pieces = _Merger(pieces, parts, area, budget, connectors).run()
     return tuple(_finish(pieces, budget))
 
 
@@ -264,39 +276,186 @@ def _join(a: Polygon, b: Polygon, budget: Budget) -> tuple[Polygon, int] | None:
     Pieces tile their part exactly (shared edges have the same vertices), so a coverage
     union joins them without any rounding.
     """
-    union = shapely.coverage_union(a, b)
+    try:
+        union = shapely.coverage_union(a, b)
+    except shapely.errors.GEOSException:  # a connector's sliver overlaps the other piece
+        return None
     if union.geom_type != "Polygon" or union.interiors or not union.is_valid:
         return None
-    size = budget.polygon_bytes(union)
+    size = _sent_bytes(union, budget)
     return (union, size) if size <= budget.max_request_bytes else None
 
 
-def _merge_pieces(pieces: list[Polygon], graph: list[set[int]], budget: Budget) -> list[Polygon]:
-    """Merge neighbouring pieces, smallest pairs first, while the union is one ring that fits."""
-    alive: dict[int, Polygon] = dict(enumerate(pieces))
-    sizes = {i: budget.polygon_bytes(p) for i, p in alive.items()}
-    near = {i: set(n) for i, n in enumerate(graph)}
-    failed: set[tuple[int, int]] = set()
-    while True:
-        pairs = sorted(
-            (sizes[i] + sizes[j], i, j)
-            for i in alive
-            for j in near[i]
-            if i < j and (i, j) not in failed
-        )
-        for _, i, j in pairs:
-            joined = _join(alive[i], alive[j], budget)
-            if joined is None:
-                failed.add((i, j))
+class _Merger:
+    """Pieces of one area merged, the pair with the fewest bytes first, while the merged ring
+    fits: pieces sharing an edge by their union, pieces of different parts within a link's
+    reach by a connector (:func:`parcelsearch.tiling.connectors.connect`); a piece never
+    gets a connector to another piece of a part it already holds. Without ``connectors``,
+    only pieces sharing an edge are merged."""
+
+    def __init__(self, pieces: list[Polygon], parts: list[int], area: BaseGeometry,
+                 budget: Budget, connectors: bool = True) -> None:
+        self.budget = budget
+        self.parts = {i: {part} for i, part in enumerate(parts)}
+        self.alive: dict[int, Polygon] = dict(enumerate(pieces))
+        self.sizes = {i: _sent_bytes(p, budget) for i, p in self.alive.items()}
+        self.touching = {i: set(n) for i, n in enumerate(_neighbours(pieces))}
+        self.cos_lat = link_cos_lat(area)
+        several = connectors and len(set(parts)) > 1  # else no connector is ever tried
+        near = _near(pieces, self.cos_lat) if several else [set() for _ in pieces]
+        self.near = {i: {j for j in n if parts[j] != parts[i]} for i, n in enumerate(near)}
+        self.outer = _outer_edges(area) if several else set()
+        self.tree = shapely.STRtree(np.asarray(pieces if several else [], dtype=object))
+        self.links: dict[tuple[int, ...], bool] = {}
+        self.grids: dict[int, tuple[np.ndarray, np.ndarray, np.ndarray]] = {}
+        self.made: tuple[np.ndarray, np.ndarray, np.ndarray] | None = None
+        self.heap: list[tuple[int, int, int]] = []
+        for i in self.alive:
+            self._push(i)
+
+    def _push(self, i: int) -> None:
+        room = self.budget.max_request_bytes + self.budget.base - 1
+        for j in self.touching[i] | self.near[i]:
+            total = self.sizes[i] + self.sizes[j]
+            if j in self.touching[i] or total <= room:  # a connector only adds bytes
+                heapq.heappush(self.heap, (total, min(i, j), max(i, j)))
+
+    def run(self) -> list[Polygon]:
+        """Merge until no pair fits; the pieces left."""
+        while self.heap:
+            _, i, j = heapq.heappop(self.heap)
+            if i not in self.alive or j not in self.alive:
                 continue
-            alive[i], sizes[i] = joined
-            del alive[j], sizes[j]
-            for k in near.pop(j) - {i}:
-                near[k].discard(j)
-                near[k].add(i)
-                near[i].add(k)
-            near[i].discard(j)
-            failed = {pair for pair in failed if i not in pair}
-            break
-        else:
-            return list(alive.values())
+            self.made = None
+            if j in self.touching[i]:
+                joined = _join(self.alive[i], self.alive[j], self.budget)
+            else:
+                joined = self._connect(i, j)
+            if joined is not None:
+                self._replace(i, j, *joined)
+        return [self.alive[i] for i in sorted(self.alive)]
+
+    def _clear(self, a: np.ndarray, b: np.ndarray) -> bool:
+        """Whether the link from ``a`` to ``b`` (grid units) meets no piece of the area but
+        at its two ends: the link less a hundredth of a grid step at each end meets none
+        (stricter than entering none, and far cheaper to test than the relation). The
+        pieces it is tested against are the first ones, which merging never changes, so each
+        answer is kept: a merged piece tries the same links again."""
+        key = (*a.tolist(), *b.tolist())
+        if key not in self.links:
+            step = (b - a) / max(1.0, float(np.hypot(*(b - a)))) / 100
+            link = shapely.linestrings(np.vstack([a + step, b - step]) / SCALE)
+            self.links[key] = not len(self.tree.query(link, predicate="intersects"))
+        return self.links[key]
+
+    def _grid(self, k: int) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
+        """A piece's ring in grid units, its vertices' bytes and its outer edges, made once."""
+        if k not in self.grids:
+            ring = grid_ring(self.alive[k])
+            self.grids[k] = (ring, _wire.vertex_bytes_array(ring / SCALE), self._outer(ring))
+        return self.grids[k]
+
+    def _connect(self, i: int, j: int) -> tuple[Polygon, int] | None:
+        """Pieces ``i`` and ``j`` joined by a connector, with its bytes, if that fits."""
+        (ra, va, oa), (rb, vb, ob) = self._grid(i), self._grid(j)
+        found = connect(ra, rb, oa, ob, self.cos_lat, self._clear)
+        if found is None:
+            return None
+        ring, index = found
+        at_b = int(np.flatnonzero(index >= len(ra))[0])  # ring[at_b] is b, ring[at_b - 1] a
+        ends = ring[at_b + len(rb): at_b + len(rb) + 2]  # b', a'
+        added = [_wire.vertex_bytes(x / SCALE, y / SCALE) for x, y in ends.tolist()]
+        vbytes = np.concatenate([va, vb, added])[index]
+        size = _canonical_bytes(ring, vbytes, self.budget)
+        if size > self.budget.max_request_bytes:
+            return None
+        outer = np.concatenate([oa, ob, [False, False]])[index]
+        outer[[at_b - 1, at_b + len(rb) - 1]] = False  # a → b and b-1 → b' are new edges
+        self.made = (ring, vbytes, outer)
+        return Polygon(ring / SCALE), size
+
+    def _outer(self, ring: np.ndarray) -> np.ndarray:
+        codes = ((ring[:, 0] + _OFFSET) << 31) | (ring[:, 1] + _OFFSET)
+        after = np.roll(codes, -1)
+        low, high = np.minimum(codes, after).tolist(), np.maximum(codes, after).tolist()
+        return np.array([(u, v) in self.outer for u, v in zip(low, high, strict=True)],
+                        dtype=bool)
+
+    def _replace(self, i: int, j: int, polygon: Polygon, size: int) -> None:
+        k = max(self.alive) + 1
+        del self.alive[i], self.alive[j], self.sizes[i], self.sizes[j]
+        self.grids.pop(i, None)
+        self.grids.pop(j, None)
+        self.alive[k], self.sizes[k] = polygon, size
+        if self.made is not None:
+            self.grids[k] = self.made
+        for links in (self.touching, self.near):
+            joined = (links.pop(i) | links.pop(j)) - {i, j}
+            links[k] = joined
+            for m in joined:
+                links[m] -= {i, j}
+                links[m].add(k)
+        self.parts[k] = self.parts.pop(i) | self.parts.pop(j)
+        for m in [m for m in self.near[k] if self.parts[m] & self.parts[k]]:
+            self.near[k].discard(m)
+            self.near[m].discard(k)
+        self._push(k)
+
+
+def link_cos_lat(area: BaseGeometry) -> float:
+    """cos(latitude) links are measured with in ``area``: where a degree of longitude is
+    shortest (so a link is never measured shorter than it is)."""
+    _, miny, _, maxy = area.bounds
+    return math.cos(math.radians(min(89.9, max(abs(miny), abs(maxy)))))
+
+
+def exact_least(area: BaseGeometry, budget: Budget, connectors: bool = True) -> tuple[int, int]:
+    """Fewest pieces :func:`exact_pieces` can give ``area``, and fewest request bytes: the
+    vertex bound (:meth:`~parcelsearch.tiling.request_budget.Budget.vertex_bound`) of each
+    group of parts a chain of links joins (each part alone without ``connectors``), summed:
+    no piece spans two groups."""
+    parts = polygons(area)
+    groups = (reach_groups(parts, link_cos_lat(area)) if connectors
+              else [[k] for k in range(len(parts))])
+    rings = size = 0
+    for group in groups:
+        found = budget.vertex_bound(shapely.multipolygons([parts[k] for k in group]))
+        rings, size = rings + found[0], size + found[1]
+    return rings, size
+
+
+def _sent_bytes(polygon: Polygon, budget: Budget) -> int:
+    """Request-line bytes of a piece as it is sent (its canonical ring)."""
+    return budget.ring_bytes(canonical_ring(polygon))
+
+
+def _canonical_bytes(ring: np.ndarray, vbytes: np.ndarray, budget: Budget) -> int:
+    """Request-line bytes of a ring (grid units, not closed; its vertices' bytes given) as it
+    is sent: closed on its lowest-left vertex (:func:`~parcelsearch.tiling.grid.canonical_ring`)."""
+    start = int(np.lexsort((ring[:, 1], ring[:, 0]))[0])
+    return budget.base - 1 + int(vbytes.sum()) + int(vbytes[start])
+
+
+def _near(pieces: list[Polygon], cos_lat: float) -> list[set[int]]:
+    """For each piece, the other pieces within a link's reach of it (measured with longitude
+    scaled by ``cos_lat``)."""
+    graph: list[set[int]] = [set() for _ in pieces]
+    scaled = shapely.transform(np.asarray(pieces, dtype=object), lambda xy: xy * [cos_lat, 1.0])
+    left, right = shapely.STRtree(scaled).query(scaled, predicate="dwithin",
+                                                distance=link_reach_degrees())
+    for i, j in zip(left.tolist(), right.tolist(), strict=True):
+        if i != j:
+            graph[i].add(j)
+    return graph
+
+
+def _outer_edges(area: BaseGeometry) -> set[tuple[int, int]]:
+    """The edges of the area's own boundary (undirected, as pairs of vertex codes)."""
+    edges: set[tuple[int, int]] = set()
+    for ring in shapely.get_rings(polygons(area)):
+        xy = np.rint(shapely.get_coordinates(ring)[:-1] * SCALE).astype(np.int64)
+        codes = ((xy[:, 0] + _OFFSET) << 31) | (xy[:, 1] + _OFFSET)
+        after = np.roll(codes, -1)
+        edges.update(zip(np.minimum(codes, after).tolist(), np.maximum(codes, after).tolist(),
+                         strict=True))
+    return edges

@@ -21,7 +21,7 @@ from shapely.geometry.base import BaseGeometry
 
 from parcelsearch import settings
 from parcelsearch.tiling.covers import check_tolerance, prepared
-from parcelsearch.tiling.partition import exact_pieces
+from parcelsearch.tiling.partition import exact_least, exact_pieces
 from parcelsearch.tiling.request_budget import Budget
 
 __all__ = ["TilingMemo", "tile"]
@@ -36,7 +36,7 @@ class TilingMemo:
 
     def __init__(self) -> None:
         self._prepared: dict[tuple[BaseGeometry, float], BaseGeometry] = {}
-        self._pieces: dict[tuple[BaseGeometry, float, Budget], tuple[Polygon, ...]] = {}
+        self._pieces: dict[tuple[BaseGeometry, float, Budget, bool], tuple[Polygon, ...]] = {}
 
     def prepared(self, geometry: BaseGeometry, tolerance: float) -> BaseGeometry:
         """The area the pieces of ``geometry`` at ``tolerance`` tile, made once."""
@@ -45,31 +45,35 @@ class TilingMemo:
             self._prepared[key] = prepared(geometry, tolerance)
         return self._prepared[key]
 
-    def pieces(self, geometry: BaseGeometry, tolerance: float,
-               budget: Budget) -> tuple[Polygon, ...]:
-        """The pieces of ``geometry`` at ``tolerance`` within ``budget``, made once."""
-        key = (geometry, float(tolerance), budget)
+    def pieces(self, geometry: BaseGeometry, tolerance: float, budget: Budget,
+               connectors: bool = True) -> tuple[Polygon, ...]:
+        """The pieces of ``geometry`` at ``tolerance`` within ``budget`` (with or without
+        connectors), made once."""
+        key = (geometry, float(tolerance), budget, bool(connectors))
         if key not in self._pieces:
-            made = exact_pieces(self.prepared(geometry, tolerance), budget)
-            if tolerance and not self._better_than_exact(geometry, made, budget):
-                made = self.pieces(geometry, 0.0, budget)
+            made = exact_pieces(self.prepared(geometry, tolerance), budget, connectors)
+            if tolerance and not self._better_than_exact(geometry, made, budget, connectors):
+                made = self.pieces(geometry, 0.0, budget, connectors)
             self._pieces[key] = made
         return self._pieces[key]
 
     def _better_than_exact(self, geometry: BaseGeometry, covering: tuple[Polygon, ...],
-                           budget: Budget) -> bool:
+                           budget: Budget, connectors: bool) -> bool:
         """Whether tolerance pieces beat the exact ones: no more pieces, no more request
-        bytes, and fewer of one. (Exact pieces stay within two grid steps of the area, so
-        they are tolerance pieces too: tolerance mode never does worse than exact mode.)
+        bytes, and fewer of one. (Exact pieces stay within two grid steps of the area but for
+        their connectors, which tolerance pieces have too, so they are tolerance pieces as
+        well: tolerance mode never does worse than exact mode.)
 
-        The exact pieces are made only when the exact area's vertex bound (fewest pieces,
-        fewest bytes) does not settle it.
+        The exact pieces are made only when they are not made already and the exact area's
+        lower bounds (:func:`~parcelsearch.tiling.partition.exact_least`: fewest pieces,
+        fewest bytes) do not settle it.
         """
         measure = (len(covering), sum(budget.polygon_bytes(p) for p in covering))
-        least = budget.vertex_bound(self.prepared(geometry, 0.0))
-        if measure[0] <= least[0] and measure[1] < least[1]:
-            return True
-        exact = self.pieces(geometry, 0.0, budget)
+        if (geometry, 0.0, budget, bool(connectors)) not in self._pieces:
+            least = exact_least(self.prepared(geometry, 0.0), budget, connectors)
+            if measure[0] <= least[0] and measure[1] < least[1]:
+                return True
+        exact = self.pieces(geometry, 0.0, budget, connectors)
         known = (len(exact), sum(budget.polygon_bytes(p) for p in exact))
         return measure[0] <= known[0] and measure[1] <= known[1] and measure != known
 
@@ -79,7 +83,7 @@ class TilingMemo:
 
     def tiled(self, tolerance: float) -> int:
         """How many areas were tiled at ``tolerance``."""
-        return sum(1 for _, t, _ in self._pieces if t == tolerance)
+        return sum(1 for _, t, _, _ in self._pieces if t == tolerance)
 
     def __repr__(self) -> str:
         return (f"<TilingMemo: {len(self._prepared)} prepared areas, "
@@ -93,6 +97,7 @@ def tile(
     max_request_bytes: int = settings.MAX_REQUEST_LINE_BYTES,
     path: str = settings.SEARCH_PATH,
     memo: TilingMemo | None = None,
+    connectors: bool = True,
 ) -> list[Polygon]:
     """Pieces of one area: single canonical rings whose request lines fit the budget.
 
@@ -104,14 +109,22 @@ def tile(
     tolerance
         0 for exact pieces: their union covers the area and reaches at most two grid steps
         (2e-6°) beyond it, with no sealed-off pocket filled (see
-        :mod:`parcelsearch.tiling.grid`); ``t`` metres (at least
+        :mod:`parcelsearch.tiling.grid`), but for connectors: parts of the area up to
+        :data:`~parcelsearch.tiling.connectors.MAX_LINK_M` apart may share a ring through a
+        sliver within √2 grid steps of a straight link between them, which may cross land
+        outside the area (:mod:`parcelsearch.tiling.connectors`); ``t`` metres (at least
         :data:`~parcelsearch.tiling.covers.MIN_TOLERANCE`) for pieces that cover the area
-        and stay within ``t`` of it: the pieces of its cover when they are fewer or
+        and stay within ``t`` of it (connectors aside, as in exact mode): the pieces of its
+        cover when they are fewer or
         shorter than the exact pieces and neither more nor longer, else the exact pieces.
     max_request_bytes, path
         The request-line budget and the search path it is measured on (at page 99999).
     memo
         Where to keep (and find) what is made, for reuse by its owner; none by default.
+    connectors
+        True (default): parts of the area may share a piece through a connector, as above.
+        False: never; the pieces of exact mode then reach at most two grid steps beyond the
+        area everywhere, and a piece never spans two parts that the tolerance does not join.
 
     Returns
     -------
@@ -122,4 +135,5 @@ def tile(
     """
     value = check_tolerance(tolerance)
     budget = Budget(max_request_bytes, path)
-    return list((TilingMemo() if memo is None else memo).pieces(geometry, value, budget))
+    memo = TilingMemo() if memo is None else memo
+    return list(memo.pieces(geometry, value, budget, connectors))

@@ -71,16 +71,18 @@ class Budget:
 
     def vertex_bound(self, geometry: BaseGeometry) -> tuple[int, int]:
         """Fewest rings that can carry every vertex of ``geometry``, and fewest bytes they
-        take: Σ over parts of ⌈bytes of the part's vertices ÷ what one request carries⌉
-        (at least one ring a part), and those vertex bytes plus each ring's fixed bytes."""
+        take: ⌈bytes of all its vertices ÷ what one request carries⌉ (at least one ring),
+        and those vertex bytes plus each ring's fixed bytes. (Parts are not counted apart:
+        a connector lets parts near each other share a ring,
+        :mod:`parcelsearch.tiling.connectors`.)"""
         capacity = self.max_request_bytes - self.base + 1
-        rings = total = 0
+        size = 0
         for part in shapely.get_parts(geometry):
             if part.geom_type != "Polygon" or part.is_empty:
                 continue
             xy = np.concatenate([shapely.get_coordinates(r)[:-1] for r in shapely.get_rings(part)])
-            size = int(_wire.vertex_bytes_array(xy).sum())
-            needed = max(1, math.ceil(size / capacity))
-            rings += needed
-            total += size + needed * (self.base - 1)
-        return rings, total
+            size += int(_wire.vertex_bytes_array(xy).sum())
+        if not size:
+            return 0, 0
+        rings = max(1, math.ceil(size / capacity))
+        return rings, size + rings * (self.base - 1)

@@ -1,0 +1,192 @@
+"""Connectors: two pieces of one area that do not touch joined into one ring by a sliver.
+
+A piece is one ring, so two pieces apart (islands of one area, or two half-full pieces of
+one part) can share a request only through a *connector*: the ring leaves piece A at a
+vertex ``a``, runs straight to a vertex ``b`` of piece B, goes round B, steps to ``b'`` (a
+grid neighbour of ``b``), runs back to ``a'`` (a grid neighbour of ``a``) and goes on round
+A. Everything is done in integer grid units, so the ring is exactly what is sent.
+
+What a connector adds to the pieces' union, precisely:
+
+- the *strip* ``a, b, b', a'``: every point of it lies within one grid step (diagonal:
+  √2 steps) of the straight *link* from ``a`` to ``b``, at most :data:`MAX_LINK_M` metres
+  long; ``a'`` and ``b'`` are chosen, among the grid neighbours, to make the strip as thin
+  as the grid allows (its width across the link is usually a small fraction of a grid
+  step, so its area is a few square centimetres a hundred metres of link);
+- two thin triangles where the ring leaves and rejoins A and B, each within one grid
+  step (√2 diagonally) of an edge of the area's boundary.
+
+A connector starts and ends on edges of the area's own boundary (never on a cut between
+two pieces), so pieces still meet edge to edge, and A and B are kept whole: the joined
+ring covers both (checked exactly: its area, in grid units, is theirs plus the strip's and
+the triangles').
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable, Sequence
+
+import numpy as np
+from shapely import Polygon
+
+from parcelsearch.tiling.grid import SCALE
+
+__all__ = ["MAX_LINK_M", "connect", "link_reach_degrees", "reach_groups"]
+
+#: Longest link a connector may take, in metres on the ground.
+MAX_LINK_M = 3_000.0
+#: Metres in one grid step of latitude (at least; 1e-6° ≥ 0.1106 m anywhere).
+_M_PER_STEP = 0.1106
+#: Vertex pairs (closest first) tried for one connector.
+_PAIRS = 3
+#: Grid neighbours a connector's ends may step to.
+_STEPS = np.array([(1, 0), (1, 1), (0, 1), (-1, 1), (-1, 0), (-1, -1), (0, -1), (1, -1)],
+                  dtype=np.int64)
+
+
+def link_reach_degrees() -> float:
+    """:data:`MAX_LINK_M` in degrees of latitude (or of longitude × cos(latitude)), at
+    least: the reach within which pieces may be linked."""
+    return MAX_LINK_M / (_M_PER_STEP * SCALE)
+
+
+def reach_groups(parts: Sequence[Polygon], cos_lat: float) -> list[list[int]]:
+    """The parts (indices) grouped by chains of links: two parts are in one group if a chain
+    of parts, each within a link's reach of the next (longitude scaled by ``cos_lat``, as
+    pieces are when linked), joins them. No piece spans two groups."""
+    import shapely
+
+    root = list(range(len(parts)))
+
+    def find(k: int) -> int:
+        while root[k] != k:
+            root[k] = root[root[k]]
+            k = root[k]
+        return k
+
+    if len(parts) > 1:
+        scaled = shapely.transform(np.asarray(parts, dtype=object),
+                                   lambda xy: xy * [cos_lat, 1.0])
+        left, right = shapely.STRtree(scaled).query(scaled, predicate="dwithin",
+                                                    distance=link_reach_degrees())
+        for i, j in zip(left.tolist(), right.tolist(), strict=True):
+            root[find(i)] = find(j)
+    groups: dict[int, list[int]] = {}
+    for k in range(len(parts)):
+        groups.setdefault(find(k), []).append(k)
+    return list(groups.values())
+
+
+def grid_ring(polygon: Polygon) -> np.ndarray:
+    """The exterior ring of a piece on the grid, in grid units (int64), counter-clockwise,
+    without the closing vertex."""
+    xy = np.asarray(polygon.exterior.coords)[:-1]
+    ring = np.rint(xy * SCALE).astype(np.int64)
+    if _twice_area(ring) < 0:
+        ring = ring[::-1]
+    return np.asarray(ring, dtype=np.int64)
+
+
+def _twice_area(ring: np.ndarray) -> int:
+    """Twice the signed area of a ring (grid units², exact), counter-clockwise positive."""
+    x, y = ring[:, 0], ring[:, 1]
+    return int((x[:-1] * y[1:] - x[1:] * y[:-1]).sum() + x[-1] * y[0] - x[0] * y[-1])
+
+
+def _cross(u: np.ndarray, v: np.ndarray) -> np.ndarray:
+    """Cross products of 2-d vectors (last axis), exact on grid units."""
+    return np.asarray(u[..., 0] * v[..., 1] - u[..., 1] * v[..., 0])
+
+
+def connect(
+    a_ring: np.ndarray,
+    b_ring: np.ndarray,
+    a_outer: np.ndarray,
+    b_outer: np.ndarray,
+    cos_lat: float,
+    clear: Callable[[np.ndarray, np.ndarray], bool],
+) -> tuple[np.ndarray, np.ndarray] | None:
+    """One ring made of ``a_ring`` and ``b_ring`` joined by a connector, or None if no valid
+    one is found.
+
+    Returns
+    -------
+    ring, index
+        The ring (grid units, counter-clockwise, not closed), and where each of its
+        vertices comes from: ``k < len(a_ring)`` is ``a_ring[k]``, the next ``len(b_ring)``
+        are ``b_ring``'s, the last two ``b'`` and ``a'``.
+
+    Parameters
+    ----------
+    a_ring, b_ring
+        The two pieces' rings, as :func:`grid_ring` gives them.
+    a_outer, b_outer
+        For each vertex ``k`` of the ring, whether the edge ``k → k+1`` lies on the area's
+        own boundary (only such edges may be left for a connector).
+    cos_lat
+        cos(latitude) near the pieces, to measure a link on the ground.
+    clear
+        Whether a link (its two ends, grid units) meets no piece of the area but at its
+        ends.
+    """
+    from shapely import is_valid, polygons
+
+    a_from = np.flatnonzero(a_outer)  # a: the edge a → a+1 is left
+    b_to = (np.flatnonzero(b_outer) + 1) % len(b_ring)  # b: the edge b-1 → b is left
+    if not len(a_from) or not len(b_to):
+        return None
+    pa, pb = a_ring[a_from], b_ring[b_to]
+    delta = (pb[None, :, :] - pa[:, None, :]).astype(float)
+    metres = np.hypot(delta[..., 0] * cos_lat, delta[..., 1]) * _M_PER_STEP
+    count = min(_PAIRS, metres.size)
+    closest = np.argpartition(metres, count - 1, axis=None)[:count]
+    flat = closest[np.lexsort((closest, metres.ravel()[closest]))]
+    for pair in flat.tolist():
+        i, j = divmod(pair, len(b_to))
+        if metres[i, j] > MAX_LINK_M:
+            break
+        if not clear(a_ring[a_from[i]], b_ring[b_to[j]]):  # the cheaper test first
+            continue
+        found = _connected(a_ring, b_ring, int(a_from[i]), int(b_to[j]))
+        if found is not None and is_valid(polygons(found[0] / SCALE)):
+            return found
+    return None
+
+
+def _connected(a_ring: np.ndarray, b_ring: np.ndarray, i: int,
+               j: int) -> tuple[np.ndarray, np.ndarray] | None:
+    """The joined ring through a_ring[i] and b_ring[j] with the thinnest ends that keep both
+    pieces whole (and its :func:`connect` index), or None."""
+    a, a_next = a_ring[i], a_ring[(i + 1) % len(a_ring)]
+    b, b_prev = b_ring[j], b_ring[j - 1]
+    d = b - a
+    # a' = a + s, b' = b + t: outside A past the edge a → a+1, outside B past b-1 → b,
+    # and the strip a, b, b', a' turning left (counter-clockwise) and not flat.
+    ok_a = _cross(a_next - a, _STEPS) < 0
+    ok_b = _cross(b - b_prev, (b + _STEPS) - b_prev) < 0
+    s_steps, t_steps = _STEPS[ok_a], _STEPS[ok_b]
+    if not len(s_steps) or not len(t_steps):
+        return None
+    # Twice the strip's signed area: a, b, b+t, a+s (shoelace, exact in grid units).
+    cs = _cross(d, s_steps)[:, None]  # a+s relative to a, across the link
+    ct = _cross(d, t_steps)[None, :]
+    twice = cs + ct + _cross(t_steps[None, :, :], s_steps[:, None, :])
+    usable = (cs > 0) & (ct > 0) & (twice > 0)
+    order = np.argsort(np.where(usable, twice, np.iinfo(np.int64).max), axis=None,
+                       kind="stable")
+    for flat in order[: min(4, int(usable.sum()))].tolist():
+        si, ti = divmod(flat, len(t_steps))
+        a2, b2 = a + s_steps[si], b + t_steps[ti]
+        added = (int(twice[si, ti]) + abs(int(_cross(a_next - a, a2 - a)))
+                 + abs(int(_cross(b - b_prev, b2 - b_prev))))
+        # Twice the joined ring's area: A's and B's, less the two edges left, plus the four
+        # new ones (a → b, b-1 → b', b' → a', a' → a+1), all exact in grid units.
+        change = sum(int(_cross(p, q)) for p, q in (
+            (a, b), (b_prev, b2), (b2, a2), (a2, a_next), (a_next, a), (b, b_prev)))
+        if change != added:
+            continue
+        na, nb = len(a_ring), len(b_ring)
+        index = np.concatenate([np.arange(i + 1), na + np.arange(j, nb), na + np.arange(j),
+                                [na + nb, na + nb + 1], np.arange(i + 1, na)])
+        return np.vstack([a_ring, b_ring, [b2, a2]])[index], index
+    return None
