@@ -13,7 +13,7 @@ from typing import Any
 import numpy as np
 import pytest
 
-from parcelsearch.service import synth
+from parcelsearch.service import loop_gate, synth
 from parcelsearch.service.app import (
     BUSY,
     INTERNAL,
@@ -24,6 +24,7 @@ from parcelsearch.service.app import (
 )
 from parcelsearch.service.errors import StoreBusyError
 from parcelsearch.service.keys import KeyStore
+from parcelsearch.service.loop_gate import LOOP_SEARCH_LIMIT
 from parcelsearch.service.polygon import ParsedPolygon
 from parcelsearch.service.store import ParcelStore
 
@@ -155,9 +156,15 @@ class _SpyStore(ParcelStore):
         return super().hits(parsed)
 
 
-def test_the_search_runs_off_the_event_loop(
-    example: synth.Example, keys: KeyStore
+@pytest.mark.parametrize("limit, on_loop", [(0, False), (LOOP_SEARCH_LIMIT, True)])
+def test_a_search_runs_on_the_event_loop_only_when_brief(
+    example: synth.Example, keys: KeyStore, monkeypatch: pytest.MonkeyPatch, limit: int,
+    on_loop: bool,
 ) -> None:
+    """With both stores in-process a search that tests at most the limit's parcels runs on
+    the loop (admitted there); a larger one on the batcher's thread. Either way it is
+    answered, counted and logged once."""
+    monkeypatch.setattr(loop_gate, "LOOP_SEARCH_LIMIT", limit)
     store = _SpyStore(example.parcels)
     store.on_loop = []
     key = keys.create("threads")
@@ -165,7 +172,9 @@ def test_the_search_runs_off_the_event_loop(
         response = test_client.get("/v1/search", params={"searchPolygon": json.dumps(example.ring)},
                                    headers={"x-api-key": key})
     assert response.status_code == 200
-    assert store.on_loop == [False]
+    assert store.on_loop == [on_loop]
+    assert keys.get("threads")["used_lifetime"] == 1
+    assert keys.requests("threads").status.tolist() == [200]
 
 
 class _FailingStore(ParcelStore):

@@ -206,7 +206,7 @@ def _check_ring(points: list[tuple[float, float]], raw: list[Any], label: str) -
             f"searchPolygon {label} is not closed: first point {_text(raw[0])} differs from "
             f"last point {_text(raw[-1])}; repeat the first point at the end"
         )
-    ring = Polygon(points)
+    ring = shapely.polygons(np.array(points))
     # A ring with area has corners off one line; only a flat ring needs the hull to tell.
     if ring.area == 0.0 and shapely.multipoints(np.asarray(points)).convex_hull.area == 0.0:
         raise bad_request(
@@ -243,6 +243,10 @@ def _whole_number(text: str) -> int:
     return int(text)
 
 
+#: Decodes a polygon's JSON (made once: ``json.loads`` with options makes one a call).
+_DECODER = json.JSONDecoder(parse_int=_whole_number)
+
+
 def parse_polygon(text: str | None) -> ParsedPolygon:
     """Decode and validate a ``searchPolygon`` value.
 
@@ -257,7 +261,9 @@ def parse_polygon(text: str | None) -> ParsedPolygon:
             f"points> to the query, e.g. searchPolygon={EXAMPLE}"
         )
     try:
-        data = json.loads(text, parse_int=_whole_number)
+        if text.startswith("\ufeff"):  # as json.loads refuses it
+            raise json.JSONDecodeError("Unexpected UTF-8 BOM (decode using utf-8-sig)", text, 0)
+        data = _DECODER.decode(text)
     except _TooManyDigits as exc:
         raise bad_request(
             f"searchPolygon has a number of {exc.digits:,} digits; coordinates are longitudes "
