@@ -20,6 +20,7 @@ from parcelsearch.service.app import (
     INTERNAL_UNCOUNTED,
     MISSING_KEY,
     REQUEST_LINE_TOO_LONG,
+    _json_strings,
     create_app,
 )
 from parcelsearch.service.errors import StoreBusyError
@@ -239,3 +240,20 @@ def test_a_locked_key_store_is_a_503_not_a_500(client: TestClient, keys: KeyStor
     assert response.headers["Retry-After"] == "1"
     assert keys.get("locked")["used_lifetime"] == 0
     assert client.get("/v1/markets", headers={"x-api-key": key}).status_code == 200
+
+
+@pytest.mark.parametrize("values", [
+    ["0a1b2c3d4e5f60718", "ffffffffffffffff0"], [], ["a\"b", "ü", "x\\y"], ["", "ab"],
+])
+def test_a_page_of_ids_is_the_json_the_encoder_writes(values: list[str]) -> None:
+    assert _json_strings(values) == json.dumps(values, separators=(",", ":"))
+
+
+def test_a_search_body_is_the_json_the_encoder_writes(client: TestClient, keys: KeyStore,
+                                                      example: synth.Example) -> None:
+    key = keys.create("body")
+    response = client.get("/v1/search", params={"searchPolygon": json.dumps(example.ring),
+                                                "page": "2"}, headers={"x-api-key": key})
+    body = response.json()
+    assert body["data"] == example.expected[100:200]
+    assert response.content == json.dumps(body, separators=(",", ":")).encode()
