@@ -45,21 +45,28 @@ from bench_service import (  # noqa: E402
     wrk_script,
 )
 
-#: A request's stages, in priority order: a sample belongs to the first stage one of whose
-#: frames matches (a search runs inside the admission's call, the hand-off encloses the
-#: whole batch on the batcher's thread, the ASGI layers enclose the handler).
-STAGES: tuple[tuple[str, str], ...] = (
+#: The work of a request, in priority order: a sample belongs to the first stage one of
+#: whose frames matches (a search runs inside the admission's call, the hand-off encloses
+#: the whole batch on the batcher's thread).
+WORK: tuple[tuple[str, str], ...] = (
     ("parse the polygon (JSON, checks, shapely)", r"parse_polygon|_parse_search|parse_page"),
-    ("search (STRtree, points in polygon)", r"ParcelStore\.(hits|_search)|HitCache"),
+    ("search (STRtree, points in polygon)", r"ParcelStore\.(hits|_search|work)|HitCache"),
     ("page and JSON", r"ParcelStore\.page|json/encoder|_Service\._search"),
-    ("admit (key, spike arrest, quota, count, log)", r"limits\.py|KeyStore"),
+    ("admit (key, spike arrest, quota, count, log)", r"limits\.py|KeyStore|loop_gate\.py"),
     ("read the request (headers, query)", r"starlette/(requests|datastructures)|_Service\._call"),
     ("hand-off between threads", r"batching\.py|call_soon_threadsafe|_write_to_self"),
-    ("ASGI layers (Starlette, guard)", r"starlette/|RequestLineGuard|service/app\.py"),
-    ("HTTP (h11, uvicorn)", r"h11|uvicorn/protocols"),
-    ("the loop's poll (epoll_wait)", r"EpollSelector\.select"),
-    ("TLS and sockets (asyncio)", r"sslproto|ssl\.py|selector_events|asyncio/"),
 )
+#: The layers a request passes through: the rest of the samples go to the layer of their
+#: innermost frame that names one (a socket write under the ASGI layers is the socket's).
+LAYERS: tuple[tuple[str, str], ...] = (
+    ("TLS and sockets (asyncio)", r"sslproto|ssl\.py|selector_events|socket"),
+    ("the loop's poll (epoll_wait)", r"EpollSelector\.select"),
+    ("HTTP (h11, uvicorn)", r"h11|uvicorn/protocols"),
+    ("ASGI layers (Starlette, guard, routes)", r"starlette/|RequestLineGuard|GatedRoutes|"
+                                               r"service/app\.py"),
+)
+OTHER = "other (the loop's own work, start-up, GC)"
+STAGES = (*WORK, *LAYERS)
 #: Frames that enclose everything a thread does (shown in no table).
 ROOTS = (r"^(Thread\.|<module>|_run_code|_run_module|Runner\.run|asyncio_run|run_workers|"
          r"_serve |_service |main |run |Server\.|BaseEventLoop\.run_|Handle\._run|"
@@ -80,7 +87,7 @@ class Profile:
         counts: Counter[str] = Counter()
         for stack, n in self.stacks.items():
             counts[_stage(stack)] += n
-        order = [name for name, _ in STAGES] + ["other (idle loop, start-up, GC)"]
+        order = [name for name, _ in STAGES] + [OTHER]
         return [(name, counts[name]) for name in order if counts[name]]
 
     def inclusive(self) -> Counter[str]:
@@ -99,10 +106,14 @@ class Profile:
 
 
 def _stage(stack: tuple[str, ...]) -> str:
-    for name, pattern in STAGES:
+    for name, pattern in WORK:
         if any(re.search(pattern, frame) for frame in stack):
             return name
-    return "other (idle loop, start-up, GC)"
+    for frame in reversed(stack):
+        for name, pattern in LAYERS:
+            if re.search(pattern, frame):
+                return name
+    return OTHER
 
 
 def _function(frame: str) -> str:
@@ -129,7 +140,11 @@ def _share(n: int, total: int) -> str:
 def report(profile: Profile, rate: float, load: tuple[float, float], args: argparse.Namespace,
            top: int = 15) -> str:
     total = profile.total
-    stage_rows = [f"| {name} | {_share(n, total)} |" for name, n in profile.stages()]
+    requests = rate * args.seconds  # answered while sampled (wrk's mean rate)
+    per_request = 1e6 / args.rate / requests  # µs of CPU a sample stands for, per request
+    stage_rows = [f"| {name} | {_share(n, total)} | {n * per_request:,.0f} |"
+                  for name, n in profile.stages()]
+    stage_rows.append(f"| **all** | 100 % | **{total * per_request:,.0f}** |")
     inclusive = [(f, n) for f, n in profile.inclusive().most_common()
                  if not re.search(ROOTS, f)]
     incl_rows = [f"| `{f}` | {_share(n, total)} |" for f, n in inclusive[:top]]
@@ -142,7 +157,8 @@ def report(profile: Profile, rate: float, load: tuple[float, float], args: argpa
         f"production keys. {total:,} samples; {rate:,.0f} req/s while sampled (py-spy takes "
         f"its share of the cores). 1-min load average {load[0]:.1f} before, {load[1]:.1f} "
         "after.\n\n"
-        "| stage of a request | share of CPU samples |\n|---|---|\n" + "\n".join(stage_rows)
+        "| stage of a request | share of CPU samples | µs of CPU a request |\n|---|---|---|\n"
+        + "\n".join(stage_rows)
         + "\n\n| function, including what it calls | share |\n|---|---|\n"
         + "\n".join(incl_rows)
         + "\n\n| function, its own lines | share |\n|---|---|\n" + "\n".join(own_rows) + "\n"

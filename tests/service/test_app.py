@@ -12,6 +12,9 @@ from typing import Any
 
 import numpy as np
 import pytest
+from hypothesis import given, settings
+from hypothesis import strategies as st
+from starlette.datastructures import QueryParams
 
 from parcelsearch.service import loop_gate, synth
 from parcelsearch.service.app import (
@@ -22,6 +25,7 @@ from parcelsearch.service.app import (
     REQUEST_LINE_TOO_LONG,
     _json_strings,
     create_app,
+    query_params,
 )
 from parcelsearch.service.errors import StoreBusyError
 from parcelsearch.service.keys import KeyStore
@@ -257,3 +261,17 @@ def test_a_search_body_is_the_json_the_encoder_writes(client: TestClient, keys: 
     body = response.json()
     assert body["data"] == example.expected[100:200]
     assert response.content == json.dumps(body, separators=(",", ":")).encode()
+
+
+_query_text = st.lists(st.sampled_from(
+    [*"%&=+ab5BbDdCc2[],;é\x00", "%5B", "%2c", "%5d", "%E2%82", "%%", "%C3%A9"])).map("".join)
+
+
+@settings(max_examples=300, deadline=None)
+@given(text=_query_text)
+def test_query_params_read_a_query_as_starlette_does(text: str) -> None:
+    raw = text.encode("utf-8")
+    expected: dict[str, list[str]] = {}
+    for name, value in QueryParams(raw).multi_items():
+        expected.setdefault(name, []).append(value)
+    assert query_params(raw) == expected

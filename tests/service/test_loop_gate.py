@@ -15,7 +15,7 @@ from pathlib import Path
 import numpy as np
 import pytest
 import shapely
-from hypothesis import given, settings
+from hypothesis import example as known, given, settings
 from hypothesis import strategies as st
 
 from parcelsearch.service import synth
@@ -184,7 +184,9 @@ def test_a_cached_search_costs_no_work(parcels: ParcelStore, example: synth.Exam
 _coordinate = st.floats(-10, 10, allow_nan=False)
 
 
-@settings(max_examples=60, deadline=None)
+@settings(max_examples=200, deadline=None)
+@known(boxes=[(-7.0, 0.0, 0.0, 0.0), (-6.0, 2.0, 0.0, 2.589811806266753)],  # the last column
+         query=(-6.0, 0.0, 4.0101974963309246, 4.718375719887281))
 @given(boxes=st.lists(st.tuples(_coordinate, _coordinate, st.floats(0, 3), st.floats(0, 3)),
                       min_size=1, max_size=60),
        query=st.tuples(_coordinate, _coordinate, st.floats(0, 5), st.floats(0, 5)))

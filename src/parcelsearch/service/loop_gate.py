@@ -21,11 +21,18 @@ status, so one commit covers the batch's counts, log rows and spike-arrest talli
 calls answered are exactly the calls committed, and any failure of the store rolls the
 whole batch back (nothing counted) and sends it to the thread, which admits it as
 :func:`~parcelsearch.service.limits.admit_all` always does.
+
+A commit is as durable as on the thread (the store's WAL with ``synchronous=NORMAL``: in the
+file when answered, on disk at the next checkpoint). Checkpoints, which copy the WAL into the
+database and wait for the disk, never run on the loop: its connection does not checkpoint
+by itself, and every :data:`CHECKPOINT_EVERY` commits a passive checkpoint runs on a thread
+of its own (it waits for no writer, and no writer waits for it).
 """
 
 from __future__ import annotations
 
 import asyncio
+import concurrent.futures
 import fcntl
 import logging
 import os
@@ -39,7 +46,7 @@ from parcelsearch.service.keys import SqliteKeyStore
 from parcelsearch.service.portal.storage import PortalStore
 from parcelsearch.service.store import ParcelStore
 
-__all__ = ["LoopGate", "LOOP_SEARCH_LIMIT"]
+__all__ = ["LoopGate", "LOOP_SEARCH_LIMIT", "CHECKPOINT_EVERY"]
 
 log = logging.getLogger("parcelsearch.service")
 
@@ -47,6 +54,10 @@ log = logging.getLogger("parcelsearch.service")
 #: search takes about 0.2 ms here (STRtree query and points in a polygon), no longer than
 #: a TLS handshake; the polygons the toolkit sends test far fewer.
 LOOP_SEARCH_LIMIT = 4096
+
+#: Commits on the loop between two checkpoints (SQLite's own default is about 1,000 pages of
+#: WAL, some 250 such commits).
+CHECKPOINT_EVERY = 256
 
 #: What the gate decided for one call: its refusal, outcome or failure as
 #: :func:`~parcelsearch.service.limits.admit_all` gives them; ``None``: not on the loop.
@@ -59,8 +70,9 @@ class _WriteAtOnce:
     The writers of a :class:`~parcelsearch.service.keys.SqliteKeyStore` queue on a file lock
     (``<file>.writer``) before ``BEGIN IMMEDIATE``; this takes the same file lock through
     its own descriptor without blocking (so it excludes them, and they it), then begins on
-    its own connection with no busy timeout (a writer from another program: busy at once).
-    Opened again in a forked process.
+    its own connection with no busy timeout (a writer from another program: busy at once)
+    and no automatic checkpoint: every :data:`CHECKPOINT_EVERY` commits, a passive one on a
+    thread of its own. Opened again in a forked process.
     """
 
     def __init__(self, keys: SqliteKeyStore) -> None:
@@ -69,12 +81,18 @@ class _WriteAtOnce:
         self._pid = 0
         self._fd = -1
         self._conn: Any = None
+        self._commits = 0
+        self._checkpoints: concurrent.futures.ThreadPoolExecutor | None = None
 
     def _opened(self) -> tuple[int, Any]:
         if self._pid != os.getpid():
             self._fd = os.open(self._lock_path, os.O_RDWR | os.O_CREAT, 0o600)
             self._conn = self.keys._connect()  # the store's own settings (WAL, synchronous)
             self._conn.execute("PRAGMA busy_timeout = 0")
+            self._conn.execute("PRAGMA wal_autocheckpoint = 0")
+            self._checkpoints = concurrent.futures.ThreadPoolExecutor(
+                1, thread_name_prefix="parcelsearch-checkpoint")
+            self._commits = 0
             self._pid = os.getpid()
         return self._fd, self._conn
 
@@ -105,6 +123,16 @@ class _WriteAtOnce:
                 raise
         finally:
             fcntl.flock(fd, fcntl.LOCK_UN)
+        self._commits += 1
+        if self._commits % CHECKPOINT_EVERY == 0 and self._checkpoints is not None:
+            self._checkpoints.submit(self._checkpoint)
+
+    def _checkpoint(self) -> None:
+        """A passive checkpoint, on the checkpoint thread's own connection."""
+        try:
+            self.keys.connection().execute("PRAGMA wal_checkpoint(PASSIVE)")
+        except Exception:  # the next one catches up; meanwhile the WAL grows a little
+            log.warning("checkpoint of the key store failed", exc_info=True)
 
     def _began(self, conn: Any) -> bool:
         try:
@@ -116,8 +144,12 @@ class _WriteAtOnce:
         return True
 
     def close(self) -> None:
-        """Close the connection and the lock file (in the process that opened them)."""
+        """Close the connection and the lock file, after a last checkpoint (in the process
+        that opened them)."""
         if self._pid == os.getpid():
+            if self._checkpoints is not None:
+                self._checkpoints.submit(self._checkpoint)
+                self._checkpoints.shutdown(wait=True)
             self._conn.close()
             os.close(self._fd)
         self._pid = 0

@@ -294,9 +294,11 @@ class CountGrid:
         i1 = math.floor((xmax + self.pad_x - self.x0) / self.dx)
         j0 = math.floor((ymin - self.pad_y - self.y0) / self.dy)
         j1 = math.floor((ymax + self.pad_y - self.y0) / self.dy)
-        if i1 < 0 or j1 < 0 or i0 >= nx or j0 >= ny:
+        if i1 < 0 or j1 < 0:  # below the least centre
             return 0
-        i0, j0, i1, j1 = max(i0, 0), max(j0, 0), min(i1, nx - 1) + 1, min(j1, ny - 1) + 1
+        # Clamped as the centres were (the greatest one is in the last cell, not past it).
+        i0, j0 = min(max(i0, 0), nx - 1), min(max(j0, 0), ny - 1)
+        i1, j1 = min(i1, nx - 1) + 1, min(j1, ny - 1) + 1
         t = self.table
         return int(t[j1, i1] - t[j0, i1] - t[j1, i0] + t[j0, i0])
 
@@ -426,7 +428,7 @@ class ParcelStore:
         data = self._data
         if parsed.normalised in data.cache:
             return 0
-        return data.grid.at_most(parsed.polygon.bounds)
+        return data.grid.at_most(parsed.bounds)
 
     def hits(self, parsed: ParsedPolygon) -> np.ndarray:
         """Indices (parcel_id order) of the parcels matching ``parsed``; cached."""
