@@ -15,7 +15,8 @@ from pathlib import Path
 import numpy as np
 import pytest
 import shapely
-from hypothesis import example as known, given, settings
+from hypothesis import example as known
+from hypothesis import given, settings
 from hypothesis import strategies as st
 
 from parcelsearch.service import synth
