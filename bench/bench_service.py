@@ -20,10 +20,19 @@ cycle through their own half of the polygons.
 
     python bench/bench_service.py [--parcels 1000000] [--postgis 1000000,10000000]
                                   [--polygons 3000] [--seconds 10] [--connections 8]
+    python bench/bench_service.py --alternate 3 [--fabric parcels.parquet]
+
+``--alternate N`` runs issue 28's check alone: the embedded service (1 M parcels, keys in
+SQLite, one worker) and the ceiling, both sharing the two cores with wrk, measured side by
+side in N rounds (ceiling, service, ceiling at saturation, then both at half load); it
+prints each round's ratio, p99 at half load and non-2xx, writes section
+``service-alternate``, and exits 1 unless every round meets the target. ``--fabric`` keeps
+the generated parcels file for the next run.
 
 Needs ``wrk`` (``apt-get install wrk``) and PostgreSQL 15 + PostGIS 3 for the PostGIS rows.
 Targets (issue 12): embedded cold mix >= 0.35 x ceiling with one worker; PostGIS 10 M >=
-0.15 x ceiling; p99 <= 10 ms at half load everywhere.
+0.15 x ceiling; p99 <= 10 ms at half load everywhere. Issue 28: the embedded one-worker row
+>= 0.35 x ceiling on shared cores in each of three alternating rounds, 0 non-2xx.
 """
 
 from __future__ import annotations

@@ -149,6 +149,7 @@ class RequestLineGuard:
         self.app = app
         self.max_bytes = max_bytes
         self.headers = [(k.lower().encode(), v.encode()) for k, v in SECURITY_HEADERS.items()]
+        self._names = {k for k, _ in self.headers}
 
     async def __call__(self, scope: Scope, receive: Receive, send: Send) -> None:
         if scope["type"] != "http":
@@ -161,7 +162,7 @@ class RequestLineGuard:
             nonlocal status
             if message["type"] == "http.response.start":
                 status = message["status"]
-                names = {k for k, _ in self.headers}
+                names = self._names
                 kept = [(k, v) for k, v in message.get("headers", []) if k.lower() not in names]
                 message = {**message, "headers": kept + self.headers}
             await send(message)
@@ -202,8 +203,12 @@ def _as_written(scope: Scope) -> Scope:
 
 
 def _ambiguous_framing(scope: Scope) -> bool:
-    names = {name.lower() for name, _ in scope.get("headers", ())}
-    return b"content-length" in names and b"transfer-encoding" in names
+    length = encoding = False
+    for name, _ in scope.get("headers", ()):
+        lowered = name.lower()
+        length = length or lowered == b"content-length"
+        encoding = encoding or lowered == b"transfer-encoding"
+    return length and encoding
 
 
 #: A handler of :class:`GatedRoutes`: the response to a request (its ASGI scope).
