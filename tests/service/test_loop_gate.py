@@ -19,7 +19,7 @@ from hypothesis import example as known
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from parcelsearch.service import synth
+from parcelsearch.service import loop_gate, synth
 from parcelsearch.service.keys import KeyStore, SqliteKeyStore
 from parcelsearch.service.limits import Call, Outcome, Refusal
 from parcelsearch.service.loop_gate import LoopGate
@@ -204,3 +204,28 @@ def test_the_count_grid_bounds_the_candidates_from_above(
     tree = shapely.STRtree(shapely.box(xmin, ymin, xmax, ymax))
     found = len(tree.query(shapely.box(*rectangle)))
     assert CountGrid.of(xmin, ymin, xmax, ymax).at_most(rectangle) >= found
+
+
+def test_the_loop_never_checkpoints_a_thread_does(
+    keys: SqliteKeyStore, parcels: ParcelStore, example: synth.Example,
+    monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """The database file (not its WAL) grows only when a checkpoint copies pages into it:
+    not while the loop commits, until every CHECKPOINT_EVERY commits the gate's checkpoint
+    thread does."""
+    monkeypatch.setattr(loop_gate, "CHECKPOINT_EVERY", 400)
+    key = keys.create("wal", per_second=1_000_000, quota=1000)
+    keys.execute(keys.connection(), "PRAGMA wal_checkpoint(TRUNCATE)")
+    database = Path(keys.location)
+    size = database.stat().st_size
+    gate = LoopGate(keys, parcels, PortalStore(keys))
+    call = _search_call(key, parse_polygon(json.dumps(example.ring)), parcels)
+    try:
+        for _ in range(399):  # some 1,200 pages of WAL: SQLite by itself checkpoints at 1,000
+            _answers(gate, [call])
+        assert database.stat().st_size == size  # all of it still in the WAL
+        _answers(gate, [call])
+    finally:
+        gate.close()  # waits for the checkpoint thread
+    assert database.stat().st_size > size
+    assert keys.get("wal")["used_lifetime"] == 400

@@ -202,9 +202,15 @@ class LoopGate:
 
     def _flush(self) -> None:
         batch, self._pending = self._pending, []
-        results = self._admit([call for call, _ in batch])
+        try:
+            results = self._admit([call for call, _ in batch])
+        except BaseException as exc:  # no caller is left waiting, whatever happens
+            for _, future in batch:
+                if not future.done():
+                    future.set_exception(exc)
+            raise
         for (_, future), result in zip(batch, results, strict=True):
-            if not future.cancelled():
+            if not future.done():
                 future.set_result(result)
 
     def _admit(self, calls: list[limits.Call[bytes]],
