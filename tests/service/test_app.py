@@ -248,6 +248,7 @@ def test_a_locked_key_store_is_a_503_not_a_500(client: TestClient, keys: KeyStor
 
 @pytest.mark.parametrize("values", [
     ["0a1b2c3d4e5f60718", "ffffffffffffffff0"], [], ["a\"b", "ü", "x\\y"], ["", "ab"],
+    ["tab\there", "del\x7f", "~ !#$%&'()*+,-./:;<=>?@[]^_`{|}"],
 ])
 def test_a_page_of_ids_is_the_json_the_encoder_writes(values: list[str]) -> None:
     assert _json_strings(values) == json.dumps(values, separators=(",", ":"))

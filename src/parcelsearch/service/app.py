@@ -456,11 +456,16 @@ class _Service:
         return Response(json.dumps(openapi_document("/")), media_type=JSON)
 
 
+#: The characters JSON writes as they are (printable ASCII but the quote and backslash).
+_PLAIN = bytes(c for c in range(0x20, 0x7F) if c not in b'"\\')
+
+
 def _json_strings(values: list[str]) -> str:
     """``json.dumps(values, separators=(",", ":"))``, without the encoder when no value
-    needs escaping (GroupIDs are hexadecimal)."""
+    needs escaping (GroupIDs are hexadecimal): checked by deleting the plain characters
+    (``bytes.translate``, many times faster than ``str.isalnum`` here)."""
     joined = "".join(values)
-    if values and joined.isascii() and joined.isalnum():
+    if values and joined.isascii() and not joined.encode("ascii").translate(None, _PLAIN):
         return '["' + '","'.join(values) + '"]'
     return json.dumps(values, separators=(",", ":"))
 
