@@ -20,7 +20,10 @@ one by one, to find which refusal applies. Requests admitted together (:func:`ad
 share one transaction, and see each other's rows, so a batch is as exact as one at a time.
 
 The requests are then handled *outside* the transaction (a search never holds a lock) and
-their log rows get the status (400s included). Admissions are serialised per key store (SQLite) or
+their log rows get the status (400s included) — except on the event loop
+(:class:`~parcelsearch.service.loop_gate.LoopGate`), where only brief requests are admitted
+and :func:`admit_in` handles each inside the transaction, its log row written final before
+the one commit. Admissions are serialised per key store (SQLite) or
 per key (PostgreSQL), which is what makes counts exact across threads, processes and hosts.
 A lock held past the store's busy timeout raises
 :class:`~parcelsearch.service.errors.StoreBusyError` (the service answers 503).
