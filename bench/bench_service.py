@@ -20,10 +20,19 @@ cycle through their own half of the polygons.
 
     python bench/bench_service.py [--parcels 1000000] [--postgis 1000000,10000000]
                                   [--polygons 3000] [--seconds 10] [--connections 8]
+    python bench/bench_service.py --alternate 3 [--fabric parcels.parquet]
+
+``--alternate N`` runs issue 28's check alone: the embedded service (1 M parcels, keys in
+SQLite, one worker) and the ceiling, both sharing the two cores with wrk, measured side by
+side in N rounds (ceiling, service, ceiling at saturation, then both at half load); it
+prints each round's ratio, p99 at half load and non-2xx, writes section
+``service-alternate``, and exits 1 unless every round meets the target. ``--fabric`` keeps
+the generated parcels file for the next run.
 
 Needs ``wrk`` (``apt-get install wrk``) and PostgreSQL 15 + PostGIS 3 for the PostGIS rows.
 Targets (issue 12): embedded cold mix >= 0.35 x ceiling with one worker; PostGIS 10 M >=
-0.15 x ceiling; p99 <= 10 ms at half load everywhere.
+0.15 x ceiling; p99 <= 10 ms at half load everywhere. Issue 28: the embedded one-worker row
+>= 0.35 x ceiling on shared cores in each of three alternating rounds, 0 non-2xx.
 """
 
 from __future__ import annotations
@@ -97,6 +106,11 @@ class Server:
             self.stop()
             raise RuntimeError(f"{command[3:5]} did not start ({line!r}); see {log}")
         self.base_url = found[1]
+
+    @property
+    def pid(self) -> int:
+        """The server's process id (with one worker, the process that serves)."""
+        return self.proc.pid
 
     def stop(self) -> None:
         if self.proc.poll() is None:
@@ -217,7 +231,7 @@ def _wrk(base_url: str, script: Path, seconds: float, connections: int,
     return Run(rate, pct["50"], pct["99"], bad)
 
 
-def _script(folder: Path, name: str, paths: list[str], keys: list[str],
+def wrk_script(folder: Path, name: str, paths: list[str], keys: list[str],
             delay_ms: float | None) -> Path:
     """A wrk Lua script cycling through ``paths`` and, beside them, ``keys``: each of wrk's
     two threads through its own half of the paths, so that neither asks for a polygon the
@@ -245,11 +259,11 @@ def _half(base_url: str, folder: Path, name: str, paths: list[str], keys: list[s
     """``target`` requests/s offered: each connection waits a delay after every answer
     (rate = connections / (delay + latency)); a short probe measures the latency part."""
     first = connections * 1000.0 / target
-    probe = _wrk(base_url, _script(folder, f"{name}-probe", paths, keys, first), 3, connections,
+    probe = _wrk(base_url, wrk_script(folder, f"{name}-probe", paths, keys, first), 3, connections,
                  layout)
     latency_ms = max(0.0, connections * 1000.0 / probe.rate - first)
     delay_ms = max(0.01, connections * 1000.0 / target - latency_ms)
-    return _wrk(base_url, _script(folder, f"{name}-half", paths, keys, delay_ms), seconds,
+    return _wrk(base_url, wrk_script(folder, f"{name}-half", paths, keys, delay_ms), seconds,
                 connections, layout)
 
 
@@ -259,8 +273,8 @@ def measure(service_url: str, ceiling_url: str, folder: Path, paths: list[str], 
     """(ceiling, service) × (saturation, half load). The ceiling's saturation is measured
     just before and just after the service's and averaged, so a machine whose background
     load drifts during the run skews the ratio less; both get the same offered half load."""
-    svc_sat_script = _script(folder, "svc-sat", paths, keys, None)
-    ceil_script = _script(folder, "ceil-sat", [CEILING_PATH], [], None)
+    svc_sat_script = wrk_script(folder, "svc-sat", paths, keys, None)
+    ceil_script = wrk_script(folder, "ceil-sat", [CEILING_PATH], [], None)
     _wrk(service_url, svc_sat_script, 2, connections, layout)  # warm-up (both)
     _wrk(ceiling_url, ceil_script, 2, connections, layout)
     before = _wrk(ceiling_url, ceil_script, seconds, connections, layout)
@@ -289,10 +303,13 @@ def search_paths(parcels_file: Path, count: int, seed: int = 12) -> list[str]:
     return [_square_path(p.x, p.y, h) for p, h in zip(points, halves, strict=True)]
 
 
-def fabric_file(folder: Path, n: int) -> tuple[Path, float]:
+def fabric_file(folder: Path, n: int, reuse: Path | None = None) -> tuple[Path, float]:
+    """``n`` synthetic parcels in a parquet file, and the seconds taken to make it: in
+    ``folder``, or at ``reuse`` (read from there when a file is already there)."""
     started = time.perf_counter()
-    path = folder / f"parcels-{n}.parquet"
-    synth.large_fabric(n).to_parquet(path)
+    path = reuse or folder / f"parcels-{n}.parquet"
+    if reuse is None or not reuse.exists():
+        synth.large_fabric(n).to_parquet(path)
     return path, time.perf_counter() - started
 
 
@@ -308,7 +325,7 @@ class Row:
     service: tuple[Run, Run]
 
 
-def _service(folder: Path, keys: str, parcels: str, workers: int, certs: Path,
+def service_process(folder: Path, keys: str, parcels: str, workers: int, certs: Path,
              layout: Layout) -> Server:
     return Server([*CLI, "serve", "--keys", keys, "--parcels", parcels, "--workers",
                    str(workers), "--port", "0", "--host", "127.0.0.1", "--cert-dir",
@@ -330,7 +347,7 @@ def _bench_one(folder: Path, label: str, keys: str, parcels: str, workers: int,
     if layout.server is not None and (os.cpu_count() or 1) < 2:
         layout = SHARED
     api_keys = analyst_keys(keys, args.keys_count)
-    service = _service(folder, keys, parcels, workers, certs, layout)
+    service = service_process(folder, keys, parcels, workers, certs, layout)
     try:
         ceiling_server = _ceiling(folder, workers, certs, layout)
         try:
@@ -384,6 +401,12 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--connections", type=int, default=8)
     parser.add_argument("--keys-count", type=int, default=2000,
                         help="production keys (10 calls/s each) the requests are spread over")
+    parser.add_argument("--alternate", type=int, default=0, metavar="ROUNDS",
+                        help="only issue 28's check: ROUNDS rounds of ceiling, service, "
+                        "ceiling (embedded, 1 worker, shared cores), each round's ratio, p99 "
+                        "at half load and non-2xx (section service-alternate)")
+    parser.add_argument("--fabric", type=Path, default=None,
+                        help="the embedded parcels file to reuse (written there if missing)")
     parser.add_argument("--ceiling-server", action="store_true", help=argparse.SUPPRESS)
     parser.add_argument("--workers", type=int, default=1, help=argparse.SUPPRESS)
     parser.add_argument("--cert-dir", type=Path, default=None, help=argparse.SUPPRESS)
@@ -403,9 +426,14 @@ def main(argv: list[str] | None = None) -> int:
         rows.append(row)
         write_section("service", _report(rows, notes, args))
 
+    if args.alternate:
+        try:
+            return alternate(folder, args, certs)
+        finally:
+            shutil.rmtree(folder, ignore_errors=True)
     try:
         if args.parcels:
-            parcels_file, took = fabric_file(folder, args.parcels)
+            parcels_file, took = fabric_file(folder, args.parcels, args.fabric)
             notes.append(f"embedded: {args.parcels:,} parcels generated in {took:.0f} s")
             paths = search_paths(parcels_file, args.polygons)
             for number, (workers, layout) in enumerate(CONFIGURATIONS):
@@ -447,6 +475,85 @@ def _report(rows: list[Row], notes: list[str], args: argparse.Namespace) -> str:
         + "\n".join(f"- {n}" for n in notes) + "\n\n"
         "Targets (issue 12): embedded, 1 worker, ratio >= 0.35; PostGIS 10 M ratio >= 0.15; "
         "p99 <= 10 ms at half load everywhere."
+    )
+
+
+@dataclass
+class Round:
+    """One round of :func:`alternate`: the load average before it and its measurements."""
+
+    load: float
+    ceiling: tuple[Run, Run]
+    service: tuple[Run, Run]
+
+    @property
+    def ratio(self) -> float:
+        return self.service[0].rate / self.ceiling[0].rate
+
+    @property
+    def met(self) -> bool:
+        service, half = self.service
+        return self.ratio >= 0.35 and half.p99 < 10.0 and service.errors + half.errors == 0
+
+
+def alternate(folder: Path, args: argparse.Namespace, certs: Path) -> int:
+    """Issue 28's check alone: one service (embedded, 1 worker) and its ceiling, both on the
+    two cores wrk uses, measured side by side ``args.alternate`` times (each round:
+    ceiling, service, ceiling at saturation, then both at half the service's rate); 0 if
+    every round met the target."""
+    parcels_file, _ = fabric_file(folder, args.parcels, args.fabric)
+    paths = search_paths(parcels_file, args.polygons)
+    keys = str(folder / "keys.sqlite")
+    api_keys = analyst_keys(keys, args.keys_count)
+    rounds: list[Round] = []
+    service = service_process(folder, keys, str(parcels_file), 1, certs, SHARED)
+    try:
+        ceiling_server = _ceiling(folder, 1, certs, SHARED)
+        try:
+            for number in range(1, args.alternate + 1):
+                load = os.getloadavg()[0]
+                ceiling, served = measure(service.base_url, ceiling_server.base_url, folder,
+                                          paths, api_keys, args.seconds, args.connections)
+                rounds.append(Round(load, ceiling, served))
+                print(_round_line(number, rounds[-1]), flush=True)
+        finally:
+            ceiling_server.stop()
+    finally:
+        service.stop()
+    text = _alternate_report(rounds, args)
+    print(text)
+    write_section("service-alternate", text)
+    return 0 if all(r.met for r in rounds) else 1
+
+
+def _round_line(number: int, r: Round) -> str:
+    (c_sat, c_half), (s_sat, s_half) = r.ceiling, r.service
+    return (f"| {number} | {r.load:.1f} | {s_sat.rate:,.0f} | {c_sat.rate:,.0f} | "
+            f"{r.ratio:.2f} | {s_half.rate:,.0f} | {s_half.p50:.2f} | {s_half.p99:.2f} | "
+            f"{c_half.p99:.2f} | {s_sat.errors + s_half.errors} | "
+            f"{'yes' if r.met else 'no'} |")
+
+
+def _alternate_report(rounds: list[Round], args: argparse.Namespace) -> str:
+    head = ("| round | load average before | service req/s | ceiling req/s | ratio | "
+            "half load req/s | p50 ms | p99 ms | ceiling p99 ms (same rate) | non-2xx | "
+            "met |\n|---|---|---|---|---|---|---|---|---|---|---|")
+    lines = [_round_line(n, r) for n, r in enumerate(rounds, start=1)]
+    ratios = [r.ratio for r in rounds]
+    verdict = ("every round met it" if all(r.met for r in rounds) else
+               f"{sum(not r.met for r in rounds)} of {len(rounds)} rounds missed it")
+    return (
+        "## Service: issue 28's check (`bench_service.py --alternate`)\n\n"
+        f"`parcelsearch serve`, 1 worker, embedded stores ({args.parcels / 1e6:g} M parcels, "
+        f"keys in SQLite), and a trivial Starlette endpoint on the same uvicorn + TLS (1 "
+        f"worker), both sharing the machine's {os.cpu_count()} cores with wrk (2 threads, "
+        f"{args.connections} connections, unpinned). {args.polygons:,} cold polygons, "
+        f"{args.keys_count:,} production keys. Each round: ceiling, service, ceiling at "
+        f"saturation ({args.seconds:g} s each; the ratio is the service over the mean of the "
+        "two ceilings), then half the service's rate offered to both.\n\n"
+        + "\n".join([head, *lines]) + "\n\n"
+        f"Ratio min {min(ratios):.2f}, max {max(ratios):.2f}. Target (issue 28): ratio >= "
+        f"0.35, p99 < 10 ms at half load, 0 non-2xx in each round: {verdict}."
     )
 
 

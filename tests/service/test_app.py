@@ -12,18 +12,24 @@ from typing import Any
 
 import numpy as np
 import pytest
+from hypothesis import given, settings
+from hypothesis import strategies as st
+from starlette.datastructures import QueryParams
 
-from parcelsearch.service import synth
+from parcelsearch.service import loop_gate, synth
 from parcelsearch.service.app import (
     BUSY,
     INTERNAL,
     INTERNAL_UNCOUNTED,
     MISSING_KEY,
     REQUEST_LINE_TOO_LONG,
+    _json_strings,
     create_app,
+    query_params,
 )
 from parcelsearch.service.errors import StoreBusyError
 from parcelsearch.service.keys import KeyStore
+from parcelsearch.service.loop_gate import LOOP_SEARCH_LIMIT
 from parcelsearch.service.polygon import ParsedPolygon
 from parcelsearch.service.store import ParcelStore
 
@@ -155,9 +161,15 @@ class _SpyStore(ParcelStore):
         return super().hits(parsed)
 
 
-def test_the_search_runs_off_the_event_loop(
-    example: synth.Example, keys: KeyStore
+@pytest.mark.parametrize("limit, on_loop", [(0, False), (LOOP_SEARCH_LIMIT, True)])
+def test_a_search_runs_on_the_event_loop_only_when_brief(
+    example: synth.Example, keys: KeyStore, monkeypatch: pytest.MonkeyPatch, limit: int,
+    on_loop: bool,
 ) -> None:
+    """With both stores in-process a search that tests at most the limit's parcels runs on
+    the loop (admitted there); a larger one on the batcher's thread. Either way it is
+    answered, counted and logged once."""
+    monkeypatch.setattr(loop_gate, "LOOP_SEARCH_LIMIT", limit)
     store = _SpyStore(example.parcels)
     store.on_loop = []
     key = keys.create("threads")
@@ -165,7 +177,9 @@ def test_the_search_runs_off_the_event_loop(
         response = test_client.get("/v1/search", params={"searchPolygon": json.dumps(example.ring)},
                                    headers={"x-api-key": key})
     assert response.status_code == 200
-    assert store.on_loop == [False]
+    assert store.on_loop == [on_loop]
+    assert keys.get("threads")["used_lifetime"] == 1
+    assert keys.requests("threads").status.tolist() == [200]
 
 
 class _FailingStore(ParcelStore):
@@ -230,3 +244,35 @@ def test_a_locked_key_store_is_a_503_not_a_500(client: TestClient, keys: KeyStor
     assert response.headers["Retry-After"] == "1"
     assert keys.get("locked")["used_lifetime"] == 0
     assert client.get("/v1/markets", headers={"x-api-key": key}).status_code == 200
+
+
+@pytest.mark.parametrize("values", [
+    ["0a1b2c3d4e5f60718", "ffffffffffffffff0"], [], ["a\"b", "ü", "x\\y"], ["", "ab"],
+    ["tab\there", "del\x7f", "~ !#$%&'()*+,-./:;<=>?@[]^_`{|}"],
+])
+def test_a_page_of_ids_is_the_json_the_encoder_writes(values: list[str]) -> None:
+    assert _json_strings(values) == json.dumps(values, separators=(",", ":"))
+
+
+def test_a_search_body_is_the_json_the_encoder_writes(client: TestClient, keys: KeyStore,
+                                                      example: synth.Example) -> None:
+    key = keys.create("body")
+    response = client.get("/v1/search", params={"searchPolygon": json.dumps(example.ring),
+                                                "page": "2"}, headers={"x-api-key": key})
+    body = response.json()
+    assert body["data"] == example.expected[100:200]
+    assert response.content == json.dumps(body, separators=(",", ":")).encode()
+
+
+_query_text = st.lists(st.sampled_from(
+    [*"%&=+ab5BbDdCc2[],;é\x00", "%5B", "%2c", "%5d", "%E2%82", "%%", "%C3%A9"])).map("".join)
+
+
+@settings(max_examples=300, deadline=None)
+@given(text=_query_text)
+def test_query_params_read_a_query_as_starlette_does(text: str) -> None:
+    raw = text.encode("utf-8")
+    expected: dict[str, list[str]] = {}
+    for name, value in QueryParams(raw).multi_items():
+        expected.setdefault(name, []).append(value)
+    assert query_params(raw) == expected

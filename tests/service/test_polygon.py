@@ -6,7 +6,7 @@ import hashlib
 import json
 
 import pytest
-from hypothesis import given
+from hypothesis import given, settings
 from hypothesis import strategies as st
 
 from parcelsearch._wire import ring_json
@@ -129,3 +129,29 @@ def test_any_rectangle_parses(x: float, y: float, w: float, h: float) -> None:
     parsed = parse_polygon(json.dumps(ring))
     assert parsed.polygon.area == pytest.approx(w * h, rel=1e-6)
     assert parse_polygon(parsed.normalised).normalised == parsed.normalised
+
+
+def _shortest(value: float) -> str:
+    """The normalised form of one coordinate, as specified: its shortest round-trip text,
+    integral values without ``.0``, zero without a sign."""
+    text = repr(float(value))
+    text = text[:-2] if text.endswith(".0") else text
+    return "0" if text == "-0" else text
+
+
+def _coordinate(limit: int) -> st.SearchStrategy[float | int]:
+    return st.one_of(st.floats(-limit, limit), st.integers(-limit, limit),
+                     st.sampled_from([-0.0, 0.0, 1e-05, -2.5e-07, 32.0, -85.0]))
+
+
+@settings(max_examples=300, deadline=None)
+@given(x=_coordinate(170), y=_coordinate(85), width=st.floats(1e-6, 5),
+       height=st.floats(1e-6, 5))
+def test_the_normalised_text_writes_each_coordinate_in_its_shortest_form(
+    x: float, y: float, width: float, height: float
+) -> None:
+    ring = [[x, y], [x + width, y], [x + width, y + height], [x, y + height], [x, y]]
+    parsed = parse_polygon(json.dumps(ring))
+    expected = "[" + ",".join(f"[{_shortest(a)},{_shortest(b)}]" for a, b in ring) + "]"
+    assert parsed.normalised == expected
+    assert parsed.bounds == (float(x), float(y), float(x + width), float(y + height))

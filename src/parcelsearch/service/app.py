@@ -6,11 +6,16 @@ over-long request lines (414, checked before anything else), keys (401), limits 
 bad parameters (400), a key store locked past its busy timeout (503 with ``Retry-After``)
 and even unexpected failures (500, traceback logged server-side).
 
-The loop never waits on a lock or a search (``/openapi.json`` answers while a key store
-lock is held elsewhere): with both stores in this process, admission and search run on one
-thread that admits the requests queued meanwhile in one transaction and answers them with
-one loop wake-up (:mod:`parcelsearch.service.batching`); with both in PostgreSQL, the loop
-sends them on asynchronous connections and awaits the answers
+A ``GET`` of the service's own paths is answered without Starlette's routing, middleware
+and request objects (:class:`GatedRoutes`); every other request goes through Starlette.
+
+The loop never waits on a lock or a long search (``/openapi.json`` answers while a key
+store lock is held elsewhere): with both stores in this process, the requests of one turn of
+the loop are admitted and handled on the loop in one transaction when the key store's locks
+are free at once and their searches are brief (:mod:`parcelsearch.service.loop_gate`), else
+on one thread that admits the requests queued meanwhile in one transaction and answers them
+with one loop wake-up (:mod:`parcelsearch.service.batching`); with both in PostgreSQL, the
+loop sends them on asynchronous connections and awaits the answers
 (:mod:`parcelsearch.service.postgres_gate`); with one of each, they run on a pool of
 threads.
 
@@ -31,6 +36,7 @@ import time
 from collections.abc import AsyncIterator, Awaitable, Callable, Sequence
 from concurrent.futures import ThreadPoolExecutor
 from pathlib import Path
+from urllib.parse import unquote
 
 import geopandas as gpd
 from starlette.applications import Starlette
@@ -50,8 +56,9 @@ from parcelsearch.service.envelopes import (
     printable,
 )
 from parcelsearch.service.errors import BadRequestError, StoreBusyError
-from parcelsearch.service.keys import KeyStore, PostgresKeyStore
+from parcelsearch.service.keys import KeyStore, PostgresKeyStore, SqliteKeyStore
 from parcelsearch.service.limits import INVALID_KEY
+from parcelsearch.service.loop_gate import LoopGate
 from parcelsearch.service.openapi import openapi_document
 from parcelsearch.service.polygon import ParsedPolygon, bad_request, parse_page, parse_polygon
 from parcelsearch.service.portal.routes import create_portal
@@ -70,6 +77,8 @@ from parcelsearch.settings import (
 __all__ = [
     "create_app",
     "RequestLineGuard",
+    "GatedRoutes",
+    "query_params",
     "envelope",
     "MISSING_KEY",
     "REQUEST_LINE_TOO_LONG",
@@ -112,9 +121,11 @@ BUSY = (
 #: but each other; with both in PostgreSQL, the loop itself
 #: (:class:`~parcelsearch.service.postgres_gate.PostgresGate`).
 THREADS_NETWORKED = 4
-#: Reads a request's parameters and key header, off the loop: its gateway call, or the
+#: Reads a request's parameters and key header, on the loop: its gateway call, or the
 #: answer that needs no admission (a 401 for a missing key).
 _MakeCall = Callable[[], "limits.Call[bytes] | Response"]
+#: Admits and handles a gateway call: its response.
+_Gate = Callable[["limits.Call[bytes]"], Awaitable[Response]]
 #: Seconds a client should wait after a 503.
 BUSY_RETRY_AFTER = 1
 
@@ -138,6 +149,7 @@ class RequestLineGuard:
         self.app = app
         self.max_bytes = max_bytes
         self.headers = [(k.lower().encode(), v.encode()) for k, v in SECURITY_HEADERS.items()]
+        self._names = {k for k, _ in self.headers}
 
     async def __call__(self, scope: Scope, receive: Receive, send: Send) -> None:
         if scope["type"] != "http":
@@ -150,7 +162,7 @@ class RequestLineGuard:
             nonlocal status
             if message["type"] == "http.response.start":
                 status = message["status"]
-                names = {k for k, _ in self.headers}
+                names = self._names
                 kept = [(k, v) for k, v in message.get("headers", []) if k.lower() not in names]
                 message = {**message, "headers": kept + self.headers}
             await send(message)
@@ -191,8 +203,36 @@ def _as_written(scope: Scope) -> Scope:
 
 
 def _ambiguous_framing(scope: Scope) -> bool:
-    names = {name.lower() for name, _ in scope.get("headers", ())}
-    return b"content-length" in names and b"transfer-encoding" in names
+    length = encoding = False
+    for name, _ in scope.get("headers", ()):
+        lowered = name.lower()
+        length = length or lowered == b"content-length"
+        encoding = encoding or lowered == b"transfer-encoding"
+    return length and encoding
+
+
+#: A handler of :class:`GatedRoutes`: the response to a request (its ASGI scope).
+_Handler = Callable[[Scope], Awaitable[Response]]
+
+
+class GatedRoutes:
+    """ASGI: a ``GET`` of one of ``handlers``' paths answered by its handler directly, with
+    none of Starlette's routing, middleware and request objects on the way (they cost more
+    than admitting the request); every other request, and any path under a root path, to
+    ``app``. Failures are the outer :class:`RequestLineGuard`'s (a 500 in the envelope)."""
+
+    def __init__(self, app: ASGIApp, handlers: dict[str, _Handler]) -> None:
+        self.app = app
+        self.handlers = handlers
+
+    async def __call__(self, scope: Scope, receive: Receive, send: Send) -> None:
+        if scope["type"] == "http" and scope["method"] == "GET" and not scope.get("root_path"):
+            handler = self.handlers.get(scope["path"])
+            if handler is not None:
+                response = await handler(scope)
+                await response(scope, receive, send)
+                return
+        await self.app(scope, receive, send)
 
 
 class _Service:
@@ -209,7 +249,8 @@ class _Service:
         self.keys = keys
         self.portal = portal
         self.postgres: PostgresGate | None = None
-        self._gate: Callable[[_MakeCall], Awaitable[Response]]
+        self.loop_gate: LoopGate | None = None
+        self._gate: _Gate
         # Threads and pools start on first use, so a service forked into workers starts its own.
         if isinstance(keys, PostgresKeyStore) and isinstance(store, PostgisParcelStore):
             self.postgres = PostgresGate(keys, store, portal, self._failed)
@@ -217,8 +258,13 @@ class _Service:
         elif isinstance(keys, PostgresKeyStore) or isinstance(store, PostgisParcelStore):
             self._gate = self._pooled(
                 ThreadPoolExecutor(THREADS_NETWORKED, thread_name_prefix="parcelsearch"))
+        elif (isinstance(keys, SqliteKeyStore) and isinstance(store, ParcelStore)
+              and portal.keys is keys):
+            self.loop_gate = LoopGate(keys, store, portal)
+            self._gate = self._on_loop_or_thread(
+                self.loop_gate, Batcher(self._answer_made, name="parcelsearch-gate"))
         else:
-            self._gate = Batcher(self._answer_all, name="parcelsearch-gate").run
+            self._gate = self._threaded(Batcher(self._answer_made, name="parcelsearch-gate"))
         self._markets_answer = limits.Outcome(200, json.dumps(
             {"status": "OK", "dataRows": len(markets), "data": markets},
             separators=(",", ":"), ensure_ascii=False,
@@ -226,7 +272,7 @@ class _Service:
 
     def _call(
         self,
-        request: Request,
+        scope: Scope,
         service: str,
         handle: Callable[[], limits.Outcome[bytes]],
         presumed: limits.Outcome[bytes] | None = None,
@@ -234,13 +280,14 @@ class _Service:
     ) -> limits.Call[bytes] | Response:
         """The gateway's call for this request, or the 401 that answers it (no key, or the
         header given twice)."""
-        given = request.headers.getlist("x-api-key")
+        given = [value.decode("latin-1") for name, value in scope["headers"]
+                 if name == b"x-api-key"]
         if len(given) > 1:  # which one counts would depend on the proxy in front: neither
             return envelope(401, f"{INVALID_KEY}: x-api-key is given {len(given)} times; "
                                  "send it once")
         if not given or not given[0]:
             return envelope(401, MISSING_KEY)
-        path = request.scope["path"]
+        path = scope["path"]
         return limits.Call(given[0], service, path, self._safe(path, handle), presumed, search)
 
     def _safe(
@@ -266,54 +313,65 @@ class _Service:
         return limits.Outcome(500, error_body(INTERNAL))
 
     async def _gated(self, make: _MakeCall) -> Response:
-        """Make the gateway's call (``make``: parameters and key header checked), admit and
-        handle it. Admission and search never hold up the event loop: they may wait on a
-        lock or work for a while, and the loop, which reads and writes every connection, is
-        the one thread the whole process waits on. They run on threads (with both stores
-        in-process the batcher's thread reads the request too: the loop is the busier
-        thread), or, with both stores in PostgreSQL, are sent from the loop and awaited."""
-        return await self._gate(make)
+        """Make the gateway's call (``make``: parameters and key header checked, here on the
+        loop: pure work, bounded by the request line), admit and handle it. The loop, which
+        reads and writes every connection, is the one thread the whole process waits on:
+        admission and search run on it only where they cannot wait on a lock or work for
+        long (:class:`~parcelsearch.service.loop_gate.LoopGate`, or sent and awaited, with
+        both stores in PostgreSQL), else on threads."""
+        made = self._made(make)
+        if isinstance(made, Response):
+            return made
+        return await self._gate(made)
 
-    def _pooled(self, threads: ThreadPoolExecutor) -> Callable[[_MakeCall], Awaitable[Response]]:
-        """The gate with PostgreSQL: the request read here, on the loop (pure work, bounded
-        by the request line: the threads, which wait on the network, are spared a round of
-        GIL hand-offs), then admitted and handled on one of ``threads``."""
-        async def gate(make: _MakeCall) -> Response:
-            made = self._made(make)
-            if isinstance(made, Response):
-                return made
+    def _threaded(self, batcher: Batcher[limits.Call[bytes], Response]) -> _Gate:
+        """The gate on the batcher's thread: the calls queued meanwhile admitted in one
+        transaction, handled, answered with one loop wake-up."""
+        return batcher.run
+
+    def _on_loop_or_thread(self, gate: LoopGate,
+                           batcher: Batcher[limits.Call[bytes], Response]) -> _Gate:
+        """The gate with both stores in this process: on the loop when that needs no wait
+        (``gate``), else on the batcher's thread."""
+        async def answer(call: limits.Call[bytes]) -> Response:
+            result = await gate.answer(call)
+            if result is None:
+                return await batcher.run(call)
+            return self._answer(call, result)
+        return answer
+
+    def _pooled(self, threads: ThreadPoolExecutor) -> _Gate:
+        """The gate with one store in PostgreSQL: admitted and handled on one of ``threads``
+        (which wait on the network)."""
+        async def gate(call: limits.Call[bytes]) -> Response:
             answers = await asyncio.get_running_loop().run_in_executor(
-                threads, self._answer_made, [made])
+                threads, self._answer_made, [call])
             return answers[0]
         return gate
 
-    def _on_loop(self, postgres: PostgresGate) -> Callable[[_MakeCall], Awaitable[Response]]:
-        """The gate with both stores in PostgreSQL: the request read, admitted and handled
-        here, on the loop; the loop waits on the database as on any socket."""
-        async def gate(make: _MakeCall) -> Response:
-            made = self._made(make)
-            if isinstance(made, Response):
-                return made
-            return self._answer(made, await postgres.answer(made))
+    def _on_loop(self, postgres: PostgresGate) -> _Gate:
+        """The gate with both stores in PostgreSQL: admitted and handled here, on the loop;
+        the loop waits on the database as on any socket."""
+        async def gate(call: limits.Call[bytes]) -> Response:
+            return self._answer(call, await postgres.answer(call))
         return gate
 
     @contextlib.asynccontextmanager
     async def lifespan(self, app: Starlette) -> AsyncIterator[None]:
-        """Serve, then close what was opened on this loop (the PostgreSQL pools)."""
+        """Serve, then close what was opened on this loop (the PostgreSQL pools, the loop
+        gate's connection)."""
         try:
             yield
         finally:
             if self.postgres is not None:
                 await self.postgres.close()
+            if self.loop_gate is not None:
+                self.loop_gate.close()
 
-    def _answer_all(self, makes: list[_MakeCall]) -> list[Response]:
-        """Make the calls, admit them together, handle the admitted ones, answer each."""
-        return self._answer_made([self._made(make) for make in makes])
-
-    def _answer_made(self, made: Sequence[limits.Call[bytes] | Response]) -> list[Response]:
-        calls = [m for m in made if isinstance(m, limits.Call)]
-        results = iter(limits.admit_all(self.keys, calls) if calls else [])
-        return [m if isinstance(m, Response) else self._tallied(m, next(results)) for m in made]
+    def _answer_made(self, calls: Sequence[limits.Call[bytes]]) -> list[Response]:
+        """Admit ``calls`` together, handle the admitted ones, answer each."""
+        results = limits.admit_all(self.keys, calls)
+        return [self._tallied(call, result) for call, result in zip(calls, results, strict=True)]
 
     def _tallied(
         self, call: limits.Call[bytes], result: limits.Refusal | limits.Outcome[bytes] | Exception
@@ -356,23 +414,23 @@ class _Service:
         except StoreBusyError:  # the refusal is answered; only the portal's tally misses it
             log.warning("spike-arrest refusal not tallied: the key store stayed busy")
 
-    async def markets(self, request: Request) -> Response:
+    async def markets(self, scope: Scope) -> Response:
         answer = self._markets_answer
-        return await self._gated(lambda: self._call(request, "markets", lambda: answer, answer))
+        return await self._gated(lambda: self._call(scope, "markets", lambda: answer, answer))
 
-    async def search(self, request: Request) -> Response:
-        return await self._gated(lambda: self._search_call(request))
+    async def search(self, scope: Scope) -> Response:
+        return await self._gated(lambda: self._search_call(scope))
 
-    def _search_call(self, request: Request) -> limits.Call[bytes] | Response:
+    def _search_call(self, scope: Scope) -> limits.Call[bytes] | Response:
         # Parsing before admission means the log row is written with its final status,
         # polygon and page in the admission's one statement; only an outcome that differs
         # (page beyond the last, a failure) updates it afterwards.
-        parsed = _parse_search(request)
+        parsed = _parse_search(scope["query_string"])
         if isinstance(parsed, limits.Outcome):
             bad = parsed
-            return self._call(request, "search", lambda: bad, bad)
+            return self._call(scope, "search", lambda: bad, bad)
         polygon, page = parsed
-        return self._call(request, "search", lambda: self._search(polygon, page),
+        return self._call(scope, "search", lambda: self._search(polygon, page),
                           limits.Outcome(200, b"", polygon.sha256, page), polygon)
 
     def _search(self, parsed: ParsedPolygon, page: int) -> limits.Outcome[bytes]:
@@ -388,12 +446,9 @@ class _Service:
             message = bad_request(f"page {page} is beyond the last page: this search {what}")
             return limits.Outcome(400, error_body(*message.messages), sha, page)
         data = self.store.page(hits, page)
-        body = json.dumps(
-            {"status": "OK", "rows": rows, "dataRows": len(data), "pages": pages,
-             "page": page, "data": data},
-            separators=(",", ":"),
-        ).encode()
-        return limits.Outcome(200, body, sha, page)
+        body = (f'{{"status":"OK","rows":{rows},"dataRows":{len(data)},"pages":{pages},'
+                f'"page":{page},"data":{_json_strings(data)}}}')
+        return limits.Outcome(200, body.encode(), sha, page)
 
     async def openapi(self, request: Request) -> Response:
         # The server is this document's own origin (a relative URL), never one built from the
@@ -401,28 +456,82 @@ class _Service:
         return Response(json.dumps(openapi_document("/")), media_type=JSON)
 
 
-def _parse_search(request: Request) -> limits.Outcome[bytes] | tuple[ParsedPolygon, int]:
-    """The polygon and page of a search, or the 400 that answers it."""
-    params = request.query_params
+#: The characters JSON writes as they are (printable ASCII but the quote and backslash).
+_PLAIN = bytes(c for c in range(0x20, 0x7F) if c not in b'"\\')
+
+
+def _json_strings(values: list[str]) -> str:
+    """``json.dumps(values, separators=(",", ":"))``, without the encoder when no value
+    needs escaping (GroupIDs are hexadecimal): checked by deleting the plain characters
+    (``bytes.translate``, many times faster than ``str.isalnum`` here)."""
+    joined = "".join(values)
+    if values and joined.isascii() and not joined.encode("ascii").translate(None, _PLAIN):
+        return '["' + '","'.join(values) + '"]'
+    return json.dumps(values, separators=(",", ":"))
+
+
+#: The escapes of the characters a polygon's JSON is written with, decoded before the rest
+#: (each stands for one ASCII character that starts no escape: the result is the same).
+_JSON_ESCAPES = (("%5B", "["), ("%5D", "]"), ("%2C", ","), ("%5b", "["), ("%5d", "]"),
+                 ("%2c", ","))
+
+
+def _unquoted(text: str) -> str:
+    """``urllib.parse.unquote(text)``, the escapes of a polygon's JSON decoded by
+    ``str.replace`` first (``unquote`` decodes escape by escape in Python)."""
+    if "%" not in text:
+        return text
+    for escape, character in _JSON_ESCAPES:
+        if escape in text:
+            text = text.replace(escape, character)
+    return unquote(text) if "%" in text else text
+
+
+def query_params(query_string: bytes) -> dict[str, list[str]]:
+    """The parameters of a query string, each name's values in order: what Starlette's
+    ``request.query_params`` holds (``parse_qsl`` of the string read as Latin-1, blank
+    values kept), read faster.
+
+    >>> query_params(b"page=2&searchPolygon=%5B%5B1%2C2%5D%5D&page")
+    {'page': ['2', ''], 'searchPolygon': ['[[1,2]]']}
+    """
+    params: dict[str, list[str]] = {}
+    for field in query_string.decode("latin-1").split("&"):
+        if not field:
+            continue
+        name, _, value = field.partition("=")
+        params.setdefault(_unquoted(name.replace("+", " ")), []).append(
+            _unquoted(value.replace("+", " ")))
+    return params
+
+
+def _parse_search(query_string: bytes) -> limits.Outcome[bytes] | tuple[ParsedPolygon, int]:
+    """The polygon and page of a search (its query string), or the 400 that answers it."""
+    params = query_params(query_string)
     messages: list[str] = []
     for name in ("searchPolygon", "page"):
-        if len(params.getlist(name)) > 1:
-            messages.append(f"{name} is given {len(params.getlist(name))} times; send it once")
+        if len(params.get(name, ())) > 1:
+            messages.append(f"{name} is given {len(params[name])} times; send it once")
     if messages:
         return limits.Outcome(400, error_body(*messages))
     parsed = page = None
     try:
-        parsed = parse_polygon(params.get("searchPolygon"))
+        parsed = parse_polygon(_one(params, "searchPolygon"))
     except BadRequestError as exc:
         messages.extend(exc.messages)
     try:
-        page = parse_page(params.get("page"))
+        page = parse_page(_one(params, "page"))
     except BadRequestError as exc:
         messages.extend(exc.messages)
     if messages or parsed is None or page is None:
         sha = parsed.sha256 if parsed is not None else None
         return limits.Outcome(400, error_body(*messages), sha, page)
     return parsed, page
+
+
+def _one(params: dict[str, list[str]], name: str) -> str | None:
+    values = params.get(name)
+    return values[0] if values else None
 
 
 async def _http_error(request: Request, exc: Exception) -> Response:
@@ -445,6 +554,14 @@ async def _to_portal(request: Request) -> Response:
 
 async def _server_error(request: Request, exc: Exception) -> Response:
     return envelope(500, INTERNAL_UNCOUNTED)
+
+
+def _from_request(handler: _Handler) -> Callable[[Request], Awaitable[Response]]:
+    """``handler`` as a Starlette endpoint (a ``GET`` that :class:`GatedRoutes` passed on,
+    under a root path)."""
+    async def endpoint(request: Request) -> Response:
+        return await handler(request.scope)
+    return endpoint
 
 
 def _get_only(path: str, endpoint: Callable[[Request], Awaitable[Response]]) -> Route:
@@ -497,9 +614,11 @@ def create_app(
     if portal:
         routes.append(Route("/portal", _to_portal))
         routes.append(Mount("/portal", app=create_portal(portal_store, portal_ca)))
+    gated: dict[str, _Handler] = {}
     for prefix in ("", STAGE_PREFIX):
-        routes.append(_get_only(prefix + SEARCH_PATH, service.search))
-        routes.append(_get_only(prefix + MARKETS_PATH, service.markets))
+        gated[prefix + SEARCH_PATH] = service.search
+        gated[prefix + MARKETS_PATH] = service.markets
+    routes.extend(_get_only(path, _from_request(handler)) for path, handler in gated.items())
     app = Starlette(
         routes=routes,
         exception_handlers={HTTPException: _http_error, Exception: _server_error},
@@ -507,4 +626,4 @@ def create_app(
     )
     app.router.redirect_slashes = False
     app.state.service = service
-    return RequestLineGuard(app)
+    return RequestLineGuard(GatedRoutes(app, gated))

@@ -20,7 +20,10 @@ one by one, to find which refusal applies. Requests admitted together (:func:`ad
 share one transaction, and see each other's rows, so a batch is as exact as one at a time.
 
 The requests are then handled *outside* the transaction (a search never holds a lock) and
-their log rows get the status (400s included). Admissions are serialised per key store (SQLite) or
+their log rows get the status (400s included) — except on the event loop
+(:class:`~parcelsearch.service.loop_gate.LoopGate`), where only brief requests are admitted
+and :func:`admit_in` handles each inside the transaction, its log row written final before
+the one commit. Admissions are serialised per key store (SQLite) or
 per key (PostgreSQL), which is what makes counts exact across threads, processes and hosts.
 A lock held past the store's busy timeout raises
 :class:`~parcelsearch.service.errors.StoreBusyError` (the service answers 503).
@@ -47,6 +50,7 @@ __all__ = [
     "Call",
     "admit",
     "admit_all",
+    "admit_in",
     "spike_window",
     "settling",
     "postgres_parameters",
@@ -223,6 +227,47 @@ def admit_all(
             results.append(outcome)
     finally:
         _settle(store, handled)
+    return results
+
+
+def admit_in(
+    store: KeyStore, conn: Any, calls: Sequence[Call[T]], now: Callable[[], float] = time.time
+) -> list[Refusal | Outcome[T] | Exception]:
+    """:func:`admit_all` inside a write transaction already open on ``conn`` (SQLite), each
+    admitted call handled at once and its log row written with its final outcome in the
+    same transaction: one commit (the caller's) for the counts, the log and the answers.
+
+    For calls whose handling is brief (the transaction holds the store's write lock
+    meanwhile). Each call sees the ones before it, as in :func:`admit_all`.
+
+    Returns
+    -------
+    list
+        Per call: its refusal, its outcome, or the exception its ``handle`` raised (the call
+        counted and logged with status 500).
+
+    Raises
+    ------
+    Exception
+        What the store raised: the caller rolls back, and nothing was counted.
+    """
+    results: list[Refusal | Outcome[T] | Exception] = []
+    for call in calls:
+        guess = call.presumed or Outcome(0, None)
+        decision = _admit_here(store, conn, hash_key(call.api_key), call.service, call.path,
+                               now(), guess)
+        if isinstance(decision, Refusal):
+            results.append(decision)
+            continue
+        result: Outcome[T] | Exception
+        try:
+            outcome: Outcome[Any] = call.handle()
+            result = outcome
+        except Exception as exc:  # counted, logged 500, answered by the caller
+            outcome, result = Outcome(500, None), exc
+        for statement, params in settling([(decision, guess, outcome)]):
+            store.execute(conn, statement, params)
+        results.append(result)
     return results
 
 

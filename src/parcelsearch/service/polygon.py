@@ -25,6 +25,7 @@ import hashlib
 import json
 import math
 import re
+import struct
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -61,12 +62,15 @@ class ParsedPolygon:
     normalised
         Canonical JSON of its rings (one ring: ``[[lon,lat],...]``; with holes:
         ``[[[lon,lat],...],...]``).
+    bounds
+        ``(xmin, ymin, xmax, ymax)`` of its boundary.
     sha256
         Hex sha256 of ``normalised``: the polygon's name in caches and the request log.
     """
 
     polygon: Polygon
     normalised: str
+    bounds: tuple[float, float, float, float]
     sha256: str = field(init=False)
 
     def __post_init__(self) -> None:
@@ -98,12 +102,28 @@ def _is_number(value: Any) -> bool:
     return isinstance(value, int | float) and not isinstance(value, bool)
 
 
-def _norm(value: float) -> str:
-    """Shortest round-trip text of a coordinate, integral values without ``.0``."""
-    text = repr(float(value))
-    if text.endswith(".0"):
-        text = text[:-2]
-    return "0" if text == "-0" else text
+#: Compact JSON, made once (``json.dumps`` with options makes an encoder a call).
+_ENCODER = json.JSONEncoder(separators=(",", ":"))
+#: In compact JSON of floats: an integral value's ``.0``, and then a zero's sign.
+_POINT_ZERO = re.compile(r"\.0(?=[,\]])")
+_MINUS_ZERO = re.compile(r"(?<=[\[,])-0(?=[,\]])")
+
+
+def _normalised(rings: list[list[tuple[float, float]]]) -> str:
+    """The compact JSON of ``rings`` (one ring: its points), each coordinate in its shortest
+    round-trip form without ``.0`` on integral values and without the sign of zero."""
+    text = _ENCODER.encode(rings[0] if len(rings) == 1 else rings)
+    if ".0" in text:
+        text = _POINT_ZERO.sub("", text)
+        if "-0" in text:
+            text = _MINUS_ZERO.sub("0", text)
+    return text
+
+
+def _ring_polygon(points: list[tuple[float, float]]) -> Polygon:
+    """The polygon of one ring of (checked) points, made from its WKB in one call."""
+    flat = [c for point in points for c in point]
+    return shapely.from_wkb(struct.pack(f"<BIII{len(flat)}d", 1, 3, 1, len(points), *flat))
 
 
 def _rings(data: Any) -> list[list[Any]]:
@@ -206,7 +226,7 @@ def _check_ring(points: list[tuple[float, float]], raw: list[Any], label: str) -
             f"searchPolygon {label} is not closed: first point {_text(raw[0])} differs from "
             f"last point {_text(raw[-1])}; repeat the first point at the end"
         )
-    ring = Polygon(points)
+    ring = _ring_polygon(points)
     # A ring with area has corners off one line; only a flat ring needs the hull to tell.
     if ring.area == 0.0 and shapely.multipoints(np.asarray(points)).convex_hull.area == 0.0:
         raise bad_request(
@@ -243,6 +263,10 @@ def _whole_number(text: str) -> int:
     return int(text)
 
 
+#: Decodes a polygon's JSON (made once: ``json.loads`` with options makes one a call).
+_DECODER = json.JSONDecoder(parse_int=_whole_number)
+
+
 def parse_polygon(text: str | None) -> ParsedPolygon:
     """Decode and validate a ``searchPolygon`` value.
 
@@ -257,7 +281,9 @@ def parse_polygon(text: str | None) -> ParsedPolygon:
             f"points> to the query, e.g. searchPolygon={EXAMPLE}"
         )
     try:
-        data = json.loads(text, parse_int=_whole_number)
+        if text.startswith("\ufeff"):  # as json.loads refuses it
+            raise json.JSONDecodeError("Unexpected UTF-8 BOM (decode using utf-8-sig)", text, 0)
+        data = _DECODER.decode(text)
     except _TooManyDigits as exc:
         raise bad_request(
             f"searchPolygon has a number of {exc.digits:,} digits; coordinates are longitudes "
@@ -291,9 +317,8 @@ def parse_polygon(text: str | None) -> ParsedPolygon:
             "holes must lie inside the first ring and must not cross it or each other"
         )
     shapely.prepare(polygon)
-    texts = ["[" + ",".join(f"[{_norm(x)},{_norm(y)}]" for x, y in r) + "]" for r in rings]
-    normalised = texts[0] if len(texts) == 1 else "[" + ",".join(texts) + "]"
-    return ParsedPolygon(polygon, normalised)
+    xs, ys = [x for x, _ in rings[0]], [y for _, y in rings[0]]
+    return ParsedPolygon(polygon, _normalised(rings), (min(xs), min(ys), max(xs), max(ys)))
 
 
 def parse_page(text: str | None) -> int:

@@ -19,12 +19,13 @@ Examples
 
 from __future__ import annotations
 
+import math
 import threading
 from collections import OrderedDict
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Literal
+from typing import ClassVar, Literal
 
 import geopandas as gpd
 import numpy as np
@@ -41,6 +42,7 @@ __all__ = [
     "MATCH_MODES",
     "ParcelStore",
     "HitCache",
+    "CountGrid",
     "load_parcels",
     "load_markets",
     "demo_parcels_path",
@@ -204,6 +206,10 @@ class HitCache:
         cached = self.peek(key)
         return self.put(key, compute()) if cached is None else cached
 
+    def __contains__(self, key: object) -> bool:
+        """Whether a hit list is cached for ``key`` (its place in the order unchanged)."""
+        return key in self._entries
+
     def peek(self, key: str) -> np.ndarray | None:
         """The cached hit list for ``key`` (now the most recently used), or ``None``."""
         with self._lock:
@@ -228,6 +234,76 @@ class HitCache:
 
 
 @dataclass(frozen=True)
+class CountGrid:
+    """Index entries counted per cell of a regular grid over their extent, summed (a
+    summed-area table): in constant time, an upper bound on the entries whose boxes meet a
+    rectangle — the candidates an STRtree query for it tests, known before querying.
+
+    Each entry is counted in the cell of its box's centre, and a rectangle is widened by
+    the largest half-extent of a box, so every box it meets has its centre inside; the cell
+    of a coordinate is computed alike for both (floating-point arithmetic is monotonic), so
+    none is missed at a cell's edge. Cells are about square, about one an entry (at most
+    :data:`MAX_CELLS`).
+
+    Examples
+    --------
+    >>> xy = np.array([0.0, 1.0, 9.0])
+    >>> grid = CountGrid.of(xy, xy, xy, xy)
+    >>> grid.at_most((0.0, 0.0, 1.0, 1.0)), grid.at_most((20.0, 20.0, 30.0, 30.0))
+    (2, 0)
+    """
+
+    #: The most cells a grid has (its table: 4 bytes a cell).
+    MAX_CELLS: ClassVar[int] = 1 << 20
+
+    x0: float
+    y0: float
+    dx: float
+    dy: float
+    pad_x: float
+    pad_y: float
+    table: np.ndarray
+
+    @classmethod
+    def of(cls, xmin: np.ndarray, ymin: np.ndarray, xmax: np.ndarray,
+           ymax: np.ndarray) -> CountGrid:
+        """The grid of the boxes ``(xmin, ymin, xmax, ymax)`` (arrays)."""
+        if len(xmin) == 0:
+            return cls(0.0, 0.0, 1.0, 1.0, 0.0, 0.0, np.zeros((2, 2), dtype=np.int32))
+        cx, cy = (xmin + xmax) / 2, (ymin + ymax) / 2
+        x0, y0 = float(cx.min()), float(cy.min())
+        width, height = float(cx.max()) - x0, float(cy.max()) - y0
+        cells = min(cls.MAX_CELLS, max(len(cx), 16))
+        aspect = (width or height or 1.0) / (height or width or 1.0)
+        nx = max(1, min(cells, round(math.sqrt(cells * aspect))))
+        ny = max(1, cells // nx)
+        dx, dy = (width / nx) or 1.0, (height / ny) or 1.0
+        i = np.minimum(((cx - x0) / dx).astype(np.int64), nx - 1)
+        j = np.minimum(((cy - y0) / dy).astype(np.int64), ny - 1)
+        counts = np.bincount(j * nx + i, minlength=nx * ny).reshape(ny, nx)
+        table = np.zeros((ny + 1, nx + 1), dtype=np.int32)
+        table[1:, 1:] = counts.cumsum(axis=0).cumsum(axis=1)
+        return cls(x0, y0, dx, dy, float((xmax - xmin).max()) / 2,
+                   float((ymax - ymin).max()) / 2, table)
+
+    def at_most(self, bounds: tuple[float, float, float, float]) -> int:
+        """At least as many as the entries whose boxes meet the rectangle ``bounds``."""
+        ny, nx = self.table.shape[0] - 1, self.table.shape[1] - 1
+        xmin, ymin, xmax, ymax = bounds
+        i0 = math.floor((xmin - self.pad_x - self.x0) / self.dx)
+        i1 = math.floor((xmax + self.pad_x - self.x0) / self.dx)
+        j0 = math.floor((ymin - self.pad_y - self.y0) / self.dy)
+        j1 = math.floor((ymax + self.pad_y - self.y0) / self.dy)
+        if i1 < 0 or j1 < 0:  # below the least centre
+            return 0
+        # Clamped as the centres were (the greatest one is in the last cell, not past it).
+        i0, j0 = min(max(i0, 0), nx - 1), min(max(j0, 0), ny - 1)
+        i1, j1 = min(i1, nx - 1) + 1, min(j1, ny - 1) + 1
+        t = self.table
+        return int(t[j1, i1] - t[j0, i1] - t[j1, i0] + t[j0, i0])
+
+
+@dataclass(frozen=True)
 class _Indexed:
     """One set of parcels as the embedded store searches them (swapped whole on replace)."""
 
@@ -237,6 +313,7 @@ class _Indexed:
     x: np.ndarray
     y: np.ndarray
     tree: shapely.STRtree
+    grid: CountGrid
     cache: HitCache
 
 
@@ -273,10 +350,16 @@ class ParcelStore:
         """Index a checked frame: every array is built first, then swapped in at once."""
         footprints = np.asarray(frame.geometry.array, dtype=object)
         points = shapely.point_on_surface(footprints)
-        tree = shapely.STRtree(footprints if self.match == "intersects" else points)
+        x, y = shapely.get_x(points), shapely.get_y(points)
+        if self.match == "intersects":
+            tree = shapely.STRtree(footprints)
+            boxes = shapely.bounds(footprints)
+            grid = CountGrid.of(boxes[:, 0], boxes[:, 1], boxes[:, 2], boxes[:, 3])
+        else:
+            tree = shapely.STRtree(points)
+            grid = CountGrid.of(x, y, x, y)
         self._data = _Indexed(frame.group_id.to_numpy(dtype=object), frame.parcel_id.to_numpy(),
-                              footprints, shapely.get_x(points), shapely.get_y(points), tree,
-                              HitCache(self._cache_size))
+                              footprints, x, y, tree, grid, HitCache(self._cache_size))
 
     def replace(self, parcels: str | Path | gpd.GeoDataFrame | None) -> int:
         """Serve other parcels from now on (a running service's data changes for real).
@@ -338,6 +421,14 @@ class ParcelStore:
             inside = shapely.intersects_xy(polygon, data.x[candidates], data.y[candidates])
             hits = candidates[inside]
         return np.sort(hits)
+
+    def work(self, parsed: ParsedPolygon) -> int:
+        """An upper bound on the parcels a search for ``parsed`` tests (0 when its hit list
+        is cached), known in constant time before searching."""
+        data = self._data
+        if parsed.normalised in data.cache:
+            return 0
+        return data.grid.at_most(parsed.bounds)
 
     def hits(self, parsed: ParsedPolygon) -> np.ndarray:
         """Indices (parcel_id order) of the parcels matching ``parsed``; cached."""
