@@ -77,7 +77,7 @@ class _WriteAtOnce:
 
     def __init__(self, keys: SqliteKeyStore) -> None:
         self.keys = keys
-        self._lock_path = keys.path.with_name(keys.path.name + ".writer")
+        self._lock_path = keys.writer_lock
         self._pid = 0
         self._fd = -1
         self._conn: Any = None
@@ -87,7 +87,7 @@ class _WriteAtOnce:
     def _opened(self) -> tuple[int, Any]:
         if self._pid != os.getpid():
             self._fd = os.open(self._lock_path, os.O_RDWR | os.O_CREAT, 0o600)
-            self._conn = self.keys._connect()  # the store's own settings (WAL, synchronous)
+            self._conn = self.keys.open_connection()  # the store's settings (WAL, synchronous)
             self._conn.execute("PRAGMA busy_timeout = 0")
             self._conn.execute("PRAGMA wal_autocheckpoint = 0")
             self._checkpoints = concurrent.futures.ThreadPoolExecutor(
@@ -138,7 +138,7 @@ class _WriteAtOnce:
         try:
             conn.execute("BEGIN IMMEDIATE")
         except Exception as exc:
-            if self.keys._busy(exc):
+            if self.keys.is_busy(exc):
                 return False
             raise
         return True

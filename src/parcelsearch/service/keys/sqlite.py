@@ -52,6 +52,20 @@ class SqliteKeyStore(KeyStore):
         _owner_only(self.path)
         self.connection().executescript(SQLITE_SCHEMA)
 
+    @property
+    def writer_lock(self) -> Path:
+        """The file (``<file>.writer``) whose ``flock`` writers from every process queue on."""
+        return self.path.with_name(self.path.name + ".writer")
+
+    def open_connection(self) -> sqlite3.Connection:
+        """A new connection with the store's settings (WAL, ``synchronous=NORMAL``), owned by
+        the caller, not one of the store's per-thread connections."""
+        return self._connect()
+
+    def is_busy(self, exc: BaseException) -> bool:
+        """Whether ``exc`` says the file is locked by another writer."""
+        return self._busy(exc)
+
     def _connect(self) -> sqlite3.Connection:
         conn = sqlite3.connect(
             self.path, timeout=self.busy_timeout, isolation_level=None, check_same_thread=False
@@ -94,8 +108,7 @@ class SqliteKeyStore(KeyStore):
         """This process's descriptor of the writer lock file (opened again after a fork: a
         descriptor inherited from the parent would share the parent's lock)."""
         if self._writer_fd is None or self._writer_pid != os.getpid():
-            self._writer_fd = os.open(self.path.with_name(self.path.name + ".writer"),
-                                      os.O_RDWR | os.O_CREAT, 0o600)
+            self._writer_fd = os.open(self.writer_lock, os.O_RDWR | os.O_CREAT, 0o600)
             self._writer_pid = os.getpid()
         return self._writer_fd
 
