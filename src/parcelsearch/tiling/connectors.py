@@ -148,9 +148,16 @@ def connect(
         if not clear(a_ring[a_from[i]], b_ring[b_to[j]]):  # the cheaper test first
             continue
         found = _connected(a_ring, b_ring, int(a_from[i]), int(b_to[j]))
-        if found is not None and is_valid(polygons(found[0] / SCALE)):
+        if found is not None and _on_earth(found[0]) and is_valid(polygons(found[0] / SCALE)):
             return found
     return None
+
+
+def _on_earth(ring: np.ndarray) -> bool:
+    """Whether every vertex (grid units) is a longitude in [-180, 180] and a latitude in
+    [-90, 90]: a connector's end stepped to a grid neighbour must not leave them."""
+    return bool((np.abs(ring[:, 0]) <= 180 * SCALE).all()
+                and (np.abs(ring[:, 1]) <= 90 * SCALE).all())
 
 
 def _connected(a_ring: np.ndarray, b_ring: np.ndarray, i: int,

@@ -456,6 +456,8 @@ def _outer_edges(area: BaseGeometry) -> set[tuple[int, int]]:
         xy = np.rint(shapely.get_coordinates(ring)[:-1] * SCALE).astype(np.int64)
         codes = ((xy[:, 0] + _OFFSET) << 31) | (xy[:, 1] + _OFFSET)
         after = np.roll(codes, -1)
-        edges.update(zip(np.minimum(codes, after).tolist(), np.maximum(codes, after).tolist(),
-                         strict=True))
+        # an edge on ±180° is where the area was split at the antimeridian, not its boundary
+        cut = (np.abs(xy[:, 0]) == 180 * SCALE) & (np.abs(np.roll(xy[:, 0], -1)) == 180 * SCALE)
+        edges.update(zip(np.minimum(codes, after)[~cut].tolist(),
+                         np.maximum(codes, after)[~cut].tolist(), strict=True))
     return edges
