@@ -49,11 +49,12 @@ from bench_service import (  # noqa: E402
 #: whose frames matches (a search runs inside the admission's call, the hand-off encloses
 #: the whole batch on the batcher's thread).
 WORK: tuple[tuple[str, str], ...] = (
-    ("parse the polygon (JSON, checks, shapely)", r"parse_polygon|_parse_search|parse_page"),
+    ("parse the polygon (JSON, checks, shapely)", r"parse_polygon|parse_search|parse_page"),
     ("search (STRtree, points in polygon)", r"ParcelStore\.(hits|_search|work)|HitCache"),
-    ("page and JSON", r"ParcelStore\.page|json/encoder|_Service\._search"),
+    ("page and JSON", r"ParcelStore\.page|json/encoder|json_strings|_Service\._search"),
     ("admit (key, spike arrest, quota, count, log)", r"limits\.py|KeyStore|loop_gate\.py"),
-    ("read the request (headers, query)", r"starlette/(requests|datastructures)|_Service\._call"),
+    ("read the request (headers, query)",
+     r"starlette/(requests|datastructures)|query_params|_Service\._call"),
     ("hand-off between threads", r"batching\.py|call_soon_threadsafe|_write_to_self"),
 )
 #: The layers a request passes through: the rest of the samples go to the layer of their
@@ -63,7 +64,7 @@ LAYERS: tuple[tuple[str, str], ...] = (
     ("the loop's poll (epoll_wait)", r"EpollSelector\.select"),
     ("HTTP (h11, uvicorn)", r"h11|uvicorn/protocols"),
     ("ASGI layers (Starlette, guard, routes)", r"starlette/|RequestLineGuard|GatedRoutes|"
-                                               r"service/app\.py"),
+                                               r"service/(app|asgi_layers)\.py"),
 )
 OTHER = "other (the loop's own work, start-up, GC)"
 STAGES = (*WORK, *LAYERS)

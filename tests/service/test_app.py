@@ -17,20 +17,13 @@ from hypothesis import strategies as st
 from starlette.datastructures import QueryParams
 
 from parcelsearch.service import loop_gate, synth
-from parcelsearch.service.app import (
-    BUSY,
-    INTERNAL,
-    INTERNAL_UNCOUNTED,
-    MISSING_KEY,
-    REQUEST_LINE_TOO_LONG,
-    _json_strings,
-    create_app,
-    query_params,
-)
+from parcelsearch.service.app import BUSY, INTERNAL, MISSING_KEY, create_app
+from parcelsearch.service.asgi_layers import INTERNAL_UNCOUNTED, REQUEST_LINE_TOO_LONG
 from parcelsearch.service.errors import StoreBusyError
 from parcelsearch.service.keys import KeyStore
 from parcelsearch.service.loop_gate import LOOP_SEARCH_LIMIT
 from parcelsearch.service.polygon import ParsedPolygon
+from parcelsearch.service.search_query import json_strings, query_params
 from parcelsearch.service.store import ParcelStore
 
 with warnings.catch_warnings():  # Starlette 1.x asks for `httpx2`, not yet on PyPI here
@@ -251,7 +244,7 @@ def test_a_locked_key_store_is_a_503_not_a_500(client: TestClient, keys: KeyStor
     ["tab\there", "del\x7f", "~ !#$%&'()*+,-./:;<=>?@[]^_`{|}"],
 ])
 def test_a_page_of_ids_is_the_json_the_encoder_writes(values: list[str]) -> None:
-    assert _json_strings(values) == json.dumps(values, separators=(",", ":"))
+    assert json_strings(values) == json.dumps(values, separators=(",", ":"))
 
 
 def test_a_search_body_is_the_json_the_encoder_writes(client: TestClient, keys: KeyStore,

@@ -32,11 +32,9 @@ import contextlib
 import json
 import logging
 import math
-import time
 from collections.abc import AsyncIterator, Awaitable, Callable, Sequence
 from concurrent.futures import ThreadPoolExecutor
 from pathlib import Path
-from urllib.parse import unquote
 
 import geopandas as gpd
 from starlette.applications import Starlette
@@ -44,31 +42,36 @@ from starlette.exceptions import HTTPException
 from starlette.requests import Request
 from starlette.responses import RedirectResponse, Response
 from starlette.routing import BaseRoute, Mount, Route
-from starlette.types import ASGIApp, Message, Receive, Scope, Send
+from starlette.types import ASGIApp, Scope
 
 from parcelsearch.service import limits
+from parcelsearch.service.asgi_layers import (
+    INTERNAL_UNCOUNTED,
+    GatedRoutes,
+    Handler,
+    RequestLineGuard,
+)
 from parcelsearch.service.batching import Batcher
 from parcelsearch.service.envelopes import (
     JSON,
-    SECURITY_HEADERS,
     envelope,
     error_body,
     printable,
 )
-from parcelsearch.service.errors import BadRequestError, StoreBusyError
+from parcelsearch.service.errors import StoreBusyError
 from parcelsearch.service.keys import KeyStore, PostgresKeyStore, SqliteKeyStore
 from parcelsearch.service.limits import INVALID_KEY
 from parcelsearch.service.loop_gate import LoopGate
 from parcelsearch.service.openapi import openapi_document
-from parcelsearch.service.polygon import ParsedPolygon, bad_request, parse_page, parse_polygon
+from parcelsearch.service.polygon import ParsedPolygon, bad_request
 from parcelsearch.service.portal.routes import create_portal
 from parcelsearch.service.portal.storage import PortalStore
 from parcelsearch.service.postgis import PostgisParcelStore, open_parcel_store
 from parcelsearch.service.postgres_gate import PostgresGate
+from parcelsearch.service.search_query import json_strings, parse_search
 from parcelsearch.service.store import ParcelStore, load_markets
 from parcelsearch.settings import (
     MARKETS_PATH,
-    MAX_REQUEST_LINE_BYTES,
     PAGE_SIZE,
     SEARCH_PATH,
     STAGE_PREFIX,
@@ -76,12 +79,8 @@ from parcelsearch.settings import (
 
 __all__ = [
     "create_app",
-    "RequestLineGuard",
-    "GatedRoutes",
-    "query_params",
     "envelope",
     "MISSING_KEY",
-    "REQUEST_LINE_TOO_LONG",
     "BUSY",
 ]
 
@@ -89,22 +88,10 @@ log = logging.getLogger("parcelsearch.service")
 access_log = logging.getLogger("parcelsearch.service.access")
 
 MISSING_KEY = "Failed to resolve API Key variable request.header.x-api-key"
-REQUEST_LINE_TOO_LONG = f"request line size exceeding {MAX_REQUEST_LINE_BYTES:,}"
-AMBIGUOUS_FRAMING = (
-    "malformed HTTP request: both Content-Length and Transfer-Encoding are given; send one"
-)
 #: A 500 after admission: the call was counted (and logged with status 500).
 INTERNAL = (
     "internal error: the service failed while handling this request (the call was counted); "
     "try again, and report it if it persists"
-)
-#: A 500 before or during admission: nothing was counted.
-INTERNAL_UNCOUNTED = (
-    "internal error: the service failed before admitting this request (the call was not "
-    "counted); try again, and report it if it persists"
-)
-HTTP_VERSION = (
-    "HTTP version {version} is not supported; send HTTP/1.1 (or HTTP/1.0)"
 )
 BUSY = (
     "the service's key or parcel store is busy or unreachable; retry after the seconds in "
@@ -128,111 +115,6 @@ _MakeCall = Callable[[], "limits.Call[bytes] | Response"]
 _Gate = Callable[["limits.Call[bytes]"], Awaitable[Response]]
 #: Seconds a client should wait after a 503.
 BUSY_RETRY_AFTER = 1
-
-
-def request_line_length(scope: Scope) -> int:
-    """Bytes of ``METHOD <raw target> HTTP/x`` as the client sent it."""
-    raw = scope.get("raw_path") or scope["path"].encode("utf-8")
-    query = scope.get("query_string", b"")
-    target = len(raw) + (1 + len(query) if query else 0)
-    method = scope.get("method", "GET")
-    return len(method) + 1 + target + len(" HTTP/") + len(scope.get("http_version", "1.1"))
-
-
-class RequestLineGuard:
-    """Outermost ASGI layer: the 414 check, HTTP/1.0 and 1.1 only (505 otherwise), a path
-    with percent-escapes routed as written (``/v1%2Fsearch`` is no route: 404), HSTS and
-    ``nosniff`` on every response, an access log without queries or headers (the path and
-    address escaped: one request, one line), and a last-resort 500 envelope."""
-
-    def __init__(self, app: ASGIApp, max_bytes: int = MAX_REQUEST_LINE_BYTES) -> None:
-        self.app = app
-        self.max_bytes = max_bytes
-        self.headers = [(k.lower().encode(), v.encode()) for k, v in SECURITY_HEADERS.items()]
-        self._names = {k for k, _ in self.headers}
-
-    async def __call__(self, scope: Scope, receive: Receive, send: Send) -> None:
-        if scope["type"] != "http":
-            await self.app(scope, receive, send)
-            return
-        started = time.perf_counter()
-        status = 0
-
-        async def tracked(message: Message) -> None:
-            nonlocal status
-            if message["type"] == "http.response.start":
-                status = message["status"]
-                names = self._names
-                kept = [(k, v) for k, v in message.get("headers", []) if k.lower() not in names]
-                message = {**message, "headers": kept + self.headers}
-            await send(message)
-
-        version = scope.get("http_version", "1.1")
-        try:
-            if request_line_length(scope) > self.max_bytes:
-                await envelope(414, REQUEST_LINE_TOO_LONG)(scope, receive, tracked)
-            elif version not in ("1.0", "1.1"):
-                await envelope(505, HTTP_VERSION.format(version=printable(version, 10)))(
-                    scope, receive, tracked)
-            elif _ambiguous_framing(scope):  # request smuggling: refuse, as nginx does
-                await envelope(400, AMBIGUOUS_FRAMING)(scope, receive, tracked)
-            else:
-                await self.app(_as_written(scope), receive, tracked)
-        except Exception:
-            log.exception("unhandled error on %s %s", printable(scope.get("method")),
-                          printable(scope.get("path")))
-            if status == 0:
-                await envelope(500, INTERNAL_UNCOUNTED)(scope, receive, tracked)
-        finally:
-            if access_log.isEnabledFor(logging.INFO):
-                client = scope.get("client") or ("-", 0)
-                access_log.info(
-                    '%s "%s %s" %s %.1fms', printable(client[0]), printable(scope.get("method")),
-                    printable(scope.get("path")), status, (time.perf_counter() - started) * 1000,
-                )
-
-
-def _as_written(scope: Scope) -> Scope:
-    """``scope`` routed by its path as the client wrote it when that has percent-escapes: the
-    service's paths need none, and one that spells ``/`` or a letter escaped (``/v1%2Fsearch``,
-    ``/v1/%73earch``) is not the same resource to every proxy and log in front of it."""
-    raw = scope.get("raw_path")
-    if not raw or b"%" not in raw:
-        return scope
-    return {**scope, "path": raw.decode("latin-1")}
-
-
-def _ambiguous_framing(scope: Scope) -> bool:
-    length = encoding = False
-    for name, _ in scope.get("headers", ()):
-        lowered = name.lower()
-        length = length or lowered == b"content-length"
-        encoding = encoding or lowered == b"transfer-encoding"
-    return length and encoding
-
-
-#: A handler of :class:`GatedRoutes`: the response to a request (its ASGI scope).
-_Handler = Callable[[Scope], Awaitable[Response]]
-
-
-class GatedRoutes:
-    """ASGI: a ``GET`` of one of ``handlers``' paths answered by its handler directly, with
-    none of Starlette's routing, middleware and request objects on the way (they cost more
-    than admitting the request); every other request, and any path under a root path, to
-    ``app``. Failures are the outer :class:`RequestLineGuard`'s (a 500 in the envelope)."""
-
-    def __init__(self, app: ASGIApp, handlers: dict[str, _Handler]) -> None:
-        self.app = app
-        self.handlers = handlers
-
-    async def __call__(self, scope: Scope, receive: Receive, send: Send) -> None:
-        if scope["type"] == "http" and scope["method"] == "GET" and not scope.get("root_path"):
-            handler = self.handlers.get(scope["path"])
-            if handler is not None:
-                response = await handler(scope)
-                await response(scope, receive, send)
-                return
-        await self.app(scope, receive, send)
 
 
 class _Service:
@@ -425,7 +307,7 @@ class _Service:
         # Parsing before admission means the log row is written with its final status,
         # polygon and page in the admission's one statement; only an outcome that differs
         # (page beyond the last, a failure) updates it afterwards.
-        parsed = _parse_search(scope["query_string"])
+        parsed = parse_search(scope["query_string"])
         if isinstance(parsed, limits.Outcome):
             bad = parsed
             return self._call(scope, "search", lambda: bad, bad)
@@ -447,91 +329,13 @@ class _Service:
             return limits.Outcome(400, error_body(*message.messages), sha, page)
         data = self.store.page(hits, page)
         body = (f'{{"status":"OK","rows":{rows},"dataRows":{len(data)},"pages":{pages},'
-                f'"page":{page},"data":{_json_strings(data)}}}')
+                f'"page":{page},"data":{json_strings(data)}}}')
         return limits.Outcome(200, body.encode(), sha, page)
 
     async def openapi(self, request: Request) -> Response:
         # The server is this document's own origin (a relative URL), never one built from the
         # request's Host or X-Forwarded-Proto, which a client or a proxy chooses.
         return Response(json.dumps(openapi_document("/")), media_type=JSON)
-
-
-#: The characters JSON writes as they are (printable ASCII but the quote and backslash).
-_PLAIN = bytes(c for c in range(0x20, 0x7F) if c not in b'"\\')
-
-
-def _json_strings(values: list[str]) -> str:
-    """``json.dumps(values, separators=(",", ":"))``, without the encoder when no value
-    needs escaping (GroupIDs are hexadecimal): checked by deleting the plain characters
-    (``bytes.translate``, many times faster than ``str.isalnum`` here)."""
-    joined = "".join(values)
-    if values and joined.isascii() and not joined.encode("ascii").translate(None, _PLAIN):
-        return '["' + '","'.join(values) + '"]'
-    return json.dumps(values, separators=(",", ":"))
-
-
-#: The escapes of the characters a polygon's JSON is written with, decoded before the rest
-#: (each stands for one ASCII character that starts no escape: the result is the same).
-_JSON_ESCAPES = (("%5B", "["), ("%5D", "]"), ("%2C", ","), ("%5b", "["), ("%5d", "]"),
-                 ("%2c", ","))
-
-
-def _unquoted(text: str) -> str:
-    """``urllib.parse.unquote(text)``, the escapes of a polygon's JSON decoded by
-    ``str.replace`` first (``unquote`` decodes escape by escape in Python)."""
-    if "%" not in text:
-        return text
-    for escape, character in _JSON_ESCAPES:
-        if escape in text:
-            text = text.replace(escape, character)
-    return unquote(text) if "%" in text else text
-
-
-def query_params(query_string: bytes) -> dict[str, list[str]]:
-    """The parameters of a query string, each name's values in order: what Starlette's
-    ``request.query_params`` holds (``parse_qsl`` of the string read as Latin-1, blank
-    values kept), read faster.
-
-    >>> query_params(b"page=2&searchPolygon=%5B%5B1%2C2%5D%5D&page")
-    {'page': ['2', ''], 'searchPolygon': ['[[1,2]]']}
-    """
-    params: dict[str, list[str]] = {}
-    for field in query_string.decode("latin-1").split("&"):
-        if not field:
-            continue
-        name, _, value = field.partition("=")
-        params.setdefault(_unquoted(name.replace("+", " ")), []).append(
-            _unquoted(value.replace("+", " ")))
-    return params
-
-
-def _parse_search(query_string: bytes) -> limits.Outcome[bytes] | tuple[ParsedPolygon, int]:
-    """The polygon and page of a search (its query string), or the 400 that answers it."""
-    params = query_params(query_string)
-    messages: list[str] = []
-    for name in ("searchPolygon", "page"):
-        if len(params.get(name, ())) > 1:
-            messages.append(f"{name} is given {len(params[name])} times; send it once")
-    if messages:
-        return limits.Outcome(400, error_body(*messages))
-    parsed = page = None
-    try:
-        parsed = parse_polygon(_one(params, "searchPolygon"))
-    except BadRequestError as exc:
-        messages.extend(exc.messages)
-    try:
-        page = parse_page(_one(params, "page"))
-    except BadRequestError as exc:
-        messages.extend(exc.messages)
-    if messages or parsed is None or page is None:
-        sha = parsed.sha256 if parsed is not None else None
-        return limits.Outcome(400, error_body(*messages), sha, page)
-    return parsed, page
-
-
-def _one(params: dict[str, list[str]], name: str) -> str | None:
-    values = params.get(name)
-    return values[0] if values else None
 
 
 async def _http_error(request: Request, exc: Exception) -> Response:
@@ -556,7 +360,7 @@ async def _server_error(request: Request, exc: Exception) -> Response:
     return envelope(500, INTERNAL_UNCOUNTED)
 
 
-def _from_request(handler: _Handler) -> Callable[[Request], Awaitable[Response]]:
+def _from_request(handler: Handler) -> Callable[[Request], Awaitable[Response]]:
     """``handler`` as a Starlette endpoint (a ``GET`` that :class:`GatedRoutes` passed on,
     under a root path)."""
     async def endpoint(request: Request) -> Response:
@@ -614,7 +418,7 @@ def create_app(
     if portal:
         routes.append(Route("/portal", _to_portal))
         routes.append(Mount("/portal", app=create_portal(portal_store, portal_ca)))
-    gated: dict[str, _Handler] = {}
+    gated: dict[str, Handler] = {}
     for prefix in ("", STAGE_PREFIX):
         gated[prefix + SEARCH_PATH] = service.search
         gated[prefix + MARKETS_PATH] = service.markets
