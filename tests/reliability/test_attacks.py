@@ -30,13 +30,9 @@ import schemathesis
 from hypothesis import HealthCheck, given, settings
 from schemathesis import GenerationMode
 
+from parcelsearch.service.http_protocol import DISCARD_LIMIT, MAX_REQUEST_HEAD, REQUEST_TIMEOUT
 from parcelsearch.service.portal.storage import PortalStore
-from parcelsearch.service.server import (
-    DISCARD_LIMIT,
-    MAX_REQUEST_HEAD,
-    REQUEST_TIMEOUT,
-    bind_socket,
-)
+from parcelsearch.service.server import bind_socket
 
 TIMEOUT = 20
 PASSWORD = "correct horse battery staple"
