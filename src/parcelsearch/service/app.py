@@ -85,7 +85,6 @@ __all__ = [
 ]
 
 log = logging.getLogger("parcelsearch.service")
-access_log = logging.getLogger("parcelsearch.service.access")
 
 MISSING_KEY = "Failed to resolve API Key variable request.header.x-api-key"
 #: A 500 after admission: the call was counted (and logged with status 500).

@@ -12,7 +12,7 @@ from shapely.geometry.base import BaseGeometry
 
 from parcelsearch import settings
 from parcelsearch.tiling.antimeridian import joined_across_180
-from parcelsearch.tiling.connectors import MAX_LINK_M
+from parcelsearch.tiling.connectors import MAX_LINK_M, linked_groups
 from parcelsearch.tiling.covers import M_PER_DEGREE, Frame, check_tolerance
 from parcelsearch.tiling.grid import polygons
 from parcelsearch.tiling.pieces import TilingMemo
@@ -91,16 +91,4 @@ def parts_bound(geometry: BaseGeometry, tolerance: float) -> int:
     c = math.cos(math.radians(min(90.0, max(abs(miny), abs(maxy)) + reach)))
     scaled = shapely.transform(parts, lambda xy: xy * [c, 1.0])
     left, right = shapely.STRtree(scaled).query(scaled, predicate="dwithin", distance=reach)
-    group = list(range(len(parts)))
-
-    def root(i: int) -> int:
-        while group[i] != i:
-            group[i] = group[group[i]]
-            i = group[i]
-        return i
-
-    for i, j in zip(left.tolist(), right.tolist(), strict=True):
-        a, b = root(i), root(j)
-        if a != b:
-            group[max(a, b)] = min(a, b)
-    return sum(1 for i in range(len(parts)) if root(i) == i)
+    return len(linked_groups(len(parts), left.tolist(), right.tolist()))

@@ -31,7 +31,7 @@ from shapely import Polygon
 
 from parcelsearch.tiling.grid import SCALE
 
-__all__ = ["MAX_LINK_M", "connect", "link_reach_degrees", "reach_groups"]
+__all__ = ["MAX_LINK_M", "connect", "link_reach_degrees", "linked_groups", "reach_groups"]
 
 #: Longest link a connector may take, in metres on the ground.
 MAX_LINK_M = 3_000.0
@@ -56,7 +56,18 @@ def reach_groups(parts: Sequence[Polygon], cos_lat: float) -> list[list[int]]:
     pieces are when linked), joins them. No piece spans two groups."""
     import shapely
 
-    root = list(range(len(parts)))
+    if len(parts) < 2:
+        return [[k] for k in range(len(parts))]
+    scaled = shapely.transform(np.asarray(parts, dtype=object), lambda xy: xy * [cos_lat, 1.0])
+    left, right = shapely.STRtree(scaled).query(scaled, predicate="dwithin",
+                                                distance=link_reach_degrees())
+    return linked_groups(len(parts), left.tolist(), right.tolist())
+
+
+def linked_groups(count: int, left: Sequence[int], right: Sequence[int]) -> list[list[int]]:
+    """``range(count)`` grouped by the links ``left[k] — right[k]`` (and chains of them):
+    each group's members ascending, the groups in the order of their smallest member."""
+    root = list(range(count))
 
     def find(k: int) -> int:
         while root[k] != k:
@@ -64,15 +75,10 @@ def reach_groups(parts: Sequence[Polygon], cos_lat: float) -> list[list[int]]:
             k = root[k]
         return k
 
-    if len(parts) > 1:
-        scaled = shapely.transform(np.asarray(parts, dtype=object),
-                                   lambda xy: xy * [cos_lat, 1.0])
-        left, right = shapely.STRtree(scaled).query(scaled, predicate="dwithin",
-                                                    distance=link_reach_degrees())
-        for i, j in zip(left.tolist(), right.tolist(), strict=True):
-            root[find(i)] = find(j)
+    for i, j in zip(left, right, strict=True):
+        root[find(i)] = find(j)
     groups: dict[int, list[int]] = {}
-    for k in range(len(parts)):
+    for k in range(count):
         groups.setdefault(find(k), []).append(k)
     return list(groups.values())
 
