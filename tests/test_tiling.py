@@ -579,3 +579,19 @@ def test_exact_least_bounds_the_exact_pieces(connectors):
         assert least[1] <= sum(budget.polygon_bytes(p) for p in pieces)
     # parts farther apart than a link never share a piece: the bound counts them apart
     assert exact_least(prepared(far, 0.0), budget, connectors)[0] == 3
+
+
+def test_a_connector_never_steps_off_the_earth():
+    """A connector's end steps to a grid neighbour outside its piece; at a vertex on -180°
+    that neighbour must not be west of it (the service refuses longitudes below -180)."""
+    from parcelsearch.tiling.connectors import connect
+
+    x0 = -180 * 1_000_000
+    # the closest vertices, (x0, 1000) and (x0, 3000), both leave along the edge on -180°
+    a = np.array([(x0, 0), (x0 + 1000, 0), (x0 + 1000, 500), (x0, 1000)], dtype=np.int64)
+    b = np.array([(x0, 3000), (x0 + 1000, 3000), (x0 + 1000, 4000), (x0, 4000)],
+                 dtype=np.int64)
+    everywhere = np.ones(4, dtype=bool)  # every edge, the one on -180° too, may be left
+    joined = connect(a, b, everywhere, everywhere, 1.0, lambda p, q: True)
+    assert joined is not None
+    assert joined[0][:, 0].min() >= x0

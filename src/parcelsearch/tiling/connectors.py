@@ -154,16 +154,16 @@ def connect(
         if not clear(a_ring[a_from[i]], b_ring[b_to[j]]):  # the cheaper test first
             continue
         found = _connected(a_ring, b_ring, int(a_from[i]), int(b_to[j]))
-        if found is not None and _on_earth(found[0]) and is_valid(polygons(found[0] / SCALE)):
+        if found is not None and is_valid(polygons(found[0] / SCALE)):
             return found
     return None
 
 
-def _on_earth(ring: np.ndarray) -> bool:
-    """Whether every vertex (grid units) is a longitude in [-180, 180] and a latitude in
+def _on_earth(points: np.ndarray) -> np.ndarray:
+    """Which points (grid units, last axis) are a longitude in [-180, 180] and a latitude in
     [-90, 90]: a connector's end stepped to a grid neighbour must not leave them."""
-    return bool((np.abs(ring[:, 0]) <= 180 * SCALE).all()
-                and (np.abs(ring[:, 1]) <= 90 * SCALE).all())
+    return np.asarray((np.abs(points[..., 0]) <= 180 * SCALE)
+                      & (np.abs(points[..., 1]) <= 90 * SCALE))
 
 
 def _connected(a_ring: np.ndarray, b_ring: np.ndarray, i: int,
@@ -175,8 +175,8 @@ def _connected(a_ring: np.ndarray, b_ring: np.ndarray, i: int,
     d = b - a
     # a' = a + s, b' = b + t: outside A past the edge a → a+1, outside B past b-1 → b,
     # and the strip a, b, b', a' turning left (counter-clockwise) and not flat.
-    ok_a = _cross(a_next - a, _STEPS) < 0
-    ok_b = _cross(b - b_prev, (b + _STEPS) - b_prev) < 0
+    ok_a = (_cross(a_next - a, _STEPS) < 0) & _on_earth(a + _STEPS)
+    ok_b = (_cross(b - b_prev, (b + _STEPS) - b_prev) < 0) & _on_earth(b + _STEPS)
     s_steps, t_steps = _STEPS[ok_a], _STEPS[ok_b]
     if not len(s_steps) or not len(t_steps):
         return None
