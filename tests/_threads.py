@@ -1,4 +1,5 @@
-"""Many threads racing for the last calls: how many were granted and how many refused."""
+"""Many threads at once: racing for the last calls (granted and refused), or paced (when
+each was let through)."""
 
 from __future__ import annotations
 
@@ -30,3 +31,23 @@ def race(reserve: Callable[[int], object], refusal: type[BaseException], *, thre
     for worker in workers:
         worker.join()
     return counts[0], counts[1]
+
+
+def moments(send: Callable[[int], float], *, threads: int, each: int) -> list[float]:
+    """Call ``send(thread_index)`` ``each`` times in each of ``threads`` threads started
+    together; returns the moments it returned (when each call was let through), sorted."""
+    released: list[float] = []
+    lock = threading.Lock()
+
+    def work(index: int) -> None:
+        for _ in range(each):
+            moment = send(index)
+            with lock:
+                released.append(moment)
+
+    workers = [threading.Thread(target=work, args=(i,)) for i in range(threads)]
+    for worker in workers:
+        worker.start()
+    for worker in workers:
+        worker.join()
+    return sorted(released)

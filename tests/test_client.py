@@ -25,6 +25,7 @@ import pytest
 import requests
 import trustme
 from _spend_hooks import Reserving
+from _threads import moments
 
 from parcelsearch import _wire
 from parcelsearch.client import Client, RateLimiter, RetryPolicy, key_fingerprint
@@ -252,21 +253,7 @@ def test_repr_shows_url_and_fingerprint_never_the_key() -> None:
 
 def test_limiter_spaces_calls_from_all_threads() -> None:
     limiter = RateLimiter(40.0)
-    released: list[float] = []
-    lock = threading.Lock()
-
-    def work() -> None:
-        for _ in range(5):
-            moment = limiter.wait()
-            with lock:
-                released.append(moment)
-
-    threads = [threading.Thread(target=work) for _ in range(8)]
-    for thread in threads:
-        thread.start()
-    for thread in threads:
-        thread.join()
-    released.sort()
+    released = moments(lambda _: limiter.wait(), threads=8, each=5)
     gaps = [b - a for a, b in zip(released, released[1:], strict=False)]
     assert len(released) == 40
     assert min(gaps) >= limiter.interval * 0.999  # never a burst
