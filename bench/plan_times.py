@@ -1,7 +1,7 @@
-"""Planning CPU seconds of the island city, the island set, the real boundaries and the
-synthetic hard areas, exact and tolerance 5 m.
+"""Planning CPU seconds of the region city, the island city, the island set, the real
+boundaries and the synthetic hard areas, exact and tolerance 5 m.
 
-``python bench/plan_times.py`` plans ``bench_tiling.island_city()``,
+``python bench/plan_times.py`` plans ``bench_tiling.region_city()``, ``bench_tiling.island_city()``,
 ``bench_tiling.island_set()``, ``bench_tiling.real_areas()`` and
 ``bench_tiling.hard_areas()`` (``pip install -e ".[bench]"``) with whichever parcelsearch
 is importable and prints the CPU seconds of each plan (``time.process_time``: less noisy
@@ -20,7 +20,7 @@ import geopandas as gpd
 
 import parcelsearch
 
-_NAMES = ("city", "set", "real", "hard")
+_NAMES = ("region", "city", "set", "real", "hard")
 
 
 def _areas(argv: list[str]) -> dict[str, gpd.GeoDataFrame]:
@@ -28,10 +28,10 @@ def _areas(argv: list[str]) -> dict[str, gpd.GeoDataFrame]:
         folder = Path(argv[1])
         return {name: gpd.read_parquet(folder / f"{name}.parquet") for name in _NAMES}
     sys.path.insert(0, str(Path(__file__).parent))
-    from bench_tiling import hard_areas, island_city, island_set, real_areas
+    from bench_tiling import hard_areas, island_city, island_set, real_areas, region_city
 
-    found = {"city": island_city(), "set": island_set(), "real": real_areas(),
-             "hard": hard_areas()}
+    found = {"region": region_city(), "city": island_city(), "set": island_set(),
+             "real": real_areas(), "hard": hard_areas()}
     if argv[:1] == ["--save"]:
         for name, frame in found.items():
             frame.to_parquet(Path(argv[1]) / f"{name}.parquet")

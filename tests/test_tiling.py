@@ -9,6 +9,8 @@ import numpy as np
 import pyproj
 import pytest
 import shapely
+from hypothesis import example, given
+from hypothesis import strategies as st
 from shapely import MultiPolygon, Polygon, box
 
 from parcelsearch import _wire
@@ -595,3 +597,20 @@ def test_a_connector_never_steps_off_the_earth():
     joined = connect(a, b, everywhere, everywhere, 1.0, lambda p, q: True)
     assert joined is not None
     assert joined[0][:, 0].min() >= x0
+
+
+@given(st.lists(st.tuples(st.integers(-50, 50), st.integers(-50, 50)), min_size=1, max_size=12),
+       st.lists(st.tuples(st.integers(-50, 50), st.integers(-50, 50)), min_size=1, max_size=12),
+       st.sampled_from([1.0, 0.5, 0.1]))
+@example([(0, 0), (10, 0)], [(5, 0), (5, 0), (-5, 0)], 1.0)  # ties: the order is by index
+def test_a_connector_measures_only_the_vertices_that_can_be_closest(a, b, cos_lat):
+    """The closest vertex pairs a connector tries, found by measuring only the vertices
+    near the other side's box, are the closest pairs of all, in the same order."""
+    from parcelsearch.tiling.connectors import _PAIRS, _closest_pairs
+
+    pa, pb = np.array(a, dtype=np.int64) * 997, np.array(b, dtype=np.int64) * 1009
+    delta = (pb[None, :, :] - pa[:, None, :]).astype(float)
+    metres = np.hypot(delta[..., 0] * cos_lat, delta[..., 1]) * 0.1106
+    every = sorted((float(metres[i, j]), i, j) for i in range(len(pa)) for j in range(len(pb)))
+    expected = [(i, j, m) for m, i, j in every[:_PAIRS]]
+    assert _closest_pairs(pa, pb, cos_lat) == expected

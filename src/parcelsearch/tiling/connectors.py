@@ -141,15 +141,8 @@ def connect(
     b_to = (np.flatnonzero(b_outer) + 1) % len(b_ring)  # b: the edge b-1 → b is left
     if not len(a_from) or not len(b_to):
         return None
-    pa, pb = a_ring[a_from], b_ring[b_to]
-    delta = (pb[None, :, :] - pa[:, None, :]).astype(float)
-    metres = np.hypot(delta[..., 0] * cos_lat, delta[..., 1]) * _M_PER_STEP
-    count = min(_PAIRS, metres.size)
-    closest = np.argpartition(metres, count - 1, axis=None)[:count]
-    flat = closest[np.lexsort((closest, metres.ravel()[closest]))]
-    for pair in flat.tolist():
-        i, j = divmod(pair, len(b_to))
-        if metres[i, j] > MAX_LINK_M:
+    for i, j, metres in _closest_pairs(a_ring[a_from], b_ring[b_to], cos_lat):
+        if metres > MAX_LINK_M:
             break
         if not clear(a_ring[a_from[i]], b_ring[b_to[j]]):  # the cheaper test first
             continue
@@ -157,6 +150,43 @@ def connect(
         if found is not None and is_valid(polygons(found[0] / SCALE)):
             return found
     return None
+
+
+def _closest_pairs(pa: np.ndarray, pb: np.ndarray,
+                   cos_lat: float) -> list[tuple[int, int, float]]:
+    """The :data:`_PAIRS` closest pairs of a vertex of ``pa`` and one of ``pb`` (grid units),
+    as ``(index in pa, index in pb, metres)``, closest first (ties by index).
+
+    Only the vertices that can be in one of them are measured against each other: a vertex
+    farther from the other side's bounding box than the closest pairs of the few vertices
+    nearest it cannot be (a box is never farther than any of its points).
+    """
+    count = min(_PAIRS, len(pa) * len(pb))
+    near_a = _box_metres(pa, pb, cos_lat)
+    seeds = np.argsort(near_a, kind="stable")[:count]
+    bound = np.sort(_metres(pa[seeds], pb, cos_lat), axis=None)[count - 1]
+    keep_a = np.flatnonzero(near_a <= bound)
+    keep_b = np.flatnonzero(_box_metres(pb, pa[keep_a], cos_lat) <= bound)
+    metres = _metres(pa[keep_a], pb[keep_b], cos_lat)
+    rows, cols = np.nonzero(metres <= np.sort(metres, axis=None)[count - 1])
+    order = np.lexsort((keep_b[cols], keep_a[rows], metres[rows, cols]))[:count]
+    return [(int(keep_a[rows[k]]), int(keep_b[cols[k]]), float(metres[rows[k], cols[k]]))
+            for k in order.tolist()]
+
+
+def _metres(pa: np.ndarray, pb: np.ndarray, cos_lat: float) -> np.ndarray:
+    """Metres (at least) from each vertex of ``pa`` to each of ``pb`` (grid units), ``(len(pa),
+    len(pb))``."""
+    delta = (pb[None, :, :] - pa[:, None, :]).astype(float)
+    return np.asarray(np.hypot(delta[..., 0] * cos_lat, delta[..., 1]) * _M_PER_STEP)
+
+
+def _box_metres(points: np.ndarray, other: np.ndarray, cos_lat: float) -> np.ndarray:
+    """Metres, measured as :func:`_metres` does, from each of ``points`` to the bounding box
+    of ``other`` (grid units): never more than to any vertex of ``other``."""
+    off = np.maximum(0, np.maximum(other.min(axis=0) - points, points - other.max(axis=0)))
+    return np.asarray(np.hypot(off[:, 0].astype(float) * cos_lat, off[:, 1].astype(float))
+                      * _M_PER_STEP)
 
 
 def _on_earth(points: np.ndarray) -> np.ndarray:

@@ -305,7 +305,9 @@ class _Merger:
         near = _near(pieces, self.cos_lat) if several else [set() for _ in pieces]
         self.near = {i: {j for j in n if parts[j] != parts[i]} for i, n in enumerate(near)}
         self.outer = _outer_edges(area) if several else set()
-        self.tree = shapely.STRtree(np.asarray(pieces if several else [], dtype=object))
+        self.first = np.asarray(pieces if several else [], dtype=object)
+        shapely.prepare(self.first)  # links are tested against them: O(log n) each
+        self.tree = shapely.STRtree(self.first)
         self.links: dict[tuple[int, ...], bool] = {}
         self.grids: dict[int, tuple[np.ndarray, np.ndarray, np.ndarray]] = {}
         self.made: tuple[np.ndarray, np.ndarray, np.ndarray] | None = None
@@ -345,7 +347,8 @@ class _Merger:
         if key not in self.links:
             step = (b - a) / max(1.0, float(np.hypot(*(b - a)))) / 100
             link = shapely.linestrings(np.vstack([a + step, b - step]) / SCALE)
-            self.links[key] = not len(self.tree.query(link, predicate="intersects"))
+            hits = self.tree.query(link)
+            self.links[key] = not (len(hits) and shapely.intersects(self.first[hits], link).any())
         return self.links[key]
 
     def _grid(self, k: int) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
