@@ -31,6 +31,8 @@ from parcelsearch.tiling.connectors import (
     reach_groups,
 )
 from parcelsearch.tiling.grid import SCALE, canonical_ring, polygons, snap, sorted_pieces
+from parcelsearch.tiling.repack import neighbours as _neighbours
+from parcelsearch.tiling.repack import refill
 from parcelsearch.tiling.request_budget import MAX_VERTEX_BYTES, Budget
 
 __all__ = ["exact_pieces", "exact_least", "link_cos_lat"]
@@ -51,7 +53,7 @@ def exact_pieces(area: BaseGeometry, budget: Budget,
         pieces.extend(found)
         parts.extend([number] * len(found))
     if len(pieces) > 1:
-        pieces = _Merger(pieces, parts, area, budget, connectors).run()
+        pieces = refill(_Merger(pieces, parts, area, budget, connectors).run(), budget)
     return tuple(_finish(pieces, budget))
 
 
@@ -252,22 +254,6 @@ def _halve_group(group: np.ndarray, parent: np.ndarray, attach: np.ndarray) -> l
     lower = np.array(sorted(below))
     upper = np.array(sorted(members - below))
     return [upper, lower]
-
-
-def _neighbours(pieces: list[Polygon]) -> list[set[int]]:
-    """For each piece, the pieces sharing a stretch of boundary (not just a point) with it."""
-    graph: list[set[int]] = [set() for _ in pieces]
-    if len(pieces) < 2:
-        return graph
-    arr = np.asarray(pieces, dtype=object)
-    left, right = shapely.STRtree(arr).query(arr, predicate="intersects")
-    keep = left < right
-    left, right = left[keep], right[keep]
-    shares = shapely.relate_pattern(arr[left], arr[right], "F***1****")
-    for i, j in zip(left[shares].tolist(), right[shares].tolist(), strict=True):
-        graph[i].add(j)
-        graph[j].add(i)
-    return graph
 
 
 def _join(a: Polygon, b: Polygon, budget: Budget) -> tuple[Polygon, int] | None:

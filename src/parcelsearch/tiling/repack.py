@@ -1,0 +1,221 @@
+"""Fuller pieces: three neighbouring pieces re-cut into two along a new diagonal.
+
+The exact partition's pieces are unions of one constrained Delaunay triangulation's
+triangles, so every cut between two pieces is an edge of that triangulation, and Kundu &
+Misra's cut is optimal only for it. Here three pieces that share edges, whose union is one
+ring weighing less than two budgets, are cut again along ANY diagonal of that ring (two of
+its own vertices joined by a straight line inside it) that leaves both sides within the
+budget: one piece fewer, no new vertex, and the union unchanged. The emptiest pieces are
+tried first, with a bound on the work.
+"""
+
+from __future__ import annotations
+
+import heapq
+
+import numpy as np
+import shapely
+from shapely import Polygon
+
+from parcelsearch import _wire
+from parcelsearch.tiling.grid import GRID, canonical_ring
+from parcelsearch.tiling.request_budget import MAX_VERTEX_BYTES, Budget
+
+__all__ = ["neighbours", "refill"]
+
+#: Chords tested at once when looking for a diagonal (the search stops at the first chunk
+#: holding one).
+_CHUNK = 256
+#: Chunks of chords tested per cut at most.
+_CHUNKS = 8
+#: Diagonals tried per cut whose rest could not be cut (a bound on backtracking).
+_BACKTRACK = 2
+#: Most pieces in one group re-cut into one fewer.
+_GROUP = 6
+#: Most re-cuts tried per piece of the area (a bound on the work).
+_TRIES_PER_PIECE = 3
+
+
+def neighbours(pieces: list[Polygon]) -> list[set[int]]:
+    """For each piece, the pieces sharing a stretch of boundary (not just a point) with it."""
+    graph: list[set[int]] = [set() for _ in pieces]
+    if len(pieces) < 2:
+        return graph
+    arr = np.asarray(pieces, dtype=object)
+    left, right = shapely.STRtree(arr).query(arr, predicate="intersects")
+    keep = left < right
+    left, right = left[keep], right[keep]
+    shares = shapely.relate_pattern(arr[left], arr[right], "F***1****")
+    for i, j in zip(left[shares].tolist(), right[shares].tolist(), strict=True):
+        graph[i].add(j)
+        graph[j].add(i)
+    return graph
+
+
+def refill(pieces: list[Polygon], budget: Budget) -> list[Polygon]:
+    """``pieces`` (single rings within ``budget`` that tile an area) with every three
+    neighbouring ones that a diagonal of their union can re-cut into two replaced by those
+    two, emptiest first; the union of the pieces is unchanged and no vertex is added."""
+    if len(pieces) < 3:
+        return pieces
+    return _Refiller(pieces, budget).run()
+
+
+class _Refiller:
+    """The pieces of one area, re-cut three into two while a bounded number of tries lasts."""
+
+    def __init__(self, pieces: list[Polygon], budget: Budget) -> None:
+        self.budget = budget
+        self.capacity = budget.max_request_bytes - budget.base + 1 - MAX_VERTEX_BYTES
+        self.alive: dict[int, Polygon] = dict(enumerate(pieces))
+        self.load = {i: _vertex_bytes(p) for i, p in self.alive.items()}
+        self.touching = {i: set(n) for i, n in enumerate(neighbours(pieces))}
+        self.tries = _TRIES_PER_PIECE * len(pieces)
+        self.heap = [(load, i) for i, load in self.load.items()]
+        heapq.heapify(self.heap)
+
+    def run(self) -> list[Polygon]:
+        """Re-cut until no try is left or every piece has been tried; the pieces left."""
+        while self.heap and self.tries > 0:
+            _, x = heapq.heappop(self.heap)
+            if x in self.alive:
+                self._try(x)
+        return [self.alive[i] for i in sorted(self.alive)]
+
+    def _fits(self, group: tuple[int, ...]) -> bool:
+        """Whether ``group`` may weigh little enough for one piece fewer (each shared edge
+        has two vertices both its pieces carry)."""
+        load = sum(self.load[k] for k in group)
+        return load <= (len(group) - 1) * self.capacity + 2 * (len(group) - 1) * MAX_VERTEX_BYTES
+
+    def _groups(self, x: int) -> list[tuple[int, ...]]:
+        """Connected groups holding ``x`` that may fit in one piece fewer: every triple,
+        lightest first, then ``x`` grown by its lightest neighbour to up to ``_GROUP``."""
+        triples: set[tuple[int, ...]] = set()
+        for y in self.touching[x]:
+            for z in (self.touching[x] | self.touching[y]) - {x, y}:
+                triples.add(tuple(sorted((x, y, z))))
+        found = sorted((g for g in triples if self._fits(g)),
+                       key=lambda g: (sum(self.load[k] for k in g), g))
+        group = [x]
+        while len(group) < _GROUP:
+            around = set().union(*(self.touching[k] for k in group)) - set(group)
+            if not around:
+                break
+            group.append(min(around, key=lambda k: (self.load[k], k)))
+            if len(group) > 3 and self._fits(tuple(group)):
+                found.append(tuple(sorted(group)))
+        return found
+
+    def _try(self, x: int) -> None:
+        for group in self._groups(x):
+            if self.tries <= 0:
+                return
+            self.tries -= 1
+            try:
+                union = shapely.coverage_union_all([self.alive[k] for k in group])
+            except shapely.errors.GEOSException:  # a connector's sliver overlaps
+                continue
+            if union.geom_type != "Polygon" or union.interiors or not union.is_valid:
+                continue
+            made = _cut(union, len(group) - 1, self.budget, self.capacity)
+            if made is not None:
+                self._replace(group, made)
+                return
+
+    def _replace(self, old: tuple[int, ...], new: list[Polygon]) -> None:
+        around = set().union(*(self.touching[k] for k in old)) - set(old)
+        first = max(self.alive) + 1
+        ids = list(range(first, first + len(new)))
+        for k in old:
+            del self.alive[k], self.load[k]
+            for m in self.touching.pop(k):
+                if m in self.touching:
+                    self.touching[m].discard(k)
+        for i, piece in zip(ids, new, strict=True):
+            self.alive[i] = piece
+            self.load[i] = _vertex_bytes(piece)
+            self.touching[i] = set()
+        for i in ids:
+            others = sorted(around | (set(ids) - {i}))
+            shares = shapely.relate_pattern(
+                self.alive[i], np.asarray([self.alive[m] for m in others], dtype=object),
+                "F***1****")
+            self.touching[i] |= {m for m, s in zip(others, shares.tolist(), strict=True) if s}
+            for m in self.touching[i]:
+                self.touching[m].add(i)
+        for i in (*ids, *around):
+            heapq.heappush(self.heap, (self.load[i], i))
+
+
+def _vertex_bytes(piece: Polygon) -> int:
+    """Bytes of a piece's ring vertices (each once)."""
+    return int(_wire.vertex_bytes_array(canonical_ring(piece)[:-1]).sum())
+
+
+def _cut(union: Polygon, count: int, budget: Budget, capacity: int) -> list[Polygon] | None:
+    """``union`` cut into ``count`` rings of its vertices, each within the budget, one
+    diagonal at a time (each time the one cutting off the fullest piece that leaves a rest
+    light enough, trying a few), or None."""
+    if count == 1:
+        return [union] if budget.fits(union) else None
+    ring = shapely.get_coordinates(union.exterior)[:-1]
+    vb = _wire.vertex_bytes_array(ring)
+    found = _candidates(vb, capacity, count)
+    if not len(found):
+        return None
+    shapely.prepare(union)
+    boundary = union.exterior
+    shapely.prepare(boundary)
+    left = _BACKTRACK
+    for start in range(0, min(len(found), _CHUNK * _CHUNKS), _CHUNK):
+        chunk = found[start:start + _CHUNK]
+        inside = _inside(ring[chunk[:, 0]], ring[chunk[:, 1]], union, boundary)
+        for a, b, piece_first in chunk[inside].tolist():
+            sides = [Polygon(ring[a:b + 1]), Polygon(np.vstack([ring[b:], ring[:a + 1]]))]
+            piece, rest = sides if piece_first else sides[::-1]
+            if not (piece.is_valid and rest.is_valid and budget.fits(piece)):
+                continue
+            done = _cut(rest, count - 1, budget, capacity)
+            if done is not None:
+                return [piece, *done]
+            left -= 1
+            if left <= 0:
+                return None
+    return None
+
+
+def _candidates(vb: np.ndarray, capacity: int, count: int) -> np.ndarray:
+    """Vertex pairs ``(a, b, piece first)``, ``a < b``, not neighbours, one of whose sides
+    (``a..b`` if piece first, else ``b..a``; each holds both) weighs at most ``capacity``
+    and the other at most ``count - 1`` times that; fullest piece first."""
+    n = len(vb)
+    total = int(vb.sum())
+    before = np.concatenate([[0], np.cumsum(vb)])
+    a, b = np.triu_indices(n, k=2)
+    keep = (b - a) <= n - 2
+    a, b = a[keep], b[keep]
+    one = before[b + 1] - before[a]
+    other = total - one + vb[a] + vb[b]
+    rest = (count - 1) * capacity
+    first = (one <= capacity) & (other <= rest)
+    second = (other <= capacity) & (one <= rest)
+    pairs = np.concatenate([
+        np.stack([a[first], b[first], np.ones(first.sum(), dtype=np.int64)], axis=1),
+        np.stack([a[second], b[second], np.zeros(second.sum(), dtype=np.int64)], axis=1),
+    ])
+    weight = np.concatenate([one[first], other[second]])
+    return pairs[np.argsort(-weight, kind="stable")]
+
+
+def _inside(a: np.ndarray, b: np.ndarray, union: Polygon, boundary: object) -> np.ndarray:
+    """Whether each straight chord ``a[i] → b[i]`` lies inside ``union`` but at its ends:
+    the chord less a thousandth of a grid step at each end meets no boundary, and its
+    midpoint is inside."""
+    d = b - a
+    length = np.hypot(d[:, 0], d[:, 1])[:, None]
+    step = d / np.maximum(length, 1e-30) * (GRID / 1000)
+    lines = shapely.linestrings(np.stack([a + step, b - step], axis=1))
+    middle = (a + b) / 2
+    clear = ~shapely.intersects(boundary, lines)
+    return np.asarray(clear & shapely.contains_xy(union, middle[:, 0], middle[:, 1]))
