@@ -28,10 +28,10 @@ __all__ = ["neighbours", "refill"]
 _CHUNK = 256
 #: Chunks of chords tested per cut at most.
 _CHUNKS = 8
-#: Diagonals tried per cut whose rest could not be cut (a bound on backtracking).
-_BACKTRACK = 2
+#: Diagonals tried per group whose rest could not be cut (a bound on backtracking).
+_BACKTRACK = 4
 #: Most pieces in one group re-cut into one fewer.
-_GROUP = 6
+_GROUP = 12
 #: Most re-cuts tried per piece of the area (a bound on the work).
 _TRIES_PER_PIECE = 3
 
@@ -71,6 +71,7 @@ class _Refiller:
         self.load = {i: _vertex_bytes(p) for i, p in self.alive.items()}
         self.touching = {i: set(n) for i, n in enumerate(neighbours(pieces))}
         self.tries = _TRIES_PER_PIECE * len(pieces)
+        self.failed: set[tuple[int, ...]] = set()  # ids are never reused: a failure stays
         self.heap = [(load, i) for i, load in self.load.items()]
         heapq.heapify(self.heap)
 
@@ -111,7 +112,10 @@ class _Refiller:
         for group in self._groups(x):
             if self.tries <= 0:
                 return
+            if group in self.failed:
+                continue
             self.tries -= 1
+            self.failed.add(group)
             try:
                 union = shapely.coverage_union_all([self.alive[k] for k in group])
             except shapely.errors.GEOSException:  # a connector's sliver overlaps
@@ -153,59 +157,65 @@ def _vertex_bytes(piece: Polygon) -> int:
     return int(_wire.vertex_bytes_array(canonical_ring(piece)[:-1]).sum())
 
 
-def _cut(union: Polygon, count: int, budget: Budget, capacity: int) -> list[Polygon] | None:
+def _cut(union: Polygon, count: int, budget: Budget, capacity: int,
+         work: list[int] | None = None) -> list[Polygon] | None:
     """``union`` cut into ``count`` rings of its vertices, each within the budget, one
     diagonal at a time (each time the one cutting off the fullest piece that leaves a rest
-    light enough, trying a few), or None."""
+    light enough; a rest that cannot be cut makes it try the next, ``_BACKTRACK`` times in
+    all, counted in ``work``), or None."""
+    work = [_BACKTRACK] if work is None else work
     if count == 1:
         return [union] if budget.fits(union) else None
     ring = shapely.get_coordinates(union.exterior)[:-1]
+    n = len(ring)
     vb = _wire.vertex_bytes_array(ring)
+    # each of the count - 1 diagonals puts both its ends in two pieces
+    if int(vb.sum()) + 2 * (count - 1) * int(vb.min()) > count * capacity:
+        return None
     found = _candidates(vb, capacity, count)
     if not len(found):
         return None
     shapely.prepare(union)
     boundary = union.exterior
     shapely.prepare(boundary)
-    left = _BACKTRACK
     for start in range(0, min(len(found), _CHUNK * _CHUNKS), _CHUNK):
         chunk = found[start:start + _CHUNK]
         inside = _inside(ring[chunk[:, 0]], ring[chunk[:, 1]], union, boundary)
-        for a, b, piece_first in chunk[inside].tolist():
-            sides = [Polygon(ring[a:b + 1]), Polygon(np.vstack([ring[b:], ring[:a + 1]]))]
-            piece, rest = sides if piece_first else sides[::-1]
+        for a, b in chunk[inside].tolist():
+            piece = Polygon(ring[np.arange(a, a + (b - a) % n + 1) % n])
+            rest = Polygon(ring[np.arange(b, b + (a - b) % n + 1) % n])
             if not (piece.is_valid and rest.is_valid and budget.fits(piece)):
                 continue
-            done = _cut(rest, count - 1, budget, capacity)
+            done = _cut(rest, count - 1, budget, capacity, work)
             if done is not None:
                 return [piece, *done]
-            left -= 1
-            if left <= 0:
+            work[0] -= 1
+            if work[0] <= 0:
                 return None
     return None
 
 
 def _candidates(vb: np.ndarray, capacity: int, count: int) -> np.ndarray:
-    """Vertex pairs ``(a, b, piece first)``, ``a < b``, not neighbours, one of whose sides
-    (``a..b`` if piece first, else ``b..a``; each holds both) weighs at most ``capacity``
-    and the other at most ``count - 1`` times that; fullest piece first."""
+    """Vertex pairs ``(a, b)``, not neighbours, whose piece ``a..b`` (forward round the
+    ring, both ends held) weighs at most ``capacity`` and whose rest ``b..a`` at most
+    ``count - 1`` times that; fullest piece first (for each ``a``, only its fullest few)."""
     n = len(vb)
     total = int(vb.sum())
-    before = np.concatenate([[0], np.cumsum(vb)])
-    a, b = np.triu_indices(n, k=2)
-    keep = (b - a) <= n - 2
-    a, b = a[keep], b[keep]
-    one = before[b + 1] - before[a]
-    other = total - one + vb[a] + vb[b]
-    rest = (count - 1) * capacity
-    first = (one <= capacity) & (other <= rest)
-    second = (other <= capacity) & (one <= rest)
-    pairs = np.concatenate([
-        np.stack([a[first], b[first], np.ones(first.sum(), dtype=np.int64)], axis=1),
-        np.stack([a[second], b[second], np.zeros(second.sum(), dtype=np.int64)], axis=1),
-    ])
-    weight = np.concatenate([one[first], other[second]])
-    return pairs[np.argsort(-weight, kind="stable")]
+    before = np.concatenate([[0], np.cumsum(np.concatenate([vb, vb]))])
+    a = np.arange(n)
+    # the last b (as a + k) whose piece a..b fits, for each a
+    last = np.searchsorted(before, before[a] + capacity, side="right") - 2
+    last = np.minimum(last, a + n - 2)
+    # only the fullest few pieces from each a: no more are ever tested
+    span = np.clip(last - a - 1, 0, -(-2 * _CHUNK * _CHUNKS // n))
+    starts = np.repeat(a, span)
+    ends = np.repeat(last + 1, span) - (
+        np.arange(int(span.sum())) - np.repeat(np.cumsum(span) - span, span) + 1)
+    piece = before[ends + 1] - before[starts]
+    rest = total - piece + vb[starts] + vb[ends % n]
+    keep = rest <= (count - 1) * capacity
+    order = np.argsort(-piece[keep], kind="stable")
+    return np.stack([starts[keep][order], ends[keep][order] % n], axis=1)
 
 
 def _inside(a: np.ndarray, b: np.ndarray, union: Polygon, boundary: object) -> np.ndarray:
