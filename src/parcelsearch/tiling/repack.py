@@ -1,12 +1,14 @@
-"""Fuller pieces: three neighbouring pieces re-cut into two along a new diagonal.
+"""Fuller pieces: a group of neighbouring pieces re-cut into one fewer along new diagonals.
 
 The exact partition's pieces are unions of one constrained Delaunay triangulation's
 triangles, so every cut between two pieces is an edge of that triangulation, and Kundu &
-Misra's cut is optimal only for it. Here three pieces that share edges, whose union is one
-ring weighing less than two budgets, are cut again along ANY diagonal of that ring (two of
-its own vertices joined by a straight line inside it) that leaves both sides within the
-budget: one piece fewer, no new vertex, and the union unchanged. The emptiest pieces are
-tried first, with a bound on the work.
+Misra's cut is optimal only for it. Here a connected group of three to eight pieces that
+share edges, whose union is one ring light enough, is cut again into one piece fewer along
+ANY diagonals of that ring (two of its own vertices joined by a straight line inside it):
+each time the diagonal cutting off the fullest piece that fits the budget and leaves a rest
+light enough for the pieces still to cut. No vertex is added and the union is unchanged.
+Groups grow from the emptiest pieces first, and the work is bounded (tries per piece,
+chords tested per cut, backtracking per group).
 """
 
 from __future__ import annotations
@@ -31,7 +33,7 @@ _CHUNKS = 8
 #: Diagonals tried per group whose rest could not be cut (a bound on backtracking).
 _BACKTRACK = 4
 #: Most pieces in one group re-cut into one fewer.
-_GROUP = 12
+_GROUP = 8
 #: Most re-cuts tried per piece of the area (a bound on the work).
 _TRIES_PER_PIECE = 3
 
@@ -53,16 +55,18 @@ def neighbours(pieces: list[Polygon]) -> list[set[int]]:
 
 
 def refill(pieces: list[Polygon], budget: Budget) -> list[Polygon]:
-    """``pieces`` (single rings within ``budget`` that tile an area) with every three
-    neighbouring ones that a diagonal of their union can re-cut into two replaced by those
-    two, emptiest first; the union of the pieces is unchanged and no vertex is added."""
+    """``pieces`` (single rings within ``budget`` that tile an area), with groups of
+    neighbouring ones that diagonals of their union can re-cut into one piece fewer
+    replaced by those pieces, emptiest first, within a bound on the work; the union of the
+    pieces is unchanged and no vertex is added."""
     if len(pieces) < 3:
         return pieces
     return _Refiller(pieces, budget).run()
 
 
 class _Refiller:
-    """The pieces of one area, re-cut three into two while a bounded number of tries lasts."""
+    """The pieces of one area, groups re-cut into one fewer while a bounded number of tries
+    lasts."""
 
     def __init__(self, pieces: list[Polygon], budget: Budget) -> None:
         self.budget = budget
@@ -72,6 +76,7 @@ class _Refiller:
         self.touching = {i: set(n) for i, n in enumerate(neighbours(pieces))}
         self.tries = _TRIES_PER_PIECE * len(pieces)
         self.failed: set[tuple[int, ...]] = set()  # ids are never reused: a failure stays
+        self.next_id = len(pieces)
         self.heap = [(load, i) for i, load in self.load.items()]
         heapq.heapify(self.heap)
 
@@ -129,8 +134,8 @@ class _Refiller:
 
     def _replace(self, old: tuple[int, ...], new: list[Polygon]) -> None:
         around = set().union(*(self.touching[k] for k in old)) - set(old)
-        first = max(self.alive) + 1
-        ids = list(range(first, first + len(new)))
+        ids = list(range(self.next_id, self.next_id + len(new)))
+        self.next_id += len(new)
         for k in old:
             del self.alive[k], self.load[k]
             for m in self.touching.pop(k):
