@@ -627,3 +627,12 @@ def test_refill_recuts_empty_neighbours_into_fewer_pieces():
     assert shapely.coverage_union_all(made).equals(disc)
     corners = {tuple(xy) for xy in shapely.get_coordinates(disc).tolist()}
     assert {tuple(xy) for p in made for xy in shapely.get_coordinates(p).tolist()} <= corners
+
+
+def test_exact_pieces_repack_saves_pieces_and_keeps_the_union():
+    from parcelsearch.tiling.partition import exact_pieces
+
+    area = prepared(fractal(5, levels=10), 0.0)
+    plain, packed = exact_pieces(area, Budget(), repack=False), exact_pieces(area, Budget())
+    assert len(packed) < len(plain)
+    assert shapely.coverage_union_all(packed).equals(shapely.coverage_union_all(plain))

@@ -38,12 +38,14 @@ from parcelsearch.tiling.request_budget import MAX_VERTEX_BYTES, Budget
 __all__ = ["exact_pieces", "exact_least", "link_cos_lat"]
 
 
-def exact_pieces(area: BaseGeometry, budget: Budget,
-                 connectors: bool = True) -> tuple[Polygon, ...]:
+def exact_pieces(area: BaseGeometry, budget: Budget, connectors: bool = True,
+                 repack: bool = True) -> tuple[Polygon, ...]:
     """The pieces of an area already on the grid (:func:`parcelsearch.tiling.covers.prepared`):
     canonical rings (:func:`~parcelsearch.tiling.grid.canonical_ring`) that fit ``budget``,
     sorted, whose union is ``area`` and, with ``connectors``, the connectors that join some
-    of them (:mod:`parcelsearch.tiling.connectors`); without, exactly ``area``."""
+    of them (:mod:`parcelsearch.tiling.connectors`); without, exactly ``area``. With
+    ``repack``, groups of neighbouring pieces are re-cut into fewer
+    (:func:`parcelsearch.tiling.repack.refill`: fewer pieces, more planning time)."""
     pieces: list[Polygon] = []
     parts: list[int] = []
     for number, part in enumerate(polygons(area)):
@@ -53,7 +55,9 @@ def exact_pieces(area: BaseGeometry, budget: Budget,
         pieces.extend(found)
         parts.extend([number] * len(found))
     if len(pieces) > 1:
-        pieces = refill(_Merger(pieces, parts, area, budget, connectors).run(), budget)
+        pieces = _Merger(pieces, parts, area, budget, connectors).run()
+        if repack:
+            pieces = refill(pieces, budget)
     return tuple(_finish(pieces, budget))
 
 
