@@ -20,7 +20,7 @@ import shapely
 from shapely import Polygon
 
 from parcelsearch import _wire
-from parcelsearch.tiling.grid import GRID, canonical_ring
+from parcelsearch.tiling.grid import GRID, SCALE
 from parcelsearch.tiling.request_budget import MAX_VERTEX_BYTES, Budget
 
 __all__ = ["neighbours", "refill"]
@@ -72,7 +72,7 @@ class _Refiller:
         self.budget = budget
         self.capacity = budget.max_request_bytes - budget.base + 1 - MAX_VERTEX_BYTES
         self.alive: dict[int, Polygon] = dict(enumerate(pieces))
-        self.load = {i: _vertex_bytes(p) for i, p in self.alive.items()}
+        self.load: dict[int, int] = dict(enumerate(_vertex_bytes(pieces).tolist()))
         self.touching = {i: set(n) for i, n in enumerate(neighbours(pieces))}
         self.tries = _TRIES_PER_PIECE * len(pieces)
         self.failed: set[tuple[int, ...]] = set()  # ids are never reused: a failure stays
@@ -141,10 +141,8 @@ class _Refiller:
             for m in self.touching.pop(k):
                 if m in self.touching:
                     self.touching[m].discard(k)
-        for i, piece in zip(ids, new, strict=True):
-            self.alive[i] = piece
-            self.load[i] = _vertex_bytes(piece)
-            self.touching[i] = set()
+        for i, piece, load in zip(ids, new, _vertex_bytes(new).tolist(), strict=True):
+            self.alive[i], self.load[i], self.touching[i] = piece, load, set()
         for i in ids:
             others = sorted(around | (set(ids) - {i}))
             shares = shapely.relate_pattern(
@@ -157,9 +155,14 @@ class _Refiller:
             heapq.heappush(self.heap, (self.load[i], i))
 
 
-def _vertex_bytes(piece: Polygon) -> int:
-    """Bytes of a piece's ring vertices (each once)."""
-    return int(_wire.vertex_bytes_array(canonical_ring(piece)[:-1]).sum())
+def _vertex_bytes(pieces: list[Polygon]) -> np.ndarray:
+    """Bytes of each piece's ring vertices (each once), on the grid."""
+    rings = shapely.get_exterior_ring(np.asarray(pieces, dtype=object))
+    xy, which = shapely.get_coordinates(rings, return_index=True)
+    vb = _wire.vertex_bytes_array(np.round(xy * SCALE) / SCALE)
+    closing = np.r_[which[1:] != which[:-1], True]  # each ring's last (repeated) vertex
+    return np.bincount(which[~closing], weights=vb[~closing], minlength=len(pieces)).astype(
+        np.int64)
 
 
 def _cut(union: Polygon, count: int, budget: Budget, capacity: int,
