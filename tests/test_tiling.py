@@ -639,3 +639,44 @@ def test_a_simplified_cover_stays_within_its_distance_at_ring_starts(preserve_to
             for xy in map(shapely.get_coordinates, shapely.get_rings(other))]))
         near, _ = edges.query(points, predicate="dwithin", distance=distance * (1 + 1e-9))
         assert len(np.unique(near)) == len(points)
+
+
+def _strips(count: int, vertices: int) -> tuple[Polygon, list[Polygon]]:
+    """A disc of ``vertices`` grid vertices cut by parallel chords into ``count`` strips."""
+    angle = np.linspace(0.0, 2 * np.pi, vertices, endpoint=False) + 0.1
+    ring = np.round(np.c_[174.5 + 0.2 * np.cos(angle), -41.5 + 0.2 * np.sin(angle)], 6)
+    disc = Polygon(ring)
+    half = vertices // 2  # vertex k above, vertex vertices - k below: chords across
+    cuts = np.linspace(0, half, count + 1).astype(int)
+    strips = []
+    for low, high in zip(cuts[:-1], cuts[1:], strict=True):
+        top = ring[low:high + 1]
+        bottom = ring[[(vertices - k) % vertices for k in range(high, low - 1, -1)]]
+        strips.append(Polygon(np.vstack([top, bottom])))
+    return disc, strips
+
+
+def test_refill_recuts_empty_neighbours_into_fewer_pieces():
+    from parcelsearch.tiling.repack import refill
+
+    budget = Budget()
+    disc, strips = _strips(8, 600)
+    assert all(budget.fits(s) for s in strips)
+    assert shapely.coverage_union_all(strips).equals(disc)
+    made = refill(strips, budget)
+    least = budget.vertex_bound(disc)[0]
+    assert least < len(strips) - 2
+    assert len(made) <= least + 1  # along new diagonals: no strip's edge needed
+    assert all(p.is_valid and budget.fits(p) for p in made)
+    assert shapely.coverage_union_all(made).equals(disc)
+    corners = {tuple(xy) for xy in shapely.get_coordinates(disc).tolist()}
+    assert {tuple(xy) for p in made for xy in shapely.get_coordinates(p).tolist()} <= corners
+
+
+def test_exact_pieces_repack_saves_pieces_and_keeps_the_union():
+    from parcelsearch.tiling.partition import exact_pieces
+
+    area = prepared(fractal(5, levels=10), 0.0)
+    plain, packed = exact_pieces(area, Budget(), repack=False), exact_pieces(area, Budget())
+    assert len(packed) < len(plain)
+    assert shapely.coverage_union_all(packed).equals(shapely.coverage_union_all(plain))

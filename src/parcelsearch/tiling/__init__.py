@@ -21,9 +21,11 @@ One concern a module, each importing only those above it:
 - ``covers``: tolerance mode's :func:`cover`, the one check of a tolerance
   (:func:`check_tolerance`), and the area the pieces tile (``prepared``);
 - ``connectors``: two pieces of different parts joined into one ring by a sliver;
+- ``repack``: fuller pieces: a group of neighbouring pieces re-cut into one fewer along
+  any diagonals of their union;
 - ``partition``: the exact partition of a prepared area (a constrained triangulation's
   dual tree cut into the fewest components that fit, neighbours merged, parts joined by
-  connectors);
+  connectors, then repacked);
 - ``pieces``: :func:`tile`, and the :class:`TilingMemo` a plan owns;
 - ``bounds``: :func:`lower_bound`, :func:`parts_bound` and :func:`estimate`, far cheaper
   than tiling.

@@ -31,17 +31,21 @@ from parcelsearch.tiling.connectors import (
     reach_groups,
 )
 from parcelsearch.tiling.grid import SCALE, canonical_ring, polygons, snap, sorted_pieces
+from parcelsearch.tiling.repack import neighbours as _neighbours
+from parcelsearch.tiling.repack import refill
 from parcelsearch.tiling.request_budget import MAX_VERTEX_BYTES, Budget
 
 __all__ = ["exact_pieces", "exact_least", "link_cos_lat"]
 
 
-def exact_pieces(area: BaseGeometry, budget: Budget,
-                 connectors: bool = True) -> tuple[Polygon, ...]:
+def exact_pieces(area: BaseGeometry, budget: Budget, connectors: bool = True,
+                 repack: bool = True) -> tuple[Polygon, ...]:
     """The pieces of an area already on the grid (:func:`parcelsearch.tiling.covers.prepared`):
     canonical rings (:func:`~parcelsearch.tiling.grid.canonical_ring`) that fit ``budget``,
     sorted, whose union is ``area`` and, with ``connectors``, the connectors that join some
-    of them (:mod:`parcelsearch.tiling.connectors`); without, exactly ``area``."""
+    of them (:mod:`parcelsearch.tiling.connectors`); without, exactly ``area``. With
+    ``repack``, groups of neighbouring pieces are re-cut into fewer
+    (:func:`parcelsearch.tiling.repack.refill`: fewer pieces, more planning time)."""
     pieces: list[Polygon] = []
     parts: list[int] = []
     for number, part in enumerate(polygons(area)):
@@ -52,6 +56,8 @@ def exact_pieces(area: BaseGeometry, budget: Budget,
         parts.extend([number] * len(found))
     if len(pieces) > 1:
         pieces = _Merger(pieces, parts, area, budget, connectors).run()
+        if repack:
+            pieces = refill(pieces, budget)
     return tuple(_finish(pieces, budget))
 
 
@@ -252,22 +258,6 @@ def _halve_group(group: np.ndarray, parent: np.ndarray, attach: np.ndarray) -> l
     lower = np.array(sorted(below))
     upper = np.array(sorted(members - below))
     return [upper, lower]
-
-
-def _neighbours(pieces: list[Polygon]) -> list[set[int]]:
-    """For each piece, the pieces sharing a stretch of boundary (not just a point) with it."""
-    graph: list[set[int]] = [set() for _ in pieces]
-    if len(pieces) < 2:
-        return graph
-    arr = np.asarray(pieces, dtype=object)
-    left, right = shapely.STRtree(arr).query(arr, predicate="intersects")
-    keep = left < right
-    left, right = left[keep], right[keep]
-    shares = shapely.relate_pattern(arr[left], arr[right], "F***1****")
-    for i, j in zip(left[shares].tolist(), right[shares].tolist(), strict=True):
-        graph[i].add(j)
-        graph[j].add(i)
-    return graph
 
 
 def _join(a: Polygon, b: Polygon, budget: Budget) -> tuple[Polygon, int] | None:
