@@ -140,7 +140,7 @@ def test_quota_too_small_exits_3_before_spending(env, service, make_key, areas_f
     assert code == 3
     assert "has 5 left of its quota (5 calls for the life of the key)" in err
     assert "nothing was spent." in err
-    assert "Try --tolerance 200 (metres), whose plan fits." in err
+    assert "Try --tolerance 100 (metres), whose plan fits." in err
     assert not PYTHON.search(err)
     assert served(service, small) == 0
 
