@@ -136,7 +136,9 @@ def test_portal_in_a_real_browser(
     # Revoke: the key stops at once.
     alice.get(f"{svc.base_url}/portal/apps/{app_id}")
     row(alice, "browser-app").find_element(By.CSS_SELECTOR, '[data-action="revoke"]').click()
-    WebDriverWait(alice, 30, ignored_exceptions=(StaleElementReferenceException,)).until(
+    # While the browser moves to the new page the old rows go stale or none is there yet.
+    WebDriverWait(alice, 30, ignored_exceptions=(StaleElementReferenceException,
+                                                 AssertionError)).until(
         lambda _: "revoked" in row(alice, "browser-app").text  # once the new page is in
     )
     refused = search(svc, key)
