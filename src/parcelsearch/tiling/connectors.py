@@ -177,16 +177,20 @@ def _closest_pairs(pa: np.ndarray, pb: np.ndarray,
 def _metres(pa: np.ndarray, pb: np.ndarray, cos_lat: float) -> np.ndarray:
     """Metres (at least) from each vertex of ``pa`` to each of ``pb`` (grid units), ``(len(pa),
     len(pb))``."""
-    delta = (pb[None, :, :] - pa[:, None, :]).astype(float)
-    return np.asarray(np.hypot(delta[..., 0] * cos_lat, delta[..., 1]) * _M_PER_STEP)
+    return _ground_metres(pb[None, :, :] - pa[:, None, :], cos_lat)
 
 
 def _box_metres(points: np.ndarray, other: np.ndarray, cos_lat: float) -> np.ndarray:
     """Metres, measured as :func:`_metres` does, from each of ``points`` to the bounding box
     of ``other`` (grid units): never more than to any vertex of ``other``."""
     off = np.maximum(0, np.maximum(other.min(axis=0) - points, points - other.max(axis=0)))
-    return np.asarray(np.hypot(off[:, 0].astype(float) * cos_lat, off[:, 1].astype(float))
-                      * _M_PER_STEP)
+    return _ground_metres(off, cos_lat)
+
+
+def _ground_metres(offset: np.ndarray, cos_lat: float) -> np.ndarray:
+    """Metres (at least) of offsets in grid units (last axis: longitude, latitude)."""
+    delta = offset.astype(float)
+    return np.asarray(np.hypot(delta[..., 0] * cos_lat, delta[..., 1]) * _M_PER_STEP)
 
 
 def _on_earth(points: np.ndarray) -> np.ndarray:

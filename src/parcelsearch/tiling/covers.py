@@ -169,13 +169,10 @@ def _douglas_peucker(area: BaseGeometry, distance: float, preserve_topology: boo
                                                preserve_topology=preserve_topology))
     if len(lines) != len(halves):  # pragma: no cover - open lines are never dropped
         return area
-    joined = iter([
-        xy if len(ring) < 4 else ring for xy, ring in zip(rings, (
-            np.vstack([shapely.get_coordinates(lines[2 * k]),
-                       shapely.get_coordinates(lines[2 * k + 1])[1:]])
-            for k in range(len(rings))), strict=True)
-    ])
-    made = [shapely.Polygon(next(joined), [next(joined) for _ in shape.interiors])
+    simple = [np.vstack([shapely.get_coordinates(first), shapely.get_coordinates(second)[1:]])
+              for first, second in zip(lines[0::2], lines[1::2], strict=True)]
+    kept = iter([new if len(new) >= 4 else old for old, new in zip(rings, simple, strict=True)])
+    made = [shapely.Polygon(next(kept), [next(kept) for _ in shape.interiors])
             for shape in shapes]
     return made[0] if len(made) == 1 else shapely.MultiPolygon(made)
 

@@ -23,7 +23,7 @@ from parcelsearch import _wire
 from parcelsearch.tiling.grid import GRID, SCALE
 from parcelsearch.tiling.request_budget import MAX_VERTEX_BYTES, Budget
 
-__all__ = ["neighbours", "refill"]
+__all__ = ["neighbours", "refill", "shares_edge"]
 
 #: Chords tested at once when looking for a diagonal (the search stops at the first chunk
 #: holding one).
@@ -47,11 +47,17 @@ def neighbours(pieces: list[Polygon]) -> list[set[int]]:
     left, right = shapely.STRtree(arr).query(arr, predicate="intersects")
     keep = left < right
     left, right = left[keep], right[keep]
-    shares = shapely.relate_pattern(arr[left], arr[right], "F***1****")
+    shares = shares_edge(arr[left], arr[right])
     for i, j in zip(left[shares].tolist(), right[shares].tolist(), strict=True):
         graph[i].add(j)
         graph[j].add(i)
     return graph
+
+
+def shares_edge(a: object, b: object) -> np.ndarray:
+    """Whether pieces ``a`` and ``b`` (or arrays of them, element-wise) share a stretch of
+    boundary, not just a point, and no interior."""
+    return np.asarray(shapely.relate_pattern(a, b, "F***1****"))
 
 
 def refill(pieces: list[Polygon], budget: Budget) -> list[Polygon]:
@@ -145,9 +151,8 @@ class _Refiller:
             self.alive[i], self.load[i], self.touching[i] = piece, load, set()
         for i in ids:
             others = sorted(around | (set(ids) - {i}))
-            shares = shapely.relate_pattern(
-                self.alive[i], np.asarray([self.alive[m] for m in others], dtype=object),
-                "F***1****")
+            shares = shares_edge(self.alive[i],
+                                 np.asarray([self.alive[m] for m in others], dtype=object))
             self.touching[i] |= {m for m, s in zip(others, shares.tolist(), strict=True) if s}
             for m in self.touching[i]:
                 self.touching[m].add(i)
