@@ -170,18 +170,24 @@ def _vertex_bytes(pieces: list[Polygon]) -> np.ndarray:
         np.int64)
 
 
-def _cut(union: Polygon, count: int, budget: Budget, capacity: int,
-         work: list[int] | None = None) -> list[Polygon] | None:
+def _cut(union: Polygon, count: int, budget: Budget, capacity: int) -> list[Polygon] | None:
     """``union`` cut into ``count`` rings of its vertices, each within the budget, one
     diagonal at a time (each time the one cutting off the fullest piece that leaves a rest
     light enough; a rest that cannot be cut makes it try the next, ``_BACKTRACK`` times in
-    all, counted in ``work``), or None."""
-    work = [_BACKTRACK] if work is None else work
+    all), or None."""
+    ring = shapely.get_coordinates(union.exterior)[:-1]
+    return _cut_ring(union, ring, _wire.vertex_bytes_array(ring), count, budget, capacity,
+                     [_BACKTRACK])
+
+
+def _cut_ring(union: Polygon, ring: np.ndarray, vb: np.ndarray, count: int, budget: Budget,
+              capacity: int, work: list[int]) -> list[Polygon] | None:
+    """:func:`_cut`, with ``union``'s ring (not closed) and its vertices' bytes given (a rest
+    passes on its share of them instead of measuring its ring again), the backtracking
+    left counted in ``work``."""
     if count == 1:
         return [union] if budget.fits(union) else None
-    ring = shapely.get_coordinates(union.exterior)[:-1]
     n = len(ring)
-    vb = _wire.vertex_bytes_array(ring)
     # each of the count - 1 diagonals puts both its ends in two pieces
     if int(vb.sum()) + 2 * (count - 1) * int(vb.min()) > count * capacity:
         return None
@@ -196,10 +202,11 @@ def _cut(union: Polygon, count: int, budget: Budget, capacity: int,
         inside = _inside(ring[chunk[:, 0]], ring[chunk[:, 1]], union, boundary)
         for a, b in chunk[inside].tolist():
             piece = Polygon(ring[np.arange(a, a + (b - a) % n + 1) % n])
-            rest = Polygon(ring[np.arange(b, b + (a - b) % n + 1) % n])
+            kept = np.arange(b, b + (a - b) % n + 1) % n
+            rest = Polygon(ring[kept])
             if not (piece.is_valid and rest.is_valid and budget.fits(piece)):
                 continue
-            done = _cut(rest, count - 1, budget, capacity, work)
+            done = _cut_ring(rest, ring[kept], vb[kept], count - 1, budget, capacity, work)
             if done is not None:
                 return [piece, *done]
             work[0] -= 1
