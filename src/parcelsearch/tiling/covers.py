@@ -11,7 +11,7 @@ lies more than ``t`` metres from it.
 from __future__ import annotations
 
 import math
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
 from dataclasses import dataclass
 
 import numpy as np
@@ -21,6 +21,7 @@ from shapely.geometry.base import BaseGeometry
 from parcelsearch.errors import Hint, InputError
 from parcelsearch.tiling.antimeridian import joined_across_180, split_antimeridian
 from parcelsearch.tiling.grid import clamped, grow_for_rounding, polygons, snap
+from parcelsearch.tiling.line_fitting import fitted
 
 __all__ = ["M_PER_DEGREE", "MIN_TOLERANCE", "Frame", "check_tolerance", "cover", "prepared"]
 
@@ -120,8 +121,10 @@ def _covering(geometry: BaseGeometry, tolerance: float) -> tuple[BaseGeometry, B
     metre = 1.0 / M_PER_DEGREE
     area = _fill_narrow_holes(frame.scaled(), (tolerance - _ROUNDING_M) * metre)
     grown = shapely.buffer(area, tolerance / 2 * metre, quad_segs=4)
-    for simple in _simpler(grown, [(0.48 * tolerance - _ROUNDING_M) * metre,
-                                   (0.24 * tolerance - _ROUNDING_M) * metre]):
+    distance = (0.48 * tolerance - _ROUNDING_M) * metre
+    for simple in _simpler(grown, [distance, (0.24 * tolerance - _ROUNDING_M) * metre],
+                           lambda: shapely.buffer(area, (tolerance - _ROUNDING_M) * metre,
+                                                  quad_segs=4)):
         result = _back_to_lonlat(frame.lonlat(simple), frame.lon0)
         snapped = snap(clamped(result))
         if shapely.covers(snapped, geometry):
@@ -131,13 +134,23 @@ def _covering(geometry: BaseGeometry, tolerance: float) -> tuple[BaseGeometry, B
     return result, snap(clamped(result))
 
 
-def _simpler(grown: BaseGeometry, by: list[float]) -> Iterator[BaseGeometry]:
+def _simpler(grown: BaseGeometry, by: list[float],
+             reach: Callable[[], BaseGeometry]) -> Iterator[BaseGeometry]:
     """Simplifications of the buffer ``grown`` to try in turn, each within its distance of
-    ``by`` (Hausdorff, both ways; :func:`_douglas_peucker`), then ``grown`` itself: plain
-    Douglas–Peucker first (about ten times faster than keeping topology on a large buffer;
-    used only where it stays valid), then the topology-preserving kind at each distance."""
+    ``by``, then ``grown`` itself.
+
+    First the fitted one (:func:`~parcelsearch.tiling.line_fitting.fitted`, free vertices
+    within ``by[0]``; a ring it would make cross itself is Douglas–Peucker's instead), if
+    it is valid and within the area's ``reach()`` (what it does not promise by
+    construction is checked); then plain Douglas–Peucker (Hausdorff, both ways:
+    :func:`_douglas_peucker`; about ten times faster than keeping topology on a large
+    buffer; used only where it stays valid), then the topology-preserving kind at each
+    distance."""
     if by and by[0] > 0:
         fast = _douglas_peucker(grown, by[0], preserve_topology=False)
+        free = _fitted(grown, by[0], fast)
+        if shapely.is_valid(free) and shapely.covers(reach(), free):
+            yield free
         if shapely.is_valid(fast):
             yield fast
     for distance in by:
@@ -146,6 +159,37 @@ def _simpler(grown: BaseGeometry, by: list[float]) -> Iterator[BaseGeometry]:
             if shapely.is_valid(kept):
                 yield kept
     yield grown
+
+
+def _fitted(area: BaseGeometry, distance: float, fallback: BaseGeometry) -> BaseGeometry:
+    """``area`` with every ring fitted within ``distance`` (as two open halves, whose ends
+    are kept), or ``fallback``'s ring where the fitted one would cross itself."""
+    shapes, rings = _rings(area)
+    fits = [np.vstack([fitted(xy[: len(xy) // 2 + 1], distance),
+                       fitted(xy[len(xy) // 2:], distance)[1:]]) for xy in rings]
+    sizes = np.array([len(xy) for xy in fits])
+    simple = sizes >= 4
+    simple[simple] = shapely.is_simple(shapely.linearrings(
+        np.concatenate([fits[i] for i in np.flatnonzero(simple)]),
+        indices=np.repeat(np.arange(simple.sum()), sizes[simple])))
+    _, others = _rings(fallback)
+    return _rebuilt(shapes, [new if ok else old
+                             for new, ok, old in zip(fits, simple.tolist(), others, strict=True)])
+
+
+def _rings(area: BaseGeometry) -> tuple[list[shapely.Polygon], list[np.ndarray]]:
+    """The polygons of ``area`` and the coordinates of their rings, exterior then holes."""
+    shapes = polygons(area)
+    return shapes, [np.asarray(ring.coords) for shape in shapes
+                    for ring in (shape.exterior, *shape.interiors)]
+
+
+def _rebuilt(shapes: list[shapely.Polygon], rings: list[np.ndarray]) -> BaseGeometry:
+    """``shapes`` with their rings replaced, in :func:`_rings`' order."""
+    kept = iter(rings)
+    made = [shapely.Polygon(next(kept), [next(kept) for _ in shape.interiors])
+            for shape in shapes]
+    return made[0] if len(made) == 1 else shapely.MultiPolygon(made)
 
 
 def _douglas_peucker(area: BaseGeometry, distance: float, preserve_topology: bool) -> BaseGeometry:
@@ -158,9 +202,7 @@ def _douglas_peucker(area: BaseGeometry, distance: float, preserve_topology: boo
     topology-preserving kind keeps them from crossing each other); a ring that would
     collapse is kept as it is.
     """
-    shapes = polygons(area)
-    rings = [np.asarray(ring.coords) for shape in shapes
-             for ring in (shape.exterior, *shape.interiors)]
+    shapes, rings = _rings(area)
     halves = []
     for xy in rings:
         middle = len(xy) // 2
@@ -171,10 +213,8 @@ def _douglas_peucker(area: BaseGeometry, distance: float, preserve_topology: boo
         return area
     simple = [np.vstack([shapely.get_coordinates(first), shapely.get_coordinates(second)[1:]])
               for first, second in zip(lines[0::2], lines[1::2], strict=True)]
-    kept = iter([new if len(new) >= 4 else old for old, new in zip(rings, simple, strict=True)])
-    made = [shapely.Polygon(next(kept), [next(kept) for _ in shape.interiors])
-            for shape in shapes]
-    return made[0] if len(made) == 1 else shapely.MultiPolygon(made)
+    return _rebuilt(shapes, [new if len(new) >= 4 else old
+                             for old, new in zip(rings, simple, strict=True)])
 
 
 @dataclass(frozen=True)
