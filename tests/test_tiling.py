@@ -618,19 +618,23 @@ def test_a_connector_measures_only_the_vertices_that_can_be_closest(a, b, cos_la
     assert _closest_pairs(pa, pb, cos_lat) == expected
 
 
-@pytest.mark.parametrize("preserve_topology", [False, True])
-def test_a_simplified_cover_stays_within_its_distance_at_ring_starts(preserve_topology):
+@pytest.mark.parametrize("kind", ["douglas-peucker", "topology-preserving", "fitted"])
+def test_a_simplified_cover_stays_within_its_distance_at_ring_starts(kind):
     """Every ring of a cover is simplified within the distance of its buffer, also where the
     ring starts (GEOS also drops a ring's start vertex and may then pass farther away: 2.7 m
-    at 2.3 m for this buffer)."""
-    from parcelsearch.tiling.covers import M_PER_DEGREE, Frame, _douglas_peucker
+    at 2.3 m for this buffer); fitted with free vertices, it keeps a sixth fewer."""
+    from parcelsearch.tiling.covers import M_PER_DEGREE, Frame, _douglas_peucker, _fitted
 
     metre = 1 / M_PER_DEGREE
     grown = shapely.buffer(Frame.of(fractal(10, levels=10, holes=2)).scaled(), 2.5 * metre,
                            quad_segs=4)
     distance = 2.3 * metre
-    simple = _douglas_peucker(grown, distance, preserve_topology)
+    plain = _douglas_peucker(grown, distance, kind == "topology-preserving")
+    simple = _fitted(grown, distance, plain) if kind == "fitted" else plain
     assert shapely.get_num_coordinates(simple) < shapely.get_num_coordinates(grown) / 3
+    if kind == "fitted":
+        assert shapely.is_valid(simple)
+        assert shapely.get_num_coordinates(simple) < shapely.get_num_coordinates(plain) * 5 / 6
     for one, other in ((simple, grown), (grown, simple)):
         points = shapely.points(shapely.get_coordinates(
             shapely.segmentize(one.boundary, distance / 4)))
@@ -680,3 +684,59 @@ def test_exact_pieces_repack_saves_pieces_and_keeps_the_union():
     plain, packed = exact_pieces(area, Budget(), repack=False), exact_pieces(area, Budget())
     assert len(packed) < len(plain)
     assert shapely.coverage_union_all(packed).equals(shapely.coverage_union_all(plain))
+
+
+def _within(points_of: np.ndarray, line: np.ndarray, distance: float) -> bool:
+    """Whether every vertex of ``points_of`` lies within ``distance`` of the line ``line``."""
+    edges = shapely.linestrings(np.stack([line[:-1], line[1:]], axis=1))
+    return bool((shapely.distance(shapely.points(points_of)[:, None], edges[None, :]).min(axis=1)
+                 <= distance * (1 + 1e-9)).all())
+
+
+@given(st.lists(st.tuples(st.integers(-100, 100), st.integers(-100, 100)), min_size=2,
+                max_size=40),
+       st.sampled_from([0.05, 0.5, 2.0, 10.0]))
+@example([(0, 0), (100, 0), (-100, 1), (100, 1)], 0.5)  # a line that turns back
+@example([(10, -70), (-99, 7), (25, -9), (-72, -83)], 0.5)  # a segment ends at its farthest
+def test_a_fitted_line_keeps_its_ends_and_passes_near_every_vertex_both_ways(steps, distance):
+    """A fitted line starts and ends where the line does, has no more vertices, passes within
+    the distance of every vertex, and every point of it lies within the distance of the
+    line."""
+    from parcelsearch.tiling.line_fitting import fitted
+
+    xy = np.cumsum(np.array(steps) * 0.03, axis=0)
+    line = fitted(xy, distance)
+    assert (line[0] == xy[0]).all() and (line[-1] == xy[-1]).all()
+    assert len(line) <= len(xy)
+    assert _within(xy, line, distance)
+    share = np.linspace(0.0, 1.0, 17)[:, None, None]
+    dense = (line[:-1] + share * (line[1:] - line[:-1])).reshape(-1, 2)
+    assert _within(dense, xy, distance)
+
+
+def test_a_fitted_ring_that_would_cross_itself_is_the_fallbacks():
+    """Where a fitted ring would cross itself, the cover keeps the fallback's ring."""
+    from parcelsearch.tiling.covers import _fitted
+
+    star = Polygon([(5.38, 5.34), (4.09, 4.52), (4.52, 8.7), (-0.63, 4.73), (-7.42, 6.53),
+                    (-3.74, 2.9), (-2.58, 0.58), (-7.99, -0.85), (-2.57, -2.3), (0.47, -6.07),
+                    (1.7, -6.6), (1.71, -2.22)])
+    close = _fitted(star, 0.01, star)  # fitted (its vertices move by up to 0.01)
+    assert shapely.is_valid(close) and not close.equals_exact(star, 0)
+    assert _fitted(star, 1.0, star).equals_exact(star, 0)  # fitted, it would cross itself
+
+
+def test_a_fitted_cover_beyond_the_reach_is_not_tried():
+    """The fitted simplification is tried first only when it stays within the area's reach;
+    else the first to try is plain Douglas-Peucker."""
+    from parcelsearch.tiling.covers import M_PER_DEGREE, Frame, _douglas_peucker, _simpler
+
+    metre = 1 / M_PER_DEGREE
+    area = Frame.of(fractal(10, levels=8, holes=0)).scaled()
+    grown = shapely.buffer(area, 2.5 * metre, quad_segs=4)
+    by = [2.3 * metre]
+    plain = _douglas_peucker(grown, by[0], preserve_topology=False)
+    far = next(_simpler(grown, by, lambda: shapely.buffer(area, 4.9 * metre, quad_segs=4)))
+    assert shapely.get_num_coordinates(far) < shapely.get_num_coordinates(plain)
+    near = next(_simpler(grown, by, lambda: shapely.buffer(area, 0.5 * metre, quad_segs=4)))
+    assert near.equals_exact(plain, 0)

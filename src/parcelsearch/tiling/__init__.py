@@ -18,6 +18,8 @@ One concern a module, each importing only those above it:
 - ``grid``: snapping to the 6-decimal grid, the growth that survives rounding (what
   "exact" means), parts, canonical rings;
 - ``antimeridian``: :func:`split_antimeridian`, and parts joined again across ±180°;
+- ``line_fitting``: a line's fewest straight segments within a distance of its vertices,
+  their ends placed freely (for the covers);
 - ``covers``: tolerance mode's :func:`cover`, the one check of a tolerance
   (:func:`check_tolerance`), and the area the pieces tile (``prepared``);
 - ``connectors``: two pieces of different parts joined into one ring by a sliver;

@@ -4,7 +4,8 @@ one check of a tolerance, and the area the pieces tile (:func:`prepared`).
 ``tolerance=t`` metres first replaces the area by a *cover* (:func:`cover`): holes every
 point of which lies within ``t`` of the area are filled, the area is buffered out by t/2
 (merging parts and closing gaps narrower than ``t``), simplified with a tolerance that keeps
-the area covered, then tiled exactly. Pieces then cover the whole area and no covered point
+the area covered (straight segments with free vertices, :mod:`parcelsearch.tiling.line_fitting`,
+or Douglas–Peucker), then tiled exactly. Pieces then cover the whole area and no covered point
 lies more than ``t`` metres from it.
 """
 
@@ -101,14 +102,18 @@ def cover(geometry: BaseGeometry, tolerance: float) -> BaseGeometry:
     2. the area is buffered out by ``t/2``: parts and gaps closer than ``t`` merge, and
        the buffer's boundary stays ``t/2`` off the area;
     3. the buffer is simplified by at most ``0.48 t - 0.1`` m, which keeps its boundary off
-       the area (and ``0.5 t + 0.48 t - 0.1 < t``): plain Douglas–Peucker first, which is
-       fast but may drop area; if the covering check fails, the topology-preserving kind,
-       then half the distance, then none.
+       the area (and ``0.5 t + 0.48 t - 0.1 < t``): first with free vertices
+       (:func:`~parcelsearch.tiling.line_fitting.fitted`), kept only if it is valid and
+       stays within ``t - 0.1`` m of the area; else plain Douglas–Peucker, which is fast
+       but may drop area; if the covering check fails, the topology-preserving kind, then
+       half the distance, then none.
 
     The two halves of the tolerance go to the buffer and to the simplification (a band
-    ``0.96 t`` wide for the simplified boundary, the most a covering Douglas–Peucker can
-    have): on five real coastal regions this gives 8 % fewer pieces than the split
-    ``0.05 t`` / ``0.5 t`` / ``0.4 t`` (simplifying the area first as well), in no more time.
+    ``0.96 t`` wide for the simplified boundary). Free vertices use that band's whole
+    width where Douglas–Peucker, whose vertices stay on the buffer, uses half of it on
+    each side: on five real coastal regions with their islands, 243 pieces at 5 m against
+    280 with Douglas–Peucker (and 332 with the earlier split ``0.05 t`` / ``0.5 t`` /
+    ``0.4 t``).
     """
     return _covering(geometry, tolerance)[0]
 
