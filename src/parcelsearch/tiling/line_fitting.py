@@ -76,34 +76,36 @@ def _segment(xs: list[float], ys: list[float], origin: tuple[float, float], firs
     vertex."""
     sx, sy = origin
     n = len(xs)
-    base = None
+    bx = by = 0.0  # the direction angles are measured from: to the first vertex off the origin
     lo, hi = -math.inf, math.inf
     k = first
     while k < n:
         dx, dy = xs[k] - sx, ys[k] - sy
         r = math.hypot(dx, dy)
         if r > distance:
-            if base is None:
-                base = math.atan2(dy, dx)
-            angle = _turn(math.atan2(dy, dx) - base)
+            if not (bx or by):
+                bx, by = dx / r, dy / r
+            angle = math.atan2(bx * dy - by * dx, bx * dx + by * dy)
             spread = math.asin(distance / r)
-            if max(lo, angle - spread) > min(hi, angle + spread):
+            low, high = angle - spread, angle + spread
+            low, high = (lo if low < lo else low), (hi if high > hi else high)
+            if low > high:
                 break
-            lo, hi = max(lo, angle - spread), min(hi, angle + spread)
+            lo, hi = low, high
         k += 1
     last = k - 1
-    if base is None:  # every vertex left lies within the distance of the origin
+    if not (bx or by):  # every vertex left lies within the distance of the origin
         return last, None
-    heading = base + (lo + hi) / 2
+    heading = math.atan2(by, bx) + (lo + hi) / 2
     ux, uy = math.cos(heading), math.sin(heading)
     feet = [(xs[j] - sx) * ux + (ys[j] - sy) * uy for j in range(first, last + 1)]
     farthest = first + max(range(len(feet)), key=feet.__getitem__)
-    if farthest == n - 1 and lo <= _turn(math.atan2(ys[-1] - sy, xs[-1] - sx) - base) <= hi:
-        return farthest, None
+    if farthest == n - 1:
+        dx, dy = xs[-1] - sx, ys[-1] - sy
+        if lo <= math.atan2(bx * dy - by * dx, bx * dx + by * dy) <= hi:
+            return farthest, None
     reach = feet[farthest - first]
     return farthest, (sx + reach * ux, sy + reach * uy)
-
-
 def _turn(angle: float) -> float:
     """``angle`` in radians brought into (-π, π]."""
     if angle > math.pi:
