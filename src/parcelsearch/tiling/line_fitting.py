@@ -106,10 +106,3 @@ def _segment(xs: list[float], ys: list[float], origin: tuple[float, float], firs
             return farthest, None
     reach = feet[farthest - first]
     return farthest, (sx + reach * ux, sy + reach * uy)
-def _turn(angle: float) -> float:
-    """``angle`` in radians brought into (-π, π]."""
-    if angle > math.pi:
-        return angle - 2 * math.pi
-    if angle <= -math.pi:
-        return angle + 2 * math.pi
-    return angle
