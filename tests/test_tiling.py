@@ -596,7 +596,7 @@ def test_a_connector_never_steps_off_the_earth():
     b = np.array([(x0, 3000), (x0 + 1000, 3000), (x0 + 1000, 4000), (x0, 4000)],
                  dtype=np.int64)
     everywhere = np.ones(4, dtype=bool)  # every edge, the one on -180° too, may be left
-    joined = connect(a, b, everywhere, everywhere, 1.0, lambda p, q: True)
+    joined = connect(a, b, everywhere, everywhere, 1.0, lambda p, q: np.ones(len(p), bool))
     assert joined is not None
     assert joined[0][:, 0].min() >= x0
 
@@ -607,7 +607,8 @@ def test_a_connector_never_steps_off_the_earth():
 @example([(0, 0), (10, 0)], [(5, 0), (5, 0), (-5, 0)], 1.0)  # ties: the order is by index
 def test_a_connector_measures_only_the_vertices_that_can_be_closest(a, b, cos_lat):
     """The closest vertex pairs a connector tries, found by measuring only the vertices
-    near the other side's box, are the closest pairs of all, in the same order."""
+    near the other side's box (or, for few pairs, all of them), are the closest pairs of
+    all, in the same order."""
     from parcelsearch.tiling.connectors import _PAIRS, _closest_pairs
 
     pa, pb = np.array(a, dtype=np.int64) * 997, np.array(b, dtype=np.int64) * 1009
@@ -615,7 +616,8 @@ def test_a_connector_measures_only_the_vertices_that_can_be_closest(a, b, cos_la
     metres = np.hypot(delta[..., 0] * cos_lat, delta[..., 1]) * 0.1106
     every = sorted((float(metres[i, j]), i, j) for i in range(len(pa)) for j in range(len(pb)))
     expected = [(i, j, m) for m, i, j in every[:_PAIRS]]
-    assert _closest_pairs(pa, pb, cos_lat) == expected
+    assert _closest_pairs(pa, pb, cos_lat, measure_all=0) == expected  # pruned
+    assert _closest_pairs(pa, pb, cos_lat) == expected  # every pair measured
 
 
 @pytest.mark.parametrize("preserve_topology", [False, True])

@@ -39,6 +39,8 @@ MAX_LINK_M = 3_000.0
 _M_PER_STEP = 0.1106
 #: Vertex pairs (closest first) tried for one connector.
 _PAIRS = 3
+#: Vertex pairs up to which :func:`_closest_pairs` measures every pair instead of pruning.
+_MEASURE_ALL = 4096
 #: Grid neighbours a connector's ends may step to.
 _STEPS = np.array([(1, 0), (1, 1), (0, 1), (-1, 1), (-1, 0), (-1, -1), (0, -1), (1, -1)],
                   dtype=np.int64)
@@ -110,7 +112,7 @@ def connect(
     a_outer: np.ndarray,
     b_outer: np.ndarray,
     cos_lat: float,
-    clear: Callable[[np.ndarray, np.ndarray], bool],
+    clear: Callable[[np.ndarray, np.ndarray], np.ndarray],
 ) -> tuple[np.ndarray, np.ndarray] | None:
     """One ring made of ``a_ring`` and ``b_ring`` joined by a connector, or None if no valid
     one is found.
@@ -132,8 +134,8 @@ def connect(
     cos_lat
         cos(latitude) near the pieces, to measure a link on the ground.
     clear
-        Whether a link (its two ends, grid units) meets no piece of the area but at its
-        ends.
+        Whether each link (its ends: two ``(n, 2)`` arrays, grid units) meets no piece of the
+        area but at its ends (all the links a connector may take are asked at once).
     """
     from shapely import is_valid, polygons
 
@@ -141,10 +143,14 @@ def connect(
     b_to = (np.flatnonzero(b_outer) + 1) % len(b_ring)  # b: the edge b-1 → b is left
     if not len(a_from) or not len(b_to):
         return None
-    for i, j, metres in _closest_pairs(a_ring[a_from], b_ring[b_to], cos_lat):
-        if metres > MAX_LINK_M:
-            break
-        if not clear(a_ring[a_from[i]], b_ring[b_to[j]]):  # the cheaper test first
+    pairs = [(i, j) for i, j, metres in _closest_pairs(a_ring[a_from], b_ring[b_to], cos_lat)
+             if metres <= MAX_LINK_M]  # closest first: a prefix
+    if not pairs:
+        return None
+    ends = np.array(pairs)
+    open_ = clear(a_ring[a_from[ends[:, 0]]], b_ring[b_to[ends[:, 1]]])  # the cheaper test
+    for (i, j), ok in zip(pairs, open_.tolist(), strict=True):
+        if not ok:
             continue
         found = _connected(a_ring, b_ring, int(a_from[i]), int(b_to[j]))
         if found is not None and is_valid(polygons(found[0] / SCALE)):
@@ -152,16 +158,21 @@ def connect(
     return None
 
 
-def _closest_pairs(pa: np.ndarray, pb: np.ndarray,
-                   cos_lat: float) -> list[tuple[int, int, float]]:
+def _closest_pairs(pa: np.ndarray, pb: np.ndarray, cos_lat: float,
+                   measure_all: int = _MEASURE_ALL) -> list[tuple[int, int, float]]:
     """The :data:`_PAIRS` closest pairs of a vertex of ``pa`` and one of ``pb`` (grid units),
     as ``(index in pa, index in pb, metres)``, closest first (ties by index).
 
     Only the vertices that can be in one of them are measured against each other: a vertex
     farther from the other side's bounding box than the closest pairs of the few vertices
-    nearest it cannot be (a box is never farther than any of its points).
+    nearest it cannot be (a box is never farther than any of its points). Up to
+    ``measure_all`` pairs, every pair is measured: that is quicker than pruning.
     """
     count = min(_PAIRS, len(pa) * len(pb))
+    if len(pa) * len(pb) <= measure_all:
+        every = _metres(pa, pb, cos_lat).ravel()
+        first = np.argsort(every, kind="stable")[:count]  # ties by index: row-major
+        return [(k // len(pb), k % len(pb), float(every[k])) for k in first.tolist()]
     near_a = _box_metres(pa, pb, cos_lat)
     seeds = np.argsort(near_a, kind="stable")[:count]
     bound = np.sort(_metres(pa[seeds], pb, cos_lat), axis=None)[count - 1]

@@ -301,16 +301,18 @@ class _Merger:
         self.links: dict[tuple[int, ...], bool] = {}
         self.grids: dict[int, tuple[np.ndarray, np.ndarray, np.ndarray]] = {}
         self.made: tuple[np.ndarray, np.ndarray, np.ndarray] | None = None
-        self.heap: list[tuple[int, int, int]] = []
-        for i in self.alive:
-            self._push(i)
+        # each pair once (from its lower id): a pair tried twice would fail twice alike
+        self.heap = [pair for i in self.alive for pair in self._pairs(i) if pair[1] == i]
+        heapq.heapify(self.heap)
 
-    def _push(self, i: int) -> None:
+    def _pairs(self, i: int) -> list[tuple[int, int, int]]:
+        """The pairs of piece ``i`` worth trying, as ``(bytes of both, lower id, higher id)``:
+        every neighbour, and every piece within reach whose bytes leave room for a
+        connector."""
         room = self.budget.max_request_bytes + self.budget.base - 1
-        for j in self.touching[i] | self.near[i]:
-            total = self.sizes[i] + self.sizes[j]
-            if j in self.touching[i] or total <= room:  # a connector only adds bytes
-                heapq.heappush(self.heap, (total, min(i, j), max(i, j)))
+        totals = ((self.sizes[i] + self.sizes[j], j) for j in self.touching[i] | self.near[i])
+        return [(total, min(i, j), max(i, j)) for total, j in totals
+                if total <= room or j in self.touching[i]]  # a connector only adds bytes
 
     def run(self) -> list[Polygon]:
         """Merge until no pair fits; the pieces left."""
@@ -327,19 +329,25 @@ class _Merger:
                 self._replace(i, j, *joined)
         return [self.alive[i] for i in sorted(self.alive)]
 
-    def _clear(self, a: np.ndarray, b: np.ndarray) -> bool:
-        """Whether the link from ``a`` to ``b`` (grid units) meets no piece of the area but
-        at its two ends: the link less a hundredth of a grid step at each end meets none
+    def _clear(self, a: np.ndarray, b: np.ndarray) -> np.ndarray:
+        """Whether each link from ``a[k]`` to ``b[k]`` (grid units) meets no piece of the area
+        but at its two ends: the link less a hundredth of a grid step at each end meets none
         (stricter than entering none, and far cheaper to test than the relation). The
         pieces it is tested against are the first ones, which merging never changes, so each
         answer is kept: a merged piece tries the same links again."""
-        key = (*a.tolist(), *b.tolist())
-        if key not in self.links:
-            step = (b - a) / max(1.0, float(np.hypot(*(b - a)))) / 100
-            link = shapely.linestrings(np.vstack([a + step, b - step]) / SCALE)
-            hits = self.tree.query(link)
-            self.links[key] = not (len(hits) and shapely.intersects(self.first[hits], link).any())
-        return self.links[key]
+        keys = [tuple(row) for row in np.hstack([a, b]).tolist()]
+        todo = [k for k, key in enumerate(keys) if key not in self.links]
+        if todo:
+            start, end = a[todo], b[todo]
+            delta = end - start
+            step = delta / np.maximum(1.0, np.hypot(delta[:, 0], delta[:, 1]))[:, None] / 100
+            links = shapely.linestrings(np.stack([start + step, end - step], axis=1) / SCALE)
+            which, hits = self.tree.query(links)
+            met = which[shapely.intersects(self.first[hits], links[which])]
+            blocked = np.bincount(met, minlength=len(todo)) > 0
+            for k, shut in zip(todo, blocked.tolist(), strict=True):
+                self.links[keys[k]] = not shut
+        return np.array([self.links[key] for key in keys], dtype=bool)
 
     def _grid(self, k: int) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
         """A piece's ring in grid units, its vertices' bytes and its outer edges, made once."""
@@ -392,7 +400,8 @@ class _Merger:
         for m in [m for m in self.near[k] if self.parts[m] & self.parts[k]]:
             self.near[k].discard(m)
             self.near[m].discard(k)
-        self._push(k)
+        for pair in self._pairs(k):
+            heapq.heappush(self.heap, pair)
 
 
 def link_cos_lat(area: BaseGeometry) -> float:
