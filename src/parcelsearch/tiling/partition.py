@@ -94,15 +94,16 @@ _OFFSET = 2**30
 
 def _triangle_tree(
     polygon: Polygon,
-) -> tuple[np.ndarray, np.ndarray, list[list[tuple[int, int]]], list[int]]:
+) -> tuple[np.ndarray, np.ndarray, np.ndarray, np.ndarray, list[np.ndarray]]:
     """Constrained Delaunay triangles of ``polygon`` and a spanning tree of their dual graph.
 
     Returns
     -------
-    triangles, corners, children, order
+    triangles, corners, parent, edge, levels
         The triangles (no new vertices: every corner is a vertex of ``polygon``), their
-        corner vertex ids ``(T, 3)``, for each triangle its tree children as
-        ``(child, shared-edge id)``, and the breadth-first order (root first).
+        corner vertex ids ``(T, 3)``, each triangle's parent in the tree (-1 for the root)
+        and the id of the edge it shares with it (``low * vertices + high``), and the
+        tree's breadth-first levels (root first; each level in breadth-first order).
     """
     triangles = shapely.get_parts(shapely.constrained_delaunay_triangles(polygon))
     triangles = triangles[shapely.get_num_coordinates(triangles) == 4]
@@ -120,22 +121,32 @@ def _triangle_tree(
     same = codes[ranked[1:]] == codes[ranked[:-1]]
     first, second = owner[ranked[:-1][same]], owner[ranked[1:][same]]
     edges = codes[ranked[:-1][same]]
-    near: list[list[tuple[int, int]]] = [[] for _ in range(count)]
-    for t, u, e in zip(first.tolist(), second.tolist(), edges.tolist(), strict=True):
-        near[t].append((u, e))
-        near[u].append((t, e))
+    # Each triangle's neighbours, by the shared edge's id ascending (a CSR adjacency).
+    here, there, by = np.r_[first, second], np.r_[second, first], np.r_[edges, edges]
+    ranked = np.lexsort((by, here))
+    there, by = there[ranked], by[ranked]
+    start = np.searchsorted(here[ranked], np.arange(count + 1))
     root = int(np.argmin(shapely.bounds(triangles)[:, 0]))
-    children: list[list[tuple[int, int]]] = [[] for _ in range(count)]
+    parent = np.full(count, -1)
+    edge = np.full(count, -1, dtype=np.int64)
     seen = np.zeros(count, dtype=bool)
     seen[root] = True
-    order = [root]
-    for t in order:  # breadth first; grows while iterating
-        for u, e in near[t]:
-            if not seen[u]:
-                seen[u] = True
-                children[t].append((u, e))
-                order.append(u)
-    return triangles, corners, children, order
+    levels = [np.array([root])]
+    while True:  # breadth first, a level at a time: a node's parent is its first finder
+        level = levels[-1]
+        size = start[level + 1] - start[level]
+        slots = np.repeat(start[level] - np.cumsum(size) + size, size) + np.arange(size.sum())
+        found = ~seen[there[slots]]
+        slots = slots[found]
+        kids, firsts = np.unique(there[slots], return_index=True)
+        if not len(kids):
+            return triangles, corners, parent, edge, levels
+        firsts.sort()
+        kids = there[slots[firsts]]
+        seen[kids] = True
+        parent[kids] = np.repeat(level, size)[found][firsts]
+        edge[kids] = by[slots[firsts]]
+        levels.append(kids)
 
 
 def _tree_pieces(polygon: Polygon, budget: Budget) -> list[Polygon] | None:
@@ -153,8 +164,8 @@ def _tree_pieces(polygon: Polygon, budget: Budget) -> list[Polygon] | None:
 
     Returns None if the triangulation is unusable (then the caller cuts geometrically).
     """
-    triangles, corners, children, order = _triangle_tree(polygon)
-    if len(order) < len(triangles) or not _covers_exactly(triangles, polygon):
+    triangles, corners, parent, edge, levels = _triangle_tree(polygon)
+    if sum(map(len, levels)) < len(triangles) or not _covers_exactly(triangles, polygon):
         return None
     nv = int(corners.max()) + 1
     xy = (
@@ -166,22 +177,17 @@ def _tree_pieces(polygon: Polygon, budget: Budget) -> list[Polygon] | None:
     vertex_xy[corners.ravel()] = xy.reshape(-1, 2)
     vbytes = _wire.vertex_bytes_array(vertex_xy / SCALE)
     own = vbytes[corners].sum(axis=1)
-    shared = np.zeros(len(triangles), dtype=np.int64)  # bytes a triangle shares with its parent
-    parent = np.full(len(triangles), -1)
-    for t in order:
-        for child, edge in children[t]:
-            parent[child] = t
-            shared[child] = vbytes[edge // nv] + vbytes[edge % nv]
+    # bytes a triangle shares with its parent: the shared edge's two vertices
+    shared = np.where(parent >= 0, vbytes[edge // nv] + vbytes[edge % nv], 0)
     limit = budget.max_request_bytes - budget.base + 1 - MAX_VERTEX_BYTES
-    detached = _kundu_misra(order, children, own - shared, own, limit)
+    detached = _kundu_misra(levels, parent, own - shared, own, limit)
     label = np.arange(len(triangles))
-    for t in order:
-        if parent[t] >= 0 and not detached[t]:
-            label[t] = label[parent[t]]
+    for kids in levels[1:]:  # top down: a kept child joins its parent's component
+        label[kids] = np.where(detached[kids], kids, label[parent[kids]])
+    ranked = np.argsort(label, kind="stable")
+    cuts = np.flatnonzero(np.diff(label[ranked])) + 1
     pieces: list[Polygon] = []
-    todo = [
-        np.flatnonzero(label == root) for root in np.flatnonzero(label == np.arange(len(triangles)))
-    ]
+    todo = np.split(ranked, cuts)  # each component's triangles ascending, by root ascending
     while todo:
         group = todo.pop()
         union = shapely.coverage_union_all(triangles[group])
@@ -203,8 +209,8 @@ def _covers_exactly(triangles: np.ndarray, polygon: Polygon) -> bool:
 
 
 def _kundu_misra(
-    order: list[int],
-    children: list[list[tuple[int, int]]],
+    levels: list[np.ndarray],
+    parent: np.ndarray,
     attach: np.ndarray,
     own: np.ndarray,
     limit: int,
@@ -212,22 +218,28 @@ def _kundu_misra(
     """Which tree nodes to detach so every component weighs at most ``limit``, fewest parts.
 
     ``own[t]`` is a node's weight alone, ``attach[t]`` what it adds to its parent's
-    component (its weight less what it shares with the parent). Bottom-up, each node keeps
-    its lightest children and detaches the heaviest until its component fits.
+    component (its weight less what it shares with the parent: more than 0). Bottom-up,
+    a level at a time, each node keeps its lightest children and detaches the heaviest
+    (ties: the higher id first) until its component fits.
     """
     weight = own.astype(np.int64).copy()
     detached = np.zeros(len(own), dtype=bool)
-    for t in reversed(order):
-        kids = sorted(
-            ((int(weight[c] - own[c] + attach[c]), c) for c, _ in children[t]), reverse=True
-        )
-        total = int(own[t]) + sum(w for w, _ in kids)
-        for w, child in kids:
-            if total <= limit:
-                break
-            detached[child] = True
-            total -= w
-        weight[t] = total
+    for kids in reversed(levels[1:]):  # every child of a node lies in the level below it
+        adds = weight[kids] - own[kids] + attach[kids]
+        ranked = np.lexsort((-kids, -adds, parent[kids]))  # per parent, heaviest first
+        kids, adds, up = kids[ranked], adds[ranked], parent[kids[ranked]]
+        begins = np.ones(len(up), dtype=bool)
+        begins[1:] = up[1:] != up[:-1]
+        heads = np.flatnonzero(begins)
+        sizes = np.append(heads[1:], len(kids)) - heads
+        total = own[up[heads]] + np.add.reduceat(adds, heads)
+        before = np.cumsum(adds) - adds  # what the heavier siblings add
+        before -= np.repeat(before[heads], sizes)
+        # a child is detached while what is left still does not fit (adds are positive,
+        # so what is left only shrinks)
+        cut = np.repeat(total, sizes) - before > limit
+        detached[kids[cut]] = True
+        weight[up[heads]] = total - np.add.reduceat(np.where(cut, adds, 0), heads)
     return detached
 
 
