@@ -193,6 +193,25 @@ def test_budget_counts_the_whole_request_line():
     assert budget.ring_bytes(ring) == expected
 
 
+def test_sent_bytes_are_the_canonical_rings_bytes():
+    """Budget.sent_bytes measures every piece at once as it is sent: on the grid, closed on
+    its lowest-left vertex, whatever its orientation, start or off-grid coordinates."""
+    from shapely import Polygon
+
+    from parcelsearch.tiling.grid import canonical_ring
+
+    budget = Budget(7168, PATH)
+    pieces = [
+        Polygon([(-97.5, 32.7), (-97.4, 32.7), (-97.4, 32.8)]),  # counter-clockwise
+        Polygon([(0.1234567, 1.5), (0.0, 1.0), (-0.5, 1.25), (0.2, 0.9)]),  # off the grid
+        Polygon([(10.0, 5.0), (10.0, 4.0), (9.0, 4.0), (9.0, 5.0)]),  # clockwise, starts high
+        *tile(fractal(4, levels=7), max_request_bytes=1500),
+    ]
+    expected = [budget.ring_bytes(canonical_ring(p)) for p in pieces]
+    assert budget.sent_bytes(pieces).tolist() == expected
+    assert len(set(expected)) > 3
+
+
 def test_a_longer_path_leaves_less_room():
     area = fractal(3, levels=9)
     short = tile(area, path="/v1/search")

@@ -65,18 +65,21 @@ def _finish(pieces: list[Polygon], budget: Budget) -> list[Polygon]:
     """Canonical rings, each checked valid and within budget (else partitioned again once,
     snapped), sorted."""
     done: list[Polygon] = []
-    todo = [(piece, False) for piece in pieces]
+    rings = [Polygon(canonical_ring(piece)) for piece in pieces]  # measured all at once
+    good = shapely.is_valid(rings) & (budget.sent_bytes(rings) <= budget.max_request_bytes)
+    todo: list[tuple[Polygon, bool, int]] = [(p, False, k) for k, p in enumerate(pieces)]
     while todo:
-        piece, again = todo.pop()
-        ring = Polygon(canonical_ring(piece))
-        if ring.is_valid and budget.ring_bytes(ring.exterior.coords) <= budget.max_request_bytes:
+        piece, again, k = todo.pop()
+        ring = rings[k] if k >= 0 else Polygon(canonical_ring(piece))
+        if good[k] if k >= 0 else (ring.is_valid and budget.sent_bytes([ring])[0]
+                                   <= budget.max_request_bytes):
             done.append(ring)
             continue
         for part in polygons(snap(piece)):  # pragma: no cover - defensive: never seen
             found = None if again else _tree_pieces(part, budget)
             if found is None:
                 raise _unplannable(part)
-            todo.extend((p, True) for p in found)
+            todo.extend((p, True, -1) for p in found)
     return sorted_pieces(done)
 
 
@@ -300,7 +303,7 @@ class _Merger:
         self.budget = budget
         self.parts = {i: {part} for i, part in enumerate(parts)}
         self.alive: dict[int, Polygon] = dict(enumerate(pieces))
-        self.sizes = {i: _sent_bytes(p, budget) for i, p in self.alive.items()}
+        self.sizes = dict(enumerate(budget.sent_bytes(pieces).tolist()))
         self.touching = {i: set(n) for i, n in enumerate(_neighbours(pieces))}
         self.cos_lat = link_cos_lat(area)
         several = connectors and len(set(parts)) > 1  # else no connector is ever tried
