@@ -78,18 +78,27 @@ def _segment(xs: list[float], ys: list[float], origin: tuple[float, float], firs
     n = len(xs)
     base = None
     lo, hi = -math.inf, math.inf
+    hypot, atan2, asin, pi = math.hypot, math.atan2, math.asin, math.pi  # the hot loop's
     k = first
     while k < n:
         dx, dy = xs[k] - sx, ys[k] - sy
-        r = math.hypot(dx, dy)
+        r = hypot(dx, dy)
         if r > distance:
+            direction = atan2(dy, dx)
             if base is None:
-                base = math.atan2(dy, dx)
-            angle = _turn(math.atan2(dy, dx) - base)
-            spread = math.asin(distance / r)
-            if max(lo, angle - spread) > min(hi, angle + spread):
+                base = direction
+            angle = direction - base  # brought into (-π, π], as _turn does
+            if angle > pi:
+                angle -= 2 * pi
+            elif angle <= -pi:
+                angle += 2 * pi
+            spread = asin(distance / r)
+            # the cone narrowed (max and min written out: each keeps the first of equals)
+            low = angle - spread if angle - spread > lo else lo
+            high = angle + spread if angle + spread < hi else hi
+            if low > high:
                 break
-            lo, hi = max(lo, angle - spread), min(hi, angle + spread)
+            lo, hi = low, high
         k += 1
     last = k - 1
     if base is None:  # every vertex left lies within the distance of the origin
