@@ -42,8 +42,7 @@ _PAIRS = 3
 #: Vertex pairs up to which :func:`_closest_pairs` measures every pair instead of pruning.
 _MEASURE_ALL = 4096
 #: Grid neighbours a connector's ends may step to.
-_STEPS = np.array([(1, 0), (1, 1), (0, 1), (-1, 1), (-1, 0), (-1, -1), (0, -1), (1, -1)],
-                  dtype=np.int64)
+_STEPS = [(1, 0), (1, 1), (0, 1), (-1, 1), (-1, 0), (-1, -1), (0, -1), (1, -1)]
 
 
 def link_reach_degrees() -> float:
@@ -99,11 +98,6 @@ def _twice_area(ring: np.ndarray) -> int:
     """Twice the signed area of a ring (grid units², exact), counter-clockwise positive."""
     x, y = ring[:, 0], ring[:, 1]
     return int((x[:-1] * y[1:] - x[1:] * y[:-1]).sum() + x[-1] * y[0] - x[0] * y[-1])
-
-
-def _cross(u: np.ndarray, v: np.ndarray) -> np.ndarray:
-    """Cross products of 2-d vectors (last axis), exact on grid units."""
-    return np.asarray(u[..., 0] * v[..., 1] - u[..., 1] * v[..., 0])
 
 
 def connect(
@@ -204,47 +198,52 @@ def _ground_metres(offset: np.ndarray, cos_lat: float) -> np.ndarray:
     return np.asarray(np.hypot(delta[..., 0] * cos_lat, delta[..., 1]) * _M_PER_STEP)
 
 
-def _on_earth(points: np.ndarray) -> np.ndarray:
-    """Which points (grid units, last axis) are a longitude in [-180, 180] and a latitude in
+def _on_earth_xy(x: int, y: int) -> bool:
+    """Whether a point (grid units) is a longitude in [-180, 180] and a latitude in
     [-90, 90]: a connector's end stepped to a grid neighbour must not leave them."""
-    return np.asarray((np.abs(points[..., 0]) <= 180 * SCALE)
-                      & (np.abs(points[..., 1]) <= 90 * SCALE))
+    return abs(x) <= 180 * SCALE and abs(y) <= 90 * SCALE
 
 
 def _connected(a_ring: np.ndarray, b_ring: np.ndarray, i: int,
                j: int) -> tuple[np.ndarray, np.ndarray] | None:
     """The joined ring through a_ring[i] and b_ring[j] with the thinnest ends that keep both
-    pieces whole (and its :func:`connect` index), or None."""
-    a, a_next = a_ring[i], a_ring[(i + 1) % len(a_ring)]
-    b, b_prev = b_ring[j], b_ring[j - 1]
-    d = b - a
+    pieces whole (and its :func:`connect` index), or None. (Eight steps a side: plain
+    integers, exact in grid units, are quicker than arrays here.)"""
+    (ax, ay), (nx, ny) = a_ring[i].tolist(), a_ring[(i + 1) % len(a_ring)].tolist()
+    (bx, by), (px, py) = b_ring[j].tolist(), b_ring[j - 1].tolist()
+    dx, dy = bx - ax, by - ay  # the link
+    ex, ey = nx - ax, ny - ay  # the edge a → a+1
+    fx, fy = bx - px, by - py  # the edge b-1 → b
     # a' = a + s, b' = b + t: outside A past the edge a → a+1, outside B past b-1 → b,
     # and the strip a, b, b', a' turning left (counter-clockwise) and not flat.
-    ok_a = (_cross(a_next - a, _STEPS) < 0) & _on_earth(a + _STEPS)
-    ok_b = (_cross(b - b_prev, (b + _STEPS) - b_prev) < 0) & _on_earth(b + _STEPS)
-    s_steps, t_steps = _STEPS[ok_a], _STEPS[ok_b]
-    if not len(s_steps) or not len(t_steps):
-        return None
-    # Twice the strip's signed area: a, b, b+t, a+s (shoelace, exact in grid units).
-    cs = _cross(d, s_steps)[:, None]  # a+s relative to a, across the link
-    ct = _cross(d, t_steps)[None, :]
-    twice = cs + ct + _cross(t_steps[None, :, :], s_steps[:, None, :])
-    usable = (cs > 0) & (ct > 0) & (twice > 0)
-    order = np.argsort(np.where(usable, twice, np.iinfo(np.int64).max), axis=None,
-                       kind="stable")
-    for flat in order[: min(4, int(usable.sum()))].tolist():
-        si, ti = divmod(flat, len(t_steps))
-        a2, b2 = a + s_steps[si], b + t_steps[ti]
-        added = (int(twice[si, ti]) + abs(int(_cross(a_next - a, a2 - a)))
-                 + abs(int(_cross(b - b_prev, b2 - b_prev))))
+    s_steps = [(sx, sy) for sx, sy in _STEPS
+               if ex * sy - ey * sx < 0 and _on_earth_xy(ax + sx, ay + sy)]
+    t_steps = [(tx, ty) for tx, ty in _STEPS
+               if fx * (by + ty - py) - fy * (bx + tx - px) < 0 and _on_earth_xy(bx + tx, by + ty)]
+    # Twice the strip's signed area: a, b, b+t, a+s (shoelace, exact in grid units); the
+    # thinnest first (ties: s, then t, in step order).
+    strips = []
+    for si, (sx, sy) in enumerate(s_steps):
+        cs = dx * sy - dy * sx  # a+s relative to a, across the link
+        for ti, (tx, ty) in enumerate(t_steps):
+            ct = dx * ty - dy * tx
+            twice = cs + ct + tx * sy - ty * sx
+            if cs > 0 and ct > 0 and twice > 0:
+                strips.append((twice, si * len(t_steps) + ti))
+    for twice, flat in sorted(strips)[:4]:
+        (sx, sy), (tx, ty) = s_steps[flat // len(t_steps)], t_steps[flat % len(t_steps)]
+        a2x, a2y, b2x, b2y = ax + sx, ay + sy, bx + tx, by + ty
+        added = twice + abs(ex * sy - ey * sx) + abs(fx * (b2y - py) - fy * (b2x - px))
         # Twice the joined ring's area: A's and B's, less the two edges left, plus the four
         # new ones (a → b, b-1 → b', b' → a', a' → a+1), all exact in grid units.
-        change = sum(int(_cross(p, q)) for p, q in (
-            (a, b), (b_prev, b2), (b2, a2), (a2, a_next), (a_next, a), (b, b_prev)))
+        change = sum(p0 * q1 - p1 * q0 for (p0, p1), (q0, q1) in (
+            ((ax, ay), (bx, by)), ((px, py), (b2x, b2y)), ((b2x, b2y), (a2x, a2y)),
+            ((a2x, a2y), (nx, ny)), ((nx, ny), (ax, ay)), ((bx, by), (px, py))))
         if change != added:
             continue
         na, nb = len(a_ring), len(b_ring)
         index = np.concatenate([np.arange(i + 1), na + np.arange(j, nb), na + np.arange(j),
                                 [na + nb, na + nb + 1], np.arange(i + 1, na)])
-        return np.vstack([a_ring, b_ring, [b2, a2]])[index], index
+        ends = np.array([(b2x, b2y), (a2x, a2y)], dtype=np.int64)
+        return np.vstack([a_ring, b_ring, ends])[index], index
     return None
