@@ -615,7 +615,7 @@ def test_a_connector_never_steps_off_the_earth():
     b = np.array([(x0, 3000), (x0 + 1000, 3000), (x0 + 1000, 4000), (x0, 4000)],
                  dtype=np.int64)
     everywhere = np.ones(4, dtype=bool)  # every edge, the one on -180° too, may be left
-    joined = connect(a, b, everywhere, everywhere, 1.0, lambda p, q: np.ones(len(p), bool))
+    joined = connect(a, b, everywhere, everywhere, 1.0, lambda p, q: [True] * len(p))
     assert joined is not None
     assert joined[0][:, 0].min() >= x0
 

@@ -27,6 +27,7 @@ from __future__ import annotations
 from collections.abc import Callable, Sequence
 
 import numpy as np
+import shapely
 from shapely import Polygon
 
 from parcelsearch.tiling.grid import SCALE
@@ -55,8 +56,6 @@ def reach_groups(parts: Sequence[Polygon], cos_lat: float) -> list[list[int]]:
     """The parts (indices) grouped by chains of links: two parts are in one group if a chain
     of parts, each within a link's reach of the next (longitude scaled by ``cos_lat``, as
     pieces are when linked), joins them. No piece spans two groups."""
-    import shapely
-
     if len(parts) < 2:
         return [[k] for k in range(len(parts))]
     scaled = shapely.transform(np.asarray(parts, dtype=object), lambda xy: xy * [cos_lat, 1.0])
@@ -106,7 +105,7 @@ def connect(
     a_outer: np.ndarray,
     b_outer: np.ndarray,
     cos_lat: float,
-    clear: Callable[[np.ndarray, np.ndarray], np.ndarray],
+    clear: Callable[[np.ndarray, np.ndarray], Sequence[bool]],
 ) -> tuple[np.ndarray, np.ndarray] | None:
     """One ring made of ``a_ring`` and ``b_ring`` joined by a connector, or None if no valid
     one is found.
@@ -131,8 +130,6 @@ def connect(
         Whether each link (its ends: two ``(n, 2)`` arrays, grid units) meets no piece of the
         area but at its ends (all the links a connector may take are asked at once).
     """
-    from shapely import is_valid, polygons
-
     a_from = np.flatnonzero(a_outer)  # a: the edge a → a+1 is left
     b_to = (np.flatnonzero(b_outer) + 1) % len(b_ring)  # b: the edge b-1 → b is left
     if not len(a_from) or not len(b_to):
@@ -141,13 +138,14 @@ def connect(
              if metres <= MAX_LINK_M]  # closest first: a prefix
     if not pairs:
         return None
-    ends = np.array(pairs)
-    open_ = clear(a_ring[a_from[ends[:, 0]]], b_ring[b_to[ends[:, 1]]])  # the cheaper test
-    for (i, j), ok in zip(pairs, open_.tolist(), strict=True):
+    starts = a_from[[i for i, _ in pairs]].tolist()
+    ends = b_to[[j for _, j in pairs]].tolist()
+    open_ = clear(a_ring[starts], b_ring[ends])  # the cheaper test, every link at once
+    for i, j, ok in zip(starts, ends, open_, strict=True):
         if not ok:
             continue
-        found = _connected(a_ring, b_ring, int(a_from[i]), int(b_to[j]))
-        if found is not None and is_valid(polygons(found[0] / SCALE)):
+        found = _connected(a_ring, b_ring, i, j)
+        if found is not None and shapely.is_valid(shapely.polygons(found[0] / SCALE)):
             return found
     return None
 

@@ -344,13 +344,13 @@ class _Merger:
                 self._replace(i, j, *joined)
         return [self.alive[i] for i in sorted(self.alive)]
 
-    def _clear(self, a: np.ndarray, b: np.ndarray) -> np.ndarray:
+    def _clear(self, a: np.ndarray, b: np.ndarray) -> list[bool]:
         """Whether each link from ``a[k]`` to ``b[k]`` (grid units) meets no piece of the area
         but at its two ends: the link less a hundredth of a grid step at each end meets none
         (stricter than entering none, and far cheaper to test than the relation). The
         pieces it is tested against are the first ones, which merging never changes, so each
         answer is kept: a merged piece tries the same links again."""
-        keys = [tuple(row) for row in np.hstack([a, b]).tolist()]
+        keys = [(*p, *q) for p, q in zip(a.tolist(), b.tolist(), strict=True)]
         todo = [k for k, key in enumerate(keys) if key not in self.links]
         if todo:
             start, end = a[todo], b[todo]
@@ -362,7 +362,7 @@ class _Merger:
             blocked = np.bincount(met, minlength=len(todo)) > 0
             for k, shut in zip(todo, blocked.tolist(), strict=True):
                 self.links[keys[k]] = not shut
-        return np.array([self.links[key] for key in keys], dtype=bool)
+        return [self.links[key] for key in keys]
 
     def _grid(self, k: int) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
         """A piece's ring in grid units, its vertices' bytes and its outer edges, made once."""
