@@ -212,6 +212,20 @@ def test_sent_bytes_are_the_canonical_rings_bytes():
     assert len(set(expected)) > 3
 
 
+def test_fits_each_is_fits_of_every_polygon():
+    """Budget.fits_each answers Budget.fits for every polygon at once: a ring with a hole
+    never fits, nor one too long, whatever else."""
+    from shapely import Polygon, box
+
+    budget = Budget(1500, PATH)
+    holed = Polygon(box(0, 0, 1, 1).exterior.coords, [box(0.4, 0.4, 0.6, 0.6).exterior.coords])
+    area = fractal(4, levels=7)
+    polygons = [holed, box(0, 0, 1, 1), area, *tile(area, max_request_bytes=1500)]
+    expected = [budget.fits(p) for p in polygons]
+    assert budget.fits_each(polygons).tolist() == expected
+    assert expected[:3] == [False, True, False]
+
+
 def test_a_longer_path_leaves_less_room():
     area = fractal(3, levels=9)
     short = tile(area, path="/v1/search")

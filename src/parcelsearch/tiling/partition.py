@@ -48,8 +48,9 @@ def exact_pieces(area: BaseGeometry, budget: Budget, connectors: bool = True,
     (:func:`parcelsearch.tiling.repack.refill`: fewer pieces, more planning time)."""
     pieces: list[Polygon] = []
     parts: list[int] = []
-    for number, part in enumerate(polygons(area)):
-        found = [part] if budget.fits(part) else _tree_pieces(part, budget)
+    parts_ = polygons(area)
+    for number, (part, fits) in enumerate(zip(parts_, budget.fits_each(parts_), strict=True)):
+        found = [part] if fits else _tree_pieces(part, budget)
         if found is None:  # pragma: no cover - GEOS triangulates every valid polygon
             raise _unplannable(part)
         pieces.extend(found)
@@ -189,16 +190,30 @@ def _tree_pieces(polygon: Polygon, budget: Budget) -> list[Polygon] | None:
         label[kids] = np.where(detached[kids], kids, label[parent[kids]])
     ranked = np.argsort(label, kind="stable")
     cuts = np.flatnonzero(np.diff(label[ranked])) + 1
+    groups = np.split(ranked, cuts)  # each component's triangles ascending, by root ascending
+    unions = [shapely.coverage_union_all(triangles[group]) for group in groups]
+    good = _single_fitting(unions, budget)  # all measured at once
     pieces: list[Polygon] = []
-    todo = np.split(ranked, cuts)  # each component's triangles ascending, by root ascending
+    todo: list[tuple[np.ndarray, int]] = list(zip(groups, range(len(groups)), strict=True))
     while todo:
-        group = todo.pop()
-        union = shapely.coverage_union_all(triangles[group])
-        if union.geom_type == "Polygon" and union.is_valid and budget.fits(union):
+        group, k = todo.pop()
+        union = unions[k] if k >= 0 else shapely.coverage_union_all(triangles[group])
+        if good[k] if k >= 0 else _single_fitting([union], budget)[0]:
             pieces.append(union)
         else:
-            todo.extend(_halve_group(group, parent, own - shared))
+            todo.extend((half, -1) for half in _halve_group(group, parent, own - shared))
     return pieces
+
+
+def _single_fitting(unions: list[BaseGeometry], budget: Budget) -> np.ndarray:
+    """Which unions are one valid ring that fits the budget."""
+    if not unions:
+        return np.zeros(0, dtype=bool)
+    kinds = shapely.get_type_id(np.asarray(unions, dtype=object))
+    good = kinds == 3  # a Polygon
+    rings = [u for u, single in zip(unions, good.tolist(), strict=True) if single]
+    good[good] = shapely.is_valid(rings) & budget.fits_each(rings)
+    return np.asarray(good, dtype=bool)
 
 
 def _covers_exactly(triangles: np.ndarray, polygon: Polygon) -> bool:
