@@ -213,8 +213,8 @@ def test_sent_bytes_are_the_canonical_rings_bytes():
 
 
 def test_fits_each_is_fits_of_every_polygon():
-    """Budget.fits_each answers Budget.fits for every polygon at once: a ring with a hole
-    never fits, nor one too long, whatever else."""
+    """Budget.fits_each answers Budget.fits for every polygon at once (a ring with a hole
+    never fits, nor one too long), and Budget.polygon_bytes_each Budget.polygon_bytes."""
     from shapely import Polygon, box
 
     budget = Budget(1500, PATH)
@@ -223,6 +223,8 @@ def test_fits_each_is_fits_of_every_polygon():
     polygons = [holed, box(0, 0, 1, 1), area, *tile(area, max_request_bytes=1500)]
     expected = [budget.fits(p) for p in polygons]
     assert budget.fits_each(polygons).tolist() == expected
+    assert budget.polygon_bytes_each(polygons).tolist() == [budget.polygon_bytes(p)
+                                                            for p in polygons]
     assert expected[:3] == [False, True, False]
 
 

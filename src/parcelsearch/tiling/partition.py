@@ -67,12 +67,12 @@ def _finish(pieces: list[Polygon], budget: Budget) -> list[Polygon]:
     snapped), sorted."""
     done: list[Polygon] = []
     rings = [Polygon(canonical_ring(piece)) for piece in pieces]  # measured all at once
-    good = shapely.is_valid(rings) & (budget.sent_bytes(rings) <= budget.max_request_bytes)
+    good = shapely.is_valid(rings) & (budget.polygon_bytes_each(rings) <= budget.max_request_bytes)
     todo: list[tuple[Polygon, bool, int]] = [(p, False, k) for k, p in enumerate(pieces)]
     while todo:
         piece, again, k = todo.pop()
         ring = rings[k] if k >= 0 else Polygon(canonical_ring(piece))
-        if good[k] if k >= 0 else (ring.is_valid and budget.sent_bytes([ring])[0]
+        if good[k] if k >= 0 else (ring.is_valid and budget.polygon_bytes(ring)
                                    <= budget.max_request_bytes):
             done.append(ring)
             continue

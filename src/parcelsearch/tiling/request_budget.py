@@ -76,13 +76,18 @@ class Budget:
         """One ring that fits the budget."""
         return not polygon.interiors and self.polygon_bytes(polygon) <= self.max_request_bytes
 
-    def fits_each(self, polygons: Sequence[Polygon]) -> np.ndarray:
-        """:meth:`fits` of every polygon, measured at once."""
+    def polygon_bytes_each(self, polygons: Sequence[Polygon] | np.ndarray) -> np.ndarray:
+        """:meth:`polygon_bytes` of every polygon, measured at once."""
         array = np.asarray(polygons, dtype=object)
         xy, which = shapely.get_coordinates(shapely.get_exterior_ring(array), return_index=True)
         size = np.bincount(which, weights=_wire.vertex_bytes_array(xy), minlength=len(array))
+        return np.asarray(self.base - 1 + size.astype(np.int64), dtype=np.int64)
+
+    def fits_each(self, polygons: Sequence[Polygon] | np.ndarray) -> np.ndarray:
+        """:meth:`fits` of every polygon, measured at once."""
+        array = np.asarray(polygons, dtype=object)
         return np.asarray((shapely.get_num_interior_rings(array) == 0)
-                          & (self.base - 1 + size.astype(np.int64) <= self.max_request_bytes))
+                          & (self.polygon_bytes_each(array) <= self.max_request_bytes))
 
     def vertex_bound(self, geometry: BaseGeometry) -> tuple[int, int]:
         """Fewest rings that can carry every vertex of ``geometry``, and fewest bytes they
