@@ -98,16 +98,16 @@ _OFFSET = 2**30
 
 def _triangle_tree(
     polygon: Polygon,
-) -> tuple[np.ndarray, np.ndarray, np.ndarray, np.ndarray, list[np.ndarray]]:
+) -> tuple[np.ndarray, np.ndarray, np.ndarray, np.ndarray, list[int], list[list[int]]]:
     """Constrained Delaunay triangles of ``polygon`` and a spanning tree of their dual graph.
 
     Returns
     -------
-    triangles, corners, parent, edge, levels
+    triangles, corners, parent, edge, order, children
         The triangles (no new vertices: every corner is a vertex of ``polygon``), their
         corner vertex ids ``(T, 3)``, each triangle's parent in the tree (-1 for the root)
-        and the id of the edge it shares with it (``low * vertices + high``), and the
-        tree's breadth-first levels (root first; each level in breadth-first order).
+        and the id of the edge it shares with it (``low * vertices + high``), the
+        breadth-first order (root first), and each triangle's children in the tree.
     """
     triangles = shapely.get_parts(shapely.constrained_delaunay_triangles(polygon))
     triangles = triangles[shapely.get_num_coordinates(triangles) == 4]
@@ -126,31 +126,28 @@ def _triangle_tree(
     first, second = owner[ranked[:-1][same]], owner[ranked[1:][same]]
     edges = codes[ranked[:-1][same]]
     # Each triangle's neighbours, by the shared edge's id ascending (a CSR adjacency).
-    here, there, by = np.r_[first, second], np.r_[second, first], np.r_[edges, edges]
-    ranked = np.lexsort((by, here))
-    there, by = there[ranked], by[ranked]
-    start = np.searchsorted(here[ranked], np.arange(count + 1))
+    here = np.concatenate([first, second])
+    ranked = np.lexsort((np.concatenate([edges, edges]), here))
+    there = np.concatenate([second, first])[ranked].tolist()
+    by = np.concatenate([edges, edges])[ranked].tolist()
+    start = np.searchsorted(here[ranked], np.arange(count + 1)).tolist()
     root = int(np.argmin(shapely.bounds(triangles)[:, 0]))
-    parent = np.full(count, -1)
-    edge = np.full(count, -1, dtype=np.int64)
-    seen = np.zeros(count, dtype=bool)
+    parent, edge = [-1] * count, [-1] * count
+    children: list[list[int]] = [[] for _ in range(count)]
+    seen = [False] * count
     seen[root] = True
-    levels = [np.array([root])]
-    while True:  # breadth first, a level at a time: a node's parent is its first finder
-        level = levels[-1]
-        size = start[level + 1] - start[level]
-        slots = np.repeat(start[level] - np.cumsum(size) + size, size) + np.arange(size.sum())
-        found = ~seen[there[slots]]
-        slots = slots[found]
-        kids, firsts = np.unique(there[slots], return_index=True)
-        if not len(kids):
-            return triangles, corners, parent, edge, levels
-        firsts.sort()
-        kids = there[slots[firsts]]
-        seen[kids] = True
-        parent[kids] = np.repeat(level, size)[found][firsts]
-        edge[kids] = by[slots[firsts]]
-        levels.append(kids)
+    order = [root]
+    for t in order:  # breadth first; grows while iterating
+        kids = children[t]
+        for k in range(start[t], start[t + 1]):
+            u = there[k]
+            if not seen[u]:
+                seen[u] = True
+                parent[u], edge[u] = t, by[k]
+                kids.append(u)
+                order.append(u)
+    return (triangles, corners, np.array(parent), np.array(edge, dtype=np.int64), order,
+            children)
 
 
 def _tree_pieces(polygon: Polygon, budget: Budget) -> list[Polygon] | None:
@@ -168,8 +165,8 @@ def _tree_pieces(polygon: Polygon, budget: Budget) -> list[Polygon] | None:
 
     Returns None if the triangulation is unusable (then the caller cuts geometrically).
     """
-    triangles, corners, parent, edge, levels = _triangle_tree(polygon)
-    if sum(map(len, levels)) < len(triangles) or not _covers_exactly(triangles, polygon):
+    triangles, corners, parent, edge, order, children = _triangle_tree(polygon)
+    if len(order) < len(triangles) or not _covers_exactly(triangles, polygon):
         return None
     nv = int(corners.max()) + 1
     xy = (
@@ -184,12 +181,14 @@ def _tree_pieces(polygon: Polygon, budget: Budget) -> list[Polygon] | None:
     # bytes a triangle shares with its parent: the shared edge's two vertices
     shared = np.where(parent >= 0, vbytes[edge // nv] + vbytes[edge % nv], 0)
     limit = budget.max_request_bytes - budget.base + 1 - MAX_VERTEX_BYTES
-    detached = _kundu_misra(levels, parent, own - shared, own, limit)
-    label = np.arange(len(triangles))
-    for kids in levels[1:]:  # top down: a kept child joins its parent's component
-        label[kids] = np.where(detached[kids], kids, label[parent[kids]])
+    detached = _kundu_misra(order, children, own - shared, own, limit)
+    label = list(range(len(triangles)))
+    up = parent.tolist()
+    for t in order[1:]:  # top down: a kept child joins its parent's component
+        if not detached[t]:
+            label[t] = label[up[t]]
     ranked = np.argsort(label, kind="stable")
-    cuts = np.flatnonzero(np.diff(label[ranked])) + 1
+    cuts = np.flatnonzero(np.diff(np.asarray(label)[ranked])) + 1
     groups = np.split(ranked, cuts)  # each component's triangles ascending, by root ascending
     unions = [shapely.coverage_union_all(triangles[group]) for group in groups]
     good = _single_fitting(unions, budget)  # all measured at once
@@ -227,37 +226,33 @@ def _covers_exactly(triangles: np.ndarray, polygon: Polygon) -> bool:
 
 
 def _kundu_misra(
-    levels: list[np.ndarray],
-    parent: np.ndarray,
+    order: list[int],
+    children: list[list[int]],
     attach: np.ndarray,
     own: np.ndarray,
     limit: int,
-) -> np.ndarray:
+) -> list[bool]:
     """Which tree nodes to detach so every component weighs at most ``limit``, fewest parts.
 
     ``own[t]`` is a node's weight alone, ``attach[t]`` what it adds to its parent's
-    component (its weight less what it shares with the parent: more than 0). Bottom-up,
-    a level at a time, each node keeps its lightest children and detaches the heaviest
-    (ties: the higher id first) until its component fits.
+    component (its weight less what it shares with the parent). Bottom-up, each node keeps
+    its lightest children and detaches the heaviest until its component fits. (Plain
+    lists: a tree is walked one node at a time.)
     """
-    weight = own.astype(np.int64).copy()
-    detached = np.zeros(len(own), dtype=bool)
-    for kids in reversed(levels[1:]):  # every child of a node lies in the level below it
-        adds = weight[kids] - own[kids] + attach[kids]
-        ranked = np.lexsort((-kids, -adds, parent[kids]))  # per parent, heaviest first
-        kids, adds, up = kids[ranked], adds[ranked], parent[kids[ranked]]
-        begins = np.ones(len(up), dtype=bool)
-        begins[1:] = up[1:] != up[:-1]
-        heads = np.flatnonzero(begins)
-        sizes = np.append(heads[1:], len(kids)) - heads
-        total = own[up[heads]] + np.add.reduceat(adds, heads)
-        before = np.cumsum(adds) - adds  # what the heavier siblings add
-        before -= np.repeat(before[heads], sizes)
-        # a child is detached while what is left still does not fit (adds are positive,
-        # so what is left only shrinks)
-        cut = np.repeat(total, sizes) - before > limit
-        detached[kids[cut]] = True
-        weight[up[heads]] = total - np.add.reduceat(np.where(cut, adds, 0), heads)
+    alone, adds = own.tolist(), attach.tolist()
+    weight = list(alone)
+    detached = [False] * len(alone)
+    for t in reversed(order):
+        if not children[t]:
+            continue
+        kids = sorted([(weight[c] - alone[c] + adds[c], c) for c in children[t]], reverse=True)
+        total = alone[t] + sum(w for w, _ in kids)
+        for w, child in kids:
+            if total <= limit:
+                break
+            detached[child] = True
+            total -= w
+        weight[t] = total
     return detached
 
 
