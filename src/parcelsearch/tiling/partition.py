@@ -48,8 +48,8 @@ def exact_pieces(area: BaseGeometry, budget: Budget, connectors: bool = True,
     (:func:`parcelsearch.tiling.repack.refill`: fewer pieces, more planning time)."""
     pieces: list[Polygon] = []
     parts: list[int] = []
-    parts_ = polygons(area)
-    for number, (part, fits) in enumerate(zip(parts_, budget.fits_each(parts_), strict=True)):
+    shapes = polygons(area)
+    for number, (part, fits) in enumerate(zip(shapes, budget.fits_each(shapes), strict=True)):
         found = [part] if fits else _tree_pieces(part, budget)
         if found is None:  # pragma: no cover - GEOS triangulates every valid polygon
             raise _unplannable(part)
