@@ -193,6 +193,41 @@ def test_budget_counts_the_whole_request_line():
     assert budget.ring_bytes(ring) == expected
 
 
+def test_sent_bytes_are_the_canonical_rings_bytes():
+    """Budget.sent_bytes measures every piece at once as it is sent: on the grid, closed on
+    its lowest-left vertex, whatever its orientation, start or off-grid coordinates."""
+    from shapely import Polygon
+
+    from parcelsearch.tiling.grid import canonical_ring
+
+    budget = Budget(7168, PATH)
+    pieces = [
+        Polygon([(-97.5, 32.7), (-97.4, 32.7), (-97.4, 32.8)]),  # counter-clockwise
+        Polygon([(0.1234567, 1.5), (0.0, 1.0), (-0.5, 1.25), (0.2, 0.9)]),  # off the grid
+        Polygon([(10.0, 5.0), (10.0, 4.0), (9.0, 4.0), (9.0, 5.0)]),  # clockwise, starts high
+        *tile(fractal(4, levels=7), max_request_bytes=1500),
+    ]
+    expected = [budget.ring_bytes(canonical_ring(p)) for p in pieces]
+    assert budget.sent_bytes(pieces).tolist() == expected
+    assert len(set(expected)) > 3
+
+
+def test_fits_each_is_fits_of_every_polygon():
+    """Budget.fits_each answers Budget.fits for every polygon at once (a ring with a hole
+    never fits, nor one too long), and Budget.polygon_bytes_each Budget.polygon_bytes."""
+    from shapely import Polygon, box
+
+    budget = Budget(1500, PATH)
+    holed = Polygon(box(0, 0, 1, 1).exterior.coords, [box(0.4, 0.4, 0.6, 0.6).exterior.coords])
+    area = fractal(4, levels=7)
+    polygons = [holed, box(0, 0, 1, 1), area, *tile(area, max_request_bytes=1500)]
+    expected = [budget.fits(p) for p in polygons]
+    assert budget.fits_each(polygons).tolist() == expected
+    assert budget.polygon_bytes_each(polygons).tolist() == [budget.polygon_bytes(p)
+                                                            for p in polygons]
+    assert expected[:3] == [False, True, False]
+
+
 def test_a_longer_path_leaves_less_room():
     area = fractal(3, levels=9)
     short = tile(area, path="/v1/search")
@@ -596,7 +631,7 @@ def test_a_connector_never_steps_off_the_earth():
     b = np.array([(x0, 3000), (x0 + 1000, 3000), (x0 + 1000, 4000), (x0, 4000)],
                  dtype=np.int64)
     everywhere = np.ones(4, dtype=bool)  # every edge, the one on -180° too, may be left
-    joined = connect(a, b, everywhere, everywhere, 1.0, lambda p, q: True)
+    joined = connect(a, b, everywhere, everywhere, 1.0, lambda p, q: [True] * len(p))
     assert joined is not None
     assert joined[0][:, 0].min() >= x0
 
@@ -607,7 +642,8 @@ def test_a_connector_never_steps_off_the_earth():
 @example([(0, 0), (10, 0)], [(5, 0), (5, 0), (-5, 0)], 1.0)  # ties: the order is by index
 def test_a_connector_measures_only_the_vertices_that_can_be_closest(a, b, cos_lat):
     """The closest vertex pairs a connector tries, found by measuring only the vertices
-    near the other side's box, are the closest pairs of all, in the same order."""
+    near the other side's box (or, for few pairs, all of them), are the closest pairs of
+    all, in the same order."""
     from parcelsearch.tiling.connectors import _PAIRS, _closest_pairs
 
     pa, pb = np.array(a, dtype=np.int64) * 997, np.array(b, dtype=np.int64) * 1009
@@ -615,7 +651,8 @@ def test_a_connector_measures_only_the_vertices_that_can_be_closest(a, b, cos_la
     metres = np.hypot(delta[..., 0] * cos_lat, delta[..., 1]) * 0.1106
     every = sorted((float(metres[i, j]), i, j) for i in range(len(pa)) for j in range(len(pb)))
     expected = [(i, j, m) for m, i, j in every[:_PAIRS]]
-    assert _closest_pairs(pa, pb, cos_lat) == expected
+    assert _closest_pairs(pa, pb, cos_lat, measure_all=0) == expected  # pruned
+    assert _closest_pairs(pa, pb, cos_lat) == expected  # every pair measured
 
 
 @pytest.mark.parametrize("kind", ["douglas-peucker", "topology-preserving", "fitted"])

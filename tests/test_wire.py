@@ -41,6 +41,18 @@ def test_ring_json_is_json_and_rounds(points: list[tuple[float, float]]) -> None
         assert abs(px - x) <= 5e-7 + 1e-12 and abs(py - y) <= 5e-7 + 1e-12
 
 
+@given(st.lists(coords, max_size=50), st.booleans(), st.integers(0, 8))
+def test_ring_json_is_format_coord_of_every_number(points, with_z, decimals) -> None:
+    """ring_json formats the whole ring at once: the text of format_coord for every
+    coordinate, a third coordinate ignored, any number of decimals."""
+    ring = [(x, y, 7.0) if with_z else (x, y) for x, y in points]
+    expected = "[" + ",".join(f"[{_wire.format_coord(x, decimals)},"
+                              f"{_wire.format_coord(y, decimals)}]" for x, y in points) + "]"
+    assert _wire.ring_json(ring, decimals) == expected
+    assert _wire.ring_json(iter(ring), decimals) == expected  # an iterator, read once
+    assert _wire.ring_json([*ring, (0.5, 0.25, 1.0, 2.0)], decimals).startswith(expected[:-1])
+
+
 @given(st.lists(coords, min_size=1, max_size=50), st.integers(1, 99999))
 def test_vertex_bytes_add_up_to_the_request_line(points, page) -> None:
     target = _wire.search_target("/v1/search", _wire.ring_json(points), page)

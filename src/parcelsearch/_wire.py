@@ -46,9 +46,19 @@ def format_coord(value: float, decimals: int = COORD_DECIMALS) -> str:
 
 def ring_json(coords: Iterable[Sequence[float]], decimals: int = COORD_DECIMALS) -> str:
     """Compact JSON ``[[lon,lat],...]`` of a ring, coordinates rounded to ``decimals``."""
-    return "[" + ",".join(
-        f"[{format_coord(x, decimals)},{format_coord(y, decimals)}]" for x, y, *_ in coords
-    ) + "]"
+    points = coords if hasattr(coords, "__len__") else list(coords)  # an iterator, once
+    try:
+        xy = np.asarray(points, dtype=float)
+    except (TypeError, ValueError):  # ragged: vertex by vertex
+        xy = np.asarray([(x, y) for x, y, *_ in points], dtype=float)
+    if xy.ndim != 2 or xy.shape[1] < 2:
+        xy = xy.reshape(-1, 2)
+    # format_coord's text, without a call per number (a ring has thousands)
+    form = f"{{:.{decimals}f}}".format
+    texts = [form(v).rstrip("0").rstrip(".") for v in xy[:, :2].ravel().tolist()]
+    texts = ["0" if text in ("-0", "") else text for text in texts]
+    pairs = zip(texts[::2], texts[1::2], strict=True)
+    return "[" + ",".join([f"[{x},{y}]" for x, y in pairs]) + "]"
 
 
 def search_target(path: str, polygon_json: str, page: int) -> str:

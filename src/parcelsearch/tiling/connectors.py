@@ -27,6 +27,7 @@ from __future__ import annotations
 from collections.abc import Callable, Sequence
 
 import numpy as np
+import shapely
 from shapely import Polygon
 
 from parcelsearch.tiling.grid import SCALE
@@ -39,9 +40,10 @@ MAX_LINK_M = 3_000.0
 _M_PER_STEP = 0.1106
 #: Vertex pairs (closest first) tried for one connector.
 _PAIRS = 3
+#: Vertex pairs up to which :func:`_closest_pairs` measures every pair instead of pruning.
+_MEASURE_ALL = 4096
 #: Grid neighbours a connector's ends may step to.
-_STEPS = np.array([(1, 0), (1, 1), (0, 1), (-1, 1), (-1, 0), (-1, -1), (0, -1), (1, -1)],
-                  dtype=np.int64)
+_STEPS = [(1, 0), (1, 1), (0, 1), (-1, 1), (-1, 0), (-1, -1), (0, -1), (1, -1)]
 
 
 def link_reach_degrees() -> float:
@@ -54,8 +56,6 @@ def reach_groups(parts: Sequence[Polygon], cos_lat: float) -> list[list[int]]:
     """The parts (indices) grouped by chains of links: two parts are in one group if a chain
     of parts, each within a link's reach of the next (longitude scaled by ``cos_lat``, as
     pieces are when linked), joins them. No piece spans two groups."""
-    import shapely
-
     if len(parts) < 2:
         return [[k] for k in range(len(parts))]
     scaled = shapely.transform(np.asarray(parts, dtype=object), lambda xy: xy * [cos_lat, 1.0])
@@ -99,18 +99,13 @@ def _twice_area(ring: np.ndarray) -> int:
     return int((x[:-1] * y[1:] - x[1:] * y[:-1]).sum() + x[-1] * y[0] - x[0] * y[-1])
 
 
-def _cross(u: np.ndarray, v: np.ndarray) -> np.ndarray:
-    """Cross products of 2-d vectors (last axis), exact on grid units."""
-    return np.asarray(u[..., 0] * v[..., 1] - u[..., 1] * v[..., 0])
-
-
 def connect(
     a_ring: np.ndarray,
     b_ring: np.ndarray,
     a_outer: np.ndarray,
     b_outer: np.ndarray,
     cos_lat: float,
-    clear: Callable[[np.ndarray, np.ndarray], bool],
+    clear: Callable[[np.ndarray, np.ndarray], Sequence[bool]],
 ) -> tuple[np.ndarray, np.ndarray] | None:
     """One ring made of ``a_ring`` and ``b_ring`` joined by a connector, or None if no valid
     one is found.
@@ -132,36 +127,44 @@ def connect(
     cos_lat
         cos(latitude) near the pieces, to measure a link on the ground.
     clear
-        Whether a link (its two ends, grid units) meets no piece of the area but at its
-        ends.
+        Whether each link (its ends: two ``(n, 2)`` arrays, grid units) meets no piece of the
+        area but at its ends (all the links a connector may take are asked at once).
     """
-    from shapely import is_valid, polygons
-
     a_from = np.flatnonzero(a_outer)  # a: the edge a → a+1 is left
     b_to = (np.flatnonzero(b_outer) + 1) % len(b_ring)  # b: the edge b-1 → b is left
     if not len(a_from) or not len(b_to):
         return None
-    for i, j, metres in _closest_pairs(a_ring[a_from], b_ring[b_to], cos_lat):
-        if metres > MAX_LINK_M:
-            break
-        if not clear(a_ring[a_from[i]], b_ring[b_to[j]]):  # the cheaper test first
+    pairs = [(i, j) for i, j, metres in _closest_pairs(a_ring[a_from], b_ring[b_to], cos_lat)
+             if metres <= MAX_LINK_M]  # closest first: a prefix
+    if not pairs:
+        return None
+    starts = a_from[[i for i, _ in pairs]].tolist()
+    ends = b_to[[j for _, j in pairs]].tolist()
+    open_ = clear(a_ring[starts], b_ring[ends])  # the cheaper test, every link at once
+    for i, j, ok in zip(starts, ends, open_, strict=True):
+        if not ok:
             continue
-        found = _connected(a_ring, b_ring, int(a_from[i]), int(b_to[j]))
-        if found is not None and is_valid(polygons(found[0] / SCALE)):
+        found = _connected(a_ring, b_ring, i, j)
+        if found is not None and shapely.is_valid(shapely.polygons(found[0] / SCALE)):
             return found
     return None
 
 
-def _closest_pairs(pa: np.ndarray, pb: np.ndarray,
-                   cos_lat: float) -> list[tuple[int, int, float]]:
+def _closest_pairs(pa: np.ndarray, pb: np.ndarray, cos_lat: float,
+                   measure_all: int = _MEASURE_ALL) -> list[tuple[int, int, float]]:
     """The :data:`_PAIRS` closest pairs of a vertex of ``pa`` and one of ``pb`` (grid units),
     as ``(index in pa, index in pb, metres)``, closest first (ties by index).
 
     Only the vertices that can be in one of them are measured against each other: a vertex
     farther from the other side's bounding box than the closest pairs of the few vertices
-    nearest it cannot be (a box is never farther than any of its points).
+    nearest it cannot be (a box is never farther than any of its points). Up to
+    ``measure_all`` pairs, every pair is measured: that is quicker than pruning.
     """
     count = min(_PAIRS, len(pa) * len(pb))
+    if len(pa) * len(pb) <= measure_all:
+        every = _metres(pa, pb, cos_lat).ravel()
+        first = np.argsort(every, kind="stable")[:count]  # ties by index: row-major
+        return [(k // len(pb), k % len(pb), float(every[k])) for k in first.tolist()]
     near_a = _box_metres(pa, pb, cos_lat)
     seeds = np.argsort(near_a, kind="stable")[:count]
     bound = np.sort(_metres(pa[seeds], pb, cos_lat), axis=None)[count - 1]
@@ -193,47 +196,52 @@ def _ground_metres(offset: np.ndarray, cos_lat: float) -> np.ndarray:
     return np.asarray(np.hypot(delta[..., 0] * cos_lat, delta[..., 1]) * _M_PER_STEP)
 
 
-def _on_earth(points: np.ndarray) -> np.ndarray:
-    """Which points (grid units, last axis) are a longitude in [-180, 180] and a latitude in
+def _on_earth_xy(x: int, y: int) -> bool:
+    """Whether a point (grid units) is a longitude in [-180, 180] and a latitude in
     [-90, 90]: a connector's end stepped to a grid neighbour must not leave them."""
-    return np.asarray((np.abs(points[..., 0]) <= 180 * SCALE)
-                      & (np.abs(points[..., 1]) <= 90 * SCALE))
+    return abs(x) <= 180 * SCALE and abs(y) <= 90 * SCALE
 
 
 def _connected(a_ring: np.ndarray, b_ring: np.ndarray, i: int,
                j: int) -> tuple[np.ndarray, np.ndarray] | None:
     """The joined ring through a_ring[i] and b_ring[j] with the thinnest ends that keep both
-    pieces whole (and its :func:`connect` index), or None."""
-    a, a_next = a_ring[i], a_ring[(i + 1) % len(a_ring)]
-    b, b_prev = b_ring[j], b_ring[j - 1]
-    d = b - a
+    pieces whole (and its :func:`connect` index), or None. (Eight steps a side: plain
+    integers, exact in grid units, are quicker than arrays here.)"""
+    (ax, ay), (nx, ny) = a_ring[i].tolist(), a_ring[(i + 1) % len(a_ring)].tolist()
+    (bx, by), (px, py) = b_ring[j].tolist(), b_ring[j - 1].tolist()
+    dx, dy = bx - ax, by - ay  # the link
+    ex, ey = nx - ax, ny - ay  # the edge a → a+1
+    fx, fy = bx - px, by - py  # the edge b-1 → b
     # a' = a + s, b' = b + t: outside A past the edge a → a+1, outside B past b-1 → b,
     # and the strip a, b, b', a' turning left (counter-clockwise) and not flat.
-    ok_a = (_cross(a_next - a, _STEPS) < 0) & _on_earth(a + _STEPS)
-    ok_b = (_cross(b - b_prev, (b + _STEPS) - b_prev) < 0) & _on_earth(b + _STEPS)
-    s_steps, t_steps = _STEPS[ok_a], _STEPS[ok_b]
-    if not len(s_steps) or not len(t_steps):
-        return None
-    # Twice the strip's signed area: a, b, b+t, a+s (shoelace, exact in grid units).
-    cs = _cross(d, s_steps)[:, None]  # a+s relative to a, across the link
-    ct = _cross(d, t_steps)[None, :]
-    twice = cs + ct + _cross(t_steps[None, :, :], s_steps[:, None, :])
-    usable = (cs > 0) & (ct > 0) & (twice > 0)
-    order = np.argsort(np.where(usable, twice, np.iinfo(np.int64).max), axis=None,
-                       kind="stable")
-    for flat in order[: min(4, int(usable.sum()))].tolist():
-        si, ti = divmod(flat, len(t_steps))
-        a2, b2 = a + s_steps[si], b + t_steps[ti]
-        added = (int(twice[si, ti]) + abs(int(_cross(a_next - a, a2 - a)))
-                 + abs(int(_cross(b - b_prev, b2 - b_prev))))
+    s_steps = [(sx, sy) for sx, sy in _STEPS
+               if ex * sy - ey * sx < 0 and _on_earth_xy(ax + sx, ay + sy)]
+    t_steps = [(tx, ty) for tx, ty in _STEPS
+               if fx * (by + ty - py) - fy * (bx + tx - px) < 0 and _on_earth_xy(bx + tx, by + ty)]
+    # Twice the strip's signed area: a, b, b+t, a+s (shoelace, exact in grid units); the
+    # thinnest first (ties: s, then t, in step order).
+    strips = []
+    for si, (sx, sy) in enumerate(s_steps):
+        cs = dx * sy - dy * sx  # a+s relative to a, across the link
+        for ti, (tx, ty) in enumerate(t_steps):
+            ct = dx * ty - dy * tx
+            twice = cs + ct + tx * sy - ty * sx
+            if cs > 0 and ct > 0 and twice > 0:
+                strips.append((twice, si * len(t_steps) + ti))
+    for twice, flat in sorted(strips)[:4]:
+        (sx, sy), (tx, ty) = s_steps[flat // len(t_steps)], t_steps[flat % len(t_steps)]
+        a2x, a2y, b2x, b2y = ax + sx, ay + sy, bx + tx, by + ty
+        added = twice + abs(ex * sy - ey * sx) + abs(fx * (b2y - py) - fy * (b2x - px))
         # Twice the joined ring's area: A's and B's, less the two edges left, plus the four
         # new ones (a → b, b-1 → b', b' → a', a' → a+1), all exact in grid units.
-        change = sum(int(_cross(p, q)) for p, q in (
-            (a, b), (b_prev, b2), (b2, a2), (a2, a_next), (a_next, a), (b, b_prev)))
+        change = sum(p0 * q1 - p1 * q0 for (p0, p1), (q0, q1) in (
+            ((ax, ay), (bx, by)), ((px, py), (b2x, b2y)), ((b2x, b2y), (a2x, a2y)),
+            ((a2x, a2y), (nx, ny)), ((nx, ny), (ax, ay)), ((bx, by), (px, py))))
         if change != added:
             continue
         na, nb = len(a_ring), len(b_ring)
         index = np.concatenate([np.arange(i + 1), na + np.arange(j, nb), na + np.arange(j),
                                 [na + nb, na + nb + 1], np.arange(i + 1, na)])
-        return np.vstack([a_ring, b_ring, [b2, a2]])[index], index
+        ends = np.array([(b2x, b2y), (a2x, a2y)], dtype=np.int64)
+        return np.vstack([a_ring, b_ring, ends])[index], index
     return None

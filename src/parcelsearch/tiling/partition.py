@@ -48,8 +48,9 @@ def exact_pieces(area: BaseGeometry, budget: Budget, connectors: bool = True,
     (:func:`parcelsearch.tiling.repack.refill`: fewer pieces, more planning time)."""
     pieces: list[Polygon] = []
     parts: list[int] = []
-    for number, part in enumerate(polygons(area)):
-        found = [part] if budget.fits(part) else _tree_pieces(part, budget)
+    shapes = polygons(area)
+    for number, (part, fits) in enumerate(zip(shapes, budget.fits_each(shapes), strict=True)):
+        found = [part] if fits else _tree_pieces(part, budget)
         if found is None:  # pragma: no cover - GEOS triangulates every valid polygon
             raise _unplannable(part)
         pieces.extend(found)
@@ -65,18 +66,21 @@ def _finish(pieces: list[Polygon], budget: Budget) -> list[Polygon]:
     """Canonical rings, each checked valid and within budget (else partitioned again once,
     snapped), sorted."""
     done: list[Polygon] = []
-    todo = [(piece, False) for piece in pieces]
+    rings = [Polygon(canonical_ring(piece)) for piece in pieces]  # measured all at once
+    good = shapely.is_valid(rings) & (budget.polygon_bytes_each(rings) <= budget.max_request_bytes)
+    todo: list[tuple[Polygon, bool, int]] = [(p, False, k) for k, p in enumerate(pieces)]
     while todo:
-        piece, again = todo.pop()
-        ring = Polygon(canonical_ring(piece))
-        if ring.is_valid and budget.ring_bytes(ring.exterior.coords) <= budget.max_request_bytes:
+        piece, again, k = todo.pop()
+        ring = rings[k] if k >= 0 else Polygon(canonical_ring(piece))
+        if good[k] if k >= 0 else (ring.is_valid and budget.polygon_bytes(ring)
+                                   <= budget.max_request_bytes):
             done.append(ring)
             continue
         for part in polygons(snap(piece)):  # pragma: no cover - defensive: never seen
             found = None if again else _tree_pieces(part, budget)
             if found is None:
                 raise _unplannable(part)
-            todo.extend((p, True) for p in found)
+            todo.extend((p, True, -1) for p in found)
     return sorted_pieces(done)
 
 
@@ -94,15 +98,16 @@ _OFFSET = 2**30
 
 def _triangle_tree(
     polygon: Polygon,
-) -> tuple[np.ndarray, np.ndarray, list[list[tuple[int, int]]], list[int]]:
+) -> tuple[np.ndarray, np.ndarray, np.ndarray, np.ndarray, list[int], list[list[int]]]:
     """Constrained Delaunay triangles of ``polygon`` and a spanning tree of their dual graph.
 
     Returns
     -------
-    triangles, corners, children, order
+    triangles, corners, parent, edge, order, children
         The triangles (no new vertices: every corner is a vertex of ``polygon``), their
-        corner vertex ids ``(T, 3)``, for each triangle its tree children as
-        ``(child, shared-edge id)``, and the breadth-first order (root first).
+        corner vertex ids ``(T, 3)``, each triangle's parent in the tree (-1 for the root)
+        and the id of the edge it shares with it (``low * vertices + high``), the
+        breadth-first order (root first), and each triangle's children in the tree.
     """
     triangles = shapely.get_parts(shapely.constrained_delaunay_triangles(polygon))
     triangles = triangles[shapely.get_num_coordinates(triangles) == 4]
@@ -120,22 +125,29 @@ def _triangle_tree(
     same = codes[ranked[1:]] == codes[ranked[:-1]]
     first, second = owner[ranked[:-1][same]], owner[ranked[1:][same]]
     edges = codes[ranked[:-1][same]]
-    near: list[list[tuple[int, int]]] = [[] for _ in range(count)]
-    for t, u, e in zip(first.tolist(), second.tolist(), edges.tolist(), strict=True):
-        near[t].append((u, e))
-        near[u].append((t, e))
+    # Each triangle's neighbours, by the shared edge's id ascending (a CSR adjacency).
+    here = np.concatenate([first, second])
+    ranked = np.lexsort((np.concatenate([edges, edges]), here))
+    there = np.concatenate([second, first])[ranked].tolist()
+    by = np.concatenate([edges, edges])[ranked].tolist()
+    start = np.searchsorted(here[ranked], np.arange(count + 1)).tolist()
     root = int(np.argmin(shapely.bounds(triangles)[:, 0]))
-    children: list[list[tuple[int, int]]] = [[] for _ in range(count)]
-    seen = np.zeros(count, dtype=bool)
+    parent, edge = [-1] * count, [-1] * count
+    children: list[list[int]] = [[] for _ in range(count)]
+    seen = [False] * count
     seen[root] = True
     order = [root]
     for t in order:  # breadth first; grows while iterating
-        for u, e in near[t]:
+        kids = children[t]
+        for k in range(start[t], start[t + 1]):
+            u = there[k]
             if not seen[u]:
                 seen[u] = True
-                children[t].append((u, e))
+                parent[u], edge[u] = t, by[k]
+                kids.append(u)
                 order.append(u)
-    return triangles, corners, children, order
+    return (triangles, corners, np.array(parent), np.array(edge, dtype=np.int64), order,
+            children)
 
 
 def _tree_pieces(polygon: Polygon, budget: Budget) -> list[Polygon] | None:
@@ -153,7 +165,7 @@ def _tree_pieces(polygon: Polygon, budget: Budget) -> list[Polygon] | None:
 
     Returns None if the triangulation is unusable (then the caller cuts geometrically).
     """
-    triangles, corners, children, order = _triangle_tree(polygon)
+    triangles, corners, parent, edge, order, children = _triangle_tree(polygon)
     if len(order) < len(triangles) or not _covers_exactly(triangles, polygon):
         return None
     nv = int(corners.max()) + 1
@@ -166,30 +178,41 @@ def _tree_pieces(polygon: Polygon, budget: Budget) -> list[Polygon] | None:
     vertex_xy[corners.ravel()] = xy.reshape(-1, 2)
     vbytes = _wire.vertex_bytes_array(vertex_xy / SCALE)
     own = vbytes[corners].sum(axis=1)
-    shared = np.zeros(len(triangles), dtype=np.int64)  # bytes a triangle shares with its parent
-    parent = np.full(len(triangles), -1)
-    for t in order:
-        for child, edge in children[t]:
-            parent[child] = t
-            shared[child] = vbytes[edge // nv] + vbytes[edge % nv]
+    # bytes a triangle shares with its parent: the shared edge's two vertices
+    shared = np.where(parent >= 0, vbytes[edge // nv] + vbytes[edge % nv], 0)
     limit = budget.max_request_bytes - budget.base + 1 - MAX_VERTEX_BYTES
     detached = _kundu_misra(order, children, own - shared, own, limit)
-    label = np.arange(len(triangles))
-    for t in order:
-        if parent[t] >= 0 and not detached[t]:
-            label[t] = label[parent[t]]
+    label = list(range(len(triangles)))
+    up = parent.tolist()
+    for t in order[1:]:  # top down: a kept child joins its parent's component
+        if not detached[t]:
+            label[t] = label[up[t]]
+    ranked = np.argsort(label, kind="stable")
+    cuts = np.flatnonzero(np.diff(np.asarray(label)[ranked])) + 1
+    groups = np.split(ranked, cuts)  # each component's triangles ascending, by root ascending
+    unions = [shapely.coverage_union_all(triangles[group]) for group in groups]
+    good = _single_fitting(unions, budget)  # all measured at once
     pieces: list[Polygon] = []
-    todo = [
-        np.flatnonzero(label == root) for root in np.flatnonzero(label == np.arange(len(triangles)))
-    ]
+    todo: list[tuple[np.ndarray, int]] = list(zip(groups, range(len(groups)), strict=True))
     while todo:
-        group = todo.pop()
-        union = shapely.coverage_union_all(triangles[group])
-        if union.geom_type == "Polygon" and union.is_valid and budget.fits(union):
+        group, k = todo.pop()
+        union = unions[k] if k >= 0 else shapely.coverage_union_all(triangles[group])
+        if good[k] if k >= 0 else _single_fitting([union], budget)[0]:
             pieces.append(union)
         else:
-            todo.extend(_halve_group(group, parent, own - shared))
+            todo.extend((half, -1) for half in _halve_group(group, parent, own - shared))
     return pieces
+
+
+def _single_fitting(unions: list[BaseGeometry], budget: Budget) -> np.ndarray:
+    """Which unions are one valid ring that fits the budget."""
+    if not unions:
+        return np.zeros(0, dtype=bool)
+    kinds = shapely.get_type_id(np.asarray(unions, dtype=object))
+    good = kinds == 3  # a Polygon
+    rings = [u for u, single in zip(unions, good.tolist(), strict=True) if single]
+    good[good] = shapely.is_valid(rings) & budget.fits_each(rings)
+    return np.asarray(good, dtype=bool)
 
 
 def _covers_exactly(triangles: np.ndarray, polygon: Polygon) -> bool:
@@ -204,24 +227,26 @@ def _covers_exactly(triangles: np.ndarray, polygon: Polygon) -> bool:
 
 def _kundu_misra(
     order: list[int],
-    children: list[list[tuple[int, int]]],
+    children: list[list[int]],
     attach: np.ndarray,
     own: np.ndarray,
     limit: int,
-) -> np.ndarray:
+) -> list[bool]:
     """Which tree nodes to detach so every component weighs at most ``limit``, fewest parts.
 
     ``own[t]`` is a node's weight alone, ``attach[t]`` what it adds to its parent's
     component (its weight less what it shares with the parent). Bottom-up, each node keeps
-    its lightest children and detaches the heaviest until its component fits.
+    its lightest children and detaches the heaviest until its component fits. (Plain
+    lists: a tree is walked one node at a time.)
     """
-    weight = own.astype(np.int64).copy()
-    detached = np.zeros(len(own), dtype=bool)
+    alone, adds = own.tolist(), attach.tolist()
+    weight = list(alone)
+    detached = [False] * len(alone)
     for t in reversed(order):
-        kids = sorted(
-            ((int(weight[c] - own[c] + attach[c]), c) for c, _ in children[t]), reverse=True
-        )
-        total = int(own[t]) + sum(w for w, _ in kids)
+        if not children[t]:
+            continue
+        kids = sorted([(weight[c] - alone[c] + adds[c], c) for c in children[t]], reverse=True)
+        total = alone[t] + sum(w for w, _ in kids)
         for w, child in kids:
             if total <= limit:
                 break
@@ -288,7 +313,7 @@ class _Merger:
         self.budget = budget
         self.parts = {i: {part} for i, part in enumerate(parts)}
         self.alive: dict[int, Polygon] = dict(enumerate(pieces))
-        self.sizes = {i: _sent_bytes(p, budget) for i, p in self.alive.items()}
+        self.sizes = dict(enumerate(budget.sent_bytes(pieces).tolist()))
         self.touching = {i: set(n) for i, n in enumerate(_neighbours(pieces))}
         self.cos_lat = link_cos_lat(area)
         several = connectors and len(set(parts)) > 1  # else no connector is ever tried
@@ -301,16 +326,18 @@ class _Merger:
         self.links: dict[tuple[int, ...], bool] = {}
         self.grids: dict[int, tuple[np.ndarray, np.ndarray, np.ndarray]] = {}
         self.made: tuple[np.ndarray, np.ndarray, np.ndarray] | None = None
-        self.heap: list[tuple[int, int, int]] = []
-        for i in self.alive:
-            self._push(i)
+        # each pair once (from its lower id): a pair tried twice would fail twice alike
+        self.heap = [pair for i in self.alive for pair in self._pairs(i) if pair[1] == i]
+        heapq.heapify(self.heap)
 
-    def _push(self, i: int) -> None:
+    def _pairs(self, i: int) -> list[tuple[int, int, int]]:
+        """The pairs of piece ``i`` worth trying, as ``(bytes of both, lower id, higher id)``:
+        every neighbour, and every piece within reach whose bytes leave room for a
+        connector."""
         room = self.budget.max_request_bytes + self.budget.base - 1
-        for j in self.touching[i] | self.near[i]:
-            total = self.sizes[i] + self.sizes[j]
-            if j in self.touching[i] or total <= room:  # a connector only adds bytes
-                heapq.heappush(self.heap, (total, min(i, j), max(i, j)))
+        totals = ((self.sizes[i] + self.sizes[j], j) for j in self.touching[i] | self.near[i])
+        return [(total, min(i, j), max(i, j)) for total, j in totals
+                if total <= room or j in self.touching[i]]  # a connector only adds bytes
 
     def run(self) -> list[Polygon]:
         """Merge until no pair fits; the pieces left."""
@@ -327,19 +354,25 @@ class _Merger:
                 self._replace(i, j, *joined)
         return [self.alive[i] for i in sorted(self.alive)]
 
-    def _clear(self, a: np.ndarray, b: np.ndarray) -> bool:
-        """Whether the link from ``a`` to ``b`` (grid units) meets no piece of the area but
-        at its two ends: the link less a hundredth of a grid step at each end meets none
+    def _clear(self, a: np.ndarray, b: np.ndarray) -> list[bool]:
+        """Whether each link from ``a[k]`` to ``b[k]`` (grid units) meets no piece of the area
+        but at its two ends: the link less a hundredth of a grid step at each end meets none
         (stricter than entering none, and far cheaper to test than the relation). The
         pieces it is tested against are the first ones, which merging never changes, so each
         answer is kept: a merged piece tries the same links again."""
-        key = (*a.tolist(), *b.tolist())
-        if key not in self.links:
-            step = (b - a) / max(1.0, float(np.hypot(*(b - a)))) / 100
-            link = shapely.linestrings(np.vstack([a + step, b - step]) / SCALE)
-            hits = self.tree.query(link)
-            self.links[key] = not (len(hits) and shapely.intersects(self.first[hits], link).any())
-        return self.links[key]
+        keys = [(*p, *q) for p, q in zip(a.tolist(), b.tolist(), strict=True)]
+        todo = [k for k, key in enumerate(keys) if key not in self.links]
+        if todo:
+            start, end = a[todo], b[todo]
+            delta = end - start
+            step = delta / np.maximum(1.0, np.hypot(delta[:, 0], delta[:, 1]))[:, None] / 100
+            links = shapely.linestrings(np.stack([start + step, end - step], axis=1) / SCALE)
+            which, hits = self.tree.query(links)
+            met = which[shapely.intersects(self.first[hits], links[which])]
+            blocked = np.bincount(met, minlength=len(todo)) > 0
+            for k, shut in zip(todo, blocked.tolist(), strict=True):
+                self.links[keys[k]] = not shut
+        return [self.links[key] for key in keys]
 
     def _grid(self, k: int) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
         """A piece's ring in grid units, its vertices' bytes and its outer edges, made once."""
@@ -392,7 +425,8 @@ class _Merger:
         for m in [m for m in self.near[k] if self.parts[m] & self.parts[k]]:
             self.near[k].discard(m)
             self.near[m].discard(k)
-        self._push(k)
+        for pair in self._pairs(k):
+            heapq.heappush(self.heap, pair)
 
 
 def link_cos_lat(area: BaseGeometry) -> float:

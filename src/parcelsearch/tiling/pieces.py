@@ -68,13 +68,13 @@ class TilingMemo:
         lower bounds (:func:`~parcelsearch.tiling.partition.exact_least`: fewest pieces,
         fewest bytes) do not settle it.
         """
-        measure = (len(covering), sum(budget.polygon_bytes(p) for p in covering))
+        measure = (len(covering), int(budget.polygon_bytes_each(covering).sum()))
         if (geometry, 0.0, budget, bool(connectors)) not in self._pieces:
             least = exact_least(self.prepared(geometry, 0.0), budget, connectors)
             if measure[0] <= least[0] and measure[1] < least[1]:
                 return True
         exact = self.pieces(geometry, 0.0, budget, connectors)
-        known = (len(exact), sum(budget.polygon_bytes(p) for p in exact))
+        known = (len(exact), int(budget.polygon_bytes_each(exact).sum()))
         return measure[0] <= known[0] and measure[1] <= known[1] and measure != known
 
     def tolerances(self) -> set[float]:

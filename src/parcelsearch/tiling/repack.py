@@ -20,8 +20,8 @@ import shapely
 from shapely import Polygon
 
 from parcelsearch import _wire
-from parcelsearch.tiling.grid import GRID, SCALE
-from parcelsearch.tiling.request_budget import MAX_VERTEX_BYTES, Budget
+from parcelsearch.tiling.grid import GRID
+from parcelsearch.tiling.request_budget import MAX_VERTEX_BYTES, Budget, ring_vertex_bytes
 
 __all__ = ["neighbours", "refill", "shares_edge"]
 
@@ -78,7 +78,7 @@ class _Refiller:
         self.budget = budget
         self.capacity = budget.max_request_bytes - budget.base + 1 - MAX_VERTEX_BYTES
         self.alive: dict[int, Polygon] = dict(enumerate(pieces))
-        self.load: dict[int, int] = dict(enumerate(_vertex_bytes(pieces).tolist()))
+        self.load: dict[int, int] = dict(enumerate(ring_vertex_bytes(pieces)[0].tolist()))
         self.touching = {i: set(n) for i, n in enumerate(neighbours(pieces))}
         self.tries = _TRIES_PER_PIECE * len(pieces)
         self.failed: set[tuple[int, ...]] = set()  # ids are never reused: a failure stays
@@ -147,7 +147,7 @@ class _Refiller:
             for m in self.touching.pop(k):
                 if m in self.touching:
                     self.touching[m].discard(k)
-        for i, piece, load in zip(ids, new, _vertex_bytes(new).tolist(), strict=True):
+        for i, piece, load in zip(ids, new, ring_vertex_bytes(new)[0].tolist(), strict=True):
             self.alive[i], self.load[i], self.touching[i] = piece, load, set()
         for i in ids:
             others = sorted(around | (set(ids) - {i}))
@@ -158,16 +158,6 @@ class _Refiller:
                 self.touching[m].add(i)
         for i in (*ids, *around):
             heapq.heappush(self.heap, (self.load[i], i))
-
-
-def _vertex_bytes(pieces: list[Polygon]) -> np.ndarray:
-    """Bytes of each piece's ring vertices (each once), on the grid."""
-    rings = shapely.get_exterior_ring(np.asarray(pieces, dtype=object))
-    xy, which = shapely.get_coordinates(rings, return_index=True)
-    vb = _wire.vertex_bytes_array(np.round(xy * SCALE) / SCALE)
-    closing = np.r_[which[1:] != which[:-1], True]  # each ring's last (repeated) vertex
-    return np.bincount(which[~closing], weights=vb[~closing], minlength=len(pieces)).astype(
-        np.int64)
 
 
 def _cut(union: Polygon, count: int, budget: Budget, capacity: int) -> list[Polygon] | None:

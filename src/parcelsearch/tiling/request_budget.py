@@ -20,7 +20,7 @@ from shapely.geometry.base import BaseGeometry
 from parcelsearch import _wire, settings
 from parcelsearch.errors import InputError
 
-__all__ = ["BUDGET_PAGE", "MAX_VERTEX_BYTES", "Budget"]
+__all__ = ["BUDGET_PAGE", "MAX_VERTEX_BYTES", "Budget", "ring_vertex_bytes"]
 
 #: The page number whose request line the budget is checked at (room for five digits).
 BUDGET_PAGE = 99999
@@ -65,9 +65,29 @@ class Budget:
         """Request-line bytes of a polygon's exterior ring, at page 99999."""
         return self.ring_bytes(shapely.get_coordinates(polygon.exterior))
 
+    def sent_bytes(self, pieces: Sequence[Polygon]) -> np.ndarray:
+        """Request-line bytes of each piece as it is sent, at page 99999: its exterior ring
+        on the grid, closed on its lowest-left vertex
+        (:func:`~parcelsearch.tiling.grid.canonical_ring`), all measured at once."""
+        each, start = ring_vertex_bytes(pieces)
+        return np.asarray(self.base - 1 + each + start, dtype=np.int64)
+
     def fits(self, polygon: Polygon) -> bool:
         """One ring that fits the budget."""
         return not polygon.interiors and self.polygon_bytes(polygon) <= self.max_request_bytes
+
+    def polygon_bytes_each(self, polygons: Sequence[Polygon] | np.ndarray) -> np.ndarray:
+        """:meth:`polygon_bytes` of every polygon, measured at once."""
+        array = np.asarray(polygons, dtype=object)
+        xy, which = shapely.get_coordinates(shapely.get_exterior_ring(array), return_index=True)
+        size = np.bincount(which, weights=_wire.vertex_bytes_array(xy), minlength=len(array))
+        return np.asarray(self.base - 1 + size.astype(np.int64), dtype=np.int64)
+
+    def fits_each(self, polygons: Sequence[Polygon] | np.ndarray) -> np.ndarray:
+        """:meth:`fits` of every polygon, measured at once."""
+        array = np.asarray(polygons, dtype=object)
+        return np.asarray((shapely.get_num_interior_rings(array) == 0)
+                          & (self.polygon_bytes_each(array) <= self.max_request_bytes))
 
     def vertex_bound(self, geometry: BaseGeometry) -> tuple[int, int]:
         """Fewest rings that can carry every vertex of ``geometry``, and fewest bytes they
@@ -86,3 +106,22 @@ class Budget:
             return 0, 0
         rings = max(1, math.ceil(size / capacity))
         return rings, size + rings * (self.base - 1)
+
+
+def ring_vertex_bytes(pieces: Sequence[Polygon]) -> tuple[np.ndarray, np.ndarray]:
+    """Bytes of each piece's exterior ring vertices (each once, on the 6-decimal grid), and
+    of its lowest-left vertex (the one a sent ring starts and closes on)."""
+    rings = shapely.get_exterior_ring(np.asarray(pieces, dtype=object))
+    xy, which = shapely.get_coordinates(rings, return_index=True)
+    scale = 10**settings.COORD_DECIMALS
+    keep = np.ones(len(which), dtype=bool)
+    keep[np.flatnonzero(np.diff(which))] = False
+    keep[-1:] = False  # each ring's last (repeated) vertex
+    xy, which = np.round(xy[keep] * scale) / scale, which[keep]
+    vb = _wire.vertex_bytes_array(xy)
+    each = np.bincount(which, weights=vb, minlength=len(pieces)).astype(np.int64)
+    ranked = np.lexsort((xy[:, 1], xy[:, 0], which))  # per ring, lowest-left first
+    firsts = ranked[np.flatnonzero(np.diff(which[ranked], prepend=-1))]
+    start = np.zeros(len(pieces), dtype=np.int64)
+    start[which[firsts]] = vb[firsts]
+    return each, start
