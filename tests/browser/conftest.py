@@ -24,6 +24,10 @@ from pathlib import Path
 import pytest
 from selenium import webdriver
 from selenium.webdriver.chrome.service import Service
+from selenium.webdriver.common.by import By
+from selenium.webdriver.remote.webelement import WebElement
+from selenium.webdriver.support import expected_conditions
+from selenium.webdriver.support.ui import WebDriverWait
 
 from parcelsearch.service.portal.storage import PortalStore
 from parcelsearch.service.server import RunningService, start_service
@@ -144,3 +148,15 @@ def screenshot() -> Callable[[webdriver.Chrome, str], Path]:
         return path
 
     return take
+
+
+def click_through(chrome: webdriver.Chrome, target: WebElement) -> None:
+    """Click ``target`` and return once its page has been replaced by the next one.
+
+    Elements looked up between the click and the next page's arrival would belong to the old
+    page (or, mid-navigation, to no document at all); waiting for the old root to go stale
+    puts every later lookup on the new page, even when its address is the same.
+    """
+    old_root = chrome.find_element(By.TAG_NAME, "html")
+    target.click()
+    WebDriverWait(chrome, 30).until(expected_conditions.staleness_of(old_root))

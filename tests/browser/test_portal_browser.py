@@ -10,12 +10,9 @@ from pathlib import Path
 
 import pytest
 import requests
-from conftest import PASSWORD, Browser
+from conftest import PASSWORD, Browser, click_through
 from selenium import webdriver
-from selenium.common.exceptions import (
-    NoAlertPresentException,
-    StaleElementReferenceException,
-)
+from selenium.common.exceptions import NoAlertPresentException
 from selenium.webdriver.common.by import By
 from selenium.webdriver.remote.webelement import WebElement
 from selenium.webdriver.support import expected_conditions
@@ -41,7 +38,7 @@ def create_app(chrome: webdriver.Chrome, name: str, key_type: str = "production"
     form = chrome.find_element(By.ID, "create-app")
     form.find_element(By.NAME, "name").send_keys(name)
     Select(form.find_element(By.NAME, "key_type")).select_by_value(key_type)
-    form.find_element(By.ID, "create").click()
+    click_through(chrome, form.find_element(By.ID, "create"))
     return str(wait_for(chrome, "new-key").text)
 
 
@@ -135,12 +132,8 @@ def test_portal_in_a_real_browser(
 
     # Revoke: the key stops at once.
     alice.get(f"{svc.base_url}/portal/apps/{app_id}")
-    row(alice, "browser-app").find_element(By.CSS_SELECTOR, '[data-action="revoke"]').click()
-    # While the browser moves to the new page the old rows go stale or none is there yet.
-    WebDriverWait(alice, 30, ignored_exceptions=(StaleElementReferenceException,
-                                                 AssertionError)).until(
-        lambda _: "revoked" in row(alice, "browser-app").text  # once the new page is in
-    )
+    click_through(alice, row(alice, "browser-app").find_element(
+        By.CSS_SELECTOR, '[data-action="revoke"]'))
     refused = search(svc, key)
     assert refused.status_code == 401 and refused.json()["messages"] == ["Invalid ApiKey"]
     assert "revoked" in row(alice, "browser-app").text
@@ -148,7 +141,7 @@ def test_portal_in_a_real_browser(
     screenshot(alice, f"{backend}-5-revoked")
 
     # Sign out ends the session.
-    alice.find_element(By.ID, "sign-out").click()
+    click_through(alice, alice.find_element(By.ID, "sign-out"))
     WebDriverWait(alice, 30).until(expected_conditions.url_contains("/portal/signin"))
     alice.get(svc.base_url + "/portal/")
     assert alice.current_url.endswith("/portal/signin")

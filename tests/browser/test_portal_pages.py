@@ -21,7 +21,7 @@ from typing import Any
 
 import pytest
 import requests
-from conftest import PASSWORD, Browser
+from conftest import PASSWORD, Browser, click_through
 from selenium import webdriver
 from selenium.webdriver.common.by import By
 from selenium.webdriver.common.keys import Keys
@@ -150,7 +150,7 @@ def test_portal_pages_on_each_store(
     form = alice.find_element(By.ID, "create-app")
     form.find_element(By.NAME, "name").send_keys("field-survey")
     Select(form.find_element(By.NAME, "key_type")).select_by_value("production")
-    form.find_element(By.ID, "create").click()
+    click_through(alice, form.find_element(By.ID, "create"))
     key = text_of(alice, "#new-key")
     assert len(key) >= 40
     export = text_of(alice, "#snippet-shell").split("\nparcelsearch ")[0]
@@ -181,7 +181,7 @@ def test_portal_pages_on_each_store(
     log = svc.keys.requests(key_name(svc.keys, "field-survey"))
     assert int(log["counted"].sum()) == n  # the witness: the service's request log
     today = datetime.now(UTC).date().isoformat()
-    alice.find_element(By.LINK_TEXT, "Go to field-survey: usage and limits").click()
+    click_through(alice, alice.find_element(By.LINK_TEXT, "Go to field-survey: usage and limits"))
     bar = f'g.bar[data-day="{today}"]'
     for drawing in ("wide", "narrow"):  # for wide screens and for phones
         assert text_of(alice, f"svg.{drawing} {bar} text.value") == str(n)
@@ -189,7 +189,7 @@ def test_portal_pages_on_each_store(
     assert text_of(alice, f'#usage-table tr[data-day="{today}"] td[data-calls]') == str(n)
     assert text_of(alice, '[data-usage="month"]') == str(n)
     audit(alice, "app-30-days")
-    alice.find_element(By.LINK_TEXT, "90 days").click()
+    click_through(alice, alice.find_element(By.LINK_TEXT, "90 days"))
     wait_for(alice, '[data-chart="calls-per-week"]')
     assert text_of(alice, f"{bar} text.value") == str(n)  # this week's bar ends today
     assert text_of(alice, "#usage-table tfoot td") == str(n)
@@ -210,7 +210,7 @@ def test_portal_pages_on_each_store(
     rate = card.find_element(By.NAME, "per_second")
     rate.clear()
     rate.send_keys("1")
-    card.find_element(By.CSS_SELECTOR, '[data-action="limits"]').click()
+    click_through(admin, card.find_element(By.CSS_SELECTOR, '[data-action="limits"]'))
     WebDriverWait(admin, 30).until(expected_conditions.url_to_be(svc.base_url + "/portal/admin"))
     audit(admin, "admin")
     assert [call(svc, key), call(svc, key)] == [200, 429]  # 1 a second: a spike refusal
@@ -223,14 +223,14 @@ def test_portal_pages_on_each_store(
     audit(alice, "app-after-limits")
 
     # Change the password: the other session is signed out, this one stays.
-    alice.find_element(By.LINK_TEXT, "Account").click()
+    click_through(alice, alice.find_element(By.LINK_TEXT, "Account"))
     assert len(wait_for(alice, "#sessions").find_elements(By.TAG_NAME, "li")) == 2
     assert len(alice.find_elements(By.CSS_SELECTOR, "#signins tbody tr")) == 2
     audit(alice, "account")
     for field, value in [("current_password", PASSWORD), ("new_password", NEW_PASSWORD),
                          ("new_password_again", NEW_PASSWORD)]:
         alice.find_element(By.NAME, field).send_keys(value)
-    alice.find_element(By.ID, "change").click()
+    click_through(alice, alice.find_element(By.ID, "change"))
     assert text_of(alice, "#message") == "Password changed; 1 other session signed out."
     elsewhere.get(svc.base_url + "/portal/")
     assert elsewhere.current_url.endswith("/portal/signin")
@@ -238,7 +238,7 @@ def test_portal_pages_on_each_store(
     assert alice.find_elements(By.CSS_SELECTOR, '[data-app="field-survey"]')
     audit(alice, "apps")
 
-    alice.find_element(By.ID, "getting-started").click()
+    click_through(alice, alice.find_element(By.ID, "getting-started"))
     assert svc.base_url + "/v1/markets" in text_of(alice, "#start-curl")
     audit(alice, "start")
     alice.get(svc.base_url + "/portal/nothing-here")
