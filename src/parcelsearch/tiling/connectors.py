@@ -32,7 +32,14 @@ from shapely import Polygon
 
 from parcelsearch.tiling.grid import SCALE
 
-__all__ = ["MAX_LINK_M", "connect", "link_reach_degrees", "linked_groups", "reach_groups"]
+__all__ = [
+    "MAX_LINK_M",
+    "connect",
+    "link_reach_degrees",
+    "linked_groups",
+    "pairs_within_reach",
+    "reach_groups",
+]
 
 #: Longest link a connector may take, in metres on the ground.
 MAX_LINK_M = 3_000.0
@@ -58,10 +65,30 @@ def reach_groups(parts: Sequence[Polygon], cos_lat: float) -> list[list[int]]:
     pieces are when linked), joins them. No piece spans two groups."""
     if len(parts) < 2:
         return [[k] for k in range(len(parts))]
-    scaled = shapely.transform(np.asarray(parts, dtype=object), lambda xy: xy * [cos_lat, 1.0])
-    left, right = shapely.STRtree(scaled).query(scaled, predicate="dwithin",
-                                                distance=link_reach_degrees())
+    left, right = pairs_within_reach(parts, cos_lat)
     return linked_groups(len(parts), left.tolist(), right.tolist())
+
+
+def pairs_within_reach(shapes: Sequence[Polygon], cos_lat: float,
+                       labels: Sequence[int] | None = None) -> tuple[np.ndarray, np.ndarray]:
+    """The pairs ``(i, j)``, ``i < j``, of ``shapes`` within a link's reach of each other
+    (longitude scaled by ``cos_lat``, as links are measured); with ``labels``, only pairs
+    whose labels differ. Boxes grown by the reach find the candidates, which alone are
+    measured, each against the other prepared (indexed: far quicker than a tree's own
+    distance query on shapes of thousands of vertices)."""
+    scaled = shapely.transform(np.asarray(shapes, dtype=object), lambda xy: xy * [cos_lat, 1.0])
+    reach = link_reach_degrees()
+    low_x, low_y, high_x, high_y = shapely.bounds(scaled).T
+    grown = shapely.box(low_x - reach, low_y - reach, high_x + reach, high_y + reach)
+    left, right = shapely.STRtree(scaled).query(grown)
+    keep = left < right
+    if labels is not None:
+        label = np.asarray(labels)
+        keep &= label[left] != label[right]
+    left, right = left[keep], right[keep]
+    shapely.prepare(scaled)
+    close = shapely.dwithin(scaled[left], scaled[right], reach)
+    return left[close], right[close]
 
 
 def linked_groups(count: int, left: Sequence[int], right: Sequence[int]) -> list[list[int]]:

@@ -27,7 +27,7 @@ from parcelsearch.errors import InputError
 from parcelsearch.tiling.connectors import (
     connect,
     grid_ring,
-    link_reach_degrees,
+    pairs_within_reach,
     reach_groups,
 )
 from parcelsearch.tiling.grid import SCALE, canonical_ring, polygons, snap, sorted_pieces
@@ -317,12 +317,13 @@ class _Merger:
         self.touching = {i: set(n) for i, n in enumerate(_neighbours(pieces))}
         self.cos_lat = link_cos_lat(area)
         several = connectors and len(set(parts)) > 1  # else no connector is ever tried
-        near = _near(pieces, self.cos_lat) if several else [set() for _ in pieces]
-        self.near = {i: {j for j in n if parts[j] != parts[i]} for i, n in enumerate(near)}
-        self.outer = _outer_edges(area) if several else set()
-        self.first = np.asarray(pieces if several else [], dtype=object)
-        shapely.prepare(self.first)  # links are tested against them: O(log n) each
-        self.tree = shapely.STRtree(self.first)
+        near = _near(pieces, parts, self.cos_lat) if several else [set() for _ in pieces]
+        self.near = dict(enumerate(near))
+        # what links are tested against, made at the first connector tried (often none is)
+        self.area, self.first_pieces = area, pieces
+        self.outer: set[tuple[int, int]] = set()
+        self.first = np.asarray([], dtype=object)
+        self.tree: shapely.STRtree | None = None
         self.links: dict[tuple[int, ...], bool] = {}
         self.grids: dict[int, tuple[np.ndarray, np.ndarray, np.ndarray]] = {}
         self.made: tuple[np.ndarray, np.ndarray, np.ndarray] | None = None
@@ -367,12 +368,22 @@ class _Merger:
             delta = end - start
             step = delta / np.maximum(1.0, np.hypot(delta[:, 0], delta[:, 1]))[:, None] / 100
             links = shapely.linestrings(np.stack([start + step, end - step], axis=1) / SCALE)
-            which, hits = self.tree.query(links)
+            which, hits = self._links_tree().query(links)
             met = which[shapely.intersects(self.first[hits], links[which])]
             blocked = np.bincount(met, minlength=len(todo)) > 0
             for k, shut in zip(todo, blocked.tolist(), strict=True):
                 self.links[keys[k]] = not shut
         return [self.links[key] for key in keys]
+
+    def _links_tree(self) -> shapely.STRtree:
+        """The tree of the first pieces links are tested against, and the area's outer edges,
+        made when the first connector is tried."""
+        if self.tree is None:
+            self.outer = _outer_edges(self.area)
+            self.first = np.asarray(self.first_pieces, dtype=object)
+            shapely.prepare(self.first)  # links are tested against them: O(log n) each
+            self.tree = shapely.STRtree(self.first)
+        return self.tree
 
     def _grid(self, k: int) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
         """A piece's ring in grid units, its vertices' bytes and its outer edges, made once."""
@@ -383,6 +394,7 @@ class _Merger:
 
     def _connect(self, i: int, j: int) -> tuple[Polygon, int] | None:
         """Pieces ``i`` and ``j`` joined by a connector, with its bytes, if that fits."""
+        self._links_tree()  # the outer edges too, which _grid needs
         (ra, va, oa), (rb, vb, ob) = self._grid(i), self._grid(j)
         found = connect(ra, rb, oa, ob, self.cos_lat, self._clear)
         if found is None:
@@ -463,16 +475,14 @@ def _canonical_bytes(ring: np.ndarray, vbytes: np.ndarray, budget: Budget) -> in
     return budget.base - 1 + int(vbytes.sum()) + int(vbytes[start])
 
 
-def _near(pieces: list[Polygon], cos_lat: float) -> list[set[int]]:
-    """For each piece, the other pieces within a link's reach of it (measured with longitude
-    scaled by ``cos_lat``)."""
+def _near(pieces: list[Polygon], parts: list[int], cos_lat: float) -> list[set[int]]:
+    """For each piece, the pieces of other parts within a link's reach of it (measured with
+    longitude scaled by ``cos_lat``)."""
     graph: list[set[int]] = [set() for _ in pieces]
-    scaled = shapely.transform(np.asarray(pieces, dtype=object), lambda xy: xy * [cos_lat, 1.0])
-    left, right = shapely.STRtree(scaled).query(scaled, predicate="dwithin",
-                                                distance=link_reach_degrees())
+    left, right = pairs_within_reach(pieces, cos_lat, labels=parts)
     for i, j in zip(left.tolist(), right.tolist(), strict=True):
-        if i != j:
-            graph[i].add(j)
+        graph[i].add(j)
+        graph[j].add(i)
     return graph
 
 
