@@ -528,6 +528,29 @@ def _islands(count: int = 24, gap_m: float = 150.0) -> MultiPolygon:
     return MultiPolygon(islands)
 
 
+@pytest.mark.parametrize("gap_m", [150.0, 1_500.0, 5_000.0])
+def test_pairs_within_reach_are_every_pair_a_link_can_join(gap_m):
+    """Grown boxes, then a prepared measure, find exactly the pairs the plain distance
+    finds (longitude scaled as links are measured), each once, lower index first; with
+    labels, only pairs whose labels differ."""
+    from parcelsearch.tiling.connectors import link_reach_degrees, pairs_within_reach
+
+    shapes = list(_islands(count=8, gap_m=gap_m).geoms) + [box(-97.34, 32.70, -97.30, 32.74)]
+    cos_lat = 0.84
+    scaled = [shapely.transform(s, lambda xy: xy * [cos_lat, 1.0]) for s in shapes]
+    every = {(i, j) for i in range(len(shapes)) for j in range(i + 1, len(shapes))
+             if shapely.distance(scaled[i], scaled[j]) <= link_reach_degrees()}
+    left, right = pairs_within_reach(shapes, cos_lat)
+    found = list(zip(left.tolist(), right.tolist(), strict=True))
+    assert sorted(found) == sorted(every) and len(found) == len(set(found))
+    neighbours = {(k, k + 1) for k in range(7)}
+    assert neighbours <= every if gap_m < 3_000 else not neighbours & every  # reach: 3 km
+    labels = [k // 2 for k in range(len(shapes))]
+    left, right = pairs_within_reach(shapes, cos_lat, labels=labels)
+    assert sorted(zip(left.tolist(), right.tolist(), strict=True)) == sorted(
+        (i, j) for i, j in every if labels[i] != labels[j])
+
+
 def test_connectors_let_islands_share_pieces():
     """Islands of one area share rings through connectors: fewer pieces than parts, every
     piece sendable, the area covered, and beyond two grid steps of it only the connectors'
