@@ -46,7 +46,7 @@ MAX_LINK_M = 3_000.0
 #: Metres in one grid step of latitude (at least; 1e-6° ≥ 0.1106 m anywhere).
 _M_PER_STEP = 0.1106
 #: Vertex pairs (closest first) tried for one connector.
-_PAIRS = 3
+_PAIRS = 12
 #: Vertex pairs up to which :func:`_closest_pairs` measures every pair instead of pruning.
 _MEASURE_ALL = 4096
 #: Grid neighbours a connector's ends may step to.
