@@ -659,6 +659,34 @@ def test_a_connector_never_steps_off_the_earth():
     assert joined[0][:, 0].min() >= x0
 
 
+def test_a_connector_finds_a_clear_link_behind_blocked_closest_ones():
+    """An island behind another: the closest vertex pairs' links are blocked, a farther
+    pair's is clear, and the connector takes it (it tries the 12 closest pairs, not 3)."""
+    from parcelsearch.tiling.connectors import _closest_pairs, connect
+
+    # two squares 1,000 grid units apart, counter-clockwise, a vertex every 100 units on the
+    # sides that face each other
+    a = np.array([(0, 0), *[(1000, y) for y in range(0, 1001, 100)], (0, 1000)],
+                 dtype=np.int64)
+    b = np.array([(2000, 0), (3000, 0), (3000, 1000),
+                  *[(2000, y) for y in range(1000, 99, -100)]], dtype=np.int64)
+    every_a, every_b = np.ones(len(a), dtype=bool), np.ones(len(b), dtype=bool)
+    asked: list[int] = []
+
+    def clear(p: np.ndarray, q: np.ndarray) -> list[bool]:
+        asked.append(len(p))
+        return [k >= 4 for k in range(len(p))]  # the 4 closest links meet another island
+
+    joined = connect(a, b, every_a, every_b, 1.0, clear)
+    assert asked == [12] and joined is not None
+    ring, index = joined
+    assert shapely.Polygon(ring).is_valid
+    at_b = int(np.flatnonzero(index >= len(a))[0])
+    closest = _closest_pairs(a, np.roll(b, -1, axis=0), 1.0)  # b: the vertex after each edge
+    fifth = closest[4]
+    assert (index[at_b - 1], (index[at_b] - len(a) - 1) % len(b)) == fifth[:2]
+
+
 @given(st.lists(st.tuples(st.integers(-50, 50), st.integers(-50, 50)), min_size=1, max_size=12),
        st.lists(st.tuples(st.integers(-50, 50), st.integers(-50, 50)), min_size=1, max_size=12),
        st.sampled_from([1.0, 0.5, 0.1]))
