@@ -23,10 +23,9 @@ from pathlib import Path
 
 import pytest
 from selenium import webdriver
+from selenium.common.exceptions import WebDriverException
 from selenium.webdriver.chrome.service import Service
-from selenium.webdriver.common.by import By
 from selenium.webdriver.remote.webelement import WebElement
-from selenium.webdriver.support import expected_conditions
 from selenium.webdriver.support.ui import WebDriverWait
 
 from parcelsearch.service.portal.storage import PortalStore
@@ -150,13 +149,24 @@ def screenshot() -> Callable[[webdriver.Chrome, str], Path]:
     return take
 
 
-def click_through(chrome: webdriver.Chrome, target: WebElement) -> None:
-    """Click ``target`` and return once its page has been replaced by the next one.
+def next_page(chrome: webdriver.Chrome, act: Callable[[], object]) -> None:
+    """Do ``act`` (a click, a form submitted) and return once the page it leads to has
+    replaced this one and loaded.
 
-    Elements looked up between the click and the next page's arrival would belong to the old
-    page (or, mid-navigation, to no document at all); waiting for the old root to go stale
-    puts every later lookup on the new page, even when its address is the same.
+    Elements looked up between the act and the next page's arrival would belong to the old
+    page (or, mid-navigation, to no document at all: chromedriver then answers "Node with
+    given id does not belong to the document", even to a staleness check). So the old page's
+    window is marked first, and the wait is for a loaded document whose window lacks the
+    mark: only a new page can be that, even at the same address. What fails while the
+    browser is between pages is asked again.
     """
-    old_root = chrome.find_element(By.TAG_NAME, "html")
-    target.click()
-    WebDriverWait(chrome, 30).until(expected_conditions.staleness_of(old_root))
+    chrome.execute_script("window.__leftBehind = true;")
+    act()
+    WebDriverWait(chrome, 30, ignored_exceptions=(WebDriverException,)).until(
+        lambda _: chrome.execute_script(
+            "return window.__leftBehind !== true && document.readyState === 'complete';"))
+
+
+def click_through(chrome: webdriver.Chrome, target: WebElement) -> None:
+    """Click ``target`` and return once the page it leads to has loaded (:func:`next_page`)."""
+    next_page(chrome, target.click)

@@ -10,7 +10,7 @@ from pathlib import Path
 
 import pytest
 import requests
-from conftest import PASSWORD, Browser, click_through
+from conftest import PASSWORD, Browser, click_through, next_page
 from selenium import webdriver
 from selenium.common.exceptions import NoAlertPresentException
 from selenium.webdriver.common.by import By
@@ -67,15 +67,16 @@ def search(svc: RunningService, key: str) -> requests.Response:
 
 
 def submit_form(chrome: webdriver.Chrome, action: str, fields: dict[str, str]) -> None:
-    """Post a form the page does not offer (as a forged or tampered request would)."""
-    chrome.execute_script(
+    """Post a form the page does not offer (as a forged or tampered request would), and
+    return once the answer has loaded."""
+    next_page(chrome, lambda: chrome.execute_script(
         "const f = document.createElement('form'); f.method = 'post'; f.action = arguments[0];"
         "for (const [k, v] of Object.entries(arguments[1])) {"
         "  const i = document.createElement('input'); i.type = 'hidden'; i.name = k;"
         "  i.value = v; f.appendChild(i); }"
         "document.body.appendChild(f); f.submit();",
         action, fields,
-    )
+    ))
 
 
 def test_portal_in_a_real_browser(
