@@ -14,6 +14,7 @@ coast, fragments.
 
 from __future__ import annotations
 
+import functools
 import heapq
 import math
 
@@ -319,11 +320,7 @@ class _Merger:
         several = connectors and len(set(parts)) > 1  # else no connector is ever tried
         near = _near(pieces, parts, self.cos_lat) if several else [set() for _ in pieces]
         self.near = dict(enumerate(near))
-        # what links are tested against, made at the first connector tried (often none is)
-        self.area, self.first_pieces = area, pieces
-        self.outer: set[tuple[int, int]] = set()
-        self.first = np.asarray([], dtype=object)
-        self.tree: shapely.STRtree | None = None
+        self.area, self.first_pieces = area, pieces  # for outer and first_tree, made when needed
         self.links: dict[tuple[int, ...], bool] = {}
         self.grids: dict[int, tuple[np.ndarray, np.ndarray, np.ndarray]] = {}
         self.made: tuple[np.ndarray, np.ndarray, np.ndarray] | None = None
@@ -368,22 +365,27 @@ class _Merger:
             delta = end - start
             step = delta / np.maximum(1.0, np.hypot(delta[:, 0], delta[:, 1]))[:, None] / 100
             links = shapely.linestrings(np.stack([start + step, end - step], axis=1) / SCALE)
-            which, hits = self._links_tree().query(links)
-            met = which[shapely.intersects(self.first[hits], links[which])]
+            first, tree = self.first_tree
+            which, hits = tree.query(links)
+            met = which[shapely.intersects(first[hits], links[which])]
             blocked = np.bincount(met, minlength=len(todo)) > 0
             for k, shut in zip(todo, blocked.tolist(), strict=True):
                 self.links[keys[k]] = not shut
         return [self.links[key] for key in keys]
 
-    def _links_tree(self) -> shapely.STRtree:
-        """The tree of the first pieces links are tested against, and the area's outer edges,
-        made when the first connector is tried."""
-        if self.tree is None:
-            self.outer = _outer_edges(self.area)
-            self.first = np.asarray(self.first_pieces, dtype=object)
-            shapely.prepare(self.first)  # links are tested against them: O(log n) each
-            self.tree = shapely.STRtree(self.first)
-        return self.tree
+    @functools.cached_property
+    def first_tree(self) -> tuple[np.ndarray, shapely.STRtree]:
+        """The first pieces, prepared, and their tree: what links are tested against, made
+        when the first connector is tried (often none is)."""
+        first = np.asarray(self.first_pieces, dtype=object)
+        shapely.prepare(first)  # O(log n) a link
+        return first, shapely.STRtree(first)
+
+    @functools.cached_property
+    def outer(self) -> set[tuple[int, int]]:
+        """The area's outer edges (:func:`_outer_edges`), made when a connector first needs
+        them."""
+        return _outer_edges(self.area)
 
     def _grid(self, k: int) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
         """A piece's ring in grid units, its vertices' bytes and its outer edges, made once."""
@@ -394,7 +396,6 @@ class _Merger:
 
     def _connect(self, i: int, j: int) -> tuple[Polygon, int] | None:
         """Pieces ``i`` and ``j`` joined by a connector, with its bytes, if that fits."""
-        self._links_tree()  # the outer edges too, which _grid needs
         (ra, va, oa), (rb, vb, ob) = self._grid(i), self._grid(j)
         found = connect(ra, rb, oa, ob, self.cos_lat, self._clear)
         if found is None:
