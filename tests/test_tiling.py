@@ -828,3 +828,87 @@ def test_a_fitted_cover_beyond_the_reach_is_not_tried():
     assert shapely.get_num_coordinates(far) < shapely.get_num_coordinates(plain)
     near = next(_simpler(grown, by, lambda: shapely.buffer(area, 0.5 * metre, quad_segs=4)))
     assert near.equals_exact(plain, 0)
+
+
+@given(st.lists(st.tuples(st.integers(-6, 6), st.integers(-6, 6)), min_size=4, max_size=4),
+       st.lists(st.tuples(st.integers(-6, 6), st.integers(-6, 6)), min_size=2, max_size=8))
+@example([(0, 0), (4, 4), (0, 4), (4, 0)], [(2, 2), (9, 9)])  # an edge through the middle
+@example([(0, 0), (4, 0), (0, 0), (0, 4)], [(0, 0), (9, 9)])  # a shared end is no crossing
+def test_crossing_is_what_shapely_finds_but_at_shared_ends(link_ends, edge_ends):
+    """``crossing`` tells whether a link meets an edge (closed segments) that shares no end
+    with it, as shapely finds it, counting no edge collinear with the link."""
+    from parcelsearch.tiling.connectors import crossing
+
+    ends = np.array(link_ends, dtype=np.int64).reshape(2, 2, 2)
+    edges = np.array(edge_ends[: len(edge_ends) // 2 * 2], dtype=np.int64).reshape(-1, 2, 2)
+    found = crossing(ends[:, 0], ends[:, 1], edges)
+    for k, (p, q) in enumerate(ends.tolist()):
+        link = shapely.LineString([p, q]) if p != q else shapely.Point(p)
+        expected = False
+        for u, v in edges.tolist():
+            edge = shapely.LineString([u, v]) if u != v else shapely.Point(u)
+            if {tuple(u), tuple(v)} & {tuple(p), tuple(q)} or not link.intersects(edge):
+                continue
+            collinear = (q[0] - p[0]) * (v[1] - u[1]) == (q[1] - p[1]) * (v[0] - u[0]) and \
+                (q[0] - p[0]) * (u[1] - p[1]) == (q[1] - p[1]) * (u[0] - p[0])
+            expected |= not collinear
+        assert bool(found[k]) == expected
+
+
+def _island_cluster(count: int = 120, seed: int = 7) -> shapely.Geometry:
+    """``count`` small random islands (nonagons) within about 5 km, some overlapping."""
+    rng = np.random.default_rng(seed)
+    islands = []
+    for _ in range(count):
+        x, y = rng.random(2) * 0.05
+        radius = 0.0004 + rng.random() * 0.0008
+        angles = np.sort(rng.random(9)) * 2 * np.pi
+        islands.append(Polygon(np.column_stack([x + radius * np.cos(angles),
+                                                y + radius * np.sin(angles)]) + [174.5, -36.5]))
+    return shapely.union_all(islands)
+
+
+@pytest.mark.parametrize("max_bytes", [7168, 1500])
+def test_connectors_crossing_earlier_ones_are_refused_before_any_ring_is_built(monkeypatch,
+                                                                                max_bytes):
+    """A link crossing an earlier connector of either piece, or two pieces whose
+    connectors cross, would make a ring that crosses itself: they are refused up front
+    (here, on an island cluster, at least ten times), and the pieces are exactly those
+    made when only the ring's own validity check refuses them."""
+    import parcelsearch.tiling.partition as partition
+
+    area = _island_cluster()
+    refused = []
+    check = partition.crossing
+
+    def counted(starts: np.ndarray, ends: np.ndarray, edges: np.ndarray) -> np.ndarray:
+        found = check(starts, ends, edges)
+        refused.append(int(found.sum()))
+        return found
+
+    monkeypatch.setattr(partition, "crossing", counted)
+    early = tile(area, max_request_bytes=max_bytes)
+    assert sum(refused) >= 10
+    monkeypatch.setattr(partition, "crossing", lambda starts, ends, edges: np.zeros(
+        len(starts), dtype=bool))
+    late = tile(area, max_request_bytes=max_bytes)
+    assert [p.wkb for p in early] == [p.wkb for p in late]
+    assert_sendable(early, max_bytes)
+
+
+def test_an_area_off_the_grid_at_many_vertices_is_grown_unchecked():
+    """An area with a handful of vertices off the grid is kept as it is when snapping loses
+    none of it; one with more off the grid is grown before it is snapped, checked or not
+    (rounding many vertices all but surely loses some of the area)."""
+    from parcelsearch.tiling.grid import ROUNDING_MARGIN, grow_for_rounding, off_grid
+
+    few = box(-97.5, 32.7, -97.4, 32.7000004).union(box(-97.5, 32.7, -97.4, 32.8))
+    assert 0 < off_grid(few) <= 8 and grow_for_rounding(few) is few
+    # a 40-gon whose vertices all round outwards: snapping would lose nothing, yet it is grown
+    angles = np.linspace(0, 2 * np.pi, 40, endpoint=False)
+    xy = np.column_stack([np.cos(angles), np.sin(angles)]) * 0.01 + [-97.45, 32.75]
+    outward = np.where(xy > [-97.45, 32.75], np.ceil(xy * 1e6), np.floor(xy * 1e6)) / 1e6
+    many = Polygon(outward - np.sign(outward - [-97.45, 32.75]) * 3e-7)
+    assert off_grid(many) > 8
+    grown = grow_for_rounding(many)
+    assert grown.covers(many) and grown.area > many.area + many.length * ROUNDING_MARGIN * 0.9

@@ -35,6 +35,7 @@ from parcelsearch.tiling.grid import SCALE
 __all__ = [
     "MAX_LINK_M",
     "connect",
+    "crossing",
     "link_reach_degrees",
     "linked_groups",
     "pairs_within_reach",
@@ -113,11 +114,20 @@ def linked_groups(count: int, left: Sequence[int], right: Sequence[int]) -> list
 def grid_ring(polygon: Polygon) -> np.ndarray:
     """The exterior ring of a piece on the grid, in grid units (int64), counter-clockwise,
     without the closing vertex."""
-    xy = np.asarray(polygon.exterior.coords)[:-1]
-    ring = np.rint(xy * SCALE).astype(np.int64)
-    if _twice_area(ring) < 0:
-        ring = ring[::-1]
-    return np.asarray(ring, dtype=np.int64)
+    return grid_rings([polygon])[0]
+
+
+def grid_rings(pieces: Sequence[Polygon]) -> list[np.ndarray]:
+    """:func:`grid_ring` of each of ``pieces``, their coordinates read all at once."""
+    rings = shapely.get_exterior_ring(np.asarray(pieces, dtype=object))
+    xy, which = shapely.get_coordinates(rings, return_index=True)
+    grid = np.rint(xy * SCALE).astype(np.int64)
+    ends = np.cumsum(np.bincount(which, minlength=len(pieces)))
+    made = []
+    for ring in np.split(grid, ends[:-1]):
+        ring = ring[:-1]  # the closing vertex
+        made.append(np.ascontiguousarray(ring[::-1] if _twice_area(ring) < 0 else ring))
+    return made
 
 
 def _twice_area(ring: np.ndarray) -> int:
@@ -177,6 +187,32 @@ def connect(
     return None
 
 
+def crossing(starts: np.ndarray, ends: np.ndarray, edges: np.ndarray) -> np.ndarray:
+    """Whether each link from ``starts[k]`` to ``ends[k]`` (grid units, closed segments)
+    meets one of ``edges`` (``(n, 2, 2)``, grid units) that shares no end with it: exact
+    integer orientation tests (an edge collinear with a link is not counted).
+
+    A joined ring holds every edge of both pieces' earlier connectors, so a link meeting
+    one of them (but at a shared end) makes a ring that crosses itself: it need not be
+    built to be refused."""
+    if not len(edges) or not len(starts):
+        return np.zeros(len(starts), dtype=bool)
+    p, q = starts[:, None, :], ends[:, None, :]
+    u, v = edges[None, :, 0, :], edges[None, :, 1, :]
+
+    def side(o: np.ndarray, d: np.ndarray, x: np.ndarray) -> np.ndarray:
+        # sign of the cross product (d - o) × (x - o): |coordinates| < 2**28, exact in int64
+        return np.sign((d[..., 0] - o[..., 0]) * (x[..., 1] - o[..., 1])
+                       - (d[..., 1] - o[..., 1]) * (x[..., 0] - o[..., 0]))
+
+    o1, o2 = side(p, q, u), side(p, q, v)
+    o3, o4 = side(u, v, p), side(u, v, q)
+    meets = (o1 * o2 <= 0) & (o3 * o4 <= 0) & ~((o1 == 0) & (o2 == 0))
+    shared = ((u == p).all(axis=-1) | (u == q).all(axis=-1) | (v == p).all(axis=-1)
+              | (v == q).all(axis=-1))
+    return np.asarray((meets & ~shared).any(axis=1))
+
+
 def _closest_pairs(pa: np.ndarray, pb: np.ndarray, cos_lat: float,
                    measure_all: int = _MEASURE_ALL) -> list[tuple[int, int, float]]:
     """The :data:`_PAIRS` closest pairs of a vertex of ``pa`` and one of ``pb`` (grid units),
@@ -190,7 +226,11 @@ def _closest_pairs(pa: np.ndarray, pb: np.ndarray, cos_lat: float,
     count = min(_PAIRS, len(pa) * len(pb))
     if len(pa) * len(pb) <= measure_all:
         every = _metres(pa, pb, cos_lat).ravel()
-        first = np.argsort(every, kind="stable")[:count]  # ties by index: row-major
+        if len(every) > 4 * count:  # sort only those no farther than the count-th closest
+            kept = np.flatnonzero(every <= np.partition(every, count - 1)[count - 1])
+            first = kept[np.argsort(every[kept], kind="stable")[:count]]
+        else:
+            first = np.argsort(every, kind="stable")[:count]  # ties by index: row-major
         return [(k // len(pb), k % len(pb), float(every[k])) for k in first.tolist()]
     near_a = _box_metres(pa, pb, cos_lat)
     seeds = np.argsort(near_a, kind="stable")[:count]

@@ -33,6 +33,7 @@ __all__ = [
     "canonical_ring",
     "clamped",
     "grow_for_rounding",
+    "off_grid",
     "polygons",
     "snap",
     "sorted_pieces",
@@ -49,6 +50,9 @@ ROUNDING_MARGIN = 0.708 * GRID
 #: whose ends lie √(1.5² + 1) margins away, so growth plus rounding stay within
 #: 1.803 × 0.708 + 0.708 ≈ 1.98 grid steps of the area.
 _MITRE_LIMIT = 1.5
+#: Vertices off the grid up to which :func:`grow_for_rounding` checks whether snapping an area
+#: loses any of it before growing it.
+_CHECKED_OFF_GRID = 8
 #: Longitudes and latitudes the service accepts: every piece is clipped to them.
 WORLD = shapely.box(-180.0, -90.0, 180.0, 90.0)
 
@@ -65,18 +69,26 @@ def snap(geom: BaseGeometry) -> BaseGeometry:
 def grow_for_rounding(geom: BaseGeometry) -> BaseGeometry:
     """``geom``, grown by :data:`ROUNDING_MARGIN` if snapping it would lose any of it.
 
-    Snapping moves every boundary point by at most √2 × GRID / 2. An area already on the
-    grid (or one whose rounding only adds area) is kept as it is; any other is grown first
-    (mitres limited to 1.5 margins: a sharp corner gets one bevel, any other corner no new
-    vertex), which guarantees the snapped pieces still cover the
-    whole area: rounding never drops a parcel whose representative point lies inside.
+    Snapping moves every boundary point by at most √2 × GRID / 2. An area with at most
+    :data:`_CHECKED_OFF_GRID` vertices off the grid is kept as it is if snapping it loses
+    none of it; any other is grown first (mitres limited to 1.5 margins: a sharp corner gets
+    one bevel, any other corner no new vertex), which guarantees the snapped pieces still
+    cover the whole area: rounding never drops a parcel whose representative point lies
+    inside. (An area with more vertices off the grid is grown unchecked: the check costs as
+    much as snapping it, and rounding many vertices all but surely loses some of it.)
     Every hole of the grown area is kept, including pockets sealed off behind a slit
     narrower than twice the margin, so nothing farther than two grid steps from the area is
     ever searched.
     """
-    if snap(geom).covers(geom):
+    if off_grid(geom) <= _CHECKED_OFF_GRID and snap(geom).covers(geom):
         return geom
     return shapely.buffer(geom, ROUNDING_MARGIN, join_style="mitre", mitre_limit=_MITRE_LIMIT)
+
+
+def off_grid(geom: BaseGeometry) -> int:
+    """How many vertices of ``geom`` lie off the grid (6 decimals)."""
+    xy = shapely.get_coordinates(geom)
+    return int(np.count_nonzero((np.rint(xy * SCALE) / SCALE != xy).any(axis=1)))
 
 
 def clamped(geom: BaseGeometry) -> BaseGeometry:

@@ -27,7 +27,9 @@ from parcelsearch import _wire
 from parcelsearch.errors import InputError
 from parcelsearch.tiling.connectors import (
     connect,
+    crossing,
     grid_ring,
+    grid_rings,
     pairs_within_reach,
     reach_groups,
 )
@@ -93,6 +95,8 @@ def _unplannable(polygon: Polygon) -> InputError:  # pragma: no cover - defensiv
     )
 
 
+#: No connector edges (a piece without connectors).
+_NO_EDGES = np.zeros((0, 2, 2), dtype=np.int64)
 #: Added to grid coordinates (|value| ≤ 1.8e8 < 2**30) to make them non-negative 31-bit ints.
 _OFFSET = 2**30
 
@@ -324,6 +328,10 @@ class _Merger:
         self.links: dict[tuple[int, ...], bool] = {}
         self.grids: dict[int, tuple[np.ndarray, np.ndarray, np.ndarray]] = {}
         self.made: tuple[np.ndarray, np.ndarray, np.ndarray] | None = None
+        # each piece's connector edges (n, 2, 2), grid units; a new connector is made to
+        # cross none of them (its ring would cross itself)
+        self.bridges: dict[int, np.ndarray] = {}
+        self.bridged: np.ndarray | None = None
         # each pair once (from its lower id): a pair tried twice would fail twice alike
         self.heap = [pair for i in self.alive for pair in self._pairs(i) if pair[1] == i]
         heapq.heapify(self.heap)
@@ -343,7 +351,7 @@ class _Merger:
             _, i, j = heapq.heappop(self.heap)
             if i not in self.alive or j not in self.alive:
                 continue
-            self.made = None
+            self.made = self.bridged = None
             if j in self.touching[i]:
                 joined = _join(self.alive[i], self.alive[j], self.budget)
             else:
@@ -388,16 +396,43 @@ class _Merger:
         return _outer_edges(self.area)
 
     def _grid(self, k: int) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
-        """A piece's ring in grid units, its vertices' bytes and its outer edges, made once."""
+        """A piece's ring in grid units (:func:`~parcelsearch.tiling.connectors.grid_ring`),
+        its vertices' bytes and its outer edges, made once (the first pieces' all at once)."""
         if k not in self.grids:
-            ring = grid_ring(self.alive[k])
-            self.grids[k] = (ring, _wire.vertex_bytes_array(ring / SCALE), self._outer(ring))
+            if k < len(self.first_pieces):
+                self.grids[k] = self.first_grids[k]
+            else:
+                ring = grid_ring(self.alive[k])
+                self.grids[k] = (ring, _wire.vertex_bytes_array(ring / SCALE),
+                                 self._outer(ring))
         return self.grids[k]
+
+    @functools.cached_property
+    def first_grids(self) -> list[tuple[np.ndarray, np.ndarray, np.ndarray]]:
+        """:meth:`_grid` of every first piece, made together when a connector is first
+        tried (array work on all of them at once, not on each in turn)."""
+        rings = grid_rings(self.first_pieces)
+        vbytes = _wire.vertex_bytes_array(np.concatenate(rings) / SCALE)
+        sizes = np.split(vbytes, np.cumsum([len(ring) for ring in rings])[:-1])
+        return [(ring, size, self._outer(ring)) for ring, size in zip(rings, sizes, strict=True)]
 
     def _connect(self, i: int, j: int) -> tuple[Polygon, int] | None:
         """Pieces ``i`` and ``j`` joined by a connector, with its bytes, if that fits."""
+        own, other = self.bridges.get(i, _NO_EDGES), self.bridges.get(j, _NO_EDGES)
+        if len(own) and len(other) and crossing(own[:, 0], own[:, 1], other).any():
+            return None  # their connectors cross: any ring holding both crosses itself
         (ra, va, oa), (rb, vb, ob) = self._grid(i), self._grid(j)
-        found = connect(ra, rb, oa, ob, self.cos_lat, self._clear)
+        earlier = np.concatenate([own, other])
+
+        def takeable(starts: np.ndarray, ends: np.ndarray) -> list[bool]:
+            """Clear links (:meth:`_clear`) that cross no earlier connector of either."""
+            open_ = self._clear(starts, ends)
+            if len(earlier) and any(open_):
+                crossed = crossing(starts, ends, earlier).tolist()
+                open_ = [ok and not cut for ok, cut in zip(open_, crossed, strict=True)]
+            return open_
+
+        found = connect(ra, rb, oa, ob, self.cos_lat, takeable)
         if found is None:
             return None
         ring, index = found
@@ -411,6 +446,11 @@ class _Merger:
         outer = np.concatenate([oa, ob, [False, False]])[index]
         outer[[at_b - 1, at_b + len(rb) - 1]] = False  # a → b and b-1 → b' are new edges
         self.made = (ring, vbytes, outer)
+        # a → b, b-1 → b', b' → a', a' → a+1
+        ends_at = [at_b - 1, at_b, at_b + len(rb) - 1, at_b + len(rb), at_b + len(rb) + 1,
+                   (at_b + len(rb) + 2) % len(ring)]
+        a, b, b_1, b2, a2, a_1 = ring[ends_at]
+        self.bridged = np.concatenate([earlier, [[a, b], [b_1, b2], [b2, a2], [a2, a_1]]])
         return Polygon(ring / SCALE), size
 
     def _outer(self, ring: np.ndarray) -> np.ndarray:
@@ -428,6 +468,12 @@ class _Merger:
         self.alive[k], self.sizes[k] = polygon, size
         if self.made is not None:
             self.grids[k] = self.made
+        bridges = (self.bridged if self.bridged is not None else np.concatenate(
+            [self.bridges.get(i, _NO_EDGES), self.bridges.get(j, _NO_EDGES)]))
+        self.bridges.pop(i, None)
+        self.bridges.pop(j, None)
+        if len(bridges):
+            self.bridges[k] = bridges
         for links in (self.touching, self.near):
             joined = (links.pop(i) | links.pop(j)) - {i, j}
             links[k] = joined
