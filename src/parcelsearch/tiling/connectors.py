@@ -197,6 +197,10 @@ def crossing(starts: np.ndarray, ends: np.ndarray, edges: np.ndarray) -> np.ndar
     built to be refused."""
     if not len(edges) or not len(starts):
         return np.zeros(len(starts), dtype=bool)
+    corners = edges.reshape(-1, 2)
+    if ((corners.min(axis=0) > np.maximum(starts, ends).max(axis=0)).any()
+            or (corners.max(axis=0) < np.minimum(starts, ends).min(axis=0)).any()):
+        return np.zeros(len(starts), dtype=bool)  # their boxes do not meet
     p, q = starts[:, None, :], ends[:, None, :]
     u, v = edges[None, :, 0, :], edges[None, :, 1, :]
 

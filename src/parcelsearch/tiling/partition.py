@@ -390,7 +390,7 @@ class _Merger:
         return first, shapely.STRtree(first)
 
     @functools.cached_property
-    def outer(self) -> set[tuple[int, int]]:
+    def outer(self) -> tuple[np.ndarray, np.ndarray]:
         """The area's outer edges (:func:`_outer_edges`), made when a connector first needs
         them."""
         return _outer_edges(self.area)
@@ -454,11 +454,16 @@ class _Merger:
         return Polygon(ring / SCALE), size
 
     def _outer(self, ring: np.ndarray) -> np.ndarray:
-        codes = ((ring[:, 0] + _OFFSET) << 31) | (ring[:, 1] + _OFFSET)
-        after = np.roll(codes, -1)
-        low, high = np.minimum(codes, after).tolist(), np.maximum(codes, after).tolist()
-        return np.array([(u, v) in self.outer for u, v in zip(low, high, strict=True)],
-                        dtype=bool)
+        """For each vertex ``k`` of a ring (grid units), whether the edge ``k → k+1`` is one
+        of the area's outer edges."""
+        vertices, edges = self.outer
+        codes = _codes(ring)
+        at = np.minimum(np.searchsorted(vertices, codes), len(vertices) - 1)
+        known = vertices[at] == codes  # a vertex of the area (not a connector's end)
+        after, known_after = np.roll(at, -1), np.roll(known, -1)
+        keys = np.minimum(at, after) * len(vertices) + np.maximum(at, after)
+        found = np.minimum(np.searchsorted(edges, keys), len(edges) - 1)
+        return np.asarray(known & known_after & (edges[found] == keys))
 
     def _replace(self, i: int, j: int, polygon: Polygon, size: int) -> None:
         k = max(self.alive) + 1
@@ -533,15 +538,23 @@ def _near(pieces: list[Polygon], parts: list[int], cos_lat: float) -> list[set[i
     return graph
 
 
-def _outer_edges(area: BaseGeometry) -> set[tuple[int, int]]:
-    """The edges of the area's own boundary (undirected, as pairs of vertex codes)."""
-    edges: set[tuple[int, int]] = set()
-    for ring in shapely.get_rings(polygons(area)):
-        xy = np.rint(shapely.get_coordinates(ring)[:-1] * SCALE).astype(np.int64)
-        codes = ((xy[:, 0] + _OFFSET) << 31) | (xy[:, 1] + _OFFSET)
-        after = np.roll(codes, -1)
+def _codes(ring: np.ndarray) -> np.ndarray:
+    """One int64 per vertex (grid units), ordered as ``(lon, lat)`` are."""
+    return ((ring[:, 0] + _OFFSET) << 31) | (ring[:, 1] + _OFFSET)
+
+
+def _outer_edges(area: BaseGeometry) -> tuple[np.ndarray, np.ndarray]:
+    """The edges of the area's own boundary (undirected): the area's vertex codes
+    (:func:`_codes`, sorted, unique), and each edge as ``low * len(codes) + high`` of its
+    ends' places among them (sorted)."""
+    rings = [np.rint(shapely.get_coordinates(ring)[:-1] * SCALE).astype(np.int64)
+             for ring in shapely.get_rings(polygons(area))]
+    vertices = np.unique(np.concatenate([_codes(xy) for xy in rings]))
+    keys = []
+    for xy in rings:
+        at = np.searchsorted(vertices, _codes(xy))
+        after = np.roll(at, -1)
         # an edge on ±180° is where the area was split at the antimeridian, not its boundary
         cut = (np.abs(xy[:, 0]) == 180 * SCALE) & (np.abs(np.roll(xy[:, 0], -1)) == 180 * SCALE)
-        edges.update(zip(np.minimum(codes, after)[~cut].tolist(),
-                         np.maximum(codes, after)[~cut].tolist(), strict=True))
-    return edges
+        keys.append((np.minimum(at, after) * len(vertices) + np.maximum(at, after))[~cut])
+    return vertices, np.unique(np.concatenate(keys))
