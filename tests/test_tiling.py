@@ -912,3 +912,56 @@ def test_an_area_off_the_grid_at_many_vertices_is_grown_unchecked():
     assert off_grid(many) > 8
     grown = grow_for_rounding(many)
     assert grown.covers(many) and grown.area > many.area + many.length * ROUNDING_MARGIN * 0.9
+
+
+def test_nearest_first_splits_the_pairs_within_reach_without_losing_one():
+    """Each piece's few nearest pieces within reach (by their boxes) are tried first, both
+    ways; every other pair within reach is left for later, and no pair is lost or added."""
+    from parcelsearch.tiling.partition import _near, _nearest_first
+
+    area = _island_cluster(60, seed=3)
+    pieces = list(shapely.get_parts(area))
+    near = _near(pieces, list(range(len(pieces))), 0.8)
+    first, later = _nearest_first(pieces, near, 0.8, 3)
+    pairs = {(i, j) for i, others in enumerate(near) for j in others if i < j}
+    tried_first = {(i, j) for i, others in enumerate(first) for j in others if i < j}
+    assert tried_first | set(later) == pairs and not tried_first & set(later)
+    assert all(j in first[i] for i, others in enumerate(first) for j in others)  # symmetric
+    assert later and tried_first
+    boxes = shapely.bounds(np.asarray(pieces, dtype=object))
+    for i, others in enumerate(near):
+        gap = {j: np.hypot(*(np.maximum(0, np.maximum(boxes[j, :2] - boxes[i, 2:],
+                                                      boxes[i, :2] - boxes[j, 2:])) * [0.8, 1]))
+               for j in others}
+        nearest = sorted(others, key=lambda j: (gap[j], j))[:3]
+        assert set(nearest) <= first[i]
+
+
+@pytest.mark.parametrize("max_bytes", [7168, 2000])
+def test_merging_tries_every_pair_within_reach_that_still_fits(monkeypatch, max_bytes):
+    """The pairs left for later are tried once no nearer pair fits: when merging stops, no
+    two pieces of different parts within a link's reach whose bytes leave room for a
+    connector are left untried, and far fewer connectors are tried than there are pairs
+    within reach."""
+    import parcelsearch.tiling.partition as partition
+    mergers = []
+    run = partition._Merger.run
+
+    def kept(self: partition._Merger) -> list[Polygon]:
+        mergers.append(self)
+        return run(self)
+
+    monkeypatch.setattr(partition._Merger, "run", kept)
+    area = _island_cluster()
+    tile(area, max_request_bytes=max_bytes)
+    merger = mergers[-1]
+    room = merger.budget.max_request_bytes + merger.budget.base - 1
+    first = merger.first_pieces
+    near = partition._near(first, list(range(len(first))), merger.cos_lat)  # islands: parts
+    within = {(p, q) for p, others in enumerate(near) for q in others if p < q}
+    for p, q in within:
+        i, j = sorted((merger._now(p), merger._now(q)))
+        if i == j or merger.parts[i] & merger.parts[j] or merger.sizes[i] + merger.sizes[j] > room:
+            continue
+        assert (i, j) in merger.tried
+    assert len(merger.tried) < len(within) / 2
