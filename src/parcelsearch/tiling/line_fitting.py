@@ -78,17 +78,21 @@ def _segment(xs: list[float], ys: list[float], origin: tuple[float, float], firs
     n = len(xs)
     bx = by = 0.0  # the direction angles are measured from: to the first vertex off the origin
     lo, hi = -math.inf, math.inf
+    hypot, atan2, asin = math.hypot, math.atan2, math.asin  # local names: a hot loop
     k = first
     while k < n:
         dx, dy = xs[k] - sx, ys[k] - sy
-        r = math.hypot(dx, dy)
+        r = hypot(dx, dy)
         if r > distance:
             if not (bx or by):
                 bx, by = dx / r, dy / r
-            angle = math.atan2(bx * dy - by * dx, bx * dx + by * dy)
-            spread = math.asin(distance / r)
+            angle = atan2(bx * dy - by * dx, bx * dx + by * dy)
+            spread = asin(distance / r)
             low, high = angle - spread, angle + spread
-            low, high = (lo if low < lo else low), (hi if high > hi else high)
+            if low < lo:
+                low = lo
+            if high > hi:
+                high = hi
             if low > high:
                 break
             lo, hi = low, high
@@ -98,11 +102,13 @@ def _segment(xs: list[float], ys: list[float], origin: tuple[float, float], firs
         return last, None
     heading = math.atan2(by, bx) + (lo + hi) / 2
     ux, uy = math.cos(heading), math.sin(heading)
-    feet = [(xs[j] - sx) * ux + (ys[j] - sy) * uy for j in range(first, last + 1)]
-    farthest = first + max(range(len(feet)), key=feet.__getitem__)
+    farthest, reach = first, -math.inf
+    for j in range(first, last + 1):  # the farthest foot along the heading (the first of ties)
+        foot = (xs[j] - sx) * ux + (ys[j] - sy) * uy
+        if foot > reach:
+            farthest, reach = j, foot
     if farthest == n - 1:
         dx, dy = xs[-1] - sx, ys[-1] - sy
         if lo <= math.atan2(bx * dy - by * dx, bx * dx + by * dy) <= hi:
             return farthest, None
-    reach = feet[farthest - first]
     return farthest, (sx + reach * ux, sy + reach * uy)

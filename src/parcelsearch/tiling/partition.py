@@ -248,9 +248,19 @@ def _kundu_misra(
     weight = list(alone)
     detached = [False] * len(alone)
     for t in reversed(order):
-        if not children[t]:
+        below = children[t]
+        if not below:
             continue
-        kids = sorted([(weight[c] - alone[c] + adds[c], c) for c in children[t]], reverse=True)
+        if len(below) == 1:  # most triangles: one child, or none (quicker spelt out)
+            child = below[0]
+            w = weight[child] - alone[child] + adds[child]
+            total = alone[t] + w
+            if total > limit:
+                detached[child] = True
+                total -= w
+            weight[t] = total
+            continue
+        kids = sorted([(weight[c] - alone[c] + adds[c], c) for c in below], reverse=True)
         total = alone[t] + sum(w for w, _ in kids)
         for w, child in kids:
             if total <= limit:
