@@ -206,8 +206,8 @@ def crossing(starts: np.ndarray, ends: np.ndarray, edges: np.ndarray) -> np.ndar
 
     def side(o: np.ndarray, d: np.ndarray, x: np.ndarray) -> np.ndarray:
         # sign of the cross product (d - o) × (x - o): |coordinates| < 2**28, exact in int64
-        return np.sign((d[..., 0] - o[..., 0]) * (x[..., 1] - o[..., 1])
-                       - (d[..., 1] - o[..., 1]) * (x[..., 0] - o[..., 0]))
+        return np.asarray(np.sign((d[..., 0] - o[..., 0]) * (x[..., 1] - o[..., 1])
+                                  - (d[..., 1] - o[..., 1]) * (x[..., 0] - o[..., 0])))
 
     o1, o2 = side(p, q, u), side(p, q, v)
     o3, o4 = side(u, v, p), side(u, v, q)

@@ -591,7 +591,7 @@ def _near(pieces: list[Polygon], parts: list[int], cos_lat: float) -> list[set[i
 
 def _codes(ring: np.ndarray) -> np.ndarray:
     """One int64 per vertex (grid units), ordered as ``(lon, lat)`` are."""
-    return ((ring[:, 0] + _OFFSET) << 31) | (ring[:, 1] + _OFFSET)
+    return np.asarray(((ring[:, 0] + _OFFSET) << 31) | (ring[:, 1] + _OFFSET))
 
 
 def _nearest_first(pieces: list[Polygon], near: list[set[int]], cos_lat: float,
