@@ -116,9 +116,9 @@ def _triangle_tree(
     """
     triangles = shapely.get_parts(shapely.constrained_delaunay_triangles(polygon))
     triangles = triangles[shapely.get_num_coordinates(triangles) == 4]
-    keys = np.rint(shapely.get_coordinates(triangles) * SCALE).astype(np.int64) + _OFFSET
-    # One int64 per vertex, ordered as (lon, lat) are: a 1-d unique is far cheaper.
-    _, vertex = np.unique((keys[:, 0] << 31) | keys[:, 1], return_inverse=True)
+    # One int64 per vertex (_codes): a 1-d unique is far cheaper.
+    grid = np.rint(shapely.get_coordinates(triangles) * SCALE).astype(np.int64)
+    _, vertex = np.unique(_codes(grid), return_inverse=True)
     corners = vertex.reshape(-1, 4)[:, :3]
     count = len(corners)
     a = corners[:, [0, 1, 2]].ravel()
@@ -350,14 +350,14 @@ class _Merger:
         self.area, self.first_pieces = area, pieces  # for outer and first_tree, made when needed
         self.links: dict[tuple[int, ...], bool] = {}
         self.grids: dict[int, tuple[np.ndarray, np.ndarray, np.ndarray]] = {}
-        self.made: tuple[np.ndarray, np.ndarray, np.ndarray] | None = None
+        # what the last connector made: the joined ring's grid (:meth:`_grid`) and its
+        # connector edges, for _replace to keep
+        self.made: tuple[tuple[np.ndarray, np.ndarray, np.ndarray], np.ndarray] | None = None
         # each piece's connector edges (n, 2, 2), grid units; a new connector is made to
         # cross none of them (its ring would cross itself)
         self.bridges: dict[int, np.ndarray] = {}
-        self.bridged: np.ndarray | None = None
-        # each pair once (from its lower id): a pair tried twice would fail twice alike
-        self.heap = [pair for i in self.alive for pair in self._pairs(i) if pair[1] == i]
-        heapq.heapify(self.heap)
+        self.heap: list[tuple[int, int, int]] = []
+        self._fill_heap()
 
     def _pairs(self, i: int) -> list[tuple[int, int, int]]:
         """The pairs of piece ``i`` worth trying, as ``(bytes of both, lower id, higher id)``:
@@ -382,7 +382,7 @@ class _Merger:
             _, i, j = heapq.heappop(self.heap)
             if i not in self.alive or j not in self.alive:
                 continue
-            self.made = self.bridged = None
+            self.made = None
             self.tried.add((i, j))
             if j in self.touching[i]:
                 joined = _join(self.alive[i], self.alive[j], self.budget)
@@ -400,6 +400,11 @@ class _Merger:
                 self.near[i].add(j)
                 self.near[j].add(i)
         self.later = []
+        self._fill_heap()
+
+    def _fill_heap(self) -> None:
+        """Every pair of live pieces worth trying (:meth:`_pairs`) and not tried yet on the
+        heap, each once (from its lower id): a pair tried twice would fail twice alike."""
         self.heap = [pair for i in self.alive for pair in self._pairs(i)
                      if pair[1] == i and (i, pair[2]) not in self.tried]
         heapq.heapify(self.heap)
@@ -495,25 +500,21 @@ class _Merger:
             return None
         outer = np.concatenate([oa, ob, [False, False]])[index]
         outer[[at_b - 1, at_b + len(rb) - 1]] = False  # a → b and b-1 → b' are new edges
-        self.made = (ring, vbytes, outer)
         # a → b, b-1 → b', b' → a', a' → a+1
         ends_at = [at_b - 1, at_b, at_b + len(rb) - 1, at_b + len(rb), at_b + len(rb) + 1,
                    (at_b + len(rb) + 2) % len(ring)]
         a, b, b_1, b2, a2, a_1 = ring[ends_at]
-        self.bridged = np.concatenate([earlier, [[a, b], [b_1, b2], [b2, a2], [a2, a_1]]])
+        new = np.array([[a, b], [b_1, b2], [b2, a2], [a2, a_1]])
+        self.made = ((ring, vbytes, outer), np.concatenate([earlier, new]))
         return Polygon(ring / SCALE), size
 
     def _outer(self, ring: np.ndarray) -> np.ndarray:
         """For each vertex ``k`` of a ring (grid units), whether the edge ``k → k+1`` is one
         of the area's outer edges."""
         vertices, edges = self.outer
-        codes = _codes(ring)
-        at = np.minimum(np.searchsorted(vertices, codes), len(vertices) - 1)
-        known = vertices[at] == codes  # a vertex of the area (not a connector's end)
-        after, known_after = np.roll(at, -1), np.roll(known, -1)
-        keys = np.minimum(at, after) * len(vertices) + np.maximum(at, after)
+        keys, known = _edge_keys(vertices, ring)  # known: not a connector's end
         found = np.minimum(np.searchsorted(edges, keys), len(edges) - 1)
-        return np.asarray(known & known_after & (edges[found] == keys))
+        return np.asarray(known & np.roll(known, -1) & (edges[found] == keys))
 
     def _replace(self, i: int, j: int, polygon: Polygon, size: int) -> None:
         k = max(self.alive) + 1
@@ -522,14 +523,11 @@ class _Merger:
         self.grids.pop(i, None)
         self.grids.pop(j, None)
         self.alive[k], self.sizes[k] = polygon, size
-        if self.made is not None:
-            self.grids[k] = self.made
-        bridges = (self.bridged if self.bridged is not None else np.concatenate(
-            [self.bridges.get(i, _NO_EDGES), self.bridges.get(j, _NO_EDGES)]))
-        self.bridges.pop(i, None)
-        self.bridges.pop(j, None)
-        if len(bridges):
-            self.bridges[k] = bridges
+        edges = np.concatenate([self.bridges.pop(i, _NO_EDGES), self.bridges.pop(j, _NO_EDGES)])
+        if self.made is not None:  # joined by a connector: its ring and edges are known
+            self.grids[k], edges = self.made
+        if len(edges):
+            self.bridges[k] = edges
         for links in (self.touching, self.near):
             joined = (links.pop(i) | links.pop(j)) - {i, j}
             links[k] = joined
@@ -626,9 +624,17 @@ def _outer_edges(area: BaseGeometry) -> tuple[np.ndarray, np.ndarray]:
     vertices = np.unique(np.concatenate([_codes(xy) for xy in rings]))
     keys = []
     for xy in rings:
-        at = np.searchsorted(vertices, _codes(xy))
-        after = np.roll(at, -1)
         # an edge on ±180° is where the area was split at the antimeridian, not its boundary
         cut = (np.abs(xy[:, 0]) == 180 * SCALE) & (np.abs(np.roll(xy[:, 0], -1)) == 180 * SCALE)
-        keys.append((np.minimum(at, after) * len(vertices) + np.maximum(at, after))[~cut])
+        keys.append(_edge_keys(vertices, xy)[0][~cut])
     return vertices, np.unique(np.concatenate(keys))
+
+
+def _edge_keys(vertices: np.ndarray, ring: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
+    """Each edge ``k → k+1`` of a ring (grid units) as ``low * len(vertices) + high`` of its
+    ends' places among ``vertices`` (sorted :func:`_codes`), and whether each vertex of the
+    ring is one of them (the key of an edge from one that is not means nothing)."""
+    codes = _codes(ring)
+    at = np.minimum(np.searchsorted(vertices, codes), len(vertices) - 1)
+    after = np.roll(at, -1)
+    return np.minimum(at, after) * len(vertices) + np.maximum(at, after), vertices[at] == codes
