@@ -674,11 +674,12 @@ def test_a_connector_finds_a_clear_link_behind_blocked_closest_ones():
     asked: list[int] = []
 
     def clear(p: np.ndarray, q: np.ndarray) -> list[bool]:
+        before = sum(asked)  # links asked about already, closest first
         asked.append(len(p))
-        return [k >= 4 for k in range(len(p))]  # the 4 closest links meet another island
+        return [before + k >= 4 for k in range(len(p))]  # the 4 closest meet another island
 
     joined = connect(a, b, every_a, every_b, 1.0, clear)
-    assert asked == [12] and joined is not None
+    assert asked == [1, 11] and joined is not None  # the closest alone, then the rest
     ring, index = joined
     assert shapely.Polygon(ring).is_valid
     at_b = int(np.flatnonzero(index >= len(a))[0])
@@ -877,7 +878,7 @@ def test_connectors_crossing_earlier_ones_are_refused_before_any_ring_is_built(m
     made when only the ring's own validity check refuses them."""
     import parcelsearch.tiling.partition as partition
 
-    area = _island_cluster()
+    area = _island_cluster(seed=0)  # a cluster where refusals are common
     refused = []
     check = partition.crossing
 
@@ -965,3 +966,63 @@ def test_merging_tries_every_pair_within_reach_that_still_fits(monkeypatch, max_
             continue
         assert (i, j) in merger.tried
     assert len(merger.tried) < len(within) / 2
+
+
+def test_outer_edges_are_the_area_boundary_edges_but_the_antimeridian_cut():
+    """The area's outer edges (read for all its rings at once) are exactly its rings'
+    edges, holes' too, undirected, but those running along ±180° where the area was split;
+    and a ring's outer edges found among rings laid end to end are those found for it
+    alone."""
+    from parcelsearch.tiling.grid import snap
+    from parcelsearch.tiling.partition import _OFFSET, _Merger, _outer_edges
+
+    area = snap(MultiPolygon([
+        Polygon([(179.9, 10.0), (180.0, 10.0), (180.0, 10.1), (179.9, 10.1)]),
+        Polygon([(179.0, 10.0), (179.5, 10.0), (179.5, 10.5), (179.0, 10.5)],
+                [[(179.1, 10.1), (179.2, 10.1), (179.2, 10.2)]]),
+    ]))
+    vertices, keys = _outer_edges(area)
+    low, high = np.divmod(keys, len(vertices))
+    decode = lambda code: ((int(code) >> 31) - _OFFSET, (int(code) & (2**31 - 1)) - _OFFSET)  # noqa: E731
+    found = {frozenset((decode(vertices[a]), decode(vertices[b])))
+             for a, b in zip(low.tolist(), high.tolist(), strict=True)}
+    expected = set()
+    for ring in shapely.get_rings(np.asarray(list(area.geoms), dtype=object)):
+        xy = [tuple(p) for p in np.rint(shapely.get_coordinates(ring) * 1e6).astype(int).tolist()]
+        for p, q in zip(xy[:-1], xy[1:], strict=True):
+            if not (abs(p[0]) == abs(q[0]) == 180_000_000):
+                expected.add(frozenset((p, q)))
+    assert found == expected and len(expected) == 3 + 4 + 3
+
+    pieces = list(shapely.get_parts(_island_cluster(30, seed=5)))
+    merger = _Merger(pieces, list(range(len(pieces))), shapely.union_all(pieces), Budget())
+    alone = [merger._outer(ring) for ring, _, _ in merger.first_grids]
+    assert [o.tolist() for _, _, o in merger.first_grids] == [o.tolist() for o in alone]
+    assert all(o.all() for o in alone)  # islands: every edge is the area's
+
+
+def test_the_closest_link_is_checked_alone_before_the_others():
+    """A connector asks whether its closest link may be taken before it asks about any
+    other, and asks about the rest only when that one is not taken: the links it asks
+    about, in order, are the closest pairs, each once."""
+    from parcelsearch.tiling.connectors import _PAIRS, connect
+
+    a = np.array([[0, 0], [10, 0], [10, 10], [0, 10]], dtype=np.int64)
+    b = a + [20, 0]
+    everywhere = np.ones(4, dtype=bool)
+    asked: list[int] = []
+
+    def clear(starts: np.ndarray, ends: np.ndarray) -> list[bool]:
+        asked.append(len(starts))
+        return [True] * len(starts)
+
+    assert connect(a, b, everywhere, everywhere, 1.0, clear) is not None
+    assert asked == [1]
+    asked.clear()
+
+    def shut_first(starts: np.ndarray, ends: np.ndarray) -> list[bool]:
+        asked.append(len(starts))
+        return [len(asked) > 1] * len(starts)
+
+    assert connect(a, b, everywhere, everywhere, 1.0, shut_first) is not None
+    assert asked == [1, _PAIRS - 1]  # of the 16 pairs, the closest

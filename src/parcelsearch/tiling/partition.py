@@ -467,9 +467,11 @@ class _Merger:
         """:meth:`_grid` of every first piece, made together when a connector is first
         tried (array work on all of them at once, not on each in turn)."""
         rings = grid_rings(self.first_pieces)
-        vbytes = _wire.vertex_bytes_array(np.concatenate(rings) / SCALE)
-        sizes = np.split(vbytes, np.cumsum([len(ring) for ring in rings])[:-1])
-        return [(ring, size, self._outer(ring)) for ring, size in zip(rings, sizes, strict=True)]
+        xy = np.concatenate(rings)
+        cuts = np.cumsum([len(ring) for ring in rings])[:-1]
+        vbytes = np.split(_wire.vertex_bytes_array(xy / SCALE), cuts)
+        outer = np.split(self._outer(xy, _next_in_ring(xy, cuts)), cuts)
+        return list(zip(rings, vbytes, outer, strict=True))
 
     def _connect(self, i: int, j: int) -> tuple[Polygon, int] | None:
         """Pieces ``i`` and ``j`` joined by a connector, with its bytes, if that fits."""
@@ -508,13 +510,15 @@ class _Merger:
         self.made = ((ring, vbytes, outer), np.concatenate([earlier, new]))
         return Polygon(ring / SCALE), size
 
-    def _outer(self, ring: np.ndarray) -> np.ndarray:
+    def _outer(self, xy: np.ndarray, after: np.ndarray | None = None) -> np.ndarray:
         """For each vertex ``k`` of a ring (grid units), whether the edge ``k → k+1`` is one
-        of the area's outer edges."""
+        of the area's outer edges; of several rings at once with ``after``
+        (:func:`_next_in_ring`)."""
         vertices, edges = self.outer
-        keys, known = _edge_keys(vertices, ring)  # known: not a connector's end
+        after = _next_in_ring(xy) if after is None else after
+        keys, known = _edge_keys(vertices, xy, after)  # known: not a connector's end
         found = np.minimum(np.searchsorted(edges, keys), len(edges) - 1)
-        return np.asarray(known & np.roll(known, -1) & (edges[found] == keys))
+        return np.asarray(known & known[after] & (edges[found] == keys))
 
     def _replace(self, i: int, j: int, polygon: Polygon, size: int) -> None:
         k = max(self.alive) + 1
@@ -619,22 +623,33 @@ def _outer_edges(area: BaseGeometry) -> tuple[np.ndarray, np.ndarray]:
     """The edges of the area's own boundary (undirected): the area's vertex codes
     (:func:`_codes`, sorted, unique), and each edge as ``low * len(codes) + high`` of its
     ends' places among them (sorted)."""
-    rings = [np.rint(shapely.get_coordinates(ring)[:-1] * SCALE).astype(np.int64)
-             for ring in shapely.get_rings(polygons(area))]
-    vertices = np.unique(np.concatenate([_codes(xy) for xy in rings]))
-    keys = []
-    for xy in rings:
-        # an edge on ±180° is where the area was split at the antimeridian, not its boundary
-        cut = (np.abs(xy[:, 0]) == 180 * SCALE) & (np.abs(np.roll(xy[:, 0], -1)) == 180 * SCALE)
-        keys.append(_edge_keys(vertices, xy)[0][~cut])
-    return vertices, np.unique(np.concatenate(keys))
+    rings = shapely.get_rings(polygons(area))
+    xy, which = shapely.get_coordinates(rings, return_index=True)
+    last = np.append(which[1:] != which[:-1], True)  # each ring's closing vertex
+    xy, which = np.rint(xy[~last] * SCALE).astype(np.int64), which[~last]
+    after = _next_in_ring(xy, np.flatnonzero(np.diff(which)) + 1)
+    vertices = np.unique(_codes(xy))
+    # an edge on ±180° is where the area was split at the antimeridian, not its boundary
+    cut = (np.abs(xy[:, 0]) == 180 * SCALE) & (np.abs(xy[after, 0]) == 180 * SCALE)
+    return vertices, np.unique(_edge_keys(vertices, xy, after)[0][~cut])
 
 
-def _edge_keys(vertices: np.ndarray, ring: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
-    """Each edge ``k → k+1`` of a ring (grid units) as ``low * len(vertices) + high`` of its
-    ends' places among ``vertices`` (sorted :func:`_codes`), and whether each vertex of the
-    ring is one of them (the key of an edge from one that is not means nothing)."""
-    codes = _codes(ring)
+def _next_in_ring(xy: np.ndarray, cuts: np.ndarray | None = None) -> np.ndarray:
+    """For each vertex of rings laid end to end (``cuts``: where each ring but the first
+    starts; one ring if None), the index of the next vertex round its ring."""
+    after = np.arange(1, len(xy) + 1)
+    starts = np.concatenate([[0], [] if cuts is None else cuts]).astype(np.int64)
+    after[np.append(starts[1:], len(xy)) - 1] = starts
+    return after
+
+
+def _edge_keys(vertices: np.ndarray, xy: np.ndarray,
+               after: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
+    """Each edge ``k → after[k]`` of rings (grid units; :func:`_next_in_ring`) as
+    ``low * len(vertices) + high`` of its ends' places among ``vertices`` (sorted
+    :func:`_codes`), and whether each vertex is one of them (the key of an edge from one
+    that is not means nothing)."""
+    codes = _codes(xy)
     at = np.minimum(np.searchsorted(vertices, codes), len(vertices) - 1)
-    after = np.roll(at, -1)
-    return np.minimum(at, after) * len(vertices) + np.maximum(at, after), vertices[at] == codes
+    ahead = at[after]
+    return np.minimum(at, ahead) * len(vertices) + np.maximum(at, ahead), vertices[at] == codes
