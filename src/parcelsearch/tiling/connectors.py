@@ -166,7 +166,7 @@ def connect(
     clear
         Whether each link (its ends: two ``(n, 2)`` arrays, grid units) may be taken: it
         meets no piece of the area but at its ends, nor an earlier connector of either piece
-        (all the links a connector may take are asked at once).
+        (asked about the closest link alone, then about all the others at once).
     """
     a_from = np.flatnonzero(a_outer)  # a: the edge a → a+1 is left
     b_to = (np.flatnonzero(b_outer) + 1) % len(b_ring)  # b: the edge b-1 → b is left
