@@ -996,9 +996,10 @@ def test_outer_edges_are_the_area_boundary_edges_but_the_antimeridian_cut():
 
     pieces = list(shapely.get_parts(_island_cluster(30, seed=5)))
     merger = _Merger(pieces, list(range(len(pieces))), shapely.union_all(pieces), Budget())
-    alone = [merger._outer(ring) for ring, _, _ in merger.first_grids]
-    assert [o.tolist() for _, _, o in merger.first_grids] == [o.tolist() for o in alone]
-    assert all(o.all() for o in alone)  # islands: every edge is the area's
+    alone = [merger._grids_of([piece])[0] for piece in pieces]
+    for together, single in zip(merger.first_grids, alone, strict=True):
+        assert [a.tolist() for a in together] == [a.tolist() for a in single]
+    assert all(outer.all() for _, _, outer in alone)  # islands: every edge is the area's
 
 
 def test_the_closest_link_is_checked_alone_before_the_others():

@@ -36,6 +36,8 @@ __all__ = [
     "MAX_LINK_M",
     "connect",
     "crossing",
+    "grid_rings",
+    "grid_vertices",
     "link_reach_degrees",
     "linked_groups",
     "pairs_within_reach",
@@ -111,23 +113,22 @@ def linked_groups(count: int, left: Sequence[int], right: Sequence[int]) -> list
     return list(groups.values())
 
 
-def grid_ring(polygon: Polygon) -> np.ndarray:
-    """The exterior ring of a piece on the grid, in grid units (int64), counter-clockwise,
-    without the closing vertex."""
-    return grid_rings([polygon])[0]
+def grid_vertices(rings: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
+    """The vertices of closed rings on the grid (grid units, int64), read all at once and
+    laid end to end, each ring's closing vertex left out; and where each ring but the first
+    starts among them."""
+    xy, which = shapely.get_coordinates(rings, return_index=True)
+    kept = np.append(which[1:] == which[:-1], False)  # not a ring's closing vertex
+    starts = np.flatnonzero(np.diff(which[kept])) + 1
+    return np.rint(xy[kept] * SCALE).astype(np.int64), starts
 
 
 def grid_rings(pieces: Sequence[Polygon]) -> list[np.ndarray]:
-    """:func:`grid_ring` of each of ``pieces``, their coordinates read all at once."""
-    rings = shapely.get_exterior_ring(np.asarray(pieces, dtype=object))
-    xy, which = shapely.get_coordinates(rings, return_index=True)
-    grid = np.rint(xy * SCALE).astype(np.int64)
-    ends = np.cumsum(np.bincount(which, minlength=len(pieces)))
-    made = []
-    for ring in np.split(grid, ends[:-1]):
-        ring = ring[:-1]  # the closing vertex
-        made.append(np.ascontiguousarray(ring[::-1] if _twice_area(ring) < 0 else ring))
-    return made
+    """The exterior ring of each of ``pieces`` on the grid (:func:`grid_vertices`: grid
+    units, without the closing vertex), counter-clockwise."""
+    xy, starts = grid_vertices(shapely.get_exterior_ring(np.asarray(pieces, dtype=object)))
+    return [np.ascontiguousarray(ring[::-1] if _twice_area(ring) < 0 else ring)
+            for ring in np.split(xy, starts)]
 
 
 def _twice_area(ring: np.ndarray) -> int:
@@ -157,7 +158,7 @@ def connect(
     Parameters
     ----------
     a_ring, b_ring
-        The two pieces' rings, as :func:`grid_ring` gives them.
+        The two pieces' rings, as :func:`grid_rings` gives them.
     a_outer, b_outer
         For each vertex ``k`` of the ring, whether the edge ``k → k+1`` lies on the area's
         own boundary (only such edges may be left for a connector).

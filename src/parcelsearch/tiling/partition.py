@@ -28,8 +28,8 @@ from parcelsearch.errors import InputError
 from parcelsearch.tiling.connectors import (
     connect,
     crossing,
-    grid_ring,
     grid_rings,
+    grid_vertices,
     pairs_within_reach,
     reach_groups,
 )
@@ -451,27 +451,35 @@ class _Merger:
         return _outer_edges(self.area)
 
     def _grid(self, k: int) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
-        """A piece's ring in grid units (:func:`~parcelsearch.tiling.connectors.grid_ring`),
-        its vertices' bytes and its outer edges, made once (the first pieces' all at once)."""
+        """A piece's ring in grid units, its vertices' bytes and its outer edges
+        (:meth:`_grids_of`), made once (the first pieces' all at once)."""
         if k not in self.grids:
             if k < len(self.first_pieces):
                 self.grids[k] = self.first_grids[k]
             else:
-                ring = grid_ring(self.alive[k])
-                self.grids[k] = (ring, _wire.vertex_bytes_array(ring / SCALE),
-                                 self._outer(ring))
+                self.grids[k] = self._grids_of([self.alive[k]])[0]
         return self.grids[k]
 
     @functools.cached_property
     def first_grids(self) -> list[tuple[np.ndarray, np.ndarray, np.ndarray]]:
-        """:meth:`_grid` of every first piece, made together when a connector is first
+        """:meth:`_grids_of` every first piece, made together when a connector is first
         tried (array work on all of them at once, not on each in turn)."""
-        rings = grid_rings(self.first_pieces)
+        return self._grids_of(self.first_pieces)
+
+    def _grids_of(self, pieces: list[Polygon]) -> list[tuple[np.ndarray, np.ndarray, np.ndarray]]:
+        """Each piece's ring in grid units (:func:`~parcelsearch.tiling.connectors.grid_rings`),
+        its vertices' bytes and, for each vertex ``k``, whether the edge ``k → k+1`` is one
+        of the area's outer edges; all pieces measured at once."""
+        rings = grid_rings(pieces)
         xy = np.concatenate(rings)
-        cuts = np.cumsum([len(ring) for ring in rings])[:-1]
-        vbytes = np.split(_wire.vertex_bytes_array(xy / SCALE), cuts)
-        outer = np.split(self._outer(xy, _next_in_ring(xy, cuts)), cuts)
-        return list(zip(rings, vbytes, outer, strict=True))
+        starts = np.cumsum([len(ring) for ring in rings])[:-1]
+        vertices, edges = self.outer
+        after = _next_in_ring(len(xy), starts)
+        keys, known = _edge_keys(vertices, xy, after)  # known: not a connector's end
+        found = np.minimum(np.searchsorted(edges, keys), len(edges) - 1)
+        outer = known & known[after] & (edges[found] == keys)
+        return list(zip(rings, np.split(_wire.vertex_bytes_array(xy / SCALE), starts),
+                        np.split(outer, starts), strict=True))
 
     def _connect(self, i: int, j: int) -> tuple[Polygon, int] | None:
         """Pieces ``i`` and ``j`` joined by a connector, with its bytes, if that fits."""
@@ -510,16 +518,6 @@ class _Merger:
         self.made = ((ring, vbytes, outer), np.concatenate([earlier, new]))
         return Polygon(ring / SCALE), size
 
-    def _outer(self, xy: np.ndarray, after: np.ndarray | None = None) -> np.ndarray:
-        """For each vertex ``k`` of a ring (grid units), whether the edge ``k → k+1`` is one
-        of the area's outer edges; of several rings at once with ``after``
-        (:func:`_next_in_ring`)."""
-        vertices, edges = self.outer
-        after = _next_in_ring(xy) if after is None else after
-        keys, known = _edge_keys(vertices, xy, after)  # known: not a connector's end
-        found = np.minimum(np.searchsorted(edges, keys), len(edges) - 1)
-        return np.asarray(known & known[after] & (edges[found] == keys))
-
     def _replace(self, i: int, j: int, polygon: Polygon, size: int) -> None:
         k = max(self.alive) + 1
         self.merged_into[i] = self.merged_into[j] = k
@@ -527,9 +525,11 @@ class _Merger:
         self.grids.pop(i, None)
         self.grids.pop(j, None)
         self.alive[k], self.sizes[k] = polygon, size
-        edges = np.concatenate([self.bridges.pop(i, _NO_EDGES), self.bridges.pop(j, _NO_EDGES)])
+        both = [self.bridges.pop(i, _NO_EDGES), self.bridges.pop(j, _NO_EDGES)]
         if self.made is not None:  # joined by a connector: its ring and edges are known
             self.grids[k], edges = self.made
+        else:
+            edges = np.concatenate(both)
         if len(edges):
             self.bridges[k] = edges
         for links in (self.touching, self.near):
@@ -623,23 +623,20 @@ def _outer_edges(area: BaseGeometry) -> tuple[np.ndarray, np.ndarray]:
     """The edges of the area's own boundary (undirected): the area's vertex codes
     (:func:`_codes`, sorted, unique), and each edge as ``low * len(codes) + high`` of its
     ends' places among them (sorted)."""
-    rings = shapely.get_rings(polygons(area))
-    xy, which = shapely.get_coordinates(rings, return_index=True)
-    last = np.append(which[1:] != which[:-1], True)  # each ring's closing vertex
-    xy, which = np.rint(xy[~last] * SCALE).astype(np.int64), which[~last]
-    after = _next_in_ring(xy, np.flatnonzero(np.diff(which)) + 1)
+    xy, starts = grid_vertices(shapely.get_rings(polygons(area)))
+    after = _next_in_ring(len(xy), starts)
     vertices = np.unique(_codes(xy))
     # an edge on ±180° is where the area was split at the antimeridian, not its boundary
     cut = (np.abs(xy[:, 0]) == 180 * SCALE) & (np.abs(xy[after, 0]) == 180 * SCALE)
     return vertices, np.unique(_edge_keys(vertices, xy, after)[0][~cut])
 
 
-def _next_in_ring(xy: np.ndarray, cuts: np.ndarray | None = None) -> np.ndarray:
-    """For each vertex of rings laid end to end (``cuts``: where each ring but the first
-    starts; one ring if None), the index of the next vertex round its ring."""
-    after = np.arange(1, len(xy) + 1)
-    starts = np.concatenate([[0], [] if cuts is None else cuts]).astype(np.int64)
-    after[np.append(starts[1:], len(xy)) - 1] = starts
+def _next_in_ring(count: int, starts: np.ndarray) -> np.ndarray:
+    """For each of ``count`` vertices of rings laid end to end (``starts``: where each ring
+    but the first starts), the index of the next vertex round its ring."""
+    after = np.arange(1, count + 1)
+    first = np.concatenate([[0], starts]).astype(np.int64)
+    after[np.append(first[1:], count) - 1] = first
     return after
 
 
