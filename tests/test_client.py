@@ -35,6 +35,7 @@ from parcelsearch.errors import (
     BudgetExhaustedError,
     ConfigurationError,
     MalformedResponseError,
+    PageGoneError,
     ParcelSearchError,
     QuotaExhaustedError,
     RateLimitError,
@@ -422,7 +423,7 @@ def test_a_hook_that_raises_stops_before_the_retry(server: FaultServer, client: 
         pytest.param(ok(250, 2, data=ids(99), dataRows=99), "must hold 100", id="short-page"),
         pytest.param(ok(250, 2, data=["ABCDEF0123456789A"] * 100), "17 lowercase hex",
                      id="bad-group-id"),
-        pytest.param(ok(250, 2, rows="250"), "not an integer", id="rows-as-text"),
+        pytest.param(ok(250, 2, rows="250 rows"), "not a count", id="rows-not-a-number"),
         pytest.param(ok(250, 2, data=None), "not a list", id="data-missing"),
         pytest.param({k: v for k, v in ok(250, 2).items() if k != "pages"}, "'pages'",
                      id="pages-missing"),
@@ -439,7 +440,7 @@ def test_responses_that_do_not_add_up_are_refused(
 
 def test_page_beyond_the_last_is_refused(server: FaultServer, client: Client) -> None:
     server.default = (200, ok(250, 4, pages=3, dataRows=0, data=[]), {})
-    with pytest.raises(MalformedResponseError, match="outside 1..3"):
+    with pytest.raises(PageGoneError, match="past the last page of an answer of 250 rows"):
         client.search_page(RING, 4)
 
 

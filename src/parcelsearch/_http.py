@@ -32,6 +32,7 @@ from urllib3.exceptions import NewConnectionError
 
 from parcelsearch.errors import (
     ConfigurationError,
+    CutBodyError,
     Hint,
     MalformedResponseError,
     ServiceError,
@@ -41,6 +42,8 @@ from parcelsearch.errors import (
 __all__ = [
     "Cancelled",
     "Transient",
+    "Redirected",
+    "MAX_REDIRECTS",
     "Spend",
     "RateLimiter",
     "RetryPolicy",
@@ -60,6 +63,8 @@ RequestFailure = TransportError | MalformedResponseError | ServiceError
 DEFAULT_MARGIN = 0.03
 #: Statuses that may heal if asked again (spike arrest, server failures): the only ones retried.
 RETRY_STATUSES = frozenset({429, 500, 502, 503, 504})
+#: Redirects followed for one request before it is refused.
+MAX_REDIRECTS = 3
 
 
 class Cancelled(Exception):  # noqa: N818 - a signal, not an error
@@ -81,17 +86,31 @@ class Transient(Exception):  # noqa: N818 - a verdict, not an error
     unsent
         ``True`` when no connection was made (refused, or timed out connecting): the service
         never saw the request, and such failures have their own, smaller allowance.
+    once
+        ``True`` for an answer that was delivered whole but cannot be read (not JSON, counts
+        that disagree): asked once more, identically, then final — a server that answers in
+        a shape we do not read will not heal, and every try is a counted call.
     """
 
     def __init__(
         self, reason: str, error: RequestFailure, response: requests.Response | None = None,
-        *, unsent: bool = False,
+        *, unsent: bool = False, once: bool = False,
     ) -> None:
         super().__init__(reason)
         self.reason = reason
         self.error = error
         self.response = response
         self.unsent = unsent
+        self.once = once
+
+
+class Redirected(Exception):  # noqa: N818 - a verdict, not an error
+    """A judge's verdict: the answer is a redirect the caller accepts; send the same GET to
+    ``url`` (a new attempt, reserved and paced like any other)."""
+
+    def __init__(self, url: str) -> None:
+        super().__init__(url)
+        self.url = url
 
 
 class Spend(Protocol):
@@ -305,7 +324,7 @@ class Transport:
         TransportError
             No response after the retries, or TLS verification failed.
         """
-        failures = unsent = 0
+        failures = unsent = unreadable = hops = 0
         while True:
             self._gate(spend, cancel)
             try:
@@ -318,13 +337,23 @@ class Transport:
                 if spend is not None:
                     spend.refund()  # the TLS handshake failed: no request reached the service
                 raise
+            except Redirected as hop:
+                hops += 1
+                if hops > MAX_REDIRECTS:
+                    raise TransportError(f"more than {MAX_REDIRECTS} redirects ({describe}), "
+                                         f"the last to {strip_query(hop.url)}",
+                                         url=strip_query(url)) from None
+                self._count("redirected")
+                url = hop.url
+                continue
             except Transient as verdict:
                 failures += 1
+                unreadable += verdict.once
                 if verdict.unsent:
                     unsent += 1
                     if spend is not None:
                         spend.refund()  # no connection was made: the service never saw it
-                if self.policy.exhausted(failures, unsent):
+                if self.policy.exhausted(failures, unsent) or unreadable > 1:
                     raise _given_up(verdict.error, failures) from None
                 self._count(f"retried {verdict.reason}")
                 asked = None if verdict.response is None else retry_after(verdict.response.headers)
@@ -352,7 +381,7 @@ class Transport:
                                  ) from None
         except (requests.exceptions.ChunkedEncodingError,
                 requests.exceptions.ContentDecodingError) as exc:
-            raise Transient("cut body", MalformedResponseError(
+            raise Transient("cut body", CutBodyError(
                 f"response body cut short or undecodable ({describe}): {_reason(exc)}",
                 url=strip_query(url))) from None
         except requests.exceptions.RequestException as exc:

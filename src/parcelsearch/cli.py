@@ -34,10 +34,12 @@ from typing import Any
 from parcelsearch import __version__, notices, settings
 from parcelsearch._shared import count_argument
 from parcelsearch.errors import (
+    AreasFailedError,
     BudgetError,
     ConfigurationError,
     InputError,
     ParcelSearchError,
+    QuotaExhaustedError,
     SearchInterrupted,
 )
 
@@ -515,6 +517,8 @@ def main(argv: Sequence[str] | None = None) -> int:
             signum = int(getattr(exc, "signum", signal.SIGINT))
             return _fail("everything fetched so far is cached", 128 + signum, "interrupted")
         except BudgetError as exc:
+            return _fail(exc.render("cli"), 3, "stopped")
+        except (QuotaExhaustedError, AreasFailedError) as exc:  # refused, or partly: exit 3
             return _fail(exc.render("cli"), 3, "stopped")
         except (ConfigurationError, InputError) as exc:  # what the user gave: a usage error
             return _fail(exc.render("cli"), 2)

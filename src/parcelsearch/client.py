@@ -19,7 +19,6 @@ Page(page=1/3, rows=245, data_rows=100, from_cache=False, key=5d41402abc4b…)
 from __future__ import annotations
 
 import hashlib
-import json
 import logging
 import os
 import ssl
@@ -28,6 +27,7 @@ from collections import Counter
 from collections.abc import Callable, Mapping
 from pathlib import Path
 from typing import Any, TypeVar
+from urllib.parse import urljoin, urlsplit
 
 import requests
 
@@ -36,6 +36,7 @@ from parcelsearch._http import (
     RETRY_STATUSES,
     Cancelled,
     RateLimiter,
+    Redirected,
     RetryPolicy,
     Spend,
     Transient,
@@ -48,8 +49,10 @@ from parcelsearch.errors import (
     AuthenticationError,
     BadPolygonError,
     ConfigurationError,
+    CutBodyError,
     Hint,
     MalformedResponseError,
+    PageGoneError,
     QuotaExhaustedError,
     RateLimitError,
     RequestTooLargeError,
@@ -57,6 +60,8 @@ from parcelsearch.errors import (
     ServiceFailureError,
 )
 from parcelsearch.page import Page, check_page
+from parcelsearch.vendor_answers import Refusal, count_field, read_json, read_refusal
+from parcelsearch.vendor_profile import load_profile, save_profile
 
 __all__ = ["Client", "RateLimiter", "RetryPolicy", "key_fingerprint", "Cancelled"]
 
@@ -147,6 +152,52 @@ class Client:
             verify=self.ca_bundle or True,
         )
         self.cache_dir = Path(cache_dir) if cache_dir is not None else settings.options.cache_dir
+        #: What is known of the vendor at this base URL (kept in the cache folder).
+        self.profile = load_profile(self.cache_dir, self.base_url)
+        #: The number the vendor gives its first page (0 or 1): learned, or from the profile.
+        self.page_base = self.profile.page_base if self.profile.page_base is not None else 1
+        #: Whether any answer was read (a 404 before that hints at the base URL's path).
+        self._answered = False
+        self._moved: dict[str, str] = dict(self.profile.moved)  # paths moved by redirects
+        self._moved_lock = threading.Lock()
+
+    @property
+    def page_base_known(self) -> bool:
+        """Whether the vendor's first page number is known (learned, or in the profile)."""
+        return self.profile.page_base is not None
+
+    def learn(self, **observed: Any) -> None:
+        """Remember what was observed of the vendor (``page_base=0``, ``moved={...}``,
+        ``compression=…``, ``error_format=…``) in its profile in the cache folder; a folder
+        that cannot be written only loses the memory, never the run."""
+        with self._moved_lock:
+            for name, value in observed.items():
+                setattr(self.profile, name, value)
+            if "page_base" in observed:
+                self.page_base = int(observed["page_base"])
+            try:
+                save_profile(self.cache_dir, self.profile)
+            except OSError as exc:
+                log.warning("the vendor profile was not kept in %s: %s", self.cache_dir, exc)
+
+    def probe_page_base(
+        self, polygon_json: str, *, path: str = settings.SEARCH_PATH, spend: Spend | None = None,
+        cancel: threading.Event | None = None,
+    ) -> int:
+        """Ask for ``page=0`` of a ring (one call): 0 when the vendor answers it as its first
+        page, 1 when it refuses it (as a vendor counting from 1 does)."""
+        target = _wire.search_target(path, polygon_json, 0)
+
+        def read(payload: dict[str, Any], where: str) -> int:
+            data = _list_field(payload, where, self.base_url + target)
+            echoed = count_field(payload, "page")
+            rows = count_field(payload, "rows")
+            return 0 if echoed == 0 and (data or rows == 0) else 1
+
+        try:
+            return self._get(target, read, spend, cancel)
+        except BadPolygonError:
+            return 1
 
     @property
     def fingerprint(self) -> str:
@@ -178,6 +229,34 @@ class Client:
     def close(self) -> None:
         """Close the session's pooled connections."""
         self.session.close()
+
+    # -- redirects ----------------------------------------------------------------------
+
+    def _moved_url(self, url: str) -> str:
+        """``url`` on the path a same-origin redirect moved it to earlier, if any."""
+        path, sep, query = url.partition("?")
+        return self._moved.get(path, path) + sep + query
+
+    def _redirect(self, response: requests.Response, url: str, where: str) -> Exception:
+        """:class:`~parcelsearch._http.Redirected` for a GET that stays on the base URL's
+        https origin (remembered for the next requests), else the refusal naming Location."""
+        location = response.headers.get("Location", "")
+        target = urljoin(url, location)
+        base, there = urlsplit(self.base_url), urlsplit(target)
+        if location and there.scheme == "https" and there.netloc == base.netloc:
+            if there.query == urlsplit(url).query:
+                with self._moved_lock:
+                    self._moved[strip_query(url)] = strip_query(target)
+                    moved = dict(self._moved)
+                self.learn(moved=moved)
+            return Redirected(target)
+        shown = strip_query(target) if location else "nowhere (no Location header)"
+        return ServiceError(
+            f"HTTP {response.status_code}: the vendor redirects {where} to {shown}; "
+            "parcelsearch follows only redirects to the same https:// host and port, so the "
+            "key is never sent elsewhere or unencrypted. If that address is the service, "
+            "use it as the base URL", status=response.status_code, url=strip_query(url),
+            hints=[Hint("base_url", phrase="check {knob}")])
 
     # -- requests ---------------------------------------------------------------------
 
@@ -226,27 +305,40 @@ class Client:
         """
         if isinstance(page, bool) or not isinstance(page, int) or page < 1:
             raise ValueError(f"page must be an integer >= 1, got {page!r}")
-        target = _wire.search_target(path, polygon_json, page)
+        sent = page - 1 + self.page_base  # the vendor's number for our page `page`
+        target = _wire.search_target(path, polygon_json, sent)
         url = self.base_url + target
         key = _wire.request_key(self.base_url, path, polygon_json, page)
 
         def read(payload: dict[str, Any], where: str) -> Page:
             echoed = _field(payload, "page", where, url)
-            if echoed != page:
-                raise MalformedResponseError(f"asked for page {page}, got page {echoed!r} "
+            data = _list_field(payload, where, url)
+            rows = _field(payload, "rows", where, url)
+            pages = _field(payload, "pages", where, url)
+            if page > 1 and rows and (not data or page > pages):
+                raise PageGoneError(
+                    f"page {page} is past the last page of an answer of {rows} rows "
+                    f"({where}): the result changed since page 1", url=strip_query(url))
+            if echoed != sent:
+                raise MalformedResponseError(f"asked for page {sent}, got page {echoed!r} "
                                              f"({where})", url=strip_query(url))
             result = Page(
                 request_key=key, polygon_json=polygon_json, page=page,
-                rows=_field(payload, "rows", where, url),
-                pages=_field(payload, "pages", where, url),
-                data_rows=_field(payload, "dataRows", where, url),
-                data=tuple(_list_field(payload, where, url)),
-                base_url=self.base_url, path=path,
+                rows=rows, pages=pages, data_rows=_data_rows(payload, data, where, url),
+                data=tuple(data), base_url=self.base_url, path=path,
             )
             check_page(result, url=strip_query(url))
             return result
 
-        return self._get(target, read, spend, cancel)
+        empty = {"status": "OK", "rows": 0, "pages": 0, "page": sent, "data": []}
+        try:
+            return self._get(target, read, spend, cancel, empty=empty if page == 1 else None)
+        except BadPolygonError as exc:
+            if page == 1:
+                raise
+            raise PageGoneError(  # the polygon was accepted for page 1: it is the page
+                f"page {page} refused ({exc.message}): the result changed since page 1",
+                url=exc.url) from None
 
     def markets(
         self,
@@ -260,7 +352,7 @@ class Client:
 
         def read(payload: dict[str, Any], where: str) -> list[str]:
             data = _list_field(payload, where, url)
-            if _field(payload, "dataRows", where, url) != len(data):
+            if _data_rows(payload, data, where, url) != len(data):
                 raise MalformedResponseError(
                     f"markets: dataRows is {payload['dataRows']} but data holds {len(data)} "
                     "names", url=url)
@@ -277,12 +369,14 @@ class Client:
         read: Callable[[dict[str, Any], str], T],
         spend: Spend | None,
         cancel: threading.Event | None,
+        *,
+        empty: dict[str, Any] | None = None,
     ) -> T:
-        url = self.base_url + target
+        url = self._moved_url(self.base_url + target)
         where = _describe(target)
 
         def judge(response: requests.Response) -> T:
-            return _judge(response, read, where, url, spend)
+            return _judge(response, read, where, response.url or url, spend, self, empty)
 
         log.debug("GET %s (key %s)", where, self._fingerprint)
         return self.transport.get(
@@ -293,6 +387,9 @@ class Client:
 
 # -- answers -----------------------------------------------------------------------------
 
+#: Redirect statuses: followed when they stay on the base URL's https origin.
+REDIRECTS = frozenset({301, 302, 303, 307, 308})
+
 
 def _judge(
     response: requests.Response,
@@ -300,44 +397,61 @@ def _judge(
     where: str,
     url: str,
     spend: Spend | None,
+    client: Client,
+    empty: dict[str, Any] | None = None,
 ) -> T:
-    """Accept a 200 that adds up; call cut, unreadable or inconsistent bodies transient."""
+    """Accept a 200 that adds up; follow same-origin redirects; read every refusal once.
+
+    Cut bodies, 5xx and spike arrest are transient; an answer delivered whole that cannot be
+    read is asked once more, then final; quota, key, polygon and other refusals are final.
+    ``empty`` is the answer to use when the vendor words an empty result as an error.
+    """
     try:
         body = response.content
     except (requests.exceptions.ChunkedEncodingError,
             requests.exceptions.ContentDecodingError) as exc:
-        raise Transient("cut body", MalformedResponseError(
+        raise Transient("cut body", CutBodyError(
             f"response body cut short or undecodable ({where}): {type(exc).__name__}",
             url=strip_query(url))) from None
-    if response.status_code != 200:
-        error = _service_error(response.status_code, response.headers, body, url, where)
-        if response.status_code == 429 or isinstance(error, AuthenticationError):
+    status = response.status_code
+    if status in REDIRECTS:
+        raise client._redirect(response, url, where)
+    content_type = response.headers.get("Content-Type", "")
+    if status != 200:
+        refusal = read_refusal(status, body, content_type)
+        if refusal.kind == "empty" and empty is not None:
+            return read(empty, where)
+        error = _service_error(status, response.headers, refusal, url, where, client)
+        if status == 429 or isinstance(error, AuthenticationError | QuotaExhaustedError):
             if spend is not None:
                 spend.refund()  # refused at the gate: the service did not count it
-        if response.status_code in RETRY_STATUSES and not isinstance(
-                error, QuotaExhaustedError):
-            raise Transient(str(response.status_code), error)
+        if refusal.kind == "spike" or (
+                status in RETRY_STATUSES and refusal.kind not in ("quota", "key")):
+            raise Transient(str(status), error)
         raise error
-    declared = response.headers.get("Content-Length")
-    if declared is not None and declared.isdigit() and int(declared) != len(body):
-        raise Transient("cut body", MalformedResponseError(
-            f"response body cut short: {len(body)} of {declared} bytes ({where})",
-            url=strip_query(url)))
-    try:
-        payload = json.loads(body)
-    except ValueError:
+    payload = read_json(body)
+    if payload is None:
+        refusal = read_refusal(status, body, content_type)
+        shown = refusal.text if refusal.shape == "html" else f"{len(body)} bytes, not JSON"
         raise Transient("body not JSON", MalformedResponseError(
-            f"response is not JSON ({len(body)} bytes, {where}): {body[:60]!r}",
-            url=strip_query(url))) from None
+            f"HTTP 200 but the answer is not JSON ({where}): {shown}",
+            url=strip_query(url)), once=True) from None
     if not isinstance(payload, dict) or payload.get("status") != "OK":
+        refusal = read_refusal(status, body, content_type)
+        if refusal.kind == "empty" and empty is not None:
+            return read(empty, where)
         status_field = payload.get("status") if isinstance(payload, dict) else None
         raise MalformedResponseError(
-            f"HTTP 200 but status {status_field!r}, not 'OK' ({where}): "
-            + "; ".join(_messages(body)), url=strip_query(url))
+            f"HTTP 200 but status {status_field!r}, not 'OK' ({where}): {refusal.text}",
+            url=strip_query(url))
     try:
-        return read(payload, where)
+        result = read(payload, where)
+    except PageGoneError:
+        raise
     except MalformedResponseError as exc:
-        raise Transient("counts disagree", exc) from None
+        raise Transient("counts disagree", exc, once=True) from None
+    client._answered = True
+    return result
 
 
 def _describe(target: str) -> str:
@@ -404,57 +518,62 @@ def _resolve_rate(rate: float | None) -> float:
 # -- responses -------------------------------------------------------------------------
 
 
-def _messages(body: bytes) -> list[str]:
-    """The ``messages`` of an error envelope, or ``[]``."""
-    try:
-        payload = json.loads(body)
-    except ValueError:
-        return []
-    messages = payload.get("messages") if isinstance(payload, dict) else None
-    if isinstance(messages, list):
-        return [str(m) for m in messages]
-    return []
-
-
-def _is_quota(messages: list[str]) -> bool:
-    return any("quota" in message.lower() for message in messages)
-
-
 _ERRORS: dict[int, type[ServiceError]] = {
     400: BadPolygonError,
     401: AuthenticationError,
     403: AuthenticationError,
     414: RequestTooLargeError,
 }
+_KINDS: dict[str, type[ServiceError]] = {
+    "quota": QuotaExhaustedError, "spike": RateLimitError, "key": AuthenticationError,
+}
 
 
 def _service_error(
-    status: int, headers: Mapping[str, str], body: bytes, url: str, where: str
+    status: int, headers: Mapping[str, str], refusal: Refusal, url: str, where: str,
+    client: Client,
 ) -> ServiceError:
-    messages = _messages(body)
-    if status == 429:
-        cls: type[ServiceError] = QuotaExhaustedError if _is_quota(messages) else RateLimitError
+    """The error of a refusal, in the vendor's words (never raw bytes or markup)."""
+    if refusal.kind in _KINDS:
+        cls = _KINDS[refusal.kind]
     elif status >= 500:
         cls = ServiceFailureError
     else:
         cls = _ERRORS.get(status, ServiceError)
-    text = "; ".join(messages) if messages else f"no error envelope: {body[:120]!r}"
+    if cls is AuthenticationError and status not in (401, 403):
+        cls = ServiceError
+    text = refusal.text
+    if refusal.errorcode:
+        text += f" [{refusal.errorcode}]"
     note = {
         QuotaExhaustedError: ": the key has no calls left this period",
         RateLimitError: ": still rate-limited after the retries",
         ServiceFailureError: ": the service kept failing through the retries",
     }.get(cls, "")
     hints = [Hint("api_key", phrase="check {knob}")] if cls is AuthenticationError else []
-    return cls(f"HTTP {status}: {text} ({where}){note}.", status=status, messages=messages,
-               url=strip_query(url), retry_after=retry_after(headers), hints=hints)
+    if status == 404 and refusal.kind != "empty":
+        note += (f"; the base URL {client.base_url} may lack the vendor's path: a gateway "
+                 "often serves its API under a stage prefix (e.g. https://host/prod)")
+        hints = [Hint("base_url", phrase="check {knob}")]
+    return cls(f"HTTP {status}: {text} ({where}){note}.", status=status,
+               messages=list(refusal.messages), url=strip_query(url),
+               retry_after=retry_after(headers), hints=hints)
 
 
 def _field(payload: dict[str, Any], name: str, where: str, url: str) -> int:
-    value = payload.get(name)
-    if isinstance(value, bool) or not isinstance(value, int):
-        raise MalformedResponseError(f"field {name!r} is {value!r}, not an integer ({where})",
+    value = count_field(payload, name)
+    if value is None:
+        shown = payload.get(name)
+        raise MalformedResponseError(f"field {name!r} is {shown!r:.40}, not a count ({where})",
                                      url=strip_query(url))
     return value
+
+
+def _data_rows(payload: dict[str, Any], data: list[Any], where: str, url: str) -> int:
+    """``dataRows`` as sent, or the length of ``data`` when a vendor leaves it out."""
+    if "dataRows" not in payload:
+        return len(data)
+    return _field(payload, "dataRows", where, url)
 
 
 def _list_field(payload: dict[str, Any], where: str, url: str) -> list[Any]:

@@ -13,8 +13,12 @@ so ``except parcelsearch.ParcelSearchError`` catches them all::
     ├── SearchInterrupted         Ctrl-C / SIGTERM / kernel interrupt (also a KeyboardInterrupt)
     ├── CacheError                an unreadable or corrupt cache file (named)
     ├── TeamStoreError            the team's PostgreSQL store unreachable, lost or not made
+    ├── AreasFailedError          some areas failed (each named); the others are complete
     ├── TransportError            no usable HTTP response after retries (timeouts, resets)
     ├── MalformedResponseError    a response whose body or counts do not add up
+    │   ├── CutBodyError            a body cut short on the way (the connection's fault)
+    │   ├── PageGoneError           a page past the last: the result changed since page 1
+    │   └── UnstableOrderError      pages of one piece overlap: the vendor's order moved
     └── ServiceError              the service answered with an error envelope
         ├── AuthenticationError     401 (the service's message verbatim)
         ├── RateLimitError          429 spike arrest that outlasted the retries
@@ -168,6 +172,10 @@ __all__ = [
     "BadPolygonError",
     "RequestTooLargeError",
     "ServiceFailureError",
+    "PageGoneError",
+    "CutBodyError",
+    "UnstableOrderError",
+    "AreasFailedError",
 ]
 
 
@@ -370,3 +378,38 @@ class RequestTooLargeError(ServiceError):
 
 class ServiceFailureError(ServiceError):
     """5xx: the service failed, and kept failing through the retries."""
+
+
+class CutBodyError(MalformedResponseError):
+    """A body cut short or undecodable on the way (the connection, not the vendor's answer):
+    retried like a failure to connect, and when it persists it stops the run."""
+
+
+class PageGoneError(MalformedResponseError):
+    """A page past the last one: refused or answered empty although page 1 promised it.
+
+    The result changed (shrank) since its page 1 was read; the piece is read again from
+    page 1, never kept with pages of two different answers.
+    """
+
+
+class UnstableOrderError(MalformedResponseError):
+    """Pages of one piece overlap and page 1 read again differs: the vendor's order is not
+    stable across pages, so no set of its pages can be trusted to be the whole answer."""
+
+
+class AreasFailedError(ParcelSearchError):
+    """Some areas failed (a piece the vendor refused or answered unreadably); the others are
+    complete and on ``.result``, which is marked incomplete.
+
+    Attributes
+    ----------
+    failures
+        Area id → the failure of its piece, in the vendor's words.
+    """
+
+    def __init__(self, message: str, *, failures: dict[object, str], result: object = None,
+                 hints: Sequence[Hint] = ()) -> None:
+        super().__init__(message, hints=hints)
+        self.failures = dict(failures)
+        self.result = result

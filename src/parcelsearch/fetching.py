@@ -22,14 +22,28 @@ from typing import Any
 from parcelsearch import _wire
 from parcelsearch._http import Cancelled, RateLimiter
 from parcelsearch.client import Client
-from parcelsearch.errors import BudgetExhaustedError, ParcelSearchError
+from parcelsearch.errors import (
+    AuthenticationError,
+    BadPolygonError,
+    BudgetExhaustedError,
+    CutBodyError,
+    MalformedResponseError,
+    PageGoneError,
+    ParcelSearchError,
+    QuotaExhaustedError,
+    RateLimitError,
+    ServiceError,
+    ServiceFailureError,
+    UnstableOrderError,
+)
 from parcelsearch.ledger import Quota, budget_reached
 from parcelsearch.page import Page
 from parcelsearch.planning import Piece
 from parcelsearch.search_options import SearchOptions
 from parcelsearch.spending import Limit, Spending
 
-__all__ = ["Run", "PieceState", "PageSpend", "Fetcher", "Stopped", "MAX_REFETCHES"]
+__all__ = ["Run", "PieceState", "PageSpend", "Fetcher", "Stopped", "MAX_REFETCHES",
+           "PageBaseLearned", "piece_failure"]
 
 log = logging.getLogger(__name__)
 
@@ -41,6 +55,23 @@ _TICK = 0.1
 
 class Stopped(Exception):  # noqa: N818 - a signal, not an error
     """Raised before an attempt once the run is stopping."""
+
+
+class PageBaseLearned(Exception):  # noqa: N818 - a signal, not an error
+    """The vendor numbers its pages from 0: every page read so far must be read again."""
+
+
+def piece_failure(exc: BaseException) -> bool:
+    """Whether ``exc`` is about one piece (the vendor refused or garbled its answer), so it
+    fails that piece and its area, not the run. Refusals of the key (quota, invalid key,
+    rate), of the base URL (redirects refused, 404), a failing service and failures to
+    connect stop the run."""
+    if isinstance(exc, QuotaExhaustedError | AuthenticationError | RateLimitError
+                  | ServiceFailureError | CutBodyError):
+        return False
+    if isinstance(exc, ServiceError) and (300 <= exc.status < 400 or exc.status == 404):
+        return False  # a redirect refused, or no such path: the base URL's, not the piece's
+    return isinstance(exc, MalformedResponseError | ServiceError)
 
 
 @dataclass
@@ -55,13 +86,18 @@ class PieceState:
     cached_pages: int = 0
     refetches: int = 0  # > 0: fetched again, so its pages never come from a store again
     reread: bool = False  # a refresh: its pages come from the network, not a store
+    #: Why this piece failed (the vendor's words), or ``None``: its area is not complete.
+    failure: str | None = None
 
     @property
     def done(self) -> bool:
-        return self.pages is not None and len(self.data) >= max(1, self.pages)
+        return self.failure is None and self.pages is not None and \
+            len(self.data) >= max(1, self.pages)
 
     def missing(self) -> list[int]:
-        """Pages still to fetch (page 1 first)."""
+        """Pages still to fetch (page 1 first; none once the piece failed)."""
+        if self.failure is not None:
+            return []
         if self.pages is None:
             return [1]
         return [k for k in range(1, max(1, self.pages) + 1) if k not in self.data]
@@ -158,12 +194,37 @@ class Run:
         except (Stopped, Cancelled):
             self.spending.abandon(key)
             raise
-        except BaseException:
-            self.stop.set()  # at once, in this thread: no other worker starts a request now
+        except BaseException as exc:
+            if not piece_failure(exc):
+                self.stop.set()  # at once, in this thread: no other worker starts one now
             self.spending.abandon(key)
+            exc.calls = spend.calls  # type: ignore[attr-defined]  # spent on it all the same
             raise
         self.spending.keep(fresh)
         return fresh, max(1, spend.calls)
+
+    def page_base(self, state: PieceState) -> int:
+        """The vendor's first page number, asked once per base URL (one call, ``page=0`` of
+        this piece: a vendor counting from 1 refuses it) and kept in its profile."""
+        client = self.client
+        with self.lock:
+            if client.page_base_known:
+                return client.page_base
+        spend = PageSpend(self)
+        base = client.probe_page_base(state.piece.polygon_json, path=self.path, spend=spend,
+                                      cancel=self.stop)
+        state.calls += spend.calls
+        client.learn(page_base=base)
+        return base
+
+    def read_again(self, state: PieceState, page: int) -> Page:
+        """Page ``page`` of a piece from the network once more (kept in no store)."""
+        spend = PageSpend(self)
+        try:
+            return self.client.search_page(state.piece.polygon_json, page, path=self.path,
+                                           spend=spend, cancel=self.stop)
+        finally:
+            state.calls += spend.calls
 
 
 class PageSpend:
@@ -242,19 +303,98 @@ class Fetcher:
         except (Stopped, Cancelled):
             return []  # not started, or stopped before sending: nothing was spent
         except BaseException as exc:  # noqa: BLE001 - kept, the run stops after it
-            self.failure = self.failure or exc
-            self.run.stop.set()
-            return []
+            state.calls += int(getattr(exc, "calls", 0))
+            return self._failed(state, page_no, exc)
         state.calls += calls
         state.cached_pages += calls == 0
         if page_no == 1 and state.rows is None:
             state.rows, state.pages = page.rows, page.pages
             self._keep(state, page_no, page)
             return state.missing() if state.refetches else []  # fetched again: finish it
-        if state.rows is None:
+        if state.rows is None or state.failure is not None:
             return []  # a page of the answer this piece was fetched again to replace
         if (page.rows, page.pages) != (state.rows, state.pages):
             return [] if self.run.stop.is_set() else self._refetch(state, page)
+        if self._overlaps(state, page_no, page):
+            return self._check_order(state, page_no, page)
+        self._keep(state, page_no, page)
+        return []
+
+    def _failed(self, state: PieceState, page_no: int, exc: BaseException) -> list[int]:
+        """A page's final error: the run's (it stops), or this piece's (it fails alone)."""
+        if not piece_failure(exc) or self.run.stop.is_set():
+            self.failure = self.failure or exc
+            self.run.stop.set()
+            return []
+        if isinstance(exc, PageGoneError):
+            if state.rows is None:
+                return []  # the piece is being read again already
+            return self._refetch(state, None, str(exc))
+        if page_no == 1 and isinstance(exc, BadPolygonError | MalformedResponseError) and \
+                self._learned_zero(state):
+            return []
+        state.failure = getattr(exc, "message", None) or str(exc)
+        log.warning("area %r piece %s failed: %s", state.piece.area_id, state.piece.piece_id,
+                    state.failure)
+        return []
+
+    def _learned_zero(self, state: PieceState) -> bool:
+        """Whether a suspicious answer came from a vendor that counts pages from 0 (asked
+        once per base URL); then the run reads everything again (``PageBaseLearned``)."""
+        if self.run.client.page_base_known:
+            return False
+        try:
+            base = self.run.page_base(state)
+        except (Stopped, Cancelled):
+            return False
+        except ParcelSearchError as exc:
+            self.failure = self.failure or exc
+            self.run.stop.set()
+            return True
+        if base == 0:
+            self.failure = self.failure or PageBaseLearned()
+            self.run.stop.set()
+            return True
+        return False
+
+    @staticmethod
+    def _overlaps(state: PieceState, page_no: int, page: Page) -> bool:
+        """Whether ``page`` shares GroupIDs with another page of its piece in a way a stable
+        order does not explain. One GroupID may hold several parcels (a condominium), and a
+        vendor that counts them in ``rows`` and keeps them together in its order may split
+        them at a page boundary: the last GroupID of page k is then the first of page k + 1.
+        Any other shared GroupID is suspect."""
+        ids = set(page.data)
+        for other, data in state.data.items():
+            common = ids.intersection(data)
+            if other == page_no or not common:
+                continue
+            lower, upper = (data, page.data) if other < page_no else (page.data, data)
+            if abs(other - page_no) == 1 and common == {lower[-1]} and upper[0] == lower[-1]:
+                continue
+            return True
+        return False
+
+    def _check_order(self, state: PieceState, page_no: int, page: Page) -> list[int]:
+        """Pages of one piece share GroupIDs: a vendor counting from 0 (asked once), else an
+        order that is not stable (page 1 read again differs: the piece fails), else real
+        duplicates (kept)."""
+        if self._learned_zero(state):
+            return []
+        try:
+            again = self.run.read_again(state, 1)
+        except (Stopped, Cancelled):
+            return []
+        except BaseException as exc:  # noqa: BLE001 - judged like any page's failure
+            return self._failed(state, 1, exc)
+        if again.data != state.data.get(1):
+            state.failure = str(UnstableOrderError(
+                "pages of this piece overlap and page 1 read again differs: the vendor's "
+                "order is not stable across pages, so its pages cannot be trusted to hold "
+                "every GroupID"))
+            log.warning("area %r piece %s failed: %s", state.piece.area_id,
+                        state.piece.piece_id, state.failure)
+            return []
         self._keep(state, page_no, page)
         return []
 
@@ -263,17 +403,26 @@ class Fetcher:
             state.data[page_no] = page.data
             self.bar.update(1)
 
-    def _refetch(self, state: PieceState, page: Page) -> list[int]:
-        """Pages of one piece came from different answers: fetch that piece again, only it."""
+    def _refetch(self, state: PieceState, page: Page | None, gone: str = "") -> list[int]:
+        """Pages of one piece came from different answers (or a page promised by page 1 is
+        gone): fetch that piece again from page 1, only it."""
         if state.refetches >= MAX_REFETCHES:
+            if page is None:
+                state.failure = (f"{gone}; still so through {MAX_REFETCHES} fresh reads of "
+                                 "the piece: the vendor's answer keeps changing")
+                return []
             self.failure = self.failure or _changing(state, page)
             self.run.stop.set()
             return []
-        log.warning("area %r piece %s: page %s reports rows=%s, pages=%s but page 1 reported "
-                    "rows=%s, pages=%s; fetching this piece again", state.piece.area_id,
-                    state.piece.piece_id, page.page, page.rows, page.pages, state.rows,
-                    state.pages)
-        self.bar.total += max(1, page.pages)
+        if page is None:
+            log.warning("area %r piece %s: %s; reading this piece again from page 1",
+                        state.piece.area_id, state.piece.piece_id, gone)
+        else:
+            log.warning("area %r piece %s: page %s reports rows=%s, pages=%s but page 1 "
+                        "reported rows=%s, pages=%s; fetching this piece again",
+                        state.piece.area_id, state.piece.piece_id, page.page, page.rows,
+                        page.pages, state.rows, state.pages)
+        self.bar.total += max(1, page.pages if page is not None else state.pages or 1)
         self.bar.refresh()
         state.reset()
         return [1]

@@ -37,6 +37,7 @@ from parcelsearch._shared import next_month_start
 from parcelsearch.cache import ResponseCache
 from parcelsearch.client import Client
 from parcelsearch.errors import (
+    AreasFailedError,
     BudgetError,
     BudgetExhaustedError,
     ConfigurationError,
@@ -46,7 +47,7 @@ from parcelsearch.errors import (
     QuotaWouldExceedError,
     SearchInterrupted,
 )
-from parcelsearch.fetching import Fetcher, PageSpend, PieceState, Run
+from parcelsearch.fetching import Fetcher, PageBaseLearned, PageSpend, PieceState, Run
 from parcelsearch.history import History
 from parcelsearch.ledger import Ledger, Quota
 from parcelsearch.market_list import check_markets, markets, require_market_column
@@ -159,6 +160,17 @@ def _refusal(run: Run, plan: Plan, needed: int, allowed: int, what: str,
                           "raise {knob}"))
     hints.append(Hint("allow_partial", None, "pass {knob} to finish the areas that fit"))
     return QuotaWouldExceedError(head, needed=needed, allowed=allowed, hints=hints)
+
+
+def _areas_failed(failed: dict[Hashable, str], result: SearchResult,
+                  areas: int) -> AreasFailedError:
+    """The error of a run whose other areas finished but these failed (one piece each)."""
+    named = "; ".join(f"area {area!r}: {why}" for area, why in list(failed.items())[:5])
+    more = f" … and {len(failed) - 5} more" if len(failed) > 5 else ""
+    return AreasFailedError(
+        f"{len(failed)} of {areas} areas failed ({named}{more}); the other areas are "
+        "complete. Everything fetched is cached: running the same search again pays only "
+        "for what is missing.", failures=dict(failed), result=result)
 
 
 # -- frames ---------------------------------------------------------------------------------
@@ -417,6 +429,8 @@ class _Search:
                 kept = set(self.plan.areas.index)
                 self.states = [s for s in self.states if s.piece.area_id in kept]
             self._phases(fetcher, bar)
+            while isinstance(fetcher.failure, PageBaseLearned):
+                fetcher = self._read_again_from_zero(fetcher, bar)
         except (InputError, ConfigurationError):
             raise  # what the user gave is wrong: no run to report
         except ParcelSearchError as error:  # every stop carries what the run has (maybe nothing)
@@ -443,12 +457,29 @@ class _Search:
                 failure.result = self._result(stopping=True)
             raise failure
         result = self._result()
+        failed = {s.piece.area_id: s.failure for s in self.states if s.failure is not None}
+        if failed:
+            raise _areas_failed(failed, result, len(self.plan.areas))
         if self.limited is not None and not result.complete:
             raise self._partial_stop(result)
         nothing = result.nothing_matched_warning()
         if nothing is not None:
             notices.warn(nothing)
         return result
+
+    def _read_again_from_zero(self, fetcher: Fetcher, bar: Any) -> Fetcher:
+        """The vendor counts pages from 0 (learned once, kept in its profile): every page
+        read so far was read under the wrong number, so every piece is read again."""
+        fetcher.close()
+        _log.warning("the vendor at %s numbers its pages from 0: reading every piece again",
+                     self.run_state.client.base_url)
+        self.run_state.stop.clear()
+        for state in self.states:
+            state.reset()  # fetched again: never from a store
+            state.failure = None
+        fresh = Fetcher(self.run_state, self.options.workers, bar)
+        self._phases(fresh, bar)
+        return fresh
 
     def _partial_stop(self, result: SearchResult) -> BudgetExhaustedError:
         """The error of an ``allow_partial`` run that finished only the areas that fit."""

@@ -37,3 +37,62 @@ def make_client(
 def demo_areas() -> gpd.GeoDataFrame:
     """The bundled demo study areas, indexed by ``area_id``."""
     return parcelsearch.demo_areas().set_index("area_id")
+
+
+# -- the stand-in vendor (tests/_vendor.py): the reference service behind a switchable gateway --
+
+
+@pytest.fixture(scope="session")
+def vendor_fabric() -> tuple[Any, Any, dict[str, set[str]]]:
+    from _vendor import vendor_fabric as make
+
+    return make()
+
+
+@pytest.fixture(scope="session")
+def _vendor_session(tmp_path_factory: pytest.TempPathFactory, service_cert_dir: Path,
+                    vendor_fabric: tuple[Any, Any, dict[str, set[str]]]) -> Any:
+    from _vendor import StandInVendor
+
+    from parcelsearch.service.server import start_service
+
+    root = tmp_path_factory.mktemp("vendor")
+    with start_service(parcels=vendor_fabric[0], keys=root / "keys.sqlite",
+                       cert_dir=service_cert_dir) as upstream:
+        key = upstream.keys.create("stand-in-vendor", key_type="production",
+                                   quota=1_000_000, per_second=1_000)
+        vendor = StandInVendor(upstream.base_url, key, service_cert_dir)
+        try:
+            yield vendor
+        finally:
+            vendor.close()
+
+
+@pytest.fixture
+def vendor(_vendor_session: Any) -> Any:
+    """The stand-in vendor, answering like the reference service until ``vendor.set(...)``;
+    its request log starts empty."""
+    _vendor_session.reset()
+    yield _vendor_session
+    _vendor_session.reset()
+
+
+@pytest.fixture
+def vendor_areas(tmp_path: Path, vendor_fabric: tuple[Any, Any, Any]) -> Path:
+    """The stand-in's four study areas as a file (``area_id``: alpha … delta)."""
+    path = tmp_path / "areas.gpkg"
+    vendor_fabric[1].reset_index().to_file(path)
+    return path
+
+
+@pytest.fixture
+def vendor_env(monkeypatch: pytest.MonkeyPatch, vendor: Any, ca_bundle: str,
+               tmp_path: Path) -> Any:
+    """The environment of an analyst pointed at the stand-in vendor (fast key: 200/s)."""
+    monkeypatch.setenv("PARCELSEARCH_API_KEY", "a-vendor-key")
+    monkeypatch.setenv("PARCELSEARCH_BASE_URL", vendor.base_url)
+    monkeypatch.setenv("PARCELSEARCH_CA_BUNDLE", ca_bundle)
+    monkeypatch.setenv("PARCELSEARCH_CACHE_DIR", str(tmp_path / "cache"))
+    monkeypatch.setenv("PARCELSEARCH_RATE", "200")
+    monkeypatch.delenv("PARCELSEARCH_QUOTA", raising=False)
+    return vendor

@@ -21,6 +21,7 @@ from parcelsearch.client import Client, RetryPolicy
 from parcelsearch.errors import (
     AuthenticationError,
     BadPolygonError,
+    PageGoneError,
     ParcelSearchError,
     QuotaExhaustedError,
     RateLimitError,
@@ -186,7 +187,7 @@ def test_bad_polygon(
 
 def test_page_beyond_the_last(service: RunningService, api_key: str, ca_bundle: str) -> None:
     with Client(api_key, service.base_url, ca_bundle) as client:
-        with pytest.raises(BadPolygonError, match="has no results"):
+        with pytest.raises(PageGoneError, match="has no results"):  # page 1 said so
             client.search_page(EMPTY_RING, 2)
 
 

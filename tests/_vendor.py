@@ -1,0 +1,364 @@
+"""A stand-in vendor: an HTTPS server in front of the reference service that answers like a
+real vendor behind a commercial gateway might, one switchable behaviour at a time.
+
+The reference service is not changed: the stand-in asks it for the truth (every page of a
+polygon, with its own key) and rewrites the answer the client sees. Its own request log
+(:attr:`StandInVendor.log`, one :class:`Arrival` per request that reached it) is the witness
+for the calls a client spent; what it asked the reference service is not.
+
+Behaviours (``vendor.set(**switches)``; ``vendor.reset()`` back to a vendor that answers like
+the reference service):
+
+==================  ============================================================================
+switch              values
+==================  ============================================================================
+``base``            1 (pages 1..n) or 0 (pages 0..n-1)
+``past_last``       ``"400"`` (our envelope), ``"last"`` (the last page again), ``"empty"``
+                    (``data: []``) for a page past the last
+``order``           ``"stable"`` or ``"shuffled"`` (each answer orders the result afresh)
+``shrink_after``    after this many answers for one polygon, the result loses its last 100 ids
+``numbers``         ``"int"`` or ``"str"`` (``"rows": "276"``)
+``datarows``        ``True`` or ``False`` (no ``dataRows`` field)
+``extra_fields``    ``True``: unknown fields added
+``gzip``            ``True``: gzip-compressed with ``Content-Length`` (when asked)
+``empty``           ``"ok"`` (rows 0), ``"404"`` or ``"200-error"`` (``No parcels found``)
+``stage``           ``True``: only ``/prod/v1/...`` exists; elsewhere the gateway's 404 fault
+``redirect``        ``None``, ``"slash"`` (301 to the same path with a trailing slash), ``"host"``
+                    (301 to ``localhost``, another host), ``"http"`` (301 to ``http://``)
+``fault``           a function ``Arrival -> str | None`` naming a gateway fault for that request:
+                    ``"quota429"``, ``"quota403"``, ``"spike"``, ``"auth401"``, ``"html502"``,
+                    ``"html503"``, ``"html504"``
+==================  ============================================================================
+"""
+
+from __future__ import annotations
+
+import gzip as gzip_module
+import http.client
+import json
+import math
+import random
+import ssl
+import threading
+from collections.abc import Callable
+from dataclasses import dataclass, field
+from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
+from pathlib import Path
+from typing import Any
+from urllib.parse import parse_qs, urlencode, urlsplit
+
+PAGE_SIZE = 100
+
+QUOTA_FAULT = {"fault": {
+    "faultstring": "Rate limit quota violation. Quota limit  exceeded. Identifier : _default",
+    "detail": {"errorcode": "policies.ratelimit.QuotaViolation"}}}
+SPIKE_FAULT = {"fault": {
+    "faultstring": "Spike arrest violation. Allowed rate : MessageRate{messagesPerPeriod=10, "
+                   "periodInMicroseconds=1000000, maxBurstMessageCount=1.0}",
+    "detail": {"errorcode": "policies.ratelimit.SpikeArrestViolation"}}}
+KEY_FAULT = {"fault": {"faultstring": "Invalid ApiKey",
+                       "detail": {"errorcode": "oauth.v2.InvalidApiKey"}}}
+NO_PROXY_FAULT = {"fault": {
+    "faultstring": "Unable to identify proxy for host: default and url: /v1/search",
+    "detail": {"errorcode": "messaging.adaptors.http.flow.ApplicationNotFound"}}}
+HTML = ("<!DOCTYPE html><html><head><title>{status} {reason}</title></head><body>"
+        "<h1>{reason}</h1><p>The server encountered a temporary error.</p></body></html>")
+REASONS = {200: "OK", 301: "Moved Permanently", 400: "Bad Request", 401: "Unauthorized",
+           403: "Forbidden", 404: "Not Found", 429: "Too Many Requests",
+           502: "Bad Gateway", 503: "Service Unavailable", 504: "Gateway Timeout"}
+
+
+@dataclass
+class Arrival:
+    """One request as it reached the stand-in vendor."""
+
+    number: int
+    path: str
+    polygon: str | None
+    page: int | None
+    host: str
+    had_key: bool
+    status: int = 0
+
+
+Fault = Callable[[Arrival], "str | None"]
+
+
+def fault_on(numbers: set[int] | None, name: str) -> Fault:
+    """A fault for the arrivals numbered in ``numbers`` (``None``: every arrival)."""
+    return lambda arrival: name if numbers is None or arrival.number in numbers else None
+
+
+DEFAULTS: dict[str, Any] = {
+    "base": 1, "past_last": "400", "order": "stable", "shrink_after": None, "numbers": "int",
+    "datarows": True, "extra_fields": False, "gzip": False, "empty": "ok", "stage": False,
+    "redirect": None, "fault": None,
+}
+
+
+class StandInVendor:
+    """The stand-in vendor on ``https://127.0.0.1:<port>``, asking ``upstream`` for the truth.
+
+    Parameters
+    ----------
+    upstream
+        The reference service's base URL.
+    upstream_key
+        A key of the reference service with calls to spare (the stand-in's own).
+    cert_dir
+        The reference service's certificate folder (the same CA: clients trust both).
+    """
+
+    def __init__(self, upstream: str, upstream_key: str, cert_dir: Path) -> None:
+        parts = urlsplit(upstream)
+        self._upstream = (parts.hostname or "127.0.0.1", parts.port or 443)
+        self._key = upstream_key
+        self._client_ctx = ssl.create_default_context(cafile=str(cert_dir / "ca.pem"))
+        server_ctx = ssl.SSLContext(ssl.PROTOCOL_TLS_SERVER)
+        server_ctx.load_cert_chain(cert_dir / "server.pem", cert_dir / "server-key.pem")
+        self.switches: dict[str, Any] = dict(DEFAULTS)
+        self.log: list[Arrival] = []
+        self._answers: dict[str, int] = {}
+        self._truth: dict[str, list[str]] = {}
+        self._lock = threading.Lock()
+        vendor = self
+
+        class Handler(_Handler):
+            owner = vendor
+
+        self._server = ThreadingHTTPServer(("127.0.0.1", 0), Handler)
+        self._server.daemon_threads = True
+        self._server.socket = server_ctx.wrap_socket(self._server.socket, server_side=True)
+        self.port = self._server.server_address[1]
+        self.base_url = f"https://127.0.0.1:{self.port}"
+        self._thread = threading.Thread(target=self._server.serve_forever, daemon=True,
+                                        name="stand-in-vendor")
+        self._thread.start()
+
+    def __repr__(self) -> str:
+        return f"StandInVendor({self.base_url!r}, {len(self.log)} requests)"
+
+    def set(self, **switches: Any) -> StandInVendor:
+        unknown = set(switches) - set(DEFAULTS)
+        if unknown:
+            raise ValueError(f"unknown switches {sorted(unknown)}")
+        self.switches.update(switches)
+        return self
+
+    def reset(self) -> None:
+        with self._lock:
+            self.switches = dict(DEFAULTS)
+            self.log.clear()
+            self._answers.clear()
+
+    def calls(self, path_part: str = "/search") -> int:
+        """Requests that reached the vendor (the witness), on paths holding ``path_part``."""
+        return sum(path_part in a.path for a in self.log)
+
+    def close(self) -> None:
+        self._server.shutdown()
+        self._server.server_close()
+
+    # -- the truth -------------------------------------------------------------------------
+
+    def truth(self, path: str, polygon: str) -> list[str]:
+        """Every GroupID of ``polygon`` in the reference service's order (cached)."""
+        with self._lock:
+            if polygon in self._truth:
+                return list(self._truth[polygon])
+        ids: list[str] = []
+        page = pages = 1
+        while page <= pages:
+            status, _, body = self.upstream("/v1/search",
+                                            {"searchPolygon": polygon, "page": str(page)})
+            payload = json.loads(body)
+            if status != 200:
+                raise RuntimeError(f"upstream answered {status}: {payload}")
+            pages = payload["pages"]
+            ids += payload["data"]
+            page += 1
+        with self._lock:
+            self._truth[polygon] = ids
+        return list(ids)
+
+    def upstream(self, path: str, query: dict[str, str] | None = None
+                 ) -> tuple[int, dict[str, str], bytes]:
+        conn = http.client.HTTPSConnection(*self._upstream, context=self._client_ctx,
+                                           timeout=30)
+        try:
+            target = path + ("?" + urlencode(query) if query else "")
+            conn.request("GET", target, headers={"x-api-key": self._key})
+            response = conn.getresponse()
+            return response.status, dict(response.getheaders()), response.read()
+        finally:
+            conn.close()
+
+
+class _Handler(BaseHTTPRequestHandler):
+    owner: StandInVendor
+    protocol_version = "HTTP/1.1"
+
+    def log_message(self, format: str, *args: Any) -> None:  # noqa: A002 - quiet
+        pass
+
+    def do_GET(self) -> None:  # noqa: N802 - http.server's name
+        vendor = self.owner
+        s = vendor.switches
+        parts = urlsplit(self.path)
+        query = {k: v[0] for k, v in parse_qs(parts.query).items()}
+        page_text = query.get("page")
+        with vendor._lock:
+            arrival = Arrival(len(vendor.log) + 1, parts.path, query.get("searchPolygon"),
+                              int(page_text) if page_text and page_text.lstrip("-").isdigit()
+                              else None, self.headers.get("Host", ""),
+                              bool(self.headers.get("x-api-key")))
+            vendor.log.append(arrival)
+        path = parts.path
+        if s["redirect"] == "slash" and not path.endswith("/"):
+            return self._redirect(arrival, f"{vendor.base_url}{path}/?{parts.query}")
+        if s["redirect"] == "host":
+            return self._redirect(arrival,
+                                  f"https://localhost:{vendor.port}{path}?{parts.query}")
+        if s["redirect"] == "http":
+            return self._redirect(arrival, f"http://127.0.0.1:{vendor.port}{path}?{parts.query}")
+        path = path.rstrip("/")
+        if s["stage"]:
+            if not path.startswith("/prod/"):
+                return self._json(arrival, 404, NO_PROXY_FAULT)
+            path = path.removeprefix("/prod")
+        fault = s["fault"](arrival) if s["fault"] is not None else None
+        if fault is not None:
+            return self._fault(arrival, fault)
+        if path == "/v1/markets":
+            status, _, body = vendor.upstream("/v1/markets")
+            return self._json(arrival, status, self._formatted(json.loads(body)))
+        if path != "/v1/search" or arrival.polygon is None:
+            return self._json(arrival, 404, {"status": "ERROR", "messages": ["not found"]})
+        self._search(arrival, arrival.polygon, page_text)
+
+    # -- answers ---------------------------------------------------------------------------
+
+    def _search(self, arrival: Arrival, polygon: str, page_text: str | None) -> None:
+        vendor = self.owner
+        s = vendor.switches
+        ids = vendor.truth("/v1/search", polygon)
+        with vendor._lock:
+            seen = vendor._answers.get(polygon, 0)
+            vendor._answers[polygon] = seen + 1
+        if s["shrink_after"] is not None and seen >= s["shrink_after"] and len(ids) > 100:
+            ids = ids[:-100]
+        if s["order"] == "shuffled":
+            random.Random(arrival.number).shuffle(ids)
+        rows = len(ids)
+        pages = math.ceil(rows / PAGE_SIZE)
+        try:
+            asked = int(page_text) if page_text is not None else s["base"]
+        except ValueError:
+            asked = -1
+        k = asked - s["base"] + 1  # the logical page, 1-based
+        if rows == 0 and s["empty"] != "ok":
+            status = 404 if s["empty"] == "404" else 200
+            return self._json(arrival, status, {"status": "ERROR",
+                                                "messages": ["No parcels found"]})
+        if k < 1:
+            return self._json(arrival, 400, {"status": "ERROR", "messages": [
+                f"page must be {s['base']} or more, got {page_text}"]})
+        if rows and k > pages:
+            if s["past_last"] == "400":
+                return self._json(arrival, 400, {"status": "ERROR", "messages": [
+                    f"page {asked} is beyond the last page: this search has {pages} pages"]})
+            data = ids[(pages - 1) * PAGE_SIZE:] if s["past_last"] == "last" else []
+        else:
+            data = ids[(k - 1) * PAGE_SIZE: k * PAGE_SIZE]
+        payload = {"status": "OK", "rows": rows, "pages": pages, "page": asked,
+                   "dataRows": len(data), "data": data}
+        self._json(arrival, 200, self._formatted(payload))
+
+    def _formatted(self, payload: dict[str, Any]) -> dict[str, Any]:
+        s = self.owner.switches
+        out = dict(payload)
+        if s["numbers"] == "str":
+            for name in ("rows", "pages", "page", "dataRows"):
+                if isinstance(out.get(name), int):
+                    out[name] = str(out[name])
+        if not s["datarows"]:
+            out.pop("dataRows", None)
+        if s["extra_fields"]:
+            out["requestId"] = "d2f1c0de"
+            out["meta"] = {"took": 12}
+        return out
+
+    def _fault(self, arrival: Arrival, fault: str) -> None:
+        if fault == "quota429":
+            self._json(arrival, 429, QUOTA_FAULT)
+        elif fault == "quota403":
+            self._json(arrival, 403, QUOTA_FAULT)
+        elif fault == "spike":
+            self._json(arrival, 429, SPIKE_FAULT)
+        elif fault == "auth401":
+            self._json(arrival, 401, KEY_FAULT)
+        elif fault.startswith("html"):
+            status = int(fault[4:])
+            body = HTML.format(status=status, reason=REASONS[status]).encode()
+            self._send(arrival, status, body, "text/html; charset=utf-8")
+        else:
+            raise ValueError(f"unknown fault {fault!r}")
+
+    def _redirect(self, arrival: Arrival, location: str) -> None:
+        self._send(arrival, 301, b"", "text/plain", {"Location": location})
+
+    def _json(self, arrival: Arrival, status: int, payload: dict[str, Any]) -> None:
+        self._send(arrival, status, json.dumps(payload).encode(), "application/json")
+
+    def _send(self, arrival: Arrival, status: int, body: bytes, content_type: str,
+              extra: dict[str, str] | None = None) -> None:
+        headers = {"Content-Type": content_type, **(extra or {})}
+        if self.owner.switches["gzip"] and "gzip" in self.headers.get("Accept-Encoding", ""):
+            body = gzip_module.compress(body)
+            headers["Content-Encoding"] = "gzip"
+        arrival.status = status
+        self.send_response(status, REASONS.get(status, "X"))
+        for name, value in headers.items():
+            self.send_header(name, value)
+        self.send_header("Content-Length", str(len(body)))
+        self.end_headers()
+        self.wfile.write(body)
+
+
+# -- the stand-in's parcels and study areas ---------------------------------------------------
+
+#: Parcels in each study area (the last has none): 3 + 2 + 1 + 1 = 7 calls at the minimum.
+AREA_PARCELS = {"alpha": 250, "bravo": 200, "charlie": 30, "delta": 0}
+
+
+def vendor_fabric() -> tuple[Any, Any, dict[str, set[str]]]:
+    """Parcels, study areas (``area_id`` index) and each area's GroupIDs."""
+    import geopandas as gpd
+    import numpy as np
+    import shapely
+
+    from parcelsearch.service import synth
+
+    rng = np.random.default_rng(37)
+    width, depth, per_line = 0.0002, 0.0004, 25
+    frames, boxes, expected = [], [], {}
+    gids = iter(synth.group_ids(sum(AREA_PARCELS.values()), rng))
+    for n_area, (area, count) in enumerate(AREA_PARCELS.items()):
+        x0, y0 = -99.70 + 0.05 * n_area, 32.47
+        j = np.arange(count)
+        xs, ys = x0 + (j % per_line) * width, y0 + (j // per_line) * depth
+        cells = [shapely.box(x, y, x + width * 0.9, y + depth * 0.9) for x, y in zip(xs, ys)]
+        ids = [str(next(gids)) for _ in range(count)]
+        frames.append(gpd.GeoDataFrame({"group_id": ids}, geometry=cells, crs="EPSG:4326"))
+        lines = max(1, math.ceil(count / per_line))
+        boxes.append(shapely.box(x0 - width, y0 - depth, x0 + width * (per_line + 1),
+                                 y0 + depth * (lines + 1)))
+        expected[area] = set(ids)
+    import pandas as pd
+
+    parcels = gpd.GeoDataFrame(pd.concat(frames, ignore_index=True), crs="EPSG:4326")
+    parcels["parcel_id"] = np.arange(len(parcels)) + 5000
+    parcels = parcels.iloc[rng.permutation(len(parcels))].reset_index(drop=True)
+    areas = gpd.GeoDataFrame({"area_id": list(AREA_PARCELS)}, geometry=boxes,
+                             crs="EPSG:4326").set_index("area_id")
+    return parcels[["parcel_id", "group_id", "geometry"]], areas, expected

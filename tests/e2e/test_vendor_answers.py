@@ -1,0 +1,52 @@
+"""Answers a real vendor sends that our reference service does not: read exactly, at the
+minimum calls. The stand-in vendor's request log (tests/_vendor.py) is the witness."""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+from typing import Any
+
+import pyarrow.parquet as pq
+import pytest
+from _cli import run
+
+MINIMUM = 7  # 3 + 2 + 1 + 1 pages in the four areas
+
+
+def search(capsys: pytest.CaptureFixture[str], areas: Path, out: Path,
+           *extra: str) -> tuple[int, str, str, dict[str, set[str]], dict[str, Any]]:
+    """``parcelsearch search`` → (exit code, stdout, stderr, GroupIDs per area, metadata)."""
+    code, stdout, stderr = run(["search", str(areas), "--id-column", "area_id", "--quiet",
+                                "--out", str(out), *extra], capsys)
+    ids: dict[str, set[str]] = {}
+    meta: dict[str, Any] = {}
+    if out.exists():
+        table = pq.read_table(out)
+        meta = json.loads(table.schema.metadata[b"parcelsearch"])
+        frame = table.to_pandas()
+        for area, group in frame.groupby("area_id"):
+            ids[str(area)] = set(group["group_id"])
+    return code, stdout, stderr, ids, meta
+
+
+def exact(ids: dict[str, set[str]], expected: dict[str, set[str]]) -> bool:
+    return {a: v for a, v in expected.items() if v} == ids
+
+
+@pytest.mark.parametrize("switches", [
+    {},
+    {"gzip": True},
+    {"numbers": "str"},
+    {"datarows": False},
+    {"extra_fields": True},
+    {"gzip": True, "numbers": "str", "datarows": False, "extra_fields": True},
+], ids=["as-reference", "gzip", "numbers-as-strings", "no-datarows", "unknown-fields", "all"])
+def test_readable_answers_give_exact_ids_at_the_minimum(vendor_env, vendor_areas, vendor_fabric,
+                                                        tmp_path, capsys, switches) -> None:
+    vendor_env.set(**switches)
+    code, out, err, ids, meta = search(capsys, vendor_areas, tmp_path / "ids.parquet")
+    assert code == 0, err
+    assert exact(ids, vendor_fabric[2])
+    assert meta["complete"] is True
+    assert vendor_env.calls() == MINIMUM

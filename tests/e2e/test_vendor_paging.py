@@ -1,0 +1,81 @@
+"""Paging as a real vendor may do it: never silently wrong, exit code and ``complete``
+always agreeing. The stand-in vendor's request log (tests/_vendor.py) is the witness."""
+
+from __future__ import annotations
+
+import json
+
+import pytest
+from test_vendor_answers import MINIMUM, exact, search
+
+from parcelsearch.vendor_profile import PROFILES_FILE
+
+
+def shrunk(vendor, expected: dict[str, set[str]]) -> dict[str, set[str]]:
+    """Each area's GroupIDs once its result lost its last 100 (the vendor's order)."""
+    out = dict(expected)
+    for ids in vendor._truth.values():
+        for area, wanted in expected.items():
+            if wanted and set(ids) == wanted and len(ids) > 100:
+                out[area] = set(ids[:-100])
+    return out
+
+
+def test_unstable_order_is_never_complete(vendor_env, vendor_areas, vendor_fabric, tmp_path,
+                                          capsys) -> None:
+    vendor_env.set(order="shuffled")
+    code, out, err, ids, meta = search(capsys, vendor_areas, tmp_path / "ids.parquet")
+    assert code == 3, err
+    assert meta["complete"] is False
+    assert "order is not stable" in err and "'alpha'" in err and "'bravo'" in err
+    expected = vendor_fabric[2]
+    assert ids.get("charlie") == expected["charlie"]  # one page: no order to keep
+    assert set(meta["areas_complete"]) == {"charlie", "delta"}
+    # each multi-page area: its pages, one overlap check (page 1 again) and the probe of the
+    # page base (page 0, once per base URL) at most
+    assert vendor_env.calls() <= MINIMUM + 2 + 1
+
+
+@pytest.mark.parametrize("past_last", ["last", "empty", "400"])
+def test_pages_from_zero_are_learned_once_per_base_url(vendor_env, vendor_areas, vendor_fabric,
+                                                       tmp_path, capsys, past_last) -> None:
+    vendor_env.set(base=0, past_last=past_last)
+    code, out, err, ids, meta = search(capsys, vendor_areas, tmp_path / "ids.parquet")
+    assert code == 0, err
+    assert exact(ids, vendor_fabric[2]) and meta["complete"] is True
+    # the probe (page 0, once), then every piece read again from page 0
+    assert vendor_env.calls() <= 2 * MINIMUM + 2  # + a page in flight when it was learned
+    profiles = json.loads((tmp_path / "cache" / PROFILES_FILE).read_text())
+    assert profiles[vendor_env.base_url]["page_base"] == 0
+    vendor_env.log.clear()
+    code, out, err, ids, meta = search(capsys, vendor_areas, tmp_path / "again.parquet",
+                                       "--refresh", "all")
+    assert code == 0, err
+    assert exact(ids, vendor_fabric[2]) and meta["complete"] is True
+    assert vendor_env.calls() == MINIMUM  # the profile: no probe, no page read twice
+
+
+@pytest.mark.parametrize("past_last", ["400", "empty", "last"])
+def test_pages_that_shrink_mid_run_are_read_again_consistently(
+        vendor_env, vendor_areas, vendor_fabric, tmp_path, capsys, past_last) -> None:
+    vendor_env.set(shrink_after=1, past_last=past_last, base=1)
+    code, out, err, ids, meta = search(capsys, vendor_areas, tmp_path / "ids.parquet")
+    assert code == 0, err
+    assert meta["complete"] is True
+    assert ids == {a: v for a, v in shrunk(vendor_env, vendor_fabric[2]).items() if v}
+    spent = vendor_env.calls()
+    code, out, err, ids, meta = search(capsys, vendor_areas, tmp_path / "again.parquet")
+    assert code == 0, err  # nothing stale is left cached to fail every rerun
+    assert meta["complete"] is True and vendor_env.calls() == spent
+
+
+@pytest.mark.parametrize("empty", ["404", "200-error"])
+def test_empty_result_worded_as_an_error_is_an_empty_area(vendor_env, vendor_areas,
+                                                          vendor_fabric, tmp_path, capsys,
+                                                          empty) -> None:
+    vendor_env.set(empty=empty)
+    code, out, err, ids, meta = search(capsys, vendor_areas, tmp_path / "ids.parquet")
+    assert code == 0, err
+    assert exact(ids, vendor_fabric[2]) and meta["complete"] is True
+    assert "delta" in meta["areas_complete"]
+    assert vendor_env.calls() == MINIMUM
