@@ -41,7 +41,7 @@ import random
 import ssl
 import threading
 from collections.abc import Callable
-from dataclasses import dataclass, field
+from dataclasses import dataclass
 from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 from pathlib import Path
 from typing import Any
@@ -347,7 +347,8 @@ def vendor_fabric() -> tuple[Any, Any, dict[str, set[str]]]:
         x0, y0 = -99.70 + 0.05 * n_area, 32.47
         j = np.arange(count)
         xs, ys = x0 + (j % per_line) * width, y0 + (j // per_line) * depth
-        cells = [shapely.box(x, y, x + width * 0.9, y + depth * 0.9) for x, y in zip(xs, ys)]
+        cells = [shapely.box(x, y, x + width * 0.9, y + depth * 0.9)
+                 for x, y in zip(xs, ys, strict=True)]
         ids = [str(next(gids)) for _ in range(count)]
         frames.append(gpd.GeoDataFrame({"group_id": ids}, geometry=cells, crs="EPSG:4326"))
         lines = max(1, math.ceil(count / per_line))
