@@ -27,7 +27,8 @@ switch              values
                     (301 to ``localhost``, another host), ``"http"`` (301 to ``http://``)
 ``fault``           a function ``Arrival -> str | None`` naming a gateway fault for that request:
                     ``"quota429"``, ``"quota403"``, ``"spike"``, ``"auth401"``, ``"html502"``,
-                    ``"html503"``, ``"html504"``
+                    ``"html503"``, ``"html504"``, ``"refuse400"`` (one polygon refused),
+                    ``"garbled"`` (a 200 whose counts cannot be read)
 ==================  ============================================================================
 """
 
@@ -297,6 +298,12 @@ class _Handler(BaseHTTPRequestHandler):
             self._json(arrival, 429, SPIKE_FAULT)
         elif fault == "auth401":
             self._json(arrival, 401, KEY_FAULT)
+        elif fault == "refuse400":
+            self._json(arrival, 400, {"status": "ERROR", "messages": [
+                "searchPolygon: the ring crosses itself at vertex 3"]})
+        elif fault == "garbled":
+            self._json(arrival, 200, {"status": "OK", "rows": "many", "pages": 1, "page": 1,
+                                      "data": []})
         elif fault.startswith("html"):
             status = int(fault[4:])
             body = HTML.format(status=status, reason=REASONS[status]).encode()
