@@ -41,6 +41,7 @@ _LAZY = {
     "SearchResult": "result",
     "zoning_price": "result",
     "check_markets": "market_list",
+    "check_service": "service_check",
     "markets": "market_list",
     "search": "pipeline",
     "SearchOptions": "search_options",
@@ -61,6 +62,7 @@ __all__ = [
     "SearchOptions",
     "SearchResult",
     "check_markets",
+    "check_service",
     "demo_areas",
     "local_service",
     "markets",
@@ -86,6 +88,7 @@ if TYPE_CHECKING:
     from parcelsearch.recorded_runs import runs
     from parcelsearch.result import SearchResult, zoning_price
     from parcelsearch.search_options import SearchOptions
+    from parcelsearch.service_check import check_service
     from parcelsearch.team import team_usage
 
 

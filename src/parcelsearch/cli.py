@@ -215,6 +215,7 @@ def build_parser(argv: Sequence[str] | None = None) -> argparse.ArgumentParser:
     _add_plan(commands)
     _add_search(commands)
     _add_markets(commands)
+    _add_doctor(commands)
     _add_cache(commands)
     _add_runs(commands)
     _add_diff(commands)
@@ -386,6 +387,27 @@ def _add_markets(commands: Any) -> None:
     m.add_argument("--json", action="store_true", help="print a JSON list")
     _add_connection(m)
     m.set_defaults(func=_run("markets"))
+
+
+def _add_doctor(commands: Any) -> None:
+    d = commands.add_parser(
+        "doctor", help="check the vendor at the base URL (2 calls, priced and confirmed first)",
+        description="Check what the vendor at the base URL does where its specification is "
+                    "silent: TLS, the key, the base URL's stage path, compression, the number "
+                    "of the first page, how refusals are worded, the markets. It costs 2 calls "
+                    "of the key's quota, asked before spending (--yes: without asking; "
+                    "--dry-run: none). What it learns is kept in the cache folder, so later "
+                    "searches adapt without probing.",
+        epilog=ENVIRONMENT.format(cache=settings.default_cache_dir()) + "\n\nexit codes:\n"
+               "  0    every check passed or could not tell\n  1    a check failed\n"
+               "  2    usage, or the price was not confirmed (nothing was spent)",
+        formatter_class=_Formatter,
+    )
+    d.add_argument("--dry-run", action="store_true",
+                   help="list the checks and their price; spend nothing")
+    d.add_argument("--yes", action="store_true", help="spend the calls without asking")
+    _add_connection(d)
+    d.set_defaults(func=_run("doctor"))
 
 
 def _add_cache(commands: Any) -> None:

@@ -25,6 +25,7 @@ import ssl
 import threading
 from collections import Counter
 from collections.abc import Callable, Mapping
+from dataclasses import dataclass
 from pathlib import Path
 from typing import Any, TypeVar
 from urllib.parse import urljoin, urlsplit
@@ -230,6 +231,39 @@ class Client:
         """Close the session's pooled connections."""
         self.session.close()
 
+    def probe(self, target: str, *, spend: Spend | None = None,
+              cancel: threading.Event | None = None) -> Probe:
+        """One GET of ``target`` whose answer is described, not judged (for
+        :func:`parcelsearch.check_service`): status, compression and the body read once.
+        Same-origin redirects are followed; cut bodies, 5xx and spike arrest are retried."""
+        url = self._moved_url(self.base_url + target)
+        where = _describe(target)
+
+        def judge(response: requests.Response) -> Probe:
+            try:
+                body = response.content
+            except (requests.exceptions.ChunkedEncodingError,
+                    requests.exceptions.ContentDecodingError) as exc:
+                raise Transient("cut body", CutBodyError(
+                    f"response body cut short or undecodable ({where}): "
+                    f"{type(exc).__name__}", url=strip_query(url))) from None
+            status = response.status_code
+            if status in REDIRECTS:
+                raise self._redirect(response, response.url or url, where)
+            payload = read_json(body) if status == 200 else None
+            refusal = None
+            if not (isinstance(payload, dict) and payload.get("status") == "OK"):
+                refusal = read_refusal(status, body, response.headers.get("Content-Type", ""))
+                if refusal.kind == "spike" or (status >= 500 and refusal.kind != "quota"):
+                    raise Transient(str(status), _service_error(
+                        status, response.headers, refusal, url, where, self))
+            return Probe(status, response.headers.get("Content-Encoding", "identity"),
+                         payload if isinstance(payload, dict) else None, refusal)
+
+        return self.transport.get(
+            url, headers={"x-api-key": self._key.reveal(), "Accept": "application/json"},
+            judge=judge, describe=where, spend=spend, cancel=cancel)
+
     # -- redirects ----------------------------------------------------------------------
 
     def _moved_url(self, url: str) -> str:
@@ -386,6 +420,18 @@ class Client:
 
 
 # -- answers -----------------------------------------------------------------------------
+
+
+@dataclass(frozen=True)
+class Probe:
+    """An answer described rather than judged: its status, ``Content-Encoding``, the body
+    when it is a 200 ``OK`` envelope, else the refusal read from it."""
+
+    status: int
+    encoding: str
+    payload: dict[str, Any] | None
+    refusal: Refusal | None
+
 
 #: Redirect statuses: followed when they stay on the base URL's https origin.
 REDIRECTS = frozenset({301, 302, 303, 307, 308})

@@ -216,6 +216,33 @@ def run_markets(args: argparse.Namespace) -> int:
     return 0
 
 
+def run_doctor(args: argparse.Namespace) -> int:
+    """``parcelsearch doctor``: the vendor checked in at most 3 calls, priced first."""
+    from parcelsearch.service_check import PROBES, check_service
+
+    client = _client(args)
+    price = len(PROBES)
+    if args.dry_run:
+        print(check_service(client, dry_run=True))
+        return 0
+    if not args.yes and not _confirmed(f"doctor spends {plural(price, 'call')} of the key's "
+                                       f"quota at {client.base_url}. Spend them? [y/N] "):
+        raise ConfigurationError(f"not confirmed: doctor spends {plural(price, 'call')}; "
+                                 "nothing was spent. Add --yes to spend them without asking, "
+                                 "or --dry-run to spend none")
+    check_listening(client.base_url)
+    report = check_service(client)
+    print(report)
+    return 0 if report.ok else 1
+
+
+def _confirmed(question: str) -> bool:
+    """The user's yes on a terminal; never on a pipe (a script must say --yes)."""
+    if not sys.stdin.isatty():
+        return False
+    return input(question).strip().lower() in ("y", "yes")
+
+
 def run_cache(args: argparse.Namespace) -> int:
     """``parcelsearch cache info|verify|clear``."""
     cache = ResponseCache(args.cache_dir)

@@ -28,7 +28,8 @@ from parcelsearch.client import Client
 from parcelsearch.errors import Hint, InputError
 from parcelsearch.ledger import Ledger
 
-__all__ = ["markets", "check_markets", "suggest_market", "require_market_column"]
+__all__ = ["markets", "check_markets", "suggest_market", "require_market_column",
+           "LedgerSpend"]
 
 #: How long a fetched market list is reused (seconds).
 DEFAULT_MAX_AGE = 86400.0
@@ -87,7 +88,7 @@ def markets(
         names = folder.markets(client.base_url, limit)
         if names is not None:
             return names
-    names = client.markets(spend=spend if spend is not None else _LedgerSpend(client))
+    names = client.markets(spend=spend if spend is not None else LedgerSpend(client))
     if folder is not None:
         folder.keep_markets(client.base_url, names)
     return names
@@ -190,19 +191,22 @@ def _key(name: str) -> str:
 # -- the cached list ----------------------------------------------------------------------
 
 
-class _LedgerSpend:
-    """The market list's call outside a search, spent in the ledger beside the client's cache:
-    reserved before each attempt and refunded exactly when the service did not count it
-    (refused at the gate, no connection, a failed TLS handshake), as a search's calls are."""
+class LedgerSpend:
+    """A call outside a search (the market list, ``parcelsearch doctor``), spent in the
+    ledger beside the client's cache: reserved before each attempt and refunded exactly when
+    the service did not count it (refused at the gate, no connection, a failed TLS
+    handshake), as a search's calls are. ``calls`` counts the attempts not refunded."""
 
     def __init__(self, client: Client) -> None:
         self._ledger = Ledger.in_folder(client.cache_dir)
         self._fingerprint = client.fingerprint
         self._run_id = uuid.uuid4().hex
         self._open: int | None = None
+        self.calls = 0
 
     def reserve(self) -> None:
         self._open = self._ledger.reserve(self._fingerprint, run_id=self._run_id)
+        self.calls += 1
 
     def pace(self, limiter: RateLimiter, cancel: threading.Event | None) -> None:
         limiter.wait(cancel)
@@ -214,6 +218,7 @@ class _LedgerSpend:
         if self._open is not None:
             self._ledger.refund(self._fingerprint, self._open)
             self._open = None
+            self.calls -= 1
 
     def pause(self, seconds: float) -> None:
         return None

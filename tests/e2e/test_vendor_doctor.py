@@ -1,0 +1,65 @@
+"""``parcelsearch doctor`` and ``parcelsearch.check_service()`` against the stand-in vendor:
+at most 3 calls (the vendor's request log is the witness), priced and confirmed first, none
+with --dry-run, and what they learn used by later searches without probing."""
+
+from __future__ import annotations
+
+import json
+
+from _cli import run
+from _vendor import fault_on
+from test_vendor_answers import MINIMUM, exact, search
+
+import parcelsearch
+from parcelsearch.vendor_profile import PROFILES_FILE
+
+CHECKS = ("TLS", "key", "stage path", "compression", "paging base", "error format", "markets")
+
+
+def test_dry_run_spends_nothing_and_unconfirmed_spends_nothing(vendor_env, capsys) -> None:
+    code, out, err = run(["doctor", "--dry-run"], capsys)
+    assert code == 0, err
+    assert "0 of 2 calls spent" in out and all(check in out for check in CHECKS)
+    code, out, err = run(["doctor"], capsys)  # not a terminal: nothing asked, nothing spent
+    assert code == 2 and "not confirmed: doctor spends 2 calls" in err and "--yes" in err
+    assert vendor_env.calls("/v1") == 0
+
+
+def test_doctor_learns_what_later_searches_use(vendor_env, vendor_areas, vendor_fabric,
+                                               tmp_path, capsys) -> None:
+    vendor_env.set(base=0, past_last="400", gzip=True)
+    code, out, err = run(["doctor", "--yes"], capsys)
+    assert code == 0, err
+    assert vendor_env.calls("/v1") == 2
+    assert "pages are numbered from 0" in out and "Content-Encoding gzip" in out
+    assert "certificate verified" in out and "active (" in out
+    profile = json.loads((tmp_path / "cache" / PROFILES_FILE).read_text())[vendor_env.base_url]
+    assert profile["page_base"] == 0 and profile["compression"] == "gzip"
+    vendor_env.log.clear()
+    code, out, err, ids, meta = search(capsys, vendor_areas, tmp_path / "ids.parquet")
+    assert code == 0, err
+    assert exact(ids, vendor_fabric[2]) and vendor_env.calls() == MINIMUM  # no probing
+
+
+def test_doctor_names_a_missing_stage_path_and_a_refused_key(vendor_env, capsys) -> None:
+    vendor_env.set(stage=True)
+    code, out, err = run(["doctor", "--yes"], capsys)
+    assert code == 1
+    assert "stage path" in out and "failed" in out and "https://host/prod" in out
+    assert vendor_env.calls("/v1") == 1  # nothing more is asked of a wrong base URL
+    vendor_env.set(stage=False, fault=fault_on(None, "auth401"))
+    vendor_env.log.clear()
+    code, out, err = run(["doctor", "--yes"], capsys)
+    assert code == 1 and "the key refused: HTTP 401: Invalid ApiKey" in out
+    assert vendor_env.calls("/v1") == 1 and "a-vendor-key" not in out
+
+
+def test_check_service_in_python(vendor_env, tmp_path) -> None:
+    with parcelsearch.Client(cache_dir=tmp_path / "py") as client:
+        priced = parcelsearch.check_service(client, dry_run=True)
+        assert (priced.price, priced.calls, vendor_env.calls("/v1")) == (2, 0, 0)
+        report = parcelsearch.check_service(client)
+    assert report.ok and report.calls == 2 == vendor_env.calls("/v1")
+    assert report.learned["page_base"] == 1
+    assert [f.check for f in report.findings] == list(CHECKS)
+    assert "pages are numbered from 1" in str(report)
