@@ -588,9 +588,7 @@ def _service_error(
         cls = _ERRORS.get(status, ServiceError)
     if cls is AuthenticationError and status not in (401, 403):
         cls = ServiceError
-    text = refusal.text
-    if refusal.errorcode:
-        text += f" [{refusal.errorcode}]"
+    text = refusal.text if refusal.messages or not refusal.errorcode else refusal.errorcode
     note = {
         QuotaExhaustedError: ": the key has no calls left this period",
         RateLimitError: ": still rate-limited after the retries",

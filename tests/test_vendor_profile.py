@@ -1,0 +1,22 @@
+"""The vendor's profile per base URL, kept in the cache folder."""
+
+from __future__ import annotations
+
+from parcelsearch.vendor_profile import PROFILES_FILE, load_profile, save_profile
+
+
+def test_profiles_are_kept_per_base_url_and_survive_garbage(tmp_path) -> None:
+    assert load_profile(tmp_path, "https://a").page_base is None  # nothing known yet
+    first = load_profile(tmp_path, "https://a")
+    first.page_base = 0
+    save_profile(tmp_path, first)
+    other = load_profile(tmp_path, "https://b")
+    other.moved = {"https://b/v1/search": "https://b/v1/search/"}
+    save_profile(tmp_path, other)
+    assert load_profile(tmp_path, "https://a").page_base == 0
+    assert load_profile(tmp_path, "https://b").moved == other.moved
+    assert load_profile(tmp_path, "https://b").page_base is None
+    (tmp_path / PROFILES_FILE).write_text("{not json")
+    assert load_profile(tmp_path, "https://a").page_base is None  # learned again
+    (tmp_path / PROFILES_FILE).write_text('{"https://a": {"page_base": 7, "odd": 1}}')
+    assert load_profile(tmp_path, "https://a").page_base is None
