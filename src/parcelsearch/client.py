@@ -157,8 +157,6 @@ class Client:
         self.profile = load_profile(self.cache_dir, self.base_url)
         #: The number the vendor gives its first page (0 or 1): learned, or from the profile.
         self.page_base = self.profile.page_base if self.profile.page_base is not None else 1
-        #: Whether any answer was read (a 404 before that hints at the base URL's path).
-        self._answered = False
         self._moved: dict[str, str] = dict(self.profile.moved)  # paths moved by redirects
         self._moved_lock = threading.Lock()
 
@@ -491,13 +489,11 @@ def _judge(
             f"HTTP 200 but status {status_field!r}, not 'OK' ({where}): {refusal.text}",
             url=strip_query(url))
     try:
-        result = read(payload, where)
+        return read(payload, where)
     except PageGoneError:
         raise
     except MalformedResponseError as exc:
         raise Transient("counts disagree", exc, once=True) from None
-    client._answered = True
-    return result
 
 
 def _describe(target: str) -> str:

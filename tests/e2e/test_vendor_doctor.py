@@ -63,3 +63,17 @@ def test_check_service_in_python(vendor_env, tmp_path) -> None:
     assert report.learned["page_base"] == 1
     assert [f.check for f in report.findings] == list(CHECKS)
     assert "pages are numbered from 1" in str(report)
+
+
+def test_on_a_terminal_doctor_asks_before_spending(vendor_env, capsys, monkeypatch) -> None:
+    class Terminal:
+        def isatty(self) -> bool:
+            return True
+
+    answers = iter(["n", "y"])
+    monkeypatch.setattr("sys.stdin", Terminal())
+    monkeypatch.setattr("builtins.input", lambda question: next(answers))
+    code, out, err = run(["doctor"], capsys)
+    assert code == 2 and vendor_env.calls("/v1") == 0  # "n": nothing spent
+    code, out, err = run(["doctor"], capsys)
+    assert code == 0 and vendor_env.calls("/v1") == 2
