@@ -332,6 +332,35 @@ class _Handler(BaseHTTPRequestHandler):
         self.wfile.write(body)
 
 
+# -- searching it from the command line ----------------------------------------------------------
+
+MINIMUM = 7  # 3 + 2 + 1 + 1 pages in the four areas
+
+
+def search(capsys: Any, areas: Path, out: Path,
+           *extra: str) -> tuple[int, str, str, dict[str, set[str]], dict[str, Any]]:
+    """``parcelsearch search`` → (exit code, stdout, stderr, GroupIDs per area, metadata)."""
+    import pyarrow.parquet as pq
+    from _cli import run
+
+    code, stdout, stderr = run(["search", str(areas), "--id-column", "area_id", "--quiet",
+                                "--out", str(out), *extra], capsys)
+    ids: dict[str, set[str]] = {}
+    meta: dict[str, Any] = {}
+    if out.exists():
+        table = pq.read_table(out)
+        meta = json.loads(table.schema.metadata[b"parcelsearch"])
+        frame = table.to_pandas()
+        for area, group in frame.groupby("area_id"):
+            ids[str(area)] = set(group["group_id"])
+    return code, stdout, stderr, ids, meta
+
+
+def exact(ids: dict[str, set[str]], expected: dict[str, set[str]]) -> bool:
+    return {a: v for a, v in expected.items() if v} == ids
+
+
+
 # -- the stand-in's parcels and study areas ---------------------------------------------------
 
 #: Parcels in each study area (the last has none): 3 + 2 + 1 + 1 = 7 calls at the minimum.

@@ -463,8 +463,8 @@ def _judge(
     content_type = response.headers.get("Content-Type", "")
     if status != 200:
         refusal = read_refusal(status, body, content_type)
-        if refusal.kind == "empty" and empty is not None:
-            return read(empty, where)
+        if refusal.kind == "empty":
+            return _empty(read, empty, refusal, where, url)
         error = _service_error(status, response.headers, refusal, url, where, client)
         if status == 429 or isinstance(error, AuthenticationError | QuotaExhaustedError):
             if spend is not None:
@@ -482,8 +482,8 @@ def _judge(
             url=strip_query(url)), once=True) from None
     if not isinstance(payload, dict) or payload.get("status") != "OK":
         refusal = read_refusal(status, body, content_type)
-        if refusal.kind == "empty" and empty is not None:
-            return read(empty, where)
+        if refusal.kind == "empty":
+            return _empty(read, empty, refusal, where, url)
         status_field = payload.get("status") if isinstance(payload, dict) else None
         raise MalformedResponseError(
             f"HTTP 200 but status {status_field!r}, not 'OK' ({where}): {refusal.text}",
@@ -494,6 +494,16 @@ def _judge(
         raise
     except MalformedResponseError as exc:
         raise Transient("counts disagree", exc, once=True) from None
+
+
+def _empty(read: Callable[[dict[str, Any], str], T], empty: dict[str, Any] | None,
+           refusal: Refusal, where: str, url: str) -> T:
+    """An empty result worded as an error: page 1 of nothing (``empty``), or, for a later
+    page, a page that page 1 promised and that is gone."""
+    if empty is None:
+        raise PageGoneError(f"the vendor answers {refusal.text!r} ({where}): the result "
+                            "changed since page 1", url=strip_query(url))
+    return read(empty, where)
 
 
 def _describe(target: str) -> str:

@@ -5,7 +5,7 @@ and a rerun pays only for what is missing (the stand-in vendor's log is the witn
 from __future__ import annotations
 
 import pytest
-from test_vendor_answers import MINIMUM, exact, search
+from _vendor import MINIMUM, exact, search
 
 
 @pytest.mark.parametrize("fault, words, tries", [

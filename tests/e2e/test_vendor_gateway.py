@@ -7,8 +7,7 @@ from __future__ import annotations
 import json
 
 import pytest
-from _vendor import fault_on
-from test_vendor_answers import MINIMUM, exact, search
+from _vendor import MINIMUM, exact, fault_on, search
 
 import parcelsearch
 from parcelsearch import _wire

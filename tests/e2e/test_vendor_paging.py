@@ -6,7 +6,7 @@ from __future__ import annotations
 import json
 
 import pytest
-from test_vendor_answers import MINIMUM, exact, search
+from _vendor import MINIMUM, exact, search
 
 from parcelsearch.vendor_profile import PROFILES_FILE
 

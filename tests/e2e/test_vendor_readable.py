@@ -3,35 +3,8 @@ minimum calls. The stand-in vendor's request log (tests/_vendor.py) is the witne
 
 from __future__ import annotations
 
-import json
-from pathlib import Path
-from typing import Any
-
-import pyarrow.parquet as pq
 import pytest
-from _cli import run
-
-MINIMUM = 7  # 3 + 2 + 1 + 1 pages in the four areas
-
-
-def search(capsys: pytest.CaptureFixture[str], areas: Path, out: Path,
-           *extra: str) -> tuple[int, str, str, dict[str, set[str]], dict[str, Any]]:
-    """``parcelsearch search`` → (exit code, stdout, stderr, GroupIDs per area, metadata)."""
-    code, stdout, stderr = run(["search", str(areas), "--id-column", "area_id", "--quiet",
-                                "--out", str(out), *extra], capsys)
-    ids: dict[str, set[str]] = {}
-    meta: dict[str, Any] = {}
-    if out.exists():
-        table = pq.read_table(out)
-        meta = json.loads(table.schema.metadata[b"parcelsearch"])
-        frame = table.to_pandas()
-        for area, group in frame.groupby("area_id"):
-            ids[str(area)] = set(group["group_id"])
-    return code, stdout, stderr, ids, meta
-
-
-def exact(ids: dict[str, set[str]], expected: dict[str, set[str]]) -> bool:
-    return {a: v for a, v in expected.items() if v} == ids
+from _vendor import MINIMUM, exact, search
 
 
 @pytest.mark.parametrize("switches", [
