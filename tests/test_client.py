@@ -545,3 +545,56 @@ def test_an_injected_session_is_used_and_still_gated() -> None:
             made.search_page(RING, 1, spend=Reserving(lambda: calls.append(1)))
     assert adapter.sent == len(calls) == 3  # every attempt through the injected session, gated
     assert isinstance(caught.value, ParcelSearchError)
+
+
+# -- what a real vendor sends (issue 37) -------------------------------------------------------
+
+
+def test_an_answer_that_cannot_be_read_is_asked_once_more_then_final(
+        server: FaultServer, client: Client) -> None:
+    server.default = (200, ok(250, 2, dataRows=99), {})
+    with pytest.raises(MalformedResponseError, match="dataRows is 99.*after 2 attempts"):
+        client.search_page(RING, 2)
+    assert len(server.lines) == 2  # not retries + 1
+
+
+def test_a_same_origin_redirect_is_followed_and_remembered(server: FaultServer,
+                                                           client: Client) -> None:
+    moved = server.base_url + "/v1/search/?" + _wire.search_target("", RING, 1).lstrip("?")
+    server.then((301, b"", {"Location": moved}))
+    server.default = (200, ok(30), {})
+    assert client.search_page(RING, 1).rows == 30
+    assert client.search_page(RING, 1).rows == 30
+    paths = [line.split()[1].partition("?")[0] for line in server.lines]
+    assert paths == ["/v1/search", "/v1/search/", "/v1/search/"]  # the next asks there at once
+    assert server.keys == [KEY] * 3
+
+
+@pytest.mark.parametrize("location", ["https://example.invalid/v1/search", "http://127.0.0.1:9/x"])
+def test_other_redirects_are_refused_naming_where(server: FaultServer, client: Client,
+                                                  location: str) -> None:
+    server.default = (302, b"", {"Location": location})
+    with pytest.raises(ServiceError, match=f"redirects .* to {location}") as caught:
+        client.search_page(RING, 1)
+    assert caught.value.status == 302 and len(server.lines) == 1
+    assert_no_key(caught.value)
+
+
+@pytest.mark.parametrize("status, body, error, words", [
+    (429, {"fault": {"faultstring": "Rate limit quota violation. Quota limit  exceeded.",
+                     "detail": {"errorcode": "policies.ratelimit.QuotaViolation"}}},
+     QuotaExhaustedError, "HTTP 429: Rate limit quota violation"),
+    (403, {"fault": {"faultstring": "Quota limit exceeded",
+                     "detail": {"errorcode": "policies.ratelimit.QuotaViolation"}}},
+     QuotaExhaustedError, "HTTP 403: Quota limit exceeded"),
+    (401, {"fault": {"faultstring": "Invalid ApiKey",
+                     "detail": {"errorcode": "oauth.v2.InvalidApiKey"}}},
+     AuthenticationError, "HTTP 401: Invalid ApiKey (GET"),
+], ids=["quota-429", "quota-403", "invalid-key"])
+def test_gateway_faults_are_final_in_the_vendor_s_words(server: FaultServer, client: Client,
+                                                       status, body, error, words) -> None:
+    server.default = (status, body, {})
+    with pytest.raises(error) as caught:
+        client.search_page(RING, 1)
+    assert str(caught.value).startswith(words) and len(server.lines) == 1
+    assert "b'" not in str(caught.value) and "{" not in str(caught.value)
