@@ -76,3 +76,16 @@ def test_on_a_terminal_doctor_asks_before_spending(vendor_env, capsys, monkeypat
     assert code == 2 and vendor_env.calls("/v1") == 0  # "n": nothing spent
     code, out, err = run(["doctor"], capsys)
     assert code == 0 and vendor_env.calls("/v1") == 2
+
+
+def test_doctor_names_a_certificate_it_cannot_verify(vendor_env, capsys, monkeypatch,
+                                                     tmp_path) -> None:
+    import trustme
+
+    other = tmp_path / "other-ca.pem"
+    trustme.CA().cert_pem.write_to_path(str(other))
+    monkeypatch.setenv("PARCELSEARCH_CA_BUNDLE", str(other))
+    code, out, err = run(["doctor", "--yes"], capsys)
+    assert code == 1
+    assert "TLS" in out and "failed" in out and "certificate verify failed" in out
+    assert vendor_env.calls("/v1") == 0  # the handshake failed: nothing reached the vendor
