@@ -322,15 +322,17 @@ class Fetcher:
 
     def _failed(self, state: PieceState, page_no: int, exc: BaseException) -> list[int]:
         """A page's final error: the run's (it stops), or this piece's (it fails alone)."""
-        if not piece_failure(exc) or self.run.stop.is_set():
+        if not piece_failure(exc):
             self.failure = self.failure or exc
             self.run.stop.set()
             return []
+        stopping = self.run.stop.is_set()  # another failure, told when it settles, is the run's
         if isinstance(exc, PageGoneError):
-            if state.rows is None:
-                return []  # the piece is being read again already
+            if state.rows is None or stopping:
+                return []  # the piece is being read again already, or the run ends
             return self._refetch(state, None, str(exc))
-        if page_no == 1 and isinstance(exc, BadPolygonError | MalformedResponseError) and \
+        if not stopping and page_no == 1 and \
+                isinstance(exc, BadPolygonError | MalformedResponseError) and \
                 self._learned_zero(state):
             return []
         state.failure = getattr(exc, "message", None) or str(exc)
