@@ -23,7 +23,7 @@ from typing import Literal
 
 from parcelsearch import _wire, settings
 from parcelsearch.client import Client, Probe
-from parcelsearch.errors import ParcelSearchError
+from parcelsearch.errors import BudgetExhaustedError, ParcelSearchError
 from parcelsearch.market_list import LedgerSpend
 from parcelsearch.vendor_answers import count_field
 
@@ -33,6 +33,8 @@ Verdict = Literal["ok", "warning", "failed", "unknown", "not run"]
 
 #: A ring that matches nothing anywhere a vendor sells parcels (Null Island, ~10 m).
 PROBE_RING = _wire.ring_json([(0.0, 0.0), (0.0001, 0.0), (0.0001, 0.0001), (0.0, 0.0)])
+#: Calls a check may spend at most, redirects and retries included.
+MAX_CALLS = 3
 #: The requests the checks read, in the order sent: name → request target.
 PROBES: dict[str, str] = {
     "markets": settings.MARKETS_PATH,
@@ -80,7 +82,9 @@ class ServiceReport:
 
     def __str__(self) -> str:
         width = max((len(f.check) for f in self.findings), default=0)
-        lines = [f"vendor at {self.base_url}: {self.calls} of {self.price} calls spent"]
+        spent = f"{self.calls} call{'' if self.calls == 1 else 's'} spent"
+        lines = [f"vendor at {self.base_url}: {spent} (price {self.price}, at most "
+                 f"{MAX_CALLS} with redirects and retries)"]
         lines += [f"  {f.check:<{width}}  {f.verdict:<8} {f.text}" for f in self.findings]
         if self.learned:
             kept = ", ".join(f"{k}={v}" for k, v in self.learned.items())
@@ -178,7 +182,8 @@ CHECKS: list[Check] = [check_tls, check_key, check_stage_path, check_compression
 
 def check_service(client: Client | None = None, *, dry_run: bool = False) -> ServiceReport:
     """Check the vendor at the client's base URL: TLS, key, stage path, compression, paging
-    base, error format and markets, with at most three calls (two today).
+    base, error format and markets: two probes, at most three calls with redirects and
+    retries (:data:`MAX_CALLS`).
 
     Parameters
     ----------
@@ -201,20 +206,34 @@ def check_service(client: Client | None = None, *, dry_run: bool = False) -> Ser
                            for check in CHECKS]
         return report
     answers: Answers = {}
-    spend = LedgerSpend(client)
+    spend = _Capped(client, MAX_CALLS)
     for name, target in PROBES.items():
         try:
             answers[name] = client.probe(target, spend=spend)
         except ParcelSearchError as exc:
             answers[name] = exc
-        report.calls += spend.calls
-        spend.calls = 0
+        report.calls = spend.calls
         first = answers["markets"]
         if not isinstance(first, Probe) or first.status != 200:
             break  # no key, no path, no TLS: the rest would only spend
     report.findings = [check(answers, client) for check in CHECKS]
     report.learned = _learn(report, answers, client)
     return report
+
+
+class _Capped(LedgerSpend):
+    """The ledger's spend hook, refusing the call after ``cap`` (redirects and retries would
+    otherwise take a check past its price)."""
+
+    def __init__(self, client: Client, cap: int) -> None:
+        super().__init__(client)
+        self.cap = cap
+
+    def reserve(self) -> None:
+        if self.calls >= self.cap:
+            raise BudgetExhaustedError(f"the check's {self.cap} calls are spent", spent=self.calls,
+                                       budget=self.cap)
+        super().reserve()
 
 
 def _name(check: Check) -> str:

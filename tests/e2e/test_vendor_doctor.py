@@ -18,7 +18,7 @@ CHECKS = ("TLS", "key", "stage path", "compression", "paging base", "error forma
 def test_dry_run_spends_nothing_and_unconfirmed_spends_nothing(vendor_env, capsys) -> None:
     code, out, err = run(["doctor", "--dry-run"], capsys)
     assert code == 0, err
-    assert "0 of 2 calls spent" in out and all(check in out for check in CHECKS)
+    assert "0 calls spent (price 2, at most 3" in out and all(check in out for check in CHECKS)
     code, out, err = run(["doctor"], capsys)  # not a terminal: nothing asked, nothing spent
     assert code == 2 and "not confirmed: doctor spends 2 calls" in err and "--yes" in err
     assert vendor_env.calls("/v1") == 0
@@ -89,3 +89,10 @@ def test_doctor_names_a_certificate_it_cannot_verify(vendor_env, capsys, monkeyp
     assert code == 1
     assert "TLS" in out and "failed" in out and "certificate verify failed" in out
     assert vendor_env.calls("/v1") == 0  # the handshake failed: nothing reached the vendor
+
+
+def test_doctor_never_spends_more_than_3_calls(vendor_env, capsys) -> None:
+    vendor_env.set(redirect="slash", fault=fault_on({2}, "html503"))  # each probe would take 2+
+    code, out, err = run(["doctor", "--yes"], capsys)
+    assert vendor_env.calls("/v1") == 3
+    assert "3 calls spent (price 2" in out and "markets" in out
