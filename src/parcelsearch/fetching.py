@@ -124,6 +124,8 @@ class Run:
         self.calls = 0
         #: Set when the run must stop: no attempt is started after it.
         self.stop = threading.Event()
+        #: Whether the run's first job has been answered (the next ones go together).
+        self.contacted = False
 
     @property
     def budget(self) -> int | None:
@@ -268,7 +270,20 @@ class Fetcher:
         self.pending: dict[Future[tuple[Page, int]], tuple[PieceState, int]] = {}
 
     def fetch(self, jobs: Iterable[tuple[PieceState, int]]) -> None:
-        """Fetch every (piece, page) job; pieces whose answer changed are fetched again."""
+        """Fetch every (piece, page) job; pieces whose answer changed are fetched again.
+
+        The run's first job goes alone: what the vendor says to it (a redirect to learn, a
+        refused key, a wrong base URL) is then said once, not once per worker."""
+        todo = list(jobs)
+        if todo and not self.run.contacted:
+            self._fetch(todo[:1])
+            self.run.contacted = True
+            todo = todo[1:]
+            if self.failure is not None or self.run.stop.is_set():
+                return
+        self._fetch(todo)
+
+    def _fetch(self, jobs: list[tuple[PieceState, int]]) -> None:
         pending = self.pending
         for state, page in jobs:
             pending[self.pool.submit(self.run.fetch, state, page)] = (state, page)
