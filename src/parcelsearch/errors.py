@@ -72,6 +72,8 @@ KNOBS: dict[str, Knob] = {
                       cli_bare="--tolerance METRES"),
     "quota": Knob("quota={value!r}", "--quota {value}", env="PARCELSEARCH_QUOTA",
                   python_bare="quota=", cli_bare="--quota QUOTA"),
+    "match": Knob("match={value!r}", "--match {value}", env="PARCELSEARCH_MATCH",
+                  python_bare="match=", cli_bare="--match RULE"),
     "refresh": Knob("refresh={value!r}", "--refresh {value}", python_bare="refresh=True",
                     cli_bare="--refresh"),
     "verify_sample": Knob("verify_sample={value}", "--verify-sample {value}",

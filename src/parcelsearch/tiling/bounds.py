@@ -68,15 +68,16 @@ def estimate(
     return budget.vertex_bound(frame.lonlat(shapely.geometrycollections(simple)))[0]
 
 
-def parts_bound(geometry: BaseGeometry, tolerance: float) -> int:
+def parts_bound(geometry: BaseGeometry, tolerance: float, link_m: float = MAX_LINK_M) -> int:
     """Fewest parts — so fewest pieces — the area can have in tolerance mode, without a cover.
 
     Every point of a cover lies within ``tolerance`` metres of the area, so two parts of
     the area end up in one part of the cover only if a chain of parts, each within
     ``2 × tolerance`` of the next on the ground, joins them; and two parts of the cover share
     a piece only through a connector, at most
-    :data:`~parcelsearch.tiling.connectors.MAX_LINK_M` long. The parts are grouped by that
-    reach, ``2 × tolerance + MAX_LINK_M`` (measured where a degree is shortest, so the
+    :data:`~parcelsearch.tiling.connectors.MAX_LINK_M` long (``link_m``: shorter, or 0,
+    where the matching rule limits connectors). The parts are grouped by that
+    reach, ``2 × tolerance + link_m`` (measured where a degree is shortest, so the
     reach is never understated; parts split at ±180° are joined first); every group needs
     a piece of its own. Far cheaper
     than :func:`lower_bound` (no cover), and on island groups often as strong.
@@ -86,7 +87,7 @@ def parts_bound(geometry: BaseGeometry, tolerance: float) -> int:
     parts = np.asarray(polygons(joined), dtype=object)
     if len(parts) < 2:
         return len(parts)
-    reach = (2 * tolerance + MAX_LINK_M) / _MIN_M_PER_DEGREE
+    reach = (2 * tolerance + link_m) / _MIN_M_PER_DEGREE
     _, miny, _, maxy = joined.bounds
     c = math.cos(math.radians(min(90.0, max(abs(miny), abs(maxy)) + reach)))
     scaled = shapely.transform(parts, lambda xy: xy * [c, 1.0])
