@@ -244,15 +244,21 @@ def test_any_spending_runs_the_same_search(areas: gpd.GeoDataFrame, fake: FakeCl
     assert spending.spent == 9
 
 
-def test_search_without_connectors_sends_each_island_its_own_piece(tmp_path: Path) -> None:
+@pytest.mark.parametrize("match", ["representative-point", "unknown"])
+def test_search_without_connectors_sends_each_island_its_own_piece(tmp_path: Path,
+                                                                   match: str) -> None:
+    """Islands share a piece only with connectors under the point rule; the rule searched
+    with is the result's metadata."""
     islands = MultiPolygon([box(-97.0, 32.0, -96.995, 32.005), box(-96.99, 32.0, -96.985, 32.005)])
     areas = gpd.GeoDataFrame({"area_id": ["isles"]}, geometry=[islands], crs="EPSG:4326")
-    joined = parcelsearch.plan(areas, id_column="area_id")
+    joined = parcelsearch.plan(areas, id_column="area_id", match=match)
     strict = parcelsearch.plan(areas, id_column="area_id", connectors=False)
-    assert len(joined.pieces) == 1 and len(strict.pieces) == 2
+    assert len(joined.pieces) == (1 if match == "representative-point" else 2)
+    assert len(strict.pieces) == 2
     rings = {p.polygon_json: 10 for p in [*joined.pieces, *strict.pieces]}
     for connectors, made in ((True, joined), (False, strict)):
         client = FakeClient(rings, tmp_path / f"cache-{connectors}")
-        result = _run(areas, client, connectors=connectors)
+        result = _run(areas, client, connectors=connectors, match=match)
         assert sorted(ring for ring, _ in client.log) == sorted(p.polygon_json for p in made.pieces)
         assert result.plan.connectors is connectors
+        assert result.metadata["match"] == match == result.plan.match

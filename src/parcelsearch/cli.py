@@ -279,6 +279,13 @@ def _add_areas(parser: argparse.ArgumentParser) -> None:
                              "connector, a sliver along a link that may cross land outside "
                              "the area: more calls, but no piece reaches beyond the "
                              "tolerance anywhere")
+    parser.add_argument("--match", choices=("representative-point", "intersects", "unknown"),
+                        default=None, metavar="RULE",
+                        help="how the vendor matches parcels to a polygon: "
+                             "representative-point, intersects or unknown (default: "
+                             "$PARCELSEARCH_MATCH, else unknown); unless representative-point, "
+                             "no piece reaches beyond the tolerance anywhere (exact: no "
+                             "connectors)")
 
 
 def _add_connection(parser: argparse.ArgumentParser, cache_only: bool = False) -> None:
