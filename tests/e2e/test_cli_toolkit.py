@@ -459,7 +459,7 @@ def test_a_csv_with_a_wkt_column_is_read_and_otherwise_explained(tmp_path, capsy
     table.to_csv(tmp_path / "areas.csv", index=False)
     code, out, err = run(["plan", str(tmp_path / "areas.csv"), "--crs", "EPSG:4326"], capsys)
     assert code == 0, err
-    assert "northside" in out and "6 pieces, at least 6 calls" in out
+    assert "northside" in out and "7 pieces, at least 7 calls" in out
     table.rename(columns={"wkt": "shape"}).to_csv(tmp_path / "shape.csv", index=False)
     code, _, err = run(["plan", str(tmp_path / "shape.csv"), "--crs", "EPSG:4326"], capsys)
     assert code == 2
