@@ -13,6 +13,7 @@ found; calls are counted in the service's request log.
 
 from __future__ import annotations
 
+import json
 import math
 from pathlib import Path
 
@@ -133,3 +134,21 @@ def test_under_the_point_rule_connectors_keep_their_savings(
     assert got == set(store.group_ids[shapely.intersects_xy(union, store.x, store.y)])
     plain, plain_calls, _ = _search(point_service, areas, "point-default", tmp_path, ca_bundle)
     assert plain == inside and calls < plain_calls
+
+
+def test_one_sliver_learns_the_rule_of_either_service(
+    areas, footprint_service, point_service, ca_bundle, tmp_path
+):
+    """learn_match_rule spends one call (the service's request log) on a sliver across the
+    area and names each service's rule."""
+    from parcelsearch.rule_probe import learn_match_rule, sliver
+
+    ring = shapely.Polygon(json.loads(sliver(areas)))
+    assert ring.is_valid and ring.intersects(areas.geometry.iloc[0])
+    for svc, rule in ((footprint_service, "intersects"), (point_service, "representative-point")):
+        name = f"learn-{rule}"
+        key = svc.keys.create(name, key_type="production", quota=100)
+        client = parcelsearch.Client(api_key=key, base_url=svc.base_url, ca_bundle=ca_bundle,
+                                     cache_dir=tmp_path / name)
+        assert learn_match_rule(client, areas) == rule
+        assert len(svc.keys.requests(name)) == 1

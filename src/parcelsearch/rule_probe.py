@@ -1,0 +1,78 @@
+"""Learn how the vendor matches parcels with one priced call: a sliver across your own area.
+
+A sliver one grid step (about 11 cm) tall and up to :data:`SLIVER_M` long, through the
+middle of the largest part of the areas, is searched once (page 1). A vendor matching
+footprints (``"intersects"``) returns every parcel the sliver crosses; one matching a
+point of each parcel (``"representative-point"``) only those whose point lies in those
+11 cm, which for parcels more than a few metres deep is almost always none.
+
+- no parcel: ``"representative-point"``;
+- :data:`CROSSED` or more: ``"intersects"``;
+- one or two: ``"unknown"`` (too few to tell).
+
+A sliver that crosses no parcel at all (open water, empty land) reads as the point rule,
+so the areas should be where parcels are. Mistakes lean to the strict side: a point rule
+over very dense lots (deeper than the sliver is tall only a few times over a kilometre)
+may read as ``"intersects"``, which only costs connectors' savings.
+"""
+
+from __future__ import annotations
+
+import math
+from typing import Any
+
+import shapely
+
+from parcelsearch import _wire, settings
+from parcelsearch.areas import validate_areas
+from parcelsearch.client import Client
+
+__all__ = ["CROSSED", "SLIVER_M", "learn_match_rule", "sliver"]
+
+#: Longest sliver, in metres along the ground.
+SLIVER_M = 1_000.0
+#: Parcels a sliver must match to show the footprint rule.
+CROSSED = 3
+_STEP = 10.0**-settings.COORD_DECIMALS
+
+
+def sliver(areas: Any) -> str:
+    """The sliver's ring (``searchPolygon`` JSON): one grid step tall, up to
+    :data:`SLIVER_M` long, centred on the representative point of the largest part of
+    ``areas`` (any input :func:`parcelsearch.plan` takes), within that part's bounds."""
+    validated = validate_areas(areas)
+    parts = shapely.get_parts(validated.geometry.to_numpy())
+    part = parts[int(shapely.area(parts).argmax())]
+    middle = part.representative_point()
+    minx, _, maxx, _ = part.bounds
+    half = SLIVER_M / 2 / (111_320.0 * max(math.cos(math.radians(middle.y)), 1e-6))
+    x0, x1 = max(minx, middle.x - half), min(maxx, middle.x + half)
+    x0, x1 = round(x0, settings.COORD_DECIMALS), round(x1, settings.COORD_DECIMALS)
+    if x1 - x0 < _STEP:
+        x1 = round(x0 + _STEP, settings.COORD_DECIMALS)
+    y0 = round(middle.y, settings.COORD_DECIMALS)
+    y1 = round(y0 + _STEP, settings.COORD_DECIMALS)
+    return _wire.ring_json([(x0, y0), (x1, y0), (x1, y1), (x0, y1), (x0, y0)])
+
+
+def learn_match_rule(client: Client, areas: Any) -> str:
+    """How the vendor behind ``client`` matches parcels, from one search call (page 1 of
+    :func:`sliver`): ``"representative-point"``, ``"intersects"`` or ``"unknown"`` (see the
+    module's rules). The call is priced like any other (one call of the key's quota).
+
+    Parameters
+    ----------
+    client
+        The :class:`~parcelsearch.Client` of the service to ask.
+    areas
+        The areas you mean to search (any input :func:`parcelsearch.plan` takes).
+
+    Returns
+    -------
+    str
+        A name :func:`parcelsearch.plan` takes as ``match=``.
+    """
+    page = client.search_page(sliver(areas), 1)
+    if page.rows == 0:
+        return "representative-point"
+    return "intersects" if page.rows >= CROSSED else "unknown"
