@@ -32,7 +32,7 @@ import geopandas as gpd
 import pandas as pd
 from tqdm.auto import tqdm
 
-from parcelsearch import notices, planning, refreshing
+from parcelsearch import notices, planning, refreshing, settings
 from parcelsearch._shared import next_month_start
 from parcelsearch.cache import ResponseCache
 from parcelsearch.client import Client
@@ -260,8 +260,9 @@ def search(
         when set), ``"intersects"`` or ``"representative-point"``. Under the first two no
         piece reaches beyond ``tolerance`` anywhere; under the point rule a connector's
         sliver (a link up to 3 km long, which may cross land outside the area) may match
-        parcels whose point lies in it (see :func:`parcelsearch.plan`). Recorded in
-        ``result.metadata["match"]``.
+        parcels whose point lies in it (see :func:`parcelsearch.plan`). Neither given, the
+        rule :func:`parcelsearch.rule_probe.learn_match_rule` learnt for the client's
+        service, if any. Recorded in ``result.metadata["match"]``.
     id_column
         Column identifying areas (default: an ``area_id`` column, else the index; see
         :func:`parcelsearch.areas.validate_areas`).
@@ -343,8 +344,13 @@ def search(
     """
     if plan is not None:
         agrees_with_plan(plan, tolerance=tolerance, connectors=connectors, match=match,
-                     id_column=id_column)
+                         id_column=id_column)
         tolerance, connectors, match = plan.tolerance, plan.connectors, plan.match
+    elif match is None and settings.options.source("match") == "default":
+        from parcelsearch.rule_probe import remembered_rule  # learnt for this service
+
+        client = client if client is not None else Client()
+        match = remembered_rule(client)
     options = SearchOptions(
         tolerance=0.0 if tolerance is None else tolerance,
         connectors=True if connectors is None else connectors, match=match,

@@ -137,18 +137,28 @@ def test_under_the_point_rule_connectors_keep_their_savings(
 
 
 def test_one_sliver_learns_the_rule_of_either_service(
-    areas, footprint_service, point_service, ca_bundle, tmp_path
+    areas, footprint_service, point_service, ca_bundle, tmp_path, monkeypatch
 ):
     """learn_match_rule spends one call (the service's request log) on a sliver across the
-    area and names each service's rule."""
-    from parcelsearch.rule_probe import learn_match_rule, sliver
+    area and names each service's rule, remembered for that service: a search given no
+    rule (and no $PARCELSEARCH_MATCH) then plans under it; the environment still wins."""
+    from parcelsearch.rule_probe import learn_match_rule, remembered_rule, sliver
+
+    monkeypatch.delenv("PARCELSEARCH_MATCH", raising=False)
 
     ring = shapely.Polygon(json.loads(sliver(areas)))
     assert ring.is_valid and ring.intersects(areas.geometry.iloc[0])
     for svc, rule in ((footprint_service, "intersects"), (point_service, "representative-point")):
         name = f"learn-{rule}"
-        key = svc.keys.create(name, key_type="production", quota=100)
+        key = svc.keys.create(name, key_type="production", quota=1_000)
         client = parcelsearch.Client(api_key=key, base_url=svc.base_url, ca_bundle=ca_bundle,
                                      cache_dir=tmp_path / name)
+        assert remembered_rule(client) is None
         assert learn_match_rule(client, areas) == rule
         assert len(svc.keys.requests(name)) == 1
+        assert remembered_rule(client) == rule
+        result = parcelsearch.search(areas, client=client, progress=False, ledger=False)
+        assert result.metadata["match"] == rule
+    monkeypatch.setenv("PARCELSEARCH_MATCH", "unknown")
+    result = parcelsearch.search(areas, client=client, progress=False, ledger=False)
+    assert result.metadata["match"] == "unknown"
