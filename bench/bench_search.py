@@ -625,19 +625,32 @@ def _refusal(planned: Any) -> float | None:
     return parcelsearch.suggest_tolerance(made, max(1, made.min_calls // 2))
 
 
+def _limit(geom: shapely.Geometry, tolerance: float, rule: str) -> int:
+    """Fewest pieces the area could take under ``rule`` at ``tolerance``: the vertex bound
+    of each group of parts that links the rule allows could join (each part alone where
+    none may), of the area the pieces tile
+    (:func:`parcelsearch.tiling.partition.exact_least`)."""
+    from parcelsearch.tiling.match_rule import link_limit_m
+    from parcelsearch.tiling.partition import exact_least
+    from parcelsearch.tiling.pieces import TilingMemo
+
+    area = TilingMemo().prepared(geom, tolerance)
+    return exact_least(area, tiling.Budget(), True, link_limit_m(rule, tolerance))[0]
+
+
 def match_rules(areas: gpd.GeoDataFrame) -> list[str]:
     """Per area, rule (``unknown``, ``representative-point``) and mode (exact, 5 m): pieces
-    against the vertex bound (:func:`parcelsearch.tiling.lower_bound`); and under the default
-    rule, the times and peak memory (tracemalloc: Python and NumPy, not GEOS) of a tolerance
-    plan at 5 m and 500 m and of a refusal (the plan, then ``suggest_tolerance`` for half its
-    calls) as ratios to the exact plan's, each made from scratch."""
-    lines = ["| area | rule | exact pieces / bound | 5 m pieces / bound | 5 m plan × | "
+    against the fewest the rule allows (:func:`_limit`); and per rule, the times and peak
+    memory (tracemalloc: Python and NumPy, not GEOS) of a tolerance plan at 5 m and 500 m
+    and of a refusal (the plan, then ``suggest_tolerance`` for half its calls) as ratios
+    to the exact plan's, each made from scratch, in process."""
+    lines = ["| area | rule | exact pieces / limit | 5 m pieces / limit | 5 m plan × | "
              "500 m plan × | refusal × | memory 5 m / 500 m / refusal × |",
              "|---|---|---|---|---|---|---|---|"]
     for area_id, geom in areas.geometry.items():
         one = areas.loc[[area_id]]
-        bounds = {t: tiling.lower_bound(geom, t) for t in (0.0, TOLERANCE)}
         for rule in ("unknown", "representative-point"):
+            bounds = {t: _limit(geom, t, rule) for t in (0.0, TOLERANCE)}
             planned = functools.partial(parcelsearch.plan, one, match=rule)
             exact, exact_s, exact_mb = _measured(planned)
             loose, loose_s, loose_mb = _measured(functools.partial(planned, TOLERANCE))

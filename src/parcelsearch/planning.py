@@ -421,8 +421,7 @@ def suggest_tolerance(
     rungs = [t for t in rungs if t > floor]
     if not rungs:
         return None
-    bounds = _Bounds(geoms, max_calls, budget, memo,
-                     (lambda t: link_limit_m(match, t) if connectors else 0.0))
+    bounds = _Bounds(geoms, max_calls, budget, memo, match, connectors)
     first = bounds.first_estimated(rungs)
     while first > 0 and bounds.fit(rungs[first - 1]):  # an estimate may overstate
         first -= 1
@@ -439,8 +438,9 @@ class _Bounds:
     vertex bound (:func:`parcelsearch.tiling.lower_bound`, which makes the rung's cover)."""
 
     def __init__(self, geoms: list[Any], max_calls: int, budget: Budget,
-                 memo: TilingMemo, link_m: Any = None) -> None:
-        self.link_m = link_m if link_m is not None else (lambda t: MAX_LINK_M)
+                 memo: TilingMemo, match: str = "representative-point",
+                 connectors: bool = True) -> None:
+        self.match, self.connectors = match, connectors
         self.geoms = geoms
         self.max_calls = max_calls
         self.budget = budget
@@ -455,7 +455,8 @@ class _Bounds:
         """One area's vertex bound at ``tolerance`` (it makes, and caches, the cover)."""
         key = (index, tolerance)
         if key not in self.known:
-            self.known[key] = lower_bound(self.geoms[index], tolerance, self.budget, self.memo)
+            self.known[key] = lower_bound(self.geoms[index], tolerance, self.budget, self.memo,
+                                          self.match, self.connectors)
         return self.known[key]
 
     def cheap(self, index: int, tolerance: float) -> int:
@@ -464,7 +465,8 @@ class _Bounds:
         if key in self.known:
             return self.known[key]
         if key not in self.parts:
-            self.parts[key] = parts_bound(self.geoms[index], tolerance, self.link_m(tolerance))
+            link_m = link_limit_m(self.match, tolerance) if self.connectors else 0.0
+            self.parts[key] = parts_bound(self.geoms[index], tolerance, link_m)
         return self.parts[key]
 
     def fit(self, tolerance: float) -> bool:

@@ -15,6 +15,8 @@ from parcelsearch.tiling.antimeridian import joined_across_180
 from parcelsearch.tiling.connectors import MAX_LINK_M, linked_groups
 from parcelsearch.tiling.covers import M_PER_DEGREE, Frame, check_tolerance
 from parcelsearch.tiling.grid import polygons
+from parcelsearch.tiling.match_rule import link_limit_m
+from parcelsearch.tiling.partition import exact_least
 from parcelsearch.tiling.pieces import TilingMemo
 from parcelsearch.tiling.request_budget import Budget
 
@@ -26,21 +28,31 @@ _MIN_M_PER_DEGREE = 110_574.0
 
 
 def lower_bound(geometry: BaseGeometry, tolerance: float = 0.0, budget: Budget | None = None,
-                memo: TilingMemo | None = None) -> int:
+                memo: TilingMemo | None = None, match: str = "representative-point",
+                connectors: bool = True) -> int:
     """Fewest pieces :func:`~parcelsearch.tiling.pieces.tile` could return within ``budget``
-    (the default :class:`Budget` if None): a cheap bound, with no tiling. The prepared
-    areas it measures are what tiling starts from, made once in ``memo`` when one is given.
+    (the default :class:`Budget` if None) under the matching rule ``match``: a cheap bound,
+    with no tiling. The prepared areas it measures are what tiling starts from, made once
+    in ``memo`` when one is given.
 
-    Every vertex of the prepared area lies on some piece, and a piece carries at most the
-    budget's bytes of vertices (parts may share a piece through a connector). In tolerance mode the
-    pieces are the cover's or the exact ones, whichever is better: the smaller bound holds.
+    Every vertex of the prepared area lies on some piece, a piece carries at most the
+    budget's bytes of vertices, and parts that no chain of links the rule allows joins
+    never share a piece (:func:`~parcelsearch.tiling.partition.exact_least`; each part
+    alone where no connector may be used). In tolerance mode the pieces are the cover's or
+    the exact ones, whichever is better: the smaller bound holds. The default rule allows
+    the longest links, so its bound holds under every rule.
     """
     memo = TilingMemo() if memo is None else memo
     budget = Budget() if budget is None else budget
-    exact = budget.vertex_bound(memo.prepared(geometry, 0.0))[0]
+
+    def least(at: float) -> int:
+        link_m = link_limit_m(match, at) if connectors else 0.0
+        return exact_least(memo.prepared(geometry, at), budget, True, link_m)[0]
+
+    exact = least(0.0)
     if not check_tolerance(tolerance):
         return exact
-    return min(exact, budget.vertex_bound(memo.prepared(geometry, tolerance))[0])
+    return min(exact, least(tolerance))
 
 
 def estimate(
