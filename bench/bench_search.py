@@ -336,8 +336,8 @@ def command_refusal_times(svc: RunningService, areas: gpd.GeoDataFrame,
             plans.append((seconds, mb))
             seconds, mb, code, err = _timed_command(search_args, env, workdir)
             assert code == 3 and "nothing was spent" in err, (code, err)
-            suggested = re.search(r"--tolerance (\S+) \(metres\)", err)
-            assert suggested is not None, err  # the refusal names the tolerance that fits
+            suggested = re.search(r"--tolerance (\S+) \(metres\)|(--max-calls) \d+", err)
+            assert suggested is not None, err  # a tolerance that fits, or how to ask for one
             searches.append((seconds, mb))
         plan_s = statistics.median(s for s, _ in plans)
         search_s = statistics.median(s for s, _ in searches)
@@ -347,7 +347,7 @@ def command_refusal_times(svc: RunningService, areas: gpd.GeoDataFrame,
         out[f"{label}_cmd_ratio"] = round(search_s / plan_s, 2)
         out[f"{label}_plan_cmd_mb"] = round(max(m for _, m in plans))
         out[f"{label}_search_cmd_mb"] = round(max(m for _, m in searches))
-        out[f"{label}_cmd_suggested_m"] = suggested.group(1)
+        out[f"{label}_cmd_suggested_m"] = suggested.group(1) or "asked with --max-calls"
         out[f"{label}_mb_ratio"] = round(out[f"{label}_search_cmd_mb"]
                                          / out[f"{label}_plan_cmd_mb"], 2)
     if coarse is not None:

@@ -360,3 +360,16 @@ def test_runs_on_an_empty_history_and_diff_of_missing_files(tmp_path: Path,
     assert "no runs recorded yet" in capsys.readouterr().out
     assert main(["diff", str(tmp_path / "a.parquet"), str(tmp_path / "b.parquet")]) == 2
     assert "does not exist" in capsys.readouterr().err
+
+
+def test_plan_max_calls_prints_the_smallest_tolerance_that_fits(files, capsys,
+                                                                monkeypatch) -> None:
+    monkeypatch.delenv("PARCELSEARCH_MATCH", raising=False)
+    areas = str(files / "areas.gpkg")
+    code, printed, err = run(["plan", areas, "--id-column", "area_id", "--max-calls", "6"],
+                             capsys)
+    assert code == 0, err
+    assert "the smallest tolerance whose plan fits 6 calls: --tolerance 100" in printed
+    code, printed, err = run(["plan", areas, "--id-column", "area_id", "--max-calls", "4"],
+                             capsys)
+    assert code == 0 and "no tolerance up to 500 m fits 4 calls" in printed

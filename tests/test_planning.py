@@ -256,3 +256,11 @@ def test_suggest_tolerance_keeps_what_it_makes_in_the_refused_plans_memo(areas):
     assert fresh.memo is not refused.memo and suggested in fresh.memo.tolerances()
     assert [p.polygon_json for p in again.pieces] == [p.polygon_json for p in fresh.pieces]
     assert refused.without(["a"]).memo is refused.memo
+
+
+def test_a_refusal_suggests_at_once_only_for_small_areas(areas):
+    from parcelsearch.planning import SUGGEST_AT_ONCE_UP_TO, suggests_at_once
+
+    assert suggests_at_once(plan(areas.iloc[:3], id_column="tract"))
+    assert not suggests_at_once(plan(areas, id_column="tract"))  # d: 3,000 vertices
+    assert SUGGEST_AT_ONCE_UP_TO == 2_000

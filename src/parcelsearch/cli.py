@@ -325,6 +325,8 @@ def _add_plan(commands: Any) -> None:
     _add_areas(p)
     p.add_argument("--out-tiles", type=_output("check_tiles_path"), metavar="FILE",
                    help="write the pieces: .gpkg, .geojson, .parquet or .shp")
+    p.add_argument("--max-calls", type=count_argument(1), metavar="N",
+                   help="also print the smallest tolerance whose plan needs at most N calls")
     p.set_defaults(func=_run("plan"))
 
 

@@ -108,6 +108,12 @@ def run_plan(args: argparse.Namespace) -> int:
                          connectors=args.connectors, match=args.match)
     _print_table(made.summary(), "every piece in --out-tiles FILE")
     print(f"\n{plural(len(made.pieces), 'piece')}, at least {plural(made.min_calls, 'call')}")
+    if args.max_calls is not None:
+        found = planning.suggest_tolerance(made, args.max_calls)
+        print(f"no tolerance up to {planning.TOLERANCE_LADDER[-1]:g} m fits "
+              f"{plural(args.max_calls, 'call')}" if found is None else
+              f"the smallest tolerance whose plan fits {plural(args.max_calls, 'call')}: "
+              f"--tolerance {found:g}")
     if made.match == "unknown" and made.point_savings:
         print(f"connectors could save up to {plural(made.point_savings, 'call')} if the vendor "
               "matches by a point (--match representative-point)")

@@ -72,6 +72,8 @@ KNOBS: dict[str, Knob] = {
                       cli_bare="--tolerance METRES"),
     "quota": Knob("quota={value!r}", "--quota {value}", env="PARCELSEARCH_QUOTA",
                   python_bare="quota=", cli_bare="--quota QUOTA"),
+    "max_calls": Knob("parcelsearch.suggest_tolerance(plan, {value})",
+                      "`parcelsearch plan AREAS --max-calls {value}`"),
     "match": Knob("match={value!r}", "--match {value}", env="PARCELSEARCH_MATCH",
                   python_bare="match=", cli_bare="--match RULE"),
     "refresh": Knob("refresh={value!r}", "--refresh {value}", python_bare="refresh=True",

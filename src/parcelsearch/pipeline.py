@@ -50,7 +50,7 @@ from parcelsearch.fetching import Fetcher, PageSpend, PieceState, Run
 from parcelsearch.history import History
 from parcelsearch.ledger import Ledger, Quota
 from parcelsearch.market_list import check_markets, markets, require_market_column
-from parcelsearch.planning import Plan, suggest_tolerance
+from parcelsearch.planning import Plan, suggest_tolerance, suggests_at_once
 from parcelsearch.recorded_runs import open_history
 from parcelsearch.result import SearchResult, skipped_frame
 from parcelsearch.search_options import DEFAULT_WORKERS, SearchOptions, agrees_with_plan
@@ -150,10 +150,14 @@ def _refusal(run: Run, plan: Plan, needed: int, allowed: int, what: str,
                 f"{_limit_text(run, what, allowed)}; nothing was spent.")
     hints: list[Hint] = []
     if not spent_first and allowed > 0:
-        suggested = suggest_tolerance(plan, allowed)  # reuses what the refused plan made
-        if suggested is not None and suggested > plan.tolerance:
-            hints.append(Hint("tolerance", f"{suggested:g}",
-                              "try {knob} (metres), whose plan fits"))
+        if suggests_at_once(plan):
+            suggested = suggest_tolerance(plan, allowed)  # reuses what the refused plan made
+            if suggested is not None and suggested > plan.tolerance:
+                hints.append(Hint("tolerance", f"{suggested:g}",
+                                  "try {knob} (metres), whose plan fits"))
+        else:  # large areas: a suggestion would cost more than the plan did
+            hints.append(Hint("max_calls", allowed,
+                              "find the smallest tolerance whose plan fits with {knob}"))
     if what == "budget":
         hints.append(Hint("budget", needed + run.calls if spent_first else needed,
                           "raise {knob}"))

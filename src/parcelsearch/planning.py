@@ -39,10 +39,23 @@ from parcelsearch.tiling.partition import exact_least
 from parcelsearch.tiling.pieces import TilingMemo, tile
 from parcelsearch.tiling.request_budget import BUDGET_PAGE, Budget
 
-__all__ = ["Piece", "Plan", "plan", "resolve_match", "suggest_tolerance", "TOLERANCE_LADDER"]
+__all__ = ["Piece", "Plan", "plan", "resolve_match", "suggest_tolerance", "suggests_at_once",
+           "SUGGEST_AT_ONCE_UP_TO", "TOLERANCE_LADDER"]
 
 #: Tolerances (metres) :func:`suggest_tolerance` tries, smallest first.
 TOLERANCE_LADDER: tuple[float, ...] = (1, 2, 5, 10, 20, 50, 100, 200, 500)
+#: Vertices (all areas together) up to which a refused search suggests a tolerance at once.
+SUGGEST_AT_ONCE_UP_TO = 2_000
+
+
+def suggests_at_once(plan: Plan) -> bool:
+    """Whether a search refused for ``plan`` names a tolerance that fits at once: only for
+    areas of at most :data:`SUGGEST_AT_ONCE_UP_TO` vertices in all, where
+    :func:`suggest_tolerance` takes a few milliseconds. For larger areas it covers and tiles
+    other tolerances, which costs more than the plan did: the refusal says how to ask for
+    it instead (``suggest_tolerance(plan, N)``, ``parcelsearch plan AREAS --max-calls N``)."""
+    return int(shapely.get_num_coordinates(plan.areas.geometry.to_numpy()).sum()) \
+        <= SUGGEST_AT_ONCE_UP_TO
 
 
 @dataclass(frozen=True)
