@@ -619,10 +619,16 @@ def _measured(work: Any) -> tuple[Any, float, float]:
     return value, seconds, peak
 
 
-def _refusal(planned: Any) -> float | None:
-    """What a search refused for half its calls does: plan, then suggest a tolerance."""
+def _refusal(planned: Any, asked: bool = False) -> float | None:
+    """What a search refused for half its calls does: plan, then suggest a tolerance where
+    it does so at once (:func:`parcelsearch.planning.suggests_at_once`); with ``asked``,
+    what ``plan --max-calls N`` does: plan, then suggest."""
+    from parcelsearch.planning import suggests_at_once
+
     made = planned()
-    return parcelsearch.suggest_tolerance(made, max(1, made.min_calls // 2))
+    if asked or suggests_at_once(made):
+        return parcelsearch.suggest_tolerance(made, max(1, made.min_calls // 2))
+    return None
 
 
 def _limit(geom: shapely.Geometry, tolerance: float, rule: str) -> int:
@@ -641,12 +647,13 @@ def _limit(geom: shapely.Geometry, tolerance: float, rule: str) -> int:
 def match_rules(areas: gpd.GeoDataFrame) -> list[str]:
     """Per area, rule (``unknown``, ``representative-point``) and mode (exact, 5 m): pieces
     against the fewest the rule allows (:func:`_limit`); and per rule, the times and peak
-    memory (tracemalloc: Python and NumPy, not GEOS) of a tolerance plan at 5 m and 500 m
-    and of a refusal (the plan, then ``suggest_tolerance`` for half its calls) as ratios
-    to the exact plan's, each made from scratch, in process."""
+    memory (tracemalloc: Python and NumPy, not GEOS) of a tolerance plan at 5 m and 500 m,
+    of a refusal for half the calls (the plan, then ``suggest_tolerance`` where a refusal
+    names a tolerance at once) and of that suggestion asked for (``plan --max-calls N``), as
+    ratios to the exact plan's, each made from scratch, in process."""
     lines = ["| area | rule | exact pieces / limit | 5 m pieces / limit | 5 m plan × | "
-             "500 m plan × | refusal × | memory 5 m / 500 m / refusal × |",
-             "|---|---|---|---|---|---|---|---|"]
+             "500 m plan × | refusal × | asked × | memory 5 m / 500 m / refusal × |",
+             "|---|---|---|---|---|---|---|---|---|"]
     for area_id, geom in areas.geometry.items():
         one = areas.loc[[area_id]]
         for rule in ("unknown", "representative-point"):
@@ -656,11 +663,13 @@ def match_rules(areas: gpd.GeoDataFrame) -> list[str]:
             loose, loose_s, loose_mb = _measured(functools.partial(planned, TOLERANCE))
             _, coarse_s, coarse_mb = _measured(functools.partial(planned, 500))
             _, refused_s, refused_mb = _measured(functools.partial(_refusal, planned))
+            _, asked_s, _ = _measured(functools.partial(_refusal, planned, True))
             lines.append(
                 f"| {area_id} | {rule} | {len(exact.pieces)} / {bounds[0.0]} = "
                 f"{len(exact.pieces) / bounds[0.0]:.2f} | {len(loose.pieces)} / "
                 f"{bounds[TOLERANCE]} = {len(loose.pieces) / bounds[TOLERANCE]:.2f} | "
                 f"{loose_s / exact_s:.2f} | {coarse_s / exact_s:.2f} | {refused_s / exact_s:.2f} | "
+                f"{asked_s / exact_s:.2f} | "
                 f"{loose_mb / exact_mb:.2f} / {coarse_mb / exact_mb:.2f} / "
                 f"{refused_mb / exact_mb:.2f} |")
             print(lines[-1], f"(exact plan {exact_s:.2f} s, {exact_mb:.0f} MB)", flush=True)

@@ -136,6 +136,7 @@ def test_under_the_point_rule_connectors_keep_their_savings(
     assert plain == inside and calls < plain_calls
 
 
+@pytest.mark.slow
 def test_one_sliver_learns_the_rule_of_either_service(
     areas, footprint_service, point_service, ca_bundle, tmp_path, monkeypatch
 ):
