@@ -68,10 +68,10 @@ def point_service(fabric, tmp_path_factory, service_cert_dir):
 
 
 def _search(svc: RunningService, areas, name: str, tmp_path: Path, ca_bundle: str,
-            **options) -> tuple[set[str], int, parcelsearch.SearchResult]:
+            cache: str | None = None, **options) -> tuple[set[str], int, parcelsearch.SearchResult]:
     key = svc.keys.create(name, key_type="production", quota=100_000)
     client = parcelsearch.Client(api_key=key, base_url=svc.base_url, ca_bundle=ca_bundle,
-                                 cache_dir=tmp_path / name)
+                                 cache_dir=tmp_path / (cache or name))
     result = parcelsearch.search(areas, client=client, progress=False, ledger=False, **options)
     log = svc.keys.requests(name)
     assert (log["status"] == 200).all() and len(log) == result.calls
@@ -134,6 +134,14 @@ def test_under_the_point_rule_connectors_keep_their_savings(
     assert got == set(store.group_ids[shapely.intersects_xy(union, store.x, store.y)])
     plain, plain_calls, _ = _search(point_service, areas, "point-default", tmp_path, ca_bundle)
     assert plain == inside and calls < plain_calls
+    # a page is keyed by its ring alone: the islands no connector joined are the same rings
+    # under either rule, and their pages come from the cache the point-rule search filled
+    again, again_calls, cached = _search(point_service, areas, "point-then-default", tmp_path,
+                                         ca_bundle, cache="point")
+    shared = ({p.polygon_json for p in result.plan.pieces}
+              & {p.polygon_json for p in cached.plan.pieces})
+    assert again == plain and shared and cached.cached_pages >= len(shared)
+    assert again_calls == plain_calls - cached.cached_pages
 
 
 @pytest.mark.slow
