@@ -264,3 +264,15 @@ def test_a_refusal_suggests_at_once_only_for_small_areas(areas):
     assert suggests_at_once(plan(areas.iloc[:3], id_column="tract"))
     assert not suggests_at_once(plan(areas, id_column="tract"))  # d: 3,000 vertices
     assert SUGGEST_AT_ONCE_UP_TO == 2_000
+
+
+def test_point_savings_bound_what_connectors_would_save_under_the_point_rule(areas):
+    """c's two parts, a piece each under the default rule, share one under the point rule:
+    the plan says connectors could save up to one call; nothing to say under the point rule
+    or without connectors."""
+    default = plan(areas, id_column="tract")
+    joined = plan(areas, id_column="tract", match=POINT)
+    assert default.point_savings == 1 == len(default.pieces) - len(joined.pieces)
+    assert "connectors could save up to 1 call if the vendor matches by a point" in repr(default)
+    assert joined.point_savings == 0 and "could save" not in repr(joined)
+    assert plan(areas, id_column="tract", connectors=False).point_savings == 0
