@@ -29,11 +29,16 @@ side by side in one run:
 5. sustained calls/s and 429s of a real search against a 10/s server;
 6. the time of a ≥ 1,000-page rerun served from the cache.
 
+``python bench/bench_search.py match`` prints, for the real New Zealand areas alone and
+per matching rule, pieces against the vertex bound in exact mode and at 5 m, and the times
+and peak memory of tolerance plans and of a refusal as ratios to the exact plan.
+
 Figures go to the ``search`` section of ``bench/RESULTS.md``.
 """
 
 from __future__ import annotations
 
+import functools
 import hashlib
 import math
 import os
@@ -300,12 +305,13 @@ def _timed_command(args: list[str], env: dict[str, str], workdir: Path) -> tuple
 
 
 def command_refusal_times(svc: RunningService, areas: gpd.GeoDataFrame,
-                          workdir: Path) -> dict[str, Any]:
+                          workdir: Path, coarse: float | None = None) -> dict[str, Any]:
     """Whole commands, as a user runs them: ``python -m parcelsearch.cli plan FILE`` against
     a refused ``python -m parcelsearch.cli search FILE --budget N`` on the same area file,
     for a budget one call short of the plan and half of it; :data:`RUNS` runs of each,
     alternated (plan, search, plan, search, …), medians. Each refused search must spend
-    nothing (the service's request log) and name the tolerance it suggests."""
+    nothing (the service's request log) and name the tolerance it suggests. With ``coarse``,
+    ``plan FILE --tolerance coarse`` is timed against ``plan FILE`` too."""
     workdir.mkdir(parents=True, exist_ok=True)
     path = workdir / "areas.gpkg"
     areas.reset_index().to_file(path)
@@ -330,8 +336,8 @@ def command_refusal_times(svc: RunningService, areas: gpd.GeoDataFrame,
             plans.append((seconds, mb))
             seconds, mb, code, err = _timed_command(search_args, env, workdir)
             assert code == 3 and "nothing was spent" in err, (code, err)
-            suggested = re.search(r"--tolerance (\S+) \(metres\)", err)
-            assert suggested is not None, err  # the refusal names the tolerance that fits
+            suggested = re.search(r"--tolerance (\S+) \(metres\)|(--max-calls) \d+", err)
+            assert suggested is not None, err  # a tolerance that fits, or how to ask for one
             searches.append((seconds, mb))
         plan_s = statistics.median(s for s, _ in plans)
         search_s = statistics.median(s for s, _ in searches)
@@ -341,7 +347,19 @@ def command_refusal_times(svc: RunningService, areas: gpd.GeoDataFrame,
         out[f"{label}_cmd_ratio"] = round(search_s / plan_s, 2)
         out[f"{label}_plan_cmd_mb"] = round(max(m for _, m in plans))
         out[f"{label}_search_cmd_mb"] = round(max(m for _, m in searches))
-        out[f"{label}_cmd_suggested_m"] = suggested.group(1)
+        out[f"{label}_cmd_suggested_m"] = suggested.group(1) or "asked with --max-calls"
+        out[f"{label}_mb_ratio"] = round(out[f"{label}_search_cmd_mb"]
+                                         / out[f"{label}_plan_cmd_mb"], 2)
+    if coarse is not None:
+        pairs = []
+        for _ in range(RUNS):
+            exact = _timed_command(plan_args, env, workdir)
+            loose = _timed_command([*plan_args, "--tolerance", f"{coarse:g}"], env, workdir)
+            assert exact[2] == loose[2] == 0, loose[3]
+            pairs.append((exact[0], loose[0], exact[1], loose[1]))
+        out["coarse_cmd_ratio"] = round(statistics.median(p[1] for p in pairs)
+                                        / statistics.median(p[0] for p in pairs), 2)
+        out["coarse_mb_ratio"] = round(max(p[3] for p in pairs) / max(p[2] for p in pairs), 2)
     # The witness: the refused searches spent nothing (not one request reached the service).
     out["calls"] = len(svc.keys.requests(name))
     assert out["calls"] == 0, out
@@ -588,7 +606,100 @@ def real_city(workdir: Path) -> list[str]:
     ]
 
 
+def _measured(work: Any) -> tuple[Any, float, float]:
+    """``work()``'s value, seconds and peak traced memory (MB)."""
+    import tracemalloc
+
+    tracemalloc.start()
+    started = time.perf_counter()
+    value = work()
+    seconds = time.perf_counter() - started
+    peak = tracemalloc.get_traced_memory()[1] / 1e6
+    tracemalloc.stop()
+    return value, seconds, peak
+
+
+def _refusal(planned: Any, asked: bool = False) -> float | None:
+    """What a search refused for half its calls does: plan, then suggest a tolerance where
+    it does so at once (:func:`parcelsearch.planning.suggests_at_once`); with ``asked``,
+    what ``plan --max-calls N`` does: plan, then suggest."""
+    from parcelsearch.planning import suggests_at_once
+
+    made = planned()
+    if asked or suggests_at_once(made):
+        return parcelsearch.suggest_tolerance(made, max(1, made.min_calls // 2))
+    return None
+
+
+def _limit(geom: shapely.Geometry, tolerance: float, rule: str) -> int:
+    """Fewest pieces the area could take under ``rule`` at ``tolerance``: the vertex bound
+    of each group of parts that links the rule allows could join (each part alone where
+    none may), of the area the pieces tile
+    (:func:`parcelsearch.tiling.partition.exact_least`)."""
+    from parcelsearch.tiling.match_rule import link_limit_m
+    from parcelsearch.tiling.partition import exact_least
+    from parcelsearch.tiling.pieces import TilingMemo
+
+    area = TilingMemo().prepared(geom, tolerance)
+    return exact_least(area, tiling.Budget(), True, link_limit_m(rule, tolerance))[0]
+
+
+def match_rules(areas: gpd.GeoDataFrame) -> list[str]:
+    """Per area, rule (``unknown``, ``representative-point``) and mode (exact, 5 m): pieces
+    against the fewest the rule allows (:func:`_limit`); and per rule, the times and peak
+    memory (tracemalloc: Python and NumPy, not GEOS) of a tolerance plan at 5 m and 500 m,
+    of a refusal for half the calls (the plan, then ``suggest_tolerance`` where a refusal
+    names a tolerance at once) and of that suggestion asked for (``plan --max-calls N``), as
+    ratios to the exact plan's, each made from scratch, in process."""
+    lines = ["| area | rule | exact pieces / limit | 5 m pieces / limit | 5 m plan × | "
+             "500 m plan × | refusal × | asked × | memory 5 m / 500 m / refusal × |",
+             "|---|---|---|---|---|---|---|---|---|"]
+    for area_id, geom in areas.geometry.items():
+        one = areas.loc[[area_id]]
+        for rule in ("unknown", "representative-point"):
+            bounds = {t: _limit(geom, t, rule) for t in (0.0, TOLERANCE)}
+            planned = functools.partial(parcelsearch.plan, one, match=rule)
+            exact, exact_s, exact_mb = _measured(planned)
+            loose, loose_s, loose_mb = _measured(functools.partial(planned, TOLERANCE))
+            _, coarse_s, coarse_mb = _measured(functools.partial(planned, 500))
+            _, refused_s, refused_mb = _measured(functools.partial(_refusal, planned))
+            _, asked_s, _ = _measured(functools.partial(_refusal, planned, True))
+            lines.append(
+                f"| {area_id} | {rule} | {len(exact.pieces)} / {bounds[0.0]} = "
+                f"{len(exact.pieces) / bounds[0.0]:.2f} | {len(loose.pieces)} / "
+                f"{bounds[TOLERANCE]} = {len(loose.pieces) / bounds[TOLERANCE]:.2f} | "
+                f"{loose_s / exact_s:.2f} | {coarse_s / exact_s:.2f} | {refused_s / exact_s:.2f} | "
+                f"{asked_s / exact_s:.2f} | "
+                f"{loose_mb / exact_mb:.2f} / {coarse_mb / exact_mb:.2f} / "
+                f"{refused_mb / exact_mb:.2f} |")
+            print(lines[-1], f"(exact plan {exact_s:.2f} s, {exact_mb:.0f} MB)", flush=True)
+    return lines
+
+
 def main() -> None:
+    if sys.argv[1:] == ["match"]:  # pieces and times per matching rule, planned only
+        real = real_areas()
+        lines = match_rules(real)
+        lines += ["", "Whole commands under the default rule (medians of "
+                  f"{RUNS}, alternated; peak resident memory): `plan --tolerance 500` and a "
+                  "search refused for one call short and for half the exact plan's calls, "
+                  "against `plan`:", "",
+                  "| area | plan s | 500 m × (time / memory) | refused, 1 short × | "
+                  "refused, half × |", "|---|---|---|---|---|"]
+        with tempfile.TemporaryDirectory() as tmp, start_service(
+                keys=Path(tmp) / "keys.sqlite", cert_dir=Path(tmp) / "certs") as svc:
+            for area_id in real.index:
+                found = command_refusal_times(svc, real.loc[[area_id]], Path(tmp) / area_id,
+                                              coarse=500.0)
+                print(area_id, found, flush=True)
+                lines.append(
+                    f"| {area_id} | {found['half_plan_cmd_s']:.2f} | "
+                    f"{found['coarse_cmd_ratio']:.2f} / {found['coarse_mb_ratio']:.2f} | "
+                    f"{found['short1_cmd_ratio']:.2f} / {found['short1_mb_ratio']:.2f} | "
+                    f"{found['half_cmd_ratio']:.2f} / {found['half_mb_ratio']:.2f} |")
+        print("\n".join(lines))
+        write_section("search-match", "\n".join(lines))
+        return
     if sys.argv[1:] == ["real-city"]:  # the real island city and island set alone
         with tempfile.TemporaryDirectory() as tmp:
             lines = real_city(Path(tmp))

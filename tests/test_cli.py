@@ -142,9 +142,31 @@ def test_plan_writes_tiles_in_each_format(files, suffix, capsys) -> None:
                               "--out-tiles", str(out)], capsys)
     assert code == 0, err
     tiles = gpd.read_parquet(out) if suffix == ".parquet" else gpd.read_file(out)
-    # twin-sites' two parts share one piece through a connector (7 pieces before them)
-    assert len(tiles) == 6 and tiles.crs == "EPSG:4326"
-    assert "6 pieces, at least 6 calls" in printed
+    # twin-sites' two parts keep a piece each: the vendor's matching rule is not known
+    assert len(tiles) == 7 and tiles.crs == "EPSG:4326"
+    assert "7 pieces, at least 7 calls" in printed
+    assert "connectors could save up to 1 call if the vendor matches by a point " \
+           "(--match representative-point)" in printed
+
+
+def test_match_representative_point_lets_parts_share_a_piece(files, capsys,
+                                                              monkeypatch) -> None:
+    """--match (or $PARCELSEARCH_MATCH) names the vendor's rule; a bad name is a usage
+    error naming the choices."""
+    monkeypatch.delenv("PARCELSEARCH_MATCH", raising=False)
+    areas = str(files / "areas.gpkg")
+    code, printed, err = run(["plan", areas, "--id-column", "area_id", "--match",
+                              "representative-point"], capsys)
+    assert code == 0, err
+    assert "6 pieces, at least 6 calls" in printed and "could save" not in printed
+    monkeypatch.setenv("PARCELSEARCH_MATCH", "representative-point")
+    code, printed, err = run(["plan", areas, "--id-column", "area_id"], capsys)
+    assert code == 0 and "6 pieces, at least 6 calls" in printed
+    code, printed, err = run(["plan", areas, "--id-column", "area_id", "--match", "intersects"],
+                             capsys)
+    assert code == 0 and "7 pieces, at least 7 calls" in printed
+    code, _, err = run(["plan", areas, "--match", "centroid"], capsys)
+    assert code == 2 and "argument --match: invalid choice: 'centroid'" in err
 
 
 @pytest.mark.parametrize("command", ["plan", "search"])
@@ -338,3 +360,16 @@ def test_runs_on_an_empty_history_and_diff_of_missing_files(tmp_path: Path,
     assert "no runs recorded yet" in capsys.readouterr().out
     assert main(["diff", str(tmp_path / "a.parquet"), str(tmp_path / "b.parquet")]) == 2
     assert "does not exist" in capsys.readouterr().err
+
+
+def test_plan_max_calls_prints_the_smallest_tolerance_that_fits(files, capsys,
+                                                                monkeypatch) -> None:
+    monkeypatch.delenv("PARCELSEARCH_MATCH", raising=False)
+    areas = str(files / "areas.gpkg")
+    code, printed, err = run(["plan", areas, "--id-column", "area_id", "--max-calls", "6"],
+                             capsys)
+    assert code == 0, err
+    assert "the smallest tolerance whose plan fits 6 calls: --tolerance 100" in printed
+    code, printed, err = run(["plan", areas, "--id-column", "area_id", "--max-calls", "4"],
+                             capsys)
+    assert code == 0 and "no tolerance up to 500 m fits 4 calls" in printed

@@ -72,7 +72,7 @@ def test_a_partial_result_says_so_and_which_areas_are_complete(planned, tmp_path
             meta = json.loads(path.read_text())["parcelsearch"]
         else:
             meta = json.loads((tmp_path / "ids.csv.parcelsearch.json").read_text())
-        assert meta["complete"] is False and meta["calls"] == len(planned.tiles) == 6, suffix
+        assert meta["complete"] is False and meta["calls"] == len(planned.tiles) == 7, suffix
         assert meta["areas_complete"] == ["northside", "park-ring"], suffix
         assert meta["id_column"] == "area_id" and meta["group_ids"] == 1, suffix
 

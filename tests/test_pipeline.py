@@ -19,7 +19,7 @@ import geopandas as gpd
 import pytest
 import requests
 from requests.adapters import BaseAdapter
-from shapely.geometry import MultiPolygon, box
+from shapely.geometry import MultiPolygon, Polygon, box
 
 import parcelsearch
 from parcelsearch import _wire
@@ -244,15 +244,49 @@ def test_any_spending_runs_the_same_search(areas: gpd.GeoDataFrame, fake: FakeCl
     assert spending.spent == 9
 
 
-def test_search_without_connectors_sends_each_island_its_own_piece(tmp_path: Path) -> None:
+@pytest.mark.parametrize("match", ["representative-point", "unknown"])
+def test_search_without_connectors_sends_each_island_its_own_piece(tmp_path: Path,
+                                                                   match: str) -> None:
+    """Islands share a piece only with connectors under the point rule; the rule searched
+    with is the result's metadata."""
     islands = MultiPolygon([box(-97.0, 32.0, -96.995, 32.005), box(-96.99, 32.0, -96.985, 32.005)])
     areas = gpd.GeoDataFrame({"area_id": ["isles"]}, geometry=[islands], crs="EPSG:4326")
-    joined = parcelsearch.plan(areas, id_column="area_id")
+    joined = parcelsearch.plan(areas, id_column="area_id", match=match)
     strict = parcelsearch.plan(areas, id_column="area_id", connectors=False)
-    assert len(joined.pieces) == 1 and len(strict.pieces) == 2
+    assert len(joined.pieces) == (1 if match == "representative-point" else 2)
+    assert len(strict.pieces) == 2
     rings = {p.polygon_json: 10 for p in [*joined.pieces, *strict.pieces]}
     for connectors, made in ((True, joined), (False, strict)):
         client = FakeClient(rings, tmp_path / f"cache-{connectors}")
-        result = _run(areas, client, connectors=connectors)
+        result = _run(areas, client, connectors=connectors, match=match)
         assert sorted(ring for ring, _ in client.log) == sorted(p.polygon_json for p in made.pieces)
         assert result.plan.connectors is connectors
+        assert result.metadata["match"] == match == result.plan.match
+
+
+def test_a_refusal_of_large_areas_says_how_to_ask_for_a_tolerance(tmp_path: Path) -> None:
+    """Refused before spending, a search of areas over SUGGEST_AT_ONCE_UP_TO vertices says
+    the calls it needs at once and how to find a tolerance that fits, rather than covering
+    and tiling other tolerances (which would cost more than the plan did); small areas are
+    named a tolerance at once."""
+    import numpy as np
+
+    from parcelsearch.planning import SUGGEST_AT_ONCE_UP_TO
+
+    angles = np.linspace(0, 2 * np.pi, SUGGEST_AT_ONCE_UP_TO + 500, endpoint=False)
+    radii = 0.01 * (1 + 0.3 * np.random.default_rng(1).random(len(angles)))
+    star = Polygon(np.column_stack([-97.3 + radii * np.cos(angles),
+                                    32.75 + radii * np.sin(angles)]))
+    areas = gpd.GeoDataFrame({"area_id": ["star"]}, geometry=[star], crs="EPSG:4326")
+    made = parcelsearch.plan(areas, id_column="area_id")
+    assert made.min_calls > 1
+    client = FakeClient({p.polygon_json: 10 for p in made.pieces}, tmp_path / "cache")
+    with pytest.raises(QuotaWouldExceedError) as caught:
+        _run(areas, client, budget=made.min_calls - 1)
+    text = str(caught.value)
+    assert f"needs at least {made.min_calls} calls" in text and "Try tolerance" not in text
+    assert ("Find the smallest tolerance whose plan fits with "
+            f"parcelsearch.suggest_tolerance(plan, {made.min_calls - 1}).") in text
+    assert not client.log  # nothing spent
+    assert ("Find the smallest tolerance whose plan fits with `parcelsearch plan AREAS "
+            f"--max-calls {made.min_calls - 1}`.") in caught.value.render("cli")

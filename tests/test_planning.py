@@ -13,6 +13,8 @@ from parcelsearch.errors import InputError
 from parcelsearch.planning import Piece, Plan, plan, suggest_tolerance
 
 SQUARE = box(-97.5, 32.7, -97.4, 32.8)
+#: The matching rule under which connectors join parts as far apart as a link reaches.
+POINT = "representative-point"
 LAKE = SQUARE.difference(box(-97.46, 32.74, -97.44, 32.76))
 
 
@@ -55,7 +57,7 @@ def test_pieces_per_area_and_minimum_calls(planned):
     per_area = {}
     for piece in planned.pieces:
         per_area.setdefault(piece.area_id, []).append(piece.piece_id)
-    assert {k: len(v) for k, v in per_area.items()} | {"d": 0} == {"a": 1, "b": 2, "c": 1, "d": 0}
+    assert {k: len(v) for k, v in per_area.items()} | {"d": 0} == {"a": 1, "b": 2, "c": 2, "d": 0}
     assert all(ids == list(range(len(ids))) for ids in per_area.values())
     assert len(per_area["d"]) > 1
     assert planned.min_calls == len(planned.pieces)
@@ -81,8 +83,8 @@ def test_summary(planned):
     summary = planned.summary()
     assert summary.index.name == "tract"
     assert summary.loc["b"].tolist() == [1, 1, 8, 2, 2]
-    # c's two parts, 900 m apart, share one piece through a connector
-    assert summary.loc["c", ["parts", "holes", "pieces"]].tolist() == [2, 0, 1]
+    # c's two parts, 900 m apart, keep a piece each: the matching rule is not known
+    assert summary.loc["c", ["parts", "holes", "pieces"]].tolist() == [2, 0, 2]
     assert summary["min_calls"].sum() == planned.min_calls
 
 
@@ -95,26 +97,35 @@ def test_repr_leads_with_the_figures(planned):
     assert "<table" in planned._repr_html_() and "at least" in planned._repr_html_()
 
 
-def test_without_connectors_each_part_keeps_its_own_pieces(areas, planned):
-    strict = plan(areas, id_column="tract", connectors=False)
+@pytest.mark.parametrize("how", [{"connectors": False}, {}, {"match": "intersects"}])
+def test_unless_the_vendor_matches_by_a_point_each_part_keeps_its_own_pieces(areas, how):
+    """Without connectors, or under a rule that matches footprints (or may: the default),
+    every exact piece stays within two grid steps of its area; only under the point rule
+    do c's parts share a piece, whose sliver leaves that reach."""
+    strict = plan(areas, id_column="tract", **how)
+    joined = plan(areas, id_column="tract", match=POINT)
     assert strict.summary().loc["c", "pieces"] == 2
-    assert strict.connectors is False and planned.connectors is True
-    assert "exact, no connectors;" in repr(strict) and "no connectors" not in repr(planned)
-    assert strict.without(["a"]).connectors is False
-    # the strict promise: every piece within two grid steps of its area
+    assert strict.connectors is how.get("connectors", True) and joined.connectors is True
+    assert ("exact, no connectors;" in repr(strict)) is (how == {"connectors": False})
+    assert strict.without(["a"]).connectors is strict.connectors
+    assert strict.without(["a"]).match == strict.match == how.get("match", "unknown")
     for piece in strict.pieces:
         reach = shapely.buffer(strict.areas.geometry[piece.area_id], 2.01e-6, quad_segs=32)
         assert reach.covers(piece.geometry)
-    (joined,) = [p for p in planned.pieces if p.area_id == "c"]
-    assert not shapely.buffer(areas.geometry[2], 2.01e-6).covers(joined.geometry)
+    (one,) = [p for p in joined.pieces if p.area_id == "c"]
+    assert not shapely.buffer(areas.geometry[2], 2.01e-6).covers(one.geometry)
+    assert "matched by a point" in repr(joined)
 
 
 def test_suggest_tolerance_plans_as_the_plan_was_made(areas):
     strict = plan(areas.iloc[[2]], id_column="tract", connectors=False)
     assert strict.min_calls == 2
     assert suggest_tolerance(strict, 1) is None  # the parts are 900 m apart: no rung joins them
-    assert suggest_tolerance(areas.iloc[[2]], 1, id_column="tract") == 0.0
+    assert suggest_tolerance(areas.iloc[[2]], 1, id_column="tract", match=POINT) == 0.0
     assert suggest_tolerance(areas.iloc[[2]], 1, id_column="tract", connectors=False) is None
+    # the rule not known: a sliver halfway across the 937 m gap lies 468 m out, beyond what
+    # 500 m proves (its samples must lie within 468.5 m, measured never short)
+    assert suggest_tolerance(areas.iloc[[2]], 1, id_column="tract") is None
 
 
 def test_areas_are_validated_and_indexed(planned):
@@ -245,3 +256,23 @@ def test_suggest_tolerance_keeps_what_it_makes_in_the_refused_plans_memo(areas):
     assert fresh.memo is not refused.memo and suggested in fresh.memo.tolerances()
     assert [p.polygon_json for p in again.pieces] == [p.polygon_json for p in fresh.pieces]
     assert refused.without(["a"]).memo is refused.memo
+
+
+def test_a_refusal_suggests_at_once_only_for_small_areas(areas):
+    from parcelsearch.planning import SUGGEST_AT_ONCE_UP_TO, suggests_at_once
+
+    assert suggests_at_once(plan(areas.iloc[:3], id_column="tract"))
+    assert not suggests_at_once(plan(areas, id_column="tract"))  # d: 3,000 vertices
+    assert SUGGEST_AT_ONCE_UP_TO == 2_000
+
+
+def test_point_savings_bound_what_connectors_would_save_under_the_point_rule(areas):
+    """c's two parts, a piece each under the default rule, share one under the point rule:
+    the plan says connectors could save up to one call; nothing to say under the point rule
+    or without connectors."""
+    default = plan(areas, id_column="tract")
+    joined = plan(areas, id_column="tract", match=POINT)
+    assert default.point_savings == 1 == len(default.pieces) - len(joined.pieces)
+    assert "connectors could save up to 1 call if the vendor matches by a point" in repr(default)
+    assert joined.point_savings == 0 and "could save" not in repr(joined)
+    assert plan(areas, id_column="tract", connectors=False).point_savings == 0

@@ -60,3 +60,41 @@ def test_connectors_is_a_plain_switch() -> None:
     assert SearchOptions(connectors=False).connectors is False
     with pytest.raises(ConfigurationError, match="connectors must be True or False"):
         SearchOptions(connectors="no")  # type: ignore[arg-type]
+
+
+def test_the_matching_rule_comes_from_the_argument_then_the_environment(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    from parcelsearch.errors import InputError
+
+    monkeypatch.delenv("PARCELSEARCH_MATCH", raising=False)
+    assert SearchOptions().match == "unknown"
+    monkeypatch.setenv("PARCELSEARCH_MATCH", "representative-point")
+    assert SearchOptions().match == "representative-point"
+    assert SearchOptions(match="intersects").match == "intersects"
+    monkeypatch.setenv("PARCELSEARCH_MATCH", "centroid")
+    with pytest.raises(InputError, match=r"must be one of .*got 'centroid' \(from "
+                                         r"\$PARCELSEARCH_MATCH\)") as caught:
+        SearchOptions()
+    assert caught.value.field == "match"
+
+
+def test_a_planning_option_given_beside_a_plan_must_agree_with_it() -> None:
+    """search(plan=p, tolerance=5) is refused naming both values, never silently ignored;
+    the same value, or none, is fine."""
+    from shapely import box
+
+    from parcelsearch.planning import plan
+    from parcelsearch.search_options import agrees_with_plan
+
+    made = plan([box(0, 0, 0.01, 0.01)])
+    agrees_with_plan(made, tolerance=None, connectors=True, match="unknown", id_column=None)
+    agrees_with_plan(made, tolerance=0, match=None)
+    with pytest.raises(ConfigurationError, match=r"search\(plan=\.\.\.\) was given tolerance=5, "
+                                                 r"but the plan was made with tolerance=0\.0"):
+        agrees_with_plan(made, tolerance=5)
+    with pytest.raises(ConfigurationError, match="given match='representative-point', but the "
+                                                 "plan was made with match='unknown'"):
+        agrees_with_plan(made, match="representative-point")
+    with pytest.raises(ConfigurationError, match="given connectors=False"):
+        agrees_with_plan(made, connectors=False)

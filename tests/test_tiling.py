@@ -44,6 +44,8 @@ def _load_halving():
 
 halving_baseline = _load_halving()
 SQUARE = box(-97.5, 32.7, -97.4, 32.8)
+#: The matching rule under which connectors join parts as far apart as a link reaches.
+POINT = "representative-point"
 
 
 def fractal(seed: int, levels: int = 9, centre=(-97.35, 32.75), radius=0.05, holes=0) -> Polygon:
@@ -557,7 +559,7 @@ def test_connectors_let_islands_share_pieces():
     slivers (each within √2 grid steps of its link, so a sliver's area is at most its
     link's length × 2√2 grid steps; here far less: the thinnest the grid allows)."""
     area = _islands()
-    pieces = tile(area)
+    pieces = tile(area, match=POINT)
     assert len(pieces) < len(area.geoms) // 4
     assert_sendable(pieces)
     union = shapely.union_all(pieces)
@@ -565,14 +567,15 @@ def test_connectors_let_islands_share_pieces():
     beyond = union.difference(shapely.buffer(area, 2 * GRID, quad_segs=32))
     links = (len(area.geoms) - len(pieces)) * 250 / 111_320  # ≤ 250 m a link, in degrees
     assert beyond.area <= links * 2 * 2**0.5 * GRID
-    assert requests(tile(shapely.MultiPolygon(list(area.geoms)[::-1]))) == requests(pieces)
+    assert requests(tile(shapely.MultiPolygon(list(area.geoms)[::-1]), match=POINT)) == \
+        requests(pieces)
 
 
 def test_without_connectors_islands_keep_their_own_pieces_within_two_grid_steps():
     area = _islands(count=6)
     for tolerance in (0.0, 5.0):
         strict = tile(area, tolerance=tolerance, connectors=False)
-        assert len(strict) == 6 and len(tile(area, tolerance=tolerance)) == 1
+        assert len(strict) == 6 and len(tile(area, tolerance=tolerance, match=POINT)) == 1
         assert_sendable(strict)
         assert shapely.union_all(strict).covers(area)
         if tolerance:  # within t metres on the ground (a degree of longitude is shorter)
@@ -585,8 +588,8 @@ def test_parts_farther_apart_than_a_link_never_share_a_piece():
     from parcelsearch.tiling.connectors import MAX_LINK_M
 
     far = _islands(count=3, gap_m=MAX_LINK_M * 1.05)
-    assert len(tile(far)) == 3
-    assert len(tile(_islands(count=3, gap_m=MAX_LINK_M * 0.8))) == 1
+    assert len(tile(far, match=POINT)) == 3
+    assert len(tile(_islands(count=3, gap_m=MAX_LINK_M * 0.8), match=POINT)) == 1
 
 
 def test_parts_bound_counts_parts_far_apart():
@@ -598,12 +601,14 @@ def test_parts_bound_counts_parts_far_apart():
 @pytest.mark.parametrize("tolerance", [1.0, 5.0, 20.0, 100.0])
 def test_estimate_follows_the_vertex_bound_of_one_detailed_part(tolerance):
     """On one part (nothing for the cover to join) the guess is close to the true bound; on
-    parts the cover joins (split at ±180°) it may only overstate."""
+    parts split at ±180° (which the estimate measures joined, and no piece spans) it is
+    short by at most the one piece the split adds."""
     area = fractal(5, levels=10)
     bound = lower_bound(area, tolerance=tolerance)
     assert 0.8 * bound - 1 <= estimate(area, tolerance=tolerance) <= 1.25 * bound + 1
     across = split_antimeridian(fractal(5, levels=10, centre=(179.98, -17.0)))
-    assert estimate(across, tolerance=tolerance) >= 0.8 * lower_bound(across, tolerance=tolerance)
+    assert estimate(across, tolerance=tolerance) >= 0.8 * lower_bound(across,
+                                                                      tolerance=tolerance) - 1
 
 
 def test_estimate_shrinks_as_the_tolerance_grows():
@@ -888,11 +893,11 @@ def test_connectors_crossing_earlier_ones_are_refused_before_any_ring_is_built(m
         return found
 
     monkeypatch.setattr(partition, "crossing", counted)
-    early = tile(area, max_request_bytes=max_bytes)
+    early = tile(area, max_request_bytes=max_bytes, match=POINT)
     assert sum(refused) >= 10
     monkeypatch.setattr(partition, "crossing", lambda starts, ends, edges: np.zeros(
         len(starts), dtype=bool))
-    late = tile(area, max_request_bytes=max_bytes)
+    late = tile(area, max_request_bytes=max_bytes, match=POINT)
     assert [p.wkb for p in early] == [p.wkb for p in late]
     assert_sendable(early, max_bytes)
 
@@ -954,7 +959,7 @@ def test_merging_tries_every_pair_within_reach_that_still_fits(monkeypatch, max_
 
     monkeypatch.setattr(partition._Merger, "run", kept)
     area = _island_cluster()
-    tile(area, max_request_bytes=max_bytes)
+    tile(area, max_request_bytes=max_bytes, match=POINT)
     merger = mergers[-1]
     room = merger.budget.max_request_bytes + merger.budget.base - 1
     first = merger.first_pieces
@@ -1027,3 +1032,106 @@ def test_the_closest_link_is_checked_alone_before_the_others():
 
     assert connect(a, b, everywhere, everywhere, 1.0, shut_first) is not None
     assert asked == [1, _PAIRS - 1]  # of the 16 pairs, the closest
+
+
+# -- the matching rule -----------------------------------------------------------------------
+
+
+@pytest.mark.parametrize("match", ["unknown", "intersects"])
+def test_unless_matched_by_a_point_exact_pieces_use_no_connector(match):
+    """Exact mode promises two grid steps; a link between two parts runs outside the
+    area, so under a rule that matches footprints (or may) the exact pieces are those
+    made without connectors, within two grid steps of the area everywhere."""
+    area = _islands(count=6)
+    strict = tile(area, match=match)
+    assert requests(strict) == requests(tile(area, connectors=False))
+    assert len(strict) == 6 and len(tile(area, match=POINT)) == 1
+    assert shapely.buffer(area, 2 * GRID, quad_segs=32).covers(shapely.union_all(strict))
+
+
+def test_tolerance_connectors_under_an_unknown_rule_stay_within_t():
+    """Islands 150 m apart at tolerance 100 m: their covers are 50 m apart, and connectors
+    across those gaps (slivers at most 75 m from an island) join them, every piece within
+    100 m of the area; at 20 m the gaps are too wide for any sliver, so no island shares a
+    piece, yet under the point rule they all do."""
+    area = _islands(count=6)
+    joined = tile(area, tolerance=100.0)
+    assert len(joined) < len(tile(area, tolerance=100.0, connectors=False)) == 6
+    assert_covers_within(joined, area, 100.0)
+    apart = tile(area, tolerance=20.0)
+    assert len(apart) == 6 and len(tile(area, tolerance=20.0, match=POINT)) == 1
+    assert_covers_within(apart, area, 20.0)
+
+
+def test_sliver_reach_takes_a_link_only_within_t_of_the_area():
+    """A sliver's samples are measured against the area the user gave: a link along an
+    island's coast 1 m out is taken at 5 m, one halfway across a 40 m gap is not (20 m
+    out), and neither is one leaving an edge that runs far out."""
+    from parcelsearch.tiling.grid import SCALE
+    from parcelsearch.tiling.match_rule import SliverReach
+
+    metre = 1 / 111_320
+    area = MultiPolygon([box(0, 0, 100 * metre, 100 * metre),
+                         box(140 * metre, 0, 240 * metre, 100 * metre)])
+    reach = SliverReach(area, 5.0)
+
+    def grid(*points: tuple[float, float]) -> np.ndarray:
+        return np.rint(np.array(points) * metre * SCALE).astype(np.int64)
+
+    along = grid((40, -1), (50, -1))
+    assert reach(np.stack([along, grid((40, -1), (40, -2)), grid((50, -2), (50, -1))]))
+    across = grid((101, 50), (139, 50))
+    assert not reach(np.stack([across, grid((101, 50), (101, 51)), grid((139, 49), (139, 50))]))
+    far_edge = grid((40, -1), (40, -30))
+    assert not reach(np.stack([along, far_edge, grid((50, -2), (50, -1))]))
+    # a link too long to sample (more than 256 samples at 5/16 m) is not taken either
+    assert not reach(np.stack([grid((0, -1), (90, -1)), grid((0, -1), (0, -2)),
+                               grid((90, -2), (90, -1))]))
+
+
+def test_the_matching_rule_is_checked_by_name():
+    from parcelsearch.tiling import MATCH_RULES, check_match
+
+    assert MATCH_RULES == ("representative-point", "intersects", "unknown")
+    assert check_match(" intersects ") == "intersects"
+    with pytest.raises(InputError, match="must be one of representative-point, intersects, "
+                                         "unknown, got 'centroid'") as caught:
+        tile(SQUARE, match="centroid")
+    assert caught.value.field == "match"
+
+
+def test_tolerance_pieces_of_a_large_area_are_checked_only_against_exact_pieces_made():
+    """Above CHECK_UP_TO vertices the exact pieces are not made to check tolerance pieces
+    against (a coarser tolerance is never the slow path); where a memo holds them already
+    they are, and the better of the two is returned."""
+    from parcelsearch.tiling.pieces import CHECK_UP_TO, TilingMemo
+
+    area = fractal(10, levels=10, holes=2)
+    assert shapely.get_num_coordinates(area) > CHECK_UP_TO
+    alone = TilingMemo()
+    loose = tile(area, tolerance=5.0, memo=alone)
+    assert alone.tiled(0.0) == 0 and alone.tiled(5.0) == 1
+    known = TilingMemo()
+    exact = tile(area, memo=known)
+    checked = tile(area, tolerance=5.0, memo=known)
+    assert known.tiled(0.0) == 1
+    assert _measure(checked) == min(_measure(loose), _measure(exact)) or \
+        _measure(checked) == _measure(loose)
+    small = TilingMemo()
+    assert requests(tile(SQUARE, tolerance=5.0, memo=small)) == requests(tile(SQUARE))
+    assert small.tiled(0.0) == 1  # a small area's exact pieces are made to check
+
+
+@pytest.mark.parametrize("tolerance", [0.0, 20.0, 100.0])
+def test_lower_bound_counts_the_groups_the_rule_lets_links_join(tolerance):
+    """Under a rule that matches footprints (or may), parts no allowed link joins never
+    share a piece, so the bound counts them apart: in exact mode every island, at 20 m
+    every island still (150 m gaps), at 100 m fewer (links up to 200 m); never more than
+    the pieces, and never less than the bound under the point rule; without connectors,
+    every island at every tolerance here."""
+    area = _islands(count=6)
+    strict = lower_bound(area, tolerance, match="unknown")
+    assert strict <= len(tile(area, tolerance=tolerance))
+    assert strict >= lower_bound(area, tolerance) >= 1
+    assert (strict == 6) is (tolerance < 100)
+    assert lower_bound(area, tolerance, connectors=False) == 6  # the covers stay 50 m apart

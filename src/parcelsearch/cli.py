@@ -283,6 +283,13 @@ def _add_areas(parser: argparse.ArgumentParser) -> None:
                              "connector, a sliver along a link that may cross land outside "
                              "the area: more calls, but no piece reaches beyond the "
                              "tolerance anywhere")
+    parser.add_argument("--match", choices=("representative-point", "intersects", "unknown"),
+                        default=None, metavar="RULE",
+                        help="how the vendor matches parcels to a polygon: "
+                             "representative-point, intersects or unknown (default: "
+                             "$PARCELSEARCH_MATCH, else unknown); unless representative-point, "
+                             "no piece reaches beyond the tolerance anywhere (exact: no "
+                             "connectors)")
 
 
 def _add_connection(parser: argparse.ArgumentParser, cache_only: bool = False) -> None:
@@ -322,6 +329,8 @@ def _add_plan(commands: Any) -> None:
     _add_areas(p)
     p.add_argument("--out-tiles", type=_output("check_tiles_path"), metavar="FILE",
                    help="write the pieces: .gpkg, .geojson, .parquet or .shp")
+    p.add_argument("--max-calls", type=count_argument(1), metavar="N",
+                   help="also print the smallest tolerance whose plan needs at most N calls")
     p.set_defaults(func=_run("plan"))
 
 

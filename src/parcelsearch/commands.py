@@ -105,9 +105,18 @@ def check_listening(base_url: str, timeout: float = CONNECT_PROBE_SECONDS) -> No
 def run_plan(args: argparse.Namespace) -> int:
     """``parcelsearch plan``: print the pieces and minimum calls; write them if asked."""
     made = planning.plan(read_areas(args), args.tolerance, id_column=args.id_column,
-                         connectors=args.connectors)
+                         connectors=args.connectors, match=args.match)
     _print_table(made.summary(), "every piece in --out-tiles FILE")
     print(f"\n{plural(len(made.pieces), 'piece')}, at least {plural(made.min_calls, 'call')}")
+    if args.max_calls is not None:
+        found = planning.suggest_tolerance(made, args.max_calls)
+        print(f"no tolerance up to {planning.TOLERANCE_LADDER[-1]:g} m fits "
+              f"{plural(args.max_calls, 'call')}" if found is None else
+              f"the smallest tolerance whose plan fits {plural(args.max_calls, 'call')}: "
+              f"--tolerance {found:g}")
+    if made.match == "unknown" and made.point_savings:
+        print(f"connectors could save up to {plural(made.point_savings, 'call')} if the vendor "
+              "matches by a point (--match representative-point)")
     if args.out_tiles is not None:
         path = outputs.write_tiles(made.tiles, args.out_tiles)
         print(f"pieces written to {path}")
@@ -133,6 +142,7 @@ def run_search(args: argparse.Namespace) -> int:
             client=client,
             tolerance=args.tolerance,
             connectors=args.connectors,
+            match=args.match,
             id_column=args.id_column,
             budget=args.budget,
             quota=quota,

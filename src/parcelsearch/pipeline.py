@@ -32,7 +32,7 @@ import geopandas as gpd
 import pandas as pd
 from tqdm.auto import tqdm
 
-from parcelsearch import notices, planning, refreshing
+from parcelsearch import notices, planning, refreshing, settings
 from parcelsearch._shared import next_month_start
 from parcelsearch.cache import ResponseCache
 from parcelsearch.client import Client
@@ -51,10 +51,10 @@ from parcelsearch.fetching import Fetcher, PageBaseLearned, PageSpend, PieceStat
 from parcelsearch.history import History
 from parcelsearch.ledger import Ledger, Quota
 from parcelsearch.market_list import check_markets, markets, require_market_column
-from parcelsearch.planning import Plan, suggest_tolerance
+from parcelsearch.planning import Plan, suggest_tolerance, suggests_at_once
 from parcelsearch.recorded_runs import open_history
 from parcelsearch.result import SearchResult, skipped_frame
-from parcelsearch.search_options import DEFAULT_WORKERS, SearchOptions
+from parcelsearch.search_options import DEFAULT_WORKERS, SearchOptions, agrees_with_plan
 from parcelsearch.spending import LocalSpending, Spending
 
 T = TypeVar("T")
@@ -151,10 +151,14 @@ def _refusal(run: Run, plan: Plan, needed: int, allowed: int, what: str,
                 f"{_limit_text(run, what, allowed)}; nothing was spent.")
     hints: list[Hint] = []
     if not spent_first and allowed > 0:
-        suggested = suggest_tolerance(plan, allowed)  # reuses what the refused plan made
-        if suggested is not None and suggested > plan.tolerance:
-            hints.append(Hint("tolerance", f"{suggested:g}",
-                              "try {knob} (metres), whose plan fits"))
+        if suggests_at_once(plan):
+            suggested = suggest_tolerance(plan, allowed)  # reuses what the refused plan made
+            if suggested is not None and suggested > plan.tolerance:
+                hints.append(Hint("tolerance", f"{suggested:g}",
+                                  "try {knob} (metres), whose plan fits"))
+        else:  # large areas: a suggestion would cost more than the plan did
+            hints.append(Hint("max_calls", allowed,
+                              "find the smallest tolerance whose plan fits with {knob}"))
     if what == "budget":
         hints.append(Hint("budget", needed + run.calls if spent_first else needed,
                           "raise {knob}"))
@@ -233,8 +237,9 @@ def search(
     areas: Any,
     *,
     client: Client | None = None,
-    tolerance: float = 0.0,
-    connectors: bool = True,
+    tolerance: float | None = None,
+    connectors: bool | None = None,
+    match: str | None = None,
     id_column: str | None = None,
     budget: int | None = None,
     quota: Quota | str | None = None,
@@ -264,10 +269,16 @@ def search(
         0 (default) searches exactly the areas; ``t`` metres lets pieces reach up to ``t``
         outside them in exchange for fewer calls (no parcel inside is ever missed).
     connectors
-        True (default): parts of an area (islands) may share a piece through a connector, a
-        sliver along a link up to 3 km long that may cross land outside the area (see
-        :func:`parcelsearch.plan`). False: never, so pieces stay within the promise of
-        ``tolerance`` everywhere.
+        True (default): parts of an area (islands) may share a piece through a connector,
+        as ``match`` allows (see :func:`parcelsearch.plan`). False: never.
+    match
+        How the vendor matches parcels: ``"unknown"`` (default: ``$PARCELSEARCH_MATCH``
+        when set), ``"intersects"`` or ``"representative-point"``. Under the first two no
+        piece reaches beyond ``tolerance`` anywhere; under the point rule a connector's
+        sliver (a link up to 3 km long, which may cross land outside the area) may match
+        parcels whose point lies in it (see :func:`parcelsearch.plan`). Neither given, the
+        rule :func:`parcelsearch.rule_probe.learn_match_rule` learnt for the client's
+        service, if any. Recorded in ``result.metadata["match"]``.
     id_column
         Column identifying areas (default: an ``area_id`` column, else the index; see
         :func:`parcelsearch.areas.validate_areas`).
@@ -305,6 +316,8 @@ def search(
         Threads sending requests (all paced by the client's one pacer).
     plan
         A plan made earlier with :func:`parcelsearch.plan` (then ``areas`` may be ``None``).
+        ``tolerance``, ``connectors``, ``match`` and ``id_column`` are then the plan's:
+        given as well and different, they raise an error naming both.
     team
         A team store (``postgresql://…``, made with ``parcelsearch team init``; default
         ``PARCELSEARCH_TEAM``): the key's calls are reserved, paced and counted there for
@@ -345,8 +358,19 @@ def search(
     >>> result = parcelsearch.search(areas)  # doctest: +SKIP
     >>> result.ids.head()  # doctest: +SKIP
     """
+    if plan is not None:
+        agrees_with_plan(plan, tolerance=tolerance, connectors=connectors, match=match,
+                         id_column=id_column)
+        tolerance, connectors, match = plan.tolerance, plan.connectors, plan.match
+    elif match is None and settings.options.source("match") == "default":
+        from parcelsearch.rule_probe import remembered_rule  # learnt for this service
+
+        client = client if client is not None else Client()
+        match = remembered_rule(client)
     options = SearchOptions(
-        tolerance=tolerance, connectors=connectors, id_column=id_column, budget=budget,
+        tolerance=0.0 if tolerance is None else tolerance,
+        connectors=True if connectors is None else connectors, match=match,
+        id_column=id_column, budget=budget,
         quota=Quota.parse(quota),
         allow_partial=allow_partial, max_age=max_age, refresh=refresh,
         verify_sample=verify_sample,
@@ -358,7 +382,8 @@ def search(
     cache_obj = cache if isinstance(cache, ResponseCache) else (
         None if cache is False else ResponseCache(client.cache_dir))
     chosen = plan if plan is not None else planning.plan(
-        areas, tolerance, id_column=id_column, connectors=options.connectors)
+        areas, options.tolerance, id_column=id_column, connectors=options.connectors,
+        match=options.match)
     spending = _spending(client, options, cache_obj, ledger)
     history = None if ledger is False and options.team is None else open_history(
         ledger.path if isinstance(ledger, Ledger) else Ledger.in_folder(client.cache_dir).path,

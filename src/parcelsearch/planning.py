@@ -17,6 +17,7 @@ Examples
 
 from __future__ import annotations
 
+import functools
 import html
 from collections.abc import Hashable, Iterable, Sequence
 from dataclasses import dataclass
@@ -28,15 +29,33 @@ import shapely
 
 from parcelsearch import _wire, settings
 from parcelsearch.areas import validate_areas
+from parcelsearch.errors import InputError
 from parcelsearch.tiling.bounds import estimate, lower_bound, parts_bound
+from parcelsearch.tiling.connectors import MAX_LINK_M
 from parcelsearch.tiling.covers import check_tolerance
+from parcelsearch.tiling.grid import polygons
+from parcelsearch.tiling.match_rule import check_match, link_limit_m
+from parcelsearch.tiling.partition import exact_least
 from parcelsearch.tiling.pieces import TilingMemo, tile
 from parcelsearch.tiling.request_budget import BUDGET_PAGE, Budget
 
-__all__ = ["Piece", "Plan", "plan", "suggest_tolerance", "TOLERANCE_LADDER"]
+__all__ = ["Piece", "Plan", "plan", "resolve_match", "suggest_tolerance", "suggests_at_once",
+           "SUGGEST_AT_ONCE_UP_TO", "TOLERANCE_LADDER"]
 
 #: Tolerances (metres) :func:`suggest_tolerance` tries, smallest first.
 TOLERANCE_LADDER: tuple[float, ...] = (1, 2, 5, 10, 20, 50, 100, 200, 500)
+#: Vertices (all areas together) up to which a refused search suggests a tolerance at once.
+SUGGEST_AT_ONCE_UP_TO = 2_000
+
+
+def suggests_at_once(plan: Plan) -> bool:
+    """Whether a search refused for ``plan`` names a tolerance that fits at once: only for
+    areas of at most :data:`SUGGEST_AT_ONCE_UP_TO` vertices in all, where
+    :func:`suggest_tolerance` takes a few milliseconds. For larger areas it covers and tiles
+    other tolerances, which costs more than the plan did: the refusal says how to ask for
+    it instead (``suggest_tolerance(plan, N)``, ``parcelsearch plan AREAS --max-calls N``)."""
+    return int(shapely.get_num_coordinates(plan.areas.geometry.to_numpy()).sum()) \
+        <= SUGGEST_AT_ONCE_UP_TO
 
 
 @dataclass(frozen=True)
@@ -78,8 +97,9 @@ class Plan:
         The validated areas: EPSG:4326, indexed by area id (index name :attr:`id_name`).
     pieces
         Every piece, grouped by area in the areas' order, ``piece_id`` ascending.
-    tolerance, max_request_bytes, path, connectors
-        The settings the plan was made with.
+    tolerance, max_request_bytes, path, connectors, match
+        The settings the plan was made with (``match``: the vendor's matching rule,
+        :mod:`parcelsearch.tiling.match_rule`).
     id_name
         Name of the area id (the column name used in outputs).
     memo
@@ -98,6 +118,7 @@ class Plan:
         path: str,
         memo: TilingMemo | None = None,
         connectors: bool = True,
+        match: str = "unknown",
     ) -> None:
         self.areas = areas
         self.pieces = list(pieces)
@@ -107,6 +128,7 @@ class Plan:
         self.id_name = str(areas.index.name)
         self.memo = TilingMemo() if memo is None else memo
         self.connectors = bool(connectors)
+        self.match = check_match(match)
 
     @property
     def min_calls(self) -> int:
@@ -150,14 +172,41 @@ class Plan:
         frame["min_calls"] = frame["pieces"]
         return frame
 
+    @functools.cached_property
+    def point_savings(self) -> int:
+        """Calls connectors could save at most if the vendor matched by a point, where the
+        rule is not known to be that (0 under ``"representative-point"`` or without
+        connectors): for each area of more than one piece and part, its pieces less the
+        fewest pieces linked parts could take (the vertex bound of each group of parts
+        within :data:`~parcelsearch.tiling.connectors.MAX_LINK_M` of each other, of the area
+        the pieces tile: :func:`~parcelsearch.tiling.partition.exact_least`). A bound, not a
+        tiling: computed on first use, in about the time of reading the parts."""
+        if self.match == "representative-point" or not self.connectors:
+            return 0
+        budget = Budget(self.max_request_bytes, self.path)
+        counts = pd.Series([p.area_id for p in self.pieces], dtype=object).value_counts()
+        saved = 0
+        for area_id, geometry in self.areas.geometry.items():
+            pieces = int(counts.get(area_id, 0))
+            area = self.memo.prepared(geometry, self.tolerance)
+            if pieces > 1 and len(polygons(area)) > 1:
+                least = exact_least(area, budget, True, MAX_LINK_M)[0]
+                saved += max(0, pieces - least)
+        return saved
+
     def _headline(self) -> str:
         mode = "exact" if not self.tolerance else f"tolerance {self.tolerance:g} m"
         mode += "" if self.connectors else ", no connectors"
+        mode += {"representative-point": ", matched by a point",
+                 "intersects": ", matched by footprint"}.get(self.match, "")
         areas, pieces = len(self.areas), len(self.pieces)
+        saved = self.point_savings
+        learn = (f"; connectors could save up to {saved:,} call{'s' * (saved != 1)} if the "
+                 "vendor matches by a point" if saved and self.match == "unknown" else "")
         return (
             f"{areas:,} area{'s' * (areas != 1)} → {pieces:,} piece{'s' * (pieces != 1)}, "
             f"at least {self.min_calls:,} call{'s' * (self.min_calls != 1)} "
-            f"({mode}; request lines ≤ {self.max_request_bytes:,} bytes)"
+            f"({mode}; request lines ≤ {self.max_request_bytes:,} bytes){learn}"
         )
 
     def without(self, area_ids: Iterable[Hashable]) -> Plan:
@@ -171,6 +220,7 @@ class Plan:
             path=self.path,
             memo=self.memo,
             connectors=self.connectors,
+            match=self.match,
         )
 
     def map(self, **kwargs: Any) -> Any:
@@ -205,6 +255,7 @@ def plan(
     path: str = settings.SEARCH_PATH,
     memo: TilingMemo | None = None,
     connectors: bool = True,
+    match: str | None = None,
 ) -> Plan:
     """The pieces a search of ``areas`` will send, and the minimum calls — zero calls made.
 
@@ -214,15 +265,16 @@ def plan(
         GeoDataFrame or GeoSeries (any CRS, which must be set), a shapely geometry or a
         list of them (taken as EPSG:4326). See :func:`parcelsearch.areas.validate_areas`.
     tolerance
-        0 (default): exact pieces, whose union covers each area (every parcel whose
-        representative point lies inside is found) and reaches at most two 6-decimal grid
-        steps (2e-6°, about 22 cm) beyond it; a pocket sealed off by rounding is never
-        searched. But for connectors: parts of an area up to 3 km apart may share a piece
-        through a sliver within √2 grid steps of a straight link between them
-        (:mod:`parcelsearch.tiling.connectors`); the link may cross land outside the area,
-        where a parcel whose representative point lies in the sliver is matched.
-        ``t`` metres (≥ 0.5): pieces cover each area and stay within ``t`` of it (connectors
-        aside), so fewer pieces are needed; nearby parts and fine boundary detail may merge.
+        0 (default): exact pieces, whose union covers each area (every parcel inside is
+        found) and reaches at most two 6-decimal grid steps (2e-6°, about 22 cm) beyond
+        it; a pocket sealed off by rounding is never searched. ``t`` metres (≥ 0.5): pieces
+        cover each area and stay within ``t`` of it, so fewer pieces are needed; nearby
+        parts and fine boundary detail may merge. Where the exact pieces of an area do better
+        (fewer pieces and no more bytes, or fewer bytes and no more pieces), they are
+        taken, but they are made to check only for areas of at most 2,000 vertices
+        (:data:`parcelsearch.tiling.pieces.CHECK_UP_TO`) or found in ``memo``: a larger
+        area's tolerance pieces are otherwise returned unchecked (a coarser tolerance is
+        never the slow path).
     id_column
         Column holding area ids; by default an ``area_id`` column, else the index (see
         :func:`parcelsearch.areas.validate_areas` for the rule).
@@ -236,8 +288,19 @@ def plan(
         makes there. A new one by default.
     connectors
         True (default): parts of an area may share a piece through a connector (fewer
-        calls). False keeps the strict promise: no piece reaches more than two grid steps
-        beyond its area (exact) or ``t`` metres (tolerance), anywhere.
+        calls), as ``match`` allows. False: never.
+    match
+        How the vendor matches parcels to a polygon: ``"unknown"`` (the default, from
+        ``settings.options.match`` / ``$PARCELSEARCH_MATCH``), ``"intersects"`` (a parcel
+        whose footprint touches it) or ``"representative-point"`` (a parcel whose point lies
+        in it). Under the first two no piece reaches more than two grid steps beyond its
+        area (exact) or ``t`` metres (tolerance), anywhere: exact mode uses no connector,
+        tolerance mode only connectors whose sliver stays within ``t`` of the area. Under
+        ``"representative-point"``, parts of an area up to 3 km apart may share a piece
+        through a sliver within √2 grid steps of a straight link between them
+        (:mod:`parcelsearch.tiling.connectors`); the link may cross land outside the area,
+        where a parcel whose representative point lies in the sliver (a few square
+        centimetres per hundred metres of link) is matched too.
 
     Returns
     -------
@@ -249,12 +312,13 @@ def plan(
         Areas that cannot be planned (the message names the row), or a bad tolerance.
     """
     tolerance = check_tolerance(tolerance)
+    match = resolve_match(match)
     memo = TilingMemo() if memo is None else memo
     validated = validate_areas(areas, id_column=id_column)
     pieces: list[Piece] = []
     for area_id, geometry in validated.geometry.items():
         rings = tile(geometry, tolerance=tolerance, max_request_bytes=max_request_bytes,
-                     path=path, memo=memo, connectors=connectors)
+                     path=path, memo=memo, connectors=connectors, match=match)
         for piece_id, ring in enumerate(rings):
             text = _wire.ring_json(ring.exterior.coords)
             pieces.append(
@@ -267,7 +331,27 @@ def plan(
                 )
             )
     return Plan(validated, pieces, tolerance=tolerance, max_request_bytes=max_request_bytes,
-                path=path, memo=memo, connectors=connectors)
+                path=path, memo=memo, connectors=connectors, match=match)
+
+
+def resolve_match(match: str | None) -> str:
+    """The matching rule: ``match``, else ``settings.options.match`` (set, or
+    ``$PARCELSEARCH_MATCH``, or ``"unknown"``).
+
+    Raises
+    ------
+    InputError
+        ``field="match"``: not one of the rules (the message says where it came from).
+    """
+    if match is not None:
+        return check_match(match)
+    value = settings.options.match
+    try:
+        return check_match("unknown" if value is None else value)
+    except InputError as exc:
+        source = settings.options.source("match")
+        raise InputError(f"{exc.args[0]} (from {source})", field="match",
+                         hints=exc.hints) from None
 
 
 def suggest_tolerance(
@@ -308,7 +392,8 @@ def suggest_tolerance(
     ladder
         Tolerances to try, in metres.
     **plan_kwargs
-        ``id_column``, ``max_request_bytes``, ``path``, ``connectors``, as for :func:`plan`
+        ``id_column``, ``max_request_bytes``, ``path``, ``connectors``, ``match``, as for
+        :func:`plan`
         (taken from the plan when a :class:`Plan` is given).
 
     Returns
@@ -330,6 +415,7 @@ def suggest_tolerance(
         geoms = list(known.areas.geometry)
         budget = Budget(known.max_request_bytes, known.path)
         connectors = known.connectors
+        match = known.match
         memo = known.memo
         if known.min_calls <= max_calls:
             return known.tolerance
@@ -337,23 +423,24 @@ def suggest_tolerance(
     else:
         validated = validate_areas(areas, id_column=plan_kwargs.pop("id_column", None))
         connectors = bool(plan_kwargs.pop("connectors", True))
+        match = resolve_match(plan_kwargs.pop("match", None))
         budget = Budget(**plan_kwargs)
         geoms = list(validated.geometry)
         memo = TilingMemo()
-        if _fits(geoms, 0.0, max_calls, budget, memo, connectors):
+        if _fits(geoms, 0.0, max_calls, budget, memo, connectors, match):
             return 0.0
         floor = 0.0
     rungs = sorted({check_tolerance(t) for t in ladder} - {0.0})
     rungs = [t for t in rungs if t > floor]
     if not rungs:
         return None
-    bounds = _Bounds(geoms, max_calls, budget, memo)
+    bounds = _Bounds(geoms, max_calls, budget, memo, match, connectors)
     first = bounds.first_estimated(rungs)
     while first > 0 and bounds.fit(rungs[first - 1]):  # an estimate may overstate
         first -= 1
     for tolerance in rungs[first:]:
         if bounds.fit(tolerance) and _fits(geoms, tolerance, max_calls, budget, memo,
-                                           connectors, bounds):
+                                           connectors, match, bounds):
             return tolerance
     return None
 
@@ -364,7 +451,9 @@ class _Bounds:
     vertex bound (:func:`parcelsearch.tiling.lower_bound`, which makes the rung's cover)."""
 
     def __init__(self, geoms: list[Any], max_calls: int, budget: Budget,
-                 memo: TilingMemo) -> None:
+                 memo: TilingMemo, match: str = "representative-point",
+                 connectors: bool = True) -> None:
+        self.match, self.connectors = match, connectors
         self.geoms = geoms
         self.max_calls = max_calls
         self.budget = budget
@@ -379,7 +468,8 @@ class _Bounds:
         """One area's vertex bound at ``tolerance`` (it makes, and caches, the cover)."""
         key = (index, tolerance)
         if key not in self.known:
-            self.known[key] = lower_bound(self.geoms[index], tolerance, self.budget, self.memo)
+            self.known[key] = lower_bound(self.geoms[index], tolerance, self.budget, self.memo,
+                                          self.match, self.connectors)
         return self.known[key]
 
     def cheap(self, index: int, tolerance: float) -> int:
@@ -388,7 +478,8 @@ class _Bounds:
         if key in self.known:
             return self.known[key]
         if key not in self.parts:
-            self.parts[key] = parts_bound(self.geoms[index], tolerance)
+            link_m = link_limit_m(self.match, tolerance) if self.connectors else 0.0
+            self.parts[key] = parts_bound(self.geoms[index], tolerance, link_m)
         return self.parts[key]
 
     def fit(self, tolerance: float) -> bool:
@@ -447,6 +538,7 @@ def _fits(
     budget: Budget,
     memo: TilingMemo,
     connectors: bool = True,
+    match: str = "unknown",
     bounds: _Bounds | None = None,
 ) -> bool:
     """Whether the areas' pieces at ``tolerance`` number at most ``max_calls``: stops as soon
@@ -454,7 +546,7 @@ def _fits(
     total = 0
     for index, geometry in enumerate(geoms):
         total += len(tile(geometry, tolerance=tolerance, max_request_bytes=budget.max_request_bytes,
-                          path=budget.path, memo=memo, connectors=connectors))
+                          path=budget.path, memo=memo, connectors=connectors, match=match))
         left = bounds.rest(range(index + 1, len(geoms)), tolerance) if bounds is not None else 0
         if total + left > max_calls:
             return False

@@ -141,6 +141,7 @@ class SearchResult:
             "areas": [_plain(a) for a in self.plan.areas.index],
             "refetched_pieces": int(self.refetched_pieces),
             "tolerance": float(self.plan.tolerance),
+            "match": self.plan.match,
             **self._refresh_metadata(),
         }
 

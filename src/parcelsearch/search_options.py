@@ -11,13 +11,14 @@ import getpass
 import os
 import re
 from dataclasses import dataclass, fields
+from typing import Any
 
 from parcelsearch._shared import check_count
 from parcelsearch.errors import ConfigurationError, Hint
 from parcelsearch.ledger import Quota
 
 __all__ = ["SearchOptions", "DEFAULT_WORKERS", "ENV_TEAM", "ENV_USER", "REFRESH_MODES",
-           "DEFAULT_VERIFY_SAMPLE", "refresh_mode", "check_fraction"]
+           "DEFAULT_VERIFY_SAMPLE", "refresh_mode", "check_fraction", "agrees_with_plan"]
 
 #: Threads sending requests; the client's shared pacer paces them all.
 DEFAULT_WORKERS = 8
@@ -129,7 +130,8 @@ class SearchOptions:
     """How one search runs (see :func:`parcelsearch.search` for each option's meaning).
 
     Checked when made: a bad value raises :class:`~parcelsearch.errors.ConfigurationError`
-    naming it. ``quota`` is parsed (``"demo"``, ``"500/month"``, ``None`` reads
+    naming it. ``match`` becomes the matching rule (``None``: ``$PARCELSEARCH_MATCH``, else
+    ``"unknown"``). ``quota`` is parsed (``"demo"``, ``"500/month"``, ``None`` reads
     ``$PARCELSEARCH_QUOTA``); ``team`` reads ``$PARCELSEARCH_TEAM`` and ``user``
     ``$PARCELSEARCH_USER`` (default: the login name) when not given. ``refresh`` becomes
     its mode (``"cached"``, ``"all"`` or ``"changed"``: ``False`` and ``True`` mean the first
@@ -138,6 +140,7 @@ class SearchOptions:
 
     tolerance: float = 0.0
     connectors: bool = True
+    match: str | None = None
     id_column: str | None = None
     budget: int | None = None
     quota: Quota | None = None
@@ -158,6 +161,9 @@ class SearchOptions:
         check_count(self.workers, 1, "workers")
         if not isinstance(self.connectors, bool):
             raise ConfigurationError(f"connectors must be True or False, got {self.connectors!r}")
+        from parcelsearch.planning import resolve_match  # tiling loads only with a search
+
+        object.__setattr__(self, "match", resolve_match(self.match))
         # refresh becomes its mode ("cached", "all", "changed"); verify_sample a fraction.
         mode = refresh_mode(self.refresh)
         object.__setattr__(self, "refresh", mode)
@@ -176,3 +182,35 @@ class SearchOptions:
         if shown["team"]:
             shown["team"] = _no_password(shown["team"])
         return "SearchOptions(" + ", ".join(f"{k}={v!r}" for k, v in shown.items()) + ")"
+
+
+def agrees_with_plan(plan: Any, **given: Any) -> None:
+    """Refuse planning options given beside a plan (:class:`parcelsearch.Plan`) that was made
+    with other values (``None``: not given).
+
+    Raises
+    ------
+    ConfigurationError
+        Naming the option, the value given and the plan's.
+    """
+    made = {"tolerance": plan.tolerance, "connectors": plan.connectors, "match": plan.match,
+            "id_column": plan.id_name}
+    for name, value in given.items():
+        if value is None:
+            continue
+        if name == "tolerance":
+            from parcelsearch.tiling.covers import check_tolerance
+
+            same = check_tolerance(value) == made[name]
+        elif name == "match":
+            from parcelsearch.planning import resolve_match
+
+            same = resolve_match(value) == made[name]
+        else:
+            same = value == made[name]
+        if not same:
+            raise ConfigurationError(
+                f"search(plan=...) was given {name}={value!r}, but the plan was made with "
+                f"{name}={made[name]!r}; a plan is searched as it was made",
+                hints=[Hint(name, made[name], "drop it or pass the plan's {knob}")]
+                if name in ("tolerance", "match", "id_column") else [])

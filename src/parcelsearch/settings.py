@@ -60,6 +60,7 @@ ENV_RATE: Final = "PARCELSEARCH_RATE"
 ENV_CACHE_DIR: Final = "PARCELSEARCH_CACHE_DIR"
 ENV_QUOTA: Final = "PARCELSEARCH_QUOTA"
 ENV_SERVICE_DIR: Final = "PARCELSEARCH_SERVICE_DIR"
+ENV_MATCH: Final = "PARCELSEARCH_MATCH"
 
 
 def check_base_url(url: str) -> str:
@@ -149,6 +150,8 @@ _OPTIONS: Final = (
            ENV_CACHE_DIR, _user_cache_dir, _path),
     Option("service_dir", "folder of the reference service's key store and certificates",
            ENV_SERVICE_DIR, _user_service_dir, _path),
+    Option("match", "how the vendor matches parcels: representative-point, intersects or "
+           "unknown", ENV_MATCH, lambda: "unknown", _text),
 )
 
 

@@ -95,7 +95,7 @@ def test_budget_below_the_plan_is_refused_with_flags(env, service, key, areas_fi
     code, _, err = run(["search", str(areas_file), "--id-column", "area_id", "--out", str(out),
                         "--quiet", "--budget", "2"], capsys)
     assert code == 3
-    assert "parcelsearch: stopped: this search needs at least 6 calls" in err
+    assert "parcelsearch: stopped: this search needs at least 7 calls" in err
     assert "nothing was spent" in err
     assert re.search(r"Try --tolerance \d+ \(metres\)|[Rr]aise --budget \d+", err), err
     assert "--allow-partial" in err
@@ -140,7 +140,7 @@ def test_quota_too_small_exits_3_before_spending(env, service, make_key, areas_f
     assert code == 3
     assert "has 5 left of its quota (5 calls for the life of the key)" in err
     assert "nothing was spent." in err
-    assert "Try --tolerance 100 (metres), whose plan fits." in err
+    assert "Try --tolerance 500 (metres), whose plan fits." in err
     assert not PYTHON.search(err)
     assert served(service, small) == 0
 
@@ -459,7 +459,7 @@ def test_a_csv_with_a_wkt_column_is_read_and_otherwise_explained(tmp_path, capsy
     table.to_csv(tmp_path / "areas.csv", index=False)
     code, out, err = run(["plan", str(tmp_path / "areas.csv"), "--crs", "EPSG:4326"], capsys)
     assert code == 0, err
-    assert "northside" in out and "6 pieces, at least 6 calls" in out
+    assert "northside" in out and "7 pieces, at least 7 calls" in out
     table.rename(columns={"wkt": "shape"}).to_csv(tmp_path / "shape.csv", index=False)
     code, _, err = run(["plan", str(tmp_path / "shape.csv"), "--crs", "EPSG:4326"], capsys)
     assert code == 2

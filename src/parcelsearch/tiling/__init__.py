@@ -23,6 +23,8 @@ One concern a module, each importing only those above it:
 - ``covers``: tolerance mode's :func:`cover`, the one check of a tolerance
   (:func:`check_tolerance`), and the area the pieces tile (``prepared``);
 - ``connectors``: two pieces of different parts joined into one ring by a sliver;
+- ``match_rule``: the vendor's matching rule (:func:`check_match`) and how far a
+  connector's sliver may reach under it;
 - ``repack``: fuller pieces: a group of neighbouring pieces re-cut into one fewer along
   any diagonals of their union;
 - ``partition``: the exact partition of a prepared area (a constrained triangulation's
@@ -58,6 +60,8 @@ _LAZY = {
     "MIN_TOLERANCE": "covers",
     "check_tolerance": "covers",
     "cover": "covers",
+    "MATCH_RULES": "match_rule",
+    "check_match": "match_rule",
     "TilingMemo": "pieces",
     "tile": "pieces",
     "estimate": "bounds",
@@ -68,10 +72,12 @@ _LAZY = {
 __all__ = [
     "BUDGET_PAGE",
     "GRID",
+    "MATCH_RULES",
     "MIN_TOLERANCE",
     "Budget",
     "TilingMemo",
     "canonical_ring",
+    "check_match",
     "check_tolerance",
     "cover",
     "estimate",
@@ -86,6 +92,7 @@ if TYPE_CHECKING:
     from parcelsearch.tiling.bounds import estimate, lower_bound, parts_bound
     from parcelsearch.tiling.covers import MIN_TOLERANCE, check_tolerance, cover
     from parcelsearch.tiling.grid import GRID, canonical_ring
+    from parcelsearch.tiling.match_rule import MATCH_RULES, check_match
     from parcelsearch.tiling.pieces import TilingMemo, tile
     from parcelsearch.tiling.request_budget import BUDGET_PAGE, Budget
 

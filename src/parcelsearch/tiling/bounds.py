@@ -15,6 +15,8 @@ from parcelsearch.tiling.antimeridian import joined_across_180
 from parcelsearch.tiling.connectors import MAX_LINK_M, linked_groups
 from parcelsearch.tiling.covers import M_PER_DEGREE, Frame, check_tolerance
 from parcelsearch.tiling.grid import polygons
+from parcelsearch.tiling.match_rule import link_limit_m
+from parcelsearch.tiling.partition import exact_least
 from parcelsearch.tiling.pieces import TilingMemo
 from parcelsearch.tiling.request_budget import Budget
 
@@ -26,21 +28,31 @@ _MIN_M_PER_DEGREE = 110_574.0
 
 
 def lower_bound(geometry: BaseGeometry, tolerance: float = 0.0, budget: Budget | None = None,
-                memo: TilingMemo | None = None) -> int:
+                memo: TilingMemo | None = None, match: str = "representative-point",
+                connectors: bool = True) -> int:
     """Fewest pieces :func:`~parcelsearch.tiling.pieces.tile` could return within ``budget``
-    (the default :class:`Budget` if None): a cheap bound, with no tiling. The prepared
-    areas it measures are what tiling starts from, made once in ``memo`` when one is given.
+    (the default :class:`Budget` if None) under the matching rule ``match``: a cheap bound,
+    with no tiling. The prepared areas it measures are what tiling starts from, made once
+    in ``memo`` when one is given.
 
-    Every vertex of the prepared area lies on some piece, and a piece carries at most the
-    budget's bytes of vertices (parts may share a piece through a connector). In tolerance mode the
-    pieces are the cover's or the exact ones, whichever is better: the smaller bound holds.
+    Every vertex of the prepared area lies on some piece, a piece carries at most the
+    budget's bytes of vertices, and parts that no chain of links the rule allows joins
+    never share a piece (:func:`~parcelsearch.tiling.partition.exact_least`; each part
+    alone where no connector may be used). In tolerance mode the pieces are the cover's or
+    the exact ones, whichever is better: the smaller bound holds. The default rule allows
+    the longest links, so its bound holds under every rule.
     """
     memo = TilingMemo() if memo is None else memo
     budget = Budget() if budget is None else budget
-    exact = budget.vertex_bound(memo.prepared(geometry, 0.0))[0]
+
+    def least(at: float) -> int:
+        link_m = link_limit_m(match, at) if connectors else 0.0
+        return exact_least(memo.prepared(geometry, at), budget, True, link_m)[0]
+
+    exact = least(0.0)
     if not check_tolerance(tolerance):
         return exact
-    return min(exact, budget.vertex_bound(memo.prepared(geometry, tolerance))[0])
+    return min(exact, least(tolerance))
 
 
 def estimate(
@@ -68,15 +80,16 @@ def estimate(
     return budget.vertex_bound(frame.lonlat(shapely.geometrycollections(simple)))[0]
 
 
-def parts_bound(geometry: BaseGeometry, tolerance: float) -> int:
+def parts_bound(geometry: BaseGeometry, tolerance: float, link_m: float = MAX_LINK_M) -> int:
     """Fewest parts — so fewest pieces — the area can have in tolerance mode, without a cover.
 
     Every point of a cover lies within ``tolerance`` metres of the area, so two parts of
     the area end up in one part of the cover only if a chain of parts, each within
     ``2 × tolerance`` of the next on the ground, joins them; and two parts of the cover share
     a piece only through a connector, at most
-    :data:`~parcelsearch.tiling.connectors.MAX_LINK_M` long. The parts are grouped by that
-    reach, ``2 × tolerance + MAX_LINK_M`` (measured where a degree is shortest, so the
+    :data:`~parcelsearch.tiling.connectors.MAX_LINK_M` long (``link_m``: shorter, or 0,
+    where the matching rule limits connectors). The parts are grouped by that
+    reach, ``2 × tolerance + link_m`` (measured where a degree is shortest, so the
     reach is never understated; parts split at ±180° are joined first); every group needs
     a piece of its own. Far cheaper
     than :func:`lower_bound` (no cover), and on island groups often as strong.
@@ -86,7 +99,7 @@ def parts_bound(geometry: BaseGeometry, tolerance: float) -> int:
     parts = np.asarray(polygons(joined), dtype=object)
     if len(parts) < 2:
         return len(parts)
-    reach = (2 * tolerance + MAX_LINK_M) / _MIN_M_PER_DEGREE
+    reach = (2 * tolerance + link_m) / _MIN_M_PER_DEGREE
     _, miny, _, maxy = joined.bounds
     c = math.cos(math.radians(min(90.0, max(abs(miny), abs(maxy)) + reach)))
     scaled = shapely.transform(parts, lambda xy: xy * [c, 1.0])

@@ -56,31 +56,33 @@ _MEASURE_ALL = 4096
 _STEPS = [(1, 0), (1, 1), (0, 1), (-1, 1), (-1, 0), (-1, -1), (0, -1), (1, -1)]
 
 
-def link_reach_degrees() -> float:
-    """:data:`MAX_LINK_M` in degrees of latitude (or of longitude × cos(latitude)), at
-    least: the reach within which pieces may be linked."""
-    return MAX_LINK_M / (_M_PER_STEP * SCALE)
+def link_reach_degrees(link_m: float = MAX_LINK_M) -> float:
+    """``link_m`` (:data:`MAX_LINK_M` by default) in degrees of latitude (or of longitude ×
+    cos(latitude)), at least: the reach within which pieces may be linked."""
+    return link_m / (_M_PER_STEP * SCALE)
 
 
-def reach_groups(parts: Sequence[Polygon], cos_lat: float) -> list[list[int]]:
+def reach_groups(parts: Sequence[Polygon], cos_lat: float,
+                 link_m: float = MAX_LINK_M) -> list[list[int]]:
     """The parts (indices) grouped by chains of links: two parts are in one group if a chain
-    of parts, each within a link's reach of the next (longitude scaled by ``cos_lat``, as
-    pieces are when linked), joins them. No piece spans two groups."""
-    if len(parts) < 2:
+    of parts, each within a link's reach (``link_m``) of the next (longitude scaled by
+    ``cos_lat``, as pieces are when linked), joins them. No piece spans two groups."""
+    if len(parts) < 2 or link_m <= 0:
         return [[k] for k in range(len(parts))]
-    left, right = pairs_within_reach(parts, cos_lat)
+    left, right = pairs_within_reach(parts, cos_lat, link_m=link_m)
     return linked_groups(len(parts), left.tolist(), right.tolist())
 
 
 def pairs_within_reach(shapes: Sequence[Polygon], cos_lat: float,
-                       labels: Sequence[int] | None = None) -> tuple[np.ndarray, np.ndarray]:
-    """The pairs ``(i, j)``, ``i < j``, of ``shapes`` within a link's reach of each other
-    (longitude scaled by ``cos_lat``, as links are measured); with ``labels``, only pairs
+                       labels: Sequence[int] | None = None,
+                       link_m: float = MAX_LINK_M) -> tuple[np.ndarray, np.ndarray]:
+    """The pairs ``(i, j)``, ``i < j``, of ``shapes`` within a link's reach (``link_m``) of
+    each other (longitude scaled by ``cos_lat``, as links are measured); with ``labels``, only pairs
     whose labels differ. Boxes grown by the reach find the candidates, which alone are
     measured, each against the other prepared (indexed: far quicker than a tree's own
     distance query on shapes of thousands of vertices)."""
     scaled = shapely.transform(np.asarray(shapes, dtype=object), lambda xy: xy * [cos_lat, 1.0])
-    reach = link_reach_degrees()
+    reach = link_reach_degrees(link_m)
     low_x, low_y, high_x, high_y = shapely.bounds(scaled).T
     grown = shapely.box(low_x - reach, low_y - reach, high_x + reach, high_y + reach)
     left, right = shapely.STRtree(scaled).query(grown)
@@ -144,6 +146,8 @@ def connect(
     b_outer: np.ndarray,
     cos_lat: float,
     clear: Callable[[np.ndarray, np.ndarray], Sequence[bool]],
+    link_m: float = MAX_LINK_M,
+    within: Callable[[np.ndarray], bool] | None = None,
 ) -> tuple[np.ndarray, np.ndarray] | None:
     """One ring made of ``a_ring`` and ``b_ring`` joined by a connector, or None if no valid
     one is found.
@@ -168,13 +172,20 @@ def connect(
         Whether each link (its ends: two ``(n, 2)`` arrays, grid units) may be taken: it
         meets no piece of the area but at its ends, nor an earlier connector of either piece
         (asked about the closest link alone, then about all the others at once).
+    link_m
+        Longest link taken, in metres (:data:`MAX_LINK_M` by default).
+    within
+        If given, whether what a link adds may be taken: called with the link ``a → b``
+        and the two edges it leaves (``a → a+1``, ``b-1 → b``) as ``(3, 2, 2)`` grid units
+        (:class:`parcelsearch.tiling.match_rule.SliverReach`); a link it refuses is passed
+        over for the next.
     """
     a_from = np.flatnonzero(a_outer)  # a: the edge a → a+1 is left
     b_to = (np.flatnonzero(b_outer) + 1) % len(b_ring)  # b: the edge b-1 → b is left
     if not len(a_from) or not len(b_to):
         return None
     pairs = [(i, j) for i, j, metres in _closest_pairs(a_ring[a_from], b_ring[b_to], cos_lat)
-             if metres <= MAX_LINK_M]  # closest first: a prefix
+             if metres <= link_m]  # closest first: a prefix
     if not pairs:
         return None
     starts = a_from[[i for i, _ in pairs]].tolist()
@@ -184,7 +195,9 @@ def connect(
     for batch in (slice(0, 1), slice(1, None)):
         open_ = clear(a_ring[starts[batch]], b_ring[ends[batch]])
         for i, j, ok in zip(starts[batch], ends[batch], open_, strict=True):
-            if not ok:
+            if not ok or (within is not None and not within(np.array([
+                    [a_ring[i], b_ring[j]], [a_ring[i], a_ring[(i + 1) % len(a_ring)]],
+                    [b_ring[j - 1], b_ring[j]]]))):
                 continue
             found = _connected(a_ring, b_ring, i, j)
             if found is not None and shapely.is_valid(shapely.polygons(found[0] / SCALE)):

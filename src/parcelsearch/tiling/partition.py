@@ -17,6 +17,7 @@ from __future__ import annotations
 import functools
 import heapq
 import math
+from collections.abc import Callable
 
 import numpy as np
 import shapely
@@ -26,6 +27,7 @@ from shapely.geometry.base import BaseGeometry
 from parcelsearch import _wire
 from parcelsearch.errors import InputError
 from parcelsearch.tiling.connectors import (
+    MAX_LINK_M,
     connect,
     crossing,
     grid_rings,
@@ -41,14 +43,21 @@ from parcelsearch.tiling.request_budget import MAX_VERTEX_BYTES, Budget
 __all__ = ["exact_pieces", "exact_least", "link_cos_lat"]
 
 
+#: Whether what a connector adds may be taken (:class:`~.match_rule.SliverReach`).
+Within = Callable[[np.ndarray], bool]
+
+
 def exact_pieces(area: BaseGeometry, budget: Budget, connectors: bool = True,
-                 repack: bool = True) -> tuple[Polygon, ...]:
+                 repack: bool = True, link_m: float = MAX_LINK_M,
+                 within: Within | None = None) -> tuple[Polygon, ...]:
     """The pieces of an area already on the grid (:func:`parcelsearch.tiling.covers.prepared`):
     canonical rings (:func:`~parcelsearch.tiling.grid.canonical_ring`) that fit ``budget``,
     sorted, whose union is ``area`` and, with ``connectors``, the connectors that join some
     of them (:mod:`parcelsearch.tiling.connectors`); without, exactly ``area``. With
     ``repack``, groups of neighbouring pieces are re-cut into fewer
-    (:func:`parcelsearch.tiling.repack.refill`: fewer pieces, more planning time)."""
+    (:func:`parcelsearch.tiling.repack.refill`: fewer pieces, more planning time).
+    Connectors take links at most ``link_m`` metres long (none if 0), and only those whose
+    added sliver ``within`` accepts, when given."""
     pieces: list[Polygon] = []
     parts: list[int] = []
     shapes = polygons(area)
@@ -59,7 +68,8 @@ def exact_pieces(area: BaseGeometry, budget: Budget, connectors: bool = True,
         pieces.extend(found)
         parts.extend([number] * len(found))
     if len(pieces) > 1:
-        pieces = _Merger(pieces, parts, area, budget, connectors).run()
+        pieces = _Merger(pieces, parts, area, budget, connectors and link_m > 0, link_m,
+                         within).run()
         if repack:
             pieces = refill(pieces, budget)
     return tuple(_finish(pieces, budget))
@@ -334,15 +344,17 @@ class _Merger:
     pair at once tried 2,643, and leaves 302 pieces where it left 308."""
 
     def __init__(self, pieces: list[Polygon], parts: list[int], area: BaseGeometry,
-                 budget: Budget, connectors: bool = True) -> None:
+                 budget: Budget, connectors: bool = True, link_m: float = MAX_LINK_M,
+                 within: Within | None = None) -> None:
         self.budget = budget
+        self.link_m, self.within = link_m, within
         self.parts = {i: {part} for i, part in enumerate(parts)}
         self.alive: dict[int, Polygon] = dict(enumerate(pieces))
         self.sizes = dict(enumerate(budget.sent_bytes(pieces).tolist()))
         self.touching = {i: set(n) for i, n in enumerate(_neighbours(pieces))}
         self.cos_lat = link_cos_lat(area)
         several = connectors and len(set(parts)) > 1  # else no connector is ever tried
-        near = _near(pieces, parts, self.cos_lat) if several else [set() for _ in pieces]
+        near = _near(pieces, parts, self.cos_lat, link_m) if several else [set() for _ in pieces]
         first, self.later = _nearest_first(pieces, near, self.cos_lat, _NEAREST)
         self.near = dict(enumerate(first))
         self.merged_into: dict[int, int] = {}  # a merged piece → the one it became part of
@@ -497,7 +509,7 @@ class _Merger:
                 open_ = [ok and not cut for ok, cut in zip(open_, crossed, strict=True)]
             return open_
 
-        found = connect(ra, rb, oa, ob, self.cos_lat, takeable)
+        found = connect(ra, rb, oa, ob, self.cos_lat, takeable, self.link_m, self.within)
         if found is None:
             return None
         ring, index = found
@@ -553,13 +565,14 @@ def link_cos_lat(area: BaseGeometry) -> float:
     return math.cos(math.radians(min(89.9, max(abs(miny), abs(maxy)))))
 
 
-def exact_least(area: BaseGeometry, budget: Budget, connectors: bool = True) -> tuple[int, int]:
+def exact_least(area: BaseGeometry, budget: Budget, connectors: bool = True,
+                link_m: float = MAX_LINK_M) -> tuple[int, int]:
     """Fewest pieces :func:`exact_pieces` can give ``area``, and fewest request bytes: the
     vertex bound (:meth:`~parcelsearch.tiling.request_budget.Budget.vertex_bound`) of each
-    group of parts a chain of links joins (each part alone without ``connectors``), summed:
-    no piece spans two groups."""
+    group of parts a chain of links (at most ``link_m`` metres) joins (each part alone
+    without ``connectors``), summed: no piece spans two groups."""
     parts = polygons(area)
-    groups = (reach_groups(parts, link_cos_lat(area)) if connectors
+    groups = (reach_groups(parts, link_cos_lat(area), link_m) if connectors
               else [[k] for k in range(len(parts))])
     rings = size = 0
     for group in groups:
@@ -580,11 +593,12 @@ def _canonical_bytes(ring: np.ndarray, vbytes: np.ndarray, budget: Budget) -> in
     return budget.base - 1 + int(vbytes.sum()) + int(vbytes[start])
 
 
-def _near(pieces: list[Polygon], parts: list[int], cos_lat: float) -> list[set[int]]:
-    """For each piece, the pieces of other parts within a link's reach of it (measured with
-    longitude scaled by ``cos_lat``)."""
+def _near(pieces: list[Polygon], parts: list[int], cos_lat: float,
+          link_m: float = MAX_LINK_M) -> list[set[int]]:
+    """For each piece, the pieces of other parts within a link's reach (``link_m``) of it
+    (measured with longitude scaled by ``cos_lat``)."""
     graph: list[set[int]] = [set() for _ in pieces]
-    left, right = pairs_within_reach(pieces, cos_lat, labels=parts)
+    left, right = pairs_within_reach(pieces, cos_lat, labels=parts, link_m=link_m)
     for i, j in zip(left.tolist(), right.tolist(), strict=True):
         graph[i].add(j)
         graph[j].add(i)

@@ -16,15 +16,21 @@ Examples
 
 from __future__ import annotations
 
+import shapely
 from shapely import Polygon
 from shapely.geometry.base import BaseGeometry
 
 from parcelsearch import settings
 from parcelsearch.tiling.covers import check_tolerance, prepared
-from parcelsearch.tiling.partition import exact_least, exact_pieces
+from parcelsearch.tiling.match_rule import DEFAULT_MATCH, SliverReach, check_match, link_limit_m
+from parcelsearch.tiling.partition import exact_pieces
 from parcelsearch.tiling.request_budget import Budget
 
-__all__ = ["TilingMemo", "tile"]
+__all__ = ["CHECK_UP_TO", "TilingMemo", "tile"]
+
+#: Vertices up to which an area's exact pieces are made to check its tolerance pieces
+#: against (a few milliseconds); above, only exact pieces made already are checked against.
+CHECK_UP_TO = 2_000
 
 
 class TilingMemo:
@@ -36,7 +42,8 @@ class TilingMemo:
 
     def __init__(self) -> None:
         self._prepared: dict[tuple[BaseGeometry, float], BaseGeometry] = {}
-        self._pieces: dict[tuple[BaseGeometry, float, Budget, bool], tuple[Polygon, ...]] = {}
+        self._pieces: dict[tuple[BaseGeometry, float, Budget, bool, bool],
+                           tuple[Polygon, ...]] = {}
 
     def prepared(self, geometry: BaseGeometry, tolerance: float) -> BaseGeometry:
         """The area the pieces of ``geometry`` at ``tolerance`` tile, made once."""
@@ -46,36 +53,30 @@ class TilingMemo:
         return self._prepared[key]
 
     def pieces(self, geometry: BaseGeometry, tolerance: float, budget: Budget,
-               connectors: bool = True) -> tuple[Polygon, ...]:
+               connectors: bool = True, match: str = DEFAULT_MATCH) -> tuple[Polygon, ...]:
         """The pieces of ``geometry`` at ``tolerance`` within ``budget`` (with or without
-        connectors), made once."""
-        key = (geometry, float(tolerance), budget, bool(connectors))
+        connectors, under the matching rule ``match``), made once."""
+        point = check_match(match) == "representative-point"
+        key = (geometry, float(tolerance), budget, bool(connectors), point)
         if key not in self._pieces:
-            made = exact_pieces(self.prepared(geometry, tolerance), budget, connectors)
-            if tolerance and not self._better_than_exact(geometry, made, budget, connectors):
-                made = self.pieces(geometry, 0.0, budget, connectors)
+            link_m = link_limit_m(match, tolerance) if connectors else 0.0
+            within = None if point or not link_m else SliverReach(geometry, tolerance)
+            made = exact_pieces(self.prepared(geometry, tolerance), budget, connectors,
+                                link_m=link_m, within=within)
+            exact = (geometry, 0.0, budget, bool(connectors), point)
+            small = shapely.get_num_coordinates(geometry) <= CHECK_UP_TO
+            if tolerance and (exact in self._pieces or small):
+                known = self.pieces(geometry, 0.0, budget, connectors, match)
+                if not _better(made, known, budget):
+                    made = known
             self._pieces[key] = made
         return self._pieces[key]
 
-    def _better_than_exact(self, geometry: BaseGeometry, covering: tuple[Polygon, ...],
-                           budget: Budget, connectors: bool) -> bool:
-        """Whether tolerance pieces beat the exact ones: no more pieces, no more request
-        bytes, and fewer of one. (Exact pieces stay within two grid steps of the area but for
-        their connectors, which tolerance pieces have too, so they are tolerance pieces as
-        well: tolerance mode never does worse than exact mode.)
-
-        The exact pieces are made only when they are not made already and the exact area's
-        lower bounds (:func:`~parcelsearch.tiling.partition.exact_least`: fewest pieces,
-        fewest bytes) do not settle it.
-        """
-        measure = (len(covering), int(budget.polygon_bytes_each(covering).sum()))
-        if (geometry, 0.0, budget, bool(connectors)) not in self._pieces:
-            least = exact_least(self.prepared(geometry, 0.0), budget, connectors)
-            if measure[0] <= least[0] and measure[1] < least[1]:
-                return True
-        exact = self.pieces(geometry, 0.0, budget, connectors)
-        known = (len(exact), int(budget.polygon_bytes_each(exact).sum()))
-        return measure[0] <= known[0] and measure[1] <= known[1] and measure != known
+    def has(self, geometry: BaseGeometry, tolerance: float, budget: Budget,
+            connectors: bool = True, match: str = DEFAULT_MATCH) -> bool:
+        """Whether the pieces of ``geometry`` at ``tolerance`` (and these settings) are made."""
+        point = check_match(match) == "representative-point"
+        return (geometry, float(tolerance), budget, bool(connectors), point) in self._pieces
 
     def tolerances(self) -> set[float]:
         """The tolerances something was made at (prepared or tiled)."""
@@ -83,11 +84,20 @@ class TilingMemo:
 
     def tiled(self, tolerance: float) -> int:
         """How many areas were tiled at ``tolerance``."""
-        return sum(1 for _, t, _, _ in self._pieces if t == tolerance)
+        return sum(1 for _, t, *_ in self._pieces if t == tolerance)
 
     def __repr__(self) -> str:
         return (f"<TilingMemo: {len(self._prepared)} prepared areas, "
                 f"{len(self._pieces)} tilings>")
+
+
+def _better(covering: tuple[Polygon, ...], exact: tuple[Polygon, ...], budget: Budget) -> bool:
+    """Whether tolerance pieces beat the exact ones: no more pieces, no more request bytes,
+    and fewer of one. (Exact pieces keep every promise tolerance pieces make, so where they
+    are better they are taken.)"""
+    measure = (len(covering), int(budget.polygon_bytes_each(covering).sum()))
+    known = (len(exact), int(budget.polygon_bytes_each(exact).sum()))
+    return measure[0] <= known[0] and measure[1] <= known[1] and measure != known
 
 
 def tile(
@@ -98,6 +108,7 @@ def tile(
     path: str = settings.SEARCH_PATH,
     memo: TilingMemo | None = None,
     connectors: bool = True,
+    match: str = DEFAULT_MATCH,
 ) -> list[Polygon]:
     """Pieces of one area: single canonical rings whose request lines fit the budget.
 
@@ -109,22 +120,29 @@ def tile(
     tolerance
         0 for exact pieces: their union covers the area and reaches at most two grid steps
         (2e-6°) beyond it, with no sealed-off pocket filled (see
-        :mod:`parcelsearch.tiling.grid`), but for connectors: parts of the area up to
-        :data:`~parcelsearch.tiling.connectors.MAX_LINK_M` apart may share a ring through a
-        sliver within √2 grid steps of a straight link between them, which may cross land
-        outside the area (:mod:`parcelsearch.tiling.connectors`); ``t`` metres (at least
+        :mod:`parcelsearch.tiling.grid`); ``t`` metres (at least
         :data:`~parcelsearch.tiling.covers.MIN_TOLERANCE`) for pieces that cover the area
-        and stay within ``t`` of it (connectors aside, as in exact mode): the pieces of its
-        cover when they are fewer or
-        shorter than the exact pieces and neither more nor longer, else the exact pieces.
+        and stay within ``t`` of it: the pieces of its cover, or the exact pieces where
+        those are neither more nor longer, and fewer or shorter. The exact pieces are
+        made to check only for an area of at most :data:`CHECK_UP_TO` vertices; a larger
+        area is checked only against exact pieces already in ``memo`` (a plan's, or a
+        refused plan's), else its cover's pieces are returned unchecked.
     max_request_bytes, path
         The request-line budget and the search path it is measured on (at page 99999).
     memo
         Where to keep (and find) what is made, for reuse by its owner; none by default.
     connectors
-        True (default): parts of the area may share a piece through a connector, as above.
-        False: never; the pieces of exact mode then reach at most two grid steps beyond the
-        area everywhere, and a piece never spans two parts that the tolerance does not join.
+        True (default): parts of the area may share a piece through a connector, as
+        ``match`` allows. False: never.
+    match
+        How the vendor matches parcels (:mod:`parcelsearch.tiling.match_rule`).
+        ``"unknown"`` (default) and ``"intersects"``: no piece reaches beyond the promise
+        of ``tolerance`` anywhere: exact mode uses no connector, tolerance ``t`` only those
+        whose sliver lies within ``t`` of the area. ``"representative-point"``: parts up
+        to :data:`~parcelsearch.tiling.connectors.MAX_LINK_M` apart may share a ring
+        through a sliver within √2 grid steps of a straight link between them, which may
+        cross land outside the area (:mod:`parcelsearch.tiling.connectors`): a parcel
+        whose point lies in the sliver is matched.
 
     Returns
     -------
@@ -136,4 +154,4 @@ def tile(
     value = check_tolerance(tolerance)
     budget = Budget(max_request_bytes, path)
     memo = TilingMemo() if memo is None else memo
-    return list(memo.pieces(geometry, value, budget, connectors))
+    return list(memo.pieces(geometry, value, budget, connectors, match))

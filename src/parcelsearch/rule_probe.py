@@ -1,0 +1,122 @@
+"""Learn how the vendor matches parcels with one priced call: a sliver across your own area.
+
+A sliver one grid step (about 11 cm) tall and up to :data:`SLIVER_M` long, through the
+middle of the largest part of the areas, is searched once (page 1). A vendor matching
+footprints (``"intersects"``) returns every parcel the sliver crosses; one matching a
+point of each parcel (``"representative-point"``) only those whose point lies in those
+11 cm, which for parcels more than a few metres deep is almost always none.
+
+- no parcel: ``"representative-point"``;
+- :data:`CROSSED` or more: ``"intersects"``;
+- one or two: ``"unknown"`` (too few to tell).
+
+The rule learnt is remembered per base URL in the client's cache folder
+(:data:`RULES_FILE`); :func:`remembered_rule` reads it back, and :func:`parcelsearch.search`
+uses it when neither ``match=`` nor ``$PARCELSEARCH_MATCH`` is given.
+
+A sliver that crosses no parcel at all (open water, empty land) reads as the point rule,
+so the areas should be where parcels are. Mistakes lean to the strict side: a point rule
+over very dense lots (deeper than the sliver is tall only a few times over a kilometre)
+may read as ``"intersects"``, which only costs connectors' savings.
+"""
+
+from __future__ import annotations
+
+import json
+import math
+import os
+import tempfile
+from pathlib import Path
+from typing import Any
+
+import shapely
+
+from parcelsearch import _wire, settings
+from parcelsearch.areas import validate_areas
+from parcelsearch.client import Client
+
+__all__ = ["CROSSED", "RULES_FILE", "SLIVER_M", "learn_match_rule", "remembered_rule", "sliver"]
+
+#: Longest sliver, in metres along the ground.
+SLIVER_M = 1_000.0
+#: Parcels a sliver must match to show the footprint rule.
+CROSSED = 3
+_STEP = 10.0**-settings.COORD_DECIMALS
+#: The rules learnt, by base URL, in the client's cache folder (JSON).
+RULES_FILE = "match_rules.json"
+
+
+def sliver(areas: Any) -> str:
+    """The sliver's ring (``searchPolygon`` JSON): one grid step tall, up to
+    :data:`SLIVER_M` long, centred on the representative point of the largest part of
+    ``areas`` (any input :func:`parcelsearch.plan` takes), within that part's bounds."""
+    validated = validate_areas(areas)
+    parts = shapely.get_parts(validated.geometry.to_numpy())
+    part = parts[int(shapely.area(parts).argmax())]
+    middle = part.representative_point()
+    minx, _, maxx, _ = part.bounds
+    half = SLIVER_M / 2 / (111_320.0 * max(math.cos(math.radians(middle.y)), 1e-6))
+    x0, x1 = max(minx, middle.x - half), min(maxx, middle.x + half)
+    x0, x1 = round(x0, settings.COORD_DECIMALS), round(x1, settings.COORD_DECIMALS)
+    if x1 - x0 < _STEP:
+        x1 = round(x0 + _STEP, settings.COORD_DECIMALS)
+    y0 = round(middle.y, settings.COORD_DECIMALS)
+    y1 = round(y0 + _STEP, settings.COORD_DECIMALS)
+    return _wire.ring_json([(x0, y0), (x1, y0), (x1, y1), (x0, y1), (x0, y0)])
+
+
+def learn_match_rule(client: Client, areas: Any, remember: bool = True) -> str:
+    """How the vendor behind ``client`` matches parcels, from one search call (page 1 of
+    :func:`sliver`): ``"representative-point"``, ``"intersects"`` or ``"unknown"`` (see the
+    module's rules). The call is priced like any other (one call of the key's quota).
+
+    Parameters
+    ----------
+    client
+        The :class:`~parcelsearch.Client` of the service to ask.
+    areas
+        The areas you mean to search (any input :func:`parcelsearch.plan` takes).
+    remember
+        Keep the rule learnt for ``client.base_url`` (:func:`remembered_rule`); an
+        ``"unknown"`` answer forgets what was kept.
+
+    Returns
+    -------
+    str
+        A name :func:`parcelsearch.plan` takes as ``match=``.
+    """
+    page = client.search_page(sliver(areas), 1)
+    rows = page.rows
+    rule = ("representative-point" if rows == 0
+            else "intersects" if rows >= CROSSED else "unknown")
+    if remember:
+        _remember(Path(client.cache_dir), client.base_url, rule)
+    return rule
+
+
+def remembered_rule(client: Client) -> str | None:
+    """The rule :func:`learn_match_rule` learnt for ``client.base_url`` (from its cache
+    folder), or None."""
+    rule = _rules(Path(client.cache_dir)).get(client.base_url)
+    return rule if rule in ("representative-point", "intersects") else None
+
+
+def _rules(folder: Path) -> dict[str, str]:
+    try:
+        found = json.loads((folder / RULES_FILE).read_text())
+    except (OSError, ValueError):
+        return {}
+    return {str(k): str(v) for k, v in found.items()} if isinstance(found, dict) else {}
+
+
+def _remember(folder: Path, base_url: str, rule: str) -> None:
+    """Keep (or, for ``"unknown"``, forget) the rule of ``base_url``, written atomically."""
+    rules = _rules(folder)
+    if rule == "unknown":
+        rules.pop(base_url, None)
+    else:
+        rules[base_url] = rule
+    folder.mkdir(parents=True, exist_ok=True)
+    with tempfile.NamedTemporaryFile("w", dir=folder, delete=False, suffix=".tmp") as temp:
+        json.dump(rules, temp, indent=1, sort_keys=True)
+    os.replace(temp.name, folder / RULES_FILE)

@@ -1,0 +1,173 @@
+"""Exact means exact whatever rule the vendor matches parcels by: searches of a real island
+group over the reference service, under both of its ``--match`` rules.
+
+The area is Rakino Island and the 23 islands within 3 km of it in the Hauraki Gulf (LINZ
+NZ Coastlines and Islands Polygons (Topo 1:50k), CC BY 4.0, as the ``nzgeom`` package ships
+them; 1,602 vertices, 6 decimals). A fabric of contiguous square parcels about 200 m a side
+covers the whole group, sea included, so a piece reaching out over the water touches
+parcels there. The witness is the fabric's own geometry: under the footprint rule a
+GroupID found must belong to a parcel whose footprint touches the area grown by the
+mode's promise (two grid steps, or ``t``), and every parcel touching the area must be
+found; calls are counted in the service's request log.
+"""
+
+from __future__ import annotations
+
+import json
+import math
+from pathlib import Path
+
+import geopandas as gpd
+import numpy as np
+import pytest
+import shapely
+
+import parcelsearch
+from parcelsearch.service import synth
+from parcelsearch.service.server import RunningService, start_service
+from parcelsearch.tiling import GRID
+
+DATA = Path(__file__).parents[1] / "data" / "linz_rakino_islands.geojson"
+_SIDE = 0.002  # a parcel's side, in degrees
+
+
+@pytest.fixture(scope="module")
+def areas() -> gpd.GeoDataFrame:
+    return gpd.read_file(DATA).set_index("area_id")[["geometry"]]
+
+
+@pytest.fixture(scope="module")
+def fabric(areas: gpd.GeoDataFrame) -> gpd.GeoDataFrame:
+    x0, y0, x1, y1 = areas.total_bounds
+    xs = np.arange(x0 - 0.01, x1 + 0.01, _SIDE) + 0.00037  # off the grid of the pieces
+    ys = np.arange(y0 - 0.01, y1 + 0.01, _SIDE) + 0.00041
+    x, y = (v.ravel() for v in np.meshgrid(xs, ys))
+    rng = np.random.default_rng(38)
+    return gpd.GeoDataFrame({"parcel_id": np.arange(len(x)),
+                             "group_id": synth.group_ids(len(x), rng)},
+                            geometry=shapely.box(x, y, x + _SIDE, y + _SIDE), crs="EPSG:4326")
+
+
+def _service(fabric: gpd.GeoDataFrame, match: str, root: Path, cert_dir: Path):
+    return start_service(parcels=fabric, keys=root / "keys.sqlite", cert_dir=cert_dir,
+                         match=match)
+
+
+@pytest.fixture(scope="module")
+def footprint_service(fabric, tmp_path_factory, service_cert_dir):
+    with _service(fabric, "intersects", tmp_path_factory.mktemp("footprint"),
+                  service_cert_dir) as svc:
+        yield svc
+
+
+@pytest.fixture(scope="module")
+def point_service(fabric, tmp_path_factory, service_cert_dir):
+    with _service(fabric, "representative-point", tmp_path_factory.mktemp("point"),
+                  service_cert_dir) as svc:
+        yield svc
+
+
+def _search(svc: RunningService, areas, name: str, tmp_path: Path, ca_bundle: str,
+            cache: str | None = None, **options) -> tuple[set[str], int, parcelsearch.SearchResult]:
+    key = svc.keys.create(name, key_type="production", quota=100_000)
+    client = parcelsearch.Client(api_key=key, base_url=svc.base_url, ca_bundle=ca_bundle,
+                                 cache_dir=tmp_path / (cache or name))
+    result = parcelsearch.search(areas, client=client, progress=False, ledger=False, **options)
+    log = svc.keys.requests(name)
+    assert (log["status"] == 200).all() and len(log) == result.calls
+    return set(result.ids["group_id"]), len(log), result
+
+
+def _touching(fabric: gpd.GeoDataFrame, geom: shapely.Geometry) -> set[str]:
+    return set(fabric.loc[fabric.intersects(geom), "group_id"])
+
+
+def _reach(geom: shapely.Geometry, tolerance: float) -> shapely.Geometry:
+    """The area grown by the promise: two grid steps, or ``t`` metres (in degrees of
+    longitude at the area's latitude, the longer of the two: generous)."""
+    if not tolerance:
+        return shapely.buffer(geom, 2.01 * GRID, quad_segs=32)
+    lat = abs(geom.bounds[1])
+    return shapely.buffer(geom, tolerance / (111_320 * math.cos(math.radians(lat))), quad_segs=32)
+
+
+@pytest.mark.slow
+@pytest.mark.parametrize("tolerance", [0.0, 50.0])
+def test_under_the_default_rule_no_parcel_outside_the_promise(
+    areas, fabric, footprint_service, ca_bundle, tmp_path, tolerance
+):
+    """A vendor matching footprints, the rule not given: every parcel touching the area is
+    found and none whose footprint lies beyond the promise; the plan says what connectors
+    could save were the rule a point's. Planned for a point instead, the connectors'
+    slivers cross the water and match parcels there (the witness can fail)."""
+    geom = areas.geometry.iloc[0]
+    got, calls, result = _search(footprint_service, areas, f"default-{tolerance:g}", tmp_path,
+                                 ca_bundle, tolerance=tolerance)
+    assert result.metadata["match"] == "unknown"
+    assert "connectors could save up to" in repr(result.plan)
+    inside, allowed = _touching(fabric, geom), _touching(fabric, _reach(geom, tolerance))
+    assert len(inside) > 100 and inside <= got
+    assert got <= allowed, f"{len(got - allowed)} parcels outside the promise"
+    wrong, wrong_calls, _ = _search(footprint_service, areas, f"wrong-{tolerance:g}", tmp_path,
+                                    ca_bundle, tolerance=tolerance, match="representative-point")
+    assert wrong_calls < calls and inside <= wrong
+    assert wrong - allowed  # a sliver across the water matched parcels outside
+
+
+@pytest.mark.slow
+def test_under_the_point_rule_connectors_keep_their_savings(
+    areas, fabric, point_service, ca_bundle, tmp_path
+):
+    """A vendor matching by a point, and told so: the islands share pieces through
+    connectors (8 calls' worth of pieces against 27), and every parcel whose point lies in
+    the area is found, none beyond two grid steps of it but in a sliver."""
+    geom = areas.geometry.iloc[0]
+    strict = parcelsearch.plan(areas)
+    got, calls, result = _search(point_service, areas, "point", tmp_path, ca_bundle,
+                                 match="representative-point")
+    assert result.metadata["match"] == "representative-point"
+    assert len(result.plan.pieces) < len(strict.pieces) / 3
+    store = point_service.store
+    inside = set(store.group_ids[shapely.intersects_xy(geom, store.x, store.y)])
+    assert len(inside) > 30 and inside <= got
+    union = shapely.union_all([p.geometry for p in result.plan.pieces])
+    assert got == set(store.group_ids[shapely.intersects_xy(union, store.x, store.y)])
+    plain, plain_calls, _ = _search(point_service, areas, "point-default", tmp_path, ca_bundle)
+    assert plain == inside and calls < plain_calls
+    # a page is keyed by its ring alone: the islands no connector joined are the same rings
+    # under either rule, and their pages come from the cache the point-rule search filled
+    again, again_calls, cached = _search(point_service, areas, "point-then-default", tmp_path,
+                                         ca_bundle, cache="point")
+    shared = ({p.polygon_json for p in result.plan.pieces}
+              & {p.polygon_json for p in cached.plan.pieces})
+    assert again == plain and shared and cached.cached_pages >= len(shared)
+    assert again_calls == plain_calls - cached.cached_pages
+
+
+@pytest.mark.slow
+def test_one_sliver_learns_the_rule_of_either_service(
+    areas, footprint_service, point_service, ca_bundle, tmp_path, monkeypatch
+):
+    """learn_match_rule spends one call (the service's request log) on a sliver across the
+    area and names each service's rule, remembered for that service: a search given no
+    rule (and no $PARCELSEARCH_MATCH) then plans under it; the environment still wins."""
+    from parcelsearch.rule_probe import learn_match_rule, remembered_rule, sliver
+
+    monkeypatch.delenv("PARCELSEARCH_MATCH", raising=False)
+
+    ring = shapely.Polygon(json.loads(sliver(areas)))
+    assert ring.is_valid and ring.intersects(areas.geometry.iloc[0])
+    for svc, rule in ((footprint_service, "intersects"), (point_service, "representative-point")):
+        name = f"learn-{rule}"
+        key = svc.keys.create(name, key_type="production", quota=1_000)
+        client = parcelsearch.Client(api_key=key, base_url=svc.base_url, ca_bundle=ca_bundle,
+                                     cache_dir=tmp_path / name)
+        assert remembered_rule(client) is None
+        assert learn_match_rule(client, areas) == rule
+        assert len(svc.keys.requests(name)) == 1
+        assert remembered_rule(client) == rule
+        result = parcelsearch.search(areas, client=client, progress=False, ledger=False)
+        assert result.metadata["match"] == rule
+    monkeypatch.setenv("PARCELSEARCH_MATCH", "unknown")
+    result = parcelsearch.search(areas, client=client, progress=False, ledger=False)
+    assert result.metadata["match"] == "unknown"
