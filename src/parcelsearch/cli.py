@@ -336,10 +336,16 @@ def _add_search(commands: Any) -> None:
                    help="where to write the GroupIDs, by extension: .parquet or .csv (one row "
                         "per area and GroupID, with the area's columns), .gpkg (layers areas, "
                         "group_ids, parcelsearch_run) or .geojson (one feature per area); "
-                        "written even when the run stops early, marked incomplete")
+                        "written even when the run stops early, marked incomplete. Never "
+                        "destroyed: a run less complete than the file there (stopped, "
+                        "refused, or one that found nothing beside one that found something) "
+                        "leaves it as it was and is written beside it, to FILE's name with "
+                        ".partial (or .empty) before the extension")
     s.add_argument("--out-tiles", type=_output("check_tiles_path"), metavar="FILE",
                    help="also write the pieces sent, with their rows, pages and calls: "
                         ".gpkg, .geojson, .parquet or .shp")
+    s.add_argument("--force", action="store_true",
+                   help="replace --out and --out-tiles even with a less complete result")
     s.add_argument("--budget", type=count_argument(0),
                    metavar="N", help="spend at most N calls in this run (refused before "
                                      "spending if the plan needs more, see --allow-partial)")

@@ -26,6 +26,7 @@ from parcelsearch.errors import (
     ConfigurationError,
     Hint,
     InputError,
+    OutputKeptError,
     ParcelSearchError,
     TransportError,
 )
@@ -156,10 +157,11 @@ def run_search(args: argparse.Namespace) -> int:
 
 
 def _write(result: SearchResult, args: argparse.Namespace, *, partial: bool) -> None:
-    _print_table(result.summary(), f"every area in {args.out}")
-    path = outputs.write_ids(result, args.out)
-    if args.out_tiles is not None:
-        outputs.write_tiles(result.tiles, args.out_tiles, outputs.run_metadata(result))
+    out, tiles_out, kept = _destinations(result, args)
+    _print_table(result.summary(), f"every area in {out}")
+    path = outputs.write_ids(result, out, force=True)
+    if tiles_out is not None:
+        outputs.write_tiles(result.tiles, tiles_out, outputs.run_metadata(result), force=True)
     state = "PARTIAL result (complete: false)" if partial else "complete"
     print(
         f"\n{plural(len(result.group_ids), 'unique GroupID')} in "
@@ -167,6 +169,9 @@ def _write(result: SearchResult, args: argparse.Namespace, *, partial: bool) -> 
         f"{plural(result.cached_pages, 'page')} from cache; {state}, written to {path}",
         file=sys.stderr if partial else sys.stdout,
     )
+    if kept is not None:
+        print(f"parcelsearch: note: {kept.args[0]}; this run was written beside it, to {path} "
+              "(--force replaces it)", file=sys.stderr)
     if result.calls == 0 and result.cached_pages and not partial:
         print("every page came from the cache: no call was made, so the key was not used "
               "(nor checked)")
@@ -181,6 +186,25 @@ def _write(result: SearchResult, args: argparse.Namespace, *, partial: bool) -> 
     if result.run_id:
         print(f"run {result.run_id[:12]} recorded (parcelsearch runs; parcelsearch diff OLD "
               f"{result.run_id[:12]})")
+
+
+def _destinations(result: SearchResult, args: argparse.Namespace
+                  ) -> tuple[Path, Path | None, OutputKeptError | None]:
+    """Where ``--out`` and ``--out-tiles`` go: as named, or beside them
+    (:func:`parcelsearch.outputs.aside_path`) when they hold a more complete result than this
+    run's, which are then kept as they were (unless ``--force``); and why, if so."""
+    meta = outputs.run_metadata(result)
+    named = [Path(args.out)] + ([Path(args.out_tiles)] if args.out_tiles is not None else [])
+    kept = None
+    if not args.force:
+        for path in named:
+            try:
+                outputs.check_replace(path, meta)
+            except OutputKeptError as exc:
+                kept = kept or exc
+    if kept is not None:
+        named = [outputs.aside_path(path, meta) for path in named]
+    return named[0], (named[1] if len(named) > 1 else None), kept
 
 
 def refresh_line(result: SearchResult) -> str:
