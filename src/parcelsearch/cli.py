@@ -374,7 +374,9 @@ def _add_search(commands: Any) -> None:
     s.add_argument("--workers", type=count_argument(1),
                    default=8, metavar="N",
                    help="requests in flight at once, all paced by one rate limiter (default 8)")
-    s.add_argument("--quiet", action="store_true", help="no progress bar")
+    s.add_argument("--quiet", action="store_true",
+                   help="no progress bar and no price line (the price before spending, "
+                        "on stderr)")
     _add_connection(s)
     _add_team_member(s)
     s.set_defaults(func=_run("search"))

@@ -25,6 +25,7 @@ from __future__ import annotations
 
 import logging
 import signal
+import sys
 from collections.abc import Callable, Hashable, Iterable
 from typing import Any, TypeVar
 
@@ -32,7 +33,7 @@ import geopandas as gpd
 import pandas as pd
 from tqdm.auto import tqdm
 
-from parcelsearch import notices, planning, refreshing
+from parcelsearch import notices, planning, pricing, refreshing
 from parcelsearch._shared import next_month_start
 from parcelsearch.cache import ResponseCache
 from parcelsearch.client import Client
@@ -139,14 +140,17 @@ def _limit_text(run: Run, what: str, allowed: int) -> str:
 
 
 def _refusal(run: Run, plan: Plan, needed: int, allowed: int, what: str,
-             *, spent_first: bool) -> QuotaWouldExceedError:
-    """The error of a run that cannot finish within what it is allowed."""
+             *, spent_first: bool, price: pricing.Price | None = None) -> QuotaWouldExceedError:
+    """The error of a run that cannot finish within what it is allowed; ``price`` (the
+    whole run's, as far as it is known) is named in full."""
     if spent_first:
-        head = (f"this search needs exactly {needed} more {_noun(needed)} to finish, but "
+        head = (f"this search needs exactly {needed} more {_noun(needed)} to finish "
+                f"(exactly {_calls(needed + run.calls)} in all), but "
                 f"{_limit_text(run, what, allowed)}; stopped before spending them (page 1 of "
                 "every piece is fetched and cached).")
     else:
-        head = (f"this search needs at least {_calls(needed)}, but "
+        price = price or pricing.Price(first=needed, later=0, known="lower", pieces=needed)
+        head = (f"this search needs {price.refusal()}, but "
                 f"{_limit_text(run, what, allowed)}; nothing was spent.")
     hints: list[Hint] = []
     if not spent_first and allowed > 0:
@@ -155,7 +159,8 @@ def _refusal(run: Run, plan: Plan, needed: int, allowed: int, what: str,
             hints.append(Hint("tolerance", f"{suggested:g}",
                               "try {knob} (metres), whose plan fits"))
     if what == "budget":
-        hints.append(Hint("budget", needed + run.calls if spent_first else needed,
+        hints.append(Hint("budget", needed + run.calls if spent_first else
+                          max(needed, price.needed if price is not None else 0),
                           "raise {knob}"))
     hints.append(Hint("allow_partial", None, "pass {knob} to finish the areas that fit"))
     return QuotaWouldExceedError(head, needed=needed, allowed=allowed, hints=hints)
@@ -288,7 +293,9 @@ def search(
         Skip, before spending on them, areas whose ``market_column`` is not an active market
         (the market list costs one call, then is cached for a day).
     progress
-        Show a tqdm progress bar (its total becomes exact after phase 1 and never shrinks).
+        Show a tqdm progress bar (its total becomes exact after phase 1 and never shrinks),
+        and above it the price before spending (:mod:`parcelsearch.pricing`): page 1
+        exactly, the later pages estimated from the run history, then exact after phase 1.
     workers
         Threads sending requests (all paced by the client's one pacer).
     plan
@@ -311,8 +318,10 @@ def search(
     ------
     QuotaWouldExceedError
         The run cannot finish within the budget or the known quota. Raised before anything
-        is spent when page 1 of every piece does not fit; raised after phase 1 (with the
-        exact calls needed to finish) when the later pages do not fit. ``.result`` holds
+        is spent when page 1 of every piece does not fit, or when the whole price,
+        estimated from the run history (every piece searched before), does not; raised
+        after phase 1 (with the exact calls needed to finish) when the later pages do not
+        fit. ``.result`` holds
         what was fetched; with ``allow_partial=True`` the whole areas that fit are finished
         and returned instead (``result.complete`` is ``False``).
     BudgetExhaustedError
@@ -402,6 +411,8 @@ class _Search:
         self.areas_wanted: set[Hashable] | None = None  # None: every area
         #: Under ``allow_partial``: what limited the run, and the calls the whole run needed.
         self.limited: tuple[str, int] | None = None
+        #: The run's price as last known (before phase 1: estimated; after: exact).
+        self.price: pricing.Price | None = None
 
     def run(self) -> SearchResult:
         options = self.options
@@ -476,6 +487,11 @@ class _Search:
         self.refresh.start(self.states, run.cached)
         todo = _first_pages(self.states, run)
         bar.update(len(self.states) - len(todo))
+        self.price = pricing.estimate(
+            [(None, self.refresh.check(s).previous) for s in todo], mode=self.refresh.mode,
+            fraction=self.refresh.fraction,
+            cached_later=sum(1 for s in self.states if (s.pages or 0) > 1))
+        self._say(self.price.line())
         todo = self._affordable(todo, lambda s: s.piece.area_id, allowance, spent_first=False)
         fetcher.fetch((state, 1) for state in todo)
         if fetcher.failure is not None or run.stop.is_set():
@@ -489,6 +505,8 @@ class _Search:
         if allowed is not None and len(jobs) > allowed and self.refresh.shrink_sample(
                 states, f"phase 2 did not fit the {what} with it"):
             jobs = _later_pages(states, run)  # the sampled pieces' pages from the cache
+        self.price = pricing.exact_rest(len(jobs), run.calls)
+        self._say(self.price.line())
         bar.total = sum(max(1, s.pages or 1) for s in states)  # exact from now on
         bar.n = sum(len(s.data) for s in states)
         bar.refresh()
@@ -503,6 +521,11 @@ class _Search:
                 break
             fetcher.fetch(again)
 
+    def _say(self, line: str) -> None:
+        """A line above the progress bar (the price before spending), when it is shown."""
+        if self.options.progress:
+            tqdm.write(line, file=sys.stderr)
+
     def _wanted(self, states: list[PieceState]) -> list[PieceState]:
         if self.areas_wanted is None:
             return states
@@ -513,14 +536,19 @@ class _Search:
         """``items`` (one call each) if the run may spend that many (``allowance``: what it
         may spend and why); else, under ``allow_partial``, the items of the whole areas that
         fit, cheapest first; else the refusal (``spent_first``: page 1 of every piece was
-        fetched before this price)."""
+        fetched before this price). Before phase 1, a run whose whole price is estimated
+        from the run history (every piece searched before) and does not fit is refused
+        before spending too, unless ``allow_partial``."""
         run = self.run_state
         allowed, what = allowance
-        if allowed is None or len(items) <= allowed:
+        estimated = (not spent_first and self.price is not None
+                     and self.price.known == "estimated" and not self.options.allow_partial)
+        if allowed is None or (len(items) <= allowed and not (
+                estimated and self.price is not None and self.price.needed > allowed)):
             return items
         if not self.options.allow_partial:
             raise self._with_result(_refusal(run, self.plan, len(items), allowed, what,
-                                             spent_first=spent_first))
+                                             spent_first=spent_first, price=self.price))
         self.limited = (what, len(items))
         chosen = self._finish_cheapest(items, area_of, allowed)
         return [item for item in items if area_of(item) in chosen]
