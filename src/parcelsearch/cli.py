@@ -364,8 +364,10 @@ def _add_search(commands: Any) -> None:
                         "rest reuse their cached pages (unchanged by inference)")
     s.add_argument("--verify-sample", type=_fraction, default=None, metavar="FRACTION",
                    help="with --refresh changed: also re-read the other pages of this fraction "
-                        "of the pieces inferred unchanged (default 0.05; 0 allowed) and "
-                        "estimate, with a 95%% interval, the changed pieces inference missed")
+                        "of the pieces inferred unchanged (default 0: no sample, so a refresh "
+                        "with no change spends exactly one call per piece; e.g. 0.05, priced "
+                        "before spending) and estimate, with a 95%% interval, the changed "
+                        "pieces inference missed")
     s.add_argument("--active-markets-only", action="store_true",
                    help="skip areas whose market is not active (spends one call on the market "
                         "list, then reuses it for a day; see --market-column)")

@@ -285,8 +285,9 @@ def search(
         (the run history, else the cache) is *changed* and fetches its other pages again;
         the others keep their cached pages, *unchanged by inference* (``tiles.status``).
     verify_sample
-        With ``refresh="changed"``: the fraction (default 0.05, 0 allowed) of the pieces
-        inferred unchanged whose other pages are re-read anyway; how many had changed gives
+        With ``refresh="changed"``: the fraction (default 0: none, so a refresh with no
+        change spends exactly one call per piece; opt in with e.g. 0.05, priced before
+        spending) of the pieces inferred unchanged whose other pages are re-read anyway; how many had changed gives
         ``result.verification``: an estimate, with a 95 % interval, of the changed pieces the
         inference missed. Dropped first when phase 2 does not fit the budget or quota.
     active_markets_only, market_column

@@ -111,6 +111,40 @@ def test_no_change_costs_one_call_per_piece_and_returns_the_same_ids(month: Mont
     assert month.key not in history.to_json()  # the key's fingerprint, never the key
 
 
+def test_the_default_refresh_keeps_its_promise_and_prices_the_sample(
+        month: Month, capsys: pytest.CaptureFixture[str], monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """Issue 41: with no change, the default --refresh changed (no --verify-sample) spends
+    exactly one call per piece, in Python and on the command line; a sample asked for is
+    priced before spending."""
+    from parcelsearch.cli import main
+
+    first = month.search("cache")
+    pieces = len(first.plan.pieces)
+    again = month.search("cache", refresh="changed")  # the default: no verify sample
+    assert again.calls == pieces == len(month.log()) - first.calls
+    assert again.verification["sampled"] == 0
+    AREAS().to_file(month.folder / "areas.gpkg")
+    monkeypatch.setenv("PARCELSEARCH_API_KEY", month.key)
+    spent = len(month.log())
+    base = ["search", str(month.folder / "areas.gpkg"), "--id-column", "area_id",
+            "--out", str(month.folder / "new.parquet"), "--refresh", "changed",
+            "--base-url", month.svc.base_url, "--ca-bundle", str(month.svc.ca_path),
+            "--cache-dir", str(month.folder / "cache")]
+    assert main(base) == 0
+    err = capsys.readouterr().err
+    assert len(month.log()) - spent == pieces
+    worst = int((first.tiles["pages"] - 1).clip(lower=0).sum())
+    assert f"price: about {pieces} calls (exactly {pieces} for page 1 of {pieces} pieces; " \
+           f"about 0 for the later pages, from what earlier runs found, {worst} if every " \
+           "piece changed)" in err
+    spent = len(month.log())
+    assert main([*base, "--verify-sample", "1"]) == 0
+    err = capsys.readouterr().err
+    assert "of them the verify sample, dropped first when short" in err
+    assert len(month.log()) - spent == pieces + worst  # every inferred piece sampled
+
+
 def test_without_a_history_the_cached_pages_are_the_last_record(month: Month) -> None:
     first = month.search("cache", ledger=False)  # cached, but recorded nowhere
     assert first.run_id == "" and not (month.folder / "cache" / "ledger.sqlite").exists()
