@@ -33,7 +33,7 @@ import geopandas as gpd
 import pandas as pd
 from tqdm.auto import tqdm
 
-from parcelsearch import notices, planning, pricing, refreshing
+from parcelsearch import notices, plan_reuse, planning, pricing, refreshing
 from parcelsearch._shared import next_month_start
 from parcelsearch.cache import ResponseCache
 from parcelsearch.client import Client
@@ -287,9 +287,10 @@ def search(
     verify_sample
         With ``refresh="changed"``: the fraction (default 0: none, so a refresh with no
         change spends exactly one call per piece; opt in with e.g. 0.05, priced before
-        spending) of the pieces inferred unchanged whose other pages are re-read anyway; how many had changed gives
-        ``result.verification``: an estimate, with a 95 % interval, of the changed pieces the
-        inference missed. Dropped first when phase 2 does not fit the budget or quota.
+        spending) of the pieces inferred unchanged whose other pages are re-read anyway;
+        how many had changed gives ``result.verification``: an estimate, with a 95 %
+        interval, of the changed pieces the inference missed. Dropped first when phase 2
+        does not fit the budget or quota.
     active_markets_only, market_column
         Skip, before spending on them, areas whose ``market_column`` is not an active market
         (the market list costs one call, then is cached for a day).
@@ -301,6 +302,10 @@ def search(
         Threads sending requests (all paced by the client's one pacer).
     plan
         A plan made earlier with :func:`parcelsearch.plan` (then ``areas`` may be ``None``).
+        Without one, the areas are planned, and if an earlier search with the same cache
+        folder searched the same areas (in any CRS: matched once reprojected to EPSG:4326,
+        vertex by vertex within 1.5 request-grid steps) with the same settings, its pieces
+        are reused, so its cached pages serve this search (:mod:`parcelsearch.plan_reuse`).
     team
         A team store (``postgresql://…``, made with ``parcelsearch team init``; default
         ``PARCELSEARCH_TEAM``): the key's calls are reserved, paced and counted there for
@@ -355,8 +360,9 @@ def search(
     # (An empty ResponseCache is falsy, so test identity and type, never truth.)
     cache_obj = cache if isinstance(cache, ResponseCache) else (
         None if cache is False else ResponseCache(client.cache_dir))
-    chosen = plan if plan is not None else planning.plan(
-        areas, tolerance, id_column=id_column, connectors=options.connectors)
+    chosen = plan if plan is not None else plan_reuse.reuse(
+        planning.plan(areas, tolerance, id_column=id_column, connectors=options.connectors),
+        cache_obj.directory if cache_obj is not None else None)
     spending = _spending(client, options, cache_obj, ledger)
     history = None if ledger is False and options.team is None else open_history(
         ledger.path if isinstance(ledger, Ledger) else Ledger.in_folder(client.cache_dir).path,
