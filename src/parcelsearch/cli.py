@@ -59,7 +59,8 @@ EXIT_CODES = {
 SERVICE_COMMANDS = {
     "serve": "run the reference Search/Markets service over HTTPS (demo data by default)",
     "keys": "create, list or revoke the reference service's API keys",
-    "parcels": "load parcels into PostgreSQL/PostGIS for the reference service",
+    "parcels": "make a synthetic fabric for your areas ('parcels synth') or load parcels "
+               "into PostgreSQL/PostGIS ('parcels load') for the reference service",
     "portal": "manage accounts of the reference service's developer portal",
 }
 
