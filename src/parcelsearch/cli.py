@@ -319,6 +319,7 @@ def _add_plan(commands: Any) -> None:
     _add_areas(p)
     p.add_argument("--out-tiles", type=_output("check_tiles_path"), metavar="FILE",
                    help="write the pieces: .gpkg, .geojson, .parquet or .shp")
+    _add_out_map(p, "the areas and their pieces")
     p.set_defaults(func=_run("plan"))
 
 
@@ -345,6 +346,8 @@ def _add_search(commands: Any) -> None:
     s.add_argument("--out-tiles", type=_output("check_tiles_path"), metavar="FILE",
                    help="also write the pieces sent, with their rows, pages and calls: "
                         ".gpkg, .geojson, .parquet or .shp")
+    _add_out_map(s, "the pieces, coloured by the parcels each found, the pieces a "
+                    "--refresh changed run found changed, and any areas skipped")
     s.add_argument("--force", action="store_true",
                    help="replace --out and --out-tiles even with a less complete result")
     s.add_argument("--budget", type=count_argument(0),
@@ -383,6 +386,12 @@ def _add_search(commands: Any) -> None:
     _add_connection(s)
     _add_team_member(s)
     s.set_defaults(func=_run("search"))
+
+
+def _add_out_map(parser: argparse.ArgumentParser, what: str) -> None:
+    parser.add_argument("--out-map", type=_output("check_map_path"), metavar="FILE",
+                        help=f"write an offline HTML map (one file, Leaflet inlined, opens "
+                             f"with no network) of {what}: .html")
 
 
 def _add_markets(commands: Any) -> None:

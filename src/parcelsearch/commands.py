@@ -112,6 +112,8 @@ def run_plan(args: argparse.Namespace) -> int:
     if args.out_tiles is not None:
         path = outputs.write_tiles(made.tiles, args.out_tiles)
         print(f"pieces written to {path}")
+    if args.out_map is not None:
+        print(f"map written to {outputs.write_map(made, args.out_map)}")
     return 0
 
 
@@ -162,6 +164,12 @@ def _write(result: SearchResult, args: argparse.Namespace, *, partial: bool) -> 
     path = outputs.write_ids(result, out, force=True)
     if tiles_out is not None:
         outputs.write_tiles(result.tiles, tiles_out, outputs.run_metadata(result), force=True)
+    if args.out_map is not None:
+        map_out = Path(args.out_map)
+        if kept is not None:  # beside the kept map too, named as the run's other files
+            map_out = outputs.aside_path(map_out, outputs.run_metadata(result))
+        print(f"map written to {outputs.write_map(result, map_out)}",
+              file=sys.stderr if partial else sys.stdout)
     state = "PARTIAL result (complete: false)" if partial else "complete"
     print(
         f"\n{plural(len(result.group_ids), 'unique GroupID')} in "

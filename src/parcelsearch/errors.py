@@ -107,6 +107,8 @@ KNOBS: dict[str, Knob] = {
                     cli_bare="--max-age SECONDS"),
     "out": Knob("path={value!r}", "--out {value}", python_bare="path=", cli_bare="--out FILE"),
     "force": Knob("force=True", "--force"),
+    "out_map": Knob("path={value!r}", "--out-map {value}", python_bare="path=",
+                    cli_bare="--out-map FILE"),
     "out_tiles": Knob("path={value!r}", "--out-tiles {value}", python_bare="path=",
                       cli_bare="--out-tiles FILE"),
     "serve": Knob("parcelsearch.local_service()", "`parcelsearch serve`"),

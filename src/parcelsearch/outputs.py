@@ -52,6 +52,8 @@ __all__ = [
     "TILES_FORMATS",
     "check_ids_path",
     "check_tiles_path",
+    "check_map_path",
+    "write_map",
     "terminal_table",
     "ids_table",
     "run_metadata",
@@ -68,6 +70,8 @@ __all__ = [
 IDS_FORMATS = (".parquet", ".csv", ".gpkg", ".geojson")
 #: Extensions :func:`write_tiles` writes.
 TILES_FORMATS = (".gpkg", ".geojson", ".parquet", ".shp")
+#: Extensions :func:`write_map` writes.
+MAP_FORMATS = (".html",)
 #: Key of the run's metadata in parquet schema metadata and GeoJSON.
 METADATA_KEY = "parcelsearch"
 #: GeoPackage layers written by :func:`write_ids`.
@@ -82,6 +86,21 @@ def check_ids_path(path: str | os.PathLike[str]) -> Path:
 def check_tiles_path(path: str | os.PathLike[str]) -> Path:
     """``path`` as a Path if :func:`write_tiles` can write it."""
     return _check(path, TILES_FORMATS, "out_tiles", "tiles.gpkg")
+
+
+def check_map_path(path: str | os.PathLike[str]) -> Path:
+    """``path`` as a Path if :func:`write_map` can write it (``.html``)."""
+    return _check(path, MAP_FORMATS, "out_map", "map.html")
+
+
+def write_map(obj: Any, path: str | os.PathLike[str], *, title: str | None = None) -> Path:
+    """A plan's or a result's offline HTML map (:func:`parcelsearch.maps.save_html`: the
+    pieces, what each found, the pieces a refresh found changed), written whole."""
+    from parcelsearch.maps import save_html  # the maps only when a map is asked for
+
+    out = check_map_path(path)
+    atomically(out, lambda temp: save_html(obj, temp, title=title))
+    return out
 
 
 def _check(path: str | os.PathLike[str], formats: tuple[str, ...], knob: str,
@@ -365,7 +384,7 @@ def _shapefile_columns(tiles: gpd.GeoDataFrame) -> gpd.GeoDataFrame:
 # -- files written whole -----------------------------------------------------------------
 
 
-def atomically(out: Path, write: Callable[[Path], None]) -> None:
+def atomically(out: Path, write: Callable[[Path], object]) -> None:
     """Call ``write(temp)`` on a temporary file beside ``out``, then rename it to ``out``."""
     temp = out.with_name(f".{out.stem}-{uuid.uuid4().hex[:8]}.tmp{out.suffix}")
     try:

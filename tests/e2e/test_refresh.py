@@ -90,6 +90,14 @@ def _changed_month(demo_parcels: gpd.GeoDataFrame, first: parcelsearch.SearchRes
     return next_month(demo_parcels, 0.02, layout="clustered", seed=0, swap_parcels=swaps), quiet
 
 
+def _map_layers(path: Path) -> dict[str, Any]:
+    """The GeoJSON of each layer of an offline HTML map, by name."""
+    page = path.read_text(encoding="utf-8")
+    data = json.loads(page.split('<script id="ps-spec" type="application/json">')[1]
+                      .split("</script>")[0])
+    return {layer["name"]: layer["geojson"] for layer in data["layers"]}
+
+
 def _rows(diff: Any) -> set[tuple[Any, str, str]]:
     return {(a, str(g), c) for a, g, c in diff.rows.itertuples(index=False)}
 
@@ -269,9 +277,17 @@ def test_search_runs_and_diff_on_the_command_line(
     assert main(["search", str(month.folder / "areas.gpkg"), "--id-column", "area_id",
                  "--out", str(month.folder / "new.parquet"), "--refresh", "changed",
                  "--verify-sample", "0", "--quiet", "--base-url", month.svc.base_url,
-                 "--ca-bundle", str(month.svc.ca_path), "--cache-dir", cache]) == 0
+                 "--ca-bundle", str(month.svc.ca_path), "--cache-dir", cache,
+                 "--out-map", str(month.folder / "map.html")]) == 0
     printed = capsys.readouterr().out
     assert "unchanged by inference" in printed and "changed pieces missed: unknown" in printed
+    # The offline map (issue 41): the pieces, what each found, the changed pieces outlined.
+    layers = _map_layers(month.folder / "map.html")
+    new = pd.read_parquet(month.folder / "new.parquet")
+    assert f"map written to {month.folder / 'map.html'}" in printed
+    changed = layers["Changed pieces"]["features"]
+    assert len(changed) == parcelsearch.runs(month.folder / "cache")["changed"].iloc[0] > 0
+    assert len(layers["Pieces"]["features"]) == len(first.plan.pieces) and len(new)
     assert month.log().iloc[spent:]["page"].eq(1).sum() == len(first.plan.pieces)
     assert main(["runs", "--json", "--cache-dir", cache]) == 0
     listed = json.loads(capsys.readouterr().out)
