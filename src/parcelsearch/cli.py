@@ -81,6 +81,7 @@ SERVICE_OPTION_HELP = {
 ENVIRONMENT = """\
 environment variables:
   PARCELSEARCH_API_KEY     the vendor key (never written to caches, logs or messages)
+  PARCELSEARCH_PROFILE     the profile saved by 'parcelsearch login' to use (--profile)
   PARCELSEARCH_BASE_URL    https:// root of the services (--base-url wins)
   PARCELSEARCH_CA_BUNDLE   PEM file of CAs to trust, e.g. a local serve's ca.pem (--ca-bundle)
   PARCELSEARCH_QUOTA       the key's quota: demo, production, 500/month, 50/lifetime (--quota)
@@ -218,6 +219,7 @@ def build_parser(argv: Sequence[str] | None = None) -> argparse.ArgumentParser:
     _add_runs(commands)
     _add_diff(commands)
     _add_team(commands)
+    _add_login(commands)
     if _service_command(argv) is not None:
         # Lazy: the reference service (starlette, uvicorn, geopandas) only for serve/keys.
         from parcelsearch.service import cli as service_cli
@@ -290,6 +292,10 @@ def _add_connection(parser: argparse.ArgumentParser, cache_only: bool = False) -
         parser.add_argument("--ca-bundle", type=_existing_file, metavar="FILE",
                             help="PEM file of CAs to trust, e.g. a local serve's ca.pem "
                                  "(default: $PARCELSEARCH_CA_BUNDLE, else the system's)")
+        parser.add_argument("--profile", metavar="NAME",
+                            help="the profile saved with 'parcelsearch login' whose key, base "
+                                 "URL and CA to use (default: $PARCELSEARCH_PROFILE, else "
+                                 "'default' when saved and $PARCELSEARCH_API_KEY is unset)")
     parser.add_argument("--cache-dir", metavar="DIR",
                         help="response cache, market list and quota ledger folder (default: "
                              "$PARCELSEARCH_CACHE_DIR, else ~/.cache/parcelsearch; here: "
@@ -454,6 +460,39 @@ def _add_diff(commands: Any) -> None:
                       help="write the rows (area id, group_id, change): .csv or .parquet")
     _add_team_store(diff, "the run ids are those of its run history (team mode records "
                           "every member's runs there)")
+
+
+# -- profiles ----------------------------------------------------------------------------------
+
+
+def _add_login(commands: Any) -> None:
+    login = commands.add_parser(
+        "login", help="save your API key in a profile (the OS keyring), never in a notebook",
+        description="Save a profile: the API key (read from the terminal without echo, or "
+                    "from standard input) in the OS keyring when there is one, else in a file "
+                    "readable by you only; the base URL and CA bundle beside it. Then "
+                    "'search --profile NAME', $PARCELSEARCH_PROFILE or "
+                    "Client(profile=NAME) use it, and 'default' is used when no key is set. "
+                    "The key is never printed: only its sha256 fingerprint. Spends nothing.")
+    login.add_argument("--profile", default="default", metavar="NAME",
+                       help="the profile's name (default: default)")
+    login.add_argument("--base-url", type=_base_url, metavar="URL",
+                       help="https:// root of the services for this profile")
+    login.add_argument("--ca-bundle", type=_existing_file, metavar="FILE",
+                       help="PEM file of CAs to trust for this profile")
+    login.set_defaults(func=_run("login"))
+    logout = commands.add_parser("logout", help="forget a saved profile and its key",
+                                 description="Remove a profile saved by 'parcelsearch login' "
+                                             "and its key (keyring entry or file line).")
+    logout.add_argument("--profile", default="default", metavar="NAME",
+                        help="the profile's name (default: default)")
+    logout.set_defaults(func=_run("logout"))
+    listed = commands.add_parser("profiles", help="list the saved profiles (keys never shown)",
+                                 description="The profiles saved by 'parcelsearch login': name, "
+                                             "base URL, CA bundle, where the key is kept and "
+                                             "its sha256 fingerprint (never the key).")
+    listed.add_argument("--json", action="store_true", help="print JSON records")
+    listed.set_defaults(func=_run("profiles"))
 
 
 # -- team mode ---------------------------------------------------------------------------------

@@ -38,7 +38,8 @@ from parcelsearch.settings import options
 from parcelsearch.vector_files import read_vector
 
 __all__ = ["run_plan", "run_search", "run_markets", "run_cache", "run_demo", "run_team",
-           "run_runs", "run_diff", "plural", "check_listening"]
+           "run_runs", "run_diff", "run_login", "run_logout", "run_profiles", "plural",
+           "check_listening"]
 
 #: Seconds to wait for the service to accept a connection before saying nothing listens.
 CONNECT_PROBE_SECONDS = 1.5
@@ -68,7 +69,8 @@ def _print_table(frame: pd.DataFrame, where: str = "") -> None:
 
 
 def _client(args: argparse.Namespace) -> Client:
-    return Client(base_url=args.base_url, ca_bundle=args.ca_bundle, cache_dir=args.cache_dir)
+    return Client(base_url=args.base_url, ca_bundle=args.ca_bundle, cache_dir=args.cache_dir,
+                  profile=args.profile)
 
 
 def check_listening(base_url: str, timeout: float = CONNECT_PROBE_SECONDS) -> None:
@@ -313,6 +315,60 @@ def run_diff(args: argparse.Namespace) -> int:
           f"({diff.old} → {diff.new})")
     if args.out:
         print(f"rows written to {diff.to_file(args.out)}")
+    return 0
+
+
+# -- profiles --------------------------------------------------------------------------------
+
+
+def _read_key() -> str:
+    """The key typed at the terminal (no echo) or piped on standard input (one line)."""
+    import getpass
+
+    if sys.stdin is not None and sys.stdin.isatty():
+        return getpass.getpass("API key (not shown): ")
+    return (sys.stdin.readline() if sys.stdin is not None else "").strip()
+
+
+def run_login(args: argparse.Namespace) -> int:
+    """``parcelsearch login``: save a profile; the key in the OS keyring (else a 0600 file)."""
+    from parcelsearch import profiles
+    from parcelsearch.client import _resolve_key
+
+    profiles.check_name(args.profile)
+    key = _resolve_key(_read_key() or None)  # the client's rule: no blanks, ASCII
+    saved = profiles.save(args.profile, key, base_url=args.base_url,
+                          ca_bundle=args.ca_bundle)
+    print(f"profile {saved.name!r} saved: key sha256:{saved.fingerprint}… kept in "
+          f"{saved.kept_in}" + (f", base URL {saved.base_url}" if saved.base_url else ""))
+    return 0
+
+
+def run_logout(args: argparse.Namespace) -> int:
+    """``parcelsearch logout``: forget a profile and its key."""
+    from parcelsearch import profiles
+
+    if not profiles.remove(profiles.check_name(args.profile)):
+        raise ConfigurationError(f"no saved profile {args.profile!r}",
+                                 hints=[Hint("login", args.profile, "save one with {knob}")])
+    print(f"profile {args.profile!r} removed, its key with it")
+    return 0
+
+
+def run_profiles(args: argparse.Namespace) -> int:
+    """``parcelsearch profiles``: the saved profiles, keys shown by fingerprint only."""
+    from parcelsearch import profiles
+
+    frame = pd.DataFrame([{"profile": p.name, "base_url": p.base_url, "ca_bundle": p.ca_bundle,
+                           "key": f"sha256:{p.fingerprint}", "kept_in": p.kept_in}
+                          for p in profiles.profiles()],
+                         columns=["profile", "base_url", "ca_bundle", "key", "kept_in"])
+    if args.json:
+        print(frame.to_json(orient="records"))
+    elif frame.empty:
+        print("no profiles saved yet (parcelsearch login)")
+    else:
+        _print_table(frame.set_index("profile"))
     return 0
 
 
