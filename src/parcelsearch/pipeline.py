@@ -445,7 +445,7 @@ class _Search:
             fetcher.abort()
             signum = int(getattr(interrupt, "signum", signal.SIGINT))
             raise SearchInterrupted(
-                f"interrupted ({signal.Signals(signum).name}): no request was started after it; "
+                f"{signal.Signals(signum).name} received: no request was started after it; "
                 f"{_calls(self.run_state.calls)} spent, everything fetched is cached and "
                 "running the same search again resumes from it.",
                 signum=signum, result=self._result(stopping=True),
