@@ -18,7 +18,7 @@ from urllib.parse import urlsplit
 import geopandas as gpd
 import pandas as pd
 
-from parcelsearch import demo, market_list, outputs, pipeline, planning
+from parcelsearch import demo, market_list, outputs, pipeline, plan_reuse, planning
 from parcelsearch.cache import CacheFolder, ResponseCache
 from parcelsearch.client import Client
 from parcelsearch.comparison import Side, compare
@@ -106,9 +106,14 @@ def check_listening(base_url: str, timeout: float = CONNECT_PROBE_SECONDS) -> No
 
 
 def run_plan(args: argparse.Namespace) -> int:
-    """``parcelsearch plan``: print the pieces and minimum calls; write them if asked."""
-    made = planning.plan(read_areas(args), args.tolerance, id_column=args.id_column,
-                         connectors=args.connectors)
+    """``parcelsearch plan``: print the pieces and minimum calls; write them if asked.
+
+    The pieces are those a search would send: the plan an earlier search kept for the same
+    areas in any CRS (:mod:`parcelsearch.plan_reuse`, read from the cache folder, never
+    written), else a new one."""
+    made = plan_reuse.reuse(
+        planning.plan(read_areas(args), args.tolerance, id_column=args.id_column,
+                      connectors=args.connectors), options.cache_dir, keep=False)
     _print_table(made.summary(), "every piece in --out-tiles FILE")
     print(f"\n{plural(len(made.pieces), 'piece')}, at least {plural(made.min_calls, 'call')}")
     if args.out_tiles is not None:

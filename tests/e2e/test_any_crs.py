@@ -58,3 +58,10 @@ def test_three_crss_one_price(tracts, make_key, tmp_path: Path, capsys,
                           "--cache-dir", str(tmp_path / "cache")], capsys)
     assert code == 0, err
     assert "0 calls made" in out and served() == first.calls
+    # 'plan' shows the pieces the search sends: the kept plan, in this CRS too.
+    monkeypatch.setenv("PARCELSEARCH_CACHE_DIR", str(tmp_path / "cache"))
+    code, out, err = run(["plan", str(feet), "--id-column", "tract", "--out-tiles",
+                          str(tmp_path / "tiles.parquet")], capsys)
+    assert code == 0, err
+    shown = gpd.read_parquet(tmp_path / "tiles.parquet").geometry.to_wkb().tolist()
+    assert shown == first.plan.tiles.geometry.to_wkb().tolist()
