@@ -222,15 +222,18 @@ def ids_table(result: SearchResult) -> pd.DataFrame:
 
 
 def _typed_ids(result: SearchResult) -> pd.DataFrame:
+    """Area id and ``group_id`` (and, from a search with a tolerance, ``may_lie_outside``:
+    found only by pieces reaching beyond the area, so possibly up to the tolerance outside)."""
     id_name = result.id_name
-    ids = result.ids[[id_name, "group_id"]].copy()
+    flag = [c for c in ("may_lie_outside",) if c in result.ids.columns]
+    ids = result.ids[[id_name, "group_id", *flag]].copy()
     ids[id_name] = ids[id_name].astype(result.plan.areas.index.dtype)
     ids["group_id"] = ids["group_id"].astype("string")
     return ids.reset_index(drop=True)
 
 
 #: Columns the outputs add; an area's own column of the same name is kept as ``area_<name>``.
-ADDED_COLUMNS = ("group_id", "n_group_ids", "group_ids")
+ADDED_COLUMNS = ("group_id", "n_group_ids", "group_ids", "may_lie_outside")
 
 
 def _attributes(result: SearchResult) -> pd.DataFrame:

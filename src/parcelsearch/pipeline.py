@@ -31,6 +31,8 @@ from typing import Any, TypeVar
 
 import geopandas as gpd
 import pandas as pd
+import shapely
+import shapely.prepared
 from tqdm.auto import tqdm
 
 from parcelsearch import notices, plan_reuse, planning, pricing, refreshing
@@ -193,6 +195,8 @@ def _frames(plan: Plan, states: list[PieceState]) -> tuple[pd.DataFrame, gpd.Geo
         .sort_values([id_name, "group_id"], kind="stable")
         .reset_index(drop=True)
     )
+    if plan.tolerance > 0:
+        ids["may_lie_outside"] = _may_lie_outside(plan, states, ids)
     columns = [id_name, "piece_id", "rows", "pages", "pages_fetched", "calls", "cached_pages",
                "from_cache", "geometry"]
     tiles = gpd.GeoDataFrame(pd.DataFrame(rows, columns=columns), geometry="geometry",
@@ -203,6 +207,31 @@ def _frames(plan: Plan, states: list[PieceState]) -> tuple[pd.DataFrame, gpd.Geo
         tiles[column] = tiles[column].astype("int64")
     tiles["from_cache"] = tiles["from_cache"].astype(bool)
     return ids, tiles
+
+
+#: How far (degrees) a piece may reach beyond its area and still count as inside it: the
+#: exact pieces' allowance (two 6-decimal grid steps) and a half.
+_INSIDE_REACH = 2.5e-6
+
+
+def _may_lie_outside(plan: Plan, states: list[PieceState], ids: pd.DataFrame) -> pd.Series:
+    """With a tolerance: for each (area, GroupID), whether every piece that found it reaches
+    beyond its area (so its parcel may lie up to the tolerance outside); False when a piece
+    within the area found it. The search answers GroupIDs, not positions: a True is "may".
+    """
+    inside: set[tuple[Hashable, str]] = set()
+    grown: dict[Hashable, Any] = {}
+    for state in states:
+        piece = state.piece
+        if not state.data:
+            continue
+        if piece.area_id not in grown:
+            grown[piece.area_id] = shapely.prepared.prep(
+                plan.areas.geometry.loc[piece.area_id].buffer(_INSIDE_REACH))
+        if grown[piece.area_id].contains(piece.geometry):
+            inside.update((piece.area_id, g) for data in state.data.values() for g in data)
+    keys = zip(ids[plan.id_name], ids["group_id"].astype(str), strict=True)
+    return pd.Series([k not in inside for k in keys], index=ids.index, dtype=bool)
 
 
 def _skip_inactive(plan: Plan, run: Run, column: str,

@@ -73,7 +73,8 @@ class SearchResult:
     ----------
     ids
         One row per (area id, ``group_id``), deduplicated and sorted: merge it onto your own
-        table by ``group_id``.
+        table by ``group_id``. With a tolerance, also ``may_lie_outside``: found only by
+        pieces reaching beyond the area (the parcel may lie up to the tolerance outside).
     tiles
         The pieces sent: area id, ``piece_id``, ``rows``, ``pages``, ``calls`` (network calls
         made for the piece in this run), ``cached_pages``, ``from_cache`` and geometry.

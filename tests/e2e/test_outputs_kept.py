@@ -6,11 +6,13 @@ from __future__ import annotations
 import json
 from pathlib import Path
 
+import pandas as pd
 import pyarrow.parquet as pq
 import pytest
 from _cli import run
 
 import parcelsearch
+from parcelsearch import outputs
 
 
 @pytest.fixture
@@ -68,3 +70,21 @@ def test_python_keeps_a_complete_file_from_a_refused_run(make_client, demo_areas
     assert path.read_bytes() == before
     refused.value.result.to_parquet(path, force=True)
     assert _meta(path)["complete"] is False
+
+
+def test_tolerance_outputs_mark_group_ids_that_may_lie_outside(make_client, demo_areas,
+                                                               tmp_path) -> None:
+    """Issue 41: a search with a tolerance marks, in Python and in its files, the GroupIDs
+    found only by pieces reaching beyond the area; every GroupID the exact search does not
+    find (outside the area) is among them."""
+    client = make_client()
+    exact = parcelsearch.search(demo_areas, client=client, progress=False)
+    loose = parcelsearch.search(demo_areas, client=client, tolerance=100, progress=False)
+    assert "may_lie_outside" not in exact.ids.columns
+    inside = set(zip(exact.ids["area_id"], exact.ids["group_id"], strict=True))
+    outside = [k not in inside
+               for k in zip(loose.ids["area_id"], loose.ids["group_id"], strict=True)]
+    assert any(outside)
+    assert loose.ids.loc[outside, "may_lie_outside"].all()
+    written = outputs.write_ids(loose, tmp_path / "loose.csv")
+    assert pd.read_csv(written)["may_lie_outside"].sum() == loose.ids["may_lie_outside"].sum()
