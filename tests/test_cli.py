@@ -7,6 +7,7 @@ absence of Python: no traceback, no ``argument=``, no ``Client(...)`` or ``set_c
 from __future__ import annotations
 
 import argparse
+import json
 import re
 import socket
 import subprocess
@@ -72,6 +73,9 @@ def files(tmp_path: Path) -> Path:
         pytest.param(["plan", "A", "--out-tiles", "tiles.csv"],
                      "argument --out-tiles: cannot write 'tiles.csv': .csv is not one of the "
                      "formats written (.gpkg, .geojson, .parquet, .shp)", id="tiles-extension"),
+        pytest.param(["plan", "A", "--out-map", "map.png"],
+                     "argument --out-map: cannot write 'map.png': .png is not one of the "
+                     "formats written (.html)", id="map-extension"),
         pytest.param(["search", "A", "--out", "o.csv", "--base-url", "http://127.0.0.1:1"],
                      "argument --base-url: refusing http:// base URL", id="http-url"),
         pytest.param(["search", "A", "--out", "o.csv", "--base-url", "https://127.0.0.1:1/#top"],
@@ -373,3 +377,17 @@ def test_plan_max_calls_prints_the_smallest_tolerance_that_fits(files, capsys,
     code, printed, err = run(["plan", areas, "--id-column", "area_id", "--max-calls", "4"],
                              capsys)
     assert code == 0 and "no tolerance up to 500 m fits 4 calls" in printed
+
+
+def test_plan_writes_an_offline_map_of_its_pieces(files: Path, capsys) -> None:
+    """Issue 41: ``plan --out-map`` (and ``search``'s) writes the demo's offline HTML map."""
+    out = files / "plan.html"
+    code, printed, err = run(["plan", str(files / "areas.gpkg"), "--id-column", "area_id",
+                              "--out-map", str(out)], capsys)
+    assert code == 0, err
+    page = out.read_text(encoding="utf-8")
+    assert f"map written to {out}" in printed and "<script" in page and "leaflet" in page.lower()
+    assert "https://unpkg" not in page and 'src="http' not in page  # nothing fetched but tiles
+    data = page.split('<script id="ps-spec" type="application/json">')[1].split("</script>")[0]
+    layers = {x["name"]: x["geojson"] for x in json.loads(data)["layers"]}
+    assert len(layers["Pieces"]["features"]) == 6

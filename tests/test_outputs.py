@@ -111,3 +111,56 @@ def test_an_areas_own_group_id_column_is_kept_not_dropped(tmp_path: Path, suffix
     else:
         props = json.loads(path.read_text())["features"][0]["properties"]
         assert props["area_group_id"] == "own-northside" and props["group_ids"] == ["a1"]
+
+
+# -- never destroyed -------------------------------------------------------------------------
+
+
+@pytest.mark.parametrize("suffix", outputs.IDS_FORMATS)
+def test_a_complete_file_is_kept_from_less_complete_results(planned, tmp_path: Path,
+                                                           suffix: str) -> None:
+    path = tmp_path / f"ids{suffix}"
+    outputs.write_ids(_result(planned, [("northside", "1" * 17)]), path)
+    before = path.read_bytes()
+    for less in (_result(planned, [], complete=False, areas_complete=[]),  # refused
+                 _result(planned, [])):  # complete, found nothing
+        with pytest.raises(parcelsearch.OutputKeptError, match="kept as it was") as caught:
+            outputs.write_ids(less, path)
+        assert "force=True" in str(caught.value) and "--force" in caught.value.render("cli")
+        assert path.read_bytes() == before
+    assert outputs.file_metadata(path)["group_ids"] == 1
+    outputs.write_ids(_result(planned, [], complete=False, areas_complete=[]), path, force=True)
+    assert outputs.file_metadata(path)["complete"] is False
+
+
+def test_a_partial_file_gives_way_to_one_at_least_as_complete(planned, tmp_path: Path) -> None:
+    path = tmp_path / "ids.gpkg"
+    outputs.write_ids(_result(planned, [("northside", "1" * 17)], complete=False,
+                              areas_complete=["northside", "park-ring"]), path)
+    with pytest.raises(parcelsearch.OutputKeptError):
+        outputs.write_ids(_result(planned, [], complete=False, areas_complete=["northside"]), path)
+    outputs.write_ids(_result(planned, [], complete=False,
+                              areas_complete=["northside", "park-ring"]), path)
+    outputs.write_ids(_result(planned, [("northside", "2" * 17)]), path)
+    assert outputs.file_metadata(path)["complete"] is True
+
+
+def test_pieces_of_a_complete_run_are_kept_too(planned, tmp_path: Path) -> None:
+    path = tmp_path / "tiles.shp"
+    full = _result(planned, [("northside", "1" * 17)])
+    outputs.write_tiles(full.tiles, path, outputs.run_metadata(full))
+    refused = _result(planned, [], complete=False, areas_complete=[])
+    with pytest.raises(parcelsearch.OutputKeptError):
+        outputs.write_tiles(refused.tiles, path, outputs.run_metadata(refused))
+    assert outputs.aside_path(path, outputs.run_metadata(refused)).name == "tiles.partial.shp"
+
+
+def test_a_file_of_no_run_is_replaced_only_by_a_complete_result(tmp_path: Path) -> None:
+    complete = {"complete": True, "group_ids": 3}
+    assert outputs.replaces(complete, None)
+    assert not outputs.replaces({"complete": False, "group_ids": 3}, None)
+    assert not outputs.replaces({"complete": True, "group_ids": 0}, None)
+    assert outputs.replaces({"complete": True, "group_ids": 0}, {"complete": True,
+                                                                 "group_ids": 0})
+    (tmp_path / "x.parquet").write_text("not parquet")
+    assert outputs.file_metadata(tmp_path / "x.parquet") is None

@@ -27,7 +27,7 @@ def test_a_bad_refresh_names_the_values_in_both_dialects() -> None:
 
 
 def test_verify_sample_is_a_fraction_meant_for_changed() -> None:
-    assert check_fraction(None, "changed") == 0.05 and check_fraction(None, "all") == 0.0
+    assert check_fraction(None, "changed") == 0.0 and check_fraction(None, "all") == 0.0
     assert check_fraction(0, "changed") == 0.0
     with pytest.raises(parcelsearch.ConfigurationError, match="between 0 and 1"):
         check_fraction(1.5, "changed")

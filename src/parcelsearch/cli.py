@@ -62,7 +62,8 @@ EXIT_CODES = {
 SERVICE_COMMANDS = {
     "serve": "run the reference Search/Markets service over HTTPS (demo data by default)",
     "keys": "create, list or revoke the reference service's API keys",
-    "parcels": "load parcels into PostgreSQL/PostGIS for the reference service",
+    "parcels": "make a synthetic fabric for your areas ('parcels synth') or load parcels "
+               "into PostgreSQL/PostGIS ('parcels load') for the reference service",
     "portal": "manage accounts of the reference service's developer portal",
 }
 
@@ -83,6 +84,7 @@ SERVICE_OPTION_HELP = {
 ENVIRONMENT = """\
 environment variables:
   PARCELSEARCH_API_KEY     the vendor key (never written to caches, logs or messages)
+  PARCELSEARCH_PROFILE     the profile saved by 'parcelsearch login' to use (--profile)
   PARCELSEARCH_BASE_URL    https:// root of the services (--base-url wins)
   PARCELSEARCH_CA_BUNDLE   PEM file of CAs to trust, e.g. a local serve's ca.pem (--ca-bundle)
   PARCELSEARCH_QUOTA       the key's quota: demo, production, 500/month, 50/lifetime (--quota)
@@ -221,6 +223,7 @@ def build_parser(argv: Sequence[str] | None = None) -> argparse.ArgumentParser:
     _add_runs(commands)
     _add_diff(commands)
     _add_team(commands)
+    _add_login(commands)
     if _service_command(argv) is not None:
         # Lazy: the reference service (starlette, uvicorn, geopandas) only for serve/keys.
         from parcelsearch.service import cli as service_cli
@@ -300,6 +303,10 @@ def _add_connection(parser: argparse.ArgumentParser, cache_only: bool = False) -
         parser.add_argument("--ca-bundle", type=_existing_file, metavar="FILE",
                             help="PEM file of CAs to trust, e.g. a local serve's ca.pem "
                                  "(default: $PARCELSEARCH_CA_BUNDLE, else the system's)")
+        parser.add_argument("--profile", metavar="NAME",
+                            help="the profile saved with 'parcelsearch login' whose key, base "
+                                 "URL and CA to use (default: $PARCELSEARCH_PROFILE, else "
+                                 "'default' when saved and $PARCELSEARCH_API_KEY is unset)")
     parser.add_argument("--cache-dir", metavar="DIR",
                         help="response cache, market list and quota ledger folder (default: "
                              "$PARCELSEARCH_CACHE_DIR, else ~/.cache/parcelsearch; here: "
@@ -331,6 +338,7 @@ def _add_plan(commands: Any) -> None:
                    help="write the pieces: .gpkg, .geojson, .parquet or .shp")
     p.add_argument("--max-calls", type=count_argument(1), metavar="N",
                    help="also print the smallest tolerance whose plan needs at most N calls")
+    _add_out_map(p, "the areas and their pieces")
     p.set_defaults(func=_run("plan"))
 
 
@@ -349,10 +357,18 @@ def _add_search(commands: Any) -> None:
                    help="where to write the GroupIDs, by extension: .parquet or .csv (one row "
                         "per area and GroupID, with the area's columns), .gpkg (layers areas, "
                         "group_ids, parcelsearch_run) or .geojson (one feature per area); "
-                        "written even when the run stops early, marked incomplete")
+                        "written even when the run stops early, marked incomplete. Never "
+                        "destroyed: a run less complete than the file there (stopped, "
+                        "refused, or one that found nothing beside one that found something) "
+                        "leaves it as it was and is written beside it, to FILE's name with "
+                        ".partial (or .empty) before the extension")
     s.add_argument("--out-tiles", type=_output("check_tiles_path"), metavar="FILE",
                    help="also write the pieces sent, with their rows, pages and calls: "
                         ".gpkg, .geojson, .parquet or .shp")
+    _add_out_map(s, "the pieces, coloured by the parcels each found, the pieces a "
+                    "--refresh changed run found changed, and any areas skipped")
+    s.add_argument("--force", action="store_true",
+                   help="replace --out and --out-tiles even with a less complete result")
     s.add_argument("--budget", type=count_argument(0),
                    metavar="N", help="spend at most N calls in this run (refused before "
                                      "spending if the plan needs more, see --allow-partial)")
@@ -371,8 +387,10 @@ def _add_search(commands: Any) -> None:
                         "rest reuse their cached pages (unchanged by inference)")
     s.add_argument("--verify-sample", type=_fraction, default=None, metavar="FRACTION",
                    help="with --refresh changed: also re-read the other pages of this fraction "
-                        "of the pieces inferred unchanged (default 0.05; 0 allowed) and "
-                        "estimate, with a 95%% interval, the changed pieces inference missed")
+                        "of the pieces inferred unchanged (default 0: no sample, so a refresh "
+                        "with no change spends exactly one call per piece; e.g. 0.05, priced "
+                        "before spending) and estimate, with a 95%% interval, the changed "
+                        "pieces inference missed")
     s.add_argument("--active-markets-only", action="store_true",
                    help="skip areas whose market is not active (spends one call on the market "
                         "list, then reuses it for a day; see --market-column)")
@@ -381,10 +399,18 @@ def _add_search(commands: Any) -> None:
     s.add_argument("--workers", type=count_argument(1),
                    default=8, metavar="N",
                    help="requests in flight at once, all paced by one rate limiter (default 8)")
-    s.add_argument("--quiet", action="store_true", help="no progress bar")
+    s.add_argument("--quiet", action="store_true",
+                   help="no progress bar and no price line (the price before spending, "
+                        "on stderr)")
     _add_connection(s)
     _add_team_member(s)
     s.set_defaults(func=_run("search"))
+
+
+def _add_out_map(parser: argparse.ArgumentParser, what: str) -> None:
+    parser.add_argument("--out-map", type=_output("check_map_path"), metavar="FILE",
+                        help=f"write an offline HTML map (one file, Leaflet inlined, opens "
+                             f"with no network) of {what}: .html")
 
 
 def _add_markets(commands: Any) -> None:
@@ -468,6 +494,39 @@ def _add_diff(commands: Any) -> None:
                       help="write the rows (area id, group_id, change): .csv or .parquet")
     _add_team_store(diff, "the run ids are those of its run history (team mode records "
                           "every member's runs there)")
+
+
+# -- profiles ----------------------------------------------------------------------------------
+
+
+def _add_login(commands: Any) -> None:
+    login = commands.add_parser(
+        "login", help="save your API key in a profile (the OS keyring), never in a notebook",
+        description="Save a profile: the API key (read from the terminal without echo, or "
+                    "from standard input) in the OS keyring when there is one, else in a file "
+                    "readable by you only; the base URL and CA bundle beside it. Then "
+                    "'search --profile NAME', $PARCELSEARCH_PROFILE or "
+                    "Client(profile=NAME) use it, and 'default' is used when no key is set. "
+                    "The key is never printed: only its sha256 fingerprint. Spends nothing.")
+    login.add_argument("--profile", default="default", metavar="NAME",
+                       help="the profile's name (default: default)")
+    login.add_argument("--base-url", type=_base_url, metavar="URL",
+                       help="https:// root of the services for this profile")
+    login.add_argument("--ca-bundle", type=_existing_file, metavar="FILE",
+                       help="PEM file of CAs to trust for this profile")
+    login.set_defaults(func=_run("login"))
+    logout = commands.add_parser("logout", help="forget a saved profile and its key",
+                                 description="Remove a profile saved by 'parcelsearch login' "
+                                             "and its key (keyring entry or file line).")
+    logout.add_argument("--profile", default="default", metavar="NAME",
+                        help="the profile's name (default: default)")
+    logout.set_defaults(func=_run("logout"))
+    listed = commands.add_parser("profiles", help="list the saved profiles (keys never shown)",
+                                 description="The profiles saved by 'parcelsearch login': name, "
+                                             "base URL, CA bundle, where the key is kept and "
+                                             "its sha256 fingerprint (never the key).")
+    listed.add_argument("--json", action="store_true", help="print JSON records")
+    listed.set_defaults(func=_run("profiles"))
 
 
 # -- team mode ---------------------------------------------------------------------------------

@@ -119,6 +119,11 @@ class Client:
     cache_dir
         Folder of the response cache, market list and quota ledger that searches with this
         client use by default; default ``settings.options.cache_dir``.
+    profile
+        A profile saved with ``parcelsearch login`` (:mod:`parcelsearch.profiles`): its key,
+        base URL and CA bundle fill what is not given here. Default
+        ``$PARCELSEARCH_PROFILE``, else ``default`` when saved and no key is given nor in
+        ``$PARCELSEARCH_API_KEY``.
 
     Raises
     ------
@@ -138,7 +143,11 @@ class Client:
         retries: int | RetryPolicy = 5,
         session: requests.Session | None = None,
         cache_dir: str | os.PathLike[str] | None = None,
+        profile: str | None = None,
     ) -> None:
+        from parcelsearch.profiles import resolve  # a saved profile fills what is not given
+
+        api_key, base_url, ca_bundle = resolve(profile, api_key, base_url, ca_bundle)
         key = _resolve_key(api_key)
         self._key = _Secret(key)
         self._fingerprint = key_fingerprint(key)

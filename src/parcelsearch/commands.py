@@ -18,7 +18,7 @@ from urllib.parse import urlsplit
 import geopandas as gpd
 import pandas as pd
 
-from parcelsearch import demo, market_list, outputs, pipeline, planning
+from parcelsearch import demo, market_list, outputs, pipeline, plan_reuse, planning
 from parcelsearch.cache import CacheFolder, ResponseCache
 from parcelsearch.client import Client
 from parcelsearch.comparison import Side, compare
@@ -26,6 +26,7 @@ from parcelsearch.errors import (
     ConfigurationError,
     Hint,
     InputError,
+    OutputKeptError,
     ParcelSearchError,
     TransportError,
 )
@@ -37,7 +38,8 @@ from parcelsearch.settings import options
 from parcelsearch.vector_files import read_vector
 
 __all__ = ["run_plan", "run_search", "run_markets", "run_cache", "run_demo", "run_team",
-           "run_runs", "run_diff", "plural", "check_listening"]
+           "run_runs", "run_diff", "run_login", "run_logout", "run_profiles", "plural",
+           "check_listening"]
 
 #: Seconds to wait for the service to accept a connection before saying nothing listens.
 CONNECT_PROBE_SECONDS = 1.5
@@ -67,7 +69,8 @@ def _print_table(frame: pd.DataFrame, where: str = "") -> None:
 
 
 def _client(args: argparse.Namespace) -> Client:
-    return Client(base_url=args.base_url, ca_bundle=args.ca_bundle, cache_dir=args.cache_dir)
+    return Client(base_url=args.base_url, ca_bundle=args.ca_bundle, cache_dir=args.cache_dir,
+                  profile=args.profile)
 
 
 def check_listening(base_url: str, timeout: float = CONNECT_PROBE_SECONDS) -> None:
@@ -103,9 +106,15 @@ def check_listening(base_url: str, timeout: float = CONNECT_PROBE_SECONDS) -> No
 
 
 def run_plan(args: argparse.Namespace) -> int:
-    """``parcelsearch plan``: print the pieces and minimum calls; write them if asked."""
-    made = planning.plan(read_areas(args), args.tolerance, id_column=args.id_column,
-                         connectors=args.connectors, match=args.match)
+    """``parcelsearch plan``: print the pieces and minimum calls; write them if asked.
+
+    The pieces are those a search would send: the plan an earlier search kept for the same
+    areas in any CRS (:mod:`parcelsearch.plan_reuse`, read from the cache folder, never
+    written), else a new one."""
+    made = plan_reuse.reuse(
+        planning.plan(read_areas(args), args.tolerance, id_column=args.id_column,
+                      connectors=args.connectors, match=args.match),
+        options.cache_dir, keep=False)
     _print_table(made.summary(), "every piece in --out-tiles FILE")
     print(f"\n{plural(len(made.pieces), 'piece')}, at least {plural(made.min_calls, 'call')}")
     if args.max_calls is not None:
@@ -120,6 +129,8 @@ def run_plan(args: argparse.Namespace) -> int:
     if args.out_tiles is not None:
         path = outputs.write_tiles(made.tiles, args.out_tiles)
         print(f"pieces written to {path}")
+    if args.out_map is not None:
+        print(f"map written to {outputs.write_map(made, args.out_map)}")
     return 0
 
 
@@ -166,10 +177,17 @@ def run_search(args: argparse.Namespace) -> int:
 
 
 def _write(result: SearchResult, args: argparse.Namespace, *, partial: bool) -> None:
-    _print_table(result.summary(), f"every area in {args.out}")
-    path = outputs.write_ids(result, args.out)
-    if args.out_tiles is not None:
-        outputs.write_tiles(result.tiles, args.out_tiles, outputs.run_metadata(result))
+    out, tiles_out, kept = _destinations(result, args)
+    _print_table(result.summary(), f"every area in {out}")
+    path = outputs.write_ids(result, out, force=True)
+    if tiles_out is not None:
+        outputs.write_tiles(result.tiles, tiles_out, outputs.run_metadata(result), force=True)
+    if args.out_map is not None:
+        map_out = Path(args.out_map)
+        if kept is not None:  # beside the kept map too, named as the run's other files
+            map_out = outputs.aside_path(map_out, outputs.run_metadata(result))
+        print(f"map written to {outputs.write_map(result, map_out)}",
+              file=sys.stderr if partial else sys.stdout)
     state = "PARTIAL result (complete: false)" if partial else "complete"
     print(
         f"\n{plural(len(result.group_ids), 'unique GroupID')} in "
@@ -177,6 +195,9 @@ def _write(result: SearchResult, args: argparse.Namespace, *, partial: bool) -> 
         f"{plural(result.cached_pages, 'page')} from cache; {state}, written to {path}",
         file=sys.stderr if partial else sys.stdout,
     )
+    if kept is not None:
+        print(f"parcelsearch: note: {kept.args[0]}; this run was written beside it, to {path} "
+              "(--force replaces it)", file=sys.stderr)
     if result.calls == 0 and result.cached_pages and not partial:
         print("every page came from the cache: no call was made, so the key was not used "
               "(nor checked)")
@@ -191,6 +212,25 @@ def _write(result: SearchResult, args: argparse.Namespace, *, partial: bool) -> 
     if result.run_id:
         print(f"run {result.run_id[:12]} recorded (parcelsearch runs; parcelsearch diff OLD "
               f"{result.run_id[:12]})")
+
+
+def _destinations(result: SearchResult, args: argparse.Namespace
+                  ) -> tuple[Path, Path | None, OutputKeptError | None]:
+    """Where ``--out`` and ``--out-tiles`` go: as named, or beside them
+    (:func:`parcelsearch.outputs.aside_path`) when they hold a more complete result than this
+    run's, which are then kept as they were (unless ``--force``); and why, if so."""
+    meta = outputs.run_metadata(result)
+    named = [Path(args.out)] + ([Path(args.out_tiles)] if args.out_tiles is not None else [])
+    kept = None
+    if not args.force:
+        for path in named:
+            try:
+                outputs.check_replace(path, meta)
+            except OutputKeptError as exc:
+                kept = kept or exc
+    if kept is not None:
+        named = [outputs.aside_path(path, meta) for path in named]
+    return named[0], (named[1] if len(named) > 1 else None), kept
 
 
 def refresh_line(result: SearchResult) -> str:
@@ -318,6 +358,60 @@ def run_diff(args: argparse.Namespace) -> int:
           f"({diff.old} → {diff.new})")
     if args.out:
         print(f"rows written to {diff.to_file(args.out)}")
+    return 0
+
+
+# -- profiles --------------------------------------------------------------------------------
+
+
+def _read_key() -> str:
+    """The key typed at the terminal (no echo) or piped on standard input (one line)."""
+    import getpass
+
+    if sys.stdin is not None and sys.stdin.isatty():
+        return getpass.getpass("API key (not shown): ")
+    return (sys.stdin.readline() if sys.stdin is not None else "").strip()
+
+
+def run_login(args: argparse.Namespace) -> int:
+    """``parcelsearch login``: save a profile; the key in the OS keyring (else a 0600 file)."""
+    from parcelsearch import profiles
+    from parcelsearch.client import _resolve_key
+
+    profiles.check_name(args.profile)
+    key = _resolve_key(_read_key() or None)  # the client's rule: no blanks, ASCII
+    saved = profiles.save(args.profile, key, base_url=args.base_url,
+                          ca_bundle=args.ca_bundle)
+    print(f"profile {saved.name!r} saved: key sha256:{saved.fingerprint}… kept in "
+          f"{saved.kept_in}" + (f", base URL {saved.base_url}" if saved.base_url else ""))
+    return 0
+
+
+def run_logout(args: argparse.Namespace) -> int:
+    """``parcelsearch logout``: forget a profile and its key."""
+    from parcelsearch import profiles
+
+    if not profiles.remove(profiles.check_name(args.profile)):
+        raise ConfigurationError(f"no saved profile {args.profile!r}",
+                                 hints=[Hint("login", args.profile, "save one with {knob}")])
+    print(f"profile {args.profile!r} removed, its key with it")
+    return 0
+
+
+def run_profiles(args: argparse.Namespace) -> int:
+    """``parcelsearch profiles``: the saved profiles, keys shown by fingerprint only."""
+    from parcelsearch import profiles
+
+    frame = pd.DataFrame([{"profile": p.name, "base_url": p.base_url, "ca_bundle": p.ca_bundle,
+                           "key": f"sha256:{p.fingerprint}", "kept_in": p.kept_in}
+                          for p in profiles.profiles()],
+                         columns=["profile", "base_url", "ca_bundle", "key", "kept_in"])
+    if args.json:
+        print(frame.to_json(orient="records"))
+    elif frame.empty:
+        print("no profiles saved yet (parcelsearch login)")
+    else:
+        _print_table(frame.set_index("profile"))
     return 0
 
 

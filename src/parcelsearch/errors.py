@@ -6,7 +6,8 @@ so ``except parcelsearch.ParcelSearchError`` catches them all::
     ParcelSearchError
     ├── ConfigurationError        missing key or base URL, http:// URL, bad setting
     ├── InputError                study areas that cannot be planned (row, field, fix)
-    │   └── NotComparableError      a diff of searches of different areas or tolerance
+    │   ├── NotComparableError      a diff of searches of different areas or tolerance
+    │   └── OutputKeptError         a less complete result would replace a file (kept)
     ├── BudgetError               a run that would spend more than allowed
     │   ├── QuotaWouldExceedError   refused before spending: plan > known remaining quota
     │   └── BudgetExhaustedError    stopped at ``budget=N``; everything fetched is kept
@@ -113,6 +114,14 @@ KNOBS: dict[str, Knob] = {
     "max_age": Knob("max_age={value}", "--max-age {value}", python_bare="max_age=",
                     cli_bare="--max-age SECONDS"),
     "out": Knob("path={value!r}", "--out {value}", python_bare="path=", cli_bare="--out FILE"),
+    "force": Knob("force=True", "--force"),
+    "profile": Knob("Client(profile={value!r})", "--profile {value}",
+                    env="PARCELSEARCH_PROFILE", python_bare="Client(profile=...)",
+                    cli_bare="--profile NAME"),
+    "login": Knob("parcelsearch.profiles.save({value!r}, api_key)",
+                  "`parcelsearch login --profile {value}`"),
+    "out_map": Knob("path={value!r}", "--out-map {value}", python_bare="path=",
+                    cli_bare="--out-map FILE"),
     "out_tiles": Knob("path={value!r}", "--out-tiles {value}", python_bare="path=",
                       cli_bare="--out-tiles FILE"),
     "serve": Knob("parcelsearch.local_service()", "`parcelsearch serve`"),
@@ -161,6 +170,7 @@ __all__ = [
     "ConfigurationError",
     "InputError",
     "NotComparableError",
+    "OutputKeptError",
     "BudgetError",
     "QuotaWouldExceedError",
     "BudgetExhaustedError",
@@ -248,6 +258,22 @@ class InputError(ParcelSearchError, ValueError):
 class NotComparableError(InputError):
     """Two searches that cannot be compared (different areas or tolerance); the message
     says what differs and what would compare."""
+
+
+class OutputKeptError(InputError):
+    """A result less complete than the file it would replace (a partial or refused run, or
+    one that found nothing, beside a complete file that found something): the file is kept.
+
+    Attributes
+    ----------
+    path
+        The file kept as it was.
+    """
+
+    def __init__(self, message: str, *, path: object = None, hints: Sequence[Hint] = ()
+                 ) -> None:
+        super().__init__(message, field="out", hints=hints)
+        self.path = path
 
 
 class BudgetError(ParcelSearchError):

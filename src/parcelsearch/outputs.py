@@ -19,6 +19,13 @@ GeoPackage, a top-level ``parcelsearch`` member of a GeoJSON FeatureCollection, 
 ``FILE.csv.parcelsearch.json`` beside a CSV (or a Shapefile).
 
 An empty result keeps its column types (``group_id`` is text, never float64).
+
+Files are never destroyed: each is written to a temporary file beside it and renamed, and an
+existing file is replaced only by something at least as complete (:func:`replaces`): a
+partial or refused run, or a complete one that found no GroupID, beside a complete file that
+found some raises :class:`~parcelsearch.errors.OutputKeptError` and leaves the file as it was
+(``force=True`` replaces it anyway; the command line writes such a run beside it instead,
+:func:`aside_path`).
 """
 
 from __future__ import annotations
@@ -37,7 +44,7 @@ import pyarrow.parquet as pq
 import pyogrio
 
 from parcelsearch._shared import package_version
-from parcelsearch.errors import Hint, InputError
+from parcelsearch.errors import Hint, InputError, OutputKeptError
 from parcelsearch.result import SearchResult
 
 __all__ = [
@@ -45,17 +52,26 @@ __all__ = [
     "TILES_FORMATS",
     "check_ids_path",
     "check_tiles_path",
+    "check_map_path",
+    "write_map",
     "terminal_table",
     "ids_table",
     "run_metadata",
     "write_ids",
     "write_tiles",
+    "file_metadata",
+    "replaces",
+    "check_replace",
+    "aside_path",
+    "atomically",
 ]
 
 #: Extensions :func:`write_ids` writes.
 IDS_FORMATS = (".parquet", ".csv", ".gpkg", ".geojson")
 #: Extensions :func:`write_tiles` writes.
 TILES_FORMATS = (".gpkg", ".geojson", ".parquet", ".shp")
+#: Extensions :func:`write_map` writes.
+MAP_FORMATS = (".html",)
 #: Key of the run's metadata in parquet schema metadata and GeoJSON.
 METADATA_KEY = "parcelsearch"
 #: GeoPackage layers written by :func:`write_ids`.
@@ -70,6 +86,21 @@ def check_ids_path(path: str | os.PathLike[str]) -> Path:
 def check_tiles_path(path: str | os.PathLike[str]) -> Path:
     """``path`` as a Path if :func:`write_tiles` can write it."""
     return _check(path, TILES_FORMATS, "out_tiles", "tiles.gpkg")
+
+
+def check_map_path(path: str | os.PathLike[str]) -> Path:
+    """``path`` as a Path if :func:`write_map` can write it (``.html``)."""
+    return _check(path, MAP_FORMATS, "out_map", "map.html")
+
+
+def write_map(obj: Any, path: str | os.PathLike[str], *, title: str | None = None) -> Path:
+    """A plan's or a result's offline HTML map (:func:`parcelsearch.maps.save_html`: the
+    pieces, what each found, the pieces a refresh found changed), written whole."""
+    from parcelsearch.maps import save_html  # the maps only when a map is asked for
+
+    out = check_map_path(path)
+    atomically(out, lambda temp: save_html(obj, temp, title=title))
+    return out
 
 
 def _check(path: str | os.PathLike[str], formats: tuple[str, ...], knob: str,
@@ -147,7 +178,8 @@ def _metadata_json(meta: Mapping[str, Any]) -> str:
 # -- GroupIDs ------------------------------------------------------------------------------
 
 
-def write_ids(result: SearchResult, path: str | os.PathLike[str]) -> Path:
+def write_ids(result: SearchResult, path: str | os.PathLike[str], *, force: bool = False
+              ) -> Path:
     """Write a result's GroupIDs, joined to their areas, in the format ``path`` names.
 
     Parameters
@@ -156,6 +188,8 @@ def write_ids(result: SearchResult, path: str | os.PathLike[str]) -> Path:
         A (possibly partial) :class:`~parcelsearch.SearchResult`.
     path
         Where to write; the extension chooses the format (see the module docstring).
+    force
+        Replace an existing file even when it is more complete than ``result``.
 
     Returns
     -------
@@ -166,12 +200,15 @@ def write_ids(result: SearchResult, path: str | os.PathLike[str]) -> Path:
     ------
     InputError
         The extension is not one of :data:`IDS_FORMATS`.
+    OutputKeptError
+        ``path`` holds a more complete result (see :func:`replaces`); it is left as it was.
     """
     out = check_ids_path(path)
     meta = run_metadata(result)
+    check_replace(out, meta, force=force)
     writer = {".parquet": _ids_parquet, ".csv": _ids_csv, ".gpkg": _ids_gpkg,
               ".geojson": _ids_geojson}[out.suffix.lower()]
-    _atomically(out, lambda temp: writer(result, temp, meta))
+    atomically(out, lambda temp: writer(result, temp, meta))
     if out.suffix.lower() == ".csv":
         _sidecar(out, meta)
     return out
@@ -185,15 +222,18 @@ def ids_table(result: SearchResult) -> pd.DataFrame:
 
 
 def _typed_ids(result: SearchResult) -> pd.DataFrame:
+    """Area id and ``group_id`` (and, from a search with a tolerance, ``may_lie_outside``:
+    found only by pieces reaching beyond the area, so possibly up to the tolerance outside)."""
     id_name = result.id_name
-    ids = result.ids[[id_name, "group_id"]].copy()
+    flag = [c for c in ("may_lie_outside",) if c in result.ids.columns]
+    ids = result.ids[[id_name, "group_id", *flag]].copy()
     ids[id_name] = ids[id_name].astype(result.plan.areas.index.dtype)
     ids["group_id"] = ids["group_id"].astype("string")
     return ids.reset_index(drop=True)
 
 
 #: Columns the outputs add; an area's own column of the same name is kept as ``area_<name>``.
-ADDED_COLUMNS = ("group_id", "n_group_ids", "group_ids")
+ADDED_COLUMNS = ("group_id", "n_group_ids", "group_ids", "may_lie_outside")
 
 
 def _attributes(result: SearchResult) -> pd.DataFrame:
@@ -259,36 +299,43 @@ def _ids_geojson(result: SearchResult, temp: Path, meta: Mapping[str, Any]) -> N
 
 def write_tiles(
     tiles: gpd.GeoDataFrame, path: str | os.PathLike[str],
-    metadata: Mapping[str, Any] | None = None,
+    metadata: Mapping[str, Any] | None = None, *, force: bool = False,
 ) -> Path:
     """Write pieces (a plan's or a result's ``tiles``) in the format ``path`` names.
 
     A Shapefile keeps column names of at most 10 characters: longer ones are shortened
     (``request_bytes`` → ``request_by``), as every Shapefile writer does, but explicitly.
 
+    With ``metadata`` (a run's), an existing file of a more complete run is kept as for
+    :func:`write_ids` unless ``force``.
+
     Raises
     ------
     InputError
         The extension is not one of :data:`TILES_FORMATS`.
+    OutputKeptError
+        ``path`` holds the pieces of a more complete run; it is left as it was.
     """
     out = check_tiles_path(path)
     suffix = out.suffix.lower()
     meta = dict(metadata or {})
+    if meta:
+        check_replace(out, meta, force=force)
     if suffix == ".parquet":
-        _atomically(out, lambda temp: _tiles_parquet(tiles, temp, meta))
+        atomically(out, lambda temp: _tiles_parquet(tiles, temp, meta))
     elif suffix == ".geojson":
         def geojson(temp: Path) -> None:
             document = tiles.to_crs("EPSG:4326").to_geo_dict(drop_id=True)
             if meta:
                 document[METADATA_KEY] = meta
             temp.write_text(json.dumps(document, default=str), encoding="utf-8")
-        _atomically(out, geojson)
+        atomically(out, geojson)
     elif suffix == ".gpkg":
         def gpkg(temp: Path) -> None:
             _plain_columns(tiles).to_file(temp, layer="tiles", driver="GPKG")
             if meta:
                 _write_table(pd.DataFrame({"metadata": [_metadata_json(meta)]}), temp, RUN_LAYER)
-        _atomically(out, gpkg)
+        atomically(out, gpkg)
     else:
         _shapefile_columns(tiles).to_file(out, driver="ESRI Shapefile")
         if meta:
@@ -340,7 +387,7 @@ def _shapefile_columns(tiles: gpd.GeoDataFrame) -> gpd.GeoDataFrame:
 # -- files written whole -----------------------------------------------------------------
 
 
-def _atomically(out: Path, write: Callable[[Path], None]) -> None:
+def atomically(out: Path, write: Callable[[Path], object]) -> None:
     """Call ``write(temp)`` on a temporary file beside ``out``, then rename it to ``out``."""
     temp = out.with_name(f".{out.stem}-{uuid.uuid4().hex[:8]}.tmp{out.suffix}")
     try:
@@ -355,3 +402,95 @@ def _sidecar(out: Path, meta: Mapping[str, Any]) -> None:
     side = out.with_name(out.name + f".{METADATA_KEY}.json")
     side.write_text(json.dumps(meta, default=str, indent=2, sort_keys=True) + "\n",
                     encoding="utf-8")
+
+
+# -- never destroyed: a file is replaced only by something at least as complete ------------
+
+
+def file_metadata(path: str | os.PathLike[str]) -> dict[str, Any] | None:
+    """The run's metadata stored in an output file (any format written here), or None when
+    there is no such file or it holds none (not one of ours, or unreadable)."""
+    out = Path(path)
+    if not out.exists():
+        return None
+    try:
+        return _read_metadata(out)
+    except Exception:  # noqa: BLE001 - any unreadable file: no metadata to go by
+        return None
+
+
+def _read_metadata(out: Path) -> dict[str, Any] | None:
+    suffix = out.suffix.lower()
+    if suffix == ".parquet":
+        stored = (pq.read_schema(out).metadata or {}).get(METADATA_KEY.encode())
+        return None if stored is None else dict(json.loads(stored))
+    if suffix == ".gpkg":
+        if RUN_LAYER not in {str(name) for name, _ in pyogrio.list_layers(out)}:
+            return None
+        run = pyogrio.read_dataframe(out, layer=RUN_LAYER, read_geometry=False)
+        return dict(json.loads(run["metadata"].iloc[0])) if len(run) else None
+    if suffix == ".geojson":
+        stored = json.loads(out.read_text(encoding="utf-8")).get(METADATA_KEY)
+        return None if stored is None else dict(stored)
+    side = out.with_name(out.name + f".{METADATA_KEY}.json")  # .csv, .shp
+    return dict(json.loads(side.read_text(encoding="utf-8"))) if side.exists() else None
+
+
+def _found(meta: Mapping[str, Any]) -> int:
+    return int(meta.get("group_ids", 0) or 0)
+
+
+def replaces(new: Mapping[str, Any], old: Mapping[str, Any] | None) -> bool:
+    """Whether a run with metadata ``new`` may replace a file whose run had ``old`` (None: a
+    file that says nothing of its run): only when it is at least as complete.
+
+    - a complete run that found GroupIDs replaces anything;
+    - a complete run that found none replaces only a file that found none either;
+    - a partial (or refused) run replaces only a partial file of no more complete areas.
+    """
+    if old is None:
+        return bool(new.get("complete")) and _found(new) > 0
+    if new.get("complete"):
+        return _found(new) > 0 or _found(old) == 0
+    return (not old.get("complete")
+            and len(new.get("areas_complete") or []) >= len(old.get("areas_complete") or []))
+
+
+def _describe(meta: Mapping[str, Any] | None) -> str:
+    if meta is None:
+        return "a file that does not say which run wrote it"
+    found = _found(meta)
+    if meta.get("complete"):
+        return f"a complete result ({found:,} GroupID{'s' * (found != 1)})"
+    done = len(meta.get("areas_complete") or [])
+    return f"a partial result ({done:,} area{'s' * (done != 1)} complete, {found:,} GroupIDs)"
+
+
+def check_replace(out: Path, meta: Mapping[str, Any], *, force: bool = False) -> None:
+    """Refuse to replace ``out`` with a run's output less complete than what it holds.
+
+    Raises
+    ------
+    OutputKeptError
+        ``out`` exists and :func:`replaces` says no (and not ``force``); nothing is written.
+    """
+    if force or not out.exists():
+        return
+    old = file_metadata(out)
+    if replaces(meta, old):
+        return
+    raise OutputKeptError(
+        f"{str(out)!r} holds {_describe(old)}; this run's is {_describe(meta)}, so the file "
+        "is kept as it was",
+        path=out,
+        hints=[Hint("force", None, "pass {knob} to replace it anyway"),
+               Hint("out", str(aside_path(out, meta)), "or write this run elsewhere, e.g. "
+                                                      "{knob}")])
+
+
+def aside_path(out: Path, meta: Mapping[str, Any]) -> Path:
+    """Where the command line writes a run that may not replace ``out``: beside it, as
+    ``NAME.partial.EXT`` (an incomplete run) or ``NAME.empty.EXT`` (a complete run that found
+    no GroupID)."""
+    mark = "empty" if meta.get("complete") else "partial"
+    return out.with_name(f"{out.stem}.{mark}{out.suffix}")

@@ -25,14 +25,17 @@ from __future__ import annotations
 
 import logging
 import signal
+import sys
 from collections.abc import Callable, Hashable, Iterable
 from typing import Any, TypeVar
 
 import geopandas as gpd
 import pandas as pd
+import shapely
+import shapely.prepared
 from tqdm.auto import tqdm
 
-from parcelsearch import notices, planning, refreshing, settings
+from parcelsearch import notices, plan_reuse, planning, pricing, refreshing, settings
 from parcelsearch._shared import next_month_start
 from parcelsearch.cache import ResponseCache
 from parcelsearch.client import Client
@@ -140,14 +143,17 @@ def _limit_text(run: Run, what: str, allowed: int) -> str:
 
 
 def _refusal(run: Run, plan: Plan, needed: int, allowed: int, what: str,
-             *, spent_first: bool) -> QuotaWouldExceedError:
-    """The error of a run that cannot finish within what it is allowed."""
+             *, spent_first: bool, price: pricing.Price | None = None) -> QuotaWouldExceedError:
+    """The error of a run that cannot finish within what it is allowed; ``price`` (the
+    whole run's, as far as it is known) is named in full."""
     if spent_first:
-        head = (f"this search needs exactly {needed} more {_noun(needed)} to finish, but "
+        head = (f"this search needs exactly {needed} more {_noun(needed)} to finish "
+                f"(exactly {_calls(needed + run.calls)} in all), but "
                 f"{_limit_text(run, what, allowed)}; stopped before spending them (page 1 of "
                 "every piece is fetched and cached).")
     else:
-        head = (f"this search needs at least {_calls(needed)}, but "
+        price = price or pricing.Price(first=needed, later=0, known="lower", pieces=needed)
+        head = (f"this search needs {price.refusal()}, but "
                 f"{_limit_text(run, what, allowed)}; nothing was spent.")
     hints: list[Hint] = []
     if not spent_first and allowed > 0:
@@ -160,7 +166,8 @@ def _refusal(run: Run, plan: Plan, needed: int, allowed: int, what: str,
             hints.append(Hint("max_calls", allowed,
                               "find the smallest tolerance whose plan fits with {knob}"))
     if what == "budget":
-        hints.append(Hint("budget", needed + run.calls if spent_first else needed,
+        hints.append(Hint("budget", needed + run.calls if spent_first else
+                          max(needed, price.needed if price is not None else 0),
                           "raise {knob}"))
     hints.append(Hint("allow_partial", None, "pass {knob} to finish the areas that fit"))
     return QuotaWouldExceedError(head, needed=needed, allowed=allowed, hints=hints)
@@ -204,6 +211,8 @@ def _frames(plan: Plan, states: list[PieceState]) -> tuple[pd.DataFrame, gpd.Geo
         .sort_values([id_name, "group_id"], kind="stable")
         .reset_index(drop=True)
     )
+    if plan.tolerance > 0:
+        ids["may_lie_outside"] = _may_lie_outside(plan, states, ids)
     columns = [id_name, "piece_id", "rows", "pages", "pages_fetched", "calls", "cached_pages",
                "from_cache", "geometry"]
     tiles = gpd.GeoDataFrame(pd.DataFrame(rows, columns=columns), geometry="geometry",
@@ -214,6 +223,31 @@ def _frames(plan: Plan, states: list[PieceState]) -> tuple[pd.DataFrame, gpd.Geo
         tiles[column] = tiles[column].astype("int64")
     tiles["from_cache"] = tiles["from_cache"].astype(bool)
     return ids, tiles
+
+
+#: How far (degrees) a piece may reach beyond its area and still count as inside it: the
+#: exact pieces' allowance (two 6-decimal grid steps) and a half.
+_INSIDE_REACH = 2.5e-6
+
+
+def _may_lie_outside(plan: Plan, states: list[PieceState], ids: pd.DataFrame) -> pd.Series:
+    """With a tolerance: for each (area, GroupID), whether every piece that found it reaches
+    beyond its area (so its parcel may lie up to the tolerance outside); False when a piece
+    within the area found it. The search answers GroupIDs, not positions: a True is "may".
+    """
+    inside: set[tuple[Hashable, str]] = set()
+    grown: dict[Hashable, Any] = {}
+    for state in states:
+        piece = state.piece
+        if not state.data:
+            continue
+        if piece.area_id not in grown:
+            grown[piece.area_id] = shapely.prepared.prep(
+                plan.areas.geometry.loc[piece.area_id].buffer(_INSIDE_REACH))
+        if grown[piece.area_id].contains(piece.geometry):
+            inside.update((piece.area_id, g) for data in state.data.values() for g in data)
+    keys = zip(ids[plan.id_name], ids["group_id"].astype(str), strict=True)
+    return pd.Series([k not in inside for k in keys], index=ids.index, dtype=bool)
 
 
 def _skip_inactive(plan: Plan, run: Run, column: str,
@@ -303,21 +337,29 @@ def search(
         (the run history, else the cache) is *changed* and fetches its other pages again;
         the others keep their cached pages, *unchanged by inference* (``tiles.status``).
     verify_sample
-        With ``refresh="changed"``: the fraction (default 0.05, 0 allowed) of the pieces
-        inferred unchanged whose other pages are re-read anyway; how many had changed gives
-        ``result.verification``: an estimate, with a 95 % interval, of the changed pieces the
-        inference missed. Dropped first when phase 2 does not fit the budget or quota.
+        With ``refresh="changed"``: the fraction (default 0: none, so a refresh with no
+        change spends exactly one call per piece; opt in with e.g. 0.05, priced before
+        spending) of the pieces inferred unchanged whose other pages are re-read anyway;
+        how many had changed gives ``result.verification``: an estimate, with a 95 %
+        interval, of the changed pieces the inference missed. Dropped first when phase 2
+        does not fit the budget or quota.
     active_markets_only, market_column
         Skip, before spending on them, areas whose ``market_column`` is not an active market
         (the market list costs one call, then is cached for a day).
     progress
-        Show a tqdm progress bar (its total becomes exact after phase 1 and never shrinks).
+        Show a tqdm progress bar (its total becomes exact after phase 1 and never shrinks),
+        and above it the price before spending (:mod:`parcelsearch.pricing`): page 1
+        exactly, the later pages estimated from the run history, then exact after phase 1.
     workers
         Threads sending requests (all paced by the client's one pacer).
     plan
         A plan made earlier with :func:`parcelsearch.plan` (then ``areas`` may be ``None``).
         ``tolerance``, ``connectors``, ``match`` and ``id_column`` are then the plan's:
         given as well and different, they raise an error naming both.
+        Without one, the areas are planned, and if an earlier search with the same cache
+        folder searched the same areas (in any CRS: matched once reprojected to EPSG:4326,
+        vertex by vertex within 1.5 request-grid steps) with the same settings, its pieces
+        are reused, so its cached pages serve this search (:mod:`parcelsearch.plan_reuse`).
     team
         A team store (``postgresql://…``, made with ``parcelsearch team init``; default
         ``PARCELSEARCH_TEAM``): the key's calls are reserved, paced and counted there for
@@ -336,8 +378,10 @@ def search(
     ------
     QuotaWouldExceedError
         The run cannot finish within the budget or the known quota. Raised before anything
-        is spent when page 1 of every piece does not fit; raised after phase 1 (with the
-        exact calls needed to finish) when the later pages do not fit. ``.result`` holds
+        is spent when page 1 of every piece does not fit, or when the whole price,
+        estimated from the run history (every piece searched before), does not; raised
+        after phase 1 (with the exact calls needed to finish) when the later pages do not
+        fit. ``.result`` holds
         what was fetched; with ``allow_partial=True`` the whole areas that fit are finished
         and returned instead (``result.complete`` is ``False``).
     BudgetExhaustedError
@@ -381,9 +425,10 @@ def search(
     # (An empty ResponseCache is falsy, so test identity and type, never truth.)
     cache_obj = cache if isinstance(cache, ResponseCache) else (
         None if cache is False else ResponseCache(client.cache_dir))
-    chosen = plan if plan is not None else planning.plan(
-        areas, options.tolerance, id_column=id_column, connectors=options.connectors,
-        match=options.match)
+    chosen = plan if plan is not None else plan_reuse.reuse(
+        planning.plan(areas, options.tolerance, id_column=id_column,
+                      connectors=options.connectors, match=options.match),
+        cache_obj.directory if cache_obj is not None else None)
     spending = _spending(client, options, cache_obj, ledger)
     history = None if ledger is False and options.team is None else open_history(
         ledger.path if isinstance(ledger, Ledger) else Ledger.in_folder(client.cache_dir).path,
@@ -439,6 +484,8 @@ class _Search:
         self.areas_wanted: set[Hashable] | None = None  # None: every area
         #: Under ``allow_partial``: what limited the run, and the calls the whole run needed.
         self.limited: tuple[str, int] | None = None
+        #: The run's price as last known (before phase 1: estimated; after: exact).
+        self.price: pricing.Price | None = None
 
     def run(self) -> SearchResult:
         options = self.options
@@ -466,7 +513,7 @@ class _Search:
             fetcher.abort()
             signum = int(getattr(interrupt, "signum", signal.SIGINT))
             raise SearchInterrupted(
-                f"interrupted ({signal.Signals(signum).name}): no request was started after it; "
+                f"{signal.Signals(signum).name} received: no request was started after it; "
                 f"{_calls(self.run_state.calls)} spent, everything fetched is cached and "
                 "running the same search again resumes from it.",
                 signum=signum, result=self._result(stopping=True),
@@ -532,6 +579,11 @@ class _Search:
         self.refresh.start(self.states, run.cached)
         todo = _first_pages(self.states, run)
         bar.update(len(self.states) - len(todo))
+        self.price = pricing.estimate(
+            [(None, self.refresh.check(s).previous) for s in todo], mode=self.refresh.mode,
+            fraction=self.refresh.fraction,
+            cached_later=sum(1 for s in self.states if (s.pages or 0) > 1))
+        self._say(self.price.line())
         todo = self._affordable(todo, lambda s: s.piece.area_id, allowance, spent_first=False)
         fetcher.fetch((state, 1) for state in todo)
         if fetcher.failure is not None or run.stop.is_set():
@@ -545,6 +597,8 @@ class _Search:
         if allowed is not None and len(jobs) > allowed and self.refresh.shrink_sample(
                 states, f"phase 2 did not fit the {what} with it"):
             jobs = _later_pages(states, run)  # the sampled pieces' pages from the cache
+        self.price = pricing.exact_rest(len(jobs), run.calls)
+        self._say(self.price.line())
         bar.total = sum(max(1, s.pages or 1) for s in states)  # exact from now on
         bar.n = sum(len(s.data) for s in states)
         bar.refresh()
@@ -559,6 +613,11 @@ class _Search:
                 break
             fetcher.fetch(again)
 
+    def _say(self, line: str) -> None:
+        """A line above the progress bar (the price before spending), when it is shown."""
+        if self.options.progress:
+            tqdm.write(line, file=sys.stderr)
+
     def _wanted(self, states: list[PieceState]) -> list[PieceState]:
         if self.areas_wanted is None:
             return states
@@ -569,14 +628,19 @@ class _Search:
         """``items`` (one call each) if the run may spend that many (``allowance``: what it
         may spend and why); else, under ``allow_partial``, the items of the whole areas that
         fit, cheapest first; else the refusal (``spent_first``: page 1 of every piece was
-        fetched before this price)."""
+        fetched before this price). Before phase 1, a run whose whole price is estimated
+        from the run history (every piece searched before) and does not fit is refused
+        before spending too, unless ``allow_partial``."""
         run = self.run_state
         allowed, what = allowance
-        if allowed is None or len(items) <= allowed:
+        estimated = (not spent_first and self.price is not None
+                     and self.price.known == "estimated" and not self.options.allow_partial)
+        if allowed is None or (len(items) <= allowed and not (
+                estimated and self.price is not None and self.price.needed > allowed)):
             return items
         if not self.options.allow_partial:
             raise self._with_result(_refusal(run, self.plan, len(items), allowed, what,
-                                             spent_first=spent_first))
+                                             spent_first=spent_first, price=self.price))
         self.limited = (what, len(items))
         chosen = self._finish_cheapest(items, area_of, allowed)
         return [item for item in items if area_of(item) in chosen]

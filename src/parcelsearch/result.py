@@ -73,7 +73,8 @@ class SearchResult:
     ----------
     ids
         One row per (area id, ``group_id``), deduplicated and sorted: merge it onto your own
-        table by ``group_id``.
+        table by ``group_id``. With a tolerance, also ``may_lie_outside``: found only by
+        pieces reaching beyond the area (the parcel may lie up to the tolerance outside).
     tiles
         The pieces sent: area id, ``piece_id``, ``rows``, ``pages``, ``calls`` (network calls
         made for the piece in this run), ``cached_pages``, ``from_cache`` and geometry.
@@ -244,18 +245,26 @@ class SearchResult:
         """Price of one zoning call per unique GroupID at the vendor's ``tier`` price (USD)."""
         return zoning_price(len(self.group_ids), tier)
 
-    def to_parquet(self, path: str | Path) -> Path:
+    def to_parquet(self, path: str | Path, *, force: bool = False) -> Path:
         """Write :attr:`ids` (area id column and ``group_id``) to a parquet file.
 
         The schema metadata holds :attr:`metadata` as JSON under the key ``parcelsearch``
-        (``pyarrow.parquet.read_schema(path).metadata[b"parcelsearch"]``).
+        (``pyarrow.parquet.read_schema(path).metadata[b"parcelsearch"]``). The file is
+        written whole (a temporary file renamed) and never replaces a more complete result:
+        a partial one, or one that found nothing, beside a complete file that found
+        something raises :class:`~parcelsearch.errors.OutputKeptError` and keeps the file,
+        unless ``force=True``.
         """
+        from parcelsearch.outputs import atomically, check_replace
+
         path = Path(path)
         path.parent.mkdir(parents=True, exist_ok=True)
+        meta = {**self.metadata, "group_ids": int(len(self.group_ids))}
+        check_replace(path, meta, force=force)
         table = pa.Table.from_pandas(self.ids, preserve_index=False)
-        extra = {METADATA_KEY.encode(): json.dumps(self.metadata).encode()}
+        extra = {METADATA_KEY.encode(): json.dumps(meta).encode()}
         table = table.replace_schema_metadata({**(table.schema.metadata or {}), **extra})
-        pq.write_table(table, path)
+        atomically(path, lambda temp: pq.write_table(table, temp))
         return path
 
     def map(self, **kwargs: Any) -> Any:

@@ -32,7 +32,7 @@ _USER = re.compile(r"[A-Za-z0-9_.@-]{1,64}")
 #: ``refresh`` values: cached pages reused where present, none reused, or only unchanged.
 REFRESH_MODES = ("cached", "all", "changed")
 #: Fraction of the pieces inferred unchanged whose other pages a changed-refresh re-reads.
-DEFAULT_VERIFY_SAMPLE = 0.05
+DEFAULT_VERIFY_SAMPLE = 0.0
 
 
 def refresh_mode(value: object) -> str:
@@ -56,8 +56,8 @@ def refresh_mode(value: object) -> str:
 
 
 def check_fraction(value: object, mode: str = "changed") -> float:
-    """``verify_sample`` as a float in [0, 1] (``None``: the default; 0 unless ``mode`` is
-    ``"changed"``).
+    """``verify_sample`` as a float in [0, 1] (``None``: the default,
+    :data:`DEFAULT_VERIFY_SAMPLE`: no sample unless asked for).
 
     Raises
     ------

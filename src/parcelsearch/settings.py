@@ -21,12 +21,13 @@ lives only in :class:`parcelsearch.Client` (``$PARCELSEARCH_API_KEY``).
 from __future__ import annotations
 
 import os
-import sys
 from collections.abc import Callable, Iterator
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any, Final
 from urllib.parse import urlsplit
+
+import platformdirs
 
 from parcelsearch.errors import ConfigurationError
 
@@ -61,6 +62,10 @@ ENV_CACHE_DIR: Final = "PARCELSEARCH_CACHE_DIR"
 ENV_QUOTA: Final = "PARCELSEARCH_QUOTA"
 ENV_SERVICE_DIR: Final = "PARCELSEARCH_SERVICE_DIR"
 ENV_MATCH: Final = "PARCELSEARCH_MATCH"
+ENV_PROFILE: Final = "PARCELSEARCH_PROFILE"
+ENV_CONFIG_DIR: Final = "PARCELSEARCH_CONFIG_DIR"
+#: The application's name for platformdirs (the user's cache, data and config folders).
+APP_NAME: Final = "parcelsearch"
 
 
 def check_base_url(url: str) -> str:
@@ -94,17 +99,20 @@ def check_base_url(url: str) -> str:
 
 
 def _user_cache_dir() -> Path:
-    if sys.platform == "win32" and os.environ.get("LOCALAPPDATA"):
-        return Path(os.environ["LOCALAPPDATA"]) / "parcelsearch" / "Cache"
-    base = os.environ.get("XDG_CACHE_HOME", "").strip() or str(Path.home() / ".cache")
-    return Path(base) / "parcelsearch"
+    """The platform's cache folder (platformdirs: ``$XDG_CACHE_HOME/parcelsearch`` on Linux,
+    ``~/Library/Caches/parcelsearch`` on macOS, ``%LOCALAPPDATA%\\parcelsearch\\Cache``)."""
+    return Path(platformdirs.user_cache_dir(APP_NAME, appauthor=False))
 
 
 def _user_service_dir() -> Path:
-    if sys.platform == "win32" and os.environ.get("LOCALAPPDATA"):
-        return Path(os.environ["LOCALAPPDATA"]) / "parcelsearch" / "Service"
-    base = os.environ.get("XDG_DATA_HOME", "").strip() or str(Path.home() / ".local" / "share")
-    return Path(base) / "parcelsearch" / "service"
+    """The platform's data folder (platformdirs), ``service`` inside it."""
+    return Path(platformdirs.user_data_dir(APP_NAME, appauthor=False)) / "service"
+
+
+def _user_config_dir() -> Path:
+    """The platform's config folder (platformdirs: ``$XDG_CONFIG_HOME/parcelsearch`` on
+    Linux, ``~/Library/Application Support/parcelsearch`` on macOS)."""
+    return Path(platformdirs.user_config_dir(APP_NAME, appauthor=False))
 
 
 def _path(text: Any) -> Path:
@@ -152,6 +160,12 @@ _OPTIONS: Final = (
            ENV_SERVICE_DIR, _user_service_dir, _path),
     Option("match", "how the vendor matches parcels: representative-point, intersects or "
            "unknown", ENV_MATCH, lambda: "unknown", _text),
+    Option("profile", "the saved profile (parcelsearch login) whose key, base URL and CA "
+                      "to use (default: 'default', when saved)",
+           ENV_PROFILE, lambda: None, _text),
+    Option("config_dir", "folder of the saved profiles (never their keys, which stay in "
+                         "the OS keyring, or a file readable by you only when there is none)",
+           ENV_CONFIG_DIR, _user_config_dir, _path),
 )
 
 

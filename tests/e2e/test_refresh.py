@@ -90,6 +90,14 @@ def _changed_month(demo_parcels: gpd.GeoDataFrame, first: parcelsearch.SearchRes
     return next_month(demo_parcels, 0.02, layout="clustered", seed=0, swap_parcels=swaps), quiet
 
 
+def _map_layers(path: Path) -> dict[str, Any]:
+    """The GeoJSON of each layer of an offline HTML map, by name."""
+    page = path.read_text(encoding="utf-8")
+    data = json.loads(page.split('<script id="ps-spec" type="application/json">')[1]
+                      .split("</script>")[0])
+    return {layer["name"]: layer["geojson"] for layer in data["layers"]}
+
+
 def _rows(diff: Any) -> set[tuple[Any, str, str]]:
     return {(a, str(g), c) for a, g, c in diff.rows.itertuples(index=False)}
 
@@ -109,6 +117,40 @@ def test_no_change_costs_one_call_per_piece_and_returns_the_same_ids(month: Mont
     assert history["mode"].tolist() == ["changed", "cached"]
     assert history["key"].iloc[0] == month.client("cache").fingerprint
     assert month.key not in history.to_json()  # the key's fingerprint, never the key
+
+
+def test_the_default_refresh_keeps_its_promise_and_prices_the_sample(
+        month: Month, capsys: pytest.CaptureFixture[str], monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """Issue 41: with no change, the default --refresh changed (no --verify-sample) spends
+    exactly one call per piece, in Python and on the command line; a sample asked for is
+    priced before spending."""
+    from parcelsearch.cli import main
+
+    first = month.search("cache")
+    pieces = len(first.plan.pieces)
+    again = month.search("cache", refresh="changed")  # the default: no verify sample
+    assert again.calls == pieces == len(month.log()) - first.calls
+    assert again.verification["sampled"] == 0
+    AREAS().to_file(month.folder / "areas.gpkg")
+    monkeypatch.setenv("PARCELSEARCH_API_KEY", month.key)
+    spent = len(month.log())
+    base = ["search", str(month.folder / "areas.gpkg"), "--id-column", "area_id",
+            "--out", str(month.folder / "new.parquet"), "--refresh", "changed",
+            "--base-url", month.svc.base_url, "--ca-bundle", str(month.svc.ca_path),
+            "--cache-dir", str(month.folder / "cache")]
+    assert main(base) == 0
+    err = capsys.readouterr().err
+    assert len(month.log()) - spent == pieces
+    worst = int((first.tiles["pages"] - 1).clip(lower=0).sum())
+    assert f"price: about {pieces} calls (exactly {pieces} for page 1 of {pieces} pieces; " \
+           f"about 0 for the later pages, from what earlier runs found, {worst} if every " \
+           "piece changed)" in err
+    spent = len(month.log())
+    assert main([*base, "--verify-sample", "1"]) == 0
+    err = capsys.readouterr().err
+    assert "of them the verify sample, dropped first when short" in err
+    assert len(month.log()) - spent == pieces + worst  # every inferred piece sampled
 
 
 def test_without_a_history_the_cached_pages_are_the_last_record(month: Month) -> None:
@@ -235,9 +277,17 @@ def test_search_runs_and_diff_on_the_command_line(
     assert main(["search", str(month.folder / "areas.gpkg"), "--id-column", "area_id",
                  "--out", str(month.folder / "new.parquet"), "--refresh", "changed",
                  "--verify-sample", "0", "--quiet", "--base-url", month.svc.base_url,
-                 "--ca-bundle", str(month.svc.ca_path), "--cache-dir", cache]) == 0
+                 "--ca-bundle", str(month.svc.ca_path), "--cache-dir", cache,
+                 "--out-map", str(month.folder / "map.html")]) == 0
     printed = capsys.readouterr().out
     assert "unchanged by inference" in printed and "changed pieces missed: unknown" in printed
+    # The offline map (issue 41): the pieces, what each found, the changed pieces outlined.
+    layers = _map_layers(month.folder / "map.html")
+    new = pd.read_parquet(month.folder / "new.parquet")
+    assert f"map written to {month.folder / 'map.html'}" in printed
+    changed = layers["Changed pieces"]["features"]
+    assert len(changed) == parcelsearch.runs(month.folder / "cache")["changed"].iloc[0] > 0
+    assert len(layers["Pieces"]["features"]) == len(first.plan.pieces) and len(new)
     assert month.log().iloc[spent:]["page"].eq(1).sum() == len(first.plan.pieces)
     assert main(["runs", "--json", "--cache-dir", cache]) == 0
     listed = json.loads(capsys.readouterr().out)

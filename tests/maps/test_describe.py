@@ -96,3 +96,18 @@ def test_skipped_areas_say_why(areas: Any, result: Any) -> None:
     ]
     assert spec.layer("Skipped areas").geojson["features"][0]["properties"]["style"][
         "dashArray"] == SKIPPED_STYLE["dashArray"]
+
+
+def test_a_connector_has_its_word_in_the_legend() -> None:
+    """Issue 41: the demo's twin sites share a piece through a connector, drawn as a thin
+    line; the legend says what it is (and says nothing of connectors when there are none)."""
+    import parcelsearch
+    from parcelsearch.maps import plan_spec
+    from parcelsearch.maps.describe import CONNECTOR_LABEL, connector_pieces
+
+    areas = parcelsearch.demo_areas()
+    joined = parcelsearch.plan(areas, id_column="area_id")
+    assert connector_pieces(joined.areas, joined.tiles, joined.id_name) == 1
+    assert CONNECTOR_LABEL in [e.label for e in plan_spec(joined).legend.entries]
+    apart = parcelsearch.plan(areas, id_column="area_id", connectors=False)
+    assert CONNECTOR_LABEL not in [e.label for e in plan_spec(apart).legend.entries]

@@ -14,6 +14,7 @@ from typing import Any
 import geopandas as gpd
 import ipyleaflet
 import pandas as pd
+import shapely
 from shapely.geometry import shape
 
 from parcelsearch.maps.classification import (
@@ -127,6 +128,32 @@ def _plan_piece_rows(r: Mapping[str, Any], id_name: str, names: Mapping[Hashable
     ]
 
 
+#: The legend's word for a connector: drawn as a thin line, it is part of a piece.
+CONNECTOR_LABEL = ("thin line between parts: a connector (a sliver of the piece joining "
+                   "them; parcels on it outside the area can match)")
+
+
+def connector_pieces(areas: gpd.GeoDataFrame, tiles: gpd.GeoDataFrame, id_name: str) -> int:
+    """How many pieces join two or more parts of their area through a connector (a piece
+    overlapping more than one part of its area)."""
+    count = 0
+    for area_id, piece in zip(tiles[id_name], tiles.geometry.array, strict=True):
+        if area_id not in areas.index or piece is None:
+            continue
+        parts = shapely.get_parts(areas.geometry.loc[area_id])
+        if len(parts) > 1 and int((shapely.area(shapely.intersection(parts, piece)) > 0).sum()) > 1:
+            count += 1
+    return count
+
+
+def _with_connectors(legend: Legend, areas: gpd.GeoDataFrame, tiles: gpd.GeoDataFrame,
+                     id_name: str) -> Legend:
+    if not connector_pieces(areas, tiles, id_name):
+        return legend
+    return Legend(legend.title, (*legend.entries,
+                                 LegendEntry(CONNECTOR_LABEL, OUTLINE_STYLE["color"])))
+
+
 def plan_spec(plan: PlanLike, *, context: gpd.GeoDataFrame | None = None) -> MapSpec:
     """The description of a plan's map (see :func:`parcelsearch.maps.plan_map`)."""
     areas, tiles, id_name = to_wgs84(plan.areas), to_wgs84(plan.tiles), plan.id_name
@@ -138,8 +165,10 @@ def plan_spec(plan: PlanLike, *, context: gpd.GeoDataFrame | None = None) -> Map
         style=lambda r: dict(PLAN_PIECE_STYLE),
         tooltip=lambda r: f"{_area_label(r[id_name], names)} · piece {text(r['piece_id'])}",
     )
-    legend = Legend("Plan", (LegendEntry("study area outline", OUTLINE_STYLE["color"]),
-                             LegendEntry("piece sent", PLAN_PIECE_STYLE["fillColor"])))
+    legend = _with_connectors(
+        Legend("Plan", (LegendEntry("study area outline", OUTLINE_STYLE["color"]),
+                        LegendEntry("piece sent", PLAN_PIECE_STYLE["fillColor"]))),
+        areas, tiles, id_name)
     calls = int(pd.to_numeric(tiles.get("min_calls", pd.Series(dtype=int))).sum())
     subtitle = f"{len(areas)} areas · {len(tiles)} pieces · at least {calls:,} calls"
     spec = MapSpec("Plan", (pieces, _areas_layer(areas, id_name, OUTLINE_STYLE)),
@@ -264,7 +293,8 @@ def result_spec(result: ResultLike, *, areas: gpd.GeoDataFrame | None = None,
     calls = int(pd.to_numeric(tiles.get("calls", pd.Series(dtype=int))).sum())
     subtitle = (f"{len(plan_areas)} areas · {len(tiles)} pieces · {calls:,} calls"
                 f" · {len(skipped)} skipped")
-    legend = _result_legend(tiles, breaks, len(drawn))
+    legend = _with_connectors(_result_legend(tiles, breaks, len(drawn)), plan_areas, tiles,
+                              id_name)
     if len(changed):
         subtitle += f" · {len(changed)} changed"
         legend = Legend(legend.title, (*legend.entries,

@@ -114,6 +114,39 @@ def _parcels_load(args: argparse.Namespace) -> int:
     return 0
 
 
+def _parcels_synth(args: argparse.Namespace) -> int:
+    from parcelsearch.service.synth import fabric_for  # lazy: CLI start-up
+    from parcelsearch.vector_files import read_vector
+
+    out = Path(args.out).expanduser()
+    if out.suffix.lower() not in SYNTH_FORMATS:
+        raise ConfigurationError(
+            f"--out {out}: {out.suffix or 'no extension'} is not one of the formats written "
+            f"({', '.join(SYNTH_FORMATS)}); name a file such as --out parcels.parquet")
+    if not out.parent.is_dir():
+        raise ConfigurationError(f"--out {out}: the folder {str(out.parent)!r} does not exist")
+    areas = read_vector(args.areas, layer=args.layer, crs=args.crs, what="study areas file")
+    try:
+        parcels = fabric_for(areas, seed=args.seed, margin=args.margin,
+                             max_parcels=args.max_parcels)
+    except ValueError as exc:
+        raise ConfigurationError(str(exc).replace("raise the limit", "raise --max-parcels")
+                                 .replace("set one (areas.set_crs(...)) first",
+                                          "declare it with --crs")) from None
+    if out.suffix.lower() == ".parquet":
+        parcels.to_parquet(out, index=False)
+    else:
+        parcels.to_file(out)
+    print(f"{len(parcels):,} parcels ({parcels['group_id'].nunique():,} GroupIDs) over "
+          f"{len(areas):,} areas written to {out}; serve them with "
+          f"'parcelsearch serve --parcels {out}'", flush=True)
+    return 0
+
+
+#: What ``parcels synth --out`` writes.
+SYNTH_FORMATS = (".parquet", ".gpkg", ".geojson")
+
+
 def _positive_float(text: str) -> float:
     try:
         value = float(text)
@@ -284,8 +317,10 @@ def register(commands: Any) -> None:
     revoke.set_defaults(func=_keys_revoke)
     portal_commands.register(commands)
 
-    parcels = commands.add_parser("parcels", help="load parcels into PostGIS",
-                                  description="Manage the service's parcels in PostGIS.")
+    parcels = commands.add_parser(
+        "parcels", help="make parcels for your areas, or load parcels into PostGIS",
+        description="The service's parcels: 'synth' makes a synthetic fabric over any study "
+                    "areas; 'load' loads a parcels file into PostGIS.")
     parcel_sub = parcels.add_subparsers(dest="parcels_command", required=True, metavar="ACTION")
     load = parcel_sub.add_parser(
         "load", help="load a parcels file into parcelsearch.parcels (COPY), print the count")
@@ -296,5 +331,26 @@ def register(commands: Any) -> None:
     load.add_argument("--replace", action="store_true",
                       help="replace the parcels already loaded")
     load.set_defaults(func=_parcels_load)
+    synth = parcel_sub.add_parser(
+        "synth", help="make a synthetic parcel fabric over your own study areas",
+        description="Lay the demo's synthetic street grid (blocks, lots, condominiums, "
+                    "assemblages, parks) under any study areas, for 'serve --parcels' to "
+                    "serve: try parcelsearch on your own areas without a vendor key. "
+                    "Deterministic for a seed; the parcels are made up.")
+    synth.add_argument("areas", metavar="AREAS",
+                       help="study areas: any file geopandas reads, in any CRS")
+    synth.add_argument("--out", required=True, metavar="FILE",
+                       help="where to write the parcels: .parquet (GeoParquet), .gpkg or "
+                            ".geojson")
+    synth.add_argument("--layer", metavar="NAME", help="the layer of AREAS to read")
+    synth.add_argument("--crs", metavar="CRS",
+                       help="declare the CRS of AREAS when the file has none")
+    synth.add_argument("--seed", type=int, default=20240611, metavar="N",
+                       help="the generator's seed (default 20240611, the demo's)")
+    synth.add_argument("--margin", type=float, default=50.0, metavar="METRES",
+                       help="metres of fabric around each area (default 50)")
+    synth.add_argument("--max-parcels", type=int, default=1_000_000, metavar="N",
+                       help="refuse areas that would need more parcels (default 1,000,000)")
+    synth.set_defaults(func=_parcels_synth)
 
 

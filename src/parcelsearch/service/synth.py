@@ -40,6 +40,7 @@ __all__ = [
     "OUTSIDE_MARKET",
     "Example",
     "fabric",
+    "fabric_for",
     "demo_parcels",
     "demo_areas",
     "large_fabric",
@@ -272,6 +273,58 @@ def fabric(
     _dedupe_groups_across(parcels, rng)
     parcels.insert(0, "parcel_id", np.arange(1, len(parcels) + 1, dtype=np.int64))
     return gpd.GeoDataFrame(parcels, geometry="geometry", crs="EPSG:4326")
+
+
+#: Parcels :func:`fabric_for` makes at most unless told otherwise (about 100 MB in memory).
+MAX_PARCELS = 1_000_000
+#: The smallest block and street (metres): grids sized with them reach over every area.
+_PITCH_X = _BLOCK_LENGTH[0] + _STREET[0]
+_PITCH_Y = 2 * _LOT_DEPTH[0] + _STREET[0]
+
+
+def fabric_for(areas: gpd.GeoDataFrame, *, seed: int = DEFAULT_SEED, margin: float = 50.0,
+               market: str = "Your areas", max_parcels: int = MAX_PARCELS) -> gpd.GeoDataFrame:
+    """A synthetic fabric over any study areas: the demo's street grid laid under them.
+
+    The areas (any CRS) are grown by ``margin`` metres; each group of them whose grown
+    bounding boxes touch gets one grid over its box, and the parcels whose representative
+    point lies in the grown areas are kept. Deterministic for a ``seed``; the columns of
+    :func:`fabric` (``market`` is ``market``), ready for ``parcelsearch serve --parcels``.
+
+    Raises
+    ------
+    ValueError
+        Areas without a CRS, or so large that the fabric would exceed ``max_parcels``
+        (the message says how many it would have).
+    """
+    if areas.crs is None:
+        raise ValueError("the areas have no CRS: set one (areas.set_crs(...)) first")
+    lonlat = areas.to_crs("EPSG:4326")
+    local = lonlat.to_crs(lonlat.estimate_utm_crs())
+    grown = local.geometry.buffer(margin)
+    boxes = shapely.unary_union(shapely.box(*np.asarray(grown.bounds).T))
+    groups = list(shapely.get_parts(boxes))
+    specs = []
+    for k, box in enumerate(groups):
+        x0, y0, x1, y1 = box.bounds
+        corner = gpd.GeoSeries([shapely.Point(x0, y0)], crs=local.crs).to_crs("EPSG:4326")[0]
+        specs.append(MarketSpec(f"{market} {k + 1}", corner.x, corner.y,
+                                max(1, math.ceil((x1 - x0) / _PITCH_X)),
+                                max(1, math.ceil((y1 - y0) / _PITCH_Y))))
+    expected = sum(s.blocks_x * s.blocks_y * 2 * _BLOCK_LENGTH[1] / _FRONTAGE["residential"]
+                   for s in specs)
+    if expected > max_parcels:
+        raise ValueError(
+            f"a fabric over these areas would have about {expected:,.0f} parcels, more than "
+            f"{max_parcels:,}: search fewer or smaller areas, or raise the limit")
+    parcels = fabric(specs, seed)
+    inside = gpd.GeoSeries(grown.to_crs("EPSG:4326").union_all(), crs="EPSG:4326")[0]
+    keep = shapely.contains_xy(inside, *np.asarray(
+        shapely.get_coordinates(parcels.geometry.representative_point())).T)
+    parcels = parcels[keep].reset_index(drop=True)
+    parcels["market"] = market
+    parcels["parcel_id"] = np.arange(1, len(parcels) + 1, dtype=np.int64)
+    return parcels
 
 
 def _dedupe_groups_across(parcels: pd.DataFrame, rng: np.random.Generator) -> None:

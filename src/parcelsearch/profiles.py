@@ -1,0 +1,233 @@
+"""Saved profiles: the API key kept out of notebooks, scripts and shell history.
+
+``parcelsearch login`` saves a *profile*: a name, the service's base URL and CA bundle (in
+``profiles.json`` in the config folder, ``settings.options.config_dir``, from platformdirs)
+and the key — in the OS keyring when there is one (``keyring``: macOS Keychain, Windows
+Credential Locker, the Secret Service on Linux desktops), else in ``credentials.json`` beside
+the profiles, readable by its owner only (0600), as ``gh`` and the Hugging Face token do.
+A profile is then chosen with ``--profile NAME``, ``$PARCELSEARCH_PROFILE`` or
+``Client(profile=NAME)``; without one, the profile ``default`` is used when there is no
+``$PARCELSEARCH_API_KEY``. Keys are never printed: a profile shows its key's fingerprint.
+
+Examples
+--------
+>>> from parcelsearch import profiles
+>>> profiles.save("work", "the-key", base_url="https://api.example.com")  # doctest: +SKIP
+Profile(name='work', base_url='https://api.example.com', key=sha256:…, kept in …)
+>>> parcelsearch.Client(profile="work")  # doctest: +SKIP
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import re
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+from parcelsearch import settings
+from parcelsearch.errors import ConfigurationError, Hint
+
+__all__ = ["Profile", "save", "load", "remove", "profiles", "resolve", "DEFAULT_PROFILE",
+           "KEYRING_SERVICE"]
+
+#: The profile used when none is named and no key is in the environment.
+DEFAULT_PROFILE = "default"
+#: The keyring service name keys are stored under (one entry per profile).
+KEYRING_SERVICE = "parcelsearch"
+PROFILES_FILE, CREDENTIALS_FILE = "profiles.json", "credentials.json"
+_NAME = re.compile(r"[A-Za-z0-9][A-Za-z0-9_.-]{0,63}")
+_FILE = "file"
+
+
+def _fingerprint(key: str) -> str:
+    import hashlib
+
+    return hashlib.sha256(key.encode()).hexdigest()[:16]
+
+
+@dataclass(frozen=True)
+class Profile:
+    """A saved profile: its name, base URL, CA bundle, where its key is kept (``keyring``
+    and the backend's name, or ``file`` and the path) and the key's fingerprint."""
+
+    name: str
+    base_url: str | None
+    ca_bundle: str | None
+    kept_in: str
+    fingerprint: str
+
+    def __repr__(self) -> str:
+        return (f"Profile(name={self.name!r}, base_url={self.base_url!r}, "
+                f"key=sha256:{self.fingerprint}…, kept in {self.kept_in})")
+
+
+def _folder(folder: str | os.PathLike[str] | None) -> Path:
+    return Path(folder) if folder is not None else Path(settings.options.config_dir)
+
+
+def check_name(name: str) -> str:
+    """``name`` if it can name a profile (letters, digits, ``_ . -``; at most 64)."""
+    if not _NAME.fullmatch(name or ""):
+        raise ConfigurationError(
+            f"{name!r} cannot name a profile: use letters, digits, '_', '.' or '-' (at most "
+            "64, starting with a letter or digit)", hints=[Hint("profile", DEFAULT_PROFILE)])
+    return name
+
+
+def _keyring() -> Any:
+    """The keyring module when the OS has a usable keyring, else None."""
+    try:
+        import keyring
+        from keyring.backends import fail, null
+    except ImportError:  # pragma: no cover - a declared dependency
+        return None
+    backend = keyring.get_keyring()
+    return None if isinstance(backend, fail.Keyring | null.Keyring) else keyring
+
+
+def _backend_name() -> str:
+    import keyring
+
+    backend = keyring.get_keyring()
+    return f"the OS keyring ({type(backend).__module__}.{type(backend).__name__})"
+
+
+def _read(path: Path) -> dict[str, Any]:
+    if not path.exists():
+        return {}
+    try:
+        value = json.loads(path.read_text(encoding="utf-8"))
+    except (OSError, ValueError) as exc:
+        raise ConfigurationError(f"the profiles file {path} cannot be read ({exc}); fix or "
+                                 "delete it and log in again") from None
+    return dict(value) if isinstance(value, dict) else {}
+
+
+def _write(path: Path, value: dict[str, Any], *, private: bool) -> None:
+    """Written whole; a credentials file is made 0600 before the key is in it."""
+    path.parent.mkdir(parents=True, exist_ok=True, mode=0o700)
+    temp = path.with_name(f".{path.name}.{os.getpid()}.tmp")
+    descriptor = os.open(temp, os.O_WRONLY | os.O_CREAT | os.O_TRUNC,
+                         0o600 if private else 0o644)
+    try:
+        os.fchmod(descriptor, 0o600 if private else 0o644)
+        with os.fdopen(descriptor, "w", encoding="utf-8") as handle:
+            json.dump(value, handle, indent=1, sort_keys=True)
+        os.replace(temp, path)
+    finally:
+        temp.unlink(missing_ok=True)
+
+
+def save(name: str, api_key: str, *, base_url: str | None = None,
+         ca_bundle: str | None = None, folder: str | os.PathLike[str] | None = None,
+         keyring: bool = True) -> Profile:
+    """Save a profile: its key in the OS keyring (``keyring=True`` and there is one), else
+    in ``credentials.json`` (0600); its base URL and CA bundle in ``profiles.json``."""
+    check_name(name)
+    base = _folder(folder)
+    if base_url is not None:
+        base_url = settings.check_base_url(base_url)
+    if ca_bundle is not None:
+        ca_bundle = str(Path(ca_bundle).expanduser().resolve())
+    store = _keyring() if keyring else None
+    credentials_path = base / CREDENTIALS_FILE
+    credentials = _read(credentials_path)
+    if store is not None:
+        store.set_password(KEYRING_SERVICE, name, api_key)
+        kept = "keyring"
+        if credentials.pop(name, None) is not None:  # a key filed before: not twice
+            _write(credentials_path, credentials, private=True)
+    else:
+        credentials[name] = api_key
+        _write(credentials_path, credentials, private=True)
+        kept = _FILE
+    saved = _read(base / PROFILES_FILE)
+    saved[name] = {"base_url": base_url, "ca_bundle": ca_bundle, "key": kept,
+                   "fingerprint": _fingerprint(api_key)}
+    _write(base / PROFILES_FILE, saved, private=False)
+    found = load(name, folder=base)
+    assert found is not None
+    return found
+
+
+def _profile(name: str, entry: dict[str, Any], base: Path) -> Profile:
+    kept = (_backend_name() if entry.get("key") == "keyring"
+            else f"{base / CREDENTIALS_FILE} (readable by you only)")
+    return Profile(name, entry.get("base_url"), entry.get("ca_bundle"), kept,
+                   str(entry.get("fingerprint", "")))
+
+
+def load(name: str, *, folder: str | os.PathLike[str] | None = None) -> Profile | None:
+    """The saved profile ``name``, or None."""
+    base = _folder(folder)
+    entry = _read(base / PROFILES_FILE).get(name)
+    return None if entry is None else _profile(name, entry, base)
+
+
+def profiles(folder: str | os.PathLike[str] | None = None) -> list[Profile]:
+    """Every saved profile, by name."""
+    base = _folder(folder)
+    return [_profile(n, e, base) for n, e in sorted(_read(base / PROFILES_FILE).items())]
+
+
+def _key(name: str, base: Path) -> str | None:
+    entry = _read(base / PROFILES_FILE).get(name) or {}
+    if entry.get("key") == "keyring":
+        store = _keyring()
+        return None if store is None else store.get_password(KEYRING_SERVICE, name)
+    value = _read(base / CREDENTIALS_FILE).get(name)
+    return None if value is None else str(value)
+
+
+def remove(name: str, *, folder: str | os.PathLike[str] | None = None) -> bool:
+    """Forget a profile and its key (keyring entry or file line); True if there was one."""
+    base = _folder(folder)
+    saved = _read(base / PROFILES_FILE)
+    entry = saved.pop(name, None)
+    if entry is None:
+        return False
+    if entry.get("key") == "keyring":
+        store = _keyring()
+        if store is not None:
+            try:
+                store.delete_password(KEYRING_SERVICE, name)
+            except Exception:  # noqa: BLE001 - keyring's PasswordDeleteError: already gone
+                pass
+    credentials = _read(base / CREDENTIALS_FILE)
+    if credentials.pop(name, None) is not None:
+        _write(base / CREDENTIALS_FILE, credentials, private=True)
+    _write(base / PROFILES_FILE, saved, private=False)
+    return True
+
+
+def resolve(profile: str | None, api_key: str | None, base_url: str | None,
+            ca_bundle: str | os.PathLike[str] | None
+            ) -> tuple[str | None, str | None, str | os.PathLike[str] | None]:
+    """The key, base URL and CA bundle a client uses, with a profile's filling what was not
+    given as an argument.
+
+    The profile is ``profile``, else ``$PARCELSEARCH_PROFILE``, else — when no key is given
+    nor in ``$PARCELSEARCH_API_KEY`` — ``default`` if it is saved. A profile named but not
+    saved, or whose key is gone, is an error that says how to log in.
+    """
+    named = profile if profile is not None else settings.options.profile
+    if named is None:
+        if api_key is not None or os.environ.get(settings.ENV_API_KEY, "").strip():
+            return api_key, base_url, ca_bundle
+        if load(DEFAULT_PROFILE) is None:
+            return api_key, base_url, ca_bundle
+        named = DEFAULT_PROFILE
+    check_name(named)
+    base = _folder(None)
+    found = load(named, folder=base)
+    key = _key(named, base) if found is not None else None
+    if found is None or key is None:
+        what = "no saved profile" if found is None else "no key kept for the profile"
+        raise ConfigurationError(
+            f"{what} {named!r} (in {base})",
+            hints=[Hint("login", named, "save it with {knob}")])
+    return (api_key if api_key is not None else key,
+            base_url if base_url is not None else found.base_url,
+            ca_bundle if ca_bundle is not None else found.ca_bundle)

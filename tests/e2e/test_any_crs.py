@@ -1,0 +1,67 @@
+"""The same areas cost the same in any CRS (issue 41, point 2): real boundaries (24 census
+tracts of San Francisco) arriving in lon/lat, UTM and a state plane in feet get the same
+pieces, so the second and third searches are served from the cache — the service's request
+log shows no new call. In Python and on the command line."""
+
+from __future__ import annotations
+
+import warnings
+from pathlib import Path
+
+import geopandas as gpd
+import pytest
+from _cli import run
+
+import parcelsearch
+
+TRACTS = Path(__file__).resolve().parents[1] / "data" / "sf_tracts_2020.geojson"
+UTM_10N, CALIFORNIA_3_FEET = "EPSG:26910", "EPSG:2227"
+
+
+@pytest.fixture(scope="module")
+def tracts() -> gpd.GeoDataFrame:
+    return gpd.read_file(TRACTS).set_index("tract")
+
+
+def test_the_planner_alone_would_choose_other_pieces(tracts: gpd.GeoDataFrame) -> None:
+    """What makes the reuse necessary: the tiler's pieces differ between the CRSs."""
+    rings = {crs: {p.polygon_json for p in parcelsearch.plan(tracts.to_crs(crs)).pieces}
+             for crs in ("EPSG:4326", UTM_10N, CALIFORNIA_3_FEET)}
+    assert rings[UTM_10N] != rings["EPSG:4326"] != rings[CALIFORNIA_3_FEET]
+
+
+def test_three_crss_one_price(tracts, make_key, tmp_path: Path, capsys,
+                              monkeypatch: pytest.MonkeyPatch, service, ca_bundle) -> None:
+    key = make_key("production", quota=1_000, per_second=50)
+    client = parcelsearch.Client(api_key=key, base_url=service.base_url, ca_bundle=ca_bundle,
+                                 cache_dir=tmp_path / "cache")
+
+    def served() -> int:
+        return len(service.keys.requests(key.name))
+
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore", parcelsearch.notices.NothingMatchedWarning)
+        first = parcelsearch.search(tracts, client=client, progress=False)
+        assert served() == first.calls >= len(tracts)
+        again = parcelsearch.search(tracts.to_crs(UTM_10N), client=client, progress=False)
+    assert served() == first.calls and again.calls == 0  # the witness: no new call
+    assert [p.polygon_json for p in again.plan.pieces] == \
+           [p.polygon_json for p in first.plan.pieces]
+    assert again.ids.equals(first.ids)
+
+    feet = tmp_path / "tracts_feet.gpkg"
+    tracts.to_crs(CALIFORNIA_3_FEET).reset_index().to_file(feet)
+    monkeypatch.setenv("PARCELSEARCH_API_KEY", key)
+    code, out, err = run(["search", str(feet), "--id-column", "tract", "--quiet",
+                          "--out", str(tmp_path / "ids.parquet"), "--base-url",
+                          service.base_url, "--ca-bundle", ca_bundle,
+                          "--cache-dir", str(tmp_path / "cache")], capsys)
+    assert code == 0, err
+    assert "0 calls made" in out and served() == first.calls
+    # 'plan' shows the pieces the search sends: the kept plan, in this CRS too.
+    monkeypatch.setenv("PARCELSEARCH_CACHE_DIR", str(tmp_path / "cache"))
+    code, out, err = run(["plan", str(feet), "--id-column", "tract", "--out-tiles",
+                          str(tmp_path / "tiles.parquet")], capsys)
+    assert code == 0, err
+    shown = gpd.read_parquet(tmp_path / "tiles.parquet").geometry.to_wkb().tolist()
+    assert shown == first.plan.tiles.geometry.to_wkb().tolist()

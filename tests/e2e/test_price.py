@@ -1,0 +1,68 @@
+"""A price line before the first call, and refusals that name the whole price (issue 41,
+point 3), on the command line and in Python; calls witnessed by the service's request log."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import pytest
+from _cli import run
+
+import parcelsearch
+
+
+@pytest.fixture
+def key(make_key):
+    return make_key("production", quota=1_000, per_second=50)
+
+
+@pytest.fixture
+def env(monkeypatch, service, ca_bundle, key, tmp_path) -> str:
+    monkeypatch.setenv("PARCELSEARCH_API_KEY", key)
+    monkeypatch.setenv("PARCELSEARCH_BASE_URL", service.base_url)
+    monkeypatch.setenv("PARCELSEARCH_CA_BUNDLE", ca_bundle)
+    monkeypatch.setenv("PARCELSEARCH_CACHE_DIR", str(tmp_path / "cache"))
+    monkeypatch.delenv("PARCELSEARCH_QUOTA", raising=False)
+    return key
+
+
+def served(service, key) -> int:
+    return len(service.keys.requests(key.name))
+
+
+def test_the_command_line_prices_before_spending(env, service, key, tmp_path: Path,
+                                                 capsys) -> None:
+    areas = tmp_path / "areas.gpkg"
+    parcelsearch.demo_areas().to_file(areas)
+    base = ["search", str(areas), "--id-column", "area_id", "--out", str(tmp_path / "a.csv")]
+    code, _, err = run(base, capsys)
+    assert code == 0, err
+    full = served(service, key)
+    assert "price: at least 6 calls (exactly 6 for page 1 of 6 pieces" in err
+    assert f"price: exactly {full} calls (6 already spent; exactly {full - 6} for the later" in err
+
+    # The same areas again, every page re-read: the whole price is known before the first
+    # call, and the refusal names it with the same word.
+    code, _, err = run([*base, "--refresh", "--budget", "6"], capsys)
+    assert code == 3 and served(service, key) == full  # nothing spent
+    assert f"price: about {full} calls (exactly 6 for page 1 of 6 pieces; about {full - 6}" in err
+    assert f"this search needs about {full} calls (" in err and f"--budget {full}." in err
+    assert "at least" not in err
+
+    code, _, err = run([*base, "--refresh", "--budget", str(full)], capsys)
+    assert code == 0, err
+    assert served(service, key) == 2 * full  # following the advice was enough, and exact
+
+
+def test_python_progress_prices_before_spending(make_client, demo_areas, service,
+                                                capsys) -> None:
+    client = make_client()
+    first = parcelsearch.search(demo_areas, client=client)
+    assert "price: at least 6 calls" in capsys.readouterr().err
+    with pytest.raises(parcelsearch.QuotaWouldExceedError) as refused:
+        parcelsearch.search(demo_areas, client=client, refresh="all", budget=6)
+    err = capsys.readouterr().err
+    assert f"price: about {first.calls} calls" in err
+    assert f"needs about {first.calls} calls" in str(refused.value)
+    assert f"budget={first.calls}." in str(refused.value)
+    assert len(service.keys.requests(client.key_name)) == first.calls

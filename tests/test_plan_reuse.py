@@ -1,0 +1,47 @@
+"""Plans kept in the cache folder and reused for the same areas in any CRS."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import geopandas as gpd
+import shapely
+
+import parcelsearch
+from parcelsearch import plan_reuse
+
+TRACTS = Path(__file__).resolve().parent / "data" / "sf_tracts_2020.geojson"
+
+
+def _tracts() -> gpd.GeoDataFrame:
+    return gpd.read_file(TRACTS).set_index("tract").iloc[:6]
+
+
+def test_the_same_areas_in_another_crs_get_the_kept_pieces(tmp_path: Path) -> None:
+    first = parcelsearch.plan(_tracts())
+    assert plan_reuse.reuse(first, tmp_path) is first  # kept for next time
+    assert len(list((tmp_path / plan_reuse.PLANS_FOLDER).iterdir())) == 1
+    utm = parcelsearch.plan(_tracts().to_crs("EPSG:26910"))
+    reused = plan_reuse.reuse(utm, tmp_path)
+    assert [p.polygon_json for p in reused.pieces] == [p.polygon_json for p in first.pieces]
+    assert reused.areas is utm.areas and reused.pieces[0].area_id == first.pieces[0].area_id
+
+
+def test_other_areas_or_settings_are_planned_afresh(tmp_path: Path) -> None:
+    plan_reuse.keep_plan(parcelsearch.plan(_tracts()), tmp_path)
+    moved = _tracts()
+    moved.geometry = moved.geometry.translate(xoff=3e-6)  # three grid steps: another area
+    assert plan_reuse.stored_plan(parcelsearch.plan(moved), tmp_path) is None
+    assert plan_reuse.stored_plan(parcelsearch.plan(_tracts(), 5), tmp_path) is None
+    nudged = _tracts()
+    nudged.geometry = nudged.geometry.translate(xoff=4e-7)  # within the grid's rounding
+    assert plan_reuse.stored_plan(parcelsearch.plan(nudged), tmp_path) is not None
+    assert shapely.equals_exact(nudged.geometry.iloc[0], _tracts().geometry.iloc[0], 1e-6)
+
+
+def test_an_unreadable_kept_plan_is_ignored(tmp_path: Path) -> None:
+    made = parcelsearch.plan(_tracts())
+    path = plan_reuse.keep_plan(made, tmp_path)
+    path.write_text("{not json")
+    assert plan_reuse.stored_plan(made, tmp_path) is None
+    assert plan_reuse.reuse(made, None) is made

@@ -1,0 +1,92 @@
+"""Saved profiles: keys in the OS keyring, else a 0600 file; never shown."""
+
+from __future__ import annotations
+
+import stat
+from pathlib import Path
+
+import keyring
+import pytest
+from jaraco.classes import properties
+from keyring.backend import KeyringBackend
+
+import parcelsearch
+from parcelsearch import profiles
+
+KEY = "k3y-Sh0uld-N3ver-Sh0w-up-9f8e7d6c"
+
+
+@pytest.fixture
+def config(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> Path:
+    monkeypatch.setenv("PARCELSEARCH_CONFIG_DIR", str(tmp_path / "config"))
+    monkeypatch.delenv("PARCELSEARCH_API_KEY", raising=False)
+    monkeypatch.delenv("PARCELSEARCH_PROFILE", raising=False)
+    monkeypatch.delenv("PARCELSEARCH_BASE_URL", raising=False)
+    return tmp_path / "config"
+
+
+class _MemoryKeyring(KeyringBackend):
+    """Stand-in for an OS keyring, which this machine has none of (no desktop session):
+    the keyring library's own backend interface, entries kept in memory. Never chosen by
+    keyring itself (not viable): only when set explicitly."""
+
+    @properties.classproperty
+    def priority(cls) -> float:  # noqa: N805 - keyring's class property
+        raise RuntimeError("a stand-in, used only when set explicitly")
+
+    def __init__(self) -> None:
+        super().__init__()
+        self.entries: dict[tuple[str, str], str] = {}
+
+    def get_password(self, service: str, username: str) -> str | None:
+        return self.entries.get((service, username))
+
+    def set_password(self, service: str, username: str, password: str) -> None:
+        self.entries[(service, username)] = password
+
+    def delete_password(self, service: str, username: str) -> None:
+        del self.entries[(service, username)]
+
+
+def test_without_a_keyring_the_key_is_kept_in_a_file_only_its_owner_reads(config: Path) -> None:
+    assert profiles._keyring() is None  # this machine: keyring's "fail" backend
+    saved = profiles.save("work", KEY, base_url="https://api.example.com")
+    credentials = config / profiles.CREDENTIALS_FILE
+    assert stat.S_IMODE(credentials.stat().st_mode) == 0o600
+    assert KEY in credentials.read_text() and KEY not in (config / "profiles.json").read_text()
+    assert KEY not in repr(saved) and "credentials.json (readable by you only)" in repr(saved)
+    client = parcelsearch.Client(profile="work")
+    assert client.base_url == "https://api.example.com" and KEY not in repr(client)
+    assert client.fingerprint == saved.fingerprint
+    assert profiles.remove("work") and KEY not in credentials.read_text()
+    with pytest.raises(parcelsearch.ConfigurationError, match="no saved profile 'work'") as e:
+        parcelsearch.Client(profile="work")
+    assert "parcelsearch login --profile work" in e.value.render("cli")
+
+
+def test_with_a_keyring_the_key_stays_out_of_every_file(config: Path) -> None:
+    backend, before = _MemoryKeyring(), keyring.get_keyring()
+    keyring.set_keyring(backend)
+    try:
+        saved = profiles.save("default", KEY)
+        assert backend.entries == {(profiles.KEYRING_SERVICE, "default"): KEY}
+        assert "the OS keyring" in saved.kept_in
+        assert not any(KEY in p.read_text() for p in config.iterdir())
+        client = parcelsearch.Client(base_url="https://api.example.com")  # 'default' used
+        assert client.fingerprint == saved.fingerprint
+        assert profiles.remove("default") and not backend.entries
+    finally:
+        keyring.set_keyring(before)
+
+
+def test_an_environment_key_wins_over_the_default_profile(config: Path,
+                                                          monkeypatch: pytest.MonkeyPatch
+                                                          ) -> None:
+    profiles.save("default", KEY, base_url="https://api.example.com")
+    monkeypatch.setenv("PARCELSEARCH_API_KEY", "another-key")
+    other = parcelsearch.Client(base_url="https://api.example.com")
+    assert other.fingerprint != profiles.load("default").fingerprint
+    monkeypatch.setenv("PARCELSEARCH_PROFILE", "default")  # named: the profile's
+    assert parcelsearch.Client().fingerprint == profiles.load("default").fingerprint
+    with pytest.raises(parcelsearch.ConfigurationError, match="cannot name a profile"):
+        profiles.save("../x", KEY)
