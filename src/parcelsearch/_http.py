@@ -3,7 +3,7 @@
 Nothing here knows what a search or a market is. :class:`Transport` sends ``GET``\\ s and
 runs every attempt through the same short sequence::
 
-    gate (reserve the call → wait for the pacer → stop if cancelled) → send → judge
+    gate (wait for the pacer → stop if cancelled → reserve the call) → send → judge
         → accepted: return   │ transient: back off (wakes at once on cancel), retry
                              │ final: raise
 
@@ -95,11 +95,11 @@ class Transient(Exception):  # noqa: N818 - a verdict, not an error
 
 
 class Spend(Protocol):
-    """What the caller does around each attempt: reserve → pace → send → settle | refund.
+    """What the caller does around each attempt: pace → reserve → send → settle | refund.
 
     The one hook of a request's spending (the toolkit's ledgers implement it through
-    :class:`parcelsearch.spending.Spending`): a call is reserved before it is sent, waits
-    for its turn at the key's pacer, and is settled once sent (its fate may be unknown: it
+    :class:`parcelsearch.spending.Spending`): a call waits for its turn at the key's pacer,
+    is reserved just before it is sent, and is settled once sent (its fate may be unknown: it
     counts as spent) or refunded when the service certainly did not count it.
     """
 
@@ -367,23 +367,19 @@ class Transport:
             raise
 
     def _gate(self, spend: Spend | None, cancel: threading.Event | None) -> None:
-        # Reserve, then pace, then send at once: anything slow (the ledger's write) happens
-        # before the turn, so the spacing the server sees stays even.
+        # Pace, then reserve, then send at once: a call waiting for its turn holds no
+        # reservation, so a process killed while waiting leaves only what it had on the wire
+        # charged (the pacer's margin absorbs the reservation's round trip).
+        if cancel is not None and cancel.is_set():
+            raise Cancelled("the run stopped before this request was sent")
+        if spend is not None:
+            spend.pace(self.limiter, cancel)
+        else:
+            self.limiter.wait(cancel)
         if cancel is not None and cancel.is_set():
             raise Cancelled("the run stopped before this request was sent")
         if spend is not None:
             spend.reserve()
-        try:
-            if spend is not None:
-                spend.pace(self.limiter, cancel)
-            else:
-                self.limiter.wait(cancel)
-            if cancel is not None and cancel.is_set():
-                raise Cancelled("the run stopped before this request was sent")
-        except Cancelled:
-            if spend is not None:
-                spend.refund()  # reserved, never sent
-            raise
 
     def _sleep(self, delay: float, cancel: threading.Event | None) -> None:
         if cancel is None:

@@ -127,10 +127,11 @@ def _limit_text(run: Run, what: str, allowed: int) -> str:
         return f"the budget allows {allowed} more"
     if what == "user budget":
         return f"{run.options.user}'s team budget allows {allowed} more"
-    assert run.quota is not None
+    quota = run.spending.stored_quota() if what == "team quota" else run.quota
+    assert quota is not None
     text = f"the key has {allowed} left of its quota " \
-           f"({run.quota.describe()})"
-    if run.quota.period == "month":
+           f"({quota.describe()})"
+    if quota.period == "month":
         reset = next_month_start(pd.Timestamp.now(tz="UTC").to_pydatetime())
         text += f", which resets on {reset:%Y-%m-%d} 00:00 UTC"
     else:
