@@ -119,11 +119,11 @@ def _number(kind: Callable[[str], float], *, low: float,
             value = kind(text)
         except ValueError:
             raise argparse.ArgumentTypeError(f"takes {what}, got {text[:40]!r}") from None
+        if high is not None and not (math.isfinite(value) and low <= value <= high):
+            raise argparse.ArgumentTypeError(
+                f"must be from {low:g} to {high:.10g}, got {text[:40]}")
         if not math.isfinite(value) or value < low:
             raise argparse.ArgumentTypeError(f"must be at least {low:g}, got {text[:40]}")
-        if high is not None and value > high:
-            raise argparse.ArgumentTypeError(
-                f"must be from {low:g} to {high:g}, got {text[:40]}")
         return value
 
     return parse
