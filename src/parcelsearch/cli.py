@@ -480,6 +480,10 @@ def _add_team(commands: Any) -> None:
     init = actions.add_parser("init", help="make or upgrade the team store (idempotent)")
     init.add_argument("url", nargs="?", type=_team_url, metavar="URL",
                       help="postgresql://… (default: $PARCELSEARCH_TEAM)")
+    init.add_argument("--member-role", metavar="ROLE",
+                      help="an existing PostgreSQL role to give what a member needs and no "
+                           "more: searching, but not changing the quota, pace or budgets, "
+                           "nor rewriting the ledger")
     quota = actions.add_parser("quota", help="store the key's quota ($PARCELSEARCH_API_KEY's); "
                                "a member's own --quota can only lower it")
     quota.add_argument("--calls", required=True, type=_CALLS, metavar="N",

@@ -297,9 +297,11 @@ def run_team(args: argparse.Namespace) -> int:
         raise ConfigurationError("no team store given",
                                  hints=[Hint("team", None, "pass {knob}")])
     if args.team_action == "init":
-        before, after = team.init_team(url)
+        before, after = team.init_team(url, args.member_role)
         print(f"team store at version {after}" + (" (already)" if before == after else
                                                   f" (was {before})"))
+        if args.member_role:
+            print(f"role {args.member_role} may search, not change the policy or the ledger")
     elif args.team_action == "quota":
         fingerprint = key_fingerprint(_resolve_key(None))
         stored = team.set_quota(url, fingerprint, args.calls, args.period)

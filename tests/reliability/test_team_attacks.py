@@ -1,6 +1,7 @@
 """The attacks of issue 39 on team mode, by a careless or hostile member, each reproduced
-with the command line against ``parcelsearch serve --workers 2 --access-log`` on both key
-stores (SQLite, PostgreSQL) and a team store on the real PostgreSQL.
+with the command line and a team store on the real PostgreSQL: where the service's own
+counting is the point (spike arrests, calls served), against ``parcelsearch serve --workers
+2 --access-log`` on both key stores (SQLite, PostgreSQL); else against the session's service.
 
 Witnesses: the service's request log (every call it admitted) and access log (every answer,
 429s included), and the team store's own rows.
@@ -119,16 +120,16 @@ def _store_calls(team: str, member: str | None = None) -> int:
 
 
 def test_a_members_own_quota_cannot_raise_the_stored_one(
-        svc: Any, team: str, areas: Path, tmp_path: Path) -> None:
+        service: Any, team: str, areas: Path, tmp_path: Path) -> None:
     """Finding 1: stored quota 3, a member passes --quota 1000/month (and the guide's
     PARCELSEARCH_QUOTA=production): the service serves at most 3."""
-    name, key = _key(svc, quota=10_000)
+    name, key = _key(service, quota=10_000)
     set_quota(team, _fingerprint(key), 3, "month")
-    member = Member(svc, tmp_path, key, "mallory", PARCELSEARCH_QUOTA="production")
+    member = Member(service, tmp_path, key, "mallory", PARCELSEARCH_QUOTA="production")
     done = member.run(*member.search(areas, "--team", team, "--user", "mallory",
                                      "--quota", "1000/month", "--allow-partial"))
     assert done.returncode == 3, done.stderr[-2000:]
-    assert _served(svc, name) <= 3 and _store_calls(team) <= 3
+    assert _served(service, name) <= 3 and _store_calls(team) <= 3
     usage = member.run("team", "usage", "--json", "--team", team)
     assert '"limit":3' in usage.stdout and '"rate":10.0' in usage.stdout  # the team's values
 
@@ -148,17 +149,17 @@ def test_a_members_rate_cannot_widen_the_keys_pace(
 
 
 def test_budgets_hold_whatever_the_case_or_width_of_the_name(
-        svc: Any, team: str, areas: Path, tmp_path: Path) -> None:
+        service: Any, team: str, areas: Path, tmp_path: Path) -> None:
     """Finding 3: alice's budget of 2 holds for ``--user Alice`` and ``--user ＡＬＩＣＥ``."""
-    name, key = _key(svc, quota=10_000)
+    name, key = _key(service, quota=10_000)
     set_budget(team, "alice", 2)
-    member = Member(svc, tmp_path, key, "alice")
+    member = Member(service, tmp_path, key, "alice")
     for spelled in ("Alice", "ＡＬＩＣＥ"):
         done = member.run(*member.search(areas, "--team", team, "--user", spelled,
                                          "--allow-partial", "--refresh"))
         assert done.returncode == 3, done.stderr[-2000:]
         assert "alice" in done.stderr
-    assert _served(svc, name) <= 2 and _store_calls(team, "alice") == _store_calls(team) <= 2
+    assert _served(service, name) <= 2 and _store_calls(team, "alice") == _store_calls(team) <= 2
 
 
 def _kill_after(proc: subprocess.Popen[str], svc: Any, name: str, calls: int) -> None:
@@ -244,3 +245,37 @@ def test_a_fifo_as_the_areas_file_is_refused(service: Any, tmp_path: Path) -> No
     member = Member(service, tmp_path, "k" * 40, "bob")
     done = member.run("search", str(fifo), "--out", str(tmp_path / "x.parquet"), "--quiet")
     assert done.returncode == 2 and "not a regular file" in done.stderr, done.stderr[-2000:]
+
+
+@pytest.mark.slow
+def test_a_member_role_searches_but_cannot_rewrite_the_policy_or_the_ledger(
+        service: Any, team: str, areas: Path, tmp_path: Path) -> None:
+    """Finding 3's remedy: ``team init --member-role``; a member logging in with that role
+    runs searches within its budget, and can neither raise the budget or quota nor delete
+    its calls."""
+    role = f"member_{os.getpid()}_{next(_KEYS)}"
+    with psycopg.connect(team, autocommit=True) as conn:
+        conn.execute(f'CREATE ROLE "{role}" LOGIN')
+    name, key = _key(service, quota=10_000)
+    owner = Member(service, tmp_path, key, "owner")
+    done = owner.run("team", "init", team, "--member-role", role)
+    assert done.returncode == 0 and role in done.stdout, done.stderr
+    set_budget(team, "mallory", 2)
+    as_member = team.replace("postgres@", f"{role}@")
+    mallory = Member(service, tmp_path, key, "mallory", PARCELSEARCH_TEAM=as_member,
+                     PARCELSEARCH_USER="mallory")
+    done = mallory.run(*mallory.search(areas, "--allow-partial"))
+    assert done.returncode == 3 and "mallory" in done.stderr, done.stderr[-2000:]
+    assert 0 < _served(service, name) <= 2
+    for argv in (["team", "budget", "--user", "mallory", "--calls", "1000"],
+                 ["team", "quota", "--calls", "1000"],
+                 ["team", "pace", "--rate", "100"]):
+        refused = mallory.run(*argv)
+        assert refused.returncode == 1 and "permission denied" in refused.stderr, argv
+    with psycopg.connect(as_member, autocommit=True) as conn:
+        for statement in (f"DELETE FROM {SCHEMA}.calls", f"UPDATE {SCHEMA}.calls SET "
+                          "member = 'x'", f"UPDATE {SCHEMA}.budgets SET calls = 1000",
+                          f"UPDATE {SCHEMA}.keys SET quota = NULL"):
+            with pytest.raises(psycopg.errors.InsufficientPrivilege):
+                conn.execute(statement)
+    assert _store_calls(team, "mallory") == _served(service, name)

@@ -211,12 +211,10 @@ class TeamSpending:
         raise _budget_spent(self.user, int(used), int(limit), int(sent))
 
     def settle(self, reservation: int) -> None:
-        self._sql(f"UPDATE {SCHEMA}.calls SET state = 'settled' WHERE id = %s", (reservation,),
-                  doing="settling a call")
+        self._sql(f"SELECT {SCHEMA}.settle(%s::bigint)", (reservation,), doing="settling a call")
 
     def refund(self, reservation: int) -> None:
-        self._sql(f"DELETE FROM {SCHEMA}.calls WHERE id = %s", (reservation,),
-                  doing="refunding a call")
+        self._sql(f"SELECT {SCHEMA}.refund(%s::bigint)", (reservation,), doing="refunding a call")
 
     def limits(self, quota: Quota | None) -> list[Limit]:
         """What the stored quota (``"team quota"``), the member's own ``quota`` (``"quota"``)

@@ -31,7 +31,8 @@ from typing import Any
 
 from parcelsearch.errors import Hint, TeamStoreError
 
-__all__ = ["SCHEMA", "VERSION", "init_team", "connect", "shown", "schema_version"]
+__all__ = ["SCHEMA", "VERSION", "MEMBER_GRANTS", "init_team", "connect", "shown",
+           "schema_version"]
 
 SCHEMA = "parcelsearch_team"
 #: The schema version this toolkit writes and reads.
@@ -229,7 +230,7 @@ DROP FUNCTION {SCHEMA}.reserve(text, text, text, integer, text);
 CREATE FUNCTION {SCHEMA}.reserve(p_fp text, p_member text, p_run text, p_quota integer,
                                  p_period text)
 RETURNS TABLE (id bigint, verdict text, used bigint, lim integer, sent bigint)
-LANGUAGE plpgsql AS $$
+LANGUAGE plpgsql SECURITY DEFINER SET search_path = pg_catalog, pg_temp AS $$
 DECLARE
     k record;
     b record;
@@ -267,8 +268,35 @@ BEGIN
     VALUES (p_fp, p_member, p_run, {SCHEMA}.month_now())
     RETURNING c.id, 'ok'::text, NULL::bigint, NULL::integer, NULL::bigint;
 END $$;
+-- Settling and refunding, the only writes to the ledger a member role needs besides
+-- reserve: a refund takes back only a call of the last ten minutes (its answer just came).
+CREATE FUNCTION {SCHEMA}.settle(p_id bigint) RETURNS void
+LANGUAGE sql SECURITY DEFINER SET search_path = pg_catalog, pg_temp AS
+$$ UPDATE {SCHEMA}.calls SET state = 'settled' WHERE id = p_id $$;
+CREATE FUNCTION {SCHEMA}.refund(p_id bigint) RETURNS void
+LANGUAGE sql SECURITY DEFINER SET search_path = pg_catalog, pg_temp AS
+$$ DELETE FROM {SCHEMA}.calls WHERE id = p_id
+   AND at > clock_timestamp() - interval '10 minutes' $$;
 """,
 }
+
+#: What a member role may do (``team init --member-role``): read everything; share pages,
+#: leases, the pacer and the run history; touch the ledger only through ``reserve``,
+#: ``settle`` and ``refund``; never write the quota, the pace or a budget.
+MEMBER_GRANTS = f"""
+GRANT USAGE ON SCHEMA {SCHEMA} TO {{role}};
+GRANT SELECT ON ALL TABLES IN SCHEMA {SCHEMA} TO {{role}};
+GRANT USAGE ON ALL SEQUENCES IN SCHEMA {SCHEMA} TO {{role}};
+GRANT INSERT (fingerprint) ON {SCHEMA}.keys TO {{role}};
+GRANT INSERT, UPDATE ON {SCHEMA}.pacers, {SCHEMA}.pages TO {{role}};
+GRANT INSERT, UPDATE, DELETE ON {SCHEMA}.leases TO {{role}};
+GRANT INSERT ON {SCHEMA}.page_uses, {SCHEMA}.runs, {SCHEMA}.run_pieces, {SCHEMA}.run_pages,
+    {SCHEMA}.rings, {SCHEMA}.run_ids TO {{role}};
+REVOKE EXECUTE ON FUNCTION {SCHEMA}.reserve(text, text, text, integer, text),
+    {SCHEMA}.settle(bigint), {SCHEMA}.refund(bigint) FROM PUBLIC;
+GRANT EXECUTE ON FUNCTION {SCHEMA}.reserve(text, text, text, integer, text),
+    {SCHEMA}.settle(bigint), {SCHEMA}.refund(bigint) TO {{role}};
+"""
 
 
 def shown(url: str) -> str:
@@ -329,14 +357,23 @@ def check_schema(url: str, conn: Any) -> None:
                          f"this parcelsearch knows ({VERSION}): upgrade parcelsearch")
 
 
-def init_team(url: str) -> tuple[int, int]:
+def init_team(url: str, member_role: str | None = None) -> tuple[int, int]:
     """Create or upgrade the team store's schema; idempotent. Returns (before, after).
+
+    Parameters
+    ----------
+    url
+        The store (``postgresql://…``); whoever connects here owns the schema.
+    member_role
+        An existing PostgreSQL role to give what a member needs and no more (see
+        :data:`MEMBER_GRANTS`): members logging in with it can search, but cannot change
+        the quota, the pace or a budget, nor rewrite the ledger.
 
     Raises
     ------
     TeamStoreError
         The store cannot be reached (the message names the URL, without its password), or
-        its schema is newer than this toolkit.
+        its schema is newer than this toolkit, or ``member_role`` does not exist.
     """
     with connect(url, "cannot make the schema") as conn, conn.transaction():
         conn.execute("SELECT pg_advisory_xact_lock(hashtext('parcelsearch_team'))")
@@ -350,4 +387,19 @@ def init_team(url: str) -> tuple[int, int]:
             conn.execute(_MIGRATIONS[version])
         conn.execute(f"DELETE FROM {SCHEMA}.meta")
         conn.execute(f"INSERT INTO {SCHEMA}.meta (version) VALUES (%s)", (VERSION,))
+        if member_role is not None:
+            _grant_member(url, conn, member_role)
     return before, VERSION
+
+
+def _grant_member(url: str, conn: Any, role: str) -> None:
+    from psycopg import sql
+
+    found = conn.execute("SELECT 1 FROM pg_roles WHERE rolname = %s", (role,)).fetchone()
+    if found is None:
+        raise TeamStoreError(f"team store {shown(url)}: no role {role[:64]!r}: make it first "
+                             "(CREATE ROLE … LOGIN PASSWORD …)")
+    for statement in MEMBER_GRANTS.split(";"):
+        if statement.strip():
+            conn.execute(sql.SQL(statement.replace("{role}", "{}")).format(
+                sql.Identifier(role)))
