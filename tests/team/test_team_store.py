@@ -225,3 +225,27 @@ def test_the_team_extra_brings_the_driver_and_its_absence_is_said(
     monkeypatch.setitem(sys.modules, "psycopg", None)
     with pytest.raises(TeamStoreError, match=r'pip install "parcelsearch\[team\]"'):
         init_team("postgresql://db.example/team")
+
+
+def test_a_members_own_rate_paces_only_that_member(team: str) -> None:
+    """The key's pace is stored (1 call/s): a member pacing itself at 0.01 calls/s moves the
+    key's next slot by the key's interval, not by 100 s; one at 100 calls/s cannot narrow
+    it (the store's next slot is the witness)."""
+    from parcelsearch._http import RateLimiter
+
+    set_pace(team, FP, Pace(rate=1, margin=0.05, lease_seconds=6))
+    slow, fast = _member(team, "slow"), _member(team, "fast")
+
+    def ahead() -> float:
+        with psycopg.connect(team) as conn:
+            return float(conn.execute(
+                f"SELECT EXTRACT(EPOCH FROM next_slot - clock_timestamp()) FROM {SCHEMA}.pacers "
+                "WHERE fingerprint = %s", (FP,)).fetchone()[0])
+
+    interval = 1 / 0.95
+    slow.pace(RateLimiter(0.01), None)
+    assert 0 < ahead() <= interval  # not 100 s: the slow member holds up nobody
+    fast.pace(RateLimiter(100), None)  # waits for the key's next slot, then claims the next
+    assert interval / 2 < ahead() <= interval  # not 10 ms apart
+    slow.close()
+    fast.close()
