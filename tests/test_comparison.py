@@ -220,10 +220,9 @@ def test_hostile_files_are_input_errors_naming_the_file(
 def test_rows_without_ids_are_ignored_with_a_word(
         tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
     """Null GroupIDs (or area ids) are not counted as added: they are left out, and said."""
-    from _cli import run
-
     import pyarrow as pa
     import pyarrow.parquet as pq
+    from _cli import run
 
     old = outputs.write_ids(_result([("x", A), ("y", C)], [1, 1]), tmp_path / "old.parquet")
     table = pq.read_table(old)
