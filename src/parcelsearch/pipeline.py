@@ -45,6 +45,7 @@ from parcelsearch.errors import (
     ParcelSearchError,
     QuotaWouldExceedError,
     SearchInterrupted,
+    TeamStoreError,
 )
 from parcelsearch.fetching import Fetcher, PageSpend, PieceState, Run
 from parcelsearch.history import History
@@ -567,5 +568,8 @@ class _Search:
             if not stopping:
                 exc.result = result
                 raise
-            _log.warning("the run history did not record this stopped run: %s", exc)
+            result.run_id = ""  # plainly not recorded: nothing says it was
+            _log.warning("this stopped run is not recorded in the run history (%s)",
+                         "the team store is lost" if isinstance(exc, TeamStoreError)
+                         else " ".join(str(exc).split())[:200])
         return result

@@ -279,3 +279,36 @@ def test_a_member_role_searches_but_cannot_rewrite_the_policy_or_the_ledger(
             with pytest.raises(psycopg.errors.InsufficientPrivilege):
                 conn.execute(statement)
     assert _store_calls(team, "mallory") == _served(service, name)
+
+
+@pytest.mark.slow
+def test_a_store_lost_mid_run_is_said_once_and_truly(
+        service: Any, team: str, postgres: Any, areas: Path, tmp_path: Path) -> None:
+    """Finding 7: the store is lost mid-run. One message says so; the summary's calls are
+    the calls the service served; the run is not said to be recorded; no pool noise."""
+    name, key = _key(service, quota=10_000)
+    member = Member(service, tmp_path, key, "alice", PARCELSEARCH_RATE="3")
+    proc = member.start(*member.search(areas, "--team", team, "--user", "alice"))
+    deadline = time.monotonic() + 60
+    while _served(service, name) < 3:
+        assert proc.poll() is None, proc.communicate()[1][-2000:]
+        assert time.monotonic() < deadline, "the search did not start"
+        time.sleep(0.02)
+    database = team.rsplit("/", 1)[1]
+    with psycopg.connect(postgres.url(), autocommit=True) as conn:
+        conn.execute(f'ALTER DATABASE "{database}" ALLOW_CONNECTIONS false')
+        conn.execute("SELECT pg_terminate_backend(pid) FROM pg_stat_activity "
+                     "WHERE datname = %s", (database,))
+    try:
+        out, err = proc.communicate(timeout=120)
+    finally:
+        with psycopg.connect(postgres.url(), autocommit=True) as conn:
+            conn.execute(f'ALTER DATABASE "{database}" ALLOW_CONNECTIONS true')
+    assert proc.returncode == 1, err[-2000:]
+    assert err.count("lost while") == 1, err
+    assert "pool" not in err, err
+    assert "recorded (" not in out, out  # the run history could not be written
+    assert "not recorded in the run history (the team store is lost)" in err, err
+    made = re.search(r"(\d+) calls? made", out + err)
+    assert made is not None, out + err
+    assert int(made.group(1)) == _served(service, name), (out, err)
