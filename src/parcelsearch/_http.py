@@ -144,8 +144,9 @@ class RateLimiter:
         self._lock = threading.Lock()
         self._next = 0.0
 
-    def wait(self, cancel: threading.Event | None = None) -> float:
-        """Block until this caller's slot; returns the slot (``time.monotonic``).
+    def wait(self, cancel: threading.Event | None = None, lead: float = 0.0) -> float:
+        """Block until this caller's slot (``lead`` seconds before it: the caller then
+        waits out the rest itself); returns the slot (``time.monotonic``).
 
         Raises
         ------
@@ -155,7 +156,7 @@ class RateLimiter:
         with self._lock:
             slot = max(time.monotonic(), self._next)
             self._next = slot + self.interval
-        delay = slot - time.monotonic()
+        delay = slot - lead - time.monotonic()
         if cancel is not None:
             if cancel.wait(max(0.0, delay)):
                 raise Cancelled("stopped while waiting for the pacer")

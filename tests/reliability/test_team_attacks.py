@@ -126,12 +126,15 @@ def test_a_members_own_quota_cannot_raise_the_stored_one(
     name, key = _key(service, quota=10_000)
     set_quota(team, _fingerprint(key), 3, "month")
     member = Member(service, tmp_path, key, "mallory", PARCELSEARCH_QUOTA="production")
+    paced = member.run("team", "pace", "--rate", "8", "--lease", "5", "--team", team)
+    assert paced.returncode == 0 and "8 calls a second" in paced.stdout, paced.stderr
     done = member.run(*member.search(areas, "--team", team, "--user", "mallory",
                                      "--quota", "1000/month", "--allow-partial"))
     assert done.returncode == 3, done.stderr[-2000:]
     assert _served(service, name) <= 3 and _store_calls(team) <= 3
     usage = member.run("team", "usage", "--json", "--team", team)
-    assert '"limit":3' in usage.stdout and '"rate":10.0' in usage.stdout  # the team's values
+    assert '"limit":3' in usage.stdout and '"rate":8.0' in usage.stdout  # the team's values
+    assert '"lease_seconds":5.0' in usage.stdout and '"margin":0.05' in usage.stdout
 
 
 def test_a_members_rate_cannot_widen_the_keys_pace(
@@ -177,8 +180,9 @@ def test_a_killed_member_leaves_only_its_calls_on_the_wire_charged_and_no_long_l
         svc: Any, team: str, areas: Path, tmp_path: Path) -> None:
     """Findings 4 and 2 (the lease): a member paced slowly by its own setting, 8 workers
     waiting at the pacer, and asking for 600-second leases, is killed with ``kill -9``:
-    the store charges at most the calls on the wire (one at a time at 2 calls/s), and the
-    leases it left end within the key's stored lease (4 s), not 600."""
+    the store charges at most the calls on the wire (one at a time at 2 calls/s: the one
+    sent, or the one reserved a moment before its turn), and the leases it left end within
+    the key's stored lease (4 s), not 600."""
     name, key = _key(svc, quota=10_000)
     set_pace(team, _fingerprint(key), Pace(10, 0.05, 4))
     member = Member(svc, tmp_path, key, "mallory", PARCELSEARCH_RATE="2",

@@ -36,7 +36,7 @@ from parcelsearch.client import Client
 from parcelsearch.errors import Hint, QuotaWouldExceedError, TeamStoreError
 from parcelsearch.ledger import Quota, no_calls_left
 from parcelsearch.page import Page
-from parcelsearch.spending import Limit
+from parcelsearch.spending import RESERVE_LEAD, Limit
 from parcelsearch.team.store import (
     DEFAULT_LEASE,
     LEASE_RANGE,
@@ -47,7 +47,7 @@ from parcelsearch.team.store import (
 )
 from parcelsearch.team.usage import Pace, check_in_range
 
-__all__ = ["TeamSpending", "LEASE_SECONDS", "ENV_LEASE", "member_lease"]
+__all__ = ["TeamSpending", "LEASE_SECONDS", "ENV_LEASE", "RESERVE_LEAD", "member_lease"]
 
 #: Seconds a page's lease lasts unless the key's stored policy says otherwise: a member
 #: killed while fetching holds it no longer (a live one renews it).
@@ -240,9 +240,12 @@ class TeamSpending:
 
     # -- the pacer --------------------------------------------------------------------
 
-    def pace(self, limiter: RateLimiter, cancel: threading.Event | None) -> None:
+    def pace(self, limiter: RateLimiter, cancel: threading.Event | None) -> float | None:
         """This member's own pace first (``limiter``: it can only slow this member), then
-        the key's turn, spaced by the pace stored with the key."""
+        the key's turn, spaced by the pace stored with the key. Returns :data:`RESERVE_LEAD`
+        seconds before the turn, with the turn (``time.monotonic()``): the caller reserves
+        the call in that time, then sends at the turn, so that the reservation's round trip
+        does not make the spacing the service sees uneven."""
         limiter.wait(cancel)
         interval = self.policy.interval
         rows = self._sql(
@@ -250,12 +253,14 @@ class TeamSpending:
             "paused_until) + make_interval(secs => %s) WHERE fingerprint = %s "
             "RETURNING EXTRACT(EPOCH FROM next_slot - clock_timestamp()) - %s",
             (interval, self.fingerprint, interval), doing="pacing a call")
-        delay = max(0.0, float(rows[0][0]))
+        turn = time.monotonic() + max(0.0, float(rows[0][0]))
+        delay = max(0.0, turn - RESERVE_LEAD - time.monotonic())
         if cancel is not None:
             if cancel.wait(delay):
                 raise Cancelled("stopped while waiting for the team's pacer")
         elif delay:
             time.sleep(delay)
+        return turn
 
     def pause(self, seconds: float) -> None:
         self._sql(f"UPDATE {SCHEMA}.pacers SET paused_until = GREATEST(paused_until, "
