@@ -16,6 +16,12 @@ For each it prints the calls the service admitted (its request log), the 429s it
 admitted ÷ seconds from the first to the last). Goal: with the store, N members spend what
 one does, and the total rate stays ≥ 9 calls/s of the key's 10.
 
+Then, at the key's full rate (issue 39), N = 1, 2, 4 members each searching *different*
+cells (``BUSY_CELLS`` each, one call a cell) through one team store, three rounds: every
+member sends as fast as the key's stored pace allows, all together. Goal: 0 spike-arrest
+429s (the service's access log) in every round, at a key rate near the stored pace's
+10 × (1 - margin) calls/s.
+
 Figures go to the ``team`` section of ``bench/RESULTS.md``.
 """
 
@@ -47,6 +53,10 @@ from parcelsearch.team import init_team  # noqa: E402
 MEMBERS = (1, 2, 4)
 #: Small cells over the demo fabric: one call each (page 1 of a piece of at most 100 parcels).
 CELLS = 60
+#: Cells each member searches in the full-rate rounds (its own: no page shared).
+BUSY_CELLS = 50
+#: Full-rate rounds for each N.
+ROUNDS = 3
 
 
 class _Statuses(logging.Handler):
@@ -78,14 +88,51 @@ class Clusters:
         shutil.rmtree(self.root, ignore_errors=True)
 
 
-def _cells() -> gpd.GeoDataFrame:
-    """``CELLS`` small squares over the demo areas' fabric (Abilene)."""
+def _cells(count: int = CELLS, first: int = 0) -> gpd.GeoDataFrame:
+    """``count`` small squares over the demo areas' fabric (Abilene), from cell ``first``
+    of a grid ten cells wide."""
     x0, y0 = -99.745, 32.44
     cells = [box(x0 + 0.002 * (i % 10), y0 + 0.002 * (i // 10),
                  x0 + 0.002 * (i % 10) + 0.0015, y0 + 0.002 * (i // 10) + 0.0015)
-             for i in range(CELLS)]
-    return gpd.GeoDataFrame({"area_id": [f"c{i:02d}" for i in range(CELLS)]}, geometry=cells,
-                            crs="EPSG:4326")
+             for i in range(first, first + count)]
+    return gpd.GeoDataFrame({"area_id": [f"c{i:03d}" for i in range(first, first + count)]},
+                            geometry=cells, crs="EPSG:4326")
+
+
+def _full_rate(svc: RunningService, cluster: Clusters, work: Path, n: int, round_no: int,
+               statuses: list[int]) -> dict[str, Any]:
+    """N members, each its own cells, through one team store at the key's full rate."""
+    name = f"full-{n}-{round_no}"
+    key = svc.keys.create(name, key_type="production", quota=100_000, per_second=10)
+    url = cluster.database()
+    init_team(url)
+    src = str(Path(parcelsearch.__file__).parent.parent)
+    statuses.clear()
+    procs = []
+    (work / name).mkdir(parents=True, exist_ok=True)
+    for member in range(n):
+        areas = work / name / f"cells{member}.parquet"
+        _cells(BUSY_CELLS, 1000 * round_no + BUSY_CELLS * member).to_parquet(areas)
+        env = {**os.environ, "PARCELSEARCH_API_KEY": key, "PARCELSEARCH_BASE_URL": svc.base_url,
+               "PARCELSEARCH_CA_BUNDLE": str(svc.ca_path),
+               "PARCELSEARCH_CACHE_DIR": str(work / name / f"m{member}"),
+               "PYTHONPATH": src + os.pathsep + os.environ.get("PYTHONPATH", "")}
+        args = [sys.executable, "-m", "parcelsearch.cli", "search", str(areas), "--out",
+                str(work / name / f"m{member}.parquet"), "--id-column", "area_id", "--quiet",
+                "--team", url, "--user", f"member{member}"]
+        procs.append(subprocess.Popen(args, env=env, stdout=subprocess.DEVNULL,
+                                      stderr=subprocess.PIPE))
+    codes = []
+    for proc in procs:
+        _, err = proc.communicate(timeout=900)
+        codes.append(proc.returncode)
+        if proc.returncode:
+            print(f"{name}: exit {proc.returncode}: {err.decode().strip()[-300:]}",
+                  file=sys.stderr)
+    log = svc.keys.requests(name)
+    span = (log["time"].max() - log["time"].min()).total_seconds() if len(log) > 1 else 0.0
+    return {"members": n, "round": round_no, "calls": len(log), "429s": statuses.count(429),
+            "exit codes": codes, "rate": (len(log) - 1) / span if span else float("nan")}
 
 
 def _round(svc: RunningService, cluster: Clusters, areas: Path, work: Path, n: int,
@@ -142,6 +189,8 @@ def main() -> None:
             _cells().to_parquet(areas)
             rows = [_round(svc, cluster, areas, work, n, team, handler.statuses)
                     for n in MEMBERS for team in (False, True)]
+            full = [_full_rate(svc, cluster, work, n, r, handler.statuses)
+                    for r in range(1, ROUNDS + 1) for n in MEMBERS]
     finally:
         cluster.stop()
     lines = ["| members | mode | calls admitted | 429s | exit codes | wall s | key calls/s |",
@@ -162,6 +211,21 @@ def main() -> None:
         f"({', '.join(str(r['calls']) for r in rows if r['mode'] == 'team')} calls for "
         f"N = {', '.join(map(str, MEMBERS))}; one member alone: {one}).",
     ]
+    summary += [
+        "",
+        f"At the key's full rate: N members each searching {BUSY_CELLS} cells of its own "
+        "(no page shared) through one team store, the key allowing 10 calls/s and the store's "
+        "pace 10 calls/s with margin 0.05, all members started together; "
+        f"{ROUNDS} rounds. Spike-arrest 429s: the service's access log.",
+        "",
+        "| round | members | calls admitted | spike 429s | exit codes | key calls/s |",
+        "|---:|---:|---:|---:|---|---:|",
+    ]
+    for row in full:
+        summary.append(f"| {row['round']} | {row['members']} | {row['calls']} | {row['429s']} | "
+                       f"{' '.join(map(str, row['exit codes']))} | {row['rate']:.2f} |")
+    summary += ["", f"Spike 429s over all {len(full)} full-rate runs: "
+                f"{sum(r['429s'] for r in full)}."]
     text = "\n".join(lines + summary)
     print(text)
     write_section("team", "## Team mode (`bench/bench_team.py`)\n\n" + text)

@@ -157,3 +157,80 @@ def test_areas_read_back_from_a_file_compare_with_the_originals(tmp_path: Path,
     assert (back.geom_type == "MultiPolygon").any()
     assert areas_fingerprint(parcelsearch.plan(back, id_column="area_id")) == areas_fingerprint(
         parcelsearch.plan(areas, id_column="area_id"))
+
+
+def _hostile_files(tmp_path: Path, good: Path) -> dict[str, Path]:
+    """Files a careless or hostile colleague might hand over as a search's output."""
+    import json
+
+    import pyarrow as pa
+    import pyarrow.parquet as pq
+
+    data = good.read_bytes()
+    meta = pq.read_schema(good).metadata
+    files: dict[str, Path] = {}
+
+    def put(name: str, content: bytes | str) -> None:
+        path = tmp_path / name
+        path.write_bytes(content if isinstance(content, bytes) else content.encode())
+        files[name] = path
+
+    put("empty.parquet", b"")
+    put("truncated.parquet", data[: len(data) // 2])
+    put("random.parquet", bytes(range(256)) * 40)
+    table = pq.read_table(good)
+    for name, raw in (("badjson.parquet", b"{not json"), ("listmeta.parquet", b"[1, 2]"),
+                      ("badareas.parquet", json.dumps({"id_column": "area", "areas": 7,
+                                                       "tolerance": 0}).encode()),
+                      ("badtol.parquet", json.dumps({"id_column": "area", "areas": ["x"],
+                                                     "tolerance": "far"}).encode())):
+        pq.write_table(table.replace_schema_metadata({**meta, b"parcelsearch": raw}),
+                       tmp_path / name)
+        files[name] = tmp_path / name
+    wrong = pa.table({"area": [1.5, 2.5], "group_id": [[1], [2]]})
+    pq.write_table(wrong.replace_schema_metadata(meta), tmp_path / "types.parquet")
+    files["types.parquet"] = tmp_path / "types.parquet"
+    put("broken.csv", '"area,group_id\n"x' + "\x00" * 10)
+    put("broken.csv.parcelsearch.json", "{")
+    put("list.geojson", "[1, 2, 3]")
+    put("broken.geojson", '{"type": "FeatureCollection", "features": [{"properties": 5}]}')
+    put("random.gpkg", bytes(range(256)) * 10)
+    _areas().to_file(tmp_path / "nolayer.gpkg", layer="other")  # no group_ids layer
+    files["nolayer.gpkg"] = tmp_path / "nolayer.gpkg"
+    (tmp_path / "dir.parquet").mkdir()
+    files["dir.parquet"] = tmp_path / "dir.parquet"
+    return files
+
+
+def test_hostile_files_are_input_errors_naming_the_file(
+        tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    """Issue 39, finding 9: damaged or foreign files given to ``parcelsearch diff`` are
+    input errors (exit 2) naming the file, never "a bug in parcelsearch"."""
+    from _cli import run
+
+    good = outputs.write_ids(_result([("x", A), ("y", C)], [1, 1]), tmp_path / "good.parquet")
+    for name, path in _hostile_files(tmp_path, good).items():
+        if name.endswith(".json"):
+            continue
+        code, _, err = run(["diff", str(good), str(path)], capsys)
+        assert code == 2, (name, err)
+        assert name in err and "a bug" not in err and "Traceback" not in err, (name, err)
+
+
+def test_rows_without_ids_are_ignored_with_a_word(
+        tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    """Null GroupIDs (or area ids) are not counted as added: they are left out, and said."""
+    import pyarrow as pa
+    import pyarrow.parquet as pq
+    from _cli import run
+
+    old = outputs.write_ids(_result([("x", A), ("y", C)], [1, 1]), tmp_path / "old.parquet")
+    table = pq.read_table(old)
+    nulls = pa.table({"area": ["x", "y", None], "group_id": [A, None, B]})
+    pq.write_table(pa.concat_tables([table.select(["area", "group_id"]), nulls.cast(
+        table.select(["area", "group_id"]).schema)]).replace_schema_metadata(
+        table.schema.metadata), tmp_path / "new.parquet")
+    code, out, err = run(["diff", str(old), str(tmp_path / "new.parquet")], capsys)
+    assert code == 0, err
+    assert "0 GroupIDs added, 0 GroupIDs removed" in out
+    assert "2 rows without an area id or group_id are ignored" in err

@@ -3,7 +3,7 @@
 Nothing here knows what a search or a market is. :class:`Transport` sends ``GET``\\ s and
 runs every attempt through the same short sequence::
 
-    gate (reserve the call → wait for the pacer → stop if cancelled) → send → judge
+    gate (wait for the pacer → stop if cancelled → reserve the call) → send → judge
         → accepted: return   │ transient: back off (wakes at once on cancel), retry
                              │ final: raise
 
@@ -114,11 +114,11 @@ class Redirected(Exception):  # noqa: N818 - a verdict, not an error
 
 
 class Spend(Protocol):
-    """What the caller does around each attempt: reserve → pace → send → settle | refund.
+    """What the caller does around each attempt: pace → reserve → send → settle | refund.
 
     The one hook of a request's spending (the toolkit's ledgers implement it through
-    :class:`parcelsearch.spending.Spending`): a call is reserved before it is sent, waits
-    for its turn at the key's pacer, and is settled once sent (its fate may be unknown: it
+    :class:`parcelsearch.spending.Spending`): a call waits for its turn at the key's pacer,
+    is reserved just before it is sent, and is settled once sent (its fate may be unknown: it
     counts as spent) or refunded when the service certainly did not count it.
     """
 
@@ -163,8 +163,9 @@ class RateLimiter:
         self._lock = threading.Lock()
         self._next = 0.0
 
-    def wait(self, cancel: threading.Event | None = None) -> float:
-        """Block until this caller's slot; returns the slot (``time.monotonic``).
+    def wait(self, cancel: threading.Event | None = None, lead: float = 0.0) -> float:
+        """Block until this caller's slot (``lead`` seconds before it: the caller then
+        waits out the rest itself); returns the slot (``time.monotonic``).
 
         Raises
         ------
@@ -174,7 +175,7 @@ class RateLimiter:
         with self._lock:
             slot = max(time.monotonic(), self._next)
             self._next = slot + self.interval
-        delay = slot - time.monotonic()
+        delay = slot - lead - time.monotonic()
         if cancel is not None:
             if cancel.wait(max(0.0, delay)):
                 raise Cancelled("stopped while waiting for the pacer")
@@ -396,23 +397,19 @@ class Transport:
             raise
 
     def _gate(self, spend: Spend | None, cancel: threading.Event | None) -> None:
-        # Reserve, then pace, then send at once: anything slow (the ledger's write) happens
-        # before the turn, so the spacing the server sees stays even.
+        # Pace, then reserve, then send at once: a call waiting for its turn holds no
+        # reservation, so a process killed while waiting leaves only what it had on the wire
+        # charged (the pacer's margin absorbs the reservation's round trip).
+        if cancel is not None and cancel.is_set():
+            raise Cancelled("the run stopped before this request was sent")
+        if spend is not None:
+            spend.pace(self.limiter, cancel)
+        else:
+            self.limiter.wait(cancel)
         if cancel is not None and cancel.is_set():
             raise Cancelled("the run stopped before this request was sent")
         if spend is not None:
             spend.reserve()
-        try:
-            if spend is not None:
-                spend.pace(self.limiter, cancel)
-            else:
-                self.limiter.wait(cancel)
-            if cancel is not None and cancel.is_set():
-                raise Cancelled("the run stopped before this request was sent")
-        except Cancelled:
-            if spend is not None:
-                spend.refund()  # reserved, never sent
-            raise
 
     def _sleep(self, delay: float, cancel: threading.Event | None) -> None:
         if cancel is None:

@@ -114,20 +114,28 @@ def _exit_codes_text(codes: dict[int, str] = EXIT_CODES) -> str:
 
 
 def _number(kind: Callable[[str], float], *, low: float,
-            what: str = "a number") -> Callable[[str], Any]:
-    """An argparse type: ``kind(text)``, finite and at least ``low`` (argparse names the option
-    in its message: ``argument --budget: must be at least 0, got -1``)."""
+            what: str = "a number", high: float | None = None) -> Callable[[str], Any]:
+    """An argparse type: ``kind(text)``, finite and at least ``low`` (and at most ``high``)
+    (argparse names the option in its message: ``argument --budget: must be at least 0, got
+    -1``)."""
 
     def parse(text: str) -> Any:
         try:
             value = kind(text)
         except ValueError:
-            raise argparse.ArgumentTypeError(f"takes {what}, got {text!r}") from None
+            raise argparse.ArgumentTypeError(f"takes {what}, got {text[:40]!r}") from None
+        if high is not None and not (math.isfinite(value) and low <= value <= high):
+            raise argparse.ArgumentTypeError(
+                f"must be from {low:g} to {high:.10g}, got {text[:40]}")
         if not math.isfinite(value) or value < low:
-            raise argparse.ArgumentTypeError(f"must be at least {low:g}, got {text}")
+            raise argparse.ArgumentTypeError(f"must be at least {low:g}, got {text[:40]}")
         return value
 
     return parse
+
+
+#: A count of calls the team store can hold (a PostgreSQL ``integer``).
+_CALLS = _number(int, low=0, what="a whole number", high=2**31 - 1)
 
 
 def _fraction(text: str) -> float:
@@ -565,20 +573,37 @@ def _add_team(commands: Any) -> None:
     init = actions.add_parser("init", help="make or upgrade the team store (idempotent)")
     init.add_argument("url", nargs="?", type=_team_url, metavar="URL",
                       help="postgresql://… (default: $PARCELSEARCH_TEAM)")
-    quota = actions.add_parser("quota", help="store the key's quota ($PARCELSEARCH_API_KEY's)")
-    quota.add_argument("--calls", required=True, type=_number(int, low=0, what="a whole number"),
-                       metavar="N", help="calls the key may make per period")
+    init.add_argument("--member-role", metavar="ROLE",
+                      help="an existing PostgreSQL role to give what a member needs and no "
+                           "more: searching, but not changing the quota, pace or budgets, "
+                           "nor rewriting the ledger")
+    quota = actions.add_parser("quota", help="store the key's quota ($PARCELSEARCH_API_KEY's); "
+                               "a member's own --quota can only lower it")
+    quota.add_argument("--calls", required=True, type=_CALLS, metavar="N",
+                       help="calls the key may make per period (0 to 2147483647)")
     quota.add_argument("--period", choices=["month", "lifetime"], default="month",
                        help="when the quota resets (default month: calendar month, UTC)")
+    pace = actions.add_parser(
+        "pace", help="store the key's pace ($PARCELSEARCH_API_KEY's): every member's calls are "
+                     "spaced by it, and no member's own settings widen it")
+    pace.add_argument("--rate", required=True, type=_number(float, low=0.001, high=1000),
+                      metavar="R", help="calls per second the key allows (0.001 to 1000)")
+    pace.add_argument("--margin", type=_number(float, low=0, high=0.5), default=0.05,
+                      metavar="M", help="share of the rate the pacer keeps in reserve "
+                                        "(0 to 0.5, default 0.05)")
+    pace.add_argument("--lease", type=_number(float, low=0.5, high=3600), default=6.0,
+                      metavar="SECONDS", help="a page lease's length: a member killed while "
+                      "fetching holds a page no longer (0.5 to 3600, default 6; a live member "
+                      "renews it)")
     budget = actions.add_parser("budget", help="store a member's budget of calls")
-    budget.add_argument("--calls", required=True,
-                        type=_number(int, low=0, what="a whole number"), metavar="N",
-                        help="calls the member may make per period, all keys together")
+    budget.add_argument("--calls", required=True, type=_CALLS, metavar="N",
+                        help="calls the member may make per period, all keys together "
+                             "(0 to 2147483647)")
     budget.add_argument("--period", choices=["month", "lifetime"], default="month",
                         help="when the budget resets (default month)")
     usage = actions.add_parser("usage", help="calls per key and per member, pages shared")
     usage.add_argument("--json", action="store_true", help="print JSON records")
-    for action in (quota, budget, usage):
+    for action in (quota, pace, budget, usage):
         _add_team_store(action)
     budget.add_argument("--user", required=True, metavar="NAME", help="the member")
     t.set_defaults(func=_run("team"))

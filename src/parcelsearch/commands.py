@@ -33,7 +33,7 @@ from parcelsearch.errors import (
 from parcelsearch.ledger import Ledger, Quota
 from parcelsearch.recorded_runs import open_history, runs
 from parcelsearch.result import SearchResult
-from parcelsearch.search_options import resolve_team
+from parcelsearch.search_options import resolve_team, resolve_user
 from parcelsearch.settings import options
 from parcelsearch.vector_files import read_vector
 
@@ -419,7 +419,7 @@ def run_profiles(args: argparse.Namespace) -> int:
 
 
 def run_team(args: argparse.Namespace) -> int:
-    """``parcelsearch team init|quota|budget|usage``: the team store and who spent what."""
+    """``parcelsearch team init|quota|pace|budget|usage``: the team store and who spent what."""
     from parcelsearch import team
     from parcelsearch.client import _resolve_key, key_fingerprint
 
@@ -428,16 +428,24 @@ def run_team(args: argparse.Namespace) -> int:
         raise ConfigurationError("no team store given",
                                  hints=[Hint("team", None, "pass {knob}")])
     if args.team_action == "init":
-        before, after = team.init_team(url)
+        before, after = team.init_team(url, args.member_role)
         print(f"team store at version {after}" + (" (already)" if before == after else
                                                   f" (was {before})"))
+        if args.member_role:
+            print(f"role {args.member_role} may search, not change the policy or the ledger")
     elif args.team_action == "quota":
         fingerprint = key_fingerprint(_resolve_key(None))
         stored = team.set_quota(url, fingerprint, args.calls, args.period)
         print(f"key sha256:{fingerprint}: quota {stored.describe()}")
+    elif args.team_action == "pace":
+        fingerprint = key_fingerprint(_resolve_key(None))
+        pace = team.set_pace(url, fingerprint, team.Pace(args.rate, args.margin, args.lease))
+        print(f"key sha256:{fingerprint}: {pace.rate:g} calls a second (a call every "
+              f"{pace.interval * 1000:.0f} ms, margin {pace.margin:g}), leases of "
+              f"{pace.lease_seconds:g} s")
     elif args.team_action == "budget":
         stored = team.set_budget(url, args.user, args.calls, args.period)
-        print(f"{args.user}: budget {stored.limit} calls "
+        print(f"{resolve_user(args.user)}: budget {stored.limit} calls "
               + ("a calendar month (UTC)" if stored.period == "month" else "for life"))
     else:
         frame = team.team_usage(url)

@@ -31,9 +31,11 @@ from typing import TYPE_CHECKING, Any
 
 import geopandas as gpd
 import pandas as pd
+import pyarrow as pa
 import pyarrow.parquet as pq
 import shapely
 
+from parcelsearch import notices
 from parcelsearch.errors import Hint, InputError, NotComparableError
 
 if TYPE_CHECKING:
@@ -102,8 +104,19 @@ class Side:
         if suffix not in readers:
             raise InputError(f"cannot compare {str(file)!r}: {suffix or 'no extension'} is not "
                              f"one of {', '.join(readers)} (the outputs of --out)")
-        ids, meta = readers[suffix](file)
-        return _side_of(ids, meta, str(file))
+        if not file.is_file():
+            raise InputError(f"cannot compare {str(file)!r}: it is not a regular file")
+        try:
+            ids, meta = readers[suffix](file)
+            return _side_of(ids, meta, str(file))
+        except InputError:
+            raise
+        except _UNREADABLE as exc:  # a damaged or foreign file: the input's fault, said so
+            reason = " ".join(str(exc).split())[:200] or type(exc).__name__
+            raise InputError(
+                f"cannot compare {str(file)!r}: it is not a readable {suffix} output of "
+                f"'parcelsearch search --out' ({type(exc).__name__}: {reason})",
+                field="file") from None
 
     @classmethod
     def of_run(cls, history: History, run_id: str) -> Side:
@@ -120,6 +133,12 @@ class Side:
                    f"run {str(run['run_id'])[:12]}")
 
 
+#: What reading a damaged or foreign file raises (the readers' own errors): an input error.
+_UNREADABLE: tuple[type[BaseException], ...] = (
+    OSError, ValueError, KeyError, IndexError, TypeError, AttributeError, RuntimeError,
+    pa.ArrowException)
+
+
 def _ring_polygon(ring: str) -> shapely.Polygon:
     return shapely.Polygon(json.loads(ring))
 
@@ -129,29 +148,51 @@ def _side_of(ids: pd.DataFrame, meta: dict[str, Any], label: str) -> Side:
         raise InputError(f"{label} carries no run metadata (was it written by "
                          "'parcelsearch search --out'?): nothing says which areas and "
                          "tolerance it searched")
-    id_name = str(meta.get("id_column") or ids.columns[0])
+    if not isinstance(meta, dict):
+        raise InputError(f"{label}: its run metadata is not a JSON object")
+    id_name = str(meta.get("id_column") or (ids.columns[0] if len(ids.columns) else ""))
     if id_name not in ids.columns or "group_id" not in ids.columns:
-        raise InputError(f"{label} lacks the columns {id_name!r} and 'group_id'")
-    areas = list(meta.get("areas", []))
+        raise InputError(f"{label} lacks the columns {id_name[:60]!r} and 'group_id'")
+    areas, complete = meta.get("areas", []), meta.get("areas_complete", meta.get("areas", []))
     tolerance = meta.get("tolerance")
-    return Side(ids[[id_name, "group_id"]].astype({"group_id": "string"}), id_name, areas,
+    if not isinstance(areas, list) or not isinstance(complete, list):
+        raise InputError(f"{label}: its run metadata's areas are not lists")
+    if tolerance is not None and (isinstance(tolerance, bool)
+                                  or not isinstance(tolerance, int | float)
+                                  or not math.isfinite(tolerance)):
+        raise InputError(f"{label}: its run metadata's tolerance is not a number "
+                         f"({str(tolerance)[:40]!r})")
+    ids = ids[[id_name, "group_id"]]
+    missing = ids[id_name].isna() | ids["group_id"].isna()
+    if missing.any():  # no id: nothing to compare; said, never counted as a change
+        notices.warn(notices.ParcelSearchWarning(
+            f"{label}: {int(missing.sum())} rows without an area id or group_id are ignored"))
+        ids = ids[~missing]
+    return Side(ids.astype({"group_id": "string"}), id_name, areas,
                 None if tolerance is None else float(tolerance),
-                meta.get("areas_fingerprint"), list(meta.get("areas_complete", areas)),
-                None, label)
+                meta.get("areas_fingerprint"), complete, None, label)
 
 
 def _read_parquet(path: Path) -> tuple[pd.DataFrame, dict[str, Any]]:
-    table = pq.read_table(path)
-    raw = (table.schema.metadata or {}).get(_META.encode())
-    return table.to_pandas(), json.loads(raw) if raw else {}
+    # Only the two columns compared are read (a file may hold many more).
+    schema = pq.read_schema(path)
+    raw = (schema.metadata or {}).get(_META.encode())
+    meta = json.loads(raw) if raw else {}
+    id_name = meta.get("id_column") if isinstance(meta, dict) else None
+    wanted = [c for c in (id_name, "group_id") if isinstance(c, str) and c in schema.names]
+    return pq.read_table(path, columns=wanted or None).to_pandas(), meta
 
 
 def _read_csv(path: Path) -> tuple[pd.DataFrame, dict[str, Any]]:
     sidecar = path.with_name(path.name + ".parcelsearch.json")
     meta = json.loads(sidecar.read_text(encoding="utf-8")) if sidecar.exists() else {}
+    if not isinstance(meta, dict):
+        raise InputError(f"{str(sidecar)!r}: the run metadata is not a JSON object")
     id_name = meta.get("id_column")
-    frame = pd.read_csv(path, dtype={"group_id": "string"})
-    if id_name in frame.columns and meta.get("areas"):
+    wanted = {id_name, "group_id"}
+    frame = pd.read_csv(path, dtype={"group_id": "string"},
+                        usecols=lambda c: c in wanted)
+    if id_name in frame.columns and isinstance(meta.get("areas"), list) and meta["areas"]:
         kinds = {type(a) for a in meta["areas"]}
         if kinds == {str}:
             frame[id_name] = frame[id_name].astype(str)
@@ -168,7 +209,11 @@ def _read_gpkg(path: Path) -> tuple[pd.DataFrame, dict[str, Any]]:
 
 def _read_geojson(path: Path) -> tuple[pd.DataFrame, dict[str, Any]]:
     document = json.loads(path.read_text(encoding="utf-8"))
+    if not isinstance(document, dict):
+        raise InputError(f"{str(path)!r} is not a GeoJSON object")
     meta = document.get(_META, {})
+    if not isinstance(meta, dict):
+        raise InputError(f"{str(path)!r}: its run metadata is not a JSON object")
     id_name = meta.get("id_column", "area_id")
     rows = [(f["properties"].get(id_name), g) for f in document.get("features", [])
             for g in f["properties"].get("group_ids", [])]

@@ -13,6 +13,7 @@ from __future__ import annotations
 
 import logging
 import threading
+import time
 import uuid
 from collections.abc import Iterable
 from concurrent.futures import FIRST_COMPLETED, Future, ThreadPoolExecutor, wait
@@ -230,20 +231,24 @@ class Run:
 
 
 class PageSpend:
-    """The one spend hook of a request: each attempt reserved in the run, paced at the key's
-    pacer, settled once sent, refunded when the service did not count it."""
+    """The one spend hook of a request: each attempt paced at the key's pacer, then reserved
+    in the run just before it is sent, settled once sent, refunded when the service did not
+    count it."""
 
     def __init__(self, run: Run) -> None:
         self.run = run
         self.calls = 0
         self._open: int | None = None  # the attempt's reservation, until refunded
+        self._turn: float | None = None  # the attempt's turn at the pacer, if told
 
     def reserve(self) -> None:
         self._open = self.run.reserve()
         self.calls += 1
+        if self._turn is not None:  # reserved a moment before the turn: sent at the turn
+            time.sleep(max(0.0, self._turn - time.monotonic()))
 
     def pace(self, limiter: RateLimiter, cancel: threading.Event | None) -> None:
-        self.run.spending.pace(limiter, cancel)
+        self._turn = self.run.spending.pace(limiter, cancel)
 
     def settle(self) -> None:
         if self._open is not None:

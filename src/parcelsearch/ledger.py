@@ -42,6 +42,8 @@ __all__ = ["Ledger", "Quota", "Usage", "budget_reached", "no_calls_left"]
 
 Period = Literal["month", "lifetime"]
 
+#: The most calls a quota may hold (what a PostgreSQL ``integer``, the team store's, holds).
+MAX_CALLS = 2**31 - 1
 _FINGERPRINT = re.compile(r"[0-9a-f]{16}")
 _QUOTA = re.compile(r"\s*(\d+)\s*/\s*(month|lifetime)\s*", re.IGNORECASE)
 _SCHEMA = """
@@ -113,10 +115,14 @@ class Quota:
         match = _QUOTA.fullmatch(text)
         if match is None:
             raise ConfigurationError(
-                f"{value!r}{source} is not a quota: use 'demo', 'production', "
+                f"{value[:40]!r}{source} is not a quota: use 'demo', 'production', "
                 "'<N>/month' or '<N>/lifetime'",
                 hints=[Hint("quota", "500/month", "for example {knob}")],
             )
+        if int(match[1]) > MAX_CALLS:
+            raise ConfigurationError(
+                f"{value.strip()[:40]!r}{source}: a quota is at most {MAX_CALLS} calls",
+                hints=[Hint("quota", "500/month", "for example {knob}")])
         return cls(int(match[1]), match[2])  # type: ignore[arg-type]
 
     def used(self, usage: Usage) -> int:
@@ -141,10 +147,13 @@ def budget_reached(budget: int) -> str:
 
 
 def no_calls_left(fingerprint: str, quota: Quota, used: int,
-                  where: str = "this ledger") -> QuotaWouldExceedError:
-    """The refusal of a reservation when the key's quota has no call left."""
+                  where: str = "this ledger", *, sent: int | None = None) -> QuotaWouldExceedError:
+    """The refusal of a reservation when the key's quota has no call left (``sent``: of the
+    ``used`` calls counted, those known sent; the rest are on the wire or of unknown fate)."""
+    counted = f"{used}" if sent is None or sent >= used else \
+        f"{used} ({sent} sent, {used - sent} on the wire or of unknown fate)"
     return QuotaWouldExceedError(
-        f"key sha256:{fingerprint} has no calls left: {where} counts {used} of its quota "
+        f"key sha256:{fingerprint} has no calls left: {where} counts {counted} of its quota "
         f"({quota.describe()}). Everything fetched so far is cached; "
         + ("the quota resets at the start of the next month (UTC)."
            if quota.period == "month" else "a lifetime quota never resets."),

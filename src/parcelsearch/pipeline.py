@@ -49,6 +49,7 @@ from parcelsearch.errors import (
     ParcelSearchError,
     QuotaWouldExceedError,
     SearchInterrupted,
+    TeamStoreError,
 )
 from parcelsearch.fetching import Fetcher, PageBaseLearned, PageSpend, PieceState, Run
 from parcelsearch.history import History
@@ -131,10 +132,11 @@ def _limit_text(run: Run, what: str, allowed: int) -> str:
         return f"the budget allows {allowed} more"
     if what == "user budget":
         return f"{run.options.user}'s team budget allows {allowed} more"
-    assert run.quota is not None
+    quota = run.spending.stored_quota() if what == "team quota" else run.quota
+    assert quota is not None
     text = f"the key has {allowed} left of its quota " \
-           f"({run.quota.describe()})"
-    if run.quota.period == "month":
+           f"({quota.describe()})"
+    if quota.period == "month":
         reset = next_month_start(pd.Timestamp.now(tz="UTC").to_pydatetime())
         text += f", which resets on {reset:%Y-%m-%d} 00:00 UTC"
     else:
@@ -686,5 +688,8 @@ class _Search:
             if not stopping:
                 exc.result = result
                 raise
-            _log.warning("the run history did not record this stopped run: %s", exc)
+            result.run_id = ""  # plainly not recorded: nothing says it was
+            _log.warning("this stopped run is not recorded in the run history (%s)",
+                         "the team store is lost" if isinstance(exc, TeamStoreError)
+                         else " ".join(str(exc).split())[:200])
         return result

@@ -10,6 +10,7 @@ from __future__ import annotations
 import getpass
 import os
 import re
+import unicodedata
 from dataclasses import dataclass, fields
 from typing import Any
 
@@ -27,7 +28,7 @@ ENV_TEAM = "PARCELSEARCH_TEAM"
 #: Who is running the search in a team, read when ``user`` is not given.
 ENV_USER = "PARCELSEARCH_USER"
 
-_USER = re.compile(r"[A-Za-z0-9_.@-]{1,64}")
+_USER = re.compile(r"[a-z0-9_.@-]{1,64}")
 
 #: ``refresh`` values: cached pages reused where present, none reused, or only unchanged.
 REFRESH_MODES = ("cached", "all", "changed")
@@ -98,12 +99,14 @@ def resolve_team(team: str | None) -> str | None:
 
 
 def resolve_user(user: str | None) -> str:
-    """Who runs the search: ``user``, else ``$PARCELSEARCH_USER``, else the login name.
+    """Who runs the search: ``user``, else ``$PARCELSEARCH_USER``, else the login name;
+    NFKC-normalised and case-folded (``Alice``, ``ALICE`` and ``Ａｌｉｃｅ`` are ``alice``).
 
     Raises
     ------
     ConfigurationError
-        A name that is not 1-64 letters, digits or ``_.@-``.
+        A name that is not 1-64 letters, digits or ``_.@-`` (the message shows at most its
+        first 40 characters).
     """
     source = ""
     if user is None:
@@ -113,11 +116,14 @@ def resolve_user(user: str | None) -> str:
             user, source = getpass.getuser(), " (the login name)"
         except (KeyError, OSError):
             user, source = "unknown", ""
-    if not isinstance(user, str) or not _USER.fullmatch(user):
+    folded = unicodedata.normalize("NFKC", user).casefold() if isinstance(user, str) else ""
+    if not _USER.fullmatch(folded):
+        shown = repr(user[:40]) + (f"… ({len(user)} characters)" if len(user) > 40 else "") \
+            if isinstance(user, str) else repr(type(user).__name__)
         raise ConfigurationError(
-            f"user must be 1-64 letters, digits or _.@-{source}, got {user!r}",
+            f"user must be 1-64 letters, digits or _.@-{source}, got {shown}",
             hints=[Hint("user", "alice", "for example {knob}")])
-    return user
+    return folded
 
 
 def _no_password(url: str) -> str:

@@ -1,8 +1,8 @@
 """Spending: where a key's calls are reserved, paced and counted, and its pages kept.
 
 One interface, :class:`Spending`, is all a search needs from the outside world besides the
-client: a call is **reserved** before it is sent (refused there when the key's quota or the
-person's budget has no call left), waits for its turn at the key's **pacer**, and is
+client: a call waits for its turn at the key's **pacer**, is **reserved** just before it is
+sent (refused there when the key's quota or the person's budget has no call left), and is
 **settled** once sent (its fate may be unknown: it counts as spent) or **refunded** when the
 service certainly did not count it. Pages are read from and **kept** in its page store; the
 fetch path **claims** a page first, so that where several processes share a store only one
@@ -30,14 +30,18 @@ from parcelsearch.cache import ResponseCache
 from parcelsearch.ledger import Ledger, Quota, Usage, no_calls_left
 from parcelsearch.page import Page
 
-__all__ = ["Spending", "Limit", "LocalSpending", "MemorySpending"]
+__all__ = ["Spending", "Limit", "LocalSpending", "MemorySpending", "RESERVE_LEAD"]
 
 #: What may still be spent, and what limits it (``"quota"``, ``"user budget"``): calls left.
 Limit = tuple[int, str]
+#: Seconds before its turn at the pacer that a call is reserved (the reservation's write,
+#: so that the call leaves at its turn and the spacing the service sees stays even); a
+#: process killed in them leaves that one call charged besides those on the wire.
+RESERVE_LEAD = 0.05
 
 
 class Spending(Protocol):
-    """The calls of one key and the pages it fetched: reserve → settle | refund, pages.
+    """The calls of one key and the pages it fetched: pace → reserve → settle | refund, pages.
 
     Every method may be called from several threads at once.
     """
@@ -66,8 +70,10 @@ class Spending(Protocol):
     def limits(self, quota: Quota | None) -> list[Limit]:
         """Calls the store still allows, and what limits each (empty: nothing known)."""
 
-    def pace(self, limiter: RateLimiter, cancel: threading.Event | None) -> None:
-        """Wait for the next call's turn at the key's pacer."""
+    def pace(self, limiter: RateLimiter, cancel: threading.Event | None) -> float | None:
+        """Wait for the next call's turn at the key's pacer: ``None`` once it has come, or
+        the turn (``time.monotonic()``) when it returns a moment before, so that the call's
+        reservation is made in that moment (the caller then waits until the turn)."""
 
     def pause(self, seconds: float) -> None:
         """The service asked the key to wait ``seconds`` (a 429 with ``Retry-After``)."""
@@ -98,8 +104,8 @@ class _Pages:
     def stored_quota(self) -> Quota | None:
         return None
 
-    def pace(self, limiter: RateLimiter, cancel: threading.Event | None) -> None:
-        limiter.wait(cancel)
+    def pace(self, limiter: RateLimiter, cancel: threading.Event | None) -> float | None:
+        return limiter.wait(cancel, lead=RESERVE_LEAD)
 
     def pause(self, seconds: float) -> None:
         return None  # this process's threads each honour Retry-After in their own back-off

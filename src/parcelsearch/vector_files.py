@@ -74,6 +74,9 @@ def read_vector(
     path = text if virtual else str(Path(text).expanduser())
     if not virtual and not Path(path).exists():
         raise InputError(f"{what} {text!r} does not exist", field=what)
+    if not virtual and not (Path(path).is_file() or Path(path).is_dir()):  # a FIFO would hang
+        raise InputError(f"{what} {text!r} is not a regular file (a pipe, socket or device)",
+                         field=what)
     suffix = Path(text.rstrip("/")).suffix.lower()
     if layer is not None and suffix in _PARQUET + _FEATHER:
         raise InputError(f"{what} {text!r} is a {suffix} file: it has no layers to choose from",

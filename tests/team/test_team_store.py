@@ -16,11 +16,12 @@ import psycopg
 import pytest
 from _threads import moments, race
 
-from parcelsearch.errors import QuotaWouldExceedError, TeamStoreError
+from parcelsearch._http import Cancelled
+from parcelsearch.errors import ConfigurationError, QuotaWouldExceedError, TeamStoreError
 from parcelsearch.ledger import Quota
 from parcelsearch.page import Page
-from parcelsearch.team import init_team, set_budget, set_quota, team_usage
-from parcelsearch.team.spending import TeamSpending
+from parcelsearch.team import Pace, init_team, set_budget, set_pace, set_quota, team_usage
+from parcelsearch.team.spending import RESERVE_LEAD, TeamSpending
 from parcelsearch.team.store import SCHEMA, VERSION, schema_version
 
 FP = "0123456789abcdef"
@@ -163,12 +164,44 @@ def test_an_expired_lease_is_taken_over(team: str, monkeypatch: pytest.MonkeyPat
     monkeypatch.setenv("PARCELSEARCH_TEAM_LEASE", "0.5")
     alice, bob = _member(team, "alice"), _member(team, "bob")
     stop = threading.Event()
-    assert alice.claim("k2", None, stop) is None  # alice claims, then dies
+    assert alice.claim("k2", None, stop) is None  # alice claims, then dies (renews no more)
+    alice.close()
     start = time.monotonic()
     assert bob.claim("k2", None, stop) is None  # bob takes over once the lease expires
-    assert time.monotonic() - start >= 0.4
+    assert time.monotonic() - start >= 0.3
+    bob.close()
+
+
+def test_a_live_member_renews_its_lease(team: str, monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.setenv("PARCELSEARCH_TEAM_LEASE", "0.5")
+    alice, bob = _member(team, "alice"), _member(team, "bob")
+    assert alice.claim("k3", None, threading.Event()) is None
+    stop = threading.Event()
+    threading.Timer(1.6, stop.set).start()  # three leases' time: alice, alive, still holds it
+    with pytest.raises(Cancelled):
+        bob.claim("k3", None, stop)
+    alice.keep(_page("k3"))
+    assert bob.claim("k3", None, threading.Event()) is not None  # landed: bob reads it
     alice.close()
     bob.close()
+
+
+def test_a_members_lease_can_only_be_shorter_than_the_keys(
+        team: str, monkeypatch: pytest.MonkeyPatch) -> None:
+    set_pace(team, FP, Pace(rate=5, margin=0.1, lease_seconds=4))
+    monkeypatch.setenv("PARCELSEARCH_TEAM_LEASE", "600")
+    alice = _member(team, "alice")
+    assert alice.lease_seconds == 4 and alice.policy == Pace(5, 0.1, 4)
+    alice.close()
+    monkeypatch.setenv("PARCELSEARCH_TEAM_LEASE", "2")
+    bob = _member(team, "bob")
+    assert bob.lease_seconds == 2
+    bob.close()
+    for bad in ("inf", "1e300", "nan", "0", "soon"):
+        monkeypatch.setenv("PARCELSEARCH_TEAM_LEASE", bad)
+        with pytest.raises(ConfigurationError, match="PARCELSEARCH_TEAM_LEASE must be a "
+                                                     "number from 0.5 to 3600"):
+            _member(team, "carol")
 
 
 def test_a_lost_store_stops_with_a_clear_error(team: str) -> None:
@@ -192,3 +225,27 @@ def test_the_team_extra_brings_the_driver_and_its_absence_is_said(
     monkeypatch.setitem(sys.modules, "psycopg", None)
     with pytest.raises(TeamStoreError, match=r'pip install "parcelsearch\[team\]"'):
         init_team("postgresql://db.example/team")
+
+
+def test_a_members_own_rate_paces_only_that_member(team: str) -> None:
+    """The key's pace is stored (1 call/s): a member pacing itself at 0.01 calls/s moves the
+    key's next slot by the key's interval, not by 100 s; one at 100 calls/s cannot narrow
+    it (the store's next slot is the witness)."""
+    from parcelsearch._http import RateLimiter
+
+    set_pace(team, FP, Pace(rate=1, margin=0.05, lease_seconds=6))
+    slow, fast = _member(team, "slow"), _member(team, "fast")
+
+    def ahead() -> float:
+        with psycopg.connect(team) as conn:
+            return float(conn.execute(
+                f"SELECT EXTRACT(EPOCH FROM next_slot - clock_timestamp()) FROM {SCHEMA}.pacers "
+                "WHERE fingerprint = %s", (FP,)).fetchone()[0])
+
+    interval = 1 / 0.95
+    slow.pace(RateLimiter(0.01), None)
+    assert 0 < ahead() <= interval  # not 100 s: the slow member holds up nobody
+    fast.pace(RateLimiter(100), None)  # waits for the key's next slot, then claims the next
+    assert interval / 2 < ahead() <= interval + RESERVE_LEAD  # not 10 ms apart
+    slow.close()
+    fast.close()

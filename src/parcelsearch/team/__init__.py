@@ -8,12 +8,13 @@ makes it); a search joins it with ``team=URL`` (``--team``, ``$PARCELSEARCH_TEAM
 - :mod:`~parcelsearch.team.spending`: :class:`TeamSpending`, the
   :class:`~parcelsearch.spending.Spending` of a team (reserve → settle | refund, one pacer
   per key, pages with single-flight leases);
-- :mod:`~parcelsearch.team.usage`: the quota and budgets stored, and who spent what.
+- :mod:`~parcelsearch.team.usage`: the key's quota and pace and the budgets stored, and who
+  spent what.
 """
 
 from __future__ import annotations
 
 from parcelsearch.team.store import init_team
-from parcelsearch.team.usage import set_budget, set_quota, team_usage
+from parcelsearch.team.usage import Pace, set_budget, set_pace, set_quota, team_usage
 
-__all__ = ["init_team", "set_quota", "set_budget", "team_usage"]
+__all__ = ["init_team", "set_quota", "set_pace", "set_budget", "team_usage", "Pace"]

@@ -31,11 +31,17 @@ from typing import Any
 
 from parcelsearch.errors import Hint, TeamStoreError
 
-__all__ = ["SCHEMA", "VERSION", "init_team", "connect", "shown", "schema_version"]
+__all__ = ["SCHEMA", "VERSION", "MEMBER_GRANTS", "init_team", "connect", "shown",
+           "schema_version"]
 
 SCHEMA = "parcelsearch_team"
 #: The schema version this toolkit writes and reads.
-VERSION = 2
+VERSION = 3
+#: The key's policy stored with it when nobody set it: calls per second (the vendor's
+#: spike arrest), the pacer's margin, a page lease's seconds.
+DEFAULT_RATE, DEFAULT_MARGIN, DEFAULT_LEASE = 10.0, 0.05, 6.0
+#: The ranges ``team pace`` and the members' own settings are held to.
+RATE_RANGE, MARGIN_RANGE, LEASE_RANGE = (0.001, 1000.0), (0.0, 0.5), (0.5, 3600.0)
 #: Seconds to wait for the store to accept a connection.
 CONNECT_TIMEOUT = 5
 
@@ -194,7 +200,103 @@ CREATE TABLE {SCHEMA}.run_ids (
     PRIMARY KEY (run_id, area_id)
 );
 """,
+    3: f"""
+-- The key's policy lives with the key: its pace (calls per second, and the pacer's margin)
+-- and how long a page's lease lasts; a member's own settings can only be stricter.
+ALTER TABLE {SCHEMA}.keys
+    ADD COLUMN rate double precision NOT NULL DEFAULT {DEFAULT_RATE}
+        CHECK (rate BETWEEN {RATE_RANGE[0]} AND {RATE_RANGE[1]}),
+    ADD COLUMN margin double precision NOT NULL DEFAULT {DEFAULT_MARGIN}
+        CHECK (margin BETWEEN {MARGIN_RANGE[0]} AND {MARGIN_RANGE[1]}),
+    ADD COLUMN lease_seconds double precision NOT NULL DEFAULT {DEFAULT_LEASE}
+        CHECK (lease_seconds BETWEEN {LEASE_RANGE[0]} AND {LEASE_RANGE[1]});
+-- Member names are case-folded: budgets and spending of names differing in case merge.
+UPDATE {SCHEMA}.calls SET member = lower(member) WHERE member <> lower(member);
+UPDATE {SCHEMA}.page_uses SET member = lower(member) WHERE member <> lower(member);
+UPDATE {SCHEMA}.runs SET member = lower(member) WHERE member <> lower(member);
+DELETE FROM {SCHEMA}.budgets AS b WHERE b.member <> lower(b.member)
+    AND EXISTS (SELECT 1 FROM {SCHEMA}.budgets AS o WHERE o.member = lower(b.member));
+UPDATE {SCHEMA}.budgets SET member = lower(member) WHERE member <> lower(member);
+-- Calls of a key (or a member) settled: sent, as far as anyone knows.
+CREATE FUNCTION {SCHEMA}.sent(p_fp text, p_member text, p_period text) RETURNS bigint
+LANGUAGE sql STABLE AS
+$$ SELECT count(*) FROM {SCHEMA}.calls
+   WHERE state = 'settled' AND (p_fp IS NULL OR fingerprint = p_fp)
+     AND (p_member IS NULL OR member = p_member)
+     AND (p_period = 'lifetime' OR month = {SCHEMA}.month_now()) $$;
+-- The stored quota always holds; a member's own quota (p_quota) can only lower it. The
+-- refusal says which limit refused, the calls counted and how many of them were sent.
+DROP FUNCTION {SCHEMA}.reserve(text, text, text, integer, text);
+CREATE FUNCTION {SCHEMA}.reserve(p_fp text, p_member text, p_run text, p_quota integer,
+                                 p_period text)
+RETURNS TABLE (id bigint, verdict text, used bigint, lim integer, sent bigint)
+LANGUAGE plpgsql SECURITY DEFINER SET search_path = pg_catalog, pg_temp AS $$
+DECLARE
+    k record;
+    b record;
+    n bigint;
+BEGIN
+    INSERT INTO {SCHEMA}.keys AS t (fingerprint) VALUES (p_fp) ON CONFLICT DO NOTHING;
+    SELECT * INTO k FROM {SCHEMA}.keys AS t WHERE t.fingerprint = p_fp FOR UPDATE;
+    IF k.quota IS NOT NULL THEN
+        n := {SCHEMA}.spent(p_fp, k.period);
+        IF n >= k.quota THEN
+            RETURN QUERY SELECT NULL::bigint, 'quota'::text, n, k.quota,
+                                {SCHEMA}.sent(p_fp, NULL, k.period);
+            RETURN;
+        END IF;
+    END IF;
+    IF p_quota IS NOT NULL THEN
+        n := {SCHEMA}.spent(p_fp, p_period);
+        IF n >= p_quota THEN
+            RETURN QUERY SELECT NULL::bigint, 'own quota'::text, n, p_quota,
+                                {SCHEMA}.sent(p_fp, NULL, p_period);
+            RETURN;
+        END IF;
+    END IF;
+    SELECT * INTO b FROM {SCHEMA}.budgets AS t WHERE t.member = p_member FOR UPDATE;
+    IF FOUND THEN
+        n := {SCHEMA}.member_spent(p_member, b.period);
+        IF n >= b.calls THEN
+            RETURN QUERY SELECT NULL::bigint, 'budget'::text, n, b.calls,
+                                {SCHEMA}.sent(NULL, p_member, b.period);
+            RETURN;
+        END IF;
+    END IF;
+    RETURN QUERY
+    INSERT INTO {SCHEMA}.calls AS c (fingerprint, member, run_id, month)
+    VALUES (p_fp, p_member, p_run, {SCHEMA}.month_now())
+    RETURNING c.id, 'ok'::text, NULL::bigint, NULL::integer, NULL::bigint;
+END $$;
+-- Settling and refunding, the only writes to the ledger a member role needs besides
+-- reserve: a refund takes back only a call of the last ten minutes (its answer just came).
+CREATE FUNCTION {SCHEMA}.settle(p_id bigint) RETURNS void
+LANGUAGE sql SECURITY DEFINER SET search_path = pg_catalog, pg_temp AS
+$$ UPDATE {SCHEMA}.calls SET state = 'settled' WHERE id = p_id $$;
+CREATE FUNCTION {SCHEMA}.refund(p_id bigint) RETURNS void
+LANGUAGE sql SECURITY DEFINER SET search_path = pg_catalog, pg_temp AS
+$$ DELETE FROM {SCHEMA}.calls WHERE id = p_id
+   AND at > clock_timestamp() - interval '10 minutes' $$;
+""",
 }
+
+#: What a member role may do (``team init --member-role``): read everything; share pages,
+#: leases, the pacer and the run history; touch the ledger only through ``reserve``,
+#: ``settle`` and ``refund``; never write the quota, the pace or a budget.
+MEMBER_GRANTS = f"""
+GRANT USAGE ON SCHEMA {SCHEMA} TO {{role}};
+GRANT SELECT ON ALL TABLES IN SCHEMA {SCHEMA} TO {{role}};
+GRANT USAGE ON ALL SEQUENCES IN SCHEMA {SCHEMA} TO {{role}};
+GRANT INSERT (fingerprint) ON {SCHEMA}.keys TO {{role}};
+GRANT INSERT, UPDATE ON {SCHEMA}.pacers, {SCHEMA}.pages TO {{role}};
+GRANT INSERT, UPDATE, DELETE ON {SCHEMA}.leases TO {{role}};
+GRANT INSERT ON {SCHEMA}.page_uses, {SCHEMA}.runs, {SCHEMA}.run_pieces, {SCHEMA}.run_pages,
+    {SCHEMA}.rings, {SCHEMA}.run_ids TO {{role}};
+REVOKE EXECUTE ON FUNCTION {SCHEMA}.reserve(text, text, text, integer, text),
+    {SCHEMA}.settle(bigint), {SCHEMA}.refund(bigint) FROM PUBLIC;
+GRANT EXECUTE ON FUNCTION {SCHEMA}.reserve(text, text, text, integer, text),
+    {SCHEMA}.settle(bigint), {SCHEMA}.refund(bigint) TO {{role}};
+"""
 
 
 def shown(url: str) -> str:
@@ -255,14 +357,23 @@ def check_schema(url: str, conn: Any) -> None:
                          f"this parcelsearch knows ({VERSION}): upgrade parcelsearch")
 
 
-def init_team(url: str) -> tuple[int, int]:
+def init_team(url: str, member_role: str | None = None) -> tuple[int, int]:
     """Create or upgrade the team store's schema; idempotent. Returns (before, after).
+
+    Parameters
+    ----------
+    url
+        The store (``postgresql://…``); whoever connects here owns the schema.
+    member_role
+        An existing PostgreSQL role to give what a member needs and no more (see
+        :data:`MEMBER_GRANTS`): members logging in with it can search, but cannot change
+        the quota, the pace or a budget, nor rewrite the ledger.
 
     Raises
     ------
     TeamStoreError
         The store cannot be reached (the message names the URL, without its password), or
-        its schema is newer than this toolkit.
+        its schema is newer than this toolkit, or ``member_role`` does not exist.
     """
     with connect(url, "cannot make the schema") as conn, conn.transaction():
         conn.execute("SELECT pg_advisory_xact_lock(hashtext('parcelsearch_team'))")
@@ -276,4 +387,19 @@ def init_team(url: str) -> tuple[int, int]:
             conn.execute(_MIGRATIONS[version])
         conn.execute(f"DELETE FROM {SCHEMA}.meta")
         conn.execute(f"INSERT INTO {SCHEMA}.meta (version) VALUES (%s)", (VERSION,))
+        if member_role is not None:
+            _grant_member(url, conn, member_role)
     return before, VERSION
+
+
+def _grant_member(url: str, conn: Any, role: str) -> None:
+    from psycopg import sql
+
+    found = conn.execute("SELECT 1 FROM pg_roles WHERE rolname = %s", (role,)).fetchone()
+    if found is None:
+        raise TeamStoreError(f"team store {shown(url)}: no role {role[:64]!r}: make it first "
+                             "(CREATE ROLE … LOGIN PASSWORD …)")
+    for statement in MEMBER_GRANTS.split(";"):
+        if statement.strip():
+            conn.execute(sql.SQL(statement.replace("{role}", "{}")).format(
+                sql.Identifier(role)))

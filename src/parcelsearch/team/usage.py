@@ -1,31 +1,82 @@
-"""The team store's settings (the key's quota, each member's budget) and who spent what."""
+"""The team store's settings (the key's quota and pace, each member's budget) and who spent
+what."""
 
 from __future__ import annotations
 
+import math
+from dataclasses import dataclass
 from typing import TYPE_CHECKING
 
 from parcelsearch._shared import check_count
-from parcelsearch.ledger import Quota
+from parcelsearch.errors import ConfigurationError
+from parcelsearch.ledger import MAX_CALLS, Quota
 from parcelsearch.search_options import resolve_user
-from parcelsearch.team.store import SCHEMA, check_schema, connect
+from parcelsearch.team.store import (
+    DEFAULT_LEASE,
+    DEFAULT_MARGIN,
+    DEFAULT_RATE,
+    LEASE_RANGE,
+    MARGIN_RANGE,
+    RATE_RANGE,
+    SCHEMA,
+    check_schema,
+    connect,
+)
 
 if TYPE_CHECKING:
     import pandas as pd
 
-__all__ = ["set_quota", "set_budget", "team_usage", "USAGE_COLUMNS"]
+__all__ = ["set_quota", "set_budget", "set_pace", "team_usage", "Pace", "USAGE_COLUMNS",
+           "check_in_range"]
 
 #: Columns of :func:`team_usage`, one row per key and one per member of each key.
 USAGE_COLUMNS = ["scope", "name", "fingerprint", "calls_month", "calls_lifetime", "limit",
-                 "period", "pages_shared", "calls_saved"]
+                 "period", "pages_shared", "calls_saved", "rate", "margin", "lease_seconds"]
 
 
-def set_quota(url: str, fingerprint: str, calls: int, period: str = "month") -> Quota:
-    """Store the key's quota in the team store, so that no member needs to pass it.
+@dataclass(frozen=True)
+class Pace:
+    """A key's pace as the team store holds it: ``rate`` calls per second allowed, the share
+    ``margin`` the pacer keeps in reserve, and a page lease's ``lease_seconds``."""
+
+    rate: float = DEFAULT_RATE
+    margin: float = DEFAULT_MARGIN
+    lease_seconds: float = DEFAULT_LEASE
+
+    @property
+    def interval(self) -> float:
+        """Seconds between two of the key's calls, whoever sends them."""
+        return 1.0 / (self.rate * (1.0 - self.margin))
+
+
+def check_in_range(value: object, bounds: tuple[float, float], name: str) -> float:
+    """``value`` as a float when finite and within ``bounds``.
 
     Raises
     ------
     ConfigurationError
-        ``calls`` is not a whole number >= 0, or ``period`` is not month or lifetime.
+        ``name must be a number from low to high, got value``.
+    """
+    low, high = bounds
+    try:
+        number = float(value)  # type: ignore[arg-type]
+    except (TypeError, ValueError):
+        number = math.nan
+    if isinstance(value, bool) or not math.isfinite(number) or not low <= number <= high:
+        raise ConfigurationError(f"{name} must be a number from {low:g} to {high:g}, got "
+                                 f"{str(value)[:40]!r}")
+    return number
+
+
+def set_quota(url: str, fingerprint: str, calls: int, period: str = "month") -> Quota:
+    """Store the key's quota in the team store, so that no member needs to pass it; a
+    member's own quota can only lower it.
+
+    Raises
+    ------
+    ConfigurationError
+        ``calls`` is not a whole number from 0 to 2147483647, or ``period`` is not month or
+        lifetime.
     TeamStoreError
         The store cannot be reached or has no schema.
     """
@@ -39,7 +90,7 @@ def set_budget(url: str, user: str, calls: int, period: str = "month") -> Quota:
     Raises
     ------
     ConfigurationError
-        A bad user name, count or period.
+        A bad user name, count (0 to 2147483647) or period.
     TeamStoreError
         The store cannot be reached or has no schema.
     """
@@ -51,6 +102,8 @@ def _store_limit(url: str, what: str, where: tuple[str, str, str], owner: str, c
                  period: str) -> Quota:
     """Insert or replace a quota or a budget: ``where`` = (table, owner column, calls column)."""
     check_count(calls, 0, "calls")
+    if calls > MAX_CALLS:
+        raise ConfigurationError(f"calls must be at most {MAX_CALLS}, got {calls}")
     limit = Quota(calls, period)  # type: ignore[arg-type]
     table, owner_column, calls_column = where
     with connect(url, f"cannot store the {what}") as conn:
@@ -61,6 +114,31 @@ def _store_limit(url: str, what: str, where: tuple[str, str, str], owner: str, c
             f"{calls_column} = EXCLUDED.{calls_column}, period = EXCLUDED.period",
             (owner, limit.limit, limit.period))
     return limit
+
+
+def set_pace(url: str, fingerprint: str, pace: Pace) -> Pace:
+    """Store the key's pace (calls per second, the pacer's margin, the page lease): every
+    member's calls are spaced by it, and no member's own settings can widen it.
+
+    Raises
+    ------
+    ConfigurationError
+        A value out of its range (rate 0.001-1000, margin 0-0.5, lease 0.5-3600 seconds).
+    TeamStoreError
+        The store cannot be reached or has no schema.
+    """
+    checked = Pace(check_in_range(pace.rate, RATE_RANGE, "rate"),
+                   check_in_range(pace.margin, MARGIN_RANGE, "margin"),
+                   check_in_range(pace.lease_seconds, LEASE_RANGE, "lease"))
+    with connect(url, "cannot store the pace") as conn:
+        check_schema(url, conn)
+        conn.execute(
+            f"INSERT INTO {SCHEMA}.keys (fingerprint, rate, margin, lease_seconds) "
+            "VALUES (%s, %s, %s, %s) ON CONFLICT (fingerprint) DO UPDATE SET "
+            "rate = EXCLUDED.rate, margin = EXCLUDED.margin, "
+            "lease_seconds = EXCLUDED.lease_seconds",
+            (fingerprint, checked.rate, checked.margin, checked.lease_seconds))
+    return checked
 
 
 _USAGE = f"""
@@ -84,13 +162,14 @@ SELECT 'key', 'sha256:' || k.fingerprint, k.fingerprint,
        COALESCE(sum(s.calls_month), 0), COALESCE(sum(s.calls_lifetime), 0), k.quota, k.period,
        (SELECT count(DISTINCT request_key) FROM {SCHEMA}.page_uses u
         WHERE u.fingerprint = k.fingerprint),
-       (SELECT count(*) FROM {SCHEMA}.page_uses u WHERE u.fingerprint = k.fingerprint)
+       (SELECT count(*) FROM {SCHEMA}.page_uses u WHERE u.fingerprint = k.fingerprint),
+       k.rate, k.margin, k.lease_seconds
 FROM {SCHEMA}.keys k LEFT JOIN spent s ON s.fingerprint = k.fingerprint
-GROUP BY k.fingerprint, k.quota, k.period
+GROUP BY k.fingerprint, k.quota, k.period, k.rate, k.margin, k.lease_seconds
 UNION ALL
 SELECT 'member', m.member, m.fingerprint, COALESCE(s.calls_month, 0),
        COALESCE(s.calls_lifetime, 0), b.calls, b.period, COALESCE(v.pages_shared, 0),
-       COALESCE(v.calls_saved, 0)
+       COALESCE(v.calls_saved, 0), NULL::float8, NULL::float8, NULL::float8
 FROM members m
 LEFT JOIN spent s USING (fingerprint, member)
 LEFT JOIN saved v USING (fingerprint, member)
@@ -115,7 +194,9 @@ def team_usage(url: str) -> pd.DataFrame:
         ``limit``/``period``: the member's budget; a member with a budget who has not
         spent yet has no ``fingerprint``); ``calls_month`` and ``calls_lifetime``
         (calls reserved and not refunded: a call whose fate is unknown counts), ``pages_shared``
-        (pages paid by another member and used) and ``calls_saved`` (calls those uses saved).
+        (pages paid by another member and used) and ``calls_saved`` (calls those uses saved);
+        a key's row also has its stored pace: ``rate`` (calls per second), ``margin`` (the
+        pacer's reserve) and ``lease_seconds`` (a page lease's length).
 
     Raises
     ------

@@ -139,13 +139,15 @@ class Accounts(StorePart):
         Raises
         ------
         ConfigurationError
-            ``current_password`` is not the account's password (nothing changes), or the new
-            one breaks the password rules (the message says which).
+            ``current_password`` is not the account's password (nothing changes), the new one
+            is the same, or it breaks the password rules (the message says which).
         """
         if self.authenticate(user.email, current_password) is None:
             raise ConfigurationError(
                 "the current password is wrong; type the password you signed in with"
             )
+        if new_password == current_password:
+            raise ConfigurationError("the new password is the current one; choose a new one")
         check_new_password(new_password)
         stored = hash_password(new_password)
         with self.keys.transaction() as conn:

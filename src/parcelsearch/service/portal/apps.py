@@ -42,6 +42,8 @@ class App:
     last_used: datetime | None
     daily: tuple[DayUsage, ...]
     now: datetime
+    #: What admins other than the owner did to it: (when, admin's e-mail, what), newest first.
+    admin_actions: tuple[tuple[datetime, str, str], ...] = ()
 
     @property
     def remaining(self) -> int | None:
@@ -161,7 +163,30 @@ class Apps(StorePart):
             used_month=summary["used_month"], used_lifetime=summary["used_lifetime"],
             revoked=summary["revoked"], spike_refusals=self.usage.refused(key_id),
             last_used=last_used, daily=self.usage.daily(key_id, log, now.date()), now=now,
+            admin_actions=self.admin_actions(key_id),
         )
+
+    def owner_of(self, key_id: int) -> str | None:
+        """The e-mail of key ``key_id``'s owner (``None``: a key made on the command line)."""
+        row = self.keys.query(
+            "SELECT u.email FROM portal_apps a JOIN portal_users u ON u.id = a.user_id"
+            " WHERE a.key_id = ?", (key_id,)).fetchone()
+        return None if row is None else str(row["email"])
+
+    def record_admin_action(self, key_id: int, admin: User, action: str) -> None:
+        """Remember that ``admin`` did ``action`` to key ``key_id`` (shown to its owner)."""
+        with self.keys.transaction() as conn:
+            self.keys.execute(
+                conn, "INSERT INTO portal_admin_actions (key_id, time, admin, action)"
+                      " VALUES (?, ?, ?, ?)", (key_id, self.clock(), admin.email, action[:200]))
+
+    def admin_actions(self, key_id: int) -> tuple[tuple[datetime, str, str], ...]:
+        """What admins did to key ``key_id``: (when, admin, what), newest first."""
+        rows = self.keys.query(
+            "SELECT time, admin, action FROM portal_admin_actions WHERE key_id = ?"
+            " ORDER BY time DESC, id DESC", (key_id,)).fetchall()
+        return tuple((datetime.fromtimestamp(float(r["time"]), UTC), r["admin"], r["action"])
+                     for r in rows)
 
     def one(self, user: User, key_id: int) -> App | None:
         """One app ``user`` may see, or ``None``."""

@@ -15,10 +15,13 @@ Security properties, in one place:
   recorded before its password is checked, in one transaction with the checks, so
   concurrent attempts cannot exceed the limits;
 - another user's app answers 404; limits and the All apps page are for admins only (403);
+  regenerating a key is for its owner only (403: the new key would be shown to whoever
+  asks); what an admin does to another user's app is shown on the app's page;
 - every response carries CSP (scripts and styles from this origin only, nothing inline), HSTS,
   ``X-Frame-Options: DENY``, ``Referrer-Policy: no-referrer``, ``nosniff`` and ``no-store``;
 - a key's plaintext appears only in the response to the create/regenerate POST;
-- changing a password needs the current one and ends the account's other sessions.
+- changing a password needs the current one (its guesses throttled and logged like
+  sign-ins) and a new one that differs from it, and ends the account's other sessions.
 """
 
 from __future__ import annotations
@@ -361,6 +364,12 @@ class _Portal:
             return checked
         session, user, _, name = checked
         app_id = request.path_params["app_id"]
+        if self.store.owner_of(app_id) != user.email:  # the new key is shown to whoever asks
+            log.warning("portal: %s was refused regenerating the key of app %r (not its owner)",
+                        printable(user.email), name)
+            return HTMLResponse(pages.message_page(
+                "Refused", "Only the app's owner can regenerate its key, and see the new one; "
+                "an admin can revoke it or change its limits.", user, session.csrf), 403)
         api_key = self.store.regenerate(app_id)
         if api_key is None:
             return self._app_page(session, user, app_id, 409,
@@ -375,7 +384,13 @@ class _Portal:
         session, user, form, name = checked
         self.store.revoke(request.path_params["app_id"])
         log.info("portal: %s revoked app %r", printable(user.email), name)
+        self._admin_action(request.path_params["app_id"], user, "revoked the app")
         return self._back(request, form)
+
+    def _admin_action(self, app_id: int, user: User, action: str) -> None:
+        """Record what an admin did to another user's app: its owner sees it on its page."""
+        if self.store.owner_of(app_id) != user.email:
+            self.store.record_admin_action(app_id, user, action)
 
     def limits(self, request: Request, form: FormData | None) -> Response:
         checked = self._app_post(request, form)
@@ -402,6 +417,8 @@ class _Portal:
             return self._app_page(session, user, app_id, 400, error=f"Limits not changed: {exc}.")
         log.info("portal: %s set the limits of app %r to %s/s, quota %s", printable(user.email),
                  name, rate, quota_text or "none")
+        self._admin_action(app_id, user, f"set the limits to {rate:g} calls a second, quota "
+                                         f"{quota if quota is not None else 'none'}")
         return self._back(request, form)
 
     # ------------------------------------------------------------------ app, account, admin,
@@ -448,15 +465,38 @@ class _Portal:
         if new != self._text(form, "new_password_again"):
             return self._account(session, user, 400, error=(
                 "Password not changed: the two new passwords differ; type the same one twice."))
+        # The current password is guessed like a sign-in: the same throttles and log.
+        address = request.client.host if request.client else "-"
+        device = request.cookies.get(DEVICE_COOKIE)
+        attempt = self.store.begin_signin(user.email, address, device)  # recorded first
+        if isinstance(attempt, tuple):
+            log.warning("portal password change throttled (%s) for %s from %s", attempt[0],
+                        printable(user.email), printable(address))
+            response = self._account(session, user, 429, error=(
+                "Password not changed: too many wrong passwords; try again in "
+                f"{_minutes(attempt[1])}."))
+            response.headers["Retry-After"] = str(math.ceil(attempt[1]))
+            return response
+        current = self._text(form, "current_password")
+        if self.store.authenticate(user.email, current) is None:
+            log.info("portal password change failed (wrong current password) for %s from %s",
+                     printable(user.email), printable(address))
+            self.store.signin_failed(attempt, device)
+            return self._account(session, user, 400, error=(
+                "Password not changed: the current password is wrong; type the password you "
+                "signed in with."))
         try:
-            ended = self.store.change_password(user, self._text(form, "current_password"),
-                                               new, session)
+            ended = self.store.change_password(user, current, new, session)
         except ConfigurationError as exc:
             return self._account(session, user, 400, error=f"Password not changed: {exc}.")
+        device_token = self.store.signin_succeeded(attempt, user, address, device)
         log.info("portal: %s changed their password (%d other sessions ended)", user.email,
                  ended)
-        return self._account(session, user, notice=(
+        response = self._account(session, user, notice=(
             f"Password changed; {_sessions(ended)} signed out."))
+        response.set_cookie(DEVICE_COOKIE, device_token, max_age=int(DEVICE_AGE), path="/",
+                            secure=True, httponly=True, samesite="strict")
+        return response
 
     def signout_others(self, request: Request, form: FormData | None) -> Response:
         checked = self._signed_in_post(request, form)

@@ -169,6 +169,14 @@ class PortalStore:
         """One app ``user`` may see, or ``None``."""
         return self.applications.one(user, key_id)
 
+    def owner_of(self, key_id: int) -> str | None:
+        """Key ``key_id``'s owner's e-mail (:meth:`Apps.owner_of`)."""
+        return self.applications.owner_of(key_id)
+
+    def record_admin_action(self, key_id: int, admin: User, action: str) -> None:
+        """Remember an admin's action on another user's app (:meth:`Apps.record_admin_action`)."""
+        self.applications.record_admin_action(key_id, admin, action)
+
     def regenerate(self, key_id: int) -> str | None:
         """A new plaintext for key ``key_id``; ``None`` if the key is revoked."""
         return self.applications.regenerate(key_id)

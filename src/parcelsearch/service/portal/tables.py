@@ -15,7 +15,9 @@ The portal keeps its own tables in the key store (one source of truth with
 - ``spike_refusals``: spike-arrest refusals per key and UTC day (the gateway records them;
   they are not in the request log, which holds admitted requests only);
 - ``portal_signins``: each account's recent successful sign-ins (time, client address, the
-  browser's own description), shown on its Account page.
+  browser's own description), shown on its Account page;
+- ``portal_admin_actions``: what an admin did to another user's app (revoked it, changed its
+  limits: who, when, what), shown on the app's page to its owner.
 
 Keys themselves are created, revoked, counted and listed through
 :class:`~parcelsearch.service.keys.KeyStore`; only a key's hash (regenerate) and its limits
@@ -84,6 +86,14 @@ _SCHEMA = (
     agent TEXT NOT NULL
 )""",
     "CREATE INDEX IF NOT EXISTS portal_signins_user ON {p}portal_signins (user_id, time)",
+    """CREATE TABLE IF NOT EXISTS {p}portal_admin_actions (
+    id {id},
+    key_id {ref} NOT NULL REFERENCES {p}keys(id),
+    time {real} NOT NULL,
+    admin TEXT NOT NULL,
+    action TEXT NOT NULL
+)""",
+    "CREATE INDEX IF NOT EXISTS portal_admin_actions_key ON {p}portal_admin_actions (key_id)",
 )
 _SQLITE_TYPES = {"p": "", "id": "INTEGER PRIMARY KEY", "ref": "INTEGER", "real": "REAL"}
 _POSTGRES_TYPES = {
