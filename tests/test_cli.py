@@ -390,4 +390,4 @@ def test_plan_writes_an_offline_map_of_its_pieces(files: Path, capsys) -> None:
     assert "https://unpkg" not in page and 'src="http' not in page  # nothing fetched but tiles
     data = page.split('<script id="ps-spec" type="application/json">')[1].split("</script>")[0]
     layers = {x["name"]: x["geojson"] for x in json.loads(data)["layers"]}
-    assert len(layers["Pieces"]["features"]) == 6
+    assert len(layers["Pieces"]["features"]) == 7
