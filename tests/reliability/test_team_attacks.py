@@ -316,3 +316,48 @@ def test_a_store_lost_mid_run_is_said_once_and_truly(
     made = re.search(r"(\d+) calls? made", out + err)
     assert made is not None, out + err
     assert int(made.group(1)) == _served(service, name), (out, err)
+
+
+@pytest.mark.slow
+def test_what_is_left_is_counted_from_what_was_sent(
+        service: Any, team: str, tmp_path: Path) -> None:
+    """Finding 10: a member pacing itself slowly with eight workers holds no reservations
+    while it waits, so another member, pricing its search against the stored quota of 10,
+    is told what is truly left: never fewer calls than the quota minus what the service
+    served (and one on the wire)."""
+    name, key = _key(service, quota=10_000)
+    set_quota(team, _fingerprint(key), 10, "month")
+    members = []
+    for n in range(2):
+        areas = tmp_path / f"cells{n}.parquet"
+        _cells(8 * n).to_parquet(areas)
+        member = Member(service, tmp_path, key, f"m{n}", **({"PARCELSEARCH_RATE": "2"}
+                                                            if n == 0 else {}))
+        members.append((member, member.search(areas, "--team", team, "--user", f"m{n}")))
+    slow = members[0][0].start(*members[0][1])
+    deadline = time.monotonic() + 60
+    while _served(service, name) < 1:
+        assert slow.poll() is None, slow.communicate()[1][-2000:]
+        assert time.monotonic() < deadline, "the search did not start"
+        time.sleep(0.02)
+    other = members[1][0].run(*members[1][1])
+    served = _served(service, name)
+    slow.kill()
+    slow.communicate(timeout=30)
+    for left in re.findall(r"has (\d+) left of its quota", other.stderr):
+        assert int(left) >= 10 - served - 1, (other.stderr, served)
+    assert other.returncode in (0, 3), other.stderr[-2000:]
+    assert _served(service, name) <= 10
+
+
+def _cells(first: int, count: int = 8) -> Any:
+    """``count`` small cells over the demo fabric, one call each."""
+    import geopandas as gpd
+    from shapely.geometry import box
+
+    x0, y0 = -99.745, 32.44
+    cells = [box(x0 + 0.002 * (i % 10), y0 + 0.002 * (i // 10),
+                 x0 + 0.002 * (i % 10) + 0.0015, y0 + 0.002 * (i // 10) + 0.0015)
+             for i in range(first, first + count)]
+    return gpd.GeoDataFrame({"area_id": [f"c{i:03d}" for i in range(first, first + count)]},
+                            geometry=cells, crs="EPSG:4326")
