@@ -311,30 +311,57 @@ class History(ABC):
         ``path``: its latest *complete* record (counts and page digests), and the rings whose
         latest record of all is an unfinished refresh that found the piece changed (its
         cached page 1 is newer than its cached pages 2..n: those are stale)."""
+        by_digest = {polygon_digest(p): p for p in dict.fromkeys(polygon_jsons)}
         found: dict[str, Previous] = {}
         stale: set[str] = set()
-        latest = """
-            SELECT p.polygon, p.rows, p.pages, p.run_id, p.status, p.changed
-            FROM {t}run_pieces p JOIN {t}runs r ON r.run_id = p.run_id
-            WHERE r.base_url = ? AND r.path = ? AND p.polygon = ? %s
-            ORDER BY r.finished DESC, r.{seq} DESC LIMIT 1"""
-        for polygon_json in dict.fromkeys(polygon_jsons):
-            polygon = polygon_digest(polygon_json)
-            args = (base_url, path, polygon)
-            last = self._select(latest % "", args)
-            if last.empty:
-                continue
-            if last["status"].iloc[0] == "incomplete" and last["changed"].iloc[0] == 1:
-                stale.add(polygon_json)
-            row = self._select(latest % "AND p.status != 'incomplete'", args)
-            if row.empty:
-                continue
-            digests = tuple(self._select(
-                "SELECT digest FROM {t}run_pages WHERE run_id = ? AND polygon = ? "
-                "ORDER BY page", (row["run_id"].iloc[0], polygon))["digest"])
-            found[polygon_json] = Previous(_int(row["rows"].iloc[0]),
-                                           _int(row["pages"].iloc[0]), digests)
+        records = self._records(base_url, path, list(by_digest))
+        if records.empty:
+            return found, stale
+        # newest first, as ORDER BY r.finished DESC, r.{seq} DESC
+        records = records.sort_values(["finished", "seq_order"], ascending=False,
+                                      kind="stable")
+        latest = records.drop_duplicates("polygon")
+        unfinished = (latest["status"] == "incomplete") & (latest["changed"] == 1)
+        stale.update(by_digest[p] for p in latest.loc[unfinished, "polygon"])
+        done = records[records["status"] != "incomplete"].drop_duplicates("polygon")
+        digests = self._digests(list(zip(done["run_id"], done["polygon"], strict=True)))
+        for polygon, rows, pages, run_id in zip(done["polygon"], done["rows"], done["pages"],
+                                                done["run_id"], strict=True):
+            found[by_digest[str(polygon)]] = Previous(
+                _int(rows), _int(pages), digests.get((run_id, str(polygon)), ()))
         return found, stale
+
+    def _records(self, base_url: str, path: str, polygons: list[str]) -> pd.DataFrame:
+        """Every run record of these rings (by digest) at ``base_url`` + ``path``, in one
+        query a chunk of rings (never one a ring: a refusal of many pieces reads them all)."""
+        query = """
+            SELECT p.polygon, p.rows, p.pages, p.run_id, p.status, p.changed, r.finished,
+                   r.{seq} AS seq_order
+            FROM {t}run_pieces p JOIN {t}runs r ON r.run_id = p.run_id
+            WHERE r.base_url = ? AND r.path = ? AND p.polygon IN (%s)"""
+        frames = [self._select(query % ", ".join("?" * len(chunk)), (base_url, path, *chunk))
+                  for chunk in _chunks(polygons)]
+        frames = [f for f in frames if not f.empty]
+        return pd.concat(frames, ignore_index=True) if frames else pd.DataFrame()
+
+    def _digests(self, pairs: list[tuple[Any, str]]) -> dict[tuple[Any, str], tuple[str, ...]]:
+        """The page digests of each (run id, ring digest), in page order."""
+        wanted = set(pairs)
+        found: dict[tuple[Any, str], list[str]] = {}
+        for chunk in _chunks(sorted({run_id for run_id, _ in pairs}, key=str)):
+            pages = self._select(
+                "SELECT run_id, polygon, page, digest FROM {t}run_pages WHERE run_id IN "
+                f"({', '.join('?' * len(chunk))}) ORDER BY page", tuple(chunk))
+            for run_id, polygon, digest in zip(pages["run_id"], pages["polygon"],
+                                               pages["digest"], strict=True):
+                if (run_id, polygon) in wanted:
+                    found.setdefault((run_id, polygon), []).append(digest)
+        return {key: tuple(values) for key, values in found.items()}
+
+
+def _chunks(values: Sequence[Any], size: int = 500) -> list[Sequence[Any]]:
+    """``values`` in slices of at most ``size`` (the bound parameters of one query)."""
+    return [values[i:i + size] for i in range(0, len(values), size)]
 
 
 def _int(value: Any) -> int | None:

@@ -38,14 +38,14 @@ def test_the_command_line_prices_before_spending(env, service, key, tmp_path: Pa
     code, _, err = run(base, capsys)
     assert code == 0, err
     full = served(service, key)
-    assert "price: at least 6 calls (exactly 6 for page 1 of 6 pieces" in err
-    assert f"price: exactly {full} calls (6 already spent; exactly {full - 6} for the later" in err
+    assert "price: at least 7 calls (exactly 7 for page 1 of 7 pieces" in err
+    assert f"price: exactly {full} calls (7 already spent; exactly {full - 7} for the later" in err
 
     # The same areas again, every page re-read: the whole price is known before the first
     # call, and the refusal names it with the same word.
-    code, _, err = run([*base, "--refresh", "--budget", "6"], capsys)
+    code, _, err = run([*base, "--refresh", "--budget", "7"], capsys)
     assert code == 3 and served(service, key) == full  # nothing spent
-    assert f"price: about {full} calls (exactly 6 for page 1 of 6 pieces; about {full - 6}" in err
+    assert f"price: about {full} calls (exactly 7 for page 1 of 7 pieces; about {full - 7}" in err
     assert f"this search needs about {full} calls (" in err and f"--budget {full}." in err
     assert "at least" not in err
 
@@ -58,9 +58,9 @@ def test_python_progress_prices_before_spending(make_client, demo_areas, service
                                                 capsys) -> None:
     client = make_client()
     first = parcelsearch.search(demo_areas, client=client)
-    assert "price: at least 6 calls" in capsys.readouterr().err
+    assert "price: at least 7 calls" in capsys.readouterr().err
     with pytest.raises(parcelsearch.QuotaWouldExceedError) as refused:
-        parcelsearch.search(demo_areas, client=client, refresh="all", budget=6)
+        parcelsearch.search(demo_areas, client=client, refresh="all", budget=7)
     err = capsys.readouterr().err
     assert f"price: about {first.calls} calls" in err
     assert f"needs about {first.calls} calls" in str(refused.value)
