@@ -133,6 +133,8 @@ class Side:
                    f"run {str(run['run_id'])[:12]}")
 
 
+#: Strings kept in Arrow's buffers (no Python object per GroupID: large files stay small).
+_ARROW_STRING = pd.StringDtype("pyarrow")
 #: What reading a damaged or foreign file raises (the readers' own errors): an input error.
 _UNREADABLE: tuple[type[BaseException], ...] = (
     OSError, ValueError, KeyError, IndexError, TypeError, AttributeError, RuntimeError,
@@ -168,7 +170,7 @@ def _side_of(ids: pd.DataFrame, meta: dict[str, Any], label: str) -> Side:
         notices.warn(notices.ParcelSearchWarning(
             f"{label}: {int(missing.sum())} rows without an area id or group_id are ignored"))
         ids = ids[~missing]
-    return Side(ids.astype({"group_id": "string"}), id_name, areas,
+    return Side(ids.astype({"group_id": _ARROW_STRING}), id_name, areas,
                 None if tolerance is None else float(tolerance),
                 meta.get("areas_fingerprint"), complete, None, label)
 
@@ -180,7 +182,8 @@ def _read_parquet(path: Path) -> tuple[pd.DataFrame, dict[str, Any]]:
     meta = json.loads(raw) if raw else {}
     id_name = meta.get("id_column") if isinstance(meta, dict) else None
     wanted = [c for c in (id_name, "group_id") if isinstance(c, str) and c in schema.names]
-    return pq.read_table(path, columns=wanted or None).to_pandas(), meta
+    table = pq.read_table(path, columns=wanted or None)
+    return table.to_pandas(types_mapper={pa.string(): _ARROW_STRING}.get), meta
 
 
 def _read_csv(path: Path) -> tuple[pd.DataFrame, dict[str, Any]]:
@@ -382,14 +385,7 @@ def compare(old: Side, new: Side) -> Diff:
     id_name = new.id_name
     comparable = [a for a in new.areas if a in set(old.areas_complete)
                   and a in set(new.areas_complete)]
-    before = _keyed(old.ids, id_name)
-    after = _keyed(new.ids, id_name)
-    added = after.difference(before)
-    removed = before.difference(after)
-    rows = pd.DataFrame(
-        [(a, g, "added") for a, g in added if a in comparable]
-        + [(a, g, "removed") for a, g in removed if a in comparable],
-        columns=[id_name, "group_id", "change"])
+    rows = _changes(old.ids, new.ids, id_name, comparable)
     rows = rows.sort_values([id_name, "group_id", "change"], key=_sort_key, kind="stable")
     rows = rows.reset_index(drop=True).astype({"group_id": "string"})
     summary = pd.DataFrame(index=pd.Index(new.areas, name=id_name))
@@ -411,6 +407,41 @@ def compare(old: Side, new: Side) -> Diff:
 
 def _sort_key(column: pd.Series) -> pd.Series:
     return column.map(str) if column.dtype == object else column
+
+
+def _changes(old: pd.DataFrame, new: pd.DataFrame, id_name: str,
+             comparable: list[Hashable]) -> pd.DataFrame:
+    """The (area id, ``group_id``, ``change``) rows of the comparable areas, found by Arrow's
+    set lookups on one key per row (no Python object per row); when the two sides' area ids
+    are of different kinds, by sets of plain values."""
+    import pyarrow.compute as pc
+
+    columns = [id_name, "group_id"]
+    if old[id_name].dtype != new[id_name].dtype:
+        return _changes_by_sets(old, new, id_name, comparable)
+    keys = []
+    for frame in (old, new):
+        area, group = (pc.cast(pa.array(frame[c], from_pandas=True), pa.string())
+                       for c in columns)
+        keys.append(pc.binary_join_element_wise(area, group, "\x1f"))
+    parts = []
+    for frame, key, other, change in ((new, keys[1], keys[0], "added"),
+                                      (old, keys[0], keys[1], "removed")):
+        only = pc.invert(pc.is_in(key, value_set=other)).to_numpy(zero_copy_only=False)
+        picked = frame.loc[only, columns]
+        parts.append(picked[picked[id_name].isin(comparable)].assign(change=change))
+    rows: pd.DataFrame = pd.concat(parts, ignore_index=True).astype({"group_id": "string"})
+    unique: pd.DataFrame = rows.drop_duplicates().reset_index(drop=True)
+    return unique
+
+
+def _changes_by_sets(before: pd.DataFrame, after: pd.DataFrame, id_name: str,
+                     comparable: list[Hashable]) -> pd.DataFrame:
+    old, new = (_keyed(frame, id_name) for frame in (before, after))  # 1 and "1" differ
+    return pd.DataFrame(
+        [(a, g, "added") for a, g in new.difference(old) if a in comparable]
+        + [(a, g, "removed") for a, g in old.difference(new) if a in comparable],
+        columns=[id_name, "group_id", "change"])
 
 
 def _keyed(ids: pd.DataFrame, id_name: str) -> set[tuple[Any, str]]:

@@ -73,6 +73,20 @@ class Member:
         return subprocess.run([sys.executable, "-m", "parcelsearch.cli", *argv], env=self.env,
                               cwd=self.cwd, capture_output=True, text=True, timeout=300)
 
+    def main(self, monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str],
+             *argv: str) -> subprocess.CompletedProcess[str]:
+        """The command line in this process (for what ends before anything is sent)."""
+        from _cli import run
+
+        for name in [n for n in os.environ if n.startswith("PARCELSEARCH_")]:
+            monkeypatch.delenv(name)
+        for name, value in self.env.items():
+            if name.startswith("PARCELSEARCH_"):
+                monkeypatch.setenv(name, value)
+        monkeypatch.chdir(self.cwd)
+        code, out, err = run(list(argv), capsys)
+        return subprocess.CompletedProcess(list(argv), code, out, err)
+
     def search(self, areas: Path, *extra: str) -> list[str]:
         return ["search", str(areas), "--id-column", "area_id", "--quiet",
                 "--out", str(self.cwd / f"{self.name}-{next(_KEYS)}.parquet"), *extra]
@@ -119,6 +133,7 @@ def _store_calls(team: str, member: str | None = None) -> int:
                                 (member,)).fetchone()[0])
 
 
+@pytest.mark.slow
 def test_a_members_own_quota_cannot_raise_the_stored_one(
         service: Any, team: str, areas: Path, tmp_path: Path) -> None:
     """Finding 1: stored quota 3, a member passes --quota 1000/month (and the guide's
@@ -221,33 +236,39 @@ def test_a_killed_local_search_leaves_only_its_calls_on_the_wire_in_the_ledger(
 ])
 def test_values_beyond_the_stores_range_are_usage_errors(
         service: Any, team: str, areas: Path, tmp_path: Path, argv: list[str],
-        env: dict[str, str], named: str) -> None:
+        env: dict[str, str], named: str, monkeypatch: pytest.MonkeyPatch,
+        capsys: pytest.CaptureFixture[str]) -> None:
     """Finding 8: exit 2 naming the option and its range, nothing sent, nothing stored."""
     key = service.keys.create(f"range-{next(_KEYS)}", key_type="production", quota=10_000)
     member = Member(service, tmp_path, key, "bob", PARCELSEARCH_TEAM=team,
                     PARCELSEARCH_USER="bob", **env)
-    done = member.run(*argv)
+    done = member.main(monkeypatch, capsys, *argv)
     assert done.returncode == 2, done.stderr[-2000:]
     assert named in done.stderr and "store lost" not in done.stderr
     assert re.search(r"2147483647|3600|1000", done.stderr), done.stderr
     assert _store_calls(team) == 0
 
 
-def test_a_huge_user_name_is_not_echoed_whole(service: Any, team: str, areas: Path,
-                                              tmp_path: Path) -> None:
+def test_a_huge_user_name_is_not_echoed_whole(
+        service: Any, team: str, areas: Path, tmp_path: Path, monkeypatch: pytest.MonkeyPatch,
+        capsys: pytest.CaptureFixture[str]) -> None:
     """Finding 11: a 10 kB --user is refused with its first characters, not echoed whole."""
     member = Member(service, tmp_path, "k" * 40, "bob")
-    done = member.run(*member.search(areas, "--team", team, "--user", "A" * 10_000))
+    done = member.main(monkeypatch, capsys,
+                       *member.search(areas, "--team", team, "--user", "A" * 10_000))
     assert done.returncode == 2
     assert "10000 characters" in done.stderr and len(done.stderr) < 1_000
 
 
-def test_a_fifo_as_the_areas_file_is_refused(service: Any, tmp_path: Path) -> None:
+def test_a_fifo_as_the_areas_file_is_refused(
+        service: Any, tmp_path: Path, monkeypatch: pytest.MonkeyPatch,
+        capsys: pytest.CaptureFixture[str]) -> None:
     """Finding 11: a FIFO given as the areas file is an input error, not a hang."""
     fifo = tmp_path / "areas.gpkg"
     os.mkfifo(fifo)
     member = Member(service, tmp_path, "k" * 40, "bob")
-    done = member.run("search", str(fifo), "--out", str(tmp_path / "x.parquet"), "--quiet")
+    done = member.main(monkeypatch, capsys, "search", str(fifo), "--out",
+                       str(tmp_path / "x.parquet"), "--quiet")
     assert done.returncode == 2 and "not a regular file" in done.stderr, done.stderr[-2000:]
 
 

@@ -249,3 +249,33 @@ def test_a_members_own_rate_paces_only_that_member(team: str) -> None:
     assert interval / 2 < ahead() <= interval + RESERVE_LEAD  # not 10 ms apart
     slow.close()
     fast.close()
+
+
+def test_a_version_2_store_is_upgraded_in_place_with_names_folded(postgres: Any) -> None:
+    """Schema 2 → 3: the key's policy columns added with their defaults, the reserve
+    function replaced, and members' names folded (their budgets merged into one)."""
+    from parcelsearch.team import store
+
+    url = postgres.database("team")
+    with psycopg.connect(url, autocommit=True) as conn:
+        conn.execute(f"CREATE SCHEMA {SCHEMA}")
+        conn.execute(f"CREATE TABLE {SCHEMA}.meta (version integer NOT NULL)")
+        for version in (1, 2):
+            conn.execute(store._MIGRATIONS[version])
+        conn.execute(f"INSERT INTO {SCHEMA}.meta VALUES (2)")
+        conn.execute(f"INSERT INTO {SCHEMA}.keys (fingerprint, quota, period) "
+                     "VALUES (%s, 5, 'month')", (FP,))
+        conn.execute(f"INSERT INTO {SCHEMA}.budgets VALUES ('Alice', 7, 'month'), "
+                     "('alice', 2, 'month'), ('Bob', 3, 'month')")
+        conn.execute(f"INSERT INTO {SCHEMA}.calls (fingerprint, member, run_id, month) "
+                     f"VALUES (%s, 'Alice', 'r', {SCHEMA}.month_now())", (FP,))
+    assert init_team(url) == (2, VERSION)
+    usage = team_usage(url).set_index("name")
+    assert usage.loc[f"sha256:{FP}", "rate"] == 10 and usage.loc[f"sha256:{FP}", "limit"] == 5
+    assert (usage.loc["alice", "limit"], usage.loc["alice", "calls_lifetime"]) == (2, 1)
+    assert usage.loc["bob", "limit"] == 3 and "Alice" not in usage.index
+    alice = _member(url, "alice")
+    alice.reserve("r", None)
+    with pytest.raises(QuotaWouldExceedError, match="budget of 2: 0 sent and 2 on the wire"):
+        alice.reserve("r", None)
+    alice.close()
