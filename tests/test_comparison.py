@@ -234,3 +234,23 @@ def test_rows_without_ids_are_ignored_with_a_word(
     assert code == 0, err
     assert "0 GroupIDs added, 0 GroupIDs removed" in out
     assert "2 rows without an area id or group_id are ignored" in err
+
+
+def test_files_of_group_ids_leave_the_piece_counts_unknown_not_zero(
+        tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    """Issue 41: ``diff`` of two output files said 0 pieces, 0 read, 0 inferred per area."""
+    from parcelsearch.cli import main
+
+    old = _result([("x", A), ("y", C)], [1, 1])
+    new = _result([("x", B), ("y", C)], [1, 1])
+    paths = [outputs.write_ids(r, tmp_path / f"{n}.parquet") for n, r in (("o", old), ("n", new))]
+    diff = compare(Side.of_file(paths[0]), Side.of_file(paths[1]))
+    pieces = ["pieces", "read", "inferred", "sampled", "changed_pieces"]
+    assert diff.summary[pieces].isna().all().all()
+    assert diff.summary[["added", "removed"]].sum().tolist() == [1, 1]
+    assert "pieces unknown" in repr(diff)
+    known = new.diff(old)  # results know their pieces: counts, zeros included
+    assert known.summary.loc["y", pieces].tolist() == [1, 1, 0, 0, 0]
+    assert main(["diff", str(paths[0]), str(paths[1])]) == 0
+    printed = capsys.readouterr().out
+    assert "changed_pieces: unknown (<NA>)" in printed and "1 GroupID added" in printed

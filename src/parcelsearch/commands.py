@@ -354,6 +354,9 @@ def run_diff(args: argparse.Namespace) -> int:
     team = resolve_team(args.team)
     diff = compare(_side(args.old, args.cache_dir, team), _side(args.new, args.cache_dir, team))
     _print_table(diff.summary)
+    if diff.summary["pieces"].isna().all():
+        print("pieces, read, inferred, sampled, changed_pieces: unknown (<NA>), since the new "
+              "side is a file of GroupIDs; compare run ids (parcelsearch runs) to count them")
     print(f"\n{plural(diff.added, 'GroupID')} added, {plural(diff.removed, 'GroupID')} removed "
           f"({diff.old} → {diff.new})")
     if args.out:
@@ -453,4 +456,7 @@ def run_team(args: argparse.Namespace) -> int:
             print(frame.astype(object).where(frame.notna(), None).to_json(orient="records"))
         else:
             _print_table(frame)
+            print("\na key's row counts the calls its members made in team mode through this "
+                  "store; calls made with the same key outside team mode (a search without "
+                  "--team, another tool) are not seen here: the vendor's portal counts them all")
     return 0

@@ -236,7 +236,9 @@ class Diff:
         Per area: GroupIDs ``before`` and ``after``, ``added``, ``removed``, the new search's
         ``pieces`` and how it knows them (``read``, ``inferred`` unchanged from page 1,
         ``sampled`` to check that inference), ``changed_pieces``, and ``comparable``
-        (both searches finished the area).
+        (both searches finished the area). The piece columns are missing values (``<NA>``)
+        when the new side does not know its pieces (an output file of GroupIDs alone), never
+        zeros.
     pieces
         The new search's pieces that changed (``changed`` true, or ``rows`` different from
         the old search's same piece): a map layer (:meth:`map`).
@@ -263,9 +265,10 @@ class Diff:
         return int((self.rows["change"] == "removed").sum())
 
     def __repr__(self) -> str:
-        changed = 0 if self.pieces is None else len(self.pieces)
+        changed = ("pieces unknown" if self.pieces is None
+                   else f"{len(self.pieces)} pieces changed")
         return (f"<Diff {self.old} → {self.new}: {self.added} added, {self.removed} removed "
-                f"in {int(self.summary['comparable'].sum())} areas, {changed} pieces changed>")
+                f"in {int(self.summary['comparable'].sum())} areas, {changed}>")
 
     def to_file(self, path: str | os.PathLike[str]) -> Path:
         """Write :attr:`rows` (``.parquet`` or ``.csv``, by extension)."""
@@ -372,6 +375,12 @@ def _status_counts(side: Side) -> pd.DataFrame:
     })
 
 
+def _known_counts(counts: pd.Series, known: bool) -> Any:
+    """Counts per area: an area without pieces has 0 where the pieces are known, and every
+    count is missing (``<NA>``, never 0) where they are not (a file of GroupIDs alone)."""
+    return (counts.fillna(0) if known else counts).astype("Int64").to_numpy()
+
+
 def compare(old: Side, new: Side) -> Diff:
     """What changed from ``old`` to ``new`` (see the module's docstring).
 
@@ -393,13 +402,13 @@ def compare(old: Side, new: Side) -> Diff:
     summary["after"] = _per_area(new.ids, id_name, new.areas)
     summary["added"] = _per_area(rows[rows["change"] == "added"], id_name, new.areas)
     summary["removed"] = _per_area(rows[rows["change"] == "removed"], id_name, new.areas)
-    counts = _status_counts(new).reindex(new.areas).fillna(0).astype("int64")
+    counts = _status_counts(new).reindex(new.areas)
     for column in ("pieces", "read", "inferred", "sampled"):
-        summary[column] = counts[column].to_numpy()
+        summary[column] = _known_counts(counts[column], new.pieces is not None)
     pieces = _changed_pieces(old, new)
     changed = (pieces.groupby(id_name).size() if pieces is not None
                else pd.Series(dtype="int64"))
-    summary["changed_pieces"] = changed.reindex(new.areas).fillna(0).astype("int64").to_numpy()
+    summary["changed_pieces"] = _known_counts(changed.reindex(new.areas), pieces is not None)
     summary["comparable"] = [a in comparable for a in new.areas]
     return Diff(rows, summary[_SUMMARY], pieces, old.label or "old", new.label or "new",
                 id_name)

@@ -302,6 +302,16 @@ def test_the_readme_team_commands_and_the_team_command_line(
     assert by_name["dana"]["calls_lifetime"] == 0
     assert by_name["dana"]["calls_saved"] == len(log) == by_name["dana"]["pages_shared"]
     assert (by_name["erin"]["calls_lifetime"], by_name["erin"]["limit"]) == (0, 0)
+    # Issue 41: the key's row is what team mode counted, and the table says so: a search
+    # with the same key outside team mode reaches the service but not the store.
+    local = _cli(["search", "areas.gpkg", "--id-column", "area_id", "--out", "local.parquet",
+                  "--quiet", "--cache-dir", str(tmp_path / "cache-local")], env, tmp_path)
+    assert local.returncode == 0, local.stderr
+    table = _cli(["team", "usage"], env_team, tmp_path)
+    assert "calls made with the same key outside team mode" in table.stdout
+    usage = json.loads(_cli(["team", "usage", "--json"], env_team, tmp_path).stdout)
+    key_row = next(row for row in usage if row["name"] == f"sha256:{fingerprint}")
+    assert key_row["calls_lifetime"] == len(log) < len(service.keys.requests(key.name))
 
 
 def test_a_store_lost_mid_run_stops_it_keeping_what_was_found(

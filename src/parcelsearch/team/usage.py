@@ -196,7 +196,9 @@ def team_usage(url: str) -> pd.DataFrame:
         (calls reserved and not refunded: a call whose fate is unknown counts), ``pages_shared``
         (pages paid by another member and used) and ``calls_saved`` (calls those uses saved);
         a key's row also has its stored pace: ``rate`` (calls per second), ``margin`` (the
-        pacer's reserve) and ``lease_seconds`` (a page lease's length).
+        pacer's reserve) and ``lease_seconds`` (a page lease's length). A key's calls are those
+        made in team mode through this store: calls made with the same key outside team mode
+        are not seen here (the vendor's portal counts them all).
 
     Raises
     ------
