@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import re
+from typing import Any
 
 import pytest
 
@@ -20,3 +21,8 @@ def run(argv: list[str], capsys: pytest.CaptureFixture[str]) -> tuple[int, str, 
         code = int(exc.code or 0)
     out, err = capsys.readouterr()
     return code, out, err
+
+
+def served(service: Any, key: Any) -> int:
+    """Requests the service logged for ``key`` (the witness of calls spent)."""
+    return len(service.keys.requests(key.name))

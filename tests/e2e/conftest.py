@@ -33,6 +33,27 @@ def make_client(
     return make
 
 
+@pytest.fixture
+def key(make_key: Callable[..., Any]) -> Any:
+    """A production key for command-line runs. 50 calls/s: above the client's 10/s, so no
+    request is refused by spike arrest and retried, and the service's log counts exactly the
+    calls the client made."""
+    return make_key("production", quota=1_000, per_second=50)
+
+
+@pytest.fixture
+def env(monkeypatch: pytest.MonkeyPatch, service: RunningService, ca_bundle: str, key: Any,
+        tmp_path: Path) -> Any:
+    """The command line's environment on the session service, with ``key``; its cache in
+    ``tmp_path / "cache"``."""
+    monkeypatch.setenv("PARCELSEARCH_API_KEY", key)
+    monkeypatch.setenv("PARCELSEARCH_BASE_URL", service.base_url)
+    monkeypatch.setenv("PARCELSEARCH_CA_BUNDLE", ca_bundle)
+    monkeypatch.setenv("PARCELSEARCH_CACHE_DIR", str(tmp_path / "cache"))
+    monkeypatch.delenv("PARCELSEARCH_QUOTA", raising=False)
+    return key
+
+
 @pytest.fixture(scope="session")
 def demo_areas() -> gpd.GeoDataFrame:
     """The bundled demo study areas, indexed by ``area_id``."""

@@ -17,7 +17,7 @@ import pandas as pd
 import pyarrow.parquet as pq
 import pytest
 import trustme
-from _cli import PYTHON, run
+from _cli import PYTHON, run, served
 
 import parcelsearch
 
@@ -27,28 +27,6 @@ def areas_file(tmp_path: Path) -> Path:
     path = tmp_path / "areas.gpkg"
     parcelsearch.demo_areas().to_file(path)
     return path
-
-
-@pytest.fixture
-def key(make_key):
-    # 50 calls/s: above the client's 10/s, so no request is refused by spike arrest and
-    # retried, and the service's log counts exactly the calls the client made.
-    return make_key("production", quota=1_000, per_second=50)
-
-
-@pytest.fixture
-def env(monkeypatch, service, ca_bundle, key, tmp_path) -> str:
-    monkeypatch.setenv("PARCELSEARCH_API_KEY", key)
-    monkeypatch.setenv("PARCELSEARCH_BASE_URL", service.base_url)
-    monkeypatch.setenv("PARCELSEARCH_CA_BUNDLE", ca_bundle)
-    monkeypatch.setenv("PARCELSEARCH_CACHE_DIR", str(tmp_path / "cache"))
-    monkeypatch.delenv("PARCELSEARCH_QUOTA", raising=False)
-    return key
-
-
-def served(service, key) -> int:
-    """Requests the service logged for ``key`` (the witness of calls spent)."""
-    return len(service.keys.requests(key.name))
 
 
 def test_search_writes_every_format_and_reruns_cost_nothing(env, service, key, areas_file,

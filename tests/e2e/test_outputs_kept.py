@@ -15,17 +15,6 @@ import parcelsearch
 from parcelsearch import outputs
 
 
-@pytest.fixture
-def env(monkeypatch, service, ca_bundle, make_key, tmp_path) -> str:
-    key = make_key("production", quota=1_000, per_second=50)
-    monkeypatch.setenv("PARCELSEARCH_API_KEY", key)
-    monkeypatch.setenv("PARCELSEARCH_BASE_URL", service.base_url)
-    monkeypatch.setenv("PARCELSEARCH_CA_BUNDLE", ca_bundle)
-    monkeypatch.setenv("PARCELSEARCH_CACHE_DIR", str(tmp_path / "cache"))
-    monkeypatch.delenv("PARCELSEARCH_QUOTA", raising=False)
-    return key
-
-
 def _meta(path: Path) -> dict:
     return json.loads(pq.read_schema(path).metadata[b"parcelsearch"])
 

@@ -6,28 +6,9 @@ from __future__ import annotations
 from pathlib import Path
 
 import pytest
-from _cli import run
+from _cli import run, served
 
 import parcelsearch
-
-
-@pytest.fixture
-def key(make_key):
-    return make_key("production", quota=1_000, per_second=50)
-
-
-@pytest.fixture
-def env(monkeypatch, service, ca_bundle, key, tmp_path) -> str:
-    monkeypatch.setenv("PARCELSEARCH_API_KEY", key)
-    monkeypatch.setenv("PARCELSEARCH_BASE_URL", service.base_url)
-    monkeypatch.setenv("PARCELSEARCH_CA_BUNDLE", ca_bundle)
-    monkeypatch.setenv("PARCELSEARCH_CACHE_DIR", str(tmp_path / "cache"))
-    monkeypatch.delenv("PARCELSEARCH_QUOTA", raising=False)
-    return key
-
-
-def served(service, key) -> int:
-    return len(service.keys.requests(key.name))
 
 
 def test_the_command_line_prices_before_spending(env, service, key, tmp_path: Path,
