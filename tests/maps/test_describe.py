@@ -99,14 +99,15 @@ def test_skipped_areas_say_why(areas: Any, result: Any) -> None:
 
 
 def test_a_connector_has_its_word_in_the_legend() -> None:
-    """Issue 41: the demo's twin sites share a piece through a connector, drawn as a thin
-    line; the legend says what it is (and says nothing of connectors when there are none)."""
+    """Issue 41: under the point rule the demo's twin sites share a piece through a
+    connector, drawn as a thin line; the legend says what it is (and says nothing of
+    connectors when there are none)."""
     import parcelsearch
     from parcelsearch.maps import plan_spec
     from parcelsearch.maps.describe import CONNECTOR_LABEL, connector_pieces
 
     areas = parcelsearch.demo_areas()
-    joined = parcelsearch.plan(areas, id_column="area_id")
+    joined = parcelsearch.plan(areas, id_column="area_id", match="representative-point")
     assert connector_pieces(joined.areas, joined.tiles, joined.id_name) == 1
     assert CONNECTOR_LABEL in [e.label for e in plan_spec(joined).legend.entries]
     apart = parcelsearch.plan(areas, id_column="area_id", connectors=False)

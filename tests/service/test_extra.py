@@ -67,7 +67,8 @@ def test_the_toolkit_needs_none_of_the_service_packages() -> None:
     toolkit = names(project["dependencies"])
     service = names(project["optional-dependencies"]["service"])
     assert toolkit == {"geopandas", "shapely", "pyproj", "pyarrow", "pyogrio", "pandas",
-                       "numpy", "requests", "urllib3", "tqdm", "ipyleaflet"}
+                       "numpy", "requests", "urllib3", "tqdm", "ipyleaflet", "keyring",
+                       "platformdirs"}
     assert service == {"starlette", "jinja2", "uvicorn", "trustme", "cryptography", "psycopg",
                        "psycopg-pool"}
     # jinja2 comes with the toolkit too (ipyleaflet → branca): never missing where it runs
