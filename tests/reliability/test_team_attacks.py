@@ -135,18 +135,18 @@ def _store_calls(team: str, member: str | None = None) -> int:
 
 @pytest.mark.slow
 def test_a_members_own_quota_cannot_raise_the_stored_one(
-        service: Any, team: str, areas: Path, tmp_path: Path) -> None:
+        svc: Any, team: str, areas: Path, tmp_path: Path) -> None:
     """Finding 1: stored quota 3, a member passes --quota 1000/month (and the guide's
     PARCELSEARCH_QUOTA=production): the service serves at most 3."""
-    name, key = _key(service, quota=10_000)
+    name, key = _key(svc, quota=10_000)
     set_quota(team, _fingerprint(key), 3, "month")
-    member = Member(service, tmp_path, key, "mallory", PARCELSEARCH_QUOTA="production")
+    member = Member(svc, tmp_path, key, "mallory", PARCELSEARCH_QUOTA="production")
     paced = member.run("team", "pace", "--rate", "8", "--lease", "5", "--team", team)
     assert paced.returncode == 0 and "8 calls a second" in paced.stdout, paced.stderr
     done = member.run(*member.search(areas, "--team", team, "--user", "mallory",
                                      "--quota", "1000/month", "--allow-partial"))
     assert done.returncode == 3, done.stderr[-2000:]
-    assert _served(service, name) <= 3 and _store_calls(team) <= 3
+    assert _served(svc, name) <= 3 and _store_calls(team) <= 3
     usage = member.run("team", "usage", "--json", "--team", team)
     assert '"limit":3' in usage.stdout and '"rate":8.0' in usage.stdout  # the team's values
     assert '"lease_seconds":5.0' in usage.stdout and '"margin":0.05' in usage.stdout
@@ -167,17 +167,17 @@ def test_a_members_rate_cannot_widen_the_keys_pace(
 
 
 def test_budgets_hold_whatever_the_case_or_width_of_the_name(
-        service: Any, team: str, areas: Path, tmp_path: Path) -> None:
+        svc: Any, team: str, areas: Path, tmp_path: Path) -> None:
     """Finding 3: alice's budget of 2 holds for ``--user Alice`` and ``--user ＡＬＩＣＥ``."""
-    name, key = _key(service, quota=10_000)
+    name, key = _key(svc, quota=10_000)
     set_budget(team, "alice", 2)
-    member = Member(service, tmp_path, key, "alice")
+    member = Member(svc, tmp_path, key, "alice")
     for spelled in ("Alice", "ＡＬＩＣＥ"):
         done = member.run(*member.search(areas, "--team", team, "--user", spelled,
                                          "--allow-partial", "--refresh"))
         assert done.returncode == 3, done.stderr[-2000:]
         assert "alice" in done.stderr
-    assert _served(service, name) <= 2 and _store_calls(team, "alice") == _store_calls(team) <= 2
+    assert _served(svc, name) <= 2 and _store_calls(team, "alice") == _store_calls(team) <= 2
 
 
 def _kill_after(proc: subprocess.Popen[str], svc: Any, name: str, calls: int) -> None:
@@ -274,24 +274,24 @@ def test_a_fifo_as_the_areas_file_is_refused(
 
 @pytest.mark.slow
 def test_a_member_role_searches_but_cannot_rewrite_the_policy_or_the_ledger(
-        service: Any, team: str, areas: Path, tmp_path: Path) -> None:
+        svc: Any, team: str, areas: Path, tmp_path: Path) -> None:
     """Finding 3's remedy: ``team init --member-role``; a member logging in with that role
     runs searches within its budget, and can neither raise the budget or quota nor delete
     its calls."""
     role = f"member_{os.getpid()}_{next(_KEYS)}"
     with psycopg.connect(team, autocommit=True) as conn:
         conn.execute(f'CREATE ROLE "{role}" LOGIN')
-    name, key = _key(service, quota=10_000)
-    owner = Member(service, tmp_path, key, "owner")
+    name, key = _key(svc, quota=10_000)
+    owner = Member(svc, tmp_path, key, "owner")
     done = owner.run("team", "init", team, "--member-role", role)
     assert done.returncode == 0 and role in done.stdout, done.stderr
     set_budget(team, "mallory", 2)
     as_member = team.replace("postgres@", f"{role}@")
-    mallory = Member(service, tmp_path, key, "mallory", PARCELSEARCH_TEAM=as_member,
+    mallory = Member(svc, tmp_path, key, "mallory", PARCELSEARCH_TEAM=as_member,
                      PARCELSEARCH_USER="mallory")
     done = mallory.run(*mallory.search(areas, "--allow-partial"))
     assert done.returncode == 3 and "mallory" in done.stderr, done.stderr[-2000:]
-    assert 0 < _served(service, name) <= 2
+    assert 0 < _served(svc, name) <= 2
     for argv in (["team", "budget", "--user", "mallory", "--calls", "1000"],
                  ["team", "quota", "--calls", "1000"],
                  ["team", "pace", "--rate", "100"]):
@@ -303,19 +303,19 @@ def test_a_member_role_searches_but_cannot_rewrite_the_policy_or_the_ledger(
                           f"UPDATE {SCHEMA}.keys SET quota = NULL"):
             with pytest.raises(psycopg.errors.InsufficientPrivilege):
                 conn.execute(statement)
-    assert _store_calls(team, "mallory") == _served(service, name)
+    assert _store_calls(team, "mallory") == _served(svc, name)
 
 
 @pytest.mark.slow
 def test_a_store_lost_mid_run_is_said_once_and_truly(
-        service: Any, team: str, postgres: Any, areas: Path, tmp_path: Path) -> None:
+        svc: Any, team: str, postgres: Any, areas: Path, tmp_path: Path) -> None:
     """Finding 7: the store is lost mid-run. One message says so; the summary's calls are
     the calls the service served; the run is not said to be recorded; no pool noise."""
-    name, key = _key(service, quota=10_000)
-    member = Member(service, tmp_path, key, "alice", PARCELSEARCH_RATE="3")
+    name, key = _key(svc, quota=10_000)
+    member = Member(svc, tmp_path, key, "alice", PARCELSEARCH_RATE="3")
     proc = member.start(*member.search(areas, "--team", team, "--user", "alice"))
     deadline = time.monotonic() + 60
-    while _served(service, name) < 3:
+    while _served(svc, name) < 3:
         assert proc.poll() is None, proc.communicate()[1][-2000:]
         assert time.monotonic() < deadline, "the search did not start"
         time.sleep(0.02)
@@ -336,39 +336,39 @@ def test_a_store_lost_mid_run_is_said_once_and_truly(
     assert "not recorded in the run history (the team store is lost)" in err, err
     made = re.search(r"(\d+) calls? made", out + err)
     assert made is not None, out + err
-    assert int(made.group(1)) == _served(service, name), (out, err)
+    assert int(made.group(1)) == _served(svc, name), (out, err)
 
 
 @pytest.mark.slow
 def test_what_is_left_is_counted_from_what_was_sent(
-        service: Any, team: str, tmp_path: Path) -> None:
+        svc: Any, team: str, tmp_path: Path) -> None:
     """Finding 10: a member pacing itself slowly with eight workers holds no reservations
     while it waits, so another member, pricing its search against the stored quota of 10,
-    is told what is truly left: never fewer calls than the quota minus what the service
+    is told what is truly left: never fewer calls than the quota minus what the svc
     served (and one on the wire)."""
-    name, key = _key(service, quota=10_000)
+    name, key = _key(svc, quota=10_000)
     set_quota(team, _fingerprint(key), 10, "month")
     members = []
     for n in range(2):
         areas = tmp_path / f"cells{n}.parquet"
         _cells(8 * n).to_parquet(areas)
-        member = Member(service, tmp_path, key, f"m{n}", **({"PARCELSEARCH_RATE": "2"}
+        member = Member(svc, tmp_path, key, f"m{n}", **({"PARCELSEARCH_RATE": "2"}
                                                             if n == 0 else {}))
         members.append((member, member.search(areas, "--team", team, "--user", f"m{n}")))
     slow = members[0][0].start(*members[0][1])
     deadline = time.monotonic() + 60
-    while _served(service, name) < 1:
+    while _served(svc, name) < 1:
         assert slow.poll() is None, slow.communicate()[1][-2000:]
         assert time.monotonic() < deadline, "the search did not start"
         time.sleep(0.02)
     other = members[1][0].run(*members[1][1])
-    served = _served(service, name)
+    served = _served(svc, name)
     slow.kill()
     slow.communicate(timeout=30)
     for left in re.findall(r"has (\d+) left of its quota", other.stderr):
         assert int(left) >= 10 - served - 1, (other.stderr, served)
     assert other.returncode in (0, 3), other.stderr[-2000:]
-    assert _served(service, name) <= 10
+    assert _served(svc, name) <= 10
 
 
 def _cells(first: int, count: int = 8) -> Any:
