@@ -344,7 +344,7 @@ def test_what_is_left_is_counted_from_what_was_sent(
         svc: Any, team: str, tmp_path: Path) -> None:
     """Finding 10: a member pacing itself slowly with eight workers holds no reservations
     while it waits, so another member, pricing its search against the stored quota of 10,
-    is told what is truly left: never fewer calls than the quota minus what the svc
+    is told what is truly left: never fewer calls than the quota minus what the service
     served (and one on the wire)."""
     name, key = _key(svc, quota=10_000)
     set_quota(team, _fingerprint(key), 10, "month")
