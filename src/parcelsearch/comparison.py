@@ -165,6 +165,10 @@ def _side_of(ids: pd.DataFrame, meta: dict[str, Any], label: str) -> Side:
         raise InputError(f"{label}: its run metadata's tolerance is not a number "
                          f"({str(tolerance)[:40]!r})")
     ids = ids[[id_name, "group_id"]]
+    if not _strings(ids["group_id"]):
+        raise InputError(f"{label}: its group_id column holds "
+                         f"{pd.api.types.infer_dtype(ids['group_id'], skipna=True)} values, "
+                         "not GroupIDs (text)")
     missing = ids[id_name].isna() | ids["group_id"].isna()
     if missing.any():  # no id: nothing to compare; said, never counted as a change
         notices.warn(notices.ParcelSearchWarning(
@@ -175,6 +179,21 @@ def _side_of(ids: pd.DataFrame, meta: dict[str, Any], label: str) -> Side:
                 meta.get("areas_fingerprint"), complete, None, label)
 
 
+def _strings(column: pd.Series) -> bool:
+    """Whether a column holds text (or nothing but missing values): GroupIDs are strings."""
+    return (pd.api.types.is_string_dtype(column.dtype)
+            and pd.api.types.infer_dtype(column, skipna=True) in ("string", "empty"))
+
+
+def _arrow_text(kind: pa.DataType) -> bool:
+    """Whether an Arrow column type holds text (read before pandas' own metadata could turn
+    other values into their text)."""
+    if pa.types.is_dictionary(kind):
+        kind = kind.value_type
+    return bool(pa.types.is_string(kind) or pa.types.is_large_string(kind)
+                or pa.types.is_null(kind))
+
+
 def _read_parquet(path: Path) -> tuple[pd.DataFrame, dict[str, Any]]:
     # Only the two columns compared are read (a file may hold many more).
     schema = pq.read_schema(path)
@@ -183,7 +202,14 @@ def _read_parquet(path: Path) -> tuple[pd.DataFrame, dict[str, Any]]:
     id_name = meta.get("id_column") if isinstance(meta, dict) else None
     wanted = [c for c in (id_name, "group_id") if isinstance(c, str) and c in schema.names]
     table = pq.read_table(path, columns=wanted or None)
-    return table.to_pandas(types_mapper={pa.string(): _ARROW_STRING}.get), meta
+    if "group_id" in table.column_names and not _arrow_text(table.schema.field("group_id").type):
+        raise InputError(f"cannot compare {str(path)!r}: its group_id column holds "
+                         f"{table.schema.field('group_id').type} values, not GroupIDs (text)",
+                         field="file")
+    frame = table.to_pandas(types_mapper={pa.string(): _ARROW_STRING}.get)
+    if isinstance(id_name, str) and id_name in frame.columns:  # area ids as results hold them
+        frame[id_name] = table.column(id_name).to_pandas()
+    return frame, meta
 
 
 def _read_csv(path: Path) -> tuple[pd.DataFrame, dict[str, Any]]:

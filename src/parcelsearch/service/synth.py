@@ -30,6 +30,7 @@ from pathlib import Path
 import geopandas as gpd
 import numpy as np
 import pandas as pd
+import pyproj
 import shapely
 from shapely.geometry import LineString, MultiPolygon, Polygon
 
@@ -304,11 +305,13 @@ def fabric_for(areas: gpd.GeoDataFrame, *, seed: int = DEFAULT_SEED, margin: flo
     grown = local.geometry.buffer(margin)
     boxes = shapely.unary_union(shapely.box(*np.asarray(grown.bounds).T))
     groups = list(shapely.get_parts(boxes))
+    to_lonlat = pyproj.Transformer.from_crs(local.crs, "EPSG:4326", always_xy=True)
     specs = []
     for k, box in enumerate(groups):
         x0, y0, x1, y1 = box.bounds
-        corner = gpd.GeoSeries([shapely.Point(x0, y0)], crs=local.crs).to_crs("EPSG:4326")[0]
-        specs.append(MarketSpec(f"{market} {k + 1}", corner.x, corner.y,
+        # one corner as plain floats (pyproj 3.6 warns on one-element arrays)
+        lon, lat = to_lonlat.transform(float(x0), float(y0))
+        specs.append(MarketSpec(f"{market} {k + 1}", lon, lat,
                                 max(1, math.ceil((x1 - x0) / _PITCH_X)),
                                 max(1, math.ceil((y1 - y0) / _PITCH_Y))))
     expected = sum(s.blocks_x * s.blocks_y * 2 * _BLOCK_LENGTH[1] / _FRONTAGE["residential"]
