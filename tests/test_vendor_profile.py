@@ -20,3 +20,7 @@ def test_profiles_are_kept_per_base_url_and_survive_garbage(tmp_path) -> None:
     assert load_profile(tmp_path, "https://a").page_base is None  # learned again
     (tmp_path / PROFILES_FILE).write_text('{"https://a": {"page_base": 7, "odd": 1}}')
     assert load_profile(tmp_path, "https://a").page_base is None
+    (tmp_path / PROFILES_FILE).write_text('{"https://a": {"match_rule": "sometimes"}}')
+    assert load_profile(tmp_path, "https://a").match_rule is None  # only a rule parcelsearch knows
+    (tmp_path / PROFILES_FILE).write_text('{"https://a": {"match_rule": "intersects"}}')
+    assert load_profile(tmp_path, "https://a").match_rule == "intersects"

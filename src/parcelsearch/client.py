@@ -162,29 +162,31 @@ class Client:
             verify=self.ca_bundle or True,
         )
         self.cache_dir = Path(cache_dir) if cache_dir is not None else settings.options.cache_dir
-        #: What is known of the vendor at this base URL (kept in the cache folder).
-        self.profile = load_profile(self.cache_dir, self.base_url)
+        #: What is known of the vendor at this base URL (kept in the cache folder; not the
+        #: saved credentials ``profile=`` names).
+        self.vendor = load_profile(self.cache_dir, self.base_url)
         #: The number the vendor gives its first page (0 or 1): learned, or from the profile.
-        self.page_base = self.profile.page_base if self.profile.page_base is not None else 1
-        self._moved: dict[str, str] = dict(self.profile.moved)  # paths moved by redirects
+        self.page_base = self.vendor.page_base if self.vendor.page_base is not None else 1
+        self._moved: dict[str, str] = dict(self.vendor.moved)  # paths moved by redirects
         self._moved_lock = threading.Lock()
 
     @property
     def page_base_known(self) -> bool:
         """Whether the vendor's first page number is known (learned, or in the profile)."""
-        return self.profile.page_base is not None
+        return self.vendor.page_base is not None
 
     def learn(self, **observed: Any) -> None:
         """Remember what was observed of the vendor (``page_base=0``, ``moved={...}``,
-        ``compression=…``, ``error_format=…``) in its profile in the cache folder; a folder
+        ``compression=…``, ``error_format=…``, ``match_rule=…``) in its profile in the cache
+        folder; a folder
         that cannot be written only loses the memory, never the run."""
         with self._moved_lock:
             for name, value in observed.items():
-                setattr(self.profile, name, value)
+                setattr(self.vendor, name, value)
             if "page_base" in observed:
                 self.page_base = int(observed["page_base"])
             try:
-                save_profile(self.cache_dir, self.profile)
+                save_profile(self.cache_dir, self.vendor)
             except OSError as exc:
                 log.warning("the vendor profile was not kept in %s: %s", self.cache_dir, exc)
 

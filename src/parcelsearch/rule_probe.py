@@ -10,8 +10,9 @@ point of each parcel (``"representative-point"``) only those whose point lies in
 - :data:`CROSSED` or more: ``"intersects"``;
 - one or two: ``"unknown"`` (too few to tell).
 
-The rule learnt is remembered per base URL in the client's cache folder
-(:data:`RULES_FILE`); :func:`remembered_rule` reads it back, and :func:`parcelsearch.search`
+The rule learnt is remembered with the rest of what is known of the vendor at that base URL
+(:class:`~parcelsearch.vendor_profile.VendorProfile`, in the client's cache folder);
+:func:`remembered_rule` reads it back, and :func:`parcelsearch.search`
 uses it when neither ``match=`` nor ``$PARCELSEARCH_MATCH`` is given.
 
 A sliver that crosses no parcel at all (open water, empty land) reads as the point rule,
@@ -22,11 +23,7 @@ may read as ``"intersects"``, which only costs connectors' savings.
 
 from __future__ import annotations
 
-import json
 import math
-import os
-import tempfile
-from pathlib import Path
 from typing import Any
 
 import shapely
@@ -34,16 +31,15 @@ import shapely
 from parcelsearch import _wire, settings
 from parcelsearch.areas import validate_areas
 from parcelsearch.client import Client
+from parcelsearch.vendor_profile import load_profile
 
-__all__ = ["CROSSED", "RULES_FILE", "SLIVER_M", "learn_match_rule", "remembered_rule", "sliver"]
+__all__ = ["CROSSED", "SLIVER_M", "learn_match_rule", "remembered_rule", "sliver"]
 
 #: Longest sliver, in metres along the ground.
 SLIVER_M = 1_000.0
 #: Parcels a sliver must match to show the footprint rule.
 CROSSED = 3
 _STEP = 10.0**-settings.COORD_DECIMALS
-#: The rules learnt, by base URL, in the client's cache folder (JSON).
-RULES_FILE = "match_rules.json"
 
 
 def sliver(areas: Any) -> str:
@@ -89,34 +85,13 @@ def learn_match_rule(client: Client, areas: Any, remember: bool = True) -> str:
     rows = page.rows
     rule = ("representative-point" if rows == 0
             else "intersects" if rows >= CROSSED else "unknown")
-    if remember:
-        _remember(Path(client.cache_dir), client.base_url, rule)
+    if remember:  # an "unknown" answer forgets what was kept
+        client.learn(match_rule=None if rule == "unknown" else rule)
     return rule
 
 
 def remembered_rule(client: Client) -> str | None:
     """The rule :func:`learn_match_rule` learnt for ``client.base_url`` (from its cache
     folder), or None."""
-    rule = _rules(Path(client.cache_dir)).get(client.base_url)
-    return rule if rule in ("representative-point", "intersects") else None
+    return load_profile(client.cache_dir, client.base_url).match_rule  # as kept now
 
-
-def _rules(folder: Path) -> dict[str, str]:
-    try:
-        found = json.loads((folder / RULES_FILE).read_text())
-    except (OSError, ValueError):
-        return {}
-    return {str(k): str(v) for k, v in found.items()} if isinstance(found, dict) else {}
-
-
-def _remember(folder: Path, base_url: str, rule: str) -> None:
-    """Keep (or, for ``"unknown"``, forget) the rule of ``base_url``, written atomically."""
-    rules = _rules(folder)
-    if rule == "unknown":
-        rules.pop(base_url, None)
-    else:
-        rules[base_url] = rule
-    folder.mkdir(parents=True, exist_ok=True)
-    with tempfile.NamedTemporaryFile("w", dir=folder, delete=False, suffix=".tmp") as temp:
-        json.dump(rules, temp, indent=1, sort_keys=True)
-    os.replace(temp.name, folder / RULES_FILE)

@@ -41,6 +41,10 @@ class VendorProfile:
         The ``Content-Encoding`` of a search answer (``"identity"`` when none).
     error_format
         How the gateway words a refusal: ``"envelope"``, ``"fault"``, ``"html"`` …
+    match_rule
+        How the vendor matches parcels, learnt by
+        :func:`parcelsearch.rule_probe.learn_match_rule`: ``"representative-point"`` or
+        ``"intersects"`` (``None``: not known).
     learned_at
         When the profile last changed (UTC, ISO 8601).
     """
@@ -50,6 +54,7 @@ class VendorProfile:
     moved: dict[str, str] = field(default_factory=dict)
     compression: str | None = None
     error_format: str | None = None
+    match_rule: str | None = None
     learned_at: str = ""
 
 
@@ -78,6 +83,8 @@ def load_profile(cache_dir: str | os.PathLike[str], base_url: str) -> VendorProf
         profile.page_base = None
     if not isinstance(profile.moved, dict):
         profile.moved = {}
+    if profile.match_rule not in (None, "representative-point", "intersects"):
+        profile.match_rule = None
     return profile
 
 

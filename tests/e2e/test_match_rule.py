@@ -166,6 +166,10 @@ def test_one_sliver_learns_the_rule_of_either_service(
         assert learn_match_rule(client, areas) == rule
         assert len(svc.keys.requests(name)) == 1
         assert remembered_rule(client) == rule
+        again = parcelsearch.Client(api_key=key, base_url=svc.base_url, ca_bundle=ca_bundle,
+                                    cache_dir=tmp_path / name)
+        assert remembered_rule(again) == rule  # kept with the vendor's profile
+        assert rule in (tmp_path / name / "vendors.json").read_text()
         result = parcelsearch.search(areas, client=client, progress=False, ledger=False)
         assert result.metadata["match"] == rule
     monkeypatch.setenv("PARCELSEARCH_MATCH", "unknown")
