@@ -23,6 +23,7 @@ the example (and its ``@reproduce_failure`` blob) to keep as an explicit ``@exam
 
 from __future__ import annotations
 
+import contextlib
 import itertools
 import os
 import re
@@ -198,6 +199,21 @@ class PostgresCluster:
         with psycopg.connect(self.url(), autocommit=True) as conn:
             conn.execute(f'CREATE DATABASE "{name}" TEMPLATE template_parcelsearch')
         return self.url(name)
+
+    @contextlib.contextmanager
+    def lost(self, url: str) -> Iterator[None]:
+        """Within: the database at ``url`` (made by :meth:`database`) refuses connections and
+        its sessions are ended, as a store lost mid-run; allowed again on leaving."""
+        name = url.rsplit("/", 1)[1]
+        with psycopg.connect(self.url(), autocommit=True) as conn:
+            conn.execute(f'ALTER DATABASE "{name}" ALLOW_CONNECTIONS false')
+            conn.execute("SELECT pg_terminate_backend(pid) FROM pg_stat_activity "
+                         "WHERE datname = %s", (name,))
+        try:
+            yield
+        finally:
+            with psycopg.connect(self.url(), autocommit=True) as conn:
+                conn.execute(f'ALTER DATABASE "{name}" ALLOW_CONNECTIONS true')
 
     def stop(self) -> None:
         pid_file = self.data / "postmaster.pid"

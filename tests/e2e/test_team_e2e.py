@@ -327,16 +327,8 @@ def test_a_store_lost_mid_run_stops_it_keeping_what_was_found(
         assert proc.poll() is None, proc.communicate()[1].decode()[-2000:]
         assert time.monotonic() < deadline, "alice did not start"
         time.sleep(0.02)
-    name = team.rsplit("/", 1)[1]
-    with psycopg.connect(postgres.url(), autocommit=True) as conn:
-        conn.execute(f'ALTER DATABASE "{name}" ALLOW_CONNECTIONS false')
-        conn.execute("SELECT pg_terminate_backend(pid) FROM pg_stat_activity "
-                     "WHERE datname = %s", (name,))
-    try:
+    with postgres.lost(team):
         _, err = proc.communicate(timeout=120)
-    finally:
-        with psycopg.connect(postgres.url(), autocommit=True) as conn:
-            conn.execute(f'ALTER DATABASE "{name}" ALLOW_CONNECTIONS true')
     assert proc.returncode == 1, err.decode()[-2000:]
     assert "team store postgresql://" in err.decode() and "lost while" in err.decode()
     partial = pd.read_parquet(out)

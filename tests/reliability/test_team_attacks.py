@@ -319,16 +319,8 @@ def test_a_store_lost_mid_run_is_said_once_and_truly(
         assert proc.poll() is None, proc.communicate()[1][-2000:]
         assert time.monotonic() < deadline, "the search did not start"
         time.sleep(0.02)
-    database = team.rsplit("/", 1)[1]
-    with psycopg.connect(postgres.url(), autocommit=True) as conn:
-        conn.execute(f'ALTER DATABASE "{database}" ALLOW_CONNECTIONS false')
-        conn.execute("SELECT pg_terminate_backend(pid) FROM pg_stat_activity "
-                     "WHERE datname = %s", (database,))
-    try:
+    with postgres.lost(team):
         out, err = proc.communicate(timeout=120)
-    finally:
-        with psycopg.connect(postgres.url(), autocommit=True) as conn:
-            conn.execute(f'ALTER DATABASE "{database}" ALLOW_CONNECTIONS true')
     assert proc.returncode == 1, err[-2000:]
     assert err.count("lost while") == 1, err
     assert "pool" not in err, err
