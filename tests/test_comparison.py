@@ -3,10 +3,12 @@
 
 from __future__ import annotations
 
+import json
 from pathlib import Path
 
 import geopandas as gpd
 import pandas as pd
+import pyogrio
 import pytest
 import shapely
 
@@ -254,3 +256,35 @@ def test_files_of_group_ids_leave_the_piece_counts_unknown_not_zero(
     assert main(["diff", str(paths[0]), str(paths[1])]) == 0
     printed = capsys.readouterr().out
     assert "changed_pieces: unknown (<NA>)" in printed and "1 GroupID added" in printed
+
+
+def _old_layout(result: SearchResult, path: Path) -> Path:
+    """A GeoPackage as earlier builds wrote it: layers ``areas``, ``group_ids`` (a table) and
+    ``parcelsearch_run`` (the metadata, one row) — last month's files."""
+    meta = outputs.run_metadata(result)
+    result.plan.areas.reset_index().to_file(path, layer="areas", driver="GPKG")
+    ids = result.ids[["area", "group_id"]].astype({"group_id": object})
+    pyogrio.write_dataframe(ids, path, layer="group_ids", driver="GPKG", append=False)
+    run = pd.DataFrame({"complete": [True], "calls": [meta["calls"]],
+                        "metadata": [json.dumps(meta, default=str)]})
+    pyogrio.write_dataframe(run, path, layer="parcelsearch_run", driver="GPKG", append=False)
+    return path
+
+
+def test_a_geopackage_of_an_earlier_build_still_compares(tmp_path: Path) -> None:
+    """Issue 41: the GeoPackage became one layer; last month's three-layer files are still
+    read (GroupIDs and run metadata), by diff and by the never-destroyed check."""
+    old = _result([("x", A), ("x", B), ("y", C)], [2, 1])
+    new = _result([("x", A), ("y", C), ("y", D)], [1, 2])
+    before = _old_layout(old, tmp_path / "before.gpkg")
+    assert outputs.file_metadata(before)["group_ids"] == 3
+    after = outputs.write_ids(new, tmp_path / "after.gpkg")
+    diff = compare(Side.of_file(before), Side.of_file(after))
+    assert diff.rows.astype({"group_id": str}).equals(
+        new.diff(old).rows.astype({"group_id": str}))
+
+
+def test_a_geopackage_without_our_run_is_refused_naming_it(tmp_path: Path) -> None:
+    _areas().to_file(tmp_path / "areas.gpkg", layer="areas")  # ours in name only
+    with pytest.raises(parcelsearch.InputError, match="holds no run of 'parcelsearch search --out'"):
+        Side.of_file(tmp_path / "areas.gpkg")

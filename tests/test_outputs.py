@@ -3,11 +3,13 @@
 from __future__ import annotations
 
 import json
+import warnings
 from pathlib import Path
 
 import geopandas as gpd
 import pandas as pd
 import pyarrow.parquet as pq
+import pyogrio
 import pytest
 
 import parcelsearch
@@ -40,9 +42,9 @@ def test_an_empty_result_keeps_its_types(planned, tmp_path: Path, suffix: str) -
         ids = pd.read_parquet(path)
         assert ids["group_id"].dtype == "string" and ids["area_id"].dtype != "float64"
     elif suffix == ".gpkg":
-        areas = gpd.read_file(path, layer="areas")
+        areas = gpd.read_file(path)
         assert len(areas) == 5 and areas["n_group_ids"].tolist() == [0] * 5
-        assert len(gpd.read_file(path, layer="group_ids")) == 0
+        assert areas["group_ids"].tolist() == ["[]"] * 5
     elif suffix == ".geojson":
         features = json.loads(path.read_text())["features"]
         assert [f["properties"]["group_ids"] for f in features] == [[]] * 5
@@ -67,7 +69,7 @@ def test_a_partial_result_says_so_and_which_areas_are_complete(planned, tmp_path
         if suffix == ".parquet":
             meta = json.loads(pq.read_schema(path).metadata[b"parcelsearch"])
         elif suffix == ".gpkg":
-            meta = json.loads(gpd.read_file(path, layer="parcelsearch_run").loc[0, "metadata"])
+            meta = json.loads(pyogrio.read_info(path)["dataset_metadata"]["parcelsearch"])
         elif suffix == ".geojson":
             meta = json.loads(path.read_text())["parcelsearch"]
         else:
@@ -164,3 +166,31 @@ def test_a_file_of_no_run_is_replaced_only_by_a_complete_result(tmp_path: Path) 
                                                                  "group_ids": 0})
     (tmp_path / "x.parquet").write_text("not parquet")
     assert outputs.file_metadata(tmp_path / "x.parquet") is None
+
+
+def test_geopackages_read_without_naming_a_layer_or_a_warning(planned, tmp_path: Path) -> None:
+    """Issue 41: ``gpd.read_file`` on a GeoPackage written here warned "More than one layer
+    found"; GroupIDs and pieces are one layer each, the run's metadata the file's own."""
+    result = _result(planned, [("northside", "a1"), ("northside", "c3"), ("park-ring", "b2")])
+    ids = outputs.write_ids(result, tmp_path / "ids.gpkg")
+    tiles = outputs.write_tiles(result.tiles, tmp_path / "tiles.gpkg", outputs.run_metadata(result))
+    with warnings.catch_warnings():
+        warnings.simplefilter("error")
+        areas = gpd.read_file(ids).set_index("area_id")
+        pieces = gpd.read_file(tiles)
+    assert json.loads(areas.loc["northside", "group_ids"]) == ["a1", "c3"]
+    assert areas["n_group_ids"].to_dict()["park-ring"] == 1
+    assert len(pieces) == len(result.tiles)
+    for path in (ids, tiles):
+        stored = json.loads(pyogrio.read_info(path)["dataset_metadata"]["parcelsearch"])
+        assert stored["group_ids"] == 3 and outputs.file_metadata(path) == stored
+
+
+def test_group_ids_that_may_lie_outside_are_listed_per_area(planned, tmp_path: Path) -> None:
+    result = _result(planned, [("northside", "a1"), ("northside", "c3")])
+    result.ids["may_lie_outside"] = [False, True]
+    areas = gpd.read_file(outputs.write_ids(result, tmp_path / "ids.gpkg")).set_index("area_id")
+    assert json.loads(areas.loc["northside", "may_lie_outside"]) == ["c3"]
+    assert json.loads(areas.loc["park-ring", "may_lie_outside"]) == []
+    feature = json.loads(outputs.write_ids(result, tmp_path / "ids.geojson").read_text())
+    assert feature["features"][0]["properties"]["may_lie_outside"] == ["c3"]

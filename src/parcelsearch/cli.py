@@ -363,8 +363,8 @@ def _add_search(commands: Any) -> None:
     _add_areas(s)
     s.add_argument("--out", required=True, type=_output("check_ids_path"), metavar="FILE",
                    help="where to write the GroupIDs, by extension: .parquet or .csv (one row "
-                        "per area and GroupID, with the area's columns), .gpkg (layers areas, "
-                        "group_ids, parcelsearch_run) or .geojson (one feature per area); "
+                        "per area and GroupID, with the area's columns), .gpkg or .geojson "
+                        "(one feature per area, its GroupIDs listed in group_ids); "
                         "written even when the run stops early, marked incomplete. Never "
                         "destroyed: a run less complete than the file there (stopped, "
                         "refused, or one that found nothing beside one that found something) "

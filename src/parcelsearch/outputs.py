@@ -4,18 +4,24 @@ GroupIDs (:func:`write_ids`), by extension:
 
 - ``.parquet`` / ``.csv``: one row per (area id, ``group_id``), joined to the area's
   attributes (no geometry);
-- ``.gpkg``: layer ``areas`` (one feature per area: its id, attributes, ``n_group_ids``
-  and geometry, once), layer ``group_ids`` (a non-spatial table, one row per
-  (area id, ``group_id``)) and layer ``parcelsearch_run`` (the run's metadata, one row);
+- ``.gpkg``: one layer, ``areas`` (one feature per area: its id, attributes,
+  ``n_group_ids``, its GroupIDs as a JSON list in the text field ``group_ids``, and
+  geometry), so that ``geopandas.read_file`` reads it without naming a layer;
 - ``.geojson``: one feature per area (id, attributes, ``n_group_ids``), its GroupIDs as a
   ``group_ids`` list property.
+
+From a search with a tolerance, the GroupIDs found only by pieces reaching beyond the area
+(so possibly up to the tolerance outside it) are marked: a boolean ``may_lie_outside``
+column of the parquet and CSV rows, a ``may_lie_outside`` list beside ``group_ids`` in a
+GeoPackage or GeoJSON feature.
 
 Pieces (:func:`write_tiles`): ``.gpkg``, ``.geojson``, ``.parquet``, ``.shp``.
 
 Every file carries the run's metadata (:func:`run_metadata`: ``complete``, ``calls``,
 ``cached_pages``, ``areas_complete``, …) in its format's natural place: the parquet schema
-metadata under the key ``parcelsearch`` (JSON), the ``parcelsearch_run`` layer of a
-GeoPackage, a top-level ``parcelsearch`` member of a GeoJSON FeatureCollection, and a sidecar
+metadata under the key ``parcelsearch`` (JSON), the GeoPackage's metadata under the same key
+(its ``gpkg_metadata`` table: ``pyogrio.read_info(path)["dataset_metadata"]``, QGIS's layer
+properties), a top-level ``parcelsearch`` member of a GeoJSON FeatureCollection, and a sidecar
 ``FILE.csv.parcelsearch.json`` beside a CSV (or a Shapefile).
 
 An empty result keeps its column types (``group_id`` is text, never float64).
@@ -60,6 +66,7 @@ __all__ = [
     "write_ids",
     "write_tiles",
     "file_metadata",
+    "gpkg_metadata",
     "replaces",
     "check_replace",
     "aside_path",
@@ -74,8 +81,11 @@ TILES_FORMATS = (".gpkg", ".geojson", ".parquet", ".shp")
 MAP_FORMATS = (".html",)
 #: Key of the run's metadata in parquet schema metadata and GeoJSON.
 METADATA_KEY = "parcelsearch"
-#: GeoPackage layers written by :func:`write_ids`.
-AREAS_LAYER, IDS_LAYER, RUN_LAYER = "areas", "group_ids", "parcelsearch_run"
+#: The one layer of a GeoPackage :func:`write_ids` writes.
+AREAS_LAYER = "areas"
+#: Layers of GeoPackages written by earlier builds (still read, no longer written): the
+#: GroupIDs as a table, and the run's metadata as a one-row table.
+OLD_IDS_LAYER, OLD_RUN_LAYER = "group_ids", "parcelsearch_run"
 
 
 def check_ids_path(path: str | os.PathLike[str]) -> Path:
@@ -267,28 +277,30 @@ def _ids_csv(result: SearchResult, temp: Path, meta: Mapping[str, Any]) -> None:
 
 
 def _ids_gpkg(result: SearchResult, temp: Path, meta: Mapping[str, Any]) -> None:
-    _per_area(result).to_file(temp, layer=AREAS_LAYER, driver="GPKG")
-    ids = _typed_ids(result)
-    _write_table(ids, temp, IDS_LAYER)
-    run = pd.DataFrame({
-        "complete": [bool(meta["complete"])],
-        "calls": [int(meta["calls"])],
-        "cached_pages": [int(meta["cached_pages"])],
-        "metadata": [_metadata_json(meta)],
-    })
-    _write_table(run, temp, RUN_LAYER)
+    frame = _with_lists(result, json.dumps)
+    frame.to_file(temp, layer=AREAS_LAYER, driver="GPKG",
+                  dataset_metadata={METADATA_KEY: _metadata_json(meta)})
 
 
-def _write_table(frame: pd.DataFrame, path: Path, layer: str) -> None:
-    """A non-spatial table as a layer of a GeoPackage."""
-    plain = frame.astype({c: object for c in frame.columns if frame[c].dtype == "string"})
-    pyogrio.write_dataframe(plain, path, layer=layer, driver="GPKG", append=False)
+def _with_lists(result: SearchResult, shown: Callable[[list[str]], Any]
+                ) -> gpd.GeoDataFrame:
+    """One row per area (:func:`_per_area`) with its GroupIDs, sorted, as ``shown(list)`` in
+    ``group_ids`` (and those that may lie outside in ``may_lie_outside``)."""
+    frame = _per_area(result)
+    ids = result.ids
+    columns = {"group_ids": ids}
+    if "may_lie_outside" in ids.columns:
+        columns["may_lie_outside"] = ids[ids["may_lie_outside"].astype(bool)]
+    at = len(frame.columns) - 1  # before the geometry
+    for column, rows in columns.items():
+        lists = rows.groupby(result.id_name)["group_id"].agg(lambda s: sorted(set(map(str, s))))
+        frame.insert(at, column, [shown(lists.get(a, [])) for a in frame[result.id_name]])
+        at += 1
+    return frame
 
 
 def _ids_geojson(result: SearchResult, temp: Path, meta: Mapping[str, Any]) -> None:
-    frame = _per_area(result).to_crs("EPSG:4326")
-    lists = result.ids.groupby(result.id_name)["group_id"].agg(lambda s: sorted(map(str, s)))
-    frame["group_ids"] = [lists.get(a, []) for a in frame[result.id_name]]
+    frame = _with_lists(result, list).to_crs("EPSG:4326")
     document = frame.to_geo_dict(drop_id=True)
     document[METADATA_KEY] = meta
     temp.write_text(json.dumps(document, default=str), encoding="utf-8")
@@ -332,9 +344,9 @@ def write_tiles(
         atomically(out, geojson)
     elif suffix == ".gpkg":
         def gpkg(temp: Path) -> None:
-            _plain_columns(tiles).to_file(temp, layer="tiles", driver="GPKG")
-            if meta:
-                _write_table(pd.DataFrame({"metadata": [_metadata_json(meta)]}), temp, RUN_LAYER)
+            stored = {METADATA_KEY: _metadata_json(meta)} if meta else None
+            _plain_columns(tiles).to_file(temp, layer="tiles", driver="GPKG",
+                                          dataset_metadata=stored)
         atomically(out, gpkg)
     else:
         _shapefile_columns(tiles).to_file(out, driver="ESRI Shapefile")
@@ -425,15 +437,24 @@ def _read_metadata(out: Path) -> dict[str, Any] | None:
         stored = (pq.read_schema(out).metadata or {}).get(METADATA_KEY.encode())
         return None if stored is None else dict(json.loads(stored))
     if suffix == ".gpkg":
-        if RUN_LAYER not in {str(name) for name, _ in pyogrio.list_layers(out)}:
-            return None
-        run = pyogrio.read_dataframe(out, layer=RUN_LAYER, read_geometry=False)
-        return dict(json.loads(run["metadata"].iloc[0])) if len(run) else None
+        return gpkg_metadata(out)
     if suffix == ".geojson":
         stored = json.loads(out.read_text(encoding="utf-8")).get(METADATA_KEY)
         return None if stored is None else dict(stored)
     side = out.with_name(out.name + f".{METADATA_KEY}.json")  # .csv, .shp
     return dict(json.loads(side.read_text(encoding="utf-8"))) if side.exists() else None
+
+
+def gpkg_metadata(path: Path) -> dict[str, Any] | None:
+    """The run's metadata in a GeoPackage written here: its dataset metadata, or (a file
+    written by an earlier build) its ``parcelsearch_run`` layer; None when it holds neither."""
+    stored = (pyogrio.read_info(path, layer=0).get("dataset_metadata") or {}).get(METADATA_KEY)
+    if stored is not None:
+        return dict(json.loads(stored))
+    if OLD_RUN_LAYER not in {str(name) for name, _ in pyogrio.list_layers(path)}:
+        return None
+    run = pyogrio.read_dataframe(path, layer=OLD_RUN_LAYER, read_geometry=False)
+    return dict(json.loads(run["metadata"].iloc[0])) if len(run) else None
 
 
 def _found(meta: Mapping[str, Any]) -> int:
