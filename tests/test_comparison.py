@@ -286,5 +286,5 @@ def test_a_geopackage_of_an_earlier_build_still_compares(tmp_path: Path) -> None
 
 def test_a_geopackage_without_our_run_is_refused_naming_it(tmp_path: Path) -> None:
     _areas().to_file(tmp_path / "areas.gpkg", layer="areas")  # ours in name only
-    with pytest.raises(parcelsearch.InputError, match="holds no run of 'parcelsearch search --out'"):
+    with pytest.raises(parcelsearch.InputError, match="holds no run of 'parcelsearch search"):
         Side.of_file(tmp_path / "areas.gpkg")

@@ -37,7 +37,7 @@ import shapely
 
 from parcelsearch import notices
 from parcelsearch.errors import Hint, InputError, NotComparableError
-from parcelsearch.outputs import AREAS_LAYER, OLD_IDS_LAYER, gpkg_metadata
+from parcelsearch.file_layout import AREAS_LAYER, METADATA_KEY, OLD_IDS_LAYER, gpkg_metadata
 
 if TYPE_CHECKING:
     from parcelsearch.history import History
@@ -46,7 +46,6 @@ __all__ = ["Side", "Diff", "compare", "NotComparableError", "CHANGES"]
 
 #: The values of :attr:`Diff.rows` ``change``.
 CHANGES = ("added", "removed")
-_META = "parcelsearch"
 _SUMMARY = ["before", "after", "added", "removed", "pieces", "read", "inferred", "sampled",
             "changed_pieces", "comparable"]
 
@@ -198,7 +197,7 @@ def _arrow_text(kind: pa.DataType) -> bool:
 def _read_parquet(path: Path) -> tuple[pd.DataFrame, dict[str, Any]]:
     # Only the two columns compared are read (a file may hold many more).
     schema = pq.read_schema(path)
-    raw = (schema.metadata or {}).get(_META.encode())
+    raw = (schema.metadata or {}).get(METADATA_KEY.encode())
     meta = json.loads(raw) if raw else {}
     id_name = meta.get("id_column") if isinstance(meta, dict) else None
     wanted = [c for c in (id_name, "group_id") if isinstance(c, str) and c in schema.names]
@@ -252,7 +251,7 @@ def _read_geojson(path: Path) -> tuple[pd.DataFrame, dict[str, Any]]:
     document = json.loads(path.read_text(encoding="utf-8"))
     if not isinstance(document, dict):
         raise InputError(f"{str(path)!r} is not a GeoJSON object")
-    meta = document.get(_META, {})
+    meta = document.get(METADATA_KEY, {})
     if not isinstance(meta, dict):
         raise InputError(f"{str(path)!r}: its run metadata is not a JSON object")
     id_name = meta.get("id_column", "area_id")

@@ -47,10 +47,10 @@ import geopandas as gpd
 import pandas as pd
 import pyarrow as pa
 import pyarrow.parquet as pq
-import pyogrio
 
 from parcelsearch._shared import package_version
 from parcelsearch.errors import Hint, InputError, OutputKeptError
+from parcelsearch.file_layout import AREAS_LAYER, METADATA_KEY, gpkg_metadata
 from parcelsearch.result import SearchResult
 
 __all__ = [
@@ -66,7 +66,6 @@ __all__ = [
     "write_ids",
     "write_tiles",
     "file_metadata",
-    "gpkg_metadata",
     "replaces",
     "check_replace",
     "aside_path",
@@ -79,13 +78,6 @@ IDS_FORMATS = (".parquet", ".csv", ".gpkg", ".geojson")
 TILES_FORMATS = (".gpkg", ".geojson", ".parquet", ".shp")
 #: Extensions :func:`write_map` writes.
 MAP_FORMATS = (".html",)
-#: Key of the run's metadata in parquet schema metadata and GeoJSON.
-METADATA_KEY = "parcelsearch"
-#: The one layer of a GeoPackage :func:`write_ids` writes.
-AREAS_LAYER = "areas"
-#: Layers of GeoPackages written by earlier builds (still read, no longer written): the
-#: GroupIDs as a table, and the run's metadata as a one-row table.
-OLD_IDS_LAYER, OLD_RUN_LAYER = "group_ids", "parcelsearch_run"
 
 
 def check_ids_path(path: str | os.PathLike[str]) -> Path:
@@ -443,18 +435,6 @@ def _read_metadata(out: Path) -> dict[str, Any] | None:
         return None if stored is None else dict(stored)
     side = out.with_name(out.name + f".{METADATA_KEY}.json")  # .csv, .shp
     return dict(json.loads(side.read_text(encoding="utf-8"))) if side.exists() else None
-
-
-def gpkg_metadata(path: Path) -> dict[str, Any] | None:
-    """The run's metadata in a GeoPackage written here: its dataset metadata, or (a file
-    written by an earlier build) its ``parcelsearch_run`` layer; None when it holds neither."""
-    stored = (pyogrio.read_info(path, layer=0).get("dataset_metadata") or {}).get(METADATA_KEY)
-    if stored is not None:
-        return dict(json.loads(stored))
-    if OLD_RUN_LAYER not in {str(name) for name, _ in pyogrio.list_layers(path)}:
-        return None
-    run = pyogrio.read_dataframe(path, layer=OLD_RUN_LAYER, read_geometry=False)
-    return dict(json.loads(run["metadata"].iloc[0])) if len(run) else None
 
 
 def _found(meta: Mapping[str, Any]) -> int:

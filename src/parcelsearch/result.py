@@ -14,6 +14,7 @@ import pyarrow as pa
 import pyarrow.parquet as pq
 
 from parcelsearch.errors import Hint
+from parcelsearch.file_layout import METADATA_KEY
 from parcelsearch.notices import NothingMatchedWarning
 from parcelsearch.settings import ZONING_PRICES
 
@@ -22,9 +23,6 @@ if TYPE_CHECKING:
     from parcelsearch.planning import Plan
 
 __all__ = ["SearchResult", "zoning_price", "skipped_frame", "METADATA_KEY"]
-
-#: Key of the run's metadata (JSON) in the schema metadata of parquet outputs.
-METADATA_KEY = "parcelsearch"
 
 
 def skipped_frame(
