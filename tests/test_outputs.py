@@ -157,17 +157,6 @@ def test_pieces_of_a_complete_run_are_kept_too(planned, tmp_path: Path) -> None:
     assert outputs.aside_path(path, outputs.run_metadata(refused)).name == "tiles.partial.shp"
 
 
-def test_a_file_of_no_run_is_replaced_only_by_a_complete_result(tmp_path: Path) -> None:
-    complete = {"complete": True, "group_ids": 3}
-    assert outputs.replaces(complete, None)
-    assert not outputs.replaces({"complete": False, "group_ids": 3}, None)
-    assert not outputs.replaces({"complete": True, "group_ids": 0}, None)
-    assert outputs.replaces({"complete": True, "group_ids": 0}, {"complete": True,
-                                                                 "group_ids": 0})
-    (tmp_path / "x.parquet").write_text("not parquet")
-    assert outputs.file_metadata(tmp_path / "x.parquet") is None
-
-
 def test_geopackages_read_without_naming_a_layer_or_a_warning(planned, tmp_path: Path) -> None:
     """Issue 41: ``gpd.read_file`` on a GeoPackage written here warned "More than one layer
     found"; GroupIDs and pieces are one layer each, the run's metadata the file's own."""

@@ -37,7 +37,7 @@ import shapely
 
 from parcelsearch import notices
 from parcelsearch.errors import Hint, InputError, NotComparableError
-from parcelsearch.file_layout import AREAS_LAYER, METADATA_KEY, OLD_IDS_LAYER, gpkg_metadata
+from parcelsearch.kept_files import AREAS_LAYER, METADATA_KEY, OLD_IDS_LAYER, gpkg_metadata
 
 if TYPE_CHECKING:
     from parcelsearch.history import History

@@ -38,7 +38,6 @@ from __future__ import annotations
 
 import json
 import os
-import uuid
 from collections.abc import Callable, Mapping
 from pathlib import Path
 from typing import Any
@@ -49,8 +48,16 @@ import pyarrow as pa
 import pyarrow.parquet as pq
 
 from parcelsearch._shared import package_version
-from parcelsearch.errors import Hint, InputError, OutputKeptError
-from parcelsearch.file_layout import AREAS_LAYER, METADATA_KEY, gpkg_metadata
+from parcelsearch.errors import Hint, InputError
+from parcelsearch.kept_files import (
+    AREAS_LAYER,
+    METADATA_KEY,
+    aside_path,
+    atomically,
+    check_replace,
+    file_metadata,
+    replaces,
+)
 from parcelsearch.result import SearchResult
 
 __all__ = [
@@ -388,110 +395,9 @@ def _shapefile_columns(tiles: gpd.GeoDataFrame) -> gpd.GeoDataFrame:
     return out.rename(columns=names)
 
 
-# -- files written whole -----------------------------------------------------------------
-
-
-def atomically(out: Path, write: Callable[[Path], object]) -> None:
-    """Call ``write(temp)`` on a temporary file beside ``out``, then rename it to ``out``."""
-    temp = out.with_name(f".{out.stem}-{uuid.uuid4().hex[:8]}.tmp{out.suffix}")
-    try:
-        write(temp)
-        os.replace(temp, out)
-    finally:
-        temp.unlink(missing_ok=True)
-
 
 def _sidecar(out: Path, meta: Mapping[str, Any]) -> None:
     """The run's metadata beside a file whose format has no place for it."""
     side = out.with_name(out.name + f".{METADATA_KEY}.json")
     side.write_text(json.dumps(meta, default=str, indent=2, sort_keys=True) + "\n",
                     encoding="utf-8")
-
-
-# -- never destroyed: a file is replaced only by something at least as complete ------------
-
-
-def file_metadata(path: str | os.PathLike[str]) -> dict[str, Any] | None:
-    """The run's metadata stored in an output file (any format written here), or None when
-    there is no such file or it holds none (not one of ours, or unreadable)."""
-    out = Path(path)
-    if not out.exists():
-        return None
-    try:
-        return _read_metadata(out)
-    except Exception:  # noqa: BLE001 - any unreadable file: no metadata to go by
-        return None
-
-
-def _read_metadata(out: Path) -> dict[str, Any] | None:
-    suffix = out.suffix.lower()
-    if suffix == ".parquet":
-        stored = (pq.read_schema(out).metadata or {}).get(METADATA_KEY.encode())
-        return None if stored is None else dict(json.loads(stored))
-    if suffix == ".gpkg":
-        return gpkg_metadata(out)
-    if suffix == ".geojson":
-        stored = json.loads(out.read_text(encoding="utf-8")).get(METADATA_KEY)
-        return None if stored is None else dict(stored)
-    side = out.with_name(out.name + f".{METADATA_KEY}.json")  # .csv, .shp
-    return dict(json.loads(side.read_text(encoding="utf-8"))) if side.exists() else None
-
-
-def _found(meta: Mapping[str, Any]) -> int:
-    return int(meta.get("group_ids", 0) or 0)
-
-
-def replaces(new: Mapping[str, Any], old: Mapping[str, Any] | None) -> bool:
-    """Whether a run with metadata ``new`` may replace a file whose run had ``old`` (None: a
-    file that says nothing of its run): only when it is at least as complete.
-
-    - a complete run that found GroupIDs replaces anything;
-    - a complete run that found none replaces only a file that found none either;
-    - a partial (or refused) run replaces only a partial file of no more complete areas.
-    """
-    if old is None:
-        return bool(new.get("complete")) and _found(new) > 0
-    if new.get("complete"):
-        return _found(new) > 0 or _found(old) == 0
-    return (not old.get("complete")
-            and len(new.get("areas_complete") or []) >= len(old.get("areas_complete") or []))
-
-
-def _describe(meta: Mapping[str, Any] | None) -> str:
-    if meta is None:
-        return "a file that does not say which run wrote it"
-    found = _found(meta)
-    if meta.get("complete"):
-        return f"a complete result ({found:,} GroupID{'s' * (found != 1)})"
-    done = len(meta.get("areas_complete") or [])
-    return f"a partial result ({done:,} area{'s' * (done != 1)} complete, {found:,} GroupIDs)"
-
-
-def check_replace(out: Path, meta: Mapping[str, Any], *, force: bool = False) -> None:
-    """Refuse to replace ``out`` with a run's output less complete than what it holds.
-
-    Raises
-    ------
-    OutputKeptError
-        ``out`` exists and :func:`replaces` says no (and not ``force``); nothing is written.
-    """
-    if force or not out.exists():
-        return
-    old = file_metadata(out)
-    if replaces(meta, old):
-        return
-    raise OutputKeptError(
-        f"{str(out)!r} holds {_describe(old)}; this run's is {_describe(meta)}, so the file "
-        "is kept as it was",
-        path=out,
-        hints=[Hint("force", None, "pass {knob} to replace it anyway"),
-               Hint("out", str(aside_path(out, meta)), "or write this run elsewhere, e.g. "
-                                                      "{knob}")])
-
-
-def aside_path(out: Path, meta: Mapping[str, Any]) -> Path:
-    """Where the command line writes a run that may not replace ``out``: beside it, as
-    ``NAME.partial.EXT`` (an incomplete run) or ``NAME.empty.EXT`` (a complete run that found
-    no GroupID)."""
-    mark = "empty" if meta.get("complete") else "partial"
-    return out.with_name(f"{out.stem}.{mark}{out.suffix}")

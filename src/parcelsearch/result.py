@@ -14,7 +14,7 @@ import pyarrow as pa
 import pyarrow.parquet as pq
 
 from parcelsearch.errors import Hint
-from parcelsearch.file_layout import METADATA_KEY
+from parcelsearch.kept_files import METADATA_KEY, atomically, check_replace
 from parcelsearch.notices import NothingMatchedWarning
 from parcelsearch.settings import ZONING_PRICES
 
@@ -253,8 +253,6 @@ class SearchResult:
         something raises :class:`~parcelsearch.errors.OutputKeptError` and keeps the file,
         unless ``force=True``.
         """
-        from parcelsearch.outputs import atomically, check_replace
-
         path = Path(path)
         path.parent.mkdir(parents=True, exist_ok=True)
         meta = {**self.metadata, "group_ids": int(len(self.group_ids))}
