@@ -45,3 +45,18 @@ def test_an_unreadable_kept_plan_is_ignored(tmp_path: Path) -> None:
     path.write_text("{not json")
     assert plan_reuse.stored_plan(made, tmp_path) is None
     assert plan_reuse.reuse(made, None) is made
+
+
+def test_a_ring_whose_least_vertex_flips_in_a_round_trip_is_the_same_area(tmp_path: Path) -> None:
+    """Found on Albuquerque's census tracts (libpysal 10740) arriving in NM state plane feet:
+    two vertices a billionth of a degree apart in x, and the round trip made the other one
+    the least, so the normal forms started their rings at different vertices and the kept
+    plan was not found (a search in a fourth CRS then paid 22 calls again)."""
+    ring = [(-106.6, 35.08), (-106.6 + 1e-9, 35.07), (-106.58, 35.07), (-106.58, 35.09)]
+    before = gpd.GeoDataFrame(geometry=[shapely.Polygon(ring)], crs="EPSG:4326")
+    ring[0] = (-106.6 + 2e-9, 35.08)  # now the second vertex has the least x
+    after = gpd.GeoDataFrame(geometry=[shapely.Polygon(ring)], crs="EPSG:4326")
+    plan_reuse.keep_plan(parcelsearch.plan(before), tmp_path)
+    assert not shapely.equals_exact(shapely.normalize(before.geometry[0]),
+                                    shapely.normalize(after.geometry[0]), 1.5e-6)
+    assert plan_reuse.stored_plan(parcelsearch.plan(after), tmp_path) is not None

@@ -62,11 +62,19 @@ def _same_areas(plan: Plan, stored: dict[str, str]) -> bool:
         kept = stored.get(_area_key(area_id))
         if kept is None:
             return False
-        before = shapely.normalize(shapely.from_wkb(bytes.fromhex(kept)))
-        if not shapely.equals_exact(shapely.normalize(geometry), before,
-                                    tolerance=MATCH_DEGREES):
+        if not _same_area(geometry, shapely.from_wkb(bytes.fromhex(kept))):
             return False
     return True
+
+
+def _same_area(geometry: shapely.Geometry, kept: shapely.Geometry) -> bool:
+    """Vertex by vertex within :data:`MATCH_DEGREES`: in the order they come (a reprojection
+    keeps it), else in normal form (rings that start elsewhere). The normal form alone is not
+    enough: it starts a ring at its least vertex, and of two vertices a billionth of a degree
+    apart in x, a reprojection round trip may make either the least."""
+    return bool(shapely.equals_exact(geometry, kept, tolerance=MATCH_DEGREES)
+                or shapely.equals_exact(shapely.normalize(geometry), shapely.normalize(kept),
+                                        tolerance=MATCH_DEGREES))
 
 
 def stored_plan(plan: Plan, folder: str | os.PathLike[str]) -> Plan | None:
