@@ -25,6 +25,7 @@ from __future__ import annotations
 
 import contextlib
 import itertools
+import json
 import os
 import re
 import shutil
@@ -100,6 +101,22 @@ def service(
     root = tmp_path_factory.mktemp("service")
     with start_service(keys=root / "keys.sqlite", cert_dir=service_cert_dir) as svc:
         yield svc
+        _write_calls_per_test(svc)
+
+
+def _write_calls_per_test(svc: RunningService) -> None:
+    """With ``PARCELSEARCH_TEST_CALLS=FILE``, the calls each test's keys spent on the shared
+    service, from the service's own counts (keys are named after their test): a witness to
+    compare two trees by (a restructuring must leave every figure as it was)."""
+    target = os.environ.get("PARCELSEARCH_TEST_CALLS")
+    if not target:
+        return
+    calls: dict[str, int] = {}
+    for row in svc.keys.list():
+        test = str(row["name"]).rsplit("-", 1)[0]
+        calls[test] = calls.get(test, 0) + int(row["used_lifetime"])
+    Path(target).write_text(json.dumps(dict(sorted(calls.items())), indent=1) + "\n",
+                            encoding="utf-8")
 
 
 @pytest.fixture
