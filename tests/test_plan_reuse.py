@@ -20,7 +20,7 @@ def _tracts() -> gpd.GeoDataFrame:
 def test_the_same_areas_in_another_crs_get_the_kept_pieces(tmp_path: Path) -> None:
     first = parcelsearch.plan(_tracts())
     assert plan_reuse.reuse(first, tmp_path) is first  # kept for next time
-    assert len(list((tmp_path / plan_reuse.PLANS_FOLDER).iterdir())) == 1
+    assert len(list((tmp_path / plan_reuse.PLANS_FOLDER).iterdir())) == 6  # one per area
     utm = parcelsearch.plan(_tracts().to_crs("EPSG:26910"))
     reused = plan_reuse.reuse(utm, tmp_path)
     assert [p.polygon_json for p in reused.pieces] == [p.polygon_json for p in first.pieces]
@@ -41,8 +41,9 @@ def test_other_areas_or_settings_are_planned_afresh(tmp_path: Path) -> None:
 
 def test_an_unreadable_kept_plan_is_ignored(tmp_path: Path) -> None:
     made = parcelsearch.plan(_tracts())
-    path = plan_reuse.keep_plan(made, tmp_path)
-    path.write_text("{not json")
+    paths = plan_reuse.keep_plan(made, tmp_path)
+    for path in paths:
+        path.write_text("{not json")
     assert plan_reuse.stored_plan(made, tmp_path) is None
     assert plan_reuse.reuse(made, None) is made
 
@@ -60,3 +61,21 @@ def test_a_ring_whose_least_vertex_flips_in_a_round_trip_is_the_same_area(tmp_pa
     assert not shapely.equals_exact(shapely.normalize(before.geometry[0]),
                                     shapely.normalize(after.geometry[0]), 1.5e-6)
     assert plan_reuse.stored_plan(parcelsearch.plan(after), tmp_path) is not None
+
+
+def test_areas_are_reused_one_by_one_within_more_areas(tmp_path: Path) -> None:
+    """Last week's 3 tracts in lon/lat, this week's 6 (those 3 among them) in UTM: the 3 get
+    last week's pieces, the other 3 their own, and those are kept for next time."""
+    three = parcelsearch.plan(_tracts().iloc[:3])
+    plan_reuse.reuse(three, tmp_path)
+    utm = parcelsearch.plan(_tracts().to_crs("EPSG:26910"))
+    reused = plan_reuse.reuse(utm, tmp_path)
+    old = set(three.areas.index)
+    assert [p.polygon_json for p in reused.pieces if p.area_id in old] == \
+           [p.polygon_json for p in three.pieces]
+    assert [p.polygon_json for p in reused.pieces if p.area_id not in old] == \
+           [p.polygon_json for p in utm.pieces if p.area_id not in old]
+    assert list(dict.fromkeys(p.area_id for p in reused.pieces)) == list(utm.areas.index)
+    assert len(list((tmp_path / plan_reuse.PLANS_FOLDER).iterdir())) == 6
+    again = plan_reuse.reuse(parcelsearch.plan(_tracts()), tmp_path, keep=False)
+    assert [p.polygon_json for p in again.pieces] == [p.polygon_json for p in reused.pieces]

@@ -108,9 +108,9 @@ def check_listening(base_url: str, timeout: float = CONNECT_PROBE_SECONDS) -> No
 def run_plan(args: argparse.Namespace) -> int:
     """``parcelsearch plan``: print the pieces and minimum calls; write them if asked.
 
-    The pieces are those a search would send: the plan an earlier search kept for the same
-    areas in any CRS (:mod:`parcelsearch.plan_reuse`, read from the cache folder, never
-    written), else a new one."""
+    The pieces are those a search would send: for each area an earlier search kept pieces
+    for in any CRS, those (:mod:`parcelsearch.plan_reuse`, read from the cache folder, never
+    written), else new ones."""
     made = plan_reuse.reuse(
         planning.plan(read_areas(args), args.tolerance, id_column=args.id_column,
                       connectors=args.connectors, match=args.match),

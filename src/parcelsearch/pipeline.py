@@ -358,10 +358,11 @@ def search(
         A plan made earlier with :func:`parcelsearch.plan` (then ``areas`` may be ``None``).
         ``tolerance``, ``connectors``, ``match`` and ``id_column`` are then the plan's:
         given as well and different, they raise an error naming both.
-        Without one, the areas are planned, and if an earlier search with the same cache
-        folder searched the same areas (in any CRS: matched once reprojected to EPSG:4326,
-        vertex by vertex within 1.5 request-grid steps) with the same settings, its pieces
-        are reused, so its cached pages serve this search (:mod:`parcelsearch.plan_reuse`).
+        Without one, the areas are planned, and each area an earlier search with the same
+        cache folder searched (the same id, in any CRS: matched once reprojected to
+        EPSG:4326, vertex by vertex within 1.5 request-grid steps) with the same settings
+        gets its pieces again, so its cached pages serve this search
+        (:mod:`parcelsearch.plan_reuse`).
     team
         A team store (``postgresql://…``, made with ``parcelsearch team init``; default
         ``PARCELSEARCH_TEAM``): the key's calls are reserved, paced and counted there for

@@ -65,3 +65,30 @@ def test_three_crss_one_price(tracts, make_key, tmp_path: Path, capsys,
     assert code == 0, err
     shown = gpd.read_parquet(tmp_path / "tiles.parquet").geometry.to_wkb().tolist()
     assert shown == first.plan.tiles.geometry.to_wkb().tolist()
+
+
+def test_last_weeks_tracts_within_this_weeks_cost_nothing_again(tracts, make_key, tmp_path: Path,
+                                                                service, ca_bundle) -> None:
+    """A month of use: 8 tracts searched in lon/lat, then all 24 in a state plane in feet:
+    the 8 are served from the cache (their pieces reused area by area), and the calls the
+    service counts are those of the 16 new tracts alone."""
+    key = make_key("production", quota=1_000, per_second=50)
+    client = parcelsearch.Client(api_key=key, base_url=service.base_url, ca_bundle=ca_bundle,
+                                 cache_dir=tmp_path / "cache")
+
+    def served() -> int:
+        return len(service.keys.requests(key.name))
+
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore", parcelsearch.notices.NothingMatchedWarning)
+        week1 = parcelsearch.search(tracts.iloc[:8], client=client, progress=False)
+        before = served()
+        week2 = parcelsearch.search(tracts.to_crs(CALIFORNIA_3_FEET), client=client,
+                                    progress=False)
+    tiles = week2.tiles
+    old = tiles["tract"].isin(week1.plan.areas.index)
+    assert int(tiles.loc[old, "calls"].sum()) == 0  # last week's 8: all from the cache
+    assert int(tiles.loc[old, "cached_pages"].sum()) == week1.calls
+    assert served() - before == week2.calls == int(tiles.loc[~old, "calls"].sum()) > 0
+    assert week2.ids[week2.ids["tract"].isin(week1.plan.areas.index)].reset_index(
+        drop=True).equals(week1.ids.reset_index(drop=True))
