@@ -113,8 +113,8 @@ class TilingMemo:
 
 def _one_request(geometry: BaseGeometry, budget: Budget) -> bool:
     """Whether ``geometry`` is one ring without holes whose request fits ``budget``: its
-    exact pieces are then that ring, made at once (no triangulation, at most as many
-    vertices as the budget has bytes), so a tolerance plan checks against them."""
+    exact pieces are then that ring (grown for rounding), cheap to make whatever they are
+    (no more vertices than one request carries), so a tolerance plan checks against them."""
     if shapely.get_num_coordinates(geometry) > budget.max_request_bytes:
         return False
     shapes = polygons(geometry)
