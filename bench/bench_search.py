@@ -31,7 +31,11 @@ side by side in one run:
 
 ``python bench/bench_search.py match`` prints, for the real New Zealand areas alone and
 per matching rule, pieces against the vertex bound in exact mode and at 5 m, and the times
-and peak memory of tolerance plans and of a refusal as ratios to the exact plan.
+and peak memory of tolerance plans and of a refusal as ratios to the exact plan; then, per
+matching rule side by side on the same areas and parcels (the dense real city of large
+regions, searched), calls / floor and pieces / vertex bound in exact mode and at 5 m, the
+limit (floor + half a call per piece of the fewest pieces the rule allows) and the distance
+to it (:func:`rule_calls`). Those go to the ``search-match`` section.
 
 Figures go to the ``search`` section of ``bench/RESULTS.md``.
 """
@@ -151,11 +155,12 @@ def _halving_plan(areas: gpd.GeoDataFrame) -> Plan:
                 path=parcelsearch.settings.SEARCH_PATH)
 
 
-def _timed_plans(areas: gpd.GeoDataFrame) -> dict[str, tuple[Plan, float]]:
+def _timed_plans(areas: gpd.GeoDataFrame, match: str | None = None
+                 ) -> dict[str, tuple[Plan, float]]:
     plans: dict[str, tuple[Plan, float]] = {}
     for label, make in (
-        ("exact", lambda: parcelsearch.plan(areas)),
-        ("tol5", lambda: parcelsearch.plan(areas, TOLERANCE)),
+        ("exact", lambda: parcelsearch.plan(areas, match=match)),
+        ("tol5", lambda: parcelsearch.plan(areas, TOLERANCE, match=match)),
         ("halving", lambda: _halving_plan(areas)),
     ):
         started = time.perf_counter()
@@ -175,10 +180,12 @@ def searched_calls(
     areas: gpd.GeoDataFrame,
     workdir: Path,
     searched: tuple[str, ...] = ("exact", "tol5", "halving"),
+    match: str | None = None,
 ) -> pd.DataFrame:
     """Per area and mode: pieces, planning seconds, calls through a real search (the
-    service's request log), floor, vertex bound; and matches beyond the allowed reach."""
-    plans = _timed_plans(areas)
+    service's request log), floor, vertex bound; and matches beyond the allowed reach.
+    Planned under the matching rule ``match`` (the default's if None)."""
+    plans = _timed_plans(areas, match)
     store = svc.store
     rows: dict[Any, dict[str, Any]] = {}
     for area_id, geom in areas.geometry.items():
@@ -606,17 +613,26 @@ def real_city(workdir: Path) -> list[str]:
     ]
 
 
+TIMED_RUNS = 3  # in-process runs timed per case and rule; the fastest is reported
+
+
 def _measured(work: Any) -> tuple[Any, float, float]:
-    """``work()``'s value, seconds and peak traced memory (MB)."""
+    """``work()``'s value, its fastest seconds of :data:`TIMED_RUNS` runs, and its peak
+    traced memory (MB) in one more run: traced apart, as tracemalloc slows every Python
+    allocation (three to four times the exact plan's seconds, far less a cover's, which
+    GEOS makes), so timing under it would compare mostly its own cost."""
     import tracemalloc
 
+    times = []
+    for _ in range(TIMED_RUNS):
+        started = time.perf_counter()
+        value = work()
+        times.append(time.perf_counter() - started)
     tracemalloc.start()
-    started = time.perf_counter()
-    value = work()
-    seconds = time.perf_counter() - started
+    work()
     peak = tracemalloc.get_traced_memory()[1] / 1e6
     tracemalloc.stop()
-    return value, seconds, peak
+    return value, min(times), peak
 
 
 def _refusal(planned: Any, asked: bool = False) -> float | None:
@@ -644,10 +660,84 @@ def _limit(geom: shapely.Geometry, tolerance: float, rule: str) -> int:
     return exact_least(area, tiling.Budget(), True, link_limit_m(rule, tolerance))[0]
 
 
+RULES = ("unknown", "representative-point")
+
+
+def rule_calls(workdir: Path) -> list[str]:
+    """Calls / floor per matching rule and mode, side by side on the same areas and parcels:
+    the dense real city of large regions (:func:`bench_tiling.region_city`, issue 28's and
+    38's case) over towns along its boundaries (:func:`towns_along`), searched through the
+    reference service matching by a representative point (its default: the floor counts
+    the parcels whose point lies inside) with plans made under each rule; beside each,
+    pieces / vertex bound and the limit, floor + half a call per piece for the fewest
+    pieces the rule allows (:func:`_limit`), and the distance to it. The RESULTS.md lines."""
+    city = region_city()
+    parcels = towns_along(city)
+    tables = {}
+    with start_service(parcels=parcels, keys=workdir / "keys-rules.sqlite",
+                       cert_dir=workdir / "certs") as svc:
+        for rule in RULES:
+            tables[rule] = searched_calls(svc, city, workdir / f"rules-{rule}",
+                                          ("exact", "tol5"), match=rule)
+            print(rule, tables[rule].astype(object).T.to_string(), flush=True)
+    lines = [
+        f"Calls / floor per matching rule, side by side: the dense real city of large regions "
+        f"({int(tables[RULES[0]]['parts_n'].sum())} parts, "
+        f"{int(shapely.get_num_coordinates(city.geometry).sum()):,} vertices, "
+        f"{int(tables[RULES[0]]['parcels'].sum()):,} parcels inside, towns along its "
+        "boundaries), searched through the reference service matching by a representative "
+        "point, planned under each rule; calls from its request log. Limit = floor + ½ call "
+        "per piece of the fewest pieces the rule allows (vertex bound of each group of parts "
+        "its links may join); distance = calls / floor − limit / floor. Goals: under "
+        "`unknown` no higher than the strict planner's (1.12 exact, 1.08 at 5 m); under "
+        "`representative-point` ≤ 1.10 exact, ≤ 1.05 at 5 m.",
+        "",
+        "| area | rule | exact pieces / vertex bound | exact calls / floor | limit | distance "
+        "| 5 m pieces / vertex bound | 5 m calls / floor | limit | distance | beyond |",
+        "|---|---|---|---|---|---|---|---|---|---|---|",
+    ]
+    totals: dict[str, dict[str, float]] = {}
+    for area_id, geom in city.geometry.items():
+        for rule in RULES:
+            row = tables[rule].loc[area_id]
+            lines.append(_rule_line(str(area_id), rule, row, {
+                t: _limit(geom, t, rule) for t in (0.0, TOLERANCE)}, totals))
+    for rule in RULES:
+        total = totals[rule]
+        lines.append(_rule_line("**all**", rule, pd.Series(total), None, None))
+    return lines
+
+
+def _rule_line(area_id: str, rule: str, row: pd.Series, limits: dict[float, int] | None,
+               totals: dict[str, dict[str, float]] | None) -> str:
+    """One row of :func:`rule_calls`' table (``limits``: fewest pieces per tolerance, or
+    None where ``row`` holds their sums already as ``limit_exact``/``limit_tol5``); adds
+    the row to ``totals`` when given."""
+    if limits is not None:
+        row = row.copy()
+        row["limit_exact"], row["limit_tol5"] = limits[0.0], limits[TOLERANCE]
+    if totals is not None:
+        kept = totals.setdefault(rule, {})
+        for name in ("floor", "vertex_bound", "exact_pieces", "exact_calls", "tol5_pieces",
+                     "tol5_calls", "limit_exact", "limit_tol5", "exact_beyond", "tol5_beyond"):
+            kept[name] = kept.get(name, 0) + float(row[name])
+    cells = [area_id, f"`{rule}`"]
+    for label in ("exact", "tol5"):
+        floor = float(row["floor"])
+        ratio = float(row[f"{label}_calls"]) / floor
+        limit = (floor + 0.5 * float(row[f"limit_{label}"])) / floor
+        cells += [f"{int(row[f'{label}_pieces'])} / {int(row['vertex_bound'])} = "
+                  f"{float(row[f'{label}_pieces']) / float(row['vertex_bound']):.2f}",
+                  f"**{ratio:.3f}**", f"{limit:.3f}", f"{ratio - limit:+.3f}"]
+    cells.append(f"{int(row['exact_beyond'])} / {int(row['tol5_beyond'])}")
+    return "| " + " | ".join(cells) + " |"
+
+
 def match_rules(areas: gpd.GeoDataFrame) -> list[str]:
     """Per area, rule (``unknown``, ``representative-point``) and mode (exact, 5 m): pieces
-    against the fewest the rule allows (:func:`_limit`); and per rule, the times and peak
-    memory (tracemalloc: Python and NumPy, not GEOS) of a tolerance plan at 5 m and 500 m,
+    against the fewest the rule allows (:func:`_limit`); and per rule, the times (fastest
+    of :data:`TIMED_RUNS`) and peak memory (tracemalloc, in a run of its own: Python and
+    NumPy, not GEOS) of a tolerance plan at 5 m and 500 m,
     of a refusal for half the calls (the plan, then ``suggest_tolerance`` where a refusal
     names a tolerance at once) and of that suggestion asked for (``plan --max-calls N``), as
     ratios to the exact plan's, each made from scratch, in process."""
@@ -679,24 +769,29 @@ def match_rules(areas: gpd.GeoDataFrame) -> list[str]:
 def main() -> None:
     if sys.argv[1:] == ["match"]:  # pieces and times per matching rule, planned only
         real = real_areas()
-        lines = match_rules(real)
+        lines = [f"In process, per area and rule: pieces against the fewest the rule allows; "
+                 f"times (fastest of {TIMED_RUNS}, untraced) and peak traced memory (a run "
+                 "of its own) as ratios to the exact plan's:", ""]
+        lines += match_rules(real)
         lines += ["", "Whole commands under the default rule (medians of "
                   f"{RUNS}, alternated; peak resident memory): `plan --tolerance 500` and a "
                   "search refused for one call short and for half the exact plan's calls, "
                   "against `plan`:", "",
                   "| area | plan s | 500 m × (time / memory) | refused, 1 short × | "
                   "refused, half × |", "|---|---|---|---|---|"]
-        with tempfile.TemporaryDirectory() as tmp, start_service(
-                keys=Path(tmp) / "keys.sqlite", cert_dir=Path(tmp) / "certs") as svc:
-            for area_id in real.index:
-                found = command_refusal_times(svc, real.loc[[area_id]], Path(tmp) / area_id,
-                                              coarse=500.0)
-                print(area_id, found, flush=True)
-                lines.append(
-                    f"| {area_id} | {found['half_plan_cmd_s']:.2f} | "
-                    f"{found['coarse_cmd_ratio']:.2f} / {found['coarse_mb_ratio']:.2f} | "
-                    f"{found['short1_cmd_ratio']:.2f} / {found['short1_mb_ratio']:.2f} | "
-                    f"{found['half_cmd_ratio']:.2f} / {found['half_mb_ratio']:.2f} |")
+        with tempfile.TemporaryDirectory() as tmp:
+            with start_service(keys=Path(tmp) / "keys.sqlite",
+                               cert_dir=Path(tmp) / "certs") as svc:
+                for area_id in real.index:
+                    found = command_refusal_times(svc, real.loc[[area_id]],
+                                                  Path(tmp) / area_id, coarse=500.0)
+                    print(area_id, found, flush=True)
+                    lines.append(
+                        f"| {area_id} | {found['half_plan_cmd_s']:.2f} | "
+                        f"{found['coarse_cmd_ratio']:.2f} / {found['coarse_mb_ratio']:.2f} | "
+                        f"{found['short1_cmd_ratio']:.2f} / {found['short1_mb_ratio']:.2f} | "
+                        f"{found['half_cmd_ratio']:.2f} / {found['half_mb_ratio']:.2f} |")
+            lines += [""] + rule_calls(Path(tmp))
         print("\n".join(lines))
         write_section("search-match", "\n".join(lines))
         return

@@ -435,11 +435,14 @@ def _add_markets(commands: Any) -> None:
 
 def _add_doctor(commands: Any) -> None:
     d = commands.add_parser(
-        "doctor", help="check the vendor at the base URL (2 calls, priced and confirmed first)",
+        "doctor", help="check the vendor at the base URL (2 calls, 3 with --areas; priced and "
+                       "confirmed first)",
         description="Check what the vendor at the base URL does where its specification is "
                     "silent: TLS, the key, the base URL's stage path, compression, the number "
-                    "of the first page, how refusals are worded, the markets. It costs 2 calls "
-                    "of the key's quota, asked before spending (--yes: without asking; "
+                    "of the first page, how refusals are worded, the markets and, with "
+                    "--areas, how it matches parcels to a polygon. It costs 2 calls of the "
+                    "key's quota (3 with --areas; never more than one beyond that, redirects "
+                    "and retries included), asked before spending (--yes: without asking; "
                     "--dry-run: none). What it learns is kept in the cache folder, so later "
                     "searches adapt without probing.",
         epilog=ENVIRONMENT.format(cache=settings.default_cache_dir()) + "\n\nexit codes:\n"
@@ -450,8 +453,16 @@ def _add_doctor(commands: Any) -> None:
     d.add_argument("--dry-run", action="store_true",
                    help="list the checks and their price; spend nothing")
     d.add_argument("--yes", action="store_true", help="spend the calls without asking")
+    d.add_argument("--areas", metavar="FILE",
+                   help="the study areas you mean to search (any file geopandas reads): one "
+                        "more call, page 1 of a sliver one grid step tall across the largest, "
+                        "learns whether the vendor matches parcels by a point "
+                        "(representative-point) or by their footprints (intersects), kept for "
+                        "the base URL and used by later searches")
+    d.add_argument("--layer", metavar="NAME",
+                   help="the layer of --areas to read, from a file with several")
     _add_connection(d)
-    d.set_defaults(func=_run("doctor"))
+    d.set_defaults(func=_run("doctor"), crs=None)
 
 
 def _add_cache(commands: Any) -> None:

@@ -267,13 +267,19 @@ def run_markets(args: argparse.Namespace) -> int:
 
 
 def run_doctor(args: argparse.Namespace) -> int:
-    """``parcelsearch doctor``: the vendor checked in at most 3 calls, priced first."""
-    from parcelsearch.service_check import PROBES, check_service
+    """``parcelsearch doctor``: the vendor checked in at most 3 calls (4 with ``--areas``),
+    priced first."""
+    from parcelsearch.service_check import check_service
 
+    areas = None
+    if args.areas is not None:  # read and checked before anything is priced or spent
+        areas = read_areas(argparse.Namespace(areas=args.areas, layer=args.layer,
+                                              crs=args.crs)).geometry
     client = _client(args)
-    price = len(PROBES)
+    priced = check_service(client, dry_run=True, areas=areas)
+    price = priced.price
     if args.dry_run:
-        print(check_service(client, dry_run=True))
+        print(priced)
         return 0
     if not args.yes and not _confirmed(f"doctor spends {plural(price, 'call')} of the key's "
                                        f"quota at {client.base_url}. Spend them? [y/N] "):
@@ -281,8 +287,12 @@ def run_doctor(args: argparse.Namespace) -> int:
                                  "nothing was spent. Add --yes to spend them without asking, "
                                  "or --dry-run to spend none")
     check_listening(client.base_url)
-    report = check_service(client)
+    report = check_service(client, areas=areas)
     print(report)
+    if areas is None and any(f.check == "matching rule" and f.verdict == "unknown"
+                             for f in report.findings):
+        print("the vendor's matching rule is unknown: parcelsearch doctor --areas FILE learns "
+              "it with one more call")
     return 0 if report.ok else 1
 
 

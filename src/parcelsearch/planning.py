@@ -271,10 +271,10 @@ def plan(
         cover each area and stay within ``t`` of it, so fewer pieces are needed; nearby
         parts and fine boundary detail may merge. Where the exact pieces of an area do better
         (fewer pieces and no more bytes, or fewer bytes and no more pieces), they are
-        taken, but they are made to check only for areas of at most 2,000 vertices
-        (:data:`parcelsearch.tiling.pieces.CHECK_UP_TO`) or found in ``memo``: a larger
-        area's tolerance pieces are otherwise returned unchecked (a coarser tolerance is
-        never the slow path).
+        taken, where they are known: an area of one ring whose request fits (its exact
+        piece), or exact pieces found in ``memo``. Any other area's tolerance pieces are
+        returned unchecked, without making its exact pieces (a coarser tolerance is never
+        the slow path).
     id_column
         Column holding area ids; by default an ``area_id`` column, else the index (see
         :func:`parcelsearch.areas.validate_areas` for the rule).
@@ -541,12 +541,13 @@ def _fits(
     match: str = "unknown",
     bounds: _Bounds | None = None,
 ) -> bool:
-    """Whether the areas' pieces at ``tolerance`` number at most ``max_calls``: stops as soon
-    as the pieces counted plus the known lower bounds of the areas left pass it."""
+    """Whether the areas' pieces at ``tolerance`` number at most ``max_calls`` in a plan made
+    afresh (:meth:`~parcelsearch.tiling.pieces.TilingMemo.afresh`: exact pieces already in
+    ``memo`` would only lower the count, so a plan given them fits too): stops as soon as
+    the pieces counted plus the known lower bounds of the areas left pass it."""
     total = 0
     for index, geometry in enumerate(geoms):
-        total += len(tile(geometry, tolerance=tolerance, max_request_bytes=budget.max_request_bytes,
-                          path=budget.path, memo=memo, connectors=connectors, match=match))
+        total += memo.afresh(geometry, check_tolerance(tolerance), budget, connectors, match)
         left = bounds.rest(range(index + 1, len(geoms)), tolerance) if bounds is not None else 0
         if total + left > max_calls:
             return False

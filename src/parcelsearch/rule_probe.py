@@ -29,11 +29,12 @@ from typing import Any
 import shapely
 
 from parcelsearch import _wire, settings
+from parcelsearch._http import Spend
 from parcelsearch.areas import validate_areas
 from parcelsearch.client import Client
 from parcelsearch.vendor_profile import load_profile
 
-__all__ = ["CROSSED", "SLIVER_M", "learn_match_rule", "remembered_rule", "sliver"]
+__all__ = ["CROSSED", "SLIVER_M", "learn_match_rule", "remembered_rule", "rule_of", "sliver"]
 
 #: Longest sliver, in metres along the ground.
 SLIVER_M = 1_000.0
@@ -61,7 +62,13 @@ def sliver(areas: Any) -> str:
     return _wire.ring_json([(x0, y0), (x1, y0), (x1, y1), (x0, y1), (x0, y0)])
 
 
-def learn_match_rule(client: Client, areas: Any, remember: bool = True) -> str:
+def rule_of(rows: int) -> str:
+    """The rule a sliver's page 1 shows by the parcels it matched (see the module's rules)."""
+    return "representative-point" if rows == 0 else "intersects" if rows >= CROSSED else "unknown"
+
+
+def learn_match_rule(client: Client, areas: Any, remember: bool = True,
+                     spend: Spend | None = None) -> str:
     """How the vendor behind ``client`` matches parcels, from one search call (page 1 of
     :func:`sliver`): ``"representative-point"``, ``"intersects"`` or ``"unknown"`` (see the
     module's rules). The call is priced like any other (one call of the key's quota).
@@ -75,16 +82,16 @@ def learn_match_rule(client: Client, areas: Any, remember: bool = True) -> str:
     remember
         Keep the rule learnt for ``client.base_url`` (:func:`remembered_rule`); an
         ``"unknown"`` answer forgets what was kept.
+    spend
+        The spend hook the call goes through (:meth:`parcelsearch.Client.search_page`);
+        none by default.
 
     Returns
     -------
     str
         A name :func:`parcelsearch.plan` takes as ``match=``.
     """
-    page = client.search_page(sliver(areas), 1)
-    rows = page.rows
-    rule = ("representative-point" if rows == 0
-            else "intersects" if rows >= CROSSED else "unknown")
+    rule = rule_of(client.search_page(sliver(areas), 1, spend=spend).rows)
     if remember:  # an "unknown" answer forgets what was kept
         client.learn(match_rule=None if rule == "unknown" else rule)
     return rule

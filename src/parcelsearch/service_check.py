@@ -1,45 +1,54 @@
 """``parcelsearch doctor`` and :func:`check_service`: what the vendor at a base URL does
-where its specification is silent, in at most three calls, priced before any is spent.
+where its specification is silent, in as many calls as it has probes and at most one more
+(redirects and retries), priced before any is spent.
 
-Two requests are sent (the *probes*), and every check reads what it needs from their
-answers:
+Two requests are sent (the *probes*), a third when the areas to be searched are given, and
+every check reads what it needs from their answers:
 
 - ``GET <base>/v1/markets``: TLS, the key, the base URL's path (a gateway's 404 when the
   vendor's stage prefix such as ``/prod`` is missing), compression, the markets;
 - ``GET <base>/v1/search?…&page=0`` of a tiny ring on Null Island: the number of the first
-  page (a vendor counting from 1 refuses page 0) and how the gateway words a refusal.
+  page (a vendor counting from 1 refuses page 0) and how the gateway words a refusal;
+- with ``areas``, page 1 of a sliver across them (:func:`parcelsearch.rule_probe.sliver`):
+  how the vendor matches parcels to a polygon (:func:`parcelsearch.rule_probe.rule_of`).
 
-What is learned (page base, compression, error format) is kept in the vendor's profile in
-the cache folder (:mod:`parcelsearch.vendor_profile`), so later searches adapt without
-probing. The checks are a list (:data:`CHECKS`): another is one more function reading the
-probes' answers.
+What is learned (page base, compression, error format, matching rule) is kept in the
+vendor's profile in the cache folder (:mod:`parcelsearch.vendor_profile`), so later
+searches adapt without probing. The checks are a list (:data:`CHECKS`): another is one
+more function reading the probes' answers.
 """
 
 from __future__ import annotations
 
 from collections.abc import Callable
 from dataclasses import dataclass, field
-from typing import Literal
+from typing import Any, Literal
 
 from parcelsearch import _wire, settings
 from parcelsearch.client import Client, Probe
 from parcelsearch.errors import BudgetExhaustedError, ParcelSearchError
 from parcelsearch.market_list import LedgerSpend
+from parcelsearch.page import Page
+from parcelsearch.rule_probe import rule_of, sliver
 from parcelsearch.vendor_answers import count_field
 
-__all__ = ["check_service", "ServiceReport", "Finding", "CHECKS", "PROBES"]
+__all__ = ["check_service", "ServiceReport", "Finding", "CHECKS", "PROBES", "RULE_PROBE"]
 
 Verdict = Literal["ok", "warning", "failed", "unknown", "not run"]
 
 #: A ring that matches nothing anywhere a vendor sells parcels (Null Island, ~10 m).
 PROBE_RING = _wire.ring_json([(0.0, 0.0), (0.0001, 0.0), (0.0001, 0.0001), (0.0, 0.0)])
-#: Calls a check may spend at most, redirects and retries included.
-MAX_CALLS = 3
 #: The requests the checks read, in the order sent: name → request target.
 PROBES: dict[str, str] = {
     "markets": settings.MARKETS_PATH,
     "page 0": _wire.search_target(settings.SEARCH_PATH, PROBE_RING, 0),
 }
+#: The probe sent after :data:`PROBES` when the areas are given: page 1 of a sliver across them.
+RULE_PROBE = "matching rule"
+#: Calls a check may spend beyond its price (its probes), redirects and retries included.
+SLACK = 1
+#: Calls a check without areas may spend at most (with areas, one more).
+MAX_CALLS = len(PROBES) + SLACK
 
 
 @dataclass(frozen=True)
@@ -60,7 +69,7 @@ class ServiceReport:
     base_url
         The base URL checked.
     price
-        Calls the check costs (the probes).
+        Calls the check costs (the probes: 2, or 3 with the areas).
     calls
         Calls spent (0 with ``dry_run``).
     findings
@@ -76,6 +85,11 @@ class ServiceReport:
     learned: dict[str, object] = field(default_factory=dict)
 
     @property
+    def cap(self) -> int:
+        """Calls the check may spend at most: its price and :data:`SLACK`."""
+        return self.price + SLACK
+
+    @property
     def ok(self) -> bool:
         """No check failed."""
         return all(f.verdict != "failed" for f in self.findings)
@@ -84,7 +98,7 @@ class ServiceReport:
         width = max((len(f.check) for f in self.findings), default=0)
         spent = f"{self.calls} call{'' if self.calls == 1 else 's'} spent"
         lines = [f"vendor at {self.base_url}: {spent} (price {self.price}, at most "
-                 f"{MAX_CALLS} with redirects and retries)"]
+                 f"{self.cap} with redirects and retries)"]
         lines += [f"  {f.check:<{width}}  {f.verdict:<8} {f.text}" for f in self.findings]
         if self.learned:
             kept = ", ".join(f"{k}={v}" for k, v in self.learned.items())
@@ -92,12 +106,14 @@ class ServiceReport:
         return "\n".join(lines)
 
 
-Answers = dict[str, "Probe | ParcelSearchError"]
+Answers = dict[str, "Probe | Page | ParcelSearchError"]
 Check = Callable[[Answers, Client], Finding]
 
 
 def _first(answers: Answers) -> Probe | ParcelSearchError:
-    return answers["markets"]
+    first = answers["markets"]
+    assert not isinstance(first, Page)  # the market list is a probe, never a search page
+    return first
 
 
 def check_tls(answers: Answers, client: Client) -> Finding:
@@ -175,15 +191,48 @@ def check_markets(answers: Answers, client: Client) -> Finding:
     return Finding("markets", "ok", f"{len(names)} active ({shown})")
 
 
+#: How to learn the rule, in the words of either dialect (``--areas`` / ``areas=``).
+LEARN_RULE = "give the areas you mean to search to learn it with one more call"
+
+
+def check_matching_rule(answers: Answers, client: Client) -> Finding:
+    answer = answers.get(RULE_PROBE)
+    if answer is None:
+        kept = client.vendor.match_rule
+        if kept is not None:
+            return Finding("matching rule", "ok", f"{kept}, learnt earlier for this base URL "
+                           "(not asked again)")
+        return Finding("matching rule", "unknown", "not asked, so searches plan as if parcels "
+                       "may be matched by their footprints (no connector in exact mode); "
+                       + LEARN_RULE)
+    if not isinstance(answer, Page):
+        return Finding("matching rule", "unknown", f"the sliver was not answered: {answer}")
+    rows = answer.rows
+    rule = rule_of(rows)
+    if rule == "representative-point":
+        return Finding("matching rule", "ok", "representative-point: a sliver one grid step "
+                       "tall across the areas matched no parcel, so parcels are matched by a "
+                       "point; searches here use connectors (fewer calls)")
+    if rule == "intersects":
+        return Finding("matching rule", "ok", f"intersects: a sliver one grid step tall "
+                       f"across the areas matched {rows} parcels, so parcels are matched by "
+                       f"their footprints; searches here use no connector in exact mode, and "
+                       f"in tolerance mode only those within the tolerance")
+    return Finding("matching rule", "unknown", f"a sliver across the areas matched {rows} "
+                   f"parcel{'' if rows == 1 else 's'}: too few to tell")
+
+
 #: The checks, in the order reported; each reads the probes' answers (extend by appending).
 CHECKS: list[Check] = [check_tls, check_key, check_stage_path, check_compression,
-                       check_paging_base, check_error_format, check_markets]
+                       check_paging_base, check_error_format, check_markets, check_matching_rule]
 
 
-def check_service(client: Client | None = None, *, dry_run: bool = False) -> ServiceReport:
+def check_service(client: Client | None = None, *, dry_run: bool = False,
+                  areas: Any = None) -> ServiceReport:
     """Check the vendor at the client's base URL: TLS, key, stage path, compression, paging
     base, error format and markets: two probes, at most three calls with redirects and
-    retries (:data:`MAX_CALLS`).
+    retries (:data:`MAX_CALLS`); with ``areas``, also the matching rule: three probes, at
+    most four calls.
 
     Parameters
     ----------
@@ -191,6 +240,14 @@ def check_service(client: Client | None = None, *, dry_run: bool = False) -> Ser
         The :class:`~parcelsearch.Client` (base URL, key, CA); default ``Client()``.
     dry_run
         Spend nothing: the report lists the checks as ``"not run"`` and their price.
+    areas
+        The areas you mean to search (any input :func:`parcelsearch.plan` takes), checked
+        before anything is spent: one more call, page 1 of a sliver one grid step tall
+        across the largest of them (:func:`parcelsearch.rule_probe.sliver`), learns how the
+        vendor matches parcels (``representative-point`` when it matches none,
+        ``intersects`` when it matches parcels it crosses), kept for the base URL as
+        :func:`parcelsearch.rule_probe.learn_match_rule` keeps it. Without, the report says
+        the rule is unknown (or what was learnt before) and how to learn it.
 
     Returns
     -------
@@ -199,26 +256,56 @@ def check_service(client: Client | None = None, *, dry_run: bool = False) -> Ser
         failed. What was learned is kept in the vendor's profile in the client's cache
         folder, so later searches adapt without probing.
     """
+    ring = sliver(areas) if areas is not None else None  # bad areas: refused, nothing spent
     client = client if client is not None else Client()
-    report = ServiceReport(client.base_url, price=len(PROBES))
+    report = ServiceReport(client.base_url, price=len(PROBES) + (ring is not None))
     if dry_run:
         report.findings = [Finding(_name(check), "not run", "dry run: nothing spent")
-                           for check in CHECKS]
+                           if ring is not None or check is not check_matching_rule
+                           else check({}, client) for check in CHECKS]
         return report
     answers: Answers = {}
-    spend = _Capped(client, MAX_CALLS)
+    spend = _Capped(client, report.cap)
     for name, target in PROBES.items():
         try:
             answers[name] = client.probe(target, spend=spend)
         except ParcelSearchError as exc:
             answers[name] = exc
         report.calls = spend.calls
-        first = answers["markets"]
-        if not isinstance(first, Probe) or first.status != 200:
+        if not _answered(answers):
             break  # no key, no path, no TLS: the rest would only spend
     report.findings = [check(answers, client) for check in CHECKS]
-    report.learned = _learn(report, answers, client)
+    report.learned = _learn(report, answers, client)  # the page base, before the sliver
+    if ring is not None and _answered(answers):
+        try:
+            answers[RULE_PROBE] = client.search_page(ring, 1, spend=spend)
+        except ParcelSearchError as exc:
+            answers[RULE_PROBE] = exc
+        report.calls = spend.calls
+        report.findings = [check(answers, client) for check in CHECKS]
+        report.learned.update(_learn_rule(answers, client))
     return report
+
+
+def _answered(answers: Answers) -> bool:
+    """Whether the market list was answered (TLS, key and path work)."""
+    first = answers.get("markets")
+    return isinstance(first, Probe) and first.status == 200
+
+
+def _learn_rule(answers: Answers, client: Client) -> dict[str, object]:
+    """The matching rule the sliver showed, kept for the base URL; a sliver too few parcels
+    matched to tell forgets what was kept (as :func:`parcelsearch.rule_probe.learn_match_rule`
+    does)."""
+    answer = answers.get(RULE_PROBE)
+    if not isinstance(answer, Page):
+        return {}
+    rule = rule_of(answer.rows)
+    if rule == "unknown":
+        client.learn(match_rule=None)
+        return {}
+    client.learn(match_rule=rule)
+    return {"match_rule": rule}
 
 
 class _Capped(LedgerSpend):

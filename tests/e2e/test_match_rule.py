@@ -13,6 +13,7 @@ found; calls are counted in the service's request log.
 
 from __future__ import annotations
 
+import hashlib
 import json
 import math
 from pathlib import Path
@@ -175,3 +176,90 @@ def test_one_sliver_learns_the_rule_of_either_service(
     monkeypatch.setenv("PARCELSEARCH_MATCH", "unknown")
     result = parcelsearch.search(areas, client=client, progress=False, ledger=False)
     assert result.metadata["match"] == "unknown"
+
+
+def _doctor_env(monkeypatch, svc: RunningService, key: str, ca_bundle: str, cache: Path) -> None:
+    monkeypatch.setenv("PARCELSEARCH_API_KEY", key)
+    monkeypatch.setenv("PARCELSEARCH_BASE_URL", svc.base_url)
+    monkeypatch.setenv("PARCELSEARCH_CA_BUNDLE", ca_bundle)
+    monkeypatch.setenv("PARCELSEARCH_CACHE_DIR", str(cache))
+    monkeypatch.delenv("PARCELSEARCH_MATCH", raising=False)
+
+
+def _finding(out: str, check: str) -> str:
+    """The report's line of one check (``  matching rule  ok  …``), without the indent."""
+    (line,) = [line.strip() for line in out.splitlines() if line.strip().startswith(check)]
+    return line
+
+
+@pytest.mark.parametrize("rule", ["intersects", "representative-point"])
+def test_doctor_with_areas_learns_the_rule_for_one_more_call(
+    rule, areas, footprint_service, point_service, ca_bundle, tmp_path, monkeypatch, capsys
+):
+    """``doctor`` without --areas spends its 2 calls and says the rule is unknown and how to
+    learn it; ``--dry-run --areas`` prices 3 and spends none; ``--yes --areas`` spends 3
+    (the service's request log), names the rule and keeps it for the base URL, and a later
+    search given no rule plans under it."""
+    from _cli import run
+
+    from parcelsearch.rule_probe import remembered_rule, sliver
+
+    svc = footprint_service if rule == "intersects" else point_service
+    name = f"doctor-{rule}"
+    key = svc.keys.create(name, key_type="production", quota=1_000)
+    _doctor_env(monkeypatch, svc, key, ca_bundle, tmp_path / "cache")
+    code, out, err = run(["doctor", "--yes"], capsys)
+    assert code == 0, err
+    assert len(svc.keys.requests(name)) == 2 and "2 calls spent (price 2, at most 3" in out
+    assert _finding(out, "matching rule").split()[2] == "unknown"
+    assert "give the areas you mean to search" in _finding(out, "matching rule")
+    assert "the vendor's matching rule is unknown: parcelsearch doctor --areas FILE learns " \
+        "it with one more call" in out and "areas=" not in out
+    code, out, err = run(["doctor", "--dry-run", "--areas", str(DATA)], capsys)
+    assert code == 0 and "0 calls spent (price 3, at most 4" in out
+    assert len(svc.keys.requests(name)) == 2
+    code, out, err = run(["doctor", "--yes", "--areas", str(DATA)], capsys)
+    assert code == 0, err
+    log = svc.keys.requests(name)
+    assert len(log) == 5 and "3 calls spent (price 3, at most 4" in out
+    sent = log.iloc[-1]  # page 1 of the sliver across the islands
+    assert sent["page"] == 1 and sent["status"] == 200
+    assert sent["polygon_sha256"] == hashlib.sha256(sliver(areas).encode()).hexdigest()
+    assert _finding(out, "matching rule").split()[2:4] == ["ok", f"{rule}:"]
+    assert f"match_rule={rule}" in out
+    profile = json.loads((tmp_path / "cache" / "vendors.json").read_text())[svc.base_url]
+    assert profile["match_rule"] == rule
+    client = parcelsearch.Client(api_key=key, base_url=svc.base_url, ca_bundle=ca_bundle,
+                                 cache_dir=tmp_path / "cache")
+    assert remembered_rule(client) == rule
+    code, out, err = run(["doctor", "--yes"], capsys)  # remembered: said, not asked again
+    assert len(svc.keys.requests(name)) == 7
+    assert _finding(out, "matching rule").split()[2:4] == ["ok", f"{rule},"]
+    assert "learnt earlier for this base URL" in out and "--areas FILE" not in out
+    if rule == "representative-point":  # a later search given no --match plans under it
+        from _vendor import search
+
+        code, out, err, ids, meta = search(capsys, DATA, tmp_path / "ids.parquet")
+        assert code == 0, err
+        assert meta["match"] == rule
+        sent = svc.keys.requests(name).iloc[7:]  # the search's requests
+        pieces = sent["polygon_sha256"].dropna().nunique()
+        assert pieces == len(parcelsearch.plan(areas, match=rule).pieces)
+        assert pieces < len(parcelsearch.plan(areas).pieces) / 3  # connectors save calls
+
+
+def test_check_service_with_areas_in_python(areas, footprint_service, ca_bundle, tmp_path):
+    """check_service(client, areas=...) prices 3 calls, spends none dry, and 3 in all when
+    run (the service's request log), the rule among its findings and learnt."""
+    svc = footprint_service
+    key = svc.keys.create("check-py", key_type="production", quota=1_000)
+    with parcelsearch.Client(api_key=key, base_url=svc.base_url, ca_bundle=ca_bundle,
+                             cache_dir=tmp_path / "py") as client:
+        priced = parcelsearch.check_service(client, dry_run=True, areas=areas)
+        assert (priced.price, priced.cap, priced.calls) == (3, 4, 0)
+        assert len(svc.keys.requests("check-py")) == 0
+        report = parcelsearch.check_service(client, areas=areas)
+        assert report.ok and report.calls == 3 == len(svc.keys.requests("check-py"))
+        (found,) = [f for f in report.findings if f.check == "matching rule"]
+        assert found.verdict == "ok" and found.text.startswith("intersects: ")
+        assert report.learned["match_rule"] == "intersects" == client.vendor.match_rule

@@ -1,6 +1,8 @@
 """``parcelsearch doctor`` and ``parcelsearch.check_service()`` against the stand-in vendor:
-at most 3 calls (the vendor's request log is the witness), priced and confirmed first, none
-with --dry-run, and what they learn used by later searches without probing."""
+at most 3 calls, 4 with --areas (the vendor's request log is the witness), priced and
+confirmed first, none with --dry-run, and what they learn used by later searches without
+probing. (The matching rule learnt against the reference service under both of its rules:
+``test_match_rule.py``.)"""
 
 from __future__ import annotations
 
@@ -12,7 +14,8 @@ from _vendor import MINIMUM, exact, fault_on, search
 import parcelsearch
 from parcelsearch.vendor_profile import PROFILES_FILE
 
-CHECKS = ("TLS", "key", "stage path", "compression", "paging base", "error format", "markets")
+CHECKS = ("TLS", "key", "stage path", "compression", "paging base", "error format", "markets",
+          "matching rule")
 
 
 def test_dry_run_spends_nothing_and_unconfirmed_spends_nothing(vendor_env, capsys) -> None:
@@ -96,3 +99,22 @@ def test_doctor_never_spends_more_than_3_calls(vendor_env, capsys) -> None:
     code, out, err = run(["doctor", "--yes"], capsys)
     assert vendor_env.calls("/v1") == 3
     assert "3 calls spent (price 2" in out and "markets" in out
+
+
+def test_doctor_with_areas_never_spends_more_than_4_calls(vendor_env, vendor_areas,
+                                                          capsys) -> None:
+    """With --areas the price is 3 and the cap one more: each probe would take 2 or more
+    calls here, and the fourth is the last (the vendor's request log)."""
+    vendor_env.set(redirect="slash", fault=fault_on({2}, "html503"))
+    code, out, err = run(["doctor", "--yes", "--areas", str(vendor_areas)], capsys)
+    assert vendor_env.calls("/v1") == 4
+    assert "4 calls spent (price 3, at most 4" in out
+
+
+def test_doctor_refuses_unreadable_areas_before_spending(vendor_env, tmp_path, capsys) -> None:
+    code, out, err = run(["doctor", "--yes", "--areas", str(tmp_path / "missing.gpkg")], capsys)
+    assert code == 2 and "missing.gpkg" in err and "does not exist" in err
+    assert "Traceback" not in err and vendor_env.calls("/v1") == 0
+    code, out, err = run(["doctor", "--dry-run", "--areas", str(tmp_path / "missing.gpkg")],
+                         capsys)
+    assert code == 2 and "does not exist" in err and vendor_env.calls("/v1") == 0

@@ -22,15 +22,12 @@ from shapely.geometry.base import BaseGeometry
 
 from parcelsearch import settings
 from parcelsearch.tiling.covers import check_tolerance, prepared
+from parcelsearch.tiling.grid import polygons
 from parcelsearch.tiling.match_rule import DEFAULT_MATCH, SliverReach, check_match, link_limit_m
 from parcelsearch.tiling.partition import exact_pieces
 from parcelsearch.tiling.request_budget import Budget
 
-__all__ = ["CHECK_UP_TO", "TilingMemo", "tile"]
-
-#: Vertices up to which an area's exact pieces are made to check its tolerance pieces
-#: against (a few milliseconds); above, only exact pieces made already are checked against.
-CHECK_UP_TO = 2_000
+__all__ = ["TilingMemo", "tile"]
 
 
 class TilingMemo:
@@ -44,6 +41,7 @@ class TilingMemo:
         self._prepared: dict[tuple[BaseGeometry, float], BaseGeometry] = {}
         self._pieces: dict[tuple[BaseGeometry, float, Budget, bool, bool],
                            tuple[Polygon, ...]] = {}
+        self._afresh: dict[tuple[BaseGeometry, float, Budget, bool, bool], int] = {}
 
     def prepared(self, geometry: BaseGeometry, tolerance: float) -> BaseGeometry:
         """The area the pieces of ``geometry`` at ``tolerance`` tile, made once."""
@@ -55,28 +53,50 @@ class TilingMemo:
     def pieces(self, geometry: BaseGeometry, tolerance: float, budget: Budget,
                connectors: bool = True, match: str = DEFAULT_MATCH) -> tuple[Polygon, ...]:
         """The pieces of ``geometry`` at ``tolerance`` within ``budget`` (with or without
-        connectors, under the matching rule ``match``), made once."""
-        point = check_match(match) == "representative-point"
-        key = (geometry, float(tolerance), budget, bool(connectors), point)
+        connectors, under the matching rule ``match``), made once.
+
+        Tolerance pieces are checked against the exact pieces of the same area where those
+        are made already (in this memo) or cheap to make (:func:`_one_request`: one ring
+        short enough for one request), and the exact ones taken where they are as few and
+        no longer (:func:`_exact_wins`); a larger area's exact pieces are never made for
+        the purpose, so that a coarser tolerance is never the slow path."""
+        key = self._key(geometry, tolerance, budget, connectors, match)
         if key not in self._pieces:
+            point = key[-1]
             link_m = link_limit_m(match, tolerance) if connectors else 0.0
             within = None if point or not link_m else SliverReach(geometry, tolerance)
             made = exact_pieces(self.prepared(geometry, tolerance), budget, connectors,
                                 link_m=link_m, within=within)
-            exact = (geometry, 0.0, budget, bool(connectors), point)
-            small = shapely.get_num_coordinates(geometry) <= CHECK_UP_TO
-            if tolerance and (exact in self._pieces or small):
-                known = self.pieces(geometry, 0.0, budget, connectors, match)
-                if not _better(made, known, budget):
+            afresh = made
+            if tolerance and _one_request(geometry, budget):
+                exact = self.pieces(geometry, 0.0, budget, connectors, match)
+                made = afresh = exact if _exact_wins(exact, made, budget) else made
+            elif tolerance:
+                known = self._pieces.get((geometry, 0.0, budget, bool(connectors), point))
+                if known is not None and _exact_wins(known, made, budget):
                     made = known
             self._pieces[key] = made
+            self._afresh[key] = len(afresh)
         return self._pieces[key]
+
+    def afresh(self, geometry: BaseGeometry, tolerance: float, budget: Budget,
+               connectors: bool = True, match: str = DEFAULT_MATCH) -> int:
+        """How many pieces :meth:`pieces` gives with no exact pieces made before (what a
+        plan made afresh, with a memo of its own, counts): never fewer than it gives here,
+        made once."""
+        self.pieces(geometry, tolerance, budget, connectors, match)
+        return self._afresh[self._key(geometry, tolerance, budget, connectors, match)]
+
+    @staticmethod
+    def _key(geometry: BaseGeometry, tolerance: float, budget: Budget, connectors: bool,
+             match: str) -> tuple[BaseGeometry, float, Budget, bool, bool]:
+        point = check_match(match) == "representative-point"
+        return (geometry, float(tolerance), budget, bool(connectors), point)
 
     def has(self, geometry: BaseGeometry, tolerance: float, budget: Budget,
             connectors: bool = True, match: str = DEFAULT_MATCH) -> bool:
         """Whether the pieces of ``geometry`` at ``tolerance`` (and these settings) are made."""
-        point = check_match(match) == "representative-point"
-        return (geometry, float(tolerance), budget, bool(connectors), point) in self._pieces
+        return self._key(geometry, tolerance, budget, connectors, match) in self._pieces
 
     def tolerances(self) -> set[float]:
         """The tolerances something was made at (prepared or tiled)."""
@@ -91,13 +111,26 @@ class TilingMemo:
                 f"{len(self._pieces)} tilings>")
 
 
-def _better(covering: tuple[Polygon, ...], exact: tuple[Polygon, ...], budget: Budget) -> bool:
-    """Whether tolerance pieces beat the exact ones: no more pieces, no more request bytes,
-    and fewer of one. (Exact pieces keep every promise tolerance pieces make, so where they
-    are better they are taken.)"""
+def _one_request(geometry: BaseGeometry, budget: Budget) -> bool:
+    """Whether ``geometry`` is one ring without holes whose request fits ``budget``: its
+    exact pieces are then that ring (grown for rounding), cheap to make whatever they are
+    (no more vertices than one request carries), so a tolerance plan checks against them."""
+    if shapely.get_num_coordinates(geometry) > budget.max_request_bytes:
+        return False
+    shapes = polygons(geometry)
+    return len(shapes) == 1 and budget.fits(shapes[0])
+
+
+def _exact_wins(exact: tuple[Polygon, ...], covering: tuple[Polygon, ...],
+                budget: Budget) -> bool:
+    """Whether the exact pieces are to be sent instead of the tolerance ones: fewer, or as
+    many and no more request bytes in all. (Exact pieces keep every promise tolerance
+    pieces make; pieces are calls, so the fewer win, and bytes settle a tie. Taking them
+    never makes more pieces, so a plan with exact pieces in its memo never needs more
+    calls than one made afresh.)"""
     measure = (len(covering), int(budget.polygon_bytes_each(covering).sum()))
     known = (len(exact), int(budget.polygon_bytes_each(exact).sum()))
-    return measure[0] <= known[0] and measure[1] <= known[1] and measure != known
+    return known <= measure
 
 
 def tile(
@@ -123,10 +156,11 @@ def tile(
         :mod:`parcelsearch.tiling.grid`); ``t`` metres (at least
         :data:`~parcelsearch.tiling.covers.MIN_TOLERANCE`) for pieces that cover the area
         and stay within ``t`` of it: the pieces of its cover, or the exact pieces where
-        those are neither more nor longer, and fewer or shorter. The exact pieces are
-        made to check only for an area of at most :data:`CHECK_UP_TO` vertices; a larger
-        area is checked only against exact pieces already in ``memo`` (a plan's, or a
-        refused plan's), else its cover's pieces are returned unchecked.
+        those are fewer, or as many and no longer in all, where they are known: an
+        area of one ring whose request fits the budget (its exact piece is that ring), or
+        one whose exact pieces are in ``memo`` already (a plan's, or a refused plan's). No
+        other area's exact pieces are made to check: its cover's pieces are returned
+        unchecked.
     max_request_bytes, path
         The request-line budget and the search path it is measured on (at page 99999).
     memo
