@@ -114,8 +114,8 @@ def cover(geometry: BaseGeometry, tolerance: float) -> BaseGeometry:
     on each side: on five real coastal regions with their islands, 238 pieces at 5 m
     against 280 with Douglas–Peucker in a band ``0.96 t - 0.2`` m wide (and 332 with the
     earlier split ``0.05 t`` / ``0.5 t`` / ``0.4 t``). The reach is checked against the
-    area grown by ``t - 0.1`` m with 16 segments a quarter circle, which lies within
-    6 mm of the true reach at 5 m.
+    buffer of step 2 grown by ``t/2 - 0.1`` m more with 16 segments a quarter circle
+    (:func:`_reach`), which lies inside the area's true reach.
     """
     return _covering(geometry, tolerance)[0]
 
@@ -130,8 +130,7 @@ def _covering(geometry: BaseGeometry, tolerance: float) -> tuple[BaseGeometry, B
     grown = shapely.buffer(area, tolerance / 2 * metre, quad_segs=4)
     distance = (0.49 * tolerance - _ROUNDING_M) * metre
     for simple in _simpler(grown, [distance, (0.24 * tolerance - _ROUNDING_M) * metre],
-                           lambda: shapely.buffer(area, (tolerance - _ROUNDING_M) * metre,
-                                                  quad_segs=16)):
+                           lambda: _reach(grown, tolerance / 2 - _ROUNDING_M, metre)):
         result = _back_to_lonlat(frame.lonlat(simple), frame.lon0)
         snapped = snap(clamped(result))
         if shapely.covers(snapped, geometry):
@@ -139,6 +138,15 @@ def _covering(geometry: BaseGeometry, tolerance: float) -> tuple[BaseGeometry, B
     # Only where clipping at a pole or rounding bites does the cover lose some of the area.
     result = shapely.union(result, clamped(grow_for_rounding(geometry)))
     return result, snap(clamped(result))
+
+
+def _reach(grown: BaseGeometry, further_m: float, metre: float) -> BaseGeometry:
+    """How far a cover may reach: the area grown by ``t/2`` (``grown``) grown by ``t/2 - 0.1``
+    m more, 16 segments a quarter circle. Buffers add up (a disc and a disc are a disc) and
+    each polygonal buffer lies inside the true one, so this lies within the area grown by
+    ``t - 0.1`` m — made from the smooth ``grown``, it is some 20 times faster to make than
+    from the area itself at 500 m (a 12,559-vertex island: 0.016 s instead of 0.38 s)."""
+    return shapely.buffer(grown, further_m * metre, quad_segs=16)
 
 
 def _simpler(grown: BaseGeometry, by: list[float],
