@@ -298,7 +298,9 @@ def _add_areas(parser: argparse.ArgumentParser) -> None:
                         default=None, metavar="RULE",
                         help="how the vendor matches parcels to a polygon: "
                              "representative-point, intersects or unknown (default: "
-                             "$PARCELSEARCH_MATCH, else unknown); unless representative-point, "
+                             "$PARCELSEARCH_MATCH, else the rule 'parcelsearch doctor "
+                             "--areas' learnt for the base URL, else unknown); unless "
+                             "representative-point, "
                              "no piece reaches beyond the tolerance anywhere (exact: no "
                              "connectors)")
 
@@ -346,6 +348,13 @@ def _add_plan(commands: Any) -> None:
                    help="write the pieces: .gpkg, .geojson, .parquet or .shp")
     p.add_argument("--max-calls", type=count_argument(1), metavar="N",
                    help="also print the smallest tolerance whose plan needs at most N calls")
+    p.add_argument("--base-url", type=_base_url, metavar="URL",
+                   help="the service a search would ask, for the matching rule 'parcelsearch "
+                        "doctor --areas' learnt for it (default: $PARCELSEARCH_BASE_URL, or "
+                        "the profile's); nothing is sent")
+    p.add_argument("--profile", metavar="NAME",
+                   help="the saved profile whose base URL to take the learnt rule of (default: "
+                        "$PARCELSEARCH_PROFILE); its key is not read")
     _add_out_map(p, "the areas and their pieces")
     p.set_defaults(func=_run("plan"))
 

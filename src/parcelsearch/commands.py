@@ -108,14 +108,23 @@ def check_listening(base_url: str, timeout: float = CONNECT_PROBE_SECONDS) -> No
 def run_plan(args: argparse.Namespace) -> int:
     """``parcelsearch plan``: print the pieces and minimum calls; write them if asked.
 
-    The pieces are those a search would send: for each area an earlier search kept pieces
+    The pieces are those a search would send: under the matching rule ``--match`` names,
+    else the one ``doctor --areas`` learnt for the service
+    (:func:`parcelsearch.rule_probe.rule_for`); for each area an earlier search kept pieces
     for in any CRS, those (:mod:`parcelsearch.plan_reuse`, read from the cache folder, never
     written), else new ones."""
+    match, learnt_for = args.match, None
+    if match is None and options.source("match") == "default":  # as a search would plan
+        from parcelsearch.rule_probe import rule_for
+
+        match, learnt_for = rule_for(args.base_url, args.profile, options.cache_dir)
     made = plan_reuse.reuse(
         planning.plan(read_areas(args), args.tolerance, id_column=args.id_column,
-                      connectors=args.connectors, match=args.match),
+                      connectors=args.connectors, match=match),
         options.cache_dir, keep=False)
     _print_table(made.summary(), "every piece in --out-tiles FILE")
+    if match is not None and learnt_for is not None:
+        print(f"\nplanned under the matching rule learnt for {learnt_for}: {match}")
     print(f"\n{plural(len(made.pieces), 'piece')}, at least {plural(made.min_calls, 'call')}")
     if args.max_calls is not None:
         found = planning.suggest_tolerance(made, args.max_calls)

@@ -24,6 +24,7 @@ may read as ``"intersects"``, which only costs connectors' savings.
 from __future__ import annotations
 
 import math
+import os
 from typing import Any
 
 import shapely
@@ -34,7 +35,8 @@ from parcelsearch.areas import validate_areas
 from parcelsearch.client import Client
 from parcelsearch.vendor_profile import load_profile
 
-__all__ = ["CROSSED", "SLIVER_M", "learn_match_rule", "remembered_rule", "rule_of", "sliver"]
+__all__ = ["CROSSED", "SLIVER_M", "learn_match_rule", "remembered_rule", "rule_for", "rule_of",
+           "sliver"]
 
 #: Longest sliver, in metres along the ground.
 SLIVER_M = 1_000.0
@@ -95,6 +97,37 @@ def learn_match_rule(client: Client, areas: Any, remember: bool = True,
     if remember:  # an "unknown" answer forgets what was kept
         client.learn(match_rule=None if rule == "unknown" else rule)
     return rule
+
+
+def rule_for(base_url: str | None = None, profile: str | None = None,
+             cache_dir: str | os.PathLike[str] | None = None) -> tuple[str | None, str | None]:
+    """The rule learnt for the service a search would ask, with no key and no call: its base
+    URL is ``base_url``, else the saved ``profile``'s (else ``$PARCELSEARCH_PROFILE``'s, else
+    the ``default`` profile's when no key is set), else ``$PARCELSEARCH_BASE_URL``. What
+    :func:`parcelsearch.search` plans under when no ``match=`` is given, for ``parcelsearch
+    plan`` to show the same pieces.
+
+    Returns
+    -------
+    tuple
+        The rule (None: none learnt) and the base URL it was looked up for (None: none
+        configured).
+    """
+    from parcelsearch import profiles
+
+    url = base_url
+    if url is None:
+        named = profile if profile is not None else settings.options.profile
+        if named is None and not os.environ.get(settings.ENV_API_KEY, "").strip():
+            named = profiles.DEFAULT_PROFILE
+        saved = profiles.load(named) if named is not None else None
+        url = saved.base_url if saved is not None and saved.base_url else None
+    url = url or settings.options.base_url
+    if not url:
+        return None, None
+    url = settings.check_base_url(url)
+    folder = cache_dir if cache_dir is not None else settings.options.cache_dir
+    return load_profile(folder, url).match_rule, url
 
 
 def remembered_rule(client: Client) -> str | None:

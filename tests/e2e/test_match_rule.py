@@ -20,6 +20,7 @@ from pathlib import Path
 
 import geopandas as gpd
 import numpy as np
+import pandas as pd
 import pytest
 import shapely
 
@@ -246,6 +247,17 @@ def test_doctor_with_areas_learns_the_rule_for_one_more_call(
         pieces = sent["polygon_sha256"].dropna().nunique()
         assert pieces == len(parcelsearch.plan(areas, match=rule).pieces)
         assert pieces < len(parcelsearch.plan(areas).pieces) / 3  # connectors save calls
+        # 'plan' shows the pieces that search sent: the learnt rule, for the same base URL
+        code, out, err = run(["plan", str(DATA), "--out-tiles", str(tmp_path / "t.parquet")],
+                             capsys)
+        assert code == 0, err
+        assert f"planned under the matching rule learnt for {svc.base_url}: {rule}" in out
+        assert len(pd.read_parquet(tmp_path / "t.parquet")) == pieces
+        assert len(svc.keys.requests(name)) == 7 + len(sent)  # plan sent nothing
+        code, out, err = run(["plan", str(DATA), "--base-url", "https://elsewhere.example",
+                              "--out-tiles", str(tmp_path / "u.parquet")], capsys)
+        assert code == 0 and "planned under" not in out  # another service: nothing learnt
+        assert len(pd.read_parquet(tmp_path / "u.parquet")) == len(parcelsearch.plan(areas).pieces)
 
 
 def test_check_service_with_areas_in_python(areas, footprint_service, ca_bundle, tmp_path):
