@@ -6,6 +6,7 @@ log shows no new call. In Python and on the command line."""
 from __future__ import annotations
 
 import warnings
+from collections.abc import Callable
 from pathlib import Path
 
 import geopandas as gpd
@@ -30,14 +31,20 @@ def test_the_planner_alone_would_choose_other_pieces(tracts: gpd.GeoDataFrame) -
     assert rings[UTM_10N] != rings["EPSG:4326"] != rings[CALIFORNIA_3_FEET]
 
 
-def test_three_crss_one_price(tracts, make_key, tmp_path: Path, capsys,
-                              monkeypatch: pytest.MonkeyPatch, service, ca_bundle) -> None:
+@pytest.fixture
+def searcher(make_key, service, ca_bundle, tmp_path: Path
+             ) -> tuple[str, parcelsearch.Client, Callable[[], int]]:
+    """A fresh key, a client with its own cache folder, and the calls the service counted
+    for the key (its request log: the witness)."""
     key = make_key("production", quota=1_000, per_second=50)
     client = parcelsearch.Client(api_key=key, base_url=service.base_url, ca_bundle=ca_bundle,
                                  cache_dir=tmp_path / "cache")
+    return key, client, lambda: len(service.keys.requests(key.name))
 
-    def served() -> int:
-        return len(service.keys.requests(key.name))
+
+def test_three_crss_one_price(tracts, searcher, tmp_path: Path, capsys,
+                              monkeypatch: pytest.MonkeyPatch, service, ca_bundle) -> None:
+    key, client, served = searcher
 
     with warnings.catch_warnings():
         warnings.simplefilter("ignore", parcelsearch.notices.NothingMatchedWarning)
@@ -67,17 +74,11 @@ def test_three_crss_one_price(tracts, make_key, tmp_path: Path, capsys,
     assert shown == first.plan.tiles.geometry.to_wkb().tolist()
 
 
-def test_last_weeks_tracts_within_this_weeks_cost_nothing_again(tracts, make_key, tmp_path: Path,
-                                                                service, ca_bundle) -> None:
+def test_last_weeks_tracts_within_this_weeks_cost_nothing_again(tracts, searcher) -> None:
     """A month of use: 8 tracts searched in lon/lat, then all 24 in a state plane in feet:
     the 8 are served from the cache (their pieces reused area by area), and the calls the
     service counts are those of the 16 new tracts alone."""
-    key = make_key("production", quota=1_000, per_second=50)
-    client = parcelsearch.Client(api_key=key, base_url=service.base_url, ca_bundle=ca_bundle,
-                                 cache_dir=tmp_path / "cache")
-
-    def served() -> int:
-        return len(service.keys.requests(key.name))
+    _, client, served = searcher
 
     with warnings.catch_warnings():
         warnings.simplefilter("ignore", parcelsearch.notices.NothingMatchedWarning)
