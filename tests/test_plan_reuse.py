@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import json
 from pathlib import Path
 
 import geopandas as gpd
@@ -79,3 +80,14 @@ def test_areas_are_reused_one_by_one_within_more_areas(tmp_path: Path) -> None:
     assert len(list((tmp_path / plan_reuse.PLANS_FOLDER).iterdir())) == 6
     again = plan_reuse.reuse(parcelsearch.plan(_tracts()), tmp_path, keep=False)
     assert [p.polygon_json for p in again.pieces] == [p.polygon_json for p in reused.pieces]
+
+
+def test_a_kept_area_without_pieces_is_planned_afresh(tmp_path: Path) -> None:
+    """A damaged file must never leave an area unsearched."""
+    made = parcelsearch.plan(_tracts())
+    first = plan_reuse.keep_plan(made, tmp_path)[0]
+    document = json.loads(first.read_text())
+    document["pieces"] = []
+    first.write_text(json.dumps(document))
+    reused = plan_reuse.reuse(made, tmp_path, keep=False)
+    assert {p.area_id for p in reused.pieces} == set(made.areas.index)

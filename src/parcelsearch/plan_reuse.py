@@ -64,10 +64,11 @@ def _kept_pieces(plan: Plan, area_id: Hashable, geometry: shapely.Geometry,
             return None
         if not _same_area(geometry, shapely.from_wkb(bytes.fromhex(document["boundary"]))):
             return None
-        return [Piece(area_id=area_id, piece_id=int(piece_id), polygon_json=ring,
-                      geometry=shapely.from_wkb(bytes.fromhex(wkb)),
-                      request_bytes=int(request_bytes))
-                for piece_id, ring, wkb, request_bytes in document["pieces"]]
+        pieces = [Piece(area_id=area_id, piece_id=int(piece_id), polygon_json=ring,
+                        geometry=shapely.from_wkb(bytes.fromhex(wkb)),
+                        request_bytes=int(request_bytes))
+                  for piece_id, ring, wkb, request_bytes in document["pieces"]]
+        return pieces or None  # every area has a piece: none kept is a damaged file
     except (OSError, ValueError, KeyError, TypeError, shapely.errors.ShapelyError):
         return None  # none kept, or not readable: planned afresh
 
