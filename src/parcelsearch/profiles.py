@@ -29,7 +29,7 @@ from typing import Any
 from parcelsearch import settings
 from parcelsearch.errors import ConfigurationError, Hint
 
-__all__ = ["Profile", "save", "load", "remove", "profiles", "resolve", "DEFAULT_PROFILE",
+__all__ = ["Profile", "save", "load", "remove", "profiles", "resolve", "chosen", "DEFAULT_PROFILE",
            "KEYRING_SERVICE"]
 
 #: The profile used when none is named and no key is in the environment.
@@ -202,23 +202,29 @@ def remove(name: str, *, folder: str | os.PathLike[str] | None = None) -> bool:
     return True
 
 
+def chosen(profile: str | None, api_key: str | None = None) -> str | None:
+    """The profile a client uses: ``profile``, else ``$PARCELSEARCH_PROFILE``, else — when no
+    key is given nor in ``$PARCELSEARCH_API_KEY`` — ``default`` if it is saved; else None."""
+    named = profile if profile is not None else settings.options.profile
+    if named is not None:
+        return str(named)
+    if api_key is not None or os.environ.get(settings.ENV_API_KEY, "").strip():
+        return None
+    return DEFAULT_PROFILE if load(DEFAULT_PROFILE) is not None else None
+
+
 def resolve(profile: str | None, api_key: str | None, base_url: str | None,
             ca_bundle: str | os.PathLike[str] | None
             ) -> tuple[str | None, str | None, str | os.PathLike[str] | None]:
     """The key, base URL and CA bundle a client uses, with a profile's filling what was not
     given as an argument.
 
-    The profile is ``profile``, else ``$PARCELSEARCH_PROFILE``, else — when no key is given
-    nor in ``$PARCELSEARCH_API_KEY`` — ``default`` if it is saved. A profile named but not
-    saved, or whose key is gone, is an error that says how to log in.
+    The profile is :func:`chosen`. A profile named but not saved, or whose key is gone, is an
+    error that says how to log in.
     """
-    named = profile if profile is not None else settings.options.profile
+    named = chosen(profile, api_key)
     if named is None:
-        if api_key is not None or os.environ.get(settings.ENV_API_KEY, "").strip():
-            return api_key, base_url, ca_bundle
-        if load(DEFAULT_PROFILE) is None:
-            return api_key, base_url, ca_bundle
-        named = DEFAULT_PROFILE
+        return api_key, base_url, ca_bundle
     check_name(named)
     base = _folder(None)
     found = load(named, folder=base)

@@ -102,8 +102,8 @@ def learn_match_rule(client: Client, areas: Any, remember: bool = True,
 def rule_for(base_url: str | None = None, profile: str | None = None,
              cache_dir: str | os.PathLike[str] | None = None) -> tuple[str | None, str | None]:
     """The rule learnt for the service a search would ask, with no key and no call: its base
-    URL is ``base_url``, else the saved ``profile``'s (else ``$PARCELSEARCH_PROFILE``'s, else
-    the ``default`` profile's when no key is set), else ``$PARCELSEARCH_BASE_URL``. What
+    URL is ``base_url``, else that of the profile a client would use
+    (:func:`parcelsearch.profiles.chosen`), else ``$PARCELSEARCH_BASE_URL``. What
     :func:`parcelsearch.search` plans under when no ``match=`` is given, for ``parcelsearch
     plan`` to show the same pieces.
 
@@ -117,11 +117,9 @@ def rule_for(base_url: str | None = None, profile: str | None = None,
 
     url = base_url
     if url is None:
-        named = profile if profile is not None else settings.options.profile
-        if named is None and not os.environ.get(settings.ENV_API_KEY, "").strip():
-            named = profiles.DEFAULT_PROFILE
+        named = profiles.chosen(profile)  # as a client would choose it (its key unread)
         saved = profiles.load(named) if named is not None else None
-        url = saved.base_url if saved is not None and saved.base_url else None
+        url = saved.base_url if saved is not None else None
     url = url or settings.options.base_url
     if not url:
         return None, None
