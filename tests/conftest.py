@@ -87,6 +87,39 @@ def _ctrl_c_is_handled() -> Iterator[None]:
         signal.signal(signal.SIGINT, previous)
 
 
+_USER_FOLDERS = ("XDG_CACHE_HOME", "XDG_DATA_HOME", "XDG_CONFIG_HOME", "XDG_STATE_HOME")
+
+
+@pytest.fixture(scope="session", autouse=True)
+def _session_user_folders(tmp_path_factory: pytest.TempPathFactory) -> Iterator[None]:
+    """Session fixtures (the shared service) also keep out of the user's real folders."""
+    home = tmp_path_factory.mktemp("session-user")
+    before = {name: os.environ.get(name) for name in _USER_FOLDERS}
+    for name in _USER_FOLDERS:
+        os.environ[name] = str(home / name.removeprefix("XDG_").lower())
+    yield
+    for name, value in before.items():
+        if value is None:
+            os.environ.pop(name, None)
+        else:
+            os.environ[name] = value
+
+
+@pytest.fixture(autouse=True)
+def _own_user_folders(tmp_path_factory: pytest.TempPathFactory,
+                      monkeypatch: pytest.MonkeyPatch) -> None:
+    """Each test gets its own cache, data and config folders (platformdirs reads the XDG
+    variables): nothing a test learns (``vendors.json``, the ledger, saved profiles) reaches
+    the user's real folders or another test, and a server that reuses a port a stand-in had
+    does not inherit what was learnt about that stand-in. Children the test starts (the CLI,
+    notebook kernels) inherit them."""
+    home = tmp_path_factory.mktemp("user")
+    for name in _USER_FOLDERS:
+        monkeypatch.setenv(name, str(home / name.removeprefix("XDG_").lower()))
+    for name in ("PARCELSEARCH_CACHE_DIR", "PARCELSEARCH_PROFILE", "PARCELSEARCH_MATCH"):
+        monkeypatch.delenv(name, raising=False)
+
+
 @pytest.fixture(scope="session")
 def service_cert_dir(tmp_path_factory: pytest.TempPathFactory) -> Path:
     """One certificate directory (one CA) shared by every server the tests start."""
