@@ -44,10 +44,10 @@ import pytest
 import requests
 from hypothesis import settings as hypothesis_settings
 
-from parcelsearch.service import synth
-from parcelsearch.service.keys import KeyStore
-from parcelsearch.service.postgis import load_parcels_into, open_parcel_store
-from parcelsearch.service.server import RunningService, start_service
+from parcelsearch_service import synth
+from parcelsearch_service.keys import KeyStore
+from parcelsearch_service.postgis import load_parcels_into, open_parcel_store
+from parcelsearch_service.server import RunningService, start_service
 
 hypothesis_settings.register_profile("ci", derandomize=True, database=None, deadline=None,
                                      print_blob=True)
@@ -348,7 +348,7 @@ BACKENDS = ("sqlite", "postgresql")
 class ServiceProcess:
     """``parcelsearch serve --workers N`` in a child process, with a key store handle here.
 
-    Attributes match :class:`~parcelsearch.service.server.RunningService` where the tests
+    Attributes match :class:`~parcelsearch_service.server.RunningService` where the tests
     use them: ``base_url``, ``port``, ``ca_path``, ``keys``, ``store`` (opened on first use).
     """
 

@@ -14,11 +14,12 @@ from typing import Any
 import pyarrow.parquet as pq
 import pytest
 
-from parcelsearch import _wire, demo_areas, search
-from parcelsearch.cache import CacheFolder, ResponseCache
-from parcelsearch.client import Client
+from parcelsearch import demo_areas, search
+from parcelsearch._fetch import wire as _wire
+from parcelsearch._fetch.client import Client
+from parcelsearch._fetch.page import Page
 from parcelsearch.errors import CacheError, MalformedResponseError
-from parcelsearch.page import Page
+from parcelsearch.stores.local.cache import CacheFolder, ResponseCache
 
 BASE = "https://127.0.0.1:8443"
 PATH = "/v1/search"
@@ -235,7 +236,7 @@ def test_a_page_survives_sigkill_right_after_put(tmp_path: Path) -> None:
         "import sys, os\n"
         "sys.path.insert(0, os.path.dirname(sys.argv[2]))\n"
         "from test_cache import make_page\n"
-        "from parcelsearch.cache import ResponseCache\n"
+        "from parcelsearch.stores.local.cache import ResponseCache\n"
         "cache = ResponseCache(sys.argv[1], merge_every=7)\n"
         "for i in range(100000):\n"
         "    page = make_page(i)\n"

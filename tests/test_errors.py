@@ -10,8 +10,8 @@ import pytest
 
 import parcelsearch
 from parcelsearch import errors
-from parcelsearch.client import Client
-from parcelsearch.service import errors as service_errors
+from parcelsearch._fetch.client import Client
+from parcelsearch_service import errors as service_errors
 
 RING = "[[-99.74,32.44],[-99.73,32.44],[-99.73,32.45],[-99.74,32.44]]"
 

@@ -11,12 +11,12 @@ import requests
 from _threads import race
 from requests.adapters import BaseAdapter
 
-from parcelsearch.client import Client
+from parcelsearch._fetch.client import Client
+from parcelsearch._run.fetching import PageSpend, Run, Stopped
+from parcelsearch._run.options import SearchOptions
 from parcelsearch.errors import BudgetExhaustedError, QuotaWouldExceedError
-from parcelsearch.fetching import PageSpend, Run, Stopped
-from parcelsearch.ledger import Ledger, Quota
-from parcelsearch.search_options import SearchOptions
-from parcelsearch.spending import LocalSpending, MemorySpending
+from parcelsearch.stores.local.ledger import Ledger, Quota
+from parcelsearch.stores.spending import LocalSpending, MemorySpending
 
 FP = "0123456789abcdef"
 GID = "0123456789abcdef0"

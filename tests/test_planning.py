@@ -8,9 +8,10 @@ import pytest
 import shapely
 from shapely import MultiPolygon, box
 
-from parcelsearch import _wire, tiling
+from parcelsearch._fetch import wire as _wire
 from parcelsearch.errors import InputError
-from parcelsearch.planning import Piece, Plan, plan, suggest_tolerance
+from parcelsearch.planning import tiling
+from parcelsearch.planning.plans import Piece, Plan, plan, suggest_tolerance
 
 SQUARE = box(-97.5, 32.7, -97.4, 32.8)
 #: The matching rule under which connectors join parts as far apart as a link reaches.
@@ -273,7 +274,7 @@ def test_suggest_tolerance_keeps_what_it_makes_in_the_refused_plans_memo(areas):
 
 
 def test_a_refusal_suggests_at_once_only_for_small_areas(areas):
-    from parcelsearch.planning import SUGGEST_AT_ONCE_UP_TO, suggests_at_once
+    from parcelsearch.planning.plans import SUGGEST_AT_ONCE_UP_TO, suggests_at_once
 
     assert suggests_at_once(plan(areas.iloc[:3], id_column="tract"))
     assert not suggests_at_once(plan(areas, id_column="tract"))  # d: 3,000 vertices

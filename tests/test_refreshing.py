@@ -5,9 +5,9 @@ from __future__ import annotations
 import pytest
 
 import parcelsearch
-from parcelsearch.history import Previous, page_digest
-from parcelsearch.refreshing import PieceCheck, classify, estimate_missed, sample
-from parcelsearch.search_options import check_fraction, refresh_mode
+from parcelsearch._run.options import check_fraction, refresh_mode
+from parcelsearch._run.refreshing import PieceCheck, classify, estimate_missed, sample
+from parcelsearch.stores.local.history import Previous, page_digest
 
 PAGE = ("1" * 17, "2" * 17)
 
@@ -78,8 +78,8 @@ def test_the_estimate_is_a_wilson_interval_scaled_to_the_unsampled() -> None:
 def test_doctests() -> None:
     import doctest
 
-    from parcelsearch import refreshing
-    from parcelsearch.service import fabric_changes
+    from parcelsearch._run import refreshing
+    from parcelsearch_service import fabric_changes
 
     for module in (refreshing, fabric_changes):
         failures, tried = doctest.testmod(module)

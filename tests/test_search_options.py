@@ -7,9 +7,9 @@ import getpass
 
 import pytest
 
+from parcelsearch._run.options import SearchOptions
 from parcelsearch.errors import ConfigurationError
-from parcelsearch.ledger import Quota
-from parcelsearch.search_options import SearchOptions
+from parcelsearch.stores.local.ledger import Quota
 
 
 def test_options_are_checked_once_and_frozen(monkeypatch: pytest.MonkeyPatch) -> None:
@@ -84,8 +84,8 @@ def test_a_planning_option_given_beside_a_plan_must_agree_with_it() -> None:
     the same value, or none, is fine."""
     from shapely import box
 
-    from parcelsearch.planning import plan
-    from parcelsearch.search_options import agrees_with_plan
+    from parcelsearch._run.options import agrees_with_plan
+    from parcelsearch.planning.plans import plan
 
     made = plan([box(0, 0, 0.01, 0.01)])
     agrees_with_plan(made, tolerance=None, connectors=True, match="unknown", id_column=None)

@@ -2,7 +2,7 @@
 
 This module only builds the parser and maps outcomes to exit codes; it imports nothing heavy,
 so ``parcelsearch --help`` is quick. The commands themselves live in
-:mod:`parcelsearch.commands` (the analyst's) and :mod:`parcelsearch.service.cli` (the
+:mod:`parcelsearch.commands` (the analyst's) and :mod:`parcelsearch_service.cli` (the
 reference service's), each imported only when one of its commands runs.
 
 Exit codes: 0 complete; 1 failure; 2 usage (what the user gave is wrong: an option or its
@@ -57,7 +57,7 @@ EXIT_CODES = {
     143: "terminated (SIGTERM); the partial --out is written",
 }
 
-#: The reference service's commands: registered from parcelsearch.service.cli only when one of
+#: The reference service's commands: registered from parcelsearch_service.cli only when one of
 #: them runs (importing the service is slow and the toolkit does not need it otherwise).
 SERVICE_COMMANDS = {
     "serve": "run the reference Search/Markets service over HTTPS (demo data by default)",
@@ -67,7 +67,7 @@ SERVICE_COMMANDS = {
     "portal": "manage accounts of the reference service's developer portal",
 }
 
-#: Help for the service's options that have none in parcelsearch.service.cli (this branch does
+#: Help for the service's options that have none in parcelsearch_service.cli (this branch does
 #: not edit the service): filled in after the service registers its commands.
 SERVICE_OPTION_HELP = {
     ("keys", "create", "--name"): "the key's name: unique, used by 'keys list' and 'keys revoke'",
@@ -147,7 +147,7 @@ def _fraction(text: str) -> float:
 
 def _tolerance(text: str) -> float:
     # Lazy: tiling (shapely) is imported only when --tolerance is given.
-    from parcelsearch.tiling.covers import check_tolerance
+    from parcelsearch.planning.tiling.covers import check_tolerance
 
     try:
         return check_tolerance(text)
@@ -157,7 +157,7 @@ def _tolerance(text: str) -> float:
 
 def _quota(text: str) -> str:
     # Lazy: the ledger (sqlite3) is imported only when --quota is given.
-    from parcelsearch.ledger import Quota
+    from parcelsearch.stores.local.ledger import Quota
 
     try:
         Quota.parse(text)
@@ -234,7 +234,7 @@ def build_parser(argv: Sequence[str] | None = None) -> argparse.ArgumentParser:
     _add_login(commands)
     if _service_command(argv) is not None:
         # Lazy: the reference service (starlette, uvicorn, geopandas) only for serve/keys.
-        from parcelsearch.service import cli as service_cli
+        from parcelsearch_service import cli as service_cli
 
         service_cli.register(commands)
         _fill_help(commands)

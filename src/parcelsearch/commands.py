@@ -18,9 +18,11 @@ from urllib.parse import urlsplit
 import geopandas as gpd
 import pandas as pd
 
-from parcelsearch import demo, market_list, outputs, pipeline, plan_reuse, planning
-from parcelsearch.cache import CacheFolder, ResponseCache
-from parcelsearch.client import Client
+from parcelsearch import demo, market_list, outputs
+from parcelsearch._fetch.client import Client
+from parcelsearch._run import search_run as pipeline
+from parcelsearch._run.options import resolve_team, resolve_user
+from parcelsearch._run.recorded_runs import open_history, runs
 from parcelsearch.comparison import Side, compare
 from parcelsearch.errors import (
     ConfigurationError,
@@ -30,12 +32,13 @@ from parcelsearch.errors import (
     ParcelSearchError,
     TransportError,
 )
-from parcelsearch.ledger import Ledger, Quota
-from parcelsearch.recorded_runs import open_history, runs
+from parcelsearch.planning import plans as planning
+from parcelsearch.planning import reuse as plan_reuse
+from parcelsearch.planning.vector_files import read_vector
 from parcelsearch.result import SearchResult
-from parcelsearch.search_options import resolve_team, resolve_user
 from parcelsearch.settings import options
-from parcelsearch.vector_files import read_vector
+from parcelsearch.stores.local.cache import CacheFolder, ResponseCache
+from parcelsearch.stores.local.ledger import Ledger, Quota
 
 __all__ = ["run_plan", "run_search", "run_markets", "run_cache", "run_demo", "run_team",
            "run_runs", "run_diff", "run_login", "run_logout", "run_profiles", "plural",
@@ -111,7 +114,7 @@ def run_plan(args: argparse.Namespace) -> int:
     The pieces are those a search would send: under the matching rule ``--match`` names,
     else the one ``doctor --areas`` learnt for the service
     (:func:`parcelsearch.rule_probe.rule_for`); for each area an earlier search kept pieces
-    for in any CRS, those (:mod:`parcelsearch.plan_reuse`, read from the cache folder, never
+    for in any CRS, those (:mod:`parcelsearch.planning.reuse`, read from the cache folder, never
     written), else new ones."""
     match, learnt_for = args.match, None
     if match is None and options.source("match") == "default":  # as a search would plan
@@ -398,7 +401,7 @@ def _read_key() -> str:
 def run_login(args: argparse.Namespace) -> int:
     """``parcelsearch login``: save a profile; the key in the OS keyring (else a 0600 file)."""
     from parcelsearch import profiles
-    from parcelsearch.client import _resolve_key
+    from parcelsearch._fetch.client import _resolve_key
 
     profiles.check_name(args.profile)
     key = _resolve_key(_read_key() or None)  # the client's rule: no blanks, ASCII
@@ -442,8 +445,8 @@ def run_profiles(args: argparse.Namespace) -> int:
 
 def run_team(args: argparse.Namespace) -> int:
     """``parcelsearch team init|quota|pace|budget|usage``: the team store and who spent what."""
-    from parcelsearch import team
-    from parcelsearch.client import _resolve_key, key_fingerprint
+    from parcelsearch._fetch.client import _resolve_key, key_fingerprint
+    from parcelsearch.stores import team
 
     url = resolve_team(getattr(args, "url", None) or args.team)
     if url is None:

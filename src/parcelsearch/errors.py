@@ -29,7 +29,7 @@ so ``except parcelsearch.ParcelSearchError`` catches them all::
         └── ServiceFailureError     5xx
 
 The reference service (the ``service`` extra) has two of its own, in
-:mod:`parcelsearch.service.errors`; the toolkit only ever sees the answers made of them::
+:mod:`parcelsearch_service.errors`; the toolkit only ever sees the answers made of them::
 
     ParcelSearchError
     ├── BadRequestError           a searchPolygon or page the service refuses (answered 400)
@@ -129,9 +129,9 @@ KNOBS: dict[str, Knob] = {
                  python_bare="team=", cli_bare="--team URL"),
     "user": Knob("user={value!r}", "--user {value}", env="PARCELSEARCH_USER",
                  python_bare="user=", cli_bare="--user NAME"),
-    "team_init": Knob("parcelsearch.team.init_team({value!r})", "`parcelsearch team init "
+    "team_init": Knob("parcelsearch.stores.team.init_team({value!r})", "`parcelsearch team init "
                       "{value}`"),
-    "team_budget": Knob("parcelsearch.team.set_budget(url, {value!r}, calls)",
+    "team_budget": Knob("parcelsearch.stores.team.set_budget(url, {value!r}, calls)",
                         "`parcelsearch team budget --user {value} --calls N`"),
 }
 

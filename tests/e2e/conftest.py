@@ -10,7 +10,7 @@ import geopandas as gpd
 import pytest
 
 import parcelsearch
-from parcelsearch.service.server import RunningService
+from parcelsearch_service.server import RunningService
 
 
 @pytest.fixture
@@ -75,7 +75,7 @@ def _vendor_session(tmp_path_factory: pytest.TempPathFactory, service_cert_dir: 
                     vendor_fabric: tuple[Any, Any, dict[str, set[str]]]) -> Any:
     from _vendor import StandInVendor
 
-    from parcelsearch.service.server import start_service
+    from parcelsearch_service.server import start_service
 
     root = tmp_path_factory.mktemp("vendor")
     with start_service(parcels=vendor_fabric[0], keys=root / "keys.sqlite",

@@ -18,9 +18,9 @@ import pytest
 import shapely
 
 import parcelsearch
-from parcelsearch.service import synth
-from parcelsearch.service.server import RunningService, start_service
-from parcelsearch.tiling import GRID
+from parcelsearch.planning.tiling import GRID
+from parcelsearch_service import synth
+from parcelsearch_service.server import RunningService, start_service
 
 DATA = Path(__file__).parents[1] / "data" / "naturalearth_fiji_russia.geojson"
 #: Windows round the antimeridian where parcels are laid: (lon0, lon1, lat0, lat1, count).

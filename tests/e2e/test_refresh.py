@@ -1,7 +1,7 @@
 """Refresh and diff against the reference service over HTTPS, its request log the witness.
 
 The service starts on the demo parcels; "next month" is derived with known changes
-(:func:`parcelsearch.service.fabric_changes.next_month`) and swapped in while it runs
+(:func:`parcelsearch_service.fabric_changes.next_month`) and swapped in while it runs
 (:meth:`ParcelStore.replace`), keys and counters kept.
 """
 
@@ -19,11 +19,11 @@ import pytest
 
 import parcelsearch
 import parcelsearch.comparison
-import parcelsearch.history
-from parcelsearch.service.fabric_changes import EDITS, NextMonth, next_month
-from parcelsearch.service.polygon import parse_polygon
-from parcelsearch.service.server import RunningService
-from parcelsearch.service.store import ParcelStore, load_parcels
+import parcelsearch.stores.local.history
+from parcelsearch_service.fabric_changes import EDITS, NextMonth, next_month
+from parcelsearch_service.polygon import parse_polygon
+from parcelsearch_service.server import RunningService
+from parcelsearch_service.store import ParcelStore, load_parcels
 
 PieceKey = tuple[Hashable, int]
 
@@ -299,7 +299,8 @@ def test_search_runs_and_diff_on_the_command_line(
         parcelsearch.comparison.compare(
             first._side("the first month"),
             parcelsearch.comparison.Side.of_run(
-                parcelsearch.history.RunHistory(month.folder / "cache" / "ledger.sqlite"),
+                parcelsearch.stores.local.history.RunHistory(
+                    month.folder / "cache" / "ledger.sqlite"),
                 second_id)).rows)
     out = month.folder / "diff.csv"
     assert main(["diff", first.run_id[:10], second_id[:10], "--cache-dir", cache,
@@ -320,7 +321,7 @@ def test_postgis_parcels_replaced_while_serving(
         demo_parcels: gpd.GeoDataFrame) -> None:
     """Both stores in PostgreSQL: the parcels table replaced under a running service (one
     transaction), its hit lists forgotten, keys and counters kept."""
-    from parcelsearch.service.postgis import PostgisParcelStore, load_parcels_into
+    from parcelsearch_service.postgis import PostgisParcelStore, load_parcels_into
 
     url = postgres.database("refresh")
     load_parcels_into(None, url)

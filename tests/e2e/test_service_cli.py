@@ -13,7 +13,7 @@ from pathlib import Path
 import pytest
 import requests
 
-from parcelsearch.service.keys import KeyStore
+from parcelsearch_service.keys import KeyStore
 
 CLI = [sys.executable, "-m", "parcelsearch.cli"]
 

@@ -20,7 +20,7 @@ import psycopg
 import pytest
 import requests
 
-from parcelsearch.service.app import BUSY
+from parcelsearch_service.app import BUSY
 
 WAITING = 3  # gated requests held up at once
 

@@ -10,7 +10,7 @@ from typing import Any
 import _conformance
 import requests
 
-from parcelsearch.service.server import RunningService
+from parcelsearch_service.server import RunningService
 
 # Run against `parcelsearch serve --workers 2` on each backend (tests/_conformance.py).
 service, service_276 = _conformance.service, _conformance.service_276

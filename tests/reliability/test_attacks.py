@@ -30,9 +30,9 @@ import schemathesis
 from hypothesis import HealthCheck, given, settings
 from schemathesis import GenerationMode
 
-from parcelsearch.service.http_protocol import DISCARD_LIMIT, MAX_REQUEST_HEAD, REQUEST_TIMEOUT
-from parcelsearch.service.portal.storage import PortalStore
-from parcelsearch.service.server import bind_socket
+from parcelsearch_service.http_protocol import DISCARD_LIMIT, MAX_REQUEST_HEAD, REQUEST_TIMEOUT
+from parcelsearch_service.portal.storage import PortalStore
+from parcelsearch_service.server import bind_socket
 
 TIMEOUT = 20
 PASSWORD = "correct horse battery staple"
@@ -393,7 +393,7 @@ def test_workers_die_with_their_supervisor(spawn_service: Any, figures: Any) -> 
 
 
 def test_user_input_cannot_forge_a_log_line(svc: Any, figures: Any) -> None:
-    forged = "2026-01-01 00:00:00,000 INFO parcelsearch.service.portal portal: revoked app"
+    forged = "2026-01-01 00:00:00,000 INFO parcelsearch_service.portal portal: revoked app"
     path = "/v1/markets%0a" + forged.replace(" ", "%20") + "%0d%1b[31m"
     _raw(svc, f"GET {path} HTTP/1.1\r\nHost: x\r\nConnection: close\r\n\r\n".encode())
     time.sleep(0.5)

@@ -25,10 +25,10 @@ from _helpers import store_bytes
 
 from parcelsearch import Client
 from parcelsearch.errors import AuthenticationError, ConfigurationError, TransportError
-from parcelsearch.service import limits as limits_module
-from parcelsearch.service.keys import KeyStore, hash_key
-from parcelsearch.service.keys import schema as key_schema
-from parcelsearch.service.limits import INVALID_KEY
+from parcelsearch_service import limits as limits_module
+from parcelsearch_service.keys import KeyStore, hash_key
+from parcelsearch_service.keys import schema as key_schema
+from parcelsearch_service.limits import INVALID_KEY
 
 RING = "[[-99.74,32.44],[-99.73,32.44],[-99.73,32.45],[-99.74,32.44]]"
 

@@ -28,7 +28,7 @@ from pandas.testing import assert_frame_equal
 from shapely.geometry import box
 
 from parcelsearch import Client, search
-from parcelsearch.service import synth
+from parcelsearch_service import synth
 
 SCRIPT = textwrap.dedent(
     """

@@ -20,7 +20,7 @@ import pytest
 import requests
 from _helpers import max_in_window
 
-from parcelsearch.service.keys import KeyStore
+from parcelsearch_service.keys import KeyStore
 
 RING = "[[-99.74,32.44],[-99.73,32.44],[-99.73,32.45],[-99.74,32.44]]"
 THREADS_PER_KEY = 10

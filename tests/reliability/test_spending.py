@@ -30,9 +30,9 @@ from shapely.geometry import box
 
 import parcelsearch
 from parcelsearch import Client, Ledger, search
+from parcelsearch._run.search_run import DEFAULT_WORKERS
 from parcelsearch.errors import SearchInterrupted
-from parcelsearch.pipeline import DEFAULT_WORKERS
-from parcelsearch.service import synth
+from parcelsearch_service import synth
 
 WAIT = 60.0  # seconds any wait in this module may take at most
 

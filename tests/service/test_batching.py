@@ -7,7 +7,7 @@ import threading
 
 import pytest
 
-from parcelsearch.service.batching import Batcher
+from parcelsearch_service.batching import Batcher
 
 
 class Gate:

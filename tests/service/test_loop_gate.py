@@ -19,13 +19,13 @@ from hypothesis import example as known
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from parcelsearch.service import loop_gate, synth
-from parcelsearch.service.keys import KeyStore, SqliteKeyStore
-from parcelsearch.service.limits import Call, Outcome, Refusal
-from parcelsearch.service.loop_gate import LoopGate
-from parcelsearch.service.polygon import ParsedPolygon, parse_polygon
-from parcelsearch.service.portal.storage import PortalStore
-from parcelsearch.service.store import CountGrid, ParcelStore
+from parcelsearch_service import loop_gate, synth
+from parcelsearch_service.keys import KeyStore, SqliteKeyStore
+from parcelsearch_service.limits import Call, Outcome, Refusal
+from parcelsearch_service.loop_gate import LoopGate
+from parcelsearch_service.polygon import ParsedPolygon, parse_polygon
+from parcelsearch_service.portal.storage import PortalStore
+from parcelsearch_service.store import CountGrid, ParcelStore
 
 
 @pytest.fixture(scope="module")

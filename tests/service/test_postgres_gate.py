@@ -12,13 +12,13 @@ from typing import Any
 import psycopg
 import pytest
 
-from parcelsearch.service import limits, synth
-from parcelsearch.service.app import BUSY, INTERNAL, create_app
-from parcelsearch.service.keys import KeyStore
-from parcelsearch.service.polygon import parse_polygon
-from parcelsearch.service.postgis import PostgisParcelStore, load_parcels_into
-from parcelsearch.service.postgres_gate import APPLICATION_NAME, CONNECTIONS
-from parcelsearch.service.store import ParcelStore
+from parcelsearch_service import limits, synth
+from parcelsearch_service.app import BUSY, INTERNAL, create_app
+from parcelsearch_service.keys import KeyStore
+from parcelsearch_service.polygon import parse_polygon
+from parcelsearch_service.postgis import PostgisParcelStore, load_parcels_into
+from parcelsearch_service.postgres_gate import APPLICATION_NAME, CONNECTIONS
+from parcelsearch_service.store import ParcelStore
 
 with warnings.catch_warnings():  # Starlette 1.x asks for `httpx2`, not yet on PyPI here
     warnings.simplefilter("ignore")

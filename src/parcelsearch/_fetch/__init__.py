@@ -1,0 +1,1 @@
+"""_fetch: see ARCHITECTURE.md."""

@@ -1,0 +1,1 @@
+"""_run: see ARCHITECTURE.md."""

@@ -1,0 +1,1 @@
+"""stores: see ARCHITECTURE.md."""

@@ -1,0 +1,1 @@
+"""stores.local: see ARCHITECTURE.md."""
