@@ -145,6 +145,14 @@ def _fraction(text: str) -> float:
     return value
 
 
+def _samples(refresh: str | None) -> bool:
+    """Whether ``--refresh`` (``None``: not given) takes a ``--verify-sample``: the search
+    options' rule, asked while parsing so a mistake exits 2 before anything is read."""
+    from parcelsearch._run.options import refresh_mode, samples
+
+    return samples(refresh_mode(refresh))
+
+
 def _tolerance(text: str) -> float:
     # Lazy: tiling (shapely) is imported only when --tolerance is given.
     from parcelsearch.planning.tiling.covers import check_tolerance
@@ -639,7 +647,7 @@ def main(argv: Sequence[str] | None = None) -> int:
     except ConfigurationError as exc:  # a service command without the service extra
         return _fail(exc.render("cli"), 2)
     args = parser.parse_args(argv)
-    if getattr(args, "verify_sample", None) is not None and args.refresh != "changed":
+    if getattr(args, "verify_sample", None) is not None and not _samples(args.refresh):
         parser.error("argument --verify-sample: checks what --refresh changed inferred; add "
                      "--refresh changed")
     if args.command in SERVICE_COMMANDS:  # serve handles its own signals (uvicorn)

@@ -15,7 +15,7 @@ import logging
 import threading
 import time
 import uuid
-from collections.abc import Iterable
+from collections.abc import Callable, Iterable
 from concurrent.futures import FIRST_COMPLETED, Future, ThreadPoolExecutor, wait
 from dataclasses import dataclass, field
 from typing import Any
@@ -77,7 +77,12 @@ def piece_failure(exc: BaseException) -> bool:
 
 @dataclass
 class PieceState:
-    """What one piece has produced so far (the run's counts are sums over these)."""
+    """What one piece has produced so far (the run's counts are sums over these).
+
+    Read by anyone; changed only through its transitions: :meth:`stored` (a page read from
+    a store), :meth:`spend` and :meth:`fetched` (calls), :meth:`keep` (a page's GroupIDs),
+    :meth:`fail`, :meth:`reset` (fetched again from page 1) and :meth:`start_over`.
+    """
 
     piece: Piece
     rows: int | None = None
@@ -86,7 +91,6 @@ class PieceState:
     calls: int = 0
     cached_pages: int = 0
     refetches: int = 0  # > 0: fetched again, so its pages never come from a store again
-    reread: bool = False  # a refresh: its pages come from the network, not a store
     #: Why this piece failed (the vendor's words), or ``None``: its area is not complete.
     failure: str | None = None
 
@@ -103,24 +107,65 @@ class PieceState:
             return [1]
         return [k for k in range(1, max(1, self.pages) + 1) if k not in self.data]
 
+    def stored(self, page_no: int, page: Page) -> None:
+        """Page ``page_no`` read from a store when priced (page 1 sets the counts)."""
+        if page_no == 1:
+            self.rows, self.pages = page.rows, page.pages
+        self.data[page_no] = page.data
+        self.cached_pages += 1
+
+    def spend(self, calls: int) -> None:
+        """Calls spent on this piece (answered or not)."""
+        self.calls += calls
+
+    def fetched(self, calls: int) -> None:
+        """A page came back: for ``calls`` calls, or claimed from a shared store (0)."""
+        self.calls += calls
+        self.cached_pages += calls == 0
+
+    def counted(self, page: Page) -> None:
+        """Page 1's answer: how many rows and pages this piece has."""
+        self.rows, self.pages = page.rows, page.pages
+
+    def keep(self, page_no: int, page: Page) -> bool:
+        """Keep a page's GroupIDs; ``False`` if it was kept already."""
+        if page_no in self.data:
+            return False
+        self.data[page_no] = page.data
+        return True
+
+    def fail(self, why: str) -> None:
+        """This piece failed (``why``: the vendor's words); its area is not complete."""
+        self.failure = why
+
     def reset(self) -> None:
+        """Fetched again from page 1, never from a store: what it had is dropped."""
         self.rows = self.pages = None
         self.data.clear()
         self.refetches += 1
+
+    def start_over(self) -> None:
+        """Read again from the start (the vendor's page numbers were learnt): as
+        :meth:`reset`, its failure forgotten."""
+        self.reset()
+        self.failure = None
 
 
 class Run:
     """One search run: what the worker threads share, and how each call is spent."""
 
     def __init__(self, client: Client, spending: Spending, options: SearchOptions,
-                 *, path: str) -> None:
+                 *, path: str, run_id: str | None = None,
+                 rereads: Callable[[PieceState], bool] = lambda state: False) -> None:
         self.client = client
         self.spending = spending
         self.options = options
         #: The quota given, else the one the store knows for the key.
         self.quota: Quota | None = options.quota or spending.stored_quota()
         self.path = path
-        self.run_id = uuid.uuid4().hex
+        self.run_id = run_id or uuid.uuid4().hex
+        #: Whether a refresh re-reads a piece from the network (the refresh decides).
+        self.rereads = rereads
         self.lock = threading.Lock()
         self.calls = 0
         #: Set when the run must stop: no attempt is started after it.
@@ -174,7 +219,7 @@ class Run:
     def skips_store(self, state: PieceState) -> bool:
         """Whether this piece's pages must come from the network: ``refresh="all"``, a piece
         fetched again, or one a refresh re-reads."""
-        return self.options.refresh == "all" or bool(state.refetches) or state.reread
+        return self.options.refresh == "all" or bool(state.refetches) or self.rereads(state)
 
     def cached(self, state: PieceState, page: int) -> Page | None:
         """The stored page, read once when pricing (never for a piece fetched again)."""
@@ -216,7 +261,7 @@ class Run:
         spend = PageSpend(self)
         base = client.probe_page_base(state.piece.polygon_json, path=self.path, spend=spend,
                                       cancel=self.stop)
-        state.calls += spend.calls
+        state.spend(spend.calls)
         client.learn(page_base=base)
         return base
 
@@ -227,7 +272,7 @@ class Run:
             return self.client.search_page(state.piece.polygon_json, page, path=self.path,
                                            spend=spend, cancel=self.stop)
         finally:
-            state.calls += spend.calls
+            state.spend(spend.calls)
 
 
 class PageSpend:
@@ -323,12 +368,11 @@ class Fetcher:
         except (Stopped, Cancelled):
             return []  # not started, or stopped before sending: nothing was spent
         except BaseException as exc:  # noqa: BLE001 - kept, the run stops after it
-            state.calls += int(getattr(exc, "calls", 0))
+            state.spend(int(getattr(exc, "calls", 0)))
             return self._failed(state, page_no, exc)
-        state.calls += calls
-        state.cached_pages += calls == 0
+        state.fetched(calls)
         if page_no == 1 and state.rows is None:
-            state.rows, state.pages = page.rows, page.pages
+            state.counted(page)
             self._keep(state, page_no, page)
             return state.missing() if state.refetches else []  # fetched again: finish it
         if state.rows is None or state.failure is not None:
@@ -355,7 +399,7 @@ class Fetcher:
                 isinstance(exc, BadPolygonError | MalformedResponseError) and \
                 self._learned_zero(state):
             return []
-        state.failure = getattr(exc, "message", None) or str(exc)
+        state.fail(getattr(exc, "message", None) or str(exc))
         log.warning("area %r piece %s failed: %s", state.piece.area_id, state.piece.piece_id,
                     state.failure)
         return []
@@ -410,10 +454,10 @@ class Fetcher:
         except BaseException as exc:  # noqa: BLE001 - judged like any page's failure
             return self._failed(state, 1, exc)
         if again.data != state.data.get(1):
-            state.failure = str(UnstableOrderError(
+            state.fail(str(UnstableOrderError(
                 "pages of this piece overlap and page 1 read again differs: the vendor's "
                 "order is not stable across pages, so its pages cannot be trusted to hold "
-                "every GroupID"))
+                "every GroupID")))
             log.warning("area %r piece %s failed: %s", state.piece.area_id,
                         state.piece.piece_id, state.failure)
             return []
@@ -421,8 +465,7 @@ class Fetcher:
         return []
 
     def _keep(self, state: PieceState, page_no: int, page: Page) -> None:
-        if page_no not in state.data:
-            state.data[page_no] = page.data
+        if state.keep(page_no, page):
             self.bar.update(1)
 
     def _refetch(self, state: PieceState, page: Page | None, gone: str = "") -> list[int]:
@@ -430,8 +473,8 @@ class Fetcher:
         gone): fetch that piece again from page 1, only it."""
         if state.refetches >= MAX_REFETCHES:
             if page is None:
-                state.failure = (f"{gone}; still so through {MAX_REFETCHES} fresh reads of "
-                                 "the piece: the vendor's answer keeps changing")
+                state.fail(f"{gone}; still so through {MAX_REFETCHES} fresh reads of the "
+                           "piece: the vendor's answer keeps changing")
                 return []
             self.failure = self.failure or _changing(state, page)
             self.run.stop.set()

@@ -171,6 +171,9 @@ class RunRefresh:
     The pipeline calls it at four points: :meth:`start` (before page 1s are priced),
     :meth:`decide` (after page 1 of every piece is known), :meth:`shrink_sample` (when phase
     2 does not fit, the sample goes first) and :meth:`record` (once, when the run ends).
+    What follows from the decisions is derived from them, never kept beside them:
+    :meth:`rereads` (whether a piece's pages must come from the network), :meth:`changed`,
+    :meth:`verification` and :meth:`columns` (reads: they change nothing).
     """
 
     def __init__(self, mode: str, fraction: float, history: History | None, *,
@@ -181,13 +184,39 @@ class RunRefresh:
         self.base_url = base_url
         self.path = path
         self.run_id = run_id
+        #: Each piece's check, by ``piece_id``.
         self.checks: dict[int, PieceCheck] = {}
+        #: Where the run is: ``"loading"`` the last records (the stores are read), ``"page 1"``
+        #: (:meth:`start` done: ``"changed"`` re-reads every page 1), ``"decided"``.
+        self.stage = "loading"
         self.sample_dropped = ""
         self.started = datetime.now(UTC).isoformat()
         self.recorded = False
 
     def check(self, state: PieceState) -> PieceCheck:
-        return self.checks.setdefault(id(state), PieceCheck())
+        """What refresh knows about a piece (a blank check for a piece not started)."""
+        return self.checks.get(state.piece.piece_id) or PieceCheck()
+
+    def rereads(self, state: PieceState) -> bool:
+        """Whether this piece's pages must come from the network, not a store: before
+        :meth:`decide`, every page 1 of a ``"changed"`` refresh; after it, the pieces changed,
+        never seen, stale in the cache, or sampled."""
+        if self.stage != "decided":
+            return self.stage == "page 1" and self.mode == "changed"
+        check = self.check(state)
+        return check.reread or check.stale or check.sampled
+
+    def changed(self, state: PieceState) -> bool | None:
+        """Whether a piece changed since its last record (``None``: not known): as decided
+        from page 1, or, for a piece sampled (``"changed"``) or read whole (other modes),
+        from its pages now beside the record's."""
+        check = self.check(state)
+        if check.previous is None or not state.done:
+            return check.changed
+        differs = digests_of(state.rows, state.pages, state.data) != check.previous.digests
+        if self.mode != "changed":
+            return differs  # read whole (from the network or the cache): compared
+        return True if check.sampled and differs else check.changed
 
     def start(self, states: Sequence[PieceState], cached: Cached) -> None:
         """Load what the history knows (with ``"changed"``, for a piece it does not know:
@@ -198,35 +227,34 @@ class RunRefresh:
                 self.base_url, self.path, [s.piece.polygon_json for s in states])
         else:
             previous, stale = {}, set()
+        self.stage = "loading"
         for state in states:
-            check = self.check(state)
+            check = self.checks.setdefault(state.piece.piece_id, PieceCheck())
             check.previous = previous.get(state.piece.polygon_json)
             if check.previous is None and self.mode == "changed":
                 check.previous = _cached_record(state, cached)
             check.stale = state.piece.polygon_json in stale
-            state.reread = self.mode == "changed"
+        self.stage = "page 1"
 
     def decide(self, states: Sequence[PieceState]) -> None:
         """After phase 1: which pieces re-read their other pages (changed, never seen, stale
         in the cache, or sampled), and which are unchanged by inference."""
         inferred = []
         for state in states:
-            check = self.check(state)
+            check = self.checks.setdefault(state.piece.piece_id, PieceCheck())
             if self.mode == "changed":
                 classify(check, state.rows, state.pages, state.data.get(1))
                 if check.changed is False and (state.pages or 0) > 1:
                     inferred.append(state)
-            state.reread = check.reread or check.stale
         for state in sample(inferred, self.fraction, self.run_id):
             self.check(state).sampled = True
-            state.reread = True
+        self.stage = "decided"
 
     def shrink_sample(self, states: Sequence[PieceState], why: str) -> bool:
         """Drop the verify sample (phase 2 does not fit with it); ``True`` if there was one."""
         sampled = [s for s in states if self.check(s).sampled]
         for state in sampled:
             self.check(state).sampled = False
-            state.reread = self.check(state).stale
         if sampled:
             self.sample_dropped = why
         return bool(sampled)
@@ -242,11 +270,7 @@ class RunRefresh:
                 continue
             if check.sampled:
                 sampled += 1
-                assert check.previous is not None
-                now = digests_of(state.rows, state.pages, state.data)
-                if now != check.previous.digests:
-                    check.changed = True
-                    found += 1
+                found += bool(self.changed(state))
             elif (state.pages or 0) > 1:
                 inferred += 1
         out = estimate_missed(sampled=sampled, found=found, population=inferred)
@@ -262,10 +286,7 @@ class RunRefresh:
         for state in states:
             check = self.check(state)
             statuses.append(status_of(state.done, state.calls, check, self.mode))
-            if self.mode != "changed" and check.previous is not None and state.done:
-                check.changed = (digests_of(state.rows, state.pages, state.data)
-                                 != check.previous.digests)
-            changed.append(check.changed)
+            changed.append(self.changed(state))
         return statuses, changed
 
     def record(self, result: SearchResult, states: Sequence[PieceState],

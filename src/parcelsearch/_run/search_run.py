@@ -26,6 +26,7 @@ from __future__ import annotations
 import logging
 import signal
 import sys
+import uuid
 from collections.abc import Callable, Hashable, Iterable
 from typing import Any, TypeVar
 
@@ -39,8 +40,8 @@ from parcelsearch import notices, settings
 from parcelsearch._fetch.client import Client
 from parcelsearch._run import pricing, refreshing
 from parcelsearch._run.fetching import Fetcher, PageBaseLearned, PageSpend, PieceState, Run
-from parcelsearch._run.options import DEFAULT_WORKERS, SearchOptions, agrees_with_plan
-from parcelsearch._run.recorded_runs import open_history
+from parcelsearch._run.options import DEFAULT_WORKERS, SearchOptions
+from parcelsearch._run.recorded_runs import open_stores
 from parcelsearch._shared import next_month_start
 from parcelsearch.errors import (
     AreasFailedError,
@@ -62,9 +63,10 @@ from parcelsearch.result import SearchResult, skipped_frame
 from parcelsearch.stores.local.cache import ResponseCache
 from parcelsearch.stores.local.history import History
 from parcelsearch.stores.local.ledger import Ledger, Quota
-from parcelsearch.stores.spending import LocalSpending, Spending
+from parcelsearch.stores.spending import Spending
 
 T = TypeVar("T")
+S = TypeVar("S")
 
 __all__ = ["search", "search_with", "DEFAULT_WORKERS"]
 
@@ -79,9 +81,7 @@ def _first_pages(states: list[PieceState], run: Run) -> list[PieceState]:
         if hit is None:
             todo.append(state)
             continue
-        state.rows, state.pages = hit.rows, hit.pages
-        state.data[1] = hit.data
-        state.cached_pages += 1
+        state.stored(1, hit)
     return todo
 
 
@@ -94,8 +94,7 @@ def _later_pages(states: list[PieceState], run: Run) -> list[tuple[PieceState, i
         for k in state.missing():
             hit = run.cached(state, k)
             if hit is not None and (hit.rows, hit.pages) == (state.rows, state.pages):
-                state.data[k] = hit.data
-                state.cached_pages += 1
+                state.stored(k, hit)
             else:
                 jobs.append((state, k))
     return jobs
@@ -408,37 +407,25 @@ def search(
     >>> result = parcelsearch.search(areas)  # doctest: +SKIP
     >>> result.ids.head()  # doctest: +SKIP
     """
-    if plan is not None:
-        agrees_with_plan(plan, tolerance=tolerance, connectors=connectors, match=match,
-                         id_column=id_column)
-        tolerance, connectors, match = plan.tolerance, plan.connectors, plan.match
-    elif match is None and settings.options.source("match") == "default":
+    if plan is None and match is None and settings.options.source("match") == "default":
         from parcelsearch.rule_probe import remembered_rule  # learnt for this service
 
         client = client if client is not None else Client()
         match = remembered_rule(client)
-    options = SearchOptions(
-        tolerance=0.0 if tolerance is None else tolerance,
-        connectors=True if connectors is None else connectors, match=match,
-        id_column=id_column, budget=budget,
-        quota=Quota.parse(quota),
-        allow_partial=allow_partial, max_age=max_age, refresh=refresh,
-        verify_sample=verify_sample,
-        active_markets_only=active_markets_only, market_column=market_column,
-        progress=progress, workers=workers, team=team, user=user)
+    options = SearchOptions.resolve(
+        plan, tolerance=tolerance, connectors=connectors, match=match, id_column=id_column,
+        budget=budget, quota=quota, allow_partial=allow_partial, max_age=max_age,
+        refresh=refresh, verify_sample=verify_sample, active_markets_only=active_markets_only,
+        market_column=market_column, progress=progress, workers=workers, team=team, user=user)
     client = client if client is not None else Client()
-    # None/True: the defaults beside the client's cache folder; False: go without.
-    # (An empty ResponseCache is falsy, so test identity and type, never truth.)
-    cache_obj = cache if isinstance(cache, ResponseCache) else (
-        None if cache is False else ResponseCache(client.cache_dir))
+    cache_obj = _store(cache, ResponseCache, lambda: ResponseCache(client.cache_dir))
+    ledger_obj = _store(ledger, Ledger, lambda: Ledger.in_folder(client.cache_dir))
     chosen = plan if plan is not None else plan_reuse.reuse(
-        planning.plan(areas, options.tolerance, id_column=id_column,
+        planning.plan(areas, options.tolerance, id_column=options.id_column,
                       connectors=options.connectors, match=options.match),
         cache_obj.directory if cache_obj is not None else None)
-    spending = _spending(client, options, cache_obj, ledger)
-    history = None if ledger is False and options.team is None else open_history(
-        ledger.path if isinstance(ledger, Ledger) else Ledger.in_folder(client.cache_dir).path,
-        team=options.team, member=options.user or "")
+    spending, history = open_stores(client, options.team, options.user or "", cache_obj,
+                                    ledger_obj)
     try:
         return search_with(chosen, client, spending, options,
                            markets_cache=cache_obj.directory if cache_obj is not None else False,
@@ -447,17 +434,13 @@ def search(
         spending.close()
 
 
-def _spending(client: Client, options: SearchOptions, cache: ResponseCache | None,
-              ledger: Ledger | bool | None) -> Spending:
-    """This machine's ledger and cache, or the team's store (with the cache as this machine's
-    copy)."""
-    if options.team is not None:
-        from parcelsearch.stores.team.spending import TeamSpending  # psycopg only for teams
-
-        return TeamSpending.open(options.team, client, user=options.user or "", cache=cache)
-    ledger_obj = ledger if isinstance(ledger, Ledger) else (
-        None if ledger is False else Ledger.in_folder(client.cache_dir))
-    return LocalSpending(client.fingerprint, ledger_obj, cache)
+def _store(given: S | bool | None, kind: type[S], default: Callable[[], S]) -> S | None:
+    """A store argument (``cache``, ``ledger``) as the store: ``None`` or ``True`` the default
+    one (beside the client's cache folder), ``False`` none, else the instance given.
+    (An empty ResponseCache is falsy, so test identity and type, never truth.)"""
+    if isinstance(given, kind):
+        return given
+    return None if given is False else default()
 
 
 def search_with(plan: Plan, client: Client, spending: Spending, options: SearchOptions, *,
@@ -469,9 +452,11 @@ def search_with(plan: Plan, client: Client, spending: Spending, options: SearchO
     ``history`` is where the run is recorded (and where ``refresh="changed"`` learns what
     each piece looked like last time).
     """
-    run = Run(client, spending, options, path=plan.path)
-    refresh = refreshing.RunRefresh(str(options.refresh), options.verify_sample or 0.0, history,
-                                    base_url=client.base_url, path=plan.path, run_id=run.run_id)
+    refresh = refreshing.RunRefresh(options.refresh, options.verify_sample, history,
+                                    base_url=client.base_url, path=plan.path,
+                                    run_id=uuid.uuid4().hex)
+    run = Run(client, spending, options, path=plan.path, run_id=refresh.run_id,
+              rereads=refresh.rereads)
     return _Search(run, plan, markets_cache, refresh).run()
 
 
@@ -492,6 +477,8 @@ class _Search:
         self.limited: tuple[str, int] | None = None
         #: The run's price as last known (before phase 1: estimated; after: exact).
         self.price: pricing.Price | None = None
+        #: The result, once made (:meth:`_result`): a run ends once.
+        self.result: SearchResult | None = None
 
     def run(self) -> SearchResult:
         options = self.options
@@ -553,8 +540,7 @@ class _Search:
                      self.run_state.client.base_url)
         self.run_state.stop.clear()
         for state in self.states:
-            state.reset()  # fetched again: never from a store
-            state.failure = None
+            state.start_over()  # fetched again: never from a store
         fresh = Fetcher(self.run_state, self.options.workers, bar)
         self._phases(fresh, bar)
         return fresh
@@ -669,6 +655,12 @@ class _Search:
         return error
 
     def _result(self, stopping: bool = False) -> SearchResult:
+        """The result: made once, when the run ends (every later call returns it)."""
+        if self.result is None:
+            self.result = self._make_result(stopping)
+        return self.result
+
+    def _make_result(self, stopping: bool) -> SearchResult:
         """The result so far: every count summed from the pieces' states (areas complete
         computed by the result from its tiles), recorded in the run history. When the run
         is ``stopping`` for another reason (e.g. the team store lost), a failure to record is
