@@ -84,3 +84,44 @@ def test_doctests() -> None:
     for module in (refreshing, fabric_changes):
         failures, tried = doctest.testmod(module)
         assert tried and not failures, module.__name__
+
+
+def test_refresh_decisions_are_derived_and_its_reads_change_nothing() -> None:
+    """Whether a piece is re-read follows from refresh's checks (nothing kept in step by
+    hand); verification() and columns() are reads: asked twice, the same, nothing changed."""
+    import copy
+    from types import SimpleNamespace
+
+    from shapely import box
+
+    from parcelsearch._run.fetching import PieceState
+    from parcelsearch._run.refreshing import RunRefresh
+    from parcelsearch.planning.plans import Piece
+
+    later, other = ("3" * 17,), ("4" * 17,)
+
+    def page(data: tuple[str, ...]) -> SimpleNamespace:
+        return SimpleNamespace(rows=101, pages=2, data=data)
+
+    stored = {1: page(PAGE), 2: page(later)}  # both pieces as the cache holds them
+    states = [PieceState(Piece("a", i, f"[{i}]", box(0, 0, 1, 1), 10)) for i in (0, 1)]
+    refresh = RunRefresh("changed", 1.0, None, base_url="https://x", path="/v1/search",
+                         run_id="r")
+    refresh.start(states, lambda state, k: stored.get(k))  # type: ignore[arg-type,return-value]
+    assert [refresh.rereads(s) for s in states] == [True, True]  # every page 1, afresh
+    for state in states:
+        state.fetched(1)
+        state.counted(page(PAGE))  # type: ignore[arg-type]
+        state.keep(1, page(PAGE))  # type: ignore[arg-type]
+    refresh.decide(states)  # page 1 unchanged: inferred, and all of them sampled
+    assert [refresh.rereads(s) for s in states] == [True, True]
+    states[0].keep(2, page(later))  # type: ignore[arg-type]
+    states[1].keep(2, page(other))  # type: ignore[arg-type]  # changed beyond page 1
+    checks = copy.deepcopy(refresh.checks)
+    told = refresh.verification(states), refresh.columns(states)
+    assert told == (refresh.verification(states), refresh.columns(states))
+    assert refresh.checks == checks
+    assert told[0]["found_changed"] == 1 and told[0]["sampled"] == 2
+    assert told[1] == (["sampled", "sampled"], [False, True])
+    assert refresh.shrink_sample(states, "did not fit")
+    assert [refresh.rereads(s) for s in states] == [False, False]  # the sample dropped
