@@ -154,12 +154,14 @@ def test_the_python_keywords_and_the_cli_flags_are_the_options_declared(
         capsys: pytest.CaptureFixture[str], monkeypatch: pytest.MonkeyPatch) -> None:
     """A search's options are declared once, in SearchOptions: parcelsearch.search's
     keywords (and its docstring's parameters) and `parcelsearch search`'s flags are exactly
-    those (names with - for _), beside what is not an option; their defaults are the
-    options' defaults."""
+    those (names with - for _), beside what is not an option, and the command hands every
+    one on; their defaults are the options' defaults."""
+    import ast
     import inspect
     import re
 
     import parcelsearch
+    from parcelsearch import commands
     from parcelsearch.cli import build_parser, main
 
     names = set(SearchOptions.names())
@@ -182,7 +184,11 @@ def test_the_python_keywords_and_the_cli_flags_are_the_options_declared(
     usage = capsys.readouterr().out.split("\n\n")[0]
     assert set(re.findall(r"(?<![\w-])--[a-z][a-z-]*", usage)) == set(flags.values()) | \
         _CLI_INPUTS
+    handed = {keyword.arg for node in ast.walk(ast.parse(inspect.getsource(commands.run_search)))
+              if isinstance(node, ast.Call) and ast.unparse(node.func).endswith(".search")
+              for keyword in node.keywords}
+    assert handed == names | {"client"}  # `parcelsearch search` hands on every option
     parsed = vars(build_parser().parse_args(["search", "a.gpkg", "--out", "o.csv"]))
     given = {name: parsed[name] for name in names - {"progress"}}
     assert SearchOptions.resolve(**given, progress=not parsed["quiet"]) == \
-        SearchOptions.resolve(workers=parameters["workers"].default)
+        SearchOptions.resolve()
