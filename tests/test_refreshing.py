@@ -104,7 +104,7 @@ def test_refresh_decisions_are_derived_and_its_reads_change_nothing() -> None:
         return SimpleNamespace(rows=101, pages=2, data=data)
 
     stored = {1: page(PAGE), 2: page(later)}  # both pieces as the cache holds them
-    states = [PieceState(Piece("a", i, f"[{i}]", box(0, 0, 1, 1), 10)) for i in (0, 1)]
+    states = [PieceState(Piece(a, 0, f"[{a}]", box(0, 0, 1, 1), 10)) for a in "ab"]
     refresh = RunRefresh("changed", 1.0, None, base_url="https://x", path="/v1/search",
                          run_id="r")
     refresh.start(states, lambda state, k: stored.get(k))  # type: ignore[arg-type,return-value]

@@ -22,7 +22,7 @@ from __future__ import annotations
 
 import math
 import random
-from collections.abc import Callable, Sequence
+from collections.abc import Callable, Hashable, Sequence
 from dataclasses import dataclass
 from datetime import UTC, datetime
 from typing import TYPE_CHECKING, Any
@@ -165,6 +165,11 @@ def _cached_record(state: PieceState, cached: Cached) -> Previous | None:
     return Previous(first.rows, first.pages, digests_of(first.rows, first.pages, data))
 
 
+def _key(state: PieceState) -> tuple[Hashable, int]:
+    """A piece's key among a run's (a piece id counts within its area)."""
+    return state.piece.area_id, state.piece.piece_id
+
+
 class RunRefresh:
     """The refresh side of one run: the last records, the decisions, the sample, the record.
 
@@ -184,8 +189,8 @@ class RunRefresh:
         self.base_url = base_url
         self.path = path
         self.run_id = run_id
-        #: Each piece's check, by ``piece_id``.
-        self.checks: dict[int, PieceCheck] = {}
+        #: Each piece's check, by (area id, piece id).
+        self.checks: dict[tuple[Hashable, int], PieceCheck] = {}
         #: Where the run is: ``"loading"`` the last records (the stores are read), ``"page 1"``
         #: (:meth:`start` done: ``"changed"`` re-reads every page 1), ``"decided"``.
         self.stage = "loading"
@@ -195,7 +200,7 @@ class RunRefresh:
 
     def check(self, state: PieceState) -> PieceCheck:
         """What refresh knows about a piece (a blank check for a piece not started)."""
-        return self.checks.get(state.piece.piece_id) or PieceCheck()
+        return self.checks.get(_key(state)) or PieceCheck()
 
     def rereads(self, state: PieceState) -> bool:
         """Whether this piece's pages must come from the network, not a store: before
@@ -229,7 +234,7 @@ class RunRefresh:
             previous, stale = {}, set()
         self.stage = "loading"
         for state in states:
-            check = self.checks.setdefault(state.piece.piece_id, PieceCheck())
+            check = self.checks.setdefault(_key(state), PieceCheck())
             check.previous = previous.get(state.piece.polygon_json)
             if check.previous is None and self.mode == "changed":
                 check.previous = _cached_record(state, cached)
@@ -241,7 +246,7 @@ class RunRefresh:
         in the cache, or sampled), and which are unchanged by inference."""
         inferred = []
         for state in states:
-            check = self.checks.setdefault(state.piece.piece_id, PieceCheck())
+            check = self.checks.setdefault(_key(state), PieceCheck())
             if self.mode == "changed":
                 classify(check, state.rows, state.pages, state.data.get(1))
                 if check.changed is False and (state.pages or 0) > 1:

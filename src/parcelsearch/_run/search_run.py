@@ -419,13 +419,13 @@ def search(
         market_column=market_column, progress=progress, workers=workers, team=team, user=user)
     client = client if client is not None else Client()
     cache_obj = _store(cache, ResponseCache, lambda: ResponseCache(client.cache_dir))
-    ledger_obj = _store(ledger, Ledger, lambda: Ledger.in_folder(client.cache_dir))
     chosen = plan if plan is not None else plan_reuse.reuse(
         planning.plan(areas, options.tolerance, id_column=options.id_column,
                       connectors=options.connectors, match=options.match),
         cache_obj.directory if cache_obj is not None else None)
-    spending, history = open_stores(client, options.team, options.user or "", cache_obj,
-                                    ledger_obj)
+    spending, history = open_stores(
+        client, options.team, options.user or "", cache_obj,
+        _store(ledger, Ledger, lambda: Ledger.in_folder(client.cache_dir)))
     try:
         return search_with(chosen, client, spending, options,
                            markets_cache=cache_obj.directory if cache_obj is not None else False,
