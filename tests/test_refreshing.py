@@ -103,25 +103,26 @@ def test_refresh_decisions_are_derived_and_its_reads_change_nothing() -> None:
     def page(data: tuple[str, ...]) -> SimpleNamespace:
         return SimpleNamespace(rows=101, pages=2, data=data)
 
-    stored = {1: page(PAGE), 2: page(later)}  # both pieces as the cache holds them
+    # Piece 0 of area a is in the cache (its last record); piece 0 of area b is new.
+    stored = {("a", 1): page(PAGE), ("a", 2): page(later)}
     states = [PieceState(Piece(a, 0, f"[{a}]", box(0, 0, 1, 1), 10)) for a in "ab"]
     refresh = RunRefresh("changed", 1.0, None, base_url="https://x", path="/v1/search",
                          run_id="r")
-    refresh.start(states, lambda state, k: stored.get(k))  # type: ignore[arg-type,return-value]
+    refresh.start(states, lambda state, k: stored.get((state.piece.area_id, k)))  # type: ignore[arg-type,return-value]
     assert [refresh.rereads(s) for s in states] == [True, True]  # every page 1, afresh
     for state in states:
         state.fetched(1)
         state.counted(page(PAGE))  # type: ignore[arg-type]
         state.keep(1, page(PAGE))  # type: ignore[arg-type]
-    refresh.decide(states)  # page 1 unchanged: inferred, and all of them sampled
+    refresh.decide(states)  # a: page 1 unchanged, inferred and sampled; b: never seen
     assert [refresh.rereads(s) for s in states] == [True, True]
-    states[0].keep(2, page(later))  # type: ignore[arg-type]
-    states[1].keep(2, page(other))  # type: ignore[arg-type]  # changed beyond page 1
+    states[0].keep(2, page(other))  # type: ignore[arg-type]  # changed beyond page 1
+    states[1].keep(2, page(later))  # type: ignore[arg-type]
     checks = copy.deepcopy(refresh.checks)
     told = refresh.verification(states), refresh.columns(states)
     assert told == (refresh.verification(states), refresh.columns(states))
     assert refresh.checks == checks
-    assert told[0]["found_changed"] == 1 and told[0]["sampled"] == 2
-    assert told[1] == (["sampled", "sampled"], [False, True])
+    assert (told[0]["sampled"], told[0]["found_changed"]) == (1, 1)
+    assert told[1] == (["sampled", "read"], [True, None])
     assert refresh.shrink_sample(states, "did not fit")
-    assert [refresh.rereads(s) for s in states] == [False, False]  # the sample dropped
+    assert [refresh.rereads(s) for s in states] == [False, True]  # the sample dropped
