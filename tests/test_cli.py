@@ -6,7 +6,6 @@ absence of Python: no traceback, no ``argument=``, no ``Client(...)`` or ``set_c
 
 from __future__ import annotations
 
-import argparse
 import json
 import re
 import socket
@@ -20,9 +19,9 @@ import pytest
 from _cli import PYTHON, run
 
 import parcelsearch
-from parcelsearch import commands
 from parcelsearch.cli import EXIT_CODES, build_parser
-from parcelsearch.commands import plural
+from parcelsearch.cli.printing import plural
+from parcelsearch.cli.registry import walk
 
 
 @pytest.fixture
@@ -279,19 +278,11 @@ def test_search_help_lists_the_environment_and_exit_codes(capsys) -> None:
 def test_every_option_and_action_has_help(command) -> None:
     """Every option, positional and sub-command of every command says what it does."""
     missing: list[str] = []
-
-    def walk(parser: argparse.ArgumentParser, path: str) -> None:
-        for action in parser._actions:
-            if isinstance(action, argparse._SubParsersAction):
-                helped = {c.dest for c in action._choices_actions if c.help}
-                for name, sub in action.choices.items():
-                    if name not in helped:
-                        missing.append(f"{path} {name}")
-                    walk(sub, f"{path} {name}")
-            elif not action.help:
-                missing.append(f"{path} {'/'.join(action.option_strings) or action.dest}")
-
-    walk(build_parser([command]), "parcelsearch")
+    for path, summary, parser in walk(build_parser([command]), ("parcelsearch",)):
+        if len(path) > 1 and not summary:
+            missing.append(" ".join(path))
+        missing += [f"{' '.join(path)} {'/'.join(action.option_strings) or action.dest}"
+                    for action in parser.arguments if not action.help]
     # With another command given, serve/keys are placeholders (the service is not imported).
     others = {"search": ("serve", "keys"), "serve": ("keys",), "keys": ("serve",)}[command]
     assert [m for m in missing if m.split(" ")[1] not in others] == []
@@ -312,10 +303,10 @@ def test_help_does_not_import_the_heavy_parts() -> None:
 
 def test_an_unexpected_error_is_one_line_not_a_traceback(files, capsys, monkeypatch) -> None:
     """A bug (any exception that is not a ParcelSearchError) still exits 1 with one line."""
-    def broken(args):
+    def broken(*args, **kwargs):
         raise ValueError("Unknown column geometry")
 
-    monkeypatch.setattr(commands, "run_plan", broken)
+    monkeypatch.setattr("parcelsearch.planning.plans.plan", broken)
     code, out, err = run(["plan", str(files / "areas.gpkg")], capsys)
     assert code == 1
     assert err.startswith("parcelsearch: error: unexpected ValueError: Unknown column geometry")
