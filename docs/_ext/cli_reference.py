@@ -1,8 +1,9 @@
 """``.. parcelsearch-cli::``: every command's ``--help``, walked from ``parcelsearch.cli``'s parser.
 
-:func:`parcelsearch.cli.build_parser` registers the reference service's commands (``serve``,
-``keys``, ``parcels``, ``portal``) only when the command line runs one of them; asked for as
-``serve`` would be, it gives the parser with every command. Each command and sub-command gets
+:func:`parcelsearch.cli.build_parser` loads the reference service's commands (``serve``,
+``keys``, ``parcels``, ``portal``, plugged in through the entry point group
+``parcelsearch.commands``) only when the command line runs one of them; asked for
+``every_command``, it gives the parser with every command. Each command and sub-command gets
 a section (an anchor ``cli-<command>-<sub-command>``) holding exactly what its ``--help``
 prints, so the page cannot drift from the command.
 """
@@ -27,7 +28,7 @@ WIDTH = "80"
 
 def full_parser() -> Parser:
     """The parser with the analyst's and the service's commands."""
-    return build_parser(["serve"])
+    return build_parser([], every_command=True)
 
 
 def commands(

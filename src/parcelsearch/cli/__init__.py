@@ -44,18 +44,20 @@ TOOLKIT: tuple[Command, ...] = (*searching.COMMANDS, *records.COMMANDS, *team_mo
                                  *login.COMMANDS)
 
 
-def build_parser(argv: Sequence[str] | None = None) -> Parser:
-    """The argument parser; the plugged commands are loaded only if ``argv`` runs one of them.
+def build_parser(argv: Sequence[str] | None = None, *, every_command: bool = False) -> Parser:
+    """The argument parser; a plugged command is loaded only if ``argv`` runs it (or
+    ``every_command``: all of them, as the reference page shows them).
 
     Raises
     ------
     ConfigurationError
         ``argv`` runs a plugged command whose package's extra is not installed.
     """
-    return _parser_and_commands(argv)[0]
+    return _parser_and_commands(argv, every_command)[0]
 
 
-def _parser_and_commands(argv: Sequence[str] | None) -> tuple[Parser, dict[str, Runnable]]:
+def _parser_and_commands(argv: Sequence[str] | None, every_command: bool = False
+                         ) -> tuple[Parser, dict[str, Runnable]]:
     parser = Parser(
         prog="parcelsearch",
         description="Find every parcel GroupID inside study areas with the fewest Search calls.",
@@ -67,13 +69,12 @@ def _parser_and_commands(argv: Sequence[str] | None) -> tuple[Parser, dict[str, 
     table: dict[str, Runnable] = {command.name: command for command in TOOLKIT}
     for command in TOOLKIT:
         command.add_to(commands)
-    entries = plugged()
-    if _named(argv) in entries:  # one package plugs them all: each imports it anyway
-        for name, entry in entries.items():
+    named = _named(argv)
+    for name, entry in plugged().items():
+        if every_command or name == named:
             table[name] = entry.load()
             table[name].add_to(commands)
-    else:  # listed, not imported (starlette, uvicorn, geopandas: slow)
-        for name in entries:
+        else:  # listed, not imported (the service: starlette, uvicorn, geopandas; slow)
             commands.add_parser(name, help=LISTED.get(name), add_help=False)
     return parser, table
 
