@@ -438,7 +438,7 @@ def test_the_service_plugs_the_commands_the_help_lists() -> None:
 
 def test_a_command_plugged_through_installed_metadata_runs(tmp_path: Path) -> None:
     """Any installed distribution's entry point in the group adds a command; it is imported
-    only when named (``--help`` of another command leaves it alone)."""
+    only when named (``--help`` lists it by name alone, without importing it)."""
     dist = tmp_path / "hello_plugin-1.0.dist-info"
     dist.mkdir()
     (dist / "METADATA").write_text("Metadata-Version: 2.1\nName: hello-plugin\nVersion: 1.0\n")
@@ -458,8 +458,10 @@ def test_a_command_plugged_through_installed_metadata_runs(tmp_path: Path) -> No
 
     done = cli("hello", "--name", "Ada")
     assert (done.returncode, done.stdout) == (4, "hello Ada\n"), done.stderr
-    other = cli("runs", "--help")
-    assert other.returncode == 0 and "hello_plugin imported" not in other.stderr
+    listing = cli("--help")
+    assert listing.returncode == 0 and re.search(r"^    hello$", listing.stdout, flags=re.M)
+    for done in (listing, cli("runs", "--help")):
+        assert "hello_plugin imported" not in done.stderr
 
 
 def test_no_argparse_private_attributes() -> None:

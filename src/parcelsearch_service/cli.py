@@ -26,6 +26,7 @@ from pathlib import Path
 from typing import Any
 
 from parcelsearch._shared import count_argument
+from parcelsearch.cli.registry import Subcommands
 from parcelsearch.errors import ConfigurationError
 from parcelsearch.settings import KEY_TYPES
 from parcelsearch_service.keys import KeyStore
@@ -259,7 +260,7 @@ def _keys_revoke(args: argparse.Namespace) -> int:
     return 0
 
 
-def _add_serve(commands: Any) -> None:
+def _add_serve(commands: Subcommands) -> None:
     serve = commands.add_parser(
         "serve",
         help="run the reference Search and Markets service over HTTPS",
@@ -298,7 +299,7 @@ def _add_serve(commands: Any) -> None:
     serve.set_defaults(func=_serve)
 
 
-def _add_keys(commands: Any) -> None:
+def _add_keys(commands: Subcommands) -> None:
     keys = commands.add_parser("keys", help="create, list and revoke API keys",
                                description="Manage the service's API keys.")
     sub = keys.add_subparsers(dest="keys_command", required=True, metavar="ACTION")
@@ -329,7 +330,7 @@ def _add_keys(commands: Any) -> None:
     revoke.set_defaults(func=_keys_revoke)
 
 
-def _add_parcels(commands: Any) -> None:
+def _add_parcels(commands: Subcommands) -> None:
     parcels = commands.add_parser(
         "parcels", help="make parcels for your areas, or load parcels into PostGIS",
         description="The service's parcels: 'synth' makes a synthetic fabric over any study "
@@ -372,10 +373,10 @@ class ServiceCommand:
     """A command of the service: ``add`` adds its parser, each (sub-)parser sets ``func``, the
     function that runs it. It handles its own signals (``serve`` runs uvicorn)."""
 
-    add: Callable[[Any], None]
+    add: Callable[[Subcommands], None]
     handles_signals = True
 
-    def add_to(self, commands: Any) -> None:
+    def add_to(self, commands: Subcommands) -> None:
         """Add the command's parser and options to the sub-commands ``commands``."""
         self.add(commands)
 
