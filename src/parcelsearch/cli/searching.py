@@ -9,6 +9,7 @@ Messages name flags and environment variables, never Python arguments (errors re
 from __future__ import annotations
 
 import argparse
+import json
 import socket
 import sys
 from pathlib import Path
@@ -406,8 +407,6 @@ def _declare_markets(parser: Parser) -> None:
 
 def run_markets(args: argparse.Namespace) -> int:
     """``parcelsearch markets``: the active markets (one call, then cached a day)."""
-    import json
-
     from parcelsearch import market_list
 
     client = _client(args)

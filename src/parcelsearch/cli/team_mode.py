@@ -4,6 +4,7 @@ run; the store's code (psycopg) is imported only when it runs."""
 from __future__ import annotations
 
 import argparse
+from collections.abc import Callable
 
 from parcelsearch.cli.arguments import (
     CALLS,
@@ -61,44 +62,76 @@ def _declare_team(parser: Parser) -> None:
 
 def run_team(args: argparse.Namespace) -> int:
     """``parcelsearch team init|quota|pace|budget|usage``: the team store and who spent what."""
-    from parcelsearch._fetch.client import _resolve_key, key_fingerprint
-    from parcelsearch._run.options import resolve_team, resolve_user
-    from parcelsearch.stores import team
+    from parcelsearch._run.options import resolve_team
 
     url = resolve_team(getattr(args, "url", None) or args.team)
     if url is None:
         raise ConfigurationError("no team store given",
                                  hints=[Hint("team", None, "pass {knob}")])
-    if args.team_action == "init":
-        before, after = team.init_team(url, args.member_role)
-        print(f"team store at version {after}" + (" (already)" if before == after else
-                                                  f" (was {before})"))
-        if args.member_role:
-            print(f"role {args.member_role} may search, not change the policy or the ledger")
-    elif args.team_action == "quota":
-        fingerprint = key_fingerprint(_resolve_key(None))
-        stored = team.set_quota(url, fingerprint, args.calls, args.period)
-        print(f"key sha256:{fingerprint}: quota {stored.describe()}")
-    elif args.team_action == "pace":
-        fingerprint = key_fingerprint(_resolve_key(None))
-        pace = team.set_pace(url, fingerprint, team.Pace(args.rate, args.margin, args.lease))
-        print(f"key sha256:{fingerprint}: {pace.rate:g} calls a second (a call every "
-              f"{pace.interval * 1000:.0f} ms, margin {pace.margin:g}), leases of "
-              f"{pace.lease_seconds:g} s")
-    elif args.team_action == "budget":
-        stored = team.set_budget(url, args.user, args.calls, args.period)
-        print(f"{resolve_user(args.user)}: budget {stored.limit} calls "
-              + ("a calendar month (UTC)" if stored.period == "month" else "for life"))
-    else:
-        frame = team.team_usage(url)
-        if args.json:
-            print(frame.astype(object).where(frame.notna(), None).to_json(orient="records"))
-        else:
-            print_table(frame)
-            print("\na key's row counts the calls its members made in team mode through this "
-                  "store; calls made with the same key outside team mode (a search without "
-                  "--team, another tool) are not seen here: the vendor's portal counts them all")
+    ACTIONS[args.team_action](url, args)
     return 0
+
+
+def _init(url: str, args: argparse.Namespace) -> None:
+    from parcelsearch.stores import team
+
+    before, after = team.init_team(url, args.member_role)
+    print(f"team store at version {after}" + (" (already)" if before == after else
+                                              f" (was {before})"))
+    if args.member_role:
+        print(f"role {args.member_role} may search, not change the policy or the ledger")
+
+
+def _key() -> str:
+    """The fingerprint of $PARCELSEARCH_API_KEY's key (the key itself is never shown)."""
+    from parcelsearch._fetch.client import _resolve_key, key_fingerprint
+
+    return key_fingerprint(_resolve_key(None))
+
+
+def _quota(url: str, args: argparse.Namespace) -> None:
+    from parcelsearch.stores import team
+
+    fingerprint = _key()
+    stored = team.set_quota(url, fingerprint, args.calls, args.period)
+    print(f"key sha256:{fingerprint}: quota {stored.describe()}")
+
+
+def _pace(url: str, args: argparse.Namespace) -> None:
+    from parcelsearch.stores import team
+
+    fingerprint = _key()
+    pace = team.set_pace(url, fingerprint, team.Pace(args.rate, args.margin, args.lease))
+    print(f"key sha256:{fingerprint}: {pace.rate:g} calls a second (a call every "
+          f"{pace.interval * 1000:.0f} ms, margin {pace.margin:g}), leases of "
+          f"{pace.lease_seconds:g} s")
+
+
+def _budget(url: str, args: argparse.Namespace) -> None:
+    from parcelsearch._run.options import resolve_user
+    from parcelsearch.stores import team
+
+    stored = team.set_budget(url, args.user, args.calls, args.period)
+    print(f"{resolve_user(args.user)}: budget {stored.limit} calls "
+          + ("a calendar month (UTC)" if stored.period == "month" else "for life"))
+
+
+def _usage(url: str, args: argparse.Namespace) -> None:
+    from parcelsearch.stores import team
+
+    frame = team.team_usage(url)
+    if args.json:
+        print(frame.astype(object).where(frame.notna(), None).to_json(orient="records"))
+        return
+    print_table(frame)
+    print("\na key's row counts the calls its members made in team mode through this "
+          "store; calls made with the same key outside team mode (a search without "
+          "--team, another tool) are not seen here: the vendor's portal counts them all")
+
+
+#: ``team ACTION`` → what runs it, given the team store's URL.
+ACTIONS: dict[str, Callable[[str, argparse.Namespace], None]] = {
+    "init": _init, "quota": _quota, "pace": _pace, "budget": _budget, "usage": _usage}
 
 
 TEAM = Command(
