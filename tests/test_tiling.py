@@ -977,7 +977,8 @@ def test_merging_tries_every_pair_within_reach_that_still_fits(monkeypatch, max_
     within = {(p, q) for p, others in enumerate(near) for q in others if p < q}
     for p, q in within:
         i, j = sorted((merger._now(p), merger._now(q)))
-        if i == j or merger.parts[i] & merger.parts[j] or merger.sizes[i] + merger.sizes[j] > room:
+        a, b = merger.live[i], merger.live[j]
+        if i == j or a.parts & b.parts or a.size + b.size > room:
             continue
         assert (i, j) in merger.tried
     assert len(merger.tried) < len(within) / 2

@@ -9,6 +9,7 @@ from __future__ import annotations
 import functools
 import heapq
 from collections.abc import Callable
+from typing import NamedTuple
 
 import numpy as np
 import shapely
@@ -69,6 +70,41 @@ def _join(a: Polygon, b: Polygon, budget: Budget) -> tuple[Polygon, int] | None:
 #: Pieces within a link's reach (the nearest by their boxes) each piece tries first.
 _NEAREST = 3
 
+#: A piece's ring in grid units (not closed), its vertices' bytes and, for each vertex
+#: ``k``, whether the edge ``k → k+1`` is one of the area's outer edges (:meth:`_Merger._grid`).
+_Grid = tuple[np.ndarray, np.ndarray, np.ndarray]
+
+
+class _Piece(NamedTuple):
+    """One live piece: all merging knows of it, made whole and replaced whole (never
+    changed), so its facts cannot go out of step."""
+
+    #: Its polygon.
+    polygon: Polygon
+    #: Its request bytes as sent.
+    size: int
+    #: The parts of the area it holds.
+    parts: frozenset[int]
+    #: The live pieces it shares an edge with.
+    touching: frozenset[int]
+    #: The live pieces of other parts within a link's reach it tries (by a connector).
+    near: frozenset[int]
+    #: Its connector edges ``(n, 2, 2)``, grid units: a new connector is made to cross none
+    #: of them (its ring would cross itself).
+    bridges: np.ndarray = _NO_EDGES
+    #: Its :data:`_Grid`, once known (a connector's ring is known when it is made).
+    grid: _Grid | None = None
+
+
+class _Joined(NamedTuple):
+    """What joining two pieces made: the joined polygon, its bytes, its connector edges and,
+    when a connector made it, its :data:`_Grid`."""
+
+    polygon: Polygon
+    size: int
+    bridges: np.ndarray
+    grid: _Grid | None = None
+
 
 class _Merger:
     """Pieces of one area merged, the pair with the fewest bytes first, while the merged ring
@@ -81,33 +117,32 @@ class _Merger:
     that try it); the farther pairs, whose links other islands mostly block, are tried
     once no nearer pair fits, between the pieces they have become part of. On the New
     Zealand island groups of the benchmark this tries 1,023 connectors where trying every
-    pair at once tried 2,643, and leaves 302 pieces where it left 308."""
+    pair at once tried 2,643, and leaves 302 pieces where it left 308.
+
+    The live pieces are :attr:`live`, one :class:`_Piece` record each by id: a merge puts
+    the joined piece's record and its neighbours' new ones in whole (:meth:`_put_joined`),
+    and a record is never changed in place."""
 
     def __init__(self, pieces: list[Polygon], parts: list[int], area: BaseGeometry,
                  budget: Budget, connectors: bool = True, link_m: float = MAX_LINK_M,
                  within: Within | None = None) -> None:
         self.budget = budget
         self.link_m, self.within = link_m, within
-        self.parts = {i: {part} for i, part in enumerate(parts)}
-        self.alive: dict[int, Polygon] = dict(enumerate(pieces))
-        self.sizes = dict(enumerate(budget.sent_bytes(pieces).tolist()))
-        self.touching = {i: set(n) for i, n in enumerate(_neighbours(pieces))}
         self.cos_lat = link_cos_lat(area)
         several = connectors and len(set(parts)) > 1  # else no connector is ever tried
         near = _near(pieces, parts, self.cos_lat, link_m) if several else [set() for _ in pieces]
         first, self.later = _nearest_first(pieces, near, self.cos_lat, _NEAREST)
-        self.near = dict(enumerate(first))
+        self.live: dict[int, _Piece] = {
+            i: _Piece(piece, size, frozenset((part,)), frozenset(touching), frozenset(close))
+            for i, (piece, size, part, touching, close) in enumerate(zip(
+                pieces, budget.sent_bytes(pieces).tolist(), parts, _neighbours(pieces), first,
+                strict=True))
+        }
+        self.next_id = len(pieces)  # ids are given in turn: a joined piece takes the next
         self.merged_into: dict[int, int] = {}  # a merged piece → the one it became part of
         self.tried: set[tuple[int, int]] = set()  # pairs tried (a pair fails twice alike)
         self.area, self.first_pieces = area, pieces  # for outer and first_tree, made when needed
         self.links: dict[tuple[int, ...], bool] = {}
-        self.grids: dict[int, tuple[np.ndarray, np.ndarray, np.ndarray]] = {}
-        # what the last connector made: the joined ring's grid (:meth:`_grid`) and its
-        # connector edges, for _replace to keep
-        self.made: tuple[tuple[np.ndarray, np.ndarray, np.ndarray], np.ndarray] | None = None
-        # each piece's connector edges (n, 2, 2), grid units; a new connector is made to
-        # cross none of them (its ring would cross itself)
-        self.bridges: dict[int, np.ndarray] = {}
         self.heap: list[tuple[int, int, int]] = []
         self._fill_heap()
 
@@ -116,9 +151,10 @@ class _Merger:
         every neighbour, and every piece within reach whose bytes leave room for a
         connector."""
         room = self.budget.max_request_bytes + self.budget.base - 1
-        totals = ((self.sizes[i] + self.sizes[j], j) for j in self.touching[i] | self.near[i])
+        live, piece = self.live, self.live[i]
+        totals = ((piece.size + live[j].size, j) for j in piece.touching | piece.near)
         return [(total, min(i, j), max(i, j)) for total, j in totals
-                if total <= room or j in self.touching[i]]  # a connector only adds bytes
+                if total <= room or j in piece.touching]  # a connector only adds bytes
 
     def run(self) -> list[Polygon]:
         """Merge until no pair fits, the nearest pairs first, then the farther ones; the
@@ -126,38 +162,43 @@ class _Merger:
         self._merge()
         self._bring_back_later()
         self._merge()
-        return [self.alive[i] for i in sorted(self.alive)]
+        return [self.live[i].polygon for i in sorted(self.live)]
 
     def _merge(self) -> None:
         """Merge the pairs on the heap, fewest bytes first, until none is left."""
         while self.heap:
             _, i, j = heapq.heappop(self.heap)
-            if i not in self.alive or j not in self.alive:
+            if i not in self.live or j not in self.live:
                 continue
-            self.made = None
             self.tried.add((i, j))
-            if j in self.touching[i]:
-                joined = _join(self.alive[i], self.alive[j], self.budget)
-            else:
-                joined = self._connect(i, j)
+            joined = self._union(i, j) if j in self.live[i].touching else self._connect(i, j)
             if joined is not None:
-                self._replace(i, j, *joined)
+                self._put_joined(i, j, joined)
+
+    def _union(self, i: int, j: int) -> _Joined | None:
+        """Neighbours ``i`` and ``j`` joined by their union (:func:`_join`), if that fits."""
+        a, b = self.live[i], self.live[j]
+        found = _join(a.polygon, b.polygon, self.budget)
+        if found is None:
+            return None
+        return _Joined(*found, np.concatenate([a.bridges, b.bridges]))
 
     def _bring_back_later(self) -> None:
         """The pairs left for later, as the pieces they are now part of, within reach of
         each other and on the heap (those not tried already, of no common part)."""
+        live = self.live
         for p, q in self.later:
             i, j = sorted((self._now(p), self._now(q)))
-            if i != j and (i, j) not in self.tried and not self.parts[i] & self.parts[j]:
-                self.near[i].add(j)
-                self.near[j].add(i)
+            if i != j and (i, j) not in self.tried and not live[i].parts & live[j].parts:
+                live[i] = live[i]._replace(near=live[i].near | {j})
+                live[j] = live[j]._replace(near=live[j].near | {i})
         self.later = []
         self._fill_heap()
 
     def _fill_heap(self) -> None:
         """Every pair of live pieces worth trying (:meth:`_pairs`) and not tried yet on the
         heap, each once (from its lower id): a pair tried twice would fail twice alike."""
-        self.heap = [pair for i in self.alive for pair in self._pairs(i)
+        self.heap = [pair for i in self.live for pair in self._pairs(i)
                      if pair[1] == i and (i, pair[2]) not in self.tried]
         heapq.heapify(self.heap)
 
@@ -202,23 +243,24 @@ class _Merger:
         them."""
         return _outer_edges(self.area)
 
-    def _grid(self, k: int) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
-        """A piece's ring in grid units, its vertices' bytes and its outer edges
-        (:meth:`_grids_of`), made once (the first pieces' all at once)."""
-        if k not in self.grids:
-            if k < len(self.first_pieces):
-                self.grids[k] = self.first_grids[k]
-            else:
-                self.grids[k] = self._grids_of([self.alive[k]])[0]
-        return self.grids[k]
+    def _grid(self, k: int) -> _Grid:
+        """A piece's :data:`_Grid`, made once (the first pieces' all at once,
+        :meth:`_grids_of`) and kept in its record."""
+        piece = self.live[k]
+        if piece.grid is not None:
+            return piece.grid
+        grid = (self.first_grids[k] if k < len(self.first_pieces)
+                else self._grids_of([piece.polygon])[0])
+        self.live[k] = piece._replace(grid=grid)
+        return grid
 
     @functools.cached_property
-    def first_grids(self) -> list[tuple[np.ndarray, np.ndarray, np.ndarray]]:
+    def first_grids(self) -> list[_Grid]:
         """:meth:`_grids_of` every first piece, made together when a connector is first
         tried (array work on all of them at once, not on each in turn)."""
         return self._grids_of(self.first_pieces)
 
-    def _grids_of(self, pieces: list[Polygon]) -> list[tuple[np.ndarray, np.ndarray, np.ndarray]]:
+    def _grids_of(self, pieces: list[Polygon]) -> list[_Grid]:
         """Each piece's ring in grid units
         (:func:`~parcelsearch.planning.tiling.connectors.grid_rings`),
         its vertices' bytes and, for each vertex ``k``, whether the edge ``k → k+1`` is one
@@ -234,9 +276,9 @@ class _Merger:
         return list(zip(rings, np.split(_wire.vertex_bytes_array(xy / SCALE), starts),
                         np.split(outer, starts), strict=True))
 
-    def _connect(self, i: int, j: int) -> tuple[Polygon, int] | None:
-        """Pieces ``i`` and ``j`` joined by a connector, with its bytes, if that fits."""
-        own, other = self.bridges.get(i, _NO_EDGES), self.bridges.get(j, _NO_EDGES)
+    def _connect(self, i: int, j: int) -> _Joined | None:
+        """Pieces ``i`` and ``j`` joined by a connector, if that fits."""
+        own, other = self.live[i].bridges, self.live[j].bridges
         if len(own) and len(other) and crossing(own[:, 0], own[:, 1], other).any():
             return None  # their connectors cross: any ring holding both crosses itself
         (ra, va, oa), (rb, vb, ob) = self._grid(i), self._grid(j)
@@ -268,35 +310,31 @@ class _Merger:
                    (at_b + len(rb) + 2) % len(ring)]
         a, b, b_1, b2, a2, a_1 = ring[ends_at]
         new = np.array([[a, b], [b_1, b2], [b2, a2], [a2, a_1]])
-        self.made = ((ring, vbytes, outer), np.concatenate([earlier, new]))
-        return Polygon(ring / SCALE), size
+        return _Joined(Polygon(ring / SCALE), size, np.concatenate([earlier, new]),
+                       (ring, vbytes, outer))
 
-    def _replace(self, i: int, j: int, polygon: Polygon, size: int) -> None:
-        k = max(self.alive) + 1
+    def _put_joined(self, i: int, j: int, joined: _Joined) -> None:
+        """Pieces ``i`` and ``j`` replaced by what joining them made, under the next id: its
+        record, and new records for the pieces that touched or were near either (no piece
+        is near one that holds a part it holds); its pairs on the heap."""
+        live, gone = self.live, {i, j}
+        a, b = live.pop(i), live.pop(j)
+        k, self.next_id = self.next_id, self.next_id + 1
         self.merged_into[i] = self.merged_into[j] = k
-        del self.alive[i], self.alive[j], self.sizes[i], self.sizes[j]
-        self.grids.pop(i, None)
-        self.grids.pop(j, None)
-        self.alive[k], self.sizes[k] = polygon, size
-        both = [self.bridges.pop(i, _NO_EDGES), self.bridges.pop(j, _NO_EDGES)]
-        if self.made is not None:  # joined by a connector: its ring and edges are known
-            self.grids[k], edges = self.made
-        else:
-            edges = np.concatenate(both)
-        if len(edges):
-            self.bridges[k] = edges
-        for links in (self.touching, self.near):
-            joined = (links.pop(i) | links.pop(j)) - {i, j}
-            links[k] = joined
-            for m in joined:
-                links[m] -= {i, j}
-                links[m].add(k)
-        self.parts[k] = self.parts.pop(i) | self.parts.pop(j)
-        for m in [m for m in self.near[k] if self.parts[m] & self.parts[k]]:
-            self.near[k].discard(m)
-            self.near[m].discard(k)
+        parts = a.parts | b.parts
+        touching = (a.touching | b.touching) - gone
+        was_near = (a.near | b.near) - gone
+        near = frozenset(m for m in was_near if not live[m].parts & parts)
+        live[k] = _Piece(joined.polygon, joined.size, parts, touching, near, joined.bridges,
+                         joined.grid)
+        for m in touching | was_near:
+            other = live[m]
+            live[m] = other._replace(
+                touching=other.touching - gone | {k} if m in touching else other.touching,
+                near=other.near - gone | {k} if m in near else other.near - gone)
         for pair in self._pairs(k):
             heapq.heappush(self.heap, pair)
+
 
 
 def _sent_bytes(polygon: Polygon, budget: Budget) -> int:
