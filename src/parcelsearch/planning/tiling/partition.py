@@ -1,15 +1,13 @@
 """The exact partition: one area on the grid → the fewest single-ring pieces that fit a
 request line, whose union is exactly the area.
 
-Each part that does not fit is triangulated (constrained Delaunay: no new vertex), the
-triangles' dual graph gives a spanning tree, and the tree is cut into the fewest connected
-components whose rings fit (a piece's bytes add up over its triangles; Kundu & Misra's
-bottom-up rule is optimal for a tree). A component that is not one valid ring (it wraps
-round a hole, or pinches) is split again along the tree. Neighbouring pieces are then
-merged while the merged ring still fits and stays a valid single ring. Pieces are unions of
-whole triangles, so their union is exactly the snapped area and no cut adds a vertex: this
-is what beats recursive halving, whose straight cuts add vertices and, across a wiggly
-coast, fragments.
+Each part that does not fit is cut along its triangle tree into the fewest pieces that
+fit (:mod:`~parcelsearch.planning.tiling.tree_cut`); the area's pieces are then merged,
+neighbours by their union and parts by connectors, while the merged ring still fits and
+stays a valid single ring (:mod:`~parcelsearch.planning.tiling.merging`), and regrouped into
+fewer (:mod:`~parcelsearch.planning.tiling.repack`). Pieces are unions of whole triangles,
+so their union is exactly the snapped area and no cut adds a vertex: this is what beats
+recursive halving, whose straight cuts add vertices and, across a wiggly coast, fragments.
 """
 
 from __future__ import annotations
