@@ -972,7 +972,7 @@ def test_merging_tries_every_pair_within_reach_that_still_fits(monkeypatch, max_
     tile(area, max_request_bytes=max_bytes, match=POINT)
     merger = mergers[-1]
     room = merger.budget.max_request_bytes + merger.budget.base - 1
-    first = merger.first_pieces
+    first = merger.first.pieces
     near = merging._near(first, list(range(len(first))), merger.cos_lat)  # islands: parts
     within = {(p, q) for p, others in enumerate(near) for q in others if p < q}
     for p, q in within:
@@ -1012,8 +1012,8 @@ def test_outer_edges_are_the_area_boundary_edges_but_the_antimeridian_cut():
 
     pieces = list(shapely.get_parts(_island_cluster(30, seed=5)))
     merger = _Merger(pieces, list(range(len(pieces))), shapely.union_all(pieces), Budget())
-    alone = [merger._grids_of([piece])[0] for piece in pieces]
-    for together, single in zip(merger.first_grids, alone, strict=True):
+    alone = [merger.first.grids_of([piece])[0] for piece in pieces]
+    for together, single in zip(merger.first.grids, alone, strict=True):
         assert [a.tolist() for a in together] == [a.tolist() for a in single]
     assert all(outer.all() for _, _, outer in alone)  # islands: every edge is the area's
 

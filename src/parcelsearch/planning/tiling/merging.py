@@ -106,6 +106,73 @@ class _Joined(NamedTuple):
     grid: _Grid | None = None
 
 
+class _FirstPieces:
+    """An area's first pieces, which merging never changes: what a connector's link is
+    tested against (it may meet none of them but at its ends) and where their rings and the
+    area's outer edges are measured; each answer made once and kept."""
+
+    def __init__(self, area: BaseGeometry, pieces: list[Polygon]) -> None:
+        self.area, self.pieces = area, pieces
+        self.links: dict[tuple[int, ...], bool] = {}  # a link's ends → whether it is clear
+
+    def clear(self, a: np.ndarray, b: np.ndarray) -> list[bool]:
+        """Whether each link from ``a[k]`` to ``b[k]`` (grid units) meets no piece of the area
+        but at its two ends: the link less a hundredth of a grid step at each end meets none
+        (stricter than entering none, and far cheaper to test than the relation). The
+        pieces it is tested against are the first ones, which merging never changes, so each
+        answer is kept: a merged piece tries the same links again."""
+        keys = [(*p, *q) for p, q in zip(a.tolist(), b.tolist(), strict=True)]
+        todo = [k for k, key in enumerate(keys) if key not in self.links]
+        if todo:
+            start, end = a[todo], b[todo]
+            delta = end - start
+            step = delta / np.maximum(1.0, np.hypot(delta[:, 0], delta[:, 1]))[:, None] / 100
+            links = shapely.linestrings(np.stack([start + step, end - step], axis=1) / SCALE)
+            first, tree = self.tree
+            which, hits = tree.query(links)
+            met = which[shapely.intersects(first[hits], links[which])]
+            blocked = np.bincount(met, minlength=len(todo)) > 0
+            for k, shut in zip(todo, blocked.tolist(), strict=True):
+                self.links[keys[k]] = not shut
+        return [self.links[key] for key in keys]
+
+    @functools.cached_property
+    def tree(self) -> tuple[np.ndarray, shapely.STRtree]:
+        """The first pieces, prepared, and their tree: what links are tested against, made
+        when the first connector is tried (often none is)."""
+        first = np.asarray(self.pieces, dtype=object)
+        shapely.prepare(first)  # O(log n) a link
+        return first, shapely.STRtree(first)
+
+    @functools.cached_property
+    def outer(self) -> tuple[np.ndarray, np.ndarray]:
+        """The area's outer edges (:func:`_outer_edges`), made when a connector first needs
+        them."""
+        return _outer_edges(self.area)
+
+    @functools.cached_property
+    def grids(self) -> list[_Grid]:
+        """:meth:`grids_of` every first piece, made together when a connector is first
+        tried (array work on all of them at once, not on each in turn)."""
+        return self.grids_of(self.pieces)
+
+    def grids_of(self, pieces: list[Polygon]) -> list[_Grid]:
+        """Each piece's ring in grid units
+        (:func:`~parcelsearch.planning.tiling.connectors.grid_rings`),
+        its vertices' bytes and, for each vertex ``k``, whether the edge ``k → k+1`` is one
+        of the area's outer edges; all pieces measured at once."""
+        rings = grid_rings(pieces)
+        xy = np.concatenate(rings)
+        starts = np.cumsum([len(ring) for ring in rings])[:-1]
+        vertices, edges = self.outer
+        after = _next_in_ring(len(xy), starts)
+        keys, known = _edge_keys(vertices, xy, after)  # known: not a connector's end
+        found = np.minimum(np.searchsorted(edges, keys), len(edges) - 1)
+        outer = known & known[after] & (edges[found] == keys)
+        return list(zip(rings, np.split(_wire.vertex_bytes_array(xy / SCALE), starts),
+                        np.split(outer, starts), strict=True))
+
+
 class _Merger:
     """Pieces of one area merged, the pair with the fewest bytes first, while the merged ring
     fits: pieces sharing an edge by their union, pieces of different parts within a link's
@@ -141,8 +208,7 @@ class _Merger:
         self.next_id = len(pieces)  # ids are given in turn: a joined piece takes the next
         self.merged_into: dict[int, int] = {}  # a merged piece → the one it became part of
         self.tried: set[tuple[int, int]] = set()  # pairs tried (a pair fails twice alike)
-        self.area, self.first_pieces = area, pieces  # for outer and first_tree, made when needed
-        self.links: dict[tuple[int, ...], bool] = {}
+        self.first = _FirstPieces(area, pieces)
         self.heap: list[tuple[int, int, int]] = []
         self._fill_heap()
 
@@ -208,73 +274,16 @@ class _Merger:
             k = self.merged_into[k]
         return k
 
-    def _clear(self, a: np.ndarray, b: np.ndarray) -> list[bool]:
-        """Whether each link from ``a[k]`` to ``b[k]`` (grid units) meets no piece of the area
-        but at its two ends: the link less a hundredth of a grid step at each end meets none
-        (stricter than entering none, and far cheaper to test than the relation). The
-        pieces it is tested against are the first ones, which merging never changes, so each
-        answer is kept: a merged piece tries the same links again."""
-        keys = [(*p, *q) for p, q in zip(a.tolist(), b.tolist(), strict=True)]
-        todo = [k for k, key in enumerate(keys) if key not in self.links]
-        if todo:
-            start, end = a[todo], b[todo]
-            delta = end - start
-            step = delta / np.maximum(1.0, np.hypot(delta[:, 0], delta[:, 1]))[:, None] / 100
-            links = shapely.linestrings(np.stack([start + step, end - step], axis=1) / SCALE)
-            first, tree = self.first_tree
-            which, hits = tree.query(links)
-            met = which[shapely.intersects(first[hits], links[which])]
-            blocked = np.bincount(met, minlength=len(todo)) > 0
-            for k, shut in zip(todo, blocked.tolist(), strict=True):
-                self.links[keys[k]] = not shut
-        return [self.links[key] for key in keys]
-
-    @functools.cached_property
-    def first_tree(self) -> tuple[np.ndarray, shapely.STRtree]:
-        """The first pieces, prepared, and their tree: what links are tested against, made
-        when the first connector is tried (often none is)."""
-        first = np.asarray(self.first_pieces, dtype=object)
-        shapely.prepare(first)  # O(log n) a link
-        return first, shapely.STRtree(first)
-
-    @functools.cached_property
-    def outer(self) -> tuple[np.ndarray, np.ndarray]:
-        """The area's outer edges (:func:`_outer_edges`), made when a connector first needs
-        them."""
-        return _outer_edges(self.area)
-
     def _grid(self, k: int) -> _Grid:
         """A piece's :data:`_Grid`, made once (the first pieces' all at once,
-        :meth:`_grids_of`) and kept in its record."""
+        :meth:`_FirstPieces.grids`) and kept in its record."""
         piece = self.live[k]
         if piece.grid is not None:
             return piece.grid
-        grid = (self.first_grids[k] if k < len(self.first_pieces)
-                else self._grids_of([piece.polygon])[0])
+        grid = (self.first.grids[k] if k < len(self.first.pieces)
+                else self.first.grids_of([piece.polygon])[0])
         self.live[k] = piece._replace(grid=grid)
         return grid
-
-    @functools.cached_property
-    def first_grids(self) -> list[_Grid]:
-        """:meth:`_grids_of` every first piece, made together when a connector is first
-        tried (array work on all of them at once, not on each in turn)."""
-        return self._grids_of(self.first_pieces)
-
-    def _grids_of(self, pieces: list[Polygon]) -> list[_Grid]:
-        """Each piece's ring in grid units
-        (:func:`~parcelsearch.planning.tiling.connectors.grid_rings`),
-        its vertices' bytes and, for each vertex ``k``, whether the edge ``k → k+1`` is one
-        of the area's outer edges; all pieces measured at once."""
-        rings = grid_rings(pieces)
-        xy = np.concatenate(rings)
-        starts = np.cumsum([len(ring) for ring in rings])[:-1]
-        vertices, edges = self.outer
-        after = _next_in_ring(len(xy), starts)
-        keys, known = _edge_keys(vertices, xy, after)  # known: not a connector's end
-        found = np.minimum(np.searchsorted(edges, keys), len(edges) - 1)
-        outer = known & known[after] & (edges[found] == keys)
-        return list(zip(rings, np.split(_wire.vertex_bytes_array(xy / SCALE), starts),
-                        np.split(outer, starts), strict=True))
 
     def _connect(self, i: int, j: int) -> _Joined | None:
         """Pieces ``i`` and ``j`` joined by a connector, if that fits."""
@@ -285,8 +294,9 @@ class _Merger:
         earlier = np.concatenate([own, other])
 
         def takeable(starts: np.ndarray, ends: np.ndarray) -> list[bool]:
-            """Clear links (:meth:`_clear`) that cross no earlier connector of either."""
-            open_ = self._clear(starts, ends)
+            """Clear links (:meth:`_FirstPieces.clear`) that cross no earlier connector of
+            either."""
+            open_ = self.first.clear(starts, ends)
             if len(earlier) and any(open_):
                 crossed = crossing(starts, ends, earlier).tolist()
                 open_ = [ok and not cut for ok, cut in zip(open_, crossed, strict=True)]
