@@ -642,8 +642,9 @@ def test_areas_load_only_the_antimeridian_module():
 
 @pytest.mark.parametrize("connectors", [True, False])
 def test_exact_least_bounds_the_exact_pieces(connectors):
+    from parcelsearch.planning.tiling.bounds import exact_least
     from parcelsearch.planning.tiling.covers import prepared
-    from parcelsearch.planning.tiling.partition import exact_least, exact_pieces
+    from parcelsearch.planning.tiling.partition import exact_pieces
 
     budget = Budget()
     far = _islands(count=3, gap_m=4_000)
@@ -890,21 +891,21 @@ def test_connectors_crossing_earlier_ones_are_refused_before_any_ring_is_built(m
     connectors cross, would make a ring that crosses itself: they are refused up front
     (here, on an island cluster, at least ten times), and the pieces are exactly those
     made when only the ring's own validity check refuses them."""
-    import parcelsearch.planning.tiling.partition as partition
+    import parcelsearch.planning.tiling.merging as merging
 
     area = _island_cluster(seed=0)  # a cluster where refusals are common
     refused = []
-    check = partition.crossing
+    check = merging.crossing
 
     def counted(starts: np.ndarray, ends: np.ndarray, edges: np.ndarray) -> np.ndarray:
         found = check(starts, ends, edges)
         refused.append(int(found.sum()))
         return found
 
-    monkeypatch.setattr(partition, "crossing", counted)
+    monkeypatch.setattr(merging, "crossing", counted)
     early = tile(area, max_request_bytes=max_bytes, match=POINT)
     assert sum(refused) >= 10
-    monkeypatch.setattr(partition, "crossing", lambda starts, ends, edges: np.zeros(
+    monkeypatch.setattr(merging, "crossing", lambda starts, ends, edges: np.zeros(
         len(starts), dtype=bool))
     late = tile(area, max_request_bytes=max_bytes, match=POINT)
     assert [p.wkb for p in early] == [p.wkb for p in late]
@@ -932,7 +933,7 @@ def test_an_area_off_the_grid_at_many_vertices_is_grown_unchecked():
 def test_nearest_first_splits_the_pairs_within_reach_without_losing_one():
     """Each piece's few nearest pieces within reach (by their boxes) are tried first, both
     ways; every other pair within reach is left for later, and no pair is lost or added."""
-    from parcelsearch.planning.tiling.partition import _near, _nearest_first
+    from parcelsearch.planning.tiling.merging import _near, _nearest_first
 
     area = _island_cluster(60, seed=3)
     pieces = list(shapely.get_parts(area))
@@ -958,25 +959,26 @@ def test_merging_tries_every_pair_within_reach_that_still_fits(monkeypatch, max_
     two pieces of different parts within a link's reach whose bytes leave room for a
     connector are left untried, and far fewer connectors are tried than there are pairs
     within reach."""
-    import parcelsearch.planning.tiling.partition as partition
+    import parcelsearch.planning.tiling.merging as merging
     mergers = []
-    run = partition._Merger.run
+    run = merging._Merger.run
 
-    def kept(self: partition._Merger) -> list[Polygon]:
+    def kept(self: merging._Merger) -> list[Polygon]:
         mergers.append(self)
         return run(self)
 
-    monkeypatch.setattr(partition._Merger, "run", kept)
+    monkeypatch.setattr(merging._Merger, "run", kept)
     area = _island_cluster()
     tile(area, max_request_bytes=max_bytes, match=POINT)
     merger = mergers[-1]
     room = merger.budget.max_request_bytes + merger.budget.base - 1
-    first = merger.first_pieces
-    near = partition._near(first, list(range(len(first))), merger.cos_lat)  # islands: parts
+    first = merger.first.pieces
+    near = merging._near(first, list(range(len(first))), merger.cos_lat)  # islands: parts
     within = {(p, q) for p, others in enumerate(near) for q in others if p < q}
     for p, q in within:
         i, j = sorted((merger._now(p), merger._now(q)))
-        if i == j or merger.parts[i] & merger.parts[j] or merger.sizes[i] + merger.sizes[j] > room:
+        a, b = merger.live[i], merger.live[j]
+        if i == j or a.parts & b.parts or a.size + b.size > room:
             continue
         assert (i, j) in merger.tried
     assert len(merger.tried) < len(within) / 2
@@ -987,8 +989,8 @@ def test_outer_edges_are_the_area_boundary_edges_but_the_antimeridian_cut():
     edges, holes' too, undirected, but those running along ±180° where the area was split;
     and a ring's outer edges found among rings laid end to end are those found for it
     alone."""
-    from parcelsearch.planning.tiling.grid import snap
-    from parcelsearch.planning.tiling.partition import _OFFSET, _Merger, _outer_edges
+    from parcelsearch.planning.tiling.grid import CODE_OFFSET, snap
+    from parcelsearch.planning.tiling.merging import _Merger, _outer_edges
 
     area = snap(MultiPolygon([
         Polygon([(179.9, 10.0), (180.0, 10.0), (180.0, 10.1), (179.9, 10.1)]),
@@ -997,7 +999,7 @@ def test_outer_edges_are_the_area_boundary_edges_but_the_antimeridian_cut():
     ]))
     vertices, keys = _outer_edges(area)
     low, high = np.divmod(keys, len(vertices))
-    decode = lambda code: ((int(code) >> 31) - _OFFSET, (int(code) & (2**31 - 1)) - _OFFSET)  # noqa: E731
+    decode = lambda code: ((int(code) >> 31) - CODE_OFFSET, (int(code) & (2**31 - 1)) - CODE_OFFSET)  # noqa: E731
     found = {frozenset((decode(vertices[a]), decode(vertices[b])))
              for a, b in zip(low.tolist(), high.tolist(), strict=True)}
     expected = set()
@@ -1010,8 +1012,8 @@ def test_outer_edges_are_the_area_boundary_edges_but_the_antimeridian_cut():
 
     pieces = list(shapely.get_parts(_island_cluster(30, seed=5)))
     merger = _Merger(pieces, list(range(len(pieces))), shapely.union_all(pieces), Budget())
-    alone = [merger._grids_of([piece])[0] for piece in pieces]
-    for together, single in zip(merger.first_grids, alone, strict=True):
+    alone = [merger.first.grids_of([piece])[0] for piece in pieces]
+    for together, single in zip(merger.first.grids, alone, strict=True):
         assert [a.tolist() for a in together] == [a.tolist() for a in single]
     assert all(outer.all() for _, _, outer in alone)  # islands: every edge is the area's
 
