@@ -9,7 +9,7 @@ import numpy as np
 import pyproj
 import pytest
 import shapely
-from hypothesis import example, given
+from hypothesis import example, given, settings
 from hypothesis import strategies as st
 from shapely import MultiPolygon, Polygon, box
 
@@ -830,20 +830,26 @@ def test_a_fitted_ring_that_would_cross_itself_is_the_fallbacks():
     assert _fitted(star, 1.0, lambda: star).equals_exact(star, 0)  # fitted, it would cross itself
 
 
-def test_a_fitted_cover_beyond_the_reach_is_not_tried():
-    """The fitted simplification is tried first only when it stays within the area's reach;
-    else the first to try is plain Douglas-Peucker."""
-    from parcelsearch.planning.tiling.covers import M_PER_DEGREE, Frame, _douglas_peucker, _simpler
+@given(st.integers(0, 10_000), st.sampled_from([2.0, 5.0, 50.0, 500.0]),
+       st.integers(0, 3))
+@example(12, 5.0, 2)
+@settings(max_examples=40)
+def test_a_simplified_buffer_stays_in_its_band_by_construction(seed, tolerance, holes):
+    """The first simplification a cover tries (fitted, free vertices) holds nothing farther
+    than its distance from the buffer and keeps everything of the buffer farther than that
+    from its edge — no check against the area's reach is made, so this must hold by
+    construction (:func:`parcelsearch.planning.tiling.covers.cover`'s notes)."""
+    from parcelsearch.planning.tiling.covers import M_PER_DEGREE, Frame, _simpler
 
     metre = 1 / M_PER_DEGREE
-    area = Frame.of(fractal(10, levels=8, holes=0)).scaled()
-    grown = shapely.buffer(area, 2.5 * metre, quad_segs=4)
-    by = [2.3 * metre]
-    plain = _douglas_peucker(grown, by[0], preserve_topology=False)
-    far = next(_simpler(grown, by, lambda: shapely.buffer(area, 4.9 * metre, quad_segs=4)))
-    assert shapely.get_num_coordinates(far) < shapely.get_num_coordinates(plain)
-    near = next(_simpler(grown, by, lambda: shapely.buffer(area, 0.5 * metre, quad_segs=4)))
-    assert near.equals_exact(plain, 0)
+    area = Frame.of(fractal(seed, levels=7, holes=holes)).scaled()
+    grown = shapely.buffer(area, tolerance / 2 * metre, quad_segs=4)
+    distance = 0.49 * tolerance * metre
+    first = next(_simpler(grown, [distance]))
+    assert shapely.is_valid(first)
+    band = 1.01 * distance  # a polygonal buffer lies inside the true one (16 segments: 0.2 %)
+    assert shapely.covers(shapely.buffer(grown, band, quad_segs=16), first)
+    assert shapely.covers(first, shapely.buffer(grown, -band, quad_segs=16))
 
 
 @given(st.lists(st.tuples(st.integers(-6, 6), st.integers(-6, 6)), min_size=4, max_size=4),
