@@ -652,9 +652,9 @@ def _limit(geom: shapely.Geometry, tolerance: float, rule: str) -> int:
     """Fewest pieces the area could take under ``rule`` at ``tolerance``: the vertex bound
     of each group of parts that links the rule allows could join (each part alone where
     none may), of the area the pieces tile
-    (:func:`parcelsearch.planning.tiling.partition.exact_least`)."""
+    (:func:`parcelsearch.planning.tiling.bounds.exact_least`)."""
+    from parcelsearch.planning.tiling.bounds import exact_least
     from parcelsearch.planning.tiling.match_rule import link_limit_m
-    from parcelsearch.planning.tiling.partition import exact_least
     from parcelsearch.planning.tiling.pieces import TilingMemo
 
     area = TilingMemo().prepared(geom, tolerance)

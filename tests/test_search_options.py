@@ -161,8 +161,7 @@ def test_the_python_keywords_and_the_cli_flags_are_the_options_declared(
     import re
 
     import parcelsearch
-    from parcelsearch import commands
-    from parcelsearch.cli import build_parser, main
+    from parcelsearch.cli import build_parser, main, searching
 
     names = set(SearchOptions.names())
     parameters = inspect.signature(parcelsearch.search).parameters
@@ -184,7 +183,7 @@ def test_the_python_keywords_and_the_cli_flags_are_the_options_declared(
     usage = capsys.readouterr().out.split("\n\n")[0]
     assert set(re.findall(r"(?<![\w-])--[a-z][a-z-]*", usage)) == set(flags.values()) | \
         _CLI_INPUTS
-    handed = {keyword.arg for node in ast.walk(ast.parse(inspect.getsource(commands.run_search)))
+    handed = {keyword.arg for node in ast.walk(ast.parse(inspect.getsource(searching.run_search)))
               if isinstance(node, ast.Call) and ast.unparse(node.func).endswith(".search")
               for keyword in node.keywords}
     assert handed == names | {"client"}  # `parcelsearch search` hands on every option

@@ -9,7 +9,7 @@ import numpy as np
 import pyproj
 import pytest
 import shapely
-from hypothesis import example, given
+from hypothesis import example, given, settings
 from hypothesis import strategies as st
 from shapely import MultiPolygon, Polygon, box
 
@@ -642,8 +642,9 @@ def test_areas_load_only_the_antimeridian_module():
 
 @pytest.mark.parametrize("connectors", [True, False])
 def test_exact_least_bounds_the_exact_pieces(connectors):
+    from parcelsearch.planning.tiling.bounds import exact_least
     from parcelsearch.planning.tiling.covers import prepared
-    from parcelsearch.planning.tiling.partition import exact_least, exact_pieces
+    from parcelsearch.planning.tiling.partition import exact_pieces
 
     budget = Budget()
     far = _islands(count=3, gap_m=4_000)
@@ -829,20 +830,26 @@ def test_a_fitted_ring_that_would_cross_itself_is_the_fallbacks():
     assert _fitted(star, 1.0, lambda: star).equals_exact(star, 0)  # fitted, it would cross itself
 
 
-def test_a_fitted_cover_beyond_the_reach_is_not_tried():
-    """The fitted simplification is tried first only when it stays within the area's reach;
-    else the first to try is plain Douglas-Peucker."""
-    from parcelsearch.planning.tiling.covers import M_PER_DEGREE, Frame, _douglas_peucker, _simpler
+@given(st.integers(0, 10_000), st.sampled_from([2.0, 5.0, 50.0, 500.0]),
+       st.integers(0, 3))
+@example(12, 5.0, 2)
+@settings(max_examples=40)
+def test_a_simplified_buffer_stays_in_its_band_by_construction(seed, tolerance, holes):
+    """The first simplification a cover tries (fitted, free vertices) holds nothing farther
+    than its distance from the buffer and keeps everything of the buffer farther than that
+    from its edge — no check against the area's reach is made, so this must hold by
+    construction (:func:`parcelsearch.planning.tiling.covers.cover`'s notes)."""
+    from parcelsearch.planning.tiling.covers import M_PER_DEGREE, Frame, _simpler
 
     metre = 1 / M_PER_DEGREE
-    area = Frame.of(fractal(10, levels=8, holes=0)).scaled()
-    grown = shapely.buffer(area, 2.5 * metre, quad_segs=4)
-    by = [2.3 * metre]
-    plain = _douglas_peucker(grown, by[0], preserve_topology=False)
-    far = next(_simpler(grown, by, lambda: shapely.buffer(area, 4.9 * metre, quad_segs=4)))
-    assert shapely.get_num_coordinates(far) < shapely.get_num_coordinates(plain)
-    near = next(_simpler(grown, by, lambda: shapely.buffer(area, 0.5 * metre, quad_segs=4)))
-    assert near.equals_exact(plain, 0)
+    area = Frame.of(fractal(seed, levels=7, holes=holes)).scaled()
+    grown = shapely.buffer(area, tolerance / 2 * metre, quad_segs=4)
+    distance = 0.49 * tolerance * metre
+    first = next(_simpler(grown, [distance]))
+    assert shapely.is_valid(first)
+    band = 1.01 * distance  # a polygonal buffer lies inside the true one (16 segments: 0.2 %)
+    assert shapely.covers(shapely.buffer(grown, band, quad_segs=16), first)
+    assert shapely.covers(first, shapely.buffer(grown, -band, quad_segs=16))
 
 
 @given(st.lists(st.tuples(st.integers(-6, 6), st.integers(-6, 6)), min_size=4, max_size=4),
@@ -890,21 +897,21 @@ def test_connectors_crossing_earlier_ones_are_refused_before_any_ring_is_built(m
     connectors cross, would make a ring that crosses itself: they are refused up front
     (here, on an island cluster, at least ten times), and the pieces are exactly those
     made when only the ring's own validity check refuses them."""
-    import parcelsearch.planning.tiling.partition as partition
+    import parcelsearch.planning.tiling.merging as merging
 
     area = _island_cluster(seed=0)  # a cluster where refusals are common
     refused = []
-    check = partition.crossing
+    check = merging.crossing
 
     def counted(starts: np.ndarray, ends: np.ndarray, edges: np.ndarray) -> np.ndarray:
         found = check(starts, ends, edges)
         refused.append(int(found.sum()))
         return found
 
-    monkeypatch.setattr(partition, "crossing", counted)
+    monkeypatch.setattr(merging, "crossing", counted)
     early = tile(area, max_request_bytes=max_bytes, match=POINT)
     assert sum(refused) >= 10
-    monkeypatch.setattr(partition, "crossing", lambda starts, ends, edges: np.zeros(
+    monkeypatch.setattr(merging, "crossing", lambda starts, ends, edges: np.zeros(
         len(starts), dtype=bool))
     late = tile(area, max_request_bytes=max_bytes, match=POINT)
     assert [p.wkb for p in early] == [p.wkb for p in late]
@@ -932,7 +939,7 @@ def test_an_area_off_the_grid_at_many_vertices_is_grown_unchecked():
 def test_nearest_first_splits_the_pairs_within_reach_without_losing_one():
     """Each piece's few nearest pieces within reach (by their boxes) are tried first, both
     ways; every other pair within reach is left for later, and no pair is lost or added."""
-    from parcelsearch.planning.tiling.partition import _near, _nearest_first
+    from parcelsearch.planning.tiling.merging import _near, _nearest_first
 
     area = _island_cluster(60, seed=3)
     pieces = list(shapely.get_parts(area))
@@ -958,25 +965,26 @@ def test_merging_tries_every_pair_within_reach_that_still_fits(monkeypatch, max_
     two pieces of different parts within a link's reach whose bytes leave room for a
     connector are left untried, and far fewer connectors are tried than there are pairs
     within reach."""
-    import parcelsearch.planning.tiling.partition as partition
+    import parcelsearch.planning.tiling.merging as merging
     mergers = []
-    run = partition._Merger.run
+    run = merging._Merger.run
 
-    def kept(self: partition._Merger) -> list[Polygon]:
+    def kept(self: merging._Merger) -> list[Polygon]:
         mergers.append(self)
         return run(self)
 
-    monkeypatch.setattr(partition._Merger, "run", kept)
+    monkeypatch.setattr(merging._Merger, "run", kept)
     area = _island_cluster()
     tile(area, max_request_bytes=max_bytes, match=POINT)
     merger = mergers[-1]
     room = merger.budget.max_request_bytes + merger.budget.base - 1
-    first = merger.first_pieces
-    near = partition._near(first, list(range(len(first))), merger.cos_lat)  # islands: parts
+    first = merger.first.pieces
+    near = merging._near(first, list(range(len(first))), merger.cos_lat)  # islands: parts
     within = {(p, q) for p, others in enumerate(near) for q in others if p < q}
     for p, q in within:
         i, j = sorted((merger._now(p), merger._now(q)))
-        if i == j or merger.parts[i] & merger.parts[j] or merger.sizes[i] + merger.sizes[j] > room:
+        a, b = merger.live[i], merger.live[j]
+        if i == j or a.parts & b.parts or a.size + b.size > room:
             continue
         assert (i, j) in merger.tried
     assert len(merger.tried) < len(within) / 2
@@ -987,8 +995,8 @@ def test_outer_edges_are_the_area_boundary_edges_but_the_antimeridian_cut():
     edges, holes' too, undirected, but those running along ±180° where the area was split;
     and a ring's outer edges found among rings laid end to end are those found for it
     alone."""
-    from parcelsearch.planning.tiling.grid import snap
-    from parcelsearch.planning.tiling.partition import _OFFSET, _Merger, _outer_edges
+    from parcelsearch.planning.tiling.grid import CODE_OFFSET, snap
+    from parcelsearch.planning.tiling.merging import _Merger, _outer_edges
 
     area = snap(MultiPolygon([
         Polygon([(179.9, 10.0), (180.0, 10.0), (180.0, 10.1), (179.9, 10.1)]),
@@ -997,7 +1005,7 @@ def test_outer_edges_are_the_area_boundary_edges_but_the_antimeridian_cut():
     ]))
     vertices, keys = _outer_edges(area)
     low, high = np.divmod(keys, len(vertices))
-    decode = lambda code: ((int(code) >> 31) - _OFFSET, (int(code) & (2**31 - 1)) - _OFFSET)  # noqa: E731
+    decode = lambda code: ((int(code) >> 31) - CODE_OFFSET, (int(code) & (2**31 - 1)) - CODE_OFFSET)  # noqa: E731
     found = {frozenset((decode(vertices[a]), decode(vertices[b])))
              for a, b in zip(low.tolist(), high.tolist(), strict=True)}
     expected = set()
@@ -1010,8 +1018,8 @@ def test_outer_edges_are_the_area_boundary_edges_but_the_antimeridian_cut():
 
     pieces = list(shapely.get_parts(_island_cluster(30, seed=5)))
     merger = _Merger(pieces, list(range(len(pieces))), shapely.union_all(pieces), Budget())
-    alone = [merger._grids_of([piece])[0] for piece in pieces]
-    for together, single in zip(merger.first_grids, alone, strict=True):
+    alone = [merger.first.grids_of([piece])[0] for piece in pieces]
+    for together, single in zip(merger.first.grids, alone, strict=True):
         assert [a.tolist() for a in together] == [a.tolist() for a in single]
     assert all(outer.all() for _, _, outer in alone)  # islands: every edge is the area's
 

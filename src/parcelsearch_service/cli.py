@@ -1,4 +1,9 @@
-"""The ``serve`` and ``keys`` sub-commands of ``parcelsearch``.
+"""The reference service's commands of ``parcelsearch``: ``serve``, ``keys``, ``parcels`` and
+``portal`` (:mod:`parcelsearch_service.portal.commands`).
+
+Each is plugged into the one ``parcelsearch`` command through the entry point group
+``parcelsearch.commands`` (``pyproject.toml``), which loads :data:`SERVE`, :data:`KEYS`,
+:data:`PARCELS` and :data:`PORTAL` only when the command line names one of them.
 
 Defaults: the bundled demo data; the key store and certificates in the per-user service
 directory — ``$PARCELSEARCH_SERVICE_DIR`` if set, else ``$XDG_DATA_HOME/parcelsearch/service``
@@ -15,10 +20,13 @@ import json
 import logging
 import math
 import sys
+from collections.abc import Callable
+from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
 from parcelsearch._shared import count_argument
+from parcelsearch.cli.registry import Subcommands
 from parcelsearch.errors import ConfigurationError
 from parcelsearch.settings import KEY_TYPES
 from parcelsearch_service.keys import KeyStore
@@ -35,7 +43,7 @@ from parcelsearch_service.portal import commands as portal_commands
 from parcelsearch_service.store import MATCH_MODES
 from parcelsearch_service.tls import default_cert_dir
 
-__all__ = ["register"]
+__all__ = ["ServiceCommand", "SERVE", "KEYS", "PARCELS", "PORTAL"]
 
 
 def _keys_arg(parser: argparse.ArgumentParser) -> None:
@@ -252,8 +260,7 @@ def _keys_revoke(args: argparse.Namespace) -> int:
     return 0
 
 
-def register(commands: Any) -> None:
-    """Add ``serve``, ``keys`` and ``parcels`` to the top-level sub-parsers ``commands``."""
+def _add_serve(commands: Subcommands) -> None:
     serve = commands.add_parser(
         "serve",
         help="run the reference Search and Markets service over HTTPS",
@@ -291,19 +298,25 @@ def register(commands: Any) -> None:
                        "request log either way")
     serve.set_defaults(func=_serve)
 
+
+def _add_keys(commands: Subcommands) -> None:
     keys = commands.add_parser("keys", help="create, list and revoke API keys",
                                description="Manage the service's API keys.")
     sub = keys.add_subparsers(dest="keys_command", required=True, metavar="ACTION")
     create = sub.add_parser("create", help="create a key and print it (shown once)")
     _keys_arg(create)
-    create.add_argument("--name", required=True)
-    create.add_argument("--type", choices=list(KEY_TYPES), default="demo")
+    create.add_argument("--name", required=True,
+                        help="the key's name: unique, used by 'keys list' and 'keys revoke'")
+    create.add_argument("--type", choices=list(KEY_TYPES), default="demo",
+                        help="demo: 50 calls for the life of the key; production: 500 calls a "
+                             "calendar month (UTC); both 10 calls/s (default demo)")
     create.add_argument("--per-second", type=_rate, default=None, metavar="N",
                         help=f"calls a second, {MIN_RATE:g} to {MAX_RATE:,.0f} "
                         "(default: the type's)")
     create.add_argument("--quota", type=_quota, default=None, metavar="N",
                         help=f"calls, 0 to {MAX_QUOTA:,} (default: the type's)")
-    create.add_argument("--quota-period", choices=QUOTA_PERIODS, default=None)
+    create.add_argument("--quota-period", choices=QUOTA_PERIODS, default=None,
+                        help="lifetime or month: when the quota resets (default: its type's)")
     create.add_argument("--services", default=",".join(SERVICES),
                         help="comma-separated: search,markets (default both)")
     create.set_defaults(func=_keys_create)
@@ -313,10 +326,11 @@ def register(commands: Any) -> None:
     listing.set_defaults(func=_keys_list)
     revoke = sub.add_parser("revoke", help="revoke a key")
     _keys_arg(revoke)
-    revoke.add_argument("--name", required=True)
+    revoke.add_argument("--name", required=True, help="the name of the key to stop at once")
     revoke.set_defaults(func=_keys_revoke)
-    portal_commands.register(commands)
 
+
+def _add_parcels(commands: Subcommands) -> None:
     parcels = commands.add_parser(
         "parcels", help="make parcels for your areas, or load parcels into PostGIS",
         description="The service's parcels: 'synth' makes a synthetic fabric over any study "
@@ -354,3 +368,24 @@ def register(commands: Any) -> None:
     synth.set_defaults(func=_parcels_synth)
 
 
+@dataclass(frozen=True)
+class ServiceCommand:
+    """A command of the service: ``add`` adds its parser, each (sub-)parser sets ``func``, the
+    function that runs it. It handles its own signals (``serve`` runs uvicorn)."""
+
+    add: Callable[[Subcommands], None]
+    handles_signals = True
+
+    def add_to(self, commands: Subcommands) -> None:
+        """Add the command's parser and options to the sub-commands ``commands``."""
+        self.add(commands)
+
+    def run(self, args: argparse.Namespace) -> int:
+        """Run the function the parser chose: its exit status."""
+        return int(args.func(args) or 0)
+
+
+SERVE = ServiceCommand(_add_serve)
+KEYS = ServiceCommand(_add_keys)
+PARCELS = ServiceCommand(_add_parcels)
+PORTAL = ServiceCommand(portal_commands.register)

@@ -31,12 +31,11 @@ from parcelsearch import settings
 from parcelsearch._fetch import wire as _wire
 from parcelsearch.errors import InputError
 from parcelsearch.planning.areas import validate_areas
-from parcelsearch.planning.tiling.bounds import estimate, lower_bound, parts_bound
+from parcelsearch.planning.tiling.bounds import estimate, exact_least, lower_bound, parts_bound
 from parcelsearch.planning.tiling.connectors import MAX_LINK_M
 from parcelsearch.planning.tiling.covers import check_tolerance
 from parcelsearch.planning.tiling.grid import polygons
 from parcelsearch.planning.tiling.match_rule import check_match, link_limit_m
-from parcelsearch.planning.tiling.partition import exact_least
 from parcelsearch.planning.tiling.pieces import TilingMemo, tile
 from parcelsearch.planning.tiling.request_budget import BUDGET_PAGE, Budget
 
@@ -181,7 +180,7 @@ class Plan:
         fewest pieces linked parts could take (the vertex bound of each group of parts
         within :data:`~parcelsearch.planning.tiling.connectors.MAX_LINK_M` of each other, of the
         area
-        the pieces tile: :func:`~parcelsearch.planning.tiling.partition.exact_least`). A bound, not
+        the pieces tile: :func:`~parcelsearch.planning.tiling.bounds.exact_least`). A bound, not
         a
         tiling: computed on first use, in about the time of reading the parts."""
         if self.match == "representative-point" or not self.connectors:

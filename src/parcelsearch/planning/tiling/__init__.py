@@ -27,12 +27,15 @@ One concern a module, each importing only those above it:
   connector's sliver may reach under it;
 - ``repack``: fuller pieces: a group of neighbouring pieces re-cut into one fewer along
   any diagonals of their union;
-- ``partition``: the exact partition of a prepared area (a constrained triangulation's
-  dual tree cut into the fewest components that fit, neighbours merged, parts joined by
-  connectors, then repacked);
+- ``tree_cut``: one part cut into the fewest pieces that fit (a constrained
+  triangulation's dual tree cut into the fewest components, Kundu & Misra);
+- ``merging``: an area's pieces merged, the pair with the fewest bytes first: neighbours
+  by their union, parts joined by connectors;
+- ``partition``: the exact partition of a prepared area (tree cut, merged, then
+  repacked);
 - ``pieces``: :func:`tile`, and the :class:`TilingMemo` a plan owns;
 - ``bounds``: :func:`lower_bound`, :func:`parts_bound` and :func:`estimate`, far cheaper
-  than tiling.
+  than tiling, and ``exact_least``, the exact partition's bound.
 
 Names load their module on first use (PEP 562), so ``parcelsearch.planning.areas`` importing
 ``parcelsearch.planning.tiling.antimeridian`` loads that module (and the grid) alone.

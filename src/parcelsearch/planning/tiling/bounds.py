@@ -12,15 +12,19 @@ from shapely.geometry.base import BaseGeometry
 
 from parcelsearch import settings
 from parcelsearch.planning.tiling.antimeridian import joined_across_180
-from parcelsearch.planning.tiling.connectors import MAX_LINK_M, linked_groups
+from parcelsearch.planning.tiling.connectors import (
+    MAX_LINK_M,
+    link_cos_lat,
+    linked_groups,
+    reach_groups,
+)
 from parcelsearch.planning.tiling.covers import M_PER_DEGREE, Frame, check_tolerance
 from parcelsearch.planning.tiling.grid import polygons
 from parcelsearch.planning.tiling.match_rule import link_limit_m
-from parcelsearch.planning.tiling.partition import exact_least
 from parcelsearch.planning.tiling.pieces import TilingMemo
 from parcelsearch.planning.tiling.request_budget import Budget
 
-__all__ = ["estimate", "lower_bound", "parts_bound"]
+__all__ = ["estimate", "exact_least", "lower_bound", "parts_bound"]
 
 #: Fewest metres in one degree of latitude anywhere on the WGS84 ellipsoid (at the equator:
 #: a(1 − e²) × π/180), and fewest in one degree of longitude × cos(latitude) is more (a π/180).
@@ -38,7 +42,7 @@ def lower_bound(geometry: BaseGeometry, tolerance: float = 0.0, budget: Budget |
 
     Every vertex of the prepared area lies on some piece, a piece carries at most the
     budget's bytes of vertices, and parts that no chain of links the rule allows joins
-    never share a piece (:func:`~parcelsearch.planning.tiling.partition.exact_least`; each part
+    never share a piece (:func:`exact_least`; each part
     alone where no connector may be used). In tolerance mode the pieces are the cover's or
     the exact ones, whichever is better: the smaller bound holds. The default rule allows
     the longest links, so its bound holds under every rule.
@@ -54,6 +58,23 @@ def lower_bound(geometry: BaseGeometry, tolerance: float = 0.0, budget: Budget |
     if not check_tolerance(tolerance):
         return exact
     return min(exact, least(tolerance))
+
+
+def exact_least(area: BaseGeometry, budget: Budget, connectors: bool = True,
+                link_m: float = MAX_LINK_M) -> tuple[int, int]:
+    """Fewest pieces :func:`~parcelsearch.planning.tiling.partition.exact_pieces` can give
+    ``area``, and fewest request bytes: the vertex bound
+    (:meth:`~parcelsearch.planning.tiling.request_budget.Budget.vertex_bound`) of each group of
+    parts a chain of links (at most ``link_m`` metres) joins (each part alone without
+    ``connectors``), summed: no piece spans two groups."""
+    parts = polygons(area)
+    groups = (reach_groups(parts, link_cos_lat(area), link_m) if connectors
+              else [[k] for k in range(len(parts))])
+    rings = size = 0
+    for group in groups:
+        found = budget.vertex_bound(shapely.multipolygons([parts[k] for k in group]))
+        rings, size = rings + found[0], size + found[1]
+    return rings, size
 
 
 def estimate(

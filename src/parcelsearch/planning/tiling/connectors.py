@@ -24,11 +24,13 @@ the triangles').
 
 from __future__ import annotations
 
+import math
 from collections.abc import Callable, Sequence
 
 import numpy as np
 import shapely
 from shapely import Polygon
+from shapely.geometry.base import BaseGeometry
 
 from parcelsearch.planning.tiling.grid import SCALE
 
@@ -38,6 +40,7 @@ __all__ = [
     "crossing",
     "grid_rings",
     "grid_vertices",
+    "link_cos_lat",
     "link_reach_degrees",
     "linked_groups",
     "pairs_within_reach",
@@ -54,6 +57,13 @@ _PAIRS = 12
 _MEASURE_ALL = 4096
 #: Grid neighbours a connector's ends may step to.
 _STEPS = [(1, 0), (1, 1), (0, 1), (-1, 1), (-1, 0), (-1, -1), (0, -1), (1, -1)]
+
+
+def link_cos_lat(area: BaseGeometry) -> float:
+    """cos(latitude) links are measured with in ``area``: where a degree of longitude is
+    shortest (so a link is never measured shorter than it is)."""
+    _, miny, _, maxy = area.bounds
+    return math.cos(math.radians(min(89.9, max(abs(miny), abs(maxy)))))
 
 
 def link_reach_degrees(link_m: float = MAX_LINK_M) -> float:

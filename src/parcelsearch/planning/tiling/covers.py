@@ -109,19 +109,27 @@ def cover(geometry: BaseGeometry, tolerance: float) -> BaseGeometry:
        several times faster and may reach ``2e`` farther: :func:`_grown`);
     3. the buffer is simplified by at most ``0.49 t - 0.1`` m (less ``2e``), which keeps its
        boundary off the area (and ``0.5 t + 0.49 t - 0.1 < t``): first with free vertices
-       (:func:`~parcelsearch.planning.tiling.line_fitting.fitted`), kept only if it is valid and
-       stays within ``t - 0.1`` m of the area; else plain Douglas–Peucker, which is fast
-       but may drop area; if the covering check fails, the topology-preserving kind, then
-       half the distance, then none.
+       (:func:`~parcelsearch.planning.tiling.line_fitting.fitted`), kept if it is valid; else plain
+       Douglas–Peucker, which is fast but may drop area; if the covering check fails, the
+       topology-preserving kind, then half the distance, then none.
 
     The two halves of the tolerance go to the buffer and to the simplification (a band
     ``0.98 t - 0.2`` m wide for the simplified boundary). Free vertices use that band's
     whole width where Douglas–Peucker, whose vertices stay on the buffer, uses half of it
     on each side: on five real coastal regions with their islands, 238 pieces at 5 m
     against 280 with Douglas–Peucker in a band ``0.96 t - 0.2`` m wide (and 332 with the
-    earlier split ``0.05 t`` / ``0.5 t`` / ``0.4 t``). The reach is checked against the
-    buffer of step 2 grown by ``t/2 - 0.1`` m (less ``2e``) more with 8 segments a quarter
-    circle (:func:`_reach`), which lies inside the area's true reach.
+    earlier split ``0.05 t`` / ``0.5 t`` / ``0.4 t``).
+
+    Why a simplified ring stays in its band: each segment of a fitted or Douglas–Peucker
+    ring passes within the distance of the buffer's vertices it replaces, in order, and so
+    of the edges between them (the distance between two points moving along straight
+    lines is convex: :mod:`~parcelsearch.planning.tiling.line_fitting`). Mapping each edge of the
+    buffer's ring onto the stretch of segment between its ends' feet moves no point
+    farther than the distance, so a point farther than that from the buffer is wound
+    round as often by the simplified ring as by the buffer's: a valid simplification holds
+    no point farther than the distance from the buffer, and keeps every point of the
+    buffer farther than the distance from its edge, the area's among them (the covering
+    check finds where rounding or clipping bites).
     """
     return _covering(geometry, tolerance)[0]
 
@@ -135,9 +143,7 @@ def _covering(geometry: BaseGeometry, tolerance: float) -> tuple[BaseGeometry, B
     area = _fill_narrow_holes(frame.scaled(), (tolerance - _ROUNDING_M) * metre)
     grown, spent = _grown(area, tolerance / 2 * metre, _PRESIMPLIFY * tolerance * metre)
     distance = (0.49 * tolerance - _ROUNDING_M) * metre - 2 * spent
-    for simple in _simpler(grown, [distance, (0.24 * tolerance - _ROUNDING_M) * metre],
-                           lambda: _reach(grown, (tolerance / 2 - _ROUNDING_M) * metre
-                                          - 2 * spent)):
+    for simple in _simpler(grown, [distance, (0.24 * tolerance - _ROUNDING_M) * metre]):
         result = _back_to_lonlat(frame.lonlat(simple), frame.lon0)
         snapped = snap(clamped(result))
         if shapely.covers(snapped, geometry):
@@ -171,34 +177,21 @@ def _grown(area: BaseGeometry, distance: float, simplify_by: float) -> tuple[Bas
     return shapely.buffer(area, distance, quad_segs=4), 0.0
 
 
-def _reach(grown: BaseGeometry, further: float) -> BaseGeometry:
-    """How far a cover may reach: ``grown`` (the area grown by ``t/2``, :func:`_grown`) grown
-    by ``further`` (``t/2 - 0.1`` m, less twice what the area was simplified by), 8 segments
-    a quarter circle. Buffers add up (a disc and a disc are a disc) and each polygonal
-    buffer lies inside the true one, so this lies within the area grown by ``t - 0.1`` m —
-    made from the smooth ``grown``, it is some 20 times faster to make than from the area
-    itself at 500 m (a 12,559-vertex island: 0.016 s instead of 0.38 s). Eight segments lose
-    at most 0.5 % of ``further`` against the true disc (sixteen: 0.1 %, 1.3 times slower
-    to check at 5 m), within the 1 % of ``t`` kept between a simplification and the reach."""
-    return shapely.buffer(grown, further, quad_segs=8)
-
-
-def _simpler(grown: BaseGeometry, by: list[float],
-             reach: Callable[[], BaseGeometry]) -> Iterator[BaseGeometry]:
+def _simpler(grown: BaseGeometry, by: list[float]) -> Iterator[BaseGeometry]:
     """Simplifications of the buffer ``grown`` to try in turn, each within its distance of
     ``by``, then ``grown`` itself.
 
     First the fitted one (:func:`~parcelsearch.planning.tiling.line_fitting.fitted`, free vertices
     within ``by[0]``; a ring it would make cross itself is Douglas–Peucker's instead), if
-    it is valid and within the area's ``reach()`` (what it does not promise by
-    construction is checked); then plain Douglas–Peucker (Hausdorff, both ways:
+    it is valid (then it lies within ``by[0]`` of ``grown``: :func:`cover`'s notes); then
+    plain Douglas–Peucker (Hausdorff, both ways:
     :func:`_douglas_peucker`; about ten times faster than keeping topology on a large
     buffer; used only where it stays valid), then the topology-preserving kind at each
     distance."""
     if by and by[0] > 0:
         fast = functools.cache(lambda: _douglas_peucker(grown, by[0], preserve_topology=False))
         free = _fitted(grown, by[0], fast)
-        if shapely.is_valid(free) and shapely.covers(reach(), free):
+        if shapely.is_valid(free):
             yield free
         if shapely.is_valid(fast()):
             yield fast()

@@ -29,6 +29,7 @@ __all__ = [
     "GRID",
     "ROUNDING_MARGIN",
     "SCALE",
+    "CODE_OFFSET",
     "WORLD",
     "canonical_ring",
     "clamped",
@@ -37,6 +38,7 @@ __all__ = [
     "polygons",
     "snap",
     "sorted_pieces",
+    "vertex_codes",
 ]
 
 #: Spacing of the coordinate grid the service receives (6 decimals).
@@ -53,6 +55,9 @@ _MITRE_LIMIT = 1.5
 #: Vertices off the grid up to which :func:`grow_for_rounding` checks whether snapping an area
 #: loses any of it before growing it.
 _CHECKED_OFF_GRID = 8
+#: Added to grid coordinates (|value| ≤ 1.8e8 < 2**30) to make them non-negative 31-bit ints
+#: (:func:`vertex_codes`).
+CODE_OFFSET = 2**30
 #: Longitudes and latitudes the service accepts: every piece is clipped to them.
 WORLD = shapely.box(-180.0, -90.0, 180.0, 90.0)
 
@@ -122,3 +127,8 @@ def canonical_ring(polygon: Polygon) -> np.ndarray:
 def sorted_pieces(pieces: list[Polygon]) -> list[Polygon]:
     """Canonical pieces in the order they are sent: by first vertex, then vertex count."""
     return sorted(pieces, key=lambda p: tuple(p.exterior.coords[0]) + (len(p.exterior.coords),))
+
+
+def vertex_codes(ring: np.ndarray) -> np.ndarray:
+    """One int64 per vertex (grid units), ordered as ``(lon, lat)`` are."""
+    return np.asarray(((ring[:, 0] + CODE_OFFSET) << 31) | (ring[:, 1] + CODE_OFFSET))

@@ -1,9 +1,9 @@
-"""The analyst's commands (plan, search, markets, cache, demo), run from parsed arguments.
+"""The analyst's commands: demo, plan, search, markets, doctor; each declared beside its run.
 
-:mod:`parcelsearch.cli` parses and validates the options and maps errors to exit codes;
-this module does the work, writing results with :mod:`parcelsearch.outputs`. Messages name
-flags and environment variables, never Python arguments (errors render in the ``"cli"``
-dialect).
+Options are checked while parsing (:mod:`parcelsearch.cli.arguments`); the work imports
+geopandas, the client and the pipeline only when a command runs, so ``--help`` stays quick.
+Messages name flags and environment variables, never Python arguments (errors render in the
+``"cli"`` dialect).
 """
 
 from __future__ import annotations
@@ -13,17 +13,22 @@ import json
 import socket
 import sys
 from pathlib import Path
+from typing import TYPE_CHECKING
 from urllib.parse import urlsplit
 
-import geopandas as gpd
-import pandas as pd
-
-from parcelsearch import demo, market_list, outputs
-from parcelsearch._fetch.client import Client
-from parcelsearch._run import search_run as pipeline
-from parcelsearch._run.options import resolve_team, resolve_user
-from parcelsearch._run.recorded_runs import open_history, runs
-from parcelsearch.comparison import Side, compare
+from parcelsearch._shared import count_argument
+from parcelsearch.cli import arguments
+from parcelsearch.cli.arguments import (
+    ENVIRONMENT,
+    EXIT_CODES_NO_OUT,
+    add_areas,
+    add_connection,
+    add_out_map,
+    add_team_member,
+    exit_codes_text,
+)
+from parcelsearch.cli.printing import plural, print_table
+from parcelsearch.cli.registry import Command, Parser
 from parcelsearch.errors import (
     ConfigurationError,
     Hint,
@@ -32,29 +37,27 @@ from parcelsearch.errors import (
     ParcelSearchError,
     TransportError,
 )
-from parcelsearch.planning import plans as planning
-from parcelsearch.planning import reuse as plan_reuse
-from parcelsearch.planning.vector_files import read_vector
-from parcelsearch.result import SearchResult
 from parcelsearch.settings import options
-from parcelsearch.stores.local.cache import CacheFolder, ResponseCache
-from parcelsearch.stores.local.ledger import Ledger, Quota
 
-__all__ = ["run_plan", "run_search", "run_markets", "run_cache", "run_demo", "run_team",
-           "run_runs", "run_diff", "run_login", "run_logout", "run_profiles", "plural",
-           "check_listening"]
+if TYPE_CHECKING:
+    import geopandas as gpd
+
+    from parcelsearch._fetch.client import Client
+    from parcelsearch.result import SearchResult
+
+__all__ = ["COMMANDS", "run_plan", "run_search", "run_markets", "run_doctor", "run_demo",
+           "read_areas", "check_listening", "refresh_line"]
 
 #: Seconds to wait for the service to accept a connection before saying nothing listens.
 CONNECT_PROBE_SECONDS = 1.5
 
 
-def plural(n: int, word: str, many: str | None = None) -> str:
-    """``"1 piece"``, ``"2 pieces"``, ``"1 call"``, ``"0 calls"``."""
-    return f"{n:,} {word if n == 1 else (many or word + 's')}"
-
-
 def read_areas(args: argparse.Namespace) -> gpd.GeoDataFrame:
     """The study areas named on the command line (``AREAS``, ``--layer``, ``--crs``)."""
+    import pandas as pd
+
+    from parcelsearch.planning.vector_files import read_vector
+
     areas = read_vector(args.areas, layer=args.layer, crs=args.crs, what="study areas file")
     if not areas.index.equals(pd.RangeIndex(len(areas))):  # a GeoParquet's stored index:
         areas = areas.reset_index()  # a column like any other, under the CLI's id rule
@@ -67,11 +70,9 @@ def read_areas(args: argparse.Namespace) -> gpd.GeoDataFrame:
     return areas
 
 
-def _print_table(frame: pd.DataFrame, where: str = "") -> None:
-    print(outputs.terminal_table(frame, noun="area", where=where))
-
-
 def _client(args: argparse.Namespace) -> Client:
+    from parcelsearch._fetch.client import Client
+
     return Client(base_url=args.base_url, ca_bundle=args.ca_bundle, cache_dir=args.cache_dir,
                   profile=args.profile)
 
@@ -105,7 +106,49 @@ def check_listening(base_url: str, timeout: float = CONNECT_PROBE_SECONDS) -> No
         ) from None
 
 
+
+# -- demo ----------------------------------------------------------------------------------
+
+
+def _declare_demo(parser: Parser) -> None:
+    parser.add_argument("--out", default="parcelsearch-demo", metavar="DIR",
+                        help="folder for the GroupIDs, tiles and map (default "
+                             "./parcelsearch-demo)")
+    parser.add_argument("--quiet", action="store_true", help="no progress bar")
+
+
+def run_demo(args: argparse.Namespace) -> int:
+    """``parcelsearch demo``: the whole product on the demo data."""
+    from parcelsearch import demo  # lazy: the reference service
+
+    return demo.run_demo(args.out, progress=not args.quiet)
+
+
+DEMO = Command(
+    "demo", "the whole product on the demo data, no key needed", _declare_demo, run_demo,
+    description="Start the reference service on 127.0.0.1 with a fresh demo key, check "
+                "markets, plan, search, write GroupIDs, pieces and an offline HTML map, "
+                "then search again for zero calls.")
+
+
 # -- plan ----------------------------------------------------------------------------------
+
+
+def _declare_plan(parser: Parser) -> None:
+    add_areas(parser)
+    parser.add_argument("--out-tiles", type=arguments.output("check_tiles_path"), metavar="FILE",
+                        help="write the pieces: .gpkg, .geojson, .parquet or .shp")
+    parser.add_argument("--max-calls", type=count_argument(1), metavar="N",
+                        help="also print the smallest tolerance whose plan needs at most N "
+                             "calls")
+    parser.add_argument("--base-url", type=arguments.base_url, metavar="URL",
+                        help="the service a search would ask, for the matching rule "
+                             "'parcelsearch doctor --areas' learnt for it (default: "
+                             "$PARCELSEARCH_BASE_URL, or the profile's); nothing is sent")
+    parser.add_argument("--profile", metavar="NAME",
+                        help="the saved profile whose base URL to take the learnt rule of "
+                             "(default: $PARCELSEARCH_PROFILE); its key is not read")
+    add_out_map(parser, "the areas and their pieces")
 
 
 def run_plan(args: argparse.Namespace) -> int:
@@ -116,6 +159,10 @@ def run_plan(args: argparse.Namespace) -> int:
     (:func:`parcelsearch.rule_probe.rule_for`); for each area an earlier search kept pieces
     for in any CRS, those (:mod:`parcelsearch.planning.reuse`, read from the cache folder, never
     written), else new ones."""
+    from parcelsearch import outputs
+    from parcelsearch.planning import plans as planning
+    from parcelsearch.planning import reuse as plan_reuse
+
     match, learnt_for = args.match, None
     if match is None and options.source("match") == "default":  # as a search would plan
         from parcelsearch.rule_probe import rule_for
@@ -125,7 +172,7 @@ def run_plan(args: argparse.Namespace) -> int:
         planning.plan(read_areas(args), args.tolerance, id_column=args.id_column,
                       connectors=args.connectors, match=match),
         options.cache_dir, keep=False)
-    _print_table(made.summary(), "every piece in --out-tiles FILE")
+    print_table(made.summary(), "every piece in --out-tiles FILE")
     if match is not None and learnt_for is not None:
         print(f"\nplanned under the matching rule learnt for {learnt_for}: {match}")
     print(f"\n{plural(len(made.pieces), 'piece')}, at least {plural(made.min_calls, 'call')}")
@@ -146,7 +193,83 @@ def run_plan(args: argparse.Namespace) -> int:
     return 0
 
 
+PLAN = Command(
+    "plan", "show the pieces and minimum calls, spending nothing", _declare_plan, run_plan,
+    description="Split the study areas into the pieces a search would send and count the "
+                "calls they need at least. Spends nothing, needs no key.",
+    epilog=exit_codes_text(EXIT_CODES_NO_OUT))
+
+
 # -- search --------------------------------------------------------------------------------
+
+
+def _declare_search(parser: Parser) -> None:
+    add_areas(parser)
+    parser.add_argument(
+        "--out", required=True, type=arguments.output("check_ids_path"), metavar="FILE",
+        help="where to write the GroupIDs, by extension: .parquet or .csv (one row "
+             "per area and GroupID, with the area's columns), .gpkg or .geojson "
+             "(one feature per area, its GroupIDs listed in group_ids); "
+             "written even when the run stops early, marked incomplete. Never "
+             "destroyed: a run less complete than the file there (stopped, "
+             "refused, or one that found nothing beside one that found something) "
+             "leaves it as it was and is written beside it, to FILE's name with "
+             ".partial (or .empty) before the extension")
+    parser.add_argument("--out-tiles", type=arguments.output("check_tiles_path"), metavar="FILE",
+                        help="also write the pieces sent, with their rows, pages and calls: "
+                             ".gpkg, .geojson, .parquet or .shp")
+    add_out_map(parser, "the pieces, coloured by the parcels each found, the pieces a "
+                        "--refresh changed run found changed, and any areas skipped")
+    parser.add_argument("--force", action="store_true",
+                        help="replace --out and --out-tiles even with a less complete result")
+    parser.add_argument("--budget", type=count_argument(0), metavar="N",
+                        help="spend at most N calls in this run (refused before spending if "
+                             "the plan needs more, see --allow-partial)")
+    parser.add_argument("--allow-partial", action="store_true",
+                        help="with --budget below the plan's need: spend the budget and resume "
+                             "later")
+    parser.add_argument("--quota", type=arguments.quota, metavar="QUOTA",
+                        help="the key's quota if known: demo, production, 500/month, "
+                             "50/lifetime (default: $PARCELSEARCH_QUOTA); runs that cannot fit "
+                             "are refused")
+    parser.add_argument("--max-age", type=arguments.number(float, low=0,
+                                                           what="a number of seconds"),
+                        metavar="SECONDS", help="reuse cached pages at most this old (default: "
+                                                "any)")
+    parser.add_argument("--refresh", nargs="?", const="all", choices=["all", "changed"],
+                        default=None, metavar="all|changed",
+                        help="'all' (or --refresh alone): ignore cached pages, fetch everything "
+                             "again; 'changed': one call per piece (page 1) finds the pieces "
+                             "that changed since the last run, only those fetch their other "
+                             "pages, the rest reuse their cached pages (unchanged by inference)")
+    parser.add_argument("--verify-sample", type=arguments.fraction, default=None,
+                        metavar="FRACTION",
+                        help="with --refresh changed: also re-read the other pages of this "
+                             "fraction of the pieces inferred unchanged (default 0: no sample, "
+                             "so a refresh with no change spends exactly one call per piece; "
+                             "e.g. 0.05, priced before spending) and estimate, with a 95%% "
+                             "interval, the changed pieces inference missed")
+    parser.add_argument("--active-markets-only", action="store_true",
+                        help="skip areas whose market is not active (spends one call on the "
+                             "market list, then reuses it for a day; see --market-column)")
+    parser.add_argument("--market-column", default="market", metavar="COLUMN",
+                        help="column naming each area's market (default: market)")
+    parser.add_argument("--workers", type=count_argument(1), default=8, metavar="N",
+                        help="requests in flight at once, all paced by one rate limiter "
+                             "(default 8)")
+    parser.add_argument("--quiet", action="store_true",
+                        help="no progress bar and no price line (the price before spending, "
+                             "on stderr)")
+    add_connection(parser)
+    add_team_member(parser)
+
+
+def takes_sample(refresh: str | None) -> bool:
+    """Whether ``--refresh`` (``None``: not given) takes a ``--verify-sample``: the search
+    options' rule, asked while parsing so a mistake exits 2 before anything is read."""
+    from parcelsearch._run.options import refresh_mode, samples
+
+    return samples(refresh_mode(refresh))
 
 
 def run_search(args: argparse.Namespace) -> int:
@@ -155,6 +278,10 @@ def run_search(args: argparse.Namespace) -> int:
     Whenever the run stops with a partial result (budget, quota, a failure, an interrupt),
     that result is written to ``--out`` (marked incomplete) before the error is re-raised.
     """
+    from parcelsearch._run import search_run as pipeline
+    from parcelsearch.result import SearchResult
+    from parcelsearch.stores.local.ledger import Quota
+
     areas = read_areas(args)
     client = _client(args)
     quota = Quota.parse(args.quota)  # None: $PARCELSEARCH_QUOTA, checked before connecting
@@ -189,8 +316,10 @@ def run_search(args: argparse.Namespace) -> int:
 
 
 def _write(result: SearchResult, args: argparse.Namespace, *, partial: bool) -> None:
+    from parcelsearch import outputs
+
     out, tiles_out, kept = _destinations(result, args)
-    _print_table(result.summary(), f"every area in {out}")
+    print_table(result.summary(), f"every area in {out}")
     path = outputs.write_ids(result, out, force=True)
     if tiles_out is not None:
         outputs.write_tiles(result.tiles, tiles_out, outputs.run_metadata(result), force=True)
@@ -231,6 +360,8 @@ def _destinations(result: SearchResult, args: argparse.Namespace
     """Where ``--out`` and ``--out-tiles`` go: as named, or beside them
     (:func:`parcelsearch.outputs.aside_path`) when they hold a more complete result than this
     run's, which are then kept as they were (unless ``--force``); and why, if so."""
+    from parcelsearch import outputs
+
     meta = outputs.run_metadata(result)
     named = [Path(args.out)] + ([Path(args.out_tiles)] if args.out_tiles is not None else [])
     kept = None
@@ -266,16 +397,55 @@ def refresh_line(result: SearchResult) -> str:
     return line
 
 
-# -- markets, cache, demo --------------------------------------------------------------------
+SEARCH = Command(
+    "search", "find every GroupID inside the study areas", _declare_search, run_search,
+    description="Find every parcel GroupID inside the study areas for the fewest calls. "
+                "Every response is cached: running the same search again spends only "
+                "what is missing.",
+    epilog=ENVIRONMENT + "\n\n" + exit_codes_text())
+
+
+# -- markets, doctor -----------------------------------------------------------------------
+
+
+def _declare_markets(parser: Parser) -> None:
+    parser.add_argument("--json", action="store_true", help="print a JSON list")
+    add_connection(parser)
 
 
 def run_markets(args: argparse.Namespace) -> int:
     """``parcelsearch markets``: the active markets (one call, then cached a day)."""
+    from parcelsearch import market_list
+
     client = _client(args)
     check_listening(client.base_url)
     names = market_list.markets(client)
     print(json.dumps(names) if args.json else "\n".join(names))
     return 0
+
+
+MARKETS = Command(
+    "markets", "list the active markets (spends one call, then cached a day)", _declare_markets,
+    run_markets,
+    description="List the markets where zoning calls are worth making. Asking the service "
+                "spends one call of the key's quota; the list is then reused for a day.",
+    epilog=ENVIRONMENT)
+
+
+def _declare_doctor(parser: Parser) -> None:
+    parser.add_argument("--dry-run", action="store_true",
+                        help="list the checks and their price; spend nothing")
+    parser.add_argument("--yes", action="store_true", help="spend the calls without asking")
+    parser.add_argument("--areas", metavar="FILE",
+                        help="the study areas you mean to search (any file geopandas reads): "
+                             "one more call, page 1 of a sliver one grid step tall across the "
+                             "largest, learns whether the vendor matches parcels by a point "
+                             "(representative-point) or by their footprints (intersects), kept "
+                             "for the base URL and used by later searches")
+    parser.add_argument("--layer", metavar="NAME",
+                        help="the layer of --areas to read, from a file with several")
+    add_connection(parser)
+    parser.set_defaults(crs=None)
 
 
 def run_doctor(args: argparse.Namespace) -> int:
@@ -315,170 +485,20 @@ def _confirmed(question: str) -> bool:
     return input(question).strip().lower() in ("y", "yes")
 
 
-def run_cache(args: argparse.Namespace) -> int:
-    """``parcelsearch cache info|verify|clear``."""
-    cache = ResponseCache(args.cache_dir)
-    if args.action == "info":
-        for key, value in cache.info().items():
-            print(f"{key}: {value}")
-        usage = Ledger.in_folder(cache.directory).usage_by_key()
-        for fingerprint, used in usage.items():
-            print(f"calls by key sha256:{fingerprint}: {used.lifetime} for life, "
-                  f"{used.month} this month")
-        return 0
-    if args.action == "verify":
-        problems = cache.verify()
-        for problem in problems:
-            print(problem, file=sys.stderr)
-        print("cache OK" if not problems else f"{plural(len(problems), 'problem')} found")
-        return 1 if problems else 0
-    cache.clear()
-    print(f"cache cleared: {cache.directory}")
-    return 0
+DOCTOR = Command(
+    "doctor", "check the vendor at the base URL (2 calls, 3 with --areas; priced and "
+              "confirmed first)", _declare_doctor, run_doctor,
+    description="Check what the vendor at the base URL does where its specification is "
+                "silent: TLS, the key, the base URL's stage path, compression, the number "
+                "of the first page, how refusals are worded, the markets and, with "
+                "--areas, how it matches parcels to a polygon. It costs 2 calls of the "
+                "key's quota (3 with --areas; never more than one beyond that, redirects "
+                "and retries included), asked before spending (--yes: without asking; "
+                "--dry-run: none). What it learns is kept in the cache folder, so later "
+                "searches adapt without probing.",
+    epilog=ENVIRONMENT + "\n\nexit codes:\n"
+           "  0    every check passed or could not tell\n  1    a check failed\n"
+           "  2    usage, or the price was not confirmed (nothing was spent)")
 
-
-def run_demo(args: argparse.Namespace) -> int:
-    """``parcelsearch demo``: the whole product on the demo data."""
-    return demo.run_demo(args.out, progress=not args.quiet)
-
-
-# -- run history and diffs -------------------------------------------------------------------
-
-
-def run_runs(args: argparse.Namespace) -> int:
-    """``parcelsearch runs``: the run history, the latest first (a table or JSON)."""
-    frame = runs(args.cache_dir, team=resolve_team(args.team))
-    if args.json:
-        print(frame.to_json(orient="records", indent=1))
-        return 0
-    if frame.empty:
-        print("no runs recorded yet (every search records one)")
-        return 0
-    shown = frame.assign(run_id=frame["run_id"].str[:12], started=frame["started"].str[:19])
-    columns = ["run_id", "started", "mode", "tolerance", "areas", "pieces", "read", "inferred",
-               "sampled", "changed", "calls", "complete"]
-    _print_table(shown[columns + [c for c in ("member",) if c in shown.columns]]
-                 .set_index("run_id"))
-    return 0
-
-
-def _side(text: str, cache_dir: str | None, team: str | None) -> Side:
-    """A side of a diff: a file (a name with an extension, or any that exists), else a run id
-    of the run history in the cache folder (or the team store)."""
-    if Path(text).suffix or Path(text).exists():
-        return Side.of_file(text)
-    return Side.of_run(open_history(CacheFolder(cache_dir or options.cache_dir).ledger_path,
-                                    team=team), text)
-
-
-def run_diff(args: argparse.Namespace) -> int:
-    """``parcelsearch diff OLD NEW``: the rows added and removed, and a summary per area."""
-    team = resolve_team(args.team)
-    diff = compare(_side(args.old, args.cache_dir, team), _side(args.new, args.cache_dir, team))
-    _print_table(diff.summary)
-    if diff.summary["pieces"].isna().all():
-        print("pieces, read, inferred, sampled, changed_pieces: unknown (<NA>), since the new "
-              "side is a file of GroupIDs; compare run ids (parcelsearch runs) to count them")
-    print(f"\n{plural(diff.added, 'GroupID')} added, {plural(diff.removed, 'GroupID')} removed "
-          f"({diff.old} → {diff.new})")
-    if args.out:
-        print(f"rows written to {diff.to_file(args.out)}")
-    return 0
-
-
-# -- profiles --------------------------------------------------------------------------------
-
-
-def _read_key() -> str:
-    """The key typed at the terminal (no echo) or piped on standard input (one line)."""
-    import getpass
-
-    if sys.stdin is not None and sys.stdin.isatty():
-        return getpass.getpass("API key (not shown): ")
-    return (sys.stdin.readline() if sys.stdin is not None else "").strip()
-
-
-def run_login(args: argparse.Namespace) -> int:
-    """``parcelsearch login``: save a profile; the key in the OS keyring (else a 0600 file)."""
-    from parcelsearch import profiles
-    from parcelsearch._fetch.client import _resolve_key
-
-    profiles.check_name(args.profile)
-    key = _resolve_key(_read_key() or None)  # the client's rule: no blanks, ASCII
-    saved = profiles.save(args.profile, key, base_url=args.base_url,
-                          ca_bundle=args.ca_bundle)
-    print(f"profile {saved.name!r} saved: key sha256:{saved.fingerprint}… kept in "
-          f"{saved.kept_in}" + (f", base URL {saved.base_url}" if saved.base_url else ""))
-    return 0
-
-
-def run_logout(args: argparse.Namespace) -> int:
-    """``parcelsearch logout``: forget a profile and its key."""
-    from parcelsearch import profiles
-
-    if not profiles.remove(profiles.check_name(args.profile)):
-        raise ConfigurationError(f"no saved profile {args.profile!r}",
-                                 hints=[Hint("login", args.profile, "save one with {knob}")])
-    print(f"profile {args.profile!r} removed, its key with it")
-    return 0
-
-
-def run_profiles(args: argparse.Namespace) -> int:
-    """``parcelsearch profiles``: the saved profiles, keys shown by fingerprint only."""
-    from parcelsearch import profiles
-
-    frame = pd.DataFrame([{"profile": p.name, "base_url": p.base_url, "ca_bundle": p.ca_bundle,
-                           "key": f"sha256:{p.fingerprint}", "kept_in": p.kept_in}
-                          for p in profiles.profiles()],
-                         columns=["profile", "base_url", "ca_bundle", "key", "kept_in"])
-    if args.json:
-        print(frame.to_json(orient="records"))
-    elif frame.empty:
-        print("no profiles saved yet (parcelsearch login)")
-    else:
-        _print_table(frame.set_index("profile"))
-    return 0
-
-
-# -- team ------------------------------------------------------------------------------------
-
-
-def run_team(args: argparse.Namespace) -> int:
-    """``parcelsearch team init|quota|pace|budget|usage``: the team store and who spent what."""
-    from parcelsearch._fetch.client import _resolve_key, key_fingerprint
-    from parcelsearch.stores import team
-
-    url = resolve_team(getattr(args, "url", None) or args.team)
-    if url is None:
-        raise ConfigurationError("no team store given",
-                                 hints=[Hint("team", None, "pass {knob}")])
-    if args.team_action == "init":
-        before, after = team.init_team(url, args.member_role)
-        print(f"team store at version {after}" + (" (already)" if before == after else
-                                                  f" (was {before})"))
-        if args.member_role:
-            print(f"role {args.member_role} may search, not change the policy or the ledger")
-    elif args.team_action == "quota":
-        fingerprint = key_fingerprint(_resolve_key(None))
-        stored = team.set_quota(url, fingerprint, args.calls, args.period)
-        print(f"key sha256:{fingerprint}: quota {stored.describe()}")
-    elif args.team_action == "pace":
-        fingerprint = key_fingerprint(_resolve_key(None))
-        pace = team.set_pace(url, fingerprint, team.Pace(args.rate, args.margin, args.lease))
-        print(f"key sha256:{fingerprint}: {pace.rate:g} calls a second (a call every "
-              f"{pace.interval * 1000:.0f} ms, margin {pace.margin:g}), leases of "
-              f"{pace.lease_seconds:g} s")
-    elif args.team_action == "budget":
-        stored = team.set_budget(url, args.user, args.calls, args.period)
-        print(f"{resolve_user(args.user)}: budget {stored.limit} calls "
-              + ("a calendar month (UTC)" if stored.period == "month" else "for life"))
-    else:
-        frame = team.team_usage(url)
-        if args.json:
-            print(frame.astype(object).where(frame.notna(), None).to_json(orient="records"))
-        else:
-            _print_table(frame)
-            print("\na key's row counts the calls its members made in team mode through this "
-                  "store; calls made with the same key outside team mode (a search without "
-                  "--team, another tool) are not seen here: the vendor's portal counts them all")
-    return 0
+#: The commands of this module, in the order ``parcelsearch --help`` lists them.
+COMMANDS = (DEMO, PLAN, SEARCH, MARKETS, DOCTOR)
