@@ -7,10 +7,6 @@ keyword handed on.
 
 from __future__ import annotations
 
-import getpass
-import os
-import re
-import unicodedata
 from collections.abc import Callable, Mapping
 from dataclasses import dataclass, field, fields
 from typing import Any
@@ -18,6 +14,13 @@ from typing import Any
 from parcelsearch._shared import check_count
 from parcelsearch.errors import ConfigurationError, Hint
 from parcelsearch.stores.local.ledger import Quota
+from parcelsearch.stores.team.members import (
+    ENV_TEAM,
+    ENV_USER,
+    resolve_team,
+    resolve_user,
+)
+from parcelsearch.stores.team.members import shown as shown_url
 
 __all__ = ["SearchOptions", "DEFAULT_WORKERS", "ENV_TEAM", "ENV_USER", "REFRESH_MODES",
            "DEFAULT_VERIFY_SAMPLE", "PLANNING", "refresh_mode", "samples", "check_fraction",
@@ -25,12 +28,6 @@ __all__ = ["SearchOptions", "DEFAULT_WORKERS", "ENV_TEAM", "ENV_USER", "REFRESH_
 
 #: Threads sending requests; the client's shared pacer paces them all.
 DEFAULT_WORKERS = 8
-#: The team store's URL (``postgresql://…``), read when ``team`` is not given.
-ENV_TEAM = "PARCELSEARCH_TEAM"
-#: Who is running the search in a team, read when ``user`` is not given.
-ENV_USER = "PARCELSEARCH_USER"
-
-_USER = re.compile(r"[a-z0-9_.@-]{1,64}")
 
 #: ``refresh`` values: cached pages reused where present, none reused, or only unchanged.
 REFRESH_MODES = ("cached", "all", "changed")
@@ -85,59 +82,6 @@ def check_fraction(value: object, mode: str = "changed") -> float:
             f"verify_sample must be a fraction between 0 and 1, got {value!r}",
             hints=[Hint("verify_sample", 0.05, "for example {knob}")])
     return float(value)
-
-
-def resolve_team(team: str | None) -> str | None:
-    """The team store's URL: ``team``, else ``$PARCELSEARCH_TEAM``, else ``None`` (no team).
-
-    Raises
-    ------
-    ConfigurationError
-        Not a ``postgresql://`` URL.
-    """
-    source = ""
-    if team is None:
-        team, source = os.environ.get(ENV_TEAM) or None, f" (from {ENV_TEAM})"
-        if team is None:
-            return None
-    if not isinstance(team, str) or not team.startswith(("postgresql://", "postgres://")):
-        raise ConfigurationError(
-            f"team must be a postgresql:// URL{source}, got {_no_password(str(team))!r}",
-            hints=[Hint("team", "postgresql://host/db", "for example {knob}")])
-    return team
-
-
-def resolve_user(user: str | None) -> str:
-    """Who runs the search: ``user``, else ``$PARCELSEARCH_USER``, else the login name;
-    NFKC-normalised and case-folded (``Alice``, ``ALICE`` and ``Ａｌｉｃｅ`` are ``alice``).
-
-    Raises
-    ------
-    ConfigurationError
-        A name that is not 1-64 letters, digits or ``_.@-`` (the message shows at most its
-        first 40 characters).
-    """
-    source = ""
-    if user is None:
-        user, source = os.environ.get(ENV_USER) or None, f" (from {ENV_USER})"
-    if user is None:
-        try:
-            user, source = getpass.getuser(), " (the login name)"
-        except (KeyError, OSError):
-            user, source = "unknown", ""
-    folded = unicodedata.normalize("NFKC", user).casefold() if isinstance(user, str) else ""
-    if not _USER.fullmatch(folded):
-        shown = repr(user[:40]) + (f"… ({len(user)} characters)" if len(user) > 40 else "") \
-            if isinstance(user, str) else repr(type(user).__name__)
-        raise ConfigurationError(
-            f"user must be 1-64 letters, digits or _.@-{source}, got {shown}",
-            hints=[Hint("user", "alice", "for example {knob}")])
-    return folded
-
-
-def _no_password(url: str) -> str:
-    """A URL as it may be shown: without its password."""
-    return re.sub(r"(://[^:/@]*):[^@/]*@", r"\1:***@", url)
 
 
 #: Makes an option's value from what the user gave (``None``: not given) and the options
@@ -300,7 +244,7 @@ class SearchOptions:
     def __repr__(self) -> str:
         shown = {f.name: getattr(self, f.name) for f in fields(self)}
         if shown["team"]:
-            shown["team"] = _no_password(shown["team"])
+            shown["team"] = shown_url(shown["team"])
         return "SearchOptions(" + ", ".join(f"{k}={v!r}" for k, v in shown.items()) + ")"
 
 

@@ -47,7 +47,7 @@ def runs(cache_dir: str | os.PathLike[str] | None = None, *,
         ``id_name``, ``verification`` (the verify sample and its estimate), ``areas_ids``
         and ``areas_complete``.
     """
-    from parcelsearch._run.options import resolve_team
+    from parcelsearch.stores.team.members import resolve_team
 
     return open_history(CacheFolder(cache_dir).ledger_path, team=resolve_team(team)).runs()
 

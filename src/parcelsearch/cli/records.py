@@ -76,8 +76,8 @@ def _declare_runs(parser: Parser) -> None:
 
 def run_runs(args: argparse.Namespace) -> int:
     """``parcelsearch runs``: the run history, the latest first (a table or JSON)."""
-    from parcelsearch._run.options import resolve_team
     from parcelsearch._run.recorded_runs import runs
+    from parcelsearch.stores.team.members import resolve_team
 
     frame = runs(args.cache_dir, team=resolve_team(args.team))
     if args.json:
@@ -127,8 +127,8 @@ def _declare_diff(parser: Parser) -> None:
 
 def run_diff(args: argparse.Namespace) -> int:
     """``parcelsearch diff OLD NEW``: the rows added and removed, and a summary per area."""
-    from parcelsearch._run.options import resolve_team
     from parcelsearch.comparison import compare
+    from parcelsearch.stores.team.members import resolve_team
 
     team = resolve_team(args.team)
     diff = compare(_side(args.old, args.cache_dir, team), _side(args.new, args.cache_dir, team))

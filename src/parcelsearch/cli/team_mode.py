@@ -62,7 +62,7 @@ def _declare_team(parser: Parser) -> None:
 
 def run_team(args: argparse.Namespace) -> int:
     """``parcelsearch team init|quota|pace|budget|usage``: the team store and who spent what."""
-    from parcelsearch._run.options import resolve_team
+    from parcelsearch.stores.team.members import resolve_team
 
     url = resolve_team(getattr(args, "url", None) or args.team)
     if url is None:
@@ -108,8 +108,8 @@ def _pace(url: str, args: argparse.Namespace) -> None:
 
 
 def _budget(url: str, args: argparse.Namespace) -> None:
-    from parcelsearch._run.options import resolve_user
     from parcelsearch.stores import team
+    from parcelsearch.stores.team.members import resolve_user
 
     stored = team.set_budget(url, args.user, args.calls, args.period)
     print(f"{resolve_user(args.user)}: budget {stored.limit} calls "

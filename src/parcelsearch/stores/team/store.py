@@ -25,12 +25,12 @@ read-then-write race between members.
 
 from __future__ import annotations
 
-import re
 from collections.abc import Iterator
 from contextlib import contextmanager
 from typing import Any
 
 from parcelsearch.errors import Hint, TeamStoreError
+from parcelsearch.stores.team.members import shown
 
 __all__ = ["SCHEMA", "VERSION", "MEMBER_GRANTS", "init_team", "connect", "shown",
            "schema_version"]
@@ -300,9 +300,6 @@ GRANT EXECUTE ON FUNCTION {SCHEMA}.reserve(text, text, text, integer, text),
 """
 
 
-def shown(url: str) -> str:
-    """The store's URL as it may be shown: without its password."""
-    return re.sub(r"(://[^:/@]*):[^@/]*@", r"\1:***@", url)
 
 
 def _failure(url: str, exc: BaseException, doing: str) -> TeamStoreError:

@@ -7,10 +7,10 @@ import math
 from dataclasses import dataclass
 from typing import TYPE_CHECKING
 
-from parcelsearch._run.options import resolve_user
 from parcelsearch._shared import check_count
 from parcelsearch.errors import ConfigurationError
 from parcelsearch.stores.local.ledger import MAX_CALLS, Quota
+from parcelsearch.stores.team.members import resolve_user
 from parcelsearch.stores.team.store import (
     DEFAULT_LEASE,
     DEFAULT_MARGIN,
