@@ -33,21 +33,11 @@ from collections.abc import Callable, Sequence
 from concurrent.futures import ThreadPoolExecutor
 from typing import Any, TypeVar
 
+from parcelsearch_service import limits
 from parcelsearch_service.batching import Batcher
 from parcelsearch_service.errors import StoreBusyError
 from parcelsearch_service.keys import KeyStore
-from parcelsearch_service.limits import (
-    SETTLE_LAGS,
-    Admission,
-    Admitted,
-    Call,
-    Handled,
-    Outcome,
-    Refusal,
-    Result,
-    handle_admitted,
-    settling,
-)
+from parcelsearch_service.limits import Admission, Call, Outcome, Refusal, Result
 from parcelsearch_service.portal.storage import PortalStore
 from parcelsearch_service.postgis import PostgisParcelStore
 from parcelsearch_service.postgres_admission import PostgresAdmission
@@ -158,16 +148,17 @@ def admit_all(
     """
     admission = admission_for(store) if isinstance(store, KeyStore) else store
     decisions = admission.decide(calls, now)
-    handled: list[tuple[Admitted, Outcome[Any], Outcome[Any]]] = []
+    handled: list[tuple[limits.Admitted, Outcome[Any], Outcome[Any]]] = []
     try:
-        return handle_admitted(calls, decisions, handled)
+        return limits.handle_admitted(calls, decisions, handled)
     finally:
         _settle(admission.keys, handled)
 
 
-def _settle(store: KeyStore, handled: Handled) -> None:
-    """Run :func:`settling`'s statements in one transaction (if there are any)."""
-    statements = settling(handled)
+def _settle(store: KeyStore, handled: limits.Handled) -> None:
+    """Run :func:`~parcelsearch_service.limits.settling`'s statements in one transaction (if
+    there are any)."""
+    statements = limits.settling(handled)
     if not statements:
         return
     try:
@@ -175,7 +166,7 @@ def _settle(store: KeyStore, handled: Handled) -> None:
             for statement, params in statements:
                 store.execute(conn, statement, params)
     except StoreBusyError:  # the calls are counted and answered; only their rows lag
-        log.warning(SETTLE_LAGS, len(statements))
+        log.warning(limits.SETTLE_LAGS, len(statements))
 
 
 class Gateway:
