@@ -49,7 +49,8 @@ if TYPE_CHECKING:
     from parcelsearch_service.server import RunningService
 
 # The reference service and psycopg are imported inside the fixtures that use them, never
-# here: the toolkit's own tests run without either (tests/test_suite_markers.py checks it).
+# here: a toolkit test file that does not import them runs without either
+# (tests/test_fast_loop.py checks it).
 
 hypothesis_settings.register_profile("ci", derandomize=True, database=None, deadline=None,
                                      print_blob=True)
