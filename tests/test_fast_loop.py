@@ -41,6 +41,7 @@ def _imported(modules: object, *packages: str) -> list[str]:
     return [name for name in modules if name.split(".")[0] in packages]
 
 
+@pytest.mark.slow  # a fresh pytest process
 def test_a_toolkit_test_file_runs_without_importing_the_service_or_psycopg(
     tmp_path: Path,
 ) -> None:
@@ -55,6 +56,7 @@ def test_the_markers_are_registered(pytestconfig: pytest.Config) -> None:
     assert {"slow", "service", "postgres", "browser"} <= declared
 
 
+@pytest.mark.slow  # a fresh pytest process
 def test_the_readme_fast_loop_leaves_out_slow_browser_and_postgres_tests(
     tmp_path: Path,
 ) -> None:

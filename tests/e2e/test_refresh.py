@@ -119,6 +119,7 @@ def test_no_change_costs_one_call_per_piece_and_returns_the_same_ids(month: Mont
     assert month.key not in history.to_json()  # the key's fingerprint, never the key
 
 
+@pytest.mark.slow
 def test_the_default_refresh_keeps_its_promise_and_prices_the_sample(
         month: Month, capsys: pytest.CaptureFixture[str], monkeypatch: pytest.MonkeyPatch
 ) -> None:

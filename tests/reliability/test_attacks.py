@@ -305,6 +305,7 @@ def test_a_rate_stored_out_of_range_cannot_break_a_key(
 # ---------------------------------------------------------------- 5. slow and huge heads
 
 
+@pytest.mark.slow
 def test_slow_requests_are_cut_off_and_memory_stays_flat(svc: Any, figures: Any) -> None:
     """Connections that send a head slowly, half of one, nothing, or a body slowly are
     answered 408 (or closed) once :data:`REQUEST_TIMEOUT` passes; 40 of them holding 30 KiB
@@ -651,6 +652,7 @@ def _sweep(strategy: Any, path: str, browser: Browser, svc: Any,
     run()
 
 
+@pytest.mark.slow
 @pytest.mark.parametrize("mode", [GenerationMode.POSITIVE, GenerationMode.NEGATIVE],
                          ids=["positive", "negative"])
 def test_portal_forms_never_5xx(svc: Any, admin: Browser, mode: GenerationMode,
