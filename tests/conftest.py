@@ -63,7 +63,8 @@ _counter = itertools.count(1)
 
 # ---------------------------------------------------------------- markers, applied here
 # `service`, `postgres` and `browser` follow from what a test uses, so no test is marked by
-# hand (and none is forgotten); `slow` is marked by hand on the tests over ~5 s. The fast
+# hand (and none is forgotten); `slow` is marked by hand on the tests over ~5 s, and here on
+# the notebooks' cells (each notebook starts a kernel and a service of its own). The fast
 # inner loop (README, Tests): python -m pytest -m "not slow and not browser and not postgres".
 
 #: Fixtures that start the reference service: a test that uses one (directly or through
@@ -76,7 +77,8 @@ TESTS = Path(__file__).parent
 
 
 def pytest_collection_modifyitems(items: list[pytest.Item]) -> None:
-    """Mark each collected test ``service``, ``postgres`` and ``browser`` as it needs."""
+    """Mark each collected test ``service``, ``postgres`` and ``browser`` as it needs, and
+    the notebooks' cells ``slow``."""
     for item in items:
         for name in _needs(item):
             item.add_marker(name)
@@ -94,6 +96,8 @@ def _needs(item: pytest.Item) -> set[str]:
         needs.add("postgres")  # a backend/keys_location parameter "postgresql" starts one too
     if TESTS / "browser" in path.parents:
         needs.add("browser")
+    if path.suffix == ".ipynb":
+        needs.add("slow")  # nbval: a kernel (and a service) of its own per notebook
     return needs
 
 

@@ -69,7 +69,7 @@ def test_the_readme_fast_loop_leaves_out_slow_browser_and_postgres_tests(
     kept, left_out = _collected(tmp_path, [
         *argv[3:], "tests/test_areas.py", "tests/test_readme.py",
         "tests/browser/test_maps_offline_html.py", "tests/service/test_postgis.py",
-        "tests/e2e/test_service_search.py",
+        "tests/e2e/test_service_search.py", "notebooks/01_quickstart.ipynb",
     ])
     areas = _in(kept, "tests/test_areas.py")
     assert areas and all(marks == set() for marks in areas.values())  # the toolkit alone
@@ -82,6 +82,9 @@ def test_the_readme_fast_loop_leaves_out_slow_browser_and_postgres_tests(
     postgis = _in(left_out, "tests/service/test_postgis.py")  # the postgres fixture
     assert postgis and all({"postgres", "service"} <= marks for marks in postgis.values())
     assert not _in(kept, "tests/service/test_postgis.py")
+    notebook = _in(left_out, "notebooks/01_quickstart.ipynb")  # slow, as every notebook
+    assert notebook and all({"slow", "service"} <= marks for marks in notebook.values())
+    assert not _in(kept, "notebooks/01_quickstart.ipynb")
     served = _in(kept, "tests/e2e/test_service_search.py")  # the backend parameter
     assert served and all(name.endswith("[sqlite]") and marks == {"service"}
                           for name, marks in served.items())

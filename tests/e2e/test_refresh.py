@@ -263,6 +263,7 @@ def test_allow_partial_finishes_whole_areas_as_a_first_search_does(
     assert set(diff.rows["area_id"]) <= set(partial.areas_complete or [])
 
 
+@pytest.mark.slow
 def test_search_runs_and_diff_on_the_command_line(
         month: Month, demo_parcels: gpd.GeoDataFrame, capsys: pytest.CaptureFixture[str],
         monkeypatch: pytest.MonkeyPatch) -> None:

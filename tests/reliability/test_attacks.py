@@ -170,6 +170,7 @@ def _alive(pid: int) -> bool:
 # ---------------------------------------------------------------- 1. forwarded headers
 
 
+@pytest.mark.slow
 @pytest.mark.parametrize("trusted", [False, True], ids=["default", "forwarded-allow-ips"])
 def test_forwarded_headers_are_believed_only_from_named_proxies(
     spawn_service: Any, trusted: bool, figures: Any

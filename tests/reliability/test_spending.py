@@ -143,6 +143,7 @@ def test_a_signal_stops_spending_and_the_rerun_finishes(
                  f"both runs {total} calls vs {reference.calls} undisturbed")
 
 
+@pytest.mark.slow
 def test_keyboard_interrupt_in_python_keeps_the_partial_result(
     service: Any, make_key: Any, ca_bundle: str, wide_areas: gpd.GeoDataFrame, reference: Any,
     tmp_path: Path,
