@@ -230,6 +230,7 @@ def test_threads_put_and_get_concurrently(tmp_path: Path) -> None:
     assert reopened.verify() == []
 
 
+@pytest.mark.slow
 def test_a_page_survives_sigkill_right_after_put(tmp_path: Path) -> None:
     """A child puts pages and prints each key; it is SIGKILLed mid-stream."""
     script = (
@@ -257,6 +258,7 @@ def test_a_page_survives_sigkill_right_after_put(tmp_path: Path) -> None:
     assert reopened.verify() == []
 
 
+@pytest.mark.slow
 def test_a_thousand_pages_reopen_from_a_few_files(tmp_path: Path) -> None:
     """Speed is measured in bench/bench_search.py; here: every page back, few files."""
     cache = ResponseCache(tmp_path)

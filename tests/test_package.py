@@ -27,6 +27,7 @@ def test_importing_the_package_loads_nothing_heavy() -> None:
     assert out == "[]"
 
 
+@pytest.mark.slow
 @pytest.mark.parametrize(
     ("code", "registered"),
     [

@@ -197,6 +197,7 @@ def test_suggest_tolerance(areas):
     assert suggest_tolerance(areas, 1, id_column="tract", ladder=(1, 2)) is None
 
 
+@pytest.mark.slow
 def test_suggest_tolerance_is_the_smallest_rung_that_fits(areas):
     """Bisection on lower bounds finds what trying every rung in turn finds."""
     ladder = (1, 2, 5, 10, 20, 50, 100, 200, 500)
@@ -206,6 +207,7 @@ def test_suggest_tolerance_is_the_smallest_rung_that_fits(areas):
         assert suggest_tolerance(areas, max_calls, ladder, id_column="tract") == expected
 
 
+@pytest.mark.slow
 def test_suggest_tolerance_from_the_refused_plan_agrees_and_fits(areas):
     """Given the refused plan, the suggestion is what the areas alone give, and its plan
     fits: a refusal never suggests a tolerance that is refused again."""
@@ -245,6 +247,7 @@ def test_without_drops_areas_and_their_pieces_only() -> None:
     assert (less.tolerance, less.path, less.id_name) == (full.tolerance, full.path, full.id_name)
 
 
+@pytest.mark.slow
 def test_suggest_tolerance_keeps_what_it_makes_in_the_refused_plans_memo(areas):
     """The memo is the plan's: suggest_tolerance fills it, and planning the suggestion
     with it tiles nothing again — per area, the pieces of a plan made from scratch, or the

@@ -119,6 +119,7 @@ def test_no_change_costs_one_call_per_piece_and_returns_the_same_ids(month: Mont
     assert month.key not in history.to_json()  # the key's fingerprint, never the key
 
 
+@pytest.mark.slow
 def test_the_default_refresh_keeps_its_promise_and_prices_the_sample(
         month: Month, capsys: pytest.CaptureFixture[str], monkeypatch: pytest.MonkeyPatch
 ) -> None:
@@ -262,6 +263,7 @@ def test_allow_partial_finishes_whole_areas_as_a_first_search_does(
     assert set(diff.rows["area_id"]) <= set(partial.areas_complete or [])
 
 
+@pytest.mark.slow
 def test_search_runs_and_diff_on_the_command_line(
         month: Month, demo_parcels: gpd.GeoDataFrame, capsys: pytest.CaptureFixture[str],
         monkeypatch: pytest.MonkeyPatch) -> None:

@@ -8,6 +8,7 @@ from concurrent.futures import ThreadPoolExecutor
 from typing import Any
 
 import _conformance
+import pytest
 import requests
 
 from parcelsearch_service.server import RunningService
@@ -139,6 +140,7 @@ def test_spike_window_holds_under_concurrency(
     assert len(log) == statuses.count(200)
 
 
+@pytest.mark.slow
 def test_counters_survive_a_restart(
     service: Any, spawn_service: Callable[..., Any], ca_bundle: str
 ) -> None:

@@ -170,6 +170,7 @@ def _alive(pid: int) -> bool:
 # ---------------------------------------------------------------- 1. forwarded headers
 
 
+@pytest.mark.slow
 @pytest.mark.parametrize("trusted", [False, True], ids=["default", "forwarded-allow-ips"])
 def test_forwarded_headers_are_believed_only_from_named_proxies(
     spawn_service: Any, trusted: bool, figures: Any
@@ -305,6 +306,7 @@ def test_a_rate_stored_out_of_range_cannot_break_a_key(
 # ---------------------------------------------------------------- 5. slow and huge heads
 
 
+@pytest.mark.slow
 def test_slow_requests_are_cut_off_and_memory_stays_flat(svc: Any, figures: Any) -> None:
     """Connections that send a head slowly, half of one, nothing, or a body slowly are
     answered 408 (or closed) once :data:`REQUEST_TIMEOUT` passes; 40 of them holding 30 KiB
@@ -651,6 +653,7 @@ def _sweep(strategy: Any, path: str, browser: Browser, svc: Any,
     run()
 
 
+@pytest.mark.slow
 @pytest.mark.parametrize("mode", [GenerationMode.POSITIVE, GenerationMode.NEGATIVE],
                          ids=["positive", "negative"])
 def test_portal_forms_never_5xx(svc: Any, admin: Browser, mode: GenerationMode,

@@ -143,6 +143,7 @@ def _hammer_until_refused(url: str, key: str, ca: str, revoked_at: list[float],
                 return
 
 
+@pytest.mark.slow
 @pytest.mark.parametrize("how", ["KeyStore.revoke", "cli"])
 def test_revoked_key_stops_working_at_once(
     how: str, service: Any, make_key: Any, ca_bundle: str, figures: Any

@@ -155,6 +155,7 @@ def _used(keys_file: Path) -> int:
         store.close()
 
 
+@pytest.mark.slow
 def test_counters_survive_restart_and_crash(tmp_path: Path, figures: Any) -> None:
     keys_file, certs = tmp_path / "keys.sqlite", tmp_path / "certs"
     store = KeyStore(keys_file)

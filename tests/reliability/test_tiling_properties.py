@@ -268,6 +268,7 @@ _SETTINGS = settings(
 )
 
 
+@pytest.mark.slow
 @_SETTINGS
 @given(area=areas(), budget=st.sampled_from([7168, 1600]))
 @example(area=huge(1), budget=7168)
@@ -276,6 +277,7 @@ def test_exact_pieces_are_sendable_rings_whose_union_is_the_area(area, budget):
     check(area, 0.0, budget)
 
 
+@pytest.mark.slow
 @_SETTINGS
 @given(
     area=areas(), tolerance=st.sampled_from([1.0, 5.0, 40.0]), budget=st.sampled_from([7168, 1600])
