@@ -23,10 +23,9 @@ import sys
 from collections.abc import Callable
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Any
+from typing import Any, Protocol
 
 from parcelsearch._shared import count_argument
-from parcelsearch.cli.registry import Subcommands
 from parcelsearch.errors import ConfigurationError
 from parcelsearch.settings import KEY_TYPES
 from parcelsearch_service.keys import KeyStore
@@ -258,6 +257,15 @@ def _keys_revoke(args: argparse.Namespace) -> int:
         store.close()
     print(f"revoked {args.name}", file=sys.stderr)
     return 0
+
+
+class Subcommands(Protocol):
+    """Where a command adds its parser: the ``parcelsearch`` command's sub-commands
+    (:class:`parcelsearch.cli.registry.Subcommands`), as argparse's ``add_parser``."""
+
+    def add_parser(self, name: str, **kwargs: Any) -> argparse.ArgumentParser:
+        """Add the sub-command ``name``; its parser."""
+        ...
 
 
 def _add_serve(commands: Subcommands) -> None:
