@@ -3,7 +3,7 @@
 What PostGIS ``ST_Subdivide`` does with a vertex cap: each part is halved at the midpoint
 of its bounding box's longer side until every piece is one ring that fits the budget; no
 merging. It uses the planner's own grid, canonical rings and byte budget (public names of
-:mod:`parcelsearch.tiling`), so piece counts compare like for like. Only the benchmarks
+:mod:`parcelsearch.planning.tiling`), so piece counts compare like for like. Only the benchmarks
 and the tests that compare with it use it; the package never halves.
 """
 
@@ -17,8 +17,15 @@ from shapely import Polygon
 from shapely.geometry.base import BaseGeometry
 
 from parcelsearch import settings
-from parcelsearch.tiling.grid import GRID, SCALE, canonical_ring, polygons, snap, sorted_pieces
-from parcelsearch.tiling.request_budget import Budget
+from parcelsearch.planning.tiling.grid import (
+    GRID,
+    SCALE,
+    canonical_ring,
+    polygons,
+    snap,
+    sorted_pieces,
+)
+from parcelsearch.planning.tiling.request_budget import Budget
 
 __all__ = ["halving_baseline"]
 
@@ -38,7 +45,7 @@ def halving_baseline(
     geometry
         Polygon or MultiPolygon in EPSG:4326.
     max_request_bytes, path
-        The request-line budget, as for :func:`parcelsearch.tiling.tile`.
+        The request-line budget, as for :func:`parcelsearch.planning.tiling.tile`.
     """
     budget = Budget(max_request_bytes, path)
     pieces: list[Polygon] = []

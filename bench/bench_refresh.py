@@ -39,11 +39,11 @@ sys.path.insert(0, str(Path(__file__).parent))
 from _results import write_section  # noqa: E402
 
 import parcelsearch  # noqa: E402
-from parcelsearch.service import synth  # noqa: E402
-from parcelsearch.service.fabric_changes import EDITS, next_month  # noqa: E402
-from parcelsearch.service.polygon import parse_polygon  # noqa: E402
-from parcelsearch.service.server import RunningService, start_service  # noqa: E402
-from parcelsearch.service.store import ParcelStore  # noqa: E402
+from parcelsearch_service import synth  # noqa: E402
+from parcelsearch_service.fabric_changes import EDITS, next_month  # noqa: E402
+from parcelsearch_service.polygon import parse_polygon  # noqa: E402
+from parcelsearch_service.server import RunningService, start_service  # noqa: E402
+from parcelsearch_service.store import ParcelStore  # noqa: E402
 
 CITY = synth.MarketSpec("Lubbock, TX", -101.90, 33.50, 64, 70, rotation=8.0)
 TRACTS = (10, 15)  # study areas across and up the city

@@ -75,11 +75,12 @@ from bench_tiling import (  # noqa: E402
 )
 
 import parcelsearch  # noqa: E402
-from parcelsearch import _wire, tiling  # noqa: E402
-from parcelsearch.areas import validate_areas  # noqa: E402
-from parcelsearch.planning import Piece, Plan  # noqa: E402
-from parcelsearch.service import synth  # noqa: E402
-from parcelsearch.service.server import RunningService, start_service  # noqa: E402
+from parcelsearch import tiling  # noqa: E402
+from parcelsearch._fetch import wire as _wire
+from parcelsearch.planning.areas import validate_areas  # noqa: E402
+from parcelsearch.planning.plans import Piece, Plan  # noqa: E402
+from parcelsearch_service import synth  # noqa: E402
+from parcelsearch_service.server import RunningService, start_service  # noqa: E402
 
 TOLERANCE = 5.0
 
@@ -637,9 +638,9 @@ def _measured(work: Any) -> tuple[Any, float, float]:
 
 def _refusal(planned: Any, asked: bool = False) -> float | None:
     """What a search refused for half its calls does: plan, then suggest a tolerance where
-    it does so at once (:func:`parcelsearch.planning.suggests_at_once`); with ``asked``,
+    it does so at once (:func:`parcelsearch.planning.plans.suggests_at_once`); with ``asked``,
     what ``plan --max-calls N`` does: plan, then suggest."""
-    from parcelsearch.planning import suggests_at_once
+    from parcelsearch.planning.plans import suggests_at_once
 
     made = planned()
     if asked or suggests_at_once(made):
@@ -651,10 +652,10 @@ def _limit(geom: shapely.Geometry, tolerance: float, rule: str) -> int:
     """Fewest pieces the area could take under ``rule`` at ``tolerance``: the vertex bound
     of each group of parts that links the rule allows could join (each part alone where
     none may), of the area the pieces tile
-    (:func:`parcelsearch.tiling.partition.exact_least`)."""
-    from parcelsearch.tiling.match_rule import link_limit_m
-    from parcelsearch.tiling.partition import exact_least
-    from parcelsearch.tiling.pieces import TilingMemo
+    (:func:`parcelsearch.planning.tiling.bounds.exact_least`)."""
+    from parcelsearch.planning.tiling.bounds import exact_least
+    from parcelsearch.planning.tiling.match_rule import link_limit_m
+    from parcelsearch.planning.tiling.pieces import TilingMemo
 
     area = TilingMemo().prepared(geom, tolerance)
     return exact_least(area, tiling.Budget(), True, link_limit_m(rule, tolerance))[0]

@@ -6,7 +6,7 @@ distinct polygons (default 3,000) than the hit-list cache holds (512), cycled in
 every search is cold; the requests are spread over 2,000 production keys (10 calls/s each,
 as the vendor's), so the spike-arrest check counts a real window and no request is refused.
 In the same run, the stack's ceiling is measured: a trivial Starlette
-endpoint on the same uvicorn + TLS setup (:func:`parcelsearch.service.server.build_server`,
+endpoint on the same uvicorn + TLS setup (:func:`parcelsearch_service.server.build_server`,
 same worker count). For each configuration it reports requests/s at saturation and p50/p99
 at half that rate, each also as a ratio to the ceiling (the ceiling's latency measured at
 the same offered rate), and writes the table to ``bench/RESULTS.md`` (section ``service``).
@@ -65,12 +65,12 @@ sys.path.insert(0, str(Path(__file__).resolve().parent))
 
 from _results import write_section  # noqa: E402
 
-from parcelsearch._wire import ring_json  # noqa: E402
-from parcelsearch.service import synth  # noqa: E402
-from parcelsearch.service.keys import KeyStore  # noqa: E402
-from parcelsearch.service.postgis import TABLE, index_table, prepare_table  # noqa: E402
-from parcelsearch.service.server import bind_socket, build_server, run_workers  # noqa: E402
-from parcelsearch.service.tls import ensure_certificates  # noqa: E402
+from parcelsearch._fetch.wire import ring_json  # noqa: E402
+from parcelsearch_service import synth  # noqa: E402
+from parcelsearch_service.keys import KeyStore  # noqa: E402
+from parcelsearch_service.postgis import TABLE, index_table, prepare_table  # noqa: E402
+from parcelsearch_service.server import bind_socket, build_server, run_workers  # noqa: E402
+from parcelsearch_service.tls import ensure_certificates  # noqa: E402
 
 PG_BIN = Path(os.environ.get("PARCELSEARCH_PG_BIN", "/usr/lib/postgresql/15/bin"))
 CLI = [sys.executable, "-m", "parcelsearch.cli"]

@@ -47,8 +47,8 @@ from _results import write_section  # noqa: E402
 from bench_service import PG_BIN, Cluster  # noqa: E402
 
 import parcelsearch  # noqa: E402
-from parcelsearch.service.server import RunningService, start_service  # noqa: E402
-from parcelsearch.team import init_team  # noqa: E402
+from parcelsearch.stores.team import init_team  # noqa: E402
+from parcelsearch_service.server import RunningService, start_service  # noqa: E402
 
 MEMBERS = (1, 2, 4)
 #: Small cells over the demo fabric: one call each (page 1 of a piece of at most 100 parcels).

@@ -34,7 +34,8 @@ import numpy as np
 import pandas as pd
 import shapely
 
-from parcelsearch import settings, tiling
+from parcelsearch import settings
+from parcelsearch.planning import tiling
 
 sys.path.insert(0, str(Path(__file__).parent))
 from _halving import halving_baseline  # noqa: E402

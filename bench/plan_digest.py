@@ -25,7 +25,8 @@ from _halving import halving_baseline  # noqa: E402
 from bench_tiling import coast_regions, hard_areas, real_areas  # noqa: E402
 
 import parcelsearch  # noqa: E402
-from parcelsearch import _wire, demo, settings  # noqa: E402
+from parcelsearch import demo, settings  # noqa: E402
+from parcelsearch._fetch import wire as _wire
 
 _PAGE = 99999
 
@@ -42,7 +43,7 @@ def _cases() -> dict[str, Callable[[], gpd.GeoDataFrame]]:
 def _targets(areas: gpd.GeoDataFrame, mode: str) -> list[str]:
     """``area id, piece id, request target`` of every piece of ``areas`` in ``mode``."""
     if mode == "halving":
-        validated = parcelsearch.areas.validate_areas(areas)
+        validated = parcelsearch.planning.areas.validate_areas(areas)
         rings = [
             (area_id, piece_id, _wire.ring_json(ring.exterior.coords))
             for area_id, geom in validated.geometry.items()

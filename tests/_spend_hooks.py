@@ -5,11 +5,11 @@ from __future__ import annotations
 import threading
 from collections.abc import Callable
 
-from parcelsearch._http import RateLimiter
+from parcelsearch._fetch.http import RateLimiter
 
 
 class Reserving:
-    """A :class:`~parcelsearch._http.Spend` whose ``reserve`` calls ``hook`` before every
+    """A :class:`~parcelsearch._fetch.http.Spend` whose ``reserve`` calls ``hook`` before every
     attempt (it may raise to stop); nothing is paced beyond the client's own limiter, settled,
     refunded or paused."""
 

@@ -373,7 +373,7 @@ def vendor_fabric() -> tuple[Any, Any, dict[str, set[str]]]:
     import numpy as np
     import shapely
 
-    from parcelsearch.service import synth
+    from parcelsearch_service import synth
 
     rng = np.random.default_rng(37)
     width, depth, per_line = 0.0002, 0.0004, 25

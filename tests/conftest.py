@@ -24,6 +24,7 @@ the example (and its ``@reproduce_failure`` blob) to keep as an explicit ``@exam
 from __future__ import annotations
 
 import contextlib
+import functools
 import itertools
 import json
 import os
@@ -37,17 +38,19 @@ import tempfile
 import time
 from collections.abc import Callable, Iterator, Sequence
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
-import psycopg
 import pytest
 import requests
 from hypothesis import settings as hypothesis_settings
 
-from parcelsearch.service import synth
-from parcelsearch.service.keys import KeyStore
-from parcelsearch.service.postgis import load_parcels_into, open_parcel_store
-from parcelsearch.service.server import RunningService, start_service
+if TYPE_CHECKING:
+    from parcelsearch_service import synth
+    from parcelsearch_service.server import RunningService
+
+# The reference service and psycopg are imported inside the fixtures that use them, never
+# here: a toolkit test file that does not import them runs without either
+# (tests/test_fast_loop.py checks it).
 
 hypothesis_settings.register_profile("ci", derandomize=True, database=None, deadline=None,
                                      print_blob=True)
@@ -56,6 +59,56 @@ hypothesis_settings.register_profile("explore", max_examples=1_000, database=Non
 hypothesis_settings.load_profile(os.environ.get("HYPOTHESIS_PROFILE", "ci"))
 
 _counter = itertools.count(1)
+
+
+# ---------------------------------------------------------------- markers, applied here
+# `service`, `postgres` and `browser` follow from what a test uses, so no test is marked by
+# hand (and none is forgotten); `slow` is marked by hand on the tests over ~5 s, and here on
+# the notebooks' cells (each notebook starts a kernel and a service of its own). The fast
+# inner loop (README, Tests): python -m pytest -m "not slow and not browser and not postgres".
+
+#: Fixtures that start the reference service: a test that uses one (directly or through
+#: another fixture: ``make_key``, ``api_key``, ``ca_bundle``, ``https``, ...) is ``service``.
+SERVICE_FIXTURES = frozenset({
+    "service", "service_276", "start_own_service", "spawn_service", "conformance_service",
+    "conformance_276", "attack_service", "_vendor_session",
+})
+TESTS = Path(__file__).parent
+
+
+def pytest_collection_modifyitems(items: list[pytest.Item]) -> None:
+    """Mark each collected test ``service``, ``postgres`` and ``browser`` as it needs, and
+    the notebooks' cells ``slow``."""
+    for item in items:
+        for name in _needs(item):
+            item.add_marker(name)
+
+
+def _needs(item: pytest.Item) -> set[str]:
+    """The markers ``item`` earns by its fixtures, its parameters and its folder."""
+    used = set(getattr(item, "fixturenames", ()))
+    params = getattr(getattr(item, "callspec", None), "params", {})
+    path = Path(item.path)
+    needs = set()
+    if used & SERVICE_FIXTURES or TESTS / "service" in path.parents or _starts_service(path):
+        needs.add("service")
+    if "postgres" in used or any(_is_postgresql(value) for value in params.values()):
+        needs.add("postgres")  # a backend/keys_location parameter "postgresql" starts one too
+    if TESTS / "browser" in path.parents:
+        needs.add("browser")
+    if path.suffix == ".ipynb":
+        needs.add("slow")  # nbval: a kernel (and a service) of its own per notebook
+    return needs
+
+
+def _is_postgresql(value: object) -> bool:
+    return isinstance(value, str) and value == "postgresql"
+
+
+@functools.cache
+def _starts_service(path: Path) -> bool:
+    """A notebook that starts the reference service (``parcelsearch.local_service()``)."""
+    return path.suffix == ".ipynb" and "local_service(" in path.read_text(encoding="utf-8")
 
 
 class ApiKey(str):
@@ -131,6 +184,8 @@ def service(
     tmp_path_factory: pytest.TempPathFactory, service_cert_dir: Path
 ) -> Iterator[RunningService]:
     """The reference service on the bundled demo data (one per session)."""
+    from parcelsearch_service.server import start_service
+
     root = tmp_path_factory.mktemp("service")
     with start_service(keys=root / "keys.sqlite", cert_dir=service_cert_dir) as svc:
         yield svc
@@ -191,6 +246,8 @@ def start_own_service(
     """``start_own_service(parcels=None, markets=None, match=..., keys=None)``: a server of
     this test's own (keys in ``tmp_path``, certificates from the shared CA unless given, so
     ``https`` and ``ca_bundle`` work), stopped afterwards."""
+    from parcelsearch_service.server import start_service
+
     started: list[RunningService] = []
 
     def start(**kwargs: Any) -> RunningService:
@@ -208,6 +265,8 @@ def start_own_service(
 @pytest.fixture(scope="session")
 def example_276() -> synth.Example:
     """276 parcels inside one ring (a 6-unit condominium among them) and 24 outside."""
+    from parcelsearch_service import synth
+
     return synth.example_fabric(rows=276)
 
 
@@ -216,6 +275,8 @@ def service_276(
     tmp_path_factory: pytest.TempPathFactory, example_276: synth.Example, service_cert_dir: Path
 ) -> Iterator[RunningService]:
     """A session server on the 276-parcel example (same CA as ``service``)."""
+    from parcelsearch_service.server import start_service
+
     root = tmp_path_factory.mktemp("service276")
     with start_service(
         parcels=example_276.parcels, keys=root / "keys.sqlite", cert_dir=service_cert_dir
@@ -245,6 +306,8 @@ class PostgresCluster:
 
     def database(self, prefix: str = "t") -> str:
         """A new, empty database (PostGIS enabled); its URL."""
+        import psycopg
+
         name = f"{prefix}_{next(self._count)}"
         with psycopg.connect(self.url(), autocommit=True) as conn:
             conn.execute(f'CREATE DATABASE "{name}" TEMPLATE template_parcelsearch')
@@ -254,6 +317,8 @@ class PostgresCluster:
     def lost(self, url: str) -> Iterator[None]:
         """Within: the database at ``url`` (made by :meth:`database`) refuses connections and
         its sessions are ended, as a store lost mid-run; allowed again on leaving."""
+        import psycopg
+
         name = url.rsplit("/", 1)[1]
         with psycopg.connect(self.url(), autocommit=True) as conn:
             conn.execute(f'ALTER DATABASE "{name}" ALLOW_CONNECTIONS false')
@@ -293,6 +358,8 @@ def _free_port() -> int:
 @pytest.fixture(scope="session")
 def postgres() -> Iterator[PostgresCluster]:
     """The session's throwaway PostgreSQL + PostGIS cluster."""
+    import psycopg
+
     if not (PG_BIN / "initdb").exists():
         pytest.skip(f"PostgreSQL not found ({PG_BIN}/initdb missing); bash .ci/run installs it")
     root = Path(tempfile.mkdtemp(prefix="parcelsearch-pg-"))
@@ -348,7 +415,7 @@ BACKENDS = ("sqlite", "postgresql")
 class ServiceProcess:
     """``parcelsearch serve --workers N`` in a child process, with a key store handle here.
 
-    Attributes match :class:`~parcelsearch.service.server.RunningService` where the tests
+    Attributes match :class:`~parcelsearch_service.server.RunningService` where the tests
     use them: ``base_url``, ``port``, ``ca_path``, ``keys``, ``store`` (opened on first use).
     """
 
@@ -378,6 +445,8 @@ class ServiceProcess:
             self.stop()
             raise RuntimeError(f"parcelsearch serve did not start: {line!r}")
         self.base_url, self.port, self.ca_path = found[1], int(found[2]), Path(found[3])
+        from parcelsearch_service.keys import KeyStore
+
         self.keys = KeyStore(keys)
         self._store: Any = None
 
@@ -388,6 +457,8 @@ class ServiceProcess:
     def store(self) -> Any:
         """The same parcels, opened in this process (for expected answers)."""
         if self._store is None:
+            from parcelsearch_service.postgis import open_parcel_store
+
             self._store = open_parcel_store(self.parcels_location, match=self.match)
         return self._store
 
@@ -418,6 +489,8 @@ def _backend_locations(
         path = folder / "parcels.parquet"
         parcels.to_parquet(path)
         return str(folder / "keys.sqlite"), str(path)
+    from parcelsearch_service.postgis import load_parcels_into
+
     cluster: PostgresCluster = request.getfixturevalue("postgres")
     url = cluster.database("service")
     load_parcels_into(parcels, url)

@@ -11,8 +11,8 @@ import pytest
 import shapely
 from shapely import LineString, MultiPolygon, Point, Polygon, box
 
-from parcelsearch.areas import GeometryRepairedWarning, validate_areas
 from parcelsearch.errors import InputError
+from parcelsearch.planning.areas import GeometryRepairedWarning, validate_areas
 
 SQUARE = box(-97.5, 32.7, -97.4, 32.8)
 BOWTIE = Polygon([(-97.5, 32.7), (-97.4, 32.8), (-97.4, 32.7), (-97.5, 32.8)])

@@ -14,11 +14,12 @@ from typing import Any
 import pyarrow.parquet as pq
 import pytest
 
-from parcelsearch import _wire, demo_areas, search
-from parcelsearch.cache import CacheFolder, ResponseCache
-from parcelsearch.client import Client
+from parcelsearch import demo_areas, search
+from parcelsearch._fetch import wire as _wire
+from parcelsearch._fetch.client import Client
+from parcelsearch._fetch.page import Page
 from parcelsearch.errors import CacheError, MalformedResponseError
-from parcelsearch.page import Page
+from parcelsearch.stores.local.cache import CacheFolder, ResponseCache
 
 BASE = "https://127.0.0.1:8443"
 PATH = "/v1/search"
@@ -229,13 +230,14 @@ def test_threads_put_and_get_concurrently(tmp_path: Path) -> None:
     assert reopened.verify() == []
 
 
+@pytest.mark.slow
 def test_a_page_survives_sigkill_right_after_put(tmp_path: Path) -> None:
     """A child puts pages and prints each key; it is SIGKILLed mid-stream."""
     script = (
         "import sys, os\n"
         "sys.path.insert(0, os.path.dirname(sys.argv[2]))\n"
         "from test_cache import make_page\n"
-        "from parcelsearch.cache import ResponseCache\n"
+        "from parcelsearch.stores.local.cache import ResponseCache\n"
         "cache = ResponseCache(sys.argv[1], merge_every=7)\n"
         "for i in range(100000):\n"
         "    page = make_page(i)\n"
@@ -256,6 +258,7 @@ def test_a_page_survives_sigkill_right_after_put(tmp_path: Path) -> None:
     assert reopened.verify() == []
 
 
+@pytest.mark.slow
 def test_a_thousand_pages_reopen_from_a_few_files(tmp_path: Path) -> None:
     """Speed is measured in bench/bench_search.py; here: every page back, few files."""
     cache = ResponseCache(tmp_path)

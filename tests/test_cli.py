@@ -6,12 +6,14 @@ absence of Python: no traceback, no ``argument=``, no ``Client(...)`` or ``set_c
 
 from __future__ import annotations
 
-import argparse
 import json
+import os
 import re
+import signal
 import socket
 import subprocess
 import sys
+import tomllib
 import zipfile
 from pathlib import Path
 
@@ -20,9 +22,10 @@ import pytest
 from _cli import PYTHON, run
 
 import parcelsearch
-from parcelsearch import commands
-from parcelsearch.cli import EXIT_CODES, build_parser
-from parcelsearch.commands import plural
+from parcelsearch import errors
+from parcelsearch.cli import EXIT_CODES, build_parser, registry
+from parcelsearch.cli.printing import plural
+from parcelsearch.cli.registry import walk
 
 
 @pytest.fixture
@@ -279,19 +282,11 @@ def test_search_help_lists_the_environment_and_exit_codes(capsys) -> None:
 def test_every_option_and_action_has_help(command) -> None:
     """Every option, positional and sub-command of every command says what it does."""
     missing: list[str] = []
-
-    def walk(parser: argparse.ArgumentParser, path: str) -> None:
-        for action in parser._actions:
-            if isinstance(action, argparse._SubParsersAction):
-                helped = {c.dest for c in action._choices_actions if c.help}
-                for name, sub in action.choices.items():
-                    if name not in helped:
-                        missing.append(f"{path} {name}")
-                    walk(sub, f"{path} {name}")
-            elif not action.help:
-                missing.append(f"{path} {'/'.join(action.option_strings) or action.dest}")
-
-    walk(build_parser([command]), "parcelsearch")
+    for path, summary, parser in walk(build_parser([command]), ("parcelsearch",)):
+        if len(path) > 1 and not summary:
+            missing.append(" ".join(path))
+        missing += [f"{' '.join(path)} {'/'.join(action.option_strings) or action.dest}"
+                    for action in parser.arguments if not action.help]
     # With another command given, serve/keys are placeholders (the service is not imported).
     others = {"search": ("serve", "keys"), "serve": ("keys",), "keys": ("serve",)}[command]
     assert [m for m in missing if m.split(" ")[1] not in others] == []
@@ -302,7 +297,7 @@ def test_help_does_not_import_the_heavy_parts() -> None:
     code = ("import sys\nfrom parcelsearch.cli import main\n"
             "try:\n    main(['--help'])\nexcept SystemExit:\n    pass\n"
             "heavy = [m for m in ('geopandas', 'pandas', 'shapely', 'requests', 'starlette',"
-            " 'parcelsearch.service', 'parcelsearch.accessor') if m in sys.modules]\n"
+            " 'parcelsearch_service', 'parcelsearch.accessor') if m in sys.modules]\n"
             "print('HEAVY', heavy)\n")
     done = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True,
                           timeout=60)
@@ -312,10 +307,10 @@ def test_help_does_not_import_the_heavy_parts() -> None:
 
 def test_an_unexpected_error_is_one_line_not_a_traceback(files, capsys, monkeypatch) -> None:
     """A bug (any exception that is not a ParcelSearchError) still exits 1 with one line."""
-    def broken(args):
+    def broken(*args, **kwargs):
         raise ValueError("Unknown column geometry")
 
-    monkeypatch.setattr(commands, "run_plan", broken)
+    monkeypatch.setattr("parcelsearch.planning.plans.plan", broken)
     code, out, err = run(["plan", str(files / "areas.gpkg")], capsys)
     assert code == 1
     assert err.startswith("parcelsearch: error: unexpected ValueError: Unknown column geometry")
@@ -391,3 +386,93 @@ def test_plan_writes_an_offline_map_of_its_pieces(files: Path, capsys) -> None:
     data = page.split('<script id="ps-spec" type="application/json">')[1].split("</script>")[0]
     layers = {x["name"]: x["geojson"] for x in json.loads(data)["layers"]}
     assert len(layers["Pieces"]["features"]) == 7
+
+
+@pytest.mark.parametrize(
+    ("error", "code", "word"),
+    [
+        pytest.param(errors.ConfigurationError("no key"), 2, "error", id="configuration"),
+        pytest.param(errors.InputError("bad row"), 2, "error", id="input"),
+        pytest.param(errors.NotComparableError("other areas"), 2, "error", id="not-comparable"),
+        pytest.param(errors.QuotaWouldExceedError("too many", needed=9, allowed=3), 3,
+                     "stopped", id="quota-would-exceed"),
+        pytest.param(errors.BudgetExhaustedError("spent", spent=3, budget=3), 3, "stopped",
+                     id="budget-exhausted"),
+        pytest.param(errors.QuotaExhaustedError("no calls left", status=429), 3, "stopped",
+                     id="quota-exhausted"),
+        pytest.param(errors.AreasFailedError("2 areas failed", failures={"a": "400"}), 3,
+                     "stopped", id="areas-failed"),
+        pytest.param(errors.SearchInterrupted("stopped", signum=signal.SIGTERM), 143,
+                     "interrupted", id="interrupted"),
+        pytest.param(errors.AuthenticationError("bad key", status=401), 1, "error", id="key"),
+        pytest.param(errors.CacheError("unreadable"), 1, "error", id="cache"),
+    ],
+)
+def test_an_error_exits_with_its_class_s_exit_code(files, error, code, word, capsys,
+                                                   monkeypatch) -> None:
+    """The command line maps what a command raises to the exit status its class carries."""
+    def fails(*args, **kwargs):
+        raise error
+
+    monkeypatch.setattr("parcelsearch.planning.plans.plan", fails)
+    status, out, err = run(["plan", str(files / "areas.gpkg")], capsys)
+    assert (status, err) == (code, f"parcelsearch: {word}: {error.render('cli')}\n")
+    assert code in EXIT_CODES or code == 1
+
+
+def test_the_service_plugs_the_commands_the_help_lists() -> None:
+    """pyproject.toml's entry point group names the service's commands, and ``parcelsearch
+    --help`` lists exactly those (without importing the service); named, each is loaded."""
+    declared = tomllib.loads((Path(__file__).parents[1] / "pyproject.toml").read_text(
+        encoding="utf-8"))["project"]["entry-points"][registry.GROUP]
+    assert list(declared) == list(registry.plugged()) == list(registry.LISTED)
+    assert all(value.startswith("parcelsearch_service.") for value in declared.values())
+    listed = build_parser(["--help"]).subcommands
+    assert listed is not None and {name: listed.summaries[name] for name in declared} == \
+        registry.LISTED
+    loaded = build_parser(["keys"]).subcommands
+    assert loaded is not None
+    keys = loaded.parsers["keys"].subcommands
+    assert keys is not None and list(keys.parsers) == ["create", "list", "revoke"]
+
+
+def test_a_command_plugged_through_installed_metadata_runs(tmp_path: Path) -> None:
+    """Any installed distribution's entry point in the group adds a command; it is imported
+    only when named (``--help`` lists it by name alone, without importing it)."""
+    dist = tmp_path / "hello_plugin-1.0.dist-info"
+    dist.mkdir()
+    (dist / "METADATA").write_text("Metadata-Version: 2.1\nName: hello-plugin\nVersion: 1.0\n")
+    (dist / "entry_points.txt").write_text(f"[{registry.GROUP}]\nhello = hello_plugin:HELLO\n")
+    (tmp_path / "hello_plugin.py").write_text(
+        "import sys\nfrom parcelsearch.cli.registry import Command\n"
+        "print('hello_plugin imported', file=sys.stderr)\n"
+        "def declare(parser):\n    parser.add_argument('--name', help='who')\n"
+        "def run(args):\n    print(f'hello {args.name}')\n    return 4\n"
+        "HELLO = Command('hello', 'say hello', declare, run)\n")
+    env = {**os.environ, "PYTHONPATH": os.pathsep.join(
+        [str(tmp_path), str(Path(parcelsearch.__file__).parents[1])])}
+
+    def cli(*argv: str) -> subprocess.CompletedProcess[str]:
+        return subprocess.run([sys.executable, "-m", "parcelsearch.cli", *argv], env=env,
+                              capture_output=True, text=True, timeout=60, cwd=tmp_path)
+
+    done = cli("hello", "--name", "Ada")
+    assert (done.returncode, done.stdout) == (4, "hello Ada\n"), done.stderr
+    listing = cli("--help")
+    assert listing.returncode == 0 and re.search(r"^    hello$", listing.stdout, flags=re.M)
+    for done in (listing, cli("runs", "--help")):
+        assert "hello_plugin imported" not in done.stderr
+
+
+def test_no_argparse_private_attributes() -> None:
+    """The parsers are read through :class:`parcelsearch.cli.registry.Parser`'s public
+    attributes, never argparse's private ones."""
+    private = re.compile(r"\._(actions|option_string_actions|subparsers|name_parser_map|"
+                         r"choices_actions|SubParsersAction)\b")
+    root = Path(__file__).parents[1]
+    found = [f"{path.relative_to(root)}:{number}"
+             for path in [*(root / "src").rglob("*.py"), *(root / "docs" / "_ext").glob("*.py"),
+                          *(root / "tests").rglob("*.py")]
+             for number, line in enumerate(path.read_text(encoding="utf-8").splitlines(), 1)
+             if private.search(line) and path != Path(__file__)]
+    assert found == []

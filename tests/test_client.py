@@ -27,8 +27,8 @@ import trustme
 from _spend_hooks import Reserving
 from _threads import moments
 
-from parcelsearch import _wire
-from parcelsearch.client import Client, RateLimiter, RetryPolicy, key_fingerprint
+from parcelsearch._fetch import wire as _wire
+from parcelsearch._fetch.client import Client, RateLimiter, RetryPolicy, key_fingerprint
 from parcelsearch.errors import (
     AuthenticationError,
     BadPolygonError,

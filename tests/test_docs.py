@@ -32,6 +32,7 @@ import parcelsearch
 import parcelsearch.accessor
 import parcelsearch.maps
 from parcelsearch import cli
+from parcelsearch.cli.registry import LISTED
 
 REFERENCE = GUIDE / "reference"
 sys.path.insert(0, str(GUIDE / "_ext"))  # the site's own Sphinx extensions
@@ -176,7 +177,7 @@ def test_the_command_line_page_walks_every_command() -> None:
     from cli_reference import commands, full_parser
 
     paths = [" ".join(path) for path, _, _ in commands(full_parser())]
-    for name in [*cli.SERVICE_COMMANDS, "demo", "plan", "search", "markets", "cache"]:
+    for name in [*LISTED, "demo", "plan", "search", "markets", "cache"]:
         assert f"parcelsearch {name}" in paths
     assert "parcelsearch keys create" in paths
     assert "```{parcelsearch-cli}" in (GUIDE / "guide" / "cli.md").read_text()

@@ -10,8 +10,7 @@ import pytest
 
 import parcelsearch
 from parcelsearch import errors
-from parcelsearch.client import Client
-from parcelsearch.service import errors as service_errors
+from parcelsearch._fetch.client import Client
 
 RING = "[[-99.74,32.44],[-99.73,32.44],[-99.73,32.45],[-99.74,32.44]]"
 
@@ -42,6 +41,8 @@ def test_the_tree_drawn_in_the_docstring_is_the_tree_in_the_code() -> None:
         if stack:
             drawn[name] = stack[-1][1]
         stack.append((depth, name))
+    from parcelsearch_service import errors as service_errors
+
     classes = {**_classes(), **_classes(service_errors)}  # the service's are drawn too
     public = {n for n in classes if not n.startswith("_")}
     assert set(drawn) | {"ParcelSearchError"} == public
@@ -50,6 +51,8 @@ def test_the_tree_drawn_in_the_docstring_is_the_tree_in_the_code() -> None:
 
 
 def test_the_service_has_its_own_errors() -> None:
+    from parcelsearch_service import errors as service_errors
+
     assert all(issubclass(c, errors.ParcelSearchError)
                for c in _classes(service_errors).values())
     assert not set(_classes(service_errors)) & set(_classes())

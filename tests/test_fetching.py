@@ -11,12 +11,12 @@ import requests
 from _threads import race
 from requests.adapters import BaseAdapter
 
-from parcelsearch.client import Client
+from parcelsearch._fetch.client import Client
+from parcelsearch._run.fetching import PageSpend, Run, Stopped
+from parcelsearch._run.options import SearchOptions
 from parcelsearch.errors import BudgetExhaustedError, QuotaWouldExceedError
-from parcelsearch.fetching import PageSpend, Run, Stopped
-from parcelsearch.ledger import Ledger, Quota
-from parcelsearch.search_options import SearchOptions
-from parcelsearch.spending import LocalSpending, MemorySpending
+from parcelsearch.stores.local.ledger import Ledger, Quota
+from parcelsearch.stores.spending import LocalSpending, MemorySpending
 
 FP = "0123456789abcdef"
 GID = "0123456789abcdef0"
@@ -139,3 +139,34 @@ def test_a_spike_arrest_pauses_the_key_and_is_refunded(tmp_path: Path) -> None:
     assert page.data == (GID,)
     assert spending.pauses == [1.0]  # every member of the key is told to wait
     assert list(spending.reservations.values()) == [True]  # the 429 refunded, the 200 settled
+
+
+def test_a_piece_state_changes_only_through_its_own_transitions() -> None:
+    """No code of the run writes a PieceState's fields but PieceState's own methods (one
+    owner per fact): no assignment to one of its fields through the names the run gives a
+    piece's state (``state``, ``s``) outside the class."""
+    import ast
+    import dataclasses
+    from pathlib import Path
+
+    import parcelsearch
+    from parcelsearch._run.fetching import PieceState
+
+    names = {f.name for f in dataclasses.fields(PieceState)}
+    written = []
+    for path in sorted((Path(parcelsearch.__file__).parent / "_run").glob("*.py")):
+        tree = ast.parse(path.read_text(encoding="utf-8"))
+        owner = {id(node) for cls in ast.walk(tree) if isinstance(cls, ast.ClassDef)
+                 and cls.name == "PieceState" for node in ast.walk(cls)}
+        for node in ast.walk(tree):
+            if id(node) in owner or not isinstance(node, ast.Assign | ast.AugAssign):
+                continue
+            targets = node.targets if isinstance(node, ast.Assign) else [node.target]
+            for target in targets:
+                for part in ast.walk(target):
+                    if isinstance(part, ast.Subscript):
+                        part = part.value
+                    if isinstance(part, ast.Attribute) and part.attr in names and \
+                            isinstance(part.value, ast.Name) and part.value.id in ("state", "s"):
+                        written.append(f"{path.name}:{node.lineno}")
+    assert written == []

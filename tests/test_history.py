@@ -8,7 +8,7 @@ import pandas as pd
 import pytest
 
 import parcelsearch
-from parcelsearch.history import (
+from parcelsearch.stores.local.history import (
     PieceRecord,
     RunHistory,
     RunRecord,

@@ -7,7 +7,7 @@ import time
 
 import pytest
 
-from parcelsearch._http import RetryPolicy, retry_after
+from parcelsearch._fetch.http import RetryPolicy, retry_after
 from parcelsearch.errors import ConfigurationError
 
 

@@ -11,10 +11,10 @@ import pytest
 from shapely.geometry import Point
 
 import parcelsearch.accessor  # noqa: F401  (registers gdf.parcels, which a test uses)
-from parcelsearch.cache import CacheFolder
-from parcelsearch.client import Client
+from parcelsearch._fetch.client import Client
 from parcelsearch.errors import CacheError, InputError
 from parcelsearch.market_list import check_markets, markets, suggest_market
+from parcelsearch.stores.local.cache import CacheFolder
 
 ACTIVE = ["Abilene, TX", "Boise, ID", "Tarrant County Unincorporated, TX", "Fort Worth, TX"]
 OFFLINE = "https://markets.invalid"  # never contacted: every test here reads the cache

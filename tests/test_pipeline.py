@@ -22,17 +22,17 @@ from requests.adapters import BaseAdapter
 from shapely.geometry import MultiPolygon, Polygon, box
 
 import parcelsearch
-from parcelsearch import _wire
-from parcelsearch.cache import ResponseCache
-from parcelsearch.client import Client
+from parcelsearch._fetch import wire as _wire
+from parcelsearch._fetch.client import Client
+from parcelsearch._fetch.page import Page
+from parcelsearch._run.search_run import search
 from parcelsearch.errors import (
     BudgetExhaustedError,
     QuotaWouldExceedError,
     SearchInterrupted,
     ServiceFailureError,
 )
-from parcelsearch.page import Page
-from parcelsearch.pipeline import search
+from parcelsearch.stores.local.cache import ResponseCache
 
 BASE = "https://fake.test"
 
@@ -228,9 +228,9 @@ def test_an_interrupt_wakes_back_off_sleeps_and_starts_nothing(
 
 
 def test_any_spending_runs_the_same_search(areas: gpd.GeoDataFrame, fake: FakeClient) -> None:
-    from parcelsearch.pipeline import search_with
-    from parcelsearch.search_options import SearchOptions
-    from parcelsearch.spending import MemorySpending
+    from parcelsearch._run.options import SearchOptions
+    from parcelsearch._run.search_run import search_with
+    from parcelsearch.stores.spending import MemorySpending
 
     spending = MemorySpending(fake.fingerprint)
     made = parcelsearch.plan(areas, id_column="area_id")
@@ -271,7 +271,7 @@ def test_a_refusal_of_large_areas_says_how_to_ask_for_a_tolerance(tmp_path: Path
     named a tolerance at once."""
     import numpy as np
 
-    from parcelsearch.planning import SUGGEST_AT_ONCE_UP_TO
+    from parcelsearch.planning.plans import SUGGEST_AT_ONCE_UP_TO
 
     angles = np.linspace(0, 2 * np.pi, SUGGEST_AT_ONCE_UP_TO + 500, endpoint=False)
     radii = 0.01 * (1 + 0.3 * np.random.default_rng(1).random(len(angles)))

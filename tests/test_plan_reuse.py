@@ -9,7 +9,7 @@ import geopandas as gpd
 import shapely
 
 import parcelsearch
-from parcelsearch import plan_reuse
+from parcelsearch.planning import reuse as plan_reuse
 
 TRACTS = Path(__file__).resolve().parent / "data" / "sf_tracts_2020.geojson"
 

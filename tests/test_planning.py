@@ -8,9 +8,10 @@ import pytest
 import shapely
 from shapely import MultiPolygon, box
 
-from parcelsearch import _wire, tiling
+from parcelsearch._fetch import wire as _wire
 from parcelsearch.errors import InputError
-from parcelsearch.planning import Piece, Plan, plan, suggest_tolerance
+from parcelsearch.planning import tiling
+from parcelsearch.planning.plans import Piece, Plan, plan, suggest_tolerance
 
 SQUARE = box(-97.5, 32.7, -97.4, 32.8)
 #: The matching rule under which connectors join parts as far apart as a link reaches.
@@ -196,6 +197,7 @@ def test_suggest_tolerance(areas):
     assert suggest_tolerance(areas, 1, id_column="tract", ladder=(1, 2)) is None
 
 
+@pytest.mark.slow
 def test_suggest_tolerance_is_the_smallest_rung_that_fits(areas):
     """Bisection on lower bounds finds what trying every rung in turn finds."""
     ladder = (1, 2, 5, 10, 20, 50, 100, 200, 500)
@@ -205,6 +207,7 @@ def test_suggest_tolerance_is_the_smallest_rung_that_fits(areas):
         assert suggest_tolerance(areas, max_calls, ladder, id_column="tract") == expected
 
 
+@pytest.mark.slow
 def test_suggest_tolerance_from_the_refused_plan_agrees_and_fits(areas):
     """Given the refused plan, the suggestion is what the areas alone give, and its plan
     fits: a refusal never suggests a tolerance that is refused again."""
@@ -244,6 +247,7 @@ def test_without_drops_areas_and_their_pieces_only() -> None:
     assert (less.tolerance, less.path, less.id_name) == (full.tolerance, full.path, full.id_name)
 
 
+@pytest.mark.slow
 def test_suggest_tolerance_keeps_what_it_makes_in_the_refused_plans_memo(areas):
     """The memo is the plan's: suggest_tolerance fills it, and planning the suggestion
     with it tiles nothing again — per area, the pieces of a plan made from scratch, or the
@@ -273,7 +277,7 @@ def test_suggest_tolerance_keeps_what_it_makes_in_the_refused_plans_memo(areas):
 
 
 def test_a_refusal_suggests_at_once_only_for_small_areas(areas):
-    from parcelsearch.planning import SUGGEST_AT_ONCE_UP_TO, suggests_at_once
+    from parcelsearch.planning.plans import SUGGEST_AT_ONCE_UP_TO, suggests_at_once
 
     assert suggests_at_once(plan(areas.iloc[:3], id_column="tract"))
     assert not suggests_at_once(plan(areas, id_column="tract"))  # d: 3,000 vertices

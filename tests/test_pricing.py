@@ -2,8 +2,8 @@
 
 from __future__ import annotations
 
-from parcelsearch.history import Previous
-from parcelsearch.pricing import Price, estimate, exact_rest
+from parcelsearch._run.pricing import Price, estimate, exact_rest
+from parcelsearch.stores.local.history import Previous
 
 
 def _seen(pages: int) -> Previous:

@@ -5,9 +5,9 @@ from __future__ import annotations
 import pytest
 
 import parcelsearch
-from parcelsearch.history import Previous, page_digest
-from parcelsearch.refreshing import PieceCheck, classify, estimate_missed, sample
-from parcelsearch.search_options import check_fraction, refresh_mode
+from parcelsearch._run.options import check_fraction, refresh_mode
+from parcelsearch._run.refreshing import PieceCheck, classify, estimate_missed, sample
+from parcelsearch.stores.local.history import Previous, page_digest
 
 PAGE = ("1" * 17, "2" * 17)
 
@@ -78,9 +78,51 @@ def test_the_estimate_is_a_wilson_interval_scaled_to_the_unsampled() -> None:
 def test_doctests() -> None:
     import doctest
 
-    from parcelsearch import refreshing
-    from parcelsearch.service import fabric_changes
+    from parcelsearch._run import refreshing
+    from parcelsearch_service import fabric_changes
 
     for module in (refreshing, fabric_changes):
         failures, tried = doctest.testmod(module)
         assert tried and not failures, module.__name__
+
+
+def test_refresh_decisions_are_derived_and_its_reads_change_nothing() -> None:
+    """Whether a piece is re-read follows from refresh's checks (nothing kept in step by
+    hand); verification() and columns() are reads: asked twice, the same, nothing changed."""
+    import copy
+    from types import SimpleNamespace
+
+    from shapely import box
+
+    from parcelsearch._run.fetching import PieceState
+    from parcelsearch._run.refreshing import RunRefresh
+    from parcelsearch.planning.plans import Piece
+
+    later, other = ("3" * 17,), ("4" * 17,)
+
+    def page(data: tuple[str, ...]) -> SimpleNamespace:
+        return SimpleNamespace(rows=101, pages=2, data=data)
+
+    # Piece 0 of area a is in the cache (its last record); piece 0 of area b is new.
+    stored = {("a", 1): page(PAGE), ("a", 2): page(later)}
+    states = [PieceState(Piece(a, 0, f"[{a}]", box(0, 0, 1, 1), 10)) for a in "ab"]
+    refresh = RunRefresh("changed", 1.0, None, base_url="https://x", path="/v1/search",
+                         run_id="r")
+    refresh.start(states, lambda state, k: stored.get((state.piece.area_id, k)))  # type: ignore[arg-type,return-value]
+    assert [refresh.rereads(s) for s in states] == [True, True]  # every page 1, afresh
+    for state in states:
+        state.fetched(1)
+        state.counted(page(PAGE))  # type: ignore[arg-type]
+        state.keep(1, page(PAGE))  # type: ignore[arg-type]
+    refresh.decide(states)  # a: page 1 unchanged, inferred and sampled; b: never seen
+    assert [refresh.rereads(s) for s in states] == [True, True]
+    states[0].keep(2, page(other))  # type: ignore[arg-type]  # changed beyond page 1
+    states[1].keep(2, page(later))  # type: ignore[arg-type]
+    checks = copy.deepcopy(refresh.checks)
+    told = refresh.verification(states), refresh.columns(states)
+    assert told == (refresh.verification(states), refresh.columns(states))
+    assert refresh.checks == checks
+    assert (told[0]["sampled"], told[0]["found_changed"]) == (1, 1)
+    assert told[1] == (["sampled", "read"], [True, None])
+    assert refresh.shrink_sample(states, "did not fit")
+    assert [refresh.rereads(s) for s in states] == [False, True]  # the sample dropped

@@ -7,9 +7,9 @@ import getpass
 
 import pytest
 
+from parcelsearch._run.options import SearchOptions
 from parcelsearch.errors import ConfigurationError
-from parcelsearch.ledger import Quota
-from parcelsearch.search_options import SearchOptions
+from parcelsearch.stores.local.ledger import Quota
 
 
 def test_options_are_checked_once_and_frozen(monkeypatch: pytest.MonkeyPatch) -> None:
@@ -29,14 +29,14 @@ def test_the_team_and_user_come_from_arguments_then_the_environment(
 ) -> None:
     monkeypatch.delenv("PARCELSEARCH_USER", raising=False)
     monkeypatch.setenv("PARCELSEARCH_TEAM", "postgresql://db.example/team")
-    options = SearchOptions()
+    options = SearchOptions.resolve()
     assert options.team == "postgresql://db.example/team"
     assert options.user == getpass.getuser()  # default: the login name
     monkeypatch.setenv("PARCELSEARCH_USER", "dana")
-    assert SearchOptions().user == "dana"
-    assert SearchOptions(user="erin").user == "erin"
+    assert SearchOptions.resolve().user == "dana"
+    assert SearchOptions.resolve(user="erin").user == "erin"
     monkeypatch.delenv("PARCELSEARCH_TEAM")
-    assert SearchOptions().team is None
+    assert SearchOptions.resolve().team is None
 
 
 def test_bad_team_and_user_are_refused_naming_them(monkeypatch: pytest.MonkeyPatch) -> None:
@@ -45,7 +45,7 @@ def test_bad_team_and_user_are_refused_naming_them(monkeypatch: pytest.MonkeyPat
     assert "secret" not in str(caught.value)
     monkeypatch.setenv("PARCELSEARCH_TEAM", "sqlite:///x")
     with pytest.raises(ConfigurationError, match=r"\(from PARCELSEARCH_TEAM\)"):
-        SearchOptions()
+        SearchOptions.resolve()
     with pytest.raises(ConfigurationError, match="user must be 1-64 letters"):
         SearchOptions(team="postgresql://h/db", user="a b")
 
@@ -68,14 +68,14 @@ def test_the_matching_rule_comes_from_the_argument_then_the_environment(
     from parcelsearch.errors import InputError
 
     monkeypatch.delenv("PARCELSEARCH_MATCH", raising=False)
-    assert SearchOptions().match == "unknown"
+    assert SearchOptions.resolve().match == "unknown"
     monkeypatch.setenv("PARCELSEARCH_MATCH", "representative-point")
-    assert SearchOptions().match == "representative-point"
-    assert SearchOptions(match="intersects").match == "intersects"
+    assert SearchOptions.resolve().match == "representative-point"
+    assert SearchOptions.resolve(match="intersects").match == "intersects"
     monkeypatch.setenv("PARCELSEARCH_MATCH", "centroid")
     with pytest.raises(InputError, match=r"must be one of .*got 'centroid' \(from "
                                          r"\$PARCELSEARCH_MATCH\)") as caught:
-        SearchOptions()
+        SearchOptions.resolve()
     assert caught.value.field == "match"
 
 
@@ -84,8 +84,8 @@ def test_a_planning_option_given_beside_a_plan_must_agree_with_it() -> None:
     the same value, or none, is fine."""
     from shapely import box
 
-    from parcelsearch.planning import plan
-    from parcelsearch.search_options import agrees_with_plan
+    from parcelsearch._run.options import agrees_with_plan
+    from parcelsearch.planning.plans import plan
 
     made = plan([box(0, 0, 0.01, 0.01)])
     agrees_with_plan(made, tolerance=None, connectors=True, match="unknown", id_column=None)
@@ -98,3 +98,96 @@ def test_a_planning_option_given_beside_a_plan_must_agree_with_it() -> None:
         agrees_with_plan(made, match="representative-point")
     with pytest.raises(ConfigurationError, match="given connectors=False"):
         agrees_with_plan(made, connectors=False)
+
+
+def test_made_directly_the_declared_types_hold(monkeypatch: pytest.MonkeyPatch) -> None:
+    """resolve() converts what a user gives (attrs-style, before the frozen value is made);
+    made directly, only values of the declared types are taken."""
+    import typing
+
+    monkeypatch.delenv("PARCELSEARCH_QUOTA", raising=False)
+    made = SearchOptions.resolve(refresh=True, quota="demo", tolerance=5, budget=3)
+    assert (made.refresh, made.verify_sample, made.quota) == ("all", 0.0, Quota(50, "lifetime"))
+    hints = typing.get_type_hints(SearchOptions)
+    for options in (made, SearchOptions(), SearchOptions.resolve(refresh="changed")):
+        for name in SearchOptions.names():
+            assert isinstance(getattr(options, name), hints[name]), name
+    for name, value in (("refresh", True), ("quota", "demo"), ("tolerance", 5), ("match", None)):
+        with pytest.raises(ConfigurationError, match=rf"SearchOptions.resolve\({name}="):
+            SearchOptions(**{name: value})
+    with pytest.raises(ConfigurationError, match="verify_sample .* means nothing with "
+                                                 "refresh='cached'"):
+        SearchOptions(verify_sample=0.1)
+    with pytest.raises(ConfigurationError, match="unknown search option.*: toleranse"):
+        SearchOptions.resolve(toleranse=5)
+
+
+def test_a_plan_brings_its_planning_options_and_a_disagreeing_one_is_refused() -> None:
+    """search(plan=p, tolerance=5) with a plan made at 0 m names both values, before
+    anything is sent; the options of a search of a plan are the plan's."""
+    from shapely import box
+
+    import parcelsearch
+    from parcelsearch.planning.plans import plan
+
+    made = plan([box(0, 0, 0.01, 0.01)], tolerance=20, match="intersects")
+    options = SearchOptions.resolve(made, tolerance=20)
+    assert (options.tolerance, options.connectors, options.match, options.id_column) == (
+        20.0, True, "intersects", made.id_name)
+    with pytest.raises(ConfigurationError, match=r"given tolerance=5, but the plan was made "
+                                                 r"with tolerance=20\.0"):
+        parcelsearch.search(None, plan=made, tolerance=5, progress=False,
+                            client=parcelsearch.Client(api_key="k" * 32,
+                                                       base_url="https://127.0.0.1:9"))
+
+
+#: What parcelsearch.search takes besides its options: the areas (or a plan), the client,
+#: and the stores it keeps pages and spending in.
+_PYTHON_INPUTS = {"areas", "client", "cache", "ledger", "plan"}
+#: The flags of `parcelsearch search` that are not options: reading the areas, writing the
+#: outputs, and the connection (client and cache folder).
+_CLI_INPUTS = {"--layer", "--crs", "--out", "--out-tiles", "--out-map", "--force",
+               "--base-url", "--ca-bundle", "--profile", "--cache-dir"}
+
+
+def test_the_python_keywords_and_the_cli_flags_are_the_options_declared(
+        capsys: pytest.CaptureFixture[str], monkeypatch: pytest.MonkeyPatch) -> None:
+    """A search's options are declared once, in SearchOptions: parcelsearch.search's
+    keywords (and its docstring's parameters) and `parcelsearch search`'s flags are exactly
+    those (names with - for _), beside what is not an option, and the command hands every
+    one on; their defaults are the options' defaults."""
+    import ast
+    import inspect
+    import re
+
+    import parcelsearch
+    from parcelsearch.cli import build_parser, main, searching
+
+    names = set(SearchOptions.names())
+    parameters = inspect.signature(parcelsearch.search).parameters
+    assert set(parameters) == names | _PYTHON_INPUTS and not names & _PYTHON_INPUTS
+    doc = inspect.getdoc(parcelsearch.search) or ""
+    listed = doc.split("Parameters\n----------\n")[1].split("\nReturns\n")[0]
+    documented = {name for line in re.findall(r"^([a-z_]+(?:, [a-z_]+)*)$", listed, re.M)
+                  for name in line.split(", ")}
+    assert documented == set(parameters)
+    monkeypatch.delenv("PARCELSEARCH_TEAM", raising=False)
+    assert SearchOptions.resolve(**{n: parameters[n].default for n in names}) == \
+        SearchOptions.resolve()
+
+    flags = SearchOptions.flags()
+    assert {name: flag for name, flag in flags.items() if flag != "--" + name.replace("_", "-")
+            } == {"connectors": "--no-connectors", "progress": "--quiet"}
+    with pytest.raises(SystemExit):
+        main(["search", "--help"])
+    usage = capsys.readouterr().out.split("\n\n")[0]
+    assert set(re.findall(r"(?<![\w-])--[a-z][a-z-]*", usage)) == set(flags.values()) | \
+        _CLI_INPUTS
+    handed = {keyword.arg for node in ast.walk(ast.parse(inspect.getsource(searching.run_search)))
+              if isinstance(node, ast.Call) and ast.unparse(node.func).endswith(".search")
+              for keyword in node.keywords}
+    assert handed == names | {"client"}  # `parcelsearch search` hands on every option
+    parsed = vars(build_parser().parse_args(["search", "a.gpkg", "--out", "o.csv"]))
+    given = {name: parsed[name] for name in names - {"progress"}}
+    assert SearchOptions.resolve(**given, progress=not parsed["quiet"]) == \
+        SearchOptions.resolve()

@@ -13,10 +13,9 @@ from hypothesis import example, given, settings
 from hypothesis import strategies as st
 from shapely import MultiPolygon, Polygon, box
 
-from parcelsearch import _wire
+from parcelsearch._fetch import wire as _wire
 from parcelsearch.errors import InputError
-from parcelsearch.service.polygon import parse_polygon
-from parcelsearch.tiling import (
+from parcelsearch.planning.tiling import (
     BUDGET_PAGE,
     GRID,
     Budget,
@@ -28,7 +27,7 @@ from parcelsearch.tiling import (
     split_antimeridian,
     tile,
 )
-from parcelsearch.tiling.covers import prepared
+from parcelsearch.planning.tiling.covers import prepared
 
 PATH = "/v1/search"
 
@@ -93,7 +92,10 @@ def assert_sendable(pieces: list[Polygon], max_bytes: int = 7168, path: str = PA
         assert line_bytes(piece, path) <= max_bytes
         rounded = Polygon(_parse(_wire.ring_json(coords)))
         assert rounded.equals_exact(piece, 0)  # what is sent is what we checked
-        parse_polygon(_wire.ring_json(coords))  # the service's own check (400 if refused)
+        if importlib.util.find_spec("parcelsearch_service") is not None:  # the service extra
+            from parcelsearch_service.polygon import parse_polygon
+
+            parse_polygon(_wire.ring_json(coords))  # the service's own check (400 if refused)
 
 
 def _parse(text: str) -> list[tuple[float, float]]:
@@ -200,7 +202,7 @@ def test_sent_bytes_are_the_canonical_rings_bytes():
     its lowest-left vertex, whatever its orientation, start or off-grid coordinates."""
     from shapely import Polygon
 
-    from parcelsearch.tiling.grid import canonical_ring
+    from parcelsearch.planning.tiling.grid import canonical_ring
 
     budget = Budget(7168, PATH)
     pieces = [
@@ -324,7 +326,7 @@ def test_tolerance_is_never_worse_than_exact_where_the_exact_pieces_are_known(ar
     """Where the exact pieces are in the memo (a plan's), tolerance pieces are never more
     than they, nor longer in all for as many: where the cover does not beat the exact
     pieces so, the exact pieces are the answer."""
-    from parcelsearch.tiling.pieces import TilingMemo
+    from parcelsearch.planning.tiling.pieces import TilingMemo
 
     memo = TilingMemo()
     exact, loose = tile(area, memo=memo), tile(area, tolerance=tolerance, memo=memo)
@@ -338,7 +340,7 @@ def test_tolerance_is_never_worse_than_exact_where_the_exact_pieces_are_known(ar
 def test_a_simple_area_keeps_its_exact_ring_in_tolerance_mode():
     """A square's cover has rounded corners (more vertices, longer requests): the exact
     ring is sent instead, with no memo (one ring that fits a request is its exact piece)."""
-    from parcelsearch.tiling.pieces import TilingMemo
+    from parcelsearch.planning.tiling.pieces import TilingMemo
 
     memo = TilingMemo()
     assert requests(tile(SQUARE, tolerance=5, memo=memo)) == requests(tile(SQUARE))
@@ -543,7 +545,7 @@ def test_pairs_within_reach_are_every_pair_a_link_can_join(gap_m):
     """Grown boxes, then a prepared measure, find exactly the pairs the plain distance
     finds (longitude scaled as links are measured), each once, lower index first; with
     labels, only pairs whose labels differ."""
-    from parcelsearch.tiling.connectors import link_reach_degrees, pairs_within_reach
+    from parcelsearch.planning.tiling.connectors import link_reach_degrees, pairs_within_reach
 
     shapes = list(_islands(count=8, gap_m=gap_m).geoms) + [box(-97.34, 32.70, -97.30, 32.74)]
     cos_lat = 0.84
@@ -593,7 +595,7 @@ def test_without_connectors_islands_keep_their_own_pieces_within_two_grid_steps(
 
 
 def test_parts_farther_apart_than_a_link_never_share_a_piece():
-    from parcelsearch.tiling.connectors import MAX_LINK_M
+    from parcelsearch.planning.tiling.connectors import MAX_LINK_M
 
     far = _islands(count=3, gap_m=MAX_LINK_M * 1.05)
     assert len(tile(far, match=POINT)) == 3
@@ -626,23 +628,25 @@ def test_estimate_shrinks_as_the_tolerance_grows():
 
 
 def test_areas_load_only_the_antimeridian_module():
-    """``parcelsearch.areas`` needs split_antimeridian alone: the partition, covers and
+    """``parcelsearch.planning.areas`` needs split_antimeridian alone: the partition, covers and
     bounds stay unloaded until something tiles."""
     import subprocess
     import sys
 
-    code = ("import sys, parcelsearch.areas; "
-            "print(sorted(m for m in sys.modules if m.startswith('parcelsearch.tiling')))")
+    code = ("import sys, parcelsearch.planning.areas; "
+            "print(sorted(m for m in sys.modules if m.startswith('parcelsearch.planning.tiling')))")
     out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True,
                          check=True).stdout
-    assert out.strip() == ("['parcelsearch.tiling', 'parcelsearch.tiling.antimeridian', "
-                           "'parcelsearch.tiling.grid']")
+    assert out.strip() == ("['parcelsearch.planning.tiling', "
+                           "'parcelsearch.planning.tiling.antimeridian', "
+                           "'parcelsearch.planning.tiling.grid']")
 
 
 @pytest.mark.parametrize("connectors", [True, False])
 def test_exact_least_bounds_the_exact_pieces(connectors):
-    from parcelsearch.tiling.covers import prepared
-    from parcelsearch.tiling.partition import exact_least, exact_pieces
+    from parcelsearch.planning.tiling.bounds import exact_least
+    from parcelsearch.planning.tiling.covers import prepared
+    from parcelsearch.planning.tiling.partition import exact_pieces
 
     budget = Budget()
     far = _islands(count=3, gap_m=4_000)
@@ -659,7 +663,7 @@ def test_exact_least_bounds_the_exact_pieces(connectors):
 def test_a_connector_never_steps_off_the_earth():
     """A connector's end steps to a grid neighbour outside its piece; at a vertex on -180°
     that neighbour must not be west of it (the service refuses longitudes below -180)."""
-    from parcelsearch.tiling.connectors import connect
+    from parcelsearch.planning.tiling.connectors import connect
 
     x0 = -180 * 1_000_000
     # the closest vertices, (x0, 1000) and (x0, 3000), both leave along the edge on -180°
@@ -675,7 +679,7 @@ def test_a_connector_never_steps_off_the_earth():
 def test_a_connector_finds_a_clear_link_behind_blocked_closest_ones():
     """An island behind another: the closest vertex pairs' links are blocked, a farther
     pair's is clear, and the connector takes it (it tries the 12 closest pairs, not 3)."""
-    from parcelsearch.tiling.connectors import _closest_pairs, connect
+    from parcelsearch.planning.tiling.connectors import _closest_pairs, connect
 
     # two squares 1,000 grid units apart, counter-clockwise, a vertex every 100 units on the
     # sides that face each other
@@ -709,7 +713,7 @@ def test_a_connector_measures_only_the_vertices_that_can_be_closest(a, b, cos_la
     """The closest vertex pairs a connector tries, found by measuring only the vertices
     near the other side's box (or, for few pairs, all of them), are the closest pairs of
     all, in the same order."""
-    from parcelsearch.tiling.connectors import _PAIRS, _closest_pairs
+    from parcelsearch.planning.tiling.connectors import _PAIRS, _closest_pairs
 
     pa, pb = np.array(a, dtype=np.int64) * 997, np.array(b, dtype=np.int64) * 1009
     delta = (pb[None, :, :] - pa[:, None, :]).astype(float)
@@ -725,7 +729,7 @@ def test_a_simplified_cover_stays_within_its_distance_at_ring_starts(kind):
     """Every ring of a cover is simplified within the distance of its buffer, also where the
     ring starts (GEOS also drops a ring's start vertex and may then pass farther away: 2.7 m
     at 2.3 m for this buffer); fitted with free vertices, it keeps a sixth fewer."""
-    from parcelsearch.tiling.covers import M_PER_DEGREE, Frame, _douglas_peucker, _fitted
+    from parcelsearch.planning.tiling.covers import M_PER_DEGREE, Frame, _douglas_peucker, _fitted
 
     metre = 1 / M_PER_DEGREE
     grown = shapely.buffer(Frame.of(fractal(10, levels=10, holes=2)).scaled(), 2.5 * metre,
@@ -763,7 +767,7 @@ def _strips(count: int, vertices: int) -> tuple[Polygon, list[Polygon]]:
 
 
 def test_refill_recuts_empty_neighbours_into_fewer_pieces():
-    from parcelsearch.tiling.repack import refill
+    from parcelsearch.planning.tiling.repack import refill
 
     budget = Budget()
     disc, strips = _strips(8, 600)
@@ -780,7 +784,7 @@ def test_refill_recuts_empty_neighbours_into_fewer_pieces():
 
 
 def test_exact_pieces_repack_saves_pieces_and_keeps_the_union():
-    from parcelsearch.tiling.partition import exact_pieces
+    from parcelsearch.planning.tiling.partition import exact_pieces
 
     area = prepared(fractal(5, levels=10), 0.0)
     plain, packed = exact_pieces(area, Budget(), repack=False), exact_pieces(area, Budget())
@@ -804,7 +808,7 @@ def test_a_fitted_line_keeps_its_ends_and_passes_near_every_vertex_both_ways(ste
     """A fitted line starts and ends where the line does, has no more vertices, passes within
     the distance of every vertex, and every point of it lies within the distance of the
     line."""
-    from parcelsearch.tiling.line_fitting import fitted
+    from parcelsearch.planning.tiling.line_fitting import fitted
 
     xy = np.cumsum(np.array(steps) * 0.03, axis=0)
     line = fitted(xy, distance)
@@ -818,7 +822,7 @@ def test_a_fitted_line_keeps_its_ends_and_passes_near_every_vertex_both_ways(ste
 
 def test_a_fitted_ring_that_would_cross_itself_is_the_fallbacks():
     """Where a fitted ring would cross itself, the cover keeps the fallback's ring."""
-    from parcelsearch.tiling.covers import _fitted
+    from parcelsearch.planning.tiling.covers import _fitted
 
     star = Polygon([(5.38, 5.34), (4.09, 4.52), (4.52, 8.7), (-0.63, 4.73), (-7.42, 6.53),
                     (-3.74, 2.9), (-2.58, 0.58), (-7.99, -0.85), (-2.57, -2.3), (0.47, -6.07),
@@ -836,8 +840,8 @@ def test_a_simplified_buffer_stays_in_its_band_by_construction(seed, tolerance, 
     """The first simplification a cover tries (fitted, free vertices) holds nothing farther
     than its distance from the buffer and keeps everything of the buffer farther than that
     from its edge — no check against the area's reach is made, so this must hold by
-    construction (:func:`parcelsearch.tiling.covers.cover`'s notes)."""
-    from parcelsearch.tiling.covers import M_PER_DEGREE, Frame, _simpler
+    construction (:func:`parcelsearch.planning.tiling.covers.cover`'s notes)."""
+    from parcelsearch.planning.tiling.covers import M_PER_DEGREE, Frame, _simpler
 
     metre = 1 / M_PER_DEGREE
     area = Frame.of(fractal(seed, levels=7, holes=holes)).scaled()
@@ -857,7 +861,7 @@ def test_a_simplified_buffer_stays_in_its_band_by_construction(seed, tolerance, 
 def test_crossing_is_what_shapely_finds_but_at_shared_ends(link_ends, edge_ends):
     """``crossing`` tells whether a link meets an edge (closed segments) that shares no end
     with it, as shapely finds it, counting no edge collinear with the link."""
-    from parcelsearch.tiling.connectors import crossing
+    from parcelsearch.planning.tiling.connectors import crossing
 
     ends = np.array(link_ends, dtype=np.int64).reshape(2, 2, 2)
     edges = np.array(edge_ends[: len(edge_ends) // 2 * 2], dtype=np.int64).reshape(-1, 2, 2)
@@ -895,21 +899,21 @@ def test_connectors_crossing_earlier_ones_are_refused_before_any_ring_is_built(m
     connectors cross, would make a ring that crosses itself: they are refused up front
     (here, on an island cluster, at least ten times), and the pieces are exactly those
     made when only the ring's own validity check refuses them."""
-    import parcelsearch.tiling.partition as partition
+    import parcelsearch.planning.tiling.merging as merging
 
     area = _island_cluster(seed=0)  # a cluster where refusals are common
     refused = []
-    check = partition.crossing
+    check = merging.crossing
 
     def counted(starts: np.ndarray, ends: np.ndarray, edges: np.ndarray) -> np.ndarray:
         found = check(starts, ends, edges)
         refused.append(int(found.sum()))
         return found
 
-    monkeypatch.setattr(partition, "crossing", counted)
+    monkeypatch.setattr(merging, "crossing", counted)
     early = tile(area, max_request_bytes=max_bytes, match=POINT)
     assert sum(refused) >= 10
-    monkeypatch.setattr(partition, "crossing", lambda starts, ends, edges: np.zeros(
+    monkeypatch.setattr(merging, "crossing", lambda starts, ends, edges: np.zeros(
         len(starts), dtype=bool))
     late = tile(area, max_request_bytes=max_bytes, match=POINT)
     assert [p.wkb for p in early] == [p.wkb for p in late]
@@ -920,7 +924,7 @@ def test_an_area_off_the_grid_at_many_vertices_is_grown_unchecked():
     """An area with a handful of vertices off the grid is kept as it is when snapping loses
     none of it; one with more off the grid is grown before it is snapped, checked or not
     (rounding many vertices all but surely loses some of the area)."""
-    from parcelsearch.tiling.grid import ROUNDING_MARGIN, grow_for_rounding, off_grid
+    from parcelsearch.planning.tiling.grid import ROUNDING_MARGIN, grow_for_rounding, off_grid
 
     few = box(-97.5, 32.7, -97.4, 32.7000004).union(box(-97.5, 32.7, -97.4, 32.8))
     assert 0 < off_grid(few) <= 8 and grow_for_rounding(few) is few
@@ -937,7 +941,7 @@ def test_an_area_off_the_grid_at_many_vertices_is_grown_unchecked():
 def test_nearest_first_splits_the_pairs_within_reach_without_losing_one():
     """Each piece's few nearest pieces within reach (by their boxes) are tried first, both
     ways; every other pair within reach is left for later, and no pair is lost or added."""
-    from parcelsearch.tiling.partition import _near, _nearest_first
+    from parcelsearch.planning.tiling.merging import _near, _nearest_first
 
     area = _island_cluster(60, seed=3)
     pieces = list(shapely.get_parts(area))
@@ -963,25 +967,26 @@ def test_merging_tries_every_pair_within_reach_that_still_fits(monkeypatch, max_
     two pieces of different parts within a link's reach whose bytes leave room for a
     connector are left untried, and far fewer connectors are tried than there are pairs
     within reach."""
-    import parcelsearch.tiling.partition as partition
+    import parcelsearch.planning.tiling.merging as merging
     mergers = []
-    run = partition._Merger.run
+    run = merging._Merger.run
 
-    def kept(self: partition._Merger) -> list[Polygon]:
+    def kept(self: merging._Merger) -> list[Polygon]:
         mergers.append(self)
         return run(self)
 
-    monkeypatch.setattr(partition._Merger, "run", kept)
+    monkeypatch.setattr(merging._Merger, "run", kept)
     area = _island_cluster()
     tile(area, max_request_bytes=max_bytes, match=POINT)
     merger = mergers[-1]
     room = merger.budget.max_request_bytes + merger.budget.base - 1
-    first = merger.first_pieces
-    near = partition._near(first, list(range(len(first))), merger.cos_lat)  # islands: parts
+    first = merger.first.pieces
+    near = merging._near(first, list(range(len(first))), merger.cos_lat)  # islands: parts
     within = {(p, q) for p, others in enumerate(near) for q in others if p < q}
     for p, q in within:
         i, j = sorted((merger._now(p), merger._now(q)))
-        if i == j or merger.parts[i] & merger.parts[j] or merger.sizes[i] + merger.sizes[j] > room:
+        a, b = merger.live[i], merger.live[j]
+        if i == j or a.parts & b.parts or a.size + b.size > room:
             continue
         assert (i, j) in merger.tried
     assert len(merger.tried) < len(within) / 2
@@ -992,8 +997,8 @@ def test_outer_edges_are_the_area_boundary_edges_but_the_antimeridian_cut():
     edges, holes' too, undirected, but those running along ±180° where the area was split;
     and a ring's outer edges found among rings laid end to end are those found for it
     alone."""
-    from parcelsearch.tiling.grid import snap
-    from parcelsearch.tiling.partition import _OFFSET, _Merger, _outer_edges
+    from parcelsearch.planning.tiling.grid import CODE_OFFSET, snap
+    from parcelsearch.planning.tiling.merging import _Merger, _outer_edges
 
     area = snap(MultiPolygon([
         Polygon([(179.9, 10.0), (180.0, 10.0), (180.0, 10.1), (179.9, 10.1)]),
@@ -1002,7 +1007,7 @@ def test_outer_edges_are_the_area_boundary_edges_but_the_antimeridian_cut():
     ]))
     vertices, keys = _outer_edges(area)
     low, high = np.divmod(keys, len(vertices))
-    decode = lambda code: ((int(code) >> 31) - _OFFSET, (int(code) & (2**31 - 1)) - _OFFSET)  # noqa: E731
+    decode = lambda code: ((int(code) >> 31) - CODE_OFFSET, (int(code) & (2**31 - 1)) - CODE_OFFSET)  # noqa: E731
     found = {frozenset((decode(vertices[a]), decode(vertices[b])))
              for a, b in zip(low.tolist(), high.tolist(), strict=True)}
     expected = set()
@@ -1015,8 +1020,8 @@ def test_outer_edges_are_the_area_boundary_edges_but_the_antimeridian_cut():
 
     pieces = list(shapely.get_parts(_island_cluster(30, seed=5)))
     merger = _Merger(pieces, list(range(len(pieces))), shapely.union_all(pieces), Budget())
-    alone = [merger._grids_of([piece])[0] for piece in pieces]
-    for together, single in zip(merger.first_grids, alone, strict=True):
+    alone = [merger.first.grids_of([piece])[0] for piece in pieces]
+    for together, single in zip(merger.first.grids, alone, strict=True):
         assert [a.tolist() for a in together] == [a.tolist() for a in single]
     assert all(outer.all() for _, _, outer in alone)  # islands: every edge is the area's
 
@@ -1025,7 +1030,7 @@ def test_the_closest_link_is_checked_alone_before_the_others():
     """A connector asks whether its closest link may be taken before it asks about any
     other, and asks about the rest only when that one is not taken: the links it asks
     about, in order, are the closest pairs, each once."""
-    from parcelsearch.tiling.connectors import _PAIRS, connect
+    from parcelsearch.planning.tiling.connectors import _PAIRS, connect
 
     a = np.array([[0, 0], [10, 0], [10, 10], [0, 10]], dtype=np.int64)
     b = a + [20, 0]
@@ -1081,8 +1086,8 @@ def test_sliver_reach_takes_a_link_only_within_t_of_the_area():
     """A sliver's samples are measured against the area the user gave: a link along an
     island's coast 1 m out is taken at 5 m, one halfway across a 40 m gap is not (20 m
     out), and neither is one leaving an edge that runs far out."""
-    from parcelsearch.tiling.grid import SCALE
-    from parcelsearch.tiling.match_rule import SliverReach
+    from parcelsearch.planning.tiling.grid import SCALE
+    from parcelsearch.planning.tiling.match_rule import SliverReach
 
     metre = 1 / 111_320
     area = MultiPolygon([box(0, 0, 100 * metre, 100 * metre),
@@ -1104,7 +1109,7 @@ def test_sliver_reach_takes_a_link_only_within_t_of_the_area():
 
 
 def test_the_matching_rule_is_checked_by_name():
-    from parcelsearch.tiling import MATCH_RULES, check_match
+    from parcelsearch.planning.tiling import MATCH_RULES, check_match
 
     assert MATCH_RULES == ("representative-point", "intersects", "unknown")
     assert check_match(" intersects ") == "intersects"
@@ -1123,7 +1128,7 @@ def test_tolerance_pieces_are_checked_only_against_exact_pieces_known(area):
     made to check tolerance pieces against (a coarser tolerance is never the slow path),
     however few its vertices; where a memo holds them already they are, and the better of
     the two is returned."""
-    from parcelsearch.tiling.pieces import TilingMemo
+    from parcelsearch.planning.tiling.pieces import TilingMemo
 
     alone = TilingMemo()
     loose = tile(area, tolerance=5.0, memo=alone)
@@ -1159,7 +1164,7 @@ def test_a_detailed_area_is_simplified_before_a_wide_buffer_and_its_cover_keeps_
     the tolerance before it is buffered (GEOS is several times faster on the simpler ring);
     at 5 m it is not. Either way the cover holds the whole area and stays within the
     tolerance of it (against the area's own buffer by ``t``, which lies inside the true one)."""
-    from parcelsearch.tiling.covers import M_PER_DEGREE, Frame, _grown, cover
+    from parcelsearch.planning.tiling.covers import M_PER_DEGREE, Frame, _grown, cover
 
     area = fractal(7, levels=10)
     metre = 1 / M_PER_DEGREE

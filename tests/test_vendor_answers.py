@@ -6,7 +6,7 @@ import json
 
 import pytest
 
-from parcelsearch.vendor_answers import count_field, read_refusal
+from parcelsearch._fetch.answers import count_field, read_refusal
 
 QUOTA = {"fault": {"faultstring": "Rate limit quota violation. Quota limit  exceeded. "
                                   "Identifier : _default",

@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from parcelsearch.vendor_profile import PROFILES_FILE, load_profile, save_profile
+from parcelsearch._fetch.vendor_profile import PROFILES_FILE, load_profile, save_profile
 
 
 def test_profiles_are_kept_per_base_url_and_survive_garbage(tmp_path) -> None:

@@ -10,7 +10,7 @@ import pytest
 from hypothesis import given
 from hypothesis import strategies as st
 
-from parcelsearch import _wire
+from parcelsearch._fetch import wire as _wire
 
 coords = st.tuples(st.floats(-180, 180), st.floats(-90, 90))
 
@@ -68,6 +68,7 @@ def test_search_target_bytes_counts_the_line_without_quoting_it(points, page) ->
     assert _wire.search_target_bytes("/v1/search", text, page) == line
 
 
+@pytest.mark.slow
 @given(st.text(max_size=40))
 def test_quoted_length_of_any_text_is_that_of_quote(text: str) -> None:
     """Not a ring's JSON (spaces, letters, non-ASCII): quoted as it is, then counted."""

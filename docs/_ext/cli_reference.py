@@ -1,8 +1,9 @@
 """``.. parcelsearch-cli::``: every command's ``--help``, walked from ``parcelsearch.cli``'s parser.
 
-:func:`parcelsearch.cli.build_parser` registers the reference service's commands (``serve``,
-``keys``, ``parcels``, ``portal``) only when the command line runs one of them; asked for as
-``serve`` would be, it gives the parser with every command. Each command and sub-command gets
+:func:`parcelsearch.cli.build_parser` loads the reference service's commands (``serve``,
+``keys``, ``parcels``, ``portal``, plugged in through the entry point group
+``parcelsearch.commands``) only when the command line runs one of them; asked for
+``every_command``, it gives the parser with every command. Each command and sub-command gets
 a section (an anchor ``cli-<command>-<sub-command>``) holding exactly what its ``--help``
 prints, so the page cannot drift from the command.
 """
@@ -19,28 +20,24 @@ from sphinx.util.docutils import SphinxDirective
 
 from parcelsearch import settings
 from parcelsearch.cli import build_parser
+from parcelsearch.cli.registry import Parser, walk
 
 #: Width of the help text (argparse reads $COLUMNS): fixed, so every build prints the same.
 WIDTH = "80"
 
 
-def full_parser() -> argparse.ArgumentParser:
+def full_parser() -> Parser:
     """The parser with the analyst's and the service's commands."""
-    return build_parser(["serve"])
+    return build_parser([], every_command=True)
 
 
 def commands(
-    parser: argparse.ArgumentParser, path: tuple[str, ...] = ("parcelsearch",)
-) -> Iterator[tuple[tuple[str, ...], str, argparse.ArgumentParser]]:
-    """(command path, one-line summary, parser) of the parser and every sub-command, in order."""
-    yield path, parser.description or "", parser
-    for action in parser._actions:
-        if isinstance(action, argparse._SubParsersAction):
-            summaries = {a.dest: a.help or "" for a in action._choices_actions}
-            for name, sub in action.choices.items():
-                for sub_path, summary, sub_parser in commands(sub, (*path, name)):
-                    yield sub_path, summary if sub_path != (*path, name) else (
-                        summaries.get(name) or summary), sub_parser
+    parser: Parser, path: tuple[str, ...] = ("parcelsearch",)
+) -> Iterator[tuple[tuple[str, ...], str, Parser]]:
+    """(command path, one-line summary, parser) of the parser and every sub-command, in order
+    (a command's summary: its line in its parent's ``--help``, else its description)."""
+    for sub_path, summary, sub_parser in walk(parser, path):
+        yield sub_path, summary or sub_parser.description or "", sub_parser
 
 
 def help_text(parser: argparse.ArgumentParser) -> str:

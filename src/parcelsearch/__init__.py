@@ -28,26 +28,26 @@ from parcelsearch.errors import __all__ as _errors_all
 
 #: Public name → the module that defines it (imported on first use).
 _LAZY = {
-    "Client": "client",
+    "Client": "_fetch.client",
     "LocalService": "local",
     "local_service": "local",
-    "Ledger": "ledger",
-    "Quota": "ledger",
-    "Piece": "planning",
-    "Plan": "planning",
-    "plan": "planning",
-    "suggest_tolerance": "planning",
-    "ResponseCache": "cache",
+    "Ledger": "stores.local.ledger",
+    "Quota": "stores.local.ledger",
+    "Piece": "planning.plans",
+    "Plan": "planning.plans",
+    "plan": "planning.plans",
+    "suggest_tolerance": "planning.plans",
+    "ResponseCache": "stores.local.cache",
     "SearchResult": "result",
     "zoning_price": "result",
     "check_markets": "market_list",
     "check_service": "service_check",
     "markets": "market_list",
-    "search": "pipeline",
-    "SearchOptions": "search_options",
-    "team_usage": "team",
+    "search": "_run.search_run",
+    "SearchOptions": "_run.options",
+    "team_usage": "stores.team",
     "demo_areas": "demo",
-    "runs": "recorded_runs",
+    "runs": "_run.recorded_runs",
 }
 
 __all__ = [
@@ -77,19 +77,19 @@ __all__ = [
 
 if TYPE_CHECKING:
     __version__: str
-    from parcelsearch.cache import ResponseCache
-    from parcelsearch.client import Client
+    from parcelsearch._fetch.client import Client
+    from parcelsearch._run.options import SearchOptions
+    from parcelsearch._run.recorded_runs import runs
+    from parcelsearch._run.search_run import search
     from parcelsearch.demo import demo_areas
-    from parcelsearch.ledger import Ledger, Quota
     from parcelsearch.local import LocalService, local_service
     from parcelsearch.market_list import check_markets, markets
-    from parcelsearch.pipeline import search
-    from parcelsearch.planning import Piece, Plan, plan, suggest_tolerance
-    from parcelsearch.recorded_runs import runs
+    from parcelsearch.planning.plans import Piece, Plan, plan, suggest_tolerance
     from parcelsearch.result import SearchResult, zoning_price
-    from parcelsearch.search_options import SearchOptions
     from parcelsearch.service_check import check_service
-    from parcelsearch.team import team_usage
+    from parcelsearch.stores.local.cache import ResponseCache
+    from parcelsearch.stores.local.ledger import Ledger, Quota
+    from parcelsearch.stores.team import team_usage
 
 
 def __getattr__(name: str) -> Any:

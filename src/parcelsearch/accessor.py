@@ -12,10 +12,12 @@ from typing import Any
 import geopandas as gpd
 import pandas as pd
 
-from parcelsearch import maps, market_list, pipeline, planning
-from parcelsearch.areas import index_by_id
-from parcelsearch.client import Client
+from parcelsearch import maps, market_list
+from parcelsearch._fetch.client import Client
+from parcelsearch._run import search_run as pipeline
 from parcelsearch.errors import Hint, InputError
+from parcelsearch.planning import plans as planning
+from parcelsearch.planning.areas import index_by_id
 
 __all__ = ["ParcelsAccessor"]
 

@@ -14,13 +14,13 @@ from typing import TextIO
 import geopandas as gpd
 import pandas as pd
 
+from parcelsearch._run.search_run import search
 from parcelsearch._shared import data_path
 from parcelsearch.local import local_service
 from parcelsearch.maps import save_html
 from parcelsearch.market_list import check_markets, markets
 from parcelsearch.outputs import run_metadata, terminal_table, write_tiles
-from parcelsearch.pipeline import search
-from parcelsearch.planning import plan
+from parcelsearch.planning.plans import plan
 from parcelsearch.result import zoning_price
 
 __all__ = ["demo_areas", "demo_context", "run_demo"]

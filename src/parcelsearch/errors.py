@@ -29,7 +29,7 @@ so ``except parcelsearch.ParcelSearchError`` catches them all::
         └── ServiceFailureError     5xx
 
 The reference service (the ``service`` extra) has two of its own, in
-:mod:`parcelsearch.service.errors`; the toolkit only ever sees the answers made of them::
+:mod:`parcelsearch_service.errors`; the toolkit only ever sees the answers made of them::
 
     ParcelSearchError
     ├── BadRequestError           a searchPolygon or page the service refuses (answered 400)
@@ -129,9 +129,9 @@ KNOBS: dict[str, Knob] = {
                  python_bare="team=", cli_bare="--team URL"),
     "user": Knob("user={value!r}", "--user {value}", env="PARCELSEARCH_USER",
                  python_bare="user=", cli_bare="--user NAME"),
-    "team_init": Knob("parcelsearch.team.init_team({value!r})", "`parcelsearch team init "
+    "team_init": Knob("parcelsearch.stores.team.init_team({value!r})", "`parcelsearch team init "
                       "{value}`"),
-    "team_budget": Knob("parcelsearch.team.set_budget(url, {value!r}, calls)",
+    "team_budget": Knob("parcelsearch.stores.team.set_budget(url, {value!r}, calls)",
                         "`parcelsearch team budget --user {value} --calls N`"),
 }
 
@@ -201,9 +201,14 @@ class ParcelSearchError(Exception):
     result
         When a search stops on this error: the partial
         :class:`~parcelsearch.SearchResult` of everything fetched (all of it cached).
+    exit_code
+        The ``parcelsearch`` command's exit status when it stops on this error: 1 failed,
+        2 usage (what the user gave is wrong; nothing was spent), 3 stopped (refused or
+        partly done), 128 + the signal when interrupted.
     """
 
     result: object = None
+    exit_code: int = 1
 
     def __init__(self, message: str = "", *, hints: Sequence[Hint] = ()) -> None:
         super().__init__(message)
@@ -232,6 +237,8 @@ class ParcelSearchError(Exception):
 class ConfigurationError(ParcelSearchError):
     """A setting is missing or unusable; the message says how to set it."""
 
+    exit_code = 2
+
 
 class InputError(ParcelSearchError, ValueError):
     """Study areas that cannot be planned.
@@ -245,6 +252,8 @@ class InputError(ParcelSearchError, ValueError):
     field
         The column at fault (usually ``"geometry"``).
     """
+
+    exit_code = 2
 
     def __init__(
         self, message: str, *, row: object = None, field: str | None = None,
@@ -278,6 +287,8 @@ class OutputKeptError(InputError):
 
 class BudgetError(ParcelSearchError):
     """A run would spend, or has spent, all the calls it was allowed."""
+
+    exit_code = 3
 
 
 class QuotaWouldExceedError(BudgetError):
@@ -319,6 +330,7 @@ class SearchInterrupted(ParcelSearchError, KeyboardInterrupt):
         super().__init__(message)
         self.signum = signum
         self.result = result
+        self.exit_code = 128 + int(signum)
 
 
 class CacheError(ParcelSearchError):
@@ -397,6 +409,8 @@ class RateLimitError(ServiceError):
 class QuotaExhaustedError(ServiceError):
     """429 quota violation: the key has no calls left this period."""
 
+    exit_code = 3
+
 
 class BadPolygonError(ServiceError):
     """400: the service refused the request's polygon or page."""
@@ -437,6 +451,8 @@ class AreasFailedError(ParcelSearchError):
     failures
         Area id → the failure of its piece, in the vendor's words.
     """
+
+    exit_code = 3
 
     def __init__(self, message: str, *, failures: dict[object, str], result: object = None,
                  hints: Sequence[Hint] = ()) -> None:

@@ -11,7 +11,7 @@ from pathlib import Path
 from types import TracebackType
 from typing import Any
 
-from parcelsearch.client import Client
+from parcelsearch._fetch.client import Client
 from parcelsearch.settings import KEY_TYPES
 
 __all__ = ["LocalService", "local_service"]
@@ -49,7 +49,7 @@ class LocalService:
         directory: str | Path | None = None,
         match: str = "representative-point",
     ) -> None:
-        from parcelsearch.service.server import start_service
+        from parcelsearch_service.server import start_service
 
         self._tmp = None if directory else tempfile.TemporaryDirectory(prefix="parcelsearch-")
         self.directory = Path(directory or self._tmp.name)  # type: ignore[union-attr]

@@ -22,11 +22,11 @@ from typing import Any, TypeVar
 
 import pandas as pd
 
-from parcelsearch._http import RateLimiter, Spend
-from parcelsearch.cache import CacheFolder, ResponseCache
-from parcelsearch.client import Client
+from parcelsearch._fetch.client import Client
+from parcelsearch._fetch.http import RateLimiter, Spend
 from parcelsearch.errors import Hint, InputError
-from parcelsearch.ledger import Ledger
+from parcelsearch.stores.local.cache import CacheFolder, ResponseCache
+from parcelsearch.stores.local.ledger import Ledger
 
 __all__ = ["markets", "check_markets", "suggest_market", "require_market_column",
            "LedgerSpend"]
@@ -67,7 +67,7 @@ def markets(
     client
         The client to ask (one call when the cached list is missing or stale).
     cache
-        A :class:`~parcelsearch.cache.ResponseCache` or folder to keep the list in;
+        A :class:`~parcelsearch.stores.local.cache.ResponseCache` or folder to keep the list in;
         ``None`` for the default cache folder, ``False`` to always ask the service.
     max_age
         Reuse a list fetched at most this many seconds ago (``0`` forces a call).

@@ -20,7 +20,7 @@ from parcelsearch.settings import ZONING_PRICES
 
 if TYPE_CHECKING:
     from parcelsearch.comparison import Diff, Side
-    from parcelsearch.planning import Plan
+    from parcelsearch.planning.plans import Plan
 
 __all__ = ["SearchResult", "zoning_price", "skipped_frame", "METADATA_KEY"]
 
@@ -146,7 +146,7 @@ class SearchResult:
 
     def _refresh_metadata(self) -> dict[str, Any]:
         """The run id, areas' fingerprint, refresh mode, piece statuses and verification."""
-        from parcelsearch.history import areas_fingerprint
+        from parcelsearch.stores.local.history import areas_fingerprint
 
         statuses = (self.tiles["status"].value_counts().to_dict()
                     if "status" in self.tiles.columns else {})
@@ -180,7 +180,7 @@ class SearchResult:
     def _side(self, label: str) -> Side:
         """This result as one side of a comparison (:mod:`parcelsearch.comparison`)."""
         from parcelsearch.comparison import Side
-        from parcelsearch.history import areas_fingerprint
+        from parcelsearch.stores.local.history import areas_fingerprint
 
         return Side(self.ids[[self.id_name, "group_id"]], self.id_name,
                     list(self.plan.areas.index), float(self.plan.tolerance),

@@ -11,7 +11,7 @@ point of each parcel (``"representative-point"``) only those whose point lies in
 - one or two: ``"unknown"`` (too few to tell).
 
 The rule learnt is remembered with the rest of what is known of the vendor at that base URL
-(:class:`~parcelsearch.vendor_profile.VendorProfile`, in the client's cache folder);
+(:class:`~parcelsearch._fetch.vendor_profile.VendorProfile`, in the client's cache folder);
 :func:`remembered_rule` reads it back, and :func:`parcelsearch.search`
 uses it when neither ``match=`` nor ``$PARCELSEARCH_MATCH`` is given.
 
@@ -29,11 +29,12 @@ from typing import Any
 
 import shapely
 
-from parcelsearch import _wire, settings
-from parcelsearch._http import Spend
-from parcelsearch.areas import validate_areas
-from parcelsearch.client import Client
-from parcelsearch.vendor_profile import load_profile
+from parcelsearch import settings
+from parcelsearch._fetch import wire as _wire
+from parcelsearch._fetch.client import Client
+from parcelsearch._fetch.http import Spend
+from parcelsearch._fetch.vendor_profile import load_profile
+from parcelsearch.planning.areas import validate_areas
 
 __all__ = ["CROSSED", "SLIVER_M", "learn_match_rule", "remembered_rule", "rule_for", "rule_of",
            "sliver"]

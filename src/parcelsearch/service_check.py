@@ -13,7 +13,7 @@ every check reads what it needs from their answers:
   how the vendor matches parcels to a polygon (:func:`parcelsearch.rule_probe.rule_of`).
 
 What is learned (page base, compression, error format, matching rule) is kept in the
-vendor's profile in the cache folder (:mod:`parcelsearch.vendor_profile`), so later
+vendor's profile in the cache folder (:mod:`parcelsearch._fetch.vendor_profile`), so later
 searches adapt without probing. The checks are a list (:data:`CHECKS`): another is one
 more function reading the probes' answers.
 """
@@ -24,13 +24,14 @@ from collections.abc import Callable
 from dataclasses import dataclass, field
 from typing import Any, Literal
 
-from parcelsearch import _wire, settings
-from parcelsearch.client import Client, Probe
+from parcelsearch import settings
+from parcelsearch._fetch import wire as _wire
+from parcelsearch._fetch.answers import count_field
+from parcelsearch._fetch.client import Client, Probe
+from parcelsearch._fetch.page import Page
 from parcelsearch.errors import BudgetExhaustedError, ParcelSearchError
 from parcelsearch.market_list import LedgerSpend
-from parcelsearch.page import Page
 from parcelsearch.rule_probe import rule_of, sliver
-from parcelsearch.vendor_answers import count_field
 
 __all__ = ["check_service", "ServiceReport", "Finding", "CHECKS", "PROBES", "RULE_PROBE"]
 

@@ -28,9 +28,9 @@ from selenium.webdriver.chrome.service import Service
 from selenium.webdriver.remote.webelement import WebElement
 from selenium.webdriver.support.ui import WebDriverWait
 
-from parcelsearch.service.portal.storage import PortalStore
-from parcelsearch.service.server import RunningService, start_service
-from parcelsearch.service.tls import ensure_certificates
+from parcelsearch_service.portal.storage import PortalStore
+from parcelsearch_service.server import RunningService, start_service
+from parcelsearch_service.tls import ensure_certificates
 
 CHROMIUM = Path(os.environ.get("PARCELSEARCH_CHROMIUM", "/usr/bin/chromium"))
 CHROMEDRIVER = Path(os.environ.get("PARCELSEARCH_CHROMEDRIVER", "/usr/bin/chromedriver"))

@@ -18,7 +18,7 @@ from selenium.webdriver.remote.webelement import WebElement
 from selenium.webdriver.support import expected_conditions
 from selenium.webdriver.support.ui import Select, WebDriverWait
 
-from parcelsearch.service.server import RunningService
+from parcelsearch_service.server import RunningService
 
 Shot = Callable[[webdriver.Chrome, str], Path]
 #: A small ring inside the bundled demo parcels.

@@ -29,9 +29,9 @@ from selenium.webdriver.remote.webelement import WebElement
 from selenium.webdriver.support import expected_conditions
 from selenium.webdriver.support.ui import Select, WebDriverWait
 
-from parcelsearch.service.keys import KeyStore
-from parcelsearch.service.portal.storage import PortalStore
-from parcelsearch.service.server import RunningService
+from parcelsearch_service.keys import KeyStore
+from parcelsearch_service.portal.storage import PortalStore
+from parcelsearch_service.server import RunningService
 
 Shot = Callable[[webdriver.Chrome, str], Path]
 AXE = Path(__file__).parent / "axe" / "axe.min.js"

@@ -10,7 +10,14 @@ import geopandas as gpd
 import pytest
 
 import parcelsearch
-from parcelsearch.service.server import RunningService
+from parcelsearch_service.server import RunningService
+
+#: Calls per second the keys of these tests allow, and the rate their clients send at: the
+#: pace our own service allows, not the vendor's 10/s (the calls made stay the same; the run
+#: is faster). Below the key's rate, so spike arrest refuses nothing and the service's log
+#: counts exactly the calls the client made. Tests of pacing set their own rates.
+KEY_RATE = 50
+CLIENT_RATE = 40
 
 
 @pytest.fixture
@@ -18,11 +25,17 @@ def make_client(
     service: RunningService, ca_bundle: str, tmp_path: Path, make_key: Callable[..., Any]
 ) -> Callable[..., parcelsearch.Client]:
     """``make_client(key_type="production", quota=..., **client_kwargs)``: a fresh key and a
-    client for it, with its own cache folder in ``tmp_path``."""
+    client for it, with its own cache folder in ``tmp_path``. Without ``key_overrides``, the
+    key allows ``KEY_RATE`` calls/s and the client sends ``CLIENT_RATE`` (unless given
+    ``rate``); a test that sets the key's limits (a quota, a rate) keeps the vendor's pace,
+    which how many calls are under way when a limit is reached depends on."""
 
     def make(key_type: str = "production", *, key_overrides: dict[str, Any] | None = None,
              **kwargs: Any) -> parcelsearch.Client:
-        key = make_key(key_type, **(key_overrides or {"quota": 100_000}))
+        if key_overrides is None:
+            key_overrides = {"quota": 100_000, "per_second": KEY_RATE}
+            kwargs.setdefault("rate", CLIENT_RATE)
+        key = make_key(key_type, **key_overrides)
         kwargs.setdefault("cache_dir", tmp_path / "cache")
         client = parcelsearch.Client(
             api_key=key, base_url=service.base_url, ca_bundle=ca_bundle, **kwargs
@@ -35,18 +48,19 @@ def make_client(
 
 @pytest.fixture
 def key(make_key: Callable[..., Any]) -> Any:
-    """A production key for command-line runs. 50 calls/s: above the client's 10/s, so no
-    request is refused by spike arrest and retried, and the service's log counts exactly the
-    calls the client made."""
-    return make_key("production", quota=1_000, per_second=50)
+    """A production key for command-line runs, allowing ``KEY_RATE`` calls/s: above the
+    ``CLIENT_RATE`` that ``env`` sets, so no request is refused by spike arrest and retried,
+    and the service's log counts exactly the calls the client made."""
+    return make_key("production", quota=1_000, per_second=KEY_RATE)
 
 
 @pytest.fixture
 def env(monkeypatch: pytest.MonkeyPatch, service: RunningService, ca_bundle: str, key: Any,
         tmp_path: Path) -> Any:
-    """The command line's environment on the session service, with ``key``; its cache in
-    ``tmp_path / "cache"``."""
+    """The command line's environment on the session service, with ``key``, sending
+    ``CLIENT_RATE`` calls/s; its cache in ``tmp_path / "cache"``."""
     monkeypatch.setenv("PARCELSEARCH_API_KEY", key)
+    monkeypatch.setenv("PARCELSEARCH_RATE", str(CLIENT_RATE))
     monkeypatch.setenv("PARCELSEARCH_BASE_URL", service.base_url)
     monkeypatch.setenv("PARCELSEARCH_CA_BUNDLE", ca_bundle)
     monkeypatch.setenv("PARCELSEARCH_CACHE_DIR", str(tmp_path / "cache"))
@@ -75,7 +89,7 @@ def _vendor_session(tmp_path_factory: pytest.TempPathFactory, service_cert_dir: 
                     vendor_fabric: tuple[Any, Any, dict[str, set[str]]]) -> Any:
     from _vendor import StandInVendor
 
-    from parcelsearch.service.server import start_service
+    from parcelsearch_service.server import start_service
 
     root = tmp_path_factory.mktemp("vendor")
     with start_service(parcels=vendor_fabric[0], keys=root / "keys.sqlite",

@@ -14,7 +14,7 @@ from typing import Any
 import pytest
 import requests
 
-from parcelsearch.service.polygon import EXAMPLE
+from parcelsearch_service.polygon import EXAMPLE
 
 LINE = re.compile(r'"GET /v1/search" 200 [\d.]+ms')
 

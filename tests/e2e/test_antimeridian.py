@@ -18,9 +18,9 @@ import pytest
 import shapely
 
 import parcelsearch
-from parcelsearch.service import synth
-from parcelsearch.service.server import RunningService, start_service
-from parcelsearch.tiling import GRID
+from parcelsearch.planning.tiling import GRID
+from parcelsearch_service import synth
+from parcelsearch_service.server import RunningService, start_service
 
 DATA = Path(__file__).parents[1] / "data" / "naturalearth_fiji_russia.geojson"
 #: Windows round the antimeridian where parcels are laid: (lon0, lon1, lat0, lat1, count).
@@ -88,6 +88,7 @@ def test_natural_earth_areas_across_180_plan_without_complaint(areas):
     assert east_and_west == {"Fiji": {-1, 1}, "Russia": {-1, 1}}
 
 
+@pytest.mark.slow
 @pytest.mark.parametrize("tolerance", [0.0, 5.0])
 def test_fiji_and_russia_search_end_to_end_with_exact_ids(
     areas, antimeridian_service, ca_bundle, tmp_path, tolerance

@@ -15,9 +15,8 @@ from pathlib import Path
 import pytest
 from _spend_hooks import Reserving
 
-from parcelsearch import _wire
-from parcelsearch.cache import ResponseCache
-from parcelsearch.client import Client, RetryPolicy
+from parcelsearch._fetch import wire as _wire
+from parcelsearch._fetch.client import Client, RetryPolicy
 from parcelsearch.errors import (
     AuthenticationError,
     BadPolygonError,
@@ -29,9 +28,10 @@ from parcelsearch.errors import (
     ServiceError,
 )
 from parcelsearch.market_list import markets
-from parcelsearch.service import synth
-from parcelsearch.service.server import RunningService
 from parcelsearch.settings import MAX_REQUEST_LINE_BYTES
+from parcelsearch.stores.local.cache import ResponseCache
+from parcelsearch_service import synth
+from parcelsearch_service.server import RunningService
 
 #: A square with no parcels in it (near Marfa, outside every demo market).
 EMPTY_RING = _wire.ring_json(

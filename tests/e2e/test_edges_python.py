@@ -88,7 +88,7 @@ def test_a_refused_connection_is_not_counted_as_a_call(tmp_path, ca_bundle) -> N
                                  ca_bundle=ca_bundle, cache_dir=tmp_path / "cache")
     with pytest.raises(parcelsearch.TransportError, match="nothing is listening"):
         parcelsearch.search(parcelsearch.demo_areas().iloc[:1], client=client, progress=False)
-    from parcelsearch.ledger import Ledger
+    from parcelsearch.stores.local.ledger import Ledger
 
     used = Ledger.in_folder(tmp_path / "cache").usage_by_key()
     assert all(u.lifetime == 0 for u in used.values()), used

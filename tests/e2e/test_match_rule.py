@@ -25,9 +25,9 @@ import pytest
 import shapely
 
 import parcelsearch
-from parcelsearch.service import synth
-from parcelsearch.service.server import RunningService, start_service
-from parcelsearch.tiling import GRID
+from parcelsearch.planning.tiling import GRID
+from parcelsearch_service import synth
+from parcelsearch_service.server import RunningService, start_service
 
 DATA = Path(__file__).parents[1] / "data" / "linz_rakino_islands.geojson"
 _SIDE = 0.002  # a parcel's side, in degrees

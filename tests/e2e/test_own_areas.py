@@ -10,7 +10,7 @@ import pytest
 from _cli import run
 
 import parcelsearch
-from parcelsearch.service.synth import fabric_for
+from parcelsearch_service.synth import fabric_for
 
 TRACTS = Path(__file__).resolve().parents[1] / "data" / "sf_tracts_2020.geojson"
 

@@ -1,7 +1,7 @@
 """Refresh and diff against the reference service over HTTPS, its request log the witness.
 
 The service starts on the demo parcels; "next month" is derived with known changes
-(:func:`parcelsearch.service.fabric_changes.next_month`) and swapped in while it runs
+(:func:`parcelsearch_service.fabric_changes.next_month`) and swapped in while it runs
 (:meth:`ParcelStore.replace`), keys and counters kept.
 """
 
@@ -19,11 +19,11 @@ import pytest
 
 import parcelsearch
 import parcelsearch.comparison
-import parcelsearch.history
-from parcelsearch.service.fabric_changes import EDITS, NextMonth, next_month
-from parcelsearch.service.polygon import parse_polygon
-from parcelsearch.service.server import RunningService
-from parcelsearch.service.store import ParcelStore, load_parcels
+import parcelsearch.stores.local.history
+from parcelsearch_service.fabric_changes import EDITS, NextMonth, next_month
+from parcelsearch_service.polygon import parse_polygon
+from parcelsearch_service.server import RunningService
+from parcelsearch_service.store import ParcelStore, load_parcels
 
 PieceKey = tuple[Hashable, int]
 
@@ -119,6 +119,7 @@ def test_no_change_costs_one_call_per_piece_and_returns_the_same_ids(month: Mont
     assert month.key not in history.to_json()  # the key's fingerprint, never the key
 
 
+@pytest.mark.slow
 def test_the_default_refresh_keeps_its_promise_and_prices_the_sample(
         month: Month, capsys: pytest.CaptureFixture[str], monkeypatch: pytest.MonkeyPatch
 ) -> None:
@@ -262,6 +263,7 @@ def test_allow_partial_finishes_whole_areas_as_a_first_search_does(
     assert set(diff.rows["area_id"]) <= set(partial.areas_complete or [])
 
 
+@pytest.mark.slow
 def test_search_runs_and_diff_on_the_command_line(
         month: Month, demo_parcels: gpd.GeoDataFrame, capsys: pytest.CaptureFixture[str],
         monkeypatch: pytest.MonkeyPatch) -> None:
@@ -299,7 +301,8 @@ def test_search_runs_and_diff_on_the_command_line(
         parcelsearch.comparison.compare(
             first._side("the first month"),
             parcelsearch.comparison.Side.of_run(
-                parcelsearch.history.RunHistory(month.folder / "cache" / "ledger.sqlite"),
+                parcelsearch.stores.local.history.RunHistory(
+                    month.folder / "cache" / "ledger.sqlite"),
                 second_id)).rows)
     out = month.folder / "diff.csv"
     assert main(["diff", first.run_id[:10], second_id[:10], "--cache-dir", cache,
@@ -320,7 +323,7 @@ def test_postgis_parcels_replaced_while_serving(
         demo_parcels: gpd.GeoDataFrame) -> None:
     """Both stores in PostgreSQL: the parcels table replaced under a running service (one
     transaction), its hit lists forgotten, keys and counters kept."""
-    from parcelsearch.service.postgis import PostgisParcelStore, load_parcels_into
+    from parcelsearch_service.postgis import PostgisParcelStore, load_parcels_into
 
     url = postgres.database("refresh")
     load_parcels_into(None, url)

@@ -8,7 +8,7 @@ import shapely
 
 import parcelsearch
 from parcelsearch.errors import QuotaExhaustedError, QuotaWouldExceedError
-from parcelsearch.service.server import RunningService
+from parcelsearch_service.server import RunningService
 
 
 def _groups_covering(service: RunningService, geom: shapely.Geometry) -> set[str]:

@@ -13,7 +13,7 @@ from pathlib import Path
 import pytest
 import requests
 
-from parcelsearch.service.keys import KeyStore
+from parcelsearch_service.keys import KeyStore
 
 CLI = [sys.executable, "-m", "parcelsearch.cli"]
 
@@ -58,6 +58,7 @@ def test_serve_prints_one_line_and_serves(served: tuple[str, str, Path], tmp_pat
     assert response.json()["status"] == "OK"
 
 
+@pytest.mark.slow
 def test_keys_create_list_revoke(keys_location: str) -> None:
     """The same commands on a SQLite file and on a PostgreSQL URL."""
     keys = keys_location

@@ -20,7 +20,7 @@ import psycopg
 import pytest
 import requests
 
-from parcelsearch.service.app import BUSY
+from parcelsearch_service.app import BUSY
 
 WAITING = 3  # gated requests held up at once
 
@@ -107,6 +107,7 @@ def one_worker(request: pytest.FixtureRequest, spawn_service: Callable[..., Any]
     return spawn_service(request.param, workers=1, busy_timeout=5.0)
 
 
+@pytest.mark.slow
 def test_openapi_answers_while_admissions_wait_then_503(
     one_worker: Any, https: requests.Session, ca_bundle: str
 ) -> None:

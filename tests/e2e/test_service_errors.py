@@ -12,8 +12,8 @@ import _conformance
 import pytest
 import requests
 
-from parcelsearch._wire import request_line_bytes, ring_json, search_target
-from parcelsearch.service.server import RunningService
+from parcelsearch._fetch.wire import request_line_bytes, ring_json, search_target
+from parcelsearch_service.server import RunningService
 
 # Run against `parcelsearch serve --workers 2` on each backend (tests/_conformance.py).
 service, service_276 = _conformance.service, _conformance.service_276

@@ -8,9 +8,10 @@ from concurrent.futures import ThreadPoolExecutor
 from typing import Any
 
 import _conformance
+import pytest
 import requests
 
-from parcelsearch.service.server import RunningService
+from parcelsearch_service.server import RunningService
 
 # Run against `parcelsearch serve --workers 2` on each backend (tests/_conformance.py).
 service, service_276 = _conformance.service, _conformance.service_276
@@ -139,6 +140,7 @@ def test_spike_window_holds_under_concurrency(
     assert len(log) == statuses.count(200)
 
 
+@pytest.mark.slow
 def test_counters_survive_a_restart(
     service: Any, spawn_service: Callable[..., Any], ca_bundle: str
 ) -> None:

@@ -11,10 +11,10 @@ import pytest
 import requests
 import shapely
 
-from parcelsearch._wire import ring_json
-from parcelsearch.service import synth
-from parcelsearch.service.server import RunningService
-from parcelsearch.service.store import ParcelStore
+from parcelsearch._fetch.wire import ring_json
+from parcelsearch_service import synth
+from parcelsearch_service.server import RunningService
+from parcelsearch_service.store import ParcelStore
 
 # Run against `parcelsearch serve --workers 2` on each backend (tests/_conformance.py).
 service, service_276 = _conformance.service, _conformance.service_276

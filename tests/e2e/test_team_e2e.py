@@ -27,8 +27,8 @@ import psycopg
 import pytest
 
 import parcelsearch
-from parcelsearch.team import init_team, set_budget, set_quota
-from parcelsearch.team.store import SCHEMA
+from parcelsearch.stores.team import init_team, set_budget, set_quota
+from parcelsearch.stores.team.store import SCHEMA
 
 pytestmark = pytest.mark.slow
 

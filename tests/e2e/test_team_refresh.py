@@ -16,12 +16,12 @@ import pytest
 from _cli import run
 
 import parcelsearch
-from parcelsearch.recorded_runs import open_history
-from parcelsearch.service.fabric_changes import next_month
-from parcelsearch.service.server import RunningService
-from parcelsearch.service.store import ParcelStore, load_parcels
-from parcelsearch.team import init_team
-from parcelsearch.team.store import _MIGRATIONS, SCHEMA, VERSION
+from parcelsearch._run.recorded_runs import open_history
+from parcelsearch.stores.team import init_team
+from parcelsearch.stores.team.store import _MIGRATIONS, SCHEMA, VERSION
+from parcelsearch_service.fabric_changes import next_month
+from parcelsearch_service.server import RunningService
+from parcelsearch_service.store import ParcelStore, load_parcels
 
 
 @pytest.fixture

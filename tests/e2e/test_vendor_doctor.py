@@ -12,7 +12,7 @@ from _cli import run
 from _vendor import MINIMUM, exact, fault_on, search
 
 import parcelsearch
-from parcelsearch.vendor_profile import PROFILES_FILE
+from parcelsearch._fetch.vendor_profile import PROFILES_FILE
 
 CHECKS = ("TLS", "key", "stage path", "compression", "paging base", "error format", "markets",
           "matching rule")

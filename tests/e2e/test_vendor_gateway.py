@@ -10,8 +10,8 @@ import pytest
 from _vendor import MINIMUM, exact, fault_on, search
 
 import parcelsearch
-from parcelsearch import _wire
-from parcelsearch.vendor_profile import PROFILES_FILE
+from parcelsearch._fetch import wire as _wire
+from parcelsearch._fetch.vendor_profile import PROFILES_FILE
 
 
 def no_raw_bytes(text: str) -> bool:

@@ -8,7 +8,7 @@ import json
 import pytest
 from _vendor import MINIMUM, exact, search
 
-from parcelsearch.vendor_profile import PROFILES_FILE
+from parcelsearch._fetch.vendor_profile import PROFILES_FILE
 
 
 def shrunk(vendor, expected: dict[str, set[str]]) -> dict[str, set[str]]:

@@ -7,6 +7,7 @@ import importlib.util
 from pathlib import Path
 
 import geopandas as gpd
+import pytest
 import shapely
 from shapely.geometry import box
 
@@ -46,6 +47,7 @@ def test_maps_draw_the_context_under_everything() -> None:
     assert 40 <= len(under) < drawn <= len(demo_context())  # the blocks under and around
 
 
+@pytest.mark.slow
 def test_the_demo_context_is_small_and_matches_its_generator(tmp_path: Path) -> None:
     committed = ROOT / "data" / "demo_context.geojson"
     assert committed.stat().st_size < 300_000

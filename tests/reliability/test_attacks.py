@@ -30,9 +30,9 @@ import schemathesis
 from hypothesis import HealthCheck, given, settings
 from schemathesis import GenerationMode
 
-from parcelsearch.service.http_protocol import DISCARD_LIMIT, MAX_REQUEST_HEAD, REQUEST_TIMEOUT
-from parcelsearch.service.portal.storage import PortalStore
-from parcelsearch.service.server import bind_socket
+from parcelsearch_service.http_protocol import DISCARD_LIMIT, MAX_REQUEST_HEAD, REQUEST_TIMEOUT
+from parcelsearch_service.portal.storage import PortalStore
+from parcelsearch_service.server import bind_socket
 
 TIMEOUT = 20
 PASSWORD = "correct horse battery staple"
@@ -170,6 +170,7 @@ def _alive(pid: int) -> bool:
 # ---------------------------------------------------------------- 1. forwarded headers
 
 
+@pytest.mark.slow
 @pytest.mark.parametrize("trusted", [False, True], ids=["default", "forwarded-allow-ips"])
 def test_forwarded_headers_are_believed_only_from_named_proxies(
     spawn_service: Any, trusted: bool, figures: Any
@@ -305,6 +306,7 @@ def test_a_rate_stored_out_of_range_cannot_break_a_key(
 # ---------------------------------------------------------------- 5. slow and huge heads
 
 
+@pytest.mark.slow
 def test_slow_requests_are_cut_off_and_memory_stays_flat(svc: Any, figures: Any) -> None:
     """Connections that send a head slowly, half of one, nothing, or a body slowly are
     answered 408 (or closed) once :data:`REQUEST_TIMEOUT` passes; 40 of them holding 30 KiB
@@ -393,7 +395,7 @@ def test_workers_die_with_their_supervisor(spawn_service: Any, figures: Any) -> 
 
 
 def test_user_input_cannot_forge_a_log_line(svc: Any, figures: Any) -> None:
-    forged = "2026-01-01 00:00:00,000 INFO parcelsearch.service.portal portal: revoked app"
+    forged = "2026-01-01 00:00:00,000 INFO parcelsearch_service.portal portal: revoked app"
     path = "/v1/markets%0a" + forged.replace(" ", "%20") + "%0d%1b[31m"
     _raw(svc, f"GET {path} HTTP/1.1\r\nHost: x\r\nConnection: close\r\n\r\n".encode())
     time.sleep(0.5)
@@ -651,6 +653,7 @@ def _sweep(strategy: Any, path: str, browser: Browser, svc: Any,
     run()
 
 
+@pytest.mark.slow
 @pytest.mark.parametrize("mode", [GenerationMode.POSITIVE, GenerationMode.NEGATIVE],
                          ids=["positive", "negative"])
 def test_portal_forms_never_5xx(svc: Any, admin: Browser, mode: GenerationMode,

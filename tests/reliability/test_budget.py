@@ -17,7 +17,8 @@ import pytest
 from _faultproxy import FaultProxy
 from shapely.geometry import box
 
-from parcelsearch import Ledger, fetching, search
+from parcelsearch import Ledger, search
+from parcelsearch._run import fetching
 from parcelsearch.errors import BudgetExhaustedError
 
 BUDGET = 7

@@ -21,8 +21,8 @@ from hypothesis import HealthCheck, given, settings
 from schemathesis import GenerationMode
 from schemathesis.specs.openapi.checks import positive_data_acceptance
 
-from parcelsearch.service.app import MISSING_KEY
 from parcelsearch.settings import MAX_REQUEST_LINE_BYTES
+from parcelsearch_service.app import MISSING_KEY
 
 # Run against `parcelsearch serve --workers 2` on each backend (tests/_conformance.py).
 service, service_276 = _conformance.service, _conformance.service_276

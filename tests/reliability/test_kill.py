@@ -24,11 +24,12 @@ from typing import Any
 import geopandas as gpd
 import pandas as pd
 import pyarrow.parquet as pq
+import pytest
 from pandas.testing import assert_frame_equal
 from shapely.geometry import box
 
 from parcelsearch import Client, search
-from parcelsearch.service import synth
+from parcelsearch_service import synth
 
 SCRIPT = textwrap.dedent(
     """
@@ -78,6 +79,7 @@ def _cached(cache: Path) -> set[tuple[str, int]]:
     return found
 
 
+@pytest.mark.slow
 def test_sigkill_mid_run_then_rerun(
     start_own_service: Any, tmp_path: Path, figures: Any
 ) -> None:

@@ -20,7 +20,7 @@ import pytest
 import requests
 from _helpers import max_in_window
 
-from parcelsearch.service.keys import KeyStore
+from parcelsearch_service.keys import KeyStore
 
 RING = "[[-99.74,32.44],[-99.73,32.44],[-99.73,32.45],[-99.74,32.44]]"
 THREADS_PER_KEY = 10
@@ -155,6 +155,7 @@ def _used(keys_file: Path) -> int:
         store.close()
 
 
+@pytest.mark.slow
 def test_counters_survive_restart_and_crash(tmp_path: Path, figures: Any) -> None:
     keys_file, certs = tmp_path / "keys.sqlite", tmp_path / "certs"
     store = KeyStore(keys_file)

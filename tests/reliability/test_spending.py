@@ -30,9 +30,9 @@ from shapely.geometry import box
 
 import parcelsearch
 from parcelsearch import Client, Ledger, search
+from parcelsearch._run.search_run import DEFAULT_WORKERS
 from parcelsearch.errors import SearchInterrupted
-from parcelsearch.pipeline import DEFAULT_WORKERS
-from parcelsearch.service import synth
+from parcelsearch_service import synth
 
 WAIT = 60.0  # seconds any wait in this module may take at most
 
@@ -102,6 +102,7 @@ def _ids(path: Path) -> pd.DataFrame:
 # -- 1. interrupts -------------------------------------------------------------------------
 
 
+@pytest.mark.slow
 @pytest.mark.parametrize("signum", [signal.SIGINT, signal.SIGTERM], ids=["SIGINT", "SIGTERM"])
 def test_a_signal_stops_spending_and_the_rerun_finishes(
     signum: int, service: Any, make_key: Any, ca_bundle: str, wide_areas: gpd.GeoDataFrame,
@@ -142,6 +143,7 @@ def test_a_signal_stops_spending_and_the_rerun_finishes(
                  f"both runs {total} calls vs {reference.calls} undisturbed")
 
 
+@pytest.mark.slow
 def test_keyboard_interrupt_in_python_keeps_the_partial_result(
     service: Any, make_key: Any, ca_bundle: str, wide_areas: gpd.GeoDataFrame, reference: Any,
     tmp_path: Path,
@@ -176,6 +178,7 @@ def test_keyboard_interrupt_in_python_keeps_the_partial_result(
 # -- 2. the price is known before it is paid -----------------------------------------------
 
 
+@pytest.mark.slow
 def test_a_demo_key_is_never_overrun_and_says_what_finishing_costs(
     service: Any, make_key: Any, ca_bundle: str, wide_areas: gpd.GeoDataFrame, reference: Any,
     tmp_path: Path, figures: Any,
@@ -198,6 +201,7 @@ def test_a_demo_key_is_never_overrun_and_says_what_finishing_costs(
     figures.add("calls counted", "demo key runs (never past 50)", spent)
 
 
+@pytest.mark.slow
 def test_allow_partial_finishes_whole_areas_the_cheapest_first(
     service: Any, make_key: Any, ca_bundle: str, wide_areas: gpd.GeoDataFrame, reference: Any,
     tmp_path: Path,
@@ -256,6 +260,7 @@ def _mix(seed: int) -> Callable[[Any], str | None]:
     return rule
 
 
+@pytest.mark.slow
 def test_a_long_search_finishes_in_one_run_under_a_fault_mix(
     start_own_service: Any, service_cert_dir: Path, tmp_path: Path, figures: Any,
 ) -> None:

@@ -23,9 +23,9 @@ import psycopg
 import pytest
 
 import parcelsearch
-from parcelsearch.ledger import Ledger
-from parcelsearch.team import Pace, init_team, set_budget, set_pace, set_quota
-from parcelsearch.team.store import SCHEMA
+from parcelsearch.stores.local.ledger import Ledger
+from parcelsearch.stores.team import Pace, init_team, set_budget, set_pace, set_quota
+from parcelsearch.stores.team.store import SCHEMA
 
 #: The search every attack runs: all the demo areas (well over ten calls).
 AREAS = "areas.parquet"

@@ -5,7 +5,7 @@ rings, thin slivers, antimeridian crossings, parts touching ±180° or a pole, l
 near the poles, off-grid coordinates and 10,000+ vertices:
 
 - every piece is accepted by the reference service's own validation
-  (:func:`parcelsearch.service.polygon.parse_polygon`, the oracle: a refusal is a 400);
+  (:func:`parcelsearch_service.polygon.parse_polygon`, the oracle: a refusal is a 400);
 - every piece is a valid single closed ring, and what is sent is what was checked;
 - every request line (``_wire.search_target`` + ``request_line_bytes`` at page 99999)
   fits the byte budget;
@@ -34,11 +34,11 @@ from hypothesis import HealthCheck, example, given, settings
 from hypothesis import strategies as st
 from shapely import MultiPolygon, Polygon
 
-from parcelsearch import _wire
-from parcelsearch.areas import GeometryRepairedWarning
-from parcelsearch.planning import plan
-from parcelsearch.service.polygon import parse_polygon
-from parcelsearch.tiling import GRID
+from parcelsearch._fetch import wire as _wire
+from parcelsearch.planning.areas import GeometryRepairedWarning
+from parcelsearch.planning.plans import plan
+from parcelsearch.planning.tiling import GRID
+from parcelsearch_service.polygon import parse_polygon
 
 FIGURES = Path(__file__).with_name("_figures") / "tiling.json"
 COUNTS: Counter[str] = Counter()
@@ -268,6 +268,7 @@ _SETTINGS = settings(
 )
 
 
+@pytest.mark.slow
 @_SETTINGS
 @given(area=areas(), budget=st.sampled_from([7168, 1600]))
 @example(area=huge(1), budget=7168)
@@ -276,6 +277,7 @@ def test_exact_pieces_are_sendable_rings_whose_union_is_the_area(area, budget):
     check(area, 0.0, budget)
 
 
+@pytest.mark.slow
 @_SETTINGS
 @given(
     area=areas(), tolerance=st.sampled_from([1.0, 5.0, 40.0]), budget=st.sampled_from([7168, 1600])

@@ -17,7 +17,7 @@ from pathlib import Path
 import pytest
 
 import parcelsearch
-from parcelsearch.service import EXTRA_MODULES
+from parcelsearch_service import EXTRA_MODULES
 
 INSTALL = 'pip install "parcelsearch[service]"'
 PYPROJECT = Path(__file__).parents[2] / "pyproject.toml"

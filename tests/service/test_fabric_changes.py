@@ -6,9 +6,9 @@ import numpy as np
 import pytest
 import shapely
 
-from parcelsearch.service import synth
-from parcelsearch.service.fabric_changes import EDITS, next_month
-from parcelsearch.service.store import ParcelStore, load_parcels
+from parcelsearch_service import synth
+from parcelsearch_service.fabric_changes import EDITS, next_month
+from parcelsearch_service.store import ParcelStore, load_parcels
 
 
 @pytest.fixture(scope="module")
@@ -94,7 +94,7 @@ def test_a_running_store_serves_the_new_fabric(demo: object) -> None:
     month = next_month(example.parcels, 0.05, seed=1)
     import json
 
-    from parcelsearch.service.polygon import parse_polygon
+    from parcelsearch_service.polygon import parse_polygon
 
     parsed = parse_polygon(json.dumps(example.ring))
     before = len(store.hits(parsed))

@@ -11,9 +11,10 @@ from typing import Any
 import psycopg
 import pytest
 
-from parcelsearch.service.errors import StoreBusyError
-from parcelsearch.service.keys import KeyStore
-from parcelsearch.service.limits import Call, Outcome, Refusal, admit, admit_all, spike_window
+from parcelsearch_service.errors import StoreBusyError
+from parcelsearch_service.gateway import admit, admit_all
+from parcelsearch_service.keys import KeyStore
+from parcelsearch_service.limits import Call, Outcome, Refusal, spike_window
 
 
 @pytest.fixture

@@ -9,9 +9,9 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from parcelsearch._wire import ring_json
-from parcelsearch.service.errors import BadRequestError
-from parcelsearch.service.polygon import parse_page, parse_polygon
+from parcelsearch._fetch.wire import ring_json
+from parcelsearch_service.errors import BadRequestError
+from parcelsearch_service.polygon import parse_page, parse_polygon
 
 SQUARE = [[-97.5, 32.25], [-97.4, 32.25], [-97.4, 32.3], [-97.5, 32.3], [-97.5, 32.25]]
 

@@ -20,10 +20,10 @@ import markupsafe
 import pytest
 import requests
 
-from parcelsearch.service.keys import KeyStore
-from parcelsearch.service.portal.routes import COOKIE
-from parcelsearch.service.portal.storage import PortalStore
-from parcelsearch.service.server import RunningService, start_service
+from parcelsearch_service.keys import KeyStore
+from parcelsearch_service.portal.routes import COOKIE
+from parcelsearch_service.portal.storage import PortalStore
+from parcelsearch_service.server import RunningService, start_service
 
 PASSWORD = "correct horse battery staple"
 #: A small ring inside the bundled demo parcels (as tests/e2e/test_service_errors.py uses).

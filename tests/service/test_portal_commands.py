@@ -13,9 +13,9 @@ import pytest
 import requests
 
 from parcelsearch.errors import ConfigurationError
-from parcelsearch.service.keys import KeyStore
-from parcelsearch.service.portal.commands import read_password
-from parcelsearch.service.portal.storage import PortalStore
+from parcelsearch_service.keys import KeyStore
+from parcelsearch_service.portal.commands import read_password
+from parcelsearch_service.portal.storage import PortalStore
 
 PASSWORD = "correct horse battery staple"
 

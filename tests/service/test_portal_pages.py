@@ -7,8 +7,8 @@ from datetime import date, timedelta
 
 import pytest
 
-from parcelsearch.service.portal.pages import Snippets, axis_step, usage_chart
-from parcelsearch.service.portal.usage import DayUsage
+from parcelsearch_service.portal.pages import Snippets, axis_step, usage_chart
+from parcelsearch_service.portal.usage import DayUsage
 
 TODAY = date(2026, 11, 24)
 

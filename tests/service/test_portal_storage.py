@@ -8,12 +8,12 @@ from datetime import UTC, datetime
 import pytest
 
 from parcelsearch.errors import ConfigurationError
-from parcelsearch.service.keys import KeyStore
-from parcelsearch.service.portal.accounts import SIGNINS_KEPT, normalise_email
-from parcelsearch.service.portal.passwords import hash_password, verify_password
-from parcelsearch.service.portal.signin import Throttle
-from parcelsearch.service.portal.storage import PortalStore
-from parcelsearch.service.portal.usage import HISTORY_DAYS
+from parcelsearch_service.keys import KeyStore
+from parcelsearch_service.portal.accounts import SIGNINS_KEPT, normalise_email
+from parcelsearch_service.portal.passwords import hash_password, verify_password
+from parcelsearch_service.portal.signin import Throttle
+from parcelsearch_service.portal.storage import PortalStore
+from parcelsearch_service.portal.usage import HISTORY_DAYS
 
 PASSWORD = "correct horse battery staple"
 

@@ -14,15 +14,15 @@ from hypothesis import strategies as st
 
 from parcelsearch.cli import main
 from parcelsearch.errors import ConfigurationError
-from parcelsearch.service import synth
-from parcelsearch.service.polygon import parse_polygon
-from parcelsearch.service.postgis import (
+from parcelsearch_service import synth
+from parcelsearch_service.polygon import parse_polygon
+from parcelsearch_service.postgis import (
     PostgisParcelStore,
     _worth_subdividing,
     load_parcels_into,
     open_parcel_store,
 )
-from parcelsearch.service.store import ParcelStore
+from parcelsearch_service.store import ParcelStore
 
 DEMO_BOX = (-99.745, 32.44, -99.70, 32.465)
 

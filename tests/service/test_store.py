@@ -15,9 +15,9 @@ from hypothesis import strategies as st
 
 from parcelsearch._shared import data_path
 from parcelsearch.errors import ConfigurationError
-from parcelsearch.service import synth
-from parcelsearch.service.polygon import parse_polygon
-from parcelsearch.service.store import (
+from parcelsearch_service import synth
+from parcelsearch_service.polygon import parse_polygon
+from parcelsearch_service.store import (
     ParcelStore,
     load_markets,
     load_parcels,

@@ -10,7 +10,7 @@ import shapely
 from geopandas.testing import assert_geodataframe_equal
 
 from parcelsearch._shared import data_path
-from parcelsearch.service import synth
+from parcelsearch_service import synth
 
 
 @pytest.fixture(scope="module")

@@ -8,7 +8,7 @@ from pathlib import Path
 
 from cryptography import x509
 
-from parcelsearch.service.tls import ensure_certificates
+from parcelsearch_service.tls import ensure_certificates
 
 
 def _names(path: Path) -> set[str]:

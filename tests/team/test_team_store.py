@@ -16,13 +16,13 @@ import psycopg
 import pytest
 from _threads import moments, race
 
-from parcelsearch._http import Cancelled
+from parcelsearch._fetch.http import Cancelled
+from parcelsearch._fetch.page import Page
 from parcelsearch.errors import ConfigurationError, QuotaWouldExceedError, TeamStoreError
-from parcelsearch.ledger import Quota
-from parcelsearch.page import Page
-from parcelsearch.team import Pace, init_team, set_budget, set_pace, set_quota, team_usage
-from parcelsearch.team.spending import RESERVE_LEAD, TeamSpending
-from parcelsearch.team.store import SCHEMA, VERSION, schema_version
+from parcelsearch.stores.local.ledger import Quota
+from parcelsearch.stores.team import Pace, init_team, set_budget, set_pace, set_quota, team_usage
+from parcelsearch.stores.team.spending import RESERVE_LEAD, TeamSpending
+from parcelsearch.stores.team.store import SCHEMA, VERSION, schema_version
 
 FP = "0123456789abcdef"
 
@@ -113,7 +113,7 @@ def test_a_member_budget_is_refused_before_spending(team: str) -> None:
 
 
 def test_one_pacer_spaces_every_member(team: str) -> None:
-    from parcelsearch._http import RateLimiter
+    from parcelsearch._fetch.http import RateLimiter
 
     limiter = RateLimiter(20)  # one slot every 51.5 ms
     members = [_member(team, name) for name in ("alice", "bob")]
@@ -130,7 +130,7 @@ def test_one_pacer_spaces_every_member(team: str) -> None:
 
 
 def test_a_pause_holds_every_member(team: str) -> None:
-    from parcelsearch._http import RateLimiter
+    from parcelsearch._fetch.http import RateLimiter
 
     alice, bob = _member(team, "alice"), _member(team, "bob")
     alice.pause(1.0)
@@ -231,7 +231,7 @@ def test_a_members_own_rate_paces_only_that_member(team: str) -> None:
     """The key's pace is stored (1 call/s): a member pacing itself at 0.01 calls/s moves the
     key's next slot by the key's interval, not by 100 s; one at 100 calls/s cannot narrow
     it (the store's next slot is the witness)."""
-    from parcelsearch._http import RateLimiter
+    from parcelsearch._fetch.http import RateLimiter
 
     set_pace(team, FP, Pace(rate=1, margin=0.05, lease_seconds=6))
     slow, fast = _member(team, "slow"), _member(team, "fast")
@@ -254,7 +254,7 @@ def test_a_members_own_rate_paces_only_that_member(team: str) -> None:
 def test_a_version_2_store_is_upgraded_in_place_with_names_folded(postgres: Any) -> None:
     """Schema 2 → 3: the key's policy columns added with their defaults, the reserve
     function replaced, and members' names folded (their budgets merged into one)."""
-    from parcelsearch.team import store
+    from parcelsearch.stores.team import store
 
     url = postgres.database("team")
     with psycopg.connect(url, autocommit=True) as conn:

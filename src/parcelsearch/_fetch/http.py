@@ -1,0 +1,486 @@
+"""The HTTP mechanism: one session, one shared pacer, one bounded retry loop, a stop switch.
+
+Nothing here knows what a search or a market is. :class:`Transport` sends ``GET``\\ s and
+runs every attempt through the same short sequence::
+
+    gate (wait for the pacer → stop if cancelled → reserve the call) → send → judge
+        → accepted: return   │ transient: back off (wakes at once on cancel), retry
+                             │ final: raise
+
+The caller's ``judge`` decides what a response means (accept it, call it transient, or
+raise). How often to retry and how long to wait is a plain :class:`RetryPolicy` value
+(attempts, exponential back-off with jitter, ``Retry-After`` honoured and capped); the loop,
+its sleeps and its cancellation are here. Requests go through ``requests`` with urllib3's own
+retries off.
+"""
+
+from __future__ import annotations
+
+import random
+import re
+import threading
+import time
+from collections import Counter
+from collections.abc import Callable, Mapping
+from dataclasses import dataclass
+from email.utils import mktime_tz, parsedate_tz
+from typing import Protocol, TypeVar
+
+import requests
+from requests.adapters import HTTPAdapter
+from urllib3.exceptions import NewConnectionError
+
+from parcelsearch.errors import (
+    ConfigurationError,
+    CutBodyError,
+    Hint,
+    MalformedResponseError,
+    ServiceError,
+    TransportError,
+)
+
+__all__ = [
+    "Cancelled",
+    "Transient",
+    "Redirected",
+    "MAX_REDIRECTS",
+    "Spend",
+    "RateLimiter",
+    "RetryPolicy",
+    "RETRY_STATUSES",
+    "Transport",
+    "new_session",
+    "retry_after",
+    "strip_query",
+]
+
+T = TypeVar("T")
+#: What a request raises once its retries are used up.
+RequestFailure = TransportError | MalformedResponseError | ServiceError
+
+#: Share of the allowed rate kept in reserve, so network jitter never puts N + 1 calls in
+#: one second of the server's sliding window (10/s → one call every 103 ms, 9.7 calls/s).
+DEFAULT_MARGIN = 0.03
+#: Statuses that may heal if asked again (spike arrest, server failures): the only ones retried.
+RETRY_STATUSES = frozenset({429, 500, 502, 503, 504})
+#: Redirects followed for one request before it is refused.
+MAX_REDIRECTS = 3
+
+
+class Cancelled(Exception):  # noqa: N818 - a signal, not an error
+    """Raised instead of sending (or sleeping on) once the caller's stop event is set."""
+
+
+class Transient(Exception):  # noqa: N818 - a verdict, not an error
+    """A judge's verdict: this answer may heal if asked again (5xx, spike arrest, cut body).
+
+    Parameters
+    ----------
+    reason
+        Short text for messages and statistics (e.g. ``"503"``, ``"body not JSON"``).
+    error
+        The error to raise when the retries are used up.
+    response
+        The response it came from, if any (its ``Retry-After`` is honoured); the transport
+        fills it in for a judge's verdict.
+    unsent
+        ``True`` when no connection was made (refused, or timed out connecting): the service
+        never saw the request, and such failures have their own, smaller allowance.
+    once
+        ``True`` for an answer that was delivered whole but cannot be read (not JSON, counts
+        that disagree): asked once more, identically, then final — a server that answers in
+        a shape we do not read will not heal, and every try is a counted call.
+    """
+
+    def __init__(
+        self, reason: str, error: RequestFailure, response: requests.Response | None = None,
+        *, unsent: bool = False, once: bool = False,
+    ) -> None:
+        super().__init__(reason)
+        self.reason = reason
+        self.error = error
+        self.response = response
+        self.unsent = unsent
+        self.once = once
+
+
+class Redirected(Exception):  # noqa: N818 - a verdict, not an error
+    """A judge's verdict: the answer is a redirect the caller accepts; send the same GET to
+    ``url`` (a new attempt, reserved and paced like any other)."""
+
+    def __init__(self, url: str) -> None:
+        super().__init__(url)
+        self.url = url
+
+
+class Spend(Protocol):
+    """What the caller does around each attempt: pace → reserve → send → settle | refund.
+
+    The one hook of a request's spending (the toolkit's ledgers implement it through
+    :class:`parcelsearch.stores.spending.Spending`): a call waits for its turn at the key's pacer,
+    is reserved just before it is sent, and is settled once sent (its fate may be unknown: it
+    counts as spent) or refunded when the service certainly did not count it.
+    """
+
+    def reserve(self) -> None:
+        """Before every attempt (retries included); may raise to stop."""
+
+    def pace(self, limiter: RateLimiter, cancel: threading.Event | None) -> None:
+        """Wait for this attempt's turn (``limiter``: the transport's own pacer); may raise
+        :class:`Cancelled`."""
+
+    def settle(self) -> None:
+        """After an attempt was sent (answered or not): the reservation is spent."""
+
+    def refund(self) -> None:
+        """After an attempt the service certainly did not count (e.g. spike arrest)."""
+
+    def pause(self, seconds: float) -> None:
+        """The service asked the key to wait ``seconds`` (a 429 with ``Retry-After``)."""
+
+
+class RateLimiter:
+    """Strictly spaced calls, shared by all threads: no bursts, ever.
+
+    Each caller claims the next free slot under a lock, then sleeps *outside* it until the
+    slot comes, so one sleeper never holds up another and a stop wakes every sleeper at once.
+    Successive slots are at least ``1 / (rate * (1 - margin))`` seconds apart, so a server
+    allowing ``rate`` calls in any one-second sliding window never sees one too many.
+
+    Parameters
+    ----------
+    rate
+        Calls per second the server allows.
+    margin
+        Share of ``rate`` kept in reserve against network jitter.
+    """
+
+    def __init__(self, rate: float, margin: float = DEFAULT_MARGIN) -> None:
+        if not rate > 0 or not 0 <= margin < 1:
+            raise ConfigurationError(f"rate must be > 0 and margin in [0, 1), got {rate}, {margin}")
+        self.rate = float(rate)
+        self.interval = 1.0 / (self.rate * (1.0 - margin))
+        self._lock = threading.Lock()
+        self._next = 0.0
+
+    def wait(self, cancel: threading.Event | None = None, lead: float = 0.0) -> float:
+        """Block until this caller's slot (``lead`` seconds before it: the caller then
+        waits out the rest itself); returns the slot (``time.monotonic``).
+
+        Raises
+        ------
+        Cancelled
+            ``cancel`` was set before the slot came (the slot is given up).
+        """
+        with self._lock:
+            slot = max(time.monotonic(), self._next)
+            self._next = slot + self.interval
+        delay = slot - lead - time.monotonic()
+        if cancel is not None:
+            if cancel.wait(max(0.0, delay)):
+                raise Cancelled("stopped while waiting for the pacer")
+        elif delay > 0:
+            time.sleep(delay)
+        return slot
+
+    def __repr__(self) -> str:
+        return f"RateLimiter(rate={self.rate:g}/s, interval={self.interval * 1000:.1f} ms)"
+
+
+@dataclass(frozen=True)
+class RetryPolicy:
+    """How many times to retry and how long to wait in between.
+
+    A request gets ``total + 1`` attempts; of them, attempts that never connect (nothing is
+    listening, or connecting timed out) are retried at most ``connect`` times, since waiting
+    rarely helps there. Before retry *n* the loop waits ``backoff_factor × 2ⁿ⁻¹`` seconds
+    plus up to ``backoff_jitter`` (none before the first retry: 0, 1, 2, 4 … with the
+    defaults), at most ``backoff_max``; an answer's ``Retry-After`` (seconds or HTTP-date)
+    wins, capped at ``retry_after_max``.
+    """
+
+    total: int = 5
+    connect: int = 1
+    backoff_factor: float = 0.5
+    backoff_max: float = 30.0
+    backoff_jitter: float = 0.25
+    retry_after_max: float = 120.0
+
+    def __post_init__(self) -> None:
+        if isinstance(self.total, bool) or not isinstance(self.total, int) or self.total < 0:
+            raise ConfigurationError(f"retries must be an integer >= 0, got {self.total!r}")
+
+    def exhausted(self, failures: int, unsent: int) -> bool:
+        """Whether ``failures`` failed attempts, ``unsent`` of them never connected, are all."""
+        return failures > self.total or unsent > min(self.connect, self.total)
+
+    def delay(self, failures: int, retry_after: float | None = None) -> float:
+        """Seconds to wait after the ``failures``-th failed attempt, before the next one."""
+        if retry_after is not None:
+            return min(retry_after, self.retry_after_max)
+        if failures <= 1:
+            return 0.0
+        wait = self.backoff_factor * 2.0 ** (failures - 1) + random.random() * self.backoff_jitter
+        return max(0.0, min(self.backoff_max, wait))
+
+
+_SECONDS = re.compile(r"\s*[0-9]+\s*")
+
+
+def retry_after(headers: Mapping[str, str]) -> float | None:
+    """Seconds a ``Retry-After`` header asks to wait (delta-seconds or HTTP-date), or ``None``.
+
+    A date in the past is 0 seconds; a missing or unreadable header is ``None`` (it is only
+    advice).
+    """
+    value = headers.get("Retry-After")
+    if not value:
+        return None
+    if _SECONDS.fullmatch(value):
+        return float(int(value))
+    date = parsedate_tz(value)
+    if date is None:
+        return None
+    if date[9] is None:  # no zone given: HTTP-dates are GMT
+        date = (*date[:9], 0)
+    return max(0.0, mktime_tz(date) - time.time())
+
+
+def new_session() -> requests.Session:
+    """A ``requests`` session for HTTPS with urllib3's own retries off (the loop is ours)."""
+    session = requests.Session()
+    session.trust_env = False  # no proxies or CA bundles from the environment behind our back
+    session.mount("https://", HTTPAdapter(max_retries=0, pool_connections=4, pool_maxsize=32))
+    return session
+
+
+class Transport:
+    """Sends GETs through one session, paced by one limiter, retried by one policy.
+
+    Parameters
+    ----------
+    session
+        The ``requests`` session (inject one to put a fault-making adapter underneath).
+    limiter
+        The pacer shared by every thread using this transport.
+    policy
+        The retry policy.
+    timeout
+        Seconds to connect and between bytes of a response.
+    verify
+        ``True`` or the path of a CA bundle (TLS is always verified).
+    """
+
+    def __init__(
+        self,
+        session: requests.Session,
+        limiter: RateLimiter,
+        policy: RetryPolicy,
+        *,
+        timeout: float,
+        verify: str | bool = True,
+    ) -> None:
+        self.session = session
+        self.limiter = limiter
+        self.policy = policy
+        self.timeout = timeout
+        self.verify = verify
+        #: Requests answered and retries made, by status or error (e.g. ``"retried 429"``).
+        self.stats: Counter[str] = Counter()
+        self._stats_lock = threading.Lock()
+
+    def get(
+        self,
+        url: str,
+        *,
+        headers: Mapping[str, str],
+        judge: Callable[[requests.Response], T],
+        describe: str,
+        spend: Spend | None = None,
+        cancel: threading.Event | None = None,
+    ) -> T:
+        """One request: attempts until ``judge`` accepts an answer, raises, or retries run out.
+
+        Parameters
+        ----------
+        url
+            The full URL.
+        headers
+            Request headers (the secret travels here and nowhere else).
+        judge
+            Turns a response into the result, raises :class:`Transient` to retry, or raises
+            any other error to stop.
+        describe
+            A short, key-free description of the request for messages.
+        spend
+            Reserve before every attempt, refund when the service did not count it.
+        cancel
+            Once set: no further attempt, and back-off sleeps wake at once
+            (:class:`Cancelled` is raised).
+
+        Raises
+        ------
+        Cancelled
+            ``cancel`` was set before an attempt was sent.
+        TransportError
+            No response after the retries, or TLS verification failed.
+        """
+        failures = unsent = unreadable = hops = 0
+        while True:
+            self._gate(spend, cancel)
+            try:
+                try:
+                    return self._attempt(url, headers, judge, describe)
+                finally:
+                    if spend is not None:
+                        spend.settle()  # sent: spent, whatever came back (refunds come after)
+            except _NotSent:
+                if spend is not None:
+                    spend.refund()  # the TLS handshake failed: no request reached the service
+                raise
+            except Redirected as hop:
+                hops += 1
+                if hops > MAX_REDIRECTS:
+                    raise TransportError(f"more than {MAX_REDIRECTS} redirects ({describe}), "
+                                         f"the last to {strip_query(hop.url)}",
+                                         url=strip_query(url)) from None
+                self._count("redirected")
+                url = hop.url
+                continue
+            except Transient as verdict:
+                failures += 1
+                unreadable += verdict.once
+                if verdict.unsent:
+                    unsent += 1
+                    if spend is not None:
+                        spend.refund()  # no connection was made: the service never saw it
+                if self.policy.exhausted(failures, unsent) or unreadable > 1:
+                    raise _given_up(verdict.error, failures) from None
+                self._count(f"retried {verdict.reason}")
+                asked = None if verdict.response is None else retry_after(verdict.response.headers)
+                delay = self.policy.delay(failures, asked)
+                if spend is not None and asked is not None and \
+                        verdict.response is not None and verdict.response.status_code == 429:
+                    spend.pause(delay)  # the key is told to wait: every caller of it, not just us
+                self._sleep(delay, cancel)
+
+    def _attempt(
+        self, url: str, headers: Mapping[str, str], judge: Callable[[requests.Response], T],
+        describe: str,
+    ) -> T:
+        """Send once: the judged result, or raise the :class:`Transient` verdict to retry on."""
+        try:
+            response = self.session.get(
+                url, headers=dict(headers), timeout=self.timeout, verify=self.verify,
+                allow_redirects=False,
+            )
+        except requests.exceptions.SSLError as exc:
+            raise _NotSent(f"TLS verification failed ({describe}): {_reason(exc)}",
+                           url=strip_query(url),
+                                 hints=[Hint("ca_bundle", phrase="if it is a local service, "
+                                                                 "point {knob} at its ca.pem")],
+                                 ) from None
+        except (requests.exceptions.ChunkedEncodingError,
+                requests.exceptions.ContentDecodingError) as exc:
+            raise Transient("cut body", CutBodyError(
+                f"response body cut short or undecodable ({describe}): {_reason(exc)}",
+                url=strip_query(url))) from None
+        except requests.exceptions.RequestException as exc:
+            raise Transient(_failure_name(exc), _no_response(exc, url, describe),
+                            unsent=_never_connected(exc)) from None
+        self._count("requests")
+        try:
+            return judge(response)
+        except Transient as verdict:
+            if verdict.response is None:
+                verdict.response = response
+            raise
+
+    def _gate(self, spend: Spend | None, cancel: threading.Event | None) -> None:
+        # Pace, then reserve, then send at once: a call waiting for its turn holds no
+        # reservation, so a process killed while waiting leaves only what it had on the wire
+        # charged (the pacer's margin absorbs the reservation's round trip).
+        if cancel is not None and cancel.is_set():
+            raise Cancelled("the run stopped before this request was sent")
+        if spend is not None:
+            spend.pace(self.limiter, cancel)
+        else:
+            self.limiter.wait(cancel)
+        if cancel is not None and cancel.is_set():
+            raise Cancelled("the run stopped before this request was sent")
+        if spend is not None:
+            spend.reserve()
+
+    def _sleep(self, delay: float, cancel: threading.Event | None) -> None:
+        if cancel is None:
+            time.sleep(delay)
+        elif cancel.wait(delay):
+            raise Cancelled("stopped during back-off")
+
+    def _count(self, what: str) -> None:
+        with self._stats_lock:
+            self.stats[what] += 1
+
+
+def _innermost(exc: BaseException) -> BaseException:
+    inner: BaseException = exc
+    for _ in range(8):
+        nxt = getattr(inner, "reason", None) or inner.__cause__ or inner.__context__
+        if not isinstance(nxt, BaseException) or nxt is inner:
+            break
+        inner = nxt
+    return inner
+
+
+def _reason(exc: BaseException) -> str:
+    """The innermost cause of a requests/urllib3 error, briefly (never headers)."""
+    inner = _innermost(exc)
+    return f"{type(inner).__name__}: {inner}"[:300]
+
+
+def _never_connected(exc: requests.exceptions.RequestException) -> bool:
+    """Whether no connection was made: refused, or timed out while connecting."""
+    if isinstance(exc, requests.exceptions.ConnectTimeout):
+        return True
+    return isinstance(exc, requests.exceptions.ConnectionError) and _refused(exc)
+
+
+def _refused(exc: BaseException) -> bool:
+    return isinstance(_innermost(exc), ConnectionRefusedError | NewConnectionError)
+
+
+def _failure_name(exc: requests.exceptions.RequestException) -> str:
+    """A short name of a failure to send for the statistics (``"retried ReadTimeoutError"``)."""
+    if isinstance(exc, requests.exceptions.ConnectTimeout):
+        return "ConnectTimeoutError"
+    if _never_connected(exc):
+        return "NewConnectionError"
+    if isinstance(exc, requests.exceptions.ReadTimeout):
+        return "ReadTimeoutError"
+    return "ProtocolError"
+
+
+def _given_up(error: RequestFailure, attempts: int) -> RequestFailure:
+    """``error``, now telling how many attempts were made."""
+    error.attempts = attempts
+    return error
+
+
+class _NotSent(TransportError):
+    """A failure before any request reached the service (the TLS handshake): not a call."""
+
+
+def _no_response(exc: BaseException, url: str, describe: str) -> TransportError:
+    base = strip_query(url)
+    if _refused(exc):
+        root = base.split("/v1/")[0] if "/v1/" in base else base
+        return TransportError(
+            f"nothing is listening at {root} (connection refused, {describe}). Is the service "
+            "running and the base URL right? A local reference service starts with "
+            "`parcelsearch serve`.", url=base)
+    return TransportError(f"no usable response ({describe}): {_reason(exc)}", url=base)
+
+
+def strip_query(url: str) -> str:
+    """``url`` without its query (where a search's polygon travels): for messages."""
+    return url.partition("?")[0]

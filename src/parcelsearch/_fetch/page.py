@@ -1,0 +1,122 @@
+"""One page of search results, and the checks every page must pass.
+
+A :class:`Page` is what the client hands back and what the cache stores. It is only ever
+built from a response that passed :func:`check_page`, so ``data_rows == len(data)``,
+``pages == ceil(rows / 100)`` and the page number always agree.
+"""
+
+from __future__ import annotations
+
+import math
+import re
+from dataclasses import dataclass, field
+from datetime import UTC, datetime
+
+from parcelsearch._fetch import wire as _wire
+from parcelsearch.errors import MalformedResponseError
+from parcelsearch.settings import PAGE_SIZE
+
+__all__ = ["Page", "check_page", "GROUP_ID"]
+
+#: A GroupID: 17 lowercase hexadecimal characters.
+GROUP_ID = re.compile(r"[0-9a-f]{17}")
+
+
+@dataclass(frozen=True)
+class Page:
+    """One page of one search request.
+
+    Attributes
+    ----------
+    request_key
+        :func:`parcelsearch._fetch.wire.request_key` of (base URL, path, polygon, page).
+    polygon_json
+        The canonical ring sent as ``searchPolygon``.
+    page
+        The page number (1-based).
+    rows
+        Parcels matched by the whole request (all pages).
+    pages
+        Pages in the whole request: ``ceil(rows / 100)`` (0 when nothing matched).
+    data_rows
+        GroupIDs on this page.
+    data
+        The GroupIDs of this page, in the service's order.
+    from_cache
+        Whether the page was read from the response cache rather than the network.
+    base_url, path
+        Where it was (or would be) fetched from.
+    fetched_at
+        When the service answered (UTC).
+    """
+
+    request_key: str
+    polygon_json: str
+    page: int
+    rows: int
+    pages: int
+    data_rows: int
+    data: tuple[str, ...]
+    from_cache: bool = False
+    base_url: str = ""
+    path: str = ""
+    fetched_at: datetime = field(default_factory=lambda: datetime.now(UTC))
+
+    def __repr__(self) -> str:
+        return (
+            f"Page(page={self.page}/{self.pages}, rows={self.rows}, data_rows={self.data_rows}, "
+            f"from_cache={self.from_cache}, key={self.request_key[:12]}…)"
+        )
+
+
+def expected_data_rows(rows: int, page: int) -> int:
+    """GroupIDs page ``page`` must hold when the whole request matched ``rows``."""
+    return max(0, min(PAGE_SIZE, rows - PAGE_SIZE * (page - 1)))
+
+
+def check_page(page: Page, *, url: str | None = None) -> None:
+    """Raise :class:`~parcelsearch.MalformedResponseError` unless ``page`` adds up.
+
+    Checks: counts are non-negative integers; ``data_rows == len(data)``;
+    ``pages == ceil(rows / 100)``; the page is within ``1..pages`` (or page 1 of an empty
+    result); full pages hold 100 GroupIDs and the last one the remainder; every GroupID is
+    17 lowercase hexadecimal characters; and, when base URL and path are known, the request
+    key names this request.
+    """
+    problems = list(_page_problems(page))
+    if problems:
+        raise MalformedResponseError(
+            f"page {page.page} of the response does not add up: " + "; ".join(problems), url=url
+        )
+
+
+def _page_problems(page: Page) -> list[str]:
+    for name in ("page", "rows", "pages", "data_rows"):
+        value = getattr(page, name)
+        if not isinstance(value, int) or isinstance(value, bool) or value < 0:
+            return [f"{name} is {value!r}, not a non-negative integer"]
+    problems: list[str] = []
+    if page.data_rows != len(page.data):
+        problems.append(f"dataRows is {page.data_rows} but data holds {len(page.data)} ids")
+    if page.pages != math.ceil(page.rows / PAGE_SIZE):
+        problems.append(f"pages is {page.pages} but ceil(rows={page.rows} / 100) is "
+                        f"{math.ceil(page.rows / PAGE_SIZE)}")
+    if page.rows == 0:
+        if page.page != 1:
+            problems.append(f"page {page.page} of an empty result (only page 1 exists)")
+        if page.data:
+            problems.append(f"an empty result (rows 0) carries {len(page.data)} ids")
+    elif not 1 <= page.page <= page.pages:
+        problems.append(f"page {page.page} is outside 1..{page.pages}")
+    elif len(page.data) != expected_data_rows(page.rows, page.page):
+        problems.append(f"page {page.page} of {page.rows} rows must hold "
+                        f"{expected_data_rows(page.rows, page.page)} ids, not {len(page.data)}")
+    bad = [item for item in page.data if not (isinstance(item, str) and GROUP_ID.fullmatch(item))]
+    if bad:
+        problems.append(f"{len(bad)} GroupID(s) are not 17 lowercase hex characters, e.g. "
+                        f"{bad[0]!r:.40}")
+    if page.base_url and page.path:
+        key = _wire.request_key(page.base_url, page.path, page.polygon_json, page.page)
+        if key != page.request_key:
+            problems.append("request_key does not name this request")
+    return problems

@@ -1,0 +1,513 @@
+"""Fetching pages for one run: what each piece has, how each call is spent, and the stop.
+
+:class:`Run` is what the worker threads share: the client, the spending (ledger, pacer and
+page store behind one :class:`~parcelsearch.stores.spending.Spending`), the options, the calls
+spent (the run's budget is enforced here and only here), and the stop event.
+:class:`Fetcher` runs (piece, page) jobs on a thread pool while the calling thread keeps
+watch, so an interrupt lands at once; :meth:`Fetcher.abort` stops everything: no attempt
+starts after it, queued jobs are cancelled, back-off sleeps wake, requests on the wire are
+kept (or abandoned after their timeout).
+"""
+
+from __future__ import annotations
+
+import logging
+import threading
+import time
+import uuid
+from collections.abc import Callable, Iterable
+from concurrent.futures import FIRST_COMPLETED, Future, ThreadPoolExecutor, wait
+from dataclasses import dataclass, field
+from typing import Any
+
+from parcelsearch._fetch import wire as _wire
+from parcelsearch._fetch.client import Client
+from parcelsearch._fetch.http import Cancelled, RateLimiter
+from parcelsearch._fetch.page import Page
+from parcelsearch._run.options import SearchOptions
+from parcelsearch.errors import (
+    AuthenticationError,
+    BadPolygonError,
+    BudgetExhaustedError,
+    CutBodyError,
+    MalformedResponseError,
+    PageGoneError,
+    ParcelSearchError,
+    QuotaExhaustedError,
+    RateLimitError,
+    ServiceError,
+    ServiceFailureError,
+    UnstableOrderError,
+)
+from parcelsearch.planning.plans import Piece
+from parcelsearch.stores.local.ledger import Quota, budget_reached
+from parcelsearch.stores.spending import Limit, Spending
+
+__all__ = ["Run", "PieceState", "PageSpend", "Fetcher", "Stopped", "MAX_REFETCHES",
+           "PageBaseLearned", "piece_failure"]
+
+log = logging.getLogger(__name__)
+
+#: How often one piece may be fetched again because its pages came from different answers.
+MAX_REFETCHES = 2
+#: Seconds the watching thread waits between looks at the stop event and finished requests.
+_TICK = 0.1
+
+
+class Stopped(Exception):  # noqa: N818 - a signal, not an error
+    """Raised before an attempt once the run is stopping."""
+
+
+class PageBaseLearned(Exception):  # noqa: N818 - a signal, not an error
+    """The vendor numbers its pages from 0: every page read so far must be read again."""
+
+
+def piece_failure(exc: BaseException) -> bool:
+    """Whether ``exc`` is about one piece (the vendor refused or garbled its answer), so it
+    fails that piece and its area, not the run. Refusals of the key (quota, invalid key,
+    rate), of the base URL (redirects refused, 404), a failing service and failures to
+    connect stop the run."""
+    if isinstance(exc, QuotaExhaustedError | AuthenticationError | RateLimitError
+                  | ServiceFailureError | CutBodyError):
+        return False
+    if isinstance(exc, ServiceError) and (300 <= exc.status < 400 or exc.status == 404):
+        return False  # a redirect refused, or no such path: the base URL's, not the piece's
+    return isinstance(exc, MalformedResponseError | ServiceError)
+
+
+@dataclass
+class PieceState:
+    """What one piece has produced so far (the run's counts are sums over these).
+
+    Read by anyone; changed only through its transitions: :meth:`stored` (a page read from
+    a store), :meth:`spend` and :meth:`fetched` (calls), :meth:`keep` (a page's GroupIDs),
+    :meth:`fail`, :meth:`reset` (fetched again from page 1) and :meth:`start_over`.
+    """
+
+    piece: Piece
+    rows: int | None = None
+    pages: int | None = None
+    data: dict[int, tuple[str, ...]] = field(default_factory=dict)
+    calls: int = 0
+    cached_pages: int = 0
+    refetches: int = 0  # > 0: fetched again, so its pages never come from a store again
+    #: Why this piece failed (the vendor's words), or ``None``: its area is not complete.
+    failure: str | None = None
+
+    @property
+    def done(self) -> bool:
+        return self.failure is None and self.pages is not None and \
+            len(self.data) >= max(1, self.pages)
+
+    def missing(self) -> list[int]:
+        """Pages still to fetch (page 1 first; none once the piece failed)."""
+        if self.failure is not None:
+            return []
+        if self.pages is None:
+            return [1]
+        return [k for k in range(1, max(1, self.pages) + 1) if k not in self.data]
+
+    def stored(self, page_no: int, page: Page) -> None:
+        """Page ``page_no`` read from a store when priced (page 1 sets the counts)."""
+        if page_no == 1:
+            self.rows, self.pages = page.rows, page.pages
+        self.data[page_no] = page.data
+        self.cached_pages += 1
+
+    def spend(self, calls: int) -> None:
+        """Calls spent on this piece (answered or not)."""
+        self.calls += calls
+
+    def fetched(self, calls: int) -> None:
+        """A page came back: for ``calls`` calls, or claimed from a shared store (0)."""
+        self.calls += calls
+        self.cached_pages += calls == 0
+
+    def counted(self, page: Page) -> None:
+        """Page 1's answer: how many rows and pages this piece has."""
+        self.rows, self.pages = page.rows, page.pages
+
+    def keep(self, page_no: int, page: Page) -> bool:
+        """Keep a page's GroupIDs; ``False`` if it was kept already."""
+        if page_no in self.data:
+            return False
+        self.data[page_no] = page.data
+        return True
+
+    def fail(self, why: str) -> None:
+        """This piece failed (``why``: the vendor's words); its area is not complete."""
+        self.failure = why
+
+    def reset(self) -> None:
+        """Fetched again from page 1, never from a store: what it had is dropped."""
+        self.rows = self.pages = None
+        self.data.clear()
+        self.refetches += 1
+
+    def start_over(self) -> None:
+        """Read again from the start (the vendor's page numbers were learnt): as
+        :meth:`reset`, its failure forgotten."""
+        self.reset()
+        self.failure = None
+
+
+class Run:
+    """One search run: what the worker threads share, and how each call is spent."""
+
+    def __init__(self, client: Client, spending: Spending, options: SearchOptions,
+                 *, path: str, run_id: str | None = None,
+                 rereads: Callable[[PieceState], bool] = lambda state: False) -> None:
+        self.client = client
+        self.spending = spending
+        self.options = options
+        #: The quota given, else the one the store knows for the key.
+        self.quota: Quota | None = options.quota or spending.stored_quota()
+        self.path = path
+        self.run_id = run_id or uuid.uuid4().hex
+        #: Whether a refresh re-reads a piece from the network (the refresh decides).
+        self.rereads = rereads
+        self.lock = threading.Lock()
+        self.calls = 0
+        #: Set when the run must stop: no attempt is started after it.
+        self.stop = threading.Event()
+        #: Whether the run's first job has been answered (the next ones go together).
+        self.contacted = False
+
+    @property
+    def budget(self) -> int | None:
+        return self.options.budget
+
+    # -- spending (the client calls these around every attempt, through PageSpend) ---------
+
+    def reserve(self) -> int:
+        """Before every attempt: refuse once stopping or at the budget, else reserve one call
+        in the spending store (which refuses it when the key or person has none left)."""
+        if self.stop.is_set():
+            raise Stopped()
+        with self.lock:  # check and count in one critical section: threads race for the last call
+            if self.budget is not None and self.calls >= self.budget:
+                raise BudgetExhaustedError(budget_reached(self.budget), spent=self.calls,
+                                           budget=self.budget)
+            self.calls += 1
+        try:
+            return self.spending.reserve(self.run_id, self.quota)
+        except BaseException:
+            with self.lock:
+                self.calls -= 1
+            raise
+
+    def refund(self, reservation: int) -> None:
+        """Take back a reservation the service did not count (never sent, or refused)."""
+        self.spending.refund(reservation)
+        with self.lock:
+            self.calls -= 1
+
+    def allowance(self) -> tuple[int | None, str]:
+        """Calls this run may still spend, and what limits it (``None``: no limit known)."""
+        limits: list[Limit] = list(self.spending.limits(self.quota))
+        if self.budget is not None:
+            limits.append((max(0, self.budget - self.calls), "budget"))
+        if not limits:
+            return None, ""
+        return min(limits)
+
+    # -- one page ----------------------------------------------------------------------
+
+    def key(self, piece: Piece, page: int) -> str:
+        return _wire.request_key(self.client.base_url, self.path, piece.polygon_json, page)
+
+    def skips_store(self, state: PieceState) -> bool:
+        """Whether this piece's pages must come from the network: ``refresh="all"``, a piece
+        fetched again, or one a refresh re-reads."""
+        return self.options.refresh == "all" or bool(state.refetches) or self.rereads(state)
+
+    def cached(self, state: PieceState, page: int) -> Page | None:
+        """The stored page, read once when pricing (never for a piece fetched again)."""
+        if self.skips_store(state):
+            return None
+        return self.spending.cached(self.key(state.piece, page), self.options.max_age)
+
+    def fetch(self, state: PieceState, page: int) -> tuple[Page, int]:
+        """One page not found when priced: claimed (a store shared with other processes may
+        have it by now), else fetched from the network and kept."""
+        key = self.key(state.piece, page)
+        if not self.skips_store(state):
+            hit = self.spending.claim(key, self.options.max_age, self.stop)
+            if hit is not None:
+                return hit, 0
+        spend = PageSpend(self)
+        try:
+            fresh = self.client.search_page(state.piece.polygon_json, page, path=self.path,
+                                            spend=spend, cancel=self.stop)
+        except (Stopped, Cancelled):
+            self.spending.abandon(key)
+            raise
+        except BaseException as exc:
+            if not piece_failure(exc):
+                self.stop.set()  # at once, in this thread: no other worker starts one now
+            self.spending.abandon(key)
+            exc.calls = spend.calls  # type: ignore[attr-defined]  # spent on it all the same
+            raise
+        self.spending.keep(fresh)
+        return fresh, max(1, spend.calls)
+
+    def page_base(self, state: PieceState) -> int:
+        """The vendor's first page number, asked once per base URL (one call, ``page=0`` of
+        this piece: a vendor counting from 1 refuses it) and kept in its profile."""
+        client = self.client
+        with self.lock:
+            if client.page_base_known:
+                return client.page_base
+        spend = PageSpend(self)
+        base = client.probe_page_base(state.piece.polygon_json, path=self.path, spend=spend,
+                                      cancel=self.stop)
+        state.spend(spend.calls)
+        client.learn(page_base=base)
+        return base
+
+    def read_again(self, state: PieceState, page: int) -> Page:
+        """Page ``page`` of a piece from the network once more (kept in no store)."""
+        spend = PageSpend(self)
+        try:
+            return self.client.search_page(state.piece.polygon_json, page, path=self.path,
+                                           spend=spend, cancel=self.stop)
+        finally:
+            state.spend(spend.calls)
+
+
+class PageSpend:
+    """The one spend hook of a request: each attempt paced at the key's pacer, then reserved
+    in the run just before it is sent, settled once sent, refunded when the service did not
+    count it."""
+
+    def __init__(self, run: Run) -> None:
+        self.run = run
+        self.calls = 0
+        self._open: int | None = None  # the attempt's reservation, until refunded
+        self._turn: float | None = None  # the attempt's turn at the pacer, if told
+
+    def reserve(self) -> None:
+        self._open = self.run.reserve()
+        self.calls += 1
+        if self._turn is not None:  # reserved a moment before the turn: sent at the turn
+            time.sleep(max(0.0, self._turn - time.monotonic()))
+
+    def pace(self, limiter: RateLimiter, cancel: threading.Event | None) -> None:
+        self._turn = self.run.spending.pace(limiter, cancel)
+
+    def settle(self) -> None:
+        if self._open is not None:
+            self.run.spending.settle(self._open)
+
+    def refund(self) -> None:
+        if self._open is not None:
+            self.run.refund(self._open)
+            self._open = None
+            self.calls -= 1
+
+    def pause(self, seconds: float) -> None:
+        self.run.spending.pause(seconds)
+
+
+class Fetcher:
+    """Runs pages on a thread pool; the main thread keeps watch, so interrupts land at once."""
+
+    def __init__(self, run: Run, workers: int, bar: Any) -> None:
+        self.run = run
+        self.bar = bar
+        self.pool = ThreadPoolExecutor(max_workers=workers, thread_name_prefix="parcelsearch")
+        self.failure: BaseException | None = None
+        self.pending: dict[Future[tuple[Page, int]], tuple[PieceState, int]] = {}
+
+    def fetch(self, jobs: Iterable[tuple[PieceState, int]]) -> None:
+        """Fetch every (piece, page) job; pieces whose answer changed are fetched again.
+
+        The run's first job goes alone: what the vendor says to it (a redirect to learn, a
+        refused key, a wrong base URL) is then said once, not once per worker."""
+        todo = list(jobs)
+        if todo and not self.run.contacted:
+            self._fetch(todo[:1])
+            self.run.contacted = True
+            todo = todo[1:]
+            if self.failure is not None or self.run.stop.is_set():
+                return
+        self._fetch(todo)
+
+    def _fetch(self, jobs: list[tuple[PieceState, int]]) -> None:
+        pending = self.pending
+        for state, page in jobs:
+            pending[self.pool.submit(self.run.fetch, state, page)] = (state, page)
+        while pending:
+            done, _ = wait(pending, timeout=_TICK, return_when=FIRST_COMPLETED)
+            for future in done:
+                state, page = pending.pop(future)
+                for again in self._settle(future, state, page):
+                    pending[self.pool.submit(self.run.fetch, state, again)] = (state, again)
+            if self.failure is not None or self.run.stop.is_set():
+                self.abort()
+                return
+
+    def abort(self) -> None:
+        """Stop: nothing starts after this; requests on the wire are kept or abandoned.
+
+        Waits at most the client's timeout (plus a second) for requests already sent; an
+        interrupt while waiting is not caught (a second Ctrl-C exits at once).
+        """
+        self.run.stop.set()
+        for future in self.pending:
+            future.cancel()
+        self.pool.shutdown(wait=False, cancel_futures=True)
+        self._drain(self.pending)
+        self.pending = {}
+
+    def _settle(self, future: Future[tuple[Page, int]], state: PieceState,
+                page_no: int) -> list[int]:
+        """Record one finished job; returns pages of this piece to fetch again, if any."""
+        try:
+            page, calls = future.result()
+        except (Stopped, Cancelled):
+            return []  # not started, or stopped before sending: nothing was spent
+        except BaseException as exc:  # noqa: BLE001 - kept, the run stops after it
+            state.spend(int(getattr(exc, "calls", 0)))
+            return self._failed(state, page_no, exc)
+        state.fetched(calls)
+        if page_no == 1 and state.rows is None:
+            state.counted(page)
+            self._keep(state, page_no, page)
+            return state.missing() if state.refetches else []  # fetched again: finish it
+        if state.rows is None or state.failure is not None:
+            return []  # a page of the answer this piece was fetched again to replace
+        if (page.rows, page.pages) != (state.rows, state.pages):
+            return [] if self.run.stop.is_set() else self._refetch(state, page)
+        if self._overlaps(state, page_no, page):
+            return self._check_order(state, page_no, page)
+        self._keep(state, page_no, page)
+        return []
+
+    def _failed(self, state: PieceState, page_no: int, exc: BaseException) -> list[int]:
+        """A page's final error: the run's (it stops), or this piece's (it fails alone)."""
+        if not piece_failure(exc):
+            self.failure = self.failure or exc
+            self.run.stop.set()
+            return []
+        stopping = self.run.stop.is_set()  # another failure, told when it settles, is the run's
+        if isinstance(exc, PageGoneError):
+            if state.rows is None or stopping:
+                return []  # the piece is being read again already, or the run ends
+            return self._refetch(state, None, str(exc))
+        if not stopping and page_no == 1 and \
+                isinstance(exc, BadPolygonError | MalformedResponseError) and \
+                self._learned_zero(state):
+            return []
+        state.fail(getattr(exc, "message", None) or str(exc))
+        log.warning("area %r piece %s failed: %s", state.piece.area_id, state.piece.piece_id,
+                    state.failure)
+        return []
+
+    def _learned_zero(self, state: PieceState) -> bool:
+        """Whether a suspicious answer came from a vendor that counts pages from 0 (asked
+        once per base URL); then the run reads everything again (``PageBaseLearned``)."""
+        if self.run.client.page_base_known:
+            return False
+        try:
+            base = self.run.page_base(state)
+        except (Stopped, Cancelled):
+            return False
+        except ParcelSearchError as exc:
+            self.failure = self.failure or exc
+            self.run.stop.set()
+            return True
+        if base == 0:
+            self.failure = self.failure or PageBaseLearned()
+            self.run.stop.set()
+            return True
+        return False
+
+    @staticmethod
+    def _overlaps(state: PieceState, page_no: int, page: Page) -> bool:
+        """Whether ``page`` shares GroupIDs with another page of its piece in a way a stable
+        order does not explain. One GroupID may hold several parcels (a condominium), and a
+        vendor that counts them in ``rows`` and keeps them together in its order may split
+        them at a page boundary: the last GroupID of page k is then the first of page k + 1.
+        Any other shared GroupID is suspect."""
+        ids = set(page.data)
+        for other, data in state.data.items():
+            common = ids.intersection(data)
+            if other == page_no or not common:
+                continue
+            lower, upper = (data, page.data) if other < page_no else (page.data, data)
+            if abs(other - page_no) == 1 and common == {lower[-1]} and upper[0] == lower[-1]:
+                continue
+            return True
+        return False
+
+    def _check_order(self, state: PieceState, page_no: int, page: Page) -> list[int]:
+        """Pages of one piece share GroupIDs: a vendor counting from 0 (asked once), else an
+        order that is not stable (page 1 read again differs: the piece fails), else real
+        duplicates (kept)."""
+        if self._learned_zero(state):
+            return []
+        try:
+            again = self.run.read_again(state, 1)
+        except (Stopped, Cancelled):
+            return []
+        except BaseException as exc:  # noqa: BLE001 - judged like any page's failure
+            return self._failed(state, 1, exc)
+        if again.data != state.data.get(1):
+            state.fail(str(UnstableOrderError(
+                "pages of this piece overlap and page 1 read again differs: the vendor's "
+                "order is not stable across pages, so its pages cannot be trusted to hold "
+                "every GroupID")))
+            log.warning("area %r piece %s failed: %s", state.piece.area_id,
+                        state.piece.piece_id, state.failure)
+            return []
+        self._keep(state, page_no, page)
+        return []
+
+    def _keep(self, state: PieceState, page_no: int, page: Page) -> None:
+        if state.keep(page_no, page):
+            self.bar.update(1)
+
+    def _refetch(self, state: PieceState, page: Page | None, gone: str = "") -> list[int]:
+        """Pages of one piece came from different answers (or a page promised by page 1 is
+        gone): fetch that piece again from page 1, only it."""
+        if state.refetches >= MAX_REFETCHES:
+            if page is None:
+                state.fail(f"{gone}; still so through {MAX_REFETCHES} fresh reads of the "
+                           "piece: the vendor's answer keeps changing")
+                return []
+            self.failure = self.failure or _changing(state, page)
+            self.run.stop.set()
+            return []
+        if page is None:
+            log.warning("area %r piece %s: %s; reading this piece again from page 1",
+                        state.piece.area_id, state.piece.piece_id, gone)
+        else:
+            log.warning("area %r piece %s: page %s reports rows=%s, pages=%s but page 1 "
+                        "reported rows=%s, pages=%s; fetching this piece again",
+                        state.piece.area_id, state.piece.piece_id, page.page, page.rows,
+                        page.pages, state.rows, state.pages)
+        self.bar.total += max(1, page.pages if page is not None else state.pages or 1)
+        self.bar.refresh()
+        state.reset()
+        return [1]
+
+    def _drain(self, pending: dict[Future[tuple[Page, int]], tuple[PieceState, int]]) -> None:
+        """Keep what requests on the wire bring back (or abandon them after their timeout)."""
+        running = {f: job for f, job in pending.items() if not f.cancelled()}
+        finished, _ = wait(running, timeout=self.run.client.timeout + 1.0)
+        for future in finished:
+            state, page = running[future]
+            self._settle(future, state, page)
+
+    def close(self) -> None:
+        self.pool.shutdown(wait=False, cancel_futures=True)
+
+
+def _changing(state: PieceState, page: Page) -> ParcelSearchError:
+    piece = state.piece
+    return ParcelSearchError(
+        f"area {piece.area_id!r} piece {piece.piece_id}: page {page.page} reports "
+        f"rows={page.rows}, pages={page.pages} but page 1 reported rows={state.rows}, "
+        f"pages={state.pages}, through {MAX_REFETCHES} fresh fetches of the piece: the "
+        "service's data keep changing. Everything fetched is cached; search again later.")

@@ -1,0 +1,141 @@
+"""A search's price before it spends: page 1 exactly, the later pages estimated.
+
+Phase 1 of a search (:mod:`parcelsearch._run.search_run`) fetches page 1 of every piece not cached:
+that many calls, exactly. How many later pages the pieces have is known only from page 1 —
+or, before it, from the run history, when the same request rings were searched before
+(:meth:`parcelsearch.stores.local.history.History.previous`). :func:`estimate` adds those up;
+:class:`Price` says the figure with one word for how well it is known, the same word
+wherever that figure is shown:
+
+- **exactly**: every page's count is known (after phase 1, or nothing left to fetch);
+- **about**: estimated from the run history (every piece to fetch was searched before);
+- **at least**: some pieces were never searched, so their later pages are not known yet.
+"""
+
+from __future__ import annotations
+
+import math
+from collections.abc import Sequence
+from dataclasses import dataclass
+
+from parcelsearch.stores.local.history import Previous
+
+__all__ = ["Price", "estimate", "exact_rest"]
+
+
+def _calls(n: int) -> str:
+    return f"{n:,} call{'s' * (n != 1)}"
+
+
+@dataclass(frozen=True)
+class Price:
+    """What a run will spend: ``first`` calls for page 1 (exact), ``later`` for the later
+    pages (``known``: ``"exact"``, ``"estimated"`` from the run history, or ``"lower"``
+    bound when some pieces were never searched), ``spent`` already spent in this run.
+
+    ``worst`` is the later pages' cost if every piece re-read its pages (with
+    ``refresh="changed"``, when every piece had changed), when that differs.
+    """
+
+    first: int
+    later: int
+    known: str = "exact"
+    pieces: int = 0
+    spent: int = 0
+    worst: int | None = None
+    #: Of ``later``: the verify sample's pages, dropped first when the rest does not fit.
+    sample: int = 0
+
+    @property
+    def total(self) -> int:
+        """Calls the whole run needs: spent + page 1 + later pages."""
+        return self.spent + self.first + self.later
+
+    @property
+    def needed(self) -> int:
+        """:attr:`total` without the verify sample (which is dropped first when short)."""
+        return self.total - self.sample
+
+    @property
+    def word(self) -> str:
+        """``"exactly"``, ``"about"`` or ``"at least"``: how well :attr:`total` is known."""
+        return {"exact": "exactly", "estimated": "about"}.get(self.known, "at least")
+
+    def needs(self) -> str:
+        """``"about 271 calls"`` (the whole run's price, with its word)."""
+        return f"{self.word} {_calls(self.total)}"
+
+    def parts(self) -> str:
+        """How :attr:`total` is made: the page 1s, the later pages, what was spent."""
+        first = (f"exactly {self.first:,} for page 1 of {self.pieces:,} "
+                 f"piece{'s' * (self.pieces != 1)}" if self.first else "")
+        later = {
+            "exact": f"exactly {self.later:,} for the later pages",
+            "estimated": f"about {self.later:,} for the later pages, from what earlier runs "
+                         "found",
+        }.get(self.known, (f"at least {self.later:,} for the later pages" if self.later else
+                           "the later pages") + ", counted once page 1 says how many")
+        if self.sample:
+            later += f" ({self.sample:,} of them the verify sample, dropped first when short)"
+        if self.worst is not None and self.worst > self.later:
+            later += f", {self.worst:,} if every piece changed"
+        spent = f"{self.spent:,} already spent" if self.spent else ""
+        return "; ".join(p for p in (spent, first, later) if p)
+
+    def refusal(self) -> str:
+        """The price as a refusal says it: ``at least 6 calls`` when only the page 1s are
+        known, else with its parts."""
+        if self.known == "lower" and not self.later and not self.spent:
+            return self.needs()
+        return f"{self.needs()} ({self.parts()})"
+
+    def line(self) -> str:
+        """The price line shown before spending: ``price: about 271 calls (…)``."""
+        return f"price: {self.needs()} ({self.parts()})"
+
+
+def estimate(first: Sequence[tuple[int | None, Previous | None]], *, mode: str,
+             fraction: float = 0.0, cached_later: int = 0) -> Price:
+    """The price before phase 1, for the pieces whose page 1 must be fetched.
+
+    Parameters
+    ----------
+    first
+        Per such piece: the pages its page 1 already told (``None`` when not known) and its
+        last record in the run history (``None`` when never searched).
+    mode
+        The refresh mode: with ``"changed"``, a piece searched before re-reads its later
+        pages only if it changed (estimated: none did, plus the verify sample's share).
+    fraction
+        The verify sample's fraction (``refresh="changed"``).
+    cached_later
+        Pieces whose page 1 came from the cache and that have later pages: counted as
+        cached too (they usually are), which makes the figure an estimate.
+    """
+    later = worst = unknown = 0
+    inferred: list[int] = []  # refresh="changed": later pages of pieces searched before
+    for pages, previous in first:
+        known = pages if pages is not None else (previous.pages if previous else None)
+        if known is None:
+            unknown += 1
+            continue
+        rest = max(0, known - 1)
+        worst += rest
+        if mode == "changed" and previous is not None and previous.digests:
+            if rest:
+                inferred.append(rest)
+        else:
+            later += rest
+    sampled = 0
+    if inferred and fraction > 0:  # the verify sample: ceil(fraction × n) pieces, their mean
+        sampled = round(math.ceil(fraction * len(inferred)) * sum(inferred) / len(inferred))
+    later += sampled
+    return Price(first=len(first), later=later, pieces=len(first), sample=sampled,
+                 known="lower" if unknown else (
+                     "estimated" if first or cached_later else "exact"),
+                 worst=worst if mode == "changed" and worst > later else None)
+
+
+def exact_rest(jobs: int, spent: int) -> Price:
+    """The price after phase 1: ``jobs`` later pages, exactly, after ``spent`` calls."""
+    return Price(first=0, later=jobs, known="exact", spent=spent)

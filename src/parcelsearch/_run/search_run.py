@@ -1,0 +1,691 @@
+"""The search pipeline: plan → price → fetch in two phases → dedupe → frames.
+
+A run spends in two phases, so the price is known before it is paid:
+
+1. **Page 1 of every piece** not already cached. Its cost (one call a piece) is checked
+   against the budget and the known quota *before anything is spent*.
+2. **Pages 2..n.** Page 1 told how many pages each piece has, so the exact number of calls
+   left is known. It is checked again before spending; a run that cannot finish stops here
+   and says the exact calls needed — or, with ``allow_partial``, spends what is allowed on
+   finishing whole areas, the cheapest first.
+
+Every stored page is read once, when the phase is priced; every page still missing goes
+claim → reserve → pacer → HTTP → checks → settle | refund → keep
+(:meth:`parcelsearch._run.fetching.Run.fetch`), through one
+:class:`~parcelsearch.stores.spending.Spending`: this machine's ledger and cache by default, a
+team's PostgreSQL store with ``team=``.
+One stop event ends a run, whatever the cause — a failure, an interrupt (Ctrl-C, SIGTERM,
+Jupyter's "interrupt kernel"): no attempt starts after it, queued work is cancelled,
+back-off sleeps wake at once, requests on the wire finish (and are kept) or are abandoned.
+Everything fetched is in the cache, and the partial :class:`~parcelsearch.SearchResult` is
+on the raised error's ``.result``.
+"""
+
+from __future__ import annotations
+
+import logging
+import signal
+import sys
+import uuid
+from collections.abc import Callable, Hashable, Iterable
+from typing import Any, TypeVar
+
+import geopandas as gpd
+import pandas as pd
+import shapely
+import shapely.prepared
+from tqdm.auto import tqdm
+
+from parcelsearch import notices, settings
+from parcelsearch._fetch.client import Client
+from parcelsearch._run import pricing, refreshing
+from parcelsearch._run.fetching import Fetcher, PageBaseLearned, PageSpend, PieceState, Run
+from parcelsearch._run.options import DEFAULT_WORKERS, SearchOptions
+from parcelsearch._run.recorded_runs import open_stores
+from parcelsearch._shared import next_month_start
+from parcelsearch.errors import (
+    AreasFailedError,
+    BudgetError,
+    BudgetExhaustedError,
+    ConfigurationError,
+    Hint,
+    InputError,
+    ParcelSearchError,
+    QuotaWouldExceedError,
+    SearchInterrupted,
+    TeamStoreError,
+)
+from parcelsearch.market_list import check_markets, markets, require_market_column
+from parcelsearch.planning import plans as planning
+from parcelsearch.planning import reuse as plan_reuse
+from parcelsearch.planning.plans import Plan, suggest_tolerance, suggests_at_once
+from parcelsearch.result import SearchResult, skipped_frame
+from parcelsearch.stores.local.cache import ResponseCache
+from parcelsearch.stores.local.history import History
+from parcelsearch.stores.local.ledger import Ledger, Quota
+from parcelsearch.stores.spending import Spending
+
+T = TypeVar("T")
+S = TypeVar("S")
+
+__all__ = ["search", "search_with", "DEFAULT_WORKERS"]
+
+_log = logging.getLogger(__name__)
+
+
+def _first_pages(states: list[PieceState], run: Run) -> list[PieceState]:
+    """Read stored page 1s; returns the pieces whose page 1 must be fetched."""
+    todo = []
+    for state in states:
+        hit = run.cached(state, 1)
+        if hit is None:
+            todo.append(state)
+            continue
+        state.stored(1, hit)
+    return todo
+
+
+def _later_pages(states: list[PieceState], run: Run) -> list[tuple[PieceState, int]]:
+    """Read stored pages 2..n; returns the (piece, page) jobs that must be fetched."""
+    jobs = []
+    for state in states:
+        if state.pages is None:
+            continue
+        for k in state.missing():
+            hit = run.cached(state, k)
+            if hit is not None and (hit.rows, hit.pages) == (state.rows, state.pages):
+                state.stored(k, hit)
+            else:
+                jobs.append((state, k))
+    return jobs
+
+
+def _by_area(items: Iterable[Any], area_of: Any) -> dict[Hashable, list[Any]]:
+    grouped: dict[Hashable, list[Any]] = {}
+    for item in items:
+        grouped.setdefault(area_of(item), []).append(item)
+    return grouped
+
+
+def _cheapest_whole_areas(costs: dict[Hashable, int], allowed: int) -> set[Hashable]:
+    """Areas to finish within ``allowed`` calls: the cheapest first, whole areas only."""
+    chosen: set[Hashable] = set()
+    left = allowed
+    for area, cost in sorted(costs.items(), key=lambda item: (item[1], str(item[0]))):
+        if cost <= left:
+            chosen.add(area)
+            left -= cost
+    return chosen
+
+
+# -- messages -------------------------------------------------------------------------------
+
+
+def _noun(n: int) -> str:
+    return "call" if n == 1 else "calls"
+
+
+def _calls(n: int) -> str:
+    return f"{n} {_noun(n)}"
+
+
+def _limit_text(run: Run, what: str, allowed: int) -> str:
+    if what == "budget":
+        return f"the budget allows {allowed} more"
+    if what == "user budget":
+        return f"{run.options.user}'s team budget allows {allowed} more"
+    quota = run.spending.stored_quota() if what == "team quota" else run.quota
+    assert quota is not None
+    text = f"the key has {allowed} left of its quota " \
+           f"({quota.describe()})"
+    if quota.period == "month":
+        reset = next_month_start(pd.Timestamp.now(tz="UTC").to_pydatetime())
+        text += f", which resets on {reset:%Y-%m-%d} 00:00 UTC"
+    else:
+        text += ", which never resets"
+    return text
+
+
+def _refusal(run: Run, plan: Plan, needed: int, allowed: int, what: str,
+             *, spent_first: bool, price: pricing.Price | None = None) -> QuotaWouldExceedError:
+    """The error of a run that cannot finish within what it is allowed; ``price`` (the
+    whole run's, as far as it is known) is named in full."""
+    if spent_first:
+        head = (f"this search needs exactly {needed} more {_noun(needed)} to finish "
+                f"(exactly {_calls(needed + run.calls)} in all), but "
+                f"{_limit_text(run, what, allowed)}; stopped before spending them (page 1 of "
+                "every piece is fetched and cached).")
+    else:
+        price = price or pricing.Price(first=needed, later=0, known="lower", pieces=needed)
+        head = (f"this search needs {price.refusal()}, but "
+                f"{_limit_text(run, what, allowed)}; nothing was spent.")
+    hints: list[Hint] = []
+    if not spent_first and allowed > 0:
+        if suggests_at_once(plan):
+            suggested = suggest_tolerance(plan, allowed)  # reuses what the refused plan made
+            if suggested is not None and suggested > plan.tolerance:
+                hints.append(Hint("tolerance", f"{suggested:g}",
+                                  "try {knob} (metres), whose plan fits"))
+        else:  # large areas: a suggestion would cost more than the plan did
+            hints.append(Hint("max_calls", allowed,
+                              "find the smallest tolerance whose plan fits with {knob}"))
+    if what == "budget":
+        hints.append(Hint("budget", needed + run.calls if spent_first else
+                          max(needed, price.needed if price is not None else 0),
+                          "raise {knob}"))
+    hints.append(Hint("allow_partial", None, "pass {knob} to finish the areas that fit"))
+    return QuotaWouldExceedError(head, needed=needed, allowed=allowed, hints=hints)
+
+
+def _areas_failed(failed: dict[Hashable, str], result: SearchResult,
+                  areas: int) -> AreasFailedError:
+    """The error of a run whose other areas finished but these failed (one piece each)."""
+    named = "; ".join(f"area {area!r}: {why}" for area, why in list(failed.items())[:5])
+    more = f" … and {len(failed) - 5} more" if len(failed) > 5 else ""
+    return AreasFailedError(
+        f"{len(failed)} of {areas} areas failed ({named}{more}); the other areas are "
+        "complete. Everything fetched is cached: running the same search again pays only "
+        "for what is missing.", failures=dict(failed), result=result)
+
+
+# -- frames ---------------------------------------------------------------------------------
+
+
+def _frames(plan: Plan, states: list[PieceState]) -> tuple[pd.DataFrame, gpd.GeoDataFrame]:
+    """Deduplicate (area id, group_id) once, and tabulate the tiles sent."""
+    id_name = plan.id_name
+    areas: list[Hashable] = []
+    groups: list[str] = []
+    rows = []
+    for state in states:
+        piece = state.piece
+        for data in state.data.values():
+            areas.extend([piece.area_id] * len(data))
+            groups.extend(data)
+        rows.append({
+            id_name: piece.area_id, "piece_id": piece.piece_id,
+            "rows": state.rows, "pages": state.pages, "pages_fetched": len(state.data),
+            "calls": state.calls, "cached_pages": state.cached_pages,
+            "from_cache": bool(state.data) and state.calls == 0, "geometry": piece.geometry,
+        })
+    id_values = pd.Series(areas, dtype=plan.areas.index.dtype if areas else object)
+    ids = (
+        pd.DataFrame({id_name: id_values, "group_id": pd.Series(groups, dtype="string")})
+        .drop_duplicates()
+        .sort_values([id_name, "group_id"], kind="stable")
+        .reset_index(drop=True)
+    )
+    if plan.tolerance > 0:
+        ids["may_lie_outside"] = _may_lie_outside(plan, states, ids)
+    columns = [id_name, "piece_id", "rows", "pages", "pages_fetched", "calls", "cached_pages",
+               "from_cache", "geometry"]
+    tiles = gpd.GeoDataFrame(pd.DataFrame(rows, columns=columns), geometry="geometry",
+                             crs="EPSG:4326")
+    for column in ("rows", "pages"):
+        tiles[column] = tiles[column].astype("Int64")
+    for column in ("piece_id", "pages_fetched", "calls", "cached_pages"):
+        tiles[column] = tiles[column].astype("int64")
+    tiles["from_cache"] = tiles["from_cache"].astype(bool)
+    return ids, tiles
+
+
+#: How far (degrees) a piece may reach beyond its area and still count as inside it: the
+#: exact pieces' allowance (two 6-decimal grid steps) and a half.
+_INSIDE_REACH = 2.5e-6
+
+
+def _may_lie_outside(plan: Plan, states: list[PieceState], ids: pd.DataFrame) -> pd.Series:
+    """With a tolerance: for each (area, GroupID), whether every piece that found it reaches
+    beyond its area (so its parcel may lie up to the tolerance outside); False when a piece
+    within the area found it. The search answers GroupIDs, not positions: a True is "may".
+    """
+    inside: set[tuple[Hashable, str]] = set()
+    grown: dict[Hashable, Any] = {}
+    for state in states:
+        piece = state.piece
+        if not state.data:
+            continue
+        if piece.area_id not in grown:
+            grown[piece.area_id] = shapely.prepared.prep(
+                plan.areas.geometry.loc[piece.area_id].buffer(_INSIDE_REACH))
+        if grown[piece.area_id].contains(piece.geometry):
+            inside.update((piece.area_id, g) for data in state.data.values() for g in data)
+    keys = zip(ids[plan.id_name], ids["group_id"].astype(str), strict=True)
+    return pd.Series([k not in inside for k in keys], index=ids.index, dtype=bool)
+
+
+def _skip_inactive(plan: Plan, run: Run, column: str,
+                   cache: Any) -> tuple[Plan, gpd.GeoDataFrame]:
+    """Drop areas whose market is not active before anything is spent on them (one call)."""
+    require_market_column(plan.areas, column)  # before the market list's call
+    active = markets(run.client, cache=cache, spend=PageSpend(run))
+    checked = check_markets(plan.areas, column, active)
+    inactive = checked.index[~checked["market_active"]]
+    skipped = skipped_frame(
+        plan.areas.loc[inactive], reason="market not active",
+        market=checked.loc[inactive, column], suggestion=checked.loc[inactive, "market_suggestion"],
+    )
+    return plan.without(inactive), skipped
+
+
+# -- the function --------------------------------------------------------------------------
+
+
+def search(
+    areas: Any,
+    *,
+    client: Client | None = None,
+    tolerance: float | None = None,
+    connectors: bool | None = None,
+    match: str | None = None,
+    id_column: str | None = None,
+    budget: int | None = None,
+    quota: Quota | str | None = None,
+    allow_partial: bool = False,
+    cache: ResponseCache | bool | None = None,
+    ledger: Ledger | bool | None = None,
+    max_age: float | None = None,
+    refresh: bool | str = False,
+    verify_sample: float | None = None,
+    active_markets_only: bool = False,
+    market_column: str = "market",
+    progress: bool = True,
+    workers: int = DEFAULT_WORKERS,
+    plan: Plan | None = None,
+    team: str | None = None,
+    user: str | None = None,
+) -> SearchResult:
+    """Every parcel GroupID inside each study area, for the fewest calls.
+
+    Parameters
+    ----------
+    areas
+        GeoDataFrame, GeoSeries or shapely geometry of study areas, in any CRS.
+    client
+        The :class:`~parcelsearch.Client` to use; default ``Client()`` from the environment.
+    tolerance
+        0 (default) searches exactly the areas; ``t`` metres lets pieces reach up to ``t``
+        outside them in exchange for fewer calls (no parcel inside is ever missed).
+    connectors
+        True (default): parts of an area (islands) may share a piece through a connector,
+        as ``match`` allows (see :func:`parcelsearch.plan`). False: never.
+    match
+        How the vendor matches parcels: ``"unknown"`` (default: ``$PARCELSEARCH_MATCH``
+        when set), ``"intersects"`` or ``"representative-point"``. Under the first two no
+        piece reaches beyond ``tolerance`` anywhere; under the point rule a connector's
+        sliver (a link up to 3 km long, which may cross land outside the area) may match
+        parcels whose point lies in it (see :func:`parcelsearch.plan`). Neither given, the
+        rule :func:`parcelsearch.rule_probe.learn_match_rule` learnt for the client's
+        service, if any. Recorded in ``result.metadata["match"]``.
+    id_column
+        Column identifying areas (default: an ``area_id`` column, else the index; see
+        :func:`parcelsearch.planning.areas.validate_areas`).
+    budget
+        At most this many calls in this run, retries included.
+    quota
+        The key's quota if known (``"demo"``, ``"production"``, ``"500/month"``,
+        ``"50/lifetime"``; default ``PARCELSEARCH_QUOTA``). The ledger beside the cache counts
+        what this machine has spent with the key.
+    allow_partial
+        When the run cannot finish within the budget or quota, spend what is allowed on
+        finishing whole areas, the cheapest first, instead of stopping.
+    cache, ledger
+        Response cache and quota ledger: ``None`` for the defaults (in the client's cache
+        folder), ``False`` to go without, or an instance.
+    max_age
+        Ignore cached pages older than ``max_age`` seconds.
+    refresh
+        ``False`` (default): reuse cached pages. ``True`` or ``"all"``: ignore them, fetch
+        every page again. ``"changed"``: re-read page 1 of every piece (one call each, priced
+        before spending); a piece whose ``rows`` or page 1 differ from its last complete run
+        (the run history, else the cache) is *changed* and fetches its other pages again;
+        the others keep their cached pages, *unchanged by inference* (``tiles.status``).
+    verify_sample
+        With ``refresh="changed"``: the fraction (default 0: none, so a refresh with no
+        change spends exactly one call per piece; opt in with e.g. 0.05, priced before
+        spending) of the pieces inferred unchanged whose other pages are re-read anyway;
+        how many had changed gives ``result.verification``: an estimate, with a 95 %
+        interval, of the changed pieces the inference missed. Dropped first when phase 2
+        does not fit the budget or quota.
+    active_markets_only, market_column
+        Skip, before spending on them, areas whose ``market_column`` is not an active market
+        (the market list costs one call, then is cached for a day).
+    progress
+        Show a tqdm progress bar (its total becomes exact after phase 1 and never shrinks),
+        and above it the price before spending (:mod:`parcelsearch._run.pricing`): page 1
+        exactly, the later pages estimated from the run history, then exact after phase 1.
+    workers
+        Threads sending requests (all paced by the client's one pacer).
+    plan
+        A plan made earlier with :func:`parcelsearch.plan` (then ``areas`` may be ``None``).
+        ``tolerance``, ``connectors``, ``match`` and ``id_column`` are then the plan's:
+        given as well and different, they raise an error naming both.
+        Without one, the areas are planned, and each area an earlier search with the same
+        cache folder searched (the same id, in any CRS: matched once reprojected to
+        EPSG:4326, vertex by vertex within 1.5 request-grid steps) with the same settings
+        gets its pieces again, so its cached pages serve this search
+        (:mod:`parcelsearch.planning.reuse`).
+    team
+        A team store (``postgresql://…``, made with ``parcelsearch team init``; default
+        ``PARCELSEARCH_TEAM``): the key's calls are reserved, paced and counted there for
+        every member on every machine, pages fetched by any member are reused by all, and
+        the key's quota and each member's budget stored there are enforced before spending.
+    user
+        Who is running the search in the team (default ``PARCELSEARCH_USER``, else the
+        login name).
+
+    Returns
+    -------
+    SearchResult
+        ``ids``, ``tiles``, ``summary()``, ``zoning_cost()``, ``metadata``.
+
+    Raises
+    ------
+    QuotaWouldExceedError
+        The run cannot finish within the budget or the known quota. Raised before anything
+        is spent when page 1 of every piece does not fit, or when the whole price,
+        estimated from the run history (every piece searched before), does not; raised
+        after phase 1 (with the exact calls needed to finish) when the later pages do not
+        fit. ``.result`` holds
+        what was fetched; with ``allow_partial=True`` the whole areas that fit are finished
+        and returned instead (``result.complete`` is ``False``).
+    BudgetExhaustedError
+        Retries used up the budget mid-run; ``.result`` holds what was fetched.
+    SearchInterrupted
+        Ctrl-C, SIGTERM or a kernel interrupt: no request started after it; ``.result``
+        holds what was fetched (all of it cached). A second interrupt is not caught.
+
+    Notes
+    -----
+    *Guaranteed:* no call is sent beyond ``budget`` or the known ``quota`` (the ledger
+    refuses it before sending); every page fetched is cached before it is counted as done,
+    so rerunning the same search resumes without spending those calls again.
+
+    Examples
+    --------
+    >>> import parcelsearch
+    >>> result = parcelsearch.search(areas)  # doctest: +SKIP
+    >>> result.ids.head()  # doctest: +SKIP
+    """
+    if plan is None and match is None and settings.options.source("match") == "default":
+        from parcelsearch.rule_probe import remembered_rule  # learnt for this service
+
+        client = client if client is not None else Client()
+        match = remembered_rule(client)
+    options = SearchOptions.resolve(
+        plan, tolerance=tolerance, connectors=connectors, match=match, id_column=id_column,
+        budget=budget, quota=quota, allow_partial=allow_partial, max_age=max_age,
+        refresh=refresh, verify_sample=verify_sample, active_markets_only=active_markets_only,
+        market_column=market_column, progress=progress, workers=workers, team=team, user=user)
+    client = client if client is not None else Client()
+    cache_obj = _store(cache, ResponseCache, lambda: ResponseCache(client.cache_dir))
+    chosen = plan if plan is not None else plan_reuse.reuse(
+        planning.plan(areas, options.tolerance, id_column=options.id_column,
+                      connectors=options.connectors, match=options.match),
+        cache_obj.directory if cache_obj is not None else None)
+    spending, history = open_stores(
+        client, options.team, options.user or "", cache_obj,
+        _store(ledger, Ledger, lambda: Ledger.in_folder(client.cache_dir)))
+    try:
+        return search_with(chosen, client, spending, options,
+                           markets_cache=cache_obj.directory if cache_obj is not None else False,
+                           history=history)
+    finally:
+        spending.close()
+
+
+def _store(given: S | bool | None, kind: type[S], default: Callable[[], S]) -> S | None:
+    """A store argument (``cache``, ``ledger``) as the store: ``None`` or ``True`` the default
+    one (beside the client's cache folder), ``False`` none, else the instance given.
+    (An empty ResponseCache is falsy, so test identity and type, never truth.)"""
+    if isinstance(given, kind):
+        return given
+    return None if given is False else default()
+
+
+def search_with(plan: Plan, client: Client, spending: Spending, options: SearchOptions, *,
+                markets_cache: Any = None, history: History | None = None) -> SearchResult:
+    """Run a plan through any :class:`~parcelsearch.stores.spending.Spending` (what :func:`search`
+    does once it has chosen one; tests pass :class:`~parcelsearch.stores.spending.MemorySpending`).
+
+    ``markets_cache`` is where the market list is kept (see :func:`parcelsearch.markets`);
+    ``history`` is where the run is recorded (and where ``refresh="changed"`` learns what
+    each piece looked like last time).
+    """
+    refresh = refreshing.RunRefresh(options.refresh, options.verify_sample, history,
+                                    base_url=client.base_url, path=plan.path,
+                                    run_id=uuid.uuid4().hex)
+    run = Run(client, spending, options, path=plan.path, run_id=refresh.run_id,
+              rereads=refresh.rereads)
+    return _Search(run, plan, markets_cache, refresh).run()
+
+
+class _Search:
+    """One call of :func:`search`: the phases, the stop, and what is left when it ends."""
+
+    def __init__(self, run: Run, plan: Plan, markets_cache: Any,
+                 refresh: refreshing.RunRefresh) -> None:
+        self.run_state = run
+        self.refresh = refresh
+        self.options = run.options
+        self.plan = plan
+        self.markets_cache = markets_cache
+        self.states = [PieceState(piece) for piece in plan.pieces]
+        self.skipped = skipped_frame(plan.areas.iloc[:0])
+        self.areas_wanted: set[Hashable] | None = None  # None: every area
+        #: Under ``allow_partial``: what limited the run, and the calls the whole run needed.
+        self.limited: tuple[str, int] | None = None
+        #: The run's price as last known (before phase 1: estimated; after: exact).
+        self.price: pricing.Price | None = None
+        #: The result, once made (:meth:`_result`): a run ends once.
+        self.result: SearchResult | None = None
+
+    def run(self) -> SearchResult:
+        options = self.options
+        # No total until page 1 of every piece says how many pages there are: a total that
+        # had to grow would take the bar back below 100 %, one that had to shrink would lie.
+        bar = tqdm(total=None, desc="search", unit=" page", disable=not options.progress)
+        fetcher = Fetcher(self.run_state, options.workers, bar)
+        try:
+            if options.active_markets_only:
+                self.plan, self.skipped = _skip_inactive(self.plan, self.run_state,
+                                                         options.market_column,
+                                                         self.markets_cache)
+                kept = set(self.plan.areas.index)
+                self.states = [s for s in self.states if s.piece.area_id in kept]
+            self._phases(fetcher, bar)
+            while isinstance(fetcher.failure, PageBaseLearned):
+                fetcher = self._read_again_from_zero(fetcher, bar)
+        except (InputError, ConfigurationError):
+            raise  # what the user gave is wrong: no run to report
+        except ParcelSearchError as error:  # every stop carries what the run has (maybe nothing)
+            if error.result is None:
+                error.result = self._result(stopping=True)
+            raise
+        except KeyboardInterrupt as interrupt:
+            fetcher.abort()
+            signum = int(getattr(interrupt, "signum", signal.SIGINT))
+            raise SearchInterrupted(
+                f"{signal.Signals(signum).name} received: no request was started after it; "
+                f"{_calls(self.run_state.calls)} spent, everything fetched is cached and "
+                "running the same search again resumes from it.",
+                signum=signum, result=self._result(stopping=True),
+            ) from None
+        finally:
+            fetcher.close()
+            bar.close()
+        failure = fetcher.failure
+        if failure is not None:
+            if isinstance(failure, BudgetExhaustedError):
+                failure.spent = self.run_state.calls  # the run's, not the one refused attempt's
+            if isinstance(failure, ParcelSearchError):
+                failure.result = self._result(stopping=True)
+            raise failure
+        result = self._result()
+        failed = {s.piece.area_id: s.failure for s in self.states if s.failure is not None}
+        if failed:
+            raise _areas_failed(failed, result, len(self.plan.areas))
+        if self.limited is not None and not result.complete:
+            raise self._partial_stop(result)
+        nothing = result.nothing_matched_warning()
+        if nothing is not None:
+            notices.warn(nothing)
+        return result
+
+    def _read_again_from_zero(self, fetcher: Fetcher, bar: Any) -> Fetcher:
+        """The vendor counts pages from 0 (learned once, kept in its profile): every page
+        read so far was read under the wrong number, so every piece is read again."""
+        fetcher.close()
+        _log.warning("the vendor at %s numbers its pages from 0: reading every piece again",
+                     self.run_state.client.base_url)
+        self.run_state.stop.clear()
+        for state in self.states:
+            state.start_over()  # fetched again: never from a store
+        fresh = Fetcher(self.run_state, self.options.workers, bar)
+        self._phases(fresh, bar)
+        return fresh
+
+    def _partial_stop(self, result: SearchResult) -> BudgetExhaustedError:
+        """The error of an ``allow_partial`` run that finished only the areas that fit."""
+        what, needed = self.limited or ("budget", 0)
+        run = self.run_state
+        left = sum(len(s.missing()) for s in self.states)
+        done, total = len(result.areas_complete or []), len(self.plan.areas)
+        limit = {"budget": f"budget of {_calls(run.budget or 0)}",
+                 "user budget": f"{run.options.user}'s team budget"}.get(what, "the known quota")
+        error = BudgetExhaustedError(
+            f"{limit} reached: {done} of {total} areas are complete (the cheapest first), "
+            f"{_calls(run.calls)} spent; at least {left} more {_noun(left)} finish the rest. "
+            "Everything fetched is cached: running the same search again resumes without "
+            "re-spending.",
+            spent=run.calls, budget=run.budget if run.budget is not None else needed)
+        error.result = result
+        return error
+
+    def _phases(self, fetcher: Fetcher, bar: Any) -> None:
+        run = self.run_state
+        # Phase 1: page 1 of every piece not cached — priced before anything is spent.
+        # (What may be spent is read before what is stored: pages others pay for meanwhile
+        # then lower the price, never only the allowance.)
+        allowance = run.allowance()
+        self.refresh.start(self.states, run.cached)
+        todo = _first_pages(self.states, run)
+        bar.update(len(self.states) - len(todo))
+        self.price = pricing.estimate(
+            [(None, self.refresh.check(s).previous) for s in todo], mode=self.refresh.mode,
+            fraction=self.refresh.fraction,
+            cached_later=sum(1 for s in self.states if (s.pages or 0) > 1))
+        self._say(self.price.line())
+        todo = self._affordable(todo, lambda s: s.piece.area_id, allowance, spent_first=False)
+        fetcher.fetch((state, 1) for state in todo)
+        if fetcher.failure is not None or run.stop.is_set():
+            return
+        # Phase 2: the exact price of the rest is known now.
+        self.refresh.decide(self.states)
+        states = self._wanted(self.states)
+        allowance = run.allowance()
+        jobs = _later_pages(states, run)
+        allowed, what = allowance
+        if allowed is not None and len(jobs) > allowed and self.refresh.shrink_sample(
+                states, f"phase 2 did not fit the {what} with it"):
+            jobs = _later_pages(states, run)  # the sampled pieces' pages from the cache
+        self.price = pricing.exact_rest(len(jobs), run.calls)
+        self._say(self.price.line())
+        bar.total = sum(max(1, s.pages or 1) for s in states)  # exact from now on
+        bar.n = sum(len(s.data) for s in states)
+        bar.refresh()
+        jobs = self._affordable(jobs, lambda job: job[0].piece.area_id, allowance,
+                                spent_first=True)
+        fetcher.fetch(jobs)
+        # Pieces fetched again because their answer changed: finish them too.
+        while fetcher.failure is None and not run.stop.is_set():
+            again = [(s, k) for s in self._wanted(self.states) if s.refetches and not s.done
+                     for k in s.missing()]
+            if not again:
+                break
+            fetcher.fetch(again)
+
+    def _say(self, line: str) -> None:
+        """A line above the progress bar (the price before spending), when it is shown."""
+        if self.options.progress:
+            tqdm.write(line, file=sys.stderr)
+
+    def _wanted(self, states: list[PieceState]) -> list[PieceState]:
+        if self.areas_wanted is None:
+            return states
+        return [s for s in states if s.piece.area_id in self.areas_wanted]
+
+    def _affordable(self, items: list[T], area_of: Callable[[T], Hashable],
+                    allowance: tuple[int | None, str], *, spent_first: bool) -> list[T]:
+        """``items`` (one call each) if the run may spend that many (``allowance``: what it
+        may spend and why); else, under ``allow_partial``, the items of the whole areas that
+        fit, cheapest first; else the refusal (``spent_first``: page 1 of every piece was
+        fetched before this price). Before phase 1, a run whose whole price is estimated
+        from the run history (every piece searched before) and does not fit is refused
+        before spending too, unless ``allow_partial``."""
+        run = self.run_state
+        allowed, what = allowance
+        estimated = (not spent_first and self.price is not None
+                     and self.price.known == "estimated" and not self.options.allow_partial)
+        if allowed is None or (len(items) <= allowed and not (
+                estimated and self.price is not None and self.price.needed > allowed)):
+            return items
+        if not self.options.allow_partial:
+            raise self._with_result(_refusal(run, self.plan, len(items), allowed, what,
+                                             spent_first=spent_first, price=self.price))
+        self.limited = (what, len(items))
+        chosen = self._finish_cheapest(items, area_of, allowed)
+        return [item for item in items if area_of(item) in chosen]
+
+    def _finish_cheapest(self, items: list[T], area_of: Callable[[T], Hashable],
+                         allowed: int) -> set[Hashable]:
+        """Under ``allow_partial``: the areas whose outstanding calls (one per item) fit in
+        ``allowed``, the cheapest first; from now on the run wants those and the areas
+        already finished."""
+        per_area = _by_area(items, area_of)
+        chosen = _cheapest_whole_areas({a: len(v) for a, v in per_area.items()}, allowed)
+        finished = {s.piece.area_id for s in self._wanted(self.states)} - set(per_area)
+        self.areas_wanted = chosen | finished
+        return chosen
+
+    def _with_result(self, error: BudgetError) -> BudgetError:
+        """Attach what was found (a refusal before spending: the empty, incomplete result,
+        so that it is written like any other stop)."""
+        error.result = self._result(stopping=True)
+        return error
+
+    def _result(self, stopping: bool = False) -> SearchResult:
+        """The result: made once, when the run ends (every later call returns it)."""
+        if self.result is None:
+            self.result = self._make_result(stopping)
+        return self.result
+
+    def _make_result(self, stopping: bool) -> SearchResult:
+        """The result so far: every count summed from the pieces' states (areas complete
+        computed by the result from its tiles), recorded in the run history. When the run
+        is ``stopping`` for another reason (e.g. the team store lost), a failure to record is
+        logged and that reason stays the one reported."""
+        ids, tiles = _frames(self.plan, self.states)
+        verification = self.refresh.verification(self.states)
+        status, changed = self.refresh.columns(self.states)
+        tiles["status"] = status
+        tiles["changed"] = pd.array(changed, dtype="boolean")
+        result = SearchResult(
+            ids=ids, tiles=tiles, plan=self.plan, calls=self.run_state.calls,
+            cached_pages=sum(s.cached_pages for s in self.states), skipped=self.skipped,
+            complete=all(s.done for s in self.states),
+            refetched_pieces=sum(s.refetches for s in self.states),
+            run_id=self.run_state.run_id if self.refresh.history is not None else "",
+            refresh=self.refresh.mode, verification=verification,
+        )
+        try:
+            self.refresh.record(result, self.states, self.run_state.client.fingerprint)
+        except ParcelSearchError as exc:
+            if not stopping:
+                exc.result = result
+                raise
+            result.run_id = ""  # plainly not recorded: nothing says it was
+            _log.warning("this stopped run is not recorded in the run history (%s)",
+                         "the team store is lost" if isinstance(exc, TeamStoreError)
+                         else " ".join(str(exc).split())[:200])
+        return result

@@ -1,0 +1,5 @@
+"""``python -m parcelsearch.cli``: the ``parcelsearch`` command."""
+
+from parcelsearch.cli import run
+
+run()

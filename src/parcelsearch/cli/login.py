@@ -1,0 +1,114 @@
+"""The profile commands: login, logout, profiles; each declared beside its run.
+
+A profile keeps the API key in the OS keyring (else a file readable by its owner only); the
+key is never printed, only its sha256 fingerprint.
+"""
+
+from __future__ import annotations
+
+import argparse
+import sys
+
+from parcelsearch.cli import arguments
+from parcelsearch.cli.printing import print_table
+from parcelsearch.cli.registry import Command, Parser
+from parcelsearch.errors import ConfigurationError, Hint
+
+__all__ = ["COMMANDS", "run_login", "run_logout", "run_profiles"]
+
+
+def _declare_login(parser: Parser) -> None:
+    parser.add_argument("--profile", default="default", metavar="NAME",
+                        help="the profile's name (default: default)")
+    parser.add_argument("--base-url", type=arguments.base_url, metavar="URL",
+                        help="https:// root of the services for this profile")
+    parser.add_argument("--ca-bundle", type=arguments.existing_file, metavar="FILE",
+                        help="PEM file of CAs to trust for this profile")
+
+
+def _read_key() -> str:
+    """The key typed at the terminal (no echo) or piped on standard input (one line)."""
+    import getpass
+
+    if sys.stdin is not None and sys.stdin.isatty():
+        return getpass.getpass("API key (not shown): ")
+    return (sys.stdin.readline() if sys.stdin is not None else "").strip()
+
+
+def run_login(args: argparse.Namespace) -> int:
+    """``parcelsearch login``: save a profile; the key in the OS keyring (else a 0600 file)."""
+    from parcelsearch import profiles
+    from parcelsearch._fetch.client import _resolve_key
+
+    profiles.check_name(args.profile)
+    key = _resolve_key(_read_key() or None)  # the client's rule: no blanks, ASCII
+    saved = profiles.save(args.profile, key, base_url=args.base_url,
+                          ca_bundle=args.ca_bundle)
+    print(f"profile {saved.name!r} saved: key sha256:{saved.fingerprint}… kept in "
+          f"{saved.kept_in}" + (f", base URL {saved.base_url}" if saved.base_url else ""))
+    return 0
+
+
+LOGIN = Command(
+    "login", "save your API key in a profile (the OS keyring), never in a notebook",
+    _declare_login, run_login,
+    description="Save a profile: the API key (read from the terminal without echo, or "
+                "from standard input) in the OS keyring when there is one, else in a file "
+                "readable by you only; the base URL and CA bundle beside it. Then "
+                "'search --profile NAME', $PARCELSEARCH_PROFILE or "
+                "Client(profile=NAME) use it, and 'default' is used when no key is set. "
+                "The key is never printed: only its sha256 fingerprint. Spends nothing.")
+
+
+def _declare_logout(parser: Parser) -> None:
+    parser.add_argument("--profile", default="default", metavar="NAME",
+                        help="the profile's name (default: default)")
+
+
+def run_logout(args: argparse.Namespace) -> int:
+    """``parcelsearch logout``: forget a profile and its key."""
+    from parcelsearch import profiles
+
+    if not profiles.remove(profiles.check_name(args.profile)):
+        raise ConfigurationError(f"no saved profile {args.profile!r}",
+                                 hints=[Hint("login", args.profile, "save one with {knob}")])
+    print(f"profile {args.profile!r} removed, its key with it")
+    return 0
+
+
+LOGOUT = Command(
+    "logout", "forget a saved profile and its key", _declare_logout, run_logout,
+    description="Remove a profile saved by 'parcelsearch login' and its key (keyring entry "
+                "or file line).")
+
+
+def _declare_profiles(parser: Parser) -> None:
+    parser.add_argument("--json", action="store_true", help="print JSON records")
+
+
+def run_profiles(args: argparse.Namespace) -> int:
+    """``parcelsearch profiles``: the saved profiles, keys shown by fingerprint only."""
+    import pandas as pd
+
+    from parcelsearch import profiles
+
+    frame = pd.DataFrame([{"profile": p.name, "base_url": p.base_url, "ca_bundle": p.ca_bundle,
+                           "key": f"sha256:{p.fingerprint}", "kept_in": p.kept_in}
+                          for p in profiles.profiles()],
+                         columns=["profile", "base_url", "ca_bundle", "key", "kept_in"])
+    if args.json:
+        print(frame.to_json(orient="records"))
+    elif frame.empty:
+        print("no profiles saved yet (parcelsearch login)")
+    else:
+        print_table(frame.set_index("profile"))
+    return 0
+
+
+PROFILES = Command(
+    "profiles", "list the saved profiles (keys never shown)", _declare_profiles, run_profiles,
+    description="The profiles saved by 'parcelsearch login': name, base URL, CA bundle, where "
+                "the key is kept and its sha256 fingerprint (never the key).")
+
+#: The commands of this module, in the order ``parcelsearch --help`` lists them.
+COMMANDS = (LOGIN, LOGOUT, PROFILES)

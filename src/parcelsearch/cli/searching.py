@@ -1,0 +1,504 @@
+"""The analyst's commands: demo, plan, search, markets, doctor; each declared beside its run.
+
+Options are checked while parsing (:mod:`parcelsearch.cli.arguments`); the work imports
+geopandas, the client and the pipeline only when a command runs, so ``--help`` stays quick.
+Messages name flags and environment variables, never Python arguments (errors render in the
+``"cli"`` dialect).
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import socket
+import sys
+from pathlib import Path
+from typing import TYPE_CHECKING
+from urllib.parse import urlsplit
+
+from parcelsearch._shared import count_argument
+from parcelsearch.cli import arguments
+from parcelsearch.cli.arguments import (
+    ENVIRONMENT,
+    EXIT_CODES_NO_OUT,
+    add_areas,
+    add_connection,
+    add_out_map,
+    add_team_member,
+    exit_codes_text,
+)
+from parcelsearch.cli.printing import plural, print_table
+from parcelsearch.cli.registry import Command, Parser
+from parcelsearch.errors import (
+    ConfigurationError,
+    Hint,
+    InputError,
+    OutputKeptError,
+    ParcelSearchError,
+    TransportError,
+)
+from parcelsearch.settings import options
+
+if TYPE_CHECKING:
+    import geopandas as gpd
+
+    from parcelsearch._fetch.client import Client
+    from parcelsearch.result import SearchResult
+
+__all__ = ["COMMANDS", "run_plan", "run_search", "run_markets", "run_doctor", "run_demo",
+           "read_areas", "check_listening", "refresh_line"]
+
+#: Seconds to wait for the service to accept a connection before saying nothing listens.
+CONNECT_PROBE_SECONDS = 1.5
+
+
+def read_areas(args: argparse.Namespace) -> gpd.GeoDataFrame:
+    """The study areas named on the command line (``AREAS``, ``--layer``, ``--crs``)."""
+    import pandas as pd
+
+    from parcelsearch.planning.vector_files import read_vector
+
+    areas = read_vector(args.areas, layer=args.layer, crs=args.crs, what="study areas file")
+    if not areas.index.equals(pd.RangeIndex(len(areas))):  # a GeoParquet's stored index:
+        areas = areas.reset_index()  # a column like any other, under the CLI's id rule
+    if areas.crs is None:  # said here in the file's words, not the data frame's
+        raise InputError(
+            f"study areas file {args.areas!r} has no CRS, so its coordinates cannot be placed "
+            "on Earth", field="crs",
+            hints=[Hint("crs", "EPSG:4326", "declare it with {knob} (or the CRS the data is "
+                                            "in)")])
+    return areas
+
+
+def _client(args: argparse.Namespace) -> Client:
+    from parcelsearch._fetch.client import Client
+
+    return Client(base_url=args.base_url, ca_bundle=args.ca_bundle, cache_dir=args.cache_dir,
+                  profile=args.profile)
+
+
+def check_listening(base_url: str, timeout: float = CONNECT_PROBE_SECONDS) -> None:
+    """Fail fast, spending nothing, when no service accepts connections at ``base_url``.
+
+    One TCP connection is opened and closed (no request is sent, no call counted), so a
+    service that is not running is reported at once, not after the client's retries.
+
+    Raises
+    ------
+    TransportError
+        Nothing listens there (or the host is unknown); the message names the URL and how
+        to start the reference service.
+    """
+    parts = urlsplit(base_url)
+    host = parts.hostname or ""
+    port = parts.port or 443
+    try:
+        with socket.create_connection((host, port), timeout=timeout):
+            pass
+    except OSError as exc:
+        reason = "connection refused" if isinstance(exc, ConnectionRefusedError) else (
+            "timed out" if isinstance(exc, TimeoutError) else (exc.strerror or str(exc)))
+        raise TransportError(
+            f"nothing is listening at {base_url} ({reason})",
+            url=base_url,
+            hints=[Hint("serve", phrase="start the reference service with {knob}"),
+                   Hint("base_url", phrase="or point at a running service with {knob}")],
+        ) from None
+
+
+
+# -- demo ----------------------------------------------------------------------------------
+
+
+def _declare_demo(parser: Parser) -> None:
+    parser.add_argument("--out", default="parcelsearch-demo", metavar="DIR",
+                        help="folder for the GroupIDs, tiles and map (default "
+                             "./parcelsearch-demo)")
+    parser.add_argument("--quiet", action="store_true", help="no progress bar")
+
+
+def run_demo(args: argparse.Namespace) -> int:
+    """``parcelsearch demo``: the whole product on the demo data."""
+    from parcelsearch import demo  # lazy: the reference service
+
+    return demo.run_demo(args.out, progress=not args.quiet)
+
+
+DEMO = Command(
+    "demo", "the whole product on the demo data, no key needed", _declare_demo, run_demo,
+    description="Start the reference service on 127.0.0.1 with a fresh demo key, check "
+                "markets, plan, search, write GroupIDs, pieces and an offline HTML map, "
+                "then search again for zero calls.")
+
+
+# -- plan ----------------------------------------------------------------------------------
+
+
+def _declare_plan(parser: Parser) -> None:
+    add_areas(parser)
+    parser.add_argument("--out-tiles", type=arguments.output("check_tiles_path"), metavar="FILE",
+                        help="write the pieces: .gpkg, .geojson, .parquet or .shp")
+    parser.add_argument("--max-calls", type=count_argument(1), metavar="N",
+                        help="also print the smallest tolerance whose plan needs at most N "
+                             "calls")
+    parser.add_argument("--base-url", type=arguments.base_url, metavar="URL",
+                        help="the service a search would ask, for the matching rule "
+                             "'parcelsearch doctor --areas' learnt for it (default: "
+                             "$PARCELSEARCH_BASE_URL, or the profile's); nothing is sent")
+    parser.add_argument("--profile", metavar="NAME",
+                        help="the saved profile whose base URL to take the learnt rule of "
+                             "(default: $PARCELSEARCH_PROFILE); its key is not read")
+    add_out_map(parser, "the areas and their pieces")
+
+
+def run_plan(args: argparse.Namespace) -> int:
+    """``parcelsearch plan``: print the pieces and minimum calls; write them if asked.
+
+    The pieces are those a search would send: under the matching rule ``--match`` names,
+    else the one ``doctor --areas`` learnt for the service
+    (:func:`parcelsearch.rule_probe.rule_for`); for each area an earlier search kept pieces
+    for in any CRS, those (:mod:`parcelsearch.planning.reuse`, read from the cache folder, never
+    written), else new ones."""
+    from parcelsearch import outputs
+    from parcelsearch.planning import plans as planning
+    from parcelsearch.planning import reuse as plan_reuse
+
+    match, learnt_for = args.match, None
+    if match is None and options.source("match") == "default":  # as a search would plan
+        from parcelsearch.rule_probe import rule_for
+
+        match, learnt_for = rule_for(args.base_url, args.profile, options.cache_dir)
+    made = plan_reuse.reuse(
+        planning.plan(read_areas(args), args.tolerance, id_column=args.id_column,
+                      connectors=args.connectors, match=match),
+        options.cache_dir, keep=False)
+    print_table(made.summary(), "every piece in --out-tiles FILE")
+    if match is not None and learnt_for is not None:
+        print(f"\nplanned under the matching rule learnt for {learnt_for}: {match}")
+    print(f"\n{plural(len(made.pieces), 'piece')}, at least {plural(made.min_calls, 'call')}")
+    if args.max_calls is not None:
+        found = planning.suggest_tolerance(made, args.max_calls)
+        print(f"no tolerance up to {planning.TOLERANCE_LADDER[-1]:g} m fits "
+              f"{plural(args.max_calls, 'call')}" if found is None else
+              f"the smallest tolerance whose plan fits {plural(args.max_calls, 'call')}: "
+              f"--tolerance {found:g}")
+    if made.match == "unknown" and made.point_savings:
+        print(f"connectors could save up to {plural(made.point_savings, 'call')} if the vendor "
+              "matches by a point (--match representative-point)")
+    if args.out_tiles is not None:
+        path = outputs.write_tiles(made.tiles, args.out_tiles)
+        print(f"pieces written to {path}")
+    if args.out_map is not None:
+        print(f"map written to {outputs.write_map(made, args.out_map)}")
+    return 0
+
+
+PLAN = Command(
+    "plan", "show the pieces and minimum calls, spending nothing", _declare_plan, run_plan,
+    description="Split the study areas into the pieces a search would send and count the "
+                "calls they need at least. Spends nothing, needs no key.",
+    epilog=exit_codes_text(EXIT_CODES_NO_OUT))
+
+
+# -- search --------------------------------------------------------------------------------
+
+
+def _declare_search(parser: Parser) -> None:
+    add_areas(parser)
+    parser.add_argument(
+        "--out", required=True, type=arguments.output("check_ids_path"), metavar="FILE",
+        help="where to write the GroupIDs, by extension: .parquet or .csv (one row "
+             "per area and GroupID, with the area's columns), .gpkg or .geojson "
+             "(one feature per area, its GroupIDs listed in group_ids); "
+             "written even when the run stops early, marked incomplete. Never "
+             "destroyed: a run less complete than the file there (stopped, "
+             "refused, or one that found nothing beside one that found something) "
+             "leaves it as it was and is written beside it, to FILE's name with "
+             ".partial (or .empty) before the extension")
+    parser.add_argument("--out-tiles", type=arguments.output("check_tiles_path"), metavar="FILE",
+                        help="also write the pieces sent, with their rows, pages and calls: "
+                             ".gpkg, .geojson, .parquet or .shp")
+    add_out_map(parser, "the pieces, coloured by the parcels each found, the pieces a "
+                        "--refresh changed run found changed, and any areas skipped")
+    parser.add_argument("--force", action="store_true",
+                        help="replace --out and --out-tiles even with a less complete result")
+    parser.add_argument("--budget", type=count_argument(0), metavar="N",
+                        help="spend at most N calls in this run (refused before spending if "
+                             "the plan needs more, see --allow-partial)")
+    parser.add_argument("--allow-partial", action="store_true",
+                        help="with --budget below the plan's need: spend the budget and resume "
+                             "later")
+    parser.add_argument("--quota", type=arguments.quota, metavar="QUOTA",
+                        help="the key's quota if known: demo, production, 500/month, "
+                             "50/lifetime (default: $PARCELSEARCH_QUOTA); runs that cannot fit "
+                             "are refused")
+    parser.add_argument("--max-age", type=arguments.number(float, low=0,
+                                                           what="a number of seconds"),
+                        metavar="SECONDS", help="reuse cached pages at most this old (default: "
+                                                "any)")
+    parser.add_argument("--refresh", nargs="?", const="all", choices=["all", "changed"],
+                        default=None, metavar="all|changed",
+                        help="'all' (or --refresh alone): ignore cached pages, fetch everything "
+                             "again; 'changed': one call per piece (page 1) finds the pieces "
+                             "that changed since the last run, only those fetch their other "
+                             "pages, the rest reuse their cached pages (unchanged by inference)")
+    parser.add_argument("--verify-sample", type=arguments.fraction, default=None,
+                        metavar="FRACTION",
+                        help="with --refresh changed: also re-read the other pages of this "
+                             "fraction of the pieces inferred unchanged (default 0: no sample, "
+                             "so a refresh with no change spends exactly one call per piece; "
+                             "e.g. 0.05, priced before spending) and estimate, with a 95%% "
+                             "interval, the changed pieces inference missed")
+    parser.add_argument("--active-markets-only", action="store_true",
+                        help="skip areas whose market is not active (spends one call on the "
+                             "market list, then reuses it for a day; see --market-column)")
+    parser.add_argument("--market-column", default="market", metavar="COLUMN",
+                        help="column naming each area's market (default: market)")
+    parser.add_argument("--workers", type=count_argument(1), default=8, metavar="N",
+                        help="requests in flight at once, all paced by one rate limiter "
+                             "(default 8)")
+    parser.add_argument("--quiet", action="store_true",
+                        help="no progress bar and no price line (the price before spending, "
+                             "on stderr)")
+    add_connection(parser)
+    add_team_member(parser)
+
+
+def takes_sample(refresh: str | None) -> bool:
+    """Whether ``--refresh`` (``None``: not given) takes a ``--verify-sample``: the search
+    options' rule, asked while parsing so a mistake exits 2 before anything is read."""
+    from parcelsearch._run.options import refresh_mode, samples
+
+    return samples(refresh_mode(refresh))
+
+
+def run_search(args: argparse.Namespace) -> int:
+    """``parcelsearch search``: every GroupID inside the areas, written to ``--out``.
+
+    Whenever the run stops with a partial result (budget, quota, a failure, an interrupt),
+    that result is written to ``--out`` (marked incomplete) before the error is re-raised.
+    """
+    from parcelsearch._run import search_run as pipeline
+    from parcelsearch.result import SearchResult
+    from parcelsearch.stores.local.ledger import Quota
+
+    areas = read_areas(args)
+    client = _client(args)
+    quota = Quota.parse(args.quota)  # None: $PARCELSEARCH_QUOTA, checked before connecting
+    check_listening(client.base_url)
+    try:
+        result = pipeline.search(
+            areas,
+            client=client,
+            tolerance=args.tolerance,
+            connectors=args.connectors,
+            match=args.match,
+            id_column=args.id_column,
+            budget=args.budget,
+            quota=quota,
+            allow_partial=args.allow_partial,
+            max_age=args.max_age,
+            refresh=args.refresh,
+            verify_sample=args.verify_sample,
+            active_markets_only=args.active_markets_only,
+            market_column=args.market_column,
+            progress=not args.quiet,
+            workers=args.workers,
+            team=args.team,
+            user=args.user,
+        )
+    except ParcelSearchError as exc:
+        if isinstance(exc.result, SearchResult):
+            _write(exc.result, args, partial=True)
+        raise
+    _write(result, args, partial=False)
+    return 0
+
+
+def _write(result: SearchResult, args: argparse.Namespace, *, partial: bool) -> None:
+    from parcelsearch import outputs
+
+    out, tiles_out, kept = _destinations(result, args)
+    print_table(result.summary(), f"every area in {out}")
+    path = outputs.write_ids(result, out, force=True)
+    if tiles_out is not None:
+        outputs.write_tiles(result.tiles, tiles_out, outputs.run_metadata(result), force=True)
+    if args.out_map is not None:
+        map_out = Path(args.out_map)
+        if kept is not None:  # beside the kept map too, named as the run's other files
+            map_out = outputs.aside_path(map_out, outputs.run_metadata(result))
+        print(f"map written to {outputs.write_map(result, map_out)}",
+              file=sys.stderr if partial else sys.stdout)
+    state = "PARTIAL result (complete: false)" if partial else "complete"
+    print(
+        f"\n{plural(len(result.group_ids), 'unique GroupID')} in "
+        f"{plural(len(result.ids), '(area, group) row')}; {plural(result.calls, 'call')} made, "
+        f"{plural(result.cached_pages, 'page')} from cache; {state}, written to {path}",
+        file=sys.stderr if partial else sys.stdout,
+    )
+    if kept is not None:
+        print(f"parcelsearch: note: {kept.args[0]}; this run was written beside it, to {path} "
+              "(--force replaces it)", file=sys.stderr)
+    if result.calls == 0 and result.cached_pages and not partial:
+        print("every page came from the cache: no call was made, so the key was not used "
+              "(nor checked)")
+    if len(result.skipped):
+        shown = ", ".join(map(str, result.skipped.index[:outputs.TERMINAL_ROWS]))
+        more = len(result.skipped) - outputs.TERMINAL_ROWS
+        print(f"{plural(len(result.skipped), 'area')} skipped (market not active): {shown}"
+              + (f" … {more:,} more (listed under 'skipped' in {args.out})" if more > 0
+                 else ""))
+    if result.refresh == "changed":
+        print(refresh_line(result))
+    if result.run_id:
+        print(f"run {result.run_id[:12]} recorded (parcelsearch runs; parcelsearch diff OLD "
+              f"{result.run_id[:12]})")
+
+
+def _destinations(result: SearchResult, args: argparse.Namespace
+                  ) -> tuple[Path, Path | None, OutputKeptError | None]:
+    """Where ``--out`` and ``--out-tiles`` go: as named, or beside them
+    (:func:`parcelsearch.outputs.aside_path`) when they hold a more complete result than this
+    run's, which are then kept as they were (unless ``--force``); and why, if so."""
+    from parcelsearch import outputs
+
+    meta = outputs.run_metadata(result)
+    named = [Path(args.out)] + ([Path(args.out_tiles)] if args.out_tiles is not None else [])
+    kept = None
+    if not args.force:
+        for path in named:
+            try:
+                outputs.check_replace(path, meta)
+            except OutputKeptError as exc:
+                kept = kept or exc
+    if kept is not None:
+        named = [outputs.aside_path(path, meta) for path in named]
+    return named[0], (named[1] if len(named) > 1 else None), kept
+
+
+def refresh_line(result: SearchResult) -> str:
+    """What a ``--refresh changed`` run read, inferred and sampled, and what it may miss."""
+    status = result.tiles["status"].value_counts()
+    changed = int(result.tiles["changed"].fillna(False).sum())
+    verification = result.verification
+    low, high = verification.get("missed_interval", [0, 0])
+    sampled = verification.get("sampled", 0)
+    line = (f"refresh: {plural(changed, 'piece')} changed; {int(status.get('read', 0)):,} "
+            f"re-read, {int(status.get('inferred', 0)):,} unchanged by inference, "
+            f"{int(status.get('sampled', 0)):,} sampled ({verification.get('found_changed', 0)} "
+            f"of them changed)")
+    if sampled:
+        line += (f"; changed pieces missed: about {verification['missed_estimate']:g} "
+                 f"(95% interval {low:g}-{high:g})")
+    else:
+        line += f"; changed pieces missed: unknown (no sample; at most {high:g})"
+    if verification.get("sample_dropped"):
+        line += f"; sample dropped: {verification['sample_dropped']}"
+    return line
+
+
+SEARCH = Command(
+    "search", "find every GroupID inside the study areas", _declare_search, run_search,
+    description="Find every parcel GroupID inside the study areas for the fewest calls. "
+                "Every response is cached: running the same search again spends only "
+                "what is missing.",
+    epilog=ENVIRONMENT + "\n\n" + exit_codes_text())
+
+
+# -- markets, doctor -----------------------------------------------------------------------
+
+
+def _declare_markets(parser: Parser) -> None:
+    parser.add_argument("--json", action="store_true", help="print a JSON list")
+    add_connection(parser)
+
+
+def run_markets(args: argparse.Namespace) -> int:
+    """``parcelsearch markets``: the active markets (one call, then cached a day)."""
+    from parcelsearch import market_list
+
+    client = _client(args)
+    check_listening(client.base_url)
+    names = market_list.markets(client)
+    print(json.dumps(names) if args.json else "\n".join(names))
+    return 0
+
+
+MARKETS = Command(
+    "markets", "list the active markets (spends one call, then cached a day)", _declare_markets,
+    run_markets,
+    description="List the markets where zoning calls are worth making. Asking the service "
+                "spends one call of the key's quota; the list is then reused for a day.",
+    epilog=ENVIRONMENT)
+
+
+def _declare_doctor(parser: Parser) -> None:
+    parser.add_argument("--dry-run", action="store_true",
+                        help="list the checks and their price; spend nothing")
+    parser.add_argument("--yes", action="store_true", help="spend the calls without asking")
+    parser.add_argument("--areas", metavar="FILE",
+                        help="the study areas you mean to search (any file geopandas reads): "
+                             "one more call, page 1 of a sliver one grid step tall across the "
+                             "largest, learns whether the vendor matches parcels by a point "
+                             "(representative-point) or by their footprints (intersects), kept "
+                             "for the base URL and used by later searches")
+    parser.add_argument("--layer", metavar="NAME",
+                        help="the layer of --areas to read, from a file with several")
+    add_connection(parser)
+    parser.set_defaults(crs=None)
+
+
+def run_doctor(args: argparse.Namespace) -> int:
+    """``parcelsearch doctor``: the vendor checked in at most 3 calls (4 with ``--areas``),
+    priced first."""
+    from parcelsearch.service_check import check_service
+
+    areas = None
+    if args.areas is not None:  # read and checked before anything is priced or spent
+        areas = read_areas(argparse.Namespace(areas=args.areas, layer=args.layer,
+                                              crs=args.crs)).geometry
+    client = _client(args)
+    priced = check_service(client, dry_run=True, areas=areas)
+    price = priced.price
+    if args.dry_run:
+        print(priced)
+        return 0
+    if not args.yes and not _confirmed(f"doctor spends {plural(price, 'call')} of the key's "
+                                       f"quota at {client.base_url}. Spend them? [y/N] "):
+        raise ConfigurationError(f"not confirmed: doctor spends {plural(price, 'call')}; "
+                                 "nothing was spent. Add --yes to spend them without asking, "
+                                 "or --dry-run to spend none")
+    check_listening(client.base_url)
+    report = check_service(client, areas=areas)
+    print(report)
+    if areas is None and any(f.check == "matching rule" and f.verdict == "unknown"
+                             for f in report.findings):
+        print("the vendor's matching rule is unknown: parcelsearch doctor --areas FILE learns "
+              "it with one more call")
+    return 0 if report.ok else 1
+
+
+def _confirmed(question: str) -> bool:
+    """The user's yes on a terminal; never on a pipe (a script must say --yes)."""
+    if not sys.stdin.isatty():
+        return False
+    return input(question).strip().lower() in ("y", "yes")
+
+
+DOCTOR = Command(
+    "doctor", "check the vendor at the base URL (2 calls, 3 with --areas; priced and "
+              "confirmed first)", _declare_doctor, run_doctor,
+    description="Check what the vendor at the base URL does where its specification is "
+                "silent: TLS, the key, the base URL's stage path, compression, the number "
+                "of the first page, how refusals are worded, the markets and, with "
+                "--areas, how it matches parcels to a polygon. It costs 2 calls of the "
+                "key's quota (3 with --areas; never more than one beyond that, redirects "
+                "and retries included), asked before spending (--yes: without asking; "
+                "--dry-run: none). What it learns is kept in the cache folder, so later "
+                "searches adapt without probing.",
+    epilog=ENVIRONMENT + "\n\nexit codes:\n"
+           "  0    every check passed or could not tell\n  1    a check failed\n"
+           "  2    usage, or the price was not confirmed (nothing was spent)")
+
+#: The commands of this module, in the order ``parcelsearch --help`` lists them.
+COMMANDS = (DEMO, PLAN, SEARCH, MARKETS, DOCTOR)

@@ -1,0 +1,367 @@
+"""Team mode's :class:`~parcelsearch.stores.spending.Spending`: one ledger, pacer and page store
+for a key, in the team's PostgreSQL store, shared by every member on every machine.
+
+- **Policy**: the key's row holds its quota, its pace (calls per second and the pacer's
+  margin) and a page lease's length, set by ``parcelsearch team quota|pace``. A member's own
+  settings can only be stricter: its own quota is checked *besides* the stored one, its own
+  rate paces only its own calls, and its own lease can only be shorter.
+- **Ledger**: every call is reserved, just before it is sent (after its turn at the pacer),
+  by one call of ``parcelsearch_team.reserve`` (the stored quota, the member's own quota and
+  budget checked and the row inserted under row locks), settled once sent, refunded
+  (deleted) when the service did not count it. A reservation whose fate is unknown stays: it
+  counts as spent (a member killed leaves at most its calls on the wire so).
+- **Pacer**: one row per key holds the next free send slot; a member claims a slot with one
+  ``UPDATE … RETURNING`` (spaced by the key's stored pace, whatever the member's settings)
+  and sleeps outside any transaction until it comes. A 429 with ``Retry-After`` stores a
+  pause in the same row, so every member waits.
+- **Pages**: any member's page is every member's; before fetching, a member claims a lease
+  on the page (single flight): the others wait and read it when it lands. A live member
+  renews its leases (every third of the lease); one killed loses them within a lease
+  (seconds), and another member takes the page over. The local parquet cache stays this
+  machine's copy.
+"""
+
+from __future__ import annotations
+
+import logging
+import os
+import threading
+import time
+import uuid
+from typing import Any
+
+from parcelsearch._fetch.client import Client
+from parcelsearch._fetch.http import Cancelled, RateLimiter
+from parcelsearch._fetch.page import Page
+from parcelsearch.errors import Hint, QuotaWouldExceedError, TeamStoreError
+from parcelsearch.stores.local.cache import ResponseCache
+from parcelsearch.stores.local.ledger import Quota, no_calls_left
+from parcelsearch.stores.spending import RESERVE_LEAD, Limit
+from parcelsearch.stores.team.store import (
+    DEFAULT_LEASE,
+    LEASE_RANGE,
+    SCHEMA,
+    check_schema,
+    connect,
+    shown,
+)
+from parcelsearch.stores.team.usage import Pace, check_in_range
+
+__all__ = ["TeamSpending", "LEASE_SECONDS", "ENV_LEASE", "RESERVE_LEAD", "member_lease"]
+
+#: Seconds a page's lease lasts unless the key's stored policy says otherwise: a member
+#: killed while fetching holds it no longer (a live one renews it).
+LEASE_SECONDS = DEFAULT_LEASE
+#: Environment variable shortening the lease for this member (never lengthening it).
+ENV_LEASE = "PARCELSEARCH_TEAM_LEASE"
+#: Seconds between looks at a page another member is fetching.
+_POLL = 0.1
+#: Seconds a statement waits for a pooled connection (a lost store is said this soon).
+_POOL_WAIT = 3.0
+
+_PAGE_COLUMNS = ("request_key, base_url, path, polygon_json, page, rows, pages, data_rows, "
+                 "data, fetched_at, paid_by")
+
+
+def member_lease() -> float | None:
+    """This member's own lease length (``$PARCELSEARCH_TEAM_LEASE``), ``None`` when unset.
+
+    Raises
+    ------
+    ConfigurationError
+        Not a number from 0.5 to 3600 (seconds).
+    """
+    text = os.environ.get(ENV_LEASE, "").strip()
+    return check_in_range(text, LEASE_RANGE, ENV_LEASE) if text else None
+
+
+class TeamSpending:
+    """A key's calls, pace and pages in a team store (see the module's docstring).
+
+    Parameters
+    ----------
+    url
+        The store (``postgresql://…``), made with ``parcelsearch team init``.
+    fingerprint
+        The key's fingerprint (never the key).
+    user
+        The member running the search.
+    cache
+        This machine's copy (``None``: none).
+    pool
+        An open ``psycopg_pool.ConnectionPool`` on ``url``.
+    """
+
+    def __init__(self, url: str, fingerprint: str, user: str, cache: ResponseCache | None,
+                 pool: Any) -> None:
+        self.url = url
+        self.fingerprint = fingerprint
+        self.user = user
+        self.cache = cache
+        self.pool = pool
+        self.holder = f"{user}:{os.getpid()}:{uuid.uuid4().hex[:8]}"
+        #: The key's pace as stored (its lease: the stored one, or the member's if shorter).
+        self.policy = Pace()
+        self.lease_seconds = self.policy.lease_seconds
+        self._quota: Quota | None = None
+        self._closing = threading.Event()
+        self._renewer: threading.Thread | None = None
+
+    @classmethod
+    def open(cls, url: str, client: Client, *, user: str,
+             cache: ResponseCache | None) -> TeamSpending:
+        """Join the team store at ``url`` for ``client``'s key.
+
+        Raises
+        ------
+        TeamStoreError
+            The store cannot be reached (exit 1; the message names the URL without its
+            password) or has no schema (``parcelsearch team init URL`` makes it).
+        """
+        from psycopg_pool import ConnectionPool, PoolTimeout
+
+        own_lease = member_lease()  # a bad value is a usage error, before anything else
+        with connect(url) as conn:
+            check_schema(url, conn)
+            conn.execute(f"INSERT INTO {SCHEMA}.keys (fingerprint) VALUES (%s) "
+                         "ON CONFLICT DO NOTHING", (client.fingerprint,))
+            conn.execute(f"INSERT INTO {SCHEMA}.pacers (fingerprint) VALUES (%s) "
+                         "ON CONFLICT DO NOTHING", (client.fingerprint,))
+            row = conn.execute(f"SELECT quota, period, rate, margin, lease_seconds "
+                               f"FROM {SCHEMA}.keys WHERE fingerprint = %s",
+                               (client.fingerprint,)).fetchone()
+        # The pool's reconnection attempts are its own business: a lost store is said once,
+        # by the statement that finds it lost (TeamStoreError), not in a warning a retry.
+        logging.getLogger("psycopg.pool").setLevel(logging.CRITICAL)
+        pool = ConnectionPool(url, min_size=1, max_size=16, open=False, timeout=_POOL_WAIT,
+                              reconnect_timeout=_POOL_WAIT,
+                              kwargs={"autocommit": True, "connect_timeout": 3})
+        try:
+            pool.open(wait=True, timeout=10)
+        except PoolTimeout as exc:
+            raise TeamStoreError(f"team store {shown(url)}: cannot connect: {exc}") from None
+        made = cls(url, client.fingerprint, user, cache, pool)
+        quota, period, rate, margin, lease = row
+        if quota is not None:
+            made._quota = Quota(int(quota), period)
+        made.policy = Pace(float(rate), float(margin), float(lease))
+        made.lease_seconds = min(float(lease), own_lease or float(lease))
+        made._renewer = threading.Thread(target=made._renew, name="parcelsearch-leases",
+                                         daemon=True)
+        made._renewer.start()
+        return made
+
+    def __repr__(self) -> str:
+        return f"TeamSpending({shown(self.url)!r}, user={self.user!r})"
+
+    # -- the store --------------------------------------------------------------------
+
+    def _sql(self, query: str, params: tuple[Any, ...] = (), *, doing: str) -> list[Any]:
+        """One statement on a pooled connection; a lost store raises TeamStoreError."""
+        import psycopg
+        from psycopg_pool import PoolTimeout
+
+        try:
+            with self.pool.connection() as conn:
+                cursor = conn.execute(query, params)
+                return list(cursor.fetchall()) if cursor.description else []
+        except (psycopg.Error, PoolTimeout) as exc:
+            reason = " ".join(str(exc).split())[:300] or type(exc).__name__
+            raise TeamStoreError(
+                f"team store {shown(self.url)} lost while {doing}: {reason}. Nothing was sent "
+                "unreserved; everything fetched is cached, and running the same search again "
+                "resumes from it.") from None
+
+    def close(self) -> None:
+        self._closing.set()
+        if self._renewer is not None:
+            self._renewer.join(timeout=_POOL_WAIT + 1)
+        self.pool.close()
+
+    def _renew(self) -> None:
+        """Renew this member's leases every third of a lease while it lives."""
+        while not self._closing.wait(self.lease_seconds / 3):
+            try:
+                self._sql(f"UPDATE {SCHEMA}.leases SET expires = clock_timestamp() "
+                          "+ make_interval(secs => %s) WHERE holder = %s",
+                          (self.lease_seconds, self.holder), doing="renewing leases")
+            except TeamStoreError:
+                return  # the store is lost: the statement of a page says so, once
+
+    # -- the ledger -------------------------------------------------------------------
+
+    def stored_quota(self) -> Quota | None:
+        return self._quota
+
+    def reserve(self, run_id: str, quota: Quota | None) -> int:
+        """Reserve one call (just before it is sent): refused when the stored quota, the
+        member's own ``quota`` or the member's budget has no call left."""
+        rows = self._sql(
+            f"SELECT id, verdict, used, lim, sent FROM {SCHEMA}.reserve(%s, %s, %s, %s, %s)",
+            (self.fingerprint, self.user, run_id, quota.limit if quota else None,
+             quota.period if quota else None), doing="reserving a call")
+        ident, verdict, used, limit, sent = rows[0]
+        if verdict == "ok":
+            return int(ident)
+        if verdict in ("quota", "own quota"):
+            stored = verdict == "quota" and self._quota is not None
+            effective = (self._quota if stored else quota) or Quota(int(limit), "month")
+            raise no_calls_left(self.fingerprint, effective, int(used), "the team store",
+                                sent=int(sent))
+        raise _budget_spent(self.user, int(used), int(limit), int(sent))
+
+    def settle(self, reservation: int) -> None:
+        self._sql(f"SELECT {SCHEMA}.settle(%s::bigint)", (reservation,), doing="settling a call")
+
+    def refund(self, reservation: int) -> None:
+        self._sql(f"SELECT {SCHEMA}.refund(%s::bigint)", (reservation,), doing="refunding a call")
+
+    def limits(self, quota: Quota | None) -> list[Limit]:
+        """What the stored quota (``"team quota"``), the member's own ``quota`` (``"quota"``)
+        and the member's budget (``"user budget"``) still allow."""
+        own = quota if quota is not None and quota != self._quota else None
+        rows = self._sql(
+            f"SELECT {SCHEMA}.spent(%s, 'month'), {SCHEMA}.spent(%s, 'lifetime'), b.calls, "
+            f"{SCHEMA}.member_spent(%s, b.period) "
+            f"FROM (SELECT 1) AS one LEFT JOIN {SCHEMA}.budgets AS b ON b.member = %s",
+            (self.fingerprint, self.fingerprint, self.user, self.user),
+            doing="reading what is left")
+        month, lifetime, budget, member_spent = rows[0]
+        spent = {"month": int(month), "lifetime": int(lifetime)}
+        limits: list[Limit] = []
+        if self._quota is not None:
+            limits.append((max(0, self._quota.limit - spent[self._quota.period]),
+                           "team quota" if own is not None else "quota"))
+        if own is not None:
+            limits.append((max(0, own.limit - spent[own.period]), "quota"))
+        if budget is not None:
+            limits.append((max(0, int(budget) - int(member_spent)), "user budget"))
+        return limits
+
+    # -- the pacer --------------------------------------------------------------------
+
+    def pace(self, limiter: RateLimiter, cancel: threading.Event | None) -> float | None:
+        """This member's own pace first (``limiter``: it can only slow this member), then
+        the key's turn, spaced by the pace stored with the key. Returns :data:`RESERVE_LEAD`
+        seconds before the turn, with the turn (``time.monotonic()``): the caller reserves
+        the call in that time, then sends at the turn, so that the reservation's round trip
+        does not make the spacing the service sees uneven."""
+        limiter.wait(cancel)
+        interval = self.policy.interval
+        rows = self._sql(
+            f"UPDATE {SCHEMA}.pacers SET next_slot = GREATEST(clock_timestamp(), next_slot, "
+            "paused_until) + make_interval(secs => %s) WHERE fingerprint = %s "
+            "RETURNING EXTRACT(EPOCH FROM next_slot - clock_timestamp()) - %s",
+            (interval, self.fingerprint, interval), doing="pacing a call")
+        turn = time.monotonic() + max(0.0, float(rows[0][0]))
+        delay = max(0.0, turn - RESERVE_LEAD - time.monotonic())
+        if cancel is not None:
+            if cancel.wait(delay):
+                raise Cancelled("stopped while waiting for the team's pacer")
+        elif delay:
+            time.sleep(delay)
+        return turn
+
+    def pause(self, seconds: float) -> None:
+        self._sql(f"UPDATE {SCHEMA}.pacers SET paused_until = GREATEST(paused_until, "
+                  "clock_timestamp() + make_interval(secs => %s)) WHERE fingerprint = %s",
+                  (seconds, self.fingerprint), doing="pausing the key")
+
+    # -- the pages --------------------------------------------------------------------
+
+    def cached(self, key: str, max_age: float | None) -> Page | None:
+        """The page from this machine's copy, else the team's store; a page another member
+        is fetching now is waited for (at most its lease), so the price counts only the
+        pages nobody is paying for. (A member holds no lease while it prices.)"""
+        if self.cache is not None:
+            hit = self.cache.get(key, max_age=max_age)
+            if hit is not None:
+                return hit
+        while True:
+            hit = self._shared(key, max_age)
+            if hit is not None or not self._leased_by_another(key):
+                return hit
+            time.sleep(_POLL)
+
+    def _leased_by_another(self, key: str) -> bool:
+        return bool(self._sql(
+            f"SELECT 1 FROM {SCHEMA}.leases WHERE request_key = %s AND holder <> %s "
+            "AND expires > clock_timestamp()", (key, self.holder), doing="looking at a page"))
+
+    def _shared(self, key: str, max_age: float | None) -> Page | None:
+        """The page in the team store (kept in the local copy; a use counted when another
+        member paid for it)."""
+        rows = self._sql(
+            f"SELECT {_PAGE_COLUMNS} FROM {SCHEMA}.pages WHERE request_key = %s "
+            "AND (%s::float8 IS NULL OR fetched_at >= clock_timestamp() "
+            "- make_interval(secs => %s))", (key, max_age, max_age), doing="reading a page")
+        if not rows:
+            return None
+        page = _page(rows[0])
+        if rows[0][-1] != self.user:
+            self._sql(f"INSERT INTO {SCHEMA}.page_uses (request_key, member, fingerprint, "
+                      f"month) VALUES (%s, %s, %s, {SCHEMA}.month_now())",
+                      (key, self.user, self.fingerprint), doing="counting a page shared")
+        if self.cache is not None:
+            self.cache.put(page)
+        return page
+
+    def claim(self, key: str, max_age: float | None, cancel: threading.Event) -> Page | None:
+        while True:
+            hit = self._shared(key, max_age)
+            if hit is not None:
+                return hit
+            if self._lease(key):
+                hit = self._shared(key, max_age)  # landed between the look and the lease
+                if hit is None:
+                    return None
+                self.abandon(key)
+                return hit
+            if cancel.wait(_POLL):
+                raise Cancelled("stopped while waiting for a page another member fetches")
+
+    def _lease(self, key: str) -> bool:
+        rows = self._sql(
+            f"INSERT INTO {SCHEMA}.leases AS l (request_key, holder, expires) "
+            "VALUES (%s, %s, clock_timestamp() + make_interval(secs => %s)) "
+            "ON CONFLICT (request_key) DO UPDATE SET holder = EXCLUDED.holder, "
+            "expires = EXCLUDED.expires WHERE l.expires < clock_timestamp() "
+            "RETURNING holder", (key, self.holder, self.lease_seconds), doing="claiming a page")
+        return bool(rows)
+
+    def keep(self, page: Page) -> None:
+        if self.cache is not None:
+            self.cache.put(page)
+        self._sql(
+            f"WITH kept AS (INSERT INTO {SCHEMA}.pages ({_PAGE_COLUMNS}, fingerprint) "
+            "VALUES (%s, %s, %s, %s, %s, %s, %s, %s, %s, %s, %s, %s) "
+            "ON CONFLICT (request_key) DO UPDATE SET rows = EXCLUDED.rows, "
+            "pages = EXCLUDED.pages, data_rows = EXCLUDED.data_rows, data = EXCLUDED.data, "
+            "fetched_at = EXCLUDED.fetched_at, paid_by = EXCLUDED.paid_by RETURNING 1) "
+            f"DELETE FROM {SCHEMA}.leases WHERE request_key = %s AND holder = %s",
+            (page.request_key, page.base_url, page.path, page.polygon_json, page.page,
+             page.rows, page.pages, page.data_rows, list(page.data), page.fetched_at,
+             self.user, self.fingerprint, page.request_key, self.holder),
+            doing="keeping a page")
+
+    def abandon(self, key: str) -> None:
+        self._sql(f"DELETE FROM {SCHEMA}.leases WHERE request_key = %s AND holder = %s",
+                  (key, self.holder), doing="giving up a page")
+
+
+def _page(row: tuple[Any, ...]) -> Page:
+    (key, base_url, path, polygon_json, page, rows, pages, data_rows, data, fetched_at,
+     _paid_by) = row
+    return Page(request_key=key, polygon_json=polygon_json, page=int(page), rows=int(rows),
+                pages=int(pages), data_rows=int(data_rows), data=tuple(data),
+                base_url=base_url, path=path, from_cache=True, fetched_at=fetched_at)
+
+
+def _budget_spent(user: str, used: int, limit: int, sent: int) -> QuotaWouldExceedError:
+    return QuotaWouldExceedError(
+        f"{user} has no calls left of their team budget of {limit}: {sent} sent"
+        + (f" and {used - sent} on the wire or of unknown fate" if used > sent else "")
+        + ". Everything fetched so far is cached and shared with the team.",
+        needed=1, allowed=0,
+        hints=[Hint("team_budget", user, "a team member may raise it with {knob}")])
+

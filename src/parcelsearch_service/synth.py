@@ -1,0 +1,534 @@
+"""Deterministic synthetic parcel fabric, demo markets and demo study areas.
+
+The fabric imitates a US street grid: rectangular blocks separated by streets,
+each block cut into two back-to-back rows of lots of varied frontage. Some lots are
+commercial (wider, deeper), some are condominium buildings (several parcels with one
+footprint and one GroupID), some runs of adjacent lots form an *assemblage* (separate
+parcels sharing one GroupID), and a few blocks are parks (one large parcel).
+
+Everything is generated from a seed, so the same call always returns the same frame.
+``python -m parcelsearch_service.synth [DIR]`` rewrites the bundled demo files.
+
+Examples
+--------
+>>> parcels = fabric(MARKETS_DEMO[:1], seed=7)
+>>> list(parcels.columns)
+['parcel_id', 'group_id', 'market', 'land_use', 'geometry']
+>>> bool(parcels.group_id.str.fullmatch(r"[0-9a-f]{17}").all())
+True
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import math
+from collections.abc import Sequence
+from dataclasses import dataclass
+from pathlib import Path
+
+import geopandas as gpd
+import numpy as np
+import pandas as pd
+import pyproj
+import shapely
+from shapely.geometry import LineString, MultiPolygon, Polygon
+
+__all__ = [
+    "MarketSpec",
+    "MARKETS_DEMO",
+    "MARKET_NAMES",
+    "OUTSIDE_MARKET",
+    "Example",
+    "fabric",
+    "fabric_for",
+    "demo_parcels",
+    "demo_areas",
+    "large_fabric",
+    "example_fabric",
+    "group_ids",
+    "write_demo_data",
+    "DEFAULT_SEED",
+]
+
+DEFAULT_SEED = 20240611
+_M_PER_DEG_LAT = 110_574.0
+_M_PER_DEG_LON_EQ = 111_320.0
+
+
+@dataclass(frozen=True)
+class MarketSpec:
+    """One synthetic city grid.
+
+    Parameters
+    ----------
+    name
+        Market name as the Markets service lists it ("City, ST").
+    lon, lat
+        The south-west corner of the grid (degrees, EPSG:4326).
+    blocks_x, blocks_y
+        Blocks along the east-west and north-south axes.
+    rotation
+        Grid bearing in degrees counter-clockwise from east (real grids are rarely square
+        to the meridian).
+    """
+
+    name: str
+    lon: float
+    lat: float
+    blocks_x: int
+    blocks_y: int
+    rotation: float = 0.0
+
+
+#: The demo markets: real US places, small grids (a few thousand parcels in all).
+MARKETS_DEMO: tuple[MarketSpec, ...] = (
+    MarketSpec("Abilene, TX", -99.7420, 32.4430, 12, 14, rotation=0.0),
+    MarketSpec("Tarrant County Unincorporated, TX", -97.5520, 32.8150, 8, 8, rotation=17.0),
+    MarketSpec("Boise, ID", -116.2100, 43.6100, 8, 9, rotation=-35.0),
+)
+
+#: Where the demo's "outside every active market" study area lies (not a listed market).
+OUTSIDE_MARKET = "Marfa, TX"
+
+#: The markets list the demo service serves (the demo markets among them).
+MARKET_NAMES: tuple[str, ...] = tuple(
+    sorted(
+        {
+            "Abilene, TX", "Ada County Unincorporated, ID", "Albuquerque, NM", "Amarillo, TX",
+            "Arlington, TX", "Austin, TX", "Bernalillo County Unincorporated, NM",
+            "Boise, ID", "Caldwell, ID", "Cedar Park, TX", "Charlotte, NC",
+            "Collin County Unincorporated, TX", "Dallas, TX",
+            "Dallas County Unincorporated, TX", "Denton, TX",
+            "Denton County Unincorporated, TX", "El Paso, TX", "Fort Worth, TX", "Frisco, TX",
+            "Garland, TX", "Georgetown, TX", "Harris County Unincorporated, TX", "Houston, TX",
+            "Irving, TX", "Lubbock, TX", "Maricopa County Unincorporated, AZ",
+            "Mecklenburg County Unincorporated, NC", "Meridian, ID", "Mesa, AZ", "Midland, TX",
+            "Nampa, ID", "Odessa, TX", "Phoenix, AZ", "Plano, TX", "Round Rock, TX",
+            "San Angelo, TX", "San Antonio, TX", "Scottsdale, AZ",
+            "Tarrant County Unincorporated, TX",
+            "Taylor County Unincorporated, TX", "Tempe, AZ", "Travis County Unincorporated, TX",
+            "Tucson, AZ", "Waco, TX", "Wichita Falls, TX",
+        }
+    )
+)
+
+# Street right-of-way and lot figures, metres.
+_STREET = (18.0, 24.0)
+_BLOCK_LENGTH = (150.0, 260.0)
+_LOT_DEPTH = (30.0, 45.0)
+_FRONTAGE = {"residential": 17.0, "commercial": 38.0}
+_USE_P = {"residential": 0.78, "commercial": 0.12, "condo": 0.06, "park": 0.04}
+
+
+def group_ids(n: int, rng: np.random.Generator) -> np.ndarray:
+    """``n`` distinct GroupIDs in the vendor's shape: 17 lowercase hex characters."""
+    out: list[str] = []
+    seen: set[str] = set()
+    while len(out) < n:
+        need = n - len(out)
+        text = rng.bytes(9 * need).hex()
+        for i in range(need):
+            gid = text[18 * i : 18 * i + 17]
+            if gid not in seen:
+                seen.add(gid)
+                out.append(gid)
+    return np.array(out, dtype=object)
+
+
+def _to_lonlat(x: np.ndarray, y: np.ndarray, spec: MarketSpec) -> tuple[np.ndarray, np.ndarray]:
+    """Local metres (grid axes) → lon/lat: rotate, then an equirectangular step at the origin."""
+    theta = math.radians(spec.rotation)
+    east = x * math.cos(theta) - y * math.sin(theta)
+    north = x * math.sin(theta) + y * math.cos(theta)
+    lon = spec.lon + east / (_M_PER_DEG_LON_EQ * math.cos(math.radians(spec.lat)))
+    lat = spec.lat + north / _M_PER_DEG_LAT
+    return lon, lat
+
+
+def _grid_lines(n: int, span: tuple[float, float], rng: np.random.Generator) -> np.ndarray:
+    """Start/end positions of ``n`` blocks along one axis, streets between them."""
+    lengths = rng.uniform(*span, n)
+    streets = rng.uniform(*_STREET, n)
+    starts = np.concatenate([[0.0], np.cumsum(lengths + streets)[:-1]]) + streets[0] / 2
+    return np.column_stack([starts, starts + lengths])
+
+
+@dataclass
+class _Lots:
+    x0: list[np.ndarray]
+    x1: list[np.ndarray]
+    y0: list[np.ndarray]
+    y1: list[np.ndarray]
+    use: list[np.ndarray]
+    units: list[np.ndarray]
+    assemble: list[np.ndarray]
+
+
+def _split_row(length: float, mean: float, rng: np.random.Generator) -> np.ndarray:
+    """Lot boundaries along a block face of ``length`` m: varied frontages summing to it."""
+    count = max(1, int(round(length / mean)))
+    widths = rng.uniform(0.6, 1.5, count)
+    return np.concatenate([[0.0], np.cumsum(widths) / widths.sum() * length])
+
+
+def _block_lots(
+    bx: np.ndarray, by: np.ndarray, use: str, rng: np.random.Generator, lots: _Lots
+) -> None:
+    """Cut one block into lots (two back-to-back rows), appended to ``lots``."""
+    (x0, x1), (y0, y1) = bx, by
+    if use == "park":
+        parts = [(np.array([x0]), np.array([x1]), np.array([y0]), np.array([y1]))]
+    else:
+        mean = _FRONTAGE["commercial" if use == "commercial" else "residential"]
+        mid = (y0 + y1) / 2
+        parts = []
+        for ya, yb in ((y0, mid), (mid, y1)):
+            edges = x0 + _split_row(x1 - x0, mean, rng)
+            n = len(edges) - 1
+            parts.append((edges[:-1], edges[1:], np.full(n, ya), np.full(n, yb)))
+    for px0, px1, py0, py1 in parts:
+        n = len(px0)
+        kinds = np.full(n, "park" if use == "park" else ("commercial" if use == "commercial"
+                                                            else "residential"), dtype=object)
+        units = np.ones(n, dtype=np.int64)
+        if use == "condo":
+            # Most lots of a condo block are buildings of several units sharing a footprint.
+            condo = rng.random(n) < 0.6
+            kinds[condo] = "condominium"
+            units[condo] = rng.integers(2, 9, int(condo.sum()))
+        # Assemblages: a run of 2-4 adjacent single lots under one GroupID.
+        assemble = np.zeros(n, dtype=np.int64)
+        if use in ("residential", "commercial") and n >= 3 and rng.random() < 0.25:
+            run = int(rng.integers(2, min(4, n) + 1))
+            start = int(rng.integers(0, n - run + 1))
+            assemble[start : start + run] = 1
+            kinds[start : start + run] = "assemblage"
+        lots.x0.append(px0)
+        lots.x1.append(px1)
+        lots.y0.append(py0)
+        lots.y1.append(py1)
+        lots.use.append(kinds)
+        lots.units.append(units)
+        lots.assemble.append(assemble)
+
+
+def _market_lots(spec: MarketSpec, rng: np.random.Generator) -> _Lots:
+    """Every lot of one market grid, in local metres."""
+    xs = _grid_lines(spec.blocks_x, _BLOCK_LENGTH, rng)
+    ys = _grid_lines(spec.blocks_y, (2 * _LOT_DEPTH[0], 2 * _LOT_DEPTH[1]), rng)
+    uses = rng.choice(list(_USE_P), size=(spec.blocks_y, spec.blocks_x), p=list(_USE_P.values()))
+    lots = _Lots([], [], [], [], [], [], [])
+    for j in range(spec.blocks_y):
+        for i in range(spec.blocks_x):
+            _block_lots(xs[i], ys[j], str(uses[j, i]), rng, lots)
+    return lots
+
+
+def _market_frame(spec: MarketSpec, rng: np.random.Generator) -> gpd.GeoDataFrame:
+    """One market's parcels: condominium units repeated, assemblages grouped."""
+    lots = _market_lots(spec, rng)
+    cat = {f: np.concatenate(getattr(lots, f)) for f in ("x0", "x1", "y0", "y1", "use", "units")}
+    # One group per lot, except each assemblage run (consecutive flagged lots in one row
+    # segment) which shares a group.
+    flags = [a for a in lots.assemble]
+    starts = []
+    for a in flags:
+        s = np.ones(len(a), dtype=bool)
+        s[1:] = ~((a[1:] == 1) & (a[:-1] == 1))
+        starts.append(s)
+    lot_group = np.cumsum(np.concatenate(starts)) - 1
+    repeat = cat["units"]
+    x0, x1, y0, y1 = (np.repeat(cat[k], repeat) for k in ("x0", "x1", "y0", "y1"))
+    corners_x = np.stack([x0, x1, x1, x0, x0], axis=1)
+    corners_y = np.stack([y0, y0, y1, y1, y0], axis=1)
+    lon, lat = _to_lonlat(corners_x, corners_y, spec)
+    geometry = shapely.polygons(np.stack([lon, lat], axis=2))
+    gids = group_ids(int(lot_group.max()) + 1, rng)
+    return gpd.GeoDataFrame(
+        {
+            "group_id": gids[np.repeat(lot_group, repeat)],
+            "market": spec.name,
+            "land_use": np.repeat(cat["use"], repeat),
+        },
+        geometry=geometry,
+        crs="EPSG:4326",
+    )
+
+
+def fabric(
+    markets: Sequence[MarketSpec] = MARKETS_DEMO, seed: int = DEFAULT_SEED
+) -> gpd.GeoDataFrame:
+    """The synthetic parcels of ``markets``, deterministic for a ``seed``.
+
+    Returns
+    -------
+    geopandas.GeoDataFrame
+        Columns ``parcel_id`` (int64, 1..n), ``group_id`` (17 hex chars), ``market``,
+        ``land_use`` (residential, commercial, condominium, assemblage, park) and the lot
+        footprint, EPSG:4326. GroupIDs are unique across markets.
+    """
+    rng = np.random.default_rng(seed)
+    frames = [_market_frame(spec, rng) for spec in markets]
+    parcels = pd.concat(frames, ignore_index=True)
+    _dedupe_groups_across(parcels, rng)
+    parcels.insert(0, "parcel_id", np.arange(1, len(parcels) + 1, dtype=np.int64))
+    return gpd.GeoDataFrame(parcels, geometry="geometry", crs="EPSG:4326")
+
+
+#: Parcels :func:`fabric_for` makes at most unless told otherwise (about 100 MB in memory).
+MAX_PARCELS = 1_000_000
+#: The smallest block and street (metres): grids sized with them reach over every area.
+_PITCH_X = _BLOCK_LENGTH[0] + _STREET[0]
+_PITCH_Y = 2 * _LOT_DEPTH[0] + _STREET[0]
+
+
+def fabric_for(areas: gpd.GeoDataFrame, *, seed: int = DEFAULT_SEED, margin: float = 50.0,
+               market: str = "Your areas", max_parcels: int = MAX_PARCELS) -> gpd.GeoDataFrame:
+    """A synthetic fabric over any study areas: the demo's street grid laid under them.
+
+    The areas (any CRS) are grown by ``margin`` metres; each group of them whose grown
+    bounding boxes touch gets one grid over its box, and the parcels whose representative
+    point lies in the grown areas are kept. Deterministic for a ``seed``; the columns of
+    :func:`fabric` (``market`` is ``market``), ready for ``parcelsearch serve --parcels``.
+
+    Raises
+    ------
+    ValueError
+        Areas without a CRS, or so large that the fabric would exceed ``max_parcels``
+        (the message says how many it would have).
+    """
+    if areas.crs is None:
+        raise ValueError("the areas have no CRS: set one (areas.set_crs(...)) first")
+    lonlat = areas.to_crs("EPSG:4326")
+    local = lonlat.to_crs(lonlat.estimate_utm_crs())
+    grown = local.geometry.buffer(margin)
+    boxes = shapely.unary_union(shapely.box(*np.asarray(grown.bounds).T))
+    groups = list(shapely.get_parts(boxes))
+    to_lonlat = pyproj.Transformer.from_crs(local.crs, "EPSG:4326", always_xy=True)
+    specs = []
+    for k, box in enumerate(groups):
+        x0, y0, x1, y1 = box.bounds
+        # one corner as plain floats (pyproj 3.6 warns on one-element arrays)
+        lon, lat = to_lonlat.transform(float(x0), float(y0))
+        specs.append(MarketSpec(f"{market} {k + 1}", lon, lat,
+                                max(1, math.ceil((x1 - x0) / _PITCH_X)),
+                                max(1, math.ceil((y1 - y0) / _PITCH_Y))))
+    expected = sum(s.blocks_x * s.blocks_y * 2 * _BLOCK_LENGTH[1] / _FRONTAGE["residential"]
+                   for s in specs)
+    if expected > max_parcels:
+        raise ValueError(
+            f"a fabric over these areas would have about {expected:,.0f} parcels, more than "
+            f"{max_parcels:,}: search fewer or smaller areas, or raise the limit")
+    parcels = fabric(specs, seed)
+    inside = gpd.GeoSeries(grown.to_crs("EPSG:4326").union_all(), crs="EPSG:4326")[0]
+    keep = shapely.contains_xy(inside, *np.asarray(
+        shapely.get_coordinates(parcels.geometry.representative_point())).T)
+    parcels = parcels[keep].reset_index(drop=True)
+    parcels["market"] = market
+    parcels["parcel_id"] = np.arange(1, len(parcels) + 1, dtype=np.int64)
+    return parcels
+
+
+def _dedupe_groups_across(parcels: pd.DataFrame, rng: np.random.Generator) -> None:
+    """Re-draw any GroupID that two markets happened to share (68 random bits: rare)."""
+    owners = parcels.groupby("group_id")["market"].nunique()
+    for gid in owners.index[owners > 1]:
+        for market in parcels.loc[parcels.group_id == gid, "market"].unique()[1:]:
+            parcels.loc[(parcels.group_id == gid) & (parcels.market == market), "group_id"] = (
+                group_ids(1, rng)[0]
+            )
+
+
+def demo_parcels() -> gpd.GeoDataFrame:
+    """The bundled demo fabric (generated; identical to ``data/demo_parcels.parquet``)."""
+    return fabric(MARKETS_DEMO, DEFAULT_SEED)
+
+
+def large_fabric(n_parcels: int, seed: int = DEFAULT_SEED) -> gpd.GeoDataFrame:
+    """About ``n_parcels`` parcels (exactly, after trimming) over grids in several markets.
+
+    Used by the benchmark; nothing this size is committed.
+    """
+    per_block = 16.0
+    cities = [s for s in MARKETS_DEMO]
+    side = max(1, int(math.ceil(math.sqrt(n_parcels / per_block / len(cities)))))
+    specs = [MarketSpec(c.name, c.lon, c.lat, side, side, c.rotation) for c in cities]
+    parcels = fabric(specs, seed)
+    while len(parcels) < n_parcels:
+        side = int(side * 1.1) + 1
+        specs = [MarketSpec(c.name, c.lon, c.lat, side, side, c.rotation) for c in cities]
+        parcels = fabric(specs, seed)
+    return parcels.iloc[:n_parcels].copy()
+
+
+# --------------------------------------------------------------------------- study areas
+
+
+def _local(spec: MarketSpec, coords: Sequence[tuple[float, float]]) -> list[tuple[float, float]]:
+    x = np.array([c[0] for c in coords])
+    y = np.array([c[1] for c in coords])
+    lon, lat = _to_lonlat(x, y, spec)
+    return [(round(float(a), 7), round(float(b), 7)) for a, b in zip(lon, lat, strict=True)]
+
+
+def _street_y(spec: MarketSpec, seed: int, k: int) -> tuple[float, float]:
+    """Centre line (y, metres) of the street north of block row ``k`` and the grid's x extent."""
+    rng = np.random.default_rng(seed)
+    # Replay the generator exactly as fabric() does for the first market only.
+    xs = _grid_lines(spec.blocks_x, _BLOCK_LENGTH, rng)
+    ys = _grid_lines(spec.blocks_y, (2 * _LOT_DEPTH[0], 2 * _LOT_DEPTH[1]), rng)
+    return float((ys[k, 1] + ys[k + 1, 0]) / 2), float(xs[-1, 1])
+
+
+def demo_areas(seed: int = DEFAULT_SEED) -> gpd.GeoDataFrame:
+    """Five demo study areas that overlap the demo fabric (one outside every market).
+
+    - ``northside``: a neighbourhood, an irregular polygon over several blocks;
+    - ``pine-street``: a corridor, a 40 m buffer along one street;
+    - ``park-ring``: a district with a hole (the blocks around a park left out);
+    - ``twin-sites``: a multipart area, two separate sites;
+    - ``marfa-ranch``: an area in a place that is not an active market.
+    """
+    abilene, tarrant, boise = MARKETS_DEMO
+    street_y, _ = _street_y(abilene, seed, 8)
+    # A neighbourhood bounded by streets on three sides and a meandering creek on the east.
+    creek_y = np.arange(200.0, 910.0, 20.0)
+    creek_x = 1080 + 55 * np.sin(creek_y / 70) + 20 * np.sin(creek_y / 19)
+    neighbourhood = Polygon(
+        _local(abilene, [(300, 250), (640, 215), *zip(creek_x, creek_y, strict=True),
+                         (700, 905), (520, 900), (250, 640)])
+    )
+    # A corridor: 40 m either side of one street, with rounded ends.
+    corridor = shapely.buffer(
+        LineString(_local(abilene, [(1400.0, street_y), (2550.0, street_y)])),
+        40.0 / _M_PER_DEG_LAT,
+        cap_style="round",
+        quad_segs=6,
+    )
+    corridor = Polygon([(round(x, 7), round(y, 7)) for x, y in corridor.exterior.coords])
+    # A district around a park: an irregular outline with an oval hole.
+    angle = np.linspace(0, 2 * np.pi, 33)[:-1]
+    park = [(575 + 140 * np.cos(a), 400 + 95 * np.sin(a)) for a in angle]
+    hole_area = Polygon(
+        _local(tarrant, [(200, 150), (620, 120), (950, 170), (980, 420), (930, 650),
+                         (560, 690), (230, 640), (180, 400)]),
+        [_local(tarrant, park)],
+    )
+    # Two development sites: a rectangle and an L-shaped assemblage.
+    twin = MultiPolygon(
+        [
+            Polygon(_local(boise, [(150, 120), (450, 120), (450, 330), (150, 330)])),
+            Polygon(_local(boise, [(900, 600), (1250, 600), (1250, 700), (1040, 700),
+                                   (1040, 820), (900, 820)])),
+        ]
+    )
+    marfa = MarketSpec(OUTSIDE_MARKET, -104.0230, 30.3020, 1, 1)
+    outside = Polygon(_local(marfa, [(0, 0), (520, -40), (800, 120), (760, 600), (300, 640),
+                                     (40, 380)]))
+    return gpd.GeoDataFrame(
+        {
+            "area_id": ["northside", "pine-street", "park-ring", "twin-sites", "marfa-ranch"],
+            "name": [
+                "Northside neighbourhood",
+                "Pine Street corridor",
+                "Ring around Crescent Park",
+                "Twin development sites",
+                "Marfa ranch parcel (no market)",
+            ],
+            "market": [abilene.name, abilene.name, tarrant.name, boise.name, OUTSIDE_MARKET],
+        },
+        geometry=[neighbourhood, corridor, hole_area, twin, outside],
+        crs="EPSG:4326",
+    )
+
+
+# --------------------------------------------------------------------------- 276 example
+
+
+@dataclass(frozen=True)
+class Example:
+    """A small fabric with a search ring and the answer it must give.
+
+    Attributes
+    ----------
+    parcels
+        The parcels to serve (some outside ``ring``).
+    ring
+        A closed ring ``[[lon, lat], ...]`` (EPSG:4326).
+    expected
+        GroupIDs the service must return for ``ring``, in parcel_id order.
+    """
+
+    parcels: gpd.GeoDataFrame
+    ring: list[list[float]]
+    expected: list[str]
+
+
+def example_fabric(rows: int = 276, outside: int = 24, seed: int = 276) -> Example:
+    """``rows`` parcels inside one ring and ``outside`` beyond it; condos repeat GroupIDs.
+
+    The default is the issue's example: 276 parcels → rows 276, pages 3 (100/100/76).
+    """
+    if rows < 16:
+        raise ValueError(
+            f"example_fabric needs rows >= 16 (it holds a 6-unit condominium), got {rows}"
+        )
+    rng = np.random.default_rng(seed)
+    spec = MarketSpec("Abilene, TX", -99.7000, 32.4700, 1, 1)
+    width, depth, per_line = 20.0, 40.0, 20
+    n = rows + outside
+    k = np.arange(n)
+    j = np.where(k < rows, k, k - rows)
+    x0 = (j % per_line) * width + np.where(k < rows, 0.0, 2000.0)  # outside: 2 km east
+    y0 = (j // per_line) * depth
+    lon, lat = _to_lonlat(x0[:, None] + np.array([0, width, width, 0, 0]),
+                          y0[:, None] + np.array([0, 0, depth, depth, 0]), spec)
+    geometry = shapely.polygons(np.stack([lon, lat], axis=2))
+    # Parcels 10..15 are a condominium: six parcels, one footprint, one GroupID.
+    gids = group_ids(n, rng)
+    gids[10:16] = gids[10]
+    geometry[10:16] = geometry[10]
+    order = rng.permutation(n)  # rows arrive in any order; the service sorts by parcel_id
+    parcels = gpd.GeoDataFrame(
+        {"parcel_id": (1000 + k)[order], "group_id": gids[order]},
+        geometry=geometry[order],
+        crs="EPSG:4326",
+    )
+    top = math.ceil(rows / per_line) * depth
+    ring = _local(spec, [(-5, -5), (per_line * width + 5, -5), (per_line * width + 5, top + 5),
+                         (-5, top + 5), (-5, -5)])
+    return Example(parcels, [list(p) for p in ring], [str(g) for g in gids[:rows]])
+
+
+# --------------------------------------------------------------------------- files
+
+
+def write_demo_data(directory: Path) -> dict[str, Path]:
+    """Write the bundled demo files into ``directory``; returns them by role."""
+    directory.mkdir(parents=True, exist_ok=True)
+    paths = {
+        "parcels": directory / "demo_parcels.parquet",
+        "markets": directory / "markets.txt",
+        "areas": directory / "demo_areas.geojson",
+    }
+    demo_parcels().to_parquet(paths["parcels"], compression="zstd", index=False)
+    paths["markets"].write_text("\n".join(MARKET_NAMES) + "\n")
+    areas = demo_areas()
+    paths["areas"].write_text(json.dumps(json.loads(areas.to_json(drop_id=True)), indent=1) + "\n")
+    return paths
+
+
+def main(argv: Sequence[str] | None = None) -> int:
+    """Regenerate the bundled demo data (``python -m parcelsearch_service.synth [DIR]``)."""
+    parser = argparse.ArgumentParser(description=main.__doc__)
+    parser.add_argument("directory", nargs="?", type=Path,
+                        default=Path(__file__).resolve().parents[2] / "data")
+    args = parser.parse_args(argv)
+    for role, path in write_demo_data(args.directory).items():
+        print(f"{role}: {path} ({path.stat().st_size:,} bytes)")
+    return 0
+
+
+if __name__ == "__main__":  # pragma: no cover
+    raise SystemExit(main())
