@@ -10,14 +10,10 @@ A ``GET`` of the service's own paths is answered without Starlette's routing, mi
 and request objects (:class:`GatedRoutes`); every other request goes through Starlette.
 
 The loop never waits on a lock or a long search (``/openapi.json`` answers while a key
-store lock is held elsewhere): with both stores in this process, the requests of one turn of
-the loop are admitted and handled on the loop in one transaction when the key store's locks
-are free at once and their searches are brief (:mod:`parcelsearch_service.loop_gate`), else
-on one thread that admits the requests queued meanwhile in one transaction and answers them
-with one loop wake-up (:mod:`parcelsearch_service.batching`); with both in PostgreSQL, the
-loop sends them on asynchronous connections and awaits the answers
-(:mod:`parcelsearch_service.postgres_gate`); with one of each, they run on a pool of
-threads.
+store lock is held elsewhere): each gated call goes to the
+:class:`~parcelsearch_service.gateway.Gateway`, which admits it in its key store's dialect
+(one :class:`~parcelsearch_service.limits.Admission` a dialect, chosen from a table) — on the
+loop when that needs no wait, else on a thread.
 
 Examples
 --------
@@ -27,13 +23,11 @@ b'{"status":"ERROR","messages":["Failed to resolve API Key variable request.head
 
 from __future__ import annotations
 
-import asyncio
 import contextlib
 import json
 import logging
 import math
 from collections.abc import AsyncIterator, Awaitable, Callable, Sequence
-from concurrent.futures import ThreadPoolExecutor
 from pathlib import Path
 
 import geopandas as gpd
@@ -57,7 +51,6 @@ from parcelsearch_service.asgi_layers import (
     Handler,
     RequestLineGuard,
 )
-from parcelsearch_service.batching import Batcher
 from parcelsearch_service.envelopes import (
     JSON,
     envelope,
@@ -65,15 +58,14 @@ from parcelsearch_service.envelopes import (
     printable,
 )
 from parcelsearch_service.errors import StoreBusyError
-from parcelsearch_service.keys import KeyStore, PostgresKeyStore, SqliteKeyStore
-from parcelsearch_service.limits import INVALID_KEY
-from parcelsearch_service.loop_gate import LoopGate
+from parcelsearch_service.gateway import Gateway
+from parcelsearch_service.keys import KeyStore
+from parcelsearch_service.limits import BUSY, INTERNAL, INVALID_KEY
 from parcelsearch_service.openapi import openapi_document
 from parcelsearch_service.polygon import ParsedPolygon, bad_request
 from parcelsearch_service.portal.routes import create_portal
 from parcelsearch_service.portal.storage import PortalStore
 from parcelsearch_service.postgis import PostgisParcelStore, open_parcel_store
-from parcelsearch_service.postgres_gate import PostgresGate
 from parcelsearch_service.search_query import json_strings, parse_search
 from parcelsearch_service.store import ParcelStore, load_markets
 
@@ -82,36 +74,15 @@ __all__ = [
     "envelope",
     "MISSING_KEY",
     "BUSY",
+    "INTERNAL",
 ]
 
 log = logging.getLogger("parcelsearch.service")
 
 MISSING_KEY = "Failed to resolve API Key variable request.header.x-api-key"
-#: A 500 after admission: the call was counted (and logged with status 500).
-INTERNAL = (
-    "internal error: the service failed while handling this request (the call was counted); "
-    "try again, and report it if it persists"
-)
-BUSY = (
-    "the service's key or parcel store is busy or unreachable; retry after the seconds in "
-    "Retry-After"
-)
-#: Threads that admit and handle requests when one store (not both) is in PostgreSQL (each
-#: waits on the network), per worker process: enough to keep a worker busy while queries are
-#: out (a worker tops out near 1,500 req/s; at 1.5 ms a request in PostgreSQL that is 2–3 in
-#: flight), and no more, since idle ones only fight over the GIL. Measured at PostGIS 1 M
-#: (then on threads too), one worker, half load: p99 10–14 ms with 8 threads; with 2 and
-#: with 4, 5–8 ms in one run and the same within the run-to-run spread in another.
-#: With both stores in this process (SQLite keys, parcels in memory) one thread does it, in
-#: batches (:class:`~parcelsearch_service.batching.Batcher`): requests then wait on nothing
-#: but each other; with both in PostgreSQL, the loop itself
-#: (:class:`~parcelsearch_service.postgres_gate.PostgresGate`).
-THREADS_NETWORKED = 4
 #: Reads a request's parameters and key header, on the loop: its gateway call, or the
 #: answer that needs no admission (a 401 for a missing key).
 _MakeCall = Callable[[], "limits.Call[bytes] | Response"]
-#: Admits and handles a gateway call: its response.
-_Gate = Callable[["limits.Call[bytes]"], Awaitable[Response]]
 #: Seconds a client should wait after a 503.
 BUSY_RETRY_AFTER = 1
 
@@ -127,25 +98,7 @@ class _Service:
         portal: PortalStore,
     ) -> None:
         self.store = store
-        self.keys = keys
-        self.portal = portal
-        self.postgres: PostgresGate | None = None
-        self.loop_gate: LoopGate | None = None
-        self._gate: _Gate
-        # Threads and pools start on first use, so a service forked into workers starts its own.
-        if isinstance(keys, PostgresKeyStore) and isinstance(store, PostgisParcelStore):
-            self.postgres = PostgresGate(keys, store, portal, self._failed)
-            self._gate = self._on_loop(self.postgres)
-        elif isinstance(keys, PostgresKeyStore) or isinstance(store, PostgisParcelStore):
-            self._gate = self._pooled(
-                ThreadPoolExecutor(THREADS_NETWORKED, thread_name_prefix="parcelsearch"))
-        elif (isinstance(keys, SqliteKeyStore) and isinstance(store, ParcelStore)
-              and portal.keys is keys):
-            self.loop_gate = LoopGate(keys, store, portal)
-            self._gate = self._on_loop_or_thread(
-                self.loop_gate, Batcher(self._answer_made, name="parcelsearch-gate"))
-        else:
-            self._gate = self._threaded(Batcher(self._answer_made, name="parcelsearch-gate"))
+        self.gateway = Gateway(keys, store, portal)
         self._markets_answer = limits.Outcome(200, json.dumps(
             {"status": "OK", "dataRows": len(markets), "data": markets},
             separators=(",", ":"), ensure_ascii=False,
@@ -169,98 +122,26 @@ class _Service:
         if not given or not given[0]:
             return envelope(401, MISSING_KEY)
         path = scope["path"]
-        return limits.Call(given[0], service, path, self._safe(path, handle), presumed, search)
-
-    def _safe(
-        self, path: str, handle: Callable[[], limits.Outcome[bytes]]
-    ) -> Callable[[], limits.Outcome[bytes]]:
-        """``handle``, its failures answered by :meth:`_failed`."""
-        def safe() -> limits.Outcome[bytes]:
-            try:
-                return handle()
-            except Exception as exc:
-                return self._failed(path, exc)
-        return safe
-
-    @staticmethod
-    def _failed(path: str, exc: Exception) -> limits.Outcome[bytes]:
-        """The outcome of an admitted request whose handling raised ``exc``: 503 when the
-        parcel store is unreachable, else 500 (the call is counted either way; a 503 is
-        given back)."""
-        if isinstance(exc, StoreBusyError):
-            log.warning("parcels database unavailable on %s: answered 503", printable(path))
-            return limits.Outcome(503, error_body(BUSY))
-        log.error("error handling %s", printable(path), exc_info=exc)
-        return limits.Outcome(500, error_body(INTERNAL))
+        return limits.Call(given[0], service, path, _safe(path, handle), presumed, search)
 
     async def _gated(self, make: _MakeCall) -> Response:
         """Make the gateway's call (``make``: parameters and key header checked, here on the
-        loop: pure work, bounded by the request line), admit and handle it. The loop, which
-        reads and writes every connection, is the one thread the whole process waits on:
-        admission and search run on it only where they cannot wait on a lock or work for
-        long (:class:`~parcelsearch_service.loop_gate.LoopGate`, or sent and awaited, with
-        both stores in PostgreSQL), else on threads."""
+        loop: pure work, bounded by the request line), admit and handle it
+        (:class:`~parcelsearch_service.gateway.Gateway`: on the loop only where that cannot
+        wait on a lock or work for long, else on threads)."""
         made = self._made(make)
         if isinstance(made, Response):
             return made
-        return await self._gate(made)
-
-    def _threaded(self, batcher: Batcher[limits.Call[bytes], Response]) -> _Gate:
-        """The gate on the batcher's thread: the calls queued meanwhile admitted in one
-        transaction, handled, answered with one loop wake-up."""
-        return batcher.run
-
-    def _on_loop_or_thread(self, gate: LoopGate,
-                           batcher: Batcher[limits.Call[bytes], Response]) -> _Gate:
-        """The gate with both stores in this process: on the loop when that needs no wait
-        (``gate``), else on the batcher's thread."""
-        async def answer(call: limits.Call[bytes]) -> Response:
-            result = await gate.answer(call)
-            if result is None:
-                return await batcher.run(call)
-            return self._answer(call, result)
-        return answer
-
-    def _pooled(self, threads: ThreadPoolExecutor) -> _Gate:
-        """The gate with one store in PostgreSQL: admitted and handled on one of ``threads``
-        (which wait on the network)."""
-        async def gate(call: limits.Call[bytes]) -> Response:
-            answers = await asyncio.get_running_loop().run_in_executor(
-                threads, self._answer_made, [call])
-            return answers[0]
-        return gate
-
-    def _on_loop(self, postgres: PostgresGate) -> _Gate:
-        """The gate with both stores in PostgreSQL: admitted and handled here, on the loop;
-        the loop waits on the database as on any socket."""
-        async def gate(call: limits.Call[bytes]) -> Response:
-            return self._answer(call, await postgres.answer(call))
-        return gate
+        return self._answer(made, await self.gateway.answer(made))
 
     @contextlib.asynccontextmanager
     async def lifespan(self, app: Starlette) -> AsyncIterator[None]:
-        """Serve, then close what was opened on this loop (the PostgreSQL pools, the loop
-        gate's connection)."""
+        """Serve, then close what was opened on this loop (the PostgreSQL pools, the loop's
+        connection to the key store)."""
         try:
             yield
         finally:
-            if self.postgres is not None:
-                await self.postgres.close()
-            if self.loop_gate is not None:
-                self.loop_gate.close()
-
-    def _answer_made(self, calls: Sequence[limits.Call[bytes]]) -> list[Response]:
-        """Admit ``calls`` together, handle the admitted ones, answer each."""
-        results = limits.admit_all(self.keys, calls)
-        return [self._tallied(call, result) for call, result in zip(calls, results, strict=True)]
-
-    def _tallied(
-        self, call: limits.Call[bytes], result: limits.Refusal | limits.Outcome[bytes] | Exception
-    ) -> Response:
-        """:meth:`_answer`, a spike-arrest refusal counted first for the portal's page."""
-        if isinstance(result, limits.Refusal) and result.retry_after is not None:
-            self._count_spike_refusal(call.api_key)
-        return self._answer(call, result)
+            await self.gateway.close()
 
     @staticmethod
     def _made(make: _MakeCall) -> limits.Call[bytes] | Response:
@@ -288,12 +169,6 @@ class _Service:
             return envelope(result.status, result.message, headers=headers)
         headers = {"Retry-After": str(BUSY_RETRY_AFTER)} if result.status == 503 else None
         return Response(result.body, status_code=result.status, media_type=JSON, headers=headers)
-
-    def _count_spike_refusal(self, api_key: str) -> None:
-        try:
-            self.portal.count_spike_refusal(api_key)
-        except StoreBusyError:  # the refusal is answered; only the portal's tally misses it
-            log.warning("spike-arrest refusal not tallied: the key store stayed busy")
 
     async def markets(self, scope: Scope) -> Response:
         answer = self._markets_answer
@@ -335,6 +210,17 @@ class _Service:
         # The server is this document's own origin (a relative URL), never one built from the
         # request's Host or X-Forwarded-Proto, which a client or a proxy chooses.
         return Response(json.dumps(openapi_document("/")), media_type=JSON)
+
+
+def _safe(path: str, handle: Callable[[], limits.Outcome[bytes]]
+          ) -> Callable[[], limits.Outcome[bytes]]:
+    """``handle``, its failures answered by :func:`~parcelsearch_service.limits.failed_outcome`."""
+    def safe() -> limits.Outcome[bytes]:
+        try:
+            return handle()
+        except Exception as exc:
+            return limits.failed_outcome(path, exc)
+    return safe
 
 
 async def _http_error(request: Request, exc: Exception) -> Response:

@@ -107,21 +107,21 @@ class Batcher(Generic[In, Out]):
             if batch is None:
                 return
             items = [item for item, _, _ in batch]
-            answers: Sequence[Out] | BaseException
+            answers: Sequence[Out] = ()
+            failure: Exception | None = None
             try:
-                answered = self.handle_batch(items)
-                if len(answered) != len(items):
-                    raise RuntimeError(f"{self.name}: {len(answered)} answers to "
+                answers = self.handle_batch(items)
+                if len(answers) != len(items):
+                    raise RuntimeError(f"{self.name}: {len(answers)} answers to "
                                        f"{len(items)} items")
-                answers = answered
             except Exception as exc:  # every caller of this batch gets it
                 log.exception("%s: a batch of %d failed", self.name, len(items))
-                answers = exc
-            by_loop: dict[asyncio.AbstractEventLoop, list[tuple[asyncio.Future[Out], object]]]
-            by_loop = {}
+                failure = exc
+            by_loop: dict[asyncio.AbstractEventLoop, list[_Settled[Out]]] = {}
             for index, (_, future, loop) in enumerate(batch):
-                answer = answers if isinstance(answers, BaseException) else answers[index]
-                by_loop.setdefault(loop, []).append((future, answer))
+                one: _Settled[Out] = ((future, None, failure) if failure is not None
+                                      else (future, answers[index], None))
+                by_loop.setdefault(loop, []).append(one)
             for loop, settled in by_loop.items():
                 try:
                     loop.call_soon_threadsafe(_settle, settled)
@@ -146,12 +146,17 @@ class Batcher(Generic[In, Out]):
         return batch  # type: ignore[return-value]
 
 
-def _settle(settled: list[tuple[asyncio.Future[Out], object]]) -> None:
+#: A caller's future and its answer, or the exception that failed its batch (an answer may
+#: itself be an exception: it is given as a result).
+_Settled = tuple[asyncio.Future[Out], Out | None, Exception | None]
+
+
+def _settle(settled: list[_Settled[Out]]) -> None:
     """On the loop: give each waiting future its answer (or the batch's exception)."""
-    for future, answer in settled:
+    for future, answer, failure in settled:
         if future.cancelled():
             continue
-        if isinstance(answer, BaseException):
-            future.set_exception(answer)
+        if failure is not None:
+            future.set_exception(failure)
         else:
             future.set_result(answer)  # type: ignore[arg-type]

@@ -25,10 +25,13 @@ from _helpers import store_bytes
 
 from parcelsearch import Client
 from parcelsearch.errors import AuthenticationError, ConfigurationError, TransportError
+from parcelsearch_service import gateway
 from parcelsearch_service import limits as limits_module
 from parcelsearch_service.keys import KeyStore, hash_key
 from parcelsearch_service.keys import schema as key_schema
 from parcelsearch_service.limits import INVALID_KEY
+from parcelsearch_service.postgres_admission import PostgresAdmission, postgres_parameters
+from parcelsearch_service.sqlite_admission import SqliteAdmission
 
 RING = "[[-99.74,32.44],[-99.73,32.44],[-99.73,32.45],[-99.74,32.44]]"
 
@@ -70,9 +73,11 @@ def _key_uses(node: ast.AST) -> set[str]:
 
 @pytest.mark.parametrize(
     ("function", "carriers"),
-    [(limits_module.admit, {"hash_key", "Call"}), (limits_module._decide, {"hash_key"}),
-     (limits_module._decide_alone, {"hash_key"})],
-    ids=["limits.admit", "limits._decide", "limits._decide_alone"],
+    [(gateway.admit, {"hash_key", "Call"}), (SqliteAdmission.decide, {"hash_key"}),
+     (SqliteAdmission._admit, {"hash_key"}), (PostgresAdmission.decide, {"hash_key"}),
+     (postgres_parameters, {"hash_key"})],
+    ids=["gateway.admit", "SqliteAdmission.decide", "SqliteAdmission._admit",
+         "PostgresAdmission.decide", "postgres_parameters"],
 )
 def test_key_comparison_does_not_leak_timing(function: Any, carriers: set[str]) -> None:
     """Structural: the plaintext key is only ever hashed (or carried, unread, in a
@@ -92,7 +97,7 @@ def test_key_comparison_does_not_leak_timing(function: Any, carriers: set[str]) 
     assert "api_key" not in repr(limits_module.Call("secret", "search", "/", lambda: None))
     # Both admissions look the key up by its hash: SQLite's statements and PostgreSQL's
     # function (the digest is the only form of the key that reaches either).
-    assert "key_hash = ?" in inspect.getsource(limits_module._admit_here)
+    assert "key_hash = ?" in inspect.getsource(SqliteAdmission._one_by_one)
     assert "WHERE key_hash = p_hash" in "".join(key_schema.POSTGRES_SCHEMA)
 
 

@@ -16,14 +16,14 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 from starlette.datastructures import QueryParams
 
-from parcelsearch_service import loop_gate, synth
+from parcelsearch_service import sqlite_admission, synth
 from parcelsearch_service.app import BUSY, INTERNAL, MISSING_KEY, create_app
 from parcelsearch_service.asgi_layers import INTERNAL_UNCOUNTED, REQUEST_LINE_TOO_LONG
 from parcelsearch_service.errors import StoreBusyError
 from parcelsearch_service.keys import KeyStore
-from parcelsearch_service.loop_gate import LOOP_SEARCH_LIMIT
 from parcelsearch_service.polygon import ParsedPolygon
 from parcelsearch_service.search_query import json_strings, query_params
+from parcelsearch_service.sqlite_admission import LOOP_SEARCH_LIMIT
 from parcelsearch_service.store import ParcelStore
 
 with warnings.catch_warnings():  # Starlette 1.x asks for `httpx2`, not yet on PyPI here
@@ -162,7 +162,7 @@ def test_a_search_runs_on_the_event_loop_only_when_brief(
     """With both stores in-process a search that tests at most the limit's parcels runs on
     the loop (admitted there); a larger one on the batcher's thread. Either way it is
     answered, counted and logged once."""
-    monkeypatch.setattr(loop_gate, "LOOP_SEARCH_LIMIT", limit)
+    monkeypatch.setattr(sqlite_admission, "LOOP_SEARCH_LIMIT", limit)
     store = _SpyStore(example.parcels)
     store.on_loop = []
     key = keys.create("threads")

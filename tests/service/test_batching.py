@@ -117,3 +117,16 @@ def test_close_stops_the_thread() -> None:
     assert asyncio.run(batcher.run(3)) == 3
     batcher.close()
     assert "closing" not in {t.name for t in threading.enumerate()}
+
+
+def test_an_answer_that_is_an_exception_is_given_as_an_answer() -> None:
+    """An answer may be an exception (the gateway's answer for a call whose admission
+    failed): its caller receives it, and the batch's other callers their own answers."""
+    busy = LookupError("busy")
+    batcher: Batcher[int, object] = Batcher(lambda items: [busy if i else i for i in items])
+
+    async def main() -> list[object]:
+        return list(await asyncio.gather(batcher.run(0), batcher.run(1)))
+
+    assert asyncio.run(main()) == [0, busy]
+    batcher.close()

@@ -9,8 +9,9 @@ import pandas as pd
 import pytest
 
 from parcelsearch.errors import ConfigurationError
+from parcelsearch_service.gateway import admit
 from parcelsearch_service.keys import KeyStore, PostgresKeyStore, SqliteKeyStore, hash_key
-from parcelsearch_service.limits import Outcome, Refusal, admit
+from parcelsearch_service.limits import Outcome, Refusal
 
 
 def _ok() -> Outcome[str]:

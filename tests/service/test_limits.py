@@ -12,8 +12,9 @@ import psycopg
 import pytest
 
 from parcelsearch_service.errors import StoreBusyError
+from parcelsearch_service.gateway import admit, admit_all
 from parcelsearch_service.keys import KeyStore
-from parcelsearch_service.limits import Call, Outcome, Refusal, admit, admit_all, spike_window
+from parcelsearch_service.limits import Call, Outcome, Refusal, spike_window
 
 
 @pytest.fixture

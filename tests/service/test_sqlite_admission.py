@@ -1,6 +1,6 @@
-"""The loop gate: the requests of one loop turn admitted and handled on the loop in one
-transaction, only when no lock is held elsewhere and the search is brief; else nothing is
-counted and the thread takes them. Witnessed by the key store's own tables."""
+"""SQLite admission on the loop: the requests of one loop turn admitted and handled on
+the loop in one transaction, only when no lock is held elsewhere and the search is brief;
+else nothing is counted and the thread takes them. Witnessed by the key store's own tables."""
 
 from __future__ import annotations
 
@@ -19,12 +19,12 @@ from hypothesis import example as known
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from parcelsearch_service import loop_gate, synth
+from parcelsearch_service import sqlite_admission, synth
 from parcelsearch_service.keys import KeyStore, SqliteKeyStore
 from parcelsearch_service.limits import Call, Outcome, Refusal
-from parcelsearch_service.loop_gate import LoopGate
 from parcelsearch_service.polygon import ParsedPolygon, parse_polygon
 from parcelsearch_service.portal.storage import PortalStore
+from parcelsearch_service.sqlite_admission import SqliteAdmission
 from parcelsearch_service.store import CountGrid, ParcelStore
 
 
@@ -47,10 +47,10 @@ def keys(tmp_path: Path) -> Iterator[SqliteKeyStore]:
 
 
 @pytest.fixture
-def gate(keys: SqliteKeyStore, parcels: ParcelStore) -> Iterator[LoopGate]:
-    loop_gate = LoopGate(keys, parcels, PortalStore(keys))
-    yield loop_gate
-    loop_gate.close()
+def gate(keys: SqliteKeyStore, parcels: ParcelStore) -> Iterator[SqliteAdmission]:
+    admission = SqliteAdmission(keys, parcels, PortalStore(keys))
+    yield admission
+    asyncio.run(admission.close())
 
 
 def _search_call(key: str, parsed: ParsedPolygon, parcels: ParcelStore) -> Call[bytes]:
@@ -60,7 +60,7 @@ def _search_call(key: str, parsed: ParsedPolygon, parcels: ParcelStore) -> Call[
                 parsed)
 
 
-def _answers(gate: LoopGate, calls: list[Call[bytes]]) -> list[object]:
+def _answers(gate: SqliteAdmission, calls: list[Call[bytes]]) -> list[object]:
     """The gate's answers to ``calls`` sent in one turn of the loop."""
     async def send() -> list[object]:
         return list(await asyncio.gather(*(gate.answer(call) for call in calls)))
@@ -75,7 +75,7 @@ def _spike_refusals(keys: SqliteKeyStore, name: str) -> int:
 
 
 def test_a_turn_of_requests_is_admitted_exactly_with_the_spike_window(
-    gate: LoopGate, keys: SqliteKeyStore, parcels: ParcelStore, example: synth.Example
+    gate: SqliteAdmission, keys: SqliteKeyStore, parcels: ParcelStore, example: synth.Example
 ) -> None:
     """Five requests of a key allowed 3 a second, in one turn: three searched, counted and
     logged with their status; two refused 429 with Retry-After, not counted, tallied for
@@ -94,7 +94,7 @@ def test_a_turn_of_requests_is_admitted_exactly_with_the_spike_window(
 
 
 def test_an_outcome_other_than_presumed_is_logged_in_the_same_transaction(
-    gate: LoopGate, keys: SqliteKeyStore
+    gate: SqliteAdmission, keys: SqliteKeyStore
 ) -> None:
     key = keys.create("beyond", per_second=100)
     parsed = parse_polygon("[[-97.5,32.25],[-97.4,32.25],[-97.4,32.3],[-97.5,32.25]]")
@@ -108,7 +108,7 @@ def test_an_outcome_other_than_presumed_is_logged_in_the_same_transaction(
 
 
 def test_a_lock_held_by_another_program_leaves_the_requests_to_the_thread(
-    gate: LoopGate, keys: SqliteKeyStore, parcels: ParcelStore, example: synth.Example
+    gate: SqliteAdmission, keys: SqliteKeyStore, parcels: ParcelStore, example: synth.Example
 ) -> None:
     """Another connection in a write transaction: the gate does not wait (no busy timeout
     on the loop) and counts nothing; once it is gone, the gate admits."""
@@ -127,7 +127,7 @@ def test_a_lock_held_by_another_program_leaves_the_requests_to_the_thread(
 
 
 def test_a_writer_queued_on_the_store_lock_file_leaves_the_requests_to_the_thread(
-    gate: LoopGate, keys: SqliteKeyStore, parcels: ParcelStore, example: synth.Example
+    gate: SqliteAdmission, keys: SqliteKeyStore, parcels: ParcelStore, example: synth.Example
 ) -> None:
     """A writer of this store elsewhere (another worker) holds the writers' file lock: the
     gate does not queue behind it on the loop."""
@@ -148,19 +148,19 @@ def test_a_search_over_the_limit_is_left_to_the_thread(
 ) -> None:
     key = keys.create("large", per_second=100)
     parsed = parse_polygon(json.dumps(example.ring))
-    small = LoopGate(keys, parcels, PortalStore(keys), limit=parcels.work(parsed))
-    tight = LoopGate(keys, parcels, PortalStore(keys), limit=parcels.work(parsed) - 1)
+    small = SqliteAdmission(keys, parcels, PortalStore(keys), limit=parcels.work(parsed))
+    tight = SqliteAdmission(keys, parcels, PortalStore(keys), limit=parcels.work(parsed) - 1)
     try:
         assert _answers(tight, [_search_call(key, parsed, parcels)]) == [None]
         assert keys.get("large")["used_lifetime"] == 0
         assert isinstance(_answers(small, [_search_call(key, parsed, parcels)])[0], Outcome)
     finally:
-        small.close()
-        tight.close()
+        asyncio.run(small.close())
+        asyncio.run(tight.close())
 
 
 def test_a_store_failure_rolls_the_turn_back(
-    gate: LoopGate, keys: SqliteKeyStore, parcels: ParcelStore, example: synth.Example
+    gate: SqliteAdmission, keys: SqliteKeyStore, parcels: ParcelStore, example: synth.Example
 ) -> None:
     """The request log is gone mid-service: nothing of the turn is counted, and the thread
     (which reports the failure) gets the requests."""
@@ -213,12 +213,12 @@ def test_the_loop_never_checkpoints_a_thread_does(
     """The database file (not its WAL) grows only when a checkpoint copies pages into it:
     not while the loop commits, until every CHECKPOINT_EVERY commits the gate's checkpoint
     thread does."""
-    monkeypatch.setattr(loop_gate, "CHECKPOINT_EVERY", 400)
+    monkeypatch.setattr(sqlite_admission, "CHECKPOINT_EVERY", 400)
     key = keys.create("wal", per_second=1_000_000, quota=1000)
     keys.execute(keys.connection(), "PRAGMA wal_checkpoint(TRUNCATE)")
     database = Path(keys.location)
     size = database.stat().st_size
-    gate = LoopGate(keys, parcels, PortalStore(keys))
+    gate = SqliteAdmission(keys, parcels, PortalStore(keys))
     call = _search_call(key, parse_polygon(json.dumps(example.ring)), parcels)
     try:
         for _ in range(399):  # some 1,200 pages of WAL: SQLite by itself checkpoints at 1,000
@@ -226,6 +226,6 @@ def test_the_loop_never_checkpoints_a_thread_does(
         assert database.stat().st_size == size  # all of it still in the WAL
         _answers(gate, [call])
     finally:
-        gate.close()  # waits for the checkpoint thread
+        asyncio.run(gate.close())  # waits for the checkpoint thread
     assert database.stat().st_size > size
     assert keys.get("wal")["used_lifetime"] == 400

@@ -17,7 +17,12 @@ from parcelsearch_service.app import BUSY, INTERNAL, create_app
 from parcelsearch_service.keys import KeyStore
 from parcelsearch_service.polygon import parse_polygon
 from parcelsearch_service.postgis import PostgisParcelStore, load_parcels_into
-from parcelsearch_service.postgres_gate import APPLICATION_NAME, CONNECTIONS
+from parcelsearch_service.postgres_admission import (
+    APPLICATION_NAME,
+    CONNECTIONS,
+    postgres_parameters,
+    postgres_statement,
+)
 from parcelsearch_service.store import ParcelStore
 
 with warnings.catch_warnings():  # Starlette 1.x asks for `httpx2`, not yet on PyPI here
@@ -124,10 +129,10 @@ def _parcel_scans(url: str, key: str, ring: Any) -> int:
     call: limits.Call[bytes] = limits.Call(
         key, "search", "/v1/search", lambda: limits.Outcome(200, b""),
         limits.Outcome(200, b"", polygon.sha256, 1))
-    params |= limits.postgres_parameters(call, 1.7e9)
+    params |= postgres_parameters(call, 1.7e9)
     with psycopg.connect(url, autocommit=True) as conn:
         row = conn.execute("EXPLAIN (ANALYZE, FORMAT JSON) "
-                           + limits.postgres_statement(query), params).fetchone()
+                           + postgres_statement(query), params).fetchone()
     assert row is not None
 
     def scans(node: dict[str, Any]) -> int:
