@@ -143,19 +143,22 @@ def _ctrl_c_is_handled() -> Iterator[None]:
 _USER_FOLDERS = ("XDG_CACHE_HOME", "XDG_DATA_HOME", "XDG_CONFIG_HOME", "XDG_STATE_HOME")
 
 
+def _user_folders(patch: pytest.MonkeyPatch, home: Path) -> None:
+    """Point platformdirs' cache, data, config and state folders (the XDG variables) into
+    ``home``, and clear the variables that would choose a cache folder, profile or matching
+    rule of the user's."""
+    for name in _USER_FOLDERS:
+        patch.setenv(name, str(home / name.removeprefix("XDG_").lower()))
+    for name in ("PARCELSEARCH_CACHE_DIR", "PARCELSEARCH_PROFILE", "PARCELSEARCH_MATCH"):
+        patch.delenv(name, raising=False)
+
+
 @pytest.fixture(scope="session", autouse=True)
 def _session_user_folders(tmp_path_factory: pytest.TempPathFactory) -> Iterator[None]:
     """Session fixtures (the shared service) also keep out of the user's real folders."""
-    home = tmp_path_factory.mktemp("session-user")
-    before = {name: os.environ.get(name) for name in _USER_FOLDERS}
-    for name in _USER_FOLDERS:
-        os.environ[name] = str(home / name.removeprefix("XDG_").lower())
-    yield
-    for name, value in before.items():
-        if value is None:
-            os.environ.pop(name, None)
-        else:
-            os.environ[name] = value
+    with pytest.MonkeyPatch.context() as patch:
+        _user_folders(patch, tmp_path_factory.mktemp("session-user"))
+        yield
 
 
 @pytest.fixture(autouse=True)
@@ -166,11 +169,7 @@ def _own_user_folders(tmp_path_factory: pytest.TempPathFactory,
     the user's real folders or another test, and a server that reuses a port a stand-in had
     does not inherit what was learnt about that stand-in. Children the test starts (the CLI,
     notebook kernels) inherit them."""
-    home = tmp_path_factory.mktemp("user")
-    for name in _USER_FOLDERS:
-        monkeypatch.setenv(name, str(home / name.removeprefix("XDG_").lower()))
-    for name in ("PARCELSEARCH_CACHE_DIR", "PARCELSEARCH_PROFILE", "PARCELSEARCH_MATCH"):
-        monkeypatch.delenv(name, raising=False)
+    _user_folders(monkeypatch, tmp_path_factory.mktemp("user"))
 
 
 @pytest.fixture(scope="session")
