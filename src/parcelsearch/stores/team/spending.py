@@ -23,6 +23,7 @@ for a key, in the team's PostgreSQL store, shared by every member on every machi
 
 from __future__ import annotations
 
+import itertools
 import logging
 import os
 import threading
@@ -31,7 +32,7 @@ import uuid
 from typing import Any
 
 from parcelsearch._fetch.client import Client
-from parcelsearch._fetch.http import Cancelled, RateLimiter
+from parcelsearch._fetch.http import FIRST_CALL_ALLOWANCE, Cancelled, RateLimiter
 from parcelsearch._fetch.page import Page
 from parcelsearch.errors import Hint, QuotaWouldExceedError, TeamStoreError
 from parcelsearch.stores.local.cache import ResponseCache
@@ -106,6 +107,7 @@ class TeamSpending:
         self._quota: Quota | None = None
         self._closing = threading.Event()
         self._renewer: threading.Thread | None = None
+        self._paced = itertools.count()  # calls paced by this member (0: its first)
 
     @classmethod
     def open(cls, url: str, client: Client, *, user: str,
@@ -245,14 +247,22 @@ class TeamSpending:
         the key's turn, spaced by the pace stored with the key. Returns :data:`RESERVE_LEAD`
         seconds before the turn, with the turn (``time.monotonic()``): the caller reserves
         the call in that time, then sends at the turn, so that the reservation's round trip
-        does not make the spacing the service sees uneven."""
+        does not make the spacing the service sees uneven.
+
+        Two things keep a late arrival from packing more calls into a second than the key
+        allows: no turn is sooner than the lead from now (a call due at once would be sent
+        late by its reservation, the next one on time), and this member's first call is
+        followed by :data:`~parcelsearch._fetch.http.FIRST_CALL_ALLOWANCE` more (a first
+        call arrives late)."""
         limiter.wait(cancel)
-        interval = self.policy.interval
+        first = next(self._paced) == 0
+        after = self.policy.interval + (FIRST_CALL_ALLOWANCE if first else 0.0)
         rows = self._sql(
-            f"UPDATE {SCHEMA}.pacers SET next_slot = GREATEST(clock_timestamp(), next_slot, "
-            "paused_until) + make_interval(secs => %s) WHERE fingerprint = %s "
+            f"UPDATE {SCHEMA}.pacers SET next_slot = GREATEST(clock_timestamp() "
+            "+ make_interval(secs => %s), next_slot, paused_until) + make_interval(secs => %s) "
+            "WHERE fingerprint = %s "
             "RETURNING EXTRACT(EPOCH FROM next_slot - clock_timestamp()) - %s",
-            (interval, self.fingerprint, interval), doing="pacing a call")
+            (RESERVE_LEAD, after, self.fingerprint, after), doing="pacing a call")
         turn = time.monotonic() + max(0.0, float(rows[0][0]))
         delay = max(0.0, turn - RESERVE_LEAD - time.monotonic())
         if cancel is not None:
