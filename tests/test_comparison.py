@@ -151,7 +151,7 @@ def test_result_maps_outline_the_pieces_that_changed() -> None:
 @pytest.mark.parametrize("suffix", [".gpkg", ".geojson"])
 def test_areas_read_back_from_a_file_compare_with_the_originals(tmp_path: Path,
                                                                 suffix: str) -> None:
-    from parcelsearch.stores.local.history import areas_fingerprint
+    from parcelsearch.stores.history import areas_fingerprint
 
     areas = parcelsearch.demo_areas()  # one area is a MultiPolygon: a GPKG makes all multi
     areas.to_file(tmp_path / f"areas{suffix}")

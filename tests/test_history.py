@@ -8,13 +8,8 @@ import pandas as pd
 import pytest
 
 import parcelsearch
-from parcelsearch.stores.local.history import (
-    PieceRecord,
-    RunHistory,
-    RunRecord,
-    page_digest,
-    polygon_digest,
-)
+from parcelsearch.stores.history import PieceRecord, RunRecord, page_digest, polygon_digest
+from parcelsearch.stores.local.history import RunHistory
 
 RING = "[[0,0],[1,0],[1,1],[0,0]]"
 OTHER = "[[2,0],[3,0],[3,1],[2,0]]"

@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 from parcelsearch._run.pricing import Price, estimate, exact_rest
-from parcelsearch.stores.local.history import Previous
+from parcelsearch.stores.history import Previous
 
 
 def _seen(pages: int) -> Previous:

@@ -7,7 +7,7 @@ import pytest
 import parcelsearch
 from parcelsearch._run.options import check_fraction, refresh_mode
 from parcelsearch._run.refreshing import PieceCheck, classify, estimate_missed, sample
-from parcelsearch.stores.local.history import Previous, page_digest
+from parcelsearch.stores.history import Previous, page_digest
 
 PAGE = ("1" * 17, "2" * 17)
 

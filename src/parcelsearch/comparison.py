@@ -40,7 +40,7 @@ from parcelsearch.errors import Hint, InputError, NotComparableError
 from parcelsearch.kept_files import AREAS_LAYER, METADATA_KEY, OLD_IDS_LAYER, gpkg_metadata
 
 if TYPE_CHECKING:
-    from parcelsearch.stores.local.history import History
+    from parcelsearch.stores.history import History
 
 __all__ = ["Side", "Diff", "compare", "NotComparableError", "CHANGES"]
 
@@ -65,7 +65,7 @@ class Side:
     tolerance
         The run's tolerance in metres (``None``: unknown).
     areas_fingerprint
-        :func:`parcelsearch.stores.local.history.areas_fingerprint` of the areas (``None``:
+        :func:`parcelsearch.stores.history.areas_fingerprint` of the areas (``None``:
         unknown).
     areas_complete
         The areas searched to their last page.

@@ -146,7 +146,7 @@ class SearchResult:
 
     def _refresh_metadata(self) -> dict[str, Any]:
         """The run id, areas' fingerprint, refresh mode, piece statuses and verification."""
-        from parcelsearch.stores.local.history import areas_fingerprint
+        from parcelsearch.stores.history import areas_fingerprint
 
         statuses = (self.tiles["status"].value_counts().to_dict()
                     if "status" in self.tiles.columns else {})
@@ -180,7 +180,7 @@ class SearchResult:
     def _side(self, label: str) -> Side:
         """This result as one side of a comparison (:mod:`parcelsearch.comparison`)."""
         from parcelsearch.comparison import Side
-        from parcelsearch.stores.local.history import areas_fingerprint
+        from parcelsearch.stores.history import areas_fingerprint
 
         return Side(self.ids[[self.id_name, "group_id"]], self.id_name,
                     list(self.plan.areas.index), float(self.plan.tolerance),

@@ -3,7 +3,7 @@
 Phase 1 of a search (:mod:`parcelsearch._run.search_run`) fetches page 1 of every piece not cached:
 that many calls, exactly. How many later pages the pieces have is known only from page 1 —
 or, before it, from the run history, when the same request rings were searched before
-(:meth:`parcelsearch.stores.local.history.History.previous`). :func:`estimate` adds those up;
+(:meth:`parcelsearch.stores.history.History.previous`). :func:`estimate` adds those up;
 :class:`Price` says the figure with one word for how well it is known, the same word
 wherever that figure is shown:
 
@@ -18,7 +18,7 @@ import math
 from collections.abc import Sequence
 from dataclasses import dataclass
 
-from parcelsearch.stores.local.history import Previous
+from parcelsearch.stores.history import Previous
 
 __all__ = ["Price", "estimate", "exact_rest"]
 

@@ -15,8 +15,9 @@ from typing import overload
 import pandas as pd
 
 from parcelsearch._fetch.client import Client
+from parcelsearch.stores.history import History
 from parcelsearch.stores.local.cache import CacheFolder, ResponseCache
-from parcelsearch.stores.local.history import History, RunHistory
+from parcelsearch.stores.local.history import RunHistory
 from parcelsearch.stores.local.ledger import Ledger
 from parcelsearch.stores.spending import LocalSpending, Spending
 

@@ -1,8 +1,7 @@
 """Refreshing a search cheaply: which pieces changed, which to sample, what may be missed.
 
 ``refresh="changed"`` re-reads page 1 of every piece (one call each) and compares it with
-the last complete record of the same request ring (:mod:`parcelsearch.stores.local.history`, else
-the
+the last complete record of the same request ring (:mod:`parcelsearch.stores.history`, else the
 cached pages): a different ``rows`` or a different page 1 means *changed*, and only changed
 pieces fetch their other pages again. A piece with one page is re-read whole by that call. A
 piece with more pages whose page 1 is unchanged keeps its cached pages: *unchanged by
@@ -29,7 +28,7 @@ from typing import TYPE_CHECKING, Any
 
 import pandas as pd
 
-from parcelsearch.stores.local.history import (
+from parcelsearch.stores.history import (
     History,
     PieceRecord,
     Previous,
@@ -127,7 +126,7 @@ def estimate_missed(*, sampled: int, found: int, population: int) -> dict[str, A
 
 def status_of(done: bool, calls: int, check: PieceCheck | None, mode: str) -> str:
     """How this run knows a piece's pages (see
-    :data:`parcelsearch.stores.local.history.PIECE_STATUSES`)."""
+    :data:`parcelsearch.stores.history.PIECE_STATUSES`)."""
     if not done:
         return "incomplete"
     if check is not None and mode == "changed":

@@ -60,8 +60,8 @@ from parcelsearch.planning import plans as planning
 from parcelsearch.planning import reuse as plan_reuse
 from parcelsearch.planning.plans import Plan, suggest_tolerance, suggests_at_once
 from parcelsearch.result import SearchResult, skipped_frame
+from parcelsearch.stores.history import History
 from parcelsearch.stores.local.cache import ResponseCache
-from parcelsearch.stores.local.history import History
 from parcelsearch.stores.local.ledger import Ledger, Quota
 from parcelsearch.stores.spending import Spending
 

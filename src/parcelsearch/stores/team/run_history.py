@@ -1,7 +1,7 @@
 """The run history in the team store: every member's searches, visible to every member.
 
-The same tables and queries as :class:`parcelsearch.stores.local.history.RunHistory` (schema
-version 2 of
+The same tables and queries (:class:`parcelsearch.stores.history.History`) as
+:class:`parcelsearch.stores.local.history.RunHistory` (schema version 2 of
 :mod:`parcelsearch.stores.team.store`), plus who ran each search. A ``refresh="changed"`` search in
 team mode compares each piece with its latest record by any member.
 """
@@ -13,7 +13,7 @@ from typing import Any
 
 import pandas as pd
 
-from parcelsearch.stores.local.history import History
+from parcelsearch.stores.history import History
 from parcelsearch.stores.team.store import SCHEMA, check_schema, connect, shown
 
 __all__ = ["TeamRunHistory"]
