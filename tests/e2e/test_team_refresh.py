@@ -16,7 +16,7 @@ import pytest
 from _cli import run
 
 import parcelsearch
-from parcelsearch._run.recorded_runs import open_history
+from parcelsearch.stores import open_history
 from parcelsearch.stores.team import init_team
 from parcelsearch.stores.team.store import _MIGRATIONS, SCHEMA, VERSION
 from parcelsearch_service.fabric_changes import next_month

@@ -5,5 +5,5 @@
 - :mod:`~parcelsearch._run.search_run`: the two phases (``parcelsearch.search``);
 - :mod:`~parcelsearch._run.fetching`: the run's threads, spending and stop;
 - :mod:`~parcelsearch._run.refreshing`: what ``refresh="changed"`` re-reads and infers;
-- :mod:`~parcelsearch._run.recorded_runs`: which run history a search records into.
+- :mod:`~parcelsearch._run.recorded_runs`: the runs recorded (``parcelsearch.runs``).
 """

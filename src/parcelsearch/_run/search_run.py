@@ -13,7 +13,7 @@ Every stored page is read once, when the phase is priced; every page still missi
 claim → reserve → pacer → HTTP → checks → settle | refund → keep
 (:meth:`parcelsearch._run.fetching.Run.fetch`), through one
 :class:`~parcelsearch.stores.spending.Spending`: this machine's ledger and cache by default, a
-team's PostgreSQL store with ``team=``.
+team's PostgreSQL store with ``team=`` (:func:`parcelsearch.stores.open` opens either).
 One stop event ends a run, whatever the cause — a failure, an interrupt (Ctrl-C, SIGTERM,
 Jupyter's "interrupt kernel"): no attempt starts after it, queued work is cancelled,
 back-off sleeps wake at once, requests on the wire finish (and are kept) or are abandoned.
@@ -36,12 +36,11 @@ import shapely
 import shapely.prepared
 from tqdm.auto import tqdm
 
-from parcelsearch import notices, settings
+from parcelsearch import notices, settings, stores
 from parcelsearch._fetch.client import Client
 from parcelsearch._run import pricing, refreshing
 from parcelsearch._run.fetching import Fetcher, PageBaseLearned, PageSpend, PieceState, Run
 from parcelsearch._run.options import DEFAULT_WORKERS, SearchOptions
-from parcelsearch._run.recorded_runs import open_stores
 from parcelsearch._shared import next_month_start
 from parcelsearch.errors import (
     AreasFailedError,
@@ -423,15 +422,15 @@ def search(
         planning.plan(areas, options.tolerance, id_column=options.id_column,
                       connectors=options.connectors, match=options.match),
         cache_obj.directory if cache_obj is not None else None)
-    spending, history = open_stores(
-        client, options.team, options.user or "", cache_obj,
-        _store(ledger, Ledger, lambda: Ledger.in_folder(client.cache_dir)))
+    opened = stores.open(
+        options.team, client, member=options.user or "", cache=cache_obj,
+        ledger=_store(ledger, Ledger, lambda: Ledger.in_folder(client.cache_dir)))
     try:
-        return search_with(chosen, client, spending, options,
+        return search_with(chosen, client, opened.spending, options,
                            markets_cache=cache_obj.directory if cache_obj is not None else False,
-                           history=history)
+                           history=opened.history)
     finally:
-        spending.close()
+        opened.spending.close()
 
 
 def _store(given: S | bool | None, kind: type[S], default: Callable[[], S]) -> S | None:

@@ -97,8 +97,8 @@ def run_runs(args: argparse.Namespace) -> int:
 def _side(text: str, cache_dir: str | None, team: str | None) -> Side:
     """A side of a diff: a file (a name with an extension, or any that exists), else a run id
     of the run history in the cache folder (or the team store)."""
-    from parcelsearch._run.recorded_runs import open_history
     from parcelsearch.comparison import Side
+    from parcelsearch.stores import open_history
     from parcelsearch.stores.local.cache import CacheFolder
 
     if Path(text).suffix or Path(text).exists():

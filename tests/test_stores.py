@@ -1,0 +1,72 @@
+"""The stores' one entry point: ``stores.open(location, …)`` opens this machine's twins for
+``None`` and a team's for a team store's URL (on a throwaway PostgreSQL cluster)."""
+
+from __future__ import annotations
+
+import subprocess
+import sys
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+from parcelsearch import stores
+from parcelsearch._fetch.client import Client
+from parcelsearch.stores.local.cache import ResponseCache
+from parcelsearch.stores.local.history import RunHistory
+from parcelsearch.stores.local.ledger import Ledger
+from parcelsearch.stores.spending import LocalSpending
+
+KEY, URL = "k" * 32, "https://127.0.0.1:9"
+
+
+@pytest.fixture
+def client(tmp_path: Path) -> Client:
+    return Client(KEY, URL, cache_dir=tmp_path / "cache")
+
+
+def test_no_location_opens_this_machines_ledger_cache_and_history(
+    tmp_path: Path, client: Client,
+) -> None:
+    ledger, cache = Ledger.in_folder(tmp_path), ResponseCache(tmp_path / "cache")
+    opened = stores.open(None, client, member="alice", cache=cache, ledger=ledger)
+    assert isinstance(opened.spending, LocalSpending)
+    assert opened.spending.ledger is ledger and opened.spending.cache is cache
+    assert opened.spending.fingerprint == client.fingerprint
+    assert isinstance(opened.history, RunHistory) and opened.history.path == ledger.path
+    assert stores.open(None, client).history is None  # no ledger, no run history
+
+
+def test_a_team_store_url_opens_the_teams_spending_and_history(
+    postgres: Any, tmp_path: Path, client: Client,
+) -> None:
+    from parcelsearch.stores.team import init_team
+    from parcelsearch.stores.team.run_history import TeamRunHistory
+    from parcelsearch.stores.team.spending import TeamSpending
+
+    url: str = postgres.database("team")
+    init_team(url)
+    cache = ResponseCache(tmp_path / "cache")
+    opened = stores.open(url, client, member="alice", cache=cache,
+                         ledger=Ledger.in_folder(tmp_path))
+    try:
+        assert isinstance(opened.spending, TeamSpending)
+        assert (opened.spending.url, opened.spending.user) == (url, "alice")
+        assert opened.spending.cache is cache  # this machine's copy of the team's pages
+        assert isinstance(opened.history, TeamRunHistory)
+        assert (opened.history.url, opened.history.member) == (url, "alice")
+    finally:
+        opened.spending.close()
+
+
+def test_this_machines_stores_open_without_psycopg(tmp_path: Path) -> None:
+    code = ("import sys\nfrom parcelsearch import stores\n"
+            "from parcelsearch._fetch.client import Client\n"
+            "from parcelsearch.stores.local.ledger import Ledger\n"
+            f"client = Client({KEY!r}, {URL!r}, cache_dir={str(tmp_path)!r})\n"
+            f"opened = stores.open(None, client, ledger=Ledger.in_folder({str(tmp_path)!r}))\n"
+            "print(type(opened.history).__name__, 'psycopg' in sys.modules)\n")
+    done = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True,
+                          timeout=120)
+    assert done.returncode == 0, done.stderr
+    assert done.stdout.split() == ["RunHistory", "False"]
