@@ -83,8 +83,13 @@ def open(location: str | None, client: Client, *, member: str = "",
         from parcelsearch.stores.team.spending import TeamSpending  # psycopg only for teams
 
         spending = TeamSpending.open(location, client, user=member, cache=cache)
-    return Stores(spending, open_history(None if ledger is None else ledger.path,
-                                         team=location, member=member))
+    try:
+        history = open_history(None if ledger is None else ledger.path, team=location,
+                               member=member)
+    except BaseException:
+        spending.close()  # its pool and lease renewer, not left behind
+        raise
+    return Stores(spending, history)
 
 
 @overload
