@@ -65,9 +65,10 @@ DEFAULT_MARGIN = 0.03
 RETRY_STATUSES = frozenset({429, 500, 502, 503, 504})
 #: Redirects followed for one request before it is refused.
 MAX_REDIRECTS = 3
-#: Seconds left empty after a pacer's first slot: a first call arrives late (a new
-#: connection, and code run for the first time on both sides; measured, 57 ms against 4 ms
-#: for the next), and the next call, on time, would otherwise pack the server's window.
+#: Seconds left empty after a pacer's first slot: a first call takes longer to reach the
+#: service (a new connection's handshake, code run for the first time on both sides; its
+#: round trip measured 57 ms against 4 ms for the next), and the next call, on time, would
+#: otherwise pack the server's window.
 FIRST_CALL_ALLOWANCE = 0.1
 
 

@@ -424,7 +424,8 @@ def search(
         cache_obj.directory if cache_obj is not None else None)
     opened = stores.open(
         options.team, client, member=options.user or "", cache=cache_obj,
-        ledger=_store(ledger, Ledger, lambda: Ledger.in_folder(client.cache_dir)))
+        ledger=_store(ledger, Ledger, lambda: Ledger.in_folder(client.cache_dir)),
+        workers=options.workers)
     try:
         return search_with(chosen, client, opened.spending, options,
                            markets_cache=cache_obj.directory if cache_obj is not None else False,

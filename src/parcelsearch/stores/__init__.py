@@ -48,7 +48,8 @@ class Stores:
 
 
 def open(location: str | None, client: Client, *, member: str = "",
-         cache: ResponseCache | None = None, ledger: Ledger | None = None) -> Stores:
+         cache: ResponseCache | None = None, ledger: Ledger | None = None,
+         workers: int = 8) -> Stores:
     """A search's stores at ``location``: a team store's, or this machine's.
 
     Parameters
@@ -63,6 +64,9 @@ def open(location: str | None, client: Client, *, member: str = "",
         Who records and spends in a team store.
     cache, ledger
         This machine's response cache and ledger (``None``: none; no ledger, no run history).
+    workers
+        The threads that will spend through it at once (a team store keeps a connection
+        ready for each).
 
     Returns
     -------
@@ -82,7 +86,8 @@ def open(location: str | None, client: Client, *, member: str = "",
     else:
         from parcelsearch.stores.team.spending import TeamSpending  # psycopg only for teams
 
-        spending = TeamSpending.open(location, client, user=member, cache=cache)
+        spending = TeamSpending.open(location, client, user=member, cache=cache,
+                                     threads=workers)
     try:
         history = open_history(None if ledger is None else ledger.path, team=location,
                                member=member)

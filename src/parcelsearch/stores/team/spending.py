@@ -59,6 +59,8 @@ ENV_LEASE = "PARCELSEARCH_TEAM_LEASE"
 _POLL = 0.1
 #: Seconds a statement waits for a pooled connection (a lost store is said this soon).
 _POOL_WAIT = 3.0
+#: Most threads of one member that get a connection each (more wait their turn for one).
+_MOST_THREADS = 16
 
 _PAGE_COLUMNS = ("request_key, base_url, path, polygon_json, page, rows, pages, data_rows, "
                  "data, fetched_at, paid_by")
@@ -110,9 +112,17 @@ class TeamSpending:
         self._paced = itertools.count()  # calls paced by this member (0: its first)
 
     @classmethod
-    def open(cls, url: str, client: Client, *, user: str,
-             cache: ResponseCache | None) -> TeamSpending:
+    def open(cls, url: str, client: Client, *, user: str, cache: ResponseCache | None,
+             threads: int = 8) -> TeamSpending:
         """Join the team store at ``url`` for ``client``'s key.
+
+        ``threads`` is how many threads spend through it at once (a run's workers): the pool
+        holds a connection for each (at most 16) and two more (the run's own and the lease
+        renewer's), all made before anything is paced, so that a call reserved in the
+        moment before its turn never waits for the pool to grow. (Measured with a pool
+        grown on demand, a reservation waited 45 ms, its call went late and the next on
+        time: 11 calls in 0.99 s of a key allowing 10 a second, a spike arrest in 6 of 13
+        runs of a 16-worker search; none in 10 with the pool made first.)
 
         Raises
         ------
@@ -135,8 +145,9 @@ class TeamSpending:
         # The pool's reconnection attempts are its own business: a lost store is said once,
         # by the statement that finds it lost (TeamStoreError), not in a warning a retry.
         logging.getLogger("psycopg.pool").setLevel(logging.CRITICAL)
-        pool = ConnectionPool(url, min_size=1, max_size=16, open=False, timeout=_POOL_WAIT,
-                              reconnect_timeout=_POOL_WAIT,
+        size = min(max(1, threads), _MOST_THREADS) + 2
+        pool = ConnectionPool(url, min_size=size, max_size=size, open=False,
+                              timeout=_POOL_WAIT, reconnect_timeout=_POOL_WAIT,
                               kwargs={"autocommit": True, "connect_timeout": 3})
         try:
             pool.open(wait=True, timeout=10)
