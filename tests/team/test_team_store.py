@@ -129,6 +129,17 @@ def test_one_pacer_spaces_every_member(team: str) -> None:
         member.close()
 
 
+def test_a_members_pool_is_made_for_its_workers_before_anything_is_paced(team: str) -> None:
+    """A connection for each worker (at most 16) and two more, made when the member joins:
+    a reservation never waits for the pool to grow in the moment before its turn."""
+    for threads, size in ((4, 6), (40, 18)):
+        member = TeamSpending.open(team, _Client(), user="alice", cache=None,  # type: ignore[arg-type]
+                                   threads=threads)
+        stats = member.pool.get_stats()
+        assert stats["pool_min"] == stats["pool_max"] == stats["pool_size"] == size
+        member.close()
+
+
 def test_a_pause_holds_every_member(team: str) -> None:
     from parcelsearch._fetch.http import RateLimiter
 
