@@ -63,7 +63,7 @@ _counter = itertools.count(1)
 
 # ---------------------------------------------------------------- markers, applied here
 # `service`, `postgres` and `browser` follow from what a test uses, so no test is marked by
-# hand (and none is forgotten); `slow` is marked by hand on the tests over ~5 s, and here on
+# hand (and none is forgotten); `slow` is marked by hand on the tests over ~2 s, and here on
 # the notebooks' cells (each notebook starts a kernel and a service of its own). The fast
 # inner loop (README, Tests): python -m pytest -m "not slow and not browser and not postgres".
 

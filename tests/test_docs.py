@@ -203,6 +203,7 @@ def test_every_python_example_is_a_doctest() -> None:
     assert loose == []
 
 
+@pytest.mark.slow
 @pytest.mark.parametrize("page", [p for p in guide_pages() if ">>> " in p.read_text()],
                          ids=lambda p: str(p.relative_to(GUIDE)))
 def test_guide_examples_run_as_written(page: Path) -> None:

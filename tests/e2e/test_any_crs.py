@@ -42,6 +42,7 @@ def searcher(make_key, service, ca_bundle, tmp_path: Path
     return key, client, lambda: len(service.keys.requests(key.name))
 
 
+@pytest.mark.slow
 def test_three_crss_one_price(tracts, searcher, tmp_path: Path, capsys,
                               monkeypatch: pytest.MonkeyPatch, service, ca_bundle) -> None:
     key, client, served = searcher
@@ -74,6 +75,7 @@ def test_three_crss_one_price(tracts, searcher, tmp_path: Path, capsys,
     assert shown == first.plan.tiles.geometry.to_wkb().tolist()
 
 
+@pytest.mark.slow
 def test_last_weeks_tracts_within_this_weeks_cost_nothing_again(tracts, searcher) -> None:
     """A month of use: 8 tracts searched in lon/lat, then all 24 in a state plane in feet:
     the 8 are served from the cache (their pieces reused area by area), and the calls the

@@ -400,6 +400,7 @@ def test_tables_on_the_terminal_are_capped_and_hold_no_polygons(tmp_path, capsys
     assert "POLYGON" not in out
 
 
+@pytest.mark.slow
 def test_the_demo_announces_every_file_it_writes(tmp_path) -> None:
     import io
 

@@ -246,6 +246,7 @@ def test_spike_arrest_is_retried_after_retry_after(
 # -- pacing -------------------------------------------------------------------------------
 
 
+@pytest.mark.slow
 def test_eight_threads_see_zero_429s(
     service: RunningService, make_key: Callable[..., str], ca_bundle: str
 ) -> None:

@@ -193,6 +193,7 @@ def _finding(out: str, check: str) -> str:
     return line
 
 
+@pytest.mark.slow
 @pytest.mark.parametrize("rule", ["intersects", "representative-point"])
 def test_doctor_with_areas_learns_the_rule_for_one_more_call(
     rule, areas, footprint_service, point_service, ca_bundle, tmp_path, monkeypatch, capsys

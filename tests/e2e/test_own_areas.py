@@ -15,6 +15,7 @@ from parcelsearch_service.synth import fabric_for
 TRACTS = Path(__file__).resolve().parents[1] / "data" / "sf_tracts_2020.geojson"
 
 
+@pytest.mark.slow
 def test_synth_on_the_command_line_then_served_and_searched(tmp_path: Path, capsys) -> None:
     areas = gpd.read_file(TRACTS).iloc[:3].to_crs("EPSG:2227")  # a state plane, in feet
     areas.to_file(tmp_path / "tracts.gpkg")

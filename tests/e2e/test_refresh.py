@@ -102,6 +102,7 @@ def _rows(diff: Any) -> set[tuple[Any, str, str]]:
     return {(a, str(g), c) for a, g, c in diff.rows.itertuples(index=False)}
 
 
+@pytest.mark.slow
 def test_no_change_costs_one_call_per_piece_and_returns_the_same_ids(month: Month) -> None:
     first = month.search("cache")
     pieces = len(first.plan.pieces)
@@ -154,6 +155,7 @@ def test_the_default_refresh_keeps_its_promise_and_prices_the_sample(
     assert len(month.log()) - spent == pieces + worst  # every inferred piece sampled
 
 
+@pytest.mark.slow
 def test_without_a_history_the_cached_pages_are_the_last_record(month: Month) -> None:
     first = month.search("cache", ledger=False)  # cached, but recorded nowhere
     assert first.run_id == "" and not (month.folder / "cache" / "ledger.sqlite").exists()
@@ -162,6 +164,7 @@ def test_without_a_history_the_cached_pages_are_the_last_record(month: Month) ->
     assert again.ids.equals(first.ids) and "inferred" in set(again.tiles["status"])
 
 
+@pytest.mark.slow
 def test_the_verify_sample_spends_exactly_what_it_reports(month: Month) -> None:
     first = month.search("cache")
     again = month.search("cache", refresh="changed", verify_sample=1.0)
@@ -247,6 +250,7 @@ def test_a_budget_too_small_for_phase_2_refuses_and_loses_nothing(
     assert sampled.verification["sampled"] == 0 and sampled.ids.equals(truth.ids)
 
 
+@pytest.mark.slow
 def test_allow_partial_finishes_whole_areas_as_a_first_search_does(
         month: Month, demo_parcels: gpd.GeoDataFrame) -> None:
     first = month.search("cache")

@@ -65,6 +65,7 @@ RETRIED_AS = {
 REFUNDED = ("429-seconds", "429-date", "429-none")
 
 
+@pytest.mark.slow
 @pytest.mark.parametrize("fault", list(RETRIED_AS))
 def test_retried_fault_gives_the_same_ids(
     fault: str, fault_proxy: FaultProxy, fast_key: Any, make_fast_client: Any, service: Any,
@@ -180,6 +181,7 @@ def test_malformed_answer_is_retried_and_gives_the_same_ids(
     figures.add("IDs compared", f"malformed {fault}", len(result.ids))
 
 
+@pytest.mark.slow
 @pytest.mark.parametrize("fault, error, match", PERSISTENT)
 def test_persistent_fault_stops_after_retries_and_loses_nothing(
     fault: str, error: type[Exception], match: str, fault_proxy: FaultProxy, fast_key: Any,
@@ -236,6 +238,7 @@ def test_redirect_to_http_is_not_followed(
 # -- faults the real service produces ------------------------------------------------------
 
 
+@pytest.mark.slow
 def test_real_spike_arrest_is_ridden_out(
     fast_key: Any, make_fast_client: Any, service: Any, demo_areas_gdf: gpd.GeoDataFrame,
     demo_baseline: pd.DataFrame, figures: Any,

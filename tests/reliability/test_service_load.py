@@ -51,6 +51,7 @@ def _hammer(url: str, key: str, ca: str, seen: Counter[int], lock: threading.Loc
                 seen[response.status_code] += 1
 
 
+@pytest.mark.slow
 @pytest.mark.parametrize("backend", ["sqlite", "postgresql"])
 def test_limits_hold_exactly_under_20_threads_on_2_keys_and_2_workers(
     backend: str, spawn_service: Any, ca_bundle: str, figures: Any
@@ -94,6 +95,7 @@ def test_limits_hold_exactly_under_20_threads_on_2_keys_and_2_workers(
                  "sent")
 
 
+@pytest.mark.slow
 @pytest.mark.parametrize("backend", ["sqlite", "postgresql"])
 def test_exactly_the_quota_across_2_workers_and_20_threads_on_one_key(
     backend: str, spawn_service: Any, ca_bundle: str, figures: Any

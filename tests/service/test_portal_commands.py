@@ -77,6 +77,7 @@ def test_read_password_takes_the_first_line() -> None:
         read_password(io.StringIO(""))
 
 
+@pytest.mark.slow
 def test_serve_portal_and_the_keys_command_share_one_store(tmp_path: Path) -> None:
     store = tmp_path / "keys.sqlite"
     assert _add_user(store, "--email", "eve@example.com", stdin=PASSWORD).returncode == 0
