@@ -180,7 +180,7 @@ def service_cert_dir(tmp_path_factory: pytest.TempPathFactory) -> Path:
 
 @pytest.fixture(scope="session")
 def service(
-    tmp_path_factory: pytest.TempPathFactory, service_cert_dir: Path
+    tmp_path_factory: pytest.TempPathFactory, service_cert_dir: Path, worker_id: str
 ) -> Iterator[RunningService]:
     """The reference service on the bundled demo data (one per session)."""
     from parcelsearch_service.server import start_service
@@ -188,16 +188,20 @@ def service(
     root = tmp_path_factory.mktemp("service")
     with start_service(keys=root / "keys.sqlite", cert_dir=service_cert_dir) as svc:
         yield svc
-        _write_calls_per_test(svc)
+        _write_calls_per_test(svc, worker_id)
 
 
-def _write_calls_per_test(svc: RunningService) -> None:
+def _write_calls_per_test(svc: RunningService, worker: str) -> None:
     """With ``PARCELSEARCH_TEST_CALLS=FILE``, the calls each test's keys spent on the shared
     service, from the service's own counts (keys are named after their test): a witness to
-    compare two trees by (a restructuring must leave every figure as it was)."""
+    compare two trees by (a restructuring must leave every figure as it was). Under
+    pytest-xdist each worker (``worker``: pytest-xdist's ``worker_id``, ``master`` when
+    not distributed) has a session service of its own and writes ``FILE.gw0``, ``FILE.gw1`` …"""
     target = os.environ.get("PARCELSEARCH_TEST_CALLS")
     if not target:
         return
+    if worker != "master":
+        target = f"{target}.{worker}"
     calls: dict[str, int] = {}
     for row in svc.keys.list():
         test = str(row["name"]).rsplit("-", 1)[0]

@@ -29,7 +29,7 @@ FAST_LOOP = re.compile(r'`(python -m pytest -m "[^"`]+")`')
 def _pytest(tmp_path: Path, *args: str) -> dict[str, object]:
     """Exit code and imported modules of ``python -m pytest ARGS`` run from the repository."""
     out = tmp_path / "probe.json"
-    subprocess.run([sys.executable, "-c", PROBE, str(out), "-p", "no:cacheprovider",
+    subprocess.run([sys.executable, "-c", PROBE, str(out), "-p", "no:cacheprovider", "-n", "0",
                     "--basetemp", str(tmp_path / "basetemp"), *args],
                    cwd=ROOT, capture_output=True, text=True, timeout=300, check=False)
     result: dict[str, object] = json.loads(out.read_text(encoding="utf-8"))
@@ -49,6 +49,13 @@ def test_a_toolkit_test_file_runs_without_importing_the_service_or_psycopg(
     assert seen["code"] == 0
     assert "parcelsearch.planning.areas" in _imported(seen["modules"], "parcelsearch")
     assert _imported(seen["modules"], "parcelsearch_service", "psycopg") == []
+
+
+def test_the_suite_runs_one_process_per_core_a_file_in_one(pytestconfig: pytest.Config) -> None:
+    """README: the tests run in one process per core, a file's tests together."""
+    options = shlex.split(" ".join(pytestconfig.getini("addopts")))
+    assert options[options.index("-n") + 1] == "auto"
+    assert options[options.index("--dist") + 1] == "loadfile"
 
 
 def test_the_markers_are_registered(pytestconfig: pytest.Config) -> None:
@@ -121,6 +128,7 @@ def _collected(tmp_path: Path, args: list[str]) -> tuple[Marks, Marks]:
     names of their markers."""
     out = tmp_path / "collected.json"
     done = subprocess.run([sys.executable, "-c", COLLECT, str(out), "-p", "no:cacheprovider",
+                           "-n", "0",
                            *args], cwd=ROOT, capture_output=True, text=True, timeout=300,
                           check=False)
     seen = json.loads(out.read_text(encoding="utf-8"))

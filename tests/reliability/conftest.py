@@ -184,8 +184,18 @@ def _markdown(session_seconds: float) -> str:
 
 def pytest_sessionfinish(session: pytest.Session, exitstatus: int) -> None:
     if sum(FIGURES.outcomes.values()) and FIGURES.sections:
-        RESULTS.parent.mkdir(parents=True, exist_ok=True)
-        RESULTS.write_text(_markdown(time.monotonic() - FIGURES.started))
+        where = _results(getattr(session.config, "workerinput", {}).get("workerid"))
+        where.parent.mkdir(parents=True, exist_ok=True)
+        where.write_text(_markdown(time.monotonic() - FIGURES.started))
+
+
+def _results(worker: str | None) -> Path:
+    """Where a session's figures go: :data:`RESULTS`, or under pytest-xdist each worker's
+    share beside it in ``_figures/`` (never a partial committed record: record with
+    ``-n 0``)."""
+    if worker is None:
+        return RESULTS
+    return HERE / "_figures" / f"RESULTS.{worker}.md"
 
 
 def pytest_terminal_summary(terminalreporter: Any, exitstatus: int, config: Any) -> None:
