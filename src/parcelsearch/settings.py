@@ -37,6 +37,9 @@ MAX_REQUEST_LINE_BYTES: Final = 7168
 PAGE_SIZE: Final = 100
 #: Calls per second allowed per key (spike arrest) on demo and production keys.
 DEFAULT_RATE: Final = 10.0
+#: Threads a search sends requests from (one pacer paces them all; a team member's store
+#: keeps a connection ready for each).
+DEFAULT_WORKERS: Final = 8
 #: Decimals kept on every coordinate sent.
 COORD_DECIMALS: Final = 6
 #: The search and markets paths (the vendor also serves them under ``/prod``).

@@ -13,6 +13,7 @@ from typing import Any
 
 from parcelsearch._shared import check_count
 from parcelsearch.errors import ConfigurationError, Hint
+from parcelsearch.settings import DEFAULT_WORKERS
 from parcelsearch.stores.local.ledger import Quota
 from parcelsearch.stores.team.members import (
     ENV_TEAM,
@@ -26,8 +27,6 @@ __all__ = ["SearchOptions", "DEFAULT_WORKERS", "ENV_TEAM", "ENV_USER", "REFRESH_
            "DEFAULT_VERIFY_SAMPLE", "PLANNING", "refresh_mode", "samples", "check_fraction",
            "agrees_with_plan"]
 
-#: Threads sending requests; the client's shared pacer paces them all.
-DEFAULT_WORKERS = 8
 
 #: ``refresh`` values: cached pages reused where present, none reused, or only unchanged.
 REFRESH_MODES = ("cached", "all", "changed")

@@ -24,6 +24,8 @@ import os
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, overload
 
+from parcelsearch import settings
+
 if TYPE_CHECKING:
     from parcelsearch._fetch.client import Client
     from parcelsearch.stores.history import History
@@ -49,7 +51,7 @@ class Stores:
 
 def open(location: str | None, client: Client, *, member: str = "",
          cache: ResponseCache | None = None, ledger: Ledger | None = None,
-         workers: int = 8) -> Stores:
+         workers: int = settings.DEFAULT_WORKERS) -> Stores:
     """A search's stores at ``location``: a team store's, or this machine's.
 
     Parameters

@@ -31,6 +31,7 @@ import time
 import uuid
 from typing import Any
 
+from parcelsearch import settings
 from parcelsearch._fetch.client import Client
 from parcelsearch._fetch.http import FIRST_CALL_ALLOWANCE, Cancelled, RateLimiter
 from parcelsearch._fetch.page import Page
@@ -113,7 +114,7 @@ class TeamSpending:
 
     @classmethod
     def open(cls, url: str, client: Client, *, user: str, cache: ResponseCache | None,
-             threads: int = 8) -> TeamSpending:
+             threads: int = settings.DEFAULT_WORKERS) -> TeamSpending:
         """Join the team store at ``url`` for ``client``'s key.
 
         ``threads`` is how many threads spend through it at once (a run's workers): the pool
