@@ -18,7 +18,7 @@ from parcelsearch import settings
 from parcelsearch.errors import ConfigurationError, ParcelSearchError
 
 __all__ = ["EXIT_CODES", "EXIT_CODES_NO_OUT", "ENVIRONMENT", "Formatter", "exit_codes_text",
-           "number", "CALLS", "fraction", "tolerance", "quota", "crs",
+           "number", "CALLS", "fraction", "tolerance", "age", "quota", "crs",
            "output", "base_url", "existing_file", "team_url", "add_areas", "add_connection",
            "add_out_map", "add_team_store", "add_team_member"]
 
@@ -116,6 +116,14 @@ def tolerance(text: str) -> float:
         raise argparse.ArgumentTypeError(exc.render("cli")) from None
 
 
+def age(text: str) -> float:
+    """An argparse type: an age in seconds, or with a unit (``30d``, ``12h``, ``90m``)."""
+    try:
+        return settings.parse_age(text, what="")
+    except ConfigurationError as exc:
+        raise argparse.ArgumentTypeError(exc.render("cli")) from None
+
+
 def quota(text: str) -> str:
     """An argparse type: a quota the ledger reads (``demo``, ``500/month`` …)."""
     # Lazy: the ledger (sqlite3) is imported only when --quota is given.
@@ -200,6 +208,13 @@ def add_areas(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("--tolerance", type=tolerance, default=0.0, metavar="METRES",
                         help="metres pieces may reach outside the areas to save calls; 0 "
                              "(default) is exact, else at least 0.5")
+    parser.add_argument("--trust-crs", action="store_true",
+                        help="take the areas' CRS as declared even where the coordinates look "
+                             "wrong for it (degrees in a projected CRS, areas outside the "
+                             "region it is meant for), which is otherwise refused for free")
+    parser.add_argument("--trust-tolerance", action="store_true",
+                        help="take a --tolerance over a quarter of the widest area's width, "
+                             "or over 5000 m, which is otherwise refused for free")
     parser.add_argument("--no-connectors", dest="connectors", action="store_false",
                         help="never let parts of an area (islands) share a piece through a "
                              "connector, a sliver along a link that may cross land outside "
