@@ -128,16 +128,19 @@ def parse_age(value: Any, *, what: str = "max_age") -> float:
     scale = 1.0
     if text[-1:] in AGE_UNITS and not isinstance(value, int | float):
         text, scale = text[:-1].strip(), AGE_UNITS[text[-1]]
+    units = "(30d days, 12h hours, 90m minutes, 45s seconds, 2w weeks)"
+    name = what + " " if what else ""
     try:
         if isinstance(value, bool):
             raise ValueError
         number = float(value) if isinstance(value, int | float) else float(text)
     except ValueError:
-        number = float("nan")
+        raise ConfigurationError(f"{name}takes an age: seconds, or a number with a unit "
+                                 f"{units}, got {value!r}") from None
     if not (number >= 0 and number != float("inf")):
-        raise ConfigurationError(
-            f"{what + ' ' if what else ''}takes an age: seconds, or a number with a unit "
-            f"(30d days, 12h hours, 90m minutes, 45s seconds, 2w weeks), got {value!r}")
+        shown = value if isinstance(value, str) else repr(value)
+        raise ConfigurationError(f"{name}must be at least 0 (an age: seconds, or a number "
+                                 f"with a unit {units}), got {shown}")
     return number * scale
 
 

@@ -330,7 +330,7 @@ def search(
         like degrees in a projected CRS, areas outside the region the CRS is meant for) are
         refused before anything is planned or spent. True: taken as declared.
     trust_tolerance
-        False (default): a tolerance over a quarter of the widest area's width, or over
+        False (default): a tolerance over half the widest area's width, or over
         5,000 m, is refused before anything is planned or spent. True: taken.
     budget
         At most this many calls in this run, retries included.

@@ -213,7 +213,7 @@ def add_areas(parser: argparse.ArgumentParser) -> None:
                              "wrong for it (degrees in a projected CRS, areas outside the "
                              "region it is meant for), which is otherwise refused for free")
     parser.add_argument("--trust-tolerance", action="store_true",
-                        help="take a --tolerance over a quarter of the widest area's width, "
+                        help="take a --tolerance over half the widest area's width, "
                              "or over 5000 m, which is otherwise refused for free")
     parser.add_argument("--no-connectors", dest="connectors", action="store_false",
                         help="never let parts of an area (islands) share a piece through a "

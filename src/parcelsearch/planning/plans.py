@@ -314,7 +314,7 @@ def plan(
         CRS, areas outside the region the CRS is meant for) are refused before anything is
         tiled (:func:`parcelsearch.planning.areas.validate_areas`). True: taken as declared.
     trust_tolerance
-        False (default): a tolerance over a quarter of the widest area's width, or over
+        False (default): a tolerance over half the widest area's width, or over
         5,000 m, is refused before anything is tiled
         (:func:`parcelsearch.planning.tiling.covers.check_tolerance_width`). True: taken.
 
@@ -421,7 +421,7 @@ def suggest_tolerance(
         The tolerance of the given plan (0.0 if areas were given) if its plan fits; else
         the first rung above it whose plan fits, tiled upward from the first rung whose
         lower bounds fit (rungs whose bounds pass ``max_calls`` are not tiled); else None.
-        Only rungs :func:`plan` takes for these areas are tried (at most a quarter of the
+        Only rungs :func:`plan` takes for these areas are tried (at most half the
         widest area's width: :func:`~parcelsearch.planning.tiling.covers.tolerance_limit`),
         and None at once when ``max_calls`` is below the number of areas (each needs a
         call, whatever the tolerance).

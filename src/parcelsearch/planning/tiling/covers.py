@@ -70,7 +70,7 @@ def check_tolerance(tolerance: object, *, allow_exact: bool = True) -> float:
 #: of the ladder a refusal suggests from.
 MAX_TOLERANCE = 5_000.0
 #: Largest share of the widest area's width a tolerance may be (unless trusted).
-MAX_TOLERANCE_SHARE = 0.25
+MAX_TOLERANCE_SHARE = 0.5
 #: Metres in a degree of latitude, and of longitude at the equator (for widths, not bounds).
 _M_PER_DEGREE_MEAN = 111_195.0
 
