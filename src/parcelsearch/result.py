@@ -232,13 +232,13 @@ class SearchResult:
         )
 
     def cache_age_text(self, now: datetime | None = None) -> str:
-        """How old the pages served from the cache are: ``the oldest fetched 31 days ago
-        (2026-10-27 09:12 UTC)``; empty when no page came from the cache."""
+        """How old the pages served from the cache are: ``the oldest fetched 31 days ago, on
+        2026-10-27 09:12 UTC``; empty when no page came from the cache."""
         if self.oldest_page is None:
             return ""
         age = (now or datetime.now(UTC)) - self.oldest_page
-        return (f"the oldest fetched {age_text(age)} ago "
-                f"({self.oldest_page.astimezone(UTC):%Y-%m-%d %H:%M} UTC)")
+        return (f"the oldest fetched {age_text(age)} ago, on "
+                f"{self.oldest_page.astimezone(UTC):%Y-%m-%d %H:%M} UTC")
 
     def old_pages_warning(self, now: datetime | None = None) -> OldPagesWarning | None:
         """The notice a search gives when it served cached pages over

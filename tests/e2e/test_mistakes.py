@@ -164,9 +164,9 @@ def test_a_rerun_says_how_old_its_pages_are_and_max_age_takes_days(
     code, out, err = run([*base, "--force"], capsys)
     assert code == 0, err
     assert served(service, key) == spent  # the witness: nothing asked again
-    assert f"0 calls made, {pages} pages from cache (the oldest fetched 31 days ago (" in out
+    assert f"0 calls made, {pages} pages from cache (the oldest fetched 31 days ago, on " in out
     assert (f"parcelsearch: warning: {pages} pages came from the cache, the oldest fetched "
-            "31 days ago (") in err
+            "31 days ago, on ") in err
     assert "Re-check them with --refresh changed (one call a piece" in err
     assert ("Or refuse pages older than a month with --max-age 30d or the environment "
             "variable PARCELSEARCH_MAX_AGE.") in err
