@@ -56,6 +56,7 @@ environment variables:
                            default $XDG_CACHE_HOME/parcelsearch (~/.cache/parcelsearch),
                            here: {cache}
   PARCELSEARCH_RATE        calls per second the key allows (default 10)
+  PARCELSEARCH_MAX_AGE     reuse cached pages at most this old: 30d, 12h, seconds (--max-age)
   PARCELSEARCH_TEAM        team store, postgresql://… (--team): calls, pace and pages shared
   PARCELSEARCH_USER        who runs the search in the team (--user; default: login name)"""
 
