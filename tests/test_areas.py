@@ -271,3 +271,49 @@ def test_an_area_id_column_beside_a_different_index_of_ones_own_is_ambiguous() -
         validate_areas(three.set_index("code"))
     assert caught.value.field == "id_column"
     assert "id_column='area_id'" in str(caught.value)
+
+
+# -- coordinates implausible for their CRS: refused before anything is planned (issue 49) --
+
+
+@pytest.mark.parametrize("crs", ["EPSG:3857", "EPSG:2227", "EPSG:32614"])
+def test_degrees_declared_in_a_projected_crs_are_refused_naming_the_override(crs) -> None:
+    """Longitude/latitude declared as metres (or feet) would be areas a few hundred metres
+    wide off Africa: refused, saying so, with --crs EPSG:4326 and the override named."""
+    areas = frame(SQUARE, box(-97.3, 32.7, -97.2, 32.8), crs=crs, area_id=["a", "b"])
+    with pytest.raises(InputError) as caught:
+        validate_areas(areas)
+    error = caught.value
+    assert (error.row, error.field) == ("a", "crs")
+    text = str(error)
+    assert "areas 'a', 'b': every coordinate lies within ±180, ±90" in text
+    assert "looks like longitude/latitude in degrees" in text and crs in text
+    assert "set_crs('EPSG:4326', allow_override=True)" in text
+    assert "pass trust_crs=True" in text
+    cli = error.render("cli")
+    assert "declare --crs EPSG:4326" in cli and "pass --trust-crs" in cli
+    if crs == "EPSG:3857":  # the world's: trusted, the areas are taken as they are
+        trusted = validate_areas(areas, trust_crs=True)
+        assert trusted.total_bounds.max() < 0.01  # metres near 0, 0
+
+
+def test_projected_coordinates_beyond_degrees_are_taken() -> None:
+    """One coordinate beyond ±180/±90 and the check stays quiet (real projected data)."""
+    areas = frame(box(100, 80, 250, 89), crs="EPSG:3857")
+    assert len(validate_areas(areas)) == 1
+
+
+def test_areas_outside_their_crs_area_of_use_are_refused_or_warned_when_trusted() -> None:
+    """A local grid declared in UTM zone 14 lies west of the zone: refused for free;
+    trusted, a warning says the same."""
+    from parcelsearch.notices import CoordinatesWarning
+
+    local = frame(box(100, 100, 600, 600), crs="EPSG:32614")
+    with pytest.raises(InputError, match=r"outside the area EPSG:32614 is meant for "
+                                         r"\(longitude -102\.\.-96.*nothing was planned") as got:
+        validate_areas(local)
+    assert got.value.field == "crs" and "pass --trust-crs" in got.value.render("cli")
+    with pytest.warns(CoordinatesWarning, match="probably in another CRS"):
+        validate_areas(local, trust_crs=True)
+    inside = frame(box(500_000, 3_600_000, 501_000, 3_601_000), crs="EPSG:32614")
+    assert len(validate_areas(inside)) == 1  # in the zone: no word

@@ -235,6 +235,8 @@ def test_troubleshooting_quotes_the_command_line_word_for_word(
     tmp_path: Path, monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str],
     service, ca_bundle, make_key,
 ) -> None:
+    import geopandas as gpd
+    import shapely
     from _cli import run
 
     monkeypatch.chdir(tmp_path)
@@ -244,6 +246,9 @@ def test_troubleshooting_quotes_the_command_line_word_for_word(
     areas.to_file("areas.gpkg")
     for layer in ("a", "b"):
         areas.to_file("two.gpkg", layer=layer)
+    areas.set_crs("EPSG:3857", allow_override=True).to_file("mercator.gpkg")  # degrees
+    gpd.GeoDataFrame(geometry=[shapely.box(100, 100, 600, 600)],
+                     crs="EPSG:32614").to_file("local.gpkg")  # a local grid in UTM 14N
     key = make_key("production", quota=1_000)
     served = {"PARCELSEARCH_BASE_URL": service.base_url, "PARCELSEARCH_CA_BUNDLE": ca_bundle}
     search = ["search", "areas.gpkg", "--id-column", "area_id", "--out", "ids.parquet"]
@@ -257,9 +262,14 @@ def test_troubleshooting_quotes_the_command_line_word_for_word(
         (["plan", "areas.gpkg", "--id-column", "nope"], {}, 2),
         (["search", "areas.gpkg", "--out", "ids.xlsx"], {}, 2),
         (["search", "areas.gpkg", "--out", "ids.csv", "--budget", "-1"], {}, 2),
+        (["plan", "mercator.gpkg"], {}, 2),
+        (["plan", "local.gpkg"], {}, 2),
+        (["plan", "areas.gpkg", "--tolerance", "50000"], {}, 2),
+        (["search", "areas.gpkg", "--out", "ids.csv", "--max-age", "30x"], {}, 2),
         (["markets"], {**served, "PARCELSEARCH_API_KEY": "wrong"}, 1),
         (["markets"], {"PARCELSEARCH_BASE_URL": service.base_url, "PARCELSEARCH_API_KEY": key}, 1),
         ([*search, "--budget", "5"], {**served, "PARCELSEARCH_API_KEY": key}, 3),
+        ([*search, "--budget", "4"], {**served, "PARCELSEARCH_API_KEY": key}, 3),
         ([*search, "--budget", "10"], {**served, "PARCELSEARCH_API_KEY": key}, 3),
         ([*search, "--budget", "10", "--allow-partial"],
          {**served, "PARCELSEARCH_API_KEY": key, "PARCELSEARCH_CACHE_DIR": "fresh"}, 3),

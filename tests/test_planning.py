@@ -294,3 +294,62 @@ def test_point_savings_bound_what_connectors_would_save_under_the_point_rule(are
     assert "connectors could save up to 1 call if the vendor matches by a point" in repr(default)
     assert joined.point_savings == 0 and "could save" not in repr(joined)
     assert plan(areas, id_column="tract", connectors=False).point_savings == 0
+
+
+# -- a tolerance large against the areas: refused before tiling (issue 49) ------------------
+
+
+def test_a_tolerance_wide_against_the_areas_is_refused_before_tiling(areas) -> None:
+    """50 km on areas up to 11 km wide: refused in metres and as a share of the widest
+    area's width, naming the largest tolerance taken and the override; trusted, planned."""
+    from parcelsearch.planning.tiling.covers import tolerance_limit, widths_m
+
+    widths = widths_m(areas.geometry.to_numpy())
+    widest = areas["tract"].iloc[int(np.argmax(widths))]
+    with pytest.raises(InputError) as caught:
+        plan(areas, 50_000, id_column="tract", memo=(memo := tiling.TilingMemo()))
+    error = caught.value
+    share = f"{100 * 50_000 / widths.max():,.0f} %"
+    assert (error.field, error.row) == ("tolerance", widest)
+    assert (f"a tolerance of 50,000 m is {share} of the width of the widest area "
+            f"({widest!r}, {widths.max() / 1000:,.1f} km wide), more than 5,000 m in any case"
+            ) in str(error)
+    assert "nothing was planned or spent" in str(error)
+    assert "Use at most --tolerance 5000. If you mean it, pass --trust-tolerance." \
+        in error.render("cli")
+    assert "trust_tolerance=True" in str(error)
+    assert not memo.__dict__ or not any(memo.__dict__.values())  # nothing was tiled
+    assert tolerance_limit(areas.geometry.to_numpy()) == 5_000
+    assert plan(areas.iloc[:1], 5_000, id_column="tract").tolerance == 5_000
+    assert plan(areas.iloc[:1], 6_000, id_column="tract",
+                trust_tolerance=True).min_calls == 1
+    with pytest.raises(InputError) as caught:  # c: two sites, 2.8 km wide in all
+        plan(areas.iloc[2:3], 2_000, id_column="tract")
+    assert ("a tolerance of 2,000 m is 71 % of the width of the widest area ('c', 2.8 km "
+            "wide), more than 50 % of it") in str(caught.value)
+    assert "Use at most --tolerance 1400." in caught.value.render("cli")
+    assert plan(areas.iloc[2:3], 1_400, id_column="tract").min_calls == 1
+
+
+def test_a_tolerance_over_5000_m_is_refused_whatever_the_areas() -> None:
+    county = box(-98.5, 32.0, -97.0, 33.5)  # about 150 km wide
+    with pytest.raises(InputError, match=r"a tolerance of 6,000 m is 4 % of the width .*"
+                                         r"more than 5,000 m in any case"):
+        plan([county], 6_000)
+    assert plan([county], 6_000, trust_tolerance=True).tolerance == 6_000
+
+
+def test_suggest_tolerance_never_names_what_plan_refuses_or_cannot_fit(areas) -> None:
+    """A rung over half the widest area's width fits, but plan would refuse it: it
+    is not tried. Fewer calls than areas: None at once (each area needs a call whatever the
+    tolerance)."""
+    from parcelsearch.planning.tiling.covers import tolerance_limit
+
+    wide = 1.5 * tolerance_limit(areas.geometry.to_numpy())
+    assert plan(areas, wide, id_column="tract", trust_tolerance=True).min_calls <= 4
+    refused = plan(areas, id_column="tract")
+    assert refused.min_calls > 4
+    assert suggest_tolerance(refused, 4, (wide,)) is None
+    assert suggest_tolerance(areas, 4, (wide,), id_column="tract") is None
+    assert suggest_tolerance(areas, 3, id_column="tract") is None  # 4 areas
+    assert suggest_tolerance(refused, 3) is None

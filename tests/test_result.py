@@ -84,3 +84,29 @@ def test_reprs_show_the_figures_first(result: SearchResult) -> None:
 def test_to_parquet_round_trips(result: SearchResult, tmp_path) -> None:
     back = pd.read_parquet(result.to_parquet(tmp_path / "sub" / "ids.parquet"))
     pd.testing.assert_frame_equal(back, result.ids)
+
+
+def test_the_oldest_cached_page_is_dated_and_old_ones_get_a_notice(result) -> None:
+    """Issue 49: the age of what is served — in metadata always, in words, and a notice
+    naming refresh='changed' (--refresh changed) only past a day."""
+    from dataclasses import replace
+    from datetime import UTC, datetime, timedelta
+
+    from parcelsearch.result import age_text
+
+    assert [age_text(timedelta(seconds=s)) for s in (0, 59, 61, 7_200, 86_400, 31 * 86_400)] \
+        == ["0 seconds", "59 seconds", "1 minute", "2 hours", "1 day", "31 days"]
+    assert result.metadata["oldest_page_fetched_at"] is None
+    assert result.cache_age_text() == "" and result.old_pages_warning() is None
+    now = datetime(2026, 11, 27, 12, 0, tzinfo=UTC)
+    fresh = replace(result, oldest_page=now - timedelta(hours=23))
+    assert fresh.cache_age_text(now) == "the oldest fetched 23 hours ago, on 2026-11-26 13:00 UTC"
+    assert fresh.old_pages_warning(now) is None
+    old = replace(result, oldest_page=now - timedelta(days=31))
+    assert old.metadata["oldest_page_fetched_at"] == "2026-10-27T12:00:00+00:00"
+    notice = old.old_pages_warning(now)
+    assert notice is not None
+    assert str(notice).startswith("1 page came from the cache, the oldest fetched 31 days "
+                                  "ago, on 2026-10-27 12:00 UTC: parcels may have changed")
+    assert "refresh='changed'" in str(notice) and "max_age='30d'" in str(notice)
+    assert "--refresh changed" in notice.render("cli")

@@ -191,3 +191,26 @@ def test_the_python_keywords_and_the_cli_flags_are_the_options_declared(
     given = {name: parsed[name] for name in names - {"progress"}}
     assert SearchOptions.resolve(**given, progress=not parsed["quiet"]) == \
         SearchOptions.resolve()
+
+
+def test_max_age_takes_days_and_hours_in_python_and_the_environment(
+        monkeypatch: pytest.MonkeyPatch) -> None:
+    """Issue 49: max_age='30d' / '12h' / seconds / a timedelta; None reads
+    $PARCELSEARCH_MAX_AGE, whose bad value is named with where it came from."""
+    from datetime import timedelta
+
+    monkeypatch.delenv("PARCELSEARCH_MAX_AGE", raising=False)
+    assert SearchOptions.resolve().max_age is None
+    assert SearchOptions.resolve(max_age="30d").max_age == 30 * 86_400
+    assert SearchOptions.resolve(max_age="12h").max_age == 12 * 3_600
+    assert SearchOptions.resolve(max_age=90).max_age == 90.0
+    assert SearchOptions.resolve(max_age=timedelta(minutes=5)).max_age == 300.0
+    monkeypatch.setenv("PARCELSEARCH_MAX_AGE", "2w")
+    assert SearchOptions.resolve().max_age == 14 * 86_400
+    assert SearchOptions.resolve(max_age="1h").max_age == 3_600  # given wins
+    monkeypatch.setenv("PARCELSEARCH_MAX_AGE", "a month")
+    with pytest.raises(ConfigurationError, match=r"max_age \(from \$PARCELSEARCH_MAX_AGE\) "
+                                                 r"takes an age: .*30d days.*got 'a month'"):
+        SearchOptions.resolve()
+    with pytest.raises(ConfigurationError, match=r"max_age must be at least 0"):
+        SearchOptions.resolve(max_age="-1d")

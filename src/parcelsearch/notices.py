@@ -22,7 +22,7 @@ from typing import TextIO
 from parcelsearch.errors import Dialect, Hint, ParcelSearchError
 
 __all__ = ["ParcelSearchWarning", "RowNumberIdsWarning", "NothingMatchedWarning",
-           "CoordinatesWarning", "warn", "as_messages"]
+           "CoordinatesWarning", "OldPagesWarning", "warn", "as_messages"]
 
 _PACKAGE = str(Path(__file__).resolve().parent)
 
@@ -61,6 +61,10 @@ class NothingMatchedWarning(ParcelSearchWarning):
 
 class CoordinatesWarning(ParcelSearchWarning):
     """Coordinates that look wrongly placed (e.g. a CRS that puts them in the ocean)."""
+
+
+class OldPagesWarning(ParcelSearchWarning):
+    """A search served cached pages over a day old: says how old, and how to re-check them."""
 
 
 def warn(warning: ParcelSearchWarning) -> None:

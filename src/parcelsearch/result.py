@@ -5,6 +5,7 @@ from __future__ import annotations
 import json
 from collections.abc import Hashable
 from dataclasses import dataclass, field
+from datetime import UTC, datetime, timedelta
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
@@ -15,14 +16,29 @@ import pyarrow.parquet as pq
 
 from parcelsearch.errors import Hint
 from parcelsearch.kept_files import METADATA_KEY, atomically, check_replace
-from parcelsearch.notices import NothingMatchedWarning
+from parcelsearch.notices import NothingMatchedWarning, OldPagesWarning
 from parcelsearch.settings import ZONING_PRICES
 
 if TYPE_CHECKING:
     from parcelsearch.comparison import Diff, Side
     from parcelsearch.planning.plans import Plan
 
-__all__ = ["SearchResult", "zoning_price", "skipped_frame", "METADATA_KEY"]
+__all__ = ["SearchResult", "zoning_price", "skipped_frame", "age_text", "METADATA_KEY",
+           "OLD_PAGES_AFTER"]
+
+#: Age past which the pages a search served from the cache are called old (a notice).
+OLD_PAGES_AFTER = timedelta(days=1)
+
+
+def age_text(age: timedelta) -> str:
+    """An age in the largest whole unit: ``31 days``, ``5 hours``, ``12 minutes``,
+    ``40 seconds`` (``1 day``, never ``0 days``)."""
+    seconds = max(0, int(age.total_seconds()))
+    for unit, size in (("day", 86_400), ("hour", 3_600), ("minute", 60), ("second", 1)):
+        if seconds >= size or unit == "second":
+            count = seconds // size
+            return f"{count:,} {unit}{'s' * (count != 1)}"
+    raise AssertionError("unreachable")  # pragma: no cover
 
 
 def skipped_frame(
@@ -99,6 +115,9 @@ class SearchResult:
     verification
         With ``refresh="changed"``: the verify sample (pieces sampled, found changed) and the
         estimate, with its 95 % interval, of changed pieces the inference missed.
+    oldest_page
+        When the oldest page served from the cache was fetched (UTC), ``None`` when none
+        was (``metadata["oldest_page_fetched_at"]``; see :meth:`cache_age_text`).
     """
 
     ids: pd.DataFrame
@@ -114,6 +133,7 @@ class SearchResult:
     run_id: str = ""
     refresh: str = "cached"
     verification: dict[str, Any] = field(default_factory=dict)
+    oldest_page: datetime | None = None
 
     def __post_init__(self) -> None:
         if self.areas_complete is None:
@@ -141,6 +161,8 @@ class SearchResult:
             "refetched_pieces": int(self.refetched_pieces),
             "tolerance": float(self.plan.tolerance),
             "match": self.plan.match,
+            "oldest_page_fetched_at": (None if self.oldest_page is None
+                                       else self.oldest_page.isoformat()),
             **self._refresh_metadata(),
         }
 
@@ -208,6 +230,30 @@ class SearchResult:
                         "{knob}"),
                    Hint("markets", None, "list the markets covered with {knob}")],
         )
+
+    def cache_age_text(self, now: datetime | None = None) -> str:
+        """How old the pages served from the cache are: ``the oldest fetched 31 days ago, on
+        2026-10-27 09:12 UTC``; empty when no page came from the cache."""
+        if self.oldest_page is None:
+            return ""
+        age = (now or datetime.now(UTC)) - self.oldest_page
+        return (f"the oldest fetched {age_text(age)} ago, on "
+                f"{self.oldest_page.astimezone(UTC):%Y-%m-%d %H:%M} UTC")
+
+    def old_pages_warning(self, now: datetime | None = None) -> OldPagesWarning | None:
+        """The notice a search gives when it served cached pages over
+        :data:`OLD_PAGES_AFTER` old (how old, and how to re-check them), else None."""
+        if self.oldest_page is None or \
+                (now or datetime.now(UTC)) - self.oldest_page < OLD_PAGES_AFTER:
+            return None
+        pages = self.cached_pages
+        return OldPagesWarning(
+            f"{pages:,} page{'s' * (pages != 1)} came from the cache, "
+            f"{self.cache_age_text(now)}: parcels may have changed since",
+            hints=[Hint("refresh", "changed",
+                        "re-check them with {knob} (one call a piece: page 1 of each piece, "
+                        "and the other pages of the pieces that changed)"),
+                   Hint("max_age", "30d", "or refuse pages older than a month with {knob}")])
 
     @property
     def id_name(self) -> str:

@@ -23,6 +23,7 @@ from __future__ import annotations
 import os
 from collections.abc import Callable, Iterator
 from dataclasses import dataclass
+from datetime import timedelta
 from pathlib import Path
 from typing import Any, Final
 from urllib.parse import urlsplit
@@ -67,6 +68,7 @@ ENV_SERVICE_DIR: Final = "PARCELSEARCH_SERVICE_DIR"
 ENV_MATCH: Final = "PARCELSEARCH_MATCH"
 ENV_PROFILE: Final = "PARCELSEARCH_PROFILE"
 ENV_CONFIG_DIR: Final = "PARCELSEARCH_CONFIG_DIR"
+ENV_MAX_AGE: Final = "PARCELSEARCH_MAX_AGE"
 #: The application's name for platformdirs (the user's cache, data and config folders).
 APP_NAME: Final = "parcelsearch"
 
@@ -99,6 +101,47 @@ def check_base_url(url: str) -> str:
             f"base URL must not carry a query, fragment or credentials: {url!r}"
         )
     return url.rstrip("/")
+
+
+#: Seconds in each unit an age may be given in (``30d``, ``12h``, ``90m``, ``45s``, ``2w``).
+AGE_UNITS: Final = {"s": 1.0, "m": 60.0, "h": 3_600.0, "d": 86_400.0, "w": 604_800.0}
+
+
+def parse_age(value: Any, *, what: str = "max_age") -> float:
+    """An age in seconds from a number of seconds, a :class:`datetime.timedelta`, or a text
+    with a unit: ``30d`` (days), ``12h`` (hours), ``90m`` (minutes), ``45s`` or ``2w``
+    (weeks); ``"3600"`` is seconds.
+
+    Raises
+    ------
+    ConfigurationError
+        Not a non-negative finite age (the message names ``what`` and the units).
+
+    Examples
+    --------
+    >>> parse_age("30d"), parse_age("12h"), parse_age(90)
+    (2592000.0, 43200.0, 90.0)
+    """
+    if isinstance(value, timedelta):
+        value = value.total_seconds()
+    text = str(value).strip().lower()
+    scale = 1.0
+    if text[-1:] in AGE_UNITS and not isinstance(value, int | float):
+        text, scale = text[:-1].strip(), AGE_UNITS[text[-1]]
+    units = "(30d days, 12h hours, 90m minutes, 45s seconds, 2w weeks)"
+    name = what + " " if what else ""
+    try:
+        if isinstance(value, bool):
+            raise ValueError
+        number = float(value) if isinstance(value, int | float) else float(text)
+    except ValueError:
+        raise ConfigurationError(f"{name}takes an age: seconds, or a number with a unit "
+                                 f"{units}, got {value!r}") from None
+    if not (number >= 0 and number != float("inf")):
+        shown = value if isinstance(value, str) else repr(value)
+        raise ConfigurationError(f"{name}must be at least 0 (an age: seconds, or a number "
+                                 f"with a unit {units}), got {shown}")
+    return number * scale
 
 
 def _user_cache_dir() -> Path:
@@ -166,6 +209,8 @@ _OPTIONS: Final = (
     Option("profile", "the saved profile (parcelsearch login) whose key, base URL and CA "
                       "to use (default: 'default', when saved)",
            ENV_PROFILE, lambda: None, _text),
+    Option("max_age", "reuse cached pages at most this old (30d, 12h, seconds; default: any)",
+           ENV_MAX_AGE, lambda: None, _text),
     Option("config_dir", "folder of the saved profiles (never their keys, which stay in "
                          "the OS keyring, or a file readable by you only when there is none)",
            ENV_CONFIG_DIR, _user_config_dir, _path),

@@ -470,6 +470,11 @@ def test_a_crs_that_puts_the_areas_outside_its_own_region_is_questioned(tmp_path
                              geometry=[shapely.box(100, 100, 600, 600)])  # a local grid
     local.to_file(tmp_path / "local.gpkg")
     code, _, err = run(["plan", str(tmp_path / "local.gpkg"), "--crs", "EPSG:32614"], capsys)
+    assert code == 2  # refused for free (issue 49); trusted, a warning says the same
+    assert "parcelsearch: error: the study areas lie at longitude -103.5..-103.5" in err
+    assert "nothing was planned or spent" in err and "pass --trust-crs." in err
+    code, _, err = run(["plan", str(tmp_path / "local.gpkg"), "--crs", "EPSG:32614",
+                        "--trust-crs"], capsys)
     assert code == 0, err
     assert "parcelsearch: warning: the study areas lie at longitude -103.5..-103.5" in err
     assert "outside the area EPSG:32614 is meant for (longitude -102..-96" in err

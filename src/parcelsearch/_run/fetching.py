@@ -18,6 +18,7 @@ import uuid
 from collections.abc import Callable, Iterable
 from concurrent.futures import FIRST_COMPLETED, Future, ThreadPoolExecutor, wait
 from dataclasses import dataclass, field
+from datetime import datetime
 from typing import Any
 
 from parcelsearch._fetch import wire as _wire
@@ -93,6 +94,8 @@ class PieceState:
     refetches: int = 0  # > 0: fetched again, so its pages never come from a store again
     #: Why this piece failed (the vendor's words), or ``None``: its area is not complete.
     failure: str | None = None
+    #: When the oldest page read from a store was fetched (``None``: none was).
+    oldest: datetime | None = None
 
     @property
     def done(self) -> bool:
@@ -113,6 +116,8 @@ class PieceState:
             self.rows, self.pages = page.rows, page.pages
         self.data[page_no] = page.data
         self.cached_pages += 1
+        if self.oldest is None or page.fetched_at < self.oldest:
+            self.oldest = page.fetched_at
 
     def spend(self, calls: int) -> None:
         """Calls spent on this piece (answered or not)."""
@@ -142,6 +147,7 @@ class PieceState:
         """Fetched again from page 1, never from a store: what it had is dropped."""
         self.rows = self.pages = None
         self.data.clear()
+        self.oldest = None
         self.refetches += 1
 
     def start_over(self) -> None:

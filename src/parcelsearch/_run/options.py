@@ -11,9 +11,10 @@ from collections.abc import Callable, Mapping
 from dataclasses import dataclass, field, fields
 from typing import Any
 
+from parcelsearch import settings
 from parcelsearch._shared import check_count
 from parcelsearch.errors import ConfigurationError, Hint
-from parcelsearch.settings import DEFAULT_WORKERS
+from parcelsearch.settings import DEFAULT_WORKERS, parse_age
 from parcelsearch.stores.local.ledger import Quota
 from parcelsearch.stores.team.members import (
     ENV_TEAM,
@@ -132,6 +133,15 @@ def _quota(value: Any, made: Mapping[str, Any]) -> Quota | None:
     return Quota.parse(value)
 
 
+def _max_age(value: Any, made: Mapping[str, Any]) -> float | None:
+    if value is None:
+        value = settings.options.max_age
+        if value is None:
+            return None
+        return parse_age(value, what=f"max_age (from {settings.options.source('max_age')})")
+    return parse_age(value)
+
+
 def _refresh(value: Any, made: Mapping[str, Any]) -> str:
     return refresh_mode(value)
 
@@ -157,7 +167,8 @@ class SearchOptions:
     :meth:`resolve` makes it from what a user gives: each option is converted by its own
     converter, in order, then the frozen value is made. ``match`` becomes the matching rule
     (``None``: ``$PARCELSEARCH_MATCH``, else ``"unknown"``). ``quota`` is parsed (``"demo"``,
-    ``"500/month"``, ``None`` reads ``$PARCELSEARCH_QUOTA``); ``team`` reads
+    ``"500/month"``, ``None`` reads ``$PARCELSEARCH_QUOTA``); ``max_age`` becomes seconds
+    (``"30d"``, ``"12h"`` or seconds; ``None`` reads ``$PARCELSEARCH_MAX_AGE``); ``team`` reads
     ``$PARCELSEARCH_TEAM`` and ``user`` ``$PARCELSEARCH_USER`` (default: the login name) when
     not given. ``refresh`` becomes its mode (``"cached"``, ``"all"`` or ``"changed"``:
     ``False`` and ``True`` mean the first two) and ``verify_sample`` a fraction (its default
@@ -171,10 +182,12 @@ class SearchOptions:
     connectors: bool = _option(True, _connectors, flag="--no-connectors")
     match: str = _option("unknown", _match)
     id_column: str | None = _option(None, optional=True)
+    trust_crs: bool = _option(False)
+    trust_tolerance: bool = _option(False)
     budget: int | None = _option(None, _budget, optional=True)
     quota: Quota | None = _option(None, _quota, optional=True)
     allow_partial: bool = _option(False)
-    max_age: float | None = _option(None, optional=True)
+    max_age: float | None = _option(None, _max_age, optional=True)
     refresh: str = _option("cached", _refresh)
     verify_sample: float = _option(DEFAULT_VERIFY_SAMPLE, _verify_sample)
     active_markets_only: bool = _option(False)

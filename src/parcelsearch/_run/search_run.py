@@ -159,7 +159,11 @@ def _refusal(run: Run, plan: Plan, needed: int, allowed: int, what: str,
         head = (f"this search needs {price.refusal()}, but "
                 f"{_limit_text(run, what, allowed)}; nothing was spent.")
     hints: list[Hint] = []
-    if not spent_first and allowed > 0:
+    areas = len(plan.areas)
+    if not spent_first and 0 < allowed < areas:  # no tolerance can help: say so, suggest none
+        head += (f" Each area needs at least one call whatever the tolerance: {areas} areas "
+                 f"need at least {_calls(areas)}.")
+    elif not spent_first and allowed < plan.min_calls:
         if suggests_at_once(plan):
             suggested = suggest_tolerance(plan, allowed)  # reuses what the refused plan made
             if suggested is not None and suggested > plan.tolerance:
@@ -278,12 +282,14 @@ def search(
     connectors: bool | None = None,
     match: str | None = None,
     id_column: str | None = None,
+    trust_crs: bool = False,
+    trust_tolerance: bool = False,
     budget: int | None = None,
     quota: Quota | str | None = None,
     allow_partial: bool = False,
     cache: ResponseCache | bool | None = None,
     ledger: Ledger | bool | None = None,
-    max_age: float | None = None,
+    max_age: float | str | None = None,
     refresh: bool | str = False,
     verify_sample: float | None = None,
     active_markets_only: bool = False,
@@ -319,6 +325,13 @@ def search(
     id_column
         Column identifying areas (default: an ``area_id`` column, else the index; see
         :func:`parcelsearch.planning.areas.validate_areas`).
+    trust_crs
+        False (default): areas implausible for their declared CRS (coordinates that look
+        like degrees in a projected CRS, areas outside the region the CRS is meant for) are
+        refused before anything is planned or spent. True: taken as declared.
+    trust_tolerance
+        False (default): a tolerance over half the widest area's width, or over
+        5,000 m, is refused before anything is planned or spent. True: taken.
     budget
         At most this many calls in this run, retries included.
     quota
@@ -332,7 +345,10 @@ def search(
         Response cache and quota ledger: ``None`` for the defaults (in the client's cache
         folder), ``False`` to go without, or an instance.
     max_age
-        Ignore cached pages older than ``max_age`` seconds.
+        Ignore cached pages older than this: seconds, or a text with a unit (``"30d"``,
+        ``"12h"``, ``"90m"``); default ``PARCELSEARCH_MAX_AGE``, else any age. How old the
+        oldest page served is, is in ``result.metadata["oldest_page_fetched_at"]``; pages
+        over a day old give an :class:`~parcelsearch.notices.OldPagesWarning`.
     refresh
         ``False`` (default): reuse cached pages. ``True`` or ``"all"``: ignore them, fetch
         every page again. ``"changed"``: re-read page 1 of every piece (one call each, priced
@@ -413,14 +429,16 @@ def search(
         match = remembered_rule(client)
     options = SearchOptions.resolve(
         plan, tolerance=tolerance, connectors=connectors, match=match, id_column=id_column,
-        budget=budget, quota=quota, allow_partial=allow_partial, max_age=max_age,
+        trust_crs=trust_crs, trust_tolerance=trust_tolerance, budget=budget, quota=quota,
+        allow_partial=allow_partial, max_age=max_age,
         refresh=refresh, verify_sample=verify_sample, active_markets_only=active_markets_only,
         market_column=market_column, progress=progress, workers=workers, team=team, user=user)
     client = client if client is not None else Client()
     cache_obj = _store(cache, ResponseCache, lambda: ResponseCache(client.cache_dir))
     chosen = plan if plan is not None else plan_reuse.reuse(
         planning.plan(areas, options.tolerance, id_column=options.id_column,
-                      connectors=options.connectors, match=options.match),
+                      connectors=options.connectors, match=options.match,
+                      trust_crs=options.trust_crs, trust_tolerance=options.trust_tolerance),
         cache_obj.directory if cache_obj is not None else None)
     opened = stores.open(
         options.team, client, member=options.user or "", cache=cache_obj,
@@ -527,9 +545,9 @@ class _Search:
             raise _areas_failed(failed, result, len(self.plan.areas))
         if self.limited is not None and not result.complete:
             raise self._partial_stop(result)
-        nothing = result.nothing_matched_warning()
-        if nothing is not None:
-            notices.warn(nothing)
+        for notice in (result.nothing_matched_warning(), result.old_pages_warning()):
+            if notice is not None:
+                notices.warn(notice)
         return result
 
     def _read_again_from_zero(self, fetcher: Fetcher, bar: Any) -> Fetcher:
@@ -677,6 +695,8 @@ class _Search:
             refetched_pieces=sum(s.refetches for s in self.states),
             run_id=self.run_state.run_id if self.refresh.history is not None else "",
             refresh=self.refresh.mode, verification=verification,
+            oldest_page=min((s.oldest for s in self.states if s.oldest is not None),
+                            default=None),
         )
         try:
             self.refresh.record(result, self.states, self.run_state.client.fingerprint)

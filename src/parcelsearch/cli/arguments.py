@@ -18,7 +18,7 @@ from parcelsearch import settings
 from parcelsearch.errors import ConfigurationError, ParcelSearchError
 
 __all__ = ["EXIT_CODES", "EXIT_CODES_NO_OUT", "ENVIRONMENT", "Formatter", "exit_codes_text",
-           "number", "CALLS", "fraction", "tolerance", "quota", "crs",
+           "number", "CALLS", "fraction", "tolerance", "age", "quota", "crs",
            "output", "base_url", "existing_file", "team_url", "add_areas", "add_connection",
            "add_out_map", "add_team_store", "add_team_member"]
 
@@ -56,6 +56,7 @@ environment variables:
                            default $XDG_CACHE_HOME/parcelsearch (~/.cache/parcelsearch),
                            here: {cache}
   PARCELSEARCH_RATE        calls per second the key allows (default 10)
+  PARCELSEARCH_MAX_AGE     reuse cached pages at most this old: 30d, 12h, seconds (--max-age)
   PARCELSEARCH_TEAM        team store, postgresql://… (--team): calls, pace and pages shared
   PARCELSEARCH_USER        who runs the search in the team (--user; default: login name)"""
 
@@ -113,6 +114,14 @@ def tolerance(text: str) -> float:
     try:
         return check_tolerance(text)
     except ParcelSearchError as exc:
+        raise argparse.ArgumentTypeError(exc.render("cli")) from None
+
+
+def age(text: str) -> float:
+    """An argparse type: an age in seconds, or with a unit (``30d``, ``12h``, ``90m``)."""
+    try:
+        return settings.parse_age(text, what="")
+    except ConfigurationError as exc:
         raise argparse.ArgumentTypeError(exc.render("cli")) from None
 
 
@@ -200,6 +209,13 @@ def add_areas(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("--tolerance", type=tolerance, default=0.0, metavar="METRES",
                         help="metres pieces may reach outside the areas to save calls; 0 "
                              "(default) is exact, else at least 0.5")
+    parser.add_argument("--trust-crs", action="store_true",
+                        help="take the areas' CRS as declared even where the coordinates look "
+                             "wrong for it (degrees in a projected CRS, areas outside the "
+                             "region it is meant for), which is otherwise refused for free")
+    parser.add_argument("--trust-tolerance", action="store_true",
+                        help="take a --tolerance over half the widest area's width, "
+                             "or over 5000 m, which is otherwise refused for free")
     parser.add_argument("--no-connectors", dest="connectors", action="store_false",
                         help="never let parts of an area (islands) share a piece through a "
                              "connector, a sliver along a link that may cross land outside "

@@ -170,7 +170,8 @@ def run_plan(args: argparse.Namespace) -> int:
         match, learnt_for = rule_for(args.base_url, args.profile, options.cache_dir)
     made = plan_reuse.reuse(
         planning.plan(read_areas(args), args.tolerance, id_column=args.id_column,
-                      connectors=args.connectors, match=match),
+                      connectors=args.connectors, match=match, trust_crs=args.trust_crs,
+                      trust_tolerance=args.trust_tolerance),
         options.cache_dir, keep=False)
     print_table(made.summary(), "every piece in --out-tiles FILE")
     if match is not None and learnt_for is not None:
@@ -178,7 +179,10 @@ def run_plan(args: argparse.Namespace) -> int:
     print(f"\n{plural(len(made.pieces), 'piece')}, at least {plural(made.min_calls, 'call')}")
     if args.max_calls is not None:
         found = planning.suggest_tolerance(made, args.max_calls)
-        print(f"no tolerance up to {planning.TOLERANCE_LADDER[-1]:g} m fits "
+        print(f"no tolerance fits {plural(args.max_calls, 'call')}: each area needs at least "
+              f"one, so {plural(len(made.areas), 'area')} need at least "
+              f"{plural(len(made.areas), 'call')}" if args.max_calls < len(made.areas) else
+              f"no tolerance up to {planning.tolerance_ceiling(made):g} m fits "
               f"{plural(args.max_calls, 'call')}" if found is None else
               f"the smallest tolerance whose plan fits {plural(args.max_calls, 'call')}: "
               f"--tolerance {found:g}")
@@ -232,10 +236,10 @@ def _declare_search(parser: Parser) -> None:
                         help="the key's quota if known: demo, production, 500/month, "
                              "50/lifetime (default: $PARCELSEARCH_QUOTA); runs that cannot fit "
                              "are refused")
-    parser.add_argument("--max-age", type=arguments.number(float, low=0,
-                                                           what="a number of seconds"),
-                        metavar="SECONDS", help="reuse cached pages at most this old (default: "
-                                                "any)")
+    parser.add_argument("--max-age", type=arguments.age, metavar="AGE",
+                        help="reuse cached pages at most this old: 30d (days), 12h (hours), "
+                             "90m (minutes) or seconds (default: $PARCELSEARCH_MAX_AGE, else "
+                             "any age)")
     parser.add_argument("--refresh", nargs="?", const="all", choices=["all", "changed"],
                         default=None, metavar="all|changed",
                         help="'all' (or --refresh alone): ignore cached pages, fetch everything "
@@ -294,6 +298,8 @@ def run_search(args: argparse.Namespace) -> int:
             connectors=args.connectors,
             match=args.match,
             id_column=args.id_column,
+            trust_crs=args.trust_crs,
+            trust_tolerance=args.trust_tolerance,
             budget=args.budget,
             quota=quota,
             allow_partial=args.allow_partial,
@@ -333,7 +339,9 @@ def _write(result: SearchResult, args: argparse.Namespace, *, partial: bool) -> 
     print(
         f"\n{plural(len(result.group_ids), 'unique GroupID')} in "
         f"{plural(len(result.ids), '(area, group) row')}; {plural(result.calls, 'call')} made, "
-        f"{plural(result.cached_pages, 'page')} from cache; {state}, written to {path}",
+        f"{plural(result.cached_pages, 'page')} from cache"
+        f"{' (' + result.cache_age_text() + ')' if result.cached_pages else ''}; {state}, "
+        f"written to {path}",
         file=sys.stderr if partial else sys.stdout,
     )
     if kept is not None:

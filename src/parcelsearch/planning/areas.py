@@ -58,7 +58,8 @@ class GeometryRepairedWarning(ParcelSearchWarning):
     """An invalid study area was repaired with :func:`shapely.make_valid`."""
 
 
-def validate_areas(areas: Any, id_column: str | None = None) -> gpd.GeoDataFrame:
+def validate_areas(areas: Any, id_column: str | None = None, *,
+                   trust_crs: bool = False) -> gpd.GeoDataFrame:
     """Validate and normalise study areas.
 
     Parameters
@@ -75,6 +76,13 @@ def validate_areas(areas: Any, id_column: str | None = None) -> gpd.GeoDataFrame
         of which may have been meant). An ``area_id`` column beside
         an index of the user's own (named or not integers) that differs from it is refused
         as ambiguous.
+    trust_crs
+        False (default): areas implausible for their declared CRS are refused before
+        anything is planned or spent — coordinates that all look like degrees
+        (|x| ≤ 180, |y| ≤ 90) in a projected CRS (the areas would be metres wide near
+        0, 0), or areas lying wholly outside the region the CRS is meant for
+        (``pyproj.CRS.area_of_use``). True: taken as declared (the second gives a
+        :class:`~parcelsearch.notices.CoordinatesWarning` instead).
 
     Returns
     -------
@@ -86,7 +94,8 @@ def validate_areas(areas: Any, id_column: str | None = None) -> gpd.GeoDataFrame
     ------
     InputError
         No areas; no CRS; missing ``id_column``; ambiguous ids; missing or duplicate ids; missing,
-        empty, non-areal, non-finite or out-of-range geometries. The message names the row.
+        empty, non-areal, non-finite or out-of-range geometries; coordinates implausible
+        for their CRS (unless ``trust_crs``). The message names the row.
 
     Warns
     -----
@@ -103,9 +112,11 @@ def validate_areas(areas: Any, id_column: str | None = None) -> gpd.GeoDataFrame
     geoms = shapely.force_2d(geoms)
     _check_finite(geoms, ids, "")
     if not _is_lonlat(frame.crs):
+        if not trust_crs:
+            _check_degrees_in_projected(geoms, ids, frame.crs)
         geoms = _to_lonlat(geoms, frame.crs, ids)
     _check_range(geoms, ids, frame.crs)
-    _check_area_of_use(geoms, frame.crs)
+    _check_area_of_use(geoms, frame.crs, ids, trust_crs)
     geoms = np.array([_normalise(g, row) for g, row in zip(geoms, ids, strict=True)], dtype=object)
     out = gpd.GeoDataFrame(
         frame.drop(columns=frame.geometry.name),
@@ -348,9 +359,11 @@ def _check_range(geoms: np.ndarray, ids: list[Hashable], crs: Any) -> None:
 _AREA_OF_USE_MARGIN = 1.0
 
 
-def _check_area_of_use(geoms: np.ndarray, crs: Any) -> None:
-    """Warn when the areas lie wholly outside the area their CRS is meant for (a local grid
-    declared in a UTM zone, say): the coordinates are then almost surely in another CRS."""
+def _check_area_of_use(geoms: np.ndarray, crs: Any, ids: list[Hashable],
+                       trust_crs: bool) -> None:
+    """Refuse areas that lie wholly outside the area their CRS is meant for (a local grid
+    declared in a UTM zone, say): the coordinates are then almost surely in another CRS.
+    With ``trust_crs``, a :class:`~parcelsearch.notices.CoordinatesWarning` instead."""
     use = None if _is_lonlat(crs) else crs.area_of_use
     if use is None:
         return
@@ -358,14 +371,49 @@ def _check_area_of_use(geoms: np.ndarray, crs: Any) -> None:
     minx, miny, maxx, maxy = (float(b) for b in shapely.total_bounds(geoms))
     margin = _AREA_OF_USE_MARGIN
     off_lon = west <= east and (maxx < west - margin or minx > east + margin)
-    if off_lon or maxy < south - margin or miny > north + margin:
+    if not (off_lon or maxy < south - margin or miny > north + margin):
+        return
+    where = (f"the study areas lie at longitude {minx:.4g}..{maxx:.4g}, latitude "
+             f"{miny:.4g}..{maxy:.4g}, outside the area {crs.to_string()} is meant for "
+             f"(longitude {west:g}..{east:g}, latitude {south:g}..{north:g})")
+    declare = Hint("crs_override", None, "declare the CRS they are really in with {knob}")
+    if trust_crs:
         notices.warn(CoordinatesWarning(
-            f"the study areas lie at longitude {minx:.4g}..{maxx:.4g}, latitude "
-            f"{miny:.4g}..{maxy:.4g}, outside the area {crs.to_string()} is meant for "
-            f"(longitude {west:g}..{east:g}, latitude {south:g}..{north:g}); their "
-            "coordinates are probably in another CRS",
-            hints=[Hint("crs_override", None, "declare the CRS they are really in with "
-                        "{knob}")]))
+            f"{where}; their coordinates are probably in another CRS", hints=[declare]))
+        return
+    raise InputError(
+        f"{where}, so their coordinates are almost surely in another CRS; nothing was "
+        "planned or spent", row=ids[0], field="crs",
+        hints=[declare, Hint("trust_crs", None, "if the CRS is right, pass {knob}")])
+
+
+#: Words of the linear units (metres, feet) in which coordinates within ±180/±90 make areas
+#: a few hundred units wide at most, near 0, 0 (in the Gulf of Guinea): degrees, surely.
+_LINEAR_UNITS = ("metre", "meter", "foot", "feet")
+
+
+def _check_degrees_in_projected(geoms: np.ndarray, ids: list[Hashable], crs: Any) -> None:
+    """Refuse coordinates that all look like degrees (|x| ≤ 180, |y| ≤ 90) in a CRS whose
+    unit is the metre or the foot: the areas would be at most 360 by 180 units wide, off
+    the coast of Africa — they were surely longitude and latitude, declared wrongly."""
+    if not getattr(crs, "is_projected", False):
+        return
+    units = {(axis.unit_name or "").lower() for axis in crs.axis_info}
+    if not units or not all(any(word in u for word in _LINEAR_UNITS) for u in units):
+        return
+    minx, miny, maxx, maxy = (float(b) for b in shapely.total_bounds(geoms))
+    if max(abs(minx), abs(maxx)) > 180 or max(abs(miny), abs(maxy)) > 90:
+        return
+    unit = sorted(units)[0]
+    raise InputError(
+        f"{'area' if len(ids) == 1 else 'areas'} {_names(ids)}: every coordinate lies within "
+        f"±180, ±90 (x {minx:g}..{maxx:g}, y {miny:g}..{maxy:g}), "
+        f"which looks like longitude/latitude in degrees, but {crs.to_string()} counts in "
+        f"{unit}s: the areas would be a few hundred {unit}s wide near 0, 0, in the ocean off "
+        "Africa; nothing was planned or spent",
+        row=ids[0], field="crs",
+        hints=[Hint("crs_override", "EPSG:4326", "if they are degrees, declare {knob}"),
+               Hint("trust_crs", None, "if the CRS is right, pass {knob}")])
 
 
 def _refuse_range(ids: list[Hashable], i: int, bounds: np.ndarray, crs: Any) -> None:

@@ -33,14 +33,18 @@ from parcelsearch.errors import InputError
 from parcelsearch.planning.areas import validate_areas
 from parcelsearch.planning.tiling.bounds import estimate, exact_least, lower_bound, parts_bound
 from parcelsearch.planning.tiling.connectors import MAX_LINK_M
-from parcelsearch.planning.tiling.covers import check_tolerance
+from parcelsearch.planning.tiling.covers import (
+    check_tolerance,
+    check_tolerance_width,
+    tolerance_limit,
+)
 from parcelsearch.planning.tiling.grid import polygons
 from parcelsearch.planning.tiling.match_rule import check_match, link_limit_m
 from parcelsearch.planning.tiling.pieces import TilingMemo, tile
 from parcelsearch.planning.tiling.request_budget import BUDGET_PAGE, Budget
 
 __all__ = ["Piece", "Plan", "plan", "resolve_match", "suggest_tolerance", "suggests_at_once",
-           "SUGGEST_AT_ONCE_UP_TO", "TOLERANCE_LADDER"]
+           "tolerance_ceiling", "SUGGEST_AT_ONCE_UP_TO", "TOLERANCE_LADDER"]
 
 #: Tolerances (metres) :func:`suggest_tolerance` tries, smallest first.
 TOLERANCE_LADDER: tuple[float, ...] = (1, 2, 5, 10, 20, 50, 100, 200, 500)
@@ -258,6 +262,8 @@ def plan(
     memo: TilingMemo | None = None,
     connectors: bool = True,
     match: str | None = None,
+    trust_crs: bool = False,
+    trust_tolerance: bool = False,
 ) -> Plan:
     """The pieces a search of ``areas`` will send, and the minimum calls — zero calls made.
 
@@ -303,6 +309,14 @@ def plan(
         (:mod:`parcelsearch.planning.tiling.connectors`); the link may cross land outside the area,
         where a parcel whose representative point lies in the sliver (a few square
         centimetres per hundred metres of link) is matched too.
+    trust_crs
+        False (default): areas implausible for their declared CRS (degrees in a projected
+        CRS, areas outside the region the CRS is meant for) are refused before anything is
+        tiled (:func:`parcelsearch.planning.areas.validate_areas`). True: taken as declared.
+    trust_tolerance
+        False (default): a tolerance over half the widest area's width, or over
+        5,000 m, is refused before anything is tiled
+        (:func:`parcelsearch.planning.tiling.covers.check_tolerance_width`). True: taken.
 
     Returns
     -------
@@ -311,12 +325,15 @@ def plan(
     Raises
     ------
     InputError
-        Areas that cannot be planned (the message names the row), or a bad tolerance.
+        Areas that cannot be planned (the message names the row), or a bad tolerance
+        (also one large against the areas, unless ``trust_tolerance``).
     """
     tolerance = check_tolerance(tolerance)
     match = resolve_match(match)
     memo = TilingMemo() if memo is None else memo
-    validated = validate_areas(areas, id_column=id_column)
+    validated = validate_areas(areas, id_column=id_column, trust_crs=trust_crs)
+    if not trust_tolerance:  # before tiling: covers that large take minutes to make
+        check_tolerance_width(tolerance, validated.geometry.to_numpy(), list(validated.index))
     pieces: list[Piece] = []
     for area_id, geometry in validated.geometry.items():
         rings = tile(geometry, tolerance=tolerance, max_request_bytes=max_request_bytes,
@@ -394,9 +411,9 @@ def suggest_tolerance(
     ladder
         Tolerances to try, in metres.
     **plan_kwargs
-        ``id_column``, ``max_request_bytes``, ``path``, ``connectors``, ``match``, as for
-        :func:`plan`
-        (taken from the plan when a :class:`Plan` is given).
+        ``id_column``, ``max_request_bytes``, ``path``, ``connectors``, ``match``,
+        ``trust_crs``, as for :func:`plan` (taken from the plan when a :class:`Plan` is
+        given).
 
     Returns
     -------
@@ -404,6 +421,10 @@ def suggest_tolerance(
         The tolerance of the given plan (0.0 if areas were given) if its plan fits; else
         the first rung above it whose plan fits, tiled upward from the first rung whose
         lower bounds fit (rungs whose bounds pass ``max_calls`` are not tiled); else None.
+        Only rungs :func:`plan` takes for these areas are tried (at most half the
+        widest area's width: :func:`~parcelsearch.planning.tiling.covers.tolerance_limit`),
+        and None at once when ``max_calls`` is below the number of areas (each needs a
+        call, whatever the tolerance).
 
     Notes
     -----
@@ -421,9 +442,15 @@ def suggest_tolerance(
         memo = known.memo
         if known.min_calls <= max_calls:
             return known.tolerance
+        if max_calls < len(known.areas):  # every area needs a call, whatever the tolerance
+            return None
         floor = known.tolerance
     else:
-        validated = validate_areas(areas, id_column=plan_kwargs.pop("id_column", None))
+        validated = validate_areas(areas, id_column=plan_kwargs.pop("id_column", None),
+                                   trust_crs=bool(plan_kwargs.pop("trust_crs", False)))
+        plan_kwargs.pop("trust_tolerance", None)
+        if max_calls < len(validated):
+            return None
         connectors = bool(plan_kwargs.pop("connectors", True))
         match = resolve_match(plan_kwargs.pop("match", None))
         budget = Budget(**plan_kwargs)
@@ -433,7 +460,8 @@ def suggest_tolerance(
             return 0.0
         floor = 0.0
     rungs = sorted({check_tolerance(t) for t in ladder} - {0.0})
-    rungs = [t for t in rungs if t > floor]
+    limit = tolerance_limit(geoms)  # a wider one would be refused: never suggested
+    rungs = [t for t in rungs if floor < t <= limit]
     if not rungs:
         return None
     bounds = _Bounds(geoms, max_calls, budget, memo, match, connectors)
@@ -445,6 +473,14 @@ def suggest_tolerance(
                                            connectors, match, bounds):
             return tolerance
     return None
+
+
+def tolerance_ceiling(plan: Plan, ladder: Sequence[float] = TOLERANCE_LADDER) -> float:
+    """The largest tolerance :func:`suggest_tolerance` tries for ``plan``'s areas: the top of
+    ``ladder``, or less where :func:`plan` would refuse a wider one
+    (:func:`~parcelsearch.planning.tiling.covers.tolerance_limit`)."""
+    limit = tolerance_limit(plan.areas.geometry.to_numpy())
+    return max([t for t in ladder if t <= limit], default=0.0)
 
 
 class _Bounds:

@@ -14,7 +14,7 @@ from __future__ import annotations
 
 import functools
 import math
-from collections.abc import Callable, Iterator
+from collections.abc import Callable, Hashable, Iterator, Sequence
 from dataclasses import dataclass
 
 import numpy as np
@@ -26,7 +26,9 @@ from parcelsearch.planning.tiling.antimeridian import joined_across_180, split_a
 from parcelsearch.planning.tiling.grid import clamped, grow_for_rounding, polygons, snap
 from parcelsearch.planning.tiling.line_fitting import fitted
 
-__all__ = ["M_PER_DEGREE", "MIN_TOLERANCE", "Frame", "check_tolerance", "cover", "prepared"]
+__all__ = ["M_PER_DEGREE", "MIN_TOLERANCE", "MAX_TOLERANCE", "MAX_TOLERANCE_SHARE", "Frame",
+           "check_tolerance", "check_tolerance_width", "tolerance_limit", "widths_m", "cover",
+           "prepared"]
 
 #: Smallest non-zero tolerance in metres: rounding to 6 decimals moves a vertex ≤ 0.08 m.
 MIN_TOLERANCE = 0.5
@@ -62,6 +64,80 @@ def check_tolerance(tolerance: object, *, allow_exact: bool = True) -> float:
         f"must be {exact}at least {MIN_TOLERANCE:g} metres (coordinates are sent rounded to "
         f"6 decimals, about 0.1 m), got {shown}"
     )
+
+
+#: Largest tolerance, in metres, taken whatever the areas (unless trusted): ten times the top
+#: of the ladder a refusal suggests from.
+MAX_TOLERANCE = 5_000.0
+#: Largest share of the widest area's width a tolerance may be (unless trusted).
+MAX_TOLERANCE_SHARE = 0.5
+#: Metres in a degree of latitude, and of longitude at the equator (for widths, not bounds).
+_M_PER_DEGREE_MEAN = 111_195.0
+
+
+def widths_m(geoms: Sequence[BaseGeometry] | np.ndarray) -> np.ndarray:
+    """Each area's width in metres: the longer side of its bounding box (EPSG:4326), a
+    degree of longitude scaled by the cosine of the box's middle latitude."""
+    bounds = shapely.bounds(np.asarray(geoms, dtype=object)).reshape(-1, 4)
+    middle = np.radians((bounds[:, 1] + bounds[:, 3]) / 2)
+    wide = (bounds[:, 2] - bounds[:, 0]) * np.cos(middle)
+    tall = bounds[:, 3] - bounds[:, 1]
+    return np.asarray(np.maximum(wide, tall) * _M_PER_DEGREE_MEAN, dtype=float)
+
+
+def tolerance_limit(geoms: Sequence[BaseGeometry] | np.ndarray) -> float:
+    """The largest tolerance (metres) :func:`check_tolerance_width` takes for these areas:
+    :data:`MAX_TOLERANCE_SHARE` of the widest area's width, at most :data:`MAX_TOLERANCE`."""
+    widths = widths_m(geoms)
+    widest = float(widths.max()) if len(widths) else 0.0
+    return min(MAX_TOLERANCE, MAX_TOLERANCE_SHARE * widest)
+
+
+def check_tolerance_width(tolerance: float, geoms: Sequence[BaseGeometry] | np.ndarray,
+                          ids: Sequence[Hashable]) -> None:
+    """Refuse a tolerance that is large against the areas (EPSG:4326): more than
+    :data:`MAX_TOLERANCE_SHARE` of the widest area's width, or more than
+    :data:`MAX_TOLERANCE` metres. Checked before anything is tiled: pieces reaching that far
+    outside the areas match parcels far away, pages that cost calls, and covers that large
+    are slow to make.
+
+    Raises
+    ------
+    InputError
+        ``field="tolerance"``: the tolerance in metres and as a share of the widest area's
+        width (named), the largest tolerance taken, and the override
+        (``trust_tolerance=True`` / ``--trust-tolerance``).
+    """
+    if tolerance <= 0 or len(geoms) == 0:
+        return
+    limit = tolerance_limit(geoms)
+    if tolerance <= limit:
+        return
+    widths = widths_m(geoms)
+    widest = int(np.argmax(widths))
+    width = float(widths[widest])
+    share = f"{100 * tolerance / width:,.0f} %" if width > 0 else "many times"
+    beyond = (f"more than {MAX_TOLERANCE:,.0f} m in any case" if limit == MAX_TOLERANCE else
+              f"more than {100 * MAX_TOLERANCE_SHARE:g} % of it")
+    hints = [Hint("trust_tolerance", None, "if you mean it, pass {knob}")]
+    if limit >= MIN_TOLERANCE:
+        hints.insert(0, Hint("tolerance", f"{_round_down(limit):g}",
+                             "use at most {knob}"))
+    raise InputError(
+        f"a tolerance of {tolerance:,.6g} m is {share} of the width of the widest area "
+        f"({ids[widest]!r}, {_distance(width)} wide), {beyond}: pieces would reach that far "
+        "outside the areas and match parcels there, whose pages cost calls; nothing was "
+        "planned or spent", row=ids[widest], field="tolerance", hints=hints)
+
+
+def _round_down(metres: float) -> float:
+    """``metres`` rounded down to two significant figures (at least :data:`MIN_TOLERANCE`)."""
+    scale = 10 ** max(0, math.floor(math.log10(metres)) - 1)
+    return max(MIN_TOLERANCE, float(math.floor(metres / scale) * scale))
+
+
+def _distance(metres: float) -> str:
+    return f"{metres / 1000:,.1f} km" if metres >= 1000 else f"{metres:,.0f} m"
 
 
 def _refused(message: str) -> InputError:
