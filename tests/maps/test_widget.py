@@ -153,3 +153,11 @@ def test_context_is_drawn_first_and_not_clickable(areas: gpd.GeoDataFrame) -> No
     m = maps.areas_map(areas, context=blocks)
     assert list(geojson_layers(m)) == ["Context (offline)", "Study areas"]
     assert geojson_layers(m)["Context (offline)"].style["interactive"] is False
+
+
+def test_without_the_front_end_a_map_shows_as_text(areas: gpd.GeoDataFrame) -> None:
+    """The install guide's warning: a JupyterLab without jupyter-leaflet shows the widget's
+    text, ``Map(center=[…], …)``, instead of the map."""
+    bundle = maps.areas_map(areas)._repr_mimebundle_()
+    assert "application/vnd.jupyter.widget-view+json" in bundle
+    assert bundle["text/plain"].startswith("Map(center=[")
