@@ -32,6 +32,9 @@ from selenium.webdriver.support.ui import WebDriverWait
 from parcelsearch.maps.describe import CHANGED_STYLE
 from parcelsearch.maps.framing import MIN_PX
 
+#: Every test here takes seconds: a Run All in JupyterLab, or ipykernel's installer.
+pytestmark = pytest.mark.slow
+
 RUN_TIMEOUT = 240.0
 #: The scale bar of a map showing its areas readably (the demo's areas are 0.3 to 2 km
 #: across); the old first view of every area at once read "500 km".
