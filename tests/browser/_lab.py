@@ -2,11 +2,11 @@
 
 :func:`jupyter_lab` copies the example notebooks into a temporary folder and starts
 ``jupyter lab`` there (127.0.0.1, a free port, a random token, no browser, ``--allow-root``
-when run as root); its settings, workspaces and runtime files go to that folder too, so
-nothing outside it changes. The notebook setting ``windowingMode`` is ``none``: every cell
-stays rendered, so every map can be read from the page. The app is exposed in the page
-(``window.jupyterapp``) for the tests to run its commands ("Run All", shut the kernels down).
-The server is stopped by its process id.
+when run as root); its settings, workspaces, runtime and user data files and the kernels'
+IPython folder go to that folder too, so nothing outside it changes. The notebook setting
+``windowingMode`` is ``none``: every cell stays rendered, so every map can be read from the
+page. The app is exposed in the page (``window.jupyterapp``) for the tests to run its
+commands ("Run All", shut the kernels down). The server is stopped by its process id.
 """
 
 from __future__ import annotations
@@ -90,7 +90,8 @@ def jupyter_lab(notebooks: list[Path], folder: Path) -> Iterator[Lab]:
     env = {**os.environ, "JUPYTERLAB_SETTINGS_DIR": str(settings),
            "JUPYTERLAB_WORKSPACES_DIR": str(folder / "workspaces"),
            "JUPYTER_RUNTIME_DIR": str(folder / "runtime"),
-           "JUPYTER_CONFIG_DIR": str(folder / "config")}
+           "JUPYTER_CONFIG_DIR": str(folder / "config"),
+           "JUPYTER_DATA_DIR": str(folder / "data"), "IPYTHONDIR": str(folder / "ipython")}
     command = [sys.executable, "-m", "jupyterlab", "--no-browser", "--ServerApp.ip=127.0.0.1",
                f"--ServerApp.port={port}", f"--IdentityProvider.token={token}",
                f"--ServerApp.root_dir={root}", "--LabApp.expose_app_in_browser=True",

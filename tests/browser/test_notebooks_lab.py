@@ -27,6 +27,7 @@ from _chromium import chromium, require_chromium, screenshot_path
 from _lab import jupyter_lab, require_jupyterlab
 from _notebooks import NOTEBOOKS, map_cells
 from selenium import webdriver
+from selenium.webdriver.common.by import By
 from selenium.webdriver.support.ui import WebDriverWait
 
 from parcelsearch.maps.describe import CHANGED_STYLE
@@ -131,9 +132,17 @@ def run_all(driver: webdriver.Chrome, url: str, path: Path) -> list[dict[str, An
         cells: list[dict[str, Any]] = WebDriverWait(driver, 60, poll_frequency=1).until(
             lambda d: _maps_drawn(d, maps))
     finally:
-        driver.save_screenshot(str(screenshot_path(f"lab-{path.stem}")))
+        _screenshots(driver, path.stem)
         driver.execute_script("return window.jupyterapp.serviceManager.sessions.shutdownAll()")
     return cells
+
+
+def _screenshots(driver: webdriver.Chrome, stem: str) -> None:
+    """The page as it ended, then each map scrolled into view (``lab-STEM-map-N.png``)."""
+    driver.save_screenshot(str(screenshot_path(f"lab-{stem}")))
+    for n, element in enumerate(driver.find_elements(By.CSS_SELECTOR, ".leaflet-container")):
+        driver.execute_script("arguments[0].scrollIntoView({block: 'center'})", element)
+        driver.save_screenshot(str(screenshot_path(f"lab-{stem}-map-{n + 1}")))
 
 
 @pytest.fixture(scope="module")
