@@ -35,8 +35,9 @@ def demo_areas() -> gpd.GeoDataFrame:
 def demo_context() -> gpd.GeoDataFrame:
     """The blocks of the demo parcel fabric (304 polygons, EPSG:4326), for offline maps.
 
-    Pass it as ``context=`` to :func:`parcelsearch.maps.save_html` or the map functions so the
-    demo's maps show streets and blocks without map tiles. Generated from the demo parcels by
+    Every map draws it by default (``context="bundled"`` of :func:`parcelsearch.maps.save_html`
+    and the map functions), so the demo's maps show streets and blocks without map tiles.
+    Generated from the demo parcels by
     ``data/make_demo_context.py``. Columns ``market``, ``kind``.
     """
     return gpd.read_file(data_path("demo_context.geojson"))

@@ -5,8 +5,9 @@ with their live widgets) serves ``notebooks/`` on 127.0.0.1; Chromium opens each
 waits for it to finish, and checks every map the way a reader meets it: the map drew as many
 shapes as its spec has features (per the counts ``refresh_outputs.py`` saved with the map's
 picture: context blocks not clickable, everything else clickable), and clicking a piece (or,
-on a map of areas, an area's marker) opens a popup with that shape's rows — a round trip
-through the kernel, as in JupyterLab. All offline: the notebooks start the bundled service.
+on a map of areas, an area or its marker) shown in the map's first view opens a popup with
+that shape's rows — a round trip through the kernel, as in JupyterLab. All offline: the
+notebooks start the bundled service.
 """
 
 from __future__ import annotations
@@ -29,7 +30,7 @@ from selenium.common.exceptions import TimeoutException
 from selenium.webdriver.common.action_chains import ActionChains
 from selenium.webdriver.common.by import By
 from selenium.webdriver.remote.webelement import WebElement
-from selenium.webdriver.support.ui import Select, WebDriverWait
+from selenium.webdriver.support.ui import WebDriverWait
 
 from parcelsearch.maps.context import CONTEXT_NAME
 
@@ -131,30 +132,20 @@ def popup_rows(container: WebElement) -> dict[str, str]:
     return result
 
 
-def click_shape(driver: webdriver.Chrome, container: WebElement, index: int) -> dict[str, str]:
-    """Click the ``index``-th clickable shape of a map; the rows of the popup it opens."""
+def click_shape(driver: webdriver.Chrome, container: WebElement, indices: range
+                ) -> dict[str, str]:
+    """Click the first of the ``indices``-th clickable shapes of a map that shows in its view;
+    the rows of the popup it opens."""
     driver.execute_script("arguments[0].scrollIntoView({block: 'center'})", container)
     paths = container.find_elements(By.CSS_SELECTOR,
                                     ".leaflet-overlay-pane path.leaflet-interactive")
-    offset = driver.execute_script(POINT_ON_PATH_JS, paths[index])
-    assert offset is not None, "the shape is not visible in the map's view"
-    ActionChains(driver).move_to_element_with_offset(paths[index], int(offset[0]),
-                                                     int(offset[1])).click().perform()
-    return popup_rows(container)
-
-
-def go_to_first_group(driver: webdriver.Chrome, container: WebElement) -> None:
-    """On a map of far-apart areas, choose the first group in its "go to" list."""
-    lists = container.find_elements(By.CSS_SELECTOR, "select")
-    if not lists:
-        return
-    def scale(_: Any) -> str:
-        return container.find_element(By.CSS_SELECTOR, ".leaflet-control-scale-line").text
-
-    before = scale(None)
-    Select(lists[0]).select_by_index(1)
-    WebDriverWait(driver, 30).until(lambda d: scale(d) != before)  # zoomed in via the kernel
-    time.sleep(1)  # let the zoom animation end
+    for index in indices:
+        offset = driver.execute_script(POINT_ON_PATH_JS, paths[index])
+        if offset is not None:
+            ActionChains(driver).move_to_element_with_offset(
+                paths[index], int(offset[0]), int(offset[1])).click().perform()
+            return popup_rows(container)
+    raise AssertionError("none of the shapes is visible in the map's first view")
 
 
 @pytest.mark.parametrize("path", NOTEBOOKS, ids=[p.stem for p in NOTEBOOKS])
@@ -177,14 +168,14 @@ def test_notebook_runs_live_and_its_maps_draw_and_answer_clicks(
     assert "Traceback" not in browser.find_element(By.TAG_NAME, "body").text
     containers = browser.find_elements(By.CSS_SELECTOR, ".leaflet-container")
     for counts, container in zip(expected, containers, strict=True):
-        go_to_first_group(browser, container)
         if "Pieces" in counts:
-            rows = click_shape(browser, container, 0)  # pieces are drawn first
+            rows = click_shape(browser, container, range(counts["Pieces"]))  # drawn first
             assert {"area", "piece"} <= set(rows), rows
             assert re.fullmatch(r".+ \(.+\)", rows["area"]) and rows["piece"].isdigit(), rows
             assert ("parcels matched" in rows) or ("vertices" in rows), rows
         else:
-            first_marker = -counts.get("Area markers", 0)  # markers are drawn last; else areas
-            rows = click_shape(browser, container, first_marker)
+            markers = counts.get("Area markers", 0)  # drawn last, over the areas
+            shapes = counts["Study areas"] + markers
+            rows = click_shape(browser, container, range(shapes - 1, -1, -1))
             assert {"area_id", "name", "market", "area (km²)"} <= set(rows), rows
     browser.save_screenshot(str(screenshot_path(f"voila-{path.stem}")))

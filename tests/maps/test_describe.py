@@ -112,3 +112,42 @@ def test_a_connector_has_its_word_in_the_legend() -> None:
     assert CONNECTOR_LABEL in [e.label for e in plan_spec(joined).legend.entries]
     apart = parcelsearch.plan(areas, id_column="area_id", connectors=False)
     assert CONNECTOR_LABEL not in [e.label for e in plan_spec(apart).legend.entries]
+
+
+def _refreshed(changed: list[bool]) -> Any:
+    """A refresh's result over three far-apart areas (one piece each), some pieces changed."""
+    from types import SimpleNamespace
+
+    corners = [(-100.0, 32.0), (-100.02, 32.0), (-90.0, 40.0)]
+    areas = gpd.GeoDataFrame(
+        {"name": ["West", "West 2", "East"]},
+        geometry=[box(x, y, x + 0.01, y + 0.01) for x, y in corners],
+        index=pd.Index(["w1", "w2", "e1"], name="area_id"), crs=4326,
+    )
+    tiles = gpd.GeoDataFrame(
+        {"area_id": list(areas.index), "piece_id": [0, 0, 0],
+         "rows": pd.array([3, 4, 5], dtype="Int64"), "pages": [1, 1, 1],
+         "pages_fetched": [1, 1, 1], "calls": [1, 1, 1], "changed": changed},
+        geometry=list(areas.geometry), crs=4326,
+    )
+    plan = SimpleNamespace(areas=areas, id_name="area_id", tiles=tiles)
+    return SimpleNamespace(plan=plan, id_name="area_id", tiles=tiles,
+                           skipped=pd.DataFrame(index=pd.Index([], name="area_id")))
+
+
+@pytest.mark.parametrize(
+    ("changed", "opens_on"),
+    [
+        pytest.param([False, False, False], "West (w1), West 2 (w2)", id="densest-group"),
+        pytest.param([False, False, True], "East (e1)", id="the-changed-piece"),
+    ],
+)
+def test_a_refresh_map_opens_on_the_changed_pieces(changed: list[bool], opens_on: str) -> None:
+    """Far-apart areas: a map opens on the densest group, a refresh's map on what changed."""
+    spec = maps.result_spec(_refreshed(changed), context=None)
+    assert spec.focus is not None and spec.focus.title == opens_on
+    if any(changed):
+        assert len(spec.layer("Changed pieces").geojson["features"]) == 1
+    m = maps.result_map(_refreshed(changed), context=None)
+    west, south, east, north = spec.focus.bounds
+    assert m.center == pytest.approx([(south + north) / 2, (west + east) / 2], abs=1e-3)

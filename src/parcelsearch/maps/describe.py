@@ -24,7 +24,7 @@ from parcelsearch.maps.classification import (
     class_colours,
     class_label,
 )
-from parcelsearch.maps.context import context_layer
+from parcelsearch.maps.context import BUNDLED, Context, context_layer, resolve_context
 from parcelsearch.maps.features import (
     bounds_of,
     box,
@@ -37,7 +37,7 @@ from parcelsearch.maps.features import (
     text,
     to_wgs84,
 )
-from parcelsearch.maps.framing import first_views
+from parcelsearch.maps.framing import first_views, focus_of
 from parcelsearch.maps.spec import (
     AREA_STYLE,
     CACHED_DASH,
@@ -107,7 +107,7 @@ def _areas_layer(areas: gpd.GeoDataFrame, id_name: str, style: dict[str, Any]) -
 
 
 def areas_spec(areas: gpd.GeoDataFrame, *, id_name: str | None = None,
-               context: gpd.GeoDataFrame | None = None) -> MapSpec:
+               context: Context = BUNDLED) -> MapSpec:
     """The description of a map of study areas (see :func:`parcelsearch.maps.areas_map`)."""
     frame = to_wgs84(_with_ids(areas, id_name))
     name = id_name or frame.index.name or "area"
@@ -154,7 +154,7 @@ def _with_connectors(legend: Legend, areas: gpd.GeoDataFrame, tiles: gpd.GeoData
                                  LegendEntry(CONNECTOR_LABEL, OUTLINE_STYLE["color"])))
 
 
-def plan_spec(plan: PlanLike, *, context: gpd.GeoDataFrame | None = None) -> MapSpec:
+def plan_spec(plan: PlanLike, *, context: Context = BUNDLED) -> MapSpec:
     """The description of a plan's map (see :func:`parcelsearch.maps.plan_map`)."""
     areas, tiles, id_name = to_wgs84(plan.areas), to_wgs84(plan.tiles), plan.id_name
     names = _names(areas)
@@ -261,7 +261,7 @@ def _skipped_layer(skipped: pd.DataFrame, frame: gpd.GeoDataFrame, id_name: str)
 
 
 def result_spec(result: ResultLike, *, areas: gpd.GeoDataFrame | None = None,
-                context: gpd.GeoDataFrame | None = None) -> MapSpec:
+                context: Context = BUNDLED) -> MapSpec:
     """The description of a result's map (see :func:`parcelsearch.maps.result_map`)."""
     id_name = result.id_name
     plan_areas, tiles = to_wgs84(result.plan.areas), to_wgs84(result.tiles)
@@ -302,7 +302,10 @@ def result_spec(result: ResultLike, *, areas: gpd.GeoDataFrame | None = None,
                                                    CHANGED_STYLE["color"])))
     spec = MapSpec("Search result", tuple(layers), legend,
                    bounds_of(plan_areas, tiles, drawn), subtitle)
-    return _finish(spec, [*_subjects(plan_areas), *_subjects(drawn, " · skipped")], context)
+    focus = _subjects(plan_areas.loc[plan_areas.index.isin(changed[id_name])]) if len(
+        changed) else None
+    return _finish(spec, [*_subjects(plan_areas), *_subjects(drawn, " · skipped")], context,
+                   focus)
 
 
 #: The layer of pieces that changed since the last run (a refresh's result).
@@ -319,13 +322,26 @@ def _changed_tiles(tiles: gpd.GeoDataFrame) -> gpd.GeoDataFrame:
     return tiles[flags]
 
 
-def _finish(spec: MapSpec, subjects: Subjects, context: gpd.GeoDataFrame | None) -> MapSpec:
-    """``spec`` with its first views, markers for specks and the offline context near them."""
-    spec = _with_markers(dataclasses.replace(spec, views=first_views(subjects, spec.bounds)))
-    if context is not None:
-        views = [v.bounds for v in spec.first_views()]
-        spec = dataclasses.replace(spec, context=context_layer(context, views))
+def _finish(spec: MapSpec, subjects: Subjects, context: Context,
+            focus: Subjects | None = None) -> MapSpec:
+    """``spec`` with its first views, markers for specks and the offline context near them.
+
+    ``focus`` names what a single map must open on when that is not every subject (the
+    areas whose pieces changed).
+    """
+    spec = dataclasses.replace(spec, views=first_views(subjects, spec.bounds),
+                               focus=focus_of(focus or subjects, spec.bounds))
+    spec = _with_markers(spec)
+    frame = resolve_context(context)
+    if frame is not None:
+        spec = dataclasses.replace(spec, context=context_layer(frame, _context_views(spec)))
     return spec
+
+
+def _context_views(spec: MapSpec) -> list[Bounds]:
+    """Where context is kept: the first views and the view a single map opens on."""
+    views = [v.bounds for v in spec.first_views()]
+    return views + ([spec.focus.bounds] if spec.focus is not None else [])
 
 
 def _with_markers(spec: MapSpec) -> MapSpec:
@@ -357,17 +373,16 @@ def _with_markers(spec: MapSpec) -> MapSpec:
 
 
 def spec_of(obj: Any, areas: gpd.GeoDataFrame | None = None,
-            context: gpd.GeoDataFrame | None = None) -> MapSpec:
+            context: Context = BUNDLED) -> MapSpec:
     """The spec for anything :func:`parcelsearch.maps.save_html` accepts.
 
-    A spec already made (a :class:`MapSpec` or a map's ``.parcelsearch_spec``) gains
-    ``context`` when it has none and one is given.
+    A spec already made (a :class:`MapSpec` or a map's ``.parcelsearch_spec``) keeps its own
+    context, and gains ``context`` when it has none and a frame is given.
     """
     spec = obj if isinstance(obj, MapSpec) else getattr(obj, "parcelsearch_spec", None)
     if isinstance(spec, MapSpec):
-        if context is not None and spec.context is None:
-            views = [v.bounds for v in spec.first_views()]
-            spec = dataclasses.replace(spec, context=context_layer(context, views))
+        if isinstance(context, gpd.GeoDataFrame) and spec.context is None:
+            spec = dataclasses.replace(spec, context=context_layer(context, _context_views(spec)))
         return spec
     if isinstance(obj, ipyleaflet.Map):
         raise TypeError("this ipyleaflet.Map was not made by parcelsearch.maps; "

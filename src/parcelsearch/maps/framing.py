@@ -3,17 +3,30 @@
 Study areas a few kilometres across but hundreds of kilometres apart fit one view only as
 specks. :func:`first_views` groups areas that can share a panel (each still at least
 ``MIN_PX`` pixels across) and returns one :class:`View` per group; an empty tuple means one
-view fitted to everything shows every area well enough.
+view fitted to everything shows every area well enough. A single interactive map cannot show
+panels: :func:`focus_of` picks the view it opens on — everything when every area is readable
+there, else the group holding the most areas (the densest cluster).
 """
 
 from __future__ import annotations
 
+import math
 from collections.abc import Sequence
 from dataclasses import dataclass
 
-from parcelsearch.maps.spec import MAP_SIZE, PANEL_SIZE, Bounds, View, pixels, union, view_of
+from parcelsearch.maps.spec import (
+    MAP_SIZE,
+    PANEL_SIZE,
+    WIDGET_SIZE,
+    Bounds,
+    View,
+    mercator_y,
+    pixels,
+    union,
+    view_of,
+)
 
-__all__ = ["MAX_PANELS", "MIN_PX", "first_views"]
+__all__ = ["MAX_PANELS", "MIN_PX", "first_views", "focus_of"]
 
 #: An area is "visible" in a view when its larger side spans at least this many pixels.
 MIN_PX = 40
@@ -70,14 +83,72 @@ def first_views(subjects: Sequence[tuple[str, Bounds]], whole: Bounds | None
     """
     if whole is None or len(subjects) < 2 or len(subjects) > MAX_SUBJECTS:
         return ()
-    _, zoom = view_of(whole, MAP_SIZE)
-    if all(pixels(b, zoom) >= MIN_PX for _, b in subjects):
+    if _readable(subjects, whole, MAP_SIZE):
         return ()
+    groups = _groups(subjects)
+    if len(groups) < 2 or len(groups) > MAX_PANELS:
+        return ()
+    return tuple(View(_title(g.labels), g.bounds) for g in groups)
+
+
+def _readable(subjects: Sequence[tuple[str, Bounds]], whole: Bounds,
+              size: tuple[int, int]) -> bool:
+    """Whether every subject spans ``MIN_PX`` pixels in one view of ``whole``."""
+    _, zoom = view_of(whole, size)
+    return all(pixels(b, zoom) >= MIN_PX for _, b in subjects)
+
+
+def _groups(subjects: Sequence[tuple[str, Bounds]]) -> list[_Group]:
+    """Subjects merged, closest first, while every member of a group stays readable."""
     groups = [_Group([label], b, pixels(b, 0)) for label, b in subjects]
     while (pair := _closest_pair(groups)) is not None:
         i, j, merged = pair
         a, b = groups[i], groups.pop(j)
         groups[i] = _Group([*a.labels, *b.labels], merged, min(a.smallest_px0, b.smallest_px0))
-    if len(groups) < 2 or len(groups) > MAX_PANELS:
-        return ()
-    return tuple(View(_title(g.labels), g.bounds) for g in groups)
+    return groups
+
+
+def _grid_cluster(subjects: Sequence[tuple[str, Bounds]]) -> list[tuple[str, Bounds]]:
+    """The subjects in the busiest cell of a grid one panel across (O(n), for many subjects).
+
+    The grid's zoom is the one at which the median subject spans ``MIN_PX`` pixels; a cell is
+    then a panel's width, so its subjects share a readable view.
+    """
+    sizes = sorted(pixels(b, 0) for _, b in subjects)
+    median = max(sizes[len(sizes) // 2], 1e-9)
+    zoom = math.log2(MIN_PX / median)
+    cell = PANEL_SIZE[1] / 256 / 2**zoom  # the cell's side, as a share of the world
+    cells: dict[tuple[int, int], list[tuple[str, Bounds]]] = {}
+    for label, b in subjects:
+        x = ((b[0] + b[2]) / 2 + 180) / 360
+        y = (math.pi - (mercator_y(b[1]) + mercator_y(b[3])) / 2) / (2 * math.pi)
+        cells.setdefault((math.floor(x / cell), math.floor(y / cell)), []).append((label, b))
+    return max(cells.values(), key=len)
+
+
+def focus_of(subjects: Sequence[tuple[str, Bounds]], whole: Bounds | None) -> View | None:
+    """The view one interactive map opens on, or None to open on ``whole``.
+
+    Parameters
+    ----------
+    subjects
+        The things that must be readable at first (areas, or the areas with changed pieces).
+    whole
+        The bounds of everything drawn.
+
+    Returns
+    -------
+    View or None
+        None when every subject is readable in one view of ``whole``; else the group of
+        subjects that share a readable view and hold the most of them (ties: the first),
+        titled with their labels.
+    """
+    if whole is None or not subjects:
+        return None
+    if _readable(subjects, whole, WIDGET_SIZE):
+        return None
+    if len(subjects) > MAX_SUBJECTS:
+        cluster = _grid_cluster(subjects)
+        return View(_title([label for label, _ in cluster]), union(*(b for _, b in cluster)))
+    best = max(_groups(subjects), key=lambda g: len(g.labels))  # max keeps the first of ties
+    return View(_title(best.labels), best.bounds)

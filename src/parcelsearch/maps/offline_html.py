@@ -20,6 +20,7 @@ from typing import Any
 
 import geopandas as gpd
 
+from parcelsearch.maps.context import BUNDLED, Context
 from parcelsearch.maps.describe import spec_of
 from parcelsearch.maps.spec import (
     BACKGROUND,
@@ -121,7 +122,7 @@ _APP_JS = """
       show(L.DomUtil.create("div", "ps-panel-map", box), panel.bounds, spec.layers, false);
     });
   } else {
-    show(document.getElementById("map"), spec.bounds, spec.layers, true);
+    show(document.getElementById("map"), spec.focus || spec.bounds, spec.layers, true);
   }
   if (spec.legend) {
     // over a single map, bottom right; on a page of panels, a cell of the grid after them
@@ -201,6 +202,7 @@ def _html_payload(spec: MapSpec, *, basemap: bool) -> dict[str, Any]:
                     else {"name": html.escape(context.name), "geojson": context.geojson}),
         "legend": _legend_html(legend) if legend and legend.entries else None,
         "bounds": _latlng(spec.bounds),
+        "focus": _latlng(spec.focus.bounds) if spec.focus is not None else None,
         "tiles": OSM_TILES if basemap else None,
         "attribution": OSM_ATTRIBUTION if basemap else None,
     }
@@ -226,14 +228,14 @@ def page_html(spec: MapSpec, *, title: str, basemap: bool) -> str:
     )
 
 
-def save_html(obj: Any, path: str | Path, *, title: str | None = None, basemap: bool = True,
-              areas: gpd.GeoDataFrame | None = None,
-              context: gpd.GeoDataFrame | None = None) -> Path:
+def save_html(obj: Any, path: str | Path, *, title: str | None = None, basemap: bool = False,
+              areas: gpd.GeoDataFrame | None = None, context: Context = BUNDLED) -> Path:
     """Write a map as one self-contained HTML file that opens with no network.
 
     Leaflet, the data and the map's code are inlined; nothing is fetched but the optional
     OpenStreetMap tiles, which simply stay blank offline. The page opens on the pieces: one
-    map fitted to them when the areas are close, else one small map per group of nearby areas.
+    map fitted to them when the areas are close (on a refresh's map, to the areas whose pieces
+    changed), else one small map per group of nearby areas.
 
     Parameters
     ----------
@@ -246,13 +248,15 @@ def save_html(obj: Any, path: str | Path, *, title: str | None = None, basemap: 
     title
         Page title and heading; defaults to the map's own ("Study areas (5)", "Plan", ...).
     basemap
-        Add the OpenStreetMap tile layer (switchable in the layers control).
+        Add the OpenStreetMap tile layer (switchable in the layers control; needs the
+        internet). By default none: the page draws offline.
     areas
         For a SearchResult: the study areas searched, to draw the skipped ones.
     context
-        Shapes drawn underneath so the page reads offline (streets, blocks, outlines; any CRS),
-        e.g. :func:`parcelsearch.demo.demo_context`; only those near the first views are kept.
-        A map made with a context keeps it.
+        Shapes drawn underneath so the page reads offline (streets, blocks, outlines; any CRS);
+        only those near the first views are kept. ``"bundled"`` (the default): the context
+        shipped with the package (the demo fabric's blocks); ``None``: none. A map made with a
+        context keeps it.
 
     Returns
     -------

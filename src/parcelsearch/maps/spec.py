@@ -58,6 +58,8 @@ BACKGROUND = "#e8e8e4"
 #: Pixel size of the whole map and of one panel of a small-multiples page, for the first view.
 MAP_SIZE = (960, 540)
 PANEL_SIZE = (440, 300)
+#: Pixel size an interactive (ipyleaflet) map is framed for: a notebook cell, 400 px high.
+WIDGET_SIZE = (800, 360)
 
 
 @dataclass(frozen=True)
@@ -106,6 +108,8 @@ class MapSpec:
     ``views`` holds one :class:`View` per panel when the areas are too far apart to be seen
     in one view (small multiples), and is empty when one view fitted to ``bounds`` shows them.
     ``context`` is an optional offline layer (streets, blocks, outlines) drawn underneath.
+    ``focus`` is where a single map opens when that is not ``bounds``: the densest group of
+    far-apart areas, or the areas whose pieces changed on a refresh's map.
     """
 
     title: str
@@ -115,6 +119,7 @@ class MapSpec:
     subtitle: str = ""
     views: tuple[View, ...] = ()
     context: LayerSpec | None = None
+    focus: View | None = None
 
     def layer(self, name: str) -> LayerSpec:
         """The layer called ``name``."""
@@ -174,7 +179,7 @@ def mercator_y(lat: float) -> float:
     return math.log(math.tan(math.pi / 4 + math.radians(lat) / 2))
 
 
-def view_of(bounds: Bounds | None, size: tuple[int, int] = (800, 360)
+def view_of(bounds: Bounds | None, size: tuple[int, int] = WIDGET_SIZE
             ) -> tuple[tuple[float, float], int]:
     """Centre (lat, lon) and the largest zoom showing ``bounds`` in ``size`` pixels."""
     if bounds is None:

@@ -8,12 +8,14 @@ list in the corner fits the map to each group of areas. Each map keeps its descr
 
 from __future__ import annotations
 
+import html
 from typing import Any
 
 import geopandas as gpd
 import ipyleaflet
 import ipywidgets
 
+from parcelsearch.maps.context import BUNDLED, Context
 from parcelsearch.maps.describe import areas_spec, plan_spec, result_spec
 from parcelsearch.maps.spec import (
     CONTEXT_STYLE,
@@ -27,14 +29,49 @@ from parcelsearch.maps.spec import (
     view_of,
 )
 
-__all__ = ["areas_map", "plan_map", "result_map"]
+__all__ = ["LEGEND_CLASS", "LEGEND_OPEN_MAX_PX", "areas_map", "plan_map", "result_map"]
 
 _ALL = "all areas"
+#: CSS class of the legend's box (the browser tests find it by this).
+LEGEND_CLASS = "ps-legend"
+#: The legend starts open only when it is at most this tall: 40 % of a 400 px map.
+LEGEND_OPEN_MAX_PX = 160
+_LEGEND_LINE_PX = 15
+_LEGEND_CHARS_PER_LINE = 34
+_LEGEND_CSS = (
+    "font:11px/15px sans-serif;background:rgba(255,255,255,.92);padding:3px 7px;"
+    "border-radius:4px;box-shadow:0 1px 4px rgba(0,0,0,.35);max-width:250px;"
+    f"max-height:{LEGEND_OPEN_MAX_PX + _LEGEND_LINE_PX}px;overflow-y:auto"
+)
 
 
-def _legend_dict(legend: Legend) -> dict[str, str]:
-    """Labels → colours for :class:`ipyleaflet.LegendControl` (dashed swatches say so)."""
-    return {(f"{e.label} (dashed)" if e.dashed else e.label): e.color for e in legend.entries}
+def legend_height(legend: Legend) -> int:
+    """The open legend's height in pixels, estimated from its lines (title, wrapped labels)."""
+    lines = 1 + sum(-(-len(e.label) // _LEGEND_CHARS_PER_LINE) for e in legend.entries)
+    return lines * _LEGEND_LINE_PX + 6
+
+
+def legend_html(legend: Legend) -> str:
+    """The legend as a ``<details>`` block: compact, and folded when it would be too tall.
+
+    The browser opens and folds it with no round trip through the kernel.
+    """
+    items = "".join(
+        f'<div><i style="display:inline-block;width:14px;height:9px;margin-right:5px;'
+        f'vertical-align:middle;background:{html.escape(e.color)};border:1.5px '
+        f'{"dashed" if e.dashed else "solid"} #4d4d4d"></i>{html.escape(e.label)}</div>'
+        for e in legend.entries
+    )
+    state = " open" if legend_height(legend) <= LEGEND_OPEN_MAX_PX else ""
+    return (f'<details class="{LEGEND_CLASS}" style="{_LEGEND_CSS}"{state}>'
+            f'<summary style="cursor:pointer;font-weight:600">{html.escape(legend.title)}'
+            f"</summary>{items}</details>")
+
+
+def _legend_control(legend: Legend) -> ipyleaflet.WidgetControl:
+    return ipyleaflet.WidgetControl(
+        widget=ipywidgets.HTML(legend_html(legend), layout=ipywidgets.Layout(margin="0")),
+        position="bottomright")
 
 
 def _geojson_layer(layer: LayerSpec) -> ipyleaflet.GeoJSON:
@@ -58,9 +95,16 @@ def _context_layer(layer: LayerSpec) -> ipyleaflet.GeoJSON:
 
 
 def _go_to(m: ipyleaflet.Map, spec: MapSpec) -> ipyleaflet.WidgetControl:
-    """A list of the spec's panels; choosing one fits the map to it."""
-    choices = {_ALL: spec.bounds, **{v.title: v.bounds for v in spec.views}}
-    chooser = ipywidgets.Dropdown(options=list(choices), value=_ALL, description="go to",
+    """A list of the spec's panels and all areas; choosing one fits the map to it.
+
+    It starts on the view the map opened on (the spec's focus, else all areas).
+    """
+    choices = {_ALL: spec.bounds}
+    if spec.focus is not None:
+        choices[spec.focus.title] = spec.focus.bounds
+    choices.update({v.title: v.bounds for v in spec.views if v.title not in choices})
+    start = spec.focus.title if spec.focus is not None else _ALL
+    chooser = ipywidgets.Dropdown(options=list(choices), value=start, description="go to",
                                   layout=ipywidgets.Layout(width="260px"))
 
     def fit(change: dict[str, Any]) -> None:
@@ -72,7 +116,7 @@ def _go_to(m: ipyleaflet.Map, spec: MapSpec) -> ipyleaflet.WidgetControl:
 
 
 def _to_ipyleaflet(spec: MapSpec, *, basemap: bool, **map_kwargs: Any) -> ipyleaflet.Map:
-    centre, zoom = view_of(spec.bounds)
+    centre, zoom = view_of(spec.focus.bounds if spec.focus is not None else spec.bounds)
     options: dict[str, Any] = {"center": centre, "zoom": zoom, "scroll_wheel_zoom": True}
     if not basemap:
         options["layers"] = ()
@@ -82,18 +126,17 @@ def _to_ipyleaflet(spec: MapSpec, *, basemap: bool, **map_kwargs: Any) -> ipylea
     for layer in spec.layers:
         m.add(_geojson_layer(layer))
     m.add(ipyleaflet.LayersControl(position="topright"))
-    if spec.views:
+    if spec.views or spec.focus is not None:
         m.add(_go_to(m, spec))
     if spec.legend is not None and spec.legend.entries:
-        m.add(ipyleaflet.LegendControl(_legend_dict(spec.legend), title=spec.legend.title,
-                                       position="bottomright"))
+        m.add(_legend_control(spec.legend))
     m.add(ipyleaflet.ScaleControl(position="bottomleft", imperial=False))
     m.parcelsearch_spec = spec
     return m
 
 
-def areas_map(areas: gpd.GeoDataFrame, *, basemap: bool = True, id_name: str | None = None,
-              context: gpd.GeoDataFrame | None = None, **map_kwargs: Any) -> ipyleaflet.Map:
+def areas_map(areas: gpd.GeoDataFrame, *, basemap: bool = False, id_name: str | None = None,
+              context: Context = BUNDLED, **map_kwargs: Any) -> ipyleaflet.Map:
     """An interactive map of study areas, with a popup per area.
 
     Parameters
@@ -103,13 +146,15 @@ def areas_map(areas: gpd.GeoDataFrame, *, basemap: bool = True, id_name: str | N
         ``id_name``). Any CRS; shown in EPSG:4326. ``name`` and ``market`` columns, when
         present, go into the popups.
     basemap
-        Draw OpenStreetMap tiles under the areas (blank offline). ``False``: outlines on a plain
-        background.
+        Draw OpenStreetMap tiles under the areas (needs the internet: blank offline). By
+        default none: the map draws offline.
     id_name
         Column holding the area id, if the index does not.
     context
-        Shapes drawn underneath so the map reads offline (streets, blocks, outlines; any CRS),
-        e.g. :func:`parcelsearch.demo.demo_context`. Only those near the areas are kept.
+        Shapes drawn underneath so the map reads offline (streets, blocks, outlines; any CRS).
+        Only those near the areas are kept. ``"bundled"`` (the default): the context shipped
+        with the package (the demo fabric's blocks, :func:`parcelsearch.demo.demo_context`);
+        ``None``: none.
     **map_kwargs
         Passed on to :class:`ipyleaflet.Map` (e.g. ``layout``, ``zoom``).
 
@@ -127,7 +172,7 @@ def areas_map(areas: gpd.GeoDataFrame, *, basemap: bool = True, id_name: str | N
     return _to_ipyleaflet(spec, basemap=basemap, **map_kwargs)
 
 
-def plan_map(plan: PlanLike, *, basemap: bool = True, context: gpd.GeoDataFrame | None = None,
+def plan_map(plan: PlanLike, *, basemap: bool = False, context: Context = BUNDLED,
              **map_kwargs: Any) -> ipyleaflet.Map:
     """An interactive map of a plan: area outlines over the pieces a search would send.
 
@@ -136,9 +181,10 @@ def plan_map(plan: PlanLike, *, basemap: bool = True, context: gpd.GeoDataFrame 
     plan
         A plan (``.areas``, ``.id_name``, ``.tiles``).
     basemap
-        Draw OpenStreetMap tiles underneath (blank offline).
+        Draw OpenStreetMap tiles underneath (needs the internet; by default none).
     context
-        Shapes drawn underneath so the map reads offline (see :func:`areas_map`).
+        Shapes drawn underneath so the map reads offline; by default the bundled context (see
+        :func:`areas_map`).
     **map_kwargs
         Passed on to :class:`ipyleaflet.Map`.
 
@@ -156,7 +202,7 @@ def plan_map(plan: PlanLike, *, basemap: bool = True, context: gpd.GeoDataFrame 
 
 
 def result_map(result: ResultLike, *, areas: gpd.GeoDataFrame | None = None,
-               basemap: bool = True, context: gpd.GeoDataFrame | None = None,
+               basemap: bool = False, context: Context = BUNDLED,
                **map_kwargs: Any) -> ipyleaflet.Map:
     """An interactive map of a search: pieces coloured by parcels matched, with a legend.
 
@@ -169,9 +215,10 @@ def result_map(result: ResultLike, *, areas: gpd.GeoDataFrame | None = None,
         grey and dashed, with a popup saying why they were skipped. By default the shapes
         the result kept for its skipped areas (``result.skipped`` is a GeoDataFrame).
     basemap
-        Draw OpenStreetMap tiles underneath (blank offline).
+        Draw OpenStreetMap tiles underneath (needs the internet; by default none).
     context
-        Shapes drawn underneath so the map reads offline (see :func:`areas_map`).
+        Shapes drawn underneath so the map reads offline; by default the bundled context (see
+        :func:`areas_map`).
     **map_kwargs
         Passed on to :class:`ipyleaflet.Map`.
 
