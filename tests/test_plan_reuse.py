@@ -6,9 +6,12 @@ import json
 from pathlib import Path
 
 import geopandas as gpd
+import pytest
 import shapely
 
 import parcelsearch
+from parcelsearch._fetch import wire as _wire
+from parcelsearch.notices import KeptFileWarning
 from parcelsearch.planning import reuse as plan_reuse
 
 TRACTS = Path(__file__).resolve().parent / "data" / "sf_tracts_2020.geojson"
@@ -89,5 +92,62 @@ def test_a_kept_area_without_pieces_is_planned_afresh(tmp_path: Path) -> None:
     document = json.loads(first.read_text())
     document["pieces"] = []
     first.write_text(json.dumps(document))
-    reused = plan_reuse.reuse(made, tmp_path, keep=False)
+    with pytest.warns(KeptFileWarning, match=r"is ignored \(no piece\)"):
+        reused = plan_reuse.reuse(made, tmp_path, keep=False)
     assert {p.area_id for p in reused.pieces} == set(made.areas.index)
+
+
+def _tampered(made: parcelsearch.Plan, tmp_path: Path, change) -> Path:
+    """The kept plan of the first area, its pieces changed by ``change`` (same boundary)."""
+    first = plan_reuse.keep_plan(made, tmp_path)[0]
+    document = json.loads(first.read_text())
+    document["pieces"] = change(document["pieces"])
+    first.write_text(json.dumps(document))
+    return first
+
+
+def test_a_kept_plan_whose_pieces_no_longer_cover_the_area_is_planned_afresh(
+        tmp_path: Path) -> None:
+    """Issue 46, point 6: a kept plan edited to give one area a tiny piece (same boundary)
+    made a later search report that area complete from a corner of it."""
+    made = parcelsearch.plan(_tracts())
+    area = made.areas.index[0]
+    tiny = _wire.ring_json([(-122.5, 37.7), (-122.4999, 37.7), (-122.4999, 37.7001),
+                            (-122.5, 37.7)])
+    path = _tampered(made, tmp_path, lambda pieces: [[0, tiny, pieces[0][2], pieces[0][3]]])
+    with pytest.warns(KeptFileWarning, match=f"{path.name}.*do not cover the area"):
+        reused = plan_reuse.reuse(made, tmp_path, keep=False)
+    assert [p.polygon_json for p in reused.pieces] == [p.polygon_json for p in made.pieces]
+    assert tiny not in {p.polygon_json for p in reused.pieces if p.area_id == area}
+
+
+def test_a_kept_plan_is_read_from_the_rings_sent_not_what_the_file_says_of_them(
+        tmp_path: Path) -> None:
+    """The file's geometry and request size of a piece are not believed: an honest geometry
+    beside a tiny ring to send is still a tiny piece."""
+    made = parcelsearch.plan(_tracts())
+    tiny = _wire.ring_json([(-122.5, 37.7), (-122.4999, 37.7), (-122.4999, 37.7001),
+                            (-122.5, 37.7)])
+    _tampered(made, tmp_path, lambda pieces: [[i, tiny, wkb, 1] for i, _, wkb, _ in pieces])
+    with pytest.warns(KeptFileWarning, match="do not cover the area"):
+        stored = plan_reuse.stored_plan(made, tmp_path)
+    assert stored is not None and tiny not in {p.polygon_json for p in stored.pieces}
+    odd = _tampered(made, tmp_path, lambda pieces: [[7, *piece[1:]] for piece in pieces])
+    with pytest.warns(KeptFileWarning, match=f"{odd.name}.*piece ids not 0..n-1"):
+        reused = plan_reuse.reuse(made, tmp_path, keep=False)
+    assert [p.polygon_json for p in reused.pieces] == [p.polygon_json for p in made.pieces]
+
+
+def test_a_kept_plan_is_written_whole_leaving_no_temporary_file(tmp_path: Path,
+                                                                monkeypatch) -> None:
+    made = parcelsearch.plan(_tracts().iloc[:1])
+    folder = tmp_path / plan_reuse.PLANS_FOLDER
+    folder.mkdir()
+
+    def full(*args, **kwargs):
+        raise OSError(28, "No space left on device")
+
+    monkeypatch.setattr("os.replace", full)
+    with pytest.raises(OSError, match="No space"):
+        plan_reuse.keep_plan(made, tmp_path)
+    assert list(folder.iterdir()) == []  # the temporary file is gone too

@@ -15,6 +15,7 @@ from __future__ import annotations
 
 import json
 import os
+import tempfile
 import uuid
 from collections.abc import Callable, Mapping
 from pathlib import Path
@@ -26,7 +27,7 @@ import pyogrio
 from parcelsearch.errors import Hint, OutputKeptError
 
 __all__ = ["METADATA_KEY", "AREAS_LAYER", "OLD_IDS_LAYER", "OLD_RUN_LAYER", "gpkg_metadata",
-           "atomically", "file_metadata", "replaces", "check_replace", "aside_path"]
+           "atomically", "write_whole", "file_metadata", "replaces", "check_replace", "aside_path"]
 
 #: Key of the run's metadata in parquet schema metadata, GeoJSON and GeoPackage metadata.
 METADATA_KEY = "parcelsearch"
@@ -60,6 +61,44 @@ def atomically(out: Path, write: Callable[[Path], object]) -> None:
         os.replace(temp, out)
     finally:
         temp.unlink(missing_ok=True)
+
+
+def write_whole(out: Path, data: bytes, *, mode: int = 0o600) -> Path:
+    """Write ``data`` to ``out`` whole, safely in a folder others may share: ``out`` holds
+    the old bytes or the new, never part of them, nor anything another user planted.
+
+    The temporary file is made beside ``out`` by :func:`tempfile.mkstemp` (an unpredictable
+    name, created with ``O_EXCL``: never a file or symlink someone put there), given ``mode``
+    before a byte is written, flushed to disk, then renamed over ``out`` (a symlink planted
+    at ``out`` is replaced, never followed). On any failure it is removed.
+
+    Parameters
+    ----------
+    out
+        The file to write.
+    data
+        Its whole content.
+    mode
+        Its permissions (0600 by default: readable by its owner only).
+
+    Returns
+    -------
+    Path
+        ``out``.
+    """
+    descriptor, name = tempfile.mkstemp(dir=out.parent, prefix=f".{out.name}-", suffix=".tmp")
+    temp = Path(name)
+    try:
+        with os.fdopen(descriptor, "wb") as handle:
+            os.fchmod(handle.fileno(), mode)
+            handle.write(data)
+            handle.flush()
+            os.fsync(handle.fileno())
+        os.replace(temp, out)
+    except BaseException:
+        temp.unlink(missing_ok=True)
+        raise
+    return out
 
 
 # -- never destroyed: a file is replaced only by something at least as complete ------------

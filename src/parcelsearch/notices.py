@@ -22,7 +22,7 @@ from typing import TextIO
 from parcelsearch.errors import Dialect, Hint, ParcelSearchError
 
 __all__ = ["ParcelSearchWarning", "RowNumberIdsWarning", "NothingMatchedWarning",
-           "CoordinatesWarning", "warn", "as_messages"]
+           "CoordinatesWarning", "KeptFileWarning", "warn", "as_messages"]
 
 _PACKAGE = str(Path(__file__).resolve().parent)
 
@@ -61,6 +61,11 @@ class NothingMatchedWarning(ParcelSearchWarning):
 
 class CoordinatesWarning(ParcelSearchWarning):
     """Coordinates that look wrongly placed (e.g. a CRS that puts them in the ocean)."""
+
+
+class KeptFileWarning(ParcelSearchWarning):
+    """Something kept in the cache folder (``vendors.json``, a kept plan) was not used as it
+    stood: it failed a check, or stopped working, and is learnt or made again."""
 
 
 def warn(warning: ParcelSearchWarning) -> None:
