@@ -60,7 +60,8 @@ class Profile:
     fingerprint: str
 
     def __repr__(self) -> str:
-        return (f"Profile(name={self.name!r}, base_url={self.base_url!r}, "
+        shown = None if self.base_url is None else settings.without_userinfo(self.base_url)
+        return (f"Profile(name={self.name!r}, base_url={shown!r}, "
                 f"key=sha256:{self.fingerprint}…, kept in {self.kept_in})")
 
 

@@ -21,6 +21,7 @@ from pathlib import Path
 
 import pytest
 
+import parcelsearch
 from parcelsearch import profiles
 from parcelsearch._fetch import wire as _wire
 from parcelsearch._fetch.client import Client
@@ -143,6 +144,39 @@ def test_a_learnt_path_the_vendor_removed_is_forgotten_and_the_default_asked(
     assert len(log) == asked + 1 and log["path"].iloc[-1] == "/v1/search"  # straight there
 
 
+# -- point 6: kept plans are trusted ---------------------------------------------------------
+
+
+@pytest.mark.slow
+def test_an_edited_kept_plan_cannot_shrink_an_area(
+        service: RunningService, make_key: Callable[..., str], ca_bundle: str,
+        tmp_path: Path) -> None:
+    """A kept plan edited to give an area a tiny piece (same boundary fingerprint) made a
+    later search report that area complete with 14 GroupIDs of 541. Now the kept plan is
+    ignored (a warning names it) and the area planned afresh: the same GroupIDs, served from
+    the cache of the first search (the service's request log: no new call)."""
+    areas = parcelsearch.demo_areas().set_index("area_id").loc[["northside"]]
+    key = make_key("production", quota=1_000, per_second=50)
+    client = Client(key, service.base_url, ca_bundle, cache_dir=tmp_path / "cache")
+    first = parcelsearch.search(areas, client=client, progress=False)
+    served = len(service.keys.requests(key.name))  # type: ignore[attr-defined]
+    assert served == first.calls > 0 and len(first.ids) > 100
+    kept = next((tmp_path / "cache" / "plans").iterdir())
+    document = json.loads(kept.read_text())
+    x, y = areas.geometry.iloc[0].representative_point().coords[0]
+    tiny = _wire.ring_json([(x, y), (x + 1e-3, y), (x + 1e-3, y + 1e-3), (x, y)])
+    document["pieces"] = [[0, tiny, *document["pieces"][0][2:]]]
+    kept.write_text(json.dumps(document))
+    with warnings.catch_warnings(record=True) as warned:
+        warnings.simplefilter("always")
+        again = parcelsearch.search(areas, client=client, progress=False)
+    assert sorted(again.ids["group_id"]) == sorted(first.ids["group_id"])
+    said = [str(w.message) for w in warned if w.category is KeptFileWarning]
+    assert len(said) == 1 and kept.name in said[0] and "do not cover the area" in said[0]
+    log = service.keys.requests(key.name)  # type: ignore[attr-defined]
+    assert again.calls == 0 == len(log) - served  # the witness: no new call
+
+
 # -- point 5: folders another user controls ---------------------------------------------
 
 
@@ -214,6 +248,16 @@ def test_a_symlink_planted_at_a_temporary_name_is_never_followed(config: Path) -
 
 
 # -- point 10: a password in a URL is echoed ---------------------------------------------
+
+
+def test_a_password_in_a_profile_s_base_url_is_not_echoed(config: Path) -> None:
+    """A profiles file edited to hold ``user:password@`` in its base URL: the profile's repr
+    and the client's refusal show ``***@``."""
+    saved = json.loads((config / profiles.PROFILES_FILE).read_text())
+    saved["work"]["base_url"] = f"https://ann:{PASSWORD}@api.example.com"
+    (config / profiles.PROFILES_FILE).write_text(json.dumps(saved))
+    found = profiles.load("work", folder=config)
+    assert found is not None and PASSWORD not in repr(found) and "***@" in repr(found)
 
 
 def test_a_password_in_a_base_url_is_not_echoed() -> None:
