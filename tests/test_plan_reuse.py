@@ -151,3 +151,29 @@ def test_a_kept_plan_is_written_whole_leaving_no_temporary_file(tmp_path: Path,
     with pytest.raises(OSError, match="No space"):
         plan_reuse.keep_plan(made, tmp_path)
     assert list(folder.iterdir()) == []  # the temporary file is gone too
+
+
+def test_a_kept_plan_whose_pieces_reach_far_beyond_the_area_is_planned_afresh(
+        tmp_path: Path) -> None:
+    """A piece made to cover a whole county would match parcels outside the area (and pay for
+    their pages): the kept plan is ignored, as one that covers too little is."""
+    made = parcelsearch.plan(_tracts())
+    west, south, east, north = made.areas.geometry.iloc[0].bounds
+    huge = _wire.ring_json([(west - 0.1, south - 0.1), (east + 0.1, south - 0.1),
+                            (east + 0.1, north + 0.1), (west - 0.1, north + 0.1),
+                            (west - 0.1, south - 0.1)])
+    path = _tampered(made, tmp_path, lambda pieces: [[0, huge, *pieces[0][2:]]])
+    with pytest.warns(KeptFileWarning, match=f"{path.name}.*reach beyond the area"):
+        reused = plan_reuse.reuse(made, tmp_path, keep=False)
+    assert [p.polygon_json for p in reused.pieces] == [p.polygon_json for p in made.pieces]
+
+
+@pytest.mark.parametrize("tolerance", [0, 50])
+@pytest.mark.parametrize("match", ["intersects", "representative-point"])
+def test_honest_kept_plans_pass_the_checks_in_any_crs(tmp_path: Path, tolerance: float,
+                                                      match: str) -> None:
+    """The checks refuse no plan the planner made (connectors and tolerance included)."""
+    plan_reuse.keep_plan(parcelsearch.plan(_tracts(), tolerance, match=match), tmp_path)
+    utm = parcelsearch.plan(_tracts().to_crs("EPSG:26910"), tolerance, match=match)
+    stored = plan_reuse.stored_plan(utm, tmp_path)  # a warning would fail the test
+    assert stored is not None and len({p.area_id for p in stored.pieces}) == 6

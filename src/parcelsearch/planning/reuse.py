@@ -14,7 +14,9 @@ tracts reuses the pieces of the 28 searched last week, in whatever CRS either ca
 A kept plan is data to check, not an order (the cache folder may be shared, synced or
 copied): each piece is read back from the very ring that will be sent, and the pieces are
 used only if their union covers the area, bar slivers narrower than the boundary match
-(:data:`MATCH_DEGREES`), every piece fits the request line, and the ids run 0..n-1; else
+(:data:`MATCH_DEGREES`), reaches beyond it no farther than the plan's settings let honest
+pieces (slivers narrower than twice two grid steps and the match, plus the tolerance), every
+piece fits the request line, and the ids run 0..n-1; else
 the kept file is ignored and the area planned afresh, saying so
 (:class:`~parcelsearch.notices.KeptFileWarning`).
 """
@@ -24,6 +26,7 @@ from __future__ import annotations
 import hashlib
 import json
 import logging
+import math
 import os
 from collections.abc import Collection, Hashable
 from pathlib import Path
@@ -34,6 +37,7 @@ import shapely
 from parcelsearch._fetch import wire as _wire
 from parcelsearch.notices import KeptFileWarning, warn
 from parcelsearch.planning.plans import Piece, Plan
+from parcelsearch.planning.tiling.grid import GRID
 from parcelsearch.planning.tiling.request_budget import BUDGET_PAGE
 
 __all__ = ["PLANS_FOLDER", "MATCH_DEGREES", "reuse", "stored_plan", "keep_plan"]
@@ -110,17 +114,31 @@ def _flaw(plan: Plan, geometry: shapely.Geometry, pieces: list[Piece]) -> str | 
         return "piece ids not 0..n-1"
     if any(p.request_bytes > plan.max_request_bytes for p in pieces):
         return f"a piece over the {plan.max_request_bytes:,}-byte request line"
-    if not _covers(geometry, [p.geometry for p in pieces]):
+    area = shapely.make_valid(geometry)
+    union = shapely.union_all(shapely.make_valid([p.geometry for p in pieces]))
+    if not _thin(shapely.difference(area, union), MATCH_DEGREES):
         return "its pieces do not cover the area"
+    if not _thin(shapely.difference(union, area), _reach(plan, area)):
+        return "its pieces reach beyond the area farther than the plan's settings allow"
     return None
 
 
-def _covers(geometry: shapely.Geometry, pieces: list[shapely.Geometry]) -> bool:
-    """Whether ``pieces`` cover ``geometry`` but for slivers narrower than twice
-    :data:`MATCH_DEGREES` (a boundary matched within it may stick out that far)."""
-    union = shapely.union_all(shapely.make_valid(pieces))
-    left = shapely.difference(shapely.make_valid(geometry), union)
-    return bool(left.is_empty or shapely.buffer(left, -MATCH_DEGREES).is_empty)
+def _thin(rest: shapely.Geometry, half_width: float) -> bool:
+    """Whether ``rest`` is empty but for slivers narrower than twice ``half_width``."""
+    return bool(rest.is_empty or shapely.buffer(rest, -half_width).is_empty)
+
+
+def _reach(plan: Plan, area: shapely.Geometry) -> float:
+    """How far (degrees) honest pieces may stick out of ``area``: two grid steps (exact
+    pieces; a connector's sliver is thinner) and the boundary match, plus the tolerance in
+    degrees of longitude at the area's farthest latitude (the most degrees per metre)."""
+    exact = 2 * GRID + MATCH_DEGREES
+    if not plan.tolerance:
+        return exact
+    _, south, _, north = area.bounds
+    metres_per_degree = 111_320 * max(math.cos(math.radians(max(abs(south), abs(north)))),
+                                      1e-3)
+    return exact + plan.tolerance / metres_per_degree
 
 
 def _same_area(geometry: shapely.Geometry, kept: shapely.Geometry) -> bool:
