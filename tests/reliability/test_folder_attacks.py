@@ -18,6 +18,7 @@ import threading
 import warnings
 from collections.abc import Callable, Iterator
 from pathlib import Path
+from typing import Any
 
 import pytest
 
@@ -35,6 +36,7 @@ from parcelsearch_service.server import RunningService
 EMPTY_RING = _wire.ring_json(
     [(-104.02, 30.30), (-104.01, 30.30), (-104.01, 30.31), (-104.02, 30.31), (-104.02, 30.30)])
 PASSWORD = "hunter2-Sekret"
+SECTION = "cache and config folders (issue 46)"
 NOBODY = 65534
 
 
@@ -86,7 +88,7 @@ def _plant(cache: Path, base_url: str, moved: dict[str, str]) -> None:
 
 def test_a_planted_vendors_json_cannot_send_the_key_elsewhere(
         service: RunningService, make_key: Callable[..., str], ca_bundle: str, tmp_path: Path,
-        listener: Listener) -> None:
+        listener: Listener, figures: Any) -> None:
     """Its ``moved`` map was used as read: an entry mapping the search path to ``http://``
     on another port sent the key there in clear text. Now every learnt path that leaves the
     base URL's https origin is ignored, with a warning naming the file and the entry."""
@@ -116,6 +118,9 @@ def test_a_planted_vendors_json_cannot_send_the_key_elsewhere(
     log = service.keys.requests(key.name)  # type: ignore[attr-defined]
     assert list(log["path"]) == ["/v1/search", "/v1/markets"]  # both served where they belong
     assert client.vendor.moved == {}
+    figures.add(SECTION, "planted learnt paths ignored", len(texts))
+    figures.note(f"planted vendors.json: {len(listener.received)} connections to the "
+                 "listener it named (the key never sent); both calls served at the base URL")
 
 
 # -- point 7: learnt facts never unlearnt --------------------------------------------------
@@ -123,7 +128,7 @@ def test_a_planted_vendors_json_cannot_send_the_key_elsewhere(
 
 def test_a_learnt_path_the_vendor_removed_is_forgotten_and_the_default_asked(
         service: RunningService, make_key: Callable[..., str], ca_bundle: str, tmp_path: Path,
-        caplog: pytest.LogCaptureFixture) -> None:
+        caplog: pytest.LogCaptureFixture, figures: Any) -> None:
     """A same-origin redirect learnt once (``/v1/search`` → ``/v1/search/``) and later
     removed by the vendor gave a 404 on every run, forever, naming ``/v1/search``. Now the
     404 makes it forgotten (in ``vendors.json`` too) and the request goes to the default."""
@@ -142,15 +147,15 @@ def test_a_learnt_path_the_vendor_removed_is_forgotten_and_the_default_asked(
         assert later.search_page(EMPTY_RING, 1).rows == 0
     log = service.keys.requests(name)
     assert len(log) == asked + 1 and log["path"].iloc[-1] == "/v1/search"  # straight there
+    figures.add(SECTION, "removed learnt paths forgotten")
 
 
 # -- point 6: kept plans are trusted ---------------------------------------------------------
 
 
-@pytest.mark.slow
 def test_an_edited_kept_plan_cannot_shrink_an_area(
         service: RunningService, make_key: Callable[..., str], ca_bundle: str,
-        tmp_path: Path) -> None:
+        tmp_path: Path, figures: Any) -> None:
     """A kept plan edited to give an area a tiny piece (same boundary fingerprint) made a
     later search report that area complete with 14 GroupIDs of 541. Now the kept plan is
     ignored (a warning names it) and the area planned afresh: the same GroupIDs, served from
@@ -175,6 +180,9 @@ def test_an_edited_kept_plan_cannot_shrink_an_area(
     assert len(said) == 1 and kept.name in said[0] and "do not cover the area" in said[0]
     log = service.keys.requests(key.name)  # type: ignore[attr-defined]
     assert again.calls == 0 == len(log) - served  # the witness: no new call
+    figures.add(SECTION, "edited kept plans ignored")
+    figures.note(f"edited kept plan: the area planned afresh, {len(again.ids)} GroupIDs as "
+                 "first found, 0 new calls in the service's request log")
 
 
 # -- point 5: folders another user controls ---------------------------------------------
