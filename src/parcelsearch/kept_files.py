@@ -15,7 +15,6 @@ from __future__ import annotations
 
 import json
 import os
-import tempfile
 import uuid
 from collections.abc import Callable, Mapping
 from pathlib import Path
@@ -27,7 +26,7 @@ import pyogrio
 from parcelsearch.errors import Hint, OutputKeptError
 
 __all__ = ["METADATA_KEY", "AREAS_LAYER", "OLD_IDS_LAYER", "OLD_RUN_LAYER", "gpkg_metadata",
-           "atomically", "write_whole", "file_metadata", "replaces", "check_replace", "aside_path"]
+           "atomically", "file_metadata", "replaces", "check_replace", "aside_path"]
 
 #: Key of the run's metadata in parquet schema metadata, GeoJSON and GeoPackage metadata.
 METADATA_KEY = "parcelsearch"
@@ -53,24 +52,15 @@ def gpkg_metadata(path: Path) -> dict[str, Any] | None:
 # -- files written whole -----------------------------------------------------------------
 
 
-def atomically(out: Path, write: Callable[[Path], object]) -> None:
-    """Call ``write(temp)`` on a temporary file beside ``out``, then rename it to ``out``."""
-    temp = out.with_name(f".{out.stem}-{uuid.uuid4().hex[:8]}.tmp{out.suffix}")
-    try:
-        write(temp)
-        os.replace(temp, out)
-    finally:
-        temp.unlink(missing_ok=True)
-
-
 def write_whole(out: Path, data: bytes, *, mode: int = 0o600) -> Path:
     """Write ``data`` to ``out`` whole, safely in a folder others may share: ``out`` holds
     the old bytes or the new, never part of them, nor anything another user planted.
 
-    The temporary file is made beside ``out`` by :func:`tempfile.mkstemp` (an unpredictable
-    name, created with ``O_EXCL``: never a file or symlink someone put there), given ``mode``
-    before a byte is written, flushed to disk, then renamed over ``out`` (a symlink planted
-    at ``out`` is replaced, never followed). On any failure it is removed.
+    The temporary file is made beside ``out`` under an unpredictable name (128 random bits),
+    created with ``O_EXCL | O_NOFOLLOW`` (never a file or symlink someone put there, as
+    :func:`tempfile.mkstemp` does) with ``mode`` before a byte is written, flushed to disk,
+    then renamed over ``out`` (a symlink planted at ``out`` is replaced, never followed). On
+    any failure it is removed.
 
     Parameters
     ----------
@@ -86,11 +76,13 @@ def write_whole(out: Path, data: bytes, *, mode: int = 0o600) -> Path:
     Path
         ``out``.
     """
-    descriptor, name = tempfile.mkstemp(dir=out.parent, prefix=f".{out.name}-", suffix=".tmp")
-    temp = Path(name)
+    temp = out.with_name(f".{out.name}-{uuid.uuid4().hex}.tmp")
+    flags = os.O_WRONLY | os.O_CREAT | os.O_EXCL | getattr(os, "O_NOFOLLOW", 0)
+    descriptor = os.open(temp, flags | getattr(os, "O_BINARY", 0), mode)
     try:
         with os.fdopen(descriptor, "wb") as handle:
-            os.fchmod(handle.fileno(), mode)
+            if hasattr(os, "fchmod"):  # the umask narrowed the mode os.open gave
+                os.fchmod(handle.fileno(), mode)
             handle.write(data)
             handle.flush()
             os.fsync(handle.fileno())
@@ -99,6 +91,16 @@ def write_whole(out: Path, data: bytes, *, mode: int = 0o600) -> Path:
         temp.unlink(missing_ok=True)
         raise
     return out
+
+
+def atomically(out: Path, write: Callable[[Path], object]) -> None:
+    """Call ``write(temp)`` on a temporary file beside ``out``, then rename it to ``out``."""
+    temp = out.with_name(f".{out.stem}-{uuid.uuid4().hex[:8]}.tmp{out.suffix}")
+    try:
+        write(temp)
+        os.replace(temp, out)
+    finally:
+        temp.unlink(missing_ok=True)
 
 
 # -- never destroyed: a file is replaced only by something at least as complete ------------
