@@ -265,12 +265,12 @@ class Client:
             refusal = None
             if not (isinstance(payload, dict) and payload.get("status") == "OK"):
                 refusal = read_refusal(status, body, response.headers.get("Content-Type", ""))
-                hop = self._unlearn(status, refusal, response.url or url)
-                if hop is not None:
-                    raise hop
                 if refusal.kind == "spike" or (status >= 500 and refusal.kind != "quota"):
                     raise Transient(str(status), _service_error(
                         status, response.headers, refusal, url, where, self))
+                hop = self._unlearn(status, refusal, response.url or url)
+                if hop is not None:
+                    raise hop
             return Probe(status, response.headers.get("Content-Encoding", "identity"),
                          payload if isinstance(payload, dict) else None, refusal)
 
