@@ -605,6 +605,21 @@ def test_a_learnt_path_that_fails_is_named_in_the_message(server: FaultServer,
     assert [line.split()[1].partition("?")[0] for line in server.lines] == ["/v1/search/"]
 
 
+def test_a_probe_forgets_a_learnt_path_that_answers_404(server: FaultServer,
+                                                        tmp_path: Path) -> None:
+    """``doctor``'s probes too: a learnt path the vendor removed is forgotten, in the vendor
+    profile as well, and the default asked at once."""
+    moved = {server.base_url + "/v1/markets": server.base_url + "/v1/markets/"}
+    (tmp_path / "vendors.json").write_text(json.dumps({server.base_url: {"moved": moved}}))
+    server.then((404, {"status": "ERROR", "message": "no such resource"}, {}))
+    server.default = (200, {"status": "OK", "data": ["Abilene, TX"]}, {})
+    with Client(KEY, server.base_url, server.ca_path, cache_dir=tmp_path, retries=0) as made:
+        assert made.probe("/v1/markets").status == 200
+    assert [line.split()[1] for line in server.lines] == ["/v1/markets/", "/v1/markets"]
+    saved = json.loads((tmp_path / "vendors.json").read_text())
+    assert saved[server.base_url]["moved"] == {}
+
+
 @pytest.mark.parametrize("status, body, error, words", [
     (429, {"fault": {"faultstring": "Rate limit quota violation. Quota limit  exceeded.",
                      "detail": {"errorcode": "policies.ratelimit.QuotaViolation"}}},
