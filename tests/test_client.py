@@ -28,6 +28,7 @@ from _spend_hooks import Reserving
 from _threads import moments
 
 from parcelsearch._fetch import wire as _wire
+from parcelsearch._fetch.answers import Refusal
 from parcelsearch._fetch.client import Client, RateLimiter, RetryPolicy, key_fingerprint
 from parcelsearch.errors import (
     AuthenticationError,
@@ -618,6 +619,10 @@ def test_a_probe_forgets_a_learnt_path_that_answers_404(server: FaultServer,
     assert [line.split()[1] for line in server.lines] == ["/v1/markets/", "/v1/markets"]
     saved = json.loads((tmp_path / "vendors.json").read_text())
     assert saved[server.base_url]["moved"] == {}
+    # a request another thread sent to the learnt path before it was forgotten: the default
+    late = made._unlearn(404, Refusal((), None, "other", "envelope"),
+                         server.base_url + "/v1/markets/?x=1")
+    assert late is not None and late.url == server.base_url + "/v1/markets?x=1"
 
 
 @pytest.mark.parametrize("status, body, error, words", [

@@ -170,6 +170,7 @@ class Client:
         self.page_base = self.vendor.page_base if self.vendor.page_base is not None else 1
         self._moved: dict[str, str] = dict(self.vendor.moved)  # paths moved by redirects
         self._moved_lock = threading.Lock()
+        self._forgotten: dict[str, str] = {}  # learnt paths forgotten: the default each replaced
 
     @property
     def page_base_known(self) -> bool:
@@ -304,9 +305,11 @@ class Client:
             sources = [source for source, moved in self._moved.items() if moved == path]
             for source in sources:
                 del self._moved[source]
+                self._forgotten[path] = source
             moved = dict(self._moved)
-        if not sources:
-            return None
+            earlier = self._forgotten.get(path)
+        if not sources:  # forgotten already (by another thread's request): the default too
+            return None if earlier is None else Redirected(earlier + sep + query)
         log.warning("the learnt path %s answers HTTP %d: forgotten (in %s), the request goes "
                     "to %s again", strip_query(path), status, self.cache_dir / PROFILES_FILE,
                     strip_query(sources[0]))
