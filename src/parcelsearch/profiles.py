@@ -8,6 +8,11 @@ the profiles, readable by its owner only (0600), as ``gh`` and the Hugging Face 
 A profile is then chosen with ``--profile NAME``, ``$PARCELSEARCH_PROFILE`` or
 ``Client(profile=NAME)``; without one, the profile ``default`` is used when there is no
 ``$PARCELSEARCH_API_KEY``. Keys are never printed: a profile shows its key's fingerprint.
+The folder is used only when it is yours alone: one another user owns or can write, a
+profiles or credentials file others can write, a credentials file others can read, is refused
+with the ``chmod`` that fixes it. Files are written through
+:func:`parcelsearch.kept_files.write_whole` (no predictable temporary name, no symlink
+followed).
 
 Examples
 --------
