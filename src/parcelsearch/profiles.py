@@ -65,8 +65,7 @@ class Profile:
     fingerprint: str
 
     def __repr__(self) -> str:
-        shown = None if self.base_url is None else settings.without_userinfo(self.base_url)
-        return (f"Profile(name={self.name!r}, base_url={shown!r}, "
+        return (f"Profile(name={self.name!r}, base_url={self.base_url!r}, "
                 f"key=sha256:{self.fingerprint}…, kept in {self.kept_in})")
 
 
@@ -208,8 +207,9 @@ def _file_kept_in(path: Path) -> str:
 def _profile(name: str, entry: dict[str, Any], base: Path) -> Profile:
     kept = (_backend_name() if entry.get("key") == "keyring"
             else _file_kept_in(base / CREDENTIALS_FILE))
-    return Profile(name, entry.get("base_url"), entry.get("ca_bundle"), kept,
-                   str(entry.get("fingerprint", "")))
+    base_url = entry.get("base_url")  # a password in it (an edited file) is never shown
+    return Profile(name, None if base_url is None else settings.without_userinfo(str(base_url)),
+                   entry.get("ca_bundle"), kept, str(entry.get("fingerprint", "")))
 
 
 def load(name: str, *, folder: str | os.PathLike[str] | None = None) -> Profile | None:

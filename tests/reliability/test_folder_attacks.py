@@ -258,7 +258,8 @@ def test_a_symlink_planted_at_a_temporary_name_is_never_followed(config: Path) -
 # -- point 10: a password in a URL is echoed ---------------------------------------------
 
 
-def test_a_password_in_a_profile_s_base_url_is_not_echoed(config: Path) -> None:
+def test_a_password_in_a_profile_s_base_url_is_not_echoed(
+        config: Path, monkeypatch: pytest.MonkeyPatch) -> None:
     """A profiles file edited to hold ``user:password@`` in its base URL: the profile's repr
     and the client's refusal show ``***@``."""
     saved = json.loads((config / profiles.PROFILES_FILE).read_text())
@@ -266,6 +267,11 @@ def test_a_password_in_a_profile_s_base_url_is_not_echoed(config: Path) -> None:
     (config / profiles.PROFILES_FILE).write_text(json.dumps(saved))
     found = profiles.load("work", folder=config)
     assert found is not None and PASSWORD not in repr(found) and "***@" in repr(found)
+    assert found.base_url == "https://***@api.example.com"  # as `parcelsearch profiles` shows
+    monkeypatch.setenv("PARCELSEARCH_CONFIG_DIR", str(config))
+    with pytest.raises(ConfigurationError, match="must not carry .* credentials") as caught:
+        Client(profile="work")
+    assert PASSWORD not in f"{caught.value} {caught.value!r}"
 
 
 def test_a_password_in_a_base_url_is_not_echoed() -> None:
