@@ -28,7 +28,6 @@ from _spend_hooks import Reserving
 from _threads import moments
 
 from parcelsearch._fetch import wire as _wire
-from parcelsearch._fetch.answers import Refusal
 from parcelsearch._fetch.client import Client, RateLimiter, RetryPolicy, key_fingerprint
 from parcelsearch.errors import (
     AuthenticationError,
@@ -620,6 +619,8 @@ def test_a_probe_forgets_a_learnt_path_that_answers_404(server: FaultServer,
     saved = json.loads((tmp_path / "vendors.json").read_text())
     assert saved[server.base_url]["moved"] == {}
     # a request another thread sent to the learnt path before it was forgotten: the default
+    from parcelsearch._fetch.answers import Refusal
+
     late = made._unlearn(404, Refusal((), None, "other", "envelope"),
                          server.base_url + "/v1/markets/?x=1")
     assert late is not None and late.url == server.base_url + "/v1/markets?x=1"

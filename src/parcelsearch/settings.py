@@ -72,6 +72,16 @@ ENV_CONFIG_DIR: Final = "PARCELSEARCH_CONFIG_DIR"
 APP_NAME: Final = "parcelsearch"
 
 
+#: ``[scheme://]…@``: everything before the last ``@`` ahead of a query or fragment (a password
+#: may hold ``/``, which would end the netloc of a well-formed URL) is taken as userinfo.
+_USERINFO = re.compile(r"^([A-Za-z][A-Za-z0-9+.-]*://)?[^?#]*@")
+
+
+def without_userinfo(url: str) -> str:
+    """``url`` with any ``user:password@`` shown as ``***@``: for messages, logs and reprs."""
+    return _USERINFO.sub(r"\1***@", url)
+
+
 def check_base_url(url: str) -> str:
     """``url`` as the root of the services (no trailing ``/``), if it is one.
 
@@ -101,16 +111,6 @@ def check_base_url(url: str) -> str:
             f"base URL must not carry a query, fragment or credentials: {shown!r}"
         )
     return url.rstrip("/")
-
-
-#: ``[scheme://]…@``: everything before the last ``@`` ahead of a query or fragment (a password
-#: may hold ``/``, which would end the netloc of a well-formed URL) is taken as userinfo.
-_USERINFO = re.compile(r"^([A-Za-z][A-Za-z0-9+.-]*://)?[^?#]*@")
-
-
-def without_userinfo(url: str) -> str:
-    """``url`` with any ``user:password@`` shown as ``***@``: for messages, logs and reprs."""
-    return _USERINFO.sub(r"\1***@", url)
 
 
 def _user_cache_dir() -> Path:
