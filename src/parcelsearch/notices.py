@@ -51,6 +51,11 @@ class ParcelSearchWarning(UserWarning):
         return self.render("python")
 
 
+class KeptFileWarning(ParcelSearchWarning):
+    """Something kept in the cache folder (``vendors.json``, a kept plan) was not used as it
+    stood: it failed a check, or stopped working, and is learnt or made again."""
+
+
 class RowNumberIdsWarning(ParcelSearchWarning):
     """The areas had no id column and no index of their own: row numbers are the ids."""
 
@@ -61,11 +66,6 @@ class NothingMatchedWarning(ParcelSearchWarning):
 
 class CoordinatesWarning(ParcelSearchWarning):
     """Coordinates that look wrongly placed (e.g. a CRS that puts them in the ocean)."""
-
-
-class KeptFileWarning(ParcelSearchWarning):
-    """Something kept in the cache folder (``vendors.json``, a kept plan) was not used as it
-    stood: it failed a check, or stopped working, and is learnt or made again."""
 
 
 def warn(warning: ParcelSearchWarning) -> None:
