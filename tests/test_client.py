@@ -580,6 +580,52 @@ def test_other_redirects_are_refused_naming_where(server: FaultServer, client: C
     assert_no_key(caught.value)
 
 
+def test_a_password_in_a_redirect_s_location_is_not_echoed(server: FaultServer,
+                                                             client: Client) -> None:
+    """Issue 46, point 10: ``user:password@`` in a Location (the same host and port: another
+    origin all the same) was echoed in the refusal."""
+    location = server.base_url.replace("//", "//mallory:hunter2-Sekret@") + "/v1/search/"
+    server.default = (302, b"", {"Location": location})
+    with pytest.raises(ServiceError, match=r"redirects .* to https://\*\*\*@127") as caught:
+        client.search_page(RING, 1)
+    assert "hunter2" not in f"{caught.value} {caught.value!r} {caught.value.url}"
+    assert len(server.lines) == 1 and client._moved == {}
+
+
+def test_a_learnt_path_that_fails_is_named_in_the_message(server: FaultServer,
+                                                          tmp_path: Path) -> None:
+    """Issue 46, point 7: the message named ``/v1/search`` while the request went to the
+    learnt path."""
+    moved = {server.base_url + "/v1/search": server.base_url + "/v1/search/"}
+    (tmp_path / "vendors.json").write_text(json.dumps({server.base_url: {"moved": moved}}))
+    server.default = (400, {"status": "ERROR", "message": "bad polygon"}, {})
+    with Client(KEY, server.base_url, server.ca_path, cache_dir=tmp_path, retries=0) as made:
+        with pytest.raises(ParcelSearchError, match="GET /v1/search/ page 1"):
+            made.search_page(RING, 1)
+    assert [line.split()[1].partition("?")[0] for line in server.lines] == ["/v1/search/"]
+
+
+def test_a_probe_forgets_a_learnt_path_that_answers_404(server: FaultServer,
+                                                        tmp_path: Path) -> None:
+    """``doctor``'s probes too: a learnt path the vendor removed is forgotten, in the vendor
+    profile as well, and the default asked at once."""
+    moved = {server.base_url + "/v1/markets": server.base_url + "/v1/markets/"}
+    (tmp_path / "vendors.json").write_text(json.dumps({server.base_url: {"moved": moved}}))
+    server.then((404, {"status": "ERROR", "message": "no such resource"}, {}))
+    server.default = (200, {"status": "OK", "data": ["Abilene, TX"]}, {})
+    with Client(KEY, server.base_url, server.ca_path, cache_dir=tmp_path, retries=0) as made:
+        assert made.probe("/v1/markets").status == 200
+    assert [line.split()[1] for line in server.lines] == ["/v1/markets/", "/v1/markets"]
+    saved = json.loads((tmp_path / "vendors.json").read_text())
+    assert saved[server.base_url]["moved"] == {}
+    # a request another thread sent to the learnt path before it was forgotten: the default
+    from parcelsearch._fetch.answers import Refusal
+
+    late = made._unlearn(404, Refusal((), None, "other", "envelope"),
+                         server.base_url + "/v1/markets/?x=1")
+    assert late is not None and late.url == server.base_url + "/v1/markets?x=1"
+
+
 @pytest.mark.parametrize("status, body, error, words", [
     (429, {"fault": {"faultstring": "Rate limit quota violation. Quota limit  exceeded.",
                      "detail": {"errorcode": "policies.ratelimit.QuotaViolation"}}},

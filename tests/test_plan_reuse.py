@@ -6,9 +6,12 @@ import json
 from pathlib import Path
 
 import geopandas as gpd
+import pytest
 import shapely
 
 import parcelsearch
+from parcelsearch._fetch import wire as _wire
+from parcelsearch.notices import KeptFileWarning
 from parcelsearch.planning import reuse as plan_reuse
 
 TRACTS = Path(__file__).resolve().parent / "data" / "sf_tracts_2020.geojson"
@@ -89,5 +92,88 @@ def test_a_kept_area_without_pieces_is_planned_afresh(tmp_path: Path) -> None:
     document = json.loads(first.read_text())
     document["pieces"] = []
     first.write_text(json.dumps(document))
-    reused = plan_reuse.reuse(made, tmp_path, keep=False)
+    with pytest.warns(KeptFileWarning, match=r"is ignored \(no piece\)"):
+        reused = plan_reuse.reuse(made, tmp_path, keep=False)
     assert {p.area_id for p in reused.pieces} == set(made.areas.index)
+
+
+def _tampered(made: parcelsearch.Plan, tmp_path: Path, change) -> Path:
+    """The kept plan of the first area, its pieces changed by ``change`` (same boundary)."""
+    first = plan_reuse.keep_plan(made, tmp_path)[0]
+    document = json.loads(first.read_text())
+    document["pieces"] = change(document["pieces"])
+    first.write_text(json.dumps(document))
+    return first
+
+
+def test_a_kept_plan_whose_pieces_no_longer_cover_the_area_is_planned_afresh(
+        tmp_path: Path) -> None:
+    """Issue 46, point 6: a kept plan edited to give one area a tiny piece (same boundary)
+    made a later search report that area complete from a corner of it."""
+    made = parcelsearch.plan(_tracts())
+    area = made.areas.index[0]
+    tiny = _wire.ring_json([(-122.5, 37.7), (-122.4999, 37.7), (-122.4999, 37.7001),
+                            (-122.5, 37.7)])
+    path = _tampered(made, tmp_path, lambda pieces: [[0, tiny, pieces[0][2], pieces[0][3]]])
+    with pytest.warns(KeptFileWarning, match=f"{path.name}.*do not cover the area"):
+        reused = plan_reuse.reuse(made, tmp_path, keep=False)
+    assert [p.polygon_json for p in reused.pieces] == [p.polygon_json for p in made.pieces]
+    assert tiny not in {p.polygon_json for p in reused.pieces if p.area_id == area}
+
+
+def test_a_kept_plan_is_read_from_the_rings_sent_not_what_the_file_says_of_them(
+        tmp_path: Path) -> None:
+    """The file's geometry and request size of a piece are not believed: an honest geometry
+    beside a tiny ring to send is still a tiny piece."""
+    made = parcelsearch.plan(_tracts())
+    tiny = _wire.ring_json([(-122.5, 37.7), (-122.4999, 37.7), (-122.4999, 37.7001),
+                            (-122.5, 37.7)])
+    _tampered(made, tmp_path, lambda pieces: [[i, tiny, wkb, 1] for i, _, wkb, _ in pieces])
+    with pytest.warns(KeptFileWarning, match="do not cover the area"):
+        stored = plan_reuse.stored_plan(made, tmp_path)
+    assert stored is not None and tiny not in {p.polygon_json for p in stored.pieces}
+    odd = _tampered(made, tmp_path, lambda pieces: [[7, *piece[1:]] for piece in pieces])
+    with pytest.warns(KeptFileWarning, match=f"{odd.name}.*piece ids not 0..n-1"):
+        reused = plan_reuse.reuse(made, tmp_path, keep=False)
+    assert [p.polygon_json for p in reused.pieces] == [p.polygon_json for p in made.pieces]
+
+
+def test_a_kept_plan_is_written_whole_leaving_no_temporary_file(tmp_path: Path,
+                                                                monkeypatch) -> None:
+    made = parcelsearch.plan(_tracts().iloc[:1])
+    folder = tmp_path / plan_reuse.PLANS_FOLDER
+    folder.mkdir()
+
+    def full(*args, **kwargs):
+        raise OSError(28, "No space left on device")
+
+    monkeypatch.setattr("os.replace", full)
+    with pytest.raises(OSError, match="No space"):
+        plan_reuse.keep_plan(made, tmp_path)
+    assert list(folder.iterdir()) == []  # the temporary file is gone too
+
+
+def test_a_kept_plan_whose_pieces_reach_far_beyond_the_area_is_planned_afresh(
+        tmp_path: Path) -> None:
+    """A piece made to cover a whole county would match parcels outside the area (and pay for
+    their pages): the kept plan is ignored, as one that covers too little is."""
+    made = parcelsearch.plan(_tracts())
+    west, south, east, north = made.areas.geometry.iloc[0].bounds
+    huge = _wire.ring_json([(west - 0.1, south - 0.1), (east + 0.1, south - 0.1),
+                            (east + 0.1, north + 0.1), (west - 0.1, north + 0.1),
+                            (west - 0.1, south - 0.1)])
+    path = _tampered(made, tmp_path, lambda pieces: [[0, huge, *pieces[0][2:]]])
+    with pytest.warns(KeptFileWarning, match=f"{path.name}.*reach beyond the area"):
+        reused = plan_reuse.reuse(made, tmp_path, keep=False)
+    assert [p.polygon_json for p in reused.pieces] == [p.polygon_json for p in made.pieces]
+
+
+@pytest.mark.parametrize("tolerance", [0, 50])
+@pytest.mark.parametrize("match", ["intersects", "representative-point"])
+def test_honest_kept_plans_pass_the_checks_in_any_crs(tmp_path: Path, tolerance: float,
+                                                      match: str) -> None:
+    """The checks refuse no plan the planner made (connectors and tolerance included)."""
+    plan_reuse.keep_plan(parcelsearch.plan(_tracts(), tolerance, match=match), tmp_path)
+    utm = parcelsearch.plan(_tracts().to_crs("EPSG:26910"), tolerance, match=match)
+    stored = plan_reuse.stored_plan(utm, tmp_path)  # a warning would fail the test
+    assert stored is not None and len({p.area_id for p in stored.pieces}) == 6

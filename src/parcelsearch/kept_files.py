@@ -52,6 +52,47 @@ def gpkg_metadata(path: Path) -> dict[str, Any] | None:
 # -- files written whole -----------------------------------------------------------------
 
 
+def write_whole(out: Path, data: bytes, *, mode: int = 0o600) -> Path:
+    """Write ``data`` to ``out`` whole, safely in a folder others may share: ``out`` holds
+    the old bytes or the new, never part of them, nor anything another user planted.
+
+    The temporary file is made beside ``out`` under an unpredictable name (128 random bits),
+    created with ``O_EXCL | O_NOFOLLOW`` (never a file or symlink someone put there, as
+    :func:`tempfile.mkstemp` does) with ``mode`` before a byte is written, flushed to disk,
+    then renamed over ``out`` (a symlink planted at ``out`` is replaced, never followed). On
+    any failure it is removed.
+
+    Parameters
+    ----------
+    out
+        The file to write.
+    data
+        Its whole content.
+    mode
+        Its permissions (0600 by default: readable by its owner only).
+
+    Returns
+    -------
+    Path
+        ``out``.
+    """
+    temp = out.with_name(f".{out.name}-{uuid.uuid4().hex}.tmp")
+    flags = os.O_WRONLY | os.O_CREAT | os.O_EXCL | getattr(os, "O_NOFOLLOW", 0)
+    descriptor = os.open(temp, flags | getattr(os, "O_BINARY", 0), mode)
+    try:
+        with os.fdopen(descriptor, "wb") as handle:
+            if hasattr(os, "fchmod"):  # the umask narrowed the mode os.open gave
+                os.fchmod(handle.fileno(), mode)
+            handle.write(data)
+            handle.flush()
+            os.fsync(handle.fileno())
+        os.replace(temp, out)
+    except BaseException:
+        temp.unlink(missing_ok=True)
+        raise
+    return out
+
+
 def atomically(out: Path, write: Callable[[Path], object]) -> None:
     """Call ``write(temp)`` on a temporary file beside ``out``, then rename it to ``out``."""
     temp = out.with_name(f".{out.stem}-{uuid.uuid4().hex[:8]}.tmp{out.suffix}")

@@ -22,7 +22,7 @@ from typing import TextIO
 from parcelsearch.errors import Dialect, Hint, ParcelSearchError
 
 __all__ = ["ParcelSearchWarning", "RowNumberIdsWarning", "NothingMatchedWarning",
-           "CoordinatesWarning", "OldPagesWarning", "warn", "as_messages"]
+           "CoordinatesWarning", "KeptFileWarning", "OldPagesWarning", "warn", "as_messages"]
 
 _PACKAGE = str(Path(__file__).resolve().parent)
 
@@ -49,6 +49,11 @@ class ParcelSearchWarning(UserWarning):
 
     def __str__(self) -> str:
         return self.render("python")
+
+
+class KeptFileWarning(ParcelSearchWarning):
+    """Something kept in the cache folder (``vendors.json``, a kept plan) was not used as it
+    stood: it failed a check, or stopped working, and is learnt or made again."""
 
 
 class RowNumberIdsWarning(ParcelSearchWarning):

@@ -8,6 +8,11 @@ the profiles, readable by its owner only (0600), as ``gh`` and the Hugging Face 
 A profile is then chosen with ``--profile NAME``, ``$PARCELSEARCH_PROFILE`` or
 ``Client(profile=NAME)``; without one, the profile ``default`` is used when there is no
 ``$PARCELSEARCH_API_KEY``. Keys are never printed: a profile shows its key's fingerprint.
+The folder is used only when it is yours alone: one another user owns or can write, a
+profiles or credentials file others can write, a credentials file others can read, is refused
+with the ``chmod`` that fixes it. Files are written through
+:func:`parcelsearch.kept_files.write_whole` (no predictable temporary name, no symlink
+followed).
 
 Examples
 --------
@@ -22,6 +27,7 @@ from __future__ import annotations
 import json
 import os
 import re
+import stat
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
@@ -94,7 +100,46 @@ def _backend_name() -> str:
     return f"the OS keyring ({type(backend).__module__}.{type(backend).__name__})"
 
 
-def _read(path: Path) -> dict[str, Any]:
+def _check_folder(folder: Path) -> None:
+    """Refuse a config folder another user owns or can write (they could swap the profiles
+    file, and with it where the key is sent). POSIX only: Windows folders carry ACLs."""
+    if os.name != "posix" or not folder.exists():
+        return
+    found = folder.stat()
+    if found.st_uid != os.geteuid():
+        raise ConfigurationError(
+            f"the config folder {folder} belongs to another user (uid {found.st_uid}): its "
+            "profiles would choose where your key is sent; use a folder of your own, or take "
+            f"this one (chown $USER {folder} && chmod 700 {folder})")
+    if found.st_mode & (stat.S_IWGRP | stat.S_IWOTH):
+        raise ConfigurationError(
+            f"the config folder {folder} can be written by other users (mode "
+            f"{stat.S_IMODE(found.st_mode):04o}): they could change where your key is sent; "
+            f"make it yours alone: chmod 700 {folder}")
+
+
+def _check_file(path: Path, *, private: bool) -> None:
+    """Refuse a profiles or credentials file another user owns or can write, and a
+    credentials file another user can read."""
+    if os.name != "posix" or not path.exists():
+        return
+    found = path.stat()
+    mode = stat.S_IMODE(found.st_mode)
+    shared = (stat.S_IRWXG | stat.S_IRWXO) if private else (stat.S_IWGRP | stat.S_IWOTH)
+    if found.st_uid != os.geteuid():
+        raise ConfigurationError(
+            f"{path} belongs to another user (uid {found.st_uid}); delete it and log in again")
+    if mode & shared:
+        what = "read or written" if private else "written"
+        raise ConfigurationError(
+            f"{path} can be {what} by other users (mode {mode:04o}): make it yours alone "
+            f"with chmod 600 {path}" + (" (and replace the keys in it: others may have read "
+                                        "them)" if private else ""))
+
+
+def _read(path: Path, *, private: bool = False) -> dict[str, Any]:
+    _check_folder(path.parent)
+    _check_file(path, private=private)
     if not path.exists():
         return {}
     try:
@@ -106,18 +151,14 @@ def _read(path: Path) -> dict[str, Any]:
 
 
 def _write(path: Path, value: dict[str, Any], *, private: bool) -> None:
-    """Written whole; a credentials file is made 0600 before the key is in it."""
+    """Written whole (:func:`parcelsearch.kept_files.write_whole`); a credentials file is
+    made 0600 before the key is in it."""
+    from parcelsearch.kept_files import write_whole  # pyarrow and pyogrio: only when writing
+
     path.parent.mkdir(parents=True, exist_ok=True, mode=0o700)
-    temp = path.with_name(f".{path.name}.{os.getpid()}.tmp")
-    descriptor = os.open(temp, os.O_WRONLY | os.O_CREAT | os.O_TRUNC,
-                         0o600 if private else 0o644)
-    try:
-        os.fchmod(descriptor, 0o600 if private else 0o644)
-        with os.fdopen(descriptor, "w", encoding="utf-8") as handle:
-            json.dump(value, handle, indent=1, sort_keys=True)
-        os.replace(temp, path)
-    finally:
-        temp.unlink(missing_ok=True)
+    _check_folder(path.parent)
+    text = json.dumps(value, indent=1, sort_keys=True)
+    write_whole(path, text.encode("utf-8"), mode=0o600 if private else 0o644)
 
 
 def save(name: str, api_key: str, *, base_url: str | None = None,
@@ -133,7 +174,7 @@ def save(name: str, api_key: str, *, base_url: str | None = None,
         ca_bundle = str(Path(ca_bundle).expanduser().resolve())
     store = _keyring() if keyring else None
     credentials_path = base / CREDENTIALS_FILE
-    credentials = _read(credentials_path)
+    credentials = _read(credentials_path, private=True)
     if store is not None:
         store.set_password(KEYRING_SERVICE, name, api_key)
         kept = "keyring"
@@ -152,11 +193,23 @@ def save(name: str, api_key: str, *, base_url: str | None = None,
     return found
 
 
+def _file_kept_in(path: Path) -> str:
+    """Where a key filed in ``path`` is kept, and who can read it (as it is, not as meant)."""
+    try:
+        mode = stat.S_IMODE(path.stat().st_mode)
+    except OSError:
+        return f"{path} (missing)"
+    if os.name == "posix" and mode & (stat.S_IRWXG | stat.S_IRWXO):
+        return f"{path} (mode {mode:04o}, open to other users: chmod 600 {path})"
+    return f"{path} (readable by you only)"
+
+
 def _profile(name: str, entry: dict[str, Any], base: Path) -> Profile:
     kept = (_backend_name() if entry.get("key") == "keyring"
-            else f"{base / CREDENTIALS_FILE} (readable by you only)")
-    return Profile(name, entry.get("base_url"), entry.get("ca_bundle"), kept,
-                   str(entry.get("fingerprint", "")))
+            else _file_kept_in(base / CREDENTIALS_FILE))
+    base_url = entry.get("base_url")  # a password in it (an edited file) is never shown
+    return Profile(name, None if base_url is None else settings.without_userinfo(str(base_url)),
+                   entry.get("ca_bundle"), kept, str(entry.get("fingerprint", "")))
 
 
 def load(name: str, *, folder: str | os.PathLike[str] | None = None) -> Profile | None:
@@ -177,7 +230,7 @@ def _key(name: str, base: Path) -> str | None:
     if entry.get("key") == "keyring":
         store = _keyring()
         return None if store is None else store.get_password(KEYRING_SERVICE, name)
-    value = _read(base / CREDENTIALS_FILE).get(name)
+    value = _read(base / CREDENTIALS_FILE, private=True).get(name)
     return None if value is None else str(value)
 
 
@@ -195,7 +248,7 @@ def remove(name: str, *, folder: str | os.PathLike[str] | None = None) -> bool:
                 store.delete_password(KEYRING_SERVICE, name)
             except Exception:  # noqa: BLE001 - keyring's PasswordDeleteError: already gone
                 pass
-    credentials = _read(base / CREDENTIALS_FILE)
+    credentials = _read(base / CREDENTIALS_FILE, private=True)
     if credentials.pop(name, None) is not None:
         _write(base / CREDENTIALS_FILE, credentials, private=True)
     _write(base / PROFILES_FILE, saved, private=False)

@@ -21,6 +21,7 @@ lives only in :class:`parcelsearch.Client` (``$PARCELSEARCH_API_KEY``).
 from __future__ import annotations
 
 import os
+import re
 from collections.abc import Callable, Iterator
 from dataclasses import dataclass
 from datetime import timedelta
@@ -73,6 +74,16 @@ ENV_MAX_AGE: Final = "PARCELSEARCH_MAX_AGE"
 APP_NAME: Final = "parcelsearch"
 
 
+#: ``[scheme://]…@``: everything before the last ``@`` ahead of a query or fragment (a password
+#: may hold ``/``, which would end the netloc of a well-formed URL) is taken as userinfo.
+_USERINFO = re.compile(r"^([A-Za-z][A-Za-z0-9+.-]*://)?[^?#]*@")
+
+
+def without_userinfo(url: str) -> str:
+    """``url`` with any ``user:password@`` shown as ``***@``: for messages, logs and reprs."""
+    return _USERINFO.sub(r"\1***@", url)
+
+
 def check_base_url(url: str) -> str:
     """``url`` as the root of the services (no trailing ``/``), if it is one.
 
@@ -87,18 +98,19 @@ def check_base_url(url: str) -> str:
     """
     url = url.strip()
     parts = urlsplit(url)
+    shown = without_userinfo(url)  # a password is never echoed
     if parts.scheme.lower() == "http":
         raise ConfigurationError(
-            f"refusing http:// base URL {url!r}: the services are HTTPS only "
+            f"refusing http:// base URL {shown!r}: the services are HTTPS only "
             "(the key would travel in clear text); use https://"
         )
     if parts.scheme.lower() != "https" or not parts.hostname:
         raise ConfigurationError(
-            f"base URL must look like https://host[:port][/prefix], got {url!r}"
+            f"base URL must look like https://host[:port][/prefix], got {shown!r}"
         )
     if parts.query or parts.fragment or parts.username or parts.password:
         raise ConfigurationError(
-            f"base URL must not carry a query, fragment or credentials: {url!r}"
+            f"base URL must not carry a query, fragment or credentials: {shown!r}"
         )
     return url.rstrip("/")
 

@@ -49,7 +49,7 @@ from parcelsearch._fetch.http import (
     strip_query,
 )
 from parcelsearch._fetch.page import Page, check_page
-from parcelsearch._fetch.vendor_profile import load_profile, save_profile
+from parcelsearch._fetch.vendor_profile import PROFILES_FILE, load_profile, save_profile
 from parcelsearch.errors import (
     AuthenticationError,
     BadPolygonError,
@@ -170,6 +170,7 @@ class Client:
         self.page_base = self.vendor.page_base if self.vendor.page_base is not None else 1
         self._moved: dict[str, str] = dict(self.vendor.moved)  # paths moved by redirects
         self._moved_lock = threading.Lock()
+        self._forgotten: dict[str, str] = {}  # learnt paths forgotten: the default each replaced
 
     @property
     def page_base_known(self) -> bool:
@@ -247,9 +248,10 @@ class Client:
         :func:`parcelsearch.check_service`): status, compression and the body read once.
         Same-origin redirects are followed; cut bodies, 5xx and spike arrest are retried."""
         url = self._moved_url(self.base_url + target)
-        where = _describe(target)
+        where = self._where(target, url)
 
         def judge(response: requests.Response) -> Probe:
+            where = self._where(target, response.url or url)
             try:
                 body = response.content
             except (requests.exceptions.ChunkedEncodingError,
@@ -267,6 +269,9 @@ class Client:
                 if refusal.kind == "spike" or (status >= 500 and refusal.kind != "quota"):
                     raise Transient(str(status), _service_error(
                         status, response.headers, refusal, url, where, self))
+                hop = self._unlearn(status, refusal, response.url or url)
+                if hop is not None:
+                    raise hop
             return Probe(status, response.headers.get("Content-Encoding", "identity"),
                          payload if isinstance(payload, dict) else None, refusal)
 
@@ -280,6 +285,36 @@ class Client:
         """``url`` on the path a same-origin redirect moved it to earlier, if any."""
         path, sep, query = url.partition("?")
         return self._moved.get(path, path) + sep + query
+
+    def _where(self, target: str, url: str) -> str:
+        """The request described by the path actually requested: ``target``'s, or the path a
+        learnt move or a redirect sent it to."""
+        if url.partition("?")[0] == self.base_url + target.partition("?")[0]:
+            return _describe(target)
+        parts = urlsplit(url)
+        return _describe(parts.path + (f"?{parts.query}" if parts.query else ""))
+
+    def _unlearn(self, status: int, refusal: Refusal, url: str) -> Redirected | None:
+        """A learnt path that now answers 404 or 410 (not an empty result worded so): it is
+        forgotten, in the vendor profile too, and the request goes again to the path it
+        replaced (:class:`~parcelsearch._fetch.http.Redirected`); None for any other answer."""
+        if status not in GONE or refusal.kind == "empty":
+            return None
+        path, sep, query = url.partition("?")
+        with self._moved_lock:
+            sources = [source for source, moved in self._moved.items() if moved == path]
+            for source in sources:
+                del self._moved[source]
+                self._forgotten[path] = source
+            moved = dict(self._moved)
+            earlier = self._forgotten.get(path)
+        if not sources:  # forgotten already (by another thread's request): the default too
+            return None if earlier is None else Redirected(earlier + sep + query)
+        log.warning("the learnt path %s answers HTTP %d: forgotten (in %s), the request goes "
+                    "to %s again", strip_query(path), status, self.cache_dir / PROFILES_FILE,
+                    strip_query(sources[0]))
+        self.learn(moved=moved)
+        return Redirected(sources[0] + sep + query)
 
     def _redirect(self, response: requests.Response, url: str, where: str) -> Exception:
         """:class:`~parcelsearch._fetch.http.Redirected` for a GET that stays on the base URL's
@@ -417,10 +452,11 @@ class Client:
         empty: dict[str, Any] | None = None,
     ) -> T:
         url = self._moved_url(self.base_url + target)
-        where = _describe(target)
+        where = self._where(target, url)
 
         def judge(response: requests.Response) -> T:
-            return _judge(response, read, where, response.url or url, spend, self, empty)
+            asked = response.url or url
+            return _judge(response, read, self._where(target, asked), asked, spend, self, empty)
 
         log.debug("GET %s (key %s)", where, self._fingerprint)
         return self.transport.get(
@@ -445,6 +481,8 @@ class Probe:
 
 #: Redirect statuses: followed when they stay on the base URL's https origin.
 REDIRECTS = frozenset({301, 302, 303, 307, 308})
+#: Statuses that make a learnt path forgotten: the vendor has moved it back, or away.
+GONE = frozenset({404, 410})
 
 
 def _judge(
@@ -475,6 +513,9 @@ def _judge(
     content_type = response.headers.get("Content-Type", "")
     if status != 200:
         refusal = read_refusal(status, body, content_type)
+        hop = client._unlearn(status, refusal, url)
+        if hop is not None:
+            raise hop
         if refusal.kind == "empty":
             return _empty(read, empty, refusal, where, url)
         error = _service_error(status, response.headers, refusal, url, where, client)

@@ -38,6 +38,7 @@ from parcelsearch.errors import (
     ServiceError,
     TransportError,
 )
+from parcelsearch.settings import without_userinfo
 
 __all__ = [
     "Cancelled",
@@ -492,5 +493,6 @@ def _no_response(exc: BaseException, url: str, describe: str) -> TransportError:
 
 
 def strip_query(url: str) -> str:
-    """``url`` without its query (where a search's polygon travels): for messages."""
-    return url.partition("?")[0]
+    """``url`` without its query (where a search's polygon travels) nor its userinfo (a
+    password): for messages."""
+    return without_userinfo(url.partition("?")[0])

@@ -5,24 +5,36 @@ a page past the last looks like, whether answers are compressed, how errors are 
 What a search or ``parcelsearch doctor`` learns is kept per base URL in
 ``vendors.json`` beside the response cache, so later runs adapt without probing again.
 The file holds no key: only the base URL and what was observed.
+
+The file is data to check, not configuration to obey: the cache folder may be shared,
+synced or copied from someone else. Each learnt path (``moved``) is checked when read and
+used only if it stays on the base URL's own ``https://`` host and port (no other scheme,
+host or port, no userinfo, query or ``..``); any other entry is ignored with a
+:class:`~parcelsearch.notices.KeptFileWarning` naming the file and the entry.
 """
 
 from __future__ import annotations
 
 import json
 import os
-import tempfile
+import re
 import threading
 from dataclasses import asdict, dataclass, field, fields
 from datetime import UTC, datetime
 from pathlib import Path
 from typing import Any
+from urllib.parse import unquote, urlsplit
 
-__all__ = ["VendorProfile", "load_profile", "save_profile", "PROFILES_FILE"]
+from parcelsearch.notices import KeptFileWarning, warn
+from parcelsearch.settings import without_userinfo
+
+__all__ = ["VendorProfile", "load_profile", "save_profile", "same_origin_path", "PROFILES_FILE"]
 
 #: The file, in the cache folder, holding one profile per base URL.
 PROFILES_FILE = "vendors.json"
 _LOCK = threading.Lock()
+#: What a path may be made of (RFC 3986 ``pchar`` and ``/``): no space, backslash or control.
+_PATH = re.compile(r"/[A-Za-z0-9._~!$&'()*+,;=:@%/-]*")
 
 
 @dataclass
@@ -70,34 +82,70 @@ def _read_all(cache_dir: str | os.PathLike[str]) -> dict[str, Any]:
     return data if isinstance(data, dict) else {}
 
 
+def same_origin_path(base_url: str, url: object) -> bool:
+    """Whether ``url`` may carry the key of ``base_url``: an ``https://`` URL on the same host
+    and port, without userinfo, query or fragment, whose path has no ``.`` or ``..``
+    segment (also percent-encoded) nor a character a path cannot hold."""
+    if not isinstance(url, str):
+        return False
+    try:
+        base, there = urlsplit(base_url), urlsplit(url)
+    except ValueError:
+        return False
+    segments = unquote(there.path).split("/")
+    return (there.scheme == "https" and there.netloc == base.netloc
+            and "@" not in there.netloc and not there.query and not there.fragment
+            and "." not in segments and ".." not in segments
+            and _PATH.fullmatch(there.path) is not None)
+
+
+def _checked_moved(cache_dir: str | os.PathLike[str], base_url: str,
+                   moved: object) -> dict[str, str]:
+    """The learnt paths of ``moved`` that stay on ``base_url``'s origin; each other entry
+    ignored with a warning naming the file and the entry."""
+    if not isinstance(moved, dict):
+        return {}
+    kept = {}
+    for source, target in moved.items():
+        if same_origin_path(base_url, source) and same_origin_path(base_url, target):
+            kept[source] = target
+            continue
+        warn(KeptFileWarning(
+            f"{_path(cache_dir)}: the learnt path {without_userinfo(str(source))!r} → "
+            f"{without_userinfo(str(target))!r} is ignored: a learnt path must stay on "
+            f"{base_url} (https, the same host and port, no userinfo, query or '..'); the "
+            "default path is used"))
+    return kept
+
+
 def load_profile(cache_dir: str | os.PathLike[str], base_url: str) -> VendorProfile:
-    """The profile of ``base_url`` (an empty one when nothing is known)."""
+    """The profile of ``base_url`` (an empty one when nothing is known); learnt paths that
+    leave the base URL's origin are ignored (:func:`same_origin_path`), with a warning."""
     entry = _read_all(cache_dir).get(base_url)
     if not isinstance(entry, dict):
         return VendorProfile(base_url)
     known = {f.name for f in fields(VendorProfile)}
     values = {k: v for k, v in entry.items() if k in known}
     values["base_url"] = base_url
+    values["moved"] = _checked_moved(cache_dir, base_url, values.get("moved"))
     profile = VendorProfile(**values)
     if profile.page_base not in (None, 0, 1):
         profile.page_base = None
-    if not isinstance(profile.moved, dict):
-        profile.moved = {}
     if profile.match_rule not in (None, "representative-point", "intersects"):
         profile.match_rule = None
     return profile
 
 
 def save_profile(cache_dir: str | os.PathLike[str], profile: VendorProfile) -> Path:
-    """Keep ``profile`` (atomically; other base URLs' profiles untouched)."""
+    """Keep ``profile`` (written whole by :func:`parcelsearch.kept_files.write_whole`; other
+    base URLs' profiles untouched)."""
+    from parcelsearch.kept_files import write_whole  # pyarrow and pyogrio: only when writing
+
     folder = Path(cache_dir)
     folder.mkdir(parents=True, exist_ok=True)
     profile.learned_at = datetime.now(UTC).isoformat(timespec="seconds")
     with _LOCK:
         data = _read_all(folder)
         data[profile.base_url] = asdict(profile)
-        fd, tmp = tempfile.mkstemp(dir=folder, prefix=".vendors-", suffix=".json")
-        with os.fdopen(fd, "w") as out:
-            json.dump(data, out, indent=1, sort_keys=True)
-        os.replace(tmp, _path(folder))
+        write_whole(_path(folder), json.dumps(data, indent=1, sort_keys=True).encode("utf-8"))
     return _path(folder)

@@ -10,6 +10,15 @@ to EPSG:4326, matches the kept one vertex by vertex within :data:`MATCH_DEGREES`
 of the 6-decimal request grid the pieces are snapped to) the same pieces, so their cached
 pages serve it. Areas are matched one by one (each is tiled on its own): a search of 400
 tracts reuses the pieces of the 28 searched last week, in whatever CRS either came.
+
+A kept plan is data to check, not an order (the cache folder may be shared, synced or
+copied): each piece is read back from the very ring that will be sent, and the pieces are
+used only if their union covers the area, bar slivers narrower than the boundary match
+(:data:`MATCH_DEGREES`), reaches beyond it no farther than the plan's settings let honest
+pieces (slivers narrower than twice two grid steps and the match, plus the tolerance), every
+piece fits the request line, and the ids run 0..n-1; else
+the kept file is ignored and the area planned afresh, saying so
+(:class:`~parcelsearch.notices.KeptFileWarning`).
 """
 
 from __future__ import annotations
@@ -17,6 +26,7 @@ from __future__ import annotations
 import hashlib
 import json
 import logging
+import math
 import os
 from collections.abc import Collection, Hashable
 from pathlib import Path
@@ -24,7 +34,11 @@ from typing import Any
 
 import shapely
 
+from parcelsearch._fetch import wire as _wire
+from parcelsearch.notices import KeptFileWarning, warn
 from parcelsearch.planning.plans import Piece, Plan
+from parcelsearch.planning.tiling.grid import GRID
+from parcelsearch.planning.tiling.request_budget import BUDGET_PAGE
 
 __all__ = ["PLANS_FOLDER", "MATCH_DEGREES", "reuse", "stored_plan", "keep_plan"]
 
@@ -56,21 +70,75 @@ def _file(plan: Plan, area_id: Hashable, folder: str | os.PathLike[str]) -> Path
 
 def _kept_pieces(plan: Plan, area_id: Hashable, geometry: shapely.Geometry,
                  folder: str | os.PathLike[str]) -> list[Piece] | None:
-    """The pieces kept for this area (same id, settings and boundary), or None."""
+    """The pieces kept for this area (same id, settings and boundary) if they still make a
+    plan of it (:func:`_covers`), or None."""
+    path = _file(plan, area_id, folder)
     try:
-        document = json.loads(_file(plan, area_id, folder).read_text(encoding="utf-8"))
+        document = json.loads(path.read_text(encoding="utf-8"))
         if document.get("settings") != _settings(plan) or document.get("area") != \
                 _area_key(area_id):
             return None
         if not _same_area(geometry, shapely.from_wkb(bytes.fromhex(document["boundary"]))):
             return None
-        pieces = [Piece(area_id=area_id, piece_id=int(piece_id), polygon_json=ring,
-                        geometry=shapely.from_wkb(bytes.fromhex(wkb)),
-                        request_bytes=int(request_bytes))
-                  for piece_id, ring, wkb, request_bytes in document["pieces"]]
-        return pieces or None  # every area has a piece: none kept is a damaged file
+        pieces = [_piece(plan, area_id, piece_id, ring)
+                  for piece_id, ring, _wkb, _request_bytes in document["pieces"]]
     except (OSError, ValueError, KeyError, TypeError, shapely.errors.ShapelyError):
         return None  # none kept, or not readable: planned afresh
+    flaw = _flaw(plan, geometry, pieces)
+    if flaw is not None:
+        warn(KeptFileWarning(f"the kept plan {path} of area {_area_key(area_id)} is ignored "
+                             f"({flaw}): the area is planned afresh"))
+        return None
+    return pieces
+
+
+def _piece(plan: Plan, area_id: Hashable, piece_id: object, ring: object) -> Piece:
+    """A kept piece read back from the ring that will be sent (its geometry and size are
+    the ring's own, not what the file says of them)."""
+    if not isinstance(ring, str) or not isinstance(piece_id, int):
+        raise TypeError("a kept piece is an id and a ring")
+    coords = json.loads(ring)
+    text = _wire.ring_json(coords)
+    if text != ring:
+        raise ValueError("a kept ring not as the planner writes it")
+    return Piece(area_id=area_id, piece_id=piece_id, polygon_json=text,
+                 geometry=shapely.Polygon(coords),
+                 request_bytes=_wire.search_target_bytes(plan.path, text, BUDGET_PAGE))
+
+
+def _flaw(plan: Plan, geometry: shapely.Geometry, pieces: list[Piece]) -> str | None:
+    """What makes kept ``pieces`` no plan of the area ``geometry``, or None."""
+    if not pieces:
+        return "no piece"  # every area has one
+    if [p.piece_id for p in pieces] != list(range(len(pieces))):
+        return "piece ids not 0..n-1"
+    if any(p.request_bytes > plan.max_request_bytes for p in pieces):
+        return f"a piece over the {plan.max_request_bytes:,}-byte request line"
+    area = shapely.make_valid(geometry)
+    union = shapely.union_all(shapely.make_valid([p.geometry for p in pieces]))
+    if not _thin(shapely.difference(area, union), MATCH_DEGREES):
+        return "its pieces do not cover the area"
+    if not _thin(shapely.difference(union, area), _reach(plan, area)):
+        return "its pieces reach beyond the area farther than the plan's settings allow"
+    return None
+
+
+def _thin(rest: shapely.Geometry, half_width: float) -> bool:
+    """Whether ``rest`` is empty but for slivers narrower than twice ``half_width``."""
+    return bool(rest.is_empty or shapely.buffer(rest, -half_width).is_empty)
+
+
+def _reach(plan: Plan, area: shapely.Geometry) -> float:
+    """How far (degrees) honest pieces may stick out of ``area``: two grid steps (exact
+    pieces; a connector's sliver is thinner) and the boundary match, plus the tolerance in
+    degrees of longitude at the area's farthest latitude (the most degrees per metre)."""
+    exact = 2 * GRID + MATCH_DEGREES
+    if not plan.tolerance:
+        return exact
+    _, south, _, north = area.bounds
+    metres_per_degree = 111_320 * max(math.cos(math.radians(max(abs(south), abs(north)))),
+                                      1e-3)
+    return exact + plan.tolerance / metres_per_degree
 
 
 def _same_area(geometry: shapely.Geometry, kept: shapely.Geometry) -> bool:
@@ -139,11 +207,12 @@ def keep_plan(plan: Plan, folder: str | os.PathLike[str],
 
 
 def _write(path: Path, document: dict[str, Any]) -> Path:
+    """Written whole (:func:`parcelsearch.kept_files.write_whole`: no temporary file left
+    behind, none followed through a symlink)."""
+    from parcelsearch.kept_files import write_whole  # pyarrow and pyogrio: only when writing
+
     path.parent.mkdir(parents=True, exist_ok=True)
-    temp = path.with_name(f".{path.name}.{os.getpid()}.tmp")
-    temp.write_text(json.dumps(document), encoding="utf-8")
-    os.replace(temp, path)
-    return path
+    return write_whole(path, json.dumps(document).encode("utf-8"), mode=0o644)
 
 
 def reuse(plan: Plan, folder: str | os.PathLike[str] | None, *, keep: bool = True) -> Plan:
@@ -151,7 +220,9 @@ def reuse(plan: Plan, folder: str | os.PathLike[str] | None, *, keep: bool = Tru
     the same pieces, so the same cached pages); with ``keep``, the pieces of the other areas
     are kept for next time.
 
-    A folder that cannot be written only costs the reuse (logged), never the search.
+    A folder that cannot be written only costs the reuse (logged), never the search. Kept
+    pieces that no longer cover their area are not used (a warning says so, the area is
+    planned afresh).
     """
     if folder is None:
         return plan
