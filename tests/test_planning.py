@@ -294,3 +294,11 @@ def test_point_savings_bound_what_connectors_would_save_under_the_point_rule(are
     assert "connectors could save up to 1 call if the vendor matches by a point" in repr(default)
     assert joined.point_savings == 0 and "could save" not in repr(joined)
     assert plan(areas, id_column="tract", connectors=False).point_savings == 0
+
+
+def test_an_empty_file_is_read_as_empty_not_as_gdal_words(tmp_path) -> None:
+    from parcelsearch.planning.vector_files import read_vector
+
+    (tmp_path / "areas.gpkg").touch()
+    with pytest.raises(InputError, match=r"study areas file '.*areas\.gpkg' is empty \(0 bytes\)"):
+        read_vector(tmp_path / "areas.gpkg", what="study areas file")
