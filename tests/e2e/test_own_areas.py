@@ -45,3 +45,46 @@ def test_synth_refuses_what_it_cannot_make(tmp_path: Path, capsys, argv, message
     gpd.read_file(TRACTS).iloc[:2].to_file(tmp_path / "tracts.gpkg")
     code, _, err = run(["parcels", "synth", "tracts.gpkg", *argv], capsys)
     assert code == 2 and message in err and "Traceback" not in err
+
+
+@pytest.mark.slow
+def test_two_fabrics_for_two_areas_files_are_served_together(tmp_path: Path, capsys,
+                                                             spawn_service) -> None:
+    """The issue: two fabrics both numbered parcels from 1 ("parcel_id 1 appears 2 times")
+    and the analyst renumbered by hand. Now each is made for its areas, 'serve' takes both,
+    and a search of each areas file finds its own fabric's parcels on the one service."""
+    tracts = gpd.read_file(TRACTS)
+    files = {}
+    for name, rows in (("north", [0, 1]), ("south", [7, 8])):
+        tracts.iloc[rows].to_file(tmp_path / f"{name}.gpkg")
+        files[name] = tmp_path / f"{name}.parquet"
+        code, printed, err = run(["parcels", "synth", str(tmp_path / f"{name}.gpkg"),
+                                  "--out", str(files[name])], capsys)
+        assert code == 0, err
+        made = gpd.read_parquet(files[name])
+        assert "estimated" in printed and "2 areas urban" in printed
+        assert f"ids from {made.parcel_id.min():,}" in printed
+    svc = spawn_service("sqlite", parcels=gpd.read_parquet(files["north"]), workers=1,
+                        extra=["--parcels", str(files["south"])])
+    key = svc.keys.create("two-fabrics", key_type="production", quota=1_000)
+    client = parcelsearch.Client(key, base_url=svc.base_url, ca_bundle=str(svc.ca_path))
+    for name, rows in (("north", [0, 1]), ("south", [7, 8])):
+        result = parcelsearch.search(tracts.iloc[rows], id_column="tract", client=client,
+                                     progress=False)
+        found = set(result.ids["group_id"])
+        assert result.complete and (result.summary()["parcels"] > 0).all()
+        assert found <= set(gpd.read_parquet(files[name]).group_id), name
+
+
+def test_files_whose_ids_collide_are_refused_naming_both(tmp_path: Path, capsys,
+                                                         monkeypatch: pytest.MonkeyPatch
+                                                         ) -> None:
+    monkeypatch.chdir(tmp_path)
+    tracts = gpd.read_file(TRACTS)
+    for name, rows in (("a", [0]), ("b", [5])):
+        made = fabric_for(tracts.iloc[rows])
+        made.assign(parcel_id=range(1, len(made) + 1)).to_parquet(f"{name}.parquet")
+    code, _, err = run(["serve", "--parcels", "a.parquet", "--parcels", "b.parquet",
+                        "--port", "0", "--keys", "keys.sqlite", "--cert-dir", "certs"], capsys)
+    assert code == 2 and "parcel_id 1 is in both parcels file a.parquet and b.parquet" in err
+    assert "make synthetic fabrics again with 'parcels synth'" in err and "Traceback" not in err
