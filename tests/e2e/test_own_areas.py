@@ -3,14 +3,25 @@ under any areas file, the service serves it, and a search finds parcels in every
 
 from __future__ import annotations
 
+import os
+import re
+import shlex
+import subprocess
+import sys
 from pathlib import Path
 
 import geopandas as gpd
+import pandas as pd
 import pytest
 from _cli import run
+from _examples import ROOT, console_commands
 
 import parcelsearch
+from parcelsearch_service.keys import KeyStore
+from parcelsearch_service.keys.store import default_keys_location
 from parcelsearch_service.synth import fabric_for
+
+GUIDE = ROOT / "docs" / "guide" / "own-areas.md"
 
 TRACTS = Path(__file__).resolve().parents[1] / "data" / "sf_tracts_2020.geojson"
 
@@ -88,3 +99,60 @@ def test_files_whose_ids_collide_are_refused_naming_both(tmp_path: Path, capsys,
                         "--port", "0", "--keys", "keys.sqlite", "--cert-dir", "certs"], capsys)
     assert code == 2 and "parcel_id 1 is in both parcels file a.parquet and b.parquet" in err
     assert "make synthetic fabrics again with 'parcels synth'" in err and "Traceback" not in err
+
+
+@pytest.mark.slow
+def test_the_guide_goes_from_a_fresh_install_to_a_completed_search(tmp_path: Path) -> None:
+    """The guide's console session run as written, on four real census tracts as the
+    reader's areas.gpkg: synth, serve (kept running), a key whose quota fits, the exports,
+    and a search under --budget that completes. The calls are the service's own count."""
+    gpd.read_file(TRACTS).iloc[:4].rename(columns={"tract": "area_id"}).to_file(
+        tmp_path / "areas.gpkg")
+    env = {k: v for k, v in os.environ.items() if not k.startswith("PARCELSEARCH_")}
+    env["PARCELSEARCH_CACHE_DIR"] = str(tmp_path / "cache")
+    serving: subprocess.Popen[str] | None = None
+    printed: dict[str, str] = {}
+    try:
+        for command in console_commands([GUIDE]):
+            if command.startswith("pip install"):
+                assert " && " not in command  # the install alone: what CI has done
+                continue
+            if command.startswith("export "):
+                name, _, value = command[len("export "):].partition("=")
+                env[name] = {"PARCELSEARCH_API_KEY": printed.get("keys", value)}.get(
+                    name, value.replace(":8443", f":{printed.get('port', '8443')}"))
+                continue
+            argv = shlex.split(command)
+            assert argv[0] == "parcelsearch", command
+            argv = [sys.executable, "-m", "parcelsearch.cli", *argv[1:]]
+            if argv[3] == "serve":
+                argv[argv.index("--port") + 1] = "0"
+                serving = subprocess.Popen(argv, cwd=tmp_path, env=env, text=True,
+                                           stdout=subprocess.PIPE, stderr=subprocess.DEVNULL)
+                line = serving.stdout.readline() if serving.stdout else ""
+                found = re.match(r"serving https://127\.0\.0\.1:(\d+) \(CA: certs/ca\.pem\)",
+                                 line)
+                assert found, line
+                printed["port"] = found[1]
+                continue
+            done = subprocess.run(argv, cwd=tmp_path, env=env, capture_output=True, text=True,
+                                  timeout=300)
+            assert done.returncode == 0, f"{command}\n{done.stdout}\n{done.stderr}"
+            printed[argv[3]] = done.stdout.strip()
+        assert "4 areas urban" in printed["parcels"] and "estimated" in printed["parcels"]
+        ids = pd.read_parquet(tmp_path / "group_ids.parquet")
+        assert set(ids["area_id"]) == set(gpd.read_file(tmp_path / "areas.gpkg").area_id)
+        keys = KeyStore(default_keys_location())
+        try:
+            row = {r["name"]: r for r in keys.list()}["own-areas"]
+        finally:
+            keys.close()
+        # the guide's figures: 57 calls, under the --budget 100 and the key's --quota 1000
+        assert row["used_lifetime"] == 57 and row["quota"] == 1000
+        assert "--budget 100" in GUIDE.read_text() and "take 57 calls" in GUIDE.read_text()
+    finally:
+        if serving is not None:
+            serving.terminate()
+            serving.wait(timeout=30)
+            if serving.stdout:
+                serving.stdout.close()

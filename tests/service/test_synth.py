@@ -132,7 +132,7 @@ def test_a_county_scale_area_gets_coarser_lots_and_is_made() -> None:
         synth.fabric_for(nelson, place="suburban")  # the old, one-size grid: refused
     parcels = synth.fabric_for(nelson)
     lots = parcels[parcels.land_use == "residential"].to_crs(2193).area
-    assert 5_000 < len(parcels) < 50_000 and lots.median() > 50_000  # several hectares
+    assert round(len(parcels), -3) == 15_000 and 60_000 < lots.median() < 100_000  # ~8 ha
     city = synth.fabric_for(_real("sf_tracts_2020.geojson").iloc[:2])
     assert city[city.land_use == "residential"].to_crs(7131).area.median() < 400
     assert set(city.land_use) >= {"condominium", "commercial", "residential"}
@@ -151,3 +151,9 @@ def test_fabrics_for_different_areas_share_no_parcel_id_nor_group_id() -> None:
     assert not set(one.group_id) & set(two.group_id)
     assert one.parcel_id.max() < 2**53  # exact as a JSON number
     assert synth.fabric_for(tracts.iloc[[0]]).parcel_id.tolist() == one.parcel_id.tolist()
+
+
+def test_each_kind_of_place_has_the_density_the_guide_gives() -> None:
+    density = {kind: place.parcels_per_km2() for kind, place in synth.PLACES.items()}
+    for kind, figure in {"urban": 3_200, "suburban": 1_150, "rural": 12}.items():
+        assert density[kind] == pytest.approx(figure, rel=0.05), kind
