@@ -156,3 +156,13 @@ def test_the_guide_goes_from_a_fresh_install_to_a_completed_search(tmp_path: Pat
             serving.wait(timeout=30)
             if serving.stdout:
                 serving.stdout.close()
+
+
+def test_a_county_on_suburban_lots_is_refused_pointing_to_rural_lots(tmp_path: Path,
+                                                                      capsys) -> None:
+    county = TRACTS.parent / "statsnz_nelson_region.geojson"  # Stats NZ, CC BY 4.0
+    code, _, err = run(["parcels", "synth", str(county), "--out", str(tmp_path / "p.parquet"),
+                        "--place", "suburban"], capsys)
+    assert code == 2 and "about 1,438,052 parcels, more than 1,000,000" in err
+    assert "lay rural lots of several hectares (--place rural)" in err
+    assert not (tmp_path / "p.parquet").exists()
