@@ -166,3 +166,26 @@ def test_a_county_on_suburban_lots_is_refused_pointing_to_rural_lots(tmp_path: P
     assert code == 2 and "about 1,438,052 parcels, more than 1,000,000" in err
     assert "lay rural lots of several hectares (--place rural)" in err
     assert not (tmp_path / "p.parquet").exists()
+
+
+@pytest.mark.slow
+@pytest.mark.parametrize("margin", [50.0, 0.0])
+def test_fabrics_for_touching_areas_overlap_by_the_margin_only(tmp_path: Path,
+                                                               margin: float) -> None:
+    """The guide: fabrics for areas that touch overlap by --margin along the shared edge;
+    with --margin 0 a search of one area finds its own fabric's parcels only."""
+    from parcelsearch_service.store import combined_parcels
+
+    tracts = gpd.read_file(TRACTS).iloc[[0, 1]]  # two tracts sharing an edge
+    assert tracts.geometry.iloc[0].touches(tracts.geometry.iloc[1])
+    paths = []
+    for k in (0, 1):
+        paths.append(tmp_path / f"{k}.parquet")
+        fabric_for(tracts.iloc[[k]], margin=margin).to_parquet(paths[-1])
+    own = set(gpd.read_parquet(paths[0]).group_id)
+    with parcelsearch.local_service(parcels=combined_parcels(paths)) as client:
+        result = parcelsearch.search(tracts.iloc[[0]], id_column="tract", client=client,
+                                     progress=False)
+    found = set(result.ids["group_id"])
+    assert result.complete and found
+    assert (found <= own) == (margin == 0.0)  # 50 m: the other fabric's edge lots match too
