@@ -406,10 +406,13 @@ def plan_fabric(areas: gpd.GeoDataFrame, *, seed: int = DEFAULT_SEED, margin: fl
     Raises
     ------
     ValueError
-        Areas without a CRS, or an unknown ``place``.
+        No areas, areas without a CRS, or an unknown ``place``.
     """
     if areas.crs is None:
         raise ValueError("the areas have no CRS: set one (areas.set_crs(...)) first")
+    if not len(areas) or areas.geometry.is_empty.all():
+        raise ValueError("there are no areas (no rows, or only empty geometries) to lay a "
+                         "fabric under")
     if place != "auto" and place not in PLACES:
         raise ValueError(f"place {place!r} is not one of auto, {', '.join(PLACES)}")
     lonlat = areas.to_crs("EPSG:4326")

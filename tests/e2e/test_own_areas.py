@@ -99,6 +99,9 @@ def test_files_whose_ids_collide_are_refused_naming_both(tmp_path: Path, capsys,
                         "--port", "0", "--keys", "keys.sqlite", "--cert-dir", "certs"], capsys)
     assert code == 2 and "parcel_id 1 is in both parcels file a.parquet and b.parquet" in err
     assert "make synthetic fabrics again with 'parcels synth'" in err and "Traceback" not in err
+    code, _, err = run(["serve", "--parcels", "a.parquet", "--parcels", "postgresql://h/db",
+                        "--port", "0", "--keys", "keys.sqlite", "--cert-dir", "certs"], capsys)
+    assert code == 2 and "a postgresql:// URL is served alone" in err
 
 
 @pytest.mark.slow

@@ -157,3 +157,9 @@ def test_each_kind_of_place_has_the_density_the_guide_gives() -> None:
     density = {kind: place.parcels_per_km2() for kind, place in synth.PLACES.items()}
     for kind, figure in {"urban": 3_200, "suburban": 1_150, "rural": 12}.items():
         assert density[kind] == pytest.approx(figure, rel=0.05), kind
+
+
+def test_no_areas_is_said_in_words() -> None:
+    empty = _real("sf_tracts_2020.geojson").iloc[:0]
+    with pytest.raises(ValueError, match="there are no areas"):
+        synth.fabric_for(empty)
