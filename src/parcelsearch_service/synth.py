@@ -4,7 +4,9 @@ The fabric imitates a US street grid: rectangular blocks separated by streets,
 each block cut into two back-to-back rows of lots of varied frontage. Some lots are
 commercial (wider, deeper), some are condominium buildings (several parcels with one
 footprint and one GroupID), some runs of adjacent lots form an *assemblage* (separate
-parcels sharing one GroupID), and a few blocks are parks (one large parcel).
+parcels sharing one GroupID), and a few blocks are parks (one large parcel). Its lots are
+those of a kind of place (:data:`PLACES`): urban, suburban (the demo's) or rural;
+:func:`fabric_for` lays the fitting one under any study areas.
 
 Everything is generated from a seed, so the same call always returns the same frame.
 ``python -m parcelsearch_service.synth [DIR]`` rewrites the bundled demo files.
