@@ -483,3 +483,13 @@ def test_no_argparse_private_attributes() -> None:
              for number, line in enumerate(path.read_text(encoding="utf-8").splitlines(), 1)
              if private.search(line) and path != Path(__file__)]
     assert found == []
+
+
+@pytest.mark.parametrize("argv", [["plan"], ["parcels", "synth", "--out", "p.parquet"]])
+@pytest.mark.parametrize("name", ["areas.gpkg", "areas.geojson", "areas.parquet"])
+def test_an_empty_areas_file_is_named_empty(tmp_path, capsys, monkeypatch, argv, name) -> None:
+    monkeypatch.chdir(tmp_path)
+    (tmp_path / name).touch()  # 0 bytes: an export that failed
+    code, _, err = run([*argv[:2], name, *argv[2:]] if len(argv) > 1 else [*argv, name], capsys)
+    assert code == 2 and f"study areas file '{name}' is empty (0 bytes)" in err, err
+    assert "CSV:" not in err and not PYTHON.search(err)

@@ -249,6 +249,7 @@ def test_troubleshooting_quotes_the_command_line_word_for_word(
     areas.set_crs("EPSG:3857", allow_override=True).to_file("mercator.gpkg")  # degrees
     gpd.GeoDataFrame(geometry=[shapely.box(100, 100, 600, 600)],
                      crs="EPSG:32614").to_file("local.gpkg")  # a local grid in UTM 14N
+    Path("empty.gpkg").touch()
     key = make_key("production", quota=1_000)
     served = {"PARCELSEARCH_BASE_URL": service.base_url, "PARCELSEARCH_CA_BUNDLE": ca_bundle}
     search = ["search", "areas.gpkg", "--id-column", "area_id", "--out", "ids.parquet"]
@@ -259,6 +260,9 @@ def test_troubleshooting_quotes_the_command_line_word_for_word(
         (search, {"PARCELSEARCH_API_KEY": "k", "PARCELSEARCH_BASE_URL": "https://127.0.0.1:9"}, 1),
         (["plan", "two.gpkg"], {}, 2),
         (["plan", "missing.gpkg"], {}, 2),
+        (["plan", "empty.gpkg"], {}, 2),
+        (["markets"], {**served, "PARCELSEARCH_API_KEY": key,
+                       "PARCELSEARCH_BASE_URL": service.base_url + "/v1"}, 1),
         (["plan", "areas.gpkg", "--id-column", "nope"], {}, 2),
         (["search", "areas.gpkg", "--out", "ids.xlsx"], {}, 2),
         (["search", "areas.gpkg", "--out", "ids.csv", "--budget", "-1"], {}, 2),

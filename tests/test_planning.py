@@ -353,3 +353,11 @@ def test_suggest_tolerance_never_names_what_plan_refuses_or_cannot_fit(areas) ->
     assert suggest_tolerance(areas, 4, (wide,), id_column="tract") is None
     assert suggest_tolerance(areas, 3, id_column="tract") is None  # 4 areas
     assert suggest_tolerance(refused, 3) is None
+
+
+def test_an_empty_file_is_read_as_empty_not_as_gdal_words(tmp_path) -> None:
+    from parcelsearch.planning.vector_files import read_vector
+
+    (tmp_path / "areas.gpkg").touch()
+    with pytest.raises(InputError, match=r"study areas file '.*areas\.gpkg' is empty \(0 bytes\)"):
+        read_vector(tmp_path / "areas.gpkg", what="study areas file")

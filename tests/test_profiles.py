@@ -90,3 +90,34 @@ def test_an_environment_key_wins_over_the_default_profile(config: Path,
     assert parcelsearch.Client().fingerprint == profiles.load("default").fingerprint
     with pytest.raises(parcelsearch.ConfigurationError, match="cannot name a profile"):
         profiles.save("../x", KEY)
+
+
+def test_an_environment_key_still_goes_where_the_default_profile_says(
+        config: Path, monkeypatch: pytest.MonkeyPatch, service, make_key, ca_bundle) -> None:
+    """The issue's analyst: a profile saved by 'login', then a key exported for a run —
+    the key is the environment's, the base URL and CA the profile's (not "no base URL")."""
+    profiles.save("default", "the-profile-key", base_url=service.base_url, ca_bundle=ca_bundle)
+    key = make_key("production", quota=10)
+    monkeypatch.setenv("PARCELSEARCH_API_KEY", key)
+    monkeypatch.delenv("PARCELSEARCH_CA_BUNDLE", raising=False)
+    client = parcelsearch.Client()
+    assert (client.base_url, client.ca_bundle) == (service.base_url, ca_bundle)
+    assert client.fingerprint != profiles.load("default").fingerprint  # the key: not saved one
+    assert "Abilene, TX" in client.markets()
+    used = {row["name"]: row for row in service.keys.list()}[key.name]
+    assert used["used_lifetime"] == 1  # the service's count: the call carried the env's key
+    # the environment's base URL is another place: the profile's CA is not taken with it
+    monkeypatch.setenv("PARCELSEARCH_BASE_URL", "https://api.example.com")
+    assert parcelsearch.Client().ca_bundle is None
+
+
+def test_a_base_url_with_the_v1_the_client_adds_is_told_so(
+        config: Path, monkeypatch: pytest.MonkeyPatch, service, make_key, ca_bundle) -> None:
+    client = parcelsearch.Client(make_key("production", quota=10),
+                                 base_url=service.base_url + "/v1/", ca_bundle=ca_bundle)
+    with pytest.raises(parcelsearch.ServiceError) as raised:
+        client.markets()
+    text = str(raised.value)
+    assert f"the base URL {service.base_url}/v1 ends in /v1, which the client adds " in text
+    assert f"drop the /v1 and give {service.base_url}" in text
+    assert "may lack the vendor's path" not in text

@@ -273,11 +273,13 @@ def resolve(profile: str | None, api_key: str | None, base_url: str | None,
     given as an argument.
 
     The profile is :func:`chosen`. A profile named but not saved, or whose key is gone, is an
-    error that says how to log in.
+    error that says how to log in. A key given (or in ``$PARCELSEARCH_API_KEY``) with no
+    profile named still takes the base URL and CA bundle of the ``default`` profile, when
+    saved, where neither an argument nor the environment gives them.
     """
     named = chosen(profile, api_key)
     if named is None:
-        return api_key, base_url, ca_bundle
+        return (api_key, *_default_place(profile, base_url, ca_bundle))
     check_name(named)
     base = _folder(None)
     found = load(named, folder=base)
@@ -290,3 +292,21 @@ def resolve(profile: str | None, api_key: str | None, base_url: str | None,
     return (api_key if api_key is not None else key,
             base_url if base_url is not None else found.base_url,
             ca_bundle if ca_bundle is not None else found.ca_bundle)
+
+
+def _default_place(profile: str | None, base_url: str | None,
+                   ca_bundle: str | os.PathLike[str] | None
+                   ) -> tuple[str | None, str | os.PathLike[str] | None]:
+    """The base URL and CA bundle: the arguments, else the environment's, else the saved
+    ``default`` profile's (when no profile is named: its key is not used, its place is; its
+    CA bundle only with its base URL)."""
+    if profile is not None or settings.options.profile is not None:
+        return base_url, ca_bundle
+    found = load(DEFAULT_PROFILE)
+    if found is None:
+        return base_url, ca_bundle
+    if base_url is not None or settings.options.base_url:
+        return base_url, ca_bundle  # another place: the profile's CA would not be its CA
+    if ca_bundle is None and not settings.options.ca_bundle:
+        ca_bundle = found.ca_bundle
+    return found.base_url, ca_bundle

@@ -74,7 +74,7 @@ def _serve(args: argparse.Namespace) -> int:
     cert_dir = args.cert_dir or default_cert_dir()
     certs = ensure_certificates(cert_dir, [args.host])
     keys = _key_store(args)
-    store = open_parcel_store(args.parcels, match=args.match)
+    store = open_parcel_store(_parcels_source(args.parcels), match=args.match)
     app = create_app(store, args.markets, keys, portal=args.portal, portal_ca=certs.ca)
     sock = bind_socket(args.host, args.port)
     port = sock.getsockname()[1]
@@ -109,6 +109,20 @@ def _serve(args: argparse.Namespace) -> int:
         store.close()
 
 
+def _parcels_source(given: list[str] | None) -> Any:
+    """What ``--parcels`` names: nothing (the demo), one file or URL, or several files
+    (served together)."""
+    if not given or len(given) == 1:
+        return given[0] if given else None
+    if any(is_postgres_url(source) for source in given):
+        raise ConfigurationError(
+            "--parcels: a postgresql:// URL is served alone; to serve several files together "
+            "give only files (or load them all with 'parcels load')")
+    from parcelsearch_service.store import combined_parcels  # lazy: CLI start-up
+
+    return combined_parcels(given)
+
+
 def _parcels_load(args: argparse.Namespace) -> int:
     from parcelsearch_service.postgis import load_parcels_into  # lazy: CLI start-up
 
@@ -122,8 +136,9 @@ def _parcels_load(args: argparse.Namespace) -> int:
 
 
 def _parcels_synth(args: argparse.Namespace) -> int:
+    from parcelsearch.cli.printing import plural
     from parcelsearch.planning.vector_files import read_vector
-    from parcelsearch_service.synth import fabric_for  # lazy: CLI start-up
+    from parcelsearch_service.synth import fabric_for, plan_fabric  # lazy: CLI start-up
 
     out = Path(args.out).expanduser()
     if out.suffix.lower() not in SYNTH_FORMATS:
@@ -134,24 +149,48 @@ def _parcels_synth(args: argparse.Namespace) -> int:
         raise ConfigurationError(f"--out {out}: the folder {str(out.parent)!r} does not exist")
     areas = read_vector(args.areas, layer=args.layer, crs=args.crs, what="study areas file")
     try:
+        plan = plan_fabric(areas, seed=args.seed, margin=args.margin, place=args.place)
         parcels = fabric_for(areas, seed=args.seed, margin=args.margin,
-                             max_parcels=args.max_parcels)
+                             max_parcels=args.max_parcels, place=args.place)
     except ValueError as exc:
         raise ConfigurationError(str(exc).replace("raise the limit", "raise --max-parcels")
+                                 .replace("(place='rural')", "(--place rural)")
                                  .replace("set one (areas.set_crs(...)) first",
                                           "declare it with --crs")) from None
     if out.suffix.lower() == ".parquet":
         parcels.to_parquet(out, index=False)
     else:
         parcels.to_file(out)
-    print(f"{len(parcels):,} parcels ({parcels['group_id'].nunique():,} GroupIDs) over "
-          f"{len(areas):,} areas written to {out}; serve them with "
-          f"'parcelsearch serve --parcels {out}'", flush=True)
+    places = "; ".join(f"{plural(n, 'area')} {PLACE_WORDS[kind]}"
+                       for kind, n in plan.areas_by_place.items())
+    how = "by size (--place to choose)" if args.place == "auto" else f"--place {args.place}"
+    print(f"{len(parcels):,} parcels (about {plan.estimate:,.0f} estimated; "
+          f"{parcels['group_id'].nunique():,} GroupIDs; ids from "
+          f"{int(parcels['parcel_id'].min()) if len(parcels) else plan.id_base + 1:,}) over "
+          f"{plural(len(areas), 'area')} — {places}, {how} — written to {out}; serve them "
+          f"with 'parcelsearch serve --parcels {out}' (repeat --parcels for other fabrics)",
+          flush=True)
     return 0
+
+
+#: How ``parcels synth`` names each kind of place it lays.
+PLACE_WORDS = {
+    "urban": "urban (city lots about 8 m wide, flats)",
+    "suburban": "suburban (lots about 17 m wide)",
+    "rural": "rural (coarser lots of about 8 hectares)",
+}
 
 
 #: What ``parcels synth --out`` writes.
 SYNTH_FORMATS = (".parquet", ".gpkg", ".geojson")
+
+
+def _max_parcels(text: str) -> int:
+    digits = text.replace(",", "").replace("_", "")
+    if not (digits.isascii() and digits.isdigit() and 0 < int(digits) < 10_000_000):
+        raise argparse.ArgumentTypeError(
+            f"must be a whole number from 1 to 9,999,999, got {text[:40]!r}")
+    return int(digits)
 
 
 def _positive_float(text: str) -> float:
@@ -275,9 +314,11 @@ def _add_serve(commands: Subcommands) -> None:
         description="Run the reference service. With no data options it serves the bundled "
         "demo data. Prints one line 'serving https://HOST:PORT (CA: DIR/ca.pem)' when ready.",
     )
-    serve.add_argument("--parcels", default=None, metavar="FILE|URL",
+    serve.add_argument("--parcels", action="append", default=None, metavar="FILE|URL",
                        help="parcels: any file geopandas reads (parcel_id, group_id, geometry), "
-                       "or a postgresql:// URL of a database loaded with 'parcels load'")
+                       "or a postgresql:// URL of a database loaded with 'parcels load'; "
+                       "repeat it to serve several files together (e.g. fabrics made by "
+                       "'parcels synth' for different areas)")
     serve.add_argument("--markets", type=Path, default=None, metavar="FILE",
                        help="market names, one per line or a JSON list")
     _keys_arg(serve)
@@ -355,10 +396,13 @@ def _add_parcels(commands: Subcommands) -> None:
     load.set_defaults(func=_parcels_load)
     synth = parcel_sub.add_parser(
         "synth", help="make a synthetic parcel fabric over your own study areas",
-        description="Lay the demo's synthetic street grid (blocks, lots, condominiums, "
-                    "assemblages, parks) under any study areas, for 'serve --parcels' to "
-                    "serve: try parcelsearch on your own areas without a vendor key. "
-                    "Deterministic for a seed; the parcels are made up.")
+        description="Lay a synthetic street grid (blocks, lots, condominiums, assemblages, "
+                    "parks) of each area's kind of place — urban, suburban or rural — under "
+                    "any study areas, for 'serve --parcels' to serve: try parcelsearch on "
+                    "your own areas without a vendor key. Prints the parcels made and the "
+                    "estimate it checked --max-parcels against. Deterministic for a seed; "
+                    "the parcels are made up, their ids drawn from the areas and the seed so "
+                    "that fabrics for different areas can be served together.")
     synth.add_argument("areas", metavar="AREAS",
                        help="study areas: any file geopandas reads, in any CRS")
     synth.add_argument("--out", required=True, metavar="FILE",
@@ -371,8 +415,15 @@ def _add_parcels(commands: Subcommands) -> None:
                        help="the generator's seed (default 20240611, the demo's)")
     synth.add_argument("--margin", type=float, default=50.0, metavar="METRES",
                        help="metres of fabric around each area (default 50)")
-    synth.add_argument("--max-parcels", type=int, default=1_000_000, metavar="N",
-                       help="refuse areas that would need more parcels (default 1,000,000)")
+    synth.add_argument("--place", choices=("auto", "urban", "suburban", "rural"),
+                       default="auto",
+                       help="the kind of place the grid imitates: urban (narrow lots, flats), "
+                            "suburban (the demo's) or rural (lots of several hectares, for a "
+                            "county); auto, the default, takes each area's from its size "
+                            "(under 5 km² urban, under 50 km² suburban, else rural)")
+    synth.add_argument("--max-parcels", type=_max_parcels, default=1_000_000, metavar="N",
+                       help="refuse areas that would need more parcels (default 1,000,000, "
+                            "at most 9,999,999)")
     synth.set_defaults(func=_parcels_synth)
 
 

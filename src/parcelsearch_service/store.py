@@ -29,6 +29,7 @@ from typing import ClassVar, Literal
 
 import geopandas as gpd
 import numpy as np
+import pandas as pd
 import shapely
 
 from parcelsearch._shared import data_path
@@ -100,6 +101,31 @@ def load_parcels(source: str | Path | gpd.GeoDataFrame | None = None) -> gpd.Geo
     else:
         frame, name = _read_any(Path(source)), f"parcels file {source}"
     return _checked(frame, name)
+
+
+def combined_parcels(paths: Sequence[str | Path]) -> gpd.GeoDataFrame:
+    """The parcels of several files served together (``serve --parcels A --parcels B``).
+
+    Raises
+    ------
+    ConfigurationError
+        A file's own faults (:func:`load_parcels`), or a parcel id in two files: the message
+        names both and the fix.
+    """
+    frames = [load_parcels(path) for path in paths]
+    owner: dict[int, int] = {}
+    for k, frame in enumerate(frames):
+        for parcel_id in frame.parcel_id.tolist():
+            first = owner.setdefault(parcel_id, k)
+            if first != k:
+                raise ConfigurationError(
+                    f"parcel_id {_show(parcel_id)} is in both parcels file {paths[first]} and "
+                    f"{paths[k]}; parcel ids must be unique across the files served together: "
+                    "make synthetic fabrics again with 'parcels synth' (its ids do not collide "
+                    "across areas), or renumber one file")
+    both = gpd.GeoDataFrame(pd.concat(frames, ignore_index=True), geometry="geometry",
+                            crs="EPSG:4326")
+    return both.sort_values("parcel_id", kind="stable").reset_index(drop=True)
 
 
 def _show(value: object) -> str:

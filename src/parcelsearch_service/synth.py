@@ -4,7 +4,9 @@ The fabric imitates a US street grid: rectangular blocks separated by streets,
 each block cut into two back-to-back rows of lots of varied frontage. Some lots are
 commercial (wider, deeper), some are condominium buildings (several parcels with one
 footprint and one GroupID), some runs of adjacent lots form an *assemblage* (separate
-parcels sharing one GroupID), and a few blocks are parks (one large parcel).
+parcels sharing one GroupID), and a few blocks are parks (one large parcel). Its lots are
+those of a kind of place (:data:`PLACES`): urban, suburban (the demo's) or rural;
+:func:`fabric_for` lays the fitting one under any study areas.
 
 Everything is generated from a seed, so the same call always returns the same frame.
 ``python -m parcelsearch_service.synth [DIR]`` rewrites the bundled demo files.
@@ -21,6 +23,7 @@ True
 from __future__ import annotations
 
 import argparse
+import hashlib
 import json
 import math
 from collections.abc import Sequence
@@ -42,6 +45,11 @@ __all__ = [
     "Example",
     "fabric",
     "fabric_for",
+    "plan_fabric",
+    "FabricPlan",
+    "Place",
+    "PLACES",
+    "place_of",
     "demo_parcels",
     "demo_areas",
     "large_fabric",
@@ -71,6 +79,8 @@ class MarketSpec:
     rotation
         Grid bearing in degrees counter-clockwise from east (real grids are rarely square
         to the meridian).
+    place
+        The kind of place (a key of :data:`PLACES`): its blocks, lots and uses.
     """
 
     name: str
@@ -79,6 +89,7 @@ class MarketSpec:
     blocks_x: int
     blocks_y: int
     rotation: float = 0.0
+    place: str = "suburban"
 
 
 #: The demo markets: real US places, small grids (a few thousand parcels in all).
@@ -113,12 +124,67 @@ MARKET_NAMES: tuple[str, ...] = tuple(
     )
 )
 
-# Street right-of-way and lot figures, metres.
-_STREET = (18.0, 24.0)
-_BLOCK_LENGTH = (150.0, 260.0)
-_LOT_DEPTH = (30.0, 45.0)
-_FRONTAGE = {"residential": 17.0, "commercial": 38.0}
-_USE_P = {"residential": 0.78, "commercial": 0.12, "condo": 0.06, "park": 0.04}
+@dataclass(frozen=True)
+class Place:
+    """The street grid of one kind of place (figures in metres).
+
+    Attributes
+    ----------
+    street, block_length, lot_depth
+        Ranges drawn uniformly: street right-of-way, block length (east-west), lot depth
+        (a block holds two back-to-back rows of lots).
+    frontage
+        Mean lot frontage by use (``residential``, ``commercial``).
+    uses
+        Probability of each block use: ``residential``, ``commercial``, ``condo``, ``park``.
+    units
+        Units of a condominium building: drawn from ``units[0]`` to ``units[1]``.
+    """
+
+    street: tuple[float, float]
+    block_length: tuple[float, float]
+    lot_depth: tuple[float, float]
+    frontage: dict[str, float]
+    uses: dict[str, float]
+    units: tuple[int, int] = (2, 8)
+
+    def parcels_per_km2(self) -> float:
+        """Parcels the grid makes per square kilometre, on average (street area included)."""
+        lengths = np.linspace(*self.block_length, 2001)
+
+        def per_row(mean: float) -> float:
+            return float(np.maximum(1, np.round(lengths / mean)).mean())
+
+        homes, shops = per_row(self.frontage["residential"]), per_row(self.frontage["commercial"])
+        units = 0.4 + 0.6 * (self.units[0] + self.units[1]) / 2
+        block = 2 * (self.uses["residential"] * homes + self.uses["commercial"] * shops
+                     + self.uses["condo"] * homes * units) + self.uses["park"]
+        street = sum(self.street) / 2
+        pitch = ((sum(self.block_length) / 2 + street)
+                 * (sum(self.lot_depth) + street))
+        return block / pitch * 1e6
+
+
+#: The kinds of place a fabric imitates: dense city blocks of narrow lots and flats, the
+#: suburban grid of the demo, and rural roads a mile or so apart around farm-sized lots.
+PLACES: dict[str, Place] = {
+    "urban": Place(street=(15.0, 20.0), block_length=(90.0, 160.0), lot_depth=(25.0, 35.0),
+                   frontage={"residential": 8.0, "commercial": 20.0},
+                   uses={"residential": 0.68, "commercial": 0.2, "condo": 0.08, "park": 0.04},
+                   units=(2, 12)),
+    "suburban": Place(street=(18.0, 24.0), block_length=(150.0, 260.0), lot_depth=(30.0, 45.0),
+                      frontage={"residential": 17.0, "commercial": 38.0},
+                      uses={"residential": 0.78, "commercial": 0.12, "condo": 0.06,
+                            "park": 0.04}),
+    "rural": Place(street=(20.0, 30.0), block_length=(800.0, 1600.0),
+                   lot_depth=(200.0, 400.0), frontage={"residential": 250.0, "commercial": 120.0},
+                   uses={"residential": 0.93, "commercial": 0.03, "condo": 0.0, "park": 0.04}),
+}
+
+#: Each area's kind of place by its size, as census tracts are drawn (about 4,000 people
+#: each): an area under the first figure (km²) is urban, under the second suburban, else
+#: rural.
+PLACE_BY_SIZE_KM2 = (5.0, 50.0)
 
 
 def group_ids(n: int, rng: np.random.Generator) -> np.ndarray:
@@ -146,10 +212,11 @@ def _to_lonlat(x: np.ndarray, y: np.ndarray, spec: MarketSpec) -> tuple[np.ndarr
     return lon, lat
 
 
-def _grid_lines(n: int, span: tuple[float, float], rng: np.random.Generator) -> np.ndarray:
+def _grid_lines(n: int, span: tuple[float, float], rng: np.random.Generator,
+                street: tuple[float, float] = PLACES["suburban"].street) -> np.ndarray:
     """Start/end positions of ``n`` blocks along one axis, streets between them."""
     lengths = rng.uniform(*span, n)
-    streets = rng.uniform(*_STREET, n)
+    streets = rng.uniform(*street, n)
     starts = np.concatenate([[0.0], np.cumsum(lengths + streets)[:-1]]) + streets[0] / 2
     return np.column_stack([starts, starts + lengths])
 
@@ -173,14 +240,15 @@ def _split_row(length: float, mean: float, rng: np.random.Generator) -> np.ndarr
 
 
 def _block_lots(
-    bx: np.ndarray, by: np.ndarray, use: str, rng: np.random.Generator, lots: _Lots
+    bx: np.ndarray, by: np.ndarray, use: str, rng: np.random.Generator, lots: _Lots,
+    place: Place = PLACES["suburban"],
 ) -> None:
     """Cut one block into lots (two back-to-back rows), appended to ``lots``."""
     (x0, x1), (y0, y1) = bx, by
     if use == "park":
         parts = [(np.array([x0]), np.array([x1]), np.array([y0]), np.array([y1]))]
     else:
-        mean = _FRONTAGE["commercial" if use == "commercial" else "residential"]
+        mean = place.frontage["commercial" if use == "commercial" else "residential"]
         mid = (y0 + y1) / 2
         parts = []
         for ya, yb in ((y0, mid), (mid, y1)):
@@ -196,7 +264,7 @@ def _block_lots(
             # Most lots of a condo block are buildings of several units sharing a footprint.
             condo = rng.random(n) < 0.6
             kinds[condo] = "condominium"
-            units[condo] = rng.integers(2, 9, int(condo.sum()))
+            units[condo] = rng.integers(place.units[0], place.units[1] + 1, int(condo.sum()))
         # Assemblages: a run of 2-4 adjacent single lots under one GroupID.
         assemble = np.zeros(n, dtype=np.int64)
         if use in ("residential", "commercial") and n >= 3 and rng.random() < 0.25:
@@ -215,13 +283,16 @@ def _block_lots(
 
 def _market_lots(spec: MarketSpec, rng: np.random.Generator) -> _Lots:
     """Every lot of one market grid, in local metres."""
-    xs = _grid_lines(spec.blocks_x, _BLOCK_LENGTH, rng)
-    ys = _grid_lines(spec.blocks_y, (2 * _LOT_DEPTH[0], 2 * _LOT_DEPTH[1]), rng)
-    uses = rng.choice(list(_USE_P), size=(spec.blocks_y, spec.blocks_x), p=list(_USE_P.values()))
+    place = PLACES[spec.place]
+    xs = _grid_lines(spec.blocks_x, place.block_length, rng, place.street)
+    ys = _grid_lines(spec.blocks_y, (2 * place.lot_depth[0], 2 * place.lot_depth[1]), rng,
+                     place.street)
+    uses = rng.choice(list(place.uses), size=(spec.blocks_y, spec.blocks_x),
+                      p=list(place.uses.values()))
     lots = _Lots([], [], [], [], [], [], [])
     for j in range(spec.blocks_y):
         for i in range(spec.blocks_x):
-            _block_lots(xs[i], ys[j], str(uses[j, i]), rng, lots)
+            _block_lots(xs[i], ys[j], str(uses[j, i]), rng, lots, place)
     return lots
 
 
@@ -257,7 +328,7 @@ def _market_frame(spec: MarketSpec, rng: np.random.Generator) -> gpd.GeoDataFram
 
 
 def fabric(
-    markets: Sequence[MarketSpec] = MARKETS_DEMO, seed: int = DEFAULT_SEED
+    markets: Sequence[MarketSpec] = MARKETS_DEMO, seed: int | Sequence[int] = DEFAULT_SEED
 ) -> gpd.GeoDataFrame:
     """The synthetic parcels of ``markets``, deterministic for a ``seed``.
 
@@ -278,55 +349,159 @@ def fabric(
 
 #: Parcels :func:`fabric_for` makes at most unless told otherwise (about 100 MB in memory).
 MAX_PARCELS = 1_000_000
-#: The smallest block and street (metres): grids sized with them reach over every area.
-_PITCH_X = _BLOCK_LENGTH[0] + _STREET[0]
-_PITCH_Y = 2 * _LOT_DEPTH[0] + _STREET[0]
+#: A fabric's parcel ids are ``base + 1 … base + n`` with ``base`` a multiple of this,
+#: drawn from its areas and seed: fabrics made for different areas can be served together.
+ID_SPAN = 10_000_000
+#: How many such bases there are: every id stays below 2**53 (exact as a JSON number).
+_ID_BASES = 900_000_000
 
 
-def fabric_for(areas: gpd.GeoDataFrame, *, seed: int = DEFAULT_SEED, margin: float = 50.0,
-               market: str = "Your areas", max_parcels: int = MAX_PARCELS) -> gpd.GeoDataFrame:
-    """A synthetic fabric over any study areas: the demo's street grid laid under them.
+@dataclass(frozen=True)
+class FabricPlan:
+    """What :func:`fabric_for` will make: the grids, where each kind of place lies, and about
+    how many parcels (:func:`plan_fabric`).
 
-    The areas (any CRS) are grown by ``margin`` metres; each group of them whose grown
-    bounding boxes touch gets one grid over its box, and the parcels whose representative
-    point lies in the grown areas are kept. Deterministic for a ``seed``; the columns of
-    :func:`fabric` (``market`` is ``market``), ready for ``parcelsearch serve --parcels``.
+    Attributes
+    ----------
+    specs
+        One street grid per group of areas of one kind of place whose grown bounding boxes
+        touch (``spec.place`` is its kind).
+    regions
+        By kind of place, where its parcels are kept (EPSG:4326): the grown areas of that
+        kind, less the areas of other kinds.
+    areas_by_place
+        How many areas are of each kind.
+    estimate
+        Parcels expected: each kind's density (:meth:`Place.parcels_per_km2`) times the area
+        of its region.
+    id_base
+        The fabric's first parcel id is ``id_base + 1``.
+    """
+
+    specs: tuple[MarketSpec, ...]
+    regions: dict[str, shapely.Geometry]
+    areas_by_place: dict[str, int]
+    estimate: float
+    id_base: int
+
+
+def place_of(area_km2: float) -> str:
+    """The kind of place of an area of ``area_km2`` (:data:`PLACE_BY_SIZE_KM2`)."""
+    urban, suburban = PLACE_BY_SIZE_KM2
+    return "urban" if area_km2 < urban else "suburban" if area_km2 < suburban else "rural"
+
+
+def plan_fabric(areas: gpd.GeoDataFrame, *, seed: int = DEFAULT_SEED, margin: float = 50.0,
+                market: str = "Your areas", place: str = "auto") -> FabricPlan:
+    """The grids :func:`fabric_for` lays under ``areas`` and the parcels it expects to make.
+
+    Parameters
+    ----------
+    areas
+        Study areas, any CRS.
+    seed, margin, market
+        As for :func:`fabric_for`.
+    place
+        ``"auto"`` (each area's kind from its size, :func:`place_of`) or a key of
+        :data:`PLACES` for every area.
 
     Raises
     ------
     ValueError
-        Areas without a CRS, or so large that the fabric would exceed ``max_parcels``
-        (the message says how many it would have).
+        No areas, areas without a CRS, or an unknown ``place``.
     """
     if areas.crs is None:
         raise ValueError("the areas have no CRS: set one (areas.set_crs(...)) first")
+    if not len(areas) or areas.geometry.is_empty.all():
+        raise ValueError("there are no areas (no rows, or only empty geometries) to lay a "
+                         "fabric under")
+    if place != "auto" and place not in PLACES:
+        raise ValueError(f"place {place!r} is not one of auto, {', '.join(PLACES)}")
     lonlat = areas.to_crs("EPSG:4326")
     local = lonlat.to_crs(lonlat.estimate_utm_crs())
-    grown = local.geometry.buffer(margin)
-    boxes = shapely.unary_union(shapely.box(*np.asarray(grown.bounds).T))
-    groups = list(shapely.get_parts(boxes))
+    shapes = local.geometry.make_valid()
+    kinds = (shapes.area / 1e6).map(place_of) if place == "auto" else shapes.map(lambda _: place)
+    grown = shapes.buffer(margin)
     to_lonlat = pyproj.Transformer.from_crs(local.crs, "EPSG:4326", always_xy=True)
+    specs: list[MarketSpec] = []
+    regions: dict[str, shapely.Geometry] = {}
+    estimate = 0.0
+    for kind in (k for k in PLACES if (kinds == k).any()):
+        mine = (kinds == kind).to_numpy()
+        region = shapely.difference(shapely.union_all(grown[mine].to_numpy()),
+                                    shapely.union_all(shapes[~mine].to_numpy()))
+        estimate += PLACES[kind].parcels_per_km2() * region.area / 1e6
+        specs += _grids(kind, grown[mine], to_lonlat, f"{market} {kind}")
+        regions[kind] = shapely.transform(region, to_lonlat.transform, interleaved=False)
+    digest = hashlib.blake2b(repr((seed, [s.name for s in specs], [
+        (round(s.lon, 5), round(s.lat, 5), s.blocks_x, s.blocks_y) for s in specs])).encode(),
+        digest_size=8).digest()
+    id_base = (1 + int.from_bytes(digest, "big") % _ID_BASES) * ID_SPAN
+    return FabricPlan(tuple(specs), regions, {k: int((kinds == k).sum()) for k in regions},
+                      estimate, id_base)
+
+
+def _grids(kind: str, grown: gpd.GeoSeries, to_lonlat: pyproj.Transformer,
+           name: str) -> list[MarketSpec]:
+    """One grid of ``kind`` over each group of touching bounding boxes of ``grown``."""
+    place = PLACES[kind]
+    pitch_x = place.block_length[0] + place.street[0]  # the smallest: the grid reaches over
+    pitch_y = 2 * place.lot_depth[0] + place.street[0]
+    boxes = shapely.unary_union(shapely.box(*np.asarray(grown.bounds).T))
     specs = []
-    for k, box in enumerate(groups):
+    for k, box in enumerate(shapely.get_parts(boxes)):
         x0, y0, x1, y1 = box.bounds
         # one corner as plain floats (pyproj 3.6 warns on one-element arrays)
         lon, lat = to_lonlat.transform(float(x0), float(y0))
-        specs.append(MarketSpec(f"{market} {k + 1}", lon, lat,
-                                max(1, math.ceil((x1 - x0) / _PITCH_X)),
-                                max(1, math.ceil((y1 - y0) / _PITCH_Y))))
-    expected = sum(s.blocks_x * s.blocks_y * 2 * _BLOCK_LENGTH[1] / _FRONTAGE["residential"]
-                   for s in specs)
-    if expected > max_parcels:
+        specs.append(MarketSpec(f"{name} {k + 1}", lon, lat,
+                                max(1, math.ceil((x1 - x0) / pitch_x)),
+                                max(1, math.ceil((y1 - y0) / pitch_y)), place=kind))
+    return specs
+
+
+def fabric_for(areas: gpd.GeoDataFrame, *, seed: int = DEFAULT_SEED, margin: float = 50.0,
+               market: str = "Your areas", max_parcels: int = MAX_PARCELS,
+               place: str = "auto") -> gpd.GeoDataFrame:
+    """A synthetic fabric over any study areas: a street grid of their kind of place under them.
+
+    Each area is a kind of place (:data:`PLACES`): with ``place="auto"`` by its size, as
+    census tracts are drawn (:func:`place_of`: under 5 km² urban — narrow lots, flats —,
+    under 50 km² suburban, else rural — lots of several hectares), or ``place`` for all. The
+    areas (any CRS) are grown by ``margin`` metres; each group of them of one kind whose grown
+    bounding boxes touch gets one grid over its box, and the parcels whose representative
+    point lies in the grown areas are kept. :func:`plan_fabric` says beforehand how many,
+    within about a quarter. Deterministic for a ``seed``; the columns of :func:`fabric` and
+    ``place`` (``market`` is ``market``), ready for ``parcelsearch serve --parcels``.
+    Parcel ids run from a base drawn from the areas and the seed (a multiple of
+    :data:`ID_SPAN`) and GroupIDs are drawn with it, so fabrics made for different areas
+    can be served together.
+
+    Raises
+    ------
+    ValueError
+        Areas without a CRS, an unknown ``place``, or areas so large that the fabric would
+        exceed ``max_parcels`` (the message says how many it would have).
+    """
+    if not 0 < max_parcels < ID_SPAN:
+        raise ValueError(f"max_parcels must be from 1 to {ID_SPAN - 1:,}, got {max_parcels:,}")
+    plan = plan_fabric(areas, seed=seed, margin=margin, market=market, place=place)
+    if plan.estimate > max_parcels:
+        coarser = ("" if set(plan.areas_by_place) == {"rural"}
+                   else "lay rural lots of several hectares (place='rural'), ")
         raise ValueError(
-            f"a fabric over these areas would have about {expected:,.0f} parcels, more than "
-            f"{max_parcels:,}: search fewer or smaller areas, or raise the limit")
-    parcels = fabric(specs, seed)
-    inside = gpd.GeoSeries(grown.to_crs("EPSG:4326").union_all(), crs="EPSG:4326")[0]
-    keep = shapely.contains_xy(inside, *np.asarray(
-        shapely.get_coordinates(parcels.geometry.representative_point())).T)
+            f"a fabric over these areas would have about {plan.estimate:,.0f} parcels, more "
+            f"than {max_parcels:,}: {coarser}search fewer or smaller areas, or raise the limit")
+    parcels = fabric(plan.specs, [seed, plan.id_base // ID_SPAN])
+    kinds = parcels["market"].map({s.name: s.place for s in plan.specs})
+    points = shapely.get_coordinates(parcels.geometry.representative_point())
+    keep = np.zeros(len(parcels), dtype=bool)
+    for kind, region in plan.regions.items():
+        mine = (kinds == kind).to_numpy()
+        keep[mine] = shapely.contains_xy(region, *points[mine].T)
     parcels = parcels[keep].reset_index(drop=True)
     parcels["market"] = market
-    parcels["parcel_id"] = np.arange(1, len(parcels) + 1, dtype=np.int64)
+    parcels["place"] = kinds[keep].to_numpy()
+    parcels["parcel_id"] = plan.id_base + np.arange(1, len(parcels) + 1, dtype=np.int64)
     return parcels
 
 
@@ -376,8 +551,10 @@ def _street_y(spec: MarketSpec, seed: int, k: int) -> tuple[float, float]:
     """Centre line (y, metres) of the street north of block row ``k`` and the grid's x extent."""
     rng = np.random.default_rng(seed)
     # Replay the generator exactly as fabric() does for the first market only.
-    xs = _grid_lines(spec.blocks_x, _BLOCK_LENGTH, rng)
-    ys = _grid_lines(spec.blocks_y, (2 * _LOT_DEPTH[0], 2 * _LOT_DEPTH[1]), rng)
+    place = PLACES[spec.place]
+    xs = _grid_lines(spec.blocks_x, place.block_length, rng, place.street)
+    ys = _grid_lines(spec.blocks_y, (2 * place.lot_depth[0], 2 * place.lot_depth[1]), rng,
+                     place.street)
     return float((ys[k, 1] + ys[k + 1, 0]) / 2), float(xs[-1, 1])
 
 

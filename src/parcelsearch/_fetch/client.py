@@ -28,7 +28,7 @@ from collections.abc import Callable, Mapping
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any, TypeVar
-from urllib.parse import urljoin, urlsplit
+from urllib.parse import urljoin, urlsplit, urlunsplit
 
 import requests
 
@@ -655,12 +655,23 @@ def _service_error(
     }.get(cls, "")
     hints = [Hint("api_key", phrase="check {knob}")] if cls is AuthenticationError else []
     if status == 404 and refusal.kind != "empty":
-        note += (f"; the base URL {client.base_url} may lack the vendor's path: a gateway "
-                 "often serves its API under a stage prefix (e.g. https://host/prod)")
+        note += _not_found_note(client.base_url)
         hints = [Hint("base_url", phrase="check {knob}")]
     return cls(f"HTTP {status}: {text} ({where}){note}.", status=status,
                messages=list(refusal.messages), url=strip_query(url),
                retry_after=retry_after(headers), hints=hints)
+
+
+def _not_found_note(base_url: str) -> str:
+    """Why a path was not found: a base URL ending in the ``/v1`` the client adds itself, or
+    one lacking the gateway's stage prefix."""
+    parts = urlsplit(base_url)
+    if parts.path.rstrip("/").lower().endswith("/v1"):
+        root = urlunsplit(parts._replace(path=parts.path.rstrip("/")[:-3]))
+        return (f"; the base URL {base_url} ends in /v1, which the client adds itself "
+                f"(it asked for {base_url}/v1/…): drop the /v1 and give {root}")
+    return (f"; the base URL {base_url} may lack the vendor's path: a gateway "
+            "often serves its API under a stage prefix (e.g. https://host/prod)")
 
 
 def _field(payload: dict[str, Any], name: str, where: str, url: str) -> int:

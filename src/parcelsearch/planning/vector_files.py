@@ -66,7 +66,8 @@ def read_vector(
     Raises
     ------
     InputError
-        The file does not exist, cannot be read, holds several layers and none was named,
+        The file does not exist, is empty, cannot be read, holds several layers and none
+        was named,
         has no such layer, or ``crs`` is not a CRS. The message names the file and the fix.
     """
     text = os.fspath(source)
@@ -77,6 +78,9 @@ def read_vector(
     if not virtual and not (Path(path).is_file() or Path(path).is_dir()):  # a FIFO would hang
         raise InputError(f"{what} {text!r} is not a regular file (a pipe, socket or device)",
                          field=what)
+    if not virtual and Path(path).is_file() and Path(path).stat().st_size == 0:
+        raise InputError(f"{what} {text!r} is empty (0 bytes): nothing was written to it; "
+                         "write or export the file again, then point to it", field=what)
     suffix = Path(text.rstrip("/")).suffix.lower()
     if layer is not None and suffix in _PARQUET + _FEATHER:
         raise InputError(f"{what} {text!r} is a {suffix} file: it has no layers to choose from",
