@@ -11,9 +11,9 @@ of them pays for a page (single flight).
 Implementations:
 
 - :class:`LocalSpending`: this machine's SQLite :class:`~parcelsearch.stores.local.ledger.Ledger`,
-parquet
-  :class:`~parcelsearch.stores.local.cache.ResponseCache` and the client's in-process pacer (the
-  default);
+  parquet :class:`~parcelsearch.stores.local.cache.ResponseCache` (its pages claimed across the
+  processes sharing the folder, :class:`~parcelsearch.stores.local.claims.PageClaims`) and the
+  client's in-process pacer (the default);
 - :class:`MemorySpending`: the same in memory, for tests;
 - :class:`parcelsearch.stores.team.TeamSpending`: a team's PostgreSQL store (ledger, pacer, pages,
   budgets per person), with the local cache kept as this machine's copy.
@@ -27,9 +27,10 @@ from __future__ import annotations
 import threading
 from typing import Protocol
 
-from parcelsearch._fetch.http import RateLimiter
+from parcelsearch._fetch.http import Cancelled, RateLimiter
 from parcelsearch._fetch.page import Page
 from parcelsearch.stores.local.cache import ResponseCache
+from parcelsearch.stores.local.claims import PageClaims
 from parcelsearch.stores.local.ledger import Ledger, Quota, Usage, no_calls_left
 
 __all__ = ["Spending", "Limit", "LocalSpending", "MemorySpending", "RESERVE_LEAD"]
@@ -40,6 +41,8 @@ Limit = tuple[int, str]
 #: so that the call leaves at its turn and the spacing the service sees stays even); a
 #: process killed in them leaves that one call charged besides those on the wire.
 RESERVE_LEAD = 0.05
+#: Seconds between looks for a page another process sharing the cache folder is fetching.
+CLAIM_POLL = 0.05
 
 
 class Spending(Protocol):
@@ -98,10 +101,12 @@ class Spending(Protocol):
 
 
 class _Pages:
-    """Pages in an optional response cache; a local store has no one to share claims with."""
+    """Pages in an optional response cache; with ``claims``, a page one process (or thread)
+    is fetching is waited for by the others sharing the folder, not bought twice."""
 
-    def __init__(self, cache: ResponseCache | None) -> None:
+    def __init__(self, cache: ResponseCache | None, claims: PageClaims | None = None) -> None:
         self.cache = cache
+        self.claims = claims
 
     def stored_quota(self) -> Quota | None:
         return None
@@ -118,17 +123,35 @@ class _Pages:
         return self.cache.get(key, max_age=max_age)
 
     def claim(self, key: str, max_age: float | None, cancel: threading.Event) -> Page | None:
-        return None  # read once when priced; nobody else fills this store meanwhile
+        if self.cache is None or self.claims is None:
+            return None  # nobody else fills this store meanwhile
+        while True:
+            hit = self.cache.get(key, max_age=max_age)
+            if hit is not None:
+                return hit
+            if self.claims.take(key):
+                hit = self.cache.get(key, max_age=max_age)  # landed between look and claim
+                if hit is None:
+                    return None
+                self.claims.release(key)
+                return hit
+            if cancel.wait(CLAIM_POLL):
+                raise Cancelled("stopped while waiting for a page another process fetches")
 
     def keep(self, page: Page) -> None:
-        if self.cache is not None:
-            self.cache.put(page)
+        try:
+            if self.cache is not None:
+                self.cache.put(page)
+        finally:
+            self.abandon(page.request_key)
 
     def abandon(self, key: str) -> None:
-        return None
+        if self.claims is not None:
+            self.claims.release(key)
 
     def close(self) -> None:
-        return None
+        if self.claims is not None:
+            self.claims.release_all()
 
 
 class LocalSpending(_Pages):
@@ -144,7 +167,7 @@ class LocalSpending(_Pages):
 
     def __init__(self, fingerprint: str, ledger: Ledger | None,
                  cache: ResponseCache | None) -> None:
-        super().__init__(cache)
+        super().__init__(cache, None if cache is None else cache.claims())
         self.fingerprint = fingerprint
         self.ledger = ledger
 
