@@ -43,6 +43,7 @@ found some raises :class:`~parcelsearch.errors.OutputKeptError` and leaves the f
 
 from __future__ import annotations
 
+import errno
 import json
 import os
 import tempfile
@@ -153,7 +154,8 @@ def _check(path: str | os.PathLike[str], knob: str) -> Path:
             f"cannot write {str(out)!r}: {str(folder)!r} is a file, not a folder",
             field=knob, hints=[Hint(knob, example, "name a file in a folder, e.g. {knob}")])
     if not os.access(folder, os.W_OK | os.X_OK):
-        raise _cannot_write(out, knob, PermissionError(13, "permission denied"), folder)
+        raise _cannot_write(out, knob, PermissionError(errno.EACCES, os.strerror(errno.EACCES)),
+                            folder)
     return out
 
 
