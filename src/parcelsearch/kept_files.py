@@ -23,9 +23,10 @@ import json
 import os
 import re
 import shutil
+import threading
 import time
 import uuid
-from collections.abc import Callable, Mapping
+from collections.abc import Callable, Iterator, Mapping
 from pathlib import Path
 from typing import Any
 
@@ -35,8 +36,8 @@ import pyogrio
 from parcelsearch.errors import Hint, OutputKeptError
 
 __all__ = ["METADATA_KEY", "AREAS_LAYER", "OLD_IDS_LAYER", "OLD_RUN_LAYER", "gpkg_metadata",
-           "atomically", "atomically_as_set", "remove_stale", "STALE_SECONDS", "file_metadata",
-           "replaces", "check_replace", "aside_path"]
+           "no_aux_xml", "atomically", "atomically_as_set", "remove_stale", "STALE_SECONDS",
+           "file_metadata", "replaces", "check_replace", "aside_path"]
 
 #: Key of the run's metadata in parquet schema metadata, GeoJSON and GeoPackage metadata.
 METADATA_KEY = "parcelsearch"
@@ -47,18 +48,36 @@ AREAS_LAYER = "areas"
 OLD_IDS_LAYER, OLD_RUN_LAYER = "group_ids", "parcelsearch_run"
 
 
+_PAM = threading.Lock()
+
+
+@contextlib.contextmanager
+def no_aux_xml() -> Iterator[None]:
+    """Read GeoPackages here without GDAL's PAM (``GDAL_PAM_ENABLED=NO``): a file written by
+    an earlier build, with the run as dataset metadata, then gets no ``FILE.gpkg.aux.xml``
+    beside it when read. The setting before is restored."""
+    with _PAM:
+        before = pyogrio.get_gdal_config_option("GDAL_PAM_ENABLED")
+        pyogrio.set_gdal_config_options({"GDAL_PAM_ENABLED": "NO"})
+        try:
+            yield
+        finally:
+            pyogrio.set_gdal_config_options({"GDAL_PAM_ENABLED": before})
+
+
 def gpkg_metadata(path: Path) -> dict[str, Any] | None:
     """The run's metadata in a GeoPackage written here: its first layer's metadata, or (a
     file written by an earlier build) its dataset metadata or its ``parcelsearch_run`` layer;
     None when it holds none of them."""
-    info = pyogrio.read_info(path, layer=0)  # the dataset's metadata read first: no .aux.xml
-    for where in ("layer_metadata", "dataset_metadata"):
-        stored = (info.get(where) or {}).get(METADATA_KEY)
-        if stored is not None:
-            return dict(json.loads(stored))
-    if OLD_RUN_LAYER not in {str(name) for name, _ in pyogrio.list_layers(path)}:
-        return None
-    run = pyogrio.read_dataframe(path, layer=OLD_RUN_LAYER, read_geometry=False)
+    with no_aux_xml():
+        info = pyogrio.read_info(path, layer=0)
+        for where in ("layer_metadata", "dataset_metadata"):
+            stored = (info.get(where) or {}).get(METADATA_KEY)
+            if stored is not None:
+                return dict(json.loads(stored))
+        if OLD_RUN_LAYER not in {str(name) for name, _ in pyogrio.list_layers(path)}:
+            return None
+        run = pyogrio.read_dataframe(path, layer=OLD_RUN_LAYER, read_geometry=False)
     return dict(json.loads(run["metadata"].iloc[0])) if len(run) else None
 
 
