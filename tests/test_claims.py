@@ -86,3 +86,15 @@ def test_a_waiting_claim_stops_with_the_run(tmp_path: Path) -> None:
     assert spending.claim("page-a", None, threading.Event()) is None  # ours to fetch now
     spending.abandon("page-a")
     assert spending.claims is not None and spending.claims.held() == 0
+
+
+def test_a_claim_held_too_long_is_fetched_here_after_all(tmp_path: Path) -> None:
+    """A holder frozen (alive, never keeping the page) does not stall a run forever."""
+    spending = LocalSpending("0" * 16, None, ResponseCache(tmp_path))
+    spending.claim_patience = 0.2
+    proc = _holder(tmp_path / "claims", "page-a")
+    try:
+        assert spending.claim("page-a", None, threading.Event()) is None  # fetch it here
+    finally:
+        proc.kill()
+        proc.communicate(timeout=30)

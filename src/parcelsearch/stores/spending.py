@@ -25,6 +25,7 @@ place, before a reservation is asked for.
 from __future__ import annotations
 
 import threading
+import time
 from typing import Protocol
 
 from parcelsearch._fetch.http import Cancelled, RateLimiter
@@ -43,6 +44,9 @@ Limit = tuple[int, str]
 RESERVE_LEAD = 0.05
 #: Seconds between looks for a page another process sharing the cache folder is fetching.
 CLAIM_POLL = 0.05
+#: Seconds a page claimed by another process is waited for at most; a claim held longer is
+#: taken as stuck (a frozen process) and the page fetched here after all.
+CLAIM_PATIENCE = 300.0
 
 
 class Spending(Protocol):
@@ -107,6 +111,7 @@ class _Pages:
     def __init__(self, cache: ResponseCache | None, claims: PageClaims | None = None) -> None:
         self.cache = cache
         self.claims = claims
+        self.claim_patience = CLAIM_PATIENCE
 
     def stored_quota(self) -> Quota | None:
         return None
@@ -125,6 +130,7 @@ class _Pages:
     def claim(self, key: str, max_age: float | None, cancel: threading.Event) -> Page | None:
         if self.cache is None or self.claims is None:
             return None  # nobody else fills this store meanwhile
+        give_up = time.monotonic() + self.claim_patience
         while True:
             hit = self.cache.get(key, max_age=max_age)
             if hit is not None:
@@ -135,6 +141,8 @@ class _Pages:
                     return None
                 self.claims.release(key)
                 return hit
+            if time.monotonic() > give_up:
+                return None  # its holder is stuck: fetched here after all, unclaimed
             if cancel.wait(CLAIM_POLL):
                 raise Cancelled("stopped while waiting for a page another process fetches")
 
