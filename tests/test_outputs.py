@@ -190,3 +190,17 @@ def test_group_ids_that_may_lie_outside_are_listed_per_area(planned, tmp_path: P
     assert json.loads(areas.loc["park-ring", "may_lie_outside"]) == []
     feature = json.loads(outputs.write_ids(result, tmp_path / "ids.geojson").read_text())
     assert feature["features"][0]["properties"]["may_lie_outside"] == ["c3"]
+
+
+def test_python_paths_are_checked_and_missing_folders_made(planned, tmp_path: Path) -> None:
+    """Issue 46/48 in Python: a folder named as the file is refused in Python's words, naming
+    the path given; a file in a folder that does not exist makes it."""
+    result = _result(planned, [("northside", "a1")])
+    with pytest.raises(parcelsearch.InputError, match="it is a folder") as refused:
+        outputs.write_ids(result, tmp_path)
+    assert f"path='{tmp_path}/group_ids.parquet'" in refused.value.render("python")
+    assert ".tmp" not in str(refused.value)
+    written = outputs.write_ids(result, tmp_path / "new" / "deeper" / "ids.parquet")
+    assert outputs.file_metadata(written)["group_ids"] == 1
+    tiles = outputs.write_tiles(result.tiles, tmp_path / "t" / "pieces.shp")
+    assert len(gpd.read_file(tiles)) == len(result.tiles)
