@@ -136,7 +136,8 @@ class _Pages:
             if hit is not None:
                 return hit
             if self.claims.take(key):
-                hit = self.cache.get(key, max_age=max_age)  # landed between look and claim
+                self.cache.reload()  # kept by its last holder, maybe within one clock tick
+                hit = self.cache.get(key, max_age=max_age)
                 if hit is None:
                     return None
                 self.claims.release(key)

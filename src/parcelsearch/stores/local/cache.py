@@ -158,6 +158,13 @@ class ResponseCache:
         limit = max_age if isinstance(max_age, timedelta) else timedelta(seconds=max_age)
         return page if datetime.now(UTC) - page.fetched_at <= limit else None
 
+    def reload(self) -> None:
+        """Read the files other processes wrote since, whether or not the folder's time
+        stamp moved (two writes within one tick of the file system's clock leave it as it
+        was, so :meth:`get` alone may miss a page written a moment ago)."""
+        with self._lock:
+            self._load_new()
+
     def __contains__(self, key: object) -> bool:
         return isinstance(key, str) and self.get(key) is not None
 
