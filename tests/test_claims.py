@@ -98,3 +98,30 @@ def test_a_claim_held_too_long_is_fetched_here_after_all(tmp_path: Path) -> None
     finally:
         proc.kill()
         proc.communicate(timeout=30)
+
+
+def test_a_price_waits_for_a_page_another_process_is_fetching(tmp_path: Path) -> None:
+    """``cached`` (the read that prices a run) does not count a page claimed elsewhere as
+    missing until its holder lets go: the price never includes a page someone else pays."""
+    spending = LocalSpending("0" * 16, None, ResponseCache(tmp_path))
+    assert spending.claims is not None and spending.claims.busy("page-a") is False
+    proc = _holder(tmp_path / "claims", "page-a")
+    assert spending.claims.busy("page-a") is True
+    let_go, killed = threading.Event(), threading.Event()
+
+    def kill_later() -> None:
+        if not let_go.wait(0.3):  # still waiting, as it should be
+            killed.set()
+            proc.kill()
+
+    killer = threading.Thread(target=kill_later)
+    killer.start()
+    try:
+        assert spending.cached("page-a", None) is None
+        assert killed.is_set()  # it returned only once the holder was gone
+    finally:
+        let_go.set()
+        killer.join()
+        proc.kill()
+        proc.communicate(timeout=30)
+    assert spending.claims.busy("page-a") is False

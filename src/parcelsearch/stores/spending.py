@@ -123,9 +123,18 @@ class _Pages:
         return None  # this process's threads each honour Retry-After in their own back-off
 
     def cached(self, key: str, max_age: float | None) -> Page | None:
+        """The stored page; one another process is fetching now is waited for (so that a
+        price never counts a page someone else is paying for)."""
         if self.cache is None:
             return None
-        return self.cache.get(key, max_age=max_age)
+        hit = self.cache.get(key, max_age=max_age)
+        if hit is None and self.claims is not None and self.claims.busy(key):
+            give_up = time.monotonic() + self.claim_patience
+            while self.claims.busy(key) and time.monotonic() < give_up:
+                time.sleep(CLAIM_POLL)
+            self.cache.reload()
+            hit = self.cache.get(key, max_age=max_age)
+        return hit
 
     def claim(self, key: str, max_age: float | None, cancel: threading.Event) -> Page | None:
         if self.cache is None or self.claims is None:

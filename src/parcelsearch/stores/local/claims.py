@@ -69,6 +69,23 @@ class PageClaims:
                 return True
             os.close(fd)  # its holder removed it as we opened it: lock the new one
 
+    def busy(self, key: str) -> bool:
+        """Whether page ``key`` is claimed now (by another process, or another thread here):
+        a look that takes nothing (a shared lock, let go at once)."""
+        if fcntl is None:  # pragma: no cover - Windows
+            return False
+        try:
+            fd = os.open(self._path(key), os.O_RDONLY)
+        except FileNotFoundError:
+            return False
+        try:
+            fcntl.flock(fd, fcntl.LOCK_SH | fcntl.LOCK_NB)
+        except OSError:
+            return True
+        finally:
+            os.close(fd)  # closing lets go of the shared lock, if taken
+        return False
+
     def release(self, key: str) -> None:
         """Let go of page ``key`` (kept or given up); a no-op when it is not held here."""
         with self._lock:
