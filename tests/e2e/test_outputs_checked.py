@@ -91,6 +91,7 @@ def test_out_into_a_missing_folder_makes_it(env, service, key, areas_file, tmp_p
     assert code == 0 and planned.exists(), err
 
 
+@pytest.mark.slow
 def test_a_worse_partial_run_keeps_the_better_partial_file(env, service, key, areas_file,
                                                            tmp_path, capsys) -> None:
     out = tmp_path / "ids.parquet"
