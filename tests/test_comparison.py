@@ -284,6 +284,23 @@ def test_a_geopackage_of_an_earlier_build_still_compares(tmp_path: Path) -> None
         new.diff(old).rows.astype({"group_id": str}))
 
 
+def test_a_geopackage_with_the_run_as_its_own_metadata_compares_leaving_no_aux_xml(
+        tmp_path: Path) -> None:
+    """Issue 48: files of the previous build kept the run as the GeoPackage's own metadata,
+    which GDAL copied into FILE.gpkg.aux.xml whenever a reader opened the file; they are still
+    read, and reading them here leaves nothing beside them."""
+    old = _result([("x", A), ("x", B), ("y", C)], [2, 1])
+    written = outputs.write_ids(old, tmp_path / "new.gpkg")
+    frame = pyogrio.read_dataframe(written)
+    before = tmp_path / "before.gpkg"
+    pyogrio.write_dataframe(frame, before, layer="areas", driver="GPKG", dataset_metadata={
+        "parcelsearch": json.dumps(outputs.run_metadata(old), default=str)})
+    written.unlink()
+    assert outputs.file_metadata(before)["group_ids"] == 3
+    assert set(Side.of_file(before).ids["group_id"].astype(str)) == {A, B, C}
+    assert sorted(p.name for p in tmp_path.iterdir()) == ["before.gpkg"]
+
+
 def test_a_geopackage_without_our_run_is_refused_naming_it(tmp_path: Path) -> None:
     _areas().to_file(tmp_path / "areas.gpkg", layer="areas")  # ours in name only
     with pytest.raises(parcelsearch.InputError, match="holds no run of 'parcelsearch search"):

@@ -69,7 +69,7 @@ def test_a_partial_result_says_so_and_which_areas_are_complete(planned, tmp_path
         if suffix == ".parquet":
             meta = json.loads(pq.read_schema(path).metadata[b"parcelsearch"])
         elif suffix == ".gpkg":
-            meta = json.loads(pyogrio.read_info(path)["dataset_metadata"]["parcelsearch"])
+            meta = json.loads(pyogrio.read_info(path)["layer_metadata"]["parcelsearch"])
         elif suffix == ".geojson":
             meta = json.loads(path.read_text())["parcelsearch"]
         else:
@@ -141,7 +141,10 @@ def test_a_partial_file_gives_way_to_one_at_least_as_complete(planned, tmp_path:
                               areas_complete=["northside", "park-ring"]), path)
     with pytest.raises(parcelsearch.OutputKeptError):
         outputs.write_ids(_result(planned, [], complete=False, areas_complete=["northside"]), path)
-    outputs.write_ids(_result(planned, [], complete=False,
+    with pytest.raises(parcelsearch.OutputKeptError):  # as many areas, fewer GroupIDs
+        outputs.write_ids(_result(planned, [], complete=False,
+                                  areas_complete=["northside", "park-ring"]), path)
+    outputs.write_ids(_result(planned, [("northside", "1" * 17)], complete=False,
                               areas_complete=["northside", "park-ring"]), path)
     outputs.write_ids(_result(planned, [("northside", "2" * 17)]), path)
     assert outputs.file_metadata(path)["complete"] is True
@@ -159,7 +162,8 @@ def test_pieces_of_a_complete_run_are_kept_too(planned, tmp_path: Path) -> None:
 
 def test_geopackages_read_without_naming_a_layer_or_a_warning(planned, tmp_path: Path) -> None:
     """Issue 41: ``gpd.read_file`` on a GeoPackage written here warned "More than one layer
-    found"; GroupIDs and pieces are one layer each, the run's metadata the file's own."""
+    found"; GroupIDs and pieces are one layer each, the run's metadata the layer's (issue 48:
+    not the file's own, which GDAL copied into FILE.gpkg.aux.xml whenever it was read)."""
     result = _result(planned, [("northside", "a1"), ("northside", "c3"), ("park-ring", "b2")])
     ids = outputs.write_ids(result, tmp_path / "ids.gpkg")
     tiles = outputs.write_tiles(result.tiles, tmp_path / "tiles.gpkg", outputs.run_metadata(result))
@@ -167,11 +171,14 @@ def test_geopackages_read_without_naming_a_layer_or_a_warning(planned, tmp_path:
         warnings.simplefilter("error")
         areas = gpd.read_file(ids).set_index("area_id")
         pieces = gpd.read_file(tiles)
+    for path in (ids, tiles):
+        pyogrio.list_layers(path)
+    assert sorted(p.name for p in tmp_path.iterdir()) == ["ids.gpkg", "tiles.gpkg"]  # no .aux.xml
     assert json.loads(areas.loc["northside", "group_ids"]) == ["a1", "c3"]
     assert areas["n_group_ids"].to_dict()["park-ring"] == 1
     assert len(pieces) == len(result.tiles)
     for path in (ids, tiles):
-        stored = json.loads(pyogrio.read_info(path)["dataset_metadata"]["parcelsearch"])
+        stored = json.loads(pyogrio.read_info(path)["layer_metadata"]["parcelsearch"])
         assert stored["group_ids"] == 3 and outputs.file_metadata(path) == stored
 
 
@@ -183,3 +190,17 @@ def test_group_ids_that_may_lie_outside_are_listed_per_area(planned, tmp_path: P
     assert json.loads(areas.loc["park-ring", "may_lie_outside"]) == []
     feature = json.loads(outputs.write_ids(result, tmp_path / "ids.geojson").read_text())
     assert feature["features"][0]["properties"]["may_lie_outside"] == ["c3"]
+
+
+def test_python_paths_are_checked_and_missing_folders_made(planned, tmp_path: Path) -> None:
+    """Issue 46/48 in Python: a folder named as the file is refused in Python's words, naming
+    the path given; a file in a folder that does not exist makes it."""
+    result = _result(planned, [("northside", "a1")])
+    with pytest.raises(parcelsearch.InputError, match="it is a folder") as refused:
+        outputs.write_ids(result, tmp_path)
+    assert f"path='{tmp_path}/group_ids.parquet'" in refused.value.render("python")
+    assert ".tmp" not in str(refused.value)
+    written = outputs.write_ids(result, tmp_path / "new" / "deeper" / "ids.parquet")
+    assert outputs.file_metadata(written)["group_ids"] == 1
+    tiles = outputs.write_tiles(result.tiles, tmp_path / "t" / "pieces.shp")
+    assert len(gpd.read_file(tiles)) == len(result.tiles)

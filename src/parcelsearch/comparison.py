@@ -37,7 +37,13 @@ import shapely
 
 from parcelsearch import notices
 from parcelsearch.errors import Hint, InputError, NotComparableError
-from parcelsearch.kept_files import AREAS_LAYER, METADATA_KEY, OLD_IDS_LAYER, gpkg_metadata
+from parcelsearch.kept_files import (
+    AREAS_LAYER,
+    METADATA_KEY,
+    OLD_IDS_LAYER,
+    gpkg_metadata,
+    no_aux_xml,
+)
 
 if TYPE_CHECKING:
     from parcelsearch.stores.history import History
@@ -233,16 +239,18 @@ def _read_gpkg(path: Path) -> tuple[pd.DataFrame, dict[str, Any]]:
     import pyogrio
 
     meta = gpkg_metadata(path) or {}
-    layers = {str(name) for name, _ in pyogrio.list_layers(path)}
-    if OLD_IDS_LAYER in layers:  # written by an earlier build: the GroupIDs as a table
-        return pd.DataFrame(pyogrio.read_dataframe(path, layer=OLD_IDS_LAYER)), meta
+    with no_aux_xml():  # a file of an earlier build: no FILE.gpkg.aux.xml left by reading it
+        layers = {str(name) for name, _ in pyogrio.list_layers(path)}
+        if OLD_IDS_LAYER in layers:  # written by an earlier build: the GroupIDs as a table
+            return pd.DataFrame(pyogrio.read_dataframe(path, layer=OLD_IDS_LAYER)), meta
     if AREAS_LAYER not in layers or not meta:
         raise InputError(f"cannot compare {str(path)!r}: it holds no run of 'parcelsearch "
                          f"search --out' (no {AREAS_LAYER!r} layer with the run's metadata)",
                          field="file")
     id_name = meta.get("id_column", "area_id")
-    areas = pyogrio.read_dataframe(path, layer=AREAS_LAYER, read_geometry=False,
-                                   columns=[id_name, "group_ids"])
+    with no_aux_xml():
+        areas = pyogrio.read_dataframe(path, layer=AREAS_LAYER, read_geometry=False,
+                                       columns=[id_name, "group_ids"])
     rows = [(area, g) for area, listed in zip(areas[id_name], areas["group_ids"], strict=True)
             for g in json.loads(listed or "[]")]
     return pd.DataFrame(rows, columns=[id_name, "group_id"]), meta

@@ -1,22 +1,32 @@
 """Files written whole and never destroyed, and where they keep the run that wrote them.
 
-A file is written to a temporary file beside it and renamed (:func:`atomically`); an
-existing file is replaced only by a run at least as complete (:func:`replaces`,
+A file is written to a temporary file beside it and renamed (:func:`atomically`); a set of
+files (a Shapefile's ``.shp``, ``.shx``, ``.dbf``, …) is written whole in a temporary folder
+beside it and moved in together (:func:`atomically_as_set`). Temporary files and folders a
+killed writer left behind are removed by the next write in that folder (:func:`remove_stale`).
+An existing file is replaced only by a run at least as complete (:func:`replaces`,
 :func:`check_replace`), read back from the file itself (:func:`file_metadata`).
 
 The run's metadata is JSON under one key (:data:`METADATA_KEY`) in each format's natural place
 (see :mod:`parcelsearch.outputs`). A GeoPackage of GroupIDs is one layer
-(:data:`AREAS_LAYER`) with the run's metadata as the GeoPackage's own (its
-``gpkg_metadata`` table); one written by an earlier build had two more layers
-(:data:`OLD_IDS_LAYER`, :data:`OLD_RUN_LAYER`), still read.
+(:data:`AREAS_LAYER`) with the run's metadata as that layer's (its ``gpkg_metadata`` table,
+referenced to the layer). Files written by earlier builds are still read: the metadata as the
+GeoPackage's own (dataset metadata, which GDAL 3.12 copies into a ``FILE.gpkg.aux.xml`` beside
+the file whenever it is opened without reading that metadata first), or two more layers
+(:data:`OLD_IDS_LAYER`, :data:`OLD_RUN_LAYER`).
 """
 
 from __future__ import annotations
 
+import contextlib
 import json
 import os
+import re
+import shutil
+import threading
+import time
 import uuid
-from collections.abc import Callable, Mapping
+from collections.abc import Callable, Iterator, Mapping
 from pathlib import Path
 from typing import Any
 
@@ -26,7 +36,8 @@ import pyogrio
 from parcelsearch.errors import Hint, OutputKeptError
 
 __all__ = ["METADATA_KEY", "AREAS_LAYER", "OLD_IDS_LAYER", "OLD_RUN_LAYER", "gpkg_metadata",
-           "atomically", "file_metadata", "replaces", "check_replace", "aside_path"]
+           "no_aux_xml", "atomically", "atomically_as_set", "remove_stale", "STALE_SECONDS",
+           "file_metadata", "replaces", "check_replace", "aside_path"]
 
 #: Key of the run's metadata in parquet schema metadata, GeoJSON and GeoPackage metadata.
 METADATA_KEY = "parcelsearch"
@@ -37,15 +48,36 @@ AREAS_LAYER = "areas"
 OLD_IDS_LAYER, OLD_RUN_LAYER = "group_ids", "parcelsearch_run"
 
 
+_PAM = threading.Lock()
+
+
+@contextlib.contextmanager
+def no_aux_xml() -> Iterator[None]:
+    """Read GeoPackages here without GDAL's PAM (``GDAL_PAM_ENABLED=NO``): a file written by
+    an earlier build, with the run as dataset metadata, then gets no ``FILE.gpkg.aux.xml``
+    beside it when read. The setting before is restored."""
+    with _PAM:
+        before = pyogrio.get_gdal_config_option("GDAL_PAM_ENABLED")
+        pyogrio.set_gdal_config_options({"GDAL_PAM_ENABLED": "NO"})
+        try:
+            yield
+        finally:
+            pyogrio.set_gdal_config_options({"GDAL_PAM_ENABLED": before})
+
+
 def gpkg_metadata(path: Path) -> dict[str, Any] | None:
-    """The run's metadata in a GeoPackage written here: its dataset metadata, or (a file
-    written by an earlier build) its ``parcelsearch_run`` layer; None when it holds neither."""
-    stored = (pyogrio.read_info(path, layer=0).get("dataset_metadata") or {}).get(METADATA_KEY)
-    if stored is not None:
-        return dict(json.loads(stored))
-    if OLD_RUN_LAYER not in {str(name) for name, _ in pyogrio.list_layers(path)}:
-        return None
-    run = pyogrio.read_dataframe(path, layer=OLD_RUN_LAYER, read_geometry=False)
+    """The run's metadata in a GeoPackage written here: its first layer's metadata, or (a
+    file written by an earlier build) its dataset metadata or its ``parcelsearch_run`` layer;
+    None when it holds none of them."""
+    with no_aux_xml():
+        info = pyogrio.read_info(path, layer=0)
+        for where in ("layer_metadata", "dataset_metadata"):
+            stored = (info.get(where) or {}).get(METADATA_KEY)
+            if stored is not None:
+                return dict(json.loads(stored))
+        if OLD_RUN_LAYER not in {str(name) for name, _ in pyogrio.list_layers(path)}:
+            return None
+        run = pyogrio.read_dataframe(path, layer=OLD_RUN_LAYER, read_geometry=False)
     return dict(json.loads(run["metadata"].iloc[0])) if len(run) else None
 
 
@@ -103,6 +135,104 @@ def atomically(out: Path, write: Callable[[Path], object]) -> None:
         temp.unlink(missing_ok=True)
 
 
+#: Seconds after which a temporary file of ours whose writer is unknown counts as left by a
+#: killed run (a writer still at work renames it long before).
+STALE_SECONDS = 600
+#: Our temporary files: ``.NAME-xxxxxxxx.tmp.EXT`` (:func:`atomically`), and the journal
+#: files SQLite (a GeoPackage) keeps beside one while writing it.
+_TEMP_FILE = re.compile(r"^\..+-[0-9a-f]{8}\.tmp\.[A-Za-z0-9]+(-journal|-wal|-shm)?$")
+#: Our temporary folders: ``.NAME-PID-xxxxxxxx.tmp.EXT`` (:func:`atomically_as_set`).
+_TEMP_FOLDER = re.compile(r"^\..+-(\d+)-[0-9a-f]{8}\.tmp\.[A-Za-z0-9]+$")
+#: In a temporary folder: written once the set in it is whole (it may then be moved in).
+_WHOLE = ".whole"
+
+
+def atomically_as_set(out: Path, write: Callable[[Path], object]) -> None:
+    """Call ``write(temp)`` on ``out``'s name in a temporary folder beside it, then move every
+    file it wrote beside ``out``: the files already there are kept until the new set is whole.
+
+    The folder is marked whole once written (its files synced); a run killed while moving
+    leaves a whole set that the next write in the folder moves in (:func:`remove_stale`), and
+    one killed while writing leaves a folder the next write removes.
+    """
+    folder = out.with_name(f".{out.stem}-{os.getpid()}-{uuid.uuid4().hex[:8]}.tmp{out.suffix}")
+    folder.mkdir()
+    try:
+        write(folder / out.name)
+        for path in folder.iterdir():
+            _fsync(path)
+        (folder / _WHOLE).touch()
+        _fsync(folder)
+        _move_in(folder, out.parent)
+    finally:
+        shutil.rmtree(folder, ignore_errors=True)
+
+
+def _move_in(folder: Path, into: Path) -> None:
+    """Move a whole set's files into ``into`` (the sidecar of the run's metadata last: a set
+    that says which run wrote it is whole), then drop the folder's mark."""
+    files = sorted((p for p in folder.iterdir() if p.name != _WHOLE),
+                   key=lambda p: (p.name.endswith(f".{METADATA_KEY}.json"), p.name))
+    for path in files:
+        os.replace(path, into / path.name)
+    _fsync(into)
+    (folder / _WHOLE).unlink(missing_ok=True)
+
+
+def _fsync(path: Path) -> None:
+    with contextlib.suppress(OSError):
+        fd = os.open(path, os.O_RDONLY)
+        try:
+            os.fsync(fd)
+        finally:
+            os.close(fd)
+
+
+def remove_stale(folder: Path, *, now: float | None = None) -> list[Path]:
+    """Remove the temporary files and folders of ours a killed writer left in ``folder``:
+    a folder whose writer process is gone (moved in first when its set is whole), a file
+    older than :data:`STALE_SECONDS`. Returns what was removed; nothing else is touched."""
+    removed: list[Path] = []
+    now = time.time() if now is None else now
+    try:
+        entries = list(folder.iterdir())
+    except OSError:
+        return removed
+    for path in entries:
+        with contextlib.suppress(OSError):
+            if _stale(path, now):
+                if path.is_dir():
+                    if (path / _WHOLE).exists():
+                        _move_in(path, folder)
+                    shutil.rmtree(path)
+                else:
+                    path.unlink()
+                removed.append(path)
+    return removed
+
+
+def _stale(path: Path, now: float) -> bool:
+    if path.is_symlink():
+        return False
+    folder = _TEMP_FOLDER.match(path.name)
+    if folder is not None and path.is_dir():
+        return not _alive(int(folder.group(1)))
+    return (_TEMP_FILE.match(path.name) is not None and path.is_file()
+            and now - path.stat().st_mtime > STALE_SECONDS)
+
+
+def _alive(pid: int) -> bool:
+    if pid == os.getpid():
+        return True
+    try:
+        os.kill(pid, 0)
+    except ProcessLookupError:
+        return False
+    except PermissionError:
+        return True
+    return True
+
+
 # -- never destroyed: a file is replaced only by something at least as complete ------------
 
 
@@ -142,14 +272,19 @@ def replaces(new: Mapping[str, Any], old: Mapping[str, Any] | None) -> bool:
 
     - a complete run that found GroupIDs replaces anything;
     - a complete run that found none replaces only a file that found none either;
-    - a partial (or refused) run replaces only a partial file of no more complete areas.
+    - a partial (or refused) run replaces only a partial file with fewer complete areas, or
+      as many and no more GroupIDs.
     """
     if old is None:
         return bool(new.get("complete")) and _found(new) > 0
     if new.get("complete"):
         return _found(new) > 0 or _found(old) == 0
-    return (not old.get("complete")
-            and len(new.get("areas_complete") or []) >= len(old.get("areas_complete") or []))
+    return not old.get("complete") and _progress(new) >= _progress(old)
+
+
+def _progress(meta: Mapping[str, Any]) -> tuple[int, int]:
+    """How far a partial run got: areas complete, then GroupIDs found."""
+    return len(meta.get("areas_complete") or []), _found(meta)
 
 
 def _describe(meta: Mapping[str, Any] | None) -> str:

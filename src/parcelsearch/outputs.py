@@ -19,14 +19,21 @@ Pieces (:func:`write_tiles`): ``.gpkg``, ``.geojson``, ``.parquet``, ``.shp``.
 
 Every file carries the run's metadata (:func:`run_metadata`: ``complete``, ``calls``,
 ``cached_pages``, ``areas_complete``, …) in its format's natural place: the parquet schema
-metadata under the key ``parcelsearch`` (JSON), the GeoPackage's metadata under the same key
-(its ``gpkg_metadata`` table: ``pyogrio.read_info(path)["dataset_metadata"]``, QGIS's layer
-properties), a top-level ``parcelsearch`` member of a GeoJSON FeatureCollection, and a sidecar
-``FILE.csv.parcelsearch.json`` beside a CSV (or a Shapefile).
+metadata under the key ``parcelsearch`` (JSON), the GeoPackage layer's metadata under the same
+key (its ``gpkg_metadata`` table: ``pyogrio.read_info(path)["layer_metadata"]``, QGIS's layer
+properties; not the GeoPackage's own, which GDAL copies into a ``FILE.gpkg.aux.xml`` when a
+reader opens the file), a top-level ``parcelsearch`` member of a GeoJSON FeatureCollection,
+and a sidecar ``FILE.csv.parcelsearch.json`` beside a CSV (or a Shapefile).
 
 An empty result keeps its column types (``group_id`` is text, never float64).
 
-Files are never destroyed: each is written to a temporary file beside it and renamed, and an
+Where a file goes is checked before a search spends anything (:func:`prepare_path`): not a
+folder, its folder made when missing and proven writable; an error names the path given,
+never a temporary file.
+
+Files are never destroyed: each is written to a temporary file beside it and renamed (a
+Shapefile's set of files in a temporary folder, moved in once whole), temporary files a killed
+run left are removed by the next write there, and an
 existing file is replaced only by something at least as complete (:func:`replaces`): a
 partial or refused run, or a complete one that found no GroupID, beside a complete file that
 found some raises :class:`~parcelsearch.errors.OutputKeptError` and leaves the file as it was
@@ -36,8 +43,10 @@ found some raises :class:`~parcelsearch.errors.OutputKeptError` and leaves the f
 
 from __future__ import annotations
 
+import errno
 import json
 import os
+import tempfile
 from collections.abc import Callable, Mapping
 from pathlib import Path
 from typing import Any
@@ -46,6 +55,7 @@ import geopandas as gpd
 import pandas as pd
 import pyarrow as pa
 import pyarrow.parquet as pq
+from pyogrio.errors import DataSourceError
 
 from parcelsearch._shared import package_version
 from parcelsearch.errors import Hint, InputError
@@ -54,8 +64,10 @@ from parcelsearch.kept_files import (
     METADATA_KEY,
     aside_path,
     atomically,
+    atomically_as_set,
     check_replace,
     file_metadata,
+    remove_stale,
     replaces,
 )
 from parcelsearch.result import SearchResult
@@ -66,6 +78,7 @@ __all__ = [
     "check_ids_path",
     "check_tiles_path",
     "check_map_path",
+    "prepare_path",
     "write_map",
     "terminal_table",
     "ids_table",
@@ -87,19 +100,24 @@ TILES_FORMATS = (".gpkg", ".geojson", ".parquet", ".shp")
 MAP_FORMATS = (".html",)
 
 
+#: Per option: its formats and an example file name (for hints).
+_KNOBS = {"out": (IDS_FORMATS, "group_ids.parquet"), "out_tiles": (TILES_FORMATS, "tiles.gpkg"),
+          "out_map": (MAP_FORMATS, "map.html")}
+
+
 def check_ids_path(path: str | os.PathLike[str]) -> Path:
     """``path`` as a Path if :func:`write_ids` can write it; else an error naming the formats."""
-    return _check(path, IDS_FORMATS, "out", "group_ids.parquet")
+    return _check(path, "out")
 
 
 def check_tiles_path(path: str | os.PathLike[str]) -> Path:
     """``path`` as a Path if :func:`write_tiles` can write it."""
-    return _check(path, TILES_FORMATS, "out_tiles", "tiles.gpkg")
+    return _check(path, "out_tiles")
 
 
 def check_map_path(path: str | os.PathLike[str]) -> Path:
     """``path`` as a Path if :func:`write_map` can write it (``.html``)."""
-    return _check(path, MAP_FORMATS, "out_map", "map.html")
+    return _check(path, "out_map")
 
 
 def write_map(obj: Any, path: str | os.PathLike[str], *, title: str | None = None) -> Path:
@@ -107,20 +125,21 @@ def write_map(obj: Any, path: str | os.PathLike[str], *, title: str | None = Non
     pieces, what each found, the pieces a refresh found changed), written whole."""
     from parcelsearch.maps import save_html  # the maps only when a map is asked for
 
-    out = check_map_path(path)
-    atomically(out, lambda temp: save_html(obj, temp, title=title))
+    out = prepare_path(check_map_path(path), "out_map")
+    _writing(out, "out_map", lambda: atomically(out, lambda temp: save_html(obj, temp,
+                                                                            title=title)))
     return out
 
 
-def _check(path: str | os.PathLike[str], formats: tuple[str, ...], knob: str,
-           example: str) -> Path:
+def _check(path: str | os.PathLike[str], knob: str) -> Path:
+    """``path`` if a file of a format ``knob`` writes can be written there (its folder may be
+    missing: :func:`prepare_path` makes it); nothing is created."""
+    formats, example = _KNOBS[knob]
     out = Path(path).expanduser()
-    if not out.parent.is_dir():  # a typo in a folder name must not create folders
+    if out.is_dir():
         raise InputError(
-            f"cannot write {str(out)!r}: the folder {str(out.parent)!r} does not exist; "
-            "create it first, or name a file in a folder that exists",
-            field=knob,
-        )
+            f"cannot write {str(out)!r}: it is a folder; name a file in it",
+            field=knob, hints=[Hint(knob, str(out / example), "for example {knob}")])
     if out.suffix.lower() not in formats:
         shown = out.suffix or "no extension"
         raise InputError(
@@ -129,7 +148,65 @@ def _check(path: str | os.PathLike[str], formats: tuple[str, ...], knob: str,
             field=knob,
             hints=[Hint(knob, example, "name a file such as {knob}")],
         )
+    folder = _existing_ancestor(out.parent)
+    if not folder.is_dir():
+        raise InputError(
+            f"cannot write {str(out)!r}: {str(folder)!r} is a file, not a folder",
+            field=knob, hints=[Hint(knob, example, "name a file in a folder, e.g. {knob}")])
+    if not os.access(folder, os.W_OK | os.X_OK):
+        raise _cannot_write(out, knob, PermissionError(errno.EACCES, os.strerror(errno.EACCES)),
+                            folder)
     return out
+
+
+def _existing_ancestor(folder: Path) -> Path:
+    while not folder.exists() and folder != folder.parent:
+        folder = folder.parent
+    return folder
+
+
+def prepare_path(out: Path, knob: str = "out") -> Path:
+    """Make ready to write ``out`` (checked by ``check_*_path``) before anything is spent: its
+    folder made when missing, a file created and removed there to prove it writable (a
+    read-only folder fails here, not after the search), and the temporary files a killed run
+    left there removed (:func:`~parcelsearch.kept_files.remove_stale`).
+
+    Raises
+    ------
+    InputError
+        The folder cannot be made or written; the message names ``out`` and the fix.
+    """
+    try:
+        out.parent.mkdir(parents=True, exist_ok=True)
+        handle, probe = tempfile.mkstemp(prefix=f".{out.stem}-", suffix=".probe", dir=out.parent)
+        os.close(handle)
+        os.unlink(probe)
+    except OSError as exc:
+        raise _cannot_write(out, knob, exc, _existing_ancestor(out.parent)) from None
+    remove_stale(out.parent)
+    return out
+
+
+def _cannot_write(out: Path, knob: str, exc: OSError, folder: Path | None = None
+                  ) -> InputError:
+    """The error of a file that cannot be written, naming the user's path (never a
+    temporary file's) and the fix."""
+    reason = exc.strerror or str(exc)
+    where = f" (the folder {str(folder)!r})" if folder is not None else ""
+    return InputError(
+        f"cannot write {str(out)!r}{where}: {reason}",
+        field=knob,
+        hints=[Hint(knob, _KNOBS[knob][1], "name a file in a folder you can write to, e.g. "
+                                          "{knob}")])
+
+
+def _writing(out: Path, knob: str, write: Callable[[], object]) -> None:
+    """Run ``write``; a failure to write is said about ``out`` (the user's path)."""
+    try:
+        write()
+    except (OSError, DataSourceError) as exc:
+        error = exc if isinstance(exc, OSError) else OSError(str(exc))
+        raise _cannot_write(out, knob, error) from None
 
 
 # -- tables on a terminal ------------------------------------------------------------------
@@ -212,14 +289,14 @@ def write_ids(result: SearchResult, path: str | os.PathLike[str], *, force: bool
     OutputKeptError
         ``path`` holds a more complete result (see :func:`replaces`); it is left as it was.
     """
-    out = check_ids_path(path)
+    out = prepare_path(check_ids_path(path), "out")
     meta = run_metadata(result)
     check_replace(out, meta, force=force)
     writer = {".parquet": _ids_parquet, ".csv": _ids_csv, ".gpkg": _ids_gpkg,
               ".geojson": _ids_geojson}[out.suffix.lower()]
-    atomically(out, lambda temp: writer(result, temp, meta))
+    _writing(out, "out", lambda: atomically(out, lambda temp: writer(result, temp, meta)))
     if out.suffix.lower() == ".csv":
-        _sidecar(out, meta)
+        _writing(out, "out", lambda: _sidecar(out, meta))
     return out
 
 
@@ -278,7 +355,7 @@ def _ids_csv(result: SearchResult, temp: Path, meta: Mapping[str, Any]) -> None:
 def _ids_gpkg(result: SearchResult, temp: Path, meta: Mapping[str, Any]) -> None:
     frame = _with_lists(result, json.dumps)
     frame.to_file(temp, layer=AREAS_LAYER, driver="GPKG",
-                  dataset_metadata={METADATA_KEY: _metadata_json(meta)})
+                  layer_metadata={METADATA_KEY: _metadata_json(meta)})
 
 
 def _with_lists(result: SearchResult, shown: Callable[[list[str]], Any]
@@ -315,7 +392,9 @@ def write_tiles(
     """Write pieces (a plan's or a result's ``tiles``) in the format ``path`` names.
 
     A Shapefile keeps column names of at most 10 characters: longer ones are shortened
-    (``request_bytes`` → ``request_by``), as every Shapefile writer does, but explicitly.
+    (``request_bytes`` → ``request_by``), as every Shapefile writer does, but explicitly. Its
+    files (and the run's metadata beside them) are written whole in a temporary folder and
+    moved in together: the set already there stays readable until then.
 
     With ``metadata`` (a run's), an existing file of a more complete run is kept as for
     :func:`write_ids` unless ``force``.
@@ -327,31 +406,36 @@ def write_tiles(
     OutputKeptError
         ``path`` holds the pieces of a more complete run; it is left as it was.
     """
-    out = check_tiles_path(path)
-    suffix = out.suffix.lower()
+    out = prepare_path(check_tiles_path(path), "out_tiles")
     meta = dict(metadata or {})
     if meta:
         check_replace(out, meta, force=force)
-    if suffix == ".parquet":
-        atomically(out, lambda temp: _tiles_parquet(tiles, temp, meta))
-    elif suffix == ".geojson":
-        def geojson(temp: Path) -> None:
-            document = tiles.to_crs("EPSG:4326").to_geo_dict(drop_id=True)
-            if meta:
-                document[METADATA_KEY] = meta
-            temp.write_text(json.dumps(document, default=str), encoding="utf-8")
-        atomically(out, geojson)
-    elif suffix == ".gpkg":
-        def gpkg(temp: Path) -> None:
-            stored = {METADATA_KEY: _metadata_json(meta)} if meta else None
-            _plain_columns(tiles).to_file(temp, layer="tiles", driver="GPKG",
-                                          dataset_metadata=stored)
-        atomically(out, gpkg)
+    writer = {".parquet": _tiles_parquet, ".geojson": _tiles_geojson,
+              ".gpkg": _tiles_gpkg}.get(out.suffix.lower())
+    if writer is not None:
+        _writing(out, "out_tiles", lambda: atomically(out, lambda temp: writer(tiles, temp, meta)))
     else:
-        _shapefile_columns(tiles).to_file(out, driver="ESRI Shapefile")
-        if meta:
-            _sidecar(out, meta)
+        _writing(out, "out_tiles", lambda: atomically_as_set(out, lambda temp: _tiles_shapefile(
+            tiles, temp, meta)))
     return out
+
+
+def _tiles_geojson(tiles: gpd.GeoDataFrame, temp: Path, meta: Mapping[str, Any]) -> None:
+    document = tiles.to_crs("EPSG:4326").to_geo_dict(drop_id=True)
+    if meta:
+        document[METADATA_KEY] = meta
+    temp.write_text(json.dumps(document, default=str), encoding="utf-8")
+
+
+def _tiles_gpkg(tiles: gpd.GeoDataFrame, temp: Path, meta: Mapping[str, Any]) -> None:
+    stored = {METADATA_KEY: _metadata_json(meta)} if meta else None
+    _plain_columns(tiles).to_file(temp, layer="tiles", driver="GPKG", layer_metadata=stored)
+
+
+def _tiles_shapefile(tiles: gpd.GeoDataFrame, temp: Path, meta: Mapping[str, Any]) -> None:
+    _shapefile_columns(tiles).to_file(temp, driver="ESRI Shapefile")
+    if meta:
+        _sidecar(temp, meta)
 
 
 def _tiles_parquet(tiles: gpd.GeoDataFrame, temp: Path, meta: Mapping[str, Any]) -> None:

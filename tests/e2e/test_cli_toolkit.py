@@ -26,7 +26,7 @@ import parcelsearch
 
 def _gpkg_meta(path: Path) -> dict[str, object]:
     """The run's metadata of a GeoPackage, read as any GDAL user would (its metadata)."""
-    stored = json.loads(pyogrio.read_info(path)["dataset_metadata"]["parcelsearch"])
+    stored = json.loads(pyogrio.read_info(path)["layer_metadata"]["parcelsearch"])
     assert isinstance(stored, dict)
     return stored
 
@@ -487,17 +487,6 @@ def areas_file_in(folder: Path) -> Path:
     path = folder / "demo.gpkg"
     parcelsearch.demo_areas().to_file(path)
     return path
-
-
-def test_out_into_a_missing_folder_is_refused_and_creates_nothing(tmp_path, areas_file,
-                                                                  capsys) -> None:
-    target = tmp_path / "no" / "such" / "ids.parquet"
-    code, _, err = run(["search", str(areas_file), "--out", str(target)], capsys)
-    assert code == 2
-    assert f"the folder '{target.parent}' does not exist" in err and "--out" in err
-    assert not (tmp_path / "no").exists()
-    code, _, err = run(["plan", str(areas_file), "--out-tiles", str(target)], capsys)
-    assert code == 2 and not (tmp_path / "no").exists()
 
 
 def test_plan_help_promises_no_budget_stop_or_partial_out(capsys) -> None:

@@ -289,6 +289,7 @@ def run_search(args: argparse.Namespace) -> int:
     areas = read_areas(args)
     client = _client(args)
     quota = Quota.parse(args.quota)  # None: $PARCELSEARCH_QUOTA, checked before connecting
+    _prepare_outputs(args)  # before anything is spent: a folder made, or a clear error
     check_listening(client.base_url)
     try:
         result = pipeline.search(
@@ -321,10 +322,22 @@ def run_search(args: argparse.Namespace) -> int:
     return 0
 
 
+def _prepare_outputs(args: argparse.Namespace) -> None:
+    """``--out``, ``--out-tiles`` and ``--out-map`` made ready to write (their folders made,
+    proven writable), so a search never spends and then fails to write."""
+    from parcelsearch import outputs
+
+    for knob in ("out", "out_tiles", "out_map"):
+        if getattr(args, knob, None) is not None:
+            outputs.prepare_path(Path(getattr(args, knob)), knob)
+
+
 def _write(result: SearchResult, args: argparse.Namespace, *, partial: bool) -> None:
     from parcelsearch import outputs
 
     out, tiles_out, kept = _destinations(result, args)
+    if kept is not None and _kept_aside(result, out, kept):
+        return
     print_table(result.summary(), f"every area in {out}")
     path = outputs.write_ids(result, out, force=True)
     if tiles_out is not None:
@@ -361,6 +374,21 @@ def _write(result: SearchResult, args: argparse.Namespace, *, partial: bool) -> 
     if result.run_id:
         print(f"run {result.run_id[:12]} recorded (parcelsearch runs; parcelsearch diff OLD "
               f"{result.run_id[:12]})")
+
+
+def _kept_aside(result: SearchResult, aside: Path, kept: OutputKeptError) -> bool:
+    """Whether the file beside a kept one (``NAME.partial.EXT``) holds a run more complete than
+    this one: then it is kept too, nothing of this run is written, and the user is told."""
+    from parcelsearch import outputs
+
+    try:
+        outputs.check_replace(aside, outputs.run_metadata(result))
+    except OutputKeptError as better:
+        print(f"parcelsearch: note: {kept.args[0]}; and {better.args[0]}: this run was not "
+              "written (what it fetched is cached: running the search again resumes; --force "
+              "replaces them)", file=sys.stderr)
+        return True
+    return False
 
 
 def _destinations(result: SearchResult, args: argparse.Namespace

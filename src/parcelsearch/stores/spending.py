@@ -11,9 +11,9 @@ of them pays for a page (single flight).
 Implementations:
 
 - :class:`LocalSpending`: this machine's SQLite :class:`~parcelsearch.stores.local.ledger.Ledger`,
-parquet
-  :class:`~parcelsearch.stores.local.cache.ResponseCache` and the client's in-process pacer (the
-  default);
+  parquet :class:`~parcelsearch.stores.local.cache.ResponseCache` (its pages claimed across the
+  processes sharing the folder, :class:`~parcelsearch.stores.local.claims.PageClaims`) and the
+  client's in-process pacer (the default);
 - :class:`MemorySpending`: the same in memory, for tests;
 - :class:`parcelsearch.stores.team.TeamSpending`: a team's PostgreSQL store (ledger, pacer, pages,
   budgets per person), with the local cache kept as this machine's copy.
@@ -25,11 +25,13 @@ place, before a reservation is asked for.
 from __future__ import annotations
 
 import threading
+import time
 from typing import Protocol
 
-from parcelsearch._fetch.http import RateLimiter
+from parcelsearch._fetch.http import Cancelled, RateLimiter
 from parcelsearch._fetch.page import Page
 from parcelsearch.stores.local.cache import ResponseCache
+from parcelsearch.stores.local.claims import PageClaims
 from parcelsearch.stores.local.ledger import Ledger, Quota, Usage, no_calls_left
 
 __all__ = ["Spending", "Limit", "LocalSpending", "MemorySpending", "RESERVE_LEAD"]
@@ -40,6 +42,11 @@ Limit = tuple[int, str]
 #: so that the call leaves at its turn and the spacing the service sees stays even); a
 #: process killed in them leaves that one call charged besides those on the wire.
 RESERVE_LEAD = 0.05
+#: Seconds between looks for a page another process sharing the cache folder is fetching.
+CLAIM_POLL = 0.05
+#: Seconds a page claimed by another process is waited for at most; a claim held longer is
+#: taken as stuck (a frozen process) and the page fetched here after all.
+CLAIM_PATIENCE = 300.0
 
 
 class Spending(Protocol):
@@ -98,10 +105,13 @@ class Spending(Protocol):
 
 
 class _Pages:
-    """Pages in an optional response cache; a local store has no one to share claims with."""
+    """Pages in an optional response cache; with ``claims``, a page one process (or thread)
+    is fetching is waited for by the others sharing the folder, not bought twice."""
 
-    def __init__(self, cache: ResponseCache | None) -> None:
+    def __init__(self, cache: ResponseCache | None, claims: PageClaims | None = None) -> None:
         self.cache = cache
+        self.claims = claims
+        self.claim_patience = CLAIM_PATIENCE
 
     def stored_quota(self) -> Quota | None:
         return None
@@ -113,22 +123,53 @@ class _Pages:
         return None  # this process's threads each honour Retry-After in their own back-off
 
     def cached(self, key: str, max_age: float | None) -> Page | None:
+        """The stored page; one another process is fetching now is waited for (so that a
+        price never counts a page someone else is paying for)."""
         if self.cache is None:
             return None
-        return self.cache.get(key, max_age=max_age)
+        hit = self.cache.get(key, max_age=max_age)
+        if hit is None and self.claims is not None and self.claims.busy(key):
+            give_up = time.monotonic() + self.claim_patience
+            while self.claims.busy(key) and time.monotonic() < give_up:
+                time.sleep(CLAIM_POLL)
+            self.cache.reload()
+            hit = self.cache.get(key, max_age=max_age)
+        return hit
 
     def claim(self, key: str, max_age: float | None, cancel: threading.Event) -> Page | None:
-        return None  # read once when priced; nobody else fills this store meanwhile
+        if self.cache is None or self.claims is None:
+            return None  # nobody else fills this store meanwhile
+        give_up = time.monotonic() + self.claim_patience
+        while True:
+            hit = self.cache.get(key, max_age=max_age)
+            if hit is not None:
+                return hit
+            if self.claims.take(key):
+                self.cache.reload()  # kept by its last holder, maybe within one clock tick
+                hit = self.cache.get(key, max_age=max_age)
+                if hit is None:
+                    return None
+                self.claims.release(key)
+                return hit
+            if time.monotonic() > give_up:
+                return None  # its holder is stuck: fetched here after all, unclaimed
+            if cancel.wait(CLAIM_POLL):
+                raise Cancelled("stopped while waiting for a page another process fetches")
 
     def keep(self, page: Page) -> None:
-        if self.cache is not None:
-            self.cache.put(page)
+        try:
+            if self.cache is not None:
+                self.cache.put(page)
+        finally:
+            self.abandon(page.request_key)
 
     def abandon(self, key: str) -> None:
-        return None
+        if self.claims is not None:
+            self.claims.release(key)
 
     def close(self) -> None:
-        return None
+        if self.claims is not None:
+            self.claims.release_all()
 
 
 class LocalSpending(_Pages):
@@ -144,7 +185,7 @@ class LocalSpending(_Pages):
 
     def __init__(self, fingerprint: str, ledger: Ledger | None,
                  cache: ResponseCache | None) -> None:
-        super().__init__(cache)
+        super().__init__(cache, None if cache is None else cache.claims())
         self.fingerprint = fingerprint
         self.ledger = ledger
 

@@ -9,6 +9,8 @@ This module owns the cache folder (:class:`CacheFolder`); nothing else names a f
     pages-<ns>-<id>.parquet   many pages, written by :meth:`ResponseCache.compact`
     markets-<url tag>.json    the market list of one base URL (:meth:`CacheFolder.markets`)
     ledger.sqlite             the quota ledger (:class:`parcelsearch.Ledger`; never cleared)
+    claims/                   a lock file per page being fetched now
+                              (:class:`~parcelsearch.stores.local.claims.PageClaims`)
 
 Each ``put`` writes its own small file (temporary name, ``fsync``, ``os.replace``), so a
 page is on disk, whole, the moment ``put`` returns and a crash can never leave half a file
@@ -39,13 +41,14 @@ import pyarrow.parquet as pq
 from parcelsearch._fetch.page import Page, check_page
 from parcelsearch.errors import CacheError, MalformedResponseError
 from parcelsearch.settings import options
+from parcelsearch.stores.local.claims import PageClaims
 
 try:  # POSIX: one compaction at a time across processes
     import fcntl
 except ImportError:  # pragma: no cover - Windows
     fcntl = None  # type: ignore[assignment]
 
-__all__ = ["ResponseCache", "CacheFolder", "SCHEMA", "LEDGER_FILE"]
+__all__ = ["ResponseCache", "CacheFolder", "SCHEMA", "LEDGER_FILE", "CLAIMS_FOLDER"]
 
 #: Columns of every cache file.
 SCHEMA = pa.schema(
@@ -65,6 +68,9 @@ SCHEMA = pa.schema(
 )
 #: The quota ledger's file name inside a cache folder.
 LEDGER_FILE = "ledger.sqlite"
+#: The folder, inside a cache folder, of the claims on pages being fetched (single flight
+#: across the processes sharing the folder).
+CLAIMS_FOLDER = "claims"
 _MARKETS = "markets-"
 _SEGMENT = "seg-"
 _COMPACTED = "pages-"
@@ -123,6 +129,10 @@ class ResponseCache:
     def __repr__(self) -> str:
         return f"ResponseCache({str(self.directory)!r}, entries={len(self._pages)})"
 
+    def claims(self) -> PageClaims:
+        """The claims on pages of this folder, shared by every process that uses it."""
+        return PageClaims(self.directory / CLAIMS_FOLDER)
+
     def __len__(self) -> int:
         return len(self._pages)
 
@@ -147,6 +157,13 @@ class ResponseCache:
             return page
         limit = max_age if isinstance(max_age, timedelta) else timedelta(seconds=max_age)
         return page if datetime.now(UTC) - page.fetched_at <= limit else None
+
+    def reload(self) -> None:
+        """Read the files other processes wrote since, whether or not the folder's time
+        stamp moved (two writes within one tick of the file system's clock leave it as it
+        was, so :meth:`get` alone may miss a page written a moment ago)."""
+        with self._lock:
+            self._load_new()
 
     def __contains__(self, key: object) -> bool:
         return isinstance(key, str) and self.get(key) is not None
