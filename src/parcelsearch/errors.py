@@ -94,6 +94,11 @@ KNOBS: dict[str, Knob] = {
                       cli_bare="--ca-bundle FILE"),
     "rate": Knob("Client(rate={value})", None, env="PARCELSEARCH_RATE",
                  python_bare="Client(rate=...)"),
+    "response_deadline": Knob("Client(response_deadline={value})",
+                              "--response-deadline {value}",
+                              env="PARCELSEARCH_RESPONSE_DEADLINE",
+                              python_bare="Client(response_deadline=...)",
+                              cli_bare="--response-deadline SECONDS"),
     "cache_dir": Knob("Client(cache_dir={value!r})", "--cache-dir {value}",
                       env="PARCELSEARCH_CACHE_DIR", python_bare="Client(cache_dir=...)",
                       cli_bare="--cache-dir DIR"),
@@ -186,6 +191,7 @@ __all__ = [
     "BadPolygonError",
     "RequestTooLargeError",
     "ServiceFailureError",
+    "EndpointGoneError",
     "PageGoneError",
     "CutBodyError",
     "UnstableOrderError",
@@ -422,6 +428,30 @@ class RequestTooLargeError(ServiceError):
 
 class ServiceFailureError(ServiceError):
     """5xx: the service failed, and kept failing through the retries."""
+
+
+class EndpointGoneError(ServiceError):
+    """410 Gone: the vendor retired the endpoint. Final for every request, so the run stops
+    at the first such answer; the message quotes the vendor and its ``Sunset`` date.
+
+    Attributes
+    ----------
+    sunset
+        The ``Sunset`` header as the vendor sent it (an HTTP-date), or ``None``.
+    """
+
+    def __init__(
+        self,
+        message: str,
+        *,
+        status: int = 410,
+        messages: Sequence[str] = (),
+        url: str | None = None,
+        sunset: str | None = None,
+        hints: Sequence[Hint] = (),
+    ) -> None:
+        super().__init__(message, status=status, messages=messages, url=url, hints=hints)
+        self.sunset = sunset
 
 
 class CutBodyError(MalformedResponseError):

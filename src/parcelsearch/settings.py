@@ -35,6 +35,10 @@ from parcelsearch.errors import ConfigurationError
 MAX_REQUEST_LINE_BYTES: Final = 7168
 #: GroupIDs per page of search results.
 PAGE_SIZE: Final = 100
+#: The longest GroupID kept: the vendor's spec says only "a string"; longer is not an id.
+MAX_GROUP_ID_CHARS: Final = 128
+#: Seconds a response may take as a whole (connect, head and body), however it trickles.
+DEFAULT_RESPONSE_DEADLINE: Final = 60.0
 #: Calls per second allowed per key (spike arrest) on demo and production keys.
 DEFAULT_RATE: Final = 10.0
 #: Threads a search sends requests from (one pacer paces them all; a team member's store
@@ -61,6 +65,7 @@ ENV_API_KEY: Final = "PARCELSEARCH_API_KEY"
 ENV_BASE_URL: Final = "PARCELSEARCH_BASE_URL"
 ENV_CA_BUNDLE: Final = "PARCELSEARCH_CA_BUNDLE"
 ENV_RATE: Final = "PARCELSEARCH_RATE"
+ENV_RESPONSE_DEADLINE: Final = "PARCELSEARCH_RESPONSE_DEADLINE"
 ENV_CACHE_DIR: Final = "PARCELSEARCH_CACHE_DIR"
 ENV_QUOTA: Final = "PARCELSEARCH_QUOTA"
 ENV_SERVICE_DIR: Final = "PARCELSEARCH_SERVICE_DIR"
@@ -155,6 +160,9 @@ _OPTIONS: Final = (
            ENV_CA_BUNDLE, lambda: None, _text),
     Option("rate", "calls per second the key allows (spike arrest)",
            ENV_RATE, lambda: DEFAULT_RATE, _number),
+    Option("response_deadline", "seconds one response may take as a whole, however slowly "
+           "its bytes come (then abandoned and retried like a timeout)",
+           ENV_RESPONSE_DEADLINE, lambda: DEFAULT_RESPONSE_DEADLINE, _number),
     Option("quota", "the key's quota: demo, production, N/month or N/lifetime",
            ENV_QUOTA, lambda: None, _text),
     Option("cache_dir", "folder of the response cache, market list and quota ledger",

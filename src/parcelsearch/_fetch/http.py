@@ -18,11 +18,13 @@ from __future__ import annotations
 
 import random
 import re
+import socket
 import threading
 import time
 from collections import Counter
 from collections.abc import Callable, Mapping
 from dataclasses import dataclass
+from datetime import UTC, datetime, timedelta
 from email.utils import mktime_tz, parsedate_tz
 from typing import Protocol, TypeVar
 
@@ -169,6 +171,7 @@ class RateLimiter:
         self.interval = 1.0 / (self.rate * (1.0 - margin))
         self._lock = threading.Lock()
         self._next: float | None = None  # the next free slot; None before the first call
+        self._paused_until = 0.0  # no call before this (time.monotonic): a Retry-After
 
     def wait(self, cancel: threading.Event | None = None, lead: float = 0.0) -> float:
         """Block until this caller's slot (``lead`` seconds before it: the caller then
@@ -183,7 +186,7 @@ class RateLimiter:
             # Never a slot sooner than ``lead`` from now: a call due at once would otherwise
             # be sent late by what the caller does in the lead, and the next one on time.
             first = self._next is None
-            slot = max(time.monotonic() + lead, self._next or 0.0)
+            slot = max(time.monotonic() + lead, self._next or 0.0, self._paused_until)
             self._next = slot + self.interval + (FIRST_CALL_ALLOWANCE if first else 0.0)
         delay = slot - lead - time.monotonic()
         if cancel is not None:
@@ -192,6 +195,32 @@ class RateLimiter:
         elif delay > 0:
             time.sleep(delay)
         return slot
+
+    def pause(self, seconds: float) -> None:
+        """The service asked the key to wait ``seconds`` (a ``Retry-After``): no slot, and
+        no call that already holds one (see :meth:`hold`), before then."""
+        with self._lock:
+            until = time.monotonic() + max(0.0, seconds)
+            self._paused_until = max(self._paused_until, until)
+
+    def hold(self, cancel: threading.Event | None = None) -> None:
+        """Block while the key is paused: the last gate before a call is sent, so a call
+        that took its slot before a ``Retry-After`` came does not leave before it ends.
+
+        Raises
+        ------
+        Cancelled
+            ``cancel`` was set while holding.
+        """
+        while True:
+            with self._lock:
+                delay = self._paused_until - time.monotonic()
+            if delay <= 0:
+                return
+            if cancel is None:
+                time.sleep(delay)
+            elif cancel.wait(delay):
+                raise Cancelled("stopped while the key was paused (Retry-After)")
 
     def __repr__(self) -> str:
         return f"RateLimiter(rate={self.rate:g}/s, interval={self.interval * 1000:.1f} ms)"
@@ -279,6 +308,10 @@ class Transport:
         Seconds to connect and between bytes of a response.
     verify
         ``True`` or the path of a CA bundle (TLS is always verified).
+    deadline
+        Seconds one response may take as a whole, head and body, however slowly its bytes
+        come (default: no more than ``timeout`` allows between bytes); a response past it is
+        abandoned and retried like a timeout.
     """
 
     def __init__(
@@ -289,12 +322,14 @@ class Transport:
         *,
         timeout: float,
         verify: str | bool = True,
+        deadline: float | None = None,
     ) -> None:
         self.session = session
         self.limiter = limiter
         self.policy = policy
         self.timeout = timeout
         self.verify = verify
+        self.deadline = float(deadline) if deadline is not None else None
         #: Requests answered and retries made, by status or error (e.g. ``"retried 429"``).
         self.stats: Counter[str] = Counter()
         self._stats_lock = threading.Lock()
@@ -366,8 +401,14 @@ class Transport:
                         spend.refund()  # no connection was made: the service never saw it
                 if self.policy.exhausted(failures, unsent) or unreadable > 1:
                     raise _given_up(verdict.error, failures) from None
-                self._count(f"retried {verdict.reason}")
                 asked = None if verdict.response is None else retry_after(verdict.response.headers)
+                if asked is not None:
+                    self.limiter.pause(asked)  # every thread of this key, not just this one
+                    if asked > self.policy.retry_after_max:
+                        if spend is not None:
+                            spend.pause(asked)
+                        raise _asked_too_long(verdict.error, asked, self.policy) from None
+                self._count(f"retried {verdict.reason}")
                 delay = self.policy.delay(failures, asked)
                 if spend is not None and asked is not None and \
                         verdict.response is not None and verdict.response.status_code == 429:
@@ -379,11 +420,21 @@ class Transport:
         describe: str,
     ) -> T:
         """Send once: the judged result, or raise the :class:`Transient` verdict to retry on."""
+        started = time.monotonic()
         try:
             response = self.session.get(
-                url, headers=dict(headers), timeout=self.timeout, verify=self.verify,
-                allow_redirects=False,
+                url, headers=dict(headers), timeout=self._timeouts(), verify=self.verify,
+                allow_redirects=False, stream=self.deadline is not None,
             )
+            if self.deadline is not None:
+                _read_within(response, started + self.deadline)
+        except _Overdue:
+            raise Transient("deadline", TransportError(
+                f"no whole response within the {self.deadline:g} s response deadline "
+                f"({describe}): its bytes came too slowly, so it was abandoned",
+                url=strip_query(url), hints=[Hint("response_deadline",
+                                                  phrase="allow longer with {knob}")],
+            )) from None
         except requests.exceptions.SSLError as exc:
             raise _NotSent(f"TLS verification failed ({describe}): {_reason(exc)}",
                            url=strip_query(url),
@@ -406,6 +457,12 @@ class Transport:
                 verdict.response = response
             raise
 
+    def _timeouts(self) -> tuple[float, float]:
+        """(connect, between bytes): neither longer than the deadline."""
+        if self.deadline is None:
+            return self.timeout, self.timeout
+        return min(self.timeout, self.deadline), min(self.timeout, self.deadline)
+
     def _gate(self, spend: Spend | None, cancel: threading.Event | None) -> None:
         # Pace, then reserve, then send at once: a call waiting for its turn holds no
         # reservation, so a process killed while waiting leaves only what it had on the wire
@@ -418,8 +475,17 @@ class Transport:
             self.limiter.wait(cancel)
         if cancel is not None and cancel.is_set():
             raise Cancelled("the run stopped before this request was sent")
+        self.limiter.hold(cancel)  # a Retry-After that came while this call waited its turn
         if spend is not None:
             spend.reserve()
+        try:
+            self.limiter.hold(cancel)  # … or while it was being reserved
+            if cancel is not None and cancel.is_set():
+                raise Cancelled("the run stopped before this request was sent")
+        except Cancelled:
+            if spend is not None:
+                spend.refund()  # never sent
+            raise
 
     def _sleep(self, delay: float, cancel: threading.Event | None) -> None:
         if cancel is None:
@@ -430,6 +496,56 @@ class Transport:
     def _count(self, what: str) -> None:
         with self._stats_lock:
             self.stats[what] += 1
+
+
+class _Overdue(Exception):  # noqa: N818 - a signal, not an error
+    """The response deadline passed while its body was being read."""
+
+
+#: Bytes read from a body at a time when a deadline applies.
+_CHUNK = 65536
+
+
+def _read_within(response: requests.Response, deadline: float) -> None:
+    """Read ``response``'s body whole by ``deadline`` (``time.monotonic``), else raise
+    :class:`_Overdue`. A watchdog shuts the connection's socket at the deadline, which ends
+    a read that blocks on a trickle (a read timeout alone restarts with every byte)."""
+    cut = threading.Event()
+    sock = _socket_of(response)
+
+    def expire() -> None:
+        cut.set()
+        if sock is not None:
+            try:  # the plain socket's shutdown: wakes the blocked read, leaves TLS state alone
+                socket.socket.shutdown(sock, socket.SHUT_RDWR)
+            except OSError:
+                pass
+
+    watchdog = threading.Timer(max(0.0, deadline - time.monotonic()), expire)
+    watchdog.daemon = True
+    watchdog.start()
+    try:
+        chunks = []
+        for chunk in response.iter_content(_CHUNK):
+            chunks.append(chunk)
+            if cut.is_set() or time.monotonic() > deadline:
+                raise _Overdue()
+        response._content = b"".join(chunks)  # what response.content returns from now on
+    except (requests.exceptions.RequestException, OSError):
+        if cut.is_set():
+            raise _Overdue() from None
+        raise
+    finally:
+        watchdog.cancel()
+        if cut.is_set():
+            response.close()
+
+
+def _socket_of(response: requests.Response) -> socket.socket | None:
+    """The socket a streamed response is read from (``None`` when the adapter has none)."""
+    connection = getattr(response.raw, "connection", None)
+    sock = getattr(connection, "sock", None)
+    return sock if isinstance(sock, socket.socket) else None
 
 
 def _innermost(exc: BaseException) -> BaseException:
@@ -468,6 +584,18 @@ def _failure_name(exc: requests.exceptions.RequestException) -> str:
     if isinstance(exc, requests.exceptions.ReadTimeout):
         return "ReadTimeoutError"
     return "ProtocolError"
+
+
+def _asked_too_long(error: RequestFailure, asked: float, policy: RetryPolicy) -> RequestFailure:
+    """``error``, now saying the vendor asked for a longer wait than a run makes (no call of
+    the key leaves before it ends)."""
+    until = datetime.now(UTC) + timedelta(seconds=asked)
+    said = error.message.replace(": still rate-limited after the retries", "")
+    error.message = (f"{said.rstrip('.')}; the vendor asks this key to wait "
+                     f"{asked:.0f} s (Retry-After), until {until:%Y-%m-%d %H:%M:%S} UTC, longer "
+                     f"than the {policy.retry_after_max:.0f} s a run waits: no request was "
+                     "sent before that time. Search again after it.")
+    return error
 
 
 def _given_up(error: RequestFailure, attempts: int) -> RequestFailure:
