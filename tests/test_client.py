@@ -202,7 +202,8 @@ def client(server: FaultServer) -> Iterator[Client]:
 
 @pytest.fixture(autouse=True)
 def _clean_env(monkeypatch: pytest.MonkeyPatch) -> None:
-    for name in ("API_KEY", "BASE_URL", "CA_BUNDLE", "RATE", "RESPONSE_DEADLINE"):
+    for name in ("API_KEY", "BASE_URL", "CA_BUNDLE", "RATE", "RESPONSE_DEADLINE",
+                 "GROUP_ID_MAX_CHARS"):
         monkeypatch.delenv(f"PARCELSEARCH_{name}", raising=False)
 
 
@@ -739,3 +740,21 @@ def test_a_retry_after_longer_than_a_run_waits_is_final(server: FaultServer,
     with pytest.raises(Cancelled):  # the key is paused for every caller, not only this one
         client.search_page(RING, 1, cancel=stop)
     assert len(server.lines) == 1
+
+
+def test_a_vendor_with_longer_ids_is_read_with_the_option(server: FaultServer, client: Client,
+                                                         monkeypatch: pytest.MonkeyPatch) -> None:
+    server.default = (200, ok(1, data=["G" * 200]), {})
+    with pytest.raises(MalformedResponseError, match="200 characters, more than 128"):
+        client.search_page(RING, 1)
+    monkeypatch.setenv("PARCELSEARCH_GROUP_ID_MAX_CHARS", "256")
+    assert client.search_page(RING, 1).data == ("G" * 200,)
+
+
+def test_a_longest_id_that_is_not_a_whole_number_is_refused_before_any_call(
+        monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.setenv("PARCELSEARCH_GROUP_ID_MAX_CHARS", "many")
+    with pytest.raises(ConfigurationError, match="the longest GroupID must be a whole number") \
+            as caught:
+        Client(KEY, "https://x")
+    assert "PARCELSEARCH_GROUP_ID_MAX_CHARS" in str(caught.value)

@@ -26,7 +26,8 @@ so ``except parcelsearch.ParcelSearchError`` catches them all::
         ├── QuotaExhaustedError     429 quota violation: the key has no calls left
         ├── BadPolygonError         400
         ├── RequestTooLargeError    414
-        └── ServiceFailureError     5xx
+        ├── ServiceFailureError     5xx, or a 200 HTML page (maintenance), through the retries
+        └── EndpointGoneError       410: the vendor retired the endpoint (its Sunset quoted)
 
 The reference service (the ``service`` extra) has two of its own, in
 :mod:`parcelsearch_service.errors`; the toolkit only ever sees the answers made of them::
@@ -99,6 +100,8 @@ KNOBS: dict[str, Knob] = {
                               env="PARCELSEARCH_RESPONSE_DEADLINE",
                               python_bare="Client(response_deadline=...)",
                               cli_bare="--response-deadline SECONDS"),
+    "group_id_max_chars": Knob("settings.options.group_id_max_chars = {value}", None,
+                               env="PARCELSEARCH_GROUP_ID_MAX_CHARS"),
     "cache_dir": Knob("Client(cache_dir={value!r})", "--cache-dir {value}",
                       env="PARCELSEARCH_CACHE_DIR", python_bare="Client(cache_dir=...)",
                       cli_bare="--cache-dir DIR"),

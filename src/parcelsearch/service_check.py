@@ -225,8 +225,9 @@ def check_matching_rule(answers: Answers, client: Client) -> Finding:
 
 def check_group_ids(answers: Answers, client: Client) -> Finding:
     """What a GroupID must be (the spec says only "a string"); the sliver's ids, if read."""
-    rule = (f"opaque strings, at most {settings.MAX_GROUP_ID_CHARS} characters, no control "
-            "characters or markup (checked on every page)")
+    rule = (f"opaque strings, at most {settings.group_id_max_chars()} characters "
+            f"({settings.ENV_GROUP_ID_MAX_CHARS}), no control characters or markup (checked on "
+            "every page)")
     page = answers.get(RULE_PROBE)
     if isinstance(page, Page) and page.data:
         longest = max(len(gid) for gid in page.data)

@@ -163,6 +163,7 @@ class Client:
         self.rate = _resolve_rate(rate)
         self.timeout = float(timeout)
         self.response_deadline = _resolve_deadline(response_deadline)
+        settings.group_id_max_chars()  # refused now, not at the first page read
         self.retry = retries if isinstance(retries, RetryPolicy) else RetryPolicy(total=retries)
         self.session = session if session is not None else new_session()
         self.transport = Transport(

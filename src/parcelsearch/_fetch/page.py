@@ -12,15 +12,16 @@ import re
 from dataclasses import dataclass, field
 from datetime import UTC, datetime
 
+from parcelsearch import settings
 from parcelsearch._fetch import wire as _wire
 from parcelsearch.errors import MalformedResponseError
-from parcelsearch.settings import MAX_GROUP_ID_CHARS, PAGE_SIZE
+from parcelsearch.settings import PAGE_SIZE
 
 __all__ = ["Page", "check_page", "GROUP_ID", "group_id_problem"]
 
 #: What the toolkit asks of a GroupID. The vendor's spec promises only an opaque string, so
 #: the check protects the user, not a format: non-empty, at most
-#: :data:`~parcelsearch.settings.MAX_GROUP_ID_CHARS` characters, no control or other
+#: ``settings.options.group_id_max_chars`` characters (128), no control or other
 #: unprintable characters, no markup (``<``, ``>``) and no surrounding whitespace. (The
 #: reference service happens to send 17 lowercase hex digits; upper case, dashes or other
 #: lengths are as good.)
@@ -116,7 +117,9 @@ def _page_problems(page: Page) -> list[str]:
     elif len(page.data) != expected_data_rows(page.rows, page.page):
         problems.append(f"page {page.page} of {page.rows} rows must hold "
                         f"{expected_data_rows(page.rows, page.page)} ids, not {len(page.data)}")
-    bad = [(n, why) for n, item in enumerate(page.data, 1) if (why := group_id_problem(item))]
+    longest = settings.group_id_max_chars()
+    bad = [(n, why) for n, item in enumerate(page.data, 1)
+           if (why := group_id_problem(item, longest))]
     if bad:  # said by position: an id that is not usable is not shown (markup, controls)
         problems.append(f"{len(bad)} GroupID(s) are not usable ids, e.g. id {bad[0][0]} of "
                         f"the page: {bad[0][1]}")
@@ -127,14 +130,15 @@ def _page_problems(page: Page) -> list[str]:
     return problems
 
 
-def group_id_problem(value: object) -> str | None:
-    """Why ``value`` is not a usable GroupID (see :data:`GROUP_ID`), or ``None``."""
+def group_id_problem(value: object, longest: int = settings.MAX_GROUP_ID_CHARS) -> str | None:
+    """Why ``value`` is not a usable GroupID (see :data:`GROUP_ID`; at most ``longest``
+    characters), or ``None``."""
     if not isinstance(value, str):
         return f"a {type(value).__name__}, not a string"
     if not value:
         return "empty"
-    if len(value) > MAX_GROUP_ID_CHARS:
-        return f"{len(value)} characters, more than {MAX_GROUP_ID_CHARS}"
+    if len(value) > longest:
+        return f"{len(value)} characters, more than {longest}"
     if not value.isprintable():
         return "holds control or unprintable characters"
     if value != value.strip():
