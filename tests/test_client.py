@@ -758,3 +758,11 @@ def test_a_longest_id_that_is_not_a_whole_number_is_refused_before_any_call(
             as caught:
         Client(KEY, "https://x")
     assert "PARCELSEARCH_GROUP_ID_MAX_CHARS" in str(caught.value)
+
+
+def test_doctor_s_probe_retries_a_maintenance_page_too(server: FaultServer,
+                                                       client: Client) -> None:
+    server.then((200, MAINTENANCE, {}), (200, {"status": "OK", "data": []}, {}))
+    probe = client.probe("/v1/markets")
+    assert probe.status == 200 and probe.payload is not None and probe.refusal is None
+    assert len(server.lines) == 2
