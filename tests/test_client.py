@@ -85,7 +85,8 @@ class FaultServer:
 
     Actions: ``(status, body, headers)``; ``"drop"`` (close without answering);
     ``"truncate"`` (promise 400 bytes, send 20, close); ``("stall", s)`` (wait, then 200);
-    ``("trickle", s)`` (a 200 whose body comes 4 bytes every ``s`` seconds).
+    ``("trickle", s)`` (a 200 whose body comes 4 bytes every ``s`` seconds);
+    ``("trickle-head", s)`` (its head so, too).
     """
 
     def __init__(self, directory: Path) -> None:
@@ -119,6 +120,20 @@ class FaultServer:
                     self.end_headers()
                     self.wfile.write(b'{"status": "OK", "ro')
                     self.wfile.flush()
+                    self.close_connection = True
+                    return
+                if action[0] == "trickle-head":  # ("trickle-head", gap): the head, too
+                    raw = json.dumps(ok(5)).encode()
+                    head = (f"HTTP/1.1 200 OK\r\nContent-Length: {len(raw)}\r\n"
+                            + "".join(f"X-Pad-{k}: {'y' * 20}\r\n" for k in range(40))
+                            + "\r\n").encode()
+                    try:
+                        for start in range(0, len(head), 4):
+                            self.wfile.write(head[start:start + 4])
+                            self.wfile.flush()
+                            time.sleep(float(action[1]))
+                    except OSError:
+                        server.trickle_cut.set()
                     self.close_connection = True
                     return
                 if action[0] == "trickle":  # ("trickle", gap): a body 4 bytes a gap
@@ -690,6 +705,17 @@ def test_a_trickled_body_is_abandoned_at_the_response_deadline(server: FaultServ
         assert made.stats["retried deadline"] == 1
     assert len(server.lines) == 2
     assert server.trickle_cut.wait(10)  # the server saw the client hang up mid-body
+
+
+def test_a_trickled_head_is_abandoned_at_the_response_deadline(server: FaultServer) -> None:
+    server.then(("trickle-head", 0.3), (200, ok(5), {}))
+    with Client(KEY, server.base_url, server.ca_path, rate=1000, timeout=5,
+                retries=RetryPolicy(total=3, backoff_factor=0.01),
+                response_deadline=1) as made:
+        assert made.search_page(RING, 1).rows == 5
+        assert made.stats["retried deadline"] == 1
+    assert len(server.lines) == 2
+    assert server.trickle_cut.wait(10)  # hung up before the head was whole
 
 
 def test_a_response_that_trickles_every_time_names_the_deadline(server: FaultServer) -> None:

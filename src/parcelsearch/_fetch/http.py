@@ -26,10 +26,11 @@ from collections.abc import Callable, Mapping
 from dataclasses import dataclass
 from datetime import UTC, datetime, timedelta
 from email.utils import mktime_tz, parsedate_tz
-from typing import Protocol, TypeVar
+from typing import Any, Protocol, TypeVar
 
 import requests
 from requests.adapters import HTTPAdapter
+from urllib3.connectionpool import HTTPSConnectionPool
 from urllib3.exceptions import NewConnectionError
 
 from parcelsearch.errors import (
@@ -289,7 +290,10 @@ def new_session() -> requests.Session:
     """A ``requests`` session for HTTPS with urllib3's own retries off (the loop is ours)."""
     session = requests.Session()
     session.trust_env = False  # no proxies or CA bundles from the environment behind our back
-    session.mount("https://", HTTPAdapter(max_retries=0, pool_connections=4, pool_maxsize=32))
+    adapter = HTTPAdapter(max_retries=0, pool_connections=4, pool_maxsize=32)
+    adapter.poolmanager.pool_classes_by_scheme = {  # the response deadline's watchdog
+        **adapter.poolmanager.pool_classes_by_scheme, "https": _TrackedPool}
+    session.mount("https://", adapter)
     return session
 
 
@@ -420,14 +424,15 @@ class Transport:
         describe: str,
     ) -> T:
         """Send once: the judged result, or raise the :class:`Transient` verdict to retry on."""
-        started = time.monotonic()
+        watchdog = _Watchdog(self.deadline)
         try:
-            response = self.session.get(
-                url, headers=dict(headers), timeout=self._timeouts(), verify=self.verify,
-                allow_redirects=False, stream=self.deadline is not None,
-            )
-            if self.deadline is not None:
-                _read_within(response, started + self.deadline)
+            with watchdog:
+                response = self.session.get(
+                    url, headers=dict(headers), timeout=self._timeouts(), verify=self.verify,
+                    allow_redirects=False, stream=self.deadline is not None,
+                )
+                if self.deadline is not None:
+                    watchdog.read(response)
         except _Overdue:
             raise Transient("deadline", TransportError(
                 f"no whole response within the {self.deadline:g} s response deadline "
@@ -504,49 +509,81 @@ class _Overdue(Exception):  # noqa: N818 - a signal, not an error
 
 #: Bytes read from a body at a time when a deadline applies.
 _CHUNK = 65536
+#: The connection each thread sends on now (sessions made by :func:`new_session` record it),
+#: so a watchdog can end a read that blocks on it.
+_IN_USE: dict[int, object] = {}
 
 
-def _read_within(response: requests.Response, deadline: float) -> None:
-    """Read ``response``'s body whole by ``deadline`` (``time.monotonic``), else raise
-    :class:`_Overdue`. A watchdog shuts the connection's socket at the deadline, which ends
-    a read that blocks on a trickle (a read timeout alone restarts with every byte)."""
-    if getattr(response, "_content", False) is not False:  # read already (an adapter
-        # that builds its answers, as tests do)
-        return
-    cut = threading.Event()
-    sock = _socket_of(response)
+class _TrackedPool(HTTPSConnectionPool):
+    """urllib3's HTTPS pool, recording the connection a thread takes in :data:`_IN_USE`."""
 
-    def expire() -> None:
-        cut.set()
-        if sock is not None:
+    def _get_conn(self, timeout: float | None = None) -> Any:
+        conn = super()._get_conn(timeout)
+        _IN_USE[threading.get_ident()] = conn
+        return conn
+
+
+class _Watchdog:
+    """The response deadline of one attempt, connect, head and body: at the deadline the
+    socket of the connection this thread sends on is shut, which ends a read that blocks on
+    a trickle (a read timeout alone restarts with every byte); the attempt then raises
+    :class:`_Overdue`. ``seconds=None``: no deadline."""
+
+    def __init__(self, seconds: float | None) -> None:
+        self.seconds = seconds
+        self.deadline = time.monotonic() + (seconds or 0.0)
+        self.cut = threading.Event()
+        self._thread = threading.get_ident()
+        self._timer: threading.Timer | None = None
+        self._response: requests.Response | None = None
+
+    def __enter__(self) -> _Watchdog:
+        if self.seconds is not None:
+            _IN_USE.pop(self._thread, None)
+            self._timer = threading.Timer(self.seconds, self._expire)
+            self._timer.daemon = True
+            self._timer.start()
+        return self
+
+    def __exit__(self, kind: object, error: object, trace: object) -> None:
+        if self._timer is not None:
+            self._timer.cancel()
+        _IN_USE.pop(self._thread, None)
+        if error is None or not self.cut.is_set():
+            return  # an answer read whole is kept, however close to the deadline
+        if self._response is not None:
+            self._response.close()
+        if isinstance(error, requests.exceptions.RequestException | OSError):
+            raise _Overdue() from None  # the read the watchdog ended
+
+    def _expire(self) -> None:
+        self.cut.set()
+        sock = _socket_of(self._response) or getattr(_IN_USE.get(self._thread), "sock", None)
+        if isinstance(sock, socket.socket):
             try:  # the plain socket's shutdown: wakes the blocked read, leaves TLS state alone
                 socket.socket.shutdown(sock, socket.SHUT_RDWR)
             except OSError:
                 pass
 
-    watchdog = threading.Timer(max(0.0, deadline - time.monotonic()), expire)
-    watchdog.daemon = True
-    watchdog.start()
-    try:
+    def read(self, response: requests.Response) -> None:
+        """Read ``response``'s body whole within the deadline (else :class:`_Overdue`)."""
+        if getattr(response, "_content", False) is not False:  # read already (an adapter
+            return  # that builds its answers, as tests do)
+        self._response = response
         chunks = []
         for chunk in response.iter_content(_CHUNK):
             chunks.append(chunk)
-            if cut.is_set() or time.monotonic() > deadline:
+            if self.cut.is_set() or time.monotonic() > self.deadline:
+                self.cut.set()
                 raise _Overdue()
+        if self.cut.is_set():  # the head or body was ended by the watchdog, not the server
+            raise _Overdue()
         response._content = b"".join(chunks)  # what response.content returns from now on
-    except (requests.exceptions.RequestException, OSError):
-        if cut.is_set():
-            raise _Overdue() from None
-        raise
-    finally:
-        watchdog.cancel()
-        if cut.is_set():
-            response.close()
 
 
-def _socket_of(response: requests.Response) -> socket.socket | None:
+def _socket_of(response: requests.Response | None) -> socket.socket | None:
     """The socket a streamed response is read from (``None`` when the adapter has none)."""
-    connection = getattr(response.raw, "connection", None)
+    connection = getattr(getattr(response, "raw", None), "connection", None)
     sock = getattr(connection, "sock", None)
     return sock if isinstance(sock, socket.socket) else None
 
