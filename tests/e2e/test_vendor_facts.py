@@ -64,6 +64,7 @@ def test_a_retirement_mid_run_lets_no_call_leave_after_it(vendor_env, vendor_are
     assert meta == {} or meta["complete"] is False
 
 
+@pytest.mark.slow
 def test_maintenance_pages_are_backed_off_never_probed(vendor_env, vendor_areas, vendor_fabric,
                                                        tmp_path, capsys) -> None:
     window: dict[str, float] = {}
@@ -88,6 +89,7 @@ def test_maintenance_pages_are_backed_off_never_probed(vendor_env, vendor_areas,
     assert max(tries.values()) <= 3  # backed off (0, 1, 2 s), not hammered
 
 
+@pytest.mark.slow
 @pytest.mark.parametrize("how", ["flag", "env"])
 def test_a_trickled_body_is_abandoned_at_the_deadline(vendor_env, vendor_areas, vendor_fabric,
                                                       tmp_path, capsys, monkeypatch,
@@ -111,6 +113,7 @@ def test_a_trickled_body_is_abandoned_at_the_deadline(vendor_env, vendor_areas, 
     assert trickled.hung_up  # abandoned mid-body, not read to its end
 
 
+@pytest.mark.slow
 def test_retry_after_holds_every_thread_of_the_key(vendor_env, vendor_areas, vendor_fabric,
                                                    tmp_path, capsys) -> None:
     vendor_env.set(fault=fault_on({2}, "wait429"), retry_after=2)  # 2 more page 1s to ask
