@@ -223,6 +223,20 @@ def check_matching_rule(answers: Answers, client: Client) -> Finding:
                    f"parcel{'' if rows == 1 else 's'}: too few to tell")
 
 
+def check_retirement(answers: Answers, client: Client) -> Finding:
+    """Whether the vendor answered ``410 Gone`` (a retired endpoint), quoting it."""
+    for name in PROBES:
+        probe = answers.get(name)
+        if isinstance(probe, Probe) and probe.status == 410:
+            words = probe.refusal.text if probe.refusal is not None else ""
+            when = f"Sunset: {probe.sunset}" if probe.sunset else "no Sunset date"
+            return Finding("retirement", "failed", f"HTTP 410 Gone for {name} ({when}): "
+                           f"{words}; a search would stop at its first answer")
+    if any(isinstance(answers.get(name), Probe) for name in PROBES):
+        return Finding("retirement", "ok", "no endpoint answered 410 Gone")
+    return Finding("retirement", "unknown", "no answer")
+
+
 def check_group_ids(answers: Answers, client: Client) -> Finding:
     """What a GroupID must be (the spec says only "a string"); the sliver's ids, if read."""
     rule = (f"opaque strings, at most {settings.group_id_max_chars()} characters "
@@ -251,7 +265,7 @@ def check_response_deadline(answers: Answers, client: Client) -> Finding:
 #: The checks, in the order reported; each reads the probes' answers (extend by appending).
 CHECKS: list[Check] = [check_tls, check_key, check_stage_path, check_compression,
                        check_paging_base, check_error_format, check_markets, check_matching_rule,
-                       check_group_ids, check_response_deadline]
+                       check_retirement, check_group_ids, check_response_deadline]
 #: Checks that read no answer (what is assumed or set): shown by a dry run too.
 UNPROBED: tuple[Check, ...] = (check_group_ids, check_response_deadline)
 

@@ -15,7 +15,7 @@ import parcelsearch
 from parcelsearch._fetch.vendor_profile import PROFILES_FILE
 
 CHECKS = ("TLS", "key", "stage path", "compression", "paging base", "error format", "markets",
-          "matching rule", "GroupIDs", "response deadline")
+          "matching rule", "retirement", "GroupIDs", "response deadline")
 
 
 def test_dry_run_spends_nothing_and_unconfirmed_spends_nothing(vendor_env, capsys) -> None:
@@ -125,3 +125,13 @@ def test_doctor_refuses_unreadable_areas_before_spending(vendor_env, tmp_path, c
     code, out, err = run(["doctor", "--dry-run", "--areas", str(tmp_path / "missing.gpkg")],
                          capsys)
     assert code == 2 and "does not exist" in err and vendor_env.calls("/v1") == 0
+
+
+def test_doctor_names_a_retired_endpoint_and_its_sunset(vendor_env, capsys) -> None:
+    from _vendor import GONE_WORDS, SUNSET
+
+    vendor_env.set(fault=fault_on(None, "gone410"))
+    code, out, err = run(["doctor", "--yes"], capsys)
+    assert code == 1
+    assert f"HTTP 410 Gone for markets (Sunset: {SUNSET}): {GONE_WORDS}" in out
+    assert vendor_env.calls("/v1") == 1  # nothing more is asked of a retired endpoint

@@ -277,7 +277,8 @@ class Client:
                     raise Transient(str(status), _service_error(
                         status, response.headers, refusal, url, where, self))
             return Probe(status, response.headers.get("Content-Encoding", "identity"),
-                         payload if isinstance(payload, dict) else None, refusal)
+                         payload if isinstance(payload, dict) else None, refusal,
+                         response.headers.get("Sunset") or None)
 
         return self.transport.get(
             url, headers={"x-api-key": self._key.reveal(), "Accept": "application/json"},
@@ -450,6 +451,8 @@ class Probe:
     encoding: str
     payload: dict[str, Any] | None
     refusal: Refusal | None
+    #: The ``Sunset`` header (an endpoint's retirement date), if sent.
+    sunset: str | None = None
 
 
 #: Redirect statuses: followed when they stay on the base URL's https origin.
