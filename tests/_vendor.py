@@ -28,8 +28,20 @@ switch              values
 ``fault``           a function ``Arrival -> str | None`` naming a gateway fault for that request:
                     ``"quota429"``, ``"quota403"``, ``"spike"``, ``"auth401"``, ``"html502"``,
                     ``"html503"``, ``"html504"``, ``"refuse400"`` (one polygon refused),
-                    ``"garbled"`` (a 200 whose counts cannot be read)
+                    ``"garbled"`` (a 200 whose counts cannot be read), ``"gone410"`` (a
+                    retired endpoint: 410 with a ``Sunset`` header), ``"maint200"`` (a 200
+                    carrying an HTML maintenance page), ``"wait429"`` (spike arrest with
+                    ``Retry-After:`` ``retry_after`` seconds)
+``ids``             ``"hex"`` (as the reference service: 17 lowercase hex), ``"upper"`` (the
+                    same upper-case), ``"opaque"`` (``PCL-`` and upper case: other length)
+``trickle``         a function ``Arrival -> bool``: that answer's body is sent
+                    ``trickle_bytes`` at a time, ``trickle_gap`` seconds apart
+``retry_after``     seconds the ``"wait429"`` fault asks to wait
 ==================  ============================================================================
+
+Each :class:`Arrival` records when it came (``at``) and when its answer was sent
+(``answered``), both ``time.monotonic()`` of this process, and whether the client hung up
+before a trickled body was whole (``hung_up``).
 """
 
 from __future__ import annotations
@@ -41,6 +53,7 @@ import math
 import random
 import ssl
 import threading
+import time
 from collections.abc import Callable
 from dataclasses import dataclass
 from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
@@ -65,7 +78,7 @@ NO_PROXY_FAULT = {"fault": {
 HTML = ("<!DOCTYPE html><html><head><title>{status} {reason}</title></head><body>"
         "<h1>{reason}</h1><p>The server encountered a temporary error.</p></body></html>")
 REASONS = {200: "OK", 301: "Moved Permanently", 400: "Bad Request", 401: "Unauthorized",
-           403: "Forbidden", 404: "Not Found", 429: "Too Many Requests",
+           403: "Forbidden", 404: "Not Found", 410: "Gone", 429: "Too Many Requests",
            502: "Bad Gateway", 503: "Service Unavailable", 504: "Gateway Timeout"}
 
 
@@ -80,6 +93,9 @@ class Arrival:
     host: str
     had_key: bool
     status: int = 0
+    at: float = 0.0
+    answered: float = 0.0
+    hung_up: bool = False
 
 
 Fault = Callable[[Arrival], "str | None"]
@@ -93,8 +109,25 @@ def fault_on(numbers: set[int] | None, name: str) -> Fault:
 DEFAULTS: dict[str, Any] = {
     "base": 1, "past_last": "400", "order": "stable", "shrink_after": None, "numbers": "int",
     "datarows": True, "extra_fields": False, "gzip": False, "empty": "ok", "stage": False,
-    "redirect": None, "fault": None,
+    "redirect": None, "fault": None, "ids": "hex", "trickle": None, "trickle_gap": 0.5,
+    "trickle_bytes": 4, "retry_after": 3,
 }
+
+#: The retired endpoint's words and date (``"gone410"``).
+GONE_WORDS = "API version v1 was retired on 2026-10-31; use /v2/search"
+SUNSET = "Sat, 31 Oct 2026 23:59:59 GMT"
+MAINTENANCE = ("<!DOCTYPE html><html><head><title>Down for maintenance</title></head><body>"
+               "<h1>We'll be back soon</h1><p>The service is down for scheduled maintenance."
+               "</p></body></html>")
+
+
+def shown_id(group_id: str, style: str) -> str:
+    """A GroupID as the stand-in sends it under the ``ids`` switch ``style``."""
+    if style == "upper":
+        return group_id.upper()
+    if style == "opaque":
+        return f"PCL-{group_id.upper()}"
+    return group_id
 
 
 class StandInVendor:
@@ -212,7 +245,7 @@ class _Handler(BaseHTTPRequestHandler):
             arrival = Arrival(len(vendor.log) + 1, parts.path, query.get("searchPolygon"),
                               int(page_text) if page_text and page_text.lstrip("-").isdigit()
                               else None, self.headers.get("Host", ""),
-                              bool(self.headers.get("x-api-key")))
+                              bool(self.headers.get("x-api-key")), at=time.monotonic())
             vendor.log.append(arrival)
         path = parts.path
         if s["redirect"] == "slash" and not path.endswith("/"):
@@ -271,6 +304,7 @@ class _Handler(BaseHTTPRequestHandler):
             data = ids[(pages - 1) * PAGE_SIZE:] if s["past_last"] == "last" else []
         else:
             data = ids[(k - 1) * PAGE_SIZE: k * PAGE_SIZE]
+        data = [shown_id(gid, s["ids"]) for gid in data]
         payload = {"status": "OK", "rows": rows, "pages": pages, "page": asked,
                    "dataRows": len(data), "data": data}
         self._json(arrival, 200, self._formatted(payload))
@@ -304,6 +338,14 @@ class _Handler(BaseHTTPRequestHandler):
         elif fault == "garbled":
             self._json(arrival, 200, {"status": "OK", "rows": "many", "pages": 1, "page": 1,
                                       "data": []})
+        elif fault == "gone410":
+            self._json(arrival, 410, {"status": "ERROR", "messages": [GONE_WORDS]},
+                       {"Sunset": SUNSET})
+        elif fault == "maint200":
+            self._send(arrival, 200, MAINTENANCE.encode(), "text/html; charset=utf-8")
+        elif fault == "wait429":
+            self._json(arrival, 429, SPIKE_FAULT,
+                       {"Retry-After": str(self.owner.switches["retry_after"])})
         elif fault.startswith("html"):
             status = int(fault[4:])
             body = HTML.format(status=status, reason=REASONS[status]).encode()
@@ -314,8 +356,9 @@ class _Handler(BaseHTTPRequestHandler):
     def _redirect(self, arrival: Arrival, location: str) -> None:
         self._send(arrival, 301, b"", "text/plain", {"Location": location})
 
-    def _json(self, arrival: Arrival, status: int, payload: dict[str, Any]) -> None:
-        self._send(arrival, status, json.dumps(payload).encode(), "application/json")
+    def _json(self, arrival: Arrival, status: int, payload: dict[str, Any],
+              extra: dict[str, str] | None = None) -> None:
+        self._send(arrival, status, json.dumps(payload).encode(), "application/json", extra)
 
     def _send(self, arrival: Arrival, status: int, body: bytes, content_type: str,
               extra: dict[str, str] | None = None) -> None:
@@ -324,12 +367,30 @@ class _Handler(BaseHTTPRequestHandler):
             body = gzip_module.compress(body)
             headers["Content-Encoding"] = "gzip"
         arrival.status = status
+        arrival.answered = time.monotonic()
         self.send_response(status, REASONS.get(status, "X"))
         for name, value in headers.items():
             self.send_header(name, value)
         self.send_header("Content-Length", str(len(body)))
         self.end_headers()
-        self.wfile.write(body)
+        trickle = self.owner.switches["trickle"]
+        if trickle is None or not trickle(arrival):
+            self.wfile.write(body)
+            return
+        self._trickle(arrival, body)
+
+    def _trickle(self, arrival: Arrival, body: bytes) -> None:
+        """The body a few bytes at a time, far apart (each gap well within a read timeout)."""
+        s = self.owner.switches
+        step = int(s["trickle_bytes"])
+        try:
+            for start in range(0, len(body), step):
+                self.wfile.write(body[start:start + step])
+                self.wfile.flush()
+                time.sleep(float(s["trickle_gap"]))
+        except OSError:  # the client hung up (its deadline): the rest is never sent
+            arrival.hung_up = True
+            self.close_connection = True
 
 
 # -- searching it from the command line ----------------------------------------------------------

@@ -28,12 +28,19 @@ from _spend_hooks import Reserving
 from _threads import moments
 
 from parcelsearch._fetch import wire as _wire
-from parcelsearch._fetch.client import Client, RateLimiter, RetryPolicy, key_fingerprint
+from parcelsearch._fetch.client import (
+    Cancelled,
+    Client,
+    RateLimiter,
+    RetryPolicy,
+    key_fingerprint,
+)
 from parcelsearch.errors import (
     AuthenticationError,
     BadPolygonError,
     BudgetExhaustedError,
     ConfigurationError,
+    EndpointGoneError,
     MalformedResponseError,
     PageGoneError,
     ParcelSearchError,
@@ -77,7 +84,9 @@ class FaultServer:
     """HTTPS on 127.0.0.1 answering each GET with the next scripted action.
 
     Actions: ``(status, body, headers)``; ``"drop"`` (close without answering);
-    ``"truncate"`` (promise 400 bytes, send 20, close); ``("stall", s)`` (wait, then 200).
+    ``"truncate"`` (promise 400 bytes, send 20, close); ``("stall", s)`` (wait, then 200);
+    ``("trickle", s)`` (a 200 whose body comes 4 bytes every ``s`` seconds);
+    ``("trickle-head", s)`` (its head so, too).
     """
 
     def __init__(self, directory: Path) -> None:
@@ -91,6 +100,7 @@ class FaultServer:
         self.lines: list[str] = []
         self.keys: list[str | None] = []
         self.times: list[float] = []
+        self.trickle_cut = threading.Event()  # a client hung up on a trickled body
         server = self
 
         class Handler(BaseHTTPRequestHandler):
@@ -110,6 +120,34 @@ class FaultServer:
                     self.end_headers()
                     self.wfile.write(b'{"status": "OK", "ro')
                     self.wfile.flush()
+                    self.close_connection = True
+                    return
+                if action[0] == "trickle-head":  # ("trickle-head", gap): the head, too
+                    raw = json.dumps(ok(5)).encode()
+                    head = (f"HTTP/1.1 200 OK\r\nContent-Length: {len(raw)}\r\n"
+                            + "".join(f"X-Pad-{k}: {'y' * 20}\r\n" for k in range(40))
+                            + "\r\n").encode()
+                    try:
+                        for start in range(0, len(head), 4):
+                            self.wfile.write(head[start:start + 4])
+                            self.wfile.flush()
+                            time.sleep(float(action[1]))
+                    except OSError:
+                        server.trickle_cut.set()
+                    self.close_connection = True
+                    return
+                if action[0] == "trickle":  # ("trickle", gap): a body 4 bytes a gap
+                    raw = json.dumps(ok(5)).encode()
+                    self.send_response(200)
+                    self.send_header("Content-Length", str(len(raw)))
+                    self.end_headers()
+                    try:
+                        for start in range(0, len(raw), 4):
+                            self.wfile.write(raw[start:start + 4])
+                            self.wfile.flush()
+                            time.sleep(float(action[1]))
+                    except OSError:
+                        server.trickle_cut.set()
                     self.close_connection = True
                     return
                 if isinstance(action[0], str):  # ("stall", seconds)
@@ -145,6 +183,7 @@ class FaultServer:
         self.default = (200, ok(0), {})
         for record in (self.lines, self.keys, self.times):
             record.clear()
+        self.trickle_cut.clear()
         return self
 
     def then(self, *actions: Action) -> FaultServer:
@@ -178,7 +217,8 @@ def client(server: FaultServer) -> Iterator[Client]:
 
 @pytest.fixture(autouse=True)
 def _clean_env(monkeypatch: pytest.MonkeyPatch) -> None:
-    for name in ("API_KEY", "BASE_URL", "CA_BUNDLE", "RATE"):
+    for name in ("API_KEY", "BASE_URL", "CA_BUNDLE", "RATE", "RESPONSE_DEADLINE",
+                 "GROUP_ID_MAX_CHARS"):
         monkeypatch.delenv(f"PARCELSEARCH_{name}", raising=False)
 
 
@@ -414,15 +454,21 @@ def test_a_hook_that_raises_stops_before_the_retry(server: FaultServer, client: 
 @pytest.mark.parametrize(
     ("body", "message"),
     [
-        pytest.param(b"<html>", "not JSON", id="not-json"),
+        pytest.param(b"maintenance, back soon", "not JSON", id="not-json"),
         pytest.param(b'{"status": "OK", "rows": 3', "not JSON", id="json-cut"),
         pytest.param(error("odd"), "not 'OK'", id="error-envelope-with-200"),
         pytest.param(ok(250, 2, dataRows=99), "dataRows is 99", id="data-rows-disagree"),
         pytest.param(ok(250, 2, pages=2), "ceil", id="pages-not-ceil"),
         pytest.param(ok(250, 3), "asked for page 2", id="echoed-page-differs"),
         pytest.param(ok(250, 2, data=ids(99), dataRows=99), "must hold 100", id="short-page"),
-        pytest.param(ok(250, 2, data=["ABCDEF0123456789A"] * 100), "17 lowercase hex",
-                     id="bad-group-id"),
+        pytest.param(ok(250, 2, data=["<a href=x>1</a>"] * 100), "id 1 of the page: holds markup",
+                     id="markup-group-id"),
+        pytest.param(ok(250, 2, data=[*ids(99), ""]), "id 100 of the page: empty",
+                     id="empty-group-id"),
+        pytest.param(ok(250, 2, data=[*ids(99), "a\x1b[2Jb"]), "control", id="control-group-id"),
+        pytest.param(ok(250, 2, data=[*ids(99), "x" * 129]), "129 characters, more than 128",
+                     id="long-group-id"),
+        pytest.param(ok(250, 2, data=[*ids(99), 17]), "a int, not a string", id="number-id"),
         pytest.param(ok(250, 2, rows="250 rows"), "not a count", id="rows-not-a-number"),
         pytest.param(ok(250, 2, data=None), "not a list", id="data-missing"),
         pytest.param({k: v for k, v in ok(250, 2).items() if k != "pages"}, "'pages'",
@@ -644,3 +690,151 @@ def test_gateway_faults_are_final_in_the_vendor_s_words(server: FaultServer, cli
         client.search_page(RING, 1)
     assert str(caught.value).startswith(words) and len(server.lines) == 1
     assert "b'" not in str(caught.value) and "{" not in str(caught.value)
+
+
+# -- the vendor's facts learnt, not assumed (issue 47) -------------------------------------------
+
+
+@pytest.mark.parametrize("group_ids", [
+    ["ABCDEF0123456789A", "PCL-00012", "группа 7", "x" * 128],
+], ids=["upper-dashes-unicode-long"])
+def test_group_ids_are_opaque_strings(server: FaultServer, client: Client,
+                                      group_ids: list[str]) -> None:
+    server.default = (200, ok(4, data=group_ids), {})
+    assert client.search_page(RING, 1).data == tuple(group_ids)
+
+
+MAINTENANCE = (b"<!DOCTYPE html><html><head><title>Down for maintenance</title></head>"
+               b"<body><h1>Back soon</h1></body></html>")
+
+
+def test_a_maintenance_page_with_200_is_retried_like_a_503(server: FaultServer,
+                                                           client: Client) -> None:
+    server.then((200, MAINTENANCE, {}), (200, MAINTENANCE, {}), (200, MAINTENANCE, {}),
+                (200, ok(5), {}))
+    assert client.search_page(RING, 1).rows == 5
+    assert len(server.lines) == 4  # more than the one repeat an unreadable answer gets
+    assert client.stats["retried HTML page"] == 3
+
+
+def test_a_maintenance_page_that_persists_is_a_service_failure(server: FaultServer,
+                                                               client: Client) -> None:
+    server.default = (200, MAINTENANCE, {})
+    with pytest.raises(ServiceFailureError) as caught:
+        client.search_page(RING, 1)
+    text = str(caught.value)
+    assert "an HTML page titled 'Down for maintenance' where JSON is due" in text
+    assert "gave up after 4 attempts" in text and "<" not in text
+    assert len(server.lines) == 4 and caught.value.status == 200
+
+
+def test_a_gone_endpoint_is_final_quoting_the_vendor_and_its_sunset(server: FaultServer,
+                                                                     client: Client) -> None:
+    sunset = "Sat, 31 Oct 2026 23:59:59 GMT"
+    server.default = (410, error("v1 is retired; use /v2/search"), {"Sunset": sunset})
+    with pytest.raises(EndpointGoneError) as caught:
+        client.search_page(RING, 1)
+    text = str(caught.value)
+    assert text.startswith("HTTP 410 Gone: the vendor has retired GET /v1/search "
+                           f"(Sunset: {sunset}): v1 is retired; use /v2/search.")
+    assert "Client(base_url='https://...')" in text
+    assert caught.value.sunset == sunset and len(server.lines) == 1
+    assert_no_key(caught.value)
+
+
+def test_a_trickled_body_is_abandoned_at_the_response_deadline(server: FaultServer) -> None:
+    server.then(("trickle", 0.3), (200, ok(5), {}))
+    with Client(KEY, server.base_url, server.ca_path, rate=1000, timeout=5,
+                retries=RetryPolicy(total=3, backoff_factor=0.01),
+                response_deadline=1) as made:
+        assert made.search_page(RING, 1).rows == 5
+        assert made.stats["retried deadline"] == 1
+    assert len(server.lines) == 2
+    assert server.trickle_cut.wait(10)  # the server saw the client hang up mid-body
+
+
+def test_a_trickled_head_is_abandoned_at_the_response_deadline(server: FaultServer) -> None:
+    server.then(("trickle-head", 0.3), (200, ok(5), {}))
+    with Client(KEY, server.base_url, server.ca_path, rate=1000, timeout=5,
+                retries=RetryPolicy(total=3, backoff_factor=0.01),
+                response_deadline=1) as made:
+        assert made.search_page(RING, 1).rows == 5
+        assert made.stats["retried deadline"] == 1
+    assert len(server.lines) == 2
+    assert server.trickle_cut.wait(10)  # hung up before the head was whole
+
+
+def test_a_response_that_trickles_every_time_names_the_deadline(server: FaultServer) -> None:
+    server.default = ("trickle", 0.3)
+    with Client(KEY, server.base_url, server.ca_path, rate=1000, timeout=5,
+                retries=RetryPolicy(total=1, backoff_factor=0.01),
+                response_deadline=0.5) as made:
+        with pytest.raises(TransportError) as caught:
+            made.search_page(RING, 1)
+    text = caught.value.render("cli")
+    assert "no whole response within the 0.5 s response deadline" in text
+    assert "--response-deadline" in text and "PARCELSEARCH_RESPONSE_DEADLINE" in text
+    assert len(server.lines) == 2
+
+
+@pytest.mark.parametrize(("value", "env"), [
+    (0, {}), (None, {"PARCELSEARCH_RESPONSE_DEADLINE": "slow"}),
+], ids=["zero", "env-not-a-number"])
+def test_a_response_deadline_that_is_not_positive_is_refused(
+        monkeypatch: pytest.MonkeyPatch, value: Any, env: dict[str, str]) -> None:
+    for name, text in env.items():
+        monkeypatch.setenv(name, text)
+    with pytest.raises(ConfigurationError, match="response deadline must be a positive") as caught:
+        Client(KEY, "https://x", response_deadline=value)
+    assert "PARCELSEARCH_RESPONSE_DEADLINE" in str(caught.value)
+
+
+def test_the_response_deadline_defaults_to_60_s_and_reads_the_environment(
+        monkeypatch: pytest.MonkeyPatch) -> None:
+    assert Client(KEY, "https://x").response_deadline == 60.0
+    monkeypatch.setenv("PARCELSEARCH_RESPONSE_DEADLINE", "7.5")
+    made = Client(KEY, "https://x")
+    assert made.response_deadline == made.transport.deadline == 7.5
+
+
+def test_a_retry_after_longer_than_a_run_waits_is_final(server: FaultServer,
+                                                        client: Client) -> None:
+    server.then((429, error(SPIKE), {"Retry-After": "600"}), (200, ok(5), {}))
+    with pytest.raises(RateLimitError) as caught:
+        client.search_page(RING, 1)
+    text = str(caught.value)
+    assert "the vendor asks this key to wait 600 s (Retry-After), until" in text
+    assert "no request was sent before that time" in text
+    assert "still rate-limited after the retries" not in text
+    assert len(server.lines) == 1
+    stop = threading.Event()
+    threading.Timer(0.3, stop.set).start()
+    with pytest.raises(Cancelled):  # the key is paused for every caller, not only this one
+        client.search_page(RING, 1, cancel=stop)
+    assert len(server.lines) == 1
+
+
+def test_a_vendor_with_longer_ids_is_read_with_the_option(server: FaultServer, client: Client,
+                                                         monkeypatch: pytest.MonkeyPatch) -> None:
+    server.default = (200, ok(1, data=["G" * 200]), {})
+    with pytest.raises(MalformedResponseError, match="200 characters, more than 128"):
+        client.search_page(RING, 1)
+    monkeypatch.setenv("PARCELSEARCH_GROUP_ID_MAX_CHARS", "256")
+    assert client.search_page(RING, 1).data == ("G" * 200,)
+
+
+def test_a_longest_id_that_is_not_a_whole_number_is_refused_before_any_call(
+        monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.setenv("PARCELSEARCH_GROUP_ID_MAX_CHARS", "many")
+    with pytest.raises(ConfigurationError, match="the longest GroupID must be a whole number") \
+            as caught:
+        Client(KEY, "https://x")
+    assert "PARCELSEARCH_GROUP_ID_MAX_CHARS" in str(caught.value)
+
+
+def test_doctor_s_probe_retries_a_maintenance_page_too(server: FaultServer,
+                                                       client: Client) -> None:
+    server.then((200, MAINTENANCE, {}), (200, {"status": "OK", "data": []}, {}))
+    probe = client.probe("/v1/markets")
+    assert probe.status == 200 and probe.payload is not None and probe.refusal is None
+    assert len(server.lines) == 2

@@ -3,11 +3,18 @@
 from __future__ import annotations
 
 import email.utils
+import threading
 import time
 
 import pytest
 
-from parcelsearch._fetch.http import FIRST_CALL_ALLOWANCE, RateLimiter, RetryPolicy, retry_after
+from parcelsearch._fetch.http import (
+    FIRST_CALL_ALLOWANCE,
+    Cancelled,
+    RateLimiter,
+    RetryPolicy,
+    retry_after,
+)
 from parcelsearch.errors import ConfigurationError
 from parcelsearch.stores.spending import RESERVE_LEAD
 
@@ -93,3 +100,29 @@ def test_limiter_leaves_room_for_a_first_call_and_its_reservation() -> None:
     assert first >= start + RESERVE_LEAD  # room to reserve before even the first slot
     assert second - first == pytest.approx(limiter.interval + FIRST_CALL_ALLOWANCE)
     assert third - second == pytest.approx(limiter.interval)
+
+
+def test_a_pause_moves_every_later_slot_past_it() -> None:
+    limiter = RateLimiter(1000.0)
+    limiter.wait()
+    paused_at = time.monotonic()
+    limiter.pause(0.2)
+    assert limiter.wait() >= paused_at + 0.2  # a slot claimed after the pause
+
+
+def test_a_call_holding_a_slot_is_held_until_the_pause_ends() -> None:
+    limiter = RateLimiter(1000.0)
+    limiter.wait()  # this call's slot came before the Retry-After …
+    paused_at = time.monotonic()
+    limiter.pause(0.2)
+    limiter.hold()  # … and it still does not leave before the pause ends
+    assert time.monotonic() >= paused_at + 0.2
+
+
+def test_a_stop_wakes_a_held_call() -> None:
+    limiter = RateLimiter(1000.0)
+    limiter.pause(600)
+    stop = threading.Event()
+    threading.Timer(0.05, stop.set).start()
+    with pytest.raises(Cancelled):
+        limiter.hold(stop)

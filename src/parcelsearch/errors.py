@@ -26,7 +26,8 @@ so ``except parcelsearch.ParcelSearchError`` catches them all::
         ├── QuotaExhaustedError     429 quota violation: the key has no calls left
         ├── BadPolygonError         400
         ├── RequestTooLargeError    414
-        └── ServiceFailureError     5xx
+        ├── ServiceFailureError     5xx, or a 200 HTML page (maintenance), through the retries
+        └── EndpointGoneError       410: the vendor retired the endpoint (its Sunset quoted)
 
 The reference service (the ``service`` extra) has two of its own, in
 :mod:`parcelsearch_service.errors`; the toolkit only ever sees the answers made of them::
@@ -94,6 +95,13 @@ KNOBS: dict[str, Knob] = {
                       cli_bare="--ca-bundle FILE"),
     "rate": Knob("Client(rate={value})", None, env="PARCELSEARCH_RATE",
                  python_bare="Client(rate=...)"),
+    "response_deadline": Knob("Client(response_deadline={value})",
+                              "--response-deadline {value}",
+                              env="PARCELSEARCH_RESPONSE_DEADLINE",
+                              python_bare="Client(response_deadline=...)",
+                              cli_bare="--response-deadline SECONDS"),
+    "group_id_max_chars": Knob("settings.options.group_id_max_chars = {value}", None,
+                               env="PARCELSEARCH_GROUP_ID_MAX_CHARS"),
     "cache_dir": Knob("Client(cache_dir={value!r})", "--cache-dir {value}",
                       env="PARCELSEARCH_CACHE_DIR", python_bare="Client(cache_dir=...)",
                       cli_bare="--cache-dir DIR"),
@@ -188,6 +196,7 @@ __all__ = [
     "BadPolygonError",
     "RequestTooLargeError",
     "ServiceFailureError",
+    "EndpointGoneError",
     "PageGoneError",
     "CutBodyError",
     "UnstableOrderError",
@@ -424,6 +433,30 @@ class RequestTooLargeError(ServiceError):
 
 class ServiceFailureError(ServiceError):
     """5xx: the service failed, and kept failing through the retries."""
+
+
+class EndpointGoneError(ServiceError):
+    """410 Gone: the vendor retired the endpoint. Final for every request, so the run stops
+    at the first such answer; the message quotes the vendor and its ``Sunset`` date.
+
+    Attributes
+    ----------
+    sunset
+        The ``Sunset`` header as the vendor sent it (an HTTP-date), or ``None``.
+    """
+
+    def __init__(
+        self,
+        message: str,
+        *,
+        status: int = 410,
+        messages: Sequence[str] = (),
+        url: str | None = None,
+        sunset: str | None = None,
+        hints: Sequence[Hint] = (),
+    ) -> None:
+        super().__init__(message, status=status, messages=messages, url=url, hints=hints)
+        self.sunset = sunset
 
 
 class CutBodyError(MalformedResponseError):

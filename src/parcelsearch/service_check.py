@@ -223,9 +223,51 @@ def check_matching_rule(answers: Answers, client: Client) -> Finding:
                    f"parcel{'' if rows == 1 else 's'}: too few to tell")
 
 
+def check_retirement(answers: Answers, client: Client) -> Finding:
+    """Whether the vendor answered ``410 Gone`` (a retired endpoint), quoting it."""
+    for name in PROBES:
+        probe = answers.get(name)
+        if isinstance(probe, Probe) and probe.status == 410:
+            words = probe.refusal.text if probe.refusal is not None else ""
+            when = f"Sunset: {probe.sunset}" if probe.sunset else "no Sunset date"
+            return Finding("retirement", "failed", f"HTTP 410 Gone for {name} ({when}): "
+                           f"{words}; a search would stop at its first answer")
+    if any(isinstance(answers.get(name), Probe) for name in PROBES):
+        return Finding("retirement", "ok", "no endpoint answered 410 Gone")
+    return Finding("retirement", "unknown", "no answer")
+
+
+def check_group_ids(answers: Answers, client: Client) -> Finding:
+    """What a GroupID must be (the spec says only "a string"); the sliver's ids, if read."""
+    rule = (f"opaque strings, at most {settings.group_id_max_chars()} characters "
+            f"({settings.ENV_GROUP_ID_MAX_CHARS}), no control characters or markup (checked on "
+            "every page)")
+    page = answers.get(RULE_PROBE)
+    if isinstance(page, Page) and page.data:
+        longest = max(len(gid) for gid in page.data)
+        return Finding("GroupIDs", "ok", f"{rule}; {len(page.data)} read, the longest "
+                       f"{longest} characters")
+    return Finding("GroupIDs", "ok", rule)
+
+
+def check_response_deadline(answers: Answers, client: Client) -> Finding:
+    """The deadline a whole response has, and where it was set."""
+    given = "given to the client"
+    if client.response_deadline == settings.options.response_deadline:
+        source = settings.options.source("response_deadline")
+        given = {"default": "the default", "set": "set in settings.options"}.get(source, source)
+    return Finding("response deadline", "ok",
+                   f"{client.response_deadline:g} s for a whole response, however slowly its "
+                   f"bytes come ({given}; --response-deadline or "
+                   f"{settings.ENV_RESPONSE_DEADLINE} sets it)")
+
+
 #: The checks, in the order reported; each reads the probes' answers (extend by appending).
 CHECKS: list[Check] = [check_tls, check_key, check_stage_path, check_compression,
-                       check_paging_base, check_error_format, check_markets, check_matching_rule]
+                       check_paging_base, check_error_format, check_markets, check_matching_rule,
+                       check_retirement, check_group_ids, check_response_deadline]
+#: Checks that read no answer (what is assumed or set): shown by a dry run too.
+UNPROBED: tuple[Check, ...] = (check_group_ids, check_response_deadline)
 
 
 def check_service(client: Client | None = None, *, dry_run: bool = False,
@@ -262,7 +304,8 @@ def check_service(client: Client | None = None, *, dry_run: bool = False,
     report = ServiceReport(client.base_url, price=len(PROBES) + (ring is not None))
     if dry_run:
         report.findings = [Finding(_name(check), "not run", "dry run: nothing spent")
-                           if ring is not None or check is not check_matching_rule
+                           if (ring is not None or check is not check_matching_rule)
+                           and check not in UNPROBED
                            else check({}, client) for check in CHECKS]
         return report
     answers: Answers = {}

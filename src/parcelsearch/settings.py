@@ -31,12 +31,17 @@ from urllib.parse import urlsplit
 
 import platformdirs
 
-from parcelsearch.errors import ConfigurationError
+from parcelsearch.errors import ConfigurationError, Hint
 
 #: Longest request line (``GET <target> HTTP/1.1``) the vendor's gateway accepts.
 MAX_REQUEST_LINE_BYTES: Final = 7168
 #: GroupIDs per page of search results.
 PAGE_SIZE: Final = 100
+#: The longest GroupID kept by default (option ``group_id_max_chars``): the vendor's spec
+#: says only "a string"; much longer is not an id.
+MAX_GROUP_ID_CHARS: Final = 128
+#: Seconds a response may take as a whole (connect, head and body), however it trickles.
+DEFAULT_RESPONSE_DEADLINE: Final = 60.0
 #: Calls per second allowed per key (spike arrest) on demo and production keys.
 DEFAULT_RATE: Final = 10.0
 #: Threads a search sends requests from (one pacer paces them all; a team member's store
@@ -63,6 +68,8 @@ ENV_API_KEY: Final = "PARCELSEARCH_API_KEY"
 ENV_BASE_URL: Final = "PARCELSEARCH_BASE_URL"
 ENV_CA_BUNDLE: Final = "PARCELSEARCH_CA_BUNDLE"
 ENV_RATE: Final = "PARCELSEARCH_RATE"
+ENV_RESPONSE_DEADLINE: Final = "PARCELSEARCH_RESPONSE_DEADLINE"
+ENV_GROUP_ID_MAX_CHARS: Final = "PARCELSEARCH_GROUP_ID_MAX_CHARS"
 ENV_CACHE_DIR: Final = "PARCELSEARCH_CACHE_DIR"
 ENV_QUOTA: Final = "PARCELSEARCH_QUOTA"
 ENV_SERVICE_DIR: Final = "PARCELSEARCH_SERVICE_DIR"
@@ -210,6 +217,12 @@ _OPTIONS: Final = (
            ENV_CA_BUNDLE, lambda: None, _text),
     Option("rate", "calls per second the key allows (spike arrest)",
            ENV_RATE, lambda: DEFAULT_RATE, _number),
+    Option("response_deadline", "seconds one response may take as a whole, however slowly "
+           "its bytes come (then abandoned and retried like a timeout)",
+           ENV_RESPONSE_DEADLINE, lambda: DEFAULT_RESPONSE_DEADLINE, _number),
+    Option("group_id_max_chars", "the longest GroupID accepted (the vendor's ids are opaque "
+           "strings; longer ones fail their area)",
+           ENV_GROUP_ID_MAX_CHARS, lambda: MAX_GROUP_ID_CHARS, _number),
     Option("quota", "the key's quota: demo, production, N/month or N/lifetime",
            ENV_QUOTA, lambda: None, _text),
     Option("cache_dir", "folder of the response cache, market list and quota ledger",
@@ -295,6 +308,23 @@ class Options:
 
 #: The options of this process (see :class:`Options`).
 options: Final = Options()
+
+
+def group_id_max_chars() -> int:
+    """The longest GroupID accepted (``options.group_id_max_chars``), checked.
+
+    Raises
+    ------
+    ConfigurationError
+        It is not a whole number of at least 1.
+    """
+    value = options.group_id_max_chars
+    if isinstance(value, bool) or not isinstance(value, int | float) or \
+            not float(value).is_integer() or value < 1:
+        raise ConfigurationError(
+            f"the longest GroupID must be a whole number of characters, at least 1, got "
+            f"{value!r}.", hints=[Hint("group_id_max_chars", MAX_GROUP_ID_CHARS)])
+    return int(value)
 
 
 def default_cache_dir() -> Path:

@@ -15,13 +15,15 @@ import parcelsearch
 from parcelsearch._fetch.vendor_profile import PROFILES_FILE
 
 CHECKS = ("TLS", "key", "stage path", "compression", "paging base", "error format", "markets",
-          "matching rule")
+          "matching rule", "retirement", "GroupIDs", "response deadline")
 
 
 def test_dry_run_spends_nothing_and_unconfirmed_spends_nothing(vendor_env, capsys) -> None:
     code, out, err = run(["doctor", "--dry-run"], capsys)
     assert code == 0, err
     assert "0 calls spent (price 2, at most 3" in out and all(check in out for check in CHECKS)
+    assert "60 s for a whole response, however slowly its bytes come (the default" in out
+    assert "opaque strings, at most 128 characters" in out  # the facts assumed, shown free
     code, out, err = run(["doctor"], capsys)  # not a terminal: nothing asked, nothing spent
     assert code == 2 and "not confirmed: doctor spends 2 calls" in err and "--yes" in err
     assert vendor_env.calls("/v1") == 0
@@ -64,6 +66,11 @@ def test_check_service_in_python(vendor_env, tmp_path) -> None:
     assert report.ok and report.calls == 2 == vendor_env.calls("/v1")
     assert report.learned["page_base"] == 1
     assert [f.check for f in report.findings] == list(CHECKS)
+    with parcelsearch.Client(cache_dir=tmp_path / "py", response_deadline=5) as client:
+        priced = parcelsearch.check_service(client, dry_run=True)
+    (deadline,) = [f for f in priced.findings if f.check == "response deadline"]
+    assert deadline.text.startswith("5 s for a whole response") and "given to the client" in \
+        deadline.text
     assert "pages are numbered from 1" in str(report)
 
 
@@ -118,3 +125,13 @@ def test_doctor_refuses_unreadable_areas_before_spending(vendor_env, tmp_path, c
     code, out, err = run(["doctor", "--dry-run", "--areas", str(tmp_path / "missing.gpkg")],
                          capsys)
     assert code == 2 and "does not exist" in err and vendor_env.calls("/v1") == 0
+
+
+def test_doctor_names_a_retired_endpoint_and_its_sunset(vendor_env, capsys) -> None:
+    from _vendor import GONE_WORDS, SUNSET
+
+    vendor_env.set(fault=fault_on(None, "gone410"))
+    code, out, err = run(["doctor", "--yes"], capsys)
+    assert code == 1
+    assert f"HTTP 410 Gone for markets (Sunset: {SUNSET}): {GONE_WORDS}" in out
+    assert vendor_env.calls("/v1") == 1  # nothing more is asked of a retired endpoint

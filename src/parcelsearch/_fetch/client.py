@@ -55,6 +55,7 @@ from parcelsearch.errors import (
     BadPolygonError,
     ConfigurationError,
     CutBodyError,
+    EndpointGoneError,
     Hint,
     MalformedResponseError,
     PageGoneError,
@@ -112,6 +113,10 @@ class Client:
         (``$PARCELSEARCH_RATE``, else 10).
     timeout
         Seconds to wait to connect and between bytes of a response.
+    response_deadline
+        Seconds one response may take as a whole, however slowly its bytes come (then it is
+        abandoned and retried like a timeout); default ``settings.options.response_deadline``
+        (``$PARCELSEARCH_RESPONSE_DEADLINE``, else 60).
     retries
         Retries per request (int), or a :class:`~parcelsearch._fetch.http.RetryPolicy`.
     session
@@ -145,6 +150,7 @@ class Client:
         session: requests.Session | None = None,
         cache_dir: str | os.PathLike[str] | None = None,
         profile: str | None = None,
+        response_deadline: float | None = None,
     ) -> None:
         from parcelsearch.profiles import resolve  # a saved profile fills what is not given
 
@@ -156,11 +162,13 @@ class Client:
         self.ca_bundle = _resolve_ca_bundle(ca_bundle)
         self.rate = _resolve_rate(rate)
         self.timeout = float(timeout)
+        self.response_deadline = _resolve_deadline(response_deadline)
+        settings.group_id_max_chars()  # refused now, not at the first page read
         self.retry = retries if isinstance(retries, RetryPolicy) else RetryPolicy(total=retries)
         self.session = session if session is not None else new_session()
         self.transport = Transport(
             self.session, RateLimiter(self.rate), self.retry, timeout=self.timeout,
-            verify=self.ca_bundle or True,
+            verify=self.ca_bundle or True, deadline=self.response_deadline,
         )
         self.cache_dir = Path(cache_dir) if cache_dir is not None else settings.options.cache_dir
         #: What is known of the vendor at this base URL (kept in the cache folder; not the
@@ -266,14 +274,16 @@ class Client:
             refusal = None
             if not (isinstance(payload, dict) and payload.get("status") == "OK"):
                 refusal = read_refusal(status, body, response.headers.get("Content-Type", ""))
-                if refusal.kind == "spike" or (status >= 500 and refusal.kind != "quota"):
+                if refusal.kind == "spike" or (status >= 500 and refusal.kind != "quota") \
+                        or (status == 200 and refusal.shape == "html"):
                     raise Transient(str(status), _service_error(
                         status, response.headers, refusal, url, where, self))
                 hop = self._unlearn(status, refusal, response.url or url)
                 if hop is not None:
                     raise hop
             return Probe(status, response.headers.get("Content-Encoding", "identity"),
-                         payload if isinstance(payload, dict) else None, refusal)
+                         payload if isinstance(payload, dict) else None, refusal,
+                         response.headers.get("Sunset") or None)
 
         return self.transport.get(
             url, headers={"x-api-key": self._key.reveal(), "Accept": "application/json"},
@@ -477,6 +487,8 @@ class Probe:
     encoding: str
     payload: dict[str, Any] | None
     refusal: Refusal | None
+    #: The ``Sunset`` header (an endpoint's retirement date), if sent.
+    sunset: str | None = None
 
 
 #: Redirect statuses: followed when they stay on the base URL's https origin.
@@ -518,6 +530,8 @@ def _judge(
             raise hop
         if refusal.kind == "empty":
             return _empty(read, empty, refusal, where, url)
+        if status == 410:
+            raise _gone(response.headers, refusal, url, where)
         error = _service_error(status, response.headers, refusal, url, where, client)
         if status == 429 or isinstance(error, AuthenticationError | QuotaExhaustedError):
             if spend is not None:
@@ -529,6 +543,8 @@ def _judge(
     payload = read_json(body)
     if payload is None:
         refusal = read_refusal(status, body, content_type)
+        if refusal.shape == "html":  # a maintenance page: down for now, like a 503
+            raise Transient("HTML page", _html_page(refusal, url, where))
         shown = refusal.text if refusal.shape == "html" else f"{len(body)} bytes, not JSON"
         raise Transient("body not JSON", MalformedResponseError(
             f"HTTP 200 but the answer is not JSON ({where}): {shown}",
@@ -547,6 +563,29 @@ def _judge(
         raise
     except MalformedResponseError as exc:
         raise Transient("counts disagree", exc, once=True) from None
+
+
+def _html_page(refusal: Refusal, url: str, where: str) -> ServiceFailureError:
+    """A 200 carrying an HTML page where JSON is due (a gateway's maintenance page): a
+    transient fault, backed off and retried like a 503, never read as an answer."""
+    return ServiceFailureError(
+        f"HTTP 200 but {refusal.text} where JSON is due ({where}): the service seems down "
+        "(for maintenance?) and stayed so through the retries. Nothing was kept from these "
+        "answers; search again later.", status=200, messages=list(refusal.messages),
+        url=strip_query(url))
+
+
+def _gone(headers: Mapping[str, str], refusal: Refusal, url: str,
+          where: str) -> EndpointGoneError:
+    """A 410: the vendor retired the endpoint. Quoted in its words, with its ``Sunset``."""
+    sunset = headers.get("Sunset") or None
+    when = f" (Sunset: {sunset})" if sunset else " (no Sunset date given)"
+    return EndpointGoneError(
+        f"HTTP 410 Gone: the vendor has retired {where.split(' page ')[0]}{when}: "
+        f"{refusal.text}. No request was retried and the run stopped at this first answer; "
+        "ask the vendor for the endpoint that replaces it and use it as the base URL.",
+        status=410, messages=list(refusal.messages), url=strip_query(url), sunset=sunset,
+        hints=[Hint("base_url", phrase="then set {knob}")])
 
 
 def _empty(read: Callable[[dict[str, Any], str], T], empty: dict[str, Any] | None,
@@ -608,6 +647,16 @@ def _resolve_ca_bundle(ca_bundle: str | os.PathLike[str] | None) -> str | None:
             f"({getattr(exc, 'reason', None) or exc.strerror or exc}).",
             hints=[Hint("ca_bundle", phrase="point {knob} at a PEM file")]) from None
     return str(path)
+
+
+def _resolve_deadline(seconds: float | None) -> float:
+    value: Any = seconds if seconds is not None else settings.options.response_deadline
+    if isinstance(value, bool) or not isinstance(value, int | float) or not (
+            0 < value < float("inf")):
+        raise ConfigurationError(
+            f"response deadline must be a positive number of seconds, got {value!r}.",
+            hints=[Hint("response_deadline", 60)])
+    return float(value)
 
 
 def _resolve_rate(rate: float | None) -> float:

@@ -18,16 +18,19 @@ from __future__ import annotations
 
 import random
 import re
+import socket
 import threading
 import time
 from collections import Counter
 from collections.abc import Callable, Mapping
 from dataclasses import dataclass
+from datetime import UTC, datetime, timedelta
 from email.utils import mktime_tz, parsedate_tz
-from typing import Protocol, TypeVar
+from typing import Any, Protocol, TypeVar
 
 import requests
 from requests.adapters import HTTPAdapter
+from urllib3.connectionpool import HTTPSConnectionPool
 from urllib3.exceptions import NewConnectionError
 
 from parcelsearch.errors import (
@@ -170,6 +173,7 @@ class RateLimiter:
         self.interval = 1.0 / (self.rate * (1.0 - margin))
         self._lock = threading.Lock()
         self._next: float | None = None  # the next free slot; None before the first call
+        self._paused_until = 0.0  # no call before this (time.monotonic): a Retry-After
 
     def wait(self, cancel: threading.Event | None = None, lead: float = 0.0) -> float:
         """Block until this caller's slot (``lead`` seconds before it: the caller then
@@ -184,7 +188,7 @@ class RateLimiter:
             # Never a slot sooner than ``lead`` from now: a call due at once would otherwise
             # be sent late by what the caller does in the lead, and the next one on time.
             first = self._next is None
-            slot = max(time.monotonic() + lead, self._next or 0.0)
+            slot = max(time.monotonic() + lead, self._next or 0.0, self._paused_until)
             self._next = slot + self.interval + (FIRST_CALL_ALLOWANCE if first else 0.0)
         delay = slot - lead - time.monotonic()
         if cancel is not None:
@@ -193,6 +197,32 @@ class RateLimiter:
         elif delay > 0:
             time.sleep(delay)
         return slot
+
+    def pause(self, seconds: float) -> None:
+        """The service asked the key to wait ``seconds`` (a ``Retry-After``): no slot, and
+        no call that already holds one (see :meth:`hold`), before then."""
+        with self._lock:
+            until = time.monotonic() + max(0.0, seconds)
+            self._paused_until = max(self._paused_until, until)
+
+    def hold(self, cancel: threading.Event | None = None) -> None:
+        """Block while the key is paused: the last gate before a call is sent, so a call
+        that took its slot before a ``Retry-After`` came does not leave before it ends.
+
+        Raises
+        ------
+        Cancelled
+            ``cancel`` was set while holding.
+        """
+        while True:
+            with self._lock:
+                delay = self._paused_until - time.monotonic()
+            if delay <= 0:
+                return
+            if cancel is None:
+                time.sleep(delay)
+            elif cancel.wait(delay):
+                raise Cancelled("stopped while the key was paused (Retry-After)")
 
     def __repr__(self) -> str:
         return f"RateLimiter(rate={self.rate:g}/s, interval={self.interval * 1000:.1f} ms)"
@@ -261,7 +291,10 @@ def new_session() -> requests.Session:
     """A ``requests`` session for HTTPS with urllib3's own retries off (the loop is ours)."""
     session = requests.Session()
     session.trust_env = False  # no proxies or CA bundles from the environment behind our back
-    session.mount("https://", HTTPAdapter(max_retries=0, pool_connections=4, pool_maxsize=32))
+    adapter = HTTPAdapter(max_retries=0, pool_connections=4, pool_maxsize=32)
+    adapter.poolmanager.pool_classes_by_scheme = {  # the response deadline's watchdog
+        **adapter.poolmanager.pool_classes_by_scheme, "https": _TrackedPool}
+    session.mount("https://", adapter)
     return session
 
 
@@ -280,6 +313,10 @@ class Transport:
         Seconds to connect and between bytes of a response.
     verify
         ``True`` or the path of a CA bundle (TLS is always verified).
+    deadline
+        Seconds one response may take as a whole, head and body, however slowly its bytes
+        come (default: no more than ``timeout`` allows between bytes); a response past it is
+        abandoned and retried like a timeout.
     """
 
     def __init__(
@@ -290,12 +327,14 @@ class Transport:
         *,
         timeout: float,
         verify: str | bool = True,
+        deadline: float | None = None,
     ) -> None:
         self.session = session
         self.limiter = limiter
         self.policy = policy
         self.timeout = timeout
         self.verify = verify
+        self.deadline = float(deadline) if deadline is not None else None
         #: Requests answered and retries made, by status or error (e.g. ``"retried 429"``).
         self.stats: Counter[str] = Counter()
         self._stats_lock = threading.Lock()
@@ -367,8 +406,14 @@ class Transport:
                         spend.refund()  # no connection was made: the service never saw it
                 if self.policy.exhausted(failures, unsent) or unreadable > 1:
                     raise _given_up(verdict.error, failures) from None
-                self._count(f"retried {verdict.reason}")
                 asked = None if verdict.response is None else retry_after(verdict.response.headers)
+                if asked is not None:
+                    self.limiter.pause(asked)  # every thread of this key, not just this one
+                    if asked > self.policy.retry_after_max:
+                        if spend is not None:
+                            spend.pause(asked)
+                        raise _asked_too_long(verdict.error, asked, self.policy) from None
+                self._count(f"retried {verdict.reason}")
                 delay = self.policy.delay(failures, asked)
                 if spend is not None and asked is not None and \
                         verdict.response is not None and verdict.response.status_code == 429:
@@ -380,11 +425,22 @@ class Transport:
         describe: str,
     ) -> T:
         """Send once: the judged result, or raise the :class:`Transient` verdict to retry on."""
+        watchdog = _Watchdog(self.deadline)
         try:
-            response = self.session.get(
-                url, headers=dict(headers), timeout=self.timeout, verify=self.verify,
-                allow_redirects=False,
-            )
+            with watchdog:
+                response = self.session.get(
+                    url, headers=dict(headers), timeout=self._timeouts(), verify=self.verify,
+                    allow_redirects=False, stream=self.deadline is not None,
+                )
+                if self.deadline is not None:
+                    watchdog.read(response)
+        except _Overdue:
+            raise Transient("deadline", TransportError(
+                f"no whole response within the {self.deadline:g} s response deadline "
+                f"({describe}): its bytes came too slowly, so it was abandoned",
+                url=strip_query(url), hints=[Hint("response_deadline",
+                                                  phrase="allow longer with {knob}")],
+            )) from None
         except requests.exceptions.SSLError as exc:
             raise _NotSent(f"TLS verification failed ({describe}): {_reason(exc)}",
                            url=strip_query(url),
@@ -407,6 +463,12 @@ class Transport:
                 verdict.response = response
             raise
 
+    def _timeouts(self) -> tuple[float, float]:
+        """(connect, between bytes): neither longer than the deadline."""
+        if self.deadline is None:
+            return self.timeout, self.timeout
+        return min(self.timeout, self.deadline), min(self.timeout, self.deadline)
+
     def _gate(self, spend: Spend | None, cancel: threading.Event | None) -> None:
         # Pace, then reserve, then send at once: a call waiting for its turn holds no
         # reservation, so a process killed while waiting leaves only what it had on the wire
@@ -419,8 +481,17 @@ class Transport:
             self.limiter.wait(cancel)
         if cancel is not None and cancel.is_set():
             raise Cancelled("the run stopped before this request was sent")
+        self.limiter.hold(cancel)  # a Retry-After that came while this call waited its turn
         if spend is not None:
             spend.reserve()
+        try:
+            self.limiter.hold(cancel)  # … or while it was being reserved
+            if cancel is not None and cancel.is_set():
+                raise Cancelled("the run stopped before this request was sent")
+        except Cancelled:
+            if spend is not None:
+                spend.refund()  # never sent
+            raise
 
     def _sleep(self, delay: float, cancel: threading.Event | None) -> None:
         if cancel is None:
@@ -431,6 +502,91 @@ class Transport:
     def _count(self, what: str) -> None:
         with self._stats_lock:
             self.stats[what] += 1
+
+
+class _Overdue(Exception):  # noqa: N818 - a signal, not an error
+    """The response deadline passed while its body was being read."""
+
+
+#: Bytes read from a body at a time when a deadline applies.
+_CHUNK = 65536
+#: The connection each thread sends on now (sessions made by :func:`new_session` record it),
+#: so a watchdog can end a read that blocks on it.
+_IN_USE: dict[int, object] = {}
+
+
+class _TrackedPool(HTTPSConnectionPool):
+    """urllib3's HTTPS pool, recording the connection a thread takes in :data:`_IN_USE`."""
+
+    def _get_conn(self, timeout: float | None = None) -> Any:
+        conn = super()._get_conn(timeout)
+        _IN_USE[threading.get_ident()] = conn
+        return conn
+
+
+class _Watchdog:
+    """The response deadline of one attempt, connect, head and body: at the deadline the
+    socket of the connection this thread sends on is shut, which ends a read that blocks on
+    a trickle (a read timeout alone restarts with every byte); the attempt then raises
+    :class:`_Overdue`. ``seconds=None``: no deadline."""
+
+    def __init__(self, seconds: float | None) -> None:
+        self.seconds = seconds
+        self.deadline = time.monotonic() + (seconds or 0.0)
+        self.cut = threading.Event()
+        self._thread = threading.get_ident()
+        self._timer: threading.Timer | None = None
+        self._response: requests.Response | None = None
+
+    def __enter__(self) -> _Watchdog:
+        if self.seconds is not None:
+            _IN_USE.pop(self._thread, None)
+            self._timer = threading.Timer(self.seconds, self._expire)
+            self._timer.daemon = True
+            self._timer.start()
+        return self
+
+    def __exit__(self, kind: object, error: object, trace: object) -> None:
+        if self._timer is not None:
+            self._timer.cancel()
+        _IN_USE.pop(self._thread, None)
+        if error is None or not self.cut.is_set():
+            return  # an answer read whole is kept, however close to the deadline
+        if self._response is not None:
+            self._response.close()
+        if isinstance(error, requests.exceptions.RequestException | OSError):
+            raise _Overdue() from None  # the read the watchdog ended
+
+    def _expire(self) -> None:
+        self.cut.set()
+        sock = _socket_of(self._response) or getattr(_IN_USE.get(self._thread), "sock", None)
+        if isinstance(sock, socket.socket):
+            try:  # the plain socket's shutdown: wakes the blocked read, leaves TLS state alone
+                socket.socket.shutdown(sock, socket.SHUT_RDWR)
+            except OSError:
+                pass
+
+    def read(self, response: requests.Response) -> None:
+        """Read ``response``'s body whole within the deadline (else :class:`_Overdue`)."""
+        if getattr(response, "_content", False) is not False:  # read already (an adapter
+            return  # that builds its answers, as tests do)
+        self._response = response
+        chunks = []
+        for chunk in response.iter_content(_CHUNK):
+            chunks.append(chunk)
+            if self.cut.is_set() or time.monotonic() > self.deadline:
+                self.cut.set()
+                raise _Overdue()
+        if self.cut.is_set():  # the head or body was ended by the watchdog, not the server
+            raise _Overdue()
+        response._content = b"".join(chunks)  # what response.content returns from now on
+
+
+def _socket_of(response: requests.Response | None) -> socket.socket | None:
+    """The socket a streamed response is read from (``None`` when the adapter has none)."""
+    connection = getattr(getattr(response, "raw", None), "connection", None)
+    sock = getattr(connection, "sock", None)
+    return sock if isinstance(sock, socket.socket) else None
 
 
 def _innermost(exc: BaseException) -> BaseException:
@@ -469,6 +625,18 @@ def _failure_name(exc: requests.exceptions.RequestException) -> str:
     if isinstance(exc, requests.exceptions.ReadTimeout):
         return "ReadTimeoutError"
     return "ProtocolError"
+
+
+def _asked_too_long(error: RequestFailure, asked: float, policy: RetryPolicy) -> RequestFailure:
+    """``error``, now saying the vendor asked for a longer wait than a run makes (no call of
+    the key leaves before it ends)."""
+    until = datetime.now(UTC) + timedelta(seconds=asked)
+    said = error.message.replace(": still rate-limited after the retries", "")
+    error.message = (f"{said.rstrip('.')}; the vendor asks this key to wait "
+                     f"{asked:.0f} s (Retry-After), until {until:%Y-%m-%d %H:%M:%S} UTC, longer "
+                     f"than the {policy.retry_after_max:.0f} s a run waits: no request was "
+                     "sent before that time. Search again after it.")
+    return error
 
 
 def _given_up(error: RequestFailure, attempts: int) -> RequestFailure:

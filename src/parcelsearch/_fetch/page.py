@@ -12,14 +12,20 @@ import re
 from dataclasses import dataclass, field
 from datetime import UTC, datetime
 
+from parcelsearch import settings
 from parcelsearch._fetch import wire as _wire
 from parcelsearch.errors import MalformedResponseError
 from parcelsearch.settings import PAGE_SIZE
 
-__all__ = ["Page", "check_page", "GROUP_ID"]
+__all__ = ["Page", "check_page", "GROUP_ID", "group_id_problem"]
 
-#: A GroupID: 17 lowercase hexadecimal characters.
-GROUP_ID = re.compile(r"[0-9a-f]{17}")
+#: What the toolkit asks of a GroupID. The vendor's spec promises only an opaque string, so
+#: the check protects the user, not a format: non-empty, at most
+#: ``settings.options.group_id_max_chars`` characters (128), no control or other
+#: unprintable characters, no markup (``<``, ``>``) and no surrounding whitespace. (The
+#: reference service happens to send 17 lowercase hex digits; upper case, dashes or other
+#: lengths are as good.)
+GROUP_ID = re.compile(r"[^<>\s](?:[^<>]*[^<>\s])?")
 
 
 @dataclass(frozen=True)
@@ -80,8 +86,8 @@ def check_page(page: Page, *, url: str | None = None) -> None:
     Checks: counts are non-negative integers; ``data_rows == len(data)``;
     ``pages == ceil(rows / 100)``; the page is within ``1..pages`` (or page 1 of an empty
     result); full pages hold 100 GroupIDs and the last one the remainder; every GroupID is
-    17 lowercase hexadecimal characters; and, when base URL and path are known, the request
-    key names this request.
+    an opaque string that passes :func:`group_id_problem`; and, when base URL and path are
+    known, the request key names this request.
     """
     problems = list(_page_problems(page))
     if problems:
@@ -111,12 +117,32 @@ def _page_problems(page: Page) -> list[str]:
     elif len(page.data) != expected_data_rows(page.rows, page.page):
         problems.append(f"page {page.page} of {page.rows} rows must hold "
                         f"{expected_data_rows(page.rows, page.page)} ids, not {len(page.data)}")
-    bad = [item for item in page.data if not (isinstance(item, str) and GROUP_ID.fullmatch(item))]
-    if bad:
-        problems.append(f"{len(bad)} GroupID(s) are not 17 lowercase hex characters, e.g. "
-                        f"{bad[0]!r:.40}")
+    longest = settings.group_id_max_chars()
+    bad = [(n, why) for n, item in enumerate(page.data, 1)
+           if (why := group_id_problem(item, longest))]
+    if bad:  # said by position: an id that is not usable is not shown (markup, controls)
+        problems.append(f"{len(bad)} GroupID(s) are not usable ids, e.g. id {bad[0][0]} of "
+                        f"the page: {bad[0][1]}")
     if page.base_url and page.path:
         key = _wire.request_key(page.base_url, page.path, page.polygon_json, page.page)
         if key != page.request_key:
             problems.append("request_key does not name this request")
     return problems
+
+
+def group_id_problem(value: object, longest: int = settings.MAX_GROUP_ID_CHARS) -> str | None:
+    """Why ``value`` is not a usable GroupID (see :data:`GROUP_ID`; at most ``longest``
+    characters), or ``None``."""
+    if not isinstance(value, str):
+        return f"a {type(value).__name__}, not a string"
+    if not value:
+        return "empty"
+    if len(value) > longest:
+        return f"{len(value)} characters, more than {longest}"
+    if not value.isprintable():
+        return "holds control or unprintable characters"
+    if value != value.strip():
+        return "starts or ends with whitespace"
+    if not GROUP_ID.fullmatch(value):
+        return "holds markup (angle brackets)"
+    return None

@@ -31,6 +31,7 @@ from parcelsearch.errors import (
     BadPolygonError,
     BudgetExhaustedError,
     CutBodyError,
+    EndpointGoneError,
     MalformedResponseError,
     PageGoneError,
     ParcelSearchError,
@@ -66,10 +67,10 @@ class PageBaseLearned(Exception):  # noqa: N818 - a signal, not an error
 def piece_failure(exc: BaseException) -> bool:
     """Whether ``exc`` is about one piece (the vendor refused or garbled its answer), so it
     fails that piece and its area, not the run. Refusals of the key (quota, invalid key,
-    rate), of the base URL (redirects refused, 404), a failing service and failures to
-    connect stop the run."""
+    rate), of the base URL (redirects refused, 404, an endpoint gone), a failing service and
+    failures to connect stop the run."""
     if isinstance(exc, QuotaExhaustedError | AuthenticationError | RateLimitError
-                  | ServiceFailureError | CutBodyError):
+                  | ServiceFailureError | CutBodyError | EndpointGoneError):
         return False
     if isinstance(exc, ServiceError) and (300 <= exc.status < 400 or exc.status == 404):
         return False  # a redirect refused, or no such path: the base URL's, not the piece's
@@ -356,8 +357,8 @@ class Fetcher:
     def abort(self) -> None:
         """Stop: nothing starts after this; requests on the wire are kept or abandoned.
 
-        Waits at most the client's timeout (plus a second) for requests already sent; an
-        interrupt while waiting is not caught (a second Ctrl-C exits at once).
+        Waits at most the client's response deadline (plus a second) for requests already
+        sent; an interrupt while waiting is not caught (a second Ctrl-C exits at once).
         """
         self.run.stop.set()
         for future in self.pending:
@@ -501,7 +502,7 @@ class Fetcher:
     def _drain(self, pending: dict[Future[tuple[Page, int]], tuple[PieceState, int]]) -> None:
         """Keep what requests on the wire bring back (or abandon them after their timeout)."""
         running = {f: job for f, job in pending.items() if not f.cancelled()}
-        finished, _ = wait(running, timeout=self.run.client.timeout + 1.0)
+        finished, _ = wait(running, timeout=self.run.client.response_deadline + 1.0)
         for future in finished:
             state, page = running[future]
             self._settle(future, state, page)

@@ -57,6 +57,9 @@ environment variables:
                            here: {cache}
   PARCELSEARCH_RATE        calls per second the key allows (default 10)
   PARCELSEARCH_MAX_AGE     reuse cached pages at most this old: 30d, 12h, seconds (--max-age)
+  PARCELSEARCH_RESPONSE_DEADLINE
+                           seconds a whole response may take (--response-deadline;
+                           default 60)
   PARCELSEARCH_TEAM        team store, postgresql://… (--team): calls, pace and pages shared
   PARCELSEARCH_USER        who runs the search in the team (--user; default: login name)"""
 
@@ -233,7 +236,8 @@ def add_areas(parser: argparse.ArgumentParser) -> None:
 
 
 def add_connection(parser: argparse.ArgumentParser, cache_only: bool = False) -> None:
-    """``--base-url``, ``--ca-bundle``, ``--profile`` (unless ``cache_only``), ``--cache-dir``."""
+    """``--base-url``, ``--ca-bundle``, ``--profile``, ``--response-deadline`` (unless
+    ``cache_only``), ``--cache-dir``."""
     if not cache_only:
         parser.add_argument("--base-url", type=base_url, metavar="URL",
                             help="https:// root of the services (default: "
@@ -245,6 +249,11 @@ def add_connection(parser: argparse.ArgumentParser, cache_only: bool = False) ->
                             help="the profile saved with 'parcelsearch login' whose key, base "
                                  "URL and CA to use (default: $PARCELSEARCH_PROFILE, else "
                                  "'default' when saved and $PARCELSEARCH_API_KEY is unset)")
+        parser.add_argument("--response-deadline", type=number(float, low=0.001),
+                            metavar="SECONDS",
+                            help="seconds one response may take as a whole, however slowly "
+                                 "its bytes come; then it is abandoned and retried (default: "
+                                 "$PARCELSEARCH_RESPONSE_DEADLINE, else 60)")
     parser.add_argument("--cache-dir", metavar="DIR",
                         help="response cache, market list and quota ledger folder (default: "
                              "$PARCELSEARCH_CACHE_DIR, else ~/.cache/parcelsearch; here: "

@@ -120,7 +120,7 @@ class _Pages:
         return limiter.wait(cancel, lead=RESERVE_LEAD)
 
     def pause(self, seconds: float) -> None:
-        return None  # this process's threads each honour Retry-After in their own back-off
+        return None  # the transport's pacer holds every thread of this process (Retry-After)
 
     def cached(self, key: str, max_age: float | None) -> Page | None:
         """The stored page; one another process is fetching now is waited for (so that a
