@@ -97,7 +97,7 @@ def test_max_age(tmp_path: Path, age: timedelta, max_age: object, hit: bool) -> 
         pytest.param({"data_rows": 99}, id="data-rows-disagree"),
         pytest.param({"pages": 2}, id="pages-not-ceil"),
         pytest.param({"page": 4}, id="page-beyond-pages"),
-        pytest.param({"data": ("XYZ",) * 100}, id="bad-group-ids"),
+        pytest.param({"data": ("<b>XYZ</b>",) * 100}, id="bad-group-ids"),
         pytest.param({"request_key": "0" * 64}, id="key-names-another-request"),
     ],
 )
