@@ -177,7 +177,7 @@ def test_the_python_keywords_and_the_cli_flags_are_the_options_declared(
 
     flags = SearchOptions.flags()
     assert {name: flag for name, flag in flags.items() if flag != "--" + name.replace("_", "-")
-            } == {"connectors": "--no-connectors", "progress": "--quiet"}
+            } == {"connectors": "--no-connectors", "progress": "--quiet", "confirm": "--yes"}
     with pytest.raises(SystemExit):
         main(["search", "--help"])
     usage = capsys.readouterr().out.split("\n\n")[0]
@@ -188,6 +188,6 @@ def test_the_python_keywords_and_the_cli_flags_are_the_options_declared(
               for keyword in node.keywords}
     assert handed == names | {"client"}  # `parcelsearch search` hands on every option
     parsed = vars(build_parser().parse_args(["search", "a.gpkg", "--out", "o.csv"]))
-    given = {name: parsed[name] for name in names - {"progress"}}
-    assert SearchOptions.resolve(**given, progress=not parsed["quiet"]) == \
-        SearchOptions.resolve()
+    given = {name: parsed[name] for name in names - {"progress", "confirm"}}
+    assert SearchOptions.resolve(**given, progress=not parsed["quiet"],
+                                 confirm=parsed["yes"]) == SearchOptions.resolve()

@@ -22,7 +22,7 @@ from typing import TextIO
 from parcelsearch.errors import Dialect, Hint, ParcelSearchError
 
 __all__ = ["ParcelSearchWarning", "RowNumberIdsWarning", "NothingMatchedWarning",
-           "CoordinatesWarning", "warn", "as_messages"]
+           "CoordinatesWarning", "PartialResultWarning", "warn", "as_messages"]
 
 _PACKAGE = str(Path(__file__).resolve().parent)
 
@@ -57,6 +57,11 @@ class RowNumberIdsWarning(ParcelSearchWarning):
 
 class NothingMatchedWarning(ParcelSearchWarning):
     """A search spent calls and matched no parcel at all."""
+
+
+class PartialResultWarning(ParcelSearchWarning):
+    """``allow_partial``: the search returned what fitted (``result.complete`` is ``False``);
+    the message names what is missing and how to resume."""
 
 
 class CoordinatesWarning(ParcelSearchWarning):

@@ -67,6 +67,9 @@ ENV_SERVICE_DIR: Final = "PARCELSEARCH_SERVICE_DIR"
 ENV_MATCH: Final = "PARCELSEARCH_MATCH"
 ENV_PROFILE: Final = "PARCELSEARCH_PROFILE"
 ENV_CONFIG_DIR: Final = "PARCELSEARCH_CONFIG_DIR"
+ENV_ASK_ABOVE: Final = "PARCELSEARCH_ASK_ABOVE"
+#: Calls a search spends past its survey without asking (a fifth of a 500-call month).
+DEFAULT_ASK_ABOVE: Final = 100
 #: The application's name for platformdirs (the user's cache, data and config folders).
 APP_NAME: Final = "parcelsearch"
 
@@ -169,6 +172,9 @@ _OPTIONS: Final = (
     Option("config_dir", "folder of the saved profiles (never their keys, which stay in "
                          "the OS keyring, or a file readable by you only when there is none)",
            ENV_CONFIG_DIR, _user_config_dir, _path),
+    Option("ask_above", "calls a search spends past its price without asking (--yes or "
+                        "confirm=True to go on)",
+           ENV_ASK_ABOVE, lambda: DEFAULT_ASK_ABOVE, _number),
 )
 
 
