@@ -198,7 +198,7 @@ def test_a_demo_key_is_never_overrun_and_says_what_finishing_costs(
     # Stopped after the survey (issue 49), the whole price named with its 95 % interval,
     # which holds what the search takes (the reference run's calls).
     low, high = (int(x.replace(",", "")) for x in
-                 re.search(r"needs about [\d,]+ calls \(95% interval ([\d,]+)–([\d,]+)\)",
+                 re.search(r"needs about [\d,]+ calls, 95% interval ([\d,]+)–([\d,]+)",
                            stderr).groups())
     assert low <= reference.calls <= high and spent < 0.2 * reference.calls
     assert f"stopped after the survey ({spent} calls spent" in stderr

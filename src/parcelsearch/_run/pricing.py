@@ -86,10 +86,10 @@ class Price:
         return self.high if self.high is not None else self.total
 
     def interval(self) -> str:
-        """``" (95% interval 790–905)"``, or nothing when the price has none."""
+        """``", 95% interval 790–905"``, or nothing when the price has none."""
         if self.low is None or self.high is None:
             return ""
-        return f" (95% interval {self.low:,}–{self.high:,})"
+        return f", 95% interval {self.low:,}–{self.high:,}"
 
     def needs(self) -> str:
         """``"about 271 calls"`` (the whole run's price, with its word and interval)."""
