@@ -205,3 +205,18 @@ def test_price_lines_are_whole_lines_apart_from_the_bar(env, service, key, tmp_p
     assert "about 0 " not in first and not first.startswith("price: exactly 0 ")
     needed = served(service, key) - spent
     assert first.startswith(f"price: exactly {needed} call")
+
+
+def test_price_in_python_pays_only_the_survey_and_the_search_reuses_it(
+        make_client, demo_areas, service) -> None:
+    client = make_client()
+    price = parcelsearch.price(demo_areas, client=client)
+    assert len(service.keys.requests(client.key_name)) == price.spent == 7  # page 1s only
+    assert str(price).startswith(f"price: exactly {price.total} calls")
+    result = parcelsearch.search(demo_areas, client=client, confirm=True, progress=False)
+    assert result.calls == price.remaining  # the surveyed pages were reused, as priced
+    assert len(service.keys.requests(client.key_name)) == price.total
+    again = parcelsearch.price(demo_areas, client=client)
+    assert (again.total, again.spent) == (0, 0)  # all cached: nothing to pay
+    with pytest.raises(parcelsearch.ConfigurationError, match="refresh='all'"):
+        parcelsearch.price(demo_areas, client=client, refresh="changed")

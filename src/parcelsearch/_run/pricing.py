@@ -34,9 +34,12 @@ def _calls(n: int) -> str:
 
 @dataclass(frozen=True)
 class Price:
-    """What a run will spend: ``first`` calls for page 1 (exact), ``later`` for the later
-    pages (``known``: ``"exact"``, ``"estimated"`` from the run history, or ``"lower"``
-    bound when some pieces were never searched), ``spent`` already spent in this run.
+    """The price of a search (:func:`parcelsearch.price`, the price lines).
+
+    What a run will spend: ``first`` calls for page 1 (exact), ``later`` for the later
+    pages (``known``: ``"exact"``, ``"estimated"`` from the run history, ``"surveyed"``
+    with the interval ``low``–``high``, or ``"lower"`` bound when some pieces were never
+    searched), ``spent`` already spent in this run.
 
     ``worst`` is the later pages' cost if every piece re-read its pages (with
     ``refresh="changed"``, when every piece had changed), when that differs.
@@ -136,6 +139,9 @@ class Price:
     def line(self) -> str:
         """The price line shown before spending: ``price: about 271 calls (…)``."""
         return f"price: {self.needs()} ({self.parts()})"
+
+    def __str__(self) -> str:
+        return self.line()
 
 
 def estimate(first: Sequence[tuple[int | None, Previous | None]], *, mode: str,

@@ -69,7 +69,7 @@ from parcelsearch.stores.spending import Spending
 T = TypeVar("T")
 S = TypeVar("S")
 
-__all__ = ["search", "search_with", "DEFAULT_WORKERS"]
+__all__ = ["search", "search_with", "price", "DEFAULT_WORKERS"]
 
 _log = logging.getLogger(__name__)
 
@@ -460,6 +460,70 @@ def search(
                            history=opened.history)
     finally:
         opened.spending.close()
+
+
+def price(
+    areas: Any = None,
+    *,
+    client: Client | None = None,
+    plan: Plan | None = None,
+    id_column: str | None = None,
+    tolerance: float | None = None,
+    match: str | None = None,
+    quota: Quota | str | None = None,
+    refresh: bool | str = False,
+    progress: bool = False,
+) -> pricing.Price:
+    """The price of a search before its bulk, paying only for its survey.
+
+    What :func:`search` with the same arguments would spend in all, with its 95 % interval
+    where it is estimated: page 1 of a sample of the pieces never searched (all of them
+    when they are fewer than 30) is fetched and cached, so the search that follows reuses
+    those pages and pays only the rest (``price.remaining``). Nothing is spent when every
+    count is known from the cache or the run history.
+
+    Parameters
+    ----------
+    areas, client, plan, id_column, tolerance, match, quota
+        As for :func:`search`.
+    refresh
+        ``False`` or ``True``/``"all"`` as for :func:`search` (``"changed"`` re-reads page 1
+        of every piece, which is its price's minimum: use :func:`search`).
+    progress
+        Show the survey's bar and the price lines (off by default: the price is returned).
+
+    Returns
+    -------
+    Price
+        ``total`` calls (``word``: exactly, about), ``low``/``high`` its interval after a
+        survey, ``spent`` on the survey, ``remaining`` for the search that follows;
+        ``str(price)`` is the price line.
+
+    Raises
+    ------
+    QuotaWouldExceedError
+        Page 1 of every piece, or the estimate, does not fit the known quota.
+    ConfigurationError
+        ``refresh="changed"``.
+    """
+    if refresh == "changed":
+        raise ConfigurationError(
+            "price() prices a search that reads what is not cached (refresh=False or "
+            "'all'); a changed-refresh's price is page 1 of every piece, then what changed",
+            hints=[Hint("refresh", "all", "use {knob}, or search with refresh='changed'")])
+    told: list[pricing.Price] = []
+
+    def tell(price: pricing.Price) -> bool:
+        told.append(price)
+        return False
+
+    try:
+        result = search(areas, client=client, plan=plan, id_column=id_column,
+                        tolerance=tolerance, match=match, quota=quota, refresh=refresh,
+                        progress=progress, ask_above=0, confirm=tell)
+    except PriceNotConfirmedError:
+        return told[-1]
+    return pricing.Price(first=0, later=0, known="exact", spent=result.calls)
 
 
 def _store(given: S | bool | None, kind: type[S], default: Callable[[], S]) -> S | None:
