@@ -220,3 +220,13 @@ def test_price_in_python_pays_only_the_survey_and_the_search_reuses_it(
     assert (again.total, again.spent) == (0, 0)  # all cached: nothing to pay
     with pytest.raises(parcelsearch.ConfigurationError, match="refresh='all'"):
         parcelsearch.price(demo_areas, client=client, refresh="changed")
+
+
+def test_a_budget_with_allow_partial_is_the_cap_chosen_and_not_asked(make_client, demo_areas,
+                                                                     service) -> None:
+    client = make_client()
+    with pytest.warns(PartialResultWarning):
+        result = parcelsearch.search(demo_areas, client=client, ask_above=5, budget=9,
+                                     allow_partial=True, progress=False)
+    assert not result.complete and 7 < result.calls <= 9
+    assert len(service.keys.requests(client.key_name)) == result.calls

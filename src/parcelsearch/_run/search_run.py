@@ -805,14 +805,16 @@ class _Search:
 
     def _decide(self) -> None:
         """The decision point, before the bulk: refused when the estimate does not fit the
-        budget or quota (unless ``allow_partial``); stopped when it leaves more than
-        ``ask_above`` calls to spend and neither ``confirm`` nor a budget covering the
-        interval's top says to go on."""
+        budget or quota (unless ``allow_partial``; a price known exactly is refused after
+        phase 1, as before); stopped when it leaves more than ``ask_above`` calls to spend
+        and neither ``confirm`` nor a budget (covering the interval's top, or with
+        ``allow_partial`` the cap the user chose) says to go on."""
         price, run, options = self.price, self.run_state, self.options
         assert price is not None
         allowed, what = run.allowance()
-        if price.known == "surveyed" and allowed is not None and price.remaining > allowed \
-                and not options.allow_partial:
+        if allowed is not None and price.remaining > allowed and not options.allow_partial:
+            if price.known != "surveyed":
+                return  # known exactly: refused after phase 1, naming the exact calls
             raise self._with_result(QuotaWouldExceedError(
                 f"this search needs {price.refusal()}, but {_limit_text(run, what, allowed)}; "
                 f"stopped after the survey ({_calls(run.calls)} spent, its pages cached: "
@@ -823,9 +825,9 @@ class _Search:
                     Hint("allow_partial", None, "pass {knob} to finish the areas that fit")]))
         if price.remaining <= options.ask_above or options.confirm is True:
             return
-        if options.budget is not None and options.budget - run.calls >= \
-                price.upper - price.spent:
-            return  # the budget given covers the price, to the interval's top
+        if options.budget is not None and (options.allow_partial or options.budget - run.calls
+                                           >= price.upper - price.spent):
+            return  # the budget given covers the price to the interval's top, or is the cap
         if callable(options.confirm) and options.confirm(price):
             return
         raise self._with_result(PriceNotConfirmedError(
