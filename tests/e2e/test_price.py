@@ -68,6 +68,7 @@ def _search_argv(tmp_path: Path, areas: Any, *extra: str) -> list[str]:
             *extra]
 
 
+@pytest.mark.slow
 def test_a_search_above_the_threshold_asks_before_its_bulk(env, service, key, tmp_path: Path,
                                                            capsys, monkeypatch) -> None:
     """The '309-call case', scaled: seven pieces whose pages cost well above --ask-above.
@@ -155,7 +156,8 @@ def test_san_francisco_tracts_get_an_interval_before_more_than_the_survey(
     name = "sf-price"
     key = svc.keys.create(name, key_type="production", quota=100_000, per_second=1_000)
     client = parcelsearch.Client(api_key=key, base_url=svc.base_url,
-                                 ca_bundle=str(svc.ca_path), cache_dir=tmp_path / "cache")
+                                 ca_bundle=str(svc.ca_path), cache_dir=tmp_path / "cache",
+                                 rate=200)
     with pytest.raises(parcelsearch.PriceNotConfirmedError) as stopped:
         parcelsearch.search(areas, client=client, ask_above=50)
     lines = capsys.readouterr().err.splitlines()
