@@ -3,7 +3,10 @@
 A run spends in two phases, so the price is known before it is paid:
 
 1. **Page 1 of every piece** not already cached. Its cost (one call a piece) is checked
-   against the budget and the known quota *before anything is spent*.
+   against the budget and the known quota *before anything is spent*. Where 30 or more
+   pieces were never searched, page 1 of a sample of them comes first (the survey,
+   :mod:`parcelsearch._run.survey`): the whole price with its 95 % interval, then the
+   decision point (``ask_above``, ``confirm``) before the bulk.
 2. **Pages 2..n.** Page 1 told how many pages each piece has, so the exact number of calls
    left is known. It is checked again before spending; a run that cannot finish stops here
    and says the exact calls needed — or, with ``allow_partial``, spends what is allowed on
@@ -415,8 +418,14 @@ def search(
         fit. ``.result`` holds
         what was fetched; with ``allow_partial=True`` the whole areas that fit are finished
         and returned instead (``result.complete`` is ``False``).
+        Also raised after the survey when its estimate does not fit.
+    PriceNotConfirmedError
+        The decision point: the price leaves more than ``ask_above`` calls to spend and
+        neither ``confirm`` nor a budget covering it said to go on; ``.result`` holds the
+        survey's pages (cached).
     BudgetExhaustedError
-        Retries used up the budget mid-run; ``.result`` holds what was fetched.
+        Retries used up the budget mid-run; ``.result`` holds what was fetched (with
+        ``allow_partial=True`` the result is returned instead, with a warning).
     SearchInterrupted
         Ctrl-C, SIGTERM or a kernel interrupt: no request started after it; ``.result``
         holds what was fetched (all of it cached). A second interrupt is not caught.
