@@ -346,17 +346,17 @@ def search(
         When the run cannot finish within the budget or quota, spend what is allowed on
         finishing whole areas, the cheapest first, and return that partial result
         (``result.complete`` is ``False``) with a
-        :class:`~parcelsearch.notices.PartialResultWarning` naming what is missing and how
+        ``parcelsearch.notices.PartialResultWarning`` naming what is missing and how
         to resume, instead of raising.
     ask_above
         The decision point: when the price (after the survey, before the bulk) leaves more
         than this many calls to spend, the search stops there with
-        :class:`~parcelsearch.errors.PriceNotConfirmedError` naming the price and its
+        :class:`~parcelsearch.PriceNotConfirmedError` naming the price and its
         interval, unless ``confirm=True`` or a ``budget`` covers the interval's top.
         Default ``PARCELSEARCH_ASK_ABOVE``, else 100 (a fifth of a 500-call month).
     confirm
         ``True``: go past the decision point without asking (nothing is ever asked on
-        stdin). A callable is given the :class:`~parcelsearch._run.pricing.Price` and says
+        stdin). A callable is given the :class:`~parcelsearch.Price` and says
         yes or no (the command line asks on a terminal this way).
     cache, ledger
         Response cache and quota ledger: ``None`` for the defaults (in the client's cache
