@@ -151,6 +151,9 @@ def _user_folders(patch: pytest.MonkeyPatch, home: Path) -> None:
         patch.setenv(name, str(home / name.removeprefix("XDG_").lower()))
     for name in ("PARCELSEARCH_CACHE_DIR", "PARCELSEARCH_PROFILE", "PARCELSEARCH_MATCH"):
         patch.delenv(name, raising=False)
+    # The decision point (100 calls by default) would stop the suite's larger searches
+    # before their bulk; its own tests (tests/e2e/test_price.py) set or clear it.
+    patch.setenv("PARCELSEARCH_ASK_ABOVE", "1000000")
 
 
 @pytest.fixture(scope="session", autouse=True)

@@ -277,6 +277,8 @@ def test_troubleshooting_quotes_the_command_line_word_for_word(
         ([*search, "--budget", "10"], {**served, "PARCELSEARCH_API_KEY": key}, 3),
         ([*search, "--budget", "10", "--allow-partial"],
          {**served, "PARCELSEARCH_API_KEY": key, "PARCELSEARCH_CACHE_DIR": "fresh"}, 3),
+        ([*search, "--ask-above", "5"],
+         {**served, "PARCELSEARCH_API_KEY": key, "PARCELSEARCH_CACHE_DIR": "asked"}, 3),
     ]
     quoted = quoted_messages(GUIDE / "guide" / "troubleshooting.md")
     unquoted = []

@@ -26,6 +26,7 @@ class _Client:
     base_url = "https://fake.test"
     fingerprint = FP
     timeout = 1.0
+    response_deadline = 1.0
 
 
 def _run(spending: object, **options: object) -> Run:

@@ -27,11 +27,11 @@ from parcelsearch._fetch.client import Client
 from parcelsearch._fetch.page import Page
 from parcelsearch._run.search_run import search
 from parcelsearch.errors import (
-    BudgetExhaustedError,
     QuotaWouldExceedError,
     SearchInterrupted,
     ServiceFailureError,
 )
+from parcelsearch.notices import PartialResultWarning
 from parcelsearch.stores.local.cache import ResponseCache
 
 BASE = "https://fake.test"
@@ -49,6 +49,7 @@ class FakeClient:
     base_url = BASE
     fingerprint = "0123456789abcdef"
     timeout = 2.0
+    response_deadline = 2.0
 
     def __init__(self, rows: dict[str, int], cache_dir: Path) -> None:
         self.rows = dict(rows)
@@ -111,9 +112,11 @@ def test_a_budget_that_cannot_finish_stops_before_phase_two(
 def test_allow_partial_finishes_the_cheapest_whole_areas(
     areas: gpd.GeoDataFrame, fake: FakeClient
 ) -> None:
-    with pytest.raises(BudgetExhaustedError, match="2 of 3 areas are complete") as caught:
-        _run(areas, fake, budget=4, allow_partial=True)
-    partial = caught.value.result
+    with pytest.warns(PartialResultWarning, match="2 of 3 areas are complete") as told:
+        partial = _run(areas, fake, budget=4, allow_partial=True)  # returned, not raised
+    assert not partial.complete
+    assert "1 area is not complete, at least 2 calls missing" in str(told[0].message)
+    assert "budget=2 or more" in str(told[0].message)  # how to resume
     assert partial.areas_complete == ["b", "c"]  # c costs 1 more page, a would cost 2
     assert partial.summary()["complete"].to_dict() == {"a": False, "b": True, "c": True}
     assert len(fake.log) == 4  # three page 1s, then c's page 2: the budget, exactly

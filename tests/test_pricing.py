@@ -39,3 +39,37 @@ def test_after_phase_1_the_price_is_exact() -> None:
                             "later pages)")
     assert Price(first=0, later=0).word == "exactly"
     assert estimate([], mode="cached", cached_later=2).word == "about"
+
+
+def test_a_surveyed_price_states_its_interval_and_the_survey() -> None:
+    from parcelsearch._run.pricing import surveyed
+
+    price = surveyed(spent=24, first=83, exact_later=71, history_later=0, estimated=109,
+                     low=81, high=137, surveyed_pieces=24, unknown=107)
+    assert (price.total, price.remaining, price.low, price.high) == (287, 263, 259, 315)
+    assert price.needs() == "about 287 calls, 95% interval 259–315"
+    line = price.line()
+    assert line.startswith("price: about 287 calls, 95% interval 259–315 (24 already spent, "
+                           "24 of them a survey (page 1 of 24 of the 107 pieces never searched")
+    assert "never waste" in line and "about 109 for the other pieces' later pages" in line
+    assert price.upper == 315
+
+
+def test_the_quota_line_says_what_is_left_and_the_months_the_rest_needs() -> None:
+    from parcelsearch._run.pricing import quota_line
+
+    price = Price(first=0, later=263, known="exact", spent=24)
+    assert quota_line(price, 476, 500, "month") == \
+        "quota: it would leave exactly 213 of the 476 left this month"
+    assert quota_line(price, 100, 500, "month") == \
+        "quota: 100 left this month, exactly 163 short: the rest needs 1 more month at 500 a month"
+    assert quota_line(Price(first=0, later=1_300, known="exact"), 100, 500, "month").endswith(
+        "the rest needs 3 more months at 500 a month")
+    assert quota_line(price, 50, 50, "lifetime") == "quota: 50 left for good, exactly 213 short"
+    assert quota_line(price, None, None, None) == ""
+
+
+def test_a_resume_prices_the_cached_pieces_missing_pages_exactly() -> None:
+    """Issue 49: a resume's first price said 'about 0' with 547 calls known needed."""
+    price = estimate([], mode="cached", known_later=547)
+    assert price.line() == "price: exactly 547 calls (exactly 547 for the later pages)"

@@ -147,7 +147,7 @@ _PYTHON_INPUTS = {"areas", "client", "cache", "ledger", "plan"}
 #: The flags of `parcelsearch search` that are not options: reading the areas, writing the
 #: outputs, and the connection (client and cache folder).
 _CLI_INPUTS = {"--layer", "--crs", "--out", "--out-tiles", "--out-map", "--force",
-               "--base-url", "--ca-bundle", "--profile", "--cache-dir"}
+               "--base-url", "--ca-bundle", "--profile", "--cache-dir", "--response-deadline"}
 
 
 def test_the_python_keywords_and_the_cli_flags_are_the_options_declared(
@@ -177,7 +177,7 @@ def test_the_python_keywords_and_the_cli_flags_are_the_options_declared(
 
     flags = SearchOptions.flags()
     assert {name: flag for name, flag in flags.items() if flag != "--" + name.replace("_", "-")
-            } == {"connectors": "--no-connectors", "progress": "--quiet"}
+            } == {"connectors": "--no-connectors", "progress": "--quiet", "confirm": "--yes"}
     with pytest.raises(SystemExit):
         main(["search", "--help"])
     usage = capsys.readouterr().out.split("\n\n")[0]
@@ -188,9 +188,9 @@ def test_the_python_keywords_and_the_cli_flags_are_the_options_declared(
               for keyword in node.keywords}
     assert handed == names | {"client"}  # `parcelsearch search` hands on every option
     parsed = vars(build_parser().parse_args(["search", "a.gpkg", "--out", "o.csv"]))
-    given = {name: parsed[name] for name in names - {"progress"}}
-    assert SearchOptions.resolve(**given, progress=not parsed["quiet"]) == \
-        SearchOptions.resolve()
+    given = {name: parsed[name] for name in names - {"progress", "confirm"}}
+    assert SearchOptions.resolve(**given, progress=not parsed["quiet"],
+                                 confirm=parsed["yes"]) == SearchOptions.resolve()
 
 
 def test_max_age_takes_days_and_hours_in_python_and_the_environment(

@@ -44,6 +44,8 @@ _LAZY = {
     "check_service": "service_check",
     "markets": "market_list",
     "search": "_run.search_run",
+    "price": "_run.search_run",
+    "Price": "_run.pricing",
     "SearchOptions": "_run.options",
     "team_usage": "stores.team",
     "demo_areas": "demo",
@@ -57,6 +59,7 @@ __all__ = [
     "Ledger",
     "Piece",
     "Plan",
+    "Price",
     "Quota",
     "ResponseCache",
     "SearchOptions",
@@ -67,6 +70,7 @@ __all__ = [
     "local_service",
     "markets",
     "plan",
+    "price",
     "runs",
     "search",
     "suggest_tolerance",
@@ -79,8 +83,9 @@ if TYPE_CHECKING:
     __version__: str
     from parcelsearch._fetch.client import Client
     from parcelsearch._run.options import SearchOptions
+    from parcelsearch._run.pricing import Price
     from parcelsearch._run.recorded_runs import runs
-    from parcelsearch._run.search_run import search
+    from parcelsearch._run.search_run import price, search
     from parcelsearch.demo import demo_areas
     from parcelsearch.local import LocalService, local_service
     from parcelsearch.market_list import check_markets, markets

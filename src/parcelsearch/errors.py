@@ -10,6 +10,7 @@ so ``except parcelsearch.ParcelSearchError`` catches them all::
     │   └── OutputKeptError         a less complete result would replace a file (kept)
     ├── BudgetError               a run that would spend more than allowed
     │   ├── QuotaWouldExceedError   refused before spending: plan > known remaining quota
+    │   ├── PriceNotConfirmedError  stopped after the survey: the price was not confirmed
     │   └── BudgetExhaustedError    stopped at ``budget=N``; everything fetched is kept
     ├── SearchInterrupted         Ctrl-C / SIGTERM / kernel interrupt (also a KeyboardInterrupt)
     ├── CacheError                an unreadable or corrupt cache file (named)
@@ -74,6 +75,9 @@ KNOBS: dict[str, Knob] = {
     "budget": Knob("budget={value}", "--budget {value}", python_bare="budget=",
                    cli_bare="--budget N"),
     "allow_partial": Knob("allow_partial=True", "--allow-partial"),
+    "yes": Knob("confirm=True", "--yes"),
+    "ask_above": Knob("ask_above={value}", "--ask-above {value}", env="PARCELSEARCH_ASK_ABOVE",
+                      python_bare="ask_above=", cli_bare="--ask-above N"),
     "tolerance": Knob("tolerance={value}", "--tolerance {value}", python_bare="tolerance=",
                       cli_bare="--tolerance METRES"),
     "quota": Knob("quota={value!r}", "--quota {value}", env="PARCELSEARCH_QUOTA",
@@ -183,6 +187,7 @@ __all__ = [
     "OutputKeptError",
     "BudgetError",
     "QuotaWouldExceedError",
+    "PriceNotConfirmedError",
     "BudgetExhaustedError",
     "SearchInterrupted",
     "TeamStoreError",
@@ -311,6 +316,18 @@ class QuotaWouldExceedError(BudgetError):
         super().__init__(message, hints=hints)
         self.needed = needed
         self.allowed = allowed
+
+
+class PriceNotConfirmedError(BudgetError):
+    """Stopped at the decision point, after the survey and before the bulk: the price is
+    above what may be spent without asking, and nobody said yes. Nothing fetched is lost."""
+
+    def __init__(
+        self, message: str, *, needed: int, threshold: int, hints: Sequence[Hint] = ()
+    ) -> None:
+        super().__init__(message, hints=hints)
+        self.needed = needed
+        self.threshold = threshold
 
 
 class BudgetExhaustedError(BudgetError):

@@ -22,7 +22,8 @@ from typing import TextIO
 from parcelsearch.errors import Dialect, Hint, ParcelSearchError
 
 __all__ = ["ParcelSearchWarning", "RowNumberIdsWarning", "NothingMatchedWarning",
-           "CoordinatesWarning", "KeptFileWarning", "OldPagesWarning", "warn", "as_messages"]
+           "CoordinatesWarning", "KeptFileWarning", "OldPagesWarning", "PartialResultWarning",
+           "warn", "as_messages"]
 
 _PACKAGE = str(Path(__file__).resolve().parent)
 
@@ -62,6 +63,11 @@ class RowNumberIdsWarning(ParcelSearchWarning):
 
 class NothingMatchedWarning(ParcelSearchWarning):
     """A search spent calls and matched no parcel at all."""
+
+
+class PartialResultWarning(ParcelSearchWarning):
+    """``allow_partial``: the search returned what fitted (``result.complete`` is ``False``);
+    the message names what is missing and how to resume."""
 
 
 class CoordinatesWarning(ParcelSearchWarning):

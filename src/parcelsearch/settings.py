@@ -77,6 +77,9 @@ ENV_MATCH: Final = "PARCELSEARCH_MATCH"
 ENV_PROFILE: Final = "PARCELSEARCH_PROFILE"
 ENV_CONFIG_DIR: Final = "PARCELSEARCH_CONFIG_DIR"
 ENV_MAX_AGE: Final = "PARCELSEARCH_MAX_AGE"
+ENV_ASK_ABOVE: Final = "PARCELSEARCH_ASK_ABOVE"
+#: Calls a search spends past its survey without asking (a fifth of a 500-call month).
+DEFAULT_ASK_ABOVE: Final = 100
 #: The application's name for platformdirs (the user's cache, data and config folders).
 APP_NAME: Final = "parcelsearch"
 
@@ -239,6 +242,9 @@ _OPTIONS: Final = (
     Option("config_dir", "folder of the saved profiles (never their keys, which stay in "
                          "the OS keyring, or a file readable by you only when there is none)",
            ENV_CONFIG_DIR, _user_config_dir, _path),
+    Option("ask_above", "calls a search spends past its price without asking (--yes or "
+                        "confirm=True to go on)",
+           ENV_ASK_ABOVE, lambda: DEFAULT_ASK_ABOVE, _number),
 )
 
 

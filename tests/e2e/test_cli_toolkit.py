@@ -371,17 +371,27 @@ def test_a_tls_failure_of_the_market_list_is_not_counted_either(env, service, ke
 
 def test_the_progress_bar_total_never_shrinks_nor_goes_back(env, service, key, areas_file,
                                                            tmp_path, capsys) -> None:
-    """Without --quiet: no total until page 1 of every piece is in, then the exact one."""
+    """Without --quiet: one bar per phase, each made with its total known (page 1 of every
+    piece, then every page), that total never changed; 100 % only at a bar's very end."""
     code, _, err = run(["search", str(areas_file), "--active-markets-only", "--out",
                         str(tmp_path / "ids.csv")], capsys)
     assert code == 0, err
-    states = [(int(n), int(total)) for n, total in re.findall(r"\| *(\d+)/(\d+) \[", err)]
+    states = [(label, int(n), int(total)) for label, n, total in
+              re.findall(r"(page 1|search): +\d+%\|[^|]*\| *(\d+)/(\d+) \[", err)]
     assert states, err
-    totals = [total for _, total in states]
-    assert totals == sorted(totals) and totals[-1] == 16  # the pages of the 4 active areas
-    assert states[-1] == (16, 16)
-    full = next(i for i, (n, total) in enumerate(states) if n >= total)
-    assert all(state == (16, 16) for state in states[full:])  # 100 % only at the very end
+    bars: list[list[tuple[int, int]]] = []
+    for i, (label, n, total) in enumerate(states):
+        if i == 0 or label != states[i - 1][0]:
+            bars.append([])
+        bars[-1].append((n, total))
+    assert [label for label, _, _ in states[:1]] == ["page 1"] and len(bars) == 2
+    assert bars[-1][-1] == (16, 16)  # the pages of the 4 active areas
+    for bar in bars:
+        assert len({total for _, total in bar}) == 1  # made with its total, never changed
+        counts = [n for n, _ in bar]
+        assert counts == sorted(counts)
+        full = next(i for i, (n, total) in enumerate(bar) if n >= total)
+        assert all(state == bar[-1] for state in bar[full:])  # 100 % only at the end
 
 
 def test_tables_on_the_terminal_are_capped_and_hold_no_polygons(tmp_path, capsys) -> None:

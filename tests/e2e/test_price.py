@@ -3,12 +3,20 @@ point 3), on the command line and in Python; calls witnessed by the service's re
 
 from __future__ import annotations
 
+import re
 from pathlib import Path
+from typing import Any
 
+import geopandas as gpd
 import pytest
-from _cli import run, served
+import shapely
+from _cli import PYTHON, run, served
 
 import parcelsearch
+from parcelsearch.notices import PartialResultWarning
+from parcelsearch_service.synth import fabric_for
+
+TRACTS = Path(__file__).resolve().parents[1] / "data" / "sf_tracts_2020.geojson"
 
 
 def test_the_command_line_prices_before_spending(env, service, key, tmp_path: Path,
@@ -47,3 +55,183 @@ def test_python_progress_prices_before_spending(make_client, demo_areas, service
     assert f"needs about {first.calls} calls" in str(refused.value)
     assert f"budget={first.calls}." in str(refused.value)
     assert len(service.keys.requests(client.key_name)) == first.calls
+
+
+# -- issue 49: the price before the bulk, the survey and the decision point -----------------
+
+
+def _search_argv(tmp_path: Path, areas: Any, *extra: str) -> list[str]:
+    path = tmp_path / "areas.gpkg"
+    if not path.exists():
+        areas.to_file(path)
+    return ["search", str(path), "--id-column", "area_id", "--out", str(tmp_path / "a.csv"),
+            *extra]
+
+
+@pytest.mark.slow
+def test_a_search_above_the_threshold_asks_before_its_bulk(env, service, key, tmp_path: Path,
+                                                           capsys, monkeypatch) -> None:
+    """The '309-call case', scaled: seven pieces whose pages cost well above --ask-above.
+    Page 1 of each (the survey: every piece, they are few) is spent, then the search stops
+    without a terminal and without --yes; --yes goes on; a --budget covering it goes on."""
+    monkeypatch.delenv("PARCELSEARCH_ASK_ABOVE")  # the default a person gets: 100
+    argv = _search_argv(tmp_path, parcelsearch.demo_areas())
+    code, _, err = run([*argv, "--ask-above", "5"], capsys)
+    assert code == 3, err
+    assert served(service, key) == 7  # the survey only: page 1 of each piece
+    lines = err.splitlines()
+    price = next(line for line in lines if line.startswith("price: exactly"))
+    total = int(price.split()[2])
+    assert total - 7 > 5
+    assert f"this search needs exactly {total} calls: {total - 7} calls still to spend, " \
+           "more than the 5 a search spends without asking" in err
+    assert "Pass --yes to spend them" in err and f"--budget {total - 7}" in err
+    assert f"--ask-above {total - 7}" in err and not PYTHON.search(err)
+
+    # A run without a terminal, without --yes, under the default threshold: the same stop
+    # (the cached page 1s are not paid again), nothing spent past the decision point.
+    code, _, err = run([*argv, "--ask-above", str(total - 8)], capsys)
+    assert code == 3 and served(service, key) == 7, err
+
+    # On a terminal the user is asked, and no is no.
+    monkeypatch.setattr("sys.stdin.isatty", lambda: True)
+    asked: list[str] = []
+    monkeypatch.setattr("builtins.input", lambda q: asked.append(q) or "n")
+    code, _, err = run([*argv, "--ask-above", "5"], capsys)
+    assert code == 3 and served(service, key) == 7
+    assert asked == [f"spend exactly {total - 7} calls in all ({total - 7:,} still to "
+                     "spend)? [y/N] "]
+    monkeypatch.setattr("builtins.input", lambda q: "y")
+    code, _, err = run([*argv, "--ask-above", "5"], capsys)
+    assert code == 0 and served(service, key) == total, err
+
+    # Another cache: --yes spends without asking, a budget covering the price goes on.
+    monkeypatch.setattr("sys.stdin.isatty", lambda: False)
+    for flags in (["--yes"], ["--budget", str(total)]):
+        monkeypatch.setenv("PARCELSEARCH_CACHE_DIR", str(tmp_path / f"cache{flags[0]}"))
+        before = served(service, key)
+        code, _, err = run([*argv, "--ask-above", "5", *flags], capsys)
+        assert code == 0 and served(service, key) == before + total, err
+
+
+def test_python_decides_with_an_argument_never_a_prompt(make_client, demo_areas, service,
+                                                        monkeypatch) -> None:
+    client = make_client()
+    monkeypatch.setattr("builtins.input", lambda q: pytest.fail("asked on stdin"))
+    with pytest.raises(parcelsearch.PriceNotConfirmedError) as stopped:
+        parcelsearch.search(demo_areas, client=client, ask_above=5, progress=False)
+    assert len(service.keys.requests(client.key_name)) == 7
+    text = str(stopped.value)
+    assert "Pass confirm=True to spend them" in text and "ask_above=" in text
+    assert stopped.value.result is not None and not stopped.value.result.complete
+    result = parcelsearch.search(demo_areas, client=client, ask_above=5, confirm=True,
+                                 progress=False)
+    assert result.complete
+    assert len(service.keys.requests(client.key_name)) == result.calls + 7
+
+
+def _cut(areas: gpd.GeoDataFrame, parts: int) -> gpd.GeoDataFrame:
+    """Each area cut by a ``parts`` × ``parts`` grid over its bounds (block-like parts)."""
+    shapes = []
+    for geom in areas.geometry:
+        x0, y0, x1, y1 = geom.bounds
+        for i in range(parts):
+            for j in range(parts):
+                cell = shapely.box(x0 + (x1 - x0) * i / parts, y0 + (y1 - y0) * j / parts,
+                                   x0 + (x1 - x0) * (i + 1) / parts,
+                                   y0 + (y1 - y0) * (j + 1) / parts)
+                shapes.extend(p for p in shapely.get_parts(geom.intersection(cell))
+                              if isinstance(p, shapely.Polygon) and p.area > 1e-9)
+    return gpd.GeoDataFrame({"area_id": range(len(shapes))}, geometry=shapes, crs=4326)
+
+
+@pytest.mark.slow
+def test_san_francisco_tracts_get_an_interval_before_more_than_the_survey(
+        start_own_service, tmp_path: Path, capsys) -> None:
+    """A 288-tract-like case: SF's tracts cut into ~100 block-like areas under a synthetic
+    fabric. The survey (a sample of page 1s, at most a tenth of the estimate) is all that is
+    spent before the price with its 95 % interval, which holds the true total."""
+    areas = _cut(gpd.read_file(TRACTS), 2)
+    svc = start_own_service(parcels=fabric_for(areas))
+    name = "sf-price"
+    key = svc.keys.create(name, key_type="production", quota=100_000, per_second=1_000)
+    client = parcelsearch.Client(api_key=key, base_url=svc.base_url,
+                                 ca_bundle=str(svc.ca_path), cache_dir=tmp_path / "cache",
+                                 rate=200)
+    with pytest.raises(parcelsearch.PriceNotConfirmedError) as stopped:
+        parcelsearch.search(areas, client=client, ask_above=50, quota="500/month")
+    lines = capsys.readouterr().err.splitlines()
+    surveyed = len(svc.keys.requests(name))
+    said = next(re.match(r"survey: page 1 of (\d+) of the (\d+) pieces", line)
+                for line in lines if line.startswith("survey: "))
+    assert said is not None and int(said[1]) <= surveyed < int(said[2])
+    price = next(line for line in lines if "95% interval" in line and line.startswith("price"))
+    low, high = (int(x.replace(",", "")) for x in
+                 re.search(r"95% interval ([\d,]+)–([\d,]+)", price).groups())
+    assert f"{surveyed} already spent, {surveyed} of them a survey" in price
+    assert "never waste" in price
+    assert "95% interval" in str(stopped.value)
+    left = 500 - surveyed
+    assert any(re.fullmatch(rf"quota: it would leave about \d+ of the {left} left this month",
+                            line) for line in lines), lines
+    result = parcelsearch.search(areas, client=client, confirm=True, progress=False)
+    true_total = len(svc.keys.requests(name))
+    assert result.complete and true_total == surveyed + result.calls
+    assert low <= true_total <= high
+    assert surveyed <= 0.1 * true_total + 1  # the survey: about a tenth at most
+
+
+def test_allow_partial_returns_the_partial_result_in_python(make_client, demo_areas,
+                                                             service) -> None:
+    client = make_client()
+    with pytest.warns(PartialResultWarning, match="is partial") as told:
+        result = parcelsearch.search(demo_areas, client=client, budget=9, allow_partial=True,
+                                     progress=False)
+    assert not result.complete and 7 < result.calls <= 9  # whole areas, the cheapest first
+    assert len(service.keys.requests(client.key_name)) == result.calls
+    message = str(told[0].message)
+    assert "not complete" in message and "search again with budget=" in message
+
+
+def test_price_lines_are_whole_lines_apart_from_the_bar(env, service, key, tmp_path: Path,
+                                                         capsys) -> None:
+    """Every price line is a whole line of its own (no bar's carriage return in it, no
+    word cut), and on a resume the first price is the calls still needed, never 'about 0'."""
+    argv = _search_argv(tmp_path, parcelsearch.demo_areas())
+    code, _, err = run([*argv, "--budget", "9", "--allow-partial"], capsys)
+    assert code == 3, err
+    spent = served(service, key)
+    code, _, err = run(argv, capsys)
+    assert code == 0, err
+    prices = [line for line in err.split("\n") if "price:" in line]
+    assert prices and all(line.startswith("price: ") and "\r" not in line and
+                          line.endswith(")") for line in prices)
+    first = prices[0]
+    assert "about 0 " not in first and not first.startswith("price: exactly 0 ")
+    needed = served(service, key) - spent
+    assert first.startswith(f"price: exactly {needed} call")
+
+
+def test_price_in_python_pays_only_the_survey_and_the_search_reuses_it(
+        make_client, demo_areas, service) -> None:
+    client = make_client()
+    price = parcelsearch.price(demo_areas, client=client)
+    assert len(service.keys.requests(client.key_name)) == price.spent == 7  # page 1s only
+    assert str(price).startswith(f"price: exactly {price.total} calls")
+    result = parcelsearch.search(demo_areas, client=client, confirm=True, progress=False)
+    assert result.calls == price.remaining  # the surveyed pages were reused, as priced
+    assert len(service.keys.requests(client.key_name)) == price.total
+    again = parcelsearch.price(demo_areas, client=client)
+    assert (again.total, again.spent) == (0, 0)  # all cached: nothing to pay
+    with pytest.raises(parcelsearch.ConfigurationError, match="refresh='all'"):
+        parcelsearch.price(demo_areas, client=client, refresh="changed")
+
+
+def test_a_budget_with_allow_partial_is_the_cap_chosen_and_not_asked(make_client, demo_areas,
+                                                                     service) -> None:
+    client = make_client()
+    with pytest.warns(PartialResultWarning):
+        result = parcelsearch.search(demo_areas, client=client, ask_above=5, budget=9,
+                                     allow_partial=True, progress=False)
+    assert not result.complete and 7 < result.calls <= 9
+    assert len(service.keys.requests(client.key_name)) == result.calls

@@ -125,6 +125,29 @@ def _budget(value: Any, made: Mapping[str, Any]) -> int | None:
     return check_count(value, 0, "budget", hints=[Hint("budget", None, "set {knob}")])
 
 
+def _ask_above(value: Any, made: Mapping[str, Any]) -> int:
+    from parcelsearch import settings
+
+    if value is None:
+        value = settings.options.ask_above
+        if isinstance(value, float) and value.is_integer():
+            value = int(value)
+    return check_count(value, 0, "ask_above",
+                       hints=[Hint("ask_above", None, "set {knob} (calls)")])
+
+
+def _confirm(value: Any, made: Mapping[str, Any]) -> bool | Callable[[Any], bool]:
+    if value is None:
+        return False
+    if isinstance(value, bool):
+        return value
+    if callable(value):
+        answer: Callable[[Any], bool] = value
+        return answer
+    raise ConfigurationError(f"confirm must be True or False, got {value!r}",
+                             hints=[Hint("yes", None, "pass {knob} to spend without asking")])
+
+
 def _workers(value: Any, made: Mapping[str, Any]) -> int:
     return check_count(DEFAULT_WORKERS if value is None else value, 1, "workers")
 
@@ -187,6 +210,8 @@ class SearchOptions:
     budget: int | None = _option(None, _budget, optional=True)
     quota: Quota | None = _option(None, _quota, optional=True)
     allow_partial: bool = _option(False)
+    ask_above: int = _option(100, _ask_above)
+    confirm: bool | Callable[[Any], bool] = _option(False, _confirm, flag="--yes")
     max_age: float | None = _option(None, _max_age, optional=True)
     refresh: str = _option("cached", _refresh)
     verify_sample: float = _option(DEFAULT_VERIFY_SAMPLE, _verify_sample)

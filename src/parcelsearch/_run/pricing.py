@@ -9,7 +9,12 @@ wherever that figure is shown:
 
 - **exactly**: every page's count is known (after phase 1, or nothing left to fetch);
 - **about**: estimated from the run history (every piece to fetch was searched before);
-- **at least**: some pieces were never searched, so their later pages are not known yet.
+- **at least**: some pieces were never searched, so their later pages are not known yet;
+- **about … (95 % interval a–b)**: after a survey (:mod:`parcelsearch._run.survey`): page 1
+  of a sample of the pieces never searched, and the rest estimated from it.
+
+:func:`surveyed` makes that last price; :func:`quota_line` says what it would leave of the
+key's quota.
 """
 
 from __future__ import annotations
@@ -20,7 +25,7 @@ from dataclasses import dataclass
 
 from parcelsearch.stores.history import Previous
 
-__all__ = ["Price", "estimate", "exact_rest"]
+__all__ = ["Price", "estimate", "exact_rest", "surveyed", "quota_line"]
 
 
 def _calls(n: int) -> str:
@@ -29,9 +34,12 @@ def _calls(n: int) -> str:
 
 @dataclass(frozen=True)
 class Price:
-    """What a run will spend: ``first`` calls for page 1 (exact), ``later`` for the later
-    pages (``known``: ``"exact"``, ``"estimated"`` from the run history, or ``"lower"``
-    bound when some pieces were never searched), ``spent`` already spent in this run.
+    """The price of a search (:func:`parcelsearch.price`, the price lines).
+
+    What a run will spend: ``first`` calls for page 1 (exact), ``later`` for the later
+    pages (``known``: ``"exact"``, ``"estimated"`` from the run history, ``"surveyed"``
+    with the interval ``low``–``high``, or ``"lower"`` bound when some pieces were never
+    searched), ``spent`` already spent in this run.
 
     ``worst`` is the later pages' cost if every piece re-read its pages (with
     ``refresh="changed"``, when every piece had changed), when that differs.
@@ -45,6 +53,14 @@ class Price:
     worst: int | None = None
     #: Of ``later``: the verify sample's pages, dropped first when the rest does not fit.
     sample: int = 0
+    #: After a survey: the 95 % interval of :attr:`total`, the pieces surveyed (their page
+    #: 1 is in ``spent``) and the pieces never searched (surveyed or estimated from it).
+    low: int | None = None
+    high: int | None = None
+    surveyed: int = 0
+    unknown: int = 0
+    #: Of ``later``: exactly known (pages told by page 1, not cached).
+    exact_later: int = 0
 
     @property
     def total(self) -> int:
@@ -59,14 +75,33 @@ class Price:
     @property
     def word(self) -> str:
         """``"exactly"``, ``"about"`` or ``"at least"``: how well :attr:`total` is known."""
-        return {"exact": "exactly", "estimated": "about"}.get(self.known, "at least")
+        return {"exact": "exactly", "estimated": "about", "surveyed": "about"}.get(
+            self.known, "at least")
+
+    @property
+    def remaining(self) -> int:
+        """Calls still to spend (:attr:`total` less what was spent)."""
+        return self.first + self.later
+
+    @property
+    def upper(self) -> int:
+        """The most the whole run is expected to need (the interval's top, else the total)."""
+        return self.high if self.high is not None else self.total
+
+    def interval(self) -> str:
+        """``", 95% interval 790–905"``, or nothing when the price has none."""
+        if self.low is None or self.high is None:
+            return ""
+        return f", 95% interval {self.low:,}–{self.high:,}"
 
     def needs(self) -> str:
-        """``"about 271 calls"`` (the whole run's price, with its word)."""
-        return f"{self.word} {_calls(self.total)}"
+        """``"about 271 calls"`` (the whole run's price, with its word and interval)."""
+        return f"{self.word} {_calls(self.total)}{self.interval()}"
 
     def parts(self) -> str:
         """How :attr:`total` is made: the page 1s, the later pages, what was spent."""
+        if self.known == "surveyed":
+            return self._surveyed_parts()
         first = (f"exactly {self.first:,} for page 1 of {self.pieces:,} "
                  f"piece{'s' * (self.pieces != 1)}" if self.first else "")
         later = {
@@ -82,6 +117,18 @@ class Price:
         spent = f"{self.spent:,} already spent" if self.spent else ""
         return "; ".join(p for p in (spent, first, later) if p)
 
+    def _surveyed_parts(self) -> str:
+        spent = (f"{self.spent:,} already spent, {self.surveyed:,} of them a survey (page 1 of "
+                 f"{self.surveyed:,} of the {self.unknown:,} pieces never searched: the "
+                 "search's own pages, cached and used, never waste)")
+        first = (f"exactly {self.first:,} for page 1 of the other {self.first:,} "
+                 f"piece{'s' * (self.first != 1)}" if self.first else "")
+        guessed = self.later - self.exact_later
+        later = (f"exactly {self.exact_later:,} for the later pages page 1 told"
+                 if self.exact_later else "")
+        rest = f"about {guessed:,} for the other pieces' later pages, from the survey"
+        return "; ".join(p for p in (spent, first, later, rest) if p)
+
     def refusal(self) -> str:
         """The price as a refusal says it: ``at least 6 calls`` when only the page 1s are
         known, else with its parts."""
@@ -93,9 +140,12 @@ class Price:
         """The price line shown before spending: ``price: about 271 calls (…)``."""
         return f"price: {self.needs()} ({self.parts()})"
 
+    def __str__(self) -> str:
+        return self.line()
+
 
 def estimate(first: Sequence[tuple[int | None, Previous | None]], *, mode: str,
-             fraction: float = 0.0, cached_later: int = 0) -> Price:
+             fraction: float = 0.0, cached_later: int = 0, known_later: int = 0) -> Price:
     """The price before phase 1, for the pieces whose page 1 must be fetched.
 
     Parameters
@@ -111,6 +161,9 @@ def estimate(first: Sequence[tuple[int | None, Previous | None]], *, mode: str,
     cached_later
         Pieces whose page 1 came from the cache and that have later pages: counted as
         cached too (they usually are), which makes the figure an estimate.
+    known_later
+        Later pages of the pieces whose page 1 came from the cache that are not cached
+        themselves: exactly that many calls (a resume's price is never "about 0").
     """
     later = worst = unknown = 0
     inferred: list[int] = []  # refresh="changed": later pages of pieces searched before
@@ -129,7 +182,7 @@ def estimate(first: Sequence[tuple[int | None, Previous | None]], *, mode: str,
     sampled = 0
     if inferred and fraction > 0:  # the verify sample: ceil(fraction × n) pieces, their mean
         sampled = round(math.ceil(fraction * len(inferred)) * sum(inferred) / len(inferred))
-    later += sampled
+    later += sampled + known_later
     return Price(first=len(first), later=later, pieces=len(first), sample=sampled,
                  known="lower" if unknown else (
                      "estimated" if first or cached_later else "exact"),
@@ -139,3 +192,49 @@ def estimate(first: Sequence[tuple[int | None, Previous | None]], *, mode: str,
 def exact_rest(jobs: int, spent: int) -> Price:
     """The price after phase 1: ``jobs`` later pages, exactly, after ``spent`` calls."""
     return Price(first=0, later=jobs, known="exact", spent=spent)
+
+
+def surveyed(*, spent: int, first: int, exact_later: int, history_later: int,
+             estimated: int, low: int, high: int, surveyed_pieces: int,
+             unknown: int) -> Price:
+    """The price after a survey.
+
+    Parameters
+    ----------
+    spent
+        Calls this run spent (the survey's).
+    first
+        Page 1s still to fetch.
+    exact_later
+        Later pages page 1 told (stored or surveyed) that are not cached.
+    history_later
+        Later pages of pieces the run history knows (estimated).
+    estimated, low, high
+        The later pages of the pieces not surveyed, estimated from the survey, and their
+        95 % interval.
+    surveyed_pieces, unknown
+        Pieces surveyed, of ``unknown`` never searched.
+    """
+    later = exact_later + history_later + estimated
+    base = spent + first + exact_later + history_later
+    return Price(first=first, later=later, known="surveyed", pieces=first, spent=spent,
+                 low=base + low, high=base + high, surveyed=surveyed_pieces,
+                 unknown=unknown, exact_later=exact_later)
+
+
+def quota_line(price: Price, left: int | None, limit: int | None, period: str | None) -> str:
+    """What the run would leave of the key's quota: ``left`` calls now, of ``limit`` per
+    ``period`` (``"month"`` or ``"lifetime"``); empty when no quota is known."""
+    if left is None or limit is None or period is None:
+        return ""
+    need = price.remaining
+    word = "exactly" if price.known == "exact" else "about"
+    when = "this month" if period == "month" else "for good"
+    if need <= left:
+        return f"quota: it would leave {word} {left - need:,} of the {left:,} left {when}"
+    short = need - left
+    if period == "month" and limit > 0:
+        months = math.ceil(short / limit)
+        return (f"quota: {left:,} left this month, {word} {short:,} short: the rest needs "
+                f"{months} more month{'s' * (months != 1)} at {limit:,} a month")
+    return f"quota: {left:,} left {when}, {word} {short:,} short"

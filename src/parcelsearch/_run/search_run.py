@@ -3,7 +3,10 @@
 A run spends in two phases, so the price is known before it is paid:
 
 1. **Page 1 of every piece** not already cached. Its cost (one call a piece) is checked
-   against the budget and the known quota *before anything is spent*.
+   against the budget and the known quota *before anything is spent*. Where 30 or more
+   pieces were never searched, page 1 of a sample of them comes first (the survey,
+   :mod:`parcelsearch._run.survey`): the whole price with its 95 % interval, then the
+   decision point (``ask_above``, ``confirm``) before the bulk.
 2. **Pages 2..n.** Page 1 told how many pages each piece has, so the exact number of calls
    left is known. It is checked again before spending; a run that cannot finish stops here
    and says the exact calls needed — or, with ``allow_partial``, spends what is allowed on
@@ -23,9 +26,10 @@ on the raised error's ``.result``.
 
 from __future__ import annotations
 
+import hashlib
 import logging
+import math
 import signal
-import sys
 import uuid
 from collections.abc import Callable, Hashable, Iterable
 from typing import Any, TypeVar
@@ -34,13 +38,13 @@ import geopandas as gpd
 import pandas as pd
 import shapely
 import shapely.prepared
-from tqdm.auto import tqdm
 
 from parcelsearch import notices, settings, stores
 from parcelsearch._fetch.client import Client
-from parcelsearch._run import pricing, refreshing
+from parcelsearch._run import pricing, refreshing, survey
 from parcelsearch._run.fetching import Fetcher, PageBaseLearned, PageSpend, PieceState, Run
 from parcelsearch._run.options import DEFAULT_WORKERS, SearchOptions
+from parcelsearch._run.progress import Progress
 from parcelsearch._shared import next_month_start
 from parcelsearch.errors import (
     AreasFailedError,
@@ -50,6 +54,7 @@ from parcelsearch.errors import (
     Hint,
     InputError,
     ParcelSearchError,
+    PriceNotConfirmedError,
     QuotaWouldExceedError,
     SearchInterrupted,
     TeamStoreError,
@@ -67,7 +72,7 @@ from parcelsearch.stores.spending import Spending
 T = TypeVar("T")
 S = TypeVar("S")
 
-__all__ = ["search", "search_with", "DEFAULT_WORKERS"]
+__all__ = ["search", "search_with", "price", "DEFAULT_WORKERS"]
 
 _log = logging.getLogger(__name__)
 
@@ -126,6 +131,10 @@ def _noun(n: int) -> str:
 
 def _calls(n: int) -> str:
     return f"{n} {_noun(n)}"
+
+
+def _areas(n: int) -> str:
+    return f"{n} area is" if n == 1 else f"{n} areas are"
 
 
 def _limit_text(run: Run, what: str, allowed: int) -> str:
@@ -189,6 +198,12 @@ def _areas_failed(failed: dict[Hashable, str], result: SearchResult,
         f"{len(failed)} of {areas} areas failed ({named}{more}); the other areas are "
         "complete. Everything fetched is cached: running the same search again pays only "
         "for what is missing.", failures=dict(failed), result=result)
+
+
+def _area_m2(polygon: shapely.Polygon) -> float:
+    """A piece's area in m² (near enough: degrees² scaled at its latitude)."""
+    return float(polygon.area * 111_320.0 * 110_574.0
+                 * math.cos(math.radians(polygon.centroid.y)))
 
 
 # -- frames ---------------------------------------------------------------------------------
@@ -287,6 +302,8 @@ def search(
     budget: int | None = None,
     quota: Quota | str | None = None,
     allow_partial: bool = False,
+    ask_above: int | None = None,
+    confirm: bool | Callable[[pricing.Price], bool] = False,
     cache: ResponseCache | bool | None = None,
     ledger: Ledger | bool | None = None,
     max_age: float | str | None = None,
@@ -340,7 +357,20 @@ def search(
         what this machine has spent with the key.
     allow_partial
         When the run cannot finish within the budget or quota, spend what is allowed on
-        finishing whole areas, the cheapest first, instead of stopping.
+        finishing whole areas, the cheapest first, and return that partial result
+        (``result.complete`` is ``False``) with a
+        ``parcelsearch.notices.PartialResultWarning`` naming what is missing and how
+        to resume, instead of raising.
+    ask_above
+        The decision point: when the price (after the survey, before the bulk) leaves more
+        than this many calls to spend, the search stops there with
+        :class:`~parcelsearch.PriceNotConfirmedError` naming the price and its
+        interval, unless ``confirm=True`` or a ``budget`` covers the interval's top.
+        Default ``PARCELSEARCH_ASK_ABOVE``, else 100 (a fifth of a 500-call month).
+    confirm
+        ``True``: go past the decision point without asking (nothing is ever asked on
+        stdin). A callable is given the :class:`~parcelsearch.Price` and says
+        yes or no (the command line asks on a terminal this way).
     cache, ledger
         Response cache and quota ledger: ``None`` for the defaults (in the client's cache
         folder), ``False`` to go without, or an instance.
@@ -404,8 +434,14 @@ def search(
         fit. ``.result`` holds
         what was fetched; with ``allow_partial=True`` the whole areas that fit are finished
         and returned instead (``result.complete`` is ``False``).
+        Also raised after the survey when its estimate does not fit.
+    PriceNotConfirmedError
+        The decision point: the price leaves more than ``ask_above`` calls to spend and
+        neither ``confirm`` nor a budget covering it said to go on; ``.result`` holds the
+        survey's pages (cached).
     BudgetExhaustedError
-        Retries used up the budget mid-run; ``.result`` holds what was fetched.
+        Retries used up the budget mid-run; ``.result`` holds what was fetched (with
+        ``allow_partial=True`` the result is returned instead, with a warning).
     SearchInterrupted
         Ctrl-C, SIGTERM or a kernel interrupt: no request started after it; ``.result``
         holds what was fetched (all of it cached). A second interrupt is not caught.
@@ -430,7 +466,7 @@ def search(
     options = SearchOptions.resolve(
         plan, tolerance=tolerance, connectors=connectors, match=match, id_column=id_column,
         trust_crs=trust_crs, trust_tolerance=trust_tolerance, budget=budget, quota=quota,
-        allow_partial=allow_partial, max_age=max_age,
+        allow_partial=allow_partial, ask_above=ask_above, confirm=confirm, max_age=max_age,
         refresh=refresh, verify_sample=verify_sample, active_markets_only=active_markets_only,
         market_column=market_column, progress=progress, workers=workers, team=team, user=user)
     client = client if client is not None else Client()
@@ -450,6 +486,70 @@ def search(
                            history=opened.history)
     finally:
         opened.spending.close()
+
+
+def price(
+    areas: Any = None,
+    *,
+    client: Client | None = None,
+    plan: Plan | None = None,
+    id_column: str | None = None,
+    tolerance: float | None = None,
+    match: str | None = None,
+    quota: Quota | str | None = None,
+    refresh: bool | str = False,
+    progress: bool = False,
+) -> pricing.Price:
+    """The price of a search before its bulk, paying only for its survey.
+
+    What :func:`search` with the same arguments would spend in all, with its 95 % interval
+    where it is estimated: page 1 of a sample of the pieces never searched (all of them
+    when they are fewer than 30) is fetched and cached, so the search that follows reuses
+    those pages and pays only the rest (``price.remaining``). Nothing is spent when every
+    count is known from the cache or the run history.
+
+    Parameters
+    ----------
+    areas, client, plan, id_column, tolerance, match, quota
+        As for :func:`search`.
+    refresh
+        ``False`` or ``True``/``"all"`` as for :func:`search` (``"changed"`` re-reads page 1
+        of every piece, which is its price's minimum: use :func:`search`).
+    progress
+        Show the survey's bar and the price lines (off by default: the price is returned).
+
+    Returns
+    -------
+    Price
+        ``total`` calls (``word``: exactly, about), ``low``/``high`` its interval after a
+        survey, ``spent`` on the survey, ``remaining`` for the search that follows;
+        ``str(price)`` is the price line.
+
+    Raises
+    ------
+    QuotaWouldExceedError
+        Page 1 of every piece, or the estimate, does not fit the known quota.
+    ConfigurationError
+        ``refresh="changed"``.
+    """
+    if refresh == "changed":
+        raise ConfigurationError(
+            "price() prices a search that reads what is not cached (refresh=False or "
+            "'all'); a changed-refresh's price is page 1 of every piece, then what changed",
+            hints=[Hint("refresh", "all", "use {knob}, or search with refresh='changed'")])
+    told: list[pricing.Price] = []
+
+    def tell(price: pricing.Price) -> bool:
+        told.append(price)
+        return False
+
+    try:
+        result = search(areas, client=client, plan=plan, id_column=id_column,
+                        tolerance=tolerance, match=match, quota=quota, refresh=refresh,
+                        progress=progress, ask_above=0, confirm=tell)
+    except PriceNotConfirmedError:
+        return told[-1]
+    return pricing.Price(first=0, later=0, known="exact", spent=result.calls)
 
 
 def _store(given: S | bool | None, kind: type[S], default: Callable[[], S]) -> S | None:
@@ -497,12 +597,12 @@ class _Search:
         self.price: pricing.Price | None = None
         #: The result, once made (:meth:`_result`): a run ends once.
         self.result: SearchResult | None = None
+        self.progress = Progress(self.options.progress)
 
     def run(self) -> SearchResult:
         options = self.options
-        # No total until page 1 of every piece says how many pages there are: a total that
-        # had to grow would take the bar back below 100 %, one that had to shrink would lie.
-        bar = tqdm(total=None, desc="search", unit=" page", disable=not options.progress)
+        # One bar per phase, each made with its total known (see _run.progress).
+        bar = self.progress
         fetcher = Fetcher(self.run_state, options.workers, bar)
         try:
             if options.active_markets_only:
@@ -538,16 +638,34 @@ class _Search:
                 failure.spent = self.run_state.calls  # the run's, not the one refused attempt's
             if isinstance(failure, ParcelSearchError):
                 failure.result = self._result(stopping=True)
+            if isinstance(failure, BudgetExhaustedError) and options.allow_partial:
+                return self._partial(failure)
             raise failure
         result = self._result()
         failed = {s.piece.area_id: s.failure for s in self.states if s.failure is not None}
         if failed:
             raise _areas_failed(failed, result, len(self.plan.areas))
         if self.limited is not None and not result.complete:
-            raise self._partial_stop(result)
+            return self._partial(self._partial_stop(result))
         for notice in (result.nothing_matched_warning(), result.old_pages_warning()):
             if notice is not None:
                 notices.warn(notice)
+        return result
+
+    def _partial(self, error: BudgetExhaustedError) -> SearchResult:
+        """``allow_partial``: the partial result, returned with a warning naming what is
+        missing and how to resume (the command line writes it and exits as the error)."""
+        result = error.result
+        assert isinstance(result, SearchResult)
+        left = sum(len(s.missing()) for s in self.states)
+        warning = notices.PartialResultWarning(
+            f"{error.message} The result is partial (result.complete is False): "
+            f"{_areas(len(self.plan.areas) - len(result.areas_complete or []))} not "
+            f"complete, at least {_calls(left)} missing.",
+            hints=[Hint("budget", max(left, 1), "to resume, search again with {knob} or more "
+                                                "(what is cached is not paid again)")])
+        warning.error = error  # type: ignore[attr-defined]  # the command line raises it
+        notices.warn(warning)
         return result
 
     def _read_again_from_zero(self, fetcher: Fetcher, bar: Any) -> Fetcher:
@@ -588,14 +706,27 @@ class _Search:
         allowance = run.allowance()
         self.refresh.start(self.states, run.cached)
         todo = _first_pages(self.states, run)
-        bar.update(len(self.states) - len(todo))
+        previous = {id(s): self.refresh.check(s).previous for s in todo}
+        surveys = self.refresh.mode != "changed"
+        known_later = len(_later_pages([s for s in self.states if s.pages is not None], run)) \
+            if surveys else 0
         self.price = pricing.estimate(
-            [(None, self.refresh.check(s).previous) for s in todo], mode=self.refresh.mode,
-            fraction=self.refresh.fraction,
-            cached_later=sum(1 for s in self.states if (s.pages or 0) > 1))
+            [(None, previous[id(s)]) for s in todo], mode=self.refresh.mode,
+            fraction=self.refresh.fraction, known_later=known_later,
+            cached_later=0 if surveys else sum(1 for s in self.states if (s.pages or 0) > 1))
         self._say(self.price.line())
         todo = self._affordable(todo, lambda s: s.piece.area_id, allowance, spent_first=False)
-        fetcher.fetch((state, 1) for state in todo)
+        unknown = [s for s in todo if previous[id(s)] is None] if surveys else []
+        if unknown:
+            self._survey(fetcher, unknown, todo, previous)
+            if fetcher.failure is not None or run.stop.is_set():
+                return
+        if self.price.known != "lower":
+            self._decide()
+        rest = [s for s in todo if s.pages is None and s.failure is None]
+        if rest:
+            self.progress.start("page 1", len(rest))
+            fetcher.fetch((state, 1) for state in rest)
         if fetcher.failure is not None or run.stop.is_set():
             return
         # Phase 2: the exact price of the rest is known now.
@@ -607,13 +738,14 @@ class _Search:
         if allowed is not None and len(jobs) > allowed and self.refresh.shrink_sample(
                 states, f"phase 2 did not fit the {what} with it"):
             jobs = _later_pages(states, run)  # the sampled pieces' pages from the cache
+        said = self.price.line() if self.price is not None else ""
         self.price = pricing.exact_rest(len(jobs), run.calls)
-        self._say(self.price.line())
-        bar.total = sum(max(1, s.pages or 1) for s in states)  # exact from now on
-        bar.n = sum(len(s.data) for s in states)
-        bar.refresh()
+        if self.price.line() != said:  # after a census it was said already
+            self._say(self.price.line())
         jobs = self._affordable(jobs, lambda job: job[0].piece.area_id, allowance,
                                 spent_first=True)
+        self.progress.start("search", sum(max(1, s.pages or 1) for s in self._wanted(states)),
+                            sum(len(s.data) for s in self._wanted(states)))
         fetcher.fetch(jobs)
         # Pieces fetched again because their answer changed: finish them too.
         while fetcher.failure is None and not run.stop.is_set():
@@ -623,10 +755,122 @@ class _Search:
                 break
             fetcher.fetch(again)
 
+    # -- the survey and the decision point -----------------------------------------------
+
+    def _survey(self, fetcher: Fetcher, unknown: list[PieceState], todo: list[PieceState],
+                previous: dict[int, Any]) -> None:
+        """Page 1 of a stratified random sample of the pieces never searched (every one of
+        them when they are few), in rounds until the price's interval is useful; then the
+        price with its interval (:attr:`price`)."""
+        run = self.run_state
+        # Seeded by the pieces themselves: the same search surveys the same sample.
+        seed = hashlib.sha256("\n".join(s.piece.polygon_json for s in unknown).encode())
+        strata = survey.stratify([_area_m2(s.piece.geometry) for s in unknown],
+                                 seed.hexdigest())
+        history = sum(max(1, previous[id(s)].pages) for s in todo if previous[id(s)] is not None)
+        step = survey.pilot_size(len(unknown))
+        if step < len(unknown):
+            self._say(f"survey: page 1 of {step:,} of the {len(unknown):,} pieces never "
+                      f"searched ({_calls(step)}, more in rounds while the interval is wide, "
+                      "a tenth of the estimate at most; the search's own pages, cached and "
+                      "used, never waste) to price the rest")
+        costs: dict[int, int] = {}
+        estimate = None
+        while step:
+            chosen = strata.take(step)
+            if not chosen:
+                break
+            self.progress.start("survey" if len(costs) + len(chosen) < len(unknown)
+                                else "page 1", len(chosen))
+            fetcher.fetch((unknown[i], 1) for i in chosen)
+            if fetcher.failure is not None or run.stop.is_set():
+                return
+            costs.update({i: max(1, unknown[i].pages or 1) for i in chosen})
+            estimate = survey.estimate(strata, costs)
+            step = survey.next_round(estimate, history)
+        assert estimate is not None
+        self.price = self._surveyed_price(estimate, costs, unknown, todo, previous)
+        self._say(self.price.line())
+        quota = self._quota_line()
+        if quota:
+            self._say(quota)
+
+    def _surveyed_price(self, estimate: survey.Estimate, costs: dict[int, int],
+                        unknown: list[PieceState], todo: list[PieceState],
+                        previous: dict[int, Any]) -> pricing.Price:
+        """The whole run's price after the survey."""
+        run = self.run_state
+        exact_later = sum(len(s.missing()) for s in self.states
+                          if s.pages is not None and s.failure is None)
+        waiting = [s for s in todo if s.pages is None and s.failure is None]
+        history = [s for s in waiting if previous[id(s)] is not None]
+        history_later = sum(max(0, previous[id(s)].pages - 1) for s in history)
+        if estimate.surveyed == estimate.pieces:  # a census: every count is known
+            return pricing.Price(first=len(history), later=exact_later + history_later,
+                                 known="estimated" if history else "exact",
+                                 pieces=len(history), spent=run.calls)
+        told = sum(costs.values())
+        others = len(unknown) - len(costs)
+        return pricing.surveyed(
+            spent=run.calls, first=len(waiting), exact_later=exact_later,
+            history_later=history_later,
+            estimated=max(0, estimate.value - told - others),
+            low=max(0, estimate.low - told - others), high=max(0, estimate.high - told - others),
+            surveyed_pieces=len(costs), unknown=len(unknown))
+
+    def _quota_line(self) -> str:
+        """What the price would leave of the key's quota (empty when none is known)."""
+        run = self.run_state
+        quota = run.quota
+        if quota is None or self.price is None:
+            return ""
+        left = dict((what, n) for n, what in run.spending.limits(quota)).get("quota")
+        if left is None:
+            return ""
+        return pricing.quota_line(self.price, left, quota.limit, quota.period)
+
+    def _decide(self) -> None:
+        """The decision point, before the bulk: refused when the estimate does not fit the
+        budget or quota (unless ``allow_partial``; a price known exactly is refused after
+        phase 1, as before); stopped when it leaves more than ``ask_above`` calls to spend
+        and neither ``confirm`` nor a budget (covering the interval's top, or with
+        ``allow_partial`` the cap the user chose) says to go on."""
+        price, run, options = self.price, self.run_state, self.options
+        assert price is not None
+        allowed, what = run.allowance()
+        if allowed is not None and price.remaining > allowed and not options.allow_partial:
+            if price.known != "surveyed":
+                return  # known exactly: refused after phase 1, naming the exact calls
+            raise self._with_result(QuotaWouldExceedError(
+                f"this search needs {price.refusal()}, but {_limit_text(run, what, allowed)}; "
+                f"stopped after the survey ({_calls(run.calls)} spent, its pages cached: "
+                "running the search again reuses them).", needed=price.remaining,
+                allowed=allowed, hints=[
+                    *([Hint("budget", price.upper - price.spent, "raise {knob}")]
+                      if what == "budget" else []),
+                    Hint("allow_partial", None, "pass {knob} to finish the areas that fit")]))
+        if price.remaining <= options.ask_above or options.confirm is True:
+            return
+        if options.budget is not None and (options.allow_partial or options.budget - run.calls
+                                           >= price.upper - price.spent):
+            return  # the budget given covers the price to the interval's top, or is the cap
+        if callable(options.confirm) and options.confirm(price):
+            return
+        raise self._with_result(PriceNotConfirmedError(
+            f"this search needs {price.needs()}: {_calls(price.remaining)} still to spend, "
+            f"more than the {options.ask_above:,} a search spends without asking; stopped "
+            f"before spending them ({_calls(run.calls)} spent"
+            f"{' on the survey, its pages cached' if run.calls else ''}: running the search "
+            "again reuses them).", needed=price.remaining, threshold=options.ask_above,
+            hints=[Hint("yes", None, "pass {knob} to spend them"),
+                   Hint("budget", price.upper - price.spent,
+                        "or set {knob}" + (" (the interval's top)" if price.high else "")
+                        + " to spend at most that"),
+                   Hint("ask_above", price.remaining, "or raise {knob}")]))
+
     def _say(self, line: str) -> None:
-        """A line above the progress bar (the price before spending), when it is shown."""
-        if self.options.progress:
-            tqdm.write(line, file=sys.stderr)
+        """A whole line before the next bar (a price, a survey, the quota), when shown."""
+        self.progress.say(line)
 
     def _wanted(self, states: list[PieceState]) -> list[PieceState]:
         if self.areas_wanted is None:

@@ -28,8 +28,9 @@ EXIT_CODES = {
     0: "complete",
     1: "failed (the message says why)",
     2: "usage: what you gave is wrong (an option, the areas file, a setting); nothing was spent",
-    3: "stopped by --budget or the key's quota (refused before spending, or mid-run), or "
-       "some areas failed (each named, the others complete); "
+    3: "stopped by --budget or the key's quota (refused before spending, or mid-run), at the "
+       "decision point (the price not confirmed: --yes), or some areas failed (each named, "
+       "the others complete); "
        "the partial --out is written",
     130: "interrupted (Ctrl-C); the partial --out is written",
     143: "terminated (SIGTERM); the partial --out is written",

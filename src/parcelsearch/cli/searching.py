@@ -12,6 +12,7 @@ import argparse
 import json
 import socket
 import sys
+import warnings
 from pathlib import Path
 from typing import TYPE_CHECKING
 from urllib.parse import urlsplit
@@ -37,12 +38,14 @@ from parcelsearch.errors import (
     ParcelSearchError,
     TransportError,
 )
+from parcelsearch.notices import PartialResultWarning
 from parcelsearch.settings import options
 
 if TYPE_CHECKING:
     import geopandas as gpd
 
     from parcelsearch._fetch.client import Client
+    from parcelsearch._run.pricing import Price
     from parcelsearch.result import SearchResult
 
 __all__ = ["COMMANDS", "run_plan", "run_search", "run_markets", "run_doctor", "run_demo",
@@ -232,6 +235,13 @@ def _declare_search(parser: Parser) -> None:
     parser.add_argument("--allow-partial", action="store_true",
                         help="with --budget below the plan's need: spend the budget and resume "
                              "later")
+    parser.add_argument("--ask-above", type=count_argument(0), metavar="N",
+                        help="the decision point: after the survey, when the price leaves more "
+                             "than N calls to spend, ask on a terminal (y/N) and stop "
+                             "otherwise, nothing lost (default: $PARCELSEARCH_ASK_ABOVE, else "
+                             "100); a --budget covering the price's interval goes on")
+    parser.add_argument("--yes", action="store_true",
+                        help="go past the decision point without asking (for scripts)")
     parser.add_argument("--quota", type=arguments.quota, metavar="QUOTA",
                         help="the key's quota if known: demo, production, 500/month, "
                              "50/lifetime (default: $PARCELSEARCH_QUOTA); runs that cannot fit "
@@ -262,8 +272,8 @@ def _declare_search(parser: Parser) -> None:
                         help="requests in flight at once, all paced by one rate limiter "
                              "(default 8)")
     parser.add_argument("--quiet", action="store_true",
-                        help="no progress bar and no price line (the price before spending, "
-                             "on stderr)")
+                        help="no progress bar and no price lines (the price before spending, "
+                             "each whole on its own line on stderr)")
     add_connection(parser)
     add_team_member(parser)
 
@@ -292,33 +302,40 @@ def run_search(args: argparse.Namespace) -> int:
     _prepare_outputs(args)  # before anything is spent: a folder made, or a clear error
     check_listening(client.base_url)
     try:
-        result = pipeline.search(
-            areas,
-            client=client,
-            tolerance=args.tolerance,
-            connectors=args.connectors,
-            match=args.match,
-            id_column=args.id_column,
-            trust_crs=args.trust_crs,
-            trust_tolerance=args.trust_tolerance,
-            budget=args.budget,
-            quota=quota,
-            allow_partial=args.allow_partial,
-            max_age=args.max_age,
-            refresh=args.refresh,
-            verify_sample=args.verify_sample,
-            active_markets_only=args.active_markets_only,
-            market_column=args.market_column,
-            progress=not args.quiet,
-            workers=args.workers,
-            team=args.team,
-            user=args.user,
-        )
+        with warnings.catch_warnings(record=True) as caught:
+            warnings.simplefilter("always", PartialResultWarning)
+            result = pipeline.search(
+                areas,
+                client=client,
+                tolerance=args.tolerance,
+                connectors=args.connectors,
+                match=args.match,
+                id_column=args.id_column,
+                trust_crs=args.trust_crs,
+                trust_tolerance=args.trust_tolerance,
+                budget=args.budget,
+                quota=quota,
+                allow_partial=args.allow_partial,
+                max_age=args.max_age,
+                refresh=args.refresh,
+                verify_sample=args.verify_sample,
+                active_markets_only=args.active_markets_only,
+                market_column=args.market_column,
+                progress=not args.quiet,
+                workers=args.workers,
+                team=args.team,
+                user=args.user,
+                ask_above=args.ask_above,
+                confirm=True if args.yes else _ask_price,
+            )
     except ParcelSearchError as exc:
         if isinstance(exc.result, SearchResult):
             _write(exc.result, args, partial=True)
         raise
-    _write(result, args, partial=False)
+    stopped = _partial_error(caught)
+    _write(result, args, partial=stopped is not None)
+    if stopped is not None:
+        raise stopped  # --allow-partial: the partial is written, the stop is told as before
     return 0
 
 
@@ -330,6 +347,27 @@ def _prepare_outputs(args: argparse.Namespace) -> None:
     for knob in ("out", "out_tiles", "out_map"):
         if getattr(args, knob, None) is not None:
             outputs.prepare_path(Path(getattr(args, knob)), knob)
+
+
+def _partial_error(caught: list[warnings.WarningMessage]) -> ParcelSearchError | None:
+    """The stop a partial result was returned with (``--allow-partial``), if any; every
+    other warning caught is shown as it would have been."""
+    stopped = None
+    for item in caught:
+        error = getattr(item.message, "error", None)
+        if isinstance(item.message, PartialResultWarning) and \
+                isinstance(error, ParcelSearchError):
+            stopped = error
+        else:
+            warnings.showwarning(item.message, item.category, item.filename, item.lineno)
+    return stopped
+
+
+def _ask_price(price: Price) -> bool:
+    """The decision point on the command line: asked on a terminal, never on a pipe (a
+    script says --yes, or a --budget that covers the price)."""
+    return _confirmed(f"spend {price.needs().replace('calls', 'calls in all')} "
+                      f"({price.remaining:,} still to spend)? [y/N] ")
 
 
 def _write(result: SearchResult, args: argparse.Namespace, *, partial: bool) -> None:

@@ -1,0 +1,238 @@
+"""The price estimate before the bulk: coverage, interval width and survey share.
+
+Run ``python bench/price_estimate.py`` (from the repository root or ``bench/``; the real
+boundaries need the ``bench`` extra: ``pip install -e ".[bench]"``). It prints a table and
+writes it to the ``price`` section of ``bench/RESULTS.md``.
+
+For each area set the areas are planned as a search plans them (:func:`parcelsearch.plan`),
+a synthetic parcel fabric is laid under them (:func:`parcelsearch_service.synth.fabric_for`,
+thinned by a density that varies across space for the rural and mixed sets), and each
+piece's true cost (``max(1, pages)`` calls, ``pages = ceil(rows / 100)``, rows counted by
+the reference service's rule: the parcel's representative point in the piece) is known.
+The survey (:mod:`parcelsearch._run.survey`) then sees only what page 1 of a surveyed
+piece tells — its pages — and states the whole price with its 95 % interval. Each set is
+surveyed ``TRIALS`` times with different random samples; the table shows the first
+trial's figures beside the true total, and the coverage over all trials.
+
+Area sets (>= 20): San Francisco's 2020 census tracts (``tests/data``), whole and cut
+into block-like parts, under dense, thinned and spatially varying fabrics; New Zealand's
+small offshore islands (``nzgeom``), rural (thinned hard); and synthetic sets of squares
+of mixed sizes under fabrics whose density varies from a town centre outwards.
+"""
+
+from __future__ import annotations
+
+import math
+import sys
+from pathlib import Path
+
+import geopandas as gpd
+import numpy as np
+import pandas as pd
+import shapely
+
+import parcelsearch
+from parcelsearch._run import survey
+from parcelsearch_service import synth
+
+sys.path.insert(0, str(Path(__file__).parent))
+from _results import write_section  # noqa: E402
+
+ROOT = Path(__file__).resolve().parents[1]
+TRIALS = 40
+PAGE = 100
+
+
+def _thinned(parcels: gpd.GeoDataFrame, keep: np.ndarray, seed: int) -> gpd.GeoDataFrame:
+    rng = np.random.default_rng(seed)
+    return parcels[rng.random(len(parcels)) < keep].reset_index(drop=True)
+
+
+def _density(parcels: gpd.GeoDataFrame, kind: str, seed: int) -> gpd.GeoDataFrame:
+    """The fabric thinned: ``dense`` (as made), ``rural`` (5–15 %), ``varying`` (from 100 %
+    at a random centre to 5 % at the far edge), ``patchy`` (random blobs)."""
+    if kind == "dense":
+        return parcels
+    xy = shapely.get_coordinates(parcels.geometry.representative_point())
+    lo, hi = xy.min(axis=0), xy.max(axis=0)
+    unit = (xy - lo) / np.maximum(hi - lo, 1e-9)
+    rng = np.random.default_rng(seed)
+    if kind == "rural":
+        keep = 0.05 + 0.10 * unit[:, 0]
+    elif kind == "varying":
+        centre = rng.random(2)
+        distance = np.hypot(*(unit - centre).T) / math.sqrt(2)
+        keep = np.clip(1.0 - 1.9 * distance, 0.05, 1.0)
+    else:  # patchy
+        keep = np.full(len(xy), 0.08)
+        for _ in range(6):
+            centre, radius = rng.random(2), 0.08 + 0.15 * rng.random()
+            keep = np.maximum(keep, np.exp(-(np.hypot(*(unit - centre).T) / radius) ** 2))
+    return _thinned(parcels, keep, seed)
+
+
+def true_costs(pieces: list[shapely.Polygon], parcels: gpd.GeoDataFrame) -> np.ndarray:
+    """Each piece's calls, ``max(1, ceil(rows / 100))``, rows by the service's rule."""
+    points = parcels.geometry.representative_point().to_numpy()
+    tree = shapely.STRtree(points)
+    which, _ = tree.query(np.asarray(pieces, dtype=object), predicate="intersects")
+    rows = np.bincount(which, minlength=len(pieces))
+    return np.maximum(1, np.ceil(rows / PAGE)).astype(int)
+
+
+def piece_areas(pieces: list[shapely.Polygon]) -> list[float]:
+    """The pieces' areas in m² (as the search measures them)."""
+    return [survey_area(p) for p in pieces]
+
+
+def survey_area(polygon: shapely.Polygon) -> float:
+    lat = polygon.centroid.y
+    return float(polygon.area * 111_320.0 ** 2 * math.cos(math.radians(lat)))
+
+
+def run_survey(areas: list[float], costs: np.ndarray, seed: str) -> tuple[survey.Estimate, int]:
+    """The survey as a search runs it: the estimate of the whole and the calls it spent."""
+    strata = survey.stratify(areas, seed)
+    known: dict[int, int] = {}
+    step = survey.pilot_size(len(areas))
+    while step:
+        chosen = strata.take(step)
+        if not chosen:
+            break
+        for i in chosen:
+            known[i] = int(costs[i])
+        current = survey.estimate(strata, known)
+        step = survey.next_round(current, 0)
+    return current, len(known)
+
+
+# -- area sets ------------------------------------------------------------------------------
+
+
+def sf_tracts() -> gpd.GeoDataFrame:
+    tracts = gpd.read_file(ROOT / "tests" / "data" / "sf_tracts_2020.geojson")
+    return tracts.rename(columns={"tract": "area_id"})
+
+
+def cut(areas: gpd.GeoDataFrame, parts: int, seed: int) -> gpd.GeoDataFrame:
+    """Each area cut into about ``parts`` block-like parts (a jittered grid over it)."""
+    rng = np.random.default_rng(seed)
+    shapes = []
+    for geom in areas.geometry:
+        x0, y0, x1, y1 = geom.bounds
+        k = max(1, round(math.sqrt(parts * rng.uniform(0.5, 1.5))))
+        xs = np.sort(np.r_[x0, rng.uniform(x0, x1, k - 1), x1])
+        ys = np.sort(np.r_[y0, rng.uniform(y0, y1, k - 1), y1])
+        for i in range(k):
+            for j in range(k):
+                part = geom.intersection(shapely.box(xs[i], ys[j], xs[i + 1], ys[j + 1]))
+                for poly in shapely.get_parts(part):
+                    if isinstance(poly, shapely.Polygon) and poly.area > 1e-9:
+                        shapes.append(poly)
+    return gpd.GeoDataFrame({"area_id": range(len(shapes))}, geometry=shapes, crs=4326)
+
+
+def squares(count: int, seed: int, span_km: float = 12.0) -> gpd.GeoDataFrame:
+    """``count`` squares of mixed sizes (60 to 900 m a side) scattered over a town."""
+    rng = np.random.default_rng(seed)
+    lon0, lat0 = -97.35, 32.75
+    shapes = []
+    for _ in range(count):
+        side = float(np.exp(rng.uniform(math.log(60), math.log(900))))
+        x, y = rng.uniform(0, span_km * 1000, 2)
+        dx = side / (111_320.0 * math.cos(math.radians(lat0)))
+        dy = side / 110_574.0
+        cx = lon0 + x / (111_320.0 * math.cos(math.radians(lat0)))
+        cy = lat0 + y / 110_574.0
+        shapes.append(shapely.box(cx, cy, cx + dx, cy + dy))
+    return gpd.GeoDataFrame({"area_id": range(len(shapes))}, geometry=shapes, crs=4326)
+
+
+def nz_islands(seed: int) -> gpd.GeoDataFrame:
+    """Small offshore islands of the Hauraki Gulf and around (0.005–2 km² each), real coastlines."""
+    import nzgeom
+
+    root = Path(nzgeom.__file__).parent / "data" / "coastlines"
+    coast = gpd.read_file(root / "nz-coastlines-and-islands-polygons-topo-150k.gpkg")
+    gulf = shapely.box(1_700_000, 5_880_000, 1_840_000, 6_000_000)  # NZTM
+    islands = coast[coast.intersects(gulf) & coast.area.between(5e3, 2e6)]
+    rng = np.random.default_rng(seed)
+    chosen = islands.iloc[rng.permutation(len(islands))[: max(30, len(islands) * 2 // 3)]]
+    return gpd.GeoDataFrame({"area_id": range(len(chosen))},
+                            geometry=list(chosen.geometry), crs=coast.crs).to_crs(4326)
+
+
+def area_sets() -> list[tuple[str, str, gpd.GeoDataFrame, str, int]]:
+    """(name, kind, areas, density, seed) for every set."""
+    tracts = sf_tracts()
+    sets: list[tuple[str, str, gpd.GeoDataFrame, str, int]] = []
+    for parts, density, seed in ((4, "dense", 1), (4, "varying", 2), (6, "patchy", 3),
+                                 (6, "dense", 5), (12, "dense", 6), (6, "varying", 7),
+                                 (12, "patchy", 8), (20, "varying", 9), (8, "rural", 10),
+                                 (10, "varying", 21), (16, "dense", 22)):
+        sets.append((f"SF tracts cut ~{parts}, {density}", "dense tracts",
+                     cut(tracts, parts, seed), density, seed))
+    for count, density, seed in ((80, "varying", 11), (150, "varying", 12),
+                                 (150, "patchy", 13), (250, "dense", 14), (120, "rural", 15),
+                                 (300, "patchy", 16)):
+        sets.append((f"{count} squares, {density}", "mixed sizes", squares(count, seed),
+                     density, seed))
+    try:
+        for density, seed in (("rural", 17), ("varying", 18), ("patchy", 19), ("dense", 20)):
+            sets.append((f"NZ gulf islands, {density}", "real islands", nz_islands(seed),
+                         density, seed))
+    except ImportError:
+        print("nzgeom is not installed (pip install -e '.[bench]'): NZ sets left out")
+    return sets
+
+
+def measure() -> pd.DataFrame:
+    rows = []
+    for name, kind, areas, density, seed in area_sets():
+        plan = parcelsearch.plan(areas, id_column="area_id")
+        pieces = [p.geometry for p in plan.pieces]
+        parcels = _density(synth.fabric_for(areas, seed=seed, max_parcels=3_000_000),
+                           density, seed)
+        costs = true_costs(pieces, parcels)
+        areas_m2 = piece_areas(pieces)
+        total = int(costs.sum())
+        trials = [run_survey(areas_m2, costs, f"{seed}-{t}") for t in range(TRIALS)]
+        first, spent = trials[0]
+        covered = sum(e.low <= total <= e.high for e, _ in trials)
+        rows.append({
+            "area set": name, "kind": kind, "pieces": len(pieces), "parcels": len(parcels),
+            "true total": total, "estimate": first.value,
+            "95% interval": f"{first.low:,}–{first.high:,}",
+            "inside": "yes" if first.low <= total <= first.high else "NO",
+            "half-width %": round(100 * first.half_width, 1),
+            "survey calls": spent, "survey % of total": round(100 * spent / total, 1),
+            f"covered of {TRIALS}": covered,
+            "max half-width %": round(max(100 * e.half_width for e, _ in trials), 1),
+            "max survey %": round(max(100 * s / total for _, s in trials), 1),
+        })
+        print(rows[-1], flush=True)
+    return pd.DataFrame(rows)
+
+
+def main() -> None:
+    table = measure()
+    inside = int((table["inside"] == "yes").sum())
+    trials = int(table[f"covered of {TRIALS}"].sum())
+    summary = (
+        f"{len(table)} area sets: the true total inside the stated 95 % interval in {inside} "
+        f"of {len(table)} (first trial); over {TRIALS} random surveys of each, {trials:,} of "
+        f"{TRIALS * len(table):,} ({100 * trials / (TRIALS * len(table)):.1f} %). Half-width "
+        f"at most {table['max half-width %'].max():g} % of the estimate (median "
+        f"{table['half-width %'].median():g} %); the survey at most "
+        f"{table['max survey %'].max():g} % of the total (median "
+        f"{table['survey % of total'].median():g} %).")
+    print()
+    print(table.to_string(index=False))
+    print()
+    print(summary)
+    write_section("price", "## Price estimate before the bulk (`bench/price_estimate.py`)\n\n"
+                  + summary + "\n\n" + table.to_markdown(index=False) + "\n")
+
+
+if __name__ == "__main__":
+    main()
