@@ -159,7 +159,7 @@ def test_san_francisco_tracts_get_an_interval_before_more_than_the_survey(
                                  ca_bundle=str(svc.ca_path), cache_dir=tmp_path / "cache",
                                  rate=200)
     with pytest.raises(parcelsearch.PriceNotConfirmedError) as stopped:
-        parcelsearch.search(areas, client=client, ask_above=50, quota="500/month")
+        parcelsearch.search(areas, client=client, ask_above=50, quota="1000/month")
     lines = capsys.readouterr().err.splitlines()
     surveyed = len(svc.keys.requests(name))
     said = next(re.match(r"survey: page 1 of (\d+) of the (\d+) pieces", line)
@@ -171,7 +171,7 @@ def test_san_francisco_tracts_get_an_interval_before_more_than_the_survey(
     assert f"{surveyed} already spent, {surveyed} of them a survey" in price
     assert "never waste" in price
     assert "95% interval" in str(stopped.value)
-    left = 500 - surveyed
+    left = 1000 - surveyed
     assert any(re.fullmatch(rf"quota: it would leave about \d+ of the {left} left this month",
                             line) for line in lines), lines
     result = parcelsearch.search(areas, client=client, confirm=True, progress=False)
