@@ -57,7 +57,7 @@ CONNECT_TIMEOUT = 5
 #: treated as this long from when it was set.
 MOST_PAUSE = 120.0
 #: A turn at the pacer is never further ahead than this many of the key's intervals (and a
-#: pause): sixteen members with sixteen workers each queued, whatever a member wrote.
+#: pause's end): sixteen members with sixteen workers each queued, whatever a member wrote.
 HORIZON_SLOTS = 256
 #: The functions a member role may execute (the only writes to ledger, pacer and pages).
 _MEMBER_FUNCTIONS = (
@@ -377,7 +377,8 @@ DELETE FROM {SCHEMA}.leases WHERE request_key = p_key AND holder = p_holder;
 $$;
 -- The pacer is moved only by pace_turn and pause_key: a pause lasts at most
 -- {MOST_PAUSE:g} s from when it was set (the longest Retry-After honoured), a turn is never
--- further than {HORIZON_SLOTS} of the key's intervals and a pause away; who paused is kept.
+-- further than {HORIZON_SLOTS} of the key's intervals after the pause (or now); who paused
+-- is kept.
 ALTER TABLE {SCHEMA}.pacers ADD COLUMN paused_at timestamptz NOT NULL DEFAULT '-infinity',
     ADD COLUMN paused_by text, ADD COLUMN paused_role text;
 UPDATE {SCHEMA}.pacers SET paused_at = clock_timestamp(),
@@ -404,14 +405,13 @@ BEGIN
     SELECT * INTO p FROM {SCHEMA}.pacers AS x WHERE x.fingerprint = p_fp FOR UPDATE;
     pause_end := LEAST(p.paused_until,
                        p.paused_at + make_interval(secs => {MOST_PAUSE}));
-    slot := LEAST(p.next_slot, now_ + make_interval(secs => {HORIZON_SLOTS} * step
-                                                      + {MOST_PAUSE}));
+    slot := LEAST(p.next_slot, GREATEST(now_, pause_end)
+                               + make_interval(secs => {HORIZON_SLOTS} * step));
     IF pause_end < p.paused_until AND p.paused_until > now_ THEN
         why := format('a pause until %s by %s was bounded to %s s', p.paused_until,
-                      COALESCE(p.paused_by, p.paused_role, 'the owner'), {MOST_PAUSE});
+                      COALESCE(p.paused_by, p.paused_role, 'the owner'), {MOST_PAUSE:g});
     ELSIF slot < p.next_slot THEN
-        why := format('the next turn, %s s ahead, was bounded to %s s',
-                      round(EXTRACT(EPOCH FROM p.next_slot - now_)),
+        why := format('the next turn, at %s, was bounded to %s s ahead', p.next_slot,
                       round(EXTRACT(EPOCH FROM slot - now_)));
     END IF;
     turn := GREATEST(now_ + make_interval(secs => {RESERVE_LEAD}), slot, pause_end);
