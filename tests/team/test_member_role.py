@@ -271,3 +271,24 @@ def test_a_version_3_store_is_upgraded_and_its_members_lose_what_4_takes_back(
     alice.pace(RateLimiter(1000), None)
     alice.close()
     assert [row[:2] for row in _calls(url)] == [("alice", "settled")]
+
+
+def test_a_lease_longer_than_the_keys_is_treated_as_expired(team: str) -> None:
+    """A member holding a page's lease for a day (it may write leases) holds up nobody: a
+    lease ending later than the key's stored lease (and a second) is taken over at once."""
+    url = _role(team)
+    mallory, bob = _member(url, "mallory"), _member(url, "bob")
+    key = _page().request_key
+    assert mallory.claim(key, None, threading.Event()) is None
+    with psycopg.connect(url, autocommit=True) as conn:
+        conn.execute(f"UPDATE {SCHEMA}.leases SET expires = 'infinity'")
+    stop = threading.Event()
+    timer = threading.Timer(30, stop.set)  # waiting would end in Cancelled, not a hang
+    timer.start()
+    assert bob.claim(key, None, stop) is None  # bob's lease now, not a wait
+    timer.cancel()
+    with psycopg.connect(team) as conn:
+        holders = conn.execute(f"SELECT holder FROM {SCHEMA}.leases").fetchall()
+    assert holders == [(bob.holder,)]
+    mallory.close()
+    bob.close()
