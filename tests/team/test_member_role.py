@@ -7,8 +7,8 @@ connecting as itself. The searches against the service are in
 from __future__ import annotations
 
 import logging
-import os
 import threading
+import uuid
 from typing import Any
 
 import psycopg
@@ -33,7 +33,6 @@ from parcelsearch.stores.team.store import HORIZON_SLOTS, MOST_PAUSE, SCHEMA, VE
 FP = "0123456789abcdef"
 IDS = ("0123456789abcdef0", "0123456789abcdef1")
 INVENTED = ("fffffffffffffffff", "eeeeeeeeeeeeeeeee")
-_ROLES = iter(range(1_000_000))
 
 
 class _Client:
@@ -49,7 +48,7 @@ def team(postgres: Any) -> str:
 
 def _role(team: str) -> str:
     """A new member role of ``team``; the store's URL logging in as it."""
-    role = f"member_{os.getpid()}_{next(_ROLES)}"
+    role = f"member_{uuid.uuid4().hex[:12]}"
     with psycopg.connect(team, autocommit=True) as conn:
         conn.execute(f'CREATE ROLE "{role}" LOGIN')
     init_team(team, role)
@@ -245,7 +244,7 @@ def test_a_version_3_store_is_upgraded_and_its_members_lose_what_4_takes_back(
     from parcelsearch.stores.team import store
 
     url = postgres.database("team")
-    role = f"member_{os.getpid()}_{next(_ROLES)}"
+    role = f"member_{uuid.uuid4().hex[:12]}"
     with psycopg.connect(url, autocommit=True) as conn:
         conn.execute(f'CREATE ROLE "{role}" LOGIN')
         conn.execute(f"CREATE SCHEMA {SCHEMA}")
@@ -292,3 +291,13 @@ def test_a_lease_longer_than_the_keys_is_treated_as_expired(team: str) -> None:
     assert holders == [(bob.holder,)]
     mallory.close()
     bob.close()
+
+
+def test_team_pace_needs_a_rate_or_clear_pause(
+        team: str, capsys: pytest.CaptureFixture[str]) -> None:
+    """``team pace`` with neither ``--rate`` nor ``--clear-pause`` is a usage error naming
+    both (exit 2), before the key is even read."""
+    from _cli import run
+
+    code, _, err = run(["team", "pace", "--team", team], capsys)
+    assert code == 2 and "--rate" in err and "--clear-pause" in err, err
