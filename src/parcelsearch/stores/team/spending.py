@@ -8,13 +8,18 @@ for a key, in the team's PostgreSQL store, shared by every member on every machi
 - **Ledger**: every call is reserved, just before it is sent (after its turn at the pacer),
   by one call of ``parcelsearch_team.reserve`` (the stored quota, the member's own quota and
   budget checked and the row inserted under row locks), settled once sent, refunded
-  (deleted) when the service did not count it. A reservation whose fate is unknown stays: it
-  counts as spent (a member killed leaves at most its calls on the wire so).
+  (deleted) when the service did not count it, both by the token ``reserve`` returned (kept
+  in this process only; the store has its sha256). A reservation whose fate is unknown
+  stays: it counts as spent (a member killed leaves at most its calls on the wire so).
 - **Pacer**: one row per key holds the next free send slot; a member claims a slot with one
-  ``UPDATE … RETURNING`` (spaced by the key's stored pace, whatever the member's settings)
-  and sleeps outside any transaction until it comes. A 429 with ``Retry-After`` stores a
-  pause in the same row, so every member waits.
-- **Pages**: any member's page is every member's; before fetching, a member claims a lease
+  call of ``parcelsearch_team.pace_turn`` (spaced by the key's stored pace, whatever the
+  member's settings; never further than the policy's bound, said in a warning when a
+  stored value was beyond it) and sleeps outside any transaction until it comes. A 429 with
+  ``Retry-After`` stores a pause in the same row (``pause_key``: at most 120 s, with who
+  paused), so every member waits.
+- **Pages**: any member's page is every member's (kept by ``keep_page``, which never
+  changes a page another role wrote; a page read that does not add up is not used); before
+  fetching, a member claims a lease
   on the page (single flight): the others wait and read it when it lands. A live member
   renews its leases (every third of the lease); one killed loses them within a lease
   (seconds), and another member takes the page over. The local parquet cache stays this
