@@ -390,7 +390,7 @@ LANGUAGE plpgsql SECURITY DEFINER SET search_path = pg_catalog, pg_temp AS $$
 DECLARE
     k record;
     p record;
-    now_ timestamptz := clock_timestamp();
+    now_ timestamptz;
     step double precision := 1.0 / ({DEFAULT_RATE} * (1 - {DEFAULT_MARGIN}));
     pause_end timestamptz;
     slot timestamptz;
@@ -403,6 +403,7 @@ BEGIN
         step := 1.0 / (k.rate * (1 - k.margin));
     END IF;
     SELECT * INTO p FROM {SCHEMA}.pacers AS x WHERE x.fingerprint = p_fp FOR UPDATE;
+    now_ := clock_timestamp();  -- after the lock: a turn counted from before it is late
     pause_end := LEAST(p.paused_until,
                        p.paused_at + make_interval(secs => {MOST_PAUSE}));
     slot := LEAST(p.next_slot, GREATEST(now_, pause_end)
