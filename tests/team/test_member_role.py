@@ -301,3 +301,18 @@ def test_team_pace_needs_a_rate_or_clear_pause(
 
     code, _, err = run(["team", "pace", "--team", team], capsys)
     assert code == 2 and "--rate" in err and "--clear-pause" in err, err
+
+
+def test_a_next_turn_beyond_its_bound_is_treated_as_bounded_and_said(
+        team: str, caplog: pytest.LogCaptureFixture) -> None:
+    """Row: a next turn stored further than 256 of the key's intervals ahead (by the owner,
+    or an older store) is taken as 256 intervals ahead; the member says so."""
+    set_pace(team, FP, Pace(1000, 0.05, 6))  # 256 intervals: 0.27 s
+    alice = _member(_role(team), "alice")
+    with psycopg.connect(team, autocommit=True) as conn:
+        conn.execute(f"UPDATE {SCHEMA}.pacers SET next_slot = 'infinity'")
+    with caplog.at_level(logging.WARNING):
+        alice.pace(RateLimiter(1000), None)
+    assert "the next turn, at infinity, was bounded" in caplog.text, caplog.text
+    assert _ahead(team)[1] <= (HORIZON_SLOTS + 2) / (1000 * 0.95)
+    alice.close()
