@@ -18,6 +18,7 @@ from _threads import moments, race
 
 from parcelsearch._fetch.http import FIRST_CALL_ALLOWANCE, Cancelled
 from parcelsearch._fetch.page import Page
+from parcelsearch._fetch.wire import request_key
 from parcelsearch.errors import ConfigurationError, QuotaWouldExceedError, TeamStoreError
 from parcelsearch.stores.local.ledger import Quota
 from parcelsearch.stores.team import Pace, init_team, set_budget, set_pace, set_quota, team_usage
@@ -42,9 +43,23 @@ def _member(url: str, user: str) -> TeamSpending:
     return TeamSpending.open(url, _Client(), user=user, cache=None)  # type: ignore[arg-type]
 
 
-def _page(key: str = "k1") -> Page:
-    return Page(request_key=key, polygon_json="[[0,0],[1,0],[1,1],[0,0]]", page=1, rows=2,
-                pages=1, data_rows=2, data=("g1", "g2"), base_url="https://x", path="/v1/search")
+_IDS = ("0123456789abcdef0", "0123456789abcdef1")
+
+
+def _key(name: str = "k1") -> str:
+    """The request key of the page :func:`_page` makes for ``name``."""
+    return request_key("https://x", "/v1/search", _polygon(name), 1)
+
+
+def _polygon(name: str) -> str:
+    return f"[[0,0],[1,0],[1,{len(name)}],[{ord(name[-1])},0],[0,0]]"
+
+
+def _page(name: str = "k1", data: tuple[str, ...] = _IDS) -> Page:
+    """A page that adds up (its key names its request), as the team store checks on read."""
+    return Page(request_key=_key(name), polygon_json=_polygon(name), page=1, rows=len(data),
+                pages=1, data_rows=len(data), data=data, base_url="https://x",
+                path="/v1/search")
 
 
 def test_init_is_idempotent_and_versioned(postgres: Any) -> None:
@@ -155,15 +170,15 @@ def test_a_pause_holds_every_member(team: str) -> None:
 def test_one_member_fetches_a_page_the_others_wait_and_read(team: str) -> None:
     alice, bob = _member(team, "alice"), _member(team, "bob")
     stop = threading.Event()
-    assert alice.claim("k1", None, stop) is None  # alice fetches
+    assert alice.claim(_key("k1"), None, stop) is None  # alice fetches
     got: list[Page | None] = []
-    waiter = threading.Thread(target=lambda: got.append(bob.claim("k1", None, stop)))
+    waiter = threading.Thread(target=lambda: got.append(bob.claim(_key("k1"), None, stop)))
     waiter.start()
     time.sleep(0.3)
     assert not got  # bob waits for alice's page
     alice.keep(_page())
     waiter.join(5)
-    assert got and got[0] is not None and got[0].data == ("g1", "g2")
+    assert got and got[0] is not None and got[0].data == _IDS
     usage = team_usage(team).set_index("name")
     assert (usage.loc["bob", "pages_shared"], usage.loc["bob", "calls_saved"]) == (1, 1)
     alice.close()
@@ -175,10 +190,10 @@ def test_an_expired_lease_is_taken_over(team: str, monkeypatch: pytest.MonkeyPat
     monkeypatch.setenv("PARCELSEARCH_TEAM_LEASE", "0.5")
     alice, bob = _member(team, "alice"), _member(team, "bob")
     stop = threading.Event()
-    assert alice.claim("k2", None, stop) is None  # alice claims, then dies (renews no more)
+    assert alice.claim(_key("k2"), None, stop) is None  # alice claims, then dies (renews no more)
     alice.close()
     start = time.monotonic()
-    assert bob.claim("k2", None, stop) is None  # bob takes over once the lease expires
+    assert bob.claim(_key("k2"), None, stop) is None  # bob takes over once the lease expires
     assert time.monotonic() - start >= 0.3
     bob.close()
 
@@ -186,13 +201,13 @@ def test_an_expired_lease_is_taken_over(team: str, monkeypatch: pytest.MonkeyPat
 def test_a_live_member_renews_its_lease(team: str, monkeypatch: pytest.MonkeyPatch) -> None:
     monkeypatch.setenv("PARCELSEARCH_TEAM_LEASE", "0.5")
     alice, bob = _member(team, "alice"), _member(team, "bob")
-    assert alice.claim("k3", None, threading.Event()) is None
+    assert alice.claim(_key("k3"), None, threading.Event()) is None
     stop = threading.Event()
     threading.Timer(1.6, stop.set).start()  # three leases' time: alice, alive, still holds it
     with pytest.raises(Cancelled):
-        bob.claim("k3", None, stop)
+        bob.claim(_key("k3"), None, stop)
     alice.keep(_page("k3"))
-    assert bob.claim("k3", None, threading.Event()) is not None  # landed: bob reads it
+    assert bob.claim(_key("k3"), None, threading.Event()) is not None  # landed: bob reads it
     alice.close()
     bob.close()
 

@@ -38,8 +38,9 @@ def _declare_team(parser: Parser) -> None:
     pace = actions.add_parser(
         "pace", help="store the key's pace ($PARCELSEARCH_API_KEY's): every member's calls are "
                      "spaced by it, and no member's own settings widen it")
-    pace.add_argument("--rate", required=True, type=number(float, low=0.001, high=1000),
-                      metavar="R", help="calls per second the key allows (0.001 to 1000)")
+    pace.add_argument("--rate", type=number(float, low=0.001, high=1000),
+                      metavar="R", help="calls per second the key allows (0.001 to 1000; "
+                                        "required unless --clear-pause is given)")
     pace.add_argument("--margin", type=number(float, low=0, high=0.5), default=0.05,
                       metavar="M", help="share of the rate the pacer keeps in reserve "
                                         "(0 to 0.5, default 0.05)")
@@ -47,6 +48,10 @@ def _declare_team(parser: Parser) -> None:
                       metavar="SECONDS", help="a page lease's length: a member killed while "
                       "fetching holds a page no longer (0.5 to 3600, default 6; a live member "
                       "renews it)")
+    pace.add_argument("--clear-pause", action="store_true",
+                      help="end the key's pause and free its pacer's next turn now (what a "
+                           "429 or a member left there; 'team usage' shows who paused, until "
+                           "when); only the store's owner can")
     budget = actions.add_parser("budget", help="store a member's budget of calls")
     budget.add_argument("--calls", required=True, type=CALLS, metavar="N",
                         help="calls the member may make per period, all keys together "
@@ -100,7 +105,15 @@ def _quota(url: str, args: argparse.Namespace) -> None:
 def _pace(url: str, args: argparse.Namespace) -> None:
     from parcelsearch.stores import team
 
+    if args.rate is None and not args.clear_pause:
+        raise ConfigurationError("team pace needs --rate R (calls per second, 0.001 to "
+                                 "1000) or --clear-pause")
     fingerprint = _key()
+    if args.clear_pause:
+        team.clear_pause(url, fingerprint)
+        print(f"key sha256:{fingerprint}: pause cleared, the next call goes at once")
+        if args.rate is None:
+            return
     pace = team.set_pace(url, fingerprint, team.Pace(args.rate, args.margin, args.lease))
     print(f"key sha256:{fingerprint}: {pace.rate:g} calls a second (a call every "
           f"{pace.interval * 1000:.0f} ms, margin {pace.margin:g}), leases of "

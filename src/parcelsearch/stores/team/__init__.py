@@ -15,6 +15,14 @@ makes it); a search joins it with ``team=URL`` (``--team``, ``$PARCELSEARCH_TEAM
 from __future__ import annotations
 
 from parcelsearch.stores.team.store import init_team
-from parcelsearch.stores.team.usage import Pace, set_budget, set_pace, set_quota, team_usage
+from parcelsearch.stores.team.usage import (
+    Pace,
+    clear_pause,
+    set_budget,
+    set_pace,
+    set_quota,
+    team_usage,
+)
 
-__all__ = ["init_team", "set_quota", "set_pace", "set_budget", "team_usage", "Pace"]
+__all__ = ["init_team", "set_quota", "set_pace", "set_budget", "clear_pause", "team_usage",
+           "Pace"]

@@ -8,13 +8,18 @@ for a key, in the team's PostgreSQL store, shared by every member on every machi
 - **Ledger**: every call is reserved, just before it is sent (after its turn at the pacer),
   by one call of ``parcelsearch_team.reserve`` (the stored quota, the member's own quota and
   budget checked and the row inserted under row locks), settled once sent, refunded
-  (deleted) when the service did not count it. A reservation whose fate is unknown stays: it
-  counts as spent (a member killed leaves at most its calls on the wire so).
+  (deleted) when the service did not count it, both by the token ``reserve`` returned (kept
+  in this process only; the store has its sha256). A reservation whose fate is unknown
+  stays: it counts as spent (a member killed leaves at most its calls on the wire so).
 - **Pacer**: one row per key holds the next free send slot; a member claims a slot with one
-  ``UPDATE … RETURNING`` (spaced by the key's stored pace, whatever the member's settings)
-  and sleeps outside any transaction until it comes. A 429 with ``Retry-After`` stores a
-  pause in the same row, so every member waits.
-- **Pages**: any member's page is every member's; before fetching, a member claims a lease
+  call of ``parcelsearch_team.pace_turn`` (spaced by the key's stored pace, whatever the
+  member's settings; never further than the policy's bound, said in a warning when a
+  stored value was beyond it) and sleeps outside any transaction until it comes. A 429 with
+  ``Retry-After`` stores a pause in the same row (``pause_key``: at most 120 s, with who
+  paused), so every member waits.
+- **Pages**: any member's page is every member's (kept by ``keep_page``, which never
+  changes a page another role wrote; a page read that does not add up is not used); before
+  fetching, a member claims a lease
   on the page (single flight): the others wait and read it when it lands. A live member
   renews its leases (every third of the lease); one killed loses them within a lease
   (seconds), and another member takes the page over. The local parquet cache stays this
@@ -29,13 +34,14 @@ import os
 import threading
 import time
 import uuid
+from collections import OrderedDict
 from typing import Any
 
 from parcelsearch import settings
 from parcelsearch._fetch.client import Client
-from parcelsearch._fetch.http import FIRST_CALL_ALLOWANCE, Cancelled, RateLimiter
-from parcelsearch._fetch.page import Page
-from parcelsearch.errors import Hint, QuotaWouldExceedError, TeamStoreError
+from parcelsearch._fetch.http import Cancelled, RateLimiter
+from parcelsearch._fetch.page import Page, check_page
+from parcelsearch.errors import Hint, MalformedResponseError, QuotaWouldExceedError, TeamStoreError
 from parcelsearch.stores.local.cache import ResponseCache
 from parcelsearch.stores.local.ledger import Quota, no_calls_left
 from parcelsearch.stores.spending import RESERVE_LEAD, Limit
@@ -62,6 +68,11 @@ _POLL = 0.1
 _POOL_WAIT = 3.0
 #: Most threads of one member that get a connection each (more wait their turn for one).
 _MOST_THREADS = 16
+#: Reservations whose tokens are kept (a refund follows its settle within one attempt;
+#: an older one's refund is dropped and the call stays spent).
+_TOKENS_KEPT = 4096
+
+_log = logging.getLogger(__name__)
 
 _PAGE_COLUMNS = ("request_key, base_url, path, polygon_json, page, rows, pages, data_rows, "
                  "data, fetched_at, paid_by")
@@ -111,6 +122,9 @@ class TeamSpending:
         self._closing = threading.Event()
         self._renewer: threading.Thread | None = None
         self._paced = itertools.count()  # calls paced by this member (0: its first)
+        self._lock = threading.Lock()
+        #: Each reservation's token (settle and refund take it; the store has its sha256).
+        self._tokens: OrderedDict[int, str] = OrderedDict()
 
     @classmethod
     def open(cls, url: str, client: Client, *, user: str, cache: ResponseCache | None,
@@ -211,11 +225,16 @@ class TeamSpending:
         """Reserve one call (just before it is sent): refused when the stored quota, the
         member's own ``quota`` or the member's budget has no call left."""
         rows = self._sql(
-            f"SELECT id, verdict, used, lim, sent FROM {SCHEMA}.reserve(%s, %s, %s, %s, %s)",
+            f"SELECT id, token, verdict, used, lim, sent "
+            f"FROM {SCHEMA}.reserve(%s, %s, %s, %s, %s)",
             (self.fingerprint, self.user, run_id, quota.limit if quota else None,
              quota.period if quota else None), doing="reserving a call")
-        ident, verdict, used, limit, sent = rows[0]
+        ident, token, verdict, used, limit, sent = rows[0]
         if verdict == "ok":
+            with self._lock:
+                self._tokens[int(ident)] = str(token)
+                while len(self._tokens) > _TOKENS_KEPT:
+                    self._tokens.popitem(last=False)
             return int(ident)
         if verdict in ("quota", "own quota"):
             stored = verdict == "quota" and self._quota is not None
@@ -225,10 +244,19 @@ class TeamSpending:
         raise _budget_spent(self.user, int(used), int(limit), int(sent))
 
     def settle(self, reservation: int) -> None:
-        self._sql(f"SELECT {SCHEMA}.settle(%s::bigint)", (reservation,), doing="settling a call")
+        """Settle by the reservation's token (kept: a refund may follow, a 429 say)."""
+        with self._lock:
+            token = self._tokens.get(reservation)
+        if token is not None:
+            self._sql(f"SELECT {SCHEMA}.settle(%s)", (token,), doing="settling a call")
 
     def refund(self, reservation: int) -> None:
-        self._sql(f"SELECT {SCHEMA}.refund(%s::bigint)", (reservation,), doing="refunding a call")
+        """Refund by the reservation's token: only the member holding it can (an unknown
+        reservation stays spent)."""
+        with self._lock:
+            token = self._tokens.pop(reservation, None)
+        if token is not None:
+            self._sql(f"SELECT {SCHEMA}.refund(%s)", (token,), doing="refunding a call")
 
     def limits(self, quota: Quota | None) -> list[Limit]:
         """What the stored quota (``"team quota"``), the member's own ``quota`` (``"quota"``)
@@ -268,14 +296,14 @@ class TeamSpending:
         call arrives late)."""
         limiter.wait(cancel)
         first = next(self._paced) == 0
-        after = self.policy.interval + (FIRST_CALL_ALLOWANCE if first else 0.0)
-        rows = self._sql(
-            f"UPDATE {SCHEMA}.pacers SET next_slot = GREATEST(clock_timestamp() "
-            "+ make_interval(secs => %s), next_slot, paused_until) + make_interval(secs => %s) "
-            "WHERE fingerprint = %s "
-            "RETURNING EXTRACT(EPOCH FROM next_slot - clock_timestamp()) - %s",
-            (RESERVE_LEAD, after, self.fingerprint, after), doing="pacing a call")
-        turn = time.monotonic() + max(0.0, float(rows[0][0]))
+        rows = self._sql(f"SELECT wait, bounded FROM {SCHEMA}.pace_turn(%s, %s)",
+                         (self.fingerprint, first), doing="pacing a call")
+        wait, bounded = rows[0]
+        if bounded is not None:
+            _log.warning("the team's pacer for key sha256:%s held more than its policy "
+                         "allows: %s (the store's owner clears it with: parcelsearch team "
+                         "pace --clear-pause)", self.fingerprint, bounded)
+        turn = time.monotonic() + max(0.0, float(wait))
         delay = max(0.0, turn - RESERVE_LEAD - time.monotonic())
         if cancel is not None:
             if cancel.wait(delay):
@@ -285,9 +313,11 @@ class TeamSpending:
         return turn
 
     def pause(self, seconds: float) -> None:
-        self._sql(f"UPDATE {SCHEMA}.pacers SET paused_until = GREATEST(paused_until, "
-                  "clock_timestamp() + make_interval(secs => %s)) WHERE fingerprint = %s",
-                  (seconds, self.fingerprint), doing="pausing the key")
+        """Pause every member (at most :data:`~parcelsearch.stores.team.store.MOST_PAUSE`
+        seconds; the store keeps who paused)."""
+        self._sql(f"SELECT {SCHEMA}.pause_key(%s, %s, %s)", (self.fingerprint, self.user,
+                                                            float(seconds)),
+                  doing="pausing the key")
 
     # -- the pages --------------------------------------------------------------------
 
@@ -305,10 +335,18 @@ class TeamSpending:
                 return hit
             time.sleep(_POLL)
 
+    @property
+    def _longest_lease(self) -> float:
+        """A lease ending later than the key's stored lease (and a second) from now was not
+        written by a member's renewer: it is treated as expired."""
+        return self.policy.lease_seconds + 1.0
+
     def _leased_by_another(self, key: str) -> bool:
         return bool(self._sql(
             f"SELECT 1 FROM {SCHEMA}.leases WHERE request_key = %s AND holder <> %s "
-            "AND expires > clock_timestamp()", (key, self.holder), doing="looking at a page"))
+            "AND expires > clock_timestamp() "
+            "AND expires <= clock_timestamp() + make_interval(secs => %s)",
+            (key, self.holder, self._longest_lease), doing="looking at a page"))
 
     def _shared(self, key: str, max_age: float | None) -> Page | None:
         """The page in the team store (kept in the local copy; a use counted when another
@@ -320,6 +358,12 @@ class TeamSpending:
         if not rows:
             return None
         page = _page(rows[0])
+        try:
+            check_page(page)
+        except MalformedResponseError as exc:
+            _log.warning("the team store's page %s… does not add up (%s): fetching it "
+                         "again, not using it", key[:12], exc)
+            return None
         if rows[0][-1] != self.user:
             self._sql(f"INSERT INTO {SCHEMA}.page_uses (request_key, member, fingerprint, "
                       f"month) VALUES (%s, %s, %s, {SCHEMA}.month_now())",
@@ -348,22 +392,19 @@ class TeamSpending:
             "VALUES (%s, %s, clock_timestamp() + make_interval(secs => %s)) "
             "ON CONFLICT (request_key) DO UPDATE SET holder = EXCLUDED.holder, "
             "expires = EXCLUDED.expires WHERE l.expires < clock_timestamp() "
-            "RETURNING holder", (key, self.holder, self.lease_seconds), doing="claiming a page")
+            "OR l.expires > clock_timestamp() + make_interval(secs => %s) RETURNING holder",
+            (key, self.holder, self.lease_seconds, self._longest_lease),
+            doing="claiming a page")
         return bool(rows)
 
     def keep(self, page: Page) -> None:
         if self.cache is not None:
             self.cache.put(page)
         self._sql(
-            f"WITH kept AS (INSERT INTO {SCHEMA}.pages ({_PAGE_COLUMNS}, fingerprint) "
-            "VALUES (%s, %s, %s, %s, %s, %s, %s, %s, %s, %s, %s, %s) "
-            "ON CONFLICT (request_key) DO UPDATE SET rows = EXCLUDED.rows, "
-            "pages = EXCLUDED.pages, data_rows = EXCLUDED.data_rows, data = EXCLUDED.data, "
-            "fetched_at = EXCLUDED.fetched_at, paid_by = EXCLUDED.paid_by RETURNING 1) "
-            f"DELETE FROM {SCHEMA}.leases WHERE request_key = %s AND holder = %s",
+            f"SELECT {SCHEMA}.keep_page(%s, %s, %s, %s, %s, %s, %s, %s, %s, %s, %s, %s, %s)",
             (page.request_key, page.base_url, page.path, page.polygon_json, page.page,
              page.rows, page.pages, page.data_rows, list(page.data), page.fetched_at,
-             self.user, self.fingerprint, page.request_key, self.holder),
+             self.user, self.fingerprint, self.holder),
             doing="keeping a page")
 
     def abandon(self, key: str) -> None:

@@ -4,12 +4,17 @@ Everything lives in one PostgreSQL schema, ``parcelsearch_team``::
 
     meta       the schema version
     keys       per key fingerprint (never the key): the quota stored for it
-    pacers     per key: the next free send slot and a pause (Retry-After) for every member
+    pacers     per key: the next free send slot and a pause (Retry-After) for every member,
+               with who paused and when (version 4: moved only by pace_turn and pause_key,
+               which bound a pause to MOST_PAUSE and a turn to HORIZON_SLOTS intervals)
     calls      one row per call reserved: key, member, run, month; 'reserved' until
                'settled'; refunded calls are deleted; a reservation whose fate is unknown
-               (a member killed) stays and counts as spent
+               (a member killed) stays and counts as spent. Version 4: the sha256 of the
+               reservation's token (settle and refund take the token, never an id) and the
+               PostgreSQL role that reserved it
     budgets    per member: calls allowed per month or for life
-    pages      pages fetched by any member (same key as the local cache: never the API key)
+    pages      pages fetched by any member (same key as the local cache: never the API key);
+               version 4: the role that wrote it; keep_page never changes another role's
     leases     single flight: who is fetching a page now, until when
     page_uses  a member reading a page another member paid for (a call saved)
     runs, run_pieces, run_pages, rings, run_ids
@@ -29,7 +34,9 @@ from collections.abc import Iterator
 from contextlib import contextmanager
 from typing import Any
 
+from parcelsearch._fetch.http import FIRST_CALL_ALLOWANCE
 from parcelsearch.errors import Hint, TeamStoreError
+from parcelsearch.stores.spending import RESERVE_LEAD
 from parcelsearch.stores.team.members import shown
 
 __all__ = ["SCHEMA", "VERSION", "MEMBER_GRANTS", "init_team", "connect", "shown",
@@ -37,7 +44,7 @@ __all__ = ["SCHEMA", "VERSION", "MEMBER_GRANTS", "init_team", "connect", "shown"
 
 SCHEMA = "parcelsearch_team"
 #: The schema version this toolkit writes and reads.
-VERSION = 3
+VERSION = 4
 #: The key's policy stored with it when nobody set it: calls per second (the vendor's
 #: spike arrest), the pacer's margin, a page lease's seconds.
 DEFAULT_RATE, DEFAULT_MARGIN, DEFAULT_LEASE = 10.0, 0.05, 6.0
@@ -45,6 +52,19 @@ DEFAULT_RATE, DEFAULT_MARGIN, DEFAULT_LEASE = 10.0, 0.05, 6.0
 RATE_RANGE, MARGIN_RANGE, LEASE_RANGE = (0.001, 1000.0), (0.0, 0.5), (0.5, 3600.0)
 #: Seconds to wait for the store to accept a connection.
 CONNECT_TIMEOUT = 5
+#: The longest pause a 429's ``Retry-After`` sets on the key (the most a member honours:
+#: :attr:`parcelsearch._fetch.http.RetryPolicy.retry_after_max`); a pause stored longer is
+#: treated as this long from when it was set.
+MOST_PAUSE = 120.0
+#: A turn at the pacer is never further ahead than this many of the key's intervals (and a
+#: pause's end): sixteen members with sixteen workers each queued, whatever a member wrote.
+HORIZON_SLOTS = 256
+#: The functions a member role may execute (the only writes to ledger, pacer and pages).
+_MEMBER_FUNCTIONS = (
+    f"{SCHEMA}.reserve(text, text, text, integer, text), {SCHEMA}.settle(text), "
+    f"{SCHEMA}.refund(text), {SCHEMA}.keep_page(text, text, text, text, integer, bigint, "
+    f"integer, integer, text[], timestamptz, text, text, text), "
+    f"{SCHEMA}.pace_turn(text, boolean), {SCHEMA}.pause_key(text, text, double precision)")
 
 #: Migration n brings the schema from version n - 1 to n (applied in order, once each).
 _MIGRATIONS: dict[int, str] = {
@@ -279,27 +299,162 @@ LANGUAGE sql SECURITY DEFINER SET search_path = pg_catalog, pg_temp AS
 $$ DELETE FROM {SCHEMA}.calls WHERE id = p_id
    AND at > clock_timestamp() - interval '10 minutes' $$;
 """,
+    4: f"""
+-- Trust boundaries (issue 46). A reservation is held by its token: reserve returns it, the
+-- store keeps only its sha256, and settle and refund take the token, never an id.
+ALTER TABLE {SCHEMA}.calls ADD COLUMN token_hash bytea UNIQUE,
+    ADD COLUMN role text NOT NULL DEFAULT session_user;
+DROP FUNCTION {SCHEMA}.reserve(text, text, text, integer, text);
+DROP FUNCTION {SCHEMA}.settle(bigint);
+DROP FUNCTION {SCHEMA}.refund(bigint);
+CREATE FUNCTION {SCHEMA}.reserve(p_fp text, p_member text, p_run text, p_quota integer,
+                                 p_period text)
+RETURNS TABLE (id bigint, token text, verdict text, used bigint, lim integer, sent bigint)
+LANGUAGE plpgsql SECURITY DEFINER SET search_path = pg_catalog, pg_temp AS $$
+DECLARE
+    k record;
+    b record;
+    n bigint;
+    t text := replace(gen_random_uuid()::text || gen_random_uuid()::text, '-', '');
+BEGIN
+    INSERT INTO {SCHEMA}.keys AS x (fingerprint) VALUES (p_fp) ON CONFLICT DO NOTHING;
+    SELECT * INTO k FROM {SCHEMA}.keys AS x WHERE x.fingerprint = p_fp FOR UPDATE;
+    IF k.quota IS NOT NULL THEN
+        n := {SCHEMA}.spent(p_fp, k.period);
+        IF n >= k.quota THEN
+            RETURN QUERY SELECT NULL::bigint, NULL::text, 'quota'::text, n, k.quota,
+                                {SCHEMA}.sent(p_fp, NULL, k.period);
+            RETURN;
+        END IF;
+    END IF;
+    IF p_quota IS NOT NULL THEN
+        n := {SCHEMA}.spent(p_fp, p_period);
+        IF n >= p_quota THEN
+            RETURN QUERY SELECT NULL::bigint, NULL::text, 'own quota'::text, n, p_quota,
+                                {SCHEMA}.sent(p_fp, NULL, p_period);
+            RETURN;
+        END IF;
+    END IF;
+    SELECT * INTO b FROM {SCHEMA}.budgets AS x WHERE x.member = p_member FOR UPDATE;
+    IF FOUND THEN
+        n := {SCHEMA}.member_spent(p_member, b.period);
+        IF n >= b.calls THEN
+            RETURN QUERY SELECT NULL::bigint, NULL::text, 'budget'::text, n, b.calls,
+                                {SCHEMA}.sent(NULL, p_member, b.period);
+            RETURN;
+        END IF;
+    END IF;
+    RETURN QUERY
+    INSERT INTO {SCHEMA}.calls AS c (fingerprint, member, run_id, month, token_hash)
+    VALUES (p_fp, p_member, p_run, {SCHEMA}.month_now(), sha256(convert_to(t, 'UTF8')))
+    RETURNING c.id, t, 'ok'::text, NULL::bigint, NULL::integer, NULL::bigint;
+END $$;
+CREATE FUNCTION {SCHEMA}.settle(p_token text) RETURNS void
+LANGUAGE sql SECURITY DEFINER SET search_path = pg_catalog, pg_temp AS
+$$ UPDATE {SCHEMA}.calls SET state = 'settled'
+   WHERE token_hash = sha256(convert_to(p_token, 'UTF8')) $$;
+CREATE FUNCTION {SCHEMA}.refund(p_token text) RETURNS void
+LANGUAGE sql SECURITY DEFINER SET search_path = pg_catalog, pg_temp AS
+$$ DELETE FROM {SCHEMA}.calls WHERE token_hash = sha256(convert_to(p_token, 'UTF8'))
+   AND at > clock_timestamp() - interval '10 minutes' $$;
+-- A page is written by the role that fetched it; keep_page adds a page, and replaces one
+-- (a refresh) only when the same role wrote it. Its fetched_at is never in the future.
+ALTER TABLE {SCHEMA}.pages ADD COLUMN role text NOT NULL DEFAULT session_user;
+CREATE FUNCTION {SCHEMA}.keep_page(p_key text, p_base_url text, p_path text,
+    p_polygon text, p_page integer, p_rows bigint, p_pages integer, p_data_rows integer,
+    p_data text[], p_fetched timestamptz, p_paid_by text, p_fp text, p_holder text)
+RETURNS void
+LANGUAGE sql SECURITY DEFINER SET search_path = pg_catalog, pg_temp AS $$
+INSERT INTO {SCHEMA}.pages AS t (request_key, base_url, path, polygon_json, page, rows,
+    pages, data_rows, data, fetched_at, paid_by, fingerprint)
+VALUES (p_key, p_base_url, p_path, p_polygon, p_page, p_rows, p_pages, p_data_rows, p_data,
+        LEAST(p_fetched, clock_timestamp()), p_paid_by, p_fp)
+ON CONFLICT (request_key) DO UPDATE SET rows = EXCLUDED.rows, pages = EXCLUDED.pages,
+    data_rows = EXCLUDED.data_rows, data = EXCLUDED.data, fetched_at = EXCLUDED.fetched_at,
+    paid_by = EXCLUDED.paid_by
+WHERE t.role = session_user;
+DELETE FROM {SCHEMA}.leases WHERE request_key = p_key AND holder = p_holder;
+$$;
+-- The pacer is moved only by pace_turn and pause_key: a pause lasts at most
+-- {MOST_PAUSE:g} s from when it was set (the longest Retry-After honoured), a turn is never
+-- further than {HORIZON_SLOTS} of the key's intervals after the pause (or now); who paused
+-- is kept.
+ALTER TABLE {SCHEMA}.pacers ADD COLUMN paused_at timestamptz NOT NULL DEFAULT '-infinity',
+    ADD COLUMN paused_by text, ADD COLUMN paused_role text;
+UPDATE {SCHEMA}.pacers SET paused_at = clock_timestamp(),
+    paused_until = LEAST(paused_until, clock_timestamp() + interval '{MOST_PAUSE:g} seconds')
+    WHERE paused_until > clock_timestamp();
+CREATE FUNCTION {SCHEMA}.pace_turn(p_fp text, p_first boolean)
+RETURNS TABLE (wait double precision, bounded text)
+LANGUAGE plpgsql SECURITY DEFINER SET search_path = pg_catalog, pg_temp AS $$
+DECLARE
+    k record;
+    p record;
+    now_ timestamptz;
+    step double precision := 1.0 / ({DEFAULT_RATE} * (1 - {DEFAULT_MARGIN}));
+    pause_end timestamptz;
+    slot timestamptz;
+    turn timestamptz;
+    why text;
+BEGIN
+    INSERT INTO {SCHEMA}.pacers AS x (fingerprint) VALUES (p_fp) ON CONFLICT DO NOTHING;
+    SELECT x.rate, x.margin INTO k FROM {SCHEMA}.keys AS x WHERE x.fingerprint = p_fp;
+    IF FOUND THEN
+        step := 1.0 / (k.rate * (1 - k.margin));
+    END IF;
+    SELECT * INTO p FROM {SCHEMA}.pacers AS x WHERE x.fingerprint = p_fp FOR UPDATE;
+    now_ := clock_timestamp();  -- after the lock: a turn counted from before it is late
+    pause_end := LEAST(p.paused_until,
+                       p.paused_at + make_interval(secs => {MOST_PAUSE}));
+    slot := LEAST(p.next_slot, GREATEST(now_, pause_end)
+                               + make_interval(secs => {HORIZON_SLOTS} * step));
+    IF pause_end < p.paused_until AND p.paused_until > now_ THEN
+        why := format('a pause until %s by %s was bounded to %s s', p.paused_until,
+                      COALESCE(p.paused_by, p.paused_role, 'the owner'), {MOST_PAUSE:g});
+    ELSIF slot < p.next_slot THEN
+        why := format('the next turn, at %s, was bounded to %s s ahead', p.next_slot,
+                      round(EXTRACT(EPOCH FROM slot - now_)));
+    END IF;
+    turn := GREATEST(now_ + make_interval(secs => {RESERVE_LEAD}), slot, pause_end);
+    UPDATE {SCHEMA}.pacers AS x SET paused_until = pause_end,
+        next_slot = turn + make_interval(secs => step
+                                         + CASE WHEN p_first THEN {FIRST_CALL_ALLOWANCE}
+                                                ELSE 0 END)
+        WHERE x.fingerprint = p_fp;
+    RETURN QUERY SELECT EXTRACT(EPOCH FROM turn - clock_timestamp())::double precision, why;
+END $$;
+CREATE FUNCTION {SCHEMA}.pause_key(p_fp text, p_member text, p_seconds double precision)
+RETURNS void
+LANGUAGE sql SECURITY DEFINER SET search_path = pg_catalog, pg_temp AS $$
+UPDATE {SCHEMA}.pacers AS x SET paused_at = clock_timestamp(),
+    paused_until = clock_timestamp()
+        + make_interval(secs => LEAST(GREATEST(p_seconds, 0), {MOST_PAUSE})),
+    paused_by = p_member, paused_role = session_user
+WHERE x.fingerprint = p_fp AND LEAST(x.paused_until,
+    x.paused_at + make_interval(secs => {MOST_PAUSE})) < clock_timestamp()
+        + make_interval(secs => LEAST(GREATEST(p_seconds, 0), {MOST_PAUSE}));
+$$;
+REVOKE EXECUTE ON FUNCTION {_MEMBER_FUNCTIONS} FROM PUBLIC;
+""",
 }
 
-#: What a member role may do (``team init --member-role``): read everything; share pages,
-#: leases, the pacer and the run history; touch the ledger only through ``reserve``,
-#: ``settle`` and ``refund``; never write the quota, the pace or a budget.
+#: What a member role may do (``team init --member-role``): read everything; share leases
+#: and the run history; touch the ledger, the pacer and the pages only through the store's
+#: functions (``reserve`` → ``settle`` | ``refund`` by the reservation's token; ``pace_turn``
+#: and ``pause_key``, bounded by the key's policy; ``keep_page``, which never changes a page
+#: another role wrote); never write the quota, the pace or a budget. The ``REVOKE`` first
+#: takes back what an older store granted (version 3 let a member UPDATE pages and pacers).
 MEMBER_GRANTS = f"""
+REVOKE ALL ON ALL TABLES IN SCHEMA {SCHEMA} FROM {{role}};
 GRANT USAGE ON SCHEMA {SCHEMA} TO {{role}};
 GRANT SELECT ON ALL TABLES IN SCHEMA {SCHEMA} TO {{role}};
 GRANT USAGE ON ALL SEQUENCES IN SCHEMA {SCHEMA} TO {{role}};
-GRANT INSERT (fingerprint) ON {SCHEMA}.keys TO {{role}};
-GRANT INSERT, UPDATE ON {SCHEMA}.pacers, {SCHEMA}.pages TO {{role}};
+GRANT INSERT (fingerprint) ON {SCHEMA}.keys, {SCHEMA}.pacers TO {{role}};
 GRANT INSERT, UPDATE, DELETE ON {SCHEMA}.leases TO {{role}};
 GRANT INSERT ON {SCHEMA}.page_uses, {SCHEMA}.runs, {SCHEMA}.run_pieces, {SCHEMA}.run_pages,
     {SCHEMA}.rings, {SCHEMA}.run_ids TO {{role}};
-REVOKE EXECUTE ON FUNCTION {SCHEMA}.reserve(text, text, text, integer, text),
-    {SCHEMA}.settle(bigint), {SCHEMA}.refund(bigint) FROM PUBLIC;
-GRANT EXECUTE ON FUNCTION {SCHEMA}.reserve(text, text, text, integer, text),
-    {SCHEMA}.settle(bigint), {SCHEMA}.refund(bigint) TO {{role}};
+GRANT EXECUTE ON FUNCTION {_MEMBER_FUNCTIONS} TO {{role}};
 """
-
-
 
 
 def _failure(url: str, exc: BaseException, doing: str) -> TeamStoreError:
@@ -381,13 +536,29 @@ def init_team(url: str, member_role: str | None = None) -> tuple[int, int]:
         if before > VERSION:
             raise TeamStoreError(f"team store {shown(url)} has schema version {before}, newer "
                                  f"than this parcelsearch knows ({VERSION})")
+        members = _member_roles(conn) if before < VERSION else []
         for version in range(before + 1, VERSION + 1):
             conn.execute(_MIGRATIONS[version])
         conn.execute(f"DELETE FROM {SCHEMA}.meta")
         conn.execute(f"INSERT INTO {SCHEMA}.meta (version) VALUES (%s)", (VERSION,))
-        if member_role is not None:
-            _grant_member(url, conn, member_role)
+        for role in [*members, *([member_role] if member_role is not None else [])]:
+            _grant_member(url, conn, role)
     return before, VERSION
+
+
+def _member_roles(conn: Any) -> list[str]:
+    """The roles an older ``team init --member-role`` made members (they read the ledger
+    and do not own it): an upgrade gives them this version's grants, and takes back the
+    rest."""
+    if conn.execute("SELECT to_regclass(%s)", (f"{SCHEMA}.calls",)).fetchone()[0] is None:
+        return []
+    rows = conn.execute(
+        "SELECT DISTINCT grantee FROM information_schema.role_table_grants "
+        "WHERE table_schema = %s AND table_name = 'calls' AND privilege_type = 'SELECT' "
+        "AND grantee NOT IN (current_user, 'PUBLIC') "
+        "AND grantee <> (SELECT tableowner FROM pg_tables WHERE schemaname = %s "
+        "AND tablename = 'calls')", (SCHEMA, SCHEMA)).fetchall()
+    return [str(row[0]) for row in rows]
 
 
 def _grant_member(url: str, conn: Any, role: str) -> None:

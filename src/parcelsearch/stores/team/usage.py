@@ -17,6 +17,7 @@ from parcelsearch.stores.team.store import (
     DEFAULT_RATE,
     LEASE_RANGE,
     MARGIN_RANGE,
+    MOST_PAUSE,
     RATE_RANGE,
     SCHEMA,
     check_schema,
@@ -26,12 +27,13 @@ from parcelsearch.stores.team.store import (
 if TYPE_CHECKING:
     import pandas as pd
 
-__all__ = ["set_quota", "set_budget", "set_pace", "team_usage", "Pace", "USAGE_COLUMNS",
-           "check_in_range"]
+__all__ = ["set_quota", "set_budget", "set_pace", "clear_pause", "team_usage", "Pace",
+           "USAGE_COLUMNS", "check_in_range"]
 
 #: Columns of :func:`team_usage`, one row per key and one per member of each key.
 USAGE_COLUMNS = ["scope", "name", "fingerprint", "calls_month", "calls_lifetime", "limit",
-                 "period", "pages_shared", "calls_saved", "rate", "margin", "lease_seconds"]
+                 "period", "pages_shared", "calls_saved", "rate", "margin", "lease_seconds",
+                 "paused_until", "paused_by"]
 
 
 @dataclass(frozen=True)
@@ -141,6 +143,23 @@ def set_pace(url: str, fingerprint: str, pace: Pace) -> Pace:
     return checked
 
 
+def clear_pause(url: str, fingerprint: str) -> None:
+    """End the key's pause and free its next turn at the pacer now: what a member (or a
+    429) left there, every member's next call goes at once (then at the key's pace).
+
+    Raises
+    ------
+    TeamStoreError
+        The store cannot be reached or has no schema, or the role connecting may not
+        change the pacer (a member role: only the store's owner can).
+    """
+    with connect(url, "cannot clear the pause") as conn:
+        check_schema(url, conn)
+        conn.execute(f"UPDATE {SCHEMA}.pacers SET next_slot = '-infinity', "
+                     "paused_until = '-infinity', paused_at = '-infinity', paused_by = NULL, "
+                     "paused_role = NULL WHERE fingerprint = %s", (fingerprint,))
+
+
 _USAGE = f"""
 WITH spent AS (
     SELECT fingerprint, member,
@@ -163,13 +182,23 @@ SELECT 'key', 'sha256:' || k.fingerprint, k.fingerprint,
        (SELECT count(DISTINCT request_key) FROM {SCHEMA}.page_uses u
         WHERE u.fingerprint = k.fingerprint),
        (SELECT count(*) FROM {SCHEMA}.page_uses u WHERE u.fingerprint = k.fingerprint),
-       k.rate, k.margin, k.lease_seconds
+       k.rate, k.margin, k.lease_seconds,
+       CASE WHEN p.until > clock_timestamp() THEN p.until END,
+       CASE WHEN p.until > clock_timestamp() THEN
+           COALESCE(p.paused_by, '?') || ' (role ' || COALESCE(p.paused_role, '?') || ')'
+           || CASE WHEN p.until < p.paused_until THEN ', bounded from '
+                   || to_char(p.paused_until AT TIME ZONE 'UTC', 'YYYY-MM-DD HH24:MI:SS')
+                   || ' UTC' ELSE '' END END
 FROM {SCHEMA}.keys k LEFT JOIN spent s ON s.fingerprint = k.fingerprint
-GROUP BY k.fingerprint, k.quota, k.period, k.rate, k.margin, k.lease_seconds
+LEFT JOIN (SELECT *, LEAST(paused_until, paused_at + make_interval(secs => {MOST_PAUSE}))
+           AS until FROM {SCHEMA}.pacers) p ON p.fingerprint = k.fingerprint
+GROUP BY k.fingerprint, k.quota, k.period, k.rate, k.margin, k.lease_seconds, p.until,
+         p.paused_until, p.paused_by, p.paused_role
 UNION ALL
 SELECT 'member', m.member, m.fingerprint, COALESCE(s.calls_month, 0),
        COALESCE(s.calls_lifetime, 0), b.calls, b.period, COALESCE(v.pages_shared, 0),
-       COALESCE(v.calls_saved, 0), NULL::float8, NULL::float8, NULL::float8
+       COALESCE(v.calls_saved, 0), NULL::float8, NULL::float8, NULL::float8,
+       NULL::timestamptz, NULL::text
 FROM members m
 LEFT JOIN spent s USING (fingerprint, member)
 LEFT JOIN saved v USING (fingerprint, member)
@@ -196,7 +225,11 @@ def team_usage(url: str) -> pd.DataFrame:
         (calls reserved and not refunded: a call whose fate is unknown counts), ``pages_shared``
         (pages paid by another member and used) and ``calls_saved`` (calls those uses saved);
         a key's row also has its stored pace: ``rate`` (calls per second), ``margin`` (the
-        pacer's reserve) and ``lease_seconds`` (a page lease's length). A key's calls are those
+        pacer's reserve) and ``lease_seconds`` (a page lease's length), and, while the key is
+        paused (a 429's ``Retry-After``), ``paused_until`` (UTC, at most
+        :data:`~parcelsearch.stores.team.store.MOST_PAUSE` seconds after it was set) and
+        ``paused_by`` (the member and its PostgreSQL role; "bounded from …" when it was set
+        longer). A key's calls are those
         made in team mode through this store: calls made with the same key outside team mode
         are not seen here (the vendor's portal counts them all).
 

@@ -1,0 +1,168 @@
+"""The attacks of issue 46 (trust boundaries) by a member logging in with its member role
+(``team init --member-role``), each against the real PostgreSQL and the reference service.
+
+Witnesses: the service's request log (every call it admitted) and the team store's rows.
+Each attack is first tried the way the issue found it (a direct write, or a store function
+called with what a member can read); what the old schema allowed and the new one refuses
+fails the test on the old code.
+"""
+
+from __future__ import annotations
+
+import uuid
+from pathlib import Path
+from typing import Any
+
+import pandas as pd
+import psycopg
+import pytest
+from test_team_attacks import Member, _fingerprint, _key, _served, _store_calls
+
+import parcelsearch
+from parcelsearch.stores.team import Pace, init_team, set_budget, set_pace
+from parcelsearch.stores.team.store import SCHEMA
+
+pytestmark = pytest.mark.slow
+
+
+
+@pytest.fixture
+def team(postgres: Any) -> str:
+    url: str = postgres.database("team")
+    init_team(url)
+    return url
+
+
+@pytest.fixture
+def areas(tmp_path: Path) -> Path:
+    path = tmp_path / "areas.parquet"
+    parcelsearch.demo_areas().to_parquet(path)
+    return path
+
+
+def _member_url(team: str) -> str:
+    """A new member role (``team init --member-role``); the store's URL logging in as it."""
+    role = f"member_{uuid.uuid4().hex[:12]}"
+    with psycopg.connect(team, autocommit=True) as conn:
+        conn.execute(f'CREATE ROLE "{role}" LOGIN')
+    init_team(team, role)
+    return team.replace("postgres@", f"{role}@")
+
+
+def _tried(conn: Any, statement: str, params: tuple[Any, ...] = ()) -> bool:
+    """Run ``statement`` as the attacker; whether the store let it through."""
+    try:
+        conn.execute(statement, params)
+    except (psycopg.errors.InsufficientPrivilege, psycopg.errors.UndefinedFunction,
+            psycopg.errors.UndefinedColumn):
+        return False
+    return True
+
+
+def test_a_member_cannot_erase_the_ledger(
+        service: Any, team: str, areas: Path, tmp_path: Path) -> None:
+    """Point 1: mallory (budget 4) searches, then refunds every call of the ledger it can
+    read — by id as the issue did, and by every column it can see — and searches again,
+    three times: the service serves at most 4 calls, and the ledger holds every one."""
+    as_member = _member_url(team)
+    name, key = _key(service, quota=10_000)
+    set_budget(team, "mallory", 4)
+    mallory = Member(service, tmp_path, key, "mallory", PARCELSEARCH_TEAM=as_member,
+                     PARCELSEARCH_USER="mallory")
+    for _ in range(3):
+        done = mallory.run(*mallory.search(areas, "--allow-partial", "--refresh"))
+        assert done.returncode == 3 and "mallory" in done.stderr, done.stderr[-2000:]
+        with psycopg.connect(as_member, autocommit=True) as conn:
+            _tried(conn, f"SELECT {SCHEMA}.refund(id) FROM {SCHEMA}.calls")
+            for column in ("id::text", "encode(token_hash, 'hex')", "run_id", "member"):
+                _tried(conn, f"SELECT {SCHEMA}.refund({column}) FROM {SCHEMA}.calls")
+            assert not _tried(conn, f"DELETE FROM {SCHEMA}.calls")
+    served = _served(service, name)
+    assert 0 < served <= 4
+    assert _store_calls(team, "mallory") == served
+    usage = mallory.run("team", "usage", "--json")
+    assert f'"name":"mallory","fingerprint":"{_fingerprint(key)}","calls_month":{served}' \
+        in usage.stdout, usage.stdout
+
+
+def _found(path: Path) -> dict[str, set[str]]:
+    frame = pd.read_parquet(path)
+    return {str(area): set(map(str, ids)) for area, ids in
+            frame.groupby("area_id")["group_id"]}
+
+
+def test_a_member_cannot_rewrite_the_pages_every_member_reads(
+        service: Any, team: str, areas: Path, tmp_path: Path) -> None:
+    """Point 2: alice's search fills the team's pages; mallory rewrites page 1 of every
+    request with 100 invented GroupIDs (a direct UPDATE, and the store's keep_page); bob,
+    with a fresh cache, finds what alice found and the service serves him nothing."""
+    name, key = _key(service, quota=10_000)
+    alice = Member(service, tmp_path, key, "alice", PARCELSEARCH_TEAM=_member_url(team),
+                   PARCELSEARCH_USER="alice")
+    out_alice = tmp_path / "alice.parquet"
+    done = alice.run("search", str(areas), "--id-column", "area_id", "--quiet",
+                     "--out", str(out_alice))
+    assert done.returncode == 0, done.stderr[-2000:]
+    served = _served(service, name)
+    invented = [f"{n:017x}" for n in range(100)]
+    with psycopg.connect(_member_url(team), autocommit=True) as conn:
+        _tried(conn, f"UPDATE {SCHEMA}.pages SET data = %s, data_rows = 100, rows = 100, "
+               "pages = 1 WHERE page = 1", (invented,))
+        pages = conn.execute(f"SELECT request_key, base_url, path, polygon_json, fingerprint "
+                             f"FROM {SCHEMA}.pages WHERE page = 1").fetchall()
+        assert pages
+        for request_key, base_url, path, polygon, fingerprint in pages:
+            _tried(conn, f"SELECT {SCHEMA}.keep_page(%s, %s, %s, %s, 1, 100, 1, 100, %s, "
+                   "now(), 'mallory', %s, 'x')",
+                   (request_key, base_url, path, polygon, invented, fingerprint))
+        assert not _tried(conn, f"DELETE FROM {SCHEMA}.pages")
+    bob = Member(service, tmp_path, key, "bob", PARCELSEARCH_TEAM=_member_url(team),
+                 PARCELSEARCH_USER="bob")
+    out_bob = tmp_path / "bob.parquet"
+    done = bob.run("search", str(areas), "--id-column", "area_id", "--quiet",
+                   "--out", str(out_bob))
+    assert done.returncode == 0, done.stderr[-2000:]
+    assert _found(out_bob) == _found(out_alice)
+    assert not set(invented) & set().union(*_found(out_bob).values())
+    assert _served(service, name) == served  # every page read from the store
+
+
+def test_a_member_cannot_stall_the_team(
+        service: Any, team: str, areas: Path, tmp_path: Path) -> None:
+    """Point 4: mallory pauses the key for a day (a direct UPDATE, and the store's
+    pause_key) and pushes the next turn 5000 slots ahead: the pause is held to 120 s and
+    ``team usage`` names mallory; the owner's ``team pace --clear-pause`` clears it; alice's
+    search then runs, every call served, the turn never further than the policy's bound."""
+    name, key = _key(service, quota=10_000, per_second=100)
+    fingerprint = _fingerprint(key)
+    set_pace(team, fingerprint, Pace(50, 0.05, 6))
+    as_member = _member_url(team)
+    owner = Member(service, tmp_path, key, "owner", PARCELSEARCH_TEAM=team)
+    alice = Member(service, tmp_path, key, "alice", PARCELSEARCH_TEAM=as_member,
+                   PARCELSEARCH_USER="alice")
+    with psycopg.connect(as_member, autocommit=True) as conn:
+        _tried(conn, f"INSERT INTO {SCHEMA}.pacers (fingerprint) VALUES (%s) "
+               "ON CONFLICT DO NOTHING", (fingerprint,))
+        _tried(conn, f"UPDATE {SCHEMA}.pacers SET paused_until = now() + interval '1 day'")
+        _tried(conn, f"SELECT {SCHEMA}.pause_key(%s, 'mallory', 86400)", (fingerprint,))
+        _tried(conn, f"SELECT {SCHEMA}.pace_turn(%s, true) FROM generate_series(1, 5000)",
+               (fingerprint,))
+        ahead = conn.execute(
+            "SELECT CASE WHEN isfinite(paused_until) THEN "
+            "EXTRACT(EPOCH FROM paused_until - clock_timestamp()) ELSE 0 END, "
+            "CASE WHEN isfinite(next_slot) THEN "
+            "EXTRACT(EPOCH FROM next_slot - clock_timestamp()) ELSE 0 END "
+            f"FROM {SCHEMA}.pacers WHERE fingerprint = %s", (fingerprint,)).fetchone()
+    interval = 1 / (50 * 0.95)
+    assert ahead[0] <= 120 and ahead[1] <= 120 + 258 * interval, ahead
+    usage = owner.run("team", "usage", "--json")
+    assert '"paused_by":"mallory (role member_' in usage.stdout, usage.stdout
+    refused = alice.run("team", "pace", "--clear-pause")
+    assert refused.returncode == 1 and "permission denied" in refused.stderr, refused.stderr
+    cleared = owner.run("team", "pace", "--clear-pause")
+    assert cleared.returncode == 0 and "pause cleared" in cleared.stdout, cleared.stderr
+    usage = owner.run("team", "usage", "--json")
+    assert '"paused_by":null' in usage.stdout and "mallory" not in usage.stdout
+    done = alice.run(*alice.search(areas))
+    assert done.returncode == 0, done.stderr[-2000:]
+    assert _served(service, name) == _store_calls(team, "alice") > 0
