@@ -53,11 +53,13 @@ class Price:
     worst: int | None = None
     #: Of ``later``: the verify sample's pages, dropped first when the rest does not fit.
     sample: int = 0
-    #: After a survey: the 95 % interval of :attr:`total`, the pieces surveyed (their page
-    #: 1 is in ``spent``) and the pieces never searched (surveyed or estimated from it).
+    #: After a survey: the low end of the 95 % interval of :attr:`total`.
     low: int | None = None
+    #: After a survey: the high end of the 95 % interval of :attr:`total`.
     high: int | None = None
+    #: The pieces surveyed (their page 1 is in ``spent``).
     surveyed: int = 0
+    #: The pieces never searched (surveyed, or estimated from the survey).
     unknown: int = 0
     #: Of ``later``: exactly known (pages told by page 1, not cached).
     exact_later: int = 0
