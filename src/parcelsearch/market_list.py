@@ -15,6 +15,7 @@ import difflib
 import os
 import re
 import threading
+import time
 import uuid
 from collections.abc import Sequence
 from datetime import timedelta
@@ -27,6 +28,7 @@ from parcelsearch._fetch.http import RateLimiter, Spend
 from parcelsearch.errors import Hint, InputError
 from parcelsearch.stores.local.cache import CacheFolder, ResponseCache
 from parcelsearch.stores.local.ledger import Ledger
+from parcelsearch.stores.spending import LocalSpending, Spending
 
 __all__ = ["markets", "check_markets", "suggest_market", "require_market_column",
            "LedgerSpend"]
@@ -59,6 +61,8 @@ def markets(
     cache: ResponseCache | str | os.PathLike[str] | bool | None = None,
     max_age: float | timedelta = DEFAULT_MAX_AGE,
     spend: Spend | None = None,
+    team: str | None = None,
+    user: str | None = None,
 ) -> list[str]:
     """The names of the active markets: one call, then reused for a day.
 
@@ -73,7 +77,12 @@ def markets(
         Reuse a list fetched at most this many seconds ago (``0`` forces a call).
     spend
         Passed to :meth:`Client.markets` (the search's spending); default: the call is
-        recorded in the ledger beside the client's cache.
+        recorded where the key's calls are counted (:class:`LedgerSpend`): the team store in
+        team mode, else the ledger beside the client's cache.
+    team, user
+        Team mode: the team store (``postgresql://…``; default ``$PARCELSEARCH_TEAM``) whose
+        ledger and pacer the call goes through, and who spends it (default
+        ``$PARCELSEARCH_USER``, else the login name), so that the team's quota counts it.
 
     Raises
     ------
@@ -88,7 +97,11 @@ def markets(
         names = folder.markets(client.base_url, limit)
         if names is not None:
             return names
-    names = client.markets(spend=spend if spend is not None else LedgerSpend(client))
+    if spend is not None:
+        names = client.markets(spend=spend)
+    else:
+        with LedgerSpend(client, team=team, user=user) as own:
+            names = client.markets(spend=own)
     if folder is not None:
         folder.keep_markets(client.base_url, names)
     return names
@@ -192,36 +205,73 @@ def _key(name: str) -> str:
 
 
 class LedgerSpend:
-    """A call outside a search (the market list, ``parcelsearch doctor``), spent in the
-    ledger beside the client's cache: reserved before each attempt and refunded exactly when
-    the service did not count it (refused at the gate, no connection, a failed TLS
-    handshake), as a search's calls are. ``calls`` counts the attempts not refunded."""
+    """A call outside a search (the market list, ``parcelsearch doctor``), spent where the
+    key's calls are counted: in team mode (``team=``, else ``$PARCELSEARCH_TEAM``) the team
+    store's ledger and pacer, as ``user``, so that the team's quota sees it; else the ledger
+    beside the client's cache. Each attempt is reserved just before it is sent and refunded
+    exactly when the service did not count it (refused at the gate, no connection, a failed
+    TLS handshake), as a search's calls are. ``calls`` counts the attempts not refunded.
+    :meth:`close` it when done (a team store's connections).
 
-    def __init__(self, client: Client) -> None:
-        self._ledger = Ledger.in_folder(client.cache_dir)
-        self._fingerprint = client.fingerprint
+    Raises
+    ------
+    ConfigurationError
+        ``team`` (or ``$PARCELSEARCH_TEAM``) is not a ``postgresql://`` URL.
+    TeamStoreError
+        The team store cannot be reached or has no schema.
+    """
+
+    def __init__(self, client: Client, *, team: str | None = None,
+                 user: str | None = None) -> None:
+        from parcelsearch.stores.team.members import resolve_team, resolve_user
+
+        self.team = resolve_team(team)
+        self._spending: Spending
+        if self.team is None:
+            self._spending = LocalSpending(client.fingerprint, Ledger.in_folder(client.cache_dir),
+                                           None)
+        else:
+            from parcelsearch.stores.team.spending import TeamSpending  # psycopg: teams only
+
+            self._spending = TeamSpending.open(self.team, client, user=resolve_user(user),
+                                               cache=None, threads=1)
         self._run_id = uuid.uuid4().hex
         self._open: int | None = None
+        self._turn: float | None = None
         self.calls = 0
 
     def reserve(self) -> None:
-        self._open = self._ledger.reserve(self._fingerprint, run_id=self._run_id)
+        self._open = self._spending.reserve(self._run_id, None)
         self.calls += 1
+        if self._turn is not None:  # reserved a moment before the turn: sent at the turn
+            time.sleep(max(0.0, self._turn - time.monotonic()))
+            self._turn = None
 
     def pace(self, limiter: RateLimiter, cancel: threading.Event | None) -> None:
-        limiter.wait(cancel)
+        self._turn = self._spending.pace(limiter, cancel)
 
     def settle(self) -> None:
-        return None
+        if self._open is not None:
+            self._spending.settle(self._open)
 
     def refund(self) -> None:
         if self._open is not None:
-            self._ledger.refund(self._fingerprint, self._open)
+            self._spending.refund(self._open)
             self._open = None
             self.calls -= 1
 
     def pause(self, seconds: float) -> None:
-        return None
+        self._spending.pause(seconds)
+
+    def close(self) -> None:
+        """Let go of the store (a team store's pool and lease renewer)."""
+        self._spending.close()
+
+    def __enter__(self) -> LedgerSpend:
+        return self
+
+    def __exit__(self, *_: object) -> None:
+        self.close()
 
 
 def _folder(cache: Any) -> CacheFolder | None:

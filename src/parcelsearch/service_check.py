@@ -271,7 +271,8 @@ UNPROBED: tuple[Check, ...] = (check_group_ids, check_response_deadline)
 
 
 def check_service(client: Client | None = None, *, dry_run: bool = False,
-                  areas: Any = None) -> ServiceReport:
+                  areas: Any = None, team: str | None = None,
+                  user: str | None = None) -> ServiceReport:
     """Check the vendor at the client's base URL: TLS, key, stage path, compression, paging
     base, error format and markets: two probes, at most three calls with redirects and
     retries (:data:`MAX_CALLS`); with ``areas``, also the matching rule: three probes, at
@@ -291,6 +292,10 @@ def check_service(client: Client | None = None, *, dry_run: bool = False,
         ``intersects`` when it matches parcels it crosses), kept for the base URL as
         :func:`parcelsearch.rule_probe.learn_match_rule` keeps it. Without, the report says
         the rule is unknown (or what was learnt before) and how to learn it.
+    team, user
+        Team mode: the team store (``postgresql://…``; default ``$PARCELSEARCH_TEAM``) whose
+        ledger and pacer the probes go through, and who spends them (default
+        ``$PARCELSEARCH_USER``, else the login name), so that the team's quota counts them.
 
     Returns
     -------
@@ -308,8 +313,15 @@ def check_service(client: Client | None = None, *, dry_run: bool = False,
                            and check not in UNPROBED
                            else check({}, client) for check in CHECKS]
         return report
+    with _Capped(client, report.cap, team=team, user=user) as spend:
+        _probe(report, client, spend, ring)
+    return report
+
+
+def _probe(report: ServiceReport, client: Client, spend: LedgerSpend,
+           ring: str | None) -> None:
+    """The probes sent and read into ``report`` (the sliver's with ``ring``)."""
     answers: Answers = {}
-    spend = _Capped(client, report.cap)
     for name, target in PROBES.items():
         try:
             answers[name] = client.probe(target, spend=spend)
@@ -328,7 +340,6 @@ def check_service(client: Client | None = None, *, dry_run: bool = False,
         report.calls = spend.calls
         report.findings = [check(answers, client) for check in CHECKS]
         report.learned.update(_learn_rule(answers, client))
-    return report
 
 
 def _answered(answers: Answers) -> bool:
@@ -356,8 +367,9 @@ class _Capped(LedgerSpend):
     """The ledger's spend hook, refusing the call after ``cap`` (redirects and retries would
     otherwise take a check past its price)."""
 
-    def __init__(self, client: Client, cap: int) -> None:
-        super().__init__(client)
+    def __init__(self, client: Client, cap: int, *, team: str | None = None,
+                 user: str | None = None) -> None:
+        super().__init__(client, team=team, user=user)
         self.cap = cap
 
     def reserve(self) -> None:

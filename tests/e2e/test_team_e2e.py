@@ -336,3 +336,42 @@ def test_a_store_lost_mid_run_stops_it_keeping_what_was_found(
     with psycopg.connect(team) as conn:
         reserved = conn.execute(f"SELECT count(*) FROM {SCHEMA}.calls").fetchone()[0]
     assert len(_log(service, key)) <= reserved  # nothing was sent unreserved
+
+
+def test_calls_outside_a_search_are_counted_in_the_teams_store(
+    team: str, service: Any, ca_bundle: str, make_key: Callable[..., Any], tmp_path: Path,
+) -> None:
+    """Issue 48: in team mode the market list and ``doctor``'s probes are reserved in the
+    team's store (the team's quota sees them), by the member who spent them, and not in this
+    machine's ledger; the service's request log is the witness of what was spent."""
+    key = make_key("production", quota=1_000)
+    env = {**_env(key, service, ca_bundle, tmp_path / "cache"), "PARCELSEARCH_TEAM": team}
+    env.pop("PARCELSEARCH_USER", None)
+    markets = _cli(["markets", "--user", "fay"], env, tmp_path)
+    assert markets.returncode == 0, markets.stderr
+    doctor = _cli(["doctor", "--yes", "--team", team, "--user", "gus"], env, tmp_path)
+    assert doctor.returncode in (0, 1), doctor.stderr
+    log = service.keys.requests(key.name)
+    usage = {row["name"]: row for row in json.loads(
+        _cli(["team", "usage", "--json"], env, tmp_path).stdout)}
+    fingerprint = parcelsearch.Client(key, service.base_url, ca_bundle).fingerprint
+    assert usage[f"sha256:{fingerprint}"]["calls_lifetime"] == len(log) >= 3
+    assert usage["fay"]["calls_lifetime"] == 1  # the market list: one call
+    assert usage["gus"]["calls_lifetime"] == len(log) - 1  # doctor's probes
+    ledger = parcelsearch.Ledger.in_folder(tmp_path / "cache")
+    assert ledger.usage(fingerprint).lifetime == 0  # not this machine's ledger
+
+
+def test_calls_outside_a_search_stop_at_the_teams_quota(
+    team: str, service: Any, ca_bundle: str, make_key: Callable[..., Any], tmp_path: Path,
+) -> None:
+    """The team's stored quota holds for the market list too: with none left, it is refused
+    before anything is sent."""
+    key = make_key("production", quota=1_000)
+    env = {**_env(key, service, ca_bundle, tmp_path / "cache"), "PARCELSEARCH_TEAM": team,
+           "PARCELSEARCH_USER": "hal"}
+    assert _cli(["team", "quota", "--calls", "0", "--period", "month"], env,
+                tmp_path).returncode == 0
+    refused = _cli(["markets"], env, tmp_path)
+    assert refused.returncode != 0
+    assert service.keys.requests(key.name).empty

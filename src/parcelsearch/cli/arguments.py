@@ -277,9 +277,12 @@ def add_team_store(parser: argparse.ArgumentParser,
                              f"init'; default: $PARCELSEARCH_TEAM): {what}")
 
 
-def add_team_member(parser: argparse.ArgumentParser) -> None:
-    """``--team URL`` and ``--user NAME``."""
-    add_team_store(parser)
+def add_team_member(parser: argparse.ArgumentParser, what: str | None = None) -> None:
+    """``--team URL`` and ``--user NAME`` (``what`` the store does for this command)."""
+    if what is None:
+        add_team_store(parser)
+    else:
+        add_team_store(parser, what)
     parser.add_argument("--user", metavar="NAME",
                         help="who runs this in the team (default: $PARCELSEARCH_USER, else "
                              "the login name)")

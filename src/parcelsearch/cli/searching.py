@@ -485,6 +485,8 @@ SEARCH = Command(
 def _declare_markets(parser: Parser) -> None:
     parser.add_argument("--json", action="store_true", help="print a JSON list")
     add_connection(parser)
+    add_team_member(parser, "the call is reserved, paced and counted there, in the team's "
+                            "quota")
 
 
 def run_markets(args: argparse.Namespace) -> int:
@@ -493,7 +495,7 @@ def run_markets(args: argparse.Namespace) -> int:
 
     client = _client(args)
     check_listening(client.base_url)
-    names = market_list.markets(client)
+    names = market_list.markets(client, team=args.team, user=args.user)
     print(json.dumps(names) if args.json else "\n".join(names))
     return 0
 
@@ -519,6 +521,8 @@ def _declare_doctor(parser: Parser) -> None:
     parser.add_argument("--layer", metavar="NAME",
                         help="the layer of --areas to read, from a file with several")
     add_connection(parser)
+    add_team_member(parser, "the probes are reserved, paced and counted there, in the team's "
+                            "quota")
     parser.set_defaults(crs=None)
 
 
@@ -543,7 +547,7 @@ def run_doctor(args: argparse.Namespace) -> int:
                                  "nothing was spent. Add --yes to spend them without asking, "
                                  "or --dry-run to spend none")
     check_listening(client.base_url)
-    report = check_service(client, areas=areas)
+    report = check_service(client, areas=areas, team=args.team, user=args.user)
     print(report)
     if areas is None and any(f.check == "matching rule" and f.verdict == "unknown"
                              for f in report.findings):
