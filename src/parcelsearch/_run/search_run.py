@@ -233,8 +233,11 @@ def _frames(plan: Plan, states: list[PieceState]) -> tuple[pd.DataFrame, gpd.Geo
         .sort_values([id_name, "group_id"], kind="stable")
         .reset_index(drop=True)
     )
+    shared = _found_in_shared_band(plan, states, ids)
     if plan.tolerance > 0:
-        ids["may_lie_outside"] = _may_lie_outside(plan, states, ids)
+        ids["may_lie_outside"] = _may_lie_outside(plan, states, ids) | shared
+    elif shared.any():
+        ids["may_lie_outside"] = shared
     columns = [id_name, "piece_id", "rows", "pages", "pages_fetched", "calls", "cached_pages",
                "from_cache", "geometry"]
     tiles = gpd.GeoDataFrame(pd.DataFrame(rows, columns=columns), geometry="geometry",
@@ -270,6 +273,38 @@ def _may_lie_outside(plan: Plan, states: list[PieceState], ids: pd.DataFrame) ->
             inside.update((piece.area_id, g) for data in state.data.values() for g in data)
     keys = zip(ids[plan.id_name], ids["group_id"].astype(str), strict=True)
     return pd.Series([k not in inside for k in keys], index=ids.index, dtype=bool)
+
+
+def _found_in_shared_band(plan: Plan, states: list[PieceState], ids: pd.DataFrame) -> pd.Series:
+    """For each (area, GroupID): True when the GroupID is listed for another area too and
+    the pieces that found it meet only partly inside this area.
+
+    Under the point rule a parcel's point lies in every piece that found it, so one listed
+    for an area it lies beyond (in the band its pieces reach past the boundary, at most two
+    grid steps) and for a neighbour is always marked; one whose finders meet wholly inside
+    the area (overlapping areas) is not. A True is "may": a parcel a millimetre inside is
+    marked too, as the service answers GroupIDs, not positions.
+    """
+    flags = pd.Series(False, index=ids.index, dtype=bool)
+    areas_per_id = ids.groupby("group_id", sort=False)[plan.id_name].transform("size")
+    twice = ids.index[(areas_per_id > 1).to_numpy()]
+    if not len(twice):
+        return flags
+    shared = set(ids.loc[twice, "group_id"].astype(str))
+    finders: dict[str, set[int]] = {}
+    for number, state in enumerate(states):
+        for data in state.data.values():
+            for group in shared.intersection(data):
+                finders.setdefault(group, set()).add(number)
+    meets: dict[tuple[int, ...], Any] = {}
+    for row in twice:
+        found_by = tuple(sorted(finders[str(ids.at[row, "group_id"])]))
+        if found_by not in meets:
+            meets[found_by] = shapely.intersection_all(
+                [states[number].piece.geometry for number in found_by])
+        area = plan.areas.geometry.loc[ids.at[row, plan.id_name]]
+        flags.at[row] = not area.contains(meets[found_by])
+    return flags
 
 
 def _skip_inactive(plan: Plan, run: Run, column: str,
