@@ -20,6 +20,7 @@ import pytest
 import shapely
 
 import parcelsearch
+from parcelsearch import outputs
 
 TRACTS = Path(__file__).resolve().parents[1] / "data" / "sf_tracts_2020.geojson"
 #: Distances (m) from the boundary, negative inside the tract whose ring is walked.
@@ -63,7 +64,8 @@ def _placed(tracts: gpd.GeoDataFrame, per_ring: int = 60) -> gpd.GeoDataFrame:
 
 
 @pytest.mark.slow
-def test_exact_search_keeps_the_stated_band_and_marks_what_two_tracts_share() -> None:
+def test_exact_search_keeps_the_stated_band_and_marks_what_two_tracts_share(
+        tmp_path: Path) -> None:
     # through a state plane (feet) and back, as areas drawn in one arrive: off the 6-decimal
     # grid, like the tracts (the file's own vertices lie on it)
     tracts = gpd.read_file(TRACTS).iloc[[0, 1]].set_index("tract")
@@ -110,3 +112,6 @@ def test_exact_search_keeps_the_stated_band_and_marks_what_two_tracts_share() ->
     # and a parcel well inside a tract is not marked
     deep = ids["group_id"].isin(parcels["group_id"].iloc[-len(tracts):])
     assert not marked[deep].any()
+    # the files carry the marks (the planning and files guides say so)
+    written = outputs.write_ids(result, tmp_path / "tracts.csv")
+    assert pd.read_csv(written)["may_lie_outside"].sum() == marked.sum() > 0

@@ -277,34 +277,48 @@ def _may_lie_outside(plan: Plan, states: list[PieceState], ids: pd.DataFrame) ->
 
 def _found_in_shared_band(plan: Plan, states: list[PieceState], ids: pd.DataFrame) -> pd.Series:
     """For each (area, GroupID): True when the GroupID is listed for another area too and
-    the pieces that found it meet only partly inside this area.
+    the pieces that found it do not meet wholly inside this area.
 
     Under the point rule a parcel's point lies in every piece that found it, so one listed
     for an area it lies beyond (in the band its pieces reach past the boundary, at most two
-    grid steps) and for a neighbour is always marked; one whose finders meet wholly inside
-    the area (overlapping areas) is not. A True is "may": a parcel a millimetre inside is
-    marked too, as the service answers GroupIDs, not positions.
+    grid steps) and for a neighbour is always marked. A True is "may": a parcel a
+    millimetre inside is marked too, as the service answers GroupIDs, not positions; where
+    areas overlap, a GroupID they share is marked unless the pieces that found it meet
+    wholly inside the area.
     """
-    flags = pd.Series(False, index=ids.index, dtype=bool)
     areas_per_id = ids.groupby("group_id", sort=False)[plan.id_name].transform("size")
-    twice = ids.index[(areas_per_id > 1).to_numpy()]
+    shared = (areas_per_id > 1).to_numpy(copy=True)
+    twice = ids.index[shared]
     if not len(twice):
-        return flags
-    shared = set(ids.loc[twice, "group_id"].astype(str))
+        return pd.Series(shared, index=ids.index, dtype=bool)
+    found = _finders(states, set(ids.loc[twice, "group_id"].astype(str)))
+    meets: dict[tuple[int, ...], Any] = {}
+    areas: dict[Hashable, Any] = {}
+    answers: dict[tuple[Hashable, tuple[int, ...]], bool] = {}
+    marks = []
+    for area_id, group in zip(ids.loc[twice, plan.id_name],
+                              ids.loc[twice, "group_id"].astype(str), strict=True):
+        found_by = found[group]
+        if (area_id, found_by) not in answers:
+            if found_by not in meets:
+                meets[found_by] = shapely.intersection_all(
+                    [states[number].piece.geometry for number in found_by])
+            if area_id not in areas:
+                areas[area_id] = shapely.prepared.prep(plan.areas.geometry.loc[area_id])
+            answers[area_id, found_by] = not areas[area_id].contains(meets[found_by])
+        marks.append(answers[area_id, found_by])
+    shared[shared] = marks
+    return pd.Series(shared, index=ids.index, dtype=bool)
+
+
+def _finders(states: list[PieceState], groups: set[str]) -> dict[str, tuple[int, ...]]:
+    """For each of ``groups``, the numbers (in ``states``) of the pieces that found it."""
     finders: dict[str, set[int]] = {}
     for number, state in enumerate(states):
         for data in state.data.values():
-            for group in shared.intersection(data):
+            for group in groups.intersection(data):
                 finders.setdefault(group, set()).add(number)
-    meets: dict[tuple[int, ...], Any] = {}
-    for row in twice:
-        found_by = tuple(sorted(finders[str(ids.at[row, "group_id"])]))
-        if found_by not in meets:
-            meets[found_by] = shapely.intersection_all(
-                [states[number].piece.geometry for number in found_by])
-        area = plan.areas.geometry.loc[ids.at[row, plan.id_name]]
-        flags.at[row] = not area.contains(meets[found_by])
-    return flags
+    return {group: tuple(sorted(numbers)) for group, numbers in finders.items()}
 
 
 def _skip_inactive(plan: Plan, run: Run, column: str,
