@@ -11,7 +11,9 @@ GroupIDs (:func:`write_ids`), by extension:
   ``group_ids`` list property.
 
 From a search with a tolerance, the GroupIDs found only by pieces reaching beyond the area
-(so possibly up to the tolerance outside it) are marked: a boolean ``may_lie_outside``
+(so possibly up to the tolerance outside it) are marked, and from any search those listed
+for two areas whose pieces found them where they meet across a boundary (within 22 cm of
+both): a boolean ``may_lie_outside``
 column of the parquet and CSV rows, a ``may_lie_outside`` list beside ``group_ids`` in a
 GeoPackage or GeoJSON feature.
 
@@ -308,8 +310,8 @@ def ids_table(result: SearchResult) -> pd.DataFrame:
 
 
 def _typed_ids(result: SearchResult) -> pd.DataFrame:
-    """Area id and ``group_id`` (and, from a search with a tolerance, ``may_lie_outside``:
-    found only by pieces reaching beyond the area, so possibly up to the tolerance outside)."""
+    """Area id and ``group_id`` (and ``may_lie_outside`` when the search marked any: found
+    only by pieces reaching beyond the area, or listed for two areas across a boundary)."""
     id_name = result.id_name
     flag = [c for c in ("may_lie_outside",) if c in result.ids.columns]
     ids = result.ids[[id_name, "group_id", *flag]].copy()

@@ -88,7 +88,10 @@ class SearchResult:
     ids
         One row per (area id, ``group_id``), deduplicated and sorted: merge it onto your own
         table by ``group_id``. With a tolerance, also ``may_lie_outside``: found only by
-        pieces reaching beyond the area (the parcel may lie up to the tolerance outside).
+        pieces reaching beyond the area (the parcel may lie up to the tolerance outside);
+        in any search, also True for a GroupID listed for two areas whose finding pieces
+        meet across a boundary (the parcel lies within 22 cm of both and may be outside
+        either). An exact search has the column only when it marks something.
     tiles
         The pieces sent: area id, ``piece_id``, ``rows``, ``pages``, ``calls`` (network calls
         made for the piece in this run), ``cached_pages``, ``from_cache`` and geometry.

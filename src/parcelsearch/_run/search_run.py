@@ -233,8 +233,11 @@ def _frames(plan: Plan, states: list[PieceState]) -> tuple[pd.DataFrame, gpd.Geo
         .sort_values([id_name, "group_id"], kind="stable")
         .reset_index(drop=True)
     )
+    shared = _found_in_shared_band(plan, states, ids)
     if plan.tolerance > 0:
-        ids["may_lie_outside"] = _may_lie_outside(plan, states, ids)
+        ids["may_lie_outside"] = _may_lie_outside(plan, states, ids) | shared
+    elif shared.any():
+        ids["may_lie_outside"] = shared
     columns = [id_name, "piece_id", "rows", "pages", "pages_fetched", "calls", "cached_pages",
                "from_cache", "geometry"]
     tiles = gpd.GeoDataFrame(pd.DataFrame(rows, columns=columns), geometry="geometry",
@@ -270,6 +273,52 @@ def _may_lie_outside(plan: Plan, states: list[PieceState], ids: pd.DataFrame) ->
             inside.update((piece.area_id, g) for data in state.data.values() for g in data)
     keys = zip(ids[plan.id_name], ids["group_id"].astype(str), strict=True)
     return pd.Series([k not in inside for k in keys], index=ids.index, dtype=bool)
+
+
+def _found_in_shared_band(plan: Plan, states: list[PieceState], ids: pd.DataFrame) -> pd.Series:
+    """For each (area, GroupID): True when the GroupID is listed for another area too and
+    the pieces that found it do not meet wholly inside this area.
+
+    Under the point rule a parcel's point lies in every piece that found it, so one listed
+    for an area it lies beyond (in the band its pieces reach past the boundary, at most two
+    grid steps) and for a neighbour is always marked. A True is "may": a parcel a
+    millimetre inside is marked too, as the service answers GroupIDs, not positions; where
+    areas overlap, a GroupID they share is marked unless the pieces that found it meet
+    wholly inside the area.
+    """
+    areas_per_id = ids.groupby("group_id", sort=False)[plan.id_name].transform("size")
+    shared = (areas_per_id > 1).to_numpy(copy=True)
+    twice = ids.index[shared]
+    if not len(twice):
+        return pd.Series(shared, index=ids.index, dtype=bool)
+    found = _finders(states, set(ids.loc[twice, "group_id"].astype(str)))
+    meets: dict[tuple[int, ...], Any] = {}
+    areas: dict[Hashable, Any] = {}
+    answers: dict[tuple[Hashable, tuple[int, ...]], bool] = {}
+    marks = []
+    for area_id, group in zip(ids.loc[twice, plan.id_name],
+                              ids.loc[twice, "group_id"].astype(str), strict=True):
+        found_by = found[group]
+        if (area_id, found_by) not in answers:
+            if found_by not in meets:
+                meets[found_by] = shapely.intersection_all(
+                    [states[number].piece.geometry for number in found_by])
+            if area_id not in areas:
+                areas[area_id] = shapely.prepared.prep(plan.areas.geometry.loc[area_id])
+            answers[area_id, found_by] = not areas[area_id].contains(meets[found_by])
+        marks.append(answers[area_id, found_by])
+    shared[shared] = marks
+    return pd.Series(shared, index=ids.index, dtype=bool)
+
+
+def _finders(states: list[PieceState], groups: set[str]) -> dict[str, tuple[int, ...]]:
+    """For each of ``groups``, the numbers (in ``states``) of the pieces that found it."""
+    finders: dict[str, set[int]] = {}
+    for number, state in enumerate(states):
+        for data in state.data.values():
+            for group in groups.intersection(data):
+                finders.setdefault(group, set()).add(number)
+    return {group: tuple(sorted(numbers)) for group, numbers in finders.items()}
 
 
 def _skip_inactive(plan: Plan, run: Run, column: str,
