@@ -159,7 +159,7 @@ def test_san_francisco_tracts_get_an_interval_before_more_than_the_survey(
                                  ca_bundle=str(svc.ca_path), cache_dir=tmp_path / "cache",
                                  rate=200)
     with pytest.raises(parcelsearch.PriceNotConfirmedError) as stopped:
-        parcelsearch.search(areas, client=client, ask_above=50, quota="500/month")
+        parcelsearch.search(areas, client=client, ask_above=50, quota="1500/month")
     lines = capsys.readouterr().err.splitlines()
     surveyed = len(svc.keys.requests(name))
     said = next(re.match(r"survey: page 1 of (\d+) of the (\d+) pieces", line)
@@ -171,8 +171,8 @@ def test_san_francisco_tracts_get_an_interval_before_more_than_the_survey(
     assert f"{surveyed} already spent, {surveyed} of them a survey" in price
     assert "never waste" in price
     assert "95% interval" in str(stopped.value)
-    left = 500 - surveyed
-    assert any(re.fullmatch(rf"quota: it would leave about \d+ of the {left} left this month",
+    left = 1500 - surveyed
+    assert any(re.fullmatch(rf"quota: it would leave about [\d,]+ of the {left:,} left this month",
                             line) for line in lines), lines
     result = parcelsearch.search(areas, client=client, confirm=True, progress=False)
     true_total = len(svc.keys.requests(name))
@@ -235,3 +235,41 @@ def test_a_budget_with_allow_partial_is_the_cap_chosen_and_not_asked(make_client
                                      allow_partial=True, progress=False)
     assert not result.complete and 7 < result.calls <= 9
     assert len(service.keys.requests(client.key_name)) == result.calls
+
+
+@pytest.mark.slow
+def test_neighbouring_areas_are_priced_from_earlier_searches_without_a_survey(
+        start_own_service, tmp_path: Path, capsys) -> None:
+    """Issue 49's "learnt": SF's tracts cut into block-like areas, every other one searched
+    first; the others (their neighbours) are then priced from the density those earlier
+    pieces showed: no survey (the service's log: not one call before the decision point),
+    a price "learnt from N earlier pieces nearby" whose 95 % interval holds the true total."""
+    areas = _cut(gpd.read_file(TRACTS), 2)
+    svc = start_own_service(parcels=fabric_for(areas))
+    name = "sf-learnt"
+    key = svc.keys.create(name, key_type="production", quota=100_000, per_second=1_000)
+    client = parcelsearch.Client(api_key=key, base_url=svc.base_url,
+                                 ca_bundle=str(svc.ca_path), cache_dir=tmp_path / "cache",
+                                 rate=200)
+    # Every other area first; of the others, those on the mainland (inside the first's
+    # pieces, not an island off the coast) second.
+    first, second = areas.iloc[::2], areas.iloc[1::2]
+    second = second[second.centroid.within(shapely.box(-122.515, 37.705, -122.385, 37.805))]
+    parcelsearch.search(first, client=client, confirm=True, progress=False)
+    before = len(svc.keys.requests(name))
+    capsys.readouterr()
+    with pytest.raises(parcelsearch.PriceNotConfirmedError) as stopped:
+        parcelsearch.search(second, client=client, ask_above=20)
+    assert len(svc.keys.requests(name)) == before  # no survey: nothing spent
+    lines = capsys.readouterr().err.splitlines()
+    assert not any(line.startswith("survey: ") for line in lines), lines
+    price = next(line for line in lines if "95% interval" in line and line.startswith("price"))
+    learnt = re.search(r"learnt from (\d+) earlier pieces nearby \(no survey\)", price)
+    assert learnt is not None and int(learnt[1]) >= 20, price
+    low, high = (int(x.replace(",", "")) for x in
+                 re.search(r"95% interval ([\d,]+)–([\d,]+)", price).groups())
+    assert "learnt from" in str(stopped.value)
+    result = parcelsearch.search(second, client=client, confirm=True, progress=False)
+    true_total = len(svc.keys.requests(name)) - before
+    assert result.complete and true_total == result.calls
+    assert low <= true_total <= high, (low, true_total, high)
