@@ -13,6 +13,8 @@ import shapely
 from _cli import PYTHON, run, served
 
 import parcelsearch
+from parcelsearch._run import survey
+from parcelsearch.maps.describe import plan_spec
 from parcelsearch.notices import PartialResultWarning
 from parcelsearch_service.synth import fabric_for
 
@@ -255,9 +257,21 @@ def test_neighbouring_areas_are_priced_from_earlier_searches_without_a_survey(
     # pieces, not an island off the coast) second.
     first, second = areas.iloc[::2], areas.iloc[1::2]
     second = second[second.centroid.within(shapely.box(-122.515, 37.705, -122.385, 37.805))]
+    planned = parcelsearch.plan(second)
+    unseen = planned.known_price(client)  # before any search: the minimum, a survey's size
+    assert unseen.known == "lower" and unseen.survey == survey.pilot_size(len(planned.pieces))
+    assert f"a survey of about {unseen.survey} calls would price the rest" in repr(planned)
     parcelsearch.search(first, client=client, confirm=True, progress=False)
     before = len(svc.keys.requests(name))
     capsys.readouterr()
+    # The plan's own repr and map: the learnt price and what it leaves of the quota, free.
+    known = planned.known_price(client, quota="1500/month")
+    assert len(svc.keys.requests(name)) == before and known.known == "learnt"
+    shown = repr(planned)
+    assert f"price: about {known.total} calls, 95% interval {known.low}–{known.high}" in shown
+    assert "earlier pieces nearby" in shown and f"of the {1500 - before:,} left this month" in shown
+    assert "learnt from" in planned._repr_html_()
+    assert "learnt from" in plan_spec(planned).subtitle
     with pytest.raises(parcelsearch.PriceNotConfirmedError) as stopped:
         parcelsearch.search(second, client=client, ask_above=20)
     assert len(svc.keys.requests(name)) == before  # no survey: nothing spent
@@ -273,3 +287,7 @@ def test_neighbouring_areas_are_priced_from_earlier_searches_without_a_survey(
     true_total = len(svc.keys.requests(name)) - before
     assert result.complete and true_total == result.calls
     assert low <= true_total <= high, (low, true_total, high)
+    assert (known.low, known.high) == (low, high)  # the plan said what the search said
+    done = planned.known_price(client)
+    assert (done.known, done.total) == ("exact", 0)  # all cached now
+    assert repr(planned).count("price: exactly 0 calls") == 1

@@ -66,6 +66,10 @@ class Price:
     #: ``known="learnt"``: the earlier pieces nearby the price of the pieces never searched
     #: was learnt from (:mod:`parcelsearch._run.density`), no survey.
     learnt_from: int = 0
+    #: :func:`parcelsearch._run.search_run.known_price` when some pieces are not priced:
+    #: the calls of the survey's first round that would price them; and the quota line.
+    survey: int = 0
+    quota: str = ""
 
     @property
     def total(self) -> int:
@@ -149,6 +153,17 @@ class Price:
         rest = (f"about {guessed:,} for the later pages of the {self.unknown:,} pieces never "
                 f"searched, learnt from {self.learnt_from:,} earlier pieces nearby (no survey)")
         return "; ".join(p for p in (spent, first, later, rest) if p)
+
+    def free_line(self) -> str:
+        """The price known without spending, as a plan shows it: ``"price: about 223 calls,
+        95% interval 194–252 (…)"``, or ``"price: at least 107 calls (…); a survey of about
+        11 calls would price the rest"``; then the quota line, when known."""
+        text = self.line()
+        if self.known == "lower" and self.survey:
+            text += f"; a survey of about {_calls(self.survey)} would price the rest"
+            if self.survey >= self.first:
+                text += " exactly (page 1 of each piece never searched)"
+        return f"{text}; {self.quota}" if self.quota else text
 
     def refusal(self) -> str:
         """The price as a refusal says it: ``at least 6 calls`` when only the page 1s are

@@ -26,6 +26,7 @@ on the raised error's ``.result``.
 
 from __future__ import annotations
 
+import dataclasses
 import hashlib
 import json
 import logging
@@ -575,6 +576,44 @@ def price(
     return pricing.Price(first=0, later=0, known="exact", spent=result.calls)
 
 
+def known_price(plan: Plan, client: Client | None = None, *,
+                quota: Quota | str | None = None) -> pricing.Price:
+    """The price of searching ``plan`` known without spending (no call is made): page 1 of
+    every piece not cached, the later pages told by cached page 1s or the run history, the
+    pieces never searched learnt from earlier pieces nearby where they surround them.
+
+    Parameters
+    ----------
+    plan
+        The plan (:func:`parcelsearch.plan`).
+    client
+        Whose cache folder, ledger and run history are read (default :class:`Client`).
+    quota
+        As for :func:`search` (the quota line, :attr:`Price.quota`).
+
+    Returns
+    -------
+    Price
+        ``known`` ``"exact"``, ``"estimated"`` (the run history), ``"learnt"`` (with its 95 %
+        interval), or ``"lower"`` (some pieces unpriced: :attr:`Price.survey` is the
+        survey's first round that would price them).
+    """
+    client = client if client is not None else Client()
+    options = SearchOptions.resolve(plan, quota=quota, progress=False)
+    cache = ResponseCache(client.cache_dir)
+    opened = stores.open(options.team, client, member=options.user or "", cache=cache,
+                         ledger=Ledger.in_folder(client.cache_dir), workers=options.workers)
+    try:
+        refresh = refreshing.RunRefresh(options.refresh, options.verify_sample,
+                                        opened.history, base_url=client.base_url,
+                                        path=plan.path, run_id=uuid.uuid4().hex)
+        run = Run(client, opened.spending, options, path=plan.path, run_id=refresh.run_id,
+                  rereads=refresh.rereads)
+        return _Search(run, plan, False, refresh).free_price()
+    finally:
+        opened.spending.close()
+
+
 def _store(given: S | bool | None, kind: type[S], default: Callable[[], S]) -> S | None:
     """A store argument (``cache``, ``ledger``) as the store: ``None`` or ``True`` the default
     one (beside the client's cache folder), ``False`` none, else the instance given.
@@ -777,6 +816,27 @@ class _Search:
             if not again:
                 break
             fetcher.fetch(again)
+
+    def free_price(self) -> pricing.Price:
+        """The price known before any call (see :func:`known_price`), with its quota line."""
+        run = self.run_state
+        self.refresh.start(self.states, run.cached)
+        todo = _first_pages(self.states, run)
+        previous = {id(s): self.refresh.check(s).previous for s in todo}
+        known_later = len(_later_pages([s for s in self.states if s.pages is not None], run))
+        self.price = pricing.estimate([(None, previous[id(s)]) for s in todo], mode="all",
+                                      known_later=known_later)
+        unknown = [s for s in todo if previous[id(s)] is None]
+        learnt = self._learnt(unknown) if unknown else None
+        if learnt is not None and learnt.pieces == len(unknown):
+            estimate = survey.Estimate(value=learnt.value, low=learnt.low, high=learnt.high,
+                                       surveyed=0, pieces=learnt.pieces)
+            self.price = self._surveyed_price(estimate, {}, unknown, todo, previous,
+                                              learnt_from=learnt.earlier)
+        elif unknown:
+            rest = len(unknown) - (learnt.pieces if learnt is not None else 0)
+            self.price = dataclasses.replace(self.price, survey=survey.pilot_size(rest))
+        return dataclasses.replace(self.price, quota=self._quota_line())
 
     # -- the survey and the decision point -----------------------------------------------
 
