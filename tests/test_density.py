@@ -69,3 +69,21 @@ def test_the_interval_widens_where_the_earlier_pieces_disagree() -> None:
     assert calm is not None and wild is not None
     assert calm.value == 4 * 3  # the same ratio everywhere: exactly its calls
     assert wild.high - wild.low > 3 * (calm.high - calm.low)
+
+
+def test_a_survey_of_the_others_and_the_learnt_part_add_up() -> None:
+    from parcelsearch._run.search_run import _with_learnt
+    from parcelsearch._run.survey import Estimate
+
+    learnt = learn(_cells(2, 2, x0=-122.45 + 3 * CELL, y0=37.75 + 3 * CELL),
+                   [(c, 1 if n % 3 else 12) for n, c in enumerate(_cells(8, 8))])
+    assert learnt is not None
+    census = _with_learnt(Estimate(value=9, low=9, high=9, surveyed=3, pieces=3), learnt)
+    assert census.value == 9 + learnt.value and census.pieces == 3 + learnt.pieces
+    assert (census.low, census.high) == (9 + learnt.low, 9 + learnt.high)  # the census exact
+    sampled = _with_learnt(Estimate(value=100, low=70, high=140, surveyed=10, pieces=60),
+                           learnt)
+    below, above = 100 + learnt.value - sampled.low, sampled.high - 100 - learnt.value
+    assert below == math.ceil(math.hypot(30, learnt.value - learnt.low))  # in quadrature
+    assert above == math.ceil(math.hypot(40, learnt.high - learnt.value))
+    assert sampled.low >= 60 + learnt.pieces  # one call a piece at least
