@@ -70,6 +70,9 @@ class Price:
     #: the calls of the survey's first round that would price them; and the quota line.
     survey: int = 0
     quota: str = ""
+    #: The survey stopped at its cap (a tenth of the least the whole can cost) with the
+    #: interval still wide: the price line says so.
+    capped: bool = False
 
     @property
     def total(self) -> int:
@@ -141,6 +144,11 @@ class Price:
         rest = f"about {guessed:,} for the other pieces' later pages, from the survey"
         if self.learnt_from:
             rest += f" and {self.learnt_from:,} earlier pieces nearby"
+        if self.capped and self.high is not None and self.low is not None:
+            share = round(100 * (self.high - self.low) / 2 / max(1, self.total))
+            rest += (f"; the interval is ±{share}%: the survey stopped at its cap, a tenth "
+                     "of the least the search can cost, and the density varies too much "
+                     "for a narrower one")
         return "; ".join(p for p in (spent, first, later, rest) if p)
 
     def _learnt_parts(self) -> str:

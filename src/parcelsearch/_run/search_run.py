@@ -875,10 +875,13 @@ class _Search:
             estimate = survey.estimate(strata, costs)
             step = survey.next_round(estimate, history)
         assert estimate is not None
+        capped = survey.capped(estimate, history)
         if learnt is not None:
             estimate = _with_learnt(estimate, learnt)
         self.price = self._surveyed_price(estimate, costs, unknown, todo, previous,
                                           learnt_from=learnt.earlier if learnt else 0)
+        if capped:
+            self.price = dataclasses.replace(self.price, capped=True)
         self._say(self.price.line())
         quota = self._quota_line()
         if quota:
