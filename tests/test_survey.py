@@ -101,5 +101,5 @@ def test_a_survey_stopped_at_its_cap_with_a_wide_interval_says_so() -> None:
     line = dataclasses.replace(price, capped=True).line()
     assert "the survey stopped at its cap, a tenth of the least the search can cost" in line
     assert "stopped at its cap" not in price.line()
-    narrow, _ = _survey([1.0] * 100, [2] * 100, "n")  # even density: ±17.5 %, not said
+    narrow, _ = _survey([1.0] * 1000, [2] * 1000, "n")  # even density: narrow, not said
     assert not survey.capped(narrow, 0)

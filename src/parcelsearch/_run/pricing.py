@@ -147,8 +147,7 @@ class Price:
         if self.capped and self.high is not None and self.low is not None:
             share = round(100 * (self.high - self.low) / 2 / max(1, self.total))
             rest += (f"; the interval is ±{share}%: the survey stopped at its cap, a tenth "
-                     "of the least the search can cost, and the density varies too much "
-                     "for a narrower one")
+                     "of the least the search can cost")
         return "; ".join(p for p in (spent, first, later, rest) if p)
 
     def _learnt_parts(self) -> str:

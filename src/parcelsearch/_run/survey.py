@@ -37,7 +37,7 @@ USEFUL_HALF_WIDTH = 0.20
 #: The survey's cost at most, as a fraction of the least the whole can cost.
 MAX_SHARE = 0.10
 #: The interval's widening for skewed costs (a few pieces with many pages).
-SKEW_MARGIN = 1.15
+SKEW_MARGIN = 1.5
 #: Of the first round, the share taken with certainty: the largest pieces.
 CERTAIN_SHARE = 0.5
 #: Strata at most, pieces in a stratum at least, and pieces surveyed at least in each.
