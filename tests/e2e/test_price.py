@@ -283,6 +283,12 @@ def test_neighbouring_areas_are_priced_from_earlier_searches_without_a_survey(
     low, high = (int(x.replace(",", "")) for x in
                  re.search(r"95% interval ([\d,]+)–([\d,]+)", price).groups())
     assert "learnt from" in str(stopped.value)
+    # A learnt price that does not fit the budget is refused before any call.
+    with pytest.raises(parcelsearch.QuotaWouldExceedError) as refused:
+        parcelsearch.search(second, client=client, budget=50, progress=False)
+    assert "learnt from" in str(refused.value)
+    assert "stopped before spending (0 calls spent)." in str(refused.value)
+    assert len(svc.keys.requests(name)) == before
     result = parcelsearch.search(second, client=client, confirm=True, progress=False)
     true_total = len(svc.keys.requests(name)) - before
     assert result.complete and true_total == result.calls
