@@ -3,12 +3,19 @@
 from __future__ import annotations
 
 from pathlib import Path
+from typing import Any
 
 import pandas as pd
 import pytest
 
 import parcelsearch
-from parcelsearch.stores.history import PieceRecord, RunRecord, page_digest, polygon_digest
+from parcelsearch.stores.history import (
+    Nearby,
+    PieceRecord,
+    RunRecord,
+    page_digest,
+    polygon_digest,
+)
 from parcelsearch.stores.local.history import RunHistory
 
 RING = "[[0,0],[1,0],[1,1],[0,0]]"
@@ -87,3 +94,40 @@ def test_an_unusable_file_is_a_configuration_error(tmp_path: Path) -> None:
     (tmp_path / "dir").mkdir()
     with pytest.raises(parcelsearch.ConfigurationError, match="cannot open the quota ledger"):
         RunHistory(tmp_path / "dir")
+
+
+def _nearby_runs(history: Any) -> None:
+    """Three runs of RING (its latest complete record: 5 pages) and one of OTHER, far off."""
+    def piece(ring: str, pages: int, status: str = "read") -> PieceRecord:
+        return PieceRecord("a", int(ring == OTHER), ring, pages * 100, pages, status, None, ())
+
+    history.record(_run("n1", "2026-01-01T00:00:00", [piece(RING, 3), piece(OTHER, 2)]))
+    history.record(_run("n2", "2026-02-01T00:00:00", [piece(RING, 5)]))
+    history.record(_run("n3", "2026-03-01T00:00:00", [piece(RING, 9, "incomplete")],
+                        complete=False))
+
+
+def _check_nearby(history: Any) -> None:
+    assert history.nearby("https://x", "/v1/search", (-1, -1, 1.5, 1.5)) == [Nearby(RING, 5)]
+    found = history.nearby("https://x", "/v1/search", (-1, -1, 5, 5))
+    assert sorted((n.polygon_json, n.pages) for n in found) == [(RING, 5), (OTHER, 2)]
+    assert history.nearby("https://x", "/v1/search", (10, 10, 11, 11)) == []
+    assert history.nearby("https://other", "/v1/search", (-1, -1, 5, 5)) == []
+
+
+def test_nearby_rings_are_their_latest_complete_pages_within_the_bounds(tmp_path: Path) -> None:
+    history = RunHistory(tmp_path / "ledger.sqlite")
+    assert history.nearby("https://x", "/v1/search", (-1, -1, 5, 5)) == []  # nothing yet
+    _nearby_runs(history)
+    _check_nearby(history)
+
+
+def test_the_team_history_tells_the_same_nearby_rings(postgres: Any) -> None:
+    from parcelsearch.stores.team import init_team
+    from parcelsearch.stores.team.run_history import TeamRunHistory
+
+    url: str = postgres.database("nearby")
+    init_team(url)
+    history = TeamRunHistory(url, member="alice")
+    _nearby_runs(history)
+    _check_nearby(history)

@@ -98,6 +98,25 @@ def test_repr_leads_with_the_figures(planned):
     assert "<table" in planned._repr_html_() and "at least" in planned._repr_html_()
 
 
+def test_repr_says_the_price_known_without_spending(planned):
+    # Before known_price() reads the stores: the minimum and what would price the rest
+    # (fewer than 30 pieces: page 1 of each, which prices it exactly).
+    n = planned.min_calls
+    expected = (f"price: at least {n} calls; page 1 of every piece ({n} calls) would price it "
+                "exactly (plan.known_price() reads what the cache and run history know")
+    assert expected in repr(planned) and expected in planned._repr_html_()
+    assert planned.price is None
+    from parcelsearch.maps.describe import plan_spec
+
+    assert expected in plan_spec(planned).subtitle
+
+
+def test_a_large_plan_names_the_survey_that_would_price_it() -> None:
+    cells = [box(x * 0.01, 0, x * 0.01 + 0.009, 0.009) for x in range(40)]
+    many = plan(cells)
+    assert "a survey of about 4 calls would price the rest" in repr(many)  # 10 % of 40
+
+
 @pytest.mark.parametrize("how", [{"connectors": False}, {}, {"match": "intersects"}])
 def test_unless_the_vendor_matches_by_a_point_each_part_keeps_its_own_pieces(areas, how):
     """Without connectors, or under a rule that matches footprints (or may: the default),

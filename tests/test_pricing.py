@@ -55,6 +55,26 @@ def test_a_surveyed_price_states_its_interval_and_the_survey() -> None:
     assert price.upper == 315
 
 
+def test_a_learnt_price_states_its_interval_and_where_it_was_learnt() -> None:
+    from parcelsearch._run.pricing import quota_line, surveyed
+
+    price = surveyed(spent=0, first=44, exact_later=0, history_later=0, estimated=179,
+                     low=150, high=208, surveyed_pieces=0, unknown=44, learnt_from=54)
+    assert price.known == "learnt" and price.word == "about"
+    assert (price.total, price.low, price.high) == (223, 194, 252)
+    assert price.line() == (
+        "price: about 223 calls, 95% interval 194–252 (exactly 44 for page 1 of 44 pieces; "
+        "about 179 for the later pages of the 44 pieces never searched, learnt from 54 "
+        "earlier pieces nearby (no survey))")
+    assert quota_line(price, 500, 500, "month") == (
+        "quota: it would leave about 277 of the 500 left this month")
+    # Some pieces surveyed, the others learnt: both named.
+    mixed = surveyed(spent=1, first=43, exact_later=2, history_later=0, estimated=177,
+                     low=150, high=205, surveyed_pieces=1, unknown=44, learnt_from=54)
+    assert mixed.known == "surveyed"
+    assert "from the survey and 54 earlier pieces nearby" in mixed.line()
+
+
 def test_the_quota_line_says_what_is_left_and_the_months_the_rest_needs() -> None:
     from parcelsearch._run.pricing import quota_line
 

@@ -62,7 +62,7 @@ def test_the_interval_holds_the_true_total_and_the_survey_stays_a_tenth() -> Non
             estimate, spent = _survey(areas, costs, f"{population}-{trial}")
             trials += 1
             held += estimate.low <= total <= estimate.high
-            assert spent <= 0.1 * total + survey.MIN_PER_STRATUM
+            assert spent <= 0.1 * total  # a tenth of the least possible, so of the truth
             assert estimate.low >= spent  # never below what is known for sure
     assert held >= 0.95 * trials, f"{held} of {trials}"
 
@@ -72,3 +72,34 @@ def test_an_interval_is_never_falsely_exact() -> None:
     areas = [float(a) for a in range(1, 101)]
     estimate, spent = _survey(areas, [1] * 100, "s")
     assert estimate.value == 100 and estimate.high > 100 and estimate.low == 100
+
+
+def test_the_survey_never_passes_a_tenth_of_the_least_the_whole_can_cost() -> None:
+    assert all(survey.pilot_size(n) <= 0.1 * n for n in range(survey.CENSUS_BELOW, 2000))
+    # Every piece one call but for a few very large ones: the estimate's low end would allow
+    # a bigger survey, the least the whole can cost does not.
+    areas = [1.0] * 95 + [1e6] * 5
+    costs = [1] * 95 + [40] * 5
+    for trial in range(20):
+        _, spent = _survey(areas, costs, f"t{trial}")
+        assert spent <= 0.1 * sum(costs)
+
+
+def test_a_survey_stopped_at_its_cap_with_a_wide_interval_says_so() -> None:
+    from parcelsearch._run.pricing import surveyed
+
+    rng = random.Random(7)
+    areas = [rng.lognormvariate(11, 1.0) for _ in range(300)]
+    costs = [1 if rng.random() < 0.9 else rng.randint(20, 60) for _ in range(300)]  # patchy
+    estimate, spent = _survey(areas, costs, "p")
+    assert survey.capped(estimate, 0) and estimate.half_width > 0.2
+    price = surveyed(spent=spent, first=300 - spent, exact_later=0, history_later=0,
+                     estimated=estimate.value - 300, low=estimate.low - 300,
+                     high=estimate.high - 300, surveyed_pieces=spent, unknown=300)
+    import dataclasses
+
+    line = dataclasses.replace(price, capped=True).line()
+    assert "the survey stopped at its cap, a tenth of the least the search can cost" in line
+    assert "stopped at its cap" not in price.line()
+    narrow, _ = _survey([1.0] * 1000, [2] * 1000, "n")  # even density: narrow, not said
+    assert not survey.capped(narrow, 0)

@@ -13,6 +13,8 @@ import shapely
 from _cli import PYTHON, run, served
 
 import parcelsearch
+from parcelsearch._run import survey
+from parcelsearch.maps.describe import plan_spec
 from parcelsearch.notices import PartialResultWarning
 from parcelsearch_service.synth import fabric_for
 
@@ -159,7 +161,7 @@ def test_san_francisco_tracts_get_an_interval_before_more_than_the_survey(
                                  ca_bundle=str(svc.ca_path), cache_dir=tmp_path / "cache",
                                  rate=200)
     with pytest.raises(parcelsearch.PriceNotConfirmedError) as stopped:
-        parcelsearch.search(areas, client=client, ask_above=50, quota="1000/month")
+        parcelsearch.search(areas, client=client, ask_above=50, quota="1500/month")
     lines = capsys.readouterr().err.splitlines()
     surveyed = len(svc.keys.requests(name))
     said = next(re.match(r"survey: page 1 of (\d+) of the (\d+) pieces", line)
@@ -171,8 +173,8 @@ def test_san_francisco_tracts_get_an_interval_before_more_than_the_survey(
     assert f"{surveyed} already spent, {surveyed} of them a survey" in price
     assert "never waste" in price
     assert "95% interval" in str(stopped.value)
-    left = 1000 - surveyed
-    assert any(re.fullmatch(rf"quota: it would leave about \d+ of the {left} left this month",
+    left = 1500 - surveyed
+    assert any(re.fullmatch(rf"quota: it would leave about [\d,]+ of the {left:,} left this month",
                             line) for line in lines), lines
     result = parcelsearch.search(areas, client=client, confirm=True, progress=False)
     true_total = len(svc.keys.requests(name))
@@ -235,3 +237,63 @@ def test_a_budget_with_allow_partial_is_the_cap_chosen_and_not_asked(make_client
                                      allow_partial=True, progress=False)
     assert not result.complete and 7 < result.calls <= 9
     assert len(service.keys.requests(client.key_name)) == result.calls
+
+
+@pytest.mark.slow
+def test_neighbouring_areas_are_priced_from_earlier_searches_without_a_survey(
+        start_own_service, tmp_path: Path, capsys) -> None:
+    """Issue 49's "learnt": SF's tracts cut into block-like areas, every other one searched
+    first; the others (their neighbours) are then priced from the density those earlier
+    pieces showed: no survey (the service's log: not one call before the decision point),
+    a price "learnt from N earlier pieces nearby" whose 95 % interval holds the true total."""
+    areas = _cut(gpd.read_file(TRACTS), 2)
+    svc = start_own_service(parcels=fabric_for(areas))
+    name = "sf-learnt"
+    key = svc.keys.create(name, key_type="production", quota=100_000, per_second=1_000)
+    client = parcelsearch.Client(api_key=key, base_url=svc.base_url,
+                                 ca_bundle=str(svc.ca_path), cache_dir=tmp_path / "cache",
+                                 rate=200)
+    # Every other area first; of the others, those on the mainland (inside the first's
+    # pieces, not an island off the coast) second.
+    first, second = areas.iloc[::2], areas.iloc[1::2]
+    second = second[second.centroid.within(shapely.box(-122.515, 37.705, -122.385, 37.805))]
+    planned = parcelsearch.plan(second)
+    unseen = planned.known_price(client)  # before any search: the minimum, a survey's size
+    assert unseen.known == "lower" and unseen.survey == survey.pilot_size(len(planned.pieces))
+    assert f"a survey of about {unseen.survey} calls would price the rest" in repr(planned)
+    parcelsearch.search(first, client=client, confirm=True, progress=False)
+    before = len(svc.keys.requests(name))
+    capsys.readouterr()
+    # The plan's own repr and map: the learnt price and what it leaves of the quota, free.
+    known = planned.known_price(client, quota="1500/month")
+    assert len(svc.keys.requests(name)) == before and known.known == "learnt"
+    shown = repr(planned)
+    assert f"price: about {known.total} calls, 95% interval {known.low}–{known.high}" in shown
+    assert "earlier pieces nearby" in shown and f"of the {1500 - before:,} left this month" in shown
+    assert "learnt from" in planned._repr_html_()
+    assert "learnt from" in plan_spec(planned).subtitle
+    with pytest.raises(parcelsearch.PriceNotConfirmedError) as stopped:
+        parcelsearch.search(second, client=client, ask_above=20)
+    assert len(svc.keys.requests(name)) == before  # no survey: nothing spent
+    lines = capsys.readouterr().err.splitlines()
+    assert not any(line.startswith("survey: ") for line in lines), lines
+    price = next(line for line in lines if "95% interval" in line and line.startswith("price"))
+    learnt = re.search(r"learnt from (\d+) earlier pieces nearby \(no survey\)", price)
+    assert learnt is not None and int(learnt[1]) >= 20, price
+    low, high = (int(x.replace(",", "")) for x in
+                 re.search(r"95% interval ([\d,]+)–([\d,]+)", price).groups())
+    assert "learnt from" in str(stopped.value)
+    # A learnt price that does not fit the budget is refused before any call.
+    with pytest.raises(parcelsearch.QuotaWouldExceedError) as refused:
+        parcelsearch.search(second, client=client, budget=50, progress=False)
+    assert "learnt from" in str(refused.value)
+    assert "stopped before spending (0 calls spent)." in str(refused.value)
+    assert len(svc.keys.requests(name)) == before
+    result = parcelsearch.search(second, client=client, confirm=True, progress=False)
+    true_total = len(svc.keys.requests(name)) - before
+    assert result.complete and true_total == result.calls
+    assert low <= true_total <= high, (low, true_total, high)
+    assert (known.low, known.high) == (low, high)  # the plan said what the search said
+    done = planned.known_price(client)
+    assert (done.known, done.total) == ("exact", 0)  # all cached now
+    assert repr(planned).count("price: exactly 0 calls") == 1

@@ -11,7 +11,8 @@ wherever that figure is shown:
 - **about**: estimated from the run history (every piece to fetch was searched before);
 - **at least**: some pieces were never searched, so their later pages are not known yet;
 - **about … (95 % interval a–b)**: after a survey (:mod:`parcelsearch._run.survey`): page 1
-  of a sample of the pieces never searched, and the rest estimated from it.
+  of a sample of the pieces never searched, and the rest estimated from it; or, without a
+  survey, learnt from earlier pieces nearby (:mod:`parcelsearch._run.density`).
 
 :func:`surveyed` makes that last price; :func:`quota_line` says what it would leave of the
 key's quota.
@@ -38,8 +39,9 @@ class Price:
 
     What a run will spend: ``first`` calls for page 1 (exact), ``later`` for the later
     pages (``known``: ``"exact"``, ``"estimated"`` from the run history, ``"surveyed"``
-    with the interval ``low``–``high``, or ``"lower"`` bound when some pieces were never
-    searched), ``spent`` already spent in this run.
+    with the interval ``low``–``high``, ``"learnt"`` from earlier pieces nearby with its
+    interval, or ``"lower"`` bound when some pieces were never searched), ``spent`` already
+    spent in this run.
 
     ``worst`` is the later pages' cost if every piece re-read its pages (with
     ``refresh="changed"``, when every piece had changed), when that differs.
@@ -63,6 +65,16 @@ class Price:
     unknown: int = 0
     #: Of ``later``: exactly known (pages told by page 1, not cached).
     exact_later: int = 0
+    #: ``known="learnt"``: the earlier pieces nearby the price of the pieces never searched
+    #: was learnt from (:mod:`parcelsearch._run.density`), no survey.
+    learnt_from: int = 0
+    #: :func:`parcelsearch._run.search_run.known_price` when some pieces are not priced:
+    #: the calls of the survey's first round that would price them; and the quota line.
+    survey: int = 0
+    quota: str = ""
+    #: The survey stopped at its cap (a tenth of the least the whole can cost) with the
+    #: interval still wide: the price line says so.
+    capped: bool = False
 
     @property
     def total(self) -> int:
@@ -77,7 +89,8 @@ class Price:
     @property
     def word(self) -> str:
         """``"exactly"``, ``"about"`` or ``"at least"``: how well :attr:`total` is known."""
-        return {"exact": "exactly", "estimated": "about", "surveyed": "about"}.get(
+        return {"exact": "exactly", "estimated": "about", "surveyed": "about",
+                "learnt": "about"}.get(
             self.known, "at least")
 
     @property
@@ -104,6 +117,8 @@ class Price:
         """How :attr:`total` is made: the page 1s, the later pages, what was spent."""
         if self.known == "surveyed":
             return self._surveyed_parts()
+        if self.known == "learnt":
+            return self._learnt_parts()
         first = (f"exactly {self.first:,} for page 1 of {self.pieces:,} "
                  f"piece{'s' * (self.pieces != 1)}" if self.first else "")
         later = {
@@ -129,7 +144,35 @@ class Price:
         later = (f"exactly {self.exact_later:,} for the later pages page 1 told"
                  if self.exact_later else "")
         rest = f"about {guessed:,} for the other pieces' later pages, from the survey"
+        if self.learnt_from:
+            rest += f" and {self.learnt_from:,} earlier pieces nearby"
+        if self.capped and self.high is not None and self.low is not None:
+            share = round(100 * (self.high - self.low) / 2 / max(1, self.total))
+            rest += (f"; the interval is ±{share}%: the survey stopped at its cap, a tenth "
+                     "of the least the search can cost")
         return "; ".join(p for p in (spent, first, later, rest) if p)
+
+    def _learnt_parts(self) -> str:
+        spent = f"{self.spent:,} already spent" if self.spent else ""
+        first = (f"exactly {self.first:,} for page 1 of {self.first:,} "
+                 f"piece{'s' * (self.first != 1)}" if self.first else "")
+        later = (f"exactly {self.exact_later:,} for the later pages page 1 told"
+                 if self.exact_later else "")
+        guessed = self.later - self.exact_later
+        rest = (f"about {guessed:,} for the later pages of the {self.unknown:,} pieces never "
+                f"searched, learnt from {self.learnt_from:,} earlier pieces nearby (no survey)")
+        return "; ".join(p for p in (spent, first, later, rest) if p)
+
+    def free_line(self) -> str:
+        """The price known without spending, as a plan shows it: ``"price: about 223 calls,
+        95% interval 194–252 (…)"``, or ``"price: at least 107 calls (…); a survey of about
+        11 calls would price the rest"``; then the quota line, when known."""
+        text = self.line()
+        if self.known == "lower" and self.survey:
+            text += f"; a survey of about {_calls(self.survey)} would price the rest"
+            if self.survey >= self.first:
+                text += " exactly (page 1 of each piece never searched)"
+        return f"{text}; {self.quota}" if self.quota else text
 
     def refusal(self) -> str:
         """The price as a refusal says it: ``at least 6 calls`` when only the page 1s are
@@ -198,7 +241,7 @@ def exact_rest(jobs: int, spent: int) -> Price:
 
 def surveyed(*, spent: int, first: int, exact_later: int, history_later: int,
              estimated: int, low: int, high: int, surveyed_pieces: int,
-             unknown: int) -> Price:
+             unknown: int, learnt_from: int = 0) -> Price:
     """The price after a survey.
 
     Parameters
@@ -216,12 +259,18 @@ def surveyed(*, spent: int, first: int, exact_later: int, history_later: int,
         95 % interval.
     surveyed_pieces, unknown
         Pieces surveyed, of ``unknown`` never searched.
+    learnt_from
+        Not 0: the estimate was learnt from that many earlier pieces nearby, for every
+        piece never searched when none was surveyed (``known="learnt"``), else for those
+        they surround.
     """
     later = exact_later + history_later + estimated
     base = spent + first + exact_later + history_later
-    return Price(first=first, later=later, known="surveyed", pieces=first, spent=spent,
-                 low=base + low, high=base + high, surveyed=surveyed_pieces,
-                 unknown=unknown, exact_later=exact_later)
+    known = "learnt" if learnt_from and not surveyed_pieces else "surveyed"
+    return Price(first=first, later=later, known=known,
+                 pieces=first, spent=spent, low=base + low, high=base + high,
+                 surveyed=surveyed_pieces, unknown=unknown, exact_later=exact_later,
+                 learnt_from=learnt_from)
 
 
 def quota_line(price: Price, left: int | None, limit: int | None, period: str | None) -> str:

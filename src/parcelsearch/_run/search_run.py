@@ -26,7 +26,9 @@ on the raised error's ``.result``.
 
 from __future__ import annotations
 
+import dataclasses
 import hashlib
+import json
 import logging
 import math
 import signal
@@ -41,7 +43,7 @@ import shapely.prepared
 
 from parcelsearch import notices, settings, stores
 from parcelsearch._fetch.client import Client
-from parcelsearch._run import pricing, refreshing, survey
+from parcelsearch._run import density, pricing, refreshing, survey
 from parcelsearch._run.fetching import Fetcher, PageBaseLearned, PageSpend, PieceState, Run
 from parcelsearch._run.options import DEFAULT_WORKERS, SearchOptions
 from parcelsearch._run.progress import Progress
@@ -198,6 +200,28 @@ def _areas_failed(failed: dict[Hashable, str], result: SearchResult,
         f"{len(failed)} of {areas} areas failed ({named}{more}); the other areas are "
         "complete. Everything fetched is cached: running the same search again pays only "
         "for what is missing.", failures=dict(failed), result=result)
+
+
+def _learnt_text(learnt: density.Learnt | None) -> str:
+    """``" (the other 40 priced from 54 earlier pieces nearby)"``, or nothing."""
+    if learnt is None:
+        return ""
+    return (f" (the other {learnt.pieces:,} priced from {learnt.earlier:,} earlier pieces "
+            "nearby)")
+
+
+def _with_learnt(estimate: survey.Estimate, learnt: density.Learnt) -> survey.Estimate:
+    """The survey's estimate and the learnt one together (independent: the half-widths
+    add in quadrature)."""
+    value = estimate.value + learnt.value
+    half = math.hypot(estimate.value - estimate.low, learnt.value - learnt.low)
+    above = math.hypot(estimate.high - estimate.value, learnt.high - learnt.value)
+    # One call at least a piece; a census's part is exact.
+    floor = learnt.pieces + (estimate.value if estimate.surveyed == estimate.pieces
+                             else estimate.pieces)
+    return survey.Estimate(value=value, low=max(floor, math.floor(value - half)),
+                           high=max(floor, math.ceil(value + above)),
+                           surveyed=estimate.surveyed, pieces=estimate.pieces + learnt.pieces)
 
 
 def _area_m2(polygon: shapely.Polygon) -> float:
@@ -601,6 +625,44 @@ def price(
     return pricing.Price(first=0, later=0, known="exact", spent=result.calls)
 
 
+def known_price(plan: Plan, client: Client | None = None, *,
+                quota: Quota | str | None = None) -> pricing.Price:
+    """The price of searching ``plan`` known without spending (no call is made): page 1 of
+    every piece not cached, the later pages told by cached page 1s or the run history, the
+    pieces never searched learnt from earlier pieces nearby where they surround them.
+
+    Parameters
+    ----------
+    plan
+        The plan (:func:`parcelsearch.plan`).
+    client
+        Whose cache folder, ledger and run history are read (default :class:`Client`).
+    quota
+        As for :func:`search` (the quota line, :attr:`Price.quota`).
+
+    Returns
+    -------
+    Price
+        ``known`` ``"exact"``, ``"estimated"`` (the run history), ``"learnt"`` (with its 95 %
+        interval), or ``"lower"`` (some pieces unpriced: :attr:`Price.survey` is the
+        survey's first round that would price them).
+    """
+    client = client if client is not None else Client()
+    options = SearchOptions.resolve(plan, quota=quota, progress=False)
+    cache = ResponseCache(client.cache_dir)
+    opened = stores.open(options.team, client, member=options.user or "", cache=cache,
+                         ledger=Ledger.in_folder(client.cache_dir), workers=options.workers)
+    try:
+        refresh = refreshing.RunRefresh(options.refresh, options.verify_sample,
+                                        opened.history, base_url=client.base_url,
+                                        path=plan.path, run_id=uuid.uuid4().hex)
+        run = Run(client, opened.spending, options, path=plan.path, run_id=refresh.run_id,
+                  rereads=refresh.rereads)
+        return _Search(run, plan, False, refresh).free_price()
+    finally:
+        opened.spending.close()
+
+
 def _store(given: S | bool | None, kind: type[S], default: Callable[[], S]) -> S | None:
     """A store argument (``cache``, ``ledger``) as the store: ``None`` or ``True`` the default
     one (beside the client's cache folder), ``False`` none, else the instance given.
@@ -804,6 +866,27 @@ class _Search:
                 break
             fetcher.fetch(again)
 
+    def free_price(self) -> pricing.Price:
+        """The price known before any call (see :func:`known_price`), with its quota line."""
+        run = self.run_state
+        self.refresh.start(self.states, run.cached)
+        todo = _first_pages(self.states, run)
+        previous = {id(s): self.refresh.check(s).previous for s in todo}
+        known_later = len(_later_pages([s for s in self.states if s.pages is not None], run))
+        self.price = pricing.estimate([(None, previous[id(s)]) for s in todo], mode="all",
+                                      known_later=known_later)
+        unknown = [s for s in todo if previous[id(s)] is None]
+        learnt = self._learnt(unknown) if unknown else None
+        if learnt is not None and learnt.pieces == len(unknown):
+            estimate = survey.Estimate(value=learnt.value, low=learnt.low, high=learnt.high,
+                                       surveyed=0, pieces=learnt.pieces)
+            self.price = self._surveyed_price(estimate, {}, unknown, todo, previous,
+                                              learnt_from=learnt.earlier)
+        elif unknown:
+            rest = len(unknown) - (learnt.pieces if learnt is not None else 0)
+            self.price = dataclasses.replace(self.price, survey=survey.pilot_size(rest))
+        return dataclasses.replace(self.price, quota=self._quota_line())
+
     # -- the survey and the decision point -----------------------------------------------
 
     def _survey(self, fetcher: Fetcher, unknown: list[PieceState], todo: list[PieceState],
@@ -812,42 +895,67 @@ class _Search:
         them when they are few), in rounds until the price's interval is useful; then the
         price with its interval (:attr:`price`)."""
         run = self.run_state
+        learnt = self._learnt(unknown)
+        members = set(learnt.members) if learnt is not None else set()
+        rest = [s for i, s in enumerate(unknown) if i not in members]
         # Seeded by the pieces themselves: the same search surveys the same sample.
-        seed = hashlib.sha256("\n".join(s.piece.polygon_json for s in unknown).encode())
-        strata = survey.stratify([_area_m2(s.piece.geometry) for s in unknown],
-                                 seed.hexdigest())
+        seed = hashlib.sha256("\n".join(s.piece.polygon_json for s in rest).encode())
+        strata = survey.stratify([_area_m2(s.piece.geometry) for s in rest], seed.hexdigest())
         history = sum(max(1, previous[id(s)].pages) for s in todo if previous[id(s)] is not None)
-        step = survey.pilot_size(len(unknown))
-        if step < len(unknown):
-            self._say(f"survey: page 1 of {step:,} of the {len(unknown):,} pieces never "
-                      f"searched ({_calls(step)}, more in rounds while the interval is wide, "
-                      "a tenth of the estimate at most; the search's own pages, cached and "
-                      "used, never waste) to price the rest")
+        history += learnt.value if learnt is not None else 0
+        step = survey.pilot_size(len(rest))
+        if step < len(rest):
+            self._say(f"survey: page 1 of {step:,} of the {len(rest):,} pieces never "
+                      f"searched{_learnt_text(learnt)} ({_calls(step)}, more in rounds while "
+                      "the interval is wide, a tenth of the estimate at most; the search's own "
+                      "pages, cached and used, never waste) to price the rest")
         costs: dict[int, int] = {}
-        estimate = None
+        estimate = survey.estimate(strata, costs) if not rest else None
         while step:
             chosen = strata.take(step)
             if not chosen:
                 break
-            self.progress.start("survey" if len(costs) + len(chosen) < len(unknown)
+            self.progress.start("survey" if len(costs) + len(chosen) < len(rest)
                                 else "page 1", len(chosen))
-            fetcher.fetch((unknown[i], 1) for i in chosen)
+            fetcher.fetch((rest[i], 1) for i in chosen)
             if fetcher.failure is not None or run.stop.is_set():
                 return
-            costs.update({i: max(1, unknown[i].pages or 1) for i in chosen})
+            costs.update({i: max(1, rest[i].pages or 1) for i in chosen})
             estimate = survey.estimate(strata, costs)
             step = survey.next_round(estimate, history)
         assert estimate is not None
-        self.price = self._surveyed_price(estimate, costs, unknown, todo, previous)
+        capped = survey.capped(estimate, history)
+        if learnt is not None:
+            estimate = _with_learnt(estimate, learnt)
+        self.price = self._surveyed_price(estimate, costs, unknown, todo, previous,
+                                          learnt_from=learnt.earlier if learnt else 0)
+        if capped:
+            self.price = dataclasses.replace(self.price, capped=True)
         self._say(self.price.line())
         quota = self._quota_line()
         if quota:
             self._say(quota)
 
+    def _learnt(self, unknown: list[PieceState]) -> density.Learnt | None:
+        """The price of the pieces never searched that earlier pieces nearby in the run
+        history surround, learnt from them (:mod:`parcelsearch._run.density`) without a
+        survey; ``None`` when the history surrounds none of them."""
+        history = self.refresh.history
+        if history is None:
+            return None
+        geometries = [s.piece.geometry for s in unknown]
+        x0, y0, x1, y1 = shapely.total_bounds(geometries)
+        margin = max(x1 - x0, y1 - y0) / 2
+        near = history.nearby(self.refresh.base_url, self.refresh.path,
+                              (x0 - margin, y0 - margin, x1 + margin, y1 + margin))
+        return density.learn(
+            geometries, [(shapely.Polygon(json.loads(n.polygon_json)), n.pages) for n in near])
+
     def _surveyed_price(self, estimate: survey.Estimate, costs: dict[int, int],
                         unknown: list[PieceState], todo: list[PieceState],
-                        previous: dict[int, Any]) -> pricing.Price:
-        """The whole run's price after the survey."""
+                        previous: dict[int, Any], learnt_from: int = 0) -> pricing.Price:
+        """The whole run's price after the survey (or learnt from ``learnt_from`` earlier
+        pieces nearby)."""
         run = self.run_state
         exact_later = sum(len(s.missing()) for s in self.states
                           if s.pages is not None and s.failure is None)
@@ -865,7 +973,7 @@ class _Search:
             history_later=history_later,
             estimated=max(0, estimate.value - told - others),
             low=max(0, estimate.low - told - others), high=max(0, estimate.high - told - others),
-            surveyed_pieces=len(costs), unknown=len(unknown))
+            surveyed_pieces=len(costs), unknown=len(unknown), learnt_from=learnt_from)
 
     def _quota_line(self) -> str:
         """What the price would leave of the key's quota (empty when none is known)."""
@@ -888,12 +996,13 @@ class _Search:
         assert price is not None
         allowed, what = run.allowance()
         if allowed is not None and price.remaining > allowed and not options.allow_partial:
-            if price.known != "surveyed":
+            if price.known not in ("surveyed", "learnt"):
                 return  # known exactly: refused after phase 1, naming the exact calls
             raise self._with_result(QuotaWouldExceedError(
                 f"this search needs {price.refusal()}, but {_limit_text(run, what, allowed)}; "
-                f"stopped after the survey ({_calls(run.calls)} spent, its pages cached: "
-                "running the search again reuses them).", needed=price.remaining,
+                + (f"stopped after the survey ({_calls(run.calls)} spent, its pages cached: "
+                   "running the search again reuses them)." if price.known == "surveyed" else
+                   f"stopped before spending ({_calls(run.calls)} spent)."), needed=price.remaining,
                 allowed=allowed, hints=[
                     *([Hint("budget", price.upper - price.spent, "raise {knob}")]
                       if what == "budget" else []),
@@ -905,8 +1014,11 @@ class _Search:
             return  # the budget given covers the price to the interval's top, or is the cap
         if callable(options.confirm) and options.confirm(price):
             return
+        learnt = (f" (learnt from {price.learnt_from:,} earlier pieces nearby)"
+                  if price.learnt_from else "")
         raise self._with_result(PriceNotConfirmedError(
-            f"this search needs {price.needs()}: {_calls(price.remaining)} still to spend, "
+            f"this search needs {price.needs()}{learnt}: {_calls(price.remaining)} still to "
+            "spend, "
             f"more than the {options.ask_above:,} a search spends without asking; stopped "
             f"before spending them ({_calls(run.calls)} spent"
             f"{' on the survey, its pages cached' if run.calls else ''}: running the search "

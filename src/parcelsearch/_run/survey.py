@@ -13,7 +13,10 @@ costs and one call for every piece not surveyed).
 
 The survey grows in rounds (:func:`plan_rounds`): a pilot, then as many more pieces as
 the pilot says bring the interval's half-width to :data:`TARGET_HALF_WIDTH` of the
-estimate, never more than :data:`MAX_SHARE` of the estimate in all. Surveyed pages are
+estimate, never more than :data:`MAX_SHARE` of the least the whole can cost (the surveyed
+costs and one call for every other piece), so never more than a tenth of the true total.
+When that cap stops it with the half-width above :data:`USEFUL_HALF_WIDTH`
+(:func:`capped`), the price line says so: the interval is what it is. Surveyed pages are
 the search's own page 1s (cached and used): a survey is never waste.
 """
 
@@ -25,14 +28,16 @@ from collections.abc import Sequence
 from dataclasses import dataclass
 
 __all__ = ["Estimate", "Strata", "estimate", "TARGET_HALF_WIDTH", "MAX_SHARE",
-           "t_quantile", "stratify"]
+           "t_quantile", "stratify", "capped"]
 
 #: The half-width (a fraction of the estimate) the survey aims at.
 TARGET_HALF_WIDTH = 0.12
-#: The survey's cost at most, as a fraction of the estimated whole.
+#: The half-width (a fraction of the estimate) above which a capped survey says so.
+USEFUL_HALF_WIDTH = 0.20
+#: The survey's cost at most, as a fraction of the least the whole can cost.
 MAX_SHARE = 0.10
 #: The interval's widening for skewed costs (a few pieces with many pages).
-SKEW_MARGIN = 1.15
+SKEW_MARGIN = 1.5
 #: Of the first round, the share taken with certainty: the largest pieces.
 CERTAIN_SHARE = 0.5
 #: Strata at most, pieces in a stratum at least, and pieces surveyed at least in each.
@@ -67,6 +72,8 @@ class Estimate:
     high: int
     surveyed: int
     pieces: int
+    #: The calls the surveyed pieces cost (exactly).
+    surveyed_calls: int = 0
 
     @property
     def half_width(self) -> float:
@@ -184,7 +191,7 @@ def estimate(strata: Strata, costs: dict[int, int]) -> Estimate:
     point = max(float(floor), value)
     return Estimate(value=round(point), low=max(floor, math.floor(point - half)),
                     high=max(floor, math.ceil(point + half)), surveyed=len(costs),
-                    pieces=strata.size)
+                    pieces=strata.size, surveyed_calls=surveyed)
 
 
 def pilot_size(pieces: int) -> int:
@@ -193,7 +200,17 @@ def pilot_size(pieces: int) -> int:
     call at least, so the pilot is within that share of the whole)."""
     if pieces < CENSUS_BELOW:
         return pieces
-    return min(pieces, max(math.ceil(0.07 * pieces), min(12, math.ceil(MAX_SHARE * pieces))))
+    return min(math.floor(MAX_SHARE * pieces), max(math.ceil(0.07 * pieces), 12))
+
+
+def capped(current: Estimate, known: int) -> bool:
+    """Whether the survey stopped at its cap (:data:`MAX_SHARE`) with the interval's
+    half-width still above :data:`USEFUL_HALF_WIDTH` of the whole (``known``: as for
+    :func:`next_round`)."""
+    half = (current.high - current.low) / 2
+    return (current.surveyed < current.pieces
+            and half > USEFUL_HALF_WIDTH * (current.value + known)
+            and next_round(current, known) == 0)
 
 
 def next_round(current: Estimate, known: int) -> int:
@@ -206,7 +223,10 @@ def next_round(current: Estimate, known: int) -> int:
     half = (current.high - current.low) / 2
     if n >= big_n or half <= TARGET_HALF_WIDTH * whole:
         return 0
-    cap = max(0, math.floor(MAX_SHARE * (current.low + known)) - n)  # the share of the least
+    # Within the share of the least the whole can be (the surveyed costs and one call for
+    # every other piece): never more than a tenth of the true total.
+    least = current.surveyed_calls + big_n - n + known
+    cap = max(0, math.floor(MAX_SHARE * least) - n)
     if cap == 0:
         return 0
     wanted = math.ceil(n * (half / (TARGET_HALF_WIDTH * whole)) ** 2 * 1.1) - n

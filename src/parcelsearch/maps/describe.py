@@ -171,6 +171,9 @@ def plan_spec(plan: PlanLike, *, context: Context = BUNDLED) -> MapSpec:
         areas, tiles, id_name)
     calls = int(pd.to_numeric(tiles.get("min_calls", pd.Series(dtype=int))).sum())
     subtitle = f"{len(areas)} areas · {len(tiles)} pieces · at least {calls:,} calls"
+    price = getattr(plan, "price_text", None)  # a Plan's price known without spending
+    if callable(price):
+        subtitle += f" · {price()}"
     spec = MapSpec("Plan", (pieces, _areas_layer(areas, id_name, OUTLINE_STYLE)),
                    legend, bounds_of(areas, tiles), subtitle)
     return _finish(spec, _subjects(areas), context)

@@ -9,8 +9,8 @@ Examples
 --------
 >>> from shapely import box
 >>> p = plan([box(-97.5, 32.7, -97.4, 32.8)])
->>> p
-<Plan: 1 area → 1 piece, at least 1 call (exact; request lines ≤ 7,168 bytes)>
+>>> p  # doctest: +ELLIPSIS
+<Plan: 1 area → 1 piece, at least 1 call (exact; request lines ≤ 7,168 bytes); price: ...>
 >>> p.pieces[0].polygon_json
 '[[-97.5,32.7],[-97.4,32.7],[-97.4,32.8],[-97.5,32.8],[-97.5,32.7]]'
 """
@@ -133,6 +133,8 @@ class Plan:
         self.memo = TilingMemo() if memo is None else memo
         self.connectors = bool(connectors)
         self.match = check_match(match)
+        #: The price known without spending, once :meth:`known_price` has read it.
+        self.price: Any = None
 
     @property
     def min_calls(self) -> int:
@@ -236,14 +238,47 @@ class Plan:
 
         return plan_map(self, **kwargs)
 
+    def known_price(self, client: Any = None, *, quota: Any = None) -> Any:
+        """The price of searching this plan known without spending (no call is made), kept
+        in :attr:`price` and shown by the plan's repr and map: what the cache, the run
+        history and earlier pieces nearby tell (see
+        :func:`parcelsearch._run.search_run.known_price`; ``client`` and ``quota`` as for
+        :func:`parcelsearch.search`).
+
+        Returns
+        -------
+        parcelsearch.Price
+            Its ``free_line()`` is what the repr shows.
+        """
+        from parcelsearch._run.search_run import known_price  # the run needs the plan
+
+        self.price = known_price(self, client, quota=quota)
+        return self.price
+
+    def price_text(self) -> str:
+        """The price as the repr and the map show it: :meth:`known_price`'s once read,
+        else the minimum and the survey that would price the rest."""
+        if self.price is not None:
+            return str(self.price.free_line())
+        from parcelsearch._run.survey import pilot_size
+
+        calls = self.min_calls
+        survey = pilot_size(calls)
+        how = (f"page 1 of every piece ({calls:,} call{'s' * (calls != 1)}) would price it "
+               "exactly" if survey == calls else
+               f"a survey of about {survey:,} calls would price the rest")
+        return (f"price: at least {calls:,} call{'s' * (calls != 1)}; {how} "
+                "(plan.known_price() reads what the cache and run history know, for free)")
+
     def __repr__(self) -> str:
-        return f"<Plan: {self._headline()}>"
+        return f"<Plan: {self._headline()}; {self.price_text()}>"
 
     def _repr_html_(self) -> str:
         table = self.summary().head(50).to_html(border=0)
         more = len(self.areas) - 50
         tail = f"<p>… and {more:,} more areas</p>" if more > 0 else ""
-        return f"<div><strong>Plan</strong>: {html.escape(self._headline())}{table}{tail}</div>"
+        return (f"<div><strong>Plan</strong>: {html.escape(self._headline())}"
+                f"<p>{html.escape(self.price_text())}</p>{table}{tail}</div>")
 
 
 def _vertices(parts: Any) -> int:

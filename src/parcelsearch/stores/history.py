@@ -39,6 +39,7 @@ __all__ = [
     "RunRecord",
     "PieceRecord",
     "Previous",
+    "Nearby",
     "page_digest",
     "polygon_digest",
     "areas_fingerprint",
@@ -134,6 +135,14 @@ class Previous:
     rows: int | None
     pages: int | None
     digests: tuple[str, ...]
+
+
+@dataclass(frozen=True)
+class Nearby:
+    """A ring searched before, completely: its polygon JSON and the pages it had."""
+
+    polygon_json: str
+    pages: int
 
 
 class History(ABC):
@@ -279,6 +288,29 @@ class History(ABC):
                 _int(rows), _int(pages), digests.get((run_id, str(polygon)), ()))
         return found, stale
 
+    def nearby(self, base_url: str, path: str,
+               bounds: tuple[float, float, float, float]) -> list[Nearby]:
+        """The rings searched completely at ``base_url`` + ``path`` whose bounding box meets
+        ``bounds`` (lon/lat: min x, min y, max x, max y), each with the pages of its latest
+        complete record: what earlier searches tell of the parcel density near an area
+        (read only; the tables are as they are)."""
+        query = """
+            SELECT p.polygon, p.pages, g.ring, r.finished, r.{seq} AS seq_order
+            FROM {t}run_pieces p JOIN {t}runs r ON r.run_id = p.run_id
+                 JOIN {t}rings g ON g.polygon = p.polygon
+            WHERE r.base_url = ? AND r.path = ? AND p.status <> 'incomplete'
+                  AND p.pages IS NOT NULL"""
+        frame = self._select(query, (base_url, path))
+        if frame.empty:
+            return []
+        frame = frame.sort_values(["finished", "seq_order"], ascending=False,
+                                  kind="stable").drop_duplicates("polygon")
+        found: list[Nearby] = []
+        for ring, pages in zip(frame["ring"], frame["pages"], strict=True):
+            if _ring_meets(str(ring), bounds):
+                found.append(Nearby(str(ring), int(pages)))
+        return found
+
     def _records(self, base_url: str, path: str, polygons: list[str]) -> pd.DataFrame:
         """Every run record of these rings (by digest) at ``base_url`` + ``path``, in one
         query a chunk of rings (never one a ring: a refusal of many pieces reads them all)."""
@@ -310,6 +342,21 @@ class History(ABC):
 def _chunks(values: Sequence[Any], size: int = 500) -> list[Sequence[Any]]:
     """``values`` in slices of at most ``size`` (the bound parameters of one query)."""
     return [values[i:i + size] for i in range(0, len(values), size)]
+
+
+def _ring_meets(ring: str, bounds: tuple[float, float, float, float]) -> bool:
+    """Whether a request ring (polygon JSON, ``[[x, y], ...]``) has a bounding box
+    meeting ``bounds``."""
+    try:
+        points = json.loads(ring)
+        xs = [float(p[0]) for p in points]
+        ys = [float(p[1]) for p in points]
+    except (ValueError, TypeError, IndexError, KeyError):
+        return False
+    if not xs:
+        return False
+    x0, y0, x1, y1 = min(xs), min(ys), max(xs), max(ys)
+    return bool(x0 <= bounds[2] and x1 >= bounds[0] and y0 <= bounds[3] and y1 >= bounds[1])
 
 
 def _int(value: Any) -> int | None:
