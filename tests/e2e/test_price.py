@@ -256,7 +256,8 @@ def test_neighbouring_areas_are_priced_from_earlier_searches_without_a_survey(
     # Every other area first; of the others, those on the mainland (inside the first's
     # pieces, not an island off the coast) second.
     first, second = areas.iloc[::2], areas.iloc[1::2]
-    second = second[second.centroid.within(shapely.box(-122.515, 37.705, -122.385, 37.805))]
+    second = second[shapely.within(shapely.centroid(second.geometry.to_numpy()),
+                                 shapely.box(-122.515, 37.705, -122.385, 37.805))]
     planned = parcelsearch.plan(second)
     unseen = planned.known_price(client)  # before any search: the minimum, a survey's size
     assert unseen.known == "lower" and unseen.survey == survey.pilot_size(len(planned.pieces))

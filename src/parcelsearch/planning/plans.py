@@ -260,18 +260,25 @@ class Plan:
         else the minimum and the survey that would price the rest."""
         if self.price is not None:
             return str(self.price.free_line())
+        calls = self.min_calls
+        return (f"price: at least {calls:,} call{'s' * (calls != 1)}; {self._pricing()} "
+                "(plan.known_price() reads what the cache and run history know, for free)")
+
+    def _pricing(self) -> str:
+        """What would price the plan: page 1 of every piece, or a survey of some."""
         from parcelsearch._run.survey import pilot_size
 
         calls = self.min_calls
         survey = pilot_size(calls)
-        how = (f"page 1 of every piece ({calls:,} call{'s' * (calls != 1)}) would price it "
-               "exactly" if survey == calls else
-               f"a survey of about {survey:,} calls would price the rest")
-        return (f"price: at least {calls:,} call{'s' * (calls != 1)}; {how} "
-                "(plan.known_price() reads what the cache and run history know, for free)")
+        if survey == calls:
+            return f"page 1 of every piece ({calls:,} call{'s' * (calls != 1)}) would price it " \
+                   "exactly"
+        return f"a survey of about {survey:,} calls would price the rest"
 
     def __repr__(self) -> str:
-        return f"<Plan: {self._headline()}; {self.price_text()}>"
+        # the headline says the minimum already: the repr adds what would price the rest
+        price = str(self.price.free_line()) if self.price is not None else self._pricing()
+        return f"<Plan: {self._headline()}; {price}>"
 
     def _repr_html_(self) -> str:
         table = self.summary().head(50).to_html(border=0)
