@@ -37,6 +37,9 @@ switch              values
 ``trickle``         a function ``Arrival -> bool``: that answer's body is sent
                     ``trickle_bytes`` at a time, ``trickle_gap`` seconds apart
 ``retry_after``     seconds the ``"wait429"`` fault asks to wait
+``page_size``       GroupIDs a page (100 as the reference service; 50 as some vendors)
+``told_size``       the page size ``pages`` is counted with (``None``: ``page_size``; another:
+                    an answer whose counts do not agree)
 ==================  ============================================================================
 
 Each :class:`Arrival` records when it came (``at``) and when its answer was sent
@@ -110,7 +113,7 @@ DEFAULTS: dict[str, Any] = {
     "base": 1, "past_last": "400", "order": "stable", "shrink_after": None, "numbers": "int",
     "datarows": True, "extra_fields": False, "gzip": False, "empty": "ok", "stage": False,
     "redirect": None, "fault": None, "ids": "hex", "trickle": None, "trickle_gap": 0.5,
-    "trickle_bytes": 4, "retry_after": 3,
+    "trickle_bytes": 4, "retry_after": 3, "page_size": PAGE_SIZE, "told_size": None,
 }
 
 #: The retired endpoint's words and date (``"gone410"``).
@@ -284,7 +287,8 @@ class _Handler(BaseHTTPRequestHandler):
         if s["order"] == "shuffled":
             random.Random(arrival.number).shuffle(ids)
         rows = len(ids)
-        pages = math.ceil(rows / PAGE_SIZE)
+        size = int(s["page_size"])
+        pages = math.ceil(rows / (s["told_size"] or size))
         try:
             asked = int(page_text) if page_text is not None else s["base"]
         except ValueError:
@@ -301,9 +305,9 @@ class _Handler(BaseHTTPRequestHandler):
             if s["past_last"] == "400":
                 return self._json(arrival, 400, {"status": "ERROR", "messages": [
                     f"page {asked} is beyond the last page: this search has {pages} pages"]})
-            data = ids[(pages - 1) * PAGE_SIZE:] if s["past_last"] == "last" else []
+            data = ids[(pages - 1) * size:] if s["past_last"] == "last" else []
         else:
-            data = ids[(k - 1) * PAGE_SIZE: k * PAGE_SIZE]
+            data = ids[(k - 1) * size: k * size]
         data = [shown_id(gid, s["ids"]) for gid in data]
         payload = {"status": "OK", "rows": rows, "pages": pages, "page": asked,
                    "dataRows": len(data), "data": data}

@@ -48,7 +48,7 @@ from parcelsearch._fetch.http import (
     retry_after,
     strip_query,
 )
-from parcelsearch._fetch.page import Page, check_page
+from parcelsearch._fetch.page import Page, check_page, learnt_page_size
 from parcelsearch._fetch.vendor_profile import PROFILES_FILE, load_profile, save_profile
 from parcelsearch.errors import (
     AuthenticationError,
@@ -65,6 +65,7 @@ from parcelsearch.errors import (
     ServiceError,
     ServiceFailureError,
 )
+from parcelsearch.notices import LearntFactWarning, warn
 
 __all__ = ["Client", "RateLimiter", "RetryPolicy", "key_fingerprint", "Cancelled"]
 
@@ -164,6 +165,7 @@ class Client:
         self.timeout = float(timeout)
         self.response_deadline = _resolve_deadline(response_deadline)
         settings.group_id_max_chars()  # refused now, not at the first page read
+        self._page_size_set = settings.page_size_setting()  # likewise
         self.retry = retries if isinstance(retries, RetryPolicy) else RetryPolicy(total=retries)
         self.session = session if session is not None else new_session()
         self.transport = Transport(
@@ -176,9 +178,48 @@ class Client:
         self.vendor = load_profile(self.cache_dir, self.base_url)
         #: The number the vendor gives its first page (0 or 1): learned, or from the profile.
         self.page_base = self.vendor.page_base if self.vendor.page_base is not None else 1
+        #: GroupIDs a full page holds: set by the user, else learnt (kept in the profile),
+        #: else 100.
+        self.page_size = (self._page_size_set or self.vendor.page_size
+                          or settings.PAGE_SIZE)
         self._moved: dict[str, str] = dict(self.vendor.moved)  # paths moved by redirects
         self._moved_lock = threading.Lock()
         self._forgotten: dict[str, str] = {}  # learnt paths forgotten: the default each replaced
+
+    @property
+    def page_size_source(self) -> str:
+        """Where :attr:`page_size` comes from: ``"set"``, ``"learnt"`` or ``"assumed"``."""
+        if self._page_size_set is not None:
+            return "set"
+        return "learnt" if self.vendor.page_size is not None else "assumed"
+
+    def _page_size_taught(self, page: Page) -> int | None:
+        """The page size a page 1 teaches (:func:`learnt_page_size`), never over one the user
+        set."""
+        if self._page_size_set is not None or page.page != 1:
+            return None
+        return learnt_page_size(page, self.page_size)
+
+    def _size_for(self, page: Page) -> int:
+        """The page size ``page`` is checked against: :attr:`page_size`, or, unless the user
+        set it, the whole answer when it says it is one page (a vendor serving more a page
+        than known: nothing to learn from it, nothing missing)."""
+        if self._page_size_set is None and page.page == page.pages == 1 and \
+                page.rows == page.data_rows:
+            return max(self.page_size, page.rows)
+        return self.page_size
+
+    def _adopt_page_size(self, size: int) -> None:
+        """Keep a learnt page size in the profile and say so (once: answers read at the same
+        time that teach the same size are quiet)."""
+        with self._moved_lock:
+            if self.vendor.page_size == size:
+                return
+            self.vendor.page_size = size
+        self.learn(page_size=size)
+        warn(LearntFactWarning(
+            f"the vendor at {self.base_url} serves {size} ids a page (learnt): re-priced; "
+            f"kept in {self.cache_dir / PROFILES_FILE}", hints=[Hint("page_size", size)]))
 
     @property
     def page_base_known(self) -> bool:
@@ -195,6 +236,8 @@ class Client:
                 setattr(self.vendor, name, value)
             if "page_base" in observed:
                 self.page_base = int(observed["page_base"])
+            if observed.get("page_size"):
+                self.page_size = int(observed["page_size"])
             try:
                 save_profile(self.cache_dir, self.vendor)
             except OSError as exc:
@@ -416,7 +459,10 @@ class Client:
                 rows=rows, pages=pages, data_rows=_data_rows(payload, data, where, url),
                 data=tuple(data), base_url=self.base_url, path=path,
             )
-            check_page(result, url=strip_query(url))
+            taught = self._page_size_taught(result)
+            check_page(result, url=strip_query(url), page_size=taught or self._size_for(result))
+            if taught is not None:
+                self._adopt_page_size(taught)
             return result
 
         empty = {"status": "OK", "rows": 0, "pages": 0, "page": sent, "data": []}
