@@ -106,6 +106,8 @@ KNOBS: dict[str, Knob] = {
                               cli_bare="--response-deadline SECONDS"),
     "group_id_max_chars": Knob("settings.options.group_id_max_chars = {value}", None,
                                env="PARCELSEARCH_GROUP_ID_MAX_CHARS"),
+    "max_request_bytes": Knob("settings.options.max_request_bytes = {value}", None,
+                              env="PARCELSEARCH_MAX_REQUEST_BYTES"),
     "page_size": Knob("settings.options.page_size = {value}", None, env="PARCELSEARCH_PAGE_SIZE"),
     "cache_dir": Knob("Client(cache_dir={value!r})", "--cache-dir {value}",
                       env="PARCELSEARCH_CACHE_DIR", python_bare="Client(cache_dir=...)",

@@ -72,6 +72,7 @@ ENV_RATE: Final = "PARCELSEARCH_RATE"
 ENV_RESPONSE_DEADLINE: Final = "PARCELSEARCH_RESPONSE_DEADLINE"
 ENV_GROUP_ID_MAX_CHARS: Final = "PARCELSEARCH_GROUP_ID_MAX_CHARS"
 ENV_PAGE_SIZE: Final = "PARCELSEARCH_PAGE_SIZE"
+ENV_MAX_REQUEST_BYTES: Final = "PARCELSEARCH_MAX_REQUEST_BYTES"
 ENV_CACHE_DIR: Final = "PARCELSEARCH_CACHE_DIR"
 ENV_QUOTA: Final = "PARCELSEARCH_QUOTA"
 ENV_SERVICE_DIR: Final = "PARCELSEARCH_SERVICE_DIR"
@@ -231,6 +232,9 @@ _OPTIONS: Final = (
     Option("page_size", "GroupIDs the vendor serves a page (default: learnt from its first "
            "answer, else 100); when set, answers are checked against it and nothing is learnt",
            ENV_PAGE_SIZE, lambda: None, _number),
+    Option("max_request_bytes", "the longest request line the vendor's gateway takes, in "
+           "bytes (default: learnt from a refusal, else 7168); searches plan pieces to it",
+           ENV_MAX_REQUEST_BYTES, lambda: None, _number),
     Option("quota", "the key's quota: demo, production, N/month or N/lifetime",
            ENV_QUOTA, lambda: None, _text),
     Option("cache_dir", "folder of the response cache, market list and quota ledger",
@@ -355,6 +359,26 @@ def page_size_setting() -> int | None:
         raise ConfigurationError(
             f"the page size must be a whole number of GroupIDs, at least 1, got {value!r}.",
             hints=[Hint("page_size", PAGE_SIZE)])
+    return int(value)
+
+
+def max_request_bytes_setting() -> int | None:
+    """The request-line limit the user set (``options.max_request_bytes``), checked; ``None``
+    when not set (learnt from the gateway's refusal, else 7,168).
+
+    Raises
+    ------
+    ConfigurationError
+        It is not a whole number of at least 1,024 bytes.
+    """
+    value = options.max_request_bytes
+    if value is None:
+        return None
+    if isinstance(value, bool) or not isinstance(value, int | float) or \
+            not float(value).is_integer() or value < 1024:
+        raise ConfigurationError(
+            f"the longest request line must be a whole number of bytes, at least 1024, got "
+            f"{value!r}.", hints=[Hint("max_request_bytes", 4096)])
     return int(value)
 
 

@@ -166,6 +166,7 @@ class Client:
         self.response_deadline = _resolve_deadline(response_deadline)
         settings.group_id_max_chars()  # refused now, not at the first page read
         self._page_size_set = settings.page_size_setting()  # likewise
+        self._line_limit_set = settings.max_request_bytes_setting()
         self.retry = retries if isinstance(retries, RetryPolicy) else RetryPolicy(total=retries)
         self.session = session if session is not None else new_session()
         self.transport = Transport(
@@ -182,9 +183,33 @@ class Client:
         #: else 100.
         self.page_size = (self._page_size_set or self.vendor.page_size
                           or settings.PAGE_SIZE)
+        #: The longest request line the gateway takes (pieces are planned to it): set by the
+        #: user, else learnt from a refusal (kept in the profile), else 7,168 bytes.
+        self.max_request_bytes = (self._line_limit_set or self.vendor.max_request_bytes
+                                  or settings.MAX_REQUEST_LINE_BYTES)
         self._moved: dict[str, str] = dict(self.vendor.moved)  # paths moved by redirects
         self._moved_lock = threading.Lock()
         self._forgotten: dict[str, str] = {}  # learnt paths forgotten: the default each replaced
+
+    @property
+    def max_request_bytes_source(self) -> str:
+        """Where :attr:`max_request_bytes` comes from: ``"set"``, ``"learnt"`` or
+        ``"assumed"``."""
+        if self._line_limit_set is not None:
+            return "set"
+        return "learnt" if self.vendor.max_request_bytes is not None else "assumed"
+
+    def _learn_line_limit(self, url: str) -> int | None:
+        """After a refusal of ``url``'s request line as too long: the limit it teaches (the
+        largest usual gateway limit below that line, kept in the profile), or ``None`` when
+        the user set one or it teaches nothing lower."""
+        sent = len(f"GET {url.removeprefix(self.base_url) or '/'} HTTP/1.1".encode())
+        below = [n for n in LINE_LIMITS if n < min(sent, self.max_request_bytes + 1)]
+        if self._line_limit_set is not None or not below:
+            return None
+        self.max_request_bytes = below[0]
+        self.learn(max_request_bytes=below[0])
+        return below[0]
 
     @property
     def page_size_source(self) -> str:
@@ -537,6 +562,8 @@ class Probe:
     sunset: str | None = None
 
 
+#: Request-line limits of usual gateways, largest first (IIS's query string default is 2,048).
+LINE_LIMITS = (8192, 7168, 4096, 2048, 1024)
 #: Redirect statuses: followed when they stay on the base URL's https origin.
 REDIRECTS = frozenset({301, 302, 303, 307, 308})
 #: Statuses that make a learnt path forgotten: the vendor has moved it back, or away.
@@ -571,6 +598,8 @@ def _judge(
     content_type = response.headers.get("Content-Type", "")
     if status != 200:
         refusal = read_refusal(status, body, content_type)
+        if refusal.kind == "too_long":  # the line, not the path: nothing to unlearn
+            raise _too_long(status, refusal, url, where, client)
         hop = client._unlearn(status, refusal, url)
         if hop is not None:
             raise hop
@@ -609,6 +638,25 @@ def _judge(
         raise
     except MalformedResponseError as exc:
         raise Transient("counts disagree", exc, once=True) from None
+
+
+def _too_long(status: int, refusal: Refusal, url: str, where: str,
+              client: Client) -> RequestTooLargeError:
+    """A request line the gateway refused as too long, in its words; the limit it teaches
+    kept, so the next search plans its pieces to it."""
+    learnt = client._learn_line_limit(url)
+    sent = len(f"GET {url.removeprefix(client.base_url)} HTTP/1.1".encode())
+    words = refusal.text if refusal.messages or not refusal.errorcode else refusal.errorcode
+    code = f" ({refusal.errorcode})" if refusal.errorcode and refusal.messages else ""
+    then = (f"the gateway takes at most {learnt:,} bytes, it seems: kept in "
+            f"{client.cache_dir / PROFILES_FILE}, so the next search plans its pieces to it; "
+            "search again" if learnt is not None else
+            f"pieces were planned to {client.max_request_bytes:,} bytes; set a lower limit")
+    return RequestTooLargeError(
+        f"HTTP {status}: {words}{code} ({where}): the gateway refused a "
+        f"request line of {sent:,} bytes as too long; {then}.",
+        status=status, messages=list(refusal.messages), url=strip_query(url),
+        hints=[Hint("max_request_bytes", learnt or 4096)])
 
 
 def _html_page(refusal: Refusal, url: str, where: str) -> ServiceFailureError:

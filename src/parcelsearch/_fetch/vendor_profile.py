@@ -11,8 +11,8 @@ synced or copied from someone else. Each learnt path (``moved``) is checked when
 used only if it stays on the base URL's own ``https://`` host and port (no other scheme,
 host or port, no userinfo, query or ``..``); any other entry is ignored with a
 :class:`~parcelsearch.notices.KeptFileWarning` naming the file and the entry.
-A learnt page size is used only if it is a whole number in ``1..MAX_PAGE_SIZE``; another
-is learnt again from the next page 1.
+A learnt page size is used only if it is a whole number in ``1..MAX_PAGE_SIZE``, a learnt
+request-line limit only in ``1024..65536``; another is learnt again.
 """
 
 from __future__ import annotations
@@ -60,6 +60,9 @@ class VendorProfile:
     page_size
         GroupIDs a full page holds, learnt from a page 1 whose counts agree with it
         (``None``: not learnt; 100 is assumed).
+    max_request_bytes
+        The longest request line the gateway takes, learnt from its refusal of a longer one
+        (``None``: not learnt; 7,168 bytes assumed).
     match_rule
         How the vendor matches parcels, learnt by
         :func:`parcelsearch.rule_probe.learn_match_rule`: ``"representative-point"`` or
@@ -74,6 +77,7 @@ class VendorProfile:
     compression: str | None = None
     error_format: str | None = None
     page_size: int | None = None
+    max_request_bytes: int | None = None
     match_rule: str | None = None
     learned_at: str = ""
 
@@ -142,6 +146,9 @@ def load_profile(cache_dir: str | os.PathLike[str], base_url: str) -> VendorProf
     if isinstance(profile.page_size, bool) or not isinstance(profile.page_size, int) or \
             not 1 <= profile.page_size <= MAX_PAGE_SIZE:
         profile.page_size = None  # learnt again from the next page 1
+    limit = profile.max_request_bytes
+    if isinstance(limit, bool) or not isinstance(limit, int) or not 1024 <= limit <= 65536:
+        profile.max_request_bytes = None  # learnt again from the next refusal
     if profile.match_rule not in (None, "representative-point", "intersects"):
         profile.match_rule = None
     return profile

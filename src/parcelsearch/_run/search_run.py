@@ -523,7 +523,8 @@ def search(
     chosen = plan if plan is not None else plan_reuse.reuse(
         planning.plan(areas, options.tolerance, id_column=options.id_column,
                       connectors=options.connectors, match=options.match,
-                      trust_crs=options.trust_crs, trust_tolerance=options.trust_tolerance),
+                      trust_crs=options.trust_crs, trust_tolerance=options.trust_tolerance,
+                      max_request_bytes=client.max_request_bytes),  # set, learnt or 7,168
         cache_obj.directory if cache_obj is not None else None)
     opened = stores.open(
         options.team, client, member=options.user or "", cache=cache_obj,
