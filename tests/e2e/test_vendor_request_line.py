@@ -37,27 +37,56 @@ def long_lines(vendor) -> list:
     return [a for a in vendor.log if a.status in (404, 414)]
 
 
+def paid_once(vendor) -> bool:
+    """No page answered twice: the plan's minimum."""
+    asked = [(a.polygon, a.page) for a in vendor.log if a.status == 200]
+    return len(asked) == len(set(asked))
+
+
 @pytest.mark.parametrize("gateway", ["apigee", "iis"])
-def test_a_refused_line_is_said_and_its_limit_kept_for_the_next_search(
-        vendor_env, detailed_areas, vendor_fabric, tmp_path, capsys, gateway) -> None:
+def test_a_refused_line_is_learnt_and_the_areas_planned_again(
+        vendor_env, detailed_areas, vendor_fabric, tmp_path, capsys, caplog, gateway) -> None:
     vendor_env.set(line_limit=4096, line_refusal=gateway)
-    code, out, err, ids, meta = search(capsys, detailed_areas, tmp_path / "ids.parquet")
-    assert code == 3, err  # those areas failed, none silently
-    assert all(word in err for word in WORDS[gateway]), err
-    assert "stage" not in err and "/prod" not in err  # not blamed on a missing stage prefix
-    assert "refused a request line of" in err and "takes at most 4,096 bytes" in err
-    assert meta["complete"] is False
-    assert len(long_lines(vendor_env)) == 4  # page 1 of each area's one piece, refused
-    assert json.loads((tmp_path / "cache" / PROFILES_FILE).read_text())[
-        vendor_env.base_url]["max_request_bytes"] == 4096
-    vendor_env.log.clear()
-    code, out, err, ids, meta = search(capsys, detailed_areas, tmp_path / "again.parquet")
+    code, out, err, ids, meta = search(capsys, detailed_areas, tmp_path / "ids.parquet",
+                                       "--workers", "1")
     assert code == 0, err
     assert exact(ids, vendor_fabric[2]) and meta["complete"] is True
-    assert not long_lines(vendor_env)  # planned to the limit learnt: nothing refused
-    asked = [(a.polygon, a.page) for a in vendor_env.log]
-    assert len(asked) == len(set(asked))  # each page paid once: the plan's minimum
+    assert len(long_lines(vendor_env)) == 1  # the one call that revealed it
+    assert paid_once(vendor_env)  # then the new plan's pages, each once
+    assert "planned again" in caplog.text and "4,096" in caplog.text
+    assert all(word in caplog.text for word in WORDS[gateway]), caplog.text  # its words
+    assert "stage" not in caplog.text  # not blamed on a missing stage prefix
+    assert json.loads((tmp_path / "cache" / PROFILES_FILE).read_text())[
+        vendor_env.base_url]["max_request_bytes"] == 4096
+    first = vendor_env.calls()
+    vendor_env.log.clear()
+    code, out, err, ids, meta = search(capsys, detailed_areas, tmp_path / "again.parquet",
+                                       "--refresh", "all")
+    assert code == 0, err
+    assert exact(ids, vendor_fabric[2]) and meta["complete"] is True
+    assert not long_lines(vendor_env) and paid_once(vendor_env)  # from the profile
+    assert vendor_env.calls() == first - 1  # the minimum
     assert max(len(a.polygon or "") for a in vendor_env.log) > 1000  # detailed pieces
+
+
+@pytest.mark.parametrize("gateway", ["apigee", "iis"])
+def test_a_plan_given_is_not_planned_again_and_the_refusal_is_said(
+        vendor_env, detailed_areas, tmp_path, capsys, gateway) -> None:
+    import geopandas as gpd
+
+    import parcelsearch
+    from parcelsearch.errors import AreasFailedError
+
+    vendor_env.set(line_limit=4096, line_refusal=gateway)
+    given = parcelsearch.plan(gpd.read_file(detailed_areas).set_index("area_id"))
+    with parcelsearch.Client(cache_dir=tmp_path / "py") as client, \
+            pytest.raises(AreasFailedError) as caught:
+        parcelsearch.search(None, plan=given, client=client, progress=False, workers=1)
+    text = str(caught.value)
+    assert all(word in text for word in WORDS[gateway]), text
+    assert "takes at most 4,096 bytes" in text and "stage" not in text
+    assert len(long_lines(vendor_env)) == 1  # the others not sent: over the limit learnt
+    assert "not sent: a request line of" in text
 
 
 def test_a_limit_set_by_the_user_plans_every_piece_to_it(vendor_env, detailed_areas,

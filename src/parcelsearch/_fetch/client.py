@@ -466,6 +466,13 @@ class Client:
         target = _wire.search_target(path, polygon_json, sent)
         url = self.base_url + target
         key = _wire.request_key(self.base_url, path, polygon_json, page)
+        line = _wire.request_line_bytes(self._moved_url(url).removeprefix(self.base_url))
+        if self.max_request_bytes_source == "learnt" and line > self.max_request_bytes:
+            raise RequestTooLargeError(  # the gateway refused such lines: not sent to it
+                f"not sent: a request line of {line:,} bytes, over the {self.max_request_bytes:,}"
+                f" bytes the gateway at {self.base_url} takes (learnt from its refusal)",
+                status=414, url=strip_query(url),
+                hints=[Hint("max_request_bytes", self.max_request_bytes)])
 
         def read(payload: dict[str, Any], where: str) -> Page:
             echoed = _field(payload, "page", where, url)
