@@ -262,13 +262,14 @@ def check_page_size(answers: Answers, client: Client) -> Finding:
 
 def check_request_line(answers: Answers, client: Client) -> Finding:
     """The longest request line searches plan to, and where that comes from."""
-    source = {"set": f"set: {settings.ENV_MAX_REQUEST_BYTES}",
+    source = {"set": "set: --max-request-bytes or " + settings.ENV_MAX_REQUEST_BYTES,
               "learnt": "learnt from the gateway's refusal, kept in the vendor profile",
               "assumed": "assumed until the gateway refuses a line"}[
         client.max_request_bytes_source]
     return Finding("request line", "ok",
                    f"{client.max_request_bytes:,} bytes at most ({source}; "
-                   f"{settings.ENV_MAX_REQUEST_BYTES} sets it; searches plan pieces to it)")
+                   f"--max-request-bytes or {settings.ENV_MAX_REQUEST_BYTES} sets it; searches "
+                   "plan pieces to it)")
 
 
 def check_response_deadline(answers: Answers, client: Client) -> Finding:

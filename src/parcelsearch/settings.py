@@ -362,16 +362,16 @@ def page_size_setting() -> int | None:
     return int(value)
 
 
-def max_request_bytes_setting() -> int | None:
-    """The request-line limit the user set (``options.max_request_bytes``), checked; ``None``
-    when not set (learnt from the gateway's refusal, else 7,168).
+def max_request_bytes_setting(given: Any = None) -> int | None:
+    """The request-line limit the user set (``given``, else ``options.max_request_bytes``),
+    checked; ``None`` when not set (learnt from the gateway's refusal, else 7,168).
 
     Raises
     ------
     ConfigurationError
         It is not a whole number of at least 1,024 bytes.
     """
-    value = options.max_request_bytes
+    value = given if given is not None else options.max_request_bytes
     if value is None:
         return None
     if isinstance(value, bool) or not isinstance(value, int | float) or \

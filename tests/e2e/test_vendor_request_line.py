@@ -102,7 +102,18 @@ def test_a_limit_set_by_the_user_plans_every_piece_to_it(vendor_env, detailed_ar
     assert exact(ids, vendor_fabric[2]) and meta["complete"] is True
     assert not long_lines(vendor_env)
     code, out, err = run(["doctor", "--dry-run"], capsys)
-    assert "4,096 bytes at most (set: PARCELSEARCH_MAX_REQUEST_BYTES" in out
+    assert "4,096 bytes at most (set: --max-request-bytes or PARCELSEARCH_MAX_REQUEST_BYTES" \
+        in out
+    monkeypatch.delenv("PARCELSEARCH_MAX_REQUEST_BYTES")
+    vendor_env.log.clear()
+    code, out, err, ids, meta = search(capsys, detailed_areas, tmp_path / "flag.parquet",
+                                       "--max-request-bytes", "4096", "--refresh", "all")
+    assert code == 0, err  # the flag: the same plan, nothing refused
+    assert exact(ids, vendor_fabric[2]) and not long_lines(vendor_env)
+    code, out, err = run(["doctor", "--dry-run", "--max-request-bytes", "2048"], capsys)
+    assert "2,048 bytes at most (set" in out
+    code, out, err = run(["doctor", "--dry-run", "--max-request-bytes", "100"], capsys)
+    assert code == 2 and "--max-request-bytes" in err and "at least 1024" in err
     monkeypatch.setenv("PARCELSEARCH_MAX_REQUEST_BYTES", "tiny")
     vendor_env.log.clear()
     code, out, err, ids, meta = search(capsys, detailed_areas, tmp_path / "bad.parquet")

@@ -118,6 +118,10 @@ class Client:
         Seconds one response may take as a whole, however slowly its bytes come (then it is
         abandoned and retried like a timeout); default ``settings.options.response_deadline``
         (``$PARCELSEARCH_RESPONSE_DEADLINE``, else 60).
+    max_request_bytes
+        The longest request line the vendor's gateway takes (searches plan pieces to it;
+        nothing is learnt over it); default ``settings.options.max_request_bytes``
+        (``$PARCELSEARCH_MAX_REQUEST_BYTES``), else learnt from a refusal, else 7,168.
     retries
         Retries per request (int), or a :class:`~parcelsearch._fetch.http.RetryPolicy`.
     session
@@ -152,6 +156,7 @@ class Client:
         cache_dir: str | os.PathLike[str] | None = None,
         profile: str | None = None,
         response_deadline: float | None = None,
+        max_request_bytes: int | None = None,
     ) -> None:
         from parcelsearch.profiles import resolve  # a saved profile fills what is not given
 
@@ -166,7 +171,7 @@ class Client:
         self.response_deadline = _resolve_deadline(response_deadline)
         settings.group_id_max_chars()  # refused now, not at the first page read
         self._page_size_set = settings.page_size_setting()  # likewise
-        self._line_limit_set = settings.max_request_bytes_setting()
+        self._line_limit_set = settings.max_request_bytes_setting(max_request_bytes)
         self.retry = retries if isinstance(retries, RetryPolicy) else RetryPolicy(total=retries)
         self.session = session if session is not None else new_session()
         self.transport = Transport(
