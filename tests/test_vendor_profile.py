@@ -35,3 +35,14 @@ def test_a_learnt_page_size_is_kept_and_checked_when_read(tmp_path) -> None:
     for odd in ('"50"', "0", "-5", "true", "2.5", "1000000"):
         (tmp_path / PROFILES_FILE).write_text(f'{{"https://a": {{"page_size": {odd}}}}}')
         assert load_profile(tmp_path, "https://a").page_size is None, odd  # learnt again
+
+
+def test_a_learnt_request_line_limit_is_kept_and_checked_when_read(tmp_path) -> None:
+    profile = load_profile(tmp_path, "https://a")
+    assert profile.max_request_bytes is None  # 7,168 assumed until a refusal
+    profile.max_request_bytes = 4096
+    save_profile(tmp_path, profile)
+    assert load_profile(tmp_path, "https://a").max_request_bytes == 4096
+    for odd in ('"4096"', "100", "true", "4096.5", "10000000"):
+        (tmp_path / PROFILES_FILE).write_text(f'{{"https://a": {{"max_request_bytes": {odd}}}}}')
+        assert load_profile(tmp_path, "https://a").max_request_bytes is None, odd
