@@ -37,6 +37,13 @@ switch              values
 ``trickle``         a function ``Arrival -> bool``: that answer's body is sent
                     ``trickle_bytes`` at a time, ``trickle_gap`` seconds apart
 ``retry_after``     seconds the ``"wait429"`` fault asks to wait
+``page_size``       GroupIDs a page (100 as the reference service; 50 as some vendors)
+``line_limit``      the longest request line (``GET … HTTP/1.1``, bytes) the gateway takes
+                    (``None``: no limit); longer ones are refused as ``line_refusal`` says
+``line_refusal``    ``"apigee"`` (414, fault ``protocol.http.TooBigLine``) or ``"iis"`` (an
+                    HTML 404.15 "query string too long" page)
+``told_size``       the page size ``pages`` is counted with (``None``: ``page_size``; another:
+                    an answer whose counts do not agree)
 ==================  ============================================================================
 
 Each :class:`Arrival` records when it came (``at``) and when its answer was sent
@@ -61,6 +68,8 @@ from pathlib import Path
 from typing import Any
 from urllib.parse import parse_qs, urlencode, urlsplit
 
+from parcelsearch._fetch import wire as _wire
+
 PAGE_SIZE = 100
 
 QUOTA_FAULT = {"fault": {
@@ -78,7 +87,8 @@ NO_PROXY_FAULT = {"fault": {
 HTML = ("<!DOCTYPE html><html><head><title>{status} {reason}</title></head><body>"
         "<h1>{reason}</h1><p>The server encountered a temporary error.</p></body></html>")
 REASONS = {200: "OK", 301: "Moved Permanently", 400: "Bad Request", 401: "Unauthorized",
-           403: "Forbidden", 404: "Not Found", 410: "Gone", 429: "Too Many Requests",
+           403: "Forbidden", 404: "Not Found", 410: "Gone", 414: "URI Too Long",
+           429: "Too Many Requests",
            502: "Bad Gateway", 503: "Service Unavailable", 504: "Gateway Timeout"}
 
 
@@ -110,12 +120,21 @@ DEFAULTS: dict[str, Any] = {
     "base": 1, "past_last": "400", "order": "stable", "shrink_after": None, "numbers": "int",
     "datarows": True, "extra_fields": False, "gzip": False, "empty": "ok", "stage": False,
     "redirect": None, "fault": None, "ids": "hex", "trickle": None, "trickle_gap": 0.5,
-    "trickle_bytes": 4, "retry_after": 3,
+    "trickle_bytes": 4, "retry_after": 3, "page_size": PAGE_SIZE, "told_size": None,
+    "line_limit": None, "line_refusal": "apigee",
 }
 
 #: The retired endpoint's words and date (``"gone410"``).
 GONE_WORDS = "API version v1 was retired on 2026-10-31; use /v2/search"
 SUNSET = "Sat, 31 Oct 2026 23:59:59 GMT"
+#: Apigee's refusal of a request line over its limit (``TooBigLine``).
+TOO_BIG_LINE = {"fault": {"faultstring": "Request line is too long",
+                          "detail": {"errorcode": "protocol.http.TooBigLine"}}}
+#: IIS request filtering's refusal of a long query string (404.15).
+IIS_404_15 = ("<!DOCTYPE html><html><head><title>IIS 10.0 Detailed Error - 404.15 - Not Found"
+              "</title></head><body><h3>HTTP Error 404.15 - Not Found</h3><h4>The request "
+              "filtering module is configured to deny a request where the query string is too "
+              "long.</h4></body></html>")
 MAINTENANCE = ("<!DOCTYPE html><html><head><title>Down for maintenance</title></head><body>"
                "<h1>We'll be back soon</h1><p>The service is down for scheduled maintenance."
                "</p></body></html>")
@@ -203,8 +222,7 @@ class StandInVendor:
         ids: list[str] = []
         page = pages = 1
         while page <= pages:
-            status, _, body = self.upstream("/v1/search",
-                                            {"searchPolygon": polygon, "page": str(page)})
+            status, _, body = self.upstream(_wire.search_target("/v1/search", polygon, page))
             payload = json.loads(body)
             if status != 200:
                 raise RuntimeError(f"upstream answered {status}: {payload}")
@@ -248,6 +266,10 @@ class _Handler(BaseHTTPRequestHandler):
                               bool(self.headers.get("x-api-key")), at=time.monotonic())
             vendor.log.append(arrival)
         path = parts.path
+        if s["line_limit"] is not None and len(self.requestline.encode()) > s["line_limit"]:
+            if s["line_refusal"] == "iis":
+                return self._send(arrival, 404, IIS_404_15.encode(), "text/html; charset=utf-8")
+            return self._json(arrival, 414, TOO_BIG_LINE)
         if s["redirect"] == "slash" and not path.endswith("/"):
             return self._redirect(arrival, f"{vendor.base_url}{path}/?{parts.query}")
         if s["redirect"] == "host":
@@ -284,7 +306,8 @@ class _Handler(BaseHTTPRequestHandler):
         if s["order"] == "shuffled":
             random.Random(arrival.number).shuffle(ids)
         rows = len(ids)
-        pages = math.ceil(rows / PAGE_SIZE)
+        size = int(s["page_size"])
+        pages = math.ceil(rows / (s["told_size"] or size))
         try:
             asked = int(page_text) if page_text is not None else s["base"]
         except ValueError:
@@ -301,9 +324,9 @@ class _Handler(BaseHTTPRequestHandler):
             if s["past_last"] == "400":
                 return self._json(arrival, 400, {"status": "ERROR", "messages": [
                     f"page {asked} is beyond the last page: this search has {pages} pages"]})
-            data = ids[(pages - 1) * PAGE_SIZE:] if s["past_last"] == "last" else []
+            data = ids[(pages - 1) * size:] if s["past_last"] == "last" else []
         else:
-            data = ids[(k - 1) * PAGE_SIZE: k * PAGE_SIZE]
+            data = ids[(k - 1) * size: k * size]
         data = [shown_id(gid, s["ids"]) for gid in data]
         payload = {"status": "OK", "rows": rows, "pages": pages, "page": asked,
                    "dataRows": len(data), "data": data}

@@ -50,6 +50,7 @@ class FakeClient:
     fingerprint = "0123456789abcdef"
     timeout = 2.0
     response_deadline = 2.0
+    max_request_bytes = 7168  # the request-line limit searches plan to
 
     def __init__(self, rows: dict[str, int], cache_dir: Path) -> None:
         self.rows = dict(rows)

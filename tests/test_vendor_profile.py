@@ -24,3 +24,25 @@ def test_profiles_are_kept_per_base_url_and_survive_garbage(tmp_path) -> None:
     assert load_profile(tmp_path, "https://a").match_rule is None  # only a rule parcelsearch knows
     (tmp_path / PROFILES_FILE).write_text('{"https://a": {"match_rule": "intersects"}}')
     assert load_profile(tmp_path, "https://a").match_rule == "intersects"
+
+
+def test_a_learnt_page_size_is_kept_and_checked_when_read(tmp_path) -> None:
+    profile = load_profile(tmp_path, "https://a")
+    assert profile.page_size is None  # 100 assumed until an answer says otherwise
+    profile.page_size = 50
+    save_profile(tmp_path, profile)
+    assert load_profile(tmp_path, "https://a").page_size == 50
+    for odd in ('"50"', "0", "-5", "true", "2.5", "1000000"):
+        (tmp_path / PROFILES_FILE).write_text(f'{{"https://a": {{"page_size": {odd}}}}}')
+        assert load_profile(tmp_path, "https://a").page_size is None, odd  # learnt again
+
+
+def test_a_learnt_request_line_limit_is_kept_and_checked_when_read(tmp_path) -> None:
+    profile = load_profile(tmp_path, "https://a")
+    assert profile.max_request_bytes is None  # 7,168 assumed until a refusal
+    profile.max_request_bytes = 4096
+    save_profile(tmp_path, profile)
+    assert load_profile(tmp_path, "https://a").max_request_bytes == 4096
+    for odd in ('"4096"', "100", "true", "4096.5", "10000000"):
+        (tmp_path / PROFILES_FILE).write_text(f'{{"https://a": {{"max_request_bytes": {odd}}}}}')
+        assert load_profile(tmp_path, "https://a").max_request_bytes is None, odd

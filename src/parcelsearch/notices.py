@@ -23,6 +23,7 @@ from parcelsearch.errors import Dialect, Hint, ParcelSearchError
 
 __all__ = ["ParcelSearchWarning", "RowNumberIdsWarning", "NothingMatchedWarning",
            "CoordinatesWarning", "KeptFileWarning", "OldPagesWarning", "PartialResultWarning",
+           "LearntFactWarning",
            "warn", "as_messages"]
 
 _PACKAGE = str(Path(__file__).resolve().parent)
@@ -55,6 +56,11 @@ class ParcelSearchWarning(UserWarning):
 class KeptFileWarning(ParcelSearchWarning):
     """Something kept in the cache folder (``vendors.json``, a kept plan) was not used as it
     stood: it failed a check, or stopped working, and is learnt or made again."""
+
+
+class LearntFactWarning(ParcelSearchWarning):
+    """A fact of the vendor learnt from its answers, not as assumed (its page size): kept
+    in its profile, the run adapts (re-priced) and says so once."""
 
 
 class RowNumberIdsWarning(ParcelSearchWarning):

@@ -250,6 +250,28 @@ def check_group_ids(answers: Answers, client: Client) -> Finding:
     return Finding("GroupIDs", "ok", rule)
 
 
+def check_page_size(answers: Answers, client: Client) -> Finding:
+    """GroupIDs a page holds, and where that comes from (set, learnt or assumed)."""
+    source = {"set": f"set: {settings.ENV_PAGE_SIZE}",
+              "learnt": "learnt from an answer, kept in the vendor profile",
+              "assumed": "assumed until an answer says otherwise"}[client.page_size_source]
+    return Finding("page size", "ok",
+                   f"{client.page_size} GroupIDs a page ({source}; {settings.ENV_PAGE_SIZE} "
+                   "sets it; answers are checked against it)")
+
+
+def check_request_line(answers: Answers, client: Client) -> Finding:
+    """The longest request line searches plan to, and where that comes from."""
+    source = {"set": "set: --max-request-bytes or " + settings.ENV_MAX_REQUEST_BYTES,
+              "learnt": "learnt from the gateway's refusal, kept in the vendor profile",
+              "assumed": "assumed until the gateway refuses a line"}[
+        client.max_request_bytes_source]
+    return Finding("request line", "ok",
+                   f"{client.max_request_bytes:,} bytes at most ({source}; "
+                   f"--max-request-bytes or {settings.ENV_MAX_REQUEST_BYTES} sets it; searches "
+                   "plan pieces to it)")
+
+
 def check_response_deadline(answers: Answers, client: Client) -> Finding:
     """The deadline a whole response has, and where it was set."""
     given = "given to the client"
@@ -265,9 +287,11 @@ def check_response_deadline(answers: Answers, client: Client) -> Finding:
 #: The checks, in the order reported; each reads the probes' answers (extend by appending).
 CHECKS: list[Check] = [check_tls, check_key, check_stage_path, check_compression,
                        check_paging_base, check_error_format, check_markets, check_matching_rule,
-                       check_retirement, check_group_ids, check_response_deadline]
+                       check_retirement, check_group_ids, check_page_size, check_request_line,
+                       check_response_deadline]
 #: Checks that read no answer (what is assumed or set): shown by a dry run too.
-UNPROBED: tuple[Check, ...] = (check_group_ids, check_response_deadline)
+UNPROBED: tuple[Check, ...] = (check_group_ids, check_page_size, check_request_line,
+                               check_response_deadline)
 
 
 def check_service(client: Client | None = None, *, dry_run: bool = False,

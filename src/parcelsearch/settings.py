@@ -35,7 +35,8 @@ from parcelsearch.errors import ConfigurationError, Hint
 
 #: Longest request line (``GET <target> HTTP/1.1``) the vendor's gateway accepts.
 MAX_REQUEST_LINE_BYTES: Final = 7168
-#: GroupIDs per page of search results.
+#: GroupIDs per page of search results, until an answer says otherwise (learnt per base URL,
+#: kept in its vendor profile) or the user sets one (option ``page_size``).
 PAGE_SIZE: Final = 100
 #: The longest GroupID kept by default (option ``group_id_max_chars``): the vendor's spec
 #: says only "a string"; much longer is not an id.
@@ -70,6 +71,8 @@ ENV_CA_BUNDLE: Final = "PARCELSEARCH_CA_BUNDLE"
 ENV_RATE: Final = "PARCELSEARCH_RATE"
 ENV_RESPONSE_DEADLINE: Final = "PARCELSEARCH_RESPONSE_DEADLINE"
 ENV_GROUP_ID_MAX_CHARS: Final = "PARCELSEARCH_GROUP_ID_MAX_CHARS"
+ENV_PAGE_SIZE: Final = "PARCELSEARCH_PAGE_SIZE"
+ENV_MAX_REQUEST_BYTES: Final = "PARCELSEARCH_MAX_REQUEST_BYTES"
 ENV_CACHE_DIR: Final = "PARCELSEARCH_CACHE_DIR"
 ENV_QUOTA: Final = "PARCELSEARCH_QUOTA"
 ENV_SERVICE_DIR: Final = "PARCELSEARCH_SERVICE_DIR"
@@ -226,6 +229,12 @@ _OPTIONS: Final = (
     Option("group_id_max_chars", "the longest GroupID accepted (the vendor's ids are opaque "
            "strings; longer ones fail their area)",
            ENV_GROUP_ID_MAX_CHARS, lambda: MAX_GROUP_ID_CHARS, _number),
+    Option("page_size", "GroupIDs the vendor serves a page (default: learnt from its first "
+           "answer, else 100); when set, answers are checked against it and nothing is learnt",
+           ENV_PAGE_SIZE, lambda: None, _number),
+    Option("max_request_bytes", "the longest request line the vendor's gateway takes, in "
+           "bytes (default: learnt from a refusal, else 7168); searches plan pieces to it",
+           ENV_MAX_REQUEST_BYTES, lambda: None, _number),
     Option("quota", "the key's quota: demo, production, N/month or N/lifetime",
            ENV_QUOTA, lambda: None, _text),
     Option("cache_dir", "folder of the response cache, market list and quota ledger",
@@ -330,6 +339,46 @@ def group_id_max_chars() -> int:
         raise ConfigurationError(
             f"the longest GroupID must be a whole number of characters, at least 1, got "
             f"{value!r}.", hints=[Hint("group_id_max_chars", MAX_GROUP_ID_CHARS)])
+    return int(value)
+
+
+def page_size_setting() -> int | None:
+    """The page size the user set (``options.page_size``), checked; ``None`` when not set
+    (the vendor's is learnt from its answers).
+
+    Raises
+    ------
+    ConfigurationError
+        It is not a whole number of at least 1.
+    """
+    value = options.page_size
+    if value is None:
+        return None
+    if isinstance(value, bool) or not isinstance(value, int | float) or \
+            not float(value).is_integer() or value < 1:
+        raise ConfigurationError(
+            f"the page size must be a whole number of GroupIDs, at least 1, got {value!r}.",
+            hints=[Hint("page_size", PAGE_SIZE)])
+    return int(value)
+
+
+def max_request_bytes_setting(given: Any = None) -> int | None:
+    """The request-line limit the user set (``given``, else ``options.max_request_bytes``),
+    checked; ``None`` when not set (learnt from the gateway's refusal, else 7,168).
+
+    Raises
+    ------
+    ConfigurationError
+        It is not a whole number of at least 1,024 bytes.
+    """
+    value = given if given is not None else options.max_request_bytes
+    if value is None:
+        return None
+    if isinstance(value, bool) or not isinstance(value, int | float) or \
+            not float(value).is_integer() or value < 1024:
+        raise ConfigurationError(
+            f"the longest request line must be a whole number of bytes, at least 1024, got "
+            f"{value!r}.", hints=[Hint("max_request_bytes", 4096)])
     return int(value)
 
 

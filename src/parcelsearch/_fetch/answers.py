@@ -25,7 +25,7 @@ from typing import Any, Literal
 __all__ = ["Refusal", "read_refusal", "read_json", "count_field", "Kind"]
 
 #: What a refusal means to the client.
-Kind = Literal["quota", "spike", "key", "empty", "other"]
+Kind = Literal["quota", "spike", "key", "empty", "too_long", "other"]
 
 _TITLE = re.compile(rb"<title[^>]*>(.*?)</title>", re.IGNORECASE | re.DOTALL)
 _HEADING = re.compile(rb"<h1[^>]*>(.*?)</h1>", re.IGNORECASE | re.DOTALL)
@@ -33,6 +33,9 @@ _TAGS = re.compile(r"<[^>]*>")
 _SPACES = re.compile(r"\s+")
 #: How an empty result is worded when a vendor answers it as an error.
 _EMPTY = re.compile(r"\bno (parcels?|results?|records?|matches)( were)? found\b", re.IGNORECASE)
+#: A request line refused as too long: Apigee's ``TooBigLine``, IIS's 404.15, a 414's words.
+_TOO_LONG = re.compile(r"\b404\.15\b|(query string|request line|uri|url) (is )?too long",
+                       re.IGNORECASE)
 _QUOTA_CODES = ("quotaviolation", "quota.exceeded", "quotaexceeded")
 _SPIKE_CODES = ("spikearrest",)
 _KEY_CODES = ("invalidapikey", "apikeynotapproved", "invalidapikeyforgivenresource",
@@ -123,6 +126,8 @@ def _kind(status: int, messages: list[str], code: str) -> Kind:
     if any(c in code for c in _KEY_CODES) or (status == 401) or (
             status == 403 and "key" in words):
         return "key"
+    if status == 414 or "toobigline" in code or (status in (400, 404) and _TOO_LONG.search(words)):
+        return "too_long"
     if status in (200, 404) and _EMPTY.search(words):
         return "empty"
     return "other"

@@ -48,7 +48,7 @@ from parcelsearch._fetch.http import (
     retry_after,
     strip_query,
 )
-from parcelsearch._fetch.page import Page, check_page
+from parcelsearch._fetch.page import Page, check_page, learnt_page_size
 from parcelsearch._fetch.vendor_profile import PROFILES_FILE, load_profile, save_profile
 from parcelsearch.errors import (
     AuthenticationError,
@@ -65,6 +65,7 @@ from parcelsearch.errors import (
     ServiceError,
     ServiceFailureError,
 )
+from parcelsearch.notices import LearntFactWarning, warn
 
 __all__ = ["Client", "RateLimiter", "RetryPolicy", "key_fingerprint", "Cancelled"]
 
@@ -117,6 +118,10 @@ class Client:
         Seconds one response may take as a whole, however slowly its bytes come (then it is
         abandoned and retried like a timeout); default ``settings.options.response_deadline``
         (``$PARCELSEARCH_RESPONSE_DEADLINE``, else 60).
+    max_request_bytes
+        The longest request line the vendor's gateway takes (searches plan pieces to it;
+        nothing is learnt over it); default ``settings.options.max_request_bytes``
+        (``$PARCELSEARCH_MAX_REQUEST_BYTES``), else learnt from a refusal, else 7,168.
     retries
         Retries per request (int), or a :class:`~parcelsearch._fetch.http.RetryPolicy`.
     session
@@ -151,6 +156,7 @@ class Client:
         cache_dir: str | os.PathLike[str] | None = None,
         profile: str | None = None,
         response_deadline: float | None = None,
+        max_request_bytes: int | None = None,
     ) -> None:
         from parcelsearch.profiles import resolve  # a saved profile fills what is not given
 
@@ -164,6 +170,8 @@ class Client:
         self.timeout = float(timeout)
         self.response_deadline = _resolve_deadline(response_deadline)
         settings.group_id_max_chars()  # refused now, not at the first page read
+        self._page_size_set = settings.page_size_setting()  # likewise
+        self._line_limit_set = settings.max_request_bytes_setting(max_request_bytes)
         self.retry = retries if isinstance(retries, RetryPolicy) else RetryPolicy(total=retries)
         self.session = session if session is not None else new_session()
         self.transport = Transport(
@@ -176,9 +184,72 @@ class Client:
         self.vendor = load_profile(self.cache_dir, self.base_url)
         #: The number the vendor gives its first page (0 or 1): learned, or from the profile.
         self.page_base = self.vendor.page_base if self.vendor.page_base is not None else 1
+        #: GroupIDs a full page holds: set by the user, else learnt (kept in the profile),
+        #: else 100.
+        self.page_size = (self._page_size_set or self.vendor.page_size
+                          or settings.PAGE_SIZE)
+        #: The longest request line the gateway takes (pieces are planned to it): set by the
+        #: user, else learnt from a refusal (kept in the profile), else 7,168 bytes.
+        self.max_request_bytes = (self._line_limit_set or self.vendor.max_request_bytes
+                                  or settings.MAX_REQUEST_LINE_BYTES)
         self._moved: dict[str, str] = dict(self.vendor.moved)  # paths moved by redirects
         self._moved_lock = threading.Lock()
         self._forgotten: dict[str, str] = {}  # learnt paths forgotten: the default each replaced
+
+    @property
+    def max_request_bytes_source(self) -> str:
+        """Where :attr:`max_request_bytes` comes from: ``"set"``, ``"learnt"`` or
+        ``"assumed"``."""
+        if self._line_limit_set is not None:
+            return "set"
+        return "learnt" if self.vendor.max_request_bytes is not None else "assumed"
+
+    def _learn_line_limit(self, url: str) -> int | None:
+        """After a refusal of ``url``'s request line as too long: the limit it teaches (the
+        largest usual gateway limit below that line, kept in the profile), or ``None`` when
+        the user set one or it teaches nothing lower."""
+        sent = len(f"GET {url.removeprefix(self.base_url) or '/'} HTTP/1.1".encode())
+        below = [n for n in LINE_LIMITS if n < min(sent, self.max_request_bytes + 1)]
+        if self._line_limit_set is not None or not below:
+            return None
+        self.max_request_bytes = below[0]
+        self.learn(max_request_bytes=below[0])
+        return below[0]
+
+    @property
+    def page_size_source(self) -> str:
+        """Where :attr:`page_size` comes from: ``"set"``, ``"learnt"`` or ``"assumed"``."""
+        if self._page_size_set is not None:
+            return "set"
+        return "learnt" if self.vendor.page_size is not None else "assumed"
+
+    def _page_size_taught(self, page: Page) -> int | None:
+        """The page size a page 1 teaches (:func:`learnt_page_size`), never over one the user
+        set."""
+        if self._page_size_set is not None or page.page != 1:
+            return None
+        return learnt_page_size(page, self.page_size)
+
+    def _size_for(self, page: Page) -> int:
+        """The page size ``page`` is checked against: :attr:`page_size`, or, unless the user
+        set it, the whole answer when it says it is one page (a vendor serving more a page
+        than known: nothing to learn from it, nothing missing)."""
+        if self._page_size_set is None and page.page == page.pages == 1 and \
+                page.rows == page.data_rows:
+            return max(self.page_size, page.rows)
+        return self.page_size
+
+    def _adopt_page_size(self, size: int) -> None:
+        """Keep a learnt page size in the profile and say so (once: answers read at the same
+        time that teach the same size are quiet)."""
+        with self._moved_lock:
+            if self.vendor.page_size == size:
+                return
+            self.vendor.page_size = size
+        self.learn(page_size=size)
+        warn(LearntFactWarning(
+            f"the vendor at {self.base_url} serves {size} ids a page (learnt): re-priced; "
+            f"kept in {self.cache_dir / PROFILES_FILE}", hints=[Hint("page_size", size)]))
 
     @property
     def page_base_known(self) -> bool:
@@ -195,6 +266,8 @@ class Client:
                 setattr(self.vendor, name, value)
             if "page_base" in observed:
                 self.page_base = int(observed["page_base"])
+            if observed.get("page_size"):
+                self.page_size = int(observed["page_size"])
             try:
                 save_profile(self.cache_dir, self.vendor)
             except OSError as exc:
@@ -398,6 +471,13 @@ class Client:
         target = _wire.search_target(path, polygon_json, sent)
         url = self.base_url + target
         key = _wire.request_key(self.base_url, path, polygon_json, page)
+        line = _wire.request_line_bytes(self._moved_url(url).removeprefix(self.base_url))
+        if self.max_request_bytes_source == "learnt" and line > self.max_request_bytes:
+            raise RequestTooLargeError(  # the gateway refused such lines: not sent to it
+                f"not sent: a request line of {line:,} bytes, over the {self.max_request_bytes:,}"
+                f" bytes the gateway at {self.base_url} takes (learnt from its refusal)",
+                status=414, url=strip_query(url),
+                hints=[Hint("max_request_bytes", self.max_request_bytes)])
 
         def read(payload: dict[str, Any], where: str) -> Page:
             echoed = _field(payload, "page", where, url)
@@ -416,7 +496,10 @@ class Client:
                 rows=rows, pages=pages, data_rows=_data_rows(payload, data, where, url),
                 data=tuple(data), base_url=self.base_url, path=path,
             )
-            check_page(result, url=strip_query(url))
+            taught = self._page_size_taught(result)
+            check_page(result, url=strip_query(url), page_size=taught or self._size_for(result))
+            if taught is not None:
+                self._adopt_page_size(taught)
             return result
 
         empty = {"status": "OK", "rows": 0, "pages": 0, "page": sent, "data": []}
@@ -491,6 +574,8 @@ class Probe:
     sunset: str | None = None
 
 
+#: Request-line limits of usual gateways, largest first (IIS's query string default is 2,048).
+LINE_LIMITS = (8192, 7168, 4096, 2048, 1024)
 #: Redirect statuses: followed when they stay on the base URL's https origin.
 REDIRECTS = frozenset({301, 302, 303, 307, 308})
 #: Statuses that make a learnt path forgotten: the vendor has moved it back, or away.
@@ -525,6 +610,8 @@ def _judge(
     content_type = response.headers.get("Content-Type", "")
     if status != 200:
         refusal = read_refusal(status, body, content_type)
+        if refusal.kind == "too_long":  # the line, not the path: nothing to unlearn
+            raise _too_long(status, refusal, url, where, client)
         hop = client._unlearn(status, refusal, url)
         if hop is not None:
             raise hop
@@ -563,6 +650,25 @@ def _judge(
         raise
     except MalformedResponseError as exc:
         raise Transient("counts disagree", exc, once=True) from None
+
+
+def _too_long(status: int, refusal: Refusal, url: str, where: str,
+              client: Client) -> RequestTooLargeError:
+    """A request line the gateway refused as too long, in its words; the limit it teaches
+    kept, so the next search plans its pieces to it."""
+    learnt = client._learn_line_limit(url)
+    sent = len(f"GET {url.removeprefix(client.base_url)} HTTP/1.1".encode())
+    words = refusal.text if refusal.messages or not refusal.errorcode else refusal.errorcode
+    code = f" ({refusal.errorcode})" if refusal.errorcode and refusal.messages else ""
+    then = (f"the gateway takes at most {learnt:,} bytes, it seems: kept in "
+            f"{client.cache_dir / PROFILES_FILE}, so the next search plans its pieces to it; "
+            "search again" if learnt is not None else
+            f"pieces were planned to {client.max_request_bytes:,} bytes; set a lower limit")
+    return RequestTooLargeError(
+        f"HTTP {status}: {words}{code} ({where}): the gateway refused a "
+        f"request line of {sent:,} bytes as too long; {then}.",
+        status=status, messages=list(refusal.messages), url=strip_query(url),
+        hints=[Hint("max_request_bytes", learnt or 4096)])
 
 
 def _html_page(refusal: Refusal, url: str, where: str) -> ServiceFailureError:

@@ -2,7 +2,9 @@
 
 A :class:`Page` is what the client hands back and what the cache stores. It is only ever
 built from a response that passed :func:`check_page`, so ``data_rows == len(data)``,
-``pages == ceil(rows / 100)`` and the page number always agree.
+``pages == ceil(rows / page_size)`` and the page number always agree. The page size is 100
+until the vendor's answers say otherwise (:func:`learnt_page_size`, kept in its profile) or
+the user sets one (option ``page_size``).
 """
 
 from __future__ import annotations
@@ -17,7 +19,8 @@ from parcelsearch._fetch import wire as _wire
 from parcelsearch.errors import MalformedResponseError
 from parcelsearch.settings import PAGE_SIZE
 
-__all__ = ["Page", "check_page", "GROUP_ID", "group_id_problem"]
+__all__ = ["Page", "check_page", "GROUP_ID", "group_id_problem", "learnt_page_size",
+           "implied_page_size"]
 
 #: What the toolkit asks of a GroupID. The vendor's spec promises only an opaque string, so
 #: the check protects the user, not a format: non-empty, at most
@@ -43,7 +46,7 @@ class Page:
     rows
         Parcels matched by the whole request (all pages).
     pages
-        Pages in the whole request: ``ceil(rows / 100)`` (0 when nothing matched).
+        Pages in the whole request: ``ceil(rows / page_size)`` (0 when nothing matched).
     data_rows
         GroupIDs on this page.
     data
@@ -75,28 +78,69 @@ class Page:
         )
 
 
-def expected_data_rows(rows: int, page: int) -> int:
+def expected_data_rows(rows: int, page: int, page_size: int = PAGE_SIZE) -> int:
     """GroupIDs page ``page`` must hold when the whole request matched ``rows``."""
-    return max(0, min(PAGE_SIZE, rows - PAGE_SIZE * (page - 1)))
+    return max(0, min(page_size, rows - page_size * (page - 1)))
 
 
-def check_page(page: Page, *, url: str | None = None) -> None:
+def learnt_page_size(page: Page, assumed: int) -> int | None:
+    """The page size a page 1 teaches when it disagrees with ``assumed`` but agrees with
+    itself: more rows than ids on it, and ``pages == ceil(rows / data_rows)``; else ``None``
+    (nothing to learn, or an answer that does not add up under any page size)."""
+    held = page.data_rows
+    if page.page != 1 or held == assumed or held != len(page.data) or not 0 < held < page.rows:
+        return None
+    return held if page.pages == math.ceil(page.rows / held) else None
+
+
+def implied_page_size(page: Page) -> int | None:
+    """The page size a page's own counts imply (a page of a request of two pages or more),
+    or ``None`` when any would do (one page) or none does."""
+    if page.pages < 2 or page.rows <= 0:
+        return None
+    if page.page < page.pages:
+        return page.data_rows or None
+    rest = page.rows - page.data_rows  # the full pages before the last
+    if rest <= 0 or rest % (page.pages - 1):
+        return None
+    return rest // (page.pages - 1)
+
+
+def check_page(page: Page, *, url: str | None = None, page_size: int | None = None) -> None:
     """Raise :class:`~parcelsearch.MalformedResponseError` unless ``page`` adds up.
 
     Checks: counts are non-negative integers; ``data_rows == len(data)``;
-    ``pages == ceil(rows / 100)``; the page is within ``1..pages`` (or page 1 of an empty
-    result); full pages hold 100 GroupIDs and the last one the remainder; every GroupID is
-    an opaque string that passes :func:`group_id_problem`; and, when base URL and path are
-    known, the request key names this request.
+    ``pages == ceil(rows / page_size)``; the page is within ``1..pages`` (or page 1 of an
+    empty result); full pages hold ``page_size`` GroupIDs and the last one the remainder;
+    every GroupID is an opaque string that passes :func:`group_id_problem`; and, when base
+    URL and path are known, the request key names this request.
+
+    ``page_size`` is the vendor's (the client's: set, learnt or 100); ``None`` (a page read
+    from a store) takes the size the user set, else the one the page implies, else 100 (or
+    the whole answer's rows, when it says it is one page).
     """
-    problems = list(_page_problems(page))
+    if page_size is None:
+        page_size = settings.page_size_setting() or _implied(page) or _one_page(page)
+    problems = list(_page_problems(page, page_size))
     if problems:
         raise MalformedResponseError(
             f"page {page.page} of the response does not add up: " + "; ".join(problems), url=url
         )
 
 
-def _page_problems(page: Page) -> list[str]:
+def _implied(page: Page) -> int | None:
+    counts = (page.page, page.rows, page.pages, page.data_rows)
+    if any(not isinstance(v, int) or isinstance(v, bool) for v in counts):
+        return None
+    return implied_page_size(page)
+
+
+def _one_page(page: Page) -> int:
+    whole = page.rows if isinstance(page.rows, int) and page.pages == 1 else 0
+    return max(PAGE_SIZE, whole)
+
+
+def _page_problems(page: Page, size: int) -> list[str]:
     for name in ("page", "rows", "pages", "data_rows"):
         value = getattr(page, name)
         if not isinstance(value, int) or isinstance(value, bool) or value < 0:
@@ -104,9 +148,9 @@ def _page_problems(page: Page) -> list[str]:
     problems: list[str] = []
     if page.data_rows != len(page.data):
         problems.append(f"dataRows is {page.data_rows} but data holds {len(page.data)} ids")
-    if page.pages != math.ceil(page.rows / PAGE_SIZE):
-        problems.append(f"pages is {page.pages} but ceil(rows={page.rows} / 100) is "
-                        f"{math.ceil(page.rows / PAGE_SIZE)}")
+    if page.pages != math.ceil(page.rows / size):
+        problems.append(f"pages is {page.pages} but ceil(rows={page.rows} / {size}) is "
+                        f"{math.ceil(page.rows / size)}")
     if page.rows == 0:
         if page.page != 1:
             problems.append(f"page {page.page} of an empty result (only page 1 exists)")
@@ -114,9 +158,10 @@ def _page_problems(page: Page) -> list[str]:
             problems.append(f"an empty result (rows 0) carries {len(page.data)} ids")
     elif not 1 <= page.page <= page.pages:
         problems.append(f"page {page.page} is outside 1..{page.pages}")
-    elif len(page.data) != expected_data_rows(page.rows, page.page):
+    elif len(page.data) != expected_data_rows(page.rows, page.page, size):
         problems.append(f"page {page.page} of {page.rows} rows must hold "
-                        f"{expected_data_rows(page.rows, page.page)} ids, not {len(page.data)}")
+                        f"{expected_data_rows(page.rows, page.page, size)} ids, not "
+                        f"{len(page.data)}")
     longest = settings.group_id_max_chars()
     bad = [(n, why) for n, item in enumerate(page.data, 1)
            if (why := group_id_problem(item, longest))]

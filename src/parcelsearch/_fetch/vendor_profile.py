@@ -11,6 +11,8 @@ synced or copied from someone else. Each learnt path (``moved``) is checked when
 used only if it stays on the base URL's own ``https://`` host and port (no other scheme,
 host or port, no userinfo, query or ``..``); any other entry is ignored with a
 :class:`~parcelsearch.notices.KeptFileWarning` naming the file and the entry.
+A learnt page size is used only if it is a whole number in ``1..MAX_PAGE_SIZE``, a learnt
+request-line limit only in ``1024..65536``; another is learnt again.
 """
 
 from __future__ import annotations
@@ -33,6 +35,8 @@ __all__ = ["VendorProfile", "load_profile", "save_profile", "same_origin_path", 
 #: The file, in the cache folder, holding one profile per base URL.
 PROFILES_FILE = "vendors.json"
 _LOCK = threading.Lock()
+#: The largest page size a profile may hold (a larger one is learnt again).
+MAX_PAGE_SIZE = 10_000
 #: What a path may be made of (RFC 3986 ``pchar`` and ``/``): no space, backslash or control.
 _PATH = re.compile(r"/[A-Za-z0-9._~!$&'()*+,;=:@%/-]*")
 
@@ -53,6 +57,12 @@ class VendorProfile:
         The ``Content-Encoding`` of a search answer (``"identity"`` when none).
     error_format
         How the gateway words a refusal: ``"envelope"``, ``"fault"``, ``"html"`` …
+    page_size
+        GroupIDs a full page holds, learnt from a page 1 whose counts agree with it
+        (``None``: not learnt; 100 is assumed).
+    max_request_bytes
+        The longest request line the gateway takes, learnt from its refusal of a longer one
+        (``None``: not learnt; 7,168 bytes assumed).
     match_rule
         How the vendor matches parcels, learnt by
         :func:`parcelsearch.rule_probe.learn_match_rule`: ``"representative-point"`` or
@@ -66,6 +76,8 @@ class VendorProfile:
     moved: dict[str, str] = field(default_factory=dict)
     compression: str | None = None
     error_format: str | None = None
+    page_size: int | None = None
+    max_request_bytes: int | None = None
     match_rule: str | None = None
     learned_at: str = ""
 
@@ -131,6 +143,12 @@ def load_profile(cache_dir: str | os.PathLike[str], base_url: str) -> VendorProf
     profile = VendorProfile(**values)
     if profile.page_base not in (None, 0, 1):
         profile.page_base = None
+    if isinstance(profile.page_size, bool) or not isinstance(profile.page_size, int) or \
+            not 1 <= profile.page_size <= MAX_PAGE_SIZE:
+        profile.page_size = None  # learnt again from the next page 1
+    limit = profile.max_request_bytes
+    if isinstance(limit, bool) or not isinstance(limit, int) or not 1024 <= limit <= 65536:
+        profile.max_request_bytes = None  # learnt again from the next refusal
     if profile.match_rule not in (None, "representative-point", "intersects"):
         profile.match_rule = None
     return profile

@@ -37,6 +37,7 @@ from parcelsearch.errors import (
     ParcelSearchError,
     QuotaExhaustedError,
     RateLimitError,
+    RequestTooLargeError,
     ServiceError,
     ServiceFailureError,
     UnstableOrderError,
@@ -72,6 +73,8 @@ def piece_failure(exc: BaseException) -> bool:
     if isinstance(exc, QuotaExhaustedError | AuthenticationError | RateLimitError
                   | ServiceFailureError | CutBodyError | EndpointGoneError):
         return False
+    if isinstance(exc, RequestTooLargeError):
+        return True  # that piece's request line (an IIS 404.15 too): the others may fit
     if isinstance(exc, ServiceError) and (300 <= exc.status < 400 or exc.status == 404):
         return False  # a redirect refused, or no such path: the base URL's, not the piece's
     return isinstance(exc, MalformedResponseError | ServiceError)

@@ -544,19 +544,33 @@ def search(
         market_column=market_column, progress=progress, workers=workers, team=team, user=user)
     client = client if client is not None else Client()
     cache_obj = _store(cache, ResponseCache, lambda: ResponseCache(client.cache_dir))
-    chosen = plan if plan is not None else plan_reuse.reuse(
-        planning.plan(areas, options.tolerance, id_column=options.id_column,
-                      connectors=options.connectors, match=options.match,
-                      trust_crs=options.trust_crs, trust_tolerance=options.trust_tolerance),
-        cache_obj.directory if cache_obj is not None else None)
+    def planned() -> Plan:  # to the request-line limit set, learnt or 7,168
+        return plan_reuse.reuse(
+            planning.plan(areas, options.tolerance, id_column=options.id_column,
+                          connectors=options.connectors, match=options.match,
+                          trust_crs=options.trust_crs, trust_tolerance=options.trust_tolerance,
+                          max_request_bytes=client.max_request_bytes),
+            cache_obj.directory if cache_obj is not None else None)
+
+    chosen = plan if plan is not None else planned()
     opened = stores.open(
         options.team, client, member=options.user or "", cache=cache_obj,
         ledger=_store(ledger, Ledger, lambda: Ledger.in_folder(client.cache_dir)),
         workers=options.workers)
     try:
-        return search_with(chosen, client, opened.spending, options,
-                           markets_cache=cache_obj.directory if cache_obj is not None else False,
-                           history=opened.history)
+        try:
+            return search_with(chosen, client, opened.spending, options,
+                               markets_cache=cache_obj.directory if cache_obj is not None
+                               else False, history=opened.history)
+        except AreasFailedError:
+            if plan is not None or client.max_request_bytes >= chosen.max_request_bytes:
+                raise
+        # the gateway refused a line and taught a shorter limit: plan again to it, once
+        _log.warning("the gateway at %s takes request lines of at most %s bytes: the areas "
+                     "planned again to it", client.base_url, f"{client.max_request_bytes:,}")
+        return search_with(planned(), client, opened.spending, options,
+                           markets_cache=cache_obj.directory if cache_obj is not None
+                           else False, history=opened.history)
     finally:
         opened.spending.close()
 

@@ -61,6 +61,9 @@ environment variables:
   PARCELSEARCH_RESPONSE_DEADLINE
                            seconds a whole response may take (--response-deadline;
                            default 60)
+  PARCELSEARCH_MAX_REQUEST_BYTES
+                           the longest request line the gateway takes (--max-request-bytes;
+                           default: learnt from its refusal, else 7168)
   PARCELSEARCH_TEAM        team store, postgresql://… (--team): calls, pace and pages shared
   PARCELSEARCH_USER        who runs the search in the team (--user; default: login name)"""
 
@@ -237,8 +240,8 @@ def add_areas(parser: argparse.ArgumentParser) -> None:
 
 
 def add_connection(parser: argparse.ArgumentParser, cache_only: bool = False) -> None:
-    """``--base-url``, ``--ca-bundle``, ``--profile``, ``--response-deadline`` (unless
-    ``cache_only``), ``--cache-dir``."""
+    """``--base-url``, ``--ca-bundle``, ``--profile``, ``--response-deadline``,
+    ``--max-request-bytes`` (unless ``cache_only``), ``--cache-dir``."""
     if not cache_only:
         parser.add_argument("--base-url", type=base_url, metavar="URL",
                             help="https:// root of the services (default: "
@@ -255,6 +258,12 @@ def add_connection(parser: argparse.ArgumentParser, cache_only: bool = False) ->
                             help="seconds one response may take as a whole, however slowly "
                                  "its bytes come; then it is abandoned and retried (default: "
                                  "$PARCELSEARCH_RESPONSE_DEADLINE, else 60)")
+        parser.add_argument("--max-request-bytes", type=number(int, low=1024,
+                                                               what="a whole number"),
+                            metavar="BYTES",
+                            help="the longest request line the vendor's gateway takes; pieces "
+                                 "are planned to it (default: $PARCELSEARCH_MAX_REQUEST_BYTES, "
+                                 "else learnt from its refusal, else 7168)")
     parser.add_argument("--cache-dir", metavar="DIR",
                         help="response cache, market list and quota ledger folder (default: "
                              "$PARCELSEARCH_CACHE_DIR, else ~/.cache/parcelsearch; here: "

@@ -77,7 +77,8 @@ def _client(args: argparse.Namespace) -> Client:
     from parcelsearch._fetch.client import Client
 
     return Client(base_url=args.base_url, ca_bundle=args.ca_bundle, cache_dir=args.cache_dir,
-                  profile=args.profile, response_deadline=args.response_deadline)
+                  profile=args.profile, response_deadline=args.response_deadline,
+                  max_request_bytes=args.max_request_bytes)
 
 
 def check_listening(base_url: str, timeout: float = CONNECT_PROBE_SECONDS) -> None:
