@@ -27,6 +27,7 @@ so ``except parcelsearch.ParcelSearchError`` catches them all::
         ├── QuotaExhaustedError     429 quota violation: the key has no calls left
         ├── BadPolygonError         400
         ├── RequestTooLargeError    414
+        ├── ResultWindowError       400 (a page beyond the vendor's result window)
         ├── ServiceFailureError     5xx, or a 200 HTML page (maintenance), through the retries
         └── EndpointGoneError       410: the vendor retired the endpoint (its Sunset quoted)
 

@@ -96,3 +96,24 @@ def test_the_refusal_is_recognised(words) -> None:
     body = json.dumps({"status": "ERROR", "messages": [words]}).encode()
     assert read_refusal(400, body).kind == "window"
     assert read_refusal(400, b'{"status": "ERROR", "messages": ["bad polygon"]}').kind == "other"
+
+
+def test_a_plan_given_is_split_in_the_run_not_changed(vendor_env, vendor_areas, vendor_fabric,
+                                                      tmp_path) -> None:
+    import geopandas as gpd
+
+    import parcelsearch
+
+    vendor_env.set(window=WINDOW, page_size=SIZE)
+    given = parcelsearch.plan(gpd.read_file(vendor_areas).set_index("area_id"))
+    pieces = list(given.pieces)
+    from parcelsearch.notices import LearntFactWarning
+
+    with parcelsearch.Client(cache_dir=tmp_path / "py") as client, \
+            pytest.warns(LearntFactWarning, match="serves 50 ids a page"):
+        result = parcelsearch.search(None, plan=given, client=client, progress=False, workers=1)
+    assert result.complete and len(refused(vendor_env)) == 1
+    found = {str(a): set(g["group_id"]) for a, g in result.ids.groupby(given.id_name)}
+    assert exact(found, vendor_fabric[2])
+    assert given.pieces == pieces  # the plan itself is not changed
+    assert len(result.tiles) > len(pieces)  # its deep pieces and their halves

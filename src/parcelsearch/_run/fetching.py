@@ -88,7 +88,8 @@ class PieceState:
 
     Read by anyone; changed only through its transitions: :meth:`stored` (a page read from
     a store), :meth:`spend` and :meth:`fetched` (calls), :meth:`keep` (a page's GroupIDs),
-    :meth:`fail`, :meth:`reset` (fetched again from page 1) and :meth:`start_over`.
+    :meth:`fail`, :meth:`cut` (split for the vendor's result window), :meth:`reset` (fetched
+    again from page 1) and :meth:`start_over`.
     """
 
     piece: Piece
@@ -153,6 +154,11 @@ class PieceState:
     def fail(self, why: str) -> None:
         """This piece failed (``why``: the vendor's words); its area is not complete."""
         self.failure = why
+
+    def cut(self) -> None:
+        """Split into smaller pieces (more pages than the vendor's result window): its own
+        later pages are not fetched; the pieces it was cut into hold its GroupIDs."""
+        self.split = True
 
     def reset(self) -> None:
         """Fetched again from page 1, never from a store: what it had is dropped."""

@@ -927,7 +927,7 @@ class _Search:
             state.fail(f"{state.pages} pages, beyond the {window} pages the vendor serves a "
                        "search, and the piece is too narrow to split")
             return []
-        state.split = True
+        state.cut()
         return [PieceState(p) for p in pieces]
 
     def free_price(self) -> pricing.Price:
