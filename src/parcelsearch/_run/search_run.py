@@ -911,6 +911,7 @@ class _Search:
                          _noun_pieces(len(fresh)))
             self.states.extend(fresh)
             made.extend(fresh)
+            self.progress.total += len(fresh)  # their page 1s
             todo = _first_pages(fresh, run)
             if todo:
                 fetcher.fetch((state, 1) for state in todo)
