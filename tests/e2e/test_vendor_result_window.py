@@ -117,3 +117,14 @@ def test_a_plan_given_is_split_in_the_run_not_changed(vendor_env, vendor_areas, 
     assert exact(found, vendor_fabric[2])
     assert given.pieces == pieces  # the plan itself is not changed
     assert len(result.tiles) > len(pieces)  # its deep pieces and their halves
+
+
+def test_with_several_workers_the_area_is_whole(vendor_env, vendor_areas, vendor_fabric,
+                                                tmp_path, capsys, caplog) -> None:
+    vendor_env.set(window=WINDOW, page_size=SIZE)
+    code, out, err, ids, meta = search(capsys, vendor_areas, tmp_path / "ids.parquet",
+                                       "--workers", "4")
+    assert code == 0, err
+    assert exact(ids, vendor_fabric[2]) and meta["complete"] is True
+    assert 1 <= len(refused(vendor_env)) <= 4  # pages asked together before it was learnt
+    assert "keeps changing" not in caplog.text + err
