@@ -42,6 +42,8 @@ switch              values
                     (``None``: no limit); longer ones are refused as ``line_refusal`` says
 ``line_refusal``    ``"apigee"`` (414, fault ``protocol.http.TooBigLine``) or ``"iis"`` (an
                     HTML 404.15 "query string too long" page)
+``window``          pages a search is served at most (``None``: every page); a deeper page is
+                    refused with a 400 "Result window is too large … Narrow the searchPolygon"
 ``told_size``       the page size ``pages`` is counted with (``None``: ``page_size``; another:
                     an answer whose counts do not agree)
 ==================  ============================================================================
@@ -121,7 +123,7 @@ DEFAULTS: dict[str, Any] = {
     "datarows": True, "extra_fields": False, "gzip": False, "empty": "ok", "stage": False,
     "redirect": None, "fault": None, "ids": "hex", "trickle": None, "trickle_gap": 0.5,
     "trickle_bytes": 4, "retry_after": 3, "page_size": PAGE_SIZE, "told_size": None,
-    "line_limit": None, "line_refusal": "apigee",
+    "line_limit": None, "line_refusal": "apigee", "window": None,
 }
 
 #: The retired endpoint's words and date (``"gone410"``).
@@ -320,6 +322,11 @@ class _Handler(BaseHTTPRequestHandler):
         if k < 1:
             return self._json(arrival, 400, {"status": "ERROR", "messages": [
                 f"page must be {s['base']} or more, got {page_text}"]})
+        if s["window"] is not None and k > s["window"]:
+            return self._json(arrival, 400, {"status": "ERROR", "messages": [
+                f"Result window is too large: page {asked} of {size} is beyond the "
+                f"{s['window'] * size} results a search may be paged through. Narrow the "
+                "searchPolygon."]})
         if rows and k > pages:
             if s["past_last"] == "400":
                 return self._json(arrival, 400, {"status": "ERROR", "messages": [

@@ -51,6 +51,7 @@ class FakeClient:
     timeout = 2.0
     response_deadline = 2.0
     max_request_bytes = 7168  # the request-line limit searches plan to
+    result_window = None  # no result window: every page a piece has is asked
 
     def __init__(self, rows: dict[str, int], cache_dir: Path) -> None:
         self.rows = dict(rows)

@@ -46,3 +46,14 @@ def test_a_learnt_request_line_limit_is_kept_and_checked_when_read(tmp_path) -> 
     for odd in ('"4096"', "100", "true", "4096.5", "10000000"):
         (tmp_path / PROFILES_FILE).write_text(f'{{"https://a": {{"max_request_bytes": {odd}}}}}')
         assert load_profile(tmp_path, "https://a").max_request_bytes is None, odd
+
+
+def test_a_learnt_result_window_is_kept_and_checked_when_read(tmp_path) -> None:
+    profile = load_profile(tmp_path, "https://a")
+    assert profile.result_window is None  # no limit assumed until a refusal
+    profile.result_window = 5
+    save_profile(tmp_path, profile)
+    assert load_profile(tmp_path, "https://a").result_window == 5
+    for odd in ('"5"', "0", "-3", "true", "5.5"):
+        (tmp_path / PROFILES_FILE).write_text(f'{{"https://a": {{"result_window": {odd}}}}}')
+        assert load_profile(tmp_path, "https://a").result_window is None, odd

@@ -27,6 +27,7 @@ so ``except parcelsearch.ParcelSearchError`` catches them all::
         ├── QuotaExhaustedError     429 quota violation: the key has no calls left
         ├── BadPolygonError         400
         ├── RequestTooLargeError    414
+        ├── ResultWindowError       400 (a page beyond the vendor's result window)
         ├── ServiceFailureError     5xx, or a 200 HTML page (maintenance), through the retries
         └── EndpointGoneError       410: the vendor retired the endpoint (its Sunset quoted)
 
@@ -112,6 +113,8 @@ KNOBS: dict[str, Knob] = {
                               python_bare="Client(max_request_bytes=...)",
                               cli_bare="--max-request-bytes BYTES"),
     "page_size": Knob("settings.options.page_size = {value}", None, env="PARCELSEARCH_PAGE_SIZE"),
+    "result_window": Knob("settings.options.result_window = {value}", None,
+                          env="PARCELSEARCH_RESULT_WINDOW"),
     "cache_dir": Knob("Client(cache_dir={value!r})", "--cache-dir {value}",
                       env="PARCELSEARCH_CACHE_DIR", python_bare="Client(cache_dir=...)",
                       cli_bare="--cache-dir DIR"),
@@ -206,6 +209,7 @@ __all__ = [
     "QuotaExhaustedError",
     "BadPolygonError",
     "RequestTooLargeError",
+    "ResultWindowError",
     "ServiceFailureError",
     "EndpointGoneError",
     "PageGoneError",
@@ -452,6 +456,23 @@ class BadPolygonError(ServiceError):
 
 class RequestTooLargeError(ServiceError):
     """414: the request line was longer than the gateway allows."""
+
+
+class ResultWindowError(ServiceError):
+    """400: the vendor serves a search only so many pages deep ("Result window is too large
+    … Narrow the searchPolygon"); the piece must be split.
+
+    Attributes
+    ----------
+    window
+        The pages a search is served (learnt: the page before the refused one).
+    """
+
+    def __init__(self, message: str, *, window: int, status: int = 400,
+                 messages: Sequence[str] = (), url: str | None = None,
+                 hints: Sequence[Hint] = ()) -> None:
+        super().__init__(message, status=status, messages=messages, url=url, hints=hints)
+        self.window = window
 
 
 class ServiceFailureError(ServiceError):

@@ -272,6 +272,21 @@ def check_request_line(answers: Answers, client: Client) -> Finding:
                    "plan pieces to it)")
 
 
+def check_result_window(answers: Answers, client: Client) -> Finding:
+    """The pages a search is served at most (the vendor's result window), and where that
+    comes from."""
+    if client.result_window is None:
+        return Finding("result window", "ok",
+                       "no limit known (learnt when the vendor refuses a page as too deep; "
+                       f"{settings.ENV_RESULT_WINDOW} sets it)")
+    source = {"set": f"set: {settings.ENV_RESULT_WINDOW}",
+              "learnt": "learnt from the vendor's refusal, kept in the vendor profile"}[
+        client.result_window_source]
+    return Finding("result window", "ok",
+                   f"{client.result_window} pages a search at most ({source}; pieces with more "
+                   "are split until each fits)")
+
+
 def check_response_deadline(answers: Answers, client: Client) -> Finding:
     """The deadline a whole response has, and where it was set."""
     given = "given to the client"
@@ -288,10 +303,10 @@ def check_response_deadline(answers: Answers, client: Client) -> Finding:
 CHECKS: list[Check] = [check_tls, check_key, check_stage_path, check_compression,
                        check_paging_base, check_error_format, check_markets, check_matching_rule,
                        check_retirement, check_group_ids, check_page_size, check_request_line,
-                       check_response_deadline]
+                       check_result_window, check_response_deadline]
 #: Checks that read no answer (what is assumed or set): shown by a dry run too.
 UNPROBED: tuple[Check, ...] = (check_group_ids, check_page_size, check_request_line,
-                               check_response_deadline)
+                               check_result_window, check_response_deadline)
 
 
 def check_service(client: Client | None = None, *, dry_run: bool = False,

@@ -72,6 +72,7 @@ ENV_RATE: Final = "PARCELSEARCH_RATE"
 ENV_RESPONSE_DEADLINE: Final = "PARCELSEARCH_RESPONSE_DEADLINE"
 ENV_GROUP_ID_MAX_CHARS: Final = "PARCELSEARCH_GROUP_ID_MAX_CHARS"
 ENV_PAGE_SIZE: Final = "PARCELSEARCH_PAGE_SIZE"
+ENV_RESULT_WINDOW: Final = "PARCELSEARCH_RESULT_WINDOW"
 ENV_MAX_REQUEST_BYTES: Final = "PARCELSEARCH_MAX_REQUEST_BYTES"
 ENV_CACHE_DIR: Final = "PARCELSEARCH_CACHE_DIR"
 ENV_QUOTA: Final = "PARCELSEARCH_QUOTA"
@@ -232,6 +233,9 @@ _OPTIONS: Final = (
     Option("page_size", "GroupIDs the vendor serves a page (default: learnt from its first "
            "answer, else 100); when set, answers are checked against it and nothing is learnt",
            ENV_PAGE_SIZE, lambda: None, _number),
+    Option("result_window", "pages the vendor serves a search at most (default: learnt from "
+           "its refusal of a deeper page, else no limit); pieces with more are split",
+           ENV_RESULT_WINDOW, lambda: None, _number),
     Option("max_request_bytes", "the longest request line the vendor's gateway takes, in "
            "bytes (default: learnt from a refusal, else 7168); searches plan pieces to it",
            ENV_MAX_REQUEST_BYTES, lambda: None, _number),
@@ -359,6 +363,26 @@ def page_size_setting() -> int | None:
         raise ConfigurationError(
             f"the page size must be a whole number of GroupIDs, at least 1, got {value!r}.",
             hints=[Hint("page_size", PAGE_SIZE)])
+    return int(value)
+
+
+def result_window_setting() -> int | None:
+    """The result window the user set (``options.result_window``), checked; ``None`` when
+    not set (learnt from the vendor's refusal of a deeper page).
+
+    Raises
+    ------
+    ConfigurationError
+        It is not a whole number of at least 1.
+    """
+    value = options.result_window
+    if value is None:
+        return None
+    if isinstance(value, bool) or not isinstance(value, int | float) or \
+            not float(value).is_integer() or value < 1:
+        raise ConfigurationError(
+            f"the result window must be a whole number of pages, at least 1, got {value!r}.",
+            hints=[Hint("result_window", 5)])
     return int(value)
 
 

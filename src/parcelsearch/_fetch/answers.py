@@ -25,7 +25,7 @@ from typing import Any, Literal
 __all__ = ["Refusal", "read_refusal", "read_json", "count_field", "Kind"]
 
 #: What a refusal means to the client.
-Kind = Literal["quota", "spike", "key", "empty", "too_long", "other"]
+Kind = Literal["quota", "spike", "key", "empty", "too_long", "window", "other"]
 
 _TITLE = re.compile(rb"<title[^>]*>(.*?)</title>", re.IGNORECASE | re.DOTALL)
 _HEADING = re.compile(rb"<h1[^>]*>(.*?)</h1>", re.IGNORECASE | re.DOTALL)
@@ -36,6 +36,9 @@ _EMPTY = re.compile(r"\bno (parcels?|results?|records?|matches)( were)? found\b"
 #: A request line refused as too long: Apigee's ``TooBigLine``, IIS's 404.15, a 414's words.
 _TOO_LONG = re.compile(r"\b404\.15\b|(query string|request line|uri|url) (is )?too long",
                        re.IGNORECASE)
+#: A page refused as too deep (a search engine's result window): "Result window is too large
+#: … Narrow the searchPolygon".
+_WINDOW = re.compile(r"\bresult window\b|\btoo large\b.*\bnarrow", re.IGNORECASE)
 _QUOTA_CODES = ("quotaviolation", "quota.exceeded", "quotaexceeded")
 _SPIKE_CODES = ("spikearrest",)
 _KEY_CODES = ("invalidapikey", "apikeynotapproved", "invalidapikeyforgivenresource",
@@ -55,7 +58,9 @@ class Refusal:
         A gateway fault's ``detail.errorcode``, if any.
     kind
         ``"quota"`` (no calls left), ``"spike"`` (too fast: wait and retry), ``"key"`` (the
-        key is refused), ``"empty"`` (an empty result worded as an error), ``"other"``.
+        key is refused), ``"empty"`` (an empty result worded as an error), ``"too_long"`` (a
+        request line refused as too long), ``"window"`` (a page deeper than the vendor's
+        result window), ``"other"``.
     shape
         ``"envelope"``, ``"fault"``, ``"html"``, ``"empty body"`` or ``"unreadable"``.
     """
@@ -128,6 +133,8 @@ def _kind(status: int, messages: list[str], code: str) -> Kind:
         return "key"
     if status == 414 or "toobigline" in code or (status in (400, 404) and _TOO_LONG.search(words)):
         return "too_long"
+    if status == 400 and _WINDOW.search(words):
+        return "window"
     if status in (200, 404) and _EMPTY.search(words):
         return "empty"
     return "other"

@@ -28,7 +28,7 @@ from collections.abc import Callable, Mapping
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any, TypeVar
-from urllib.parse import urljoin, urlsplit, urlunsplit
+from urllib.parse import parse_qs, urljoin, urlsplit, urlunsplit
 
 import requests
 
@@ -62,6 +62,7 @@ from parcelsearch.errors import (
     QuotaExhaustedError,
     RateLimitError,
     RequestTooLargeError,
+    ResultWindowError,
     ServiceError,
     ServiceFailureError,
 )
@@ -172,6 +173,7 @@ class Client:
         settings.group_id_max_chars()  # refused now, not at the first page read
         self._page_size_set = settings.page_size_setting()  # likewise
         self._line_limit_set = settings.max_request_bytes_setting(max_request_bytes)
+        self._window_set = settings.result_window_setting()  # likewise
         self.retry = retries if isinstance(retries, RetryPolicy) else RetryPolicy(total=retries)
         self.session = session if session is not None else new_session()
         self.transport = Transport(
@@ -192,6 +194,9 @@ class Client:
         #: user, else learnt from a refusal (kept in the profile), else 7,168 bytes.
         self.max_request_bytes = (self._line_limit_set or self.vendor.max_request_bytes
                                   or settings.MAX_REQUEST_LINE_BYTES)
+        #: Pages the vendor serves a search at most: set by the user, else learnt from its
+        #: refusal of a deeper page (kept in the profile), else ``None`` (no limit known).
+        self.result_window: int | None = self._window_set or self.vendor.result_window
         self._moved: dict[str, str] = dict(self.vendor.moved)  # paths moved by redirects
         self._moved_lock = threading.Lock()
         self._forgotten: dict[str, str] = {}  # learnt paths forgotten: the default each replaced
@@ -215,6 +220,27 @@ class Client:
         self.max_request_bytes = below[0]
         self.learn(max_request_bytes=below[0])
         return below[0]
+
+    @property
+    def result_window_source(self) -> str:
+        """Where :attr:`result_window` comes from: ``"set"``, ``"learnt"`` or ``"none"``."""
+        if self._window_set is not None:
+            return "set"
+        return "learnt" if self.vendor.result_window is not None else "none"
+
+    def _learn_window(self, refused: int) -> int | None:
+        """After the vendor refused our page ``refused`` as beyond its result window: the
+        window it teaches (the page before, kept in the profile), or ``None`` when the user
+        set one or it teaches nothing."""
+        window = refused - 1
+        if self._window_set is not None or window < 1:
+            return None
+        with self._moved_lock:
+            if self.result_window is not None and self.result_window <= window:
+                return self.result_window
+            self.result_window = window
+        self.learn(result_window=window)
+        return window
 
     @property
     def page_size_source(self) -> str:
@@ -478,6 +504,12 @@ class Client:
                 f" bytes the gateway at {self.base_url} takes (learnt from its refusal)",
                 status=414, url=strip_query(url),
                 hints=[Hint("max_request_bytes", self.max_request_bytes)])
+        if self.result_window is not None and page > self.result_window:
+            raise ResultWindowError(  # the vendor refuses pages that deep: not sent to it
+                f"not sent: page {page}, beyond the {self.result_window} pages the vendor at "
+                f"{self.base_url} serves a search ({self.result_window_source}); the piece "
+                "must be split", window=self.result_window, url=strip_query(url),
+                hints=[Hint("result_window", self.result_window)])
 
         def read(payload: dict[str, Any], where: str) -> Page:
             echoed = _field(payload, "page", where, url)
@@ -612,6 +644,9 @@ def _judge(
         refusal = read_refusal(status, body, content_type)
         if refusal.kind == "too_long":  # the line, not the path: nothing to unlearn
             raise _too_long(status, refusal, url, where, client)
+        deep = _too_deep(status, refusal, url, where, client)
+        if deep is not None:
+            raise deep
         hop = client._unlearn(status, refusal, url)
         if hop is not None:
             raise hop
@@ -669,6 +704,27 @@ def _too_long(status: int, refusal: Refusal, url: str, where: str,
         f"request line of {sent:,} bytes as too long; {then}.",
         status=status, messages=list(refusal.messages), url=strip_query(url),
         hints=[Hint("max_request_bytes", learnt or 4096)])
+
+
+def _too_deep(status: int, refusal: Refusal, url: str, where: str,
+              client: Client) -> ResultWindowError | None:
+    """A page (after the first) refused as beyond the vendor's result window, in its words;
+    the window it teaches (the page before) kept, so pieces with more pages are split."""
+    asked = parse_qs(urlsplit(url).query).get("page", [""])[0]
+    if refusal.kind != "window" or not asked.isdigit():
+        return None
+    page = int(asked) - client.page_base + 1  # our number for the vendor's page
+    if page < 2:
+        return None  # page 1 refused: nothing deeper to learn
+    learnt = client._learn_window(page)
+    window = learnt if learnt is not None else page - 1
+    kept = (f"kept in {client.cache_dir / PROFILES_FILE}, so " if learnt is not None
+            and client.result_window_source == "learnt" else "")
+    return ResultWindowError(
+        f"HTTP {status}: {refusal.text} ({where}): the vendor serves a search {window} "
+        f"pages deep at most, it seems; {kept}pieces with more pages are split until each "
+        "fits.", window=window, status=status, messages=list(refusal.messages),
+        url=strip_query(url), hints=[Hint("result_window", window)])
 
 
 def _html_page(refusal: Refusal, url: str, where: str) -> ServiceFailureError:

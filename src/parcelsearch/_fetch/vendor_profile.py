@@ -12,7 +12,8 @@ used only if it stays on the base URL's own ``https://`` host and port (no other
 host or port, no userinfo, query or ``..``); any other entry is ignored with a
 :class:`~parcelsearch.notices.KeptFileWarning` naming the file and the entry.
 A learnt page size is used only if it is a whole number in ``1..MAX_PAGE_SIZE``, a learnt
-request-line limit only in ``1024..65536``; another is learnt again.
+request-line limit only in ``1024..65536``, a learnt result window only a whole number of at
+least 1 page; another is learnt again.
 """
 
 from __future__ import annotations
@@ -63,6 +64,9 @@ class VendorProfile:
     max_request_bytes
         The longest request line the gateway takes, learnt from its refusal of a longer one
         (``None``: not learnt; 7,168 bytes assumed).
+    result_window
+        Pages the vendor serves a search at most, learnt from its refusal of a deeper page
+        (``None``: not learnt; no limit assumed).
     match_rule
         How the vendor matches parcels, learnt by
         :func:`parcelsearch.rule_probe.learn_match_rule`: ``"representative-point"`` or
@@ -78,6 +82,7 @@ class VendorProfile:
     error_format: str | None = None
     page_size: int | None = None
     max_request_bytes: int | None = None
+    result_window: int | None = None
     match_rule: str | None = None
     learned_at: str = ""
 
@@ -149,6 +154,9 @@ def load_profile(cache_dir: str | os.PathLike[str], base_url: str) -> VendorProf
     limit = profile.max_request_bytes
     if isinstance(limit, bool) or not isinstance(limit, int) or not 1024 <= limit <= 65536:
         profile.max_request_bytes = None  # learnt again from the next refusal
+    window = profile.result_window
+    if isinstance(window, bool) or not isinstance(window, int) or window < 1:
+        profile.result_window = None  # learnt again from the next refusal
     if profile.match_rule not in (None, "representative-point", "intersects"):
         profile.match_rule = None
     return profile

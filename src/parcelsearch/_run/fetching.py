@@ -32,12 +32,14 @@ from parcelsearch.errors import (
     BudgetExhaustedError,
     CutBodyError,
     EndpointGoneError,
+    Hint,
     MalformedResponseError,
     PageGoneError,
     ParcelSearchError,
     QuotaExhaustedError,
     RateLimitError,
     RequestTooLargeError,
+    ResultWindowError,
     ServiceError,
     ServiceFailureError,
     UnstableOrderError,
@@ -86,7 +88,8 @@ class PieceState:
 
     Read by anyone; changed only through its transitions: :meth:`stored` (a page read from
     a store), :meth:`spend` and :meth:`fetched` (calls), :meth:`keep` (a page's GroupIDs),
-    :meth:`fail`, :meth:`reset` (fetched again from page 1) and :meth:`start_over`.
+    :meth:`fail`, :meth:`cut` (split for the vendor's result window), :meth:`reset` (fetched
+    again from page 1) and :meth:`start_over`.
     """
 
     piece: Piece
@@ -100,15 +103,20 @@ class PieceState:
     failure: str | None = None
     #: When the oldest page read from a store was fetched (``None``: none was).
     oldest: datetime | None = None
+    #: Split into smaller pieces (it has more pages than the vendor's result window): its
+    #: GroupIDs are theirs, and its own pages are not fetched further.
+    split: bool = False
 
     @property
     def done(self) -> bool:
+        if self.split:
+            return self.failure is None
         return self.failure is None and self.pages is not None and \
             len(self.data) >= max(1, self.pages)
 
     def missing(self) -> list[int]:
-        """Pages still to fetch (page 1 first; none once the piece failed)."""
-        if self.failure is not None:
+        """Pages still to fetch (page 1 first; none once the piece failed or was split)."""
+        if self.failure is not None or self.split:
             return []
         if self.pages is None:
             return [1]
@@ -146,6 +154,11 @@ class PieceState:
     def fail(self, why: str) -> None:
         """This piece failed (``why``: the vendor's words); its area is not complete."""
         self.failure = why
+
+    def cut(self) -> None:
+        """Split into smaller pieces (more pages than the vendor's result window): its own
+        later pages are not fetched; the pieces it was cut into hold its GroupIDs."""
+        self.split = True
 
     def reset(self) -> None:
         """Fetched again from page 1, never from a store: what it had is dropped."""
@@ -241,6 +254,12 @@ class Run:
         """One page not found when priced: claimed (a store shared with other processes may
         have it by now), else fetched from the network and kept."""
         key = self.key(state.piece, page)
+        window = self.client.result_window
+        if page > 1 and window is not None and (state.pages or 0) > window:
+            raise ResultWindowError(  # to be split: none of its later pages is needed
+                f"not sent: page {page} of a piece of {state.pages} pages, beyond the {window} "
+                "pages the vendor serves a search: the piece is split", window=window,
+                hints=[Hint("result_window", window)])
         if not self.skips_store(state):
             hit = self.spending.claim(key, self.options.max_age, self.stop)
             if hit is not None:
@@ -401,6 +420,11 @@ class Fetcher:
             self.run.stop.set()
             return []
         stopping = self.run.stop.is_set()  # another failure, told when it settles, is the run's
+        if isinstance(exc, ResultWindowError) and page_no > 1 and state.pages is not None:
+            if exc.messages:  # the vendor's refusal (pages not sent are not told each)
+                log.warning("area %r piece %s: %s", state.piece.area_id, state.piece.piece_id,
+                            exc.message)
+            return []  # too deep: the search splits the piece (its pages > the window learnt)
         if isinstance(exc, PageGoneError):
             if state.rows is None or stopping:
                 return []  # the piece is being read again already, or the run ends

@@ -65,6 +65,7 @@ from parcelsearch.market_list import check_markets, markets, require_market_colu
 from parcelsearch.planning import plans as planning
 from parcelsearch.planning import reuse as plan_reuse
 from parcelsearch.planning.plans import Plan, suggest_tolerance, suggests_at_once
+from parcelsearch.planning.splitting import halves
 from parcelsearch.result import SearchResult, skipped_frame
 from parcelsearch.stores.history import History
 from parcelsearch.stores.local.cache import ResponseCache
@@ -133,6 +134,10 @@ def _noun(n: int) -> str:
 
 def _calls(n: int) -> str:
     return f"{n} {_noun(n)}"
+
+
+def _noun_pieces(n: int) -> str:
+    return f"{n:,} piece" + ("" if n == 1 else "s")
 
 
 def _areas(n: int) -> str:
@@ -854,6 +859,9 @@ class _Search:
             fetcher.fetch((state, 1) for state in rest)
         if fetcher.failure is not None or run.stop.is_set():
             return
+        self._split_deep(fetcher)  # pieces with more pages than the vendor's result window
+        if fetcher.failure is not None or run.stop.is_set():
+            return
         # Phase 2: the exact price of the rest is known now.
         self.refresh.decide(self.states)
         states = self._wanted(self.states)
@@ -872,13 +880,56 @@ class _Search:
         self.progress.start("search", sum(max(1, s.pages or 1) for s in self._wanted(states)),
                             sum(len(s.data) for s in self._wanted(states)))
         fetcher.fetch(jobs)
-        # Pieces fetched again because their answer changed: finish them too.
+        # Pieces fetched again because their answer changed, and pieces split because the
+        # vendor refused a page beyond its result window: finish them too.
         while fetcher.failure is None and not run.stop.is_set():
-            again = [(s, k) for s in self._wanted(self.states) if s.refetches and not s.done
-                     for k in s.missing()]
+            split = {id(s) for s in self._split_deep(fetcher)}
+            again = [(s, k) for s in self._wanted(self.states)
+                     if (s.refetches or id(s) in split) and not s.done for k in s.missing()]
             if not again:
                 break
             fetcher.fetch(again)
+
+    def _split_deep(self, fetcher: Fetcher) -> list[PieceState]:
+        """Cut each wanted piece whose page 1 says more pages than the vendor's result window
+        (:func:`parcelsearch.planning.splitting.halves`), and read the new pieces' page 1s
+        (from the cache when there), again until every piece fits; returns the new pieces.
+        A piece too narrow to cut fails, in the vendor's terms."""
+        run = self.run_state
+        made: list[PieceState] = []
+        while fetcher.failure is None and not run.stop.is_set():
+            window = run.client.result_window
+            deep = [s for s in self._wanted(self.states) if window is not None
+                    and not s.split and s.failure is None and (s.pages or 0) > window]
+            if not deep or window is None:
+                return made
+            fresh: list[PieceState] = []
+            for state in deep:
+                fresh.extend(self._halved(state, window))
+            _log.warning("the vendor at %s serves a search %s pages deep at most: %s split "
+                         "into %s", run.client.base_url, window, _noun_pieces(len(deep)),
+                         _noun_pieces(len(fresh)))
+            self.states.extend(fresh)
+            made.extend(fresh)
+            self.progress.total += len(fresh)  # their page 1s
+            todo = _first_pages(fresh, run)
+            if todo:
+                fetcher.fetch((state, 1) for state in todo)
+        return made
+
+    def _halved(self, state: PieceState, window: int) -> list[PieceState]:
+        """The new pieces of ``state`` cut in two (it is marked split), or none when it is
+        too narrow to cut (it fails)."""
+        piece = state.piece
+        first = 1 + max(s.piece.piece_id for s in self.states if s.piece.area_id == piece.area_id)
+        pieces = halves(piece, max_request_bytes=self.plan.max_request_bytes, path=self.plan.path,
+                        first_id=first)
+        if not pieces:
+            state.fail(f"{state.pages} pages, beyond the {window} pages the vendor serves a "
+                       "search, and the piece is too narrow to split")
+            return []
+        state.cut()
+        return [PieceState(p) for p in pieces]
 
     def free_price(self) -> pricing.Price:
         """The price known before any call (see :func:`known_price`), with its quota line."""
