@@ -16,7 +16,7 @@ from parcelsearch._fetch.vendor_profile import PROFILES_FILE
 
 CHECKS = ("TLS", "key", "stage path", "compression", "paging base", "error format", "markets",
           "matching rule", "retirement", "GroupIDs", "page size", "request line",
-          "response deadline")
+          "result window", "response deadline")
 
 
 def test_dry_run_spends_nothing_and_unconfirmed_spends_nothing(vendor_env, capsys) -> None:
