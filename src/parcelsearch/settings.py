@@ -329,6 +329,21 @@ class Options:
 options: Final = Options()
 
 
+def _whole_setting(value: Any, least: int, what: str, knob: str, example: int) -> int:
+    """``value`` as a whole number (an integral float too, not a bool) of at least ``least``.
+
+    Raises
+    ------
+    ConfigurationError
+        ``the {what}, at least {least}, got {value!r}.``, with the hint ``knob`` = ``example``.
+    """
+    if isinstance(value, bool) or not isinstance(value, int | float) or \
+            not float(value).is_integer() or value < least:
+        raise ConfigurationError(f"the {what}, at least {least}, got {value!r}.",
+                                 hints=[Hint(knob, example)])
+    return int(value)
+
+
 def group_id_max_chars() -> int:
     """The longest GroupID accepted (``options.group_id_max_chars``), checked.
 
@@ -337,13 +352,9 @@ def group_id_max_chars() -> int:
     ConfigurationError
         It is not a whole number of at least 1.
     """
-    value = options.group_id_max_chars
-    if isinstance(value, bool) or not isinstance(value, int | float) or \
-            not float(value).is_integer() or value < 1:
-        raise ConfigurationError(
-            f"the longest GroupID must be a whole number of characters, at least 1, got "
-            f"{value!r}.", hints=[Hint("group_id_max_chars", MAX_GROUP_ID_CHARS)])
-    return int(value)
+    return _whole_setting(options.group_id_max_chars, 1,
+                          "longest GroupID must be a whole number of characters",
+                          "group_id_max_chars", MAX_GROUP_ID_CHARS)
 
 
 def page_size_setting() -> int | None:
@@ -356,14 +367,8 @@ def page_size_setting() -> int | None:
         It is not a whole number of at least 1.
     """
     value = options.page_size
-    if value is None:
-        return None
-    if isinstance(value, bool) or not isinstance(value, int | float) or \
-            not float(value).is_integer() or value < 1:
-        raise ConfigurationError(
-            f"the page size must be a whole number of GroupIDs, at least 1, got {value!r}.",
-            hints=[Hint("page_size", PAGE_SIZE)])
-    return int(value)
+    return None if value is None else _whole_setting(
+        value, 1, "page size must be a whole number of GroupIDs", "page_size", PAGE_SIZE)
 
 
 def result_window_setting() -> int | None:
@@ -376,14 +381,8 @@ def result_window_setting() -> int | None:
         It is not a whole number of at least 1.
     """
     value = options.result_window
-    if value is None:
-        return None
-    if isinstance(value, bool) or not isinstance(value, int | float) or \
-            not float(value).is_integer() or value < 1:
-        raise ConfigurationError(
-            f"the result window must be a whole number of pages, at least 1, got {value!r}.",
-            hints=[Hint("result_window", 5)])
-    return int(value)
+    return None if value is None else _whole_setting(
+        value, 1, "result window must be a whole number of pages", "result_window", 5)
 
 
 def max_request_bytes_setting(given: Any = None) -> int | None:
@@ -396,14 +395,9 @@ def max_request_bytes_setting(given: Any = None) -> int | None:
         It is not a whole number of at least 1,024 bytes.
     """
     value = given if given is not None else options.max_request_bytes
-    if value is None:
-        return None
-    if isinstance(value, bool) or not isinstance(value, int | float) or \
-            not float(value).is_integer() or value < 1024:
-        raise ConfigurationError(
-            f"the longest request line must be a whole number of bytes, at least 1024, got "
-            f"{value!r}.", hints=[Hint("max_request_bytes", 4096)])
-    return int(value)
+    return None if value is None else _whole_setting(
+        value, 1024, "longest request line must be a whole number of bytes",
+        "max_request_bytes", 4096)
 
 
 def default_cache_dir() -> Path:
