@@ -151,7 +151,7 @@ def _parcels_synth(args: argparse.Namespace) -> int:
     try:
         plan = plan_fabric(areas, seed=args.seed, margin=args.margin, place=args.place)
         parcels = fabric_for(areas, seed=args.seed, margin=args.margin,
-                             max_parcels=args.max_parcels, place=args.place)
+                             max_parcels=args.max_parcels, place=args.place, plan=plan)
     except ValueError as exc:
         raise ConfigurationError(str(exc).replace("raise the limit", "raise --max-parcels")
                                  .replace("(place='rural')", "(--place rural)")

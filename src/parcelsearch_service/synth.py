@@ -461,7 +461,7 @@ def _grids(kind: str, grown: gpd.GeoSeries, to_lonlat: pyproj.Transformer,
 
 def fabric_for(areas: gpd.GeoDataFrame, *, seed: int = DEFAULT_SEED, margin: float = 50.0,
                market: str = "Your areas", max_parcels: int = MAX_PARCELS,
-               place: str = "auto") -> gpd.GeoDataFrame:
+               place: str = "auto", plan: FabricPlan | None = None) -> gpd.GeoDataFrame:
     """A synthetic fabric over any study areas: a street grid of their kind of place under them.
 
     Each area is a kind of place (:data:`PLACES`): with ``place="auto"`` by its size, as
@@ -476,6 +476,9 @@ def fabric_for(areas: gpd.GeoDataFrame, *, seed: int = DEFAULT_SEED, margin: flo
     :data:`ID_SPAN`) and GroupIDs are drawn with it, so fabrics made for different areas
     can be served together.
 
+    ``plan`` is :func:`plan_fabric`'s of the same arguments when the caller made it already
+    (``parcels synth`` prints its estimate), so it is not made twice.
+
     Raises
     ------
     ValueError
@@ -484,7 +487,8 @@ def fabric_for(areas: gpd.GeoDataFrame, *, seed: int = DEFAULT_SEED, margin: flo
     """
     if not 0 < max_parcels < ID_SPAN:
         raise ValueError(f"max_parcels must be from 1 to {ID_SPAN - 1:,}, got {max_parcels:,}")
-    plan = plan_fabric(areas, seed=seed, margin=margin, market=market, place=place)
+    if plan is None:
+        plan = plan_fabric(areas, seed=seed, margin=margin, market=market, place=place)
     if plan.estimate > max_parcels:
         coarser = ("" if set(plan.areas_by_place) == {"rural"}
                    else "lay rural lots of several hectares (place='rural'), ")
