@@ -956,9 +956,9 @@ class _Search:
 
     def _survey(self, fetcher: Fetcher, unknown: list[PieceState], todo: list[PieceState],
                 previous: dict[int, Any]) -> None:
-        """Page 1 of a stratified random sample of the pieces never searched (every one of
-        them when they are few), in rounds until the price's interval is useful; then the
-        price with its interval (:attr:`price`)."""
+        """Page 1 of a random sample of the pieces never searched (every one of them when
+        they are few; :mod:`parcelsearch._run.survey`), in rounds until the price's interval
+        is useful; then the price with its interval (:attr:`price`)."""
         run = self.run_state
         learnt = self._learnt(unknown)
         members = set(learnt.members) if learnt is not None else set()
