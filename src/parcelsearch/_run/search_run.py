@@ -956,16 +956,18 @@ class _Search:
 
     def _survey(self, fetcher: Fetcher, unknown: list[PieceState], todo: list[PieceState],
                 previous: dict[int, Any]) -> None:
-        """Page 1 of a stratified random sample of the pieces never searched (every one of
-        them when they are few), in rounds until the price's interval is useful; then the
-        price with its interval (:attr:`price`)."""
+        """Page 1 of a random sample of the pieces never searched (every one of them when
+        they are few; :mod:`parcelsearch._run.survey`), in rounds until the price's interval
+        is useful; then the price with its interval (:attr:`price`)."""
         run = self.run_state
         learnt = self._learnt(unknown)
         members = set(learnt.members) if learnt is not None else set()
         rest = [s for i, s in enumerate(unknown) if i not in members]
         # Seeded by the pieces themselves: the same search surveys the same sample.
         seed = hashlib.sha256("\n".join(s.piece.polygon_json for s in rest).encode())
-        strata = survey.stratify([_area_m2(s.piece.geometry) for s in rest], seed.hexdigest())
+        drawn = survey.sample([_area_m2(s.piece.geometry) for s in rest],
+                              [s.piece.geometry.centroid.coords[0] for s in rest],
+                              seed.hexdigest())
         history = sum(max(1, previous[id(s)].pages) for s in todo if previous[id(s)] is not None)
         history += learnt.value if learnt is not None else 0
         step = survey.pilot_size(len(rest))
@@ -975,9 +977,9 @@ class _Search:
                       "the interval is wide, a tenth of the estimate at most; the search's own "
                       "pages, cached and used, never waste) to price the rest")
         costs: dict[int, int] = {}
-        estimate = survey.estimate(strata, costs) if not rest else None
+        estimate = survey.estimate(drawn, costs) if not rest else None
         while step:
-            chosen = strata.take(step)
+            chosen = drawn.take(step)
             if not chosen:
                 break
             self.progress.start("survey" if len(costs) + len(chosen) < len(rest)
@@ -986,7 +988,7 @@ class _Search:
             if fetcher.failure is not None or run.stop.is_set():
                 return
             costs.update({i: max(1, rest[i].pages or 1) for i in chosen})
-            estimate = survey.estimate(strata, costs)
+            estimate = survey.estimate(drawn, costs)
             step = survey.next_round(estimate, history)
         assert estimate is not None
         capped = survey.capped(estimate, history)
