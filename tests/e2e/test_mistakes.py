@@ -252,6 +252,8 @@ def test_areas_far_from_every_active_market_spend_nothing_when_the_list_is_cache
     client = _client(service, ca_bundle, key, tmp_path)
     with pytest.raises(InputError, match="If the areas are right, pass trust_markets=True"):
         parcelsearch.search(tracts, client=client, id_column="tract", progress=False)
+    with pytest.raises(InputError, match="pass trust_markets=True"):
+        parcelsearch.price(tracts, client=client, id_column="tract")  # its survey unspent
     assert served(service, key) == 1
     elsewhere = parcelsearch.Client(api_key=key, base_url=service.base_url,
                                     ca_bundle=ca_bundle, cache_dir=tmp_path / "other", rate=40)

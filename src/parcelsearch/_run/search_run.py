@@ -605,6 +605,7 @@ def price(
     quota: Quota | str | None = None,
     refresh: bool | str = False,
     progress: bool = False,
+    trust_markets: bool = False,
 ) -> pricing.Price:
     """The price of a search before its bulk, paying only for its survey.
 
@@ -623,6 +624,8 @@ def price(
         of every piece, which is its price's minimum: use :func:`search`).
     progress
         Show the survey's bar and the price lines (off by default: the price is returned).
+    trust_markets
+        As for :func:`search`.
 
     Returns
     -------
@@ -652,7 +655,8 @@ def price(
     try:
         result = search(areas, client=client, plan=plan, id_column=id_column,
                         tolerance=tolerance, match=match, quota=quota, refresh=refresh,
-                        progress=progress, ask_above=0, confirm=tell)
+                        progress=progress, ask_above=0, confirm=tell,
+                        trust_markets=trust_markets)
     except PriceNotConfirmedError:
         return told[-1]
     return pricing.Price(first=0, later=0, known="exact", spent=result.calls)
