@@ -25,7 +25,7 @@ import pandas as pd
 
 from parcelsearch._fetch.client import Client
 from parcelsearch._fetch.http import RateLimiter, Spend
-from parcelsearch.errors import Hint, InputError
+from parcelsearch.errors import CacheError, Hint, InputError
 from parcelsearch.stores.local.cache import CacheFolder, ResponseCache
 from parcelsearch.stores.local.ledger import Ledger
 from parcelsearch.stores.spending import LocalSpending, Spending
@@ -111,8 +111,9 @@ def markets(
 def check_markets_at_hand(areas: Any, base_url: str,
                           cache: str | os.PathLike[str]) -> None:
     """Refuse areas far from every US state with an active market, when the market list
-    of ``base_url`` is in the cache folder ``cache`` (of any age); else say nothing. Never
-    calls the service (see :func:`parcelsearch.planning.land.check_near_markets`).
+    of ``base_url`` is in the cache folder ``cache`` (of any age); else (no list, or one that
+    cannot be read) say nothing. Never calls the service (see
+    :func:`parcelsearch.planning.land.check_near_markets`).
 
     Parameters
     ----------
@@ -123,12 +124,13 @@ def check_markets_at_hand(areas: Any, base_url: str,
     ------
     InputError
         Naming the rows, their distance, the states and ``trust_markets``.
-    CacheError
-        The cached list exists but cannot be read.
     """
     from parcelsearch.planning.land import check_near_markets
 
-    names = CacheFolder(cache).markets(base_url, timedelta.max)
+    try:
+        names = CacheFolder(cache).markets(base_url, timedelta.max)
+    except CacheError:  # a check for free: an unreadable list is no list at hand
+        return
     if names:
         check_near_markets(areas.geometry.to_numpy(), list(areas.index), names)
 
