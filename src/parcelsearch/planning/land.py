@@ -47,8 +47,8 @@ LAND_KM = 50.0
 #: Areas wholly farther than this (km) from the box of every state with an active market are
 #: refused (a metro area may spill over its state's border).
 MARKET_KM = 50.0
-#: Longest step (degrees) between the points distances are measured from (see
-#: :func:`distances_km`): each distance is short of the truth by at most 2 × 5.6 km.
+#: Longest step (degrees) between the points distances are measured between (see
+#: :func:`distances_km`): each distance is over the truth by at most 2 × 5.6 km.
 _STEP = 0.1
 #: Most km a degree spans anywhere (a degree of latitude near the poles): two points less
 #: than d degrees apart in longitude/latitude are less than d × this apart on the ground.
@@ -108,8 +108,8 @@ def _near(geoms: np.ndarray, targets: np.ndarray, km: float) -> np.ndarray:
 def distances_km(geom: Any, points: np.ndarray) -> float:
     """The great-circle distance (km) from ``geom`` (longitude/latitude) to the nearest of
     ``points`` (sorted by latitude), measured between points at most :data:`_STEP` apart
-    along its hull's edge (short of the truth by at most 5.6 km, as is ``points``' spacing
-    along their edges). Points within 10° of latitude are tried first (all of them when
+    along its hull's edge: over the distance from the hull (never more than the area's) by
+    at most 5.6 km, and as much again for ``points``' spacing along their edges. Points within 10° of latitude are tried first (all of them when
     none lies nearer than that band's width)."""
     hull = shapely.convex_hull(geom)
     _, south, _, north = shapely.bounds(hull)
@@ -148,7 +148,7 @@ def _far(geoms: np.ndarray, ids: Sequence[Hashable], km: float, targets: np.ndar
     candidates = np.flatnonzero(~_near(geoms, targets, km)).tolist()
     for done, i in enumerate(candidates, start=1):
         distance = distances_km(geoms[i], points())
-        if distance - 2 * _STEP / 2 * _KM_PER_DEGREE > km:  # short of the truth: sure
+        if distance - 2 * _STEP / 2 * _KM_PER_DEGREE > km:  # over the truth: sure beyond km
             far.append((ids[i], distance))
             if len(far) == _SHOWN:
                 return far, len(candidates) - done
