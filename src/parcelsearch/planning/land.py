@@ -109,8 +109,9 @@ def distances_km(geom: Any, points: np.ndarray) -> float:
     """The great-circle distance (km) from ``geom`` (longitude/latitude) to the nearest of
     ``points`` (sorted by latitude), measured between points at most :data:`_STEP` apart
     along its hull's edge: over the distance from the hull (never more than the area's) by
-    at most 5.6 km, and as much again for ``points``' spacing along their edges. Points within 10° of latitude are tried first (all of them when
-    none lies nearer than that band's width)."""
+    at most 5.6 km, and as much again for ``points``' spacing along their edges. Points
+    within 10° of latitude are tried first (all of them when none lies nearer than that
+    band's width)."""
     hull = shapely.convex_hull(geom)
     _, south, _, north = shapely.bounds(hull)
     lo, hi = np.searchsorted(points[:, 1], [south - _BAND, north + _BAND])
