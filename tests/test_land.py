@@ -94,8 +94,17 @@ def test_many_far_areas_are_named_five_and_not_all_measured() -> None:
     assert caught.value.row == 0
 
 
-def test_lon_lat_areas_are_not_checked_against_land() -> None:
-    """Longitude/latitude (EPSG:4326, or bare shapely) is what a search sends: taken."""
+def test_latitude_and_longitude_swapped_are_refused_bare_geometries_are_not() -> None:
+    """Paris written (latitude, longitude) in a frame declared EPSG:4326 lies off Somalia:
+    refused, saying so. Bare shapely geometries declare no CRS (they are taken as
+    longitude/latitude): not checked."""
+    swapped = gpd.GeoDataFrame({"area_id": ["paris"]}, geometry=[_square(48.85, 2.35)],
+                               crs=4326)
+    with pytest.raises(InputError, match=r"area 'paris' lies about 229 km from the nearest "
+                                         r"land .* once read in EPSG:4326: out at sea, .*"
+                                         r"\(latitude and longitude swapped, a sign dropped\)"):
+        validate_areas(swapped)
+    assert len(validate_areas(swapped, trust_crs=True)) == 1
     assert len(validate_areas([box(0, 0, 0.01, 0.01)])) == 1
 
 

@@ -429,7 +429,7 @@ def search(
     trust_crs
         False (default): areas implausible for their declared CRS (coordinates that look
         like degrees in a projected CRS, areas outside the region the CRS is meant for,
-        areas in a CRS other than EPSG:4326 more than 50 km from any land) are refused
+        areas in a declared CRS more than 50 km from any land) are refused
         before anything is planned or spent. True: taken as declared.
     trust_tolerance
         False (default): a tolerance over half the widest area's width, or over

@@ -188,11 +188,14 @@ def check_near_land(geoms: np.ndarray, ids: Sequence[Hashable], crs: Any) -> Non
     if not far:
         return
     name = crs.to_string() if hasattr(crs, "to_string") else str(crs)
+    causes = ("latitude and longitude swapped, a sign dropped"
+              if getattr(crs, "is_geographic", False)
+              else "kilometres or feet where metres were declared, another zone")
     raise InputError(
         f"{_rows(far, unmeasured)} from the nearest land (farther than {LAND_KM:g} km) "
         f"once read in {name}: out at sea, where nothing can be found, so the "
-        "coordinates are almost surely in another CRS (kilometres or feet where metres "
-        "were declared, another zone); nothing was planned or spent",
+        f"coordinates are almost surely in another CRS ({causes}); nothing was planned or "
+        "spent",
         row=far[0][0], field="crs",
         hints=[Hint("crs_override", None, "declare the CRS they are really in with {knob}"),
                Hint("trust_crs", None, "if the CRS is right, pass {knob}")])
