@@ -116,6 +116,8 @@ def test_checking_needs_the_list_and_never_calls_by_itself(areas: gpd.GeoDataFra
 def test_the_market_check_uses_only_a_list_at_hand(tmp_path) -> None:
     """Issue 49: areas far from every market state are refused only when the market list
     is in the cache (of any age); no list, or an unreadable one, and nothing is said."""
+    import json
+
     import pytest
     from shapely import box
 
@@ -132,5 +134,11 @@ def test_the_market_check_uses_only_a_list_at_hand(tmp_path) -> None:
                                          r"active market \(farther than 50 km from ID, TX"):
         check_markets_at_hand(sf, url, tmp_path)
     check_markets_at_hand(sf, "https://other.example", tmp_path)  # another service's: none
+    path = CacheFolder(tmp_path).markets_path(url)
+    record = json.loads(path.read_text())
+    record["fetched_at"] = "2020-01-01T00:00:00+00:00"  # years old: still at hand
+    path.write_text(json.dumps(record))
+    with pytest.raises(InputError, match="646 km from every state"):
+        check_markets_at_hand(sf, url, tmp_path)
     CacheFolder(tmp_path).markets_path(url).write_text("{not json")
     check_markets_at_hand(sf, url, tmp_path)
