@@ -74,7 +74,7 @@ class _Layer:
 @functools.cache
 def _layer() -> _Layer:
     table = pq.read_table(data_path("land.parquet"))
-    geoms = shapely.from_wkb(table.column("wkb").to_numpy(zero_copy_only=False))
+    geoms = shapely.from_wkb(np.asarray(table.column("wkb").to_pylist(), dtype=object))
     return _Layer(np.asarray(table.column("kind").to_pylist(), dtype=object),
                   np.asarray(table.column("name").to_pylist(), dtype=object),
                   geoms, shapely.STRtree(geoms))
