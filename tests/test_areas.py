@@ -298,9 +298,15 @@ def test_degrees_declared_in_a_projected_crs_are_refused_naming_the_override(crs
 
 
 def test_projected_coordinates_beyond_degrees_are_taken() -> None:
-    """One coordinate beyond ±180/±90 and the check stays quiet (real projected data)."""
+    """One coordinate beyond ±180/±90 and the degrees check stays quiet (real projected
+    data); so near 0, 0 the area is out at sea, which the land check says instead."""
     areas = frame(box(100, 80, 250, 89), crs="EPSG:3857")
-    assert len(validate_areas(areas)) == 1
+    with pytest.raises(InputError, match="from the nearest land") as got:
+        validate_areas(areas)
+    assert "looks like longitude/latitude" not in str(got.value)
+    assert len(validate_areas(areas, trust_crs=True)) == 1
+    inland = frame(box(-11_600_000, 4_400_000, -11_599_750, 4_400_009), crs="EPSG:3857")
+    assert len(validate_areas(inland)) == 1
 
 
 def test_areas_outside_their_crs_area_of_use_are_refused_or_warned_when_trusted() -> None:

@@ -250,8 +250,14 @@ def test_troubleshooting_quotes_the_command_line_word_for_word(
     gpd.GeoDataFrame(geometry=[shapely.box(100, 100, 600, 600)],
                      crs="EPSG:32614").to_file("local.gpkg")  # a local grid in UTM 14N
     Path("empty.gpkg").touch()
+    metres = areas.to_crs("EPSG:3857")  # read as kilometres: out at sea
+    metres.set_geometry(metres.geometry.scale(1e-3, 1e-3, origin=(0, 0))).to_file("km.gpkg")
     key = make_key("production", quota=1_000)
     served = {"PARCELSEARCH_BASE_URL": service.base_url, "PARCELSEARCH_CA_BUNDLE": ca_bundle}
+    gpd.read_file(Path(__file__).parent / "data" / "sf_tracts_2020.geojson").iloc[:2].to_file(
+        "sf.geojson")
+    parcelsearch.markets(parcelsearch.Client(api_key=key, base_url=service.base_url,
+                                             ca_bundle=ca_bundle, cache_dir="listed"))
     search = ["search", "areas.gpkg", "--id-column", "area_id", "--out", "ids.parquet"]
     cases: list[tuple[list[str], dict[str, str], int]] = [
         (search, {}, 2),
@@ -268,6 +274,9 @@ def test_troubleshooting_quotes_the_command_line_word_for_word(
         (["search", "areas.gpkg", "--out", "ids.csv", "--budget", "-1"], {}, 2),
         (["plan", "mercator.gpkg"], {}, 2),
         (["plan", "local.gpkg"], {}, 2),
+        (["plan", "km.gpkg"], {}, 2),
+        (["search", "sf.geojson", "--id-column", "tract", "--out", "ids.parquet"],
+         {**served, "PARCELSEARCH_API_KEY": key, "PARCELSEARCH_CACHE_DIR": "listed"}, 2),
         (["plan", "areas.gpkg", "--tolerance", "50000"], {}, 2),
         (["search", "areas.gpkg", "--out", "ids.csv", "--max-age", "30x"], {}, 2),
         (["markets"], {**served, "PARCELSEARCH_API_KEY": "wrong"}, 1),

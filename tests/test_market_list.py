@@ -111,3 +111,34 @@ def test_checking_needs_the_list_and_never_calls_by_itself(areas: gpd.GeoDataFra
     assert "parcelsearch markets" in caught.value.render("cli")
     checked = areas.parcels.check_markets("market", markets=ACTIVE)
     assert checked["market_active"].tolist() == [True, False, False, False, True]
+
+
+def test_the_market_check_uses_only_a_list_at_hand(tmp_path) -> None:
+    """Issue 49: areas far from every market state are refused only when the market list
+    is in the cache (of any age); no list, or an unreadable one, and nothing is said."""
+    import json
+
+    import pytest
+    from shapely import box
+
+    import parcelsearch
+    from parcelsearch.errors import InputError
+    from parcelsearch.market_list import check_markets_at_hand
+    from parcelsearch.stores.local.cache import CacheFolder
+
+    sf = parcelsearch.plan([box(-122.45, 37.75, -122.44, 37.76)]).areas
+    url = "https://vendor.example"
+    check_markets_at_hand(sf, url, tmp_path)  # nothing cached: no word
+    CacheFolder(tmp_path).keep_markets(url, ["Abilene, TX", "Boise, ID"])
+    with pytest.raises(InputError, match=r"area 0 lies about 646 km from every state with an "
+                                         r"active market \(farther than 50 km from ID, TX"):
+        check_markets_at_hand(sf, url, tmp_path)
+    check_markets_at_hand(sf, "https://other.example", tmp_path)  # another service's: none
+    path = CacheFolder(tmp_path).markets_path(url)
+    record = json.loads(path.read_text())
+    record["fetched_at"] = "2020-01-01T00:00:00+00:00"  # years old: still at hand
+    path.write_text(json.dumps(record))
+    with pytest.raises(InputError, match="646 km from every state"):
+        check_markets_at_hand(sf, url, tmp_path)
+    CacheFolder(tmp_path).markets_path(url).write_text("{not json")
+    check_markets_at_hand(sf, url, tmp_path)

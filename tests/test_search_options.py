@@ -177,6 +177,7 @@ def test_the_python_keywords_and_the_cli_flags_are_the_options_declared(
         SearchOptions.resolve()
 
     flags = SearchOptions.flags()
+    assert flags["trust_markets"] == "--trust-markets"  # as --trust-crs (issue 49)
     assert {name: flag for name, flag in flags.items() if flag != "--" + name.replace("_", "-")
             } == {"connectors": "--no-connectors", "progress": "--quiet", "confirm": "--yes"}
     with pytest.raises(SystemExit):

@@ -125,6 +125,7 @@ KNOBS: dict[str, Knob] = {
                          cli_bare="--crs EPSG:CODE"),
     "trust_crs": Knob("trust_crs=True", "--trust-crs"),
     "trust_tolerance": Knob("trust_tolerance=True", "--trust-tolerance"),
+    "trust_markets": Knob("trust_markets=True", "--trust-markets"),
     "layer": Knob("geopandas.read_file(path, layer={value!r})", "--layer {value}",
                   python_bare="geopandas.read_file(path, layer=...)", cli_bare="--layer NAME"),
     "id_column": Knob("id_column={value!r}", "--id-column {value}", python_bare="id_column=",

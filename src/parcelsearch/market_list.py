@@ -25,20 +25,21 @@ import pandas as pd
 
 from parcelsearch._fetch.client import Client
 from parcelsearch._fetch.http import RateLimiter, Spend
-from parcelsearch.errors import Hint, InputError
+from parcelsearch.errors import CacheError, Hint, InputError
 from parcelsearch.stores.local.cache import CacheFolder, ResponseCache
 from parcelsearch.stores.local.ledger import Ledger
 from parcelsearch.stores.spending import LocalSpending, Spending
 
-__all__ = ["markets", "check_markets", "suggest_market", "require_market_column",
-           "LedgerSpend"]
+__all__ = ["markets", "check_markets", "check_markets_at_hand", "suggest_market",
+           "require_market_column", "LedgerSpend"]
 
 #: How long a fetched market list is reused (seconds).
 DEFAULT_MAX_AGE = 86400.0
 
 Frame = TypeVar("Frame", bound=pd.DataFrame)
 
-_STATES = {
+#: US state (and DC) names, lower case, to their two-letter codes.
+STATES = {
     "alabama": "al", "alaska": "ak", "arizona": "az", "arkansas": "ar", "california": "ca",
     "colorado": "co", "connecticut": "ct", "delaware": "de", "district of columbia": "dc",
     "florida": "fl", "georgia": "ga", "hawaii": "hi", "idaho": "id", "illinois": "il",
@@ -52,7 +53,7 @@ _STATES = {
     "texas": "tx", "utah": "ut", "vermont": "vt", "virginia": "va", "washington": "wa",
     "west virginia": "wv", "wisconsin": "wi", "wyoming": "wy",
 }
-_STATE_NAME = re.compile(r"\b(" + "|".join(sorted(_STATES, key=len, reverse=True)) + r")$")
+_STATE_NAME = re.compile(r"\b(" + "|".join(sorted(STATES, key=len, reverse=True)) + r")$")
 
 
 def markets(
@@ -105,6 +106,33 @@ def markets(
     if folder is not None:
         folder.keep_markets(client.base_url, names)
     return names
+
+
+def check_markets_at_hand(areas: Any, base_url: str,
+                          cache: str | os.PathLike[str]) -> None:
+    """Refuse areas far from every US state with an active market, when the market list
+    of ``base_url`` is in the cache folder ``cache`` (of any age); else (no list, or one that
+    cannot be read) say nothing. Never calls the service (see
+    :func:`parcelsearch.planning.land.check_near_markets`).
+
+    Parameters
+    ----------
+    areas
+        Validated study areas (EPSG:4326, indexed by area id).
+
+    Raises
+    ------
+    InputError
+        Naming the rows, their distance, the states and ``trust_markets``.
+    """
+    from parcelsearch.planning.land import check_near_markets
+
+    try:
+        names = CacheFolder(cache).markets(base_url, timedelta.max)
+    except CacheError:  # a check for free: an unreadable list is no list at hand
+        return
+    if names:
+        check_near_markets(areas.geometry.to_numpy(), list(areas.index), names)
 
 
 def require_market_column(areas: pd.DataFrame, column: str) -> None:
@@ -198,7 +226,7 @@ def suggest_market(name: str, names: Sequence[str], cutoff: float = 0.75) -> str
 
 def _key(name: str) -> str:
     text = re.sub(r"[^0-9a-z]+", " ", name.casefold()).strip()
-    return _STATE_NAME.sub(lambda m: _STATES[m[1]], text)
+    return _STATE_NAME.sub(lambda m: STATES[m[1]], text)
 
 
 # -- the cached list ----------------------------------------------------------------------

@@ -160,12 +160,12 @@ def test_an_untrusted_certificate_points_at_the_ca_flag(env, service, areas_file
 
 def test_empty_result_keeps_its_types(env, service, key, tmp_path, capsys) -> None:
     """An area with no parcels: the GroupID column is still text, in every format."""
-    empty = gpd.GeoDataFrame({"area_id": ["sea"]}, crs="EPSG:4326",
+    empty = gpd.GeoDataFrame({"area_id": ["montana"]}, crs="EPSG:4326",  # on land, no parcels
                              geometry=gpd.GeoSeries.from_wkt(
-                                 ["POLYGON ((-40 30, -39.99 30, -39.99 30.01, -40 30.01, "
-                                  "-40 30))"]))
-    empty.to_file(tmp_path / "sea.geojson")
-    code, out, err = run(["search", str(tmp_path / "sea.geojson"), "--id-column", "area_id",
+                                 ["POLYGON ((-110 47, -109.99 47, -109.99 47.01, -110 47.01, "
+                                  "-110 47))"]))
+    empty.to_file(tmp_path / "empty.geojson")
+    code, out, err = run(["search", str(tmp_path / "empty.geojson"), "--id-column", "area_id",
                           "--out", str(tmp_path / "ids.parquet"), "--quiet"], capsys)
     assert code == 0, err
     assert "0 unique GroupIDs in 0 (area, group) rows; 1 call made" in out
@@ -282,12 +282,12 @@ def test_row_numbers_as_ids_are_announced_in_cli_words(tmp_path, capsys) -> None
 
 
 def _far_areas(tmp_path: Path, columns: dict | None = None) -> Path:
-    """Two squares in the Atlantic, far from every parcel."""
+    """Two squares in Montana, far from every parcel (on land: at sea is refused)."""
     far = gpd.GeoDataFrame(
-        {"area_id": ["sea-1", "sea-2"], **(columns or {})}, crs="EPSG:4326",
+        {"area_id": ["far-1", "far-2"], **(columns or {})}, crs="EPSG:4326",
         geometry=gpd.GeoSeries.from_wkt([
-            "POLYGON ((-40 30, -39.99 30, -39.99 30.01, -40 30.01, -40 30))",
-            "POLYGON ((-41 31, -40.99 31, -40.99 31.01, -41 31.01, -41 31))"]))
+            "POLYGON ((-110 47, -109.99 47, -109.99 47.01, -110 47.01, -110 47))",
+            "POLYGON ((-111 46, -110.99 46, -110.99 46.01, -111 46.01, -111 46))"]))
     far.to_file(tmp_path / "far.geojson")
     return tmp_path / "far.geojson"
 

@@ -67,8 +67,8 @@ def test_a_refusal_before_spending_carries_an_empty_incomplete_result(make_clien
 def test_a_search_that_matched_nothing_warns_and_says_so(make_client) -> None:
     from shapely import box
 
-    far = gpd.GeoDataFrame({"area_id": ["sea"]}, geometry=[box(-40, 30, -39.99, 30.01)],
-                           crs="EPSG:4326")
+    far = gpd.GeoDataFrame({"area_id": ["montana"]}, geometry=[box(-110, 47, -109.99, 47.01)],
+                           crs="EPSG:4326")  # on land (at sea is refused), far from parcels
     with pytest.warns(NothingMatchedWarning, match=r"no parcel matched any of the 1 area") as got:
         result = parcelsearch.search(far, client=make_client(), progress=False)
     assert got[0].filename == __file__

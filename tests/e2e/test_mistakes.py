@@ -191,3 +191,78 @@ def test_a_rerun_says_how_old_its_pages_are_and_max_age_takes_days(
     code, out, err = run([*base, "--force", "--max-age", "12h"], capsys)
     assert code == 0 and served(service, key) == spent + pages  # fresh pages served
     assert f"{pages} pages from cache (the oldest fetched " in out and "warning" not in err
+
+
+def test_kilometres_declared_as_metres_are_out_at_sea_and_spend_nothing(
+        env, service, key, ca_bundle, tmp_path, capsys) -> None:
+    """Issue 49: areas read in the wrong CRS land in the ocean, where a search spends its
+    calls and finds nothing. Web mercator in kilometres, declared in metres (too large for
+    the degrees check, inside the CRS's world-wide area of use): 557 km from land, refused
+    before any call naming the row, the distance and both fixes; trusted, it runs."""
+    tracts = gpd.read_file(TRACTS).iloc[:2].to_crs("EPSG:3857")
+    tracts["geometry"] = tracts.geometry.scale(1e-3, 1e-3, origin=(0, 0))
+    path = tmp_path / "kilometres.gpkg"
+    tracts.to_file(path)
+    out = str(tmp_path / "ids.parquet")
+    code, _, err = run(["search", str(path), "--id-column", "tract", "--out", out, "--quiet"],
+                       capsys)
+    assert code == 2, err
+    assert "parcelsearch: error: areas '023300', '025800' lie about 557, 557 km from the " \
+           "nearest land (farther than 50 km) once read in EPSG:3857: out at sea" in err
+    assert "Declare the CRS they are really in with --crs EPSG:CODE." in err
+    assert "If the CRS is right, pass --trust-crs." in err
+    assert not PYTHON.search(err) and served(service, key) == 0
+    code, _, err = run(["plan", str(path), "--id-column", "tract"], capsys)
+    assert code == 2 and "from the nearest land" in err and served(service, key) == 0
+
+    client = _client(service, ca_bundle, key, tmp_path)
+    with pytest.raises(InputError, match="If the CRS is right, pass trust_crs=True") as caught:
+        parcelsearch.search(tracts, client=client, id_column="tract", progress=False)
+    assert caught.value.row == "023300" and "areas.set_crs(" in str(caught.value.render(
+        "python")) and served(service, key) == 0
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore", NothingMatchedWarning)
+        trusted = parcelsearch.search(tracts, client=client, id_column="tract", progress=False,
+                                      trust_crs=True)
+    assert trusted.calls == served(service, key) > 0 and trusted.nothing_matched
+
+
+def test_areas_far_from_every_active_market_spend_nothing_when_the_list_is_cached(
+        env, service, key, ca_bundle, tmp_path, capsys) -> None:
+    """Issue 49: with the market list in the cache (the reference service's markets are in
+    TX, AZ, ID, NM, NC), San Francisco's tracts are refused before any call, naming the row,
+    the distance and --trust-markets / trust_markets=True; without the list at hand nothing
+    is said (no call is spent to check); trusted, the search runs."""
+    tracts = gpd.read_file(TRACTS).iloc[:2]
+    path = tmp_path / "tracts.geojson"
+    tracts.to_file(path)
+    base = ["search", str(path), "--id-column", "tract", "--quiet",
+            "--out", str(tmp_path / "ids.parquet")]
+    code, listed, err = run(["markets"], capsys)
+    assert code == 0 and "Abilene, TX" in listed and served(service, key) == 1
+    code, _, err = run(base, capsys)
+    assert code == 2, err
+    assert "parcelsearch: error: areas '023300', '025800' lie about 646, 647" in err
+    assert " km from every state with an active market (farther than 50 km from AZ, ID, NC, " \
+           "NM, TX: 45 markets in the cached market list), where the vendor has no parcels " \
+           "to find; nothing was planned or spent." in err
+    assert "If the areas are right, pass --trust-markets." in err
+    assert not PYTHON.search(err) and served(service, key) == 1
+
+    client = _client(service, ca_bundle, key, tmp_path)
+    with pytest.raises(InputError, match="If the areas are right, pass trust_markets=True"):
+        parcelsearch.search(tracts, client=client, id_column="tract", progress=False)
+    with pytest.raises(InputError, match="pass trust_markets=True"):
+        parcelsearch.price(tracts, client=client, id_column="tract")  # its survey unspent
+    assert served(service, key) == 1
+    elsewhere = parcelsearch.Client(api_key=key, base_url=service.base_url,
+                                    ca_bundle=ca_bundle, cache_dir=tmp_path / "other", rate=40)
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore", NothingMatchedWarning)
+        unchecked = parcelsearch.search(tracts, client=elsewhere, id_column="tract",
+                                        progress=False)  # no list at hand: no word
+    assert unchecked.calls == served(service, key) - 1 > 0
+    before = served(service, key)
+    code, _, err = run([*base, "--trust-markets"], capsys)
+    assert code == 0 and "--trust-markets" not in err, err
+    assert served(service, key) > before

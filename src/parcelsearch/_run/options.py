@@ -207,6 +207,7 @@ class SearchOptions:
     id_column: str | None = _option(None, optional=True)
     trust_crs: bool = _option(False)
     trust_tolerance: bool = _option(False)
+    trust_markets: bool = _option(False)
     budget: int | None = _option(None, _budget, optional=True)
     quota: Quota | None = _option(None, _quota, optional=True)
     allow_partial: bool = _option(False)

@@ -61,7 +61,12 @@ from parcelsearch.errors import (
     SearchInterrupted,
     TeamStoreError,
 )
-from parcelsearch.market_list import check_markets, markets, require_market_column
+from parcelsearch.market_list import (
+    check_markets,
+    check_markets_at_hand,
+    markets,
+    require_market_column,
+)
 from parcelsearch.planning import plans as planning
 from parcelsearch.planning import reuse as plan_reuse
 from parcelsearch.planning.plans import Plan, suggest_tolerance, suggests_at_once
@@ -377,6 +382,7 @@ def search(
     id_column: str | None = None,
     trust_crs: bool = False,
     trust_tolerance: bool = False,
+    trust_markets: bool = False,
     budget: int | None = None,
     quota: Quota | str | None = None,
     allow_partial: bool = False,
@@ -422,11 +428,16 @@ def search(
         :func:`parcelsearch.planning.areas.validate_areas`).
     trust_crs
         False (default): areas implausible for their declared CRS (coordinates that look
-        like degrees in a projected CRS, areas outside the region the CRS is meant for) are
-        refused before anything is planned or spent. True: taken as declared.
+        like degrees in a projected CRS, areas outside the region the CRS is meant for,
+        areas in a declared CRS more than 50 km from any land) are refused
+        before anything is planned or spent. True: taken as declared.
     trust_tolerance
         False (default): a tolerance over half the widest area's width, or over
         5,000 m, is refused before anything is planned or spent. True: taken.
+    trust_markets
+        False (default): when the market list is in the cache (never fetched for this),
+        areas more than 50 km from every US state with an active market are refused before
+        any call. True: searched all the same.
     budget
         At most this many calls in this run, retries included.
     quota
@@ -543,7 +554,8 @@ def search(
         match = remembered_rule(client)
     options = SearchOptions.resolve(
         plan, tolerance=tolerance, connectors=connectors, match=match, id_column=id_column,
-        trust_crs=trust_crs, trust_tolerance=trust_tolerance, budget=budget, quota=quota,
+        trust_crs=trust_crs, trust_tolerance=trust_tolerance, trust_markets=trust_markets,
+        budget=budget, quota=quota,
         allow_partial=allow_partial, ask_above=ask_above, confirm=confirm, max_age=max_age,
         refresh=refresh, verify_sample=verify_sample, active_markets_only=active_markets_only,
         market_column=market_column, progress=progress, workers=workers, team=team, user=user)
@@ -558,6 +570,8 @@ def search(
             cache_obj.directory if cache_obj is not None else None)
 
     chosen = plan if plan is not None else planned()
+    if not options.trust_markets and cache_obj is not None:
+        check_markets_at_hand(chosen.areas, client.base_url, cache_obj.directory)
     opened = stores.open(
         options.team, client, member=options.user or "", cache=cache_obj,
         ledger=_store(ledger, Ledger, lambda: Ledger.in_folder(client.cache_dir)),
@@ -591,6 +605,7 @@ def price(
     quota: Quota | str | None = None,
     refresh: bool | str = False,
     progress: bool = False,
+    trust_markets: bool = False,
 ) -> pricing.Price:
     """The price of a search before its bulk, paying only for its survey.
 
@@ -609,6 +624,8 @@ def price(
         of every piece, which is its price's minimum: use :func:`search`).
     progress
         Show the survey's bar and the price lines (off by default: the price is returned).
+    trust_markets
+        As for :func:`search`.
 
     Returns
     -------
@@ -638,7 +655,8 @@ def price(
     try:
         result = search(areas, client=client, plan=plan, id_column=id_column,
                         tolerance=tolerance, match=match, quota=quota, refresh=refresh,
-                        progress=progress, ask_above=0, confirm=tell)
+                        progress=progress, ask_above=0, confirm=tell,
+                        trust_markets=trust_markets)
     except PriceNotConfirmedError:
         return told[-1]
     return pricing.Price(first=0, later=0, known="exact", spent=result.calls)

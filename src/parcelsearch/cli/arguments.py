@@ -219,7 +219,8 @@ def add_areas(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("--trust-crs", action="store_true",
                         help="take the areas' CRS as declared even where the coordinates look "
                              "wrong for it (degrees in a projected CRS, areas outside the "
-                             "region it is meant for), which is otherwise refused for free")
+                             "region it is meant for, areas over 50 km out at sea), which is "
+                             "otherwise refused for free")
     parser.add_argument("--trust-tolerance", action="store_true",
                         help="take a --tolerance over half the widest area's width, "
                              "or over 5000 m, which is otherwise refused for free")

@@ -264,6 +264,10 @@ def _declare_search(parser: Parser) -> None:
                              "so a refresh with no change spends exactly one call per piece; "
                              "e.g. 0.05, priced before spending) and estimate, with a 95%% "
                              "interval, the changed pieces inference missed")
+    parser.add_argument("--trust-markets", action="store_true",
+                        help="search areas more than 50 km from every US state with an "
+                             "active market, which is otherwise refused for free when the "
+                             "market list is in the cache")
     parser.add_argument("--active-markets-only", action="store_true",
                         help="skip areas whose market is not active (spends one call on the "
                              "market list, then reuses it for a day; see --market-column)")
@@ -314,6 +318,7 @@ def run_search(args: argparse.Namespace) -> int:
                 id_column=args.id_column,
                 trust_crs=args.trust_crs,
                 trust_tolerance=args.trust_tolerance,
+                trust_markets=args.trust_markets,
                 budget=args.budget,
                 quota=quota,
                 allow_partial=args.allow_partial,

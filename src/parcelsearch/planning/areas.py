@@ -34,6 +34,7 @@ from shapely.geometry.base import BaseGeometry
 from parcelsearch import notices
 from parcelsearch.errors import Hint, InputError
 from parcelsearch.notices import CoordinatesWarning, ParcelSearchWarning, RowNumberIdsWarning
+from parcelsearch.planning.land import check_near_land
 from parcelsearch.planning.tiling.antimeridian import split_antimeridian
 
 __all__ = [
@@ -81,8 +82,11 @@ def validate_areas(areas: Any, id_column: str | None = None, *,
         anything is planned or spent — coordinates that all look like degrees
         (|x| ≤ 180, |y| ≤ 90) in a projected CRS (the areas would be metres wide near
         0, 0), or areas lying wholly outside the region the CRS is meant for
-        (``pyproj.CRS.area_of_use``). True: taken as declared (the second gives a
-        :class:`~parcelsearch.notices.CoordinatesWarning` instead).
+        (``pyproj.CRS.area_of_use``), or areas in a declared CRS (a GeoDataFrame or
+        GeoSeries, EPSG:4326 too; not bare geometries) more than 50 km from any land
+        (:func:`~parcelsearch.planning.land.check_near_land`: out at sea). True: taken
+        as declared (the second gives a :class:`~parcelsearch.notices.CoordinatesWarning`
+        instead).
 
     Returns
     -------
@@ -118,6 +122,8 @@ def validate_areas(areas: Any, id_column: str | None = None, *,
     _check_range(geoms, ids, frame.crs)
     _check_area_of_use(geoms, frame.crs, ids, trust_crs)
     geoms = np.array([_normalise(g, row) for g, row in zip(geoms, ids, strict=True)], dtype=object)
+    if not trust_crs and isinstance(areas, gpd.GeoDataFrame | gpd.GeoSeries):  # declared
+        check_near_land(geoms, ids, frame.crs)
     out = gpd.GeoDataFrame(
         frame.drop(columns=frame.geometry.name),
         geometry=gpd.GeoSeries(geoms, index=frame.index, crs="EPSG:4326"),
