@@ -14,7 +14,7 @@ import socket
 import sys
 import warnings
 from pathlib import Path
-from typing import TYPE_CHECKING
+from typing import TYPE_CHECKING, Any
 from urllib.parse import urlsplit
 
 from parcelsearch._shared import count_argument
@@ -38,7 +38,7 @@ from parcelsearch.errors import (
     ParcelSearchError,
     TransportError,
 )
-from parcelsearch.notices import PartialResultWarning
+from parcelsearch.notices import LearntFactWarning, PartialResultWarning
 from parcelsearch.settings import options
 
 if TYPE_CHECKING:
@@ -302,9 +302,11 @@ def run_search(args: argparse.Namespace) -> int:
     quota = Quota.parse(args.quota)  # None: $PARCELSEARCH_QUOTA, checked before connecting
     _prepare_outputs(args)  # before anything is spent: a folder made, or a clear error
     check_listening(client.base_url)
+    shown = warnings.showwarning  # the command line's (notices.as_messages)
     try:
         with warnings.catch_warnings(record=True) as caught:
             warnings.simplefilter("always", PartialResultWarning)
+            warnings.showwarning = _learnt_at_once(shown, caught)
             result = pipeline.search(
                 areas,
                 client=client,
@@ -348,6 +350,20 @@ def _prepare_outputs(args: argparse.Namespace) -> None:
     for knob in ("out", "out_tiles", "out_map"):
         if getattr(args, knob, None) is not None:
             outputs.prepare_path(Path(getattr(args, knob)), knob)
+
+
+def _learnt_at_once(shown: Any, caught: list[warnings.WarningMessage]) -> Any:
+    """A ``showwarning`` that shows a fact learnt of the vendor when it is learnt (the run
+    says it on its own line) and keeps every other warning for after the run."""
+
+    def show(message: Warning | str, category: type[Warning], filename: str, lineno: int,
+             file: Any = None, line: str | None = None) -> None:
+        if isinstance(message, LearntFactWarning):
+            shown(message, category, filename, lineno, file, line)
+        else:
+            caught.append(warnings.WarningMessage(message, category, filename, lineno, file,
+                                                  line))
+    return show
 
 
 def _partial_error(caught: list[warnings.WarningMessage]) -> ParcelSearchError | None:
