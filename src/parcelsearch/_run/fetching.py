@@ -88,9 +88,9 @@ class PieceState:
     """What one piece has produced so far (the run's counts are sums over these).
 
     Read by anyone; changed only through its transitions: :meth:`stored` (a page read from
-    a store), :meth:`spend` and :meth:`fetched` (calls), :meth:`keep` (a page's GroupIDs),
-    :meth:`fail`, :meth:`cut` (split for the vendor's result window), :meth:`reset` (fetched
-    again from page 1) and :meth:`start_over`.
+    a store), :meth:`spend`, :meth:`probed` and :meth:`fetched` (calls), :meth:`keep` (a
+    page's GroupIDs), :meth:`fail`, :meth:`cut` (split for the vendor's result window),
+    :meth:`reset` (fetched again from page 1) and :meth:`start_over`.
     """
 
     piece: Piece
@@ -98,6 +98,9 @@ class PieceState:
     pages: int | None = None
     data: dict[int, tuple[str, ...]] = field(default_factory=dict)
     calls: int = 0
+    #: Of :attr:`calls`, those spent probing the vendor (its page numbering, ``page=0``;
+    #: page 1 read again to check its order): counted in the budget like any call, and shown.
+    probes: int = 0
     cached_pages: int = 0
     refetches: int = 0  # > 0: fetched again, so its pages never come from a store again
     #: Why this piece failed (the vendor's words), or ``None``: its area is not complete.
@@ -135,6 +138,11 @@ class PieceState:
     def spend(self, calls: int) -> None:
         """Calls spent on this piece (answered or not)."""
         self.calls += calls
+
+    def probed(self, calls: int) -> None:
+        """Calls spent probing the vendor for this piece (answered or not)."""
+        self.calls += calls
+        self.probes += calls
 
     def fetched(self, calls: int) -> None:
         """A page came back: for ``calls`` calls, or claimed from a shared store (0)."""
@@ -361,9 +369,11 @@ class Run:
             if client.page_base_known:
                 return client.page_base
         spend = PageSpend(self)
-        base = client.probe_page_base(state.piece.polygon_json, path=self.path, spend=spend,
-                                      cancel=self.stop)
-        state.spend(spend.calls)
+        try:
+            base = client.probe_page_base(state.piece.polygon_json, path=self.path,
+                                          spend=spend, cancel=self.stop)
+        finally:
+            state.probed(spend.calls)
         client.learn(page_base=base)
         return base
 
@@ -374,7 +384,7 @@ class Run:
             return self.client.search_page(state.piece.polygon_json, page, path=self.path,
                                            spend=spend, cancel=self.stop)
         finally:
-            state.spend(spend.calls)
+            state.probed(spend.calls)
 
 
 class PageSpend:

@@ -380,6 +380,13 @@ def _partial_error(caught: list[warnings.WarningMessage]) -> ParcelSearchError |
     return stopped
 
 
+def _probes_text(probes: int) -> str:
+    """The run's probes of the vendor, named (they are among its calls and its budget)."""
+    if not probes:
+        return ""
+    return f" ({plural(probes, 'probe')} of the vendor's paging among them)"
+
+
 def _ask_price(price: Price) -> bool:
     """The decision point on the command line: asked on a terminal, never on a pipe (a
     script says --yes, or a --budget that covers the price)."""
@@ -406,7 +413,8 @@ def _write(result: SearchResult, args: argparse.Namespace, *, partial: bool) -> 
     state = "PARTIAL result (complete: false)" if partial else "complete"
     print(
         f"\n{plural(len(result.group_ids), 'unique GroupID')} in "
-        f"{plural(len(result.ids), '(area, group) row')}; {plural(result.calls, 'call')} made, "
+        f"{plural(len(result.ids), '(area, group) row')}; {plural(result.calls, 'call')} made"
+        f"{_probes_text(result.probes)}, "
         f"{plural(result.cached_pages, 'page')} from cache"
         f"{' (' + result.cache_age_text() + ')' if result.cached_pages else ''}; {state}, "
         f"written to {path}",
