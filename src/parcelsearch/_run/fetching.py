@@ -299,6 +299,12 @@ class Run:
         deep = page > self.deepest and (window is None or self.window_bound)
         return deep or line > self.longest
 
+    def frontier(self) -> tuple[Any, ...]:
+        """What :meth:`beyond` depends on, to tell when it may answer otherwise."""
+        client = self.client
+        return (self.deepest, self.longest, self.window_bound, client.result_window,
+                client.max_request_bytes, client.max_request_bytes_source, client.page_base)
+
     def first_beyond(self, held: list[tuple[PieceState, int]]) -> tuple[PieceState, int]:
         """Which of the requests beyond the frontier goes first: the deepest, then the
         longest line (answered, it opens the gate for every other; refused, it teaches what
@@ -431,6 +437,8 @@ class Fetcher:
         self.failure: BaseException | None = None
         self.pending: dict[Future[tuple[Page, int]], tuple[PieceState, int]] = {}
         self._gate: Future[tuple[Page, int]] | None = None  # the job crossing the frontier
+        self._held = 0  # jobs at the head of the waiting list found beyond ...
+        self._frontier: tuple[Any, ...] = ()  # ... this frontier (looked at again once moved)
         #: Facts the client learnt in a worker, said by the watching thread as they come.
         self._learnt: list[LearntFactWarning] = []
         run.client.tell = self._learnt.append
@@ -477,8 +485,10 @@ class Fetcher:
             if not self.pending:  # the run's first request, alone
                 self._submit(waiting.pop(0), gate=True)
             return
-        held = []
-        for job in waiting:
+        frontier = run.frontier()
+        looked = self._held if self._gate is not None and frontier == self._frontier else 0
+        held = waiting[:looked]  # beyond at the last look, and nothing moved since
+        for job in waiting[looked:]:
             if run.beyond(*job):
                 held.append(job)
             else:
@@ -488,6 +498,7 @@ class Fetcher:
             held.remove(first)
             self._submit(first, gate=True)
         waiting[:] = held
+        self._held, self._frontier = len(held), frontier
 
     def _submit(self, job: tuple[PieceState, int], gate: bool = False) -> None:
         future = self.pool.submit(self.run.fetch, *job)
