@@ -807,7 +807,9 @@ def gates(label: str) -> None:
     lines = ["Normal path (no vendor refusal) before and after the frontier gates (issue 47: "
              "the first request alone, then the deepest page and the longest request line "
              "beyond what was answered, each alone once); synthetic hard areas, reference "
-             "service over HTTPS.", "", "| figure | " + " | ".join(figures) + " |",
+             "service over HTTPS. The calls are the witness (the service's count); the "
+             "times are of a 2-core machine shared with other work, so only runs made back "
+             "to back compare.", "", "| figure | " + " | ".join(figures) + " |",
              "|---|" + "---|" * len(figures)]
     rows = [("fast search (two areas), 4 workers: calls", "fast", "calls"),
             ("fast search, 4 workers: s", "fast", "seconds"),
