@@ -44,6 +44,8 @@ switch              values
                     HTML 404.15 "query string too long" page)
 ``window``          pages a search is served at most (``None``: every page); a deeper page is
                     refused with a 400 "Result window is too large … Narrow the searchPolygon"
+``window_words``    ``"stated"`` (the refusal says how many results may be paged through, as
+                    Elasticsearch does) or ``"bare"`` (it says only that the page is too deep)
 ``told_size``       the page size ``pages`` is counted with (``None``: ``page_size``; another:
                     an answer whose counts do not agree)
 ==================  ============================================================================
@@ -123,7 +125,7 @@ DEFAULTS: dict[str, Any] = {
     "datarows": True, "extra_fields": False, "gzip": False, "empty": "ok", "stage": False,
     "redirect": None, "fault": None, "ids": "hex", "trickle": None, "trickle_gap": 0.5,
     "trickle_bytes": 4, "retry_after": 3, "page_size": PAGE_SIZE, "told_size": None,
-    "line_limit": None, "line_refusal": "apigee", "window": None,
+    "line_limit": None, "line_refusal": "apigee", "window": None, "window_words": "stated",
 }
 
 #: The retired endpoint's words and date (``"gone410"``).
@@ -323,10 +325,11 @@ class _Handler(BaseHTTPRequestHandler):
             return self._json(arrival, 400, {"status": "ERROR", "messages": [
                 f"page must be {s['base']} or more, got {page_text}"]})
         if s["window"] is not None and k > s["window"]:
-            return self._json(arrival, 400, {"status": "ERROR", "messages": [
-                f"Result window is too large: page {asked} of {size} is beyond the "
-                f"{s['window'] * size} results a search may be paged through. Narrow the "
-                "searchPolygon."]})
+            words = (f"Result window is too large: page {asked} of {size} is beyond the "
+                     f"{s['window'] * size} results a search may be paged through. Narrow the "
+                     "searchPolygon." if s["window_words"] == "stated" else
+                     "Result window is too large. Narrow the searchPolygon.")
+            return self._json(arrival, 400, {"status": "ERROR", "messages": [words]})
         if rows and k > pages:
             if s["past_last"] == "400":
                 return self._json(arrival, 400, {"status": "ERROR", "messages": [

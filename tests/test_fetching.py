@@ -171,3 +171,82 @@ def test_a_piece_state_changes_only_through_its_own_transitions() -> None:
                             isinstance(part.value, ast.Name) and part.value.id in ("state", "s"):
                         written.append(f"{path.name}:{node.lineno}")
     assert written == []
+
+
+# -- the frontier gates: which requests wait, and which goes first ----------------------------
+
+
+def _gated(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> tuple[Run, list[Any]]:
+    """A run of a real client (no call made) and three pieces: 5, 3 and 1 pages."""
+    from shapely.geometry import box
+
+    from parcelsearch._fetch import wire
+    from parcelsearch._run.fetching import PieceState
+    from parcelsearch.planning.plans import Piece
+
+    monkeypatch.delenv("PARCELSEARCH_RESULT_WINDOW", raising=False)
+    client = Client(api_key="k", base_url="https://fake.test", cache_dir=tmp_path)
+    run = Run(client, MemorySpending(FP), SearchOptions(), path="/v1/search")
+    states = []
+    for number, (pages, size) in enumerate([(5, 1.0), (3, 0.5), (1, 0.25)]):
+        ring = box(number, 0, number + size, size)
+        piece = Piece("a", number, wire.ring_json(ring.exterior.coords), ring, 100)
+        states.append(PieceState(piece, rows=pages * 100, pages=pages))
+    return run, states
+
+
+def test_pages_deeper_or_lines_longer_than_any_answered_are_beyond(tmp_path, monkeypatch) -> None:
+    run, (five, three, one) = _gated(tmp_path, monkeypatch)
+    run.answered(one, 1)
+    assert not run.beyond(one, 1)
+    assert run.beyond(five, 2) and run.beyond(three, 3)  # deeper than page 1
+    # the deepest goes first: answered, it opens the gate for every page up to it
+    assert run.first_beyond([(three, 2), (five, 5), (three, 3), (five, 2)]) == (five, 5)
+    run.answered(five, 5)
+    assert not run.beyond(three, 3) and not run.beyond(five, 4)
+    assert run.line(five, 10) == run.line(five, 1) + 1  # the page's digits
+
+
+def test_a_line_longer_than_any_answered_is_beyond(tmp_path, monkeypatch) -> None:
+    from shapely.geometry import Point
+
+    from parcelsearch._fetch import wire
+    from parcelsearch._run.fetching import PieceState
+    from parcelsearch.planning.plans import Piece
+
+    run, (five, three, one) = _gated(tmp_path, monkeypatch)
+    disc = Point(9, 9).buffer(0.5, quad_segs=32)  # 129 vertices: a long line
+    long_ = PieceState(Piece("b", 0, wire.ring_json(disc.exterior.coords), disc, 100))
+    assert run.line(long_, 1) > run.line(one, 1) + 1000
+    run.answered(one, 1)
+    assert run.beyond(long_, 1) and not run.beyond(one, 1)
+    assert run.first_beyond([(three, 1), (long_, 1)]) == (long_, 1)  # the longest first
+    run.answered(long_, 1)
+    assert not run.beyond(three, 1) and not run.beyond(five, 1)
+    run.client.learn(max_request_bytes=1024)  # learnt: a line over it is not sent, not gated
+    run.client.max_request_bytes = 1024
+    fresh = PieceState(Piece("b", 1, wire.ring_json(disc.exterior.coords)[:-1] + ",[9,9]]",
+                             disc, 100))
+    assert run.line(fresh, 1) > 1024 and not run.beyond(fresh, 1)
+
+
+def test_a_window_stated_is_exact_one_not_stated_a_bound(tmp_path, monkeypatch) -> None:
+    run, (five, three, one) = _gated(tmp_path, monkeypatch)
+    run.answered(one, 1)
+    run.client._learn_window(5)  # refused at 5, no window stated: at most 4
+    run.window_refused(5)
+    assert run.window_bound and run.client.result_window == 4
+    assert run.beyond(three, 2)  # up to the bound: still gated …
+    assert not run.beyond(five, 2)  # … a piece deeper than it is split, not sent
+    # … shallowest first, of the piece with the fewest pages
+    assert run.first_beyond([(three, 3), (three, 2)]) == (three, 2)
+    run.answered(three, 2)
+    run.client._learn_window(3)  # refused at the page after the deepest answered: exact
+    run.window_refused(3)
+    assert not run.window_bound and run.client.result_window == 2
+    assert not run.beyond(three, 2)
+    fresh, (five, three, one) = _gated(tmp_path / "fresh", monkeypatch)
+    fresh.answered(one, 1)
+    fresh.client._learn_window(5, stated=2)  # stated: exact at once
+    fresh.window_refused(5)
+    assert not fresh.window_bound and not fresh.beyond(three, 2)

@@ -52,6 +52,13 @@ class FakeClient:
     response_deadline = 2.0
     max_request_bytes = 7168  # the request-line limit searches plan to
     result_window = None  # no result window: every page a piece has is asked
+    max_request_bytes_source = "assumed"  # no line refused: none learnt
+    page_base = 1
+    tell = None  # facts learnt are warned (it learns none)
+
+    def line_bytes(self, polygon_json: str, page: int, *, path: str) -> int:
+        """The request line the fetch loop's frontier gates measure."""
+        return _wire.request_line_bytes(_wire.search_target(path, polygon_json, page))
 
     def __init__(self, rows: dict[str, int], cache_dir: Path) -> None:
         self.rows = dict(rows)
@@ -137,7 +144,9 @@ def test_a_failure_stops_the_run_and_keeps_what_was_fetched(
     cache = ResponseCache(fake.cache_dir)
     assert len(cache) == len(fake.log) - 1  # every page delivered is cached, the failed not
     again = _run(areas, fake_fixed(fake))
-    assert again.calls == 2 and again.complete  # a's page 3 and c's page 2; the rest cached
+    # the deepest page crosses the frontier first (alone): a's page 3 failed before a's
+    # page 2 and c's page 2 were asked; the rerun asks those three, the rest cached
+    assert again.calls == 3 and again.complete
 
 
 def fake_fixed(fake: FakeClient) -> FakeClient:

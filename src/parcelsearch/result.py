@@ -98,7 +98,10 @@ class SearchResult:
     plan
         The plan that was searched.
     calls
-        Network calls made in this run (retries included).
+        Network calls made in this run (retries and probes included).
+    probes
+        Of :attr:`calls`, those the run spent probing the vendor (its page numbering with
+        ``page=0``, page 1 read again to check its order): within the budget, and shown.
     cached_pages
         Pages served from the response cache instead of the network.
     skipped
@@ -128,6 +131,7 @@ class SearchResult:
     plan: Plan
     calls: int = 0
     cached_pages: int = 0
+    probes: int = 0
     skipped: gpd.GeoDataFrame = field(
         default_factory=lambda: skipped_frame(gpd.GeoDataFrame(geometry=[], crs="EPSG:4326")))
     complete: bool = True
@@ -158,6 +162,7 @@ class SearchResult:
         return {
             "complete": bool(self.complete),
             "calls": int(self.calls),
+            "probes": int(self.probes),
             "cached_pages": int(self.cached_pages),
             "areas_complete": [_plain(a) for a in self.areas_complete or []],
             "areas": [_plain(a) for a in self.plan.areas.index],

@@ -42,10 +42,13 @@ def test_ids_with_markup_are_refused_naming_why(vendor_env, vendor_areas, tmp_pa
     assert "<" not in err  # said by position, never shown as markup
 
 
+@pytest.mark.parametrize("workers", ["1", "4"])
 def test_a_retired_endpoint_stops_the_run_at_the_first_answer(vendor_env, vendor_areas,
-                                                              tmp_path, capsys) -> None:
+                                                              tmp_path, capsys,
+                                                              workers) -> None:
     vendor_env.set(fault=fault_on(None, "gone410"))
-    code, out, err, ids, meta = search(capsys, vendor_areas, tmp_path / "ids.parquet")
+    code, out, err, ids, meta = search(capsys, vendor_areas, tmp_path / "ids.parquet",
+                                       "--workers", workers)
     assert code == 1, err
     assert GONE_WORDS in err and f"Sunset: {SUNSET}" in err and "HTTP 410" in err
     assert vendor_env.calls() == 1  # the first answer: not one call per area
@@ -87,6 +90,28 @@ def test_maintenance_pages_are_backed_off_never_probed(vendor_env, vendor_areas,
     for a in down:
         tries[(a.polygon, a.page)] = tries.get((a.polygon, a.page), 0) + 1
     assert max(tries.values()) <= 3  # backed off (0, 1, 2 s), not hammered
+
+
+@pytest.mark.slow
+def test_a_maintenance_page_first_is_met_by_one_request(vendor_env, vendor_areas,
+                                                        vendor_fabric, tmp_path, capsys) -> None:
+    # down for 1.5 s from the first call: with four workers, only the run's first request
+    # is on the wire until an answer comes back, so only it meets the maintenance page
+    window: dict[str, float] = {}
+
+    def maintenance(arrival):
+        start = window.setdefault("start", arrival.at)
+        return "maint200" if arrival.at < start + 1.5 else None
+
+    vendor_env.set(fault=maintenance)
+    code, out, err, ids, meta = search(capsys, vendor_areas, tmp_path / "ids.parquet",
+                                       "--workers", "4")
+    assert code == 0, err
+    assert exact(ids, vendor_fabric[2]) and meta["complete"] is True
+    down = [a for a in vendor_env.log if a.status == 200 and maintenance(a)]
+    assert down and len({(a.polygon, a.page) for a in down}) == 1  # one request met it
+    assert vendor_env.calls() == MINIMUM + len(down)
+    assert not [a for a in vendor_env.log if a.page == 0]  # no paging probe
 
 
 @pytest.mark.slow

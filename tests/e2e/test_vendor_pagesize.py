@@ -116,3 +116,23 @@ def test_in_python_the_learnt_size_is_a_warning_naming_the_option(vendor_env, ve
     assert exact(found, vendor_fabric[2])
     (warning,) = [w.message for w in caught if isinstance(w.message, LearntFactWarning)]
     assert "settings.options.page_size = 50" in str(warning)
+
+
+def test_the_re_priced_line_is_said_when_learnt_on_its_own_line(vendor_env, vendor_areas,
+                                                                vendor_fabric, tmp_path,
+                                                                capsys) -> None:
+    # the command line with its progress bars (no --quiet) and four workers: the first
+    # answer, alone, teaches the size; the line comes then, before the later pages are
+    # priced and spent, not after the run, and not inside a bar's line
+    vendor_env.set(page_size=50)
+    out_file = tmp_path / "ids.parquet"
+    code, out, err = run(["search", str(vendor_areas), "--id-column", "area_id", "--out",
+                          str(out_file), "--workers", "4"], capsys)
+    assert code == 0, err
+    assert vendor_env.calls() == MINIMUM_AT_50  # the page that told it is a page used
+    said = "serves 50 ids a page (learnt): re-priced"
+    assert err.count(said) == 1
+    assert err.index(said) < err.index(f"price: exactly {MINIMUM_AT_50} calls")
+    line = next(part for part in err.replace("\r", "\n").split("\n") if said in part)
+    assert line.startswith("parcelsearch: warning: the vendor at ")  # whole, not in a bar
+    assert line.endswith("environment variable PARCELSEARCH_PAGE_SIZE.")

@@ -79,3 +79,38 @@ def test_empty_result_worded_as_an_error_is_an_empty_area(vendor_env, vendor_are
     assert exact(ids, vendor_fabric[2]) and meta["complete"] is True
     assert "delta" in meta["areas_complete"]
     assert vendor_env.calls() == MINIMUM
+
+
+def test_a_runs_probes_count_toward_its_budget_and_are_shown(vendor_env, vendor_areas,
+                                                             tmp_path, capsys) -> None:
+    # a vendor counting from 0: the run probes page=0 (and may read a page 1 again): those
+    # calls are in its count, its budget and its summary line, named, and in its metadata
+    vendor_env.set(base=0)
+    code, out, err = _cli_search(capsys, vendor_areas, tmp_path / "free.parquet")
+    assert code == 0, err
+    zero = [a.number for a in vendor_env.log if a.page == 0]
+    assert len(zero) == 5  # the probe, then the four pieces read again from page 0
+    needed = vendor_env.calls()
+    meta = _meta(tmp_path / "free.parquet")
+    assert meta["calls"] == needed and meta["probes"] == 1  # the probe among the calls
+    assert f"{needed} calls made (1 probe of the vendor's paging among them)" in out
+    for budget in (needed - 1, zero[0] - 1):  # short of the run, or of its probe
+        (tmp_path / "cache" / PROFILES_FILE).unlink()  # the page base unknown again
+        vendor_env.log.clear()
+        code, out, err = _cli_search(capsys, vendor_areas, tmp_path / f"b{budget}.parquet",
+                                     "--budget", str(budget), "--refresh", "all", "--yes")
+        assert code != 0 and "budget" in err.lower()
+        assert vendor_env.calls() <= budget  # never over it: the probe is one of them
+
+
+def _cli_search(capsys, areas, out, *extra):
+    from _cli import run
+
+    return run(["search", str(areas), "--id-column", "area_id", "--quiet", "--out", str(out),
+                *extra], capsys)
+
+
+def _meta(path) -> dict:
+    import pyarrow.parquet as pq
+
+    return json.loads(pq.read_schema(path).metadata[b"parcelsearch"])

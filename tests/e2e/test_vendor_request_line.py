@@ -125,3 +125,32 @@ def test_doctor_shows_the_request_line_limit_assumed(vendor_env, capsys) -> None
     code, out, err = run(["doctor", "--dry-run"], capsys)
     assert code == 0, err
     assert "7,168 bytes at most (assumed until the gateway refuses a line" in out
+
+
+def test_with_several_workers_a_line_is_refused_once(vendor_env, vendor_fabric, tmp_path,
+                                                     capsys) -> None:
+    # alpha and bravo plain (short lines, answered first), charlie and delta detailed: the
+    # length gate sends one line longer than any answered at a time, so the two detailed
+    # page 1s are not both on the wire when the gateway refuses the first
+    areas = vendor_fabric[1].copy()
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore", UserWarning)
+        detailed = areas.buffer(0.0004, quad_segs=64)
+    areas["geometry"] = [plain if area in ("alpha", "bravo") else round_
+                         for area, plain, round_ in zip(areas.index, areas.geometry, detailed,
+                                                        strict=True)]
+    path = tmp_path / "mixed.gpkg"
+    areas.reset_index().to_file(path)
+    vendor_env.set(line_limit=4096)
+    code, out, err, ids, meta = search(capsys, path, tmp_path / "ids.parquet", "--workers", "4")
+    assert code == 0, err
+    assert exact(ids, vendor_fabric[2]) and meta["complete"] is True
+    assert vendor_env.log[0].status == 200  # a short line answered first …
+    assert len(long_lines(vendor_env)) == 1  # … then one refusal, whatever the workers
+    assert paid_once(vendor_env)
+    first = vendor_env.calls()
+    vendor_env.log.clear()
+    code, out, err, ids, meta = search(capsys, path, tmp_path / "again.parquet", "--workers",
+                                       "4", "--refresh", "all")
+    assert code == 0, err
+    assert not long_lines(vendor_env) and vendor_env.calls() == first - 1  # the minimum

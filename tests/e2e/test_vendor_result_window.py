@@ -59,9 +59,9 @@ def test_the_window_is_learnt_and_deep_pieces_split(vendor_env, vendor_areas, ve
     minimum = vendor_env.calls()
     print(f"result window {WINDOW}: first run {first} calls, from the profile {minimum}")
     assert len({a.polygon for a in vendor_env.log}) > 4  # the four areas' pieces were split
-    # the first run: the minimum, the pages below the window of the piece that revealed it
-    # (2..WINDOW, not usable once it is split) and the one refused call
-    assert first == minimum + (WINDOW - 1) + 1, (first, minimum)
+    # the first run: the minimum and the one refused call (the deepest page asked first,
+    # its refusal stating the window: no page below it asked of a piece then split)
+    assert first == minimum + 1, (first, minimum)
     deep = {a.polygon for a in vendor_env.log if a.page == 1} - \
         {a.polygon for a in vendor_env.log if a.page and a.page > 1}
     assert deep  # pieces whose page 1 alone was asked: the split ones and the small
@@ -98,6 +98,20 @@ def test_the_refusal_is_recognised(words) -> None:
     assert read_refusal(400, b'{"status": "ERROR", "messages": ["bad polygon"]}').kind == "other"
 
 
+@pytest.mark.parametrize(("words", "size", "refused", "window"), [
+    ("Result window is too large, from + size must be less than or equal to: [10000] but "
+     "was [10100]", 100, 101, 100),
+    ("Result window is too large: page 3 of 50 is beyond the 100 results", 50, 3, 2),
+    ("beyond the 1,000 hits a search may be paged through", 100, 12, 10),
+    ("Page too large. Narrow the searchPolygon", 100, 5, None),  # no number: none stated
+    ("less than or equal to: [10000]", 100, 50, None),  # not below the page refused
+    ("less than or equal to: [40]", 50, 3, None)])  # less than a page
+def test_the_window_stated_in_the_refusal(words, size, refused, window) -> None:
+    from parcelsearch._fetch.answers import stated_window
+
+    assert stated_window(words, size, refused) == window
+
+
 def test_a_plan_given_is_split_in_the_run_not_changed(vendor_env, vendor_areas, vendor_fabric,
                                                       tmp_path) -> None:
     import geopandas as gpd
@@ -119,12 +133,43 @@ def test_a_plan_given_is_split_in_the_run_not_changed(vendor_env, vendor_areas, 
     assert len(result.tiles) > len(pieces)  # its deep pieces and their halves
 
 
-def test_with_several_workers_the_area_is_whole(vendor_env, vendor_areas, vendor_fabric,
+def test_with_several_workers_it_is_refused_once(vendor_env, vendor_areas, vendor_fabric,
                                                 tmp_path, capsys, caplog) -> None:
     vendor_env.set(window=WINDOW, page_size=SIZE)
     code, out, err, ids, meta = search(capsys, vendor_areas, tmp_path / "ids.parquet",
                                        "--workers", "4")
     assert code == 0, err
     assert exact(ids, vendor_fabric[2]) and meta["complete"] is True
-    assert 1 <= len(refused(vendor_env)) <= 4  # pages asked together before it was learnt
+    assert len(refused(vendor_env)) == 1  # the depth gate: one page beyond the frontier
     assert "keeps changing" not in caplog.text + err
+    assert len(asked(vendor_env)) == len(set(asked(vendor_env)))
+    first = vendor_env.calls()
+    vendor_env.log.clear()
+    code, out, err, ids, meta = search(capsys, vendor_areas, tmp_path / "known.parquet",
+                                       "--refresh", "all", "--workers", "4")
+    assert code == 0, err
+    assert exact(ids, vendor_fabric[2]) and not refused(vendor_env)
+    assert first == vendor_env.calls() + 1  # the minimum (from the profile) plus the refusal
+
+
+@pytest.mark.parametrize("workers", ["1", "4"])
+def test_a_refusal_that_states_no_window_costs_a_second_one(
+        vendor_env, vendor_areas, vendor_fabric, tmp_path, capsys, workers) -> None:
+    # "Result window is too large. Narrow the searchPolygon." and no number: the deepest
+    # page's refusal bounds the window; the pages up to it are then asked shallowest first,
+    # so the next refusal, at the page after the deepest answered, is the window exactly
+    vendor_env.set(window=WINDOW, page_size=SIZE, window_words="bare")
+    code, out, err, ids, meta = search(capsys, vendor_areas, tmp_path / "ids.parquet",
+                                       "--workers", workers)
+    assert code == 0, err
+    assert exact(ids, vendor_fabric[2]) and meta["complete"] is True
+    assert len(refused(vendor_env)) == 2
+    assert len(asked(vendor_env)) == len(set(asked(vendor_env)))
+    first = vendor_env.calls()
+    vendor_env.log.clear()
+    code, out, err, ids, meta = search(capsys, vendor_areas, tmp_path / "known.parquet",
+                                       "--refresh", "all", "--workers", workers)
+    assert code == 0, err
+    assert exact(ids, vendor_fabric[2]) and not refused(vendor_env)
+    # the minimum, the two refusals and bravo's page 2 (its page 3 was the refused one)
+    assert first == vendor_env.calls() + 3, (first, vendor_env.calls())

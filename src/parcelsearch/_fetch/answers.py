@@ -22,7 +22,7 @@ import re
 from dataclasses import dataclass
 from typing import Any, Literal
 
-__all__ = ["Refusal", "read_refusal", "read_json", "count_field", "Kind"]
+__all__ = ["Refusal", "read_refusal", "read_json", "count_field", "Kind", "stated_window"]
 
 #: What a refusal means to the client.
 Kind = Literal["quota", "spike", "key", "empty", "too_long", "window", "other"]
@@ -39,6 +39,10 @@ _TOO_LONG = re.compile(r"\b404\.15\b|(query string|request line|uri|url) (is )?t
 #: A page refused as too deep (a search engine's result window): "Result window is too large
 #: … Narrow the searchPolygon".
 _WINDOW = re.compile(r"\bresult window\b|\btoo large\b.*\bnarrow", re.IGNORECASE)
+#: How deep a result may be paged, when a window refusal says it: Elasticsearch's "from + size
+#: must be less than or equal to: [10000]", or "the 10000 results" / "1,000 hits".
+_WINDOW_RESULTS = (re.compile(r"less than or equal to:?\s*\[?(\d[\d,]*)", re.IGNORECASE),
+                   re.compile(r"\b(\d[\d,]*)\s+(?:results|hits|records|rows)\b", re.IGNORECASE))
 _QUOTA_CODES = ("quotaviolation", "quota.exceeded", "quotaexceeded")
 _SPIKE_CODES = ("spikearrest",)
 _KEY_CODES = ("invalidapikey", "apikeynotapproved", "invalidapikeyforgivenresource",
@@ -108,6 +112,18 @@ def read_refusal(status: int, body: bytes, content_type: str = "") -> Refusal:
         return Refusal((f"an HTML page titled {title!r}",) if title else ("an HTML page",),
                        None, _kind(status, [title], ""), "html")
     return Refusal((), None, _kind(status, [], ""), "unreadable")
+
+
+def stated_window(words: str, page_size: int, refused: int) -> int | None:
+    """The pages a search is served, as a window refusal's ``words`` state it (the results
+    it may be paged through, divided by ``page_size``), or ``None`` when they state none that
+    fits (at least 1 and below the ``refused`` page)."""
+    for pattern in _WINDOW_RESULTS:
+        found = pattern.search(words)
+        if found is not None:
+            pages = int(found.group(1).replace(",", "")) // max(1, page_size)
+            return pages if 1 <= pages < refused else None
+    return None
 
 
 def _plain(value: Any) -> str:

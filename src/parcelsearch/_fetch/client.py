@@ -34,7 +34,13 @@ import requests
 
 from parcelsearch import settings
 from parcelsearch._fetch import wire as _wire
-from parcelsearch._fetch.answers import Refusal, count_field, read_json, read_refusal
+from parcelsearch._fetch.answers import (
+    Refusal,
+    count_field,
+    read_json,
+    read_refusal,
+    stated_window,
+)
 from parcelsearch._fetch.http import (
     RETRY_STATUSES,
     Cancelled,
@@ -198,6 +204,9 @@ class Client:
         #: refusal of a deeper page (kept in the profile), else ``None`` (no limit known).
         self.result_window: int | None = self._window_set or self.vendor.result_window
         self._moved: dict[str, str] = dict(self.vendor.moved)  # paths moved by redirects
+        #: Where a fact learnt is told (a run's fetch loop, which says it at once on its own
+        #: line); ``None``: warned where it is learnt.
+        self.tell: Callable[[LearntFactWarning], None] | None = None
         self._moved_lock = threading.Lock()
         self._forgotten: dict[str, str] = {}  # learnt paths forgotten: the default each replaced
 
@@ -228,11 +237,11 @@ class Client:
             return "set"
         return "learnt" if self.vendor.result_window is not None else "none"
 
-    def _learn_window(self, refused: int) -> int | None:
+    def _learn_window(self, refused: int, stated: int | None = None) -> int | None:
         """After the vendor refused our page ``refused`` as beyond its result window: the
-        window it teaches (the page before, kept in the profile), or ``None`` when the user
-        set one or it teaches nothing."""
-        window = refused - 1
+        window it teaches (``stated`` by its words, else the page before; kept in the
+        profile), or ``None`` when the user set one or it teaches nothing."""
+        window = stated if stated is not None else refused - 1
         if self._window_set is not None or window < 1:
             return None
         with self._moved_lock:
@@ -273,9 +282,14 @@ class Client:
                 return
             self.vendor.page_size = size
         self.learn(page_size=size)
-        warn(LearntFactWarning(
+        told = LearntFactWarning(
             f"the vendor at {self.base_url} serves {size} ids a page (learnt): re-priced; "
-            f"kept in {self.cache_dir / PROFILES_FILE}", hints=[Hint("page_size", size)]))
+            f"kept in {self.cache_dir / PROFILES_FILE}", hints=[Hint("page_size", size)])
+        tell = self.tell
+        if tell is not None:
+            tell(told)
+        else:
+            warn(told)
 
     @property
     def page_base_known(self) -> bool:
@@ -448,6 +462,16 @@ class Client:
 
     # -- requests ---------------------------------------------------------------------
 
+    def line_bytes(self, polygon_json: str, page: int, *,
+                   path: str = settings.SEARCH_PATH) -> int:
+        """The request line (``GET … HTTP/1.1``, bytes) that page ``page`` of a search of
+        ``polygon_json`` is sent with (where a redirect moved the path, the moved one)."""
+        sent = page - 1 + self.page_base
+        return self._line_bytes(self.base_url + _wire.search_target(path, polygon_json, sent))
+
+    def _line_bytes(self, url: str) -> int:
+        return _wire.request_line_bytes(self._moved_url(url).removeprefix(self.base_url))
+
     def search_page(
         self,
         polygon_json: str,
@@ -497,7 +521,7 @@ class Client:
         target = _wire.search_target(path, polygon_json, sent)
         url = self.base_url + target
         key = _wire.request_key(self.base_url, path, polygon_json, page)
-        line = _wire.request_line_bytes(self._moved_url(url).removeprefix(self.base_url))
+        line = self._line_bytes(url)
         if self.max_request_bytes_source == "learnt" and line > self.max_request_bytes:
             raise RequestTooLargeError(  # the gateway refused such lines: not sent to it
                 f"not sent: a request line of {line:,} bytes, over the {self.max_request_bytes:,}"
@@ -716,7 +740,7 @@ def _too_deep(status: int, refusal: Refusal, url: str, where: str,
     page = int(asked) - client.page_base + 1  # our number for the vendor's page
     if page < 2:
         return None  # page 1 refused: nothing deeper to learn
-    learnt = client._learn_window(page)
+    learnt = client._learn_window(page, stated_window(refusal.text, client.page_size, page))
     window = learnt if learnt is not None else page - 1
     kept = (f"kept in {client.cache_dir / PROFILES_FILE}, so " if learnt is not None
             and client.result_window_source == "learnt" else "")

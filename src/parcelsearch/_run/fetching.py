@@ -44,6 +44,7 @@ from parcelsearch.errors import (
     ServiceFailureError,
     UnstableOrderError,
 )
+from parcelsearch.notices import LearntFactWarning
 from parcelsearch.planning.plans import Piece
 from parcelsearch.stores.local.ledger import Quota, budget_reached
 from parcelsearch.stores.spending import Limit, Spending
@@ -87,9 +88,9 @@ class PieceState:
     """What one piece has produced so far (the run's counts are sums over these).
 
     Read by anyone; changed only through its transitions: :meth:`stored` (a page read from
-    a store), :meth:`spend` and :meth:`fetched` (calls), :meth:`keep` (a page's GroupIDs),
-    :meth:`fail`, :meth:`cut` (split for the vendor's result window), :meth:`reset` (fetched
-    again from page 1) and :meth:`start_over`.
+    a store), :meth:`spend`, :meth:`probed` and :meth:`fetched` (calls), :meth:`keep` (a
+    page's GroupIDs), :meth:`fail`, :meth:`cut` (split for the vendor's result window),
+    :meth:`reset` (fetched again from page 1) and :meth:`start_over`.
     """
 
     piece: Piece
@@ -97,6 +98,9 @@ class PieceState:
     pages: int | None = None
     data: dict[int, tuple[str, ...]] = field(default_factory=dict)
     calls: int = 0
+    #: Of :attr:`calls`, those spent probing the vendor (its page numbering, ``page=0``;
+    #: page 1 read again to check its order): counted in the budget like any call, and shown.
+    probes: int = 0
     cached_pages: int = 0
     refetches: int = 0  # > 0: fetched again, so its pages never come from a store again
     #: Why this piece failed (the vendor's words), or ``None``: its area is not complete.
@@ -134,6 +138,11 @@ class PieceState:
     def spend(self, calls: int) -> None:
         """Calls spent on this piece (answered or not)."""
         self.calls += calls
+
+    def probed(self, calls: int) -> None:
+        """Calls spent probing the vendor for this piece (answered or not)."""
+        self.calls += calls
+        self.probes += calls
 
     def fetched(self, calls: int) -> None:
         """A page came back: for ``calls`` calls, or claimed from a shared store (0)."""
@@ -195,6 +204,16 @@ class Run:
         self.stop = threading.Event()
         #: Whether the run's first job has been answered (the next ones go together).
         self.contacted = False
+        #: The frontier: the deepest page and the longest request line the vendor answered
+        #: in this run (or its stores hold). A request beyond it waits while another one
+        #: beyond it is on the wire (:class:`Fetcher`), so a vendor's refusal of a depth
+        #: or a length is met once, whatever the workers.
+        self.deepest = 1
+        self.longest = 0
+        #: Whether the result window known is an upper bound only (a refusal deeper than
+        #: the next page, in words that state no window): pages up to it stay gated.
+        self.window_bound = False
+        self._lines: dict[str, int] = {}  # a piece's request line at page 1, by its ring
 
     @property
     def budget(self) -> int | None:
@@ -234,6 +253,71 @@ class Run:
             return None, ""
         return min(limits)
 
+    # -- the frontier gates --------------------------------------------------------------
+
+    def line(self, state: PieceState, page: int) -> int:
+        """The request line (bytes) page ``page`` of this piece is sent with."""
+        ring = state.piece.polygon_json
+        first = self._lines.get(ring)
+        if first is None:
+            first = self._lines[ring] = self.client.line_bytes(ring, 1, path=self.path)
+        base = self.client.page_base
+        return first + len(str(page - 1 + base)) - len(str(base))
+
+    def answered(self, state: PieceState, page: int) -> None:
+        """The vendor answered page ``page`` of this piece (now or when it was stored): the
+        frontier moves out to it."""
+        line = self.line(state, page)
+        with self.lock:
+            self.deepest = max(self.deepest, page)
+            self.longest = max(self.longest, line)
+            window = self.client.result_window
+            if self.window_bound and window is not None and self.deepest >= window:
+                self.window_bound = False  # answered as deep as the bound: it is the window
+
+    def window_refused(self, page: int) -> None:
+        """The vendor refused page ``page`` as beyond its result window: the window learnt
+        is exact when its words stated it, or when ``page`` was the next after the deepest
+        answered; else it is an upper bound, and the pages up to it are gated shallowest
+        first (a second refusal, if any, is then at the next page: exact)."""
+        window = self.client.result_window
+        with self.lock:
+            self.window_bound = window is not None and page - 1 <= window and \
+                window > self.deepest
+
+    def beyond(self, state: PieceState, page: int) -> bool:
+        """Whether this request goes beyond the frontier: deeper than any page answered
+        (while the result window is not known exactly) or a longer line than any answered.
+        Requests that will not be sent (beyond a window or line limit known) are not."""
+        client = self.client
+        window = client.result_window
+        if window is not None and page > 1 and (page > window or (state.pages or 0) > window):
+            return False
+        line = self.line(state, page)
+        if client.max_request_bytes_source == "learnt" and line > client.max_request_bytes:
+            return False
+        deep = page > self.deepest and (window is None or self.window_bound)
+        return deep or line > self.longest
+
+    def frontier(self) -> tuple[Any, ...]:
+        """What :meth:`beyond` depends on, to tell when it may answer otherwise."""
+        client = self.client
+        return (self.deepest, self.longest, self.window_bound, client.result_window,
+                client.max_request_bytes, client.max_request_bytes_source, client.page_base)
+
+    def first_beyond(self, held: list[tuple[PieceState, int]]) -> tuple[PieceState, int]:
+        """Which of the requests beyond the frontier goes first: the deepest, then the
+        longest line (answered, it opens the gate for every other; refused, it teaches what
+        the vendor takes); while the window is an upper bound only, the shallowest, of the
+        piece with the fewest pages (the likeliest to fit it, so its page is not wasted)."""
+        def order(job: tuple[PieceState, int]) -> tuple[int, int, int]:
+            state, page = job
+            depth = page if page > self.deepest else 0
+            if self.window_bound:
+                return (-depth, -(state.pages or 0), self.line(state, page))
+            return (depth, self.line(state, page), 0)
+        return max(held, key=order)
+
     # -- one page ----------------------------------------------------------------------
 
     def key(self, piece: Piece, page: int) -> str:
@@ -248,7 +332,10 @@ class Run:
         """The stored page, read once when pricing (never for a piece fetched again)."""
         if self.skips_store(state):
             return None
-        return self.spending.cached(self.key(state.piece, page), self.options.max_age)
+        hit = self.spending.cached(self.key(state.piece, page), self.options.max_age)
+        if hit is not None:
+            self.answered(state, page)
+        return hit
 
     def fetch(self, state: PieceState, page: int) -> tuple[Page, int]:
         """One page not found when priced: claimed (a store shared with other processes may
@@ -288,9 +375,11 @@ class Run:
             if client.page_base_known:
                 return client.page_base
         spend = PageSpend(self)
-        base = client.probe_page_base(state.piece.polygon_json, path=self.path, spend=spend,
-                                      cancel=self.stop)
-        state.spend(spend.calls)
+        try:
+            base = client.probe_page_base(state.piece.polygon_json, path=self.path,
+                                          spend=spend, cancel=self.stop)
+        finally:
+            state.probed(spend.calls)
         client.learn(page_base=base)
         return base
 
@@ -301,7 +390,7 @@ class Run:
             return self.client.search_page(state.piece.polygon_json, page, path=self.path,
                                            spend=spend, cancel=self.stop)
         finally:
-            state.spend(spend.calls)
+            state.probed(spend.calls)
 
 
 class PageSpend:
@@ -347,34 +436,75 @@ class Fetcher:
         self.pool = ThreadPoolExecutor(max_workers=workers, thread_name_prefix="parcelsearch")
         self.failure: BaseException | None = None
         self.pending: dict[Future[tuple[Page, int]], tuple[PieceState, int]] = {}
+        self._gate: Future[tuple[Page, int]] | None = None  # the job crossing the frontier
+        self._held = 0  # jobs at the head of the waiting list found beyond ...
+        self._frontier: tuple[Any, ...] = ()  # ... this frontier (looked at again once moved)
+        #: Facts the client learnt in a worker, said by the watching thread as they come.
+        self._learnt: list[LearntFactWarning] = []
+        run.client.tell = self._learnt.append
 
     def fetch(self, jobs: Iterable[tuple[PieceState, int]]) -> None:
         """Fetch every (piece, page) job; pieces whose answer changed are fetched again.
 
-        The run's first job goes alone: what the vendor says to it (a redirect to learn, a
-        refused key, a wrong base URL) is then said once, not once per worker."""
-        todo = list(jobs)
-        if todo and not self.run.contacted:
-            self._fetch(todo[:1])
-            self.run.contacted = True
-            todo = todo[1:]
-            if self.failure is not None or self.run.stop.is_set():
-                return
-        self._fetch(todo)
-
-    def _fetch(self, jobs: list[tuple[PieceState, int]]) -> None:
+        Frontier gates: the run's first job goes alone, so what the vendor says to it (a
+        redirect to learn, a refused key, a retired endpoint, a maintenance page, its page
+        size) is said once, not once per worker; after it, a job deeper than any page
+        answered, or with a longer request line than any answered, waits while another
+        such job is on the wire (:meth:`Run.first_beyond` goes first), so a result window or
+        a request-line limit is refused once. Each new frontier is crossed alone once."""
+        waiting = list(jobs)
         pending = self.pending
-        for state, page in jobs:
-            pending[self.pool.submit(self.run.fetch, state, page)] = (state, page)
+        self._send(waiting)
         while pending:
             done, _ = wait(pending, timeout=_TICK, return_when=FIRST_COMPLETED)
             for future in done:
                 state, page = pending.pop(future)
-                for again in self._settle(future, state, page):
-                    pending[self.pool.submit(self.run.fetch, state, again)] = (state, again)
+                if future is self._gate:
+                    self._gate = None
+                self.run.contacted = True
+                waiting.extend((state, again) for again in self._settle(future, state, page))
+            self._say_learnt()
             if self.failure is not None or self.run.stop.is_set():
                 self.abort()
                 return
+            if done:
+                self._send(waiting)
+
+    def _say_learnt(self) -> None:
+        """Say the facts learnt since the last look, each on its own line, now (before the
+        rest is spent), not when the run ends."""
+        while self._learnt:
+            self.bar.note(self._learnt.pop(0))
+
+    def _send(self, waiting: list[tuple[PieceState, int]]) -> None:
+        """Submit the waiting jobs the gates let through (the rest stay in ``waiting``)."""
+        if not waiting:
+            return
+        run = self.run
+        if not run.contacted:
+            if not self.pending:  # the run's first request, alone
+                self._submit(waiting.pop(0), gate=True)
+            return
+        frontier = run.frontier()
+        looked = self._held if self._gate is not None and frontier == self._frontier else 0
+        held = waiting[:looked]  # beyond at the last look, and nothing moved since
+        for job in waiting[looked:]:
+            if run.beyond(*job):
+                held.append(job)
+            else:
+                self._submit(job)
+        if held and self._gate is None:
+            first = run.first_beyond(held)
+            held.remove(first)
+            self._submit(first, gate=True)
+        waiting[:] = held
+        self._held, self._frontier = len(held), frontier
+
+    def _submit(self, job: tuple[PieceState, int], gate: bool = False) -> None:
+        future = self.pool.submit(self.run.fetch, *job)
+        self.pending[future] = job
+        if gate:
+            self._gate = future
 
     def abort(self) -> None:
         """Stop: nothing starts after this; requests on the wire are kept or abandoned.
@@ -388,6 +518,7 @@ class Fetcher:
         self.pool.shutdown(wait=False, cancel_futures=True)
         self._drain(self.pending)
         self.pending = {}
+        self._gate = None
 
     def _settle(self, future: Future[tuple[Page, int]], state: PieceState,
                 page_no: int) -> list[int]:
@@ -400,6 +531,7 @@ class Fetcher:
             state.spend(int(getattr(exc, "calls", 0)))
             return self._failed(state, page_no, exc)
         state.fetched(calls)
+        self.run.answered(state, page_no)
         if page_no == 1 and state.rows is None:
             state.counted(page)
             self._keep(state, page_no, page)
@@ -422,6 +554,7 @@ class Fetcher:
         stopping = self.run.stop.is_set()  # another failure, told when it settles, is the run's
         if isinstance(exc, ResultWindowError) and page_no > 1 and state.pages is not None:
             if exc.messages:  # the vendor's refusal (pages not sent are not told each)
+                self.run.window_refused(page_no)
                 log.warning("area %r piece %s: %s", state.piece.area_id, state.piece.piece_id,
                             exc.message)
             return []  # too deep: the search splits the piece (its pages > the window learnt)
@@ -536,6 +669,9 @@ class Fetcher:
 
     def close(self) -> None:
         self.pool.shutdown(wait=False, cancel_futures=True)
+        self._say_learnt()
+        if self.run.client.tell == self._learnt.append:
+            self.run.client.tell = None
 
 
 def _changing(state: PieceState, page: Page) -> ParcelSearchError:

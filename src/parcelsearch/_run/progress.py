@@ -16,6 +16,9 @@ from typing import Any, TextIO
 
 from tqdm.auto import tqdm
 
+from parcelsearch import notices
+from parcelsearch.notices import ParcelSearchWarning
+
 __all__ = ["Progress", "stream", "in_kernel"]
 
 
@@ -52,6 +55,15 @@ class Progress:
         if self.shown:
             self.close()
             print(line, file=stream(), flush=True)
+
+    def note(self, warning: ParcelSearchWarning) -> None:
+        """Issue ``warning`` now, on its own line: an open bar is cleared while it is shown
+        (where warnings are shown as they come) and drawn again below it."""
+        if self._bar is None:
+            notices.warn(warning)
+            return
+        with tqdm.external_write_mode(file=stream()):
+            notices.warn(warning)
 
     def update(self, n: int = 1) -> None:
         if self._bar is not None:

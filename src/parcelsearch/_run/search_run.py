@@ -1180,6 +1180,7 @@ class _Search:
         tiles["changed"] = pd.array(changed, dtype="boolean")
         result = SearchResult(
             ids=ids, tiles=tiles, plan=self.plan, calls=self.run_state.calls,
+            probes=sum(s.probes for s in self.states),
             cached_pages=sum(s.cached_pages for s in self.states), skipped=self.skipped,
             complete=all(s.done for s in self.states),
             refetched_pieces=sum(s.refetches for s in self.states),

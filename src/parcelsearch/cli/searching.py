@@ -14,7 +14,7 @@ import socket
 import sys
 import warnings
 from pathlib import Path
-from typing import TYPE_CHECKING
+from typing import TYPE_CHECKING, Any
 from urllib.parse import urlsplit
 
 from parcelsearch._shared import count_argument
@@ -38,7 +38,7 @@ from parcelsearch.errors import (
     ParcelSearchError,
     TransportError,
 )
-from parcelsearch.notices import PartialResultWarning
+from parcelsearch.notices import LearntFactWarning, PartialResultWarning
 from parcelsearch.settings import options
 
 if TYPE_CHECKING:
@@ -306,9 +306,11 @@ def run_search(args: argparse.Namespace) -> int:
     quota = Quota.parse(args.quota)  # None: $PARCELSEARCH_QUOTA, checked before connecting
     _prepare_outputs(args)  # before anything is spent: a folder made, or a clear error
     check_listening(client.base_url)
+    shown = warnings.showwarning  # the command line's (notices.as_messages)
     try:
         with warnings.catch_warnings(record=True) as caught:
             warnings.simplefilter("always", PartialResultWarning)
+            warnings.showwarning = _learnt_at_once(shown, caught)
             result = pipeline.search(
                 areas,
                 client=client,
@@ -355,6 +357,20 @@ def _prepare_outputs(args: argparse.Namespace) -> None:
             outputs.prepare_path(Path(getattr(args, knob)), knob)
 
 
+def _learnt_at_once(shown: Any, caught: list[warnings.WarningMessage]) -> Any:
+    """A ``showwarning`` that shows a fact learnt of the vendor when it is learnt (the run
+    says it on its own line) and keeps every other warning for after the run."""
+
+    def show(message: Warning | str, category: type[Warning], filename: str, lineno: int,
+             file: Any = None, line: str | None = None) -> None:
+        if isinstance(message, LearntFactWarning):
+            shown(message, category, filename, lineno, file, line)
+        else:
+            caught.append(warnings.WarningMessage(message, category, filename, lineno, file,
+                                                  line))
+    return show
+
+
 def _partial_error(caught: list[warnings.WarningMessage]) -> ParcelSearchError | None:
     """The stop a partial result was returned with (``--allow-partial``), if any; every
     other warning caught is shown as it would have been."""
@@ -367,6 +383,13 @@ def _partial_error(caught: list[warnings.WarningMessage]) -> ParcelSearchError |
         else:
             warnings.showwarning(item.message, item.category, item.filename, item.lineno)
     return stopped
+
+
+def _probes_text(probes: int) -> str:
+    """The run's probes of the vendor, named (they are among its calls and its budget)."""
+    if not probes:
+        return ""
+    return f" ({plural(probes, 'probe')} of the vendor's paging among them)"
 
 
 def _ask_price(price: Price) -> bool:
@@ -395,7 +418,8 @@ def _write(result: SearchResult, args: argparse.Namespace, *, partial: bool) -> 
     state = "PARTIAL result (complete: false)" if partial else "complete"
     print(
         f"\n{plural(len(result.group_ids), 'unique GroupID')} in "
-        f"{plural(len(result.ids), '(area, group) row')}; {plural(result.calls, 'call')} made, "
+        f"{plural(len(result.ids), '(area, group) row')}; {plural(result.calls, 'call')} made"
+        f"{_probes_text(result.probes)}, "
         f"{plural(result.cached_pages, 'page')} from cache"
         f"{' (' + result.cache_age_text() + ')' if result.cached_pages else ''}; {state}, "
         f"written to {path}",
