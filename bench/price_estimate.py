@@ -9,7 +9,7 @@ a synthetic parcel fabric is laid under them (:func:`parcelsearch_service.synth.
 thinned by a density that varies across space for the rural and mixed sets), and each
 piece's true cost (``max(1, pages)`` calls, ``pages = ceil(rows / 100)``, rows counted by
 the reference service's rule: the parcel's representative point in the piece) is known.
-The survey (:mod:`parcelsearch._run.survey`) then sees only what page 1 of a surveyed
+The survey (:mod:`parcelsearch.planning.survey`) then sees only what page 1 of a surveyed
 piece tells — its pages — and states the whole price with its 95 % interval. Each set is
 surveyed ``TRIALS`` times with different random samples; the table shows the first
 trial's figures beside the true total, and over all trials the coverage, the widest
@@ -33,7 +33,7 @@ import pandas as pd
 import shapely
 
 import parcelsearch
-from parcelsearch._run import survey
+from parcelsearch.planning import survey
 from parcelsearch_service import synth
 
 sys.path.insert(0, str(Path(__file__).parent))

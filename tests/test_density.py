@@ -73,7 +73,7 @@ def test_the_interval_widens_where_the_earlier_pieces_disagree() -> None:
 
 def test_a_survey_of_the_others_and_the_learnt_part_add_up() -> None:
     from parcelsearch._run.search_run import _with_learnt
-    from parcelsearch._run.survey import Estimate
+    from parcelsearch.planning.survey import Estimate
 
     learnt = learn(_cells(2, 2, x0=-122.45 + 3 * CELL, y0=37.75 + 3 * CELL),
                    [(c, 1 if n % 3 else 12) for n, c in enumerate(_cells(8, 8))])

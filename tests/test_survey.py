@@ -7,7 +7,7 @@ from __future__ import annotations
 
 import random
 
-from parcelsearch._run import survey
+from parcelsearch.planning import survey
 
 
 def _grid(n: int) -> list[tuple[float, float]]:

@@ -18,7 +18,7 @@ from pathlib import Path
 from parcelsearch.errors import ConfigurationError, Hint
 
 __all__ = ["month_of", "next_month_start", "data_path", "check_count", "count_argument",
-           "package_version"]
+           "plural", "package_version"]
 
 
 def month_of(moment: datetime | float) -> str:
@@ -99,6 +99,12 @@ def count_argument(minimum: int) -> Callable[[str], int]:
             raise argparse.ArgumentTypeError(exc.render("cli")) from None
 
     return parse
+
+
+def plural(n: int, word: str, many: str | None = None) -> str:
+    """``"1 piece"``, ``"2 pieces"``, ``"1 call"``, ``"0 calls"``: how both command lines
+    print a count."""
+    return f"{n:,} {word if n == 1 else (many or word + 's')}"
 
 
 def package_version() -> str:

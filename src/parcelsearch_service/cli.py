@@ -25,7 +25,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any, Protocol
 
-from parcelsearch._shared import count_argument
+from parcelsearch._shared import count_argument, plural
 from parcelsearch.errors import ConfigurationError
 from parcelsearch.settings import KEY_TYPES
 from parcelsearch_service.keys import KeyStore
@@ -136,7 +136,6 @@ def _parcels_load(args: argparse.Namespace) -> int:
 
 
 def _parcels_synth(args: argparse.Namespace) -> int:
-    from parcelsearch.cli.printing import plural
     from parcelsearch.planning.vector_files import read_vector
     from parcelsearch_service.synth import fabric_for, plan_fabric  # lazy: CLI start-up
 

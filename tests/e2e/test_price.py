@@ -13,9 +13,9 @@ import shapely
 from _cli import PYTHON, run, served
 
 import parcelsearch
-from parcelsearch._run import survey
 from parcelsearch.maps.describe import plan_spec
 from parcelsearch.notices import PartialResultWarning
+from parcelsearch.planning import survey
 from parcelsearch_service.synth import fabric_for
 
 TRACTS = Path(__file__).resolve().parents[1] / "data" / "sf_tracts_2020.geojson"

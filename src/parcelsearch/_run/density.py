@@ -8,7 +8,7 @@ ratio of calls beyond the first to area of those nearest pieces (a local ratio e
 neighbouring pieces share density). How well that predicts is measured on the earlier pieces
 themselves, each predicted from its own nearest others (leave one out): the residuals' spread
 and mean give the 95 % interval of the whole, widened by
-:data:`parcelsearch._run.survey.SKEW_MARGIN` and never below one call a piece.
+:data:`parcelsearch.planning.survey.SKEW_MARGIN` and never below one call a piece.
 
 A piece not surrounded (the history does not reach it; the farthest of its neighbours more
 than :data:`REACH` times its own width or the earlier pieces' typical one away) is surveyed
@@ -24,7 +24,7 @@ from dataclasses import dataclass
 import numpy as np
 import shapely
 
-from parcelsearch._run.survey import SKEW_MARGIN
+from parcelsearch.planning.survey import SKEW_MARGIN
 
 __all__ = ["Learnt", "learn", "NEIGHBOURS", "REACH", "area_m2"]
 

@@ -10,7 +10,7 @@ wherever that figure is shown:
 - **exactly**: every page's count is known (after phase 1, or nothing left to fetch);
 - **about**: estimated from the run history (every piece to fetch was searched before);
 - **at least**: some pieces were never searched, so their later pages are not known yet;
-- **about … (95 % interval a–b)**: after a survey (:mod:`parcelsearch._run.survey`): page 1
+- **about … (95 % interval a–b)**: after a survey (:mod:`parcelsearch.planning.survey`): page 1
   of a sample of the pieces never searched, and the rest estimated from it; or, without a
   survey, learnt from earlier pieces nearby (:mod:`parcelsearch._run.density`).
 

@@ -5,7 +5,7 @@ A run spends in two phases, so the price is known before it is paid:
 1. **Page 1 of every piece** not already cached. Its cost (one call a piece) is checked
    against the budget and the known quota *before anything is spent*. Where 30 or more
    pieces were never searched, page 1 of a sample of them comes first (the survey,
-   :mod:`parcelsearch._run.survey`): the whole price with its 95 % interval, then the
+   :mod:`parcelsearch.planning.survey`): the whole price with its 95 % interval, then the
    decision point (``ask_above``, ``confirm``) before the bulk.
 2. **Pages 2..n.** Page 1 told how many pages each piece has, so the exact number of calls
    left is known. It is checked again before spending; a run that cannot finish stops here
@@ -43,7 +43,7 @@ import shapely.prepared
 
 from parcelsearch import notices, settings, stores
 from parcelsearch._fetch.client import Client
-from parcelsearch._run import density, pricing, refreshing, survey
+from parcelsearch._run import density, pricing, refreshing
 from parcelsearch._run.fetching import Fetcher, PageBaseLearned, PageSpend, PieceState, Run
 from parcelsearch._run.options import DEFAULT_WORKERS, SearchOptions
 from parcelsearch._run.progress import Progress
@@ -69,6 +69,7 @@ from parcelsearch.market_list import (
 )
 from parcelsearch.planning import plans as planning
 from parcelsearch.planning import reuse as plan_reuse
+from parcelsearch.planning import survey
 from parcelsearch.planning.plans import Plan, suggest_tolerance, suggests_at_once
 from parcelsearch.planning.splitting import halves
 from parcelsearch.result import SearchResult, skipped_frame
@@ -975,7 +976,7 @@ class _Search:
     def _survey(self, fetcher: Fetcher, unknown: list[PieceState], todo: list[PieceState],
                 previous: dict[int, Any]) -> None:
         """Page 1 of a random sample of the pieces never searched (every one of them when
-        they are few; :mod:`parcelsearch._run.survey`), in rounds until the price's interval
+        they are few; :mod:`parcelsearch.planning.survey`), in rounds until the price's interval
         is useful; then the price with its interval (:attr:`price`)."""
         run = self.run_state
         learnt = self._learnt(unknown)

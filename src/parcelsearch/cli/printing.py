@@ -4,15 +4,12 @@ from __future__ import annotations
 
 from typing import TYPE_CHECKING
 
+from parcelsearch._shared import plural
+
 if TYPE_CHECKING:
     import pandas as pd
 
 __all__ = ["plural", "print_table"]
-
-
-def plural(n: int, word: str, many: str | None = None) -> str:
-    """``"1 piece"``, ``"2 pieces"``, ``"1 call"``, ``"0 calls"``."""
-    return f"{n:,} {word if n == 1 else (many or word + 's')}"
 
 
 def print_table(frame: pd.DataFrame, where: str = "") -> None:

@@ -31,6 +31,7 @@ from parcelsearch import settings
 from parcelsearch._fetch import wire as _wire
 from parcelsearch.errors import InputError
 from parcelsearch.planning.areas import validate_areas
+from parcelsearch.planning.survey import pilot_size
 from parcelsearch.planning.tiling.bounds import estimate, exact_least, lower_bound, parts_bound
 from parcelsearch.planning.tiling.connectors import MAX_LINK_M
 from parcelsearch.planning.tiling.covers import (
@@ -266,8 +267,6 @@ class Plan:
 
     def _pricing(self) -> str:
         """What would price the plan: page 1 of every piece, or a survey of some."""
-        from parcelsearch._run.survey import pilot_size
-
         calls = self.min_calls
         survey = pilot_size(calls)
         if survey == calls:
