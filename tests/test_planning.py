@@ -2,6 +2,9 @@
 
 from __future__ import annotations
 
+import subprocess
+import sys
+
 import geopandas as gpd
 import numpy as np
 import pytest
@@ -382,3 +385,19 @@ def test_an_empty_file_is_read_as_empty_not_as_gdal_words(tmp_path) -> None:
     (tmp_path / "areas.gpkg").touch()
     with pytest.raises(InputError, match=r"study areas file '.*areas\.gpkg' is empty \(0 bytes\)"):
         read_vector(tmp_path / "areas.gpkg", what="study areas file")
+
+
+def test_a_plan_and_its_reprs_load_no_part_of_the_run() -> None:
+    # planning stands below the run: the repr's survey size is planning's own (the survey).
+    # (parcelsearch first: geopandas first would register gdf.parcels, which loads the run.)
+    code = ("import sys\nfrom parcelsearch.planning.plans import plan\n"
+            "import geopandas as gpd\nfrom shapely import box\n"
+            "planned = plan(gpd.GeoDataFrame(geometry=[box(-97.5, 32.7, -97.4, 32.8)], crs=4326))\n"
+            "print(repr(planned)[-30:], len(planned._repr_html_()) > 0)\n"
+            "print(sorted(m for m in sys.modules if m.startswith('parcelsearch._run')))")
+    done = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True,
+                          timeout=120, check=False)
+    assert done.returncode == 0, done.stderr
+    shown, loaded = done.stdout.strip().splitlines()
+    assert shown.endswith("would price it exactly> True")
+    assert loaded == "[]"
