@@ -102,11 +102,11 @@ def test_repr_leads_with_the_figures(planned):
 
 
 def test_repr_says_the_price_known_without_spending(planned):
-    # Before known_price() reads the stores: the minimum and what would price the rest
-    # (fewer than 30 pieces: page 1 of each, which prices it exactly).
+    # Before parcelsearch.known_price(plan) reads the stores: the minimum and what would
+    # price the rest (fewer than 30 pieces: page 1 of each, which prices it exactly).
     n = planned.min_calls
     expected = (f"price: at least {n} calls; page 1 of every piece ({n} calls) would price it "
-                "exactly (plan.known_price() reads what the cache and run history know")
+                "exactly (parcelsearch.known_price(plan) reads what the cache and run history know")
     assert expected in planned._repr_html_()
     assert repr(planned).endswith(f"; page 1 of every piece ({n} calls) would price it "
                                   "exactly>")  # the headline already says the minimum

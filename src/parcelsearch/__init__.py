@@ -45,6 +45,7 @@ _LAZY = {
     "markets": "market_list",
     "search": "_run.search_run",
     "price": "_run.search_run",
+    "known_price": "_run.search_run",
     "Price": "_run.pricing",
     "SearchOptions": "_run.options",
     "team_usage": "stores.team",
@@ -67,6 +68,7 @@ __all__ = [
     "check_markets",
     "check_service",
     "demo_areas",
+    "known_price",
     "local_service",
     "markets",
     "plan",
@@ -85,7 +87,7 @@ if TYPE_CHECKING:
     from parcelsearch._run.options import SearchOptions
     from parcelsearch._run.pricing import Price
     from parcelsearch._run.recorded_runs import runs
-    from parcelsearch._run.search_run import price, search
+    from parcelsearch._run.search_run import known_price, price, search
     from parcelsearch.demo import demo_areas
     from parcelsearch.local import LocalService, local_service
     from parcelsearch.market_list import check_markets, markets

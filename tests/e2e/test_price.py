@@ -259,14 +259,15 @@ def test_neighbouring_areas_are_priced_from_earlier_searches_without_a_survey(
     second = second[shapely.within(shapely.centroid(second.geometry.to_numpy()),
                                  shapely.box(-122.515, 37.705, -122.385, 37.805))]
     planned = parcelsearch.plan(second)
-    unseen = planned.known_price(client)  # before any search: the minimum, a survey's size
+    # before any search: the minimum, a survey's size
+    unseen = parcelsearch.known_price(planned, client)
     assert unseen.known == "lower" and unseen.survey == survey.pilot_size(len(planned.pieces))
     assert f"a survey of about {unseen.survey} calls would price the rest" in repr(planned)
     parcelsearch.search(first, client=client, confirm=True, progress=False)
     before = len(svc.keys.requests(name))
     capsys.readouterr()
     # The plan's own repr and map: the learnt price and what it leaves of the quota, free.
-    known = planned.known_price(client, quota="1500/month")
+    known = parcelsearch.known_price(planned, client, quota="1500/month")
     assert len(svc.keys.requests(name)) == before and known.known == "learnt"
     shown = repr(planned)
     assert f"price: about {known.total} calls, 95% interval {known.low}–{known.high}" in shown
@@ -295,6 +296,6 @@ def test_neighbouring_areas_are_priced_from_earlier_searches_without_a_survey(
     assert result.complete and true_total == result.calls
     assert low <= true_total <= high, (low, true_total, high)
     assert (known.low, known.high) == (low, high)  # the plan said what the search said
-    done = planned.known_price(client)
+    done = parcelsearch.known_price(planned, client)
     assert (done.known, done.total) == ("exact", 0)  # all cached now
     assert repr(planned).count("price: exactly 0 calls") == 1

@@ -665,7 +665,8 @@ def price(
 
 def known_price(plan: Plan, client: Client | None = None, *,
                 quota: Quota | str | None = None) -> pricing.Price:
-    """The price of searching ``plan`` known without spending (no call is made): page 1 of
+    """The price of searching ``plan`` known without spending (no call is made), kept in
+    ``plan.price`` so that the plan's repr and map show it: page 1 of
     every piece not cached, the later pages told by cached page 1s or the run history, the
     pieces never searched learnt from earlier pieces nearby where they surround them.
 
@@ -696,7 +697,8 @@ def known_price(plan: Plan, client: Client | None = None, *,
                                         path=plan.path, run_id=uuid.uuid4().hex)
         run = Run(client, opened.spending, options, path=plan.path, run_id=refresh.run_id,
                   rereads=refresh.rereads)
-        return _Search(run, plan, False, refresh).free_price()
+        price = plan.price = _Search(run, plan, False, refresh).free_price()
+        return price
     finally:
         opened.spending.close()
 

@@ -134,7 +134,7 @@ class Plan:
         self.memo = TilingMemo() if memo is None else memo
         self.connectors = bool(connectors)
         self.match = check_match(match)
-        #: The price known without spending, once :meth:`known_price` has read it.
+        #: The price known without spending, once :func:`parcelsearch.known_price` has read it.
         self.price: Any = None
 
     @property
@@ -239,31 +239,15 @@ class Plan:
 
         return plan_map(self, **kwargs)
 
-    def known_price(self, client: Any = None, *, quota: Any = None) -> Any:
-        """The price of searching this plan known without spending (no call is made), kept
-        in :attr:`price` and shown by the plan's repr and map: what the cache, the run
-        history and earlier pieces nearby tell (see
-        :func:`parcelsearch._run.search_run.known_price`; ``client`` and ``quota`` as for
-        :func:`parcelsearch.search`).
-
-        Returns
-        -------
-        parcelsearch.Price
-            Its ``free_line()`` is what the repr shows.
-        """
-        from parcelsearch._run.search_run import known_price  # the run needs the plan
-
-        self.price = known_price(self, client, quota=quota)
-        return self.price
-
     def price_text(self) -> str:
-        """The price as the repr and the map show it: :meth:`known_price`'s once read,
+        """The price as the repr and the map show it: :func:`parcelsearch.known_price`'s once read,
         else the minimum and the survey that would price the rest."""
         if self.price is not None:
             return str(self.price.free_line())
         calls = self.min_calls
         return (f"price: at least {calls:,} call{'s' * (calls != 1)}; {self._pricing()} "
-                "(plan.known_price() reads what the cache and run history know, for free)")
+                "(parcelsearch.known_price(plan) reads what the cache and run history know, "
+                "for free)")
 
     def _pricing(self) -> str:
         """What would price the plan: page 1 of every piece, or a survey of some."""
