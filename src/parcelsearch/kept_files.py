@@ -28,7 +28,7 @@ import time
 import uuid
 from collections.abc import Callable, Iterator, Mapping
 from pathlib import Path
-from typing import Any
+from typing import Any, BinaryIO
 
 import pyarrow.parquet as pq
 import pyogrio
@@ -36,7 +36,8 @@ import pyogrio
 from parcelsearch.errors import Hint, OutputKeptError
 
 __all__ = ["METADATA_KEY", "AREAS_LAYER", "OLD_IDS_LAYER", "OLD_RUN_LAYER", "gpkg_metadata",
-           "no_aux_xml", "atomically", "atomically_as_set", "remove_stale", "STALE_SECONDS",
+           "no_aux_xml", "atomically", "write_whole", "temporary_name",
+           "atomically_as_set", "remove_stale", "STALE_SECONDS",
            "file_metadata", "replaces", "check_replace", "aside_path"]
 
 #: Key of the run's metadata in parquet schema metadata, GeoJSON and GeoPackage metadata.
@@ -88,11 +89,9 @@ def write_whole(out: Path, data: bytes, *, mode: int = 0o600) -> Path:
     """Write ``data`` to ``out`` whole, safely in a folder others may share: ``out`` holds
     the old bytes or the new, never part of them, nor anything another user planted.
 
-    The temporary file is made beside ``out`` under an unpredictable name (128 random bits),
-    created with ``O_EXCL | O_NOFOLLOW`` (never a file or symlink someone put there, as
-    :func:`tempfile.mkstemp` does) with ``mode`` before a byte is written, flushed to disk,
-    then renamed over ``out`` (a symlink planted at ``out`` is replaced, never followed). On
-    any failure it is removed.
+    Written through the one writer (:func:`atomically`): under a temporary name no one can
+    predict, with ``mode`` before a byte is written, synced, renamed over ``out``. The
+    temporary files a killed writer left beside it are removed first (:func:`remove_stale`).
 
     Parameters
     ----------
@@ -108,39 +107,79 @@ def write_whole(out: Path, data: bytes, *, mode: int = 0o600) -> Path:
     Path
         ``out``.
     """
-    temp = out.with_name(f".{out.name}-{uuid.uuid4().hex}.tmp")
+    remove_stale(out.parent)
+    return _replace_whole(out, lambda _temp, handle: handle.write(data), mode)
+
+
+def atomically(out: Path, write: Callable[[Path], object], *, mode: int | None = None
+               ) -> Path:
+    """Call ``write(temp)`` on a temporary file beside ``out``, then rename it to ``out``:
+    ``out`` holds the old content or the new, never part of them.
+
+    The one writer (:func:`write_whole` is this with bytes): the temporary file
+    (:func:`temporary_name`, a name :func:`remove_stale` knows) is made with
+    ``O_EXCL | O_NOFOLLOW`` and ``mode`` before ``write`` runs, given ``mode`` again after it
+    (a library may make the file anew), synced to disk, then renamed over ``out`` (a symlink
+    planted at ``out`` is replaced, never followed). On any failure, an exception inside
+    ``write`` included, it is removed and ``out`` is left as it was.
+
+    Parameters
+    ----------
+    out
+        The file to write.
+    write
+        Writes the whole file at the path it is given.
+    mode
+        The file's permissions; None: what the umask gives (as ``open`` does).
+
+    Returns
+    -------
+    Path
+        ``out``.
+    """
+    def fill(temp: Path, handle: BinaryIO) -> None:
+        handle.close()  # ``write`` opens the path itself
+        write(temp)
+
+    return _replace_whole(out, fill, mode)
+
+
+def _replace_whole(out: Path, fill: Callable[[Path, BinaryIO], object], mode: int | None
+                   ) -> Path:
+    """Make the temporary file (``mode`` before data), ``fill`` it, sync, rename; removed
+    on any failure."""
+    temp = temporary_name(out)
     flags = os.O_WRONLY | os.O_CREAT | os.O_EXCL | getattr(os, "O_NOFOLLOW", 0)
-    descriptor = os.open(temp, flags | getattr(os, "O_BINARY", 0), mode)
+    descriptor = os.open(temp, flags | getattr(os, "O_BINARY", 0),
+                         0o666 if mode is None else mode)
     try:
         with os.fdopen(descriptor, "wb") as handle:
-            if hasattr(os, "fchmod"):  # the umask narrowed the mode os.open gave
+            if mode is not None and hasattr(os, "fchmod"):  # the umask narrowed os.open's
                 os.fchmod(handle.fileno(), mode)
-            handle.write(data)
-            handle.flush()
-            os.fsync(handle.fileno())
-        os.replace(temp, out)
-    except BaseException:
-        temp.unlink(missing_ok=True)
-        raise
-    return out
-
-
-def atomically(out: Path, write: Callable[[Path], object]) -> None:
-    """Call ``write(temp)`` on a temporary file beside ``out``, then rename it to ``out``."""
-    temp = out.with_name(f".{out.stem}-{uuid.uuid4().hex[:8]}.tmp{out.suffix}")
-    try:
-        write(temp)
+            fill(temp, handle)
+        if mode is not None:
+            os.chmod(temp, mode)
+        _fsync(temp, strict=True)
         os.replace(temp, out)
     finally:
         temp.unlink(missing_ok=True)
+    _fsync(out.parent)
+    return out
+
+
+def temporary_name(out: Path) -> Path:
+    """A temporary file's name beside ``out``: ``.NAME-<32 hex digits>.tmp.EXT``."""
+    return out.with_name(f".{out.stem}-{uuid.uuid4().hex}.tmp{out.suffix}")
 
 
 #: Seconds after which a temporary file of ours whose writer is unknown counts as left by a
 #: killed run (a writer still at work renames it long before).
 STALE_SECONDS = 600
-#: Our temporary files: ``.NAME-xxxxxxxx.tmp.EXT`` (:func:`atomically`), and the journal
-#: files SQLite (a GeoPackage) keeps beside one while writing it.
-_TEMP_FILE = re.compile(r"^\..+-[0-9a-f]{8}\.tmp\.[A-Za-z0-9]+(-journal|-wal|-shm)?$")
+#: Our temporary files: ``.NAME-<32 hex digits>.tmp.EXT`` (:func:`temporary_name`; 8 digits
+#: from earlier builds, and no ``.EXT`` from their ``write_whole``), and the journal files
+#: SQLite (a GeoPackage) keeps beside one while writing it.
+_TEMP_FILE = re.compile(
+    r"^\..+-([0-9a-f]{8}|[0-9a-f]{32})\.tmp(\.[A-Za-z0-9]+)?(-journal|-wal|-shm)?$")
 #: Our temporary folders: ``.NAME-PID-xxxxxxxx.tmp.EXT`` (:func:`atomically_as_set`).
 _TEMP_FOLDER = re.compile(r"^\..+-(\d+)-[0-9a-f]{8}\.tmp\.[A-Za-z0-9]+$")
 #: In a temporary folder: written once the set in it is whole (it may then be moved in).
@@ -179,8 +218,10 @@ def _move_in(folder: Path, into: Path) -> None:
     (folder / _WHOLE).unlink(missing_ok=True)
 
 
-def _fsync(path: Path) -> None:
-    with contextlib.suppress(OSError):
+def _fsync(path: Path, *, strict: bool = False) -> None:
+    """Flush ``path`` (a file or folder) to disk; failures ignored unless ``strict`` (a
+    folder cannot be opened everywhere)."""
+    with contextlib.suppress(*(() if strict else (OSError,))):
         fd = os.open(path, os.O_RDONLY)
         try:
             os.fsync(fd)
