@@ -11,7 +11,7 @@ from pathlib import Path
 
 import pytest
 
-from parcelsearch import kept_files
+from parcelsearch import formats, kept_files
 
 
 def test_a_file_of_no_run_is_replaced_only_by_a_complete_result(tmp_path: Path) -> None:
@@ -22,7 +22,7 @@ def test_a_file_of_no_run_is_replaced_only_by_a_complete_result(tmp_path: Path) 
     assert kept_files.replaces({"complete": True, "group_ids": 0}, {"complete": True,
                                                                     "group_ids": 0})
     (tmp_path / "x.parquet").write_text("not parquet")
-    assert kept_files.file_metadata(tmp_path / "x.parquet") is None
+    assert formats.file_metadata(tmp_path / "x.parquet") is None
 
 
 def test_a_partial_run_replaces_only_a_partial_file_of_no_more_areas() -> None:
