@@ -110,3 +110,12 @@ def test_a_new_format_is_one_row(result: SearchResult, tmp_path: Path,
                                                           "pieces.fgb.parcelsearch.json"]
     with pytest.raises(OutputKeptError):
         outputs.write_tiles(result.tiles, path, {**meta, "complete": False})
+
+
+def test_asking_a_row_for_what_it_does_not_hold_names_the_formats_that_do(tmp_path: Path
+                                                                          ) -> None:
+    with pytest.raises(InputError, match=r"\.csv files hold no tiles: use one of \.gpkg, "
+                                         r"\.geojson, \.parquet, \.shp"):
+        FORMATS[".csv"].writer("tiles")
+    with pytest.raises(InputError, match=r"\.shp files are not read back: use one of \.gpkg"):
+        FORMATS[".shp"].read_back(tmp_path / "pieces.shp")

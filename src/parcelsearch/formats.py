@@ -98,13 +98,15 @@ class Format:
         """The writer of ``kind`` (checked first with :func:`suffixes`)."""
         write = getattr(self, kind)
         if write is None:
-            raise ValueError(f"{self.suffix} files hold no {kind}")
+            raise InputError(f"{self.suffix} files hold no {kind}: use one of "
+                             f"{', '.join(suffixes(kind))}")
         return write  # type: ignore[no-any-return]
 
     def read_back(self, path: Path) -> tuple[pd.DataFrame, dict[str, Any]]:
         """The GroupIDs of ``path`` and its run's metadata (``read_ids``)."""
         if self.read_ids is None:
-            raise ValueError(f"{self.suffix} files are not read back")
+            raise InputError(f"{self.suffix} files are not read back: use one of "
+                             f"{', '.join(suffixes('read_ids'))}")
         return self.read_ids(path)
 
 
