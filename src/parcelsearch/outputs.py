@@ -249,20 +249,20 @@ def terminal_table(frame: pd.DataFrame, *, rows: int = TERMINAL_ROWS, noun: str 
 
 class Searched(Protocol):
     """What the writers read of a :class:`~parcelsearch.SearchResult` (which is one): its
-    GroupIDs, areas and run."""
+    GroupIDs, areas and run, as that class documents them."""
 
     @property
-    def ids(self) -> pd.DataFrame: ...  # noqa: D102 - as SearchResult's
+    def ids(self) -> pd.DataFrame: ...
     @property
-    def id_name(self) -> str: ...  # noqa: D102
+    def id_name(self) -> str: ...
     @property
-    def plan(self) -> _Planned: ...  # noqa: D102
+    def plan(self) -> _Planned: ...
     @property
-    def metadata(self) -> dict[str, Any]: ...  # noqa: D102
+    def metadata(self) -> dict[str, Any]: ...
     @property
-    def group_ids(self) -> pd.Index: ...  # noqa: D102
+    def group_ids(self) -> pd.Index: ...
     @property
-    def skipped(self) -> gpd.GeoDataFrame: ...  # noqa: D102
+    def skipped(self) -> gpd.GeoDataFrame: ...
 
 
 class _Planned(Protocol):
@@ -324,11 +324,9 @@ def write_ids(result: Searched, path: str | os.PathLike[str], *, force: bool = F
     out = prepare_path(check_ids_path(path), "out")
     meta = run_metadata(result)
     check_replace(out, meta, force=force)
-    found = FORMATS[out.suffix.lower()]
-    if found.rows is not None:
-        frame, write = ids_table(result), found.rows
-    else:
-        frame, write = _with_lists(result), found.writer("areas")
+    found = FORMATS[out.suffix.lower()]  # rows of GroupIDs, else one feature per area
+    frame, write = ((ids_table(result), found.writer("rows")) if found.rows is not None
+                    else (_with_lists(result), found.writer("areas")))
     _write_whole(found, out, "out", lambda temp: write(frame, temp, meta), meta)
     return out
 
@@ -418,9 +416,9 @@ def write_tiles(
     meta = dict(metadata or {})
     if meta:
         check_replace(out, meta, force=force)
-    write = FORMATS[out.suffix.lower()].writer("tiles")
-    _write_whole(FORMATS[out.suffix.lower()], out, "out_tiles",
-                 lambda temp: write(tiles, temp, meta), meta)
+    found = FORMATS[out.suffix.lower()]
+    write = found.writer("tiles")
+    _write_whole(found, out, "out_tiles", lambda temp: write(tiles, temp, meta), meta)
     return out
 
 
