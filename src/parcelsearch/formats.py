@@ -40,7 +40,7 @@ import pyogrio
 
 from parcelsearch.errors import InputError
 
-__all__ = ["Format", "FORMATS", "suffixes", "file_metadata", "metadata_json", "sidecar_path",
+__all__ = ["Format", "FORMATS", "suffixes", "file_metadata", "sidecar_path",
            "sidecar_text", "METADATA_KEY", "AREAS_LAYER", "OLD_IDS_LAYER", "OLD_RUN_LAYER",
            "gpkg_metadata", "no_aux_xml", "ARROW_STRING", "TILES_LAYER", "LIST_COLUMNS"]
 
@@ -147,7 +147,7 @@ def gpkg_metadata(path: Path) -> dict[str, Any] | None:
 # -- the run's metadata -------------------------------------------------------------
 
 
-def metadata_json(meta: Mapping[str, Any]) -> str:
+def _metadata_json(meta: Mapping[str, Any]) -> str:
     """The run's metadata as stored in a file's own metadata (JSON, keys sorted)."""
     return json.dumps(meta, default=str, sort_keys=True)
 
@@ -202,7 +202,7 @@ def _with_metadata(table: pa.Table, meta: Mapping[str, Any]) -> pa.Table:
     if not meta:
         return table
     schema_meta = dict(table.schema.metadata or {})
-    schema_meta[METADATA_KEY.encode()] = metadata_json(meta).encode()
+    schema_meta[METADATA_KEY.encode()] = _metadata_json(meta).encode()
     return table.replace_schema_metadata(schema_meta)
 
 
@@ -221,11 +221,11 @@ def _gpkg_areas(frame: gpd.GeoDataFrame, temp: Path, meta: Mapping[str, Any]) ->
     for column in (c for c in LIST_COLUMNS if c in frame.columns):
         frame[column] = [json.dumps(v) for v in frame[column]]
     frame.to_file(temp, layer=AREAS_LAYER, driver="GPKG",
-                  layer_metadata={METADATA_KEY: metadata_json(meta)})
+                  layer_metadata={METADATA_KEY: _metadata_json(meta)})
 
 
 def _gpkg_tiles(tiles: gpd.GeoDataFrame, temp: Path, meta: Mapping[str, Any]) -> None:
-    stored = {METADATA_KEY: metadata_json(meta)} if meta else None
+    stored = {METADATA_KEY: _metadata_json(meta)} if meta else None
     _plain_columns(tiles).to_file(temp, layer=TILES_LAYER, driver="GPKG", layer_metadata=stored)
 
 
