@@ -32,18 +32,12 @@ from typing import TYPE_CHECKING, Any
 import geopandas as gpd
 import pandas as pd
 import pyarrow as pa
-import pyarrow.parquet as pq
 import shapely
 
 from parcelsearch import notices
 from parcelsearch.errors import Hint, InputError, NotComparableError
-from parcelsearch.kept_files import (
-    AREAS_LAYER,
-    METADATA_KEY,
-    OLD_IDS_LAYER,
-    gpkg_metadata,
-    no_aux_xml,
-)
+from parcelsearch.formats import ARROW_STRING, FORMATS, suffixes
+from parcelsearch.kept_files import atomically
 
 if TYPE_CHECKING:
     from parcelsearch.stores.history import History
@@ -106,15 +100,14 @@ class Side:
                              "'parcelsearch search --out' or a run id from 'parcelsearch runs'",
                              hints=[Hint("runs", None, "list run ids with {knob}")])
         suffix = file.suffix.lower()
-        readers = {".parquet": _read_parquet, ".csv": _read_csv, ".gpkg": _read_gpkg,
-                   ".geojson": _read_geojson}
-        if suffix not in readers:
+        readable = suffixes("rows", "areas")  # what --out writes
+        if suffix not in readable:
             raise InputError(f"cannot compare {str(file)!r}: {suffix or 'no extension'} is not "
-                             f"one of {', '.join(readers)} (the outputs of --out)")
+                             f"one of {', '.join(readable)} (the outputs of --out)")
         if not file.is_file():
             raise InputError(f"cannot compare {str(file)!r}: it is not a regular file")
         try:
-            ids, meta = readers[suffix](file)
+            ids, meta = FORMATS[suffix].read_back(file)
             return _side_of(ids, meta, str(file))
         except InputError:
             raise
@@ -140,8 +133,6 @@ class Side:
                    f"run {str(run['run_id'])[:12]}")
 
 
-#: Strings kept in Arrow's buffers (no Python object per GroupID: large files stay small).
-_ARROW_STRING = pd.StringDtype("pyarrow")
 #: What reading a damaged or foreign file raises (the readers' own errors): an input error.
 _UNREADABLE: tuple[type[BaseException], ...] = (
     OSError, ValueError, KeyError, IndexError, TypeError, AttributeError, RuntimeError,
@@ -181,7 +172,7 @@ def _side_of(ids: pd.DataFrame, meta: dict[str, Any], label: str) -> Side:
         notices.warn(notices.ParcelSearchWarning(
             f"{label}: {int(missing.sum())} rows without an area id or group_id are ignored"))
         ids = ids[~missing]
-    return Side(ids.astype({"group_id": _ARROW_STRING}), id_name, areas,
+    return Side(ids.astype({"group_id": ARROW_STRING}), id_name, areas,
                 None if tolerance is None else float(tolerance),
                 meta.get("areas_fingerprint"), complete, None, label)
 
@@ -190,83 +181,6 @@ def _strings(column: pd.Series) -> bool:
     """Whether a column holds text (or nothing but missing values): GroupIDs are strings."""
     return (pd.api.types.is_string_dtype(column.dtype)
             and pd.api.types.infer_dtype(column, skipna=True) in ("string", "empty"))
-
-
-def _arrow_text(kind: pa.DataType) -> bool:
-    """Whether an Arrow column type holds text (read before pandas' own metadata could turn
-    other values into their text)."""
-    if pa.types.is_dictionary(kind):
-        kind = kind.value_type
-    return bool(pa.types.is_string(kind) or pa.types.is_large_string(kind)
-                or pa.types.is_null(kind))
-
-
-def _read_parquet(path: Path) -> tuple[pd.DataFrame, dict[str, Any]]:
-    # Only the two columns compared are read (a file may hold many more).
-    schema = pq.read_schema(path)
-    raw = (schema.metadata or {}).get(METADATA_KEY.encode())
-    meta = json.loads(raw) if raw else {}
-    id_name = meta.get("id_column") if isinstance(meta, dict) else None
-    wanted = [c for c in (id_name, "group_id") if isinstance(c, str) and c in schema.names]
-    table = pq.read_table(path, columns=wanted or None)
-    if "group_id" in table.column_names and not _arrow_text(table.schema.field("group_id").type):
-        raise InputError(f"cannot compare {str(path)!r}: its group_id column holds "
-                         f"{table.schema.field('group_id').type} values, not GroupIDs (text)",
-                         field="file")
-    frame = table.to_pandas(types_mapper={pa.string(): _ARROW_STRING}.get)
-    if isinstance(id_name, str) and id_name in frame.columns:  # area ids as results hold them
-        frame[id_name] = table.column(id_name).to_pandas()
-    return frame, meta
-
-
-def _read_csv(path: Path) -> tuple[pd.DataFrame, dict[str, Any]]:
-    sidecar = path.with_name(path.name + ".parcelsearch.json")
-    meta = json.loads(sidecar.read_text(encoding="utf-8")) if sidecar.exists() else {}
-    if not isinstance(meta, dict):
-        raise InputError(f"{str(sidecar)!r}: the run metadata is not a JSON object")
-    id_name = meta.get("id_column")
-    wanted = {id_name, "group_id"}
-    frame = pd.read_csv(path, dtype={"group_id": "string"},
-                        usecols=lambda c: c in wanted)
-    if id_name in frame.columns and isinstance(meta.get("areas"), list) and meta["areas"]:
-        kinds = {type(a) for a in meta["areas"]}
-        if kinds == {str}:
-            frame[id_name] = frame[id_name].astype(str)
-    return frame, meta
-
-
-def _read_gpkg(path: Path) -> tuple[pd.DataFrame, dict[str, Any]]:
-    import pyogrio
-
-    meta = gpkg_metadata(path) or {}
-    with no_aux_xml():  # a file of an earlier build: no FILE.gpkg.aux.xml left by reading it
-        layers = {str(name) for name, _ in pyogrio.list_layers(path)}
-        if OLD_IDS_LAYER in layers:  # written by an earlier build: the GroupIDs as a table
-            return pd.DataFrame(pyogrio.read_dataframe(path, layer=OLD_IDS_LAYER)), meta
-    if AREAS_LAYER not in layers or not meta:
-        raise InputError(f"cannot compare {str(path)!r}: it holds no run of 'parcelsearch "
-                         f"search --out' (no {AREAS_LAYER!r} layer with the run's metadata)",
-                         field="file")
-    id_name = meta.get("id_column", "area_id")
-    with no_aux_xml():
-        areas = pyogrio.read_dataframe(path, layer=AREAS_LAYER, read_geometry=False,
-                                       columns=[id_name, "group_ids"])
-    rows = [(area, g) for area, listed in zip(areas[id_name], areas["group_ids"], strict=True)
-            for g in json.loads(listed or "[]")]
-    return pd.DataFrame(rows, columns=[id_name, "group_id"]), meta
-
-
-def _read_geojson(path: Path) -> tuple[pd.DataFrame, dict[str, Any]]:
-    document = json.loads(path.read_text(encoding="utf-8"))
-    if not isinstance(document, dict):
-        raise InputError(f"{str(path)!r} is not a GeoJSON object")
-    meta = document.get(METADATA_KEY, {})
-    if not isinstance(meta, dict):
-        raise InputError(f"{str(path)!r}: its run metadata is not a JSON object")
-    id_name = meta.get("id_column", "area_id")
-    rows = [(f["properties"].get(id_name), g) for f in document.get("features", [])
-            for g in f["properties"].get("group_ids", [])]
-    return pd.DataFrame(rows, columns=[id_name, "group_id"]), meta
 
 
 @dataclass(frozen=True)
@@ -317,18 +231,16 @@ class Diff:
                 f"in {int(self.summary['comparable'].sum())} areas, {changed}>")
 
     def to_file(self, path: str | os.PathLike[str]) -> Path:
-        """Write :attr:`rows` (``.parquet`` or ``.csv``, by extension)."""
+        """Write :attr:`rows` (``.parquet`` or ``.csv``, by extension), whole."""
         out = Path(path)
         suffix = out.suffix.lower()
-        if suffix not in (".parquet", ".csv"):
-            raise InputError(f"cannot write the diff to {str(out)!r}: use .parquet or .csv",
+        if suffix not in suffixes("rows"):
+            raise InputError(f"cannot write the diff to {str(out)!r}: use "
+                             f"{' or '.join(suffixes('rows'))}",
                              hints=[Hint("out", "diff.csv", "for example {knob}")])
         out.parent.mkdir(parents=True, exist_ok=True)
-        if suffix == ".csv":
-            self.rows.to_csv(out, index=False)
-        else:
-            self.rows.to_parquet(out, index=False)
-        return out
+        write = FORMATS[suffix].writer("rows")
+        return atomically(out, lambda temp: write(self.rows, temp, {}))
 
     def map(self, **kwargs: Any) -> Any:
         """An ipyleaflet map of the pieces that changed (see :attr:`pieces`)."""

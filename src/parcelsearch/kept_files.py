@@ -1,85 +1,33 @@
-"""Files written whole and never destroyed, and where they keep the run that wrote them.
+"""Files written whole and never destroyed.
 
-A file is written to a temporary file beside it and renamed (:func:`atomically`); a set of
-files (a Shapefile's ``.shp``, ``.shx``, ``.dbf``, …) is written whole in a temporary folder
-beside it and moved in together (:func:`atomically_as_set`). Temporary files and folders a
-killed writer left behind are removed by the next write in that folder (:func:`remove_stale`).
-An existing file is replaced only by a run at least as complete (:func:`replaces`,
-:func:`check_replace`), read back from the file itself (:func:`file_metadata`).
+One writer (:func:`atomically`; :func:`write_whole` for bytes): a temporary file beside the
+file, made with its mode before data, synced, renamed. A set of files (a Shapefile's ``.shp``,
+``.shx``, ``.dbf``, …) is written whole in a temporary folder beside it and moved in together
+(:func:`atomically_as_set`). Temporary files and folders a killed writer left behind are
+removed by the next write in that folder (:func:`remove_stale`). An existing output is
+replaced only by a run at least as complete (:func:`replaces`, :func:`check_replace`), read
+back from the file itself (:func:`parcelsearch.formats.file_metadata`).
 
-The run's metadata is JSON under one key (:data:`METADATA_KEY`) in each format's natural place
-(see :mod:`parcelsearch.outputs`). A GeoPackage of GroupIDs is one layer
-(:data:`AREAS_LAYER`) with the run's metadata as that layer's (its ``gpkg_metadata`` table,
-referenced to the layer). Files written by earlier builds are still read: the metadata as the
-GeoPackage's own (dataset metadata, which GDAL 3.12 copies into a ``FILE.gpkg.aux.xml`` beside
-the file whenever it is opened without reading that metadata first), or two more layers
-(:data:`OLD_IDS_LAYER`, :data:`OLD_RUN_LAYER`).
+Standard library only: the cache and the config folder write through it without loading the
+geodata stack.
 """
 
 from __future__ import annotations
 
 import contextlib
-import json
 import os
 import re
 import shutil
-import threading
 import time
 import uuid
-from collections.abc import Callable, Iterator, Mapping
+from collections.abc import Callable, Mapping
 from pathlib import Path
-from typing import Any
-
-import pyarrow.parquet as pq
-import pyogrio
+from typing import Any, BinaryIO
 
 from parcelsearch.errors import Hint, OutputKeptError
 
-__all__ = ["METADATA_KEY", "AREAS_LAYER", "OLD_IDS_LAYER", "OLD_RUN_LAYER", "gpkg_metadata",
-           "no_aux_xml", "atomically", "atomically_as_set", "remove_stale", "STALE_SECONDS",
-           "file_metadata", "replaces", "check_replace", "aside_path"]
-
-#: Key of the run's metadata in parquet schema metadata, GeoJSON and GeoPackage metadata.
-METADATA_KEY = "parcelsearch"
-#: The one layer of a GeoPackage of GroupIDs.
-AREAS_LAYER = "areas"
-#: Layers of GeoPackages written by earlier builds (still read, no longer written): the
-#: GroupIDs as a table, and the run's metadata as a one-row table.
-OLD_IDS_LAYER, OLD_RUN_LAYER = "group_ids", "parcelsearch_run"
-
-
-_PAM = threading.Lock()
-
-
-@contextlib.contextmanager
-def no_aux_xml() -> Iterator[None]:
-    """Read GeoPackages here without GDAL's PAM (``GDAL_PAM_ENABLED=NO``): a file written by
-    an earlier build, with the run as dataset metadata, then gets no ``FILE.gpkg.aux.xml``
-    beside it when read. The setting before is restored."""
-    with _PAM:
-        before = pyogrio.get_gdal_config_option("GDAL_PAM_ENABLED")
-        pyogrio.set_gdal_config_options({"GDAL_PAM_ENABLED": "NO"})
-        try:
-            yield
-        finally:
-            pyogrio.set_gdal_config_options({"GDAL_PAM_ENABLED": before})
-
-
-def gpkg_metadata(path: Path) -> dict[str, Any] | None:
-    """The run's metadata in a GeoPackage written here: its first layer's metadata, or (a
-    file written by an earlier build) its dataset metadata or its ``parcelsearch_run`` layer;
-    None when it holds none of them."""
-    with no_aux_xml():
-        info = pyogrio.read_info(path, layer=0)
-        for where in ("layer_metadata", "dataset_metadata"):
-            stored = (info.get(where) or {}).get(METADATA_KEY)
-            if stored is not None:
-                return dict(json.loads(stored))
-        if OLD_RUN_LAYER not in {str(name) for name, _ in pyogrio.list_layers(path)}:
-            return None
-        run = pyogrio.read_dataframe(path, layer=OLD_RUN_LAYER, read_geometry=False)
-    return dict(json.loads(run["metadata"].iloc[0])) if len(run) else None
-
+__all__ = ["atomically", "write_whole", "temporary_name", "atomically_as_set", "remove_stale",
+           "STALE_SECONDS", "replaces", "check_replace", "aside_path"]
 
 # -- files written whole -----------------------------------------------------------------
 
@@ -88,11 +36,9 @@ def write_whole(out: Path, data: bytes, *, mode: int = 0o600) -> Path:
     """Write ``data`` to ``out`` whole, safely in a folder others may share: ``out`` holds
     the old bytes or the new, never part of them, nor anything another user planted.
 
-    The temporary file is made beside ``out`` under an unpredictable name (128 random bits),
-    created with ``O_EXCL | O_NOFOLLOW`` (never a file or symlink someone put there, as
-    :func:`tempfile.mkstemp` does) with ``mode`` before a byte is written, flushed to disk,
-    then renamed over ``out`` (a symlink planted at ``out`` is replaced, never followed). On
-    any failure it is removed.
+    Written through the one writer (:func:`atomically`): under a temporary name no one can
+    predict, with ``mode`` before a byte is written, synced, renamed over ``out``. The
+    temporary files a killed writer left beside it are removed first (:func:`remove_stale`).
 
     Parameters
     ----------
@@ -108,39 +54,79 @@ def write_whole(out: Path, data: bytes, *, mode: int = 0o600) -> Path:
     Path
         ``out``.
     """
-    temp = out.with_name(f".{out.name}-{uuid.uuid4().hex}.tmp")
+    remove_stale(out.parent)
+    return _replace_whole(out, lambda _temp, handle: handle.write(data), mode)
+
+
+def atomically(out: Path, write: Callable[[Path], object], *, mode: int | None = None
+               ) -> Path:
+    """Call ``write(temp)`` on a temporary file beside ``out``, then rename it to ``out``:
+    ``out`` holds the old content or the new, never part of them.
+
+    The one writer (:func:`write_whole` is this with bytes): the temporary file
+    (:func:`temporary_name`, a name :func:`remove_stale` knows) is made with
+    ``O_EXCL | O_NOFOLLOW`` and ``mode`` before ``write`` runs, given ``mode`` again after it
+    (a library may make the file anew), synced to disk, then renamed over ``out`` (a symlink
+    planted at ``out`` is replaced, never followed). On any failure, an exception inside
+    ``write`` included, it is removed and ``out`` is left as it was.
+
+    Parameters
+    ----------
+    out
+        The file to write.
+    write
+        Writes the whole file at the path it is given.
+    mode
+        The file's permissions; None: what the umask gives (as ``open`` does).
+
+    Returns
+    -------
+    Path
+        ``out``.
+    """
+    def fill(temp: Path, handle: BinaryIO) -> None:
+        handle.close()  # ``write`` opens the path itself
+        write(temp)
+
+    return _replace_whole(out, fill, mode)
+
+
+def _replace_whole(out: Path, fill: Callable[[Path, BinaryIO], object], mode: int | None
+                   ) -> Path:
+    """Make the temporary file (``mode`` before data), ``fill`` it, sync, rename; removed
+    on any failure."""
+    temp = temporary_name(out)
     flags = os.O_WRONLY | os.O_CREAT | os.O_EXCL | getattr(os, "O_NOFOLLOW", 0)
-    descriptor = os.open(temp, flags | getattr(os, "O_BINARY", 0), mode)
+    descriptor = os.open(temp, flags | getattr(os, "O_BINARY", 0),
+                         0o666 if mode is None else mode)
     try:
         with os.fdopen(descriptor, "wb") as handle:
-            if hasattr(os, "fchmod"):  # the umask narrowed the mode os.open gave
+            if mode is not None and hasattr(os, "fchmod"):  # the umask narrowed os.open's
                 os.fchmod(handle.fileno(), mode)
-            handle.write(data)
-            handle.flush()
-            os.fsync(handle.fileno())
-        os.replace(temp, out)
-    except BaseException:
-        temp.unlink(missing_ok=True)
-        raise
-    return out
-
-
-def atomically(out: Path, write: Callable[[Path], object]) -> None:
-    """Call ``write(temp)`` on a temporary file beside ``out``, then rename it to ``out``."""
-    temp = out.with_name(f".{out.stem}-{uuid.uuid4().hex[:8]}.tmp{out.suffix}")
-    try:
-        write(temp)
+            fill(temp, handle)
+        if mode is not None:
+            os.chmod(temp, mode)
+        _fsync(temp, strict=True)
         os.replace(temp, out)
     finally:
         temp.unlink(missing_ok=True)
+    _fsync(out.parent)
+    return out
+
+
+def temporary_name(out: Path) -> Path:
+    """A temporary file's name beside ``out``: ``.NAME-<32 hex digits>.tmp.EXT``."""
+    return out.with_name(f".{out.stem}-{uuid.uuid4().hex}.tmp{out.suffix}")
 
 
 #: Seconds after which a temporary file of ours whose writer is unknown counts as left by a
 #: killed run (a writer still at work renames it long before).
 STALE_SECONDS = 600
-#: Our temporary files: ``.NAME-xxxxxxxx.tmp.EXT`` (:func:`atomically`), and the journal
-#: files SQLite (a GeoPackage) keeps beside one while writing it.
-_TEMP_FILE = re.compile(r"^\..+-[0-9a-f]{8}\.tmp\.[A-Za-z0-9]+(-journal|-wal|-shm)?$")
+#: Our temporary files: ``.NAME-<32 hex digits>.tmp.EXT`` (:func:`temporary_name`; 8 digits
+#: from earlier builds, and no ``.EXT`` from their ``write_whole``), and the journal files
+#: SQLite (a GeoPackage) keeps beside one while writing it.
+_TEMP_FILE = re.compile(
+    r"^\..+-([0-9a-f]{8}|[0-9a-f]{32})\.tmp(\.[A-Za-z0-9]+)?(-journal|-wal|-shm)?$")
 #: Our temporary folders: ``.NAME-PID-xxxxxxxx.tmp.EXT`` (:func:`atomically_as_set`).
 _TEMP_FOLDER = re.compile(r"^\..+-(\d+)-[0-9a-f]{8}\.tmp\.[A-Za-z0-9]+$")
 #: In a temporary folder: written once the set in it is whole (it may then be moved in).
@@ -169,18 +155,20 @@ def atomically_as_set(out: Path, write: Callable[[Path], object]) -> None:
 
 
 def _move_in(folder: Path, into: Path) -> None:
-    """Move a whole set's files into ``into`` (the sidecar of the run's metadata last: a set
-    that says which run wrote it is whole), then drop the folder's mark."""
+    """Move a whole set's files into ``into`` (the sidecar of the run's metadata, JSON, last:
+    a set that says which run wrote it is whole), then drop the folder's mark."""
     files = sorted((p for p in folder.iterdir() if p.name != _WHOLE),
-                   key=lambda p: (p.name.endswith(f".{METADATA_KEY}.json"), p.name))
+                   key=lambda p: (p.name.endswith(".json"), p.name))
     for path in files:
         os.replace(path, into / path.name)
     _fsync(into)
     (folder / _WHOLE).unlink(missing_ok=True)
 
 
-def _fsync(path: Path) -> None:
-    with contextlib.suppress(OSError):
+def _fsync(path: Path, *, strict: bool = False) -> None:
+    """Flush ``path`` (a file or folder) to disk; failures ignored unless ``strict`` (a
+    folder cannot be opened everywhere)."""
+    with contextlib.suppress(*(() if strict else (OSError,))):
         fd = os.open(path, os.O_RDONLY)
         try:
             os.fsync(fd)
@@ -236,32 +224,6 @@ def _alive(pid: int) -> bool:
 # -- never destroyed: a file is replaced only by something at least as complete ------------
 
 
-def file_metadata(path: str | os.PathLike[str]) -> dict[str, Any] | None:
-    """The run's metadata stored in an output file (any format written here), or None when
-    there is no such file or it holds none (not one of ours, or unreadable)."""
-    out = Path(path)
-    if not out.exists():
-        return None
-    try:
-        return _read_metadata(out)
-    except Exception:  # noqa: BLE001 - any unreadable file: no metadata to go by
-        return None
-
-
-def _read_metadata(out: Path) -> dict[str, Any] | None:
-    suffix = out.suffix.lower()
-    if suffix == ".parquet":
-        stored = (pq.read_schema(out).metadata or {}).get(METADATA_KEY.encode())
-        return None if stored is None else dict(json.loads(stored))
-    if suffix == ".gpkg":
-        return gpkg_metadata(out)
-    if suffix == ".geojson":
-        stored = json.loads(out.read_text(encoding="utf-8")).get(METADATA_KEY)
-        return None if stored is None else dict(stored)
-    side = out.with_name(out.name + f".{METADATA_KEY}.json")  # .csv, .shp
-    return dict(json.loads(side.read_text(encoding="utf-8"))) if side.exists() else None
-
-
 def _found(meta: Mapping[str, Any]) -> int:
     return int(meta.get("group_ids", 0) or 0)
 
@@ -307,6 +269,8 @@ def check_replace(out: Path, meta: Mapping[str, Any], *, force: bool = False) ->
     """
     if force or not out.exists():
         return
+    from parcelsearch.formats import file_metadata  # the formats' readers: only when replacing
+
     old = file_metadata(out)
     if replaces(meta, old):
         return

@@ -19,6 +19,10 @@ GeoPackage or GeoJSON feature.
 
 Pieces (:func:`write_tiles`): ``.gpkg``, ``.geojson``, ``.parquet``, ``.shp``.
 
+The formats are the rows of one table, :data:`parcelsearch.formats.FORMATS`: each row writes
+(and reads back) its files; this module checks where they go, writes them whole and keeps
+what is more complete.
+
 Every file carries the run's metadata (:func:`run_metadata`: ``complete``, ``calls``,
 ``cached_pages``, ``areas_complete``, …) in its format's natural place: the parquet schema
 metadata under the key ``parcelsearch`` (JSON), the GeoPackage layer's metadata under the same
@@ -46,35 +50,37 @@ found some raises :class:`~parcelsearch.errors.OutputKeptError` and leaves the f
 from __future__ import annotations
 
 import errno
-import json
 import os
 import tempfile
 from collections.abc import Callable, Mapping
 from pathlib import Path
-from typing import Any
+from typing import Any, Protocol
 
 import geopandas as gpd
 import pandas as pd
-import pyarrow as pa
-import pyarrow.parquet as pq
 from pyogrio.errors import DataSourceError
 
 from parcelsearch._shared import package_version
 from parcelsearch.errors import Hint, InputError
+from parcelsearch.formats import (
+    FORMATS,
+    Format,
+    file_metadata,
+    sidecar_path,
+    sidecar_text,
+    suffixes,
+)
 from parcelsearch.kept_files import (
-    AREAS_LAYER,
-    METADATA_KEY,
     aside_path,
     atomically,
     atomically_as_set,
     check_replace,
-    file_metadata,
     remove_stale,
     replaces,
 )
-from parcelsearch.result import SearchResult
 
 __all__ = [
+    "Searched",
     "IDS_FORMATS",
     "TILES_FORMATS",
     "check_ids_path",
@@ -94,17 +100,21 @@ __all__ = [
     "atomically",
 ]
 
-#: Extensions :func:`write_ids` writes.
-IDS_FORMATS = (".parquet", ".csv", ".gpkg", ".geojson")
-#: Extensions :func:`write_tiles` writes.
-TILES_FORMATS = (".gpkg", ".geojson", ".parquet", ".shp")
+#: Extensions :func:`write_ids` writes (the rows of :data:`parcelsearch.formats.FORMATS` that
+#: write rows of GroupIDs or one feature per area).
+IDS_FORMATS = suffixes("rows", "areas")
+#: Extensions :func:`write_tiles` writes (the rows that write pieces).
+TILES_FORMATS = suffixes("tiles")
 #: Extensions :func:`write_map` writes.
 MAP_FORMATS = (".html",)
 
 
-#: Per option: its formats and an example file name (for hints).
-_KNOBS = {"out": (IDS_FORMATS, "group_ids.parquet"), "out_tiles": (TILES_FORMATS, "tiles.gpkg"),
-          "out_map": (MAP_FORMATS, "map.html")}
+#: Per option: its formats (read from the table when a path is checked) and an example file
+#: name (for hints).
+_KNOBS: dict[str, tuple[Callable[[], tuple[str, ...]], str]] = {
+    "out": (lambda: suffixes("rows", "areas"), "group_ids.parquet"),
+    "out_tiles": (lambda: suffixes("tiles"), "tiles.gpkg"),
+    "out_map": (lambda: MAP_FORMATS, "map.html")}
 
 
 def check_ids_path(path: str | os.PathLike[str]) -> Path:
@@ -136,7 +146,8 @@ def write_map(obj: Any, path: str | os.PathLike[str], *, title: str | None = Non
 def _check(path: str | os.PathLike[str], knob: str) -> Path:
     """``path`` if a file of a format ``knob`` writes can be written there (its folder may be
     missing: :func:`prepare_path` makes it); nothing is created."""
-    formats, example = _KNOBS[knob]
+    listed, example = _KNOBS[knob]
+    formats = listed()
     out = Path(path).expanduser()
     if out.is_dir():
         raise InputError(
@@ -236,7 +247,30 @@ def terminal_table(frame: pd.DataFrame, *, rows: int = TERMINAL_ROWS, noun: str 
 # -- metadata ------------------------------------------------------------------------------
 
 
-def run_metadata(result: SearchResult) -> dict[str, Any]:
+class Searched(Protocol):
+    """What the writers read of a :class:`~parcelsearch.SearchResult` (which is one): its
+    GroupIDs, areas and run, as that class documents them."""
+
+    @property
+    def ids(self) -> pd.DataFrame: ...
+    @property
+    def id_name(self) -> str: ...
+    @property
+    def plan(self) -> _Planned: ...
+    @property
+    def metadata(self) -> dict[str, Any]: ...
+    @property
+    def group_ids(self) -> pd.Index: ...
+    @property
+    def skipped(self) -> gpd.GeoDataFrame: ...
+
+
+class _Planned(Protocol):
+    @property
+    def areas(self) -> gpd.GeoDataFrame: ...
+
+
+def run_metadata(result: Searched) -> dict[str, Any]:
     """What a file must say about the run that produced it (JSON-ready).
 
     :attr:`SearchResult.metadata` (``complete``, ``calls``, ``cached_pages``,
@@ -259,14 +293,10 @@ def _plain(value: Any) -> Any:
     return item() if callable(item) else value
 
 
-def _metadata_json(meta: Mapping[str, Any]) -> str:
-    return json.dumps(meta, default=str, sort_keys=True)
-
-
 # -- GroupIDs ------------------------------------------------------------------------------
 
 
-def write_ids(result: SearchResult, path: str | os.PathLike[str], *, force: bool = False
+def write_ids(result: Searched, path: str | os.PathLike[str], *, force: bool = False
               ) -> Path:
     """Write a result's GroupIDs, joined to their areas, in the format ``path`` names.
 
@@ -294,22 +324,21 @@ def write_ids(result: SearchResult, path: str | os.PathLike[str], *, force: bool
     out = prepare_path(check_ids_path(path), "out")
     meta = run_metadata(result)
     check_replace(out, meta, force=force)
-    writer = {".parquet": _ids_parquet, ".csv": _ids_csv, ".gpkg": _ids_gpkg,
-              ".geojson": _ids_geojson}[out.suffix.lower()]
-    _writing(out, "out", lambda: atomically(out, lambda temp: writer(result, temp, meta)))
-    if out.suffix.lower() == ".csv":
-        _writing(out, "out", lambda: _sidecar(out, meta))
+    found = FORMATS[out.suffix.lower()]  # rows of GroupIDs, else one feature per area
+    frame, write = ((ids_table(result), found.writer("rows")) if found.rows is not None
+                    else (_with_lists(result), found.writer("areas")))
+    _write_whole(found, out, "out", lambda temp: write(frame, temp, meta), meta)
     return out
 
 
-def ids_table(result: SearchResult) -> pd.DataFrame:
+def ids_table(result: Searched) -> pd.DataFrame:
     """One row per (area id, ``group_id``) with the area's attributes, typed even when empty."""
     ids = _typed_ids(result)
     attributes = _attributes(result)
     return ids.merge(attributes, how="left", left_on=result.id_name, right_index=True)
 
 
-def _typed_ids(result: SearchResult) -> pd.DataFrame:
+def _typed_ids(result: Searched) -> pd.DataFrame:
     """Area id and ``group_id`` (and ``may_lie_outside`` when the search marked any: found
     only by pieces reaching beyond the area, or listed for two areas across a boundary)."""
     id_name = result.id_name
@@ -324,7 +353,7 @@ def _typed_ids(result: SearchResult) -> pd.DataFrame:
 ADDED_COLUMNS = ("group_id", "n_group_ids", "group_ids", "may_lie_outside")
 
 
-def _attributes(result: SearchResult) -> pd.DataFrame:
+def _attributes(result: Searched) -> pd.DataFrame:
     """The areas' own columns (not geometry), by area id; one named like a column the
     outputs add (:data:`ADDED_COLUMNS`) or like the id is kept as ``area_<name>``."""
     areas = result.plan.areas
@@ -333,7 +362,7 @@ def _attributes(result: SearchResult) -> pd.DataFrame:
     return own.rename(columns=clashes)
 
 
-def _per_area(result: SearchResult) -> gpd.GeoDataFrame:
+def _per_area(result: Searched) -> gpd.GeoDataFrame:
     """One row per area: id, attributes, number of GroupIDs, geometry."""
     areas = result.plan.areas
     counts = result.ids.groupby(result.id_name)["group_id"].nunique()
@@ -343,26 +372,8 @@ def _per_area(result: SearchResult) -> gpd.GeoDataFrame:
     return frame.rename_axis(result.id_name).reset_index()
 
 
-def _ids_parquet(result: SearchResult, temp: Path, meta: Mapping[str, Any]) -> None:
-    table = pa.Table.from_pandas(ids_table(result), preserve_index=False)
-    schema_meta = dict(table.schema.metadata or {})
-    schema_meta[METADATA_KEY.encode()] = _metadata_json(meta).encode()
-    pq.write_table(table.replace_schema_metadata(schema_meta), temp)
-
-
-def _ids_csv(result: SearchResult, temp: Path, meta: Mapping[str, Any]) -> None:
-    ids_table(result).to_csv(temp, index=False)
-
-
-def _ids_gpkg(result: SearchResult, temp: Path, meta: Mapping[str, Any]) -> None:
-    frame = _with_lists(result, json.dumps)
-    frame.to_file(temp, layer=AREAS_LAYER, driver="GPKG",
-                  layer_metadata={METADATA_KEY: _metadata_json(meta)})
-
-
-def _with_lists(result: SearchResult, shown: Callable[[list[str]], Any]
-                ) -> gpd.GeoDataFrame:
-    """One row per area (:func:`_per_area`) with its GroupIDs, sorted, as ``shown(list)`` in
+def _with_lists(result: Searched) -> gpd.GeoDataFrame:
+    """One row per area (:func:`_per_area`) with its GroupIDs, sorted, as a list in
     ``group_ids`` (and those that may lie outside in ``may_lie_outside``)."""
     frame = _per_area(result)
     ids = result.ids
@@ -372,16 +383,9 @@ def _with_lists(result: SearchResult, shown: Callable[[list[str]], Any]
     at = len(frame.columns) - 1  # before the geometry
     for column, rows in columns.items():
         lists = rows.groupby(result.id_name)["group_id"].agg(lambda s: sorted(set(map(str, s))))
-        frame.insert(at, column, [shown(lists.get(a, [])) for a in frame[result.id_name]])
+        frame.insert(at, column, [lists.get(a, []) for a in frame[result.id_name]])
         at += 1
     return frame
-
-
-def _ids_geojson(result: SearchResult, temp: Path, meta: Mapping[str, Any]) -> None:
-    frame = _with_lists(result, list).to_crs("EPSG:4326")
-    document = frame.to_geo_dict(drop_id=True)
-    document[METADATA_KEY] = meta
-    temp.write_text(json.dumps(document, default=str), encoding="utf-8")
 
 
 # -- pieces --------------------------------------------------------------------------------
@@ -412,78 +416,27 @@ def write_tiles(
     meta = dict(metadata or {})
     if meta:
         check_replace(out, meta, force=force)
-    writer = {".parquet": _tiles_parquet, ".geojson": _tiles_geojson,
-              ".gpkg": _tiles_gpkg}.get(out.suffix.lower())
-    if writer is not None:
-        _writing(out, "out_tiles", lambda: atomically(out, lambda temp: writer(tiles, temp, meta)))
-    else:
-        _writing(out, "out_tiles", lambda: atomically_as_set(out, lambda temp: _tiles_shapefile(
-            tiles, temp, meta)))
+    found = FORMATS[out.suffix.lower()]
+    write = found.writer("tiles")
+    _write_whole(found, out, "out_tiles", lambda temp: write(tiles, temp, meta), meta)
     return out
 
 
-def _tiles_geojson(tiles: gpd.GeoDataFrame, temp: Path, meta: Mapping[str, Any]) -> None:
-    document = tiles.to_crs("EPSG:4326").to_geo_dict(drop_id=True)
-    if meta:
-        document[METADATA_KEY] = meta
-    temp.write_text(json.dumps(document, default=str), encoding="utf-8")
+def _write_whole(found: Format, out: Path, knob: str, write: Callable[[Path], object],
+                 meta: Mapping[str, Any]) -> None:
+    """Write ``out`` whole through ``write`` (a set of files: in a temporary folder, moved
+    in together), and the run's metadata beside it where its format keeps it there."""
+    side = found.sidecar and bool(meta)
 
+    def whole(temp: Path) -> None:
+        write(temp)
+        if side and found.as_set:  # in the set: moved in with it, last
+            sidecar_path(temp).write_text(sidecar_text(meta), encoding="utf-8")
 
-def _tiles_gpkg(tiles: gpd.GeoDataFrame, temp: Path, meta: Mapping[str, Any]) -> None:
-    stored = {METADATA_KEY: _metadata_json(meta)} if meta else None
-    _plain_columns(tiles).to_file(temp, layer="tiles", driver="GPKG", layer_metadata=stored)
-
-
-def _tiles_shapefile(tiles: gpd.GeoDataFrame, temp: Path, meta: Mapping[str, Any]) -> None:
-    _shapefile_columns(tiles).to_file(temp, driver="ESRI Shapefile")
-    if meta:
-        _sidecar(temp, meta)
-
-
-def _tiles_parquet(tiles: gpd.GeoDataFrame, temp: Path, meta: Mapping[str, Any]) -> None:
-    tiles.to_parquet(temp, index=False)
-    if meta:
-        table = pq.read_table(temp)
-        schema_meta = dict(table.schema.metadata or {})
-        schema_meta[METADATA_KEY.encode()] = _metadata_json(meta).encode()
-        pq.write_table(table.replace_schema_metadata(schema_meta), temp)
-
-
-def _plain_columns(tiles: gpd.GeoDataFrame) -> gpd.GeoDataFrame:
-    """Nullable integer and text columns in types every GDAL driver writes."""
-    out = tiles.copy()
-    for column in out.columns:
-        if column == out.geometry.name:
-            continue
-        if str(out[column].dtype) == "Int64":
-            out[column] = out[column].astype("float64" if out[column].isna().any() else "int64")
-        elif str(out[column].dtype) in ("string", "str"):
-            out[column] = out[column].astype(object)
-        elif out[column].dtype == bool:
-            out[column] = out[column].astype("int64")
-    return out
-
-
-def _shapefile_columns(tiles: gpd.GeoDataFrame) -> gpd.GeoDataFrame:
-    out = _plain_columns(tiles)
-    names: dict[str, str] = {}
-    taken: set[str] = set()
-    for column in out.columns:
-        if column == out.geometry.name:
-            continue
-        short = str(column)[:10]
-        k = 1
-        while short in taken:
-            short = f"{str(column)[:8]}_{k}"
-            k += 1
-        taken.add(short)
-        names[column] = short
-    return out.rename(columns=names)
-
-
-
-def _sidecar(out: Path, meta: Mapping[str, Any]) -> None:
-    """The run's metadata beside a file whose format has no place for it."""
-    side = out.with_name(out.name + f".{METADATA_KEY}.json")
-    side.write_text(json.dumps(meta, default=str, indent=2, sort_keys=True) + "\n",
-                    encoding="utf-8")
+    if found.as_set:
+        _writing(out, knob, lambda: atomically_as_set(out, whole))
+        return
+    _writing(out, knob, lambda: atomically(out, whole))
+    if side:
+        _writing(out, knob, lambda: atomically(sidecar_path(out), lambda temp: temp.write_text(
+            sidecar_text(meta), encoding="utf-8")))

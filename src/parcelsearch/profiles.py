@@ -34,6 +34,7 @@ from typing import Any
 
 from parcelsearch import settings
 from parcelsearch.errors import ConfigurationError, Hint
+from parcelsearch.kept_files import write_whole
 
 __all__ = ["Profile", "save", "load", "remove", "profiles", "resolve", "chosen", "DEFAULT_PROFILE",
            "KEYRING_SERVICE"]
@@ -153,8 +154,6 @@ def _read(path: Path, *, private: bool = False) -> dict[str, Any]:
 def _write(path: Path, value: dict[str, Any], *, private: bool) -> None:
     """Written whole (:func:`parcelsearch.kept_files.write_whole`); a credentials file is
     made 0600 before the key is in it."""
-    from parcelsearch.kept_files import write_whole  # pyarrow and pyogrio: only when writing
-
     path.parent.mkdir(parents=True, exist_ok=True, mode=0o700)
     _check_folder(path.parent)
     text = json.dumps(value, indent=1, sort_keys=True)

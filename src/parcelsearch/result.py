@@ -2,7 +2,6 @@
 
 from __future__ import annotations
 
-import json
 from collections.abc import Hashable
 from dataclasses import dataclass, field
 from datetime import UTC, datetime, timedelta
@@ -11,11 +10,10 @@ from typing import TYPE_CHECKING, Any
 
 import geopandas as gpd
 import pandas as pd
-import pyarrow as pa
-import pyarrow.parquet as pq
 
 from parcelsearch.errors import Hint
-from parcelsearch.kept_files import METADATA_KEY, atomically, check_replace
+from parcelsearch.formats import FORMATS, METADATA_KEY
+from parcelsearch.kept_files import atomically, check_replace
 from parcelsearch.notices import NothingMatchedWarning, OldPagesWarning
 from parcelsearch.settings import ZONING_PRICES
 
@@ -306,16 +304,35 @@ class SearchResult:
         a partial one, or one that found nothing, beside a complete file that found
         something raises :class:`~parcelsearch.errors.OutputKeptError` and keeps the file,
         unless ``force=True``.
+
+        Its schema is this method's own, kept for the files it has written: :attr:`ids` as
+        they are, where ``--out`` and :meth:`to_file` join each area's columns and add the
+        id column, areas skipped and version to the metadata. Written by the parquet row of
+        :data:`parcelsearch.formats.FORMATS`, as they are.
         """
         path = Path(path)
         path.parent.mkdir(parents=True, exist_ok=True)
         meta = {**self.metadata, "group_ids": int(len(self.group_ids))}
         check_replace(path, meta, force=force)
-        table = pa.Table.from_pandas(self.ids, preserve_index=False)
-        extra = {METADATA_KEY.encode(): json.dumps(meta).encode()}
-        table = table.replace_schema_metadata({**(table.schema.metadata or {}), **extra})
-        atomically(path, lambda temp: pq.write_table(table, temp))
-        return path
+        write = FORMATS[".parquet"].writer("rows")
+        return atomically(path, lambda temp: write(self.ids, temp, meta))
+
+    def to_file(self, path: str | Path, *, force: bool = False) -> Path:
+        """Write the GroupIDs in the format the extension names, as ``parcelsearch search
+        --out`` does (:func:`parcelsearch.outputs.write_ids`: ``.parquet``, ``.csv``,
+        ``.gpkg``, ``.geojson``), with the run's metadata; like
+        :meth:`geopandas.GeoDataFrame.to_file`, the extension chooses the format.
+
+        Raises
+        ------
+        InputError
+            An extension not written, or a folder that cannot be written.
+        OutputKeptError
+            ``path`` holds a more complete result; it is kept (unless ``force=True``).
+        """
+        from parcelsearch.outputs import write_ids  # geodata writers: only when writing
+
+        return write_ids(self, path, force=force)
 
     def map(self, **kwargs: Any) -> Any:
         """An ipyleaflet map of the areas, the pieces sent (coloured by parcels matched) and

@@ -28,6 +28,7 @@ from pathlib import Path
 from typing import Any
 from urllib.parse import unquote, urlsplit
 
+from parcelsearch.kept_files import write_whole
 from parcelsearch.notices import KeptFileWarning, warn
 from parcelsearch.settings import without_userinfo
 
@@ -165,8 +166,6 @@ def load_profile(cache_dir: str | os.PathLike[str], base_url: str) -> VendorProf
 def save_profile(cache_dir: str | os.PathLike[str], profile: VendorProfile) -> Path:
     """Keep ``profile`` (written whole by :func:`parcelsearch.kept_files.write_whole`; other
     base URLs' profiles untouched)."""
-    from parcelsearch.kept_files import write_whole  # pyarrow and pyogrio: only when writing
-
     folder = Path(cache_dir)
     folder.mkdir(parents=True, exist_ok=True)
     profile.learned_at = datetime.now(UTC).isoformat(timespec="seconds")

@@ -35,6 +35,7 @@ from typing import Any
 import shapely
 
 from parcelsearch._fetch import wire as _wire
+from parcelsearch.kept_files import write_whole
 from parcelsearch.notices import KeptFileWarning, warn
 from parcelsearch.planning.plans import Piece, Plan
 from parcelsearch.planning.tiling.grid import GRID
@@ -209,8 +210,6 @@ def keep_plan(plan: Plan, folder: str | os.PathLike[str],
 def _write(path: Path, document: dict[str, Any]) -> Path:
     """Written whole (:func:`parcelsearch.kept_files.write_whole`: no temporary file left
     behind, none followed through a symlink)."""
-    from parcelsearch.kept_files import write_whole  # pyarrow and pyogrio: only when writing
-
     path.parent.mkdir(parents=True, exist_ok=True)
     return write_whole(path, json.dumps(document).encode("utf-8"), mode=0o644)
 

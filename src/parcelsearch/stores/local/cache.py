@@ -40,6 +40,7 @@ import pyarrow.parquet as pq
 
 from parcelsearch._fetch.page import Page, check_page
 from parcelsearch.errors import CacheError, MalformedResponseError
+from parcelsearch.kept_files import atomically
 from parcelsearch.settings import options
 from parcelsearch.stores.local.claims import PageClaims
 
@@ -75,7 +76,8 @@ _MARKETS = "markets-"
 _SEGMENT = "seg-"
 _COMPACTED = "pages-"
 _SUFFIX = ".parquet"
-_TEMP = ".tmp-"
+#: Temporary files of the page files (``kept_files.temporary_name``; ``.tmp-`` of earlier builds).
+_TEMP = (".tmp-", f".{_SEGMENT}", f".{_COMPACTED}")
 
 
 class ResponseCache:
@@ -235,7 +237,7 @@ class ResponseCache:
         removed = 0
         with self._lock:
             for path in self.directory.iterdir():
-                ours = path.name.startswith((_SEGMENT, _COMPACTED, _TEMP))
+                ours = path.name.startswith((_SEGMENT, _COMPACTED, *_TEMP))
                 if ours and path.is_file():
                     with contextlib.suppress(FileNotFoundError):
                         path.unlink()
@@ -323,17 +325,9 @@ class ResponseCache:
             self._pages[page.request_key] = page
 
     def _write(self, table: pa.Table, path: Path) -> None:
-        temp = path.with_name(f"{_TEMP}{uuid.uuid4().hex}{_SUFFIX}")
         try:
-            with open(temp, "wb") as handle:
-                pq.write_table(table, handle, compression="zstd")
-                handle.flush()
-                os.fsync(handle.fileno())
-            os.replace(temp, path)
-            _fsync_dir(self.directory)
+            atomically(path, lambda temp: pq.write_table(table, temp, compression="zstd"))
         except OSError as exc:
-            with contextlib.suppress(OSError):
-                temp.unlink()
             raise CacheError(f"cannot write cache file {path}: {exc}") from None
 
 
@@ -497,16 +491,10 @@ class CacheFolder:
         path = self.markets_path(base_url)
         record = {"base_url": base_url, "fetched_at": datetime.now(UTC).isoformat(),
                   "markets": names}
-        temp = path.with_name(f"{_TEMP}{uuid.uuid4().hex}.json")
         try:
             path.parent.mkdir(parents=True, exist_ok=True)
-            with open(temp, "w", encoding="utf-8") as handle:
-                json.dump(record, handle)
-                handle.flush()
-                os.fsync(handle.fileno())
-            os.replace(temp, path)
+            atomically(path, lambda temp: temp.write_text(json.dumps(record), encoding="utf-8"))
         except OSError as exc:
-            temp.unlink(missing_ok=True)
             raise CacheError(f"cannot write the market list to {path}: {exc}") from None
 
     def clear(self) -> int:
