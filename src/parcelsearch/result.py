@@ -14,7 +14,7 @@ import pandas as pd
 import pyarrow as pa
 import pyarrow.parquet as pq
 
-from parcelsearch.errors import Hint
+from parcelsearch.errors import Hint, InputError
 from parcelsearch.kept_files import METADATA_KEY, atomically, check_replace
 from parcelsearch.notices import NothingMatchedWarning, OldPagesWarning
 from parcelsearch.settings import ZONING_PRICES
@@ -66,6 +66,11 @@ def zoning_price(group_ids: int, tier: str = "basic") -> float:
     tier
         ``"basic"`` ($0.29), ``"enhanced"`` ($0.49) or ``"premium"`` ($0.69).
 
+    Raises
+    ------
+    InputError
+        An unknown tier (the message lists the known ones).
+
     Examples
     --------
     >>> zoning_price(100, "enhanced")
@@ -75,7 +80,8 @@ def zoning_price(group_ids: int, tier: str = "basic") -> float:
         price = ZONING_PRICES[tier.lower()]
     except KeyError:
         tiers = ", ".join(ZONING_PRICES)
-        raise ValueError(f"unknown zoning tier {tier!r}: use one of {tiers}") from None
+        raise InputError(f"unknown zoning tier {tier!r}: use one of {tiers}",
+                         field="tier") from None
     return round(group_ids * price, 2)
 
 
