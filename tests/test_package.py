@@ -54,6 +54,14 @@ def test_every_public_name_resolves() -> None:
     assert parcelsearch.plan is parcelsearch.planning.plans.plan  # the module stays reachable
 
 
+def test_a_public_module_is_an_attribute_of_the_package_on_first_use() -> None:
+    """What a hint spells after ``import parcelsearch`` works as typed; private ones stay
+    hidden."""
+    out = _python("import parcelsearch\n"
+                  "print(hasattr(parcelsearch, '_run'), parcelsearch.profiles.save.__name__)")
+    assert out == "False save"
+
+
 def test_the_version_is_the_one_pyproject_declares() -> None:
     pyproject = Path(__file__).parents[1] / "pyproject.toml"
     declared = tomllib.loads(pyproject.read_text(encoding="utf-8"))["project"]["version"]

@@ -20,6 +20,7 @@ Examples
 from __future__ import annotations
 
 import importlib
+import importlib.util
 import sys
 import typing
 from typing import TYPE_CHECKING, Any
@@ -107,6 +108,8 @@ def __getattr__(name: str) -> Any:
         return globals()[name]
     module = _LAZY.get(name)
     if module is None:
+        if not name.startswith("_") and importlib.util.find_spec(f"{__name__}.{name}"):
+            return importlib.import_module(f"{__name__}.{name}")  # parcelsearch.profiles.save
         raise AttributeError(f"module 'parcelsearch' has no attribute {name!r}")
     importlib.import_module("parcelsearch.accessor")
     value = getattr(importlib.import_module(f"parcelsearch.{module}"), name)
