@@ -41,6 +41,7 @@ from parcelsearch.errors import (
     BudgetExhaustedError,
     ConfigurationError,
     EndpointGoneError,
+    InputError,
     MalformedResponseError,
     PageGoneError,
     ParcelSearchError,
@@ -544,7 +545,7 @@ def test_key_never_reaches_the_logs(
 
 @pytest.mark.parametrize("page", [0, -1, True, 1.0])
 def test_page_numbers_start_at_one(client: Client, page: Any) -> None:
-    with pytest.raises(ValueError, match="page must be"):
+    with pytest.raises(InputError, match="page must be"):
         client.search_page(RING, page)
 
 

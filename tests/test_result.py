@@ -29,7 +29,7 @@ def test_zoning_price(count: int, tier: str, price: float) -> None:
 
 
 def test_unknown_tier_names_the_tiers() -> None:
-    with pytest.raises(ValueError, match="basic, enhanced, premium"):
+    with pytest.raises(parcelsearch.InputError, match="basic, enhanced, premium"):
         zoning_price(1, "gold")
 
 

@@ -1,8 +1,8 @@
 """parcelsearch: every parcel GroupID inside your study areas, for the fewest Search calls.
 
-The path a study area takes, one module each::
+The path a study area takes, one package each::
 
-    areas (validate) → planning (tiling) → pipeline (client, cache, ledger) → result → maps
+    planning (areas, tiling) → _run (search, fetch) → stores (ledger, cache) → result → maps
 
 The package imports lazily (PEP 562): ``import parcelsearch`` loads only the error classes,
 and each public name loads its module on first use, so the ``parcelsearch`` command starts
@@ -20,7 +20,9 @@ Examples
 from __future__ import annotations
 
 import importlib
+import importlib.util
 import sys
+import typing
 from typing import TYPE_CHECKING, Any
 
 from parcelsearch.errors import *  # noqa: F403
@@ -108,11 +110,31 @@ def __getattr__(name: str) -> Any:
         return globals()[name]
     module = _LAZY.get(name)
     if module is None:
+        if not name.startswith("_") and importlib.util.find_spec(f"{__name__}.{name}"):
+            return importlib.import_module(f"{__name__}.{name}")  # parcelsearch.profiles.save
         raise AttributeError(f"module 'parcelsearch' has no attribute {name!r}")
     importlib.import_module("parcelsearch.accessor")
     value = getattr(importlib.import_module(f"parcelsearch.{module}"), name)
+    _rehome(value)
     globals()[name] = value
     return value
+
+
+def _rehome(value: Any) -> None:
+    """Give a public name its public home, as httpx does: ``parcelsearch.Client``, not the
+    private module it is written in (reprs, help() and the reference say ``parcelsearch``).
+
+    A class's string annotations are resolved first, in the module that wrote them, so that
+    :func:`typing.get_type_hints` still finds their names after the move.
+    """
+    own = value.__dict__.get("__annotations__") if isinstance(value, type) else None
+    if own:
+        try:
+            hints = typing.get_type_hints(value, include_extras=True)
+        except NameError:  # a name imported only for type checkers: leave them as written
+            hints = {}
+        value.__annotations__ = {name: hints.get(name, kind) for name, kind in own.items()}
+    value.__module__ = __name__
 
 
 def __dir__() -> list[str]:

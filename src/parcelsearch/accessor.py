@@ -7,7 +7,7 @@ of its names, or at once when geopandas was imported first.
 from __future__ import annotations
 
 from collections.abc import Sequence
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 import geopandas as gpd
 import pandas as pd
@@ -18,6 +18,11 @@ from parcelsearch._run import search_run as pipeline
 from parcelsearch.errors import Hint, InputError
 from parcelsearch.planning import plans as planning
 from parcelsearch.planning.areas import index_by_id
+
+if TYPE_CHECKING:
+    import ipyleaflet
+
+    from parcelsearch.result import SearchResult
 
 __all__ = ["ParcelsAccessor"]
 
@@ -41,11 +46,11 @@ class ParcelsAccessor:
             )
         self._areas = frame
 
-    def plan(self, tolerance: float = 0.0, **kwargs: Any) -> Any:
+    def plan(self, tolerance: float = 0.0, **kwargs: Any) -> planning.Plan:
         """The pieces a search would send, spending nothing; see :func:`parcelsearch.plan`."""
         return planning.plan(self._areas, tolerance, **kwargs)
 
-    def search(self, **kwargs: Any) -> Any:
+    def search(self, **kwargs: Any) -> SearchResult:
         """Every GroupID inside each area; see :func:`parcelsearch.search`."""
         return pipeline.search(self._areas, **kwargs)
 
@@ -70,7 +75,7 @@ class ParcelsAccessor:
             )
         return market_list.check_markets(self._areas, column, market_list.markets(client))
 
-    def map(self, id_column: str | None = None, **kwargs: Any) -> Any:
+    def map(self, id_column: str | None = None, **kwargs: Any) -> ipyleaflet.Map:
         """An ipyleaflet map of the study areas, labelled by their ids (``id_column``, else
         the rule of :func:`parcelsearch.plan`: an ``area_id`` column, else the index)."""
         frame, name = index_by_id(self._areas, id_column)

@@ -164,7 +164,28 @@ def save(name: str, api_key: str, *, base_url: str | None = None,
          ca_bundle: str | None = None, folder: str | os.PathLike[str] | None = None,
          keyring: bool = True) -> Profile:
     """Save a profile: its key in the OS keyring (``keyring=True`` and there is one), else
-    in ``credentials.json`` (0600); its base URL and CA bundle in ``profiles.json``."""
+    in ``credentials.json`` (0600); its base URL and CA bundle in ``profiles.json``.
+
+    Parameters
+    ----------
+    name
+        The profile's name (``Client(profile=name)``, ``--profile NAME``).
+    api_key
+        The key to keep for it (never written to ``profiles.json``).
+    base_url
+        The service's ``https://`` root, if the profile names one.
+    ca_bundle
+        A PEM file of CAs to trust (kept as an absolute path).
+    folder
+        The config folder (default: this user's).
+    keyring
+        ``False``: file the key in ``credentials.json`` even where there is a keyring.
+
+    Returns
+    -------
+    Profile
+        The profile as saved (read back).
+    """
     check_name(name)
     base = _folder(folder)
     if base_url is not None:

@@ -11,7 +11,7 @@ from typing import TYPE_CHECKING, Any
 import geopandas as gpd
 import pandas as pd
 
-from parcelsearch.errors import Hint
+from parcelsearch.errors import Hint, InputError
 from parcelsearch.formats import FORMATS, METADATA_KEY
 from parcelsearch.kept_files import atomically, check_replace
 from parcelsearch.notices import NothingMatchedWarning, OldPagesWarning
@@ -64,6 +64,11 @@ def zoning_price(group_ids: int, tier: str = "basic") -> float:
     tier
         ``"basic"`` ($0.29), ``"enhanced"`` ($0.49) or ``"premium"`` ($0.69).
 
+    Raises
+    ------
+    InputError
+        An unknown tier (the message lists the known ones).
+
     Examples
     --------
     >>> zoning_price(100, "enhanced")
@@ -73,7 +78,8 @@ def zoning_price(group_ids: int, tier: str = "basic") -> float:
         price = ZONING_PRICES[tier.lower()]
     except KeyError:
         tiers = ", ".join(ZONING_PRICES)
-        raise ValueError(f"unknown zoning tier {tier!r}: use one of {tiers}") from None
+        raise InputError(f"unknown zoning tier {tier!r}: use one of {tiers}",
+                         field="tier") from None
     return round(group_ids * price, 2)
 
 

@@ -11,6 +11,7 @@ import geopandas as gpd
 import pytest
 
 from parcelsearch import maps
+from parcelsearch.errors import InputError
 
 from ._helpers import EVIL
 
@@ -21,7 +22,7 @@ def test_areas_in_another_crs_are_drawn_in_lon_lat(areas: gpd.GeoDataFrame) -> N
 
 def test_areas_without_crs_in_metres_are_refused(areas: gpd.GeoDataFrame) -> None:
     metres = areas.to_crs(3857).set_crs(None, allow_override=True)
-    with pytest.raises(ValueError, match="no CRS"):
+    with pytest.raises(InputError, match="no CRS"):
         maps.areas_map(metres)
 
 def test_coordinates_are_rounded_to_six_decimals(areas: gpd.GeoDataFrame) -> None:

@@ -63,6 +63,7 @@ from parcelsearch.errors import (
     CutBodyError,
     EndpointGoneError,
     Hint,
+    InputError,
     MalformedResponseError,
     PageGoneError,
     QuotaExhaustedError,
@@ -516,7 +517,7 @@ class Client:
             No response after the retries (connection refused or reset, timeouts, TLS).
         """
         if isinstance(page, bool) or not isinstance(page, int) or page < 1:
-            raise ValueError(f"page must be an integer >= 1, got {page!r}")
+            raise InputError(f"page must be an integer >= 1, got {page!r}", field="page")
         sent = page - 1 + self.page_base  # the vendor's number for our page `page`
         target = _wire.search_target(path, polygon_json, sent)
         url = self.base_url + target

@@ -88,7 +88,7 @@ class PieceState:
     """What one piece has produced so far (the run's counts are sums over these).
 
     Read by anyone; changed only through its transitions: :meth:`stored` (a page read from
-    a store), :meth:`spend`, :meth:`probed` and :meth:`fetched` (calls), :meth:`keep` (a
+    a store), :meth:`unanswered`, :meth:`probed` and :meth:`fetched` (calls), :meth:`keep` (a
     page's GroupIDs), :meth:`fail`, :meth:`cut` (split for the vendor's result window),
     :meth:`reset` (fetched again from page 1) and :meth:`start_over`.
     """
@@ -135,8 +135,8 @@ class PieceState:
         if self.oldest is None or page.fetched_at < self.oldest:
             self.oldest = page.fetched_at
 
-    def spend(self, calls: int) -> None:
-        """Calls spent on this piece (answered or not)."""
+    def unanswered(self, calls: int) -> None:
+        """Calls an attempt spent on this piece without bringing a page back."""
         self.calls += calls
 
     def probed(self, calls: int) -> None:
@@ -528,7 +528,7 @@ class Fetcher:
         except (Stopped, Cancelled):
             return []  # not started, or stopped before sending: nothing was spent
         except BaseException as exc:  # noqa: BLE001 - kept, the run stops after it
-            state.spend(int(getattr(exc, "calls", 0)))
+            state.unanswered(int(getattr(exc, "calls", 0)))
             return self._failed(state, page_no, exc)
         state.fetched(calls)
         self.run.answered(state, page_no)

@@ -726,7 +726,7 @@ def search_with(plan: Plan, client: Client, spending: Spending, options: SearchO
                                     run_id=uuid.uuid4().hex)
     run = Run(client, spending, options, path=plan.path, run_id=refresh.run_id,
               rereads=refresh.rereads)
-    return _Search(run, plan, markets_cache, refresh).run()
+    return _Search(run, plan, markets_cache, refresh).execute()
 
 
 class _Search:
@@ -750,7 +750,7 @@ class _Search:
         self.result: SearchResult | None = None
         self.progress = Progress(self.options.progress)
 
-    def run(self) -> SearchResult:
+    def execute(self) -> SearchResult:
         options = self.options
         # One bar per phase, each made with its total known (see _run.progress).
         bar = self.progress

@@ -39,7 +39,7 @@ from parcelsearch.errors import (
     TransportError,
 )
 from parcelsearch.notices import LearntFactWarning, PartialResultWarning
-from parcelsearch.settings import options
+from parcelsearch.settings import DEFAULT_WORKERS, options
 
 if TYPE_CHECKING:
     import geopandas as gpd
@@ -273,9 +273,9 @@ def _declare_search(parser: Parser) -> None:
                              "market list, then reuses it for a day; see --market-column)")
     parser.add_argument("--market-column", default="market", metavar="COLUMN",
                         help="column naming each area's market (default: market)")
-    parser.add_argument("--workers", type=count_argument(1), default=8, metavar="N",
-                        help="requests in flight at once, all paced by one rate limiter "
-                             "(default 8)")
+    parser.add_argument("--workers", type=count_argument(1), default=DEFAULT_WORKERS,
+                        metavar="N", help="requests in flight at once, all paced by one rate "
+                                          "limiter (default %(default)s)")
     parser.add_argument("--quiet", action="store_true",
                         help="no progress bar and no price lines (the price before spending, "
                              "each whole on its own line on stderr)")

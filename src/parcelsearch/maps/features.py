@@ -16,6 +16,7 @@ import shapely
 from pyproj import Geod
 from shapely.geometry import mapping
 
+from parcelsearch.errors import InputError
 from parcelsearch.maps.spec import Bounds, LayerSpec
 from parcelsearch.settings import COORD_DECIMALS
 
@@ -62,8 +63,8 @@ def to_wgs84(frame: gpd.GeoDataFrame) -> gpd.GeoDataFrame:
     if frame.crs is None:
         west, south, east, north = frame.total_bounds if len(frame) else (0, 0, 0, 0)
         if west < -180 or east > 180 or south < -90 or north > 90:
-            raise ValueError("the frame has no CRS and its coordinates are not lon/lat; "
-                             "set one with frame.set_crs(...)")
+            raise InputError("the frame has no CRS and its coordinates are not lon/lat; "
+                             "set one with frame.set_crs(...)", field="geometry")
         return frame
     return frame if frame.crs.equals("EPSG:4326") else frame.to_crs(4326)
 

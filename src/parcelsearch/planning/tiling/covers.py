@@ -172,40 +172,7 @@ def cover(geometry: BaseGeometry, tolerance: float) -> BaseGeometry:
 
     Notes
     -----
-    The work is done in *scaled degrees*: longitude × c and latitude, where c is the
-    largest cos(latitude) over the area. That is an affine map, so straight edges stay
-    straight (nothing to densify) and no projection is needed; one scaled degree is at
-    most :data:`M_PER_DEGREE` metres anywhere in the area (WGS84), so distances measured
-    in it never understate the ground distance.
-
-    1. holes whose every point lies within ``t - 0.1`` m of their edge are filled;
-    2. the area is buffered out by ``t/2``: parts and gaps closer than ``t`` merge, and
-       the buffer's boundary stays ``t/2`` off the area (an area of fine detail against
-       ``t`` is first simplified by ``e = 0.02 t`` and buffered by ``t/2 + e``, which is
-       several times faster and may reach ``2e`` farther: :func:`_grown`);
-    3. the buffer is simplified by at most ``0.49 t - 0.1`` m (less ``2e``), which keeps its
-       boundary off the area (and ``0.5 t + 0.49 t - 0.1 < t``): first with free vertices
-       (:func:`~parcelsearch.planning.tiling.line_fitting.fitted`), kept if it is valid; else plain
-       Douglas–Peucker, which is fast but may drop area; if the covering check fails, the
-       topology-preserving kind, then half the distance, then none.
-
-    The two halves of the tolerance go to the buffer and to the simplification (a band
-    ``0.98 t - 0.2`` m wide for the simplified boundary). Free vertices use that band's
-    whole width where Douglas–Peucker, whose vertices stay on the buffer, uses half of it
-    on each side: on five real coastal regions with their islands, 238 pieces at 5 m
-    against 280 with Douglas–Peucker in a band ``0.96 t - 0.2`` m wide (and 332 with the
-    earlier split ``0.05 t`` / ``0.5 t`` / ``0.4 t``).
-
-    Why a simplified ring stays in its band: each segment of a fitted or Douglas–Peucker
-    ring passes within the distance of the buffer's vertices it replaces, in order, and so
-    of the edges between them (the distance between two points moving along straight
-    lines is convex: :mod:`~parcelsearch.planning.tiling.line_fitting`). Mapping each edge of the
-    buffer's ring onto the stretch of segment between its ends' feet moves no point
-    farther than the distance, so a point farther than that from the buffer is wound
-    round as often by the simplified ring as by the buffer's: a valid simplification holds
-    no point farther than the distance from the buffer, and keeps every point of the
-    buffer farther than the distance from its edge, the area's among them (the covering
-    check finds where rounding or clipping bites).
+    How it is made and why it holds: ``docs/guide/planning.md``, "How a tolerance cover is made".
     """
     return _covering(geometry, tolerance)[0]
 
@@ -235,15 +202,14 @@ def _grown(area: BaseGeometry, distance: float, simplify_by: float) -> tuple[Bas
     area was simplified first (0 or ``simplify_by``).
 
     Where the distance is large against the area's detail, GEOS spends most of a buffer's
-    time noding offset curves of vertices the buffer then swallows (a 12,559-vertex island
-    at 250 m: 0.41 s). There the area is first simplified by ``simplify_by`` (Douglas–
+    time noding offset curves of vertices the buffer then swallows. There the area is first
+    simplified by ``simplify_by`` (Douglas–
     Peucker, whose rings stay within that distance of the area's both ways) and buffered by
     ``distance + simplify_by``, which still holds all of the area; it reaches
     ``2 × simplify_by`` farther than the area's buffer at most, which the caller takes from
     its simplification. Used only where the simplification is valid and keeps at most half
     the vertices, tried only where ``simplify_by`` is at least a tenth of the mean edge
-    (3 to 9 times faster at 500 m on five real coastal regions; at 5 and 50 m it would be
-    slower, and is not tried).
+    (figures: ``docs/guide/planning.md``, "Figures behind these choices").
     """
     vertices = shapely.get_num_coordinates(area)
     if simplify_by > 0 and simplify_by * 10 * vertices >= shapely.length(area):
@@ -259,10 +225,10 @@ def _simpler(grown: BaseGeometry, by: list[float]) -> Iterator[BaseGeometry]:
 
     First the fitted one (:func:`~parcelsearch.planning.tiling.line_fitting.fitted`, free vertices
     within ``by[0]``; a ring it would make cross itself is Douglas–Peucker's instead), if
-    it is valid (then it lies within ``by[0]`` of ``grown``: :func:`cover`'s notes); then
+    it is valid (then it lies within ``by[0]`` of ``grown``: see :func:`cover`); then
     plain Douglas–Peucker (Hausdorff, both ways:
-    :func:`_douglas_peucker`; about ten times faster than keeping topology on a large
-    buffer; used only where it stays valid), then the topology-preserving kind at each
+    :func:`_douglas_peucker`; faster than keeping topology; used only where it stays
+    valid), then the topology-preserving kind at each
     distance."""
     if by and by[0] > 0:
         fast = functools.cache(lambda: _douglas_peucker(grown, by[0], preserve_topology=False))

@@ -8,19 +8,12 @@ curve it may be about √2 times as long. :func:`fitted` walks the line once and
 each segment as far as one straight line can pass within the distance of every vertex in
 order (the *cone* of directions from the segment's start that does so: Sklansky and
 Gonzalez 1980, Zhao and Saalfeld 1997); the segment ends at the foot of the farthest of
-those vertices, which starts the next one. On five real coastal regions buffered for a
-5 m tolerance this leaves 17 % fewer vertices than Douglas–Peucker at the same distance
-(52,618 against 63,073), in about the same time.
+those vertices, which starts the next one (fewer vertices than Douglas–Peucker at the same
+distance, in about the same time: ``docs/guide/planning.md``, "Figures behind these choices").
 
-Every vertex of the line lies within the distance of the fitted segment it was fitted to
-(its direction is within the cone, and its foot between the segment's ends), and each
-segment runs from the foot of the last vertex the one before served to the foot of its
-own last vertex. So every point between two consecutive feet lies within the distance of
-the line's edge between those two vertices (the distance between two points moving along
-straight lines is convex, and it is within the distance at both ends): every point of
-the fitted line lies within the distance of the line, and the line maps onto the fitted
-one moving no point farther (what :func:`parcelsearch.planning.tiling.covers.cover` relies on; the
-tests check it on random lines).
+Why the fitted line stays within the distance of the line (what
+:func:`parcelsearch.planning.tiling.covers.cover` relies on; the tests check it on random
+lines): ``docs/guide/planning.md``, "How a tolerance cover is made".
 """
 
 from __future__ import annotations

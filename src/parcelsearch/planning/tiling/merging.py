@@ -182,9 +182,9 @@ class _Merger:
 
     A piece first tries only its :data:`_NEAREST` nearest pieces within reach (and those
     that try it); the farther pairs, whose links other islands mostly block, are tried
-    once no nearer pair fits, between the pieces they have become part of. On the New
-    Zealand island groups of the benchmark this tries 1,023 connectors where trying every
-    pair at once tried 2,643, and leaves 302 pieces where it left 308.
+    once no nearer pair fits, between the pieces they have become part of (fewer tries and
+    fewer pieces than trying every pair at once: ``docs/guide/planning.md``, "Figures
+    behind these choices").
 
     The live pieces are :attr:`live`, one :class:`_Piece` record each by id: a merge puts
     the joined piece's record and its neighbours' new ones in whole (:meth:`_put_joined`),
