@@ -8,6 +8,7 @@ from typing import Any
 
 import pytest
 import requests
+from _memory_spending import MemorySpending
 from _threads import race
 from requests.adapters import BaseAdapter
 
@@ -15,8 +16,9 @@ from parcelsearch._fetch.client import Client
 from parcelsearch._run.fetching import PageSpend, Run, Stopped
 from parcelsearch._run.options import SearchOptions
 from parcelsearch.errors import BudgetExhaustedError, QuotaWouldExceedError
-from parcelsearch.stores.local.ledger import Ledger, Quota
-from parcelsearch.stores.spending import LocalSpending, MemorySpending
+from parcelsearch.stores.local.ledger import Ledger
+from parcelsearch.stores.local.spending import LocalSpending
+from parcelsearch.stores.quotas import Quota
 
 FP = "0123456789abcdef"
 GID = "0123456789abcdef0"

@@ -1,5 +1,6 @@
-"""The stores' one entry point: ``stores.open(location, …)`` opens this machine's twins for
-``None`` and a team's for a team store's URL (on a throwaway PostgreSQL cluster)."""
+"""The stores' one entry point: ``stores.open_store(location, …)`` opens this machine's twins
+for ``None`` and a team's for a team store's URL (on a throwaway PostgreSQL cluster), the
+twin named by the location's scheme in ``stores.TWINS``."""
 
 from __future__ import annotations
 
@@ -15,7 +16,7 @@ from parcelsearch._fetch.client import Client
 from parcelsearch.stores.local.cache import ResponseCache
 from parcelsearch.stores.local.history import RunHistory
 from parcelsearch.stores.local.ledger import Ledger
-from parcelsearch.stores.spending import LocalSpending
+from parcelsearch.stores.local.spending import LocalSpending
 
 KEY, URL = "k" * 32, "https://127.0.0.1:9"
 
@@ -29,12 +30,12 @@ def test_no_location_opens_this_machines_ledger_cache_and_history(
     tmp_path: Path, client: Client,
 ) -> None:
     ledger, cache = Ledger.in_folder(tmp_path), ResponseCache(tmp_path / "cache")
-    opened = stores.open(None, client, member="alice", cache=cache, ledger=ledger)
+    opened = stores.open_store(None, client, member="alice", cache=cache, ledger=ledger)
     assert isinstance(opened.spending, LocalSpending)
     assert opened.spending.ledger is ledger and opened.spending.cache is cache
     assert opened.spending.fingerprint == client.fingerprint
     assert isinstance(opened.history, RunHistory) and opened.history.path == ledger.path
-    assert stores.open(None, client).history is None  # no ledger, no run history
+    assert stores.open_store(None, client).history is None  # no ledger, no run history
 
 
 def test_a_team_store_url_opens_the_teams_spending_and_history(
@@ -47,7 +48,7 @@ def test_a_team_store_url_opens_the_teams_spending_and_history(
     url: str = postgres.database("team")
     init_team(url)
     cache = ResponseCache(tmp_path / "cache")
-    opened = stores.open(url, client, member="alice", cache=cache,
+    opened = stores.open_store(url, client, member="alice", cache=cache,
                          ledger=Ledger.in_folder(tmp_path))
     try:
         assert isinstance(opened.spending, TeamSpending)
@@ -64,7 +65,8 @@ def test_this_machines_stores_open_without_psycopg(tmp_path: Path) -> None:
             "from parcelsearch._fetch.client import Client\n"
             "from parcelsearch.stores.local.ledger import Ledger\n"
             f"client = Client({KEY!r}, {URL!r}, cache_dir={str(tmp_path)!r})\n"
-            f"opened = stores.open(None, client, ledger=Ledger.in_folder({str(tmp_path)!r}))\n"
+            f"ledger = Ledger.in_folder({str(tmp_path)!r})\n"
+            "opened = stores.open_store(None, client, ledger=ledger)\n"
             "print(type(opened.history).__name__, 'psycopg' in sys.modules)\n")
     done = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True,
                           timeout=120)

@@ -13,7 +13,6 @@ from __future__ import annotations
 
 import logging
 import threading
-import time
 import uuid
 from collections.abc import Callable, Iterable
 from concurrent.futures import FIRST_COMPLETED, Future, ThreadPoolExecutor, wait
@@ -23,7 +22,7 @@ from typing import Any
 
 from parcelsearch._fetch import wire as _wire
 from parcelsearch._fetch.client import Client
-from parcelsearch._fetch.http import Cancelled, RateLimiter
+from parcelsearch._fetch.http import Cancelled
 from parcelsearch._fetch.page import Page
 from parcelsearch._run.options import SearchOptions
 from parcelsearch.errors import (
@@ -46,8 +45,8 @@ from parcelsearch.errors import (
 )
 from parcelsearch.notices import LearntFactWarning
 from parcelsearch.planning.plans import Piece
-from parcelsearch.stores.local.ledger import Quota, budget_reached
-from parcelsearch.stores.spending import Limit, Spending
+from parcelsearch.stores.quotas import Quota, budget_reached
+from parcelsearch.stores.spending import CallSpend, Limit, Spending
 
 __all__ = ["Run", "PieceState", "PageSpend", "Fetcher", "Stopped", "MAX_REFETCHES",
            "PageBaseLearned", "piece_failure"]
@@ -393,38 +392,13 @@ class Run:
             state.probed(spend.calls)
 
 
-class PageSpend:
-    """The one spend hook of a request: each attempt paced at the key's pacer, then reserved
-    in the run just before it is sent, settled once sent, refunded when the service did not
-    count it."""
+class PageSpend(CallSpend):
+    """A run's spend hook of a request (:class:`~parcelsearch.stores.spending.CallSpend`): each
+    attempt reserved in the run (its stop, its budget, its count) and refunded there."""
 
     def __init__(self, run: Run) -> None:
+        super().__init__(run.spending, reserve=run.reserve, refund=run.refund)
         self.run = run
-        self.calls = 0
-        self._open: int | None = None  # the attempt's reservation, until refunded
-        self._turn: float | None = None  # the attempt's turn at the pacer, if told
-
-    def reserve(self) -> None:
-        self._open = self.run.reserve()
-        self.calls += 1
-        if self._turn is not None:  # reserved a moment before the turn: sent at the turn
-            time.sleep(max(0.0, self._turn - time.monotonic()))
-
-    def pace(self, limiter: RateLimiter, cancel: threading.Event | None) -> None:
-        self._turn = self.run.spending.pace(limiter, cancel)
-
-    def settle(self) -> None:
-        if self._open is not None:
-            self.run.spending.settle(self._open)
-
-    def refund(self) -> None:
-        if self._open is not None:
-            self.run.refund(self._open)
-            self._open = None
-            self.calls -= 1
-
-    def pause(self, seconds: float) -> None:
-        self.run.spending.pause(seconds)
 
 
 class Fetcher:

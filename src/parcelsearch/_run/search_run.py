@@ -16,7 +16,7 @@ Every stored page is read once, when the phase is priced; every page still missi
 claim → reserve → pacer → HTTP → checks → settle | refund → keep
 (:meth:`parcelsearch._run.fetching.Run.fetch`), through one
 :class:`~parcelsearch.stores.spending.Spending`: this machine's ledger and cache by default, a
-team's PostgreSQL store with ``team=`` (:func:`parcelsearch.stores.open` opens either).
+team's PostgreSQL store with ``team=`` (:func:`parcelsearch.stores.open_store` opens either).
 One stop event ends a run, whatever the cause — a failure, an interrupt (Ctrl-C, SIGTERM,
 Jupyter's "interrupt kernel"): no attempt starts after it, queued work is cancelled,
 back-off sleeps wake at once, requests on the wire finish (and are kept) or are abandoned.
@@ -74,7 +74,8 @@ from parcelsearch.planning.splitting import halves
 from parcelsearch.result import SearchResult, skipped_frame
 from parcelsearch.stores.history import History
 from parcelsearch.stores.local.cache import ResponseCache
-from parcelsearch.stores.local.ledger import Ledger, Quota
+from parcelsearch.stores.local.ledger import Ledger
+from parcelsearch.stores.quotas import Quota
 from parcelsearch.stores.spending import Spending
 
 T = TypeVar("T")
@@ -572,7 +573,7 @@ def search(
     chosen = plan if plan is not None else planned()
     if not options.trust_markets and cache_obj is not None:
         check_markets_at_hand(chosen.areas, client.base_url, cache_obj.directory)
-    opened = stores.open(
+    opened = stores.open_store(
         options.team, client, member=options.user or "", cache=cache_obj,
         ledger=_store(ledger, Ledger, lambda: Ledger.in_folder(client.cache_dir)),
         workers=options.workers)
@@ -687,8 +688,8 @@ def known_price(plan: Plan, client: Client | None = None, *,
     client = client if client is not None else Client()
     options = SearchOptions.resolve(plan, quota=quota, progress=False)
     cache = ResponseCache(client.cache_dir)
-    opened = stores.open(options.team, client, member=options.user or "", cache=cache,
-                         ledger=Ledger.in_folder(client.cache_dir), workers=options.workers)
+    opened = stores.open_store(options.team, client, member=options.user or "", cache=cache,
+                               ledger=Ledger.in_folder(client.cache_dir), workers=options.workers)
     try:
         refresh = refreshing.RunRefresh(options.refresh, options.verify_sample,
                                         opened.history, base_url=client.base_url,
@@ -712,7 +713,7 @@ def _store(given: S | bool | None, kind: type[S], default: Callable[[], S]) -> S
 def search_with(plan: Plan, client: Client, spending: Spending, options: SearchOptions, *,
                 markets_cache: Any = None, history: History | None = None) -> SearchResult:
     """Run a plan through any :class:`~parcelsearch.stores.spending.Spending` (what :func:`search`
-    does once it has chosen one; tests pass :class:`~parcelsearch.stores.spending.MemorySpending`).
+    does once it has chosen one; tests pass one in memory).
 
     ``markets_cache`` is where the market list is kept (see :func:`parcelsearch.markets`);
     ``history`` is where the run is recorded (and where ``refresh="changed"`` learns what
