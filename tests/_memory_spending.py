@@ -1,8 +1,15 @@
-"""Calls and pages in memory: a :class:`~parcelsearch.stores.spending.Spending` for tests."""
+"""Calls and pages in memory: a :class:`~parcelsearch.stores.spending.Spending` for tests.
+
+It is also a store added the way any store is (one module, one row of
+:data:`parcelsearch.stores.TWINS`): :func:`open_spending` and :func:`open_history` are the
+twin's openers, as ``tests/test_stores.py`` registers it.
+"""
 
 from __future__ import annotations
 
+import os
 import threading
+from typing import Any
 
 from parcelsearch.stores.local.cache import ResponseCache
 from parcelsearch.stores.local.spending import CachePages
@@ -48,3 +55,16 @@ class MemorySpending(CachePages):
         if quota is None:
             return []
         return [(quota.remaining(Usage(self.spent, self.spent)), "quota")]
+
+
+def open_spending(location: str | None, client: Any, *, member: str = "",
+                  cache: ResponseCache | None = None, ledger: Any = None,
+                  workers: int = 1) -> MemorySpending:
+    """Calls in memory for ``client``'s key, pages in ``cache`` (``ledger`` unused)."""
+    return MemorySpending(client.fingerprint, cache)
+
+
+def open_history(location: str | None, ledger_path: str | os.PathLike[str] | None, *,
+                 member: str = "") -> None:
+    """No run history is kept in memory."""
+    return None

@@ -13,10 +13,12 @@ import pytest
 
 from parcelsearch import stores
 from parcelsearch._fetch.client import Client
+from parcelsearch.errors import BudgetExhaustedError, ConfigurationError
 from parcelsearch.stores.local.cache import ResponseCache
 from parcelsearch.stores.local.history import RunHistory
 from parcelsearch.stores.local.ledger import Ledger
 from parcelsearch.stores.local.spending import LocalSpending
+from parcelsearch.stores.spending import CallSpend
 
 KEY, URL = "k" * 32, "https://127.0.0.1:9"
 
@@ -72,3 +74,50 @@ def test_this_machines_stores_open_without_psycopg(tmp_path: Path) -> None:
                           timeout=120)
     assert done.returncode == 0, done.stderr
     assert done.stdout.split() == ["RunHistory", "False"]
+
+
+def test_a_new_store_is_one_module_and_one_row(
+    monkeypatch: pytest.MonkeyPatch, tmp_path: Path, client: Client,
+) -> None:
+    import _memory_spending
+
+    monkeypatch.setitem(stores.TWINS, "memory", "_memory_spending")
+    cache = ResponseCache(tmp_path / "cache")
+    opened = stores.open_store("memory://", client, member="alice", cache=cache)
+    assert isinstance(opened.spending, _memory_spending.MemorySpending)
+    assert opened.spending.fingerprint == client.fingerprint and opened.spending.cache is cache
+    assert opened.history is None
+    assert stores.open_history(tmp_path / "ledger.sqlite", team="memory://") is None
+
+
+@pytest.mark.parametrize("url", ["postgresql://h/db", "postgres://h/db", "POSTGRESQL://h/db"])
+def test_both_spellings_of_a_postgresql_url_open_the_team_twin(url: str) -> None:
+    assert stores.twin(url).__name__ == "parcelsearch.stores.team"  # type: ignore[attr-defined]
+
+
+def test_a_location_no_twin_opens_is_refused_naming_the_schemes_not_the_password(
+    client: Client,
+) -> None:
+    with pytest.raises(ConfigurationError) as caught:
+        stores.open_store("mysql://bob:secret@h/db", client)
+    assert "secret" not in str(caught.value)
+    assert "'mysql://bob:***@h/db'" in str(caught.value)
+    assert "'postgresql://', 'postgres://'" in str(caught.value)
+
+
+def test_a_cap_refuses_the_attempt_after_it_before_anything_is_reserved(
+    tmp_path: Path, client: Client,
+) -> None:
+    ledger = Ledger.in_folder(tmp_path)
+    spending = stores.open_spending(None, client, ledger=ledger)
+    spend = CallSpend(spending, run_id="r" * 8, cap=2, capped="the check's {cap} calls")
+    try:
+        spend.reserve()
+        spend.refund()  # not counted by the service: given back, not held against the cap
+        spend.reserve()
+        spend.reserve()
+        with pytest.raises(BudgetExhaustedError, match="the check's 2 calls"):
+            spend.reserve()
+    finally:
+        spending.close()
+    assert spend.calls == 2 and ledger.usage(client.fingerprint).lifetime == 2
