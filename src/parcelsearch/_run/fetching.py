@@ -48,7 +48,7 @@ from parcelsearch.planning.plans import Piece
 from parcelsearch.stores.quotas import Quota, budget_reached
 from parcelsearch.stores.spending import CallSpend, Limit, Spending
 
-__all__ = ["Run", "PieceState", "PageSpend", "Fetcher", "Stopped", "MAX_REFETCHES",
+__all__ = ["Run", "PieceState", "Fetcher", "Stopped", "MAX_REFETCHES",
            "PageBaseLearned", "piece_failure"]
 
 log = logging.getLogger(__name__)
@@ -218,7 +218,7 @@ class Run:
     def budget(self) -> int | None:
         return self.options.budget
 
-    # -- spending (the client calls these around every attempt, through PageSpend) ---------
+    # -- spending (the client calls these around every attempt, through spend_hook) -------
 
     def reserve(self) -> int:
         """Before every attempt: refuse once stopping or at the budget, else reserve one call
@@ -242,6 +242,11 @@ class Run:
         self.spending.refund(reservation)
         with self.lock:
             self.calls -= 1
+
+    def spend_hook(self) -> CallSpend:
+        """A request's spend hook: each attempt paced at the key's pacer, reserved in this
+        run (its stop, its budget, its count) and refunded here."""
+        return CallSpend(self.spending, reserve=self.reserve, refund=self.refund)
 
     def allowance(self) -> tuple[int | None, str]:
         """Calls this run may still spend, and what limits it (``None``: no limit known)."""
@@ -350,7 +355,7 @@ class Run:
             hit = self.spending.claim(key, self.options.max_age, self.stop)
             if hit is not None:
                 return hit, 0
-        spend = PageSpend(self)
+        spend = self.spend_hook()
         try:
             fresh = self.client.search_page(state.piece.polygon_json, page, path=self.path,
                                             spend=spend, cancel=self.stop)
@@ -373,7 +378,7 @@ class Run:
         with self.lock:
             if client.page_base_known:
                 return client.page_base
-        spend = PageSpend(self)
+        spend = self.spend_hook()
         try:
             base = client.probe_page_base(state.piece.polygon_json, path=self.path,
                                           spend=spend, cancel=self.stop)
@@ -384,21 +389,12 @@ class Run:
 
     def read_again(self, state: PieceState, page: int) -> Page:
         """Page ``page`` of a piece from the network once more (kept in no store)."""
-        spend = PageSpend(self)
+        spend = self.spend_hook()
         try:
             return self.client.search_page(state.piece.polygon_json, page, path=self.path,
                                            spend=spend, cancel=self.stop)
         finally:
             state.probed(spend.calls)
-
-
-class PageSpend(CallSpend):
-    """A run's spend hook of a request (:class:`~parcelsearch.stores.spending.CallSpend`): each
-    attempt reserved in the run (its stop, its budget, its count) and refunded there."""
-
-    def __init__(self, run: Run) -> None:
-        super().__init__(run.spending, reserve=run.reserve, refund=run.refund)
-        self.run = run
 
 
 class Fetcher:

@@ -44,7 +44,7 @@ import shapely.prepared
 from parcelsearch import notices, settings, stores
 from parcelsearch._fetch.client import Client
 from parcelsearch._run import density, pricing, refreshing, survey
-from parcelsearch._run.fetching import Fetcher, PageBaseLearned, PageSpend, PieceState, Run
+from parcelsearch._run.fetching import Fetcher, PageBaseLearned, PieceState, Run
 from parcelsearch._run.options import DEFAULT_WORKERS, SearchOptions
 from parcelsearch._run.progress import Progress
 from parcelsearch._shared import next_month_start
@@ -360,7 +360,7 @@ def _skip_inactive(plan: Plan, run: Run, column: str,
                    cache: Any) -> tuple[Plan, gpd.GeoDataFrame]:
     """Drop areas whose market is not active before anything is spent on them (one call)."""
     require_market_column(plan.areas, column)  # before the market list's call
-    active = markets(run.client, cache=cache, spend=PageSpend(run))
+    active = markets(run.client, cache=cache, spend=run.spend_hook())
     checked = check_markets(plan.areas, column, active)
     inactive = checked.index[~checked["market_active"]]
     skipped = skipped_frame(
