@@ -254,11 +254,9 @@ def key_spend(client: Client, *, team: str | None = None, user: str | None = Non
     from parcelsearch.stores.team.members import resolve_team, resolve_user
 
     team = resolve_team(team)
-    if team is None:
-        spending = stores.open_spending(None, client, ledger=Ledger.in_folder(client.cache_dir),
-                                        workers=1)
-    else:
-        spending = stores.open_spending(team, client, member=resolve_user(user), workers=1)
+    spending = stores.open_spending(
+        team, client, member="" if team is None else resolve_user(user),
+        ledger=Ledger.in_folder(client.cache_dir) if team is None else None, workers=1)
     try:
         yield CallSpend(spending, run_id=uuid.uuid4().hex, cap=cap, capped=capped)
     finally:

@@ -41,7 +41,7 @@ if TYPE_CHECKING:
 # The twins are imported when opened: importing one store's module (a ledger, a cache) loads
 # this package first, and must not load the others (pandas, requests, psycopg).
 
-__all__ = ["Stores", "TWINS", "Twin", "open_store", "open_spending", "open_history"]
+__all__ = ["Stores", "TWINS", "Twin", "twin", "open_store", "open_spending", "open_history"]
 
 #: The module of the twin that opens each kind of location, by its URL's scheme (``""``:
 #: ``None``, this machine). A new store is one module (a :class:`Twin`) and one row here.
