@@ -1,6 +1,8 @@
 """This machine's store: the cache folder (:mod:`~parcelsearch.stores.local.cache`), the
-ledger of calls per key (:mod:`~parcelsearch.stores.local.ledger`) and the run history in
-the ledger's file (:mod:`~parcelsearch.stores.local.history`)."""
+ledger of calls per key (:mod:`~parcelsearch.stores.local.ledger`), the spending over both
+(:mod:`~parcelsearch.stores.local.spending`) and the run history in the ledger's file
+(:mod:`~parcelsearch.stores.local.history`). :func:`open_spending` and :func:`open_history`
+are the twin's openers, as :data:`parcelsearch.stores.TWINS` names them (for ``None``)."""
 
 from __future__ import annotations
 
