@@ -15,7 +15,7 @@ import pytest
 from parcelsearch._fetch.http import Cancelled
 from parcelsearch.stores.local.cache import ResponseCache
 from parcelsearch.stores.local.claims import PageClaims
-from parcelsearch.stores.spending import LocalSpending
+from parcelsearch.stores.local.spending import LocalSpending
 
 HOLDER = textwrap.dedent(
     """

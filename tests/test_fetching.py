@@ -8,15 +8,17 @@ from typing import Any
 
 import pytest
 import requests
+from _memory_spending import MemorySpending
 from _threads import race
 from requests.adapters import BaseAdapter
 
 from parcelsearch._fetch.client import Client
-from parcelsearch._run.fetching import PageSpend, Run, Stopped
+from parcelsearch._run.fetching import Run, Stopped
 from parcelsearch._run.options import SearchOptions
 from parcelsearch.errors import BudgetExhaustedError, QuotaWouldExceedError
-from parcelsearch.stores.local.ledger import Ledger, Quota
-from parcelsearch.stores.spending import LocalSpending, MemorySpending
+from parcelsearch.stores.local.ledger import Ledger
+from parcelsearch.stores.local.spending import LocalSpending
+from parcelsearch.stores.quotas import Quota
 
 FP = "0123456789abcdef"
 GID = "0123456789abcdef0"
@@ -68,7 +70,7 @@ def test_a_quota_refusal_counts_nothing() -> None:
 def test_page_spend_settles_what_was_sent_and_refunds_what_was_not() -> None:
     spending = MemorySpending(FP)
     run = _run(spending)
-    spend = PageSpend(run)
+    spend = run.spend_hook()
     spend.reserve()
     spend.settle()
     spend.reserve()
@@ -136,7 +138,7 @@ def test_a_spike_arrest_pauses_the_key_and_is_refunded(tmp_path: Path) -> None:
     client = Client("k" * 20, "https://fake.test", session=session, cache_dir=tmp_path)
     spending = _Pauses()
     run = Run(client, spending, SearchOptions(), path="/v1/search")
-    page = client.search_page("[[0,0],[1,0],[1,1],[0,0]]", 1, spend=PageSpend(run))
+    page = client.search_page("[[0,0],[1,0],[1,1],[0,0]]", 1, spend=run.spend_hook())
     assert page.data == (GID,)
     assert spending.pauses == [1.0]  # every member of the key is told to wait
     assert list(spending.reservations.values()) == [True]  # the 429 refunded, the 200 settled

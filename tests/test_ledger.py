@@ -13,7 +13,8 @@ import pytest
 from _threads import race
 
 from parcelsearch.errors import ConfigurationError, QuotaWouldExceedError
-from parcelsearch.stores.local.ledger import Ledger, Quota, Usage
+from parcelsearch.stores.local.ledger import Ledger
+from parcelsearch.stores.quotas import Quota, Usage
 
 FP = "0123456789abcdef"
 OTHER = "fedcba9876543210"
@@ -153,7 +154,8 @@ def test_processes_share_one_quota_exactly(tmp_path: Path) -> None:
     Ledger(path)
     script = (
         "import sys\n"
-        "from parcelsearch.stores.local.ledger import Ledger, Quota\n"
+        "from parcelsearch.stores.local.ledger import Ledger\n"
+        "from parcelsearch.stores.quotas import Quota\n"
         "from parcelsearch.errors import QuotaWouldExceedError\n"
         "ledger, ok = Ledger(sys.argv[1]), 0\n"
         "for _ in range(40):\n"

@@ -242,9 +242,10 @@ def test_an_interrupt_wakes_back_off_sleeps_and_starts_nothing(
 
 
 def test_any_spending_runs_the_same_search(areas: gpd.GeoDataFrame, fake: FakeClient) -> None:
+    from _memory_spending import MemorySpending
+
     from parcelsearch._run.options import SearchOptions
     from parcelsearch._run.search_run import search_with
-    from parcelsearch.stores.spending import MemorySpending
 
     spending = MemorySpending(fake.fingerprint)
     made = parcelsearch.plan(areas, id_column="area_id")

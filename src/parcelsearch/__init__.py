@@ -34,7 +34,7 @@ _LAZY = {
     "LocalService": "local",
     "local_service": "local",
     "Ledger": "stores.local.ledger",
-    "Quota": "stores.local.ledger",
+    "Quota": "stores.quotas",
     "Piece": "planning.plans",
     "Plan": "planning.plans",
     "plan": "planning.plans",
@@ -97,7 +97,8 @@ if TYPE_CHECKING:
     from parcelsearch.result import SearchResult, zoning_price
     from parcelsearch.service_check import check_service
     from parcelsearch.stores.local.cache import ResponseCache
-    from parcelsearch.stores.local.ledger import Ledger, Quota
+    from parcelsearch.stores.local.ledger import Ledger
+    from parcelsearch.stores.quotas import Quota
     from parcelsearch.stores.team import team_usage
 
 

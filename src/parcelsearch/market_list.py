@@ -14,24 +14,24 @@ from __future__ import annotations
 import difflib
 import os
 import re
-import threading
-import time
 import uuid
-from collections.abc import Sequence
+from collections.abc import Iterator, Sequence
+from contextlib import contextmanager
 from datetime import timedelta
 from typing import Any, TypeVar
 
 import pandas as pd
 
+from parcelsearch import stores
 from parcelsearch._fetch.client import Client
-from parcelsearch._fetch.http import RateLimiter, Spend
+from parcelsearch._fetch.http import Spend
 from parcelsearch.errors import CacheError, Hint, InputError
 from parcelsearch.stores.local.cache import CacheFolder, ResponseCache
 from parcelsearch.stores.local.ledger import Ledger
-from parcelsearch.stores.spending import LocalSpending, Spending
+from parcelsearch.stores.spending import CallSpend
 
 __all__ = ["markets", "check_markets", "check_markets_at_hand", "suggest_market",
-           "require_market_column", "LedgerSpend"]
+           "require_market_column", "key_spend"]
 
 #: How long a fetched market list is reused (seconds).
 DEFAULT_MAX_AGE = 86400.0
@@ -78,7 +78,7 @@ def markets(
         Reuse a list fetched at most this many seconds ago (``0`` forces a call).
     spend
         Passed to :meth:`Client.markets` (the search's spending); default: the call is
-        recorded where the key's calls are counted (:class:`LedgerSpend`): the team store in
+        recorded where the key's calls are counted (:func:`key_spend`): the team store in
         team mode, else the ledger beside the client's cache.
     team, user
         Team mode: the team store (``postgresql://…``; default ``$PARCELSEARCH_TEAM``) whose
@@ -101,7 +101,7 @@ def markets(
     if spend is not None:
         names = client.markets(spend=spend)
     else:
-        with LedgerSpend(client, team=team, user=user) as own:
+        with key_spend(client, team=team, user=user) as own:
             names = client.markets(spend=own)
     if folder is not None:
         folder.keep_markets(client.base_url, names)
@@ -232,14 +232,17 @@ def _key(name: str) -> str:
 # -- the cached list ----------------------------------------------------------------------
 
 
-class LedgerSpend:
-    """A call outside a search (the market list, ``parcelsearch doctor``), spent where the
-    key's calls are counted: in team mode (``team=``, else ``$PARCELSEARCH_TEAM``) the team
-    store's ledger and pacer, as ``user``, so that the team's quota sees it; else the ledger
-    beside the client's cache. Each attempt is reserved just before it is sent and refunded
-    exactly when the service did not count it (refused at the gate, no connection, a failed
-    TLS handshake), as a search's calls are. ``calls`` counts the attempts not refunded.
-    :meth:`close` it when done (a team store's connections).
+@contextmanager
+def key_spend(client: Client, *, team: str | None = None, user: str | None = None,
+              cap: int | None = None, capped: str = "{cap} calls are spent",
+              ) -> Iterator[CallSpend]:
+    """The spend hook of calls outside a search (the market list, ``parcelsearch doctor``),
+    spent where the key's calls are counted (:func:`parcelsearch.stores.open_spending`): in
+    team mode (``team=``, else ``$PARCELSEARCH_TEAM``) the team store's ledger and pacer, as
+    ``user``, so that the team's quota sees it; else the ledger beside the client's cache.
+    Each attempt is reserved just before it is sent and refunded exactly when the service did
+    not count it, as a search's calls are; ``cap`` (said with ``capped``) stops the calls
+    after that many. The store is let go (a team store's connections) on leaving.
 
     Raises
     ------
@@ -248,58 +251,16 @@ class LedgerSpend:
     TeamStoreError
         The team store cannot be reached or has no schema.
     """
+    from parcelsearch.stores.team.members import resolve_team, resolve_user
 
-    def __init__(self, client: Client, *, team: str | None = None,
-                 user: str | None = None) -> None:
-        from parcelsearch.stores.team.members import resolve_team, resolve_user
-
-        self.team = resolve_team(team)
-        self._spending: Spending
-        if self.team is None:
-            self._spending = LocalSpending(client.fingerprint, Ledger.in_folder(client.cache_dir),
-                                           None)
-        else:
-            from parcelsearch.stores.team.spending import TeamSpending  # psycopg: teams only
-
-            self._spending = TeamSpending.open(self.team, client, user=resolve_user(user),
-                                               cache=None, threads=1)
-        self._run_id = uuid.uuid4().hex
-        self._open: int | None = None
-        self._turn: float | None = None
-        self.calls = 0
-
-    def reserve(self) -> None:
-        self._open = self._spending.reserve(self._run_id, None)
-        self.calls += 1
-        if self._turn is not None:  # reserved a moment before the turn: sent at the turn
-            time.sleep(max(0.0, self._turn - time.monotonic()))
-            self._turn = None
-
-    def pace(self, limiter: RateLimiter, cancel: threading.Event | None) -> None:
-        self._turn = self._spending.pace(limiter, cancel)
-
-    def settle(self) -> None:
-        if self._open is not None:
-            self._spending.settle(self._open)
-
-    def refund(self) -> None:
-        if self._open is not None:
-            self._spending.refund(self._open)
-            self._open = None
-            self.calls -= 1
-
-    def pause(self, seconds: float) -> None:
-        self._spending.pause(seconds)
-
-    def close(self) -> None:
-        """Let go of the store (a team store's pool and lease renewer)."""
-        self._spending.close()
-
-    def __enter__(self) -> LedgerSpend:
-        return self
-
-    def __exit__(self, *_: object) -> None:
-        self.close()
+    team = resolve_team(team)
+    spending = stores.open_spending(
+        team, client, member="" if team is None else resolve_user(user),
+        ledger=Ledger.in_folder(client.cache_dir) if team is None else None, workers=1)
+    try:
+        yield CallSpend(spending, run_id=uuid.uuid4().hex, cap=cap, capped=capped)
+    finally:
+        spending.close()
 
 
 def _folder(cache: Any) -> CacheFolder | None:

@@ -29,9 +29,10 @@ from parcelsearch._fetch import wire as _wire
 from parcelsearch._fetch.answers import count_field
 from parcelsearch._fetch.client import Client, Probe
 from parcelsearch._fetch.page import Page
-from parcelsearch.errors import BudgetExhaustedError, ParcelSearchError
-from parcelsearch.market_list import LedgerSpend
+from parcelsearch.errors import ParcelSearchError
+from parcelsearch.market_list import key_spend
 from parcelsearch.rule_probe import rule_of, sliver
+from parcelsearch.stores.spending import CallSpend
 
 __all__ = ["check_service", "ServiceReport", "Finding", "CHECKS", "PROBES", "RULE_PROBE"]
 
@@ -352,12 +353,13 @@ def check_service(client: Client | None = None, *, dry_run: bool = False,
                            and check not in UNPROBED
                            else check({}, client) for check in CHECKS]
         return report
-    with _Capped(client, report.cap, team=team, user=user) as spend:
+    with key_spend(client, team=team, user=user, cap=report.cap,
+                   capped="the check's {cap} calls are spent") as spend:
         _probe(report, client, spend, ring)
     return report
 
 
-def _probe(report: ServiceReport, client: Client, spend: LedgerSpend,
+def _probe(report: ServiceReport, client: Client, spend: CallSpend,
            ring: str | None) -> None:
     """The probes sent and read into ``report`` (the sliver's with ``ring``)."""
     answers: Answers = {}
@@ -400,22 +402,6 @@ def _learn_rule(answers: Answers, client: Client) -> dict[str, object]:
         return {}
     client.learn(match_rule=rule)
     return {"match_rule": rule}
-
-
-class _Capped(LedgerSpend):
-    """The ledger's spend hook, refusing the call after ``cap`` (redirects and retries would
-    otherwise take a check past its price)."""
-
-    def __init__(self, client: Client, cap: int, *, team: str | None = None,
-                 user: str | None = None) -> None:
-        super().__init__(client, team=team, user=user)
-        self.cap = cap
-
-    def reserve(self) -> None:
-        if self.calls >= self.cap:
-            raise BudgetExhaustedError(f"the check's {self.cap} calls are spent", spent=self.calls,
-                                       budget=self.cap)
-        super().reserve()
 
 
 def _name(check: Check) -> str:

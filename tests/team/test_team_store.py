@@ -20,7 +20,7 @@ from parcelsearch._fetch.http import FIRST_CALL_ALLOWANCE, Cancelled
 from parcelsearch._fetch.page import Page
 from parcelsearch._fetch.wire import request_key
 from parcelsearch.errors import ConfigurationError, QuotaWouldExceedError, TeamStoreError
-from parcelsearch.stores.local.ledger import Quota
+from parcelsearch.stores.quotas import Quota
 from parcelsearch.stores.team import Pace, init_team, set_budget, set_pace, set_quota, team_usage
 from parcelsearch.stores.team.spending import RESERVE_LEAD, TeamSpending
 from parcelsearch.stores.team.store import SCHEMA, VERSION, schema_version

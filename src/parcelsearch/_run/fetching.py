@@ -13,7 +13,6 @@ from __future__ import annotations
 
 import logging
 import threading
-import time
 import uuid
 from collections.abc import Callable, Iterable
 from concurrent.futures import FIRST_COMPLETED, Future, ThreadPoolExecutor, wait
@@ -23,7 +22,7 @@ from typing import Any
 
 from parcelsearch._fetch import wire as _wire
 from parcelsearch._fetch.client import Client
-from parcelsearch._fetch.http import Cancelled, RateLimiter
+from parcelsearch._fetch.http import Cancelled
 from parcelsearch._fetch.page import Page
 from parcelsearch._run.options import SearchOptions
 from parcelsearch.errors import (
@@ -46,10 +45,10 @@ from parcelsearch.errors import (
 )
 from parcelsearch.notices import LearntFactWarning
 from parcelsearch.planning.plans import Piece
-from parcelsearch.stores.local.ledger import Quota, budget_reached
-from parcelsearch.stores.spending import Limit, Spending
+from parcelsearch.stores.quotas import Quota, budget_reached
+from parcelsearch.stores.spending import CallSpend, Limit, Spending
 
-__all__ = ["Run", "PieceState", "PageSpend", "Fetcher", "Stopped", "MAX_REFETCHES",
+__all__ = ["Run", "PieceState", "Fetcher", "Stopped", "MAX_REFETCHES",
            "PageBaseLearned", "piece_failure"]
 
 log = logging.getLogger(__name__)
@@ -219,7 +218,7 @@ class Run:
     def budget(self) -> int | None:
         return self.options.budget
 
-    # -- spending (the client calls these around every attempt, through PageSpend) ---------
+    # -- spending (the client calls these around every attempt, through spend_hook) -------
 
     def reserve(self) -> int:
         """Before every attempt: refuse once stopping or at the budget, else reserve one call
@@ -243,6 +242,11 @@ class Run:
         self.spending.refund(reservation)
         with self.lock:
             self.calls -= 1
+
+    def spend_hook(self) -> CallSpend:
+        """A request's spend hook: each attempt paced at the key's pacer, reserved in this
+        run (its stop, its budget, its count) and refunded here."""
+        return CallSpend(self.spending, reserve=self.reserve, refund=self.refund)
 
     def allowance(self) -> tuple[int | None, str]:
         """Calls this run may still spend, and what limits it (``None``: no limit known)."""
@@ -351,7 +355,7 @@ class Run:
             hit = self.spending.claim(key, self.options.max_age, self.stop)
             if hit is not None:
                 return hit, 0
-        spend = PageSpend(self)
+        spend = self.spend_hook()
         try:
             fresh = self.client.search_page(state.piece.polygon_json, page, path=self.path,
                                             spend=spend, cancel=self.stop)
@@ -374,7 +378,7 @@ class Run:
         with self.lock:
             if client.page_base_known:
                 return client.page_base
-        spend = PageSpend(self)
+        spend = self.spend_hook()
         try:
             base = client.probe_page_base(state.piece.polygon_json, path=self.path,
                                           spend=spend, cancel=self.stop)
@@ -385,46 +389,12 @@ class Run:
 
     def read_again(self, state: PieceState, page: int) -> Page:
         """Page ``page`` of a piece from the network once more (kept in no store)."""
-        spend = PageSpend(self)
+        spend = self.spend_hook()
         try:
             return self.client.search_page(state.piece.polygon_json, page, path=self.path,
                                            spend=spend, cancel=self.stop)
         finally:
             state.probed(spend.calls)
-
-
-class PageSpend:
-    """The one spend hook of a request: each attempt paced at the key's pacer, then reserved
-    in the run just before it is sent, settled once sent, refunded when the service did not
-    count it."""
-
-    def __init__(self, run: Run) -> None:
-        self.run = run
-        self.calls = 0
-        self._open: int | None = None  # the attempt's reservation, until refunded
-        self._turn: float | None = None  # the attempt's turn at the pacer, if told
-
-    def reserve(self) -> None:
-        self._open = self.run.reserve()
-        self.calls += 1
-        if self._turn is not None:  # reserved a moment before the turn: sent at the turn
-            time.sleep(max(0.0, self._turn - time.monotonic()))
-
-    def pace(self, limiter: RateLimiter, cancel: threading.Event | None) -> None:
-        self._turn = self.run.spending.pace(limiter, cancel)
-
-    def settle(self) -> None:
-        if self._open is not None:
-            self.run.spending.settle(self._open)
-
-    def refund(self) -> None:
-        if self._open is not None:
-            self.run.refund(self._open)
-            self._open = None
-            self.calls -= 1
-
-    def pause(self, seconds: float) -> None:
-        self.run.spending.pause(seconds)
 
 
 class Fetcher:

@@ -15,7 +15,7 @@ from parcelsearch import settings
 from parcelsearch._shared import check_count
 from parcelsearch.errors import ConfigurationError, Hint
 from parcelsearch.settings import DEFAULT_WORKERS, parse_age
-from parcelsearch.stores.local.ledger import Quota
+from parcelsearch.stores.quotas import Quota
 from parcelsearch.stores.team.members import (
     ENV_TEAM,
     ENV_USER,

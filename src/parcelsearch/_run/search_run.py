@@ -16,7 +16,7 @@ Every stored page is read once, when the phase is priced; every page still missi
 claim → reserve → pacer → HTTP → checks → settle | refund → keep
 (:meth:`parcelsearch._run.fetching.Run.fetch`), through one
 :class:`~parcelsearch.stores.spending.Spending`: this machine's ledger and cache by default, a
-team's PostgreSQL store with ``team=`` (:func:`parcelsearch.stores.open` opens either).
+team's PostgreSQL store with ``team=`` (:func:`parcelsearch.stores.open_store` opens either).
 One stop event ends a run, whatever the cause — a failure, an interrupt (Ctrl-C, SIGTERM,
 Jupyter's "interrupt kernel"): no attempt starts after it, queued work is cancelled,
 back-off sleeps wake at once, requests on the wire finish (and are kept) or are abandoned.
@@ -44,7 +44,7 @@ import shapely.prepared
 from parcelsearch import notices, settings, stores
 from parcelsearch._fetch.client import Client
 from parcelsearch._run import density, pricing, refreshing
-from parcelsearch._run.fetching import Fetcher, PageBaseLearned, PageSpend, PieceState, Run
+from parcelsearch._run.fetching import Fetcher, PageBaseLearned, PieceState, Run
 from parcelsearch._run.options import DEFAULT_WORKERS, SearchOptions
 from parcelsearch._run.progress import Progress
 from parcelsearch._shared import next_month_start
@@ -75,7 +75,8 @@ from parcelsearch.planning.splitting import halves
 from parcelsearch.result import SearchResult, skipped_frame
 from parcelsearch.stores.history import History
 from parcelsearch.stores.local.cache import ResponseCache
-from parcelsearch.stores.local.ledger import Ledger, Quota
+from parcelsearch.stores.local.ledger import Ledger
+from parcelsearch.stores.quotas import Quota
 from parcelsearch.stores.spending import Spending
 
 T = TypeVar("T")
@@ -360,7 +361,7 @@ def _skip_inactive(plan: Plan, run: Run, column: str,
                    cache: Any) -> tuple[Plan, gpd.GeoDataFrame]:
     """Drop areas whose market is not active before anything is spent on them (one call)."""
     require_market_column(plan.areas, column)  # before the market list's call
-    active = markets(run.client, cache=cache, spend=PageSpend(run))
+    active = markets(run.client, cache=cache, spend=run.spend_hook())
     checked = check_markets(plan.areas, column, active)
     inactive = checked.index[~checked["market_active"]]
     skipped = skipped_frame(
@@ -573,7 +574,7 @@ def search(
     chosen = plan if plan is not None else planned()
     if not options.trust_markets and cache_obj is not None:
         check_markets_at_hand(chosen.areas, client.base_url, cache_obj.directory)
-    opened = stores.open(
+    opened = stores.open_store(
         options.team, client, member=options.user or "", cache=cache_obj,
         ledger=_store(ledger, Ledger, lambda: Ledger.in_folder(client.cache_dir)),
         workers=options.workers)
@@ -689,8 +690,8 @@ def known_price(plan: Plan, client: Client | None = None, *,
     client = client if client is not None else Client()
     options = SearchOptions.resolve(plan, quota=quota, progress=False)
     cache = ResponseCache(client.cache_dir)
-    opened = stores.open(options.team, client, member=options.user or "", cache=cache,
-                         ledger=Ledger.in_folder(client.cache_dir), workers=options.workers)
+    opened = stores.open_store(options.team, client, member=options.user or "", cache=cache,
+                               ledger=Ledger.in_folder(client.cache_dir), workers=options.workers)
     try:
         refresh = refreshing.RunRefresh(options.refresh, options.verify_sample,
                                         opened.history, base_url=client.base_url,
@@ -715,7 +716,7 @@ def _store(given: S | bool | None, kind: type[S], default: Callable[[], S]) -> S
 def search_with(plan: Plan, client: Client, spending: Spending, options: SearchOptions, *,
                 markets_cache: Any = None, history: History | None = None) -> SearchResult:
     """Run a plan through any :class:`~parcelsearch.stores.spending.Spending` (what :func:`search`
-    does once it has chosen one; tests pass :class:`~parcelsearch.stores.spending.MemorySpending`).
+    does once it has chosen one; tests pass one in memory).
 
     ``markets_cache`` is where the market list is kept (see :func:`parcelsearch.markets`);
     ``history`` is where the run is recorded (and where ``refresh="changed"`` learns what

@@ -1,30 +1,35 @@
-"""Where calls are counted and pages and runs are kept, opened by one ``open(location)``.
+"""Where calls are counted and pages and runs are kept, opened by one ``open_store(location)``.
 
-:func:`open` opens a search's stores at one location, a team store's URL (``postgresql://…``)
-or ``None`` for this machine's, as :class:`Stores`: the
+:func:`open_store` opens a search's stores at one location, a team store's URL
+(``postgresql://…``) or ``None`` for this machine's, as :class:`Stores`: the
 :class:`~parcelsearch.stores.spending.Spending` a run spends through and the
-:class:`~parcelsearch.stores.history.History` it records into; :func:`open_history` opens the
-run history alone. The protocols are :mod:`~parcelsearch.stores.spending` and
-:mod:`~parcelsearch.stores.history`; their two twins keep the same facts in two places:
-:mod:`~parcelsearch.stores.local` on this machine (SQLite ledger and run history, parquet
-response cache) and :mod:`~parcelsearch.stores.team` in a team's PostgreSQL store. The choice
-between the twins is made here, above both, and the team twin is imported only when a team
-store is opened (psycopg only for teams).
+:class:`~parcelsearch.stores.history.History` it records into; :func:`open_spending` and
+:func:`open_history` open either alone (a call outside a search spends through
+:func:`open_spending`). The protocols are :mod:`~parcelsearch.stores.spending` and
+:mod:`~parcelsearch.stores.history`, the value types they share :mod:`~parcelsearch.stores.quotas`;
+their two twins keep the same facts in two places: :mod:`~parcelsearch.stores.local` on this
+machine (SQLite ledger and run history, parquet response cache) and
+:mod:`~parcelsearch.stores.team` in a team's PostgreSQL store. :data:`TWINS` says which twin
+opens which location; a twin is imported only when a location of its own is opened (psycopg
+only for teams).
 
 Examples
 --------
 >>> from parcelsearch import stores
->>> opened = stores.open(None, client, ledger=Ledger.in_folder(client.cache_dir))  # doctest: +SKIP
+>>> ledger = Ledger.in_folder(client.cache_dir)  # doctest: +SKIP
+>>> opened = stores.open_store(None, client, ledger=ledger)  # doctest: +SKIP
 >>> opened.history.runs()  # doctest: +SKIP
 """
 
 from __future__ import annotations
 
+import importlib
 import os
 from dataclasses import dataclass
-from typing import TYPE_CHECKING, overload
+from typing import TYPE_CHECKING, Protocol, cast, overload
 
 from parcelsearch import settings
+from parcelsearch.errors import ConfigurationError, Hint
 
 if TYPE_CHECKING:
     from parcelsearch._fetch.client import Client
@@ -33,10 +38,31 @@ if TYPE_CHECKING:
     from parcelsearch.stores.local.ledger import Ledger
     from parcelsearch.stores.spending import Spending
 
-# The twins are imported inside the functions: importing one store's module (a ledger, a
-# cache) loads this package first, and must not load the others (pandas, requests, psycopg).
+# The twins are imported when opened: importing one store's module (a ledger, a cache) loads
+# this package first, and must not load the others (pandas, requests, psycopg).
 
-__all__ = ["Stores", "open", "open_history"]
+__all__ = ["Stores", "TWINS", "Twin", "twin", "open_store", "open_spending", "open_history"]
+
+#: The module of the twin that opens each kind of location, by its URL's scheme (``""``:
+#: ``None``, this machine). A new store is one module (a :class:`Twin`) and one row here.
+TWINS: dict[str, str] = {
+    "": "parcelsearch.stores.local",
+    "postgresql": "parcelsearch.stores.team",
+    "postgres": "parcelsearch.stores.team",
+}
+
+
+class Twin(Protocol):
+    """What a twin's module offers: its spending and its run history, opened at a location."""
+
+    def open_spending(self, location: str | None, client: Client, *, member: str,
+                      cache: ResponseCache | None, ledger: Ledger | None,
+                      workers: int) -> Spending:
+        """The spending at ``location`` (see :func:`open_spending`)."""
+
+    def open_history(self, location: str | None, ledger_path: str | os.PathLike[str] | None,
+                     *, member: str) -> History | None:
+        """The run history at ``location`` (see :func:`open_history`)."""
 
 
 @dataclass(frozen=True)
@@ -49,9 +75,28 @@ class Stores:
     history: History | None
 
 
-def open(location: str | None, client: Client, *, member: str = "",
-         cache: ResponseCache | None = None, ledger: Ledger | None = None,
-         workers: int = settings.DEFAULT_WORKERS) -> Stores:
+def twin(location: str | None) -> Twin:
+    """The twin that opens ``location`` (:data:`TWINS`), imported now.
+
+    Raises
+    ------
+    ConfigurationError
+        No twin opens a location of that scheme.
+    """
+    scheme = "" if location is None else location.partition("://")[0].lower()
+    if scheme not in TWINS:
+        from parcelsearch.stores.team.members import shown
+
+        raise ConfigurationError(
+            f"no store opens {shown(str(location))!r}: its scheme is none of "
+            f"{', '.join(repr(s + '://') for s in TWINS if s)}",
+            hints=[Hint("team", "postgresql://host/db", "for example {knob}")])
+    return cast("Twin", importlib.import_module(TWINS[scheme]))
+
+
+def open_store(location: str | None, client: Client, *, member: str = "",
+               cache: ResponseCache | None = None, ledger: Ledger | None = None,
+               workers: int = settings.DEFAULT_WORKERS) -> Stores:
     """A search's stores at ``location``: a team store's, or this machine's.
 
     Parameters
@@ -80,16 +125,8 @@ def open(location: str | None, client: Client, *, member: str = "",
     TeamStoreError
         The team store cannot be reached or lacks this toolkit's schema.
     """
-    spending: Spending
-    if location is None:
-        from parcelsearch.stores.spending import LocalSpending
-
-        spending = LocalSpending(client.fingerprint, ledger, cache)
-    else:
-        from parcelsearch.stores.team.spending import TeamSpending  # psycopg only for teams
-
-        spending = TeamSpending.open(location, client, user=member, cache=cache,
-                                     threads=workers)
+    spending = open_spending(location, client, member=member, cache=cache, ledger=ledger,
+                             workers=workers)
     try:
         history = open_history(None if ledger is None else ledger.path, team=location,
                                member=member)
@@ -97,6 +134,15 @@ def open(location: str | None, client: Client, *, member: str = "",
         spending.close()  # its pool and lease renewer, not left behind
         raise
     return Stores(spending, history)
+
+
+def open_spending(location: str | None, client: Client, *, member: str = "",
+                  cache: ResponseCache | None = None, ledger: Ledger | None = None,
+                  workers: int = settings.DEFAULT_WORKERS) -> Spending:
+    """Where ``client``'s calls are spent at ``location`` (as in :func:`open_store`): close it
+    when done."""
+    return twin(location).open_spending(location, client, member=member, cache=cache,
+                                        ledger=ledger, workers=workers)
 
 
 @overload
@@ -113,10 +159,4 @@ def open_history(ledger_path: str | os.PathLike[str] | None, *, team: str | None
                  member: str = "") -> History | None:
     """The run history a search records into: the team store's when ``team`` is given (as
     ``member``), else the one in the ledger's file ``ledger_path`` (``None``: none)."""
-    if team is not None:
-        from parcelsearch.stores.team.run_history import TeamRunHistory  # psycopg only for teams
-
-        return TeamRunHistory(team, member=member)
-    from parcelsearch.stores.local.history import RunHistory
-
-    return None if ledger_path is None else RunHistory(ledger_path)
+    return twin(team).open_history(team, ledger_path, member=member)

@@ -24,15 +24,12 @@ import zlib
 from abc import ABC, abstractmethod
 from collections.abc import Hashable, Sequence
 from dataclasses import dataclass, field
-from typing import TYPE_CHECKING, Any
+from typing import Any, Protocol
 
 import pandas as pd
 import shapely
 
 from parcelsearch.errors import Hint, InputError
-
-if TYPE_CHECKING:
-    from parcelsearch.planning.plans import Plan
 
 __all__ = [
     "History",
@@ -61,7 +58,19 @@ def polygon_digest(polygon_json: str) -> str:
     return hashlib.sha256(polygon_json.encode()).hexdigest()[:32]
 
 
-def areas_fingerprint(plan: Plan) -> str:
+class StudyAreas(Protocol):
+    """What a fingerprint reads of a :class:`~parcelsearch.planning.plans.Plan`."""
+
+    @property
+    def id_name(self) -> str:
+        """The areas' id column."""
+
+    @property
+    def areas(self) -> pd.DataFrame:
+        """The areas, indexed by id, with their geometries."""
+
+
+def areas_fingerprint(plan: StudyAreas) -> str:
     """The study areas' fingerprint: their ids, id column and geometries — each a sorted set
     of normalised polygons on a 1e-9° grid, so a file's round trip (a Polygon stored as a
     one-part MultiPolygon, the last digits of a coordinate) keeps it."""

@@ -43,7 +43,7 @@ from parcelsearch._fetch.http import Cancelled, RateLimiter
 from parcelsearch._fetch.page import Page, check_page
 from parcelsearch.errors import Hint, MalformedResponseError, QuotaWouldExceedError, TeamStoreError
 from parcelsearch.stores.local.cache import ResponseCache
-from parcelsearch.stores.local.ledger import Quota, no_calls_left
+from parcelsearch.stores.quotas import Quota, no_calls_left
 from parcelsearch.stores.spending import RESERVE_LEAD, Limit
 from parcelsearch.stores.team.store import (
     DEFAULT_LEASE,

@@ -9,7 +9,7 @@ from typing import TYPE_CHECKING
 
 from parcelsearch._shared import check_count
 from parcelsearch.errors import ConfigurationError
-from parcelsearch.stores.local.ledger import MAX_CALLS, Quota
+from parcelsearch.stores.quotas import MAX_CALLS, Quota
 from parcelsearch.stores.team.members import resolve_user
 from parcelsearch.stores.team.store import (
     DEFAULT_LEASE,
