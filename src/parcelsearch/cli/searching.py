@@ -49,7 +49,7 @@ if TYPE_CHECKING:
     from parcelsearch.result import SearchResult
 
 __all__ = ["COMMANDS", "run_plan", "run_search", "run_markets", "run_doctor", "run_demo",
-           "read_areas", "check_listening", "refresh_line"]
+           "search_options", "read_areas", "check_listening", "refresh_line"]
 
 #: Seconds to wait for the service to accept a connection before saying nothing listens.
 CONNECT_PROBE_SECONDS = 1.5
@@ -241,7 +241,7 @@ def _declare_search(parser: Parser) -> None:
                              "than N calls to spend, ask on a terminal (y/N) and stop "
                              "otherwise, nothing lost (default: $PARCELSEARCH_ASK_ABOVE, else "
                              "100); a --budget covering the price's interval goes on")
-    parser.add_argument("--yes", action="store_true",
+    parser.add_argument("--yes", dest="confirm", action="store_true",
                         help="go past the decision point without asking (for scripts)")
     parser.add_argument("--quota", type=arguments.quota, metavar="QUOTA",
                         help="the key's quota if known: demo, production, 500/month, "
@@ -276,7 +276,7 @@ def _declare_search(parser: Parser) -> None:
     parser.add_argument("--workers", type=count_argument(1), default=8, metavar="N",
                         help="requests in flight at once, all paced by one rate limiter "
                              "(default 8)")
-    parser.add_argument("--quiet", action="store_true",
+    parser.add_argument("--quiet", dest="progress", action="store_false",
                         help="no progress bar and no price lines (the price before spending, "
                              "each whole on its own line on stderr)")
     add_connection(parser)
@@ -291,6 +291,19 @@ def takes_sample(refresh: str | None) -> bool:
     return samples(refresh_mode(refresh))
 
 
+def search_options(args: argparse.Namespace) -> dict[str, Any]:
+    """The keywords ``parcelsearch search`` hands :func:`parcelsearch.search`: every search
+    option (:class:`~parcelsearch._run.options.SearchOptions`), under its flag's ``dest``; the
+    quota parsed (``None``: ``$PARCELSEARCH_QUOTA``) and ``confirm`` asked on a terminal
+    unless ``--yes``."""
+    from parcelsearch._run.options import SearchOptions
+    from parcelsearch.stores.local.ledger import Quota
+
+    given = {name: getattr(args, name) for name in SearchOptions.names()}
+    given.update(quota=Quota.parse(args.quota), confirm=True if args.confirm else _ask_price)
+    return given
+
+
 def run_search(args: argparse.Namespace) -> int:
     """``parcelsearch search``: every GroupID inside the areas, written to ``--out``.
 
@@ -299,11 +312,10 @@ def run_search(args: argparse.Namespace) -> int:
     """
     from parcelsearch._run import search_run as pipeline
     from parcelsearch.result import SearchResult
-    from parcelsearch.stores.local.ledger import Quota
 
     areas = read_areas(args)
     client = _client(args)
-    quota = Quota.parse(args.quota)  # None: $PARCELSEARCH_QUOTA, checked before connecting
+    given = search_options(args)  # the quota checked before connecting
     _prepare_outputs(args)  # before anything is spent: a folder made, or a clear error
     check_listening(client.base_url)
     shown = warnings.showwarning  # the command line's (notices.as_messages)
@@ -311,31 +323,7 @@ def run_search(args: argparse.Namespace) -> int:
         with warnings.catch_warnings(record=True) as caught:
             warnings.simplefilter("always", PartialResultWarning)
             warnings.showwarning = _learnt_at_once(shown, caught)
-            result = pipeline.search(
-                areas,
-                client=client,
-                tolerance=args.tolerance,
-                connectors=args.connectors,
-                match=args.match,
-                id_column=args.id_column,
-                trust_crs=args.trust_crs,
-                trust_tolerance=args.trust_tolerance,
-                trust_markets=args.trust_markets,
-                budget=args.budget,
-                quota=quota,
-                allow_partial=args.allow_partial,
-                max_age=args.max_age,
-                refresh=args.refresh,
-                verify_sample=args.verify_sample,
-                active_markets_only=args.active_markets_only,
-                market_column=args.market_column,
-                progress=not args.quiet,
-                workers=args.workers,
-                team=args.team,
-                user=args.user,
-                ask_above=args.ask_above,
-                confirm=True if args.yes else _ask_price,
-            )
+            result = pipeline.search(areas, client=client, **given)
     except ParcelSearchError as exc:
         if isinstance(exc.result, SearchResult):
             _write(exc.result, args, partial=True)
