@@ -24,6 +24,7 @@ from parcelsearch.cli.arguments import (
     EXIT_CODES_NO_OUT,
     add_areas,
     add_connection,
+    add_option,
     add_out_map,
     add_team_member,
     exit_codes_text,
@@ -145,13 +146,13 @@ def _declare_plan(parser: Parser) -> None:
     parser.add_argument("--max-calls", type=count_argument(1), metavar="N",
                         help="also print the smallest tolerance whose plan needs at most N "
                              "calls")
-    parser.add_argument("--base-url", type=arguments.base_url, metavar="URL",
-                        help="the service a search would ask, for the matching rule "
-                             "'parcelsearch doctor --areas' learnt for it (default: "
-                             "$PARCELSEARCH_BASE_URL, or the profile's); nothing is sent")
-    parser.add_argument("--profile", metavar="NAME",
-                        help="the saved profile whose base URL to take the learnt rule of "
-                             "(default: $PARCELSEARCH_PROFILE); its key is not read")
+    add_option(parser, "base_url", type=arguments.base_url,
+               help="the service a search would ask, for the matching rule 'parcelsearch "
+                    "doctor --areas' learnt for it (default: $PARCELSEARCH_BASE_URL, or the "
+                    "profile's); nothing is sent")
+    add_option(parser, "profile", help="the saved profile whose base URL to take the learnt "
+                                       "rule of (default: $PARCELSEARCH_PROFILE); its key is "
+                                       "not read")
     add_out_map(parser, "the areas and their pieces")
 
 
@@ -230,55 +231,22 @@ def _declare_search(parser: Parser) -> None:
                         "--refresh changed run found changed, and any areas skipped")
     parser.add_argument("--force", action="store_true",
                         help="replace --out and --out-tiles even with a less complete result")
-    parser.add_argument("--budget", type=count_argument(0), metavar="N",
-                        help="spend at most N calls in this run (refused before spending if "
-                             "the plan needs more, see --allow-partial)")
-    parser.add_argument("--allow-partial", action="store_true",
-                        help="with --budget below the plan's need: spend the budget and resume "
-                             "later")
-    parser.add_argument("--ask-above", type=count_argument(0), metavar="N",
-                        help="the decision point: after the survey, when the price leaves more "
-                             "than N calls to spend, ask on a terminal (y/N) and stop "
-                             "otherwise, nothing lost (default: $PARCELSEARCH_ASK_ABOVE, else "
-                             "100); a --budget covering the price's interval goes on")
-    parser.add_argument("--yes", dest="confirm", action="store_true",
-                        help="go past the decision point without asking (for scripts)")
-    parser.add_argument("--quota", type=arguments.quota, metavar="QUOTA",
-                        help="the key's quota if known: demo, production, 500/month, "
-                             "50/lifetime (default: $PARCELSEARCH_QUOTA); runs that cannot fit "
-                             "are refused")
-    parser.add_argument("--max-age", type=arguments.age, metavar="AGE",
-                        help="reuse cached pages at most this old: 30d (days), 12h (hours), "
-                             "90m (minutes) or seconds (default: $PARCELSEARCH_MAX_AGE, else "
-                             "any age)")
-    parser.add_argument("--refresh", nargs="?", const="all", choices=["all", "changed"],
-                        default=None, metavar="all|changed",
-                        help="'all' (or --refresh alone): ignore cached pages, fetch everything "
-                             "again; 'changed': one call per piece (page 1) finds the pieces "
-                             "that changed since the last run, only those fetch their other "
-                             "pages, the rest reuse their cached pages (unchanged by inference)")
-    parser.add_argument("--verify-sample", type=arguments.fraction, default=None,
-                        metavar="FRACTION",
-                        help="with --refresh changed: also re-read the other pages of this "
-                             "fraction of the pieces inferred unchanged (default 0: no sample, "
-                             "so a refresh with no change spends exactly one call per piece; "
-                             "e.g. 0.05, priced before spending) and estimate, with a 95%% "
-                             "interval, the changed pieces inference missed")
-    parser.add_argument("--trust-markets", action="store_true",
-                        help="search areas more than 50 km from every US state with an "
-                             "active market, which is otherwise refused for free when the "
-                             "market list is in the cache")
-    parser.add_argument("--active-markets-only", action="store_true",
-                        help="skip areas whose market is not active (spends one call on the "
-                             "market list, then reuses it for a day; see --market-column)")
-    parser.add_argument("--market-column", default="market", metavar="COLUMN",
-                        help="column naming each area's market (default: market)")
+    add_option(parser, "budget", type=count_argument(0))
+    add_option(parser, "allow_partial", action="store_true")
+    add_option(parser, "ask_above", type=count_argument(0))
+    add_option(parser, "confirm", action="store_true")
+    add_option(parser, "quota", type=arguments.quota)
+    add_option(parser, "max_age", type=arguments.age)
+    add_option(parser, "refresh", nargs="?", const="all", choices=["all", "changed"],
+               default=None)
+    add_option(parser, "verify_sample", type=arguments.fraction, default=None)
+    add_option(parser, "trust_markets", action="store_true")
+    add_option(parser, "active_markets_only", action="store_true")
+    add_option(parser, "market_column", default="market")
     parser.add_argument("--workers", type=count_argument(1), default=8, metavar="N",
                         help="requests in flight at once, all paced by one rate limiter "
                              "(default 8)")
-    parser.add_argument("--quiet", dest="progress", action="store_false",
-                        help="no progress bar and no price lines (the price before spending, "
-                             "each whole on its own line on stderr)")
+    add_option(parser, "progress", action="store_false")
     add_connection(parser)
     add_team_member(parser)
 
