@@ -27,7 +27,7 @@ from parcelsearch.stores.team.members import shown as shown_url
 
 __all__ = ["SearchOptions", "DEFAULT_WORKERS", "ENV_TEAM", "ENV_USER", "REFRESH_MODES",
            "DEFAULT_VERIFY_SAMPLE", "PLANNING", "refresh_mode", "samples", "check_fraction",
-           "agrees_with_plan"]
+           "agrees_with_plan", "uses_learnt_match"]
 
 
 #: ``refresh`` values: cached pages reused where present, none reused, or only unchanged.
@@ -283,6 +283,14 @@ class SearchOptions:
         if shown["team"]:
             shown["team"] = shown_url(shown["team"])
         return "SearchOptions(" + ", ".join(f"{k}={v!r}" for k, v in shown.items()) + ")"
+
+
+def uses_learnt_match(match: object) -> bool:
+    """Whether a search plans under the matching rule learnt for its service
+    (:func:`parcelsearch.rule_probe.rule_for`): ``match`` neither given (``None``) nor set
+    (``settings.options.match``, ``$PARCELSEARCH_MATCH``). ``parcelsearch plan`` asks it too,
+    to show the pieces a search would send."""
+    return match is None and settings.options.source("match") == "default"
 
 
 #: The options a plan is made with (see :func:`parcelsearch.plan`): a plan given to a search

@@ -165,11 +165,12 @@ def run_plan(args: argparse.Namespace) -> int:
     for in any CRS, those (:mod:`parcelsearch.planning.reuse`, read from the cache folder, never
     written), else new ones."""
     from parcelsearch import outputs
+    from parcelsearch._run.options import uses_learnt_match
     from parcelsearch.planning import plans as planning
     from parcelsearch.planning import reuse as plan_reuse
 
     match, learnt_for = args.match, None
-    if match is None and options.source("match") == "default":  # as a search would plan
+    if uses_learnt_match(match):  # as a search would plan
         from parcelsearch.rule_probe import rule_for
 
         match, learnt_for = rule_for(args.base_url, args.profile, options.cache_dir)
