@@ -46,27 +46,41 @@ EXIT_CODES_NO_OUT = {
     143: "terminated (SIGTERM)",
 }
 
+#: What the ``environment variables:`` block says of each option's variable (the variable as
+#: :mod:`parcelsearch.knobs` declares it); ``{cache}``: the cache folder.
+_ENVIRONMENT_LINES = (
+    ("api_key", "the vendor key (never written to caches, logs or messages)"),
+    ("profile", "the profile saved by 'parcelsearch login' to use (--profile)"),
+    ("base_url", "https:// root of the services (--base-url wins)"),
+    ("ca_bundle", "PEM file of CAs to trust, e.g. a local serve's ca.pem (--ca-bundle)"),
+    ("quota", "the key's quota: demo, production, 500/month, 50/lifetime (--quota)"),
+    ("cache_dir", "response cache, market list and ledger folder (--cache-dir);\n"
+                  "default $XDG_CACHE_HOME/parcelsearch (~/.cache/parcelsearch),\nhere: {cache}"),
+    ("rate", "calls per second the key allows (default 10)"),
+    ("max_age", "reuse cached pages at most this old: 30d, 12h, seconds (--max-age)"),
+    ("response_deadline", "seconds a whole response may take (--response-deadline;\n"
+                          "default 60)"),
+    ("max_request_bytes", "the longest request line the gateway takes (--max-request-bytes;\n"
+                          "default: learnt from its refusal, else 7168)"),
+    ("team", "team store, postgresql://… (--team): calls, pace and pages shared"),
+    ("user", "who runs the search in the team (--user; default: login name)"),
+)
+
+
+def _environment() -> str:
+    """The ``environment variables:`` block: each variable, then what it is (a name too long
+    for the column on its own line)."""
+    lines = ["environment variables:"]
+    for name, text in _ENVIRONMENT_LINES:
+        env = str(declared(name).env)
+        first, *more = text.split("\n")
+        lines += [f"  {env:<25}{first}"] if len(env) < 25 else [f"  {env}", " " * 27 + first]
+        lines += [" " * 27 + line for line in more]
+    return "\n".join(lines)
+
+
 #: The ``environment variables:`` block of an epilog; ``{cache}``: the cache folder.
-ENVIRONMENT = """\
-environment variables:
-  PARCELSEARCH_API_KEY     the vendor key (never written to caches, logs or messages)
-  PARCELSEARCH_PROFILE     the profile saved by 'parcelsearch login' to use (--profile)
-  PARCELSEARCH_BASE_URL    https:// root of the services (--base-url wins)
-  PARCELSEARCH_CA_BUNDLE   PEM file of CAs to trust, e.g. a local serve's ca.pem (--ca-bundle)
-  PARCELSEARCH_QUOTA       the key's quota: demo, production, 500/month, 50/lifetime (--quota)
-  PARCELSEARCH_CACHE_DIR   response cache, market list and ledger folder (--cache-dir);
-                           default $XDG_CACHE_HOME/parcelsearch (~/.cache/parcelsearch),
-                           here: {cache}
-  PARCELSEARCH_RATE        calls per second the key allows (default 10)
-  PARCELSEARCH_MAX_AGE     reuse cached pages at most this old: 30d, 12h, seconds (--max-age)
-  PARCELSEARCH_RESPONSE_DEADLINE
-                           seconds a whole response may take (--response-deadline;
-                           default 60)
-  PARCELSEARCH_MAX_REQUEST_BYTES
-                           the longest request line the gateway takes (--max-request-bytes;
-                           default: learnt from its refusal, else 7168)
-  PARCELSEARCH_TEAM        team store, postgresql://… (--team): calls, pace and pages shared
-  PARCELSEARCH_USER        who runs the search in the team (--user; default: login name)"""
+ENVIRONMENT = _environment()
 
 
 class Formatter(argparse.RawDescriptionHelpFormatter):
