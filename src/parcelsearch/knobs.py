@@ -58,9 +58,11 @@ class Declaration:
             return self.cli_bare or None
         return f"{self.flag} {self.metavar}" if self.flag and self.metavar else None
 
-    def help_text(self, **fill: str) -> str | None:
-        """The ``--help`` line, its ``{env}`` (and any other field, from ``fill``) filled in."""
-        return None if self.help is None else self.help.format(env=self.env, **fill)
+    def help_text(self, line: str | None = None, **fill: str) -> str | None:
+        """The ``--help`` line (or ``line``, a command's own), its ``{env}`` (and any other
+        field, from ``fill``) filled in."""
+        line = self.help if line is None else line
+        return None if line is None else line.format(env=self.env, **fill)
 
 
 _P = "PARCELSEARCH_"

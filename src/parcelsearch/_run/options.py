@@ -27,7 +27,7 @@ from parcelsearch.stores.team.members import shown as shown_url
 
 __all__ = ["SearchOptions", "DEFAULT_WORKERS", "ENV_TEAM", "ENV_USER", "REFRESH_MODES",
            "DEFAULT_VERIFY_SAMPLE", "PLANNING", "refresh_mode", "samples", "check_fraction",
-           "agrees_with_plan", "uses_learnt_match"]
+           "agrees_with_plan", "made_with", "uses_learnt_match"]
 
 
 #: ``refresh`` values: cached pages reused where present, none reused, or only unchanged.
@@ -241,8 +241,7 @@ class SearchOptions:
             raise ConfigurationError(f"unknown search option(s): {', '.join(unknown)}")
         if plan is not None:
             agrees_with_plan(plan, **{name: given.get(name) for name in PLANNING})
-            given.update(tolerance=plan.tolerance, connectors=plan.connectors,
-                         match=plan.match, id_column=plan.id_name)
+            given.update(made_with(plan))
         made: dict[str, Any] = {}
         for f in fields(cls):
             convert = f.metadata["convert"]
@@ -298,6 +297,13 @@ def uses_learnt_match(match: object) -> bool:
 PLANNING = ("tolerance", "connectors", "match", "id_column")
 
 
+def made_with(plan: Any) -> dict[str, Any]:
+    """The planning options (:data:`PLANNING`) ``plan`` (:class:`parcelsearch.Plan`) was made
+    with."""
+    return {"tolerance": plan.tolerance, "connectors": plan.connectors, "match": plan.match,
+            "id_column": plan.id_name}
+
+
 def agrees_with_plan(plan: Any, **given: Any) -> None:
     """Refuse planning options given beside a plan (:class:`parcelsearch.Plan`) that was made
     with other values (``None``: not given).
@@ -307,8 +313,7 @@ def agrees_with_plan(plan: Any, **given: Any) -> None:
     ConfigurationError
         Naming the option, the value given and the plan's.
     """
-    made = {"tolerance": plan.tolerance, "connectors": plan.connectors, "match": plan.match,
-            "id_column": plan.id_name}
+    made = made_with(plan)
     for name, value in given.items():
         if value is None:
             continue

@@ -216,16 +216,16 @@ def team_url(text: str) -> str:
 def add_option(parser: argparse.ArgumentParser, name: str, *,
                fill: dict[str, str] | None = None, **given: Any) -> None:
     """The option ``name`` as :mod:`parcelsearch.knobs` declares it: its flag, its metavar
-    (when it takes a value), its help line (``fill``: the line's fields besides ``{env}``),
-    stored under its name; ``given``: what argparse needs besides (``type``: the command
-    line's check, ``action``, ``default``, ``choices``, ``nargs``)."""
+    (when it takes a value), its help line (or ``help``, a command's own; ``{env}`` in either
+    is its variable, ``fill`` the line's other fields), stored under its name; ``given``: what
+    argparse needs besides (``type``: the command line's check, ``action``, ``default``,
+    ``choices``, ``nargs``)."""
     declaration = declared(name)
     if declaration.flag is None:
         raise ValueError(f"the option {name} has no flag")
     if declaration.metavar is not None and "action" not in given:
         given["metavar"] = declaration.metavar
-    if "help" not in given:
-        given["help"] = declaration.help_text(**(fill or {}))
+    given["help"] = declaration.help_text(given.get("help"), **(fill or {}))
     parser.add_argument(declaration.flag, dest=name, **given)
 
 

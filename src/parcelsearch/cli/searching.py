@@ -148,11 +148,10 @@ def _declare_plan(parser: Parser) -> None:
                              "calls")
     add_option(parser, "base_url", type=arguments.base_url,
                help="the service a search would ask, for the matching rule 'parcelsearch "
-                    "doctor --areas' learnt for it (default: $PARCELSEARCH_BASE_URL, or the "
-                    "profile's); nothing is sent")
+                    "doctor --areas' learnt for it (default: ${env}, or the profile's); "
+                    "nothing is sent")
     add_option(parser, "profile", help="the saved profile whose base URL to take the learnt "
-                                       "rule of (default: $PARCELSEARCH_PROFILE); its key is "
-                                       "not read")
+                                       "rule of (default: ${env}); its key is not read")
     add_out_map(parser, "the areas and their pieces")
 
 
