@@ -547,6 +547,7 @@ def search(
     >>> result = parcelsearch.search(areas)  # doctest: +SKIP
     >>> result.ids.head()  # doctest: +SKIP
     """
+    # The keywords above that are options (a test holds them to SearchOptions' fields):
     given = {name: value for name, value in locals().items() if name in SearchOptions.names()}
     if plan is None and uses_learnt_match(match):
         from parcelsearch.rule_probe import rule_for  # learnt for this service
