@@ -51,11 +51,44 @@ def test_a_toolkit_test_file_runs_without_importing_the_service_or_psycopg(
     assert _imported(seen["modules"], "parcelsearch_service", "psycopg") == []
 
 
-def test_the_suite_runs_one_process_per_core_a_file_in_one(pytestconfig: pytest.Config) -> None:
-    """README: the tests run in one process per core, a file's tests together."""
-    options = shlex.split(" ".join(pytestconfig.getini("addopts")))
-    assert options[options.index("-n") + 1] == "auto"
-    assert options[options.index("--dist") + 1] == "loadfile"
+#: Two test files of three tests each; every test writes down the worker that ran it.
+_WORKER_PROBE = """
+import os, pathlib
+
+def _note(name):
+    worker = os.environ.get("PYTEST_XDIST_WORKER", "main")
+    count = os.environ.get("PYTEST_XDIST_WORKER_COUNT", "0")
+    pathlib.Path(__file__).with_name(name).write_text(f"{worker} {count}")
+
+def test_a(): _note(__name__ + "-a")
+def test_b(): _note(__name__ + "-b")
+def test_c(): _note(__name__ + "-c")
+"""
+
+
+@pytest.mark.slow  # a fresh pytest process and its workers
+def test_the_suite_runs_one_process_per_core_a_file_in_one(
+        tmp_path: Path, pytestconfig: pytest.Config) -> None:
+    """README: the tests run in one process per core, a file's tests together: a plain
+    ``python -m pytest`` under the repository's configuration runs two files' tests in as
+    many workers as xdist counts cores, each file's tests in one of them."""
+    from xdist.plugin import pytest_xdist_auto_num_workers as cores  # what -n auto counts
+
+    for name in ("test_first.py", "test_second.py"):
+        (tmp_path / name).write_text(_WORKER_PROBE, encoding="utf-8")
+    done = subprocess.run(
+        [sys.executable, "-m", "pytest", "-c", str(ROOT / "pyproject.toml"), "--rootdir",
+         str(tmp_path), "-p", "no:cacheprovider", "-q", "test_first.py", "test_second.py"],
+        cwd=tmp_path, capture_output=True, text=True, timeout=300, check=False)
+    assert done.returncode == 0, done.stdout + done.stderr
+    ran = {path.name: path.read_text(encoding="utf-8").split()
+           for path in tmp_path.glob("test_*-?")}
+    assert len(ran) == 6
+    assert {count for _, count in ran.values()} == {str(cores(pytestconfig))}
+    for module in ("test_first", "test_second"):
+        assert len({worker for name, (worker, _) in ran.items()
+                    if name.startswith(module + "-")}) == 1, ran  # a file in one worker
+    assert all(worker.startswith("gw") for worker, _ in ran.values())
 
 
 def test_the_markers_are_registered(pytestconfig: pytest.Config) -> None:

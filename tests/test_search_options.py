@@ -155,14 +155,13 @@ def test_the_python_keywords_and_the_cli_flags_are_the_options_declared(
         capsys: pytest.CaptureFixture[str], monkeypatch: pytest.MonkeyPatch) -> None:
     """A search's options are declared once, in SearchOptions: parcelsearch.search's
     keywords (and its docstring's parameters) and `parcelsearch search`'s flags are exactly
-    those (names with - for _), beside what is not an option, and the command hands every
-    one on; their defaults are the options' defaults."""
-    import ast
+    those (names with - for _), beside what is not an option; their defaults are the
+    options' defaults (that the command hands every one on: the test below)."""
     import inspect
     import re
 
     import parcelsearch
-    from parcelsearch.cli import build_parser, main, searching
+    from parcelsearch.cli import main
 
     names = set(SearchOptions.names())
     parameters = inspect.signature(parcelsearch.search).parameters
@@ -185,14 +184,60 @@ def test_the_python_keywords_and_the_cli_flags_are_the_options_declared(
     usage = capsys.readouterr().out.split("\n\n")[0]
     assert set(re.findall(r"(?<![\w-])--[a-z][a-z-]*", usage)) == set(flags.values()) | \
         _CLI_INPUTS
-    handed = {keyword.arg for node in ast.walk(ast.parse(inspect.getsource(searching.run_search)))
-              if isinstance(node, ast.Call) and ast.unparse(node.func).endswith(".search")
-              for keyword in node.keywords}
-    assert handed == names | {"client"}  # `parcelsearch search` hands on every option
-    parsed = vars(build_parser().parse_args(["search", "a.gpkg", "--out", "o.csv"]))
-    given = {name: parsed[name] for name in names - {"progress", "confirm"}}
-    assert SearchOptions.resolve(**given, progress=not parsed["quiet"],
-                                 confirm=parsed["yes"]) == SearchOptions.resolve()
+
+
+#: A flag of `parcelsearch search` for each search option, giving it a value not its default.
+_GIVEN_ON_THE_COMMAND_LINE = {
+    "tolerance": (["--tolerance", "5"], 5.0),
+    "connectors": (["--no-connectors"], False),
+    "match": (["--match", "intersects"], "intersects"),
+    "id_column": (["--id-column", "parcel"], "parcel"),
+    "trust_crs": (["--trust-crs"], True),
+    "trust_tolerance": (["--trust-tolerance"], True),
+    "trust_markets": (["--trust-markets"], True),
+    "budget": (["--budget", "3"], 3),
+    "quota": (["--quota", "demo"], Quota(50, "lifetime")),
+    "allow_partial": (["--allow-partial"], True),
+    "ask_above": (["--ask-above", "7"], 7),
+    "confirm": (["--yes"], True),
+    "max_age": (["--max-age", "1h"], 3_600.0),
+    "refresh": (["--refresh", "changed"], "changed"),
+    "verify_sample": (["--refresh", "changed", "--verify-sample", "0.1"], 0.1),
+    "active_markets_only": (["--active-markets-only"], True),
+    "market_column": (["--market-column", "state"], "state"),
+    "progress": (["--quiet"], False),
+    "workers": (["--workers", "3"], 3),
+    "team": (["--team", "postgresql://db.example/team"], "postgresql://db.example/team"),
+    "user": (["--team", "postgresql://db.example/team", "--user", "dana"], "dana"),
+}
+
+
+def test_every_search_option_given_on_the_command_line_reaches_the_search(
+        monkeypatch: pytest.MonkeyPatch) -> None:
+    """`parcelsearch search` hands parcelsearch.search every option its flags gave (what
+    run_search passes on, resolved as the search resolves it), and with no flag the
+    options are the search's defaults."""
+    from parcelsearch.cli import build_parser
+    from parcelsearch.cli.searching import search_options
+
+    for name in ("TEAM", "USER", "QUOTA", "MATCH", "MAX_AGE", "ASK_ABOVE"):
+        monkeypatch.delenv(f"PARCELSEARCH_{name}", raising=False)
+    assert set(_GIVEN_ON_THE_COMMAND_LINE) == set(SearchOptions.names())
+    parser = build_parser()
+
+    def resolved(*flags: str) -> SearchOptions:
+        return SearchOptions.resolve(**search_options(parser.parse_args(
+            ["search", "a.gpkg", "--out", "o.csv", *flags])))
+
+    unflagged = resolved()
+    assert callable(unflagged.confirm)  # asked on a terminal unless --yes
+    assert {name: getattr(unflagged, name) for name in SearchOptions.names()} == \
+        {name: getattr(SearchOptions.resolve(), name) for name in SearchOptions.names()
+         if name != "confirm"} | {"confirm": unflagged.confirm}
+    for name, (flags, value) in _GIVEN_ON_THE_COMMAND_LINE.items():
+        options = resolved(*flags)
+        assert getattr(options, name) == value != getattr(unflagged, name), name
+        assert SearchOptions.flags()[name] in flags, name
 
 
 def test_max_age_takes_days_and_hours_in_python_and_the_environment(

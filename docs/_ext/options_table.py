@@ -1,7 +1,8 @@
 """``.. parcelsearch-options::``: the table of ``parcelsearch.settings.options``, from the code.
 
 One row per option: its name, its environment variable and what it is for, read from the
-options' own specification, so the page cannot drift from what ``options`` accepts.
+options' own specification (declared in ``parcelsearch.knobs``), so the page cannot drift
+from what ``options`` accepts.
 """
 
 from __future__ import annotations

@@ -52,6 +52,8 @@ from collections.abc import Sequence
 from dataclasses import dataclass
 from typing import Literal
 
+from parcelsearch.knobs import DECLARED, Declaration, declared
+
 Dialect = Literal["python", "cli"]
 
 
@@ -71,77 +73,30 @@ class Knob:
     cli_bare: str | None = None
 
 
-#: Every knob an error can point at, spelled in both dialects.
+def _derived(declaration: Declaration) -> Knob:
+    """The knob of a declared option (:mod:`parcelsearch.knobs`), spelled as declared."""
+    return Knob(declaration.python, declaration.cli_template, declaration.env,
+                declaration.python_bare, declaration.cli_bare_template)
+
+
+#: Every knob an error can point at, spelled in both dialects: each option's as declared in
+#: :mod:`parcelsearch.knobs` (``yes`` is ``confirm``'s flag), then knobs that are not options.
 KNOBS: dict[str, Knob] = {
-    "budget": Knob("budget={value}", "--budget {value}", python_bare="budget=",
-                   cli_bare="--budget N"),
-    "allow_partial": Knob("allow_partial=True", "--allow-partial"),
-    "yes": Knob("confirm=True", "--yes"),
-    "ask_above": Knob("ask_above={value}", "--ask-above {value}", env="PARCELSEARCH_ASK_ABOVE",
-                      python_bare="ask_above=", cli_bare="--ask-above N"),
-    "tolerance": Knob("tolerance={value}", "--tolerance {value}", python_bare="tolerance=",
-                      cli_bare="--tolerance METRES"),
-    "quota": Knob("quota={value!r}", "--quota {value}", env="PARCELSEARCH_QUOTA",
-                  python_bare="quota=", cli_bare="--quota QUOTA"),
+    **{declaration.name: _derived(declaration) for declaration in DECLARED},
+    "yes": _derived(declared("confirm")),
     "max_calls": Knob("parcelsearch.suggest_tolerance(plan, {value})",
                       "`parcelsearch plan AREAS --max-calls {value}`"),
-    "match": Knob("match={value!r}", "--match {value}", env="PARCELSEARCH_MATCH",
-                  python_bare="match=", cli_bare="--match RULE"),
-    "refresh": Knob("refresh={value!r}", "--refresh {value}", python_bare="refresh=True",
-                    cli_bare="--refresh"),
-    "verify_sample": Knob("verify_sample={value}", "--verify-sample {value}",
-                          python_bare="verify_sample=", cli_bare="--verify-sample FRACTION"),
     "runs": Knob("parcelsearch.runs()", "parcelsearch runs"),
-    "api_key": Knob("Client(api_key=...)", None, env="PARCELSEARCH_API_KEY"),
-    "base_url": Knob("Client(base_url='https://...')", "--base-url https://...",
-                     env="PARCELSEARCH_BASE_URL"),
-    "ca_bundle": Knob("Client(ca_bundle={value!r})", "--ca-bundle {value}",
-                      env="PARCELSEARCH_CA_BUNDLE", python_bare="Client(ca_bundle=...)",
-                      cli_bare="--ca-bundle FILE"),
-    "rate": Knob("Client(rate={value})", None, env="PARCELSEARCH_RATE",
-                 python_bare="Client(rate=...)"),
-    "response_deadline": Knob("Client(response_deadline={value})",
-                              "--response-deadline {value}",
-                              env="PARCELSEARCH_RESPONSE_DEADLINE",
-                              python_bare="Client(response_deadline=...)",
-                              cli_bare="--response-deadline SECONDS"),
-    "group_id_max_chars": Knob("settings.options.group_id_max_chars = {value}", None,
-                               env="PARCELSEARCH_GROUP_ID_MAX_CHARS"),
-    "max_request_bytes": Knob("Client(max_request_bytes={value})",
-                              "--max-request-bytes {value}",
-                              env="PARCELSEARCH_MAX_REQUEST_BYTES",
-                              python_bare="Client(max_request_bytes=...)",
-                              cli_bare="--max-request-bytes BYTES"),
-    "page_size": Knob("settings.options.page_size = {value}", None, env="PARCELSEARCH_PAGE_SIZE"),
-    "result_window": Knob("settings.options.result_window = {value}", None,
-                          env="PARCELSEARCH_RESULT_WINDOW"),
-    "cache_dir": Knob("Client(cache_dir={value!r})", "--cache-dir {value}",
-                      env="PARCELSEARCH_CACHE_DIR", python_bare="Client(cache_dir=...)",
-                      cli_bare="--cache-dir DIR"),
     "crs": Knob("areas.set_crs({value!r})", "--crs {value}",
                 python_bare="areas.set_crs(<EPSG code>)", cli_bare="--crs EPSG:CODE"),
     "crs_override": Knob("areas.set_crs({value!r}, allow_override=True)", "--crs {value}",
                          python_bare="areas.set_crs(<EPSG code>, allow_override=True)",
                          cli_bare="--crs EPSG:CODE"),
-    "trust_crs": Knob("trust_crs=True", "--trust-crs"),
-    "trust_tolerance": Knob("trust_tolerance=True", "--trust-tolerance"),
-    "trust_markets": Knob("trust_markets=True", "--trust-markets"),
     "layer": Knob("geopandas.read_file(path, layer={value!r})", "--layer {value}",
                   python_bare="geopandas.read_file(path, layer=...)", cli_bare="--layer NAME"),
-    "id_column": Knob("id_column={value!r}", "--id-column {value}", python_bare="id_column=",
-                      cli_bare="--id-column COLUMN"),
-    "market_column": Knob("market_column={value!r}", "--market-column {value}",
-                          python_bare="market_column=", cli_bare="--market-column COLUMN"),
     "markets": Knob("markets=parcelsearch.markets(client)", "parcelsearch markets"),
-    "workers": Knob("workers={value}", "--workers {value}", python_bare="workers=",
-                    cli_bare="--workers N"),
-    "max_age": Knob("max_age={value!r}", "--max-age {value}", env="PARCELSEARCH_MAX_AGE",
-                    python_bare="max_age=", cli_bare="--max-age AGE"),
     "out": Knob("path={value!r}", "--out {value}", python_bare="path=", cli_bare="--out FILE"),
     "force": Knob("force=True", "--force"),
-    "profile": Knob("Client(profile={value!r})", "--profile {value}",
-                    env="PARCELSEARCH_PROFILE", python_bare="Client(profile=...)",
-                    cli_bare="--profile NAME"),
     "login": Knob("parcelsearch.profiles.save({value!r}, api_key)",
                   "`parcelsearch login --profile {value}`"),
     "out_map": Knob("path={value!r}", "--out-map {value}", python_bare="path=",
@@ -149,10 +104,6 @@ KNOBS: dict[str, Knob] = {
     "out_tiles": Knob("path={value!r}", "--out-tiles {value}", python_bare="path=",
                       cli_bare="--out-tiles FILE"),
     "serve": Knob("parcelsearch.local_service()", "`parcelsearch serve`"),
-    "team": Knob("team={value!r}", "--team {value}", env="PARCELSEARCH_TEAM",
-                 python_bare="team=", cli_bare="--team URL"),
-    "user": Knob("user={value!r}", "--user {value}", env="PARCELSEARCH_USER",
-                 python_bare="user=", cli_bare="--user NAME"),
     "team_init": Knob("parcelsearch.stores.team.init_team({value!r})", "`parcelsearch team init "
                       "{value}`"),
     "team_budget": Knob("parcelsearch.stores.team.set_budget(url, {value!r}, calls)",

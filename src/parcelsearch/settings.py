@@ -32,6 +32,7 @@ from urllib.parse import urlsplit
 import platformdirs
 
 from parcelsearch.errors import ConfigurationError, Hint
+from parcelsearch.knobs import declared
 
 #: Longest request line (``GET <target> HTTP/1.1``) the vendor's gateway accepts.
 MAX_REQUEST_LINE_BYTES: Final = 7168
@@ -64,24 +65,35 @@ KEY_TYPES: Final = {
 #: The vendor's zoning prices per call, by tier (USD).
 ZONING_PRICES: Final = {"basic": 0.29, "enhanced": 0.49, "premium": 0.69}
 
-#: Environment variables read by :class:`parcelsearch.Client`, the CLI and the service.
-ENV_API_KEY: Final = "PARCELSEARCH_API_KEY"
-ENV_BASE_URL: Final = "PARCELSEARCH_BASE_URL"
-ENV_CA_BUNDLE: Final = "PARCELSEARCH_CA_BUNDLE"
-ENV_RATE: Final = "PARCELSEARCH_RATE"
-ENV_RESPONSE_DEADLINE: Final = "PARCELSEARCH_RESPONSE_DEADLINE"
-ENV_GROUP_ID_MAX_CHARS: Final = "PARCELSEARCH_GROUP_ID_MAX_CHARS"
-ENV_PAGE_SIZE: Final = "PARCELSEARCH_PAGE_SIZE"
-ENV_RESULT_WINDOW: Final = "PARCELSEARCH_RESULT_WINDOW"
-ENV_MAX_REQUEST_BYTES: Final = "PARCELSEARCH_MAX_REQUEST_BYTES"
-ENV_CACHE_DIR: Final = "PARCELSEARCH_CACHE_DIR"
-ENV_QUOTA: Final = "PARCELSEARCH_QUOTA"
-ENV_SERVICE_DIR: Final = "PARCELSEARCH_SERVICE_DIR"
-ENV_MATCH: Final = "PARCELSEARCH_MATCH"
-ENV_PROFILE: Final = "PARCELSEARCH_PROFILE"
-ENV_CONFIG_DIR: Final = "PARCELSEARCH_CONFIG_DIR"
-ENV_MAX_AGE: Final = "PARCELSEARCH_MAX_AGE"
-ENV_ASK_ABOVE: Final = "PARCELSEARCH_ASK_ABOVE"
+
+
+def _env(name: str) -> str:
+    """The environment variable of the option ``name``, as :mod:`parcelsearch.knobs` declares
+    it."""
+    env = declared(name).env
+    assert env is not None, name
+    return env
+
+
+#: Environment variables read by :class:`parcelsearch.Client`, the CLI and the service (each
+#: declared once, in :mod:`parcelsearch.knobs`).
+ENV_API_KEY: Final = _env("api_key")
+ENV_BASE_URL: Final = _env("base_url")
+ENV_CA_BUNDLE: Final = _env("ca_bundle")
+ENV_RATE: Final = _env("rate")
+ENV_RESPONSE_DEADLINE: Final = _env("response_deadline")
+ENV_GROUP_ID_MAX_CHARS: Final = _env("group_id_max_chars")
+ENV_PAGE_SIZE: Final = _env("page_size")
+ENV_RESULT_WINDOW: Final = _env("result_window")
+ENV_MAX_REQUEST_BYTES: Final = _env("max_request_bytes")
+ENV_CACHE_DIR: Final = _env("cache_dir")
+ENV_QUOTA: Final = _env("quota")
+ENV_SERVICE_DIR: Final = _env("service_dir")
+ENV_MATCH: Final = _env("match")
+ENV_PROFILE: Final = _env("profile")
+ENV_CONFIG_DIR: Final = _env("config_dir")
+ENV_MAX_AGE: Final = _env("max_age")
+ENV_ASK_ABOVE: Final = _env("ask_above")
 #: Calls a search spends past its survey without asking (a fifth of a 500-call month).
 DEFAULT_ASK_ABOVE: Final = 100
 #: The application's name for platformdirs (the user's cache, data and config folders).
@@ -216,49 +228,36 @@ class Option:
     default: Callable[[], Any]
     parse: Callable[[Any], Any]
 
+    @classmethod
+    def declared(cls, name: str, default: Callable[[], Any],
+                 parse: Callable[[Any], Any]) -> Option:
+        """The option ``name`` with its variable and doc line as :mod:`parcelsearch.knobs`
+        declares them, and its ``default`` and ``parse`` (this module's)."""
+        declaration = declared(name)
+        assert declaration.doc is not None, name
+        return cls(name, declaration.doc, declaration.env, default, parse)
 
-_OPTIONS: Final = (
-    Option("base_url", "root URL of the Search and Markets services (https:// only)",
-           ENV_BASE_URL, lambda: None, _text),
-    Option("ca_bundle", "PEM file of certificate authorities to trust (TLS is always verified)",
-           ENV_CA_BUNDLE, lambda: None, _text),
-    Option("rate", "calls per second the key allows (spike arrest)",
-           ENV_RATE, lambda: DEFAULT_RATE, _number),
-    Option("response_deadline", "seconds one response may take as a whole, however slowly "
-           "its bytes come (then abandoned and retried like a timeout)",
-           ENV_RESPONSE_DEADLINE, lambda: DEFAULT_RESPONSE_DEADLINE, _number),
-    Option("group_id_max_chars", "the longest GroupID accepted (the vendor's ids are opaque "
-           "strings; longer ones fail their area)",
-           ENV_GROUP_ID_MAX_CHARS, lambda: MAX_GROUP_ID_CHARS, _number),
-    Option("page_size", "GroupIDs the vendor serves a page (default: learnt from its first "
-           "answer, else 100); when set, answers are checked against it and nothing is learnt",
-           ENV_PAGE_SIZE, lambda: None, _number),
-    Option("result_window", "pages the vendor serves a search at most (default: learnt from "
-           "its refusal of a deeper page, else no limit); pieces with more are split",
-           ENV_RESULT_WINDOW, lambda: None, _number),
-    Option("max_request_bytes", "the longest request line the vendor's gateway takes, in "
-           "bytes (default: learnt from a refusal, else 7168); searches plan pieces to it",
-           ENV_MAX_REQUEST_BYTES, lambda: None, _number),
-    Option("quota", "the key's quota: demo, production, N/month or N/lifetime",
-           ENV_QUOTA, lambda: None, _text),
-    Option("cache_dir", "folder of the response cache, market list and quota ledger",
-           ENV_CACHE_DIR, _user_cache_dir, _path),
-    Option("service_dir", "folder of the reference service's key store and certificates",
-           ENV_SERVICE_DIR, _user_service_dir, _path),
-    Option("match", "how the vendor matches parcels: representative-point, intersects or "
-           "unknown", ENV_MATCH, lambda: "unknown", _text),
-    Option("profile", "the saved profile (parcelsearch login) whose key, base URL and CA "
-                      "to use (default: 'default', when saved)",
-           ENV_PROFILE, lambda: None, _text),
-    Option("max_age", "reuse cached pages at most this old (30d, 12h, seconds; default: any)",
-           ENV_MAX_AGE, lambda: None, _text),
-    Option("config_dir", "folder of the saved profiles (never their keys, which stay in "
-                         "the OS keyring, or a file readable by you only when there is none)",
-           ENV_CONFIG_DIR, _user_config_dir, _path),
-    Option("ask_above", "calls a search spends past its price without asking (--yes or "
-                        "confirm=True to go on)",
-           ENV_ASK_ABOVE, lambda: DEFAULT_ASK_ABOVE, _number),
-)
+
+#: Each option's default and parser; their variables and doc lines are declared in
+#: :mod:`parcelsearch.knobs`, in this order.
+_OPTIONS: Final = tuple(Option.declared(name, default, parse) for name, default, parse in (
+    ("base_url", lambda: None, _text),
+    ("ca_bundle", lambda: None, _text),
+    ("rate", lambda: DEFAULT_RATE, _number),
+    ("response_deadline", lambda: DEFAULT_RESPONSE_DEADLINE, _number),
+    ("group_id_max_chars", lambda: MAX_GROUP_ID_CHARS, _number),
+    ("page_size", lambda: None, _number),
+    ("result_window", lambda: None, _number),
+    ("max_request_bytes", lambda: None, _number),
+    ("quota", lambda: None, _text),
+    ("cache_dir", _user_cache_dir, _path),
+    ("service_dir", _user_service_dir, _path),
+    ("match", lambda: "unknown", _text),
+    ("profile", lambda: None, _text),
+    ("max_age", lambda: None, _text),
+    ("config_dir", _user_config_dir, _path),
+    ("ask_above", lambda: DEFAULT_ASK_ABOVE, _number),
+))
 
 
 class Options:

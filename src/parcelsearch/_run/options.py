@@ -14,6 +14,7 @@ from typing import Any
 from parcelsearch import settings
 from parcelsearch._shared import check_count
 from parcelsearch.errors import ConfigurationError, Hint
+from parcelsearch.knobs import declared
 from parcelsearch.settings import DEFAULT_WORKERS, parse_age
 from parcelsearch.stores.quotas import Quota
 from parcelsearch.stores.team.members import (
@@ -26,7 +27,7 @@ from parcelsearch.stores.team.members import shown as shown_url
 
 __all__ = ["SearchOptions", "DEFAULT_WORKERS", "ENV_TEAM", "ENV_USER", "REFRESH_MODES",
            "DEFAULT_VERIFY_SAMPLE", "PLANNING", "refresh_mode", "samples", "check_fraction",
-           "agrees_with_plan"]
+           "agrees_with_plan", "made_with", "uses_learnt_match"]
 
 
 #: ``refresh`` values: cached pages reused where present, none reused, or only unchanged.
@@ -89,14 +90,12 @@ def check_fraction(value: object, mode: str = "changed") -> float:
 Converter = Callable[[Any, Mapping[str, Any]], Any]
 
 
-def _option(default: Any, convert: Converter | None = None, *, flag: str | None = None,
-            optional: bool = False) -> Any:
+def _option(default: Any, convert: Converter | None = None, *, optional: bool = False) -> Any:
     """A field of :class:`SearchOptions`: its default, its converter (attrs-style: applied by
     :meth:`SearchOptions.resolve` before the frozen value is made, and checked by it when made
-    directly), whether ``None`` is a value of it (``optional``), and its command-line flag
-    when not ``--`` + its name with ``-`` for ``_``."""
-    return field(default=default, metadata={"convert": convert, "flag": flag,
-                                            "optional": optional})
+    directly) and whether ``None`` is a value of it (``optional``); its spellings (flag,
+    variable, help) are declared in :mod:`parcelsearch.knobs`."""
+    return field(default=default, metadata={"convert": convert, "optional": optional})
 
 
 def _tolerance(value: Any, made: Mapping[str, Any]) -> float:
@@ -202,7 +201,7 @@ class SearchOptions:
     """
 
     tolerance: float = _option(0.0, _tolerance)
-    connectors: bool = _option(True, _connectors, flag="--no-connectors")
+    connectors: bool = _option(True, _connectors)
     match: str = _option("unknown", _match)
     id_column: str | None = _option(None, optional=True)
     trust_crs: bool = _option(False)
@@ -212,13 +211,13 @@ class SearchOptions:
     quota: Quota | None = _option(None, _quota, optional=True)
     allow_partial: bool = _option(False)
     ask_above: int = _option(100, _ask_above)
-    confirm: bool | Callable[[Any], bool] = _option(False, _confirm, flag="--yes")
+    confirm: bool | Callable[[Any], bool] = _option(False, _confirm)
     max_age: float | None = _option(None, _max_age, optional=True)
     refresh: str = _option("cached", _refresh)
     verify_sample: float = _option(DEFAULT_VERIFY_SAMPLE, _verify_sample)
     active_markets_only: bool = _option(False)
     market_column: str = _option("market")
-    progress: bool = _option(True, flag="--quiet")
+    progress: bool = _option(True)
     workers: int = _option(DEFAULT_WORKERS, _workers)
     team: str | None = _option(None, _team, optional=True)
     user: str | None = _option(None, _user, optional=True)
@@ -242,8 +241,7 @@ class SearchOptions:
             raise ConfigurationError(f"unknown search option(s): {', '.join(unknown)}")
         if plan is not None:
             agrees_with_plan(plan, **{name: given.get(name) for name in PLANNING})
-            given.update(tolerance=plan.tolerance, connectors=plan.connectors,
-                         match=plan.match, id_column=plan.id_name)
+            given.update(made_with(plan))
         made: dict[str, Any] = {}
         for f in fields(cls):
             convert = f.metadata["convert"]
@@ -274,10 +272,10 @@ class SearchOptions:
 
     @classmethod
     def flags(cls) -> dict[str, str]:
-        """Each option's flag on ``parcelsearch search`` (``--`` + its name with ``-`` for
-        ``_``, but ``--no-connectors`` and ``--quiet``, which turn a default off)."""
-        return {f.name: f.metadata["flag"] or "--" + f.name.replace("_", "-")
-                for f in fields(cls)}
+        """Each option's flag on ``parcelsearch search``, as :mod:`parcelsearch.knobs`
+        declares it (``--`` + its name with ``-`` for ``_``, but ``--no-connectors`` and
+        ``--quiet``, which turn a default off, and ``--yes``)."""
+        return {f.name: str(declared(f.name).flag) for f in fields(cls)}
 
     def __repr__(self) -> str:
         shown = {f.name: getattr(self, f.name) for f in fields(self)}
@@ -286,9 +284,24 @@ class SearchOptions:
         return "SearchOptions(" + ", ".join(f"{k}={v!r}" for k, v in shown.items()) + ")"
 
 
+def uses_learnt_match(match: object) -> bool:
+    """Whether a search plans under the matching rule learnt for its service
+    (:func:`parcelsearch.rule_probe.rule_for`): ``match`` neither given (``None``) nor set
+    (``settings.options.match``, ``$PARCELSEARCH_MATCH``). ``parcelsearch plan`` asks it too,
+    to show the pieces a search would send."""
+    return match is None and settings.options.source("match") == "default"
+
+
 #: The options a plan is made with (see :func:`parcelsearch.plan`): a plan given to a search
 #: brings its own.
 PLANNING = ("tolerance", "connectors", "match", "id_column")
+
+
+def made_with(plan: Any) -> dict[str, Any]:
+    """The planning options (:data:`PLANNING`) ``plan`` (:class:`parcelsearch.Plan`) was made
+    with."""
+    return {"tolerance": plan.tolerance, "connectors": plan.connectors, "match": plan.match,
+            "id_column": plan.id_name}
 
 
 def agrees_with_plan(plan: Any, **given: Any) -> None:
@@ -300,8 +313,7 @@ def agrees_with_plan(plan: Any, **given: Any) -> None:
     ConfigurationError
         Naming the option, the value given and the plan's.
     """
-    made = {"tolerance": plan.tolerance, "connectors": plan.connectors, "match": plan.match,
-            "id_column": plan.id_name}
+    made = made_with(plan)
     for name, value in given.items():
         if value is None:
             continue

@@ -41,11 +41,11 @@ import pandas as pd
 import shapely
 import shapely.prepared
 
-from parcelsearch import notices, settings, stores
+from parcelsearch import notices, stores
 from parcelsearch._fetch.client import Client
 from parcelsearch._run import density, pricing, refreshing
 from parcelsearch._run.fetching import Fetcher, PageBaseLearned, PieceState, Run
-from parcelsearch._run.options import DEFAULT_WORKERS, SearchOptions
+from parcelsearch._run.options import DEFAULT_WORKERS, SearchOptions, uses_learnt_match
 from parcelsearch._run.progress import Progress
 from parcelsearch._shared import next_month_start
 from parcelsearch.errors import (
@@ -549,18 +549,14 @@ def search(
     >>> result = parcelsearch.search(areas)  # doctest: +SKIP
     >>> result.ids.head()  # doctest: +SKIP
     """
-    if plan is None and match is None and settings.options.source("match") == "default":
-        from parcelsearch.rule_probe import remembered_rule  # learnt for this service
+    # The keywords above that are options (a test holds them to SearchOptions' fields):
+    given = {name: value for name, value in locals().items() if name in SearchOptions.names()}
+    if plan is None and uses_learnt_match(match):
+        from parcelsearch.rule_probe import rule_for  # learnt for this service
 
         client = client if client is not None else Client()
-        match = remembered_rule(client)
-    options = SearchOptions.resolve(
-        plan, tolerance=tolerance, connectors=connectors, match=match, id_column=id_column,
-        trust_crs=trust_crs, trust_tolerance=trust_tolerance, trust_markets=trust_markets,
-        budget=budget, quota=quota,
-        allow_partial=allow_partial, ask_above=ask_above, confirm=confirm, max_age=max_age,
-        refresh=refresh, verify_sample=verify_sample, active_markets_only=active_markets_only,
-        market_column=market_column, progress=progress, workers=workers, team=team, user=user)
+        given["match"] = rule_for(client.base_url, cache_dir=client.cache_dir)[0]
+    options = SearchOptions.resolve(plan, **given)
     client = client if client is not None else Client()
     cache_obj = _store(cache, ResponseCache, lambda: ResponseCache(client.cache_dir))
     def planned() -> Plan:  # to the request-line limit set, learnt or 7,168

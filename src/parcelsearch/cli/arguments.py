@@ -16,11 +16,12 @@ from typing import Any
 
 from parcelsearch import settings
 from parcelsearch.errors import ConfigurationError, ParcelSearchError
+from parcelsearch.knobs import declared
 
 __all__ = ["EXIT_CODES", "EXIT_CODES_NO_OUT", "ENVIRONMENT", "Formatter", "exit_codes_text",
            "number", "CALLS", "fraction", "tolerance", "age", "quota", "crs",
-           "output", "base_url", "existing_file", "team_url", "add_areas", "add_connection",
-           "add_out_map", "add_team_store", "add_team_member"]
+           "output", "base_url", "existing_file", "team_url", "add_option", "add_areas",
+           "add_connection", "add_out_map", "add_team_store", "add_team_member"]
 
 #: Exit code → what it means (shown in ``--help`` and the README); the exception classes of
 #: :mod:`parcelsearch.errors` carry theirs (``exit_code``).
@@ -45,27 +46,41 @@ EXIT_CODES_NO_OUT = {
     143: "terminated (SIGTERM)",
 }
 
+#: What the ``environment variables:`` block says of each option's variable (the variable as
+#: :mod:`parcelsearch.knobs` declares it); ``{cache}``: the cache folder.
+_ENVIRONMENT_LINES = (
+    ("api_key", "the vendor key (never written to caches, logs or messages)"),
+    ("profile", "the profile saved by 'parcelsearch login' to use (--profile)"),
+    ("base_url", "https:// root of the services (--base-url wins)"),
+    ("ca_bundle", "PEM file of CAs to trust, e.g. a local serve's ca.pem (--ca-bundle)"),
+    ("quota", "the key's quota: demo, production, 500/month, 50/lifetime (--quota)"),
+    ("cache_dir", "response cache, market list and ledger folder (--cache-dir);\n"
+                  "default $XDG_CACHE_HOME/parcelsearch (~/.cache/parcelsearch),\nhere: {cache}"),
+    ("rate", "calls per second the key allows (default 10)"),
+    ("max_age", "reuse cached pages at most this old: 30d, 12h, seconds (--max-age)"),
+    ("response_deadline", "seconds a whole response may take (--response-deadline;\n"
+                          "default 60)"),
+    ("max_request_bytes", "the longest request line the gateway takes (--max-request-bytes;\n"
+                          "default: learnt from its refusal, else 7168)"),
+    ("team", "team store, postgresql://… (--team): calls, pace and pages shared"),
+    ("user", "who runs the search in the team (--user; default: login name)"),
+)
+
+
+def _environment() -> str:
+    """The ``environment variables:`` block: each variable, then what it is (a name too long
+    for the column on its own line)."""
+    lines = ["environment variables:"]
+    for name, text in _ENVIRONMENT_LINES:
+        env = str(declared(name).env)
+        first, *more = text.split("\n")
+        lines += [f"  {env:<25}{first}"] if len(env) < 25 else [f"  {env}", " " * 27 + first]
+        lines += [" " * 27 + line for line in more]
+    return "\n".join(lines)
+
+
 #: The ``environment variables:`` block of an epilog; ``{cache}``: the cache folder.
-ENVIRONMENT = """\
-environment variables:
-  PARCELSEARCH_API_KEY     the vendor key (never written to caches, logs or messages)
-  PARCELSEARCH_PROFILE     the profile saved by 'parcelsearch login' to use (--profile)
-  PARCELSEARCH_BASE_URL    https:// root of the services (--base-url wins)
-  PARCELSEARCH_CA_BUNDLE   PEM file of CAs to trust, e.g. a local serve's ca.pem (--ca-bundle)
-  PARCELSEARCH_QUOTA       the key's quota: demo, production, 500/month, 50/lifetime (--quota)
-  PARCELSEARCH_CACHE_DIR   response cache, market list and ledger folder (--cache-dir);
-                           default $XDG_CACHE_HOME/parcelsearch (~/.cache/parcelsearch),
-                           here: {cache}
-  PARCELSEARCH_RATE        calls per second the key allows (default 10)
-  PARCELSEARCH_MAX_AGE     reuse cached pages at most this old: 30d, 12h, seconds (--max-age)
-  PARCELSEARCH_RESPONSE_DEADLINE
-                           seconds a whole response may take (--response-deadline;
-                           default 60)
-  PARCELSEARCH_MAX_REQUEST_BYTES
-                           the longest request line the gateway takes (--max-request-bytes;
-                           default: learnt from its refusal, else 7168)
-  PARCELSEARCH_TEAM        team store, postgresql://… (--team): calls, pace and pages shared
-  PARCELSEARCH_USER        who runs the search in the team (--user; default: login name)"""
+ENVIRONMENT = _environment()
 
 
 class Formatter(argparse.RawDescriptionHelpFormatter):
@@ -198,6 +213,22 @@ def team_url(text: str) -> str:
 # -- option groups -----------------------------------------------------------------------------
 
 
+def add_option(parser: argparse.ArgumentParser, name: str, *,
+               fill: dict[str, str] | None = None, **given: Any) -> None:
+    """The option ``name`` as :mod:`parcelsearch.knobs` declares it: its flag, its metavar
+    (when it takes a value), its help line (or ``help``, a command's own; ``{env}`` in either
+    is its variable, ``fill`` the line's other fields), stored under its name; ``given``: what
+    argparse needs besides (``type``: the command line's check, ``action``, ``default``,
+    ``choices``, ``nargs``)."""
+    declaration = declared(name)
+    if declaration.flag is None:
+        raise ValueError(f"the option {name} has no flag")
+    if declaration.metavar is not None and "action" not in given:
+        given["metavar"] = declaration.metavar
+    given["help"] = declaration.help_text(given.get("help"), **(fill or {}))
+    parser.add_argument(declaration.flag, dest=name, **given)
+
+
 def add_areas(parser: argparse.ArgumentParser) -> None:
     """``AREAS`` and how to read and plan them (plan, search)."""
     parser.add_argument(
@@ -210,65 +241,25 @@ def add_areas(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("--crs", type=crs, metavar="CRS",
                         help="declare the CRS the coordinates are in, e.g. EPSG:4326 (for files "
                              "without one, or with a wrong one; nothing is reprojected)")
-    parser.add_argument("--id-column", metavar="COLUMN",
-                        help="column identifying the areas (default: the column area_id if "
-                             "there is one, else the row numbers 0, 1, … with a warning)")
-    parser.add_argument("--tolerance", type=tolerance, default=0.0, metavar="METRES",
-                        help="metres pieces may reach outside the areas to save calls; 0 "
-                             "(default) is exact, else at least 0.5")
-    parser.add_argument("--trust-crs", action="store_true",
-                        help="take the areas' CRS as declared even where the coordinates look "
-                             "wrong for it (degrees in a projected CRS, areas outside the "
-                             "region it is meant for, areas over 50 km out at sea), which is "
-                             "otherwise refused for free")
-    parser.add_argument("--trust-tolerance", action="store_true",
-                        help="take a --tolerance over half the widest area's width, "
-                             "or over 5000 m, which is otherwise refused for free")
-    parser.add_argument("--no-connectors", dest="connectors", action="store_false",
-                        help="never let parts of an area (islands) share a piece through a "
-                             "connector, a sliver along a link that may cross land outside "
-                             "the area: more calls, but no piece reaches beyond the "
-                             "tolerance anywhere")
-    parser.add_argument("--match", choices=("representative-point", "intersects", "unknown"),
-                        default=None, metavar="RULE",
-                        help="how the vendor matches parcels to a polygon: "
-                             "representative-point, intersects or unknown (default: "
-                             "$PARCELSEARCH_MATCH, else the rule 'parcelsearch doctor "
-                             "--areas' learnt for the base URL, else unknown); unless "
-                             "representative-point, "
-                             "no piece reaches beyond the tolerance anywhere (exact: no "
-                             "connectors)")
+    add_option(parser, "id_column")
+    add_option(parser, "tolerance", type=tolerance, default=0.0)
+    add_option(parser, "trust_crs", action="store_true")
+    add_option(parser, "trust_tolerance", action="store_true")
+    add_option(parser, "connectors", action="store_false")
+    add_option(parser, "match", choices=("representative-point", "intersects", "unknown"),
+               default=None)
 
 
 def add_connection(parser: argparse.ArgumentParser, cache_only: bool = False) -> None:
     """``--base-url``, ``--ca-bundle``, ``--profile``, ``--response-deadline``,
     ``--max-request-bytes`` (unless ``cache_only``), ``--cache-dir``."""
     if not cache_only:
-        parser.add_argument("--base-url", type=base_url, metavar="URL",
-                            help="https:// root of the services (default: "
-                                 "$PARCELSEARCH_BASE_URL)")
-        parser.add_argument("--ca-bundle", type=existing_file, metavar="FILE",
-                            help="PEM file of CAs to trust, e.g. a local serve's ca.pem "
-                                 "(default: $PARCELSEARCH_CA_BUNDLE, else the system's)")
-        parser.add_argument("--profile", metavar="NAME",
-                            help="the profile saved with 'parcelsearch login' whose key, base "
-                                 "URL and CA to use (default: $PARCELSEARCH_PROFILE, else "
-                                 "'default' when saved and $PARCELSEARCH_API_KEY is unset)")
-        parser.add_argument("--response-deadline", type=number(float, low=0.001),
-                            metavar="SECONDS",
-                            help="seconds one response may take as a whole, however slowly "
-                                 "its bytes come; then it is abandoned and retried (default: "
-                                 "$PARCELSEARCH_RESPONSE_DEADLINE, else 60)")
-        parser.add_argument("--max-request-bytes", type=number(int, low=1024,
-                                                               what="a whole number"),
-                            metavar="BYTES",
-                            help="the longest request line the vendor's gateway takes; pieces "
-                                 "are planned to it (default: $PARCELSEARCH_MAX_REQUEST_BYTES, "
-                                 "else learnt from its refusal, else 7168)")
-    parser.add_argument("--cache-dir", metavar="DIR",
-                        help="response cache, market list and quota ledger folder (default: "
-                             "$PARCELSEARCH_CACHE_DIR, else ~/.cache/parcelsearch; here: "
-                             f"{settings.default_cache_dir()})")
+        add_option(parser, "base_url", type=base_url)
+        add_option(parser, "ca_bundle", type=existing_file)
+        add_option(parser, "profile")
+        add_option(parser, "response_deadline", type=number(float, low=0.001))
+        add_option(parser, "max_request_bytes", type=number(int, low=1024, what="a whole number"))
+    add_option(parser, "cache_dir", fill={"here": str(settings.default_cache_dir())})
 
 
 def add_out_map(parser: argparse.ArgumentParser, what: str) -> None:
@@ -282,9 +273,7 @@ def add_team_store(parser: argparse.ArgumentParser,
                    what: str = "the key's calls are reserved, paced and counted there for "
                                "every member, pages are shared") -> None:
     """``--team URL``: the team store, and ``what`` it does for this command."""
-    parser.add_argument("--team", type=team_url, metavar="URL",
-                        help="the team store (postgresql://…, made by 'parcelsearch team "
-                             f"init'; default: $PARCELSEARCH_TEAM): {what}")
+    add_option(parser, "team", type=team_url, fill={"what": what})
 
 
 def add_team_member(parser: argparse.ArgumentParser, what: str | None = None) -> None:
@@ -293,6 +282,4 @@ def add_team_member(parser: argparse.ArgumentParser, what: str | None = None) ->
         add_team_store(parser)
     else:
         add_team_store(parser, what)
-    parser.add_argument("--user", metavar="NAME",
-                        help="who runs this in the team (default: $PARCELSEARCH_USER, else "
-                             "the login name)")
+    add_option(parser, "user")

@@ -24,6 +24,7 @@ from parcelsearch.cli.arguments import (
     EXIT_CODES_NO_OUT,
     add_areas,
     add_connection,
+    add_option,
     add_out_map,
     add_team_member,
     exit_codes_text,
@@ -49,7 +50,7 @@ if TYPE_CHECKING:
     from parcelsearch.result import SearchResult
 
 __all__ = ["COMMANDS", "run_plan", "run_search", "run_markets", "run_doctor", "run_demo",
-           "read_areas", "check_listening", "refresh_line"]
+           "search_options", "read_areas", "check_listening", "refresh_line"]
 
 #: Seconds to wait for the service to accept a connection before saying nothing listens.
 CONNECT_PROBE_SECONDS = 1.5
@@ -145,13 +146,12 @@ def _declare_plan(parser: Parser) -> None:
     parser.add_argument("--max-calls", type=count_argument(1), metavar="N",
                         help="also print the smallest tolerance whose plan needs at most N "
                              "calls")
-    parser.add_argument("--base-url", type=arguments.base_url, metavar="URL",
-                        help="the service a search would ask, for the matching rule "
-                             "'parcelsearch doctor --areas' learnt for it (default: "
-                             "$PARCELSEARCH_BASE_URL, or the profile's); nothing is sent")
-    parser.add_argument("--profile", metavar="NAME",
-                        help="the saved profile whose base URL to take the learnt rule of "
-                             "(default: $PARCELSEARCH_PROFILE); its key is not read")
+    add_option(parser, "base_url", type=arguments.base_url,
+               help="the service a search would ask, for the matching rule 'parcelsearch "
+                    "doctor --areas' learnt for it (default: ${env}, or the profile's); "
+                    "nothing is sent")
+    add_option(parser, "profile", help="the saved profile whose base URL to take the learnt "
+                                       "rule of (default: ${env}); its key is not read")
     add_out_map(parser, "the areas and their pieces")
 
 
@@ -164,11 +164,12 @@ def run_plan(args: argparse.Namespace) -> int:
     for in any CRS, those (:mod:`parcelsearch.planning.reuse`, read from the cache folder, never
     written), else new ones."""
     from parcelsearch import outputs
+    from parcelsearch._run.options import uses_learnt_match
     from parcelsearch.planning import plans as planning
     from parcelsearch.planning import reuse as plan_reuse
 
     match, learnt_for = args.match, None
-    if match is None and options.source("match") == "default":  # as a search would plan
+    if uses_learnt_match(match):  # as a search would plan
         from parcelsearch.rule_probe import rule_for
 
         match, learnt_for = rule_for(args.base_url, args.profile, options.cache_dir)
@@ -230,55 +231,22 @@ def _declare_search(parser: Parser) -> None:
                         "--refresh changed run found changed, and any areas skipped")
     parser.add_argument("--force", action="store_true",
                         help="replace --out and --out-tiles even with a less complete result")
-    parser.add_argument("--budget", type=count_argument(0), metavar="N",
-                        help="spend at most N calls in this run (refused before spending if "
-                             "the plan needs more, see --allow-partial)")
-    parser.add_argument("--allow-partial", action="store_true",
-                        help="with --budget below the plan's need: spend the budget and resume "
-                             "later")
-    parser.add_argument("--ask-above", type=count_argument(0), metavar="N",
-                        help="the decision point: after the survey, when the price leaves more "
-                             "than N calls to spend, ask on a terminal (y/N) and stop "
-                             "otherwise, nothing lost (default: $PARCELSEARCH_ASK_ABOVE, else "
-                             "100); a --budget covering the price's interval goes on")
-    parser.add_argument("--yes", action="store_true",
-                        help="go past the decision point without asking (for scripts)")
-    parser.add_argument("--quota", type=arguments.quota, metavar="QUOTA",
-                        help="the key's quota if known: demo, production, 500/month, "
-                             "50/lifetime (default: $PARCELSEARCH_QUOTA); runs that cannot fit "
-                             "are refused")
-    parser.add_argument("--max-age", type=arguments.age, metavar="AGE",
-                        help="reuse cached pages at most this old: 30d (days), 12h (hours), "
-                             "90m (minutes) or seconds (default: $PARCELSEARCH_MAX_AGE, else "
-                             "any age)")
-    parser.add_argument("--refresh", nargs="?", const="all", choices=["all", "changed"],
-                        default=None, metavar="all|changed",
-                        help="'all' (or --refresh alone): ignore cached pages, fetch everything "
-                             "again; 'changed': one call per piece (page 1) finds the pieces "
-                             "that changed since the last run, only those fetch their other "
-                             "pages, the rest reuse their cached pages (unchanged by inference)")
-    parser.add_argument("--verify-sample", type=arguments.fraction, default=None,
-                        metavar="FRACTION",
-                        help="with --refresh changed: also re-read the other pages of this "
-                             "fraction of the pieces inferred unchanged (default 0: no sample, "
-                             "so a refresh with no change spends exactly one call per piece; "
-                             "e.g. 0.05, priced before spending) and estimate, with a 95%% "
-                             "interval, the changed pieces inference missed")
-    parser.add_argument("--trust-markets", action="store_true",
-                        help="search areas more than 50 km from every US state with an "
-                             "active market, which is otherwise refused for free when the "
-                             "market list is in the cache")
-    parser.add_argument("--active-markets-only", action="store_true",
-                        help="skip areas whose market is not active (spends one call on the "
-                             "market list, then reuses it for a day; see --market-column)")
-    parser.add_argument("--market-column", default="market", metavar="COLUMN",
-                        help="column naming each area's market (default: market)")
+    add_option(parser, "budget", type=count_argument(0))
+    add_option(parser, "allow_partial", action="store_true")
+    add_option(parser, "ask_above", type=count_argument(0))
+    add_option(parser, "confirm", action="store_true")
+    add_option(parser, "quota", type=arguments.quota)
+    add_option(parser, "max_age", type=arguments.age)
+    add_option(parser, "refresh", nargs="?", const="all", choices=["all", "changed"],
+               default=None)
+    add_option(parser, "verify_sample", type=arguments.fraction, default=None)
+    add_option(parser, "trust_markets", action="store_true")
+    add_option(parser, "active_markets_only", action="store_true")
+    add_option(parser, "market_column", default="market")
     parser.add_argument("--workers", type=count_argument(1), default=DEFAULT_WORKERS,
                         metavar="N", help="requests in flight at once, all paced by one rate "
                                           "limiter (default %(default)s)")
-    parser.add_argument("--quiet", action="store_true",
-                        help="no progress bar and no price lines (the price before spending, "
-                             "each whole on its own line on stderr)")
+    add_option(parser, "progress", action="store_false")
     add_connection(parser)
     add_team_member(parser)
 
@@ -291,6 +259,19 @@ def takes_sample(refresh: str | None) -> bool:
     return samples(refresh_mode(refresh))
 
 
+def search_options(args: argparse.Namespace) -> dict[str, Any]:
+    """The keywords ``parcelsearch search`` hands :func:`parcelsearch.search`: every search
+    option (:class:`~parcelsearch._run.options.SearchOptions`), under its flag's ``dest``; the
+    quota parsed (``None``: ``$PARCELSEARCH_QUOTA``) and ``confirm`` asked on a terminal
+    unless ``--yes``."""
+    from parcelsearch._run.options import SearchOptions
+    from parcelsearch.stores.local.ledger import Quota
+
+    given = {name: getattr(args, name) for name in SearchOptions.names()}
+    given.update(quota=Quota.parse(args.quota), confirm=True if args.confirm else _ask_price)
+    return given
+
+
 def run_search(args: argparse.Namespace) -> int:
     """``parcelsearch search``: every GroupID inside the areas, written to ``--out``.
 
@@ -299,11 +280,10 @@ def run_search(args: argparse.Namespace) -> int:
     """
     from parcelsearch._run import search_run as pipeline
     from parcelsearch.result import SearchResult
-    from parcelsearch.stores.local.ledger import Quota
 
     areas = read_areas(args)
     client = _client(args)
-    quota = Quota.parse(args.quota)  # None: $PARCELSEARCH_QUOTA, checked before connecting
+    given = search_options(args)  # the quota checked before connecting
     _prepare_outputs(args)  # before anything is spent: a folder made, or a clear error
     check_listening(client.base_url)
     shown = warnings.showwarning  # the command line's (notices.as_messages)
@@ -311,31 +291,7 @@ def run_search(args: argparse.Namespace) -> int:
         with warnings.catch_warnings(record=True) as caught:
             warnings.simplefilter("always", PartialResultWarning)
             warnings.showwarning = _learnt_at_once(shown, caught)
-            result = pipeline.search(
-                areas,
-                client=client,
-                tolerance=args.tolerance,
-                connectors=args.connectors,
-                match=args.match,
-                id_column=args.id_column,
-                trust_crs=args.trust_crs,
-                trust_tolerance=args.trust_tolerance,
-                trust_markets=args.trust_markets,
-                budget=args.budget,
-                quota=quota,
-                allow_partial=args.allow_partial,
-                max_age=args.max_age,
-                refresh=args.refresh,
-                verify_sample=args.verify_sample,
-                active_markets_only=args.active_markets_only,
-                market_column=args.market_column,
-                progress=not args.quiet,
-                workers=args.workers,
-                team=args.team,
-                user=args.user,
-                ask_above=args.ask_above,
-                confirm=True if args.yes else _ask_price,
-            )
+            result = pipeline.search(areas, client=client, **given)
     except ParcelSearchError as exc:
         if isinstance(exc.result, SearchResult):
             _write(exc.result, args, partial=True)

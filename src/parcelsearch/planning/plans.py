@@ -41,7 +41,7 @@ from parcelsearch.planning.tiling.covers import (
 )
 from parcelsearch.planning.tiling.grid import polygons
 from parcelsearch.planning.tiling.match_rule import check_match, link_limit_m
-from parcelsearch.planning.tiling.pieces import TilingMemo, tile
+from parcelsearch.planning.tiling.pieces import TilingMemo
 from parcelsearch.planning.tiling.request_budget import BUDGET_PAGE, Budget
 
 __all__ = ["Piece", "Plan", "plan", "resolve_match", "suggest_tolerance", "suggests_at_once",
@@ -360,9 +360,9 @@ def plan(
     if not trust_tolerance:  # before tiling: covers that large take minutes to make
         check_tolerance_width(tolerance, validated.geometry.to_numpy(), list(validated.index))
     pieces: list[Piece] = []
-    for area_id, geometry in validated.geometry.items():
-        rings = tile(geometry, tolerance=tolerance, max_request_bytes=max_request_bytes,
-                     path=path, memo=memo, connectors=connectors, match=match)
+    budget = Budget(max_request_bytes, path)
+    for area_id, geometry in validated.geometry.items():  # the tolerance checked once, above
+        rings = memo.pieces(geometry, tolerance, budget, connectors, match)
         for piece_id, ring in enumerate(rings):
             text = _wire.ring_json(ring.exterior.coords)
             pieces.append(
