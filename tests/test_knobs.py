@@ -8,6 +8,7 @@ import argparse
 import pytest
 
 from parcelsearch import settings
+from parcelsearch.cli.registry import Parser, walk
 from parcelsearch.errors import Hint
 from parcelsearch.knobs import DECLARED, declared
 
@@ -37,15 +38,10 @@ def test_a_hint_spells_an_option_as_declared_in_both_dialects() -> None:
     assert Hint("yes").render("cli") == "set --yes"  # confirm's flag
 
 
-def _actions(parser: argparse.ArgumentParser) -> list[argparse.Action]:
-    """Every action of ``parser`` and of its sub-commands, at any depth."""
-    found = []
-    for action in parser._actions:
-        found.append(action)
-        if isinstance(action, argparse._SubParsersAction):
-            for sub in action.choices.values():
-                found += _actions(sub)
-    return found
+def _actions(parser: Parser) -> list[argparse.Action]:
+    """Every action of ``parser`` and of its sub-commands, at any depth (read through the
+    registry's public :class:`~parcelsearch.cli.registry.Parser` attributes)."""
+    return [action for _path, _summary, each in walk(parser, ()) for action in each.arguments]
 
 
 def test_every_command_takes_an_option_by_its_declared_flag() -> None:
