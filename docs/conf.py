@@ -21,8 +21,8 @@ sys.path.insert(0, str(HERE.parent / "src"))
 import parcelsearch  # noqa: E402
 
 project = "parcelsearch"
-author = "the parcelsearch developers"
-copyright = "the parcelsearch developers"  # noqa: A001
+author = "the parcelsearch authors"
+copyright = "2026, the parcelsearch authors (MIT licence)"  # noqa: A001
 release = version = parcelsearch.__version__
 
 extensions = [
