@@ -145,34 +145,36 @@ def test_a_spike_arrest_pauses_the_key_and_is_refunded(tmp_path: Path) -> None:
 
 
 def test_a_piece_state_changes_only_through_its_own_transitions() -> None:
-    """No code of the run writes a PieceState's fields but PieceState's own methods (one
-    owner per fact): no assignment to one of its fields through the names the run gives a
-    piece's state (``state``, ``s``) outside the class."""
-    import ast
+    """A PieceState guards its own fields (one owner per fact): assigning one from outside,
+    or a page into its data, is refused; its transitions change them."""
     import dataclasses
-    from pathlib import Path
 
-    import parcelsearch
+    from shapely.geometry import box
+
+    from parcelsearch._fetch import wire
+    from parcelsearch._fetch.page import Page
     from parcelsearch._run.fetching import PieceState
+    from parcelsearch.planning.plans import Piece
 
-    names = {f.name for f in dataclasses.fields(PieceState)}
-    written = []
-    for path in sorted((Path(parcelsearch.__file__).parent / "_run").glob("*.py")):
-        tree = ast.parse(path.read_text(encoding="utf-8"))
-        owner = {id(node) for cls in ast.walk(tree) if isinstance(cls, ast.ClassDef)
-                 and cls.name == "PieceState" for node in ast.walk(cls)}
-        for node in ast.walk(tree):
-            if id(node) in owner or not isinstance(node, ast.Assign | ast.AugAssign):
-                continue
-            targets = node.targets if isinstance(node, ast.Assign) else [node.target]
-            for target in targets:
-                for part in ast.walk(target):
-                    if isinstance(part, ast.Subscript):
-                        part = part.value
-                    if isinstance(part, ast.Attribute) and part.attr in names and \
-                            isinstance(part.value, ast.Name) and part.value.id in ("state", "s"):
-                        written.append(f"{path.name}:{node.lineno}")
-    assert written == []
+    ring = box(0, 0, 1, 1)
+    state = PieceState(Piece("a", 0, wire.ring_json(ring.exterior.coords), ring, 100))
+    for name, value in [("calls", 3), ("pages", 2), ("failure", "no"), ("split", True),
+                        ("data", {})]:
+        with pytest.raises(dataclasses.FrozenInstanceError):
+            setattr(state, name, value)
+    with pytest.raises(TypeError):
+        state.data[1] = (GID,)  # type: ignore[index]
+    assert (state.calls, state.pages, dict(state.data)) == (0, None, {})
+
+    page = Page(request_key="k", polygon_json="[]", page=1, rows=150, pages=2, data_rows=1,
+                data=(GID,))
+    state.fetched(1)
+    state.counted(page)
+    assert state.keep(1, page) and not state.keep(1, page)
+    assert (state.calls, state.rows, state.pages, dict(state.data)) == (1, 150, 2, {1: (GID,)})
+    assert state.missing() == [2]
+    state.reset()
+    assert (state.pages, dict(state.data), state.refetches) == (None, {}, 1)
 
 
 # -- the frontier gates: which requests wait, and which goes first ----------------------------

@@ -261,3 +261,20 @@ def test_max_age_takes_days_and_hours_in_python_and_the_environment(
         SearchOptions.resolve()
     with pytest.raises(ConfigurationError, match=r"max_age must be at least 0"):
         SearchOptions.resolve(max_age="-1d")
+
+
+def test_a_tolerance_is_checked_once_at_the_edge_and_taken_inside_as_it_is() -> None:
+    """--tolerance's argparse type makes a checked Tolerance; the rule then returns it as it
+    is, and the search's options keep that very value (nothing inside checks it again). A
+    checked 0 is still refused where exact pieces are not allowed."""
+    from parcelsearch.cli.arguments import tolerance
+    from parcelsearch.errors import InputError
+    from parcelsearch.planning.tiling.covers import Tolerance, check_tolerance
+
+    checked = tolerance("5")
+    assert isinstance(checked, Tolerance) and checked == 5.0 and repr(checked) == "5.0"
+    assert check_tolerance(checked) is checked
+    assert SearchOptions.resolve(tolerance=checked).tolerance is checked
+    assert isinstance(SearchOptions.resolve(tolerance=5).tolerance, Tolerance)
+    with pytest.raises(InputError, match="must be at least 0.5 metres"):
+        check_tolerance(check_tolerance(0), allow_exact=False)

@@ -16,7 +16,7 @@ from __future__ import annotations
 from dataclasses import dataclass
 from typing import Final
 
-__all__ = ["Declaration", "DECLARED", "declared"]
+__all__ = ["Declaration", "DECLARED", "declared", "variable"]
 
 
 @dataclass(frozen=True)
@@ -253,3 +253,17 @@ def declared(name: str) -> Declaration:
         No option of that name.
     """
     return _BY_NAME[name]
+
+
+def variable(name: str) -> str:
+    """The environment variable of the option ``name``, as declared.
+
+    Raises
+    ------
+    KeyError
+        No option of that name, or it has no variable.
+    """
+    env = declared(name).env
+    if env is None:
+        raise KeyError(f"{name} has no environment variable")
+    return env

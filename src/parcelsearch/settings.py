@@ -33,6 +33,7 @@ import platformdirs
 
 from parcelsearch.errors import ConfigurationError, Hint
 from parcelsearch.knobs import declared
+from parcelsearch.knobs import variable as _env
 
 #: Longest request line (``GET <target> HTTP/1.1``) the vendor's gateway accepts.
 MAX_REQUEST_LINE_BYTES: Final = 7168
@@ -64,16 +65,6 @@ KEY_TYPES: Final = {
 
 #: The vendor's zoning prices per call, by tier (USD).
 ZONING_PRICES: Final = {"basic": 0.29, "enhanced": 0.49, "premium": 0.69}
-
-
-
-def _env(name: str) -> str:
-    """The environment variable of the option ``name``, as :mod:`parcelsearch.knobs` declares
-    it."""
-    env = declared(name).env
-    assert env is not None, name
-    return env
-
 
 #: Environment variables read by :class:`parcelsearch.Client`, the CLI and the service (each
 #: declared once, in :mod:`parcelsearch.knobs`).

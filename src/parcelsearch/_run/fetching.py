@@ -14,10 +14,11 @@ from __future__ import annotations
 import logging
 import threading
 import uuid
-from collections.abc import Callable, Iterable
+from collections.abc import Callable, Iterable, Mapping
 from concurrent.futures import FIRST_COMPLETED, Future, ThreadPoolExecutor, wait
 from dataclasses import dataclass, field
 from datetime import datetime
+from types import MappingProxyType
 from typing import Any
 
 from parcelsearch._fetch import wire as _wire
@@ -82,20 +83,23 @@ def piece_failure(exc: BaseException) -> bool:
     return isinstance(exc, MalformedResponseError | ServiceError)
 
 
-@dataclass
+@dataclass(frozen=True)
 class PieceState:
     """What one piece has produced so far (the run's counts are sums over these).
 
     Read by anyone; changed only through its transitions: :meth:`stored` (a page read from
     a store), :meth:`unanswered`, :meth:`probed` and :meth:`fetched` (calls), :meth:`keep` (a
     page's GroupIDs), :meth:`fail`, :meth:`cut` (split for the vendor's result window),
-    :meth:`reset` (fetched again from page 1) and :meth:`start_over`.
+    :meth:`reset` (fetched again from page 1) and :meth:`start_over`. It guards that itself:
+    assigning a field from outside raises :class:`dataclasses.FrozenInstanceError`, and
+    :attr:`data` is a read-only view (assigning a page raises :class:`TypeError`).
     """
 
     piece: Piece
     rows: int | None = None
     pages: int | None = None
-    data: dict[int, tuple[str, ...]] = field(default_factory=dict)
+    #: The GroupIDs of each page kept, by page number (a read-only view; :meth:`keep` adds).
+    data: Mapping[int, tuple[str, ...]] = field(default_factory=dict)
     calls: int = 0
     #: Of :attr:`calls`, those spent probing the vendor (its page numbering, ``page=0``;
     #: page 1 read again to check its order): counted in the budget like any call, and shown.
@@ -109,6 +113,16 @@ class PieceState:
     #: Split into smaller pieces (it has more pages than the vendor's result window): its
     #: GroupIDs are theirs, and its own pages are not fetched further.
     split: bool = False
+    _kept: dict[int, tuple[str, ...]] = field(init=False, repr=False, compare=False)
+
+    def __post_init__(self) -> None:
+        kept = dict(self.data)
+        self._set(_kept=kept, data=MappingProxyType(kept))
+
+    def _set(self, **values: Any) -> None:
+        """The transitions' one way to change fields (the instance refuses assignment)."""
+        for name, value in values.items():
+            object.__setattr__(self, name, value)
 
     @property
     def done(self) -> bool:
@@ -128,58 +142,54 @@ class PieceState:
     def stored(self, page_no: int, page: Page) -> None:
         """Page ``page_no`` read from a store when priced (page 1 sets the counts)."""
         if page_no == 1:
-            self.rows, self.pages = page.rows, page.pages
-        self.data[page_no] = page.data
-        self.cached_pages += 1
+            self._set(rows=page.rows, pages=page.pages)
+        self._kept[page_no] = page.data
+        self._set(cached_pages=self.cached_pages + 1)
         if self.oldest is None or page.fetched_at < self.oldest:
-            self.oldest = page.fetched_at
+            self._set(oldest=page.fetched_at)
 
     def unanswered(self, calls: int) -> None:
         """Calls an attempt spent on this piece without bringing a page back."""
-        self.calls += calls
+        self._set(calls=self.calls + calls)
 
     def probed(self, calls: int) -> None:
         """Calls spent probing the vendor for this piece (answered or not)."""
-        self.calls += calls
-        self.probes += calls
+        self._set(calls=self.calls + calls, probes=self.probes + calls)
 
     def fetched(self, calls: int) -> None:
         """A page came back: for ``calls`` calls, or claimed from a shared store (0)."""
-        self.calls += calls
-        self.cached_pages += calls == 0
+        self._set(calls=self.calls + calls, cached_pages=self.cached_pages + (calls == 0))
 
     def counted(self, page: Page) -> None:
         """Page 1's answer: how many rows and pages this piece has."""
-        self.rows, self.pages = page.rows, page.pages
+        self._set(rows=page.rows, pages=page.pages)
 
     def keep(self, page_no: int, page: Page) -> bool:
         """Keep a page's GroupIDs; ``False`` if it was kept already."""
-        if page_no in self.data:
+        if page_no in self._kept:
             return False
-        self.data[page_no] = page.data
+        self._kept[page_no] = page.data
         return True
 
     def fail(self, why: str) -> None:
         """This piece failed (``why``: the vendor's words); its area is not complete."""
-        self.failure = why
+        self._set(failure=why)
 
     def cut(self) -> None:
         """Split into smaller pieces (more pages than the vendor's result window): its own
         later pages are not fetched; the pieces it was cut into hold its GroupIDs."""
-        self.split = True
+        self._set(split=True)
 
     def reset(self) -> None:
         """Fetched again from page 1, never from a store: what it had is dropped."""
-        self.rows = self.pages = None
-        self.data.clear()
-        self.oldest = None
-        self.refetches += 1
+        self._kept.clear()
+        self._set(rows=None, pages=None, oldest=None, refetches=self.refetches + 1)
 
     def start_over(self) -> None:
         """Read again from the start (the vendor's page numbers were learnt): as
         :meth:`reset`, its failure forgotten."""
         self.reset()
-        self.failure = None
+        self._set(failure=None)
 
 
 class Run:

@@ -99,6 +99,8 @@ def _option(default: Any, convert: Converter | None = None, *, optional: bool = 
 
 
 def _tolerance(value: Any, made: Mapping[str, Any]) -> float:
+    """Checked here unless checked already (a ``Tolerance`` from ``--tolerance``, which this
+    returns as it is, as :func:`~parcelsearch.planning.plans.plan` then takes it)."""
     from parcelsearch.planning.tiling.covers import check_tolerance  # tiling only with a search
 
     return 0.0 if value is None else check_tolerance(value)

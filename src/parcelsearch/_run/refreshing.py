@@ -21,7 +21,7 @@ from __future__ import annotations
 
 import math
 import random
-from collections.abc import Callable, Hashable, Sequence
+from collections.abc import Callable, Hashable, Mapping, Sequence
 from dataclasses import dataclass
 from datetime import UTC, datetime
 from typing import TYPE_CHECKING, Any
@@ -49,7 +49,7 @@ __all__ = ["PieceCheck", "RunRefresh", "classify", "sample", "estimate_missed", 
 _Z95 = 1.959963984540054
 
 
-def digests_of(rows: int | None, pages: int | None, data: dict[int, tuple[str, ...]]
+def digests_of(rows: int | None, pages: int | None, data: Mapping[int, tuple[str, ...]]
                ) -> tuple[str, ...]:
     """The page digests of a piece, page 1 first, up to the first page not held."""
     if rows is None or pages is None:
@@ -139,7 +139,7 @@ def status_of(done: bool, calls: int, check: PieceCheck | None, mode: str) -> st
 
 
 def record_of(area_id: Any, piece_id: int, polygon_json: str, rows: int | None,
-              pages: int | None, data: dict[int, tuple[str, ...]], status: str,
+              pages: int | None, data: Mapping[int, tuple[str, ...]], status: str,
               changed: bool | None) -> PieceRecord:
     """The history's record of one piece."""
     return PieceRecord(area_id, piece_id, polygon_json, rows, pages, status, changed,

@@ -12,11 +12,14 @@ import importlib
 import math
 from collections.abc import Callable
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from parcelsearch import settings
 from parcelsearch.errors import ConfigurationError, ParcelSearchError
 from parcelsearch.knobs import declared
+
+if TYPE_CHECKING:
+    from parcelsearch.planning.tiling.covers import Tolerance
 
 __all__ = ["EXIT_CODES", "EXIT_CODES_NO_OUT", "ENVIRONMENT", "Formatter", "exit_codes_text",
            "number", "CALLS", "fraction", "tolerance", "age", "quota", "crs",
@@ -128,8 +131,10 @@ def fraction(text: str) -> float:
     return value
 
 
-def tolerance(text: str) -> float:
-    """An argparse type: a tolerance in metres, the planner's rule."""
+def tolerance(text: str) -> Tolerance:
+    """An argparse type: a tolerance in metres, the planner's rule (checked here, once: the
+    search and the planner take the :class:`~parcelsearch.planning.tiling.covers.Tolerance`
+    as it is)."""
     # Lazy: tiling (shapely) is imported only when --tolerance is given.
     from parcelsearch.planning.tiling.covers import check_tolerance
 

@@ -307,7 +307,8 @@ def plan(
         taken, where they are known: an area of one ring whose request fits (its exact
         piece), or exact pieces found in ``memo``. Any other area's tolerance pieces are
         returned unchecked, without making its exact pieces (a coarser tolerance is never
-        the slow path).
+        the slow path). Checked here (:func:`~parcelsearch.planning.tiling.covers.check_tolerance`)
+        unless it was already (a :class:`~parcelsearch.planning.tiling.covers.Tolerance`).
     id_column
         Column holding area ids; by default an ``area_id`` column, else the index (see
         :func:`parcelsearch.planning.areas.validate_areas` for the rule).

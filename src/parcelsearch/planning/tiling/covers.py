@@ -27,8 +27,8 @@ from parcelsearch.planning.tiling.grid import clamped, grow_for_rounding, polygo
 from parcelsearch.planning.tiling.line_fitting import fitted
 
 __all__ = ["M_PER_DEGREE", "MIN_TOLERANCE", "MAX_TOLERANCE", "MAX_TOLERANCE_SHARE", "Frame",
-           "check_tolerance", "check_tolerance_width", "tolerance_limit", "widths_m", "cover",
-           "prepared"]
+           "Tolerance", "check_tolerance", "check_tolerance_width", "tolerance_limit", "widths_m",
+           "cover", "prepared"]
 
 #: Smallest non-zero tolerance in metres: rounding to 6 decimals moves a vertex ≤ 0.08 m.
 MIN_TOLERANCE = 0.5
@@ -40,9 +40,20 @@ _PRESIMPLIFY = 0.02
 M_PER_DEGREE = 111_700.0
 
 
-def check_tolerance(tolerance: object, *, allow_exact: bool = True) -> float:
-    """The tolerance in metres as a float: 0 (exact, where allowed) or at least
-    :data:`MIN_TOLERANCE` — the one check of a tolerance, wherever it is given.
+class Tolerance(float):
+    """A tolerance in metres that passed :func:`check_tolerance` (made only by it): the edge
+    where a tolerance is given (``--tolerance``, :class:`~parcelsearch.SearchOptions`,
+    :func:`~parcelsearch.planning.plans.plan`) checks it once, and the layers inside take the
+    checked value as it is. A float in every other way (its repr, sums and comparisons)."""
+
+    __slots__ = ()
+
+
+def check_tolerance(tolerance: object, *, allow_exact: bool = True) -> Tolerance:
+    """The tolerance in metres, checked: 0 (exact, where allowed) or at least
+    :data:`MIN_TOLERANCE` — the one check of a tolerance, wherever it is given. A
+    :class:`Tolerance` (checked already) is returned as it is (but 0 where exact is not
+    allowed is refused as any 0).
 
     Raises
     ------
@@ -50,6 +61,8 @@ def check_tolerance(tolerance: object, *, allow_exact: bool = True) -> float:
         ``field="tolerance"``; the message reads after the option's name in either dialect
         (``argument --tolerance: must be …``), and its hint names the knob in both.
     """
+    if isinstance(tolerance, Tolerance) and (tolerance or allow_exact):
+        return tolerance
     try:
         value = float(tolerance)  # type: ignore[arg-type]
     except (TypeError, ValueError):
@@ -58,7 +71,7 @@ def check_tolerance(tolerance: object, *, allow_exact: bool = True) -> float:
     if not (math.isfinite(value) and value >= 0):
         raise _refused(f"must be at least 0, got {shown}")
     if value >= MIN_TOLERANCE or (value == 0 and allow_exact):
-        return value
+        return Tolerance(value)
     exact = "0 for exact pieces or " if allow_exact else ""
     raise _refused(
         f"must be {exact}at least {MIN_TOLERANCE:g} metres (coordinates are sent rounded to "

@@ -7,15 +7,17 @@ import getpass
 import os
 import re
 import unicodedata
+from typing import Final
 
 from parcelsearch.errors import ConfigurationError, Hint
+from parcelsearch.knobs import variable
 
 __all__ = ["ENV_TEAM", "ENV_USER", "resolve_team", "resolve_user", "shown"]
 
 #: The team store's URL (``postgresql://…``), read when ``team`` is not given.
-ENV_TEAM = "PARCELSEARCH_TEAM"
+ENV_TEAM: Final = variable("team")
 #: Who is running the search in a team, read when ``user`` is not given.
-ENV_USER = "PARCELSEARCH_USER"
+ENV_USER: Final = variable("user")
 
 _USER = re.compile(r"[a-z0-9_.@-]{1,64}")
 
