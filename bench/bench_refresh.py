@@ -35,13 +35,12 @@ import numpy as np
 import shapely
 
 sys.path.insert(0, str(Path(__file__).parent))
-sys.path.append(str(Path(__file__).parents[1] / "tests"))  # next month's fabric: a test helper
 
-from _fabric_changes import EDITS, next_month  # noqa: E402
 from _results import write_section  # noqa: E402
 
 import parcelsearch  # noqa: E402
 from parcelsearch_service import synth  # noqa: E402
+from parcelsearch_service.fabric_changes import EDITS, next_month  # noqa: E402
 from parcelsearch_service.polygon import parse_polygon  # noqa: E402
 from parcelsearch_service.server import RunningService, start_service  # noqa: E402
 from parcelsearch_service.store import ParcelStore  # noqa: E402

@@ -78,9 +78,8 @@ def test_the_estimate_is_a_wilson_interval_scaled_to_the_unsampled() -> None:
 def test_doctests() -> None:
     import doctest
 
-    import _fabric_changes as fabric_changes
-
     from parcelsearch._run import refreshing
+    from parcelsearch_service import fabric_changes
 
     for module in (refreshing, fabric_changes):
         failures, tried = doctest.testmod(module)

@@ -1,7 +1,7 @@
 """Refresh and diff against the reference service over HTTPS, its request log the witness.
 
 The service starts on the demo parcels; "next month" is derived with known changes
-(:func:`_fabric_changes.next_month`, a test helper) and swapped in while it runs
+(:func:`parcelsearch_service.fabric_changes.next_month`) and swapped in while it runs
 (:meth:`ParcelStore.replace`), keys and counters kept.
 """
 
@@ -16,12 +16,12 @@ from typing import Any
 import geopandas as gpd
 import pandas as pd
 import pytest
-from _fabric_changes import EDITS, NextMonth, next_month
 
 import parcelsearch
 import parcelsearch.comparison
 import parcelsearch.stores.local.history
 from parcelsearch.notices import PartialResultWarning
+from parcelsearch_service.fabric_changes import EDITS, NextMonth, next_month
 from parcelsearch_service.polygon import parse_polygon
 from parcelsearch_service.server import RunningService
 from parcelsearch_service.store import ParcelStore, load_parcels

@@ -14,12 +14,12 @@ import geopandas as gpd
 import psycopg
 import pytest
 from _cli import run
-from _fabric_changes import next_month
 
 import parcelsearch
 from parcelsearch.stores import open_history
 from parcelsearch.stores.team import init_team
 from parcelsearch.stores.team.store import _MIGRATIONS, SCHEMA, VERSION
+from parcelsearch_service.fabric_changes import next_month
 from parcelsearch_service.server import RunningService
 from parcelsearch_service.store import ParcelStore, load_parcels
 

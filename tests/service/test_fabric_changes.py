@@ -5,9 +5,9 @@ from __future__ import annotations
 import numpy as np
 import pytest
 import shapely
-from _fabric_changes import EDITS, next_month
 
 from parcelsearch_service import synth
+from parcelsearch_service.fabric_changes import EDITS, next_month
 from parcelsearch_service.store import ParcelStore, load_parcels
 
 

@@ -1,7 +1,5 @@
 """Next month's fabric: a deterministic copy of a parcel fabric with known changes.
 
-A test helper (the refresh tests and ``bench/bench_refresh.py`` use it), kept out of the wheel.
-
 Cities change in neighbourhoods: a field is subdivided, a block is redeveloped (lots merged),
 a block is demolished, new units are added to existing lots. :func:`next_month` applies such
 edits to a fabric (the demo's, the synthetic one, any checked parcels frame) at a chosen rate,
