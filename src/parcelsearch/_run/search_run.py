@@ -570,6 +570,7 @@ def search(
     chosen = plan if plan is not None else planned()
     if not options.trust_markets and cache_obj is not None:
         check_markets_at_hand(chosen.areas, client.base_url, cache_obj.directory)
+    markets_cache = cache_obj.directory if cache_obj is not None else False
     opened = stores.open_store(
         options.team, client, member=options.user or "", cache=cache_obj,
         ledger=_store(ledger, Ledger, lambda: Ledger.in_folder(client.cache_dir)),
@@ -577,8 +578,7 @@ def search(
     try:
         try:
             return search_with(chosen, client, opened.spending, options,
-                               markets_cache=cache_obj.directory if cache_obj is not None
-                               else False, history=opened.history)
+                               markets_cache=markets_cache, history=opened.history)
         except AreasFailedError:
             if plan is not None or client.max_request_bytes >= chosen.max_request_bytes:
                 raise
@@ -586,8 +586,7 @@ def search(
         _log.warning("the gateway at %s takes request lines of at most %s bytes: the areas "
                      "planned again to it", client.base_url, f"{client.max_request_bytes:,}")
         return search_with(planned(), client, opened.spending, options,
-                           markets_cache=cache_obj.directory if cache_obj is not None
-                           else False, history=opened.history)
+                           markets_cache=markets_cache, history=opened.history)
     finally:
         opened.spending.close()
 
