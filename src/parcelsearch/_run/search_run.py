@@ -236,12 +236,6 @@ def _with_learnt(estimate: survey.Estimate, learnt: density.Learnt) -> survey.Es
                            surveyed=estimate.surveyed, pieces=estimate.pieces + learnt.pieces)
 
 
-def _area_m2(polygon: shapely.Polygon) -> float:
-    """A piece's area in m² (near enough: degrees² scaled at its latitude)."""
-    return float(polygon.area * 111_320.0 * 110_574.0
-                 * math.cos(math.radians(polygon.centroid.y)))
-
-
 # -- frames ---------------------------------------------------------------------------------
 
 
@@ -982,7 +976,7 @@ class _Search:
         rest = [s for i, s in enumerate(unknown) if i not in members]
         # Seeded by the pieces themselves: the same search surveys the same sample.
         seed = hashlib.sha256("\n".join(s.piece.polygon_json for s in rest).encode())
-        drawn = survey.sample([_area_m2(s.piece.geometry) for s in rest],
+        drawn = survey.sample([density.area_m2(s.piece.geometry) for s in rest],
                               [s.piece.geometry.centroid.coords[0] for s in rest],
                               seed.hexdigest())
         history = sum(max(1, previous[id(s)].pages) for s in todo if previous[id(s)] is not None)
