@@ -24,20 +24,13 @@ import pytest
 
 import parcelsearch
 from parcelsearch.stores.local.ledger import Ledger
-from parcelsearch.stores.team import Pace, init_team, set_budget, set_pace, set_quota
+from parcelsearch.stores.team import Pace, set_budget, set_pace, set_quota
 from parcelsearch.stores.team.store import SCHEMA
 
 #: The search every attack runs: all the demo areas (well over ten calls).
 AREAS = "areas.parquet"
 _KEYS = iter(range(1_000_000))
 SEARCH = ["search", AREAS, "--id-column", "area_id", "--out", "x.parquet", "--quiet"]
-
-
-@pytest.fixture
-def team(postgres: Any) -> str:
-    url: str = postgres.database("team")
-    init_team(url)
-    return url
 
 
 @pytest.fixture
