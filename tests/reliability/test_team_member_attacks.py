@@ -74,18 +74,26 @@ def _found(path: Path) -> dict[str, set[str]]:
             frame.groupby("area_id")["group_id"]}
 
 
+def _searched_as_member(service: Any, tmp_path: Path, key: str, team: str, areas: Path,
+                        user: str) -> Path:
+    """``user``'s search of ``areas`` (a cache of its own), logging in with a new member
+    role; the ids it wrote."""
+    member = Member(service, tmp_path, key, user, PARCELSEARCH_TEAM=member_url(team),
+                    PARCELSEARCH_USER=user)
+    out = tmp_path / f"{user}.parquet"
+    done = member.run("search", str(areas), "--id-column", "area_id", "--quiet",
+                      "--out", str(out))
+    assert done.returncode == 0, done.stderr[-2000:]
+    return out
+
+
 def test_a_member_cannot_rewrite_the_pages_every_member_reads(
         service: Any, team: str, areas: Path, tmp_path: Path) -> None:
     """Point 2: alice's search fills the team's pages; mallory rewrites page 1 of every
     request with 100 invented GroupIDs (a direct UPDATE, and the store's keep_page); bob,
     with a fresh cache, finds what alice found and the service serves him nothing."""
     name, key = _key(service, quota=10_000)
-    alice = Member(service, tmp_path, key, "alice", PARCELSEARCH_TEAM=member_url(team),
-                   PARCELSEARCH_USER="alice")
-    out_alice = tmp_path / "alice.parquet"
-    done = alice.run("search", str(areas), "--id-column", "area_id", "--quiet",
-                     "--out", str(out_alice))
-    assert done.returncode == 0, done.stderr[-2000:]
+    out_alice = _searched_as_member(service, tmp_path, key, team, areas, "alice")
     served = _served(service, name)
     invented = [f"{n:017x}" for n in range(100)]
     with psycopg.connect(member_url(team), autocommit=True) as conn:
@@ -99,12 +107,7 @@ def test_a_member_cannot_rewrite_the_pages_every_member_reads(
                    "now(), 'mallory', %s, 'x')",
                    (request_key, base_url, path, polygon, invented, fingerprint))
         assert not _tried(conn, f"DELETE FROM {SCHEMA}.pages")
-    bob = Member(service, tmp_path, key, "bob", PARCELSEARCH_TEAM=member_url(team),
-                 PARCELSEARCH_USER="bob")
-    out_bob = tmp_path / "bob.parquet"
-    done = bob.run("search", str(areas), "--id-column", "area_id", "--quiet",
-                   "--out", str(out_bob))
-    assert done.returncode == 0, done.stderr[-2000:]
+    out_bob = _searched_as_member(service, tmp_path, key, team, areas, "bob")
     assert _found(out_bob) == _found(out_alice)
     assert not set(invented) & set().union(*_found(out_bob).values())
     assert _served(service, name) == served  # every page read from the store
