@@ -16,7 +16,7 @@ import pandas as pd
 import psycopg
 import pytest
 from _team import member_url
-from test_team_attacks import Member, _fingerprint, _key, _served, _store_calls
+from _team_members import Member, _fingerprint, _key, _served, _store_calls
 
 import parcelsearch
 from parcelsearch.stores.team import Pace, set_budget, set_pace
