@@ -28,8 +28,8 @@ import shapely
 
 ROOT = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(Path(__file__).parent))
-sys.path.insert(0, str(ROOT / "tests" / "e2e"))
-import test_boundary_band as placing  # noqa: E402
+sys.path.insert(0, str(ROOT / "tests"))
+from _placing import TRACTS, placed_across_boundaries  # noqa: E402
 from _results import write_section  # noqa: E402
 
 import parcelsearch  # noqa: E402
@@ -57,8 +57,7 @@ def _beyond(ids: pd.DataFrame, tracts: gpd.GeoDataFrame, points: np.ndarray) -> 
 
 
 def placed(tracts: gpd.GeoDataFrame) -> list[str]:
-    placing.OFFSETS = OFFSETS
-    parcels = placing._placed(tracts, per_ring=40)
+    parcels = placed_across_boundaries(tracts, OFFSETS, per_ring=40)
     result = _search(tracts, parcels.drop(columns=["x", "y"]))
     ids = result.ids.merge(parcels[["group_id", "x", "y"]], on="group_id")
     beyond = _beyond(ids, tracts, shapely.points(ids["x"], ids["y"]))
@@ -107,7 +106,7 @@ def marking_time(tracts: gpd.GeoDataFrame) -> str:
 
 
 def main() -> None:
-    tracts = gpd.read_file(placing.TRACTS).set_index("tract")
+    tracts = gpd.read_file(TRACTS).set_index("tract")
     tracts = tracts.to_crs("EPSG:2227").to_crs("EPSG:4326")
     lines = [
         f"Exact search of {len(tracts)} SF tracts (via EPSG:2227); band stated: 22 cm.",

@@ -400,6 +400,16 @@ def postgres() -> Iterator[PostgresCluster]:
     cluster.stop()
 
 
+@pytest.fixture
+def team(postgres: PostgresCluster) -> str:
+    """A fresh team store (``team init``) in a new database of the session's cluster; its URL."""
+    from parcelsearch.stores.team import init_team
+
+    url = postgres.database("team")
+    init_team(url)
+    return url
+
+
 @pytest.fixture(params=["sqlite", "postgresql"])
 def keys_location(request: pytest.FixtureRequest, tmp_path: Path) -> str:
     """A fresh key store location on each backend: a SQLite file or a PostgreSQL URL."""

@@ -26,34 +26,30 @@ def test_profiles_are_kept_per_base_url_and_survive_garbage(tmp_path) -> None:
     assert load_profile(tmp_path, "https://a").match_rule == "intersects"
 
 
+def _kept_and_checked(folder, field: str, value: int, odd: tuple[str, ...]) -> None:
+    """``field`` is unknown until learnt, kept once learnt as ``value``, and dropped (learnt
+    again) when the kept file holds any of the ``odd`` JSON values instead."""
+    profile = load_profile(folder, "https://a")
+    assert getattr(profile, field) is None
+    setattr(profile, field, value)
+    save_profile(folder, profile)
+    assert getattr(load_profile(folder, "https://a"), field) == value
+    for text in odd:
+        (folder / PROFILES_FILE).write_text(f'{{"https://a": {{"{field}": {text}}}}}')
+        assert getattr(load_profile(folder, "https://a"), field) is None, text
+
+
 def test_a_learnt_page_size_is_kept_and_checked_when_read(tmp_path) -> None:
-    profile = load_profile(tmp_path, "https://a")
-    assert profile.page_size is None  # 100 assumed until an answer says otherwise
-    profile.page_size = 50
-    save_profile(tmp_path, profile)
-    assert load_profile(tmp_path, "https://a").page_size == 50
-    for odd in ('"50"', "0", "-5", "true", "2.5", "1000000"):
-        (tmp_path / PROFILES_FILE).write_text(f'{{"https://a": {{"page_size": {odd}}}}}')
-        assert load_profile(tmp_path, "https://a").page_size is None, odd  # learnt again
+    # 100 assumed until an answer says otherwise
+    _kept_and_checked(tmp_path, "page_size", 50, ('"50"', "0", "-5", "true", "2.5", "1000000"))
 
 
 def test_a_learnt_request_line_limit_is_kept_and_checked_when_read(tmp_path) -> None:
-    profile = load_profile(tmp_path, "https://a")
-    assert profile.max_request_bytes is None  # 7,168 assumed until a refusal
-    profile.max_request_bytes = 4096
-    save_profile(tmp_path, profile)
-    assert load_profile(tmp_path, "https://a").max_request_bytes == 4096
-    for odd in ('"4096"', "100", "true", "4096.5", "10000000"):
-        (tmp_path / PROFILES_FILE).write_text(f'{{"https://a": {{"max_request_bytes": {odd}}}}}')
-        assert load_profile(tmp_path, "https://a").max_request_bytes is None, odd
+    # 7,168 assumed until a refusal
+    _kept_and_checked(tmp_path, "max_request_bytes", 4096,
+                      ('"4096"', "100", "true", "4096.5", "10000000"))
 
 
 def test_a_learnt_result_window_is_kept_and_checked_when_read(tmp_path) -> None:
-    profile = load_profile(tmp_path, "https://a")
-    assert profile.result_window is None  # no limit assumed until a refusal
-    profile.result_window = 5
-    save_profile(tmp_path, profile)
-    assert load_profile(tmp_path, "https://a").result_window == 5
-    for odd in ('"5"', "0", "-3", "true", "5.5"):
-        (tmp_path / PROFILES_FILE).write_text(f'{{"https://a": {{"result_window": {odd}}}}}')
-        assert load_profile(tmp_path, "https://a").result_window is None, odd
+    # no limit assumed until a refusal
+    _kept_and_checked(tmp_path, "result_window", 5, ('"5"', "0", "-3", "true", "5.5"))

@@ -10,7 +10,6 @@ tract too.
 
 from __future__ import annotations
 
-import math
 from pathlib import Path
 
 import geopandas as gpd
@@ -18,49 +17,15 @@ import numpy as np
 import pandas as pd
 import pytest
 import shapely
+from _placing import TRACTS, placed_across_boundaries
 
 import parcelsearch
 from parcelsearch import outputs
 
-TRACTS = Path(__file__).resolve().parents[1] / "data" / "sf_tracts_2020.geojson"
 #: Distances (m) from the boundary, negative inside the tract whose ring is walked.
 OFFSETS = (-0.05, -0.01, -0.005, -0.001, 0.001, 0.005, 0.01, 0.05)
 #: The band the planning guide states: two 6-decimal grid steps.
 BAND_DEGREES = 2e-6
-#: Side of a parcel's square footprint (degrees, about 0.1 mm): its point is its centre.
-SIDE = 1e-9
-
-
-def _placed(tracts: gpd.GeoDataFrame, per_ring: int = 60) -> gpd.GeoDataFrame:
-    """Tiny parcels at each offset across segment midpoints of every tract's exterior."""
-    points = []
-    for geom in tracts.geometry:
-        for part in shapely.get_parts(geom):
-            ring = np.asarray(shapely.orient_polygons(part).exterior.coords)
-            step = max(1, (len(ring) - 1) // per_ring)
-            for a, b in zip(ring[:-1:step], ring[1::step], strict=False):
-                kx = 111_320.0 * math.cos(math.radians(a[1]))  # metres per degree
-                ky = 110_574.0
-                dx, dy = (b[0] - a[0]) * kx, (b[1] - a[1]) * ky
-                length = math.hypot(dx, dy)
-                if length < 0.5:
-                    continue
-                # counter-clockwise exterior: the outward normal is (dy, -dx)
-                nx, ny = dy / length, -dx / length
-                mx, my = (a[0] + b[0]) / 2, (a[1] + b[1]) / 2
-                points += [(mx + d * nx / kx, my + d * ny / ky) for d in OFFSETS]
-    for geom in tracts.geometry:  # and one well inside each tract
-        point = geom.representative_point()
-        points.append((point.x, point.y))
-    xy = np.asarray(points)
-    squares = shapely.box(xy[:, 0] - SIDE / 2, xy[:, 1] - SIDE / 2,
-                          xy[:, 0] + SIDE / 2, xy[:, 1] + SIDE / 2)
-    n = len(xy)
-    return gpd.GeoDataFrame({
-        "parcel_id": np.arange(1, n + 1),
-        "group_id": [f"{i:017x}" for i in range(1, n + 1)],
-        "x": xy[:, 0], "y": xy[:, 1],
-    }, geometry=squares, crs="EPSG:4326")
 
 
 @pytest.mark.slow
@@ -70,7 +35,7 @@ def test_exact_search_keeps_the_stated_band_and_marks_what_two_tracts_share(
     # grid, like the issue's tracts (the file's own vertices lie on it)
     tracts = gpd.read_file(TRACTS).iloc[[0, 1]].set_index("tract")
     tracts = tracts.to_crs("EPSG:2227").to_crs("EPSG:4326")
-    parcels = _placed(tracts)
+    parcels = placed_across_boundaries(tracts, OFFSETS)
     points = shapely.points(parcels["x"], parcels["y"])
     with parcelsearch.local_service(parcels=parcels.drop(columns=["x", "y"])) as client:
         result = parcelsearch.search(tracts, client=client, progress=False)

@@ -147,19 +147,27 @@ def _cut(areas: gpd.GeoDataFrame, parts: int) -> gpd.GeoDataFrame:
     return gpd.GeoDataFrame({"area_id": range(len(shapes))}, geometry=shapes, crs=4326)
 
 
+def _sf_blocks(start_own_service: Any, tmp_path: Path,
+               name: str) -> tuple[gpd.GeoDataFrame, Any, parcelsearch.Client]:
+    """SF's tracts cut into block-like areas; a service of their own on a synthetic fabric;
+    a client (cache in ``tmp_path``) of a new key ``name`` on it."""
+    areas = _cut(gpd.read_file(TRACTS), 2)
+    svc = start_own_service(parcels=fabric_for(areas))
+    key = svc.keys.create(name, key_type="production", quota=100_000, per_second=1_000)
+    client = parcelsearch.Client(api_key=key, base_url=svc.base_url,
+                                 ca_bundle=str(svc.ca_path), cache_dir=tmp_path / "cache",
+                                 rate=200)
+    return areas, svc, client
+
+
 @pytest.mark.slow
 def test_san_francisco_tracts_get_an_interval_before_more_than_the_survey(
         start_own_service, tmp_path: Path, capsys) -> None:
     """A 288-tract-like case: SF's tracts cut into ~100 block-like areas under a synthetic
     fabric. The survey (a sample of page 1s, at most a tenth of the estimate) is all that is
     spent before the price with its 95 % interval, which holds the true total."""
-    areas = _cut(gpd.read_file(TRACTS), 2)
-    svc = start_own_service(parcels=fabric_for(areas))
     name = "sf-price"
-    key = svc.keys.create(name, key_type="production", quota=100_000, per_second=1_000)
-    client = parcelsearch.Client(api_key=key, base_url=svc.base_url,
-                                 ca_bundle=str(svc.ca_path), cache_dir=tmp_path / "cache",
-                                 rate=200)
+    areas, svc, client = _sf_blocks(start_own_service, tmp_path, name)
     with pytest.raises(parcelsearch.PriceNotConfirmedError) as stopped:
         parcelsearch.search(areas, client=client, ask_above=50, quota="1500/month")
     lines = capsys.readouterr().err.splitlines()
@@ -246,13 +254,8 @@ def test_neighbouring_areas_are_priced_from_earlier_searches_without_a_survey(
     first; the others (their neighbours) are then priced from the density those earlier
     pieces showed: no survey (the service's log: not one call before the decision point),
     a price "learnt from N earlier pieces nearby" whose 95 % interval holds the true total."""
-    areas = _cut(gpd.read_file(TRACTS), 2)
-    svc = start_own_service(parcels=fabric_for(areas))
     name = "sf-learnt"
-    key = svc.keys.create(name, key_type="production", quota=100_000, per_second=1_000)
-    client = parcelsearch.Client(api_key=key, base_url=svc.base_url,
-                                 ca_bundle=str(svc.ca_path), cache_dir=tmp_path / "cache",
-                                 rate=200)
+    areas, svc, client = _sf_blocks(start_own_service, tmp_path, name)
     # Every other area first; of the others, those on the mainland (inside the first's
     # pieces, not an island off the coast) second.
     first, second = areas.iloc[::2], areas.iloc[1::2]

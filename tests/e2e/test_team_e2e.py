@@ -29,7 +29,7 @@ from _spikes import lateness, spike_refusals
 
 import parcelsearch
 from parcelsearch.stores.spending import RESERVE_LEAD
-from parcelsearch.stores.team import init_team, set_budget, set_quota
+from parcelsearch.stores.team import set_budget, set_quota
 from parcelsearch.stores.team.store import SCHEMA
 
 pytestmark = pytest.mark.slow
@@ -64,13 +64,6 @@ def statuses() -> Iterator[list[int]]:
     yield handler.statuses
     logger.removeHandler(handler)
     logger.setLevel(level)
-
-
-@pytest.fixture
-def team(postgres: Any) -> str:
-    url: str = postgres.database("team")
-    init_team(url)
-    return url
 
 
 @pytest.fixture

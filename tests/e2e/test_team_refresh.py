@@ -24,13 +24,6 @@ from parcelsearch_service.server import RunningService
 from parcelsearch_service.store import ParcelStore, load_parcels
 
 
-@pytest.fixture
-def team(postgres: Any) -> str:
-    url: str = postgres.database("team")
-    init_team(url)
-    return url
-
-
 def test_a_version_1_store_is_upgraded_in_place_and_keeps_its_data(postgres: Any) -> None:
     url = postgres.database("team")
     with psycopg.connect(url, autocommit=True) as conn:  # a store made by the previous release

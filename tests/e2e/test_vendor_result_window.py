@@ -27,19 +27,28 @@ def asked(vendor) -> list[tuple[str | None, int | None]]:
     return [(a.polygon, a.page) for a in vendor.log if a.status == 200]
 
 
+def _searched_first(vendor, areas, fabric, tmp_path, capsys, workers: str, *,
+                    refusals: int) -> str:
+    """The first search (``--workers workers``): complete and exact, ``refusals`` calls
+    refused, no page asked twice; its standard error."""
+    code, out, err, ids, meta = search(capsys, areas, tmp_path / "ids.parquet",
+                                       "--workers", workers)
+    assert code == 0, err
+    assert exact(ids, fabric[2]) and meta["complete"] is True
+    assert len(refused(vendor)) == refusals
+    assert len(asked(vendor)) == len(set(asked(vendor)))  # no page asked twice
+    return err
+
+
 def test_the_window_is_learnt_and_deep_pieces_split(vendor_env, vendor_areas, vendor_fabric,
                                                     tmp_path, capsys, caplog) -> None:
     vendor_env.set(window=WINDOW, page_size=SIZE)
-    code, out, err, ids, meta = search(capsys, vendor_areas, tmp_path / "ids.parquet",
-                                       "--workers", "1")
-    assert code == 0, err
-    assert exact(ids, vendor_fabric[2]) and meta["complete"] is True
-    assert len(refused(vendor_env)) == 1  # the one call that revealed it
+    err = _searched_first(vendor_env, vendor_areas, vendor_fabric, tmp_path, capsys, "1",
+                          refusals=1)  # the one call that revealed it
     assert "Result window is too large" in caplog.text  # the vendor's words
     assert "keeps changing" not in caplog.text + err
     assert "serves a search 2 pages deep at most" in caplog.text
     assert all(a.page is None or a.page <= WINDOW for a in vendor_env.log if a.status == 200)
-    assert len(asked(vendor_env)) == len(set(asked(vendor_env)))  # no page asked twice
     assert json.loads((tmp_path / "cache" / PROFILES_FILE).read_text())[
         vendor_env.base_url]["result_window"] == WINDOW
     first = vendor_env.calls()
@@ -136,13 +145,9 @@ def test_a_plan_given_is_split_in_the_run_not_changed(vendor_env, vendor_areas, 
 def test_with_several_workers_it_is_refused_once(vendor_env, vendor_areas, vendor_fabric,
                                                 tmp_path, capsys, caplog) -> None:
     vendor_env.set(window=WINDOW, page_size=SIZE)
-    code, out, err, ids, meta = search(capsys, vendor_areas, tmp_path / "ids.parquet",
-                                       "--workers", "4")
-    assert code == 0, err
-    assert exact(ids, vendor_fabric[2]) and meta["complete"] is True
-    assert len(refused(vendor_env)) == 1  # the depth gate: one page beyond the frontier
+    err = _searched_first(vendor_env, vendor_areas, vendor_fabric, tmp_path, capsys, "4",
+                          refusals=1)  # the depth gate: one page beyond the frontier
     assert "keeps changing" not in caplog.text + err
-    assert len(asked(vendor_env)) == len(set(asked(vendor_env)))
     first = vendor_env.calls()
     vendor_env.log.clear()
     code, out, err, ids, meta = search(capsys, vendor_areas, tmp_path / "known.parquet",
@@ -159,12 +164,8 @@ def test_a_refusal_that_states_no_window_costs_a_second_one(
     # page's refusal bounds the window; the pages up to it are then asked shallowest first,
     # so the next refusal, at the page after the deepest answered, is the window exactly
     vendor_env.set(window=WINDOW, page_size=SIZE, window_words="bare")
-    code, out, err, ids, meta = search(capsys, vendor_areas, tmp_path / "ids.parquet",
-                                       "--workers", workers)
-    assert code == 0, err
-    assert exact(ids, vendor_fabric[2]) and meta["complete"] is True
-    assert len(refused(vendor_env)) == 2
-    assert len(asked(vendor_env)) == len(set(asked(vendor_env)))
+    _searched_first(vendor_env, vendor_areas, vendor_fabric, tmp_path, capsys, workers,
+                    refusals=2)
     first = vendor_env.calls()
     vendor_env.log.clear()
     code, out, err, ids, meta = search(capsys, vendor_areas, tmp_path / "known.parquet",

@@ -13,7 +13,6 @@ import os
 import re
 import signal
 import subprocess
-import sys
 import time
 from collections.abc import Iterator
 from pathlib import Path
@@ -21,23 +20,16 @@ from typing import Any
 
 import psycopg
 import pytest
+from _team_members import _KEYS, Member, _fingerprint, _key, _served, _store_calls
 
 import parcelsearch
 from parcelsearch.stores.local.ledger import Ledger
-from parcelsearch.stores.team import Pace, init_team, set_budget, set_pace, set_quota
+from parcelsearch.stores.team import Pace, set_budget, set_pace, set_quota
 from parcelsearch.stores.team.store import SCHEMA
 
 #: The search every attack runs: all the demo areas (well over ten calls).
 AREAS = "areas.parquet"
-_KEYS = iter(range(1_000_000))
 SEARCH = ["search", AREAS, "--id-column", "area_id", "--out", "x.parquet", "--quiet"]
-
-
-@pytest.fixture
-def team(postgres: Any) -> str:
-    url: str = postgres.database("team")
-    init_team(url)
-    return url
 
 
 @pytest.fixture
@@ -45,65 +37,6 @@ def areas(tmp_path: Path) -> Path:
     path = tmp_path / AREAS
     parcelsearch.demo_areas().to_parquet(path)
     return path
-
-
-class Member:
-    """One member's command line: a key, a cache folder of its own, the service's CA."""
-
-    def __init__(self, svc: Any, tmp_path: Path, key: str, name: str, **env: str) -> None:
-        src = str(Path(parcelsearch.__file__).parent.parent)
-        self.env = {**os.environ, "PARCELSEARCH_API_KEY": key,
-                    "PARCELSEARCH_BASE_URL": svc.base_url,
-                    "PARCELSEARCH_CA_BUNDLE": str(svc.ca_path),
-                    "PARCELSEARCH_CACHE_DIR": str(tmp_path / f"cache-{name}"),
-                    "PYTHONPATH": src + os.pathsep + os.environ.get("PYTHONPATH", ""), **env}
-        for unset in ("PARCELSEARCH_TEAM", "PARCELSEARCH_USER", "PARCELSEARCH_QUOTA",
-                      "PARCELSEARCH_RATE", "PARCELSEARCH_TEAM_LEASE"):
-            if unset not in env:
-                self.env.pop(unset, None)
-        self.cwd = tmp_path
-        self.name = name
-
-    def start(self, *argv: str) -> subprocess.Popen[str]:
-        return subprocess.Popen([sys.executable, "-m", "parcelsearch.cli", *argv], env=self.env,
-                                cwd=self.cwd, stdout=subprocess.PIPE, stderr=subprocess.PIPE,
-                                text=True)
-
-    def run(self, *argv: str) -> subprocess.CompletedProcess[str]:
-        return subprocess.run([sys.executable, "-m", "parcelsearch.cli", *argv], env=self.env,
-                              cwd=self.cwd, capture_output=True, text=True, timeout=300)
-
-    def main(self, monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str],
-             *argv: str) -> subprocess.CompletedProcess[str]:
-        """The command line in this process (for what ends before anything is sent)."""
-        from _cli import run
-
-        for name in [n for n in os.environ if n.startswith("PARCELSEARCH_")]:
-            monkeypatch.delenv(name)
-        for name, value in self.env.items():
-            if name.startswith("PARCELSEARCH_"):
-                monkeypatch.setenv(name, value)
-        monkeypatch.chdir(self.cwd)
-        code, out, err = run(list(argv), capsys)
-        return subprocess.CompletedProcess(list(argv), code, out, err)
-
-    def search(self, areas: Path, *extra: str) -> list[str]:
-        return ["search", str(areas), "--id-column", "area_id", "--quiet",
-                "--out", str(self.cwd / f"{self.name}-{next(_KEYS)}.parquet"), *extra]
-
-
-def _key(svc: Any, **kw: Any) -> tuple[str, str]:
-    name = f"team-attack-{os.getpid()}-{next(_KEYS)}"
-    return name, svc.keys.create(name, key_type="production", **kw)
-
-
-def _fingerprint(key: str) -> str:
-    return parcelsearch.Client(key, "https://127.0.0.1:9", cache_dir=None).fingerprint
-
-
-def _served(svc: Any, name: str) -> int:
-    """Calls the service admitted for the key (its request log)."""
-    return len(svc.keys.requests(name))
 
 
 class AccessLog:
@@ -123,14 +56,6 @@ class AccessLog:
 @pytest.fixture
 def svc(attack_service: Any) -> Iterator[Any]:
     yield attack_service
-
-
-def _store_calls(team: str, member: str | None = None) -> int:
-    with psycopg.connect(team) as conn:
-        if member is None:
-            return int(conn.execute(f"SELECT count(*) FROM {SCHEMA}.calls").fetchone()[0])
-        return int(conn.execute(f"SELECT count(*) FROM {SCHEMA}.calls WHERE member = %s",
-                                (member,)).fetchone()[0])
 
 
 @pytest.mark.slow

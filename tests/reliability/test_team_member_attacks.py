@@ -9,28 +9,20 @@ fails the test on the old code.
 
 from __future__ import annotations
 
-import uuid
 from pathlib import Path
 from typing import Any
 
 import pandas as pd
 import psycopg
 import pytest
-from test_team_attacks import Member, _fingerprint, _key, _served, _store_calls
+from _team import member_url
+from _team_members import Member, _fingerprint, _key, _served, _store_calls
 
 import parcelsearch
-from parcelsearch.stores.team import Pace, init_team, set_budget, set_pace
+from parcelsearch.stores.team import Pace, set_budget, set_pace
 from parcelsearch.stores.team.store import SCHEMA
 
 pytestmark = pytest.mark.slow
-
-
-
-@pytest.fixture
-def team(postgres: Any) -> str:
-    url: str = postgres.database("team")
-    init_team(url)
-    return url
 
 
 @pytest.fixture
@@ -38,15 +30,6 @@ def areas(tmp_path: Path) -> Path:
     path = tmp_path / "areas.parquet"
     parcelsearch.demo_areas().to_parquet(path)
     return path
-
-
-def _member_url(team: str) -> str:
-    """A new member role (``team init --member-role``); the store's URL logging in as it."""
-    role = f"member_{uuid.uuid4().hex[:12]}"
-    with psycopg.connect(team, autocommit=True) as conn:
-        conn.execute(f'CREATE ROLE "{role}" LOGIN')
-    init_team(team, role)
-    return team.replace("postgres@", f"{role}@")
 
 
 def _tried(conn: Any, statement: str, params: tuple[Any, ...] = ()) -> bool:
@@ -64,7 +47,7 @@ def test_a_member_cannot_erase_the_ledger(
     """Point 1: mallory (budget 4) searches, then refunds every call of the ledger it can
     read — by id as the issue did, and by every column it can see — and searches again,
     three times: the service serves at most 4 calls, and the ledger holds every one."""
-    as_member = _member_url(team)
+    as_member = member_url(team)
     name, key = _key(service, quota=10_000)
     set_budget(team, "mallory", 4)
     mallory = Member(service, tmp_path, key, "mallory", PARCELSEARCH_TEAM=as_member,
@@ -91,21 +74,29 @@ def _found(path: Path) -> dict[str, set[str]]:
             frame.groupby("area_id")["group_id"]}
 
 
+def _searched_as_member(service: Any, tmp_path: Path, key: str, team: str, areas: Path,
+                        user: str) -> Path:
+    """``user``'s search of ``areas`` (a cache of its own), logging in with a new member
+    role; the ids it wrote."""
+    member = Member(service, tmp_path, key, user, PARCELSEARCH_TEAM=member_url(team),
+                    PARCELSEARCH_USER=user)
+    out = tmp_path / f"{user}.parquet"
+    done = member.run("search", str(areas), "--id-column", "area_id", "--quiet",
+                      "--out", str(out))
+    assert done.returncode == 0, done.stderr[-2000:]
+    return out
+
+
 def test_a_member_cannot_rewrite_the_pages_every_member_reads(
         service: Any, team: str, areas: Path, tmp_path: Path) -> None:
     """Point 2: alice's search fills the team's pages; mallory rewrites page 1 of every
     request with 100 invented GroupIDs (a direct UPDATE, and the store's keep_page); bob,
     with a fresh cache, finds what alice found and the service serves him nothing."""
     name, key = _key(service, quota=10_000)
-    alice = Member(service, tmp_path, key, "alice", PARCELSEARCH_TEAM=_member_url(team),
-                   PARCELSEARCH_USER="alice")
-    out_alice = tmp_path / "alice.parquet"
-    done = alice.run("search", str(areas), "--id-column", "area_id", "--quiet",
-                     "--out", str(out_alice))
-    assert done.returncode == 0, done.stderr[-2000:]
+    out_alice = _searched_as_member(service, tmp_path, key, team, areas, "alice")
     served = _served(service, name)
     invented = [f"{n:017x}" for n in range(100)]
-    with psycopg.connect(_member_url(team), autocommit=True) as conn:
+    with psycopg.connect(member_url(team), autocommit=True) as conn:
         _tried(conn, f"UPDATE {SCHEMA}.pages SET data = %s, data_rows = 100, rows = 100, "
                "pages = 1 WHERE page = 1", (invented,))
         pages = conn.execute(f"SELECT request_key, base_url, path, polygon_json, fingerprint "
@@ -116,12 +107,7 @@ def test_a_member_cannot_rewrite_the_pages_every_member_reads(
                    "now(), 'mallory', %s, 'x')",
                    (request_key, base_url, path, polygon, invented, fingerprint))
         assert not _tried(conn, f"DELETE FROM {SCHEMA}.pages")
-    bob = Member(service, tmp_path, key, "bob", PARCELSEARCH_TEAM=_member_url(team),
-                 PARCELSEARCH_USER="bob")
-    out_bob = tmp_path / "bob.parquet"
-    done = bob.run("search", str(areas), "--id-column", "area_id", "--quiet",
-                   "--out", str(out_bob))
-    assert done.returncode == 0, done.stderr[-2000:]
+    out_bob = _searched_as_member(service, tmp_path, key, team, areas, "bob")
     assert _found(out_bob) == _found(out_alice)
     assert not set(invented) & set().union(*_found(out_bob).values())
     assert _served(service, name) == served  # every page read from the store
@@ -136,7 +122,7 @@ def test_a_member_cannot_stall_the_team(
     name, key = _key(service, quota=10_000, per_second=100)
     fingerprint = _fingerprint(key)
     set_pace(team, fingerprint, Pace(50, 0.05, 6))
-    as_member = _member_url(team)
+    as_member = member_url(team)
     owner = Member(service, tmp_path, key, "owner", PARCELSEARCH_TEAM=team)
     alice = Member(service, tmp_path, key, "alice", PARCELSEARCH_TEAM=as_member,
                    PARCELSEARCH_USER="alice")

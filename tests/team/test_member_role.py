@@ -13,6 +13,7 @@ from typing import Any
 
 import psycopg
 import pytest
+from _team import member_url
 
 from parcelsearch._fetch.http import RateLimiter, RetryPolicy
 from parcelsearch._fetch.page import Page
@@ -37,22 +38,6 @@ INVENTED = ("fffffffffffffffff", "eeeeeeeeeeeeeeeee")
 
 class _Client:
     fingerprint = FP
-
-
-@pytest.fixture
-def team(postgres: Any) -> str:
-    url: str = postgres.database("team")
-    init_team(url)
-    return url
-
-
-def _role(team: str) -> str:
-    """A new member role of ``team``; the store's URL logging in as it."""
-    role = f"member_{uuid.uuid4().hex[:12]}"
-    with psycopg.connect(team, autocommit=True) as conn:
-        conn.execute(f'CREATE ROLE "{role}" LOGIN')
-    init_team(team, role)
-    return team.replace("postgres@", f"{role}@")
 
 
 def _member(url: str, user: str) -> TeamSpending:
@@ -84,7 +69,7 @@ def _calls(team: str) -> list[tuple[Any, ...]]:
 
 def test_a_member_reserves_settles_and_refunds_its_own_calls(team: str) -> None:
     """Row: reserve, settle and refund its own calls (by the reservation's token)."""
-    alice = _member(_role(team), "alice")
+    alice = _member(member_url(team), "alice")
     kept, refunded = alice.reserve("r", None), alice.reserve("r", None)
     alice.settle(kept)
     alice.settle(refunded)
@@ -96,7 +81,7 @@ def test_a_member_reserves_settles_and_refunds_its_own_calls(team: str) -> None:
 
 def test_a_member_adds_pages_and_refreshes_its_own(team: str) -> None:
     """Row: add a page it fetched, and replace (refresh) a page its own role wrote."""
-    alice = _member(_role(team), "alice")
+    alice = _member(member_url(team), "alice")
     alice.keep(_page(INVENTED))
     alice.keep(_page())  # refreshed
     kept = alice.claim(_page().request_key, None, threading.Event())
@@ -108,7 +93,7 @@ def test_a_member_paces_and_pauses_the_key_for_a_429(team: str) -> None:
     """Row: take its turn at the key's pacer, and pause every member for a 429's
     Retry-After (at most 120 s, the longest a member honours)."""
     assert MOST_PAUSE == RetryPolicy().retry_after_max
-    alice = _member(_role(team), "alice")
+    alice = _member(member_url(team), "alice")
     alice.pace(RateLimiter(1000), None)
     alice.pause(5)
     usage = team_usage(team)
@@ -119,7 +104,7 @@ def test_a_member_paces_and_pauses_the_key_for_a_429(team: str) -> None:
 
 def test_a_member_reads_usage_and_records_runs(team: str) -> None:
     """Row: read what the team spent (``team usage``)."""
-    url = _role(team)
+    url = member_url(team)
     set_budget(team, "alice", 3)
     _member(url, "alice").close()
     usage = team_usage(url)
@@ -131,7 +116,7 @@ def test_a_member_reads_usage_and_records_runs(team: str) -> None:
 def test_a_member_cannot_refund_or_rewrite_calls_it_does_not_hold(team: str) -> None:
     """Row: refund, settle or delete calls by id, or any call it does not hold the token
     of (another member's, or its own once its process is gone)."""
-    alice, url = _member(team, "alice"), _role(team)
+    alice, url = _member(team, "alice"), member_url(team)
     alice.reserve("r", None)
     alice.close()
     assert _denied(url, f"SELECT {SCHEMA}.refund(id) FROM {SCHEMA}.calls")
@@ -149,7 +134,7 @@ def test_a_member_cannot_change_a_page_another_role_wrote(team: str) -> None:
     store's keep_page)."""
     owner = _member(team, "alice")
     owner.keep(_page())
-    url = _role(team)
+    url = member_url(team)
     mallory = _member(url, "mallory")
     mallory.keep(_page(INVENTED))
     for statement in (f"UPDATE {SCHEMA}.pages SET data = '{{}}'", f"DELETE FROM {SCHEMA}.pages",
@@ -164,7 +149,7 @@ def test_a_member_cannot_set_the_pacer(team: str) -> None:
     """Row: write the pacer directly, pause the key beyond 120 s, or push the next turn
     beyond 256 of the key's intervals."""
     set_pace(team, FP, Pace(50, 0.05, 6))
-    url = _role(team)
+    url = member_url(team)
     mallory = _member(url, "mallory")
     for statement in (f"UPDATE {SCHEMA}.pacers SET paused_until = 'infinity'",
                       f"UPDATE {SCHEMA}.pacers SET next_slot = 'infinity'",
@@ -180,7 +165,7 @@ def test_a_member_cannot_set_the_pacer(team: str) -> None:
 
 def test_a_member_cannot_change_the_policy_or_clear_a_pause(team: str) -> None:
     """Row: change the quota, the pace or a budget, or clear a pause (the owner's)."""
-    url = _role(team)
+    url = member_url(team)
     _member(url, "mallory").pause(60)
     for change in (lambda: set_quota(url, FP, 1000), lambda: set_budget(url, "mallory", 1000),
                    lambda: set_pace(url, FP, Pace(100)), lambda: clear_pause(url, FP)):
@@ -200,7 +185,7 @@ def test_a_page_that_does_not_add_up_is_fetched_again(
     owner.keep(_page())
     with psycopg.connect(team, autocommit=True) as conn:
         conn.execute(f"UPDATE {SCHEMA}.pages SET data = %s", (list(INVENTED[:1]),))
-    bob = _member(_role(team), "bob")
+    bob = _member(member_url(team), "bob")
     with caplog.at_level(logging.WARNING):
         assert bob.claim(_page().request_key, None, threading.Event()) is None  # bob fetches
     assert "does not add up" in caplog.text
@@ -212,7 +197,7 @@ def test_a_pacer_beyond_its_bound_is_treated_as_bounded_and_said(
         team: str, caplog: pytest.LogCaptureFixture) -> None:
     """Row: a pause stored longer than 120 s (written before version 4, or by the owner)
     ends 120 s after it was set; the member says so."""
-    alice = _member(_role(team), "alice")
+    alice = _member(member_url(team), "alice")
     with psycopg.connect(team, autocommit=True) as conn:
         conn.execute(f"UPDATE {SCHEMA}.pacers SET paused_until = now() + interval '1 day', "
                      f"paused_at = now() - interval '{MOST_PAUSE - 0.5} seconds'")
@@ -275,7 +260,7 @@ def test_a_version_3_store_is_upgraded_and_its_members_lose_what_4_takes_back(
 def test_a_lease_longer_than_the_keys_is_treated_as_expired(team: str) -> None:
     """A member holding a page's lease for a day (it may write leases) holds up nobody: a
     lease ending later than the key's stored lease (and a second) is taken over at once."""
-    url = _role(team)
+    url = member_url(team)
     mallory, bob = _member(url, "mallory"), _member(url, "bob")
     key = _page().request_key
     assert mallory.claim(key, None, threading.Event()) is None
@@ -308,7 +293,7 @@ def test_a_next_turn_beyond_its_bound_is_treated_as_bounded_and_said(
     """Row: a next turn stored further than 256 of the key's intervals ahead (by the owner,
     or an older store) is taken as 256 intervals ahead; the member says so."""
     set_pace(team, FP, Pace(1000, 0.05, 6))  # 256 intervals: 0.27 s
-    alice = _member(_role(team), "alice")
+    alice = _member(member_url(team), "alice")
     with psycopg.connect(team, autocommit=True) as conn:
         conn.execute(f"UPDATE {SCHEMA}.pacers SET next_slot = 'infinity'")
     with caplog.at_level(logging.WARNING):

@@ -32,13 +32,6 @@ class _Client:
     fingerprint = FP
 
 
-@pytest.fixture
-def team(postgres: Any) -> str:
-    url: str = postgres.database("team")
-    init_team(url)
-    return url
-
-
 def _member(url: str, user: str) -> TeamSpending:
     return TeamSpending.open(url, _Client(), user=user, cache=None)  # type: ignore[arg-type]
 
