@@ -72,13 +72,12 @@ def _density(parcels: gpd.GeoDataFrame, kind: str, seed: int) -> gpd.GeoDataFram
     return _thinned(parcels, keep, seed)
 
 
-def true_costs(pieces: list[shapely.Polygon], parcels: gpd.GeoDataFrame) -> np.ndarray:
-    """Each piece's calls, ``max(1, ceil(rows / 100))``, rows by the service's rule."""
+def true_rows(pieces: list[shapely.Polygon], parcels: gpd.GeoDataFrame) -> np.ndarray:
+    """Each piece's rows by the service's rule (its calls: ``max(1, ceil(rows / 100))``)."""
     points = parcels.geometry.representative_point().to_numpy()
     tree = shapely.STRtree(points)
     which, _ = tree.query(np.asarray(pieces, dtype=object), predicate="intersects")
-    rows = np.bincount(which, minlength=len(pieces))
-    return np.maximum(1, np.ceil(rows / PAGE)).astype(int)
+    return np.bincount(which, minlength=len(pieces))
 
 
 def piece_areas(pieces: list[shapely.Polygon]) -> list[float]:
@@ -91,11 +90,15 @@ def survey_area(polygon: shapely.Polygon) -> float:
     return float(polygon.area * 111_320.0 ** 2 * math.cos(math.radians(lat)))
 
 
-def run_survey(areas: list[float], centres: list[tuple[float, float]], costs: np.ndarray,
-               seed: str) -> tuple[survey.Estimate, int]:
-    """The survey as a search runs it: the estimate of the whole and the calls it spent."""
+def run_survey(areas: list[float], centres: list[tuple[float, float]], rows: np.ndarray,
+               seed: str, told_rows: bool = True) -> tuple[survey.Estimate, int]:
+    """The survey as a search runs it: the estimate of the whole and the calls it spent.
+    Page 1 tells a surveyed piece's rows and pages; ``told_rows=False`` uses its pages
+    only (the estimator before issue 49's third pass, side by side)."""
+    costs = np.maximum(1, np.ceil(rows / PAGE)).astype(int)
     drawn = survey.sample(areas, centres, seed)
     known: dict[int, int] = {}
+    told: dict[int, int | None] = {}
     step = survey.pilot_size(len(areas))
     while step:
         chosen = drawn.take(step)
@@ -103,7 +106,8 @@ def run_survey(areas: list[float], centres: list[tuple[float, float]], costs: np
             break
         for i in chosen:
             known[i] = int(costs[i])
-        current = survey.estimate(drawn, known)
+            told[i] = int(rows[i]) if told_rows else None
+        current = survey.estimate(drawn, known, told, PAGE)
         step = survey.next_round(current, 0)
     return current, len(known)
 
@@ -195,11 +199,13 @@ def measure() -> pd.DataFrame:
         pieces = [p.geometry for p in plan.pieces]
         parcels = _density(synth.fabric_for(areas, seed=seed, max_parcels=3_000_000),
                            density, seed)
-        costs = true_costs(pieces, parcels)
+        counts = true_rows(pieces, parcels)
         areas_m2 = piece_areas(pieces)
         centres = [(p.centroid.x, p.centroid.y) for p in pieces]
-        total = int(costs.sum())
-        trials = [run_survey(areas_m2, centres, costs, f"{seed}-{t}") for t in range(TRIALS)]
+        total = int(np.maximum(1, np.ceil(counts / PAGE)).sum())
+        trials = [run_survey(areas_m2, centres, counts, f"{seed}-{t}") for t in range(TRIALS)]
+        pages_only = [run_survey(areas_m2, centres, counts, f"{seed}-{t}", told_rows=False)
+                      for t in range(TRIALS)]
         first, spent = trials[0]
         covered = sum(e.low <= total <= e.high for e, _ in trials)
         rows.append({
@@ -213,6 +219,9 @@ def measure() -> pd.DataFrame:
             "max half-width %": round(max(100 * e.half_width for e, _ in trials), 1),
             "surveys over 20 %": sum(e.half_width > 0.2 for e, _ in trials),
             "max survey %": round(max(100 * s / total for _, s in trials), 1),
+            f"pages only: covered of {TRIALS}": sum(e.low <= total <= e.high
+                                                     for e, _ in pages_only),
+            "pages only: over 20 %": sum(e.half_width > 0.2 for e, _ in pages_only),
         })
         print(rows[-1], flush=True)
     return pd.DataFrame(rows)
@@ -230,7 +239,9 @@ def main() -> None:
         f"{table['half-width %'].median():g} %); {table['surveys over 20 %'].sum()} of the "
         f"surveys over 20 %, in {(table['surveys over 20 %'] > 0).sum()} sets; the survey at most "
         f"{table['max survey %'].max():g} % of the total (median "
-        f"{table['survey % of total'].median():g} %).")
+        f"{table['survey % of total'].median():g} %). Side by side, the same surveys reading "
+        f"pages only (not rows): {int(table[f'pages only: covered of {TRIALS}'].sum()):,} "
+        f"held the truth, {int(table['pages only: over 20 %'].sum())} over 20 %.")
     print()
     print(table.to_string(index=False))
     print()

@@ -5,6 +5,7 @@ here, populations whose totals are known)."""
 
 from __future__ import annotations
 
+import math
 import random
 
 from parcelsearch.planning import survey
@@ -83,10 +84,10 @@ def test_an_interval_is_never_falsely_exact() -> None:
     assert estimate.value == 100 and estimate.high > 100 and estimate.low == 100
 
 
-def test_the_survey_never_passes_a_tenth_of_the_least_the_whole_can_cost() -> None:
+def test_the_survey_never_passes_a_tenth_of_the_whole() -> None:
     assert all(survey.pilot_size(n) <= 0.1 * n for n in range(survey.CENSUS_BELOW, 2000))
-    # Every piece one call but for a few very large ones: the estimate's low end would allow
-    # a bigger survey, the least the whole can cost does not.
+    # Every piece one call but for a few very large ones (surveyed with certainty): a
+    # tenth of the whole, not of the estimate's low end.
     areas = [1.0] * 95 + [1e6] * 5
     costs = [1] * 95 + [40] * 5
     for trial in range(20):
@@ -109,7 +110,8 @@ def test_a_survey_stopped_at_its_cap_with_a_wide_interval_says_so() -> None:
     import dataclasses
 
     line = dataclasses.replace(price, capped=True).line()
-    assert "the survey stopped at its cap, a tenth of the least the search can cost" in line
+    assert ("the survey stopped at its cap, a tenth of the least the search can cost for sure"
+            in line)
     assert "stopped at its cap" not in price.line()
     narrow, _ = _survey([1.0] * 1000, [2] * 1000, "n")  # even density: narrow, not said
     assert not survey.capped(narrow, 0)
@@ -180,3 +182,79 @@ def test_rounds_are_held_to_the_least_the_whole_can_cost_not_to_the_estimate() -
     narrow = survey.Estimate(value=1000, low=975, high=1025, surveyed=40, pieces=500,
                              surveyed_calls=40)  # 25 calls: 5 % of the least, 500
     assert survey.next_round(narrow, 0) == 0
+
+
+def _rows_population(n: int, seed: int) -> tuple[list[float], list[int],
+                                                  list[tuple[float, float]]]:
+    """Pieces of mixed sizes on a grid under density that falls from a town centre."""
+    rng = random.Random(seed)
+    centres = _grid(n)
+    side = max(x for x, _ in centres) + 1
+    areas = [rng.lognormvariate(11, 1.2) for _ in centres]
+    cx, cy = rng.uniform(0, side), rng.uniform(0, side)
+    rows = [int(a / 250 * max(0.05, 1 - ((x - cx) ** 2 + (y - cy) ** 2) ** 0.5 / side))
+            for a, (x, y) in zip(areas, centres, strict=True)]
+    return areas, rows, centres
+
+
+def _rows_survey(areas: list[float], rows: list[int], centres: list[tuple[float, float]],
+                 seed: str, told: bool) -> tuple[survey.Estimate, int]:
+    costs = [max(1, -(-r // 100)) for r in rows]
+    drawn = survey.sample(areas, centres, seed)
+    known: dict[int, int] = {}
+    said: dict[int, int | None] = {}
+    step = survey.pilot_size(len(areas))
+    while step:
+        chosen = drawn.take(step)
+        known.update({i: costs[i] for i in chosen})
+        said.update({i: rows[i] if told else None for i in chosen})
+        current = survey.estimate(drawn, known, said, 100)
+        step = survey.next_round(current, 0)
+    return current, len(known)
+
+
+def test_page_1s_rows_narrow_the_interval_and_it_still_holds_the_truth() -> None:
+    """Page 1 tells a piece's rows as well as its pages: the draws read the rows without
+    the pages' rounding (each surveyed piece's rounding is added exactly), so the same
+    surveys state narrower intervals that still hold the truth."""
+    widths = {True: 0.0, False: 0.0}
+    held = {True: 0, False: 0}
+    trials = 0
+    for population in range(24):
+        areas, rows, centres = _rows_population(150, 900 + population)
+        total = sum(max(1, -(-r // 100)) for r in rows)
+        for trial in range(8):
+            trials += 1
+            for told in (True, False):
+                estimate, spent = _rows_survey(areas, rows, centres, f"{population}-{trial}",
+                                               told)
+                widths[told] += estimate.half_width
+                held[told] += estimate.low <= total <= estimate.high
+                assert spent <= 0.1 * total
+    assert held[True] >= 0.95 * trials, f"{held[True]} of {trials}"
+    assert widths[True] < 0.95 * widths[False], widths
+
+
+def test_rows_of_a_piece_not_told_fall_back_to_its_pages() -> None:
+    areas, rows, centres = _rows_population(100, 5)
+    costs = [max(1, -(-r // 100)) for r in rows]
+    drawn = survey.sample(areas, centres, "f")
+    chosen = drawn.take(survey.pilot_size(100))
+    known = {i: costs[i] for i in chosen}
+    plain = survey.estimate(drawn, known)
+    assert survey.estimate(drawn, known, {i: None for i in chosen}) == plain
+
+
+def test_the_cap_grows_with_a_sure_low_bound_of_the_whole() -> None:
+    """A tenth of the least the whole can cost, or of the estimate less 1.5 half-widths
+    when the interval says the whole is surely more (and the survey then goes on)."""
+    tight = survey.Estimate(value=900, low=820, high=980, surveyed=30, pieces=400,
+                            surveyed_calls=60)  # least: 60 + 370 = 430
+    assert survey.cap_base(tight, 0) == 900 - 1.5 * 80
+    assert survey.next_round(tight, 0) > 0  # 10 % of 430 is 43: 13 more; of 780, 48 more
+    assert survey.next_round(tight, 0) == min(
+        math.floor(0.1 * (900 - 120)) - 30,
+        math.ceil(30 * (80 / 43.0) ** 2 * 1.1) - 30)
+    wide = survey.Estimate(value=900, low=300, high=1500, surveyed=30, pieces=400,
+                           surveyed_calls=60)
+    assert survey.cap_base(wide, 0) == 430  # the low bound says less than the least

@@ -72,7 +72,7 @@ class Price:
     #: the calls of the survey's first round that would price them; and the quota line.
     survey: int = 0
     quota: str = ""
-    #: The survey stopped at its cap (a tenth of the least the whole can cost) with the
+    #: The survey stopped at its cap (a tenth of a sure low bound of the whole) with the
     #: interval still wide: the price line says so.
     capped: bool = False
 
@@ -149,7 +149,7 @@ class Price:
         if self.capped and self.high is not None and self.low is not None:
             share = round(100 * (self.high - self.low) / 2 / max(1, self.total))
             rest += (f"; the interval is ±{share}%: the survey stopped at its cap, a tenth "
-                     "of the least the search can cost")
+                     "of the least the search can cost for sure")
         return "; ".join(p for p in (spent, first, later, rest) if p)
 
     def _learnt_parts(self) -> str:

@@ -988,6 +988,7 @@ class _Search:
                       "the interval is wide, a tenth of the estimate at most; the search's own "
                       "pages, cached and used, never waste) to price the rest")
         costs: dict[int, int] = {}
+        rows: dict[int, int | None] = {}
         estimate = survey.estimate(drawn, costs) if not rest else None
         while step:
             chosen = drawn.take(step)
@@ -999,7 +1000,8 @@ class _Search:
             if fetcher.failure is not None or run.stop.is_set():
                 return
             costs.update({i: max(1, rest[i].pages or 1) for i in chosen})
-            estimate = survey.estimate(drawn, costs)
+            rows.update({i: rest[i].rows for i in chosen})
+            estimate = survey.estimate(drawn, costs, rows, run.client.page_size)
             step = survey.next_round(estimate, history)
         assert estimate is not None
         capped = survey.capped(estimate, history)

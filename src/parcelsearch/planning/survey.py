@@ -12,20 +12,21 @@ every round's prefix is spread evenly over the space and the sizes (near pieces 
 density, and a piece's calls beyond the first grow with its area).
 
 The calls of the pieces not surveyed are estimated as one call a piece and the
-Hansen–Hurwitz estimate of the calls beyond the first (each draw's calls beyond the first
-over its chance of being drawn, averaged); its variance is the successive-difference
-estimator along the curve (the standard one for systematic samples of a spatially
-autocorrelated population, Wolter 1984), never below that of half a call a piece, and the
-interval is Student's t on ``n - 1`` degrees of freedom, never below what is known for sure
-(the surveyed costs and one call for every piece not surveyed). Measured on 21 area sets ×
-40 surveys (``bench/price_estimate.py``), this holds the truth in more than 95 % of the
-surveys without the widening the earlier stratified ratio estimator needed.
+Hansen–Hurwitz estimate of the calls beyond the first (each draw's calls beyond the first,
+from its rows without the pages' rounding, over its chance of being drawn, averaged); its
+variance is the successive-difference estimator along the curve (the standard one for
+systematic samples of a spatially autocorrelated population, Wolter 1984), never below
+that of half a call a piece, and the interval is Student's t on ``n - 1`` degrees of
+freedom, never below what is known for sure (the surveyed costs and one call for every
+piece not surveyed). Measured on 21 area sets × 40
+and × 100 surveys (``bench/price_estimate.py``), this holds the truth in more than 95 % of
+the surveys without the widening the earlier stratified ratio estimator needed.
 
 The survey grows in rounds (:func:`next_round`): a pilot, then as many more pieces as
 the pilot says bring the interval's half-width to :data:`TARGET_HALF_WIDTH` of the least
 the whole can cost (the surveyed costs and one call for every other piece; not of the
-estimate, see :func:`next_round`), never more than :data:`MAX_SHARE` of that least, so
-never more than a tenth of the true total.
+estimate, see :func:`next_round`), never more than :data:`MAX_SHARE` of a sure low bound
+of the whole (:func:`cap_base`), so never more than a tenth of the true total.
 When that cap stops it with the half-width above :data:`USEFUL_HALF_WIDTH`
 (:func:`capped`), the price line says so: the interval is what it is. Surveyed pages are
 the search's own page 1s (cached and used): a survey is never waste.
@@ -41,14 +42,14 @@ from collections.abc import Sequence
 from dataclasses import dataclass
 
 __all__ = ["Estimate", "Sample", "estimate", "TARGET_HALF_WIDTH", "MAX_SHARE",
-           "t_quantile", "sample", "capped", "curve_order"]
+           "t_quantile", "sample", "capped", "curve_order", "cap_base"]
 
 #: The half-width the survey's rounds aim at, a fraction of the least the whole can cost
 #: (so at most that fraction of the estimate).
 TARGET_HALF_WIDTH = 0.10
 #: The half-width (a fraction of the estimate) above which a capped survey says so.
 USEFUL_HALF_WIDTH = 0.20
-#: The survey's cost at most, as a fraction of the least the whole can cost.
+#: The survey's cost at most, as a fraction of a sure low bound of the whole (:func:`cap_base`).
 MAX_SHARE = 0.10
 #: The widening of an interval learnt from earlier pieces nearby (:mod:`.density`) for
 #: skewed costs (a few pieces with many pages).
@@ -56,6 +57,9 @@ SKEW_MARGIN = 1.5
 #: The survey's interval's widening: none (bench/price_estimate.py: 833 of 840 intervals
 #: held the truth without; a margin held a few more and left more of them over 20 %).
 SURVEY_MARGIN = 1.0
+#: The survey's cap is a tenth of the estimate less this many half-widths, when that is
+#: more than the least the whole can cost (:func:`cap_base`).
+CAP_HALF_WIDTHS = 1.5
 #: Of the first round, the share taken with certainty: the largest pieces.
 CERTAIN_SHARE = 0.5
 #: Pieces a further round surveys at least.
@@ -212,15 +216,31 @@ def sample(areas: Sequence[float], centres: Sequence[tuple[float, float]],
     return Sample(areas, centres, seed, certain=math.ceil(CERTAIN_SHARE * first))
 
 
-def estimate(drawn: Sample, costs: dict[int, int]) -> Estimate:
-    """The cost of every piece in ``drawn`` from the surveyed ``costs`` (index → calls).
+def _beyond_first(cost: int, rows: int | None, page_size: int) -> float:
+    """A surveyed piece's calls beyond the first as the draws' variable: from its rows,
+    ``max(0, rows / page_size − ½)`` (the pages' rounding left out: it is half a call a
+    piece on average and no part of the density the draws estimate), else ``cost − 1``."""
+    if rows is None:
+        return float(cost - 1)
+    return max(0.0, rows / max(1, page_size) - 0.5)
+
+
+def estimate(drawn: Sample, costs: dict[int, int], rows: dict[int, int | None] | None = None,
+             page_size: int = 100) -> Estimate:
+    """The cost of every piece in ``drawn`` from the surveyed ``costs`` (index → calls) and,
+    where page 1 told them, their ``rows`` (index → rows) at ``page_size`` rows a page.
 
     The certain pieces count as surveyed; a census is exact. Elsewhere a piece costs one
     call, and the calls beyond the first of the pieces on the line are ``L/n Σ z_k``,
-    ``z_k = (y − 1)/x`` of the ``k``-th draw's piece (``x`` its length, ``L`` the line's),
-    with variance ``L² Σ (z_(k) − z_(k−1))² / (2 n (n − 1))`` over the draws in curve order
-    (the successive differences), at least ``½ M²/n²`` (``M`` pieces on the line: an
-    interval is never falsely exact), and Student's t on ``n − 1`` degrees of freedom.
+    ``z_k = w/x`` of the ``k``-th draw's piece (``x`` its length, ``L`` the line's, ``w``
+    its calls beyond the first from its rows without the pages' rounding,
+    :func:`_beyond_first`), plus each surveyed piece's rounding exactly (its calls beyond
+    the first less ``w``). The variance is ``L² Σ (z_(k) − z_(k−1))² / (2 n (n − 1))``
+    over the draws in curve order (the successive differences), plus the rounding of the
+    ``M`` pieces on the line not surveyed (1/12 of a call² each, the variance of a uniform
+    fraction), at least ``½ M²/n²`` (an interval is never falsely exact), and Student's t
+    on ``n − 1`` degrees of freedom. bench/price_estimate.py measures the rows side by
+    side with the pages alone.
     """
     surveyed = sum(costs.values())
     floor = surveyed + drawn.size - len(costs)  # one call at least for each other piece
@@ -229,12 +249,18 @@ def estimate(drawn: Sample, costs: dict[int, int]) -> Estimate:
                         pieces=drawn.size, surveyed_calls=surveyed)
     if not drawn.draws:
         raise ValueError("no piece drawn yet: take() a round before estimating")
+    told = rows or {}
     n, pieces = len(drawn.draws), len(drawn.line)
-    ratios = [(costs[drawn.line[p]] - 1) / drawn.sizes[p] for p in sorted(drawn.draws)]
-    value = (sum(costs[i] for i in drawn.certain) + pieces
+    smooth = {p: _beyond_first(costs[drawn.line[p]], told.get(drawn.line[p]), page_size)
+              for p in set(drawn.draws)}
+    ratios = [smooth[p] / drawn.sizes[p] for p in sorted(drawn.draws)]
+    rounding = sum(costs[drawn.line[p]] - 1 - smooth[p] for p in smooth)
+    value = (sum(costs[i] for i in drawn.certain) + pieces + rounding
              + drawn.length * sum(ratios) / n)
     steps = sum((b - a) ** 2 for a, b in itertools.pairwise(ratios))
     variance = drawn.length ** 2 * steps / (2 * n * (n - 1)) if n > 1 else 0.0
+    if any(told.get(drawn.line[p]) is not None for p in smooth):
+        variance += (pieces - len(smooth)) / 12
     variance = max(variance, 0.5 * pieces ** 2 / n ** 2)
     half = SURVEY_MARGIN * t_quantile(n - 1) * math.sqrt(variance)
     point = max(float(floor), value)
@@ -262,14 +288,26 @@ def capped(current: Estimate, known: int) -> bool:
             and next_round(current, known) == 0)
 
 
+def cap_base(current: Estimate, known: int) -> float:
+    """What the survey's cap is a tenth of: the least the whole can cost (the surveyed
+    costs and one call for every other piece, with ``known`` calls known without a
+    survey), or, once the interval says more, the estimate less 1.5 half-widths (at least
+    2.9 standard errors below it: a one-sided 99.8 % bound, so a tenth of it is a tenth of
+    the true total but for one survey in 500, and then only when it spends its whole cap)."""
+    least = current.surveyed_calls + current.pieces - current.surveyed + known
+    half = (current.high - current.low) / 2
+    return max(float(least), current.value + known - CAP_HALF_WIDTHS * half)
+
+
 def next_round(current: Estimate, known: int) -> int:
     """How many more pieces to survey after ``current`` (0: enough), given ``known`` calls
     of the whole run known without a survey: as many as bring the half-width to
     :data:`TARGET_HALF_WIDTH` of the least the whole can cost (the surveyed costs and one
     call for every other piece; the half-width shrinks as 1/√n), within :data:`MAX_SHARE`
-    of that least, so never more than a tenth of the true total.
+    of :func:`cap_base`, so never more than a tenth of the true total (but for one
+    survey in 500, see there).
 
-    The rule is held to the least, not to the estimate: a rule that stops once the
+    The target is held to the least, not to the estimate: a rule that stops once the
     half-width is small against the estimate stops sooner on the surveys that overestimate,
     and those intervals then miss the truth more often than 1 in 20 (measured on the dense
     sets of bench/price_estimate.py: 92–93 of 100 held; held to the least, 96–100 of 100)."""
@@ -278,7 +316,7 @@ def next_round(current: Estimate, known: int) -> int:
     half = (current.high - current.low) / 2
     if n >= big_n or half <= TARGET_HALF_WIDTH * least:
         return 0
-    cap = max(0, math.floor(MAX_SHARE * least) - n)
+    cap = max(0, math.floor(MAX_SHARE * cap_base(current, known)) - n)
     if cap == 0:
         return 0
     wanted = math.ceil(n * (half / (TARGET_HALF_WIDTH * least)) ** 2 * 1.1) - n
