@@ -54,6 +54,16 @@ def test_put_then_get_round_trips(tmp_path: Path) -> None:
     assert got == replace(page, from_cache=True)
 
 
+@pytest.mark.parametrize("missing", ["base_url", "path"])
+def test_a_page_that_does_not_say_where_it_came_from_is_refused(tmp_path: Path,
+                                                                 missing: str) -> None:
+    """A cache error of the one tree (issue 50), and nothing is written."""
+    cache = ResponseCache(tmp_path)
+    with pytest.raises(CacheError, match="base_url and path"):
+        cache.put(make_page(1, **{missing: ""}))
+    assert cache.get(make_page(1).request_key) is None
+
+
 def test_a_new_instance_reads_what_another_wrote(tmp_path: Path) -> None:
     pages = [make_page(i, page=k) for i in range(5) for k in (1, 2, 3)]
     writer = ResponseCache(tmp_path)

@@ -12,7 +12,7 @@ from pathlib import Path
 import pytest
 from _threads import race
 
-from parcelsearch.errors import ConfigurationError, QuotaWouldExceedError
+from parcelsearch.errors import ConfigurationError, InputError, QuotaWouldExceedError
 from parcelsearch.stores.local.ledger import Ledger
 from parcelsearch.stores.quotas import Quota, Usage
 
@@ -136,8 +136,11 @@ def test_refund_takes_back_exactly_that_reservation(tmp_path: Path) -> None:
     ],
 )
 def test_only_fingerprints_are_recorded(tmp_path: Path, fingerprint: str) -> None:
-    with pytest.raises(ValueError, match="never keys"):
+    """An error of the one tree (issue 50), still a ValueError, never showing the key."""
+    with pytest.raises(ValueError, match="never keys") as caught:
         Ledger(tmp_path / "l.sqlite").reserve(fingerprint, run_id="r")
+    assert isinstance(caught.value, InputError) and caught.value.field == "fingerprint"
+    assert fingerprint not in str(caught.value)
 
 
 def test_sixteen_threads_never_exceed_the_quota(tmp_path: Path) -> None:
@@ -190,3 +193,4 @@ def test_default_path_is_in_the_cache_folder(
 ) -> None:
     monkeypatch.setenv("PARCELSEARCH_CACHE_DIR", str(tmp_path))
     assert Ledger().path == tmp_path / "ledger.sqlite"
+

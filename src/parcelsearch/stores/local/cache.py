@@ -179,11 +179,13 @@ class ResponseCache:
         ------
         MalformedResponseError
             The page does not add up (only valid OK pages are stored).
-        ValueError
-            The page does not say where it came from (``base_url``/``path``).
+        CacheError
+            The page does not say where it came from (``base_url``/``path``): a cache
+            keeps only pages it can tell apart by their service.
         """
         if not page.base_url or not page.path:
-            raise ValueError("a cached page needs its base_url and path")
+            raise CacheError("a cached page needs its base_url and path (the service it came "
+                             "from); pages made by hand must set both")
         check_page(page)
         stored = replace(page, from_cache=True)
         name = f"{_SEGMENT}{time.time_ns():020d}-{uuid.uuid4().hex[:12]}{_SUFFIX}"

@@ -29,7 +29,7 @@ from datetime import UTC, datetime
 from pathlib import Path
 
 from parcelsearch._shared import month_of
-from parcelsearch.errors import ConfigurationError
+from parcelsearch.errors import ConfigurationError, InputError
 from parcelsearch.stores.local.cache import CacheFolder
 from parcelsearch.stores.quotas import Quota, Usage, no_calls_left
 
@@ -170,7 +170,6 @@ class Ledger:
 
 def _check_fingerprint(fingerprint: str) -> None:
     if not isinstance(fingerprint, str) or not _FINGERPRINT.fullmatch(fingerprint):
-        raise ValueError(
+        raise InputError(
             "the ledger records key fingerprints (16 lowercase hex, Client.fingerprint), "
-            "never keys"
-        )
+            "never keys", field="fingerprint")
