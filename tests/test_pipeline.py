@@ -54,6 +54,7 @@ class FakeClient:
     result_window = None  # no result window: every page a piece has is asked
     max_request_bytes_source = "assumed"  # no line refused: none learnt
     page_base = 1
+    page_size = 100  # its pages hold 100 ids (the survey reads rows at that size)
     tell = None  # facts learnt are warned (it learns none)
 
     def line_bytes(self, polygon_json: str, page: int, *, path: str) -> int:
