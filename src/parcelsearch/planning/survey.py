@@ -14,9 +14,11 @@ density, and a piece's calls beyond the first grow with its area).
 The calls of the pieces not surveyed are estimated as one call a piece and the
 Hansen–Hurwitz estimate of the calls beyond the first (each draw's calls beyond the first,
 from its rows without the pages' rounding, over its chance of being drawn, averaged); its
-variance is the successive-difference estimator along the curve (the standard one for
-systematic samples of a spatially autocorrelated population, Wolter 1984), never below
-that of half a call a piece, and the interval is Student's t on ``n - 1`` degrees of
+variance is what the design itself gives on populations made from the sample (nearby
+surveyed pieces' ratios plus their residuals: :func:`design_variance`), never below most of
+the successive-difference estimator along the curve (the standard one for systematic
+samples of a spatially autocorrelated population, Wolter 1984) nor that of half a call a
+piece, and the interval is Student's t on ``n - 1`` degrees of
 freedom, never below what is known for sure (the surveyed costs and one call for every
 piece not surveyed). Measured on 21 area sets × 40
 and × 100 surveys (``bench/price_estimate.py``), this holds the truth in more than 95 % of
@@ -41,6 +43,8 @@ import random
 from collections.abc import Sequence
 from dataclasses import dataclass
 
+import numpy as np
+
 __all__ = ["Estimate", "Sample", "estimate", "TARGET_HALF_WIDTH", "MAX_SHARE",
            "t_quantile", "sample", "capped", "curve_order", "cap_base"]
 
@@ -60,6 +64,14 @@ SURVEY_MARGIN = 1.0
 #: The survey's cap is a tenth of the estimate less this many half-widths, when that is
 #: more than the least the whole can cost (:func:`cap_base`).
 CAP_HALF_WIDTHS = 1.5
+#: The survey's variance is at least this share of the successive differences' (the
+#: model-based :func:`design_variance` may say less, never below this).
+SD_SHARE = 0.8
+#: Surveyed neighbours that predict a piece's ratio in :func:`design_variance`.
+NEIGHBOURS = 4
+#: Populations and random starts :func:`design_variance` runs the design on.
+POPULATIONS = 20
+STARTS = 50
 #: Of the first round, the share taken with certainty: the largest pieces.
 CERTAIN_SHARE = 0.5
 #: Pieces a further round surveys at least.
@@ -151,6 +163,7 @@ class Sample:
             raise ValueError(f"{len(areas)} areas but {len(centres)} centres")
         by_size = sorted(range(len(areas)), key=lambda i: (-areas[i], i))
         self.areas = list(areas)
+        self.centres = [(float(x), float(y)) for x, y in centres]
         self.certain = by_size[:certain]
         taken = set(self.certain)
         position = curve_order(centres)
@@ -235,8 +248,11 @@ def estimate(drawn: Sample, costs: dict[int, int], rows: dict[int, int | None] |
     ``z_k = w/x`` of the ``k``-th draw's piece (``x`` its length, ``L`` the line's, ``w``
     its calls beyond the first from its rows without the pages' rounding,
     :func:`_beyond_first`), plus each surveyed piece's rounding exactly (its calls beyond
-    the first less ``w``). The variance is ``L² Σ (z_(k) − z_(k−1))² / (2 n (n − 1))``
-    over the draws in curve order (the successive differences), plus the rounding of the
+    the first less ``w``). The variance is the larger of :func:`design_variance` (the
+    design run again on populations made from the sample) and :data:`SD_SHARE` of
+    ``L² Σ (z_(k) − z_(k−1))² / (2 n (n − 1))`` over the draws in curve order (the
+    successive differences; that alone with :data:`NEIGHBOURS` or fewer pieces
+    surveyed on the line), plus the rounding of the
     ``M`` pieces on the line not surveyed (1/12 of a call² each, the variance of a uniform
     fraction), at least ``½ M²/n²`` (an interval is never falsely exact), and Student's t
     on ``n − 1`` degrees of freedom. bench/price_estimate.py measures the rows side by
@@ -259,6 +275,9 @@ def estimate(drawn: Sample, costs: dict[int, int], rows: dict[int, int | None] |
              + drawn.length * sum(ratios) / n)
     steps = sum((b - a) ** 2 for a, b in itertools.pairwise(ratios))
     variance = drawn.length ** 2 * steps / (2 * n * (n - 1)) if n > 1 else 0.0
+    if len(smooth) > NEIGHBOURS:
+        known = {p: smooth[p] / drawn.sizes[p] for p in smooth}
+        variance = max(SD_SHARE * variance, design_variance(drawn, known, n))
     if any(told.get(drawn.line[p]) is not None for p in smooth):
         variance += (pieces - len(smooth)) / 12
     variance = max(variance, 0.5 * pieces ** 2 / n ** 2)
@@ -267,6 +286,51 @@ def estimate(drawn: Sample, costs: dict[int, int], rows: dict[int, int | None] |
     return Estimate(value=round(point), low=max(floor, math.floor(point - half)),
                     high=max(floor, math.ceil(point + half)), surveyed=len(costs),
                     pieces=drawn.size, surveyed_calls=surveyed)
+
+
+def _pseudo_population(drawn: Sample, known: dict[int, float]) -> tuple[np.ndarray, np.ndarray]:
+    """Every piece on the line's ratio as the surveyed pieces predict it (the inverse-distance
+    mean of the :data:`NEIGHBOURS` nearest surveyed centres; a surveyed piece's own from the
+    others), and the surveyed pieces' residuals against those predictions."""
+    centres = np.asarray([drawn.centres[i] for i in drawn.line], dtype=float)
+    places = sorted(known)
+    ratios = np.asarray([known[p] for p in places])
+    gaps = np.hypot(centres[:, None, 0] - centres[None, places, 0],
+                    centres[:, None, 1] - centres[None, places, 1])
+    gaps[places, range(len(places))] = np.inf  # a surveyed piece is predicted by the others
+    nearest = np.argsort(gaps, axis=1)[:, :NEIGHBOURS]
+    weights = 1.0 / np.maximum(np.take_along_axis(gaps, nearest, axis=1), 1e-12) ** 2
+    predicted = (weights * ratios[nearest]).sum(axis=1) / weights.sum(axis=1)
+    return predicted, ratios - predicted[places]
+
+
+def design_variance(drawn: Sample, known: dict[int, float], n: int) -> float:
+    """The variance of the survey's estimate of the line's calls beyond the first, by
+    running its own design again on populations made like this one (a model-based
+    bootstrap): each piece's ratio (calls beyond the first per unit of length) is what the
+    surveyed pieces near it predict plus a residual drawn from the surveyed pieces' own
+    (:func:`_pseudo_population`), the surveyed pieces keep theirs, and ``n`` draws from
+    each of :data:`STARTS` random starts along the curve give the estimate's spread; the
+    mean over :data:`POPULATIONS` such populations. ``known``: the surveyed pieces' ratios
+    by their place on the line. Seeded by the sample: the same survey, the same variance.
+
+    Where neighbours share density the systematic draw is more precise than successive
+    differences say; this measures it (bench/price_estimate.py, 21 sets × 100 surveys:
+    with :data:`SD_SHARE`, half-widths over 20 % of the estimate 89 → 47, the truth held in
+    2,086 of 2,100 against 2,089)."""
+    predicted, residuals = _pseudo_population(drawn, known)
+    rng = np.random.default_rng([int(drawn.start * 2**32), n, len(known)])
+    ends, length = np.asarray(drawn.ends), drawn.length
+    steps = np.asarray([_van_der_corput(k) for k in range(n)])
+    places = list(known)
+    spreads = []
+    for _ in range(POPULATIONS):
+        population = np.maximum(0.0, predicted + rng.choice(residuals, size=len(predicted)))
+        population[places] = [known[p] for p in places]
+        points = (rng.random(STARTS)[:, None] + steps[None, :]) % 1.0 * length
+        drawn_places = np.minimum(np.searchsorted(ends, points, side="right"), len(ends) - 1)
+        spreads.append(float((length * population[drawn_places].mean(axis=1)).var(ddof=1)))
+    return float(np.mean(spreads))
 
 
 def pilot_size(pieces: int) -> int:
