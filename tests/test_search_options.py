@@ -240,6 +240,84 @@ def test_every_search_option_given_on_the_command_line_reaches_the_search(
         assert SearchOptions.flags()[name] in flags, name
 
 
+#: A value each command-line check a row may name (its ``cli_type``) refuses.
+_REFUSED_BY = {"count>=0": "-1", "count>=1": "0", "fraction": "1.5", "tolerance": "0.2",
+               "age": "soon", "quota": "lots"}
+#: How each command is given areas (and an output) so that only the flag under test is wrong.
+_COMMAND_LINES = {"plan": ["plan", "a.gpkg"], "search": ["search", "a.gpkg", "--out", "o.csv"]}
+
+
+def test_each_flag_a_group_declares_is_on_its_commands_with_its_check(
+        capsys: pytest.CaptureFixture[str], monkeypatch: pytest.MonkeyPatch) -> None:
+    """Every option parcelsearch.knobs puts in a group of flags ("areas": `plan` and
+    `search`; "search": `search`) is a flag of those commands, in the rows' order, storing
+    what it is given under its name; a value its declared check (or its choices) refuses
+    exits 2 with a message naming the flag, before anything is read."""
+    import re
+
+    from _cli import run
+
+    from parcelsearch.cli import build_parser
+    from parcelsearch.cli.arguments import TYPES
+    from parcelsearch.knobs import DECLARED
+
+    monkeypatch.setenv("COLUMNS", "100")
+    grouped = [row for row in DECLARED if row.group is not None]
+    assert {row.group for row in grouped} == {"areas", "search"}
+    assert {row.name for row in grouped} <= set(SearchOptions.names())
+    assert {row.cli_type for row in grouped} - {None} == set(TYPES) == set(_REFUSED_BY)
+    parser = build_parser()
+    for command, given in _COMMAND_LINES.items():
+        rows = [row for row in grouped if command == "search" or row.group == "areas"]
+        with pytest.raises(SystemExit):
+            parser.parse_args([command, "--help"])
+        usage = capsys.readouterr().out.split("\n\n")[0]
+        shown = [flag for flag in re.findall(r"(?<![\w-])--[a-z][a-z-]*", usage)
+                 if flag in {row.flag for row in rows}]
+        assert shown == [row.flag for row in rows], command
+        unflagged = parser.parse_args(given)
+        for row in rows:
+            flags = _GIVEN_ON_THE_COMMAND_LINE[row.name][0]
+            assert getattr(parser.parse_args([*given, *flags]), row.name) != \
+                getattr(unflagged, row.name), (command, row.name)
+            refused = None if row.cli_type is None else _REFUSED_BY[row.cli_type]
+            if refused is None and row.choices is not None:
+                refused = "neither"
+            if refused is None:
+                continue
+            code, _out, err = run([*given, str(row.flag), refused], capsys)
+            assert code == 2 and f"argument {row.flag}: " in err, (command, row.name, err)
+
+
+def test_a_row_of_the_search_group_is_enough_for_its_flag(
+        capsys: pytest.CaptureFixture[str], monkeypatch: pytest.MonkeyPatch) -> None:
+    """A new search option's flag takes no line of the command line: its row (group
+    "search", its check named by a key) puts it on `parcelsearch search`, after the group's
+    other flags, checked as declared."""
+    from parcelsearch import knobs
+    from parcelsearch.cli import arguments, build_parser
+
+    row = knobs.Declaration("max_pieces", "max_pieces={value}", "--max-pieces", "N",
+                            help="refuse a plan of more than N pieces", group="search",
+                            cli_type="count>=1")
+    monkeypatch.setattr(arguments, "DECLARED", (*knobs.DECLARED, row))
+    monkeypatch.setitem(knobs._BY_NAME, "max_pieces", row)
+    parser = build_parser()
+    given = _COMMAND_LINES["search"]
+    assert parser.parse_args([*given, "--max-pieces", "3"]).max_pieces == 3
+    assert parser.parse_args(given).max_pieces is None
+    with pytest.raises(SystemExit) as exited:
+        parser.parse_args([*given, "--max-pieces", "0"])
+    assert exited.value.code == 2
+    assert "argument --max-pieces: must be a whole number >= 1, got 0" in \
+        capsys.readouterr().err
+    with pytest.raises(SystemExit):
+        parser.parse_args(["search", "--help"])
+    shown = " ".join(capsys.readouterr().out.split())
+    assert "[--quiet] [--max-pieces N] [--base-url URL]" in shown
+    assert "--max-pieces N refuse a plan of more than N pieces" in shown
+
+
 def test_max_age_takes_days_and_hours_in_python_and_the_environment(
         monkeypatch: pytest.MonkeyPatch) -> None:
     """Issue 49: max_age='30d' / '12h' / seconds / a timedelta; None reads

@@ -10,20 +10,22 @@ from __future__ import annotations
 import argparse
 import importlib
 import math
-from collections.abc import Callable
+from collections.abc import Callable, Mapping
 from pathlib import Path
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING, Any, Final
 
 from parcelsearch import settings
+from parcelsearch._shared import count_argument
 from parcelsearch.errors import ConfigurationError, ParcelSearchError
-from parcelsearch.knobs import declared
+from parcelsearch.knobs import DECLARED, declared
 
 if TYPE_CHECKING:
     from parcelsearch.planning.tiling.covers import Tolerance
 
 __all__ = ["EXIT_CODES", "EXIT_CODES_NO_OUT", "ENVIRONMENT", "Formatter", "exit_codes_text",
            "number", "CALLS", "fraction", "tolerance", "age", "quota", "crs",
-           "output", "base_url", "existing_file", "team_url", "add_option", "add_areas",
+           "output", "base_url", "existing_file", "team_url", "TYPES", "add_option",
+           "add_options", "add_areas",
            "add_connection", "add_out_map", "add_team_store", "add_team_member"]
 
 #: Exit code → what it means (shown in ``--help`` and the README); the exception classes of
@@ -215,27 +217,65 @@ def team_url(text: str) -> str:
     return text
 
 
+#: The argparse ``type`` of each ``cli_type`` key an option's row in :mod:`parcelsearch.knobs`
+#: may name (the rows import nothing of the command line).
+TYPES: Final[Mapping[str, Callable[[str], Any]]] = {
+    "count>=0": count_argument(0),
+    "count>=1": count_argument(1),
+    "fraction": fraction,
+    "tolerance": tolerance,
+    "age": age,
+    "quota": quota,
+}
+
+
 # -- option groups -----------------------------------------------------------------------------
+
+
+def _declared_details(name: str) -> dict[str, Any]:
+    """What argparse needs besides the flag, metavar and help, as the row of ``name`` declares
+    it (``cli_type`` made its argparse ``type`` by :data:`TYPES`)."""
+    declaration = declared(name)
+    details: dict[str, Any] = {
+        "type": None if declaration.cli_type is None else TYPES[declaration.cli_type],
+        "action": declaration.action, "default": declaration.cli_default,
+        "choices": declaration.choices, "nargs": declaration.nargs, "const": declaration.const}
+    return {key: value for key, value in details.items() if value is not None}
 
 
 def add_option(parser: argparse.ArgumentParser, name: str, *,
                fill: dict[str, str] | None = None, **given: Any) -> None:
     """The option ``name`` as :mod:`parcelsearch.knobs` declares it: its flag, its metavar
     (when it takes a value), its help line (or ``help``, a command's own; ``{env}`` in either
-    is its variable, ``fill`` the line's other fields), stored under its name; ``given``: what
-    argparse needs besides (``type``: the command line's check, ``action``, ``default``,
-    ``choices``, ``nargs``)."""
+    is its variable, ``fill`` the line's other fields), stored under its name, with what
+    argparse needs besides as declared (``cli_type``: the command line's check, ``action``,
+    ``cli_default``, ``choices``, ``nargs``, ``const``); ``given``: any of those (``type``,
+    ``default`` …) the command sets itself."""
     declaration = declared(name)
     if declaration.flag is None:
         raise ValueError(f"the option {name} has no flag")
+    given = _declared_details(name) | given
     if declaration.metavar is not None and "action" not in given:
         given["metavar"] = declaration.metavar
     given["help"] = declaration.help_text(given.get("help"), **(fill or {}))
     parser.add_argument(declaration.flag, dest=name, **given)
 
 
+def add_options(parser: argparse.ArgumentParser, group: str, *,
+                defaults: Mapping[str, Any] | None = None) -> None:
+    """Every option of ``group`` (a row's ``group`` in :mod:`parcelsearch.knobs`), by
+    :func:`add_option`, in the rows' order; ``defaults``: an option's default the command
+    gives (a setting's, which the rows cannot import)."""
+    for declaration in DECLARED:
+        if declaration.group == group:
+            given = {} if defaults is None or declaration.name not in defaults else {
+                "default": defaults[declaration.name]}
+            add_option(parser, declaration.name, **given)
+
+
 def add_areas(parser: argparse.ArgumentParser) -> None:
-    """``AREAS`` and how to read and plan them (plan, search)."""
+    """``AREAS`` and how to read and plan them (plan, search): ``--layer``, ``--crs`` and the
+    options of the group ``"areas"``."""
     parser.add_argument(
         "areas", metavar="AREAS",
         help="study areas: any file or GDAL virtual path geopandas reads (GeoPackage, GeoJSON, "
@@ -246,13 +286,7 @@ def add_areas(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("--crs", type=crs, metavar="CRS",
                         help="declare the CRS the coordinates are in, e.g. EPSG:4326 (for files "
                              "without one, or with a wrong one; nothing is reprojected)")
-    add_option(parser, "id_column")
-    add_option(parser, "tolerance", type=tolerance, default=0.0)
-    add_option(parser, "trust_crs", action="store_true")
-    add_option(parser, "trust_tolerance", action="store_true")
-    add_option(parser, "connectors", action="store_false")
-    add_option(parser, "match", choices=("representative-point", "intersects", "unknown"),
-               default=None)
+    add_options(parser, "areas")
 
 
 def add_connection(parser: argparse.ArgumentParser, cache_only: bool = False) -> None:

@@ -25,6 +25,7 @@ from parcelsearch.cli.arguments import (
     add_areas,
     add_connection,
     add_option,
+    add_options,
     add_out_map,
     add_team_member,
     exit_codes_text,
@@ -231,22 +232,7 @@ def _declare_search(parser: Parser) -> None:
                         "--refresh changed run found changed, and any areas skipped")
     parser.add_argument("--force", action="store_true",
                         help="replace --out and --out-tiles even with a less complete result")
-    add_option(parser, "budget", type=count_argument(0))
-    add_option(parser, "allow_partial", action="store_true")
-    add_option(parser, "ask_above", type=count_argument(0))
-    add_option(parser, "confirm", action="store_true")
-    add_option(parser, "quota", type=arguments.quota)
-    add_option(parser, "max_age", type=arguments.age)
-    add_option(parser, "refresh", nargs="?", const="all", choices=["all", "changed"],
-               default=None)
-    add_option(parser, "verify_sample", type=arguments.fraction, default=None)
-    add_option(parser, "trust_markets", action="store_true")
-    add_option(parser, "active_markets_only", action="store_true")
-    add_option(parser, "market_column", default="market")
-    parser.add_argument("--workers", type=count_argument(1), default=DEFAULT_WORKERS,
-                        metavar="N", help="requests in flight at once, all paced by one rate "
-                                          "limiter (default %(default)s)")
-    add_option(parser, "progress", action="store_false")
+    add_options(parser, "search", defaults={"workers": DEFAULT_WORKERS})
     add_connection(parser)
     add_team_member(parser)
 
