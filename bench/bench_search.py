@@ -75,7 +75,7 @@ from bench_tiling import (  # noqa: E402
 )
 
 import parcelsearch  # noqa: E402
-from parcelsearch._fetch import wire as _wire
+from parcelsearch import _wire
 from parcelsearch.planning import tiling  # noqa: E402
 from parcelsearch.planning.areas import validate_areas  # noqa: E402
 from parcelsearch.planning.plans import Piece, Plan  # noqa: E402

@@ -65,7 +65,7 @@ sys.path.insert(0, str(Path(__file__).resolve().parent))
 
 from _results import write_section  # noqa: E402
 
-from parcelsearch._fetch.wire import ring_json  # noqa: E402
+from parcelsearch._wire import ring_json  # noqa: E402
 from parcelsearch_service import synth  # noqa: E402
 from parcelsearch_service.keys import KeyStore  # noqa: E402
 from parcelsearch_service.postgis import TABLE, index_table, prepare_table  # noqa: E402

@@ -25,8 +25,7 @@ from _halving import halving_baseline  # noqa: E402
 from bench_tiling import coast_regions, hard_areas, real_areas  # noqa: E402
 
 import parcelsearch  # noqa: E402
-from parcelsearch import demo, settings  # noqa: E402
-from parcelsearch._fetch import wire as _wire
+from parcelsearch import _wire, demo, settings  # noqa: E402
 
 _PAGE = 99999
 

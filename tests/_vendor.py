@@ -72,7 +72,7 @@ from pathlib import Path
 from typing import Any
 from urllib.parse import parse_qs, urlencode, urlsplit
 
-from parcelsearch._fetch import wire as _wire
+from parcelsearch import _wire
 
 PAGE_SIZE = 100
 

@@ -14,10 +14,9 @@ from typing import Any
 import pyarrow.parquet as pq
 import pytest
 
-from parcelsearch import demo_areas, search
-from parcelsearch._fetch import wire as _wire
-from parcelsearch._fetch.client import Client
+from parcelsearch import _wire, demo_areas, search
 from parcelsearch._fetch.page import Page
+from parcelsearch.client import Client
 from parcelsearch.errors import CacheError, MalformedResponseError
 from parcelsearch.stores.local.cache import CacheFolder, ResponseCache
 

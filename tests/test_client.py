@@ -27,8 +27,8 @@ import trustme
 from _spend_hooks import Reserving
 from _threads import moments
 
-from parcelsearch._fetch import wire as _wire
-from parcelsearch._fetch.client import (
+from parcelsearch import _wire
+from parcelsearch.client import (
     Cancelled,
     Client,
     RateLimiter,

@@ -10,7 +10,7 @@ import pytest
 
 import parcelsearch
 from parcelsearch import errors
-from parcelsearch._fetch.client import Client
+from parcelsearch.client import Client
 
 RING = "[[-99.74,32.44],[-99.73,32.44],[-99.73,32.45],[-99.74,32.44]]"
 

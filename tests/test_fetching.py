@@ -12,9 +12,9 @@ from _memory_spending import MemorySpending
 from _threads import race
 from requests.adapters import BaseAdapter
 
-from parcelsearch._fetch.client import Client
 from parcelsearch._run.fetching import Run, Stopped
 from parcelsearch._run.options import SearchOptions
+from parcelsearch.client import Client
 from parcelsearch.errors import BudgetExhaustedError, QuotaWouldExceedError
 from parcelsearch.stores.local.ledger import Ledger
 from parcelsearch.stores.local.spending import LocalSpending
@@ -151,7 +151,7 @@ def test_a_piece_state_changes_only_through_its_own_transitions() -> None:
 
     from shapely.geometry import box
 
-    from parcelsearch._fetch import wire
+    from parcelsearch import _wire as wire
     from parcelsearch._fetch.page import Page
     from parcelsearch._run.fetching import PieceState
     from parcelsearch.planning.plans import Piece
@@ -184,7 +184,7 @@ def _gated(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> tuple[Run, list[A
     """A run of a real client (no call made) and three pieces: 5, 3 and 1 pages."""
     from shapely.geometry import box
 
-    from parcelsearch._fetch import wire
+    from parcelsearch import _wire as wire
     from parcelsearch._run.fetching import PieceState
     from parcelsearch.planning.plans import Piece
 
@@ -214,7 +214,7 @@ def test_pages_deeper_or_lines_longer_than_any_answered_are_beyond(tmp_path, mon
 def test_a_line_longer_than_any_answered_is_beyond(tmp_path, monkeypatch) -> None:
     from shapely.geometry import Point
 
-    from parcelsearch._fetch import wire
+    from parcelsearch import _wire as wire
     from parcelsearch._run.fetching import PieceState
     from parcelsearch.planning.plans import Piece
 

@@ -11,7 +11,7 @@ import pytest
 from shapely.geometry import Point
 
 import parcelsearch.accessor  # noqa: F401  (registers gdf.parcels, which a test uses)
-from parcelsearch._fetch.client import Client
+from parcelsearch.client import Client
 from parcelsearch.errors import CacheError, InputError
 from parcelsearch.market_list import check_markets, markets, suggest_market
 from parcelsearch.stores.local.cache import CacheFolder

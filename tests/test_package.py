@@ -23,7 +23,7 @@ def _python(code: str) -> str:
 def test_importing_the_package_loads_nothing_heavy() -> None:
     out = _python("import sys, parcelsearch\n"
                   "print([m for m in ('geopandas', 'pandas', 'requests',"
-                  " 'parcelsearch._fetch.client')"
+                  " 'parcelsearch.client')"
                   " if m in sys.modules])")
     assert out == "[]"
 

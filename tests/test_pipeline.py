@@ -22,10 +22,10 @@ from requests.adapters import BaseAdapter
 from shapely.geometry import MultiPolygon, Polygon, box
 
 import parcelsearch
-from parcelsearch._fetch import wire as _wire
-from parcelsearch._fetch.client import Client
+from parcelsearch import _wire
 from parcelsearch._fetch.page import Page
 from parcelsearch._run.search_run import search
+from parcelsearch.client import Client
 from parcelsearch.errors import (
     QuotaWouldExceedError,
     SearchInterrupted,

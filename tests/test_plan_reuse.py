@@ -10,7 +10,7 @@ import pytest
 import shapely
 
 import parcelsearch
-from parcelsearch._fetch import wire as _wire
+from parcelsearch import _wire
 from parcelsearch.notices import KeptFileWarning
 from parcelsearch.planning import reuse as plan_reuse
 

@@ -11,7 +11,7 @@ import pytest
 import shapely
 from shapely import MultiPolygon, box
 
-from parcelsearch._fetch import wire as _wire
+from parcelsearch import _wire
 from parcelsearch.errors import InputError
 from parcelsearch.planning import tiling
 from parcelsearch.planning.plans import Piece, Plan, plan, suggest_tolerance

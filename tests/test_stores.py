@@ -12,7 +12,7 @@ from typing import Any
 import pytest
 
 from parcelsearch import stores
-from parcelsearch._fetch.client import Client
+from parcelsearch.client import Client
 from parcelsearch.errors import BudgetExhaustedError, ConfigurationError
 from parcelsearch.stores.local.cache import ResponseCache
 from parcelsearch.stores.local.history import RunHistory
@@ -64,7 +64,7 @@ def test_a_team_store_url_opens_the_teams_spending_and_history(
 
 def test_this_machines_stores_open_without_psycopg(tmp_path: Path) -> None:
     code = ("import sys\nfrom parcelsearch import stores\n"
-            "from parcelsearch._fetch.client import Client\n"
+            "from parcelsearch.client import Client\n"
             "from parcelsearch.stores.local.ledger import Ledger\n"
             f"client = Client({KEY!r}, {URL!r}, cache_dir={str(tmp_path)!r})\n"
             f"ledger = Ledger.in_folder({str(tmp_path)!r})\n"

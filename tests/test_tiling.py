@@ -13,7 +13,7 @@ from hypothesis import example, given, settings
 from hypothesis import strategies as st
 from shapely import MultiPolygon, Polygon, box
 
-from parcelsearch._fetch import wire as _wire
+from parcelsearch import _wire
 from parcelsearch.errors import InputError
 from parcelsearch.planning.tiling import (
     BUDGET_PAGE,

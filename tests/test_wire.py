@@ -10,7 +10,7 @@ import pytest
 from hypothesis import given
 from hypothesis import strategies as st
 
-from parcelsearch._fetch import wire as _wire
+from parcelsearch import _wire
 
 coords = st.tuples(st.floats(-180, 180), st.floats(-90, 90))
 

@@ -30,7 +30,7 @@ from parcelsearch.errors import __all__ as _errors_all
 
 #: Public name → the module that defines it (imported on first use).
 _LAZY = {
-    "Client": "_fetch.client",
+    "Client": "client",
     "LocalService": "local",
     "local_service": "local",
     "Ledger": "stores.local.ledger",
@@ -85,11 +85,11 @@ __all__ = [
 
 if TYPE_CHECKING:
     __version__: str
-    from parcelsearch._fetch.client import Client
     from parcelsearch._run.options import SearchOptions
     from parcelsearch._run.pricing import Price
     from parcelsearch._run.recorded_runs import runs
     from parcelsearch._run.search_run import known_price, price, search
+    from parcelsearch.client import Client
     from parcelsearch.demo import demo_areas
     from parcelsearch.local import LocalService, local_service
     from parcelsearch.market_list import check_markets, markets

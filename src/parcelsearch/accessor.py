@@ -13,8 +13,8 @@ import geopandas as gpd
 import pandas as pd
 
 from parcelsearch import maps, market_list
-from parcelsearch._fetch.client import Client
 from parcelsearch._run import search_run as pipeline
+from parcelsearch.client import Client
 from parcelsearch.errors import Hint, InputError
 from parcelsearch.planning import plans as planning
 from parcelsearch.planning.areas import index_by_id

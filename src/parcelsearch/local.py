@@ -11,7 +11,7 @@ from pathlib import Path
 from types import TracebackType
 from typing import Any
 
-from parcelsearch._fetch.client import Client
+from parcelsearch.client import Client
 from parcelsearch.settings import KEY_TYPES
 
 __all__ = ["LocalService", "local_service"]

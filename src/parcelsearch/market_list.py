@@ -23,8 +23,8 @@ from typing import Any, TypeVar
 import pandas as pd
 
 from parcelsearch import stores
-from parcelsearch._fetch.client import Client
 from parcelsearch._fetch.http import Spend
+from parcelsearch.client import Client
 from parcelsearch.errors import CacheError, Hint, InputError
 from parcelsearch.stores.local.cache import CacheFolder, ResponseCache
 from parcelsearch.stores.local.ledger import Ledger

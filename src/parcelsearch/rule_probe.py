@@ -29,11 +29,10 @@ from typing import Any
 
 import shapely
 
-from parcelsearch import settings
-from parcelsearch._fetch import wire as _wire
-from parcelsearch._fetch.client import Client
+from parcelsearch import _wire, settings
 from parcelsearch._fetch.http import Spend
 from parcelsearch._fetch.vendor_profile import load_profile
+from parcelsearch.client import Client
 from parcelsearch.planning.areas import validate_areas
 
 __all__ = ["CROSSED", "SLIVER_M", "learn_match_rule", "remembered_rule", "rule_for", "rule_of",

@@ -24,11 +24,10 @@ from collections.abc import Callable
 from dataclasses import dataclass, field
 from typing import Any, Literal
 
-from parcelsearch import settings
-from parcelsearch._fetch import wire as _wire
+from parcelsearch import _wire, settings
 from parcelsearch._fetch.answers import count_field
-from parcelsearch._fetch.client import Client, Probe
 from parcelsearch._fetch.page import Page
+from parcelsearch.client import Client, Probe
 from parcelsearch.errors import ParcelSearchError
 from parcelsearch.market_list import key_spend
 from parcelsearch.rule_probe import rule_of, sliver

@@ -7,7 +7,7 @@ whose message says what is wrong and how to fix it.
 
 The *normalised* text of a polygon is the compact JSON of its rings, each coordinate in
 its shortest round-trip form (``-97.5``, ``32``): for a ring sent in the toolkit's
-canonical form (``parcelsearch._fetch.wire.ring_json``) it is that very text, so
+canonical form (``parcelsearch._wire.ring_json``) it is that very text, so
 ``sha256(ring_json(ring))`` names the same polygon on both sides.
 
 Examples

@@ -16,9 +16,9 @@ import pytest
 from _spend_hooks import Reserving
 from _spikes import early_admissions, spike_refusals
 
-from parcelsearch._fetch import wire as _wire
-from parcelsearch._fetch.client import Client, RetryPolicy
+from parcelsearch import _wire
 from parcelsearch._fetch.http import DEFAULT_MARGIN, FIRST_CALL_ALLOWANCE
+from parcelsearch.client import Client, RetryPolicy
 from parcelsearch.errors import (
     AuthenticationError,
     BadPolygonError,

@@ -12,7 +12,7 @@ import _conformance
 import pytest
 import requests
 
-from parcelsearch._fetch.wire import request_line_bytes, ring_json, search_target
+from parcelsearch._wire import request_line_bytes, ring_json, search_target
 from parcelsearch_service.server import RunningService
 
 # Run against `parcelsearch serve --workers 2` on each backend (tests/_conformance.py).

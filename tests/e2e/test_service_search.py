@@ -11,7 +11,7 @@ import pytest
 import requests
 import shapely
 
-from parcelsearch._fetch.wire import ring_json
+from parcelsearch._wire import ring_json
 from parcelsearch_service import synth
 from parcelsearch_service.server import RunningService
 from parcelsearch_service.store import ParcelStore

@@ -10,7 +10,7 @@ import pytest
 from _vendor import MINIMUM, exact, fault_on, search
 
 import parcelsearch
-from parcelsearch._fetch import wire as _wire
+from parcelsearch import _wire
 from parcelsearch._fetch.vendor_profile import PROFILES_FILE
 
 

@@ -23,7 +23,7 @@ from pandas.testing import assert_frame_equal
 from shapely.geometry import box
 
 from parcelsearch import ResponseCache, search
-from parcelsearch._fetch.wire import request_key
+from parcelsearch._wire import request_key
 from parcelsearch.errors import (
     AreasFailedError,
     MalformedResponseError,

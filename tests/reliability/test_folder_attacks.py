@@ -23,10 +23,9 @@ from typing import Any
 import pytest
 
 import parcelsearch
-from parcelsearch import profiles
-from parcelsearch._fetch import wire as _wire
-from parcelsearch._fetch.client import Client
+from parcelsearch import _wire, profiles
 from parcelsearch._fetch.vendor_profile import PROFILES_FILE, load_profile
+from parcelsearch.client import Client
 from parcelsearch.errors import ConfigurationError
 from parcelsearch.notices import KeptFileWarning
 from parcelsearch.settings import check_base_url

@@ -34,7 +34,7 @@ from hypothesis import HealthCheck, example, given, settings
 from hypothesis import strategies as st
 from shapely import MultiPolygon, Polygon
 
-from parcelsearch._fetch import wire as _wire
+from parcelsearch import _wire
 from parcelsearch.planning.areas import GeometryRepairedWarning
 from parcelsearch.planning.plans import plan
 from parcelsearch.planning.tiling import GRID

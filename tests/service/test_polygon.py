@@ -9,7 +9,7 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from parcelsearch._fetch.wire import ring_json
+from parcelsearch._wire import ring_json
 from parcelsearch_service.errors import BadRequestError
 from parcelsearch_service.polygon import parse_page, parse_polygon
 

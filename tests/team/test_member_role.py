@@ -17,7 +17,7 @@ from _team import member_url
 
 from parcelsearch._fetch.http import RateLimiter, RetryPolicy
 from parcelsearch._fetch.page import Page
-from parcelsearch._fetch.wire import request_key
+from parcelsearch._wire import request_key
 from parcelsearch.errors import TeamStoreError
 from parcelsearch.stores.team import (
     Pace,

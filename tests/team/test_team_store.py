@@ -18,7 +18,7 @@ from _threads import moments, race
 
 from parcelsearch._fetch.http import FIRST_CALL_ALLOWANCE, Cancelled
 from parcelsearch._fetch.page import Page
-from parcelsearch._fetch.wire import request_key
+from parcelsearch._wire import request_key
 from parcelsearch.errors import ConfigurationError, QuotaWouldExceedError, TeamStoreError
 from parcelsearch.stores.quotas import Quota
 from parcelsearch.stores.team import Pace, init_team, set_budget, set_pace, set_quota, team_usage

@@ -14,8 +14,7 @@ import re
 from dataclasses import dataclass, field
 from datetime import UTC, datetime
 
-from parcelsearch import settings
-from parcelsearch._fetch import wire as _wire
+from parcelsearch import _wire, settings
 from parcelsearch.errors import MalformedResponseError
 from parcelsearch.settings import PAGE_SIZE
 
@@ -38,7 +37,7 @@ class Page:
     Attributes
     ----------
     request_key
-        :func:`parcelsearch._fetch.wire.request_key` of (base URL, path, polygon, page).
+        :func:`parcelsearch._wire.request_key` of (base URL, path, polygon, page).
     polygon_json
         The canonical ring sent as ``searchPolygon``.
     page

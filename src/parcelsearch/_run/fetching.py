@@ -21,11 +21,11 @@ from datetime import datetime
 from types import MappingProxyType
 from typing import Any
 
-from parcelsearch._fetch import wire as _wire
-from parcelsearch._fetch.client import Client
+from parcelsearch import _wire
 from parcelsearch._fetch.http import Cancelled
 from parcelsearch._fetch.page import Page
 from parcelsearch._run.options import SearchOptions
+from parcelsearch.client import Client
 from parcelsearch.errors import (
     AuthenticationError,
     BadPolygonError,

@@ -42,12 +42,12 @@ import shapely
 import shapely.prepared
 
 from parcelsearch import notices, stores
-from parcelsearch._fetch.client import Client
 from parcelsearch._run import density, pricing, refreshing
 from parcelsearch._run.fetching import Fetcher, PageBaseLearned, PieceState, Run
 from parcelsearch._run.options import DEFAULT_WORKERS, SearchOptions, uses_learnt_match
 from parcelsearch._run.progress import Progress
 from parcelsearch._shared import next_month_start
+from parcelsearch.client import Client
 from parcelsearch.errors import (
     AreasFailedError,
     BudgetError,

@@ -38,7 +38,7 @@ def _read_key() -> str:
 def run_login(args: argparse.Namespace) -> int:
     """``parcelsearch login``: save a profile; the key in the OS keyring (else a 0600 file)."""
     from parcelsearch import profiles
-    from parcelsearch._fetch.client import _resolve_key
+    from parcelsearch.client import _resolve_key
 
     profiles.check_name(args.profile)
     key = _resolve_key(_read_key() or None)  # the client's rule: no blanks, ASCII

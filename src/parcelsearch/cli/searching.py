@@ -46,8 +46,8 @@ from parcelsearch.settings import DEFAULT_WORKERS, options
 if TYPE_CHECKING:
     import geopandas as gpd
 
-    from parcelsearch._fetch.client import Client
     from parcelsearch._run.pricing import Price
+    from parcelsearch.client import Client
     from parcelsearch.result import SearchResult
 
 __all__ = ["COMMANDS", "run_plan", "run_search", "run_markets", "run_doctor", "run_demo",
@@ -76,7 +76,7 @@ def read_areas(args: argparse.Namespace) -> gpd.GeoDataFrame:
 
 
 def _client(args: argparse.Namespace) -> Client:
-    from parcelsearch._fetch.client import Client
+    from parcelsearch.client import Client
 
     return Client(base_url=args.base_url, ca_bundle=args.ca_bundle, cache_dir=args.cache_dir,
                   profile=args.profile, response_deadline=args.response_deadline,

@@ -89,7 +89,7 @@ def _init(url: str, args: argparse.Namespace) -> None:
 
 def _key() -> str:
     """The fingerprint of $PARCELSEARCH_API_KEY's key (the key itself is never shown)."""
-    from parcelsearch._fetch.client import _resolve_key, key_fingerprint
+    from parcelsearch.client import _resolve_key, key_fingerprint
 
     return key_fingerprint(_resolve_key(None))
 

@@ -27,8 +27,7 @@ import geopandas as gpd
 import pandas as pd
 import shapely
 
-from parcelsearch import settings
-from parcelsearch._fetch import wire as _wire
+from parcelsearch import _wire, settings
 from parcelsearch.errors import InputError
 from parcelsearch.planning.areas import validate_areas
 from parcelsearch.planning.survey import pilot_size
@@ -74,7 +73,7 @@ class Piece:
     piece_id
         0..n-1 within the area, stable for the same area and settings.
     polygon_json
-        The exact ``searchPolygon`` text sent (:func:`parcelsearch._fetch.wire.ring_json`).
+        The exact ``searchPolygon`` text sent (:func:`parcelsearch._wire.ring_json`).
     geometry
         The ring as a polygon, EPSG:4326, coordinates exactly as sent.
     request_bytes

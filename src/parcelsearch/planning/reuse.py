@@ -34,7 +34,7 @@ from typing import Any
 
 import shapely
 
-from parcelsearch._fetch import wire as _wire
+from parcelsearch import _wire
 from parcelsearch.kept_files import write_whole
 from parcelsearch.notices import KeptFileWarning, warn
 from parcelsearch.planning.plans import Piece, Plan

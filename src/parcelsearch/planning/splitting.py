@@ -13,7 +13,7 @@ from __future__ import annotations
 
 import shapely
 
-from parcelsearch._fetch import wire as _wire
+from parcelsearch import _wire
 from parcelsearch.planning.plans import Piece
 from parcelsearch.planning.tiling.pieces import tile
 from parcelsearch.planning.tiling.request_budget import BUDGET_PAGE

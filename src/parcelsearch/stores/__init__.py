@@ -32,7 +32,7 @@ from parcelsearch import settings
 from parcelsearch.errors import ConfigurationError, Hint
 
 if TYPE_CHECKING:
-    from parcelsearch._fetch.client import Client
+    from parcelsearch.client import Client
     from parcelsearch.stores.history import History
     from parcelsearch.stores.local.cache import ResponseCache
     from parcelsearch.stores.local.ledger import Ledger

@@ -16,7 +16,7 @@ import shapely
 from shapely import Polygon
 from shapely.geometry.base import BaseGeometry
 
-from parcelsearch._fetch import wire as _wire
+from parcelsearch import _wire
 from parcelsearch.planning.tiling.connectors import (
     MAX_LINK_M,
     connect,

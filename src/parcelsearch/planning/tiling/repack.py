@@ -19,7 +19,7 @@ import numpy as np
 import shapely
 from shapely import Polygon
 
-from parcelsearch._fetch import wire as _wire
+from parcelsearch import _wire
 from parcelsearch.planning.tiling.grid import GRID
 from parcelsearch.planning.tiling.request_budget import MAX_VERTEX_BYTES, Budget, ring_vertex_bytes
 

@@ -2,7 +2,7 @@
 
 The gateway refuses request lines longer than a byte budget, so every piece is measured as
 ``GET <path>?searchPolygon=<ring>&page=99999 HTTP/1.1`` (five-digit page numbers are
-reserved for), with the bytes :mod:`parcelsearch._fetch.wire` decides.
+reserved for), with the bytes :mod:`parcelsearch._wire` decides.
 """
 
 from __future__ import annotations
@@ -17,8 +17,7 @@ import shapely
 from shapely import Polygon
 from shapely.geometry.base import BaseGeometry
 
-from parcelsearch import settings
-from parcelsearch._fetch import wire as _wire
+from parcelsearch import _wire, settings
 from parcelsearch.errors import InputError
 
 __all__ = ["BUDGET_PAGE", "MAX_VERTEX_BYTES", "Budget", "ring_vertex_bytes"]

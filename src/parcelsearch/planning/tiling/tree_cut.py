@@ -16,7 +16,7 @@ import shapely
 from shapely import Polygon
 from shapely.geometry.base import BaseGeometry
 
-from parcelsearch._fetch import wire as _wire
+from parcelsearch import _wire
 from parcelsearch.planning.tiling.grid import SCALE, vertex_codes
 from parcelsearch.planning.tiling.request_budget import MAX_VERTEX_BYTES, Budget
 

@@ -12,7 +12,7 @@ from typing import TYPE_CHECKING
 from parcelsearch import settings
 
 if TYPE_CHECKING:
-    from parcelsearch._fetch.client import Client
+    from parcelsearch.client import Client
     from parcelsearch.stores.local.cache import ResponseCache
     from parcelsearch.stores.local.history import RunHistory
     from parcelsearch.stores.local.ledger import Ledger

@@ -1,7 +1,7 @@
 """Parquet response cache: every valid page fetched once is never paid for again.
 
 One record per request (base URL, path, canonical polygon, page), named by
-:func:`parcelsearch._fetch.wire.request_key` — the API key is in neither the key nor the record.
+:func:`parcelsearch._wire.request_key` — the API key is in neither the key nor the record.
 
 This module owns the cache folder (:class:`CacheFolder`); nothing else names a file in it::
 
@@ -146,7 +146,7 @@ class ResponseCache:
         Parameters
         ----------
         key
-            :func:`parcelsearch._fetch.wire.request_key` of the request.
+            :func:`parcelsearch._wire.request_key` of the request.
         max_age
             Ignore a page fetched more than this many seconds ago.
         """

@@ -31,7 +31,7 @@ from parcelsearch.stores.team.usage import (
 )
 
 if TYPE_CHECKING:
-    from parcelsearch._fetch.client import Client
+    from parcelsearch.client import Client
     from parcelsearch.stores.local.cache import ResponseCache
     from parcelsearch.stores.local.ledger import Ledger
     from parcelsearch.stores.team.run_history import TeamRunHistory

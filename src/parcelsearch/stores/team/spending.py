@@ -38,9 +38,9 @@ from collections import OrderedDict
 from typing import Any
 
 from parcelsearch import settings
-from parcelsearch._fetch.client import Client
 from parcelsearch._fetch.http import Cancelled, RateLimiter
 from parcelsearch._fetch.page import Page, check_page
+from parcelsearch.client import Client
 from parcelsearch.errors import Hint, MalformedResponseError, QuotaWouldExceedError, TeamStoreError
 from parcelsearch.stores.local.cache import ResponseCache
 from parcelsearch.stores.quotas import Quota, no_calls_left

@@ -32,8 +32,7 @@ from urllib.parse import parse_qs, urljoin, urlsplit, urlunsplit
 
 import requests
 
-from parcelsearch import settings
-from parcelsearch._fetch import wire as _wire
+from parcelsearch import _wire, settings
 from parcelsearch._fetch.answers import (
     Refusal,
     count_field,
@@ -490,7 +489,7 @@ class Client:
         Parameters
         ----------
         polygon_json
-            The canonical ring JSON (see :func:`parcelsearch._fetch.wire.ring_json`).
+            The canonical ring JSON (see :func:`parcelsearch._wire.ring_json`).
         page
             Page number, from 1.
         path
