@@ -6,6 +6,7 @@ The searches against the reference service, witnessed by its request log, are in
 
 from __future__ import annotations
 
+import math
 import sys
 import threading
 import time
@@ -120,21 +121,75 @@ def test_a_member_budget_is_refused_before_spending(team: str) -> None:
     alice.close()
 
 
+#: A witness of the team's pacer, on its own clock: every move of a key's next slot (by
+#: ``pace_turn``), in the order the store made them (under the pacer row's lock), the slot
+#: before and after as epoch seconds. Test-only, in ``public``: ``pace_turn`` runs with
+#: ``search_path = pg_catalog``, so the trigger names its table in full.
+_TURNS_SEEN = f"""
+CREATE TABLE public.turns_seen (id bigserial PRIMARY KEY, fingerprint text NOT NULL,
+                                was double precision NOT NULL, next double precision NOT NULL);
+CREATE FUNCTION public.turn_seen() RETURNS trigger LANGUAGE plpgsql AS $$
+BEGIN
+    INSERT INTO public.turns_seen (fingerprint, was, next) VALUES (NEW.fingerprint,
+        EXTRACT(EPOCH FROM OLD.next_slot), EXTRACT(EPOCH FROM NEW.next_slot));
+    RETURN NULL;
+END $$;
+CREATE TRIGGER turn_seen AFTER UPDATE OF next_slot ON {SCHEMA}.pacers
+    FOR EACH ROW EXECUTE FUNCTION public.turn_seen();
+"""
+
+#: Two clocks of one machine (PostgreSQL's ``clock_timestamp()``, a member's
+#: ``time.monotonic`` it sleeps on, read back with ``time.time``) may drift apart by a few
+#: parts in ten thousand while the kernel slews the wall clock: at most 5 ms over seconds.
+_CLOCKS = 0.005
+
+
 def test_one_pacer_spaces_every_member(team: str) -> None:
+    """Two members, two threads each, one key: every turn the team's pacer gives, whichever
+    member takes it, comes at least the key's stored step after the one before — read from
+    the store's own clock (its ``pacers`` row, witnessed by a trigger), not the members';
+    and no member is let through sooner than :data:`RESERVE_LEAD` before the slot it was
+    given. Each member's own pacer is 50 times faster than the key's pace, so only the one
+    shared pacer can be what spaces them.
+
+    Whatever the scheduler does this holds: a member woken late takes its next turn late,
+    and the pacer never gives the next turn sooner for it (a late turn only widens the gap);
+    a member released late is released later, never sooner. The allowance is only the
+    clocks' (:data:`_CLOCKS`)."""
     from parcelsearch._fetch.http import RateLimiter
 
-    limiter = RateLimiter(20)  # one slot every 51.5 ms
+    pace = set_pace(team, FP, Pace(rate=20, margin=0.05, lease_seconds=6))
+    step = 1 / (pace.rate * (1 - pace.margin))  # 52.6 ms: 40 turns take about 2.2 s
+    with psycopg.connect(team, autocommit=True) as conn:
+        conn.execute(_TURNS_SEEN)
     members = [_member(team, name) for name in ("alice", "bob")]
+    own = [RateLimiter(1000) for _ in members]  # each member's own pace: no spacing to speak of
 
     def send(index: int) -> float:  # two threads per member
-        members[index // 2].pace(limiter, None)
-        return time.monotonic()
+        members[index // 2].pace(own[index // 2], None)
+        return time.time()
 
-    sent = moments(send, threads=2 * len(members), each=10)
-    window = [b - a for a, b in zip(sent, sent[20:], strict=False)]
-    assert len(sent) == 40 and min(window) >= 0.95  # never 21 sends in one second
+    released = moments(send, threads=2 * len(members), each=10)
     for member in members:
         member.close()
+    with psycopg.connect(team) as conn:
+        seen = conn.execute("SELECT fingerprint, was, next FROM public.turns_seen ORDER BY id"
+                            ).fetchall()
+    assert len(released) == len(seen) == 40 and {fp for fp, _, _ in seen} == {FP}  # one pacer
+    was, nxt = [w for _, w, _ in seen], [n for _, _, n in seen]
+    assert was[0] == -math.inf and was[1:] == nxt[:-1]  # each turn moved the slot it found
+    # a turn is no sooner than the slot it found, the slot it leaves a step (or more) later
+    assert [round(n - w, 4) for w, n in zip(was[1:], nxt[1:], strict=True)
+            if n - w < step - 1e-6] == []
+    # the first call of each member leaves FIRST_CALL_ALLOWANCE more after it
+    assert sum(n - w >= step + FIRST_CALL_ALLOWANCE - 1e-6
+               for w, n in zip(was[1:], nxt[1:], strict=True)) >= 1
+    # the k-th member let through (on the wall clock) was let through no sooner than the
+    # k-th turn's slot less the lead: each call's turn is at or after the slot it found
+    early = {k: round(w - RESERVE_LEAD - t, 4) for k, (t, w) in enumerate(zip(released, was,
+                                                                            strict=True))
+             if t < w - RESERVE_LEAD - _CLOCKS}
+    assert early == {}
 
 
 def test_a_members_pool_is_made_for_its_workers_before_anything_is_paced(team: str) -> None:
