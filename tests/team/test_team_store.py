@@ -15,6 +15,8 @@ from typing import Any
 
 import psycopg
 import pytest
+from _spikes import CLOCKS
+from _team import short_steps, turns_seen, watch_turns
 from _threads import moments, race
 
 from parcelsearch._fetch.http import FIRST_CALL_ALLOWANCE, Cancelled
@@ -121,47 +123,23 @@ def test_a_member_budget_is_refused_before_spending(team: str) -> None:
     alice.close()
 
 
-#: A witness of the team's pacer, on its own clock: every move of a key's next slot (by
-#: ``pace_turn``), in the order the store made them (under the pacer row's lock), the slot
-#: before and after as epoch seconds. Test-only, in ``public``: ``pace_turn`` runs with
-#: ``search_path = pg_catalog``, so the trigger names its table in full.
-_TURNS_SEEN = f"""
-CREATE TABLE public.turns_seen (id bigserial PRIMARY KEY, fingerprint text NOT NULL,
-                                was double precision NOT NULL, next double precision NOT NULL);
-CREATE FUNCTION public.turn_seen() RETURNS trigger LANGUAGE plpgsql AS $$
-BEGIN
-    INSERT INTO public.turns_seen (fingerprint, was, next) VALUES (NEW.fingerprint,
-        EXTRACT(EPOCH FROM OLD.next_slot), EXTRACT(EPOCH FROM NEW.next_slot));
-    RETURN NULL;
-END $$;
-CREATE TRIGGER turn_seen AFTER UPDATE OF next_slot ON {SCHEMA}.pacers
-    FOR EACH ROW EXECUTE FUNCTION public.turn_seen();
-"""
-
-#: Two clocks of one machine (PostgreSQL's ``clock_timestamp()``, a member's
-#: ``time.monotonic`` it sleeps on, read back with ``time.time``) may drift apart by a few
-#: parts in ten thousand while the kernel slews the wall clock: at most 5 ms over seconds.
-_CLOCKS = 0.005
-
-
 def test_one_pacer_spaces_every_member(team: str) -> None:
     """Two members, two threads each, one key: every turn the team's pacer gives, whichever
     member takes it, comes at least the key's stored step after the one before — read from
     the store's own clock (its ``pacers`` row, witnessed by a trigger), not the members';
-    and no member is let through sooner than :data:`RESERVE_LEAD` before the slot it was
-    given. Each member's own pacer is 50 times faster than the key's pace, so only the one
-    shared pacer can be what spaces them.
+    and no member is let through sooner than :data:`RESERVE_LEAD` before its turn. Each
+    member's own pacer is 50 times faster than the key's pace, so only the one shared pacer
+    can be what spaces them.
 
     Whatever the scheduler does this holds: a member woken late takes its next turn late,
     and the pacer never gives the next turn sooner for it (a late turn only widens the gap);
     a member released late is released later, never sooner. The allowance is only the
-    clocks' (:data:`_CLOCKS`)."""
+    clocks' (``_spikes.CLOCKS``: PostgreSQL's and the members')."""
     from parcelsearch._fetch.http import RateLimiter
 
     pace = set_pace(team, FP, Pace(rate=20, margin=0.05, lease_seconds=6))
     step = 1 / (pace.rate * (1 - pace.margin))  # 52.6 ms: 40 turns take about 2.2 s
-    with psycopg.connect(team, autocommit=True) as conn:
-        conn.execute(_TURNS_SEEN)
+    watch_turns(team)
     members = [_member(team, name) for name in ("alice", "bob")]
     own = [RateLimiter(1000) for _ in members]  # each member's own pace: no spacing to speak of
 
@@ -172,15 +150,11 @@ def test_one_pacer_spaces_every_member(team: str) -> None:
     released = moments(send, threads=2 * len(members), each=10)
     for member in members:
         member.close()
-    with psycopg.connect(team) as conn:
-        seen = conn.execute("SELECT fingerprint, was, next FROM public.turns_seen ORDER BY id"
-                            ).fetchall()
+    seen = turns_seen(team)
     assert len(released) == len(seen) == 40 and {fp for fp, _, _ in seen} == {FP}  # one pacer
     was, nxt = [w for _, w, _ in seen], [n for _, _, n in seen]
     assert was[0] == -math.inf and was[1:] == nxt[:-1]  # each turn moved the slot it found
-    # a turn is no sooner than the slot it found, the slot it leaves a step (or more) later
-    assert [round(n - w, 4) for w, n in zip(was[1:], nxt[1:], strict=True)
-            if n - w < step - 1e-6] == []
+    assert short_steps(seen, step) == {}  # … a step (or more) on
     # the first call of each member leaves FIRST_CALL_ALLOWANCE more after it
     assert sum(n - w >= step + FIRST_CALL_ALLOWANCE - 1e-6
                for w, n in zip(was[1:], nxt[1:], strict=True)) >= 1
@@ -188,7 +162,7 @@ def test_one_pacer_spaces_every_member(team: str) -> None:
     # k-th turn's slot less the lead: each call's turn is at or after the slot it found
     early = {k: round(w - RESERVE_LEAD - t, 4) for k, (t, w) in enumerate(zip(released, was,
                                                                             strict=True))
-             if t < w - RESERVE_LEAD - _CLOCKS}
+             if t < w - RESERVE_LEAD - CLOCKS}
     assert early == {}
 
 
