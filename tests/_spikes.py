@@ -54,3 +54,16 @@ def lateness(log: pd.DataFrame, interval: float, *, lead: float = 0.0) -> float:
     times = sorted(moment.timestamp() for moment in log["time"])
     return max((0.0, *((j - i) * interval - lead - (times[j] - times[i])
                        for i in range(len(times)) for j in range(i + 1, len(times)))))
+
+
+def sooner_than_turns(log: pd.DataFrame, slots: list[float], *, lead: float = 0.0
+                      ) -> dict[int, float]:
+    """The admissions in the service's request log ``log`` sooner than the pacer's turns
+    allow: ``{k: seconds too soon}`` for the k-th admission (oldest first) before the k-th
+    of ``slots`` (wall-clock times no later than the turns given, one for each call sent,
+    admitted or refused) less ``lead``, beyond :data:`CLOCKS`. A call leaves at its turn or
+    later, so each admission comes after its own turn, and the k-th admission after the
+    k-th turn, whatever the scheduler does."""
+    times = sorted(moment.timestamp() for moment in log["time"])
+    pairs = enumerate(zip(times, sorted(slots), strict=False))
+    return {k: round(slot - lead - t, 4) for k, (t, slot) in pairs if t < slot - lead - CLOCKS}

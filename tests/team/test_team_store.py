@@ -6,6 +6,7 @@ The searches against the reference service, witnessed by its request log, are in
 
 from __future__ import annotations
 
+import math
 import sys
 import threading
 import time
@@ -14,6 +15,8 @@ from typing import Any
 
 import psycopg
 import pytest
+from _spikes import CLOCKS
+from _team import short_steps, turns_seen, watch_turns
 from _threads import moments, race
 
 from parcelsearch._fetch.http import FIRST_CALL_ALLOWANCE, Cancelled
@@ -121,20 +124,46 @@ def test_a_member_budget_is_refused_before_spending(team: str) -> None:
 
 
 def test_one_pacer_spaces_every_member(team: str) -> None:
+    """Two members, two threads each, one key: every turn the team's pacer gives, whichever
+    member takes it, comes at least the key's stored step after the one before — read from
+    the store's own clock (its ``pacers`` row, witnessed by a trigger), not the members';
+    and no member is let through sooner than :data:`RESERVE_LEAD` before its turn. Each
+    member's own pacer is 50 times faster than the key's pace, so only the one shared pacer
+    can be what spaces them.
+
+    Whatever the scheduler does this holds: a member woken late takes its next turn late,
+    and the pacer never gives the next turn sooner for it (a late turn only widens the gap);
+    a member released late is released later, never sooner. The allowance is only the
+    clocks' (``_spikes.CLOCKS``: PostgreSQL's and the members')."""
     from parcelsearch._fetch.http import RateLimiter
 
-    limiter = RateLimiter(20)  # one slot every 51.5 ms
+    pace = set_pace(team, FP, Pace(rate=20, margin=0.05, lease_seconds=6))
+    step = 1 / (pace.rate * (1 - pace.margin))  # 52.6 ms: 40 turns take about 2.2 s
+    watch_turns(team)
     members = [_member(team, name) for name in ("alice", "bob")]
+    own = [RateLimiter(1000) for _ in members]  # each member's own pace: no spacing to speak of
 
     def send(index: int) -> float:  # two threads per member
-        members[index // 2].pace(limiter, None)
-        return time.monotonic()
+        members[index // 2].pace(own[index // 2], None)
+        return time.time()
 
-    sent = moments(send, threads=2 * len(members), each=10)
-    window = [b - a for a, b in zip(sent, sent[20:], strict=False)]
-    assert len(sent) == 40 and min(window) >= 0.95  # never 21 sends in one second
+    released = moments(send, threads=2 * len(members), each=10)
     for member in members:
         member.close()
+    seen = turns_seen(team)
+    assert len(released) == len(seen) == 40 and {fp for fp, _, _ in seen} == {FP}  # one pacer
+    was, nxt = [w for _, w, _ in seen], [n for _, _, n in seen]
+    assert was[0] == -math.inf and was[1:] == nxt[:-1]  # each turn moved the slot it found
+    assert short_steps(seen, step) == {}  # … a step (or more) on
+    # the first call of each member leaves FIRST_CALL_ALLOWANCE more after it
+    assert sum(n - w >= step + FIRST_CALL_ALLOWANCE - 1e-6
+               for w, n in zip(was[1:], nxt[1:], strict=True)) >= 1
+    # the k-th member let through (on the wall clock) was let through no sooner than the
+    # k-th turn's slot less the lead: each call's turn is at or after the slot it found
+    early = {k: round(w - RESERVE_LEAD - t, 4) for k, (t, w) in enumerate(zip(released, was,
+                                                                            strict=True))
+             if t < w - RESERVE_LEAD - CLOCKS}
+    assert early == {}
 
 
 def test_a_members_pool_is_made_for_its_workers_before_anything_is_paced(team: str) -> None:
