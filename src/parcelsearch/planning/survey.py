@@ -108,9 +108,20 @@ class Estimate:
     surveyed_calls: int = 0
 
     @property
+    def half(self) -> float:
+        """Half the interval, in calls."""
+        return (self.high - self.low) / 2
+
+    @property
     def half_width(self) -> float:
         """Half the interval, as a fraction of :attr:`value`."""
-        return (self.high - self.low) / 2 / max(1, self.value)
+        return self.half / max(1, self.value)
+
+    @property
+    def least(self) -> int:
+        """The least these pieces can cost: the surveyed calls and one call for every other
+        piece."""
+        return self.surveyed_calls + self.pieces - self.surveyed
 
 
 def _hilbert(x: int, y: int) -> int:
@@ -269,15 +280,15 @@ def estimate(drawn: Sample, costs: dict[int, int], rows: dict[int, int | None] |
     n, pieces = len(drawn.draws), len(drawn.line)
     smooth = {p: _beyond_first(costs[drawn.line[p]], told.get(drawn.line[p]), page_size)
               for p in set(drawn.draws)}
-    ratios = [smooth[p] / drawn.sizes[p] for p in sorted(drawn.draws)]
+    ratio_of = {p: smooth[p] / drawn.sizes[p] for p in smooth}
+    ratios = [ratio_of[p] for p in sorted(drawn.draws)]
     rounding = sum(costs[drawn.line[p]] - 1 - smooth[p] for p in smooth)
     value = (sum(costs[i] for i in drawn.certain) + pieces + rounding
              + drawn.length * sum(ratios) / n)
     steps = sum((b - a) ** 2 for a, b in itertools.pairwise(ratios))
     variance = drawn.length ** 2 * steps / (2 * n * (n - 1)) if n > 1 else 0.0
     if len(smooth) > NEIGHBOURS:
-        known = {p: smooth[p] / drawn.sizes[p] for p in smooth}
-        variance = max(SD_SHARE * variance, design_variance(drawn, known, n))
+        variance = max(SD_SHARE * variance, design_variance(drawn, ratio_of, n))
     if any(told.get(drawn.line[p]) is not None for p in smooth):
         variance += (pieces - len(smooth)) / 12
     variance = max(variance, 0.5 * pieces ** 2 / n ** 2)
@@ -346,9 +357,8 @@ def capped(current: Estimate, known: int) -> bool:
     """Whether the survey stopped at its cap (:data:`MAX_SHARE`) with the interval's
     half-width still above :data:`USEFUL_HALF_WIDTH` of the whole (``known``: as for
     :func:`next_round`)."""
-    half = (current.high - current.low) / 2
     return (current.surveyed < current.pieces
-            and half > USEFUL_HALF_WIDTH * (current.value + known)
+            and current.half > USEFUL_HALF_WIDTH * (current.value + known)
             and next_round(current, known) == 0)
 
 
@@ -358,9 +368,7 @@ def cap_base(current: Estimate, known: int) -> float:
     survey), or, once the interval says more, the estimate less 1.5 half-widths (at least
     2.9 standard errors below it: a one-sided 99.8 % bound, so a tenth of it is a tenth of
     the true total but for one survey in 500, and then only when it spends its whole cap)."""
-    least = current.surveyed_calls + current.pieces - current.surveyed + known
-    half = (current.high - current.low) / 2
-    return max(float(least), current.value + known - CAP_HALF_WIDTHS * half)
+    return max(float(current.least + known), current.value + known - CAP_HALF_WIDTHS * current.half)
 
 
 def next_round(current: Estimate, known: int) -> int:
@@ -375,9 +383,8 @@ def next_round(current: Estimate, known: int) -> int:
     half-width is small against the estimate stops sooner on the surveys that overestimate,
     and those intervals then miss the truth more often than 1 in 20 (measured on the dense
     sets of bench/price_estimate.py: 92–93 of 100 held; held to the least, 96–100 of 100)."""
-    n, big_n = current.surveyed, current.pieces
-    least = current.surveyed_calls + big_n - n + known
-    half = (current.high - current.low) / 2
+    n, big_n, half = current.surveyed, current.pieces, current.half
+    least = current.least + known
     if n >= big_n or half <= TARGET_HALF_WIDTH * least:
         return 0
     cap = max(0, math.floor(MAX_SHARE * cap_base(current, known)) - n)
