@@ -173,9 +173,10 @@ class Client:
         self._fingerprint = key_fingerprint(key)
         self.base_url = _resolve_base_url(base_url)
         self.ca_bundle = _resolve_ca_bundle(ca_bundle)
-        self.rate = _resolve_rate(rate)
+        self.rate = _positive(rate, "rate", "calls per second", 10)
         self.timeout = float(timeout)
-        self.response_deadline = _resolve_deadline(response_deadline)
+        self.response_deadline = _positive(response_deadline, "response_deadline", "seconds",
+                                           60)
         settings.group_id_max_chars()  # refused now, not at the first page read
         self._page_size_set = settings.page_size_setting()  # likewise
         self._line_limit_set = settings.max_request_bytes_setting(max_request_bytes)
@@ -835,23 +836,16 @@ def _resolve_ca_bundle(ca_bundle: str | os.PathLike[str] | None) -> str | None:
     return str(path)
 
 
-def _resolve_deadline(seconds: float | None) -> float:
-    value: Any = seconds if seconds is not None else settings.options.response_deadline
+def _positive(given: float | None, setting: str, what: str, example: float) -> float:
+    """``given``, else the setting ``setting`` of :data:`parcelsearch.settings.options`, when
+    it is a positive finite number (``what`` it counts, for the message; ``example`` for the
+    hint)."""
+    value: Any = given if given is not None else getattr(settings.options, setting)
     if isinstance(value, bool) or not isinstance(value, int | float) or not (
             0 < value < float("inf")):
         raise ConfigurationError(
-            f"response deadline must be a positive number of seconds, got {value!r}.",
-            hints=[Hint("response_deadline", 60)])
-    return float(value)
-
-
-def _resolve_rate(rate: float | None) -> float:
-    value: Any = rate if rate is not None else settings.options.rate
-    if isinstance(value, bool) or not isinstance(value, int | float) or not (
-            0 < value < float("inf")):
-        raise ConfigurationError(
-            f"rate must be a positive number of calls per second, got {value!r}.",
-            hints=[Hint("rate", 10)])
+            f"{setting.replace('_', ' ')} must be a positive number of {what}, got {value!r}.",
+            hints=[Hint(setting, example)])
     return float(value)
 
 
