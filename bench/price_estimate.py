@@ -73,7 +73,7 @@ def _density(parcels: gpd.GeoDataFrame, kind: str, seed: int) -> gpd.GeoDataFram
 
 
 def true_rows(pieces: list[shapely.Polygon], parcels: gpd.GeoDataFrame) -> np.ndarray:
-    """Each piece's rows by the service's rule (its calls: ``max(1, ceil(rows / 100))``)."""
+    """Each piece's rows by the service's rule (its calls: :func:`costs_of`)."""
     points = parcels.geometry.representative_point().to_numpy()
     tree = shapely.STRtree(points)
     which, _ = tree.query(np.asarray(pieces, dtype=object), predicate="intersects")
@@ -90,12 +90,18 @@ def survey_area(polygon: shapely.Polygon) -> float:
     return float(polygon.area * 111_320.0 ** 2 * math.cos(math.radians(lat)))
 
 
+def costs_of(rows: np.ndarray) -> np.ndarray:
+    """Each piece's calls, ``max(1, ceil(rows / 100))``."""
+    return np.maximum(1, np.ceil(rows / PAGE)).astype(int)
+
+
 def run_survey(areas: list[float], centres: list[tuple[float, float]], rows: np.ndarray,
-               seed: str, told_rows: bool = True) -> tuple[survey.Estimate, int]:
+               costs: np.ndarray, seed: str, told_rows: bool = True
+               ) -> tuple[survey.Estimate, int]:
     """The survey as a search runs it: the estimate of the whole and the calls it spent.
-    Page 1 tells a surveyed piece's rows and pages; ``told_rows=False`` uses its pages
-    only (the estimator before issue 49's third pass, side by side)."""
-    costs = np.maximum(1, np.ceil(rows / PAGE)).astype(int)
+    Page 1 tells a surveyed piece's rows and pages (``costs``, :func:`costs_of` the rows);
+    ``told_rows=False`` uses its pages only (the estimator before issue 49's third pass,
+    side by side)."""
     drawn = survey.sample(areas, centres, seed)
     known: dict[int, int] = {}
     told: dict[int, int | None] = {}
@@ -202,10 +208,12 @@ def measure() -> pd.DataFrame:
         counts = true_rows(pieces, parcels)
         areas_m2 = piece_areas(pieces)
         centres = [(p.centroid.x, p.centroid.y) for p in pieces]
-        total = int(np.maximum(1, np.ceil(counts / PAGE)).sum())
-        trials = [run_survey(areas_m2, centres, counts, f"{seed}-{t}") for t in range(TRIALS)]
-        pages_only = [run_survey(areas_m2, centres, counts, f"{seed}-{t}", told_rows=False)
-                      for t in range(TRIALS)]
+        costs = costs_of(counts)
+        total = int(costs.sum())
+        trials = [run_survey(areas_m2, centres, counts, costs, f"{seed}-{t}")
+                  for t in range(TRIALS)]
+        pages_only = [run_survey(areas_m2, centres, counts, costs, f"{seed}-{t}",
+                                 told_rows=False) for t in range(TRIALS)]
         first, spent = trials[0]
         covered = sum(e.low <= total <= e.high for e, _ in trials)
         rows.append({

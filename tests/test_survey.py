@@ -17,10 +17,19 @@ def _grid(n: int) -> list[tuple[float, float]]:
     return [(float(i % side), float(i // side)) for i in range(n)]
 
 
+def _costs(rows: list[int]) -> list[int]:
+    """Each piece's calls from its rows (100 a page)."""
+    return [max(1, -(-r // 100)) for r in rows]
+
+
 def _survey(areas: list[float], costs: list[int], seed: str,
-            centres: list[tuple[float, float]] | None = None) -> tuple[survey.Estimate, int]:
+            centres: list[tuple[float, float]] | None = None,
+            rows: list[int] | None = None) -> tuple[survey.Estimate, int]:
+    """The survey as a search runs it, in rounds: page 1 tells a surveyed piece's cost and,
+    when ``rows`` are given, its rows."""
     strata = survey.sample(areas, centres or _grid(len(areas)), seed)
     known: dict[int, int] = {}
+    told: dict[int, int | None] = {}
     step = survey.pilot_size(len(areas))
     while step:
         chosen = strata.take(step)
@@ -28,7 +37,8 @@ def _survey(areas: list[float], costs: list[int], seed: str,
             break
         assert not set(chosen) & set(known)  # rounds extend one sample, never repeat
         known.update({i: costs[i] for i in chosen})
-        current = survey.estimate(strata, known)
+        told.update({i: None if rows is None else rows[i] for i in chosen})
+        current = survey.estimate(strata, known, told, 100)
         step = survey.next_round(current, 0)
     return current, len(known)
 
@@ -197,22 +207,6 @@ def _rows_population(n: int, seed: int) -> tuple[list[float], list[int],
     return areas, rows, centres
 
 
-def _rows_survey(areas: list[float], rows: list[int], centres: list[tuple[float, float]],
-                 seed: str, told: bool) -> tuple[survey.Estimate, int]:
-    costs = [max(1, -(-r // 100)) for r in rows]
-    drawn = survey.sample(areas, centres, seed)
-    known: dict[int, int] = {}
-    said: dict[int, int | None] = {}
-    step = survey.pilot_size(len(areas))
-    while step:
-        chosen = drawn.take(step)
-        known.update({i: costs[i] for i in chosen})
-        said.update({i: rows[i] if told else None for i in chosen})
-        current = survey.estimate(drawn, known, said, 100)
-        step = survey.next_round(current, 0)
-    return current, len(known)
-
-
 def test_page_1s_rows_narrow_the_interval_and_it_still_holds_the_truth() -> None:
     """Page 1 tells a piece's rows as well as its pages: the draws read the rows without
     the pages' rounding (each surveyed piece's rounding is added exactly), so the same
@@ -222,12 +216,13 @@ def test_page_1s_rows_narrow_the_interval_and_it_still_holds_the_truth() -> None
     trials = 0
     for population in range(24):
         areas, rows, centres = _rows_population(150, 900 + population)
-        total = sum(max(1, -(-r // 100)) for r in rows)
+        costs = _costs(rows)
+        total = sum(costs)
         for trial in range(8):
             trials += 1
             for told in (True, False):
-                estimate, spent = _rows_survey(areas, rows, centres, f"{population}-{trial}",
-                                               told)
+                estimate, spent = _survey(areas, costs, f"{population}-{trial}", centres,
+                                          rows if told else None)
                 widths[told] += estimate.half_width
                 held[told] += estimate.low <= total <= estimate.high
                 assert spent <= 0.1 * total
@@ -237,7 +232,7 @@ def test_page_1s_rows_narrow_the_interval_and_it_still_holds_the_truth() -> None
 
 def test_rows_of_a_piece_not_told_fall_back_to_its_pages() -> None:
     areas, rows, centres = _rows_population(100, 5)
-    costs = [max(1, -(-r // 100)) for r in rows]
+    costs = _costs(rows)
     drawn = survey.sample(areas, centres, "f")
     chosen = drawn.take(survey.pilot_size(100))
     known = {i: costs[i] for i in chosen}
