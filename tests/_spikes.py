@@ -32,6 +32,12 @@ def spike_refusals(keys: KeyStore, name: str) -> int:
     return int(row["n"])
 
 
+def admitted(log: pd.DataFrame) -> list[float]:
+    """The moments (epoch seconds, the service's clock) of the admissions in the service's
+    request log ``log``, oldest first."""
+    return sorted(moment.timestamp() for moment in log["time"])
+
+
 def early_admissions(log: pd.DataFrame, start: float, interval: float, *, lead: float = 0.0,
                      first: float = 0.0) -> dict[int, float]:
     """The admissions in the service's request log ``log`` sooner than a pacer keeping its
@@ -39,7 +45,7 @@ def early_admissions(log: pd.DataFrame, start: float, interval: float, *, lead: 
     first) before ``start + k × interval - lead`` (plus ``first``, the pacer's allowance
     after its first slot, for k ≥ 1), beyond :data:`CLOCKS`. ``start`` is a wall-clock time
     (``time.time()``) before the first slot was taken."""
-    times = sorted(moment.timestamp() for moment in log["time"])
+    times = admitted(log)
     bounds = [start + k * interval - lead + (first if k else 0.0) for k in range(len(times))]
     return {k: round(bound - t, 4) for k, (t, bound) in enumerate(zip(times, bounds, strict=True))
             if t < bound - CLOCKS}
@@ -51,19 +57,19 @@ def lateness(log: pd.DataFrame, interval: float, *, lead: float = 0.0) -> float:
     every pair of admissions (oldest first) i < j, by which they came closer together than
     ``(j - i) × interval - lead``. A pacer sends no call sooner than its turn, so without
     late calls this is at most 0; a late call makes it at most how late that call was."""
-    times = sorted(moment.timestamp() for moment in log["time"])
+    times = admitted(log)
     return max((0.0, *((j - i) * interval - lead - (times[j] - times[i])
                        for i in range(len(times)) for j in range(i + 1, len(times)))))
 
 
-def sooner_than_turns(log: pd.DataFrame, slots: list[float], *, lead: float = 0.0
+def sooner_than_turns(times: list[float], slots: list[float], *, lead: float = 0.0
                       ) -> dict[int, float]:
-    """The admissions in the service's request log ``log`` sooner than the pacer's turns
-    allow: ``{k: seconds too soon}`` for the k-th admission (oldest first) before the k-th
-    of ``slots`` (wall-clock times no later than the turns given, one for each call sent,
-    admitted or refused) less ``lead``, beyond :data:`CLOCKS`. A call leaves at its turn or
-    later, so each admission comes after its own turn, and the k-th admission after the
-    k-th turn, whatever the scheduler does."""
-    times = sorted(moment.timestamp() for moment in log["time"])
-    pairs = enumerate(zip(times, sorted(slots), strict=False))
+    """The calls let through (``times``: e.g. :func:`admitted`, the service's admissions,
+    or the moments members were released) sooner than the pacer's turns allow:
+    ``{k: seconds too soon}`` for the k-th (oldest first) before the k-th of ``slots``
+    (wall-clock times no later than the turns given, one for each call sent, admitted or
+    refused) less ``lead``, beyond :data:`CLOCKS`. A call leaves at its turn or later, so
+    each comes after its own turn, and the k-th after the k-th turn, whatever the scheduler
+    does."""
+    pairs = enumerate(zip(sorted(times), sorted(slots), strict=False))
     return {k: round(slot - lead - t, 4) for k, (t, slot) in pairs if t < slot - lead - CLOCKS}
