@@ -17,7 +17,7 @@ from typing import TYPE_CHECKING, Any, Final
 from parcelsearch import settings
 from parcelsearch._shared import count_argument
 from parcelsearch.errors import ConfigurationError, ParcelSearchError
-from parcelsearch.knobs import DECLARED, declared
+from parcelsearch.knobs import DECLARED, Declaration, declared
 
 if TYPE_CHECKING:
     from parcelsearch.planning.tiling.covers import Tolerance
@@ -232,10 +232,9 @@ TYPES: Final[Mapping[str, Callable[[str], Any]]] = {
 # -- option groups -----------------------------------------------------------------------------
 
 
-def _declared_details(name: str) -> dict[str, Any]:
-    """What argparse needs besides the flag, metavar and help, as the row of ``name`` declares
-    it (``cli_type`` made its argparse ``type`` by :data:`TYPES`)."""
-    declaration = declared(name)
+def _declared_details(declaration: Declaration) -> dict[str, Any]:
+    """What argparse needs besides the flag, metavar and help, as ``declaration`` (a row)
+    says (``cli_type`` made its argparse ``type`` by :data:`TYPES`)."""
     details: dict[str, Any] = {
         "type": None if declaration.cli_type is None else TYPES[declaration.cli_type],
         "action": declaration.action, "default": declaration.cli_default,
@@ -254,7 +253,7 @@ def add_option(parser: argparse.ArgumentParser, name: str, *,
     declaration = declared(name)
     if declaration.flag is None:
         raise ValueError(f"the option {name} has no flag")
-    given = _declared_details(name) | given
+    given = _declared_details(declaration) | given
     if declaration.metavar is not None and "action" not in given:
         given["metavar"] = declaration.metavar
     given["help"] = declaration.help_text(given.get("help"), **(fill or {}))
