@@ -96,16 +96,16 @@ def costs_of(rows: np.ndarray) -> np.ndarray:
 
 
 def run_survey(areas: list[float], centres: list[tuple[float, float]], rows: np.ndarray,
-               costs: np.ndarray, seed: str, told_rows: bool = True
-               ) -> tuple[survey.Estimate, int]:
-    """The survey as a search runs it: the estimate of the whole and the calls it spent.
-    Page 1 tells a surveyed piece's rows and pages (``costs``, :func:`costs_of` the rows);
-    ``told_rows=False`` uses its pages only (the estimator before issue 49's third pass,
-    side by side)."""
-    drawn = survey.sample(areas, centres, seed)
+               costs: np.ndarray, seed: str, told_rows: bool = True,
+               share: float = survey.MAX_SHARE) -> tuple[survey.Estimate, int]:
+    """The survey as a search runs it (at most ``share`` of a sure low bound of the whole):
+    the estimate of the whole and the calls it spent. Page 1 tells a surveyed piece's rows
+    and pages (``costs``, :func:`costs_of` the rows); ``told_rows=False`` uses its pages only
+    (the estimator before issue 49's third pass, side by side)."""
+    drawn = survey.sample(areas, centres, seed, share)
     known: dict[int, int] = {}
     told: dict[int, int | None] = {}
-    step = survey.pilot_size(len(areas))
+    step = survey.pilot_size(len(areas), share)
     while step:
         chosen = drawn.take(step)
         if not chosen:
@@ -114,8 +114,19 @@ def run_survey(areas: list[float], centres: list[tuple[float, float]], rows: np.
             known[i] = int(costs[i])
             told[i] = int(rows[i]) if told_rows else None
         current = survey.estimate(drawn, known, told, PAGE)
-        step = survey.next_round(current, 0)
+        step = survey.next_round(current, 0, share)
     return current, len(known)
+
+
+def with_share_named(areas: list[float], centres: list[tuple[float, float]], rows: np.ndarray,
+                     costs: np.ndarray, seed: str, first: survey.Estimate
+                     ) -> tuple[float, survey.Estimate, int] | None:
+    """The share a capped survey's price line names (``survey_share``), and the same survey
+    made with it (as a user who passes it gets); ``None`` when the line names none."""
+    share = survey.wider_share(first, 0)
+    if share is None:
+        return None
+    return (share, *run_survey(areas, centres, rows, costs, seed, share=share))
 
 
 # -- area sets ------------------------------------------------------------------------------
@@ -216,6 +227,8 @@ def measure() -> pd.DataFrame:
                                  told_rows=False) for t in range(TRIALS)]
         first, spent = trials[0]
         covered = sum(e.low <= total <= e.high for e, _ in trials)
+        named = [again for t, (e, _) in enumerate(trials) if (again := with_share_named(
+            areas_m2, centres, counts, costs, f"{seed}-{t}", e)) is not None]
         rows.append({
             "area set": name, "kind": kind, "pieces": len(pieces), "parcels": len(parcels),
             "true total": total, "estimate": first.value,
@@ -230,6 +243,14 @@ def measure() -> pd.DataFrame:
             f"pages only: covered of {TRIALS}": sum(e.low <= total <= e.high
                                                      for e, _ in pages_only),
             "pages only: over 20 %": sum(e.half_width > 0.2 for e, _ in pages_only),
+            "share named (surveys)": len(named),
+            "share named, max": max((share for share, _, _ in named), default=None),
+            "with it: over 20 %": sum(e.half_width > 0.2 for _, e, _ in named),
+            "with it: covered": sum(e.low <= total <= e.high for _, e, _ in named),
+            "with it: max survey %": max((round(100 * s / total, 1) for _, _, s in named),
+                                         default=None),
+            "with it: survey within the share": all(s <= share * total
+                                                    for share, _, s in named),
         })
         print(rows[-1], flush=True)
     return pd.DataFrame(rows)
@@ -249,7 +270,14 @@ def main() -> None:
         f"{table['max survey %'].max():g} % of the total (median "
         f"{table['survey % of total'].median():g} %). Side by side, the same surveys reading "
         f"pages only (not rows): {int(table[f'pages only: covered of {TRIALS}'].sum()):,} "
-        f"held the truth, {int(table['pages only: over 20 %'].sum())} over 20 %.")
+        f"held the truth, {int(table['pages only: over 20 %'].sum())} over 20 %. The "
+        f"{int(table['share named (surveys)'].sum())} surveys stopped at their cap with the "
+        f"interval over ±20 % named a survey share of at most "
+        f"{table['share named, max'].max():g}; surveyed with it, "
+        f"{int(table['with it: over 20 %'].sum())} stayed over 20 %, "
+        f"{int(table['with it: covered'].sum())} held the truth, each survey within its share "
+        f"({'always' if table['with it: survey within the share'].all() else 'NOT always'}; "
+        f"at most {table['with it: max survey %'].max():g} % of the total).")
     print()
     print(table.to_string(index=False))
     print()

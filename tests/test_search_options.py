@@ -22,6 +22,11 @@ def test_options_are_checked_once_and_frozen(monkeypatch: pytest.MonkeyPatch) ->
         SearchOptions(budget=-1)
     with pytest.raises(ConfigurationError, match="workers must be a whole number >= 1"):
         SearchOptions(workers=0)
+    for share in (0, -0.1, 1.5, float("nan"), True, "0.2"):
+        with pytest.raises(ConfigurationError, match="survey_share must be a share above 0 "
+                                                     "and at most 1.*survey_share=0.2"):
+            SearchOptions.resolve(survey_share=share)
+    assert SearchOptions.resolve(survey_share=1).survey_share == 1.0
 
 
 def test_the_team_and_user_come_from_arguments_then_the_environment(
@@ -199,6 +204,7 @@ _GIVEN_ON_THE_COMMAND_LINE = {
     "quota": (["--quota", "demo"], Quota(50, "lifetime")),
     "allow_partial": (["--allow-partial"], True),
     "ask_above": (["--ask-above", "7"], 7),
+    "survey_share": (["--survey-share", "0.25"], 0.25),
     "confirm": (["--yes"], True),
     "max_age": (["--max-age", "1h"], 3_600.0),
     "refresh": (["--refresh", "changed"], "changed"),
@@ -241,7 +247,8 @@ def test_every_search_option_given_on_the_command_line_reaches_the_search(
 
 
 #: A value each command-line check a row may name (its ``cli_type``) refuses.
-_REFUSED_BY = {"count>=0": "-1", "count>=1": "0", "fraction": "1.5", "tolerance": "0.2",
+_REFUSED_BY = {"count>=0": "-1", "count>=1": "0", "fraction": "1.5", "share": "0",
+               "tolerance": "0.2",
                "age": "soon", "quota": "lots"}
 #: How each command is given areas (and an output) so that only the flag under test is wrong.
 _COMMAND_LINES = {"plan": ["plan", "a.gpkg"], "search": ["search", "a.gpkg", "--out", "o.csv"]}

@@ -24,13 +24,14 @@ def _costs(rows: list[int]) -> list[int]:
 
 def _survey(areas: list[float], costs: list[int], seed: str,
             centres: list[tuple[float, float]] | None = None,
-            rows: list[int] | None = None) -> tuple[survey.Estimate, int]:
-    """The survey as a search runs it, in rounds: page 1 tells a surveyed piece's cost and,
-    when ``rows`` are given, its rows."""
-    strata = survey.sample(areas, centres or _grid(len(areas)), seed)
+            rows: list[int] | None = None,
+            share: float = survey.MAX_SHARE) -> tuple[survey.Estimate, int]:
+    """The survey as a search runs it, in rounds (at most ``share`` of a sure low bound):
+    page 1 tells a surveyed piece's cost and, when ``rows`` are given, its rows."""
+    strata = survey.sample(areas, centres or _grid(len(areas)), seed, share)
     known: dict[int, int] = {}
     told: dict[int, int | None] = {}
-    step = survey.pilot_size(len(areas))
+    step = survey.pilot_size(len(areas), share)
     while step:
         chosen = strata.take(step)
         if not chosen:
@@ -39,7 +40,7 @@ def _survey(areas: list[float], costs: list[int], seed: str,
         known.update({i: costs[i] for i in chosen})
         told.update({i: None if rows is None else rows[i] for i in chosen})
         current = survey.estimate(strata, known, told, 100)
-        step = survey.next_round(current, 0)
+        step = survey.next_round(current, 0, share)
     return current, len(known)
 
 
@@ -122,6 +123,9 @@ def test_a_survey_stopped_at_its_cap_with_a_wide_interval_says_so() -> None:
     line = dataclasses.replace(price, capped=True).line()
     assert ("the survey stopped at its cap, a tenth of the least the search can cost for sure"
             in line)
+    wider = dataclasses.replace(price, capped=True, share=0.2, wider_share=0.35).line()
+    assert ("stopped at its cap, 0.2 of the least the search can cost for sure (a survey share "
+            "of 0.35 would narrow it to about ±20%)") in wider
     assert "stopped at its cap" not in price.line()
     narrow, _ = _survey([1.0] * 1000, [2] * 1000, "n")  # even density: narrow, not said
     assert not survey.capped(narrow, 0)
@@ -284,3 +288,44 @@ def test_the_design_variance_sees_what_a_smooth_gradient_gives_the_systematic_dr
         mean = sum(starts) / len(starts)
         spread = sum((s - mean) ** 2 for s in starts) / (len(starts) - 1)
         assert spread < modelled < 0.9 * differences, (size, spread, modelled, differences)
+
+
+def test_the_share_a_capped_survey_names_narrows_its_interval_to_a_fifth() -> None:
+    """80 pieces of mixed sizes under density that rises eastwards with noise (like the
+    bench's 80 squares, varying): a tenth of the whole leaves the interval wider than ±20 %
+    in most surveys, and the survey names the share that would narrow it. Surveyed with that
+    share, the interval is within ±20 % and holds the truth, and the survey stays within that
+    share of the true total."""
+    capped = narrowed = held = 0
+    for population in (0, 1, 6, 7):
+        rng = random.Random(population)
+        centres = [(rng.uniform(0, 12), rng.uniform(0, 12)) for _ in range(80)]
+        areas = [rng.lognormvariate(10.5, 1.3) for _ in range(80)]
+        rows = [int(a * (0.3 + x / 6) * rng.lognormvariate(0, 0.6) / 500)
+                for a, (x, _) in zip(areas, centres, strict=True)]
+        costs = _costs(rows)
+        for trial in range(10):
+            seed = f"{population}-{trial}"
+            first, _ = _survey(areas, costs, seed, centres, rows)
+            share = survey.wider_share(first, 0)
+            if share is None:
+                assert not survey.capped(first, 0) or first.half_width <= 0.2
+                continue
+            assert survey.capped(first, 0) and 0.1 < share <= 1
+            capped += 1
+            again, spent = _survey(areas, costs, seed, centres, rows, share)
+            narrowed += again.half_width <= 0.2
+            held += again.low <= sum(costs) <= again.high
+            assert spent <= share * sum(costs)
+    assert capped >= 20, capped
+    assert narrowed >= 0.9 * capped and held >= 0.9 * capped, (capped, narrowed, held)
+
+
+def test_a_smaller_share_surveys_less_and_a_share_of_all_is_never_capped() -> None:
+    areas, costs = _population(300, 11)
+    least, _ = _survey(areas, costs, "s", share=0.02)
+    default, spent = _survey(areas, costs, "s")
+    assert least.surveyed < spent and least.surveyed <= 0.02 * sum(costs)
+    assert least.half >= default.half
+    everything, _ = _survey(areas, costs, "s", share=1.0)
+    assert survey.wider_share(everything, 0, 1.0) is None

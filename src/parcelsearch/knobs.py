@@ -213,6 +213,16 @@ DECLARED: Final = (
         python_bare="ask_above=",
         group="search", cli_type="count>=0"),
     Declaration(
+        "survey_share", "survey_share={value}", "--survey-share", "SHARE",
+        help="the survey before the decision point spends at most this share of the least "
+             "the search can cost for sure (default 0.1, a tenth; at most 1); a price line "
+             "that says the interval is wide names the share that narrows it to about "
+             "±20%%: the survey's pages are the search's own, cached and used",
+        doc="the survey's cost at most, a share of the least the search can cost (default "
+            "0.1)",
+        python_bare="survey_share=",
+        group="search", cli_type="share"),
+    Declaration(
         "confirm", "confirm=True", "--yes",
         help="go past the decision point without asking (for scripts)",
         group="search", action="store_true"),

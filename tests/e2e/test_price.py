@@ -3,11 +3,13 @@ point 3), on the command line and in Python; calls witnessed by the service's re
 
 from __future__ import annotations
 
+import math
 import re
 from pathlib import Path
 from typing import Any
 
 import geopandas as gpd
+import numpy as np
 import pytest
 import shapely
 from _cli import PYTHON, run, served
@@ -302,3 +304,65 @@ def test_neighbouring_areas_are_priced_from_earlier_searches_without_a_survey(
     done = parcelsearch.known_price(planned, client)
     assert (done.known, done.total) == ("exact", 0)  # all cached now
     assert repr(planned).count("price: exactly 0 calls") == 1
+
+
+def _squares_varying(seed: int) -> tuple[gpd.GeoDataFrame, gpd.GeoDataFrame]:
+    """80 squares of mixed sizes (60 to 900 m a side) over 12 km of a town, and a fabric
+    under them whose density falls from a random centre to a twentieth at the far edge
+    (the bench's "80 squares, varying")."""
+    rng = np.random.default_rng(seed)
+    sides = np.exp(rng.uniform(math.log(60), math.log(900), 80)) / 111_000
+    corners = rng.uniform(0, 12_000, (80, 2)) / 111_000 + (-97.35, 32.75)
+    areas = gpd.GeoDataFrame({"area_id": range(80)}, crs=4326, geometry=[
+        shapely.box(x, y, x + side * 1.19, y + side)
+        for (x, y), side in zip(corners, sides, strict=True)])
+    parcels = fabric_for(areas, seed=seed)
+    xy = shapely.get_coordinates(parcels.geometry.representative_point())
+    unit = (xy - xy.min(axis=0)) / np.ptp(xy, axis=0)
+    keep = np.clip(1.0 - 1.9 * np.hypot(*(unit - rng.random(2)).T) / math.sqrt(2), 0.05, 1.0)
+    return areas, parcels[rng.random(len(parcels)) < keep].reset_index(drop=True)
+
+
+@pytest.mark.slow
+@pytest.mark.parametrize("seed", [1, 5])
+def test_a_wide_interval_names_the_survey_share_that_narrows_it(
+        start_own_service, tmp_path: Path, capsys, seed: int) -> None:
+    """80 squares of mixed sizes under density varying across the town: a tenth of the
+    least the search can cost leaves the interval wider than ±20 %; the price line and the
+    decision point name the survey share that narrows it (in each dialect). Asked for, that
+    share's survey (the first survey's pages cached, not paid again) brings the interval
+    within ±20 % of the estimate, holding the true total, and spends within that share of
+    it; witnessed by the service's request log."""
+    areas, parcels = _squares_varying(seed)
+    svc = start_own_service(parcels=parcels)
+    name = f"squares-{seed}"
+    key = svc.keys.create(name, key_type="production", quota=100_000, per_second=1_000)
+    client = parcelsearch.Client(api_key=key, base_url=svc.base_url,
+                                 ca_bundle=str(svc.ca_path), cache_dir=tmp_path / "cache",
+                                 rate=200)
+    with pytest.raises(parcelsearch.PriceNotConfirmedError) as stopped:
+        parcelsearch.search(areas, client=client, ask_above=20)
+    first = len(svc.keys.requests(name))
+    price = next(line for line in capsys.readouterr().err.splitlines()
+                 if line.startswith("price: ") and "interval" in line)
+    said = re.search(r"the interval is ±(\d+)%: the survey stopped at its cap, a tenth of the "
+                     r"least the search can cost for sure \(a survey share of ([\d.]+) would "
+                     r"narrow it to about ±20%\)", price)
+    assert said is not None and int(said[1]) > 20, price
+    share = float(said[2])
+    assert f"survey_share={share:g}" in str(stopped.value)
+    assert f"--survey-share {share:g}" in stopped.value.render("cli")
+
+    with pytest.raises(parcelsearch.PriceNotConfirmedError):
+        parcelsearch.search(areas, client=client, ask_above=20, survey_share=share)
+    second = len(svc.keys.requests(name)) - first
+    price = next(line for line in capsys.readouterr().err.splitlines()
+                 if line.startswith("price: ") and "interval" in line)
+    value, low, high = (int(x.replace(",", "")) for x in re.match(
+        r"price: about ([\d,]+) calls, 95% interval ([\d,]+)–([\d,]+)", price).groups())
+    assert (high - low) / 2 <= 0.2 * value and "stopped at its cap" not in price, price
+    result = parcelsearch.search(areas, client=client, confirm=True, progress=False)
+    true_total = len(svc.keys.requests(name))
+    assert result.complete and low <= true_total <= high
+    assert 0 < second <= share * true_total
+    assert first + second <= 0.1 * true_total + share * true_total

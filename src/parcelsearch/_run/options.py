@@ -15,6 +15,7 @@ from parcelsearch import settings
 from parcelsearch._shared import check_count
 from parcelsearch.errors import ConfigurationError, Hint
 from parcelsearch.knobs import declared
+from parcelsearch.planning.survey import MAX_SHARE
 from parcelsearch.settings import DEFAULT_WORKERS, parse_age
 from parcelsearch.stores.quotas import Quota
 from parcelsearch.stores.team.members import (
@@ -137,6 +138,16 @@ def _ask_above(value: Any, made: Mapping[str, Any]) -> int:
                        hints=[Hint("ask_above", None, "set {knob} (calls)")])
 
 
+def _survey_share(value: Any, made: Mapping[str, Any]) -> float:
+    if value is None:
+        return MAX_SHARE
+    if isinstance(value, bool) or not isinstance(value, int | float) or not 0 < value <= 1:
+        raise ConfigurationError(
+            f"survey_share must be a share above 0 and at most 1, got {value!r}",
+            hints=[Hint("survey_share", 0.2, "for example {knob}")])
+    return float(value)
+
+
 def _confirm(value: Any, made: Mapping[str, Any]) -> bool | Callable[[Any], bool]:
     if value is None:
         return False
@@ -213,6 +224,7 @@ class SearchOptions:
     quota: Quota | None = _option(None, _quota, optional=True)
     allow_partial: bool = _option(False)
     ask_above: int = _option(100, _ask_above)
+    survey_share: float = _option(MAX_SHARE, _survey_share)
     confirm: bool | Callable[[Any], bool] = _option(False, _confirm)
     max_age: float | None = _option(None, _max_age, optional=True)
     refresh: str = _option("cached", _refresh)

@@ -26,11 +26,16 @@ from dataclasses import dataclass
 
 from parcelsearch.stores.history import Previous
 
-__all__ = ["Price", "estimate", "exact_rest", "surveyed", "quota_line"]
+__all__ = ["Price", "estimate", "exact_rest", "surveyed", "quota_line", "share_text"]
 
 
 def _calls(n: int) -> str:
     return f"{n:,} call{'s' * (n != 1)}"
+
+
+def share_text(share: float) -> str:
+    """The survey's share as a price line says it: ``"a tenth of"``, ``"0.2 of"``."""
+    return "a tenth of" if share == 0.1 else f"{share:g} of"
 
 
 @dataclass(frozen=True)
@@ -72,9 +77,12 @@ class Price:
     #: the calls of the survey's first round that would price them; and the quota line.
     survey: int = 0
     quota: str = ""
-    #: The survey stopped at its cap (a tenth of a sure low bound of the whole) with the
-    #: interval still wide: the price line says so.
+    #: The survey stopped at its cap (:attr:`share` of a sure low bound of the whole) with
+    #: the interval still wide: the price line says so, and the share that would narrow it
+    #: to about ±20 % (:attr:`wider_share`, ``None`` when the share is all already).
     capped: bool = False
+    share: float = 0.1
+    wider_share: float | None = None
 
     @property
     def total(self) -> int:
@@ -147,9 +155,12 @@ class Price:
         if self.learnt_from:
             rest += f" and {self.learnt_from:,} earlier pieces nearby"
         if self.capped and self.high is not None and self.low is not None:
-            share = round(100 * (self.high - self.low) / 2 / max(1, self.total))
-            rest += (f"; the interval is ±{share}%: the survey stopped at its cap, a tenth "
-                     "of the least the search can cost for sure")
+            share = math.ceil(100 * (self.high - self.low) / 2 / max(1, self.total))
+            rest += (f"; the interval is ±{share}%: the survey stopped at its cap, "
+                     f"{share_text(self.share)} the least the search can cost for sure")
+            if self.wider_share is not None:
+                rest += (f" (a survey share of {self.wider_share:g} would narrow it to about "
+                         "±20%)")
         return "; ".join(p for p in (spent, first, later, rest) if p)
 
     def _learnt_parts(self) -> str:

@@ -383,6 +383,7 @@ def search(
     quota: Quota | str | None = None,
     allow_partial: bool = False,
     ask_above: int | None = None,
+    survey_share: float | None = None,
     confirm: bool | Callable[[pricing.Price], bool] = False,
     cache: ResponseCache | bool | None = None,
     ledger: Ledger | bool | None = None,
@@ -452,6 +453,11 @@ def search(
         :class:`~parcelsearch.PriceNotConfirmedError` naming the price and its
         interval, unless ``confirm=True`` or a ``budget`` covers the interval's top.
         Default ``PARCELSEARCH_ASK_ABOVE``, else 100 (a fifth of a 500-call month).
+    survey_share
+        The survey before the decision point (page 1 of a sample of the pieces never
+        searched, the search's own pages) spends at most this share of the least the search
+        can cost for sure: default 0.1, a tenth; at most 1. When it stops there with the
+        interval wider than ±20 %, the price says which share would narrow it to about that.
     confirm
         ``True``: go past the decision point without asking (nothing is ever asked on
         stdin). A callable is given the :class:`~parcelsearch.Price` and says
@@ -597,6 +603,7 @@ def price(
     refresh: bool | str = False,
     progress: bool = False,
     trust_markets: bool = False,
+    survey_share: float | None = None,
 ) -> pricing.Price:
     """The price of a search before its bulk, paying only for its survey.
 
@@ -615,7 +622,7 @@ def price(
         of every piece, which is its price's minimum: use :func:`search`).
     progress
         Show the survey's bar and the price lines (off by default: the price is returned).
-    trust_markets
+    trust_markets, survey_share
         As for :func:`search`.
 
     Returns
@@ -647,7 +654,7 @@ def price(
         result = search(areas, client=client, plan=plan, id_column=id_column,
                         tolerance=tolerance, match=match, quota=quota, refresh=refresh,
                         progress=progress, ask_above=0, confirm=tell,
-                        trust_markets=trust_markets)
+                        trust_markets=trust_markets, survey_share=survey_share)
     except PriceNotConfirmedError:
         return told[-1]
     return pricing.Price(first=0, later=0, known="exact", spent=result.calls)
@@ -976,17 +983,18 @@ class _Search:
         rest = [s for i, s in enumerate(unknown) if i not in members]
         # Seeded by the pieces themselves: the same search surveys the same sample.
         seed = hashlib.sha256("\n".join(s.piece.polygon_json for s in rest).encode())
+        share = self.options.survey_share
         drawn = survey.sample([density.area_m2(s.piece.geometry) for s in rest],
                               [s.piece.geometry.centroid.coords[0] for s in rest],
-                              seed.hexdigest())
+                              seed.hexdigest(), share)
         history = sum(max(1, previous[id(s)].pages) for s in todo if previous[id(s)] is not None)
         history += learnt.value if learnt is not None else 0
-        step = survey.pilot_size(len(rest))
+        step = survey.pilot_size(len(rest), share)
         if step < len(rest):
             self._say(f"survey: page 1 of {step:,} of the {len(rest):,} pieces never "
                       f"searched{_learnt_text(learnt)} ({_calls(step)}, more in rounds while "
-                      "the interval is wide, a tenth of the estimate at most; the search's own "
-                      "pages, cached and used, never waste) to price the rest")
+                      f"the interval is wide, {pricing.share_text(share)} the estimate at most; "
+                      "the search's own pages, cached and used, never waste) to price the rest")
         costs: dict[int, int] = {}
         rows: dict[int, int | None] = {}
         estimate = survey.estimate(drawn, costs) if not rest else None
@@ -1002,15 +1010,17 @@ class _Search:
             costs.update({i: max(1, rest[i].pages or 1) for i in chosen})
             rows.update({i: rest[i].rows for i in chosen})
             estimate = survey.estimate(drawn, costs, rows, run.client.page_size)
-            step = survey.next_round(estimate, history)
+            step = survey.next_round(estimate, history, share)
         assert estimate is not None
-        capped = survey.capped(estimate, history)
+        capped = survey.capped(estimate, history, share)
+        wider = survey.wider_share(estimate, history, share)
         if learnt is not None:
             estimate = _with_learnt(estimate, learnt)
         self.price = self._surveyed_price(estimate, costs, unknown, todo, previous,
                                           learnt_from=learnt.earlier if learnt else 0)
         if capped:
-            self.price = dataclasses.replace(self.price, capped=True)
+            self.price = dataclasses.replace(self.price, capped=True, share=share,
+                                             wider_share=wider)
         self._say(self.price.line())
         quota = self._quota_line()
         if quota:
@@ -1107,7 +1117,10 @@ class _Search:
                    Hint("budget", price.upper - price.spent,
                         "or set {knob}" + (" (the interval's top)" if price.high else "")
                         + " to spend at most that"),
-                   Hint("ask_above", price.remaining, "or raise {knob}")]))
+                   Hint("ask_above", price.remaining, "or raise {knob}"),
+                   *([Hint("survey_share", price.wider_share,
+                           "or narrow the interval to about ±20% first with {knob}")]
+                     if price.wider_share is not None else [])]))
 
     def _say(self, line: str) -> None:
         """A whole line before the next bar (a price, a survey, the quota), when shown."""

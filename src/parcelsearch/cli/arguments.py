@@ -133,6 +133,20 @@ def fraction(text: str) -> float:
     return value
 
 
+def share(text: str) -> float:
+    """An argparse type: a share above 0, at most 1 (not a number, NaN and infinities are
+    refused with the same words)."""
+    try:
+        value = float(text)
+    except ValueError:
+        raise argparse.ArgumentTypeError(
+            f"takes a share above 0 and at most 1, got {text[:40]!r}") from None
+    if not 0 < value <= 1:
+        raise argparse.ArgumentTypeError(
+            f"must be a share above 0 and at most 1, got {text[:40]}")
+    return value
+
+
 def tolerance(text: str) -> Tolerance:
     """An argparse type: a tolerance in metres, the planner's rule (checked here, once: the
     search and the planner take the :class:`~parcelsearch.planning.tiling.covers.Tolerance`
@@ -223,6 +237,7 @@ TYPES: Final[Mapping[str, Callable[[str], Any]]] = {
     "count>=0": count_argument(0),
     "count>=1": count_argument(1),
     "fraction": fraction,
+    "share": share,
     "tolerance": tolerance,
     "age": age,
     "quota": quota,

@@ -46,14 +46,15 @@ from dataclasses import dataclass
 import numpy as np
 
 __all__ = ["Estimate", "Sample", "estimate", "TARGET_HALF_WIDTH", "MAX_SHARE",
-           "t_quantile", "sample", "capped", "curve_order", "cap_base"]
+           "t_quantile", "sample", "capped", "curve_order", "cap_base", "wider_share"]
 
 #: The half-width the survey's rounds aim at, a fraction of the least the whole can cost
 #: (so at most that fraction of the estimate).
 TARGET_HALF_WIDTH = 0.10
 #: The half-width (a fraction of the estimate) above which a capped survey says so.
 USEFUL_HALF_WIDTH = 0.20
-#: The survey's cost at most, as a fraction of a sure low bound of the whole (:func:`cap_base`).
+#: The survey's cost at most, as a fraction of a sure low bound of the whole (:func:`cap_base`),
+#: unless the user chooses another share (``survey_share``, ``--survey-share``).
 MAX_SHARE = 0.10
 #: The widening of an interval learnt from earlier pieces nearby (:mod:`.density`) for
 #: skewed costs (a few pieces with many pages).
@@ -232,12 +233,16 @@ class Sample:
 
 
 def sample(areas: Sequence[float], centres: Sequence[tuple[float, float]],
-           seed: int | str = 0) -> Sample:
+           seed: int | str = 0, share: float = MAX_SHARE) -> Sample:
     """The survey's sample of the pieces whose ``areas`` (m²) and ``centres`` (any planar
     coordinates, e.g. longitude and latitude) are given: its take-all part
-    :data:`CERTAIN_SHARE` of the first round (see :class:`Sample`, :func:`pilot_size`)."""
-    first = pilot_size(len(areas))
-    return Sample(areas, centres, seed, certain=math.ceil(CERTAIN_SHARE * first))
+    :data:`CERTAIN_SHARE` of the first round (see :class:`Sample`, :func:`pilot_size`; at
+    least one draw is left to the line)."""
+    first = pilot_size(len(areas), share)
+    certain = math.ceil(CERTAIN_SHARE * first)
+    if first < len(areas):
+        certain = min(certain, first - 1)
+    return Sample(areas, centres, seed, certain=certain)
 
 
 def _beyond_first(cost: int, rows: int | None, page_size: int) -> float:
@@ -344,22 +349,35 @@ def design_variance(drawn: Sample, known: dict[int, float], n: int) -> float:
     return float(np.mean(spreads))
 
 
-def pilot_size(pieces: int) -> int:
+def pilot_size(pieces: int, share: float = MAX_SHARE) -> int:
     """The survey's first round: every piece below :data:`CENSUS_BELOW`, else 7 % of the
-    pieces, at least 12 but never more than :data:`MAX_SHARE` of them (every piece costs a
-    call at least, so the pilot is within that share of the whole)."""
+    pieces, at least 12 but never more than ``share`` of them (every piece costs a call at
+    least, so the pilot is within that share of the whole), and one piece at least."""
     if pieces < CENSUS_BELOW:
         return pieces
-    return min(math.floor(MAX_SHARE * pieces), max(math.ceil(0.07 * pieces), 12))
+    return max(1, min(math.floor(share * pieces), max(math.ceil(0.07 * pieces), 12)))
 
 
-def capped(current: Estimate, known: int) -> bool:
-    """Whether the survey stopped at its cap (:data:`MAX_SHARE`) with the interval's
-    half-width still above :data:`USEFUL_HALF_WIDTH` of the whole (``known``: as for
-    :func:`next_round`)."""
+def capped(current: Estimate, known: int, share: float = MAX_SHARE) -> bool:
+    """Whether the survey stopped at its cap (``share`` of :func:`cap_base`) with the
+    interval's half-width still above :data:`USEFUL_HALF_WIDTH` of the whole (``known``: as
+    for :func:`next_round`)."""
     return (current.surveyed < current.pieces
             and current.half > USEFUL_HALF_WIDTH * (current.value + known)
-            and next_round(current, known) == 0)
+            and next_round(current, known, share) == 0)
+
+
+def wider_share(current: Estimate, known: int, share: float = MAX_SHARE) -> float | None:
+    """The survey share (of :func:`cap_base`, in hundredths) that would have brought a
+    capped survey's half-width to :data:`USEFUL_HALF_WIDTH` of the whole (the half-width
+    shrinks as 1/√n, with the rounds' 10 % to spare), at most 1; ``None`` when the survey
+    was not capped (:func:`capped`) or ``share`` is 1 already."""
+    if not capped(current, known, share) or share >= 1:
+        return None
+    n = current.surveyed
+    wanted = n * (current.half / (USEFUL_HALF_WIDTH * (current.value + known))) ** 2 * 1.1
+    needed = math.ceil(100 * wanted / cap_base(current, known)) / 100
+    return min(1.0, max(needed, round(share + 0.01, 2)))
 
 
 def cap_base(current: Estimate, known: int) -> float:
@@ -371,13 +389,13 @@ def cap_base(current: Estimate, known: int) -> float:
     return max(float(current.least + known), current.value + known - CAP_HALF_WIDTHS * current.half)
 
 
-def next_round(current: Estimate, known: int) -> int:
+def next_round(current: Estimate, known: int, share: float = MAX_SHARE) -> int:
     """How many more pieces to survey after ``current`` (0: enough), given ``known`` calls
     of the whole run known without a survey: as many as bring the half-width to
     :data:`TARGET_HALF_WIDTH` of the least the whole can cost (the surveyed costs and one
-    call for every other piece; the half-width shrinks as 1/√n), within :data:`MAX_SHARE`
-    of :func:`cap_base`, so never more than a tenth of the true total (but for one
-    survey in 500, see there).
+    call for every other piece; the half-width shrinks as 1/√n), within ``share`` (by
+    default :data:`MAX_SHARE`) of :func:`cap_base`, so never more than that share of the
+    true total (but for one survey in 500, see there).
 
     The target is held to the least, not to the estimate: a rule that stops once the
     half-width is small against the estimate stops sooner on the surveys that overestimate,
@@ -387,7 +405,7 @@ def next_round(current: Estimate, known: int) -> int:
     least = current.least + known
     if n >= big_n or half <= TARGET_HALF_WIDTH * least:
         return 0
-    cap = max(0, math.floor(MAX_SHARE * cap_base(current, known)) - n)
+    cap = max(0, math.floor(share * cap_base(current, known)) - n)
     if cap == 0:
         return 0
     wanted = math.ceil(n * (half / (TARGET_HALF_WIDTH * least)) ** 2 * 1.1) - n
