@@ -217,7 +217,8 @@ DECLARED: Final = (
         help="the survey before the decision point spends at most this share of the least "
              "the search can cost for sure (default 0.1, a tenth; at most 1); a price line "
              "that says the interval is wide names the share that narrows it to about "
-             "±20%%: the survey's pages are the search's own, cached and used",
+             "±20%% (on a terminal, answer s at the decision point to survey that much "
+             "more): the survey's pages are the search's own, cached and used",
         doc="the survey's cost at most, a share of the least the search can cost (default "
             "0.1)",
         python_bare="survey_share=",

@@ -366,3 +366,50 @@ def test_a_wide_interval_names_the_survey_share_that_narrows_it(
     assert result.complete and low <= true_total <= high
     assert 0 < second <= share * true_total
     assert first + second <= 0.1 * true_total + share * true_total
+
+
+@pytest.mark.slow
+def test_on_a_terminal_the_decision_point_offers_to_survey_more(
+        start_own_service, tmp_path: Path, capsys, monkeypatch) -> None:
+    """The command line's decision point after a survey stopped at its cap: a third answer,
+    `s`, surveys more (the share the price named; the pages surveyed so far cached, not paid
+    again), prices again within ±20 % and asks again; `y` then spends the rest. Every call
+    witnessed by the service's request log."""
+    areas, parcels = _squares_varying(1)
+    svc = start_own_service(parcels=parcels)
+    key = svc.keys.create("squares-asked", key_type="production", quota=100_000,
+                          per_second=1_000)
+    for name, value in (("API_KEY", key), ("CACHE_DIR", str(tmp_path / "cache")),
+                        ("RATE", "200"), ("ASK_ABOVE", "20")):
+        monkeypatch.setenv(f"PARCELSEARCH_{name}", value)
+    argv = [*_search_argv(tmp_path, areas), "--base-url", svc.base_url,
+            "--ca-bundle", str(svc.ca_path)]
+    monkeypatch.setattr("sys.stdin.isatty", lambda: True)
+    asked: list[str] = []
+    answers = iter(["s", "y"])
+    monkeypatch.setattr("builtins.input", lambda q: asked.append(q) or next(answers))
+    code, _, err = run(argv, capsys)
+    assert code == 0, err
+    share = float(re.search(r"\(a survey share of ([\d.]+) would narrow it", err)[1])
+    assert asked[0].endswith(f"[y/N, or s: survey more first (a survey share of {share:g}) "
+                             "to narrow the interval to about ±20%] ")
+    assert asked[1].endswith("[y/N] ")  # narrow now: nothing more to offer
+    prices = [line for line in err.splitlines()
+              if line.startswith("price: about") and "interval" in line]
+    assert len(prices) == 2 and "stopped at its cap" in prices[0]
+    value, low, high = (int(x.replace(",", "")) for x in re.match(
+        r"price: about ([\d,]+) calls, 95% interval ([\d,]+)–([\d,]+)", prices[1]).groups())
+    assert (high - low) / 2 <= 0.2 * value
+    log = svc.keys.requests("squares-asked")
+    true_total = len(log)
+    assert low <= true_total <= high
+    # Nothing paid twice: surveying more read only pages not read before.
+    assert not log.duplicated(["path", "polygon_sha256", "page"]).any()
+
+    # Without a terminal the question is never asked, and no third answer is offered.
+    monkeypatch.setattr("sys.stdin.isatty", lambda: False)
+    monkeypatch.setenv("PARCELSEARCH_CACHE_DIR", str(tmp_path / "cache2"))
+    before = len(svc.keys.requests("squares-asked"))
+    code, _, err = run(argv, capsys)
+    assert code == 3 and "--survey-share" in err and len(asked) == 2
+    assert len(svc.keys.requests("squares-asked")) - before <= 0.1 * true_total
