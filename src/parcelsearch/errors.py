@@ -282,14 +282,28 @@ class QuotaWouldExceedError(BudgetError):
 
 class PriceNotConfirmedError(BudgetError):
     """Stopped at the decision point, after the survey and before the bulk: the price is
-    above what may be spent without asking, and nobody said yes. Nothing fetched is lost."""
+    above what may be spent without asking, and nobody said yes. Nothing fetched is lost.
+
+    Attributes
+    ----------
+    needed
+        Calls still to spend.
+    threshold
+        What may be spent without asking (``ask_above``).
+    survey_share
+        When the survey stopped at its cap with the interval wider than ±20 %: the survey
+        share that would narrow it to about that (search again with
+        ``survey_share=error.survey_share``); else ``None``.
+    """
 
     def __init__(
-        self, message: str, *, needed: int, threshold: int, hints: Sequence[Hint] = ()
+        self, message: str, *, needed: int, threshold: int, hints: Sequence[Hint] = (),
+        survey_share: float | None = None,
     ) -> None:
         super().__init__(message, hints=hints)
         self.needed = needed
         self.threshold = threshold
+        self.survey_share = survey_share
 
 
 class BudgetExhaustedError(BudgetError):

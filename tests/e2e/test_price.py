@@ -352,9 +352,12 @@ def test_a_wide_interval_names_the_survey_share_that_narrows_it(
     share = float(said[2])
     assert f"survey_share={share:g}" in str(stopped.value)
     assert f"--survey-share {share:g}" in stopped.value.render("cli")
+    assert stopped.value.survey_share == share
 
-    with pytest.raises(parcelsearch.PriceNotConfirmedError):
-        parcelsearch.search(areas, client=client, ask_above=20, survey_share=share)
+    with pytest.raises(parcelsearch.PriceNotConfirmedError) as again:
+        parcelsearch.search(areas, client=client, ask_above=20,
+                            survey_share=stopped.value.survey_share)
+    assert again.value.survey_share is None  # narrow enough: nothing more to name
     second = len(svc.keys.requests(name)) - first
     price = next(line for line in capsys.readouterr().err.splitlines()
                  if line.startswith("price: ") and "interval" in line)

@@ -1113,7 +1113,7 @@ class _Search:
             f"before spending them ({_calls(run.calls)} spent"
             f"{' on the survey, its pages cached' if run.calls else ''}: running the search "
             "again reuses them).", needed=price.remaining, threshold=options.ask_above,
-            hints=[Hint("yes", None, "pass {knob} to spend them"),
+            survey_share=price.wider_share, hints=[Hint("yes", None, "pass {knob} to spend them"),
                    Hint("budget", price.upper - price.spent,
                         "or set {knob}" + (" (the interval's top)" if price.high else "")
                         + " to spend at most that"),
