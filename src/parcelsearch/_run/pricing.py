@@ -24,6 +24,7 @@ import math
 from collections.abc import Sequence
 from dataclasses import dataclass
 
+from parcelsearch.planning.survey import MAX_SHARE
 from parcelsearch.stores.history import Previous
 
 __all__ = ["Price", "estimate", "exact_rest", "surveyed", "quota_line", "share_text"]
@@ -35,7 +36,7 @@ def _calls(n: int) -> str:
 
 def share_text(share: float) -> str:
     """The survey's share as a price line says it: ``"a tenth of"``, ``"0.2 of"``."""
-    return "a tenth of" if share == 0.1 else f"{share:g} of"
+    return "a tenth of" if share == MAX_SHARE == 0.1 else f"{share:g} of"
 
 
 @dataclass(frozen=True)
@@ -81,7 +82,7 @@ class Price:
     #: the interval still wide: the price line says so, and the share that would narrow it
     #: to about ±20 % (:attr:`wider_share`, ``None`` when the share is all already).
     capped: bool = False
-    share: float = 0.1
+    share: float = MAX_SHARE
     wider_share: float | None = None
 
     @property
