@@ -79,10 +79,18 @@ def check_fraction(value: object, mode: str = "changed") -> float:
         raise ConfigurationError(
             "verify_sample checks what refresh='changed' inferred; it means nothing with "
             f"refresh={mode!r}", hints=[Hint("refresh", "changed", "use {knob}")])
-    if isinstance(value, bool) or not isinstance(value, int | float) or not 0 <= value <= 1:
-        raise ConfigurationError(
-            f"verify_sample must be a fraction between 0 and 1, got {value!r}",
-            hints=[Hint("verify_sample", 0.05, "for example {knob}")])
+    return _number_in(value, "verify_sample", "a fraction between 0 and 1",
+                      lambda v: 0 <= v <= 1, example=0.05)
+
+
+def _number_in(value: object, name: str, what: str, inside: Callable[[float], bool], *,
+               example: float) -> float:
+    """``value`` as a float when it is a number (not a bool) ``inside`` says is one of the
+    option's, else :class:`ConfigurationError` ``<name> must be <what>, got <value>`` with
+    ``example`` as the hint."""
+    if isinstance(value, bool) or not isinstance(value, int | float) or not inside(value):
+        raise ConfigurationError(f"{name} must be {what}, got {value!r}",
+                                 hints=[Hint(name, example, "for example {knob}")])
     return float(value)
 
 
@@ -141,11 +149,8 @@ def _ask_above(value: Any, made: Mapping[str, Any]) -> int:
 def _survey_share(value: Any, made: Mapping[str, Any]) -> float:
     if value is None:
         return MAX_SHARE
-    if isinstance(value, bool) or not isinstance(value, int | float) or not 0 < value <= 1:
-        raise ConfigurationError(
-            f"survey_share must be a share above 0 and at most 1, got {value!r}",
-            hints=[Hint("survey_share", 0.2, "for example {knob}")])
-    return float(value)
+    return _number_in(value, "survey_share", "a share above 0 and at most 1",
+                      lambda v: 0 < v <= 1, example=0.2)
 
 
 def _confirm(value: Any, made: Mapping[str, Any]) -> bool | Callable[[Any], bool]:
