@@ -493,3 +493,28 @@ def test_an_empty_areas_file_is_named_empty(tmp_path, capsys, monkeypatch, argv,
     code, _, err = run([*argv[:2], name, *argv[2:]] if len(argv) > 1 else [*argv, name], capsys)
     assert code == 2 and f"study areas file '{name}' is empty (0 bytes)" in err, err
     assert "CSV:" not in err and not PYTHON.search(err)
+
+
+def test_the_decision_point_offers_to_survey_more_three_times_at_most(monkeypatch) -> None:
+    """`s` at the decision point searches again with the share the price names, each time
+    with the newest; after three, the question offers it no more and the stop stands."""
+    from parcelsearch._run.pricing import Price
+    from parcelsearch.cli.searching import PriceQuestion, _search_asking
+
+    monkeypatch.setattr("sys.stdin.isatty", lambda: True)
+    asked: list[str] = []
+    monkeypatch.setattr("builtins.input", lambda q: asked.append(q) or "s")
+    shares: list[float | None] = []
+
+    def search(areas: object, *, client: object, confirm: PriceQuestion,
+               survey_share: float | None = None) -> None:
+        shares.append(survey_share)
+        price = Price(first=10, later=90, known="surveyed", low=60, high=140, capped=True,
+                      wider_share=(20 + len(shares)) / 100)
+        assert not confirm(price)
+        raise errors.PriceNotConfirmedError("stopped", needed=100, threshold=20)
+
+    with pytest.raises(errors.PriceNotConfirmedError):
+        _search_asking(search, None, None, {"confirm": PriceQuestion()})
+    assert shares == [None, 0.21, 0.22, 0.23]
+    assert [q.endswith("[y/N] ") for q in asked] == [False, False, False, True]

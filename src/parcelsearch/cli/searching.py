@@ -339,47 +339,44 @@ class PriceQuestion:
     """The decision point on the command line: asked on a terminal, never on a pipe (a
     script says --yes, or a --budget that covers the price). When the survey stopped at its
     cap with a wide interval, a third answer, ``s``, surveys more first: the share the price
-    names (:attr:`survey_more`, for :func:`_search_asking`), then asks again."""
+    names (:attr:`survey_more`, for :func:`_search_asking`), then asks again; offered
+    :data:`SURVEYS_MORE` times at most."""
+
+    #: How many times one command surveys more at the user's word before it stops offering.
+    SURVEYS_MORE = 3
 
     def __init__(self) -> None:
         #: The survey share the user asked for at the last question (``s``), else ``None``.
         self.survey_more: float | None = None
-        #: Whether ``s`` is offered (not once the command has surveyed more enough times).
-        self.offer_more = True
+        self._offers_left = self.SURVEYS_MORE
 
     def __call__(self, price: Price) -> bool:
         self.survey_more = None
         question = (f"spend {price.needs().replace('calls', 'calls in all')} "
                     f"({price.remaining:,} still to spend)? ")
-        if price.wider_share is None or not self.offer_more or not sys.stdin.isatty():
+        if price.wider_share is None or not self._offers_left or not sys.stdin.isatty():
             return _confirmed(question + "[y/N] ")
         answer = input(question + f"[y/N, or s: survey more first (a survey share of "
                        f"{price.wider_share:g}) to narrow the interval to about ±20%] ")
         if answer.strip().lower() in ("s", "survey"):
             self.survey_more = price.wider_share
+            self._offers_left -= 1
         return answer.strip().lower() in ("y", "yes")
-
-
-#: How many times one command surveys more at the user's word (``s``) before it stops asking.
-_SURVEYS_MORE = 3
 
 
 def _search_asking(search: Any, areas: Any, client: Any, given: dict[str, Any]) -> Any:
     """``search(areas, client=client, **given)``; when the user answered ``s`` at the
-    decision point, the search again with the survey share named (the pages surveyed so
-    far are cached: the new survey is of the pieces not surveyed yet), at most
-    :data:`_SURVEYS_MORE` times."""
+    decision point (:class:`PriceQuestion`), the search again with the survey share named
+    (the pages surveyed so far are cached: the new survey is of the pieces not surveyed
+    yet)."""
     asked = given["confirm"]
-    for attempt in range(_SURVEYS_MORE + 1):
-        if isinstance(asked, PriceQuestion):
-            asked.offer_more = attempt < _SURVEYS_MORE
+    while True:
         try:
             return search(areas, client=client, **given)
         except PriceNotConfirmedError:
             if not isinstance(asked, PriceQuestion) or asked.survey_more is None:
                 raise
             given = {**given, "survey_share": asked.survey_more}
-    raise AssertionError("unreachable: the last attempt never offers to survey more")
 
 
 def _write(result: SearchResult, args: argparse.Namespace, *, partial: bool) -> None:
