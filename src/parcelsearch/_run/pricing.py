@@ -36,7 +36,7 @@ def _calls(n: int) -> str:
 
 def share_text(share: float) -> str:
     """The survey's share as a price line says it: ``"a tenth of"``, ``"0.2 of"``."""
-    return "a tenth of" if share == MAX_SHARE == 0.1 else f"{share:g} of"
+    return "a tenth of" if share == 0.1 else f"{share:g} of"
 
 
 @dataclass(frozen=True)

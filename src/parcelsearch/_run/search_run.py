@@ -1013,7 +1013,7 @@ class _Search:
             step = survey.next_round(estimate, history, share)
         assert estimate is not None
         capped = survey.capped(estimate, history, share)
-        wider = survey.wider_share(estimate, history, share)
+        wider = survey.wider_share(estimate, history, share) if capped else None
         if learnt is not None:
             estimate = _with_learnt(estimate, learnt)
         self.price = self._surveyed_price(estimate, costs, unknown, todo, previous,
