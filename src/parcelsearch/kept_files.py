@@ -18,6 +18,7 @@ import contextlib
 import os
 import re
 import shutil
+import stat
 import time
 import uuid
 from collections.abc import Callable, Mapping
@@ -156,9 +157,13 @@ def atomically_as_set(out: Path, write: Callable[[Path], object]) -> None:
 
 def _move_in(folder: Path, into: Path) -> None:
     """Move a whole set's files into ``into`` (the sidecar of the run's metadata, JSON, last:
-    a set that says which run wrote it is whole), then drop the folder's mark."""
+    a set that says which run wrote it is whole), then drop the folder's mark. Only a set
+    of plain files this user owns is moved (another user's, planted in a shared folder,
+    stays out)."""
     files = sorted((p for p in folder.iterdir() if p.name != _WHOLE),
                    key=lambda p: (p.name.endswith(".json"), p.name))
+    if not all(_ours(p) and stat.S_ISREG(p.lstat().st_mode) for p in files):
+        return
     for path in files:
         os.replace(path, into / path.name)
     _fsync(into)
@@ -179,7 +184,9 @@ def _fsync(path: Path, *, strict: bool = False) -> None:
 def remove_stale(folder: Path, *, now: float | None = None) -> list[Path]:
     """Remove the temporary files and folders of ours a killed writer left in ``folder``:
     a folder whose writer process is gone (moved in first when its set is whole), a file
-    older than :data:`STALE_SECONDS`. Returns what was removed; nothing else is touched."""
+    older than :data:`STALE_SECONDS`. Only entries this user owns are touched (another user's in
+a shared folder are data, never moved in). Returns what was removed; nothing else is
+touched."""
     removed: list[Path] = []
     now = time.time() if now is None else now
     try:
@@ -188,7 +195,7 @@ def remove_stale(folder: Path, *, now: float | None = None) -> list[Path]:
         return removed
     for path in entries:
         with contextlib.suppress(OSError):
-            if _stale(path, now):
+            if _ours(path) and _stale(path, now):
                 if path.is_dir():
                     if (path / _WHOLE).exists():
                         _move_in(path, folder)
@@ -197,6 +204,13 @@ def remove_stale(folder: Path, *, now: float | None = None) -> list[Path]:
                     path.unlink()
                 removed.append(path)
     return removed
+
+
+def _ours(path: Path) -> bool:
+    """Whether this user owns ``path`` (itself, not what a symlink names): in a shared
+    folder, the temporary files of others are theirs to clean up."""
+    owner = getattr(os, "geteuid", None)
+    return owner is None or path.lstat().st_uid == owner()
 
 
 def _stale(path: Path, now: float) -> bool:

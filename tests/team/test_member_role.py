@@ -8,6 +8,7 @@ from __future__ import annotations
 
 import logging
 import threading
+import time
 import uuid
 from typing import Any
 
@@ -29,7 +30,13 @@ from parcelsearch.stores.team import (
     team_usage,
 )
 from parcelsearch.stores.team.spending import TeamSpending
-from parcelsearch.stores.team.store import HORIZON_SLOTS, MOST_PAUSE, SCHEMA, VERSION
+from parcelsearch.stores.team.store import (
+    HORIZON_SLOTS,
+    MOST_PAUSE,
+    MOST_TURNS,
+    SCHEMA,
+    VERSION,
+)
 
 FP = "0123456789abcdef"
 IDS = ("0123456789abcdef0", "0123456789abcdef1")
@@ -91,10 +98,11 @@ def test_a_member_adds_pages_and_refreshes_its_own(team: str) -> None:
 
 def test_a_member_paces_and_pauses_the_key_for_a_429(team: str) -> None:
     """Row: take its turn at the key's pacer, and pause every member for a 429's
-    Retry-After (at most 120 s, the longest a member honours)."""
+    Retry-After (at most 120 s, the longest a member honours) after a call of its own."""
     assert MOST_PAUSE == RetryPolicy().retry_after_max
     alice = _member(member_url(team), "alice")
     alice.pace(RateLimiter(1000), None)
+    alice.settle(alice.reserve("r", None))  # the call the service answered 429
     alice.pause(5)
     usage = team_usage(team)
     key = usage[usage["scope"] == "key"].iloc[0]
@@ -147,7 +155,8 @@ def test_a_member_cannot_change_a_page_another_role_wrote(team: str) -> None:
 
 def test_a_member_cannot_set_the_pacer(team: str) -> None:
     """Row: write the pacer directly, pause the key beyond 120 s, or push the next turn
-    beyond 256 of the key's intervals."""
+    beyond 256 of the key's intervals; nor (issue 58) hold more than 32 turns ahead: 400
+    turns in one statement are refused whole, one at a time the 33rd is."""
     set_pace(team, FP, Pace(50, 0.05, 6))
     url = member_url(team)
     mallory = _member(url, "mallory")
@@ -155,11 +164,23 @@ def test_a_member_cannot_set_the_pacer(team: str) -> None:
                       f"UPDATE {SCHEMA}.pacers SET next_slot = 'infinity'",
                       f"DELETE FROM {SCHEMA}.pacers"):
         assert _denied(url, statement), statement
+    mallory.settle(mallory.reserve("r", None))
     mallory.pause(86_400)
-    assert not _denied(url, f"SELECT {SCHEMA}.pace_turn(%s, true) "
-                            "FROM generate_series(1, 2000)", (FP,))
+    with psycopg.connect(url, autocommit=True) as conn:
+        with pytest.raises(psycopg.errors.ProgramLimitExceeded, match="turns"):
+            conn.execute(f"SELECT {SCHEMA}.pace_turn(%s, true) FROM generate_series(1, 400)",
+                         (FP,))
+        given = 0
+        for _ in range(100):
+            try:
+                conn.execute(f"SELECT {SCHEMA}.pace_turn(%s, false)", (FP,))
+            except psycopg.errors.ProgramLimitExceeded:
+                continue
+            given += 1
+    assert given <= MOST_TURNS
     pause, turn = _ahead(team)
-    assert pause <= MOST_PAUSE and turn <= MOST_PAUSE + (HORIZON_SLOTS + 2) / (50 * 0.95)
+    assert pause is not None and pause <= MOST_PAUSE
+    assert turn <= pause + (MOST_TURNS + 2) / (50 * 0.95)
     mallory.close()
 
 
@@ -257,23 +278,44 @@ def test_a_version_3_store_is_upgraded_and_its_members_lose_what_4_takes_back(
     assert [row[:2] for row in _calls(url)] == [("alice", "settled")]
 
 
-def test_a_lease_longer_than_the_keys_is_treated_as_expired(team: str) -> None:
-    """A member holding a page's lease for a day (it may write leases) holds up nobody: a
-    lease ending later than the key's stored lease (and a second) is taken over at once."""
+def test_a_member_holding_a_lease_holds_up_nobody(team: str) -> None:
+    """Row (issue 58): a member cannot write leases directly, and one taking and renewing a
+    page's lease through the store's functions, without end, holds another member up about
+    one lease's time: then the waiter fetches the page itself. (Before, members wrote leases
+    and a waiter waited as long as a lease was renewed: forever.)"""
+    set_pace(team, FP, Pace(10, 0.05, 1))
     url = member_url(team)
-    mallory, bob = _member(url, "mallory"), _member(url, "bob")
+    mallory, bob = _member(url, "mallory"), _member(member_url(team), "bob")
     key = _page().request_key
-    assert mallory.claim(key, None, threading.Event()) is None
-    with psycopg.connect(url, autocommit=True) as conn:
-        conn.execute(f"UPDATE {SCHEMA}.leases SET expires = 'infinity'")
+    for statement in (f"UPDATE {SCHEMA}.leases SET expires = 'infinity'",
+                      f"INSERT INTO {SCHEMA}.leases (request_key, holder, expires) "
+                      "VALUES ('k', 'x', 'infinity')", f"DELETE FROM {SCHEMA}.leases"):
+        assert _denied(url, statement), statement
     stop = threading.Event()
-    timer = threading.Timer(30, stop.set)  # waiting would end in Cancelled, not a hang
+
+    def hold() -> None:
+        with psycopg.connect(url, autocommit=True) as conn:
+            while not stop.wait(0.05):
+                conn.execute(f"SELECT {SCHEMA}.take_lease(%s, 'mallory', 3600)", (key,))
+                conn.execute(f"SELECT {SCHEMA}.renew_leases('mallory', 3600)")
+
+    holder = threading.Thread(target=hold, daemon=True)
+    holder.start()
+    time.sleep(0.3)
+    timer = threading.Timer(30, stop.set)  # on the old code: Cancelled after 30 s
     timer.start()
-    assert bob.claim(key, None, stop) is None  # bob's lease now, not a wait
-    timer.cancel()
-    with psycopg.connect(team) as conn:
-        holders = conn.execute(f"SELECT holder FROM {SCHEMA}.leases").fetchall()
-    assert holders == [(bob.holder,)]
+    started = time.monotonic()
+    try:
+        assert bob.claim(key, None, threading.Event()) is None  # bob fetches it himself
+        waited = time.monotonic() - started
+        assert bob.cached(key, None) is None
+    finally:
+        timer.cancel()
+        stop.set()
+        holder.join(timeout=10)
+    assert waited < 5, waited
+    bob.keep(_page())
+    assert bob.claim(key, None, threading.Event()) is not None
     mallory.close()
     bob.close()
 
@@ -301,3 +343,105 @@ def test_a_next_turn_beyond_its_bound_is_treated_as_bounded_and_said(
     assert "the next turn, at infinity, was bounded" in caplog.text, caplog.text
     assert _ahead(team)[1] <= (HORIZON_SLOTS + 2) / (1000 * 0.95)
     alice.close()
+
+
+# -- issue 58: a member spends only as itself ------------------------------------------------
+
+def test_a_member_cannot_spend_another_members_budget(team: str) -> None:
+    """Row (issue 58, point 1): reserve only as its own member name. As mallory's role,
+    ``reserve(fp, 'bob', …)`` twenty times put bob at his budget of 20 and his next search
+    was refused; now a name is its first member role's, and ``team usage`` shows the role
+    behind every figure."""
+    set_budget(team, "bob", 20)
+    bob = _member(member_url(team), "bob")
+    bob.settle(bob.reserve("r", None))
+    mallory_url = member_url(team)
+    with psycopg.connect(mallory_url, autocommit=True) as conn:
+        verdicts = [row[0] for row in conn.execute(
+            f"SELECT (r).verdict FROM (SELECT {SCHEMA}.reserve(%s, 'bob', 'x', NULL, NULL) "
+            "AS r FROM generate_series(1, 20)) AS s", (FP,))]
+    assert verdicts == ["name"] * 20
+    mallory = _member(mallory_url, "bob")
+    with pytest.raises(TeamStoreError, match="belongs to another PostgreSQL role"):
+        mallory.reserve("r", None)
+    bob.settle(bob.reserve("r", None))  # bob's budget is his
+    usage = team_usage(team)
+    row = usage[usage["name"] == "bob"].iloc[0]
+    assert row["calls_month"] == 2 and row["roles"] == _calls(team)[0][2]
+    key = usage[usage["scope"] == "key"].iloc[0]
+    assert key["roles"] == row["roles"]
+    mallory.close()
+    bob.close()
+
+
+def test_members_sharing_a_role_cannot_rewrite_each_others_pages(team: str) -> None:
+    """Row (issue 58, point 5): a page is replaced only by the role *and* the member name
+    that wrote it. Two members given one role (the guide says: one role a person) are
+    people the store cannot tell apart: mallory's keep_page of alice's page changes
+    nothing."""
+    url = member_url(team)
+    alice, mallory = _member(url, "alice"), _member(url, "mallory")
+    alice.keep(_page())
+    mallory.keep(_page(INVENTED))
+    with psycopg.connect(url, autocommit=True) as conn:
+        conn.execute(f"SELECT {SCHEMA}.keep_page(%s, 'https://x', '/v1/search', %s, 1, 2, 1, "
+                     "2, %s, now(), 'mallory', %s, 'x')",
+                     (_page().request_key, _page().polygon_json, list(INVENTED), FP))
+    fresh = _member(member_url(team), "carol")
+    kept = fresh.claim(_page().request_key, None, threading.Event())
+    assert kept is not None and kept.data == IDS
+    alice.keep(_page(INVENTED[:1] + IDS[1:]))  # alice refreshes her own page
+    kept = fresh.claim(_page().request_key, 0.0 + 3600, threading.Event())
+    assert kept is not None and kept.data == INVENTED[:1] + IDS[1:]
+    for member in (alice, mallory, fresh):
+        member.close()
+
+
+def test_a_member_cannot_pause_without_a_call_nor_rearm_its_pause(team: str) -> None:
+    """Row (issue 58, point 6): a member pauses the key only after a call of its own (the
+    429's), and its role cannot set a pause again while its last one could last: a 120 s
+    pause re-armed every 2 s undid the owner's ``--clear-pause``."""
+    url = member_url(team)
+    mallory = _member(url, "mallory")
+    mallory.pause(120)  # no call of its own: nothing paused
+    assert _ahead(team)[0] is None
+    mallory.settle(mallory.reserve("r", None))
+    mallory.pause(120)
+    assert _ahead(team)[0] is not None
+    clear_pause(team, FP)
+    for _ in range(3):
+        mallory.pause(120)
+    assert _ahead(team)[0] is None  # the owner's clear holds
+    mallory.close()
+
+
+def test_a_member_cannot_forge_the_run_history(team: str) -> None:
+    """Row (issue 58, point 3): a run is stamped with the role that recorded it; another
+    role cannot add GroupIDs (or pieces) under it, store a ring under a digest not its own,
+    or a ring longer than a request line could be."""
+    import zlib
+
+    from parcelsearch.stores.history import MOST_RING, polygon_digest
+    from parcelsearch.stores.team.run_history import TeamRunHistory
+
+    bob_url, mallory_url = member_url(team), member_url(team)
+    bob = TeamRunHistory(bob_url, "bob")
+    bob._insert({"runs": [("run-bob", "s", "f", FP, "https://x", "/v1/search", "a", 1, "id",
+                           0.0, "cached", 1, 1, "{}")], "run_ids": [
+        ("run-bob", '"a"', zlib.compress(b"0123456789abcdef0"))]})
+    mallory = TeamRunHistory(mallory_url, "mallory")
+    bomb = zlib.compress(b" " * 50_000_000)
+    with pytest.raises(TeamStoreError, match="not recorded by role"):
+        mallory._insert({"runs": [], "run_ids": [("run-bob", '"forged"', bomb)]})
+    ring = "[[0,0],[1,0],[1,1],[0,0]]"
+    with pytest.raises(TeamStoreError, match="digest"):
+        mallory._insert({"runs": [], "rings": [(polygon_digest("[[5,5]]"), ring)]})
+    big = "[" + ",".join(["[0.123456789,0.123456789]"] * 3000) + "]"
+    assert len(big) > MOST_RING
+    with pytest.raises(TeamStoreError, match="ring_size"):
+        mallory._insert({"runs": [], "rings": [(polygon_digest(big), big)]})
+    with psycopg.connect(team) as conn:
+        assert conn.execute(f"SELECT role FROM {SCHEMA}.runs").fetchone()[0] == \
+            bob_url.split("//")[1].split("@")[0]
+    ids = TeamRunHistory(team).ids("run-bob", "id")
+    assert list(ids["id"]) == ["a"]

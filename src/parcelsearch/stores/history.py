@@ -43,6 +43,14 @@ __all__ = [
     "PIECE_STATUSES",
 ]
 
+#: The longest request ring :meth:`History.nearby` reads (characters): no gateway takes a
+#: request line of 64 KiB.
+MOST_RING = 65536
+#: The most records :meth:`History.nearby` reads, the newest first.
+NEARBY_ROWS = 2000
+#: The most a run's blob of GroupIDs inflates (times its size) when read back.
+MOST_INFLATED = 64
+
 #: How a run knows a piece's pages.
 PIECE_STATUSES = ("read", "inferred", "sampled", "cached", "incomplete")
 
@@ -265,7 +273,7 @@ class History(ABC):
         areas: list[Any] = []
         groups: list[str] = []
         for area, blob in zip(rows["area_id"], rows["group_ids"], strict=True):
-            text = zlib.decompress(bytes(blob)).decode()
+            text = _inflated(bytes(blob), self.where, run_id)
             found = text.split("\n") if text else []
             areas.extend([_area_value(area)] * len(found))
             groups.extend(found)
@@ -302,14 +310,19 @@ class History(ABC):
         """The rings searched completely at ``base_url`` + ``path`` whose bounding box meets
         ``bounds`` (lon/lat: min x, min y, max x, max y), each with the pages of its latest
         complete record: what earlier searches tell of the parcel density near an area
-        (read only; the tables are as they are)."""
+        (read only; the tables are as they are).
+
+        Bounded whatever the tables hold (another member may have written them): only the
+        newest :data:`NEARBY_ROWS` records of rings no longer than :data:`MOST_RING`
+        characters (a request line's) are read, chosen in SQL."""
         query = """
             SELECT p.polygon, p.pages, g.ring, r.finished, r.{seq} AS seq_order
             FROM {t}run_pieces p JOIN {t}runs r ON r.run_id = p.run_id
                  JOIN {t}rings g ON g.polygon = p.polygon
             WHERE r.base_url = ? AND r.path = ? AND p.status <> 'incomplete'
-                  AND p.pages IS NOT NULL"""
-        frame = self._select(query, (base_url, path))
+                  AND p.pages IS NOT NULL AND length(g.ring) <= ?
+            ORDER BY r.finished DESC, r.{seq} DESC LIMIT ?"""
+        frame = self._select(query, (base_url, path, MOST_RING, NEARBY_ROWS))
         if frame.empty:
             return []
         frame = frame.sort_values(["finished", "seq_order"], ascending=False,
@@ -346,6 +359,33 @@ class History(ABC):
                 if (run_id, polygon) in wanted:
                     found.setdefault((run_id, polygon), []).append(digest)
         return {key: tuple(values) for key, values in found.items()}
+
+
+def _inflated(blob: bytes, where: str, run_id: str) -> str:
+    """One area's GroupIDs from their zlib blob, inflated to at most :data:`MOST_INFLATED`
+    times its size (sorted GroupIDs compress about 2 to 3 times; a blob that would inflate
+    further was not written by a search).
+
+    Raises
+    ------
+    InputError
+        The blob is not zlib, or inflates further than that.
+    """
+    inflate = zlib.decompressobj()
+    most = max(MOST_INFLATED * len(blob), 1 << 16)
+    try:
+        text = inflate.decompress(blob, most)
+        whole = inflate.eof and not inflate.unconsumed_tail
+        decoded = text.decode() if whole else ""
+    except (zlib.error, UnicodeDecodeError):
+        whole = False
+    if not whole:
+        raise InputError(
+            f"run {run_id[:64]!r} in the run history {where} holds GroupIDs that are not "
+            f"what a search writes (a blob of {len(blob):,} bytes inflating past "
+            f"{MOST_INFLATED} times its size, or not zlib text): not read",
+            hints=[Hint("runs", None, "list the runs with 'parcelsearch runs'")])
+    return decoded
 
 
 def _chunks(values: Sequence[Any], size: int = 500) -> list[Sequence[Any]]:

@@ -210,9 +210,8 @@ class TeamSpending:
         """Renew this member's leases every third of a lease while it lives."""
         while not self._closing.wait(self.lease_seconds / 3):
             try:
-                self._sql(f"UPDATE {SCHEMA}.leases SET expires = clock_timestamp() "
-                          "+ make_interval(secs => %s) WHERE holder = %s",
-                          (self.lease_seconds, self.holder), doing="renewing leases")
+                self._sql(f"SELECT {SCHEMA}.renew_leases(%s, %s)",
+                          (self.holder, self.lease_seconds), doing="renewing leases")
             except TeamStoreError:
                 return  # the store is lost: the statement of a page says so, once
 
@@ -236,6 +235,12 @@ class TeamSpending:
                 while len(self._tokens) > _TOKENS_KEPT:
                     self._tokens.popitem(last=False)
             return int(ident)
+        if verdict == "name":
+            raise TeamStoreError(
+                f"team store {shown(self.url)}: the member name {self.user!r} belongs to "
+                "another PostgreSQL role of the team (a name is its first role's): search "
+                "with your own name (--user / PARCELSEARCH_USER) and your own role",
+                hints=[Hint("user", "your-name", "for example {knob}")])
         if verdict in ("quota", "own quota"):
             stored = verdict == "quota" and self._quota is not None
             effective = (self._quota if stored else quota) or Quota(int(limit), "month")
@@ -329,9 +334,11 @@ class TeamSpending:
             hit = self.cache.get(key, max_age=max_age)
             if hit is not None:
                 return hit
+        until = time.monotonic() + self._longest_lease
         while True:
             hit = self._shared(key, max_age)
-            if hit is not None or not self._leased_by_another(key):
+            if hit is not None or time.monotonic() > until or \
+                    not self._leased_by_another(key):
                 return hit
             time.sleep(_POLL)
 
@@ -373,10 +380,19 @@ class TeamSpending:
         return page
 
     def claim(self, key: str, max_age: float | None, cancel: threading.Event) -> Page | None:
+        """The page from the store, else ``None`` for the caller to fetch: with the page's
+        lease, or without it once another member has held it about one lease's time
+        (:attr:`_longest_lease`: a member fetching renews a lease, one holding it to stall
+        the others is outwaited, and the page fetched twice at most)."""
+        until = time.monotonic() + self._longest_lease
         while True:
             hit = self._shared(key, max_age)
             if hit is not None:
                 return hit
+            if time.monotonic() > until:
+                _log.warning("another member has held the lease on page %s… for %.0f s: "
+                             "fetching it here", key[:12], self._longest_lease)
+                return None
             if self._lease(key):
                 hit = self._shared(key, max_age)  # landed between the look and the lease
                 if hit is None:
@@ -387,15 +403,9 @@ class TeamSpending:
                 raise Cancelled("stopped while waiting for a page another member fetches")
 
     def _lease(self, key: str) -> bool:
-        rows = self._sql(
-            f"INSERT INTO {SCHEMA}.leases AS l (request_key, holder, expires) "
-            "VALUES (%s, %s, clock_timestamp() + make_interval(secs => %s)) "
-            "ON CONFLICT (request_key) DO UPDATE SET holder = EXCLUDED.holder, "
-            "expires = EXCLUDED.expires WHERE l.expires < clock_timestamp() "
-            "OR l.expires > clock_timestamp() + make_interval(secs => %s) RETURNING holder",
-            (key, self.holder, self.lease_seconds, self._longest_lease),
-            doing="claiming a page")
-        return bool(rows)
+        rows = self._sql(f"SELECT {SCHEMA}.take_lease(%s, %s, %s)",
+                         (key, self.holder, self.lease_seconds), doing="claiming a page")
+        return bool(rows and rows[0][0])
 
     def keep(self, page: Page) -> None:
         if self.cache is not None:
@@ -408,8 +418,8 @@ class TeamSpending:
             doing="keeping a page")
 
     def abandon(self, key: str) -> None:
-        self._sql(f"DELETE FROM {SCHEMA}.leases WHERE request_key = %s AND holder = %s",
-                  (key, self.holder), doing="giving up a page")
+        self._sql(f"SELECT {SCHEMA}.drop_lease(%s, %s)", (key, self.holder),
+                  doing="giving up a page")
 
 
 def _page(row: tuple[Any, ...]) -> Page:

@@ -36,6 +36,7 @@ from typing import Any
 
 from parcelsearch._fetch.http import FIRST_CALL_ALLOWANCE
 from parcelsearch.errors import Hint, TeamStoreError
+from parcelsearch.stores.history import MOST_RING
 from parcelsearch.stores.spending import RESERVE_LEAD
 from parcelsearch.stores.team.members import shown
 
@@ -44,7 +45,7 @@ __all__ = ["SCHEMA", "VERSION", "MEMBER_GRANTS", "init_team", "connect", "shown"
 
 SCHEMA = "parcelsearch_team"
 #: The schema version this toolkit writes and reads.
-VERSION = 4
+VERSION = 5
 #: The key's policy stored with it when nobody set it: calls per second (the vendor's
 #: spike arrest), the pacer's margin, a page lease's seconds.
 DEFAULT_RATE, DEFAULT_MARGIN, DEFAULT_LEASE = 10.0, 0.05, 6.0
@@ -59,12 +60,264 @@ MOST_PAUSE = 120.0
 #: A turn at the pacer is never further ahead than this many of the key's intervals (and a
 #: pause's end): sixteen members with sixteen workers each queued, whatever a member wrote.
 HORIZON_SLOTS = 256
-#: The functions a member role may execute (the only writes to ledger, pacer and pages).
-_MEMBER_FUNCTIONS = (
+#: The functions a member role may execute (version 4).
+_MEMBER_FUNCTIONS_4 = (
     f"{SCHEMA}.reserve(text, text, text, integer, text), {SCHEMA}.settle(text), "
     f"{SCHEMA}.refund(text), {SCHEMA}.keep_page(text, text, text, text, integer, bigint, "
     f"integer, integer, text[], timestamptz, text, text, text), "
     f"{SCHEMA}.pace_turn(text, boolean), {SCHEMA}.pause_key(text, text, double precision)")
+
+#: The longest a page's lease is held, renewals and all (a waiter fetches the page itself
+#: after about one lease's time anyway).
+MOST_HOLD = 300.0
+#: The most turns at a key's pacer one role holds ahead of now (a member's workers, at most
+#: 16, each hold one; ``markets`` and ``doctor`` one more).
+MOST_TURNS = 32
+#: The largest run's GroupIDs of one area the run history keeps (compressed bytes).
+MOST_IDS_BLOB = 64 * 1024 * 1024
+#: What a caller that is not the schema's owner is, inside the store's SECURITY DEFINER
+#: functions (they run as the owner: ``current_user``; ``session_user`` logged in).
+_A_MEMBER = "session_user <> current_user"
+#: The functions a member role may execute (the only writes to ledger, pacer, leases and
+#: pages).
+_MEMBER_FUNCTIONS = (
+    f"{SCHEMA}.reserve(text, text, text, integer, text), {SCHEMA}.settle(text), "
+    f"{SCHEMA}.refund(text), {SCHEMA}.keep_page(text, text, text, text, integer, bigint, "
+    f"integer, integer, text[], timestamptz, text, text, text), "
+    f"{SCHEMA}.pace_turn(text, boolean), {SCHEMA}.pause_key(text, text, double precision), "
+    f"{SCHEMA}.own_name(text), {SCHEMA}.take_lease(text, text, double precision), "
+    f"{SCHEMA}.renew_leases(text, double precision), {SCHEMA}.drop_lease(text, text)")
+
+_MIGRATION_5 = f"""
+-- Trust boundaries, second round (issue 58). A member name belongs to the first member role
+-- that uses it (the owner's connection may use any): reserve, keep_page, pause_key and the
+-- run history take only the caller's own names.
+CREATE TABLE {SCHEMA}.names (
+    member text PRIMARY KEY,
+    role   text NOT NULL,
+    at     timestamptz NOT NULL DEFAULT clock_timestamp()
+);
+INSERT INTO {SCHEMA}.names (member, role)
+    SELECT DISTINCT ON (member) member, role FROM {SCHEMA}.calls
+    WHERE role <> current_user ORDER BY member, id;
+CREATE FUNCTION {SCHEMA}.own_name(p_member text) RETURNS boolean
+LANGUAGE plpgsql SECURITY DEFINER SET search_path = pg_catalog, pg_temp AS $$
+DECLARE
+    r text;
+BEGIN
+    IF session_user = current_user THEN
+        RETURN true;
+    END IF;
+    INSERT INTO {SCHEMA}.names AS n (member, role) VALUES (p_member, session_user)
+        ON CONFLICT DO NOTHING;
+    SELECT n.role INTO r FROM {SCHEMA}.names AS n WHERE n.member = p_member;
+    RETURN r = session_user;
+END $$;
+CREATE OR REPLACE FUNCTION {SCHEMA}.reserve(p_fp text, p_member text, p_run text,
+                                            p_quota integer, p_period text)
+RETURNS TABLE (id bigint, token text, verdict text, used bigint, lim integer, sent bigint)
+LANGUAGE plpgsql SECURITY DEFINER SET search_path = pg_catalog, pg_temp AS $$
+DECLARE
+    k record;
+    b record;
+    n bigint;
+    t text := replace(gen_random_uuid()::text || gen_random_uuid()::text, '-', '');
+BEGIN
+    IF NOT {SCHEMA}.own_name(p_member) THEN
+        RETURN QUERY SELECT NULL::bigint, NULL::text, 'name'::text, NULL::bigint,
+                            NULL::integer, NULL::bigint;
+        RETURN;
+    END IF;
+    INSERT INTO {SCHEMA}.keys AS x (fingerprint) VALUES (p_fp) ON CONFLICT DO NOTHING;
+    SELECT * INTO k FROM {SCHEMA}.keys AS x WHERE x.fingerprint = p_fp FOR UPDATE;
+    IF k.quota IS NOT NULL THEN
+        n := {SCHEMA}.spent(p_fp, k.period);
+        IF n >= k.quota THEN
+            RETURN QUERY SELECT NULL::bigint, NULL::text, 'quota'::text, n, k.quota,
+                                {SCHEMA}.sent(p_fp, NULL, k.period);
+            RETURN;
+        END IF;
+    END IF;
+    IF p_quota IS NOT NULL THEN
+        n := {SCHEMA}.spent(p_fp, p_period);
+        IF n >= p_quota THEN
+            RETURN QUERY SELECT NULL::bigint, NULL::text, 'own quota'::text, n, p_quota,
+                                {SCHEMA}.sent(p_fp, NULL, p_period);
+            RETURN;
+        END IF;
+    END IF;
+    SELECT * INTO b FROM {SCHEMA}.budgets AS x WHERE x.member = p_member FOR UPDATE;
+    IF FOUND THEN
+        n := {SCHEMA}.member_spent(p_member, b.period);
+        IF n >= b.calls THEN
+            RETURN QUERY SELECT NULL::bigint, NULL::text, 'budget'::text, n, b.calls,
+                                {SCHEMA}.sent(NULL, p_member, b.period);
+            RETURN;
+        END IF;
+    END IF;
+    RETURN QUERY
+    INSERT INTO {SCHEMA}.calls AS c (fingerprint, member, run_id, month, token_hash)
+    VALUES (p_fp, p_member, p_run, {SCHEMA}.month_now(), sha256(convert_to(t, 'UTF8')))
+    RETURNING c.id, t, 'ok'::text, NULL::bigint, NULL::integer, NULL::bigint;
+END $$;
+-- One role a person: a page is replaced (refreshed) only by the role and the member name
+-- that wrote it (the owner's connection: any page).
+CREATE OR REPLACE FUNCTION {SCHEMA}.keep_page(p_key text, p_base_url text, p_path text,
+    p_polygon text, p_page integer, p_rows bigint, p_pages integer, p_data_rows integer,
+    p_data text[], p_fetched timestamptz, p_paid_by text, p_fp text, p_holder text)
+RETURNS void
+LANGUAGE plpgsql SECURITY DEFINER SET search_path = pg_catalog, pg_temp AS $$
+BEGIN
+    IF NOT {SCHEMA}.own_name(p_paid_by) THEN
+        RETURN;
+    END IF;
+    INSERT INTO {SCHEMA}.pages AS t (request_key, base_url, path, polygon_json, page, rows,
+        pages, data_rows, data, fetched_at, paid_by, fingerprint)
+    VALUES (p_key, p_base_url, p_path, p_polygon, p_page, p_rows, p_pages, p_data_rows,
+            p_data, LEAST(p_fetched, clock_timestamp()), p_paid_by, p_fp)
+    ON CONFLICT (request_key) DO UPDATE SET rows = EXCLUDED.rows, pages = EXCLUDED.pages,
+        data_rows = EXCLUDED.data_rows, data = EXCLUDED.data,
+        fetched_at = EXCLUDED.fetched_at, paid_by = EXCLUDED.paid_by, role = session_user
+    WHERE session_user = current_user OR (t.role = session_user AND t.paid_by = p_paid_by);
+    DELETE FROM {SCHEMA}.leases AS l WHERE l.request_key = p_key AND l.holder = p_holder
+        AND l.role = session_user;
+END $$;
+-- Leases are taken, renewed and dropped only through these: a lease is held at most
+-- {MOST_HOLD:g} s in all, by the role that took it.
+ALTER TABLE {SCHEMA}.leases ADD COLUMN role text NOT NULL DEFAULT session_user,
+    ADD COLUMN taken timestamptz NOT NULL DEFAULT clock_timestamp();
+CREATE FUNCTION {SCHEMA}.take_lease(p_key text, p_holder text, p_seconds double precision)
+RETURNS boolean
+LANGUAGE sql SECURITY DEFINER SET search_path = pg_catalog, pg_temp AS $$
+INSERT INTO {SCHEMA}.leases AS l (request_key, holder, expires, role, taken)
+VALUES (p_key, p_holder, clock_timestamp()
+        + make_interval(secs => LEAST(GREATEST(p_seconds, {LEASE_RANGE[0]}),
+                                      {LEASE_RANGE[1]})), session_user, clock_timestamp())
+ON CONFLICT (request_key) DO UPDATE SET holder = EXCLUDED.holder, expires = EXCLUDED.expires,
+    role = EXCLUDED.role, taken = EXCLUDED.taken
+WHERE l.expires < clock_timestamp()
+RETURNING true
+$$;
+CREATE FUNCTION {SCHEMA}.renew_leases(p_holder text, p_seconds double precision)
+RETURNS void
+LANGUAGE sql SECURITY DEFINER SET search_path = pg_catalog, pg_temp AS $$
+UPDATE {SCHEMA}.leases AS l SET expires = LEAST(
+    clock_timestamp() + make_interval(secs => LEAST(GREATEST(p_seconds, {LEASE_RANGE[0]}),
+                                                    {LEASE_RANGE[1]})),
+    l.taken + make_interval(secs => {MOST_HOLD}))
+WHERE l.holder = p_holder AND l.role = session_user AND l.expires >= clock_timestamp()
+$$;
+CREATE FUNCTION {SCHEMA}.drop_lease(p_key text, p_holder text) RETURNS void
+LANGUAGE sql SECURITY DEFINER SET search_path = pg_catalog, pg_temp AS $$
+DELETE FROM {SCHEMA}.leases AS l WHERE l.request_key = p_key AND l.holder = p_holder
+    AND l.role = session_user
+$$;
+-- A pause is set by a member only after a call of its own with the key (in the last
+-- {MOST_PAUSE:g} s: the 429's), and a role does not set one again while its last one could
+-- last; a role holds at most {MOST_TURNS} turns at the pacer ahead of now.
+CREATE OR REPLACE FUNCTION {SCHEMA}.pause_key(p_fp text, p_member text,
+                                              p_seconds double precision)
+RETURNS void
+LANGUAGE sql SECURITY DEFINER SET search_path = pg_catalog, pg_temp AS $$
+UPDATE {SCHEMA}.pacers AS x SET paused_at = clock_timestamp(),
+    paused_until = clock_timestamp()
+        + make_interval(secs => LEAST(GREATEST(p_seconds, 0), {MOST_PAUSE})),
+    paused_by = p_member, paused_role = session_user
+WHERE x.fingerprint = p_fp AND LEAST(x.paused_until,
+    x.paused_at + make_interval(secs => {MOST_PAUSE})) < clock_timestamp()
+        + make_interval(secs => LEAST(GREATEST(p_seconds, 0), {MOST_PAUSE}))
+    AND (session_user = current_user OR (
+        {SCHEMA}.own_name(p_member)
+        AND EXISTS (SELECT 1 FROM {SCHEMA}.calls AS c WHERE c.fingerprint = p_fp
+                    AND c.role = session_user
+                    AND c.at > clock_timestamp() - make_interval(secs => {MOST_PAUSE}))
+        AND NOT (x.paused_role IS NOT DISTINCT FROM session_user
+                 AND x.paused_at > clock_timestamp() - make_interval(secs => {MOST_PAUSE}))));
+$$;
+CREATE TABLE {SCHEMA}.turns (
+    fingerprint text NOT NULL,
+    role        text NOT NULL,
+    turn        timestamptz NOT NULL
+);
+CREATE INDEX turns_by_role ON {SCHEMA}.turns (fingerprint, role);
+ALTER FUNCTION {SCHEMA}.pace_turn(text, boolean) RENAME TO pace_turn_unbounded;
+REVOKE EXECUTE ON FUNCTION {SCHEMA}.pace_turn_unbounded(text, boolean) FROM PUBLIC;
+CREATE FUNCTION {SCHEMA}.pace_turn(p_fp text, p_first boolean)
+RETURNS TABLE (wait double precision, bounded text)
+LANGUAGE plpgsql SECURITY DEFINER SET search_path = pg_catalog, pg_temp AS $$
+DECLARE
+    n bigint;
+    w double precision;
+    b text;
+BEGIN
+    IF {_A_MEMBER} THEN
+        PERFORM 1 FROM {SCHEMA}.pacers AS x WHERE x.fingerprint = p_fp FOR UPDATE;
+        DELETE FROM {SCHEMA}.turns AS t WHERE t.fingerprint = p_fp
+            AND t.turn < clock_timestamp();
+        SELECT count(*) INTO n FROM {SCHEMA}.turns AS t
+            WHERE t.fingerprint = p_fp AND t.role = session_user;
+        IF n >= {MOST_TURNS} THEN
+            RAISE EXCEPTION 'role % holds % turns at the pacer already (at most {MOST_TURNS})',
+                session_user, n USING ERRCODE = 'program_limit_exceeded';
+        END IF;
+    END IF;
+    SELECT u.wait, u.bounded INTO w, b FROM {SCHEMA}.pace_turn_unbounded(p_fp, p_first) AS u;
+    IF {_A_MEMBER} THEN
+        INSERT INTO {SCHEMA}.turns (fingerprint, role, turn)
+            VALUES (p_fp, session_user, clock_timestamp() + make_interval(secs => w));
+    END IF;
+    RETURN QUERY SELECT w, b;
+END $$;
+-- The run history: each run is stamped with the role that recorded it; its pieces, pages
+-- and GroupIDs are added only by that role; a ring is stored under its own digest and no
+-- longer than {MOST_RING} characters, a blob of GroupIDs no larger than {MOST_IDS_BLOB}
+-- bytes.
+ALTER TABLE {SCHEMA}.runs ADD COLUMN role text NOT NULL DEFAULT session_user;
+ALTER TABLE {SCHEMA}.rings ADD CONSTRAINT ring_size CHECK (length(ring) <= {MOST_RING})
+    NOT VALID;
+ALTER TABLE {SCHEMA}.run_ids ADD CONSTRAINT ids_size
+    CHECK (length(group_ids) <= {MOST_IDS_BLOB}) NOT VALID;
+CREATE FUNCTION {SCHEMA}.stamp_run() RETURNS trigger
+LANGUAGE plpgsql SECURITY DEFINER SET search_path = pg_catalog, pg_temp AS $$
+BEGIN
+    NEW.role := session_user;
+    IF NOT {SCHEMA}.own_name(NEW.member) THEN
+        RAISE EXCEPTION 'member name % belongs to another role', left(NEW.member, 64)
+            USING ERRCODE = 'insufficient_privilege';
+    END IF;
+    RETURN NEW;
+END $$;
+CREATE TRIGGER stamp_run BEFORE INSERT ON {SCHEMA}.runs
+    FOR EACH ROW EXECUTE FUNCTION {SCHEMA}.stamp_run();
+CREATE FUNCTION {SCHEMA}.own_run() RETURNS trigger
+LANGUAGE plpgsql SECURITY DEFINER SET search_path = pg_catalog, pg_temp AS $$
+BEGIN
+    IF {_A_MEMBER} AND NOT EXISTS (SELECT 1 FROM {SCHEMA}.runs AS r
+                                   WHERE r.run_id = NEW.run_id AND r.role = session_user) THEN
+        RAISE EXCEPTION 'run % was not recorded by role %', left(NEW.run_id, 64),
+            session_user USING ERRCODE = 'insufficient_privilege';
+    END IF;
+    RETURN NEW;
+END $$;
+CREATE TRIGGER own_run BEFORE INSERT ON {SCHEMA}.run_pieces
+    FOR EACH ROW EXECUTE FUNCTION {SCHEMA}.own_run();
+CREATE TRIGGER own_run BEFORE INSERT ON {SCHEMA}.run_pages
+    FOR EACH ROW EXECUTE FUNCTION {SCHEMA}.own_run();
+CREATE TRIGGER own_run BEFORE INSERT ON {SCHEMA}.run_ids
+    FOR EACH ROW EXECUTE FUNCTION {SCHEMA}.own_run();
+CREATE FUNCTION {SCHEMA}.ring_digest() RETURNS trigger
+LANGUAGE plpgsql SECURITY DEFINER SET search_path = pg_catalog, pg_temp AS $$
+BEGIN
+    IF NEW.polygon <> left(encode(sha256(convert_to(NEW.ring, 'UTF8')), 'hex'), 32) THEN
+        RAISE EXCEPTION 'ring % is not stored under its digest', left(NEW.polygon, 64)
+            USING ERRCODE = 'check_violation';
+    END IF;
+    RETURN NEW;
+END $$;
+CREATE TRIGGER ring_digest BEFORE INSERT ON {SCHEMA}.rings
+    FOR EACH ROW EXECUTE FUNCTION {SCHEMA}.ring_digest();
+REVOKE EXECUTE ON FUNCTION {_MEMBER_FUNCTIONS} FROM PUBLIC;
+"""
 
 #: Migration n brings the schema from version n - 1 to n (applied in order, once each).
 _MIGRATIONS: dict[int, str] = {
@@ -434,8 +687,9 @@ WHERE x.fingerprint = p_fp AND LEAST(x.paused_until,
     x.paused_at + make_interval(secs => {MOST_PAUSE})) < clock_timestamp()
         + make_interval(secs => LEAST(GREATEST(p_seconds, 0), {MOST_PAUSE}));
 $$;
-REVOKE EXECUTE ON FUNCTION {_MEMBER_FUNCTIONS} FROM PUBLIC;
+REVOKE EXECUTE ON FUNCTION {_MEMBER_FUNCTIONS_4} FROM PUBLIC;
 """,
+    5: _MIGRATION_5,
 }
 
 #: What a member role may do (``team init --member-role``): read everything; share leases
@@ -446,11 +700,11 @@ REVOKE EXECUTE ON FUNCTION {_MEMBER_FUNCTIONS} FROM PUBLIC;
 #: takes back what an older store granted (version 3 let a member UPDATE pages and pacers).
 MEMBER_GRANTS = f"""
 REVOKE ALL ON ALL TABLES IN SCHEMA {SCHEMA} FROM {{role}};
+REVOKE ALL ON ALL FUNCTIONS IN SCHEMA {SCHEMA} FROM {{role}};
 GRANT USAGE ON SCHEMA {SCHEMA} TO {{role}};
 GRANT SELECT ON ALL TABLES IN SCHEMA {SCHEMA} TO {{role}};
 GRANT USAGE ON ALL SEQUENCES IN SCHEMA {SCHEMA} TO {{role}};
 GRANT INSERT (fingerprint) ON {SCHEMA}.keys, {SCHEMA}.pacers TO {{role}};
-GRANT INSERT, UPDATE, DELETE ON {SCHEMA}.leases TO {{role}};
 GRANT INSERT ON {SCHEMA}.page_uses, {SCHEMA}.runs, {SCHEMA}.run_pieces, {SCHEMA}.run_pages,
     {SCHEMA}.rings, {SCHEMA}.run_ids TO {{role}};
 GRANT EXECUTE ON FUNCTION {_MEMBER_FUNCTIONS} TO {{role}};

@@ -33,7 +33,7 @@ __all__ = ["set_quota", "set_budget", "set_pace", "clear_pause", "team_usage", "
 #: Columns of :func:`team_usage`, one row per key and one per member of each key.
 USAGE_COLUMNS = ["scope", "name", "fingerprint", "calls_month", "calls_lifetime", "limit",
                  "period", "pages_shared", "calls_saved", "rate", "margin", "lease_seconds",
-                 "paused_until", "paused_by"]
+                 "paused_until", "paused_by", "roles"]
 
 
 @dataclass(frozen=True)
@@ -155,16 +155,18 @@ def clear_pause(url: str, fingerprint: str) -> None:
     """
     with connect(url, "cannot clear the pause") as conn:
         check_schema(url, conn)
+        # paused_at and paused_role stay: that role cannot pause again within the cap
         conn.execute(f"UPDATE {SCHEMA}.pacers SET next_slot = '-infinity', "
-                     "paused_until = '-infinity', paused_at = '-infinity', paused_by = NULL, "
-                     "paused_role = NULL WHERE fingerprint = %s", (fingerprint,))
+                     "paused_until = '-infinity', paused_by = NULL "
+                     "WHERE fingerprint = %s", (fingerprint,))
 
 
 _USAGE = f"""
 WITH spent AS (
     SELECT fingerprint, member,
            count(*) FILTER (WHERE month = {SCHEMA}.month_now()) AS calls_month,
-           count(*) AS calls_lifetime
+           count(*) AS calls_lifetime,
+           string_agg(DISTINCT role, ', ' ORDER BY role) AS roles
     FROM {SCHEMA}.calls GROUP BY fingerprint, member
 ), saved AS (
     SELECT fingerprint, member, count(DISTINCT request_key) AS pages_shared,
@@ -188,7 +190,9 @@ SELECT 'key', 'sha256:' || k.fingerprint, k.fingerprint,
            COALESCE(p.paused_by, '?') || ' (role ' || COALESCE(p.paused_role, '?') || ')'
            || CASE WHEN p.until < p.paused_until THEN ', bounded from '
                    || to_char(p.paused_until AT TIME ZONE 'UTC', 'YYYY-MM-DD HH24:MI:SS')
-                   || ' UTC' ELSE '' END END
+                   || ' UTC' ELSE '' END END,
+       (SELECT string_agg(DISTINCT c.role, ', ' ORDER BY c.role) FROM {SCHEMA}.calls c
+        WHERE c.fingerprint = k.fingerprint)
 FROM {SCHEMA}.keys k LEFT JOIN spent s ON s.fingerprint = k.fingerprint
 LEFT JOIN (SELECT *, LEAST(paused_until, paused_at + make_interval(secs => {MOST_PAUSE}))
            AS until FROM {SCHEMA}.pacers) p ON p.fingerprint = k.fingerprint
@@ -198,7 +202,7 @@ UNION ALL
 SELECT 'member', m.member, m.fingerprint, COALESCE(s.calls_month, 0),
        COALESCE(s.calls_lifetime, 0), b.calls, b.period, COALESCE(v.pages_shared, 0),
        COALESCE(v.calls_saved, 0), NULL::float8, NULL::float8, NULL::float8,
-       NULL::timestamptz, NULL::text
+       NULL::timestamptz, NULL::text, s.roles
 FROM members m
 LEFT JOIN spent s USING (fingerprint, member)
 LEFT JOIN saved v USING (fingerprint, member)
@@ -229,7 +233,9 @@ def team_usage(url: str) -> pd.DataFrame:
         paused (a 429's ``Retry-After``), ``paused_until`` (UTC, at most
         :data:`~parcelsearch.stores.team.store.MOST_PAUSE` seconds after it was set) and
         ``paused_by`` (the member and its PostgreSQL role; "bounded from …" when it was set
-        longer). A key's calls are those
+        longer); ``roles``: the PostgreSQL roles that reserved the row's calls (a member
+        name is its first member role's; the owner's connection may reserve as any). A key's
+        calls are those
         made in team mode through this store: calls made with the same key outside team mode
         are not seen here (the vendor's portal counts them all).
 
