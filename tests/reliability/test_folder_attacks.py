@@ -281,3 +281,46 @@ def test_a_password_in_a_base_url_is_not_echoed() -> None:
         assert PASSWORD not in f"{caught.value} {caught.value!r}"
         assert "***@" in str(caught.value)
 
+
+
+# -- issue 58, point 4: a set planted in a shared output folder -----------------------------
+
+
+@pytest.mark.skipif(os.name != "posix" or os.geteuid() != 0,
+                    reason="planting files as another user needs root")
+def test_a_set_planted_in_a_shared_folder_is_never_moved_over_our_file(
+        tmp_path: Path, figures: Any) -> None:
+    """Another user planted ``.month1-<dead pid>-….tmp.parquet/`` holding a forged
+    ``month1.parquet`` (and the mark of a whole set) in a shared sticky folder: the
+    victim's next write there "cleaned it up" by moving the forged file over the victim's
+    own. Now only entries the caller owns are cleaned up or moved in: the victim's file is
+    its own, bytes and owner, and the planted folder is left to its owner."""
+    from parcelsearch import kept_files
+
+    shared = tmp_path / "shared"
+    shared.mkdir()
+    shared.chmod(0o1777)
+    mine = shared / "month1.parquet"
+    kept_files.write_whole(mine, b"the victim's ids")
+    planted = shared / ".month1-99999999-deadbeef.tmp.parquet"
+    planted.mkdir()
+    (planted / "month1.parquet").write_bytes(b"1,113 forged ids")
+    (planted / ".whole").touch()
+    for path in (planted, *planted.iterdir()):
+        os.chown(path, NOBODY, NOBODY)
+        path.chmod(0o777 if path.is_dir() else 0o666)
+    stale = shared / ".month1-0123456789abcdef0123456789abcdef.tmp.parquet"
+    stale.write_bytes(b"another user's temporary file")
+    os.chown(stale, NOBODY, NOBODY)
+    os.utime(stale, (0, 0))
+    kept_files.write_whole(shared / "month2.parquet", b"next month")  # cleans up first
+    assert mine.read_bytes() == b"the victim's ids"
+    assert mine.stat().st_uid == os.geteuid() and stat.S_IMODE(mine.stat().st_mode) == 0o600
+    assert (planted / "month1.parquet").exists() and stale.exists()  # theirs, untouched
+    own_left = shared / ".month1-99999998-0badcafe.tmp.parquet"  # our killed writer's set
+    own_left.mkdir()
+    (own_left / "month1.parquet").write_bytes(b"our own whole set")
+    (own_left / ".whole").touch()
+    kept_files.remove_stale(shared)
+    assert mine.read_bytes() == b"our own whole set" and not own_left.exists()
+    figures.add(SECTION, "planted sets in a shared folder left out", 1)
