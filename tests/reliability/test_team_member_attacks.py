@@ -152,3 +152,56 @@ def test_a_member_cannot_stall_the_team(
     done = alice.run(*alice.search(areas))
     assert done.returncode == 0, done.stderr[-2000:]
     assert _served(service, name) == _store_calls(team, "alice") > 0
+
+
+# -- issue 58 ---------------------------------------------------------------------------------
+
+SECTION_58 = "team members, second round (issue 58)"
+
+
+def test_a_forged_run_history_cannot_exhaust_a_members_memory(team: str, figures: Any) -> None:
+    """Point 3: mallory's role records a run of 1,500 pieces of its own, rings of ~20 KB around
+    the victim's areas (within the ring cap): ``nearby()`` — what a search's price learns
+    from — read every one (1.27 GB and 31 s in the issue with request-sized rings); now the
+    newest :data:`NEARBY_ROWS` only, chosen in SQL, and a ring past :data:`MOST_RING` is
+    refused when written."""
+    import time
+    import tracemalloc
+
+    from parcelsearch.stores.history import MOST_RING, NEARBY_ROWS, polygon_digest
+    from parcelsearch.stores.team.run_history import TeamRunHistory
+
+    as_member = member_url(team)
+    rings = []
+    for n in range(1500):
+        points = [[-97.7 + n * 1e-9, 30.2]] + [[-97.7 + k * 1e-6, 30.3] for k in range(800)]
+        ring = str(points + [points[0]]).replace(" ", "")
+        assert len(ring) <= MOST_RING
+        rings.append(ring)
+    stored = time.perf_counter()
+    with psycopg.connect(as_member, autocommit=True) as conn, conn.transaction():
+        conn.execute(f"INSERT INTO {SCHEMA}.runs VALUES ('forged', '2099', '2099', 'f', "
+                     "'https://x', '/v1/search', 'a', 1, 'id', 0, 'cached', 1, 1, '{}', "
+                     "'mallory')")
+        with conn.cursor() as cur:
+            cur.executemany(f"INSERT INTO {SCHEMA}.rings VALUES (%s, %s)",
+                            [(polygon_digest(r), r) for r in rings])
+            cur.executemany(f"INSERT INTO {SCHEMA}.run_pieces VALUES "
+                            "('forged', '\"a\"', %s, %s, 1, 1, 'read', NULL)",
+                            [(k, polygon_digest(r)) for k, r in enumerate(rings)])
+    stored = time.perf_counter() - stored
+    history = TeamRunHistory(team, "bob")
+    started = time.perf_counter()
+    near = history.nearby("https://x", "/v1/search", (-98.0, 30.0, -97.0, 31.0))
+    took = time.perf_counter() - started
+    tracemalloc.start()
+    history.nearby("https://x", "/v1/search", (-98.0, 30.0, -97.0, 31.0))
+    peak = tracemalloc.get_traced_memory()[1]
+    tracemalloc.stop()
+    assert len(near) == NEARBY_ROWS < len(rings)
+    figures.add(SECTION_58, "forged rings read by nearby()", len(near))
+    print(f"nearby: {len(near)} rings, {peak / 1e6:.0f} MB, {took:.1f} s; stored in "
+          f"{stored:.1f} s")
+    figures.note(f"forged run history: 1,500 rings of ~{len(rings[0]) // 1000} KB by a "
+                 f"member; nearby() read {len(near)} (the newest), peak "
+                 f"{peak / 1e6:.0f} MB traced, {took:.1f} s")

@@ -47,7 +47,7 @@ __all__ = [
 #: request line of 64 KiB.
 MOST_RING = 65536
 #: The most records :meth:`History.nearby` reads, the newest first.
-NEARBY_ROWS = 2000
+NEARBY_ROWS = 1000
 #: The most a run's blob of GroupIDs inflates (times its size) when read back.
 MOST_INFLATED = 64
 
