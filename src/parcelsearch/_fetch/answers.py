@@ -81,10 +81,11 @@ class Refusal:
 
 
 def read_json(body: bytes) -> Any:
-    """The body parsed as JSON, or ``None`` when it is not JSON."""
+    """The body parsed as JSON, or ``None`` when it is not JSON (or nested deeper than the
+    parser goes: a page is two levels deep)."""
     try:
         return json.loads(body)
-    except (ValueError, UnicodeDecodeError):
+    except (ValueError, UnicodeDecodeError, RecursionError):
         return None
 
 

@@ -33,6 +33,7 @@ from requests.adapters import HTTPAdapter
 from urllib3.connectionpool import HTTPSConnectionPool
 from urllib3.exceptions import NewConnectionError
 
+from parcelsearch._fetch.bodies import check_size, read_capped
 from parcelsearch.errors import (
     ConfigurationError,
     CutBodyError,
@@ -295,6 +296,7 @@ def new_session() -> requests.Session:
     adapter.poolmanager.pool_classes_by_scheme = {  # the response deadline's watchdog
         **adapter.poolmanager.pool_classes_by_scheme, "https": _TrackedPool}
     session.mount("https://", adapter)
+    session.hooks["response"].append(read_capped)  # every body read within bounds
     return session
 
 
@@ -574,6 +576,7 @@ class _Watchdog:
         chunks = []
         for chunk in response.iter_content(_CHUNK):
             chunks.append(chunk)
+            check_size(response, sum(map(len, chunks)))
             if self.cut.is_set() or time.monotonic() > self.deadline:
                 self.cut.set()
                 raise _Overdue()

@@ -139,11 +139,19 @@ def _one_page(page: Page) -> int:
     return max(PAGE_SIZE, whole)
 
 
+#: The largest count a page may state (what the cache and the stores keep: 32-bit pages,
+#: 64-bit rows).
+_MOST_COUNT = {"page": 2**31 - 1, "pages": 2**31 - 1, "data_rows": 2**31 - 1,
+               "rows": 2**63 - 1}
+
+
 def _page_problems(page: Page, size: int) -> list[str]:
     for name in ("page", "rows", "pages", "data_rows"):
         value = getattr(page, name)
         if not isinstance(value, int) or isinstance(value, bool) or value < 0:
             return [f"{name} is {value!r}, not a non-negative integer"]
+        if value > _MOST_COUNT[name]:
+            return [f"{name} is {value:,}, more than any answer counts ({_MOST_COUNT[name]:,})"]
     problems: list[str] = []
     if page.data_rows != len(page.data):
         problems.append(f"dataRows is {page.data_rows} but data holds {len(page.data)} ids")
