@@ -119,3 +119,29 @@ def test_asking_a_row_for_what_it_does_not_hold_names_the_formats_that_do(tmp_pa
         FORMATS[".csv"].writer("tiles")
     with pytest.raises(InputError, match=r"\.shp files are not read back: use one of \.gpkg"):
         FORMATS[".shp"].read_back(tmp_path / "pieces.shp")
+
+
+FORMULAS = ["=HYPERLINK(\"http://x\",\"y\")", "+SUM(1+1)*cmd|' /C calc'!A0", "@SUM(1+1)",
+            "-2+3", "\tlead", "'=already quoted", "plain", "'plain"]
+
+
+def test_csv_cells_a_spreadsheet_would_run_are_escaped_and_read_back(
+        result: SearchResult, tmp_path: Path) -> None:
+    """Issue 58, point 9 (docs/guide/files.md): ids such as ``=HYPERLINK(…)`` from the
+    vendor or the input's id column were written verbatim. Now each is written with a
+    leading ``'``; reading the file back (``diff``, ``compare``) gives the values as found."""
+    ids = pd.DataFrame({"area_id": FORMULAS, "group_id": FORMULAS}).astype(
+        {"group_id": "string"})
+    formulas = SearchResult(ids=ids, tiles=result.tiles, plan=result.plan, calls=1)
+    path = outputs.write_ids(formulas, tmp_path / "ids.csv")
+    raw = pd.read_csv(path, dtype=str, keep_default_na=False)
+    for column in ("area_id", "group_id"):
+        cells = list(raw[column])
+        assert all(not c.startswith(formats.FORMULA_STARTS) for c in cells), cells
+        assert cells[FORMULAS.index("plain")] == "plain"
+        assert cells[FORMULAS.index("'plain")] == "'plain"
+        assert cells[FORMULAS.index("@SUM(1+1)")] == "'@SUM(1+1)"
+    back, _ = FORMATS[".csv"].read_back(path)
+    assert list(back["group_id"]) == FORMULAS and list(back["area_id"]) == FORMULAS
+    assert back["group_id"].dtype == "string"
+    assert formats.csv_cell("\rlead") == "'\rlead" and formats.csv_value("'\rlead") == "\rlead"

@@ -212,7 +212,36 @@ def _parquet_tiles(tiles: gpd.GeoDataFrame, temp: Path, meta: Mapping[str, Any])
         pq.write_table(_with_metadata(pq.read_table(temp), meta), temp)
 
 
+#: What makes a spreadsheet read a CSV cell as a formula (OWASP's list): such a cell is
+#: written with a leading ``'`` (:func:`csv_cell`), which reading back takes off.
+FORMULA_STARTS = ("=", "+", "-", "@", "\t", "\r")
+
+
+def _formula_like(text: str) -> bool:
+    """Whether ``text`` would be escaped: a formula's start, or ``'`` before an escaped
+    text (so that taking one ``'`` off on reading is never ambiguous)."""
+    return text.startswith(FORMULA_STARTS) or (text[:1] == "'" and _formula_like(text[1:]))
+
+
+def csv_cell(value: Any) -> Any:
+    """A text cell as written to CSV: ``'`` before one a spreadsheet would run
+    (``=HYPERLINK(…)``, ``+SUM(…)``, ``-1+1``, ``@SUM(…)``, a tab or a carriage return
+    first); anything else as it is."""
+    return "'" + value if isinstance(value, str) and _formula_like(value) else value
+
+
+def csv_value(value: Any) -> Any:
+    """A CSV cell as it was before :func:`csv_cell`."""
+    if isinstance(value, str) and value[:1] == "'" and _formula_like(value[1:]):
+        return value[1:]
+    return value
+
+
 def _csv_rows(frame: pd.DataFrame, temp: Path, meta: Mapping[str, Any]) -> None:
+    frame = frame.copy()
+    for column in frame.columns:
+        if not pd.api.types.is_numeric_dtype(frame[column]):
+            frame[column] = frame[column].map(csv_cell, na_action="ignore")
     frame.to_csv(temp, index=False)
 
 
@@ -315,6 +344,10 @@ def _csv_ids(path: Path) -> tuple[pd.DataFrame, dict[str, Any]]:
     wanted = {id_name, "group_id"}
     frame = pd.read_csv(path, dtype={"group_id": "string"},
                         usecols=lambda c: c in wanted)
+    for column in frame.columns:
+        if not pd.api.types.is_numeric_dtype(frame[column]):
+            kind = frame[column].dtype
+            frame[column] = frame[column].map(csv_value, na_action="ignore").astype(kind)
     if id_name in frame.columns and isinstance(meta.get("areas"), list) and meta["areas"]:
         kinds = {type(a) for a in meta["areas"]}
         if kinds == {str}:
