@@ -51,6 +51,7 @@ from __future__ import annotations
 
 import errno
 import os
+import re
 import tempfile
 from collections.abc import Callable, Mapping
 from pathlib import Path
@@ -228,6 +229,17 @@ def _writing(out: Path, knob: str, write: Callable[[], object]) -> None:
 TERMINAL_ROWS = 20
 
 
+#: Characters a terminal acts on rather than shows: C0 and C1 controls (escape sequences,
+#: carriage returns, bells) and the bidirectional overrides that reorder a line.
+_CONTROLS = re.compile("[\x00-\x1f\x7f-\x9f\u202a-\u202e\u2066-\u2069]")
+
+
+def terminal_text(text: str) -> str:
+    """``text`` safe to print on a terminal: each control character as its escape
+    (``\\x1b``, ``\\n``), everything else as it is."""
+    return _CONTROLS.sub(lambda m: m.group().encode("unicode_escape").decode("ascii"), text)
+
+
 def terminal_table(frame: pd.DataFrame, *, rows: int = TERMINAL_ROWS, noun: str = "row",
                    where: str = "") -> str:
     """``frame`` as text for a terminal: at most ``rows`` rows, then ``… N more <noun>s``
@@ -235,10 +247,15 @@ def terminal_table(frame: pd.DataFrame, *, rows: int = TERMINAL_ROWS, noun: str 
     text)."""
     shown = pd.DataFrame(frame).drop(
         columns=[c for c in frame.columns if isinstance(frame[c].dtype, gpd.array.GeometryDtype)])
+    shown = shown.head(rows + 1).rename(columns=lambda c: terminal_text(str(c)))
+    for column in shown.columns:  # what a store or a vendor wrote is shown, never run
+        if not pd.api.types.is_numeric_dtype(shown[column]):
+            shown[column] = shown[column].map(
+                lambda v: terminal_text(v) if isinstance(v, str) else v)
     with pd.option_context("display.width", 120, "display.max_columns", 20,
                            "display.max_colwidth", 40):
         text = shown.head(rows).to_string()
-    more = len(shown) - rows
+    more = len(frame) - rows
     if more > 0:
         text += f"\n… {more:,} more {noun}{'s' * (more != 1)}{f' ({where})' if where else ''}"
     return text

@@ -445,3 +445,20 @@ def test_a_member_cannot_forge_the_run_history(team: str) -> None:
             bob_url.split("//")[1].split("@")[0]
     ids = TeamRunHistory(team).ids("run-bob", "id")
     assert list(ids["id"]) == ["a"]
+
+
+def test_team_usage_shows_a_member_name_s_terminal_escapes_as_text(
+        team: str, capsys: pytest.CaptureFixture[str]) -> None:
+    """Issue 58, point 10: a member name holding terminal escapes (reserved as its own name
+    by a member role, through the store's function) was printed raw by ``team usage``: it
+    could clear the screen or repaint another member's figures. Now each control character
+    is printed as its escape."""
+    from _cli import run
+
+    evil = "\x1b[2J\x1b[Hmallory\r\x1b]0;owned\x07"
+    with psycopg.connect(member_url(team), autocommit=True) as conn:
+        conn.execute(f"SELECT {SCHEMA}.reserve(%s, %s, 'x', NULL, NULL)", (FP, evil))
+    code, out, _ = run(["team", "usage", "--team", team], capsys)
+    assert code == 0 and "mallory" in out
+    assert not any(ch in out for ch in "\x1b\r\x07"), repr(out)
+    assert "\\x1b[2J" in out
