@@ -324,3 +324,40 @@ def test_a_set_planted_in_a_shared_folder_is_never_moved_over_our_file(
     kept_files.remove_stale(shared)
     assert mine.read_bytes() == b"our own whole set" and not own_left.exists()
     figures.add(SECTION, "planted sets in a shared folder left out", 1)
+
+
+# -- issue 58, point 7: a planted vendors.json still decided what is complete ---------------
+
+
+@pytest.mark.parametrize("planted", ["another user's", "writable by others"])
+def test_a_planted_vendors_json_cannot_decide_what_is_complete(
+        tmp_path: Path, planted: str, figures: Any) -> None:
+    """``match_rule: representative-point`` against a vendor matching by intersection
+    reported an area complete with ids outside it; ``page_base: 0`` failed every area;
+    ``result_window: 1`` doubled the calls. Those three facts are now kept only from a file
+    the user owns that nobody else may write; from a planted one they are learnt again,
+    with a warning naming the file."""
+    if planted == "another user's" and (os.name != "posix" or os.geteuid() != 0):
+        pytest.skip("giving a file to another user needs root")
+    base = "https://vendor.example"
+    cache = tmp_path / "shared-cache"
+    cache.mkdir()
+    facts = {"match_rule": "representative-point", "page_base": 0, "result_window": 1,
+             "page_size": 100}
+    path = cache / PROFILES_FILE
+    path.write_text(json.dumps({base: facts}))
+    path.chmod(0o600)
+    own = load_profile(cache, base)
+    assert (own.match_rule, own.page_base, own.result_window) == ("representative-point", 0, 1)
+    if planted == "another user's":
+        os.chown(path, NOBODY, NOBODY)
+    else:
+        path.chmod(0o666)
+    with warnings.catch_warnings(record=True) as warned:
+        warnings.simplefilter("always")
+        profile = load_profile(cache, base)
+    assert (profile.match_rule, profile.page_base, profile.result_window) == (None,) * 3
+    assert profile.page_size == 100  # checked when used, not deciding completeness
+    texts = [str(w.message) for w in warned if w.category is KeptFileWarning]
+    assert len(texts) == 1 and str(path) in texts[0] and "match_rule" in texts[0]
+    figures.add(SECTION, "planted completeness facts ignored", 3)

@@ -13,7 +13,10 @@ host or port, no userinfo, query or ``..``); any other entry is ignored with a
 :class:`~parcelsearch.notices.KeptFileWarning` naming the file and the entry.
 A learnt page size is used only if it is a whole number in ``1..MAX_PAGE_SIZE``, a learnt
 request-line limit only in ``1024..65536``, a learnt result window only a whole number of at
-least 1 page; another is learnt again.
+least 1 page; another is learnt again. The facts that decide what a search calls complete
+(the matching rule, the page base, the result window: :data:`DECISIVE`) are kept only from a
+file this user owns that nobody else may write; from another, they are learnt again, with a
+warning.
 """
 
 from __future__ import annotations
@@ -32,7 +35,8 @@ from parcelsearch.kept_files import write_whole
 from parcelsearch.notices import KeptFileWarning, warn
 from parcelsearch.settings import without_userinfo
 
-__all__ = ["VendorProfile", "load_profile", "save_profile", "same_origin_path", "PROFILES_FILE"]
+__all__ = ["VendorProfile", "load_profile", "save_profile", "same_origin_path", "PROFILES_FILE",
+           "DECISIVE"]
 
 #: The file, in the cache folder, holding one profile per base URL.
 PROFILES_FILE = "vendors.json"
@@ -160,7 +164,41 @@ def load_profile(cache_dir: str | os.PathLike[str], base_url: str) -> VendorProf
         profile.result_window = None  # learnt again from the next refusal
     if profile.match_rule not in (None, "representative-point", "intersects"):
         profile.match_rule = None
+    _forget_unless_ours(cache_dir, profile)
     return profile
+
+
+#: The facts that change what a search calls complete: kept only in a file only this user
+#: can write (else learnt again).
+DECISIVE = ("match_rule", "page_base", "result_window")
+
+
+def _only_ours(path: Path) -> bool:
+    """Whether ``path`` is this user's and nobody else may write it (always, where there
+    are no user ids)."""
+    owner = getattr(os, "geteuid", None)
+    if owner is None:
+        return True
+    try:
+        info = path.stat()
+    except OSError:
+        return True  # no file: nothing read from it
+    return info.st_uid == owner() and not info.st_mode & 0o022
+
+
+def _forget_unless_ours(cache_dir: str | os.PathLike[str], profile: VendorProfile) -> None:
+    """Forget the :data:`DECISIVE` facts of a file another user wrote or may write (a shared
+    cache folder): each is learnt again, with a warning naming the file and the fact."""
+    path = _path(cache_dir)
+    held = [name for name in DECISIVE if getattr(profile, name) is not None]
+    if not held or _only_ours(path):
+        return
+    for name in held:
+        setattr(profile, name, None)
+    warn(KeptFileWarning(
+        f"{path}: {', '.join(held)} ignored: the file can be written by another user (it "
+        "is not yours, or its mode lets others write it), and these decide what a search "
+        "calls complete; they are learnt again (chmod 600 a file of your own to keep them)"))
 
 
 def save_profile(cache_dir: str | os.PathLike[str], profile: VendorProfile) -> Path:
