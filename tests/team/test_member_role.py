@@ -102,7 +102,9 @@ def test_a_member_paces_and_pauses_the_key_for_a_429(team: str) -> None:
     assert MOST_PAUSE == RetryPolicy().retry_after_max
     alice = _member(member_url(team), "alice")
     alice.pace(RateLimiter(1000), None)
-    alice.settle(alice.reserve("r", None))  # the call the service answered 429
+    answered = alice.reserve("r", None)
+    alice.settle(answered)
+    alice.refund(answered)  # answered 429: the service did not count it
     alice.pause(5)
     usage = team_usage(team)
     key = usage[usage["scope"] == "key"].iloc[0]

@@ -215,6 +215,27 @@ $$;
 -- A pause is set by a member only after a call of its own with the key (in the last
 -- {MOST_PAUSE:g} s: the 429's), and a role does not set one again while its last one could
 -- last; a role holds at most {MOST_TURNS} turns at the pacer ahead of now.
+CREATE TABLE {SCHEMA}.answered (
+    fingerprint text NOT NULL,
+    role        text NOT NULL,
+    at          timestamptz NOT NULL,
+    PRIMARY KEY (fingerprint, role)
+);
+-- A refund (a 429's call, which the service did not count) keeps when the role was last
+-- answered so: its pause follows.
+CREATE OR REPLACE FUNCTION {SCHEMA}.refund(p_token text) RETURNS void
+LANGUAGE plpgsql SECURITY DEFINER SET search_path = pg_catalog, pg_temp AS $$
+DECLARE
+    fp text;
+BEGIN
+    DELETE FROM {SCHEMA}.calls AS c WHERE c.token_hash = sha256(convert_to(p_token, 'UTF8'))
+        AND c.at > clock_timestamp() - interval '10 minutes' RETURNING c.fingerprint INTO fp;
+    IF fp IS NOT NULL THEN
+        INSERT INTO {SCHEMA}.answered AS a (fingerprint, role, at)
+            VALUES (fp, session_user, clock_timestamp())
+            ON CONFLICT (fingerprint, role) DO UPDATE SET at = EXCLUDED.at;
+    END IF;
+END $$;
 CREATE OR REPLACE FUNCTION {SCHEMA}.pause_key(p_fp text, p_member text,
                                               p_seconds double precision)
 RETURNS void
@@ -228,9 +249,12 @@ WHERE x.fingerprint = p_fp AND LEAST(x.paused_until,
         + make_interval(secs => LEAST(GREATEST(p_seconds, 0), {MOST_PAUSE}))
     AND (session_user = current_user OR (
         {SCHEMA}.own_name(p_member)
-        AND EXISTS (SELECT 1 FROM {SCHEMA}.calls AS c WHERE c.fingerprint = p_fp
-                    AND c.role = session_user
-                    AND c.at > clock_timestamp() - make_interval(secs => {MOST_PAUSE}))
+        AND (EXISTS (SELECT 1 FROM {SCHEMA}.calls AS c WHERE c.fingerprint = p_fp
+                     AND c.role = session_user
+                     AND c.at > clock_timestamp() - make_interval(secs => {MOST_PAUSE}))
+             OR EXISTS (SELECT 1 FROM {SCHEMA}.answered AS a WHERE a.fingerprint = p_fp
+                        AND a.role = session_user
+                        AND a.at > clock_timestamp() - make_interval(secs => {MOST_PAUSE})))
         AND NOT (x.paused_role IS NOT DISTINCT FROM session_user
                  AND x.paused_at > clock_timestamp() - make_interval(secs => {MOST_PAUSE}))));
 $$;
