@@ -28,7 +28,8 @@ def _declare_team(parser: Parser) -> None:
     init.add_argument("--member-role", metavar="ROLE",
                       help="an existing PostgreSQL role to give what a member needs and no "
                            "more: searching, but not changing the quota, pace or budgets, "
-                           "nor rewriting the ledger")
+                           "nor rewriting the ledger (one role a person: members sharing a "
+                           "role cannot be told apart)")
     quota = actions.add_parser("quota", help="store the key's quota ($PARCELSEARCH_API_KEY's); "
                                "a member's own --quota can only lower it")
     quota.add_argument("--calls", required=True, type=CALLS, metavar="N",
@@ -84,7 +85,8 @@ def _init(url: str, args: argparse.Namespace) -> None:
     print(f"team store at version {after}" + (" (already)" if before == after else
                                               f" (was {before})"))
     if args.member_role:
-        print(f"role {args.member_role} may search, not change the policy or the ledger")
+        print(f"role {args.member_role} may search, not change the policy or the ledger; "
+              "give it to one person only (the store tells members apart by their role)")
 
 
 def _key() -> str:
