@@ -131,3 +131,23 @@ def test_the_team_history_tells_the_same_nearby_rings(postgres: Any) -> None:
     history = TeamRunHistory(url, member="alice")
     _nearby_runs(history)
     _check_nearby(history)
+
+
+def test_groupids_that_inflate_past_any_search_s_are_refused(tmp_path: Path) -> None:
+    """Issue 58, point 3: a 300 KB blob added to a run (a forged history) inflated to 1.4 GB
+    in ``diff``. A run's GroupIDs are inflated at most 64 times their blob; past that, or not
+    zlib, an error naming the run."""
+    import zlib
+
+    from parcelsearch.errors import InputError
+
+    history = RunHistory(tmp_path / "ledger.sqlite")
+    honest = zlib.compress("\n".join(f"{n:017x}" for n in range(0x10000, 0x30000)).encode())
+    history._insert({"runs": [("r1", "s", "f", "fp", "https://x", "/v1/search", "a", 2, "id",
+                               0.0, "cached", 1, 1, "{}")],
+                     "run_ids": [("r1", '"a"', honest)]})
+    assert len(history.ids("r1", "id")) == 0x20000  # sequential ids: ~7.5 times
+    for blob in (zlib.compress(b" " * 50_000_000), b"not zlib"):
+        history._insert({"runs": [], "run_ids": [("r1", '"b"', blob)]})
+        with pytest.raises(InputError, match="run 'r1' .* not what a search writes"):
+            history.ids("r1", "id")
