@@ -207,3 +207,28 @@ def test_a_forged_run_history_cannot_exhaust_a_members_memory(team: str, figures
     figures.note(f"forged run history: 1,500 rings of ~{len(rings[0]) // 1000} KB by a "
                  f"member; nearby() read {len(near)} (the newest), peak "
                  f"{peak / 1e6:.0f} MB traced, {took:.1f} s")
+
+
+def test_a_member_cannot_spend_another_members_budget(
+        service: Any, team: str, areas: Path, tmp_path: Path, figures: Any) -> None:
+    """Point 1: as mallory's role, ``reserve(<key>, 'bob', …)`` twenty times put bob at his
+    20-call budget and his next search was refused with 0 calls (``team usage`` showed bob).
+    Now bob's name is his role's once he used it: mallory's reservations are refused, bob's
+    search runs within his budget, and ``team usage`` names the role behind his calls."""
+    name, key = _key(service, quota=10_000)
+    set_budget(team, "bob", 20)
+    bob = Member(service, tmp_path, key, "bob", PARCELSEARCH_TEAM=member_url(team),
+                 PARCELSEARCH_USER="bob")
+    first = bob.run(*bob.search(areas, "--allow-partial"))
+    assert first.returncode in (0, 3), first.stderr[-2000:]
+    bob_calls = _store_calls(team, "bob")
+    with psycopg.connect(member_url(team), autocommit=True) as conn:
+        verdicts = [row[0] for row in conn.execute(
+            f"SELECT (r).verdict FROM (SELECT {SCHEMA}.reserve(%s, 'bob', 'x', NULL, NULL) "
+            "AS r FROM generate_series(1, 20)) AS s", (_fingerprint(key),))]
+    assert set(verdicts) == {"name"}
+    assert _store_calls(team, "bob") == bob_calls == _served(service, name)
+    usage = bob.run("team", "usage", "--json")
+    assert f'"name":"bob","fingerprint":"{_fingerprint(key)}","calls_month":{bob_calls}' \
+        in usage.stdout and '"roles":"member_' in usage.stdout, usage.stdout
+    figures.add(SECTION_58, "reservations as another member refused", len(verdicts))
