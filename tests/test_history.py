@@ -151,3 +151,13 @@ def test_groupids_that_inflate_past_any_search_s_are_refused(tmp_path: Path) -> 
         history._insert({"runs": [], "run_ids": [("r1", '"b"', blob)]})
         with pytest.raises(InputError, match="run 'r1' .* not what a search writes"):
             history.ids("r1", "id")
+
+
+def test_a_run_detail_nested_past_the_parser_reads_as_none(tmp_path: Path) -> None:
+    """Issue 58, point 11: a run's detail nested 100,000 deep (a forged history) was a
+    RecursionError for every ``runs``; now that run reads with no detail."""
+    history = RunHistory(tmp_path / "ledger.sqlite")
+    history._insert({"runs": [("r1", "s", "f", "fp", "https://x", "/v1/search", "a", 2, "id",
+                               0.0, "cached", 1, 1, "[" * 100_000 + "]" * 100_000)]})
+    runs = history.runs()
+    assert list(runs["run_id"]) == ["r1"] and runs["areas_ids"].iloc[0] == []

@@ -232,7 +232,7 @@ class History(ABC):
         for column in ("pieces", "read", "inferred", "sampled", "cached", "changed"):
             frame[column] = frame[column].astype("int64")
         frame["complete"] = frame["complete"].astype(bool)
-        detail = frame.pop("detail").map(json.loads)
+        detail = frame.pop("detail").map(_detail)
         frame["verification"] = detail.map(lambda d: d.get("verification", {}))
         frame["areas_ids"] = detail.map(lambda d: d.get("areas", []))
         frame["areas_complete"] = detail.map(lambda d: d.get("areas_complete", []))
@@ -359,6 +359,16 @@ class History(ABC):
                 if (run_id, polygon) in wanted:
                     found.setdefault((run_id, polygon), []).append(digest)
         return {key: tuple(values) for key, values in found.items()}
+
+
+def _detail(text: Any) -> dict[str, Any]:
+    """A run's detail (JSON), or ``{}`` when it is not a JSON object a parser reads (a
+    history another member wrote may hold anything)."""
+    try:
+        found = json.loads(text)
+    except (TypeError, ValueError, RecursionError):
+        return {}
+    return found if isinstance(found, dict) else {}
 
 
 def _inflated(blob: bytes, where: str, run_id: str) -> str:

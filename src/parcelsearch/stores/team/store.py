@@ -299,6 +299,8 @@ END $$;
 ALTER TABLE {SCHEMA}.runs ADD COLUMN role text NOT NULL DEFAULT session_user;
 ALTER TABLE {SCHEMA}.rings ADD CONSTRAINT ring_size CHECK (length(ring) <= {MOST_RING})
     NOT VALID;
+ALTER TABLE {SCHEMA}.runs ADD CONSTRAINT detail_size
+    CHECK (length(detail) <= {MOST_IDS_BLOB}) NOT VALID;
 ALTER TABLE {SCHEMA}.run_ids ADD CONSTRAINT ids_size
     CHECK (length(group_ids) <= {MOST_IDS_BLOB}) NOT VALID;
 CREATE FUNCTION {SCHEMA}.stamp_run() RETURNS trigger
