@@ -6,7 +6,7 @@ figures side by side, the unbounded read (as before) and the bounded one (now).
    ``requests`` session (the whole body) and with the toolkit's session (refused at 16 MB).
 2. A run history with 3,000 forged rings of ~20 KB around an area (a local SQLite file):
    time and traced peak of every ring read (the old query) and of ``nearby()`` (the newest
-   1,000, chosen in SQL).
+   1,000 nearest within the box, chosen in SQL).
 
 Run: ``python bench/bench_bounds.py [--megabytes 256]``. Each reading runs in its own
 process, so one cannot inflate the other's peak.
@@ -77,7 +77,7 @@ def bodies(megabytes: int) -> None:
 
 
 def history(rings: int) -> None:
-    from parcelsearch.stores.history import _ring_meets, polygon_digest
+    from parcelsearch.stores.history import _ring_meets, polygon_digest, ring_box
     from parcelsearch.stores.local.history import RunHistory
 
     with tempfile.TemporaryDirectory() as folder:
@@ -89,7 +89,7 @@ def history(rings: int) -> None:
         made._insert({
             "runs": [("forged", "2099", "2099", "f", "https://x", "/v1/search", "a", 1, "id",
                       0.0, "cached", 1, 1, "{}")],
-            "rings": [(polygon_digest(t), t) for t in texts],
+            "rings": [(polygon_digest(t), t, *ring_box(t)) for t in texts],
             "run_pieces": [("forged", '"a"', k, polygon_digest(t), 1, 1, "read", None)
                            for k, t in enumerate(texts)]})
         old = """SELECT p.polygon, p.pages, g.ring, r.finished, r.{seq} AS seq_order

@@ -161,3 +161,32 @@ def test_a_run_detail_nested_past_the_parser_reads_as_none(tmp_path: Path) -> No
                                0.0, "cached", 1, 1, "[" * 100_000 + "]" * 100_000)]})
     runs = history.runs()
     assert list(runs["run_id"]) == ["r1"] and runs["areas_ids"].iloc[0] == []
+
+
+def test_nearby_reads_the_nearest_rings_within_the_box_chosen_in_sql(tmp_path: Path) -> None:
+    """Issue 58, point 3: ``nearby()`` read every ring of the vendor. Now each ring's box
+    is stored and the store chooses at most NEARBY_ROWS records within the box, nearest
+    first: 1,500 newer rings elsewhere (a forged history) neither crowd out the one ring
+    near the area nor are read; 1,500 inside it are read 1,000 at most."""
+    from parcelsearch.stores.history import NEARBY_ROWS, polygon_digest, ring_box
+
+    history = RunHistory(tmp_path / "ledger.sqlite")
+
+    def record(run: str, finished: str, rings: list[str]) -> None:
+        history._insert({
+            "runs": [(run, "s", finished, "fp", "https://x", "/v1/search", "a", 1, "id", 0.0,
+                      "cached", 1, 1, "{}")],
+            "rings": [(polygon_digest(r), r, *ring_box(r)) for r in rings],
+            "run_pieces": [(run, '"a"', k, polygon_digest(r), 1, 2, "read", None)
+                           for k, r in enumerate(rings)]})
+
+    def square(x: float, y: float) -> str:
+        return f"[[{x},{y}],[{x + 0.01},{y}],[{x + 0.01},{y + 0.01}],[{x},{y}]]"
+
+    record("near", "2020", [square(-97.7, 30.2)])
+    record("far", "2099", [square(10 + k * 1e-4, 50) for k in range(1500)])
+    near = history.nearby("https://x", "/v1/search", (-97.8, 30.1, -97.6, 30.3))
+    assert [n.polygon_json for n in near] == [square(-97.7, 30.2)]
+    record("inside", "2099", [square(-97.79 + k * 1e-4, 30.25) for k in range(1500)])
+    near = history.nearby("https://x", "/v1/search", (-97.8, 30.1, -97.6, 30.3))
+    assert len(near) == NEARBY_ROWS and square(-97.7, 30.2) in {n.polygon_json for n in near}

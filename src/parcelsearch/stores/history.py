@@ -39,6 +39,7 @@ __all__ = [
     "Nearby",
     "page_digest",
     "polygon_digest",
+    "ring_box",
     "areas_fingerprint",
     "PIECE_STATUSES",
 ]
@@ -46,7 +47,7 @@ __all__ = [
 #: The longest request ring :meth:`History.nearby` reads (characters): no gateway takes a
 #: request line of 64 KiB.
 MOST_RING = 65536
-#: The most records :meth:`History.nearby` reads, the newest first.
+#: The most records :meth:`History.nearby` reads, the nearest first.
 NEARBY_ROWS = 1000
 #: The most a run's blob of GroupIDs inflates (times its size) when read back.
 MOST_INFLATED = 64
@@ -197,7 +198,7 @@ class History(ABC):
             "rings": [], "run_pieces": [], "run_pages": [], "run_ids": []}
         for piece in run.pieces:
             polygon = polygon_digest(piece.polygon_json)
-            rows["rings"].append((polygon, piece.polygon_json))
+            rows["rings"].append((polygon, piece.polygon_json, *ring_box(piece.polygon_json)))
             rows["run_pieces"].append(
                 (run.run_id, _area_key(piece.area_id), int(piece.piece_id), polygon,
                  piece.rows, piece.pages, piece.status,
@@ -312,17 +313,22 @@ class History(ABC):
         complete record: what earlier searches tell of the parcel density near an area
         (read only; the tables are as they are).
 
-        Bounded whatever the tables hold (another member may have written them): only the
-        newest :data:`NEARBY_ROWS` records of rings no longer than :data:`MOST_RING`
-        characters (a request line's) are read, chosen in SQL."""
+        Bounded whatever the tables hold (another member may have written them): chosen in
+        SQL, by each ring's stored bounding box, the :data:`NEARBY_ROWS` records nearest the
+        middle of ``bounds`` within it, of rings no longer than :data:`MOST_RING` characters
+        (a request line's)."""
+        x0, y0, x1, y1 = (float(v) for v in bounds)
         query = """
             SELECT p.polygon, p.pages, g.ring, r.finished, r.{seq} AS seq_order
             FROM {t}run_pieces p JOIN {t}runs r ON r.run_id = p.run_id
                  JOIN {t}rings g ON g.polygon = p.polygon
             WHERE r.base_url = ? AND r.path = ? AND p.status <> 'incomplete'
                   AND p.pages IS NOT NULL AND length(g.ring) <= ?
-            ORDER BY r.finished DESC, r.{seq} DESC LIMIT ?"""
-        frame = self._select(query, (base_url, path, MOST_RING, NEARBY_ROWS))
+                  AND g.x0 <= ? AND g.x1 >= ? AND g.y0 <= ? AND g.y1 >= ?
+            ORDER BY abs(g.x0 + g.x1 - ?) + abs(g.y0 + g.y1 - ?), r.finished DESC
+            LIMIT ?"""
+        frame = self._select(query, (base_url, path, MOST_RING, x1, x0, y1, y0, x0 + x1,
+                                     y0 + y1, NEARBY_ROWS))
         if frame.empty:
             return []
         frame = frame.sort_values(["finished", "seq_order"], ascending=False,
@@ -403,18 +409,26 @@ def _chunks(values: Sequence[Any], size: int = 500) -> list[Sequence[Any]]:
     return [values[i:i + size] for i in range(0, len(values), size)]
 
 
-def _ring_meets(ring: str, bounds: tuple[float, float, float, float]) -> bool:
-    """Whether a request ring (polygon JSON, ``[[x, y], ...]``) has a bounding box
-    meeting ``bounds``."""
+def ring_box(ring: str) -> tuple[float | None, float | None, float | None, float | None]:
+    """A request ring's (polygon JSON, ``[[x, y], ...]``) bounding box: min x, min y, max x,
+    max y (``None`` each when it is not a ring of numbers)."""
     try:
         points = json.loads(ring)
         xs = [float(p[0]) for p in points]
         ys = [float(p[1]) for p in points]
-    except (ValueError, TypeError, IndexError, KeyError):
-        return False
+    except (ValueError, TypeError, IndexError, KeyError, RecursionError):
+        return None, None, None, None
     if not xs:
+        return None, None, None, None
+    return min(xs), min(ys), max(xs), max(ys)
+
+
+def _ring_meets(ring: str, bounds: tuple[float, float, float, float]) -> bool:
+    """Whether a request ring (polygon JSON, ``[[x, y], ...]``) has a bounding box
+    meeting ``bounds``."""
+    x0, y0, x1, y1 = ring_box(ring)
+    if x0 is None or y0 is None or x1 is None or y1 is None:
         return False
-    x0, y0, x1, y1 = min(xs), min(ys), max(xs), max(ys)
     return bool(x0 <= bounds[2] and x1 >= bounds[0] and y0 <= bounds[3] and y1 >= bounds[1])
 
 

@@ -18,7 +18,7 @@ from typing import Any
 import pandas as pd
 
 from parcelsearch.errors import ConfigurationError
-from parcelsearch.stores.history import History
+from parcelsearch.stores.history import History, ring_box
 from parcelsearch.stores.local.ledger import Ledger
 
 __all__ = ["RunHistory"]
@@ -61,7 +61,8 @@ CREATE TABLE IF NOT EXISTS run_pages (
 );
 CREATE TABLE IF NOT EXISTS rings (
     polygon TEXT PRIMARY KEY,
-    ring    TEXT NOT NULL                -- the canonical ring JSON sent as searchPolygon
+    ring    TEXT NOT NULL,               -- the canonical ring JSON sent as searchPolygon
+    x0 REAL, y0 REAL, x1 REAL, y1 REAL   -- its bounding box (issue 58: nearby() in SQL)
 );
 CREATE TABLE IF NOT EXISTS run_ids (
     run_id    TEXT NOT NULL,
@@ -90,6 +91,7 @@ class RunHistory(History):
                 for statement in _SCHEMA.split(";\n"):  # one statement a line-ending ';'
                     if statement.strip():
                         db.execute(statement)
+                _add_boxes(db)
         except sqlite3.Error as exc:
             raise ConfigurationError(f"cannot open the run history {self.path}: {exc}") from None
 
@@ -108,3 +110,15 @@ class RunHistory(History):
         with self.ledger.transaction(immediate=False) as db:
             return pd.read_sql_query(query.format(t="", seq="rowid", member=""), db,
                                      params=tuple(args))
+
+
+def _add_boxes(db: sqlite3.Connection) -> None:
+    """Give the rings of a history made before issue 58 their bounding boxes (once)."""
+    columns = {row[1] for row in db.execute("PRAGMA table_info(rings)")}
+    if "x0" in columns:
+        return
+    for column in ("x0", "y0", "x1", "y1"):
+        db.execute(f"ALTER TABLE rings ADD COLUMN {column} REAL")
+    boxes = [(*ring_box(ring), polygon) for polygon, ring in
+             db.execute("SELECT polygon, ring FROM rings")]
+    db.executemany("UPDATE rings SET x0 = ?, y0 = ?, x1 = ?, y1 = ? WHERE polygon = ?", boxes)

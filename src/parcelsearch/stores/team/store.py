@@ -331,13 +331,32 @@ CREATE TRIGGER own_run BEFORE INSERT ON {SCHEMA}.run_pages
     FOR EACH ROW EXECUTE FUNCTION {SCHEMA}.own_run();
 CREATE TRIGGER own_run BEFORE INSERT ON {SCHEMA}.run_ids
     FOR EACH ROW EXECUTE FUNCTION {SCHEMA}.own_run();
+-- Each ring's bounding box, computed by the store (nearby() chooses rings by it in SQL).
+ALTER TABLE {SCHEMA}.rings ADD COLUMN x0 double precision, ADD COLUMN y0 double precision,
+    ADD COLUMN x1 double precision, ADD COLUMN y1 double precision;
+CREATE FUNCTION {SCHEMA}.ring_box(p_ring text) RETURNS double precision[]
+LANGUAGE plpgsql IMMUTABLE SET search_path = pg_catalog, pg_temp AS $$
+BEGIN
+    RETURN (SELECT ARRAY[min((p->>0)::float8), min((p->>1)::float8),
+                         max((p->>0)::float8), max((p->>1)::float8)]
+            FROM jsonb_array_elements(p_ring::jsonb) AS p);
+EXCEPTION WHEN others THEN
+    RETURN NULL;
+END $$;
+UPDATE {SCHEMA}.rings AS g SET x0 = b[1], y0 = b[2], x1 = b[3], y1 = b[4]
+    FROM (SELECT polygon, {SCHEMA}.ring_box(ring) AS b FROM {SCHEMA}.rings
+          WHERE length(ring) <= {MOST_RING}) AS o WHERE o.polygon = g.polygon;
 CREATE FUNCTION {SCHEMA}.ring_digest() RETURNS trigger
 LANGUAGE plpgsql SECURITY DEFINER SET search_path = pg_catalog, pg_temp AS $$
+DECLARE
+    b double precision[];
 BEGIN
     IF NEW.polygon <> left(encode(sha256(convert_to(NEW.ring, 'UTF8')), 'hex'), 32) THEN
         RAISE EXCEPTION 'ring % is not stored under its digest', left(NEW.polygon, 64)
             USING ERRCODE = 'check_violation';
     END IF;
+    b := CASE WHEN length(NEW.ring) <= {MOST_RING} THEN {SCHEMA}.ring_box(NEW.ring) END;
+    NEW.x0 := b[1]; NEW.y0 := b[2]; NEW.x1 := b[3]; NEW.y1 := b[4];
     RETURN NEW;
 END $$;
 CREATE TRIGGER ring_digest BEFORE INSERT ON {SCHEMA}.rings
