@@ -9,6 +9,7 @@ which both command lines translate into their flag dialect (:func:`count_argumen
 from __future__ import annotations
 
 import argparse
+import re
 import time
 from collections.abc import Callable, Sequence
 from datetime import UTC, datetime
@@ -115,3 +116,15 @@ def package_version() -> str:
         return version("parcelsearch")
     except PackageNotFoundError:  # a source tree on sys.path that was never installed
         return "0+unknown"
+
+
+#: Characters a terminal acts on rather than shows: C0 and C1 controls (escape sequences,
+#: carriage returns, bells) and the bidirectional overrides that reorder a line.
+_CONTROLS = re.compile("[\x00-\x1f\x7f-\x9f\u202a-\u202e\u2066-\u2069]")
+
+
+def terminal_text(text: str, keep: str = "") -> str:
+    """``text`` safe to print on a terminal (what a store or a vendor wrote is shown, never
+    run): each control character but those in ``keep`` as its escape (``\\x1b``)."""
+    return _CONTROLS.sub(lambda m: m.group() if m.group() in keep
+                         else m.group().encode("unicode_escape").decode("ascii"), text)

@@ -51,7 +51,6 @@ from __future__ import annotations
 
 import errno
 import os
-import re
 import tempfile
 from collections.abc import Callable, Mapping
 from pathlib import Path
@@ -61,7 +60,7 @@ import geopandas as gpd
 import pandas as pd
 from pyogrio.errors import DataSourceError
 
-from parcelsearch._shared import package_version
+from parcelsearch._shared import package_version, terminal_text
 from parcelsearch.errors import Hint, InputError
 from parcelsearch.formats import (
     FORMATS,
@@ -227,17 +226,6 @@ def _writing(out: Path, knob: str, write: Callable[[], object]) -> None:
 
 #: Rows of a table printed on a terminal; the rest are counted on a "… N more" line.
 TERMINAL_ROWS = 20
-
-
-#: Characters a terminal acts on rather than shows: C0 and C1 controls (escape sequences,
-#: carriage returns, bells) and the bidirectional overrides that reorder a line.
-_CONTROLS = re.compile("[\x00-\x1f\x7f-\x9f\u202a-\u202e\u2066-\u2069]")
-
-
-def terminal_text(text: str) -> str:
-    """``text`` safe to print on a terminal: each control character as its escape
-    (``\\x1b``, ``\\n``), everything else as it is."""
-    return _CONTROLS.sub(lambda m: m.group().encode("unicode_escape").decode("ascii"), text)
 
 
 def terminal_table(frame: pd.DataFrame, *, rows: int = TERMINAL_ROWS, noun: str = "row",

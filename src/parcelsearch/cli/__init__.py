@@ -31,6 +31,7 @@ from collections.abc import Iterator, Sequence
 from contextlib import contextmanager
 
 from parcelsearch import __version__, notices
+from parcelsearch._shared import terminal_text
 from parcelsearch.cli import login, records, searching, team_mode
 from parcelsearch.cli.arguments import EXIT_CODES, Formatter, exit_codes_text
 from parcelsearch.cli.registry import LISTED, Command, Parser, Runnable, plugged
@@ -126,7 +127,7 @@ def _fail(exc: ParcelSearchError) -> int:
 
 def _say(message: str, code: int) -> int:
     what = "interrupted" if code >= 128 else "stopped" if code == 3 else "error"
-    print(f"parcelsearch: {what}: {message}", file=sys.stderr)
+    print(f"parcelsearch: {what}: {terminal_text(message, keep=chr(10))}", file=sys.stderr)
     return code
 
 
