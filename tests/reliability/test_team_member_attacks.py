@@ -9,6 +9,7 @@ fails the test on the old code.
 
 from __future__ import annotations
 
+import subprocess
 from pathlib import Path
 from typing import Any
 
@@ -232,3 +233,62 @@ def test_a_member_cannot_spend_another_members_budget(
     assert f'"name":"bob","fingerprint":"{_fingerprint(key)}","calls_month":{bob_calls}' \
         in usage.stdout and '"roles":"member_' in usage.stdout, usage.stdout
     figures.add(SECTION_58, "reservations as another member refused", len(verdicts))
+
+
+def test_a_member_holding_leases_holds_up_nobody(
+        service: Any, team: str, areas: Path, tmp_path: Path, figures: Any) -> None:
+    """Point 2: mallory re-leased every stored page every second (the keys are in the pages
+    table), and bob's search waited at 0 calls until killed. Now members write no lease
+    directly, and a waiter fetches a page itself after about one lease's time: bob's search
+    of the same areas, every page older than his ``--max-age``, finishes with calls of his
+    own while mallory keeps leasing."""
+    import threading
+    import time
+
+    name, key = _key(service, quota=10_000, per_second=100)
+    fingerprint = _fingerprint(key)
+    set_pace(team, fingerprint, Pace(50, 0.05, 1))
+    _searched_as_member(service, tmp_path, key, team, areas, "alice")
+    served = _served(service, name)
+    as_mallory = member_url(team)
+    stop = threading.Event()
+    held = {"direct": 0, "function": 0}
+
+    def lease_everything() -> None:
+        with psycopg.connect(as_mallory, autocommit=True) as conn:
+            keys = [r[0] for r in conn.execute(f"SELECT request_key FROM {SCHEMA}.pages")]
+            while not stop.wait(0.3):
+                for request_key in keys:
+                    if _tried(conn, f"INSERT INTO {SCHEMA}.leases (request_key, holder, "
+                              "expires) VALUES (%s, 'mallory', clock_timestamp() + "
+                              "interval '1 second') ON CONFLICT (request_key) DO UPDATE SET "
+                              "holder = 'mallory', expires = EXCLUDED.expires",
+                              (request_key,)):
+                        held["direct"] += 1
+                    if _tried(conn, f"SELECT {SCHEMA}.take_lease(%s, 'mallory', 1)",
+                              (request_key,)):
+                        held["function"] += 1
+
+    holder = threading.Thread(target=lease_everything, daemon=True)
+    holder.start()
+    time.sleep(1.5)  # alice's pages are older than bob's --max-age now
+    bob = Member(service, tmp_path, key, "bob", PARCELSEARCH_TEAM=member_url(team),
+                 PARCELSEARCH_USER="bob")
+    started = time.monotonic()
+    running = bob.start(*bob.search(areas, "--max-age", "1"))
+    try:
+        out, err = running.communicate(timeout=150)
+    except subprocess.TimeoutExpired:
+        running.kill()
+        out, err = running.communicate()
+    finally:
+        stop.set()
+        holder.join(timeout=10)
+    took = time.monotonic() - started
+    assert running.returncode == 0, err[-2000:]
+    assert held["direct"] == 0 and held["function"] > 0
+    assert _served(service, name) > served
+    figures.add(SECTION_58, "searches outwaiting a member's leases", 1)
+    figures.note(f"a member leasing every page every 0.3 s: another member's search of "
+                 f"the same areas finished in {took:.0f} s with "
+                 f"{_served(service, name) - served} calls of its own")
