@@ -20,7 +20,9 @@ for a key, in the team's PostgreSQL store, shared by every member on every machi
 - **Pages**: any member's page is every member's (kept by ``keep_page``, which never
   changes a page another role wrote; a page read that does not add up is not used); before
   fetching, a member claims a lease
-  on the page (single flight): the others wait and read it when it lands. A live member
+  on the page (single flight): the others wait and read it when it lands, or, after about
+  one lease's time, fetch it themselves (a member holding leases to stall the others is
+  outwaited). A live member
   renews its leases (every third of the lease); one killed loses them within a lease
   (seconds), and another member takes the page over. The local parquet cache stays this
   machine's copy.

@@ -15,12 +15,21 @@ Everything lives in one PostgreSQL schema, ``parcelsearch_team``::
     budgets    per member: calls allowed per month or for life
     pages      pages fetched by any member (same key as the local cache: never the API key);
                version 4: the role that wrote it; keep_page never changes another role's
-    leases     single flight: who is fetching a page now, until when
+    leases     single flight: who is fetching a page now, until when (version 5: by which
+               role, since when; written only by take_lease, renew_leases and drop_lease,
+               held at most MOST_HOLD seconds in all)
+    names      (version 5) each member name and the member role that first used it: a
+               member role reserves, keeps pages, pauses and records runs only as its own
+    turns      (version 5) the turns each member role holds at a key's pacer (MOST_TURNS)
+    answered   (version 5) when a role's call of a key was last refunded (a 429's): its
+               pause follows
     page_uses  a member reading a page another member paid for (a call saved)
     runs, run_pieces, run_pages, rings, run_ids
                (version 2) the run history every member's searches record (the same
                tables as :mod:`parcelsearch.stores.local.history` keeps in the ledger, plus who ran
-               it)
+               it); version 5: each run stamped with its role, its pieces, pages and
+               GroupIDs added only by that role, rings under their own digest, at most
+               MOST_RING characters, with their bounding box
 
 Reservations are made by one call of ``parcelsearch_team.reserve(...)``: under the key's row
 lock (and the member's budget row lock) it counts what is spent and inserts the
@@ -737,12 +746,15 @@ REVOKE EXECUTE ON FUNCTION {_MEMBER_FUNCTIONS_4} FROM PUBLIC;
     5: _MIGRATION_5,
 }
 
-#: What a member role may do (``team init --member-role``): read everything; share leases
-#: and the run history; touch the ledger, the pacer and the pages only through the store's
-#: functions (``reserve`` → ``settle`` | ``refund`` by the reservation's token; ``pace_turn``
-#: and ``pause_key``, bounded by the key's policy; ``keep_page``, which never changes a page
-#: another role wrote); never write the quota, the pace or a budget. The ``REVOKE`` first
-#: takes back what an older store granted (version 3 let a member UPDATE pages and pacers).
+#: What a member role may do (``team init --member-role``): read everything; record its own
+#: runs in the run history (stamped and checked by triggers); touch the ledger, the pacer,
+#: the leases and the pages only through the store's functions (``reserve`` → ``settle`` |
+#: ``refund`` by the reservation's token; ``pace_turn`` and ``pause_key``, bounded by the
+#: key's policy; ``take_lease``, ``renew_leases``, ``drop_lease``; ``keep_page``, which never
+#: changes a page another role or member name wrote), each only as the role's own member
+#: names; never write the quota, the pace or a budget. The ``REVOKE`` first takes back what
+#: an older store granted (version 3 let a member UPDATE pages and pacers, version 4 write
+#: leases and execute the unbounded pacer).
 MEMBER_GRANTS = f"""
 REVOKE ALL ON ALL TABLES IN SCHEMA {SCHEMA} FROM {{role}};
 REVOKE ALL ON ALL FUNCTIONS IN SCHEMA {SCHEMA} FROM {{role}};
