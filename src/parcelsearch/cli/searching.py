@@ -183,7 +183,8 @@ def run_plan(args: argparse.Namespace) -> int:
     print_table(made.summary(), "every piece in --out-tiles FILE")
     if match is not None and learnt_for is not None:
         print(f"\nplanned under the matching rule learnt for {learnt_for}: {match}")
-    print(f"\n{plural(len(made.pieces), 'piece')}, at least {plural(made.min_calls, 'call')}")
+    print(f"\n{plural(len(made.pieces), 'piece')}, at least {plural(made.min_calls, 'call')}; "
+          f"{made.price_facts()}")
     if args.max_calls is not None:
         found = planning.suggest_tolerance(made, args.max_calls)
         print(f"no tolerance fits {plural(args.max_calls, 'call')}: each area needs at least "
