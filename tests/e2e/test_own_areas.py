@@ -136,12 +136,15 @@ def test_the_guide_goes_from_a_fresh_install_to_a_completed_search(tmp_path: Pat
                 found = re.match(r"serving https://127\.0\.0\.1:(\d+) \(CA: certs/ca\.pem\)",
                                  line)
                 assert found, line
+                assert line.rstrip().endswith("; 1 market from the parcels' market column")
+                assert "1 market from the\nparcels' market column" in GUIDE.read_text()
                 printed["port"] = found[1]
                 continue
             done = subprocess.run(argv, cwd=tmp_path, env=env, capture_output=True, text=True,
                                   timeout=300)
             assert done.returncode == 0, f"{command}\n{done.stdout}\n{done.stderr}"
             printed[argv[3]] = done.stdout.strip()
+            printed[argv[3] + " stderr"] = done.stderr
         assert "4 areas urban" in printed["parcels"] and "estimated" in printed["parcels"]
         ids = pd.read_parquet(tmp_path / "group_ids.parquet")
         assert set(ids["area_id"]) == set(gpd.read_file(tmp_path / "areas.gpkg").area_id)
@@ -150,8 +153,11 @@ def test_the_guide_goes_from_a_fresh_install_to_a_completed_search(tmp_path: Pat
             row = {r["name"]: r for r in keys.list()}["own-areas"]
         finally:
             keys.close()
-        # the guide's figures: 57 calls, under the --budget 100 and the key's --quota 1000
-        assert row["used_lifetime"] == 57 and row["quota"] == 1000
+        # the guide's figures: 57 calls and the market list's, under the --budget 100 and the
+        # key's --quota 1000, which the command line was told (PARCELSEARCH_QUOTA)
+        assert row["used_lifetime"] == 57 + 1 and row["quota"] == 1000
+        assert printed["markets"].splitlines() == ["Your areas urban 1, CA"]
+        assert "quota: it would leave " in printed["search stderr"], printed["search stderr"]
         assert "--budget 100" in GUIDE.read_text() and "take 57 calls" in GUIDE.read_text()
     finally:
         if serving is not None:
