@@ -140,7 +140,8 @@ def test_an_area_far_from_the_others_is_listed_and_reached(browser: webdriver.Ch
     assert len(free) == 15 and not any("leeds" in t for t in free)
     chooser = Select(browser.find_element(By.CSS_SELECTOR, "header .ps-go-to select"))
     titles = [o.text for o in chooser.options]
-    assert titles[1] == "all areas" and "leeds" in titles
+    assert titles[0] == "all areas" and "leeds" in titles
+    assert chooser.first_selected_option.text == titles[1]  # the view opened on: the 15
     chooser.select_by_visible_text("leeds")
     WebDriverWait(browser, 10).until(lambda d: any(
         "leeds" in a["tooltip"] and _free(s, a)

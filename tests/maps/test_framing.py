@@ -62,13 +62,24 @@ def test_areas_far_from_all_the_others_are_outliers_and_the_rest_the_focus() -> 
     assert min(pixels(b, zoom) for _, b in subjects[2:]) >= MIN_PX
 
 
-def test_areas_spread_evenly_have_no_outliers_and_the_map_fits_them_all() -> None:
-    """65 areas over a continent (40 scattered, 25 packed): none far from all the others, so
-    the map opens on every one of them (the specks get markers), not on a busy corner."""
+def test_many_areas_open_on_a_busy_cell_of_a_grid() -> None:
+    """Over MAX_SUBJECTS areas (binned, not grouped): 40 scattered, 25 packed together."""
     subjects = [(f"w{i}", square(-120.0 + i, 30.0 + (i % 7))) for i in range(40)]
     subjects += [(f"e{i}-{k}", square(-80.0 + 0.011 * i, 40.0 + 0.011 * k))
                  for i in range(5) for k in range(5)]
-    assert outliers(subjects) == []
+    focus = focus_of(subjects, union(*(b for _, b in subjects)))
+    assert focus is not None
+    inside = [(label, b) for label, b in subjects if union(b, focus.bounds) == focus.bounds]
+    assert len(inside) >= 2 and all(label.startswith("e") for label, _ in inside)
+    _, zoom = view_of(focus.bounds, WIDGET_SIZE)
+    assert min(pixels(b, zoom) for _, b in inside) >= MIN_PX
+
+
+def test_close_areas_not_all_readable_open_fitted_to_every_one() -> None:
+    """Issue 59: 16 plots of 30 m over 3 km (specks at once) open fitted to all 16, not on
+    the densest few; towns far apart still open on the densest group (above)."""
+    subjects = [(f"p{k}", square(-0.1 + 0.0017 * ((7 * k) % 16), 51.45 + 0.0015 * ((5 * k) % 16),
+                                 0.0003)) for k in range(16)]
     whole = union(*(b for _, b in subjects))
     focus = focus_of(subjects, whole)
     assert focus is not None and focus.bounds == whole

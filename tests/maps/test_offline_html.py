@@ -157,6 +157,7 @@ def test_the_page_offers_the_notebook_maps_go_to_list(tmp_path: Path) -> None:
     _, data = parse_page(maps.save_html(m, tmp_path / "map.html"))
     assert data["panels"] == []  # one map, opened on the 15 in London
     assert [g["title"] for g in data["go_to"]] == list(dropdown.options)
-    assert dropdown.options[0] == spec.focus.title and "leeds" in dropdown.options
+    assert dropdown.options[:2] == ("all areas", spec.focus.title) and "leeds" in dropdown.options
+    assert dropdown.value == spec.focus.title and data["go_to_start"] == 1
     (south, west), (north, east) = data["focus"]
     assert 51.4 < south < north < 51.5 and -0.2 < west < east < 0.0

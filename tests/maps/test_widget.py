@@ -125,8 +125,8 @@ def test_far_apart_areas_can_be_visited_from_a_list() -> None:
     control = next(c for c in m.controls if isinstance(c, ipyleaflet.WidgetControl)
                    and isinstance(c.widget, ipywidgets.Dropdown))
     assert list(control.widget.options) == ["all areas", "a", "b"]
-    assert control.widget.value == "all areas"  # opened on both (issue 59), dots on specks
-    assert "Area markers" in [layer.name for layer in m.layers]
+    assert control.widget.value == "a"  # opened on a group, not on 300 km of nothing
+    assert m.center == pytest.approx([32.0025, -99.9975], abs=1e-3)
     control.widget.value = "b"
     assert m.center == pytest.approx([32.0025, -96.9975], abs=1e-3)
     assert m.zoom >= 14

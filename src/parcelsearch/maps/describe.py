@@ -59,6 +59,7 @@ from parcelsearch.maps.spec import (
     ResultLike,
     View,
     pixels,
+    union,
     view_of,
 )
 
@@ -335,8 +336,11 @@ def _finish(spec: MapSpec, subjects: Subjects, context: Context,
     """
     far = outliers(focus or subjects)
     core = [s for s in (focus or subjects) if s not in far]
-    spec = dataclasses.replace(spec, views=first_views(subjects, spec.bounds),
-                               focus=focus_of(core, spec.bounds) if focus or far else None,
+    view = focus_of(core, spec.bounds)
+    if view is not None and not far and focus is None and view.bounds == union(
+            *(b for _, b in subjects)):
+        view = None  # every area: the whole map
+    spec = dataclasses.replace(spec, views=first_views(subjects, spec.bounds), focus=view,
                                listed=tuple(View(label, b) for label, b in far))
     spec = _with_markers(spec)
     frame = resolve_context(context)

@@ -5,7 +5,8 @@ specks. :func:`first_views` groups areas that can share a panel (each still at l
 ``MIN_PX`` pixels across) and returns one :class:`View` per group; an empty tuple means one
 view fitted to everything shows every area well enough. A single interactive map cannot show
 panels: it opens fitted to every area but its :func:`outliers` (areas far from all the
-others, listed to go to), tiny areas shown by markers (:func:`focus_of`).
+others, listed to go to), tiny areas shown by markers, or on the densest group when the areas
+are towns far apart (:func:`focus_of`).
 """
 
 from __future__ import annotations
@@ -26,7 +27,8 @@ from parcelsearch.maps.spec import (
     view_of,
 )
 
-__all__ = ["MAX_PANELS", "MIN_PX", "OUTLIER_FACTOR", "first_views", "focus_of", "outliers"]
+__all__ = ["MAX_PANELS", "MIN_PX", "OUTLIER_FACTOR", "SPECK_PX", "first_views", "focus_of",
+           "outliers"]
 
 #: An area is "visible" in a view when its larger side spans at least this many pixels.
 MIN_PX = 40
@@ -142,6 +144,41 @@ def outliers(subjects: Sequence[tuple[str, Bounds]]) -> list[tuple[str, Bounds]]
     return [s for s, d in zip(subjects, far, strict=True) if d > OUTLIER_FACTOR * typical]
 
 
+def _grid_cluster(subjects: Sequence[tuple[str, Bounds]]) -> list[tuple[str, Bounds]]:
+    """The subjects in the busiest cell of a grid one panel across (O(n), for many subjects).
+
+    The grid's zoom is the one at which the median subject spans ``MIN_PX`` pixels; a cell is
+    then a panel's width, so its subjects share a readable view.
+    """
+    sizes = sorted(pixels(b, 0) for _, b in subjects)
+    median = max(sizes[len(sizes) // 2], 1e-9)
+    zoom = math.log2(MIN_PX / median)
+    cell = PANEL_SIZE[1] / 256 / 2**zoom  # the cell's side, as a share of the world
+    cells: dict[tuple[int, int], list[tuple[str, Bounds]]] = {}
+    for label, b in subjects:
+        x = ((b[0] + b[2]) / 2 + 180) / 360
+        y = (math.pi - (mercator_y(b[1]) + mercator_y(b[3])) / 2) / (2 * math.pi)
+        cells.setdefault((math.floor(x / cell), math.floor(y / cell)), []).append((label, b))
+    return max(cells.values(), key=len)
+
+
+#: A single map opens on the densest group of areas, not on all of them, when the typical
+#: (median) area would span fewer pixels than this there (towns hundreds of kilometres
+#: apart: under a pixel); closer areas (plots across a town, a county and its cities) open
+#: fitted to every one, the specks marked by dots.
+SPECK_PX = 2.0
+
+
+def _densest(subjects: Sequence[tuple[str, Bounds]]) -> View:
+    """The group of subjects that share a readable view and hold the most of them (ties: the
+    first); binned on a grid over :data:`MAX_SUBJECTS` subjects."""
+    if len(subjects) > MAX_SUBJECTS:
+        cluster = _grid_cluster(subjects)
+        return View(_title([label for label, _ in cluster]), union(*(b for _, b in cluster)))
+    best = max(_groups(subjects), key=lambda g: len(g.labels))  # max keeps the first of ties
+    return View(_title(best.labels), best.bounds)
+
+
 def focus_of(subjects: Sequence[tuple[str, Bounds]], whole: Bounds | None) -> View | None:
     """The view one interactive map opens on, or None to open on ``whole``.
 
@@ -150,7 +187,7 @@ def focus_of(subjects: Sequence[tuple[str, Bounds]], whole: Bounds | None) -> Vi
     subjects
         The things that must be inside the first view (the areas but their
         :func:`outliers`, or the areas with changed pieces). Tiny ones are shown there by
-        markers, so the view fits them all.
+        markers.
     whole
         The bounds of everything drawn.
 
@@ -158,10 +195,15 @@ def focus_of(subjects: Sequence[tuple[str, Bounds]], whole: Bounds | None) -> Vi
     -------
     View or None
         None when every subject is readable in one view of ``whole``; else the view fitted to
-        every subject, titled with their labels.
+        every subject, or, when the typical subject would be under :data:`SPECK_PX` there
+        (far-apart towns), their densest group (the others are in the go-to list).
     """
     if whole is None or not subjects:
         return None
     if _readable(subjects, whole, WIDGET_SIZE):
         return None
-    return View(_title([label for label, _ in subjects]), union(*(b for _, b in subjects)))
+    every = union(*(b for _, b in subjects))
+    _, zoom = view_of(every, WIDGET_SIZE)
+    if sorted(pixels(b, zoom) for _, b in subjects)[len(subjects) // 2] < SPECK_PX:
+        return _densest(subjects)
+    return View(_title([label for label, _ in subjects]), every)

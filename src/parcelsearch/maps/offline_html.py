@@ -166,6 +166,7 @@ _APP_JS = """
       var option = L.DomUtil.create("option", "", chooser);
       option.value = String(k);
       option.innerHTML = choice.title;
+      option.selected = k === spec.go_to_start;
     });
     chooser.addEventListener("change", function () {
       fit(map(), spec.go_to[Number(chooser.value)].bounds);
@@ -259,6 +260,8 @@ def _html_payload(spec: MapSpec, *, basemap: bool) -> dict[str, Any]:
         "focus": _latlng(spec.focus.bounds) if spec.focus is not None else None,
         "go_to": [] if panels else [{"title": html.escape(v.title), "bounds": _latlng(v.bounds)}
                                     for v in spec.go_to()],
+        "go_to_start": ([v.title for v in spec.go_to()].index(spec.focus.title)
+                        if spec.focus is not None and not panels else 0),
         "tiles": OSM_TILES if basemap else None,
         "attribution": OSM_ATTRIBUTION if basemap else None,
     }

@@ -144,13 +144,14 @@ class MapSpec:
         return {x.name: len(x.geojson["features"]) for x in layers}
 
     def go_to(self) -> tuple[View, ...]:
-        """What a single map offers to go to, the view it opens on first: all areas, the
-        focus, the panels' groups and the outliers, each title once. One entry: no list."""
+        """What a single map offers to go to: all areas, the focus (the view it opens on,
+        when not all areas), the panels' groups and the outliers, each title once. One
+        entry: no list."""
         if self.bounds is None:
             return ()
         choices = [View(GO_TO_ALL, self.bounds)]
         if self.focus is not None:
-            choices.insert(0, self.focus)
+            choices.append(self.focus)
         for view in (*self.views, *self.listed):
             if view.title not in {c.title for c in choices}:
                 choices.append(view)

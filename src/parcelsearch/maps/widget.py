@@ -99,7 +99,8 @@ def _go_to(m: ipyleaflet.Map, spec: MapSpec) -> ipyleaflet.WidgetControl:
     """The spec's go-to list (:meth:`MapSpec.go_to`, as the offline HTML map offers it);
     choosing one fits the map to it. It starts on the view the map opened on."""
     choices = {v.title: v.bounds for v in spec.go_to()}
-    chooser = ipywidgets.Dropdown(options=list(choices), value=next(iter(choices)),
+    start = spec.focus.title if spec.focus is not None else next(iter(choices))
+    chooser = ipywidgets.Dropdown(options=list(choices), value=start,
                                   description="go to", layout=ipywidgets.Layout(width="260px"))
 
     def fit(change: dict[str, Any]) -> None:
