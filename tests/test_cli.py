@@ -212,7 +212,28 @@ def test_one_piece_is_singular(files, capsys) -> None:
     one = parcelsearch.demo_areas().query("area_id == 'pine-street'")
     one.to_file(files / "one.geojson")
     code, out, _ = run(["plan", str(files / "one.geojson")], capsys)
-    assert code == 0 and "\n1 piece, at least 1 call\n" in out
+    assert code == 0 and ("\n1 piece, at least 1 call; page 1 of every piece (1 call) would "
+                          "price it exactly\n") in out
+
+
+def test_plan_prints_the_price_facts_of_the_plans_repr(files, capsys) -> None:
+    """Issue 59, point 5: 144 cells of a neighbourhood, as the command line and Python see
+    them: the survey that would price the rest, after the minimum, word for word."""
+    import geopandas as gpd
+    import shapely
+
+    cells = gpd.GeoDataFrame(
+        {"cell": [f"c{k:03d}" for k in range(144)]},
+        geometry=[shapely.box(261_000 + 150 * i, 6_250_000 + 150 * j, 261_150 + 150 * i,
+                              6_250_150 + 150 * j) for j in range(12) for i in range(12)],
+        crs="EPSG:3857")
+    cells.to_file(files / "cells.gpkg")
+    code, out, err = run(["plan", str(files / "cells.gpkg"), "--id-column", "cell"], capsys)
+    planned = parcelsearch.plan(cells, id_column="cell")
+    facts = planned.price_facts()
+    assert code == 0, err
+    assert facts.startswith("a survey of about ") and facts in repr(planned)
+    assert f"\n144 pieces, at least 144 calls; {facts}\n" in out
 
 
 def test_plural() -> None:

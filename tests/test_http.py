@@ -126,3 +126,27 @@ def test_a_stop_wakes_a_held_call() -> None:
     threading.Timer(0.05, stop.set).start()
     with pytest.raises(Cancelled):
         limiter.hold(stop)
+
+
+def test_each_refusal_slows_the_pace_and_each_call_brings_it_back() -> None:
+    """Issue 59: AIMD. A refusal (a Retry-After) multiplies the pace by DECREASE; each call
+    adds INCREASE of the rate back, up to CEILING of the pace refused at; strict spacing (the
+    bench's baseline) keeps its pace."""
+    limiter, strict = RateLimiter(1000.0), RateLimiter(1000.0, adaptive=False)
+    full = limiter.pace
+    for pacer in (limiter, strict):
+        pacer.pause(0.0)
+    assert limiter.pace == pytest.approx(full * RateLimiter.DECREASE)
+    assert limiter.interval == pytest.approx(1 / limiter.pace)
+    assert strict.pace == full and (limiter.refusals, strict.refusals) == (1, 1)
+    for _ in range(50):  # back up to the most learnt: CEILING of the pace refused at, probed
+        limiter.wait()
+    assert limiter.pace == pytest.approx(full * RateLimiter.CEILING
+                                         + 50 * RateLimiter.PROBE * 1000)
+    for _ in range(200):  # the probe reaches the rate less the margin again
+        limiter.wait()
+    assert limiter.pace == pytest.approx(full)
+    assert "1 refusals met" in repr(limiter)
+    for _ in range(50):
+        limiter.pause(0.0)
+    assert limiter.pace == pytest.approx(RateLimiter.FLOOR * 1000)

@@ -323,6 +323,9 @@ def _parquet_ids(path: Path) -> tuple[pd.DataFrame, dict[str, Any]]:
     raw = (schema.metadata or {}).get(METADATA_KEY.encode())
     meta = json.loads(raw) if raw else {}
     id_name = meta.get("id_column") if isinstance(meta, dict) else None
+    if not isinstance(id_name, str) and isinstance(meta, dict) and meta:
+        id_name = _first_other(schema.names)  # SearchResult.to_parquet: its ids as they are
+        meta = {**meta, "id_column": id_name} if id_name is not None else meta
     wanted = [c for c in (id_name, "group_id") if isinstance(c, str) and c in schema.names]
     table = pq.read_table(path, columns=wanted or None)
     if "group_id" in table.column_names and not _arrow_text(table.schema.field("group_id").type):
@@ -333,6 +336,13 @@ def _parquet_ids(path: Path) -> tuple[pd.DataFrame, dict[str, Any]]:
     if isinstance(id_name, str) and id_name in frame.columns:  # area ids as results hold them
         frame[id_name] = table.column(id_name).to_pandas()
     return frame, meta
+
+
+def _first_other(names: list[str]) -> str | None:
+    """The area id column of a table of GroupIDs whose metadata does not name it (as
+    :meth:`SearchResult.to_parquet <parcelsearch.SearchResult.to_parquet>` writes them: the
+    id column, then ``group_id``): its first column that is not ``group_id``."""
+    return next((n for n in names if n != "group_id" and not n.startswith("__")), None)
 
 
 def _csv_ids(path: Path) -> tuple[pd.DataFrame, dict[str, Any]]:

@@ -12,12 +12,13 @@ Examples
 from __future__ import annotations
 
 import difflib
+import json
 import os
 import re
 import uuid
 from collections.abc import Iterator, Sequence
 from contextlib import contextmanager
-from datetime import timedelta
+from datetime import UTC, datetime, timedelta
 from typing import Any, TypeVar
 
 import pandas as pd
@@ -127,12 +128,38 @@ def check_markets_at_hand(areas: Any, base_url: str,
     """
     from parcelsearch.planning.land import check_near_markets
 
+    folder = CacheFolder(cache)
     try:
-        names = CacheFolder(cache).markets(base_url, timedelta.max)
+        names = folder.markets(base_url, timedelta.max)
     except CacheError:  # a check for free: an unreadable list is no list at hand
         return
     if names:
-        check_near_markets(areas.geometry.to_numpy(), list(areas.index), names)
+        check_near_markets(areas.geometry.to_numpy(), list(areas.index), names,
+                           listed=_which_list(folder, base_url))
+
+
+def _which_list(folder: CacheFolder, base_url: str) -> str:
+    """Which cached list a refusal went by: the service it was fetched from, how long ago,
+    and its file (to delete when that service now serves other parcels)."""
+    path = folder.markets_path(base_url)
+    try:
+        fetched = datetime.fromisoformat(json.loads(path.read_text(encoding="utf-8"))
+                                         ["fetched_at"])
+        age = f"fetched {_age(datetime.now(UTC) - fetched)} ago"
+    except (OSError, ValueError, KeyError, TypeError):
+        age = "of unknown age"
+    return (f"the market list cached from {base_url} ({age}; if that service now serves "
+            f"other parcels, delete {path} to fetch its list again)")
+
+
+def _age(elapsed: timedelta) -> str:
+    """``40 s``, ``12 min``, ``3.5 h`` or ``2.0 days``."""
+    seconds = max(0.0, elapsed.total_seconds())
+    if seconds < 60:
+        return f"{seconds:.0f} s"
+    if seconds < 3600:
+        return f"{seconds / 60:.0f} min"
+    return f"{seconds / 3600:.1f} h" if seconds < 86400 else f"{seconds / 86400:.1f} days"
 
 
 def require_market_column(areas: pd.DataFrame, column: str) -> None:

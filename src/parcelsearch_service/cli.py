@@ -75,12 +75,15 @@ def _serve(args: argparse.Namespace) -> int:
     certs = ensure_certificates(cert_dir, [args.host])
     keys = _key_store(args)
     store = open_parcel_store(_parcels_source(args.parcels), match=args.match)
-    app = create_app(store, args.markets, keys, portal=args.portal, portal_ca=certs.ca)
+    markets, brought = _markets_source(args)
+    app = create_app(store, markets, keys, portal=args.portal, portal_ca=certs.ca)
     sock = bind_socket(args.host, args.port)
     port = sock.getsockname()[1]
     host = f"[{args.host}]" if ":" in args.host else args.host
 
     line = f"serving https://{host}:{port} (CA: {certs.ca})"
+    if brought:
+        line += f"; {plural(len(brought), 'market')} from the parcels' market column"
     portal_line = f"portal at https://{host}:{port}/portal/ (users: parcelsearch portal add-user)"
     if args.workers > 1:  # the socket listens already: connections queue until a worker takes
         print(f"{line} with {args.workers} workers", flush=True)
@@ -107,6 +110,18 @@ def _serve(args: argparse.Namespace) -> int:
         sock.close()
         keys.close()
         store.close()
+
+
+def _markets_source(args: argparse.Namespace) -> tuple[Any, list[str]]:
+    """The market list to serve: ``--markets``, else the markets of the ``--parcels`` files
+    (their ``market`` column: a fabric of ``parcels synth`` brings its markets), else the
+    bundled list; and the names the parcels brought (empty: none)."""
+    if args.markets is not None or not args.parcels:
+        return args.markets, []
+    from parcelsearch_service.store import fabric_markets  # lazy: CLI start-up
+
+    brought = fabric_markets(args.parcels)
+    return (brought, brought) if brought else (None, [])
 
 
 def _parcels_source(given: list[str] | None) -> Any:
@@ -319,7 +334,9 @@ def _add_serve(commands: Subcommands) -> None:
                        "repeat it to serve several files together (e.g. fabrics made by "
                        "'parcels synth' for different areas)")
     serve.add_argument("--markets", type=Path, default=None, metavar="FILE",
-                       help="market names, one per line or a JSON list")
+                       help="market names, one per line or a JSON list (default: the "
+                       "markets of the --parcels files' market column, as 'parcels synth' "
+                       "names them, else the bundled list)")
     _keys_arg(serve)
     serve.add_argument("--cert-dir", type=Path, default=None, metavar="DIR",
                        help=f"CA and server certificate (default: {default_cert_dir()})")

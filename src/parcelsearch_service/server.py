@@ -39,7 +39,7 @@ from parcelsearch_service.http_protocol import (
 )
 from parcelsearch_service.keys import BUSY_TIMEOUT, KeyStore, default_keys_location
 from parcelsearch_service.postgis import PostgisParcelStore, open_parcel_store
-from parcelsearch_service.store import ParcelStore
+from parcelsearch_service.store import ParcelStore, fabric_markets
 from parcelsearch_service.tls import default_cert_dir, ensure_certificates
 
 __all__ = ["start_service", "RunningService", "build_server", "bind_socket", "run_workers"]
@@ -320,7 +320,8 @@ def start_service(
         ``None`` (the bundled demo parcels), a parcels file, a GeoDataFrame or a
         ``postgresql://`` URL (parcels loaded with ``parcelsearch parcels load``).
     markets
-        ``None`` (the bundled markets list), a markets file or a list of names.
+        ``None`` (the markets of a parcels file's ``market`` column, as ``parcels synth``
+        names them, else the bundled markets list), a markets file or a list of names.
     keys
         The key store: a SQLite file (created if missing) or a ``postgresql://`` URL.
         Defaults to ``keys.sqlite`` in the per-user service directory.
@@ -344,6 +345,8 @@ def start_service(
     cert_path = Path(default_cert_dir() if cert_dir is None else cert_dir)
     certs = ensure_certificates(cert_path, [host])
     store = open_parcel_store(parcels, match=match)
+    if markets is None and isinstance(parcels, str | Path):  # a fabric brings its markets
+        markets = fabric_markets([parcels])
     app = create_app(store, markets, key_store, portal=portal, portal_ca=certs.ca)
     sock = bind_socket(host, port)
     server = build_server(app, certs.cert, certs.key, forwarded_allow_ips=forwarded_allow_ips)

@@ -30,6 +30,7 @@ from typing import ClassVar, Literal
 import geopandas as gpd
 import numpy as np
 import pandas as pd
+import pyarrow.parquet as pq
 import shapely
 
 from parcelsearch._shared import data_path
@@ -46,6 +47,7 @@ __all__ = [
     "CountGrid",
     "load_parcels",
     "load_markets",
+    "fabric_markets",
     "demo_parcels_path",
     "demo_markets_path",
 ]
@@ -183,6 +185,44 @@ def _checked(frame: gpd.GeoDataFrame, name: str) -> gpd.GeoDataFrame:
         )
     frame = frame.assign(group_id=gid.astype(object))
     return frame.sort_values("parcel_id", kind="stable").reset_index(drop=True)
+
+
+def fabric_markets(sources: Sequence[str | Path]) -> list[str] | None:
+    """The markets the parcels files ``sources`` lay parcels for (their ``market`` column,
+    as ``parcels synth`` writes it): sorted, distinct names; None when no file has such a
+    column or a source is a ``postgresql://`` URL (the bundled list is served then).
+
+    Only the ``market`` column is read.
+
+    Raises
+    ------
+    ConfigurationError
+        A file that cannot be read (the message names it).
+    """
+    import pyogrio
+
+    names: set[str] = set()
+    found = False
+    for source in sources:
+        if str(source).startswith(("postgresql://", "postgres://")):
+            return None
+        path = Path(source)
+        try:
+            if path.suffix.lower() == ".parquet":
+                if "market" not in pq.read_schema(path).names:
+                    continue
+                column = pq.read_table(path, columns=["market"]).column("market").to_pylist()
+            else:
+                if "market" not in pyogrio.read_info(path)["fields"].tolist():
+                    continue
+                column = pyogrio.read_dataframe(path, columns=["market"],
+                                                read_geometry=False)["market"].tolist()
+        except Exception as exc:  # noqa: BLE001 - any unreadable file, named
+            raise ConfigurationError(f"parcels file {path}: its market column cannot be read "
+                                     f"({exc}); pass --markets FILE") from None
+        found = True
+        names.update(str(n).strip() for n in column if isinstance(n, str) and n.strip())
+    return sorted(names) if found and names else None
 
 
 def load_markets(source: str | Path | Sequence[str] | None = None) -> list[str]:

@@ -46,6 +46,7 @@ __all__ = [
     "fabric",
     "fabric_for",
     "plan_fabric",
+    "market_names",
     "FabricPlan",
     "Place",
     "PLACES",
@@ -471,7 +472,10 @@ def fabric_for(areas: gpd.GeoDataFrame, *, seed: int = DEFAULT_SEED, margin: flo
     bounding boxes touch gets one grid over its box, and the parcels whose representative
     point lies in the grown areas are kept. :func:`plan_fabric` says beforehand how many,
     within about a quarter. Deterministic for a ``seed``; the columns of :func:`fabric` and
-    ``place`` (``market`` is ``market``), ready for ``parcelsearch serve --parcels``.
+    ``place``, ready for ``parcelsearch serve --parcels``; ``market`` names each grid's
+    market as the vendor names markets (``"Your areas urban 1, VA"``: ``market``, the kind
+    of place, the grid's number and its US state, :func:`market_names`), and ``serve
+    --parcels`` serves those names as its market list.
     Parcel ids run from a base drawn from the areas and the seed (a multiple of
     :data:`ID_SPAN`) and GroupIDs are drawn with it, so fabrics made for different areas
     can be served together.
@@ -503,10 +507,24 @@ def fabric_for(areas: gpd.GeoDataFrame, *, seed: int = DEFAULT_SEED, margin: flo
         mine = (kinds == kind).to_numpy()
         keep[mine] = shapely.contains_xy(region, *points[mine].T)
     parcels = parcels[keep].reset_index(drop=True)
-    parcels["market"] = market
+    parcels["market"] = parcels["market"].map(market_names(plan.specs)).to_numpy()
     parcels["place"] = kinds[keep].to_numpy()
     parcels["parcel_id"] = plan.id_base + np.arange(1, len(parcels) + 1, dtype=np.int64)
     return parcels
+
+
+def market_names(specs: Sequence[MarketSpec]) -> dict[str, str]:
+    """The market each grid of :func:`plan_fabric` lays parcels for, named as the vendor
+    names markets (``"City, ST"``): the grid's name and the US state its south-west corner
+    lies in (:func:`parcelsearch.planning.land.state_at`), or the grid's name alone outside
+    the US. ``serve --parcels`` serves these names as its market list."""
+    from parcelsearch.planning.land import state_at
+
+    names = {}
+    for spec in specs:
+        state = state_at(spec.lon, spec.lat)
+        names[spec.name] = spec.name if state is None else f"{spec.name}, {state}"
+    return names
 
 
 def _dedupe_groups_across(parcels: pd.DataFrame, rng: np.random.Generator) -> None:

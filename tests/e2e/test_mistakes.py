@@ -244,8 +244,11 @@ def test_areas_far_from_every_active_market_spend_nothing_when_the_list_is_cache
     assert code == 2, err
     assert "parcelsearch: error: areas '023300', '025800' lie about 646, 647" in err
     assert " km from every state with an active market (farther than 50 km from AZ, ID, NC, " \
-           "NM, TX: 45 markets in the cached market list), where the vendor has no parcels " \
-           "to find; nothing was planned or spent." in err
+           f"NM, TX: 45 markets in the market list cached from {service.base_url} (fetched " \
+           in " ".join(err.split())
+    assert " ago; if that service now serves other parcels, delete " in " ".join(err.split())
+    assert "to fetch its list again)), where the vendor has no parcels to find; nothing was " \
+           "planned or spent." in " ".join(err.split())
     assert "If the areas are right, pass --trust-markets." in err
     assert not PYTHON.search(err) and served(service, key) == 1
 

@@ -136,12 +136,15 @@ def test_the_guide_goes_from_a_fresh_install_to_a_completed_search(tmp_path: Pat
                 found = re.match(r"serving https://127\.0\.0\.1:(\d+) \(CA: certs/ca\.pem\)",
                                  line)
                 assert found, line
+                assert line.rstrip().endswith("; 1 market from the parcels' market column")
+                assert "1 market from the\nparcels' market column" in GUIDE.read_text()
                 printed["port"] = found[1]
                 continue
             done = subprocess.run(argv, cwd=tmp_path, env=env, capture_output=True, text=True,
                                   timeout=300)
             assert done.returncode == 0, f"{command}\n{done.stdout}\n{done.stderr}"
             printed[argv[3]] = done.stdout.strip()
+            printed[argv[3] + " stderr"] = done.stderr
         assert "4 areas urban" in printed["parcels"] and "estimated" in printed["parcels"]
         ids = pd.read_parquet(tmp_path / "group_ids.parquet")
         assert set(ids["area_id"]) == set(gpd.read_file(tmp_path / "areas.gpkg").area_id)
@@ -150,8 +153,11 @@ def test_the_guide_goes_from_a_fresh_install_to_a_completed_search(tmp_path: Pat
             row = {r["name"]: r for r in keys.list()}["own-areas"]
         finally:
             keys.close()
-        # the guide's figures: 57 calls, under the --budget 100 and the key's --quota 1000
-        assert row["used_lifetime"] == 57 and row["quota"] == 1000
+        # the guide's figures: 57 calls and the market list's, under the --budget 100 and the
+        # key's --quota 1000, which the command line was told (PARCELSEARCH_QUOTA)
+        assert row["used_lifetime"] == 57 + 1 and row["quota"] == 1000
+        assert printed["markets"].splitlines() == ["Your areas urban 1, CA"]
+        assert "quota: it would leave " in printed["search stderr"], printed["search stderr"]
         assert "--budget 100" in GUIDE.read_text() and "take 57 calls" in GUIDE.read_text()
     finally:
         if serving is not None:
@@ -192,3 +198,57 @@ def test_fabrics_for_touching_areas_overlap_by_the_margin_only(tmp_path: Path,
     found = set(result.ids["group_id"])
     assert result.complete and found
     assert (found <= own) == (margin == 0.0)  # 50 m: the other fabric's edge lots match too
+
+
+@pytest.mark.slow
+def test_a_served_fabric_brings_its_markets(tmp_path: Path, capsys,
+                                            start_own_service) -> None:
+    """Issue 59, point 1: 'parcels synth' names a market for each grid as the vendor names
+    markets, 'serve --parcels' serves them, and the market list cached from one service (the
+    demo's: no Californian market) never refuses the areas searched on another; where it
+    does refuse (its own service), it says which list and how old it is, for 0 calls."""
+    areas = gpd.read_file(TRACTS).iloc[:3]  # San Francisco: no state of the demo's markets
+    areas.to_file(tmp_path / "tracts.gpkg")
+    out = tmp_path / "parcels.parquet"
+    code, _, err = run(["parcels", "synth", str(tmp_path / "tracts.gpkg"), "--out", str(out)],
+                       capsys)
+    assert code == 0, err
+    brought = sorted(set(gpd.read_parquet(out)["market"]))
+    assert brought and all(re.fullmatch(r"Your areas \w+ \d+, CA", m) for m in brought)
+
+    cache = tmp_path / "cache"
+    demo = start_own_service()
+    demo_client = parcelsearch.Client(
+        api_key=demo.keys.create("demo-list", key_type="production", quota=100,
+                                 per_second=50),
+        base_url=demo.base_url, ca_bundle=str(demo.ca_path), cache_dir=cache)
+    assert "Tucson, AZ" in parcelsearch.markets(demo_client)  # the demo's list, cached
+    with pytest.raises(parcelsearch.InputError) as refused:
+        parcelsearch.search(areas, id_column="tract", client=demo_client, progress=False)
+    said = refused.value.message
+    assert f"the market list cached from {demo.base_url} (fetched " in said
+    assert " s ago;" in said and "delete " in said and "markets-" in said
+    assert len(demo.keys.requests("demo-list")) == 1  # the list's call alone
+
+    own = start_own_service(parcels=str(out))
+    client = parcelsearch.Client(
+        api_key=own.keys.create("own-areas", key_type="production", quota=1_000,
+                                per_second=50),
+        base_url=own.base_url, ca_bundle=str(own.ca_path), cache_dir=cache, rate=40)
+    assert parcelsearch.markets(client) == brought  # served from the parcels
+    result = parcelsearch.search(areas, id_column="tract", client=client, progress=False)
+    assert result.complete and (result.summary()["parcels"] > 0).all()
+
+    served = subprocess.Popen(  # the command line serves them too, and says so
+        [sys.executable, "-m", "parcelsearch.cli", "serve", "--parcels", str(out), "--port",
+         "0", "--keys", str(tmp_path / "k.sqlite"), "--cert-dir", str(tmp_path / "certs")],
+        cwd=tmp_path, text=True, stdout=subprocess.PIPE, stderr=subprocess.DEVNULL)
+    try:
+        line = served.stdout.readline() if served.stdout else ""
+    finally:
+        served.terminate()
+        served.wait(timeout=30)
+        if served.stdout:
+            served.stdout.close()
+    assert f"; {len(brought)} market{'s' * (len(brought) != 1)} from the parcels' market " \
+           "column" in line, line

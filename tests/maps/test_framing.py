@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import pytest
 
-from parcelsearch.maps.framing import MAX_PANELS, MIN_PX, first_views, focus_of
+from parcelsearch.maps.framing import MAX_PANELS, MIN_PX, first_views, focus_of, outliers
 from parcelsearch.maps.spec import PANEL_SIZE, WIDGET_SIZE, Bounds, pixels, union, view_of
 
 
@@ -50,11 +50,13 @@ def test_close_areas_need_no_focus() -> None:
     assert focus_of(subjects, union(*(b for _, b in subjects))) is None
 
 
-def test_a_single_map_opens_on_the_densest_cluster_each_area_readable() -> None:
-    """Two areas here, three there: the map opens on the three, each readable."""
+def test_areas_far_from_all_the_others_are_outliers_and_the_rest_the_focus() -> None:
+    """Two areas here, three 1,900 km away: the two are outliers (listed to go to), and a
+    single map opens fitted to the three, each readable (issue 59)."""
     subjects = [(f"w{i}", square(-99.74 + 0.02 * i, 32.44)) for i in range(2)]
     subjects += [(f"e{i}", square(-80.0 + 0.02 * i, 40.0)) for i in range(3)]
-    focus = focus_of(subjects, union(*(b for _, b in subjects)))
+    assert outliers(subjects) == subjects[:2]
+    focus = focus_of(subjects[2:], union(*(b for _, b in subjects)))
     assert focus is not None and focus.title == "e0, e1, e2"
     _, zoom = view_of(focus.bounds, WIDGET_SIZE)
     assert min(pixels(b, zoom) for _, b in subjects[2:]) >= MIN_PX
@@ -71,3 +73,23 @@ def test_many_areas_open_on_a_busy_cell_of_a_grid() -> None:
     assert len(inside) >= 2 and all(label.startswith("e") for label, _ in inside)
     _, zoom = view_of(focus.bounds, WIDGET_SIZE)
     assert min(pixels(b, zoom) for _, b in inside) >= MIN_PX
+
+
+def test_close_areas_not_all_readable_open_fitted_to_every_one() -> None:
+    """Issue 59: 16 plots of 30 m over 3 km (specks at once) open fitted to all 16, not on
+    the densest few; towns far apart still open on the densest group (above)."""
+    subjects = [(f"p{k}", square(-0.1 + 0.0017 * ((7 * k) % 16), 51.45 + 0.0015 * ((5 * k) % 16),
+                                 0.0003)) for k in range(16)]
+    whole = union(*(b for _, b in subjects))
+    focus = focus_of(subjects, whole)
+    assert focus is not None and focus.bounds == whole
+
+
+@pytest.mark.parametrize("subjects", [
+    pytest.param([("a", square(0, 0)), ("b", square(5, 5))], id="two"),
+    pytest.param([(f"t{k}", square(0.003 * (k % 4), 0.003 * (k // 4))) for k in range(16)],
+                 id="sixteen-tiny"),
+])
+def test_fewer_than_three_or_close_areas_have_no_outliers(
+        subjects: list[tuple[str, Bounds]]) -> None:
+    assert outliers(subjects) == []

@@ -136,3 +136,28 @@ def test_context_is_kept_from_a_map_or_added_when_saving(areas: Any, tmp_path: P
     assert plain["context"] is None
     assert added["context"] == kept["context"]
     assert len(kept["context"]["geojson"]["features"]) == 1
+
+
+def test_the_page_offers_the_notebook_maps_go_to_list(tmp_path: Path) -> None:
+    """Issue 59: an area far from all the others is left out of the first view and listed;
+    the offline page's go-to list is the widget's, the view opened on first."""
+    import ipywidgets
+
+    plots = [box(530_000 + 190 * ((7 * k) % 16), 175_000 + 170 * ((5 * k) % 16),
+                 530_030 + 190 * ((7 * k) % 16), 175_030 + 170 * ((5 * k) % 16))
+             for k in range(15)]  # 15 plots of 30 m over 3 km of London, one in Leeds
+    frame = gpd.GeoDataFrame(geometry=[*plots, box(430_000, 433_000, 430_030, 433_030)],
+                             index=pd.Index([*(f"p{k}" for k in range(15)), "leeds"],
+                                            name="area_id"), crs=27700)
+    m = maps.areas_map(frame, context=None)
+    spec = m.parcelsearch_spec
+    assert [v.title for v in spec.listed] == ["leeds"]
+    dropdown = next(c.widget for c in m.controls if isinstance(c, ipyleaflet.WidgetControl)
+                    and isinstance(c.widget, ipywidgets.Dropdown))
+    _, data = parse_page(maps.save_html(m, tmp_path / "map.html"))
+    assert data["panels"] == []  # one map, opened on the 15 in London
+    assert [g["title"] for g in data["go_to"]] == list(dropdown.options)
+    assert dropdown.options[:2] == ("all areas", spec.focus.title) and "leeds" in dropdown.options
+    assert dropdown.value == spec.focus.title and data["go_to_start"] == 1
+    (south, west), (north, east) = data["focus"]
+    assert 51.4 < south < north < 51.5 and -0.2 < west < east < 0.0

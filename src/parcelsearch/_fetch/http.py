@@ -150,7 +150,8 @@ class Spend(Protocol):
 
 
 class RateLimiter:
-    """Strictly spaced calls, shared by all threads: no bursts, ever.
+    """Strictly spaced calls, shared by all threads: no bursts, ever; a pace that adapts to
+    the refusals it meets.
 
     Each caller claims the next free slot under a lock, then sleeps *outside* it until the
     slot comes, so one sleeper never holds up another and a stop wakes every sleeper at once.
@@ -159,22 +160,58 @@ class RateLimiter:
     first slot is followed by :data:`FIRST_CALL_ALLOWANCE` more, since a first call arrives
     late.
 
+    The pace adapts to the refusals it meets, as TCP's and the cloud SDKs' do (additive
+    increase, multiplicative decrease): each refusal met (:meth:`pause`: a spike arrest's
+    ``Retry-After``) multiplies the pace by :data:`DECREASE`; each call then adds
+    :data:`INCREASE` of ``rate`` back, up to
+    :data:`CEILING` of the pace refused at (which itself grows back by :data:`PROBE` a call, up
+    to ``rate`` less the margin). :attr:`refusals` counts the refusals met; :attr:`pace` is the
+    pace now (calls a second). ``bench/bench_pacer.py`` measures it on a loaded machine
+    (bench/RESULTS.md, section ``pacer``).
+
     Parameters
     ----------
     rate
         Calls per second the server allows.
     margin
         Share of ``rate`` kept in reserve against network jitter.
+    adaptive
+        Adapt the pace to the refusals met (AIMD); ``False``: strict spacing alone, as before
+        (the bench's baseline).
     """
 
-    def __init__(self, rate: float, margin: float = DEFAULT_MARGIN) -> None:
+    #: The pace is multiplied by this at each refusal met.
+    DECREASE = 0.9
+    #: Each call sent adds back this share of ``rate`` to the pace (50 calls: 10 % of it).
+    INCREASE = 0.002
+    #: The pace never falls below this share of ``rate``.
+    FLOOR = 0.25
+    #: At each refusal, the most the pace grows back to is this share of the pace it was
+    #: refused at (the jitter that caused it stays: the pace learns the slack it needs) …
+    CEILING = 0.98
+    #: … and that most grows back by this share of ``rate`` per call (a slow probe: 10 % of
+    #: the rate in 500 calls), up to ``rate`` less the margin.
+    PROBE = 0.0002
+
+    def __init__(self, rate: float, margin: float = DEFAULT_MARGIN, *,
+                 adaptive: bool = True) -> None:
         if not rate > 0 or not 0 <= margin < 1:
             raise ConfigurationError(f"rate must be > 0 and margin in [0, 1), got {rate}, {margin}")
         self.rate = float(rate)
-        self.interval = 1.0 / (self.rate * (1.0 - margin))
+        self.margin = float(margin)
+        self.adaptive = adaptive
+        self.pace = self.rate * (1.0 - margin)  # calls a second now (AIMD)
+        self._most = self.pace  # the most the pace grows back to, learnt from refusals
+        #: Refusals met (:meth:`pause` calls): each slowed the pace.
+        self.refusals = 0
         self._lock = threading.Lock()
         self._next: float | None = None  # the next free slot; None before the first call
         self._paused_until = 0.0  # no call before this (time.monotonic): a Retry-After
+
+    @property
+    def interval(self) -> float:
+        """Seconds between two slots at the pace now."""
+        return 1.0 / self.pace
 
     def wait(self, cancel: threading.Event | None = None, lead: float = 0.0) -> float:
         """Block until this caller's slot (``lead`` seconds before it: the caller then
@@ -191,20 +228,34 @@ class RateLimiter:
             first = self._next is None
             slot = max(time.monotonic() + lead, self._next or 0.0, self._paused_until)
             self._next = slot + self.interval + (FIRST_CALL_ALLOWANCE if first else 0.0)
-        delay = slot - lead - time.monotonic()
+        self._sleep(slot - lead - time.monotonic(), cancel)
+        if not self.adaptive:  # strict spacing alone
+            return slot
+        with self._lock:
+            self._most = min(self.rate * (1.0 - self.margin), self._most + self.PROBE * self.rate)
+            self.pace = min(self._most, self.pace + self.INCREASE * self.rate)
+        return slot
+
+    @staticmethod
+    def _sleep(delay: float, cancel: threading.Event | None) -> None:
         if cancel is not None:
             if cancel.wait(max(0.0, delay)):
                 raise Cancelled("stopped while waiting for the pacer")
         elif delay > 0:
             time.sleep(delay)
-        return slot
 
     def pause(self, seconds: float) -> None:
         """The service asked the key to wait ``seconds`` (a ``Retry-After``): no slot, and
-        no call that already holds one (see :meth:`hold`), before then."""
+        no call that already holds one (see :meth:`hold`), before then. A refusal met: the
+        pace is multiplied by :data:`DECREASE` (when adaptive)."""
         with self._lock:
             until = time.monotonic() + max(0.0, seconds)
             self._paused_until = max(self._paused_until, until)
+            self.refusals += 1
+            if self.adaptive:
+                floor = self.FLOOR * self.rate
+                self._most = max(floor, min(self._most, self.pace) * self.CEILING)
+                self.pace = max(floor, self.pace * self.DECREASE)
 
     def hold(self, cancel: threading.Event | None = None) -> None:
         """Block while the key is paused: the last gate before a call is sent, so a call
@@ -226,7 +277,8 @@ class RateLimiter:
                 raise Cancelled("stopped while the key was paused (Retry-After)")
 
     def __repr__(self) -> str:
-        return f"RateLimiter(rate={self.rate:g}/s, interval={self.interval * 1000:.1f} ms)"
+        return (f"RateLimiter(rate={self.rate:g}/s, interval={self.interval * 1000:.1f} ms, "
+                f"{self.refusals} refusals met)")
 
 
 @dataclass(frozen=True)

@@ -183,7 +183,8 @@ def run_plan(args: argparse.Namespace) -> int:
     print_table(made.summary(), "every piece in --out-tiles FILE")
     if match is not None and learnt_for is not None:
         print(f"\nplanned under the matching rule learnt for {learnt_for}: {match}")
-    print(f"\n{plural(len(made.pieces), 'piece')}, at least {plural(made.min_calls, 'call')}")
+    print(f"\n{plural(len(made.pieces), 'piece')}, at least {plural(made.min_calls, 'call')}; "
+          f"{made.price_facts()}")
     if args.max_calls is not None:
         found = planning.suggest_tolerance(made, args.max_calls)
         print(f"no tolerance fits {plural(args.max_calls, 'call')}: each area needs at least "
@@ -281,10 +282,10 @@ def run_search(args: argparse.Namespace) -> int:
             result = _search_asking(pipeline.search, areas, client, given)
     except ParcelSearchError as exc:
         if isinstance(exc.result, SearchResult):
-            _write(exc.result, args, partial=True)
+            _write(exc.result, args, partial=True, refused=client.limiter.refusals)
         raise
     stopped = _partial_error(caught)
-    _write(result, args, partial=stopped is not None)
+    _write(result, args, partial=stopped is not None, refused=client.limiter.refusals)
     if stopped is not None:
         raise stopped  # --allow-partial: the partial is written, the stop is told as before
     return 0
@@ -379,7 +380,10 @@ def _search_asking(search: Any, areas: Any, client: Any, given: dict[str, Any]) 
             given = {**given, "survey_share": asked.survey_more}
 
 
-def _write(result: SearchResult, args: argparse.Namespace, *, partial: bool) -> None:
+def _write(result: SearchResult, args: argparse.Namespace, *, partial: bool,
+           refused: int = 0) -> None:
+    """Write the result's files and print its summary; ``refused``: the refusals the pacer
+    met (spike arrest, a busy service: each retried, and the pace slowed)."""
     from parcelsearch import outputs
 
     out, tiles_out, kept = _destinations(result, args)
@@ -400,6 +404,7 @@ def _write(result: SearchResult, args: argparse.Namespace, *, partial: bool) -> 
         f"\n{plural(len(result.group_ids), 'unique GroupID')} in "
         f"{plural(len(result.ids), '(area, group) row')}; {plural(result.calls, 'call')} made"
         f"{_probes_text(result.probes)}, "
+        f"{plural(refused, 'refusal') + ' met and retried (the pace slowed), ' if refused else ''}"
         f"{plural(result.cached_pages, 'page')} from cache"
         f"{' (' + result.cache_age_text() + ')' if result.cached_pages else ''}; {state}, "
         f"written to {path}",

@@ -37,7 +37,7 @@ from parcelsearch.maps.features import (
     text,
     to_wgs84,
 )
-from parcelsearch.maps.framing import first_views, focus_of
+from parcelsearch.maps.framing import first_views, focus_of, outliers
 from parcelsearch.maps.spec import (
     AREA_STYLE,
     CACHED_DASH,
@@ -57,7 +57,9 @@ from parcelsearch.maps.spec import (
     MapSpec,
     PlanLike,
     ResultLike,
+    View,
     pixels,
+    union,
     view_of,
 )
 
@@ -332,8 +334,14 @@ def _finish(spec: MapSpec, subjects: Subjects, context: Context,
     ``focus`` names what a single map must open on when that is not every subject (the
     areas whose pieces changed).
     """
-    spec = dataclasses.replace(spec, views=first_views(subjects, spec.bounds),
-                               focus=focus_of(focus or subjects, spec.bounds))
+    far = outliers(focus or subjects)
+    core = [s for s in (focus or subjects) if s not in far]
+    view = focus_of(core, spec.bounds)
+    if view is not None and not far and focus is None and view.bounds == union(
+            *(b for _, b in subjects)):
+        view = None  # every area: the whole map
+    spec = dataclasses.replace(spec, views=first_views(subjects, spec.bounds), focus=view,
+                               listed=tuple(View(label, b) for label, b in far))
     spec = _with_markers(spec)
     frame = resolve_context(context)
     if frame is not None:

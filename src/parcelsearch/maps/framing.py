@@ -4,8 +4,9 @@ Study areas a few kilometres across but hundreds of kilometres apart fit one vie
 specks. :func:`first_views` groups areas that can share a panel (each still at least
 ``MIN_PX`` pixels across) and returns one :class:`View` per group; an empty tuple means one
 view fitted to everything shows every area well enough. A single interactive map cannot show
-panels: :func:`focus_of` picks the view it opens on — everything when every area is readable
-there, else the group holding the most areas (the densest cluster).
+panels: it opens fitted to every area but its :func:`outliers` (areas far from all the
+others, listed to go to), tiny areas shown by markers, or on the densest group when the areas
+are towns far apart (:func:`focus_of`).
 """
 
 from __future__ import annotations
@@ -26,7 +27,8 @@ from parcelsearch.maps.spec import (
     view_of,
 )
 
-__all__ = ["MAX_PANELS", "MIN_PX", "first_views", "focus_of"]
+__all__ = ["MAX_PANELS", "MIN_PX", "OUTLIER_FACTOR", "SPECK_PX", "first_views", "focus_of",
+           "outliers"]
 
 #: An area is "visible" in a view when its larger side spans at least this many pixels.
 MIN_PX = 40
@@ -108,6 +110,40 @@ def _groups(subjects: Sequence[tuple[str, Bounds]]) -> list[_Group]:
     return groups
 
 
+#: An area whose centre lies farther than this many times the areas' typical distance from
+#: their median centre (or their typical size, when larger) is an outlier: a map fitted to the
+#: others opens on them, and the outlier is listed to go to.
+OUTLIER_FACTOR = 10.0
+
+
+def _centre(b: Bounds) -> tuple[float, float]:
+    """The centre of ``b`` as a share of the Web-Mercator world (x, y)."""
+    return (((b[0] + b[2]) / 2 + 180) / 360,
+            (math.pi - (mercator_y(b[1]) + mercator_y(b[3])) / 2) / (2 * math.pi))
+
+
+def outliers(subjects: Sequence[tuple[str, Bounds]]) -> list[tuple[str, Bounds]]:
+    """The subjects far from all the others: farther from the subjects' median centre than
+    :data:`OUTLIER_FACTOR` times the median distance to it (or the median subject's size,
+    when larger). Fewer than three subjects have none. O(n).
+
+    Examples
+    --------
+    >>> near = [(f"a{i}", (-97.74 + 0.02 * i, 30.27, -97.73 + 0.02 * i, 30.28)) for i in range(3)]
+    >>> [label for label, _ in outliers([*near, ("dallas", (-96.8, 32.78, -96.79, 32.79))])]
+    ['dallas']
+    """
+    if len(subjects) < 3:
+        return []
+    centres = [_centre(b) for _, b in subjects]
+    mx = sorted(x for x, _ in centres)[len(centres) // 2]
+    my = sorted(y for _, y in centres)[len(centres) // 2]
+    far = [math.hypot(x - mx, y - my) for x, y in centres]
+    typical = max(sorted(far)[len(far) // 2],
+                  sorted(pixels(b, 0) / 256 for _, b in subjects)[len(subjects) // 2])
+    return [s for s, d in zip(subjects, far, strict=True) if d > OUTLIER_FACTOR * typical]
+
+
 def _grid_cluster(subjects: Sequence[tuple[str, Bounds]]) -> list[tuple[str, Bounds]]:
     """The subjects in the busiest cell of a grid one panel across (O(n), for many subjects).
 
@@ -126,29 +162,48 @@ def _grid_cluster(subjects: Sequence[tuple[str, Bounds]]) -> list[tuple[str, Bou
     return max(cells.values(), key=len)
 
 
+#: A single map opens on the densest group of areas, not on all of them, when the typical
+#: (median) area would span fewer pixels than this there (towns hundreds of kilometres
+#: apart: under a pixel); closer areas (plots across a town, a county and its cities) open
+#: fitted to every one, the specks marked by dots.
+SPECK_PX = 2.0
+
+
+def _densest(subjects: Sequence[tuple[str, Bounds]]) -> View:
+    """The group of subjects that share a readable view and hold the most of them (ties: the
+    first); binned on a grid over :data:`MAX_SUBJECTS` subjects."""
+    if len(subjects) > MAX_SUBJECTS:
+        cluster = _grid_cluster(subjects)
+        return View(_title([label for label, _ in cluster]), union(*(b for _, b in cluster)))
+    best = max(_groups(subjects), key=lambda g: len(g.labels))  # max keeps the first of ties
+    return View(_title(best.labels), best.bounds)
+
+
 def focus_of(subjects: Sequence[tuple[str, Bounds]], whole: Bounds | None) -> View | None:
     """The view one interactive map opens on, or None to open on ``whole``.
 
     Parameters
     ----------
     subjects
-        The things that must be readable at first (areas, or the areas with changed pieces).
+        The things that must be inside the first view (the areas but their
+        :func:`outliers`, or the areas with changed pieces). Tiny ones are shown there by
+        markers.
     whole
         The bounds of everything drawn.
 
     Returns
     -------
     View or None
-        None when every subject is readable in one view of ``whole``; else the group of
-        subjects that share a readable view and hold the most of them (ties: the first),
-        titled with their labels.
+        None when every subject is readable in one view of ``whole``; else the view fitted to
+        every subject, or, when the typical subject would be under :data:`SPECK_PX` there
+        (far-apart towns), their densest group (the others are in the go-to list).
     """
     if whole is None or not subjects:
         return None
     if _readable(subjects, whole, WIDGET_SIZE):
         return None
-    if len(subjects) > MAX_SUBJECTS:
-        cluster = _grid_cluster(subjects)
-        return View(_title([label for label, _ in cluster]), union(*(b for _, b in cluster)))
-    best = max(_groups(subjects), key=lambda g: len(g.labels))  # max keeps the first of ties
-    return View(_title(best.labels), best.bounds)
+    every = union(*(b for _, b in subjects))
+    _, zoom = view_of(every, WIDGET_SIZE)
+    if sorted(pixels(b, zoom) for _, b in subjects)[len(subjects) // 2] < SPECK_PX:
+        return _densest(subjects)
+    return View(_title([label for label, _ in subjects]), every)

@@ -52,6 +52,7 @@ body {{ display: flex; flex-direction: column;
 header {{ padding: 6px 12px; background: #fff; border-bottom: 1px solid #ccc; }}
 header h1 {{ font-size: 16px; margin: 0; }}
 header p {{ font-size: 13px; margin: 0; color: #555; }}
+header .ps-go-to {{ font-size: 13px; color: #333; }}
 #map {{ flex: 1; background: {BACKGROUND}; }}
 body.panels {{ height: auto; min-height: 100%; }}
 #panels {{ flex: 1; display: grid; gap: 8px; padding: 8px; align-content: start;
@@ -107,11 +108,69 @@ _APP_JS = """
     return overlays;
   }
 
+  // Fit bounds inside what the map's controls and the legend over it leave free: nothing the
+  // map opens on lies under them. Each is kept clear by a margin on its own side, across or
+  // down, whichever takes the smaller share of the map.
+  function padding(map) {
+    var box = map.getContainer().getBoundingClientRect();
+    var pad = {left: 24, right: 24, top: 24, bottom: 24};
+    var covers = Array.prototype.slice.call(map.getContainer().querySelectorAll(
+      ".leaflet-control")).concat(Array.prototype.slice.call(
+      document.querySelectorAll("aside.ps-legend")));
+    covers.forEach(function (c) {
+      var r = c.getBoundingClientRect();
+      if (!r.width || r.bottom <= box.top || r.top >= box.bottom) { return; }
+      var left = r.left + r.right < box.left + box.right;
+      var top = r.top + r.bottom < box.top + box.bottom;
+      var across = left ? r.right - box.left : box.right - r.left;
+      var down = top ? r.bottom - box.top : box.bottom - r.top;
+      if (across / box.width < down / box.height) {
+        var side = left ? "left" : "right";
+        pad[side] = Math.max(pad[side], across + 8);
+      } else {
+        var end = top ? "top" : "bottom";
+        pad[end] = Math.max(pad[end], down + 8);
+      }
+    });
+    return {paddingTopLeft: [pad.left, pad.top], paddingBottomRight: [pad.right, pad.bottom]};
+  }
+
+  function fit(map, bounds) {
+    if (bounds) { map.fitBounds(bounds, padding(map)); } else { map.setView([20, 0], 2); }
+  }
+
   function show(element, bounds, layers, withControl) {
     var map = L.map(element, {zoomSnap: 0.25});
     var overlays = addLayers(map, layers, withControl);
-    if (bounds) { map.fitBounds(bounds, {padding: [24, 24]}); } else { map.setView([20, 0], 2); }
+    fit(map, bounds);
     window.psMaps.push({map: map, bounds: bounds, layers: overlays});
+    return map;
+  }
+
+  function legendBox() {
+    // over a single map, bottom right; on a page of panels, a cell of the grid after them
+    var legend = document.createElement(spec.panels.length > 1 ? "section" : "aside");
+    legend.className = "ps-legend";
+    legend.innerHTML = spec.legend;
+    (spec.panels.length > 1 ? document.getElementById("panels") : document.body)
+      .appendChild(legend);
+  }
+
+  function goTo(map) {
+    // the notebook map's list (MapSpec.go_to): the view opened on first; in the header, made
+    // before the map is fitted (the header's height is the map's to give)
+    var label = L.DomUtil.create("label", "ps-go-to", document.querySelector("header"));
+    label.appendChild(document.createTextNode("go to "));
+    var chooser = L.DomUtil.create("select", "", label);
+    spec.go_to.forEach(function (choice, k) {
+      var option = L.DomUtil.create("option", "", chooser);
+      option.value = String(k);
+      option.innerHTML = choice.title;
+      option.selected = k === spec.go_to_start;
+    });
+    chooser.addEventListener("change", function () {
+      fit(map(), spec.go_to[Number(chooser.value)].bounds);
+    });
   }
 
   if (spec.panels.length > 1) {
@@ -121,16 +180,12 @@ _APP_JS = """
       L.DomUtil.create("h2", "", box).innerHTML = panel.title;
       show(L.DomUtil.create("div", "ps-panel-map", box), panel.bounds, spec.layers, false);
     });
+    if (spec.legend) { legendBox(); }
   } else {
-    show(document.getElementById("map"), spec.focus || spec.bounds, spec.layers, true);
-  }
-  if (spec.legend) {
-    // over a single map, bottom right; on a page of panels, a cell of the grid after them
-    var legend = document.createElement(spec.panels.length > 1 ? "section" : "aside");
-    legend.className = "ps-legend";
-    legend.innerHTML = spec.legend;
-    (spec.panels.length > 1 ? document.getElementById("panels") : document.body)
-      .appendChild(legend);
+    var single = null;
+    if (spec.legend) { legendBox(); }
+    if (spec.go_to.length > 1) { goTo(function () { return single; }); }
+    single = show(document.getElementById("map"), spec.focus || spec.bounds, spec.layers, true);
   }
 }());
 """
@@ -203,6 +258,10 @@ def _html_payload(spec: MapSpec, *, basemap: bool) -> dict[str, Any]:
         "legend": _legend_html(legend) if legend and legend.entries else None,
         "bounds": _latlng(spec.bounds),
         "focus": _latlng(spec.focus.bounds) if spec.focus is not None else None,
+        "go_to": [] if panels else [{"title": html.escape(v.title), "bounds": _latlng(v.bounds)}
+                                    for v in spec.go_to()],
+        "go_to_start": ([v.title for v in spec.go_to()].index(spec.focus.title)
+                        if spec.focus is not None and not panels else 0),
         "tiles": OSM_TILES if basemap else None,
         "attribution": OSM_ATTRIBUTION if basemap else None,
     }

@@ -62,6 +62,10 @@ PANEL_SIZE = (440, 300)
 WIDGET_SIZE = (800, 360)
 
 
+#: The first entry of a go-to list: the whole map.
+GO_TO_ALL = "all areas"
+
+
 @dataclass(frozen=True)
 class LegendEntry:
     """One swatch of a legend: a label, a colour and whether its outline is dashed."""
@@ -108,8 +112,9 @@ class MapSpec:
     ``views`` holds one :class:`View` per panel when the areas are too far apart to be seen
     in one view (small multiples), and is empty when one view fitted to ``bounds`` shows them.
     ``context`` is an optional offline layer (streets, blocks, outlines) drawn underneath.
-    ``focus`` is where a single map opens when that is not ``bounds``: the densest group of
-    far-apart areas, or the areas whose pieces changed on a refresh's map.
+    ``focus`` is where a single map opens when that is not ``bounds``: every area but those far
+    from all the others (``listed``, one view each), or the areas whose pieces changed on a
+    refresh's map. :meth:`go_to` is the list both renderers offer to go to.
     """
 
     title: str
@@ -120,6 +125,7 @@ class MapSpec:
     views: tuple[View, ...] = ()
     context: LayerSpec | None = None
     focus: View | None = None
+    listed: tuple[View, ...] = ()
 
     def layer(self, name: str) -> LayerSpec:
         """The layer called ``name``."""
@@ -136,6 +142,20 @@ class MapSpec:
         """
         layers = ((self.context,) if self.context is not None else ()) + self.layers
         return {x.name: len(x.geojson["features"]) for x in layers}
+
+    def go_to(self) -> tuple[View, ...]:
+        """What a single map offers to go to: all areas, the focus (the view it opens on,
+        when not all areas), the panels' groups and the outliers, each title once. One
+        entry: no list."""
+        if self.bounds is None:
+            return ()
+        choices = [View(GO_TO_ALL, self.bounds)]
+        if self.focus is not None:
+            choices.append(self.focus)
+        for view in (*self.views, *self.listed):
+            if view.title not in {c.title for c in choices}:
+                choices.append(view)
+        return tuple(choices)
 
     def first_views(self) -> tuple[View, ...]:
         """The views a renderer opens on: the panels, or one view of the whole map."""

@@ -1,8 +1,10 @@
 """The notebook renderer: a :class:`~parcelsearch.maps.spec.MapSpec` → an ipyleaflet map.
 
 :func:`areas_map`, :func:`plan_map` and :func:`result_map` open fitted to everything, with a
-dot on areas too small to see there; when the spec has panels (areas far apart), a "go to"
-list in the corner fits the map to each group of areas. Each map keeps its description in
+dot on areas too small to see there (areas far from all the others are left out of the first
+view); a "go to" list in the corner (:meth:`MapSpec.go_to
+<parcelsearch.maps.spec.MapSpec.go_to>`, the same as the offline HTML map's) fits the map to
+all areas, each group of areas and each area left out. Each map keeps its description in
 ``.parcelsearch_spec`` so :func:`parcelsearch.maps.save_html` writes the same map.
 """
 
@@ -31,7 +33,6 @@ from parcelsearch.maps.spec import (
 
 __all__ = ["LEGEND_CLASS", "LEGEND_OPEN_MAX_PX", "areas_map", "plan_map", "result_map"]
 
-_ALL = "all areas"
 #: CSS class of the legend's box (the browser tests find it by this).
 LEGEND_CLASS = "ps-legend"
 #: The legend starts open only when it is at most this tall: 40 % of a 400 px map.
@@ -95,17 +96,12 @@ def _context_layer(layer: LayerSpec) -> ipyleaflet.GeoJSON:
 
 
 def _go_to(m: ipyleaflet.Map, spec: MapSpec) -> ipyleaflet.WidgetControl:
-    """A list of the spec's panels and all areas; choosing one fits the map to it.
-
-    It starts on the view the map opened on (the spec's focus, else all areas).
-    """
-    choices = {_ALL: spec.bounds}
-    if spec.focus is not None:
-        choices[spec.focus.title] = spec.focus.bounds
-    choices.update({v.title: v.bounds for v in spec.views if v.title not in choices})
-    start = spec.focus.title if spec.focus is not None else _ALL
-    chooser = ipywidgets.Dropdown(options=list(choices), value=start, description="go to",
-                                  layout=ipywidgets.Layout(width="260px"))
+    """The spec's go-to list (:meth:`MapSpec.go_to`, as the offline HTML map offers it);
+    choosing one fits the map to it. It starts on the view the map opened on."""
+    choices = {v.title: v.bounds for v in spec.go_to()}
+    start = spec.focus.title if spec.focus is not None else next(iter(choices))
+    chooser = ipywidgets.Dropdown(options=list(choices), value=start,
+                                  description="go to", layout=ipywidgets.Layout(width="260px"))
 
     def fit(change: dict[str, Any]) -> None:
         centre, zoom = view_of(choices[change["new"]])  # set here: no front-end round trip
@@ -126,7 +122,7 @@ def _to_ipyleaflet(spec: MapSpec, *, basemap: bool, **map_kwargs: Any) -> ipylea
     for layer in spec.layers:
         m.add(_geojson_layer(layer))
     m.add(ipyleaflet.LayersControl(position="topright"))
-    if spec.views or spec.focus is not None:
+    if len(spec.go_to()) > 1:
         m.add(_go_to(m, spec))
     if spec.legend is not None and spec.legend.entries:
         m.add(_legend_control(spec.legend))

@@ -38,7 +38,7 @@ from parcelsearch._shared import data_path
 from parcelsearch.errors import Hint, InputError
 
 __all__ = ["LAND_KM", "MARKET_KM", "check_near_land", "check_near_markets", "distances_km",
-           "market_states"]
+           "market_states", "state_at"]
 
 #: Areas wholly farther than this (km) from any land are refused. Coordinates in the wrong
 #: CRS land hundreds of km out (near 0, 0: 556 km); real islands and coasts lie within 40 km
@@ -217,14 +217,15 @@ def market_states(markets: Iterable[str]) -> list[str]:
 
 
 def check_near_markets(geoms: np.ndarray, ids: Sequence[Hashable],
-                       markets: Sequence[str]) -> None:
+                       markets: Sequence[str], listed: str = "the cached market list") -> None:
     """Refuse areas wholly farther than :data:`MARKET_KM` from the box of every state
     that has an active market. Says nothing when no market names a state with a box.
 
     Raises
     ------
     InputError
-        Naming the rows, their distance, the states, and ``trust_markets``.
+        Naming the rows, their distance, the states, the list (``listed``: which, how old)
+        and ``trust_markets``.
     """
     states = market_states(markets)
     if not states:
@@ -238,7 +239,25 @@ def check_near_markets(geoms: np.ndarray, ids: Sequence[Hashable],
         return
     raise InputError(
         f"{_rows(far, unmeasured)} from every state with an active market (farther than "
-        f"{MARKET_KM:g} km from {', '.join(states)}: {len(markets)} markets in the cached "
-        "market list), where the vendor has no parcels to find; nothing was planned or spent",
+        f"{MARKET_KM:g} km from {', '.join(states)}: {len(markets)} markets in {listed}), "
+        "where the vendor has no parcels to find; nothing was planned or spent",
         row=far[0][0], field="geometry",
         hints=[Hint("trust_markets", None, "if the areas are right, pass {knob}")])
+
+
+def state_at(lon: float, lat: float) -> str | None:
+    """The two-letter US state whose box holds the point (the smallest such box, where boxes
+    overlap), or None outside every state's box.
+
+    Examples
+    --------
+    >>> state_at(-99.74, 32.44), state_at(2.35, 48.85)
+    ('TX', None)
+    """
+    layer = _layer()
+    point = shapely.Point(lon, lat)
+    hits = [i for i in layer.tree.query(point, predicate="intersects").tolist()
+            if layer.kinds[i] == "state"]
+    if not hits:
+        return None
+    return str(layer.names[min(hits, key=lambda i: shapely.area(layer.geoms[i]))])

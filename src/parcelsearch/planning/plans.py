@@ -257,10 +257,14 @@ class Plan:
                    "exactly"
         return f"a survey of about {survey:,} calls would price the rest"
 
+    def price_facts(self) -> str:
+        """What the repr says of the price after the minimum (the command line's ``plan``
+        prints it too): the known price once read, else what would price the rest."""
+        return str(self.price.free_line()) if self.price is not None else self._pricing()
+
     def __repr__(self) -> str:
         # the headline says the minimum already: the repr adds what would price the rest
-        price = str(self.price.free_line()) if self.price is not None else self._pricing()
-        return f"<Plan: {self._headline()}; {price}>"
+        return f"<Plan: {self._headline()}; {self.price_facts()}>"
 
     def _repr_html_(self) -> str:
         table = self.summary().head(50).to_html(border=0)
