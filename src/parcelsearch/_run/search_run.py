@@ -42,7 +42,7 @@ import shapely
 import shapely.prepared
 
 from parcelsearch import notices, stores
-from parcelsearch._run import density, pricing, refreshing
+from parcelsearch._run import density, priced_jobs, pricing, refreshing
 from parcelsearch._run.fetching import Fetcher, PageBaseLearned, PieceState, Run
 from parcelsearch._run.options import DEFAULT_WORKERS, SearchOptions, uses_learnt_match
 from parcelsearch._run.progress import Progress
@@ -651,10 +651,11 @@ def price(
         return False
 
     try:
-        result = search(areas, client=client, plan=plan, id_column=id_column,
-                        tolerance=tolerance, match=match, quota=quota, refresh=refresh,
-                        progress=progress, ask_above=0, confirm=tell,
-                        trust_markets=trust_markets, survey_share=survey_share)
+        with priced_jobs.pricing_only():  # the search that follows reuses this price
+            result = search(areas, client=client, plan=plan, id_column=id_column,
+                            tolerance=tolerance, match=match, quota=quota, refresh=refresh,
+                            progress=progress, ask_above=0, confirm=tell,
+                            trust_markets=trust_markets, survey_share=survey_share)
     except PriceNotConfirmedError:
         return told[-1]
     return pricing.Price(first=0, later=0, known="exact", spent=result.calls)
@@ -743,6 +744,14 @@ class _Search:
         self.limited: tuple[str, int] | None = None
         #: The run's price as last known (before phase 1: estimated; after: exact).
         self.price: pricing.Price | None = None
+        #: The most this job may spend in all, as the user chose it at the last decision
+        #: (the interval's top shown, or ``ask_above`` past what was spent when nothing was
+        #: asked); ``None``: not limited there (``confirm=True``, or a ``budget``, which the
+        #: run enforces itself).
+        self.chosen: int | None = None
+        #: Calls spent for this job before this run: the survey of the :func:`price` whose
+        #: price this run reuses (:mod:`parcelsearch._run.priced_jobs`).
+        self.before = 0
         #: The result, once made (:meth:`_result`): a run ends once.
         self.result: SearchResult | None = None
         self.progress = Progress(self.options.progress)
@@ -865,12 +874,19 @@ class _Search:
         self._say(self.price.line())
         todo = self._affordable(todo, lambda s: s.piece.area_id, allowance, spent_first=False)
         unknown = [s for s in todo if previous[id(s)] is None] if surveys else []
-        if unknown:
+        priced = priced_jobs.recall(self._job_key(), self.options.survey_share) \
+            if unknown else None
+        if priced is not None:  # price() priced this job: its figures, asked at once
+            self.price, self.before = priced, priced.spent
+            self._say(f"{priced.line()} (priced before: no call now)")
+            quota = self._quota_line()
+            if quota:
+                self._say(quota)
+        elif unknown:
             self._survey(fetcher, unknown, todo, previous)
             if fetcher.failure is not None or run.stop.is_set():
                 return
-        if self.price.known != "lower":
-            self._decide()
+        self._decide()
         rest = [s for s in todo if s.pages is None and s.failure is None]
         if rest:
             self.progress.start("page 1", len(rest))
@@ -890,11 +906,12 @@ class _Search:
                 states, f"phase 2 did not fit the {what} with it"):
             jobs = _later_pages(states, run)  # the sampled pieces' pages from the cache
         said = self.price.line() if self.price is not None else ""
-        self.price = pricing.exact_rest(len(jobs), run.calls)
+        self.price = pricing.exact_rest(len(jobs), self.before + run.calls)
         if self.price.line() != said:  # after a census it was said already
             self._say(self.price.line())
         jobs = self._affordable(jobs, lambda job: job[0].piece.area_id, allowance,
                                 spent_first=True)
+        self._ask_again(pricing.exact_rest(len(jobs), self.before + run.calls))
         self.progress.start("search", sum(max(1, s.pages or 1) for s in self._wanted(states)),
                             sum(len(s.data) for s in self._wanted(states)))
         fetcher.fetch(jobs)
@@ -1079,9 +1096,12 @@ class _Search:
     def _decide(self) -> None:
         """The decision point, before the bulk: refused when the estimate does not fit the
         budget or quota (unless ``allow_partial``; a price known exactly is refused after
-        phase 1, as before); stopped when it leaves more than ``ask_above`` calls to spend
-        and neither ``confirm`` nor a budget (covering the interval's top, or with
-        ``allow_partial`` the cap the user chose) says to go on."""
+        phase 1, as before); stopped when the interval's top (the most the price says may
+        still be spent) is above ``ask_above`` and neither ``confirm`` nor a budget
+        (covering the interval's top, or with ``allow_partial`` the cap the user chose)
+        says to go on. What was chosen here is the most the job may spend
+        (:attr:`chosen`): the interval's top confirmed, else ``ask_above`` past what was
+        spent."""
         price, run, options = self.price, self.run_state, self.options
         assert price is not None
         allowed, what = run.allowance()
@@ -1090,37 +1110,88 @@ class _Search:
                 return  # known exactly: refused after phase 1, naming the exact calls
             raise self._with_result(QuotaWouldExceedError(
                 f"this search needs {price.refusal()}, but {_limit_text(run, what, allowed)}; "
-                + (f"stopped after the survey ({_calls(run.calls)} spent, its pages cached: "
+                + (f"stopped after the survey ({_calls(price.spent)} spent, its pages cached: "
                    "running the search again reuses them)." if price.known == "surveyed" else
-                   f"stopped before spending ({_calls(run.calls)} spent)."), needed=price.remaining,
+                   f"stopped before spending ({_calls(price.spent)} spent)."),
+                needed=price.remaining,
                 allowed=allowed, hints=[
                     *([Hint("budget", price.upper - price.spent, "raise {knob}")]
                       if what == "budget" else []),
                     Hint("allow_partial", None, "pass {knob} to finish the areas that fit")]))
-        if price.remaining <= options.ask_above or options.confirm is True:
+        if options.confirm is True:
             return
-        if options.budget is not None and (options.allow_partial or options.budget - run.calls
-                                           >= price.upper - price.spent):
+        top = price.upper - price.spent  # the most still to spend, as far as the price knows
+        if options.budget is not None and (options.allow_partial
+                                           or options.budget - run.calls >= top):
             return  # the budget given covers the price to the interval's top, or is the cap
-        if callable(options.confirm) and options.confirm(price):
+        if top <= options.ask_above:  # nothing asked: what may be spent without asking
+            self._choose(price.spent + options.ask_above)
             return
+        self._ask(price)
+
+    def _choose(self, total: int) -> None:
+        """The job may spend at most ``total`` calls in all (this run: less what was spent
+        for it before); the run refuses any call past it (:attr:`Run.chosen`)."""
+        self.chosen = total
+        self.run_state.chosen = max(0, total - self.before)
+
+    def _ask(self, price: pricing.Price, *, rose_past: int | None = None) -> None:
+        """Ask ``confirm`` whether to spend ``price`` (to its interval's top); stop with
+        :class:`PriceNotConfirmedError` when it does not say yes. ``rose_past``: what was
+        chosen before, which a later, better price passed."""
+        options = self.options
+        if callable(options.confirm) and options.confirm(price):
+            self._choose(price.upper)
+            return
+        top = price.upper - price.spent
+        if self._pricing_only() and rose_past is None:
+            priced_jobs.keep(self._job_key(), price, options.survey_share)
         learnt = (f" (learnt from {price.learnt_from:,} earlier pieces nearby)"
                   if price.learnt_from else "")
+        at_top = " at the interval's top" if price.high is not None else ""
+        spent = f"{_calls(price.spent)} spent" + (
+            "" if not price.spent else ", their pages cached" if rose_past is not None
+            else " on the survey, its pages cached")
+        if rose_past is not None:
+            head = (f"the price rose past what was chosen: this search needs {price.needs()} "
+                    f"in all, more than the {rose_past:,} calls chosen at the price; stopped "
+                    f"before spending past them ({spent}: running the search again reuses "
+                    "them).")
+        else:
+            head = (f"this search needs {price.needs()}{learnt}: {_calls(top)} still to "
+                    f"spend{at_top}, "
+                    f"more than the {options.ask_above:,} a search spends without asking; "
+                    f"stopped before spending them ({spent}: running the search again reuses "
+                    "them).")
         raise self._with_result(PriceNotConfirmedError(
-            f"this search needs {price.needs()}{learnt}: {_calls(price.remaining)} still to "
-            "spend, "
-            f"more than the {options.ask_above:,} a search spends without asking; stopped "
-            f"before spending them ({_calls(run.calls)} spent"
-            f"{' on the survey, its pages cached' if run.calls else ''}: running the search "
-            "again reuses them).", needed=price.remaining, threshold=options.ask_above,
-            survey_share=price.wider_share, hints=[Hint("yes", None, "pass {knob} to spend them"),
-                   Hint("budget", price.upper - price.spent,
-                        "or set {knob}" + (" (the interval's top)" if price.high else "")
-                        + " to spend at most that"),
-                   Hint("ask_above", price.remaining, "or raise {knob}"),
-                   *([Hint("survey_share", price.wider_share,
-                           "or narrow the interval to about ±20% first with {knob}")]
-                     if price.wider_share is not None else [])]))
+            head, needed=price.remaining, threshold=options.ask_above,
+            survey_share=price.wider_share, hints=[
+                Hint("yes", None, "pass {knob} to spend them"),
+                Hint("budget", top, "or set {knob}" + (" (the interval's top less what was "
+                                                       "spent)" if price.high else "")
+                     + " to spend at most that"),
+                Hint("ask_above", top, "or raise {knob}"),
+                *([Hint("survey_share", price.wider_share,
+                        "or narrow the interval to about ±20% first with {knob}")]
+                  if price.wider_share is not None else [])]))
+
+    def _ask_again(self, price: pricing.Price) -> None:
+        """After phase 1, the exact price of the rest: when it passes what was chosen at the
+        decision point, the run stops before spending past it and asks again."""
+        if self.chosen is not None and price.total > self.chosen:
+            self._ask(price, rose_past=self.chosen)
+
+    @staticmethod
+    def _pricing_only() -> bool:
+        return priced_jobs.is_pricing_only()
+
+    def _job_key(self) -> str:
+        """This job's digest (:func:`parcelsearch._run.priced_jobs.job_key`)."""
+        client = self.run_state.client
+        return priced_jobs.job_key(
+            base_url=client.base_url, path=self.plan.path, fingerprint=client.fingerprint,
+            refresh=self.refresh.mode,
+            pieces=((s.piece.polygon_json, s.pages) for s in self.states))
 
     def _say(self, line: str) -> None:
         """A whole line before the next bar (a price, a survey, the quota), when shown."""
