@@ -10,6 +10,7 @@ from typing import Any
 
 import geopandas as gpd
 import numpy as np
+import pandas as pd
 import pytest
 import shapely
 from _cli import PYTHON, run, served
@@ -18,6 +19,7 @@ import parcelsearch
 from parcelsearch.maps.describe import plan_spec
 from parcelsearch.notices import PartialResultWarning
 from parcelsearch.planning import survey
+from parcelsearch_service import synth
 from parcelsearch_service.synth import fabric_for
 
 TRACTS = Path(__file__).resolve().parents[1] / "data" / "sf_tracts_2020.geojson"
@@ -422,3 +424,152 @@ def test_on_a_terminal_the_decision_point_offers_to_survey_more(
     code, _, err = run(argv, capsys)
     assert code == 3 and "--survey-share" in err and len(asked) == 2
     assert len(svc.keys.requests("squares-asked")) - before <= 0.1 * true_total
+
+
+# -- issue 56: nothing past what you chose; one price per job ----------------------------------
+
+
+def _metro_and_rural(rng_seed: int = 1) -> tuple[gpd.GeoDataFrame, gpd.GeoDataFrame]:
+    """The metro county's case, scaled: 60 sparse squares (about a page each) and one small
+    square holding most of the parcels (flats stacked over its lots, over a hundred pages): the
+    survey, which rarely draws the small square, prices the job low."""
+    step, side = 900 / 111_000, 500 / 111_000
+    boxes = [shapely.box(-97.35 + (i % 10) * step, 32.75 + (i // 10) * step,
+                         -97.35 + (i % 10) * step + side * 1.19, 32.75 + (i // 10) * step + side)
+             for i in range(60)]
+    metro = shapely.box(-97.35 + 10 * step, 32.75, -97.35 + 10 * step + 200 / 111_000 * 1.19,
+                        32.75 + 200 / 111_000)
+    areas = gpd.GeoDataFrame({"area_id": range(61)}, geometry=[*boxes, metro], crs=4326)
+    parcels = fabric_for(areas)
+    inside = parcels.geometry.representative_point().within(metro).to_numpy()
+    rng = np.random.default_rng(rng_seed)
+    flats = [parcels[inside].assign(group_id=synth.group_ids(int(inside.sum()), rng))
+             for _ in range(100)]
+    kept = pd.concat([parcels[~inside & (rng.random(len(parcels)) < 0.05)], parcels[inside],
+                      *flats], ignore_index=True)
+    kept["parcel_id"] = kept["parcel_id"].iloc[0] + np.arange(len(kept))
+    return areas, gpd.GeoDataFrame(kept, crs=parcels.crs)
+
+
+def _own_client(svc: Any, name: str, tmp_path: Path) -> parcelsearch.Client:
+    key = svc.keys.create(name, key_type="production", quota=100_000, per_second=1_000)
+    return parcelsearch.Client(api_key=key, base_url=svc.base_url, ca_bundle=str(svc.ca_path),
+                               cache_dir=tmp_path / "cache", rate=200)
+
+
+@pytest.mark.slow
+def test_a_price_that_rises_past_what_was_chosen_stops_and_asks_again(
+        start_own_service, tmp_path: Path) -> None:
+    """The survey prices the metro case low; the user says yes to its interval's top; page
+    1 of every piece shows the exact price above it: the run stops before spending past
+    what was chosen and asks again with the new figures (the service's log the witness)."""
+    areas, parcels = _metro_and_rural()
+    svc = start_own_service(parcels=parcels)
+    client = _own_client(svc, "metro", tmp_path)
+    asked: list[tuple[parcelsearch.Price, int]] = []
+
+    def confirm(price: parcelsearch.Price) -> bool:
+        asked.append((price, len(svc.keys.requests("metro"))))
+        return len(asked) == 1  # yes to the survey's price, no to anything after
+
+    with pytest.raises(parcelsearch.PriceNotConfirmedError) as stopped:
+        parcelsearch.search(areas, client=client, ask_above=5, confirm=confirm,
+                            progress=False)
+    spent = len(svc.keys.requests("metro"))
+    (first, _), (second, seen) = asked
+    assert first.known == "surveyed" and first.high is not None
+    assert second.known == "exact" and second.total > first.high
+    assert seen == spent <= first.high  # nothing past the interval's top chosen
+    assert "the price rose past what was chosen" in str(stopped.value)
+    assert f"more than the {first.high:,} calls chosen" in str(stopped.value)
+    result = parcelsearch.search(areas, client=client, confirm=True, progress=False)
+    assert result.complete
+    assert len(svc.keys.requests("metro")) == second.total  # the exact price held
+
+
+def _interval(err: str) -> tuple[int, int, int, int]:
+    """The surveyed price line's estimate, interval and spent."""
+    line = next(line for line in err.splitlines() if line.startswith("price: about"))
+    found = re.match(r"price: about ([\d,]+) calls, 95% interval ([\d,]+)–([\d,]+) "
+                     r"\(([\d,]+) already spent", line)
+    assert found is not None, line
+    value, low, high, spent = (int(x.replace(",", "")) for x in found.groups())
+    return value, low, high, spent
+
+
+@pytest.mark.slow
+def test_the_command_line_spends_nothing_past_what_was_chosen(
+        start_own_service, tmp_path: Path, capsys, monkeypatch) -> None:
+    """The issue's metro case on the command line, without a terminal and without --yes:
+    an estimate under --ask-above whose interval's top is over it is asked (stopped, after
+    the survey only); under an --ask-above over the top nothing is asked, and the exact
+    price after page 1 of every piece, above it, stops the run before spending past it;
+    on a terminal the same question is asked with the new figures. The log the witness."""
+    areas, parcels = _metro_and_rural()
+    svc = start_own_service(parcels=parcels)
+    key = svc.keys.create("metro-cli", key_type="production", quota=100_000, per_second=1_000)
+    for name, value in (("API_KEY", key), ("RATE", "200")):
+        monkeypatch.setenv(f"PARCELSEARCH_{name}", value)
+    argv = [*_search_argv(tmp_path, areas), "--base-url", svc.base_url,
+            "--ca-bundle", str(svc.ca_path)]
+
+    def served_here() -> int:
+        return len(svc.keys.requests("metro-cli"))
+
+    monkeypatch.setenv("PARCELSEARCH_CACHE_DIR", str(tmp_path / "cache1"))
+    code, _, err = run([*argv, "--ask-above", "1000000"], capsys)  # the figures, to choose by
+    value, low, high, spent = _interval(err)
+    truth = served_here()
+    assert code == 0 and truth > high  # the survey priced it low: its interval missed
+
+    monkeypatch.setenv("PARCELSEARCH_CACHE_DIR", str(tmp_path / "cache2"))
+    code, _, err = run([*argv, "--ask-above", str(value - spent)], capsys)
+    assert code == 3 and served_here() - truth == spent, err  # asked: the top is over it
+    assert f"still to spend at the interval's top, more than the {value - spent:,}" in err
+
+    monkeypatch.setenv("PARCELSEARCH_CACHE_DIR", str(tmp_path / "cache3"))
+    before = served_here()
+    code, _, err = run([*argv, "--ask-above", str(high - spent)], capsys)
+    assert code == 3, err
+    assert served_here() - before <= high  # nothing past what was chosen (--ask-above)
+    assert (f"the price rose past what was chosen: this search needs exactly {truth:,} calls "
+            f"in all, more than the {high:,} calls chosen") in err
+
+    monkeypatch.setattr("sys.stdin.isatty", lambda: True)
+    asked: list[str] = []
+    monkeypatch.setattr("builtins.input", lambda q: asked.append(q) or "y")
+    monkeypatch.setenv("PARCELSEARCH_CACHE_DIR", str(tmp_path / "cache4"))
+    before = served_here()
+    code, _, err = run([*argv, "--ask-above", str(high - spent)], capsys)
+    assert code == 0 and served_here() - before == truth, err
+    assert asked == [f"spend exactly {truth:,} calls in all ({truth - 61:,} still to spend)? "
+                     "[y/N] "]
+
+
+@pytest.mark.slow
+def test_price_then_search_asks_at_once_with_the_same_figures(
+        start_own_service, tmp_path: Path) -> None:
+    """price() then search() of the same job: 0 calls between the price and the question,
+    one total, and "spent" is this job's (a price of another set neither adds to it nor
+    hides it). The service's log the witness."""
+    areas, parcels = _metro_and_rural()
+    svc = start_own_service(parcels=parcels)
+    client = _own_client(svc, "metro-price", tmp_path)
+    other = parcelsearch.price(areas.iloc[:35], client=client)
+    assert other.spent > 0
+    priced = parcelsearch.price(areas, client=client)
+    assert priced.spent > 0 and priced.known == "surveyed"
+    served = len(svc.keys.requests("metro-price"))
+    assert served == other.spent + priced.spent
+    with pytest.raises(parcelsearch.PriceNotConfirmedError) as stopped:
+        parcelsearch.search(areas, client=client, ask_above=5, progress=False)
+    assert len(svc.keys.requests("metro-price")) == served  # asked at once: 0 calls
+    text = str(stopped.value)
+    assert f"this search needs {priced.needs()}:" in text
+    assert f"({priced.spent} calls spent on the survey" in text
+    assert stopped.value.needed == priced.remaining
+    asked: list[parcelsearch.Price] = []
+    result = parcelsearch.search(areas, client=client, ask_above=5, progress=False,
+                                 confirm=lambda price: asked.append(price) or True)
+    assert asked[0] == priced  # one price for the job, however often it is asked
+    assert result.complete
