@@ -573,3 +573,35 @@ def test_price_then_search_asks_at_once_with_the_same_figures(
                                  confirm=lambda price: asked.append(price) or True)
     assert asked[0] == priced  # one price for the job, however often it is asked
     assert result.complete
+
+
+def test_in_a_notebook_the_decision_is_a_short_card_not_a_stack(make_client, demo_areas,
+                                                                service, capsys) -> None:
+    """IPython (a notebook's kernel) shows the decision as a short card: the message, the
+    price block with the figures asked about, the code to run next; no internal frames.
+    Elsewhere the plain message."""
+    from IPython.core.interactiveshell import InteractiveShell
+    from traitlets.config import Config
+
+    config = Config()
+    config.HistoryManager.hist_file = ":memory:"
+    shell = InteractiveShell.instance(config=config)
+    try:
+        shell.user_ns.update(parcelsearch=parcelsearch, areas=demo_areas, client=make_client())
+        shell.run_cell("parcelsearch.search(areas, client=client, ask_above=5, progress=False)")
+        out = capsys.readouterr().out
+        shell.run_cell("parcelsearch.price(areas, client=client)")
+        priced = capsys.readouterr().out
+    finally:
+        InteractiveShell.clear_instance()
+    lines = out.strip().splitlines()
+    assert lines[0] == "PriceNotConfirmedError:", out
+    assert "Traceback" not in out and "search_run" not in out and ".py" not in out
+    assert any(line.startswith("  price: exactly ") for line in lines), out
+    assert "  spent: 7 calls so far" in lines and "  exact: 10 for later pages page 1 told" \
+        in lines
+    assert lines[lines.index("next:") + 1] == "  pass confirm=True to spend them"
+    assert all(len(line) <= 100 for line in lines)
+    shown = priced.splitlines()  # a price shows its block: "Out[…]: " and its lines
+    assert shown[0].startswith("Out[") and shown[1] == "price: exactly 10 calls", priced
+    assert shown[2] == "exact: 10 for later pages page 1 told"

@@ -1165,7 +1165,7 @@ class _Search:
                     "them).")
         raise self._with_result(PriceNotConfirmedError(
             head, needed=price.remaining, threshold=options.ask_above,
-            survey_share=price.wider_share, hints=[
+            survey_share=price.wider_share, price=price, hints=[
                 Hint("yes", None, "pass {knob} to spend them"),
                 Hint("budget", top, "or set {knob}" + (" (the interval's top less what was "
                                                        "spent)" if price.high else "")
