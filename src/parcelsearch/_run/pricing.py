@@ -207,8 +207,10 @@ class Price:
             head += f" (survey drawn by {self.measure})"
         lines = [head]
         if self.spent:
-            on = (f", {self.surveyed:,} of them a survey of page 1 of {self.surveyed:,} of "
-                  f"the {self.unknown:,} pieces never searched" if self.surveyed else "")
+            on = ("" if not self.surveyed else
+                  f", {'' if self.surveyed == self.spent else f'{self.surveyed:,} '}on a "
+                  f"survey: page 1 of {self.surveyed:,} of {self.unknown:,} pieces never "
+                  "searched")
             lines.append(f"spent: {_calls(self.spent)} so far{on}")
         exact = []
         if self.first:
