@@ -33,14 +33,16 @@ def test_the_command_line_prices_before_spending(env, service, key, tmp_path: Pa
     code, _, err = run(base, capsys)
     assert code == 0, err
     full = served(service, key)
-    assert "price: at least 7 calls (exactly 7 for page 1 of 7 pieces" in err
-    assert f"price: exactly {full} calls (7 already spent; exactly {full - 7} for the later" in err
+    assert "price: at least 7 calls\nexact: 7 for page 1 of 7 pieces\n" in err
+    assert (f"price: exactly {full} calls\nspent: 7 calls so far\nexact: {full - 7} for later "
+            "pages page 1 told\n") in err
 
     # The same areas again, every page re-read: the whole price is known before the first
     # call, and the refusal names it with the same word.
     code, _, err = run([*base, "--refresh", "--budget", "7"], capsys)
     assert code == 3 and served(service, key) == full  # nothing spent
-    assert f"price: about {full} calls (exactly 7 for page 1 of 7 pieces; about {full - 7}" in err
+    assert (f"price: about {full} calls\nexact: 7 for page 1 of 7 pieces\nestimated: about "
+            f"{full - 7} for later pages, from what earlier runs found\n") in err
     assert f"this search needs about {full} calls (" in err and f"--budget {full}." in err
     assert "at least" not in err
 
@@ -182,8 +184,9 @@ def test_san_francisco_tracts_get_an_interval_before_more_than_the_survey(
     price = next(line for line in lines if "95% interval" in line and line.startswith("price"))
     low, high = (int(x.replace(",", "")) for x in
                  re.search(r"95% interval ([\d,]+)–([\d,]+)", price).groups())
-    assert f"{surveyed} already spent, {surveyed} of them a survey" in price
-    assert "never waste" in price
+    assert any(line.startswith(f"spent: {surveyed} calls so far, on a survey: page 1 of "
+                               f"{surveyed} of") for line in lines), lines
+    assert sum(line.count("never waste") for line in lines) == 1  # said once, by the survey
     assert "95% interval" in str(stopped.value)
     left = 1500 - surveyed
     assert any(re.fullmatch(rf"quota: it would leave about [\d,]+ of the {left:,} left this month",
@@ -209,8 +212,9 @@ def test_allow_partial_returns_the_partial_result_in_python(make_client, demo_ar
 
 def test_price_lines_are_whole_lines_apart_from_the_bar(env, service, key, tmp_path: Path,
                                                          capsys) -> None:
-    """Every price line is a whole line of its own (no bar's carriage return in it, no
-    word cut), and on a resume the first price is the calls still needed, never 'about 0'."""
+    """Every price block is whole lines of their own (no bar's carriage return in them, no
+    word cut, at most 100 characters), and on a resume the first price is the calls still
+    needed, never 'about 0'."""
     argv = _search_argv(tmp_path, parcelsearch.demo_areas())
     code, _, err = run([*argv, "--budget", "9", "--allow-partial"], capsys)
     assert code == 3, err
@@ -219,7 +223,10 @@ def test_price_lines_are_whole_lines_apart_from_the_bar(env, service, key, tmp_p
     assert code == 0, err
     prices = [line for line in err.split("\n") if "price:" in line]
     assert prices and all(line.startswith("price: ") and "\r" not in line and
-                          line.endswith(")") for line in prices)
+                          line.endswith("calls") for line in prices)
+    blocks = [line for line in err.split("\n") if line.split(":")[0] in (
+        "price", "spent", "exact", "estimated")]
+    assert len(blocks) > len(prices) and all(len(line) <= 100 for line in blocks)
     first = prices[0]
     assert "about 0 " not in first and not first.startswith("price: exactly 0 ")
     needed = served(service, key) - spent
@@ -287,8 +294,9 @@ def test_neighbouring_areas_are_priced_from_earlier_searches_without_a_survey(
     lines = capsys.readouterr().err.splitlines()
     assert not any(line.startswith("survey: ") for line in lines), lines
     price = next(line for line in lines if "95% interval" in line and line.startswith("price"))
-    learnt = re.search(r"learnt from (\d+) earlier pieces nearby \(no survey\)", price)
-    assert learnt is not None and int(learnt[1]) >= 20, price
+    learnt = re.search(r"\nestimated: about [\d,]+ for later pages, learnt from (\d+) earlier "
+                       r"pieces nearby\n", "\n".join(lines) + "\n")
+    assert learnt is not None and int(learnt[1]) >= 20, lines
     low, high = (int(x.replace(",", "")) for x in
                  re.search(r"95% interval ([\d,]+)–([\d,]+)", price).groups())
     assert "learnt from" in str(stopped.value)
@@ -345,11 +353,10 @@ def test_a_wide_interval_names_the_survey_share_that_narrows_it(
     with pytest.raises(parcelsearch.PriceNotConfirmedError) as stopped:
         parcelsearch.search(areas, client=client, ask_above=20)
     first = len(svc.keys.requests(name))
-    price = next(line for line in capsys.readouterr().err.splitlines()
-                 if line.startswith("price: ") and "interval" in line)
-    said = re.search(r"the interval is ±(\d+)%: the survey stopped at its cap, a tenth of the "
-                     r"least the search can cost for sure \(a survey share of ([\d.]+) would "
-                     r"narrow it to about ±20%\)", price)
+    price = capsys.readouterr().err
+    said = re.search(r"\ninterval: ±(\d+)%: the survey stopped at its cap, a tenth of the "
+                     r"least the search can cost for sure\nnarrower: a survey share of ([\d.]+) "
+                     r"would narrow it to about ±20%\n", price)
     assert said is not None and int(said[1]) > 20, price
     share = float(said[2])
     assert f"survey_share={share:g}" in str(stopped.value)
@@ -361,9 +368,8 @@ def test_a_wide_interval_names_the_survey_share_that_narrows_it(
             parcelsearch.search(areas, client=client, ask_above=20,
                                 survey_share=stopped.value.survey_share)
         assert again.value.survey_share is None  # narrow enough: nothing more to name
-        price = next(line for line in capsys.readouterr().err.splitlines()
-                     if line.startswith("price: ") and "interval" in line)
-        value, low, high = (int(x.replace(",", "")) for x in re.match(
+        price = capsys.readouterr().err
+        value, low, high = (int(x.replace(",", "")) for x in re.search(
             r"price: about ([\d,]+) calls, 95% interval ([\d,]+)–([\d,]+)", price).groups())
         assert "stopped at its cap" not in price, price
     else:  # priced with it, paying only the survey
@@ -401,13 +407,13 @@ def test_on_a_terminal_the_decision_point_offers_to_survey_more(
     monkeypatch.setattr("builtins.input", lambda q: asked.append(q) or next(answers))
     code, _, err = run(argv, capsys)
     assert code == 0, err
-    share = float(re.search(r"\(a survey share of ([\d.]+) would narrow it", err)[1])
+    share = float(re.search(r"narrower: a survey share of ([\d.]+) would narrow it", err)[1])
     assert asked[0].endswith(f"[y/N, or s: survey more first (a survey share of {share:g}) "
                              "to narrow the interval to about ±20%] ")
     assert asked[1].endswith("[y/N] ")  # narrow now: nothing more to offer
     prices = [line for line in err.splitlines()
               if line.startswith("price: about") and "interval" in line]
-    assert len(prices) == 2 and "stopped at its cap" in prices[0]
+    assert len(prices) == 2 and err.count("the survey stopped at its cap") == 1
     value, low, high = (int(x.replace(",", "")) for x in re.match(
         r"price: about ([\d,]+) calls, 95% interval ([\d,]+)–([\d,]+)", prices[1]).groups())
     assert (high - low) / 2 <= 0.2 * value
@@ -490,11 +496,12 @@ def test_a_price_that_rises_past_what_was_chosen_stops_and_asks_again(
 def _interval(err: str) -> tuple[int, int, int, int]:
     """The surveyed price line's estimate, interval and spent."""
     line = next(line for line in err.splitlines() if line.startswith("price: about"))
-    found = re.match(r"price: about ([\d,]+) calls, 95% interval ([\d,]+)–([\d,]+) "
-                     r"\(([\d,]+) already spent", line)
+    found = re.match(r"price: about ([\d,]+) calls, 95% interval ([\d,]+)–([\d,]+)", line)
     assert found is not None, line
-    value, low, high, spent = (int(x.replace(",", "")) for x in found.groups())
-    return value, low, high, spent
+    value, low, high = (int(x.replace(",", "")) for x in found.groups())
+    spent = re.search(r"\nspent: ([\d,]+) calls? so far", err)
+    assert spent is not None, err
+    return value, low, high, int(spent[1].replace(",", ""))
 
 
 @pytest.mark.slow

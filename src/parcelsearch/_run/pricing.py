@@ -149,8 +149,7 @@ class Price:
 
     def _surveyed_parts(self) -> str:
         spent = (f"{self.spent:,} already spent, {self.surveyed:,} of them a survey (page 1 of "
-                 f"{self.surveyed:,} of the {self.unknown:,} pieces never searched: the "
-                 "search's own pages, cached and used, never waste)")
+                 f"{self.surveyed:,} of the {self.unknown:,} pieces never searched)")
         first = (f"exactly {self.first:,} for page 1 of the other {self.first:,} "
                  f"piece{'s' * (self.first != 1)}" if self.first else "")
         guessed = self.later - self.exact_later
@@ -201,7 +200,9 @@ class Price:
         """The price as a block of short lines (each at most :data:`BLOCK_WIDTH`
         characters), always in this order, each only when it has something to say: the
         estimate and its interval (and the survey's measure); what was spent and on what;
-        what is exact; what is estimated; the quota."""
+        what is exact; what is estimated (and if every piece changed); the verify sample;
+        how wide a capped survey left the interval, and the share that would narrow it;
+        the quota."""
         head = f"price: {self.needs()}"
         if self.measure:
             head += f" (survey drawn by {self.measure})"
@@ -229,12 +230,19 @@ class Price:
             if self.known == "lower":
                 lines.append("estimated: the later pages, counted once page 1 says how many")
             else:
-                lines.append(f"estimated: about {guessed:,} for later pages, {source}")
+                worst = (f"; {self.worst:,} if every piece changed"
+                         if self.worst is not None and self.worst > self.later else "")
+                lines.append(f"estimated: about {guessed:,} for later pages, {source}{worst}")
+        if self.sample:
+            lines.append(f"sample: {self.sample:,} of the later pages are the verify sample, "
+                         "dropped first when short")
         if self.capped and self.high is not None and self.low is not None:
             share = math.ceil(100 * (self.high - self.low) / 2 / max(1, self.total))
-            wider = (f"; survey share {self.wider_share:g} narrows it to about ±20%"
-                     if self.wider_share is not None else "")
-            lines.append(f"interval: ±{share}%, the survey stopped at its cap{wider}")
+            lines.append(f"interval: ±{share}%: the survey stopped at its cap, "
+                         f"{share_text(self.share)} the least the search can cost for sure")
+            if self.wider_share is not None:
+                lines.append(f"narrower: a survey share of {self.wider_share:g} would narrow it "
+                             "to about ±20%")
         if self.quota:
             lines.append(self.quota)
         return [_fit(line) for line in lines]

@@ -140,7 +140,7 @@ def _noun(n: int) -> str:
 
 
 def _calls(n: int) -> str:
-    return f"{n} {_noun(n)}"
+    return f"{n:,} {_noun(n)}"
 
 
 def _noun_pieces(n: int) -> str:
@@ -153,12 +153,12 @@ def _areas(n: int) -> str:
 
 def _limit_text(run: Run, what: str, allowed: int) -> str:
     if what == "budget":
-        return f"the budget allows {allowed} more"
+        return f"the budget allows {allowed:,} more"
     if what == "user budget":
-        return f"{run.options.user}'s team budget allows {allowed} more"
+        return f"{run.options.user}'s team budget allows {allowed:,} more"
     quota = run.spending.stored_quota() if what == "team quota" else run.quota
     assert quota is not None
-    text = f"the key has {allowed} left of its quota " \
+    text = f"the key has {allowed:,} left of its quota " \
            f"({quota.describe()})"
     if quota.period == "month":
         reset = next_month_start(pd.Timestamp.now(tz="UTC").to_pydatetime())
@@ -173,7 +173,7 @@ def _refusal(run: Run, plan: Plan, needed: int, allowed: int, what: str,
     """The error of a run that cannot finish within what it is allowed; ``price`` (the
     whole run's, as far as it is known) is named in full."""
     if spent_first:
-        head = (f"this search needs exactly {needed} more {_noun(needed)} to finish "
+        head = (f"this search needs exactly {needed:,} more {_noun(needed)} to finish "
                 f"(exactly {_calls(needed + run.calls)} in all), but "
                 f"{_limit_text(run, what, allowed)}; stopped before spending them (page 1 of "
                 "every piece is fetched and cached).")
@@ -848,7 +848,7 @@ class _Search:
                  "user budget": f"{run.options.user}'s team budget"}.get(what, "the known quota")
         error = BudgetExhaustedError(
             f"{limit} reached: {done} of {total} areas are complete (the cheapest first), "
-            f"{_calls(run.calls)} spent; at least {left} more {_noun(left)} finish the rest. "
+            f"{_calls(run.calls)} spent; at least {left:,} more {_noun(left)} finish the rest. "
             "Everything fetched is cached: running the same search again resumes without "
             "re-spending.",
             spent=run.calls, budget=run.budget if run.budget is not None else needed)
@@ -871,14 +871,15 @@ class _Search:
             [(None, previous[id(s)]) for s in todo], mode=self.refresh.mode,
             fraction=self.refresh.fraction, known_later=known_later,
             cached_later=0 if surveys else sum(1 for s in self.states if (s.pages or 0) > 1))
-        self._say(self.price.line())
+        self._say_price()
         todo = self._affordable(todo, lambda s: s.piece.area_id, allowance, spent_first=False)
         unknown = [s for s in todo if previous[id(s)] is None] if surveys else []
         priced = priced_jobs.recall(self._job_key(), self.options.survey_share) \
             if unknown else None
         if priced is not None:  # price() priced this job: its figures, asked at once
             self.price, self.before = priced, priced.spent
-            self._say(f"{priced.line()} (priced before: no call now)")
+            self._say("priced before (no call now):")
+            self._say_price()
             quota = self._quota_line()
             if quota:
                 self._say(quota)
@@ -908,7 +909,7 @@ class _Search:
         said = self.price.line() if self.price is not None else ""
         self.price = pricing.exact_rest(len(jobs), self.before + run.calls)
         if self.price.line() != said:  # after a census it was said already
-            self._say(self.price.line())
+            self._say_price()
         jobs = self._affordable(jobs, lambda job: job[0].piece.area_id, allowance,
                                 spent_first=True)
         self._ask_again(pricing.exact_rest(len(jobs), self.before + run.calls))
@@ -1038,7 +1039,7 @@ class _Search:
         if capped:
             self.price = dataclasses.replace(self.price, capped=True, share=share,
                                              wider_share=wider)
-        self._say(self.price.line())
+        self._say_price()
         quota = self._quota_line()
         if quota:
             self._say(quota)
@@ -1192,6 +1193,12 @@ class _Search:
             base_url=client.base_url, path=self.plan.path, fingerprint=client.fingerprint,
             refresh=self.refresh.mode,
             pieces=((s.piece.polygon_json, s.pages) for s in self.states))
+
+    def _say_price(self) -> None:
+        """The price as a block of short lines (:meth:`pricing.Price.block`)."""
+        assert self.price is not None
+        for line in self.price.block():
+            self._say(line)
 
     def _say(self, line: str) -> None:
         """A whole line before the next bar (a price, a survey, the quota), when shown."""
