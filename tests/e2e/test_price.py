@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import math
 import re
+import time
 from pathlib import Path
 from typing import Any
 
@@ -16,6 +17,8 @@ import shapely
 from _cli import PYTHON, run, served
 
 import parcelsearch
+from parcelsearch._shared import next_month_start
+from parcelsearch.cli.searching import PriceQuestion
 from parcelsearch.maps.describe import plan_spec
 from parcelsearch.notices import PartialResultWarning
 from parcelsearch.planning import survey
@@ -612,3 +615,51 @@ def test_in_a_notebook_the_decision_is_a_short_card_not_a_stack(make_client, dem
     shown = priced.splitlines()  # a price shows its block: "Out[…]: " and its lines
     assert shown[0].startswith("Out[") and shown[1] == "price: exactly 10 calls", priced
     assert shown[2] == "exact: 10 for later pages page 1 told"
+
+
+def test_when_the_quota_cannot_hold_the_job_the_question_is_the_month_plan(
+        make_client, demo_areas, service, monkeypatch) -> None:
+    """A 12-a-month key for a 17-call job, with allow_partial: the question names what can
+    happen — this month's calls on whole areas, the rest after the quota resets — and the
+    run spends exactly what it said (the service's log the witness); the command line asks
+    the same on a terminal."""
+    client = make_client(key_overrides={"quota": 12, "per_second": 50}, rate=40)
+    asked: list[parcelsearch.Price] = []
+    with pytest.warns(PartialResultWarning):
+        result = parcelsearch.search(demo_areas, client=client, quota="12/month", ask_above=1,
+                                     allow_partial=True, progress=False,
+                                     confirm=lambda price: asked.append(price) or True)
+    (price,) = asked
+    assert price.planned is not None and 0 < price.planned <= 12 - 7
+    reset = f"{next_month_start(time.time()):%Y-%m-%d} 00:00 UTC"
+    assert re.fullmatch(rf"this month: {price.planned} more calls? \(areas .+, complete\); the "
+                        rf"other {price.remaining - price.planned} after {reset}", price.plan)
+    now, later = price.plan.split("; ")
+    assert price.block()[-2:] == [f"plan: {now}", f"then: {later}"]
+    served = len(service.keys.requests(client.key_name))
+    assert served == result.calls == 7 + price.planned  # the survey, then what it said
+    assert not result.complete
+
+    monkeypatch.setattr("sys.stdin.isatty", lambda: True)
+    questions: list[str] = []
+    monkeypatch.setattr("builtins.input", lambda q: questions.append(q) or "n")
+    stopped = PriceQuestion()(price)
+    assert not stopped and questions == [f"{price.plan}: spend the {price.planned} now? "
+                                         "[y/N] "]
+
+
+def test_the_command_line_month_plan_spends_exactly_what_it_said(env, service, key,
+                                                                  tmp_path: Path, capsys,
+                                                                  monkeypatch) -> None:
+    monkeypatch.setattr("sys.stdin.isatty", lambda: True)
+    asked: list[str] = []
+    monkeypatch.setattr("builtins.input", lambda q: asked.append(q) or "y")
+    argv = _search_argv(tmp_path, parcelsearch.demo_areas(), "--quota", "12/month",
+                        "--allow-partial", "--ask-above", "1")
+    code, _, err = run(argv, capsys)
+    assert code == 3, err  # partial: the rest waits for the month's reset
+    said = re.search(r"\nplan: this month: (\d+) more calls? \(areas .+, complete\)\nthen: the "
+                     r"other (\d+) after \d{4}-\d\d-01 00:00 UTC\n", err)
+    assert said is not None, err
+    assert served(service, key) == 7 + int(said[1])  # the survey, then exactly the plan
+    assert len(asked) == 1 and asked[0].startswith("this month: ")

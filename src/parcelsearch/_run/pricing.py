@@ -88,6 +88,11 @@ class Price:
     #: After a survey: what its draw took the pieces' weights from (``"population"``,
     #: ``"area"`` or ``"equal"``), when the estimator says; shown in the block.
     measure: str = ""
+    #: The month plan, when the quota cannot hold the job and ``allow_partial`` finishes the
+    #: whole areas that fit: ``"this month: 418 more calls (areas …, complete); the other
+    #: 388 after 2026-12-01 00:00 UTC"``; and the calls it spends (:attr:`planned`).
+    plan: str = ""
+    planned: int | None = None
 
     @property
     def total(self) -> int:
@@ -202,7 +207,7 @@ class Price:
         estimate and its interval (and the survey's measure); what was spent and on what;
         what is exact; what is estimated (and if every piece changed); the verify sample;
         how wide a capped survey left the interval, and the share that would narrow it;
-        the quota."""
+        the quota; the month plan."""
         head = f"price: {self.needs()}"
         if self.measure:
             head += f" (survey drawn by {self.measure})"
@@ -245,6 +250,9 @@ class Price:
                              "to about ±20%")
         if self.quota:
             lines.append(self.quota)
+        if self.plan:  # "this month: …" then "the other … after …", a line each
+            now, _, later = self.plan.partition("; ")
+            lines += [f"plan: {now}", *([f"then: {later}"] if later else [])]
         return [_fit(line) for line in lines]
 
     def line(self) -> str:

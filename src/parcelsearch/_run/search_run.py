@@ -1119,9 +1119,16 @@ class _Search:
                     *([Hint("budget", price.upper - price.spent, "raise {knob}")]
                       if what == "budget" else []),
                     Hint("allow_partial", None, "pass {knob} to finish the areas that fit")]))
+        if options.allow_partial and allowed is not None and price.remaining > allowed \
+                and what in ("quota", "team quota"):
+            price = self.price = self._month_plan(price, allowed, what)
+            for line in price.block()[-2:]:
+                self._say(line)  # the plan's two lines
         if options.confirm is True:
             return
         top = price.upper - price.spent  # the most still to spend, as far as the price knows
+        if price.planned is not None:
+            top = min(top, price.planned)
         if options.budget is not None and (options.allow_partial
                                            or options.budget - run.calls >= top):
             return  # the budget given covers the price to the interval's top, or is the cap
@@ -1142,9 +1149,10 @@ class _Search:
         chosen before, which a later, better price passed."""
         options = self.options
         if callable(options.confirm) and options.confirm(price):
-            self._choose(price.upper)
+            self._choose(price.upper if price.planned is None
+                         else min(price.upper, price.spent + price.planned))
             return
-        top = price.upper - price.spent
+        top = price.upper - price.spent if price.planned is None else price.planned
         if self._pricing_only() and rose_past is None:
             priced_jobs.keep(self._job_key(), price, options.survey_share)
         learnt = (f" (learnt from {price.learnt_from:,} earlier pieces nearby)"
@@ -1175,6 +1183,43 @@ class _Search:
                 *([Hint("survey_share", price.wider_share,
                         "or narrow the interval to about ±20% first with {knob}")]
                   if price.wider_share is not None else [])]))
+
+    def _month_plan(self, price: pricing.Price, allowed: int, what: str) -> pricing.Price:
+        """The price with its month plan: the quota left cannot hold the job, so
+        ``allow_partial`` spends it on the whole areas that fit, the cheapest first (each
+        area's calls: its later pages page 1 told, not cached, and one a page 1 still to
+        fetch; where later pages are not known yet, at least that); the rest after the
+        quota resets."""
+        run = self.run_state
+        costs: dict[Hashable, int] = {}
+        for state in self._wanted(self.states):
+            if state.failure is None:
+                costs[state.piece.area_id] = costs.get(state.piece.area_id, 0)
+        for state, _ in _later_pages([s for s in self._wanted(self.states)
+                                      if s.pages is not None and s.failure is None], run):
+            costs[state.piece.area_id] += 1
+        unknown = False
+        for state in self._wanted(self.states):
+            if state.pages is None and state.failure is None:
+                costs[state.piece.area_id] += 1
+                unknown = True
+        chosen = _cheapest_whole_areas({a: c for a, c in costs.items() if c}, allowed)
+        planned = sum(costs[a] for a in chosen)
+        rest = max(0, price.remaining - planned) if unknown else sum(costs.values()) - planned
+        quota = run.spending.stored_quota() if what == "team quota" else run.quota
+        names = ", ".join(repr(a) for a in sorted(chosen, key=str)[:5])
+        if len(chosen) > 5:
+            names += f" and {len(chosen) - 5:,} more"
+        word = "about " if unknown else ""
+        now = (f"this month: {planned:,} more {_noun(planned)} (areas {names}, complete)"
+               if chosen else "this month: nothing (no whole area fits)")
+        if quota is not None and quota.period == "month":
+            reset = next_month_start(pd.Timestamp.now(tz="UTC").to_pydatetime())
+            later = f"the other {word}{rest:,} after {reset:%Y-%m-%d} 00:00 UTC"
+        else:
+            now = now.replace("this month", "now")
+            later = f"the other {word}{rest:,} never (the key's quota does not reset)"
+        return dataclasses.replace(price, plan=f"{now}; {later}", planned=planned)
 
     def _ask_again(self, price: pricing.Price) -> None:
         """After phase 1, the exact price of the rest: when it passes what was chosen at the
