@@ -1133,15 +1133,17 @@ class _Search:
                                            or options.budget - run.calls >= top):
             return  # the budget given covers the price to the interval's top, or is the cap
         if top <= options.ask_above:  # nothing asked: what may be spent without asking
-            self._choose(price.spent + options.ask_above)
+            self._choose(options.ask_above)
             return
         self._ask(price)
 
-    def _choose(self, total: int) -> None:
-        """The job may spend at most ``total`` calls in all (this run: less what was spent
-        for it before); the run refuses any call past it (:attr:`Run.chosen`)."""
-        self.chosen = total
-        self.run_state.chosen = max(0, total - self.before)
+    def _choose(self, more: int) -> None:
+        """The job may spend at most ``more`` calls beyond what it spent so far (before this
+        run and in it: a market list's call too, which a price may not count); the run
+        refuses any call past that (:attr:`Run.chosen`)."""
+        run = self.run_state
+        self.chosen = self.before + run.calls + more
+        run.chosen = run.calls + more
 
     def _ask(self, price: pricing.Price, *, rose_past: int | None = None) -> None:
         """Ask ``confirm`` whether to spend ``price`` (to its interval's top); stop with
@@ -1149,8 +1151,8 @@ class _Search:
         chosen before, which a later, better price passed."""
         options = self.options
         if callable(options.confirm) and options.confirm(price):
-            self._choose(price.upper if price.planned is None
-                         else min(price.upper, price.spent + price.planned))
+            top = price.upper - price.spent
+            self._choose(top if price.planned is None else min(top, price.planned))
             return
         top = price.upper - price.spent if price.planned is None else price.planned
         if self._pricing_only() and rose_past is None:
