@@ -663,3 +663,22 @@ def test_the_command_line_month_plan_spends_exactly_what_it_said(env, service, k
     assert said is not None, err
     assert served(service, key) == 7 + int(said[1])  # the survey, then exactly the plan
     assert len(asked) == 1 and asked[0].startswith("this month: ")
+
+
+def test_the_vendors_quota_refusal_says_what_the_job_still_needs_and_when(
+        make_client, demo_areas, service) -> None:
+    """A key whose quota the run does not know (no quota=): the vendor refuses at its end;
+    the error says what the search still needs and when a monthly quota resets."""
+    client = make_client(key_overrides={"quota": 10, "per_second": 50}, rate=40)
+    with pytest.raises(parcelsearch.QuotaExhaustedError) as refused:
+        parcelsearch.search(demo_areas, client=client, progress=False)
+    served = len(service.keys.requests(client.key_name))
+    text = str(refused.value)
+    still = re.search(r"This search still needs (?:exactly|at least) (\d+) calls? to finish "
+                      r"\((\d+) of (\d+) areas complete, everything fetched cached\)", text)
+    assert still is not None, text
+    result = refused.value.result
+    assert int(still[1]) == 17 - result.calls, text  # the demo job is 17 calls
+    reset = f"{next_month_start(time.time()):%Y-%m-%d} 00:00 UTC"
+    assert f"a monthly quota (a production key's) resets on {reset}" in text
+    assert served >= result.calls

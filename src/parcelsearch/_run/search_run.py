@@ -57,6 +57,7 @@ from parcelsearch.errors import (
     InputError,
     ParcelSearchError,
     PriceNotConfirmedError,
+    QuotaExhaustedError,
     QuotaWouldExceedError,
     SearchInterrupted,
     TeamStoreError,
@@ -795,6 +796,8 @@ class _Search:
                 failure.spent = self.run_state.calls  # the run's, not the one refused attempt's
             if isinstance(failure, ParcelSearchError):
                 failure.result = self._result(stopping=True)
+            if isinstance(failure, QuotaExhaustedError):
+                failure.message += self._still_needed(failure.result)
             if isinstance(failure, BudgetExhaustedError) and options.allow_partial:
                 return self._partial(failure)
             raise failure
@@ -837,6 +840,23 @@ class _Search:
         fresh = Fetcher(self.run_state, self.options.workers, bar)
         self._phases(fresh, bar)
         return fresh
+
+    def _still_needed(self, result: Any) -> str:
+        """What a search the vendor refused for its quota still needs, and when the quota
+        resets (the key's kind says how often, when known)."""
+        left = sum(len(s.missing()) for s in self._wanted(self.states))
+        word = "at least " if any(s.pages is None and s.failure is None
+                                  for s in self._wanted(self.states)) else "exactly "
+        done = len(result.areas_complete or []) if isinstance(result, SearchResult) else 0
+        reset = next_month_start(pd.Timestamp.now(tz="UTC").to_pydatetime())
+        quota = self.run_state.quota
+        when = (f"the key's quota ({quota.describe()}) resets on {reset:%Y-%m-%d} 00:00 UTC"
+                if quota is not None and quota.period == "month" else
+                f"the key's quota ({quota.describe()}) never resets" if quota is not None else
+                f"a monthly quota (a production key's) resets on {reset:%Y-%m-%d} 00:00 UTC, a "
+                "lifetime one (a demo key's) never")
+        return (f" This search still needs {word}{_calls(left)} to finish ({done} of "
+                f"{len(self.plan.areas)} areas complete, everything fetched cached); {when}.")
 
     def _partial_stop(self, result: SearchResult) -> BudgetExhaustedError:
         """The error of an ``allow_partial`` run that finished only the areas that fit."""
