@@ -220,7 +220,7 @@ class ParcelSearchError(Exception):
         :data:`CARD_WIDTH` characters), the figures it carries (a price's block), then the
         code to run next (its hints, in Python)."""
         lines = [f"{type(self).__name__}:"]
-        lines += textwrap.wrap(self._text().strip(), CARD_WIDTH - 2, initial_indent="  ",
+        lines += textwrap.wrap(self._text().strip(), CARD_WIDTH, initial_indent="  ",
                                subsequent_indent="  ", break_on_hyphens=False)
         lines += ["  " + line for line in self._figures()]
         if self.hints:
@@ -293,17 +293,26 @@ class BudgetError(ParcelSearchError):
     """A run would spend, or has spent, all the calls it was allowed."""
 
     exit_code = 3
+    #: The price the stop is about (:class:`parcelsearch.Price`), when known: its block is
+    #: on the error's card (:meth:`ParcelSearchError.card`).
+    price: object = None
+
+    def _figures(self) -> list[str]:
+        block = getattr(self.price, "block", None)
+        return list(block()) if callable(block) else []
 
 
 class QuotaWouldExceedError(BudgetError):
     """Refused before spending anything: the plan needs more calls than allowed."""
 
     def __init__(
-        self, message: str, *, needed: int, allowed: int, hints: Sequence[Hint] = ()
+        self, message: str, *, needed: int, allowed: int, hints: Sequence[Hint] = (),
+        price: object = None,
     ) -> None:
         super().__init__(message, hints=hints)
         self.needed = needed
         self.allowed = allowed
+        self.price = price
 
 
 class PriceNotConfirmedError(BudgetError):
@@ -333,12 +342,7 @@ class PriceNotConfirmedError(BudgetError):
         self.needed = needed
         self.threshold = threshold
         self.survey_share = survey_share
-        #: The price asked about (its figures: :class:`parcelsearch.Price`), when known.
         self.price = price
-
-    def _figures(self) -> list[str]:
-        block = getattr(self.price, "block", None)
-        return list(block()) if callable(block) else []
 
 
 class BudgetExhaustedError(BudgetError):

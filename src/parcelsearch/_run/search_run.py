@@ -201,7 +201,8 @@ def _refusal(run: Run, plan: Plan, needed: int, allowed: int, what: str,
                           max(needed, price.needed if price is not None else 0),
                           "raise {knob}"))
     hints.append(Hint("allow_partial", None, "pass {knob} to finish the areas that fit"))
-    return QuotaWouldExceedError(head, needed=needed, allowed=allowed, hints=hints)
+    return QuotaWouldExceedError(head, needed=needed, allowed=allowed, hints=hints,
+                                 price=price)
 
 
 def _areas_failed(failed: dict[Hashable, str], result: SearchResult,
@@ -450,10 +451,14 @@ def search(
         to resume, instead of raising.
     ask_above
         The decision point: when the price (after the survey, before the bulk) leaves more
-        than this many calls to spend, the search stops there with
+        than this many calls to spend at its interval's top, the search stops there with
         :class:`~parcelsearch.PriceNotConfirmedError` naming the price and its
         interval, unless ``confirm=True`` or a ``budget`` covers the interval's top.
         Default ``PARCELSEARCH_ASK_ABOVE``, else 100 (a fifth of a 500-call month).
+        Nothing is spent past what was chosen there — the interval's top confirmed, or,
+        when nothing was asked, this many calls past what was spent —: when the exact
+        price after page 1 of every piece is above it, the search stops before spending
+        past it and asks again (``confirm``, else the same error with the new figures).
     survey_share
         The survey before the decision point (page 1 of a sample of the pieces never
         searched, the search's own pages) spends at most this share of the least the search
@@ -529,8 +534,9 @@ def search(
         Also raised after the survey when its estimate does not fit.
     PriceNotConfirmedError
         The decision point: the price leaves more than ``ask_above`` calls to spend and
-        neither ``confirm`` nor a budget covering it said to go on; ``.result`` holds the
-        survey's pages (cached).
+        neither ``confirm`` nor a budget covering it said to go on; or the exact price
+        after page 1 of every piece passed what was chosen; ``.result`` holds the pages
+        fetched (cached), ``.price`` the price asked about.
     BudgetExhaustedError
         Retries used up the budget mid-run; ``.result`` holds what was fetched (with
         ``allow_partial=True`` the result is returned instead, with a warning).
@@ -612,7 +618,10 @@ def price(
     where it is estimated: page 1 of a sample of the pieces never searched (all of them
     when they are fewer than 30) is fetched and cached, so the search that follows reuses
     those pages and pays only the rest (``price.remaining``). Nothing is spent when every
-    count is known from the cache or the run history.
+    count is known from the cache or the run history. The price is kept in the process
+    (:mod:`parcelsearch._run.priced_jobs`): the :func:`search` of the same job that
+    follows (same areas or plan, client and options) asks at once with these figures, 0
+    calls between, its ``spent`` this job's.
 
     Parameters
     ----------
@@ -1134,7 +1143,7 @@ class _Search:
                 + (f"stopped after the survey ({_calls(price.spent)} spent, its pages cached: "
                    "running the search again reuses them)." if price.known == "surveyed" else
                    f"stopped before spending ({_calls(price.spent)} spent)."),
-                needed=price.remaining,
+                needed=price.remaining, price=price,
                 allowed=allowed, hints=[
                     *([Hint("budget", price.upper - price.spent, "raise {knob}")]
                       if what == "budget" else []),
