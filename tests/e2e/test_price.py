@@ -242,7 +242,10 @@ def test_price_in_python_pays_only_the_survey_and_the_search_reuses_it(
     price = parcelsearch.price(demo_areas, client=client)
     assert len(service.keys.requests(client.key_name)) == price.spent == 7  # page 1s only
     assert str(price).startswith(f"price: exactly {price.total} calls")
-    result = parcelsearch.search(demo_areas, client=client, confirm=True, progress=False)
+    asked: list[parcelsearch.Price] = []
+    result = parcelsearch.search(demo_areas, client=client, ask_above=1, progress=False,
+                                 confirm=lambda told: asked.append(told) or True)
+    assert asked == [price]  # one price for the job: asked with price()'s figures
     assert result.calls == price.remaining  # the surveyed pages were reused, as priced
     assert len(service.keys.requests(client.key_name)) == price.total
     again = parcelsearch.price(demo_areas, client=client)

@@ -10,7 +10,8 @@ page 1s are in the page cache, so the search that follows reads them and meets t
 state: :func:`recall` then gives the price ``price()`` returned, whose ``spent`` is what
 was spent for this job (its survey), and nothing is surveyed again. A ``price()`` of
 another set, another key or another service is another job: it neither adds to this job's
-``spent`` nor hides it.
+``spent`` nor hides it. Once a search of the job goes past its decision point the price is
+:func:`forget`-ten: what is left after it is priced afresh.
 """
 
 from __future__ import annotations
@@ -25,7 +26,7 @@ from dataclasses import dataclass
 
 from parcelsearch._run.pricing import Price
 
-__all__ = ["job_key", "keep", "recall", "pricing_only", "is_pricing_only"]
+__all__ = ["job_key", "keep", "recall", "forget", "pricing_only", "is_pricing_only"]
 
 #: How many jobs' prices the process keeps (the oldest dropped first).
 KEPT = 32
@@ -71,6 +72,13 @@ def recall(key: str, share: float) -> Price | None:
     if priced is None or priced.share < share:
         return None
     return priced.price
+
+
+def forget(key: str) -> None:
+    """The job ``key`` went past its decision point: its kept price is no longer the
+    price of what is left (a later price or search prices afresh)."""
+    with _lock:
+        _kept.pop(key, None)
 
 
 @contextmanager

@@ -903,8 +903,8 @@ class _Search:
         self._say_price()
         todo = self._affordable(todo, lambda s: s.piece.area_id, allowance, spent_first=False)
         unknown = [s for s in todo if previous[id(s)] is None] if surveys else []
-        priced = priced_jobs.recall(self._job_key(), self.options.survey_share) \
-            if unknown else None
+        job = self._job_key()
+        priced = priced_jobs.recall(job, self.options.survey_share) if surveys else None
         if priced is not None:  # price() priced this job: its figures, asked at once
             self.price, self.before = priced, priced.spent
             self._say("priced before (no call now):")
@@ -917,6 +917,7 @@ class _Search:
             if fetcher.failure is not None or run.stop.is_set():
                 return
         self._decide()
+        priced_jobs.forget(job)  # decided: the job's price is spent from now on
         rest = [s for s in todo if s.pages is None and s.failure is None]
         if rest:
             self.progress.start("page 1", len(rest))
