@@ -1106,12 +1106,14 @@ class _Search:
                                  pieces=len(history), spent=run.calls)
         told = sum(costs.values())
         others = len(unknown) - len(costs)
-        return pricing.surveyed(
+        price = pricing.surveyed(
             spent=run.calls, first=len(waiting), exact_later=exact_later,
             history_later=history_later,
             estimated=max(0, estimate.value - told - others),
             low=max(0, estimate.low - told - others), high=max(0, estimate.high - told - others),
             surveyed_pieces=len(costs), unknown=len(unknown), learnt_from=learnt_from)
+        # The survey's measure, where the estimator names it (shown in the price block).
+        return dataclasses.replace(price, measure=str(getattr(estimate, "measure", "") or ""))
 
     def _quota_line(self) -> str:
         """What the price would leave of the key's quota (empty when none is known)."""
