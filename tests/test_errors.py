@@ -105,3 +105,28 @@ def test_service_answers_carry_status_and_messages_verbatim(
     assert exc.status == status and exc.messages and message in exc.messages[0]
     assert exc.url is not None and "?" not in exc.url and api_key not in str(exc)
     assert all(text in str(exc) for text in exc.messages)
+
+
+def test_a_refusal_renders_in_ipython_as_a_short_card_with_its_price() -> None:
+    from parcelsearch._run.pricing import Price
+
+    price = Price(first=7, later=0, known="lower", pieces=7)
+    error = errors.QuotaWouldExceedError(
+        "this search needs at least 7 calls, but the budget allows 5 more; nothing was spent.",
+        needed=7, allowed=5, price=price,
+        hints=[errors.Hint("budget", 7, "raise {knob}"),
+               errors.Hint("allow_partial", None, "pass {knob} to finish the areas that fit")])
+    card = error._render_traceback_()
+    assert card == [
+        "QuotaWouldExceedError:",
+        "  this search needs at least 7 calls, but the budget allows 5 more; nothing was spent.",
+        "  price: at least 7 calls",
+        "  exact: 7 for page 1 of 7 pieces",
+        "  estimated: the later pages, counted once page 1 says how many",
+        "next:",
+        "  raise budget=7",
+        "  pass allow_partial=True to finish the areas that fit",
+    ]
+    assert str(error).startswith("this search needs")  # elsewhere: the plain message
+    wrapped = errors.ConfigurationError("x" * 250).card()[1:]  # lines of at most 100
+    assert wrapped == ["  " + "x" * 98] * 2 + ["  " + "x" * 54]

@@ -57,6 +57,19 @@ def test_the_budget_message_says_how_to_resume() -> None:
     assert (caught.value.spent, caught.value.budget) == (2, 2)
 
 
+def test_threads_never_pass_what_was_chosen_at_the_price() -> None:
+    """The figure chosen at the decision point caps the run as a budget does: retries,
+    pieces read again or split included, no call is reserved past it."""
+    spending = MemorySpending(FP)
+    run = _run(spending)
+    run.chosen = 23
+    granted, refused = race(lambda _: run.reserve(), BudgetExhaustedError)
+    assert (granted, refused) == (23, 160 - 23)
+    assert run.calls == spending.spent == 23
+    with pytest.raises(BudgetExhaustedError, match="nothing is spent past what you chose"):
+        run.reserve()
+
+
 def test_a_quota_refusal_counts_nothing() -> None:
     spending = MemorySpending(FP)
     run = _run(spending, quota=Quota(1, "lifetime"))

@@ -2,7 +2,9 @@
 
 from __future__ import annotations
 
-from parcelsearch._run.pricing import Price, estimate, exact_rest
+import dataclasses
+
+from parcelsearch._run.pricing import BLOCK_WIDTH, Price, estimate, exact_rest, surveyed
 from parcelsearch.stores.history import Previous
 
 
@@ -51,7 +53,8 @@ def test_a_surveyed_price_states_its_interval_and_the_survey() -> None:
     line = price.line()
     assert line.startswith("price: about 287 calls, 95% interval 259–315 (24 already spent, "
                            "24 of them a survey (page 1 of 24 of the 107 pieces never searched")
-    assert "never waste" in line and "about 109 for the other pieces' later pages" in line
+    assert "never waste" not in line  # the survey line says it, once
+    assert "about 109 for the other pieces' later pages" in line
     assert price.upper == 315
 
 
@@ -93,3 +96,23 @@ def test_a_resume_prices_the_cached_pieces_missing_pages_exactly() -> None:
     """Issue 49: a resume's first price said 'about 0' with 547 calls known needed."""
     price = estimate([], mode="cached", known_later=547)
     assert price.line() == "price: exactly 547 calls (exactly 547 for the later pages)"
+
+
+def test_the_price_block_is_short_lines_in_a_fixed_order() -> None:
+    price = dataclasses.replace(
+        surveyed(spent=1_332, first=12_055, exact_later=40, history_later=0, estimated=1_201,
+                 low=900, high=2_100, surveyed_pieces=1_332, unknown=13_387),
+        capped=True, wider_share=0.43, measure="population",
+        quota="quota: 497 left this month, about 13,799 short: the rest needs 28 more months")
+    block = price.block()
+    assert [line.split(":")[0] for line in block] == [
+        "price", "spent", "exact", "estimated", "interval", "narrower", "quota"]
+    assert block[0] == ("price: about 14,628 calls, 95% interval 14,327–15,527 (survey drawn "
+                        "by population)")
+    assert block[1] == ("spent: 1,332 calls so far, on a survey: page 1 of 1,332 of 13,387 "
+                        "pieces never searched")
+    assert block[2] == "exact: 12,055 for page 1 of 12,055 pieces; 40 for later pages page 1 told"
+    assert block[3] == "estimated: about 1,201 for later pages, from the survey"
+    assert all(len(line) <= BLOCK_WIDTH for line in block)
+    assert exact_rest(3, 7).block() == ["price: exactly 10 calls", "spent: 7 calls so far",
+                                        "exact: 3 for later pages page 1 told"]

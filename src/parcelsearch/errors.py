@@ -48,6 +48,7 @@ what value), not prose. ``str(error)`` speaks Python (``budget=12``, ``Client(ap
 
 from __future__ import annotations
 
+import textwrap
 from collections.abc import Sequence
 from dataclasses import dataclass
 from typing import Literal
@@ -55,6 +56,9 @@ from typing import Literal
 from parcelsearch.knobs import DECLARED, Declaration, declared
 
 Dialect = Literal["python", "cli"]
+
+#: The widest line of an error's card in a notebook (:meth:`ParcelSearchError.card`).
+CARD_WIDTH = 100
 
 
 @dataclass(frozen=True)
@@ -211,6 +215,28 @@ class ParcelSearchError(Exception):
         """The message as shown (a subclass may add what it learnt since it was made)."""
         return self.message
 
+    def card(self) -> list[str]:
+        """The error as a short card: its name and message (lines of at most
+        :data:`CARD_WIDTH` characters), the figures it carries (a price's block), then the
+        code to run next (its hints, in Python)."""
+        lines = [f"{type(self).__name__}:"]
+        lines += textwrap.wrap(self._text().strip(), CARD_WIDTH, initial_indent="  ",
+                               subsequent_indent="  ", break_on_hyphens=False)
+        lines += ["  " + line for line in self._figures()]
+        if self.hints:
+            lines.append("next:")
+            lines += ["  " + hint.render("python") for hint in self.hints]
+        return lines
+
+    def _figures(self) -> list[str]:
+        """Lines of figures the card shows after the message (a subclass's)."""
+        return []
+
+    def _render_traceback_(self) -> list[str]:
+        """IPython's rendering of this error (a notebook, the IPython shell): the
+        :meth:`card`, not a stack of internal frames; elsewhere the plain message."""
+        return self.card()
+
 
 class ConfigurationError(ParcelSearchError):
     """A setting is missing or unusable; the message says how to set it."""
@@ -267,17 +293,26 @@ class BudgetError(ParcelSearchError):
     """A run would spend, or has spent, all the calls it was allowed."""
 
     exit_code = 3
+    #: The price the stop is about (:class:`parcelsearch.Price`), when known: its block is
+    #: on the error's card (:meth:`ParcelSearchError.card`).
+    price: object = None
+
+    def _figures(self) -> list[str]:
+        block = getattr(self.price, "block", None)
+        return list(block()) if callable(block) else []
 
 
 class QuotaWouldExceedError(BudgetError):
     """Refused before spending anything: the plan needs more calls than allowed."""
 
     def __init__(
-        self, message: str, *, needed: int, allowed: int, hints: Sequence[Hint] = ()
+        self, message: str, *, needed: int, allowed: int, hints: Sequence[Hint] = (),
+        price: object = None,
     ) -> None:
         super().__init__(message, hints=hints)
         self.needed = needed
         self.allowed = allowed
+        self.price = price
 
 
 class PriceNotConfirmedError(BudgetError):
@@ -294,16 +329,20 @@ class PriceNotConfirmedError(BudgetError):
         When the survey stopped at its cap with the interval wider than ±20 %: the survey
         share that would narrow it to about that (search again with
         ``survey_share=error.survey_share``); else ``None``.
+    price
+        The :class:`~parcelsearch.Price` asked about: the survey's, or the exact price
+        after page 1 of every piece when it rose past what was chosen.
     """
 
     def __init__(
         self, message: str, *, needed: int, threshold: int, hints: Sequence[Hint] = (),
-        survey_share: float | None = None,
+        survey_share: float | None = None, price: object = None,
     ) -> None:
         super().__init__(message, hints=hints)
         self.needed = needed
         self.threshold = threshold
         self.survey_share = survey_share
+        self.price = price
 
 
 class BudgetExhaustedError(BudgetError):

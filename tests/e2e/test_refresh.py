@@ -146,13 +146,13 @@ def test_the_default_refresh_keeps_its_promise_and_prices_the_sample(
     err = capsys.readouterr().err
     assert len(month.log()) - spent == pieces
     worst = int((first.tiles["pages"] - 1).clip(lower=0).sum())
-    assert f"price: about {pieces} calls (exactly {pieces} for page 1 of {pieces} pieces; " \
-           f"about 0 for the later pages, from what earlier runs found, {worst} if every " \
-           "piece changed)" in err
+    assert f"price: about {pieces} calls\nexact: {pieces} for page 1 of {pieces} pieces\n" \
+           f"estimated: about 0 for later pages, from what earlier runs found; {worst} if " \
+           "every piece changed\n" in err
     spent = len(month.log())
     assert main([*base, "--verify-sample", "1"]) == 0
     err = capsys.readouterr().err
-    assert "of them the verify sample, dropped first when short" in err
+    assert "of the later pages are the verify sample, dropped first when short" in err
     assert len(month.log()) - spent == pieces + worst  # every inferred piece sampled
 
 

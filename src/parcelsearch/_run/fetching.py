@@ -192,6 +192,13 @@ class PieceState:
         self._set(failure=None)
 
 
+def chosen_reached(chosen: int) -> str:
+    """The stop at the calls the user chose at the price."""
+    return (f"stopped at the {chosen:,} calls this run may spend by what was chosen at the "
+            "price: nothing is spent past what you chose. Everything fetched is cached: "
+            "running the same search again asks before spending the rest.")
+
+
 class Run:
     """One search run: what the worker threads share, and how each call is spent."""
 
@@ -209,6 +216,10 @@ class Run:
         self.rereads = rereads
         self.lock = threading.Lock()
         self.calls = 0
+        #: The most this run may spend by what the user chose at the price (the search sets
+        #: it at its decision point: nothing is spent past what was chosen, retries, pieces
+        #: read again or split included); ``None``: not limited there.
+        self.chosen: int | None = None
         #: Set when the run must stop: no attempt is started after it.
         self.stop = threading.Event()
         #: Whether the run's first job has been answered (the next ones go together).
@@ -239,6 +250,9 @@ class Run:
             if self.budget is not None and self.calls >= self.budget:
                 raise BudgetExhaustedError(budget_reached(self.budget), spent=self.calls,
                                            budget=self.budget)
+            if self.chosen is not None and self.calls >= self.chosen:
+                raise BudgetExhaustedError(chosen_reached(self.chosen), spent=self.calls,
+                                           budget=self.chosen)
             self.calls += 1
         try:
             return self.spending.reserve(self.run_id, self.quota)

@@ -23,11 +23,12 @@ from __future__ import annotations
 import math
 from collections.abc import Sequence
 from dataclasses import dataclass
+from typing import Any
 
 from parcelsearch.planning.survey import MAX_SHARE
 from parcelsearch.stores.history import Previous
 
-__all__ = ["Price", "estimate", "exact_rest", "surveyed", "quota_line", "share_text"]
+__all__ = ["Price", "BLOCK_WIDTH", "estimate", "exact_rest", "surveyed", "quota_line", "share_text"]
 
 
 def _calls(n: int) -> str:
@@ -84,6 +85,14 @@ class Price:
     capped: bool = False
     share: float = MAX_SHARE
     wider_share: float | None = None
+    #: After a survey: what its draw took the pieces' weights from (``"population"``,
+    #: ``"area"`` or ``"equal"``), when the estimator says; shown in the block.
+    measure: str = ""
+    #: The month plan, when the quota cannot hold the job and ``allow_partial`` finishes the
+    #: whole areas that fit: ``"this month: 418 more calls (areas …, complete); the other
+    #: 388 after 2026-12-01 00:00 UTC"``; and the calls it spends (:attr:`planned`).
+    plan: str = ""
+    planned: int | None = None
 
     @property
     def total(self) -> int:
@@ -145,8 +154,7 @@ class Price:
 
     def _surveyed_parts(self) -> str:
         spent = (f"{self.spent:,} already spent, {self.surveyed:,} of them a survey (page 1 of "
-                 f"{self.surveyed:,} of the {self.unknown:,} pieces never searched: the "
-                 "search's own pages, cached and used, never waste)")
+                 f"{self.surveyed:,} of the {self.unknown:,} pieces never searched)")
         first = (f"exactly {self.first:,} for page 1 of the other {self.first:,} "
                  f"piece{'s' * (self.first != 1)}" if self.first else "")
         guessed = self.later - self.exact_later
@@ -193,12 +201,79 @@ class Price:
             return self.needs()
         return f"{self.needs()} ({self.parts()})"
 
+    def block(self) -> list[str]:
+        """The price as a block of short lines (each at most :data:`BLOCK_WIDTH`
+        characters), always in this order, each only when it has something to say: the
+        estimate and its interval (and the survey's measure); what was spent and on what;
+        what is exact; what is estimated (and if every piece changed); the verify sample;
+        how wide a capped survey left the interval, and the share that would narrow it;
+        the quota; the month plan."""
+        head = f"price: {self.needs()}"
+        if self.measure:
+            head += f" (survey drawn by {self.measure})"
+        lines = [head]
+        if self.spent:
+            on = ("" if not self.surveyed else
+                  f", {'' if self.surveyed == self.spent else f'{self.surveyed:,} '}on a "
+                  f"survey: page 1 of {self.surveyed:,} of {self.unknown:,} pieces never "
+                  "searched")
+            lines.append(f"spent: {_calls(self.spent)} so far{on}")
+        exact = []
+        if self.first:
+            exact.append(f"{self.first:,} for page 1 of {self.first:,} "
+                         f"piece{'s' * (self.first != 1)}")
+        exact_later = self.later if self.known == "exact" else self.exact_later
+        if exact_later:
+            exact.append(f"{exact_later:,} for later pages page 1 told")
+        if exact:
+            lines.append("exact: " + "; ".join(exact))
+        guessed = self.later - exact_later
+        if self.known != "exact":
+            source = {"surveyed": "from the survey",
+                      "learnt": f"learnt from {self.learnt_from:,} earlier pieces nearby",
+                      "estimated": "from what earlier runs found"}.get(self.known, "")
+            if self.known == "lower":
+                lines.append("estimated: the later pages, counted once page 1 says how many")
+            else:
+                worst = (f"; {self.worst:,} if every piece changed"
+                         if self.worst is not None and self.worst > self.later else "")
+                lines.append(f"estimated: about {guessed:,} for later pages, {source}{worst}")
+        if self.sample:
+            lines.append(f"sample: {self.sample:,} of the later pages are the verify sample, "
+                         "dropped first when short")
+        if self.capped and self.high is not None and self.low is not None:
+            share = math.ceil(100 * (self.high - self.low) / 2 / max(1, self.total))
+            lines.append(f"interval: ±{share}%: the survey stopped at its cap, "
+                         f"{share_text(self.share)} the least the search can cost for sure")
+            if self.wider_share is not None:
+                lines.append(f"narrower: a survey share of {self.wider_share:g} would narrow it "
+                             "to about ±20%")
+        if self.quota:
+            lines.append(self.quota)
+        if self.plan:  # "this month: …" then "the other … after …", a line each
+            now, _, later = self.plan.partition("; ")
+            lines += [f"plan: {now}", *([f"then: {later}"] if later else [])]
+        return [_fit(line) for line in lines]
+
     def line(self) -> str:
         """The price line shown before spending: ``price: about 271 calls (…)``."""
         return f"price: {self.needs()} ({self.parts()})"
 
     def __str__(self) -> str:
         return self.line()
+
+    def _repr_pretty_(self, printer: Any, cycle: bool) -> None:
+        """IPython's display of a price (a notebook): its :meth:`block`."""
+        printer.text("\n".join(self.block()))
+
+
+#: The widest line of a price block (:meth:`Price.block`).
+BLOCK_WIDTH = 100
+
+
+def _fit(line: str) -> str:
+    """A block's line within :data:`BLOCK_WIDTH` (cut with an ellipsis, never wrapped)."""
+    return line if len(line) <= BLOCK_WIDTH else line[:BLOCK_WIDTH - 1] + "…"
 
 
 def estimate(first: Sequence[tuple[int | None, Previous | None]], *, mode: str,

@@ -42,7 +42,7 @@ import shapely
 import shapely.prepared
 
 from parcelsearch import notices, stores
-from parcelsearch._run import density, pricing, refreshing
+from parcelsearch._run import density, priced_jobs, pricing, refreshing
 from parcelsearch._run.fetching import Fetcher, PageBaseLearned, PieceState, Run
 from parcelsearch._run.options import DEFAULT_WORKERS, SearchOptions, uses_learnt_match
 from parcelsearch._run.progress import Progress
@@ -57,6 +57,7 @@ from parcelsearch.errors import (
     InputError,
     ParcelSearchError,
     PriceNotConfirmedError,
+    QuotaExhaustedError,
     QuotaWouldExceedError,
     SearchInterrupted,
     TeamStoreError,
@@ -140,7 +141,7 @@ def _noun(n: int) -> str:
 
 
 def _calls(n: int) -> str:
-    return f"{n} {_noun(n)}"
+    return f"{n:,} {_noun(n)}"
 
 
 def _noun_pieces(n: int) -> str:
@@ -153,12 +154,12 @@ def _areas(n: int) -> str:
 
 def _limit_text(run: Run, what: str, allowed: int) -> str:
     if what == "budget":
-        return f"the budget allows {allowed} more"
+        return f"the budget allows {allowed:,} more"
     if what == "user budget":
-        return f"{run.options.user}'s team budget allows {allowed} more"
+        return f"{run.options.user}'s team budget allows {allowed:,} more"
     quota = run.spending.stored_quota() if what == "team quota" else run.quota
     assert quota is not None
-    text = f"the key has {allowed} left of its quota " \
+    text = f"the key has {allowed:,} left of its quota " \
            f"({quota.describe()})"
     if quota.period == "month":
         reset = next_month_start(pd.Timestamp.now(tz="UTC").to_pydatetime())
@@ -173,7 +174,7 @@ def _refusal(run: Run, plan: Plan, needed: int, allowed: int, what: str,
     """The error of a run that cannot finish within what it is allowed; ``price`` (the
     whole run's, as far as it is known) is named in full."""
     if spent_first:
-        head = (f"this search needs exactly {needed} more {_noun(needed)} to finish "
+        head = (f"this search needs exactly {needed:,} more {_noun(needed)} to finish "
                 f"(exactly {_calls(needed + run.calls)} in all), but "
                 f"{_limit_text(run, what, allowed)}; stopped before spending them (page 1 of "
                 "every piece is fetched and cached).")
@@ -200,7 +201,8 @@ def _refusal(run: Run, plan: Plan, needed: int, allowed: int, what: str,
                           max(needed, price.needed if price is not None else 0),
                           "raise {knob}"))
     hints.append(Hint("allow_partial", None, "pass {knob} to finish the areas that fit"))
-    return QuotaWouldExceedError(head, needed=needed, allowed=allowed, hints=hints)
+    return QuotaWouldExceedError(head, needed=needed, allowed=allowed, hints=hints,
+                                 price=price)
 
 
 def _areas_failed(failed: dict[Hashable, str], result: SearchResult,
@@ -449,10 +451,14 @@ def search(
         to resume, instead of raising.
     ask_above
         The decision point: when the price (after the survey, before the bulk) leaves more
-        than this many calls to spend, the search stops there with
+        than this many calls to spend at its interval's top, the search stops there with
         :class:`~parcelsearch.PriceNotConfirmedError` naming the price and its
         interval, unless ``confirm=True`` or a ``budget`` covers the interval's top.
         Default ``PARCELSEARCH_ASK_ABOVE``, else 100 (a fifth of a 500-call month).
+        Nothing is spent past what was chosen there — the interval's top confirmed, or,
+        when nothing was asked, this many calls past what was spent —: when the exact
+        price after page 1 of every piece is above it, the search stops before spending
+        past it and asks again (``confirm``, else the same error with the new figures).
     survey_share
         The survey before the decision point (page 1 of a sample of the pieces never
         searched, the search's own pages) spends at most this share of the least the search
@@ -528,8 +534,9 @@ def search(
         Also raised after the survey when its estimate does not fit.
     PriceNotConfirmedError
         The decision point: the price leaves more than ``ask_above`` calls to spend and
-        neither ``confirm`` nor a budget covering it said to go on; ``.result`` holds the
-        survey's pages (cached).
+        neither ``confirm`` nor a budget covering it said to go on; or the exact price
+        after page 1 of every piece passed what was chosen; ``.result`` holds the pages
+        fetched (cached), ``.price`` the price asked about.
     BudgetExhaustedError
         Retries used up the budget mid-run; ``.result`` holds what was fetched (with
         ``allow_partial=True`` the result is returned instead, with a warning).
@@ -611,7 +618,10 @@ def price(
     where it is estimated: page 1 of a sample of the pieces never searched (all of them
     when they are fewer than 30) is fetched and cached, so the search that follows reuses
     those pages and pays only the rest (``price.remaining``). Nothing is spent when every
-    count is known from the cache or the run history.
+    count is known from the cache or the run history. The price is kept in the process
+    (:mod:`parcelsearch._run.priced_jobs`): the :func:`search` of the same job that
+    follows (same areas or plan, client and options) asks at once with these figures, 0
+    calls between, its ``spent`` this job's.
 
     Parameters
     ----------
@@ -651,10 +661,11 @@ def price(
         return False
 
     try:
-        result = search(areas, client=client, plan=plan, id_column=id_column,
-                        tolerance=tolerance, match=match, quota=quota, refresh=refresh,
-                        progress=progress, ask_above=0, confirm=tell,
-                        trust_markets=trust_markets, survey_share=survey_share)
+        with priced_jobs.pricing_only():  # the search that follows reuses this price
+            result = search(areas, client=client, plan=plan, id_column=id_column,
+                            tolerance=tolerance, match=match, quota=quota, refresh=refresh,
+                            progress=progress, ask_above=0, confirm=tell,
+                            trust_markets=trust_markets, survey_share=survey_share)
     except PriceNotConfirmedError:
         return told[-1]
     return pricing.Price(first=0, later=0, known="exact", spent=result.calls)
@@ -743,6 +754,14 @@ class _Search:
         self.limited: tuple[str, int] | None = None
         #: The run's price as last known (before phase 1: estimated; after: exact).
         self.price: pricing.Price | None = None
+        #: The most this job may spend in all, as the user chose it at the last decision
+        #: (the interval's top shown, or ``ask_above`` past what was spent when nothing was
+        #: asked); ``None``: not limited there (``confirm=True``, or a ``budget``, which the
+        #: run enforces itself).
+        self.chosen: int | None = None
+        #: Calls spent for this job before this run: the survey of the :func:`price` whose
+        #: price this run reuses (:mod:`parcelsearch._run.priced_jobs`).
+        self.before = 0
         #: The result, once made (:meth:`_result`): a run ends once.
         self.result: SearchResult | None = None
         self.progress = Progress(self.options.progress)
@@ -786,6 +805,8 @@ class _Search:
                 failure.spent = self.run_state.calls  # the run's, not the one refused attempt's
             if isinstance(failure, ParcelSearchError):
                 failure.result = self._result(stopping=True)
+            if isinstance(failure, QuotaExhaustedError):
+                failure.message += self._still_needed(failure.result)
             if isinstance(failure, BudgetExhaustedError) and options.allow_partial:
                 return self._partial(failure)
             raise failure
@@ -829,6 +850,23 @@ class _Search:
         self._phases(fresh, bar)
         return fresh
 
+    def _still_needed(self, result: Any) -> str:
+        """What a search the vendor refused for its quota still needs, and when the quota
+        resets (the key's kind says how often, when known)."""
+        left = sum(len(s.missing()) for s in self._wanted(self.states))
+        word = "at least " if any(s.pages is None and s.failure is None
+                                  for s in self._wanted(self.states)) else "exactly "
+        done = len(result.areas_complete or []) if isinstance(result, SearchResult) else 0
+        reset = next_month_start(pd.Timestamp.now(tz="UTC").to_pydatetime())
+        quota = self.run_state.quota
+        when = (f"the key's quota ({quota.describe()}) resets on {reset:%Y-%m-%d} 00:00 UTC"
+                if quota is not None and quota.period == "month" else
+                f"the key's quota ({quota.describe()}) never resets" if quota is not None else
+                f"a monthly quota (a production key's) resets on {reset:%Y-%m-%d} 00:00 UTC, a "
+                "lifetime one (a demo key's) never")
+        return (f" This search still needs {word}{_calls(left)} to finish ({done} of "
+                f"{len(self.plan.areas)} areas complete, everything fetched cached); {when}.")
+
     def _partial_stop(self, result: SearchResult) -> BudgetExhaustedError:
         """The error of an ``allow_partial`` run that finished only the areas that fit."""
         what, needed = self.limited or ("budget", 0)
@@ -839,7 +877,7 @@ class _Search:
                  "user budget": f"{run.options.user}'s team budget"}.get(what, "the known quota")
         error = BudgetExhaustedError(
             f"{limit} reached: {done} of {total} areas are complete (the cheapest first), "
-            f"{_calls(run.calls)} spent; at least {left} more {_noun(left)} finish the rest. "
+            f"{_calls(run.calls)} spent; at least {left:,} more {_noun(left)} finish the rest. "
             "Everything fetched is cached: running the same search again resumes without "
             "re-spending.",
             spent=run.calls, budget=run.budget if run.budget is not None else needed)
@@ -862,15 +900,24 @@ class _Search:
             [(None, previous[id(s)]) for s in todo], mode=self.refresh.mode,
             fraction=self.refresh.fraction, known_later=known_later,
             cached_later=0 if surveys else sum(1 for s in self.states if (s.pages or 0) > 1))
-        self._say(self.price.line())
+        self._say_price()
         todo = self._affordable(todo, lambda s: s.piece.area_id, allowance, spent_first=False)
         unknown = [s for s in todo if previous[id(s)] is None] if surveys else []
-        if unknown:
+        job = self._job_key()
+        priced = priced_jobs.recall(job, self.options.survey_share) if surveys else None
+        if priced is not None:  # price() priced this job: its figures, asked at once
+            self.price, self.before = priced, priced.spent
+            self._say("priced before (no call now):")
+            self._say_price()
+            quota = self._quota_line()
+            if quota:
+                self._say(quota)
+        elif unknown:
             self._survey(fetcher, unknown, todo, previous)
             if fetcher.failure is not None or run.stop.is_set():
                 return
-        if self.price.known != "lower":
-            self._decide()
+        self._decide()
+        priced_jobs.forget(job)  # decided: the job's price is spent from now on
         rest = [s for s in todo if s.pages is None and s.failure is None]
         if rest:
             self.progress.start("page 1", len(rest))
@@ -890,11 +937,12 @@ class _Search:
                 states, f"phase 2 did not fit the {what} with it"):
             jobs = _later_pages(states, run)  # the sampled pieces' pages from the cache
         said = self.price.line() if self.price is not None else ""
-        self.price = pricing.exact_rest(len(jobs), run.calls)
+        self.price = pricing.exact_rest(len(jobs), self.before + run.calls)
         if self.price.line() != said:  # after a census it was said already
-            self._say(self.price.line())
+            self._say_price()
         jobs = self._affordable(jobs, lambda job: job[0].piece.area_id, allowance,
                                 spent_first=True)
+        self._ask_again(pricing.exact_rest(len(jobs), self.before + run.calls))
         self.progress.start("search", sum(max(1, s.pages or 1) for s in self._wanted(states)),
                             sum(len(s.data) for s in self._wanted(states)))
         fetcher.fetch(jobs)
@@ -1021,7 +1069,7 @@ class _Search:
         if capped:
             self.price = dataclasses.replace(self.price, capped=True, share=share,
                                              wider_share=wider)
-        self._say(self.price.line())
+        self._say_price()
         quota = self._quota_line()
         if quota:
             self._say(quota)
@@ -1058,12 +1106,14 @@ class _Search:
                                  pieces=len(history), spent=run.calls)
         told = sum(costs.values())
         others = len(unknown) - len(costs)
-        return pricing.surveyed(
+        price = pricing.surveyed(
             spent=run.calls, first=len(waiting), exact_later=exact_later,
             history_later=history_later,
             estimated=max(0, estimate.value - told - others),
             low=max(0, estimate.low - told - others), high=max(0, estimate.high - told - others),
             surveyed_pieces=len(costs), unknown=len(unknown), learnt_from=learnt_from)
+        # The survey's measure, where the estimator names it (shown in the price block).
+        return dataclasses.replace(price, measure=str(getattr(estimate, "measure", "") or ""))
 
     def _quota_line(self) -> str:
         """What the price would leave of the key's quota (empty when none is known)."""
@@ -1079,9 +1129,12 @@ class _Search:
     def _decide(self) -> None:
         """The decision point, before the bulk: refused when the estimate does not fit the
         budget or quota (unless ``allow_partial``; a price known exactly is refused after
-        phase 1, as before); stopped when it leaves more than ``ask_above`` calls to spend
-        and neither ``confirm`` nor a budget (covering the interval's top, or with
-        ``allow_partial`` the cap the user chose) says to go on."""
+        phase 1, as before); stopped when the interval's top (the most the price says may
+        still be spent) is above ``ask_above`` and neither ``confirm`` nor a budget
+        (covering the interval's top, or with ``allow_partial`` the cap the user chose)
+        says to go on. What was chosen here is the most the job may spend
+        (:attr:`chosen`): the interval's top confirmed, else ``ask_above`` past what was
+        spent."""
         price, run, options = self.price, self.run_state, self.options
         assert price is not None
         allowed, what = run.allowance()
@@ -1090,37 +1143,141 @@ class _Search:
                 return  # known exactly: refused after phase 1, naming the exact calls
             raise self._with_result(QuotaWouldExceedError(
                 f"this search needs {price.refusal()}, but {_limit_text(run, what, allowed)}; "
-                + (f"stopped after the survey ({_calls(run.calls)} spent, its pages cached: "
+                + (f"stopped after the survey ({_calls(price.spent)} spent, its pages cached: "
                    "running the search again reuses them)." if price.known == "surveyed" else
-                   f"stopped before spending ({_calls(run.calls)} spent)."), needed=price.remaining,
+                   f"stopped before spending ({_calls(price.spent)} spent)."),
+                needed=price.remaining, price=price,
                 allowed=allowed, hints=[
                     *([Hint("budget", price.upper - price.spent, "raise {knob}")]
                       if what == "budget" else []),
                     Hint("allow_partial", None, "pass {knob} to finish the areas that fit")]))
-        if price.remaining <= options.ask_above or options.confirm is True:
+        if options.allow_partial and allowed is not None and price.remaining > allowed \
+                and what in ("quota", "team quota"):
+            price = self.price = self._month_plan(price, allowed, what)
+            for line in price.block()[-2:]:
+                self._say(line)  # the plan's two lines
+        if options.confirm is True:
             return
-        if options.budget is not None and (options.allow_partial or options.budget - run.calls
-                                           >= price.upper - price.spent):
+        top = price.upper - price.spent  # the most still to spend, as far as the price knows
+        if price.planned is not None:
+            top = min(top, price.planned)
+        if options.budget is not None and (options.allow_partial
+                                           or options.budget - run.calls >= top):
             return  # the budget given covers the price to the interval's top, or is the cap
-        if callable(options.confirm) and options.confirm(price):
+        if top <= options.ask_above:  # nothing asked: what may be spent without asking
+            self._choose(options.ask_above)
             return
+        self._ask(price)
+
+    def _choose(self, more: int) -> None:
+        """The job may spend at most ``more`` calls beyond what it spent so far (before this
+        run and in it: a market list's call too, which a price may not count); the run
+        refuses any call past that (:attr:`Run.chosen`)."""
+        run = self.run_state
+        self.chosen = self.before + run.calls + more
+        run.chosen = run.calls + more
+
+    def _ask(self, price: pricing.Price, *, rose_past: int | None = None) -> None:
+        """Ask ``confirm`` whether to spend ``price`` (to its interval's top); stop with
+        :class:`PriceNotConfirmedError` when it does not say yes. ``rose_past``: what was
+        chosen before, which a later, better price passed."""
+        options = self.options
+        if callable(options.confirm) and options.confirm(price):
+            top = price.upper - price.spent
+            self._choose(top if price.planned is None else min(top, price.planned))
+            return
+        top = price.upper - price.spent if price.planned is None else price.planned
+        if self._pricing_only() and rose_past is None:
+            priced_jobs.keep(self._job_key(), price, options.survey_share)
         learnt = (f" (learnt from {price.learnt_from:,} earlier pieces nearby)"
                   if price.learnt_from else "")
+        at_top = " at the interval's top" if price.high is not None else ""
+        spent = f"{_calls(price.spent)} spent" + (
+            "" if not price.spent else ", their pages cached" if rose_past is not None
+            else " on the survey, its pages cached")
+        if rose_past is not None:
+            head = (f"the price rose past what was chosen: this search needs {price.needs()} "
+                    f"in all, more than the {rose_past:,} calls chosen at the price; stopped "
+                    f"before spending past them ({spent}: running the search again reuses "
+                    "them).")
+        else:
+            head = (f"this search needs {price.needs()}{learnt}: {_calls(top)} still to "
+                    f"spend{at_top}, "
+                    f"more than the {options.ask_above:,} a search spends without asking; "
+                    f"stopped before spending them ({spent}: running the search again reuses "
+                    "them).")
         raise self._with_result(PriceNotConfirmedError(
-            f"this search needs {price.needs()}{learnt}: {_calls(price.remaining)} still to "
-            "spend, "
-            f"more than the {options.ask_above:,} a search spends without asking; stopped "
-            f"before spending them ({_calls(run.calls)} spent"
-            f"{' on the survey, its pages cached' if run.calls else ''}: running the search "
-            "again reuses them).", needed=price.remaining, threshold=options.ask_above,
-            survey_share=price.wider_share, hints=[Hint("yes", None, "pass {knob} to spend them"),
-                   Hint("budget", price.upper - price.spent,
-                        "or set {knob}" + (" (the interval's top)" if price.high else "")
-                        + " to spend at most that"),
-                   Hint("ask_above", price.remaining, "or raise {knob}"),
-                   *([Hint("survey_share", price.wider_share,
-                           "or narrow the interval to about ±20% first with {knob}")]
-                     if price.wider_share is not None else [])]))
+            head, needed=price.remaining, threshold=options.ask_above,
+            survey_share=price.wider_share, price=price, hints=[
+                Hint("yes", None, "pass {knob} to spend them"),
+                Hint("budget", top, "or set {knob}" + (" (the interval's top less what was "
+                                                       "spent)" if price.high else "")
+                     + " to spend at most that"),
+                Hint("ask_above", top, "or raise {knob}"),
+                *([Hint("survey_share", price.wider_share,
+                        "or narrow the interval to about ±20% first with {knob}")]
+                  if price.wider_share is not None else [])]))
+
+    def _month_plan(self, price: pricing.Price, allowed: int, what: str) -> pricing.Price:
+        """The price with its month plan: the quota left cannot hold the job, so
+        ``allow_partial`` spends it on the whole areas that fit, the cheapest first (each
+        area's calls: its later pages page 1 told, not cached, and one a page 1 still to
+        fetch; where later pages are not known yet, at least that); the rest after the
+        quota resets."""
+        run = self.run_state
+        costs: dict[Hashable, int] = {}
+        for state in self._wanted(self.states):
+            if state.failure is None:
+                costs[state.piece.area_id] = costs.get(state.piece.area_id, 0)
+        for state, _ in _later_pages([s for s in self._wanted(self.states)
+                                      if s.pages is not None and s.failure is None], run):
+            costs[state.piece.area_id] += 1
+        unknown = False
+        for state in self._wanted(self.states):
+            if state.pages is None and state.failure is None:
+                costs[state.piece.area_id] += 1
+                unknown = True
+        chosen = _cheapest_whole_areas({a: c for a, c in costs.items() if c}, allowed)
+        planned = sum(costs[a] for a in chosen)
+        rest = max(0, price.remaining - planned) if unknown else sum(costs.values()) - planned
+        quota = run.spending.stored_quota() if what == "team quota" else run.quota
+        names = ", ".join(repr(a) for a in sorted(chosen, key=str)[:5])
+        if len(chosen) > 5:
+            names += f" and {len(chosen) - 5:,} more"
+        word = "about " if unknown else ""
+        now = (f"this month: {planned:,} more {_noun(planned)} (areas {names}, complete)"
+               if chosen else "this month: nothing (no whole area fits)")
+        if quota is not None and quota.period == "month":
+            reset = next_month_start(pd.Timestamp.now(tz="UTC").to_pydatetime())
+            later = f"the other {word}{rest:,} after {reset:%Y-%m-%d} 00:00 UTC"
+        else:
+            now = now.replace("this month", "now")
+            later = f"the other {word}{rest:,} never (the key's quota does not reset)"
+        return dataclasses.replace(price, plan=f"{now}; {later}", planned=planned)
+
+    def _ask_again(self, price: pricing.Price) -> None:
+        """After phase 1, the exact price of the rest: when it passes what was chosen at the
+        decision point, the run stops before spending past it and asks again."""
+        if self.chosen is not None and price.total > self.chosen:
+            self._ask(price, rose_past=self.chosen)
+
+    @staticmethod
+    def _pricing_only() -> bool:
+        return priced_jobs.is_pricing_only()
+
+    def _job_key(self) -> str:
+        """This job's digest (:func:`parcelsearch._run.priced_jobs.job_key`)."""
+        client = self.run_state.client
+        return priced_jobs.job_key(
+            base_url=client.base_url, path=self.plan.path, fingerprint=client.fingerprint,
+            refresh=self.refresh.mode,
+            pieces=((s.piece.polygon_json, s.pages) for s in self.states))
+
+    def _say_price(self) -> None:
+        """The price as a block of short lines (:meth:`pricing.Price.block`)."""
+        assert self.price is not None
+        for line in self.price.block():
+            self._say(line)
 
     def _say(self, line: str) -> None:
         """A whole line before the next bar (a price, a survey, the quota), when shown."""

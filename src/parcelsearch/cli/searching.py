@@ -355,6 +355,8 @@ class PriceQuestion:
         self.survey_more = None
         question = (f"spend {price.needs().replace('calls', 'calls in all')} "
                     f"({price.remaining:,} still to spend)? ")
+        if price.planned is not None:  # the quota cannot hold the job: what can happen
+            question = f"{price.plan}: spend the {price.planned:,} now? "
         if price.wider_share is None or not self._offers_left or not sys.stdin.isatty():
             return _confirmed(question + "[y/N] ")
         answer = input(question + f"[y/N, or s: survey more first (a survey share of "
