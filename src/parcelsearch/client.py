@@ -53,6 +53,13 @@ from parcelsearch._fetch.http import (
     retry_after,
     strip_query,
 )
+from parcelsearch._fetch.network import (
+    check_proxy,
+    choose_trust,
+    os_trust_context,
+    proxies_for,
+    proxy_source,
+)
 from parcelsearch._fetch.page import Page, check_page, learnt_page_size
 from parcelsearch._fetch.vendor_profile import PROFILES_FILE, load_profile, save_profile
 from parcelsearch.errors import (
@@ -113,9 +120,16 @@ class Client:
         ``https://`` root of the services; default ``settings.options.base_url``
         (``$PARCELSEARCH_BASE_URL``). ``http://`` is refused: the services are HTTPS only.
     ca_bundle
-        PEM file of certificate authorities to trust (e.g. a local service's ``ca.pem``);
-        default ``settings.options.ca_bundle`` (``$PARCELSEARCH_CA_BUNDLE``), else the
-        system store. TLS is always verified.
+        PEM file of certificate authorities to trust (e.g. a local service's ``ca.pem``, or
+        the CA of an organisation's TLS-inspecting proxy); default
+        ``settings.options.ca_bundle`` (``$PARCELSEARCH_CA_BUNDLE``), else the profile's,
+        else ``$REQUESTS_CA_BUNDLE``, else ``$SSL_CERT_FILE``, else the operating system's
+        trust store. TLS is always verified.
+    proxy
+        The proxy to reach the vendor through, ``http://[user:password@]host:port``;
+        default ``settings.options.proxy`` (``$PARCELSEARCH_PROXY``), else the profile's,
+        else ``$HTTPS_PROXY`` / ``$ALL_PROXY``. ``$NO_PROXY`` is honoured, and loopback
+        hosts are never proxied. Its credentials go to the proxy only and are never shown.
     rate
         Calls per second the key allows; default ``settings.options.rate``
         (``$PARCELSEARCH_RATE``, else 10).
@@ -164,15 +178,26 @@ class Client:
         profile: str | None = None,
         response_deadline: float | None = None,
         max_request_bytes: int | None = None,
+        proxy: str | None = None,
     ) -> None:
-        from parcelsearch.profiles import resolve  # a saved profile fills what is not given
-
+        from parcelsearch.profiles import profile_proxy, resolve  # a saved profile fills
+        # what is not given
+        proxy_named = proxy is not None or bool(settings.options.proxy)
         api_key, base_url, ca_bundle = resolve(profile, api_key, base_url, ca_bundle)
         key = _resolve_key(api_key)
         self._key = _Secret(key)
         self._fingerprint = key_fingerprint(key)
         self.base_url = _resolve_base_url(base_url)
         self.ca_bundle = _resolve_ca_bundle(ca_bundle)
+        #: The certificates trusted (a CA bundle and where it was named, or the OS store).
+        self.trust = choose_trust(self.ca_bundle)
+        given = proxy if proxy is not None else (settings.options.proxy or None)
+        if not proxy_named:
+            given = profile_proxy(profile, api_key)
+        self._proxy = _Secret(check_proxy(given)) if given else None
+        #: Where the proxy given came from (for ``doctor``).
+        self.proxy_source = ("Client(proxy=...) or --proxy" if proxy is not None else
+                             settings.ENV_PROXY if settings.options.proxy else "the profile")
         self.rate = _positive(rate, "rate", "calls per second", 10)
         self.timeout = float(timeout)
         self.response_deadline = _positive(response_deadline, "response_deadline", "seconds",
@@ -182,10 +207,13 @@ class Client:
         self._line_limit_set = settings.max_request_bytes_setting(max_request_bytes)
         self._window_set = settings.result_window_setting()  # likewise
         self.retry = retries if isinstance(retries, RetryPolicy) else RetryPolicy(total=retries)
-        self.session = session if session is not None else new_session()
+        self.session = session if session is not None else new_session(
+            os_trust_context() if self.trust.path is None else None)
         self.transport = Transport(
             self.session, RateLimiter(self.rate), self.retry, timeout=self.timeout,
-            verify=self.ca_bundle or True, deadline=self.response_deadline,
+            verify=self.trust.verify, deadline=self.response_deadline,
+            proxy=self._proxy.reveal() if self._proxy is not None else None,
+            trust=str(self.trust),
         )
         self.cache_dir = Path(cache_dir) if cache_dir is not None else settings.options.cache_dir
         #: What is known of the vendor at this base URL (kept in the cache folder; not the
@@ -332,6 +360,17 @@ class Client:
             return self._get(target, read, spend, cancel)
         except BadPolygonError:
             return 1
+
+    @property
+    def proxy(self) -> str:
+        """Which proxy requests to the vendor go through, and why (credentials hidden)."""
+        given = self._proxy.reveal() if self._proxy is not None else None
+        return proxy_source(self.base_url, given, self.proxy_source)
+
+    @property
+    def proxied(self) -> bool:
+        """Whether requests to the vendor go through a proxy."""
+        return bool(proxies_for(self.base_url, self.transport.proxy))
 
     @property
     def fingerprint(self) -> str:

@@ -19,6 +19,7 @@ from __future__ import annotations
 import random
 import re
 import socket
+import ssl
 import threading
 import time
 from collections import Counter
@@ -27,12 +28,14 @@ from dataclasses import dataclass
 from datetime import UTC, datetime, timedelta
 from email.utils import mktime_tz, parsedate_tz
 from typing import Any, Protocol, TypeVar
+from urllib.parse import urlsplit
 
 import requests
 from requests.adapters import HTTPAdapter
 from urllib3.connectionpool import HTTPSConnectionPool
 from urllib3.exceptions import NewConnectionError
 
+from parcelsearch._fetch.network import CA_WAYS, proxies_for, shown_proxy
 from parcelsearch.errors import (
     ConfigurationError,
     CutBodyError,
@@ -287,15 +290,44 @@ def retry_after(headers: Mapping[str, str]) -> float | None:
     return max(0.0, mktime_tz(date) - time.time())
 
 
-def new_session() -> requests.Session:
-    """A ``requests`` session for HTTPS with urllib3's own retries off (the loop is ours)."""
+def new_session(context: ssl.SSLContext | None = None) -> requests.Session:
+    """A ``requests`` session for HTTPS with urllib3's own retries off (the loop is ours).
+
+    ``trust_env`` is off: no ``.netrc`` password, proxy or CA bundle is taken from the
+    environment behind our back; :mod:`parcelsearch._fetch.network` reads the proxy and CA
+    settings the user meant, and :class:`Transport` passes them with each request.
+    ``context``: the SSL context to verify with (the operating system's trust store), when
+    no CA bundle is given.
+    """
     session = requests.Session()
-    session.trust_env = False  # no proxies or CA bundles from the environment behind our back
-    adapter = HTTPAdapter(max_retries=0, pool_connections=4, pool_maxsize=32)
-    adapter.poolmanager.pool_classes_by_scheme = {  # the response deadline's watchdog
-        **adapter.poolmanager.pool_classes_by_scheme, "https": _TrackedPool}
+    session.trust_env = False
+    adapter = _Adapter(context, max_retries=0, pool_connections=4, pool_maxsize=32)
     session.mount("https://", adapter)
     return session
+
+
+class _Adapter(HTTPAdapter):
+    """``requests``' adapter with an SSL context of our choosing (direct and through a
+    proxy) and the response deadline's tracked pools."""
+
+    def __init__(self, context: ssl.SSLContext | None, **kwargs: Any) -> None:
+        self._context = context  # before the base class makes its pool manager
+        super().__init__(**kwargs)
+
+    def init_poolmanager(self, *args: Any, **kwargs: Any) -> None:
+        if self._context is not None:
+            kwargs["ssl_context"] = self._context
+        super().init_poolmanager(*args, **kwargs)
+        self.poolmanager.pool_classes_by_scheme = {  # the response deadline's watchdog
+            **self.poolmanager.pool_classes_by_scheme, "https": _TrackedPool}
+
+    def proxy_manager_for(self, proxy: str, **kwargs: Any) -> Any:
+        if self._context is not None:
+            kwargs["ssl_context"] = self._context
+        manager = super().proxy_manager_for(proxy, **kwargs)
+        manager.pool_classes_by_scheme = {
+            **manager.pool_classes_by_scheme, "https": _TrackedPool}
+        return manager
 
 
 class Transport:
@@ -317,6 +349,11 @@ class Transport:
         Seconds one response may take as a whole, head and body, however slowly its bytes
         come (default: no more than ``timeout`` allows between bytes); a response past it is
         abandoned and retried like a timeout.
+    proxy
+        The proxy given (with any credentials), else ``None``: the environment's
+        (:func:`parcelsearch._fetch.network.proxies_for`).
+    trust
+        What certificates are trusted, said when verification fails.
     """
 
     def __init__(
@@ -328,8 +365,12 @@ class Transport:
         timeout: float,
         verify: str | bool = True,
         deadline: float | None = None,
+        proxy: str | None = None,
+        trust: str = "the system's CAs",
     ) -> None:
         self.session = session
+        self.proxy = proxy
+        self.trust = trust
         self.limiter = limiter
         self.policy = policy
         self.timeout = timeout
@@ -426,11 +467,12 @@ class Transport:
     ) -> T:
         """Send once: the judged result, or raise the :class:`Transient` verdict to retry on."""
         watchdog = _Watchdog(self.deadline)
+        proxies = proxies_for(url, self.proxy)
         try:
             with watchdog:
                 response = self.session.get(
                     url, headers=dict(headers), timeout=self._timeouts(), verify=self.verify,
-                    allow_redirects=False, stream=self.deadline is not None,
+                    allow_redirects=False, stream=self.deadline is not None, proxies=proxies,
                 )
                 if self.deadline is not None:
                     watchdog.read(response)
@@ -441,12 +483,18 @@ class Transport:
                 url=strip_query(url), hints=[Hint("response_deadline",
                                                   phrase="allow longer with {knob}")],
             )) from None
+        except requests.exceptions.ProxyError as exc:
+            raise _proxy_failed(exc, proxies, describe, url) from None
         except requests.exceptions.SSLError as exc:
-            raise _NotSent(f"TLS verification failed ({describe}): {_reason(exc)}",
-                           url=strip_query(url),
-                                 hints=[Hint("ca_bundle", phrase="if it is a local service, "
-                                                                 "point {knob} at its ca.pem")],
-                                 ) from None
+            through = f" through the proxy {shown_proxy(_chosen(proxies))}" if proxies else ""
+            raise _NotSent(
+                f"TLS verification failed ({describe}{through}): {_reason(exc)}. The "
+                f"certificate was checked against {self.trust}. If your organisation "
+                "inspects TLS (a proxy that re-signs what it forwards), its CA must be "
+                f"trusted: {CA_WAYS}. For a local service, its CA is the ca.pem in its "
+                "certificate folder.", url=strip_query(url),
+                hints=[Hint("ca_bundle", phrase="point {knob} at the CA's PEM file")],
+            ) from None
         except (requests.exceptions.ChunkedEncodingError,
                 requests.exceptions.ContentDecodingError) as exc:
             raise Transient("cut body", CutBodyError(
@@ -646,7 +694,41 @@ def _given_up(error: RequestFailure, attempts: int) -> RequestFailure:
 
 
 class _NotSent(TransportError):
-    """A failure before any request reached the service (the TLS handshake): not a call."""
+    """A failure before any request reached the service (the TLS handshake, the proxy):
+    not a call."""
+
+
+def _chosen(proxies: Mapping[str, str]) -> str:
+    return proxies.get("https") or proxies.get("all") or next(iter(proxies.values()), "")
+
+
+def _proxy_failed(exc: requests.exceptions.ProxyError, proxies: Mapping[str, str],
+                  describe: str, url: str) -> _NotSent:
+    """A proxy that would not open the way to the vendor: said as the proxy's (a 407 as
+    proxy authentication), its credentials never shown; no request reached the vendor."""
+    proxy = _chosen(proxies)
+    shown = shown_proxy(proxy)
+    reason = str(_innermost(exc))
+    if "407" in reason:
+        given = "the user name and password in the proxy URL were refused" \
+            if "@" in urlsplit(proxy).netloc else "no user name and password were given"
+        return _NotSent(
+            f"the proxy {shown} asks for authentication (HTTP 407 Proxy Authentication "
+            f"Required, {describe}): {given}. Give them in the proxy URL, "
+            "http://user:password@host:port (in HTTPS_PROXY, or --proxy / "
+            "PARCELSEARCH_PROXY); they are sent to the proxy only and never shown. Nothing "
+            "reached the vendor.", url=strip_query(url),
+            hints=[Hint("proxy", phrase="check {knob}")])
+    if _refused(exc) or "refused" in reason.lower():
+        return _NotSent(
+            f"nothing is listening at the proxy {shown} (connection refused, {describe}). "
+            "Is the proxy address right (HTTPS_PROXY, ALL_PROXY, --proxy)? Hosts the proxy "
+            "must not be used for go in NO_PROXY. Nothing reached the vendor.",
+            url=strip_query(url), hints=[Hint("proxy", phrase="check {knob}")])
+    return _NotSent(
+        f"the proxy {shown} did not open the way to the vendor ({describe}): "
+        f"{without_userinfo(reason)[:300]}. Nothing reached the vendor.",
+        url=strip_query(url), hints=[Hint("proxy", phrase="check {knob}")])
 
 
 def _no_response(exc: BaseException, url: str, describe: str) -> TransportError:
