@@ -236,6 +236,9 @@ class Client:
         #: Where a fact learnt is told (a run's fetch loop, which says it at once on its own
         #: line); ``None``: warned where it is learnt.
         self.tell: Callable[[LearntFactWarning], None] | None = None
+        #: Told of every answer's status and headers (a run reads the quota headers from
+        #: them); ``None``: nobody listens.
+        self.heard: Callable[[int, Mapping[str, str]], None] | None = None
         self._moved_lock = threading.Lock()
         self._forgotten: dict[str, str] = {}  # learnt paths forgotten: the default each replaced
 
@@ -693,6 +696,9 @@ def _judge(
     read is asked once more, then final; quota, key, polygon and other refusals are final.
     ``empty`` is the answer to use when the vendor words an empty result as an error.
     """
+    heard = client.heard
+    if heard is not None:
+        heard(response.status_code, response.headers)
     try:
         body = response.content
     except (requests.exceptions.ChunkedEncodingError,

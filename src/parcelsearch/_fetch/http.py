@@ -58,6 +58,8 @@ __all__ = [
     "Transport",
     "new_session",
     "retry_after",
+    "remaining_calls",
+    "REMAINING_HEADERS",
     "strip_query",
 ]
 
@@ -288,6 +290,30 @@ def retry_after(headers: Mapping[str, str]) -> float | None:
     if date[9] is None:  # no zone given: HTTP-dates are GMT
         date = (*date[:9], 0)
     return max(0.0, mktime_tz(date) - time.time())
+
+
+#: The headers a gateway tells the calls left in the key's quota with, as read: Apigee's and
+#: Kong's ``X-RateLimit-Remaining``, the IETF draft's ``RateLimit-Remaining`` and its
+#: structured ``RateLimit: …, remaining=N, …``.
+REMAINING_HEADERS = ("X-RateLimit-Remaining", "RateLimit-Remaining", "RateLimit")
+_REMAINING_FIELD = re.compile(r"(?:^|[;,\s])r(?:emaining)?=\s*([0-9]+)")
+
+
+def remaining_calls(headers: Mapping[str, str]) -> tuple[int, str] | None:
+    """The calls left in the key's quota that an answer's headers state, and the header
+    that said it (``None``: none said, or unreadable — a header is only advice). Of several
+    values (a header per window, comma-separated), the smallest."""
+    for name in REMAINING_HEADERS:
+        value = headers.get(name)
+        if not value:
+            continue
+        if name == "RateLimit":
+            found = [int(n) for n in _REMAINING_FIELD.findall(value)]
+        else:
+            found = [int(part) for part in value.split(",") if _SECONDS.fullmatch(part)]
+        if found:
+            return min(found), name
+    return None
 
 
 def new_session(context: ssl.SSLContext | None = None) -> requests.Session:

@@ -22,7 +22,7 @@ from types import MappingProxyType
 from typing import Any
 
 from parcelsearch import _wire
-from parcelsearch._fetch.http import Cancelled
+from parcelsearch._fetch.http import Cancelled, remaining_calls
 from parcelsearch._fetch.page import Page
 from parcelsearch._run.options import SearchOptions
 from parcelsearch.client import Client
@@ -223,10 +223,31 @@ class Run:
         #: the next page, in words that state no window): pages up to it stay gated.
         self.window_bound = False
         self._lines: dict[str, int] = {}  # a piece's request line at page 1, by its ring
+        #: What the vendor's quota headers allow (:meth:`heard`): the most calls this run
+        #: may have spent, the header that said so and the calls left it stated; only ever
+        #: lowered. ``None``: no header read.
+        self.vendor_cap: tuple[int, str, int] | None = None
+        self._answers = 0  # answers read in this run that the vendor counted
+        client.heard = self.heard
 
     @property
     def budget(self) -> int | None:
         return self.options.budget
+
+    def heard(self, status: int, headers: Mapping[str, str]) -> None:
+        """An answer came (any thread): its quota header, if it sends one, lowers what the
+        run may spend to the answers read so far plus the calls it says are left (requests
+        still on the wire may be among those, so they count against it). Never raised."""
+        found = remaining_calls(headers)
+        with self.lock:
+            if status != 429:  # spike arrest: not counted by the vendor (refunded)
+                self._answers += 1
+            if found is None:
+                return
+            left, name = found
+            cap = self._answers + left
+            if self.vendor_cap is None or cap < self.vendor_cap[0]:
+                self.vendor_cap = (cap, name, left)
 
     # -- spending (the client calls these around every attempt, through spend_hook) -------
 
@@ -239,6 +260,8 @@ class Run:
             if self.budget is not None and self.calls >= self.budget:
                 raise BudgetExhaustedError(budget_reached(self.budget), spent=self.calls,
                                            budget=self.budget)
+            if self.vendor_cap is not None and self.calls >= self.vendor_cap[0]:
+                raise self._header_stop()
             self.calls += 1
         try:
             return self.spending.reserve(self.run_id, self.quota)
@@ -246,6 +269,16 @@ class Run:
             with self.lock:
                 self.calls -= 1
             raise
+
+    def _header_stop(self) -> BudgetExhaustedError:
+        """The run has spent what the vendor's quota header left it (under :attr:`lock`)."""
+        assert self.vendor_cap is not None
+        cap, name, left = self.vendor_cap
+        return BudgetExhaustedError(
+            f"stopped before the vendor's refusal: its {name} header said the key had {left} "
+            f"call{'' if left == 1 else 's'} left, and this run has spent them. Everything "
+            "fetched is cached: search again when the key's quota resets (the same search "
+            "resumes without paying again).", spent=self.calls, budget=cap)
 
     def refund(self, reservation: int) -> None:
         """Take back a reservation the service did not count (never sent, or refused)."""
@@ -263,6 +296,8 @@ class Run:
         limits: list[Limit] = list(self.spending.limits(self.quota))
         if self.budget is not None:
             limits.append((max(0, self.budget - self.calls), "budget"))
+        if self.vendor_cap is not None:
+            limits.append((max(0, self.vendor_cap[0] - self.calls), "vendor header"))
         if not limits:
             return None, ""
         return min(limits)
