@@ -677,6 +677,9 @@ class Probe:
 LINE_LIMITS = (8192, 7168, 4096, 2048, 1024)
 #: Redirect statuses: followed when they stay on the base URL's https origin.
 REDIRECTS = frozenset({301, 302, 303, 307, 308})
+#: Statuses that say the vendor as a whole is down (a gateway's, or its maintenance), unlike
+#: a 500, which may be one request's: the transport's breaker holds every request for them.
+OUTAGE_STATUSES = frozenset({502, 503, 504})
 #: Statuses that make a learnt path forgotten: the vendor has moved it back, or away.
 GONE = frozenset({404, 410})
 
@@ -730,13 +733,14 @@ def _judge(
                 spend.refund()  # refused at the gate: the service did not count it
         if refusal.kind == "spike" or (
                 status in RETRY_STATUSES and refusal.kind not in ("quota", "key")):
-            raise Transient(str(status), error)
+            raise Transient(str(status), error,
+                            outage=refusal.kind != "spike" and status in OUTAGE_STATUSES)
         raise error
     payload = read_json(body)
     if payload is None:
         refusal = read_refusal(status, body, content_type)
         if refusal.shape == "html":  # a maintenance page: down for now, like a 503
-            raise Transient("HTML page", _html_page(refusal, url, where))
+            raise Transient("HTML page", _html_page(refusal, url, where), outage=True)
         shown = refusal.text if refusal.shape == "html" else f"{len(body)} bytes, not JSON"
         raise Transient("body not JSON", MalformedResponseError(
             f"HTTP 200 but the answer is not JSON ({where}): {shown}",
@@ -802,9 +806,8 @@ def _html_page(refusal: Refusal, url: str, where: str) -> ServiceFailureError:
     transient fault, backed off and retried like a 503, never read as an answer."""
     return ServiceFailureError(
         f"HTTP 200 but {refusal.text} where JSON is due ({where}): the service seems down "
-        "(for maintenance?) and stayed so through the retries. Nothing was kept from these "
-        "answers; search again later.", status=200, messages=list(refusal.messages),
-        url=strip_query(url))
+        "(for maintenance?); nothing was kept from these answers", status=200,
+        messages=list(refusal.messages), url=strip_query(url))
 
 
 def _gone(headers: Mapping[str, str], refusal: Refusal, url: str,

@@ -16,6 +16,7 @@ retries off.
 
 from __future__ import annotations
 
+import copy
 import random
 import re
 import socket
@@ -55,6 +56,7 @@ __all__ = [
     "RateLimiter",
     "RetryPolicy",
     "RETRY_STATUSES",
+    "Breaker",
     "Transport",
     "new_session",
     "retry_after",
@@ -104,11 +106,15 @@ class Transient(Exception):  # noqa: N818 - a verdict, not an error
         ``True`` for an answer that was delivered whole but cannot be read (not JSON, counts
         that disagree): asked once more, identically, then final — a server that answers in
         a shape we do not read will not heal, and every try is a counted call.
+    outage
+        ``True`` for an answer saying the vendor is down as a whole (a maintenance page,
+        502/503/504): the transport's :class:`Breaker` holds every request, and one probe at
+        a time asks again.
     """
 
     def __init__(
         self, reason: str, error: RequestFailure, response: requests.Response | None = None,
-        *, unsent: bool = False, once: bool = False,
+        *, unsent: bool = False, once: bool = False, outage: bool = False,
     ) -> None:
         super().__init__(reason)
         self.reason = reason
@@ -116,6 +122,7 @@ class Transient(Exception):  # noqa: N818 - a verdict, not an error
         self.response = response
         self.unsent = unsent
         self.once = once
+        self.outage = outage
 
 
 class Redirected(Exception):  # noqa: N818 - a verdict, not an error
@@ -356,6 +363,130 @@ class _Adapter(HTTPAdapter):
         return manager
 
 
+#: Paid probes while the vendor is down, when it was met at the first answer (nothing
+#: answered before: it may be down for long) and when it went down after answering.
+PROBES_FIRST = 1
+PROBES_MIDRUN = 3
+
+
+class Breaker:
+    """The vendor is down (a maintenance page, 502/503/504): every request holds, and one
+    probe at a time asks again, backed off, until an answer that is not an outage closes it,
+    or the probes allowed are used up and every request fails with the outage's words.
+
+    Shared by every thread of a :class:`Transport`. Requests already on the wire when it
+    opens are not recalled: their answers are read (an outage answer opens nothing more).
+    Probe *n* waits ``4 × backoff_factor × 2ⁿ⁻¹`` seconds (2, 4, 8 s by default) or the
+    vendor's short ``Retry-After``. At most :data:`PROBES_FIRST` probe when the outage was
+    met before any answer (it costs at most 2 calls), :data:`PROBES_MIDRUN` after one, and
+    never more than the policy's retries.
+    """
+
+    def __init__(self, policy: RetryPolicy) -> None:
+        self.policy = policy
+        self._cond = threading.Condition()
+        self.open = False
+        self._probing = False
+        self._probes = 0
+        self._limit = 0
+        self._next = 0.0
+        self._opened = 0.0
+        self._down = 0  # outage answers since it opened (each a call)
+        self._generation = 0
+        self._gave_up: RequestFailure | None = None
+        self.answered_before = False
+
+    def _delay(self, probe: int, asked: float | None) -> float:
+        if asked is not None:
+            return min(asked, self.policy.retry_after_max)
+        return min(self.policy.backoff_max, 4 * self.policy.backoff_factor * 2.0 ** (probe - 1))
+
+    def admit(self, cancel: threading.Event | None) -> bool:
+        """Before an attempt: ``False`` at once while closed; while open, wait until this
+        attempt is the probe (``True``) or the breaker closes (``False``).
+
+        Raises
+        ------
+        Cancelled
+            ``cancel`` was set while holding.
+        ServiceError
+            The probes were used up while holding (a copy of the outage's error).
+        """
+        with self._cond:
+            if not self.open:
+                return False
+            generation = self._generation
+            while True:
+                if self._generation != generation:
+                    if self._gave_up is not None:
+                        raise copy.copy(self._gave_up)
+                    return False
+                wait = 0.1
+                if not self._probing:
+                    wait = self._next - time.monotonic()
+                    if wait <= 0:
+                        self._probing = True
+                        return True
+                self._cond.wait(min(wait, 0.1))
+                if cancel is not None and cancel.is_set():
+                    raise Cancelled("stopped while the vendor was down")
+
+    def answered(self, probe: bool) -> None:
+        """An attempt got an answer that is not an outage: a probe's closes the breaker."""
+        with self._cond:
+            self.answered_before = True
+            if probe and self.open:
+                self.open = self._probing = False
+                self._gave_up = None
+                self._generation += 1
+                self._cond.notify_all()
+
+    def release(self, probe: bool) -> None:
+        """An attempt ended with no answer (stopped, not connected): a probe lets another
+        take its place."""
+        if probe:
+            with self._cond:
+                self._probing = False
+                self._cond.notify_all()
+
+    def down(self, probe: bool, error: RequestFailure, asked: float | None,
+             attempts: int) -> None:
+        """An answer said the vendor is down: open the breaker (the first), or count a
+        failed probe. Returns to hold and try again.
+
+        Raises
+        ------
+        ServiceError
+            The probes allowed are used up: ``error``, saying how many calls and how long.
+        """
+        with self._cond:
+            now = time.monotonic()
+            self._down += 1
+            if not self.open:
+                self.open, self._probes, self._down, self._opened = True, 0, 1, now
+                first = PROBES_FIRST if not self.answered_before else PROBES_MIDRUN
+                self._limit = min(first, self.policy.total)
+                self._next = now + self._delay(1, asked)
+                self._gave_up = None
+                if self._limit > 0:
+                    return
+            elif not probe:
+                return  # on the wire when it opened: it holds like the others
+            else:
+                self._probes += 1
+                self._probing = False
+                if self._probes < self._limit:
+                    self._next = now + self._delay(self._probes + 1, asked)
+                    self._cond.notify_all()
+                    return
+            final = _outage(error, self._down, self._probes, now - self._opened, attempts)
+            self.open = self._probing = False
+            self._gave_up = final
+            self._generation += 1
+            self._cond.notify_all()
+            raise final
+
+
 class Transport:
     """Sends GETs through one session, paced by one limiter, retried by one policy.
 
@@ -402,6 +533,8 @@ class Transport:
         self.timeout = timeout
         self.verify = verify
         self.deadline = float(deadline) if deadline is not None else None
+        #: Holds every request while the vendor is down; one probe at a time asks again.
+        self.breaker = Breaker(policy)
         #: Requests answered and retries made, by status or error (e.g. ``"retried 429"``).
         self.stats: Counter[str] = Counter()
         self._stats_lock = threading.Lock()
@@ -444,17 +577,20 @@ class Transport:
         """
         failures = unsent = unreadable = hops = 0
         while True:
-            self._gate(spend, cancel)
+            probe = self.breaker.admit(cancel)  # the vendor is down: hold, or be the probe
+            heard = [False]
             try:
-                try:
-                    return self._attempt(url, headers, judge, describe)
-                finally:
-                    if spend is not None:
-                        spend.settle()  # sent: spent, whatever came back (refunds come after)
-            except _NotSent:
-                if spend is not None:
-                    spend.refund()  # the TLS handshake failed: no request reached the service
-                raise
+                return self._send(url, headers, judge, describe, spend, cancel, heard)
+            except Transient as verdict:
+                if verdict.outage and heard[0] and not self._asks_long(verdict):
+                    failures += 1
+                    self._count(f"retried {verdict.reason}")
+                    heard[0] = False  # not an answer that closes the breaker
+                    self.breaker.down(probe, _given_up(verdict.error, failures),
+                                      self._asked(verdict), failures)
+                    continue
+                failures, unsent, unreadable = self._retry(
+                    verdict, failures, unsent, unreadable, spend, cancel)
             except Redirected as hop:
                 hops += 1
                 if hops > MAX_REDIRECTS:
@@ -463,33 +599,69 @@ class Transport:
                                          url=strip_query(url)) from None
                 self._count("redirected")
                 url = hop.url
-                continue
-            except Transient as verdict:
-                failures += 1
-                unreadable += verdict.once
-                if verdict.unsent:
-                    unsent += 1
-                    if spend is not None:
-                        spend.refund()  # no connection was made: the service never saw it
-                if self.policy.exhausted(failures, unsent) or unreadable > 1:
-                    raise _given_up(verdict.error, failures) from None
-                asked = None if verdict.response is None else retry_after(verdict.response.headers)
-                if asked is not None:
-                    self.limiter.pause(asked)  # every thread of this key, not just this one
-                    if asked > self.policy.retry_after_max:
-                        if spend is not None:
-                            spend.pause(asked)
-                        raise _asked_too_long(verdict.error, asked, self.policy) from None
-                self._count(f"retried {verdict.reason}")
-                delay = self.policy.delay(failures, asked)
-                if spend is not None and asked is not None and \
-                        verdict.response is not None and verdict.response.status_code == 429:
-                    spend.pause(delay)  # the key is told to wait: every caller of it, not just us
-                self._sleep(delay, cancel)
+            finally:
+                if heard[0]:
+                    self.breaker.answered(probe)
+                else:
+                    self.breaker.release(probe)
+
+    @staticmethod
+    def _asked(verdict: Transient) -> float | None:
+        return None if verdict.response is None else retry_after(verdict.response.headers)
+
+    def _asks_long(self, verdict: Transient) -> bool:
+        asked = self._asked(verdict)
+        return asked is not None and asked > self.policy.retry_after_max
+
+    def _send(
+        self, url: str, headers: Mapping[str, str], judge: Callable[[requests.Response], T],
+        describe: str, spend: Spend | None, cancel: threading.Event | None, heard: list[bool],
+    ) -> T:
+        """One attempt through the gate; ``heard[0]`` is set once an answer came."""
+        self._gate(spend, cancel)
+        try:
+            try:
+                return self._attempt(url, headers, judge, describe, heard)
+            finally:
+                if spend is not None:
+                    spend.settle()  # sent: spent, whatever came back (refunds come after)
+        except _NotSent:
+            if spend is not None:
+                spend.refund()  # the TLS handshake failed: no request reached the service
+            raise
+
+    def _retry(
+        self, verdict: Transient, failures: int, unsent: int, unreadable: int,
+        spend: Spend | None, cancel: threading.Event | None,
+    ) -> tuple[int, int, int]:
+        """A transient verdict that is not an outage: back off (or raise, retries used up);
+        the counts of failures, of attempts never sent and of unreadable answers after it."""
+        failures += 1
+        unreadable += verdict.once
+        if verdict.unsent:
+            unsent += 1
+            if spend is not None:
+                spend.refund()  # no connection was made: the service never saw it
+        if self.policy.exhausted(failures, unsent) or unreadable > 1:
+            raise _given_up(verdict.error, failures) from None
+        asked = self._asked(verdict)
+        if asked is not None:
+            self.limiter.pause(asked)  # every thread of this key, not just this one
+            if asked > self.policy.retry_after_max:
+                if spend is not None:
+                    spend.pause(asked)
+                raise _asked_too_long(verdict.error, asked, self.policy) from None
+        self._count(f"retried {verdict.reason}")
+        delay = self.policy.delay(failures, asked)
+        if spend is not None and asked is not None and \
+                verdict.response is not None and verdict.response.status_code == 429:
+            spend.pause(delay)  # the key is told to wait: every caller of it, not just us
+        self._sleep(delay, cancel)
+        return failures, unsent, unreadable
 
     def _attempt(
         self, url: str, headers: Mapping[str, str], judge: Callable[[requests.Response], T],
-        describe: str,
+        describe: str, heard: list[bool] | None = None,
     ) -> T:
         """Send once: the judged result, or raise the :class:`Transient` verdict to retry on."""
         watchdog = _Watchdog(self.deadline)
@@ -530,6 +702,8 @@ class Transport:
             raise Transient(_failure_name(exc), _no_response(exc, url, describe),
                             unsent=_never_connected(exc)) from None
         self._count("requests")
+        if heard is not None:
+            heard[0] = True
         try:
             return judge(response)
         except Transient as verdict:
@@ -710,6 +884,21 @@ def _asked_too_long(error: RequestFailure, asked: float, policy: RetryPolicy) ->
                      f"{asked:.0f} s (Retry-After), until {until:%Y-%m-%d %H:%M:%S} UTC, longer "
                      f"than the {policy.retry_after_max:.0f} s a run waits: no request was "
                      "sent before that time. Search again after it.")
+    return error
+
+
+def _outage(error: RequestFailure, answers: int, probes: int, seconds: float,
+            attempts: int) -> RequestFailure:
+    """``error``, now saying the vendor stayed down through the probes allowed: what it
+    cost in calls and time, and that nothing else was sent meanwhile."""
+    said = error.message.replace(": the service kept failing through the retries", "")
+    error.message = (
+        f"{said.rstrip('.')}; it stayed down: {answers} answer{'' if answers == 1 else 's'} "
+        f"said so ({probes} of them {'a probe' if probes == 1 else 'probes'}, one at a time, "
+        f"over {seconds:.0f} s, while every other request held), so the outage cost "
+        f"{answers} call{'' if answers == 1 else 's'}. Everything complete is kept; search "
+        "again later.")
+    error.attempts = attempts
     return error
 
 
