@@ -228,6 +228,7 @@ class Run:
         #: lowered. ``None``: no header read.
         self.vendor_cap: tuple[int, str, int] | None = None
         self._answers = 0  # answers read in this run that the vendor counted
+        self._failing = 0  # pieces failed by 500s since the last page answered
         client.heard = self.heard
 
     @property
@@ -408,13 +409,31 @@ class Run:
             self.spending.abandon(key)
             raise
         except BaseException as exc:
-            if not piece_failure(exc):
+            alone = piece_failure(exc) or self._failing_alone(exc)
+            exc.alone = alone  # type: ignore[attr-defined]  # the fetcher reads it
+            if not alone:
                 self.stop.set()  # at once, in this thread: no other worker starts one now
             self.spending.abandon(key)
             exc.calls = spend.calls  # type: ignore[attr-defined]  # spent on it all the same
             raise
         self.spending.keep(fresh)
         return fresh, max(1, spend.calls)
+
+    def _failing_alone(self, exc: BaseException) -> bool:
+        """Whether a request that kept failing (a 500 through its retries, which an outage's
+        502/503/504 are not) fails its piece only: yes while other requests are answered
+        between such failures; a second in a row with none answered between is the
+        vendor's, not the piece's, and stops the run."""
+        if not (isinstance(exc, ServiceFailureError) and exc.status == 500):
+            return False
+        with self.lock:
+            self._failing += 1
+            return self._failing <= 1
+
+    def answered_ok(self) -> None:
+        """A page was answered (other pieces answer: a failing one fails alone)."""
+        with self.lock:
+            self._failing = 0
 
     def page_base(self, state: PieceState) -> int:
         """The vendor's first page number, asked once per base URL (one call, ``page=0`` of
@@ -546,6 +565,8 @@ class Fetcher:
             state.unanswered(int(getattr(exc, "calls", 0)))
             return self._failed(state, page_no, exc)
         state.fetched(calls)
+        if calls:
+            self.run.answered_ok()
         self.run.answered(state, page_no)
         if page_no == 1 and state.rows is None:
             state.counted(page)
@@ -562,7 +583,7 @@ class Fetcher:
 
     def _failed(self, state: PieceState, page_no: int, exc: BaseException) -> list[int]:
         """A page's final error: the run's (it stops), or this piece's (it fails alone)."""
-        if not piece_failure(exc):
+        if not getattr(exc, "alone", None) and not piece_failure(exc):
             self.failure = self.failure or exc
             self.run.stop.set()
             return []
