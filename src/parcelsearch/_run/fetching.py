@@ -56,8 +56,20 @@ log = logging.getLogger(__name__)
 
 #: How often one piece may be fetched again because its pages came from different answers.
 MAX_REFETCHES = 2
+#: GroupIDs read from a vendor, none twice in a page, after which it is known to list each
+#: GroupID once (a vendor listing a condominium's parcels each shows repeats long before).
+LISTS_ONCE_AFTER = 200
 #: Seconds the watching thread waits between looks at the stop event and finished requests.
 _TICK = 0.1
+
+
+#: Why a piece whose pages contradict each other fails, against a vendor listing each
+#: GroupID once.
+SLIPPED = (", and this vendor lists each GroupID once (learnt, kept in its profile): a page "
+           "slipped (offset paging over an order that shifted), so GroupIDs may be missing "
+           "from this piece and it is not complete. Search again later; what is complete is "
+           "kept")
+SHARED = "pages of this piece share GroupIDs" + SLIPPED
 
 
 class Stopped(Exception):  # noqa: N818 - a signal, not an error
@@ -383,6 +395,9 @@ class Run:
         if self.skips_store(state):
             return None
         hit = self.spending.cached(self.key(state.piece, page), self.options.max_age)
+        if hit is not None and page > 1 and self.client.vendor.ids_once is True and \
+                _contradicting(state, page, hit):
+            return None  # a slipped page an earlier run kept: read again
         if hit is not None:
             self.answered(state, page)
         return hit
@@ -475,6 +490,7 @@ class Fetcher:
         self._frontier: tuple[Any, ...] = ()  # ... this frontier (looked at again once moved)
         #: Facts the client learnt in a worker, said by the watching thread as they come.
         self._learnt: list[LearntFactWarning] = []
+        self._ids_read = 0  # GroupIDs read fresh in this run, none twice in a page
         run.client.tell = self._learnt.append
 
     def fetch(self, jobs: Iterable[tuple[PieceState, int]]) -> None:
@@ -567,6 +583,7 @@ class Fetcher:
         state.fetched(calls)
         if calls:
             self.run.answered_ok()
+            self._read_ids(page)
         self.run.answered(state, page_no)
         if page_no == 1 and state.rows is None:
             state.counted(page)
@@ -578,8 +595,51 @@ class Fetcher:
             return [] if self.run.stop.is_set() else self._refetch(state, page)
         if self._overlaps(state, page_no, page):
             return self._check_order(state, page_no, page)
+        slipped = self._slipped(state, page_no, page)
+        if slipped is not None:
+            return self._contradicts(state, slipped)
         self._keep(state, page_no, page)
         return []
+
+    def _contradicts(self, state: PieceState, why: str) -> list[int]:
+        """This piece's pages contradict each other (``why``): read whole again from the
+        network when some came from a store (an earlier run may have kept a slipped page),
+        else it fails: never complete."""
+        if state.cached_pages and not state.refetches:
+            return self._refetch(state, None, why.split(":")[0])
+        state.fail(why)
+        log.warning("area %r piece %s failed: %s", state.piece.area_id, state.piece.piece_id,
+                    why)
+        return []
+
+    def _read_ids(self, page: Page) -> None:
+        """What a fresh page teaches of how the vendor lists GroupIDs: twice in one page,
+        it lists a condominium's parcels each; none twice in :data:`LISTS_ONCE_AFTER` read,
+        it lists each once (kept in its profile either way)."""
+        client = self.run.client
+        if client.vendor.ids_once is False or not page.data:
+            return
+        if len(set(page.data)) < len(page.data):
+            client.learn(ids_once=False)
+            return
+        self._ids_read += len(page.data)
+        if client.vendor.ids_once is None and self._ids_read >= LISTS_ONCE_AFTER:
+            client.learn(ids_once=True)
+
+    def _slipped(self, state: PieceState, page_no: int, page: Page) -> str | None:
+        """Why this page contradicts a neighbour (``None``: it does not): it shares the
+        GroupID at their boundary, which a vendor listing each GroupID once never does —
+        its offset paging slipped over an order that shifted, and GroupIDs are missing."""
+        if self.run.client.vendor.ids_once is not True or not page.data:
+            return None
+        before, after = state.data.get(page_no - 1), state.data.get(page_no + 1)
+        if before and before[-1] == page.data[0]:
+            lower, upper = page_no - 1, page_no
+        elif after and after[0] == page.data[-1]:
+            lower, upper = page_no, page_no + 1
+        else:
+            return None
+        return (f"page {upper} begins with the last GroupID of page {lower}{SLIPPED}")
 
     def _failed(self, state: PieceState, page_no: int, exc: BaseException) -> list[int]:
         """A page's final error: the run's (it stops), or this piece's (it fails alone)."""
@@ -647,7 +707,8 @@ class Fetcher:
     def _check_order(self, state: PieceState, page_no: int, page: Page) -> list[int]:
         """Pages of one piece share GroupIDs: a vendor counting from 0 (asked once), else an
         order that is not stable (page 1 read again differs: the piece fails), else real
-        duplicates (kept)."""
+        duplicates (kept) — unless the vendor lists each GroupID once: then a slipped page
+        (:meth:`_contradicts`)."""
         if self._learned_zero(state):
             return []
         try:
@@ -664,6 +725,8 @@ class Fetcher:
             log.warning("area %r piece %s failed: %s", state.piece.area_id,
                         state.piece.piece_id, state.failure)
             return []
+        if self.run.client.vendor.ids_once is True:  # no condominium explains it
+            return self._contradicts(state, SHARED)
         self._keep(state, page_no, page)
         return []
 
@@ -708,6 +771,14 @@ class Fetcher:
         self._say_learnt()
         if self.run.client.tell == self._learnt.append:
             self.run.client.tell = None
+
+
+def _contradicting(state: PieceState, page_no: int, page: Page) -> bool:
+    """Whether a stored page shares a GroupID with another page of its piece (against a
+    vendor listing each GroupID once, a contradiction)."""
+    ids = set(page.data)
+    return any(ids.intersection(data) for other, data in state.data.items()
+               if other != page_no)
 
 
 def _changing(state: PieceState, page: Page) -> ParcelSearchError:
