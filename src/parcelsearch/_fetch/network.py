@@ -41,9 +41,9 @@ CA_VARIABLES = ("REQUESTS_CA_BUNDLE", "SSL_CERT_FILE")
 #: The environment variables a proxy is read from (as curl and requests read them).
 PROXY_VARIABLES = ("HTTPS_PROXY", "https_proxy", "ALL_PROXY", "all_proxy")
 #: Every way to give a CA, for a certificate failure's message.
-CA_WAYS = ("give its PEM file with --ca-bundle FILE (Python: Client(ca_bundle=...); or "
-           "PARCELSEARCH_CA_BUNDLE), or in REQUESTS_CA_BUNDLE or SSL_CERT_FILE, or install "
-           "the CA in the operating system's trust store (used when none of these is set)")
+CA_WAYS = ("name its PEM file in REQUESTS_CA_BUNDLE or SSL_CERT_FILE or with the CA bundle "
+           "setting below, or install the CA in the operating system's trust store (used "
+           "when none of these is set)")
 
 
 @dataclass(frozen=True)
