@@ -10,6 +10,7 @@ a corporate proxy); its request log and the proxy's record of what it saw in cle
 from __future__ import annotations
 
 import shutil
+import sys
 from pathlib import Path
 from typing import Any
 
@@ -203,4 +204,28 @@ def test_doctor_shows_the_proxy_and_the_trust_store(far, capsys, monkeypatch,
     code, out, err = run(["doctor", "--dry-run"], capsys)
     assert code == 0, err
     assert "proxy: none (NO_PROXY names this host)" in out
+    assert "trust: the operating system's trust store (truststore)" in out
+
+
+@pytest.mark.skipif(sys.platform != "linux" or shutil.which("openssl") is None,
+                    reason="the OS trust store read through OpenSSL's folders: Linux")
+def test_a_ca_installed_on_the_machine_just_works(far, vendor_areas, vendor_fabric, tmp_path,
+                                                  capsys, monkeypatch, ca_bundle) -> None:
+    # the operating system's trust store (truststore): on Linux, OpenSSL's default places,
+    # of which SSL_CERT_DIR names the folder, as an IT department's installer fills it
+    import subprocess
+
+    store = tmp_path / "os-store"
+    store.mkdir()
+    digest = subprocess.run(["openssl", "x509", "-hash", "-noout", "-in", ca_bundle],
+                            capture_output=True, text=True, check=True).stdout.strip()
+    shutil.copy(ca_bundle, store / f"{digest}.0")
+    monkeypatch.delenv("PARCELSEARCH_CA_BUNDLE")
+    monkeypatch.setenv("SSL_CERT_DIR", str(store))
+    with ForwardProxy(hosts=_hosts(far)) as proxy:
+        monkeypatch.setenv("HTTPS_PROXY", proxy.url)
+        code, out, err, ids, meta = search(capsys, vendor_areas, tmp_path / "ids.parquet")
+        assert code == 0, err
+        assert exact(ids, vendor_fabric[2]) and far.calls() == MINIMUM
+    code, out, err = run(["doctor", "--dry-run"], capsys)
     assert "trust: the operating system's trust store (truststore)" in out
