@@ -239,7 +239,7 @@ class Run:
         #: may have spent, the header that said so and the calls left it stated; only ever
         #: lowered. ``None``: no header read.
         self.vendor_cap: tuple[int, str, int] | None = None
-        self._answers = 0  # answers read in this run that the vendor counted
+        self._answers = 0  # answers read in this run that stated the calls left
         self._failing = 0  # pieces failed by 500s since the last page answered
         client.heard = self.heard
 
@@ -248,19 +248,19 @@ class Run:
         return self.options.budget
 
     def heard(self, status: int, headers: Mapping[str, str]) -> None:
-        """An answer came (any thread): its quota header, if it sends one, lowers what the
-        run may spend to the answers read so far plus the calls it says are left (requests
-        still on the wire may be among those, so they count against it). Never raised."""
+        """An answer came (any thread): its quota header, if it sends one, bounds what the
+        run may spend: the fewest calls left any answer stated (the vendor's latest count),
+        plus the answers with a header read so far (each counted at or before it: answers
+        read late, from requests counted earlier, raise the count, never past what the
+        header allows). Requests still on the wire count against what is left."""
         found = remaining_calls(headers)
+        if found is None or status == 429:  # spike arrest: not counted by the vendor
+            return
+        left, name = found
         with self.lock:
-            if status != 429:  # spike arrest: not counted by the vendor (refunded)
-                self._answers += 1
-            if found is None:
-                return
-            left, name = found
-            cap = self._answers + left
-            if self.vendor_cap is None or cap < self.vendor_cap[0]:
-                self.vendor_cap = (cap, name, left)
+            self._answers += 1
+            least = left if self.vendor_cap is None else min(left, self.vendor_cap[2])
+            self.vendor_cap = (self._answers + least, name, least)
 
     # -- spending (the client calls these around every attempt, through spend_hook) -------
 
