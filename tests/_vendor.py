@@ -48,6 +48,11 @@ switch              values
                     Elasticsearch does) or ``"bare"`` (it says only that the page is too deep)
 ``told_size``       the page size ``pages`` is counted with (``None``: ``page_size``; another:
                     an answer whose counts do not agree)
+``quota_left``      calls the key has left (``None``: no quota told): each answer sends them in
+                    ``quota_header`` after counting itself; once none is left, the quota fault
+``quota_header``    ``"X-RateLimit-Remaining"`` (Apigee, Kong) or ``"RateLimit-Remaining"``
+``slip``            ``True``: each page after the first begins with the previous page's last
+                    id (offset paging over an order that shifted by one; counts unchanged)
 ==================  ============================================================================
 
 Each :class:`Arrival` records when it came (``at``) and when its answer was sent
@@ -92,7 +97,7 @@ HTML = ("<!DOCTYPE html><html><head><title>{status} {reason}</title></head><body
         "<h1>{reason}</h1><p>The server encountered a temporary error.</p></body></html>")
 REASONS = {200: "OK", 301: "Moved Permanently", 400: "Bad Request", 401: "Unauthorized",
            403: "Forbidden", 404: "Not Found", 410: "Gone", 414: "URI Too Long",
-           429: "Too Many Requests",
+           429: "Too Many Requests", 500: "Internal Server Error",
            502: "Bad Gateway", 503: "Service Unavailable", 504: "Gateway Timeout"}
 
 
@@ -126,6 +131,7 @@ DEFAULTS: dict[str, Any] = {
     "redirect": None, "fault": None, "ids": "hex", "trickle": None, "trickle_gap": 0.5,
     "trickle_bytes": 4, "retry_after": 3, "page_size": PAGE_SIZE, "told_size": None,
     "line_limit": None, "line_refusal": "apigee", "window": None, "window_words": "stated",
+    "quota_left": None, "quota_header": "X-RateLimit-Remaining", "slip": False,
 }
 
 #: The retired endpoint's words and date (``"gone410"``).
@@ -176,6 +182,7 @@ class StandInVendor:
         self.switches: dict[str, Any] = dict(DEFAULTS)
         self.log: list[Arrival] = []
         self._answers: dict[str, int] = {}
+        self.quota_used = 0  # calls counted against ``quota_left``
         self._truth: dict[str, list[str]] = {}
         self._lock = threading.Lock()
         vendor = self
@@ -207,6 +214,7 @@ class StandInVendor:
             self.switches = dict(DEFAULTS)
             self.log.clear()
             self._answers.clear()
+            self.quota_used = 0
 
     def calls(self, path_part: str = "/search") -> int:
         """Requests that reached the vendor (the witness), on paths holding ``path_part``."""
@@ -252,6 +260,7 @@ class StandInVendor:
 
 class _Handler(BaseHTTPRequestHandler):
     owner: StandInVendor
+    _quota_headers: dict[str, str]
     protocol_version = "HTTP/1.1"
 
     def log_message(self, format: str, *args: Any) -> None:  # noqa: A002 - quiet
@@ -286,6 +295,15 @@ class _Handler(BaseHTTPRequestHandler):
             if not path.startswith("/prod/"):
                 return self._json(arrival, 404, NO_PROXY_FAULT)
             path = path.removeprefix("/prod")
+        self._quota_headers = {}
+        if s["quota_left"] is not None:
+            with vendor._lock:
+                over = vendor.quota_used >= s["quota_left"]
+                vendor.quota_used += not over
+                left = s["quota_left"] - vendor.quota_used
+            self._quota_headers = {s["quota_header"]: str(left)}
+            if over:
+                return self._json(arrival, 429, QUOTA_FAULT)
         fault = s["fault"](arrival) if s["fault"] is not None else None
         if fault is not None:
             return self._fault(arrival, fault)
@@ -336,7 +354,8 @@ class _Handler(BaseHTTPRequestHandler):
                     f"page {asked} is beyond the last page: this search has {pages} pages"]})
             data = ids[(pages - 1) * size:] if s["past_last"] == "last" else []
         else:
-            data = ids[(k - 1) * size: k * size]
+            start = (k - 1) * size - ((k - 1) if s["slip"] else 0)
+            data = ids[start: start + min(size, rows - (k - 1) * size)]
         data = [shown_id(gid, s["ids"]) for gid in data]
         payload = {"status": "OK", "rows": rows, "pages": pages, "page": asked,
                    "dataRows": len(data), "data": data}
@@ -395,7 +414,8 @@ class _Handler(BaseHTTPRequestHandler):
 
     def _send(self, arrival: Arrival, status: int, body: bytes, content_type: str,
               extra: dict[str, str] | None = None) -> None:
-        headers = {"Content-Type": content_type, **(extra or {})}
+        headers = {"Content-Type": content_type, **getattr(self, "_quota_headers", {}),
+                   **(extra or {})}
         if self.owner.switches["gzip"] and "gzip" in self.headers.get("Accept-Encoding", ""):
             body = gzip_module.compress(body)
             headers["Content-Encoding"] = "gzip"

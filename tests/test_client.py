@@ -308,7 +308,7 @@ def test_limiter_spaces_calls_from_all_threads() -> None:
 def test_5xx_is_retried_and_every_attempt_passes_the_hook(
     server: FaultServer, client: Client
 ) -> None:
-    server.then((503, error("busy"), {}), (502, b"<html>bad gateway</html>", {}),
+    server.then((500, error("busy"), {}), (502, b"<html>bad gateway</html>", {}),
                 (200, ok(250, 2), {}))
     calls: list[int] = []
     page = client.search_page(RING, 2, spend=Reserving(lambda: calls.append(1)))
@@ -357,7 +357,6 @@ def test_quota_429_is_not_retried(
     [
         pytest.param(429, error(SPIKE), RateLimitError, [SPIKE], id="429-spike"),
         pytest.param(500, error("boom"), ServiceFailureError, ["boom"], id="500"),
-        pytest.param(504, b"gateway timeout", ServiceFailureError, [], id="504-no-envelope"),
     ],
 )
 def test_retryable_errors_that_persist_are_raised_verbatim(
@@ -709,24 +708,45 @@ MAINTENANCE = (b"<!DOCTYPE html><html><head><title>Down for maintenance</title><
                b"<body><h1>Back soon</h1></body></html>")
 
 
-def test_a_maintenance_page_with_200_is_retried_like_a_503(server: FaultServer,
-                                                           client: Client) -> None:
-    server.then((200, MAINTENANCE, {}), (200, MAINTENANCE, {}), (200, MAINTENANCE, {}),
-                (200, ok(5), {}))
+def test_a_maintenance_page_is_probed_once_the_vendor_answered_before(
+        server: FaultServer, client: Client) -> None:
+    server.then((200, ok(5), {}), (200, MAINTENANCE, {}), (200, MAINTENANCE, {}),
+                (200, MAINTENANCE, {}), (200, ok(5), {}))
     assert client.search_page(RING, 1).rows == 5
-    assert len(server.lines) == 4  # more than the one repeat an unreadable answer gets
+    assert client.search_page(RING, 1).rows == 5  # down, then 2 probes fail, the third not
+    assert len(server.lines) == 5
     assert client.stats["retried HTML page"] == 3
 
 
-def test_a_maintenance_page_that_persists_is_a_service_failure(server: FaultServer,
-                                                               client: Client) -> None:
-    server.default = (200, MAINTENANCE, {})
+@pytest.mark.parametrize("status, body", [(200, MAINTENANCE), (503, error("down")),
+                                          (504, b"gateway timeout")])
+def test_an_outage_met_first_costs_at_most_two_calls(server: FaultServer, client: Client,
+                                                     status: int, body: bytes) -> None:
+    server.default = (status, body, {})
+    calls: list[int] = []
+    with pytest.raises(ServiceFailureError) as caught:
+        client.search_page(RING, 1, spend=Reserving(lambda: calls.append(1)))
+    text = str(caught.value)
+    assert "the outage cost 2 calls" in text and "1 of them a probe" in text
+    assert "gave up after 2 attempts" in text and "<" not in text
+    assert len(server.lines) == len(calls) == 2 and caught.value.status == status
+    assert_no_key(caught.value)
+    if status == 200:
+        assert "an HTML page titled 'Down for maintenance' where JSON is due" in text
+
+
+def test_an_outage_mid_run_is_probed_at_most_three_times(server: FaultServer,
+                                                         client: Client) -> None:
+    server.then((200, ok(5), {}))
+    assert client.search_page(RING, 1).rows == 5
+    server.default = (503, error("down for maintenance"), {})
+    started = time.monotonic()
     with pytest.raises(ServiceFailureError) as caught:
         client.search_page(RING, 1)
-    text = str(caught.value)
-    assert "an HTML page titled 'Down for maintenance' where JSON is due" in text
-    assert "gave up after 4 attempts" in text and "<" not in text
-    assert len(server.lines) == 4 and caught.value.status == 200
+    assert "the outage cost 4 calls" in str(caught.value)
+    assert "3 of them probes, one at a time, over " in str(caught.value)
+    assert len(server.lines) == 1 + 4
+    assert time.monotonic() - started >= 0.04 + 0.08 + 0.16  # backed off: 4 × factor × 2ⁿ
 
 
 def test_a_gone_endpoint_is_final_quoting_the_vendor_and_its_sunset(server: FaultServer,

@@ -150,3 +150,21 @@ def test_each_refusal_slows_the_pace_and_each_call_brings_it_back() -> None:
     for _ in range(50):
         limiter.pause(0.0)
     assert limiter.pace == pytest.approx(RateLimiter.FLOOR * 1000)
+
+
+@pytest.mark.parametrize("headers, expected", [
+    ({"X-RateLimit-Remaining": "8"}, (8, "X-RateLimit-Remaining")),
+    ({"RateLimit-Remaining": " 0 "}, (0, "RateLimit-Remaining")),
+    ({"X-RateLimit-Remaining": "120, 8"}, (8, "X-RateLimit-Remaining")),  # one per window
+    ({"RateLimit": "limit=100, remaining=42, reset=30"}, (42, "RateLimit")),
+    ({"RateLimit": '"default";r=7;t=30'}, (7, "RateLimit")),
+    ({"X-RateLimit-Remaining": "lots"}, None),
+    ({"RateLimit": "limit=100, reset=30"}, None),
+    ({}, None),
+])
+def test_remaining_calls_reads_the_quota_headers(headers, expected) -> None:
+    from requests.structures import CaseInsensitiveDict
+
+    from parcelsearch._fetch.http import remaining_calls
+
+    assert remaining_calls(CaseInsensitiveDict(headers)) == expected

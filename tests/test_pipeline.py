@@ -24,6 +24,7 @@ from shapely.geometry import MultiPolygon, Polygon, box
 import parcelsearch
 from parcelsearch import _wire
 from parcelsearch._fetch.page import Page
+from parcelsearch._fetch.vendor_profile import VendorProfile
 from parcelsearch._run.search_run import search
 from parcelsearch.client import Client
 from parcelsearch.errors import (
@@ -56,6 +57,12 @@ class FakeClient:
     page_base = 1
     page_size = 100  # its pages hold 100 ids (the survey reads rows at that size)
     tell = None  # facts learnt are warned (it learns none)
+    heard = None  # a run listens to its answers' headers (it sends none)
+
+    def learn(self, **observed: Any) -> None:
+        """What a run learns of the vendor, kept on :attr:`vendor` (no file)."""
+        for name, value in observed.items():
+            setattr(self.vendor, name, value)
 
     def line_bytes(self, polygon_json: str, page: int, *, path: str) -> int:
         """The request line the fetch loop's frontier gates measure."""
@@ -68,6 +75,7 @@ class FakeClient:
         self.log: list[tuple[str, int]] = []
         self.fail: Callable[[str, int], Exception | None] = lambda ring, page: None
         self.lock = threading.Lock()
+        self.vendor = VendorProfile(BASE)  # what is known of it: nothing yet
 
     def search_page(self, polygon_json: str, page: int, *, path: str, spend: Any = None,
                     cancel: threading.Event | None = None, **_: Any) -> Page:

@@ -121,3 +121,29 @@ def test_a_base_url_with_the_v1_the_client_adds_is_told_so(
     assert f"the base URL {service.base_url}/v1 ends in /v1, which the client adds " in text
     assert f"drop the /v1 and give {service.base_url}" in text
     assert "may lack the vendor's path" not in text
+
+
+def test_a_profile_keeps_a_proxy_address_never_its_password(config: Path,
+                                                            monkeypatch: pytest.MonkeyPatch
+                                                            ) -> None:
+    for name in ("HTTPS_PROXY", "https_proxy", "ALL_PROXY", "all_proxy", "NO_PROXY",
+                 "no_proxy", "PARCELSEARCH_PROXY"):
+        monkeypatch.delenv(name, raising=False)
+    with pytest.raises(parcelsearch.ConfigurationError, match="a profile keeps a proxy's "
+                       "address only") as caught:
+        profiles.save("work", KEY, base_url="https://api.example.com",
+                      proxy="http://ana:pr0xy-pass@proxy.example.com:3128")
+    assert "pr0xy-pass" not in str(caught.value)
+    assert "http://***@proxy.example.com:3128" in str(caught.value)
+    profiles.save("work", KEY, base_url="https://api.example.com",
+                  proxy="proxy.example.com:3128")
+    assert "pr0xy-pass" not in (config / "profiles.json").read_text()
+    client = parcelsearch.Client(profile="work")
+    assert client.proxy == "http://proxy.example.com:3128 (from the profile)"
+    assert client.proxied
+    monkeypatch.setenv("PARCELSEARCH_PROXY", "http://ana:pr0xy-pass@other.example.com:8080")
+    client = parcelsearch.Client(profile="work")  # the environment's wins, shown without it
+    assert client.proxy == "http://***@other.example.com:8080 (from PARCELSEARCH_PROXY)"
+    assert "pr0xy-pass" not in repr(parcelsearch.settings.options)
+    monkeypatch.setenv("NO_PROXY", ".example.com")
+    assert not parcelsearch.Client(profile="work").proxied

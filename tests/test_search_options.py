@@ -152,8 +152,8 @@ _PYTHON_INPUTS = {"areas", "client", "cache", "ledger", "plan"}
 #: The flags of `parcelsearch search` that are not options: reading the areas, writing the
 #: outputs, and the connection (client and cache folder).
 _CLI_INPUTS = {"--layer", "--crs", "--out", "--out-tiles", "--out-map", "--force",
-               "--base-url", "--ca-bundle", "--profile", "--cache-dir", "--response-deadline",
-               "--max-request-bytes"}
+               "--base-url", "--ca-bundle", "--proxy", "--profile", "--cache-dir",
+               "--response-deadline", "--max-request-bytes"}
 
 
 def test_the_python_keywords_and_the_cli_flags_are_the_options_declared(

@@ -53,6 +53,13 @@ from parcelsearch._fetch.http import (
     retry_after,
     strip_query,
 )
+from parcelsearch._fetch.network import (
+    check_proxy,
+    choose_trust,
+    os_trust_context,
+    proxies_for,
+    proxy_source,
+)
 from parcelsearch._fetch.page import Page, check_page, learnt_page_size
 from parcelsearch._fetch.vendor_profile import PROFILES_FILE, load_profile, save_profile
 from parcelsearch.errors import (
@@ -113,9 +120,16 @@ class Client:
         ``https://`` root of the services; default ``settings.options.base_url``
         (``$PARCELSEARCH_BASE_URL``). ``http://`` is refused: the services are HTTPS only.
     ca_bundle
-        PEM file of certificate authorities to trust (e.g. a local service's ``ca.pem``);
-        default ``settings.options.ca_bundle`` (``$PARCELSEARCH_CA_BUNDLE``), else the
-        system store. TLS is always verified.
+        PEM file of certificate authorities to trust (e.g. a local service's ``ca.pem``, or
+        the CA of an organisation's TLS-inspecting proxy); default
+        ``settings.options.ca_bundle`` (``$PARCELSEARCH_CA_BUNDLE``), else the profile's,
+        else ``$REQUESTS_CA_BUNDLE``, else ``$SSL_CERT_FILE``, else the operating system's
+        trust store. TLS is always verified.
+    proxy
+        The proxy to reach the vendor through, ``http://[user:password@]host:port``;
+        default ``settings.options.proxy`` (``$PARCELSEARCH_PROXY``), else the profile's,
+        else ``$HTTPS_PROXY`` / ``$ALL_PROXY``. ``$NO_PROXY`` is honoured, and loopback
+        hosts are never proxied. Its credentials go to the proxy only and are never shown.
     rate
         Calls per second the key allows; default ``settings.options.rate``
         (``$PARCELSEARCH_RATE``, else 10).
@@ -164,15 +178,26 @@ class Client:
         profile: str | None = None,
         response_deadline: float | None = None,
         max_request_bytes: int | None = None,
+        proxy: str | None = None,
     ) -> None:
-        from parcelsearch.profiles import resolve  # a saved profile fills what is not given
-
+        from parcelsearch.profiles import profile_proxy, resolve  # a saved profile fills
+        # what is not given
+        proxy_named = proxy is not None or bool(settings.options.proxy)
         api_key, base_url, ca_bundle = resolve(profile, api_key, base_url, ca_bundle)
         key = _resolve_key(api_key)
         self._key = _Secret(key)
         self._fingerprint = key_fingerprint(key)
         self.base_url = _resolve_base_url(base_url)
         self.ca_bundle = _resolve_ca_bundle(ca_bundle)
+        #: The certificates trusted (a CA bundle and where it was named, or the OS store).
+        self.trust = choose_trust(self.ca_bundle)
+        given = proxy if proxy is not None else (settings.options.proxy or None)
+        if not proxy_named:
+            given = profile_proxy(profile, api_key)
+        self._proxy = _Secret(check_proxy(given)) if given else None
+        #: Where the proxy given came from (for ``doctor``).
+        self.proxy_source = ("Client(proxy=...) or --proxy" if proxy is not None else
+                             settings.ENV_PROXY if settings.options.proxy else "the profile")
         self.rate = _positive(rate, "rate", "calls per second", 10)
         self.timeout = float(timeout)
         self.response_deadline = _positive(response_deadline, "response_deadline", "seconds",
@@ -182,10 +207,13 @@ class Client:
         self._line_limit_set = settings.max_request_bytes_setting(max_request_bytes)
         self._window_set = settings.result_window_setting()  # likewise
         self.retry = retries if isinstance(retries, RetryPolicy) else RetryPolicy(total=retries)
-        self.session = session if session is not None else new_session()
+        self.session = session if session is not None else new_session(
+            os_trust_context() if self.trust.path is None else None)
         self.transport = Transport(
             self.session, RateLimiter(self.rate), self.retry, timeout=self.timeout,
-            verify=self.ca_bundle or True, deadline=self.response_deadline,
+            verify=self.trust.verify, deadline=self.response_deadline,
+            proxy=self._proxy.reveal() if self._proxy is not None else None,
+            trust=str(self.trust),
         )
         self.cache_dir = Path(cache_dir) if cache_dir is not None else settings.options.cache_dir
         #: What is known of the vendor at this base URL (kept in the cache folder; not the
@@ -208,6 +236,9 @@ class Client:
         #: Where a fact learnt is told (a run's fetch loop, which says it at once on its own
         #: line); ``None``: warned where it is learnt.
         self.tell: Callable[[LearntFactWarning], None] | None = None
+        #: Told of every answer's status and headers (a run reads the quota headers from
+        #: them); ``None``: nobody listens.
+        self.heard: Callable[[int, Mapping[str, str]], None] | None = None
         self._moved_lock = threading.Lock()
         self._forgotten: dict[str, str] = {}  # learnt paths forgotten: the default each replaced
 
@@ -332,6 +363,17 @@ class Client:
             return self._get(target, read, spend, cancel)
         except BadPolygonError:
             return 1
+
+    @property
+    def proxy(self) -> str:
+        """Which proxy requests to the vendor go through, and why (credentials hidden)."""
+        given = self._proxy.reveal() if self._proxy is not None else None
+        return proxy_source(self.base_url, given, self.proxy_source)
+
+    @property
+    def proxied(self) -> bool:
+        """Whether requests to the vendor go through a proxy."""
+        return bool(proxies_for(self.base_url, self.transport.proxy))
 
     @property
     def fingerprint(self) -> str:
@@ -635,6 +677,9 @@ class Probe:
 LINE_LIMITS = (8192, 7168, 4096, 2048, 1024)
 #: Redirect statuses: followed when they stay on the base URL's https origin.
 REDIRECTS = frozenset({301, 302, 303, 307, 308})
+#: Statuses that say the vendor as a whole is down (a gateway's, or its maintenance), unlike
+#: a 500, which may be one request's: the transport's breaker holds every request for them.
+OUTAGE_STATUSES = frozenset({502, 503, 504})
 #: Statuses that make a learnt path forgotten: the vendor has moved it back, or away.
 GONE = frozenset({404, 410})
 
@@ -654,6 +699,9 @@ def _judge(
     read is asked once more, then final; quota, key, polygon and other refusals are final.
     ``empty`` is the answer to use when the vendor words an empty result as an error.
     """
+    heard = client.heard
+    if heard is not None:
+        heard(response.status_code, response.headers)
     try:
         body = response.content
     except (requests.exceptions.ChunkedEncodingError,
@@ -685,13 +733,14 @@ def _judge(
                 spend.refund()  # refused at the gate: the service did not count it
         if refusal.kind == "spike" or (
                 status in RETRY_STATUSES and refusal.kind not in ("quota", "key")):
-            raise Transient(str(status), error)
+            raise Transient(str(status), error,
+                            outage=refusal.kind != "spike" and status in OUTAGE_STATUSES)
         raise error
     payload = read_json(body)
     if payload is None:
         refusal = read_refusal(status, body, content_type)
         if refusal.shape == "html":  # a maintenance page: down for now, like a 503
-            raise Transient("HTML page", _html_page(refusal, url, where))
+            raise Transient("HTML page", _html_page(refusal, url, where), outage=True)
         shown = refusal.text if refusal.shape == "html" else f"{len(body)} bytes, not JSON"
         raise Transient("body not JSON", MalformedResponseError(
             f"HTTP 200 but the answer is not JSON ({where}): {shown}",
@@ -757,9 +806,8 @@ def _html_page(refusal: Refusal, url: str, where: str) -> ServiceFailureError:
     transient fault, backed off and retried like a 503, never read as an answer."""
     return ServiceFailureError(
         f"HTTP 200 but {refusal.text} where JSON is due ({where}): the service seems down "
-        "(for maintenance?) and stayed so through the retries. Nothing was kept from these "
-        "answers; search again later.", status=200, messages=list(refusal.messages),
-        url=strip_query(url))
+        "(for maintenance?); nothing was kept from these answers", status=200,
+        messages=list(refusal.messages), url=strip_query(url))
 
 
 def _gone(headers: Mapping[str, str], refusal: Refusal, url: str,

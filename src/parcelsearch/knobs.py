@@ -98,6 +98,13 @@ DECLARED: Final = (
         doc="PEM file of certificate authorities to trust (TLS is always verified)",
         python_bare="Client(ca_bundle=...)"),
     Declaration(
+        "proxy", "Client(proxy={value!r})", "--proxy", "URL", _P + "PROXY",
+        help="the proxy to reach the vendor through, http://[user:password@]host:port "
+             "(default: ${env}, else HTTPS_PROXY / ALL_PROXY; NO_PROXY honoured)",
+        doc="proxy to reach the vendor through (default: HTTPS_PROXY / ALL_PROXY; NO_PROXY "
+            "honoured; its password is never shown)",
+        python_bare="Client(proxy=...)", cli="--proxy http://host:port", cli_bare=""),
+    Declaration(
         "rate", "Client(rate={value})", env=_P + "RATE",
         doc="calls per second the key allows (spike arrest)", python_bare="Client(rate=...)"),
     Declaration(

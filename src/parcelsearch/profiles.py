@@ -162,7 +162,7 @@ def _write(path: Path, value: dict[str, Any], *, private: bool) -> None:
 
 def save(name: str, api_key: str, *, base_url: str | None = None,
          ca_bundle: str | None = None, folder: str | os.PathLike[str] | None = None,
-         keyring: bool = True) -> Profile:
+         keyring: bool = True, proxy: str | None = None) -> Profile:
     """Save a profile: its key in the OS keyring (``keyring=True`` and there is one), else
     in ``credentials.json`` (0600); its base URL and CA bundle in ``profiles.json``.
 
@@ -180,6 +180,9 @@ def save(name: str, api_key: str, *, base_url: str | None = None,
         The config folder (default: this user's).
     keyring
         ``False``: file the key in ``credentials.json`` even where there is a keyring.
+    proxy
+        The proxy to reach the service through (``http://host:port``): its address only,
+        never a password (refused: give it in ``HTTPS_PROXY`` or ``PARCELSEARCH_PROXY``).
 
     Returns
     -------
@@ -192,6 +195,8 @@ def save(name: str, api_key: str, *, base_url: str | None = None,
         base_url = settings.check_base_url(base_url)
     if ca_bundle is not None:
         ca_bundle = str(Path(ca_bundle).expanduser().resolve())
+    if proxy is not None:
+        proxy = _address_only(proxy)
     store = _keyring() if keyring else None
     credentials_path = base / CREDENTIALS_FILE
     credentials = _read(credentials_path, private=True)
@@ -207,10 +212,38 @@ def save(name: str, api_key: str, *, base_url: str | None = None,
     saved = _read(base / PROFILES_FILE)
     saved[name] = {"base_url": base_url, "ca_bundle": ca_bundle, "key": kept,
                    "fingerprint": _fingerprint(api_key)}
+    if proxy is not None:
+        saved[name]["proxy"] = proxy
     _write(base / PROFILES_FILE, saved, private=False)
     found = load(name, folder=base)
     assert found is not None
     return found
+
+
+def _address_only(proxy: str) -> str:
+    """A proxy a profile may keep: its address, never credentials."""
+    from urllib.parse import urlsplit
+
+    from parcelsearch._fetch.network import check_proxy, shown_proxy
+
+    checked = check_proxy(proxy)
+    if "@" in urlsplit(checked).netloc:
+        raise ConfigurationError(
+            f"the proxy {shown_proxy(checked)} holds a user name and password: a profile keeps "
+            "a proxy's address only, never its password. Save http://host:port, and give the "
+            "credentials in the proxy URL of HTTPS_PROXY or PARCELSEARCH_PROXY when you run.",
+            hints=[Hint("proxy", phrase="give the address alone with {knob}")])
+    return checked
+
+
+def profile_proxy(profile: str | None, api_key: str | None) -> str | None:
+    """The proxy of the profile a client uses (:func:`chosen`), if it keeps one."""
+    named = chosen(profile, api_key)
+    if named is None:
+        return None
+    entry = _read(_folder(None) / PROFILES_FILE).get(named) or {}
+    proxy = entry.get("proxy")
+    return str(proxy) if proxy else None
 
 
 def _file_kept_in(path: Path) -> str:

@@ -123,8 +123,13 @@ def check_tls(answers: Answers, client: Client) -> Finding:
         return Finding("TLS", "failed", str(first))
     if isinstance(first, ParcelSearchError) and getattr(first, "status", None) is None:
         return Finding("TLS", "unknown", f"no answer: {first}")
-    trusted = f"CA bundle {client.ca_bundle}" if client.ca_bundle else "the system's CAs"
-    return Finding("TLS", "ok", f"certificate verified against {trusted}")
+    return Finding("TLS", "ok", f"certificate verified against {client.trust}")
+
+
+def check_network(answers: Answers, client: Client) -> Finding:
+    """Which proxy a run would go through and which certificates it trusts (free: read
+    from the settings, nothing asked)."""
+    return Finding("network", "ok", f"proxy: {client.proxy}; trust: {client.trust}")
 
 
 def check_key(answers: Answers, client: Client) -> Finding:
@@ -300,12 +305,12 @@ def check_response_deadline(answers: Answers, client: Client) -> Finding:
 
 
 #: The checks, in the order reported; each reads the probes' answers (extend by appending).
-CHECKS: list[Check] = [check_tls, check_key, check_stage_path, check_compression,
-                       check_paging_base, check_error_format, check_markets, check_matching_rule,
-                       check_retirement, check_group_ids, check_page_size, check_request_line,
-                       check_result_window, check_response_deadline]
+CHECKS: list[Check] = [check_network, check_tls, check_key, check_stage_path,
+                       check_compression, check_paging_base, check_error_format, check_markets,
+                       check_matching_rule, check_retirement, check_group_ids, check_page_size,
+                       check_request_line, check_result_window, check_response_deadline]
 #: Checks that read no answer (what is assumed or set): shown by a dry run too.
-UNPROBED: tuple[Check, ...] = (check_group_ids, check_page_size, check_request_line,
+UNPROBED: tuple[Check, ...] = (check_network, check_group_ids, check_page_size, check_request_line,
                                check_result_window, check_response_deadline)
 
 

@@ -71,6 +71,7 @@ ZONING_PRICES: Final = {"basic": 0.29, "enhanced": 0.49, "premium": 0.69}
 ENV_API_KEY: Final = _env("api_key")
 ENV_BASE_URL: Final = _env("base_url")
 ENV_CA_BUNDLE: Final = _env("ca_bundle")
+ENV_PROXY: Final = _env("proxy")
 ENV_RATE: Final = _env("rate")
 ENV_RESPONSE_DEADLINE: Final = _env("response_deadline")
 ENV_GROUP_ID_MAX_CHARS: Final = _env("group_id_max_chars")
@@ -234,6 +235,7 @@ class Option:
 _OPTIONS: Final = tuple(Option.declared(name, default, parse) for name, default, parse in (
     ("base_url", lambda: None, _text),
     ("ca_bundle", lambda: None, _text),
+    ("proxy", lambda: None, _text),
     ("rate", lambda: DEFAULT_RATE, _number),
     ("response_deadline", lambda: DEFAULT_RESPONSE_DEADLINE, _number),
     ("group_id_max_chars", lambda: MAX_GROUP_ID_CHARS, _number),
@@ -305,7 +307,7 @@ class Options:
         return spec.default(), "default"
 
     def __repr__(self) -> str:
-        rows = [(name, repr(getattr(self, name)), self.source(name), spec.doc)
+        rows = [(name, _shown(getattr(self, name)), self.source(name), spec.doc)
                 for name, spec in self._specs.items()]
         widths = [max(len(row[i]) for row in rows) for i in range(3)]
         lines = ["parcelsearch options (value · source · what it is)"]
@@ -313,6 +315,13 @@ class Options:
             lines.append(f"  {name:<{widths[0]}}  {value:<{widths[1]}}  "
                          f"{source:<{widths[2]}}  {doc}")
         return "\n".join(lines)
+
+
+def _shown(value: Any) -> str:
+    """An option's value for :meth:`Options.__repr__`: a password in a URL (a proxy's)
+    hidden."""
+    return repr(without_userinfo(value) if isinstance(value, str) and "://" in value
+                else value)
 
 
 #: The options of this process (see :class:`Options`).

@@ -153,8 +153,10 @@ def test_an_untrusted_certificate_points_at_the_ca_flag(env, service, areas_file
     code, _, err = run(["markets", "--ca-bundle", str(other_ca)], capsys)
     assert code == 1
     assert "TLS verification failed (GET /v1/markets)" in err
-    assert ("If it is a local service, point --ca-bundle FILE or the environment variable "
-            "PARCELSEARCH_CA_BUNDLE at its ca.pem.") in err
+    assert ("For a local service, its CA is the ca.pem in its certificate folder. Point "
+            "--ca-bundle FILE or the environment variable PARCELSEARCH_CA_BUNDLE at the CA's "
+            "PEM file.") in err
+    assert "REQUESTS_CA_BUNDLE or SSL_CERT_FILE" in err and "trust store" in err
     assert not PYTHON.search(err)
 
 

@@ -14,7 +14,8 @@ from _vendor import MINIMUM, exact, fault_on, search
 import parcelsearch
 from parcelsearch._fetch.vendor_profile import PROFILES_FILE
 
-CHECKS = ("TLS", "key", "stage path", "compression", "paging base", "error format", "markets",
+CHECKS = ("network", "TLS", "key", "stage path", "compression", "paging base", "error format",
+          "markets",
           "matching rule", "retirement", "GroupIDs", "page size", "request line",
           "result window", "response deadline")
 

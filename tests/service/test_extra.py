@@ -68,7 +68,7 @@ def test_the_toolkit_needs_none_of_the_service_packages() -> None:
     service = names(project["optional-dependencies"]["service"])
     assert toolkit == {"geopandas", "shapely", "pyproj", "pyarrow", "pyogrio", "pandas",
                        "numpy", "requests", "urllib3", "tqdm", "ipyleaflet", "keyring",
-                       "platformdirs"}
+                       "platformdirs", "truststore"}
     assert service == {"starlette", "jinja2", "uvicorn", "trustme", "cryptography", "psycopg",
                        "psycopg-pool"}
     # jinja2 comes with the toolkit too (ipyleaflet → branca): never missing where it runs

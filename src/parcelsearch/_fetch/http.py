@@ -16,9 +16,11 @@ retries off.
 
 from __future__ import annotations
 
+import copy
 import random
 import re
 import socket
+import ssl
 import threading
 import time
 from collections import Counter
@@ -27,6 +29,7 @@ from dataclasses import dataclass
 from datetime import UTC, datetime, timedelta
 from email.utils import mktime_tz, parsedate_tz
 from typing import Any, Protocol, TypeVar
+from urllib.parse import urlsplit
 
 import requests
 from requests.adapters import HTTPAdapter
@@ -34,6 +37,7 @@ from urllib3.connectionpool import HTTPSConnectionPool
 from urllib3.exceptions import NewConnectionError
 
 from parcelsearch._fetch.bodies import check_size, read_capped
+from parcelsearch._fetch.network import CA_WAYS, proxies_for, shown_proxy
 from parcelsearch.errors import (
     ConfigurationError,
     CutBodyError,
@@ -53,9 +57,12 @@ __all__ = [
     "RateLimiter",
     "RetryPolicy",
     "RETRY_STATUSES",
+    "Breaker",
     "Transport",
     "new_session",
     "retry_after",
+    "remaining_calls",
+    "REMAINING_HEADERS",
     "strip_query",
 ]
 
@@ -100,11 +107,15 @@ class Transient(Exception):  # noqa: N818 - a verdict, not an error
         ``True`` for an answer that was delivered whole but cannot be read (not JSON, counts
         that disagree): asked once more, identically, then final — a server that answers in
         a shape we do not read will not heal, and every try is a counted call.
+    outage
+        ``True`` for an answer saying the vendor is down as a whole (a maintenance page,
+        502/503/504): the transport's :class:`Breaker` holds every request, and one probe at
+        a time asks again.
     """
 
     def __init__(
         self, reason: str, error: RequestFailure, response: requests.Response | None = None,
-        *, unsent: bool = False, once: bool = False,
+        *, unsent: bool = False, once: bool = False, outage: bool = False,
     ) -> None:
         super().__init__(reason)
         self.reason = reason
@@ -112,6 +123,7 @@ class Transient(Exception):  # noqa: N818 - a verdict, not an error
         self.response = response
         self.unsent = unsent
         self.once = once
+        self.outage = outage
 
 
 class Redirected(Exception):  # noqa: N818 - a verdict, not an error
@@ -340,16 +352,193 @@ def retry_after(headers: Mapping[str, str]) -> float | None:
     return max(0.0, mktime_tz(date) - time.time())
 
 
-def new_session() -> requests.Session:
-    """A ``requests`` session for HTTPS with urllib3's own retries off (the loop is ours)."""
+#: The headers a gateway tells the calls left in the key's quota with, as read: Apigee's and
+#: Kong's ``X-RateLimit-Remaining``, the IETF draft's ``RateLimit-Remaining`` and its
+#: structured ``RateLimit: …, remaining=N, …``.
+REMAINING_HEADERS = ("X-RateLimit-Remaining", "RateLimit-Remaining", "RateLimit")
+_REMAINING_FIELD = re.compile(r"(?:^|[;,\s])r(?:emaining)?=\s*([0-9]+)")
+
+
+def remaining_calls(headers: Mapping[str, str]) -> tuple[int, str] | None:
+    """The calls left in the key's quota that an answer's headers state, and the header
+    that said it (``None``: none said, or unreadable — a header is only advice). Of several
+    values (a header per window, comma-separated), the smallest."""
+    for name in REMAINING_HEADERS:
+        value = headers.get(name)
+        if not value:
+            continue
+        if name == "RateLimit":
+            found = [int(n) for n in _REMAINING_FIELD.findall(value)]
+        else:
+            found = [int(part) for part in value.split(",") if _SECONDS.fullmatch(part)]
+        if found:
+            return min(found), name
+    return None
+
+
+def new_session(context: ssl.SSLContext | None = None) -> requests.Session:
+    """A ``requests`` session for HTTPS with urllib3's own retries off (the loop is ours).
+
+    ``trust_env`` is off: no ``.netrc`` password, proxy or CA bundle is taken from the
+    environment behind our back; :mod:`parcelsearch._fetch.network` reads the proxy and CA
+    settings the user meant, and :class:`Transport` passes them with each request.
+    ``context``: the SSL context to verify with (the operating system's trust store), when
+    no CA bundle is given.
+    """
     session = requests.Session()
-    session.trust_env = False  # no proxies or CA bundles from the environment behind our back
-    adapter = HTTPAdapter(max_retries=0, pool_connections=4, pool_maxsize=32)
-    adapter.poolmanager.pool_classes_by_scheme = {  # the response deadline's watchdog
-        **adapter.poolmanager.pool_classes_by_scheme, "https": _TrackedPool}
+    session.trust_env = False
+    adapter = _Adapter(context, max_retries=0, pool_connections=4, pool_maxsize=32)
     session.mount("https://", adapter)
     session.hooks["response"].append(read_capped)  # every body read within bounds
     return session
+
+
+class _Adapter(HTTPAdapter):
+    """``requests``' adapter with an SSL context of our choosing (direct and through a
+    proxy) and the response deadline's tracked pools."""
+
+    def __init__(self, context: ssl.SSLContext | None, **kwargs: Any) -> None:
+        self._context = context  # before the base class makes its pool manager
+        super().__init__(**kwargs)
+
+    def init_poolmanager(self, *args: Any, **kwargs: Any) -> None:
+        if self._context is not None:
+            kwargs["ssl_context"] = self._context
+        super().init_poolmanager(*args, **kwargs)
+        self.poolmanager.pool_classes_by_scheme = {  # the response deadline's watchdog
+            **self.poolmanager.pool_classes_by_scheme, "https": _TrackedPool}
+
+    def proxy_manager_for(self, proxy: str, **kwargs: Any) -> Any:
+        if self._context is not None:
+            kwargs["ssl_context"] = self._context
+        manager = super().proxy_manager_for(proxy, **kwargs)
+        manager.pool_classes_by_scheme = {
+            **manager.pool_classes_by_scheme, "https": _TrackedPool}
+        return manager
+
+
+#: Paid probes while the vendor is down, when it was met at the first answer (nothing
+#: answered before: it may be down for long) and when it went down after answering.
+PROBES_FIRST = 1
+PROBES_MIDRUN = 3
+
+
+class Breaker:
+    """The vendor is down (a maintenance page, 502/503/504): every request holds, and one
+    probe at a time asks again, backed off, until an answer that is not an outage closes it,
+    or the probes allowed are used up and every request fails with the outage's words.
+
+    Shared by every thread of a :class:`Transport`. Requests already on the wire when it
+    opens are not recalled: their answers are read (an outage answer opens nothing more).
+    Probe *n* waits ``4 × backoff_factor × 2ⁿ⁻¹`` seconds (2, 4, 8 s by default) or the
+    vendor's short ``Retry-After``. At most :data:`PROBES_FIRST` probe when the outage was
+    met before any answer (it costs at most 2 calls), :data:`PROBES_MIDRUN` after one, and
+    never more than the policy's retries.
+    """
+
+    def __init__(self, policy: RetryPolicy) -> None:
+        self.policy = policy
+        self._cond = threading.Condition()
+        self.open = False
+        self._probing = False
+        self._probes = 0
+        self._limit = 0
+        self._next = 0.0
+        self._opened = 0.0
+        self._down = 0  # outage answers since it opened (each a call)
+        self._generation = 0
+        self._gave_up: RequestFailure | None = None
+        self.answered_before = False
+
+    def _delay(self, probe: int, asked: float | None) -> float:
+        if asked is not None:
+            return min(asked, self.policy.retry_after_max)
+        return min(self.policy.backoff_max, 4 * self.policy.backoff_factor * 2.0 ** (probe - 1))
+
+    def admit(self, cancel: threading.Event | None) -> bool:
+        """Before an attempt: ``False`` at once while closed; while open, wait until this
+        attempt is the probe (``True``) or the breaker closes (``False``).
+
+        Raises
+        ------
+        Cancelled
+            ``cancel`` was set while holding.
+        ServiceError
+            The probes were used up while holding (a copy of the outage's error).
+        """
+        with self._cond:
+            if not self.open:
+                return False
+            generation = self._generation
+            while True:
+                if self._generation != generation:
+                    if self._gave_up is not None:
+                        raise copy.copy(self._gave_up)
+                    return False
+                wait = 0.1
+                if not self._probing:
+                    wait = self._next - time.monotonic()
+                    if wait <= 0:
+                        self._probing = True
+                        return True
+                self._cond.wait(min(wait, 0.1))
+                if cancel is not None and cancel.is_set():
+                    raise Cancelled("stopped while the vendor was down")
+
+    def answered(self, probe: bool) -> None:
+        """An attempt got an answer that is not an outage: a probe's closes the breaker."""
+        with self._cond:
+            self.answered_before = True
+            if probe and self.open:
+                self.open = self._probing = False
+                self._gave_up = None
+                self._generation += 1
+                self._cond.notify_all()
+
+    def release(self, probe: bool) -> None:
+        """An attempt ended with no answer (stopped, not connected): a probe lets another
+        take its place."""
+        if probe:
+            with self._cond:
+                self._probing = False
+                self._cond.notify_all()
+
+    def down(self, probe: bool, error: RequestFailure, asked: float | None,
+             attempts: int) -> None:
+        """An answer said the vendor is down: open the breaker (the first), or count a
+        failed probe. Returns to hold and try again.
+
+        Raises
+        ------
+        ServiceError
+            The probes allowed are used up: ``error``, saying how many calls and how long.
+        """
+        with self._cond:
+            now = time.monotonic()
+            self._down += 1
+            if not self.open:
+                self.open, self._probes, self._down, self._opened = True, 0, 1, now
+                first = PROBES_FIRST if not self.answered_before else PROBES_MIDRUN
+                self._limit = min(first, self.policy.total)
+                self._next = now + self._delay(1, asked)
+                self._gave_up = None
+                if self._limit > 0:
+                    return
+            elif not probe:
+                return  # on the wire when it opened: it holds like the others
+            else:
+                self._probes += 1
+                self._probing = False
+                if self._probes < self._limit:
+                    self._next = now + self._delay(self._probes + 1, asked)
+                    self._cond.notify_all()
+                    return
+            final = _outage(error, self._down, self._probes, now - self._opened, attempts)
+            self.open = self._probing = False
+            self._gave_up = final
+            self._generation += 1
+            self._cond.notify_all()
+            raise final
 
 
 class Transport:
@@ -371,6 +560,11 @@ class Transport:
         Seconds one response may take as a whole, head and body, however slowly its bytes
         come (default: no more than ``timeout`` allows between bytes); a response past it is
         abandoned and retried like a timeout.
+    proxy
+        The proxy given (with any credentials), else ``None``: the environment's
+        (:func:`parcelsearch._fetch.network.proxies_for`).
+    trust
+        What certificates are trusted, said when verification fails.
     """
 
     def __init__(
@@ -382,13 +576,19 @@ class Transport:
         timeout: float,
         verify: str | bool = True,
         deadline: float | None = None,
+        proxy: str | None = None,
+        trust: str = "the system's CAs",
     ) -> None:
         self.session = session
+        self.proxy = proxy
+        self.trust = trust
         self.limiter = limiter
         self.policy = policy
         self.timeout = timeout
         self.verify = verify
         self.deadline = float(deadline) if deadline is not None else None
+        #: Holds every request while the vendor is down; one probe at a time asks again.
+        self.breaker = Breaker(policy)
         #: Requests answered and retries made, by status or error (e.g. ``"retried 429"``).
         self.stats: Counter[str] = Counter()
         self._stats_lock = threading.Lock()
@@ -431,17 +631,20 @@ class Transport:
         """
         failures = unsent = unreadable = hops = 0
         while True:
-            self._gate(spend, cancel)
+            probe = self.breaker.admit(cancel)  # the vendor is down: hold, or be the probe
+            heard = [False]
             try:
-                try:
-                    return self._attempt(url, headers, judge, describe)
-                finally:
-                    if spend is not None:
-                        spend.settle()  # sent: spent, whatever came back (refunds come after)
-            except _NotSent:
-                if spend is not None:
-                    spend.refund()  # the TLS handshake failed: no request reached the service
-                raise
+                return self._send(url, headers, judge, describe, spend, cancel, heard)
+            except Transient as verdict:
+                if verdict.outage and heard[0] and not self._asks_long(verdict):
+                    failures += 1
+                    self._count(f"retried {verdict.reason}")
+                    heard[0] = False  # not an answer that closes the breaker
+                    self.breaker.down(probe, _given_up(verdict.error, failures),
+                                      self._asked(verdict), failures)
+                    continue
+                failures, unsent, unreadable = self._retry(
+                    verdict, failures, unsent, unreadable, spend, cancel)
             except Redirected as hop:
                 hops += 1
                 if hops > MAX_REDIRECTS:
@@ -450,41 +653,78 @@ class Transport:
                                          url=strip_query(url)) from None
                 self._count("redirected")
                 url = hop.url
-                continue
-            except Transient as verdict:
-                failures += 1
-                unreadable += verdict.once
-                if verdict.unsent:
-                    unsent += 1
-                    if spend is not None:
-                        spend.refund()  # no connection was made: the service never saw it
-                if self.policy.exhausted(failures, unsent) or unreadable > 1:
-                    raise _given_up(verdict.error, failures) from None
-                asked = None if verdict.response is None else retry_after(verdict.response.headers)
-                if asked is not None:
-                    self.limiter.pause(asked)  # every thread of this key, not just this one
-                    if asked > self.policy.retry_after_max:
-                        if spend is not None:
-                            spend.pause(asked)
-                        raise _asked_too_long(verdict.error, asked, self.policy) from None
-                self._count(f"retried {verdict.reason}")
-                delay = self.policy.delay(failures, asked)
-                if spend is not None and asked is not None and \
-                        verdict.response is not None and verdict.response.status_code == 429:
-                    spend.pause(delay)  # the key is told to wait: every caller of it, not just us
-                self._sleep(delay, cancel)
+            finally:
+                if heard[0]:
+                    self.breaker.answered(probe)
+                else:
+                    self.breaker.release(probe)
+
+    @staticmethod
+    def _asked(verdict: Transient) -> float | None:
+        return None if verdict.response is None else retry_after(verdict.response.headers)
+
+    def _asks_long(self, verdict: Transient) -> bool:
+        asked = self._asked(verdict)
+        return asked is not None and asked > self.policy.retry_after_max
+
+    def _send(
+        self, url: str, headers: Mapping[str, str], judge: Callable[[requests.Response], T],
+        describe: str, spend: Spend | None, cancel: threading.Event | None, heard: list[bool],
+    ) -> T:
+        """One attempt through the gate; ``heard[0]`` is set once an answer came."""
+        self._gate(spend, cancel)
+        try:
+            try:
+                return self._attempt(url, headers, judge, describe, heard)
+            finally:
+                if spend is not None:
+                    spend.settle()  # sent: spent, whatever came back (refunds come after)
+        except _NotSent:
+            if spend is not None:
+                spend.refund()  # the TLS handshake failed: no request reached the service
+            raise
+
+    def _retry(
+        self, verdict: Transient, failures: int, unsent: int, unreadable: int,
+        spend: Spend | None, cancel: threading.Event | None,
+    ) -> tuple[int, int, int]:
+        """A transient verdict that is not an outage: back off (or raise, retries used up);
+        the counts of failures, of attempts never sent and of unreadable answers after it."""
+        failures += 1
+        unreadable += verdict.once
+        if verdict.unsent:
+            unsent += 1
+            if spend is not None:
+                spend.refund()  # no connection was made: the service never saw it
+        if self.policy.exhausted(failures, unsent) or unreadable > 1:
+            raise _given_up(verdict.error, failures) from None
+        asked = self._asked(verdict)
+        if asked is not None:
+            self.limiter.pause(asked)  # every thread of this key, not just this one
+            if asked > self.policy.retry_after_max:
+                if spend is not None:
+                    spend.pause(asked)
+                raise _asked_too_long(verdict.error, asked, self.policy) from None
+        self._count(f"retried {verdict.reason}")
+        delay = self.policy.delay(failures, asked)
+        if spend is not None and asked is not None and \
+                verdict.response is not None and verdict.response.status_code == 429:
+            spend.pause(delay)  # the key is told to wait: every caller of it, not just us
+        self._sleep(delay, cancel)
+        return failures, unsent, unreadable
 
     def _attempt(
         self, url: str, headers: Mapping[str, str], judge: Callable[[requests.Response], T],
-        describe: str,
+        describe: str, heard: list[bool] | None = None,
     ) -> T:
         """Send once: the judged result, or raise the :class:`Transient` verdict to retry on."""
         watchdog = _Watchdog(self.deadline)
+        proxies = proxies_for(url, self.proxy)
         try:
             with watchdog:
                 response = self.session.get(
                     url, headers=dict(headers), timeout=self._timeouts(), verify=self.verify,
-                    allow_redirects=False, stream=self.deadline is not None,
+                    allow_redirects=False, stream=self.deadline is not None, proxies=proxies,
                 )
                 if self.deadline is not None:
                     watchdog.read(response)
@@ -495,12 +735,18 @@ class Transport:
                 url=strip_query(url), hints=[Hint("response_deadline",
                                                   phrase="allow longer with {knob}")],
             )) from None
+        except requests.exceptions.ProxyError as exc:
+            raise _proxy_failed(exc, proxies, describe, url) from None
         except requests.exceptions.SSLError as exc:
-            raise _NotSent(f"TLS verification failed ({describe}): {_reason(exc)}",
-                           url=strip_query(url),
-                                 hints=[Hint("ca_bundle", phrase="if it is a local service, "
-                                                                 "point {knob} at its ca.pem")],
-                                 ) from None
+            through = f" through the proxy {shown_proxy(_chosen(proxies))}" if proxies else ""
+            raise _NotSent(
+                f"TLS verification failed ({describe}{through}): {_reason(exc)}. The "
+                f"certificate was checked against {self.trust}. If your organisation "
+                "inspects TLS (a proxy that re-signs what it forwards), its CA must be "
+                f"trusted: {CA_WAYS}. For a local service, its CA is the ca.pem in its "
+                "certificate folder.", url=strip_query(url),
+                hints=[Hint("ca_bundle", phrase="point {knob} at the CA's PEM file")],
+            ) from None
         except (requests.exceptions.ChunkedEncodingError,
                 requests.exceptions.ContentDecodingError) as exc:
             raise Transient("cut body", CutBodyError(
@@ -510,6 +756,8 @@ class Transport:
             raise Transient(_failure_name(exc), _no_response(exc, url, describe),
                             unsent=_never_connected(exc)) from None
         self._count("requests")
+        if heard is not None:
+            heard[0] = True
         try:
             return judge(response)
         except Transient as verdict:
@@ -694,6 +942,21 @@ def _asked_too_long(error: RequestFailure, asked: float, policy: RetryPolicy) ->
     return error
 
 
+def _outage(error: RequestFailure, answers: int, probes: int, seconds: float,
+            attempts: int) -> RequestFailure:
+    """``error``, now saying the vendor stayed down through the probes allowed: what it
+    cost in calls and time, and that nothing else was sent meanwhile."""
+    said = error.message.replace(": the service kept failing through the retries", "")
+    error.message = (
+        f"{said.rstrip('.')}; it stayed down: {answers} answer{'' if answers == 1 else 's'} "
+        f"said so ({probes} of them {'a probe' if probes == 1 else 'probes'}, one at a time, "
+        f"over {seconds:.0f} s, while every other request held), so the outage cost "
+        f"{answers} call{'' if answers == 1 else 's'}. Everything complete is kept; search "
+        "again later.")
+    error.attempts = attempts
+    return error
+
+
 def _given_up(error: RequestFailure, attempts: int) -> RequestFailure:
     """``error``, now telling how many attempts were made."""
     error.attempts = attempts
@@ -701,7 +964,41 @@ def _given_up(error: RequestFailure, attempts: int) -> RequestFailure:
 
 
 class _NotSent(TransportError):
-    """A failure before any request reached the service (the TLS handshake): not a call."""
+    """A failure before any request reached the service (the TLS handshake, the proxy):
+    not a call."""
+
+
+def _chosen(proxies: Mapping[str, str]) -> str:
+    return proxies.get("https") or proxies.get("all") or next(iter(proxies.values()), "")
+
+
+def _proxy_failed(exc: requests.exceptions.ProxyError, proxies: Mapping[str, str],
+                  describe: str, url: str) -> _NotSent:
+    """A proxy that would not open the way to the vendor: said as the proxy's (a 407 as
+    proxy authentication), its credentials never shown; no request reached the vendor."""
+    proxy = _chosen(proxies)
+    shown = shown_proxy(proxy)
+    reason = str(_innermost(exc))
+    if "407" in reason:
+        given = "the user name and password in the proxy URL were refused" \
+            if "@" in urlsplit(proxy).netloc else "no user name and password were given"
+        return _NotSent(
+            f"the proxy {shown} asks for authentication (HTTP 407 Proxy Authentication "
+            f"Required, {describe}): {given}. Give them in the proxy URL, "
+            "http://user:password@host:port (in HTTPS_PROXY, or --proxy / "
+            "PARCELSEARCH_PROXY); they are sent to the proxy only and never shown. Nothing "
+            "reached the vendor.", url=strip_query(url),
+            hints=[Hint("proxy", phrase="check {knob}")])
+    if _refused(exc) or "refused" in reason.lower():
+        return _NotSent(
+            f"nothing is listening at the proxy {shown} (connection refused, {describe}). "
+            "Is the proxy address right (HTTPS_PROXY, ALL_PROXY, --proxy)? Hosts the proxy "
+            "must not be used for go in NO_PROXY. Nothing reached the vendor.",
+            url=strip_query(url), hints=[Hint("proxy", phrase="check {knob}")])
+    return _NotSent(
+        f"the proxy {shown} did not open the way to the vendor ({describe}): "
+        f"{without_userinfo(reason)[:300]}. Nothing reached the vendor.",
+        url=strip_query(url), hints=[Hint("proxy", phrase="check {knob}")])
 
 
 def _no_response(exc: BaseException, url: str, describe: str) -> TransportError:

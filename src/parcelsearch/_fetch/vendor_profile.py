@@ -76,6 +76,11 @@ class VendorProfile:
         How the vendor matches parcels, learnt by
         :func:`parcelsearch.rule_probe.learn_match_rule`: ``"representative-point"`` or
         ``"intersects"`` (``None``: not known).
+    ids_once
+        Whether the vendor lists each GroupID once: ``False`` once a page held one twice
+        (a condominium's parcels, listed each), ``True`` once enough GroupIDs were read with
+        none twice in a page (``None``: not known). Against a vendor listing each once, a
+        GroupID repeated at a page boundary is a slipped page, not a condominium.
     learned_at
         When the profile last changed (UTC, ISO 8601).
     """
@@ -89,6 +94,7 @@ class VendorProfile:
     max_request_bytes: int | None = None
     result_window: int | None = None
     match_rule: str | None = None
+    ids_once: bool | None = None
     learned_at: str = ""
 
 
@@ -164,13 +170,15 @@ def load_profile(cache_dir: str | os.PathLike[str], base_url: str) -> VendorProf
         profile.result_window = None  # learnt again from the next refusal
     if profile.match_rule not in (None, "representative-point", "intersects"):
         profile.match_rule = None
+    if profile.ids_once not in (None, True, False):
+        profile.ids_once = None
     _forget_unless_ours(cache_dir, profile)
     return profile
 
 
 #: The facts that change what a search calls complete: kept only in a file only this user
 #: can write (else learnt again).
-DECISIVE = ("match_rule", "page_base", "result_window")
+DECISIVE = ("match_rule", "page_base", "result_window", "ids_once")
 
 
 def _only_ours(path: Path) -> bool:

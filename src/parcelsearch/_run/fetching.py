@@ -22,7 +22,7 @@ from types import MappingProxyType
 from typing import Any
 
 from parcelsearch import _wire
-from parcelsearch._fetch.http import Cancelled
+from parcelsearch._fetch.http import Cancelled, remaining_calls
 from parcelsearch._fetch.page import Page
 from parcelsearch._run.options import SearchOptions
 from parcelsearch.client import Client
@@ -56,8 +56,20 @@ log = logging.getLogger(__name__)
 
 #: How often one piece may be fetched again because its pages came from different answers.
 MAX_REFETCHES = 2
+#: GroupIDs read from a vendor, none twice in a page, after which it is known to list each
+#: GroupID once (a vendor listing a condominium's parcels each shows repeats long before).
+LISTS_ONCE_AFTER = 200
 #: Seconds the watching thread waits between looks at the stop event and finished requests.
 _TICK = 0.1
+
+
+#: Why a piece whose pages contradict each other fails, against a vendor listing each
+#: GroupID once.
+SLIPPED = (", and this vendor lists each GroupID once (learnt, kept in its profile): a page "
+           "slipped (offset paging over an order that shifted), so GroupIDs may be missing "
+           "from this piece and it is not complete. Search again later; what is complete is "
+           "kept")
+SHARED = "pages of this piece share GroupIDs" + SLIPPED
 
 
 class Stopped(Exception):  # noqa: N818 - a signal, not an error
@@ -234,10 +246,32 @@ class Run:
         #: the next page, in words that state no window): pages up to it stay gated.
         self.window_bound = False
         self._lines: dict[str, int] = {}  # a piece's request line at page 1, by its ring
+        #: What the vendor's quota headers allow (:meth:`heard`): the most calls this run
+        #: may have spent, the header that said so and the calls left it stated; only ever
+        #: lowered. ``None``: no header read.
+        self.vendor_cap: tuple[int, str, int] | None = None
+        self._answers = 0  # answers read in this run that stated the calls left
+        self._failing = 0  # pieces failed by 500s since the last page answered
+        client.heard = self.heard
 
     @property
     def budget(self) -> int | None:
         return self.options.budget
+
+    def heard(self, status: int, headers: Mapping[str, str]) -> None:
+        """An answer came (any thread): its quota header, if it sends one, bounds what the
+        run may spend: the fewest calls left any answer stated (the vendor's latest count),
+        plus the answers with a header read so far (each counted at or before it: answers
+        read late, from requests counted earlier, raise the count, never past what the
+        header allows). Requests still on the wire count against what is left."""
+        found = remaining_calls(headers)
+        if found is None or status == 429:  # spike arrest: not counted by the vendor
+            return
+        left, name = found
+        with self.lock:
+            self._answers += 1
+            least = left if self.vendor_cap is None else min(left, self.vendor_cap[2])
+            self.vendor_cap = (self._answers + least, name, least)
 
     # -- spending (the client calls these around every attempt, through spend_hook) -------
 
@@ -253,6 +287,8 @@ class Run:
             if self.chosen is not None and self.calls >= self.chosen:
                 raise BudgetExhaustedError(chosen_reached(self.chosen), spent=self.calls,
                                            budget=self.chosen)
+            if self.vendor_cap is not None and self.calls >= self.vendor_cap[0]:
+                raise self._header_stop()
             self.calls += 1
         try:
             return self.spending.reserve(self.run_id, self.quota)
@@ -260,6 +296,16 @@ class Run:
             with self.lock:
                 self.calls -= 1
             raise
+
+    def _header_stop(self) -> BudgetExhaustedError:
+        """The run has spent what the vendor's quota header left it (under :attr:`lock`)."""
+        assert self.vendor_cap is not None
+        cap, name, left = self.vendor_cap
+        return BudgetExhaustedError(
+            f"stopped before the vendor's refusal: its {name} header said the key had {left} "
+            f"call{'' if left == 1 else 's'} left, and this run has spent them. Everything "
+            "fetched is cached: search again when the key's quota resets (the same search "
+            "resumes without paying again).", spent=self.calls, budget=cap)
 
     def refund(self, reservation: int) -> None:
         """Take back a reservation the service did not count (never sent, or refused)."""
@@ -277,6 +323,8 @@ class Run:
         limits: list[Limit] = list(self.spending.limits(self.quota))
         if self.budget is not None:
             limits.append((max(0, self.budget - self.calls), "budget"))
+        if self.vendor_cap is not None:
+            limits.append((max(0, self.vendor_cap[0] - self.calls), "vendor header"))
         if not limits:
             return None, ""
         return min(limits)
@@ -361,6 +409,9 @@ class Run:
         if self.skips_store(state):
             return None
         hit = self.spending.cached(self.key(state.piece, page), self.options.max_age)
+        if hit is not None and page > 1 and self.client.vendor.ids_once is True and \
+                _contradicting(state, page, hit):
+            return None  # a slipped page an earlier run kept: read again
         if hit is not None:
             self.answered(state, page)
         return hit
@@ -387,13 +438,31 @@ class Run:
             self.spending.abandon(key)
             raise
         except BaseException as exc:
-            if not piece_failure(exc):
+            alone = piece_failure(exc) or self._failing_alone(exc)
+            exc.alone = alone  # type: ignore[attr-defined]  # the fetcher reads it
+            if not alone:
                 self.stop.set()  # at once, in this thread: no other worker starts one now
             self.spending.abandon(key)
             exc.calls = spend.calls  # type: ignore[attr-defined]  # spent on it all the same
             raise
         self.spending.keep(fresh)
         return fresh, max(1, spend.calls)
+
+    def _failing_alone(self, exc: BaseException) -> bool:
+        """Whether a request that kept failing (a 500 through its retries, which an outage's
+        502/503/504 are not) fails its piece only: yes while other requests are answered
+        between such failures; a second in a row with none answered between is the
+        vendor's, not the piece's, and stops the run."""
+        if not (isinstance(exc, ServiceFailureError) and exc.status == 500):
+            return False
+        with self.lock:
+            self._failing += 1
+            return self._failing <= 1
+
+    def answered_ok(self) -> None:
+        """A page was answered (other pieces answer: a failing one fails alone)."""
+        with self.lock:
+            self._failing = 0
 
     def page_base(self, state: PieceState) -> int:
         """The vendor's first page number, asked once per base URL (one call, ``page=0`` of
@@ -435,6 +504,7 @@ class Fetcher:
         self._frontier: tuple[Any, ...] = ()  # ... this frontier (looked at again once moved)
         #: Facts the client learnt in a worker, said by the watching thread as they come.
         self._learnt: list[LearntFactWarning] = []
+        self._ids_read = 0  # GroupIDs read fresh in this run, none twice in a page
         run.client.tell = self._learnt.append
 
     def fetch(self, jobs: Iterable[tuple[PieceState, int]]) -> None:
@@ -525,6 +595,9 @@ class Fetcher:
             state.unanswered(int(getattr(exc, "calls", 0)))
             return self._failed(state, page_no, exc)
         state.fetched(calls)
+        if calls:
+            self.run.answered_ok()
+            self._read_ids(page)
         self.run.answered(state, page_no)
         if page_no == 1 and state.rows is None:
             state.counted(page)
@@ -536,12 +609,55 @@ class Fetcher:
             return [] if self.run.stop.is_set() else self._refetch(state, page)
         if self._overlaps(state, page_no, page):
             return self._check_order(state, page_no, page)
+        slipped = self._slipped(state, page_no, page)
+        if slipped is not None:
+            return self._contradicts(state, slipped)
         self._keep(state, page_no, page)
         return []
 
+    def _contradicts(self, state: PieceState, why: str) -> list[int]:
+        """This piece's pages contradict each other (``why``): read whole again from the
+        network when some came from a store (an earlier run may have kept a slipped page),
+        else it fails: never complete."""
+        if state.cached_pages and not state.refetches:
+            return self._refetch(state, None, why.split(":")[0])
+        state.fail(why)
+        log.warning("area %r piece %s failed: %s", state.piece.area_id, state.piece.piece_id,
+                    why)
+        return []
+
+    def _read_ids(self, page: Page) -> None:
+        """What a fresh page teaches of how the vendor lists GroupIDs: twice in one page,
+        it lists a condominium's parcels each; none twice in :data:`LISTS_ONCE_AFTER` read,
+        it lists each once (kept in its profile either way)."""
+        client = self.run.client
+        if client.vendor.ids_once is False or not page.data:
+            return
+        if len(set(page.data)) < len(page.data):
+            client.learn(ids_once=False)
+            return
+        self._ids_read += len(page.data)
+        if client.vendor.ids_once is None and self._ids_read >= LISTS_ONCE_AFTER:
+            client.learn(ids_once=True)
+
+    def _slipped(self, state: PieceState, page_no: int, page: Page) -> str | None:
+        """Why this page contradicts a neighbour (``None``: it does not): it shares the
+        GroupID at their boundary, which a vendor listing each GroupID once never does —
+        its offset paging slipped over an order that shifted, and GroupIDs are missing."""
+        if self.run.client.vendor.ids_once is not True or not page.data:
+            return None
+        before, after = state.data.get(page_no - 1), state.data.get(page_no + 1)
+        if before and before[-1] == page.data[0]:
+            lower, upper = page_no - 1, page_no
+        elif after and after[0] == page.data[-1]:
+            lower, upper = page_no, page_no + 1
+        else:
+            return None
+        return (f"page {upper} begins with the last GroupID of page {lower}{SLIPPED}")
+
     def _failed(self, state: PieceState, page_no: int, exc: BaseException) -> list[int]:
         """A page's final error: the run's (it stops), or this piece's (it fails alone)."""
-        if not piece_failure(exc):
+        if not getattr(exc, "alone", None) and not piece_failure(exc):
             self.failure = self.failure or exc
             self.run.stop.set()
             return []
@@ -605,7 +721,8 @@ class Fetcher:
     def _check_order(self, state: PieceState, page_no: int, page: Page) -> list[int]:
         """Pages of one piece share GroupIDs: a vendor counting from 0 (asked once), else an
         order that is not stable (page 1 read again differs: the piece fails), else real
-        duplicates (kept)."""
+        duplicates (kept) — unless the vendor lists each GroupID once: then a slipped page
+        (:meth:`_contradicts`)."""
         if self._learned_zero(state):
             return []
         try:
@@ -622,6 +739,8 @@ class Fetcher:
             log.warning("area %r piece %s failed: %s", state.piece.area_id,
                         state.piece.piece_id, state.failure)
             return []
+        if self.run.client.vendor.ids_once is True:  # no condominium explains it
+            return self._contradicts(state, SHARED)
         self._keep(state, page_no, page)
         return []
 
@@ -666,6 +785,14 @@ class Fetcher:
         self._say_learnt()
         if self.run.client.tell == self._learnt.append:
             self.run.client.tell = None
+
+
+def _contradicting(state: PieceState, page_no: int, page: Page) -> bool:
+    """Whether a stored page shares a GroupID with another page of its piece (against a
+    vendor listing each GroupID once, a contradiction)."""
+    ids = set(page.data)
+    return any(ids.intersection(data) for other, data in state.data.items()
+               if other != page_no)
 
 
 def _changing(state: PieceState, page: Page) -> ParcelSearchError:

@@ -157,6 +157,8 @@ def _limit_text(run: Run, what: str, allowed: int) -> str:
         return f"the budget allows {allowed:,} more"
     if what == "user budget":
         return f"{run.options.user}'s team budget allows {allowed:,} more"
+    if what == "vendor header" and run.vendor_cap is not None:
+        return f"the vendor's {run.vendor_cap[1]} header leaves the key {allowed:,} more"
     quota = run.spending.stored_quota() if what == "team quota" else run.quota
     assert quota is not None
     text = f"the key has {allowed:,} left of its quota " \

@@ -304,11 +304,12 @@ def add_areas(parser: argparse.ArgumentParser) -> None:
 
 
 def add_connection(parser: argparse.ArgumentParser, cache_only: bool = False) -> None:
-    """``--base-url``, ``--ca-bundle``, ``--profile``, ``--response-deadline``,
+    """``--base-url``, ``--ca-bundle``, ``--proxy``, ``--profile``, ``--response-deadline``,
     ``--max-request-bytes`` (unless ``cache_only``), ``--cache-dir``."""
     if not cache_only:
         add_option(parser, "base_url", type=base_url)
         add_option(parser, "ca_bundle", type=existing_file)
+        add_option(parser, "proxy")
         add_option(parser, "profile")
         add_option(parser, "response_deadline", type=number(float, low=0.001))
         add_option(parser, "max_request_bytes", type=number(int, low=1024, what="a whole number"))

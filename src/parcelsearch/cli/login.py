@@ -24,6 +24,9 @@ def _declare_login(parser: Parser) -> None:
                         help="https:// root of the services for this profile")
     parser.add_argument("--ca-bundle", type=arguments.existing_file, metavar="FILE",
                         help="PEM file of CAs to trust for this profile")
+    parser.add_argument("--proxy", metavar="URL",
+                        help="the proxy to reach the service through for this profile, "
+                             "http://host:port (its address only: a password is refused)")
 
 
 def _read_key() -> str:
@@ -43,7 +46,7 @@ def run_login(args: argparse.Namespace) -> int:
     profiles.check_name(args.profile)
     key = _resolve_key(_read_key() or None)  # the client's rule: no blanks, ASCII
     saved = profiles.save(args.profile, key, base_url=args.base_url,
-                          ca_bundle=args.ca_bundle)
+                          ca_bundle=args.ca_bundle, proxy=args.proxy)
     print(f"profile {saved.name!r} saved: key sha256:{saved.fingerprint}… kept in "
           f"{saved.kept_in}" + (f", base URL {saved.base_url}" if saved.base_url else ""))
     return 0

@@ -79,16 +79,20 @@ def read_areas(args: argparse.Namespace) -> gpd.GeoDataFrame:
 def _client(args: argparse.Namespace) -> Client:
     from parcelsearch.client import Client
 
-    return Client(base_url=args.base_url, ca_bundle=args.ca_bundle, cache_dir=args.cache_dir,
+    return Client(base_url=args.base_url, ca_bundle=args.ca_bundle, proxy=args.proxy,
+                  cache_dir=args.cache_dir,
                   profile=args.profile, response_deadline=args.response_deadline,
                   max_request_bytes=args.max_request_bytes)
 
 
-def check_listening(base_url: str, timeout: float = CONNECT_PROBE_SECONDS) -> None:
+def check_listening(base_url: str, timeout: float = CONNECT_PROBE_SECONDS, *,
+                    proxied: bool = False) -> None:
     """Fail fast, spending nothing, when no service accepts connections at ``base_url``.
 
     One TCP connection is opened and closed (no request is sent, no call counted), so a
-    service that is not running is reported at once, not after the client's retries.
+    service that is not running is reported at once, not after the client's retries. Not
+    when the requests go through a proxy (``proxied``): only the proxy can reach the host,
+    and it says itself when it cannot.
 
     Raises
     ------
@@ -96,6 +100,8 @@ def check_listening(base_url: str, timeout: float = CONNECT_PROBE_SECONDS) -> No
         Nothing listens there (or the host is unknown); the message names the URL and how
         to start the reference service.
     """
+    if proxied:
+        return
     parts = urlsplit(base_url)
     host = parts.hostname or ""
     port = parts.port or 443
@@ -273,7 +279,7 @@ def run_search(args: argparse.Namespace) -> int:
     client = _client(args)
     given = search_options(args)  # the quota checked before connecting
     _prepare_outputs(args)  # before anything is spent: a folder made, or a clear error
-    check_listening(client.base_url)
+    check_listening(client.base_url, proxied=client.proxied)
     shown = warnings.showwarning  # the command line's (notices.as_messages)
     try:
         with warnings.catch_warnings(record=True) as caught:
@@ -511,7 +517,7 @@ def run_markets(args: argparse.Namespace) -> int:
     from parcelsearch import market_list
 
     client = _client(args)
-    check_listening(client.base_url)
+    check_listening(client.base_url, proxied=client.proxied)
     names = market_list.markets(client, team=args.team, user=args.user)
     print(json.dumps(names) if args.json else "\n".join(names))
     return 0
@@ -563,7 +569,7 @@ def run_doctor(args: argparse.Namespace) -> int:
         raise ConfigurationError(f"not confirmed: doctor spends {plural(price, 'call')}; "
                                  "nothing was spent. Add --yes to spend them without asking, "
                                  "or --dry-run to spend none")
-    check_listening(client.base_url)
+    check_listening(client.base_url, proxied=client.proxied)
     report = check_service(client, areas=areas, team=args.team, user=args.user)
     print(report)
     if areas is None and any(f.check == "matching rule" and f.verdict == "unknown"
