@@ -70,6 +70,7 @@ from parcelsearch.market_list import (
 from parcelsearch.planning import plans as planning
 from parcelsearch.planning import reuse as plan_reuse
 from parcelsearch.planning import survey
+from parcelsearch.planning.population import people_in
 from parcelsearch.planning.plans import Plan, suggest_tolerance, suggests_at_once
 from parcelsearch.planning.splitting import halves
 from parcelsearch.result import SearchResult, skipped_frame
@@ -233,7 +234,8 @@ def _with_learnt(estimate: survey.Estimate, learnt: density.Learnt) -> survey.Es
                              else estimate.pieces)
     return survey.Estimate(value=value, low=max(floor, math.floor(value - half)),
                            high=max(floor, math.ceil(value + above)),
-                           surveyed=estimate.surveyed, pieces=estimate.pieces + learnt.pieces)
+                           surveyed=estimate.surveyed, pieces=estimate.pieces + learnt.pieces,
+                           measure=estimate.measure)
 
 
 # -- frames ---------------------------------------------------------------------------------
@@ -984,9 +986,10 @@ class _Search:
         # Seeded by the pieces themselves: the same search surveys the same sample.
         seed = hashlib.sha256("\n".join(s.piece.polygon_json for s in rest).encode())
         share = self.options.survey_share
-        drawn = survey.sample([density.area_m2(s.piece.geometry) for s in rest],
-                              [s.piece.geometry.centroid.coords[0] for s in rest],
-                              seed.hexdigest(), share)
+        geometries = [s.piece.geometry for s in rest]
+        drawn = survey.sample([density.area_m2(g) for g in geometries],
+                              [g.centroid.coords[0] for g in geometries],
+                              seed.hexdigest(), share, populations=people_in(geometries))
         history = sum(max(1, previous[id(s)].pages) for s in todo if previous[id(s)] is not None)
         history += learnt.value if learnt is not None else 0
         step = survey.pilot_size(len(rest), share)
