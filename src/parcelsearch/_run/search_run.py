@@ -70,8 +70,8 @@ from parcelsearch.market_list import (
 from parcelsearch.planning import plans as planning
 from parcelsearch.planning import reuse as plan_reuse
 from parcelsearch.planning import survey
-from parcelsearch.planning.population import people_in
 from parcelsearch.planning.plans import Plan, suggest_tolerance, suggests_at_once
+from parcelsearch.planning.population import people_in
 from parcelsearch.planning.splitting import halves
 from parcelsearch.result import SearchResult, skipped_frame
 from parcelsearch.stores.history import History

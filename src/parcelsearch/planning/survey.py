@@ -67,6 +67,8 @@ MAX_SHARE = 0.10
 SKEW_MARGIN = 1.5
 #: The survey's interval's widening: none (bench/price_estimate.py measures the coverage).
 SURVEY_MARGIN = 1.0
+#: Johnson's skewness correction, in its own units (:func:`_skew_shift`).
+SKEW_SHIFTS = 1.0
 #: The size measures a survey may draw by, in the order a tie is settled.
 MEASURES = ("population", "area", "equal")
 #: Each measure in a few words, for the price ("drawn by …").
@@ -188,7 +190,7 @@ class Sample:
 
     def __init__(self, areas: Sequence[float], centres: Sequence[tuple[float, float]],
                  seed: int | str = 0, certain: int = 0,
-                 populations: Sequence[float] | None = None) -> None:
+                 populations: Sequence[float] | np.ndarray | None = None) -> None:
         if len(centres) != len(areas):
             raise ValueError(f"{len(areas)} areas but {len(centres)} centres")
         if populations is not None and len(populations) != len(areas):
@@ -196,8 +198,9 @@ class Sample:
         self.areas = list(areas)
         self.centres = [(float(x), float(y)) for x, y in centres]
         sizes = _sizes(areas, populations)
-        heft = np.mean([x / x.sum() for m, x in sizes.items() if m != "equal" and x.sum() > 0]
-                       or [sizes["equal"]], axis=0)
+        self._sizes = sizes
+        heft = np.max([x / x.sum() for m, x in sizes.items() if m != "equal" and x.sum() > 0]
+                      or [sizes["equal"]], axis=0)
         by_size = sorted(range(len(areas)), key=lambda i: (-heft[i], i))
         self.certain = by_size[:certain]
         taken = set(self.certain)
@@ -259,22 +262,39 @@ class Sample:
         return np.asarray((1 - DEFENSIVE) * self.shares[measure]
                           + DEFENSIVE / len(self.line))
 
-    def choose(self, smooth: dict[int, float]) -> str | None:
+    def choose(self, smooth: dict[int, float], certain: dict[int, float] | None = None
+               ) -> str | None:
         """The size measure for the draws after the pilot, from the pilot's surveyed pieces
-        (``smooth``: place → calls beyond the first): the one whose design's variance, as
-        the draws so far estimate it (``Σ y²/q − Y²`` by importance weights), is least.
-        Chosen once; later rounds draw by it."""
+        (``smooth``: place on the line → calls beyond the first; ``certain``: the same of
+        the pieces taken with certainty, by index): the one whose design over all the
+        pieces would have the least variance, ``Σ y²/q − Y²``, as the surveyed pieces
+        estimate it (the certain ones as they are, the drawn ones by their importance
+        weights) — the measure that predicted the surveyed pieces' calls best, the heavy
+        ones above all. Chosen once; later rounds draw by it."""
         if self.measure is not None or not self.draws:
             return self.measure
+        known = certain or {}
         mixed = self.mixture()
-        places = np.asarray(self.draws)
+        pieces = np.asarray([self.line[p] for p in self.draws])
+        weights = 1.0 / (len(self.draws) * mixed[np.asarray(self.draws)])
         y = np.asarray([smooth[p] for p in self.draws])
-        total = float(np.mean(y / mixed[places]))
-        spread = {m: float(np.mean(y * y / (self.design_of(m)[places] * mixed[places])))
-                  - total * total for m in MEASURES if m in self.shares}
+        sure = np.asarray([known.get(i, 0.0) for i in self.certain])
+        total = float((weights * y).sum() + sure.sum())
+        spread = {}
+        for measure, chances in self._everywhere().items():
+            second = float((weights * y * y / chances[pieces]).sum()
+                           + (sure * sure / chances[np.asarray(self.certain, dtype=int)]).sum())
+            spread[measure] = second - total * total
         self.measure = min(spread, key=lambda m: (spread[m], MEASURES.index(m)))
         self._use(self.design_of(self.measure))
         return self.measure
+
+    def _everywhere(self) -> dict[str, np.ndarray]:
+        """Each measure's design over every piece (certain ones too), as :meth:`design_of`
+        lays it on the line."""
+        count = len(self.areas)
+        return {m: (1 - DEFENSIVE) * x / x.sum() + DEFENSIVE / count
+                for m, x in self._sizes.items() if m in self.shares}
 
     def take(self, n: int) -> list[int]:
         """``n`` more pieces (indices): the certain ones first, then the next draws'
@@ -302,7 +322,7 @@ class Sample:
 
 
 def _sizes(areas: Sequence[float],
-           populations: Sequence[float] | None) -> dict[str, np.ndarray]:
+           populations: Sequence[float] | np.ndarray | None) -> dict[str, np.ndarray]:
     """The size measures of the pieces: their area, their people (when any piece has some;
     every piece with a floor of :data:`POPULATION_FLOOR` of the mean, for the pieces no
     place lies in) and equal chances."""
@@ -317,7 +337,7 @@ def _sizes(areas: Sequence[float],
 
 def sample(areas: Sequence[float], centres: Sequence[tuple[float, float]],
            seed: int | str = 0, share: float = MAX_SHARE,
-           populations: Sequence[float] | None = None) -> Sample:
+           populations: Sequence[float] | np.ndarray | None = None) -> Sample:
     """The survey's sample of the pieces whose ``areas`` (m²), ``centres`` (any planar
     coordinates, e.g. longitude and latitude) and, where known, ``populations`` (the people
     inside each, :func:`parcelsearch.planning.population.people_in`) are given: its take-all
@@ -379,10 +399,23 @@ def estimate(drawn: Sample, costs: dict[int, int], rows: dict[int, int | None] |
     variance = max(variance, 0.5 * pieces ** 2 / n ** 2)
     half = SURVEY_MARGIN * t_quantile(distinct - 1) * math.sqrt(variance)
     point = max(float(floor), value)
-    measure = drawn.choose(smooth) or ""
-    return Estimate(value=round(point), low=max(floor, math.floor(point - half)),
-                    high=max(floor, math.ceil(point + half)), surveyed=len(costs),
+    centre = point + _skew_shift(z)
+    measure = drawn.choose(smooth, {i: _beyond_first(costs[i], told.get(i), page_size)
+                                    for i in drawn.certain}) or ""
+    return Estimate(value=round(point), low=max(floor, math.floor(centre - half)),
+                    high=max(floor, math.ceil(centre + half)), surveyed=len(costs),
                     pieces=drawn.size, surveyed_calls=surveyed, measure=measure)
+
+
+def _skew_shift(z: np.ndarray) -> float:
+    """Johnson's (1978) correction of the t interval for a skewed variable: the interval's
+    centre moves by ``SKEW_SHIFTS × μ₃ / (6 s² n)`` (``μ₃`` the draws' third central
+    moment). A right-skewed sample that missed its heavy pieces has a low mean and a low
+    spread together; this moves its interval towards them."""
+    if len(z) < 3 or float(z.var(ddof=1)) <= 0:
+        return 0.0
+    centred = z - z.mean()
+    return SKEW_SHIFTS * float((centred ** 3).mean()) / (6 * float(z.var(ddof=1)) * len(z))
 
 
 def pilot_size(pieces: int, share: float = MAX_SHARE) -> int:
