@@ -1041,6 +1041,10 @@ class _Search:
         margin = max(x1 - x0, y1 - y0) / 2
         near = history.nearby(self.refresh.base_url, self.refresh.path,
                               (x0 - margin, y0 - margin, x1 + margin, y1 + margin))
+        # This job's own pieces (an earlier survey of it) are no independent history: the
+        # complete ones are the cheap ones (issue 56).
+        own = {s.piece.polygon_json for s in self.states}
+        near = [n for n in near if n.polygon_json not in own]
         return density.learn(
             geometries, [(shapely.Polygon(json.loads(n.polygon_json)), n.pages) for n in near])
 
