@@ -74,6 +74,8 @@ MEASURES = ("population", "area", "equal")
 #: Each measure in a few words, for the price ("drawn by …").
 MEASURE_TEXT = {"population": "by the people living in each piece",
                 "area": "by each piece's area", "equal": "with equal chances"}
+#: The share of equal chances in the pilot's design (the rest: the size measures alike).
+PILOT_EQUAL = 1 / 3
 #: The share of equal chances in a design by a size measure (a defensive mixture).
 DEFENSIVE = 0.25
 #: A piece's people at least this share of the pieces' mean (no place lies in a rural
@@ -222,7 +224,7 @@ class Sample:
         self._steps: list[int] = []
         self.counts: list[int] = []
         if len(on_line):
-            self._use(np.mean(list(self.shares.values()), axis=0))
+            self._use(self._pilot_design())
         #: Each draw kept: its place in :attr:`line`, and its design.
         self.draws: list[int] = []
         self._design_of: list[int] = []
@@ -244,6 +246,15 @@ class Sample:
         self._starts.append(self._random.random())
         self._steps.append(0)
         self.counts.append(0)
+
+    def _pilot_design(self) -> np.ndarray:
+        """The pilot's chances: :data:`PILOT_EQUAL` of them equal, the rest the size
+        measures' shares, mixed alike."""
+        sized = [x for m, x in self.shares.items() if m != "equal"]
+        equal = self.shares["equal"]
+        if not sized:
+            return equal
+        return np.asarray(PILOT_EQUAL * equal + (1 - PILOT_EQUAL) * np.mean(sized, axis=0))
 
     @property
     def on_line(self) -> int:
