@@ -253,7 +253,7 @@ class Sample:
         sized = [x for m, x in self.shares.items() if m != "equal"]
         equal = self.shares["equal"]
         if not sized:
-            return equal
+            return np.asarray(equal)
         return np.asarray(PILOT_EQUAL * equal + (1 - PILOT_EQUAL) * np.mean(sized, axis=0))
 
     @property
