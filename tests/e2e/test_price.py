@@ -324,7 +324,7 @@ def _squares_varying(seed: int) -> tuple[gpd.GeoDataFrame, gpd.GeoDataFrame]:
 
 
 @pytest.mark.slow
-@pytest.mark.parametrize(("seed", "asked_by"), [(1, "search"), (5, "price")])
+@pytest.mark.parametrize(("seed", "asked_by"), [(1, "search"), (3, "search"), (5, "price")])
 def test_a_wide_interval_names_the_survey_share_that_narrows_it(
         start_own_service, tmp_path: Path, capsys, seed: int, asked_by: str) -> None:
     """80 squares of mixed sizes under density varying across the town: a tenth of the
@@ -372,7 +372,10 @@ def test_a_wide_interval_names_the_survey_share_that_narrows_it(
     assert (high - low) / 2 <= 0.2 * value
     result = parcelsearch.search(areas, client=client, confirm=True, progress=False)
     true_total = len(svc.keys.requests(name))
-    assert result.complete and low <= true_total <= high
+    # The price is of the run that states it: the first survey's page 1s were spent
+    # before it (a survey that reaches most pieces states a narrow interval, which the
+    # first survey's calls would fall outside).
+    assert result.complete and low <= true_total - first <= high
     assert true_total == first + second + result.calls  # the surveyed pages were reused
     assert 0 < second <= share * true_total
 

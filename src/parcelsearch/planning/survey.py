@@ -324,8 +324,8 @@ class Sample:
 
     def _heavy(self, n: int) -> None:
         """Once, after the choice: the pieces the chosen design would draw once or more in
-        the draws so far and ``n`` more (chance × draws ≥ 1; no more of them not surveyed
-        yet than ``n``) leave the line and are surveyed with certainty. The draws that
+        the draws so far and ``n`` more (chance × draws ≥ 1; ``n − 1`` of them at most,
+        whether surveyed yet or not) leave the line and are surveyed with certainty. The draws that
         landed on them are dropped and every design is renormalised over the pieces left:
         the draws kept are draws from those (the estimate stays unbiased), and no later
         draw is spent on a piece that needs none."""
@@ -334,16 +334,10 @@ class Sample:
         self._heavy_done = True
         chances = self.designs[-1]
         planned = len(self.draws) + n
-        heavy: list[int] = []
-        fresh = 0
-        for place in np.argsort(-chances, kind="stable"):
-            if chances[place] * planned < 1 or len(heavy) >= self.on_line - 1:
-                break
-            if int(place) not in self._drawn:
-                if fresh >= n - 1:  # a draw at least is left to the round
-                    break
-                fresh += 1
-            heavy.append(int(place))
+        # Which pieces leave depends on the design and the counts only, never on which
+        # pieces were drawn (the draws kept would then be no draws of the design left).
+        heavy = [int(place) for place in np.argsort(-chances, kind="stable")[:max(0, n - 1)]
+                 if chances[place] * planned >= 1][: self.on_line - 1]
         if not heavy:
             return
         self.removed.update(heavy)
