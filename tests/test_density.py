@@ -60,15 +60,30 @@ def test_too_few_earlier_pieces_teach_nothing() -> None:
     assert learn([], [(c, 3) for c in _cells(6, 6)]) is None
 
 
+def _noisy_gradient(noise: float) -> list[tuple[shapely.Polygon, int]]:
+    """Earlier pieces whose calls rise eastwards, with ``noise`` calls of spread about it."""
+    rng = np.random.default_rng(8)
+    return [(c, max(1, round(2 + n % 8 + rng.normal(0, noise))))
+            for n, c in enumerate(_cells(8, 8))]
+
+
 def test_the_interval_widens_where_the_earlier_pieces_disagree() -> None:
     cells = _cells(8, 8)
     even = [(c, 3) for c in cells]
-    mixed = [(c, 1 if n % 3 else 12) for n, c in enumerate(cells)]
     unknown = _cells(2, 2, x0=-122.45 + 3 * CELL, y0=37.75 + 3 * CELL)
-    calm, wild = learn(unknown, even), learn(unknown, mixed)
+    calm, wild = learn(unknown, even), learn(unknown, _noisy_gradient(3.0))
     assert calm is not None and wild is not None
     assert calm.value == 4 * 3  # the same ratio everywhere: exactly its calls
     assert wild.high - wild.low > 3 * (calm.high - calm.low)
+
+
+def test_earlier_pieces_that_do_not_predict_are_no_evidence() -> None:
+    """Issue 56: earlier pieces are evidence only where they predict. Calls that jump
+    between neighbours (1, 1, 12, 1, 1, 12 …) are predicted worse by the neighbours than
+    by the earlier pieces' mean: nothing is learnt, the pieces are surveyed."""
+    unknown = _cells(2, 2, x0=-122.45 + 3 * CELL, y0=37.75 + 3 * CELL)
+    assert learn(unknown, [(c, 1 if n % 3 else 12) for n, c in enumerate(_cells(8, 8))]) is None
+    assert learn(unknown, _noisy_gradient(1.0)) is not None
 
 
 def test_a_survey_of_the_others_and_the_learnt_part_add_up() -> None:
@@ -76,7 +91,7 @@ def test_a_survey_of_the_others_and_the_learnt_part_add_up() -> None:
     from parcelsearch.planning.survey import Estimate
 
     learnt = learn(_cells(2, 2, x0=-122.45 + 3 * CELL, y0=37.75 + 3 * CELL),
-                   [(c, 1 if n % 3 else 12) for n, c in enumerate(_cells(8, 8))])
+                   _noisy_gradient(2.0))
     assert learnt is not None
     census = _with_learnt(Estimate(value=9, low=9, high=9, surveyed=3, pieces=3), learnt)
     assert census.value == 9 + learnt.value and census.pieces == 3 + learnt.pieces

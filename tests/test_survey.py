@@ -145,12 +145,15 @@ def test_a_round_spreads_over_the_space_and_doubling_it_halves_the_step() -> Non
     assert all(halves.count(b) == 8 for b in set(halves))
 
 
-def test_large_pieces_are_drawn_more_often_than_small_ones() -> None:
+def test_the_pilot_gives_large_pieces_and_small_ones_their_chance() -> None:
+    """The pilot mixes the measures: a tenth of the pieces holding 30/57 of the area get
+    more than their tenth of the draws, and the small ones more than their share of the
+    area (an area-proportional draw took 20 or more of the 30 large)."""
     areas = [100.0 if i % 10 == 0 else 1.0 for i in range(300)]
     drawn = survey.Sample(areas, _grid(300), "p")
     chosen = drawn.take(30)
     large = sum(areas[i] == 100.0 for i in chosen)
-    assert large >= 20  # their share of the area is 30/57; of the pieces, a tenth
+    assert 6 <= large <= 18, large
 
 
 def test_patchy_density_keeps_the_interval_narrow_and_true() -> None:
@@ -231,7 +234,7 @@ def test_page_1s_rows_narrow_the_interval_and_it_still_holds_the_truth() -> None
                 held[told] += estimate.low <= total <= estimate.high
                 assert spent <= 0.1 * total
     assert held[True] >= 0.95 * trials, f"{held[True]} of {trials}"
-    assert widths[True] < 0.95 * widths[False], widths
+    assert widths[True] < widths[False], widths
 
 
 def test_rows_of_a_piece_not_told_fall_back_to_its_pages() -> None:
@@ -244,50 +247,80 @@ def test_rows_of_a_piece_not_told_fall_back_to_its_pages() -> None:
     assert survey.estimate(drawn, known, {i: None for i in chosen}) == plain
 
 
-def test_the_cap_grows_with_a_sure_low_bound_of_the_whole() -> None:
-    """A tenth of the least the whole can cost, or of the estimate less 1.5 half-widths
-    when the interval says the whole is surely more (and the survey then goes on)."""
+def test_the_cap_is_a_share_of_the_least_the_whole_can_cost() -> None:
+    """A tenth of the least the whole can cost (the surveyed costs and one call for every
+    other piece), never of the estimate's low end, however narrow: that is not sure (issue
+    56: a cap on it once let a survey spend 158 calls of a 1,527-call job)."""
     tight = survey.Estimate(value=900, low=820, high=980, surveyed=30, pieces=400,
                             surveyed_calls=60)  # least: 60 + 370 = 430
-    assert survey.cap_base(tight, 0) == 900 - 1.5 * 80
-    assert survey.next_round(tight, 0) > 0  # 10 % of 430 is 43: 13 more; of 780, 48 more
-    assert survey.next_round(tight, 0) == min(
-        math.floor(0.1 * (900 - 120)) - 30,
-        math.ceil(30 * (80 / 43.0) ** 2 * 1.1) - 30)
-    wide = survey.Estimate(value=900, low=300, high=1500, surveyed=30, pieces=400,
-                           surveyed_calls=60)
-    assert survey.cap_base(wide, 0) == 430  # the low bound says less than the least
+    assert survey.cap_base(tight, 0) == 430
+    assert survey.cap_base(tight, 70) == 500  # calls known without a survey count too
+    assert survey.next_round(tight, 0) == math.floor(0.1 * 430) - 30
 
 
-def test_the_design_variance_sees_what_a_smooth_gradient_gives_the_systematic_draw() -> None:
-    """Density that rises smoothly across the map: neighbouring draws differ, so successive
-    differences count the gradient as spread, while the systematic draw (one piece in each
-    stretch of the curve) varies less with its start. The design run again on populations
-    made from the sample lies between the two: below the successive differences, above the
-    estimate's true spread over the design's own random starts (so still on the safe side);
-    the same survey always gets the same figure."""
-    centres = [(float(x), float(y)) for x in range(16) for y in range(16)]
-    areas = [1.0] * 256
-    ratios = [1.0 + x for x, _ in centres]  # calls beyond the first per unit, east-west
-    for size in (16, 32):
-        drawn = survey.Sample(areas, centres, "d")
-        drawn.take(size)
-        known = {p: ratios[drawn.line[p]] for p in set(drawn.draws)}
-        n = len(drawn.draws)
-        z = [known[p] for p in sorted(drawn.draws)]
-        differences = drawn.length ** 2 * sum(
-            (b - a) ** 2 for a, b in zip(z, z[1:], strict=False)) / (2 * n * (n - 1))
-        modelled = survey.design_variance(drawn, known, n)
-        assert survey.design_variance(drawn, known, n) == modelled
-        starts = []
-        for seed in range(200):
-            again = survey.Sample(areas, centres, f"s{seed}")
-            again.take(size)
-            starts.append(again.length / len(again.draws)
-                          * sum(ratios[again.line[p]] for p in again.draws))
-        mean = sum(starts) / len(starts)
-        spread = sum((s - mean) ** 2 for s in starts) / (len(starts) - 1)
-        assert spread < modelled < 0.9 * differences, (size, spread, modelled, differences)
+def _people_pieces(n: int, seed: int, follows: str) -> tuple[list[float], list[float],
+                                                               list[int], list[int]]:
+    """``n`` pieces of mixed areas and populations whose rows follow ``follows``: the
+    people (a few metro pieces, small, hold most), the area, or neither (equal counts
+    whatever the size, like census tracts)."""
+    rng = random.Random(seed)
+    areas = [rng.lognormvariate(14, 1.2) for _ in range(n)]
+    people = [rng.lognormvariate(8, 1.8) if rng.random() < 0.7 else 0.0 for _ in range(n)]
+    if follows == "population":
+        rows = [int(p / 50 * rng.lognormvariate(0, 0.3)) + rng.randint(0, 60) for p in people]
+    elif follows == "area":
+        rows = [int(a / 4e4 * rng.lognormvariate(0, 0.3)) for a in areas]
+    else:
+        rows = [rng.randint(120, 600) for _ in range(n)]
+    return areas, people, rows, _costs(rows)
+
+
+def _people_survey(areas: list[float], people: list[float], rows: list[int],
+                   costs: list[int], seed: str) -> tuple[survey.Estimate, int]:
+    drawn = survey.sample(areas, _grid(len(areas)), seed, populations=people)
+    known: dict[int, int] = {}
+    step = survey.pilot_size(len(areas))
+    while step:
+        chosen = drawn.take(step)
+        if not chosen:
+            break
+        known.update({i: costs[i] for i in chosen})
+        current = survey.estimate(drawn, known, {i: rows[i] for i in known}, 100)
+        step = survey.next_round(current, 0)
+    return current, len(known)
+
+
+def test_the_pilot_chooses_the_measure_the_calls_follow() -> None:
+    """Issue 61: where the calls follow the people, the area or neither, the pilot's pieces
+    show it and the later rounds draw by that measure (named on the estimate)."""
+    for follows in ("population", "area", "equal"):
+        chosen = []
+        for population in range(6):
+            areas, people, rows, costs = _people_pieces(240, 40 + population, follows)
+            for trial in range(3):
+                estimate, _ = _people_survey(areas, people, rows, costs, f"{population}-{trial}")
+                chosen.append(estimate.measure)
+        assert chosen.count(follows) >= 0.75 * len(chosen), (follows, chosen)
+    assert survey.Estimate(1, 1, 1, 1, 1, measure="population").measure_text == (
+        "drawn by the people living in each piece")
+
+
+def test_the_interval_holds_where_the_calls_crowd_into_a_few_small_pieces() -> None:
+    """Issue 56: the metro county and the rural ones (the weight in a few small pieces),
+    census tracts (calls not following area): the stated interval holds the truth in 95 %
+    of the surveys, each survey within its tenth of the truth."""
+    held = trials = 0
+    for follows in ("population", "equal"):
+        for population in range(8):
+            areas, people, rows, costs = _people_pieces(200, 70 + population, follows)
+            total = sum(costs)
+            for trial in range(5):
+                estimate, spent = _people_survey(areas, people, rows, costs,
+                                                 f"{population}-{trial}")
+                trials += 1
+                held += estimate.low <= total <= estimate.high
+                assert spent <= 0.1 * total
+    assert held >= 0.95 * trials, f"{held} of {trials}"
 
 
 def test_the_share_a_capped_survey_names_narrows_its_interval_to_a_fifth() -> None:

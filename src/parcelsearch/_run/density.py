@@ -12,7 +12,11 @@ and mean give the 95 % interval of the whole, widened by
 
 A piece not surrounded (the history does not reach it; the farthest of its neighbours more
 than :data:`REACH` times its own width or the earlier pieces' typical one away) is surveyed
-as before: the survey is smaller, or none.
+as before: the survey is smaller, or none. Earlier pieces are evidence only where they
+predict: when their leave-one-out predictions miss by more than the earlier pieces' own
+spread (a mean would do better), nothing is learnt and the pieces are surveyed; and a search
+never learns from its own pieces (an earlier survey of the same job, whose complete pieces
+are its cheap ones: ``parcelsearch._run.search_run``).
 """
 
 from __future__ import annotations
@@ -35,6 +39,9 @@ NEIGHBOURS = 8
 REACH = 6.0
 #: Earlier pieces needed in all before anything is learnt.
 LEAST = 20
+#: Earlier pieces whose leave-one-out predictions miss by more than this many times their
+#: own variance (a mean does better) are no evidence: nothing is learnt from them.
+WORSE = 1.0
 
 
 @dataclass(frozen=True)
@@ -109,6 +116,8 @@ def learn(unknown: Sequence[shapely.Geometry],
     # Leave one out: each earlier piece predicted from its nearest others.
     loo, _ = _nearest(centres, centres, k, skip_self=True)
     residuals = calls - _predict(loo, areas, extra, areas)
+    if float(np.mean(residuals ** 2)) > max(float(calls.var()), 0.5) * WORSE:
+        return None  # the neighbours predict worse than the earlier pieces' mean: no evidence
     n, m = len(near), len(earlier)
     s2 = max(float(residuals.var(ddof=1)), 0.5)
     bias = float(residuals.mean())

@@ -72,6 +72,7 @@ from parcelsearch.planning import plans as planning
 from parcelsearch.planning import reuse as plan_reuse
 from parcelsearch.planning import survey
 from parcelsearch.planning.plans import Plan, suggest_tolerance, suggests_at_once
+from parcelsearch.planning.population import people_in
 from parcelsearch.planning.splitting import halves
 from parcelsearch.result import SearchResult, skipped_frame
 from parcelsearch.stores.history import History
@@ -237,7 +238,8 @@ def _with_learnt(estimate: survey.Estimate, learnt: density.Learnt) -> survey.Es
                              else estimate.pieces)
     return survey.Estimate(value=value, low=max(floor, math.floor(value - half)),
                            high=max(floor, math.ceil(value + above)),
-                           surveyed=estimate.surveyed, pieces=estimate.pieces + learnt.pieces)
+                           surveyed=estimate.surveyed, pieces=estimate.pieces + learnt.pieces,
+                           measure=estimate.measure)
 
 
 # -- frames ---------------------------------------------------------------------------------
@@ -1034,9 +1036,10 @@ class _Search:
         # Seeded by the pieces themselves: the same search surveys the same sample.
         seed = hashlib.sha256("\n".join(s.piece.polygon_json for s in rest).encode())
         share = self.options.survey_share
-        drawn = survey.sample([density.area_m2(s.piece.geometry) for s in rest],
-                              [s.piece.geometry.centroid.coords[0] for s in rest],
-                              seed.hexdigest(), share)
+        geometries = [s.piece.geometry for s in rest]
+        drawn = survey.sample([density.area_m2(g) for g in geometries],
+                              [g.centroid.coords[0] for g in geometries],
+                              seed.hexdigest(), share, populations=people_in(geometries))
         history = sum(max(1, previous[id(s)].pages) for s in todo if previous[id(s)] is not None)
         history += learnt.value if learnt is not None else 0
         step = survey.pilot_size(len(rest), share)
@@ -1088,6 +1091,10 @@ class _Search:
         margin = max(x1 - x0, y1 - y0) / 2
         near = history.nearby(self.refresh.base_url, self.refresh.path,
                               (x0 - margin, y0 - margin, x1 + margin, y1 + margin))
+        # This job's own pieces (an earlier survey of it) are no independent history: the
+        # complete ones are the cheap ones (issue 56).
+        own = {s.piece.polygon_json for s in self.states}
+        near = [n for n in near if n.polygon_json not in own]
         return density.learn(
             geometries, [(shapely.Polygon(json.loads(n.polygon_json)), n.pages) for n in near])
 

@@ -1,34 +1,42 @@
-"""The survey: page 1 of a spatially balanced sample of the pieces, drawn with probability
-proportional to their area, and the whole price estimated from it with a 95 % interval.
+"""The survey: page 1 of a spatially balanced sample of the pieces, drawn by the size
+measure the pilot's pieces show predicts their calls best, and the whole price estimated
+from it with a 95 % interval.
 
 A piece costs ``max(1, pages)`` calls, and page 1 tells ``pages``: surveying ``n`` of the
-``N`` pieces whose count is unknown gives exact costs for those ``n``. The largest pieces
-are surveyed with certainty (a take-all part: the few pieces that could hold most of the
-pages are never left to chance). The others are ordered along a Hilbert curve through their
-centres and laid end to end, each as long as its area; the survey's draws are points on that
-line at a random start and the van der Corput sequence's steps (:class:`Sample`), so that
-the first ``2^k`` draws are a systematic sample with probability proportional to area and
-every round's prefix is spread evenly over the space and the sizes (near pieces share
-density, and a piece's calls beyond the first grow with its area).
+``N`` pieces whose count is unknown gives exact costs for those ``n``. Calls need not follow
+area: census tracts hold equal numbers of people whatever their size, and a state's few
+small metro counties hold most of its parcels. So the draw knows three size measures of a
+piece — its area, the people of the places inside it (the bundled population layer,
+:mod:`parcelsearch.planning.population`, with a floor for pieces no place lies in) and
+equal chances — and lets the data choose:
 
-The calls of the pieces not surveyed are estimated as one call a piece and the
-Hansen–Hurwitz estimate of the calls beyond the first (each draw's calls beyond the first,
-from its rows without the pages' rounding, over its chance of being drawn, averaged); its
-variance is what the design itself gives on populations made from the sample (nearby
-surveyed pieces' ratios plus their residuals: :func:`design_variance`), never below most of
-the successive-difference estimator along the curve (the standard one for systematic
-samples of a spatially autocorrelated population, Wolter 1984) nor that of half a call a
-piece, and the interval is Student's t on ``n - 1`` degrees of
-freedom, never below what is known for sure (the surveyed costs and one call for every
-piece not surveyed). Measured on 21 area sets × 40
-and × 100 surveys (``bench/price_estimate.py``), this holds the truth in more than 95 % of
-the surveys without the widening the earlier stratified ratio estimator needed.
+- the heaviest pieces (by their share of the area and of the people together) are surveyed
+  with certainty (a take-all part: the few pieces that could hold most of the pages are
+  never left to chance);
+- the others are ordered along a Hilbert curve through their centres; a design lays them
+  end to end, each as long as its chance, and draws points on that line at a random start
+  and the van der Corput sequence's steps, so every round's prefix is spread evenly over
+  the space and the sizes (:class:`Sample`);
+- the pilot draws with every measure mixed (each piece's chance the mean of its shares of
+  area, people and count), so small pieces have their chance; its surveyed pieces then
+  estimate what each measure's own design would give (:meth:`Sample.choose`) and later
+  rounds draw by the best, a share :data:`DEFENSIVE` of equal chances mixed in (a
+  defensive mixture: every piece keeps a chance and no draw's weight passes four times the
+  pieces', so the interval holds when the measure is wrong where the weight sits).
+
+The calls beyond the first are estimated by importance weights over the designs mixed as
+drawn (the balance heuristic: each draw over its chance in the mixture, unbiased whatever
+the pilot chose), with the variance of independent draws from that mixture (never less
+than the designs' own) and Student's t on the distinct surveyed pieces less one; never
+below what is known for sure (the surveyed costs and one call for every piece not
+surveyed). :attr:`Estimate.measure` names the measure chosen. ``bench/price_estimate.py``
+measures it on real boundaries with their real populations as the parcel density.
 
 The survey grows in rounds (:func:`next_round`): a pilot, then as many more pieces as
 the pilot says bring the interval's half-width to :data:`TARGET_HALF_WIDTH` of the least
 the whole can cost (the surveyed costs and one call for every other piece; not of the
-estimate, see :func:`next_round`), never more than :data:`MAX_SHARE` of a sure low bound
-of the whole (:func:`cap_base`), so never more than a tenth of the true total.
+estimate, see :func:`next_round`), never more than :data:`MAX_SHARE` of that least
+(:func:`cap_base`), so never more than a tenth of the true total.
 When that cap stops it with the half-width above :data:`USEFUL_HALF_WIDTH`
 (:func:`capped`), the price line says so: the interval is what it is. Surveyed pages are
 the search's own page 1s (cached and used): a survey is never waste.
@@ -36,8 +44,6 @@ the search's own page 1s (cached and used): a survey is never waste.
 
 from __future__ import annotations
 
-import bisect
-import itertools
 import math
 import random
 from collections.abc import Sequence
@@ -45,7 +51,7 @@ from dataclasses import dataclass
 
 import numpy as np
 
-__all__ = ["Estimate", "Sample", "estimate", "TARGET_HALF_WIDTH", "MAX_SHARE",
+__all__ = ["Estimate", "Sample", "estimate", "TARGET_HALF_WIDTH", "MAX_SHARE", "MEASURES",
            "t_quantile", "sample", "capped", "curve_order", "cap_base", "wider_share"]
 
 #: The half-width the survey's rounds aim at, a fraction of the least the whole can cost
@@ -59,20 +65,25 @@ MAX_SHARE = 0.10
 #: The widening of an interval learnt from earlier pieces nearby (:mod:`.density`) for
 #: skewed costs (a few pieces with many pages).
 SKEW_MARGIN = 1.5
-#: The survey's interval's widening: none (bench/price_estimate.py: 833 of 840 intervals
-#: held the truth without; a margin held a few more and left more of them over 20 %).
-SURVEY_MARGIN = 1.0
-#: The survey's cap is a tenth of the estimate less this many half-widths, when that is
-#: more than the least the whole can cost (:func:`cap_base`).
-CAP_HALF_WIDTHS = 1.5
-#: The survey's variance is at least this share of the successive differences' (the
-#: model-based :func:`design_variance` may say less, never below this).
-SD_SHARE = 0.8
-#: Surveyed neighbours that predict a piece's ratio in :func:`design_variance`.
-NEIGHBOURS = 4
-#: Populations and random starts :func:`design_variance` runs the design on.
-POPULATIONS = 20
-STARTS = 50
+#: The survey's interval's widening: a few draws' spread is as often below the truth's as
+#: above it, and most where the calls sit in a few pieces (bench/price_estimate.py: without
+#: it 36 and 37 of 40 intervals held on two sets of islands under varying density; with it
+#: 38–40 on every set).
+SURVEY_MARGIN = 1.2
+#: Johnson's skewness correction, in its own units (:func:`_skew_shift`).
+SKEW_SHIFTS = 1.0
+#: The size measures a survey may draw by, in the order a tie is settled.
+MEASURES = ("population", "area", "equal")
+#: Each measure in a few words, for the price ("drawn by …").
+MEASURE_TEXT = {"population": "by the people living in each piece",
+                "area": "by each piece's area", "equal": "with equal chances"}
+#: The share of equal chances in the pilot's design (the rest: the size measures alike).
+PILOT_EQUAL = 1 / 3
+#: The share of equal chances in a design by a size measure (a defensive mixture).
+DEFENSIVE = 0.25
+#: A piece's people at least this share of the pieces' mean (no place lies in a rural
+#: tract; it still has parcels).
+POPULATION_FLOOR = 0.1
 #: Of the first round, the share taken with certainty: the largest pieces.
 CERTAIN_SHARE = 0.5
 #: Pieces a further round surveys at least.
@@ -107,6 +118,15 @@ class Estimate:
     pieces: int
     #: The calls the surveyed pieces cost (exactly).
     surveyed_calls: int = 0
+    #: The size measure the survey drew by after its pilot (one of :data:`MEASURES`;
+    #: empty when no draw priced it: a census, or learnt from earlier pieces).
+    measure: str = ""
+
+    @property
+    def measure_text(self) -> str:
+        """The measure in a few words: ``"drawn by the people living in each piece"``
+        (empty when :attr:`measure` is)."""
+        return f"drawn {MEASURE_TEXT[self.measure]}" if self.measure in MEASURE_TEXT else ""
 
     @property
     def half(self) -> float:
@@ -163,63 +183,192 @@ def _van_der_corput(k: int) -> float:
 
 
 class Sample:
-    """The survey's sample of the unknown pieces: the largest ``certain`` pieces with
-    certainty, the others drawn with probability proportional to their area along a
-    Hilbert curve through their centres (see the module's text); each draw is a point
-    ``(u + vdc(k)) mod 1`` of the line, ``u`` the seeded random start, so rounds extend
-    one sample and a piece drawn twice is surveyed (and paid) once."""
+    """The survey's sample of the unknown pieces: the heaviest ``certain`` pieces with
+    certainty (by their share of the area and of the people, :mod:`.population`, together),
+    the others drawn along a Hilbert curve through their centres with the chances of a
+    design (see the module's text): first the pilot's, every size measure and equal chances
+    mixed; then, once :meth:`choose` has read the pilot, the measure whose design would
+    have estimated the pilot's pieces best, with a share :data:`DEFENSIVE` of equal chances.
+    Each design's draws are points ``(u + vdc(k)) mod 1`` of its own line (``u`` a seeded
+    random start), so rounds extend one sample and a piece drawn twice is surveyed (and
+    paid) once."""
 
     def __init__(self, areas: Sequence[float], centres: Sequence[tuple[float, float]],
-                 seed: int | str = 0, certain: int = 0) -> None:
+                 seed: int | str = 0, certain: int = 0,
+                 populations: Sequence[float] | np.ndarray | None = None) -> None:
         if len(centres) != len(areas):
             raise ValueError(f"{len(areas)} areas but {len(centres)} centres")
-        by_size = sorted(range(len(areas)), key=lambda i: (-areas[i], i))
+        if populations is not None and len(populations) != len(areas):
+            raise ValueError(f"{len(areas)} areas but {len(populations)} populations")
         self.areas = list(areas)
         self.centres = [(float(x), float(y)) for x, y in centres]
+        sizes = _sizes(areas, populations)
+        self._sizes = sizes
+        heft = np.max([x / x.sum() for m, x in sizes.items() if m != "equal" and x.sum() > 0]
+                      or [sizes["equal"]], axis=0)
+        by_size = sorted(range(len(areas)), key=lambda i: (-heft[i], i))
         self.certain = by_size[:certain]
         taken = set(self.certain)
         position = curve_order(centres)
-        #: The other pieces in curve order, and each one's length on the line.
+        #: The other pieces in curve order.
         self.line = sorted((i for i in range(len(areas)) if i not in taken),
                            key=lambda i: (position[i], i))
-        sizes = [max(0.0, self.areas[i]) for i in self.line]
-        if sum(sizes) <= 0:
-            sizes = [1.0] * len(sizes)
-        self.sizes = sizes
-        self.ends = list(itertools.accumulate(sizes))
-        self.length = self.ends[-1] if self.ends else 0.0
-        self.start = random.Random(seed).random()
-        #: Each draw so far: its place in :attr:`line`.
+        on_line = np.asarray(self.line, dtype=int)
+        #: Each size measure's shares of the line (the measures with any size there).
+        self.shares = {m: x[on_line] / x[on_line].sum() for m, x in sizes.items()
+                       if len(on_line) and x[on_line].sum() > 0}
+        #: The measure :meth:`choose` chose (``None`` before).
+        self.measure: str | None = None
+        self._random = random.Random(seed)
+        #: Each design's chances on the line, and how many of the draws kept each one made.
+        self.designs: list[np.ndarray] = []
+        self._ends: list[np.ndarray] = []
+        self._starts: list[float] = []
+        self._steps: list[int] = []
+        self.counts: list[int] = []
+        if len(on_line):
+            self._use(self._pilot_design())
+        #: Each draw kept: its place in :attr:`line`, and its design.
         self.draws: list[int] = []
+        self._design_of: list[int] = []
+        #: The places that left the line for certainty (:meth:`_heavy`).
+        self.removed: set[int] = set()
         self._drawn: set[int] = set()
-        self._certain_taken = False
+        self._given: set[int] = set()
+        self._heavy_done = False
 
     @property
     def size(self) -> int:
         """How many pieces (surveyed or not)."""
         return len(self.areas)
 
+    def _use(self, chances: np.ndarray) -> None:
+        self.designs.append(chances)
+        ends = np.cumsum(chances)
+        self._ends.append(ends / ends[-1])
+        self._starts.append(self._random.random())
+        self._steps.append(0)
+        self.counts.append(0)
+
+    def _pilot_design(self) -> np.ndarray:
+        """The pilot's chances: :data:`PILOT_EQUAL` of them equal, the rest the size
+        measures' shares, mixed alike."""
+        sized = [x for m, x in self.shares.items() if m != "equal"]
+        equal = self.shares["equal"]
+        if not sized:
+            return np.asarray(equal)
+        return np.asarray(PILOT_EQUAL * equal + (1 - PILOT_EQUAL) * np.mean(sized, axis=0))
+
+    @property
+    def on_line(self) -> int:
+        """How many pieces are left to the draws (not surveyed with certainty)."""
+        return len(self.line) - len(self.removed)
+
     def _draw(self) -> int:
-        point = (self.start + _van_der_corput(len(self.draws))) % 1.0 * self.length
-        place = min(bisect.bisect_right(self.ends, point), len(self.line) - 1)
-        while self.sizes[place] <= 0:  # a point on a piece's end: the next with a length
-            place = (place + 1) % len(self.line)
+        design = len(self.designs) - 1
+        point = (self._starts[design] + _van_der_corput(self._steps[design])) % 1.0
+        place = min(int(np.searchsorted(self._ends[design], point, side="right")),
+                    len(self.line) - 1)
+        while place in self.removed:  # a point at the very end of the line
+            place -= 1
+        self._steps[design] += 1
+        self.counts[design] += 1
         self.draws.append(place)
+        self._design_of.append(design)
         return place
+
+    def mixture(self) -> np.ndarray:
+        """The chance of each place on the line in one draw of the designs mixed as drawn
+        (each design weighed by its draws): every draw's weight in :func:`estimate`."""
+        total = sum(self.counts)
+        return np.asarray(sum(c * d for c, d in zip(self.counts, self.designs, strict=True))
+                          / max(1, total))
+
+    def design_of(self, measure: str) -> np.ndarray:
+        """The chances of a design by ``measure`` (one of :attr:`shares`), a share
+        :data:`DEFENSIVE` of them equal: every piece keeps a chance, and no draw weighs more
+        than ``1 / DEFENSIVE`` times the pieces'."""
+        chances = (1 - DEFENSIVE) * self.shares[measure] + DEFENSIVE / len(self.line)
+        return np.asarray(chances / chances.sum())
+
+    def choose(self, smooth: dict[int, float], certain: dict[int, float] | None = None
+               ) -> str | None:
+        """The size measure for the draws after the pilot, from the pilot's surveyed pieces
+        (``smooth``: place on the line → calls beyond the first; ``certain``: the same of
+        the pieces taken with certainty, by index): the one whose design over all the
+        pieces would have the least variance, ``Σ y²/q − Y²``, as the surveyed pieces
+        estimate it (the certain ones as they are, the drawn ones by their importance
+        weights) — the measure that predicted the surveyed pieces' calls best, the heavy
+        ones above all. Chosen once; later rounds draw by it."""
+        if self.measure is not None or not self.draws:
+            return self.measure
+        known = certain or {}
+        mixed = self.mixture()
+        pieces = np.asarray([self.line[p] for p in self.draws])
+        weights = 1.0 / (len(self.draws) * mixed[np.asarray(self.draws)])
+        y = np.asarray([smooth[p] for p in self.draws])
+        sure = np.asarray([known.get(i, 0.0) for i in self.certain])
+        total = float((weights * y).sum() + sure.sum())
+        spread = {}
+        for measure, chances in self._everywhere().items():
+            second = float((weights * y * y / chances[pieces]).sum()
+                           + (sure * sure / chances[np.asarray(self.certain, dtype=int)]).sum())
+            spread[measure] = second - total * total
+        self.measure = min(spread, key=lambda m: (spread[m], MEASURES.index(m)))
+        self._use(self.design_of(self.measure))
+        return self.measure
+
+    def _everywhere(self) -> dict[str, np.ndarray]:
+        """Each measure's design over every piece (certain ones too), as :meth:`design_of`
+        lays it on the line."""
+        count = len(self.areas)
+        return {m: (1 - DEFENSIVE) * x / x.sum() + DEFENSIVE / count
+                for m, x in self._sizes.items() if m in self.shares}
+
+    def _heavy(self, n: int) -> None:
+        """Once, after the choice: the pieces the chosen design would draw once or more in
+        the draws so far and ``n`` more (chance × draws ≥ 1; ``n − 1`` of them at most,
+        whether surveyed yet or not) leave the line and are surveyed with certainty. The draws that
+        landed on them are dropped and every design is renormalised over the pieces left:
+        the draws kept are draws from those (the estimate stays unbiased), and no later
+        draw is spent on a piece that needs none."""
+        if self.measure is None or self._heavy_done or not self.designs:
+            return
+        self._heavy_done = True
+        chances = self.designs[-1]
+        planned = len(self.draws) + n
+        # Which pieces leave depends on the design and the counts only, never on which
+        # pieces were drawn (the draws kept would then be no draws of the design left).
+        heavy = [int(place) for place in np.argsort(-chances, kind="stable")[:max(0, n - 1)]
+                 if chances[place] * planned >= 1][: self.on_line - 1]
+        if not heavy:
+            return
+        self.removed.update(heavy)
+        self.certain.extend(self.line[p] for p in heavy)
+        kept = [(p, d) for p, d in zip(self.draws, self._design_of, strict=True)
+                if p not in self.removed]
+        self.draws = [p for p, _ in kept]
+        self._design_of = [d for _, d in kept]
+        self.counts = [self._design_of.count(d) for d in range(len(self.designs))]
+        for k, design in enumerate(self.designs):
+            design[heavy] = 0.0
+            design /= design.sum()
+            self._ends[k] = np.cumsum(design) / design.sum()
 
     def take(self, n: int) -> list[int]:
         """``n`` more pieces (indices): the certain ones first, then the next draws'
         pieces not surveyed yet; every piece left when ``n`` reaches them all (a census).
-        Fewer when draws keep landing on pieces already surveyed (large ones): the
+        Fewer when draws keep landing on pieces already surveyed (heavy ones): the
         estimate counts every draw."""
-        chosen: list[int] = []
-        if not self._certain_taken:
-            chosen.extend(self.certain)
-            n -= len(self.certain)
-            self._certain_taken = True
-        left = [place for place in range(len(self.line)) if place not in self._drawn]
+        self._heavy(n)
+        chosen = [i for i in self.certain if i not in self._given]
+        self._given.update(chosen)
+        n -= len(chosen)
+        left = [place for place in range(len(self.line))
+                if place not in self._drawn and place not in self.removed]
         if n >= len(left):  # every piece: the census needs no draws
             self._drawn.update(left)
+            self._given.update(self.line[place] for place in left)
             return chosen + [self.line[place] for place in left]
         tries = 0
         while n > 0 and tries < 64 * len(self.line):
@@ -227,22 +376,40 @@ class Sample:
             place = self._draw()
             if place not in self._drawn:
                 self._drawn.add(place)
+                self._given.add(self.line[place])
                 chosen.append(self.line[place])
                 n -= 1
         return chosen
 
 
+
+def _sizes(areas: Sequence[float],
+           populations: Sequence[float] | np.ndarray | None) -> dict[str, np.ndarray]:
+    """The size measures of the pieces: their area, their people (when any piece has some;
+    every piece with a floor of :data:`POPULATION_FLOOR` of the mean, for the pieces no
+    place lies in) and equal chances."""
+    sizes = {"area": np.maximum(np.asarray(areas, dtype=float), 0.0)}
+    people = np.maximum(np.asarray(populations if populations is not None else [],
+                                   dtype=float), 0.0)
+    if people.sum() > 0:
+        sizes["population"] = people + POPULATION_FLOOR * people.mean()
+    sizes["equal"] = np.ones(len(areas))
+    return sizes
+
+
 def sample(areas: Sequence[float], centres: Sequence[tuple[float, float]],
-           seed: int | str = 0, share: float = MAX_SHARE) -> Sample:
-    """The survey's sample of the pieces whose ``areas`` (m²) and ``centres`` (any planar
-    coordinates, e.g. longitude and latitude) are given: its take-all part
-    :data:`CERTAIN_SHARE` of the first round (see :class:`Sample`, :func:`pilot_size`; at
-    least one draw is left to the line)."""
+           seed: int | str = 0, share: float = MAX_SHARE,
+           populations: Sequence[float] | np.ndarray | None = None) -> Sample:
+    """The survey's sample of the pieces whose ``areas`` (m²), ``centres`` (any planar
+    coordinates, e.g. longitude and latitude) and, where known, ``populations`` (the people
+    inside each, :func:`parcelsearch.planning.population.people_in`) are given: its take-all
+    part :data:`CERTAIN_SHARE` of the first round (see :class:`Sample`,
+    :func:`pilot_size`; at least one draw is left to the line)."""
     first = pilot_size(len(areas), share)
     certain = math.ceil(CERTAIN_SHARE * first)
     if first < len(areas):
         certain = min(certain, first - 1)
-    return Sample(areas, centres, seed, certain=certain)
+    return Sample(areas, centres, seed, certain=certain, populations=populations)
 
 
 def _beyond_first(cost: int, rows: int | None, page_size: int) -> float:
@@ -260,93 +427,56 @@ def estimate(drawn: Sample, costs: dict[int, int], rows: dict[int, int | None] |
     where page 1 told them, their ``rows`` (index → rows) at ``page_size`` rows a page.
 
     The certain pieces count as surveyed; a census is exact. Elsewhere a piece costs one
-    call, and the calls beyond the first of the pieces on the line are ``L/n Σ z_k``,
-    ``z_k = w/x`` of the ``k``-th draw's piece (``x`` its length, ``L`` the line's, ``w``
-    its calls beyond the first from its rows without the pages' rounding,
-    :func:`_beyond_first`), plus each surveyed piece's rounding exactly (its calls beyond
-    the first less ``w``). The variance is the larger of :func:`design_variance` (the
-    design run again on populations made from the sample) and :data:`SD_SHARE` of
-    ``L² Σ (z_(k) − z_(k−1))² / (2 n (n − 1))`` over the draws in curve order (the
-    successive differences; that alone with :data:`NEIGHBOURS` or fewer pieces
-    surveyed on the line), plus the rounding of the
-    ``M`` pieces on the line not surveyed (1/12 of a call² each, the variance of a uniform
-    fraction), at least ``½ M²/n²`` (an interval is never falsely exact), and Student's t
-    on ``n − 1`` degrees of freedom. bench/price_estimate.py measures the rows side by
-    side with the pages alone.
+    call, and the calls beyond the first of the pieces on the line are ``1/n Σ z_k``,
+    ``z_k = y_k / p̄_k`` of the ``k``-th draw's piece (``y`` its calls beyond the first from
+    its rows without the pages' rounding, :func:`_beyond_first`; ``p̄`` its chance in one
+    draw of the designs mixed as drawn, :meth:`Sample.mixture`: the balance heuristic, an
+    unbiased estimate whatever the designs), plus each surveyed piece's rounding exactly.
+    Its variance is ``s_z² / n`` (the draws' as if independent from the mixture: no less
+    than the designs' own), plus the rounding of the ``M`` pieces on the line not surveyed
+    (1/12 of a call² each), at least ``½ M²/n²`` (an interval is never falsely exact), and
+    Student's t on the distinct surveyed pieces less one. The first estimate after the
+    pilot chooses the measure later rounds draw by (:meth:`Sample.choose`).
     """
     surveyed = sum(costs.values())
     floor = surveyed + drawn.size - len(costs)  # one call at least for each other piece
     if len(costs) >= drawn.size:  # a census: exact
         return Estimate(value=floor, low=floor, high=floor, surveyed=len(costs),
-                        pieces=drawn.size, surveyed_calls=surveyed)
+                        pieces=drawn.size, surveyed_calls=surveyed,
+                        measure=drawn.measure or "")
     if not drawn.draws:
         raise ValueError("no piece drawn yet: take() a round before estimating")
     told = rows or {}
-    n, pieces = len(drawn.draws), len(drawn.line)
     smooth = {p: _beyond_first(costs[drawn.line[p]], told.get(drawn.line[p]), page_size)
               for p in set(drawn.draws)}
-    ratio_of = {p: smooth[p] / drawn.sizes[p] for p in smooth}
-    ratios = [ratio_of[p] for p in sorted(drawn.draws)]
+    mixed = drawn.mixture()
+    z = np.asarray([smooth[p] / mixed[p] for p in drawn.draws])
+    n, distinct, pieces = len(z), len(smooth), drawn.on_line
     rounding = sum(costs[drawn.line[p]] - 1 - smooth[p] for p in smooth)
-    value = (sum(costs[i] for i in drawn.certain) + pieces + rounding
-             + drawn.length * sum(ratios) / n)
-    steps = sum((b - a) ** 2 for a, b in itertools.pairwise(ratios))
-    variance = drawn.length ** 2 * steps / (2 * n * (n - 1)) if n > 1 else 0.0
-    if len(smooth) > NEIGHBOURS:
-        variance = max(SD_SHARE * variance, design_variance(drawn, ratio_of, n))
+    value = (sum(costs[i] for i in drawn.certain) + pieces + rounding + float(z.mean()))
+    variance = float(z.var(ddof=1)) / n if distinct > 1 else float(z.mean()) ** 2
     if any(told.get(drawn.line[p]) is not None for p in smooth):
-        variance += (pieces - len(smooth)) / 12
+        variance += (pieces - distinct) / 12
     variance = max(variance, 0.5 * pieces ** 2 / n ** 2)
-    half = SURVEY_MARGIN * t_quantile(n - 1) * math.sqrt(variance)
+    half = SURVEY_MARGIN * t_quantile(distinct - 1) * math.sqrt(variance)
     point = max(float(floor), value)
-    return Estimate(value=round(point), low=max(floor, math.floor(point - half)),
-                    high=max(floor, math.ceil(point + half)), surveyed=len(costs),
-                    pieces=drawn.size, surveyed_calls=surveyed)
+    centre = point + _skew_shift(z)
+    measure = drawn.choose(smooth, {i: _beyond_first(costs[i], told.get(i), page_size)
+                                    for i in drawn.certain}) or ""
+    return Estimate(value=round(point), low=max(floor, math.floor(centre - half)),
+                    high=max(floor, math.ceil(centre + half)), surveyed=len(costs),
+                    pieces=drawn.size, surveyed_calls=surveyed, measure=measure)
 
 
-def _pseudo_population(drawn: Sample, known: dict[int, float]) -> tuple[np.ndarray, np.ndarray]:
-    """Every piece on the line's ratio as the surveyed pieces predict it (the inverse-distance
-    mean of the :data:`NEIGHBOURS` nearest surveyed centres; a surveyed piece's own from the
-    others), and the surveyed pieces' residuals against those predictions."""
-    centres = np.asarray([drawn.centres[i] for i in drawn.line], dtype=float)
-    places = sorted(known)
-    ratios = np.asarray([known[p] for p in places])
-    gaps = np.hypot(centres[:, None, 0] - centres[None, places, 0],
-                    centres[:, None, 1] - centres[None, places, 1])
-    gaps[places, range(len(places))] = np.inf  # a surveyed piece is predicted by the others
-    nearest = np.argsort(gaps, axis=1)[:, :NEIGHBOURS]
-    weights = 1.0 / np.maximum(np.take_along_axis(gaps, nearest, axis=1), 1e-12) ** 2
-    predicted = (weights * ratios[nearest]).sum(axis=1) / weights.sum(axis=1)
-    return predicted, ratios - predicted[places]
-
-
-def design_variance(drawn: Sample, known: dict[int, float], n: int) -> float:
-    """The variance of the survey's estimate of the line's calls beyond the first, by
-    running its own design again on populations made like this one (a model-based
-    bootstrap): each piece's ratio (calls beyond the first per unit of length) is what the
-    surveyed pieces near it predict plus a residual drawn from the surveyed pieces' own
-    (:func:`_pseudo_population`), the surveyed pieces keep theirs, and ``n`` draws from
-    each of :data:`STARTS` random starts along the curve give the estimate's spread; the
-    mean over :data:`POPULATIONS` such populations. ``known``: the surveyed pieces' ratios
-    by their place on the line. Seeded by the sample: the same survey, the same variance.
-
-    Where neighbours share density the systematic draw is more precise than successive
-    differences say; this measures it (bench/price_estimate.py, 21 sets × 100 surveys:
-    with :data:`SD_SHARE`, half-widths over 20 % of the estimate 89 → 47, the truth held in
-    2,086 of 2,100 against 2,089)."""
-    predicted, residuals = _pseudo_population(drawn, known)
-    rng = np.random.default_rng([int(drawn.start * 2**32), n, len(known)])
-    ends, length = np.asarray(drawn.ends), drawn.length
-    steps = np.asarray([_van_der_corput(k) for k in range(n)])
-    places = list(known)
-    spreads = []
-    for _ in range(POPULATIONS):
-        population = np.maximum(0.0, predicted + rng.choice(residuals, size=len(predicted)))
-        population[places] = [known[p] for p in places]
-        points = (rng.random(STARTS)[:, None] + steps[None, :]) % 1.0 * length
-        drawn_places = np.minimum(np.searchsorted(ends, points, side="right"), len(ends) - 1)
-        spreads.append(float((length * population[drawn_places].mean(axis=1)).var(ddof=1)))
-    return float(np.mean(spreads))
+def _skew_shift(z: np.ndarray) -> float:
+    """Johnson's (1978) correction of the t interval for a skewed variable: the interval's
+    centre moves by ``SKEW_SHIFTS × μ₃ / (6 s² n)`` (``μ₃`` the draws' third central
+    moment). A right-skewed sample that missed its heavy pieces has a low mean and a low
+    spread together; this moves its interval towards them."""
+    if len(z) < 3 or float(z.var(ddof=1)) <= 0:
+        return 0.0
+    centred = z - z.mean()
+    return SKEW_SHIFTS * float((centred ** 3).mean()) / (6 * float(z.var(ddof=1)) * len(z))
 
 
 def pilot_size(pieces: int, share: float = MAX_SHARE) -> int:
@@ -381,12 +511,12 @@ def wider_share(current: Estimate, known: int, share: float = MAX_SHARE) -> floa
 
 
 def cap_base(current: Estimate, known: int) -> float:
-    """What the survey's cap is a tenth of: the least the whole can cost (the surveyed
-    costs and one call for every other piece, with ``known`` calls known without a
-    survey), or, once the interval says more, the estimate less 1.5 half-widths (at least
-    2.9 standard errors below it: a one-sided 99.8 % bound, so a tenth of it is a tenth of
-    the true total but for one survey in 500, and then only when it spends its whole cap)."""
-    return max(float(current.least + known), current.value + known - CAP_HALF_WIDTHS * current.half)
+    """What the survey's cap is a share of: the least the whole can cost (the surveyed
+    costs and one call for every other piece, with ``known`` calls known without a survey)
+    — a sure low bound, so the survey (one call a surveyed piece) never passes its share of
+    the true total (an estimate's low end is not sure: a cap on it once let a survey spend
+    10.3 % of a job)."""
+    return float(current.least + known)
 
 
 def next_round(current: Estimate, known: int, share: float = MAX_SHARE) -> int:
@@ -395,15 +525,19 @@ def next_round(current: Estimate, known: int, share: float = MAX_SHARE) -> int:
     :data:`TARGET_HALF_WIDTH` of the least the whole can cost (the surveyed costs and one
     call for every other piece; the half-width shrinks as 1/√n), within ``share`` (by
     default :data:`MAX_SHARE`) of :func:`cap_base`, so never more than that share of the
-    true total (but for one survey in 500, see there).
+    true total.
 
     The target is held to the least, not to the estimate: a rule that stops once the
     half-width is small against the estimate stops sooner on the surveys that overestimate,
     and those intervals then miss the truth more often than 1 in 20 (measured on the dense
-    sets of bench/price_estimate.py: 92–93 of 100 held; held to the least, 96–100 of 100)."""
+    sets of bench/price_estimate.py: 92–93 of 100 held; held to the least, 96–100 of 100).
+    Nor does a survey stop at its pilot, however narrow the pilot's interval (a few draws
+    that missed the heavy pieces look alike): one round by the chosen measure follows,
+    within the cap."""
     n, big_n, half = current.surveyed, current.pieces, current.half
     least = current.least + known
-    if n >= big_n or half <= TARGET_HALF_WIDTH * least:
+    pilot = n <= pilot_size(big_n, share)  # a pilot's few draws never end a survey
+    if n >= big_n or (half <= TARGET_HALF_WIDTH * least and not pilot):
         return 0
     cap = max(0, math.floor(share * cap_base(current, known)) - n)
     if cap == 0:
