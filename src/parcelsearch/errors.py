@@ -290,11 +290,16 @@ class OutputKeptError(InputError):
 
 
 class BudgetError(ParcelSearchError):
-    """A run would spend, or has spent, all the calls it was allowed."""
+    """A run would spend, or has spent, all the calls it was allowed.
+
+    Attributes
+    ----------
+    price
+        The price the stop is about (:class:`~parcelsearch.Price`), when known: its block
+        is on the error's card (:meth:`ParcelSearchError.card`); else ``None``.
+    """
 
     exit_code = 3
-    #: The price the stop is about (:class:`parcelsearch.Price`), when known: its block is
-    #: on the error's card (:meth:`ParcelSearchError.card`).
     price: object = None
 
     def _figures(self) -> list[str]:
