@@ -220,8 +220,15 @@ class Run:
         self.client = client
         self.spending = spending
         self.options = options
-        #: The quota given, else the one the store knows for the key.
+        #: The quota given, else the one the store knows for the key, else the one saved
+        #: with the client's profile (:attr:`quota_source` says which).
         self.quota: Quota | None = options.quota or spending.stored_quota()
+        #: Where :attr:`quota` came from: ``""`` (given, or the store's), else
+        #: ``"your profile"`` (saved with ``parcelsearch login --quota``).
+        self.quota_source = ""
+        saved = getattr(client, "profile_quota", None)
+        if self.quota is None and saved is not None:
+            self.quota, self.quota_source = saved[1], "your profile"
         self.path = path
         self.run_id = run_id or uuid.uuid4().hex
         #: Whether a refresh re-reads a piece from the network (the refresh decides).

@@ -1133,7 +1133,8 @@ class _Search:
         left = dict((what, n) for n, what in run.spending.limits(quota)).get("quota")
         if left is None:
             return ""
-        return pricing.quota_line(self.price, left, quota.limit, quota.period)
+        return pricing.quota_line(self.price, left, quota.limit, quota.period,
+                                  source=run.quota_source)
 
     def _decide(self) -> None:
         """The decision point, before the bulk: refused when the estimate does not fit the
