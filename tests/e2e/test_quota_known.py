@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import io
 import re
+import time
 from pathlib import Path
 from typing import Any
 
@@ -12,6 +13,7 @@ import pytest
 from _cli import run
 
 import parcelsearch
+from parcelsearch._shared import next_month_start
 
 
 def _login_env(monkeypatch: pytest.MonkeyPatch, service: Any, ca_bundle: str,
@@ -66,3 +68,35 @@ def test_after_login_told_the_quota_the_month_plan_needs_no_quota_flag(
     given = parcelsearch.known_price(planned, client, quota="1000/month").quota
     assert given == "quota: it would leave exactly 983 of the 989 left this month"
     assert len(service.keys.requests(key.name)) == spent
+
+
+def test_the_vendors_quota_refusal_is_remembered_until_the_reset(make_client, demo_areas,
+                                                                 service, tmp_path: Path
+                                                                 ) -> None:
+    """A key whose quota the run does not know meets the vendor's quota refusal once: the
+    ledger keeps it by fingerprint (never the key) until the quota resets, so the next
+    search of the same key prices with 0 left and spends 0 calls (the service's log the
+    witness) instead of meeting the refusal again; known_price says the same, free."""
+    client = make_client(key_overrides={"quota": 10, "per_second": 50}, rate=40)
+    with pytest.raises(parcelsearch.QuotaExhaustedError):
+        parcelsearch.search(demo_areas, client=client, progress=False)
+    met = len(service.keys.requests(client.key_name))
+    reset = f"{next_month_start(time.time()):%Y-%m-%d} 00:00 UTC"
+
+    with pytest.raises(parcelsearch.QuotaWouldExceedError) as refused:
+        parcelsearch.search(demo_areas, client=client, progress=False)
+    text = str(refused.value)
+    assert "the vendor refused the key for its quota on " in text, text
+    assert f"0 left this month, resets {reset}" in text, text
+    assert refused.value.allowed == 0
+    assert len(service.keys.requests(client.key_name)) == met  # 0 calls: not refused again
+
+    planned = parcelsearch.plan(demo_areas)
+    quota = parcelsearch.known_price(planned, client).quota
+    assert quota.startswith(f"quota: 0 left this month, resets {reset} (the vendor's refusal "
+                            "of "), quota
+    assert len(service.keys.requests(client.key_name)) == met
+    kept = parcelsearch.Ledger.in_folder(client.cache_dir).refusal(client.fingerprint)
+    assert kept is not None and f"{kept.until:%Y-%m-%d %H:%M} UTC" == reset
+    assert not [p for p in Path(client.cache_dir).rglob("*")
+                if p.is_file() and client._key.reveal().encode() in p.read_bytes()]
