@@ -14,6 +14,7 @@ from _cli import run
 
 import parcelsearch
 from parcelsearch._shared import next_month_start
+from parcelsearch.notices import PartialResultWarning
 
 
 def _login_env(monkeypatch: pytest.MonkeyPatch, service: Any, ca_bundle: str,
@@ -100,3 +101,12 @@ def test_the_vendors_quota_refusal_is_remembered_until_the_reset(make_client, de
     assert kept is not None and f"{kept.until:%Y-%m-%d %H:%M} UTC" == reset
     assert not [p for p in Path(client.cache_dir).rglob("*")
                 if p.is_file() and client._key.reveal().encode() in p.read_bytes()]
+    # With allow_partial: nothing now (no call asked for), the partial result for 0 calls.
+    with pytest.warns(PartialResultWarning) as warned:
+        result = parcelsearch.search(demo_areas, client=client, progress=False,
+                                     allow_partial=True)
+    assert result.calls == 0 and not result.complete
+    assert len(service.keys.requests(client.key_name)) == met
+    assert str(warned[0].message).startswith(
+        f"the vendor's quota refusal kept in the ledger (0 left this month, resets {reset}) "
+        "reached: "), warned[0].message

@@ -900,6 +900,8 @@ class _Search:
         done, total = len(result.areas_complete or []), len(self.plan.areas)
         limit = {"budget": f"budget of {_calls(run.budget or 0)}",
                  "user budget": f"{run.options.user}'s team budget"}.get(what, "the known quota")
+        if what == "vendor refusal" and run.refused is not None:
+            limit = f"the vendor's quota refusal kept in the ledger ({run.refused.left()})"
         error = BudgetExhaustedError(
             f"{limit} reached: {done} of {total} areas are complete (the cheapest first), "
             f"{_calls(run.calls)} spent; at least {left:,} more {_noun(left)} finish the rest. "
@@ -1188,7 +1190,7 @@ class _Search:
                       if what == "budget" else []),
                     Hint("allow_partial", None, "pass {knob} to finish the areas that fit")]))
         if options.allow_partial and allowed is not None and price.remaining > allowed \
-                and what in ("quota", "team quota"):
+                and what in ("quota", "team quota", "vendor refusal"):
             price = self.price = self._month_plan(price, allowed, what)
             for line in price.block()[-2:]:
                 self._say(line)  # the plan's two lines
@@ -1283,9 +1285,12 @@ class _Search:
         word = "about " if unknown else ""
         now = (f"this month: {planned:,} more {_noun(planned)} (areas {names}, complete)"
                if chosen else "this month: nothing (no whole area fits)")
-        if quota is not None and quota.period == "month":
-            reset = next_month_start(pd.Timestamp.now(tz="UTC").to_pydatetime())
-            later = f"the other {word}{rest:,} after {reset:%Y-%m-%d} 00:00 UTC"
+        reset = next_month_start(pd.Timestamp.now(tz="UTC").to_pydatetime())
+        monthly = quota is not None and quota.period == "month"
+        if what == "vendor refusal" and run.refused is not None:  # its reset, as kept
+            monthly, reset = run.refused.until is not None, run.refused.until or reset
+        if monthly:
+            later = f"the other {word}{rest:,} after {reset:%Y-%m-%d %H:%M} UTC"
         else:
             now = now.replace("this month", "now")
             later = f"the other {word}{rest:,} never (the key's quota does not reset)"
