@@ -62,8 +62,11 @@ def _read_quota(given: str | None) -> Quota | None:
     if told is not None or sys.stdin is None or not sys.stdin.isatty():
         return told
     for _ in range(QUOTA_ASKS):
-        answer = input("the key's kind or quota (demo, production, 500/month, 50/lifetime; "
-                       "Enter: not known): ").strip()
+        try:
+            answer = input("the key's kind or quota (demo, production, 500/month, "
+                           "50/lifetime; Enter: not known): ").strip()
+        except EOFError:  # Ctrl-D: not known
+            return None
         if not answer:
             return None
         try:
