@@ -194,3 +194,26 @@ def test_default_path_is_in_the_cache_folder(
     monkeypatch.setenv("PARCELSEARCH_CACHE_DIR", str(tmp_path))
     assert Ledger().path == tmp_path / "ledger.sqlite"
 
+
+
+def test_the_vendors_quota_refusal_is_kept_by_fingerprint_until_its_reset(tmp_path: Path) -> None:
+    """Issue 56: a key the vendor refused for its quota is kept (its fingerprint only) until
+    the reset; then forgotten. A lifetime quota's refusal never lapses; other keys are not
+    touched."""
+    now = [datetime(2026, 11, 29, 1, 50, tzinfo=UTC)]
+    ledger = Ledger(tmp_path / "ledger.sqlite", clock=lambda: now[0])
+    reset = datetime(2026, 12, 1, tzinfo=UTC)
+    kept = ledger.refused(FP, reset)
+    assert ledger.refusal(FP) == kept and ledger.refusal(OTHER) is None
+    assert kept.left() == "0 left this month, resets 2026-12-01 00:00 UTC"
+    assert kept.describe().startswith("the vendor refused the key for its quota on "
+                                      "2026-11-29 01:50 UTC")
+    now[0] = datetime(2026, 11, 30, 23, 59, tzinfo=UTC)
+    assert ledger.refusal(FP) is not None
+    now[0] = reset
+    assert ledger.refusal(FP) is None  # the quota has reset
+    ledger.refused(OTHER, None)
+    now[0] = datetime(2030, 1, 1, tzinfo=UTC)
+    assert ledger.refusal(OTHER) is not None and ledger.refusal(OTHER).until is None  # type: ignore[union-attr]
+    with pytest.raises(InputError):
+        ledger.refused("the-key-itself", reset)

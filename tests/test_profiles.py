@@ -147,3 +147,58 @@ def test_a_profile_keeps_a_proxy_address_never_its_password(config: Path,
     assert "pr0xy-pass" not in repr(parcelsearch.settings.options)
     monkeypatch.setenv("NO_PROXY", ".example.com")
     assert not parcelsearch.Client(profile="work").proxied
+
+
+def test_a_profile_keeps_its_keys_quota_for_that_key_only(config: Path,
+                                                          monkeypatch: pytest.MonkeyPatch
+                                                          ) -> None:
+    """Issue 56: the key's quota saved with the profile (its kind's figures) is the quota
+    of a client using that profile's key, and of no other key."""
+    monkeypatch.delenv("PARCELSEARCH_QUOTA", raising=False)
+    saved = profiles.save("work", KEY, base_url="https://api.example.com", quota="production",
+                          keyring=False)
+    assert saved.quota == "500/month" and "quota 500/month" in repr(saved)
+    client = parcelsearch.Client(profile="work")
+    assert client.profile_quota == ("work", parcelsearch.Quota(500, "month"))
+    other = parcelsearch.Client(profile="work", api_key="an0ther-key-of-the-same-user-1234")
+    assert other.profile_quota is None  # another key: the profile does not know its quota
+    profiles.save("plain", KEY, base_url="https://api.example.com", keyring=False)
+    assert profiles.load("plain").quota is None  # type: ignore[union-attr]
+    assert parcelsearch.Client(profile="plain").profile_quota is None
+    with pytest.raises(parcelsearch.ConfigurationError, match="is not a quota"):
+        profiles.save("bad", KEY, quota="lots", keyring=False)
+    assert profiles.load("bad") is None  # refused before anything was saved
+
+
+def test_login_asks_the_keys_kind_on_a_terminal_and_takes_it_from_a_flag(
+        config: Path, monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str]
+        ) -> None:
+    """`login` on a terminal asks the key's kind after the key (a wrong answer asked again,
+    Enter: not known); `--quota` or $PARCELSEARCH_QUOTA tell it without asking."""
+    from parcelsearch.cli import main
+
+    monkeypatch.delenv("PARCELSEARCH_QUOTA", raising=False)
+    monkeypatch.setattr("sys.stdin.isatty", lambda: True)
+    monkeypatch.setattr("getpass.getpass", lambda prompt: KEY)
+    answers = iter(["lots", "production"])
+    asked: list[str] = []
+    monkeypatch.setattr("builtins.input", lambda q: asked.append(q) or next(answers))
+    assert main(["login", "--profile", "asked"]) == 0
+    assert len(asked) == 2 and asked[0].startswith("the key's kind or quota (demo, production")
+    out, err = capsys.readouterr()
+    assert "'lots' is not a quota" in err and KEY not in out + err
+    assert "quota 500 calls a calendar month (UTC)" in out
+    assert profiles.load("asked").quota == "500/month"  # type: ignore[union-attr]
+
+    monkeypatch.setattr("builtins.input", lambda q: "")
+    assert main(["login", "--profile", "unknown"]) == 0
+    assert profiles.load("unknown").quota is None  # type: ignore[union-attr]
+
+    monkeypatch.setattr("builtins.input", lambda q: pytest.fail("asked despite the flag"))
+    assert main(["login", "--profile", "told", "--quota", "demo"]) == 0
+    assert profiles.load("told").quota == "50/lifetime"  # type: ignore[union-attr]
+    monkeypatch.setenv("PARCELSEARCH_QUOTA", "700/month")
+    assert main(["login", "--profile", "variable"]) == 0
+    assert profiles.load("variable").quota == "700/month"  # type: ignore[union-attr]
+    assert main(["profiles", "--json"]) == 0
+    assert '"quota":"700\\/month"' in capsys.readouterr().out

@@ -180,13 +180,17 @@ class Client:
         max_request_bytes: int | None = None,
         proxy: str | None = None,
     ) -> None:
-        from parcelsearch.profiles import profile_proxy, resolve  # a saved profile fills
-        # what is not given
+        from parcelsearch.profiles import profile_proxy, profile_quota, resolve  # a saved
+        # profile fills what is not given
         proxy_named = proxy is not None or bool(settings.options.proxy)
+        key_given = api_key
         api_key, base_url, ca_bundle = resolve(profile, api_key, base_url, ca_bundle)
         key = _resolve_key(api_key)
         self._key = _Secret(key)
         self._fingerprint = key_fingerprint(key)
+        #: The quota saved with the profile whose key this is, and the profile's name
+        #: (``parcelsearch login --quota``); a search with no quota of its own uses it.
+        self.profile_quota = profile_quota(profile, key_given, self._fingerprint)
         self.base_url = _resolve_base_url(base_url)
         self.ca_bundle = _resolve_ca_bundle(ca_bundle)
         #: The certificates trusted (a CA bundle and where it was named, or the OS store).

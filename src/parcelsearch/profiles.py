@@ -35,9 +35,10 @@ from typing import Any
 from parcelsearch import settings
 from parcelsearch.errors import ConfigurationError, Hint
 from parcelsearch.kept_files import write_whole
+from parcelsearch.stores.quotas import Quota
 
 __all__ = ["Profile", "save", "load", "remove", "profiles", "resolve", "chosen", "DEFAULT_PROFILE",
-           "KEYRING_SERVICE"]
+           "KEYRING_SERVICE", "profile_quota"]
 
 #: The profile used when none is named and no key is in the environment.
 DEFAULT_PROFILE = "default"
@@ -57,17 +58,20 @@ def _fingerprint(key: str) -> str:
 @dataclass(frozen=True)
 class Profile:
     """A saved profile: its name, base URL, CA bundle, where its key is kept (``keyring``
-    and the backend's name, or ``file`` and the path) and the key's fingerprint."""
+    and the backend's name, or ``file`` and the path), the key's fingerprint and its quota
+    (``"500/month"``, ``"50/lifetime"``; ``None``: not told at login)."""
 
     name: str
     base_url: str | None
     ca_bundle: str | None
     kept_in: str
     fingerprint: str
+    quota: str | None = None
 
     def __repr__(self) -> str:
+        quota = f", quota {self.quota}" if self.quota else ""
         return (f"Profile(name={self.name!r}, base_url={self.base_url!r}, "
-                f"key=sha256:{self.fingerprint}…, kept in {self.kept_in})")
+                f"key=sha256:{self.fingerprint}…{quota}, kept in {self.kept_in})")
 
 
 def _folder(folder: str | os.PathLike[str] | None) -> Path:
@@ -162,7 +166,8 @@ def _write(path: Path, value: dict[str, Any], *, private: bool) -> None:
 
 def save(name: str, api_key: str, *, base_url: str | None = None,
          ca_bundle: str | None = None, folder: str | os.PathLike[str] | None = None,
-         keyring: bool = True, proxy: str | None = None) -> Profile:
+         keyring: bool = True, proxy: str | None = None,
+         quota: Quota | str | None = None) -> Profile:
     """Save a profile: its key in the OS keyring (``keyring=True`` and there is one), else
     in ``credentials.json`` (0600); its base URL and CA bundle in ``profiles.json``.
 
@@ -183,6 +188,9 @@ def save(name: str, api_key: str, *, base_url: str | None = None,
     proxy
         The proxy to reach the service through (``http://host:port``): its address only,
         never a password (refused: give it in ``HTTPS_PROXY`` or ``PARCELSEARCH_PROXY``).
+    quota
+        The key's quota (``"demo"``, ``"production"``, ``"500/month"``, ``"50/lifetime"``):
+        a search with this profile's key and no quota of its own then uses it.
 
     Returns
     -------
@@ -197,6 +205,7 @@ def save(name: str, api_key: str, *, base_url: str | None = None,
         ca_bundle = str(Path(ca_bundle).expanduser().resolve())
     if proxy is not None:
         proxy = _address_only(proxy)
+    known = None if quota is None or quota == "" else Quota.parse(quota)
     store = _keyring() if keyring else None
     credentials_path = base / CREDENTIALS_FILE
     credentials = _read(credentials_path, private=True)
@@ -214,6 +223,8 @@ def save(name: str, api_key: str, *, base_url: str | None = None,
                    "fingerprint": _fingerprint(api_key)}
     if proxy is not None:
         saved[name]["proxy"] = proxy
+    if known is not None:
+        saved[name]["quota"] = str(known)
     _write(base / PROFILES_FILE, saved, private=False)
     found = load(name, folder=base)
     assert found is not None
@@ -246,6 +257,27 @@ def profile_proxy(profile: str | None, api_key: str | None) -> str | None:
     return str(proxy) if proxy else None
 
 
+def profile_quota(profile: str | None, api_key: str | None,
+                  fingerprint: str) -> tuple[str, Quota] | None:
+    """The quota saved with the profile a client uses (:func:`chosen`) and the profile's
+    name, when its key is the one used (``fingerprint``: an ``api_key`` given beside a
+    profile is another key, whose quota the profile does not know)."""
+    named = chosen(profile, api_key)
+    if named is None:
+        return None
+    found = load(named)
+    if found is None or found.quota is None or found.fingerprint != fingerprint:
+        return None
+    try:
+        quota = Quota.parse(found.quota)
+    except ConfigurationError as exc:
+        raise ConfigurationError(
+            f"the quota saved with the profile {named!r} ({found.quota[:40]!r}) is not a "
+            f"quota: {exc.message}", hints=[Hint("login", named, "save it again with {knob}")]
+        ) from None
+    return None if quota is None else (named, quota)
+
+
 def _file_kept_in(path: Path) -> str:
     """Where a key filed in ``path`` is kept, and who can read it (as it is, not as meant)."""
     try:
@@ -261,8 +293,10 @@ def _profile(name: str, entry: dict[str, Any], base: Path) -> Profile:
     kept = (_backend_name() if entry.get("key") == "keyring"
             else _file_kept_in(base / CREDENTIALS_FILE))
     base_url = entry.get("base_url")  # a password in it (an edited file) is never shown
+    quota = entry.get("quota")
     return Profile(name, None if base_url is None else settings.without_userinfo(str(base_url)),
-                   entry.get("ca_bundle"), kept, str(entry.get("fingerprint", "")))
+                   entry.get("ca_bundle"), kept, str(entry.get("fingerprint", "")),
+                   str(quota) if quota else None)
 
 
 def load(name: str, *, folder: str | os.PathLike[str] | None = None) -> Profile | None:

@@ -37,6 +37,7 @@ from parcelsearch.errors import (
     PageGoneError,
     ParcelSearchError,
     QuotaExhaustedError,
+    QuotaWouldExceedError,
     RateLimitError,
     RequestTooLargeError,
     ResultWindowError,
@@ -46,7 +47,8 @@ from parcelsearch.errors import (
 )
 from parcelsearch.notices import LearntFactWarning
 from parcelsearch.planning.plans import Piece
-from parcelsearch.stores.quotas import Quota, budget_reached
+from parcelsearch.stores.local.spending import LocalSpending
+from parcelsearch.stores.quotas import Quota, QuotaRefused, budget_reached
 from parcelsearch.stores.spending import CallSpend, Limit, Spending
 
 __all__ = ["Run", "PieceState", "Fetcher", "Stopped", "MAX_REFETCHES",
@@ -220,8 +222,19 @@ class Run:
         self.client = client
         self.spending = spending
         self.options = options
-        #: The quota given, else the one the store knows for the key.
+        #: The quota given, else the one the store knows for the key, else the one saved
+        #: with the client's profile (:attr:`quota_source` says which).
         self.quota: Quota | None = options.quota or spending.stored_quota()
+        #: Where :attr:`quota` came from: ``""`` (given, or the store's), else
+        #: ``"your profile"`` (saved with ``parcelsearch login --quota``).
+        self.quota_source = ""
+        saved = getattr(client, "profile_quota", None)
+        if self.quota is None and saved is not None:
+            self.quota, self.quota_source = saved[1], "your profile"
+        #: The vendor's quota refusal of the key the ledger keeps, while in force (until the
+        #: quota resets): the run may then spend nothing (:meth:`allowance`, :meth:`reserve`).
+        self.refused: QuotaRefused | None = (
+            spending.refusal() if isinstance(spending, LocalSpending) else None)
         self.path = path
         self.run_id = run_id or uuid.uuid4().hex
         #: Whether a refresh re-reads a piece from the network (the refresh decides).
@@ -289,6 +302,10 @@ class Run:
                                            budget=self.chosen)
             if self.vendor_cap is not None and self.calls >= self.vendor_cap[0]:
                 raise self._header_stop()
+            if self.refused is not None:
+                raise QuotaWouldExceedError(
+                    f"{self.refused.describe()} (kept in the ledger): no call is sent before "
+                    "then. Everything fetched is cached.", needed=1, allowed=0)
             self.calls += 1
         try:
             return self.spending.reserve(self.run_id, self.quota)
@@ -325,6 +342,8 @@ class Run:
             limits.append((max(0, self.budget - self.calls), "budget"))
         if self.vendor_cap is not None:
             limits.append((max(0, self.vendor_cap[0] - self.calls), "vendor header"))
+        if self.refused is not None:
+            limits.append((0, "vendor refusal"))
         if not limits:
             return None, ""
         return min(limits)

@@ -360,19 +360,24 @@ def surveyed(*, spent: int, first: int, exact_later: int, history_later: int,
                  learnt_from=learnt_from)
 
 
-def quota_line(price: Price, left: int | None, limit: int | None, period: str | None) -> str:
+def quota_line(price: Price, left: int | None, limit: int | None, period: str | None,
+               *, source: str = "") -> str:
     """What the run would leave of the key's quota: ``left`` calls now, of ``limit`` per
-    ``period`` (``"month"`` or ``"lifetime"``); empty when no quota is known."""
+    ``period`` (``"month"`` or ``"lifetime"``); empty when no quota is known. ``source``:
+    where the quota came from when the user did not give it (``"your profile"``), said
+    first: ``quota (from your profile): …``."""
     if left is None or limit is None or period is None:
         return ""
+    head = f"quota (from {source}):" if source else "quota:"
     need = price.remaining
     word = "exactly" if price.known == "exact" else "about"
     when = "this month" if period == "month" else "for good"
     if need <= left:
-        return f"quota: it would leave {word} {left - need:,} of the {left:,} left {when}"
+        return f"{head} it would leave {word} {left - need:,} of the {left:,} left {when}"
     short = need - left
     if period == "month" and limit > 0:
         months = math.ceil(short / limit)
-        return (f"quota: {left:,} left this month, {word} {short:,} short: the rest needs "
+        rest = "needs" if source else "the rest needs"  # the line within the block's width
+        return (f"{head} {left:,} left this month, {word} {short:,} short: {rest} "
                 f"{months} more month{'s' * (months != 1)} at {limit:,} a month")
-    return f"quota: {left:,} left {when}, {word} {short:,} short"
+    return f"{head} {left:,} left {when}, {word} {short:,} short"

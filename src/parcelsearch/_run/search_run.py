@@ -32,6 +32,7 @@ import json
 import logging
 import math
 import signal
+import sqlite3
 import uuid
 from collections.abc import Callable, Hashable, Iterable
 from typing import Any, TypeVar
@@ -78,6 +79,7 @@ from parcelsearch.result import SearchResult, skipped_frame
 from parcelsearch.stores.history import History
 from parcelsearch.stores.local.cache import ResponseCache
 from parcelsearch.stores.local.ledger import Ledger
+from parcelsearch.stores.local.spending import LocalSpending
 from parcelsearch.stores.quotas import Quota
 from parcelsearch.stores.spending import Spending
 
@@ -160,6 +162,8 @@ def _limit_text(run: Run, what: str, allowed: int) -> str:
         return f"{run.options.user}'s team budget allows {allowed:,} more"
     if what == "vendor header" and run.vendor_cap is not None:
         return f"the vendor's {run.vendor_cap[1]} header leaves the key {allowed:,} more"
+    if what == "vendor refusal" and run.refused is not None:
+        return f"{run.refused.describe()} (kept in the ledger)"
     quota = run.spending.stored_quota() if what == "team quota" else run.quota
     assert quota is not None
     text = f"the key has {allowed:,} left of its quota " \
@@ -811,6 +815,7 @@ class _Search:
                 failure.result = self._result(stopping=True)
             if isinstance(failure, QuotaExhaustedError):
                 failure.message += self._still_needed(failure.result)
+                self._remember_refusal()
             if isinstance(failure, BudgetExhaustedError) and options.allow_partial:
                 return self._partial(failure)
             raise failure
@@ -854,6 +859,22 @@ class _Search:
         self._phases(fresh, bar)
         return fresh
 
+    def _remember_refusal(self) -> None:
+        """The vendor refused the key for its quota: kept in the ledger by fingerprint, until
+        the quota resets (a monthly or unknown quota: the next month, UTC, the earliest
+        either resets; a lifetime quota: never), so that the next search prices with 0 left
+        and spends nothing instead of meeting the refusal again."""
+        run = self.run_state
+        if not isinstance(run.spending, LocalSpending):
+            return  # a team store counts the key's calls for all its members itself
+        quota = run.quota
+        until = None if quota is not None and quota.period == "lifetime" else \
+            next_month_start(pd.Timestamp.now(tz="UTC").to_pydatetime())
+        try:
+            run.spending.refused(until)
+        except (ParcelSearchError, OSError, sqlite3.Error) as exc:  # said, not raised
+            _log.warning("the vendor's quota refusal was not kept in the ledger: %s", exc)
+
     def _still_needed(self, result: Any) -> str:
         """What a search the vendor refused for its quota still needs, and when the quota
         resets (the key's kind says how often, when known)."""
@@ -879,6 +900,8 @@ class _Search:
         done, total = len(result.areas_complete or []), len(self.plan.areas)
         limit = {"budget": f"budget of {_calls(run.budget or 0)}",
                  "user budget": f"{run.options.user}'s team budget"}.get(what, "the known quota")
+        if what == "vendor refusal" and run.refused is not None:
+            limit = f"the vendor's quota refusal kept in the ledger ({run.refused.left()})"
         error = BudgetExhaustedError(
             f"{limit} reached: {done} of {total} areas are complete (the cheapest first), "
             f"{_calls(run.calls)} spent; at least {left:,} more {_noun(left)} finish the rest. "
@@ -905,6 +928,8 @@ class _Search:
             fraction=self.refresh.fraction, known_later=known_later,
             cached_later=0 if surveys else sum(1 for s in self.states if (s.pages or 0) > 1))
         self._say_price()
+        if run.refused is not None:  # the vendor's refusal kept: 0 left until the reset
+            self._say(self._quota_line())
         todo = self._affordable(todo, lambda s: s.piece.area_id, allowance, spent_first=False)
         unknown = [s for s in todo if previous[id(s)] is None] if surveys else []
         job = self._job_key()
@@ -1128,12 +1153,16 @@ class _Search:
         """What the price would leave of the key's quota (empty when none is known)."""
         run = self.run_state
         quota = run.quota
+        if run.refused is not None and self.price is not None:
+            return f"quota: {run.refused.left()} (the vendor's refusal of " \
+                   f"{run.refused.at:%Y-%m-%d})"
         if quota is None or self.price is None:
             return ""
         left = dict((what, n) for n, what in run.spending.limits(quota)).get("quota")
         if left is None:
             return ""
-        return pricing.quota_line(self.price, left, quota.limit, quota.period)
+        return pricing.quota_line(self.price, left, quota.limit, quota.period,
+                                  source=run.quota_source)
 
     def _decide(self) -> None:
         """The decision point, before the bulk: refused when the estimate does not fit the
@@ -1161,7 +1190,7 @@ class _Search:
                       if what == "budget" else []),
                     Hint("allow_partial", None, "pass {knob} to finish the areas that fit")]))
         if options.allow_partial and allowed is not None and price.remaining > allowed \
-                and what in ("quota", "team quota"):
+                and what in ("quota", "team quota", "vendor refusal"):
             price = self.price = self._month_plan(price, allowed, what)
             for line in price.block()[-2:]:
                 self._say(line)  # the plan's two lines
@@ -1256,9 +1285,12 @@ class _Search:
         word = "about " if unknown else ""
         now = (f"this month: {planned:,} more {_noun(planned)} (areas {names}, complete)"
                if chosen else "this month: nothing (no whole area fits)")
-        if quota is not None and quota.period == "month":
-            reset = next_month_start(pd.Timestamp.now(tz="UTC").to_pydatetime())
-            later = f"the other {word}{rest:,} after {reset:%Y-%m-%d} 00:00 UTC"
+        reset = next_month_start(pd.Timestamp.now(tz="UTC").to_pydatetime())
+        monthly = quota is not None and quota.period == "month"
+        if what == "vendor refusal" and run.refused is not None:  # its reset, as kept
+            monthly, reset = run.refused.until is not None, run.refused.until or reset
+        if monthly:
+            later = f"the other {word}{rest:,} after {reset:%Y-%m-%d %H:%M} UTC"
         else:
             now = now.replace("this month", "now")
             later = f"the other {word}{rest:,} never (the key's quota does not reset)"

@@ -8,11 +8,15 @@ from __future__ import annotations
 
 import argparse
 import sys
+from typing import TYPE_CHECKING
 
 from parcelsearch.cli import arguments
 from parcelsearch.cli.printing import print_table
 from parcelsearch.cli.registry import Command, Parser
 from parcelsearch.errors import ConfigurationError, Hint
+
+if TYPE_CHECKING:
+    from parcelsearch.stores.quotas import Quota
 
 __all__ = ["COMMANDS", "run_login", "run_logout", "run_profiles"]
 
@@ -27,6 +31,11 @@ def _declare_login(parser: Parser) -> None:
     parser.add_argument("--proxy", metavar="URL",
                         help="the proxy to reach the service through for this profile, "
                              "http://host:port (its address only: a password is refused)")
+    arguments.add_option(
+        parser, "quota",
+        help="the key's kind or quota: demo, production, 500/month, 50/lifetime (default: "
+             "${env}, else asked on a terminal); searches with this profile and no --quota "
+             "use it")
 
 
 def _read_key() -> str:
@@ -38,17 +47,50 @@ def _read_key() -> str:
     return (sys.stdin.readline() if sys.stdin is not None else "").strip()
 
 
+#: Times a terminal is asked the key's quota before login gives up on the answers.
+QUOTA_ASKS = 3
+
+
+def _read_quota(given: str | None) -> Quota | None:
+    """The key's quota: ``--quota``, else ``$PARCELSEARCH_QUOTA``, else asked on a terminal
+    (Enter: not known); ``None`` when not known."""
+    from parcelsearch.stores.quotas import Quota
+
+    if given is not None:
+        return Quota.parse(given)
+    told = Quota.parse(None)  # the variable
+    if told is not None or sys.stdin is None or not sys.stdin.isatty():
+        return told
+    for _ in range(QUOTA_ASKS):
+        try:
+            answer = input("the key's kind or quota (demo, production, 500/month, "
+                           "50/lifetime; Enter: not known): ").strip()
+        except EOFError:  # Ctrl-D: not known
+            return None
+        if not answer:
+            return None
+        try:
+            return Quota.parse(answer)
+        except ConfigurationError as exc:
+            print(exc.message, file=sys.stderr)
+    raise ConfigurationError(f"no quota understood in {QUOTA_ASKS} answers; nothing saved",
+                             hints=[Hint("quota", "production", "give it with {knob}")])
+
+
 def run_login(args: argparse.Namespace) -> int:
-    """``parcelsearch login``: save a profile; the key in the OS keyring (else a 0600 file)."""
+    """``parcelsearch login``: save a profile; the key in the OS keyring (else a 0600 file),
+    its quota beside it when told or answered."""
     from parcelsearch import profiles
     from parcelsearch.client import _resolve_key
 
     profiles.check_name(args.profile)
     key = _resolve_key(_read_key() or None)  # the client's rule: no blanks, ASCII
+    quota = _read_quota(args.quota)
     saved = profiles.save(args.profile, key, base_url=args.base_url,
-                          ca_bundle=args.ca_bundle, proxy=args.proxy)
+                          ca_bundle=args.ca_bundle, proxy=args.proxy, quota=quota)
     print(f"profile {saved.name!r} saved: key sha256:{saved.fingerprint}… kept in "
-          f"{saved.kept_in}" + (f", base URL {saved.base_url}" if saved.base_url else ""))
+          f"{saved.kept_in}" + (f", base URL {saved.base_url}" if saved.base_url else "")
+          + (f", quota {quota.describe()}" if quota is not None else ""))
     return 0
 
 
@@ -57,7 +99,8 @@ LOGIN = Command(
     _declare_login, run_login,
     description="Save a profile: the API key (read from the terminal without echo, or "
                 "from standard input) in the OS keyring when there is one, else in a file "
-                "readable by you only; the base URL and CA bundle beside it. Then "
+                "readable by you only; the base URL, CA bundle and the key's quota (--quota, "
+                "else asked on a terminal) beside it. Then "
                 "'search --profile NAME', $PARCELSEARCH_PROFILE or "
                 "Client(profile=NAME) use it, and 'default' is used when no key is set. "
                 "The key is never printed: only its sha256 fingerprint. Spends nothing.")
@@ -96,9 +139,11 @@ def run_profiles(args: argparse.Namespace) -> int:
     from parcelsearch import profiles
 
     frame = pd.DataFrame([{"profile": p.name, "base_url": p.base_url, "ca_bundle": p.ca_bundle,
-                           "key": f"sha256:{p.fingerprint}", "kept_in": p.kept_in}
+                           "key": f"sha256:{p.fingerprint}", "quota": p.quota,
+                           "kept_in": p.kept_in}
                           for p in profiles.profiles()],
-                         columns=["profile", "base_url", "ca_bundle", "key", "kept_in"])
+                         columns=["profile", "base_url", "ca_bundle", "key", "quota",
+                                  "kept_in"])
     if args.json:
         print(frame.to_json(orient="records"))
     elif frame.empty:
@@ -111,7 +156,7 @@ def run_profiles(args: argparse.Namespace) -> int:
 PROFILES = Command(
     "profiles", "list the saved profiles (keys never shown)", _declare_profiles, run_profiles,
     description="The profiles saved by 'parcelsearch login': name, base URL, CA bundle, where "
-                "the key is kept and its sha256 fingerprint (never the key).")
+                "the key is kept, its sha256 fingerprint (never the key) and its quota.")
 
 #: The commands of this module, in the order ``parcelsearch --help`` lists them.
 COMMANDS = (LOGIN, LOGOUT, PROFILES)

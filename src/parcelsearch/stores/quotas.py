@@ -16,12 +16,14 @@ from __future__ import annotations
 import os
 import re
 from dataclasses import dataclass
+from datetime import datetime
 from typing import Literal
 
 from parcelsearch import settings
 from parcelsearch.errors import ConfigurationError, Hint, QuotaWouldExceedError
 
-__all__ = ["MAX_CALLS", "Period", "Quota", "Usage", "budget_reached", "no_calls_left"]
+__all__ = ["MAX_CALLS", "Period", "Quota", "Usage", "QuotaRefused", "budget_reached",
+           "no_calls_left"]
 
 Period = Literal["month", "lifetime"]
 
@@ -109,6 +111,28 @@ class Quota:
         if self.period == "month":
             return f"{self.limit} calls a calendar month (UTC)"
         return f"{self.limit} calls for the life of the key"
+
+
+@dataclass(frozen=True)
+class QuotaRefused:
+    """The vendor refused a key for its quota (a 429 quota violation) at ``at``: no call is
+    left until ``until`` (UTC; ``None``: never, a lifetime quota). Kept by key fingerprint
+    in the ledger, so that the next search prices with 0 left instead of meeting the
+    refusal again."""
+
+    at: datetime
+    until: datetime | None
+
+    def left(self) -> str:
+        """``'0 left this month, resets 2026-12-01 00:00 UTC'`` (or ``'0 left, for good'``)."""
+        if self.until is None:
+            return "0 left, for good (a lifetime quota never resets)"
+        return f"0 left this month, resets {self.until:%Y-%m-%d %H:%M} UTC"
+
+    def describe(self) -> str:
+        """What the ledger remembers, and since when."""
+        return (f"the vendor refused the key for its quota on {self.at:%Y-%m-%d %H:%M} UTC: "
+                f"{self.left()}")
 
 
 def budget_reached(budget: int) -> str:

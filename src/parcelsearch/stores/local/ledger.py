@@ -6,6 +6,10 @@ run and calendar month (UTC). Given a :class:`~parcelsearch.stores.quotas.Quota`
 before spending, a call the key has no room for (a run's own budget is the run's:
 :class:`parcelsearch._run.fetching.Run`).
 
+The vendor's quota refusal of a key (a 429 quota violation) is kept too, by fingerprint, until
+the quota resets (:meth:`Ledger.refused`, :meth:`Ledger.refusal`): the next search then
+prices with 0 left instead of meeting the refusal again.
+
 Every check-and-record is one ``BEGIN IMMEDIATE`` transaction, so threads and processes
 sharing the file can never, together, overspend a quota.
 
@@ -31,7 +35,7 @@ from pathlib import Path
 from parcelsearch._shared import month_of
 from parcelsearch.errors import ConfigurationError, InputError
 from parcelsearch.stores.local.cache import CacheFolder
-from parcelsearch.stores.quotas import Quota, Usage, no_calls_left
+from parcelsearch.stores.quotas import Quota, QuotaRefused, Usage, no_calls_left
 
 # ``Quota`` and ``Usage`` live in :mod:`parcelsearch.stores.quotas`; still importable from here.
 __all__ = ["Ledger", "Quota", "Usage"]
@@ -47,6 +51,11 @@ CREATE TABLE IF NOT EXISTS attempts (
 );
 CREATE INDEX IF NOT EXISTS attempts_by_key ON attempts (fingerprint, month);
 CREATE INDEX IF NOT EXISTS attempts_by_run ON attempts (run_id);
+CREATE TABLE IF NOT EXISTS quota_refusals (
+    fingerprint TEXT PRIMARY KEY, -- first 16 hex of sha256(key); never the key
+    at          TEXT NOT NULL,    -- ISO 8601, UTC: when the vendor refused it for its quota
+    until       TEXT              -- ISO 8601, UTC: when its quota resets; NULL: never
+);
 """
 
 
@@ -109,7 +118,32 @@ class Ledger:
             month = month_of(self._clock())
             return {key: self._usage(db, key, month) for key in keys}
 
+    def refusal(self, fingerprint: str) -> QuotaRefused | None:
+        """The vendor's quota refusal of the key, while in force (before its reset)."""
+        _check_fingerprint(fingerprint)
+        with self._transaction(immediate=False) as db:
+            row = db.execute("SELECT at, until FROM quota_refusals WHERE fingerprint = ?",
+                             (fingerprint,)).fetchone()
+        if row is None:
+            return None
+        refused = QuotaRefused(datetime.fromisoformat(row[0]),
+                               None if row[1] is None else datetime.fromisoformat(row[1]))
+        if refused.until is not None and self._clock() >= refused.until:
+            return None  # the quota has reset since
+        return refused
+
     # -- checking and recording ------------------------------------------------------
+
+    def refused(self, fingerprint: str, until: datetime | None) -> QuotaRefused:
+        """Remember that the vendor refused the key for its quota now, until ``until`` (its
+        reset; ``None``: never)."""
+        _check_fingerprint(fingerprint)
+        now = self._clock()
+        with self._transaction() as db:
+            db.execute("INSERT OR REPLACE INTO quota_refusals (fingerprint, at, until) "
+                       "VALUES (?, ?, ?)", (fingerprint, now.isoformat(),
+                                            None if until is None else until.isoformat()))
+        return QuotaRefused(now, until)
 
     def reserve(self, fingerprint: str, *, run_id: str, quota: Quota | None = None) -> int:
         """Atomically check, then record, one attempt; returns the reservation (its row).

@@ -6,13 +6,14 @@ from __future__ import annotations
 
 import threading
 import time
+from datetime import datetime
 
 from parcelsearch._fetch.http import Cancelled, RateLimiter
 from parcelsearch._fetch.page import Page
 from parcelsearch.stores.local.cache import ResponseCache
 from parcelsearch.stores.local.claims import PageClaims
 from parcelsearch.stores.local.ledger import Ledger
-from parcelsearch.stores.quotas import Quota
+from parcelsearch.stores.quotas import Quota, QuotaRefused
 from parcelsearch.stores.spending import RESERVE_LEAD, Limit
 
 __all__ = ["LocalSpending", "CachePages", "CLAIM_POLL", "CLAIM_PATIENCE"]
@@ -123,6 +124,15 @@ class LocalSpending(CachePages):
     def refund(self, reservation: int) -> None:
         if self.ledger is not None:
             self.ledger.refund(self.fingerprint, reservation)
+
+    def refusal(self) -> QuotaRefused | None:
+        """The vendor's quota refusal of the key the ledger keeps, while in force."""
+        return None if self.ledger is None else self.ledger.refusal(self.fingerprint)
+
+    def refused(self, until: datetime | None) -> QuotaRefused | None:
+        """Remember in the ledger that the vendor refused the key for its quota until
+        ``until`` (``None``: never); ``None`` when there is no ledger."""
+        return None if self.ledger is None else self.ledger.refused(self.fingerprint, until)
 
     def limits(self, quota: Quota | None) -> list[Limit]:
         if quota is None or self.ledger is None:
