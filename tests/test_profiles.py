@@ -202,3 +202,18 @@ def test_login_asks_the_keys_kind_on_a_terminal_and_takes_it_from_a_flag(
     assert profiles.load("variable").quota == "700/month"  # type: ignore[union-attr]
     assert main(["profiles", "--json"]) == 0
     assert '"quota":"700\\/month"' in capsys.readouterr().out
+
+
+def test_the_default_profiles_proxy_is_used_when_no_profile_is_named(
+        config: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    """A ``default`` profile fills the key, and its proxy with it (the proxy was looked up
+    with the key the profile had just filled in, which reads as "no profile")."""
+    for name in ("HTTPS_PROXY", "https_proxy", "ALL_PROXY", "all_proxy", "NO_PROXY",
+                 "no_proxy", "PARCELSEARCH_PROXY", "PARCELSEARCH_PROFILE",
+                 "PARCELSEARCH_API_KEY"):
+        monkeypatch.delenv(name, raising=False)
+    profiles.save("default", KEY, base_url="https://api.example.com",
+                  proxy="proxy.example.com:3128")
+    client = parcelsearch.Client()
+    assert client.proxy == "http://proxy.example.com:3128 (from the profile)"
+    assert not parcelsearch.Client(api_key="another-key-1234567890").proxied

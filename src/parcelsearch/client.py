@@ -197,7 +197,8 @@ class Client:
         self.trust = choose_trust(self.ca_bundle)
         given = proxy if proxy is not None else (settings.options.proxy or None)
         if not proxy_named:
-            given = profile_proxy(profile, api_key)
+            given = profile_proxy(profile, key_given)  # the key as given: a default
+            # profile filled api_key above, and chosen() reads a given key as "no profile"
         self._proxy = _Secret(check_proxy(given)) if given else None
         #: Where the proxy given came from (for ``doctor``).
         self.proxy_source = ("Client(proxy=...) or --proxy" if proxy is not None else
