@@ -26,8 +26,12 @@ equal chances — and lets the data choose:
 
 The calls beyond the first are estimated by importance weights over the designs mixed as
 drawn (the balance heuristic: each draw over its chance in the mixture, unbiased whatever
-the pilot chose), with the variance of independent draws from that mixture (never less
-than the designs' own) and Student's t on the distinct surveyed pieces less one; never
+the pilot chose), model-assisted (a regression on a constant and, once drawn by, the chosen
+measure: the interval is as wide as what the measure leaves unexplained,
+:func:`_model_assisted`), with the variance of independent draws from that mixture, or from
+:data:`SUCCESSIVE_FROM` draws on by successive differences along the curve (neighbours
+sharing density, :func:`_mean_variance`), and Student's t on the distinct surveyed pieces
+less one; never
 below what is known for sure (the surveyed costs and one call for every piece not
 surveyed). :attr:`Estimate.measure` names the measure chosen. ``bench/price_estimate.py``
 measures it on real boundaries with their real populations as the parcel density.
@@ -434,9 +438,11 @@ def estimate(drawn: Sample, costs: dict[int, int], rows: dict[int, int | None] |
     ``z_k = y_k / p̄_k`` of the ``k``-th draw's piece (``y`` its calls beyond the first from
     its rows without the pages' rounding, :func:`_beyond_first`; ``p̄`` its chance in one
     draw of the designs mixed as drawn, :meth:`Sample.mixture`: the balance heuristic, an
-    unbiased estimate whatever the designs), plus each surveyed piece's rounding exactly.
-    Its variance is ``s_z² / n`` (the draws' as if independent from the mixture: no less
-    than the designs' own), plus the rounding of the ``M`` pieces on the line not surveyed
+    unbiased estimate whatever the designs) — model-assisted, ``z_k`` the regression's total
+    plus ``e_k / p̄_k`` (:func:`_model_assisted`) — plus each surveyed piece's rounding
+    exactly. Its variance is :func:`_mean_variance` (``s_z² / n``, the draws' as if
+    independent from the mixture; from :data:`SUCCESSIVE_FROM` draws on, by successive
+    differences along the curve), plus the rounding of the ``M`` pieces on the line not surveyed
     (1/12 of a call² each), at least ``½ M²/n²`` (an interval is never falsely exact), and
     Student's t on the distinct surveyed pieces less one. The first estimate after the
     pilot chooses the measure later rounds draw by (:meth:`Sample.choose`).
