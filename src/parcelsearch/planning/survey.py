@@ -75,7 +75,8 @@ SKEW_MARGIN = 1.5
 #: 38–40 on every set).
 SURVEY_MARGIN = 1.2
 #: From this many draws on, the variance is by successive differences along the curve
-#: (:func:`_mean_variance`; bench/price_estimate.py: from 10 on, two sets fell to 38 of 40).
+#: (:func:`_mean_variance`; bench/price_estimate.py: from 10 on no narrower, and four
+#: synthetic sets fell to 38 of 40).
 SUCCESSIVE_FROM = 20
 #: Johnson's skewness correction, in its own units (:func:`_skew_shift`).
 SKEW_SHIFTS = 1.0
@@ -488,9 +489,10 @@ def _model_assisted(drawn: Sample, smooth: dict[int, float], mixed: np.ndarray
     over the pieces on the line plus its residual over its chance, ``e_k / p̄_k``. Their
     mean is the regression's total (the residuals' weighted sum is 0 with a constant in
     the model; the measure is a term once later rounds have drawn by it, so estimating
-    twice gives one answer); their spread is the residuals', so a measure that predicts the calls
-    narrows the interval, and one that does not costs nothing but the fit. ``None`` with
-    too few distinct draws for the fit (no more than its terms and one)."""
+    twice gives one answer; the constant alone where the draws' sizes cannot fit the
+    measure); their spread is the residuals', so a measure that predicts the calls narrows
+    the interval, and one that does not costs nothing but the fit. ``None`` with too few
+    distinct draws for the fit (no more than its terms and one)."""
     live = np.ones(len(drawn.line))
     if drawn.removed:
         live[list(drawn.removed)] = 0.0
@@ -500,8 +502,10 @@ def _model_assisted(drawn: Sample, smooth: dict[int, float], mixed: np.ndarray
         terms.append(size / max(float(size.sum()), 1e-300) * float(live.sum()))
     if len(set(drawn.draws)) <= len(terms) + 1:
         return None
-    x_all = np.asarray(terms)
     places = np.asarray(drawn.draws)
+    x_all = np.asarray(terms)
+    if np.linalg.matrix_rank(x_all[:, places].T) < len(terms):  # the draws cannot fit it
+        x_all = x_all[:1]
     x = x_all[:, places].T
     y = np.asarray([smooth[p] for p in drawn.draws])
     weighted = x / mixed[places][:, None]
