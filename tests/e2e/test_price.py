@@ -429,8 +429,8 @@ def test_on_a_terminal_the_decision_point_offers_to_survey_more(
     log = svc.keys.requests("squares-asked")
     true_total = len(log)
     # The second price is of the search `s` ran again: the first survey's page 1s were
-    # spent before it (the first price says how many).
-    first = int(re.search(r"\(([\d,]+) already spent", prices[0])[1].replace(",", ""))
+    # spent before it (the first price block's `spent:` line says how many).
+    first = int(re.search(r"^spent: ([\d,]+) calls so far", err, re.M)[1].replace(",", ""))
     assert low <= true_total - first <= high
     # Nothing paid twice: surveying more read only pages not read before.
     assert not log.duplicated(["path", "polygon_sha256", "page"]).any()
