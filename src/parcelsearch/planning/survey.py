@@ -26,8 +26,12 @@ equal chances — and lets the data choose:
 
 The calls beyond the first are estimated by importance weights over the designs mixed as
 drawn (the balance heuristic: each draw over its chance in the mixture, unbiased whatever
-the pilot chose), with the variance of independent draws from that mixture (never less
-than the designs' own) and Student's t on the distinct surveyed pieces less one; never
+the pilot chose), model-assisted (a regression on a constant and, once drawn by, the chosen
+measure: the interval is as wide as what the measure leaves unexplained,
+:func:`_model_assisted`), with the variance of independent draws from that mixture, or from
+:data:`SUCCESSIVE_FROM` draws on by successive differences along the curve (neighbours
+sharing density, :func:`_mean_variance`), and Student's t on the distinct surveyed pieces
+less one; never
 below what is known for sure (the surveyed costs and one call for every piece not
 surveyed). :attr:`Estimate.measure` names the measure chosen. ``bench/price_estimate.py``
 measures it on real boundaries with their real populations as the parcel density.
@@ -70,6 +74,10 @@ SKEW_MARGIN = 1.5
 #: it 36 and 37 of 40 intervals held on two sets of islands under varying density; with it
 #: 38–40 on every set).
 SURVEY_MARGIN = 1.2
+#: From this many draws on, the variance is by successive differences along the curve
+#: (:func:`_mean_variance`; bench/price_estimate.py: from 10 on no narrower, and four
+#: synthetic sets fell to 38 of 40).
+SUCCESSIVE_FROM = 20
 #: Johnson's skewness correction, in its own units (:func:`_skew_shift`).
 SKEW_SHIFTS = 1.0
 #: The size measures a survey may draw by, in the order a tie is settled.
@@ -431,9 +439,11 @@ def estimate(drawn: Sample, costs: dict[int, int], rows: dict[int, int | None] |
     ``z_k = y_k / p̄_k`` of the ``k``-th draw's piece (``y`` its calls beyond the first from
     its rows without the pages' rounding, :func:`_beyond_first`; ``p̄`` its chance in one
     draw of the designs mixed as drawn, :meth:`Sample.mixture`: the balance heuristic, an
-    unbiased estimate whatever the designs), plus each surveyed piece's rounding exactly.
-    Its variance is ``s_z² / n`` (the draws' as if independent from the mixture: no less
-    than the designs' own), plus the rounding of the ``M`` pieces on the line not surveyed
+    unbiased estimate whatever the designs) — model-assisted, ``z_k`` the regression's total
+    plus ``e_k / p̄_k`` (:func:`_model_assisted`) — plus each surveyed piece's rounding
+    exactly. Its variance is :func:`_mean_variance` (``s_z² / n``, the draws' as if
+    independent from the mixture; from :data:`SUCCESSIVE_FROM` draws on, by successive
+    differences along the curve), plus the rounding of the ``M`` pieces on the line not surveyed
     (1/12 of a call² each), at least ``½ M²/n²`` (an interval is never falsely exact), and
     Student's t on the distinct surveyed pieces less one. The first estimate after the
     pilot chooses the measure later rounds draw by (:meth:`Sample.choose`).
@@ -451,10 +461,13 @@ def estimate(drawn: Sample, costs: dict[int, int], rows: dict[int, int | None] |
               for p in set(drawn.draws)}
     mixed = drawn.mixture()
     z = np.asarray([smooth[p] / mixed[p] for p in drawn.draws])
+    assisted = _model_assisted(drawn, smooth, mixed)
+    if assisted is not None:
+        z = assisted
     n, distinct, pieces = len(z), len(smooth), drawn.on_line
     rounding = sum(costs[drawn.line[p]] - 1 - smooth[p] for p in smooth)
     value = (sum(costs[i] for i in drawn.certain) + pieces + rounding + float(z.mean()))
-    variance = float(z.var(ddof=1)) / n if distinct > 1 else float(z.mean()) ** 2
+    variance = _mean_variance(drawn, z) if distinct > 1 else float(z.mean()) ** 2
     if any(told.get(drawn.line[p]) is not None for p in smooth):
         variance += (pieces - distinct) / 12
     variance = max(variance, 0.5 * pieces ** 2 / n ** 2)
@@ -466,6 +479,66 @@ def estimate(drawn: Sample, costs: dict[int, int], rows: dict[int, int | None] |
     return Estimate(value=round(point), low=max(floor, math.floor(centre - half)),
                     high=max(floor, math.ceil(centre + half)), surveyed=len(costs),
                     pieces=drawn.size, surveyed_calls=surveyed, measure=measure)
+
+
+def _model_assisted(drawn: Sample, smooth: dict[int, float], mixed: np.ndarray
+                    ) -> np.ndarray | None:
+    """The draws as a model-assisted (GREG) estimate sees them: the calls beyond the first
+    regressed on a constant and, once chosen, the measure's size (the regression weighed
+    by the draws' importance weights ``1/p̄``), each draw's ``z`` the regression's total
+    over the pieces on the line plus its residual over its chance, ``e_k / p̄_k``. Their
+    mean is the regression's total (the residuals' weighted sum is 0 with a constant in
+    the model; the measure is a term once later rounds have drawn by it, so estimating
+    twice gives one answer; the constant alone where the draws' sizes cannot fit the
+    measure); their spread is the residuals', so a measure that predicts the calls narrows
+    the interval, and one that does not costs nothing but the fit. ``None`` with too few
+    distinct draws for the fit (no more than its terms and one)."""
+    live = np.ones(len(drawn.line))
+    if drawn.removed:
+        live[list(drawn.removed)] = 0.0
+    terms = [live]
+    if drawn.measure not in (None, "equal") and drawn.counts[-1] > 0:  # drawn by it yet
+        size = drawn.shares[str(drawn.measure)] * live
+        terms.append(size / max(float(size.sum()), 1e-300) * float(live.sum()))
+    if len(set(drawn.draws)) <= len(terms) + 1:
+        return None
+    places = np.asarray(drawn.draws)
+    x_all = np.asarray(terms)
+    if np.linalg.matrix_rank(x_all[:, places].T) < len(terms):  # the draws cannot fit it
+        x_all = x_all[:1]
+    x = x_all[:, places].T
+    y = np.asarray([smooth[p] for p in drawn.draws])
+    weighted = x / mixed[places][:, None]
+    try:
+        beta = np.linalg.solve(weighted.T @ x, weighted.T @ y)
+    except np.linalg.LinAlgError:
+        return None
+    return np.asarray(float(x_all.sum(axis=1) @ beta) + (y - x @ beta) / mixed[places])
+
+
+def _mean_variance(drawn: Sample, z: np.ndarray) -> float:
+    """The variance of ``z``'s mean: from :data:`SUCCESSIVE_FROM` draws on, by successive
+    differences along the curve, design by design (each design's draws are spread evenly
+    along its line, so neighbours on the curve sharing density are not counted as
+    independent: ``Σ (z_(j+1) − z_(j))² / (2 m (m − 1))`` over a design's ``m`` draws in
+    curve order, weighed by ``(m/n)²``); below that, as of independent draws, ``s_z²/n``
+    (a few successive differences make a noisy variance)."""
+    n = len(z)
+    if n < SUCCESSIVE_FROM:
+        return float(z.var(ddof=1)) / n
+    total = 0.0
+    for design in range(len(drawn.designs)):
+        mine = sorted((k for k, d in enumerate(drawn._design_of) if d == design),
+                      key=lambda k: drawn.draws[k])
+        m = len(mine)
+        if m == 0:
+            continue
+        if m > 2:
+            part = float(np.sum(np.diff(z[np.asarray(mine)]) ** 2)) / (2 * m * (m - 1))
+        else:
+            part = float(z.var(ddof=1)) / m
+        total += (m / n) ** 2 * part
+    return total
 
 
 def _skew_shift(z: np.ndarray) -> float:
