@@ -1,7 +1,7 @@
 """Whole ``parcelsearch plan`` commands on New York City's five boroughs, exact against
 ``--tolerance T``: wall and CPU seconds and peak memory side by side, with their ratios.
 
-``python bench/plan_tolerance.py [--tolerances 5,50,500,5000] [--rounds 3] [--src SRC]``
+``python bench/plan_tolerance.py [--tolerances 1,5,50,500,2000,5000] [--rounds 3] [--src SRC]``
 plans the boroughs' real boundaries (NYC Department of City Planning's ``nybb_16a``:
 76,063 vertices in 106 parts, EPSG:2263, a state plane CRS in US feet) as a user would:
 ``parcelsearch plan zip://nybb_16a.zip!nybb.shp --id-column BoroCode [--tolerance T]``,
@@ -15,8 +15,9 @@ turn (so a drift in the machine's speed falls on both alike). Each run's CPU sec
 own accounting of that child (``os.wait4``); wall seconds from the clock around it. The
 figures are medians over the rounds, and each ratio is the median of the pairs' ratios
 (tolerance ÷ exact: below 1 the covering plan is cheaper). ``--src SRC`` runs the
-parcelsearch under ``SRC`` (e.g. an older checkout's ``src``) instead of this one's. The
-table is printed and written to the ``plan-tolerance`` section of ``bench/RESULTS.md``.
+parcelsearch under ``SRC`` (e.g. an older checkout's ``src``, named in the text by
+``--label``) instead of this one's. The table is printed and written to the
+``plan-tolerance`` section of ``bench/RESULTS.md`` (``--section`` another).
 """
 
 from __future__ import annotations
@@ -94,8 +95,9 @@ def _median(runs: list[Run], figure: str) -> float:
     return statistics.median(getattr(r, figure) for r in runs)
 
 
-def measure(tolerances: list[float], rounds: int, src: Path) -> str:
-    """The table, as markdown, of ``rounds`` exact/tolerance pairs for each tolerance."""
+def measure(tolerances: list[float], rounds: int, src: Path, label: str | None = None) -> str:
+    """The table, as markdown, of ``rounds`` exact/tolerance pairs for each tolerance, the
+    parcelsearch run named ``label`` (by default: this checkout, or the ``src`` folder)."""
     areas = boroughs()
     lines = ["| tolerance | pieces | wall s | CPU s | peak MiB | × wall | × CPU | × peak |",
              "|---|---|---|---|---|---|---|---|"]
@@ -117,9 +119,9 @@ def measure(tolerances: list[float], rounds: int, src: Path) -> str:
                  f"{_median(exact_runs, 'cpu'):.2f} | {_median(exact_runs, 'peak_mib'):.0f} | "
                  "1 | 1 | 1 |")
     lines += rows
-    where = "this checkout" if src == HERE else f"the parcelsearch under `{src}`"
+    where = label or ("this checkout" if src == HERE else f"the parcelsearch under `{src}`")
     return "\n".join([
-        "## Covering plans against the exact plan (`bench/plan_tolerance.py`, issue 59)", "",
+        f"## Covering plans against the exact plan (`bench/plan_tolerance.py`): {where}", "",
         "Whole `parcelsearch plan` commands on New York City's five boroughs (`nybb_16a`, "
         "76,063 vertices, EPSG:2263 in US feet), exact against `--tolerance T`, with "
         f"{where}: medians of {rounds} pairs per tolerance, run in turn (exact, then the "
@@ -130,22 +132,25 @@ def measure(tolerances: list[float], rounds: int, src: Path) -> str:
 
 def main(argv: list[str]) -> None:
     parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
-    parser.add_argument("--tolerances", default="5,50,500,5000",
+    parser.add_argument("--tolerances", default="1,5,50,500,2000,5000",
                         help="tolerances in metres, comma-separated")
     parser.add_argument("--rounds", type=int, default=3, help="pairs per tolerance")
     parser.add_argument("--src", type=Path, default=HERE,
                         help="the src folder whose parcelsearch to run (default: this one's)")
+    parser.add_argument("--label", help="what to call the parcelsearch run in the text")
+    parser.add_argument("--section", default="plan-tolerance",
+                        help="the section of bench/RESULTS.md to write (default: %(default)s)")
     parser.add_argument("--no-write", action="store_true",
                         help="print only; leave bench/RESULTS.md as it is")
     args = parser.parse_args(argv)
     tolerances = [float(t) for t in args.tolerances.split(",")]
-    text = measure(tolerances, args.rounds, args.src.resolve())
+    text = measure(tolerances, args.rounds, args.src.resolve(), args.label)
     print(text)
     if not args.no_write:
         sys.path.insert(0, str(Path(__file__).parent))
         from _results import write_section
 
-        write_section("plan-tolerance", text)
+        write_section(args.section, text)
 
 
 if __name__ == "__main__":
