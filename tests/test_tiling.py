@@ -1178,3 +1178,58 @@ def test_a_detailed_area_is_simplified_before_a_wide_buffer_and_its_cover_keeps_
         made, lambda xy: np.column_stack([(xy[:, 0] - frame.lon0) * frame.c, xy[:, 1]]))
     assert shapely.covers(shapely.buffer(scaled, tolerance * metre, quad_segs=16), made_scaled)
     assert not shapely.covers(shapely.buffer(scaled, 0.9 * tolerance * metre), made_scaled)
+
+
+def _island_in_a_bay(metre: float) -> MultiPolygon:
+    """A 5 km square whose north shore is a bay 6 m deep, 400 vertices along it, and a
+    3 km island 4 m wide in the bay, 1 m off its shore (scaled degrees, ``metre`` one
+    metre): plain Douglas–Peucker by 10 m straightens the shore across the island."""
+    side, depth = 5000 * metre, 6 * metre
+    shore = np.column_stack([np.linspace(0.9 * side, 0.1 * side, 400),
+                             np.full(400, side - depth)])
+    mainland = Polygon([(0, 0), (side, 0), (side, side), (0.9 * side, side), *shore,
+                        (0.1 * side, side), (0, side)])
+    island = box(0.2 * side, side - depth + metre, 0.8 * side, side - metre)
+    return MultiPolygon([mainland, island])
+
+
+def test_parts_a_simplification_makes_overlap_are_still_simplified_before_the_buffer():
+    """Issue 59: islands off a bay (New York City's boroughs) made the area's simplification
+    invalid as a whole, and the 500 m cover buffered every vertex (2.9 × the exact plan's
+    time). Now the parts simplified apart are joined: the buffer is of the simpler area, holds
+    the area's own buffer and reaches at most twice the simplification farther."""
+    from parcelsearch.planning.tiling.covers import (
+        M_PER_DEGREE,
+        _douglas_peucker,
+        _grown,
+        _presimplified,
+    )
+
+    metre = 1 / M_PER_DEGREE
+    area = _island_in_a_bay(metre)
+    assert area.is_valid
+    by, distance = 10 * metre, 250 * metre
+    assert not _douglas_peucker(area, by, preserve_topology=False).is_valid  # the case
+    simpler = _presimplified(area, by)
+    assert simpler.is_valid and shapely.get_num_coordinates(simpler) < 20  # of 410
+    assert shapely.hausdorff_distance(simpler.boundary, area.boundary) <= by
+    assert shapely.covers(shapely.buffer(simpler, by, quad_segs=16), area)
+    grown, spent = _grown(area, distance, by)
+    assert spent == by
+    assert shapely.covers(grown, shapely.buffer(area, 0.99 * distance, quad_segs=16))
+    assert shapely.covers(shapely.buffer(area, distance + 2 * by, quad_segs=16), grown)
+
+
+def test_a_cover_of_islands_in_a_bay_keeps_the_promise():
+    """The cover made through the joined parts holds the whole area and stays within the
+    tolerance of it."""
+    from parcelsearch.planning.tiling.covers import M_PER_DEGREE, Frame, cover
+
+    tolerance = 500.0
+    area = shapely.transform(_island_in_a_bay(1 / M_PER_DEGREE), lambda xy: xy + (-73.9, 40.7))
+    frame = Frame.of(area)
+    made = cover(area, tolerance)
+    assert shapely.covers(made, area)
+    made_scaled = Frame(made, frame.lon0, frame.c).scaled()  # in the area's frame
+    assert shapely.covers(
+        shapely.buffer(frame.scaled(), tolerance / M_PER_DEGREE, quad_segs=16), made_scaled)

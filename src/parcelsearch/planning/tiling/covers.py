@@ -19,6 +19,7 @@ from dataclasses import dataclass
 
 import numpy as np
 import shapely
+from shapely.errors import GEOSException
 from shapely.geometry.base import BaseGeometry
 
 from parcelsearch.errors import Hint, InputError
@@ -33,7 +34,7 @@ __all__ = ["M_PER_DEGREE", "MIN_TOLERANCE", "MAX_TOLERANCE", "MAX_TOLERANCE_SHAR
 #: Smallest non-zero tolerance in metres: rounding to 6 decimals moves a vertex ≤ 0.08 m.
 MIN_TOLERANCE = 0.5
 _ROUNDING_M = 0.1  # metres one 6-decimal rounding can move a vertex (≤ 0.079 m), rounded up
-#: Share of the tolerance a large area may be simplified by before it is buffered (:func:`_grown`).
+#: Share of the tolerance a detailed area is simplified by before it is buffered (:func:`_grown`).
 _PRESIMPLIFY = 0.02
 #: Upper bound of the metres in one degree of latitude, or of longitude × cos(latitude),
 #: anywhere on the WGS84 ellipsoid (111,694 m: a degree of latitude at the poles).
@@ -216,20 +217,51 @@ def _grown(area: BaseGeometry, distance: float, simplify_by: float) -> tuple[Bas
 
     Where the distance is large against the area's detail, GEOS spends most of a buffer's
     time noding offset curves of vertices the buffer then swallows. There the area is first
-    simplified by ``simplify_by`` (Douglas–
-    Peucker, whose rings stay within that distance of the area's both ways) and buffered by
-    ``distance + simplify_by``, which still holds all of the area; it reaches
-    ``2 × simplify_by`` farther than the area's buffer at most, which the caller takes from
-    its simplification. Used only where the simplification is valid and keeps at most half
-    the vertices, tried only where ``simplify_by`` is at least a tenth of the mean edge
-    (figures: ``docs/guide/planning.md``, "Figures behind these choices").
+    simplified by ``simplify_by`` (:func:`_presimplified`: every part's rings within that
+    distance of the part's, both ways) and buffered by ``distance + simplify_by``, which
+    still holds all of the area; it reaches ``2 × simplify_by`` farther than the area's
+    buffer at most, which the caller takes from its simplification. Used only where the
+    simplification keeps at most half the vertices, tried only where ``simplify_by`` is at
+    least a tenth of the mean edge (figures: ``docs/guide/planning.md``, "Figures behind
+    these choices").
     """
     vertices = shapely.get_num_coordinates(area)
     if simplify_by > 0 and simplify_by * 10 * vertices >= shapely.length(area):
-        simpler = _douglas_peucker(area, simplify_by, preserve_topology=False)
-        if 2 * shapely.get_num_coordinates(simpler) <= vertices and shapely.is_valid(simpler):
+        simpler = _presimplified(area, simplify_by)
+        if 2 * shapely.get_num_coordinates(simpler) <= vertices:
             return shapely.buffer(simpler, distance + simplify_by, quad_segs=4), simplify_by
     return shapely.buffer(area, distance, quad_segs=4), 0.0
+
+
+def _presimplified(area: BaseGeometry, distance: float) -> BaseGeometry:
+    """A valid area whose parts are ``area``'s simplified within ``distance``, both ways.
+
+    Plain Douglas–Peucker (:func:`_douglas_peucker`) of the whole area where that is valid;
+    else part by part: parts simplified apart may overlap (an island off a bay whose shore
+    the simplification straightens), which only their union resolves. A part whose plain
+    simplification is not valid gets the topology-preserving kind, or stays as it is where
+    that is not valid either. Each part's simplification is within ``distance`` of the part
+    both ways (:func:`cover`'s notes), so their union is within it of the area's.
+    """
+    simpler = _douglas_peucker(area, distance, preserve_topology=False)
+    if shapely.is_valid(simpler):
+        return simpler
+    parts, simple = polygons(area), polygons(simpler)
+    if len(parts) != len(simple):  # pragma: no cover - _douglas_peucker keeps every part
+        return area
+    made = [new if shapely.is_valid(new) else _kept(old, distance)
+            for old, new in zip(parts, simple, strict=True)]
+    try:
+        return shapely.union_all(made)
+    except GEOSException:  # pragma: no cover - valid parts union cleanly
+        return area
+
+
+def _kept(part: shapely.Polygon, distance: float) -> BaseGeometry:
+    """``part`` simplified within ``distance`` keeping its topology, or as it is where
+    that is not valid."""
+    kept = _douglas_peucker(part, distance, preserve_topology=True)
+    return kept if shapely.is_valid(kept) else part
 
 
 def _simpler(grown: BaseGeometry, by: list[float]) -> Iterator[BaseGeometry]:
