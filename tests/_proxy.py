@@ -32,12 +32,15 @@ class ForwardProxy:
 
     def __init__(self, *, user: str | None = None, password: str | None = None,
                  hosts: dict[str, str] | None = None, inspect: bool = False,
-                 upstream_ca: str | Path | None = None, folder: Path | None = None) -> None:
+                 upstream_ca: str | Path | None = None, folder: Path | None = None,
+                 drop: int = 0) -> None:
         import trustme
 
         self.user, self.password = user, password
         self.hosts = dict(hosts or {})
         self.inspect = inspect
+        #: CONNECTs still to close without an answer (a busy proxy's hiccup); -1: all.
+        self.drop = drop
         self.seen: list[bytearray] = []
         self.connects: list[tuple[str, int]] = []  # (target, status answered)
         self._lock = threading.Lock()
@@ -96,6 +99,12 @@ class ForwardProxy:
                        (line.partition(":") for line in lines[1:] if line)}
             if method != "CONNECT":
                 return self._answer(conn, target, 405, "Method Not Allowed")
+            with self._lock:
+                dropping, self.drop = self.drop != 0, self.drop - (self.drop > 0)
+                if dropping:
+                    self.connects.append((target, 0))
+            if dropping:
+                return  # closed without an answer
             if self.user is not None and not self._authorised(headers):
                 return self._answer(conn, target, 407, "Proxy Authentication Required",
                                     b'Proxy-Authenticate: Basic realm="county"\r\n')

@@ -229,3 +229,24 @@ def test_a_ca_installed_on_the_machine_just_works(far, vendor_areas, vendor_fabr
         assert exact(ids, vendor_fabric[2]) and far.calls() == MINIMUM
     code, out, err = run(["doctor", "--dry-run"], capsys)
     assert "trust: the operating system's trust store (truststore)" in out
+
+
+def test_a_tunnel_the_proxy_drops_is_asked_again_and_one_that_always_drops_is_said(
+        far, vendor_areas, vendor_fabric, tmp_path, capsys, monkeypatch) -> None:
+    """A proxy that closes a CONNECT without answering (busy, restarting) is asked again; one
+    that always does ends the run after a bounded number of tries, nothing having reached
+    the vendor."""
+    with ForwardProxy(hosts=_hosts(far), drop=2) as proxy:
+        monkeypatch.setenv("HTTPS_PROXY", proxy.url)
+        code, out, err, ids, meta = search(capsys, vendor_areas, tmp_path / "ids.parquet")
+        assert code == 0, err
+        assert exact(ids, vendor_fabric[2]) and far.calls() == MINIMUM
+        assert [status for _, status in proxy.connects].count(0) == 2
+    far.log.clear()
+    with ForwardProxy(hosts=_hosts(far), drop=-1) as proxy:
+        monkeypatch.setenv("HTTPS_PROXY", proxy.url)
+        code, out, err, ids, meta = search(capsys, vendor_areas, tmp_path / "no.parquet",
+                                           "--refresh", "all")
+        assert code != 0 and "Remote end closed connection" in err
+        assert far.calls() == 0 and meta["complete"] is False
+        assert 1 < len(proxy.connects) <= 8  # asked again, within a bounded allowance

@@ -17,6 +17,7 @@ retries off.
 from __future__ import annotations
 
 import copy
+import http.client
 import random
 import re
 import socket
@@ -736,7 +737,10 @@ class Transport:
                                                   phrase="allow longer with {knob}")],
             )) from None
         except requests.exceptions.ProxyError as exc:
-            raise _proxy_failed(exc, proxies, describe, url) from None
+            failed = _proxy_failed(exc, proxies, describe, url)
+            if _proxy_dropped(exc):  # a tunnel the proxy dropped: asked again, as unsent
+                raise Transient("proxy dropped", failed, unsent=True) from None
+            raise failed from None
         except requests.exceptions.SSLError as exc:
             through = f" through the proxy {shown_proxy(_chosen(proxies))}" if proxies else ""
             raise _NotSent(
@@ -970,6 +974,16 @@ class _NotSent(TransportError):
 
 def _chosen(proxies: Mapping[str, str]) -> str:
     return proxies.get("https") or proxies.get("all") or next(iter(proxies.values()), "")
+
+
+def _proxy_dropped(exc: requests.exceptions.ProxyError) -> bool:
+    """Whether the proxy closed or reset the connection before answering its CONNECT (not a
+    407, not refused): a busy proxy's hiccup, asked again within the allowance of requests
+    that never reached the vendor; one that always drops ends with :func:`_proxy_failed`'s
+    words."""
+    reason = str(_innermost(exc))
+    return "407" not in reason and not _refused(exc) and "refused" not in reason.lower() \
+        and isinstance(_innermost(exc), ConnectionError | http.client.RemoteDisconnected)
 
 
 def _proxy_failed(exc: requests.exceptions.ProxyError, proxies: Mapping[str, str],
