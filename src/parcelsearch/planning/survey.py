@@ -468,6 +468,7 @@ def estimate(drawn: Sample, costs: dict[int, int], rows: dict[int, int | None] |
     rounding = sum(costs[drawn.line[p]] - 1 - smooth[p] for p in smooth)
     value = (sum(costs[i] for i in drawn.certain) + pieces + rounding + float(z.mean()))
     variance = _mean_variance(drawn, z) if distinct > 1 else float(z.mean()) ** 2
+    variance *= _without_replacement(drawn, mixed, distinct)
     if any(told.get(drawn.line[p]) is not None for p in smooth):
         variance += (pieces - distinct) / 12
     variance = max(variance, 0.5 * pieces ** 2 / n ** 2)
@@ -514,6 +515,20 @@ def _model_assisted(drawn: Sample, smooth: dict[int, float], mixed: np.ndarray
     except np.linalg.LinAlgError:
         return None
     return np.asarray(float(x_all.sum(axis=1) @ beta) + (y - x @ beta) / mixed[places])
+
+
+def _without_replacement(drawn: Sample, mixed: np.ndarray, distinct: int) -> float:
+    """The finite-population correction of the draws' variance, ``1 − π_min``: ``distinct``
+    pieces surveyed of the line without replacement, ``π_min = distinct × min p̄`` the least
+    chance of a piece on the line to be among them (``p̄`` its chance in one draw of the
+    designs mixed as drawn, :meth:`Sample.mixture`). The variance of pieces drawn without
+    replacement is near ``Σ (1 − π_i) (…)²`` (Hájek), each term at most ``1 − π_min`` of
+    its independent-draws part: equal chances get the textbook ``1 − n/N``; a design that
+    gives some pieces little chance, little or none."""
+    live = np.delete(mixed, sorted(drawn.removed)) if drawn.removed else mixed
+    if not len(live):
+        return 1.0
+    return max(0.0, 1.0 - distinct * float(live.min()))
 
 
 def _mean_variance(drawn: Sample, z: np.ndarray) -> float:
@@ -584,12 +599,15 @@ def wider_share(current: Estimate, known: int, share: float = MAX_SHARE) -> floa
 
 
 def cap_base(current: Estimate, known: int) -> float:
-    """What the survey's cap is a share of: the least the whole can cost (the surveyed
-    costs and one call for every other piece, with ``known`` calls known without a survey)
-    — a sure low bound, so the survey (one call a surveyed piece) never passes its share of
-    the true total (an estimate's low end is not sure: a cap on it once let a survey spend
-    10.3 % of a job)."""
-    return float(current.least + known)
+    """What the survey's cap is a share of: halfway from the least the whole can cost (the
+    surveyed costs and one call for every other piece, with ``known`` calls known without a
+    survey: a sure low bound) to the low end of the current 95 % interval — a low bound that
+    grows as the survey learns the whole is dear, where one call a piece is far below it
+    (a tract of 4 calls a piece), and is above the truth only where the interval's low end
+    is above it by as much as the truth is above the least. An interval's low end alone is
+    not sure enough: a pilot's few draws once put it 11 % above the truth, and a cap on an
+    estimate's low end once let a survey spend 10.3 % of a job (bench/price_estimate.py)."""
+    return float(current.least + (current.low - current.least) / 2 + known)
 
 
 def next_round(current: Estimate, known: int, share: float = MAX_SHARE) -> int:
