@@ -221,13 +221,14 @@ DECLARED: Final = (
         group="search", cli_type="count>=0"),
     Declaration(
         "survey_share", "survey_share={value}", "--survey-share", "SHARE",
-        help="the survey before the decision point spends at most this share of the least "
-             "the search can cost for sure (default 0.1, a tenth; at most 1); a price line "
+        help="the survey before the decision point spends at most this share of a low "
+             "bound of the search's cost: halfway from the least it can cost for sure to "
+             "its interval's low end (default 0.1, a tenth; at most 1); a price line "
              "that says the interval is wide names the share that narrows it to about "
              "±20%% (on a terminal, answer s at the decision point to survey that much "
              "more): the survey's pages are the search's own, cached and used",
-        doc="the survey's cost at most, a share of the least the search can cost (default "
-            "0.1)",
+        doc="the survey's cost at most, a share of a low bound of the search's cost "
+            "(default 0.1)",
         python_bare="survey_share=",
         group="search", cli_type="share"),
     Declaration(

@@ -79,7 +79,7 @@ class Price:
     #: the calls of the survey's first round that would price them; and the quota line.
     survey: int = 0
     quota: str = ""
-    #: The survey stopped at its cap (:attr:`share` of a sure low bound of the whole) with
+    #: The survey stopped at its cap (:attr:`share` of a low bound of the whole) with
     #: the interval still wide: the price line says so, and the share that would narrow it
     #: to about ±20 % (:attr:`wider_share`, ``None`` when the share is all already).
     capped: bool = False
@@ -166,7 +166,7 @@ class Price:
         if self.capped and self.high is not None and self.low is not None:
             share = math.ceil(100 * (self.high - self.low) / 2 / max(1, self.total))
             rest += (f"; the interval is ±{share}%: the survey stopped at its cap, "
-                     f"{share_text(self.share)} the least the search can cost for sure")
+                     f"{share_text(self.share)} a low bound of the search's cost")
             if self.wider_share is not None:
                 rest += (f" (a survey share of {self.wider_share:g} would narrow it to about "
                          "±20%)")
@@ -244,7 +244,7 @@ class Price:
         if self.capped and self.high is not None and self.low is not None:
             share = math.ceil(100 * (self.high - self.low) / 2 / max(1, self.total))
             lines.append(f"interval: ±{share}%: the survey stopped at its cap, "
-                         f"{share_text(self.share)} the least the search can cost for sure")
+                         f"{share_text(self.share)} a low bound of the search's cost")
             if self.wider_share is not None:
                 lines.append(f"narrower: a survey share of {self.wider_share:g} would narrow it "
                              "to about ±20%")
