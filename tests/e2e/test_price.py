@@ -360,8 +360,8 @@ def test_a_wide_interval_names_the_survey_share_that_narrows_it(
         parcelsearch.search(areas, client=client, ask_above=20)
     first = len(svc.keys.requests(name))
     price = capsys.readouterr().err
-    said = re.search(r"\ninterval: ±(\d+)%: the survey stopped at its cap, a tenth of the "
-                     r"least the search can cost for sure\nnarrower: a survey share of ([\d.]+) "
+    said = re.search(r"\ninterval: ±(\d+)%: the survey stopped at its cap, a tenth of a low "
+                     r"bound of the search's cost\nnarrower: a survey share of ([\d.]+) "
                      r"would narrow it to about ±20%\n", price)
     assert said is not None and int(said[1]) > 20, price
     share = float(said[2])
