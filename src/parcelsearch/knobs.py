@@ -222,8 +222,9 @@ DECLARED: Final = (
     Declaration(
         "survey_share", "survey_share={value}", "--survey-share", "SHARE",
         help="the survey before the decision point spends at most this share of a low "
-             "bound of the search's cost: halfway from the least it can cost for sure to "
-             "its interval's low end (default 0.1, a tenth; at most 1); a price line "
+             "bound of the search's cost: the least it can cost for sure and, after the "
+             "first round, a quarter of the way from it to the interval's low end "
+             "(default 0.1, a tenth; at most 1); a price line "
              "that says the interval is wide names the share that narrows it to about "
              "±20%% (on a terminal, answer s at the decision point to survey that much "
              "more): the survey's pages are the search's own, cached and used",

@@ -41,7 +41,8 @@ The survey grows in rounds (:func:`next_round`): a pilot, then as many more piec
 the pilot says bring the interval's half-width to :data:`TARGET_HALF_WIDTH` of the least
 the whole can cost (the surveyed costs and one call for every other piece; not of the
 estimate, see :func:`next_round`), never more than :data:`MAX_SHARE` of a low bound of the
-whole (:func:`cap_base`: halfway from that least to the interval's low end).
+whole (:func:`cap_base`: that least and, after the pilot, a quarter of the way from it to
+the interval's low end).
 When that cap stops it with the half-width above :data:`USEFUL_HALF_WIDTH`
 (:func:`capped`), the price line says so: the interval is what it is. Surveyed pages are
 the search's own page 1s (cached and used): a survey is never waste.
