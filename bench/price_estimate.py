@@ -116,7 +116,7 @@ def run_survey(areas: list[float], centres: list[tuple[float, float]], rows: np.
                costs: np.ndarray, seed: str, told_rows: bool = True,
                share: float = survey.MAX_SHARE, populations: np.ndarray | None = None,
                before: bool = False) -> tuple[survey.Estimate, int]:
-    """The survey as a search runs it (at most ``share`` of a sure low bound of the whole):
+    """The survey as a search runs it (at most ``share`` of a low bound of the whole):
     the estimate of the whole and the calls it spent. Page 1 tells a surveyed piece's rows
     and pages (``costs``, :func:`costs_of` the rows); ``told_rows=False`` uses its pages only
     (the estimator before issue 49's third pass, side by side). ``populations``: the people

@@ -28,7 +28,7 @@ def _survey(areas: list[float], costs: list[int], seed: str,
             centres: list[tuple[float, float]] | None = None,
             rows: list[int] | None = None,
             share: float = survey.MAX_SHARE) -> tuple[survey.Estimate, int]:
-    """The survey as a search runs it, in rounds (at most ``share`` of a sure low bound):
+    """The survey as a search runs it, in rounds (at most ``share`` of a low bound):
     page 1 tells a surveyed piece's cost and, when ``rows`` are given, its rows."""
     strata = survey.sample(areas, centres or _grid(len(areas)), seed, share)
     known: dict[int, int] = {}

@@ -65,7 +65,7 @@ __all__ = ["Estimate", "Sample", "estimate", "TARGET_HALF_WIDTH", "MAX_SHARE", "
 TARGET_HALF_WIDTH = 0.10
 #: The half-width (a fraction of the estimate) above which a capped survey says so.
 USEFUL_HALF_WIDTH = 0.20
-#: The survey's cost at most, as a fraction of a sure low bound of the whole (:func:`cap_base`),
+#: The survey's cost at most, as a fraction of a low bound of the whole (:func:`cap_base`),
 #: unless the user chooses another share (``survey_share``, ``--survey-share``).
 MAX_SHARE = 0.10
 #: How far the survey's cap's base goes from the least the whole can cost towards the low
