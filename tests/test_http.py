@@ -206,6 +206,14 @@ def test_the_pacer_holds_the_spike_arrests_window(rate: float, window: tuple[int
     assert RateLimiter(rate).window == window
 
 
+@pytest.mark.parametrize("rate", [1001.0, 1e308, float("inf")])
+def test_a_rate_past_any_vendors_is_paced_by_spacing_alone(rate: float) -> None:
+    limiter = RateLimiter(rate)  # no million permits, no overflow
+    assert limiter.window is None
+    limiter.wait()
+    limiter.done()
+
+
 def test_a_permit_is_free_a_window_after_the_answer_of_the_call_that_used_it(
         clock: _Clock) -> None:
     """Issue 59, point 4: the server counts calls by its own admission time, which the

@@ -87,6 +87,9 @@ MAX_REDIRECTS = 3
 FIRST_CALL_ALLOWANCE = 0.1
 #: Seconds between looks at a stop event while every permit of a pacer is in flight.
 PERMIT_POLL = 0.05
+#: The most permits a pacer holds: a rate allowing more calls in a window (a test's or a
+#: local service's, never the vendor's 10 a second) is paced by spacing alone.
+MOST_PERMITS = 1000
 
 
 def spike_window(rate: float) -> tuple[int, float]:
@@ -195,7 +198,8 @@ class RateLimiter:
       reaches it more than ``w`` seconds after that admission: the ``i``-th call is sent no
       earlier than the answer of call ``i - n`` plus the window, and no window at the server
       ever holds ``n + 1`` of this limiter's calls. Throughput is then about
-      ``n / (w + round trip)``: 9.7 calls a second at 10/s and a 30 ms round trip.
+      ``n / (w + round trip)``: 9.7 calls a second at 10/s and a 30 ms round trip. Above
+      :data:`MOST_PERMITS` calls a second, no permits (spacing alone).
     - **Spacing.** Successive turns are at least ``1 / (rate * (1 - margin))`` seconds apart,
       so the permits never go out in a burst; the first turn is followed by
       :data:`FIRST_CALL_ALLOWANCE` more, since a first call arrives late.
@@ -247,13 +251,15 @@ class RateLimiter:
         self._most = self.pace  # the most the pace grows back to, learnt from refusals
         #: Refusals met (:meth:`pause` calls): each slowed the pace.
         self.refusals = 0
-        #: ``(n, seconds)``: at most ``n`` calls in any window of ``seconds`` at the server.
-        self.window = spike_window(self.rate)
+        #: ``(n, seconds)``: at most ``n`` calls in any window of ``seconds`` at the server
+        #: (``None`` above :data:`MOST_PERMITS` calls a second: spacing alone).
+        self.window = spike_window(self.rate) if self.rate <= MOST_PERMITS else None
         self._lock = threading.Lock()
         self._freed = threading.Condition(self._lock)  # a permit came back
         # When each permit not in flight is free again (time.monotonic), a heap; None: no
         # permits (spacing alone).
-        self._free: list[float] | None = [0.0] * self.window[0] if permits else None
+        self._free: list[float] | None = (
+            [0.0] * self.window[0] if permits and self.window is not None else None)
         self._mine = threading.local()  # the permit this thread holds: its free time before
         self._next: float | None = None  # the next free slot; None before the first call
         self._paused_until = 0.0  # no call before this (time.monotonic): a Retry-After
@@ -314,7 +320,7 @@ class RateLimiter:
         failed now (``sent``: it may have reached the server), or it never reached the
         server (``sent=False``: the permit is free again at once). No-op without a permit."""
         free: float | None = getattr(self._mine, "free", None)
-        if free is None or self._free is None:
+        if free is None or self._free is None or self.window is None:
             return
         self._mine.free = None
         with self._lock:
