@@ -1,12 +1,14 @@
-"""The pacer on a loaded machine: calls a second and spike-arrest refusals, today's strict
-spacing beside the adaptive pace (issue 59, point 4).
+"""The pacer on a loaded machine: calls a second and spike-arrest refusals, the pacer with
+permits beside the two before it, strict spacing and the adaptive pace (issue 59, point 4).
 
 The reference service runs as ``parcelsearch serve`` in its own process, with a key that
 allows the vendor's 10 calls a second; the bench's own load generator (busy processes, two
 per core) keeps the machine loaded beside it. In alternating rounds, a client sends the same
 calls (page 1 of distinct small rings, ``--workers`` threads sharing one pacer) with
-``RateLimiter(10, adaptive=False)`` (today's: strict spacing) and ``RateLimiter(10)`` (AIMD
-on the refusals met), each first in turn. The refusals are the service's own
+``RateLimiter(10, adaptive=False, permits=False)`` (strict spacing),
+``RateLimiter(10, permits=False)`` (AIMD on the refusals met) and ``RateLimiter(10)`` (the
+pacer now: AIMD, and permits freed a second after each answer), each first in turn. The
+refusals are the service's own
 count (its access log: ``GET /v1/search`` answered 429), the calls a second those admitted
 (its request log) over the wall time.
 Writes section ``pacer`` of ``bench/RESULTS.md``.
@@ -39,6 +41,12 @@ from parcelsearch._wire import ring_json  # noqa: E402
 from parcelsearch_service.keys import KeyStore  # noqa: E402
 
 RATE = 10.0
+#: The pacers measured, by name: the two before issue 59's fourth point, and the one now.
+MODES = {
+    "strict": lambda: RateLimiter(RATE, adaptive=False, permits=False),
+    "adaptive": lambda: RateLimiter(RATE, permits=False),
+    "permits": lambda: RateLimiter(RATE),
+}
 
 
 def _burn(until: float) -> None:
@@ -92,7 +100,7 @@ def _round(mode: str, base_url: str, ca: Path, keys: KeyStore, rings: list[str],
     key = keys.create(name, key_type="production", per_second=RATE, quota=10_000_000)
     client = parcelsearch.Client(api_key=key, base_url=base_url, ca_bundle=str(ca),
                                  cache_dir=folder / "cache", rate=RATE)
-    client.transport.limiter = RateLimiter(RATE, adaptive=mode == "adaptive")
+    client.transport.limiter = MODES[mode]()
     load = os.getloadavg()[0]
     lock = threading.Lock()
     done = [0]
@@ -130,7 +138,7 @@ def main(argv: list[str] | None = None) -> int:
         folder = Path(tmp)
         proc, base_url, ca = _serve(folder)
         keys = KeyStore(folder / "keys.sqlite")
-        seconds = args.rounds * 2 * (args.calls / RATE) * 1.6 + 30
+        seconds = args.rounds * len(MODES) * (args.calls / RATE) * 1.6 + 30
         burners = [multiprocessing.Process(target=_burn, args=(time.time() + seconds,),
                                            daemon=True) for _ in range(args.burners)]
         for b in burners:
@@ -138,9 +146,11 @@ def main(argv: list[str] | None = None) -> int:
         try:
             time.sleep(3)  # the load average climbs
             for k in range(args.rounds):
-                rings = _rings(args.calls * (2 * k + 2))[-2 * args.calls:]
-                order = [("strict", rings[:args.calls]), ("adaptive", rings[args.calls:])]
-                for mode, part in order[::-1] if k % 2 else order:  # each first in turn
+                rings = _rings(args.calls * len(MODES) * (k + 1))[-len(MODES) * args.calls:]
+                names = list(MODES)
+                names = names[k % len(names):] + names[:k % len(names)]  # each first in turn
+                for j, mode in enumerate(names):
+                    part = rings[j * args.calls:(j + 1) * args.calls]
                     row = _round(mode, base_url, ca, keys, part, args.workers, folder)
                     rows.append(row)
                     print(f"round {k + 1} {mode:8}: {row.calls} calls in {row.seconds:.1f} s = "
@@ -169,18 +179,20 @@ def _report(rows: list[Round], args: argparse.Namespace) -> str:
         f"key allowing 10 calls/s (the vendor's spike arrest), {args.burners} busy processes "
         f"on {os.cpu_count()} cores beside it; {args.workers} threads share one pacer, page 1 "
         "of distinct small rings. Refusals: the service's access log (429 answers); calls/s: "
-        "the admitted calls (its request log) over the wall time. `strict`: today's pacer "
-        "(strict spacing, `RateLimiter(10, adaptive=False)`); `adaptive`: AIMD on the refusals "
-        "met (`RateLimiter(10)`, x0.9 a refusal, +0.02 calls/s a call up to 0.98 of the pace "
-        "refused at); each first in turn.",
+        "the admitted calls (its request log) over the wall time. `strict`: the pacer before "
+        "issue 59 (strict spacing, `RateLimiter(10, adaptive=False, permits=False)`); "
+        "`adaptive`: AIMD on the refusals met (`RateLimiter(10, permits=False)`, x0.9 a "
+        "refusal, +0.02 calls/s a call up to 0.98 of the pace refused at); `permits`: the "
+        "pacer now (`RateLimiter(10)`: AIMD and strict spacing, and 10 permits, each free "
+        "again 1 s after the answer of the call that used it); each first in turn.",
         "",
         "| round | pacer | calls | seconds | calls/s | spike refusals | 1-min load |",
         "|---|---|---|---|---|---|---|",
     ]
     for k, row in enumerate(rows):
-        lines.append(f"| {k // 2 + 1} | {row.mode} | {row.calls} | {row.seconds:.1f} | "
+        lines.append(f"| {k // len(MODES) + 1} | {row.mode} | {row.calls} | {row.seconds:.1f} | "
                      f"{row.per_second:.2f} | {row.refused} | {row.load:.1f} |")
-    for mode in ("strict", "adaptive"):
+    for mode in MODES:
         mine = [r for r in rows if r.mode == mode]
         calls, secs = sum(r.calls for r in mine), sum(r.seconds for r in mine)
         lines.append(f"| all | {mode} | {calls} | {secs:.1f} | {calls / secs:.2f} | "

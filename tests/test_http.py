@@ -168,3 +168,123 @@ def test_remaining_calls_reads_the_quota_headers(headers, expected) -> None:
     from parcelsearch._fetch.http import remaining_calls
 
     assert remaining_calls(CaseInsensitiveDict(headers)) == expected
+
+
+class _Clock:
+    """A fake clock for the pacer's own arithmetic: ``sleep`` moves time on at once."""
+
+    def __init__(self) -> None:
+        self.now = 1000.0
+
+    def monotonic(self) -> float:
+        return self.now
+
+    def sleep(self, seconds: float) -> None:
+        self.now += max(0.0, seconds)
+
+    def time(self) -> float:
+        return self.now
+
+
+@pytest.fixture
+def clock(monkeypatch: pytest.MonkeyPatch) -> _Clock:
+    from parcelsearch._fetch import http
+
+    fake = _Clock()
+    monkeypatch.setattr(http, "time", fake)
+    return fake
+
+
+@pytest.mark.parametrize(("rate", "window"), [
+    (10.0, (10, 1.0)), (2.5, (2, 1.0)), (1.0, (1, 1.0)), (0.5, (1, 2.0)),
+])
+def test_the_pacer_holds_the_spike_arrests_window(rate: float, window: tuple[int, float]) -> None:
+    from parcelsearch._fetch.http import spike_window
+    from parcelsearch_service.limits import spike_window as services
+
+    assert spike_window(rate) == window == services(rate)  # the vendor's rule, as served
+    assert RateLimiter(rate).window == window
+
+
+@pytest.mark.parametrize("rate", [1001.0, 1e308, float("inf")])
+def test_a_rate_past_any_vendors_is_paced_by_spacing_alone(rate: float) -> None:
+    limiter = RateLimiter(rate)  # no million permits, no overflow
+    assert limiter.window is None
+    limiter.wait()
+    limiter.done()
+
+
+def test_a_permit_is_free_a_window_after_the_answer_of_the_call_that_used_it(
+        clock: _Clock) -> None:
+    """Issue 59, point 4: the server counts calls by its own admission time, which the
+    send→admission delay moves; a call's permit comes back a window after its *answer*, so
+    the next call on it reaches the server more than a window after that admission."""
+    limiter = RateLimiter(2.5, margin=0.0)  # the server allows 2 in any second
+    slots, answers = [], []
+    for _ in range(5):
+        slots.append(limiter.wait())
+        clock.sleep(0.3)  # the round trip: the answer comes 0.3 s after the call left
+        answers.append(clock.monotonic())
+        limiter.done()
+    for i in range(2, 5):  # the i-th call leaves no sooner than call i - 2's answer + 1 s
+        assert slots[i] >= answers[i - 2] + 1.0
+    assert slots[2] == pytest.approx(answers[0] + 1.0)  # spacing alone: slots[1] + 0.4
+    strict = RateLimiter(2.5, margin=0.0, permits=False)  # before: three calls in 1 s
+    first = strict.wait()
+    strict.wait()
+    assert strict.wait() - first < 1.0
+
+
+def test_a_call_never_sent_gives_its_permit_back_at_once(clock: _Clock) -> None:
+    limiter = RateLimiter(1.0, margin=0.0)  # one call in any second
+    first = limiter.wait()
+    clock.sleep(0.3)
+    limiter.done(sent=False)  # refused a connection: the service never saw it
+    assert limiter.wait() == pytest.approx(first + 1.0 + FIRST_CALL_ALLOWANCE)  # spacing only
+    clock.sleep(0.3)
+    answered = clock.monotonic()
+    limiter.done()  # answered (a 429 too): free a second after the answer
+    assert limiter.wait() == pytest.approx(answered + 1.0)
+
+
+def test_a_thread_waiting_again_hands_back_its_last_permit_as_answered_now(
+        clock: _Clock) -> None:
+    """A caller that never says :meth:`done` (the thread is back: its call is over) keeps
+    the rule and never runs out of permits."""
+    limiter = RateLimiter(1.0, margin=0.0)
+    limiter.wait()
+    clock.sleep(0.5)
+    again = clock.monotonic()
+    assert limiter.wait() == pytest.approx(again + 1.0)
+    limiter.done()
+    limiter.done()  # no permit held: nothing to hand back
+    assert len(limiter._free or []) == 1
+
+
+def test_a_stop_while_waiting_gives_the_permit_back() -> None:
+    limiter = RateLimiter(1.0)
+    limiter.wait()
+    limiter.done()  # answered: the one permit is free a second from now
+    stop = threading.Event()
+    threading.Timer(0.05, stop.set).start()
+    with pytest.raises(Cancelled):
+        limiter.wait(stop)
+    assert len(limiter._free or []) == 1  # given back, not lost
+
+
+def test_every_permit_in_flight_holds_the_next_call_until_an_answer() -> None:
+    limiter = RateLimiter(1.0)
+    limiter.wait()  # this thread's call is in flight
+    left = []
+
+    def other() -> None:
+        left.append(limiter.wait())
+        limiter.done(sent=False)
+
+    waiter = threading.Thread(target=other)
+    waiter.start()
+    waiter.join(0.2)
+    assert waiter.is_alive() and not left  # no permit: held
+    limiter.done()  # the answer came
+    waiter.join(10)
+    assert len(left) == 1

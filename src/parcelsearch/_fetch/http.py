@@ -17,7 +17,9 @@ retries off.
 from __future__ import annotations
 
 import copy
+import heapq
 import http.client
+import math
 import random
 import re
 import socket
@@ -83,6 +85,20 @@ MAX_REDIRECTS = 3
 #: round trip measured 57 ms against 4 ms for the next), and the next call, on time, would
 #: otherwise pack the server's window.
 FIRST_CALL_ALLOWANCE = 0.1
+#: Seconds between looks at a stop event while every permit of a pacer is in flight.
+PERMIT_POLL = 0.05
+#: The most permits a pacer holds: a rate allowing more calls in a window (a test's or a
+#: local service's, never the vendor's 10 a second) is paced by spacing alone.
+MOST_PERMITS = 1000
+
+
+def spike_window(rate: float) -> tuple[int, float]:
+    """``(n, seconds)``: the vendor's spike arrest at ``rate`` calls a second allows at most
+    ``n`` calls in any window of ``seconds`` (10/s: 10 in any second; 0.5/s: 1 in any 2 s;
+    2.5/s: 2 in any second)."""
+    if rate >= 1:
+        return int(math.floor(rate)), 1.0
+    return 1, 1.0 / rate
 
 
 class Cancelled(Exception):  # noqa: N818 - a signal, not an error
@@ -163,34 +179,52 @@ class Spend(Protocol):
 
 
 class RateLimiter:
-    """Strictly spaced calls, shared by all threads: no bursts, ever; a pace that adapts to
-    the refusals it meets.
+    """Calls spaced evenly and held to the server's window, shared by all threads: no
+    bursts, no spike refusal whatever the network's jitter; a pace that adapts to the
+    refusals it meets.
 
-    Each caller claims the next free slot under a lock, then sleeps *outside* it until the
-    slot comes, so one sleeper never holds up another and a stop wakes every sleeper at once.
-    Successive slots are at least ``1 / (rate * (1 - margin))`` seconds apart, so a server
-    allowing ``rate`` calls in any one-second sliding window never sees one too many; the
-    first slot is followed by :data:`FIRST_CALL_ALLOWANCE` more, since a first call arrives
-    late.
+    Two rules decide when a call may leave, both kept under one lock (a caller claims its
+    turn, then sleeps *outside* the lock until it comes, so one sleeper never holds up
+    another and a stop wakes every sleeper at once):
+
+    - **Permits.** A server allowing ``n`` calls in any window of ``w`` seconds (``rate`` 10:
+      10 in any second; below 1 a second, 1 in ``1 / rate`` s) counts them by its *own*
+      admission time, and under load the delay between sending a call and its admission
+      jitters: spacing calls evenly at the client does not keep them evenly spaced at the
+      server. So the limiter holds ``n`` permits: a call takes one in :meth:`wait`, and the
+      permit comes back (:meth:`done`) ``w`` seconds after the *answer* of the call that
+      used it arrived (a call that never reached the server gives it back at once). The
+      server admitted that call before it answered, so the next call on the same permit
+      reaches it more than ``w`` seconds after that admission: the ``i``-th call is sent no
+      earlier than the answer of call ``i - n`` plus the window, and no window at the server
+      ever holds ``n + 1`` of this limiter's calls. Throughput is then about
+      ``n / (w + round trip)``: 9.7 calls a second at 10/s and a 30 ms round trip. Above
+      :data:`MOST_PERMITS` calls a second, no permits (spacing alone).
+    - **Spacing.** Successive turns are at least ``1 / (rate * (1 - margin))`` seconds apart,
+      so the permits never go out in a burst; the first turn is followed by
+      :data:`FIRST_CALL_ALLOWANCE` more, since a first call arrives late.
 
     The pace adapts to the refusals it meets, as TCP's and the cloud SDKs' do (additive
     increase, multiplicative decrease): each refusal met (:meth:`pause`: a spike arrest's
-    ``Retry-After``) multiplies the pace by :data:`DECREASE`; each call then adds
-    :data:`INCREASE` of ``rate`` back, up to
+    ``Retry-After``, e.g. from another client of the same key) multiplies the pace by
+    :data:`DECREASE`; each call then adds :data:`INCREASE` of ``rate`` back, up to
     :data:`CEILING` of the pace refused at (which itself grows back by :data:`PROBE` a call, up
     to ``rate`` less the margin). :attr:`refusals` counts the refusals met; :attr:`pace` is the
     pace now (calls a second). ``bench/bench_pacer.py`` measures it on a loaded machine
-    (bench/RESULTS.md, section ``pacer``).
+    beside the pacers before it (bench/RESULTS.md, section ``pacer``).
 
     Parameters
     ----------
     rate
         Calls per second the server allows.
     margin
-        Share of ``rate`` kept in reserve against network jitter.
+        Share of ``rate`` kept in reserve in the spacing.
     adaptive
-        Adapt the pace to the refusals met (AIMD); ``False``: strict spacing alone, as before
-        (the bench's baseline).
+        Adapt the pace to the refusals met (AIMD); ``False``: strict spacing (the bench's
+        baseline).
+    permits
+        Hold calls to the server's window by the answers' times (above); ``False``: spacing
+        alone, as before issue 59's fourth point (the bench's baseline).
     """
 
     #: The pace is multiplied by this at each refusal met.
@@ -207,7 +241,7 @@ class RateLimiter:
     PROBE = 0.0002
 
     def __init__(self, rate: float, margin: float = DEFAULT_MARGIN, *,
-                 adaptive: bool = True) -> None:
+                 adaptive: bool = True, permits: bool = True) -> None:
         if not rate > 0 or not 0 <= margin < 1:
             raise ConfigurationError(f"rate must be > 0 and margin in [0, 1), got {rate}, {margin}")
         self.rate = float(rate)
@@ -217,7 +251,16 @@ class RateLimiter:
         self._most = self.pace  # the most the pace grows back to, learnt from refusals
         #: Refusals met (:meth:`pause` calls): each slowed the pace.
         self.refusals = 0
+        #: ``(n, seconds)``: at most ``n`` calls in any window of ``seconds`` at the server
+        #: (``None`` above :data:`MOST_PERMITS` calls a second: spacing alone).
+        self.window = spike_window(self.rate) if self.rate <= MOST_PERMITS else None
         self._lock = threading.Lock()
+        self._freed = threading.Condition(self._lock)  # a permit came back
+        # When each permit not in flight is free again (time.monotonic), a heap; None: no
+        # permits (spacing alone).
+        self._free: list[float] | None = (
+            [0.0] * self.window[0] if permits and self.window is not None else None)
+        self._mine = threading.local()  # the permit this thread holds: its free time before
         self._next: float | None = None  # the next free slot; None before the first call
         self._paused_until = 0.0  # no call before this (time.monotonic): a Retry-After
 
@@ -230,24 +273,59 @@ class RateLimiter:
         """Block until this caller's slot (``lead`` seconds before it: the caller then
         waits out the rest itself); returns the slot (``time.monotonic``).
 
+        The calling thread takes a permit for its call and hands it back with :meth:`done`
+        once the call's answer came (or it was never sent); a thread that waits again
+        without it hands back the permit of its last call as answered now.
+
         Raises
         ------
         Cancelled
-            ``cancel`` was set before the slot came (the slot is given up).
+            ``cancel`` was set before the slot came (the slot and its permit are given up).
         """
+        self.done()  # this thread is here again: its last call is over, answered by now
         with self._lock:
+            free = self._take(cancel)
             # Never a slot sooner than ``lead`` from now: a call due at once would otherwise
             # be sent late by what the caller does in the lead, and the next one on time.
             first = self._next is None
-            slot = max(time.monotonic() + lead, self._next or 0.0, self._paused_until)
+            slot = max(time.monotonic() + lead, self._next or 0.0, self._paused_until, free)
             self._next = slot + self.interval + (FIRST_CALL_ALLOWANCE if first else 0.0)
-        self._sleep(slot - lead - time.monotonic(), cancel)
+        try:
+            self._sleep(slot - lead - time.monotonic(), cancel)
+        except Cancelled:
+            self.done(sent=False)
+            raise
         if not self.adaptive:  # strict spacing alone
             return slot
         with self._lock:
             self._most = min(self.rate * (1.0 - self.margin), self._most + self.PROBE * self.rate)
             self.pace = min(self._most, self.pace + self.INCREASE * self.rate)
         return slot
+
+    def _take(self, cancel: threading.Event | None) -> float:
+        """Under the lock: take the permit free soonest for this thread (waiting while all
+        are in flight); when it is free (``time.monotonic``), 0 without permits."""
+        if self._free is None:
+            return 0.0
+        while not self._free:  # every permit in flight: the next answer frees one
+            if cancel is not None and cancel.is_set():
+                raise Cancelled("stopped while waiting for the pacer")
+            self._freed.wait(PERMIT_POLL)
+        free = heapq.heappop(self._free)
+        self._mine.free = free
+        return free
+
+    def done(self, sent: bool = True) -> None:
+        """The call that took this thread's permit is over: its answer came now, or it
+        failed now (``sent``: it may have reached the server), or it never reached the
+        server (``sent=False``: the permit is free again at once). No-op without a permit."""
+        free: float | None = getattr(self._mine, "free", None)
+        if free is None or self._free is None or self.window is None:
+            return
+        self._mine.free = None
+        with self._lock:
+            heapq.heappush(self._free, time.monotonic() + self.window[1] if sent else free)
+            self._freed.notify()
 
     @staticmethod
     def _sleep(delay: float, cancel: threading.Event | None) -> None:
@@ -672,18 +750,29 @@ class Transport:
         self, url: str, headers: Mapping[str, str], judge: Callable[[requests.Response], T],
         describe: str, spend: Spend | None, cancel: threading.Event | None, heard: list[bool],
     ) -> T:
-        """One attempt through the gate; ``heard[0]`` is set once an answer came."""
-        self._gate(spend, cancel)
+        """One attempt through the gate; ``heard[0]`` is set once an answer came. The
+        pacer's permit taken at the gate is handed back when the answer came (in
+        :meth:`_attempt`), else here: at once if the request never reached the service."""
+        sent = False
         try:
+            self._gate(spend, cancel)
+            sent = True
             try:
-                return self._attempt(url, headers, judge, describe, heard)
-            finally:
+                try:
+                    return self._attempt(url, headers, judge, describe, heard)
+                finally:
+                    if spend is not None:
+                        spend.settle()  # sent: spent, whatever came back (refunds come after)
+            except _NotSent:
+                sent = False
                 if spend is not None:
-                    spend.settle()  # sent: spent, whatever came back (refunds come after)
-        except _NotSent:
-            if spend is not None:
-                spend.refund()  # the TLS handshake failed: no request reached the service
+                    spend.refund()  # the TLS handshake failed: no request reached the service
+                raise
+        except Transient as verdict:
+            sent = sent and not verdict.unsent
             raise
+        finally:
+            self.limiter.done(sent=sent)
 
     def _retry(
         self, verdict: Transient, failures: int, unsent: int, unreadable: int,
@@ -729,6 +818,7 @@ class Transport:
                 )
                 if self.deadline is not None:
                     watchdog.read(response)
+            self.limiter.done()  # answered now: the pacer's permit is free a window after
         except _Overdue:
             raise Transient("deadline", TransportError(
                 f"no whole response within the {self.deadline:g} s response deadline "
