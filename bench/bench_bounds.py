@@ -41,8 +41,14 @@ print(resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024, outcome)
 
 def _bomb(megabytes: int) -> bytes:
     packer = zlib.compressobj(9, zlib.DEFLATED, 31)
-    page = {"status": "OK", "rows": 1, "dataRows": 1, "pages": 1, "page": 1,
-            "data": ["0123456789abcdef0"]}
+    page = {
+        "status": "OK",
+        "rows": 1,
+        "dataRows": 1,
+        "pages": 1,
+        "page": 1,
+        "data": ["0123456789abcdef0"],
+    }
     parts = [packer.compress(json.dumps(page).encode())]
     parts.extend(packer.compress(b" " * 2**20) for _ in range(megabytes))
     return b"".join([*parts, packer.flush()])
@@ -69,8 +75,13 @@ def bodies(megabytes: int) -> None:
     print(f"1. a gzip answer of {len(body) / 1e6:.2f} MB inflating to {megabytes:,} MB")
     print(f"   {'reader':<10} {'peak RSS':>10}  outcome")
     for how in ("unbounded", "bounded"):
-        done = subprocess.run([sys.executable, "-c", _READ, url, how], capture_output=True,
-                              text=True, timeout=600, check=True)
+        done = subprocess.run(
+            [sys.executable, "-c", _READ, url, how],
+            capture_output=True,
+            text=True,
+            timeout=600,
+            check=True,
+        )
         peak, outcome = done.stdout.split(" ", 1)
         print(f"   {how:<10} {float(peak):>7,.0f} MB  {outcome.strip()}")
     server.shutdown()
@@ -86,12 +97,33 @@ def history(rings: int) -> None:
         for n in range(rings):
             points = [[-97.7 + n * 1e-9, 30.2]] + [[-97.7 + k * 1e-6, 30.3] for k in range(800)]
             texts.append(str(points + [points[0]]).replace(" ", ""))
-        made._insert({
-            "runs": [("forged", "2099", "2099", "f", "https://x", "/v1/search", "a", 1, "id",
-                      0.0, "cached", 1, 1, "{}")],
-            "rings": [(polygon_digest(t), t, *ring_box(t)) for t in texts],
-            "run_pieces": [("forged", '"a"', k, polygon_digest(t), 1, 1, "read", None)
-                           for k, t in enumerate(texts)]})
+        made._insert(
+            {
+                "runs": [
+                    (
+                        "forged",
+                        "2099",
+                        "2099",
+                        "f",
+                        "https://x",
+                        "/v1/search",
+                        "a",
+                        1,
+                        "id",
+                        0.0,
+                        "cached",
+                        1,
+                        1,
+                        "{}",
+                    )
+                ],
+                "rings": [(polygon_digest(t), t, *ring_box(t)) for t in texts],
+                "run_pieces": [
+                    ("forged", '"a"', k, polygon_digest(t), 1, 1, "read", None)
+                    for k, t in enumerate(texts)
+                ],
+            }
+        )
         old = """SELECT p.polygon, p.pages, g.ring, r.finished, r.{seq} AS seq_order
             FROM {t}run_pieces p JOIN {t}runs r ON r.run_id = p.run_id
                  JOIN {t}rings g ON g.polygon = p.polygon
@@ -100,12 +132,15 @@ def history(rings: int) -> None:
         bounds = (-98.0, 30.0, -97.0, 31.0)
         print(f"2. a run history of {rings:,} forged rings of ~{len(texts[0]) / 1000:.0f} KB")
         print(f"   {'reader':<10} {'rings':>6} {'seconds':>8} {'traced peak':>12}")
+
         def unbounded() -> list[str]:  # the old nearby(): every ring read, then parsed
             frame = made._select(old, ("https://x", "/v1/search"))
             return [r for r in frame["ring"] if _ring_meets(str(r), bounds)]
 
-        for how, read in (("unbounded", unbounded),
-                          ("bounded", lambda: made.nearby("https://x", "/v1/search", bounds))):
+        for how, read in (
+            ("unbounded", unbounded),
+            ("bounded", lambda: made.nearby("https://x", "/v1/search", bounds)),
+        ):
             started = time.perf_counter()
             found = read()
             took = time.perf_counter() - started

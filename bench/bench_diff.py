@@ -47,18 +47,27 @@ print(time.perf_counter() - started, resource.getrusage(resource.RUSAGE_SELF).ru
 
 def _write(path: Path, rows: int, shift: int) -> None:
     ids = np.arange(shift, rows + shift)
-    table = pa.table({"area_id": pa.array(np.array(AREAS)[ids % len(AREAS)]),
-                      "group_id": pa.array(np.char.zfill(ids.astype(str), 17)),
-                      "extra": pa.array(np.random.default_rng(shift).random(rows)),
-                      "padding": pa.array(np.char.zfill((ids % 977).astype(str), 40))})
+    table = pa.table(
+        {
+            "area_id": pa.array(np.array(AREAS)[ids % len(AREAS)]),
+            "group_id": pa.array(np.char.zfill(ids.astype(str), 17)),
+            "extra": pa.array(np.random.default_rng(shift).random(rows)),
+            "padding": pa.array(np.char.zfill((ids % 977).astype(str), 40)),
+        }
+    )
     meta = {"id_column": "area_id", "areas": AREAS, "areas_complete": AREAS, "tolerance": 0.0}
-    pq.write_table(table.replace_schema_metadata(
-        {b"parcelsearch": json.dumps(meta).encode()}), path)
+    pq.write_table(
+        table.replace_schema_metadata({b"parcelsearch": json.dumps(meta).encode()}), path
+    )
 
 
 def _measure(way: str, old: Path, new: Path) -> tuple[float, int, int, int]:
-    done = subprocess.run([sys.executable, "-c", _MEASURE, str(old), str(new), way],
-                          capture_output=True, text=True, check=True)
+    done = subprocess.run(
+        [sys.executable, "-c", _MEASURE, str(old), str(new), way],
+        capture_output=True,
+        text=True,
+        check=True,
+    )
     seconds, rss, added, removed = done.stdout.split()
     return float(seconds), int(rss), int(added), int(removed)
 
@@ -74,9 +83,12 @@ def main() -> None:
     for way, (seconds, rss, added, removed) in figures.items():
         lines.append(f"| {way} | {seconds:.2f} | {rss // 1024} | {added} | {removed} |")
     arrow, sets = figures["arrow"], figures["sets"]
-    lines += ["", f"{rows:,} rows a side: arrow takes {arrow[0] / sets[0]:.2f} x the time and "
-              f"{arrow[1] / sets[1]:.2f} x the memory of sets (same changes: "
-              f"{arrow[2:] == sets[2:]})."]
+    lines += [
+        "",
+        f"{rows:,} rows a side: arrow takes {arrow[0] / sets[0]:.2f} x the time and "
+        f"{arrow[1] / sets[1]:.2f} x the memory of sets (same changes: "
+        f"{arrow[2:] == sets[2:]}).",
+    ]
     text = "\n".join(lines)
     print(text)
     write_section("diff", "## Diff of large outputs (`bench/bench_diff.py`)\n\n" + text)

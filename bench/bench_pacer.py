@@ -61,8 +61,9 @@ def _rings(count: int) -> list[str]:
     rings = []
     for k in range(count):
         x, y = -99.74 + 0.0007 * (k % 40), 32.445 + 0.0007 * (k // 40)
-        rings.append(ring_json([(x, y), (x + 0.0005, y), (x + 0.0005, y + 0.0005),
-                                (x, y + 0.0005), (x, y)]))
+        rings.append(
+            ring_json([(x, y), (x + 0.0005, y), (x + 0.0005, y + 0.0005), (x, y + 0.0005), (x, y)])
+        )
     return rings
 
 
@@ -81,9 +82,19 @@ class Round:
 
 
 def _serve(folder: Path) -> tuple[subprocess.Popen[str], str, Path]:
-    command = [sys.executable, "-m", "parcelsearch.cli", "serve", "--keys",
-               str(folder / "keys.sqlite"), "--cert-dir", str(folder / "certs"), "--port", "0",
-               "--access-log"]
+    command = [
+        sys.executable,
+        "-m",
+        "parcelsearch.cli",
+        "serve",
+        "--keys",
+        str(folder / "keys.sqlite"),
+        "--cert-dir",
+        str(folder / "certs"),
+        "--port",
+        "0",
+        "--access-log",
+    ]
     with (folder / "access.log").open("w") as log:  # the service's own line per request
         proc = subprocess.Popen(command, stdout=subprocess.PIPE, stderr=log, text=True)
     line = proc.stdout.readline() if proc.stdout else ""
@@ -94,12 +105,14 @@ def _serve(folder: Path) -> tuple[subprocess.Popen[str], str, Path]:
     return proc, found[1], Path(found[2])
 
 
-def _round(mode: str, base_url: str, ca: Path, keys: KeyStore, rings: list[str],
-           workers: int, folder: Path) -> Round:
+def _round(
+    mode: str, base_url: str, ca: Path, keys: KeyStore, rings: list[str], workers: int, folder: Path
+) -> Round:
     name = f"{mode}-{time.monotonic_ns()}"
     key = keys.create(name, key_type="production", per_second=RATE, quota=10_000_000)
-    client = parcelsearch.Client(api_key=key, base_url=base_url, ca_bundle=str(ca),
-                                 cache_dir=folder / "cache", rate=RATE)
+    client = parcelsearch.Client(
+        api_key=key, base_url=base_url, ca_bundle=str(ca), cache_dir=folder / "cache", rate=RATE
+    )
     client.transport.limiter = MODES[mode]()
     load = os.getloadavg()[0]
     lock = threading.Lock()
@@ -122,8 +135,14 @@ def _round(mode: str, base_url: str, ca: Path, keys: KeyStore, rings: list[str],
         refused = sum(1 for line in lines if b'"GET /v1/search" 429 ' in line)
     log = keys.requests(name)  # the admitted calls, counted by the service
     client.close()
-    return Round(mode, int((log["status"] == 200).sum()), seconds, refused,
-                 client.transport.limiter.refusals, load)
+    return Round(
+        mode,
+        int((log["status"] == 200).sum()),
+        seconds,
+        refused,
+        client.transport.limiter.refusals,
+        load,
+    )
 
 
 def main(argv: list[str] | None = None) -> int:
@@ -139,25 +158,29 @@ def main(argv: list[str] | None = None) -> int:
         proc, base_url, ca = _serve(folder)
         keys = KeyStore(folder / "keys.sqlite")
         seconds = args.rounds * len(MODES) * (args.calls / RATE) * 1.6 + 30
-        burners = [multiprocessing.Process(target=_burn, args=(time.time() + seconds,),
-                                           daemon=True) for _ in range(args.burners)]
+        burners = [
+            multiprocessing.Process(target=_burn, args=(time.time() + seconds,), daemon=True)
+            for _ in range(args.burners)
+        ]
         for b in burners:
             b.start()
         try:
             time.sleep(3)  # the load average climbs
             for k in range(args.rounds):
-                rings = _rings(args.calls * len(MODES) * (k + 1))[-len(MODES) * args.calls:]
+                rings = _rings(args.calls * len(MODES) * (k + 1))[-len(MODES) * args.calls :]
                 names = list(MODES)
-                names = names[k % len(names):] + names[:k % len(names)]  # each first in turn
+                names = names[k % len(names) :] + names[: k % len(names)]  # each first in turn
                 for j, mode in enumerate(names):
-                    part = rings[j * args.calls:(j + 1) * args.calls]
+                    part = rings[j * args.calls : (j + 1) * args.calls]
                     row = _round(mode, base_url, ca, keys, part, args.workers, folder)
                     rows.append(row)
-                    print(f"round {k + 1} {mode:8}: {row.calls} calls in {row.seconds:.1f} s = "
-                          f"{row.per_second:.2f} calls/s, {row.refused} spike refusals "
-                          f"(service's access log; {row.met} met by the pacer), "
-                          f"load {row.load:.1f}",
-                          flush=True)
+                    print(
+                        f"round {k + 1} {mode:8}: {row.calls} calls in {row.seconds:.1f} s = "
+                        f"{row.per_second:.2f} calls/s, {row.refused} spike refusals "
+                        f"(service's access log; {row.met} met by the pacer), "
+                        f"load {row.load:.1f}",
+                        flush=True,
+                    )
         finally:
             for b in burners:
                 b.terminate()
@@ -190,13 +213,17 @@ def _report(rows: list[Round], args: argparse.Namespace) -> str:
         "|---|---|---|---|---|---|---|",
     ]
     for k, row in enumerate(rows):
-        lines.append(f"| {k // len(MODES) + 1} | {row.mode} | {row.calls} | {row.seconds:.1f} | "
-                     f"{row.per_second:.2f} | {row.refused} | {row.load:.1f} |")
+        lines.append(
+            f"| {k // len(MODES) + 1} | {row.mode} | {row.calls} | {row.seconds:.1f} | "
+            f"{row.per_second:.2f} | {row.refused} | {row.load:.1f} |"
+        )
     for mode in MODES:
         mine = [r for r in rows if r.mode == mode]
         calls, secs = sum(r.calls for r in mine), sum(r.seconds for r in mine)
-        lines.append(f"| all | {mode} | {calls} | {secs:.1f} | {calls / secs:.2f} | "
-                     f"{sum(r.refused for r in mine)} | |")
+        lines.append(
+            f"| all | {mode} | {calls} | {secs:.1f} | {calls / secs:.2f} | "
+            f"{sum(r.refused for r in mine)} | |"
+        )
     return "\n".join(lines)
 
 

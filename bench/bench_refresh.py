@@ -66,8 +66,12 @@ def tracts(parcels: gpd.GeoDataFrame, seed: int = 3) -> gpd.GeoDataFrame:
     polygons, names = [], []
     for j in range(ny):
         for i in range(nx):
-            ring = [(gx[j, i], gy[j, i]), (gx[j, i + 1], gy[j, i + 1]),
-                    (gx[j + 1, i + 1], gy[j + 1, i + 1]), (gx[j + 1, i], gy[j + 1, i])]
+            ring = [
+                (gx[j, i], gy[j, i]),
+                (gx[j, i + 1], gy[j, i + 1]),
+                (gx[j + 1, i + 1], gy[j + 1, i + 1]),
+                (gx[j + 1, i], gy[j + 1, i]),
+            ]
             polygons.append(shapely.Polygon(ring))
             names.append(f"tract-{j:02d}-{i:02d}")
     return gpd.GeoDataFrame({"tract": names}, geometry=polygons, crs="EPSG:4326")
@@ -78,8 +82,12 @@ Pieces = dict[tuple[Any, int], list[str]]
 
 def answers(store: ParcelStore, plan: parcelsearch.Plan) -> Pieces:
     """Each piece's GroupIDs (one per parcel matched), read from the service's own index."""
-    return {(p.area_id, p.piece_id): [str(g) for g in store.group_ids[
-        store.hits(parse_polygon(p.polygon_json))]] for p in plan.pieces}
+    return {
+        (p.area_id, p.piece_id): [
+            str(g) for g in store.group_ids[store.hits(parse_polygon(p.polygon_json))]
+        ]
+        for p in plan.pieces
+    }
 
 
 def pairs(pieces: Pieces) -> set[tuple[Any, str]]:
@@ -89,26 +97,34 @@ def pairs(pieces: Pieces) -> set[tuple[Any, str]]:
 
 def in_recounted(before: Pieces, after: Pieces) -> set[tuple[Any, str]]:
     """(area, GroupID) changes inside pieces whose count changed (what page 1 must catch)."""
-    return {(key[0], g) for key in before if len(before[key]) != len(after[key])
-            for g in set(before[key]) ^ set(after[key])}
+    return {
+        (key[0], g)
+        for key in before
+        if len(before[key]) != len(after[key])
+        for g in set(before[key]) ^ set(after[key])
+    }
 
 
 class Bench:
     def __init__(self, folder: Path, svc: RunningService, areas: gpd.GeoDataFrame) -> None:
         self.folder, self.svc, self.areas = folder, svc, areas
-        self.key = svc.keys.create("bench", key_type="production", per_second=1000.0,
-                                   quota=10_000_000)
+        self.key = svc.keys.create(
+            "bench", key_type="production", per_second=1000.0, quota=10_000_000
+        )
 
     def calls(self) -> int:
         return len(self.svc.keys.requests("bench"))
 
     def search(self, cache: str, **kwargs: Any) -> tuple[parcelsearch.SearchResult, int, float]:
-        client = parcelsearch.Client(api_key=self.key, base_url=self.svc.base_url,
-                                     ca_bundle=str(self.svc.ca_path), rate=1000.0,
-                                     cache_dir=self.folder / cache)
+        client = parcelsearch.Client(
+            api_key=self.key,
+            base_url=self.svc.base_url,
+            ca_bundle=str(self.svc.ca_path),
+            rate=1000.0,
+            cache_dir=self.folder / cache,
+        )
         before, start = self.calls(), time.perf_counter()
-        result = parcelsearch.search(self.areas, client=client, progress=False, workers=8,
-                                     **kwargs)
+        result = parcelsearch.search(self.areas, client=client, progress=False, workers=8, **kwargs)
         witnessed = self.calls() - before
         assert witnessed == result.calls, (witnessed, result.calls)
         return result, witnessed, time.perf_counter() - start
@@ -125,21 +141,23 @@ def main() -> int:
     lines: list[str] = []
     with tempfile.TemporaryDirectory() as tmp:
         folder = Path(tmp)
-        with start_service(parcels=city, keys=folder / "keys.sqlite",
-                           cert_dir=folder / "certs") as svc:
+        with start_service(
+            parcels=city, keys=folder / "keys.sqlite", cert_dir=folder / "certs"
+        ) as svc:
             store = svc.store
             assert isinstance(store, ParcelStore)
             bench = Bench(folder, svc, areas)
             first, first_calls, seconds = bench.search("month0")
             pieces = len(first.plan.pieces)
-            print(f"first search: {first_calls:,} calls, {pieces} pieces ({seconds:.0f} s)",
-                  flush=True)
+            print(
+                f"first search: {first_calls:,} calls, {pieces} pieces ({seconds:.0f} s)",
+                flush=True,
+            )
             baseline_pieces = answers(store, first.plan)
             baseline = pairs(baseline_pieces)
             assert baseline == {(a, str(g)) for a, g in first.ids.itertuples(index=False)}
 
-            def scenario(name: str, rate: float, layout: str, sample: float
-                         ) -> dict[str, Any]:
+            def scenario(name: str, rate: float, layout: str, sample: float) -> dict[str, Any]:
                 shutil.copytree(folder / "month0", folder / name)
                 if rate:
                     month = next_month(city, rate, layout=layout, swaps=SWAPS, seed=17)
@@ -148,31 +166,38 @@ def main() -> int:
                 else:
                     store.replace(city)
                     counted = set()
-                result, calls, secs = bench.search(name, refresh="changed",
-                                                   verify_sample=sample)
+                result, calls, secs = bench.search(name, refresh="changed", verify_sample=sample)
                 now = answers(store, first.plan)
                 truth = pairs(now) ^ baseline
                 recounted = in_recounted(baseline_pieces, now) & truth
-                found = {(a, str(g)) for a, g, _ in result.diff(first).rows.itertuples(
-                    index=False)}
+                found = {(a, str(g)) for a, g, _ in result.diff(first).rows.itertuples(index=False)}
                 truth_counted = {t for t in truth if t[1] in counted}
                 status = result.tiles["status"].value_counts()
-                inferred = result.tiles.loc[result.tiles["status"] == "inferred",
-                                            ["tract", "piece_id"]].itertuples(index=False)
+                inferred = result.tiles.loc[
+                    result.tiles["status"] == "inferred", ["tract", "piece_id"]
+                ].itertuples(index=False)
                 missed_pieces = sum(baseline_pieces[(a, p)] != now[(a, p)] for a, p in inferred)
-                row = {"name": name, "calls": calls, "ratio": calls / full_calls,
-                       "read": int(status.get("read", 0)),
-                       "sampled": int(status.get("sampled", 0)),
-                       "recall_recounted": _recall(found, recounted),
-                       "recall_counted": _recall(found, truth_counted),
-                       "recall_all": _recall(found, truth), "truth": len(truth),
-                       "missed": len(truth - found), "missed_pieces": missed_pieces,
-                       "verification": result.verification,
-                       "seconds": secs}
-                print(f"{name}: {calls:,} calls ({row['ratio']:.2f} × full), recall "
-                      f"{row['recall_recounted']} / {row['recall_counted']} / "
-                      f"{row['recall_all']} ({secs:.0f} s)",
-                      flush=True)
+                row = {
+                    "name": name,
+                    "calls": calls,
+                    "ratio": calls / full_calls,
+                    "read": int(status.get("read", 0)),
+                    "sampled": int(status.get("sampled", 0)),
+                    "recall_recounted": _recall(found, recounted),
+                    "recall_counted": _recall(found, truth_counted),
+                    "recall_all": _recall(found, truth),
+                    "truth": len(truth),
+                    "missed": len(truth - found),
+                    "missed_pieces": missed_pieces,
+                    "verification": result.verification,
+                    "seconds": secs,
+                }
+                print(
+                    f"{name}: {calls:,} calls ({row['ratio']:.2f} × full), recall "
+                    f"{row['recall_recounted']} / {row['recall_counted']} / "
+                    f"{row['recall_all']} ({secs:.0f} s)",
+                    flush=True,
+                )
                 return row
 
             shutil.copytree(folder / "month0", folder / "all")
@@ -202,7 +227,8 @@ def main() -> int:
             f"| refresh changed, {row['name']} | {row['calls']:,} | {row['ratio']:.2f} | "
             f"{row['read']} | {row['sampled']} | {row['recall_recounted']} | "
             f"{row['recall_counted']} | "
-            f"{row['recall_all']} | {row['truth']:,} |")
+            f"{row['recall_all']} | {row['truth']:,} |"
+        )
     verification = sampled["verification"]
     low, high = verification["missed_interval"]
     lines += [

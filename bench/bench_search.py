@@ -99,14 +99,20 @@ def fabric_under(areas: gpd.GeoDataFrame, per_part: bool = False) -> gpd.GeoData
             width = (maxx - minx) * _M_PER_DEG * math.cos(math.radians((miny + maxy) / 2))
             height = (maxy - miny) * 110_574
             specs.append(
-                synth.MarketSpec(f"{area_id} {number}, TX", minx, miny,
-                                 blocks_x=int(width / 225) + 2, blocks_y=int(height / 100) + 2)
+                synth.MarketSpec(
+                    f"{area_id} {number}, TX",
+                    minx,
+                    miny,
+                    blocks_x=int(width / 225) + 2,
+                    blocks_y=int(height / 100) + 2,
+                )
             )
     return _near(synth.fabric(specs, seed=7), areas)
 
 
-def towns_along(areas: gpd.GeoDataFrame, every_m: float = 50_000.0,
-                town_m: float = 2_000.0) -> gpd.GeoDataFrame:
+def towns_along(
+    areas: gpd.GeoDataFrame, every_m: float = 50_000.0, town_m: float = 2_000.0
+) -> gpd.GeoDataFrame:
     """A fabric for areas too large to lay one under: a square town ``town_m`` wide every
     ``every_m`` along each part's outer boundary (centred on it: half inside, half outside),
     and one under each part smaller than a town (an island); less the parcels farther than
@@ -122,13 +128,19 @@ def towns_along(areas: gpd.GeoDataFrame, every_m: float = 50_000.0,
                 ring = shapely.LineString(part.exterior.coords)
                 length = ring.length * (metres_x + 110_574) / 2  # about, in metres
                 steps = np.arange(0.0, 1.0, every_m / max(length, every_m))
-                centres = shapely.get_coordinates(shapely.line_interpolate_point(
-                    ring, steps, normalized=True)).tolist()
+                centres = shapely.get_coordinates(
+                    shapely.line_interpolate_point(ring, steps, normalized=True)
+                ).tolist()
             for k, (x, y) in enumerate(centres):
-                specs.append(synth.MarketSpec(
-                    f"{area_id} {number}-{k}, TX", x - town_m / 2 / metres_x,
-                    y - town_m / 2 / 110_574, blocks_x=int(town_m / 225) + 1,
-                    blocks_y=int(town_m / 100) + 1))
+                specs.append(
+                    synth.MarketSpec(
+                        f"{area_id} {number}-{k}, TX",
+                        x - town_m / 2 / metres_x,
+                        y - town_m / 2 / 110_574,
+                        blocks_x=int(town_m / 225) + 1,
+                        blocks_y=int(town_m / 100) + 1,
+                    )
+                )
     return _near(synth.fabric(specs, seed=11), areas)
 
 
@@ -150,14 +162,29 @@ def _halving_plan(areas: gpd.GeoDataFrame) -> Plan:
     for area_id, geom in validated.geometry.items():
         for piece_id, ring in enumerate(halving_baseline(geom)):
             text = _wire.ring_json(ring.exterior.coords)
-            pieces.append(Piece(area_id, piece_id, text, ring, _wire.search_target_bytes(
-                parcelsearch.settings.SEARCH_PATH, text, tiling.BUDGET_PAGE)))
-    return Plan(validated, pieces, tolerance=0.0, max_request_bytes=7168,
-                path=parcelsearch.settings.SEARCH_PATH)
+            pieces.append(
+                Piece(
+                    area_id,
+                    piece_id,
+                    text,
+                    ring,
+                    _wire.search_target_bytes(
+                        parcelsearch.settings.SEARCH_PATH, text, tiling.BUDGET_PAGE
+                    ),
+                )
+            )
+    return Plan(
+        validated,
+        pieces,
+        tolerance=0.0,
+        max_request_bytes=7168,
+        path=parcelsearch.settings.SEARCH_PATH,
+    )
 
 
-def _timed_plans(areas: gpd.GeoDataFrame, match: str | None = None
-                 ) -> dict[str, tuple[Plan, float]]:
+def _timed_plans(
+    areas: gpd.GeoDataFrame, match: str | None = None
+) -> dict[str, tuple[Plan, float]]:
     plans: dict[str, tuple[Plan, float]] = {}
     for label, make in (
         ("exact", lambda: parcelsearch.plan(areas, match=match)),
@@ -191,9 +218,12 @@ def searched_calls(
     rows: dict[Any, dict[str, Any]] = {}
     for area_id, geom in areas.geometry.items():
         parcels = int(shapely.intersects_xy(geom, store.x, store.y).sum())
-        rows[area_id] = {"parcels": parcels, "floor": math.ceil(parcels / 100),
-                         "parts_n": len(shapely.get_parts(geom)),
-                         "vertex_bound": _vertex_bound(geom, tiling.Budget())}
+        rows[area_id] = {
+            "parcels": parcels,
+            "floor": math.ceil(parcels / 100),
+            "parts_n": len(shapely.get_parts(geom)),
+            "vertex_bound": _vertex_bound(geom, tiling.Budget()),
+        }
     for label, (made, seconds) in plans.items():
         if label not in searched:  # planned (pieces, seconds) but not searched
             for area_id in rows:
@@ -202,9 +232,13 @@ def searched_calls(
             continue
         name = f"bench-{label}-{time.monotonic_ns()}"
         key = svc.keys.create(name, key_type="production", quota=10_000_000, per_second=2_000)
-        client = parcelsearch.Client(api_key=key, base_url=svc.base_url,
-                                     ca_bundle=str(svc.ca_path), rate=1_000.0,
-                                     cache_dir=workdir / f"cache-{label}")
+        client = parcelsearch.Client(
+            api_key=key,
+            base_url=svc.base_url,
+            ca_bundle=str(svc.ca_path),
+            rate=1_000.0,
+            cache_dir=workdir / f"cache-{label}",
+        )
         result = parcelsearch.search(None, plan=made, client=client, progress=False)
         log = svc.keys.requests(name)
         by_piece = log.groupby("polygon_sha256").size()
@@ -212,8 +246,11 @@ def searched_calls(
             pieces = [p for p in made.pieces if p.area_id == area_id]
             calls = int(sum(by_piece.get(_sha(p.polygon_json), 0) for p in pieces))
             found = set(result.ids.loc[result.ids.iloc[:, 0] == area_id, "group_id"])
-            reach = (2 * tiling.GRID if label != "tol5" else
-                     TOLERANCE / (_M_PER_DEG * math.cos(math.radians(abs(geom.bounds[1]) + 1))))
+            reach = (
+                2 * tiling.GRID
+                if label != "tol5"
+                else TOLERANCE / (_M_PER_DEG * math.cos(math.radians(abs(geom.bounds[1]) + 1)))
+            )
             row = rows[area_id]
             row[f"{label}_pieces"] = len(pieces)
             row[f"{label}_calls"] = calls
@@ -300,20 +337,27 @@ _LAUNCHER = (
 )
 
 
-def _timed_command(args: list[str], env: dict[str, str], workdir: Path) -> tuple[float, float,
-                                                                                 int, str]:
+def _timed_command(
+    args: list[str], env: dict[str, str], workdir: Path
+) -> tuple[float, float, int, str]:
     """Wall seconds, peak memory (MB) and exit code of one command, and what it wrote to
     stderr (both measured by :data:`_LAUNCHER` around the command alone)."""
     err = workdir / "stderr.txt"
     with err.open("wb") as stderr:
-        launched = subprocess.run([sys.executable, "-c", _LAUNCHER, *args], env=env,
-                                  stdout=subprocess.PIPE, stderr=stderr, check=True)
+        launched = subprocess.run(
+            [sys.executable, "-c", _LAUNCHER, *args],
+            env=env,
+            stdout=subprocess.PIPE,
+            stderr=stderr,
+            check=True,
+        )
     seconds, peak_kb, code = launched.stdout.decode().split()[-3:]
     return float(seconds), int(peak_kb) / 1024, int(code), err.read_text()
 
 
-def command_refusal_times(svc: RunningService, areas: gpd.GeoDataFrame,
-                          workdir: Path, coarse: float | None = None) -> dict[str, Any]:
+def command_refusal_times(
+    svc: RunningService, areas: gpd.GeoDataFrame, workdir: Path, coarse: float | None = None
+) -> dict[str, Any]:
     """Whole commands, as a user runs them: ``python -m parcelsearch.cli plan FILE`` against
     a refused ``python -m parcelsearch.cli search FILE --budget N`` on the same area file,
     for a budget one call short of the plan and half of it; :data:`RUNS` runs of each,
@@ -327,16 +371,31 @@ def command_refusal_times(svc: RunningService, areas: gpd.GeoDataFrame,
     source = str(Path(parcelsearch.__file__).resolve().parents[1])
     name = f"bench-cli-{time.monotonic_ns()}"
     key = svc.keys.create(name, key_type="production", quota=10_000_000, per_second=2_000)
-    env = {**os.environ, "PYTHONPATH": source, "PARCELSEARCH_API_KEY": key,
-           "PARCELSEARCH_BASE_URL": svc.base_url, "PARCELSEARCH_CA_BUNDLE": str(svc.ca_path),
-           "PARCELSEARCH_CACHE_DIR": str(workdir / "cache")}
+    env = {
+        **os.environ,
+        "PYTHONPATH": source,
+        "PARCELSEARCH_API_KEY": key,
+        "PARCELSEARCH_BASE_URL": svc.base_url,
+        "PARCELSEARCH_CA_BUNDLE": str(svc.ca_path),
+        "PARCELSEARCH_CACHE_DIR": str(workdir / "cache"),
+    }
     env.pop("PARCELSEARCH_QUOTA", None)
     cli = [sys.executable, "-m", "parcelsearch.cli"]
     plan_args = [*cli, "plan", str(path), "--id-column", "area_id"]
     out: dict[str, Any] = {"needed": needed}
     for label, budget in (("short1", needed - 1), ("half", needed // 2)):
-        search_args = [*cli, "search", str(path), "--id-column", "area_id", "--quiet",
-                       "--out", str(workdir / "ids.parquet"), "--budget", str(budget)]
+        search_args = [
+            *cli,
+            "search",
+            str(path),
+            "--id-column",
+            "area_id",
+            "--quiet",
+            "--out",
+            str(workdir / "ids.parquet"),
+            "--budget",
+            str(budget),
+        ]
         plans, searches = [], []
         for _ in range(RUNS):
             seconds, mb, code, err = _timed_command(plan_args, env, workdir)
@@ -356,8 +415,9 @@ def command_refusal_times(svc: RunningService, areas: gpd.GeoDataFrame,
         out[f"{label}_plan_cmd_mb"] = round(max(m for _, m in plans))
         out[f"{label}_search_cmd_mb"] = round(max(m for _, m in searches))
         out[f"{label}_cmd_suggested_m"] = suggested.group(1) or "asked with --max-calls"
-        out[f"{label}_mb_ratio"] = round(out[f"{label}_search_cmd_mb"]
-                                         / out[f"{label}_plan_cmd_mb"], 2)
+        out[f"{label}_mb_ratio"] = round(
+            out[f"{label}_search_cmd_mb"] / out[f"{label}_plan_cmd_mb"], 2
+        )
     if coarse is not None:
         pairs = []
         for _ in range(RUNS):
@@ -365,8 +425,9 @@ def command_refusal_times(svc: RunningService, areas: gpd.GeoDataFrame,
             loose = _timed_command([*plan_args, "--tolerance", f"{coarse:g}"], env, workdir)
             assert exact[2] == loose[2] == 0, loose[3]
             pairs.append((exact[0], loose[0], exact[1], loose[1]))
-        out["coarse_cmd_ratio"] = round(statistics.median(p[1] for p in pairs)
-                                        / statistics.median(p[0] for p in pairs), 2)
+        out["coarse_cmd_ratio"] = round(
+            statistics.median(p[1] for p in pairs) / statistics.median(p[0] for p in pairs), 2
+        )
         out["coarse_mb_ratio"] = round(max(p[3] for p in pairs) / max(p[2] for p in pairs), 2)
     # The witness: the refused searches spent nothing (not one request reached the service).
     out["calls"] = len(svc.keys.requests(name))
@@ -377,8 +438,13 @@ def command_refusal_times(svc: RunningService, areas: gpd.GeoDataFrame,
 def paced_run(svc, areas: gpd.GeoDataFrame, workdir: Path) -> dict[str, float]:
     """A real search of the first area against a 10/s key: calls/s, 429s, the service's count."""
     key = svc.keys.create("paced", key_type="production", quota=100_000)
-    client = parcelsearch.Client(api_key=key, base_url=svc.base_url, ca_bundle=str(svc.ca_path),
-                                 rate=10.0, cache_dir=workdir / "paced-cache")
+    client = parcelsearch.Client(
+        api_key=key,
+        base_url=svc.base_url,
+        ca_bundle=str(svc.ca_path),
+        rate=10.0,
+        cache_dir=workdir / "paced-cache",
+    )
     cached_plan = parcelsearch.plan(areas.iloc[[0]], TOLERANCE)
     started = time.perf_counter()
     result = parcelsearch.search(None, plan=cached_plan, client=client, progress=False)
@@ -389,16 +455,25 @@ def paced_run(svc, areas: gpd.GeoDataFrame, workdir: Path) -> dict[str, float]:
     # The witness: what the service counted is what the toolkit says it spent.
     assert server_counted == calls, (server_counted, calls)
     retried_429 = client.stats.get("retried 429", 0)
-    return {"calls": calls, "seconds": round(elapsed, 2),
-            "calls_per_s": round((calls - 1) / elapsed, 2) if calls > 1 else 0.0,
-            "429s": retried_429, "server_counted": server_counted}
+    return {
+        "calls": calls,
+        "seconds": round(elapsed, 2),
+        "calls_per_s": round((calls - 1) / elapsed, 2) if calls > 1 else 0.0,
+        "429s": retried_429,
+        "server_counted": server_counted,
+    }
 
 
 def cache_rerun(svc, areas: gpd.GeoDataFrame, workdir: Path) -> dict[str, float]:
     """Fill a cache with ≥ 1,000 pages through a fast key, then time reruns from it."""
     key = svc.keys.create("fast", key_type="production", quota=1_000_000, per_second=2_000)
-    kwargs = dict(api_key=key, base_url=svc.base_url, ca_bundle=str(svc.ca_path), rate=1_000.0,
-                  cache_dir=workdir / "fast-cache")
+    kwargs = dict(
+        api_key=key,
+        base_url=svc.base_url,
+        ca_bundle=str(svc.ca_path),
+        rate=1_000.0,
+        cache_dir=workdir / "fast-cache",
+    )
     first = parcelsearch.search(areas, client=parcelsearch.Client(**kwargs), progress=False)
     pages = first.calls
     client = parcelsearch.Client(**kwargs)  # a fresh client and cache: nothing in memory
@@ -411,8 +486,12 @@ def cache_rerun(svc, areas: gpd.GeoDataFrame, workdir: Path) -> dict[str, float]
     fetch_only = parcelsearch.search(None, plan=cached_plan, client=client, progress=False)
     fetch = time.perf_counter() - started
     assert again.calls == 0 and fetch_only.calls == 0 and again.ids.equals(first.ids)
-    return {"pages": pages, "rerun_s": round(whole, 3), "rerun_without_planning_s": round(fetch, 3),
-            "ids": len(again.ids)}
+    return {
+        "pages": pages,
+        "rerun_s": round(whole, 3),
+        "rerun_without_planning_s": round(fetch, 3),
+        "ids": len(again.ids),
+    }
 
 
 def coast_pieces() -> tuple[pd.DataFrame, float]:
@@ -426,9 +505,12 @@ def coast_pieces() -> tuple[pd.DataFrame, float]:
     exact_s = time.perf_counter() - started
     for area_id, geom in areas.geometry.items():
         halving = len(halving_baseline(geom))
-        rows[area_id] = {"vertices": int(shapely.get_num_coordinates(geom)),
-                         "parts": len(shapely.get_parts(geom)), "exact": exact[area_id],
-                         "halving": halving}
+        rows[area_id] = {
+            "vertices": int(shapely.get_num_coordinates(geom)),
+            "parts": len(shapely.get_parts(geom)),
+            "exact": exact[area_id],
+            "halving": halving,
+        }
     table = pd.DataFrame.from_dict(rows, orient="index")
     table["exact/halving"] = (table["exact"] / table["halving"]).round(3)
     table["parts/halving (bound)"] = (table["parts"] / table["halving"]).round(3)
@@ -453,8 +535,9 @@ def _coast_lines(table: pd.DataFrame, exact_s: float) -> list[str]:
     ]
 
 
-def _section(name: str, table: pd.DataFrame, refusal: dict[str, float],
-             command: dict[str, Any]) -> list[str]:
+def _section(
+    name: str, table: pd.DataFrame, refusal: dict[str, float], command: dict[str, Any]
+) -> list[str]:
     totals = _totals(table)
     return [
         f"**{name}**: {int(table['parcels'].sum()):,} parcels inside the areas.",
@@ -501,21 +584,25 @@ def planned_set(areas: gpd.GeoDataFrame) -> dict[str, float]:
     planning seconds in exact mode and at tolerance 5 m, and the areas where tolerance mode
     gives more pieces or more bytes than exact mode (there should be none)."""
     budget = tiling.Budget()
-    out: dict[str, float] = {"areas": len(areas),
-                             "vertices": int(shapely.get_num_coordinates(areas.geometry).sum()),
-                             "vertex_bound": sum(_vertex_bound(g, budget) for g in areas.geometry)}
+    out: dict[str, float] = {
+        "areas": len(areas),
+        "vertices": int(shapely.get_num_coordinates(areas.geometry).sum()),
+        "vertex_bound": sum(_vertex_bound(g, budget) for g in areas.geometry),
+    }
     per_area = {}
     for label, tolerance in (("exact", 0.0), ("tol5", TOLERANCE)):
         started = time.perf_counter()
         made = parcelsearch.plan(areas, tolerance)
         out[f"{label}_plan_s"] = round(time.perf_counter() - started, 2)
-        tiles = made.tiles.groupby(made.id_name).agg(pieces=("piece_id", "size"),
-                                                      bytes=("request_bytes", "sum"))
+        tiles = made.tiles.groupby(made.id_name).agg(
+            pieces=("piece_id", "size"), bytes=("request_bytes", "sum")
+        )
         per_area[label] = tiles
         out[f"{label}_pieces"] = int(tiles["pieces"].sum())
         out[f"{label}_bytes"] = int(tiles["bytes"].sum())
-    worse = ((per_area["tol5"]["pieces"] > per_area["exact"]["pieces"])
-             | (per_area["tol5"]["bytes"] > per_area["exact"]["bytes"]))
+    worse = (per_area["tol5"]["pieces"] > per_area["exact"]["pieces"]) | (
+        per_area["tol5"]["bytes"] > per_area["exact"]["bytes"]
+    )
     out["tol5_worse_areas"] = int(worse.sum())
     return out
 
@@ -529,8 +616,9 @@ def region_city_lines(workdir: Path) -> list[str]:
     started = time.perf_counter()
     parcels = towns_along(city)
     print(f"region city: {len(parcels):,} parcels in {time.perf_counter() - started:.1f} s")
-    with start_service(parcels=parcels, keys=workdir / "keys-regions.sqlite",
-                       cert_dir=workdir / "certs") as svc:
+    with start_service(
+        parcels=parcels, keys=workdir / "keys-regions.sqlite", cert_dir=workdir / "certs"
+    ) as svc:
         table = searched_calls(svc, city, workdir / "regions", ("exact", "tol5"))
     print(table.astype(object).T.to_string())
     header = (
@@ -538,7 +626,8 @@ def region_city_lines(workdir: Path) -> list[str]:
         "Tasman, Nelson, Gisborne and Taranaki regional councils, each its land with its "
         "offshore islands of at least 0.01 km² as one multi-part area): {parts} parts, "
         "{vertices} vertices, {parcels} parcels inside (a 2 km town every 50 km along each "
-        "part's boundary, and one under each small island).")
+        "part's boundary, and one under each small island)."
+    )
     return _city_lines(header, city, table)
 
 
@@ -552,14 +641,21 @@ def _city_lines(header: str, city: gpd.GeoDataFrame, table: pd.DataFrame) -> lis
     tiles = {}
     for label, tolerance in (("exact", 0.0), ("tol5", TOLERANCE)):
         made = parcelsearch.plan(city, tolerance)
-        tiles[label] = made.tiles.groupby(made.id_name).agg(pieces=("piece_id", "size"),
-                                                             bytes=("request_bytes", "sum"))
-    worse = int(((tiles["tol5"]["pieces"] > tiles["exact"]["pieces"])
-                 | (tiles["tol5"]["bytes"] > tiles["exact"]["bytes"])).sum())
+        tiles[label] = made.tiles.groupby(made.id_name).agg(
+            pieces=("piece_id", "size"), bytes=("request_bytes", "sum")
+        )
+    worse = int(
+        (
+            (tiles["tol5"]["pieces"] > tiles["exact"]["pieces"])
+            | (tiles["tol5"]["bytes"] > tiles["exact"]["bytes"])
+        ).sum()
+    )
     return [
-        header.format(parts=int(total["parts_n"]),
-                      vertices=f"{int(shapely.get_num_coordinates(city.geometry).sum()):,}",
-                      parcels=f"{int(table['parcels'].sum()):,}"),
+        header.format(
+            parts=int(total["parts_n"]),
+            vertices=f"{int(shapely.get_num_coordinates(city.geometry).sum()):,}",
+            parcels=f"{int(table['parcels'].sum()):,}",
+        ),
         "",
         "```",
         table.astype(object).T.to_string(),
@@ -589,8 +685,9 @@ def real_city(workdir: Path) -> list[str]:
     started = time.perf_counter()
     parcels = fabric_under(city, per_part=True)
     print(f"island city: {len(parcels):,} parcels in {time.perf_counter() - started:.1f} s")
-    with start_service(parcels=parcels, keys=workdir / "keys-city.sqlite",
-                       cert_dir=workdir / "certs") as svc:
+    with start_service(
+        parcels=parcels, keys=workdir / "keys-city.sqlite", cert_dir=workdir / "certs"
+    ) as svc:
         table = searched_calls(svc, city, workdir / "city", ("exact", "tol5"))
     print(table.astype(object).T.to_string())
     simple = planned_set(island_set())
@@ -599,19 +696,24 @@ def real_city(workdir: Path) -> list[str]:
         "**A dense real island city** (nzgeom: every offshore island of at least 0.1 km² of "
         "the Auckland, Northland, Waikato and Bay of Plenty regional councils, one "
         "multi-part area a region): {parts} parts, {vertices} vertices, {parcels} parcels "
-        "inside (a fabric under each island).")
-    return region_city_lines(workdir) + _city_lines(header, city, table) + [
-        f"**A large set of simple areas** (nzgeom: every offshore island of at least 0.01 km², "
-        f"each its own area), planned: {simple['areas']:,} areas, {simple['vertices']:,} "
-        f"vertices, vertex bound {simple['vertex_bound']:,} pieces.",
-        "",
-        f"- exact: {simple['exact_pieces']:,} pieces, {simple['exact_bytes']:,} request bytes, "
-        f"{simple['exact_plan_s']:.1f} s; tolerance 5 m: {simple['tol5_pieces']:,} pieces, "
-        f"{simple['tol5_bytes']:,} bytes, {simple['tol5_plan_s']:.1f} s",
-        f"- areas where tolerance 5 m gives more pieces or more bytes than exact: "
-        f"**{simple['tol5_worse_areas']}**",
-        "",
-    ]
+        "inside (a fabric under each island)."
+    )
+    return (
+        region_city_lines(workdir)
+        + _city_lines(header, city, table)
+        + [
+            f"**A large set of simple areas** (nzgeom: every offshore island of at least 0.01 km², "
+            f"each its own area), planned: {simple['areas']:,} areas, {simple['vertices']:,} "
+            f"vertices, vertex bound {simple['vertex_bound']:,} pieces.",
+            "",
+            f"- exact: {simple['exact_pieces']:,} pieces, {simple['exact_bytes']:,} request bytes, "
+            f"{simple['exact_plan_s']:.1f} s; tolerance 5 m: {simple['tol5_pieces']:,} pieces, "
+            f"{simple['tol5_bytes']:,} bytes, {simple['tol5_plan_s']:.1f} s",
+            f"- areas where tolerance 5 m gives more pieces or more bytes than exact: "
+            f"**{simple['tol5_worse_areas']}**",
+            "",
+        ]
+    )
 
 
 TIMED_RUNS = 3  # in-process runs timed per case and rule; the fastest is reported
@@ -675,11 +777,13 @@ def rule_calls(workdir: Path) -> list[str]:
     city = region_city()
     parcels = towns_along(city)
     tables = {}
-    with start_service(parcels=parcels, keys=workdir / "keys-rules.sqlite",
-                       cert_dir=workdir / "certs") as svc:
+    with start_service(
+        parcels=parcels, keys=workdir / "keys-rules.sqlite", cert_dir=workdir / "certs"
+    ) as svc:
         for rule in RULES:
-            tables[rule] = searched_calls(svc, city, workdir / f"rules-{rule}",
-                                          ("exact", "tol5"), match=rule)
+            tables[rule] = searched_calls(
+                svc, city, workdir / f"rules-{rule}", ("exact", "tol5"), match=rule
+            )
             print(rule, tables[rule].astype(object).T.to_string(), flush=True)
     lines = [
         f"Calls / floor per matching rule, side by side: the dense real city of large regions "
@@ -701,16 +805,28 @@ def rule_calls(workdir: Path) -> list[str]:
     for area_id, geom in city.geometry.items():
         for rule in RULES:
             row = tables[rule].loc[area_id]
-            lines.append(_rule_line(str(area_id), rule, row, {
-                t: _limit(geom, t, rule) for t in (0.0, TOLERANCE)}, totals))
+            lines.append(
+                _rule_line(
+                    str(area_id),
+                    rule,
+                    row,
+                    {t: _limit(geom, t, rule) for t in (0.0, TOLERANCE)},
+                    totals,
+                )
+            )
     for rule in RULES:
         total = totals[rule]
         lines.append(_rule_line("**all**", rule, pd.Series(total), None, None))
     return lines
 
 
-def _rule_line(area_id: str, rule: str, row: pd.Series, limits: dict[float, int] | None,
-               totals: dict[str, dict[str, float]] | None) -> str:
+def _rule_line(
+    area_id: str,
+    rule: str,
+    row: pd.Series,
+    limits: dict[float, int] | None,
+    totals: dict[str, dict[str, float]] | None,
+) -> str:
     """One row of :func:`rule_calls`' table (``limits``: fewest pieces per tolerance, or
     None where ``row`` holds their sums already as ``limit_exact``/``limit_tol5``); adds
     the row to ``totals`` when given."""
@@ -719,17 +835,31 @@ def _rule_line(area_id: str, rule: str, row: pd.Series, limits: dict[float, int]
         row["limit_exact"], row["limit_tol5"] = limits[0.0], limits[TOLERANCE]
     if totals is not None:
         kept = totals.setdefault(rule, {})
-        for name in ("floor", "vertex_bound", "exact_pieces", "exact_calls", "tol5_pieces",
-                     "tol5_calls", "limit_exact", "limit_tol5", "exact_beyond", "tol5_beyond"):
+        for name in (
+            "floor",
+            "vertex_bound",
+            "exact_pieces",
+            "exact_calls",
+            "tol5_pieces",
+            "tol5_calls",
+            "limit_exact",
+            "limit_tol5",
+            "exact_beyond",
+            "tol5_beyond",
+        ):
             kept[name] = kept.get(name, 0) + float(row[name])
     cells = [area_id, f"`{rule}`"]
     for label in ("exact", "tol5"):
         floor = float(row["floor"])
         ratio = float(row[f"{label}_calls"]) / floor
         limit = (floor + 0.5 * float(row[f"limit_{label}"])) / floor
-        cells += [f"{int(row[f'{label}_pieces'])} / {int(row['vertex_bound'])} = "
-                  f"{float(row[f'{label}_pieces']) / float(row['vertex_bound']):.2f}",
-                  f"**{ratio:.3f}**", f"{limit:.3f}", f"{ratio - limit:+.3f}"]
+        cells += [
+            f"{int(row[f'{label}_pieces'])} / {int(row['vertex_bound'])} = "
+            f"{float(row[f'{label}_pieces']) / float(row['vertex_bound']):.2f}",
+            f"**{ratio:.3f}**",
+            f"{limit:.3f}",
+            f"{ratio - limit:+.3f}",
+        ]
     cells.append(f"{int(row['exact_beyond'])} / {int(row['tol5_beyond'])}")
     return "| " + " | ".join(cells) + " |"
 
@@ -742,9 +872,11 @@ def match_rules(areas: gpd.GeoDataFrame) -> list[str]:
     of a refusal for half the calls (the plan, then ``suggest_tolerance`` where a refusal
     names a tolerance at once) and of that suggestion asked for (``plan --max-calls N``), as
     ratios to the exact plan's, each made from scratch, in process."""
-    lines = ["| area | rule | exact pieces / limit | 5 m pieces / limit | 5 m plan × | "
-             "500 m plan × | refusal × | asked × | memory 5 m / 500 m / refusal × |",
-             "|---|---|---|---|---|---|---|---|---|"]
+    lines = [
+        "| area | rule | exact pieces / limit | 5 m pieces / limit | 5 m plan × | "
+        "500 m plan × | refusal × | asked × | memory 5 m / 500 m / refusal × |",
+        "|---|---|---|---|---|---|---|---|---|",
+    ]
     for area_id, geom in areas.geometry.items():
         one = areas.loc[[area_id]]
         for rule in ("unknown", "representative-point"):
@@ -762,7 +894,8 @@ def match_rules(areas: gpd.GeoDataFrame) -> list[str]:
                 f"{loose_s / exact_s:.2f} | {coarse_s / exact_s:.2f} | {refused_s / exact_s:.2f} | "
                 f"{asked_s / exact_s:.2f} | "
                 f"{loose_mb / exact_mb:.2f} / {coarse_mb / exact_mb:.2f} / "
-                f"{refused_mb / exact_mb:.2f} |")
+                f"{refused_mb / exact_mb:.2f} |"
+            )
             print(lines[-1], f"(exact plan {exact_s:.2f} s, {exact_mb:.0f} MB)", flush=True)
     return lines
 
@@ -771,19 +904,29 @@ def fast_run(svc, areas: gpd.GeoDataFrame, workdir: Path, workers: int = 4) -> d
     """A real search of ``areas`` through a fast key (no pacing to speak of), ``workers``
     threads: the wall time of the normal path, the frontier gates' serialised requests
     included, and the service's count."""
-    key = svc.keys.create(f"fast{workers}", key_type="production", quota=1_000_000,
-                          per_second=2_000)
-    client = parcelsearch.Client(api_key=key, base_url=svc.base_url, ca_bundle=str(svc.ca_path),
-                                 rate=1_000.0, cache_dir=workdir / f"fast{workers}-cache")
+    key = svc.keys.create(
+        f"fast{workers}", key_type="production", quota=1_000_000, per_second=2_000
+    )
+    client = parcelsearch.Client(
+        api_key=key,
+        base_url=svc.base_url,
+        ca_bundle=str(svc.ca_path),
+        rate=1_000.0,
+        cache_dir=workdir / f"fast{workers}-cache",
+    )
     planned = parcelsearch.plan(areas, TOLERANCE)
     started = time.perf_counter()
-    result = parcelsearch.search(None, plan=planned, client=client, progress=False,
-                                 workers=workers, confirm=True)
+    result = parcelsearch.search(
+        None, plan=planned, client=client, progress=False, workers=workers, confirm=True
+    )
     elapsed = time.perf_counter() - started
     server_counted = int(svc.keys.requests(f"fast{workers}")["counted"].sum())
     assert server_counted == result.calls, (server_counted, result.calls)
-    return {"calls": result.calls, "seconds": round(elapsed, 2),
-            "calls_per_s": round(result.calls / elapsed, 1)}
+    return {
+        "calls": result.calls,
+        "seconds": round(elapsed, 2),
+        "calls_per_s": round(result.calls / elapsed, 1),
+    }
 
 
 def gates(label: str) -> None:
@@ -797,31 +940,41 @@ def gates(label: str) -> None:
     figures = json.loads(kept.read_text()) if kept.exists() else {}
     with tempfile.TemporaryDirectory() as tmp:
         workdir = Path(tmp)
-        with start_service(parcels=fabric_under(areas), keys=workdir / "keys.sqlite",
-                           cert_dir=workdir / "certs") as svc:
-            figures[label] = {"fast": fast_run(svc, areas.iloc[[0, 1]], workdir),
-                              "paced": paced_run(svc, areas, workdir),
-                              "rerun": cache_rerun(svc, areas.iloc[[1]], workdir)}
+        with start_service(
+            parcels=fabric_under(areas), keys=workdir / "keys.sqlite", cert_dir=workdir / "certs"
+        ) as svc:
+            figures[label] = {
+                "fast": fast_run(svc, areas.iloc[[0, 1]], workdir),
+                "paced": paced_run(svc, areas, workdir),
+                "rerun": cache_rerun(svc, areas.iloc[[1]], workdir),
+            }
     kept.write_text(json.dumps(figures))
     print(json.dumps(figures, indent=1))
-    lines = ["Normal path (no vendor refusal) before and after the frontier gates (issue 47: "
-             "the first request alone, then the deepest page and the longest request line "
-             "beyond what was answered, each alone once); synthetic hard areas, reference "
-             "service over HTTPS. The calls are the witness (the service's count); the "
-             "times are of a 2-core machine shared with other work, so only runs made back "
-             "to back compare.", "", "| figure | " + " | ".join(figures) + " |",
-             "|---|" + "---|" * len(figures)]
-    rows = [("fast search (two areas), 4 workers: calls", "fast", "calls"),
-            ("fast search, 4 workers: s", "fast", "seconds"),
-            ("fast search, 4 workers: calls/s", "fast", "calls_per_s"),
-            ("paced 10/s search: calls", "paced", "calls"),
-            ("paced 10/s search: calls/s", "paced", "calls_per_s"),
-            ("paced 10/s search: 429s", "paced", "429s"),
-            ("rerun from the cache: pages", "rerun", "pages"),
-            ("rerun from the cache: s", "rerun", "rerun_s")]
+    lines = [
+        "Normal path (no vendor refusal) before and after the frontier gates (issue 47: "
+        "the first request alone, then the deepest page and the longest request line "
+        "beyond what was answered, each alone once); synthetic hard areas, reference "
+        "service over HTTPS. The calls are the witness (the service's count); the "
+        "times are of a 2-core machine shared with other work, so only runs made back "
+        "to back compare.",
+        "",
+        "| figure | " + " | ".join(figures) + " |",
+        "|---|" + "---|" * len(figures),
+    ]
+    rows = [
+        ("fast search (two areas), 4 workers: calls", "fast", "calls"),
+        ("fast search, 4 workers: s", "fast", "seconds"),
+        ("fast search, 4 workers: calls/s", "fast", "calls_per_s"),
+        ("paced 10/s search: calls", "paced", "calls"),
+        ("paced 10/s search: calls/s", "paced", "calls_per_s"),
+        ("paced 10/s search: 429s", "paced", "429s"),
+        ("rerun from the cache: pages", "rerun", "pages"),
+        ("rerun from the cache: s", "rerun", "rerun_s"),
+    ]
     for name, part, field in rows:
-        lines.append(f"| {name} | " + " | ".join(str(f[part][field]) for f in figures.values())
-                     + " |")
+        lines.append(
+            f"| {name} | " + " | ".join(str(f[part][field]) for f in figures.values()) + " |"
+        )
     write_section("search-gates", "\n".join(lines))
 
 
@@ -831,28 +984,36 @@ def main() -> None:
         return
     if sys.argv[1:] == ["match"]:  # pieces and times per matching rule, planned only
         real = real_areas()
-        lines = [f"In process, per area and rule: pieces against the fewest the rule allows; "
-                 f"times (fastest of {TIMED_RUNS}, untraced) and peak traced memory (a run "
-                 "of its own) as ratios to the exact plan's:", ""]
+        lines = [
+            f"In process, per area and rule: pieces against the fewest the rule allows; "
+            f"times (fastest of {TIMED_RUNS}, untraced) and peak traced memory (a run "
+            "of its own) as ratios to the exact plan's:",
+            "",
+        ]
         lines += match_rules(real)
-        lines += ["", "Whole commands under the default rule (medians of "
-                  f"{RUNS}, alternated; peak resident memory): `plan --tolerance 500` and a "
-                  "search refused for one call short and for half the exact plan's calls, "
-                  "against `plan`:", "",
-                  "| area | plan s | 500 m × (time / memory) | refused, 1 short × | "
-                  "refused, half × |", "|---|---|---|---|---|"]
+        lines += [
+            "",
+            "Whole commands under the default rule (medians of "
+            f"{RUNS}, alternated; peak resident memory): `plan --tolerance 500` and a "
+            "search refused for one call short and for half the exact plan's calls, "
+            "against `plan`:",
+            "",
+            "| area | plan s | 500 m × (time / memory) | refused, 1 short × | refused, half × |",
+            "|---|---|---|---|---|",
+        ]
         with tempfile.TemporaryDirectory() as tmp:
-            with start_service(keys=Path(tmp) / "keys.sqlite",
-                               cert_dir=Path(tmp) / "certs") as svc:
+            with start_service(keys=Path(tmp) / "keys.sqlite", cert_dir=Path(tmp) / "certs") as svc:
                 for area_id in real.index:
-                    found = command_refusal_times(svc, real.loc[[area_id]],
-                                                  Path(tmp) / area_id, coarse=500.0)
+                    found = command_refusal_times(
+                        svc, real.loc[[area_id]], Path(tmp) / area_id, coarse=500.0
+                    )
                     print(area_id, found, flush=True)
                     lines.append(
                         f"| {area_id} | {found['half_plan_cmd_s']:.2f} | "
                         f"{found['coarse_cmd_ratio']:.2f} / {found['coarse_mb_ratio']:.2f} | "
                         f"{found['short1_cmd_ratio']:.2f} / {found['short1_mb_ratio']:.2f} | "
-                        f"{found['half_cmd_ratio']:.2f} / {found['half_mb_ratio']:.2f} |")
+                        f"{found['half_cmd_ratio']:.2f} / {found['half_mb_ratio']:.2f} |"
+                    )
             lines += [""] + rule_calls(Path(tmp))
         print("\n".join(lines))
         write_section("search-match", "\n".join(lines))
@@ -867,8 +1028,10 @@ def main() -> None:
     # searched in exact and tolerance modes only, to keep the run to minutes on 2 cores.
     real = real_areas().loc[["waiheke", "durville", "nelson"]]
     sets = {"Synthetic hard areas": hard_areas(), "Real boundaries (nzgeom)": real}
-    searched = {"Synthetic hard areas": ("exact", "tol5", "halving"),
-                "Real boundaries (nzgeom)": ("exact", "tol5")}
+    searched = {
+        "Synthetic hard areas": ("exact", "tol5", "halving"),
+        "Real boundaries (nzgeom)": ("exact", "tol5"),
+    }
     lines = [
         "Dense synthetic fabric under each set of areas; request lines ≤ 7,168 bytes. Calls "
         "are counted in the reference service's request log during real searches over HTTPS "
@@ -882,8 +1045,9 @@ def main() -> None:
             t0 = time.perf_counter()
             parcels = fabric_under(areas)
             print(f"{name}: {len(parcels):,} parcels in {time.perf_counter() - t0:.1f} s")
-            with start_service(parcels=parcels, keys=workdir / f"keys-{number}.sqlite",
-                               cert_dir=workdir / "certs") as svc:
+            with start_service(
+                parcels=parcels, keys=workdir / f"keys-{number}.sqlite", cert_dir=workdir / "certs"
+            ) as svc:
                 table = searched_calls(svc, areas, workdir / f"set-{number}", searched[name])
                 print(table.astype(object).T.to_string())
                 refusal = refusal_times(areas)

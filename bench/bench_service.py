@@ -98,8 +98,14 @@ class Server:
 
     def __init__(self, command: list[str], log: Path, cpus: set[int] | None = None) -> None:
         with log.open("w") as err:
-            self.proc = subprocess.Popen(command, stdout=subprocess.PIPE, stderr=err, text=True,
-                                         start_new_session=True, preexec_fn=_on(cpus))
+            self.proc = subprocess.Popen(
+                command,
+                stdout=subprocess.PIPE,
+                stderr=err,
+                text=True,
+                start_new_session=True,
+                preexec_fn=_on(cpus),
+            )
         line = self.proc.stdout.readline() if self.proc.stdout else ""
         found = re.match(r"serving (https://\S+) ", line)
         if not found:
@@ -135,16 +141,41 @@ class Cluster:
         if os.geteuid() == 0:
             shutil.chown(root, "postgres", "postgres")
         data = root / "data"
-        self._run([str(PG_BIN / "initdb"), "-D", str(data), "-U", "postgres", "-A", "trust",
-                   "--no-sync", "-E", "UTF8"])
+        self._run(
+            [
+                str(PG_BIN / "initdb"),
+                "-D",
+                str(data),
+                "-U",
+                "postgres",
+                "-A",
+                "trust",
+                "--no-sync",
+                "-E",
+                "UTF8",
+            ]
+        )
         # synchronous_commit=off matches the SQLite store's synchronous=NORMAL in WAL mode
         # (a crash may lose the last commits, never corrupt); fsync stays on.
-        options = (f"-c listen_addresses=127.0.0.1 -c port={self.port} "
-                   f"-c unix_socket_directories={root} -c synchronous_commit=off "
-                   "-c max_connections=300 -c shared_buffers=1GB -c jit=off "
-                   "-c max_wal_size=4GB -c maintenance_work_mem=1GB")
-        self._run([str(PG_BIN / "pg_ctl"), "-D", str(data), "-w", "-l", str(root / "log"),
-                   "-o", options, "start"])
+        options = (
+            f"-c listen_addresses=127.0.0.1 -c port={self.port} "
+            f"-c unix_socket_directories={root} -c synchronous_commit=off "
+            "-c max_connections=300 -c shared_buffers=1GB -c jit=off "
+            "-c max_wal_size=4GB -c maintenance_work_mem=1GB"
+        )
+        self._run(
+            [
+                str(PG_BIN / "pg_ctl"),
+                "-D",
+                str(data),
+                "-w",
+                "-l",
+                str(root / "log"),
+                "-o",
+                options,
+                "start",
+            ]
+        )
         self.pid = int((data / "postmaster.pid").read_text().split()[0])
         with psycopg.connect(self.url("postgres"), autocommit=True) as conn:
             conn.execute("CREATE DATABASE bench")
@@ -214,25 +245,40 @@ SHARED = Layout()
 APART = Layout({0}, {1})
 
 
-def _wrk(base_url: str, script: Path, seconds: float, connections: int,
-         layout: Layout = SHARED) -> Run:
+def _wrk(
+    base_url: str, script: Path, seconds: float, connections: int, layout: Layout = SHARED
+) -> Run:
     out = subprocess.run(
-        ["wrk", "-t2", f"-c{connections}", f"-d{seconds:g}s", "--latency", "-s", str(script),
-         base_url],
-        capture_output=True, text=True, check=True, timeout=seconds + 60,
+        [
+            "wrk",
+            "-t2",
+            f"-c{connections}",
+            f"-d{seconds:g}s",
+            "--latency",
+            "-s",
+            str(script),
+            base_url,
+        ],
+        capture_output=True,
+        text=True,
+        check=True,
+        timeout=seconds + 60,
         preexec_fn=_on(layout.wrk),
     ).stdout
     rate = float(re.search(r"Requests/sec:\s+([\d.]+)", out)[1])  # type: ignore[index]
-    pct = {p: float(v) * _UNITS[u] for p, v, u in
-           re.findall(r"^\s+(50|99)%\s+([\d.]+)(us|ms|s)\s*$", out, flags=re.M)}
+    pct = {
+        p: float(v) * _UNITS[u]
+        for p, v, u in re.findall(r"^\s+(50|99)%\s+([\d.]+)(us|ms|s)\s*$", out, flags=re.M)
+    }
     errors = re.search(r"Non-2xx or 3xx responses: (\d+)", out)
     timeouts = re.search(r"timeout (\d+)", out)
     bad = (int(errors[1]) if errors else 0) + (int(timeouts[1]) if timeouts else 0)
     return Run(rate, pct["50"], pct["99"], bad)
 
 
-def wrk_script(folder: Path, name: str, paths: list[str], keys: list[str],
-            delay_ms: float | None) -> Path:
+def wrk_script(
+    folder: Path, name: str, paths: list[str], keys: list[str], delay_ms: float | None
+) -> Path:
     """A wrk Lua script cycling through ``paths`` and, beside them, ``keys``: each of wrk's
     two threads through its own half of the paths, so that neither asks for a polygon the
     other asked for recently (each half is more than the hit-list cache holds: every search
@@ -241,35 +287,59 @@ def wrk_script(folder: Path, name: str, paths: list[str], keys: list[str],
     key_rows = ",\n".join(f'  "{k}"' for k in keys)
     header = '["x-api-key"] = keys[n % #keys + 1]' if keys else ""
     delay = f"function delay() return {delay_ms:.3f} end\n" if delay_ms else ""
-    text = (f"local paths = {{\n{rows}\n}}\nlocal keys = {{\n{key_rows}\n}}\nlocal i = 0\n"
-            "local threads = 0\nlocal half = math.max(1, math.floor(#paths / 2))\n"
-            "function setup(thread)\n  thread:set('first', (threads % 2) * half)\n"
-            "  threads = threads + 1\nend\n"
-            "function init(args) i = 0 end\n"
-            "function request()\n  i = i % half + 1\n"
-            "  local n = math.min(#paths, first + i)\n"
-            f"  return wrk.format('GET', paths[n], {{{header}}})\nend\n{delay}")
+    text = (
+        f"local paths = {{\n{rows}\n}}\nlocal keys = {{\n{key_rows}\n}}\nlocal i = 0\n"
+        "local threads = 0\nlocal half = math.max(1, math.floor(#paths / 2))\n"
+        "function setup(thread)\n  thread:set('first', (threads % 2) * half)\n"
+        "  threads = threads + 1\nend\n"
+        "function init(args) i = 0 end\n"
+        "function request()\n  i = i % half + 1\n"
+        "  local n = math.min(#paths, first + i)\n"
+        f"  return wrk.format('GET', paths[n], {{{header}}})\nend\n{delay}"
+    )
     path = folder / f"{name}.lua"
     path.write_text(text)
     return path
 
 
-def _half(base_url: str, folder: Path, name: str, paths: list[str], keys: list[str],
-          seconds: float, connections: int, target: float, layout: Layout) -> Run:
+def _half(
+    base_url: str,
+    folder: Path,
+    name: str,
+    paths: list[str],
+    keys: list[str],
+    seconds: float,
+    connections: int,
+    target: float,
+    layout: Layout,
+) -> Run:
     """``target`` requests/s offered: each connection waits a delay after every answer
     (rate = connections / (delay + latency)); a short probe measures the latency part."""
     first = connections * 1000.0 / target
-    probe = _wrk(base_url, wrk_script(folder, f"{name}-probe", paths, keys, first), 3, connections,
-                 layout)
+    probe = _wrk(
+        base_url, wrk_script(folder, f"{name}-probe", paths, keys, first), 3, connections, layout
+    )
     latency_ms = max(0.0, connections * 1000.0 / probe.rate - first)
     delay_ms = max(0.01, connections * 1000.0 / target - latency_ms)
-    return _wrk(base_url, wrk_script(folder, f"{name}-half", paths, keys, delay_ms), seconds,
-                connections, layout)
+    return _wrk(
+        base_url,
+        wrk_script(folder, f"{name}-half", paths, keys, delay_ms),
+        seconds,
+        connections,
+        layout,
+    )
 
 
-def measure(service_url: str, ceiling_url: str, folder: Path, paths: list[str], keys: list[str],
-            seconds: float, connections: int, layout: Layout = SHARED
-            ) -> tuple[tuple[Run, Run], tuple[Run, Run]]:
+def measure(
+    service_url: str,
+    ceiling_url: str,
+    folder: Path,
+    paths: list[str],
+    keys: list[str],
+    seconds: float,
+    connections: int,
+    layout: Layout = SHARED,
+) -> tuple[tuple[Run, Run], tuple[Run, Run]]:
     """(ceiling, service) × (saturation, half load). The ceiling's saturation is measured
     just before and just after the service's and averaged, so a machine whose background
     load drifts during the run skews the ratio less; both get the same offered half load."""
@@ -280,13 +350,19 @@ def measure(service_url: str, ceiling_url: str, folder: Path, paths: list[str], 
     before = _wrk(ceiling_url, ceil_script, seconds, connections, layout)
     service = _wrk(service_url, svc_sat_script, seconds, connections, layout)
     after = _wrk(ceiling_url, ceil_script, seconds, connections, layout)
-    ceiling = Run((before.rate + after.rate) / 2, (before.p50 + after.p50) / 2,
-                  (before.p99 + after.p99) / 2, before.errors + after.errors)
+    ceiling = Run(
+        (before.rate + after.rate) / 2,
+        (before.p50 + after.p50) / 2,
+        (before.p99 + after.p99) / 2,
+        before.errors + after.errors,
+    )
     target = service.rate / 2
-    service_half = _half(service_url, folder, "svc", paths, keys, seconds, connections, target,
-                         layout)
-    ceiling_half = _half(ceiling_url, folder, "ceil", [CEILING_PATH], [], seconds,
-                         connections, target, layout)
+    service_half = _half(
+        service_url, folder, "svc", paths, keys, seconds, connections, target, layout
+    )
+    ceiling_half = _half(
+        ceiling_url, folder, "ceil", [CEILING_PATH], [], seconds, connections, target, layout
+    )
     return (ceiling, ceiling_half), (service, service_half)
 
 
@@ -325,25 +401,62 @@ class Row:
     service: tuple[Run, Run]
 
 
-def service_process(folder: Path, keys: str, parcels: str, workers: int, certs: Path,
-             layout: Layout) -> Server:
-    return Server([*CLI, "serve", "--keys", keys, "--parcels", parcels, "--workers",
-                   str(workers), "--port", "0", "--host", "127.0.0.1", "--cert-dir",
-                   str(certs)], folder / f"serve-{time.monotonic_ns()}.log", layout.server)
+def service_process(
+    folder: Path, keys: str, parcels: str, workers: int, certs: Path, layout: Layout
+) -> Server:
+    return Server(
+        [
+            *CLI,
+            "serve",
+            "--keys",
+            keys,
+            "--parcels",
+            parcels,
+            "--workers",
+            str(workers),
+            "--port",
+            "0",
+            "--host",
+            "127.0.0.1",
+            "--cert-dir",
+            str(certs),
+        ],
+        folder / f"serve-{time.monotonic_ns()}.log",
+        layout.server,
+    )
 
 
 def _ceiling(folder: Path, workers: int, certs: Path, layout: Layout) -> Server:
-    return Server([sys.executable, __file__, "--ceiling-server", "--workers", str(workers),
-                   "--cert-dir", str(certs)], folder / f"ceiling-{workers}.log", layout.server)
+    return Server(
+        [
+            sys.executable,
+            __file__,
+            "--ceiling-server",
+            "--workers",
+            str(workers),
+            "--cert-dir",
+            str(certs),
+        ],
+        folder / f"ceiling-{workers}.log",
+        layout.server,
+    )
 
 
 #: The rows' (workers, layout): one worker on a core of its own and sharing, two sharing.
 CONFIGURATIONS = ((1, APART), (1, SHARED), (2, SHARED))
 
 
-def _bench_one(folder: Path, label: str, keys: str, parcels: str, workers: int,
-               layout: Layout, paths: list[str], args: argparse.Namespace,
-               certs: Path) -> Row:
+def _bench_one(
+    folder: Path,
+    label: str,
+    keys: str,
+    parcels: str,
+    workers: int,
+    layout: Layout,
+    paths: list[str],
+    args: argparse.Namespace,
+    certs: Path,
+) -> Row:
     if layout.server is not None and (os.cpu_count() or 1) < 2:
         layout = SHARED
     api_keys = analyst_keys(keys, args.keys_count)
@@ -351,8 +464,16 @@ def _bench_one(folder: Path, label: str, keys: str, parcels: str, workers: int,
     try:
         ceiling_server = _ceiling(folder, workers, certs, layout)
         try:
-            ceiling, served = measure(service.base_url, ceiling_server.base_url, folder, paths,
-                                      api_keys, args.seconds, args.connections, layout)
+            ceiling, served = measure(
+                service.base_url,
+                ceiling_server.base_url,
+                folder,
+                paths,
+                api_keys,
+                args.seconds,
+                args.connections,
+                layout,
+            )
         finally:
             ceiling_server.stop()
     finally:
@@ -375,38 +496,65 @@ def analyst_keys(location: str, count: int) -> list[str]:
 
 def _line(row: Row) -> str:
     (c_sat, c_half), (s_sat, s_half) = row.ceiling, row.service
-    return (f"| {row.label} | {row.workers} | {row.layout.label} | {s_sat.rate:,.0f} | "
-            f"{c_sat.rate:,.0f} | {s_sat.rate / c_sat.rate:.2f} | {s_half.rate:,.0f} | "
-            f"{s_half.p50:.2f} | "
-            f"{s_half.p99:.2f} | {s_half.p50 / c_half.p50:.1f} | {s_half.p99 / c_half.p99:.1f} "
-            f"| {s_sat.errors + s_half.errors} |")
+    return (
+        f"| {row.label} | {row.workers} | {row.layout.label} | {s_sat.rate:,.0f} | "
+        f"{c_sat.rate:,.0f} | {s_sat.rate / c_sat.rate:.2f} | {s_half.rate:,.0f} | "
+        f"{s_half.p50:.2f} | "
+        f"{s_half.p99:.2f} | {s_half.p50 / c_half.p50:.1f} | {s_half.p99 / c_half.p99:.1f} "
+        f"| {s_sat.errors + s_half.errors} |"
+    )
 
 
-HEAD = ("| configuration | workers | cores | service req/s (saturation) | ceiling req/s | "
-        "ratio | half load req/s | p50 ms | p99 ms | p50 / ceiling p50 | p99 / ceiling p99 | "
-        "non-2xx |\n|---|---|---|---|---|---|---|---|---|---|---|---|")
+HEAD = (
+    "| configuration | workers | cores | service req/s (saturation) | ceiling req/s | "
+    "ratio | half load req/s | p50 ms | p99 ms | p50 / ceiling p50 | p99 / ceiling p99 | "
+    "non-2xx |\n|---|---|---|---|---|---|---|---|---|---|---|---|"
+)
 
 
 def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    parser.add_argument("--parcels", type=int, default=1_000_000,
-                        help="parcels for the embedded rows (0: no embedded rows)")
-    parser.add_argument("--postgis", default="1000000,10000000",
-                        help="PostGIS table sizes, comma-separated ('' for none)")
-    parser.add_argument("--postgis-in-sql", default="",
-                        help="PostGIS table sizes generated inside the database (a grid of "
-                        "squares: generating them with synth takes too long here)")
+    parser.add_argument(
+        "--parcels",
+        type=int,
+        default=1_000_000,
+        help="parcels for the embedded rows (0: no embedded rows)",
+    )
+    parser.add_argument(
+        "--postgis",
+        default="1000000,10000000",
+        help="PostGIS table sizes, comma-separated ('' for none)",
+    )
+    parser.add_argument(
+        "--postgis-in-sql",
+        default="",
+        help="PostGIS table sizes generated inside the database (a grid of "
+        "squares: generating them with synth takes too long here)",
+    )
     parser.add_argument("--polygons", type=int, default=3000)
     parser.add_argument("--seconds", type=float, default=10.0)
     parser.add_argument("--connections", type=int, default=8)
-    parser.add_argument("--keys-count", type=int, default=2000,
-                        help="production keys (10 calls/s each) the requests are spread over")
-    parser.add_argument("--alternate", type=int, default=0, metavar="ROUNDS",
-                        help="only issue 28's check: ROUNDS rounds of ceiling, service, "
-                        "ceiling (embedded, 1 worker, shared cores), each round's ratio, p99 "
-                        "at half load and non-2xx (section service-alternate)")
-    parser.add_argument("--fabric", type=Path, default=None,
-                        help="the embedded parcels file to reuse (written there if missing)")
+    parser.add_argument(
+        "--keys-count",
+        type=int,
+        default=2000,
+        help="production keys (10 calls/s each) the requests are spread over",
+    )
+    parser.add_argument(
+        "--alternate",
+        type=int,
+        default=0,
+        metavar="ROUNDS",
+        help="only issue 28's check: ROUNDS rounds of ceiling, service, "
+        "ceiling (embedded, 1 worker, shared cores), each round's ratio, p99 "
+        "at half load and non-2xx (section service-alternate)",
+    )
+    parser.add_argument(
+        "--fabric",
+        type=Path,
+        default=None,
+        help="the embedded parcels file to reuse (written there if missing)",
+    )
     parser.add_argument("--ceiling-server", action="store_true", help=argparse.SUPPRESS)
     parser.add_argument("--workers", type=int, default=1, help=argparse.SUPPRESS)
     parser.add_argument("--cert-dir", type=Path, default=None, help=argparse.SUPPRESS)
@@ -419,8 +567,10 @@ def main(argv: list[str] | None = None) -> int:
     folder = Path(tempfile.mkdtemp(prefix="bench-service-"))
     certs = folder / "certs"
     rows: list[Row] = []
-    notes: list[str] = [f"1-min load average at the start: {os.getloadavg()[0]:.1f} on "
-                        f"{os.cpu_count()} cores (the machine may be shared with other jobs)"]
+    notes: list[str] = [
+        f"1-min load average at the start: {os.getloadavg()[0]:.1f} on "
+        f"{os.cpu_count()} cores (the machine may be shared with other jobs)"
+    ]
 
     def record(row: Row) -> None:  # after every row, so an interrupted run keeps its figures
         rows.append(row)
@@ -437,9 +587,19 @@ def main(argv: list[str] | None = None) -> int:
             notes.append(f"embedded: {args.parcels:,} parcels generated in {took:.0f} s")
             paths = search_paths(parcels_file, args.polygons)
             for number, (workers, layout) in enumerate(CONFIGURATIONS):
-                record(_bench_one(folder, f"embedded {args.parcels / 1e6:g} M",
-                                  str(folder / f"keys-{number}.sqlite"), str(parcels_file),
-                                  workers, layout, paths, args, certs))
+                record(
+                    _bench_one(
+                        folder,
+                        f"embedded {args.parcels / 1e6:g} M",
+                        str(folder / f"keys-{number}.sqlite"),
+                        str(parcels_file),
+                        workers,
+                        layout,
+                        paths,
+                        args,
+                        certs,
+                    )
+                )
         sizes = [int(s) for s in args.postgis.split(",") if s.strip()]
         in_sql = [int(s) for s in args.postgis_in_sql.split(",") if s.strip()]
         if sizes or in_sql:
@@ -471,8 +631,7 @@ def _report(rows: list[Row], notes: list[str], args: argparse.Namespace) -> str:
         "ratios are service / ceiling. Cores: a one-worker server (service, and the ceiling "
         "likewise) on core 0 and wrk on core 1, as a service and its remote clients would "
         "be, or all sharing both cores (two workers need both); PostgreSQL is never "
-        "pinned.\n\n" + table + "\n\n"
-        + "\n".join(f"- {n}" for n in notes) + "\n\n"
+        "pinned.\n\n" + table + "\n\n" + "\n".join(f"- {n}" for n in notes) + "\n\n"
         "Targets (issue 12): embedded, 1 worker, ratio >= 0.35; PostGIS 10 M ratio >= 0.15; "
         "p99 <= 10 ms at half load everywhere."
     )
@@ -512,8 +671,15 @@ def alternate(folder: Path, args: argparse.Namespace, certs: Path) -> int:
         try:
             for number in range(1, args.alternate + 1):
                 load = os.getloadavg()[0]
-                ceiling, served = measure(service.base_url, ceiling_server.base_url, folder,
-                                          paths, api_keys, args.seconds, args.connections)
+                ceiling, served = measure(
+                    service.base_url,
+                    ceiling_server.base_url,
+                    folder,
+                    paths,
+                    api_keys,
+                    args.seconds,
+                    args.connections,
+                )
                 rounds.append(Round(load, ceiling, served))
                 print(_round_line(number, rounds[-1]), flush=True)
         finally:
@@ -528,20 +694,27 @@ def alternate(folder: Path, args: argparse.Namespace, certs: Path) -> int:
 
 def _round_line(number: int, r: Round) -> str:
     (c_sat, c_half), (s_sat, s_half) = r.ceiling, r.service
-    return (f"| {number} | {r.load:.1f} | {s_sat.rate:,.0f} | {c_sat.rate:,.0f} | "
-            f"{r.ratio:.2f} | {s_half.rate:,.0f} | {s_half.p50:.2f} | {s_half.p99:.2f} | "
-            f"{c_half.p99:.2f} | {s_sat.errors + s_half.errors} | "
-            f"{'yes' if r.met else 'no'} |")
+    return (
+        f"| {number} | {r.load:.1f} | {s_sat.rate:,.0f} | {c_sat.rate:,.0f} | "
+        f"{r.ratio:.2f} | {s_half.rate:,.0f} | {s_half.p50:.2f} | {s_half.p99:.2f} | "
+        f"{c_half.p99:.2f} | {s_sat.errors + s_half.errors} | "
+        f"{'yes' if r.met else 'no'} |"
+    )
 
 
 def _alternate_report(rounds: list[Round], args: argparse.Namespace) -> str:
-    head = ("| round | load average before | service req/s | ceiling req/s | ratio | "
-            "half load req/s | p50 ms | p99 ms | ceiling p99 ms (same rate) | non-2xx | "
-            "met |\n|---|---|---|---|---|---|---|---|---|---|---|")
+    head = (
+        "| round | load average before | service req/s | ceiling req/s | ratio | "
+        "half load req/s | p50 ms | p99 ms | ceiling p99 ms (same rate) | non-2xx | "
+        "met |\n|---|---|---|---|---|---|---|---|---|---|---|"
+    )
     lines = [_round_line(n, r) for n, r in enumerate(rounds, start=1)]
     ratios = [r.ratio for r in rounds]
-    verdict = ("every round met it" if all(r.met for r in rounds) else
-               f"{sum(not r.met for r in rounds)} of {len(rounds)} rounds missed it")
+    verdict = (
+        "every round met it"
+        if all(r.met for r in rounds)
+        else f"{sum(not r.met for r in rounds)} of {len(rounds)} rounds missed it"
+    )
     return (
         "## Service: issue 28's check (`bench_service.py --alternate`)\n\n"
         f"`parcelsearch serve`, 1 worker, embedded stores ({args.parcels / 1e6:g} M parcels, "
@@ -551,15 +724,22 @@ def _alternate_report(rounds: list[Round], args: argparse.Namespace) -> str:
         f"{args.keys_count:,} production keys. Each round: ceiling, service, ceiling at "
         f"saturation ({args.seconds:g} s each; the ratio is the service over the mean of the "
         "two ceilings), then half the service's rate offered to both.\n\n"
-        + "\n".join([head, *lines]) + "\n\n"
+        + "\n".join([head, *lines])
+        + "\n\n"
         f"Ratio min {min(ratios):.2f}, max {max(ratios):.2f}. Target (issue 28): ratio >= "
         f"0.35, p99 < 10 ms at half load, 0 non-2xx in each round: {verdict}."
     )
 
 
-def _bench_postgis(folder: Path, sizes: list[int], in_sql: list[int],
-                   args: argparse.Namespace, certs: Path, notes: list[str],
-                   record: Callable[[Row], None]) -> None:
+def _bench_postgis(
+    folder: Path,
+    sizes: list[int],
+    in_sql: list[int],
+    args: argparse.Namespace,
+    certs: Path,
+    notes: list[str],
+    record: Callable[[Row], None],
+) -> None:
     if not (PG_BIN / "initdb").exists():
         notes.append(f"PostGIS rows skipped: no PostgreSQL in {PG_BIN}")
         return
@@ -569,26 +749,54 @@ def _bench_postgis(folder: Path, sizes: list[int], in_sql: list[int],
         for size in sizes:
             parcels_file, took = fabric_file(folder, size)
             started = time.perf_counter()
-            subprocess.run([*CLI, "parcels", "load", str(parcels_file), "--into",
-                            cluster.url(), "--replace"], check=True, capture_output=True)
+            subprocess.run(
+                [*CLI, "parcels", "load", str(parcels_file), "--into", cluster.url(), "--replace"],
+                check=True,
+                capture_output=True,
+            )
             loaded = time.perf_counter() - started
-            notes.append(f"PostGIS {size:,}: generated in {took:.0f} s, loaded with "
-                         f"`parcelsearch parcels load` (COPY, indexes, CLUSTER) in "
-                         f"{loaded:.0f} s")
+            notes.append(
+                f"PostGIS {size:,}: generated in {took:.0f} s, loaded with "
+                f"`parcelsearch parcels load` (COPY, indexes, CLUSTER) in "
+                f"{loaded:.0f} s"
+            )
             paths = search_paths(parcels_file, args.polygons)
             parcels_file.unlink()
             for workers, layout in CONFIGURATIONS:
-                record(_bench_one(folder, f"PostGIS {size / 1e6:g} M", cluster.url(),
-                                  cluster.url(), workers, layout, paths, args, certs))
+                record(
+                    _bench_one(
+                        folder,
+                        f"PostGIS {size / 1e6:g} M",
+                        cluster.url(),
+                        cluster.url(),
+                        workers,
+                        layout,
+                        paths,
+                        args,
+                        certs,
+                    )
+                )
         for size in in_sql:
             took = grid_in_sql(cluster.url(), size)
-            notes.append(f"PostGIS {size:,} (grid generated in SQL): table built, indexed "
-                         f"and clustered in {took:.0f} s")
+            notes.append(
+                f"PostGIS {size:,} (grid generated in SQL): table built, indexed "
+                f"and clustered in {took:.0f} s"
+            )
             paths = sql_search_paths(cluster.url(), args.polygons)
             for workers, layout in CONFIGURATIONS:
-                record(_bench_one(folder, f"PostGIS {size / 1e6:g} M (SQL grid)",
-                                  cluster.url(), cluster.url(), workers, layout, paths, args,
-                                  certs))
+                record(
+                    _bench_one(
+                        folder,
+                        f"PostGIS {size / 1e6:g} M (SQL grid)",
+                        cluster.url(),
+                        cluster.url(),
+                        workers,
+                        layout,
+                        paths,
+                        args,
+                        certs,
+                    )
+                )
     finally:
         cluster.stop()
         shutil.rmtree(root, ignore_errors=True)
@@ -623,15 +831,23 @@ def sql_search_paths(url: str, count: int, seed: int = 12) -> list[str]:
         total = conn.execute(f"SELECT count(*) FROM {TABLE}").fetchone()[0]  # type: ignore[index]
         rng = np.random.default_rng(seed)
         picks = [int(v) for v in rng.choice(total, size=count, replace=False)]
-        rows = conn.execute(f"SELECT ST_X(point), ST_Y(point) FROM {TABLE} WHERE seq = ANY(%s)",
-                            (picks,)).fetchall()
+        rows = conn.execute(
+            f"SELECT ST_X(point), ST_Y(point) FROM {TABLE} WHERE seq = ANY(%s)", (picks,)
+        ).fetchall()
     halves = rng.uniform(0.0004, 0.0015, len(rows))
     return [_square_path(x, y, h) for (x, y), h in zip(rows, halves, strict=True)]
 
 
 def _square_path(x: float, y: float, half: float) -> str:
-    ring = ring_json([(x - half, y - half), (x + half, y - half), (x + half, y + half),
-                      (x - half, y + half), (x - half, y - half)])
+    ring = ring_json(
+        [
+            (x - half, y - half),
+            (x + half, y - half),
+            (x + half, y + half),
+            (x - half, y + half),
+            (x - half, y - half),
+        ]
+    )
     return "/v1/search?searchPolygon=" + quote(ring, safe="")
 
 

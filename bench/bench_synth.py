@@ -39,8 +39,9 @@ def area_sets() -> dict[str, gpd.GeoDataFrame]:
 
 def main() -> None:
     """Print one line per set of areas."""
-    print(f"{'areas':<20} {'place':<18} {'estimated':>10} {'made':>10} {'made/est':>8} "
-          f"{'seconds':>8}")
+    print(
+        f"{'areas':<20} {'place':<18} {'estimated':>10} {'made':>10} {'made/est':>8} {'seconds':>8}"
+    )
     for name, areas in area_sets().items():
         start = time.perf_counter()
         plan = plan_fabric(areas)
@@ -49,8 +50,10 @@ def main() -> None:
             print(f"{name:<20} {places:<18} {plan.estimate:>10,.0f} {'refused':>10}")
             continue
         made = len(fabric_for(areas))
-        print(f"{name:<20} {places:<18} {plan.estimate:>10,.0f} {made:>10,} "
-              f"{made / plan.estimate:>8.3f} {time.perf_counter() - start:>8.1f}")
+        print(
+            f"{name:<20} {places:<18} {plan.estimate:>10,.0f} {made:>10,} "
+            f"{made / plan.estimate:>8.3f} {time.perf_counter() - start:>8.1f}"
+        )
 
 
 if __name__ == "__main__":

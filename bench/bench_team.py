@@ -92,15 +92,25 @@ def _cells(count: int = CELLS, first: int = 0) -> gpd.GeoDataFrame:
     """``count`` small squares over the demo areas' fabric (Abilene), from cell ``first``
     of a grid ten cells wide."""
     x0, y0 = -99.745, 32.44
-    cells = [box(x0 + 0.002 * (i % 10), y0 + 0.002 * (i // 10),
-                 x0 + 0.002 * (i % 10) + 0.0015, y0 + 0.002 * (i // 10) + 0.0015)
-             for i in range(first, first + count)]
-    return gpd.GeoDataFrame({"area_id": [f"c{i:03d}" for i in range(first, first + count)]},
-                            geometry=cells, crs="EPSG:4326")
+    cells = [
+        box(
+            x0 + 0.002 * (i % 10),
+            y0 + 0.002 * (i // 10),
+            x0 + 0.002 * (i % 10) + 0.0015,
+            y0 + 0.002 * (i // 10) + 0.0015,
+        )
+        for i in range(first, first + count)
+    ]
+    return gpd.GeoDataFrame(
+        {"area_id": [f"c{i:03d}" for i in range(first, first + count)]},
+        geometry=cells,
+        crs="EPSG:4326",
+    )
 
 
-def _full_rate(svc: RunningService, cluster: Clusters, work: Path, n: int, round_no: int,
-               statuses: list[int]) -> dict[str, Any]:
+def _full_rate(
+    svc: RunningService, cluster: Clusters, work: Path, n: int, round_no: int, statuses: list[int]
+) -> dict[str, Any]:
     """N members, each its own cells, through one team store at the key's full rate."""
     name = f"full-{n}-{round_no}"
     key = svc.keys.create(name, key_type="production", quota=100_000, per_second=10)
@@ -113,30 +123,60 @@ def _full_rate(svc: RunningService, cluster: Clusters, work: Path, n: int, round
     for member in range(n):
         areas = work / name / f"cells{member}.parquet"
         _cells(BUSY_CELLS, 1000 * round_no + BUSY_CELLS * member).to_parquet(areas)
-        env = {**os.environ, "PARCELSEARCH_API_KEY": key, "PARCELSEARCH_BASE_URL": svc.base_url,
-               "PARCELSEARCH_CA_BUNDLE": str(svc.ca_path),
-               "PARCELSEARCH_CACHE_DIR": str(work / name / f"m{member}"),
-               "PYTHONPATH": src + os.pathsep + os.environ.get("PYTHONPATH", "")}
-        args = [sys.executable, "-m", "parcelsearch.cli", "search", str(areas), "--out",
-                str(work / name / f"m{member}.parquet"), "--id-column", "area_id", "--quiet",
-                "--team", url, "--user", f"member{member}"]
-        procs.append(subprocess.Popen(args, env=env, stdout=subprocess.DEVNULL,
-                                      stderr=subprocess.PIPE))
+        env = {
+            **os.environ,
+            "PARCELSEARCH_API_KEY": key,
+            "PARCELSEARCH_BASE_URL": svc.base_url,
+            "PARCELSEARCH_CA_BUNDLE": str(svc.ca_path),
+            "PARCELSEARCH_CACHE_DIR": str(work / name / f"m{member}"),
+            "PYTHONPATH": src + os.pathsep + os.environ.get("PYTHONPATH", ""),
+        }
+        args = [
+            sys.executable,
+            "-m",
+            "parcelsearch.cli",
+            "search",
+            str(areas),
+            "--out",
+            str(work / name / f"m{member}.parquet"),
+            "--id-column",
+            "area_id",
+            "--quiet",
+            "--team",
+            url,
+            "--user",
+            f"member{member}",
+        ]
+        procs.append(
+            subprocess.Popen(args, env=env, stdout=subprocess.DEVNULL, stderr=subprocess.PIPE)
+        )
     codes = []
     for proc in procs:
         _, err = proc.communicate(timeout=900)
         codes.append(proc.returncode)
         if proc.returncode:
-            print(f"{name}: exit {proc.returncode}: {err.decode().strip()[-300:]}",
-                  file=sys.stderr)
+            print(f"{name}: exit {proc.returncode}: {err.decode().strip()[-300:]}", file=sys.stderr)
     log = svc.keys.requests(name)
     span = (log["time"].max() - log["time"].min()).total_seconds() if len(log) > 1 else 0.0
-    return {"members": n, "round": round_no, "calls": len(log), "429s": statuses.count(429),
-            "exit codes": codes, "rate": (len(log) - 1) / span if span else float("nan")}
+    return {
+        "members": n,
+        "round": round_no,
+        "calls": len(log),
+        "429s": statuses.count(429),
+        "exit codes": codes,
+        "rate": (len(log) - 1) / span if span else float("nan"),
+    }
 
 
-def _round(svc: RunningService, cluster: Clusters, areas: Path, work: Path, n: int,
-           team: bool, statuses: list[int]) -> dict[str, Any]:
+def _round(
+    svc: RunningService,
+    cluster: Clusters,
+    areas: Path,
+    work: Path,
+    n: int,
+    team: bool,
+    statuses: list[int],
+) -> dict[str, Any]:
     name = f"{'team' if team else 'alone'}-{n}"
     key = svc.keys.create(name, key_type="production", quota=100_000)
     url = cluster.database() if team else None
@@ -148,29 +188,49 @@ def _round(svc: RunningService, cluster: Clusters, areas: Path, work: Path, n: i
     procs = []
     (work / name).mkdir(parents=True, exist_ok=True)
     for member in range(n):
-        env = {**os.environ, "PARCELSEARCH_API_KEY": key, "PARCELSEARCH_BASE_URL": svc.base_url,
-               "PARCELSEARCH_CA_BUNDLE": str(svc.ca_path),
-               "PARCELSEARCH_CACHE_DIR": str(work / name / f"m{member}"),
-               "PYTHONPATH": src + os.pathsep + os.environ.get("PYTHONPATH", "")}
-        args = [sys.executable, "-m", "parcelsearch.cli", "search", str(areas), "--out",
-                str(work / name / f"m{member}.parquet"), "--id-column", "area_id", "--quiet"]
+        env = {
+            **os.environ,
+            "PARCELSEARCH_API_KEY": key,
+            "PARCELSEARCH_BASE_URL": svc.base_url,
+            "PARCELSEARCH_CA_BUNDLE": str(svc.ca_path),
+            "PARCELSEARCH_CACHE_DIR": str(work / name / f"m{member}"),
+            "PYTHONPATH": src + os.pathsep + os.environ.get("PYTHONPATH", ""),
+        }
+        args = [
+            sys.executable,
+            "-m",
+            "parcelsearch.cli",
+            "search",
+            str(areas),
+            "--out",
+            str(work / name / f"m{member}.parquet"),
+            "--id-column",
+            "area_id",
+            "--quiet",
+        ]
         if url:
             args += ["--team", url, "--user", f"member{member}"]
-        procs.append(subprocess.Popen(args, env=env, stdout=subprocess.DEVNULL,
-                                      stderr=subprocess.PIPE))
+        procs.append(
+            subprocess.Popen(args, env=env, stdout=subprocess.DEVNULL, stderr=subprocess.PIPE)
+        )
     codes = []
     for proc in procs:
         _, err = proc.communicate(timeout=900)
         codes.append(proc.returncode)
         if proc.returncode:
-            print(f"{name}: exit {proc.returncode}: {err.decode().strip()[-300:]}",
-                  file=sys.stderr)
+            print(f"{name}: exit {proc.returncode}: {err.decode().strip()[-300:]}", file=sys.stderr)
     wall = time.perf_counter() - started
     log = svc.keys.requests(name)
     span = (log["time"].max() - log["time"].min()).total_seconds() if len(log) > 1 else 0.0
-    return {"mode": "team" if team else "alone", "members": n, "calls": len(log),
-            "429s": statuses.count(429), "exit codes": codes, "wall s": wall,
-            "rate": (len(log) - 1) / span if span else float("nan")}
+    return {
+        "mode": "team" if team else "alone",
+        "members": n,
+        "calls": len(log),
+        "429s": statuses.count(429),
+        "exit codes": codes,
+        "wall s": wall,
+        "rate": (len(log) - 1) / span if span else float("nan"),
+    }
 
 
 def main() -> None:
@@ -182,23 +242,35 @@ def main() -> None:
     access.setLevel(logging.INFO)
     cluster = Clusters()
     try:
-        with tempfile.TemporaryDirectory(prefix="bench-team-") as tmp, \
-                start_service(keys=Path(tmp) / "keys.sqlite", cert_dir=Path(tmp) / "certs") as svc:
+        with (
+            tempfile.TemporaryDirectory(prefix="bench-team-") as tmp,
+            start_service(keys=Path(tmp) / "keys.sqlite", cert_dir=Path(tmp) / "certs") as svc,
+        ):
             work = Path(tmp)
             areas = work / "cells.parquet"
             _cells().to_parquet(areas)
-            rows = [_round(svc, cluster, areas, work, n, team, handler.statuses)
-                    for n in MEMBERS for team in (False, True)]
-            full = [_full_rate(svc, cluster, work, n, r, handler.statuses)
-                    for r in range(1, ROUNDS + 1) for n in MEMBERS]
+            rows = [
+                _round(svc, cluster, areas, work, n, team, handler.statuses)
+                for n in MEMBERS
+                for team in (False, True)
+            ]
+            full = [
+                _full_rate(svc, cluster, work, n, r, handler.statuses)
+                for r in range(1, ROUNDS + 1)
+                for n in MEMBERS
+            ]
     finally:
         cluster.stop()
-    lines = ["| members | mode | calls admitted | 429s | exit codes | wall s | key calls/s |",
-             "|---:|---|---:|---:|---|---:|---:|"]
+    lines = [
+        "| members | mode | calls admitted | 429s | exit codes | wall s | key calls/s |",
+        "|---:|---|---:|---:|---|---:|---:|",
+    ]
     for row in rows:
-        lines.append(f"| {row['members']} | {row['mode']} | {row['calls']} | {row['429s']} | "
-                     f"{' '.join(map(str, row['exit codes']))} | {row['wall s']:.1f} | "
-                     f"{row['rate']:.2f} |")
+        lines.append(
+            f"| {row['members']} | {row['mode']} | {row['calls']} | {row['429s']} | "
+            f"{' '.join(map(str, row['exit codes']))} | {row['wall s']:.1f} | "
+            f"{row['rate']:.2f} |"
+        )
     one = next(r["calls"] for r in rows if r["members"] == 1 and r["mode"] == "team")
     summary = [
         "",
@@ -222,10 +294,14 @@ def main() -> None:
         "|---:|---:|---:|---:|---|---:|",
     ]
     for row in full:
-        summary.append(f"| {row['round']} | {row['members']} | {row['calls']} | {row['429s']} | "
-                       f"{' '.join(map(str, row['exit codes']))} | {row['rate']:.2f} |")
-    summary += ["", f"Spike 429s over all {len(full)} full-rate runs: "
-                f"{sum(r['429s'] for r in full)}."]
+        summary.append(
+            f"| {row['round']} | {row['members']} | {row['calls']} | {row['429s']} | "
+            f"{' '.join(map(str, row['exit codes']))} | {row['rate']:.2f} |"
+        )
+    summary += [
+        "",
+        f"Spike 429s over all {len(full)} full-rate runs: {sum(r['429s'] for r in full)}.",
+    ]
     text = "\n".join(lines + summary)
     print(text)
     write_section("team", "## Team mode (`bench/bench_team.py`)\n\n" + text)

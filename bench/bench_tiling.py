@@ -237,8 +237,7 @@ def coast_regions(min_vertices: int = 20_000) -> gpd.GeoDataFrame:
 
 
 #: The regions whose offshore islands make :func:`island_city`'s areas.
-_ISLAND_REGIONS = ("Auckland Region", "Northland Region", "Waikato Region",
-                   "Bay of Plenty Region")
+_ISLAND_REGIONS = ("Auckland Region", "Northland Region", "Waikato Region", "Bay of Plenty Region")
 
 
 def _nz_layers() -> tuple[gpd.GeoDataFrame, gpd.GeoDataFrame]:
@@ -267,8 +266,11 @@ def island_city(min_km2: float = 0.1) -> gpd.GeoDataFrame:
         region = regions.loc[regions["REGC2018_V1_00_NAME"] == name].geometry.iloc[0]
         inside = islands[islands.intersects(region)].geometry.to_numpy()
         land = shapely.intersection(region, shapely.union_all(inside))
-        parts = [p for p in shapely.get_parts(land) if p.geom_type == "Polygon"
-                 and p.area >= min_km2 * 1e6]
+        parts = [
+            p
+            for p in shapely.get_parts(land)
+            if p.geom_type == "Polygon" and p.area >= min_km2 * 1e6
+        ]
         shapes[name.removesuffix(" Region").lower().replace(" ", "-")] = shapely.MultiPolygon(parts)
     frame = gpd.GeoDataFrame(
         geometry=list(shapes.values()), index=pd.Index(list(shapes), name="area_id"), crs=coast.crs
@@ -277,8 +279,13 @@ def island_city(min_km2: float = 0.1) -> gpd.GeoDataFrame:
 
 
 #: The regions of :func:`region_city`: large coastal regions with many offshore islands.
-_DENSE_REGIONS = ("Bay of Plenty Region", "Tasman Region", "Nelson Region", "Gisborne Region",
-                  "Taranaki Region")
+_DENSE_REGIONS = (
+    "Bay of Plenty Region",
+    "Tasman Region",
+    "Nelson Region",
+    "Gisborne Region",
+    "Taranaki Region",
+)
 
 
 def region_city(min_km2: float = 0.01) -> gpd.GeoDataFrame:
@@ -293,8 +300,11 @@ def region_city(min_km2: float = 0.01) -> gpd.GeoDataFrame:
     for name in _DENSE_REGIONS:
         region = regions.loc[regions["REGC2018_V1_00_NAME"] == name].geometry.iloc[0]
         near = land.geometry.to_numpy()[tree.query(region, predicate="intersects")]
-        parts = [p for p in shapely.get_parts(shapely.intersection(region, shapely.union_all(near)))
-                 if p.geom_type == "Polygon" and p.area >= min_km2 * 1e6]
+        parts = [
+            p
+            for p in shapely.get_parts(shapely.intersection(region, shapely.union_all(near)))
+            if p.geom_type == "Polygon" and p.area >= min_km2 * 1e6
+        ]
         shapes[name.removesuffix(" Region").lower().replace(" ", "-")] = shapely.MultiPolygon(parts)
     frame = gpd.GeoDataFrame(
         geometry=list(shapes.values()), index=pd.Index(list(shapes), name="area_id"), crs=coast.crs
@@ -309,8 +319,9 @@ def island_set(min_km2: float = 0.01) -> gpd.GeoDataFrame:
     coast, _ = _nz_layers()
     islands = coast[~coast["name"].isin(_MAINLAND) & (coast.geometry.area >= min_km2 * 1e6)]
     ids = [f"island-{number}" for number in range(len(islands))]
-    frame = gpd.GeoDataFrame(geometry=islands.geometry.to_numpy(),
-                             index=pd.Index(ids, name="area_id"), crs=coast.crs)
+    frame = gpd.GeoDataFrame(
+        geometry=islands.geometry.to_numpy(), index=pd.Index(ids, name="area_id"), crs=coast.crs
+    )
     return frame.to_crs(4326)
 
 
@@ -361,7 +372,8 @@ def piece_counts(
         # Without connectors exact ≥ parts: the ratio could not go lower (with them it can).
         row["parts/halving"] = round(row["parts"] / row["halving"], 3)  # type: ignore[operator]
         row["exact/vertex_bound"] = round(
-            row["exact"] / row["vertex_bound"], 3  # type: ignore[operator]
+            row["exact"] / row["vertex_bound"],
+            3,  # type: ignore[operator]
         )
         rows.append(row)
     return pd.DataFrame(rows).set_index("area_id")

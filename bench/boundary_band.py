@@ -52,8 +52,7 @@ def _beyond(ids: pd.DataFrame, tracts: gpd.GeoDataFrame, points: np.ndarray) -> 
     """Metres each row's parcel point lies beyond its tract (0 inside)."""
     utm = tracts.to_crs(32610).geometry
     projected = gpd.GeoSeries(points, crs=4326).to_crs(32610).values
-    return np.array([utm.loc[a].distance(p) for a, p in zip(ids["tract"], projected,
-                                                            strict=True)])
+    return np.array([utm.loc[a].distance(p) for a, p in zip(ids["tract"], projected, strict=True)])
 
 
 def placed(tracts: gpd.GeoDataFrame) -> list[str]:
@@ -66,7 +65,8 @@ def placed(tracts: gpd.GeoDataFrame) -> list[str]:
     return [
         f"| placed 1 mm–30 cm either side | {len(parcels):,} | {len(ids):,} | {out.sum():,} "
         f"| {beyond.max() * 100:.1f} cm | {(out & marked).sum():,} | {(out & ~marked).sum():,} "
-        f"({beyond[out & ~marked].max(initial=0) * 100:.1f} cm) | {(~out & marked).sum():,} |"]
+        f"({beyond[out & ~marked].max(initial=0) * 100:.1f} cm) | {(~out & marked).sum():,} |"
+    ]
 
 
 def synthetic(tracts: gpd.GeoDataFrame) -> list[str]:
@@ -74,15 +74,18 @@ def synthetic(tracts: gpd.GeoDataFrame) -> list[str]:
     result = _search(tracts, fabric)
     points = fabric.assign(point=shapely.point_on_surface(fabric.geometry.values))
     ids = result.ids.assign(marked=_marks(result.ids).to_numpy()).merge(
-        points[["group_id", "point"]], on="group_id")
+        points[["group_id", "point"]], on="group_id"
+    )
     ids["beyond"] = _beyond(ids, tracts, ids["point"].values)
-    rows = ids.groupby(["tract", "group_id"]).agg(beyond=("beyond", "min"),
-                                                  marked=("marked", "first"))
+    rows = ids.groupby(["tract", "group_id"]).agg(
+        beyond=("beyond", "min"), marked=("marked", "first")
+    )
     out = rows["beyond"] > 0
     return [
         f"| synthetic fabric | {len(fabric):,} | {len(rows):,} | {out.sum():,} "
         f"| {rows['beyond'].max() * 100:.1f} cm | {(out & rows['marked']).sum():,} "
-        f"| {(out & ~rows['marked']).sum():,} | {(~out & rows['marked']).sum():,} |"]
+        f"| {(out & ~rows['marked']).sum():,} | {(~out & rows['marked']).sum():,} |"
+    ]
 
 
 def marking_time(tracts: gpd.GeoDataFrame) -> str:
@@ -101,8 +104,10 @@ def marking_time(tracts: gpd.GeoDataFrame) -> str:
         result = _search(twice, fabric_for(tracts))
     finally:
         search_run._found_in_shared_band = original
-    return (f"Marking when every GroupID is listed twice ({len(result.ids):,} rows, "
-            f"{int(_marks(result.ids).sum()):,} marked): {spent[0]:.2f} s.")
+    return (
+        f"Marking when every GroupID is listed twice ({len(result.ids):,} rows, "
+        f"{int(_marks(result.ids).sum()):,} marked): {spent[0]:.2f} s."
+    )
 
 
 def main() -> None:
@@ -114,7 +119,11 @@ def main() -> None:
         "| parcels | placed | rows | rows beyond their tract | farthest | beyond, marked "
         "| beyond, unmarked (farthest) | inside, marked |",
         "|---|---|---|---|---|---|---|---|",
-        *placed(tracts), *synthetic(tracts), "", marking_time(tracts)]
+        *placed(tracts),
+        *synthetic(tracts),
+        "",
+        marking_time(tracts),
+    ]
     text = "\n".join(lines)
     print(text)
     write_section("boundary-band", text)

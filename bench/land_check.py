@@ -47,8 +47,9 @@ def _seconds(work: Callable[[], object]) -> float:
 def _on_land(count: int, seed: int = 1) -> gpd.GeoDataFrame:
     """``count`` squares of 500 m inside the bundled United States' 1:110m land."""
     layer = land._layer()
-    usa = shapely.union_all(layer.geoms[(layer.kinds == "country")
-                                        & (layer.names == "United States of America")])
+    usa = shapely.union_all(
+        layer.geoms[(layer.kinds == "country") & (layer.names == "United States of America")]
+    )
     rng = np.random.default_rng(seed)
     points: list[shapely.Point] = []
     while len(points) < count:
@@ -76,19 +77,22 @@ def main() -> int:
     tracts = read.to_crs("EPSG:2227")
     spread = _on_land(3_000)
     rows = [f"| load `land.parquet` (once a process) | {load * 1000:.1f} ms | |"]
-    for name, areas, ids in (("24 SF tracts (EPSG:4326, as read)", read, "tract"),
-                             ("24 SF tracts (EPSG:2227)", tracts, "tract"),
-                             ("3,000 squares over the US (EPSG:3857)", spread, "area_id")):
+    for name, areas, ids in (
+        ("24 SF tracts (EPSG:4326, as read)", read, "tract"),
+        ("24 SF tracts (EPSG:2227)", tracts, "tract"),
+        ("3,000 squares over the US (EPSG:3857)", spread, "area_id"),
+    ):
         checked = _seconds(lambda a=areas, i=ids: validate_areas(a, id_column=i))
-        trusted = _seconds(lambda a=areas, i=ids: validate_areas(a, id_column=i,
-                                                                  trust_crs=True))
+        trusted = _seconds(lambda a=areas, i=ids: validate_areas(a, id_column=i, trust_crs=True))
         lonlat = validate_areas(areas, id_column=ids)
         geoms, names = lonlat.geometry.to_numpy(), list(lonlat.index)
         alone = _seconds(lambda g=geoms, n=names: land.check_near_land(g, n, "x"))
         near_texas = _seconds(lambda g=geoms, n=names: _markets(g, n))
-        rows.append(f"| {name}: validate_areas, checked / trusted | {checked * 1000:.1f} ms / "
-                    f"{trusted * 1000:.1f} ms | land check alone {alone * 1000:.1f} ms; "
-                    f"market check {near_texas * 1000:.1f} ms |")
+        rows.append(
+            f"| {name}: validate_areas, checked / trusted | {checked * 1000:.1f} ms / "
+            f"{trusted * 1000:.1f} ms | land check alone {alone * 1000:.1f} ms; "
+            f"market check {near_texas * 1000:.1f} ms |"
+        )
     rng = np.random.default_rng(2)
     xs, ys = rng.uniform(-30, -15, 3_000), rng.uniform(-40, -20, 3_000)
     sea = shapely.box(xs, ys, xs + 0.005, ys + 0.005)
@@ -99,8 +103,9 @@ def main() -> int:
     sys.path.insert(0, str(HERE))
     from _results import write_section
 
-    write_section("land-check", "## Free land and market checks (`bench/land_check.py`)\n\n"
-                  + table + "\n")
+    write_section(
+        "land-check", "## Free land and market checks (`bench/land_check.py`)\n\n" + table + "\n"
+    )
     return 0
 
 

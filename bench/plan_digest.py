@@ -67,8 +67,11 @@ def digests() -> dict[str, tuple[int, str]]:
             lines = _targets(areas, mode)
             digest = hashlib.sha256("\n".join(lines).encode()).hexdigest()
             out[f"{case}/{mode}"] = (len(lines), digest)
-            print(f"{case}/{mode}: {len(lines)} pieces {digest[:16]} "
-                  f"({time.perf_counter() - started:.1f} s)", file=sys.stderr)
+            print(
+                f"{case}/{mode}: {len(lines)} pieces {digest[:16]} "
+                f"({time.perf_counter() - started:.1f} s)",
+                file=sys.stderr,
+            )
     return out
 
 
@@ -84,9 +87,12 @@ def main() -> None:
     total = sum(c for c, _ in found.values())
     lines.append(f"{'all':16} {total:6d} pieces  sha256 {whole.hexdigest()}")
     print("\n".join(lines))
-    write_section("plan-digest", "Every piece's request target (page 99999), hashed per case "
-                  "and mode (`python bench/plan_digest.py`): the same lines mean the same "
-                  "plans.\n\n```\n" + "\n".join(lines) + "\n```\n")
+    write_section(
+        "plan-digest",
+        "Every piece's request target (page 99999), hashed per case "
+        "and mode (`python bench/plan_digest.py`): the same lines mean the same "
+        "plans.\n\n```\n" + "\n".join(lines) + "\n```\n",
+    )
 
 
 if __name__ == "__main__":

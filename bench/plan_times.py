@@ -40,8 +40,13 @@ def _areas(argv: list[str]) -> dict[str, gpd.GeoDataFrame]:
     sys.path.insert(0, str(Path(__file__).parent))
     from bench_tiling import hard_areas, island_city, island_set, real_areas, region_city
 
-    found = {"region": region_city(), "city": island_city(), "set": island_set(),
-             "real": real_areas(), "hard": hard_areas()}
+    found = {
+        "region": region_city(),
+        "city": island_city(),
+        "set": island_set(),
+        "real": real_areas(),
+        "hard": hard_areas(),
+    }
     if argv[:1] == ["--save"]:
         for name, frame in found.items():
             frame.to_parquet(Path(argv[1]) / f"{name}.parquet")
@@ -54,10 +59,17 @@ _LINE = re.compile(r"(\w+) +tolerance (\S+) m: +(\d+) pieces, +([\d,]+) bytes, +
 def _run(src: Path, folder: str) -> dict[tuple[str, str], tuple[int, int, float]]:
     """One process planning the saved areas with the parcelsearch under ``src``."""
     env = {**os.environ, "PYTHONPATH": str(src)}
-    out = subprocess.run([sys.executable, __file__, "--load", folder], env=env, check=True,
-                         capture_output=True, text=True).stdout
-    return {(m[1], m[2]): (int(m[3]), int(m[4].replace(",", "")), float(m[5]))
-            for m in _LINE.finditer(out)}
+    out = subprocess.run(
+        [sys.executable, __file__, "--load", folder],
+        env=env,
+        check=True,
+        capture_output=True,
+        text=True,
+    ).stdout
+    return {
+        (m[1], m[2]): (int(m[3]), int(m[4].replace(",", "")), float(m[5]))
+        for m in _LINE.finditer(out)
+    }
 
 
 def compare(base: Path, rounds: int) -> str:
@@ -66,26 +78,37 @@ def compare(base: Path, rounds: int) -> str:
     with tempfile.TemporaryDirectory() as folder:
         _areas(["--save", folder])
         runs: dict[str, list[dict[tuple[str, str], tuple[int, int, float]]]] = {
-            "base": [], "this": []}
+            "base": [],
+            "this": [],
+        }
         for _ in range(rounds):
             runs["base"].append(_run(base, folder))
             runs["this"].append(_run(here, folder))
-    lines = ["| areas | tolerance | base pieces | pieces | base bytes | bytes | base s | s "
-             "| ratio |", "|---|---|---|---|---|---|---|---|---|"]
+    lines = [
+        "| areas | tolerance | base pieces | pieces | base bytes | bytes | base s | s | ratio |",
+        "|---|---|---|---|---|---|---|---|---|",
+    ]
     for key in runs["this"][0]:
         old = [r[key] for r in runs["base"]]
         new = [r[key] for r in runs["this"]]
         old_s = statistics.median(r[2] for r in old)
         new_s = statistics.median(r[2] for r in new)
-        lines.append(f"| {key[0]} | {key[1]} m | {old[0][0]:,} | {new[0][0]:,} | "
-                     f"{old[0][1]:,} | {new[0][1]:,} | {old_s:.1f} | {new_s:.1f} | "
-                     f"{new_s / old_s:.2f} |")
-    return "\n".join([
-        f"Planning CPU seconds (`time.process_time`, median of {rounds} runs each, alternated, "
-        f"each run its own process: `python bench/plan_times.py --compare BASE_SRC`), the "
-        f"parcelsearch under `{base}` (base) against this checkout, on the region city, the "
-        "island city, the island set, the real boundaries and the synthetic hard areas of "
-        "`bench_tiling`; ratio = this ÷ base.", "", *lines])
+        lines.append(
+            f"| {key[0]} | {key[1]} m | {old[0][0]:,} | {new[0][0]:,} | "
+            f"{old[0][1]:,} | {new[0][1]:,} | {old_s:.1f} | {new_s:.1f} | "
+            f"{new_s / old_s:.2f} |"
+        )
+    return "\n".join(
+        [
+            f"Planning CPU seconds (`time.process_time`, median of {rounds} runs each, alternated, "
+            f"each run its own process: `python bench/plan_times.py --compare BASE_SRC`), the "
+            f"parcelsearch under `{base}` (base) against this checkout, on the region city, the "
+            "island city, the island set, the real boundaries and the synthetic hard areas of "
+            "`bench_tiling`; ratio = this ÷ base.",
+            "",
+            *lines,
+        ]
+    )
 
 
 def main(argv: list[str]) -> None:
@@ -103,8 +126,10 @@ def main(argv: list[str]) -> None:
             started = time.process_time()
             made = parcelsearch.plan(areas, tolerance)
             seconds = time.process_time() - started
-            print(f"{name:5} tolerance {tolerance:g} m: {len(made.pieces):5d} pieces, "
-                  f"{sum(p.request_bytes for p in made.pieces):10,} bytes, {seconds:5.1f} s CPU")
+            print(
+                f"{name:5} tolerance {tolerance:g} m: {len(made.pieces):5d} pieces, "
+                f"{sum(p.request_bytes for p in made.pieces):10,} bytes, {seconds:5.1f} s CPU"
+            )
 
 
 if __name__ == "__main__":

@@ -47,8 +47,20 @@ def boroughs() -> Path:
     target = WORK / "nybb_16a.zip"
     if not target.exists():
         if not (WORK / _WHEEL).exists():
-            subprocess.run([sys.executable, "-m", "pip", "download", "-q", "geopandas==0.14.4",
-                            "--no-deps", "-d", str(WORK)], check=True)
+            subprocess.run(
+                [
+                    sys.executable,
+                    "-m",
+                    "pip",
+                    "download",
+                    "-q",
+                    "geopandas==0.14.4",
+                    "--no-deps",
+                    "-d",
+                    str(WORK),
+                ],
+                check=True,
+            )
         with zipfile.ZipFile(WORK / _WHEEL) as wheel:
             target.write_bytes(wheel.read(_MEMBER))
     return target
@@ -67,8 +79,15 @@ class Run:
 def run_plan(areas: Path, tolerance: float, src: Path) -> Run:
     """``parcelsearch plan`` of ``areas`` at ``tolerance`` (0: exact) in its own process,
     with the parcelsearch under ``src``, measured by the operating system."""
-    command = [sys.executable, "-c", "from parcelsearch.cli import run; run()", "plan",
-               f"zip://{areas}!nybb.shp", "--id-column", "BoroCode"]
+    command = [
+        sys.executable,
+        "-c",
+        "from parcelsearch.cli import run; run()",
+        "plan",
+        f"zip://{areas}!nybb.shp",
+        "--id-column",
+        "BoroCode",
+    ]
     if tolerance:
         command += ["--tolerance", f"{tolerance:g}"]
     env = {**os.environ, "PYTHONPATH": str(src)}
@@ -99,49 +118,72 @@ def measure(tolerances: list[float], rounds: int, src: Path, label: str | None =
     """The table, as markdown, of ``rounds`` exact/tolerance pairs for each tolerance, the
     parcelsearch run named ``label`` (by default: this checkout, or the ``src`` folder)."""
     areas = boroughs()
-    lines = ["| tolerance | pieces | wall s | CPU s | peak MiB | × wall | × CPU | × peak |",
-             "|---|---|---|---|---|---|---|---|"]
+    lines = [
+        "| tolerance | pieces | wall s | CPU s | peak MiB | × wall | × CPU | × peak |",
+        "|---|---|---|---|---|---|---|---|",
+    ]
     exact_runs: list[Run] = []
     rows = []
     for tolerance in tolerances:
         pairs = []
         for _ in range(rounds):
             pairs.append((run_plan(areas, 0.0, src), run_plan(areas, tolerance, src)))
-            print(f"  {tolerance:g} m: exact {pairs[-1][0]}, tolerance {pairs[-1][1]}",
-                  file=sys.stderr)
+            print(
+                f"  {tolerance:g} m: exact {pairs[-1][0]}, tolerance {pairs[-1][1]}",
+                file=sys.stderr,
+            )
         exact_runs += [e for e, _ in pairs]
         runs = [t for _, t in pairs]
-        rows.append(f"| {tolerance:g} m | {runs[0].pieces:,} | {_median(runs, 'wall'):.2f} | "
-                    f"{_median(runs, 'cpu'):.2f} | {_median(runs, 'peak_mib'):.0f} | "
-                    f"{_ratio(pairs, 'wall'):.2f} | {_ratio(pairs, 'cpu'):.2f} | "
-                    f"{_ratio(pairs, 'peak_mib'):.2f} |")
-    lines.append(f"| exact | {exact_runs[0].pieces:,} | {_median(exact_runs, 'wall'):.2f} | "
-                 f"{_median(exact_runs, 'cpu'):.2f} | {_median(exact_runs, 'peak_mib'):.0f} | "
-                 "1 | 1 | 1 |")
+        rows.append(
+            f"| {tolerance:g} m | {runs[0].pieces:,} | {_median(runs, 'wall'):.2f} | "
+            f"{_median(runs, 'cpu'):.2f} | {_median(runs, 'peak_mib'):.0f} | "
+            f"{_ratio(pairs, 'wall'):.2f} | {_ratio(pairs, 'cpu'):.2f} | "
+            f"{_ratio(pairs, 'peak_mib'):.2f} |"
+        )
+    lines.append(
+        f"| exact | {exact_runs[0].pieces:,} | {_median(exact_runs, 'wall'):.2f} | "
+        f"{_median(exact_runs, 'cpu'):.2f} | {_median(exact_runs, 'peak_mib'):.0f} | "
+        "1 | 1 | 1 |"
+    )
     lines += rows
     where = label or ("this checkout" if src == HERE else f"the parcelsearch under `{src}`")
-    return "\n".join([
-        f"## Covering plans against the exact plan (`bench/plan_tolerance.py`): {where}", "",
-        "Whole `parcelsearch plan` commands on New York City's five boroughs (`nybb_16a`, "
-        "76,063 vertices, EPSG:2263 in US feet), exact against `--tolerance T`, with "
-        f"{where}: medians of {rounds} pairs per tolerance, run in turn (exact, then the "
-        "tolerance's), each its own process, CPU seconds and peak resident memory from "
-        "`os.wait4`; × = the median of the pairs' ratios, tolerance ÷ exact (the target: at "
-        "most 1.5).", "", *lines])
+    return "\n".join(
+        [
+            f"## Covering plans against the exact plan (`bench/plan_tolerance.py`): {where}",
+            "",
+            "Whole `parcelsearch plan` commands on New York City's five boroughs (`nybb_16a`, "
+            "76,063 vertices, EPSG:2263 in US feet), exact against `--tolerance T`, with "
+            f"{where}: medians of {rounds} pairs per tolerance, run in turn (exact, then the "
+            "tolerance's), each its own process, CPU seconds and peak resident memory from "
+            "`os.wait4`; × = the median of the pairs' ratios, tolerance ÷ exact (the target: at "
+            "most 1.5).",
+            "",
+            *lines,
+        ]
+    )
 
 
 def main(argv: list[str]) -> None:
     parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
-    parser.add_argument("--tolerances", default="1,5,50,500,2000,5000",
-                        help="tolerances in metres, comma-separated")
+    parser.add_argument(
+        "--tolerances", default="1,5,50,500,2000,5000", help="tolerances in metres, comma-separated"
+    )
     parser.add_argument("--rounds", type=int, default=3, help="pairs per tolerance")
-    parser.add_argument("--src", type=Path, default=HERE,
-                        help="the src folder whose parcelsearch to run (default: this one's)")
+    parser.add_argument(
+        "--src",
+        type=Path,
+        default=HERE,
+        help="the src folder whose parcelsearch to run (default: this one's)",
+    )
     parser.add_argument("--label", help="what to call the parcelsearch run in the text")
-    parser.add_argument("--section", default="plan-tolerance",
-                        help="the section of bench/RESULTS.md to write (default: %(default)s)")
-    parser.add_argument("--no-write", action="store_true",
-                        help="print only; leave bench/RESULTS.md as it is")
+    parser.add_argument(
+        "--section",
+        default="plan-tolerance",
+        help="the section of bench/RESULTS.md to write (default: %(default)s)",
+    )
+    parser.add_argument(
+        "--no-write", action="store_true", help="print only; leave bench/RESULTS.md as it is"
+    )
     args = parser.parse_args(argv)
     tolerances = [float(t) for t in args.tolerances.split(",")]
     text = measure(tolerances, args.rounds, args.src.resolve(), args.label)

@@ -85,7 +85,7 @@ def _density(parcels: gpd.GeoDataFrame, kind: str, seed: int) -> gpd.GeoDataFram
         keep = np.full(len(xy), 0.08)
         for _ in range(6):
             centre, radius = rng.random(2), 0.08 + 0.15 * rng.random()
-            keep = np.maximum(keep, np.exp(-(np.hypot(*(unit - centre).T) / radius) ** 2))
+            keep = np.maximum(keep, np.exp(-((np.hypot(*(unit - centre).T) / radius) ** 2)))
     return _thinned(parcels, keep, seed)
 
 
@@ -104,7 +104,7 @@ def piece_areas(pieces: list[shapely.Polygon]) -> list[float]:
 
 def survey_area(polygon: shapely.Polygon) -> float:
     lat = polygon.centroid.y
-    return float(polygon.area * 111_320.0 ** 2 * math.cos(math.radians(lat)))
+    return float(polygon.area * 111_320.0**2 * math.cos(math.radians(lat)))
 
 
 def costs_of(rows: np.ndarray) -> np.ndarray:
@@ -112,10 +112,17 @@ def costs_of(rows: np.ndarray) -> np.ndarray:
     return np.maximum(1, np.ceil(rows / PAGE)).astype(int)
 
 
-def run_survey(areas: list[float], centres: list[tuple[float, float]], rows: np.ndarray,
-               costs: np.ndarray, seed: str, told_rows: bool = True,
-               share: float = survey.MAX_SHARE, populations: np.ndarray | None = None,
-               before: bool = False) -> tuple[survey.Estimate, int]:
+def run_survey(
+    areas: list[float],
+    centres: list[tuple[float, float]],
+    rows: np.ndarray,
+    costs: np.ndarray,
+    seed: str,
+    told_rows: bool = True,
+    share: float = survey.MAX_SHARE,
+    populations: np.ndarray | None = None,
+    before: bool = False,
+) -> tuple[survey.Estimate, int]:
     """The survey as a search runs it (at most ``share`` of a low bound of the whole):
     the estimate of the whole and the calls it spent. Page 1 tells a surveyed piece's rows
     and pages (``costs``, :func:`costs_of` the rows); ``told_rows=False`` uses its pages only
@@ -140,8 +147,14 @@ def run_survey(areas: list[float], centres: list[tuple[float, float]], rows: np.
     return current, len(known)
 
 
-def _before_survey(areas: list[float], centres: list[tuple[float, float]], rows: np.ndarray,
-                   costs: np.ndarray, seed: str, share: float) -> tuple[survey.Estimate, int]:
+def _before_survey(
+    areas: list[float],
+    centres: list[tuple[float, float]],
+    rows: np.ndarray,
+    costs: np.ndarray,
+    seed: str,
+    share: float,
+) -> tuple[survey.Estimate, int]:
     """The same survey by the estimator before issues 56 and 61 (today's on main)."""
     drawn = _survey_before.sample(areas, centres, seed, share)
     known: dict[int, int] = {}
@@ -155,13 +168,24 @@ def _before_survey(areas: list[float], centres: list[tuple[float, float]], rows:
         told.update({i: int(rows[i]) for i in chosen})
         current = _survey_before.estimate(drawn, known, told, PAGE)
         step = _survey_before.next_round(current, 0, share)
-    return survey.Estimate(current.value, current.low, current.high, current.surveyed,
-                           current.pieces, current.surveyed_calls), len(known)
+    return survey.Estimate(
+        current.value,
+        current.low,
+        current.high,
+        current.surveyed,
+        current.pieces,
+        current.surveyed_calls,
+    ), len(known)
 
 
-def with_share_named(areas: list[float], centres: list[tuple[float, float]], rows: np.ndarray,
-                     costs: np.ndarray, seed: str, first: survey.Estimate
-                     ) -> tuple[float, survey.Estimate, int] | None:
+def with_share_named(
+    areas: list[float],
+    centres: list[tuple[float, float]],
+    rows: np.ndarray,
+    costs: np.ndarray,
+    seed: str,
+    first: survey.Estimate,
+) -> tuple[float, survey.Estimate, int] | None:
     """The share a capped survey's price line names (``survey_share``), and the same survey
     made with it (as a user who passes it gets); ``None`` when the line names none."""
     share = survey.wider_share(first, 0)
@@ -222,29 +246,53 @@ def nz_islands(seed: int) -> gpd.GeoDataFrame:
     islands = coast[coast.intersects(gulf) & coast.area.between(5e3, 2e6)]
     rng = np.random.default_rng(seed)
     chosen = islands.iloc[rng.permutation(len(islands))[: max(30, len(islands) * 2 // 3)]]
-    return gpd.GeoDataFrame({"area_id": range(len(chosen))},
-                            geometry=list(chosen.geometry), crs=coast.crs).to_crs(4326)
+    return gpd.GeoDataFrame(
+        {"area_id": range(len(chosen))}, geometry=list(chosen.geometry), crs=coast.crs
+    ).to_crs(4326)
 
 
 def area_sets() -> list[tuple[str, str, gpd.GeoDataFrame, str, int]]:
     """(name, kind, areas, density, seed) for every set."""
     tracts = sf_tracts()
     sets: list[tuple[str, str, gpd.GeoDataFrame, str, int]] = []
-    for parts, density, seed in ((4, "dense", 1), (4, "varying", 2), (6, "patchy", 3),
-                                 (6, "dense", 5), (12, "dense", 6), (6, "varying", 7),
-                                 (12, "patchy", 8), (20, "varying", 9), (8, "rural", 10),
-                                 (10, "varying", 21), (16, "dense", 22)):
-        sets.append((f"SF tracts cut ~{parts}, {density}", "dense tracts",
-                     cut(tracts, parts, seed), density, seed))
-    for count, density, seed in ((80, "varying", 11), (150, "varying", 12),
-                                 (150, "patchy", 13), (250, "dense", 14), (120, "rural", 15),
-                                 (300, "patchy", 16)):
-        sets.append((f"{count} squares, {density}", "mixed sizes", squares(count, seed),
-                     density, seed))
+    for parts, density, seed in (
+        (4, "dense", 1),
+        (4, "varying", 2),
+        (6, "patchy", 3),
+        (6, "dense", 5),
+        (12, "dense", 6),
+        (6, "varying", 7),
+        (12, "patchy", 8),
+        (20, "varying", 9),
+        (8, "rural", 10),
+        (10, "varying", 21),
+        (16, "dense", 22),
+    ):
+        sets.append(
+            (
+                f"SF tracts cut ~{parts}, {density}",
+                "dense tracts",
+                cut(tracts, parts, seed),
+                density,
+                seed,
+            )
+        )
+    for count, density, seed in (
+        (80, "varying", 11),
+        (150, "varying", 12),
+        (150, "patchy", 13),
+        (250, "dense", 14),
+        (120, "rural", 15),
+        (300, "patchy", 16),
+    ):
+        sets.append(
+            (f"{count} squares, {density}", "mixed sizes", squares(count, seed), density, seed)
+        )
     try:
         for density, seed in (("rural", 17), ("varying", 18), ("patchy", 19), ("dense", 20)):
-            sets.append((f"NZ gulf islands, {density}", "real islands", nz_islands(seed),
-                         density, seed))
+            sets.append(
+                (f"NZ gulf islands, {density}", "real islands", nz_islands(seed), density, seed)
+            )
     except ImportError:
         print("nzgeom is not installed (pip install -e '.[bench]'): NZ sets left out")
     return sets
@@ -255,44 +303,60 @@ def measure() -> pd.DataFrame:
     for name, kind, areas, density, seed in area_sets():
         plan = parcelsearch.plan(areas, id_column="area_id")
         pieces = [p.geometry for p in plan.pieces]
-        parcels = _density(synth.fabric_for(areas, seed=seed, max_parcels=3_000_000),
-                           density, seed)
+        parcels = _density(synth.fabric_for(areas, seed=seed, max_parcels=3_000_000), density, seed)
         counts = true_rows(pieces, parcels)
         areas_m2 = piece_areas(pieces)
         centres = [(p.centroid.x, p.centroid.y) for p in pieces]
         costs = costs_of(counts)
         total = int(costs.sum())
-        trials = [run_survey(areas_m2, centres, counts, costs, f"{seed}-{t}")
-                  for t in range(TRIALS)]
-        pages_only = [run_survey(areas_m2, centres, counts, costs, f"{seed}-{t}",
-                                 told_rows=False) for t in range(TRIALS)]
+        trials = [
+            run_survey(areas_m2, centres, counts, costs, f"{seed}-{t}") for t in range(TRIALS)
+        ]
+        pages_only = [
+            run_survey(areas_m2, centres, counts, costs, f"{seed}-{t}", told_rows=False)
+            for t in range(TRIALS)
+        ]
         first, spent = trials[0]
         covered = sum(e.low <= total <= e.high for e, _ in trials)
-        named = [again for t, (e, _) in enumerate(trials) if (again := with_share_named(
-            areas_m2, centres, counts, costs, f"{seed}-{t}", e)) is not None]
-        rows.append({
-            "area set": name, "kind": kind, "pieces": len(pieces), "parcels": len(parcels),
-            "true total": total, "estimate": first.value,
-            "95% interval": f"{first.low:,}–{first.high:,}",
-            "inside": "yes" if first.low <= total <= first.high else "NO",
-            "half-width %": round(100 * first.half_width, 1),
-            "survey calls": spent, "survey % of total": round(100 * spent / total, 1),
-            f"covered of {TRIALS}": covered,
-            "max half-width %": round(max(100 * e.half_width for e, _ in trials), 1),
-            "surveys over 20 %": sum(e.half_width > 0.2 for e, _ in trials),
-            "max survey %": round(max(100 * s / total for _, s in trials), 1),
-            f"pages only: covered of {TRIALS}": sum(e.low <= total <= e.high
-                                                     for e, _ in pages_only),
-            "pages only: over 20 %": sum(e.half_width > 0.2 for e, _ in pages_only),
-            "share named (surveys)": len(named),
-            "share named, max": max((share for share, _, _ in named), default=None),
-            "with it: over 20 %": sum(e.half_width > 0.2 for _, e, _ in named),
-            "with it: covered": sum(e.low <= total <= e.high for _, e, _ in named),
-            "with it: max survey %": max((round(100 * s / total, 1) for _, _, s in named),
-                                         default=None),
-            "with it: survey within the share": all(s <= share * total
-                                                    for share, _, s in named),
-        })
+        named = [
+            again
+            for t, (e, _) in enumerate(trials)
+            if (again := with_share_named(areas_m2, centres, counts, costs, f"{seed}-{t}", e))
+            is not None
+        ]
+        rows.append(
+            {
+                "area set": name,
+                "kind": kind,
+                "pieces": len(pieces),
+                "parcels": len(parcels),
+                "true total": total,
+                "estimate": first.value,
+                "95% interval": f"{first.low:,}–{first.high:,}",
+                "inside": "yes" if first.low <= total <= first.high else "NO",
+                "half-width %": round(100 * first.half_width, 1),
+                "survey calls": spent,
+                "survey % of total": round(100 * spent / total, 1),
+                f"covered of {TRIALS}": covered,
+                "max half-width %": round(max(100 * e.half_width for e, _ in trials), 1),
+                "surveys over 20 %": sum(e.half_width > 0.2 for e, _ in trials),
+                "max survey %": round(max(100 * s / total for _, s in trials), 1),
+                f"pages only: covered of {TRIALS}": sum(
+                    e.low <= total <= e.high for e, _ in pages_only
+                ),
+                "pages only: over 20 %": sum(e.half_width > 0.2 for e, _ in pages_only),
+                "share named (surveys)": len(named),
+                "share named, max": max((share for share, _, _ in named), default=None),
+                "with it: over 20 %": sum(e.half_width > 0.2 for _, e, _ in named),
+                "with it: covered": sum(e.low <= total <= e.high for _, e, _ in named),
+                "with it: max survey %": max(
+                    (round(100 * s / total, 1) for _, _, s in named), default=None
+                ),
+                "with it: survey within the share": all(
+                    s <= share * total for share, _, s in named
+                ),
+            }
+        )
         print(rows[-1], flush=True)
     return pd.DataFrame(rows)
 
@@ -306,17 +370,25 @@ REAL_TRIALS = 40
 def real_sets() -> list[tuple[str, gpd.GeoDataFrame, np.ndarray]]:
     """(name, areas, parcel points) for the sets whose parcel density is real
     (:mod:`_real_counts`)."""
-    sets = [(name, areas, _real_counts.people_fabric(areas, 30 + k))
-            for k, (name, areas) in enumerate(_real_counts.county_sets(29))]
+    sets = [
+        (name, areas, _real_counts.people_fabric(areas, 30 + k))
+        for k, (name, areas) in enumerate(_real_counts.county_sets(29))
+    ]
     for parts, seed in ((8, 41), (3, 42)):
         areas = _real_counts.sf_parts(parts, seed)
-        sets.append((f"SF tracts cut ~{parts}, 120–600 parcels a part whatever its area",
-                     areas, _real_counts.tract_fabric(areas, seed)))
+        sets.append(
+            (
+                f"SF tracts cut ~{parts}, 120–600 parcels a part whatever its area",
+                areas,
+                _real_counts.tract_fabric(areas, seed),
+            )
+        )
     return sets
 
 
-def ideal_half_widths(drawn: survey.Sample, rows: np.ndarray, total: int,
-                      n: int) -> dict[str, float]:
+def ideal_half_widths(
+    drawn: survey.Sample, rows: np.ndarray, total: int, n: int
+) -> dict[str, float]:
     """The 95 % half-width (% of ``total``) of ``n`` independent draws by each size
     measure's design as the survey uses it (defensive mixture) over every piece, from the
     pieces' true rows: what an ideal expansion estimate could reach with that measure for
@@ -329,7 +401,7 @@ def ideal_half_widths(drawn: survey.Sample, rows: np.ndarray, total: int,
         variance = float((y * y / q).sum() - y.sum() ** 2) / max(1, n)
         ideal[measure] = round(100 * 1.96 * math.sqrt(max(0.0, variance)) / total, 1)
     big_n = len(y)
-    variance = big_n ** 2 * float(y.var(ddof=1)) / max(1, n) * max(0.0, 1 - n / big_n)
+    variance = big_n**2 * float(y.var(ddof=1)) / max(1, n) * max(0.0, 1 - n / big_n)
     ideal["equal, without replacement"] = round(100 * 1.96 * math.sqrt(variance) / total, 1)
     return ideal
 
@@ -348,36 +420,45 @@ def measure_real() -> pd.DataFrame:
         costs = costs_of(counts)
         total = int(costs.sum())
         heavy = np.sort(costs)[::-1][: max(1, len(costs) // 10)].sum() / total
-        new = [run_survey(areas_m2, centres, counts, costs, f"r{t}", populations=people)
-               for t in range(REAL_TRIALS)]
-        old = [run_survey(areas_m2, centres, counts, costs, f"r{t}", before=True)
-               for t in range(REAL_TRIALS)]
+        new = [
+            run_survey(areas_m2, centres, counts, costs, f"r{t}", populations=people)
+            for t in range(REAL_TRIALS)
+        ]
+        old = [
+            run_survey(areas_m2, centres, counts, costs, f"r{t}", before=True)
+            for t in range(REAL_TRIALS)
+        ]
         drawn = survey.sample(areas_m2, centres, "r0", populations=people)
         surveyed = int(np.median([e.surveyed for e, _ in new]))
         ideal = ideal_half_widths(drawn, counts, total, surveyed)
         best = min(ideal[m] for m in survey.MEASURES if m in ideal)
         widths = [100 * e.half_width for e, _ in new]
         chosen = pd.Series([e.measure for e, _ in new]).value_counts()
-        rows.append({
-            "area set": name, "pieces": len(pieces), "true total": total,
-            "heaviest tenth's calls %": round(100 * heavy, 0),
-            "people vs calls (r)": round(float(np.corrcoef(people, costs)[0, 1]), 2),
-            f"covered of {REAL_TRIALS}": sum(e.low <= total <= e.high for e, _ in new),
-            "median half-width %": round(float(np.median(widths)), 1),
-            "widest half-width %": round(max(widths), 1),
-            "max survey %": round(max(100 * s / total for _, s in new), 1),
-            "measure chosen": ", ".join(f"{m} {c}" for m, c in chosen.items()),
-            "surveyed (median)": surveyed,
-            **{f"ideal {m} %": ideal.get(m) for m in ("equal", "area", "population")},
-            "ideal equal without replacement %": ideal["equal, without replacement"],
-            "oracle %": best,
-            "median / oracle": round(float(np.median(widths)) / max(best, 0.1), 2),
-            f"before: covered of {REAL_TRIALS}": sum(e.low <= total <= e.high for e, _ in old),
-            "before: median half-width %": round(float(np.median(
-                [100 * e.half_width for e, _ in old])), 1),
-            "before: widest half-width %": round(max(100 * e.half_width for e, _ in old), 1),
-            "before: max survey %": round(max(100 * s / total for _, s in old), 1),
-        })
+        rows.append(
+            {
+                "area set": name,
+                "pieces": len(pieces),
+                "true total": total,
+                "heaviest tenth's calls %": round(100 * heavy, 0),
+                "people vs calls (r)": round(float(np.corrcoef(people, costs)[0, 1]), 2),
+                f"covered of {REAL_TRIALS}": sum(e.low <= total <= e.high for e, _ in new),
+                "median half-width %": round(float(np.median(widths)), 1),
+                "widest half-width %": round(max(widths), 1),
+                "max survey %": round(max(100 * s / total for _, s in new), 1),
+                "measure chosen": ", ".join(f"{m} {c}" for m, c in chosen.items()),
+                "surveyed (median)": surveyed,
+                **{f"ideal {m} %": ideal.get(m) for m in ("equal", "area", "population")},
+                "ideal equal without replacement %": ideal["equal, without replacement"],
+                "oracle %": best,
+                "median / oracle": round(float(np.median(widths)) / max(best, 0.1), 2),
+                f"before: covered of {REAL_TRIALS}": sum(e.low <= total <= e.high for e, _ in old),
+                "before: median half-width %": round(
+                    float(np.median([100 * e.half_width for e, _ in old])), 1
+                ),
+                "before: widest half-width %": round(max(100 * e.half_width for e, _ in old), 1),
+                "before: max survey %": round(max(100 * s / total for _, s in old), 1),
+            }
+        )
         print(rows[-1], flush=True)
     return pd.DataFrame(rows)
 
@@ -394,8 +475,10 @@ def layer_figures() -> str:
     started = time.perf_counter()
     places = population.layer()
     loaded = time.perf_counter() - started
-    return (f"The population layer: {len(places.lon):,} places, {path.stat().st_size / 1e6:.1f} "
-            f"MB, loaded in {1000 * loaded:.0f} ms (pyarrow already imported).")
+    return (
+        f"The population layer: {len(places.lon):,} places, {path.stat().st_size / 1e6:.1f} "
+        f"MB, loaded in {1000 * loaded:.0f} ms (pyarrow already imported)."
+    )
 
 
 def real_summary(table: pd.DataFrame) -> str:
@@ -417,7 +500,8 @@ def real_summary(table: pd.DataFrame) -> str:
         f"({100 * before / trials:.1f} %), median half-width "
         f"{table['before: median half-width %'].median():g} % (per set at most "
         f"{table['before: median half-width %'].max():g} %), the survey at most "
-        f"{table['before: max survey %'].max():g} %. " + layer_figures())
+        f"{table['before: max survey %'].max():g} %. " + layer_figures()
+    )
 
 
 def main() -> None:
@@ -429,8 +513,11 @@ def main() -> None:
     print(table.to_string(index=False))
     print()
     print(summary)
-    write_section("price-real", "## Price estimate on real counts (`bench/price_estimate.py`)"
-                  "\n\n" + summary + "\n\n" + table.to_markdown(index=False) + "\n")
+    write_section(
+        "price-real",
+        "## Price estimate on real counts (`bench/price_estimate.py`)"
+        "\n\n" + summary + "\n\n" + table.to_markdown(index=False) + "\n",
+    )
 
 
 def synthetic() -> None:
@@ -454,13 +541,20 @@ def synthetic() -> None:
         f"{int(table['with it: over 20 %'].sum())} stayed over 20 %, "
         f"{int(table['with it: covered'].sum())} held the truth, each survey within its share "
         f"({'always' if table['with it: survey within the share'].all() else 'NOT always'}; "
-        f"at most {table['with it: max survey %'].max():g} % of the total).")
+        f"at most {table['with it: max survey %'].max():g} % of the total)."
+    )
     print()
     print(table.to_string(index=False))
     print()
     print(summary)
-    write_section("price", "## Price estimate before the bulk (`bench/price_estimate.py`)\n\n"
-                  + summary + "\n\n" + table.to_markdown(index=False) + "\n")
+    write_section(
+        "price",
+        "## Price estimate before the bulk (`bench/price_estimate.py`)\n\n"
+        + summary
+        + "\n\n"
+        + table.to_markdown(index=False)
+        + "\n",
+    )
 
 
 if __name__ == "__main__":

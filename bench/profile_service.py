@@ -52,10 +52,14 @@ WORK: tuple[tuple[str, str], ...] = (
     ("parse the polygon (JSON, checks, shapely)", r"parse_polygon|parse_search|parse_page"),
     ("search (STRtree, points in polygon)", r"ParcelStore\.(hits|_search|work)|HitCache"),
     ("page and JSON", r"ParcelStore\.page|json/encoder|json_strings|_Service\._search"),
-    ("admit (key, spike arrest, quota, count, log)",
-     r"limits\.py|KeyStore|gateway\.py|_admission\.py"),
-    ("read the request (headers, query)",
-     r"starlette/(requests|datastructures)|query_params|_Service\._call"),
+    (
+        "admit (key, spike arrest, quota, count, log)",
+        r"limits\.py|KeyStore|gateway\.py|_admission\.py",
+    ),
+    (
+        "read the request (headers, query)",
+        r"starlette/(requests|datastructures)|query_params|_Service\._call",
+    ),
     ("hand-off between threads", r"batching\.py|call_soon_threadsafe|_write_to_self"),
 )
 #: The layers a request passes through: the rest of the samples go to the layer of their
@@ -64,15 +68,20 @@ LAYERS: tuple[tuple[str, str], ...] = (
     ("TLS and sockets (asyncio)", r"sslproto|ssl\.py|selector_events|socket"),
     ("the loop's poll (epoll_wait)", r"EpollSelector\.select"),
     ("HTTP (h11, uvicorn)", r"h11|uvicorn/protocols"),
-    ("ASGI layers (Starlette, guard, routes)", r"starlette/|RequestLineGuard|GatedRoutes|"
-                                               r"service/(app|asgi_layers)\.py"),
+    (
+        "ASGI layers (Starlette, guard, routes)",
+        r"starlette/|RequestLineGuard|GatedRoutes|"
+        r"service/(app|asgi_layers)\.py",
+    ),
 )
 OTHER = "other (the loop's own work, start-up, GC)"
 STAGES = (*WORK, *LAYERS)
 #: Frames that enclose everything a thread does (shown in no table).
-ROOTS = (r"^(Thread\.|<module>|_run_code|_run_module|Runner\.run|asyncio_run|run_workers|"
-         r"_serve |_service |main |run |Server\.|BaseEventLoop\.run_|Handle\._run|"
-         r"Context\.run)")
+ROOTS = (
+    r"^(Thread\.|<module>|_run_code|_run_module|Runner\.run|asyncio_run|run_workers|"
+    r"_serve |_service |main |run |Server\.|BaseEventLoop\.run_|Handle\._run|"
+    r"Context\.run)"
+)
 
 
 @dataclass
@@ -139,16 +148,21 @@ def _share(n: int, total: int) -> str:
     return f"{100.0 * n / total:.1f} %"
 
 
-def report(profile: Profile, rate: float, load: tuple[float, float], args: argparse.Namespace,
-           top: int = 15) -> str:
+def report(
+    profile: Profile,
+    rate: float,
+    load: tuple[float, float],
+    args: argparse.Namespace,
+    top: int = 15,
+) -> str:
     total = profile.total
     requests = rate * args.seconds  # answered while sampled (wrk's mean rate)
     per_request = 1e6 / args.rate / requests  # µs of CPU a sample stands for, per request
-    stage_rows = [f"| {name} | {_share(n, total)} | {n * per_request:,.0f} |"
-                  for name, n in profile.stages()]
+    stage_rows = [
+        f"| {name} | {_share(n, total)} | {n * per_request:,.0f} |" for name, n in profile.stages()
+    ]
     stage_rows.append(f"| **all** | 100 % | **{total * per_request:,.0f}** |")
-    inclusive = [(f, n) for f, n in profile.inclusive().most_common()
-                 if not re.search(ROOTS, f)]
+    inclusive = [(f, n) for f, n in profile.inclusive().most_common() if not re.search(ROOTS, f)]
     incl_rows = [f"| `{f}` | {_share(n, total)} |" for f, n in inclusive[:top]]
     own_rows = [f"| `{f}` | {_share(n, total)} |" for f, n in profile.own().most_common(top)]
     return (
@@ -163,7 +177,9 @@ def report(profile: Profile, rate: float, load: tuple[float, float], args: argpa
         + "\n".join(stage_rows)
         + "\n\n| function, including what it calls | share |\n|---|---|\n"
         + "\n".join(incl_rows)
-        + "\n\n| function, its own lines | share |\n|---|---|\n" + "\n".join(own_rows) + "\n"
+        + "\n\n| function, its own lines | share |\n|---|---|\n"
+        + "\n".join(own_rows)
+        + "\n"
     )
 
 
@@ -176,8 +192,12 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--connections", type=int, default=8)
     parser.add_argument("--seconds", type=float, default=20.0)
     parser.add_argument("--rate", type=int, default=200, help="py-spy samples a second")
-    parser.add_argument("--fabric", type=Path, default=None,
-                        help="parcels file to reuse (written there first if missing)")
+    parser.add_argument(
+        "--fabric",
+        type=Path,
+        default=None,
+        help="parcels file to reuse (written there first if missing)",
+    )
     args = parser.parse_args(argv)
     spy = shutil.which("py-spy") or str(Path(sys.executable).with_name("py-spy"))
     if shutil.which("wrk") is None or not Path(spy).exists():
@@ -192,19 +212,52 @@ def main(argv: list[str] | None = None) -> int:
         server = service_process(folder, keys_file, str(parcels), 1, folder / "certs", SHARED)
         try:
             script = wrk_script(folder, "profile", paths, api_keys, None)
-            warm = ["wrk", "-t2", f"-c{args.connections}", "-d3s", "-s", str(script),
-                    server.base_url]
+            warm = [
+                "wrk",
+                "-t2",
+                f"-c{args.connections}",
+                "-d3s",
+                "-s",
+                str(script),
+                server.base_url,
+            ]
             subprocess.run(warm, check=True, capture_output=True)
             load_before = os.getloadavg()[0]
             raw = folder / "profile.txt"
             wrk = subprocess.Popen(
-                ["wrk", "-t2", f"-c{args.connections}", f"-d{args.seconds + 2:g}s", "-s",
-                 str(script), server.base_url], stdout=subprocess.PIPE, text=True)
+                [
+                    "wrk",
+                    "-t2",
+                    f"-c{args.connections}",
+                    f"-d{args.seconds + 2:g}s",
+                    "-s",
+                    str(script),
+                    server.base_url,
+                ],
+                stdout=subprocess.PIPE,
+                text=True,
+            )
             time.sleep(1)
-            subprocess.run([spy, "record", "--pid", str(server.pid), "--duration",
-                            f"{int(args.seconds)}", "--rate", str(args.rate), "--format", "raw",
-                            "--output", str(raw), "--threads", "--nonblocking"],
-                           check=True, capture_output=True)
+            subprocess.run(
+                [
+                    spy,
+                    "record",
+                    "--pid",
+                    str(server.pid),
+                    "--duration",
+                    f"{int(args.seconds)}",
+                    "--rate",
+                    str(args.rate),
+                    "--format",
+                    "raw",
+                    "--output",
+                    str(raw),
+                    "--threads",
+                    "--nonblocking",
+                ],
+                check=True,
+                capture_output=True,
+            )
             out, _ = wrk.communicate(timeout=60)
             rate = float(re.search(r"Requests/sec:\s+([\d.]+)", out)[1])  # type: ignore[index]
         finally:

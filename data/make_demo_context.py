@@ -38,11 +38,18 @@ def blocks(parcels: gpd.GeoDataFrame) -> gpd.GeoDataFrame:
         merged = shapely.union_all(local.geometry.buffer(GROW_M, join_style="mitre"))
         parts = gpd.GeoSeries(shapely.get_parts(merged), crs=local.crs)
         shrunk = parts.buffer(-GROW_M, join_style="mitre").simplify(SIMPLIFY_M).to_crs(4326)
-        frame = gpd.GeoDataFrame({"market": market, "kind": "block"},
-                                 index=range(len(shrunk)), geometry=shrunk.values, crs=4326)
+        frame = gpd.GeoDataFrame(
+            {"market": market, "kind": "block"},
+            index=range(len(shrunk)),
+            geometry=shrunk.values,
+            crs=4326,
+        )
         centres = shapely.centroid(parts.values)  # in metres: order north → south, west → east
-        frames.append(frame.assign(_y=-shapely.get_y(centres), _x=shapely.get_x(centres))
-                      .sort_values(["_y", "_x"]))
+        frames.append(
+            frame.assign(_y=-shapely.get_y(centres), _x=shapely.get_x(centres)).sort_values(
+                ["_y", "_x"]
+            )
+        )
     out = pd.concat(frames, ignore_index=True).drop(columns=["_y", "_x"])
     grid = 10.0**-DECIMALS
     out.geometry = shapely.set_precision(out.geometry.values, grid)

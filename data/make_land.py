@@ -58,10 +58,11 @@ def extents() -> list[tuple[str, str, shapely.Polygon]]:
     boxes = []
     for name, south, north, west, east in sorted(set(rows)):
         state = STATES.get(name.removeprefix("USA - ").removesuffix(" - onshore").casefold())
-        parts = ([(west, east)] if west <= east else [(west, 180.0), (-180.0, east)])
+        parts = [(west, east)] if west <= east else [(west, 180.0), (-180.0, east)]
         size = sum(e - w for w, e in parts) * (north - south)
-        if state is None and (name.startswith("USA - ") and "onshore" not in name
-                              or size > MAX_BOX):
+        if state is None and (
+            name.startswith("USA - ") and "onshore" not in name or size > MAX_BOX
+        ):
             continue
         kind, label = ("state", state.upper()) if state else ("extent", name)
         boxes += [(kind, label, shapely.box(w, south, e, north)) for w, e in parts]
@@ -78,18 +79,28 @@ def land(wheel: Path) -> gpd.GeoDataFrame:
     cities = gpd.read_file(datasets / "naturalearth_cities" / "naturalearth_cities.shp")
     boxes = extents()
     frame = gpd.GeoDataFrame(
-        {"kind": ["country"] * len(countries) + [k for k, _, _ in boxes]
-         + ["capital"] * len(cities),
-         "name": [*countries["name"], *(n for _, n, _ in boxes), *cities["name"]]},
-        geometry=[*countries.geometry, *(b for _, _, b in boxes), *cities.geometry], crs=4326)
+        {
+            "kind": ["country"] * len(countries)
+            + [k for k, _, _ in boxes]
+            + ["capital"] * len(cities),
+            "name": [*countries["name"], *(n for _, n, _ in boxes), *cities["name"]],
+        },
+        geometry=[*countries.geometry, *(b for _, _, b in boxes), *cities.geometry],
+        crs=4326,
+    )
     frame["geometry"] = shapely.set_precision(frame.geometry.to_numpy(), 10.0**-DECIMALS)
     return frame[~frame.geometry.is_empty].reset_index(drop=True)
 
 
 def write(frame: gpd.GeoDataFrame, path: Path) -> None:
     """Plain Parquet (``kind``, ``name``, ``wkb``): read back without geopandas."""
-    table = pa.table({"kind": frame["kind"].tolist(), "name": frame["name"].tolist(),
-                      "wkb": shapely.to_wkb(frame.geometry.to_numpy())})
+    table = pa.table(
+        {
+            "kind": frame["kind"].tolist(),
+            "name": frame["name"].tolist(),
+            "wkb": shapely.to_wkb(frame.geometry.to_numpy()),
+        }
+    )
     pq.write_table(table, path, compression="zstd")
 
 
@@ -100,8 +111,10 @@ def main(argv: list[str] | None = None) -> int:
     args = parser.parse_args(argv)
     frame = land(args.wheel)
     write(frame, args.out)
-    print(f"{len(frame)} rows ({frame['kind'].value_counts().to_dict()}), "
-          f"{args.out.stat().st_size:,} bytes -> {args.out}")
+    print(
+        f"{len(frame)} rows ({frame['kind'].value_counts().to_dict()}), "
+        f"{args.out.stat().st_size:,} bytes -> {args.out}"
+    )
     return 0
 
 

@@ -39,12 +39,23 @@ def places(wheel: Path) -> pa.Table:
     """The places with people, as a table (``lon``, ``lat``, ``population``), sorted."""
     with open(wheel / SOURCE, encoding="utf-8") as handle:
         records = json.load(handle)
-    rows = sorted((round(float(r["longitude"]), DECIMALS), round(float(r["latitude"]), DECIMALS),
-                   int(r["population"]))
-                  for r in records.values() if int(r["population"]) > 0)
+    rows = sorted(
+        (
+            round(float(r["longitude"]), DECIMALS),
+            round(float(r["latitude"]), DECIMALS),
+            int(r["population"]),
+        )
+        for r in records.values()
+        if int(r["population"]) > 0
+    )
     lon, lat, people = (np.asarray(column) for column in zip(*rows, strict=True))
-    return pa.table({"lon": lon.astype(np.float32), "lat": lat.astype(np.float32),
-                     "population": people.astype(np.int32)})
+    return pa.table(
+        {
+            "lon": lon.astype(np.float32),
+            "lat": lat.astype(np.float32),
+            "population": people.astype(np.int32),
+        }
+    )
 
 
 def main(argv: list[str] | None = None) -> int:
@@ -54,8 +65,10 @@ def main(argv: list[str] | None = None) -> int:
     args = parser.parse_args(argv)
     table = places(args.wheel)
     pq.write_table(table, args.out, compression="zstd", compression_level=19)
-    print(f"{table.num_rows:,} places, {int(np.sum(table.column('population'))):,} people, "
-          f"{args.out.stat().st_size:,} bytes -> {args.out}")
+    print(
+        f"{table.num_rows:,} places, {int(np.sum(table.column('population'))):,} people, "
+        f"{args.out.stat().st_size:,} bytes -> {args.out}"
+    )
     return 0
 
 

@@ -84,8 +84,9 @@ def _keep(output: dict[str, Any]) -> dict[str, Any] | None:
 
 
 def _has_widget_result(outputs: list[dict[str, Any]]) -> bool:
-    return any(o["output_type"] == "execute_result" and WIDGET_MIME in o.get("data", {})
-               for o in outputs)
+    return any(
+        o["output_type"] == "execute_result" and WIDGET_MIME in o.get("data", {}) for o in outputs
+    )
 
 
 def picture(driver: webdriver.Chrome, page: Path) -> str:
@@ -93,7 +94,8 @@ def picture(driver: webdriver.Chrome, page: Path) -> str:
     _viewport(driver, PICTURE_WIDTH, 560)
     driver.get(page.as_uri())
     WebDriverWait(driver, 20).until(
-        lambda d: d.execute_script("return !!window.psMaps && window.psMaps.length > 0"))
+        lambda d: d.execute_script("return !!window.psMaps && window.psMaps.length > 0")
+    )
     if driver.execute_script("return !!document.getElementById('panels')"):
         height = driver.execute_script("return document.documentElement.scrollHeight")
         _viewport(driver, PICTURE_WIDTH, int(height))  # panels: the whole page
@@ -107,24 +109,29 @@ def picture(driver: webdriver.Chrome, page: Path) -> str:
 
 def _viewport(driver: webdriver.Chrome, width: int, height: int) -> None:
     """Size the page's viewport (a headless window cannot grow past its screen)."""
-    driver.execute_cdp_cmd("Emulation.setDeviceMetricsOverride",
-                           {"width": width, "height": height, "deviceScaleFactor": 1,
-                            "mobile": False})
+    driver.execute_cdp_cmd(
+        "Emulation.setDeviceMetricsOverride",
+        {"width": width, "height": height, "deviceScaleFactor": 1, "mobile": False},
+    )
 
 
-def _map_picture(client: BlockingKernelClient, driver: webdriver.Chrome, folder: Path,
-                 count: int) -> dict[str, Any] | None:
+def _map_picture(
+    client: BlockingKernelClient, driver: webdriver.Chrome, folder: Path, count: int
+) -> dict[str, Any] | None:
     """The picture of the map the last cell returned, as a display output (None: no map)."""
     page, counts = folder / f"map-{count}.html", folder / f"map-{count}.json"
     code = SAVE_MAP.format(page=str(page), counts=str(counts))
-    client.execute_interactive(code, silent=True, store_history=False, timeout=CELL_TIMEOUT,
-                               allow_stdin=False)
+    client.execute_interactive(
+        code, silent=True, store_history=False, timeout=CELL_TIMEOUT, allow_stdin=False
+    )
     if not page.exists():
         return None
     return nbformat.v4.new_output(
         "display_data",
-        data={"image/png": picture(driver, page),
-              "text/plain": "<static picture of the map: run the cell for the live map>"},
+        data={
+            "image/png": picture(driver, page),
+            "text/plain": "<static picture of the map: run the cell for the live map>",
+        },
         metadata={"parcelsearch": {"shapes": json.loads(counts.read_text(encoding="utf-8"))}},
     )
 
@@ -204,8 +211,9 @@ def _merge_streams(outputs: list[dict[str, Any]]) -> list[dict[str, Any]]:
 
 def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(description=__doc__.split("\n")[0])
-    parser.add_argument("notebooks", nargs="*", type=Path,
-                        default=sorted(HERE.glob("[0-9][0-9]_*.ipynb")))
+    parser.add_argument(
+        "notebooks", nargs="*", type=Path, default=sorted(HERE.glob("[0-9][0-9]_*.ipynb"))
+    )
     args = parser.parse_args(argv)
     with chromium() as driver:
         for path in args.notebooks:

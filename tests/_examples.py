@@ -27,8 +27,12 @@ RUN_BY_CI = ("python -m pytest", "python -m sphinx")
 def guide_pages() -> list[Path]:
     """The guide's and the site's own pages (the built site and generated pages left out)."""
     skip = ("_build", "generated", "_generated")
-    return sorted(p for p in GUIDE.rglob("*") if p.suffix in {".md", ".rst"}
-                  and not any(part in skip for part in p.relative_to(GUIDE).parts))
+    return sorted(
+        p
+        for p in GUIDE.rglob("*")
+        if p.suffix in {".md", ".rst"}
+        and not any(part in skip for part in p.relative_to(GUIDE).parts)
+    )
 
 
 def fenced_blocks(path: Path, language: str) -> list[str]:
@@ -38,19 +42,27 @@ def fenced_blocks(path: Path, language: str) -> list[str]:
 
 def console_commands(paths: Iterable[Path]) -> list[str]:
     """The ``$ `` lines of the pages' console blocks, in order, comments dropped."""
-    return [line[2:].split("  #")[0].strip() for path in paths
-            for block in fenced_blocks(path, "console")
-            for line in block.splitlines() if line.startswith("$ ")]
+    return [
+        line[2:].split("  #")[0].strip()
+        for path in paths
+        for block in fenced_blocks(path, "console")
+        for line in block.splitlines()
+        if line.startswith("$ ")
+    ]
 
 
 def run_doctests(path: Path) -> doctest.TestResults:
     """Run the ``>>>`` examples of one page (one namespace a page)."""
-    return doctest.testfile(str(path), module_relative=False,
-                            optionflags=doctest.ELLIPSIS | doctest.NORMALIZE_WHITESPACE)
+    return doctest.testfile(
+        str(path),
+        module_relative=False,
+        optionflags=doctest.ELLIPSIS | doctest.NORMALIZE_WHITESPACE,
+    )
 
 
-def console_env(tmp_path: Path, base_url: str, ca_bundle: str,
-                api_key: str) -> tuple[dict[str, str], dict[str, str]]:
+def console_env(
+    tmp_path: Path, base_url: str, ca_bundle: str, api_key: str
+) -> tuple[dict[str, str], dict[str, str]]:
     """(environment, placeholder values) for :func:`run_console` in ``tmp_path``.
 
     The environment has no ``PARCELSEARCH_`` variable but a cache folder in ``tmp_path`` and
@@ -70,8 +82,9 @@ def console_env(tmp_path: Path, base_url: str, ca_bundle: str,
     return env, values
 
 
-def run_console(commands: Iterable[str], cwd: Path, env: dict[str, str],
-                values: Mapping[str, str]) -> list[str]:
+def run_console(
+    commands: Iterable[str], cwd: Path, env: dict[str, str], values: Mapping[str, str]
+) -> list[str]:
     """Run each command as written; ``export`` lines set ``env`` (``values`` wins).
 
     A ``pip install … && COMMAND`` line runs only COMMAND (the install is what CI does),
@@ -87,7 +100,7 @@ def run_console(commands: Iterable[str], cwd: Path, env: dict[str, str],
             if not command or command.startswith(RUN_BY_CI):
                 continue
         if command.startswith("export "):
-            name, _, value = command[len("export "):].partition("=")
+            name, _, value = command[len("export ") :].partition("=")
             env[name] = values.get(name, value)
             continue
         argv = shlex.split(command)
@@ -96,8 +109,9 @@ def run_console(commands: Iterable[str], cwd: Path, env: dict[str, str],
         if argv[3] == "serve":
             _serve_until_ready(argv, env, cwd)
         else:
-            done = subprocess.run(argv, cwd=cwd, env=env, capture_output=True, text=True,
-                                  timeout=300)
+            done = subprocess.run(
+                argv, cwd=cwd, env=env, capture_output=True, text=True, timeout=300
+            )
             assert done.returncode == 0, f"{command}\n{done.stdout}\n{done.stderr}"
         ran.append(command)
     return ran

@@ -57,14 +57,21 @@ class MemorySpending(CachePages):
         return [(quota.remaining(Usage(self.spent, self.spent)), "quota")]
 
 
-def open_spending(location: str | None, client: Any, *, member: str = "",
-                  cache: ResponseCache | None = None, ledger: Any = None,
-                  workers: int = 1) -> MemorySpending:
+def open_spending(
+    location: str | None,
+    client: Any,
+    *,
+    member: str = "",
+    cache: ResponseCache | None = None,
+    ledger: Any = None,
+    workers: int = 1,
+) -> MemorySpending:
     """Calls in memory for ``client``'s key, pages in ``cache`` (``ledger`` unused)."""
     return MemorySpending(client.fingerprint, cache)
 
 
-def open_history(location: str | None, ledger_path: str | os.PathLike[str] | None, *,
-                 member: str = "") -> None:
+def open_history(
+    location: str | None, ledger_path: str | os.PathLike[str] | None, *, member: str = ""
+) -> None:
     """No run history is kept in memory."""
     return None

@@ -18,8 +18,9 @@ TRACTS = Path(__file__).resolve().parent / "data" / "sf_tracts_2020.geojson"
 SIDE = 1e-9
 
 
-def placed_across_boundaries(tracts: gpd.GeoDataFrame, offsets: Sequence[float],
-                             per_ring: int = 60) -> gpd.GeoDataFrame:
+def placed_across_boundaries(
+    tracts: gpd.GeoDataFrame, offsets: Sequence[float], per_ring: int = 60
+) -> gpd.GeoDataFrame:
     """Tiny parcels at each of ``offsets`` (metres from the boundary, negative inside the
     tract whose ring is walked) across segment midpoints of every tract's exterior, about
     ``per_ring`` a ring, and one well inside each tract."""
@@ -43,11 +44,17 @@ def placed_across_boundaries(tracts: gpd.GeoDataFrame, offsets: Sequence[float],
         point = geom.representative_point()
         points.append((point.x, point.y))
     xy = np.asarray(points)
-    squares = shapely.box(xy[:, 0] - SIDE / 2, xy[:, 1] - SIDE / 2,
-                          xy[:, 0] + SIDE / 2, xy[:, 1] + SIDE / 2)
+    squares = shapely.box(
+        xy[:, 0] - SIDE / 2, xy[:, 1] - SIDE / 2, xy[:, 0] + SIDE / 2, xy[:, 1] + SIDE / 2
+    )
     n = len(xy)
-    return gpd.GeoDataFrame({
-        "parcel_id": np.arange(1, n + 1),
-        "group_id": [f"{i:017x}" for i in range(1, n + 1)],
-        "x": xy[:, 0], "y": xy[:, 1],
-    }, geometry=squares, crs="EPSG:4326")
+    return gpd.GeoDataFrame(
+        {
+            "parcel_id": np.arange(1, n + 1),
+            "group_id": [f"{i:017x}" for i in range(1, n + 1)],
+            "x": xy[:, 0],
+            "y": xy[:, 1],
+        },
+        geometry=squares,
+        crs="EPSG:4326",
+    )

@@ -30,10 +30,17 @@ class ForwardProxy:
     """The proxy on ``http://127.0.0.1:<port>`` (:attr:`url`; :meth:`url_with` adds
     credentials)."""
 
-    def __init__(self, *, user: str | None = None, password: str | None = None,
-                 hosts: dict[str, str] | None = None, inspect: bool = False,
-                 upstream_ca: str | Path | None = None, folder: Path | None = None,
-                 drop: int = 0) -> None:
+    def __init__(
+        self,
+        *,
+        user: str | None = None,
+        password: str | None = None,
+        hosts: dict[str, str] | None = None,
+        inspect: bool = False,
+        upstream_ca: str | Path | None = None,
+        folder: Path | None = None,
+        drop: int = 0,
+    ) -> None:
         import trustme
 
         self.user, self.password = user, password
@@ -50,7 +57,8 @@ class ForwardProxy:
             self.ca_pem = folder / "inspection-ca.pem"
             self.ca_pem.write_bytes(self._ca.cert_pem.bytes())
         self._upstream = ssl.create_default_context(
-            cafile=str(upstream_ca) if upstream_ca is not None else None)
+            cafile=str(upstream_ca) if upstream_ca is not None else None
+        )
         self._server = socket.create_server(("127.0.0.1", 0))
         self.port = self._server.getsockname()[1]
         self.url = f"http://127.0.0.1:{self.port}"
@@ -95,8 +103,10 @@ class ForwardProxy:
             seen += head
             lines = head.decode("latin-1").split("\r\n")
             method, target, _ = (lines[0].split(" ") + ["", ""])[:3]
-            headers = {k.strip().lower(): v.strip() for k, _, v in
-                       (line.partition(":") for line in lines[1:] if line)}
+            headers = {
+                k.strip().lower(): v.strip()
+                for k, _, v in (line.partition(":") for line in lines[1:] if line)
+            }
             if method != "CONNECT":
                 return self._answer(conn, target, 405, "Method Not Allowed")
             with self._lock:
@@ -106,12 +116,18 @@ class ForwardProxy:
             if dropping:
                 return  # closed without an answer
             if self.user is not None and not self._authorised(headers):
-                return self._answer(conn, target, 407, "Proxy Authentication Required",
-                                    b'Proxy-Authenticate: Basic realm="county"\r\n')
+                return self._answer(
+                    conn,
+                    target,
+                    407,
+                    "Proxy Authentication Required",
+                    b'Proxy-Authenticate: Basic realm="county"\r\n',
+                )
             host, _, port = target.rpartition(":")
             try:
-                upstream = socket.create_connection((self.hosts.get(host, host), int(port)),
-                                                    timeout=10)
+                upstream = socket.create_connection(
+                    (self.hosts.get(host, host), int(port)), timeout=10
+                )
             except OSError:
                 return self._answer(conn, target, 502, "Bad Gateway")
             with self._lock:
@@ -148,12 +164,16 @@ class ForwardProxy:
             return False
         return (user, password) == (self.user, self.password)
 
-    def _answer(self, conn: socket.socket, target: str, status: int, reason: str,
-                extra: bytes = b"") -> None:
+    def _answer(
+        self, conn: socket.socket, target: str, status: int, reason: str, extra: bytes = b""
+    ) -> None:
         with self._lock:
             self.connects.append((target, status))
-        conn.sendall(f"HTTP/1.1 {status} {reason}\r\n".encode() + extra
-                     + b"Content-Length: 0\r\nConnection: close\r\n\r\n")
+        conn.sendall(
+            f"HTTP/1.1 {status} {reason}\r\n".encode()
+            + extra
+            + b"Content-Length: 0\r\nConnection: close\r\n\r\n"
+        )
 
     @staticmethod
     def _read_head(conn: socket.socket) -> bytes:

@@ -27,8 +27,11 @@ CLOCKS = 0.005
 def spike_refusals(keys: KeyStore, name: str) -> int:
     """The spike-arrest refusals the service tallied for key ``name`` (its portal's count,
     all days)."""
-    row = keys.query("SELECT coalesce(sum(s.count), 0) AS n FROM spike_refusals s"
-                     " JOIN keys k ON k.id = s.key_id WHERE k.name = ?", (name,)).fetchone()
+    row = keys.query(
+        "SELECT coalesce(sum(s.count), 0) AS n FROM spike_refusals s"
+        " JOIN keys k ON k.id = s.key_id WHERE k.name = ?",
+        (name,),
+    ).fetchone()
     return int(row["n"])
 
 
@@ -38,8 +41,9 @@ def admitted(log: pd.DataFrame) -> list[float]:
     return sorted(moment.timestamp() for moment in log["time"])
 
 
-def early_admissions(log: pd.DataFrame, start: float, interval: float, *, lead: float = 0.0,
-                     first: float = 0.0) -> dict[int, float]:
+def early_admissions(
+    log: pd.DataFrame, start: float, interval: float, *, lead: float = 0.0, first: float = 0.0
+) -> dict[int, float]:
     """The admissions in the service's request log ``log`` sooner than a pacer keeping its
     promise could have sent them: ``{k: seconds too soon}`` for the k-th admission (oldest
     first) before ``start + k × interval - lead`` (plus ``first``, the pacer's allowance
@@ -47,8 +51,11 @@ def early_admissions(log: pd.DataFrame, start: float, interval: float, *, lead: 
     (``time.time()``) before the first slot was taken."""
     times = admitted(log)
     bounds = [start + k * interval - lead + (first if k else 0.0) for k in range(len(times))]
-    return {k: round(bound - t, 4) for k, (t, bound) in enumerate(zip(times, bounds, strict=True))
-            if t < bound - CLOCKS}
+    return {
+        k: round(bound - t, 4)
+        for k, (t, bound) in enumerate(zip(times, bounds, strict=True))
+        if t < bound - CLOCKS
+    }
 
 
 def lateness(log: pd.DataFrame, interval: float, *, lead: float = 0.0) -> float:
@@ -58,12 +65,21 @@ def lateness(log: pd.DataFrame, interval: float, *, lead: float = 0.0) -> float:
     ``(j - i) × interval - lead``. A pacer sends no call sooner than its turn, so without
     late calls this is at most 0; a late call makes it at most how late that call was."""
     times = admitted(log)
-    return max((0.0, *((j - i) * interval - lead - (times[j] - times[i])
-                       for i in range(len(times)) for j in range(i + 1, len(times)))))
+    return max(
+        (
+            0.0,
+            *(
+                (j - i) * interval - lead - (times[j] - times[i])
+                for i in range(len(times))
+                for j in range(i + 1, len(times))
+            ),
+        )
+    )
 
 
-def sooner_than_turns(times: list[float], slots: list[float], *, lead: float = 0.0
-                      ) -> dict[int, float]:
+def sooner_than_turns(
+    times: list[float], slots: list[float], *, lead: float = 0.0
+) -> dict[int, float]:
     """The calls let through (``times``: e.g. :func:`admitted`, the service's admissions,
     or the moments members were released) sooner than the pacer's turns allow:
     ``{k: seconds too soon}`` for the k-th (oldest first) before the k-th of ``slots``

@@ -56,8 +56,12 @@ def turns_seen(team: str) -> list[tuple[str, float, float]]:
     asked for, nor than a pause's end); the slot it leaves is the key's step after it, plus
     :data:`~parcelsearch._fetch.http.FIRST_CALL_ALLOWANCE` after a member's first call."""
     with psycopg.connect(team) as conn:
-        return [(fp, float(was), float(nxt)) for fp, was, nxt in conn.execute(
-            "SELECT fingerprint, was, next FROM public.turns_seen ORDER BY id")]
+        return [
+            (fp, float(was), float(nxt))
+            for fp, was, nxt in conn.execute(
+                "SELECT fingerprint, was, next FROM public.turns_seen ORDER BY id"
+            )
+        ]
 
 
 def short_steps(seen: list[tuple[str, float, float]], step: float) -> dict[int, float]:
@@ -65,5 +69,8 @@ def short_steps(seen: list[tuple[str, float, float]], step: float) -> dict[int, 
     than ``step`` seconds (``{k: how far it moved}``): none, while each turn finds the slot
     the one before it left and leaves the next one a step (or more) later. The first turn,
     finding no slot, is not judged."""
-    return {k: round(nxt - was, 4) for k, (_, was, nxt) in enumerate(seen)
-            if k and nxt - was < step - 1e-6}
+    return {
+        k: round(nxt - was, 4)
+        for k, (_, was, nxt) in enumerate(seen)
+        if k and nxt - was < step - 1e-6
+    }

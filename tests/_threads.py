@@ -7,8 +7,13 @@ import threading
 from collections.abc import Callable
 
 
-def race(reserve: Callable[[int], object], refusal: type[BaseException], *, threads: int = 16,
-         each: int = 10) -> tuple[int, int]:
+def race(
+    reserve: Callable[[int], object],
+    refusal: type[BaseException],
+    *,
+    threads: int = 16,
+    each: int = 10,
+) -> tuple[int, int]:
     """Call ``reserve(thread_index)`` ``each`` times in each of ``threads`` threads started
     together; returns (granted, refused by ``refusal``)."""
     counts = [0, 0]

@@ -81,24 +81,47 @@ from parcelsearch import _wire
 
 PAGE_SIZE = 100
 
-QUOTA_FAULT = {"fault": {
-    "faultstring": "Rate limit quota violation. Quota limit  exceeded. Identifier : _default",
-    "detail": {"errorcode": "policies.ratelimit.QuotaViolation"}}}
-SPIKE_FAULT = {"fault": {
-    "faultstring": "Spike arrest violation. Allowed rate : MessageRate{messagesPerPeriod=10, "
-                   "periodInMicroseconds=1000000, maxBurstMessageCount=1.0}",
-    "detail": {"errorcode": "policies.ratelimit.SpikeArrestViolation"}}}
-KEY_FAULT = {"fault": {"faultstring": "Invalid ApiKey",
-                       "detail": {"errorcode": "oauth.v2.InvalidApiKey"}}}
-NO_PROXY_FAULT = {"fault": {
-    "faultstring": "Unable to identify proxy for host: default and url: /v1/search",
-    "detail": {"errorcode": "messaging.adaptors.http.flow.ApplicationNotFound"}}}
-HTML = ("<!DOCTYPE html><html><head><title>{status} {reason}</title></head><body>"
-        "<h1>{reason}</h1><p>The server encountered a temporary error.</p></body></html>")
-REASONS = {200: "OK", 301: "Moved Permanently", 400: "Bad Request", 401: "Unauthorized",
-           403: "Forbidden", 404: "Not Found", 410: "Gone", 414: "URI Too Long",
-           429: "Too Many Requests", 500: "Internal Server Error",
-           502: "Bad Gateway", 503: "Service Unavailable", 504: "Gateway Timeout"}
+QUOTA_FAULT = {
+    "fault": {
+        "faultstring": "Rate limit quota violation. Quota limit  exceeded. Identifier : _default",
+        "detail": {"errorcode": "policies.ratelimit.QuotaViolation"},
+    }
+}
+SPIKE_FAULT = {
+    "fault": {
+        "faultstring": "Spike arrest violation. Allowed rate : MessageRate{messagesPerPeriod=10, "
+        "periodInMicroseconds=1000000, maxBurstMessageCount=1.0}",
+        "detail": {"errorcode": "policies.ratelimit.SpikeArrestViolation"},
+    }
+}
+KEY_FAULT = {
+    "fault": {"faultstring": "Invalid ApiKey", "detail": {"errorcode": "oauth.v2.InvalidApiKey"}}
+}
+NO_PROXY_FAULT = {
+    "fault": {
+        "faultstring": "Unable to identify proxy for host: default and url: /v1/search",
+        "detail": {"errorcode": "messaging.adaptors.http.flow.ApplicationNotFound"},
+    }
+}
+HTML = (
+    "<!DOCTYPE html><html><head><title>{status} {reason}</title></head><body>"
+    "<h1>{reason}</h1><p>The server encountered a temporary error.</p></body></html>"
+)
+REASONS = {
+    200: "OK",
+    301: "Moved Permanently",
+    400: "Bad Request",
+    401: "Unauthorized",
+    403: "Forbidden",
+    404: "Not Found",
+    410: "Gone",
+    414: "URI Too Long",
+    429: "Too Many Requests",
+    500: "Internal Server Error",
+    502: "Bad Gateway",
+    503: "Service Unavailable",
+    504: "Gateway Timeout",
+}
 
 
 @dataclass
@@ -126,28 +149,56 @@ def fault_on(numbers: set[int] | None, name: str) -> Fault:
 
 
 DEFAULTS: dict[str, Any] = {
-    "base": 1, "past_last": "400", "order": "stable", "shrink_after": None, "numbers": "int",
-    "datarows": True, "extra_fields": False, "gzip": False, "empty": "ok", "stage": False,
-    "redirect": None, "fault": None, "ids": "hex", "trickle": None, "trickle_gap": 0.5,
-    "trickle_bytes": 4, "retry_after": 3, "page_size": PAGE_SIZE, "told_size": None,
-    "line_limit": None, "line_refusal": "apigee", "window": None, "window_words": "stated",
-    "quota_left": None, "quota_header": "X-RateLimit-Remaining", "slip": False,
+    "base": 1,
+    "past_last": "400",
+    "order": "stable",
+    "shrink_after": None,
+    "numbers": "int",
+    "datarows": True,
+    "extra_fields": False,
+    "gzip": False,
+    "empty": "ok",
+    "stage": False,
+    "redirect": None,
+    "fault": None,
+    "ids": "hex",
+    "trickle": None,
+    "trickle_gap": 0.5,
+    "trickle_bytes": 4,
+    "retry_after": 3,
+    "page_size": PAGE_SIZE,
+    "told_size": None,
+    "line_limit": None,
+    "line_refusal": "apigee",
+    "window": None,
+    "window_words": "stated",
+    "quota_left": None,
+    "quota_header": "X-RateLimit-Remaining",
+    "slip": False,
 }
 
 #: The retired endpoint's words and date (``"gone410"``).
 GONE_WORDS = "API version v1 was retired on 2026-10-31; use /v2/search"
 SUNSET = "Sat, 31 Oct 2026 23:59:59 GMT"
 #: Apigee's refusal of a request line over its limit (``TooBigLine``).
-TOO_BIG_LINE = {"fault": {"faultstring": "Request line is too long",
-                          "detail": {"errorcode": "protocol.http.TooBigLine"}}}
+TOO_BIG_LINE = {
+    "fault": {
+        "faultstring": "Request line is too long",
+        "detail": {"errorcode": "protocol.http.TooBigLine"},
+    }
+}
 #: IIS request filtering's refusal of a long query string (404.15).
-IIS_404_15 = ("<!DOCTYPE html><html><head><title>IIS 10.0 Detailed Error - 404.15 - Not Found"
-              "</title></head><body><h3>HTTP Error 404.15 - Not Found</h3><h4>The request "
-              "filtering module is configured to deny a request where the query string is too "
-              "long.</h4></body></html>")
-MAINTENANCE = ("<!DOCTYPE html><html><head><title>Down for maintenance</title></head><body>"
-               "<h1>We'll be back soon</h1><p>The service is down for scheduled maintenance."
-               "</p></body></html>")
+IIS_404_15 = (
+    "<!DOCTYPE html><html><head><title>IIS 10.0 Detailed Error - 404.15 - Not Found"
+    "</title></head><body><h3>HTTP Error 404.15 - Not Found</h3><h4>The request "
+    "filtering module is configured to deny a request where the query string is too "
+    "long.</h4></body></html>"
+)
+MAINTENANCE = (
+    "<!DOCTYPE html><html><head><title>Down for maintenance</title></head><body>"
+    "<h1>We'll be back soon</h1><p>The service is down for scheduled maintenance."
+    "</p></body></html>"
+)
 
 
 def shown_id(group_id: str, style: str) -> str:
@@ -195,8 +246,9 @@ class StandInVendor:
         self._server.socket = server_ctx.wrap_socket(self._server.socket, server_side=True)
         self.port = self._server.server_address[1]
         self.base_url = f"https://127.0.0.1:{self.port}"
-        self._thread = threading.Thread(target=self._server.serve_forever, daemon=True,
-                                        name="stand-in-vendor")
+        self._thread = threading.Thread(
+            target=self._server.serve_forever, daemon=True, name="stand-in-vendor"
+        )
         self._thread.start()
 
     def __repr__(self) -> str:
@@ -245,10 +297,10 @@ class StandInVendor:
             self._truth[polygon] = ids
         return list(ids)
 
-    def upstream(self, path: str, query: dict[str, str] | None = None
-                 ) -> tuple[int, dict[str, str], bytes]:
-        conn = http.client.HTTPSConnection(*self._upstream, context=self._client_ctx,
-                                           timeout=30)
+    def upstream(
+        self, path: str, query: dict[str, str] | None = None
+    ) -> tuple[int, dict[str, str], bytes]:
+        conn = http.client.HTTPSConnection(*self._upstream, context=self._client_ctx, timeout=30)
         try:
             target = path + ("?" + urlencode(query) if query else "")
             conn.request("GET", target, headers={"x-api-key": self._key})
@@ -273,10 +325,15 @@ class _Handler(BaseHTTPRequestHandler):
         query = {k: v[0] for k, v in parse_qs(parts.query).items()}
         page_text = query.get("page")
         with vendor._lock:
-            arrival = Arrival(len(vendor.log) + 1, parts.path, query.get("searchPolygon"),
-                              int(page_text) if page_text and page_text.lstrip("-").isdigit()
-                              else None, self.headers.get("Host", ""),
-                              bool(self.headers.get("x-api-key")), at=time.monotonic())
+            arrival = Arrival(
+                len(vendor.log) + 1,
+                parts.path,
+                query.get("searchPolygon"),
+                int(page_text) if page_text and page_text.lstrip("-").isdigit() else None,
+                self.headers.get("Host", ""),
+                bool(self.headers.get("x-api-key")),
+                at=time.monotonic(),
+            )
             vendor.log.append(arrival)
         path = parts.path
         if s["line_limit"] is not None and len(self.requestline.encode()) > s["line_limit"]:
@@ -286,8 +343,7 @@ class _Handler(BaseHTTPRequestHandler):
         if s["redirect"] == "slash" and not path.endswith("/"):
             return self._redirect(arrival, f"{vendor.base_url}{path}/?{parts.query}")
         if s["redirect"] == "host":
-            return self._redirect(arrival,
-                                  f"https://localhost:{vendor.port}{path}?{parts.query}")
+            return self._redirect(arrival, f"https://localhost:{vendor.port}{path}?{parts.query}")
         if s["redirect"] == "http":
             return self._redirect(arrival, f"http://127.0.0.1:{vendor.port}{path}?{parts.query}")
         path = path.rstrip("/")
@@ -337,28 +393,52 @@ class _Handler(BaseHTTPRequestHandler):
         k = asked - s["base"] + 1  # the logical page, 1-based
         if rows == 0 and s["empty"] != "ok":
             status = 404 if s["empty"] == "404" else 200
-            return self._json(arrival, status, {"status": "ERROR",
-                                                "messages": ["No parcels found"]})
+            return self._json(
+                arrival, status, {"status": "ERROR", "messages": ["No parcels found"]}
+            )
         if k < 1:
-            return self._json(arrival, 400, {"status": "ERROR", "messages": [
-                f"page must be {s['base']} or more, got {page_text}"]})
+            return self._json(
+                arrival,
+                400,
+                {
+                    "status": "ERROR",
+                    "messages": [f"page must be {s['base']} or more, got {page_text}"],
+                },
+            )
         if s["window"] is not None and k > s["window"]:
-            words = (f"Result window is too large: page {asked} of {size} is beyond the "
-                     f"{s['window'] * size} results a search may be paged through. Narrow the "
-                     "searchPolygon." if s["window_words"] == "stated" else
-                     "Result window is too large. Narrow the searchPolygon.")
+            words = (
+                f"Result window is too large: page {asked} of {size} is beyond the "
+                f"{s['window'] * size} results a search may be paged through. Narrow the "
+                "searchPolygon."
+                if s["window_words"] == "stated"
+                else "Result window is too large. Narrow the searchPolygon."
+            )
             return self._json(arrival, 400, {"status": "ERROR", "messages": [words]})
         if rows and k > pages:
             if s["past_last"] == "400":
-                return self._json(arrival, 400, {"status": "ERROR", "messages": [
-                    f"page {asked} is beyond the last page: this search has {pages} pages"]})
-            data = ids[(pages - 1) * size:] if s["past_last"] == "last" else []
+                return self._json(
+                    arrival,
+                    400,
+                    {
+                        "status": "ERROR",
+                        "messages": [
+                            f"page {asked} is beyond the last page: this search has {pages} pages"
+                        ],
+                    },
+                )
+            data = ids[(pages - 1) * size :] if s["past_last"] == "last" else []
         else:
             start = (k - 1) * size - ((k - 1) if s["slip"] else 0)
-            data = ids[start: start + min(size, rows - (k - 1) * size)]
+            data = ids[start : start + min(size, rows - (k - 1) * size)]
         data = [shown_id(gid, s["ids"]) for gid in data]
-        payload = {"status": "OK", "rows": rows, "pages": pages, "page": asked,
-                   "dataRows": len(data), "data": data}
+        payload = {
+            "status": "OK",
+            "rows": rows,
+            "pages": pages,
+            "page": asked,
+            "dataRows": len(data),
+            "data": data,
+        }
         self._json(arrival, 200, self._formatted(payload))
 
     def _formatted(self, payload: dict[str, Any]) -> dict[str, Any]:
@@ -385,19 +465,28 @@ class _Handler(BaseHTTPRequestHandler):
         elif fault == "auth401":
             self._json(arrival, 401, KEY_FAULT)
         elif fault == "refuse400":
-            self._json(arrival, 400, {"status": "ERROR", "messages": [
-                "searchPolygon: the ring crosses itself at vertex 3"]})
+            self._json(
+                arrival,
+                400,
+                {
+                    "status": "ERROR",
+                    "messages": ["searchPolygon: the ring crosses itself at vertex 3"],
+                },
+            )
         elif fault == "garbled":
-            self._json(arrival, 200, {"status": "OK", "rows": "many", "pages": 1, "page": 1,
-                                      "data": []})
+            self._json(
+                arrival, 200, {"status": "OK", "rows": "many", "pages": 1, "page": 1, "data": []}
+            )
         elif fault == "gone410":
-            self._json(arrival, 410, {"status": "ERROR", "messages": [GONE_WORDS]},
-                       {"Sunset": SUNSET})
+            self._json(
+                arrival, 410, {"status": "ERROR", "messages": [GONE_WORDS]}, {"Sunset": SUNSET}
+            )
         elif fault == "maint200":
             self._send(arrival, 200, MAINTENANCE.encode(), "text/html; charset=utf-8")
         elif fault == "wait429":
-            self._json(arrival, 429, SPIKE_FAULT,
-                       {"Retry-After": str(self.owner.switches["retry_after"])})
+            self._json(
+                arrival, 429, SPIKE_FAULT, {"Retry-After": str(self.owner.switches["retry_after"])}
+            )
         elif fault.startswith("html"):
             status = int(fault[4:])
             body = HTML.format(status=status, reason=REASONS[status]).encode()
@@ -408,14 +497,28 @@ class _Handler(BaseHTTPRequestHandler):
     def _redirect(self, arrival: Arrival, location: str) -> None:
         self._send(arrival, 301, b"", "text/plain", {"Location": location})
 
-    def _json(self, arrival: Arrival, status: int, payload: dict[str, Any],
-              extra: dict[str, str] | None = None) -> None:
+    def _json(
+        self,
+        arrival: Arrival,
+        status: int,
+        payload: dict[str, Any],
+        extra: dict[str, str] | None = None,
+    ) -> None:
         self._send(arrival, status, json.dumps(payload).encode(), "application/json", extra)
 
-    def _send(self, arrival: Arrival, status: int, body: bytes, content_type: str,
-              extra: dict[str, str] | None = None) -> None:
-        headers = {"Content-Type": content_type, **getattr(self, "_quota_headers", {}),
-                   **(extra or {})}
+    def _send(
+        self,
+        arrival: Arrival,
+        status: int,
+        body: bytes,
+        content_type: str,
+        extra: dict[str, str] | None = None,
+    ) -> None:
+        headers = {
+            "Content-Type": content_type,
+            **getattr(self, "_quota_headers", {}),
+            **(extra or {}),
+        }
         if self.owner.switches["gzip"] and "gzip" in self.headers.get("Accept-Encoding", ""):
             body = gzip_module.compress(body)
             headers["Content-Encoding"] = "gzip"
@@ -438,7 +541,7 @@ class _Handler(BaseHTTPRequestHandler):
         step = int(s["trickle_bytes"])
         try:
             for start in range(0, len(body), step):
-                self.wfile.write(body[start:start + step])
+                self.wfile.write(body[start : start + step])
                 self.wfile.flush()
                 time.sleep(float(s["trickle_gap"]))
         except OSError:  # the client hung up (its deadline): the rest is never sent
@@ -451,14 +554,17 @@ class _Handler(BaseHTTPRequestHandler):
 MINIMUM = 7  # 3 + 2 + 1 + 1 pages in the four areas
 
 
-def search(capsys: Any, areas: Path, out: Path,
-           *extra: str) -> tuple[int, str, str, dict[str, set[str]], dict[str, Any]]:
+def search(
+    capsys: Any, areas: Path, out: Path, *extra: str
+) -> tuple[int, str, str, dict[str, set[str]], dict[str, Any]]:
     """``parcelsearch search`` → (exit code, stdout, stderr, GroupIDs per area, metadata)."""
     import pyarrow.parquet as pq
     from _cli import run
 
-    code, stdout, stderr = run(["search", str(areas), "--id-column", "area_id", "--quiet",
-                                "--out", str(out), *extra], capsys)
+    code, stdout, stderr = run(
+        ["search", str(areas), "--id-column", "area_id", "--quiet", "--out", str(out), *extra],
+        capsys,
+    )
     ids: dict[str, set[str]] = {}
     meta: dict[str, Any] = {}
     if out.exists():
@@ -472,7 +578,6 @@ def search(capsys: Any, areas: Path, out: Path,
 
 def exact(ids: dict[str, set[str]], expected: dict[str, set[str]]) -> bool:
     return {a: v for a, v in expected.items() if v} == ids
-
 
 
 # -- the stand-in's parcels and study areas ---------------------------------------------------
@@ -497,19 +602,24 @@ def vendor_fabric() -> tuple[Any, Any, dict[str, set[str]]]:
         x0, y0 = -99.70 + 0.05 * n_area, 32.47
         j = np.arange(count)
         xs, ys = x0 + (j % per_line) * width, y0 + (j // per_line) * depth
-        cells = [shapely.box(x, y, x + width * 0.9, y + depth * 0.9)
-                 for x, y in zip(xs, ys, strict=True)]
+        cells = [
+            shapely.box(x, y, x + width * 0.9, y + depth * 0.9) for x, y in zip(xs, ys, strict=True)
+        ]
         ids = [str(next(gids)) for _ in range(count)]
         frames.append(gpd.GeoDataFrame({"group_id": ids}, geometry=cells, crs="EPSG:4326"))
         lines = max(1, math.ceil(count / per_line))
-        boxes.append(shapely.box(x0 - width, y0 - depth, x0 + width * (per_line + 1),
-                                 y0 + depth * (lines + 1)))
+        boxes.append(
+            shapely.box(
+                x0 - width, y0 - depth, x0 + width * (per_line + 1), y0 + depth * (lines + 1)
+            )
+        )
         expected[area] = set(ids)
     import pandas as pd
 
     parcels = gpd.GeoDataFrame(pd.concat(frames, ignore_index=True), crs="EPSG:4326")
     parcels["parcel_id"] = np.arange(len(parcels)) + 5000
     parcels = parcels.iloc[rng.permutation(len(parcels))].reset_index(drop=True)
-    areas = gpd.GeoDataFrame({"area_id": list(AREA_PARCELS)}, geometry=boxes,
-                             crs="EPSG:4326").set_index("area_id")
+    areas = gpd.GeoDataFrame(
+        {"area_id": list(AREA_PARCELS)}, geometry=boxes, crs="EPSG:4326"
+    ).set_index("area_id")
     return parcels[["parcel_id", "group_id", "geometry"]], areas, expected

@@ -52,10 +52,12 @@ if TYPE_CHECKING:
 # here: a toolkit test file that does not import them runs without either
 # (tests/test_fast_loop.py checks it).
 
-hypothesis_settings.register_profile("ci", derandomize=True, database=None, deadline=None,
-                                     print_blob=True)
-hypothesis_settings.register_profile("explore", max_examples=1_000, database=None,
-                                     deadline=None, print_blob=True)
+hypothesis_settings.register_profile(
+    "ci", derandomize=True, database=None, deadline=None, print_blob=True
+)
+hypothesis_settings.register_profile(
+    "explore", max_examples=1_000, database=None, deadline=None, print_blob=True
+)
 hypothesis_settings.load_profile(os.environ.get("HYPOTHESIS_PROFILE", "ci"))
 
 _counter = itertools.count(1)
@@ -69,10 +71,18 @@ _counter = itertools.count(1)
 
 #: Fixtures that start the reference service: a test that uses one (directly or through
 #: another fixture: ``make_key``, ``api_key``, ``ca_bundle``, ``https``, ...) is ``service``.
-SERVICE_FIXTURES = frozenset({
-    "service", "service_276", "start_own_service", "spawn_service", "conformance_service",
-    "conformance_276", "attack_service", "_vendor_session",
-})
+SERVICE_FIXTURES = frozenset(
+    {
+        "service",
+        "service_276",
+        "start_own_service",
+        "spawn_service",
+        "conformance_service",
+        "conformance_276",
+        "attack_service",
+        "_vendor_session",
+    }
+)
 TESTS = Path(__file__).parent
 
 
@@ -165,8 +175,9 @@ def _session_user_folders(tmp_path_factory: pytest.TempPathFactory) -> Iterator[
 
 
 @pytest.fixture(autouse=True)
-def _own_user_folders(tmp_path_factory: pytest.TempPathFactory,
-                      monkeypatch: pytest.MonkeyPatch) -> None:
+def _own_user_folders(
+    tmp_path_factory: pytest.TempPathFactory, monkeypatch: pytest.MonkeyPatch
+) -> None:
     """Each test gets its own cache, data and config folders (platformdirs reads the XDG
     variables): nothing a test learns (``vendors.json``, the ledger, saved profiles) reaches
     the user's real folders or another test, and a server that reuses a port a stand-in had
@@ -209,8 +220,9 @@ def _write_calls_per_test(svc: RunningService, worker: str) -> None:
     for row in svc.keys.list():
         test = str(row["name"]).rsplit("-", 1)[0]
         calls[test] = calls.get(test, 0) + int(row["used_lifetime"])
-    Path(target).write_text(json.dumps(dict(sorted(calls.items())), indent=1) + "\n",
-                            encoding="utf-8")
+    Path(target).write_text(
+        json.dumps(dict(sorted(calls.items())), indent=1) + "\n", encoding="utf-8"
+    )
 
 
 @pytest.fixture
@@ -328,8 +340,9 @@ class PostgresCluster:
         name = url.rsplit("/", 1)[1]
         with psycopg.connect(self.url(), autocommit=True) as conn:
             conn.execute(f'ALTER DATABASE "{name}" ALLOW_CONNECTIONS false')
-            conn.execute("SELECT pg_terminate_backend(pid) FROM pg_stat_activity "
-                         "WHERE datname = %s", (name,))
+            conn.execute(
+                "SELECT pg_terminate_backend(pid) FROM pg_stat_activity WHERE datname = %s", (name,)
+            )
         try:
             yield
         finally:
@@ -374,17 +387,44 @@ def postgres() -> Iterator[PostgresCluster]:
     cluster = PostgresCluster(root, _free_port())
     try:
         subprocess.run(
-            _as_postgres([str(PG_BIN / "initdb"), "-D", str(cluster.data), "-U", "postgres",
-                          "-A", "trust", "--no-sync", "-E", "UTF8"]),
-            check=True, capture_output=True,
+            _as_postgres(
+                [
+                    str(PG_BIN / "initdb"),
+                    "-D",
+                    str(cluster.data),
+                    "-U",
+                    "postgres",
+                    "-A",
+                    "trust",
+                    "--no-sync",
+                    "-E",
+                    "UTF8",
+                ]
+            ),
+            check=True,
+            capture_output=True,
         )
-        options = (f"-c listen_addresses=127.0.0.1 -c port={cluster.port} "
-                   f"-c unix_socket_directories={root} -c fsync=off -c synchronous_commit=off "
-                   "-c full_page_writes=off -c max_connections=300 -c jit=off")
+        options = (
+            f"-c listen_addresses=127.0.0.1 -c port={cluster.port} "
+            f"-c unix_socket_directories={root} -c fsync=off -c synchronous_commit=off "
+            "-c full_page_writes=off -c max_connections=300 -c jit=off"
+        )
         subprocess.run(
-            _as_postgres([str(PG_BIN / "pg_ctl"), "-D", str(cluster.data), "-w", "-l",
-                          str(root / "log"), "-o", options, "start"]),
-            check=True, capture_output=True,
+            _as_postgres(
+                [
+                    str(PG_BIN / "pg_ctl"),
+                    "-D",
+                    str(cluster.data),
+                    "-w",
+                    "-l",
+                    str(root / "log"),
+                    "-o",
+                    options,
+                    "start",
+                ]
+            ),
+            check=True,
+            capture_output=True,
         )
         with psycopg.connect(cluster.url(), autocommit=True) as conn:
             conn.execute("CREATE DATABASE template_parcelsearch")
@@ -435,16 +475,40 @@ class ServiceProcess:
     use them: ``base_url``, ``port``, ``ca_path``, ``keys``, ``store`` (opened on first use).
     """
 
-    def __init__(self, *, keys: str, parcels: str | None, cert_dir: Path, backend: str,
-                 workers: int = 2, match: str = "representative-point",
-                 busy_timeout: float | None = None, extra: Sequence[str] = ()) -> None:
+    def __init__(
+        self,
+        *,
+        keys: str,
+        parcels: str | None,
+        cert_dir: Path,
+        backend: str,
+        workers: int = 2,
+        match: str = "representative-point",
+        busy_timeout: float | None = None,
+        extra: Sequence[str] = (),
+    ) -> None:
         self.backend = backend
         self.keys_location = keys
         self.parcels_location = parcels
         self.match = match
-        command = [sys.executable, "-m", "parcelsearch.cli", "serve", "--keys", keys,
-                   "--cert-dir", str(cert_dir), "--host", "127.0.0.1", "--port", "0",
-                   "--workers", str(workers), "--match", match]
+        command = [
+            sys.executable,
+            "-m",
+            "parcelsearch.cli",
+            "serve",
+            "--keys",
+            keys,
+            "--cert-dir",
+            str(cert_dir),
+            "--host",
+            "127.0.0.1",
+            "--port",
+            "0",
+            "--workers",
+            str(workers),
+            "--match",
+            match,
+        ]
         if parcels is not None:
             command += ["--parcels", parcels]
         if busy_timeout is not None:
@@ -453,8 +517,9 @@ class ServiceProcess:
         #: The service's log (stderr), kept with the test's temporary files.
         self.log_path = cert_dir.parent / f"serve-{next(_counter)}.log"
         with self.log_path.open("w") as log:
-            self.proc = subprocess.Popen(command, stdout=subprocess.PIPE, stderr=log, text=True,
-                                         start_new_session=True)
+            self.proc = subprocess.Popen(
+                command, stdout=subprocess.PIPE, stderr=log, text=True, start_new_session=True
+            )
         line = self.proc.stdout.readline() if self.proc.stdout else ""
         found = re.match(r"serving (https://127\.0\.0\.1:(\d+)) \(CA: (.+?)\)", line)
         if not found:
@@ -522,44 +587,55 @@ def backend(request: pytest.FixtureRequest) -> str:
 
 @pytest.fixture(scope="session")
 def conformance_service(
-    backend: str, request: pytest.FixtureRequest, tmp_path_factory: pytest.TempPathFactory,
+    backend: str,
+    request: pytest.FixtureRequest,
+    tmp_path_factory: pytest.TempPathFactory,
     service_cert_dir: Path,
 ) -> Iterator[ServiceProcess]:
     """``parcelsearch serve --workers 2`` on the bundled demo parcels, on each backend."""
-    keys, parcels = _backend_locations(backend, request,
-                                       tmp_path_factory.mktemp("conformance"), None)
-    svc = ServiceProcess(keys=keys, parcels=parcels, cert_dir=service_cert_dir,
-                         backend=backend)
+    keys, parcels = _backend_locations(
+        backend, request, tmp_path_factory.mktemp("conformance"), None
+    )
+    svc = ServiceProcess(keys=keys, parcels=parcels, cert_dir=service_cert_dir, backend=backend)
     yield svc
     svc.stop()
 
 
 @pytest.fixture(scope="session")
 def attack_service(
-    backend: str, request: pytest.FixtureRequest, tmp_path_factory: pytest.TempPathFactory,
+    backend: str,
+    request: pytest.FixtureRequest,
+    tmp_path_factory: pytest.TempPathFactory,
     service_cert_dir: Path,
 ) -> Iterator[ServiceProcess]:
     """``parcelsearch serve --workers 2 --portal --access-log`` on the demo parcels, on each
     backend, for the attack suite (tests/reliability/test_attacks.py): its own stores, so
     its sign-in failures throttle no other test."""
     keys, parcels = _backend_locations(backend, request, tmp_path_factory.mktemp("attack"), None)
-    svc = ServiceProcess(keys=keys, parcels=parcels, cert_dir=service_cert_dir,
-                         backend=backend, extra=("--portal", "--access-log"))
+    svc = ServiceProcess(
+        keys=keys,
+        parcels=parcels,
+        cert_dir=service_cert_dir,
+        backend=backend,
+        extra=("--portal", "--access-log"),
+    )
     yield svc
     svc.stop()
 
 
 @pytest.fixture(scope="session")
 def conformance_276(
-    backend: str, request: pytest.FixtureRequest, tmp_path_factory: pytest.TempPathFactory,
-    service_cert_dir: Path, example_276: synth.Example,
+    backend: str,
+    request: pytest.FixtureRequest,
+    tmp_path_factory: pytest.TempPathFactory,
+    service_cert_dir: Path,
+    example_276: synth.Example,
 ) -> Iterator[ServiceProcess]:
     """``parcelsearch serve --workers 2`` on the 276-parcel example, on each backend."""
-    keys, parcels = _backend_locations(backend, request,
-                                       tmp_path_factory.mktemp("conformance276"),
-                                       example_276.parcels)
-    svc = ServiceProcess(keys=keys, parcels=parcels, cert_dir=service_cert_dir,
-                         backend=backend)
+    keys, parcels = _backend_locations(
+        backend, request, tmp_path_factory.mktemp("conformance276"), example_276.parcels
+    )
+    svc = ServiceProcess(keys=keys, parcels=parcels, cert_dir=service_cert_dir, backend=backend)
     yield svc
     svc.stop()
 
@@ -575,16 +651,29 @@ def spawn_service(
     ``locations`` of an earlier one (a restart) — stopped at the end of the test."""
     started: list[ServiceProcess] = []
 
-    def spawn(backend: str, parcels: Any = None, locations: tuple[str, str | None] | None = None,
-              workers: int = 2, match: str = "representative-point",
-              busy_timeout: float | None = None, extra: Sequence[str] = ()) -> ServiceProcess:
+    def spawn(
+        backend: str,
+        parcels: Any = None,
+        locations: tuple[str, str | None] | None = None,
+        workers: int = 2,
+        match: str = "representative-point",
+        busy_timeout: float | None = None,
+        extra: Sequence[str] = (),
+    ) -> ServiceProcess:
         if locations is None:
             folder = tmp_path / f"own-{next(_counter)}"
             folder.mkdir()
             locations = _backend_locations(backend, request, folder, parcels)
-        svc = ServiceProcess(keys=locations[0], parcels=locations[1],
-                             cert_dir=service_cert_dir, backend=backend, workers=workers,
-                             match=match, busy_timeout=busy_timeout, extra=extra)
+        svc = ServiceProcess(
+            keys=locations[0],
+            parcels=locations[1],
+            cert_dir=service_cert_dir,
+            backend=backend,
+            workers=workers,
+            match=match,
+            busy_timeout=busy_timeout,
+            extra=extra,
+        )
         started.append(svc)
         return svc
 

@@ -315,8 +315,11 @@ def test_areas_outside_their_crs_area_of_use_are_refused_or_warned_when_trusted(
     from parcelsearch.notices import CoordinatesWarning
 
     local = frame(box(100, 100, 600, 600), crs="EPSG:32614")
-    with pytest.raises(InputError, match=r"outside the area EPSG:32614 is meant for "
-                                         r"\(longitude -102\.\.-96.*nothing was planned") as got:
+    with pytest.raises(
+        InputError,
+        match=r"outside the area EPSG:32614 is meant for "
+        r"\(longitude -102\.\.-96.*nothing was planned",
+    ) as got:
         validate_areas(local)
     assert got.value.field == "crs" and "pass --trust-crs" in got.value.render("cli")
     with pytest.warns(CoordinatesWarning, match="probably in another CRS"):

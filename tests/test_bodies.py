@@ -27,9 +27,16 @@ def vendor(tmp_path_factory: pytest.TempPathFactory) -> Iterator[FaultServer]:
 
 
 def _client(vendor: FaultServer, tmp_path: Path, **kw: object) -> Client:
-    return Client(KEY, vendor.base_url, str(vendor.ca_path), rate=1000, timeout=10,
-                  retries=RetryPolicy(total=2, backoff_factor=0.01), cache_dir=tmp_path,
-                  **kw)  # type: ignore[arg-type]
+    return Client(
+        KEY,
+        vendor.base_url,
+        str(vendor.ca_path),
+        rate=1000,
+        timeout=10,
+        retries=RetryPolicy(total=2, backoff_factor=0.01),
+        cache_dir=tmp_path,
+        **kw,
+    )  # type: ignore[arg-type]
 
 
 def _bomb(megabytes: int) -> bytes:
@@ -44,14 +51,17 @@ def _bomb(megabytes: int) -> bytes:
 
 @pytest.mark.parametrize("deadline", [None, 30.0], ids=["plain", "response-deadline"])
 def test_a_body_that_inflates_without_end_is_refused_within_bounds(
-        vendor: FaultServer, tmp_path: Path, deadline: float | None) -> None:
+    vendor: FaultServer, tmp_path: Path, deadline: float | None
+) -> None:
     """A 200 page, gzip, then 200 MB of whitespace (the issue's 1 GB: 6.0 GB peak and a run
     "complete"): refused once past 16 MB decompressed, its memory bounded."""
     body = _bomb(200)
     vendor.reset().default = (200, body, {"Content-Encoding": "gzip"})
     tracemalloc.start()
-    with _client(vendor, tmp_path, response_deadline=deadline) as client, \
-            pytest.raises(MalformedResponseError, match="larger than 16 MB once decompressed"):
+    with (
+        _client(vendor, tmp_path, response_deadline=deadline) as client,
+        pytest.raises(MalformedResponseError, match="larger than 16 MB once decompressed"),
+    ):
         client.search_page(RING, 1)
     peak = tracemalloc.get_traced_memory()[1]
     tracemalloc.stop()
@@ -62,15 +72,18 @@ def test_a_body_that_inflates_without_end_is_refused_within_bounds(
 def test_json_nested_past_the_parser_is_not_json(vendor: FaultServer, tmp_path: Path) -> None:
     """100,000 levels deep was "unexpected RecursionError … a bug in parcelsearch"."""
     vendor.reset().default = (200, b"[" * 100_000 + b"]" * 100_000, {})
-    with _client(vendor, tmp_path) as client, \
-            pytest.raises(MalformedResponseError, match="not JSON"):
+    with (
+        _client(vendor, tmp_path) as client,
+        pytest.raises(MalformedResponseError, match="not JSON"),
+    ):
         client.search_page(RING, 1)
 
 
-def test_counts_past_what_a_store_keeps_are_malformed(
-        vendor: FaultServer, tmp_path: Path) -> None:
+def test_counts_past_what_a_store_keeps_are_malformed(vendor: FaultServer, tmp_path: Path) -> None:
     """``pages: 1e10`` (rows to match) was "unexpected ArrowInvalid" when cached."""
     vendor.reset().default = (200, ok(10**12, pages=1e10), {})
-    with _client(vendor, tmp_path) as client, \
-            pytest.raises(MalformedResponseError, match="pages is 10,000,000,000"):
+    with (
+        _client(vendor, tmp_path) as client,
+        pytest.raises(MalformedResponseError, match="pages is 10,000,000,000"),
+    ):
         client.search_page(RING, 1)

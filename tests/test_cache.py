@@ -54,8 +54,9 @@ def test_put_then_get_round_trips(tmp_path: Path) -> None:
 
 
 @pytest.mark.parametrize("missing", ["base_url", "path"])
-def test_a_page_that_does_not_say_where_it_came_from_is_refused(tmp_path: Path,
-                                                                 missing: str) -> None:
+def test_a_page_that_does_not_say_where_it_came_from_is_refused(
+    tmp_path: Path, missing: str
+) -> None:
     """A cache error of the one tree (issue 50), and nothing is written."""
     cache = ResponseCache(tmp_path)
     with pytest.raises(CacheError, match="base_url and path"):
@@ -131,8 +132,16 @@ def test_the_api_key_is_never_stored(
         assert api_key.encode() not in path.read_bytes(), path.name
     columns = pq.read_schema(next(tmp_path.glob("pages-*.parquet"))).names
     assert columns == [
-        "request_key", "base_url", "path", "polygon_json", "page", "rows", "pages",
-        "data_rows", "data", "fetched_at",
+        "request_key",
+        "base_url",
+        "path",
+        "polygon_json",
+        "page",
+        "rows",
+        "pages",
+        "data_rows",
+        "data",
+        "fetched_at",
     ]
 
 
@@ -255,7 +264,8 @@ def test_a_page_survives_sigkill_right_after_put(tmp_path: Path) -> None:
     )
     child = subprocess.Popen(
         [sys.executable, "-c", script, str(tmp_path), __file__],
-        stdout=subprocess.PIPE, text=True,
+        stdout=subprocess.PIPE,
+        text=True,
     )
     assert child.stdout is not None
     done = [child.stdout.readline().strip() for _ in range(30)]

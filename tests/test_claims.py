@@ -30,8 +30,9 @@ HOLDER = textwrap.dedent(
 
 
 def _holder(folder: Path, key: str) -> subprocess.Popen[str]:
-    proc = subprocess.Popen([sys.executable, "-c", HOLDER, str(folder), key],
-                            stdout=subprocess.PIPE, text=True)
+    proc = subprocess.Popen(
+        [sys.executable, "-c", HOLDER, str(folder), key], stdout=subprocess.PIPE, text=True
+    )
     assert proc.stdout is not None and proc.stdout.readline().strip() == "True"
     return proc
 

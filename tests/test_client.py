@@ -66,8 +66,14 @@ def ids(n: int, start: int = 0) -> list[str]:
 def ok(total: int, number: int = 1, **override: Any) -> dict[str, Any]:
     """A success body: page ``number`` of ``total`` rows, fields overridden as given."""
     data = ids(max(0, min(100, total - 100 * (number - 1))), start=100 * number)
-    body = {"status": "OK", "rows": total, "dataRows": len(data),
-            "pages": math.ceil(total / 100), "page": number, "data": data}
+    body = {
+        "status": "OK",
+        "rows": total,
+        "dataRows": len(data),
+        "pages": math.ceil(total / 100),
+        "page": number,
+        "data": data,
+    }
     body.update(override)
     return body
 
@@ -125,12 +131,14 @@ class FaultServer:
                     return
                 if action[0] == "trickle-head":  # ("trickle-head", gap): the head, too
                     raw = json.dumps(ok(5)).encode()
-                    head = (f"HTTP/1.1 200 OK\r\nContent-Length: {len(raw)}\r\n"
-                            + "".join(f"X-Pad-{k}: {'y' * 20}\r\n" for k in range(40))
-                            + "\r\n").encode()
+                    head = (
+                        f"HTTP/1.1 200 OK\r\nContent-Length: {len(raw)}\r\n"
+                        + "".join(f"X-Pad-{k}: {'y' * 20}\r\n" for k in range(40))
+                        + "\r\n"
+                    ).encode()
                     try:
                         for start in range(0, len(head), 4):
-                            self.wfile.write(head[start:start + 4])
+                            self.wfile.write(head[start : start + 4])
                             self.wfile.flush()
                             time.sleep(float(action[1]))
                     except OSError:
@@ -144,7 +152,7 @@ class FaultServer:
                     self.end_headers()
                     try:
                         for start in range(0, len(raw), 4):
-                            self.wfile.write(raw[start:start + 4])
+                            self.wfile.write(raw[start : start + 4])
                             self.wfile.flush()
                             time.sleep(float(action[1]))
                     except OSError:
@@ -211,15 +219,27 @@ def server(_shared_server: FaultServer) -> FaultServer:
 
 @pytest.fixture
 def client(server: FaultServer) -> Iterator[Client]:
-    with Client(KEY, server.base_url, server.ca_path, rate=1000,
-                retries=RetryPolicy(total=3, backoff_factor=0.01), timeout=5) as made:
+    with Client(
+        KEY,
+        server.base_url,
+        server.ca_path,
+        rate=1000,
+        retries=RetryPolicy(total=3, backoff_factor=0.01),
+        timeout=5,
+    ) as made:
         yield made
 
 
 @pytest.fixture(autouse=True)
 def _clean_env(monkeypatch: pytest.MonkeyPatch) -> None:
-    for name in ("API_KEY", "BASE_URL", "CA_BUNDLE", "RATE", "RESPONSE_DEADLINE",
-                 "GROUP_ID_MAX_CHARS"):
+    for name in (
+        "API_KEY",
+        "BASE_URL",
+        "CA_BUNDLE",
+        "RATE",
+        "RESPONSE_DEADLINE",
+        "GROUP_ID_MAX_CHARS",
+    ):
         monkeypatch.delenv(f"PARCELSEARCH_{name}", raising=False)
 
 
@@ -238,24 +258,44 @@ def assert_no_key(exc: BaseException) -> None:
     ("kwargs", "env", "message"),
     [
         pytest.param({"base_url": "https://x"}, {}, "PARCELSEARCH_API_KEY", id="no-key"),
-        pytest.param({"api_key": "  ", "base_url": "https://x"}, {}, "PARCELSEARCH_API_KEY",
-                     id="blank-key"),
+        pytest.param(
+            {"api_key": "  ", "base_url": "https://x"}, {}, "PARCELSEARCH_API_KEY", id="blank-key"
+        ),
         pytest.param({"api_key": KEY}, {}, "PARCELSEARCH_BASE_URL", id="no-base-url"),
-        pytest.param({"api_key": KEY, "base_url": "http://127.0.0.1:8080"}, {}, "HTTPS only",
-                     id="http-refused"),
-        pytest.param({}, {"PARCELSEARCH_API_KEY": KEY, "PARCELSEARCH_BASE_URL": "http://a"},
-                     "HTTPS only", id="http-refused-from-env"),
+        pytest.param(
+            {"api_key": KEY, "base_url": "http://127.0.0.1:8080"},
+            {},
+            "HTTPS only",
+            id="http-refused",
+        ),
+        pytest.param(
+            {},
+            {"PARCELSEARCH_API_KEY": KEY, "PARCELSEARCH_BASE_URL": "http://a"},
+            "HTTPS only",
+            id="http-refused-from-env",
+        ),
         pytest.param({"api_key": KEY, "base_url": "ftp://x"}, {}, "https://host", id="ftp"),
-        pytest.param({"api_key": KEY, "base_url": "https://x/?a=1"}, {}, "query",
-                     id="query-in-base-url"),
-        pytest.param({"api_key": "a key", "base_url": "https://x"}, {}, "whitespace",
-                     id="key-with-space"),
-        pytest.param({"api_key": KEY, "base_url": "https://x", "ca_bundle": "/nope.pem"}, {},
-                     "not a file", id="missing-ca"),
-        pytest.param({"api_key": KEY, "base_url": "https://x"}, {"PARCELSEARCH_RATE": "fast"},
-                     "PARCELSEARCH_RATE", id="rate-not-a-number"),
-        pytest.param({"api_key": KEY, "base_url": "https://x", "rate": 0}, {}, "positive",
-                     id="rate-zero"),
+        pytest.param(
+            {"api_key": KEY, "base_url": "https://x/?a=1"}, {}, "query", id="query-in-base-url"
+        ),
+        pytest.param(
+            {"api_key": "a key", "base_url": "https://x"}, {}, "whitespace", id="key-with-space"
+        ),
+        pytest.param(
+            {"api_key": KEY, "base_url": "https://x", "ca_bundle": "/nope.pem"},
+            {},
+            "not a file",
+            id="missing-ca",
+        ),
+        pytest.param(
+            {"api_key": KEY, "base_url": "https://x"},
+            {"PARCELSEARCH_RATE": "fast"},
+            "PARCELSEARCH_RATE",
+            id="rate-not-a-number",
+        ),
+        pytest.param(
+            {"api_key": KEY, "base_url": "https://x", "rate": 0}, {}, "positive", id="rate-zero"
+        ),
     ],
 )
 def test_configuration_errors_say_how_to_fix(
@@ -278,14 +318,18 @@ def test_defaults_come_from_the_environment(
     monkeypatch.setenv("PARCELSEARCH_RATE", "4")
     made = Client()
     assert (made.base_url, made.ca_bundle, made.rate) == (
-        "https://api.example.com/prod", str(tmp_path / "ca.pem"), 4.0)
+        "https://api.example.com/prod",
+        str(tmp_path / "ca.pem"),
+        4.0,
+    )
     assert made.fingerprint == key_fingerprint(KEY)
 
 
 def test_repr_shows_url_and_fingerprint_never_the_key() -> None:
     made = Client(KEY, "https://api.example.com")
-    assert repr(made) == (f"Client(base_url='https://api.example.com', "
-                          f"key=sha256:{made.fingerprint}…, rate=10/s)")
+    assert repr(made) == (
+        f"Client(base_url='https://api.example.com', key=sha256:{made.fingerprint}…, rate=10/s)"
+    )
     assert KEY not in repr(vars(made)) and KEY not in str(made)
     assert len(made.fingerprint) == 16
 
@@ -308,8 +352,9 @@ def test_limiter_spaces_calls_from_all_threads() -> None:
 def test_5xx_is_retried_and_every_attempt_passes_the_hook(
     server: FaultServer, client: Client
 ) -> None:
-    server.then((500, error("busy"), {}), (502, b"<html>bad gateway</html>", {}),
-                (200, ok(250, 2), {}))
+    server.then(
+        (500, error("busy"), {}), (502, b"<html>bad gateway</html>", {}), (200, ok(250, 2), {})
+    )
     calls: list[int] = []
     page = client.search_page(RING, 2, spend=Reserving(lambda: calls.append(1)))
     assert (page.rows, page.pages, page.data_rows, page.from_cache) == (250, 3, 100, False)
@@ -336,8 +381,11 @@ def test_spike_arrest_429_waits_for_retry_after(
     ("body", "headers"),
     [
         pytest.param(error(QUOTA), {"Retry-After": "1"}, id="plain"),
-        pytest.param(gzip.compress(json.dumps(error(QUOTA)).encode()),
-                     {"Content-Encoding": "gzip"}, id="gzipped"),
+        pytest.param(
+            gzip.compress(json.dumps(error(QUOTA)).encode()),
+            {"Content-Encoding": "gzip"},
+            id="gzipped",
+        ),
     ],
 )
 def test_quota_429_is_not_retried(
@@ -360,7 +408,11 @@ def test_quota_429_is_not_retried(
     ],
 )
 def test_retryable_errors_that_persist_are_raised_verbatim(
-    server: FaultServer, client: Client, status: int, body: Any, cls: type[ServiceError],
+    server: FaultServer,
+    client: Client,
+    status: int,
+    body: Any,
+    cls: type[ServiceError],
     messages: list[str],
 ) -> None:
     server.default = (status, body, {})
@@ -402,8 +454,14 @@ def test_dropped_connection_is_retried(server: FaultServer, client: Client) -> N
 
 def test_read_timeout_is_retried(server: FaultServer) -> None:
     server.then(("stall", 1.5), (200, ok(3), {}))
-    with Client(KEY, server.base_url, server.ca_path, rate=1000, timeout=0.5,
-                retries=RetryPolicy(total=2, backoff_factor=0.01)) as made:
+    with Client(
+        KEY,
+        server.base_url,
+        server.ca_path,
+        rate=1000,
+        timeout=0.5,
+        retries=RetryPolicy(total=2, backoff_factor=0.01),
+    ) as made:
         assert made.search_page(RING, 1).rows == 3
     assert len(server.lines) == 2
 
@@ -420,8 +478,9 @@ def test_connection_failures_become_transport_error(server: FaultServer, client:
 def test_nothing_listening_is_a_transport_error(tmp_path: Path) -> None:
     server = FaultServer(tmp_path)
     server.close()
-    with Client(KEY, server.base_url, server.ca_path,
-                retries=RetryPolicy(total=1, backoff_factor=0.01)) as made:
+    with Client(
+        KEY, server.base_url, server.ca_path, retries=RetryPolicy(total=1, backoff_factor=0.01)
+    ) as made:
         with pytest.raises(TransportError) as caught:
             made.markets()
     assert_no_key(caught.value)
@@ -461,18 +520,26 @@ def test_a_hook_that_raises_stops_before_the_retry(server: FaultServer, client: 
         pytest.param(ok(250, 2, pages=2), "ceil", id="pages-not-ceil"),
         pytest.param(ok(250, 3), "asked for page 2", id="echoed-page-differs"),
         pytest.param(ok(250, 2, data=ids(99), dataRows=99), "must hold 100", id="short-page"),
-        pytest.param(ok(250, 2, data=["<a href=x>1</a>"] * 100), "id 1 of the page: holds markup",
-                     id="markup-group-id"),
-        pytest.param(ok(250, 2, data=[*ids(99), ""]), "id 100 of the page: empty",
-                     id="empty-group-id"),
+        pytest.param(
+            ok(250, 2, data=["<a href=x>1</a>"] * 100),
+            "id 1 of the page: holds markup",
+            id="markup-group-id",
+        ),
+        pytest.param(
+            ok(250, 2, data=[*ids(99), ""]), "id 100 of the page: empty", id="empty-group-id"
+        ),
         pytest.param(ok(250, 2, data=[*ids(99), "a\x1b[2Jb"]), "control", id="control-group-id"),
-        pytest.param(ok(250, 2, data=[*ids(99), "x" * 129]), "129 characters, more than 128",
-                     id="long-group-id"),
+        pytest.param(
+            ok(250, 2, data=[*ids(99), "x" * 129]),
+            "129 characters, more than 128",
+            id="long-group-id",
+        ),
         pytest.param(ok(250, 2, data=[*ids(99), 17]), "a int, not a string", id="number-id"),
         pytest.param(ok(250, 2, rows="250 rows"), "not a count", id="rows-not-a-number"),
         pytest.param(ok(250, 2, data=None), "not a list", id="data-missing"),
-        pytest.param({k: v for k, v in ok(250, 2).items() if k != "pages"}, "'pages'",
-                     id="pages-missing"),
+        pytest.param(
+            {k: v for k, v in ok(250, 2).items() if k != "pages"}, "'pages'", id="pages-missing"
+        ),
     ],
 )
 def test_responses_that_do_not_add_up_are_refused(
@@ -491,8 +558,11 @@ def test_page_beyond_the_last_is_refused(server: FaultServer, client: Client) ->
 
 
 def test_empty_result_is_page_one_of_zero(server: FaultServer, client: Client) -> None:
-    server.default = (200, {"status": "OK", "rows": 0, "dataRows": 0, "pages": 0, "page": 1,
-                            "data": []}, {})
+    server.default = (
+        200,
+        {"status": "OK", "rows": 0, "dataRows": 0, "pages": 0, "page": 1, "data": []},
+        {},
+    )
     page = client.search_page(RING, 1)
     assert (page.rows, page.pages, page.data) == (0, 0, ())
 
@@ -552,8 +622,11 @@ def test_page_numbers_start_at_one(client: Client, page: Any) -> None:
 
 
 def test_markets(server: FaultServer, client: Client) -> None:
-    server.default = (200, {"status": "OK", "dataRows": 2, "data": ["Abilene, TX", "Boise, ID"]},
-                      {})
+    server.default = (
+        200,
+        {"status": "OK", "dataRows": 2, "data": ["Abilene, TX", "Boise, ID"]},
+        {},
+    )
     assert client.markets() == ["Abilene, TX", "Boise, ID"]
     assert server.lines == ["GET /v1/markets HTTP/1.1"]
 
@@ -585,8 +658,12 @@ def test_an_injected_session_is_used_and_still_gated() -> None:
     adapter = _RefusingAdapter()
     session.mount("https://", adapter)
     calls: list[int] = []
-    with Client(KEY, "https://api.example.com", session=session,
-                retries=RetryPolicy(total=2, backoff_factor=0.01)) as made:
+    with Client(
+        KEY,
+        "https://api.example.com",
+        session=session,
+        retries=RetryPolicy(total=2, backoff_factor=0.01),
+    ) as made:
         with pytest.raises(TransportError, match="connection reset") as caught:
             made.search_page(RING, 1, spend=Reserving(lambda: calls.append(1)))
     assert adapter.sent == len(calls) == 3  # every attempt through the injected session, gated
@@ -597,15 +674,17 @@ def test_an_injected_session_is_used_and_still_gated() -> None:
 
 
 def test_an_answer_that_cannot_be_read_is_asked_once_more_then_final(
-        server: FaultServer, client: Client) -> None:
+    server: FaultServer, client: Client
+) -> None:
     server.default = (200, ok(250, 2, dataRows=99), {})
     with pytest.raises(MalformedResponseError, match="dataRows is 99.*after 2 attempts"):
         client.search_page(RING, 2)
     assert len(server.lines) == 2  # not retries + 1
 
 
-def test_a_same_origin_redirect_is_followed_and_remembered(server: FaultServer,
-                                                           client: Client) -> None:
+def test_a_same_origin_redirect_is_followed_and_remembered(
+    server: FaultServer, client: Client
+) -> None:
     moved = server.base_url + "/v1/search/?" + _wire.search_target("", RING, 1).lstrip("?")
     server.then((301, b"", {"Location": moved}))
     server.default = (200, ok(30), {})
@@ -617,8 +696,9 @@ def test_a_same_origin_redirect_is_followed_and_remembered(server: FaultServer,
 
 
 @pytest.mark.parametrize("location", ["https://example.invalid/v1/search", "http://127.0.0.1:9/x"])
-def test_other_redirects_are_refused_naming_where(server: FaultServer, client: Client,
-                                                  location: str) -> None:
+def test_other_redirects_are_refused_naming_where(
+    server: FaultServer, client: Client, location: str
+) -> None:
     server.default = (302, b"", {"Location": location})
     with pytest.raises(ServiceError, match=f"redirects .* to {location}") as caught:
         client.search_page(RING, 1)
@@ -626,8 +706,9 @@ def test_other_redirects_are_refused_naming_where(server: FaultServer, client: C
     assert_no_key(caught.value)
 
 
-def test_a_password_in_a_redirect_s_location_is_not_echoed(server: FaultServer,
-                                                             client: Client) -> None:
+def test_a_password_in_a_redirect_s_location_is_not_echoed(
+    server: FaultServer, client: Client
+) -> None:
     """Issue 46, point 10: ``user:password@`` in a Location (the same host and port: another
     origin all the same) was echoed in the refusal."""
     location = server.base_url.replace("//", "//mallory:hunter2-Sekret@") + "/v1/search/"
@@ -638,8 +719,9 @@ def test_a_password_in_a_redirect_s_location_is_not_echoed(server: FaultServer,
     assert len(server.lines) == 1 and client._moved == {}
 
 
-def test_a_learnt_path_that_fails_is_named_in_the_message(server: FaultServer,
-                                                          tmp_path: Path) -> None:
+def test_a_learnt_path_that_fails_is_named_in_the_message(
+    server: FaultServer, tmp_path: Path
+) -> None:
     """Issue 46, point 7: the message named ``/v1/search`` while the request went to the
     learnt path."""
     moved = {server.base_url + "/v1/search": server.base_url + "/v1/search/"}
@@ -651,8 +733,9 @@ def test_a_learnt_path_that_fails_is_named_in_the_message(server: FaultServer,
     assert [line.split()[1].partition("?")[0] for line in server.lines] == ["/v1/search/"]
 
 
-def test_a_probe_forgets_a_learnt_path_that_answers_404(server: FaultServer,
-                                                        tmp_path: Path) -> None:
+def test_a_probe_forgets_a_learnt_path_that_answers_404(
+    server: FaultServer, tmp_path: Path
+) -> None:
     """``doctor``'s probes too: a learnt path the vendor removed is forgotten, in the vendor
     profile as well, and the default asked at once."""
     moved = {server.base_url + "/v1/markets": server.base_url + "/v1/markets/"}
@@ -667,24 +750,54 @@ def test_a_probe_forgets_a_learnt_path_that_answers_404(server: FaultServer,
     # a request another thread sent to the learnt path before it was forgotten: the default
     from parcelsearch._fetch.answers import Refusal
 
-    late = made._unlearn(404, Refusal((), None, "other", "envelope"),
-                         server.base_url + "/v1/markets/?x=1")
+    late = made._unlearn(
+        404, Refusal((), None, "other", "envelope"), server.base_url + "/v1/markets/?x=1"
+    )
     assert late is not None and late.url == server.base_url + "/v1/markets?x=1"
 
 
-@pytest.mark.parametrize("status, body, error, words", [
-    (429, {"fault": {"faultstring": "Rate limit quota violation. Quota limit  exceeded.",
-                     "detail": {"errorcode": "policies.ratelimit.QuotaViolation"}}},
-     QuotaExhaustedError, "HTTP 429: Rate limit quota violation"),
-    (403, {"fault": {"faultstring": "Quota limit exceeded",
-                     "detail": {"errorcode": "policies.ratelimit.QuotaViolation"}}},
-     QuotaExhaustedError, "HTTP 403: Quota limit exceeded"),
-    (401, {"fault": {"faultstring": "Invalid ApiKey",
-                     "detail": {"errorcode": "oauth.v2.InvalidApiKey"}}},
-     AuthenticationError, "HTTP 401: Invalid ApiKey (GET"),
-], ids=["quota-429", "quota-403", "invalid-key"])
-def test_gateway_faults_are_final_in_the_vendor_s_words(server: FaultServer, client: Client,
-                                                       status, body, error, words) -> None:
+@pytest.mark.parametrize(
+    "status, body, error, words",
+    [
+        (
+            429,
+            {
+                "fault": {
+                    "faultstring": "Rate limit quota violation. Quota limit  exceeded.",
+                    "detail": {"errorcode": "policies.ratelimit.QuotaViolation"},
+                }
+            },
+            QuotaExhaustedError,
+            "HTTP 429: Rate limit quota violation",
+        ),
+        (
+            403,
+            {
+                "fault": {
+                    "faultstring": "Quota limit exceeded",
+                    "detail": {"errorcode": "policies.ratelimit.QuotaViolation"},
+                }
+            },
+            QuotaExhaustedError,
+            "HTTP 403: Quota limit exceeded",
+        ),
+        (
+            401,
+            {
+                "fault": {
+                    "faultstring": "Invalid ApiKey",
+                    "detail": {"errorcode": "oauth.v2.InvalidApiKey"},
+                }
+            },
+            AuthenticationError,
+            "HTTP 401: Invalid ApiKey (GET",
+        ),
+    ],
+    ids=["quota-429", "quota-403", "invalid-key"],
+)
+def test_gateway_faults_are_final_in_the_vendor_s_words(
+    server: FaultServer, client: Client, status, body, error, words
+) -> None:
     server.default = (status, body, {})
     with pytest.raises(error) as caught:
         client.search_page(RING, 1)
@@ -695,33 +808,48 @@ def test_gateway_faults_are_final_in_the_vendor_s_words(server: FaultServer, cli
 # -- the vendor's facts learnt, not assumed (issue 47) -------------------------------------------
 
 
-@pytest.mark.parametrize("group_ids", [
-    ["ABCDEF0123456789A", "PCL-00012", "группа 7", "x" * 128],
-], ids=["upper-dashes-unicode-long"])
-def test_group_ids_are_opaque_strings(server: FaultServer, client: Client,
-                                      group_ids: list[str]) -> None:
+@pytest.mark.parametrize(
+    "group_ids",
+    [
+        ["ABCDEF0123456789A", "PCL-00012", "группа 7", "x" * 128],
+    ],
+    ids=["upper-dashes-unicode-long"],
+)
+def test_group_ids_are_opaque_strings(
+    server: FaultServer, client: Client, group_ids: list[str]
+) -> None:
     server.default = (200, ok(4, data=group_ids), {})
     assert client.search_page(RING, 1).data == tuple(group_ids)
 
 
-MAINTENANCE = (b"<!DOCTYPE html><html><head><title>Down for maintenance</title></head>"
-               b"<body><h1>Back soon</h1></body></html>")
+MAINTENANCE = (
+    b"<!DOCTYPE html><html><head><title>Down for maintenance</title></head>"
+    b"<body><h1>Back soon</h1></body></html>"
+)
 
 
 def test_a_maintenance_page_is_probed_once_the_vendor_answered_before(
-        server: FaultServer, client: Client) -> None:
-    server.then((200, ok(5), {}), (200, MAINTENANCE, {}), (200, MAINTENANCE, {}),
-                (200, MAINTENANCE, {}), (200, ok(5), {}))
+    server: FaultServer, client: Client
+) -> None:
+    server.then(
+        (200, ok(5), {}),
+        (200, MAINTENANCE, {}),
+        (200, MAINTENANCE, {}),
+        (200, MAINTENANCE, {}),
+        (200, ok(5), {}),
+    )
     assert client.search_page(RING, 1).rows == 5
     assert client.search_page(RING, 1).rows == 5  # down, then 2 probes fail, the third not
     assert len(server.lines) == 5
     assert client.stats["retried HTML page"] == 3
 
 
-@pytest.mark.parametrize("status, body", [(200, MAINTENANCE), (503, error("down")),
-                                          (504, b"gateway timeout")])
-def test_an_outage_met_first_costs_at_most_two_calls(server: FaultServer, client: Client,
-                                                     status: int, body: bytes) -> None:
+@pytest.mark.parametrize(
+    "status, body", [(200, MAINTENANCE), (503, error("down")), (504, b"gateway timeout")]
+)
+def test_an_outage_met_first_costs_at_most_two_calls(
+    server: FaultServer, client: Client, status: int, body: bytes
+) -> None:
     server.default = (status, body, {})
     calls: list[int] = []
     with pytest.raises(ServiceFailureError) as caught:
@@ -735,8 +863,9 @@ def test_an_outage_met_first_costs_at_most_two_calls(server: FaultServer, client
         assert "an HTML page titled 'Down for maintenance' where JSON is due" in text
 
 
-def test_an_outage_mid_run_is_probed_at_most_three_times(server: FaultServer,
-                                                         client: Client) -> None:
+def test_an_outage_mid_run_is_probed_at_most_three_times(
+    server: FaultServer, client: Client
+) -> None:
     server.then((200, ok(5), {}))
     assert client.search_page(RING, 1).rows == 5
     server.default = (503, error("down for maintenance"), {})
@@ -749,15 +878,18 @@ def test_an_outage_mid_run_is_probed_at_most_three_times(server: FaultServer,
     assert time.monotonic() - started >= 0.04 + 0.08 + 0.16  # backed off: 4 × factor × 2ⁿ
 
 
-def test_a_gone_endpoint_is_final_quoting_the_vendor_and_its_sunset(server: FaultServer,
-                                                                     client: Client) -> None:
+def test_a_gone_endpoint_is_final_quoting_the_vendor_and_its_sunset(
+    server: FaultServer, client: Client
+) -> None:
     sunset = "Sat, 31 Oct 2026 23:59:59 GMT"
     server.default = (410, error("v1 is retired; use /v2/search"), {"Sunset": sunset})
     with pytest.raises(EndpointGoneError) as caught:
         client.search_page(RING, 1)
     text = str(caught.value)
-    assert text.startswith("HTTP 410 Gone: the vendor has retired GET /v1/search "
-                           f"(Sunset: {sunset}): v1 is retired; use /v2/search.")
+    assert text.startswith(
+        "HTTP 410 Gone: the vendor has retired GET /v1/search "
+        f"(Sunset: {sunset}): v1 is retired; use /v2/search."
+    )
     assert "Client(base_url='https://...')" in text
     assert caught.value.sunset == sunset and len(server.lines) == 1
     assert_no_key(caught.value)
@@ -765,9 +897,15 @@ def test_a_gone_endpoint_is_final_quoting_the_vendor_and_its_sunset(server: Faul
 
 def test_a_trickled_body_is_abandoned_at_the_response_deadline(server: FaultServer) -> None:
     server.then(("trickle", 0.3), (200, ok(5), {}))
-    with Client(KEY, server.base_url, server.ca_path, rate=1000, timeout=5,
-                retries=RetryPolicy(total=3, backoff_factor=0.01),
-                response_deadline=1) as made:
+    with Client(
+        KEY,
+        server.base_url,
+        server.ca_path,
+        rate=1000,
+        timeout=5,
+        retries=RetryPolicy(total=3, backoff_factor=0.01),
+        response_deadline=1,
+    ) as made:
         assert made.search_page(RING, 1).rows == 5
         assert made.stats["retried deadline"] == 1
     assert len(server.lines) == 2
@@ -776,9 +914,15 @@ def test_a_trickled_body_is_abandoned_at_the_response_deadline(server: FaultServ
 
 def test_a_trickled_head_is_abandoned_at_the_response_deadline(server: FaultServer) -> None:
     server.then(("trickle-head", 0.3), (200, ok(5), {}))
-    with Client(KEY, server.base_url, server.ca_path, rate=1000, timeout=5,
-                retries=RetryPolicy(total=3, backoff_factor=0.01),
-                response_deadline=1) as made:
+    with Client(
+        KEY,
+        server.base_url,
+        server.ca_path,
+        rate=1000,
+        timeout=5,
+        retries=RetryPolicy(total=3, backoff_factor=0.01),
+        response_deadline=1,
+    ) as made:
         assert made.search_page(RING, 1).rows == 5
         assert made.stats["retried deadline"] == 1
     assert len(server.lines) == 2
@@ -787,9 +931,15 @@ def test_a_trickled_head_is_abandoned_at_the_response_deadline(server: FaultServ
 
 def test_a_response_that_trickles_every_time_names_the_deadline(server: FaultServer) -> None:
     server.default = ("trickle", 0.3)
-    with Client(KEY, server.base_url, server.ca_path, rate=1000, timeout=5,
-                retries=RetryPolicy(total=1, backoff_factor=0.01),
-                response_deadline=0.5) as made:
+    with Client(
+        KEY,
+        server.base_url,
+        server.ca_path,
+        rate=1000,
+        timeout=5,
+        retries=RetryPolicy(total=1, backoff_factor=0.01),
+        response_deadline=0.5,
+    ) as made:
         with pytest.raises(TransportError) as caught:
             made.search_page(RING, 1)
     text = caught.value.render("cli")
@@ -798,11 +948,17 @@ def test_a_response_that_trickles_every_time_names_the_deadline(server: FaultSer
     assert len(server.lines) == 2
 
 
-@pytest.mark.parametrize(("value", "env"), [
-    (0, {}), (None, {"PARCELSEARCH_RESPONSE_DEADLINE": "slow"}),
-], ids=["zero", "env-not-a-number"])
+@pytest.mark.parametrize(
+    ("value", "env"),
+    [
+        (0, {}),
+        (None, {"PARCELSEARCH_RESPONSE_DEADLINE": "slow"}),
+    ],
+    ids=["zero", "env-not-a-number"],
+)
 def test_a_response_deadline_that_is_not_positive_is_refused(
-        monkeypatch: pytest.MonkeyPatch, value: Any, env: dict[str, str]) -> None:
+    monkeypatch: pytest.MonkeyPatch, value: Any, env: dict[str, str]
+) -> None:
     for name, text in env.items():
         monkeypatch.setenv(name, text)
     with pytest.raises(ConfigurationError, match="response deadline must be a positive") as caught:
@@ -811,15 +967,17 @@ def test_a_response_deadline_that_is_not_positive_is_refused(
 
 
 def test_the_response_deadline_defaults_to_60_s_and_reads_the_environment(
-        monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
     assert Client(KEY, "https://x").response_deadline == 60.0
     monkeypatch.setenv("PARCELSEARCH_RESPONSE_DEADLINE", "7.5")
     made = Client(KEY, "https://x")
     assert made.response_deadline == made.transport.deadline == 7.5
 
 
-def test_a_retry_after_longer_than_a_run_waits_is_final(server: FaultServer,
-                                                        client: Client) -> None:
+def test_a_retry_after_longer_than_a_run_waits_is_final(
+    server: FaultServer, client: Client
+) -> None:
     server.then((429, error(SPIKE), {"Retry-After": "600"}), (200, ok(5), {}))
     with pytest.raises(RateLimitError) as caught:
         client.search_page(RING, 1)
@@ -835,8 +993,9 @@ def test_a_retry_after_longer_than_a_run_waits_is_final(server: FaultServer,
     assert len(server.lines) == 1
 
 
-def test_a_vendor_with_longer_ids_is_read_with_the_option(server: FaultServer, client: Client,
-                                                         monkeypatch: pytest.MonkeyPatch) -> None:
+def test_a_vendor_with_longer_ids_is_read_with_the_option(
+    server: FaultServer, client: Client, monkeypatch: pytest.MonkeyPatch
+) -> None:
     server.default = (200, ok(1, data=["G" * 200]), {})
     with pytest.raises(MalformedResponseError, match="200 characters, more than 128"):
         client.search_page(RING, 1)
@@ -845,16 +1004,17 @@ def test_a_vendor_with_longer_ids_is_read_with_the_option(server: FaultServer, c
 
 
 def test_a_longest_id_that_is_not_a_whole_number_is_refused_before_any_call(
-        monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
     monkeypatch.setenv("PARCELSEARCH_GROUP_ID_MAX_CHARS", "many")
-    with pytest.raises(ConfigurationError, match="the longest GroupID must be a whole number") \
-            as caught:
+    with pytest.raises(
+        ConfigurationError, match="the longest GroupID must be a whole number"
+    ) as caught:
         Client(KEY, "https://x")
     assert "PARCELSEARCH_GROUP_ID_MAX_CHARS" in str(caught.value)
 
 
-def test_doctor_s_probe_retries_a_maintenance_page_too(server: FaultServer,
-                                                       client: Client) -> None:
+def test_doctor_s_probe_retries_a_maintenance_page_too(server: FaultServer, client: Client) -> None:
     server.then((200, MAINTENANCE, {}), (200, {"status": "OK", "data": []}, {}))
     probe = client.probe("/v1/markets")
     assert probe.status == 200 and probe.payload is not None and probe.refusal is None

@@ -23,25 +23,41 @@ A, B, C, D = "a" * 17, "b" * 17, "c" * 17, "d" * 17
 def _areas(offset: float = 0.0) -> gpd.GeoDataFrame:
     return gpd.GeoDataFrame(
         {"area": ["x", "y"]},
-        geometry=[shapely.box(-97.0, 32.0, -96.99 + offset, 32.01),
-                  shapely.box(-96.0, 32.0, -95.99, 32.01)],
-        crs="EPSG:4326")
+        geometry=[
+            shapely.box(-97.0, 32.0, -96.99 + offset, 32.01),
+            shapely.box(-96.0, 32.0, -95.99, 32.01),
+        ],
+        crs="EPSG:4326",
+    )
 
 
-def _result(pairs: list[tuple[str, str]], rows: list[int], *, tolerance: float = 0.0,
-            areas: gpd.GeoDataFrame | None = None, **tiles: list[object]) -> SearchResult:
+def _result(
+    pairs: list[tuple[str, str]],
+    rows: list[int],
+    *,
+    tolerance: float = 0.0,
+    areas: gpd.GeoDataFrame | None = None,
+    **tiles: list[object],
+) -> SearchResult:
     plan = parcelsearch.plan(_areas() if areas is None else areas, tolerance, id_column="area")
     ids = pd.DataFrame(pairs, columns=["area", "group_id"]).astype({"group_id": "string"})
-    table = plan.tiles.assign(rows=rows, pages=[1] * len(rows), pages_fetched=[1] * len(rows),
-                              calls=[1] * len(rows), cached_pages=[0] * len(rows),
-                              from_cache=[False] * len(rows), **tiles)
+    table = plan.tiles.assign(
+        rows=rows,
+        pages=[1] * len(rows),
+        pages_fetched=[1] * len(rows),
+        calls=[1] * len(rows),
+        cached_pages=[0] * len(rows),
+        from_cache=[False] * len(rows),
+        **tiles,
+    )
     return SearchResult(ids=ids, tiles=table, plan=plan, calls=len(rows))
 
 
 def test_rows_and_summary_name_what_appeared_and_vanished() -> None:
     old = _result([("x", A), ("x", B), ("y", C)], [2, 1])
-    new = _result([("x", A), ("x", D), ("y", C)], [2, 1],
-                  status=["read", "inferred"], changed=[True, False])
+    new = _result(
+        [("x", A), ("x", D), ("y", C)], [2, 1], status=["read", "inferred"], changed=[True, False]
+    )
     diff = new.diff(old)
     assert diff.rows.to_dict("records") == [
         {"area": "x", "group_id": B, "change": "removed"},
@@ -79,12 +95,18 @@ def test_different_areas_are_refused_naming_the_common_ones() -> None:
     old = _result([("x", A)], [1, 1])
     one = _areas().iloc[[0]]
     plan = parcelsearch.plan(one, id_column="area")
-    new = SearchResult(ids=pd.DataFrame({"area": ["x"], "group_id": [A]}),
-                       tiles=plan.tiles.assign(rows=[1], pages=[1], pages_fetched=[1],
-                                               calls=[1], cached_pages=[0], from_cache=[False]),
-                       plan=plan)
-    with pytest.raises(NotComparableError, match=r"only the previous result has areas 'y'.*"
-                                                 r"comparable on 1 common areas \('x'\)"):
+    new = SearchResult(
+        ids=pd.DataFrame({"area": ["x"], "group_id": [A]}),
+        tiles=plan.tiles.assign(
+            rows=[1], pages=[1], pages_fetched=[1], calls=[1], cached_pages=[0], from_cache=[False]
+        ),
+        plan=plan,
+    )
+    with pytest.raises(
+        NotComparableError,
+        match=r"only the previous result has areas 'y'.*"
+        r"comparable on 1 common areas \('x'\)",
+    ):
         new.diff(old)
 
 
@@ -98,8 +120,13 @@ def test_same_ids_other_geometries_are_refused() -> None:
 def test_areas_an_incomplete_side_did_not_finish_are_left_out() -> None:
     old = _result([("x", A), ("y", C)], [1, 1])
     partial = _result([("x", B)], [1, 1])
-    partial = SearchResult(ids=partial.ids, tiles=partial.tiles, plan=partial.plan,
-                           complete=False, areas_complete=["x"])
+    partial = SearchResult(
+        ids=partial.ids,
+        tiles=partial.tiles,
+        plan=partial.plan,
+        complete=False,
+        areas_complete=["x"],
+    )
     diff = partial.diff(old)
     assert set(diff.rows["area"]) == {"x"}
     assert diff.summary["comparable"].to_dict() == {"x": True, "y": False}
@@ -138,8 +165,7 @@ def test_diff_rows_are_written(tmp_path: Path) -> None:
 def test_result_maps_outline_the_pieces_that_changed() -> None:
     from parcelsearch.maps.describe import CHANGED_NAME, result_spec
 
-    changed = _result([("x", A), ("y", C)], [1, 1],
-                      changed=pd.array([True, None], dtype="boolean"))
+    changed = _result([("x", A), ("y", C)], [1, 1], changed=pd.array([True, None], dtype="boolean"))
     spec = result_spec(changed)
     assert spec.feature_counts()[CHANGED_NAME] == 1
     assert "1 changed" in spec.subtitle
@@ -149,8 +175,9 @@ def test_result_maps_outline_the_pieces_that_changed() -> None:
 
 
 @pytest.mark.parametrize("suffix", [".gpkg", ".geojson"])
-def test_areas_read_back_from_a_file_compare_with_the_originals(tmp_path: Path,
-                                                                suffix: str) -> None:
+def test_areas_read_back_from_a_file_compare_with_the_originals(
+    tmp_path: Path, suffix: str
+) -> None:
     from parcelsearch.stores.history import areas_fingerprint
 
     areas = parcelsearch.demo_areas()  # one area is a MultiPolygon: a GPKG makes all multi
@@ -158,7 +185,8 @@ def test_areas_read_back_from_a_file_compare_with_the_originals(tmp_path: Path,
     back = gpd.read_file(tmp_path / f"areas{suffix}")
     assert (back.geom_type == "MultiPolygon").any()
     assert areas_fingerprint(parcelsearch.plan(back, id_column="area_id")) == areas_fingerprint(
-        parcelsearch.plan(areas, id_column="area_id"))
+        parcelsearch.plan(areas, id_column="area_id")
+    )
 
 
 def _hostile_files(tmp_path: Path, good: Path) -> dict[str, Path]:
@@ -181,13 +209,21 @@ def _hostile_files(tmp_path: Path, good: Path) -> dict[str, Path]:
     put("truncated.parquet", data[: len(data) // 2])
     put("random.parquet", bytes(range(256)) * 40)
     table = pq.read_table(good)
-    for name, raw in (("badjson.parquet", b"{not json"), ("listmeta.parquet", b"[1, 2]"),
-                      ("badareas.parquet", json.dumps({"id_column": "area", "areas": 7,
-                                                       "tolerance": 0}).encode()),
-                      ("badtol.parquet", json.dumps({"id_column": "area", "areas": ["x"],
-                                                     "tolerance": "far"}).encode())):
-        pq.write_table(table.replace_schema_metadata({**meta, b"parcelsearch": raw}),
-                       tmp_path / name)
+    for name, raw in (
+        ("badjson.parquet", b"{not json"),
+        ("listmeta.parquet", b"[1, 2]"),
+        (
+            "badareas.parquet",
+            json.dumps({"id_column": "area", "areas": 7, "tolerance": 0}).encode(),
+        ),
+        (
+            "badtol.parquet",
+            json.dumps({"id_column": "area", "areas": ["x"], "tolerance": "far"}).encode(),
+        ),
+    ):
+        pq.write_table(
+            table.replace_schema_metadata({**meta, b"parcelsearch": raw}), tmp_path / name
+        )
         files[name] = tmp_path / name
     wrong = pa.table({"area": [1.5, 2.5], "group_id": [[1], [2]]})
     pq.write_table(wrong.replace_schema_metadata(meta), tmp_path / "types.parquet")
@@ -205,7 +241,8 @@ def _hostile_files(tmp_path: Path, good: Path) -> dict[str, Path]:
 
 
 def test_hostile_files_are_input_errors_naming_the_file(
-        tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
     """Issue 39, finding 9: damaged or foreign files given to ``parcelsearch diff`` are
     input errors (exit 2) naming the file, never "a bug in parcelsearch"."""
     from _cli import run
@@ -220,7 +257,8 @@ def test_hostile_files_are_input_errors_naming_the_file(
 
 
 def test_rows_without_ids_are_ignored_with_a_word(
-        tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
     """Null GroupIDs (or area ids) are not counted as added: they are left out, and said."""
     import pyarrow as pa
     import pyarrow.parquet as pq
@@ -229,9 +267,15 @@ def test_rows_without_ids_are_ignored_with_a_word(
     old = outputs.write_ids(_result([("x", A), ("y", C)], [1, 1]), tmp_path / "old.parquet")
     table = pq.read_table(old)
     nulls = pa.table({"area": ["x", "y", None], "group_id": [A, None, B]})
-    pq.write_table(pa.concat_tables([table.select(["area", "group_id"]), nulls.cast(
-        table.select(["area", "group_id"]).schema)]).replace_schema_metadata(
-        table.schema.metadata), tmp_path / "new.parquet")
+    pq.write_table(
+        pa.concat_tables(
+            [
+                table.select(["area", "group_id"]),
+                nulls.cast(table.select(["area", "group_id"]).schema),
+            ]
+        ).replace_schema_metadata(table.schema.metadata),
+        tmp_path / "new.parquet",
+    )
     code, out, err = run(["diff", str(old), str(tmp_path / "new.parquet")], capsys)
     assert code == 0, err
     assert "0 GroupIDs added, 0 GroupIDs removed" in out
@@ -239,7 +283,8 @@ def test_rows_without_ids_are_ignored_with_a_word(
 
 
 def test_files_of_group_ids_leave_the_piece_counts_unknown_not_zero(
-        tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
     """Issue 41: ``diff`` of two output files said 0 pieces, 0 read, 0 inferred per area."""
     from parcelsearch.cli import main
 
@@ -265,8 +310,9 @@ def _old_layout(result: SearchResult, path: Path) -> Path:
     result.plan.areas.reset_index().to_file(path, layer="areas", driver="GPKG")
     ids = result.ids[["area", "group_id"]].astype({"group_id": object})
     pyogrio.write_dataframe(ids, path, layer="group_ids", driver="GPKG", append=False)
-    run = pd.DataFrame({"complete": [True], "calls": [meta["calls"]],
-                        "metadata": [json.dumps(meta, default=str)]})
+    run = pd.DataFrame(
+        {"complete": [True], "calls": [meta["calls"]], "metadata": [json.dumps(meta, default=str)]}
+    )
     pyogrio.write_dataframe(run, path, layer="parcelsearch_run", driver="GPKG", append=False)
     return path
 
@@ -280,12 +326,12 @@ def test_a_geopackage_of_an_earlier_build_still_compares(tmp_path: Path) -> None
     assert outputs.file_metadata(before)["group_ids"] == 3
     after = outputs.write_ids(new, tmp_path / "after.gpkg")
     diff = compare(Side.of_file(before), Side.of_file(after))
-    assert diff.rows.astype({"group_id": str}).equals(
-        new.diff(old).rows.astype({"group_id": str}))
+    assert diff.rows.astype({"group_id": str}).equals(new.diff(old).rows.astype({"group_id": str}))
 
 
 def test_a_geopackage_with_the_run_as_its_own_metadata_compares_leaving_no_aux_xml(
-        tmp_path: Path) -> None:
+    tmp_path: Path,
+) -> None:
     """Issue 48: files of the previous build kept the run as the GeoPackage's own metadata,
     which GDAL copied into FILE.gpkg.aux.xml whenever a reader opened the file; they are still
     read, and reading them here leaves nothing beside them."""
@@ -293,8 +339,13 @@ def test_a_geopackage_with_the_run_as_its_own_metadata_compares_leaving_no_aux_x
     written = outputs.write_ids(old, tmp_path / "new.gpkg")
     frame = pyogrio.read_dataframe(written)
     before = tmp_path / "before.gpkg"
-    pyogrio.write_dataframe(frame, before, layer="areas", driver="GPKG", dataset_metadata={
-        "parcelsearch": json.dumps(outputs.run_metadata(old), default=str)})
+    pyogrio.write_dataframe(
+        frame,
+        before,
+        layer="areas",
+        driver="GPKG",
+        dataset_metadata={"parcelsearch": json.dumps(outputs.run_metadata(old), default=str)},
+    )
     written.unlink()
     assert outputs.file_metadata(before)["group_ids"] == 3
     assert set(Side.of_file(before).ids["group_id"].astype(str)) == {A, B, C}

@@ -15,8 +15,11 @@ CELL = 0.002  # degrees: blocks of about 180 m × 220 m
 
 
 def _cells(rows: int, cols: int, x0: float = -122.45, y0: float = 37.75) -> list[shapely.Polygon]:
-    return [shapely.box(x0 + i * CELL, y0 + j * CELL, x0 + (i + 1) * CELL, y0 + (j + 1) * CELL)
-            for j in range(rows) for i in range(cols)]
+    return [
+        shapely.box(x0 + i * CELL, y0 + j * CELL, x0 + (i + 1) * CELL, y0 + (j + 1) * CELL)
+        for j in range(rows)
+        for i in range(cols)
+    ]
 
 
 def _calls(polygon: shapely.Polygon, density: float, rng: np.random.Generator) -> int:
@@ -46,8 +49,9 @@ def test_pieces_far_from_every_earlier_one_are_left_to_the_survey() -> None:
     rng = np.random.default_rng(5)
     cells = _cells(6, 6)
     earlier = [(c, _calls(c, 0.01, rng)) for c in cells]
-    inside = shapely.box(-122.45 + 2.5 * CELL, 37.75 + 2.5 * CELL,
-                         -122.45 + 3.5 * CELL, 37.75 + 3.5 * CELL)
+    inside = shapely.box(
+        -122.45 + 2.5 * CELL, 37.75 + 2.5 * CELL, -122.45 + 3.5 * CELL, 37.75 + 3.5 * CELL
+    )
     far = shapely.affinity.translate(inside, xoff=1.0)  # a degree east: 90 km off
     learnt = learn([far, inside], earlier)
     assert learnt is not None and learnt.members == (1,)  # only the surrounded one
@@ -55,7 +59,7 @@ def test_pieces_far_from_every_earlier_one_are_left_to_the_survey() -> None:
 
 
 def test_too_few_earlier_pieces_teach_nothing() -> None:
-    cells = _cells(4, 5)[:LEAST - 1]
+    cells = _cells(4, 5)[: LEAST - 1]
     assert learn(_cells(1, 1), [(c, 3) for c in cells]) is None
     assert learn([], [(c, 3) for c in _cells(6, 6)]) is None
 
@@ -63,8 +67,9 @@ def test_too_few_earlier_pieces_teach_nothing() -> None:
 def _noisy_gradient(noise: float) -> list[tuple[shapely.Polygon, int]]:
     """Earlier pieces whose calls rise eastwards, with ``noise`` calls of spread about it."""
     rng = np.random.default_rng(8)
-    return [(c, max(1, round(2 + n % 8 + rng.normal(0, noise))))
-            for n, c in enumerate(_cells(8, 8))]
+    return [
+        (c, max(1, round(2 + n % 8 + rng.normal(0, noise)))) for n, c in enumerate(_cells(8, 8))
+    ]
 
 
 def test_the_interval_widens_where_the_earlier_pieces_disagree() -> None:
@@ -90,14 +95,12 @@ def test_a_survey_of_the_others_and_the_learnt_part_add_up() -> None:
     from parcelsearch._run.search_run import _with_learnt
     from parcelsearch.planning.survey import Estimate
 
-    learnt = learn(_cells(2, 2, x0=-122.45 + 3 * CELL, y0=37.75 + 3 * CELL),
-                   _noisy_gradient(2.0))
+    learnt = learn(_cells(2, 2, x0=-122.45 + 3 * CELL, y0=37.75 + 3 * CELL), _noisy_gradient(2.0))
     assert learnt is not None
     census = _with_learnt(Estimate(value=9, low=9, high=9, surveyed=3, pieces=3), learnt)
     assert census.value == 9 + learnt.value and census.pieces == 3 + learnt.pieces
     assert (census.low, census.high) == (9 + learnt.low, 9 + learnt.high)  # the census exact
-    sampled = _with_learnt(Estimate(value=100, low=70, high=140, surveyed=10, pieces=60),
-                           learnt)
+    sampled = _with_learnt(Estimate(value=100, low=70, high=140, surveyed=10, pieces=60), learnt)
     below, above = 100 + learnt.value - sampled.low, sampled.high - 100 - learnt.value
     assert below == math.ceil(math.hypot(30, learnt.value - learnt.low))  # in quadrature
     assert above == math.ceil(math.hypot(40, learnt.high - learnt.value))

@@ -68,8 +68,11 @@ def public_names() -> list[str]:
     """Every name users are given: ``parcelsearch.__all__``, the accessor's methods, ``maps``."""
     names = [f"parcelsearch.{n}" for n in parcelsearch.__all__ if n != "__version__"]
     accessor = parcelsearch.accessor.ParcelsAccessor
-    names += [f"parcelsearch.accessor.ParcelsAccessor.{m}" for m in vars(accessor)
-              if not m.startswith("_")]
+    names += [
+        f"parcelsearch.accessor.ParcelsAccessor.{m}"
+        for m in vars(accessor)
+        if not m.startswith("_")
+    ]
     names += [f"parcelsearch.maps.{n}" for n in parcelsearch.maps.__all__]
     return names
 
@@ -93,8 +96,12 @@ def documented_members(name: str) -> list[str]:
     obj = resolve(name)
     if not inspect.isclass(obj):
         return [name]
-    own = [m for m, v in vars(obj).items() if not m.startswith("_")
-           and (inspect.isfunction(v) or isinstance(v, property | classmethod | staticmethod))]
+    own = [
+        m
+        for m, v in vars(obj).items()
+        if not m.startswith("_")
+        and (inspect.isfunction(v) or isinstance(v, property | classmethod | staticmethod))
+    ]
     return [name, *(f"{name}.{m}" for m in own)]
 
 
@@ -117,7 +124,7 @@ def drawn_tree(text: str, names: list[str]) -> dict[str, str | None]:
     stack: list[tuple[int, str]] = []
     for line in text.splitlines():
         found = re.search(r"\b(" + "|".join(names) + r")\b", line)
-        if not found or not re.fullmatch(r"[\s│├└─]*", line[:found.start()]):
+        if not found or not re.fullmatch(r"[\s│├└─]*", line[: found.start()]):
             continue
         while stack and stack[-1][0] >= found.start():
             stack.pop()
@@ -127,8 +134,11 @@ def drawn_tree(text: str, names: list[str]) -> dict[str, str | None]:
 
 
 def test_the_exception_tree_is_drawn_whole_and_true() -> None:
-    classes = {n: v for n in parcelsearch.errors.__all__
-               if inspect.isclass(v := getattr(parcelsearch, n)) and issubclass(v, Exception)}
+    classes = {
+        n: v
+        for n in parcelsearch.errors.__all__
+        if inspect.isclass(v := getattr(parcelsearch, n)) and issubclass(v, Exception)
+    }
     drawn = drawn_tree(parcelsearch.errors.__doc__ or "", list(classes))
     assert sorted(drawn) == sorted(classes)
     for name, cls in classes.items():
@@ -138,8 +148,9 @@ def test_the_exception_tree_is_drawn_whole_and_true() -> None:
 
 
 def _docs_extra(module: str) -> None:
-    pytest.importorskip(module, reason=f"{module} is in the docs extra: "
-                                       'pip install -e ".[docs]" (CI installs it)')
+    pytest.importorskip(
+        module, reason=f'{module} is in the docs extra: pip install -e ".[docs]" (CI installs it)'
+    )
 
 
 @pytest.mark.parametrize("name", public_names())
@@ -148,12 +159,14 @@ def test_public_name_has_a_numpydoc_docstring(name: str) -> None:
     from numpydoc.validate import validate
 
     for member in documented_members(name):
-        checks = FUNCTION_CHECKS if inspect.isfunction(resolve(member)) and \
-            member.count(".") == 1 else CHECKS
+        checks = (
+            FUNCTION_CHECKS
+            if inspect.isfunction(resolve(member)) and member.count(".") == 1
+            else CHECKS
+        )
         with warnings.catch_warnings():
             warnings.simplefilter("ignore", UserWarning)  # numpydoc's own words for GL06
-            errors = [(code, text) for code, text in validate(member)["errors"]
-                      if code in checks]
+            errors = [(code, text) for code, text in validate(member)["errors"] if code in checks]
         assert errors == [], member
 
 
@@ -198,14 +211,21 @@ def test_the_build_command_is_the_readme_s_and_ci_s() -> None:
 
 def test_every_python_example_is_a_doctest() -> None:
     """A ```python block without ``>>>`` would escape the runner below."""
-    loose = [(page.name, block.splitlines()[0]) for page in [README, *guide_pages()]
-             for block in fenced_blocks(page, "python") if not block.startswith(">>> ")]
+    loose = [
+        (page.name, block.splitlines()[0])
+        for page in [README, *guide_pages()]
+        for block in fenced_blocks(page, "python")
+        if not block.startswith(">>> ")
+    ]
     assert loose == []
 
 
 @pytest.mark.slow
-@pytest.mark.parametrize("page", [p for p in guide_pages() if ">>> " in p.read_text()],
-                         ids=lambda p: str(p.relative_to(GUIDE)))
+@pytest.mark.parametrize(
+    "page",
+    [p for p in guide_pages() if ">>> " in p.read_text()],
+    ids=lambda p: str(p.relative_to(GUIDE)),
+)
 def test_guide_examples_run_as_written(page: Path) -> None:
     failures, tried = run_doctests(page)
     assert tried > 0
@@ -218,8 +238,9 @@ def test_every_guide_console_command_runs(tmp_path: Path, service, ca_bundle, ma
     assert any(c.startswith("parcelsearch serve") for c in everything)
     already = set(console_commands([README]))  # tests/test_readme.py runs those
     commands = [c for c in everything if c not in already or c.startswith("export ")]
-    env, values = console_env(tmp_path, service.base_url, ca_bundle,
-                              make_key("production", quota=1_000))
+    env, values = console_env(
+        tmp_path, service.base_url, ca_bundle, make_key("production", quota=1_000)
+    )
     ran = run_console(commands, tmp_path, env, values)
     assert ran == [c for c in commands if c.startswith("parcelsearch ")]
 
@@ -232,8 +253,12 @@ def quoted_messages(page: Path) -> list[re.Pattern[str]]:
 
 @pytest.mark.slow
 def test_troubleshooting_quotes_the_command_line_word_for_word(
-    tmp_path: Path, monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str],
-    service, ca_bundle, make_key,
+    tmp_path: Path,
+    monkeypatch: pytest.MonkeyPatch,
+    capsys: pytest.CaptureFixture[str],
+    service,
+    ca_bundle,
+    make_key,
 ) -> None:
     import geopandas as gpd
     import shapely
@@ -247,17 +272,22 @@ def test_troubleshooting_quotes_the_command_line_word_for_word(
     for layer in ("a", "b"):
         areas.to_file("two.gpkg", layer=layer)
     areas.set_crs("EPSG:3857", allow_override=True).to_file("mercator.gpkg")  # degrees
-    gpd.GeoDataFrame(geometry=[shapely.box(100, 100, 600, 600)],
-                     crs="EPSG:32614").to_file("local.gpkg")  # a local grid in UTM 14N
+    gpd.GeoDataFrame(geometry=[shapely.box(100, 100, 600, 600)], crs="EPSG:32614").to_file(
+        "local.gpkg"
+    )  # a local grid in UTM 14N
     Path("empty.gpkg").touch()
     metres = areas.to_crs("EPSG:3857")  # read as kilometres: out at sea
     metres.set_geometry(metres.geometry.scale(1e-3, 1e-3, origin=(0, 0))).to_file("km.gpkg")
     key = make_key("production", quota=1_000)
     served = {"PARCELSEARCH_BASE_URL": service.base_url, "PARCELSEARCH_CA_BUNDLE": ca_bundle}
     gpd.read_file(Path(__file__).parent / "data" / "sf_tracts_2020.geojson").iloc[:2].to_file(
-        "sf.geojson")
-    parcelsearch.markets(parcelsearch.Client(api_key=key, base_url=service.base_url,
-                                             ca_bundle=ca_bundle, cache_dir="listed"))
+        "sf.geojson"
+    )
+    parcelsearch.markets(
+        parcelsearch.Client(
+            api_key=key, base_url=service.base_url, ca_bundle=ca_bundle, cache_dir="listed"
+        )
+    )
     search = ["search", "areas.gpkg", "--id-column", "area_id", "--out", "ids.parquet"]
     cases: list[tuple[list[str], dict[str, str], int]] = [
         (search, {}, 2),
@@ -267,16 +297,26 @@ def test_troubleshooting_quotes_the_command_line_word_for_word(
         (["plan", "two.gpkg"], {}, 2),
         (["plan", "missing.gpkg"], {}, 2),
         (["plan", "empty.gpkg"], {}, 2),
-        (["markets"], {**served, "PARCELSEARCH_API_KEY": key,
-                       "PARCELSEARCH_BASE_URL": service.base_url + "/v1"}, 1),
+        (
+            ["markets"],
+            {
+                **served,
+                "PARCELSEARCH_API_KEY": key,
+                "PARCELSEARCH_BASE_URL": service.base_url + "/v1",
+            },
+            1,
+        ),
         (["plan", "areas.gpkg", "--id-column", "nope"], {}, 2),
         (["search", "areas.gpkg", "--out", "ids.xlsx"], {}, 2),
         (["search", "areas.gpkg", "--out", "ids.csv", "--budget", "-1"], {}, 2),
         (["plan", "mercator.gpkg"], {}, 2),
         (["plan", "local.gpkg"], {}, 2),
         (["plan", "km.gpkg"], {}, 2),
-        (["search", "sf.geojson", "--id-column", "tract", "--out", "ids.parquet"],
-         {**served, "PARCELSEARCH_API_KEY": key, "PARCELSEARCH_CACHE_DIR": "listed"}, 2),
+        (
+            ["search", "sf.geojson", "--id-column", "tract", "--out", "ids.parquet"],
+            {**served, "PARCELSEARCH_API_KEY": key, "PARCELSEARCH_CACHE_DIR": "listed"},
+            2,
+        ),
         (["plan", "areas.gpkg", "--tolerance", "50000"], {}, 2),
         (["search", "areas.gpkg", "--out", "ids.csv", "--max-age", "30x"], {}, 2),
         (["markets"], {**served, "PARCELSEARCH_API_KEY": "wrong"}, 1),
@@ -284,10 +324,16 @@ def test_troubleshooting_quotes_the_command_line_word_for_word(
         ([*search, "--budget", "5"], {**served, "PARCELSEARCH_API_KEY": key}, 3),
         ([*search, "--budget", "4"], {**served, "PARCELSEARCH_API_KEY": key}, 3),
         ([*search, "--budget", "10"], {**served, "PARCELSEARCH_API_KEY": key}, 3),
-        ([*search, "--budget", "10", "--allow-partial"],
-         {**served, "PARCELSEARCH_API_KEY": key, "PARCELSEARCH_CACHE_DIR": "fresh"}, 3),
-        ([*search, "--ask-above", "5"],
-         {**served, "PARCELSEARCH_API_KEY": key, "PARCELSEARCH_CACHE_DIR": "asked"}, 3),
+        (
+            [*search, "--budget", "10", "--allow-partial"],
+            {**served, "PARCELSEARCH_API_KEY": key, "PARCELSEARCH_CACHE_DIR": "fresh"},
+            3,
+        ),
+        (
+            [*search, "--ask-above", "5"],
+            {**served, "PARCELSEARCH_API_KEY": key, "PARCELSEARCH_CACHE_DIR": "asked"},
+            3,
+        ),
     ]
     quoted = quoted_messages(GUIDE / "guide" / "troubleshooting.md")
     unquoted = []

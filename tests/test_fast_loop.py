@@ -29,9 +29,26 @@ FAST_LOOP = re.compile(r'`(python -m pytest -m "[^"`]+")`')
 def _pytest(tmp_path: Path, *args: str) -> dict[str, object]:
     """Exit code and imported modules of ``python -m pytest ARGS`` run from the repository."""
     out = tmp_path / "probe.json"
-    subprocess.run([sys.executable, "-c", PROBE, str(out), "-p", "no:cacheprovider", "-n", "0",
-                    "--basetemp", str(tmp_path / "basetemp"), *args],
-                   cwd=ROOT, capture_output=True, text=True, timeout=300, check=False)
+    subprocess.run(
+        [
+            sys.executable,
+            "-c",
+            PROBE,
+            str(out),
+            "-p",
+            "no:cacheprovider",
+            "-n",
+            "0",
+            "--basetemp",
+            str(tmp_path / "basetemp"),
+            *args,
+        ],
+        cwd=ROOT,
+        capture_output=True,
+        text=True,
+        timeout=300,
+        check=False,
+    )
     result: dict[str, object] = json.loads(out.read_text(encoding="utf-8"))
     return result
 
@@ -68,7 +85,8 @@ def test_c(): _note(__name__ + "-c")
 
 @pytest.mark.slow  # a fresh pytest process and its workers
 def test_the_suite_runs_one_process_per_core_a_file_in_one(
-        tmp_path: Path, pytestconfig: pytest.Config) -> None:
+    tmp_path: Path, pytestconfig: pytest.Config
+) -> None:
     """README: the tests run in one process per core, a file's tests together: a plain
     ``python -m pytest`` under the repository's configuration runs two files' tests in as
     many workers as xdist counts cores, each file's tests in one of them."""
@@ -77,17 +95,36 @@ def test_the_suite_runs_one_process_per_core_a_file_in_one(
     for name in ("test_first.py", "test_second.py"):
         (tmp_path / name).write_text(_WORKER_PROBE, encoding="utf-8")
     done = subprocess.run(
-        [sys.executable, "-m", "pytest", "-c", str(ROOT / "pyproject.toml"), "--rootdir",
-         str(tmp_path), "-p", "no:cacheprovider", "-q", "test_first.py", "test_second.py"],
-        cwd=tmp_path, capture_output=True, text=True, timeout=300, check=False)
+        [
+            sys.executable,
+            "-m",
+            "pytest",
+            "-c",
+            str(ROOT / "pyproject.toml"),
+            "--rootdir",
+            str(tmp_path),
+            "-p",
+            "no:cacheprovider",
+            "-q",
+            "test_first.py",
+            "test_second.py",
+        ],
+        cwd=tmp_path,
+        capture_output=True,
+        text=True,
+        timeout=300,
+        check=False,
+    )
     assert done.returncode == 0, done.stdout + done.stderr
-    ran = {path.name: path.read_text(encoding="utf-8").split()
-           for path in tmp_path.glob("test_*-?")}
+    ran = {
+        path.name: path.read_text(encoding="utf-8").split() for path in tmp_path.glob("test_*-?")
+    }
     assert len(ran) == 6
     assert {count for _, count in ran.values()} == {str(cores(pytestconfig))}
     for module in ("test_first", "test_second"):
-        assert len({worker for name, (worker, _) in ran.items()
-                    if name.startswith(module + "-")}) == 1, ran  # a file in one worker
+        assert (
+            len({worker for name, (worker, _) in ran.items() if name.startswith(module + "-")}) == 1
+        ), ran  # a file in one worker
     assert all(worker.startswith("gw") for worker, _ in ran.values())
 
 
@@ -102,20 +139,30 @@ def test_the_readme_fast_loop_leaves_out_slow_browser_and_postgres_tests(
 ) -> None:
     command = FAST_LOOP.findall(README.read_text(encoding="utf-8"))
     assert len(command) == 1, "README.md gives one fast loop command"
-    assert FAST_LOOP.findall((GUIDE / "guide" / "development.md").read_text(encoding="utf-8")
-                             ) == command  # and the development guide the same
+    assert (
+        FAST_LOOP.findall((GUIDE / "guide" / "development.md").read_text(encoding="utf-8"))
+        == command
+    )  # and the development guide the same
     argv = shlex.split(command[0])
     assert argv[:3] == ["python", "-m", "pytest"]
-    kept, left_out = _collected(tmp_path, [
-        *argv[3:], "tests/test_areas.py", "tests/test_readme.py",
-        "tests/browser/test_maps_offline_html.py", "tests/service/test_postgis.py",
-        "tests/e2e/test_service_search.py", "notebooks/01_quickstart.ipynb",
-    ])
+    kept, left_out = _collected(
+        tmp_path,
+        [
+            *argv[3:],
+            "tests/test_areas.py",
+            "tests/test_readme.py",
+            "tests/browser/test_maps_offline_html.py",
+            "tests/service/test_postgis.py",
+            "tests/e2e/test_service_search.py",
+            "notebooks/01_quickstart.ipynb",
+        ],
+    )
     areas = _in(kept, "tests/test_areas.py")
     assert areas and all(marks == set() for marks in areas.values())  # the toolkit alone
     assert "test_python_session_runs_as_written" in _in(kept, "tests/test_readme.py")
     assert _in(left_out, "tests/test_readme.py") == {  # slow (and service)
-        "test_every_console_command_runs": {"slow", "service"}}
+        "test_every_console_command_runs": {"slow", "service"}
+    }
     browser = _in(left_out, "tests/browser/test_maps_offline_html.py")
     assert browser and all("browser" in marks for marks in browser.values())
     assert not _in(kept, "tests/browser/test_maps_offline_html.py")
@@ -126,10 +173,13 @@ def test_the_readme_fast_loop_leaves_out_slow_browser_and_postgres_tests(
     assert notebook and all({"slow", "service"} <= marks for marks in notebook.values())
     assert not _in(kept, "notebooks/01_quickstart.ipynb")
     served = _in(kept, "tests/e2e/test_service_search.py")  # the backend parameter
-    assert served and all(name.endswith("[sqlite]") and marks == {"service"}
-                          for name, marks in served.items())
-    assert all(name.endswith("[postgresql]") and {"postgres", "service"} <= marks
-               for name, marks in _in(left_out, "tests/e2e/test_service_search.py").items())
+    assert served and all(
+        name.endswith("[sqlite]") and marks == {"service"} for name, marks in served.items()
+    )
+    assert all(
+        name.endswith("[postgresql]") and {"postgres", "service"} <= marks
+        for name, marks in _in(left_out, "tests/e2e/test_service_search.py").items()
+    )
 
 
 #: Collects with pytest in a fresh interpreter, then writes the marker names of every test
@@ -160,10 +210,14 @@ def _collected(tmp_path: Path, args: list[str]) -> tuple[Marks, Marks]:
     """The tests ``python -m pytest --collect-only ARGS`` keeps and leaves out, with the
     names of their markers."""
     out = tmp_path / "collected.json"
-    done = subprocess.run([sys.executable, "-c", COLLECT, str(out), "-p", "no:cacheprovider",
-                           "-n", "0",
-                           *args], cwd=ROOT, capture_output=True, text=True, timeout=300,
-                          check=False)
+    done = subprocess.run(
+        [sys.executable, "-c", COLLECT, str(out), "-p", "no:cacheprovider", "-n", "0", *args],
+        cwd=ROOT,
+        capture_output=True,
+        text=True,
+        timeout=300,
+        check=False,
+    )
     seen = json.loads(out.read_text(encoding="utf-8"))
     assert seen["code"] == 0, done.stdout + done.stderr
     return seen["kept"], seen["left_out"]
@@ -172,5 +226,8 @@ def _collected(tmp_path: Path, args: list[str]) -> tuple[Marks, Marks]:
 def _in(tests: Marks, file: str) -> dict[str, set[str]]:
     """The tests of ``file`` (by name) and their markers, ``parametrize`` and ``filterwarnings``
     left out."""
-    return {test.partition("::")[2]: set(marks) - {"parametrize", "filterwarnings", "usefixtures"}
-            for test, marks in tests.items() if test.partition("::")[0] == file}
+    return {
+        test.partition("::")[2]: set(marks) - {"parametrize", "filterwarnings", "usefixtures"}
+        for test, marks in tests.items()
+        if test.partition("::")[0] == file
+    }

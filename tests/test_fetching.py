@@ -37,14 +37,20 @@ def _run(spending: object, **options: object) -> Run:
 
 @pytest.mark.parametrize("store", ["memory", "sqlite"])
 def test_sixteen_threads_never_pass_the_budget(store: str, tmp_path: Path) -> None:
-    spending = MemorySpending(FP) if store == "memory" else \
-        LocalSpending(FP, Ledger(tmp_path / "l.sqlite"), None)
+    spending = (
+        MemorySpending(FP)
+        if store == "memory"
+        else LocalSpending(FP, Ledger(tmp_path / "l.sqlite"), None)
+    )
     run = _run(spending, budget=37, quota=Quota(1000, "month"))
     granted, refused = race(lambda _: run.reserve(), BudgetExhaustedError)
     assert (granted, refused) == (37, 160 - 37)
     assert run.calls == 37
-    spent = spending.spent if isinstance(spending, MemorySpending) else \
-        Ledger(tmp_path / "l.sqlite").usage(FP).lifetime
+    spent = (
+        spending.spent
+        if isinstance(spending, MemorySpending)
+        else Ledger(tmp_path / "l.sqlite").usage(FP).lifetime
+    )
     assert spent == 37
 
 
@@ -119,8 +125,9 @@ class _SpikeThenOk(BaseAdapter):
             response._content = b'{"status":"ERROR","messages":["Spike arrest violation."]}'
         else:
             response.status_code = 200
-            response._content = json.dumps({"status": "OK", "page": 1, "rows": 1, "pages": 1,
-                                            "dataRows": 1, "data": [GID]}).encode()
+            response._content = json.dumps(
+                {"status": "OK", "page": 1, "rows": 1, "pages": 1, "dataRows": 1, "data": [GID]}
+            ).encode()
         response.raw = _Raw(response.status_code, response.headers)
         return response
 
@@ -171,16 +178,22 @@ def test_a_piece_state_changes_only_through_its_own_transitions() -> None:
 
     ring = box(0, 0, 1, 1)
     state = PieceState(Piece("a", 0, wire.ring_json(ring.exterior.coords), ring, 100))
-    for name, value in [("calls", 3), ("pages", 2), ("failure", "no"), ("split", True),
-                        ("data", {})]:
+    for name, value in [
+        ("calls", 3),
+        ("pages", 2),
+        ("failure", "no"),
+        ("split", True),
+        ("data", {}),
+    ]:
         with pytest.raises(dataclasses.FrozenInstanceError):
             setattr(state, name, value)
     with pytest.raises(TypeError):
         state.data[1] = (GID,)  # type: ignore[index]
     assert (state.calls, state.pages, dict(state.data)) == (0, None, {})
 
-    page = Page(request_key="k", polygon_json="[]", page=1, rows=150, pages=2, data_rows=1,
-                data=(GID,))
+    page = Page(
+        request_key="k", polygon_json="[]", page=1, rows=150, pages=2, data_rows=1, data=(GID,)
+    )
     state.fetched(1)
     state.counted(page)
     assert state.keep(1, page) and not state.keep(1, page)
@@ -242,8 +255,9 @@ def test_a_line_longer_than_any_answered_is_beyond(tmp_path, monkeypatch) -> Non
     assert not run.beyond(three, 1) and not run.beyond(five, 1)
     run.client.learn(max_request_bytes=1024)  # learnt: a line over it is not sent, not gated
     run.client.max_request_bytes = 1024
-    fresh = PieceState(Piece("b", 1, wire.ring_json(disc.exterior.coords)[:-1] + ",[9,9]]",
-                             disc, 100))
+    fresh = PieceState(
+        Piece("b", 1, wire.ring_json(disc.exterior.coords)[:-1] + ",[9,9]]", disc, 100)
+    )
     assert run.line(fresh, 1) > 1024 and not run.beyond(fresh, 1)
 
 

@@ -27,9 +27,15 @@ def result() -> SearchResult:
     tiles = planned.tiles.assign(
         rows=pd.array([3] * len(planned.tiles), dtype="Int64"),
         pages=pd.array([1] * len(planned.tiles), dtype="Int64"),
-        pages_fetched=1, calls=1, cached_pages=0, from_cache=False)
-    ids = pd.DataFrame([("northside", "a1"), ("park-ring", "b2"), ("northside", "c3")],
-                       columns=["area_id", "group_id"]).astype({"group_id": "string"})
+        pages_fetched=1,
+        calls=1,
+        cached_pages=0,
+        from_cache=False,
+    )
+    ids = pd.DataFrame(
+        [("northside", "a1"), ("park-ring", "b2"), ("northside", "c3")],
+        columns=["area_id", "group_id"],
+    ).astype({"group_id": "string"})
     return SearchResult(ids=ids, tiles=tiles, plan=planned, calls=len(planned.tiles))
 
 
@@ -38,8 +44,9 @@ def _pairs(frame: pd.DataFrame) -> set[tuple[str, str]]:
 
 
 @pytest.mark.parametrize("suffix", outputs.IDS_FORMATS)
-def test_every_out_format_reads_back_its_group_ids_and_run(result: SearchResult,
-                                                            tmp_path: Path, suffix: str) -> None:
+def test_every_out_format_reads_back_its_group_ids_and_run(
+    result: SearchResult, tmp_path: Path, suffix: str
+) -> None:
     path = outputs.write_ids(result, tmp_path / f"ids{suffix}")
     ids, meta = FORMATS[suffix].read_back(path)
     assert _pairs(ids) == _pairs(result.ids)
@@ -49,8 +56,7 @@ def test_every_out_format_reads_back_its_group_ids_and_run(result: SearchResult,
 
 
 @pytest.mark.parametrize("suffix", outputs.IDS_FORMATS)
-def test_to_file_writes_the_files_of_out(result: SearchResult, tmp_path: Path,
-                                         suffix: str) -> None:
+def test_to_file_writes_the_files_of_out(result: SearchResult, tmp_path: Path, suffix: str) -> None:
     """``result.to_file(path)``, as GeoPandas users expect: the extension chooses the
     format, and the file is the one ``--out`` writes (the CLI calls ``write_ids``)."""
     mine = result.to_file(tmp_path / f"mine{suffix}")
@@ -94,8 +100,9 @@ def _flatgeobuf_tiles(tiles: gpd.GeoDataFrame, temp: Path, meta: Mapping[str, An
 FLATGEOBUF = Format(".fgb", formats._sidecar_metadata, tiles=_flatgeobuf_tiles, sidecar=True)
 
 
-def test_a_new_format_is_one_row(result: SearchResult, tmp_path: Path,
-                                 monkeypatch: pytest.MonkeyPatch) -> None:
+def test_a_new_format_is_one_row(
+    result: SearchResult, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
     """With the guide's row in the table, ``write_tiles`` (and ``--out-tiles``' check)
     writes FlatGeobuf: whole, the run's metadata beside it, never destroyed."""
     path = tmp_path / "pieces.fgb"
@@ -106,32 +113,44 @@ def test_a_new_format_is_one_row(result: SearchResult, tmp_path: Path,
     assert outputs.write_tiles(result.tiles, path, meta) == path
     assert len(gpd.read_file(path)) == len(result.tiles)
     assert file_metadata(path) == json.loads(json.dumps(meta, default=str))
-    assert sorted(p.name for p in tmp_path.iterdir()) == ["pieces.fgb",
-                                                          "pieces.fgb.parcelsearch.json"]
+    assert sorted(p.name for p in tmp_path.iterdir()) == [
+        "pieces.fgb",
+        "pieces.fgb.parcelsearch.json",
+    ]
     with pytest.raises(OutputKeptError):
         outputs.write_tiles(result.tiles, path, {**meta, "complete": False})
 
 
-def test_asking_a_row_for_what_it_does_not_hold_names_the_formats_that_do(tmp_path: Path
-                                                                          ) -> None:
-    with pytest.raises(InputError, match=r"\.csv files hold no tiles: use one of \.gpkg, "
-                                         r"\.geojson, \.parquet, \.shp"):
+def test_asking_a_row_for_what_it_does_not_hold_names_the_formats_that_do(tmp_path: Path) -> None:
+    with pytest.raises(
+        InputError,
+        match=r"\.csv files hold no tiles: use one of \.gpkg, "
+        r"\.geojson, \.parquet, \.shp",
+    ):
         FORMATS[".csv"].writer("tiles")
     with pytest.raises(InputError, match=r"\.shp files are not read back: use one of \.gpkg"):
         FORMATS[".shp"].read_back(tmp_path / "pieces.shp")
 
 
-FORMULAS = ["=HYPERLINK(\"http://x\",\"y\")", "+SUM(1+1)*cmd|' /C calc'!A0", "@SUM(1+1)",
-            "-2+3", "\tlead", "'=already quoted", "plain", "'plain"]
+FORMULAS = [
+    '=HYPERLINK("http://x","y")',
+    "+SUM(1+1)*cmd|' /C calc'!A0",
+    "@SUM(1+1)",
+    "-2+3",
+    "\tlead",
+    "'=already quoted",
+    "plain",
+    "'plain",
+]
 
 
 def test_csv_cells_a_spreadsheet_would_run_are_escaped_and_read_back(
-        result: SearchResult, tmp_path: Path) -> None:
+    result: SearchResult, tmp_path: Path
+) -> None:
     """Issue 58, point 9 (docs/guide/files.md): ids such as ``=HYPERLINK(…)`` from the
     vendor or the input's id column were written verbatim. Now each is written with a
     leading ``'``; reading the file back (``diff``, ``compare``) gives the values as found."""
-    ids = pd.DataFrame({"area_id": FORMULAS, "group_id": FORMULAS}).astype(
-        {"group_id": "string"})
+    ids = pd.DataFrame({"area_id": FORMULAS, "group_id": FORMULAS}).astype({"group_id": "string"})
     formulas = SearchResult(ids=ids, tiles=result.tiles, plan=result.plan, calls=1)
     path = outputs.write_ids(formulas, tmp_path / "ids.csv")
     raw = pd.read_csv(path, dtype=str, keep_default_na=False)

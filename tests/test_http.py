@@ -141,8 +141,7 @@ def test_each_refusal_slows_the_pace_and_each_call_brings_it_back() -> None:
     assert strict.pace == full and (limiter.refusals, strict.refusals) == (1, 1)
     for _ in range(50):  # back up to the most learnt: CEILING of the pace refused at, probed
         limiter.wait()
-    assert limiter.pace == pytest.approx(full * RateLimiter.CEILING
-                                         + 50 * RateLimiter.PROBE * 1000)
+    assert limiter.pace == pytest.approx(full * RateLimiter.CEILING + 50 * RateLimiter.PROBE * 1000)
     for _ in range(200):  # the probe reaches the rate less the margin again
         limiter.wait()
     assert limiter.pace == pytest.approx(full)
@@ -152,16 +151,19 @@ def test_each_refusal_slows_the_pace_and_each_call_brings_it_back() -> None:
     assert limiter.pace == pytest.approx(RateLimiter.FLOOR * 1000)
 
 
-@pytest.mark.parametrize("headers, expected", [
-    ({"X-RateLimit-Remaining": "8"}, (8, "X-RateLimit-Remaining")),
-    ({"RateLimit-Remaining": " 0 "}, (0, "RateLimit-Remaining")),
-    ({"X-RateLimit-Remaining": "120, 8"}, (8, "X-RateLimit-Remaining")),  # one per window
-    ({"RateLimit": "limit=100, remaining=42, reset=30"}, (42, "RateLimit")),
-    ({"RateLimit": '"default";r=7;t=30'}, (7, "RateLimit")),
-    ({"X-RateLimit-Remaining": "lots"}, None),
-    ({"RateLimit": "limit=100, reset=30"}, None),
-    ({}, None),
-])
+@pytest.mark.parametrize(
+    "headers, expected",
+    [
+        ({"X-RateLimit-Remaining": "8"}, (8, "X-RateLimit-Remaining")),
+        ({"RateLimit-Remaining": " 0 "}, (0, "RateLimit-Remaining")),
+        ({"X-RateLimit-Remaining": "120, 8"}, (8, "X-RateLimit-Remaining")),  # one per window
+        ({"RateLimit": "limit=100, remaining=42, reset=30"}, (42, "RateLimit")),
+        ({"RateLimit": '"default";r=7;t=30'}, (7, "RateLimit")),
+        ({"X-RateLimit-Remaining": "lots"}, None),
+        ({"RateLimit": "limit=100, reset=30"}, None),
+        ({}, None),
+    ],
+)
 def test_remaining_calls_reads_the_quota_headers(headers, expected) -> None:
     from requests.structures import CaseInsensitiveDict
 
@@ -195,9 +197,15 @@ def clock(monkeypatch: pytest.MonkeyPatch) -> _Clock:
     return fake
 
 
-@pytest.mark.parametrize(("rate", "window"), [
-    (10.0, (10, 1.0)), (2.5, (2, 1.0)), (1.0, (1, 1.0)), (0.5, (1, 2.0)),
-])
+@pytest.mark.parametrize(
+    ("rate", "window"),
+    [
+        (10.0, (10, 1.0)),
+        (2.5, (2, 1.0)),
+        (1.0, (1, 1.0)),
+        (0.5, (1, 2.0)),
+    ],
+)
 def test_the_pacer_holds_the_spike_arrests_window(rate: float, window: tuple[int, float]) -> None:
     from parcelsearch._fetch.http import spike_window
     from parcelsearch_service.limits import spike_window as services
@@ -214,8 +222,7 @@ def test_a_rate_past_any_vendors_is_paced_by_spacing_alone(rate: float) -> None:
     limiter.done()
 
 
-def test_a_permit_is_free_a_window_after_the_answer_of_the_call_that_used_it(
-        clock: _Clock) -> None:
+def test_a_permit_is_free_a_window_after_the_answer_of_the_call_that_used_it(clock: _Clock) -> None:
     """Issue 59, point 4: the server counts calls by its own admission time, which the
     send→admission delay moves; a call's permit comes back a window after its *answer*, so
     the next call on it reaches the server more than a window after that admission."""
@@ -247,8 +254,7 @@ def test_a_call_never_sent_gives_its_permit_back_at_once(clock: _Clock) -> None:
     assert limiter.wait() == pytest.approx(answered + 1.0)
 
 
-def test_a_thread_waiting_again_hands_back_its_last_permit_as_answered_now(
-        clock: _Clock) -> None:
+def test_a_thread_waiting_again_hands_back_its_last_permit_as_answered_now(clock: _Clock) -> None:
     """A caller that never says :meth:`done` (the thread is back: its call is over) keeps
     the rule and never runs out of permits."""
     limiter = RateLimiter(1.0, margin=0.0)

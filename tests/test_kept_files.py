@@ -19,8 +19,9 @@ def test_a_file_of_no_run_is_replaced_only_by_a_complete_result(tmp_path: Path) 
     assert kept_files.replaces(complete, None)
     assert not kept_files.replaces({"complete": False, "group_ids": 3}, None)
     assert not kept_files.replaces({"complete": True, "group_ids": 0}, None)
-    assert kept_files.replaces({"complete": True, "group_ids": 0}, {"complete": True,
-                                                                    "group_ids": 0})
+    assert kept_files.replaces(
+        {"complete": True, "group_ids": 0}, {"complete": True, "group_ids": 0}
+    )
     (tmp_path / "x.parquet").write_text("not parquet")
     assert formats.file_metadata(tmp_path / "x.parquet") is None
 
@@ -54,8 +55,12 @@ def test_a_partial_run_with_as_many_areas_and_fewer_group_ids_does_not_replace()
 
 
 def _gone_pid() -> int:
-    done = subprocess.run([sys.executable, "-c", "import os; print(os.getpid())"],
-                          capture_output=True, text=True, check=True)
+    done = subprocess.run(
+        [sys.executable, "-c", "import os; print(os.getpid())"],
+        capture_output=True,
+        text=True,
+        check=True,
+    )
     return int(done.stdout)
 
 
@@ -72,7 +77,10 @@ def test_a_whole_set_left_mid_move_is_moved_in_by_the_next_write(tmp_path: Path)
     (left / ".whole").touch()
     assert kept_files.remove_stale(tmp_path) == [left]
     assert {p.name: p.read_text() for p in tmp_path.iterdir()} == {
-        "x.shp": "new x.shp", "x.shx": "new x.shx", "x.dbf": "new x.dbf"}
+        "x.shp": "new x.shp",
+        "x.shx": "new x.shx",
+        "x.dbf": "new x.dbf",
+    }
 
 
 def test_a_set_left_mid_write_is_removed_and_a_live_writers_is_not(tmp_path: Path) -> None:
@@ -121,8 +129,7 @@ def test_the_mode_holds_even_when_the_writer_makes_the_file_anew(tmp_path: Path)
     assert out.stat().st_mode & 0o777 == 0o600 and out.read_bytes() == b"secret"
 
 
-def test_stale_temporary_files_of_write_whole_are_removed_by_the_next_write(
-        tmp_path: Path) -> None:
+def test_stale_temporary_files_of_write_whole_are_removed_by_the_next_write(tmp_path: Path) -> None:
     """A writer killed (kill -9) between making its temporary file and renaming it leaves
     the file; the next write in that folder removes it once older than STALE_SECONDS, in
     this build's names and in those of the ``write_whole`` of earlier builds."""
@@ -144,13 +151,20 @@ def test_a_killed_write_whole_leaves_a_file_the_next_write_removes(tmp_path: Pat
     """The real kill: a process killed with SIGKILL inside ``write_whole`` (its data half
     written) leaves its temporary file; the next write, once it is stale, removes it."""
     out = tmp_path / "vendors.json"
-    code = ("import os, signal, sys\nfrom pathlib import Path\n"
-            "from parcelsearch import kept_files\n"
-            "def die(temp, handle):\n    handle.write(b'half'); handle.flush()\n"
-            "    os.kill(os.getpid(), signal.SIGKILL)\n"
-            "kept_files._replace_whole(Path(sys.argv[1]), die, 0o600)\n")
-    done = subprocess.run([sys.executable, "-c", code, str(out)], capture_output=True,
-                          text=True, timeout=60, check=False)
+    code = (
+        "import os, signal, sys\nfrom pathlib import Path\n"
+        "from parcelsearch import kept_files\n"
+        "def die(temp, handle):\n    handle.write(b'half'); handle.flush()\n"
+        "    os.kill(os.getpid(), signal.SIGKILL)\n"
+        "kept_files._replace_whole(Path(sys.argv[1]), die, 0o600)\n"
+    )
+    done = subprocess.run(
+        [sys.executable, "-c", code, str(out)],
+        capture_output=True,
+        text=True,
+        timeout=60,
+        check=False,
+    )
     assert done.returncode == -signal.SIGKILL, done.stderr
     (left,) = tmp_path.iterdir()
     assert not out.exists() and left.read_bytes() == b"half"

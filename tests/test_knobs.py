@@ -31,8 +31,12 @@ def test_a_hint_spells_an_option_as_declared_in_both_dialects() -> None:
         if row.env is not None:
             assert python.endswith(f"the environment variable {row.env}"), row.name
             assert cli.endswith(f"the environment variable {row.env}"), row.name
-        if row.flag is not None and row.metavar is not None and row.cli is None and \
-                row.cli_bare is None:
+        if (
+            row.flag is not None
+            and row.metavar is not None
+            and row.cli is None
+            and row.cli_bare is None
+        ):
             assert cli.startswith(f"set {row.flag} 3"), row.name
             assert Hint(row.name).render("cli").startswith(f"set {row.flag} {row.metavar}")
     assert Hint("yes").render("cli") == "set --yes"  # confirm's flag
@@ -50,15 +54,31 @@ def test_every_command_takes_an_option_by_its_declared_flag() -> None:
     from parcelsearch.cli import build_parser
 
     names = {row.name for row in DECLARED}
-    taken = [action for action in _actions(build_parser())
-             if action.dest in names and action.option_strings]
-    assert {action.dest for action in taken} >= {"tolerance", "budget", "confirm", "cache_dir",
-                                                  "team", "user", "progress", "match"}
+    taken = [
+        action
+        for action in _actions(build_parser())
+        if action.dest in names and action.option_strings
+    ]
+    assert {action.dest for action in taken} >= {
+        "tolerance",
+        "budget",
+        "confirm",
+        "cache_dir",
+        "team",
+        "user",
+        "progress",
+        "match",
+    }
     for action in taken:  # (`team pace --rate` is the team's pace: the key's has no flag)
         flag = declared(action.dest).flag
         assert flag is None or flag in action.option_strings, action.dest
-    search = {action.dest: action for action in _actions(build_parser())
-              if action.dest in names and action.option_strings and action.help
-              and "--allow-partial" in action.help}
+    search = {
+        action.dest: action
+        for action in _actions(build_parser())
+        if action.dest in names
+        and action.option_strings
+        and action.help
+        and "--allow-partial" in action.help
+    }
     assert search["budget"].help == declared("budget").help_text()
     assert search["budget"].metavar == declared("budget").metavar

@@ -146,8 +146,8 @@ def test_only_fingerprints_are_recorded(tmp_path: Path, fingerprint: str) -> Non
 def test_sixteen_threads_never_exceed_the_quota(tmp_path: Path) -> None:
     ledger = Ledger(tmp_path / "l.sqlite")
     granted, refused = race(
-        lambda _: ledger.reserve(FP, run_id="run", quota=Quota(37, "month")),
-        QuotaWouldExceedError)
+        lambda _: ledger.reserve(FP, run_id="run", quota=Quota(37, "month")), QuotaWouldExceedError
+    )
     assert (granted, refused) == (37, 160 - 37)
     assert ledger.usage(FP).lifetime == 37
 
@@ -171,8 +171,9 @@ def test_processes_share_one_quota_exactly(tmp_path: Path) -> None:
         "print(ok)\n"
     )
     children = [
-        subprocess.Popen([sys.executable, "-c", script, str(path), f"p{k}"],
-                         stdout=subprocess.PIPE, text=True)
+        subprocess.Popen(
+            [sys.executable, "-c", script, str(path), f"p{k}"], stdout=subprocess.PIPE, text=True
+        )
         for k in range(3)
     ]
     granted = [int(child.communicate(timeout=60)[0]) for child in children]
@@ -195,7 +196,6 @@ def test_default_path_is_in_the_cache_folder(
     assert Ledger().path == tmp_path / "ledger.sqlite"
 
 
-
 def test_the_vendors_quota_refusal_is_kept_by_fingerprint_until_its_reset(tmp_path: Path) -> None:
     """Issue 56: a key the vendor refused for its quota is kept (its fingerprint only) until
     the reset; then forgotten. A lifetime quota's refusal never lapses; other keys are not
@@ -206,8 +206,9 @@ def test_the_vendors_quota_refusal_is_kept_by_fingerprint_until_its_reset(tmp_pa
     kept = ledger.refused(FP, reset)
     assert ledger.refusal(FP) == kept and ledger.refusal(OTHER) is None
     assert kept.left() == "0 left this month, resets 2026-12-01 00:00 UTC"
-    assert kept.describe().startswith("the vendor refused the key for its quota on "
-                                      "2026-11-29 01:50 UTC")
+    assert kept.describe().startswith(
+        "the vendor refused the key for its quota on 2026-11-29 01:50 UTC"
+    )
     now[0] = datetime(2026, 11, 30, 23, 59, tzinfo=UTC)
     assert ledger.refusal(FP) is not None
     now[0] = reset

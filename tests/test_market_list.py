@@ -41,8 +41,10 @@ def test_suggest_market(name: str, expected: str | None) -> None:
 @pytest.fixture
 def areas() -> gpd.GeoDataFrame:
     return gpd.GeoDataFrame(
-        {"area_id": ["a", "b", "c", "d", "e"],
-         "market": ["Abilene, TX", "Abilene Tx", "Marfa, TX", None, "Boise, ID "]},
+        {
+            "area_id": ["a", "b", "c", "d", "e"],
+            "market": ["Abilene, TX", "Abilene Tx", "Marfa, TX", None, "Boise, ID "],
+        },
         geometry=[Point(k, k).buffer(0.1) for k in range(5)],
         crs="EPSG:4326",
         index=pd.Index([10, 11, 12, 13, 14], name="row"),
@@ -90,8 +92,16 @@ def test_clearing_the_folder_keeps_the_ledger(tmp_path: Path) -> None:
     [
         pytest.param("{not json", id="not-json"),
         pytest.param(json.dumps({"markets": ACTIVE}), id="missing-fields"),
-        pytest.param(json.dumps({"base_url": "https://other.example", "markets": ACTIVE,
-                                 "fetched_at": "2030-01-01T00:00:00+00:00"}), id="other-service"),
+        pytest.param(
+            json.dumps(
+                {
+                    "base_url": "https://other.example",
+                    "markets": ACTIVE,
+                    "fetched_at": "2030-01-01T00:00:00+00:00",
+                }
+            ),
+            id="other-service",
+        ),
     ],
 )
 def test_unreadable_cached_list_is_a_loud_error(tmp_path: Path, content: str) -> None:
@@ -130,8 +140,11 @@ def test_the_market_check_uses_only_a_list_at_hand(tmp_path) -> None:
     url = "https://vendor.example"
     check_markets_at_hand(sf, url, tmp_path)  # nothing cached: no word
     CacheFolder(tmp_path).keep_markets(url, ["Abilene, TX", "Boise, ID"])
-    with pytest.raises(InputError, match=r"area 0 lies about 646 km from every state with an "
-                                         r"active market \(farther than 50 km from ID, TX"):
+    with pytest.raises(
+        InputError,
+        match=r"area 0 lies about 646 km from every state with an "
+        r"active market \(farther than 50 km from ID, TX",
+    ):
         check_markets_at_hand(sf, url, tmp_path)
     check_markets_at_hand(sf, "https://other.example", tmp_path)  # another service's: none
     path = CacheFolder(tmp_path).markets_path(url)

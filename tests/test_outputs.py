@@ -23,16 +23,30 @@ def planned() -> parcelsearch.Plan:
     return parcelsearch.plan(parcelsearch.demo_areas(), id_column="area_id")
 
 
-def _result(planned, ids: list[tuple[str, str]], *, complete: bool = True,
-            areas_complete: list[str] | None = None) -> SearchResult:
+def _result(
+    planned,
+    ids: list[tuple[str, str]],
+    *,
+    complete: bool = True,
+    areas_complete: list[str] | None = None,
+) -> SearchResult:
     tiles = planned.tiles.assign(
         rows=pd.array([3] * len(planned.tiles), dtype="Int64"),
         pages=pd.array([1] * len(planned.tiles), dtype="Int64"),
-        pages_fetched=1, calls=1, cached_pages=0, from_cache=False,
+        pages_fetched=1,
+        calls=1,
+        cached_pages=0,
+        from_cache=False,
     )
     frame = pd.DataFrame(ids, columns=["area_id", "group_id"]).astype({"group_id": "string"})
-    return SearchResult(ids=frame, tiles=tiles, plan=planned, calls=len(planned.tiles),
-                        complete=complete, areas_complete=areas_complete)
+    return SearchResult(
+        ids=frame,
+        tiles=tiles,
+        plan=planned,
+        calls=len(planned.tiles),
+        complete=complete,
+        areas_complete=areas_complete,
+    )
 
 
 @pytest.mark.parametrize("suffix", outputs.IDS_FORMATS)
@@ -56,14 +70,16 @@ def test_ids_are_joined_to_their_areas(planned, tmp_path: Path) -> None:
     result = _result(planned, [("northside", "a1"), ("park-ring", "b2"), ("northside", "c3")])
     ids = pd.read_parquet(outputs.write_ids(result, tmp_path / "ids.parquet"))
     assert ids[["area_id", "group_id", "market"]].values.tolist() == [
-        ["northside", "a1", "Abilene, TX"], ["park-ring", "b2",
-                                             "Tarrant County Unincorporated, TX"],
-        ["northside", "c3", "Abilene, TX"]]
+        ["northside", "a1", "Abilene, TX"],
+        ["park-ring", "b2", "Tarrant County Unincorporated, TX"],
+        ["northside", "c3", "Abilene, TX"],
+    ]
 
 
 def test_a_partial_result_says_so_and_which_areas_are_complete(planned, tmp_path: Path) -> None:
-    result = _result(planned, [("northside", "a1")], complete=False,
-                     areas_complete=["northside", "park-ring"])
+    result = _result(
+        planned, [("northside", "a1")], complete=False, areas_complete=["northside", "park-ring"]
+    )
     for suffix in (".parquet", ".gpkg", ".geojson", ".csv"):
         path = outputs.write_ids(result, tmp_path / f"ids{suffix}")
         if suffix == ".parquet":
@@ -97,8 +113,9 @@ def test_shapefile_columns_are_shortened_explicitly(planned, tmp_path: Path) -> 
 @pytest.mark.parametrize("suffix", [".parquet", ".gpkg", ".geojson"])
 def test_an_areas_own_group_id_column_is_kept_not_dropped(tmp_path: Path, suffix: str) -> None:
     """An area column named like a column the outputs add is kept as ``area_<name>``."""
-    areas = parcelsearch.demo_areas().assign(group_id=lambda f: "own-" + f["area_id"],
-                                             n_group_ids=7)
+    areas = parcelsearch.demo_areas().assign(
+        group_id=lambda f: "own-" + f["area_id"], n_group_ids=7
+    )
     planned = parcelsearch.plan(areas)
     path = outputs.write_ids(_result(planned, [("northside", "a1")]), tmp_path / f"i{suffix}")
     if suffix == ".parquet":
@@ -119,13 +136,16 @@ def test_an_areas_own_group_id_column_is_kept_not_dropped(tmp_path: Path, suffix
 
 
 @pytest.mark.parametrize("suffix", outputs.IDS_FORMATS)
-def test_a_complete_file_is_kept_from_less_complete_results(planned, tmp_path: Path,
-                                                           suffix: str) -> None:
+def test_a_complete_file_is_kept_from_less_complete_results(
+    planned, tmp_path: Path, suffix: str
+) -> None:
     path = tmp_path / f"ids{suffix}"
     outputs.write_ids(_result(planned, [("northside", "1" * 17)]), path)
     before = path.read_bytes()
-    for less in (_result(planned, [], complete=False, areas_complete=[]),  # refused
-                 _result(planned, [])):  # complete, found nothing
+    for less in (
+        _result(planned, [], complete=False, areas_complete=[]),  # refused
+        _result(planned, []),
+    ):  # complete, found nothing
         with pytest.raises(parcelsearch.OutputKeptError, match="kept as it was") as caught:
             outputs.write_ids(less, path)
         assert "force=True" in str(caught.value) and "--force" in caught.value.render("cli")
@@ -137,15 +157,30 @@ def test_a_complete_file_is_kept_from_less_complete_results(planned, tmp_path: P
 
 def test_a_partial_file_gives_way_to_one_at_least_as_complete(planned, tmp_path: Path) -> None:
     path = tmp_path / "ids.gpkg"
-    outputs.write_ids(_result(planned, [("northside", "1" * 17)], complete=False,
-                              areas_complete=["northside", "park-ring"]), path)
+    outputs.write_ids(
+        _result(
+            planned,
+            [("northside", "1" * 17)],
+            complete=False,
+            areas_complete=["northside", "park-ring"],
+        ),
+        path,
+    )
     with pytest.raises(parcelsearch.OutputKeptError):
         outputs.write_ids(_result(planned, [], complete=False, areas_complete=["northside"]), path)
     with pytest.raises(parcelsearch.OutputKeptError):  # as many areas, fewer GroupIDs
-        outputs.write_ids(_result(planned, [], complete=False,
-                                  areas_complete=["northside", "park-ring"]), path)
-    outputs.write_ids(_result(planned, [("northside", "1" * 17)], complete=False,
-                              areas_complete=["northside", "park-ring"]), path)
+        outputs.write_ids(
+            _result(planned, [], complete=False, areas_complete=["northside", "park-ring"]), path
+        )
+    outputs.write_ids(
+        _result(
+            planned,
+            [("northside", "1" * 17)],
+            complete=False,
+            areas_complete=["northside", "park-ring"],
+        ),
+        path,
+    )
     outputs.write_ids(_result(planned, [("northside", "2" * 17)]), path)
     assert outputs.file_metadata(path)["complete"] is True
 

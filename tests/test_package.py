@@ -14,17 +14,18 @@ import parcelsearch
 
 
 def _python(code: str) -> str:
-    done = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True,
-                          timeout=120)
+    done = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, timeout=120)
     assert done.returncode == 0, done.stderr
     return done.stdout.strip()
 
 
 def test_importing_the_package_loads_nothing_heavy() -> None:
-    out = _python("import sys, parcelsearch\n"
-                  "print([m for m in ('geopandas', 'pandas', 'requests',"
-                  " 'parcelsearch.client')"
-                  " if m in sys.modules])")
+    out = _python(
+        "import sys, parcelsearch\n"
+        "print([m for m in ('geopandas', 'pandas', 'requests',"
+        " 'parcelsearch.client')"
+        " if m in sys.modules])"
+    )
     assert out == "[]"
 
 
@@ -33,12 +34,15 @@ def test_importing_the_package_loads_nothing_heavy() -> None:
     ("code", "registered"),
     [
         pytest.param("import geopandas as gpd, parcelsearch", True, id="geopandas-first"),
-        pytest.param("import parcelsearch; parcelsearch.plan; import geopandas as gpd", True,
-                     id="first-use-of-a-name"),
-        pytest.param("import parcelsearch.accessor; import geopandas as gpd", True,
-                     id="explicit"),
-        pytest.param("import parcelsearch; import geopandas as gpd", False,
-                     id="parcelsearch-first-unused"),
+        pytest.param(
+            "import parcelsearch; parcelsearch.plan; import geopandas as gpd",
+            True,
+            id="first-use-of-a-name",
+        ),
+        pytest.param("import parcelsearch.accessor; import geopandas as gpd", True, id="explicit"),
+        pytest.param(
+            "import parcelsearch; import geopandas as gpd", False, id="parcelsearch-first-unused"
+        ),
     ],
 )
 def test_the_accessor_registration_rule(code: str, registered: bool) -> None:
@@ -57,8 +61,10 @@ def test_every_public_name_resolves() -> None:
 def test_a_public_module_is_an_attribute_of_the_package_on_first_use() -> None:
     """What a hint spells after ``import parcelsearch`` works as typed; private ones stay
     hidden."""
-    out = _python("import parcelsearch\n"
-                  "print(hasattr(parcelsearch, '_run'), parcelsearch.profiles.save.__name__)")
+    out = _python(
+        "import parcelsearch\n"
+        "print(hasattr(parcelsearch, '_run'), parcelsearch.profiles.save.__name__)"
+    )
     assert out == "False save"
 
 
@@ -103,8 +109,11 @@ def _hinted_names() -> set[str]:
     from parcelsearch.errors import KNOBS, Hint
 
     spelled = {Hint(knob, value).render("python") for knob in KNOBS for value in (None, 1)}
-    return {name for text in spelled
-            for name in re.findall(r"(?<![\w.])[A-Za-z_]\w*(?:\.[A-Za-z_]\w*)+", text)}
+    return {
+        name
+        for text in spelled
+        for name in re.findall(r"(?<![\w.])[A-Za-z_]\w*(?:\.[A-Za-z_]\w*)+", text)
+    }
 
 
 def test_every_name_a_hint_recommends_is_public_and_importable_as_written() -> None:

@@ -11,8 +11,15 @@ from parcelsearch.errors import ConfigurationError, MalformedResponseError
 
 def page(number: int, rows: int, pages: int, held: int) -> Page:
     data = tuple(f"id{number}-{n}" for n in range(held))
-    return Page(request_key="k", polygon_json="[]", page=number, rows=rows, pages=pages,
-                data_rows=held, data=data)
+    return Page(
+        request_key="k",
+        polygon_json="[]",
+        page=number,
+        rows=rows,
+        pages=pages,
+        data_rows=held,
+        data=data,
+    )
 
 
 def test_a_page_1_that_agrees_with_itself_teaches_its_size() -> None:

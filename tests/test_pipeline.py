@@ -40,8 +40,10 @@ BASE = "https://fake.test"
 
 def _ids(ring: str, rows: int, page: int, version: int) -> tuple[str, ...]:
     first = 100 * (page - 1)
-    return tuple(hashlib.sha256(f"{ring}|{version}|{i}".encode()).hexdigest()[:17]
-                 for i in range(first, min(rows, first + 100)))
+    return tuple(
+        hashlib.sha256(f"{ring}|{version}|{i}".encode()).hexdigest()[:17]
+        for i in range(first, min(rows, first + 100))
+    )
 
 
 class FakeClient:
@@ -77,8 +79,16 @@ class FakeClient:
         self.lock = threading.Lock()
         self.vendor = VendorProfile(BASE)  # what is known of it: nothing yet
 
-    def search_page(self, polygon_json: str, page: int, *, path: str, spend: Any = None,
-                    cancel: threading.Event | None = None, **_: Any) -> Page:
+    def search_page(
+        self,
+        polygon_json: str,
+        page: int,
+        *,
+        path: str,
+        spend: Any = None,
+        cancel: threading.Event | None = None,
+        **_: Any,
+    ) -> Page:
         if spend is not None:
             spend.reserve()
         with self.lock:
@@ -88,9 +98,17 @@ class FakeClient:
         if error is not None:
             raise error
         data = _ids(polygon_json, rows, page, version)
-        return Page(request_key=_wire.request_key(BASE, path, polygon_json, page),
-                    polygon_json=polygon_json, page=page, rows=rows, pages=-(-rows // 100),
-                    data_rows=len(data), data=data, base_url=BASE, path=path)
+        return Page(
+            request_key=_wire.request_key(BASE, path, polygon_json, page),
+            polygon_json=polygon_json,
+            page=page,
+            rows=rows,
+            pages=-(-rows // 100),
+            data_rows=len(data),
+            data=data,
+            base_url=BASE,
+            path=path,
+        )
 
 
 @pytest.fixture
@@ -106,8 +124,7 @@ def fake(areas: gpd.GeoDataFrame, tmp_path: Path) -> FakeClient:
 
 
 def _run(areas: gpd.GeoDataFrame, client: Any, **kwargs: Any) -> Any:
-    return search(areas, client=client, id_column="area_id", progress=False,
-                  ledger=False, **kwargs)
+    return search(areas, client=client, id_column="area_id", progress=False, ledger=False, **kwargs)
 
 
 def test_page_one_of_every_piece_comes_first(areas: gpd.GeoDataFrame, fake: FakeClient) -> None:
@@ -143,8 +160,9 @@ def test_allow_partial_finishes_the_cheapest_whole_areas(
 def test_a_failure_stops_the_run_and_keeps_what_was_fetched(
     areas: gpd.GeoDataFrame, fake: FakeClient
 ) -> None:
-    fake.fail = lambda ring, page: ServiceFailureError("HTTP 503", status=503) if page == 3 \
-        else None
+    fake.fail = lambda ring, page: (
+        ServiceFailureError("HTTP 503", status=503) if page == 3 else None
+    )
     with pytest.raises(ServiceFailureError) as caught:
         _run(areas, fake, workers=1)
     partial = caught.value.result
@@ -163,9 +181,7 @@ def fake_fixed(fake: FakeClient) -> FakeClient:
     return fake
 
 
-def test_changed_answers_refetch_only_that_piece(
-    areas: gpd.GeoDataFrame, fake: FakeClient
-) -> None:
+def test_changed_answers_refetch_only_that_piece(areas: gpd.GeoDataFrame, fake: FakeClient) -> None:
     ring_a = next(ring for ring, rows in fake.rows.items() if rows == 250)
 
     def change_after_page_one(ring: str, page: int) -> None:
@@ -180,8 +196,9 @@ def test_changed_answers_refetch_only_that_piece(
     assert sorted(page for ring, page in fake.log if ring == ring_a) == [1, 1, 2, 2, 3, 3]
     assert sorted(page for ring, page in fake.log if ring != ring_a) == [1, 1, 2]  # untouched
     mine = result.ids[result.ids["area_id"] == "a"]["group_id"]
-    assert set(mine) == set(_ids(ring_a, 260, 1, 1) + _ids(ring_a, 260, 2, 1)
-                            + _ids(ring_a, 260, 3, 1))
+    assert set(mine) == set(
+        _ids(ring_a, 260, 1, 1) + _ids(ring_a, 260, 2, 1) + _ids(ring_a, 260, 3, 1)
+    )
 
 
 def test_a_cached_page_one_older_than_the_rest_is_refetched(
@@ -226,8 +243,7 @@ def test_an_interrupt_wakes_back_off_sleeps_and_starts_nothing(
     session = requests.Session()
     adapter = _SlowLimitAdapter()
     session.mount("https://", adapter)
-    client = Client("k" * 20, BASE, session=session, retries=3,
-                    cache_dir=tmp_path / "cache")
+    client = Client("k" * 20, BASE, session=session, retries=3, cache_dir=tmp_path / "cache")
 
     def interrupt_once_all_sleep() -> None:
         while True:
@@ -242,8 +258,9 @@ def test_an_interrupt_wakes_back_off_sleeps_and_starts_nothing(
     with pytest.raises(SearchInterrupted) as caught:
         _run(areas, client)
     assert adapter.sent == 1  # the first page 1, alone, then asleep for Retry-After: 30 s
-    workers = [t for t in threading.enumerate()
-               if t.name.startswith("parcelsearch") and t not in before]
+    workers = [
+        t for t in threading.enumerate() if t.name.startswith("parcelsearch") and t not in before
+    ]
     for worker in workers:
         worker.join(5)
     assert not any(w.is_alive() for w in workers)  # every sleeper woke and left
@@ -258,8 +275,9 @@ def test_any_spending_runs_the_same_search(areas: gpd.GeoDataFrame, fake: FakeCl
 
     spending = MemorySpending(fake.fingerprint)
     made = parcelsearch.plan(areas, id_column="area_id")
-    options = SearchOptions(id_column="area_id", progress=False,
-                            quota=parcelsearch.Quota(10, "lifetime"))
+    options = SearchOptions(
+        id_column="area_id", progress=False, quota=parcelsearch.Quota(10, "lifetime")
+    )
     result = search_with(made, fake, spending, options)  # type: ignore[arg-type]
     assert result.complete and result.calls == 6 == spending.spent == len(fake.log)
     # No page store: page 1 of each piece is paid again, then 1 call is left for 3 pages.
@@ -269,8 +287,9 @@ def test_any_spending_runs_the_same_search(areas: gpd.GeoDataFrame, fake: FakeCl
 
 
 @pytest.mark.parametrize("match", ["representative-point", "unknown"])
-def test_search_without_connectors_sends_each_island_its_own_piece(tmp_path: Path,
-                                                                   match: str) -> None:
+def test_search_without_connectors_sends_each_island_its_own_piece(
+    tmp_path: Path, match: str
+) -> None:
     """Islands share a piece only with connectors under the point rule; the rule searched
     with is the result's metadata."""
     islands = MultiPolygon([box(-97.0, 32.0, -96.995, 32.005), box(-96.99, 32.0, -96.985, 32.005)])
@@ -299,8 +318,9 @@ def test_a_refusal_of_large_areas_says_how_to_ask_for_a_tolerance(tmp_path: Path
 
     angles = np.linspace(0, 2 * np.pi, SUGGEST_AT_ONCE_UP_TO + 500, endpoint=False)
     radii = 0.01 * (1 + 0.3 * np.random.default_rng(1).random(len(angles)))
-    star = Polygon(np.column_stack([-97.3 + radii * np.cos(angles),
-                                    32.75 + radii * np.sin(angles)]))
+    star = Polygon(
+        np.column_stack([-97.3 + radii * np.cos(angles), 32.75 + radii * np.sin(angles)])
+    )
     areas = gpd.GeoDataFrame({"area_id": ["star"]}, geometry=[star], crs="EPSG:4326")
     made = parcelsearch.plan(areas, id_column="area_id")
     assert made.min_calls > 1
@@ -309,8 +329,12 @@ def test_a_refusal_of_large_areas_says_how_to_ask_for_a_tolerance(tmp_path: Path
         _run(areas, client, budget=made.min_calls - 1)
     text = str(caught.value)
     assert f"needs at least {made.min_calls} calls" in text and "Try tolerance" not in text
-    assert ("Find the smallest tolerance whose plan fits with "
-            f"parcelsearch.suggest_tolerance(plan, {made.min_calls - 1}).") in text
+    assert (
+        "Find the smallest tolerance whose plan fits with "
+        f"parcelsearch.suggest_tolerance(plan, {made.min_calls - 1})."
+    ) in text
     assert not client.log  # nothing spent
-    assert ("Find the smallest tolerance whose plan fits with `parcelsearch plan AREAS "
-            f"--max-calls {made.min_calls - 1}`.") in caught.value.render("cli")
+    assert (
+        "Find the smallest tolerance whose plan fits with `parcelsearch plan AREAS "
+        f"--max-calls {made.min_calls - 1}`."
+    ) in caught.value.render("cli")

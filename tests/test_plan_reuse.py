@@ -62,8 +62,9 @@ def test_a_ring_whose_least_vertex_flips_in_a_round_trip_is_the_same_area(tmp_pa
     ring[0] = (-106.6 + 2e-9, 35.08)  # now the second vertex has the least x
     after = gpd.GeoDataFrame(geometry=[shapely.Polygon(ring)], crs="EPSG:4326")
     plan_reuse.keep_plan(parcelsearch.plan(before), tmp_path)
-    assert not shapely.equals_exact(shapely.normalize(before.geometry[0]),
-                                    shapely.normalize(after.geometry[0]), 1.5e-6)
+    assert not shapely.equals_exact(
+        shapely.normalize(before.geometry[0]), shapely.normalize(after.geometry[0]), 1.5e-6
+    )
     assert plan_reuse.stored_plan(parcelsearch.plan(after), tmp_path) is not None
 
 
@@ -75,10 +76,12 @@ def test_areas_are_reused_one_by_one_within_more_areas(tmp_path: Path) -> None:
     utm = parcelsearch.plan(_tracts().to_crs("EPSG:26910"))
     reused = plan_reuse.reuse(utm, tmp_path)
     old = set(three.areas.index)
-    assert [p.polygon_json for p in reused.pieces if p.area_id in old] == \
-           [p.polygon_json for p in three.pieces]
-    assert [p.polygon_json for p in reused.pieces if p.area_id not in old] == \
-           [p.polygon_json for p in utm.pieces if p.area_id not in old]
+    assert [p.polygon_json for p in reused.pieces if p.area_id in old] == [
+        p.polygon_json for p in three.pieces
+    ]
+    assert [p.polygon_json for p in reused.pieces if p.area_id not in old] == [
+        p.polygon_json for p in utm.pieces if p.area_id not in old
+    ]
     assert list(dict.fromkeys(p.area_id for p in reused.pieces)) == list(utm.areas.index)
     assert len(list((tmp_path / plan_reuse.PLANS_FOLDER).iterdir())) == 6
     again = plan_reuse.reuse(parcelsearch.plan(_tracts()), tmp_path, keep=False)
@@ -107,13 +110,15 @@ def _tampered(made: parcelsearch.Plan, tmp_path: Path, change) -> Path:
 
 
 def test_a_kept_plan_whose_pieces_no_longer_cover_the_area_is_planned_afresh(
-        tmp_path: Path) -> None:
+    tmp_path: Path,
+) -> None:
     """Issue 46, point 6: a kept plan edited to give one area a tiny piece (same boundary)
     made a later search report that area complete from a corner of it."""
     made = parcelsearch.plan(_tracts())
     area = made.areas.index[0]
-    tiny = _wire.ring_json([(-122.5, 37.7), (-122.4999, 37.7), (-122.4999, 37.7001),
-                            (-122.5, 37.7)])
+    tiny = _wire.ring_json(
+        [(-122.5, 37.7), (-122.4999, 37.7), (-122.4999, 37.7001), (-122.5, 37.7)]
+    )
     path = _tampered(made, tmp_path, lambda pieces: [[0, tiny, pieces[0][2], pieces[0][3]]])
     with pytest.warns(KeptFileWarning, match=f"{path.name}.*do not cover the area"):
         reused = plan_reuse.reuse(made, tmp_path, keep=False)
@@ -122,12 +127,14 @@ def test_a_kept_plan_whose_pieces_no_longer_cover_the_area_is_planned_afresh(
 
 
 def test_a_kept_plan_is_read_from_the_rings_sent_not_what_the_file_says_of_them(
-        tmp_path: Path) -> None:
+    tmp_path: Path,
+) -> None:
     """The file's geometry and request size of a piece are not believed: an honest geometry
     beside a tiny ring to send is still a tiny piece."""
     made = parcelsearch.plan(_tracts())
-    tiny = _wire.ring_json([(-122.5, 37.7), (-122.4999, 37.7), (-122.4999, 37.7001),
-                            (-122.5, 37.7)])
+    tiny = _wire.ring_json(
+        [(-122.5, 37.7), (-122.4999, 37.7), (-122.4999, 37.7001), (-122.5, 37.7)]
+    )
     _tampered(made, tmp_path, lambda pieces: [[i, tiny, wkb, 1] for i, _, wkb, _ in pieces])
     with pytest.warns(KeptFileWarning, match="do not cover the area"):
         stored = plan_reuse.stored_plan(made, tmp_path)
@@ -138,8 +145,9 @@ def test_a_kept_plan_is_read_from_the_rings_sent_not_what_the_file_says_of_them(
     assert [p.polygon_json for p in reused.pieces] == [p.polygon_json for p in made.pieces]
 
 
-def test_a_kept_plan_is_written_whole_leaving_no_temporary_file(tmp_path: Path,
-                                                                monkeypatch) -> None:
+def test_a_kept_plan_is_written_whole_leaving_no_temporary_file(
+    tmp_path: Path, monkeypatch
+) -> None:
     made = parcelsearch.plan(_tracts().iloc[:1])
     folder = tmp_path / plan_reuse.PLANS_FOLDER
     folder.mkdir()
@@ -154,14 +162,21 @@ def test_a_kept_plan_is_written_whole_leaving_no_temporary_file(tmp_path: Path,
 
 
 def test_a_kept_plan_whose_pieces_reach_far_beyond_the_area_is_planned_afresh(
-        tmp_path: Path) -> None:
+    tmp_path: Path,
+) -> None:
     """A piece made to cover a whole county would match parcels outside the area (and pay for
     their pages): the kept plan is ignored, as one that covers too little is."""
     made = parcelsearch.plan(_tracts())
     west, south, east, north = made.areas.geometry.iloc[0].bounds
-    huge = _wire.ring_json([(west - 0.1, south - 0.1), (east + 0.1, south - 0.1),
-                            (east + 0.1, north + 0.1), (west - 0.1, north + 0.1),
-                            (west - 0.1, south - 0.1)])
+    huge = _wire.ring_json(
+        [
+            (west - 0.1, south - 0.1),
+            (east + 0.1, south - 0.1),
+            (east + 0.1, north + 0.1),
+            (west - 0.1, north + 0.1),
+            (west - 0.1, south - 0.1),
+        ]
+    )
     path = _tampered(made, tmp_path, lambda pieces: [[0, huge, *pieces[0][2:]]])
     with pytest.warns(KeptFileWarning, match=f"{path.name}.*reach beyond the area"):
         reused = plan_reuse.reuse(made, tmp_path, keep=False)
@@ -170,8 +185,9 @@ def test_a_kept_plan_whose_pieces_reach_far_beyond_the_area_is_planned_afresh(
 
 @pytest.mark.parametrize("tolerance", [0, 50])
 @pytest.mark.parametrize("match", ["intersects", "representative-point"])
-def test_honest_kept_plans_pass_the_checks_in_any_crs(tmp_path: Path, tolerance: float,
-                                                      match: str) -> None:
+def test_honest_kept_plans_pass_the_checks_in_any_crs(
+    tmp_path: Path, tolerance: float, match: str
+) -> None:
     """The checks refuse no plan the planner made (connectors and tolerance included)."""
     plan_reuse.keep_plan(parcelsearch.plan(_tracts(), tolerance, match=match), tmp_path)
     utm = parcelsearch.plan(_tracts().to_crs("EPSG:26910"), tolerance, match=match)

@@ -105,11 +105,14 @@ def test_repr_says_the_price_known_without_spending(planned):
     # Before parcelsearch.known_price(plan) reads the stores: the minimum and what would
     # price the rest (fewer than 30 pieces: page 1 of each, which prices it exactly).
     n = planned.min_calls
-    expected = (f"price: at least {n} calls; page 1 of every piece ({n} calls) would price it "
-                "exactly (parcelsearch.known_price(plan) reads what the cache and run history know")
+    expected = (
+        f"price: at least {n} calls; page 1 of every piece ({n} calls) would price it "
+        "exactly (parcelsearch.known_price(plan) reads what the cache and run history know"
+    )
     assert expected in planned._repr_html_()
-    assert repr(planned).endswith(f"; page 1 of every piece ({n} calls) would price it "
-                                  "exactly>")  # the headline already says the minimum
+    assert repr(planned).endswith(
+        f"; page 1 of every piece ({n} calls) would price it exactly>"
+    )  # the headline already says the minimum
     assert planned.price is None
     from parcelsearch.maps.describe import plan_spec
 
@@ -190,8 +193,10 @@ def test_tolerance_plans_fewer_pieces(areas):
     ("tolerance", "match"),
     [
         pytest.param(
-            0.2, r"must be 0 for exact pieces or at least 0.5 metres .*got 0.2. "
-            r"Use tolerance=0 for exact pieces", id="too-fine"
+            0.2,
+            r"must be 0 for exact pieces or at least 0.5 metres .*got 0.2. "
+            r"Use tolerance=0 for exact pieces",
+            id="too-fine",
         ),
         pytest.param(-1, r"must be at least 0, got -1", id="negative"),
         pytest.param("five", r"takes a number of metres, got 'five'", id="not-a-number"),
@@ -289,8 +294,10 @@ def test_suggest_tolerance_keeps_what_it_makes_in_the_refused_plans_memo(areas):
     assert again.min_calls <= fresh.min_calls <= refused.min_calls - 1
     swapped = []
     for area_id in refused.areas.index:
-        texts = {name: [p.polygon_json for p in made.pieces if p.area_id == area_id]
-                 for name, made in (("again", again), ("fresh", fresh), ("exact", refused))}
+        texts = {
+            name: [p.polygon_json for p in made.pieces if p.area_id == area_id]
+            for name, made in (("again", again), ("fresh", fresh), ("exact", refused))
+        }
         assert texts["again"] in (texts["fresh"], texts["exact"])
         if texts["again"] != texts["fresh"]:
             swapped.append(area_id)
@@ -335,30 +342,36 @@ def test_a_tolerance_wide_against_the_areas_is_refused_before_tiling(areas) -> N
     error = caught.value
     share = f"{100 * 50_000 / widths.max():,.0f} %"
     assert (error.field, error.row) == ("tolerance", widest)
-    assert (f"a tolerance of 50,000 m is {share} of the width of the widest area "
-            f"({widest!r}, {widths.max() / 1000:,.1f} km wide), more than 5,000 m in any case"
-            ) in str(error)
+    assert (
+        f"a tolerance of 50,000 m is {share} of the width of the widest area "
+        f"({widest!r}, {widths.max() / 1000:,.1f} km wide), more than 5,000 m in any case"
+    ) in str(error)
     assert "nothing was planned or spent" in str(error)
-    assert "Use at most --tolerance 5000. If you mean it, pass --trust-tolerance." \
-        in error.render("cli")
+    assert "Use at most --tolerance 5000. If you mean it, pass --trust-tolerance." in error.render(
+        "cli"
+    )
     assert "trust_tolerance=True" in str(error)
     assert not memo.__dict__ or not any(memo.__dict__.values())  # nothing was tiled
     assert tolerance_limit(areas.geometry.to_numpy()) == 5_000
     assert plan(areas.iloc[:1], 5_000, id_column="tract").tolerance == 5_000
-    assert plan(areas.iloc[:1], 6_000, id_column="tract",
-                trust_tolerance=True).min_calls == 1
+    assert plan(areas.iloc[:1], 6_000, id_column="tract", trust_tolerance=True).min_calls == 1
     with pytest.raises(InputError) as caught:  # c: two sites, 2.8 km wide in all
         plan(areas.iloc[2:3], 2_000, id_column="tract")
-    assert ("a tolerance of 2,000 m is 71 % of the width of the widest area ('c', 2.8 km "
-            "wide), more than 50 % of it") in str(caught.value)
+    assert (
+        "a tolerance of 2,000 m is 71 % of the width of the widest area ('c', 2.8 km "
+        "wide), more than 50 % of it"
+    ) in str(caught.value)
     assert "Use at most --tolerance 1400." in caught.value.render("cli")
     assert plan(areas.iloc[2:3], 1_400, id_column="tract").min_calls == 1
 
 
 def test_a_tolerance_over_5000_m_is_refused_whatever_the_areas() -> None:
     county = box(-98.5, 32.0, -97.0, 33.5)  # about 150 km wide
-    with pytest.raises(InputError, match=r"a tolerance of 6,000 m is 4 % of the width .*"
-                                         r"more than 5,000 m in any case"):
+    with pytest.raises(
+        InputError,
+        match=r"a tolerance of 6,000 m is 4 % of the width .*"
+        r"more than 5,000 m in any case",
+    ):
         plan([county], 6_000)
     assert plan([county], 6_000, trust_tolerance=True).tolerance == 6_000
 
@@ -390,13 +403,16 @@ def test_an_empty_file_is_read_as_empty_not_as_gdal_words(tmp_path) -> None:
 def test_a_plan_and_its_reprs_load_no_part_of_the_run() -> None:
     # planning stands below the run: the repr's survey size is planning's own (the survey).
     # (parcelsearch first: geopandas first would register gdf.parcels, which loads the run.)
-    code = ("import sys\nfrom parcelsearch.planning.plans import plan\n"
-            "import geopandas as gpd\nfrom shapely import box\n"
-            "planned = plan(gpd.GeoDataFrame(geometry=[box(-97.5, 32.7, -97.4, 32.8)], crs=4326))\n"
-            "print(repr(planned)[-30:], len(planned._repr_html_()) > 0)\n"
-            "print(sorted(m for m in sys.modules if m.startswith('parcelsearch._run')))")
-    done = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True,
-                          timeout=120, check=False)
+    code = (
+        "import sys\nfrom parcelsearch.planning.plans import plan\n"
+        "import geopandas as gpd\nfrom shapely import box\n"
+        "planned = plan(gpd.GeoDataFrame(geometry=[box(-97.5, 32.7, -97.4, 32.8)], crs=4326))\n"
+        "print(repr(planned)[-30:], len(planned._repr_html_()) > 0)\n"
+        "print(sorted(m for m in sys.modules if m.startswith('parcelsearch._run')))"
+    )
+    done = subprocess.run(
+        [sys.executable, "-c", code], capture_output=True, text=True, timeout=120, check=False
+    )
     assert done.returncode == 0, done.stderr
     shown, loaded = done.stdout.strip().splitlines()
     assert shown.endswith("would price it exactly> True")

@@ -49,8 +49,9 @@ def test_a_multipolygon_and_a_polygon_with_a_hole_count_what_they_cover() -> Non
     first = int(np.argmax(places.population))  # the largest place
     x, y = places.lon[first], places.lat[first]
     around = box(x - 0.01, y - 0.01, x + 0.01, y + 0.01)
-    holed = shapely.Polygon(box(x - 0.5, y - 0.5, x + 0.5, y + 0.5).exterior.coords,
-                            [around.exterior.coords])
+    holed = shapely.Polygon(
+        box(x - 0.5, y - 0.5, x + 0.5, y + 0.5).exterior.coords, [around.exterior.coords]
+    )
     both = shapely.MultiPolygon([around, box(x + 2, y + 2, x + 2.1, y + 2.1)])
     with_hole, multi, plain = population.people_in([holed, both, around])
     assert multi >= plain >= places.population[first]

@@ -79,9 +79,9 @@ def test_with_a_keyring_the_key_stays_out_of_every_file(config: Path) -> None:
         keyring.set_keyring(before)
 
 
-def test_an_environment_key_wins_over_the_default_profile(config: Path,
-                                                          monkeypatch: pytest.MonkeyPatch
-                                                          ) -> None:
+def test_an_environment_key_wins_over_the_default_profile(
+    config: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
     profiles.save("default", KEY, base_url="https://api.example.com")
     monkeypatch.setenv("PARCELSEARCH_API_KEY", "another-key")
     other = parcelsearch.Client(base_url="https://api.example.com")
@@ -93,7 +93,8 @@ def test_an_environment_key_wins_over_the_default_profile(config: Path,
 
 
 def test_an_environment_key_still_goes_where_the_default_profile_says(
-        config: Path, monkeypatch: pytest.MonkeyPatch, service, make_key, ca_bundle) -> None:
+    config: Path, monkeypatch: pytest.MonkeyPatch, service, make_key, ca_bundle
+) -> None:
     """The issue's analyst: a profile saved by 'login', then a key exported for a run —
     the key is the environment's, the base URL and CA the profile's (not "no base URL")."""
     profiles.save("default", "the-profile-key", base_url=service.base_url, ca_bundle=ca_bundle)
@@ -112,9 +113,11 @@ def test_an_environment_key_still_goes_where_the_default_profile_says(
 
 
 def test_a_base_url_with_the_v1_the_client_adds_is_told_so(
-        config: Path, monkeypatch: pytest.MonkeyPatch, service, make_key, ca_bundle) -> None:
-    client = parcelsearch.Client(make_key("production", quota=10),
-                                 base_url=service.base_url + "/v1/", ca_bundle=ca_bundle)
+    config: Path, monkeypatch: pytest.MonkeyPatch, service, make_key, ca_bundle
+) -> None:
+    client = parcelsearch.Client(
+        make_key("production", quota=10), base_url=service.base_url + "/v1/", ca_bundle=ca_bundle
+    )
     with pytest.raises(parcelsearch.ServiceError) as raised:
         client.markets()
     text = str(raised.value)
@@ -123,20 +126,31 @@ def test_a_base_url_with_the_v1_the_client_adds_is_told_so(
     assert "may lack the vendor's path" not in text
 
 
-def test_a_profile_keeps_a_proxy_address_never_its_password(config: Path,
-                                                            monkeypatch: pytest.MonkeyPatch
-                                                            ) -> None:
-    for name in ("HTTPS_PROXY", "https_proxy", "ALL_PROXY", "all_proxy", "NO_PROXY",
-                 "no_proxy", "PARCELSEARCH_PROXY"):
+def test_a_profile_keeps_a_proxy_address_never_its_password(
+    config: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    for name in (
+        "HTTPS_PROXY",
+        "https_proxy",
+        "ALL_PROXY",
+        "all_proxy",
+        "NO_PROXY",
+        "no_proxy",
+        "PARCELSEARCH_PROXY",
+    ):
         monkeypatch.delenv(name, raising=False)
-    with pytest.raises(parcelsearch.ConfigurationError, match="a profile keeps a proxy's "
-                       "address only") as caught:
-        profiles.save("work", KEY, base_url="https://api.example.com",
-                      proxy="http://ana:pr0xy-pass@proxy.example.com:3128")
+    with pytest.raises(
+        parcelsearch.ConfigurationError, match="a profile keeps a proxy's address only"
+    ) as caught:
+        profiles.save(
+            "work",
+            KEY,
+            base_url="https://api.example.com",
+            proxy="http://ana:pr0xy-pass@proxy.example.com:3128",
+        )
     assert "pr0xy-pass" not in str(caught.value)
     assert "http://***@proxy.example.com:3128" in str(caught.value)
-    profiles.save("work", KEY, base_url="https://api.example.com",
-                  proxy="proxy.example.com:3128")
+    profiles.save("work", KEY, base_url="https://api.example.com", proxy="proxy.example.com:3128")
     assert "pr0xy-pass" not in (config / "profiles.json").read_text()
     client = parcelsearch.Client(profile="work")
     assert client.proxy == "http://proxy.example.com:3128 (from the profile)"
@@ -149,14 +163,15 @@ def test_a_profile_keeps_a_proxy_address_never_its_password(config: Path,
     assert not parcelsearch.Client(profile="work").proxied
 
 
-def test_a_profile_keeps_its_keys_quota_for_that_key_only(config: Path,
-                                                          monkeypatch: pytest.MonkeyPatch
-                                                          ) -> None:
+def test_a_profile_keeps_its_keys_quota_for_that_key_only(
+    config: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
     """Issue 56: the key's quota saved with the profile (its kind's figures) is the quota
     of a client using that profile's key, and of no other key."""
     monkeypatch.delenv("PARCELSEARCH_QUOTA", raising=False)
-    saved = profiles.save("work", KEY, base_url="https://api.example.com", quota="production",
-                          keyring=False)
+    saved = profiles.save(
+        "work", KEY, base_url="https://api.example.com", quota="production", keyring=False
+    )
     assert saved.quota == "500/month" and "quota 500/month" in repr(saved)
     client = parcelsearch.Client(profile="work")
     assert client.profile_quota == ("work", parcelsearch.Quota(500, "month"))
@@ -171,8 +186,8 @@ def test_a_profile_keeps_its_keys_quota_for_that_key_only(config: Path,
 
 
 def test_login_asks_the_keys_kind_on_a_terminal_and_takes_it_from_a_flag(
-        config: Path, monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str]
-        ) -> None:
+    config: Path, monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str]
+) -> None:
     """`login` on a terminal asks the key's kind after the key (a wrong answer asked again,
     Enter: not known); `--quota` or $PARCELSEARCH_QUOTA tell it without asking."""
     from parcelsearch.cli import main
@@ -205,15 +220,25 @@ def test_login_asks_the_keys_kind_on_a_terminal_and_takes_it_from_a_flag(
 
 
 def test_the_default_profiles_proxy_is_used_when_no_profile_is_named(
-        config: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    config: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
     """A ``default`` profile fills the key, and its proxy with it (the proxy was looked up
     with the key the profile had just filled in, which reads as "no profile")."""
-    for name in ("HTTPS_PROXY", "https_proxy", "ALL_PROXY", "all_proxy", "NO_PROXY",
-                 "no_proxy", "PARCELSEARCH_PROXY", "PARCELSEARCH_PROFILE",
-                 "PARCELSEARCH_API_KEY"):
+    for name in (
+        "HTTPS_PROXY",
+        "https_proxy",
+        "ALL_PROXY",
+        "all_proxy",
+        "NO_PROXY",
+        "no_proxy",
+        "PARCELSEARCH_PROXY",
+        "PARCELSEARCH_PROFILE",
+        "PARCELSEARCH_API_KEY",
+    ):
         monkeypatch.delenv(name, raising=False)
-    profiles.save("default", KEY, base_url="https://api.example.com",
-                  proxy="proxy.example.com:3128")
+    profiles.save(
+        "default", KEY, base_url="https://api.example.com", proxy="proxy.example.com:3128"
+    )
     client = parcelsearch.Client()
     assert client.proxy == "http://proxy.example.com:3128 (from the profile)"
     assert not parcelsearch.Client(api_key="another-key-1234567890").proxied

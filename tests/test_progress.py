@@ -8,7 +8,8 @@ from parcelsearch._run.progress import Progress, in_kernel, stream
 
 
 def test_each_bar_is_made_with_its_total_and_lines_come_between_bars(
-        capsys: pytest.CaptureFixture[str]) -> None:
+    capsys: pytest.CaptureFixture[str],
+) -> None:
     shown = Progress(True)
     shown.start("survey", 5)
     assert shown.total == 5  # known when made: a notebook's widget sizes itself from it

@@ -34,15 +34,17 @@ def test_ci_runs_the_readme_install_and_test_commands() -> None:
 
 @pytest.mark.slow
 def test_every_console_command_runs(tmp_path: Path, service, ca_bundle, make_key) -> None:
-    env, values = console_env(tmp_path, service.base_url, ca_bundle,
-                              make_key("production", quota=1_000))
+    env, values = console_env(
+        tmp_path, service.base_url, ca_bundle, make_key("production", quota=1_000)
+    )
     ran = run_console(console_commands([README]), tmp_path, env, values)
     assert any("demo" in c for c in ran) and any(c.startswith("parcelsearch search") for c in ran)
 
 
 def _notebook_extra() -> list[Requirement]:
     extras = tomllib.loads((ROOT / "pyproject.toml").read_text())["project"][
-        "optional-dependencies"]
+        "optional-dependencies"
+    ]
     return [Requirement(text) for text in extras["notebook"]]
 
 
@@ -51,8 +53,12 @@ def test_the_readme_installs_the_notebook_extra_which_names_what_jupyter_needs()
     hand. The README's notebook install names the extra; the extra names JupyterLab (which
     brings nbconvert through jupyter-server), the kernel, and the widgets' and the maps'
     JupyterLab front ends."""
-    assert {r.name for r in _notebook_extra()} == {"jupyterlab", "ipykernel", "ipywidgets",
-                                                   "jupyter-leaflet"}
+    assert {r.name for r in _notebook_extra()} == {
+        "jupyterlab",
+        "ipykernel",
+        "ipywidgets",
+        "jupyter-leaflet",
+    }
     assert all(r.specifier for r in _notebook_extra())  # each with its floor
     readme = README.read_text()
     assert 'pip install -e ".[service,notebook]"' in readme and "jupyter lab" in readme
@@ -60,20 +66,38 @@ def test_the_readme_installs_the_notebook_extra_which_names_what_jupyter_needs()
 
 
 def test_what_the_notebook_extra_installs_runs_a_kernel_and_the_maps(tmp_path: Path) -> None:
-    pytest.importorskip("jupyterlab", reason="the notebook extra is not installed: "
-                        'pip install -e ".[test,notebook]"')
+    pytest.importorskip(
+        "jupyterlab",
+        reason='the notebook extra is not installed: pip install -e ".[test,notebook]"',
+    )
     for requirement in _notebook_extra():
         assert requirement.specifier.contains(version(requirement.name)), requirement
     assert any(Requirement(r).name == "nbconvert" for r in requires("jupyter-server") or [])
     # the kernel installs (a kernelspec naming this interpreter) and the front ends are there
-    done = subprocess.run([sys.executable, "-m", "ipykernel", "install", "--prefix",
-                           str(tmp_path), "--name", "parcelsearch"], capture_output=True,
-                          text=True, timeout=120)
+    done = subprocess.run(
+        [
+            sys.executable,
+            "-m",
+            "ipykernel",
+            "install",
+            "--prefix",
+            str(tmp_path),
+            "--name",
+            "parcelsearch",
+        ],
+        capture_output=True,
+        text=True,
+        timeout=120,
+    )
     assert done.returncode == 0, done.stderr
     spec = json.loads((tmp_path / "share/jupyter/kernels/parcelsearch/kernel.json").read_text())
     assert spec["argv"][0] == sys.executable and spec["language"] == "python"
-    listed = subprocess.run([sys.executable, "-m", "jupyterlab.labextensions", "list"],
-                            capture_output=True, text=True, timeout=120)
+    listed = subprocess.run(
+        [sys.executable, "-m", "jupyterlab.labextensions", "list"],
+        capture_output=True,
+        text=True,
+        timeout=120,
+    )
     text = listed.stdout + listed.stderr
     assert re.search(r"jupyter-leaflet v\S+ .*enabled", text), text
     assert re.search(r"@jupyter-widgets/jupyterlab-manager v\S+ .*enabled", text), text

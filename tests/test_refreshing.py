@@ -12,9 +12,10 @@ from parcelsearch.stores.history import Previous, page_digest
 PAGE = ("1" * 17, "2" * 17)
 
 
-@pytest.mark.parametrize(("value", "mode"), [(False, "cached"), (None, "cached"),
-                                             (True, "all"), ("all", "all"),
-                                             ("changed", "changed")])
+@pytest.mark.parametrize(
+    ("value", "mode"),
+    [(False, "cached"), (None, "cached"), (True, "all"), ("all", "all"), ("changed", "changed")],
+)
 def test_refresh_modes(value: object, mode: str) -> None:
     assert refresh_mode(value) == mode
 
@@ -31,16 +32,21 @@ def test_verify_sample_is_a_fraction_meant_for_changed() -> None:
     assert check_fraction(0, "changed") == 0.0
     with pytest.raises(parcelsearch.ConfigurationError, match="between 0 and 1"):
         check_fraction(1.5, "changed")
-    with pytest.raises(parcelsearch.ConfigurationError, match="means nothing with "
-                                                              "refresh='cached'"):
+    with pytest.raises(
+        parcelsearch.ConfigurationError, match="means nothing with refresh='cached'"
+    ):
         check_fraction(0.1, "cached")
 
 
 def test_search_refuses_bad_refresh_options_before_anything() -> None:
     with pytest.raises(parcelsearch.ConfigurationError, match="verify_sample"):
-        parcelsearch.search(None, plan=None, refresh=True, verify_sample=0.2,
-                            client=parcelsearch.Client(api_key="k" * 32,
-                                                       base_url="https://127.0.0.1:9"))
+        parcelsearch.search(
+            None,
+            plan=None,
+            refresh=True,
+            verify_sample=0.2,
+            client=parcelsearch.Client(api_key="k" * 32, base_url="https://127.0.0.1:9"),
+        )
 
 
 def test_classify_compares_counts_and_page_1() -> None:
@@ -106,8 +112,7 @@ def test_refresh_decisions_are_derived_and_its_reads_change_nothing() -> None:
     # Piece 0 of area a is in the cache (its last record); piece 0 of area b is new.
     stored = {("a", 1): page(PAGE), ("a", 2): page(later)}
     states = [PieceState(Piece(a, 0, f"[{a}]", box(0, 0, 1, 1), 10)) for a in "ab"]
-    refresh = RunRefresh("changed", 1.0, None, base_url="https://x", path="/v1/search",
-                         run_id="r")
+    refresh = RunRefresh("changed", 1.0, None, base_url="https://x", path="/v1/search", run_id="r")
     refresh.start(states, lambda state, k: stored.get((state.piece.area_id, k)))  # type: ignore[arg-type,return-value]
     assert [refresh.rereads(s) for s in states] == [True, True]  # every page 1, afresh
     for state in states:

@@ -22,8 +22,9 @@ ROOT = Path(__file__).resolve().parents[1]
 
 def tracked(*patterns: str) -> list[Path]:
     try:
-        out = subprocess.run(["git", "ls-files", *patterns], cwd=ROOT, capture_output=True,
-                             text=True, check=True).stdout
+        out = subprocess.run(
+            ["git", "ls-files", *patterns], cwd=ROOT, capture_output=True, text=True, check=True
+        ).stdout
     except (OSError, subprocess.CalledProcessError):
         pytest.skip("not a git checkout")
     return [ROOT / line for line in out.splitlines() if line]
@@ -68,7 +69,7 @@ def test_the_license_is_the_mit_one_pyproject_declares_and_the_packages_carry() 
     project = _pyproject()["project"]
     assert text.startswith("MIT License\n")
     assert "Copyright (c) 2026 the parcelsearch authors" in text
-    assert "THE SOFTWARE IS PROVIDED \"AS IS\", WITHOUT WARRANTY OF ANY KIND" in text
+    assert 'THE SOFTWARE IS PROVIDED "AS IS", WITHOUT WARRANTY OF ANY KIND' in text
     assert project["license"] == "MIT"
     assert project["license-files"] == ["LICENSE"]  # into the wheel's .dist-info/licenses
     # license-files (PEP 639) needs setuptools 77 or later at build time
@@ -84,8 +85,8 @@ def test_pre_commit_runs_the_lint_and_type_checks_ci_runs_and_nothing_else() -> 
     assert {hook["language"] for hook in hooks} == {"system"}  # this environment's tools
     assert all(hook["pass_filenames"] is False for hook in hooks)  # the whole tree, as CI
     entries = {hook["id"]: hook["entry"] for hook in hooks}
-    assert set(entries) == {"ruff", "mypy"}
-    assert {entries["ruff"]} == _ci_commands("ruff")
+    assert set(entries) == {"ruff", "ruff-format", "mypy"}
+    assert {entries["ruff"], entries["ruff-format"]} == _ci_commands("ruff")
     assert {entries["mypy"]} == _ci_commands("mypy")
     # the tools the hooks call are the test extra's
     extra = {Requirement(r).name for r in _pyproject()["project"]["optional-dependencies"]["test"]}
@@ -98,8 +99,11 @@ def test_the_docs_hosting_builds_the_site_as_ci_does() -> None:
     assert config["python"]["install"] == [
         {"method": "pip", "path": ".", "extra_requirements": ["docs"]}
     ]
-    assert config["sphinx"] == {"configuration": "docs/conf.py", "builder": "html",
-                                "fail_on_warning": True}  # -W --keep-going, as CI
+    assert config["sphinx"] == {
+        "configuration": "docs/conf.py",
+        "builder": "html",
+        "fail_on_warning": True,
+    }  # -W --keep-going, as CI
     assert _ci_commands("python -m sphinx") == {
         "python -m sphinx -W --keep-going -b html docs docs/_build/html"
     }
@@ -113,14 +117,18 @@ def test_ci_builds_the_wheel_installs_it_and_runs_the_demo_from_it() -> None:
     assert "build" in extra
     # from what is committed: nothing a local build left behind reaches the wheel
     assert re.search(r"^git archive HEAD \| tar -x -C \"\$WHEEL_TMP/src\"$", ci, flags=re.M)
-    assert re.search(r"^python -m build --outdir \"\$WHEEL_TMP/dist\" \"\$WHEEL_TMP/src\"", ci,
-                     flags=re.M)
+    assert re.search(
+        r"^python -m build --outdir \"\$WHEEL_TMP/dist\" \"\$WHEEL_TMP/src\"", ci, flags=re.M
+    )
     # the wheel itself, not an editable install, in a fresh venv, then the demo from it
     assert re.search(r"-m pip install --quiet \"\$WHEEL\[service\]\"$", ci, flags=re.M)
     assert re.search(r"^ +\"\$WHEEL_TMP/venv/bin/parcelsearch\" demo$", ci, flags=re.M)
     # after the docs' build, before the tests
-    assert ci.index("python -m sphinx") < ci.index("python -m build") < ci.index(
-        "\npython -m pytest\n")
+    assert (
+        ci.index("python -m sphinx")
+        < ci.index("python -m build")
+        < ci.index("\npython -m pytest\n")
+    )
 
 
 def _wheel_check() -> str:
@@ -139,29 +147,43 @@ def _wheel(path: Path, names: list[str]) -> Path:
 
 
 WHEEL_AS_BUILT = [
-    "parcelsearch/__init__.py", "parcelsearch/data/demo_areas.geojson",
-    "parcelsearch_service/__init__.py", "parcelsearch_service/portal/templates/base.html",
-    "parcelsearch-0.1.0.dist-info/METADATA", "parcelsearch-0.1.0.dist-info/licenses/LICENSE",
+    "parcelsearch/__init__.py",
+    "parcelsearch/data/demo_areas.geojson",
+    "parcelsearch_service/__init__.py",
+    "parcelsearch_service/portal/templates/base.html",
+    "parcelsearch-0.1.0.dist-info/METADATA",
+    "parcelsearch-0.1.0.dist-info/licenses/LICENSE",
 ]
 
 
-@pytest.mark.parametrize("stray", [
-    "tests/test_cli.py", "parcelsearch/tests/__init__.py", "parcelsearch/conftest.py",
-    "parcelsearch_service/test_portal.py", "parcelsearch/__pycache__/cli.cpython-311.pyc",
-    "parcelsearch/cli.pyc", "parcelsearch/.ipynb_checkpoints/x-checkpoint.ipynb",
-    "parcelsearch/data/quickstart.ipynb", "parcelsearch/.DS_Store", "bench/bench_search.py",
-    "parcelsearch/data/make_land.py",
-    "-missing-",
-])
-def test_ci_wheel_check_passes_the_wheel_as_built_and_fails_on_strays(tmp_path: Path,
-                                                                      stray: str) -> None:
+@pytest.mark.parametrize(
+    "stray",
+    [
+        "tests/test_cli.py",
+        "parcelsearch/tests/__init__.py",
+        "parcelsearch/conftest.py",
+        "parcelsearch_service/test_portal.py",
+        "parcelsearch/__pycache__/cli.cpython-311.pyc",
+        "parcelsearch/cli.pyc",
+        "parcelsearch/.ipynb_checkpoints/x-checkpoint.ipynb",
+        "parcelsearch/data/quickstart.ipynb",
+        "parcelsearch/.DS_Store",
+        "bench/bench_search.py",
+        "parcelsearch/data/make_land.py",
+        "-missing-",
+    ],
+)
+def test_ci_wheel_check_passes_the_wheel_as_built_and_fails_on_strays(
+    tmp_path: Path, stray: str
+) -> None:
     program = tmp_path / "check.py"
     program.write_text(_wheel_check(), encoding="utf-8")
 
     def check(names: list[str]) -> subprocess.CompletedProcess[str]:
         wheel = _wheel(tmp_path / "parcelsearch-0.1.0-py3-none-any.whl", names)
-        return subprocess.run([sys.executable, str(program), str(wheel)], capture_output=True,
-                              text=True, timeout=60)
+        return subprocess.run(
+            [sys.executable, str(program), str(wheel)], capture_output=True, text=True, timeout=60
+        )
 
     good = check(WHEEL_AS_BUILT)
     assert good.returncode == 0, good.stderr

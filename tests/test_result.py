@@ -42,21 +42,40 @@ def result() -> SearchResult:
     )
     demo_plan = parcelsearch.plan(areas, id_column="area")
     ids = pd.DataFrame({"area": ["a", "a", "b"], "group_id": ["0" * 17, "1" * 17, "1" * 17]})
-    tiles = demo_plan.tiles.assign(rows=[3, 1], pages=[1, 1], pages_fetched=[1, 1], calls=[1, 0],
-                                  cached_pages=[0, 1], from_cache=[False, True])
+    tiles = demo_plan.tiles.assign(
+        rows=[3, 1],
+        pages=[1, 1],
+        pages_fetched=[1, 1],
+        calls=[1, 0],
+        cached_pages=[0, 1],
+        from_cache=[False, True],
+    )
     return SearchResult(ids=ids, tiles=tiles, plan=demo_plan, calls=1, cached_pages=1)
 
 
 def test_summary_per_area(result: SearchResult) -> None:
     summary = result.summary()
-    assert summary.loc["a"].to_dict() == {"parcels": 3, "group_ids": 2, "pieces": 1, "pages": 1,
-                                          "calls": 1, "cached_pages": 0, "complete": True}
+    assert summary.loc["a"].to_dict() == {
+        "parcels": 3,
+        "group_ids": 2,
+        "pieces": 1,
+        "pages": 1,
+        "calls": 1,
+        "cached_pages": 0,
+        "complete": True,
+    }
     assert summary.loc["b", "cached_pages"] == 1
 
 
 def test_an_incomplete_result_says_which_areas_are_complete(result: SearchResult) -> None:
-    partial = SearchResult(ids=result.ids, tiles=result.tiles, plan=result.plan, calls=1,
-                           complete=False, areas_complete=["b"])
+    partial = SearchResult(
+        ids=result.ids,
+        tiles=result.tiles,
+        plan=result.plan,
+        calls=1,
+        complete=False,
+        areas_complete=["b"],
+    )
     assert partial.summary()["complete"].to_dict() == {"a": False, "b": True}
     assert partial.metadata["areas_complete"] == ["b"] and not partial.metadata["complete"]
     assert "INCOMPLETE" in repr(partial) and "1 of 2 areas complete" in partial._repr_html_()
@@ -94,8 +113,14 @@ def test_the_oldest_cached_page_is_dated_and_old_ones_get_a_notice(result) -> No
 
     from parcelsearch.result import age_text
 
-    assert [age_text(timedelta(seconds=s)) for s in (0, 59, 61, 7_200, 86_400, 31 * 86_400)] \
-        == ["0 seconds", "59 seconds", "1 minute", "2 hours", "1 day", "31 days"]
+    assert [age_text(timedelta(seconds=s)) for s in (0, 59, 61, 7_200, 86_400, 31 * 86_400)] == [
+        "0 seconds",
+        "59 seconds",
+        "1 minute",
+        "2 hours",
+        "1 day",
+        "31 days",
+    ]
     assert result.metadata["oldest_page_fetched_at"] is None
     assert result.cache_age_text() == "" and result.old_pages_warning() is None
     now = datetime(2026, 11, 27, 12, 0, tzinfo=UTC)
@@ -106,7 +131,9 @@ def test_the_oldest_cached_page_is_dated_and_old_ones_get_a_notice(result) -> No
     assert old.metadata["oldest_page_fetched_at"] == "2026-10-27T12:00:00+00:00"
     notice = old.old_pages_warning(now)
     assert notice is not None
-    assert str(notice).startswith("1 page came from the cache, the oldest fetched 31 days "
-                                  "ago, on 2026-10-27 12:00 UTC: parcels may have changed")
+    assert str(notice).startswith(
+        "1 page came from the cache, the oldest fetched 31 days "
+        "ago, on 2026-10-27 12:00 UTC: parcels may have changed"
+    )
     assert "refresh='changed'" in str(notice) and "max_age='30d'" in str(notice)
     assert "--refresh changed" in notice.render("cli")

@@ -12,11 +12,14 @@ from shapely import MultiPolygon, box
 from parcelsearch.rule_probe import SLIVER_M, sliver
 
 
-@pytest.mark.parametrize("area", [
-    box(-97.5, 32.7, -97.4, 32.8),  # 9 km wide: the sliver is cut to a kilometre
-    MultiPolygon([box(0, 0, 0.001, 0.001), box(0.01, 0, 0.02, 0.005)]),  # the larger part
-    box(10, 10, 10.0000004, 10.1),  # narrower than a grid step: one step wide
-])
+@pytest.mark.parametrize(
+    "area",
+    [
+        box(-97.5, 32.7, -97.4, 32.8),  # 9 km wide: the sliver is cut to a kilometre
+        MultiPolygon([box(0, 0, 0.001, 0.001), box(0.01, 0, 0.02, 0.005)]),  # the larger part
+        box(10, 10, 10.0000004, 10.1),  # narrower than a grid step: one step wide
+    ],
+)
 def test_the_sliver_is_one_grid_step_tall_across_the_largest_part(area):
     ring = json.loads(sliver([area]))
     polygon = shapely.Polygon(ring)

@@ -23,8 +23,10 @@ def test_options_are_checked_once_and_frozen(monkeypatch: pytest.MonkeyPatch) ->
     with pytest.raises(ConfigurationError, match="workers must be a whole number >= 1"):
         SearchOptions(workers=0)
     for share in (0, -0.1, 1.5, float("nan"), True, "0.2"):
-        with pytest.raises(ConfigurationError, match="survey_share must be a share above 0 "
-                                                     "and at most 1.*survey_share=0.2"):
+        with pytest.raises(
+            ConfigurationError,
+            match="survey_share must be a share above 0 and at most 1.*survey_share=0.2",
+        ):
             SearchOptions.resolve(survey_share=share)
     assert SearchOptions.resolve(survey_share=1).survey_share == 1.0
 
@@ -78,8 +80,11 @@ def test_the_matching_rule_comes_from_the_argument_then_the_environment(
     assert SearchOptions.resolve().match == "representative-point"
     assert SearchOptions.resolve(match="intersects").match == "intersects"
     monkeypatch.setenv("PARCELSEARCH_MATCH", "centroid")
-    with pytest.raises(InputError, match=r"must be one of .*got 'centroid' \(from "
-                                         r"\$PARCELSEARCH_MATCH\)") as caught:
+    with pytest.raises(
+        InputError,
+        match=r"must be one of .*got 'centroid' \(from "
+        r"\$PARCELSEARCH_MATCH\)",
+    ) as caught:
         SearchOptions.resolve()
     assert caught.value.field == "match"
 
@@ -95,11 +100,16 @@ def test_a_planning_option_given_beside_a_plan_must_agree_with_it() -> None:
     made = plan([box(0, 0, 0.01, 0.01)])
     agrees_with_plan(made, tolerance=None, connectors=True, match="unknown", id_column=None)
     agrees_with_plan(made, tolerance=0, match=None)
-    with pytest.raises(ConfigurationError, match=r"search\(plan=\.\.\.\) was given tolerance=5, "
-                                                 r"but the plan was made with tolerance=0\.0"):
+    with pytest.raises(
+        ConfigurationError,
+        match=r"search\(plan=\.\.\.\) was given tolerance=5, "
+        r"but the plan was made with tolerance=0\.0",
+    ):
         agrees_with_plan(made, tolerance=5)
-    with pytest.raises(ConfigurationError, match="given match='representative-point', but the "
-                                                 "plan was made with match='unknown'"):
+    with pytest.raises(
+        ConfigurationError,
+        match="given match='representative-point', but the plan was made with match='unknown'",
+    ):
         agrees_with_plan(made, match="representative-point")
     with pytest.raises(ConfigurationError, match="given connectors=False"):
         agrees_with_plan(made, connectors=False)
@@ -120,8 +130,9 @@ def test_made_directly_the_declared_types_hold(monkeypatch: pytest.MonkeyPatch) 
     for name, value in (("refresh", True), ("quota", "demo"), ("tolerance", 5), ("match", None)):
         with pytest.raises(ConfigurationError, match=rf"SearchOptions.resolve\({name}="):
             SearchOptions(**{name: value})
-    with pytest.raises(ConfigurationError, match="verify_sample .* means nothing with "
-                                                 "refresh='cached'"):
+    with pytest.raises(
+        ConfigurationError, match="verify_sample .* means nothing with refresh='cached'"
+    ):
         SearchOptions(verify_sample=0.1)
     with pytest.raises(ConfigurationError, match="unknown search option.*: toleranse"):
         SearchOptions.resolve(toleranse=5)
@@ -138,12 +149,23 @@ def test_a_plan_brings_its_planning_options_and_a_disagreeing_one_is_refused() -
     made = plan([box(0, 0, 0.01, 0.01)], tolerance=20, match="intersects")
     options = SearchOptions.resolve(made, tolerance=20)
     assert (options.tolerance, options.connectors, options.match, options.id_column) == (
-        20.0, True, "intersects", made.id_name)
-    with pytest.raises(ConfigurationError, match=r"given tolerance=5, but the plan was made "
-                                                 r"with tolerance=20\.0"):
-        parcelsearch.search(None, plan=made, tolerance=5, progress=False,
-                            client=parcelsearch.Client(api_key="k" * 32,
-                                                       base_url="https://127.0.0.1:9"))
+        20.0,
+        True,
+        "intersects",
+        made.id_name,
+    )
+    with pytest.raises(
+        ConfigurationError,
+        match=r"given tolerance=5, but the plan was made "
+        r"with tolerance=20\.0",
+    ):
+        parcelsearch.search(
+            None,
+            plan=made,
+            tolerance=5,
+            progress=False,
+            client=parcelsearch.Client(api_key="k" * 32, base_url="https://127.0.0.1:9"),
+        )
 
 
 #: What parcelsearch.search takes besides its options: the areas (or a plan), the client,
@@ -151,13 +173,26 @@ def test_a_plan_brings_its_planning_options_and_a_disagreeing_one_is_refused() -
 _PYTHON_INPUTS = {"areas", "client", "cache", "ledger", "plan"}
 #: The flags of `parcelsearch search` that are not options: reading the areas, writing the
 #: outputs, and the connection (client and cache folder).
-_CLI_INPUTS = {"--layer", "--crs", "--out", "--out-tiles", "--out-map", "--force",
-               "--base-url", "--ca-bundle", "--proxy", "--profile", "--cache-dir",
-               "--response-deadline", "--max-request-bytes"}
+_CLI_INPUTS = {
+    "--layer",
+    "--crs",
+    "--out",
+    "--out-tiles",
+    "--out-map",
+    "--force",
+    "--base-url",
+    "--ca-bundle",
+    "--proxy",
+    "--profile",
+    "--cache-dir",
+    "--response-deadline",
+    "--max-request-bytes",
+}
 
 
 def test_the_python_keywords_and_the_cli_flags_are_the_options_declared(
-        capsys: pytest.CaptureFixture[str], monkeypatch: pytest.MonkeyPatch) -> None:
+    capsys: pytest.CaptureFixture[str], monkeypatch: pytest.MonkeyPatch
+) -> None:
     """A search's options are declared once, in SearchOptions: parcelsearch.search's
     keywords (and its docstring's parameters) and `parcelsearch search`'s flags are exactly
     those (names with - for _), beside what is not an option; their defaults are the
@@ -173,22 +208,27 @@ def test_the_python_keywords_and_the_cli_flags_are_the_options_declared(
     assert set(parameters) == names | _PYTHON_INPUTS and not names & _PYTHON_INPUTS
     doc = inspect.getdoc(parcelsearch.search) or ""
     listed = doc.split("Parameters\n----------\n")[1].split("\nReturns\n")[0]
-    documented = {name for line in re.findall(r"^([a-z_]+(?:, [a-z_]+)*)$", listed, re.M)
-                  for name in line.split(", ")}
+    documented = {
+        name
+        for line in re.findall(r"^([a-z_]+(?:, [a-z_]+)*)$", listed, re.M)
+        for name in line.split(", ")
+    }
     assert documented == set(parameters)
     monkeypatch.delenv("PARCELSEARCH_TEAM", raising=False)
-    assert SearchOptions.resolve(**{n: parameters[n].default for n in names}) == \
-        SearchOptions.resolve()
+    assert (
+        SearchOptions.resolve(**{n: parameters[n].default for n in names})
+        == SearchOptions.resolve()
+    )
 
     flags = SearchOptions.flags()
     assert flags["trust_markets"] == "--trust-markets"  # as --trust-crs (issue 49)
-    assert {name: flag for name, flag in flags.items() if flag != "--" + name.replace("_", "-")
-            } == {"connectors": "--no-connectors", "progress": "--quiet", "confirm": "--yes"}
+    assert {
+        name: flag for name, flag in flags.items() if flag != "--" + name.replace("_", "-")
+    } == {"connectors": "--no-connectors", "progress": "--quiet", "confirm": "--yes"}
     with pytest.raises(SystemExit):
         main(["search", "--help"])
     usage = capsys.readouterr().out.split("\n\n")[0]
-    assert set(re.findall(r"(?<![\w-])--[a-z][a-z-]*", usage)) == set(flags.values()) | \
-        _CLI_INPUTS
+    assert set(re.findall(r"(?<![\w-])--[a-z][a-z-]*", usage)) == set(flags.values()) | _CLI_INPUTS
 
 
 #: A flag of `parcelsearch search` for each search option, giving it a value not its default.
@@ -219,7 +259,8 @@ _GIVEN_ON_THE_COMMAND_LINE = {
 
 
 def test_every_search_option_given_on_the_command_line_reaches_the_search(
-        monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
     """`parcelsearch search` hands parcelsearch.search every option its flags gave (what
     run_search passes on, resolved as the search resolves it), and with no flag the
     options are the search's defaults."""
@@ -232,14 +273,17 @@ def test_every_search_option_given_on_the_command_line_reaches_the_search(
     parser = build_parser()
 
     def resolved(*flags: str) -> SearchOptions:
-        return SearchOptions.resolve(**search_options(parser.parse_args(
-            ["search", "a.gpkg", "--out", "o.csv", *flags])))
+        return SearchOptions.resolve(
+            **search_options(parser.parse_args(["search", "a.gpkg", "--out", "o.csv", *flags]))
+        )
 
     unflagged = resolved()
     assert callable(unflagged.confirm)  # asked on a terminal unless --yes
-    assert {name: getattr(unflagged, name) for name in SearchOptions.names()} == \
-        {name: getattr(SearchOptions.resolve(), name) for name in SearchOptions.names()
-         if name != "confirm"} | {"confirm": unflagged.confirm}
+    assert {name: getattr(unflagged, name) for name in SearchOptions.names()} == {
+        name: getattr(SearchOptions.resolve(), name)
+        for name in SearchOptions.names()
+        if name != "confirm"
+    } | {"confirm": unflagged.confirm}
     for name, (flags, value) in _GIVEN_ON_THE_COMMAND_LINE.items():
         options = resolved(*flags)
         assert getattr(options, name) == value != getattr(unflagged, name), name
@@ -247,15 +291,22 @@ def test_every_search_option_given_on_the_command_line_reaches_the_search(
 
 
 #: A value each command-line check a row may name (its ``cli_type``) refuses.
-_REFUSED_BY = {"count>=0": "-1", "count>=1": "0", "fraction": "1.5", "share": "0",
-               "tolerance": "0.2",
-               "age": "soon", "quota": "lots"}
+_REFUSED_BY = {
+    "count>=0": "-1",
+    "count>=1": "0",
+    "fraction": "1.5",
+    "share": "0",
+    "tolerance": "0.2",
+    "age": "soon",
+    "quota": "lots",
+}
 #: How each command is given areas (and an output) so that only the flag under test is wrong.
 _COMMAND_LINES = {"plan": ["plan", "a.gpkg"], "search": ["search", "a.gpkg", "--out", "o.csv"]}
 
 
 def test_each_flag_a_group_declares_is_on_its_commands_with_its_check(
-        capsys: pytest.CaptureFixture[str], monkeypatch: pytest.MonkeyPatch) -> None:
+    capsys: pytest.CaptureFixture[str], monkeypatch: pytest.MonkeyPatch
+) -> None:
     """Every option parcelsearch.knobs puts in a group of flags ("areas": `plan` and
     `search`; "search": `search`) is a flag of those commands, in the rows' order, storing
     what it is given under its name; a value its declared check (or its choices) refuses
@@ -279,14 +330,18 @@ def test_each_flag_a_group_declares_is_on_its_commands_with_its_check(
         with pytest.raises(SystemExit):
             parser.parse_args([command, "--help"])
         usage = capsys.readouterr().out.split("\n\n")[0]
-        shown = [flag for flag in re.findall(r"(?<![\w-])--[a-z][a-z-]*", usage)
-                 if flag in {row.flag for row in rows}]
+        shown = [
+            flag
+            for flag in re.findall(r"(?<![\w-])--[a-z][a-z-]*", usage)
+            if flag in {row.flag for row in rows}
+        ]
         assert shown == [row.flag for row in rows], command
         unflagged = parser.parse_args(given)
         for row in rows:
             flags = _GIVEN_ON_THE_COMMAND_LINE[row.name][0]
-            assert getattr(parser.parse_args([*given, *flags]), row.name) != \
-                getattr(unflagged, row.name), (command, row.name)
+            assert getattr(parser.parse_args([*given, *flags]), row.name) != getattr(
+                unflagged, row.name
+            ), (command, row.name)
             refused = None if row.cli_type is None else _REFUSED_BY[row.cli_type]
             if refused is None and row.choices is not None:
                 refused = "neither"
@@ -297,16 +352,23 @@ def test_each_flag_a_group_declares_is_on_its_commands_with_its_check(
 
 
 def test_a_row_of_the_search_group_is_enough_for_its_flag(
-        capsys: pytest.CaptureFixture[str], monkeypatch: pytest.MonkeyPatch) -> None:
+    capsys: pytest.CaptureFixture[str], monkeypatch: pytest.MonkeyPatch
+) -> None:
     """A new search option's flag takes no line of the command line: its row (group
     "search", its check named by a key) puts it on `parcelsearch search`, after the group's
     other flags, checked as declared."""
     from parcelsearch import knobs
     from parcelsearch.cli import arguments, build_parser
 
-    row = knobs.Declaration("max_pieces", "max_pieces={value}", "--max-pieces", "N",
-                            help="refuse a plan of more than N pieces", group="search",
-                            cli_type="count>=1")
+    row = knobs.Declaration(
+        "max_pieces",
+        "max_pieces={value}",
+        "--max-pieces",
+        "N",
+        help="refuse a plan of more than N pieces",
+        group="search",
+        cli_type="count>=1",
+    )
     monkeypatch.setattr(arguments, "DECLARED", (*knobs.DECLARED, row))
     monkeypatch.setitem(knobs._BY_NAME, "max_pieces", row)
     parser = build_parser()
@@ -316,8 +378,7 @@ def test_a_row_of_the_search_group_is_enough_for_its_flag(
     with pytest.raises(SystemExit) as exited:
         parser.parse_args([*given, "--max-pieces", "0"])
     assert exited.value.code == 2
-    assert "argument --max-pieces: must be a whole number >= 1, got 0" in \
-        capsys.readouterr().err
+    assert "argument --max-pieces: must be a whole number >= 1, got 0" in capsys.readouterr().err
     with pytest.raises(SystemExit):
         parser.parse_args(["search", "--help"])
     shown = " ".join(capsys.readouterr().out.split())
@@ -326,7 +387,8 @@ def test_a_row_of_the_search_group_is_enough_for_its_flag(
 
 
 def test_max_age_takes_days_and_hours_in_python_and_the_environment(
-        monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
     """Issue 49: max_age='30d' / '12h' / seconds / a timedelta; None reads
     $PARCELSEARCH_MAX_AGE, whose bad value is named with where it came from."""
     from datetime import timedelta
@@ -341,8 +403,11 @@ def test_max_age_takes_days_and_hours_in_python_and_the_environment(
     assert SearchOptions.resolve().max_age == 14 * 86_400
     assert SearchOptions.resolve(max_age="1h").max_age == 3_600  # given wins
     monkeypatch.setenv("PARCELSEARCH_MAX_AGE", "a month")
-    with pytest.raises(ConfigurationError, match=r"max_age \(from \$PARCELSEARCH_MAX_AGE\) "
-                                                 r"takes an age: .*30d days.*got 'a month'"):
+    with pytest.raises(
+        ConfigurationError,
+        match=r"max_age \(from \$PARCELSEARCH_MAX_AGE\) "
+        r"takes an age: .*30d days.*got 'a month'",
+    ):
         SearchOptions.resolve()
     with pytest.raises(ConfigurationError, match=r"max_age must be at least 0"):
         SearchOptions.resolve(max_age="-1d")

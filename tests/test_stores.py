@@ -29,7 +29,8 @@ def client(tmp_path: Path) -> Client:
 
 
 def test_no_location_opens_this_machines_ledger_cache_and_history(
-    tmp_path: Path, client: Client,
+    tmp_path: Path,
+    client: Client,
 ) -> None:
     ledger, cache = Ledger.in_folder(tmp_path), ResponseCache(tmp_path / "cache")
     opened = stores.open_store(None, client, member="alice", cache=cache, ledger=ledger)
@@ -41,7 +42,9 @@ def test_no_location_opens_this_machines_ledger_cache_and_history(
 
 
 def test_a_team_store_url_opens_the_teams_spending_and_history(
-    postgres: Any, tmp_path: Path, client: Client,
+    postgres: Any,
+    tmp_path: Path,
+    client: Client,
 ) -> None:
     from parcelsearch.stores.team import init_team
     from parcelsearch.stores.team.run_history import TeamRunHistory
@@ -50,8 +53,9 @@ def test_a_team_store_url_opens_the_teams_spending_and_history(
     url: str = postgres.database("team")
     init_team(url)
     cache = ResponseCache(tmp_path / "cache")
-    opened = stores.open_store(url, client, member="alice", cache=cache,
-                         ledger=Ledger.in_folder(tmp_path))
+    opened = stores.open_store(
+        url, client, member="alice", cache=cache, ledger=Ledger.in_folder(tmp_path)
+    )
     try:
         assert isinstance(opened.spending, TeamSpending)
         assert (opened.spending.url, opened.spending.user) == (url, "alice")
@@ -63,21 +67,24 @@ def test_a_team_store_url_opens_the_teams_spending_and_history(
 
 
 def test_this_machines_stores_open_without_psycopg(tmp_path: Path) -> None:
-    code = ("import sys\nfrom parcelsearch import stores\n"
-            "from parcelsearch.client import Client\n"
-            "from parcelsearch.stores.local.ledger import Ledger\n"
-            f"client = Client({KEY!r}, {URL!r}, cache_dir={str(tmp_path)!r})\n"
-            f"ledger = Ledger.in_folder({str(tmp_path)!r})\n"
-            "opened = stores.open_store(None, client, ledger=ledger)\n"
-            "print(type(opened.history).__name__, 'psycopg' in sys.modules)\n")
-    done = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True,
-                          timeout=120)
+    code = (
+        "import sys\nfrom parcelsearch import stores\n"
+        "from parcelsearch.client import Client\n"
+        "from parcelsearch.stores.local.ledger import Ledger\n"
+        f"client = Client({KEY!r}, {URL!r}, cache_dir={str(tmp_path)!r})\n"
+        f"ledger = Ledger.in_folder({str(tmp_path)!r})\n"
+        "opened = stores.open_store(None, client, ledger=ledger)\n"
+        "print(type(opened.history).__name__, 'psycopg' in sys.modules)\n"
+    )
+    done = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, timeout=120)
     assert done.returncode == 0, done.stderr
     assert done.stdout.split() == ["RunHistory", "False"]
 
 
 def test_a_new_store_is_one_module_and_one_row(
-    monkeypatch: pytest.MonkeyPatch, tmp_path: Path, client: Client,
+    monkeypatch: pytest.MonkeyPatch,
+    tmp_path: Path,
+    client: Client,
 ) -> None:
     import _memory_spending
 
@@ -106,7 +113,8 @@ def test_a_location_no_twin_opens_is_refused_naming_the_schemes_not_the_password
 
 
 def test_a_cap_refuses_the_attempt_after_it_before_anything_is_reserved(
-    tmp_path: Path, client: Client,
+    tmp_path: Path,
+    client: Client,
 ) -> None:
     ledger = Ledger.in_folder(tmp_path)
     spending = stores.open_spending(None, client, ledger=ledger)

@@ -15,7 +15,7 @@ from parcelsearch.planning import survey
 
 def _grid(n: int) -> list[tuple[float, float]]:
     """Centres of ``n`` pieces on a square grid, row by row."""
-    side = max(1, round(n ** 0.5))
+    side = max(1, round(n**0.5))
     return [(float(i % side), float(i // side)) for i in range(n)]
 
 
@@ -24,10 +24,14 @@ def _costs(rows: list[int]) -> list[int]:
     return [max(1, -(-r // 100)) for r in rows]
 
 
-def _survey(areas: list[float], costs: list[int], seed: str,
-            centres: list[tuple[float, float]] | None = None,
-            rows: list[int] | None = None,
-            share: float = survey.MAX_SHARE) -> tuple[survey.Estimate, int]:
+def _survey(
+    areas: list[float],
+    costs: list[int],
+    seed: str,
+    centres: list[tuple[float, float]] | None = None,
+    rows: list[int] | None = None,
+    share: float = survey.MAX_SHARE,
+) -> tuple[survey.Estimate, int]:
     """The survey as a search runs it, in rounds (at most ``share`` of a low bound):
     page 1 tells a surveyed piece's cost and, when ``rows`` are given, its rows."""
     strata = survey.sample(areas, centres or _grid(len(areas)), seed, share)
@@ -64,7 +68,7 @@ def test_the_largest_pieces_are_surveyed_with_certainty() -> None:
     areas, _ = _population(200, 2)
     strata = survey.sample(areas, _grid(200), "s")
     first = strata.take(survey.pilot_size(200))
-    largest = sorted(range(200), key=lambda i: -areas[i])[:len(strata.certain)]
+    largest = sorted(range(200), key=lambda i: -areas[i])[: len(strata.certain)]
     assert strata.certain and set(largest) <= set(first)
     assert len(first) == survey.pilot_size(200) <= 0.1 * 200
 
@@ -117,17 +121,26 @@ def test_a_survey_stopped_at_its_cap_with_a_wide_interval_says_so() -> None:
     costs = [max(1, -(-int(a * rng.lognormvariate(0, 2.0) / 3_000) // 100)) for a in areas]
     estimate, spent = _survey(areas, costs, "p")
     assert survey.capped(estimate, 0) and estimate.half_width > 0.2
-    price = surveyed(spent=spent, first=300 - spent, exact_later=0, history_later=0,
-                     estimated=estimate.value - 300, low=estimate.low - 300,
-                     high=estimate.high - 300, surveyed_pieces=spent, unknown=300)
+    price = surveyed(
+        spent=spent,
+        first=300 - spent,
+        exact_later=0,
+        history_later=0,
+        estimated=estimate.value - 300,
+        low=estimate.low - 300,
+        high=estimate.high - 300,
+        surveyed_pieces=spent,
+        unknown=300,
+    )
     import dataclasses
 
     line = dataclasses.replace(price, capped=True).line()
-    assert ("the survey stopped at its cap, a tenth of a low bound of the search's cost"
-            in line)
+    assert "the survey stopped at its cap, a tenth of a low bound of the search's cost" in line
     wider = dataclasses.replace(price, capped=True, share=0.2, wider_share=0.35).line()
-    assert ("stopped at its cap, 0.2 of a low bound of the search's cost (a survey share "
-            "of 0.35 would narrow it to about ±20%)") in wider
+    assert (
+        "stopped at its cap, 0.2 of a low bound of the search's cost (a survey share "
+        "of 0.35 would narrow it to about ±20%)"
+    ) in wider
     assert "stopped at its cap" not in price.line()
     narrow, _ = _survey([1.0] * 1000, [2] * 1000, "n")  # even density: narrow, not said
     assert not survey.capped(narrow, 0)
@@ -170,8 +183,10 @@ def test_patchy_density_keeps_the_interval_narrow_and_true() -> None:
         centres = [(float(x), float(y)) for x in range(side) for y in range(side)]
         areas = [rng.lognormvariate(11, 1.0) for _ in centres]
         patches = [(rng.uniform(0, side), rng.uniform(0, side)) for _ in range(4)]
-        density = [0.05 + max(2.0 * 2.718 ** -(((x - px) ** 2 + (y - py) ** 2) / 6)
-                              for px, py in patches) for x, y in centres]
+        density = [
+            0.05 + max(2.0 * 2.718 ** -(((x - px) ** 2 + (y - py) ** 2) / 6) for px, py in patches)
+            for x, y in centres
+        ]
         costs = [max(1, -(-int(a * d / 2_000) // 100)) for a, d in zip(areas, density, strict=True)]
         total = sum(costs)
         for trial in range(10):
@@ -194,25 +209,28 @@ def test_centres_must_match_the_areas() -> None:
 def test_rounds_are_held_to_the_least_the_whole_can_cost_not_to_the_estimate() -> None:
     """A half-width of 8 % of the estimate but 16 % of the least possible total surveys
     more: stopping on the estimate stops sooner on overestimates (biased intervals)."""
-    wide = survey.Estimate(value=1000, low=920, high=1080, surveyed=40, pieces=500,
-                           surveyed_calls=40)
+    wide = survey.Estimate(
+        value=1000, low=920, high=1080, surveyed=40, pieces=500, surveyed_calls=40
+    )
     assert wide.half_width < survey.TARGET_HALF_WIDTH
     assert survey.next_round(wide, 0) > 0
-    narrow = survey.Estimate(value=1000, low=975, high=1025, surveyed=40, pieces=500,
-                             surveyed_calls=40)  # 25 calls: 5 % of the least, 500
+    narrow = survey.Estimate(
+        value=1000, low=975, high=1025, surveyed=40, pieces=500, surveyed_calls=40
+    )  # 25 calls: 5 % of the least, 500
     assert survey.next_round(narrow, 0) == 0
 
 
-def _rows_population(n: int, seed: int) -> tuple[list[float], list[int],
-                                                  list[tuple[float, float]]]:
+def _rows_population(n: int, seed: int) -> tuple[list[float], list[int], list[tuple[float, float]]]:
     """Pieces of mixed sizes on a grid under density that falls from a town centre."""
     rng = random.Random(seed)
     centres = _grid(n)
     side = max(x for x, _ in centres) + 1
     areas = [rng.lognormvariate(11, 1.2) for _ in centres]
     cx, cy = rng.uniform(0, side), rng.uniform(0, side)
-    rows = [int(a / 250 * max(0.05, 1 - ((x - cx) ** 2 + (y - cy) ** 2) ** 0.5 / side))
-            for a, (x, y) in zip(areas, centres, strict=True)]
+    rows = [
+        int(a / 250 * max(0.05, 1 - ((x - cx) ** 2 + (y - cy) ** 2) ** 0.5 / side))
+        for a, (x, y) in zip(areas, centres, strict=True)
+    ]
     return areas, rows, centres
 
 
@@ -230,8 +248,9 @@ def test_page_1s_rows_narrow_the_interval_and_it_still_holds_the_truth() -> None
         for trial in range(8):
             trials += 1
             for told in (True, False):
-                estimate, spent = _survey(areas, costs, f"{population}-{trial}", centres,
-                                          rows if told else None)
+                estimate, spent = _survey(
+                    areas, costs, f"{population}-{trial}", centres, rows if told else None
+                )
                 widths[told] += estimate.half_width
                 held[told] += estimate.low <= total <= estimate.high
                 assert spent <= 0.1 * total
@@ -249,27 +268,30 @@ def test_rows_of_a_piece_not_told_fall_back_to_its_pages() -> None:
     assert survey.estimate(drawn, known, {i: None for i in chosen}) == plain
 
 
-def test_the_cap_grows_a_quarter_of_the_way_to_the_intervals_low_end_after_the_pilot(
-        ) -> None:
+def test_the_cap_grows_a_quarter_of_the_way_to_the_intervals_low_end_after_the_pilot() -> None:
     """Issue 61 finish: the cap's base is the least the whole can cost (the surveyed costs
     and one call for every other piece, a sure bound) and, once past the pilot, a quarter of
     the way from it to the interval's low end — never the low end itself, nor the pilot's
     (a pilot's few draws once put its low end at twice the truth)."""
-    tight = survey.Estimate(value=900, low=820, high=980, surveyed=30, pieces=400,
-                            surveyed_calls=60)  # least: 60 + 370 = 430; the pilot: 28
+    tight = survey.Estimate(
+        value=900, low=820, high=980, surveyed=30, pieces=400, surveyed_calls=60
+    )  # least: 60 + 370 = 430; the pilot: 28
     assert survey.cap_base(tight, 0) == 430 + (820 - 430) / 4
     assert survey.cap_base(tight, 70) == 527.5 + 70  # calls known without a survey count
     assert survey.next_round(tight, 0) == math.floor(0.1 * 527.5) - 30
-    pilot = survey.Estimate(value=900, low=820, high=980, surveyed=28, pieces=400,
-                            surveyed_calls=58)
+    pilot = survey.Estimate(
+        value=900, low=820, high=980, surveyed=28, pieces=400, surveyed_calls=58
+    )
     assert survey.cap_base(pilot, 0) == pilot.least == 430
-    sure = survey.Estimate(value=430, low=430, high=520, surveyed=30, pieces=400,
-                           surveyed_calls=60)  # the low end at the least: the least
+    sure = survey.Estimate(
+        value=430, low=430, high=520, surveyed=30, pieces=400, surveyed_calls=60
+    )  # the low end at the least: the least
     assert survey.cap_base(sure, 0) == 430
 
 
 def test_tracts_of_several_calls_a_piece_survey_more_than_a_tenth_of_the_least(
-        monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
     """Issue 61 finish: tracts of 2–6 calls a piece whatever their size (one call a piece
     is far below the truth) — the cap grows with the interval's low end, so the survey
     spends more than a tenth of the least the whole can cost, and narrows the interval
@@ -289,8 +311,9 @@ def test_tracts_of_several_calls_a_piece_survey_more_than_a_tenth_of_the_least(
             assert spent <= 0.1 * total
         with monkeypatch.context() as patched:
             patched.setattr(survey, "LOW_END_SHARE", 0.0)  # the cap on the least alone
-            least_only.append(_people_survey(areas, people, rows, costs,
-                                             f"{population}-0")[0].half_width)
+            least_only.append(
+                _people_survey(areas, people, rows, costs, f"{population}-0")[0].half_width
+            )
     assert held >= 0.95 * trials, f"{held} of {trials}"
     assert beyond >= 0.8 * trials, f"{beyond} of {trials}"
     assert sorted(widths)[len(widths) // 2] < 0.8 * sorted(least_only)[len(least_only) // 2]
@@ -306,17 +329,20 @@ def test_distinct_pieces_drawn_with_equal_chances_narrow_by_one_less_their_share
     distinct = len(set(drawn.draws))
     on_line = len(drawn.line) - len(drawn.removed)
     assert survey._without_replacement(drawn, mixed, distinct) == (
-        pytest.approx(1 - distinct / on_line))
+        pytest.approx(1 - distinct / on_line)
+    )
     skewed = survey.sample([1.0] * 199 + [1e6], _grid(200), "w", populations=[1.0] * 200)
     skewed.take(survey.pilot_size(200))
-    least = float(skewed.mixture()[[p for p in range(len(skewed.line))
-                                    if p not in skewed.removed]].min())
+    least = float(
+        skewed.mixture()[[p for p in range(len(skewed.line)) if p not in skewed.removed]].min()
+    )
     factor = survey._without_replacement(skewed, skewed.mixture(), len(set(skewed.draws)))
     assert factor == pytest.approx(1 - len(set(skewed.draws)) * least)
 
 
-def _people_pieces(n: int, seed: int, follows: str) -> tuple[list[float], list[float],
-                                                               list[int], list[int]]:
+def _people_pieces(
+    n: int, seed: int, follows: str
+) -> tuple[list[float], list[float], list[int], list[int]]:
     """``n`` pieces of mixed areas and populations whose rows follow ``follows``: the
     people (a few metro pieces, small, hold most), the area, or neither (equal counts
     whatever the size, like census tracts)."""
@@ -332,8 +358,9 @@ def _people_pieces(n: int, seed: int, follows: str) -> tuple[list[float], list[f
     return areas, people, rows, _costs(rows)
 
 
-def _people_survey(areas: list[float], people: list[float], rows: list[int],
-                   costs: list[int], seed: str) -> tuple[survey.Estimate, int]:
+def _people_survey(
+    areas: list[float], people: list[float], rows: list[int], costs: list[int], seed: str
+) -> tuple[survey.Estimate, int]:
     drawn = survey.sample(areas, _grid(len(areas)), seed, populations=people)
     known: dict[int, int] = {}
     step = survey.pilot_size(len(areas))
@@ -359,7 +386,8 @@ def test_the_pilot_chooses_the_measure_the_calls_follow() -> None:
                 chosen.append(estimate.measure)
         assert chosen.count(follows) >= 0.75 * len(chosen), (follows, chosen)
     assert survey.Estimate(1, 1, 1, 1, 1, measure="population").measure_text == (
-        "drawn by the people living in each piece")
+        "drawn by the people living in each piece"
+    )
 
 
 def test_the_interval_holds_where_the_calls_crowd_into_a_few_small_pieces() -> None:
@@ -372,8 +400,9 @@ def test_the_interval_holds_where_the_calls_crowd_into_a_few_small_pieces() -> N
             areas, people, rows, costs = _people_pieces(200, 70 + population, follows)
             total = sum(costs)
             for trial in range(5):
-                estimate, spent = _people_survey(areas, people, rows, costs,
-                                                 f"{population}-{trial}")
+                estimate, spent = _people_survey(
+                    areas, people, rows, costs, f"{population}-{trial}"
+                )
                 trials += 1
                 held += estimate.low <= total <= estimate.high
                 assert spent <= 0.1 * total
@@ -391,8 +420,10 @@ def test_the_share_a_capped_survey_names_narrows_its_interval_to_a_fifth() -> No
         rng = random.Random(population)
         centres = [(rng.uniform(0, 12), rng.uniform(0, 12)) for _ in range(80)]
         areas = [rng.lognormvariate(10.5, 1.3) for _ in range(80)]
-        rows = [int(a * (0.3 + x / 6) * rng.lognormvariate(0, 0.6) / 500)
-                for a, (x, _) in zip(areas, centres, strict=True)]
+        rows = [
+            int(a * (0.3 + x / 6) * rng.lognormvariate(0, 0.6) / 500)
+            for a, (x, _) in zip(areas, centres, strict=True)
+        ]
         costs = _costs(rows)
         for trial in range(10):
             seed = f"{population}-{trial}"
@@ -421,8 +452,7 @@ def test_a_smaller_share_surveys_less_and_a_share_of_all_is_never_capped() -> No
     assert survey.wider_share(everything, 0, 1.0) is None
 
 
-def _half_widths(follows: str, populations: range, trials: int
-                 ) -> tuple[list[float], int, int]:
+def _half_widths(follows: str, populations: range, trials: int) -> tuple[list[float], int, int]:
     """The surveys' half-widths on ``_people_pieces`` sets, and how many of how many
     intervals held the truth."""
     widths, held, count = [], 0, 0
@@ -445,7 +475,9 @@ def test_the_chosen_measure_predicts_the_calls_and_narrows_the_interval(monkeypa
     monkeypatch.setattr(survey, "_model_assisted", lambda *args: None)
     plain, _, _ = _half_widths("population", sets, 3)
     assert sorted(assisted)[len(assisted) // 2] <= 0.8 * sorted(plain)[len(plain) // 2], (
-        assisted, plain)
+        assisted,
+        plain,
+    )
     assert held >= 0.9 * count, f"{held} of {count}"
 
 
@@ -456,8 +488,10 @@ def test_from_twenty_draws_neighbours_along_the_curve_narrow_the_interval(monkey
     rng = random.Random(5)
     centres = [(rng.uniform(0, 12), rng.uniform(0, 12)) for _ in range(800)]
     areas = [rng.lognormvariate(10.0, 0.8) for _ in range(800)]
-    rows = [int(a * (0.05 + (x + y) / 6) ** 2 * rng.lognormvariate(0, 0.1) / 300)
-            for a, (x, y) in zip(areas, centres, strict=True)]
+    rows = [
+        int(a * (0.05 + (x + y) / 6) ** 2 * rng.lognormvariate(0, 0.1) / 300)
+        for a, (x, y) in zip(areas, centres, strict=True)
+    ]
     costs = _costs(rows)
     along, independent, held = [], [], 0
     for trial in range(12):
@@ -472,8 +506,7 @@ def test_from_twenty_draws_neighbours_along_the_curve_narrow_the_interval(monkey
         along.append(current.half)
         held += current.low <= sum(costs) <= current.high
         with monkeypatch.context() as patch:
-            patch.setattr(survey, "SUCCESSIVE_FROM", 10 ** 9)
-            independent.append(survey.estimate(drawn, known, {i: rows[i] for i in known},
-                                               100).half)
+            patch.setattr(survey, "SUCCESSIVE_FROM", 10**9)
+            independent.append(survey.estimate(drawn, known, {i: rows[i] for i in known}, 100).half)
     assert sorted(along)[6] <= 0.7 * sorted(independent)[6], (along, independent)
     assert held >= 11

@@ -19,15 +19,21 @@ ROOT = Path(__file__).resolve().parents[1]
 
 #: (variable that names the part, tests that need it, the reason their skip must give)
 PARTS = [
-    ("PARCELSEARCH_CERTUTIL",
-     "tests/browser/test_portal_browser.py::test_app_names_show_as_text",
-     "certutil not found"),
-    ("PARCELSEARCH_CHROMIUM",
-     "tests/browser/test_maps_offline_html.py::test_clicking_a_piece_shows_its_figures",
-     "headless Chromium not found"),
-    ("PARCELSEARCH_PG_BIN",
-     "tests/service/test_postgis.py::test_a_point_on_the_edge_matches_in_both",
-     "PostgreSQL not found"),
+    (
+        "PARCELSEARCH_CERTUTIL",
+        "tests/browser/test_portal_browser.py::test_app_names_show_as_text",
+        "certutil not found",
+    ),
+    (
+        "PARCELSEARCH_CHROMIUM",
+        "tests/browser/test_maps_offline_html.py::test_clicking_a_piece_shows_its_figures",
+        "headless Chromium not found",
+    ),
+    (
+        "PARCELSEARCH_PG_BIN",
+        "tests/service/test_postgis.py::test_a_point_on_the_edge_matches_in_both",
+        "PostgreSQL not found",
+    ),
 ]
 
 
@@ -36,9 +42,23 @@ def test_missing_system_parts_skip_their_tests_with_a_reason(tmp_path: Path) -> 
     missing = str(tmp_path / "not-installed")
     env = {**os.environ, **{variable: missing for variable, _, _ in PARTS}}
     done = subprocess.run(
-        [sys.executable, "-m", "pytest", "-q", "-rs", "-p", "no:cacheprovider",
-         "-o", "addopts=", *(test for _, test, _ in PARTS)],
-        cwd=ROOT, env=env, capture_output=True, text=True, timeout=300,
+        [
+            sys.executable,
+            "-m",
+            "pytest",
+            "-q",
+            "-rs",
+            "-p",
+            "no:cacheprovider",
+            "-o",
+            "addopts=",
+            *(test for _, test, _ in PARTS),
+        ],
+        cwd=ROOT,
+        env=env,
+        capture_output=True,
+        text=True,
+        timeout=300,
     )
     assert done.returncode == 0, done.stdout + done.stderr
     assert "failed" not in done.stdout and "error" not in done.stdout, done.stdout

@@ -28,7 +28,8 @@ def test_a_table_shows_cells_and_column_names_as_text() -> None:
 
 
 def test_an_error_line_shows_a_store_s_or_a_vendor_s_words_as_text(
-        capsys: pytest.CaptureFixture[str]) -> None:
+    capsys: pytest.CaptureFixture[str],
+) -> None:
     """An error's message may quote what a store or a vendor said (a PostgreSQL error
     naming a member, a gateway's words): printed as text, its lines kept."""
     assert _say(f"the store said: {EVIL}\nsecond line", 1) == 1

@@ -227,8 +227,9 @@ def test_fits_each_is_fits_of_every_polygon():
     polygons = [holed, box(0, 0, 1, 1), area, *tile(area, max_request_bytes=1500)]
     expected = [budget.fits(p) for p in polygons]
     assert budget.fits_each(polygons).tolist() == expected
-    assert budget.polygon_bytes_each(polygons).tolist() == [budget.polygon_bytes(p)
-                                                            for p in polygons]
+    assert budget.polygon_bytes_each(polygons).tolist() == [
+        budget.polygon_bytes(p) for p in polygons
+    ]
     assert expected[:3] == [False, True, False]
 
 
@@ -385,11 +386,23 @@ def test_bad_tolerances_are_refused(tolerance):
 @pytest.mark.parametrize(
     "area",
     [
-        pytest.param(Polygon([(-97.5000004, 32.7000004), (-97.4000004, 32.7000004),
-                              (-97.4000004, 32.8000004), (-97.5000004, 32.8000004)]),
-                     id="rounds-inward"),
-        pytest.param(Polygon([(-97.54364699, 32.82126857), (-97.5427581, 32.8188092),
-                              (-97.5443207, 32.8231335)]), id="seven-decimals"),
+        pytest.param(
+            Polygon(
+                [
+                    (-97.5000004, 32.7000004),
+                    (-97.4000004, 32.7000004),
+                    (-97.4000004, 32.8000004),
+                    (-97.5000004, 32.8000004),
+                ]
+            ),
+            id="rounds-inward",
+        ),
+        pytest.param(
+            Polygon(
+                [(-97.54364699, 32.82126857), (-97.5427581, 32.8188092), (-97.5443207, 32.8231335)]
+            ),
+            id="seven-decimals",
+        ),
     ],
 )
 def test_exact_pieces_cover_an_off_grid_area(area):
@@ -407,8 +420,9 @@ def test_exact_pieces_cover_an_off_grid_area(area):
         pytest.param(box(179.5, 10.0000006, 180, 10.5), id="east-edge-at-180"),
         pytest.param(box(-180, 10.0000006, -179.5, 10.5), id="west-edge-at-minus-180"),
         pytest.param(
-            MultiPolygon([box(179.5, -17.1234564, 180, -16.5),
-                          box(-180, -17.1234564, -179.6, -16.5)]),
+            MultiPolygon(
+                [box(179.5, -17.1234564, 180, -16.5), box(-180, -17.1234564, -179.6, -16.5)]
+            ),
             id="fiji-like-across-180",
         ),
         pytest.param(box(10.0000004, 89.5000004, 11.0000004, 90), id="north-pole-edge"),
@@ -453,8 +467,13 @@ def _spikes() -> Polygon:
     block = box(x0, y0, x0 + 50 * _M, y0 + 50 * _M)
     wide = box(x0 + 10 * _M, y0 + 50 * _M, x0 + 10.01 * _M, y0 + 90 * _M)
     half = 40 * _M * np.tan(np.radians(0.5))
-    needle = Polygon([(x0 + 30 * _M - half, y0 + 50 * _M), (x0 + 30 * _M + half, y0 + 50 * _M),
-                      (x0 + 30 * _M, y0 + 90 * _M)])
+    needle = Polygon(
+        [
+            (x0 + 30 * _M - half, y0 + 50 * _M),
+            (x0 + 30 * _M + half, y0 + 50 * _M),
+            (x0 + 30 * _M, y0 + 90 * _M),
+        ]
+    )
     return shapely.union_all([block, wide, needle])
 
 
@@ -483,8 +502,10 @@ def test_a_pocket_sealed_off_by_growth_is_not_searched():
     x0, y0 = -97.4000003, 32.7000003
     centre = shapely.Point(x0 + 50 * _M, y0 + 50 * _M)
     assert not union.intersects(centre.buffer(9 * _M))  # the pocket (400 m²) stays out
-    assert union.intersection(box(x0 + 40 * _M, y0 + 40 * _M, x0 + 60 * _M, y0 + 60 * _M)).area \
-        <= 20 * _M * 4 * GRID  # only a grid-wide band along the pocket's walls
+    assert (
+        union.intersection(box(x0 + 40 * _M, y0 + 40 * _M, x0 + 60 * _M, y0 + 60 * _M)).area
+        <= 20 * _M * 4 * GRID
+    )  # only a grid-wide band along the pocket's walls
 
 
 def test_recall_of_points_just_inside_the_boundary():
@@ -501,8 +522,9 @@ def test_recall_of_points_just_inside_the_boundary():
 
 def test_a_cover_of_parts_half_the_globe_apart_keeps_every_part_whole():
     """A part straddling 0° and one at -180°: no part may be torn across the globe."""
-    area = MultiPolygon([box(-0.0002, -0.0002, 0.0002, 0.0001),
-                         box(-180, -0.0006, -179.9999, -0.0005)])
+    area = MultiPolygon(
+        [box(-0.0002, -0.0002, 0.0002, 0.0001), box(-180, -0.0006, -179.9999, -0.0005)]
+    )
     covered = cover(area, 1.0)
     assert covered.covers(area)
     assert all(p.bounds[2] - p.bounds[0] < 0.001 for p in shapely.get_parts(covered))
@@ -534,8 +556,9 @@ def _islands(count: int = 24, gap_m: float = 150.0) -> MultiPolygon:
     metre = 1 / 111_320
     islands = []
     for k in range(count):
-        island = fractal(20 + k, levels=2, centre=(-97.35, 32.75 + k * (200 + gap_m) * metre),
-                         radius=80 * metre)
+        island = fractal(
+            20 + k, levels=2, centre=(-97.35, 32.75 + k * (200 + gap_m) * metre), radius=80 * metre
+        )
         islands.append(island)
     return MultiPolygon(islands)
 
@@ -550,8 +573,12 @@ def test_pairs_within_reach_are_every_pair_a_link_can_join(gap_m):
     shapes = list(_islands(count=8, gap_m=gap_m).geoms) + [box(-97.34, 32.70, -97.30, 32.74)]
     cos_lat = 0.84
     scaled = [shapely.transform(s, lambda xy: xy * [cos_lat, 1.0]) for s in shapes]
-    every = {(i, j) for i in range(len(shapes)) for j in range(i + 1, len(shapes))
-             if shapely.distance(scaled[i], scaled[j]) <= link_reach_degrees()}
+    every = {
+        (i, j)
+        for i in range(len(shapes))
+        for j in range(i + 1, len(shapes))
+        if shapely.distance(scaled[i], scaled[j]) <= link_reach_degrees()
+    }
     left, right = pairs_within_reach(shapes, cos_lat)
     found = list(zip(left.tolist(), right.tolist(), strict=True))
     assert sorted(found) == sorted(every) and len(found) == len(set(found))
@@ -560,7 +587,8 @@ def test_pairs_within_reach_are_every_pair_a_link_can_join(gap_m):
     labels = [k // 2 for k in range(len(shapes))]
     left, right = pairs_within_reach(shapes, cos_lat, labels=labels)
     assert sorted(zip(left.tolist(), right.tolist(), strict=True)) == sorted(
-        (i, j) for i, j in every if labels[i] != labels[j])
+        (i, j) for i, j in every if labels[i] != labels[j]
+    )
 
 
 def test_connectors_let_islands_share_pieces():
@@ -577,8 +605,9 @@ def test_connectors_let_islands_share_pieces():
     beyond = union.difference(shapely.buffer(area, 2 * GRID, quad_segs=32))
     links = (len(area.geoms) - len(pieces)) * 250 / 111_320  # ≤ 250 m a link, in degrees
     assert beyond.area <= links * 2 * 2**0.5 * GRID
-    assert requests(tile(shapely.MultiPolygon(list(area.geoms)[::-1]), match=POINT)) == \
-        requests(pieces)
+    assert requests(tile(shapely.MultiPolygon(list(area.geoms)[::-1]), match=POINT)) == requests(
+        pieces
+    )
 
 
 def test_without_connectors_islands_keep_their_own_pieces_within_two_grid_steps():
@@ -617,8 +646,9 @@ def test_estimate_follows_the_vertex_bound_of_one_detailed_part(tolerance):
     bound = lower_bound(area, tolerance=tolerance)
     assert 0.8 * bound - 1 <= estimate(area, tolerance=tolerance) <= 1.25 * bound + 1
     across = split_antimeridian(fractal(5, levels=10, centre=(179.98, -17.0)))
-    assert estimate(across, tolerance=tolerance) >= 0.8 * lower_bound(across,
-                                                                      tolerance=tolerance) - 1
+    assert (
+        estimate(across, tolerance=tolerance) >= 0.8 * lower_bound(across, tolerance=tolerance) - 1
+    )
 
 
 def test_estimate_shrinks_as_the_tolerance_grows():
@@ -633,13 +663,18 @@ def test_areas_load_only_the_antimeridian_module():
     import subprocess
     import sys
 
-    code = ("import sys, parcelsearch.planning.areas; "
-            "print(sorted(m for m in sys.modules if m.startswith('parcelsearch.planning.tiling')))")
-    out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True,
-                         check=True).stdout
-    assert out.strip() == ("['parcelsearch.planning.tiling', "
-                           "'parcelsearch.planning.tiling.antimeridian', "
-                           "'parcelsearch.planning.tiling.grid']")
+    code = (
+        "import sys, parcelsearch.planning.areas; "
+        "print(sorted(m for m in sys.modules if m.startswith('parcelsearch.planning.tiling')))"
+    )
+    out = subprocess.run(
+        [sys.executable, "-c", code], capture_output=True, text=True, check=True
+    ).stdout
+    assert out.strip() == (
+        "['parcelsearch.planning.tiling', "
+        "'parcelsearch.planning.tiling.antimeridian', "
+        "'parcelsearch.planning.tiling.grid']"
+    )
 
 
 @pytest.mark.parametrize("connectors", [True, False])
@@ -668,8 +703,7 @@ def test_a_connector_never_steps_off_the_earth():
     x0 = -180 * 1_000_000
     # the closest vertices, (x0, 1000) and (x0, 3000), both leave along the edge on -180°
     a = np.array([(x0, 0), (x0 + 1000, 0), (x0 + 1000, 500), (x0, 1000)], dtype=np.int64)
-    b = np.array([(x0, 3000), (x0 + 1000, 3000), (x0 + 1000, 4000), (x0, 4000)],
-                 dtype=np.int64)
+    b = np.array([(x0, 3000), (x0 + 1000, 3000), (x0 + 1000, 4000), (x0, 4000)], dtype=np.int64)
     everywhere = np.ones(4, dtype=bool)  # every edge, the one on -180° too, may be left
     joined = connect(a, b, everywhere, everywhere, 1.0, lambda p, q: [True] * len(p))
     assert joined is not None
@@ -683,10 +717,11 @@ def test_a_connector_finds_a_clear_link_behind_blocked_closest_ones():
 
     # two squares 1,000 grid units apart, counter-clockwise, a vertex every 100 units on the
     # sides that face each other
-    a = np.array([(0, 0), *[(1000, y) for y in range(0, 1001, 100)], (0, 1000)],
-                 dtype=np.int64)
-    b = np.array([(2000, 0), (3000, 0), (3000, 1000),
-                  *[(2000, y) for y in range(1000, 99, -100)]], dtype=np.int64)
+    a = np.array([(0, 0), *[(1000, y) for y in range(0, 1001, 100)], (0, 1000)], dtype=np.int64)
+    b = np.array(
+        [(2000, 0), (3000, 0), (3000, 1000), *[(2000, y) for y in range(1000, 99, -100)]],
+        dtype=np.int64,
+    )
     every_a, every_b = np.ones(len(a), dtype=bool), np.ones(len(b), dtype=bool)
     asked: list[int] = []
 
@@ -705,9 +740,11 @@ def test_a_connector_finds_a_clear_link_behind_blocked_closest_ones():
     assert (index[at_b - 1], (index[at_b] - len(a) - 1) % len(b)) == fifth[:2]
 
 
-@given(st.lists(st.tuples(st.integers(-50, 50), st.integers(-50, 50)), min_size=1, max_size=12),
-       st.lists(st.tuples(st.integers(-50, 50), st.integers(-50, 50)), min_size=1, max_size=12),
-       st.sampled_from([1.0, 0.5, 0.1]))
+@given(
+    st.lists(st.tuples(st.integers(-50, 50), st.integers(-50, 50)), min_size=1, max_size=12),
+    st.lists(st.tuples(st.integers(-50, 50), st.integers(-50, 50)), min_size=1, max_size=12),
+    st.sampled_from([1.0, 0.5, 0.1]),
+)
 @example([(0, 0), (10, 0)], [(5, 0), (5, 0), (-5, 0)], 1.0)  # ties: the order is by index
 def test_a_connector_measures_only_the_vertices_that_can_be_closest(a, b, cos_lat):
     """The closest vertex pairs a connector tries, found by measuring only the vertices
@@ -732,8 +769,9 @@ def test_a_simplified_cover_stays_within_its_distance_at_ring_starts(kind):
     from parcelsearch.planning.tiling.covers import M_PER_DEGREE, Frame, _douglas_peucker, _fitted
 
     metre = 1 / M_PER_DEGREE
-    grown = shapely.buffer(Frame.of(fractal(10, levels=10, holes=2)).scaled(), 2.5 * metre,
-                           quad_segs=4)
+    grown = shapely.buffer(
+        Frame.of(fractal(10, levels=10, holes=2)).scaled(), 2.5 * metre, quad_segs=4
+    )
     distance = 2.3 * metre
     plain = _douglas_peucker(grown, distance, kind == "topology-preserving")
     simple = _fitted(grown, distance, lambda: plain) if kind == "fitted" else plain
@@ -742,11 +780,17 @@ def test_a_simplified_cover_stays_within_its_distance_at_ring_starts(kind):
         assert shapely.is_valid(simple)
         assert shapely.get_num_coordinates(simple) < shapely.get_num_coordinates(plain) * 5 / 6
     for one, other in ((simple, grown), (grown, simple)):
-        points = shapely.points(shapely.get_coordinates(
-            shapely.segmentize(one.boundary, distance / 4)))
-        edges = shapely.STRtree(np.concatenate([
-            shapely.linestrings(np.stack([xy[:-1], xy[1:]], axis=1))
-            for xy in map(shapely.get_coordinates, shapely.get_rings(other))]))
+        points = shapely.points(
+            shapely.get_coordinates(shapely.segmentize(one.boundary, distance / 4))
+        )
+        edges = shapely.STRtree(
+            np.concatenate(
+                [
+                    shapely.linestrings(np.stack([xy[:-1], xy[1:]], axis=1))
+                    for xy in map(shapely.get_coordinates, shapely.get_rings(other))
+                ]
+            )
+        )
         near, _ = edges.query(points, predicate="dwithin", distance=distance * (1 + 1e-9))
         assert len(np.unique(near)) == len(points)
 
@@ -760,7 +804,7 @@ def _strips(count: int, vertices: int) -> tuple[Polygon, list[Polygon]]:
     cuts = np.linspace(0, half, count + 1).astype(int)
     strips = []
     for low, high in zip(cuts[:-1], cuts[1:], strict=True):
-        top = ring[low:high + 1]
+        top = ring[low : high + 1]
         bottom = ring[[(vertices - k) % vertices for k in range(high, low - 1, -1)]]
         strips.append(Polygon(np.vstack([top, bottom])))
     return disc, strips
@@ -795,13 +839,18 @@ def test_exact_pieces_repack_saves_pieces_and_keeps_the_union():
 def _within(points_of: np.ndarray, line: np.ndarray, distance: float) -> bool:
     """Whether every vertex of ``points_of`` lies within ``distance`` of the line ``line``."""
     edges = shapely.linestrings(np.stack([line[:-1], line[1:]], axis=1))
-    return bool((shapely.distance(shapely.points(points_of)[:, None], edges[None, :]).min(axis=1)
-                 <= distance * (1 + 1e-9)).all())
+    return bool(
+        (
+            shapely.distance(shapely.points(points_of)[:, None], edges[None, :]).min(axis=1)
+            <= distance * (1 + 1e-9)
+        ).all()
+    )
 
 
-@given(st.lists(st.tuples(st.integers(-100, 100), st.integers(-100, 100)), min_size=2,
-                max_size=40),
-       st.sampled_from([0.05, 0.5, 2.0, 10.0]))
+@given(
+    st.lists(st.tuples(st.integers(-100, 100), st.integers(-100, 100)), min_size=2, max_size=40),
+    st.sampled_from([0.05, 0.5, 2.0, 10.0]),
+)
 @example([(0, 0), (100, 0), (-100, 1), (100, 1)], 0.5)  # a line that turns back
 @example([(10, -70), (-99, 7), (25, -9), (-72, -83)], 0.5)  # a segment ends at its farthest
 def test_a_fitted_line_keeps_its_ends_and_passes_near_every_vertex_both_ways(steps, distance):
@@ -824,16 +873,28 @@ def test_a_fitted_ring_that_would_cross_itself_is_the_fallbacks():
     """Where a fitted ring would cross itself, the cover keeps the fallback's ring."""
     from parcelsearch.planning.tiling.covers import _fitted
 
-    star = Polygon([(5.38, 5.34), (4.09, 4.52), (4.52, 8.7), (-0.63, 4.73), (-7.42, 6.53),
-                    (-3.74, 2.9), (-2.58, 0.58), (-7.99, -0.85), (-2.57, -2.3), (0.47, -6.07),
-                    (1.7, -6.6), (1.71, -2.22)])
+    star = Polygon(
+        [
+            (5.38, 5.34),
+            (4.09, 4.52),
+            (4.52, 8.7),
+            (-0.63, 4.73),
+            (-7.42, 6.53),
+            (-3.74, 2.9),
+            (-2.58, 0.58),
+            (-7.99, -0.85),
+            (-2.57, -2.3),
+            (0.47, -6.07),
+            (1.7, -6.6),
+            (1.71, -2.22),
+        ]
+    )
     close = _fitted(star, 0.01, lambda: star)  # fitted (its vertices move by up to 0.01)
     assert shapely.is_valid(close) and not close.equals_exact(star, 0)
     assert _fitted(star, 1.0, lambda: star).equals_exact(star, 0)  # fitted, it would cross itself
 
 
-@given(st.integers(0, 10_000), st.sampled_from([2.0, 5.0, 50.0, 500.0]),
-       st.integers(0, 3))
+@given(st.integers(0, 10_000), st.sampled_from([2.0, 5.0, 50.0, 500.0]), st.integers(0, 3))
 @example(12, 5.0, 2)
 @settings(max_examples=40)
 def test_a_simplified_buffer_stays_in_its_band_by_construction(seed, tolerance, holes):
@@ -854,8 +915,10 @@ def test_a_simplified_buffer_stays_in_its_band_by_construction(seed, tolerance, 
     assert shapely.covers(first, shapely.buffer(grown, -band, quad_segs=16))
 
 
-@given(st.lists(st.tuples(st.integers(-6, 6), st.integers(-6, 6)), min_size=4, max_size=4),
-       st.lists(st.tuples(st.integers(-6, 6), st.integers(-6, 6)), min_size=2, max_size=8))
+@given(
+    st.lists(st.tuples(st.integers(-6, 6), st.integers(-6, 6)), min_size=4, max_size=4),
+    st.lists(st.tuples(st.integers(-6, 6), st.integers(-6, 6)), min_size=2, max_size=8),
+)
 @example([(0, 0), (4, 4), (0, 4), (4, 0)], [(2, 2), (9, 9)])  # an edge through the middle
 @example([(0, 0), (4, 0), (0, 0), (0, 4)], [(0, 0), (9, 9)])  # a shared end is no crossing
 def test_crossing_is_what_shapely_finds_but_at_shared_ends(link_ends, edge_ends):
@@ -873,8 +936,9 @@ def test_crossing_is_what_shapely_finds_but_at_shared_ends(link_ends, edge_ends)
             edge = shapely.LineString([u, v]) if u != v else shapely.Point(u)
             if {tuple(u), tuple(v)} & {tuple(p), tuple(q)} or not link.intersects(edge):
                 continue
-            collinear = (q[0] - p[0]) * (v[1] - u[1]) == (q[1] - p[1]) * (v[0] - u[0]) and \
-                (q[0] - p[0]) * (u[1] - p[1]) == (q[1] - p[1]) * (u[0] - p[0])
+            collinear = (q[0] - p[0]) * (v[1] - u[1]) == (q[1] - p[1]) * (v[0] - u[0]) and (
+                q[0] - p[0]
+            ) * (u[1] - p[1]) == (q[1] - p[1]) * (u[0] - p[0])
             expected |= not collinear
         assert bool(found[k]) == expected
 
@@ -887,14 +951,19 @@ def _island_cluster(count: int = 120, seed: int = 7) -> shapely.Geometry:
         x, y = rng.random(2) * 0.05
         radius = 0.0004 + rng.random() * 0.0008
         angles = np.sort(rng.random(9)) * 2 * np.pi
-        islands.append(Polygon(np.column_stack([x + radius * np.cos(angles),
-                                                y + radius * np.sin(angles)]) + [174.5, -36.5]))
+        islands.append(
+            Polygon(
+                np.column_stack([x + radius * np.cos(angles), y + radius * np.sin(angles)])
+                + [174.5, -36.5]
+            )
+        )
     return shapely.union_all(islands)
 
 
 @pytest.mark.parametrize("max_bytes", [7168, 1500])
-def test_connectors_crossing_earlier_ones_are_refused_before_any_ring_is_built(monkeypatch,
-                                                                                max_bytes):
+def test_connectors_crossing_earlier_ones_are_refused_before_any_ring_is_built(
+    monkeypatch, max_bytes
+):
     """A link crossing an earlier connector of either piece, or two pieces whose
     connectors cross, would make a ring that crosses itself: they are refused up front
     (here, on an island cluster, at least ten times), and the pieces are exactly those
@@ -913,8 +982,9 @@ def test_connectors_crossing_earlier_ones_are_refused_before_any_ring_is_built(m
     monkeypatch.setattr(merging, "crossing", counted)
     early = tile(area, max_request_bytes=max_bytes, match=POINT)
     assert sum(refused) >= 10
-    monkeypatch.setattr(merging, "crossing", lambda starts, ends, edges: np.zeros(
-        len(starts), dtype=bool))
+    monkeypatch.setattr(
+        merging, "crossing", lambda starts, ends, edges: np.zeros(len(starts), dtype=bool)
+    )
     late = tile(area, max_request_bytes=max_bytes, match=POINT)
     assert [p.wkb for p in early] == [p.wkb for p in late]
     assert_sendable(early, max_bytes)
@@ -954,9 +1024,17 @@ def test_nearest_first_splits_the_pairs_within_reach_without_losing_one():
     assert later and tried_first
     boxes = shapely.bounds(np.asarray(pieces, dtype=object))
     for i, others in enumerate(near):
-        gap = {j: np.hypot(*(np.maximum(0, np.maximum(boxes[j, :2] - boxes[i, 2:],
-                                                      boxes[i, :2] - boxes[j, 2:])) * [0.8, 1]))
-               for j in others}
+        gap = {
+            j: np.hypot(
+                *(
+                    np.maximum(
+                        0, np.maximum(boxes[j, :2] - boxes[i, 2:], boxes[i, :2] - boxes[j, 2:])
+                    )
+                    * [0.8, 1]
+                )
+            )
+            for j in others
+        }
         nearest = sorted(others, key=lambda j: (gap[j], j))[:3]
         assert set(nearest) <= first[i]
 
@@ -968,6 +1046,7 @@ def test_merging_tries_every_pair_within_reach_that_still_fits(monkeypatch, max_
     connector are left untried, and far fewer connectors are tried than there are pairs
     within reach."""
     import parcelsearch.planning.tiling.merging as merging
+
     mergers = []
     run = merging._Merger.run
 
@@ -1000,16 +1079,24 @@ def test_outer_edges_are_the_area_boundary_edges_but_the_antimeridian_cut():
     from parcelsearch.planning.tiling.grid import CODE_OFFSET, snap
     from parcelsearch.planning.tiling.merging import _Merger, _outer_edges
 
-    area = snap(MultiPolygon([
-        Polygon([(179.9, 10.0), (180.0, 10.0), (180.0, 10.1), (179.9, 10.1)]),
-        Polygon([(179.0, 10.0), (179.5, 10.0), (179.5, 10.5), (179.0, 10.5)],
-                [[(179.1, 10.1), (179.2, 10.1), (179.2, 10.2)]]),
-    ]))
+    area = snap(
+        MultiPolygon(
+            [
+                Polygon([(179.9, 10.0), (180.0, 10.0), (180.0, 10.1), (179.9, 10.1)]),
+                Polygon(
+                    [(179.0, 10.0), (179.5, 10.0), (179.5, 10.5), (179.0, 10.5)],
+                    [[(179.1, 10.1), (179.2, 10.1), (179.2, 10.2)]],
+                ),
+            ]
+        )
+    )
     vertices, keys = _outer_edges(area)
     low, high = np.divmod(keys, len(vertices))
     decode = lambda code: ((int(code) >> 31) - CODE_OFFSET, (int(code) & (2**31 - 1)) - CODE_OFFSET)  # noqa: E731
-    found = {frozenset((decode(vertices[a]), decode(vertices[b])))
-             for a, b in zip(low.tolist(), high.tolist(), strict=True)}
+    found = {
+        frozenset((decode(vertices[a]), decode(vertices[b])))
+        for a, b in zip(low.tolist(), high.tolist(), strict=True)
+    }
     expected = set()
     for ring in shapely.get_rings(np.asarray(list(area.geoms), dtype=object)):
         xy = [tuple(p) for p in np.rint(shapely.get_coordinates(ring) * 1e6).astype(int).tolist()]
@@ -1090,8 +1177,9 @@ def test_sliver_reach_takes_a_link_only_within_t_of_the_area():
     from parcelsearch.planning.tiling.match_rule import SliverReach
 
     metre = 1 / 111_320
-    area = MultiPolygon([box(0, 0, 100 * metre, 100 * metre),
-                         box(140 * metre, 0, 240 * metre, 100 * metre)])
+    area = MultiPolygon(
+        [box(0, 0, 100 * metre, 100 * metre), box(140 * metre, 0, 240 * metre, 100 * metre)]
+    )
     reach = SliverReach(area, 5.0)
 
     def grid(*points: tuple[float, float]) -> np.ndarray:
@@ -1104,8 +1192,9 @@ def test_sliver_reach_takes_a_link_only_within_t_of_the_area():
     far_edge = grid((40, -1), (40, -30))
     assert not reach(np.stack([along, far_edge, grid((50, -2), (50, -1))]))
     # a link too long to sample (more than 256 samples at 5/16 m) is not taken either
-    assert not reach(np.stack([grid((0, -1), (90, -1)), grid((0, -1), (0, -2)),
-                               grid((90, -2), (90, -1))]))
+    assert not reach(
+        np.stack([grid((0, -1), (90, -1)), grid((0, -1), (0, -2)), grid((90, -2), (90, -1))])
+    )
 
 
 def test_the_matching_rule_is_checked_by_name():
@@ -1113,16 +1202,21 @@ def test_the_matching_rule_is_checked_by_name():
 
     assert MATCH_RULES == ("representative-point", "intersects", "unknown")
     assert check_match(" intersects ") == "intersects"
-    with pytest.raises(InputError, match="must be one of representative-point, intersects, "
-                                         "unknown, got 'centroid'") as caught:
+    with pytest.raises(
+        InputError, match="must be one of representative-point, intersects, unknown, got 'centroid'"
+    ) as caught:
         tile(SQUARE, match="centroid")
     assert caught.value.field == "match"
 
 
-@pytest.mark.parametrize("area", [pytest.param(fractal(10, levels=10, holes=2), id="large"),
-                                  pytest.param(fractal(9, levels=6), id="small"),
-                                  pytest.param(MultiPolygon([SQUARE, box(-97.3, 32.7, -97.2,
-                                                                         32.8)]), id="two")])
+@pytest.mark.parametrize(
+    "area",
+    [
+        pytest.param(fractal(10, levels=10, holes=2), id="large"),
+        pytest.param(fractal(9, levels=6), id="small"),
+        pytest.param(MultiPolygon([SQUARE, box(-97.3, 32.7, -97.2, 32.8)]), id="two"),
+    ],
+)
 def test_tolerance_pieces_are_checked_only_against_exact_pieces_known(area):
     """Unless the area is one ring short enough for one request, its exact pieces are not
     made to check tolerance pieces against (a coarser tolerance is never the slow path),
@@ -1159,7 +1253,8 @@ def test_lower_bound_counts_the_groups_the_rule_lets_links_join(tolerance):
 
 @pytest.mark.parametrize("tolerance", [5.0, 500.0])
 def test_a_detailed_area_is_simplified_before_a_wide_buffer_and_its_cover_keeps_the_promise(
-        tolerance):
+    tolerance,
+):
     """At 500 m a detailed island (7,168 vertices, edges of some 40 m) is simplified by 2 % of
     the tolerance before it is buffered (GEOS is several times faster on the simpler ring);
     at 5 m it is not. Either way the cover holds the whole area and stays within the
@@ -1175,7 +1270,8 @@ def test_a_detailed_area_is_simplified_before_a_wide_buffer_and_its_cover_keeps_
     assert shapely.covers(made, area)
     frame = Frame.of(area)
     made_scaled = shapely.transform(
-        made, lambda xy: np.column_stack([(xy[:, 0] - frame.lon0) * frame.c, xy[:, 1]]))
+        made, lambda xy: np.column_stack([(xy[:, 0] - frame.lon0) * frame.c, xy[:, 1]])
+    )
     assert shapely.covers(shapely.buffer(scaled, tolerance * metre, quad_segs=16), made_scaled)
     assert not shapely.covers(shapely.buffer(scaled, 0.9 * tolerance * metre), made_scaled)
 
@@ -1185,10 +1281,10 @@ def _island_in_a_bay(metre: float) -> MultiPolygon:
     3 km island 4 m wide in the bay, 1 m off its shore (scaled degrees, ``metre`` one
     metre): plain Douglas–Peucker by 10 m straightens the shore across the island."""
     side, depth = 5000 * metre, 6 * metre
-    shore = np.column_stack([np.linspace(0.9 * side, 0.1 * side, 400),
-                             np.full(400, side - depth)])
-    mainland = Polygon([(0, 0), (side, 0), (side, side), (0.9 * side, side), *shore,
-                        (0.1 * side, side), (0, side)])
+    shore = np.column_stack([np.linspace(0.9 * side, 0.1 * side, 400), np.full(400, side - depth)])
+    mainland = Polygon(
+        [(0, 0), (side, 0), (side, side), (0.9 * side, side), *shore, (0.1 * side, side), (0, side)]
+    )
     island = box(0.2 * side, side - depth + metre, 0.8 * side, side - metre)
     return MultiPolygon([mainland, island])
 
@@ -1232,4 +1328,5 @@ def test_a_cover_of_islands_in_a_bay_keeps_the_promise():
     assert shapely.covers(made, area)
     made_scaled = Frame(made, frame.lon0, frame.c).scaled()  # in the area's frame
     assert shapely.covers(
-        shapely.buffer(frame.scaled(), tolerance / M_PER_DEGREE, quad_segs=16), made_scaled)
+        shapely.buffer(frame.scaled(), tolerance / M_PER_DEGREE, quad_segs=16), made_scaled
+    )

@@ -46,8 +46,9 @@ def test_a_learnt_page_size_is_kept_and_checked_when_read(tmp_path) -> None:
 
 def test_a_learnt_request_line_limit_is_kept_and_checked_when_read(tmp_path) -> None:
     # 7,168 assumed until a refusal
-    _kept_and_checked(tmp_path, "max_request_bytes", 4096,
-                      ('"4096"', "100", "true", "4096.5", "10000000"))
+    _kept_and_checked(
+        tmp_path, "max_request_bytes", 4096, ('"4096"', "100", "true", "4096.5", "10000000")
+    )
 
 
 def test_a_learnt_result_window_is_kept_and_checked_when_read(tmp_path) -> None:

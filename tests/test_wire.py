@@ -46,8 +46,14 @@ def test_ring_json_is_format_coord_of_every_number(points, with_z, decimals) -> 
     """ring_json formats the whole ring at once: the text of format_coord for every
     coordinate, a third coordinate ignored, any number of decimals."""
     ring = [(x, y, 7.0) if with_z else (x, y) for x, y in points]
-    expected = "[" + ",".join(f"[{_wire.format_coord(x, decimals)},"
-                              f"{_wire.format_coord(y, decimals)}]" for x, y in points) + "]"
+    expected = (
+        "["
+        + ",".join(
+            f"[{_wire.format_coord(x, decimals)},{_wire.format_coord(y, decimals)}]"
+            for x, y in points
+        )
+        + "]"
+    )
     assert _wire.ring_json(ring, decimals) == expected
     assert _wire.ring_json(iter(ring), decimals) == expected  # an iterator, read once
     assert _wire.ring_json([*ring, (0.5, 0.25, 1.0, 2.0)], decimals).startswith(expected[:-1])
@@ -57,8 +63,10 @@ def test_ring_json_is_format_coord_of_every_number(points, with_z, decimals) -> 
 def test_vertex_bytes_add_up_to_the_request_line(points, page) -> None:
     target = _wire.search_target("/v1/search", _wire.ring_json(points), page)
     fixed = _wire.request_line_bytes(_wire.search_target("/v1/search", "[]", page))
-    assert _wire.request_line_bytes(target) == fixed + sum(
-        _wire.vertex_bytes(x, y) for x, y in points) - 1
+    assert (
+        _wire.request_line_bytes(target)
+        == fixed + sum(_wire.vertex_bytes(x, y) for x, y in points) - 1
+    )
 
 
 @given(st.lists(coords, min_size=1, max_size=50), st.integers(1, 99999))

@@ -18,8 +18,15 @@ from pathlib import Path
 
 from parcelsearch.errors import ConfigurationError, Hint
 
-__all__ = ["month_of", "next_month_start", "data_path", "check_count", "count_argument",
-           "plural", "package_version"]
+__all__ = [
+    "month_of",
+    "next_month_start",
+    "data_path",
+    "check_count",
+    "count_argument",
+    "plural",
+    "package_version",
+]
 
 
 def month_of(moment: datetime | float) -> str:
@@ -53,9 +60,7 @@ def data_path(name: str = "") -> Path:
     return path
 
 
-def check_count(
-    value: object, minimum: int, name: str = "", hints: Sequence[Hint] = ()
-) -> int:
+def check_count(value: object, minimum: int, name: str = "", hints: Sequence[Hint] = ()) -> int:
     """``value`` when it is a whole number (not a bool) of at least ``minimum``.
 
     Parameters
@@ -77,8 +82,9 @@ def check_count(
     """
     if isinstance(value, bool) or not isinstance(value, int) or value < minimum:
         subject = f"{name} must" if name else "must"
-        raise ConfigurationError(f"{subject} be a whole number >= {minimum}, got {value!r}",
-                                 hints=list(hints))
+        raise ConfigurationError(
+            f"{subject} be a whole number >= {minimum}, got {value!r}", hints=list(hints)
+        )
     return value
 
 
@@ -126,5 +132,9 @@ _CONTROLS = re.compile("[\x00-\x1f\x7f-\x9f\u202a-\u202e\u2066-\u2069]")
 def terminal_text(text: str, keep: str = "") -> str:
     """``text`` safe to print on a terminal (what a store or a vendor wrote is shown, never
     run): each control character but those in ``keep`` as its escape (``\\x1b``)."""
-    return _CONTROLS.sub(lambda m: m.group() if m.group() in keep
-                         else m.group().encode("unicode_escape").decode("ascii"), text)
+    return _CONTROLS.sub(
+        lambda m: (
+            m.group() if m.group() in keep else m.group().encode("unicode_escape").decode("ascii")
+        ),
+        text,
+    )

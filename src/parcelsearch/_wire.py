@@ -82,8 +82,7 @@ def _quoted_length(text: str) -> int:
 
 def search_target_bytes(path: str, polygon_json: str, page: int, method: str = "GET") -> int:
     """:func:`request_line_bytes` of :func:`search_target`, without quoting the ring."""
-    return request_line_bytes(search_target(path, "", page), method) + _quoted_length(
-        polygon_json)
+    return request_line_bytes(search_target(path, "", page), method) + _quoted_length(polygon_json)
 
 
 def request_line_bytes(target: str, method: str = "GET") -> int:

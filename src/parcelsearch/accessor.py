@@ -54,8 +54,12 @@ class ParcelsAccessor:
         """Every GroupID inside each area; see :func:`parcelsearch.search`."""
         return pipeline.search(self._areas, **kwargs)
 
-    def check_markets(self, column: str = "market", markets: Sequence[str] | None = None,
-                      client: Client | None = None) -> gpd.GeoDataFrame:
+    def check_markets(
+        self,
+        column: str = "market",
+        markets: Sequence[str] | None = None,
+        client: Client | None = None,
+    ) -> gpd.GeoDataFrame:
         """A copy with ``market_active`` and ``market_suggestion`` for each area's market.
 
         Give the active market names (``markets=``), or the ``client`` to ask for them: that

@@ -181,6 +181,7 @@ class Client:
         proxy: str | None = None,
     ) -> None:
         from parcelsearch.profiles import profile_proxy, profile_quota, resolve  # a saved
+
         # profile fills what is not given
         proxy_named = proxy is not None or bool(settings.options.proxy)
         key_given = api_key
@@ -201,22 +202,33 @@ class Client:
             # profile filled api_key above, and chosen() reads a given key as "no profile"
         self._proxy = _Secret(check_proxy(given)) if given else None
         #: Where the proxy given came from (for ``doctor``).
-        self.proxy_source = ("Client(proxy=...) or --proxy" if proxy is not None else
-                             settings.ENV_PROXY if settings.options.proxy else "the profile")
+        self.proxy_source = (
+            "Client(proxy=...) or --proxy"
+            if proxy is not None
+            else settings.ENV_PROXY
+            if settings.options.proxy
+            else "the profile"
+        )
         self.rate = _positive(rate, "rate", "calls per second", 10)
         self.timeout = float(timeout)
-        self.response_deadline = _positive(response_deadline, "response_deadline", "seconds",
-                                           60)
+        self.response_deadline = _positive(response_deadline, "response_deadline", "seconds", 60)
         settings.group_id_max_chars()  # refused now, not at the first page read
         self._page_size_set = settings.page_size_setting()  # likewise
         self._line_limit_set = settings.max_request_bytes_setting(max_request_bytes)
         self._window_set = settings.result_window_setting()  # likewise
         self.retry = retries if isinstance(retries, RetryPolicy) else RetryPolicy(total=retries)
-        self.session = session if session is not None else new_session(
-            os_trust_context() if self.trust.path is None else None)
+        self.session = (
+            session
+            if session is not None
+            else new_session(os_trust_context() if self.trust.path is None else None)
+        )
         self.transport = Transport(
-            self.session, RateLimiter(self.rate), self.retry, timeout=self.timeout,
-            verify=self.trust.verify, deadline=self.response_deadline,
+            self.session,
+            RateLimiter(self.rate),
+            self.retry,
+            timeout=self.timeout,
+            verify=self.trust.verify,
+            deadline=self.response_deadline,
             proxy=self._proxy.reveal() if self._proxy is not None else None,
             trust=str(self.trust),
         )
@@ -228,12 +240,12 @@ class Client:
         self.page_base = self.vendor.page_base if self.vendor.page_base is not None else 1
         #: GroupIDs a full page holds: set by the user, else learnt (kept in the profile),
         #: else 100.
-        self.page_size = (self._page_size_set or self.vendor.page_size
-                          or settings.PAGE_SIZE)
+        self.page_size = self._page_size_set or self.vendor.page_size or settings.PAGE_SIZE
         #: The longest request line the gateway takes (pieces are planned to it): set by the
         #: user, else learnt from a refusal (kept in the profile), else 7,168 bytes.
-        self.max_request_bytes = (self._line_limit_set or self.vendor.max_request_bytes
-                                  or settings.MAX_REQUEST_LINE_BYTES)
+        self.max_request_bytes = (
+            self._line_limit_set or self.vendor.max_request_bytes or settings.MAX_REQUEST_LINE_BYTES
+        )
         #: Pages the vendor serves a search at most: set by the user, else learnt from its
         #: refusal of a deeper page (kept in the profile), else ``None`` (no limit known).
         self.result_window: int | None = self._window_set or self.vendor.result_window
@@ -306,8 +318,11 @@ class Client:
         """The page size ``page`` is checked against: :attr:`page_size`, or, unless the user
         set it, the whole answer when it says it is one page (a vendor serving more a page
         than known: nothing to learn from it, nothing missing)."""
-        if self._page_size_set is None and page.page == page.pages == 1 and \
-                page.rows == page.data_rows:
+        if (
+            self._page_size_set is None
+            and page.page == page.pages == 1
+            and page.rows == page.data_rows
+        ):
             return max(self.page_size, page.rows)
         return self.page_size
 
@@ -321,7 +336,9 @@ class Client:
         self.learn(page_size=size)
         told = LearntFactWarning(
             f"the vendor at {self.base_url} serves {size} ids a page (learnt): re-priced; "
-            f"kept in {self.cache_dir / PROFILES_FILE}", hints=[Hint("page_size", size)])
+            f"kept in {self.cache_dir / PROFILES_FILE}",
+            hints=[Hint("page_size", size)],
+        )
         tell = self.tell
         if tell is not None:
             tell(told)
@@ -351,7 +368,11 @@ class Client:
                 log.warning("the vendor profile was not kept in %s: %s", self.cache_dir, exc)
 
     def probe_page_base(
-        self, polygon_json: str, *, path: str = settings.SEARCH_PATH, spend: Spend | None = None,
+        self,
+        polygon_json: str,
+        *,
+        path: str = settings.SEARCH_PATH,
+        spend: Spend | None = None,
         cancel: threading.Event | None = None,
     ) -> int:
         """Ask for ``page=0`` of a ring (one call): 0 when the vendor answers it as its first
@@ -411,8 +432,9 @@ class Client:
         """Close the session's pooled connections."""
         self.session.close()
 
-    def probe(self, target: str, *, spend: Spend | None = None,
-              cancel: threading.Event | None = None) -> Probe:
+    def probe(
+        self, target: str, *, spend: Spend | None = None, cancel: threading.Event | None = None
+    ) -> Probe:
         """One GET of ``target`` whose answer is described, not judged (for
         :func:`parcelsearch.check_service`): status, compression and the body read once.
         Same-origin redirects are followed; cut bodies, 5xx and spike arrest are retried."""
@@ -423,11 +445,17 @@ class Client:
             where = self._where(target, response.url or url)
             try:
                 body = response.content
-            except (requests.exceptions.ChunkedEncodingError,
-                    requests.exceptions.ContentDecodingError) as exc:
-                raise Transient("cut body", CutBodyError(
-                    f"response body cut short or undecodable ({where}): "
-                    f"{type(exc).__name__}", url=strip_query(url))) from None
+            except (
+                requests.exceptions.ChunkedEncodingError,
+                requests.exceptions.ContentDecodingError,
+            ) as exc:
+                raise Transient(
+                    "cut body",
+                    CutBodyError(
+                        f"response body cut short or undecodable ({where}): {type(exc).__name__}",
+                        url=strip_query(url),
+                    ),
+                ) from None
             status = response.status_code
             if status in REDIRECTS:
                 raise self._redirect(response, response.url or url, where)
@@ -435,20 +463,34 @@ class Client:
             refusal = None
             if not (isinstance(payload, dict) and payload.get("status") == "OK"):
                 refusal = read_refusal(status, body, response.headers.get("Content-Type", ""))
-                if refusal.kind == "spike" or (status >= 500 and refusal.kind != "quota") \
-                        or (status == 200 and refusal.shape == "html"):
-                    raise Transient(str(status), _service_error(
-                        status, response.headers, refusal, url, where, self))
+                if (
+                    refusal.kind == "spike"
+                    or (status >= 500 and refusal.kind != "quota")
+                    or (status == 200 and refusal.shape == "html")
+                ):
+                    raise Transient(
+                        str(status),
+                        _service_error(status, response.headers, refusal, url, where, self),
+                    )
                 hop = self._unlearn(status, refusal, response.url or url)
                 if hop is not None:
                     raise hop
-            return Probe(status, response.headers.get("Content-Encoding", "identity"),
-                         payload if isinstance(payload, dict) else None, refusal,
-                         response.headers.get("Sunset") or None)
+            return Probe(
+                status,
+                response.headers.get("Content-Encoding", "identity"),
+                payload if isinstance(payload, dict) else None,
+                refusal,
+                response.headers.get("Sunset") or None,
+            )
 
         return self.transport.get(
-            url, headers={"x-api-key": self._key.reveal(), "Accept": "application/json"},
-            judge=judge, describe=where, spend=spend, cancel=cancel)
+            url,
+            headers={"x-api-key": self._key.reveal(), "Accept": "application/json"},
+            judge=judge,
+            describe=where,
+            spend=spend,
+            cancel=cancel,
+        )
 
     # -- redirects ----------------------------------------------------------------------
 
@@ -481,9 +523,13 @@ class Client:
             earlier = self._forgotten.get(path)
         if not sources:  # forgotten already (by another thread's request): the default too
             return None if earlier is None else Redirected(earlier + sep + query)
-        log.warning("the learnt path %s answers HTTP %d: forgotten (in %s), the request goes "
-                    "to %s again", strip_query(path), status, self.cache_dir / PROFILES_FILE,
-                    strip_query(sources[0]))
+        log.warning(
+            "the learnt path %s answers HTTP %d: forgotten (in %s), the request goes to %s again",
+            strip_query(path),
+            status,
+            self.cache_dir / PROFILES_FILE,
+            strip_query(sources[0]),
+        )
         self.learn(moved=moved)
         return Redirected(sources[0] + sep + query)
 
@@ -505,13 +551,15 @@ class Client:
             f"HTTP {response.status_code}: the vendor redirects {where} to {shown}; "
             "parcelsearch follows only redirects to the same https:// host and port, so the "
             "key is never sent elsewhere or unencrypted. If that address is the service, "
-            "use it as the base URL", status=response.status_code, url=strip_query(url),
-            hints=[Hint("base_url", phrase="check {knob}")])
+            "use it as the base URL",
+            status=response.status_code,
+            url=strip_query(url),
+            hints=[Hint("base_url", phrase="check {knob}")],
+        )
 
     # -- requests ---------------------------------------------------------------------
 
-    def line_bytes(self, polygon_json: str, page: int, *,
-                   path: str = settings.SEARCH_PATH) -> int:
+    def line_bytes(self, polygon_json: str, page: int, *, path: str = settings.SEARCH_PATH) -> int:
         """The request line (``GET … HTTP/1.1``, bytes) that page ``page`` of a search of
         ``polygon_json`` is sent with (where a redirect moved the path, the moved one)."""
         sent = page - 1 + self.page_base
@@ -574,14 +622,19 @@ class Client:
             raise RequestTooLargeError(  # the gateway refused such lines: not sent to it
                 f"not sent: a request line of {line:,} bytes, over the {self.max_request_bytes:,}"
                 f" bytes the gateway at {self.base_url} takes (learnt from its refusal)",
-                status=414, url=strip_query(url),
-                hints=[Hint("max_request_bytes", self.max_request_bytes)])
+                status=414,
+                url=strip_query(url),
+                hints=[Hint("max_request_bytes", self.max_request_bytes)],
+            )
         if self.result_window is not None and page > self.result_window:
             raise ResultWindowError(  # the vendor refuses pages that deep: not sent to it
                 f"not sent: page {page}, beyond the {self.result_window} pages the vendor at "
                 f"{self.base_url} serves a search ({self.result_window_source}); the piece "
-                "must be split", window=self.result_window, url=strip_query(url),
-                hints=[Hint("result_window", self.result_window)])
+                "must be split",
+                window=self.result_window,
+                url=strip_query(url),
+                hints=[Hint("result_window", self.result_window)],
+            )
 
         def read(payload: dict[str, Any], where: str) -> Page:
             echoed = _field(payload, "page", where, url)
@@ -591,14 +644,23 @@ class Client:
             if page > 1 and rows and (not data or page > pages):
                 raise PageGoneError(
                     f"page {page} is past the last page of an answer of {rows} rows "
-                    f"({where}): the result changed since page 1", url=strip_query(url))
+                    f"({where}): the result changed since page 1",
+                    url=strip_query(url),
+                )
             if echoed != sent:
-                raise MalformedResponseError(f"asked for page {sent}, got page {echoed!r} "
-                                             f"({where})", url=strip_query(url))
+                raise MalformedResponseError(
+                    f"asked for page {sent}, got page {echoed!r} ({where})", url=strip_query(url)
+                )
             result = Page(
-                request_key=key, polygon_json=polygon_json, page=page,
-                rows=rows, pages=pages, data_rows=_data_rows(payload, data, where, url),
-                data=tuple(data), base_url=self.base_url, path=path,
+                request_key=key,
+                polygon_json=polygon_json,
+                page=page,
+                rows=rows,
+                pages=pages,
+                data_rows=_data_rows(payload, data, where, url),
+                data=tuple(data),
+                base_url=self.base_url,
+                path=path,
             )
             taught = self._page_size_taught(result)
             check_page(result, url=strip_query(url), page_size=taught or self._size_for(result))
@@ -613,8 +675,8 @@ class Client:
             if page == 1:
                 raise
             raise PageGoneError(  # the polygon was accepted for page 1: it is the page
-                f"page {page} refused ({exc.message}): the result changed since page 1",
-                url=exc.url) from None
+                f"page {page} refused ({exc.message}): the result changed since page 1", url=exc.url
+            ) from None
 
     def markets(
         self,
@@ -630,11 +692,13 @@ class Client:
             data = _list_field(payload, where, url)
             if _data_rows(payload, data, where, url) != len(data):
                 raise MalformedResponseError(
-                    f"markets: dataRows is {payload['dataRows']} but data holds {len(data)} "
-                    "names", url=url)
+                    f"markets: dataRows is {payload['dataRows']} but data holds {len(data)} names",
+                    url=url,
+                )
             if not all(isinstance(name, str) and name.strip() for name in data):
-                raise MalformedResponseError(f"markets: data holds non-text names ({where})",
-                                             url=url)
+                raise MalformedResponseError(
+                    f"markets: data holds non-text names ({where})", url=url
+                )
             return list(data)
 
         return self._get(path, read, spend, cancel)
@@ -657,8 +721,12 @@ class Client:
 
         log.debug("GET %s (key %s)", where, self._fingerprint)
         return self.transport.get(
-            url, headers={"x-api-key": self._key.reveal(), "Accept": "application/json"},
-            judge=judge, describe=where, spend=spend, cancel=cancel,
+            url,
+            headers={"x-api-key": self._key.reveal(), "Accept": "application/json"},
+            judge=judge,
+            describe=where,
+            spend=spend,
+            cancel=cancel,
         )
 
 
@@ -709,11 +777,17 @@ def _judge(
         heard(response.status_code, response.headers)
     try:
         body = response.content
-    except (requests.exceptions.ChunkedEncodingError,
-            requests.exceptions.ContentDecodingError) as exc:
-        raise Transient("cut body", CutBodyError(
-            f"response body cut short or undecodable ({where}): {type(exc).__name__}",
-            url=strip_query(url))) from None
+    except (
+        requests.exceptions.ChunkedEncodingError,
+        requests.exceptions.ContentDecodingError,
+    ) as exc:
+        raise Transient(
+            "cut body",
+            CutBodyError(
+                f"response body cut short or undecodable ({where}): {type(exc).__name__}",
+                url=strip_query(url),
+            ),
+        ) from None
     status = response.status_code
     if status in REDIRECTS:
         raise client._redirect(response, url, where)
@@ -737,9 +811,11 @@ def _judge(
             if spend is not None:
                 spend.refund()  # refused at the gate: the service did not count it
         if refusal.kind == "spike" or (
-                status in RETRY_STATUSES and refusal.kind not in ("quota", "key")):
-            raise Transient(str(status), error,
-                            outage=refusal.kind != "spike" and status in OUTAGE_STATUSES)
+            status in RETRY_STATUSES and refusal.kind not in ("quota", "key")
+        ):
+            raise Transient(
+                str(status), error, outage=refusal.kind != "spike" and status in OUTAGE_STATUSES
+            )
         raise error
     payload = read_json(body)
     if payload is None:
@@ -747,9 +823,13 @@ def _judge(
         if refusal.shape == "html":  # a maintenance page: down for now, like a 503
             raise Transient("HTML page", _html_page(refusal, url, where), outage=True)
         shown = refusal.text if refusal.shape == "html" else f"{len(body)} bytes, not JSON"
-        raise Transient("body not JSON", MalformedResponseError(
-            f"HTTP 200 but the answer is not JSON ({where}): {shown}",
-            url=strip_query(url)), once=True) from None
+        raise Transient(
+            "body not JSON",
+            MalformedResponseError(
+                f"HTTP 200 but the answer is not JSON ({where}): {shown}", url=strip_query(url)
+            ),
+            once=True,
+        ) from None
     if not isinstance(payload, dict) or payload.get("status") != "OK":
         refusal = read_refusal(status, body, content_type)
         if refusal.kind == "empty":
@@ -757,7 +837,8 @@ def _judge(
         status_field = payload.get("status") if isinstance(payload, dict) else None
         raise MalformedResponseError(
             f"HTTP 200 but status {status_field!r}, not 'OK' ({where}): {refusal.text}",
-            url=strip_query(url))
+            url=strip_query(url),
+        )
     try:
         return read(payload, where)
     except PageGoneError:
@@ -766,27 +847,35 @@ def _judge(
         raise Transient("counts disagree", exc, once=True) from None
 
 
-def _too_long(status: int, refusal: Refusal, url: str, where: str,
-              client: Client) -> RequestTooLargeError:
+def _too_long(
+    status: int, refusal: Refusal, url: str, where: str, client: Client
+) -> RequestTooLargeError:
     """A request line the gateway refused as too long, in its words; the limit it teaches
     kept, so the next search plans its pieces to it."""
     learnt = client._learn_line_limit(url)
     sent = len(f"GET {url.removeprefix(client.base_url)} HTTP/1.1".encode())
     words = refusal.text if refusal.messages or not refusal.errorcode else refusal.errorcode
     code = f" ({refusal.errorcode})" if refusal.errorcode and refusal.messages else ""
-    then = (f"the gateway takes at most {learnt:,} bytes, it seems: kept in "
-            f"{client.cache_dir / PROFILES_FILE}, so the next search plans its pieces to it; "
-            "search again" if learnt is not None else
-            f"pieces were planned to {client.max_request_bytes:,} bytes; set a lower limit")
+    then = (
+        f"the gateway takes at most {learnt:,} bytes, it seems: kept in "
+        f"{client.cache_dir / PROFILES_FILE}, so the next search plans its pieces to it; "
+        "search again"
+        if learnt is not None
+        else f"pieces were planned to {client.max_request_bytes:,} bytes; set a lower limit"
+    )
     return RequestTooLargeError(
         f"HTTP {status}: {words}{code} ({where}): the gateway refused a "
         f"request line of {sent:,} bytes as too long; {then}.",
-        status=status, messages=list(refusal.messages), url=strip_query(url),
-        hints=[Hint("max_request_bytes", learnt or 4096)])
+        status=status,
+        messages=list(refusal.messages),
+        url=strip_query(url),
+        hints=[Hint("max_request_bytes", learnt or 4096)],
+    )
 
 
-def _too_deep(status: int, refusal: Refusal, url: str, where: str,
-              client: Client) -> ResultWindowError | None:
+def _too_deep(
+    status: int, refusal: Refusal, url: str, where: str, client: Client
+) -> ResultWindowError | None:
     """A page (after the first) refused as beyond the vendor's result window, in its words;
     the window it teaches (the page before) kept, so pieces with more pages are split."""
     asked = parse_qs(urlsplit(url).query).get("page", [""])[0]
@@ -797,13 +886,21 @@ def _too_deep(status: int, refusal: Refusal, url: str, where: str,
         return None  # page 1 refused: nothing deeper to learn
     learnt = client._learn_window(page, stated_window(refusal.text, client.page_size, page))
     window = learnt if learnt is not None else page - 1
-    kept = (f"kept in {client.cache_dir / PROFILES_FILE}, so " if learnt is not None
-            and client.result_window_source == "learnt" else "")
+    kept = (
+        f"kept in {client.cache_dir / PROFILES_FILE}, so "
+        if learnt is not None and client.result_window_source == "learnt"
+        else ""
+    )
     return ResultWindowError(
         f"HTTP {status}: {refusal.text} ({where}): the vendor serves a search {window} "
         f"pages deep at most, it seems; {kept}pieces with more pages are split until each "
-        "fits.", window=window, status=status, messages=list(refusal.messages),
-        url=strip_query(url), hints=[Hint("result_window", window)])
+        "fits.",
+        window=window,
+        status=status,
+        messages=list(refusal.messages),
+        url=strip_query(url),
+        hints=[Hint("result_window", window)],
+    )
 
 
 def _html_page(refusal: Refusal, url: str, where: str) -> ServiceFailureError:
@@ -811,12 +908,14 @@ def _html_page(refusal: Refusal, url: str, where: str) -> ServiceFailureError:
     transient fault, backed off and retried like a 503, never read as an answer."""
     return ServiceFailureError(
         f"HTTP 200 but {refusal.text} where JSON is due ({where}): the service seems down "
-        "(for maintenance?); nothing was kept from these answers", status=200,
-        messages=list(refusal.messages), url=strip_query(url))
+        "(for maintenance?); nothing was kept from these answers",
+        status=200,
+        messages=list(refusal.messages),
+        url=strip_query(url),
+    )
 
 
-def _gone(headers: Mapping[str, str], refusal: Refusal, url: str,
-          where: str) -> EndpointGoneError:
+def _gone(headers: Mapping[str, str], refusal: Refusal, url: str, where: str) -> EndpointGoneError:
     """A 410: the vendor retired the endpoint. Quoted in its words, with its ``Sunset``."""
     sunset = headers.get("Sunset") or None
     when = f" (Sunset: {sunset})" if sunset else " (no Sunset date given)"
@@ -824,17 +923,28 @@ def _gone(headers: Mapping[str, str], refusal: Refusal, url: str,
         f"HTTP 410 Gone: the vendor has retired {where.split(' page ')[0]}{when}: "
         f"{refusal.text}. No request was retried and the run stopped at this first answer; "
         "ask the vendor for the endpoint that replaces it and use it as the base URL.",
-        status=410, messages=list(refusal.messages), url=strip_query(url), sunset=sunset,
-        hints=[Hint("base_url", phrase="then set {knob}")])
+        status=410,
+        messages=list(refusal.messages),
+        url=strip_query(url),
+        sunset=sunset,
+        hints=[Hint("base_url", phrase="then set {knob}")],
+    )
 
 
-def _empty(read: Callable[[dict[str, Any], str], T], empty: dict[str, Any] | None,
-           refusal: Refusal, where: str, url: str) -> T:
+def _empty(
+    read: Callable[[dict[str, Any], str], T],
+    empty: dict[str, Any] | None,
+    refusal: Refusal,
+    where: str,
+    url: str,
+) -> T:
     """An empty result worded as an error: page 1 of nothing (``empty``), or, for a later
     page, a page that page 1 promised and that is gone."""
     if empty is None:
-        raise PageGoneError(f"the vendor answers {refusal.text!r} ({where}): the result "
-                            "changed since page 1", url=strip_query(url))
+        raise PageGoneError(
+            f"the vendor answers {refusal.text!r} ({where}): the result changed since page 1",
+            url=strip_query(url),
+        )
     return read(empty, where)
 
 
@@ -859,7 +969,8 @@ def _resolve_key(api_key: str | None) -> str:
     if any(ch.isspace() or not ch.isprintable() or ord(ch) > 126 for ch in key):
         raise ConfigurationError(
             "the API key holds whitespace or non-ASCII characters.",
-            hints=[Hint("api_key", phrase="check the value of {knob}")])
+            hints=[Hint("api_key", phrase="check the value of {knob}")],
+        )
     return key
 
 
@@ -878,14 +989,17 @@ def _resolve_ca_bundle(ca_bundle: str | os.PathLike[str] | None) -> str | None:
     if not path.is_file():
         raise ConfigurationError(
             f"CA bundle {str(path)!r} is not a file (a local service writes ca.pem in its "
-            "certificate folder).", hints=[Hint("ca_bundle", phrase="point {knob} at a PEM file")])
+            "certificate folder).",
+            hints=[Hint("ca_bundle", phrase="point {knob} at a PEM file")],
+        )
     try:  # read now, not at the first request that misses the cache
         ssl.create_default_context(cafile=str(path))
     except (ssl.SSLError, OSError) as exc:
         raise ConfigurationError(
             f"CA bundle {str(path)!r} holds no certificate that can be read "
             f"({getattr(exc, 'reason', None) or exc.strerror or exc}).",
-            hints=[Hint("ca_bundle", phrase="point {knob} at a PEM file")]) from None
+            hints=[Hint("ca_bundle", phrase="point {knob} at a PEM file")],
+        ) from None
     return str(path)
 
 
@@ -894,11 +1008,15 @@ def _positive(given: float | None, setting: str, what: str, example: float) -> f
     it is a positive finite number (``what`` it counts, for the message; ``example`` for the
     hint)."""
     value: Any = given if given is not None else getattr(settings.options, setting)
-    if isinstance(value, bool) or not isinstance(value, int | float) or not (
-            0 < value < float("inf")):
+    if (
+        isinstance(value, bool)
+        or not isinstance(value, int | float)
+        or not (0 < value < float("inf"))
+    ):
         raise ConfigurationError(
             f"{setting.replace('_', ' ')} must be a positive number of {what}, got {value!r}.",
-            hints=[Hint(setting, example)])
+            hints=[Hint(setting, example)],
+        )
     return float(value)
 
 
@@ -912,12 +1030,18 @@ _ERRORS: dict[int, type[ServiceError]] = {
     414: RequestTooLargeError,
 }
 _KINDS: dict[str, type[ServiceError]] = {
-    "quota": QuotaExhaustedError, "spike": RateLimitError, "key": AuthenticationError,
+    "quota": QuotaExhaustedError,
+    "spike": RateLimitError,
+    "key": AuthenticationError,
 }
 
 
 def _service_error(
-    status: int, headers: Mapping[str, str], refusal: Refusal, url: str, where: str,
+    status: int,
+    headers: Mapping[str, str],
+    refusal: Refusal,
+    url: str,
+    where: str,
     client: Client,
 ) -> ServiceError:
     """The error of a refusal, in the vendor's words (never raw bytes or markup)."""
@@ -939,9 +1063,14 @@ def _service_error(
     if status == 404 and refusal.kind != "empty":
         note += _not_found_note(client.base_url)
         hints = [Hint("base_url", phrase="check {knob}")]
-    return cls(f"HTTP {status}: {text} ({where}){note}.", status=status,
-               messages=list(refusal.messages), url=strip_query(url),
-               retry_after=retry_after(headers), hints=hints)
+    return cls(
+        f"HTTP {status}: {text} ({where}){note}.",
+        status=status,
+        messages=list(refusal.messages),
+        url=strip_query(url),
+        retry_after=retry_after(headers),
+        hints=hints,
+    )
 
 
 def _not_found_note(base_url: str) -> str:
@@ -950,18 +1079,23 @@ def _not_found_note(base_url: str) -> str:
     parts = urlsplit(base_url)
     if parts.path.rstrip("/").lower().endswith("/v1"):
         root = urlunsplit(parts._replace(path=parts.path.rstrip("/")[:-3]))
-        return (f"; the base URL {base_url} ends in /v1, which the client adds itself "
-                f"(it asked for {base_url}/v1/…): drop the /v1 and give {root}")
-    return (f"; the base URL {base_url} may lack the vendor's path: a gateway "
-            "often serves its API under a stage prefix (e.g. https://host/prod)")
+        return (
+            f"; the base URL {base_url} ends in /v1, which the client adds itself "
+            f"(it asked for {base_url}/v1/…): drop the /v1 and give {root}"
+        )
+    return (
+        f"; the base URL {base_url} may lack the vendor's path: a gateway "
+        "often serves its API under a stage prefix (e.g. https://host/prod)"
+    )
 
 
 def _field(payload: dict[str, Any], name: str, where: str, url: str) -> int:
     value = count_field(payload, name)
     if value is None:
         shown = payload.get(name)
-        raise MalformedResponseError(f"field {name!r} is {shown!r:.40}, not a count ({where})",
-                                     url=strip_query(url))
+        raise MalformedResponseError(
+            f"field {name!r} is {shown!r:.40}, not a count ({where})", url=strip_query(url)
+        )
     return value
 
 
@@ -975,6 +1109,7 @@ def _data_rows(payload: dict[str, Any], data: list[Any], where: str, url: str) -
 def _list_field(payload: dict[str, Any], where: str, url: str) -> list[Any]:
     data = payload.get("data")
     if not isinstance(data, list):
-        raise MalformedResponseError(f"field 'data' is {type(data).__name__}, not a list "
-                                     f"({where})", url=strip_query(url))
+        raise MalformedResponseError(
+            f"field 'data' is {type(data).__name__}, not a list ({where})", url=strip_query(url)
+        )
     return data

@@ -46,8 +46,18 @@ __all__ = ["Side", "Diff", "compare", "NotComparableError", "CHANGES"]
 
 #: The values of :attr:`Diff.rows` ``change``.
 CHANGES = ("added", "removed")
-_SUMMARY = ["before", "after", "added", "removed", "pieces", "read", "inferred", "sampled",
-            "changed_pieces", "comparable"]
+_SUMMARY = [
+    "before",
+    "after",
+    "added",
+    "removed",
+    "pieces",
+    "read",
+    "inferred",
+    "sampled",
+    "changed_pieces",
+    "comparable",
+]
 
 
 @dataclass(frozen=True)
@@ -96,14 +106,18 @@ class Side:
         """
         file = Path(path)
         if not file.exists():
-            raise InputError(f"{str(file)!r} does not exist: give an output of "
-                             "'parcelsearch search --out' or a run id from 'parcelsearch runs'",
-                             hints=[Hint("runs", None, "list run ids with {knob}")])
+            raise InputError(
+                f"{str(file)!r} does not exist: give an output of "
+                "'parcelsearch search --out' or a run id from 'parcelsearch runs'",
+                hints=[Hint("runs", None, "list run ids with {knob}")],
+            )
         suffix = file.suffix.lower()
         readable = suffixes("rows", "areas")  # what --out writes
         if suffix not in readable:
-            raise InputError(f"cannot compare {str(file)!r}: {suffix or 'no extension'} is not "
-                             f"one of {', '.join(readable)} (the outputs of --out)")
+            raise InputError(
+                f"cannot compare {str(file)!r}: {suffix or 'no extension'} is not "
+                f"one of {', '.join(readable)} (the outputs of --out)"
+            )
         if not file.is_file():
             raise InputError(f"cannot compare {str(file)!r}: it is not a regular file")
         try:
@@ -116,7 +130,8 @@ class Side:
             raise InputError(
                 f"cannot compare {str(file)!r}: it is not a readable {suffix} output of "
                 f"'parcelsearch search --out' ({type(exc).__name__}: {reason})",
-                field="file") from None
+                field="file",
+            ) from None
 
     @classmethod
     def of_run(cls, history: History, run_id: str) -> Side:
@@ -126,17 +141,34 @@ class Side:
         id_name = str(run.get("id_name") or "area_id")
         ids = history.ids(run["run_id"], id_name)
         geometry = [_ring_polygon(r) for r in pieces["ring"]]
-        frame = gpd.GeoDataFrame(pieces.drop(columns="ring").rename(columns={"area_id": id_name}),
-                                 geometry=geometry, crs="EPSG:4326")
-        return cls(ids, id_name, list(run["areas_ids"]), float(run["tolerance"]),
-                   str(run["areas_fingerprint"]), list(run["areas_complete"]), frame,
-                   f"run {str(run['run_id'])[:12]}")
+        frame = gpd.GeoDataFrame(
+            pieces.drop(columns="ring").rename(columns={"area_id": id_name}),
+            geometry=geometry,
+            crs="EPSG:4326",
+        )
+        return cls(
+            ids,
+            id_name,
+            list(run["areas_ids"]),
+            float(run["tolerance"]),
+            str(run["areas_fingerprint"]),
+            list(run["areas_complete"]),
+            frame,
+            f"run {str(run['run_id'])[:12]}",
+        )
 
 
 #: What reading a damaged or foreign file raises (the readers' own errors): an input error.
 _UNREADABLE: tuple[type[BaseException], ...] = (
-    OSError, ValueError, KeyError, IndexError, TypeError, AttributeError, RuntimeError,
-    pa.ArrowException)
+    OSError,
+    ValueError,
+    KeyError,
+    IndexError,
+    TypeError,
+    AttributeError,
+    RuntimeError,
+    pa.ArrowException,
+)
 
 
 def _ring_polygon(ring: str) -> shapely.Polygon:
@@ -145,9 +177,11 @@ def _ring_polygon(ring: str) -> shapely.Polygon:
 
 def _side_of(ids: pd.DataFrame, meta: dict[str, Any], label: str) -> Side:
     if not meta:
-        raise InputError(f"{label} carries no run metadata (was it written by "
-                         "'parcelsearch search --out'?): nothing says which areas and "
-                         "tolerance it searched")
+        raise InputError(
+            f"{label} carries no run metadata (was it written by "
+            "'parcelsearch search --out'?): nothing says which areas and "
+            "tolerance it searched"
+        )
     if not isinstance(meta, dict):
         raise InputError(f"{label}: its run metadata is not a JSON object")
     id_name = str(meta.get("id_column") or (ids.columns[0] if len(ids.columns) else ""))
@@ -157,30 +191,46 @@ def _side_of(ids: pd.DataFrame, meta: dict[str, Any], label: str) -> Side:
     tolerance = meta.get("tolerance")
     if not isinstance(areas, list) or not isinstance(complete, list):
         raise InputError(f"{label}: its run metadata's areas are not lists")
-    if tolerance is not None and (isinstance(tolerance, bool)
-                                  or not isinstance(tolerance, int | float)
-                                  or not math.isfinite(tolerance)):
-        raise InputError(f"{label}: its run metadata's tolerance is not a number "
-                         f"({str(tolerance)[:40]!r})")
+    if tolerance is not None and (
+        isinstance(tolerance, bool)
+        or not isinstance(tolerance, int | float)
+        or not math.isfinite(tolerance)
+    ):
+        raise InputError(
+            f"{label}: its run metadata's tolerance is not a number ({str(tolerance)[:40]!r})"
+        )
     ids = ids[[id_name, "group_id"]]
     if not _strings(ids["group_id"]):
-        raise InputError(f"{label}: its group_id column holds "
-                         f"{pd.api.types.infer_dtype(ids['group_id'], skipna=True)} values, "
-                         "not GroupIDs (text)")
+        raise InputError(
+            f"{label}: its group_id column holds "
+            f"{pd.api.types.infer_dtype(ids['group_id'], skipna=True)} values, "
+            "not GroupIDs (text)"
+        )
     missing = ids[id_name].isna() | ids["group_id"].isna()
     if missing.any():  # no id: nothing to compare; said, never counted as a change
-        notices.warn(notices.ParcelSearchWarning(
-            f"{label}: {int(missing.sum())} rows without an area id or group_id are ignored"))
+        notices.warn(
+            notices.ParcelSearchWarning(
+                f"{label}: {int(missing.sum())} rows without an area id or group_id are ignored"
+            )
+        )
         ids = ids[~missing]
-    return Side(ids.astype({"group_id": ARROW_STRING}), id_name, areas,
-                None if tolerance is None else float(tolerance),
-                meta.get("areas_fingerprint"), complete, None, label)
+    return Side(
+        ids.astype({"group_id": ARROW_STRING}),
+        id_name,
+        areas,
+        None if tolerance is None else float(tolerance),
+        meta.get("areas_fingerprint"),
+        complete,
+        None,
+        label,
+    )
 
 
 def _strings(column: pd.Series) -> bool:
     """Whether a column holds text (or nothing but missing values): GroupIDs are strings."""
-    return (pd.api.types.is_string_dtype(column.dtype)
-            and pd.api.types.infer_dtype(column, skipna=True) in ("string", "empty"))
+    return pd.api.types.is_string_dtype(column.dtype) and pd.api.types.infer_dtype(
+        column, skipna=True
+    ) in ("string", "empty")
 
 
 @dataclass(frozen=True)
@@ -225,19 +275,21 @@ class Diff:
         return int((self.rows["change"] == "removed").sum())
 
     def __repr__(self) -> str:
-        changed = ("pieces unknown" if self.pieces is None
-                   else f"{len(self.pieces)} pieces changed")
-        return (f"<Diff {self.old} → {self.new}: {self.added} added, {self.removed} removed "
-                f"in {int(self.summary['comparable'].sum())} areas, {changed}>")
+        changed = "pieces unknown" if self.pieces is None else f"{len(self.pieces)} pieces changed"
+        return (
+            f"<Diff {self.old} → {self.new}: {self.added} added, {self.removed} removed "
+            f"in {int(self.summary['comparable'].sum())} areas, {changed}>"
+        )
 
     def to_file(self, path: str | os.PathLike[str]) -> Path:
         """Write :attr:`rows` (``.parquet`` or ``.csv``, by extension), whole."""
         out = Path(path)
         suffix = out.suffix.lower()
         if suffix not in suffixes("rows"):
-            raise InputError(f"cannot write the diff to {str(out)!r}: use "
-                             f"{' or '.join(suffixes('rows'))}",
-                             hints=[Hint("out", "diff.csv", "for example {knob}")])
+            raise InputError(
+                f"cannot write the diff to {str(out)!r}: use {' or '.join(suffixes('rows'))}",
+                hints=[Hint("out", "diff.csv", "for example {knob}")],
+            )
         out.parent.mkdir(parents=True, exist_ok=True)
         write = FORMATS[suffix].writer("rows")
         return atomically(out, lambda temp: write(self.rows, temp, {}))
@@ -258,23 +310,31 @@ def _check_comparable(old: Side, new: Side) -> None:
         raise NotComparableError(
             f"{old.label} names its areas by {old.id_name!r}, {new.label} by {new.id_name!r}: "
             "compare searches of the same study areas",
-            hints=[Hint("id_column", old.id_name, "search again with {knob}")])
+            hints=[Hint("id_column", old.id_name, "search again with {knob}")],
+        )
     only_old = [a for a in old.areas if a not in set(new.areas)]
     only_new = [a for a in new.areas if a not in set(old.areas)]
     if only_old or only_new:
         common = [a for a in new.areas if a in set(old.areas)]
-        parts = [f"only {old.label} has areas {_few(only_old)}" if only_old else "",
-                 f"only {new.label} has areas {_few(only_new)}" if only_new else ""]
+        parts = [
+            f"only {old.label} has areas {_few(only_old)}" if only_old else "",
+            f"only {new.label} has areas {_few(only_new)}" if only_new else "",
+        ]
         raise NotComparableError(
             f"{'; '.join(p for p in parts if p)}: the two searches are comparable on "
             f"{len(common)} common areas ({_few(common)}); search those areas in both to "
-            "compare them")
-    if (old.areas_fingerprint and new.areas_fingerprint
-            and old.areas_fingerprint != new.areas_fingerprint):
+            "compare them"
+        )
+    if (
+        old.areas_fingerprint
+        and new.areas_fingerprint
+        and old.areas_fingerprint != new.areas_fingerprint
+    ):
         raise NotComparableError(
             f"{old.label} and {new.label} searched areas with the same ids but different "
             "geometries: a changed outline, not the city, would show as changes; search the "
-            "same areas in both")
+            "same areas in both"
+        )
     if old.tolerance is None or new.tolerance is None:
         return
     if not math.isclose(old.tolerance, new.tolerance, abs_tol=1e-9):
@@ -283,7 +343,8 @@ def _check_comparable(old: Side, new: Side) -> None:
             f"{new.tolerance:g} m: pieces reaching different distances outside the areas find "
             "different GroupIDs there, which would read as changes; the areas and ids are "
             "comparable only at one tolerance",
-            hints=[Hint("tolerance", f"{old.tolerance:g}", "search again with {knob}")])
+            hints=[Hint("tolerance", f"{old.tolerance:g}", "search again with {knob}")],
+        )
 
 
 def _few(values: Sequence[Hashable], most: int = 5) -> str:
@@ -303,8 +364,11 @@ def _changed_pieces(old: Side, new: Side) -> gpd.GeoDataFrame | None:
     keys = [new.id_name, "piece_id"]
     changed = pd.Series(False, index=pieces.index)
     if "changed" in pieces.columns:
-        changed |= pieces["changed"].map(lambda v: bool(v) if v is not None and not pd.isna(v)
-                                         else False).astype(bool)
+        changed |= (
+            pieces["changed"]
+            .map(lambda v: bool(v) if v is not None and not pd.isna(v) else False)
+            .astype(bool)
+        )
     if old.pieces is not None and "rows" in old.pieces.columns:
         before = pd.DataFrame(old.pieces)[[*keys, "rows"]].rename(columns={"rows": "rows_before"})
         joined = pd.DataFrame(pieces)[keys].merge(before, on=keys, how="left")
@@ -322,15 +386,16 @@ def _status_counts(side: Side) -> pd.DataFrame:
     if side.pieces is None:
         return pd.DataFrame(columns=names)
     frame = pd.DataFrame(side.pieces)
-    status = frame["status"] if "status" in frame.columns else pd.Series("read",
-                                                                          index=frame.index)
+    status = frame["status"] if "status" in frame.columns else pd.Series("read", index=frame.index)
     grouped = frame.assign(_s=status).groupby(side.id_name, sort=False)["_s"]
-    return pd.DataFrame({
-        "pieces": grouped.size(),
-        "read": grouped.agg(lambda s: int((s == "read").sum())),
-        "inferred": grouped.agg(lambda s: int((s == "inferred").sum())),
-        "sampled": grouped.agg(lambda s: int((s == "sampled").sum())),
-    })
+    return pd.DataFrame(
+        {
+            "pieces": grouped.size(),
+            "read": grouped.agg(lambda s: int((s == "read").sum())),
+            "inferred": grouped.agg(lambda s: int((s == "inferred").sum())),
+            "sampled": grouped.agg(lambda s: int((s == "sampled").sum())),
+        }
+    )
 
 
 def _known_counts(counts: pd.Series, known: bool) -> Any:
@@ -350,8 +415,9 @@ def compare(old: Side, new: Side) -> Diff:
     """
     _check_comparable(old, new)
     id_name = new.id_name
-    comparable = [a for a in new.areas if a in set(old.areas_complete)
-                  and a in set(new.areas_complete)]
+    comparable = [
+        a for a in new.areas if a in set(old.areas_complete) and a in set(new.areas_complete)
+    ]
     rows = _changes(old.ids, new.ids, id_name, comparable)
     rows = rows.sort_values([id_name, "group_id", "change"], key=_sort_key, kind="stable")
     rows = rows.reset_index(drop=True).astype({"group_id": "string"})
@@ -364,20 +430,19 @@ def compare(old: Side, new: Side) -> Diff:
     for column in ("pieces", "read", "inferred", "sampled"):
         summary[column] = _known_counts(counts[column], new.pieces is not None)
     pieces = _changed_pieces(old, new)
-    changed = (pieces.groupby(id_name).size() if pieces is not None
-               else pd.Series(dtype="int64"))
+    changed = pieces.groupby(id_name).size() if pieces is not None else pd.Series(dtype="int64")
     summary["changed_pieces"] = _known_counts(changed.reindex(new.areas), pieces is not None)
     summary["comparable"] = [a in comparable for a in new.areas]
-    return Diff(rows, summary[_SUMMARY], pieces, old.label or "old", new.label or "new",
-                id_name)
+    return Diff(rows, summary[_SUMMARY], pieces, old.label or "old", new.label or "new", id_name)
 
 
 def _sort_key(column: pd.Series) -> pd.Series:
     return column.map(str) if column.dtype == object else column
 
 
-def _changes(old: pd.DataFrame, new: pd.DataFrame, id_name: str,
-             comparable: list[Hashable]) -> pd.DataFrame:
+def _changes(
+    old: pd.DataFrame, new: pd.DataFrame, id_name: str, comparable: list[Hashable]
+) -> pd.DataFrame:
     """The (area id, ``group_id``, ``change``) rows of the comparable areas, found by Arrow's
     set lookups on one key per row (no Python object per row); when the two sides' area ids
     are of different kinds, by sets of plain values."""
@@ -388,12 +453,13 @@ def _changes(old: pd.DataFrame, new: pd.DataFrame, id_name: str,
         return _changes_by_sets(old, new, id_name, comparable)
     keys = []
     for frame in (old, new):
-        area, group = (pc.cast(pa.array(frame[c], from_pandas=True), pa.string())
-                       for c in columns)
+        area, group = (pc.cast(pa.array(frame[c], from_pandas=True), pa.string()) for c in columns)
         keys.append(pc.binary_join_element_wise(area, group, "\x1f"))
     parts = []
-    for frame, key, other, change in ((new, keys[1], keys[0], "added"),
-                                      (old, keys[0], keys[1], "removed")):
+    for frame, key, other, change in (
+        (new, keys[1], keys[0], "added"),
+        (old, keys[0], keys[1], "removed"),
+    ):
         only = pc.invert(pc.is_in(key, value_set=other)).to_numpy(zero_copy_only=False)
         picked = frame.loc[only, columns]
         parts.append(picked[picked[id_name].isin(comparable)].assign(change=change))
@@ -402,13 +468,15 @@ def _changes(old: pd.DataFrame, new: pd.DataFrame, id_name: str,
     return unique
 
 
-def _changes_by_sets(before: pd.DataFrame, after: pd.DataFrame, id_name: str,
-                     comparable: list[Hashable]) -> pd.DataFrame:
+def _changes_by_sets(
+    before: pd.DataFrame, after: pd.DataFrame, id_name: str, comparable: list[Hashable]
+) -> pd.DataFrame:
     old, new = (_keyed(frame, id_name) for frame in (before, after))  # 1 and "1" differ
     return pd.DataFrame(
         [(a, g, "added") for a, g in new.difference(old) if a in comparable]
         + [(a, g, "removed") for a, g in old.difference(new) if a in comparable],
-        columns=[id_name, "group_id", "change"])
+        columns=[id_name, "group_id", "change"],
+    )
 
 
 def _keyed(ids: pd.DataFrame, id_name: str) -> set[tuple[Any, str]]:

@@ -51,8 +51,9 @@ def _table(out: TextIO, frame: pd.DataFrame) -> None:
     _say(out, terminal_table(frame, noun="area"))
 
 
-def run_demo(out_dir: str | Path = "parcelsearch-demo", *, progress: bool = True,
-             out: TextIO = sys.stdout) -> int:
+def run_demo(
+    out_dir: str | Path = "parcelsearch-demo", *, progress: bool = True, out: TextIO = sys.stdout
+) -> int:
     """Run the demo; returns the exit status (0 on success).
 
     Parameters
@@ -84,8 +85,14 @@ def run_demo(out_dir: str | Path = "parcelsearch-demo", *, progress: bool = True
             _say(out, "skipped before spending:")
             _table(out, result.skipped)
         ids_path = result.to_parquet(folder / "group_ids.parquet")
-        map_path = save_html(result, folder / "map.html", title="parcelsearch demo",
-                             basemap=True, areas=areas, context=demo_context())
+        map_path = save_html(
+            result,
+            folder / "map.html",
+            title="parcelsearch demo",
+            basemap=True,
+            areas=areas,
+            context=demo_context(),
+        )
         tiles_path = write_tiles(result.tiles, folder / "tiles.geojson", run_metadata(result))
         unique = len(result.group_ids)
         _say(out, f"\n{unique} unique GroupIDs; {result.calls} calls spent")
@@ -96,10 +103,16 @@ def run_demo(out_dir: str | Path = "parcelsearch-demo", *, progress: bool = True
         _say(out, "\n4. The same search again")
         again = search(areas, client=client, active_markets_only=True, progress=False)
         same = again.ids.equals(result.ids)
-        _say(out, f"{again.calls} calls spent, {again.cached_pages} pages from the cache; "
-                  f"same GroupIDs: {same}")
+        _say(
+            out,
+            f"{again.calls} calls spent, {again.cached_pages} pages from the cache; "
+            f"same GroupIDs: {same}",
+        )
         if again.calls != 0 or not same:
-            _say(out, "demo: the rerun should have cost zero calls and matched", )
+            _say(
+                out,
+                "demo: the rerun should have cost zero calls and matched",
+            )
             return 1
     _say(out, "\nservice stopped. Done.")
     return 0

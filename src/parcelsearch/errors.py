@@ -79,8 +79,13 @@ class Knob:
 
 def _derived(declaration: Declaration) -> Knob:
     """The knob of a declared option (:mod:`parcelsearch.knobs`), spelled as declared."""
-    return Knob(declaration.python, declaration.cli_template, declaration.env,
-                declaration.python_bare, declaration.cli_bare_template)
+    return Knob(
+        declaration.python,
+        declaration.cli_template,
+        declaration.env,
+        declaration.python_bare,
+        declaration.cli_bare_template,
+    )
 
 
 #: Every knob an error can point at, spelled in both dialects: each option's as declared in
@@ -88,30 +93,49 @@ def _derived(declaration: Declaration) -> Knob:
 KNOBS: dict[str, Knob] = {
     **{declaration.name: _derived(declaration) for declaration in DECLARED},
     "yes": _derived(declared("confirm")),
-    "max_calls": Knob("parcelsearch.suggest_tolerance(plan, {value})",
-                      "`parcelsearch plan AREAS --max-calls {value}`"),
+    "max_calls": Knob(
+        "parcelsearch.suggest_tolerance(plan, {value})",
+        "`parcelsearch plan AREAS --max-calls {value}`",
+    ),
     "runs": Knob("parcelsearch.runs()", "parcelsearch runs"),
-    "crs": Knob("areas.set_crs({value!r})", "--crs {value}",
-                python_bare="areas.set_crs(<EPSG code>)", cli_bare="--crs EPSG:CODE"),
-    "crs_override": Knob("areas.set_crs({value!r}, allow_override=True)", "--crs {value}",
-                         python_bare="areas.set_crs(<EPSG code>, allow_override=True)",
-                         cli_bare="--crs EPSG:CODE"),
-    "layer": Knob("geopandas.read_file(path, layer={value!r})", "--layer {value}",
-                  python_bare="geopandas.read_file(path, layer=...)", cli_bare="--layer NAME"),
+    "crs": Knob(
+        "areas.set_crs({value!r})",
+        "--crs {value}",
+        python_bare="areas.set_crs(<EPSG code>)",
+        cli_bare="--crs EPSG:CODE",
+    ),
+    "crs_override": Knob(
+        "areas.set_crs({value!r}, allow_override=True)",
+        "--crs {value}",
+        python_bare="areas.set_crs(<EPSG code>, allow_override=True)",
+        cli_bare="--crs EPSG:CODE",
+    ),
+    "layer": Knob(
+        "geopandas.read_file(path, layer={value!r})",
+        "--layer {value}",
+        python_bare="geopandas.read_file(path, layer=...)",
+        cli_bare="--layer NAME",
+    ),
     "markets": Knob("markets=parcelsearch.markets(client)", "parcelsearch markets"),
     "out": Knob("path={value!r}", "--out {value}", python_bare="path=", cli_bare="--out FILE"),
     "force": Knob("force=True", "--force"),
-    "login": Knob("parcelsearch.profiles.save({value!r}, api_key)",
-                  "`parcelsearch login --profile {value}`"),
-    "out_map": Knob("path={value!r}", "--out-map {value}", python_bare="path=",
-                    cli_bare="--out-map FILE"),
-    "out_tiles": Knob("path={value!r}", "--out-tiles {value}", python_bare="path=",
-                      cli_bare="--out-tiles FILE"),
+    "login": Knob(
+        "parcelsearch.profiles.save({value!r}, api_key)", "`parcelsearch login --profile {value}`"
+    ),
+    "out_map": Knob(
+        "path={value!r}", "--out-map {value}", python_bare="path=", cli_bare="--out-map FILE"
+    ),
+    "out_tiles": Knob(
+        "path={value!r}", "--out-tiles {value}", python_bare="path=", cli_bare="--out-tiles FILE"
+    ),
     "serve": Knob("parcelsearch.local_service()", "`parcelsearch serve`"),
-    "team_init": Knob("parcelsearch.stores.team.init_team({value!r})", "`parcelsearch team init "
-                      "{value}`"),
-    "team_budget": Knob("parcelsearch.stores.team.set_budget(url, {value!r}, calls)",
-                        "`parcelsearch team budget --user {value} --calls N`"),
+    "team_init": Knob(
+        "parcelsearch.stores.team.init_team({value!r})", "`parcelsearch team init {value}`"
+    ),
+    "team_budget": Knob(
+        "parcelsearch.stores.team.set_budget(url, {value!r}, calls)",
+        "`parcelsearch team budget --user {value} --calls N`",
+    ),
 }
 
 
@@ -142,6 +166,7 @@ def _spell(name: str, value: object, dialect: Dialect) -> str:
     spelled = template.format(value=value) if template is not None else None
     env = f"the environment variable {knob.env}" if knob.env else None
     return " or ".join(part for part in (spelled, env) if part) or name
+
 
 __all__ = [
     "Hint",
@@ -220,8 +245,13 @@ class ParcelSearchError(Exception):
         :data:`CARD_WIDTH` characters), the figures it carries (a price's block), then the
         code to run next (its hints, in Python)."""
         lines = [f"{type(self).__name__}:"]
-        lines += textwrap.wrap(self._text().strip(), CARD_WIDTH, initial_indent="  ",
-                               subsequent_indent="  ", break_on_hyphens=False)
+        lines += textwrap.wrap(
+            self._text().strip(),
+            CARD_WIDTH,
+            initial_indent="  ",
+            subsequent_indent="  ",
+            break_on_hyphens=False,
+        )
         lines += ["  " + line for line in self._figures()]
         if self.hints:
             lines.append("next:")
@@ -260,7 +290,11 @@ class InputError(ParcelSearchError, ValueError):
     exit_code = 2
 
     def __init__(
-        self, message: str, *, row: object = None, field: str | None = None,
+        self,
+        message: str,
+        *,
+        row: object = None,
+        field: str | None = None,
         hints: Sequence[Hint] = (),
     ) -> None:
         super().__init__(message, hints=hints)
@@ -283,8 +317,7 @@ class OutputKeptError(InputError):
         The file kept as it was.
     """
 
-    def __init__(self, message: str, *, path: object = None, hints: Sequence[Hint] = ()
-                 ) -> None:
+    def __init__(self, message: str, *, path: object = None, hints: Sequence[Hint] = ()) -> None:
         super().__init__(message, field="out", hints=hints)
         self.path = path
 
@@ -311,7 +344,12 @@ class QuotaWouldExceedError(BudgetError):
     """Refused before spending anything: the plan needs more calls than allowed."""
 
     def __init__(
-        self, message: str, *, needed: int, allowed: int, hints: Sequence[Hint] = (),
+        self,
+        message: str,
+        *,
+        needed: int,
+        allowed: int,
+        hints: Sequence[Hint] = (),
         price: object = None,
     ) -> None:
         super().__init__(message, hints=hints)
@@ -340,8 +378,14 @@ class PriceNotConfirmedError(BudgetError):
     """
 
     def __init__(
-        self, message: str, *, needed: int, threshold: int, hints: Sequence[Hint] = (),
-        survey_share: float | None = None, price: object = None,
+        self,
+        message: str,
+        *,
+        needed: int,
+        threshold: int,
+        hints: Sequence[Hint] = (),
+        survey_share: float | None = None,
+        price: object = None,
     ) -> None:
         super().__init__(message, hints=hints)
         self.needed = needed
@@ -354,7 +398,12 @@ class BudgetExhaustedError(BudgetError):
     """A run stopped at its budget; everything fetched so far is cached."""
 
     def __init__(
-        self, message: str, *, spent: int, budget: int, result: object = None,
+        self,
+        message: str,
+        *,
+        spent: int,
+        budget: int,
+        result: object = None,
         hints: Sequence[Hint] = (),
     ) -> None:
         super().__init__(message, hints=hints)
@@ -395,9 +444,7 @@ class TeamStoreError(ParcelSearchError):
 class _RequestError(ParcelSearchError):
     """An error about one request; carries its redacted URL."""
 
-    def __init__(
-        self, message: str, *, url: str | None = None, hints: Sequence[Hint] = ()
-    ) -> None:
+    def __init__(self, message: str, *, url: str | None = None, hints: Sequence[Hint] = ()) -> None:
         super().__init__(message, hints=hints)
         self.url = url
         #: How many attempts were made, when the retries ran out on this error (else ``None``).
@@ -407,8 +454,10 @@ class _RequestError(ParcelSearchError):
         if self.attempts is None:
             return self.message
         plural = "s" if self.attempts != 1 else ""
-        return (f"{self.message} (gave up after {self.attempts} attempt{plural}; "
-                "each attempt costs a call)")
+        return (
+            f"{self.message} (gave up after {self.attempts} attempt{plural}; "
+            "each attempt costs a call)"
+        )
 
 
 class TransportError(_RequestError):
@@ -478,9 +527,16 @@ class ResultWindowError(ServiceError):
         The pages a search is served (learnt: the page before the refused one).
     """
 
-    def __init__(self, message: str, *, window: int, status: int = 400,
-                 messages: Sequence[str] = (), url: str | None = None,
-                 hints: Sequence[Hint] = ()) -> None:
+    def __init__(
+        self,
+        message: str,
+        *,
+        window: int,
+        status: int = 400,
+        messages: Sequence[str] = (),
+        url: str | None = None,
+        hints: Sequence[Hint] = (),
+    ) -> None:
         super().__init__(message, status=status, messages=messages, url=url, hints=hints)
         self.window = window
 
@@ -543,8 +599,14 @@ class AreasFailedError(ParcelSearchError):
 
     exit_code = 3
 
-    def __init__(self, message: str, *, failures: dict[object, str], result: object = None,
-                 hints: Sequence[Hint] = ()) -> None:
+    def __init__(
+        self,
+        message: str,
+        *,
+        failures: dict[object, str],
+        result: object = None,
+        hints: Sequence[Hint] = (),
+    ) -> None:
         super().__init__(message, hints=hints)
         self.failures = dict(failures)
         self.result = result

@@ -40,9 +40,23 @@ import pyogrio
 
 from parcelsearch.errors import InputError
 
-__all__ = ["Format", "FORMATS", "suffixes", "file_metadata", "sidecar_path",
-           "sidecar_text", "METADATA_KEY", "AREAS_LAYER", "OLD_IDS_LAYER", "OLD_RUN_LAYER",
-           "gpkg_metadata", "no_aux_xml", "ARROW_STRING", "TILES_LAYER", "LIST_COLUMNS"]
+__all__ = [
+    "Format",
+    "FORMATS",
+    "suffixes",
+    "file_metadata",
+    "sidecar_path",
+    "sidecar_text",
+    "METADATA_KEY",
+    "AREAS_LAYER",
+    "OLD_IDS_LAYER",
+    "OLD_RUN_LAYER",
+    "gpkg_metadata",
+    "no_aux_xml",
+    "ARROW_STRING",
+    "TILES_LAYER",
+    "LIST_COLUMNS",
+]
 
 #: Key of the run's metadata in parquet schema metadata, GeoJSON and GeoPackage metadata.
 METADATA_KEY = "parcelsearch"
@@ -98,15 +112,18 @@ class Format:
         """The writer of ``kind`` (checked first with :func:`suffixes`)."""
         write = getattr(self, kind)
         if write is None:
-            raise InputError(f"{self.suffix} files hold no {kind}: use one of "
-                             f"{', '.join(suffixes(kind))}")
+            raise InputError(
+                f"{self.suffix} files hold no {kind}: use one of {', '.join(suffixes(kind))}"
+            )
         return write  # type: ignore[no-any-return]
 
     def read_back(self, path: Path) -> tuple[pd.DataFrame, dict[str, Any]]:
         """The GroupIDs of ``path`` and its run's metadata (``read_ids``)."""
         if self.read_ids is None:
-            raise InputError(f"{self.suffix} files are not read back: use one of "
-                             f"{', '.join(suffixes('read_ids'))}")
+            raise InputError(
+                f"{self.suffix} files are not read back: use one of "
+                f"{', '.join(suffixes('read_ids'))}"
+            )
         return self.read_ids(path)
 
 
@@ -141,7 +158,6 @@ def gpkg_metadata(path: Path) -> dict[str, Any] | None:
             return None
         run = pyogrio.read_dataframe(path, layer=OLD_RUN_LAYER, read_geometry=False)
     return dict(json.loads(run["metadata"].iloc[0])) if len(run) else None
-
 
 
 # -- the run's metadata -------------------------------------------------------------
@@ -249,8 +265,9 @@ def _gpkg_areas(frame: gpd.GeoDataFrame, temp: Path, meta: Mapping[str, Any]) ->
     frame = frame.copy()  # a GeoPackage has no lists: as JSON text
     for column in (c for c in LIST_COLUMNS if c in frame.columns):
         frame[column] = [json.dumps(v) for v in frame[column]]
-    frame.to_file(temp, layer=AREAS_LAYER, driver="GPKG",
-                  layer_metadata={METADATA_KEY: _metadata_json(meta)})
+    frame.to_file(
+        temp, layer=AREAS_LAYER, driver="GPKG", layer_metadata={METADATA_KEY: _metadata_json(meta)}
+    )
 
 
 def _gpkg_tiles(tiles: gpd.GeoDataFrame, temp: Path, meta: Mapping[str, Any]) -> None:
@@ -313,8 +330,9 @@ def _arrow_text(kind: pa.DataType) -> bool:
     other values into their text)."""
     if pa.types.is_dictionary(kind):
         kind = kind.value_type
-    return bool(pa.types.is_string(kind) or pa.types.is_large_string(kind)
-                or pa.types.is_null(kind))
+    return bool(
+        pa.types.is_string(kind) or pa.types.is_large_string(kind) or pa.types.is_null(kind)
+    )
 
 
 def _parquet_ids(path: Path) -> tuple[pd.DataFrame, dict[str, Any]]:
@@ -329,9 +347,11 @@ def _parquet_ids(path: Path) -> tuple[pd.DataFrame, dict[str, Any]]:
     wanted = [c for c in (id_name, "group_id") if isinstance(c, str) and c in schema.names]
     table = pq.read_table(path, columns=wanted or None)
     if "group_id" in table.column_names and not _arrow_text(table.schema.field("group_id").type):
-        raise InputError(f"cannot compare {str(path)!r}: its group_id column holds "
-                         f"{table.schema.field('group_id').type} values, not GroupIDs (text)",
-                         field="file")
+        raise InputError(
+            f"cannot compare {str(path)!r}: its group_id column holds "
+            f"{table.schema.field('group_id').type} values, not GroupIDs (text)",
+            field="file",
+        )
     frame = table.to_pandas(types_mapper={pa.string(): ARROW_STRING}.get)
     if isinstance(id_name, str) and id_name in frame.columns:  # area ids as results hold them
         frame[id_name] = table.column(id_name).to_pandas()
@@ -352,8 +372,7 @@ def _csv_ids(path: Path) -> tuple[pd.DataFrame, dict[str, Any]]:
         raise InputError(f"{str(sidecar)!r}: the run metadata is not a JSON object")
     id_name = meta.get("id_column")
     wanted = {id_name, "group_id"}
-    frame = pd.read_csv(path, dtype={"group_id": "string"},
-                        usecols=lambda c: c in wanted)
+    frame = pd.read_csv(path, dtype={"group_id": "string"}, usecols=lambda c: c in wanted)
     for column in frame.columns:
         if not pd.api.types.is_numeric_dtype(frame[column]):
             kind = frame[column].dtype
@@ -372,15 +391,21 @@ def _gpkg_ids(path: Path) -> tuple[pd.DataFrame, dict[str, Any]]:
         if OLD_IDS_LAYER in layers:  # written by an earlier build: the GroupIDs as a table
             return pd.DataFrame(pyogrio.read_dataframe(path, layer=OLD_IDS_LAYER)), meta
     if AREAS_LAYER not in layers or not meta:
-        raise InputError(f"cannot compare {str(path)!r}: it holds no run of 'parcelsearch "
-                         f"search --out' (no {AREAS_LAYER!r} layer with the run's metadata)",
-                         field="file")
+        raise InputError(
+            f"cannot compare {str(path)!r}: it holds no run of 'parcelsearch "
+            f"search --out' (no {AREAS_LAYER!r} layer with the run's metadata)",
+            field="file",
+        )
     id_name = meta.get("id_column", "area_id")
     with no_aux_xml():
-        areas = pyogrio.read_dataframe(path, layer=AREAS_LAYER, read_geometry=False,
-                                       columns=[id_name, "group_ids"])
-    rows = [(area, g) for area, listed in zip(areas[id_name], areas["group_ids"], strict=True)
-            for g in json.loads(listed or "[]")]
+        areas = pyogrio.read_dataframe(
+            path, layer=AREAS_LAYER, read_geometry=False, columns=[id_name, "group_ids"]
+        )
+    rows = [
+        (area, g)
+        for area, listed in zip(areas[id_name], areas["group_ids"], strict=True)
+        for g in json.loads(listed or "[]")
+    ]
     return pd.DataFrame(rows, columns=[id_name, "group_id"]), meta
 
 
@@ -392,27 +417,42 @@ def _geojson_ids(path: Path) -> tuple[pd.DataFrame, dict[str, Any]]:
     if not isinstance(meta, dict):
         raise InputError(f"{str(path)!r}: its run metadata is not a JSON object")
     id_name = meta.get("id_column", "area_id")
-    rows = [(f["properties"].get(id_name), g) for f in document.get("features", [])
-            for g in f["properties"].get("group_ids", [])]
+    rows = [
+        (f["properties"].get(id_name), g)
+        for f in document.get("features", [])
+        for g in f["properties"].get("group_ids", [])
+    ]
     return pd.DataFrame(rows, columns=[id_name, "group_id"]), meta
 
 
 # -- the table -----------------------------------------------------------------------------
 
 #: Every output format, by suffix.
-FORMATS: dict[str, Format] = {f.suffix: f for f in (
-    Format(".gpkg", gpkg_metadata, areas=_gpkg_areas, tiles=_gpkg_tiles, read_ids=_gpkg_ids),
-    Format(".geojson", _geojson_metadata, areas=_geojson, tiles=_geojson,
-           read_ids=_geojson_ids),
-    Format(".parquet", _parquet_metadata, rows=_parquet_rows, tiles=_parquet_tiles,
-           read_ids=_parquet_ids),
-    Format(".csv", _sidecar_metadata, rows=_csv_rows, read_ids=_csv_ids, sidecar=True),
-    Format(".shp", _sidecar_metadata, tiles=_shapefile_tiles, as_set=True, sidecar=True),
-)}
+FORMATS: dict[str, Format] = {
+    f.suffix: f
+    for f in (
+        Format(".gpkg", gpkg_metadata, areas=_gpkg_areas, tiles=_gpkg_tiles, read_ids=_gpkg_ids),
+        Format(
+            ".geojson", _geojson_metadata, areas=_geojson, tiles=_geojson, read_ids=_geojson_ids
+        ),
+        Format(
+            ".parquet",
+            _parquet_metadata,
+            rows=_parquet_rows,
+            tiles=_parquet_tiles,
+            read_ids=_parquet_ids,
+        ),
+        Format(".csv", _sidecar_metadata, rows=_csv_rows, read_ids=_csv_ids, sidecar=True),
+        Format(".shp", _sidecar_metadata, tiles=_shapefile_tiles, as_set=True, sidecar=True),
+    )
+}
 
 
 def suffixes(*kinds: Literal["rows", "areas", "tiles", "read_ids"]) -> tuple[str, ...]:
     """The suffixes of the formats that write (or read back) ``kinds``, as error messages
     list them: those of the first kind in the table's order, then those of the next."""
-    return tuple(dict.fromkeys(s for kind in kinds for s, f in FORMATS.items()
-                               if getattr(f, kind) is not None))
+    return tuple(
+        dict.fromkeys(
+            s for kind in kinds for s, f in FORMATS.items() if getattr(f, kind) is not None
+        )
+    )

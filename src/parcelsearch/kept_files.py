@@ -27,8 +27,17 @@ from typing import Any, BinaryIO
 
 from parcelsearch.errors import Hint, OutputKeptError
 
-__all__ = ["atomically", "write_whole", "temporary_name", "atomically_as_set", "remove_stale",
-           "STALE_SECONDS", "replaces", "check_replace", "aside_path"]
+__all__ = [
+    "atomically",
+    "write_whole",
+    "temporary_name",
+    "atomically_as_set",
+    "remove_stale",
+    "STALE_SECONDS",
+    "replaces",
+    "check_replace",
+    "aside_path",
+]
 
 # -- files written whole -----------------------------------------------------------------
 
@@ -59,8 +68,7 @@ def write_whole(out: Path, data: bytes, *, mode: int = 0o600) -> Path:
     return _replace_whole(out, lambda _temp, handle: handle.write(data), mode)
 
 
-def atomically(out: Path, write: Callable[[Path], object], *, mode: int | None = None
-               ) -> Path:
+def atomically(out: Path, write: Callable[[Path], object], *, mode: int | None = None) -> Path:
     """Call ``write(temp)`` on a temporary file beside ``out``, then rename it to ``out``:
     ``out`` holds the old content or the new, never part of them.
 
@@ -85,6 +93,7 @@ def atomically(out: Path, write: Callable[[Path], object], *, mode: int | None =
     Path
         ``out``.
     """
+
     def fill(temp: Path, handle: BinaryIO) -> None:
         handle.close()  # ``write`` opens the path itself
         write(temp)
@@ -92,14 +101,12 @@ def atomically(out: Path, write: Callable[[Path], object], *, mode: int | None =
     return _replace_whole(out, fill, mode)
 
 
-def _replace_whole(out: Path, fill: Callable[[Path, BinaryIO], object], mode: int | None
-                   ) -> Path:
+def _replace_whole(out: Path, fill: Callable[[Path, BinaryIO], object], mode: int | None) -> Path:
     """Make the temporary file (``mode`` before data), ``fill`` it, sync, rename; removed
     on any failure."""
     temp = temporary_name(out)
     flags = os.O_WRONLY | os.O_CREAT | os.O_EXCL | getattr(os, "O_NOFOLLOW", 0)
-    descriptor = os.open(temp, flags | getattr(os, "O_BINARY", 0),
-                         0o666 if mode is None else mode)
+    descriptor = os.open(temp, flags | getattr(os, "O_BINARY", 0), 0o666 if mode is None else mode)
     try:
         with os.fdopen(descriptor, "wb") as handle:
             if mode is not None and hasattr(os, "fchmod"):  # the umask narrowed os.open's
@@ -127,7 +134,8 @@ STALE_SECONDS = 600
 #: from earlier builds, and no ``.EXT`` from their ``write_whole``), and the journal files
 #: SQLite (a GeoPackage) keeps beside one while writing it.
 _TEMP_FILE = re.compile(
-    r"^\..+-([0-9a-f]{8}|[0-9a-f]{32})\.tmp(\.[A-Za-z0-9]+)?(-journal|-wal|-shm)?$")
+    r"^\..+-([0-9a-f]{8}|[0-9a-f]{32})\.tmp(\.[A-Za-z0-9]+)?(-journal|-wal|-shm)?$"
+)
 #: Our temporary folders: ``.NAME-PID-xxxxxxxx.tmp.EXT`` (:func:`atomically_as_set`).
 _TEMP_FOLDER = re.compile(r"^\..+-(\d+)-[0-9a-f]{8}\.tmp\.[A-Za-z0-9]+$")
 #: In a temporary folder: written once the set in it is whole (it may then be moved in).
@@ -160,8 +168,10 @@ def _move_in(folder: Path, into: Path) -> None:
     a set that says which run wrote it is whole), then drop the folder's mark. Only a set
     of plain files this user owns is moved (another user's, planted in a shared folder,
     stays out)."""
-    files = sorted((p for p in folder.iterdir() if p.name != _WHOLE),
-                   key=lambda p: (p.name.endswith(".json"), p.name))
+    files = sorted(
+        (p for p in folder.iterdir() if p.name != _WHOLE),
+        key=lambda p: (p.name.endswith(".json"), p.name),
+    )
     if not all(_ours(p) and stat.S_ISREG(p.lstat().st_mode) for p in files):
         return
     for path in files:
@@ -183,10 +193,10 @@ def _fsync(path: Path, *, strict: bool = False) -> None:
 
 def remove_stale(folder: Path, *, now: float | None = None) -> list[Path]:
     """Remove the temporary files and folders of ours a killed writer left in ``folder``:
-    a folder whose writer process is gone (moved in first when its set is whole), a file
-    older than :data:`STALE_SECONDS`. Only entries this user owns are touched (another user's in
-a shared folder are data, never moved in). Returns what was removed; nothing else is
-touched."""
+        a folder whose writer process is gone (moved in first when its set is whole), a file
+        older than :data:`STALE_SECONDS`. Only entries this user owns are touched (another user's in
+    a shared folder are data, never moved in). Returns what was removed; nothing else is
+    touched."""
     removed: list[Path] = []
     now = time.time() if now is None else now
     try:
@@ -219,8 +229,11 @@ def _stale(path: Path, now: float) -> bool:
     folder = _TEMP_FOLDER.match(path.name)
     if folder is not None and path.is_dir():
         return not _alive(int(folder.group(1)))
-    return (_TEMP_FILE.match(path.name) is not None and path.is_file()
-            and now - path.stat().st_mtime > STALE_SECONDS)
+    return (
+        _TEMP_FILE.match(path.name) is not None
+        and path.is_file()
+        and now - path.stat().st_mtime > STALE_SECONDS
+    )
 
 
 def _alive(pid: int) -> bool:
@@ -292,9 +305,11 @@ def check_replace(out: Path, meta: Mapping[str, Any], *, force: bool = False) ->
         f"{str(out)!r} holds {_describe(old)}; this run's is {_describe(meta)}, so the file "
         "is kept as it was",
         path=out,
-        hints=[Hint("force", None, "pass {knob} to replace it anyway"),
-               Hint("out", str(aside_path(out, meta)), "or write this run elsewhere, e.g. "
-                                                      "{knob}")])
+        hints=[
+            Hint("force", None, "pass {knob} to replace it anyway"),
+            Hint("out", str(aside_path(out, meta)), "or write this run elsewhere, e.g. {knob}"),
+        ],
+    )
 
 
 def aside_path(out: Path, meta: Mapping[str, Any]) -> Path:

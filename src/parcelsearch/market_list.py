@@ -31,8 +31,14 @@ from parcelsearch.stores.local.cache import CacheFolder, ResponseCache
 from parcelsearch.stores.local.ledger import Ledger
 from parcelsearch.stores.spending import CallSpend
 
-__all__ = ["markets", "check_markets", "check_markets_at_hand", "suggest_market",
-           "require_market_column", "key_spend"]
+__all__ = [
+    "markets",
+    "check_markets",
+    "check_markets_at_hand",
+    "suggest_market",
+    "require_market_column",
+    "key_spend",
+]
 
 #: How long a fetched market list is reused (seconds).
 DEFAULT_MAX_AGE = 86400.0
@@ -41,18 +47,57 @@ Frame = TypeVar("Frame", bound=pd.DataFrame)
 
 #: US state (and DC) names, lower case, to their two-letter codes.
 STATES = {
-    "alabama": "al", "alaska": "ak", "arizona": "az", "arkansas": "ar", "california": "ca",
-    "colorado": "co", "connecticut": "ct", "delaware": "de", "district of columbia": "dc",
-    "florida": "fl", "georgia": "ga", "hawaii": "hi", "idaho": "id", "illinois": "il",
-    "indiana": "in", "iowa": "ia", "kansas": "ks", "kentucky": "ky", "louisiana": "la",
-    "maine": "me", "maryland": "md", "massachusetts": "ma", "michigan": "mi",
-    "minnesota": "mn", "mississippi": "ms", "missouri": "mo", "montana": "mt",
-    "nebraska": "ne", "nevada": "nv", "new hampshire": "nh", "new jersey": "nj",
-    "new mexico": "nm", "new york": "ny", "north carolina": "nc", "north dakota": "nd",
-    "ohio": "oh", "oklahoma": "ok", "oregon": "or", "pennsylvania": "pa",
-    "rhode island": "ri", "south carolina": "sc", "south dakota": "sd", "tennessee": "tn",
-    "texas": "tx", "utah": "ut", "vermont": "vt", "virginia": "va", "washington": "wa",
-    "west virginia": "wv", "wisconsin": "wi", "wyoming": "wy",
+    "alabama": "al",
+    "alaska": "ak",
+    "arizona": "az",
+    "arkansas": "ar",
+    "california": "ca",
+    "colorado": "co",
+    "connecticut": "ct",
+    "delaware": "de",
+    "district of columbia": "dc",
+    "florida": "fl",
+    "georgia": "ga",
+    "hawaii": "hi",
+    "idaho": "id",
+    "illinois": "il",
+    "indiana": "in",
+    "iowa": "ia",
+    "kansas": "ks",
+    "kentucky": "ky",
+    "louisiana": "la",
+    "maine": "me",
+    "maryland": "md",
+    "massachusetts": "ma",
+    "michigan": "mi",
+    "minnesota": "mn",
+    "mississippi": "ms",
+    "missouri": "mo",
+    "montana": "mt",
+    "nebraska": "ne",
+    "nevada": "nv",
+    "new hampshire": "nh",
+    "new jersey": "nj",
+    "new mexico": "nm",
+    "new york": "ny",
+    "north carolina": "nc",
+    "north dakota": "nd",
+    "ohio": "oh",
+    "oklahoma": "ok",
+    "oregon": "or",
+    "pennsylvania": "pa",
+    "rhode island": "ri",
+    "south carolina": "sc",
+    "south dakota": "sd",
+    "tennessee": "tn",
+    "texas": "tx",
+    "utah": "ut",
+    "vermont": "vt",
+    "virginia": "va",
+    "washington": "wa",
+    "west virginia": "wv",
+    "wisconsin": "wi",
+    "wyoming": "wy",
 }
 _STATE_NAME = re.compile(r"\b(" + "|".join(sorted(STATES, key=len, reverse=True)) + r")$")
 
@@ -109,8 +154,7 @@ def markets(
     return names
 
 
-def check_markets_at_hand(areas: Any, base_url: str,
-                          cache: str | os.PathLike[str]) -> None:
+def check_markets_at_hand(areas: Any, base_url: str, cache: str | os.PathLike[str]) -> None:
     """Refuse areas far from every US state with an active market, when the market list
     of ``base_url`` is in the cache folder ``cache`` (of any age); else (no list, or one that
     cannot be read) say nothing. Never calls the service (see
@@ -134,8 +178,12 @@ def check_markets_at_hand(areas: Any, base_url: str,
     except CacheError:  # a check for free: an unreadable list is no list at hand
         return
     if names:
-        check_near_markets(areas.geometry.to_numpy(), list(areas.index), names,
-                           listed=_which_list(folder, base_url))
+        check_near_markets(
+            areas.geometry.to_numpy(),
+            list(areas.index),
+            names,
+            listed=_which_list(folder, base_url),
+        )
 
 
 def _which_list(folder: CacheFolder, base_url: str) -> str:
@@ -143,13 +191,14 @@ def _which_list(folder: CacheFolder, base_url: str) -> str:
     and its file (to delete when that service now serves other parcels)."""
     path = folder.markets_path(base_url)
     try:
-        fetched = datetime.fromisoformat(json.loads(path.read_text(encoding="utf-8"))
-                                         ["fetched_at"])
+        fetched = datetime.fromisoformat(json.loads(path.read_text(encoding="utf-8"))["fetched_at"])
         age = f"fetched {_age(datetime.now(UTC) - fetched)} ago"
     except (OSError, ValueError, KeyError, TypeError):
         age = "of unknown age"
-    return (f"the market list cached from {base_url} ({age}; if that service now serves "
-            f"other parcels, delete {path} to fetch its list again)")
+    return (
+        f"the market list cached from {base_url} ({age}; if that service now serves "
+        f"other parcels, delete {path} to fetch its list again)"
+    )
 
 
 def _age(elapsed: timedelta) -> str:
@@ -260,9 +309,14 @@ def _key(name: str) -> str:
 
 
 @contextmanager
-def key_spend(client: Client, *, team: str | None = None, user: str | None = None,
-              cap: int | None = None, capped: str = "{cap} calls are spent",
-              ) -> Iterator[CallSpend]:
+def key_spend(
+    client: Client,
+    *,
+    team: str | None = None,
+    user: str | None = None,
+    cap: int | None = None,
+    capped: str = "{cap} calls are spent",
+) -> Iterator[CallSpend]:
     """The spend hook of calls outside a search (the market list, ``parcelsearch doctor``),
     spent where the key's calls are counted (:func:`parcelsearch.stores.open_spending`): in
     team mode (``team=``, else ``$PARCELSEARCH_TEAM``) the team store's ledger and pacer, as
@@ -282,8 +336,12 @@ def key_spend(client: Client, *, team: str | None = None, user: str | None = Non
 
     team = resolve_team(team)
     spending = stores.open_spending(
-        team, client, member="" if team is None else resolve_user(user),
-        ledger=Ledger.in_folder(client.cache_dir) if team is None else None, workers=1)
+        team,
+        client,
+        member="" if team is None else resolve_user(user),
+        ledger=Ledger.in_folder(client.cache_dir) if team is None else None,
+        workers=1,
+    )
     try:
         yield CallSpend(spending, run_id=uuid.uuid4().hex, cap=cap, capped=capped)
     finally:

@@ -21,10 +21,18 @@ from typing import TextIO
 
 from parcelsearch.errors import Dialect, Hint, ParcelSearchError
 
-__all__ = ["ParcelSearchWarning", "RowNumberIdsWarning", "NothingMatchedWarning",
-           "CoordinatesWarning", "KeptFileWarning", "OldPagesWarning", "PartialResultWarning",
-           "LearntFactWarning",
-           "warn", "as_messages"]
+__all__ = [
+    "ParcelSearchWarning",
+    "RowNumberIdsWarning",
+    "NothingMatchedWarning",
+    "CoordinatesWarning",
+    "KeptFileWarning",
+    "OldPagesWarning",
+    "PartialResultWarning",
+    "LearntFactWarning",
+    "warn",
+    "as_messages",
+]
 
 _PACKAGE = str(Path(__file__).resolve().parent)
 
@@ -90,8 +98,14 @@ def warn(warning: ParcelSearchWarning) -> None:
     while frame.f_back is not None and frame.f_code.co_filename.startswith(_PACKAGE):
         frame = frame.f_back
     registry = frame.f_globals.setdefault("__warningregistry__", {})
-    warnings.warn_explicit(warning, type(warning), frame.f_code.co_filename, frame.f_lineno,
-                           module=frame.f_globals.get("__name__"), registry=registry)
+    warnings.warn_explicit(
+        warning,
+        type(warning),
+        frame.f_code.co_filename,
+        frame.f_lineno,
+        module=frame.f_globals.get("__name__"),
+        registry=registry,
+    )
 
 
 @contextmanager
@@ -99,8 +113,14 @@ def as_messages(stream: Callable[[], TextIO] = lambda: sys.stderr) -> Iterator[N
     """Within the block, every warning is printed as one ``parcelsearch: warning: …`` line
     in the command line's dialect (flags and variables), without file paths."""
 
-    def show(message: Warning | str, category: type[Warning], filename: str, lineno: int,
-             file: TextIO | None = None, line: str | None = None) -> None:
+    def show(
+        message: Warning | str,
+        category: type[Warning],
+        filename: str,
+        lineno: int,
+        file: TextIO | None = None,
+        line: str | None = None,
+    ) -> None:
         text = message.render("cli") if isinstance(message, ParcelSearchWarning) else str(message)
         print(f"parcelsearch: warning: {text}", file=stream(), flush=True)
 

@@ -114,7 +114,8 @@ MAP_FORMATS = (".html",)
 _KNOBS: dict[str, tuple[Callable[[], tuple[str, ...]], str]] = {
     "out": (lambda: suffixes("rows", "areas"), "group_ids.parquet"),
     "out_tiles": (lambda: suffixes("tiles"), "tiles.gpkg"),
-    "out_map": (lambda: MAP_FORMATS, "map.html")}
+    "out_map": (lambda: MAP_FORMATS, "map.html"),
+}
 
 
 def check_ids_path(path: str | os.PathLike[str]) -> Path:
@@ -138,8 +139,9 @@ def write_map(obj: Any, path: str | os.PathLike[str], *, title: str | None = Non
     from parcelsearch.maps import save_html  # the maps only when a map is asked for
 
     out = prepare_path(check_map_path(path), "out_map")
-    _writing(out, "out_map", lambda: atomically(out, lambda temp: save_html(obj, temp,
-                                                                            title=title)))
+    _writing(
+        out, "out_map", lambda: atomically(out, lambda temp: save_html(obj, temp, title=title))
+    )
     return out
 
 
@@ -152,7 +154,9 @@ def _check(path: str | os.PathLike[str], knob: str) -> Path:
     if out.is_dir():
         raise InputError(
             f"cannot write {str(out)!r}: it is a folder; name a file in it",
-            field=knob, hints=[Hint(knob, str(out / example), "for example {knob}")])
+            field=knob,
+            hints=[Hint(knob, str(out / example), "for example {knob}")],
+        )
     if out.suffix.lower() not in formats:
         shown = out.suffix or "no extension"
         raise InputError(
@@ -165,10 +169,13 @@ def _check(path: str | os.PathLike[str], knob: str) -> Path:
     if not folder.is_dir():
         raise InputError(
             f"cannot write {str(out)!r}: {str(folder)!r} is a file, not a folder",
-            field=knob, hints=[Hint(knob, example, "name a file in a folder, e.g. {knob}")])
+            field=knob,
+            hints=[Hint(knob, example, "name a file in a folder, e.g. {knob}")],
+        )
     if not os.access(folder, os.W_OK | os.X_OK):
-        raise _cannot_write(out, knob, PermissionError(errno.EACCES, os.strerror(errno.EACCES)),
-                            folder)
+        raise _cannot_write(
+            out, knob, PermissionError(errno.EACCES, os.strerror(errno.EACCES)), folder
+        )
     return out
 
 
@@ -200,8 +207,7 @@ def prepare_path(out: Path, knob: str = "out") -> Path:
     return out
 
 
-def _cannot_write(out: Path, knob: str, exc: OSError, folder: Path | None = None
-                  ) -> InputError:
+def _cannot_write(out: Path, knob: str, exc: OSError, folder: Path | None = None) -> InputError:
     """The error of a file that cannot be written, naming the user's path (never a
     temporary file's) and the fix."""
     reason = exc.strerror or str(exc)
@@ -209,8 +215,10 @@ def _cannot_write(out: Path, knob: str, exc: OSError, folder: Path | None = None
     return InputError(
         f"cannot write {str(out)!r}{where}: {reason}",
         field=knob,
-        hints=[Hint(knob, _KNOBS[knob][1], "name a file in a folder you can write to, e.g. "
-                                          "{knob}")])
+        hints=[
+            Hint(knob, _KNOBS[knob][1], "name a file in a folder you can write to, e.g. {knob}")
+        ],
+    )
 
 
 def _writing(out: Path, knob: str, write: Callable[[], object]) -> None:
@@ -228,20 +236,24 @@ def _writing(out: Path, knob: str, write: Callable[[], object]) -> None:
 TERMINAL_ROWS = 20
 
 
-def terminal_table(frame: pd.DataFrame, *, rows: int = TERMINAL_ROWS, noun: str = "row",
-                   where: str = "") -> str:
+def terminal_table(
+    frame: pd.DataFrame, *, rows: int = TERMINAL_ROWS, noun: str = "row", where: str = ""
+) -> str:
     """``frame`` as text for a terminal: at most ``rows`` rows, then ``… N more <noun>s``
     (and ``where`` to find them all); geometry columns are left out (never polygons as
     text)."""
     shown = pd.DataFrame(frame).drop(
-        columns=[c for c in frame.columns if isinstance(frame[c].dtype, gpd.array.GeometryDtype)])
+        columns=[c for c in frame.columns if isinstance(frame[c].dtype, gpd.array.GeometryDtype)]
+    )
     shown = shown.head(rows + 1).rename(columns=lambda c: terminal_text(str(c)))
     for column in shown.columns:  # what a store or a vendor wrote is shown, never run
         if not pd.api.types.is_numeric_dtype(shown[column]):
             shown[column] = shown[column].map(
-                lambda v: terminal_text(v) if isinstance(v, str) else v)
-    with pd.option_context("display.width", 120, "display.max_columns", 20,
-                           "display.max_colwidth", 40):
+                lambda v: terminal_text(v) if isinstance(v, str) else v
+            )
+    with pd.option_context(
+        "display.width", 120, "display.max_columns", 20, "display.max_colwidth", 40
+    ):
         text = shown.head(rows).to_string()
     more = len(frame) - rows
     if more > 0:
@@ -301,8 +313,7 @@ def _plain(value: Any) -> Any:
 # -- GroupIDs ------------------------------------------------------------------------------
 
 
-def write_ids(result: Searched, path: str | os.PathLike[str], *, force: bool = False
-              ) -> Path:
+def write_ids(result: Searched, path: str | os.PathLike[str], *, force: bool = False) -> Path:
     """Write a result's GroupIDs, joined to their areas, in the format ``path`` names.
 
     Parameters
@@ -330,8 +341,11 @@ def write_ids(result: Searched, path: str | os.PathLike[str], *, force: bool = F
     meta = run_metadata(result)
     check_replace(out, meta, force=force)
     found = FORMATS[out.suffix.lower()]  # rows of GroupIDs, else one feature per area
-    frame, write = ((ids_table(result), found.writer("rows")) if found.rows is not None
-                    else (_with_lists(result), found.writer("areas")))
+    frame, write = (
+        (ids_table(result), found.writer("rows"))
+        if found.rows is not None
+        else (_with_lists(result), found.writer("areas"))
+    )
     _write_whole(found, out, "out", lambda temp: write(frame, temp, meta), meta)
     return out
 
@@ -372,8 +386,11 @@ def _per_area(result: Searched) -> gpd.GeoDataFrame:
     areas = result.plan.areas
     counts = result.ids.groupby(result.id_name)["group_id"].nunique()
     frame = gpd.GeoDataFrame(_attributes(result), geometry=areas.geometry, crs=areas.crs)
-    frame.insert(len(frame.columns) - 1, "n_group_ids",
-                 counts.reindex(areas.index).fillna(0).astype("int64").to_numpy())
+    frame.insert(
+        len(frame.columns) - 1,
+        "n_group_ids",
+        counts.reindex(areas.index).fillna(0).astype("int64").to_numpy(),
+    )
     return frame.rename_axis(result.id_name).reset_index()
 
 
@@ -397,8 +414,11 @@ def _with_lists(result: Searched) -> gpd.GeoDataFrame:
 
 
 def write_tiles(
-    tiles: gpd.GeoDataFrame, path: str | os.PathLike[str],
-    metadata: Mapping[str, Any] | None = None, *, force: bool = False,
+    tiles: gpd.GeoDataFrame,
+    path: str | os.PathLike[str],
+    metadata: Mapping[str, Any] | None = None,
+    *,
+    force: bool = False,
 ) -> Path:
     """Write pieces (a plan's or a result's ``tiles``) in the format ``path`` names.
 
@@ -427,8 +447,9 @@ def write_tiles(
     return out
 
 
-def _write_whole(found: Format, out: Path, knob: str, write: Callable[[Path], object],
-                 meta: Mapping[str, Any]) -> None:
+def _write_whole(
+    found: Format, out: Path, knob: str, write: Callable[[Path], object], meta: Mapping[str, Any]
+) -> None:
     """Write ``out`` whole through ``write`` (a set of files: in a temporary folder, moved
     in together), and the run's metadata beside it where its format keeps it there."""
     side = found.sidecar and bool(meta)
@@ -443,5 +464,11 @@ def _write_whole(found: Format, out: Path, knob: str, write: Callable[[Path], ob
         return
     _writing(out, knob, lambda: atomically(out, whole))
     if side:
-        _writing(out, knob, lambda: atomically(sidecar_path(out), lambda temp: temp.write_text(
-            sidecar_text(meta), encoding="utf-8")))
+        _writing(
+            out,
+            knob,
+            lambda: atomically(
+                sidecar_path(out),
+                lambda temp: temp.write_text(sidecar_text(meta), encoding="utf-8"),
+            ),
+        )

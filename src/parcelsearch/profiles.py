@@ -37,8 +37,18 @@ from parcelsearch.errors import ConfigurationError, Hint
 from parcelsearch.kept_files import write_whole
 from parcelsearch.stores.quotas import Quota
 
-__all__ = ["Profile", "save", "load", "remove", "profiles", "resolve", "chosen", "DEFAULT_PROFILE",
-           "KEYRING_SERVICE", "profile_quota"]
+__all__ = [
+    "Profile",
+    "save",
+    "load",
+    "remove",
+    "profiles",
+    "resolve",
+    "chosen",
+    "DEFAULT_PROFILE",
+    "KEYRING_SERVICE",
+    "profile_quota",
+]
 
 #: The profile used when none is named and no key is in the environment.
 DEFAULT_PROFILE = "default"
@@ -70,8 +80,10 @@ class Profile:
 
     def __repr__(self) -> str:
         quota = f", quota {self.quota}" if self.quota else ""
-        return (f"Profile(name={self.name!r}, base_url={self.base_url!r}, "
-                f"key=sha256:{self.fingerprint}…{quota}, kept in {self.kept_in})")
+        return (
+            f"Profile(name={self.name!r}, base_url={self.base_url!r}, "
+            f"key=sha256:{self.fingerprint}…{quota}, kept in {self.kept_in})"
+        )
 
 
 def _folder(folder: str | os.PathLike[str] | None) -> Path:
@@ -83,7 +95,9 @@ def check_name(name: str) -> str:
     if not _NAME.fullmatch(name or ""):
         raise ConfigurationError(
             f"{name!r} cannot name a profile: use letters, digits, '_', '.' or '-' (at most "
-            "64, starting with a letter or digit)", hints=[Hint("profile", DEFAULT_PROFILE)])
+            "64, starting with a letter or digit)",
+            hints=[Hint("profile", DEFAULT_PROFILE)],
+        )
     return name
 
 
@@ -115,12 +129,14 @@ def _check_folder(folder: Path) -> None:
         raise ConfigurationError(
             f"the config folder {folder} belongs to another user (uid {found.st_uid}): its "
             "profiles would choose where your key is sent; use a folder of your own, or take "
-            f"this one (chown $USER {folder} && chmod 700 {folder})")
+            f"this one (chown $USER {folder} && chmod 700 {folder})"
+        )
     if found.st_mode & (stat.S_IWGRP | stat.S_IWOTH):
         raise ConfigurationError(
             f"the config folder {folder} can be written by other users (mode "
             f"{stat.S_IMODE(found.st_mode):04o}): they could change where your key is sent; "
-            f"make it yours alone: chmod 700 {folder}")
+            f"make it yours alone: chmod 700 {folder}"
+        )
 
 
 def _check_file(path: Path, *, private: bool) -> None:
@@ -133,13 +149,15 @@ def _check_file(path: Path, *, private: bool) -> None:
     shared = (stat.S_IRWXG | stat.S_IRWXO) if private else (stat.S_IWGRP | stat.S_IWOTH)
     if found.st_uid != os.geteuid():
         raise ConfigurationError(
-            f"{path} belongs to another user (uid {found.st_uid}); delete it and log in again")
+            f"{path} belongs to another user (uid {found.st_uid}); delete it and log in again"
+        )
     if mode & shared:
         what = "read or written" if private else "written"
         raise ConfigurationError(
             f"{path} can be {what} by other users (mode {mode:04o}): make it yours alone "
-            f"with chmod 600 {path}" + (" (and replace the keys in it: others may have read "
-                                        "them)" if private else ""))
+            f"with chmod 600 {path}"
+            + (" (and replace the keys in it: others may have read them)" if private else "")
+        )
 
 
 def _read(path: Path, *, private: bool = False) -> dict[str, Any]:
@@ -150,8 +168,9 @@ def _read(path: Path, *, private: bool = False) -> dict[str, Any]:
     try:
         value = json.loads(path.read_text(encoding="utf-8"))
     except (OSError, ValueError) as exc:
-        raise ConfigurationError(f"the profiles file {path} cannot be read ({exc}); fix or "
-                                 "delete it and log in again") from None
+        raise ConfigurationError(
+            f"the profiles file {path} cannot be read ({exc}); fix or delete it and log in again"
+        ) from None
     return dict(value) if isinstance(value, dict) else {}
 
 
@@ -164,10 +183,17 @@ def _write(path: Path, value: dict[str, Any], *, private: bool) -> None:
     write_whole(path, text.encode("utf-8"), mode=0o600 if private else 0o644)
 
 
-def save(name: str, api_key: str, *, base_url: str | None = None,
-         ca_bundle: str | None = None, folder: str | os.PathLike[str] | None = None,
-         keyring: bool = True, proxy: str | None = None,
-         quota: Quota | str | None = None) -> Profile:
+def save(
+    name: str,
+    api_key: str,
+    *,
+    base_url: str | None = None,
+    ca_bundle: str | None = None,
+    folder: str | os.PathLike[str] | None = None,
+    keyring: bool = True,
+    proxy: str | None = None,
+    quota: Quota | str | None = None,
+) -> Profile:
     """Save a profile: its key in the OS keyring (``keyring=True`` and there is one), else
     in ``credentials.json`` (0600); its base URL and CA bundle in ``profiles.json``.
 
@@ -219,8 +245,12 @@ def save(name: str, api_key: str, *, base_url: str | None = None,
         _write(credentials_path, credentials, private=True)
         kept = _FILE
     saved = _read(base / PROFILES_FILE)
-    saved[name] = {"base_url": base_url, "ca_bundle": ca_bundle, "key": kept,
-                   "fingerprint": _fingerprint(api_key)}
+    saved[name] = {
+        "base_url": base_url,
+        "ca_bundle": ca_bundle,
+        "key": kept,
+        "fingerprint": _fingerprint(api_key),
+    }
     if proxy is not None:
         saved[name]["proxy"] = proxy
     if known is not None:
@@ -243,7 +273,8 @@ def _address_only(proxy: str) -> str:
             f"the proxy {shown_proxy(checked)} holds a user name and password: a profile keeps "
             "a proxy's address only, never its password. Save http://host:port, and give the "
             "credentials in the proxy URL of HTTPS_PROXY or PARCELSEARCH_PROXY when you run.",
-            hints=[Hint("proxy", phrase="give the address alone with {knob}")])
+            hints=[Hint("proxy", phrase="give the address alone with {knob}")],
+        )
     return checked
 
 
@@ -257,8 +288,9 @@ def profile_proxy(profile: str | None, api_key: str | None) -> str | None:
     return str(proxy) if proxy else None
 
 
-def profile_quota(profile: str | None, api_key: str | None,
-                  fingerprint: str) -> tuple[str, Quota] | None:
+def profile_quota(
+    profile: str | None, api_key: str | None, fingerprint: str
+) -> tuple[str, Quota] | None:
     """The quota saved with the profile a client uses (:func:`chosen`) and the profile's
     name, when its key is the one used (``fingerprint``: an ``api_key`` given beside a
     profile is another key, whose quota the profile does not know)."""
@@ -273,7 +305,8 @@ def profile_quota(profile: str | None, api_key: str | None,
     except ConfigurationError as exc:
         raise ConfigurationError(
             f"the quota saved with the profile {named!r} ({found.quota[:40]!r}) is not a "
-            f"quota: {exc.message}", hints=[Hint("login", named, "save it again with {knob}")]
+            f"quota: {exc.message}",
+            hints=[Hint("login", named, "save it again with {knob}")],
         ) from None
     return None if quota is None else (named, quota)
 
@@ -290,13 +323,19 @@ def _file_kept_in(path: Path) -> str:
 
 
 def _profile(name: str, entry: dict[str, Any], base: Path) -> Profile:
-    kept = (_backend_name() if entry.get("key") == "keyring"
-            else _file_kept_in(base / CREDENTIALS_FILE))
+    kept = (
+        _backend_name() if entry.get("key") == "keyring" else _file_kept_in(base / CREDENTIALS_FILE)
+    )
     base_url = entry.get("base_url")  # a password in it (an edited file) is never shown
     quota = entry.get("quota")
-    return Profile(name, None if base_url is None else settings.without_userinfo(str(base_url)),
-                   entry.get("ca_bundle"), kept, str(entry.get("fingerprint", "")),
-                   str(quota) if quota else None)
+    return Profile(
+        name,
+        None if base_url is None else settings.without_userinfo(str(base_url)),
+        entry.get("ca_bundle"),
+        kept,
+        str(entry.get("fingerprint", "")),
+        str(quota) if quota else None,
+    )
 
 
 def load(name: str, *, folder: str | os.PathLike[str] | None = None) -> Profile | None:
@@ -353,9 +392,12 @@ def chosen(profile: str | None, api_key: str | None = None) -> str | None:
     return DEFAULT_PROFILE if load(DEFAULT_PROFILE) is not None else None
 
 
-def resolve(profile: str | None, api_key: str | None, base_url: str | None,
-            ca_bundle: str | os.PathLike[str] | None
-            ) -> tuple[str | None, str | None, str | os.PathLike[str] | None]:
+def resolve(
+    profile: str | None,
+    api_key: str | None,
+    base_url: str | None,
+    ca_bundle: str | os.PathLike[str] | None,
+) -> tuple[str | None, str | None, str | os.PathLike[str] | None]:
     """The key, base URL and CA bundle a client uses, with a profile's filling what was not
     given as an argument.
 
@@ -374,16 +416,18 @@ def resolve(profile: str | None, api_key: str | None, base_url: str | None,
     if found is None or key is None:
         what = "no saved profile" if found is None else "no key kept for the profile"
         raise ConfigurationError(
-            f"{what} {named!r} (in {base})",
-            hints=[Hint("login", named, "save it with {knob}")])
-    return (api_key if api_key is not None else key,
-            base_url if base_url is not None else found.base_url,
-            ca_bundle if ca_bundle is not None else found.ca_bundle)
+            f"{what} {named!r} (in {base})", hints=[Hint("login", named, "save it with {knob}")]
+        )
+    return (
+        api_key if api_key is not None else key,
+        base_url if base_url is not None else found.base_url,
+        ca_bundle if ca_bundle is not None else found.ca_bundle,
+    )
 
 
-def _default_place(profile: str | None, base_url: str | None,
-                   ca_bundle: str | os.PathLike[str] | None
-                   ) -> tuple[str | None, str | os.PathLike[str] | None]:
+def _default_place(
+    profile: str | None, base_url: str | None, ca_bundle: str | os.PathLike[str] | None
+) -> tuple[str | None, str | os.PathLike[str] | None]:
     """The base URL and CA bundle: the arguments, else the environment's, else the saved
     ``default`` profile's (when no profile is named: its key is not used, its place is; its
     CA bundle only with its base URL)."""

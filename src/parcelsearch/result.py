@@ -21,8 +21,14 @@ if TYPE_CHECKING:
     from parcelsearch.comparison import Diff, Side
     from parcelsearch.planning.plans import Plan
 
-__all__ = ["SearchResult", "zoning_price", "skipped_frame", "age_text", "METADATA_KEY",
-           "OLD_PAGES_AFTER"]
+__all__ = [
+    "SearchResult",
+    "zoning_price",
+    "skipped_frame",
+    "age_text",
+    "METADATA_KEY",
+    "OLD_PAGES_AFTER",
+]
 
 #: Age past which the pages a search served from the cache are called old (a notice).
 OLD_PAGES_AFTER = timedelta(days=1)
@@ -50,7 +56,9 @@ def skipped_frame(
             "reason": pd.Series(reason, index=areas.index, dtype="object"),
             "suggestion": pd.Series(suggestion, index=areas.index, dtype="object"),
         },
-        geometry=areas.geometry.values, crs=areas.crs, index=areas.index,
+        geometry=areas.geometry.values,
+        crs=areas.crs,
+        index=areas.index,
     )
 
 
@@ -78,8 +86,9 @@ def zoning_price(group_ids: int, tier: str = "basic") -> float:
         price = ZONING_PRICES[tier.lower()]
     except KeyError:
         tiers = ", ".join(ZONING_PRICES)
-        raise InputError(f"unknown zoning tier {tier!r}: use one of {tiers}",
-                         field="tier") from None
+        raise InputError(
+            f"unknown zoning tier {tier!r}: use one of {tiers}", field="tier"
+        ) from None
     return round(group_ids * price, 2)
 
 
@@ -137,7 +146,8 @@ class SearchResult:
     cached_pages: int = 0
     probes: int = 0
     skipped: gpd.GeoDataFrame = field(
-        default_factory=lambda: skipped_frame(gpd.GeoDataFrame(geometry=[], crs="EPSG:4326")))
+        default_factory=lambda: skipped_frame(gpd.GeoDataFrame(geometry=[], crs="EPSG:4326"))
+    )
     complete: bool = True
     areas_complete: list[Hashable] | None = None
     refetched_pieces: int = 0
@@ -173,8 +183,9 @@ class SearchResult:
             "refetched_pieces": int(self.refetched_pieces),
             "tolerance": float(self.plan.tolerance),
             "match": self.plan.match,
-            "oldest_page_fetched_at": (None if self.oldest_page is None
-                                       else self.oldest_page.isoformat()),
+            "oldest_page_fetched_at": (
+                None if self.oldest_page is None else self.oldest_page.isoformat()
+            ),
             **self._refresh_metadata(),
         }
 
@@ -182,8 +193,9 @@ class SearchResult:
         """The run id, areas' fingerprint, refresh mode, piece statuses and verification."""
         from parcelsearch.stores.history import areas_fingerprint
 
-        statuses = (self.tiles["status"].value_counts().to_dict()
-                    if "status" in self.tiles.columns else {})
+        statuses = (
+            self.tiles["status"].value_counts().to_dict() if "status" in self.tiles.columns else {}
+        )
         return {
             "run_id": self.run_id,
             "areas_fingerprint": areas_fingerprint(self.plan),
@@ -216,10 +228,17 @@ class SearchResult:
         from parcelsearch.comparison import Side
         from parcelsearch.stores.history import areas_fingerprint
 
-        return Side(self.ids[[self.id_name, "group_id"]], self.id_name,
-                    list(self.plan.areas.index), float(self.plan.tolerance),
-                    areas_fingerprint(self.plan), list(self.areas_complete or []),
-                    self.tiles, label)
+        return Side(
+            self.ids[[self.id_name, "group_id"]],
+            self.id_name,
+            list(self.plan.areas.index),
+            float(self.plan.tolerance),
+            areas_fingerprint(self.plan),
+            list(self.areas_complete or []),
+            self.tiles,
+            label,
+        )
+
     @property
     def nothing_matched(self) -> bool:
         """True when pieces were searched and not one parcel matched any of them (then check
@@ -238,9 +257,10 @@ class SearchResult:
             f"{self.cached_pages} page{'s' * (self.cached_pages != 1)} from cache); areas "
             "far from every parcel usually mean coordinates in another CRS than declared, or "
             "a market the service does not cover",
-            hints=[Hint("crs_override", None, "check the CRS and declare the right one with "
-                        "{knob}"),
-                   Hint("markets", None, "list the markets covered with {knob}")],
+            hints=[
+                Hint("crs_override", None, "check the CRS and declare the right one with {knob}"),
+                Hint("markets", None, "list the markets covered with {knob}"),
+            ],
         )
 
     def cache_age_text(self, now: datetime | None = None) -> str:
@@ -249,23 +269,33 @@ class SearchResult:
         if self.oldest_page is None:
             return ""
         age = (now or datetime.now(UTC)) - self.oldest_page
-        return (f"the oldest fetched {age_text(age)} ago, on "
-                f"{self.oldest_page.astimezone(UTC):%Y-%m-%d %H:%M} UTC")
+        return (
+            f"the oldest fetched {age_text(age)} ago, on "
+            f"{self.oldest_page.astimezone(UTC):%Y-%m-%d %H:%M} UTC"
+        )
 
     def old_pages_warning(self, now: datetime | None = None) -> OldPagesWarning | None:
         """The notice a search gives when it served cached pages over
         :data:`OLD_PAGES_AFTER` old (how old, and how to re-check them), else None."""
-        if self.oldest_page is None or \
-                (now or datetime.now(UTC)) - self.oldest_page < OLD_PAGES_AFTER:
+        if (
+            self.oldest_page is None
+            or (now or datetime.now(UTC)) - self.oldest_page < OLD_PAGES_AFTER
+        ):
             return None
         pages = self.cached_pages
         return OldPagesWarning(
             f"{pages:,} page{'s' * (pages != 1)} came from the cache, "
             f"{self.cache_age_text(now)}: parcels may have changed since",
-            hints=[Hint("refresh", "changed",
-                        "re-check them with {knob} (one call a piece: page 1 of each piece, "
-                        "and the other pages of the pieces that changed)"),
-                   Hint("max_age", "30d", "or refuse pages older than a month with {knob}")])
+            hints=[
+                Hint(
+                    "refresh",
+                    "changed",
+                    "re-check them with {knob} (one call a piece: page 1 of each piece, "
+                    "and the other pages of the pieces that changed)",
+                ),
+                Hint("max_age", "30d", "or refuse pages older than a month with {knob}"),
+            ],
+        )
 
     @property
     def id_name(self) -> str:
@@ -294,8 +324,7 @@ class SearchResult:
         out = out.reindex([a for a in self.plan.areas.index if a in out.index])
         out["group_ids"] = out["group_ids"].astype("int64")
         out["complete"] = out.index.isin(list(self.areas_complete or []))
-        return out[["parcels", "group_ids", "pieces", "pages", "calls", "cached_pages",
-                    "complete"]]
+        return out[["parcels", "group_ids", "pieces", "pages", "calls", "cached_pages", "complete"]]
 
     def zoning_cost(self, tier: str = "basic") -> float:
         """Price of one zoning call per unique GroupID at the vendor's ``tier`` price (USD)."""
@@ -375,9 +404,14 @@ class SearchResult:
             f"<tr><th style='text-align:left'>{k}</th><td>{v}</td></tr>"
             for k, v in self._html_figures().items()
         )
-        title = "SearchResult" if self.complete else (
-            f"SearchResult (incomplete: {len(self.areas_complete or [])} of "
-            f"{len(self.plan.areas)} areas complete)")
+        title = (
+            "SearchResult"
+            if self.complete
+            else (
+                f"SearchResult (incomplete: {len(self.areas_complete or [])} of "
+                f"{len(self.plan.areas)} areas complete)"
+            )
+        )
         return (
             f"<div><strong>{title}</strong><table>{rows}</table>"
             f"<details><summary>per area</summary>{self.summary().to_html()}</details></div>"

@@ -35,8 +35,15 @@ from parcelsearch._fetch.vendor_profile import load_profile
 from parcelsearch.client import Client
 from parcelsearch.planning.areas import validate_areas
 
-__all__ = ["CROSSED", "SLIVER_M", "learn_match_rule", "remembered_rule", "rule_for", "rule_of",
-           "sliver"]
+__all__ = [
+    "CROSSED",
+    "SLIVER_M",
+    "learn_match_rule",
+    "remembered_rule",
+    "rule_for",
+    "rule_of",
+    "sliver",
+]
 
 #: Longest sliver, in metres along the ground.
 SLIVER_M = 1_000.0
@@ -69,8 +76,9 @@ def rule_of(rows: int) -> str:
     return "representative-point" if rows == 0 else "intersects" if rows >= CROSSED else "unknown"
 
 
-def learn_match_rule(client: Client, areas: Any, remember: bool = True,
-                     spend: Spend | None = None) -> str:
+def learn_match_rule(
+    client: Client, areas: Any, remember: bool = True, spend: Spend | None = None
+) -> str:
     """How the vendor behind ``client`` matches parcels, from one search call (page 1 of
     :func:`sliver`): ``"representative-point"``, ``"intersects"`` or ``"unknown"`` (see the
     module's rules). The call is priced like any other (one call of the key's quota).
@@ -99,8 +107,11 @@ def learn_match_rule(client: Client, areas: Any, remember: bool = True,
     return rule
 
 
-def rule_for(base_url: str | None = None, profile: str | None = None,
-             cache_dir: str | os.PathLike[str] | None = None) -> tuple[str | None, str | None]:
+def rule_for(
+    base_url: str | None = None,
+    profile: str | None = None,
+    cache_dir: str | os.PathLike[str] | None = None,
+) -> tuple[str | None, str | None]:
     """The rule learnt for the service a search would ask, with no key and no call: its base
     URL is ``base_url``, else that of the profile a client would use
     (:func:`parcelsearch.profiles.chosen`), else ``$PARCELSEARCH_BASE_URL``. What
@@ -132,4 +143,3 @@ def remembered_rule(client: Client) -> str | None:
     """The rule :func:`learn_match_rule` learnt for ``client.base_url`` (from its cache
     folder), or None."""
     return load_profile(client.cache_dir, client.base_url).match_rule  # as kept now
-

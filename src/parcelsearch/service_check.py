@@ -98,8 +98,10 @@ class ServiceReport:
     def __str__(self) -> str:
         width = max((len(f.check) for f in self.findings), default=0)
         spent = f"{self.calls} call{'' if self.calls == 1 else 's'} spent"
-        lines = [f"vendor at {self.base_url}: {spent} (price {self.price}, at most "
-                 f"{self.cap} with redirects and retries)"]
+        lines = [
+            f"vendor at {self.base_url}: {spent} (price {self.price}, at most "
+            f"{self.cap} with redirects and retries)"
+        ]
         lines += [f"  {f.check:<{width}}  {f.verdict:<8} {f.text}" for f in self.findings]
         if self.learned:
             kept = ", ".join(f"{k}={v}" for k, v in self.learned.items())
@@ -137,8 +139,12 @@ def check_key(answers: Answers, client: Client) -> Finding:
     refusal = first.refusal if isinstance(first, Probe) else None
     if refusal is not None and refusal.kind in ("key", "quota"):
         what = "refused" if refusal.kind == "key" else "has no calls left"
-        return Finding("key", "failed", f"the key {what}: HTTP {first.status}: "  # type: ignore[union-attr]
-                       f"{refusal.text}")
+        return Finding(
+            "key",
+            "failed",
+            f"the key {what}: HTTP {first.status}: "  # type: ignore[union-attr]
+            f"{refusal.text}",
+        )
     if isinstance(first, Probe) and first.status == 200:
         return Finding("key", "ok", f"accepted (sha256:{client.fingerprint}…)")
     return Finding("key", "unknown", "no answer that says")
@@ -148,11 +154,16 @@ def check_stage_path(answers: Answers, client: Client) -> Finding:
     first = _first(answers)
     if isinstance(first, Probe) and first.status == 404:
         words = first.refusal.text if first.refusal is not None else ""
-        return Finding("stage path", "failed", f"HTTP 404 ({words}): the base URL may lack "
-                       "the vendor's stage prefix, e.g. https://host/prod")
+        return Finding(
+            "stage path",
+            "failed",
+            f"HTTP 404 ({words}): the base URL may lack "
+            "the vendor's stage prefix, e.g. https://host/prod",
+        )
     if isinstance(first, Probe) and first.status == 200:
-        return Finding("stage path", "ok", f"{settings.MARKETS_PATH} answers under "
-                       f"{client.base_url}")
+        return Finding(
+            "stage path", "ok", f"{settings.MARKETS_PATH} answers under {client.base_url}"
+        )
     return Finding("stage path", "unknown", "no answer that says")
 
 
@@ -167,11 +178,15 @@ def check_paging_base(answers: Answers, client: Client) -> Finding:
     probe = answers.get("page 0")
     if not isinstance(probe, Probe):
         return Finding("paging base", "unknown", "not asked")
-    if probe.status == 200 and probe.payload is not None and \
-            count_field(probe.payload, "page") == 0:
+    if (
+        probe.status == 200
+        and probe.payload is not None
+        and count_field(probe.payload, "page") == 0
+    ):
         return Finding("paging base", "ok", "pages are numbered from 0 (page=0 answered)")
-    if probe.status == 400 or (probe.payload is not None
-                               and count_field(probe.payload, "page") == 1):
+    if probe.status == 400 or (
+        probe.payload is not None and count_field(probe.payload, "page") == 1
+    ):
         return Finding("paging base", "ok", "pages are numbered from 1 (page=0 refused)")
     return Finding("paging base", "unknown", f"page=0 answered HTTP {probe.status}")
 
@@ -182,8 +197,7 @@ def check_error_format(answers: Answers, client: Client) -> Finding:
     if refusal is None:
         return Finding("error format", "unknown", "no refusal seen")
     verdict: Verdict = "ok" if refusal.shape in ("envelope", "fault") else "warning"
-    return Finding("error format", verdict,
-                   f"{refusal.shape}: HTTP {probe.status}: {refusal.text}")  # type: ignore[union-attr]
+    return Finding("error format", verdict, f"{refusal.shape}: HTTP {probe.status}: {refusal.text}")  # type: ignore[union-attr]
 
 
 def check_markets(answers: Answers, client: Client) -> Finding:
@@ -206,26 +220,42 @@ def check_matching_rule(answers: Answers, client: Client) -> Finding:
     if answer is None:
         kept = client.vendor.match_rule
         if kept is not None:
-            return Finding("matching rule", "ok", f"{kept}, learnt earlier for this base URL "
-                           "(not asked again)")
-        return Finding("matching rule", "unknown", "not asked, so searches plan as if parcels "
-                       "may be matched by their footprints (no connector in exact mode); "
-                       + LEARN_RULE)
+            return Finding(
+                "matching rule", "ok", f"{kept}, learnt earlier for this base URL (not asked again)"
+            )
+        return Finding(
+            "matching rule",
+            "unknown",
+            "not asked, so searches plan as if parcels "
+            "may be matched by their footprints (no connector in exact mode); " + LEARN_RULE,
+        )
     if not isinstance(answer, Page):
         return Finding("matching rule", "unknown", f"the sliver was not answered: {answer}")
     rows = answer.rows
     rule = rule_of(rows)
     if rule == "representative-point":
-        return Finding("matching rule", "ok", "representative-point: a sliver one grid step "
-                       "tall across the areas matched no parcel, so parcels are matched by a "
-                       "point; searches here use connectors (fewer calls)")
+        return Finding(
+            "matching rule",
+            "ok",
+            "representative-point: a sliver one grid step "
+            "tall across the areas matched no parcel, so parcels are matched by a "
+            "point; searches here use connectors (fewer calls)",
+        )
     if rule == "intersects":
-        return Finding("matching rule", "ok", f"intersects: a sliver one grid step tall "
-                       f"across the areas matched {rows} parcels, so parcels are matched by "
-                       f"their footprints; searches here use no connector in exact mode, and "
-                       f"in tolerance mode only those within the tolerance")
-    return Finding("matching rule", "unknown", f"a sliver across the areas matched {rows} "
-                   f"parcel{'' if rows == 1 else 's'}: too few to tell")
+        return Finding(
+            "matching rule",
+            "ok",
+            f"intersects: a sliver one grid step tall "
+            f"across the areas matched {rows} parcels, so parcels are matched by "
+            f"their footprints; searches here use no connector in exact mode, and "
+            f"in tolerance mode only those within the tolerance",
+        )
+    return Finding(
+        "matching rule",
+        "unknown",
+        f"a sliver across the areas matched {rows} "
+        f"parcel{'' if rows == 1 else 's'}: too few to tell",
+    )
 
 
 def check_retirement(answers: Answers, client: Client) -> Finding:
@@ -235,8 +265,12 @@ def check_retirement(answers: Answers, client: Client) -> Finding:
         if isinstance(probe, Probe) and probe.status == 410:
             words = probe.refusal.text if probe.refusal is not None else ""
             when = f"Sunset: {probe.sunset}" if probe.sunset else "no Sunset date"
-            return Finding("retirement", "failed", f"HTTP 410 Gone for {name} ({when}): "
-                           f"{words}; a search would stop at its first answer")
+            return Finding(
+                "retirement",
+                "failed",
+                f"HTTP 410 Gone for {name} ({when}): "
+                f"{words}; a search would stop at its first answer",
+            )
     if any(isinstance(answers.get(name), Probe) for name in PROBES):
         return Finding("retirement", "ok", "no endpoint answered 410 Gone")
     return Finding("retirement", "unknown", "no answer")
@@ -244,52 +278,71 @@ def check_retirement(answers: Answers, client: Client) -> Finding:
 
 def check_group_ids(answers: Answers, client: Client) -> Finding:
     """What a GroupID must be (the spec says only "a string"); the sliver's ids, if read."""
-    rule = (f"opaque strings, at most {settings.group_id_max_chars()} characters "
-            f"({settings.ENV_GROUP_ID_MAX_CHARS}), no control characters or markup (checked on "
-            "every page)")
+    rule = (
+        f"opaque strings, at most {settings.group_id_max_chars()} characters "
+        f"({settings.ENV_GROUP_ID_MAX_CHARS}), no control characters or markup (checked on "
+        "every page)"
+    )
     page = answers.get(RULE_PROBE)
     if isinstance(page, Page) and page.data:
         longest = max(len(gid) for gid in page.data)
-        return Finding("GroupIDs", "ok", f"{rule}; {len(page.data)} read, the longest "
-                       f"{longest} characters")
+        return Finding(
+            "GroupIDs", "ok", f"{rule}; {len(page.data)} read, the longest {longest} characters"
+        )
     return Finding("GroupIDs", "ok", rule)
 
 
 def check_page_size(answers: Answers, client: Client) -> Finding:
     """GroupIDs a page holds, and where that comes from (set, learnt or assumed)."""
-    source = {"set": f"set: {settings.ENV_PAGE_SIZE}",
-              "learnt": "learnt from an answer, kept in the vendor profile",
-              "assumed": "assumed until an answer says otherwise"}[client.page_size_source]
-    return Finding("page size", "ok",
-                   f"{client.page_size} GroupIDs a page ({source}; {settings.ENV_PAGE_SIZE} "
-                   "sets it; answers are checked against it)")
+    source = {
+        "set": f"set: {settings.ENV_PAGE_SIZE}",
+        "learnt": "learnt from an answer, kept in the vendor profile",
+        "assumed": "assumed until an answer says otherwise",
+    }[client.page_size_source]
+    return Finding(
+        "page size",
+        "ok",
+        f"{client.page_size} GroupIDs a page ({source}; {settings.ENV_PAGE_SIZE} "
+        "sets it; answers are checked against it)",
+    )
 
 
 def check_request_line(answers: Answers, client: Client) -> Finding:
     """The longest request line searches plan to, and where that comes from."""
-    source = {"set": "set: --max-request-bytes or " + settings.ENV_MAX_REQUEST_BYTES,
-              "learnt": "learnt from the gateway's refusal, kept in the vendor profile",
-              "assumed": "assumed until the gateway refuses a line"}[
-        client.max_request_bytes_source]
-    return Finding("request line", "ok",
-                   f"{client.max_request_bytes:,} bytes at most ({source}; "
-                   f"--max-request-bytes or {settings.ENV_MAX_REQUEST_BYTES} sets it; searches "
-                   "plan pieces to it)")
+    source = {
+        "set": "set: --max-request-bytes or " + settings.ENV_MAX_REQUEST_BYTES,
+        "learnt": "learnt from the gateway's refusal, kept in the vendor profile",
+        "assumed": "assumed until the gateway refuses a line",
+    }[client.max_request_bytes_source]
+    return Finding(
+        "request line",
+        "ok",
+        f"{client.max_request_bytes:,} bytes at most ({source}; "
+        f"--max-request-bytes or {settings.ENV_MAX_REQUEST_BYTES} sets it; searches "
+        "plan pieces to it)",
+    )
 
 
 def check_result_window(answers: Answers, client: Client) -> Finding:
     """The pages a search is served at most (the vendor's result window), and where that
     comes from."""
     if client.result_window is None:
-        return Finding("result window", "ok",
-                       "no limit known (learnt when the vendor refuses a page as too deep; "
-                       f"{settings.ENV_RESULT_WINDOW} sets it)")
-    source = {"set": f"set: {settings.ENV_RESULT_WINDOW}",
-              "learnt": "learnt from the vendor's refusal, kept in the vendor profile"}[
-        client.result_window_source]
-    return Finding("result window", "ok",
-                   f"{client.result_window} pages a search at most ({source}; pieces with more "
-                   "are split until each fits)")
+        return Finding(
+            "result window",
+            "ok",
+            "no limit known (learnt when the vendor refuses a page as too deep; "
+            f"{settings.ENV_RESULT_WINDOW} sets it)",
+        )
+    source = {
+        "set": f"set: {settings.ENV_RESULT_WINDOW}",
+        "learnt": "learnt from the vendor's refusal, kept in the vendor profile",
+    }[client.result_window_source]
+    return Finding(
+        "result window",
+        "ok",
+        f"{client.result_window} pages a search at most ({source}; pieces with more "
+        "are split until each fits)",
+    )
 
 
 def check_response_deadline(answers: Answers, client: Client) -> Finding:
@@ -298,25 +351,52 @@ def check_response_deadline(answers: Answers, client: Client) -> Finding:
     if client.response_deadline == settings.options.response_deadline:
         source = settings.options.source("response_deadline")
         given = {"default": "the default", "set": "set in settings.options"}.get(source, source)
-    return Finding("response deadline", "ok",
-                   f"{client.response_deadline:g} s for a whole response, however slowly its "
-                   f"bytes come ({given}; --response-deadline or "
-                   f"{settings.ENV_RESPONSE_DEADLINE} sets it)")
+    return Finding(
+        "response deadline",
+        "ok",
+        f"{client.response_deadline:g} s for a whole response, however slowly its "
+        f"bytes come ({given}; --response-deadline or "
+        f"{settings.ENV_RESPONSE_DEADLINE} sets it)",
+    )
 
 
 #: The checks, in the order reported; each reads the probes' answers (extend by appending).
-CHECKS: list[Check] = [check_network, check_tls, check_key, check_stage_path,
-                       check_compression, check_paging_base, check_error_format, check_markets,
-                       check_matching_rule, check_retirement, check_group_ids, check_page_size,
-                       check_request_line, check_result_window, check_response_deadline]
+CHECKS: list[Check] = [
+    check_network,
+    check_tls,
+    check_key,
+    check_stage_path,
+    check_compression,
+    check_paging_base,
+    check_error_format,
+    check_markets,
+    check_matching_rule,
+    check_retirement,
+    check_group_ids,
+    check_page_size,
+    check_request_line,
+    check_result_window,
+    check_response_deadline,
+]
 #: Checks that read no answer (what is assumed or set): shown by a dry run too.
-UNPROBED: tuple[Check, ...] = (check_network, check_group_ids, check_page_size, check_request_line,
-                               check_result_window, check_response_deadline)
+UNPROBED: tuple[Check, ...] = (
+    check_network,
+    check_group_ids,
+    check_page_size,
+    check_request_line,
+    check_result_window,
+    check_response_deadline,
+)
 
 
-def check_service(client: Client | None = None, *, dry_run: bool = False,
-                  areas: Any = None, team: str | None = None,
-                  user: str | None = None) -> ServiceReport:
+def check_service(
+    client: Client | None = None,
+    *,
+    dry_run: bool = False,
+    areas: Any = None,
+    team: str | None = None,
+    user: str | None = None,
+) -> ServiceReport:
     """Check the vendor at the client's base URL: TLS, key, stage path, compression, paging
     base, error format and markets: two probes, at most three calls with redirects and
     retries (:data:`MAX_CALLS`); with ``areas``, also the matching rule: three probes, at
@@ -352,19 +432,21 @@ def check_service(client: Client | None = None, *, dry_run: bool = False,
     client = client if client is not None else Client()
     report = ServiceReport(client.base_url, price=len(PROBES) + (ring is not None))
     if dry_run:
-        report.findings = [Finding(_name(check), "not run", "dry run: nothing spent")
-                           if (ring is not None or check is not check_matching_rule)
-                           and check not in UNPROBED
-                           else check({}, client) for check in CHECKS]
+        report.findings = [
+            Finding(_name(check), "not run", "dry run: nothing spent")
+            if (ring is not None or check is not check_matching_rule) and check not in UNPROBED
+            else check({}, client)
+            for check in CHECKS
+        ]
         return report
-    with key_spend(client, team=team, user=user, cap=report.cap,
-                   capped="the check's {cap} calls are spent") as spend:
+    with key_spend(
+        client, team=team, user=user, cap=report.cap, capped="the check's {cap} calls are spent"
+    ) as spend:
         _probe(report, client, spend, ring)
     return report
 
 
-def _probe(report: ServiceReport, client: Client, spend: CallSpend,
-           ring: str | None) -> None:
+def _probe(report: ServiceReport, client: Client, spend: CallSpend, ring: str | None) -> None:
     """The probes sent and read into ``report`` (the sliver's with ``ring``)."""
     answers: Answers = {}
     for name, target in PROBES.items():

@@ -165,12 +165,15 @@ def parse_age(value: Any, *, what: str = "max_age") -> float:
             raise ValueError
         number = float(value) if isinstance(value, int | float) else float(text)
     except ValueError:
-        raise ConfigurationError(f"{name}takes an age: seconds, or a number with a unit "
-                                 f"{units}, got {value!r}") from None
+        raise ConfigurationError(
+            f"{name}takes an age: seconds, or a number with a unit {units}, got {value!r}"
+        ) from None
     if not (number >= 0 and number != float("inf")):
         shown = value if isinstance(value, str) else repr(value)
-        raise ConfigurationError(f"{name}must be at least 0 (an age: seconds, or a number "
-                                 f"with a unit {units}), got {shown}")
+        raise ConfigurationError(
+            f"{name}must be at least 0 (an age: seconds, or a number "
+            f"with a unit {units}), got {shown}"
+        )
     return number * scale
 
 
@@ -221,8 +224,7 @@ class Option:
     parse: Callable[[Any], Any]
 
     @classmethod
-    def declared(cls, name: str, default: Callable[[], Any],
-                 parse: Callable[[Any], Any]) -> Option:
+    def declared(cls, name: str, default: Callable[[], Any], parse: Callable[[Any], Any]) -> Option:
         """The option ``name`` with its variable and doc line as :mod:`parcelsearch.knobs`
         declares them, and its ``default`` and ``parse`` (this module's)."""
         declaration = declared(name)
@@ -232,25 +234,28 @@ class Option:
 
 #: Each option's default and parser; their variables and doc lines are declared in
 #: :mod:`parcelsearch.knobs`, in this order.
-_OPTIONS: Final = tuple(Option.declared(name, default, parse) for name, default, parse in (
-    ("base_url", lambda: None, _text),
-    ("ca_bundle", lambda: None, _text),
-    ("proxy", lambda: None, _text),
-    ("rate", lambda: DEFAULT_RATE, _number),
-    ("response_deadline", lambda: DEFAULT_RESPONSE_DEADLINE, _number),
-    ("group_id_max_chars", lambda: MAX_GROUP_ID_CHARS, _number),
-    ("page_size", lambda: None, _number),
-    ("result_window", lambda: None, _number),
-    ("max_request_bytes", lambda: None, _number),
-    ("quota", lambda: None, _text),
-    ("cache_dir", _user_cache_dir, _path),
-    ("service_dir", _user_service_dir, _path),
-    ("match", lambda: "unknown", _text),
-    ("profile", lambda: None, _text),
-    ("max_age", lambda: None, _text),
-    ("config_dir", _user_config_dir, _path),
-    ("ask_above", lambda: DEFAULT_ASK_ABOVE, _number),
-))
+_OPTIONS: Final = tuple(
+    Option.declared(name, default, parse)
+    for name, default, parse in (
+        ("base_url", lambda: None, _text),
+        ("ca_bundle", lambda: None, _text),
+        ("proxy", lambda: None, _text),
+        ("rate", lambda: DEFAULT_RATE, _number),
+        ("response_deadline", lambda: DEFAULT_RESPONSE_DEADLINE, _number),
+        ("group_id_max_chars", lambda: MAX_GROUP_ID_CHARS, _number),
+        ("page_size", lambda: None, _number),
+        ("result_window", lambda: None, _number),
+        ("max_request_bytes", lambda: None, _number),
+        ("quota", lambda: None, _text),
+        ("cache_dir", _user_cache_dir, _path),
+        ("service_dir", _user_service_dir, _path),
+        ("match", lambda: "unknown", _text),
+        ("profile", lambda: None, _text),
+        ("max_age", lambda: None, _text),
+        ("config_dir", _user_config_dir, _path),
+        ("ask_above", lambda: DEFAULT_ASK_ABOVE, _number),
+    )
+)
 
 
 class Options:
@@ -307,21 +312,23 @@ class Options:
         return spec.default(), "default"
 
     def __repr__(self) -> str:
-        rows = [(name, _shown(getattr(self, name)), self.source(name), spec.doc)
-                for name, spec in self._specs.items()]
+        rows = [
+            (name, _shown(getattr(self, name)), self.source(name), spec.doc)
+            for name, spec in self._specs.items()
+        ]
         widths = [max(len(row[i]) for row in rows) for i in range(3)]
         lines = ["parcelsearch options (value · source · what it is)"]
         for name, value, source, doc in rows:
-            lines.append(f"  {name:<{widths[0]}}  {value:<{widths[1]}}  "
-                         f"{source:<{widths[2]}}  {doc}")
+            lines.append(
+                f"  {name:<{widths[0]}}  {value:<{widths[1]}}  {source:<{widths[2]}}  {doc}"
+            )
         return "\n".join(lines)
 
 
 def _shown(value: Any) -> str:
     """An option's value for :meth:`Options.__repr__`: a password in a URL (a proxy's)
     hidden."""
-    return repr(without_userinfo(value) if isinstance(value, str) and "://" in value
-                else value)
+    return repr(without_userinfo(value) if isinstance(value, str) and "://" in value else value)
 
 
 #: The options of this process (see :class:`Options`).
@@ -336,10 +343,15 @@ def _whole_setting(value: Any, least: int, what: str, knob: str, example: int) -
     ConfigurationError
         ``the {what}, at least {least}, got {value!r}.``, with the hint ``knob`` = ``example``.
     """
-    if isinstance(value, bool) or not isinstance(value, int | float) or \
-            not float(value).is_integer() or value < least:
-        raise ConfigurationError(f"the {what}, at least {least}, got {value!r}.",
-                                 hints=[Hint(knob, example)])
+    if (
+        isinstance(value, bool)
+        or not isinstance(value, int | float)
+        or not float(value).is_integer()
+        or value < least
+    ):
+        raise ConfigurationError(
+            f"the {what}, at least {least}, got {value!r}.", hints=[Hint(knob, example)]
+        )
     return int(value)
 
 
@@ -351,9 +363,13 @@ def group_id_max_chars() -> int:
     ConfigurationError
         It is not a whole number of at least 1.
     """
-    return _whole_setting(options.group_id_max_chars, 1,
-                          "longest GroupID must be a whole number of characters",
-                          "group_id_max_chars", MAX_GROUP_ID_CHARS)
+    return _whole_setting(
+        options.group_id_max_chars,
+        1,
+        "longest GroupID must be a whole number of characters",
+        "group_id_max_chars",
+        MAX_GROUP_ID_CHARS,
+    )
 
 
 def page_size_setting() -> int | None:
@@ -366,8 +382,13 @@ def page_size_setting() -> int | None:
         It is not a whole number of at least 1.
     """
     value = options.page_size
-    return None if value is None else _whole_setting(
-        value, 1, "page size must be a whole number of GroupIDs", "page_size", PAGE_SIZE)
+    return (
+        None
+        if value is None
+        else _whole_setting(
+            value, 1, "page size must be a whole number of GroupIDs", "page_size", PAGE_SIZE
+        )
+    )
 
 
 def result_window_setting() -> int | None:
@@ -380,8 +401,13 @@ def result_window_setting() -> int | None:
         It is not a whole number of at least 1.
     """
     value = options.result_window
-    return None if value is None else _whole_setting(
-        value, 1, "result window must be a whole number of pages", "result_window", 5)
+    return (
+        None
+        if value is None
+        else _whole_setting(
+            value, 1, "result window must be a whole number of pages", "result_window", 5
+        )
+    )
 
 
 def max_request_bytes_setting(given: Any = None) -> int | None:
@@ -394,9 +420,17 @@ def max_request_bytes_setting(given: Any = None) -> int | None:
         It is not a whole number of at least 1,024 bytes.
     """
     value = given if given is not None else options.max_request_bytes
-    return None if value is None else _whole_setting(
-        value, 1024, "longest request line must be a whole number of bytes",
-        "max_request_bytes", 4096)
+    return (
+        None
+        if value is None
+        else _whole_setting(
+            value,
+            1024,
+            "longest request line must be a whole number of bytes",
+            "max_request_bytes",
+            4096,
+        )
+    )
 
 
 def default_cache_dir() -> Path:

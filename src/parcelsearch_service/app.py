@@ -99,10 +99,14 @@ class _Service:
     ) -> None:
         self.store = store
         self.gateway = Gateway(keys, store, portal)
-        self._markets_answer = limits.Outcome(200, json.dumps(
-            {"status": "OK", "dataRows": len(markets), "data": markets},
-            separators=(",", ":"), ensure_ascii=False,
-        ).encode())
+        self._markets_answer = limits.Outcome(
+            200,
+            json.dumps(
+                {"status": "OK", "dataRows": len(markets), "data": markets},
+                separators=(",", ":"),
+                ensure_ascii=False,
+            ).encode(),
+        )
 
     def _call(
         self,
@@ -114,11 +118,13 @@ class _Service:
     ) -> limits.Call[bytes] | Response:
         """The gateway's call for this request, or the 401 that answers it (no key, or the
         header given twice)."""
-        given = [value.decode("latin-1") for name, value in scope["headers"]
-                 if name == b"x-api-key"]
+        given = [
+            value.decode("latin-1") for name, value in scope["headers"] if name == b"x-api-key"
+        ]
         if len(given) > 1:  # which one counts would depend on the proxy in front: neither
-            return envelope(401, f"{INVALID_KEY}: x-api-key is given {len(given)} times; "
-                                 "send it once")
+            return envelope(
+                401, f"{INVALID_KEY}: x-api-key is given {len(given)} times; send it once"
+            )
         if not given or not given[0]:
             return envelope(401, MISSING_KEY)
         path = scope["path"]
@@ -163,9 +169,9 @@ class _Service:
             log.error("error admitting %s", printable(call.path), exc_info=result)
             return envelope(500, INTERNAL_UNCOUNTED)
         if isinstance(result, limits.Refusal):
-            headers = None if result.retry_after is None else {
-                "Retry-After": str(result.retry_after)
-            }
+            headers = (
+                None if result.retry_after is None else {"Retry-After": str(result.retry_after)}
+            )
             return envelope(result.status, result.message, headers=headers)
         headers = {"Retry-After": str(BUSY_RETRY_AFTER)} if result.status == 503 else None
         return Response(result.body, status_code=result.status, media_type=JSON, headers=headers)
@@ -186,8 +192,13 @@ class _Service:
             bad = parsed
             return self._call(scope, "search", lambda: bad, bad)
         polygon, page = parsed
-        return self._call(scope, "search", lambda: self._search(polygon, page),
-                          limits.Outcome(200, b"", polygon.sha256, page), polygon)
+        return self._call(
+            scope,
+            "search",
+            lambda: self._search(polygon, page),
+            limits.Outcome(200, b"", polygon.sha256, page),
+            polygon,
+        )
 
     def _search(self, parsed: ParsedPolygon, page: int) -> limits.Outcome[bytes]:
         sha = parsed.sha256
@@ -195,15 +206,21 @@ class _Service:
         rows = len(hits)
         pages = math.ceil(rows / PAGE_SIZE)
         if page > max(pages, 1):
-            what = "has no results (rows 0, pages 0); ask for page 1" if rows == 0 else (
-                f"has {pages} page{'s' if pages != 1 else ''} ({rows} rows); ask for a page "
-                f"from 1 to {pages}"
+            what = (
+                "has no results (rows 0, pages 0); ask for page 1"
+                if rows == 0
+                else (
+                    f"has {pages} page{'s' if pages != 1 else ''} ({rows} rows); ask for a page "
+                    f"from 1 to {pages}"
+                )
             )
             message = bad_request(f"page {page} is beyond the last page: this search {what}")
             return limits.Outcome(400, error_body(*message.messages), sha, page)
         data = self.store.page(hits, page)
-        body = (f'{{"status":"OK","rows":{rows},"dataRows":{len(data)},"pages":{pages},'
-                f'"page":{page},"data":{json_strings(data)}}}')
+        body = (
+            f'{{"status":"OK","rows":{rows},"dataRows":{len(data)},"pages":{pages},'
+            f'"page":{page},"data":{json_strings(data)}}}'
+        )
         return limits.Outcome(200, body.encode(), sha, page)
 
     async def openapi(self, request: Request) -> Response:
@@ -212,14 +229,17 @@ class _Service:
         return Response(json.dumps(openapi_document("/")), media_type=JSON)
 
 
-def _safe(path: str, handle: Callable[[], limits.Outcome[bytes]]
-          ) -> Callable[[], limits.Outcome[bytes]]:
+def _safe(
+    path: str, handle: Callable[[], limits.Outcome[bytes]]
+) -> Callable[[], limits.Outcome[bytes]]:
     """``handle``, its failures answered by :func:`~parcelsearch_service.limits.failed_outcome`."""
+
     def safe() -> limits.Outcome[bytes]:
         try:
             return handle()
         except Exception as exc:
             return limits.failed_outcome(path, exc)
+
     return safe
 
 
@@ -248,8 +268,10 @@ async def _server_error(request: Request, exc: Exception) -> Response:
 def _from_request(handler: Handler) -> Callable[[Request], Awaitable[Response]]:
     """``handler`` as a Starlette endpoint (a ``GET`` that :class:`GatedRoutes` passed on,
     under a root path)."""
+
     async def endpoint(request: Request) -> Response:
         return await handler(request.scope)
+
     return endpoint
 
 

@@ -39,9 +39,7 @@ INTERNAL_UNCOUNTED = (
     "internal error: the service failed before admitting this request (the call was not "
     "counted); try again, and report it if it persists"
 )
-HTTP_VERSION = (
-    "HTTP version {version} is not supported; send HTTP/1.1 (or HTTP/1.0)"
-)
+HTTP_VERSION = "HTTP version {version} is not supported; send HTTP/1.1 (or HTTP/1.0)"
 
 
 def request_line_length(scope: Scope) -> int:
@@ -87,22 +85,30 @@ class RequestLineGuard:
                 await envelope(414, REQUEST_LINE_TOO_LONG)(scope, receive, tracked)
             elif version not in ("1.0", "1.1"):
                 await envelope(505, HTTP_VERSION.format(version=printable(version, 10)))(
-                    scope, receive, tracked)
+                    scope, receive, tracked
+                )
             elif _ambiguous_framing(scope):  # request smuggling: refuse, as nginx does
                 await envelope(400, AMBIGUOUS_FRAMING)(scope, receive, tracked)
             else:
                 await self.app(_as_written(scope), receive, tracked)
         except Exception:
-            log.exception("unhandled error on %s %s", printable(scope.get("method")),
-                          printable(scope.get("path")))
+            log.exception(
+                "unhandled error on %s %s",
+                printable(scope.get("method")),
+                printable(scope.get("path")),
+            )
             if status == 0:
                 await envelope(500, INTERNAL_UNCOUNTED)(scope, receive, tracked)
         finally:
             if access_log.isEnabledFor(logging.INFO):
                 client = scope.get("client") or ("-", 0)
                 access_log.info(
-                    '%s "%s %s" %s %.1fms', printable(client[0]), printable(scope.get("method")),
-                    printable(scope.get("path")), status, (time.perf_counter() - started) * 1000,
+                    '%s "%s %s" %s %.1fms',
+                    printable(client[0]),
+                    printable(scope.get("method")),
+                    printable(scope.get("path")),
+                    status,
+                    (time.perf_counter() - started) * 1000,
                 )
 
 

@@ -112,15 +112,17 @@ class Batcher(Generic[In, Out]):
             try:
                 answers = self.handle_batch(items)
                 if len(answers) != len(items):
-                    raise RuntimeError(f"{self.name}: {len(answers)} answers to "
-                                       f"{len(items)} items")
+                    raise RuntimeError(f"{self.name}: {len(answers)} answers to {len(items)} items")
             except Exception as exc:  # every caller of this batch gets it
                 log.exception("%s: a batch of %d failed", self.name, len(items))
                 failure = exc
             by_loop: dict[asyncio.AbstractEventLoop, list[_Settled[Out]]] = {}
             for index, (_, future, loop) in enumerate(batch):
-                one: _Settled[Out] = ((future, None, failure) if failure is not None
-                                      else (future, answers[index], None))
+                one: _Settled[Out] = (
+                    (future, None, failure)
+                    if failure is not None
+                    else (future, answers[index], None)
+                )
                 by_loop.setdefault(loop, []).append(one)
             for loop, settled in by_loop.items():
                 try:

@@ -47,15 +47,19 @@ __all__ = ["ServiceCommand", "SERVE", "KEYS", "PARCELS", "PORTAL"]
 
 def _keys_arg(parser: argparse.ArgumentParser) -> None:
     parser.add_argument(
-        "--keys", default=None, metavar="FILE|URL",
+        "--keys",
+        default=None,
+        metavar="FILE|URL",
         help="key store: a SQLite file or a postgresql:// URL "
         f"(default: {default_keys_location()})",
     )
 
 
 def _key_store(args: argparse.Namespace) -> KeyStore:
-    return KeyStore(args.keys or default_keys_location(),
-                    busy_timeout=getattr(args, "busy_timeout", BUSY_TIMEOUT))
+    return KeyStore(
+        args.keys or default_keys_location(),
+        busy_timeout=getattr(args, "busy_timeout", BUSY_TIMEOUT),
+    )
 
 
 def _serve(args: argparse.Namespace) -> int:
@@ -97,8 +101,9 @@ def _serve(args: argparse.Namespace) -> int:
                 print(portal_line, flush=True)
 
     def build() -> Any:
-        return build_server(app, certs.cert, certs.key, on_ready=ready,
-                            forwarded_allow_ips=args.forwarded_allow_ips)
+        return build_server(
+            app, certs.cert, certs.key, on_ready=ready, forwarded_allow_ips=args.forwarded_allow_ips
+        )
 
     def before_fork() -> None:  # connections cannot cross a fork: each worker opens its own
         keys.close()
@@ -132,7 +137,8 @@ def _parcels_source(given: list[str] | None) -> Any:
     if any(is_postgres_url(source) for source in given):
         raise ConfigurationError(
             "--parcels: a postgresql:// URL is served alone; to serve several files together "
-            "give only files (or load them all with 'parcels load')")
+            "give only files (or load them all with 'parcels load')"
+        )
     from parcelsearch_service.store import combined_parcels  # lazy: CLI start-up
 
     return combined_parcels(given)
@@ -142,9 +148,7 @@ def _parcels_load(args: argparse.Namespace) -> int:
     from parcelsearch_service.postgis import load_parcels_into  # lazy: CLI start-up
 
     if not is_postgres_url(args.into):
-        raise ConfigurationError(
-            f"--into must be a postgresql:// URL, got {args.into!r}"
-        )
+        raise ConfigurationError(f"--into must be a postgresql:// URL, got {args.into!r}")
     count = load_parcels_into(args.file, args.into, replace=args.replace)
     print(f"loaded {count:,} parcels into parcelsearch.parcels", flush=True)
     return 0
@@ -158,32 +162,44 @@ def _parcels_synth(args: argparse.Namespace) -> int:
     if out.suffix.lower() not in SYNTH_FORMATS:
         raise ConfigurationError(
             f"--out {out}: {out.suffix or 'no extension'} is not one of the formats written "
-            f"({', '.join(SYNTH_FORMATS)}); name a file such as --out parcels.parquet")
+            f"({', '.join(SYNTH_FORMATS)}); name a file such as --out parcels.parquet"
+        )
     if not out.parent.is_dir():
         raise ConfigurationError(f"--out {out}: the folder {str(out.parent)!r} does not exist")
     areas = read_vector(args.areas, layer=args.layer, crs=args.crs, what="study areas file")
     try:
         plan = plan_fabric(areas, seed=args.seed, margin=args.margin, place=args.place)
-        parcels = fabric_for(areas, seed=args.seed, margin=args.margin,
-                             max_parcels=args.max_parcels, place=args.place, plan=plan)
+        parcels = fabric_for(
+            areas,
+            seed=args.seed,
+            margin=args.margin,
+            max_parcels=args.max_parcels,
+            place=args.place,
+            plan=plan,
+        )
     except ValueError as exc:
-        raise ConfigurationError(str(exc).replace("raise the limit", "raise --max-parcels")
-                                 .replace("(place='rural')", "(--place rural)")
-                                 .replace("set one (areas.set_crs(...)) first",
-                                          "declare it with --crs")) from None
+        raise ConfigurationError(
+            str(exc)
+            .replace("raise the limit", "raise --max-parcels")
+            .replace("(place='rural')", "(--place rural)")
+            .replace("set one (areas.set_crs(...)) first", "declare it with --crs")
+        ) from None
     if out.suffix.lower() == ".parquet":
         parcels.to_parquet(out, index=False)
     else:
         parcels.to_file(out)
-    places = "; ".join(f"{plural(n, 'area')} {PLACE_WORDS[kind]}"
-                       for kind, n in plan.areas_by_place.items())
+    places = "; ".join(
+        f"{plural(n, 'area')} {PLACE_WORDS[kind]}" for kind, n in plan.areas_by_place.items()
+    )
     how = "by size (--place to choose)" if args.place == "auto" else f"--place {args.place}"
-    print(f"{len(parcels):,} parcels (about {plan.estimate:,.0f} estimated; "
-          f"{parcels['group_id'].nunique():,} GroupIDs; ids from "
-          f"{int(parcels['parcel_id'].min()) if len(parcels) else plan.id_base + 1:,}) over "
-          f"{plural(len(areas), 'area')} — {places}, {how} — written to {out}; serve them "
-          f"with 'parcelsearch serve --parcels {out}' (repeat --parcels for other fabrics)",
-          flush=True)
+    print(
+        f"{len(parcels):,} parcels (about {plan.estimate:,.0f} estimated; "
+        f"{parcels['group_id'].nunique():,} GroupIDs; ids from "
+        f"{int(parcels['parcel_id'].min()) if len(parcels) else plan.id_base + 1:,}) over "
+        f"{plural(len(areas), 'area')} — {places}, {how} — written to {out}; serve them "
+        f"with 'parcelsearch serve --parcels {out}' (repeat --parcels for other fabrics)",
+        flush=True,
+    )
     return 0
 
 
@@ -203,7 +219,8 @@ def _max_parcels(text: str) -> int:
     digits = text.replace(",", "").replace("_", "")
     if not (digits.isascii() and digits.isdigit() and 0 < int(digits) < 10_000_000):
         raise argparse.ArgumentTypeError(
-            f"must be a whole number from 1 to 9,999,999, got {text[:40]!r}")
+            f"must be a whole number from 1 to 9,999,999, got {text[:40]!r}"
+        )
     return int(digits)
 
 
@@ -247,7 +264,8 @@ def _quota(text: str) -> int:
     digits = text.replace(",", "").replace("_", "")
     if not (digits.isascii() and digits.isdigit() and len(digits) <= 20):
         raise argparse.ArgumentTypeError(
-            f"must be a whole number from 0 to {MAX_QUOTA:,}, got {text[:40]!r}")
+            f"must be a whole number from 0 to {MAX_QUOTA:,}, got {text[:40]!r}"
+        )
     try:
         check_limits(MIN_RATE, int(digits))
     except ConfigurationError as exc:
@@ -259,8 +277,12 @@ def _keys_create(args: argparse.Namespace) -> int:
     store = _key_store(args)
     try:
         key = store.create(
-            args.name, key_type=args.type, per_second=args.per_second, quota=args.quota,
-            quota_period=args.quota_period, services=args.services,
+            args.name,
+            key_type=args.type,
+            per_second=args.per_second,
+            quota=args.quota,
+            quota_period=args.quota_period,
+            services=args.services,
         )
     finally:
         store.close()
@@ -285,20 +307,36 @@ def _keys_list(args: argparse.Namespace) -> int:
 
 
 def _table(rows: list[dict[str, Any]]) -> str:
-    head = ["name", "type", "per_second", "quota", "period", "services", "used", "this_month",
-            "revoked"]
+    head = [
+        "name",
+        "type",
+        "per_second",
+        "quota",
+        "period",
+        "services",
+        "used",
+        "this_month",
+        "revoked",
+    ]
     body = [
         [
-            r["name"], r["type"], f"{r['per_second']:g}",
-            "-" if r["quota"] is None else str(r["quota"]), r["quota_period"],
-            ",".join(r["services"]), str(r["used_lifetime"]), str(r["used_month"]),
+            r["name"],
+            r["type"],
+            f"{r['per_second']:g}",
+            "-" if r["quota"] is None else str(r["quota"]),
+            r["quota_period"],
+            ",".join(r["services"]),
+            str(r["used_lifetime"]),
+            str(r["used_month"]),
             "yes" if r["revoked"] else "no",
         ]
         for r in rows
     ]
     widths = [max(len(x) for x in col) for col in zip(head, *body, strict=False)]
-    lines = ["  ".join(c.ljust(w) for c, w in zip(line, widths, strict=True)).rstrip()
-             for line in [head, *body]]
+    lines = [
+        "  ".join(c.ljust(w) for c, w in zip(line, widths, strict=True)).rstrip()
+        for line in [head, *body]
+    ]
     return "\n".join(lines) if body else "\n".join(lines) + "\n(no keys)"
 
 
@@ -328,62 +366,124 @@ def _add_serve(commands: Subcommands) -> None:
         description="Run the reference service. With no data options it serves the bundled "
         "demo data. Prints one line 'serving https://HOST:PORT (CA: DIR/ca.pem)' when ready.",
     )
-    serve.add_argument("--parcels", action="append", default=None, metavar="FILE|URL",
-                       help="parcels: any file geopandas reads (parcel_id, group_id, geometry), "
-                       "or a postgresql:// URL of a database loaded with 'parcels load'; "
-                       "repeat it to serve several files together (e.g. fabrics made by "
-                       "'parcels synth' for different areas)")
-    serve.add_argument("--markets", type=Path, default=None, metavar="FILE",
-                       help="market names, one per line or a JSON list (default: the "
-                       "markets of the --parcels files' market column, as 'parcels synth' "
-                       "names them, else the bundled list)")
+    serve.add_argument(
+        "--parcels",
+        action="append",
+        default=None,
+        metavar="FILE|URL",
+        help="parcels: any file geopandas reads (parcel_id, group_id, geometry), "
+        "or a postgresql:// URL of a database loaded with 'parcels load'; "
+        "repeat it to serve several files together (e.g. fabrics made by "
+        "'parcels synth' for different areas)",
+    )
+    serve.add_argument(
+        "--markets",
+        type=Path,
+        default=None,
+        metavar="FILE",
+        help="market names, one per line or a JSON list (default: the "
+        "markets of the --parcels files' market column, as 'parcels synth' "
+        "names them, else the bundled list)",
+    )
     _keys_arg(serve)
-    serve.add_argument("--cert-dir", type=Path, default=None, metavar="DIR",
-                       help=f"CA and server certificate (default: {default_cert_dir()})")
+    serve.add_argument(
+        "--cert-dir",
+        type=Path,
+        default=None,
+        metavar="DIR",
+        help=f"CA and server certificate (default: {default_cert_dir()})",
+    )
     serve.add_argument("--host", default="127.0.0.1", help="address to bind (default 127.0.0.1)")
     serve.add_argument("--port", type=int, default=8443, help="port (0 picks a free one)")
-    serve.add_argument("--workers", type=count_argument(1), default=1, metavar="N",
-                       help="worker processes sharing the port (default 1); limits stay exact")
-    serve.add_argument("--busy-timeout", type=_positive_float, default=BUSY_TIMEOUT,
-                       metavar="SECONDS",
-                       help="wait this long for a key store lock, then answer 503 "
-                       f"(default {BUSY_TIMEOUT:g})")
-    serve.add_argument("--match", choices=MATCH_MODES, default="representative-point",
-                       help="how a parcel matches a polygon (default representative-point)")
-    serve.add_argument("--portal", action="store_true",
-                       help="also serve the developer portal at /portal/")
-    serve.add_argument("--forwarded-allow-ips", type=_addresses, default=[], metavar="ADDRS",
-                       help="comma-separated addresses or networks of the reverse proxies in "
-                       "front of the service whose X-Forwarded-For/-Proto headers are believed "
-                       "(the client address for sign-in limits and the access log); '*' "
-                       "trusts any. Default: none, the headers are ignored")
-    serve.add_argument("--access-log", action="store_true",
-                       help="log every request (method, path, status, milliseconds; never "
-                       "queries or headers) to stderr; every call is in the key store's "
-                       "request log either way")
+    serve.add_argument(
+        "--workers",
+        type=count_argument(1),
+        default=1,
+        metavar="N",
+        help="worker processes sharing the port (default 1); limits stay exact",
+    )
+    serve.add_argument(
+        "--busy-timeout",
+        type=_positive_float,
+        default=BUSY_TIMEOUT,
+        metavar="SECONDS",
+        help=f"wait this long for a key store lock, then answer 503 (default {BUSY_TIMEOUT:g})",
+    )
+    serve.add_argument(
+        "--match",
+        choices=MATCH_MODES,
+        default="representative-point",
+        help="how a parcel matches a polygon (default representative-point)",
+    )
+    serve.add_argument(
+        "--portal", action="store_true", help="also serve the developer portal at /portal/"
+    )
+    serve.add_argument(
+        "--forwarded-allow-ips",
+        type=_addresses,
+        default=[],
+        metavar="ADDRS",
+        help="comma-separated addresses or networks of the reverse proxies in "
+        "front of the service whose X-Forwarded-For/-Proto headers are believed "
+        "(the client address for sign-in limits and the access log); '*' "
+        "trusts any. Default: none, the headers are ignored",
+    )
+    serve.add_argument(
+        "--access-log",
+        action="store_true",
+        help="log every request (method, path, status, milliseconds; never "
+        "queries or headers) to stderr; every call is in the key store's "
+        "request log either way",
+    )
     serve.set_defaults(func=_serve)
 
 
 def _add_keys(commands: Subcommands) -> None:
-    keys = commands.add_parser("keys", help="create, list and revoke API keys",
-                               description="Manage the service's API keys.")
+    keys = commands.add_parser(
+        "keys",
+        help="create, list and revoke API keys",
+        description="Manage the service's API keys.",
+    )
     sub = keys.add_subparsers(dest="keys_command", required=True, metavar="ACTION")
     create = sub.add_parser("create", help="create a key and print it (shown once)")
     _keys_arg(create)
-    create.add_argument("--name", required=True,
-                        help="the key's name: unique, used by 'keys list' and 'keys revoke'")
-    create.add_argument("--type", choices=list(KEY_TYPES), default="demo",
-                        help="demo: 50 calls for the life of the key; production: 500 calls a "
-                             "calendar month (UTC); both 10 calls/s (default demo)")
-    create.add_argument("--per-second", type=_rate, default=None, metavar="N",
-                        help=f"calls a second, {MIN_RATE:g} to {MAX_RATE:,.0f} "
-                        "(default: the type's)")
-    create.add_argument("--quota", type=_quota, default=None, metavar="N",
-                        help=f"calls, 0 to {MAX_QUOTA:,} (default: the type's)")
-    create.add_argument("--quota-period", choices=QUOTA_PERIODS, default=None,
-                        help="lifetime or month: when the quota resets (default: its type's)")
-    create.add_argument("--services", default=",".join(SERVICES),
-                        help="comma-separated: search,markets (default both)")
+    create.add_argument(
+        "--name",
+        required=True,
+        help="the key's name: unique, used by 'keys list' and 'keys revoke'",
+    )
+    create.add_argument(
+        "--type",
+        choices=list(KEY_TYPES),
+        default="demo",
+        help="demo: 50 calls for the life of the key; production: 500 calls a "
+        "calendar month (UTC); both 10 calls/s (default demo)",
+    )
+    create.add_argument(
+        "--per-second",
+        type=_rate,
+        default=None,
+        metavar="N",
+        help=f"calls a second, {MIN_RATE:g} to {MAX_RATE:,.0f} (default: the type's)",
+    )
+    create.add_argument(
+        "--quota",
+        type=_quota,
+        default=None,
+        metavar="N",
+        help=f"calls, 0 to {MAX_QUOTA:,} (default: the type's)",
+    )
+    create.add_argument(
+        "--quota-period",
+        choices=QUOTA_PERIODS,
+        default=None,
+        help="lifetime or month: when the quota resets (default: its type's)",
+    )
+    create.add_argument(
+        "--services",
+        default=",".join(SERVICES),
+        help="comma-separated: search,markets (default both)",
+    )
     create.set_defaults(func=_keys_create)
     listing = sub.add_parser("list", help="list keys, limits and calls used")
     _keys_arg(listing)
@@ -397,49 +497,80 @@ def _add_keys(commands: Subcommands) -> None:
 
 def _add_parcels(commands: Subcommands) -> None:
     parcels = commands.add_parser(
-        "parcels", help="make parcels for your areas, or load parcels into PostGIS",
+        "parcels",
+        help="make parcels for your areas, or load parcels into PostGIS",
         description="The service's parcels: 'synth' makes a synthetic fabric over any study "
-                    "areas; 'load' loads a parcels file into PostGIS.")
+        "areas; 'load' loads a parcels file into PostGIS.",
+    )
     parcel_sub = parcels.add_subparsers(dest="parcels_command", required=True, metavar="ACTION")
     load = parcel_sub.add_parser(
-        "load", help="load a parcels file into parcelsearch.parcels (COPY), print the count")
-    load.add_argument("file", type=Path, metavar="FILE",
-                      help="any file geopandas reads: parcel_id, group_id, geometry")
-    load.add_argument("--into", required=True, metavar="URL",
-                      help="postgresql:// URL of a database with PostGIS")
-    load.add_argument("--replace", action="store_true",
-                      help="replace the parcels already loaded")
+        "load", help="load a parcels file into parcelsearch.parcels (COPY), print the count"
+    )
+    load.add_argument(
+        "file",
+        type=Path,
+        metavar="FILE",
+        help="any file geopandas reads: parcel_id, group_id, geometry",
+    )
+    load.add_argument(
+        "--into", required=True, metavar="URL", help="postgresql:// URL of a database with PostGIS"
+    )
+    load.add_argument("--replace", action="store_true", help="replace the parcels already loaded")
     load.set_defaults(func=_parcels_load)
     synth = parcel_sub.add_parser(
-        "synth", help="make a synthetic parcel fabric over your own study areas",
+        "synth",
+        help="make a synthetic parcel fabric over your own study areas",
         description="Lay a synthetic street grid (blocks, lots, condominiums, assemblages, "
-                    "parks) of each area's kind of place — urban, suburban or rural — under "
-                    "any study areas, for 'serve --parcels' to serve: try parcelsearch on "
-                    "your own areas without a vendor key. Prints the parcels made and the "
-                    "estimate it checked --max-parcels against. Deterministic for a seed; "
-                    "the parcels are made up, their ids drawn from the areas and the seed so "
-                    "that fabrics for different areas can be served together.")
-    synth.add_argument("areas", metavar="AREAS",
-                       help="study areas: any file geopandas reads, in any CRS")
-    synth.add_argument("--out", required=True, metavar="FILE",
-                       help="where to write the parcels: .parquet (GeoParquet), .gpkg or "
-                            ".geojson")
+        "parks) of each area's kind of place — urban, suburban or rural — under "
+        "any study areas, for 'serve --parcels' to serve: try parcelsearch on "
+        "your own areas without a vendor key. Prints the parcels made and the "
+        "estimate it checked --max-parcels against. Deterministic for a seed; "
+        "the parcels are made up, their ids drawn from the areas and the seed so "
+        "that fabrics for different areas can be served together.",
+    )
+    synth.add_argument(
+        "areas", metavar="AREAS", help="study areas: any file geopandas reads, in any CRS"
+    )
+    synth.add_argument(
+        "--out",
+        required=True,
+        metavar="FILE",
+        help="where to write the parcels: .parquet (GeoParquet), .gpkg or .geojson",
+    )
     synth.add_argument("--layer", metavar="NAME", help="the layer of AREAS to read")
-    synth.add_argument("--crs", metavar="CRS",
-                       help="declare the CRS of AREAS when the file has none")
-    synth.add_argument("--seed", type=int, default=20240611, metavar="N",
-                       help="the generator's seed (default 20240611, the demo's)")
-    synth.add_argument("--margin", type=float, default=50.0, metavar="METRES",
-                       help="metres of fabric around each area (default 50)")
-    synth.add_argument("--place", choices=("auto", "urban", "suburban", "rural"),
-                       default="auto",
-                       help="the kind of place the grid imitates: urban (narrow lots, flats), "
-                            "suburban (the demo's) or rural (lots of several hectares, for a "
-                            "county); auto, the default, takes each area's from its size "
-                            "(under 5 km² urban, under 50 km² suburban, else rural)")
-    synth.add_argument("--max-parcels", type=_max_parcels, default=1_000_000, metavar="N",
-                       help="refuse areas that would need more parcels (default 1,000,000, "
-                            "at most 9,999,999)")
+    synth.add_argument(
+        "--crs", metavar="CRS", help="declare the CRS of AREAS when the file has none"
+    )
+    synth.add_argument(
+        "--seed",
+        type=int,
+        default=20240611,
+        metavar="N",
+        help="the generator's seed (default 20240611, the demo's)",
+    )
+    synth.add_argument(
+        "--margin",
+        type=float,
+        default=50.0,
+        metavar="METRES",
+        help="metres of fabric around each area (default 50)",
+    )
+    synth.add_argument(
+        "--place",
+        choices=("auto", "urban", "suburban", "rural"),
+        default="auto",
+        help="the kind of place the grid imitates: urban (narrow lots, flats), "
+        "suburban (the demo's) or rural (lots of several hectares, for a "
+        "county); auto, the default, takes each area's from its size "
+        "(under 5 km² urban, under 50 km² suburban, else rural)",
+    )
+    synth.add_argument(
+        "--max-parcels",
+        type=_max_parcels,
+        default=1_000_000,
+        metavar="N",
+        help="refuse areas that would need more parcels (default 1,000,000, at most 9,999,999)",
+    )
     synth.set_defaults(func=_parcels_synth)
 
 

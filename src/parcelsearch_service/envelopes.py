@@ -40,9 +40,15 @@ def printable(text: object, limit: int = 2048) -> str:
     value = str(text)
     cut = value[:limit]
     shown = "".join(
-        c if c.isprintable() and c not in '\\"' else (
-            f"\\x{ord(c):02x}" if ord(c) < 256 else f"\\u{ord(c):04x}" if ord(c) < 65536
-            else f"\\U{ord(c):08x}")
+        c
+        if c.isprintable() and c not in '\\"'
+        else (
+            f"\\x{ord(c):02x}"
+            if ord(c) < 256
+            else f"\\u{ord(c):04x}"
+            if ord(c) < 65536
+            else f"\\U{ord(c):08x}"
+        )
         for c in cut
     )
     return shown + ("…" if len(value) > limit else "")

@@ -168,9 +168,11 @@ class _Editor:
         frame = frame[self.keep]
         if self.added:
             pids, gids, shapes = zip(*self.added, strict=True)
-            extra = gpd.GeoDataFrame({"parcel_id": np.array(pids, dtype=np.int64),
-                                      "group_id": list(gids)},
-                                     geometry=list(shapes), crs=frame.crs)
+            extra = gpd.GeoDataFrame(
+                {"parcel_id": np.array(pids, dtype=np.int64), "group_id": list(gids)},
+                geometry=list(shapes),
+                crs=frame.crs,
+            )
             frame = pd.concat([frame, extra], ignore_index=True)
         frame = gpd.GeoDataFrame(frame, geometry="geometry", crs=self.frame.crs)
         frame = frame.sort_values("parcel_id", kind="stable").reset_index(drop=True)
@@ -192,8 +194,14 @@ def _halves(polygon: shapely.Geometry) -> tuple[shapely.Polygon, shapely.Polygon
     return shapely.Polygon([c0, m01, m32, c3]), shapely.Polygon([m01, c1, c2, m32])
 
 
-def _order(frame: gpd.GeoDataFrame, candidates: np.ndarray, layout: str, clusters: int,
-           edits: Sequence[str], rng: np.random.Generator) -> list[tuple[int, str]]:
+def _order(
+    frame: gpd.GeoDataFrame,
+    candidates: np.ndarray,
+    layout: str,
+    clusters: int,
+    edits: Sequence[str],
+    rng: np.random.Generator,
+) -> list[tuple[int, str]]:
     """(row, edit) in the order edits are tried: nearest-first around each cluster centre
     (one edit a neighbourhood, in turn), or a random order with random edits."""
     if layout == "scattered":
@@ -203,8 +211,10 @@ def _order(frame: gpd.GeoDataFrame, candidates: np.ndarray, layout: str, cluster
     points = shapely.point_on_surface(np.asarray(frame.geometry.array, dtype=object))
     x, y = shapely.get_x(points), shapely.get_y(points)
     centres = rng.choice(candidates, size=min(clusters, len(candidates)), replace=False)
-    queues = [candidates[np.argsort(np.hypot(x[candidates] - x[c], y[candidates] - y[c]),
-                                    kind="stable")] for c in centres]
+    queues = [
+        candidates[np.argsort(np.hypot(x[candidates] - x[c], y[candidates] - y[c]), kind="stable")]
+        for c in centres
+    ]
     out: list[tuple[int, str]] = []
     for rank in range(len(candidates)):
         for n, queue in enumerate(queues):
@@ -260,8 +270,10 @@ def next_month(
         raise ValueError(f"edits must be some of {', '.join(EDITS)}, got {list(edits)!r}")
     frame = load_parcels(parcels) if parcels is None else parcels.copy()
     if not pd.api.types.is_integer_dtype(frame["parcel_id"]):
-        raise ValueError("next_month needs whole-number parcel_id values (new parcels are "
-                         "numbered after the largest)")
+        raise ValueError(
+            "next_month needs whole-number parcel_id values (new parcels are "
+            "numbered after the largest)"
+        )
     frame = frame.sort_values("parcel_id", kind="stable").reset_index(drop=True)
     rng = np.random.default_rng(seed)
     editor = _Editor(frame, rng)
@@ -278,8 +290,9 @@ def next_month(
         raise ValueError(f"only {done} of the {wanted} edits asked for fit this fabric")
     for row, pid in zip(chosen, swap_parcels, strict=True):  # after the edits: same edits
         if not editor.apply(row, "swap", single):
-            raise ValueError(f"swap parcel {pid!r} was already edited by this derivation; "
-                             "choose another")
+            raise ValueError(
+                f"swap parcel {pid!r} was already edited by this derivation; choose another"
+            )
     for i in rng.permutation(np.flatnonzero(single & ~editor.used))[:swaps]:
         editor.apply(int(i), "swap", single)
     return editor.result()

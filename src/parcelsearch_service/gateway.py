@@ -69,8 +69,11 @@ ADMISSIONS: dict[str, Callable[..., Admission]] = {
 THREADS_NETWORKED = 4
 
 
-def admission_for(keys: KeyStore, parcels: ParcelStore | PostgisParcelStore | None = None,
-                  portal: PortalStore | None = None) -> Admission:
+def admission_for(
+    keys: KeyStore,
+    parcels: ParcelStore | PostgisParcelStore | None = None,
+    portal: PortalStore | None = None,
+) -> Admission:
     """The admission of ``keys``' dialect (:data:`ADMISSIONS`); with ``parcels`` and
     ``portal`` it may also admit from the event loop."""
     return ADMISSIONS[keys.dialect](keys, parcels, portal)
@@ -187,15 +190,15 @@ class Gateway:
     Threads and pools start on first use, so a service forked into workers starts its own.
     """
 
-    def __init__(self, keys: KeyStore, parcels: ParcelStore | PostgisParcelStore,
-                 portal: PortalStore) -> None:
+    def __init__(
+        self, keys: KeyStore, parcels: ParcelStore | PostgisParcelStore, portal: PortalStore
+    ) -> None:
         self.admission = admission_for(keys, parcels, portal)
         self.portal = portal
         self._batcher: Batcher[Call[bytes], Result[bytes]] | None = None
         self._threads: ThreadPoolExecutor | None = None
         if self.admission.waits:
-            self._threads = ThreadPoolExecutor(THREADS_NETWORKED,
-                                               thread_name_prefix="parcelsearch")
+            self._threads = ThreadPoolExecutor(THREADS_NETWORKED, thread_name_prefix="parcelsearch")
         else:
             self._batcher = Batcher(self._on_thread, name="parcelsearch-gate")
 
@@ -210,7 +213,8 @@ class Gateway:
         if self._batcher is not None:
             return await self._batcher.run(call)
         results = await asyncio.get_running_loop().run_in_executor(
-            self._threads, self._on_thread, [call])
+            self._threads, self._on_thread, [call]
+        )
         return results[0]
 
     def _on_thread(self, calls: Sequence[Call[bytes]]) -> list[Result[bytes]]:

@@ -14,8 +14,13 @@ from uvicorn.protocols.http.h11_impl import H11Protocol
 from parcelsearch.settings import MAX_REQUEST_LINE_BYTES
 from parcelsearch_service.envelopes import JSON, SECURITY_HEADERS, error_body
 
-__all__ = ["EnvelopeH11Protocol", "MAX_REQUEST_HEAD", "DISCARD_LIMIT", "REQUEST_TIMEOUT",
-           "KEEP_ALIVE_TIMEOUT"]
+__all__ = [
+    "EnvelopeH11Protocol",
+    "MAX_REQUEST_HEAD",
+    "DISCARD_LIMIT",
+    "REQUEST_TIMEOUT",
+    "KEEP_ALIVE_TIMEOUT",
+]
 
 #: Largest request head (request line and headers) a connection may send: checked as the
 #: bytes arrive, so no more than this (plus one read) is ever buffered for a head. A head
@@ -34,15 +39,21 @@ REQUEST_TIMEOUT = 10.0
 #: Seconds an idle keep-alive connection is kept open between requests.
 KEEP_ALIVE_TIMEOUT = 30
 
-_OBSOLETE_FOLD = b"malformed HTTP request: a header line continues on the next line " \
+_OBSOLETE_FOLD = (
+    b"malformed HTTP request: a header line continues on the next line "
     b"(obsolete line folding); send each header on one line"
+)
 
 
 def _raw_error(status: int, reason: bytes, message: str) -> bytes:
     """A whole ``Connection: close`` error response in the envelope, as bytes."""
     body = error_body(message)
-    head = [b"HTTP/1.1 %d %s" % (status, reason), b"content-type: " + JSON.encode(),
-            b"content-length: %d" % len(body), b"connection: close"]
+    head = [
+        b"HTTP/1.1 %d %s" % (status, reason),
+        b"content-type: " + JSON.encode(),
+        b"content-length: %d" % len(body),
+        b"connection: close",
+    ]
     head += [(k.lower() + ": " + v).encode() for k, v in SECURITY_HEADERS.items()]
     return b"\r\n".join(head) + b"\r\n\r\n" + body
 
@@ -79,14 +90,22 @@ class EnvelopeH11Protocol(H11Protocol):
         if self.transport.is_closing():
             return
         if self._head_bytes and self._discarded is None and self._reading_head():
-            self.transport.write(_raw_error(408, b"Request Timeout", (
-                f"the request did not arrive within {REQUEST_TIMEOUT:g} seconds; send the "
-                "request line, headers and body at once")))
+            self.transport.write(
+                _raw_error(
+                    408,
+                    b"Request Timeout",
+                    (
+                        f"the request did not arrive within {REQUEST_TIMEOUT:g} seconds; send the "
+                        "request line, headers and body at once"
+                    ),
+                )
+            )
         self.transport.close()
 
     def _reading_head(self) -> bool:
-        return self.conn.their_state is h11.IDLE and (self.cycle is None
-                                                     or self.cycle.response_complete)
+        return self.conn.their_state is h11.IDLE and (
+            self.cycle is None or self.cycle.response_complete
+        )
 
     def _awaiting_request(self) -> bool:
         """Whether the client still owes this request's head or body."""
@@ -132,16 +151,19 @@ class EnvelopeH11Protocol(H11Protocol):
         if self._head_bytes > MAX_REQUEST_HEAD:
             self._too_large(b"")
             return
-        self._refuse(400, b"Bad Request",
-                     f"malformed HTTP request ({msg}); send a valid HTTP/1.1 request")
+        self._refuse(
+            400, b"Bad Request", f"malformed HTTP request ({msg}); send a valid HTTP/1.1 request"
+        )
 
     def _too_large(self, data: bytes) -> None:
         """Answer a head over :data:`MAX_REQUEST_HEAD` (414 while its request line is not
         complete, else 431), then drop what else comes of it (:meth:`_discard`)."""
         if self._line_done:
             status, reason = 431, b"Request Header Fields Too Large"
-            message = (f"the request head is over {MAX_REQUEST_HEAD:,} bytes; send fewer or "
-                       "shorter headers")
+            message = (
+                f"the request head is over {MAX_REQUEST_HEAD:,} bytes; send fewer or "
+                "shorter headers"
+            )
         else:
             status, reason = 414, b"URI Too Long"
             message = f"request line size exceeding {MAX_REQUEST_LINE_BYTES:,}"

@@ -169,8 +169,9 @@ class Admission(Protocol):
         """Whether the calls it leaves to a thread wait on the network (a pool of threads
         serves them) rather than only on the CPU (one thread serves them in batches)."""
 
-    def decide(self, calls: Sequence[Call[Any]], now: Callable[[], float]
-               ) -> list[Refusal | Admitted | Exception]:
+    def decide(
+        self, calls: Sequence[Call[Any]], now: Callable[[], float]
+    ) -> list[Refusal | Admitted | Exception]:
         """On a thread: each call's refusal, admission (counted and logged with its
         presumed outcome) or failure, in order, each seeing the ones before it."""
 
@@ -202,9 +203,11 @@ def admission_failed(call: Call[Any], exc: Exception) -> Exception:
     return exc
 
 
-def handle_admitted(calls: Sequence[Call[T]], decisions: Sequence[Refusal | Admitted | Exception],
-                    handled: list[tuple[Admitted, Outcome[Any], Outcome[Any]]]
-                    ) -> list[Result[T]]:
+def handle_admitted(
+    calls: Sequence[Call[T]],
+    decisions: Sequence[Refusal | Admitted | Exception],
+    handled: list[tuple[Admitted, Outcome[Any], Outcome[Any]]],
+) -> list[Result[T]]:
     """Each call's result: its refusal or failure as decided, else what its ``handle``
     returned (an :class:`Exception` it raised is its result, the call logged 500). Each
     handled call is appended to ``handled`` as it is handled (for :func:`settling`, even
@@ -259,18 +262,29 @@ def settling(handled: Handled) -> list[tuple[str, tuple[Any, ...]]]:
             statements.append((_REFUND, (month, key_id)))
             statements.append((_UNCOUNTED, (503, False, request_id)))
         elif (outcome.status, outcome.polygon_sha256, outcome.page) != (
-                guess.status, guess.polygon_sha256, guess.page):
-            statements.append((_UPDATE_LOG, (outcome.status, outcome.polygon_sha256,
-                                             loggable(outcome.page), request_id)))
+            guess.status,
+            guess.polygon_sha256,
+            guess.page,
+        ):
+            statements.append(
+                (
+                    _UPDATE_LOG,
+                    (outcome.status, outcome.polygon_sha256, loggable(outcome.page), request_id),
+                )
+            )
     return statements
 
 
-_REFUND = ("UPDATE keys SET used_lifetime = used_lifetime - 1, used_month = CASE WHEN"
-           " month = ? THEN used_month - 1 ELSE used_month END WHERE id = ?")
+_REFUND = (
+    "UPDATE keys SET used_lifetime = used_lifetime - 1, used_month = CASE WHEN"
+    " month = ? THEN used_month - 1 ELSE used_month END WHERE id = ?"
+)
 _UNCOUNTED = "UPDATE requests SET status = ?, counted = ? WHERE id = ?"
 _UPDATE_LOG = "UPDATE requests SET status = ?, polygon_sha256 = ?, page = ? WHERE id = ?"
 
 
 #: Logged when the log rows of handled requests could not be brought up to date.
-SETTLE_LAGS = ("%d statements updating handled requests' log rows (status, or a 503 given "
-               "back) not run: the key store stayed busy")
+SETTLE_LAGS = (
+    "%d statements updating handled requests' log rows (status, or a 503 given "
+    "back) not run: the key store stayed busy"
+)

@@ -40,8 +40,12 @@ _COMMON_ERRORS = {
         "Spike arrest (`Spike arrest violation. Allowed rate : 10ps`, with Retry-After; not "
         "counted) or quota spent (`Rate limit quota violation. Quota limit exceeded. "
         "Identifier : <key name>`).",
-        headers={"Retry-After": {"description": "Seconds to wait (spike arrest only).",
-                                 "schema": {"type": "integer"}}},
+        headers={
+            "Retry-After": {
+                "description": "Seconds to wait (spike arrest only).",
+                "schema": {"type": "integer"},
+            }
+        },
     ),
 }
 
@@ -83,8 +87,9 @@ def _search(tag: str) -> dict[str, Any]:
             "responses": {
                 "200": {
                     "description": "One page of results.",
-                    "content": {"application/json": {
-                        "schema": {"$ref": "#/components/schemas/SearchPage"}}},
+                    "content": {
+                        "application/json": {"schema": {"$ref": "#/components/schemas/SearchPage"}}
+                    },
                 },
                 "400": _error("Malformed searchPolygon or page; the message says how to fix it."),
                 **_COMMON_ERRORS,
@@ -103,8 +108,9 @@ def _markets(tag: str) -> dict[str, Any]:
             "responses": {
                 "200": {
                     "description": "The markets list.",
-                    "content": {"application/json": {
-                        "schema": {"$ref": "#/components/schemas/Markets"}}},
+                    "content": {
+                        "application/json": {"schema": {"$ref": "#/components/schemas/Markets"}}
+                    },
                 },
                 **_COMMON_ERRORS,
             },
@@ -141,8 +147,11 @@ def openapi_document(server_url: str = "https://127.0.0.1:8443") -> dict[str, An
                     "additionalProperties": False,
                     "properties": {
                         "status": {"type": "string", "enum": ["OK"]},
-                        "rows": {"type": "integer", "minimum": 0,
-                                 "description": "Matched parcels in all pages."},
+                        "rows": {
+                            "type": "integer",
+                            "minimum": 0,
+                            "description": "Matched parcels in all pages.",
+                        },
                         "dataRows": {"type": "integer", "minimum": 0, "maximum": PAGE_SIZE},
                         "pages": {"type": "integer", "minimum": 0},
                         "page": {"type": "integer", "minimum": 1},
@@ -169,8 +178,7 @@ def openapi_document(server_url: str = "https://127.0.0.1:8443") -> dict[str, An
                     "additionalProperties": False,
                     "properties": {
                         "status": {"type": "string", "enum": ["ERROR"]},
-                        "messages": {"type": "array", "minItems": 1,
-                                     "items": {"type": "string"}},
+                        "messages": {"type": "array", "minItems": 1, "items": {"type": "string"}},
                     },
                 },
             },

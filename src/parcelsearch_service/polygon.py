@@ -166,9 +166,12 @@ def _points(ring: list[Any], label: str) -> list[tuple[float, float]]:
         # numbers (bool is not int here) within range (NaN fails every comparison).
         if type(point) is list and len(point) == 2:
             lon, lat = point
-            if (type(lon) is float or type(lon) is int) and (
-                type(lat) is float or type(lat) is int
-            ) and -180.0 <= lon <= 180.0 and -90.0 <= lat <= 90.0:
+            if (
+                (type(lon) is float or type(lon) is int)
+                and (type(lat) is float or type(lat) is int)
+                and -180.0 <= lon <= 180.0
+                and -90.0 <= lat <= 90.0
+            ):
                 points.append((float(lon), float(lat)))
                 continue
         _refuse_point(point, number, label)
@@ -196,17 +199,21 @@ def _refuse_point(point: Any, number: int, label: str) -> None:
             )
     lon, lat = point  # compared as given: an integer too large for a float is out of range
     if not -180.0 <= lon <= 180.0:
-        hint = " (did you swap them? each point is [longitude, latitude])" if (
-            -90.0 <= lon <= 90.0
-        ) else ""
+        hint = (
+            " (did you swap them? each point is [longitude, latitude])"
+            if (-90.0 <= lon <= 90.0)
+            else ""
+        )
         raise bad_request(
             f"{where} has longitude {_text(point[0])} outside [-180, 180]; send "
             f"[longitude, latitude] in decimal degrees (EPSG:4326){hint}"
         )
     if not -90.0 <= lat <= 90.0:
-        hint = " (did you swap them? each point is [longitude, latitude])" if (
-            -180.0 <= lat <= 180.0 and -90.0 <= lon <= 90.0
-        ) else ""
+        hint = (
+            " (did you swap them? each point is [longitude, latitude])"
+            if (-180.0 <= lat <= 180.0 and -90.0 <= lon <= 90.0)
+            else ""
+        )
         raise bad_request(
             f"{where} has latitude {_text(point[1])} outside [-90, 90]; send "
             f"[longitude, latitude] in decimal degrees (EPSG:4326){hint}"
@@ -301,8 +308,8 @@ def parse_polygon(text: str | None) -> ParsedPolygon:
     labels = (
         ["ring"]
         if len(raw_rings) == 1
-        else ["ring 1 (the boundary)"] + [f"ring {n} (hole {n - 1})" for n in
-                                          range(2, len(raw_rings) + 1)]
+        else ["ring 1 (the boundary)"]
+        + [f"ring {n} (hole {n - 1})" for n in range(2, len(raw_rings) + 1)]
     )
     rings = []
     for raw, label in zip(raw_rings, labels, strict=True):

@@ -162,9 +162,14 @@ def _rows(chunk: gpd.GeoDataFrame, start: int) -> Iterator[tuple[Any, ...]]:
     embedded store computes them, geometries as hex EWKB (SRID 4326)."""
     footprints = shapely.set_srid(np.asarray(chunk.geometry.array, dtype=object), 4326)
     points = shapely.set_srid(shapely.point_on_surface(footprints), 4326)
-    return zip(range(start, start + len(chunk)), chunk.parcel_id.astype(str), chunk.group_id,
-               shapely.to_wkb(points, hex=True, include_srid=True),
-               shapely.to_wkb(footprints, hex=True, include_srid=True), strict=True)
+    return zip(
+        range(start, start + len(chunk)),
+        chunk.parcel_id.astype(str),
+        chunk.group_id,
+        shapely.to_wkb(points, hex=True, include_srid=True),
+        shapely.to_wkb(footprints, hex=True, include_srid=True),
+        strict=True,
+    )
 
 
 def index_table(conn: psycopg.Connection[Any]) -> None:
@@ -213,8 +218,9 @@ class PostgisParcelStore:
         Hit lists kept (least recently used dropped first).
     """
 
-    def __init__(self, url: str, match: str = "representative-point",
-                 cache_size: int = 512) -> None:
+    def __init__(
+        self, url: str, match: str = "representative-point", cache_size: int = 512
+    ) -> None:
         if match not in MATCH_MODES:
             raise ConfigurationError(
                 f"match must be one of {', '.join(MATCH_MODES)}, got {match!r}"
@@ -275,8 +281,7 @@ class PostgisParcelStore:
         # A small or convex polygon is one index scan (and cheap to plan); a large concave one
         # is cut into pieces whose boxes select far fewer candidates than its own box.
         queries = _SEARCH_SUBDIVIDED if _worth_subdividing(polygon) else _SEARCH_SIMPLE
-        return queries[self.match], {"wkb": shapely.to_wkb(polygon),
-                                     "vertices": SUBDIVIDE_VERTICES}
+        return queries[self.match], {"wkb": shapely.to_wkb(polygon), "vertices": SUBDIVIDE_VERTICES}
 
     def hits(self, parsed: ParsedPolygon) -> np.ndarray:
         """GroupIDs (parcel_id order) of the parcels matching ``parsed``; cached."""

@@ -79,6 +79,7 @@ CONNECTIONS = 4
 #: The pooled connections' ``application_name`` (as PostgreSQL's ``pg_stat_activity`` shows).
 APPLICATION_NAME = "parcelsearch"
 
+
 class PostgresAdmission:
     """Admits calls on a PostgreSQL key store: on a thread's connection, or from the event
     loop on pooled asynchronous connections (with the parcels in PostgreSQL too).
@@ -116,31 +117,32 @@ class PostgresAdmission:
         self._loop: asyncio.AbstractEventLoop | None = None
 
     def __repr__(self) -> str:
-        parcels = ("parcels elsewhere" if self.parcels is None
-                   else f"{len(self.parcels):,} parcels")
-        return (f"PostgresAdmission(keys={self.keys.location!r}, {parcels}, "
-                f"together={self._together})")
+        parcels = "parcels elsewhere" if self.parcels is None else f"{len(self.parcels):,} parcels"
+        return (
+            f"PostgresAdmission(keys={self.keys.location!r}, {parcels}, together={self._together})"
+        )
 
     # ------------------------------------------------------------------ on a thread
 
-    def decide(self, calls: Sequence[Call[Any]], now: Callable[[], float] = time.time
-               ) -> list[Refusal | Admitted | Exception]:
+    def decide(
+        self, calls: Sequence[Call[Any]], now: Callable[[], float] = time.time
+    ) -> list[Refusal | Admitted | Exception]:
         """Each call's admission: one function call each, on this thread's connection."""
         return [self._alone(call, now()) for call in calls]
 
     def _alone(self, call: Call[Any], t: float) -> Refusal | Admitted | Exception:
         params = postgres_parameters(call, t)
         try:
-            row = self.keys.execute(self.keys.connection(), postgres_statement(),
-                                    params).fetchone()
+            row = self.keys.execute(self.keys.connection(), postgres_statement(), params).fetchone()
         except Exception as exc:  # busy, or the store failed: this call's answer
             return admission_failed(call, exc)
         return postgres_verdict(row, params)
 
     # ------------------------------------------------------------------ on the loop
 
-    async def answer(self, call: Call[bytes], now: Callable[[], float] = time.time
-                     ) -> Result[bytes] | None:
+    async def answer(
+        self, call: Call[bytes], now: Callable[[], float] = time.time
+    ) -> Result[bytes] | None:
         """Admit ``call`` and, if admitted, handle it: the hit list of its ``search``, if
         any, is fetched first and cached, so that its handler pages through it without a
         query. ``None`` when the parcels are not in PostgreSQL (a thread admits it)."""
@@ -163,8 +165,9 @@ class PostgresAdmission:
         await self._settle([(decision, guess, outcome)])
         return outcome
 
-    async def _admit(self, params: dict[str, Any], search: ParsedPolygon | None
-                     ) -> tuple[dict[str, Any], bool]:
+    async def _admit(
+        self, params: dict[str, Any], search: ParsedPolygon | None
+    ) -> tuple[dict[str, Any], bool]:
         """The admission's row, and whether it carries the hit list of ``search`` (searched
         in the same statement when keys and parcels share a database)."""
         if search is None or not self._together:
@@ -178,16 +181,18 @@ class PostgresAdmission:
             # call counts and its search fails on its own (a 500, as on threads).
             return await self._fetch_admission(params), False
 
-    async def _fetch_admission(self, params: dict[str, Any], search: str | None = None
-                               ) -> dict[str, Any]:
+    async def _fetch_admission(
+        self, params: dict[str, Any], search: str | None = None
+    ) -> dict[str, Any]:
         async with self._connection(self.keys.url) as conn:
             cursor = await conn.execute(postgres_statement(search), params)
             row: dict[str, Any] | None = await cursor.fetchone()
         assert row is not None  # the function always returns one row
         return row
 
-    async def _handle(self, call: Call[bytes], search: ParsedPolygon | None,
-                      hits: Any) -> Outcome[bytes]:
+    async def _handle(
+        self, call: Call[bytes], search: ParsedPolygon | None, hits: Any
+    ) -> Outcome[bytes]:
         """``call``'s outcome, its hit list fetched (or ``hits``, fetched already) and cached
         first; the handler then pages through the cache without a query."""
         if search is not None and hits is None:
@@ -259,8 +264,13 @@ class PostgresAdmission:
                 await conn.execute(statement)
 
         pool = AsyncConnectionPool(
-            url, min_size=self._size, max_size=self._size, open=False, configure=configure,
-            timeout=self.keys.busy_timeout, name="parcelsearch",
+            url,
+            min_size=self._size,
+            max_size=self._size,
+            open=False,
+            configure=configure,
+            timeout=self.keys.busy_timeout,
+            name="parcelsearch",
             kwargs={**self.keys.connect_options(), "application_name": APPLICATION_NAME},
         )
         await pool.open()
@@ -283,8 +293,10 @@ def postgres_statement(search: str | None = None) -> str:
     ``search`` query (one ``group_id`` column, in order; its own named parameters), the hit
     list as column ``hits`` for an admitted request — ``NULL`` otherwise: a refused request
     never searches."""
-    hits = "" if search is None else (
-        f", CASE WHEN a.verdict = 'admitted' THEN ARRAY({search}) END AS hits"
+    hits = (
+        ""
+        if search is None
+        else (f", CASE WHEN a.verdict = 'admitted' THEN ARRAY({search}) END AS hits")
     )
     return (
         f"SELECT a.verdict, a.key_id, a.name, a.per_second, a.oldest, a.request_id{hits}"
@@ -297,9 +309,14 @@ def postgres_parameters(call: Call[Any], t: float) -> dict[str, Any]:
     """The parameters of :func:`postgres_statement` for ``call`` at time ``t``."""
     guess = call.presumed or Outcome(0, None)
     return {
-        "key_hash": hash_key(call.api_key), "service": call.service, "path": call.path,
-        "time": t, "month": month_of(t), "status": guess.status,
-        "polygon_sha256": guess.polygon_sha256, "page": loggable(guess.page),
+        "key_hash": hash_key(call.api_key),
+        "service": call.service,
+        "path": call.path,
+        "time": t,
+        "month": month_of(t),
+        "status": guess.status,
+        "polygon_sha256": guess.polygon_sha256,
+        "page": loggable(guess.page),
     }
 
 

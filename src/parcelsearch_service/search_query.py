@@ -32,8 +32,7 @@ def json_strings(values: list[str]) -> str:
 #: The escapes of the characters a polygon's JSON is written with, decoded before the rest
 #: (each stands for one ASCII character that starts no escape and separates no field: the
 #: result is the same).
-_JSON_ESCAPES = (("%5B", "["), ("%5D", "]"), ("%2C", ","), ("%5b", "["), ("%5d", "]"),
-                 ("%2c", ","))
+_JSON_ESCAPES = (("%5B", "["), ("%5D", "]"), ("%2C", ","), ("%5b", "["), ("%5d", "]"), ("%2c", ","))
 
 
 def _json_unescaped(text: str) -> str:
@@ -56,8 +55,9 @@ def query_params(query_string: bytes) -> dict[str, list[str]]:
     {'page': ['2', ''], 'searchPolygon': ['[[1,2]]']}
     """
     params: dict[str, list[str]] = {}
-    for name, value in parse_qsl(_json_unescaped(query_string.decode("latin-1")),
-                                 keep_blank_values=True):
+    for name, value in parse_qsl(
+        _json_unescaped(query_string.decode("latin-1")), keep_blank_values=True
+    ):
         params.setdefault(name, []).append(value)
     return params
 

@@ -248,8 +248,9 @@ class RunningService:
         self.store = store
         self._ready = threading.Event()
         self._error: BaseException | None = None
-        self._thread = threading.Thread(target=self._run, name=f"parcelsearch-service-{self.port}",
-                                        daemon=True)
+        self._thread = threading.Thread(
+            target=self._run, name=f"parcelsearch-service-{self.port}", daemon=True
+        )
 
     def __repr__(self) -> str:
         state = "running" if self._thread.is_alive() else "stopped"
@@ -340,8 +341,9 @@ def start_service(
         Addresses of the proxies whose ``X-Forwarded-*`` headers are believed (none by
         default).
     """
-    key_store = KeyStore(default_keys_location() if keys is None else keys,
-                         busy_timeout=busy_timeout)
+    key_store = KeyStore(
+        default_keys_location() if keys is None else keys, busy_timeout=busy_timeout
+    )
     cert_path = Path(default_cert_dir() if cert_dir is None else cert_dir)
     certs = ensure_certificates(cert_path, [host])
     store = open_parcel_store(parcels, match=match)

@@ -86,6 +86,7 @@ LOOP_SEARCH_LIMIT = 4096
 #: WAL, some 250 such commits).
 CHECKPOINT_EVERY = 256
 
+
 class _WriteAtOnce:
     """Write transactions on a SQLite key store that are taken only when free at once.
 
@@ -113,7 +114,8 @@ class _WriteAtOnce:
             self._conn.execute("PRAGMA busy_timeout = 0")
             self._conn.execute("PRAGMA wal_autocheckpoint = 0")
             self._checkpoints = concurrent.futures.ThreadPoolExecutor(
-                1, thread_name_prefix="parcelsearch-checkpoint")
+                1, thread_name_prefix="parcelsearch-checkpoint"
+            )
             self._commits = 0
             self._pid = os.getpid()
         return self._fd, self._conn
@@ -195,8 +197,13 @@ class SqliteAdmission:
         :data:`LOOP_SEARCH_LIMIT`).
     """
 
-    def __init__(self, keys: SqliteKeyStore, parcels: ParcelStore | PostgisParcelStore | None
-                 = None, portal: PortalStore | None = None, limit: int | None = None) -> None:
+    def __init__(
+        self,
+        keys: SqliteKeyStore,
+        parcels: ParcelStore | PostgisParcelStore | None = None,
+        portal: PortalStore | None = None,
+        limit: int | None = None,
+    ) -> None:
         self.keys = keys
         self.parcels = parcels
         self.portal = portal
@@ -215,8 +222,9 @@ class SqliteAdmission:
 
     # ------------------------------------------------------------------ on a thread
 
-    def decide(self, calls: Sequence[Call[Any]], now: Callable[[], float] = time.time
-               ) -> list[Refusal | Admitted | Exception]:
+    def decide(
+        self, calls: Sequence[Call[Any]], now: Callable[[], float] = time.time
+    ) -> list[Refusal | Admitted | Exception]:
         """Each call's admission, all in one transaction (if that fails for another reason
         than a lock, each alone, so that only the call at fault fails)."""
         if len(calls) == 1:
@@ -230,8 +238,7 @@ class SqliteAdmission:
             log.exception("a batch of %d admissions failed; admitting each alone", len(calls))
             return [self._alone(call, now) for call in calls]
 
-    def _alone(self, call: Call[Any], now: Callable[[], float]
-               ) -> Refusal | Admitted | Exception:
+    def _alone(self, call: Call[Any], now: Callable[[], float]) -> Refusal | Admitted | Exception:
         try:
             with self.keys.transaction() as conn:
                 return self._admit(conn, call, now())
@@ -249,22 +256,37 @@ class SqliteAdmission:
             return admitted
         return self._one_by_one(conn, digest, call, t, month, guess)
 
-    def _in_one_statement(self, conn: Any, digest: str, call: Call[Any], t: float, month: str,
-                          guess: Outcome[Any]) -> Admitted | None:
+    def _in_one_statement(
+        self, conn: Any, digest: str, call: Call[Any], t: float, month: str, guess: Outcome[Any]
+    ) -> Admitted | None:
         """The admission as one statement, for a key whose rate is known; ``None`` if it
         inserted nothing (a refusal, or the key changed: the checks one by one decide)."""
         per_second = self.keys.rates.get(digest)
         if per_second is None:
             return None
         allowed, window = spike_window(per_second)
-        row = self.keys.execute(conn, _ADMIT_IN_ONE_STATEMENT, (
-            t, call.path, guess.polygon_sha256, loggable(guess.page), guess.status, digest,
-            per_second, f",{call.service},", t - window, allowed - 1, month,
-        )).fetchone()
+        row = self.keys.execute(
+            conn,
+            _ADMIT_IN_ONE_STATEMENT,
+            (
+                t,
+                call.path,
+                guess.polygon_sha256,
+                loggable(guess.page),
+                guess.status,
+                digest,
+                per_second,
+                f",{call.service},",
+                t - window,
+                allowed - 1,
+                month,
+            ),
+        ).fetchone()
         return None if row is None else (int(row["key_id"]), month, int(row["id"]))
 
-    def _one_by_one(self, conn: Any, digest: str, call: Call[Any], t: float, month: str,
-                    guess: Outcome[Any]) -> Refusal | Admitted:
+    def _one_by_one(
+        self, conn: Any, digest: str, call: Call[Any], t: float, month: str, guess: Outcome[Any]
+    ) -> Refusal | Admitted:
         """The checks one by one, which name the refusal that applies."""
         row = self.keys.execute(
             conn,
@@ -286,8 +308,10 @@ class SqliteAdmission:
         ).fetchone()
         if oldest is not None:
             return spike_refusal(oldest["time"], row["per_second"], t)
-        used = row["used_lifetime"] if row["quota_period"] == "lifetime" else (
-            row["used_month"] if row["month"] == month else 0
+        used = (
+            row["used_lifetime"]
+            if row["quota_period"] == "lifetime"
+            else (row["used_month"] if row["month"] == month else 0)
         )
         if row["quota"] is not None and used >= row["quota"]:
             self._log(conn, row["id"], t, call.path, Outcome(429, None), counted=False)
@@ -295,14 +319,22 @@ class SqliteAdmission:
         # The trigger ``requests_count`` counts the call as its row is logged.
         return row["id"], month, self._log(conn, row["id"], t, call.path, guess, counted=True)
 
-    def _log(self, conn: Any, key_id: int, t: float, path: str, outcome: Outcome[Any],
-             counted: bool) -> int:
+    def _log(
+        self, conn: Any, key_id: int, t: float, path: str, outcome: Outcome[Any], counted: bool
+    ) -> int:
         row = self.keys.execute(
             conn,
             "INSERT INTO requests (key_id, time, path, polygon_sha256, page, status, counted)"
             " VALUES (?, ?, ?, ?, ?, ?, ?) RETURNING id",
-            (key_id, t, path, outcome.polygon_sha256, loggable(outcome.page), outcome.status,
-             counted),
+            (
+                key_id,
+                t,
+                path,
+                outcome.polygon_sha256,
+                loggable(outcome.page),
+                outcome.status,
+                counted,
+            ),
         ).fetchone()
         return int(row["id"])
 
@@ -340,8 +372,9 @@ class SqliteAdmission:
             if not future.done():
                 future.set_result(result)
 
-    def _turn(self, calls: list[Call[bytes]], now: Callable[[], float] = time.time
-              ) -> list[Result[bytes] | None]:
+    def _turn(
+        self, calls: list[Call[bytes]], now: Callable[[], float] = time.time
+    ) -> list[Result[bytes] | None]:
         """Each call's result, all in one transaction, each handled at once and its log row
         written with its final outcome; ``None`` for all when the locks are held elsewhere
         or the store failed (rolled back: the thread admits them)."""
@@ -352,8 +385,7 @@ class SqliteAdmission:
                 results: list[Result[bytes] | None] = []
                 for call in calls:
                     handled: list[tuple[Admitted, Outcome[Any], Outcome[Any]]] = []
-                    results += handle_admitted([call], [self._admit(conn, call, now())],
-                                               handled)
+                    results += handle_admitted([call], [self._admit(conn, call, now())], handled)
                     for statement, params in settling(handled):
                         self.keys.execute(conn, statement, params)
                 self._tally_spikes(conn, calls, results)
@@ -362,8 +394,9 @@ class SqliteAdmission:
             log.debug("admission on the loop failed; handed to the thread", exc_info=True)
             return [None] * len(calls)
 
-    def _tally_spikes(self, conn: Any, calls: list[Call[bytes]],
-                      results: list[Result[bytes] | None]) -> None:
+    def _tally_spikes(
+        self, conn: Any, calls: list[Call[bytes]], results: list[Result[bytes] | None]
+    ) -> None:
         assert self.portal is not None  # on the loop only with a portal on these keys
         for call, result in zip(calls, results, strict=True):
             if isinstance(result, Refusal) and result.retry_after is not None:

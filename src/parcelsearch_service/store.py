@@ -124,9 +124,11 @@ def combined_parcels(paths: Sequence[str | Path]) -> gpd.GeoDataFrame:
                     f"parcel_id {_show(parcel_id)} is in both parcels file {paths[first]} and "
                     f"{paths[k]}; parcel ids must be unique across the files served together: "
                     "make synthetic fabrics again with 'parcels synth' (its ids do not collide "
-                    "across areas), or renumber one file")
-    both = gpd.GeoDataFrame(pd.concat(frames, ignore_index=True), geometry="geometry",
-                            crs="EPSG:4326")
+                    "across areas), or renumber one file"
+                )
+    both = gpd.GeoDataFrame(
+        pd.concat(frames, ignore_index=True), geometry="geometry", crs="EPSG:4326"
+    )
     return both.sort_values("parcel_id", kind="stable").reset_index(drop=True)
 
 
@@ -215,11 +217,14 @@ def fabric_markets(sources: Sequence[str | Path]) -> list[str] | None:
             else:
                 if "market" not in pyogrio.read_info(path)["fields"].tolist():
                     continue
-                column = pyogrio.read_dataframe(path, columns=["market"],
-                                                read_geometry=False)["market"].tolist()
+                column = pyogrio.read_dataframe(path, columns=["market"], read_geometry=False)[
+                    "market"
+                ].tolist()
         except Exception as exc:  # noqa: BLE001 - any unreadable file, named
-            raise ConfigurationError(f"parcels file {path}: its market column cannot be read "
-                                     f"({exc}); pass --markets FILE") from None
+            raise ConfigurationError(
+                f"parcels file {path}: its market column cannot be read "
+                f"({exc}); pass --markets FILE"
+            ) from None
         found = True
         names.update(str(n).strip() for n in column if isinstance(n, str) and n.strip())
     return sorted(names) if found and names else None
@@ -331,8 +336,9 @@ class CountGrid:
     table: np.ndarray
 
     @classmethod
-    def of(cls, xmin: np.ndarray, ymin: np.ndarray, xmax: np.ndarray,
-           ymax: np.ndarray) -> CountGrid:
+    def of(
+        cls, xmin: np.ndarray, ymin: np.ndarray, xmax: np.ndarray, ymax: np.ndarray
+    ) -> CountGrid:
         """The grid of the boxes ``(xmin, ymin, xmax, ymax)`` (arrays)."""
         if len(xmin) == 0:
             return cls(0.0, 0.0, 1.0, 1.0, 0.0, 0.0, np.zeros((2, 2), dtype=np.int32))
@@ -349,8 +355,9 @@ class CountGrid:
         counts = np.bincount(j * nx + i, minlength=nx * ny).reshape(ny, nx)
         table = np.zeros((ny + 1, nx + 1), dtype=np.int32)
         table[1:, 1:] = counts.cumsum(axis=0).cumsum(axis=1)
-        return cls(x0, y0, dx, dy, float((xmax - xmin).max()) / 2,
-                   float((ymax - ymin).max()) / 2, table)
+        return cls(
+            x0, y0, dx, dy, float((xmax - xmin).max()) / 2, float((ymax - ymin).max()) / 2, table
+        )
 
     def at_most(self, bounds: tuple[float, float, float, float]) -> int:
         """At least as many as the entries whose boxes meet the rectangle ``bounds``."""
@@ -424,8 +431,16 @@ class ParcelStore:
         else:
             tree = shapely.STRtree(points)
             grid = CountGrid.of(x, y, x, y)
-        self._data = _Indexed(frame.group_id.to_numpy(dtype=object), frame.parcel_id.to_numpy(),
-                              footprints, x, y, tree, grid, HitCache(self._cache_size))
+        self._data = _Indexed(
+            frame.group_id.to_numpy(dtype=object),
+            frame.parcel_id.to_numpy(),
+            footprints,
+            x,
+            y,
+            tree,
+            grid,
+            HitCache(self._cache_size),
+        )
 
     def replace(self, parcels: str | Path | gpd.GeoDataFrame | None) -> int:
         """Serve other parcels from now on (a running service's data changes for real).

@@ -107,23 +107,55 @@ OUTSIDE_MARKET = "Marfa, TX"
 MARKET_NAMES: tuple[str, ...] = tuple(
     sorted(
         {
-            "Abilene, TX", "Ada County Unincorporated, ID", "Albuquerque, NM", "Amarillo, TX",
-            "Arlington, TX", "Austin, TX", "Bernalillo County Unincorporated, NM",
-            "Boise, ID", "Caldwell, ID", "Cedar Park, TX", "Charlotte, NC",
-            "Collin County Unincorporated, TX", "Dallas, TX",
-            "Dallas County Unincorporated, TX", "Denton, TX",
-            "Denton County Unincorporated, TX", "El Paso, TX", "Fort Worth, TX", "Frisco, TX",
-            "Garland, TX", "Georgetown, TX", "Harris County Unincorporated, TX", "Houston, TX",
-            "Irving, TX", "Lubbock, TX", "Maricopa County Unincorporated, AZ",
-            "Mecklenburg County Unincorporated, NC", "Meridian, ID", "Mesa, AZ", "Midland, TX",
-            "Nampa, ID", "Odessa, TX", "Phoenix, AZ", "Plano, TX", "Round Rock, TX",
-            "San Angelo, TX", "San Antonio, TX", "Scottsdale, AZ",
+            "Abilene, TX",
+            "Ada County Unincorporated, ID",
+            "Albuquerque, NM",
+            "Amarillo, TX",
+            "Arlington, TX",
+            "Austin, TX",
+            "Bernalillo County Unincorporated, NM",
+            "Boise, ID",
+            "Caldwell, ID",
+            "Cedar Park, TX",
+            "Charlotte, NC",
+            "Collin County Unincorporated, TX",
+            "Dallas, TX",
+            "Dallas County Unincorporated, TX",
+            "Denton, TX",
+            "Denton County Unincorporated, TX",
+            "El Paso, TX",
+            "Fort Worth, TX",
+            "Frisco, TX",
+            "Garland, TX",
+            "Georgetown, TX",
+            "Harris County Unincorporated, TX",
+            "Houston, TX",
+            "Irving, TX",
+            "Lubbock, TX",
+            "Maricopa County Unincorporated, AZ",
+            "Mecklenburg County Unincorporated, NC",
+            "Meridian, ID",
+            "Mesa, AZ",
+            "Midland, TX",
+            "Nampa, ID",
+            "Odessa, TX",
+            "Phoenix, AZ",
+            "Plano, TX",
+            "Round Rock, TX",
+            "San Angelo, TX",
+            "San Antonio, TX",
+            "Scottsdale, AZ",
             "Tarrant County Unincorporated, TX",
-            "Taylor County Unincorporated, TX", "Tempe, AZ", "Travis County Unincorporated, TX",
-            "Tucson, AZ", "Waco, TX", "Wichita Falls, TX",
+            "Taylor County Unincorporated, TX",
+            "Tempe, AZ",
+            "Travis County Unincorporated, TX",
+            "Tucson, AZ",
+            "Waco, TX",
+            "Wichita Falls, TX",
         }
     )
 )
+
 
 @dataclass(frozen=True)
 class Place:
@@ -158,28 +190,45 @@ class Place:
 
         homes, shops = per_row(self.frontage["residential"]), per_row(self.frontage["commercial"])
         units = 0.4 + 0.6 * (self.units[0] + self.units[1]) / 2
-        block = 2 * (self.uses["residential"] * homes + self.uses["commercial"] * shops
-                     + self.uses["condo"] * homes * units) + self.uses["park"]
+        block = (
+            2
+            * (
+                self.uses["residential"] * homes
+                + self.uses["commercial"] * shops
+                + self.uses["condo"] * homes * units
+            )
+            + self.uses["park"]
+        )
         street = sum(self.street) / 2
-        pitch = ((sum(self.block_length) / 2 + street)
-                 * (sum(self.lot_depth) + street))
+        pitch = (sum(self.block_length) / 2 + street) * (sum(self.lot_depth) + street)
         return block / pitch * 1e6
 
 
 #: The kinds of place a fabric imitates: dense city blocks of narrow lots and flats, the
 #: suburban grid of the demo, and rural roads a mile or so apart around farm-sized lots.
 PLACES: dict[str, Place] = {
-    "urban": Place(street=(15.0, 20.0), block_length=(90.0, 160.0), lot_depth=(25.0, 35.0),
-                   frontage={"residential": 8.0, "commercial": 20.0},
-                   uses={"residential": 0.68, "commercial": 0.2, "condo": 0.08, "park": 0.04},
-                   units=(2, 12)),
-    "suburban": Place(street=(18.0, 24.0), block_length=(150.0, 260.0), lot_depth=(30.0, 45.0),
-                      frontage={"residential": 17.0, "commercial": 38.0},
-                      uses={"residential": 0.78, "commercial": 0.12, "condo": 0.06,
-                            "park": 0.04}),
-    "rural": Place(street=(20.0, 30.0), block_length=(800.0, 1600.0),
-                   lot_depth=(200.0, 400.0), frontage={"residential": 250.0, "commercial": 120.0},
-                   uses={"residential": 0.93, "commercial": 0.03, "condo": 0.0, "park": 0.04}),
+    "urban": Place(
+        street=(15.0, 20.0),
+        block_length=(90.0, 160.0),
+        lot_depth=(25.0, 35.0),
+        frontage={"residential": 8.0, "commercial": 20.0},
+        uses={"residential": 0.68, "commercial": 0.2, "condo": 0.08, "park": 0.04},
+        units=(2, 12),
+    ),
+    "suburban": Place(
+        street=(18.0, 24.0),
+        block_length=(150.0, 260.0),
+        lot_depth=(30.0, 45.0),
+        frontage={"residential": 17.0, "commercial": 38.0},
+        uses={"residential": 0.78, "commercial": 0.12, "condo": 0.06, "park": 0.04},
+    ),
+    "rural": Place(
+        street=(20.0, 30.0),
+        block_length=(800.0, 1600.0),
+        lot_depth=(200.0, 400.0),
+        frontage={"residential": 250.0, "commercial": 120.0},
+        uses={"residential": 0.93, "commercial": 0.03, "condo": 0.0, "park": 0.04},
+    ),
 }
 
 #: Each area's kind of place by its size, as census tracts are drawn (about 4,000 people
@@ -213,8 +262,12 @@ def _to_lonlat(x: np.ndarray, y: np.ndarray, spec: MarketSpec) -> tuple[np.ndarr
     return lon, lat
 
 
-def _grid_lines(n: int, span: tuple[float, float], rng: np.random.Generator,
-                street: tuple[float, float] = PLACES["suburban"].street) -> np.ndarray:
+def _grid_lines(
+    n: int,
+    span: tuple[float, float],
+    rng: np.random.Generator,
+    street: tuple[float, float] = PLACES["suburban"].street,
+) -> np.ndarray:
     """Start/end positions of ``n`` blocks along one axis, streets between them."""
     lengths = rng.uniform(*span, n)
     streets = rng.uniform(*street, n)
@@ -241,7 +294,11 @@ def _split_row(length: float, mean: float, rng: np.random.Generator) -> np.ndarr
 
 
 def _block_lots(
-    bx: np.ndarray, by: np.ndarray, use: str, rng: np.random.Generator, lots: _Lots,
+    bx: np.ndarray,
+    by: np.ndarray,
+    use: str,
+    rng: np.random.Generator,
+    lots: _Lots,
     place: Place = PLACES["suburban"],
 ) -> None:
     """Cut one block into lots (two back-to-back rows), appended to ``lots``."""
@@ -258,8 +315,11 @@ def _block_lots(
             parts.append((edges[:-1], edges[1:], np.full(n, ya), np.full(n, yb)))
     for px0, px1, py0, py1 in parts:
         n = len(px0)
-        kinds = np.full(n, "park" if use == "park" else ("commercial" if use == "commercial"
-                                                            else "residential"), dtype=object)
+        kinds = np.full(
+            n,
+            "park" if use == "park" else ("commercial" if use == "commercial" else "residential"),
+            dtype=object,
+        )
         units = np.ones(n, dtype=np.int64)
         if use == "condo":
             # Most lots of a condo block are buildings of several units sharing a footprint.
@@ -286,10 +346,12 @@ def _market_lots(spec: MarketSpec, rng: np.random.Generator) -> _Lots:
     """Every lot of one market grid, in local metres."""
     place = PLACES[spec.place]
     xs = _grid_lines(spec.blocks_x, place.block_length, rng, place.street)
-    ys = _grid_lines(spec.blocks_y, (2 * place.lot_depth[0], 2 * place.lot_depth[1]), rng,
-                     place.street)
-    uses = rng.choice(list(place.uses), size=(spec.blocks_y, spec.blocks_x),
-                      p=list(place.uses.values()))
+    ys = _grid_lines(
+        spec.blocks_y, (2 * place.lot_depth[0], 2 * place.lot_depth[1]), rng, place.street
+    )
+    uses = rng.choice(
+        list(place.uses), size=(spec.blocks_y, spec.blocks_x), p=list(place.uses.values())
+    )
     lots = _Lots([], [], [], [], [], [], [])
     for j in range(spec.blocks_y):
         for i in range(spec.blocks_x):
@@ -392,8 +454,14 @@ def place_of(area_km2: float) -> str:
     return "urban" if area_km2 < urban else "suburban" if area_km2 < suburban else "rural"
 
 
-def plan_fabric(areas: gpd.GeoDataFrame, *, seed: int = DEFAULT_SEED, margin: float = 50.0,
-                market: str = "Your areas", place: str = "auto") -> FabricPlan:
+def plan_fabric(
+    areas: gpd.GeoDataFrame,
+    *,
+    seed: int = DEFAULT_SEED,
+    margin: float = 50.0,
+    market: str = "Your areas",
+    place: str = "auto",
+) -> FabricPlan:
     """The grids :func:`fabric_for` lays under ``areas`` and the parcels it expects to make.
 
     Parameters
@@ -414,8 +482,9 @@ def plan_fabric(areas: gpd.GeoDataFrame, *, seed: int = DEFAULT_SEED, margin: fl
     if areas.crs is None:
         raise ValueError("the areas have no CRS: set one (areas.set_crs(...)) first")
     if not len(areas) or areas.geometry.is_empty.all():
-        raise ValueError("there are no areas (no rows, or only empty geometries) to lay a "
-                         "fabric under")
+        raise ValueError(
+            "there are no areas (no rows, or only empty geometries) to lay a fabric under"
+        )
     if place != "auto" and place not in PLACES:
         raise ValueError(f"place {place!r} is not one of auto, {', '.join(PLACES)}")
     lonlat = areas.to_crs("EPSG:4326")
@@ -429,21 +498,31 @@ def plan_fabric(areas: gpd.GeoDataFrame, *, seed: int = DEFAULT_SEED, margin: fl
     estimate = 0.0
     for kind in (k for k in PLACES if (kinds == k).any()):
         mine = (kinds == kind).to_numpy()
-        region = shapely.difference(shapely.union_all(grown[mine].to_numpy()),
-                                    shapely.union_all(shapes[~mine].to_numpy()))
+        region = shapely.difference(
+            shapely.union_all(grown[mine].to_numpy()), shapely.union_all(shapes[~mine].to_numpy())
+        )
         estimate += PLACES[kind].parcels_per_km2() * region.area / 1e6
         specs += _grids(kind, grown[mine], to_lonlat, f"{market} {kind}")
         regions[kind] = shapely.transform(region, to_lonlat.transform, interleaved=False)
-    digest = hashlib.blake2b(repr((seed, [s.name for s in specs], [
-        (round(s.lon, 5), round(s.lat, 5), s.blocks_x, s.blocks_y) for s in specs])).encode(),
-        digest_size=8).digest()
+    digest = hashlib.blake2b(
+        repr(
+            (
+                seed,
+                [s.name for s in specs],
+                [(round(s.lon, 5), round(s.lat, 5), s.blocks_x, s.blocks_y) for s in specs],
+            )
+        ).encode(),
+        digest_size=8,
+    ).digest()
     id_base = (1 + int.from_bytes(digest, "big") % _ID_BASES) * ID_SPAN
-    return FabricPlan(tuple(specs), regions, {k: int((kinds == k).sum()) for k in regions},
-                      estimate, id_base)
+    return FabricPlan(
+        tuple(specs), regions, {k: int((kinds == k).sum()) for k in regions}, estimate, id_base
+    )
 
 
-def _grids(kind: str, grown: gpd.GeoSeries, to_lonlat: pyproj.Transformer,
-           name: str) -> list[MarketSpec]:
+def _grids(
+    kind: str, grown: gpd.GeoSeries, to_lonlat: pyproj.Transformer, name: str
+) -> list[MarketSpec]:
     """One grid of ``kind`` over each group of touching bounding boxes of ``grown``."""
     place = PLACES[kind]
     pitch_x = place.block_length[0] + place.street[0]  # the smallest: the grid reaches over
@@ -454,15 +533,29 @@ def _grids(kind: str, grown: gpd.GeoSeries, to_lonlat: pyproj.Transformer,
         x0, y0, x1, y1 = box.bounds
         # one corner as plain floats (pyproj 3.6 warns on one-element arrays)
         lon, lat = to_lonlat.transform(float(x0), float(y0))
-        specs.append(MarketSpec(f"{name} {k + 1}", lon, lat,
-                                max(1, math.ceil((x1 - x0) / pitch_x)),
-                                max(1, math.ceil((y1 - y0) / pitch_y)), place=kind))
+        specs.append(
+            MarketSpec(
+                f"{name} {k + 1}",
+                lon,
+                lat,
+                max(1, math.ceil((x1 - x0) / pitch_x)),
+                max(1, math.ceil((y1 - y0) / pitch_y)),
+                place=kind,
+            )
+        )
     return specs
 
 
-def fabric_for(areas: gpd.GeoDataFrame, *, seed: int = DEFAULT_SEED, margin: float = 50.0,
-               market: str = "Your areas", max_parcels: int = MAX_PARCELS,
-               place: str = "auto", plan: FabricPlan | None = None) -> gpd.GeoDataFrame:
+def fabric_for(
+    areas: gpd.GeoDataFrame,
+    *,
+    seed: int = DEFAULT_SEED,
+    margin: float = 50.0,
+    market: str = "Your areas",
+    max_parcels: int = MAX_PARCELS,
+    place: str = "auto",
+    plan: FabricPlan | None = None,
+) -> gpd.GeoDataFrame:
     """A synthetic fabric over any study areas: a street grid of their kind of place under them.
 
     Each area is a kind of place (:data:`PLACES`): with ``place="auto"`` by its size, as
@@ -494,11 +587,15 @@ def fabric_for(areas: gpd.GeoDataFrame, *, seed: int = DEFAULT_SEED, margin: flo
     if plan is None:
         plan = plan_fabric(areas, seed=seed, margin=margin, market=market, place=place)
     if plan.estimate > max_parcels:
-        coarser = ("" if set(plan.areas_by_place) == {"rural"}
-                   else "lay rural lots of several hectares (place='rural'), ")
+        coarser = (
+            ""
+            if set(plan.areas_by_place) == {"rural"}
+            else "lay rural lots of several hectares (place='rural'), "
+        )
         raise ValueError(
             f"a fabric over these areas would have about {plan.estimate:,.0f} parcels, more "
-            f"than {max_parcels:,}: {coarser}search fewer or smaller areas, or raise the limit")
+            f"than {max_parcels:,}: {coarser}search fewer or smaller areas, or raise the limit"
+        )
     parcels = fabric(plan.specs, [seed, plan.id_base // ID_SPAN])
     kinds = parcels["market"].map({s.name: s.place for s in plan.specs})
     points = shapely.get_coordinates(parcels.geometry.representative_point())
@@ -575,8 +672,9 @@ def _street_y(spec: MarketSpec, seed: int, k: int) -> tuple[float, float]:
     # Replay the generator exactly as fabric() does for the first market only.
     place = PLACES[spec.place]
     xs = _grid_lines(spec.blocks_x, place.block_length, rng, place.street)
-    ys = _grid_lines(spec.blocks_y, (2 * place.lot_depth[0], 2 * place.lot_depth[1]), rng,
-                     place.street)
+    ys = _grid_lines(
+        spec.blocks_y, (2 * place.lot_depth[0], 2 * place.lot_depth[1]), rng, place.street
+    )
     return float((ys[k, 1] + ys[k + 1, 0]) / 2), float(xs[-1, 1])
 
 
@@ -595,8 +693,17 @@ def demo_areas(seed: int = DEFAULT_SEED) -> gpd.GeoDataFrame:
     creek_y = np.arange(200.0, 910.0, 20.0)
     creek_x = 1080 + 55 * np.sin(creek_y / 70) + 20 * np.sin(creek_y / 19)
     neighbourhood = Polygon(
-        _local(abilene, [(300, 250), (640, 215), *zip(creek_x, creek_y, strict=True),
-                         (700, 905), (520, 900), (250, 640)])
+        _local(
+            abilene,
+            [
+                (300, 250),
+                (640, 215),
+                *zip(creek_x, creek_y, strict=True),
+                (700, 905),
+                (520, 900),
+                (250, 640),
+            ],
+        )
     )
     # A corridor: 40 m either side of one street, with rounded ends.
     corridor = shapely.buffer(
@@ -610,21 +717,37 @@ def demo_areas(seed: int = DEFAULT_SEED) -> gpd.GeoDataFrame:
     angle = np.linspace(0, 2 * np.pi, 33)[:-1]
     park = [(575 + 140 * np.cos(a), 400 + 95 * np.sin(a)) for a in angle]
     hole_area = Polygon(
-        _local(tarrant, [(200, 150), (620, 120), (950, 170), (980, 420), (930, 650),
-                         (560, 690), (230, 640), (180, 400)]),
+        _local(
+            tarrant,
+            [
+                (200, 150),
+                (620, 120),
+                (950, 170),
+                (980, 420),
+                (930, 650),
+                (560, 690),
+                (230, 640),
+                (180, 400),
+            ],
+        ),
         [_local(tarrant, park)],
     )
     # Two development sites: a rectangle and an L-shaped assemblage.
     twin = MultiPolygon(
         [
             Polygon(_local(boise, [(150, 120), (450, 120), (450, 330), (150, 330)])),
-            Polygon(_local(boise, [(900, 600), (1250, 600), (1250, 700), (1040, 700),
-                                   (1040, 820), (900, 820)])),
+            Polygon(
+                _local(
+                    boise,
+                    [(900, 600), (1250, 600), (1250, 700), (1040, 700), (1040, 820), (900, 820)],
+                )
+            ),
         ]
     )
     marfa = MarketSpec(OUTSIDE_MARKET, -104.0230, 30.3020, 1, 1)
-    outside = Polygon(_local(marfa, [(0, 0), (520, -40), (800, 120), (760, 600), (300, 640),
-                                     (40, 380)]))
+    outside = Polygon(
+        _local(marfa, [(0, 0), (520, -40), (800, 120), (760, 600), (300, 640), (40, 380)])
+    )
     return gpd.GeoDataFrame(
         {
             "area_id": ["northside", "pine-street", "park-ring", "twin-sites", "marfa-ranch"],
@@ -681,8 +804,11 @@ def example_fabric(rows: int = 276, outside: int = 24, seed: int = 276) -> Examp
     j = np.where(k < rows, k, k - rows)
     x0 = (j % per_line) * width + np.where(k < rows, 0.0, 2000.0)  # outside: 2 km east
     y0 = (j // per_line) * depth
-    lon, lat = _to_lonlat(x0[:, None] + np.array([0, width, width, 0, 0]),
-                          y0[:, None] + np.array([0, 0, depth, depth, 0]), spec)
+    lon, lat = _to_lonlat(
+        x0[:, None] + np.array([0, width, width, 0, 0]),
+        y0[:, None] + np.array([0, 0, depth, depth, 0]),
+        spec,
+    )
     geometry = shapely.polygons(np.stack([lon, lat], axis=2))
     # Parcels 10..15 are a condominium: six parcels, one footprint, one GroupID.
     gids = group_ids(n, rng)
@@ -695,8 +821,16 @@ def example_fabric(rows: int = 276, outside: int = 24, seed: int = 276) -> Examp
         crs="EPSG:4326",
     )
     top = math.ceil(rows / per_line) * depth
-    ring = _local(spec, [(-5, -5), (per_line * width + 5, -5), (per_line * width + 5, top + 5),
-                         (-5, top + 5), (-5, -5)])
+    ring = _local(
+        spec,
+        [
+            (-5, -5),
+            (per_line * width + 5, -5),
+            (per_line * width + 5, top + 5),
+            (-5, top + 5),
+            (-5, -5),
+        ],
+    )
     return Example(parcels, [list(p) for p in ring], [str(g) for g in gids[:rows]])
 
 
@@ -721,8 +855,9 @@ def write_demo_data(directory: Path) -> dict[str, Path]:
 def main(argv: Sequence[str] | None = None) -> int:
     """Regenerate the bundled demo data (``python -m parcelsearch_service.synth [DIR]``)."""
     parser = argparse.ArgumentParser(description=main.__doc__)
-    parser.add_argument("directory", nargs="?", type=Path,
-                        default=Path(__file__).resolve().parents[2] / "data")
+    parser.add_argument(
+        "directory", nargs="?", type=Path, default=Path(__file__).resolve().parents[2] / "data"
+    )
     args = parser.parse_args(argv)
     for role, path in write_demo_data(args.directory).items():
         print(f"{role}: {path} ({path.stat().st_size:,} bytes)")

@@ -26,9 +26,17 @@ ROOT = Path(__file__).resolve().parents[2]
 SHOTS = ROOT / "tests" / "browser" / "_screenshots"
 _BROWSERS = ("chromium", "chromium-browser", "google-chrome")
 FLAGS = (
-    "--headless", "--no-sandbox", "--disable-gpu", "--disable-quic", "--no-first-run",
-    "--disable-background-networking", "--disable-component-update", "--disable-sync",
-    "--disable-dev-shm-usage", "--hide-scrollbars", "--force-device-scale-factor=1",
+    "--headless",
+    "--no-sandbox",
+    "--disable-gpu",
+    "--disable-quic",
+    "--no-first-run",
+    "--disable-background-networking",
+    "--disable-component-update",
+    "--disable-sync",
+    "--disable-dev-shm-usage",
+    "--hide-scrollbars",
+    "--force-device-scale-factor=1",
 )
 
 
@@ -38,9 +46,13 @@ def chromium_paths() -> tuple[str, str] | None:
     ``PARCELSEARCH_CHROMIUM`` and ``PARCELSEARCH_CHROMEDRIVER`` name other executables.
     """
     browser = os.environ.get("PARCELSEARCH_CHROMIUM") or next(
-        (p for p in map(shutil.which, _BROWSERS) if p), None)
-    driver = (os.environ.get("PARCELSEARCH_CHROMEDRIVER") or shutil.which("chromedriver")
-              or "/usr/bin/chromedriver")
+        (p for p in map(shutil.which, _BROWSERS) if p), None
+    )
+    driver = (
+        os.environ.get("PARCELSEARCH_CHROMEDRIVER")
+        or shutil.which("chromedriver")
+        or "/usr/bin/chromedriver"
+    )
     if browser and Path(browser).is_file() and Path(driver).is_file():
         return browser, driver
     return None
@@ -50,8 +62,10 @@ def require_chromium() -> tuple[str, str]:
     """The paths, or skip the calling test naming what is missing."""
     paths = chromium_paths()
     if paths is None:
-        pytest.skip("headless Chromium not found: install Debian's chromium and "
-                    "chromium-driver (bash .ci/run does)")
+        pytest.skip(
+            "headless Chromium not found: install Debian's chromium and "
+            "chromium-driver (bash .ci/run does)"
+        )
     return paths
 
 
@@ -66,9 +80,11 @@ def chromium(size: tuple[int, int] = (1280, 900)) -> Iterator[webdriver.Chrome]:
     """
     paths = chromium_paths()
     if paths is None:
-        raise FileNotFoundError("headless Chromium not found: apt-get install chromium "
-                                "chromium-driver (or set PARCELSEARCH_CHROMIUM and "
-                                "PARCELSEARCH_CHROMEDRIVER)")
+        raise FileNotFoundError(
+            "headless Chromium not found: apt-get install chromium "
+            "chromium-driver (or set PARCELSEARCH_CHROMIUM and "
+            "PARCELSEARCH_CHROMEDRIVER)"
+        )
     browser, driver_path = paths
     profile = tempfile.mkdtemp(prefix="parcelsearch-chromium-")
     options = webdriver.ChromeOptions()

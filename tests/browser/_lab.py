@@ -29,10 +29,13 @@ from pathlib import Path
 import pytest
 
 START_TIMEOUT = 90.0
-_SETTINGS = {"@jupyterlab/notebook-extension/tracker.jupyterlab-settings":
-             {"windowingMode": "none"},
-             "@jupyterlab/apputils-extension/notification.jupyterlab-settings":
-             {"fetchNews": "false", "checkForUpdates": False}}
+_SETTINGS = {
+    "@jupyterlab/notebook-extension/tracker.jupyterlab-settings": {"windowingMode": "none"},
+    "@jupyterlab/apputils-extension/notification.jupyterlab-settings": {
+        "fetchNews": "false",
+        "checkForUpdates": False,
+    },
+}
 
 
 @dataclass(frozen=True)
@@ -51,8 +54,10 @@ class Lab:
 def require_jupyterlab() -> None:
     """Skip the calling test, saying how to install it, when JupyterLab 4 is missing."""
     if importlib.util.find_spec("jupyterlab") is None:
-        pytest.skip("JupyterLab not installed: pip install 'jupyterlab>=4' "
-                    "(in the test extra: pip install -e '.[test]')")
+        pytest.skip(
+            "JupyterLab not installed: pip install 'jupyterlab>=4' "
+            "(in the test extra: pip install -e '.[test]')"
+        )
 
 
 def _free_port() -> int:
@@ -87,21 +92,33 @@ def jupyter_lab(notebooks: list[Path], folder: Path) -> Iterator[Lab]:
     settings = folder / "settings"
     _write_settings(settings)
     port, token = _free_port(), secrets.token_hex(16)
-    env = {**os.environ, "JUPYTERLAB_SETTINGS_DIR": str(settings),
-           "JUPYTERLAB_WORKSPACES_DIR": str(folder / "workspaces"),
-           "JUPYTER_RUNTIME_DIR": str(folder / "runtime"),
-           "JUPYTER_CONFIG_DIR": str(folder / "config"),
-           "JUPYTER_DATA_DIR": str(folder / "data"), "IPYTHONDIR": str(folder / "ipython")}
-    command = [sys.executable, "-m", "jupyterlab", "--no-browser", "--ServerApp.ip=127.0.0.1",
-               f"--ServerApp.port={port}", f"--IdentityProvider.token={token}",
-               f"--ServerApp.root_dir={root}", "--LabApp.expose_app_in_browser=True",
-               "--LabApp.news_url=", "--ServerApp.open_browser=False"]
+    env = {
+        **os.environ,
+        "JUPYTERLAB_SETTINGS_DIR": str(settings),
+        "JUPYTERLAB_WORKSPACES_DIR": str(folder / "workspaces"),
+        "JUPYTER_RUNTIME_DIR": str(folder / "runtime"),
+        "JUPYTER_CONFIG_DIR": str(folder / "config"),
+        "JUPYTER_DATA_DIR": str(folder / "data"),
+        "IPYTHONDIR": str(folder / "ipython"),
+    }
+    command = [
+        sys.executable,
+        "-m",
+        "jupyterlab",
+        "--no-browser",
+        "--ServerApp.ip=127.0.0.1",
+        f"--ServerApp.port={port}",
+        f"--IdentityProvider.token={token}",
+        f"--ServerApp.root_dir={root}",
+        "--LabApp.expose_app_in_browser=True",
+        "--LabApp.news_url=",
+        "--ServerApp.open_browser=False",
+    ]
     if hasattr(os, "geteuid") and os.geteuid() == 0:
         command.append("--allow-root")
     log = folder / "lab.log"
     with log.open("w") as sink:
-        proc = subprocess.Popen(command, cwd=root, env=env, stdout=sink,
-                                stderr=subprocess.STDOUT)
+        proc = subprocess.Popen(command, cwd=root, env=env, stdout=sink, stderr=subprocess.STDOUT)
     url = f"http://127.0.0.1:{port}"
     try:
         deadline = time.monotonic() + START_TIMEOUT

@@ -12,11 +12,17 @@ SHOWS_MAP = re.compile(r"^[\w\[\].\"'-]*(\.map|plan_map|result_map|areas_map)\(.
 
 
 def _code_lines(cell: Any) -> list[str]:
-    return [line for line in cell.source.splitlines() if line.strip()
-            and not line.lstrip().startswith("#")]
+    return [
+        line
+        for line in cell.source.splitlines()
+        if line.strip() and not line.lstrip().startswith("#")
+    ]
 
 
 def map_cells(notebook: Any) -> list[Any]:
     """The code cells whose value is a map, in order."""
-    return [c for c in notebook.cells if c.cell_type == "code" and _code_lines(c)
-            and SHOWS_MAP.match(_code_lines(c)[-1])]
+    return [
+        c
+        for c in notebook.cells
+        if c.cell_type == "code" and _code_lines(c) and SHOWS_MAP.match(_code_lines(c)[-1])
+    ]

@@ -38,8 +38,14 @@ CERTUTIL = os.environ.get("PARCELSEARCH_CERTUTIL") or shutil.which("certutil")
 SCREENSHOTS = Path(__file__).parent / "_screenshots"
 PASSWORD = "correct horse battery staple"
 FLAGS = (
-    "--headless", "--no-sandbox", "--disable-gpu", "--disable-quic", "--no-first-run",
-    "--disable-background-networking", "--disable-component-update", "--disable-sync",
+    "--headless",
+    "--no-sandbox",
+    "--disable-gpu",
+    "--disable-quic",
+    "--no-first-run",
+    "--disable-background-networking",
+    "--disable-component-update",
+    "--disable-sync",
     "--window-size=1600,1000",
 )
 
@@ -51,8 +57,10 @@ def chromium() -> tuple[Path, Path]:
     """The Chromium and chromedriver executables (skip, saying why, if missing)."""
     for path in (CHROMIUM, CHROMEDRIVER):
         if not path.exists():
-            pytest.skip(f"{path} not found: install Debian's chromium and chromium-driver "
-                        "(bash .ci/run does)")
+            pytest.skip(
+                f"{path} not found: install Debian's chromium and chromium-driver "
+                "(bash .ci/run does)"
+            )
     return CHROMIUM, CHROMEDRIVER
 
 
@@ -61,8 +69,10 @@ def certutil() -> Path:
     """NSS's ``certutil``, with which Chromium is made to trust the test CA (skip, saying why,
     if missing)."""
     if CERTUTIL is None or not Path(CERTUTIL).is_file():
-        pytest.skip(f"certutil not found{f' at {CERTUTIL}' if CERTUTIL else ''}: install "
-                    "libnss3-tools (bash .ci/run does)")
+        pytest.skip(
+            f"certutil not found{f' at {CERTUTIL}' if CERTUTIL else ''}: install "
+            "libnss3-tools (bash .ci/run does)"
+        )
     return Path(CERTUTIL)
 
 
@@ -80,15 +90,14 @@ def portal_service(
     tmp_path_factory: pytest.TempPathFactory, service_cert_dir: Path
 ) -> Iterator[RunningService]:
     """A portal-enabled service (SQLite) with users alice and bob."""
-    with _portal(tmp_path_factory.mktemp("browser-portal") / "keys.sqlite",
-                 service_cert_dir) as svc:
+    with _portal(
+        tmp_path_factory.mktemp("browser-portal") / "keys.sqlite", service_cert_dir
+    ) as svc:
         yield svc
 
 
 @pytest.fixture
-def portal_on_each_backend(
-    keys_location: str, service_cert_dir: Path
-) -> Iterator[RunningService]:
+def portal_on_each_backend(keys_location: str, service_cert_dir: Path) -> Iterator[RunningService]:
     """A portal-enabled service on a fresh SQLite file, then on a fresh PostgreSQL database."""
     with _portal(keys_location, service_cert_dir) as svc:
         yield svc
@@ -98,11 +107,26 @@ def _nss_home(certutil: Path, root: Path, ca: Path | None) -> Path:
     """A ``$HOME`` whose NSS database (Chromium's trust store on Linux) trusts ``ca``."""
     nss = root / ".pki" / "nssdb"
     nss.mkdir(parents=True)
-    subprocess.run([certutil, "-d", f"sql:{nss}", "-N", "--empty-password"], check=True,
-                   capture_output=True)
+    subprocess.run(
+        [certutil, "-d", f"sql:{nss}", "-N", "--empty-password"], check=True, capture_output=True
+    )
     if ca is not None:
-        subprocess.run([certutil, "-d", f"sql:{nss}", "-A", "-t", "C,,", "-n",
-                        "parcelsearch test CA", "-i", str(ca)], check=True, capture_output=True)
+        subprocess.run(
+            [
+                certutil,
+                "-d",
+                f"sql:{nss}",
+                "-A",
+                "-t",
+                "C,,",
+                "-n",
+                "parcelsearch test CA",
+                "-i",
+                str(ca),
+            ],
+            check=True,
+            capture_output=True,
+        )
     return root
 
 
@@ -164,7 +188,9 @@ def next_page(chrome: webdriver.Chrome, act: Callable[[], object]) -> None:
     act()
     WebDriverWait(chrome, 30, ignored_exceptions=(WebDriverException,)).until(
         lambda _: chrome.execute_script(
-            "return window.__leftBehind !== true && document.readyState === 'complete';"))
+            "return window.__leftBehind !== true && document.readyState === 'complete';"
+        )
+    )
 
 
 def click_through(chrome: webdriver.Chrome, target: WebElement) -> None:

@@ -30,8 +30,10 @@ BUILD = "python -m sphinx -W --keep-going -b html docs docs/_build/html"
 def browser() -> Iterator[webdriver.Chrome]:
     """One headless Chromium for the module (the site must be built first)."""
     if not (SITE / "index.html").is_file():
-        pytest.skip(f"the documentation site is not built: run `{BUILD}` "
-                    '(pip install -e ".[docs]"; CI builds it before the tests)')
+        pytest.skip(
+            f"the documentation site is not built: run `{BUILD}` "
+            '(pip install -e ".[docs]"; CI builds it before the tests)'
+        )
     require_chromium()
     with chromium((1280, 1000)) as driver:
         driver.set_page_load_timeout(30)
@@ -46,12 +48,17 @@ def open_page(driver: webdriver.Chrome, page: str) -> None:
     linked = driver.execute_script(
         "return Array.from(document.querySelectorAll("
         "'script[src], link[rel=stylesheet], img[src], iframe[src], link[rel=preload]'))"
-        ".map(e => e.src || e.href)")
+        ".map(e => e.src || e.href)"
+    )
     assert linked, "the page links no stylesheet or script of its own"
     assert [u for u in linked if not u.startswith(SITE.as_uri())] == []
     # the theme's stylesheet applied (the header sticks to the top of the window)
-    assert driver.execute_script(
-        "return getComputedStyle(document.querySelector('.bd-header')).position") == "sticky"
+    assert (
+        driver.execute_script(
+            "return getComputedStyle(document.querySelector('.bd-header')).position"
+        )
+        == "sticky"
+    )
 
 
 def shot(driver: webdriver.Chrome, name: str) -> np.ndarray:
@@ -95,8 +102,11 @@ def test_the_api_page_of_search(browser: webdriver.Chrome) -> None:
 def test_a_rendered_notebook_shows_its_map_picture(browser: webdriver.Chrome) -> None:
     open_page(browser, "examples/01_quickstart.html")
     assert "Quickstart" in browser.find_element(By.TAG_NAME, "h1").text
-    pictures = [img for img in browser.find_elements(By.CSS_SELECTOR, "article img")
-                if browser.execute_script("return arguments[0].naturalWidth", img) >= 900]
+    pictures = [
+        img
+        for img in browser.find_elements(By.CSS_SELECTOR, "article img")
+        if browser.execute_script("return arguments[0].naturalWidth", img) >= 900
+    ]
     assert pictures, "no map picture in the rendered notebook"
     picture = pictures[-1]  # the result's map
     browser.execute_script("arguments[0].scrollIntoView()", picture)
@@ -105,26 +115,33 @@ def test_a_rendered_notebook_shows_its_map_picture(browser: webdriver.Chrome) ->
     with Image.open(io.BytesIO(picture.screenshot_as_png)) as image:
         pixels = np.asarray(image.convert("RGB"), dtype=int)
     assert min(pixels.shape[:2]) > 200
-    background = np.array([int(BACKGROUND[i:i + 2], 16) for i in (1, 3, 5)])
+    background = np.array([int(BACKGROUND[i : i + 2], 16) for i in (1, 3, 5)])
     grey = (np.abs(pixels - background).max(axis=2) <= 6).mean()
     assert grey < 0.5, "the map picture on the page is mostly empty background"
 
 
 def test_the_guide_shows_the_pieces_drawn_at_build_time(browser: webdriver.Chrome) -> None:
     open_page(browser, "guide/planning.html")
-    sources = [img.get_attribute("src") or "" for img in
-               browser.find_elements(By.CSS_SELECTOR, "article img")]
+    sources = [
+        img.get_attribute("src") or ""
+        for img in browser.find_elements(By.CSS_SELECTOR, "article img")
+    ]
     assert any(s.endswith("pieces-creek.png") for s in sources), sources
     widths = browser.execute_script(
-        "return Array.from(document.querySelectorAll('article img')).map(i => i.naturalWidth)")
+        "return Array.from(document.querySelectorAll('article img')).map(i => i.naturalWidth)"
+    )
     assert all(w > 300 for w in widths)
 
 
 def test_site_pages_link_to_each_other(browser: webdriver.Chrome) -> None:
     """The API page is reached from the reference index, the notebook from the examples."""
-    for index, target in (("reference/index.html", "parcelsearch.search.html"),
-                          ("examples/index.html", "01_quickstart.html")):
+    for index, target in (
+        ("reference/index.html", "parcelsearch.search.html"),
+        ("examples/index.html", "01_quickstart.html"),
+    ):
         open_page(browser, index)
-        hrefs = [a.get_attribute("href") or "" for a in
-                 browser.find_elements(By.CSS_SELECTOR, "article a")]
+        hrefs = [
+            a.get_attribute("href") or ""
+            for a in browser.find_elements(By.CSS_SELECTOR, "article a")
+        ]
         assert any(Path(h.split("#")[0]).name == target for h in hrefs), index

@@ -47,17 +47,19 @@ return {map: [box.left, box.top, box.right, box.bottom], areas: areas, covers: c
 """
 
 
-def _squares(points: list[tuple[float, float]], side: float, crs: str,
-             ids: list[str]) -> gpd.GeoDataFrame:
-    return gpd.GeoDataFrame({"area_id": ids},
-                            geometry=[shapely.box(x, y, x + side, y + side) for x, y in points],
-                            crs=crs)
+def _squares(
+    points: list[tuple[float, float]], side: float, crs: str, ids: list[str]
+) -> gpd.GeoDataFrame:
+    return gpd.GeoDataFrame(
+        {"area_id": ids},
+        geometry=[shapely.box(x, y, x + side, y + side) for x, y in points],
+        crs=crs,
+    )
 
 
 def british_grid() -> gpd.GeoDataFrame:
     """16 plots of 30 m, scattered over 3 km of south London (EPSG:27700)."""
-    points = [(530_000 + 190 * ((7 * k) % 16), 175_000 + 170 * ((5 * k) % 16))
-              for k in range(16)]
+    points = [(530_000 + 190 * ((7 * k) % 16), 175_000 + 170 * ((5 * k) % 16)) for k in range(16)]
     return _squares(points, 30.0, "EPSG:27700", [f"plot-{k:02d}" for k in range(16)])
 
 
@@ -70,15 +72,19 @@ def mercator_cells() -> gpd.GeoDataFrame:
 def county_and_cities() -> gpd.GeoDataFrame:
     """A county 40 km across with two independent cities of 2 km beside it (NAD83)."""
     county = shapely.Polygon([(-78.0, 37.3), (-77.55, 37.32), (-77.5, 37.62), (-77.9, 37.66)])
-    cities = [shapely.box(-77.78, 37.45, -77.76, 37.47), shapely.box(-77.70, 37.50,
-                                                                      -77.68, 37.52)]
-    return gpd.GeoDataFrame({"area_id": ["county", "city-a", "city-b"]},
-                            geometry=[county.difference(shapely.union_all(cities)), *cities],
-                            crs="EPSG:4269")
+    cities = [shapely.box(-77.78, 37.45, -77.76, 37.47), shapely.box(-77.70, 37.50, -77.68, 37.52)]
+    return gpd.GeoDataFrame(
+        {"area_id": ["county", "city-a", "city-b"]},
+        geometry=[county.difference(shapely.union_all(cities)), *cities],
+        crs="EPSG:4269",
+    )
 
 
-CASES = {"british-grid": british_grid, "mercator-cells": mercator_cells,
-         "county-and-cities": county_and_cities}
+CASES = {
+    "british-grid": british_grid,
+    "mercator-cells": mercator_cells,
+    "county-and-cities": county_and_cities,
+}
 
 
 @pytest.fixture(scope="module")
@@ -91,14 +97,19 @@ def browser() -> Iterator[webdriver.Chrome]:
 def _open(driver: webdriver.Chrome, path: Path) -> dict[str, Any]:
     driver.get(path.as_uri())
     WebDriverWait(driver, 20).until(
-        lambda d: d.execute_script("return !!window.psMaps && window.psMaps.length > 0"))
+        lambda d: d.execute_script("return !!window.psMaps && window.psMaps.length > 0")
+    )
     seen: dict[str, Any] = driver.execute_script(BOXES_JS)
     return seen
 
 
 def _inside(inner: list[float], outer: list[float]) -> bool:
-    return (inner[0] >= outer[0] - 0.5 and inner[1] >= outer[1] - 0.5
-            and inner[2] <= outer[2] + 0.5 and inner[3] <= outer[3] + 0.5)
+    return (
+        inner[0] >= outer[0] - 0.5
+        and inner[1] >= outer[1] - 0.5
+        and inner[2] <= outer[2] + 0.5
+        and inner[3] <= outer[3] + 0.5
+    )
 
 
 def _overlap(a: list[float], b: list[float]) -> bool:
@@ -108,17 +119,21 @@ def _overlap(a: list[float], b: list[float]) -> bool:
 def _free(seen: dict[str, Any], area: dict[str, Any]) -> bool:
     """Inside the map and under nothing that covers it."""
     return _inside(area["box"], seen["map"]) and not any(
-        _overlap(area["box"], c["box"]) for c in seen["covers"])
+        _overlap(area["box"], c["box"]) for c in seen["covers"]
+    )
 
 
 @pytest.mark.parametrize("kind", ["areas", "plan"])
 @pytest.mark.parametrize("case", list(CASES))
-def test_the_map_opens_on_every_area_under_no_control(browser: webdriver.Chrome,
-                                                      tmp_path: Path, case: str,
-                                                      kind: str) -> None:
+def test_the_map_opens_on_every_area_under_no_control(
+    browser: webdriver.Chrome, tmp_path: Path, case: str, kind: str
+) -> None:
     areas = CASES[case]()
-    obj = (areas.set_index("area_id") if kind == "areas"
-           else parcelsearch.plan(areas, id_column="area_id"))
+    obj = (
+        areas.set_index("area_id")
+        if kind == "areas"
+        else parcelsearch.plan(areas, id_column="area_id")
+    )
     path = save_html(obj, tmp_path / f"{case}.html", context=None)
     seen = _open(browser, path)
     browser.save_screenshot(str(screenshot_path(f"every_area_{case}_{kind}")))
@@ -127,8 +142,9 @@ def test_the_map_opens_on_every_area_under_no_control(browser: webdriver.Chrome,
     assert not hidden, (hidden[:5], seen["covers"])
 
 
-def test_an_area_far_from_the_others_is_listed_and_reached(browser: webdriver.Chrome,
-                                                          tmp_path: Path) -> None:
+def test_an_area_far_from_the_others_is_listed_and_reached(
+    browser: webdriver.Chrome, tmp_path: Path
+) -> None:
     """15 plots in London and one in Leeds: the page opens on the 15, and its go-to list
     (the notebook map's) reaches the one in Leeds."""
     areas = british_grid().iloc[:15]
@@ -143,6 +159,10 @@ def test_an_area_far_from_the_others_is_listed_and_reached(browser: webdriver.Ch
     assert titles[0] == "all areas" and "leeds" in titles
     assert chooser.first_selected_option.text == titles[1]  # the view opened on: the 15
     chooser.select_by_visible_text("leeds")
-    WebDriverWait(browser, 10).until(lambda d: any(
-        "leeds" in a["tooltip"] and _free(s, a)
-        for s in [d.execute_script(BOXES_JS)] for a in s["areas"]))
+    WebDriverWait(browser, 10).until(
+        lambda d: any(
+            "leeds" in a["tooltip"] and _free(s, a)
+            for s in [d.execute_script(BOXES_JS)]
+            for a in s["areas"]
+        )
+    )

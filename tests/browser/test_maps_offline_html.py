@@ -74,27 +74,33 @@ def open_map(driver: webdriver.Chrome, path: Path) -> list[dict[str, Any]]:
     """Open a saved map and wait until every map has drawn; the views as Leaflet has them."""
     driver.get(path.as_uri())
     WebDriverWait(driver, 20).until(
-        lambda d: d.execute_script("return !!window.psMaps && window.psMaps.length > 0"))
+        lambda d: d.execute_script("return !!window.psMaps && window.psMaps.length > 0")
+    )
     views: list[dict[str, Any]] = driver.execute_script(VIEWS_JS)
     return views
 
 
 def seen(views: list[dict[str, Any]], kind: str) -> set[str]:
     """Tooltips of the shapes of ``kind`` fully inside some view and at least MIN_PX across."""
-    return {s["tooltip"] for v in views for s in v[kind]
-            if s["inside"] and s["drawn"] and s["px"] >= MIN_PX}
+    return {
+        s["tooltip"]
+        for v in views
+        for s in v[kind]
+        if s["inside"] and s["drawn"] and s["px"] >= MIN_PX
+    }
 
 
 def not_background(shot: Path, box: list[float], tolerance: int = 6) -> float:
     """The share of a screenshot's pixels inside ``box`` that differ from the background."""
-    background = np.array([int(BACKGROUND[i:i + 2], 16) for i in (1, 3, 5)])
+    background = np.array([int(BACKGROUND[i : i + 2], 16) for i in (1, 3, 5)])
     with Image.open(shot) as image:
         crop = np.asarray(image.convert("RGB").crop(tuple(round(x) for x in box)), dtype=int)
     return float((np.abs(crop - background).max(axis=2) > tolerance).mean())
 
 
 def test_demo_map_opens_on_every_piece_in_panels_over_blocks(
-        browser: webdriver.Chrome, demo_dir: Path) -> None:
+    browser: webdriver.Chrome, demo_dir: Path
+) -> None:
     tiles = gpd.read_file(demo_dir / "tiles.geojson")
     views = open_map(browser, demo_dir / "map.html")
     shot = screenshot_path("demo_map")
@@ -133,16 +139,22 @@ def test_clicking_a_piece_shows_its_figures(browser: webdriver.Chrome, demo_dir:
     container, dx, dy = found
     ActionChains(browser).move_to_element_with_offset(container, int(dx), int(dy)).click().perform()
     popup = WebDriverWait(browser, 10).until(
-        lambda d: d.find_element(By.CSS_SELECTOR, ".leaflet-popup-content"))
+        lambda d: d.find_element(By.CSS_SELECTOR, ".leaflet-popup-content")
+    )
     cells = popup.find_elements(By.CSS_SELECTOR, "tr")
-    rows = {c.find_element(By.TAG_NAME, "th").get_attribute("textContent"):
-            c.find_element(By.TAG_NAME, "td").get_attribute("textContent") for c in cells}
+    rows = {
+        c.find_element(By.TAG_NAME, "th").get_attribute("textContent"): c.find_element(
+            By.TAG_NAME, "td"
+        ).get_attribute("textContent")
+        for c in cells
+    }
     assert rows.get("area") == "Pine Street corridor (pine-street)", rows
     assert rows["parcels matched"] == f"{expected:,}"
 
 
-def test_close_areas_share_one_view_fitted_to_them(browser: webdriver.Chrome,
-                                                   tmp_path: Path) -> None:
+def test_close_areas_share_one_view_fitted_to_them(
+    browser: webdriver.Chrome, tmp_path: Path
+) -> None:
     areas = parcelsearch.demo_areas().set_index("area_id").loc[["northside", "pine-street"]]
     plan = parcelsearch.plan(areas)
     path = save_html(plan, tmp_path / "plan.html", basemap=False, context=demo_context())
@@ -154,6 +166,7 @@ def test_close_areas_share_one_view_fitted_to_them(browser: webdriver.Chrome,
     assert views[0]["zoom"] >= 14
     assert sum(s["drawn"] and s["visible"] for s in views[0]["context"]) >= 100
     assert not_background(screenshot_path("abilene_plan"), views[0]["box"]) > 0.5
-    data = json.loads(browser.execute_script(
-        "return document.getElementById('ps-spec').textContent"))
+    data = json.loads(
+        browser.execute_script("return document.getElementById('ps-spec').textContent")
+    )
     assert data["tiles"] is None  # nothing to fetch: the blocks are the only background

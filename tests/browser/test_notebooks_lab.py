@@ -99,13 +99,15 @@ def _metres(scale: str | None) -> float:
 
 def _wait_for_kernel(driver: webdriver.Chrome) -> None:
     WebDriverWait(driver, 120, poll_frequency=0.5).until(
-        lambda d: (d.execute_script(STATE_JS) or {}).get("status") == "idle")
+        lambda d: (d.execute_script(STATE_JS) or {}).get("status") == "idle"
+    )
 
 
 def _all_run(driver: webdriver.Chrome) -> bool:
     state = driver.execute_script(STATE_JS)
-    return bool(state and state["status"] == "idle" and state["run"] == state["cells"]
-                and not state["busy"])
+    return bool(
+        state and state["status"] == "idle" and state["run"] == state["cells"] and not state["busy"]
+    )
 
 
 def _maps_drawn(driver: webdriver.Chrome, maps: int) -> list[dict[str, Any]] | None:
@@ -124,13 +126,15 @@ def run_all(driver: webdriver.Chrome, url: str, path: Path) -> list[dict[str, An
     maps = len(map_cells(nbformat.read(path, as_version=4)))
     driver.get(url)
     _wait_for_kernel(driver)
-    driver.execute_script("return window.jupyterapp.commands.execute("
-                          "'notebook:clear-all-cell-outputs')")
+    driver.execute_script(
+        "return window.jupyterapp.commands.execute('notebook:clear-all-cell-outputs')"
+    )
     driver.execute_script("window.jupyterapp.commands.execute('notebook:run-all-cells')")
     try:
         WebDriverWait(driver, RUN_TIMEOUT, poll_frequency=1).until(_all_run)
         cells: list[dict[str, Any]] = WebDriverWait(driver, 60, poll_frequency=1).until(
-            lambda d: _maps_drawn(d, maps))
+            lambda d: _maps_drawn(d, maps)
+        )
     finally:
         _screenshots(driver, path.stem)
         driver.execute_script("return window.jupyterapp.serviceManager.sessions.shutdownAll()")
@@ -150,9 +154,11 @@ def lab_cells() -> Iterator[dict[str, list[dict[str, Any]]]]:
     """Per notebook (by stem), its code cells after Run All in JupyterLab."""
     require_chromium()
     require_jupyterlab()
-    with (tempfile.TemporaryDirectory(prefix="parcelsearch-lab-") as folder,
-          jupyter_lab(NOTEBOOKS, Path(folder)) as lab,
-          chromium(size=(1280, 1000)) as driver):
+    with (
+        tempfile.TemporaryDirectory(prefix="parcelsearch-lab-") as folder,
+        jupyter_lab(NOTEBOOKS, Path(folder)) as lab,
+        chromium(size=(1280, 1000)) as driver,
+    ):
         yield {p.stem: run_all(driver, lab.notebook_url(p.name), p) for p in NOTEBOOKS}
 
 
@@ -161,7 +167,8 @@ def _maps(cells: list[dict[str, Any]]) -> list[tuple[str, dict[str, Any]]]:
 
 
 def test_every_map_opens_on_its_areas_at_a_readable_scale(
-        lab_cells: dict[str, list[dict[str, Any]]]) -> None:
+    lab_cells: dict[str, list[dict[str, Any]]],
+) -> None:
     """Point 8: no map opens on the extent of all areas (grey, dots); the refresh map shows
     its changed pieces."""
     found = 0
@@ -170,18 +177,23 @@ def test_every_map_opens_on_its_areas_at_a_readable_scale(
             found += 1
             where = f"{stem}: {source} (scale {shown['scale']})"
             assert _metres(shown["scale"]) <= READABLE_SCALE_M, where
-            readable = [s for s in shown["shapes"]
-                        if not s["marker"] and max(s["w"], s["h"]) >= MIN_PX]
+            readable = [
+                s for s in shown["shapes"] if not s["marker"] and max(s["w"], s["h"]) >= MIN_PX
+            ]
             assert readable, f"{where}: no area or piece {MIN_PX} px across in view"
             if "after.map(" in source:  # notebook 04: the map of what changed
-                changed = [s for s in shown["shapes"] if s["stroke"] == CHANGED_STYLE["color"]
-                           and min(s["w"], s["h"]) >= 4]
+                changed = [
+                    s
+                    for s in shown["shapes"]
+                    if s["stroke"] == CHANGED_STYLE["color"] and min(s["w"], s["h"]) >= 4
+                ]
                 assert changed, f"{where}: no changed piece in view"
     assert found == sum(len(map_cells(nbformat.read(p, as_version=4))) for p in NOTEBOOKS)
 
 
 def test_maps_draw_offline_by_default_and_the_legend_fits(
-        lab_cells: dict[str, list[dict[str, Any]]]) -> None:
+    lab_cells: dict[str, list[dict[str, Any]]],
+) -> None:
     """Point 11: no tile is asked for, the bundled context is drawn under every map, and the
     legend leaves most of a 400 px map free."""
     for stem, cells in lab_cells.items():
@@ -197,7 +209,8 @@ def test_maps_draw_offline_by_default_and_the_legend_fits(
 
 
 def test_searches_show_a_full_bar_and_no_stderr_block(
-        lab_cells: dict[str, list[dict[str, Any]]]) -> None:
+    lab_cells: dict[str, list[dict[str, Any]]],
+) -> None:
     """Points 9 and 10 (fixed on branch ``price``): a search's progress bar is drawn full
     width and full at the end; its price line is not a pink stderr block."""
     bars = 0
@@ -215,9 +228,26 @@ def test_searches_show_a_full_bar_and_no_stderr_block(
 
 def test_the_project_kernel_registers_for_another_jupyterlab(tmp_path: Path) -> None:
     """The install guide's command: the kernelspec it writes runs this environment's Python."""
-    subprocess.run([sys.executable, "-m", "ipykernel", "install", "--prefix", str(tmp_path),
-                    "--name", "parcelsearch", "--display-name", "Python (parcelsearch)"],
-                   check=True, capture_output=True, timeout=60)
-    spec = json.loads((tmp_path / "share" / "jupyter" / "kernels" / "parcelsearch"
-                       / "kernel.json").read_text(encoding="utf-8"))
+    subprocess.run(
+        [
+            sys.executable,
+            "-m",
+            "ipykernel",
+            "install",
+            "--prefix",
+            str(tmp_path),
+            "--name",
+            "parcelsearch",
+            "--display-name",
+            "Python (parcelsearch)",
+        ],
+        check=True,
+        capture_output=True,
+        timeout=60,
+    )
+    spec = json.loads(
+        (tmp_path / "share" / "jupyter" / "kernels" / "parcelsearch" / "kernel.json").read_text(
+            encoding="utf-8"
+        )
+    )
     assert spec["argv"][0] == sys.executable and spec["display_name"] == "Python (parcelsearch)"

@@ -72,9 +72,19 @@ def voila(tmp_path_factory: pytest.TempPathFactory) -> Iterator[str]:
     log = tmp_path_factory.mktemp("voila") / "voila.log"
     with log.open("w") as sink:
         proc = subprocess.Popen(
-            [sys.executable, "-m", "voila", "--no-browser", f"--port={port}",
-             "--Voila.ip=127.0.0.1", "--show_tracebacks=True", "notebooks"],
-            cwd=ROOT, stdout=sink, stderr=subprocess.STDOUT,
+            [
+                sys.executable,
+                "-m",
+                "voila",
+                "--no-browser",
+                f"--port={port}",
+                "--Voila.ip=127.0.0.1",
+                "--show_tracebacks=True",
+                "notebooks",
+            ],
+            cwd=ROOT,
+            stdout=sink,
+            stderr=subprocess.STDOUT,
         )
     try:
         deadline = time.monotonic() + START_TIMEOUT
@@ -103,8 +113,11 @@ def expected_shapes(notebook: Any) -> list[dict[str, int]]:
     """Per map cell, the features per layer saved with its picture."""
     counts = []
     for cell in map_cells(notebook):
-        saved = [o["metadata"]["parcelsearch"]["shapes"] for o in cell.outputs
-                 if "parcelsearch" in o.get("metadata", {})]
+        saved = [
+            o["metadata"]["parcelsearch"]["shapes"]
+            for o in cell.outputs
+            if "parcelsearch" in o.get("metadata", {})
+        ]
         assert len(saved) == 1, f"refresh the notebook's outputs: {cell.source!r}"
         counts.append(saved[0])
     return counts
@@ -121,50 +134,61 @@ def drawn(driver: webdriver.Chrome) -> list[tuple[int, int]]:
 
 def popup_rows(container: WebElement) -> dict[str, str]:
     """The rows of the popup open in a map, once the kernel has filled it."""
+
     def rows(_: Any) -> dict[str, str] | None:
         cells = container.find_elements(By.CSS_SELECTOR, ".leaflet-popup-content tr")
-        found = {c.find_element(By.TAG_NAME, "th").get_attribute("textContent") or "":
-                 c.find_element(By.TAG_NAME, "td").get_attribute("textContent") or ""
-                 for c in cells}
+        found = {
+            c.find_element(By.TAG_NAME, "th").get_attribute("textContent") or "": c.find_element(
+                By.TAG_NAME, "td"
+            ).get_attribute("textContent")
+            or ""
+            for c in cells
+        }
         return found or None
 
     result: dict[str, str] = WebDriverWait(container.parent, 30).until(rows)
     return result
 
 
-def click_shape(driver: webdriver.Chrome, container: WebElement, indices: range
-                ) -> dict[str, str]:
+def click_shape(driver: webdriver.Chrome, container: WebElement, indices: range) -> dict[str, str]:
     """Click the first of the ``indices``-th clickable shapes of a map that shows in its view;
     the rows of the popup it opens."""
     driver.execute_script("arguments[0].scrollIntoView({block: 'center'})", container)
-    paths = container.find_elements(By.CSS_SELECTOR,
-                                    ".leaflet-overlay-pane path.leaflet-interactive")
+    paths = container.find_elements(
+        By.CSS_SELECTOR, ".leaflet-overlay-pane path.leaflet-interactive"
+    )
     for index in indices:
         offset = driver.execute_script(POINT_ON_PATH_JS, paths[index])
         if offset is not None:
             ActionChains(driver).move_to_element_with_offset(
-                paths[index], int(offset[0]), int(offset[1])).click().perform()
+                paths[index], int(offset[0]), int(offset[1])
+            ).click().perform()
             return popup_rows(container)
     raise AssertionError("none of the shapes is visible in the map's first view")
 
 
 @pytest.mark.parametrize("path", NOTEBOOKS, ids=[p.stem for p in NOTEBOOKS])
 def test_notebook_runs_live_and_its_maps_draw_and_answer_clicks(
-        voila: str, browser: webdriver.Chrome, path: Path) -> None:
+    voila: str, browser: webdriver.Chrome, path: Path
+) -> None:
     notebook = nbformat.read(path, as_version=4)
     expected = expected_shapes(notebook)
-    want = [(sum(n for k, n in c.items() if k != CONTEXT_NAME), c.get(CONTEXT_NAME, 0))
-            for c in expected]
+    want = [
+        (sum(n for k, n in c.items() if k != CONTEXT_NAME), c.get(CONTEXT_NAME, 0))
+        for c in expected
+    ]
     browser.get(f"{voila}/voila/render/{path.name}")
     try:
-        WebDriverWait(browser, RUN_TIMEOUT, poll_frequency=1).until(
-            lambda d: drawn(d) == want)
+        WebDriverWait(browser, RUN_TIMEOUT, poll_frequency=1).until(lambda d: drawn(d) == want)
     except TimeoutException:
         browser.save_screenshot(str(screenshot_path(f"voila-{path.stem}-failed")))
-        errors = browser.find_elements(By.CSS_SELECTOR, ".jp-RenderedText[data-mime-type="
-                                       "'application/vnd.jupyter.stderr']")
-        pytest.fail(f"{path.name}: maps drew {drawn(browser)}, expected {want} "
-                    f"(clickable, context); stderr: {[e.text[:300] for e in errors]}")
+        errors = browser.find_elements(
+            By.CSS_SELECTOR, ".jp-RenderedText[data-mime-type='application/vnd.jupyter.stderr']"
+        )
+        pytest.fail(
+            f"{path.name}: maps drew {drawn(browser)}, expected {want} "
+            f"(clickable, context); stderr: {[e.text[:300] for e in errors]}"
+        )
     assert "Traceback" not in browser.find_element(By.TAG_NAME, "body").text
     containers = browser.find_elements(By.CSS_SELECTOR, ".leaflet-container")
     for counts, container in zip(expected, containers, strict=True):

@@ -44,10 +44,11 @@ def test_every_map_leaves_a_picture_and_no_bar_is_frozen(path: Path) -> None:
     assert path.stat().st_size < 1_000_000
     notebook = nbformat.read(path, as_version=4)
     assert "widgets" not in notebook.metadata
-    assert not any(WIDGET_MIME in o.get("data", {}) for c in notebook.cells
-                   for o in c.get("outputs", []))
+    assert not any(
+        WIDGET_MIME in o.get("data", {}) for c in notebook.cells for o in c.get("outputs", [])
+    )
     assert [t for t in _texts(notebook) if PROGRESS.search(t)] == []
-    background = np.array([int(BACKGROUND[i:i + 2], 16) for i in (1, 3, 5)])
+    background = np.array([int(BACKGROUND[i : i + 2], 16) for i in (1, 3, 5)])
     for cell in map_cells(notebook):
         pngs = [o["data"]["image/png"] for o in cell.outputs if "image/png" in o.get("data", {})]
         assert len(pngs) == 1, cell.source

@@ -51,8 +51,11 @@ def wait_for(chrome: webdriver.Chrome, element_id: str) -> WebElement:
 
 def row(chrome: webdriver.Chrome, name: str) -> WebElement:
     """The card (overview) or page (one app) of app ``name`` on the current page."""
-    matches = [r for r in chrome.find_elements(By.CSS_SELECTOR, "[data-app]")
-               if r.get_attribute("data-app") == name]
+    matches = [
+        r
+        for r in chrome.find_elements(By.CSS_SELECTOR, "[data-app]")
+        if r.get_attribute("data-app") == name
+    ]
     assert len(matches) == 1, f"{name}: {len(matches)} rows"
     return matches[0]
 
@@ -62,25 +65,36 @@ def usage(chrome: webdriver.Chrome, name: str, which: str) -> str:
 
 
 def search(svc: RunningService, key: str) -> requests.Response:
-    return requests.get(svc.base_url + "/v1/search", params={"searchPolygon": RING},
-                        headers={"x-api-key": key}, verify=str(svc.ca_path), timeout=30)
+    return requests.get(
+        svc.base_url + "/v1/search",
+        params={"searchPolygon": RING},
+        headers={"x-api-key": key},
+        verify=str(svc.ca_path),
+        timeout=30,
+    )
 
 
 def submit_form(chrome: webdriver.Chrome, action: str, fields: dict[str, str]) -> None:
     """Post a form the page does not offer (as a forged or tampered request would), and
     return once the answer has loaded."""
-    next_page(chrome, lambda: chrome.execute_script(
-        "const f = document.createElement('form'); f.method = 'post'; f.action = arguments[0];"
-        "for (const [k, v] of Object.entries(arguments[1])) {"
-        "  const i = document.createElement('input'); i.type = 'hidden'; i.name = k;"
-        "  i.value = v; f.appendChild(i); }"
-        "document.body.appendChild(f); f.submit();",
-        action, fields,
-    ))
+    next_page(
+        chrome,
+        lambda: chrome.execute_script(
+            "const f = document.createElement('form'); f.method = 'post'; f.action = arguments[0];"
+            "for (const [k, v] of Object.entries(arguments[1])) {"
+            "  const i = document.createElement('input'); i.type = 'hidden'; i.name = k;"
+            "  i.value = v; f.appendChild(i); }"
+            "document.body.appendChild(f); f.submit();",
+            action,
+            fields,
+        ),
+    )
 
 
 def test_portal_in_a_real_browser(
-    browser: Browser, portal_on_each_backend: RunningService, screenshot: Shot,
+    browser: Browser,
+    portal_on_each_backend: RunningService,
+    screenshot: Shot,
     keys_location: str,
 ) -> None:
     svc = portal_on_each_backend
@@ -125,16 +139,18 @@ def test_portal_in_a_real_browser(
     assert search(svc, key).status_code == 200
 
     # A POST without the CSRF token is refused, and nothing is created.
-    submit_form(alice, "/portal/apps", {"name": "no-token", "key_type": "demo",
-                                        "services": "search"})
+    submit_form(
+        alice, "/portal/apps", {"name": "no-token", "key_type": "demo", "services": "search"}
+    )
     assert "CSRF token is missing or wrong" in wait_for(alice, "message").text
     screenshot(alice, f"{backend}-4-csrf-refused")
     assert "no-token" not in [k["name"] for k in svc.keys.list()]
 
     # Revoke: the key stops at once.
     alice.get(f"{svc.base_url}/portal/apps/{app_id}")
-    click_through(alice, row(alice, "browser-app").find_element(
-        By.CSS_SELECTOR, '[data-action="revoke"]'))
+    click_through(
+        alice, row(alice, "browser-app").find_element(By.CSS_SELECTOR, '[data-action="revoke"]')
+    )
     refused = search(svc, key)
     assert refused.status_code == 401 and refused.json()["messages"] == ["Invalid ApiKey"]
     assert "revoked" in row(alice, "browser-app").text

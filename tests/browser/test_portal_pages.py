@@ -60,8 +60,9 @@ def text_of(chrome: webdriver.Chrome, css: str) -> str:
     return str(wait_for(chrome, css).get_attribute("textContent")).strip()
 
 
-def sign_in(chrome: webdriver.Chrome, svc: RunningService, email: str,
-            password: str = PASSWORD) -> None:
+def sign_in(
+    chrome: webdriver.Chrome, svc: RunningService, email: str, password: str = PASSWORD
+) -> None:
     chrome.get(svc.base_url + "/portal/signin")
     chrome.find_element(By.NAME, "email").send_keys(email)
     chrome.find_element(By.NAME, "password").send_keys(password)
@@ -87,14 +88,17 @@ class Audit:
             ".then(r => done(r.violations), e => done([{id: 'axe failed', impact: 'critical',"
             " help: String(e), nodes: []}]));"
         )
-        bad = [f"{v['id']} ({v['impact']}): {v['help']}: "
-               f"{[n['target'] for n in v['nodes']][:3]}"
-               for v in violations if v["impact"] in ("serious", "critical")]
+        bad = [
+            f"{v['id']} ({v['impact']}): {v['help']}: {[n['target'] for n in v['nodes']][:3]}"
+            for v in violations
+            if v["impact"] in ("serious", "critical")
+        ]
         assert bad == [], f"{name}: {bad}"
         for width in WIDTHS:
             chrome.set_window_size(width, 900)
             scroll, client = chrome.execute_script(
-                "const d = document.documentElement; return [d.scrollWidth, d.clientWidth];")
+                "const d = document.documentElement; return [d.scrollWidth, d.clientWidth];"
+            )
             assert scroll <= client, f"{name} scrolls sideways at {width} px ({scroll} > {client})"
             if width in SHOT_WIDTHS:
                 height = chrome.execute_script("return document.documentElement.scrollHeight")
@@ -110,14 +114,21 @@ def key_name(keys: KeyStore, app: str) -> str:
 
 
 def call(svc: RunningService, key: str) -> int:
-    response = requests.get(svc.base_url + "/v1/search", params={"searchPolygon": RING},
-                            headers={"x-api-key": key}, verify=str(svc.ca_path), timeout=30)
+    response = requests.get(
+        svc.base_url + "/v1/search",
+        params={"searchPolygon": RING},
+        headers={"x-api-key": key},
+        verify=str(svc.ca_path),
+        timeout=30,
+    )
     return response.status_code
 
 
 @pytest.mark.slow
 def test_portal_pages_on_each_store(
-    browser: Browser, portal_on_each_backend: RunningService, screenshot: Shot,
+    browser: Browser,
+    portal_on_each_backend: RunningService,
+    screenshot: Shot,
     keys_location: str,
 ) -> None:
     svc = portal_on_each_backend
@@ -135,8 +146,9 @@ def test_portal_pages_on_each_store(
     click_through(alice, alice.find_element(By.ID, "sign-in"))  # back to the same address
     assert text_of(alice, "#message") == "Wrong e-mail address or password."
     audit(alice, "signin-error")
-    message, form = (alice.find_element(By.CSS_SELECTOR, css).rect["width"]
-                     for css in ("#message", "form.panel"))
+    message, form = (
+        alice.find_element(By.CSS_SELECTOR, css).rect["width"] for css in ("#message", "form.panel")
+    )
     assert message <= form  # the error is as wide as the form it is about, no wider
     alice.find_element(By.TAG_NAME, "body").send_keys(Keys.TAB, Keys.TAB)  # past "skip"
     focused = alice.switch_to.active_element
@@ -165,14 +177,19 @@ def test_portal_pages_on_each_store(
     assert f"api_key={key!r}" in text_of(alice, "#snippet-python")
     copy = alice.find_element(By.CSS_SELECTOR, 'button[data-copy="new-key"]')
     assert copy.is_displayed()  # our own script ran under the CSP and revealed it
-    alice.execute_cdp_cmd("Browser.grantPermissions", {
-        "origin": svc.base_url, "permissions": ["clipboardReadWrite", "clipboardSanitizedWrite"]})
+    alice.execute_cdp_cmd(
+        "Browser.grantPermissions",
+        {"origin": svc.base_url, "permissions": ["clipboardReadWrite", "clipboardSanitizedWrite"]},
+    )
     copy.click()
     WebDriverWait(alice, 30).until(lambda _: copy.get_attribute("data-copied") == "yes")
     assert text_of(alice, ".copy-status") == "Copied to the clipboard."
-    assert alice.execute_async_script(
-        "navigator.clipboard.readText().then(arguments[0], e => arguments[0](String(e)));"
-    ) == key
+    assert (
+        alice.execute_async_script(
+            "navigator.clipboard.readText().then(arguments[0], e => arguments[0](String(e)));"
+        )
+        == key
+    )
     audit(alice, "new-key")
 
     # N calls: N on the chart's label for today, in its table, and in the 90-day view.
@@ -202,7 +219,8 @@ def test_portal_pages_on_each_store(
     admin.get(svc.base_url + "/portal/admin")
     card = admin.find_element(By.CSS_SELECTOR, '#all-apps [data-app="field-survey"]')
     assert text_of(admin, '#all-apps [data-app="field-survey"] [data-field="owner"]') == (
-        "alice@example.com")
+        "alice@example.com"
+    )
     card.find_element(By.TAG_NAME, "summary").click()
     quota = card.find_element(By.NAME, "quota")
     quota.clear()
@@ -227,8 +245,11 @@ def test_portal_pages_on_each_store(
     assert len(wait_for(alice, "#sessions").find_elements(By.TAG_NAME, "li")) == 2
     assert len(alice.find_elements(By.CSS_SELECTOR, "#signins tbody tr")) == 2
     audit(alice, "account")
-    for field, value in [("current_password", PASSWORD), ("new_password", NEW_PASSWORD),
-                         ("new_password_again", NEW_PASSWORD)]:
+    for field, value in [
+        ("current_password", PASSWORD),
+        ("new_password", NEW_PASSWORD),
+        ("new_password_again", NEW_PASSWORD),
+    ]:
         alice.find_element(By.NAME, field).send_keys(value)
     click_through(alice, alice.find_element(By.ID, "change"))
     assert text_of(alice, "#message") == "Password changed; 1 other session signed out."
@@ -243,6 +264,17 @@ def test_portal_pages_on_each_store(
     audit(alice, "start")
     alice.get(svc.base_url + "/portal/nothing-here")
     audit(alice, "not-found")
-    assert audit.pages == ["signin", "signin-error", "apps-empty", "new-key", "app-30-days",
-                           "app-90-days", "admin", "app-after-limits", "account", "apps",
-                           "start", "not-found"]
+    assert audit.pages == [
+        "signin",
+        "signin-error",
+        "apps-empty",
+        "new-key",
+        "app-30-days",
+        "app-90-days",
+        "admin",
+        "app-after-limits",
+        "account",
+        "apps",
+        "start",
+        "not-found",
+    ]

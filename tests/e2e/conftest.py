@@ -30,8 +30,9 @@ def make_client(
     ``rate``); a test that sets the key's limits (a quota, a rate) keeps the vendor's pace,
     which how many calls are under way when a limit is reached depends on."""
 
-    def make(key_type: str = "production", *, key_overrides: dict[str, Any] | None = None,
-             **kwargs: Any) -> parcelsearch.Client:
+    def make(
+        key_type: str = "production", *, key_overrides: dict[str, Any] | None = None, **kwargs: Any
+    ) -> parcelsearch.Client:
         if key_overrides is None:
             key_overrides = {"quota": 100_000, "per_second": KEY_RATE}
             kwargs.setdefault("rate", CLIENT_RATE)
@@ -55,8 +56,13 @@ def key(make_key: Callable[..., Any]) -> Any:
 
 
 @pytest.fixture
-def env(monkeypatch: pytest.MonkeyPatch, service: RunningService, ca_bundle: str, key: Any,
-        tmp_path: Path) -> Any:
+def env(
+    monkeypatch: pytest.MonkeyPatch,
+    service: RunningService,
+    ca_bundle: str,
+    key: Any,
+    tmp_path: Path,
+) -> Any:
     """The command line's environment on the session service, with ``key``, sending
     ``CLIENT_RATE`` calls/s; its cache in ``tmp_path / "cache"``."""
     monkeypatch.setenv("PARCELSEARCH_API_KEY", key)
@@ -85,17 +91,22 @@ def vendor_fabric() -> tuple[Any, Any, dict[str, set[str]]]:
 
 
 @pytest.fixture(scope="session")
-def _vendor_session(tmp_path_factory: pytest.TempPathFactory, service_cert_dir: Path,
-                    vendor_fabric: tuple[Any, Any, dict[str, set[str]]]) -> Any:
+def _vendor_session(
+    tmp_path_factory: pytest.TempPathFactory,
+    service_cert_dir: Path,
+    vendor_fabric: tuple[Any, Any, dict[str, set[str]]],
+) -> Any:
     from _vendor import StandInVendor
 
     from parcelsearch_service.server import start_service
 
     root = tmp_path_factory.mktemp("vendor")
-    with start_service(parcels=vendor_fabric[0], keys=root / "keys.sqlite",
-                       cert_dir=service_cert_dir) as upstream:
-        key = upstream.keys.create("stand-in-vendor", key_type="production",
-                                   quota=1_000_000, per_second=1_000)
+    with start_service(
+        parcels=vendor_fabric[0], keys=root / "keys.sqlite", cert_dir=service_cert_dir
+    ) as upstream:
+        key = upstream.keys.create(
+            "stand-in-vendor", key_type="production", quota=1_000_000, per_second=1_000
+        )
         vendor = StandInVendor(upstream.base_url, key, service_cert_dir)
         try:
             yield vendor
@@ -121,8 +132,7 @@ def vendor_areas(tmp_path: Path, vendor_fabric: tuple[Any, Any, Any]) -> Path:
 
 
 @pytest.fixture
-def vendor_env(monkeypatch: pytest.MonkeyPatch, vendor: Any, ca_bundle: str,
-               tmp_path: Path) -> Any:
+def vendor_env(monkeypatch: pytest.MonkeyPatch, vendor: Any, ca_bundle: str, tmp_path: Path) -> Any:
     """The environment of an analyst pointed at the stand-in vendor (fast key: 200/s)."""
     monkeypatch.setenv("PARCELSEARCH_API_KEY", "a-vendor-key")
     monkeypatch.setenv("PARCELSEARCH_BASE_URL", vendor.base_url)

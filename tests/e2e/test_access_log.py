@@ -26,8 +26,12 @@ def test_access_log_lines_name_path_and_status_but_never_the_key_or_polygon(
     svc = spawn_service("sqlite", workers=1, extra=["--access-log"] if flag else [])
     key = svc.keys.create("logged", per_second=100, quota=10)
     for _ in range(3):
-        answer = https.get(svc.base_url + "/v1/search", params={"searchPolygon": EXAMPLE},
-                           headers={"x-api-key": key}, timeout=30)
+        answer = https.get(
+            svc.base_url + "/v1/search",
+            params={"searchPolygon": EXAMPLE},
+            headers={"x-api-key": key},
+            timeout=30,
+        )
         assert answer.status_code == 200
     svc.stop()
     log = svc.log_path.read_text()

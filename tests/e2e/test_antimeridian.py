@@ -44,10 +44,12 @@ def _parcels(areas: gpd.GeoDataFrame) -> gpd.GeoDataFrame:
     """Tiny square parcels at random points round ±180°, none within 3 grid steps outside
     an area's boundary (where a rounded ring may legitimately reach)."""
     rng = np.random.default_rng(180)
-    xy = np.concatenate([
-        np.column_stack([rng.uniform(x0 + _HALF, x1 - _HALF, n), rng.uniform(y0, y1, n)])
-        for x0, x1, y0, y1, n in WINDOWS
-    ])
+    xy = np.concatenate(
+        [
+            np.column_stack([rng.uniform(x0 + _HALF, x1 - _HALF, n), rng.uniform(y0, y1, n)])
+            for x0, x1, y0, y1, n in WINDOWS
+        ]
+    )
     union = shapely.union_all(areas.geometry.to_numpy())
     inside = shapely.contains_xy(union, xy[:, 0], xy[:, 1])
     near = shapely.dwithin(union.boundary, shapely.points(xy), 3 * GRID)
@@ -65,8 +67,9 @@ def antimeridian_service(
     areas: gpd.GeoDataFrame, tmp_path_factory: pytest.TempPathFactory, service_cert_dir: Path
 ):
     root = tmp_path_factory.mktemp("antimeridian")
-    with start_service(parcels=_parcels(areas), keys=root / "keys.sqlite",
-                       cert_dir=service_cert_dir) as svc:
+    with start_service(
+        parcels=_parcels(areas), keys=root / "keys.sqlite", cert_dir=service_cert_dir
+    ) as svc:
         yield svc
 
 
@@ -93,10 +96,15 @@ def test_natural_earth_areas_across_180_plan_without_complaint(areas):
 def test_fiji_and_russia_search_end_to_end_with_exact_ids(
     areas, antimeridian_service, ca_bundle, tmp_path, tolerance
 ):
-    key = antimeridian_service.keys.create(f"antimeridian-{tolerance:g}", key_type="production",
-                                           quota=100_000)
-    client = parcelsearch.Client(api_key=key, base_url=antimeridian_service.base_url,
-                                 ca_bundle=ca_bundle, cache_dir=tmp_path / "cache")
+    key = antimeridian_service.keys.create(
+        f"antimeridian-{tolerance:g}", key_type="production", quota=100_000
+    )
+    client = parcelsearch.Client(
+        api_key=key,
+        base_url=antimeridian_service.base_url,
+        ca_bundle=ca_bundle,
+        cache_dir=tmp_path / "cache",
+    )
     result = parcelsearch.search(areas, client=client, tolerance=tolerance, progress=False)
     for name, geom in areas.geometry.items():
         got = set(result.ids.loc[result.ids[result.ids.columns[0]] == name, "group_id"])

@@ -29,8 +29,7 @@ BAND_DEGREES = 2e-6
 
 
 @pytest.mark.slow
-def test_exact_search_keeps_the_stated_band_and_marks_what_two_tracts_share(
-        tmp_path: Path) -> None:
+def test_exact_search_keeps_the_stated_band_and_marks_what_two_tracts_share(tmp_path: Path) -> None:
     # through a state plane (feet) and back, as areas drawn in one arrive: off the 6-decimal
     # grid, like the tracts (the file's own vertices lie on it)
     tracts = gpd.read_file(TRACTS).iloc[[0, 1]].set_index("tract")
@@ -50,8 +49,10 @@ def test_exact_search_keeps_the_stated_band_and_marks_what_two_tracts_share(
     for tract, geom in areas.items():
         inside = shapely.contains_properly(geom, points)
         # every parcel inside the tract is listed for it
-        missed = parcels.loc[inside & ~parcels["group_id"].map(
-            lambda g, t=tract: (t, g) in listed).to_numpy(), "group_id"]
+        missed = parcels.loc[
+            inside & ~parcels["group_id"].map(lambda g, t=tract: (t, g) in listed).to_numpy(),
+            "group_id",
+        ]
         assert missed.empty, f"{len(missed)} parcels inside {tract} not listed"
         mine = ids["tract"] == tract
         point = shapely.points(ids.loc[mine, "x"], ids.loc[mine, "y"])
@@ -67,7 +68,8 @@ def test_exact_search_keeps_the_stated_band_and_marks_what_two_tracts_share(
         must_mark = beyond & in_other
         assert marked[mine].to_numpy()[must_mark].all(), (
             f"{int((~marked[mine].to_numpy()[must_mark]).sum())} parcels listed for {tract} "
-            "that lie in the neighbouring tract are not marked may_lie_outside")
+            "that lie in the neighbouring tract are not marked may_lie_outside"
+        )
         checked["inside"] += int((~beyond).sum())
         checked["beyond, marked"] += int(must_mark.sum())
         checked["beyond, in no tract"] += int((beyond & ~in_other).sum())
@@ -75,7 +77,7 @@ def test_exact_search_keeps_the_stated_band_and_marks_what_two_tracts_share(
     # the fabric reaches the band at all three kinds of place
     assert all(count > 0 for count in checked.values()), checked
     # and a parcel well inside a tract is not marked
-    deep = ids["group_id"].isin(parcels["group_id"].iloc[-len(tracts):])
+    deep = ids["group_id"].isin(parcels["group_id"].iloc[-len(tracts) :])
     assert not marked[deep].any()
     # the files carry the marks (the planning and files guides say so)
     written = outputs.write_ids(result, tmp_path / "tracts.csv")

@@ -61,9 +61,15 @@ def ring_of_request_line(length: int) -> str:
     The largest circle that fits with room to spare, then one latitude padded with
     trailing zeros (the same number, one byte each).
     """
+
     def circle(n: int) -> str:
-        points = [(-104.015 + 0.004 * math.cos(2 * math.pi * k / n),
-                   30.305 + 0.004 * math.sin(2 * math.pi * k / n)) for k in range(n)]
+        points = [
+            (
+                -104.015 + 0.004 * math.cos(2 * math.pi * k / n),
+                30.305 + 0.004 * math.sin(2 * math.pi * k / n),
+            )
+            for k in range(n)
+        ]
         return _wire.ring_json([*points, points[0]])
 
     n = 4
@@ -81,7 +87,9 @@ def ring_of_request_line(length: int) -> str:
 
 
 def test_paging_the_276_example(
-    service_276: RunningService, example_276: synth.Example, ca_bundle: str,
+    service_276: RunningService,
+    example_276: synth.Example,
+    ca_bundle: str,
     request: pytest.FixtureRequest,
 ) -> None:
     name = f"client-276-{request.node.name}"
@@ -90,7 +98,9 @@ def test_paging_the_276_example(
     with Client(key, service_276.base_url, ca_bundle) as client:
         pages = [client.search_page(ring, k) for k in (1, 2, 3)]
     assert [(p.rows, p.pages, p.page, p.data_rows) for p in pages] == [
-        (276, 3, 1, 100), (276, 3, 2, 100), (276, 3, 3, 76)
+        (276, 3, 1, 100),
+        (276, 3, 2, 100),
+        (276, 3, 3, 76),
     ]
     assert [gid for p in pages for gid in p.data] == example_276.expected
     log = service_276.keys.requests(name)
@@ -100,8 +110,15 @@ def test_paging_the_276_example(
 def test_every_page_of_a_demo_market(service: RunningService, api_key: str, ca_bundle: str) -> None:
     spec = synth.MARKETS_DEMO[0]
     x, y = spec.lon, spec.lat
-    ring = _wire.ring_json([(x - .01, y - .01), (x + .01, y - .01), (x + .01, y + .01),
-                            (x - .01, y + .01), (x - .01, y - .01)])
+    ring = _wire.ring_json(
+        [
+            (x - 0.01, y - 0.01),
+            (x + 0.01, y - 0.01),
+            (x + 0.01, y + 0.01),
+            (x - 0.01, y + 0.01),
+            (x - 0.01, y - 0.01),
+        ]
+    )
     with Client(api_key, service.base_url, ca_bundle) as client:
         first = client.search_page(ring, 1)
         rest = [client.search_page(ring, k) for k in range(2, first.pages + 1)]
@@ -115,8 +132,7 @@ def test_empty_result_and_stage_prefix(
     with Client(api_key, service.base_url, ca_bundle) as client:
         page = client.search_page(EMPTY_RING, 1, path="/prod/v1/search")
     assert (page.rows, page.pages, page.page, page.data) == (0, 0, 1, ())
-    assert page.request_key == _wire.request_key(service.base_url, "/prod/v1/search",
-                                                 EMPTY_RING, 1)
+    assert page.request_key == _wire.request_key(service.base_url, "/prod/v1/search", EMPTY_RING, 1)
 
 
 # -- the wire: what the 414 guard measures ------------------------------------------------
@@ -130,7 +146,10 @@ def test_empty_result_and_stage_prefix(
     ],
 )
 def test_request_line_bytes_are_what_the_guard_measures(
-    service: RunningService, make_key: Callable[..., str], ca_bundle: str, length: int,
+    service: RunningService,
+    make_key: Callable[..., str],
+    ca_bundle: str,
+    length: int,
     error: type[ServiceError] | None,
 ) -> None:
     ring = ring_of_request_line(length)
@@ -236,8 +255,13 @@ def test_spike_arrest_is_retried_after_retry_after(
 ) -> None:
     key = make_key("production", per_second=2)
     calls, hook = counter()
-    with Client(key, service.base_url, ca_bundle, rate=1000,
-                retries=RetryPolicy(total=4, backoff_factor=0.1)) as client:
+    with Client(
+        key,
+        service.base_url,
+        ca_bundle,
+        rate=1000,
+        retries=RetryPolicy(total=4, backoff_factor=0.1),
+    ) as client:
         pages = [client.search_page(EMPTY_RING, 1, spend=Reserving(hook)) for _ in range(4)]
     assert len(pages) == 4
     admitted = service.keys.requests(key.name)  # type: ignore[attr-defined]

@@ -37,26 +37,38 @@ PAIRS = list(itertools.product(WRITERS, repeat=2))
 
 
 @pytest.fixture(scope="module")
-def written(tmp_path_factory: pytest.TempPathFactory, service: object, ca_bundle: str,
-            ) -> tuple[dict[str, str], str, int]:
+def written(
+    tmp_path_factory: pytest.TempPathFactory,
+    service: object,
+    ca_bundle: str,
+) -> tuple[dict[str, str], str, int]:
     """One real search of the demo areas: every output of it, its cache folder, GroupIDs."""
     from parcelsearch_service.server import RunningService
 
     assert isinstance(service, RunningService)
     folder = tmp_path_factory.mktemp("diff-outputs")
     key = service.keys.create("diff-outputs", key_type="production", quota=1_000, per_second=50)
-    client = parcelsearch.Client(api_key=key, base_url=service.base_url, ca_bundle=ca_bundle,
-                                 cache_dir=folder / "cache", rate=40)
+    client = parcelsearch.Client(
+        api_key=key,
+        base_url=service.base_url,
+        ca_bundle=ca_bundle,
+        cache_dir=folder / "cache",
+        rate=40,
+    )
     areas = parcelsearch.demo_areas().iloc[:4]  # the four in markets
     result = parcelsearch.search(areas, client=client, id_column="area_id", progress=False)
     assert result.complete and len(result.ids) > 0
-    return ({name: write(result, folder) for name, write in WRITERS.items()},
-            str(folder / "cache"), len(result.ids))
+    return (
+        {name: write(result, folder) for name, write in WRITERS.items()},
+        str(folder / "cache"),
+        len(result.ids),
+    )
 
 
 @pytest.mark.parametrize(("old", "new"), PAIRS, ids=[f"{a}-vs-{b}" for a, b in PAIRS])
 def test_every_pair_of_outputs_compares_as_the_same_search(
-        written: tuple[dict[str, str], str, int], old: str, new: str) -> None:
+    written: tuple[dict[str, str], str, int], old: str, new: str
+) -> None:
     paths, cache, _ = written
     diff = compare(_side(paths[old], cache, None), _side(paths[new], cache, None))
     assert (diff.added, diff.removed) == (0, 0)
@@ -64,8 +76,9 @@ def test_every_pair_of_outputs_compares_as_the_same_search(
 
 
 @pytest.mark.parametrize("name", list(WRITERS))
-def test_the_command_reads_each_output(written: tuple[dict[str, str], str, int], name: str,
-                                       capsys: pytest.CaptureFixture[str]) -> None:
+def test_the_command_reads_each_output(
+    written: tuple[dict[str, str], str, int], name: str, capsys: pytest.CaptureFixture[str]
+) -> None:
     """``parcelsearch diff OLD NEW`` on the command line, the output against a run id."""
     paths, cache, _ = written
     assert main(["diff", paths[name], paths["run id"], "--cache-dir", cache]) == 0

@@ -51,8 +51,7 @@ def test_row_numbers_as_ids_warn_at_the_callers_line(areas_gpkg) -> None:
     assert list(parcelsearch.plan(areas, id_column="code").areas.index) == list(areas["code"])
 
 
-def test_a_refusal_before_spending_carries_an_empty_incomplete_result(make_client,
-                                                                      service) -> None:
+def test_a_refusal_before_spending_carries_an_empty_incomplete_result(make_client, service) -> None:
     client = make_client()
     areas = parcelsearch.demo_areas()
     with pytest.raises(parcelsearch.QuotaWouldExceedError) as caught:
@@ -67,15 +66,17 @@ def test_a_refusal_before_spending_carries_an_empty_incomplete_result(make_clien
 def test_a_search_that_matched_nothing_warns_and_says_so(make_client) -> None:
     from shapely import box
 
-    far = gpd.GeoDataFrame({"area_id": ["montana"]}, geometry=[box(-110, 47, -109.99, 47.01)],
-                           crs="EPSG:4326")  # on land (at sea is refused), far from parcels
+    far = gpd.GeoDataFrame(
+        {"area_id": ["montana"]}, geometry=[box(-110, 47, -109.99, 47.01)], crs="EPSG:4326"
+    )  # on land (at sea is refused), far from parcels
     with pytest.warns(NothingMatchedWarning, match=r"no parcel matched any of the 1 area") as got:
         result = parcelsearch.search(far, client=make_client(), progress=False)
     assert got[0].filename == __file__
     assert "areas.set_crs(<EPSG code>, allow_override=True)" in str(got[0].message)
     assert result.nothing_matched and result.calls == 1
-    assert not parcelsearch.search(parcelsearch.demo_areas().iloc[:1], client=make_client(),
-                                   progress=False).nothing_matched
+    assert not parcelsearch.search(
+        parcelsearch.demo_areas().iloc[:1], client=make_client(), progress=False
+    ).nothing_matched
 
 
 def test_a_refused_connection_is_not_counted_as_a_call(tmp_path, ca_bundle) -> None:
@@ -84,8 +85,12 @@ def test_a_refused_connection_is_not_counted_as_a_call(tmp_path, ca_bundle) -> N
     with socket.socket() as sock:  # a port nothing listens on
         sock.bind(("127.0.0.1", 0))
         port = sock.getsockname()[1]
-    client = parcelsearch.Client(api_key="k" * 20, base_url=f"https://127.0.0.1:{port}",
-                                 ca_bundle=ca_bundle, cache_dir=tmp_path / "cache")
+    client = parcelsearch.Client(
+        api_key="k" * 20,
+        base_url=f"https://127.0.0.1:{port}",
+        ca_bundle=ca_bundle,
+        cache_dir=tmp_path / "cache",
+    )
     with pytest.raises(parcelsearch.TransportError, match="nothing is listening"):
         parcelsearch.search(parcelsearch.demo_areas().iloc[:1], client=client, progress=False)
     from parcelsearch.stores.local.ledger import Ledger

@@ -17,13 +17,23 @@ import parcelsearch
 ROOT = Path(__file__).resolve().parents[2]
 
 
-def test_login_then_search_without_a_key_anywhere(make_key, service, ca_bundle, tmp_path: Path,
-                                                   capsys, monkeypatch: pytest.MonkeyPatch,
-                                                   caplog: pytest.LogCaptureFixture) -> None:
+def test_login_then_search_without_a_key_anywhere(
+    make_key,
+    service,
+    ca_bundle,
+    tmp_path: Path,
+    capsys,
+    monkeypatch: pytest.MonkeyPatch,
+    caplog: pytest.LogCaptureFixture,
+) -> None:
     caplog.set_level(logging.DEBUG)
     key = make_key("production", quota=1_000, per_second=50)
-    for name in ("PARCELSEARCH_API_KEY", "PARCELSEARCH_BASE_URL", "PARCELSEARCH_CA_BUNDLE",
-                 "PARCELSEARCH_PROFILE"):
+    for name in (
+        "PARCELSEARCH_API_KEY",
+        "PARCELSEARCH_BASE_URL",
+        "PARCELSEARCH_CA_BUNDLE",
+        "PARCELSEARCH_PROFILE",
+    ):
         monkeypatch.delenv(name, raising=False)
     monkeypatch.setenv("PARCELSEARCH_CONFIG_DIR", str(tmp_path / "config"))
     monkeypatch.setenv("PARCELSEARCH_CACHE_DIR", str(tmp_path / "cache"))
@@ -35,8 +45,10 @@ def test_login_then_search_without_a_key_anywhere(make_key, service, ca_bundle, 
         printed.extend([out, err])
         return code
 
-    assert cli("login", "--base-url", service.base_url, "--ca-bundle", ca_bundle,
-               stdin=f"{key}\n") == 0
+    assert (
+        cli("login", "--base-url", service.base_url, "--ca-bundle", ca_bundle, stdin=f"{key}\n")
+        == 0
+    )
     fingerprint = parcelsearch.Client(profile="default").fingerprint
     assert f"profile 'default' saved: key sha256:{fingerprint}" in printed[-2]
     credentials = tmp_path / "config" / "credentials.json"
@@ -44,13 +56,15 @@ def test_login_then_search_without_a_key_anywhere(make_key, service, ca_bundle, 
 
     areas = tmp_path / "areas.gpkg"
     parcelsearch.demo_areas().iloc[[1, 3]].to_file(areas)
-    assert cli("search", str(areas), "--id-column", "area_id", "--out",
-               str(tmp_path / "ids.csv")) == 0  # the 'default' profile: key, URL and CA
+    assert (
+        cli("search", str(areas), "--id-column", "area_id", "--out", str(tmp_path / "ids.csv")) == 0
+    )  # the 'default' profile: key, URL and CA
     spent = len(service.keys.requests(key.name))
     assert spent > 0
     client = parcelsearch.Client(profile="default", cache_dir=tmp_path / "py-cache")
-    result = parcelsearch.search(parcelsearch.demo_areas().iloc[[1, 3]], id_column="area_id",
-                                 client=client, progress=False)
+    result = parcelsearch.search(
+        parcelsearch.demo_areas().iloc[[1, 3]], id_column="area_id", client=client, progress=False
+    )
     assert len(service.keys.requests(key.name)) == spent + result.calls
     printed.extend([repr(client), repr(result), result._repr_html_()])
     assert cli("profiles") == 0 and cli("profiles", "--json") == 0

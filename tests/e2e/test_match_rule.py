@@ -45,35 +45,49 @@ def fabric(areas: gpd.GeoDataFrame) -> gpd.GeoDataFrame:
     ys = np.arange(y0 - 0.01, y1 + 0.01, _SIDE) + 0.00041
     x, y = (v.ravel() for v in np.meshgrid(xs, ys))
     rng = np.random.default_rng(38)
-    return gpd.GeoDataFrame({"parcel_id": np.arange(len(x)),
-                             "group_id": synth.group_ids(len(x), rng)},
-                            geometry=shapely.box(x, y, x + _SIDE, y + _SIDE), crs="EPSG:4326")
+    return gpd.GeoDataFrame(
+        {"parcel_id": np.arange(len(x)), "group_id": synth.group_ids(len(x), rng)},
+        geometry=shapely.box(x, y, x + _SIDE, y + _SIDE),
+        crs="EPSG:4326",
+    )
 
 
 def _service(fabric: gpd.GeoDataFrame, match: str, root: Path, cert_dir: Path):
-    return start_service(parcels=fabric, keys=root / "keys.sqlite", cert_dir=cert_dir,
-                         match=match)
+    return start_service(parcels=fabric, keys=root / "keys.sqlite", cert_dir=cert_dir, match=match)
 
 
 @pytest.fixture(scope="module")
 def footprint_service(fabric, tmp_path_factory, service_cert_dir):
-    with _service(fabric, "intersects", tmp_path_factory.mktemp("footprint"),
-                  service_cert_dir) as svc:
+    with _service(
+        fabric, "intersects", tmp_path_factory.mktemp("footprint"), service_cert_dir
+    ) as svc:
         yield svc
 
 
 @pytest.fixture(scope="module")
 def point_service(fabric, tmp_path_factory, service_cert_dir):
-    with _service(fabric, "representative-point", tmp_path_factory.mktemp("point"),
-                  service_cert_dir) as svc:
+    with _service(
+        fabric, "representative-point", tmp_path_factory.mktemp("point"), service_cert_dir
+    ) as svc:
         yield svc
 
 
-def _search(svc: RunningService, areas, name: str, tmp_path: Path, ca_bundle: str,
-            cache: str | None = None, **options) -> tuple[set[str], int, parcelsearch.SearchResult]:
+def _search(
+    svc: RunningService,
+    areas,
+    name: str,
+    tmp_path: Path,
+    ca_bundle: str,
+    cache: str | None = None,
+    **options,
+) -> tuple[set[str], int, parcelsearch.SearchResult]:
     key = svc.keys.create(name, key_type="production", quota=100_000)
-    client = parcelsearch.Client(api_key=key, base_url=svc.base_url, ca_bundle=ca_bundle,
-                                 cache_dir=tmp_path / (cache or name))
+    client = parcelsearch.Client(
+        api_key=key,
+        base_url=svc.base_url,
+        ca_bundle=ca_bundle,
+        cache_dir=tmp_path / (cache or name),
+    )
     result = parcelsearch.search(areas, client=client, progress=False, ledger=False, **options)
     log = svc.keys.requests(name)
     assert (log["status"] == 200).all() and len(log) == result.calls
@@ -103,15 +117,23 @@ def test_under_the_default_rule_no_parcel_outside_the_promise(
     could save were the rule a point's. Planned for a point instead, the connectors'
     slivers cross the water and match parcels there (the witness can fail)."""
     geom = areas.geometry.iloc[0]
-    got, calls, result = _search(footprint_service, areas, f"default-{tolerance:g}", tmp_path,
-                                 ca_bundle, tolerance=tolerance)
+    got, calls, result = _search(
+        footprint_service, areas, f"default-{tolerance:g}", tmp_path, ca_bundle, tolerance=tolerance
+    )
     assert result.metadata["match"] == "unknown"
     assert "connectors could save up to" in repr(result.plan)
     inside, allowed = _touching(fabric, geom), _touching(fabric, _reach(geom, tolerance))
     assert len(inside) > 100 and inside <= got
     assert got <= allowed, f"{len(got - allowed)} parcels outside the promise"
-    wrong, wrong_calls, _ = _search(footprint_service, areas, f"wrong-{tolerance:g}", tmp_path,
-                                    ca_bundle, tolerance=tolerance, match="representative-point")
+    wrong, wrong_calls, _ = _search(
+        footprint_service,
+        areas,
+        f"wrong-{tolerance:g}",
+        tmp_path,
+        ca_bundle,
+        tolerance=tolerance,
+        match="representative-point",
+    )
     assert wrong_calls < calls and inside <= wrong
     assert wrong - allowed  # a sliver across the water matched parcels outside
 
@@ -125,8 +147,9 @@ def test_under_the_point_rule_connectors_keep_their_savings(
     the area is found, none beyond two grid steps of it but in a sliver."""
     geom = areas.geometry.iloc[0]
     strict = parcelsearch.plan(areas)
-    got, calls, result = _search(point_service, areas, "point", tmp_path, ca_bundle,
-                                 match="representative-point")
+    got, calls, result = _search(
+        point_service, areas, "point", tmp_path, ca_bundle, match="representative-point"
+    )
     assert result.metadata["match"] == "representative-point"
     assert len(result.plan.pieces) < len(strict.pieces) / 3
     store = point_service.store
@@ -138,10 +161,12 @@ def test_under_the_point_rule_connectors_keep_their_savings(
     assert plain == inside and calls < plain_calls
     # a page is keyed by its ring alone: the islands no connector joined are the same rings
     # under either rule, and their pages come from the cache the point-rule search filled
-    again, again_calls, cached = _search(point_service, areas, "point-then-default", tmp_path,
-                                         ca_bundle, cache="point")
-    shared = ({p.polygon_json for p in result.plan.pieces}
-              & {p.polygon_json for p in cached.plan.pieces})
+    again, again_calls, cached = _search(
+        point_service, areas, "point-then-default", tmp_path, ca_bundle, cache="point"
+    )
+    shared = {p.polygon_json for p in result.plan.pieces} & {
+        p.polygon_json for p in cached.plan.pieces
+    }
     assert again == plain and shared and cached.cached_pages >= len(shared)
     assert again_calls == plain_calls - cached.cached_pages
 
@@ -162,14 +187,16 @@ def test_one_sliver_learns_the_rule_of_either_service(
     for svc, rule in ((footprint_service, "intersects"), (point_service, "representative-point")):
         name = f"learn-{rule}"
         key = svc.keys.create(name, key_type="production", quota=1_000)
-        client = parcelsearch.Client(api_key=key, base_url=svc.base_url, ca_bundle=ca_bundle,
-                                     cache_dir=tmp_path / name)
+        client = parcelsearch.Client(
+            api_key=key, base_url=svc.base_url, ca_bundle=ca_bundle, cache_dir=tmp_path / name
+        )
         assert remembered_rule(client) is None
         assert learn_match_rule(client, areas) == rule
         assert len(svc.keys.requests(name)) == 1
         assert remembered_rule(client) == rule
-        again = parcelsearch.Client(api_key=key, base_url=svc.base_url, ca_bundle=ca_bundle,
-                                    cache_dir=tmp_path / name)
+        again = parcelsearch.Client(
+            api_key=key, base_url=svc.base_url, ca_bundle=ca_bundle, cache_dir=tmp_path / name
+        )
         assert remembered_rule(again) == rule  # kept with the vendor's profile
         assert rule in (tmp_path / name / "vendors.json").read_text()
         result = parcelsearch.search(areas, client=client, progress=False, ledger=False)
@@ -215,8 +242,12 @@ def test_doctor_with_areas_learns_the_rule_for_one_more_call(
     assert len(svc.keys.requests(name)) == 2 and "2 calls spent (price 2, at most 3" in out
     assert _finding(out, "matching rule").split()[2] == "unknown"
     assert "give the areas you mean to search" in _finding(out, "matching rule")
-    assert "the vendor's matching rule is unknown: parcelsearch doctor --areas FILE learns " \
-        "it with one more call" in out and "areas=" not in out
+    assert (
+        "the vendor's matching rule is unknown: parcelsearch doctor --areas FILE learns "
+        "it with one more call"
+        in out
+        and "areas=" not in out
+    )
     code, out, err = run(["doctor", "--dry-run", "--areas", str(DATA)], capsys)
     assert code == 0 and "0 calls spent (price 3, at most 4" in out
     assert len(svc.keys.requests(name)) == 2
@@ -231,8 +262,9 @@ def test_doctor_with_areas_learns_the_rule_for_one_more_call(
     assert f"match_rule={rule}" in out
     profile = json.loads((tmp_path / "cache" / "vendors.json").read_text())[svc.base_url]
     assert profile["match_rule"] == rule
-    client = parcelsearch.Client(api_key=key, base_url=svc.base_url, ca_bundle=ca_bundle,
-                                 cache_dir=tmp_path / "cache")
+    client = parcelsearch.Client(
+        api_key=key, base_url=svc.base_url, ca_bundle=ca_bundle, cache_dir=tmp_path / "cache"
+    )
     assert remembered_rule(client) == rule
     code, out, err = run(["doctor", "--yes"], capsys)  # remembered: said, not asked again
     assert len(svc.keys.requests(name)) == 7
@@ -249,14 +281,24 @@ def test_doctor_with_areas_learns_the_rule_for_one_more_call(
         assert pieces == len(parcelsearch.plan(areas, match=rule).pieces)
         assert pieces < len(parcelsearch.plan(areas).pieces) / 3  # connectors save calls
         # 'plan' shows the pieces that search sent: the learnt rule, for the same base URL
-        code, out, err = run(["plan", str(DATA), "--out-tiles", str(tmp_path / "t.parquet")],
-                             capsys)
+        code, out, err = run(
+            ["plan", str(DATA), "--out-tiles", str(tmp_path / "t.parquet")], capsys
+        )
         assert code == 0, err
         assert f"planned under the matching rule learnt for {svc.base_url}: {rule}" in out
         assert len(pd.read_parquet(tmp_path / "t.parquet")) == pieces
         assert len(svc.keys.requests(name)) == 7 + len(sent)  # plan sent nothing
-        code, out, err = run(["plan", str(DATA), "--base-url", "https://elsewhere.example",
-                              "--out-tiles", str(tmp_path / "u.parquet")], capsys)
+        code, out, err = run(
+            [
+                "plan",
+                str(DATA),
+                "--base-url",
+                "https://elsewhere.example",
+                "--out-tiles",
+                str(tmp_path / "u.parquet"),
+            ],
+            capsys,
+        )
         assert code == 0 and "planned under" not in out  # another service: nothing learnt
         assert len(pd.read_parquet(tmp_path / "u.parquet")) == len(parcelsearch.plan(areas).pieces)
 
@@ -266,8 +308,9 @@ def test_check_service_with_areas_in_python(areas, footprint_service, ca_bundle,
     run (the service's request log), the rule among its findings and learnt."""
     svc = footprint_service
     key = svc.keys.create("check-py", key_type="production", quota=1_000)
-    with parcelsearch.Client(api_key=key, base_url=svc.base_url, ca_bundle=ca_bundle,
-                             cache_dir=tmp_path / "py") as client:
+    with parcelsearch.Client(
+        api_key=key, base_url=svc.base_url, ca_bundle=ca_bundle, cache_dir=tmp_path / "py"
+    ) as client:
         priced = parcelsearch.check_service(client, dry_run=True, areas=areas)
         assert (priced.price, priced.cap, priced.calls) == (3, 4, 0)
         assert len(svc.keys.requests("check-py")) == 0

@@ -26,8 +26,13 @@ TRACTS = Path(__file__).resolve().parents[1] / "data" / "sf_tracts_2020.geojson"
 
 def _client(service: Any, ca_bundle: str, key: Any, tmp_path: Path) -> parcelsearch.Client:
     """A client for ``key`` on the cache folder the command line's ``env`` uses."""
-    return parcelsearch.Client(api_key=key, base_url=service.base_url, ca_bundle=ca_bundle,
-                               cache_dir=tmp_path / "cache", rate=40)
+    return parcelsearch.Client(
+        api_key=key,
+        base_url=service.base_url,
+        ca_bundle=ca_bundle,
+        cache_dir=tmp_path / "cache",
+        rate=40,
+    )
 
 
 @pytest.fixture
@@ -39,9 +44,9 @@ def degrees_as_metres(tmp_path: Path) -> tuple[gpd.GeoDataFrame, Path]:
     return areas, path
 
 
-def test_degrees_declared_in_web_mercator_spend_nothing(env, service, key, ca_bundle,
-                                                        degrees_as_metres, tmp_path,
-                                                        capsys) -> None:
+def test_degrees_declared_in_web_mercator_spend_nothing(
+    env, service, key, ca_bundle, degrees_as_metres, tmp_path, capsys
+) -> None:
     """Issue 49: 99 calls, then "nothing matched". Now: exit 2 before any call, naming the
     fix and the override; trusted, the search runs (and finds nothing, as it says)."""
     areas, path = degrees_as_metres
@@ -66,8 +71,9 @@ def test_degrees_declared_in_web_mercator_spend_nothing(env, service, key, ca_bu
     assert trusted.calls == served(service, key) > 0 and trusted.nothing_matched
 
 
-def test_a_tolerance_of_50_km_on_small_areas_spends_nothing(env, service, key, ca_bundle,
-                                                            tmp_path, capsys) -> None:
+def test_a_tolerance_of_50_km_on_small_areas_spends_nothing(
+    env, service, key, ca_bundle, tmp_path, capsys
+) -> None:
     """Issue 49: --tolerance 50000 on tracts a few km wide spent 288 calls (and 19,800 on
     200 tracts after planning 8 minutes). Now: exit 2 before planning, in metres and as a
     share of the widest tract's width, naming the override."""
@@ -75,28 +81,44 @@ def test_a_tolerance_of_50_km_on_small_areas_spends_nothing(env, service, key, c
     path = tmp_path / "tracts.gpkg"
     tracts.to_file(path)
     out = str(tmp_path / "ids.parquet")
-    code, _, err = run(["search", str(path), "--id-column", "tract", "--tolerance", "50000",
-                        "--out", out, "--quiet"], capsys)
+    code, _, err = run(
+        [
+            "search",
+            str(path),
+            "--id-column",
+            "tract",
+            "--tolerance",
+            "50000",
+            "--out",
+            out,
+            "--quiet",
+        ],
+        capsys,
+    )
     assert code == 2, err
     assert "a tolerance of 50,000 m is 1,7" in err  # 1,7xx % of 2.9 km
     assert "% of the width of the widest area ('980900', 2.9 km wide)" in err
     assert "more than 50 % of it" in err
     assert "Use at most --tolerance 1400. If you mean it, pass --trust-tolerance." in err
     assert not PYTHON.search(err) and served(service, key) == 0
-    code, _, err = run(["plan", str(path), "--id-column", "tract", "--tolerance", "50000"],
-                       capsys)
+    code, _, err = run(["plan", str(path), "--id-column", "tract", "--tolerance", "50000"], capsys)
     assert code == 2 and "--trust-tolerance" in err
 
     client = _client(service, ca_bundle, key, tmp_path)
-    with pytest.raises(InputError, match=r"Use at most tolerance=1400\. If you mean it, pass "
-                                         r"trust_tolerance=True\.") as caught:
-        parcelsearch.search(tracts, client=client, id_column="tract", tolerance=50_000,
-                            progress=False)
+    with pytest.raises(
+        InputError,
+        match=r"Use at most tolerance=1400\. If you mean it, pass "
+        r"trust_tolerance=True\.",
+    ) as caught:
+        parcelsearch.search(
+            tracts, client=client, id_column="tract", tolerance=50_000, progress=False
+        )
     assert caught.value.field == "tolerance" and served(service, key) == 0
 
 
-def test_advice_never_names_fewer_calls_than_areas(env, service, key, ca_bundle, tmp_path,
-                                                   capsys) -> None:
+def test_advice_never_names_fewer_calls_than_areas(
+    env, service, key, ca_bundle, tmp_path, capsys
+) -> None:
     """Issue 49: 288 tracts refused with a budget of 10 were told `plan --max-calls 10`,
     which can never fit. Now: the refusal says each area needs a call, suggests no
     tolerance and no --max-calls, and its --budget is at least one call per area."""
@@ -104,26 +126,41 @@ def test_advice_never_names_fewer_calls_than_areas(env, service, key, ca_bundle,
     tracts["geometry"] = shapely.segmentize(tracts.geometry.to_numpy(), 0.0001)  # > 2,000
     path = tmp_path / "tracts.gpkg"
     tracts.to_file(path)
-    assert not suggests_at_once(
-        parcelsearch.plan(tracts, id_column="tract"))
-    code, _, err = run(["search", str(path), "--id-column", "tract", "--budget", "10",
-                        "--out", str(tmp_path / "ids.parquet"), "--quiet"], capsys)
+    assert not suggests_at_once(parcelsearch.plan(tracts, id_column="tract"))
+    code, _, err = run(
+        [
+            "search",
+            str(path),
+            "--id-column",
+            "tract",
+            "--budget",
+            "10",
+            "--out",
+            str(tmp_path / "ids.parquet"),
+            "--quiet",
+        ],
+        capsys,
+    )
     assert code == 3, err
-    assert "Each area needs at least one call whatever the tolerance: 24 areas need at " \
-           "least 24 calls." in err
+    assert (
+        "Each area needs at least one call whatever the tolerance: 24 areas need at "
+        "least 24 calls." in err
+    )
     assert "--max-calls" not in err and "--tolerance" not in err
     raised = [int(word) for word in err.split("Raise --budget ")[1].split(".")[0].split()[:1]]
     assert raised[0] >= 24
-    code, printed, err = run(["plan", str(path), "--id-column", "tract", "--max-calls", "10"],
-                             capsys)
+    code, printed, err = run(
+        ["plan", str(path), "--id-column", "tract", "--max-calls", "10"], capsys
+    )
     assert code == 0, err
-    assert "no tolerance fits 10 calls: each area needs at least one, so 24 areas need at " \
-           "least 24 calls" in printed
+    assert (
+        "no tolerance fits 10 calls: each area needs at least one, so 24 areas need at "
+        "least 24 calls" in printed
+    )
 
     client = _client(service, ca_bundle, key, tmp_path)
     with pytest.raises(QuotaWouldExceedError) as caught:
-        parcelsearch.search(tracts, client=client, id_column="tract", budget=10,
-                            progress=False)
+        parcelsearch.search(tracts, client=client, id_column="tract", budget=10, progress=False)
     text = str(caught.value)
     assert "24 areas need at least 24 calls" in text and "suggest_tolerance" not in text
     assert "tolerance=" not in text and served(service, key) == 0
@@ -145,15 +182,23 @@ def _age_cache(folder: Path, by: timedelta) -> int:
 
 
 def test_a_rerun_says_how_old_its_pages_are_and_max_age_takes_days(
-        env, service, key, ca_bundle, tmp_path, capsys, monkeypatch) -> None:
+    env, service, key, ca_bundle, tmp_path, capsys, monkeypatch
+) -> None:
     """Issue 49: a rerun a month later spent 0 calls and served last month's GroupIDs
     without a word. Now it says how old the oldest page is and how to re-check them, in
     both dialects; --max-age 30d (max_age='30d', $PARCELSEARCH_MAX_AGE) refuses them."""
     areas = parcelsearch.demo_areas().set_index("area_id").loc[["northside", "park-ring"]]
     path = tmp_path / "areas.gpkg"
     areas.reset_index().to_file(path)
-    base = ["search", str(path), "--id-column", "area_id", "--quiet",
-            "--out", str(tmp_path / "ids.parquet")]
+    base = [
+        "search",
+        str(path),
+        "--id-column",
+        "area_id",
+        "--quiet",
+        "--out",
+        str(tmp_path / "ids.parquet"),
+    ]
     code, out, err = run(base, capsys)
     assert code == 0, err
     spent = served(service, key)
@@ -165,11 +210,15 @@ def test_a_rerun_says_how_old_its_pages_are_and_max_age_takes_days(
     assert code == 0, err
     assert served(service, key) == spent  # the witness: nothing asked again
     assert f"0 calls made, {pages} pages from cache (the oldest fetched 31 days ago, on " in out
-    assert (f"parcelsearch: warning: {pages} pages came from the cache, the oldest fetched "
-            "31 days ago, on ") in err
+    assert (
+        f"parcelsearch: warning: {pages} pages came from the cache, the oldest fetched "
+        "31 days ago, on "
+    ) in err
     assert "Re-check them with --refresh changed (one call a piece" in err
-    assert ("Or refuse pages older than a month with --max-age 30d or the environment "
-            "variable PARCELSEARCH_MAX_AGE.") in err
+    assert (
+        "Or refuse pages older than a month with --max-age 30d or the environment "
+        "variable PARCELSEARCH_MAX_AGE."
+    ) in err
     assert not PYTHON.search(err)
 
     code, out, err = run([*base, "--force", "--max-age", "40d"], capsys)
@@ -194,7 +243,8 @@ def test_a_rerun_says_how_old_its_pages_are_and_max_age_takes_days(
 
 
 def test_kilometres_declared_as_metres_are_out_at_sea_and_spend_nothing(
-        env, service, key, ca_bundle, tmp_path, capsys) -> None:
+    env, service, key, ca_bundle, tmp_path, capsys
+) -> None:
     """Issue 49: areas read in the wrong CRS land in the ocean, where a search spends its
     calls and finds nothing. Web mercator in kilometres, declared in metres (too large for
     the degrees check, inside the CRS's world-wide area of use): 557 km from land, refused
@@ -204,11 +254,14 @@ def test_kilometres_declared_as_metres_are_out_at_sea_and_spend_nothing(
     path = tmp_path / "kilometres.gpkg"
     tracts.to_file(path)
     out = str(tmp_path / "ids.parquet")
-    code, _, err = run(["search", str(path), "--id-column", "tract", "--out", out, "--quiet"],
-                       capsys)
+    code, _, err = run(
+        ["search", str(path), "--id-column", "tract", "--out", out, "--quiet"], capsys
+    )
     assert code == 2, err
-    assert "parcelsearch: error: areas '023300', '025800' lie about 557, 557 km from the " \
-           "nearest land (farther than 50 km) once read in EPSG:3857: out at sea" in err
+    assert (
+        "parcelsearch: error: areas '023300', '025800' lie about 557, 557 km from the "
+        "nearest land (farther than 50 km) once read in EPSG:3857: out at sea" in err
+    )
     assert "Declare the CRS they are really in with --crs EPSG:CODE." in err
     assert "If the CRS is right, pass --trust-crs." in err
     assert not PYTHON.search(err) and served(service, key) == 0
@@ -218,17 +271,22 @@ def test_kilometres_declared_as_metres_are_out_at_sea_and_spend_nothing(
     client = _client(service, ca_bundle, key, tmp_path)
     with pytest.raises(InputError, match="If the CRS is right, pass trust_crs=True") as caught:
         parcelsearch.search(tracts, client=client, id_column="tract", progress=False)
-    assert caught.value.row == "023300" and "areas.set_crs(" in str(caught.value.render(
-        "python")) and served(service, key) == 0
+    assert (
+        caught.value.row == "023300"
+        and "areas.set_crs(" in str(caught.value.render("python"))
+        and served(service, key) == 0
+    )
     with warnings.catch_warnings():
         warnings.simplefilter("ignore", NothingMatchedWarning)
-        trusted = parcelsearch.search(tracts, client=client, id_column="tract", progress=False,
-                                      trust_crs=True)
+        trusted = parcelsearch.search(
+            tracts, client=client, id_column="tract", progress=False, trust_crs=True
+        )
     assert trusted.calls == served(service, key) > 0 and trusted.nothing_matched
 
 
 def test_areas_far_from_every_active_market_spend_nothing_when_the_list_is_cached(
-        env, service, key, ca_bundle, tmp_path, capsys) -> None:
+    env, service, key, ca_bundle, tmp_path, capsys
+) -> None:
     """Issue 49: with the market list in the cache (the reference service's markets are in
     TX, AZ, ID, NM, NC), San Francisco's tracts are refused before any call, naming the row,
     the distance and --trust-markets / trust_markets=True; without the list at hand nothing
@@ -236,19 +294,30 @@ def test_areas_far_from_every_active_market_spend_nothing_when_the_list_is_cache
     tracts = gpd.read_file(TRACTS).iloc[:2]
     path = tmp_path / "tracts.geojson"
     tracts.to_file(path)
-    base = ["search", str(path), "--id-column", "tract", "--quiet",
-            "--out", str(tmp_path / "ids.parquet")]
+    base = [
+        "search",
+        str(path),
+        "--id-column",
+        "tract",
+        "--quiet",
+        "--out",
+        str(tmp_path / "ids.parquet"),
+    ]
     code, listed, err = run(["markets"], capsys)
     assert code == 0 and "Abilene, TX" in listed and served(service, key) == 1
     code, _, err = run(base, capsys)
     assert code == 2, err
     assert "parcelsearch: error: areas '023300', '025800' lie about 646, 647" in err
-    assert " km from every state with an active market (farther than 50 km from AZ, ID, NC, " \
-           f"NM, TX: 45 markets in the market list cached from {service.base_url} (fetched " \
-           in " ".join(err.split())
+    assert (
+        " km from every state with an active market (farther than 50 km from AZ, ID, NC, "
+        f"NM, TX: 45 markets in the market list cached from {service.base_url} (fetched "
+        in " ".join(err.split())
+    )
     assert " ago; if that service now serves other parcels, delete " in " ".join(err.split())
-    assert "to fetch its list again)), where the vendor has no parcels to find; nothing was " \
-           "planned or spent." in " ".join(err.split())
+    assert (
+        "to fetch its list again)), where the vendor has no parcels to find; nothing was "
+        "planned or spent." in " ".join(err.split())
+    )
     assert "If the areas are right, pass --trust-markets." in err
     assert not PYTHON.search(err) and served(service, key) == 1
 
@@ -258,12 +327,18 @@ def test_areas_far_from_every_active_market_spend_nothing_when_the_list_is_cache
     with pytest.raises(InputError, match="pass trust_markets=True"):
         parcelsearch.price(tracts, client=client, id_column="tract")  # its survey unspent
     assert served(service, key) == 1
-    elsewhere = parcelsearch.Client(api_key=key, base_url=service.base_url,
-                                    ca_bundle=ca_bundle, cache_dir=tmp_path / "other", rate=40)
+    elsewhere = parcelsearch.Client(
+        api_key=key,
+        base_url=service.base_url,
+        ca_bundle=ca_bundle,
+        cache_dir=tmp_path / "other",
+        rate=40,
+    )
     with warnings.catch_warnings():
         warnings.simplefilter("ignore", NothingMatchedWarning)
-        unchecked = parcelsearch.search(tracts, client=elsewhere, id_column="tract",
-                                        progress=False)  # no list at hand: no word
+        unchecked = parcelsearch.search(
+            tracts, client=elsewhere, id_column="tract", progress=False
+        )  # no list at hand: no word
     assert unchecked.calls == served(service, key) - 1 > 0
     before = served(service, key)
     code, _, err = run([*base, "--trust-markets"], capsys)

@@ -23,8 +23,17 @@ def test_a_refused_refresh_keeps_last_months_file(env, service, tmp_path, capsys
     areas = tmp_path / "areas.gpkg"
     parcelsearch.demo_areas().to_file(areas)
     keep, tiles = tmp_path / "keep.parquet", tmp_path / "tiles.gpkg"
-    base = ["search", str(areas), "--id-column", "area_id", "--quiet", "--out", str(keep),
-            "--out-tiles", str(tiles)]
+    base = [
+        "search",
+        str(areas),
+        "--id-column",
+        "area_id",
+        "--quiet",
+        "--out",
+        str(keep),
+        "--out-tiles",
+        str(tiles),
+    ]
     code, _, err = run(base, capsys)
     assert code == 0, err
     before, tiles_before = keep.read_bytes(), tiles.read_bytes()
@@ -44,15 +53,14 @@ def test_a_refused_refresh_keeps_last_months_file(env, service, tmp_path, capsys
     assert _meta(keep)["complete"] is False  # --force: replaced, as asked
 
 
-def test_python_keeps_a_complete_file_from_a_refused_run(make_client, demo_areas,
-                                                         tmp_path) -> None:
+def test_python_keeps_a_complete_file_from_a_refused_run(make_client, demo_areas, tmp_path) -> None:
     client = make_client()
     path = parcelsearch.search(demo_areas, client=client, progress=False).to_parquet(
-        tmp_path / "keep.parquet")
+        tmp_path / "keep.parquet"
+    )
     before = path.read_bytes()
     with pytest.raises(parcelsearch.QuotaWouldExceedError) as refused:
-        parcelsearch.search(demo_areas, client=client, refresh="changed", budget=3,
-                            progress=False)
+        parcelsearch.search(demo_areas, client=client, refresh="changed", budget=3, progress=False)
     with pytest.raises(parcelsearch.OutputKeptError, match="complete result") as kept:
         refused.value.result.to_parquet(path)
     assert "force=True" in str(kept.value)
@@ -61,8 +69,9 @@ def test_python_keeps_a_complete_file_from_a_refused_run(make_client, demo_areas
     assert _meta(path)["complete"] is False
 
 
-def test_tolerance_outputs_mark_group_ids_that_may_lie_outside(make_client, demo_areas,
-                                                               tmp_path) -> None:
+def test_tolerance_outputs_mark_group_ids_that_may_lie_outside(
+    make_client, demo_areas, tmp_path
+) -> None:
     """Issue 41: a search with a tolerance marks, in Python and in its files, the GroupIDs
     found only by pieces reaching beyond the area; every GroupID the exact search does not
     find (outside the area) is among them."""
@@ -71,8 +80,9 @@ def test_tolerance_outputs_mark_group_ids_that_may_lie_outside(make_client, demo
     loose = parcelsearch.search(demo_areas, client=client, tolerance=100, progress=False)
     assert "may_lie_outside" not in exact.ids.columns
     inside = set(zip(exact.ids["area_id"], exact.ids["group_id"], strict=True))
-    outside = [k not in inside
-               for k in zip(loose.ids["area_id"], loose.ids["group_id"], strict=True)]
+    outside = [
+        k not in inside for k in zip(loose.ids["area_id"], loose.ids["group_id"], strict=True)
+    ]
     assert any(outside)
     assert loose.ids.loc[outside, "may_lie_outside"].all()
     written = outputs.write_ids(loose, tmp_path / "loose.csv")

@@ -37,8 +37,12 @@ class Month:
         self.key = svc.keys.create(name, key_type="production", quota=100_000)
 
     def client(self, cache: str) -> parcelsearch.Client:
-        return parcelsearch.Client(api_key=self.key, base_url=self.svc.base_url,
-                                   ca_bundle=str(self.svc.ca_path), cache_dir=self.folder / cache)
+        return parcelsearch.Client(
+            api_key=self.key,
+            base_url=self.svc.base_url,
+            ca_bundle=str(self.svc.ca_path),
+            cache_dir=self.folder / cache,
+        )
 
     def log(self) -> pd.DataFrame:
         return self.svc.keys.requests(self.name)
@@ -57,16 +61,22 @@ def _store(svc: RunningService) -> ParcelStore:
     return svc.store
 
 
-def piece_parcels(store: ParcelStore, result: parcelsearch.SearchResult
-                  ) -> dict[PieceKey, list[int]]:
+def piece_parcels(
+    store: ParcelStore, result: parcelsearch.SearchResult
+) -> dict[PieceKey, list[int]]:
     """The parcel ids each piece matches now, in the service's order."""
-    return {(p.area_id, p.piece_id): [int(i) for i in store.parcel_ids[
-        store.hits(parse_polygon(p.polygon_json))]] for p in result.plan.pieces}
+    return {
+        (p.area_id, p.piece_id): [
+            int(i) for i in store.parcel_ids[store.hits(parse_polygon(p.polygon_json))]
+        ]
+        for p in result.plan.pieces
+    }
 
 
 @pytest.fixture
-def month(start_own_service: Callable[..., RunningService], tmp_path: Path,
-          request: pytest.FixtureRequest) -> Month:
+def month(
+    start_own_service: Callable[..., RunningService], tmp_path: Path, request: pytest.FixtureRequest
+) -> Month:
     return Month(start_own_service(), tmp_path, request.node.name[:40])
 
 
@@ -75,8 +85,9 @@ def demo_parcels() -> gpd.GeoDataFrame:
     return load_parcels(None)
 
 
-def _changed_month(demo_parcels: gpd.GeoDataFrame, first: parcelsearch.SearchResult,
-                   store: ParcelStore) -> tuple[NextMonth, set[PieceKey]]:
+def _changed_month(
+    demo_parcels: gpd.GeoDataFrame, first: parcelsearch.SearchResult, store: ParcelStore
+) -> tuple[NextMonth, set[PieceKey]]:
     """Clustered edits of every kind (four neighbourhoods), plus swaps deep (page 2+) in two
     multi-page pieces that no other edit touches; returns the month and those two pieces."""
     edits = next_month(demo_parcels, 0.02, layout="clustered", seed=0)
@@ -94,8 +105,9 @@ def _changed_month(demo_parcels: gpd.GeoDataFrame, first: parcelsearch.SearchRes
 def _map_layers(path: Path) -> dict[str, Any]:
     """The GeoJSON of each layer of an offline HTML map, by name."""
     page = path.read_text(encoding="utf-8")
-    data = json.loads(page.split('<script id="ps-spec" type="application/json">')[1]
-                      .split("</script>")[0])
+    data = json.loads(
+        page.split('<script id="ps-spec" type="application/json">')[1].split("</script>")[0]
+    )
     return {layer["name"]: layer["geojson"] for layer in data["layers"]}
 
 
@@ -109,7 +121,7 @@ def test_no_change_costs_one_call_per_piece_and_returns_the_same_ids(month: Mont
     pieces = len(first.plan.pieces)
     assert len(month.log()) == first.calls > pieces  # some pieces have several pages
     again = month.search("cache", refresh="changed", verify_sample=0)
-    log = month.log().iloc[first.calls:]
+    log = month.log().iloc[first.calls :]
     assert len(log) == again.calls == pieces and (log["page"] == 1).all()
     assert again.ids.equals(first.ids)
     assert not again.tiles["changed"].any()
@@ -123,7 +135,7 @@ def test_no_change_costs_one_call_per_piece_and_returns_the_same_ids(month: Mont
 
 @pytest.mark.slow
 def test_the_default_refresh_keeps_its_promise_and_prices_the_sample(
-        month: Month, capsys: pytest.CaptureFixture[str], monkeypatch: pytest.MonkeyPatch
+    month: Month, capsys: pytest.CaptureFixture[str], monkeypatch: pytest.MonkeyPatch
 ) -> None:
     """Issue 41: with no change, the default --refresh changed (no --verify-sample) spends
     exactly one call per piece, in Python and on the command line; a sample asked for is
@@ -138,17 +150,31 @@ def test_the_default_refresh_keeps_its_promise_and_prices_the_sample(
     AREAS().to_file(month.folder / "areas.gpkg")
     monkeypatch.setenv("PARCELSEARCH_API_KEY", month.key)
     spent = len(month.log())
-    base = ["search", str(month.folder / "areas.gpkg"), "--id-column", "area_id",
-            "--out", str(month.folder / "new.parquet"), "--refresh", "changed",
-            "--base-url", month.svc.base_url, "--ca-bundle", str(month.svc.ca_path),
-            "--cache-dir", str(month.folder / "cache")]
+    base = [
+        "search",
+        str(month.folder / "areas.gpkg"),
+        "--id-column",
+        "area_id",
+        "--out",
+        str(month.folder / "new.parquet"),
+        "--refresh",
+        "changed",
+        "--base-url",
+        month.svc.base_url,
+        "--ca-bundle",
+        str(month.svc.ca_path),
+        "--cache-dir",
+        str(month.folder / "cache"),
+    ]
     assert main(base) == 0
     err = capsys.readouterr().err
     assert len(month.log()) - spent == pieces
     worst = int((first.tiles["pages"] - 1).clip(lower=0).sum())
-    assert f"price: about {pieces} calls\nexact: {pieces} for page 1 of {pieces} pieces\n" \
-           f"estimated: about 0 for later pages, from what earlier runs found; {worst} if " \
-           "every piece changed\n" in err
+    assert (
+        f"price: about {pieces} calls\nexact: {pieces} for page 1 of {pieces} pieces\n"
+        f"estimated: about 0 for later pages, from what earlier runs found; {worst} if "
+        "every piece changed\n" in err
+    )
     spent = len(month.log())
     assert main([*base, "--verify-sample", "1"]) == 0
     err = capsys.readouterr().err
@@ -179,7 +205,8 @@ def test_the_verify_sample_spends_exactly_what_it_reports(month: Month) -> None:
 
 @pytest.mark.slow
 def test_known_changes_are_found_except_swaps_inference_missed(
-        month: Month, demo_parcels: gpd.GeoDataFrame) -> None:
+    month: Month, demo_parcels: gpd.GeoDataFrame
+) -> None:
     first = month.search("cache")
     for copy in ("sampled", "truth"):
         shutil.copytree(month.folder / "cache", month.folder / copy)
@@ -223,15 +250,17 @@ def test_known_changes_are_found_except_swaps_inference_missed(
 
 @pytest.mark.slow
 def test_a_budget_too_small_for_phase_2_refuses_and_loses_nothing(
-        month: Month, demo_parcels: gpd.GeoDataFrame) -> None:
+    month: Month, demo_parcels: gpd.GeoDataFrame
+) -> None:
     first = month.search("cache")
     pieces = len(first.plan.pieces)
     changes = next_month(demo_parcels, 0.02, layout="clustered", seed=0)  # no swaps: all seen
     _store(month.svc).replace(changes.parcels)
     shutil.copytree(month.folder / "cache", month.folder / "sampled")
     spent = len(month.log())
-    with pytest.raises(parcelsearch.QuotaWouldExceedError,
-                       match="needs exactly .* more call.* to finish") as refused:
+    with pytest.raises(
+        parcelsearch.QuotaWouldExceedError, match="needs exactly .* more call.* to finish"
+    ) as refused:
         month.search("cache", refresh="changed", verify_sample=0, budget=pieces + 1)
     needed = refused.value.needed
     assert len(month.log()) - spent == pieces  # phase 1 only, as a first search
@@ -244,8 +273,7 @@ def test_a_budget_too_small_for_phase_2_refuses_and_loses_nothing(
     assert _rows(resumed.diff(first)) == _rows(truth.diff(first))
     # With a verify sample that does not fit, the sample goes first and the refresh finishes.
     spent = len(month.log())
-    sampled = month.search("sampled", refresh="changed", verify_sample=1.0,
-                           budget=pieces + needed)
+    sampled = month.search("sampled", refresh="changed", verify_sample=1.0, budget=pieces + needed)
     assert sampled.calls == pieces + needed == len(month.log()) - spent
     assert "budget" in sampled.verification["sample_dropped"]
     assert sampled.verification["sampled"] == 0 and sampled.ids.equals(truth.ids)
@@ -253,14 +281,16 @@ def test_a_budget_too_small_for_phase_2_refuses_and_loses_nothing(
 
 @pytest.mark.slow
 def test_allow_partial_finishes_whole_areas_as_a_first_search_does(
-        month: Month, demo_parcels: gpd.GeoDataFrame) -> None:
+    month: Month, demo_parcels: gpd.GeoDataFrame
+) -> None:
     first = month.search("cache")
     pieces = len(first.plan.pieces)
     changes, _ = _changed_month(demo_parcels, first, _store(month.svc))
     _store(month.svc).replace(changes.parcels)
     with pytest.warns(PartialResultWarning):  # returned, not raised (issue 49)
-        partial = month.search("cache", refresh="changed", verify_sample=0,
-                               budget=pieces + 1, allow_partial=True)
+        partial = month.search(
+            "cache", refresh="changed", verify_sample=0, budget=pieces + 1, allow_partial=True
+        )
     assert isinstance(partial, parcelsearch.SearchResult) and not partial.complete
     assert partial.calls <= pieces + 1
     diff = partial.diff(first)
@@ -269,8 +299,11 @@ def test_allow_partial_finishes_whole_areas_as_a_first_search_does(
 
 @pytest.mark.slow
 def test_search_runs_and_diff_on_the_command_line(
-        month: Month, demo_parcels: gpd.GeoDataFrame, capsys: pytest.CaptureFixture[str],
-        monkeypatch: pytest.MonkeyPatch) -> None:
+    month: Month,
+    demo_parcels: gpd.GeoDataFrame,
+    capsys: pytest.CaptureFixture[str],
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
     from parcelsearch.cli import main
 
     first = month.search("cache")
@@ -280,11 +313,32 @@ def test_search_runs_and_diff_on_the_command_line(
     AREAS().to_file(month.folder / "areas.gpkg")
     monkeypatch.setenv("PARCELSEARCH_API_KEY", month.key)
     spent = len(month.log())
-    assert main(["search", str(month.folder / "areas.gpkg"), "--id-column", "area_id",
-                 "--out", str(month.folder / "new.parquet"), "--refresh", "changed",
-                 "--verify-sample", "0", "--quiet", "--base-url", month.svc.base_url,
-                 "--ca-bundle", str(month.svc.ca_path), "--cache-dir", cache,
-                 "--out-map", str(month.folder / "map.html")]) == 0
+    assert (
+        main(
+            [
+                "search",
+                str(month.folder / "areas.gpkg"),
+                "--id-column",
+                "area_id",
+                "--out",
+                str(month.folder / "new.parquet"),
+                "--refresh",
+                "changed",
+                "--verify-sample",
+                "0",
+                "--quiet",
+                "--base-url",
+                month.svc.base_url,
+                "--ca-bundle",
+                str(month.svc.ca_path),
+                "--cache-dir",
+                cache,
+                "--out-map",
+                str(month.folder / "map.html"),
+            ]
+        )
+        == 0
+    )
     printed = capsys.readouterr().out
     assert "unchanged by inference" in printed and "changed pieces missed: unknown" in printed
     # The offline map (issue 41): the pieces, what each found, the changed pieces outlined.
@@ -300,20 +354,24 @@ def test_search_runs_and_diff_on_the_command_line(
     assert [r["run_id"] for r in listed][1:] == [first.run_id]
     second_id = listed[0]["run_id"]
     second = parcelsearch.comparison.Side.of_file(month.folder / "new.parquet")
-    assert parcelsearch.comparison.compare(
-        first._side("the first month"), second).rows.equals(
+    assert parcelsearch.comparison.compare(first._side("the first month"), second).rows.equals(
         parcelsearch.comparison.compare(
             first._side("the first month"),
             parcelsearch.comparison.Side.of_run(
                 parcelsearch.stores.local.history.RunHistory(
-                    month.folder / "cache" / "ledger.sqlite"),
-                second_id)).rows)
+                    month.folder / "cache" / "ledger.sqlite"
+                ),
+                second_id,
+            ),
+        ).rows
+    )
     out = month.folder / "diff.csv"
-    assert main(["diff", first.run_id[:10], second_id[:10], "--cache-dir", cache,
-                 "--out", str(out)]) == 0
+    assert (
+        main(["diff", first.run_id[:10], second_id[:10], "--cache-dir", cache, "--out", str(out)])
+        == 0
+    )
     printed = capsys.readouterr().out
-    expected = parcelsearch.comparison.compare(first._side("the first month"),
-                                               second)
+    expected = parcelsearch.comparison.compare(first._side("the first month"), second)
     assert f"{expected.added:,} GroupIDs added" in printed
     rows = pd.read_csv(out)
     assert len(rows) == len(expected.rows)
@@ -323,8 +381,11 @@ def test_search_runs_and_diff_on_the_command_line(
 
 @pytest.mark.slow
 def test_postgis_parcels_replaced_while_serving(
-        postgres: Any, start_own_service: Callable[..., RunningService], tmp_path: Path,
-        demo_parcels: gpd.GeoDataFrame) -> None:
+    postgres: Any,
+    start_own_service: Callable[..., RunningService],
+    tmp_path: Path,
+    demo_parcels: gpd.GeoDataFrame,
+) -> None:
     """Both stores in PostgreSQL: the parcels table replaced under a running service (one
     transaction), its hit lists forgotten, keys and counters kept."""
     from parcelsearch_service.postgis import PostgisParcelStore, load_parcels_into

@@ -60,8 +60,9 @@ def test_summary_and_tiles_add_up(make_client, demo_areas) -> None:
 
 def test_inactive_market_is_skipped_before_spending(service, make_client, demo_areas) -> None:
     client = make_client()
-    result = parcelsearch.search(demo_areas, client=client, active_markets_only=True,
-                                 progress=False)
+    result = parcelsearch.search(
+        demo_areas, client=client, active_markets_only=True, progress=False
+    )
     assert list(result.skipped.index) == ["marfa-ranch"]
     assert "marfa-ranch" not in set(result.ids["area_id"])
     log = service.keys.requests(client.key_name)
@@ -74,8 +75,9 @@ def test_budget_stops_after_phase_one_and_resume_spends_nothing_twice(
 ) -> None:
     client = make_client()
     pieces = len(parcelsearch.plan(demo_areas).pieces)
-    with pytest.raises(QuotaWouldExceedError, match=r"needs exactly \d+ more calls to finish"
-                       ) as stopped:
+    with pytest.raises(
+        QuotaWouldExceedError, match=r"needs exactly \d+ more calls to finish"
+    ) as stopped:
         parcelsearch.search(demo_areas, client=client, budget=pieces, progress=False)
     partial = stopped.value.result
     assert partial is not None and not partial.complete
@@ -89,8 +91,7 @@ def test_budget_stops_after_phase_one_and_resume_spends_nothing_twice(
     assert int(log["counted"].sum()) == pieces + stopped.value.needed == pieces + final.calls
 
 
-def test_budget_below_the_plan_is_refused_before_spending(service, make_client,
-                                                         demo_areas) -> None:
+def test_budget_below_the_plan_is_refused_before_spending(service, make_client, demo_areas) -> None:
     client = make_client()
     with pytest.raises(QuotaWouldExceedError, match="nothing was spent") as refused:
         parcelsearch.search(demo_areas, client=client, budget=2, progress=False)
@@ -121,8 +122,9 @@ def test_result_writes_parquet(tmp_path, make_client, demo_areas) -> None:
     assert "unique GroupIDs" in result._repr_html_()
 
 
-def test_quota_violation_stops_the_run_and_keeps_what_was_fetched(service, make_client,
-                                                                  demo_areas) -> None:
+def test_quota_violation_stops_the_run_and_keeps_what_was_fetched(
+    service, make_client, demo_areas
+) -> None:
     client = make_client("demo", key_overrides={"quota": 4})
     with pytest.raises(QuotaExhaustedError, match="Quota limit exceeded") as stopped:
         parcelsearch.search(demo_areas, client=client, progress=False)
@@ -134,7 +136,8 @@ def test_quota_violation_stops_the_run_and_keeps_what_was_fetched(service, make_
 
 
 def test_result_map_draws_skipped_areas_from_the_result(make_client, demo_areas) -> None:
-    result = parcelsearch.search(demo_areas, client=make_client(), active_markets_only=True,
-                                 progress=False)
+    result = parcelsearch.search(
+        demo_areas, client=make_client(), active_markets_only=True, progress=False
+    )
     names = [layer.name for layer in result.map(basemap=False).parcelsearch_spec.layers]
     assert "Skipped areas" in names and "Pieces" in names

@@ -27,9 +27,21 @@ def served(tmp_path: Path) -> Iterator[tuple[str, str, Path]]:
     """``parcelsearch serve --port 0`` on the demo data: (base URL, CA path, keys file)."""
     keys = tmp_path / "keys.sqlite"
     process = subprocess.Popen(
-        [*CLI, "serve", "--keys", str(keys), "--cert-dir", str(tmp_path / "certs"),
-         "--host", "127.0.0.1", "--port", "0"],
-        stdout=subprocess.PIPE, stderr=subprocess.DEVNULL, text=True,
+        [
+            *CLI,
+            "serve",
+            "--keys",
+            str(keys),
+            "--cert-dir",
+            str(tmp_path / "certs"),
+            "--host",
+            "127.0.0.1",
+            "--port",
+            "0",
+        ],
+        stdout=subprocess.PIPE,
+        stderr=subprocess.DEVNULL,
+        text=True,
     )
     try:
         assert process.stdout is not None
@@ -62,17 +74,50 @@ def test_serve_prints_one_line_and_serves(served: tuple[str, str, Path], tmp_pat
 def test_keys_create_list_revoke(keys_location: str) -> None:
     """The same commands on a SQLite file and on a PostgreSQL URL."""
     keys = keys_location
-    made = _run("keys", "create", "--keys", keys, "--name", "big", "--type", "production",
-                "--per-second", "50", "--quota", "9000", "--quota-period", "lifetime",
-                "--services", "search")
+    made = _run(
+        "keys",
+        "create",
+        "--keys",
+        keys,
+        "--name",
+        "big",
+        "--type",
+        "production",
+        "--per-second",
+        "50",
+        "--quota",
+        "9000",
+        "--quota-period",
+        "lifetime",
+        "--services",
+        "search",
+    )
     assert made.returncode == 0, made.stderr
     listed = _run("keys", "list", "--keys", keys, "--json")
     (row,) = json.loads(listed.stdout)
-    assert {k: row[k] for k in ("name", "type", "per_second", "quota", "quota_period",
-                                "services", "used_lifetime", "used_month", "revoked")} == {
-        "name": "big", "type": "production", "per_second": 50.0, "quota": 9000,
-        "quota_period": "lifetime", "services": ["search"], "used_lifetime": 0,
-        "used_month": 0, "revoked": False,
+    assert {
+        k: row[k]
+        for k in (
+            "name",
+            "type",
+            "per_second",
+            "quota",
+            "quota_period",
+            "services",
+            "used_lifetime",
+            "used_month",
+            "revoked",
+        )
+    } == {
+        "name": "big",
+        "type": "production",
+        "per_second": 50.0,
+        "quota": 9000,
+        "quota_period": "lifetime",
+        "services": ["search"],
+        "used_lifetime": 0,
+        "used_month": 0,
+        "revoked": False,
     }
     store = KeyStore(keys)
     try:
@@ -83,8 +128,16 @@ def test_keys_create_list_revoke(keys_location: str) -> None:
     assert made.stdout.strip() not in listed.stdout + stored
     table = _run("keys", "list", "--keys", keys)
     assert table.stdout.splitlines()[0].split() == [
-        "name", "type", "per_second", "quota", "period", "services", "used", "this_month",
-        "revoked"]
+        "name",
+        "type",
+        "per_second",
+        "quota",
+        "period",
+        "services",
+        "used",
+        "this_month",
+        "revoked",
+    ]
     assert _run("keys", "revoke", "--keys", keys, "--name", "big").returncode == 0
     assert json.loads(_run("keys", "list", "--keys", keys, "--json").stdout)[0]["revoked"]
 
@@ -93,8 +146,11 @@ def test_keys_create_list_revoke(keys_location: str) -> None:
     ("args", "message"),
     [
         pytest.param(["keys", "revoke", "--name", "ghost"], "no key named 'ghost'", id="revoke"),
-        pytest.param(["keys", "create", "--name", "x", "--services", "zoning"],
-                     "services must be some of search, markets", id="service"),
+        pytest.param(
+            ["keys", "create", "--name", "x", "--services", "zoning"],
+            "services must be some of search, markets",
+            id="service",
+        ),
     ],
 )
 def test_keys_errors_are_one_line(tmp_path: Path, args: list[str], message: str) -> None:
@@ -107,14 +163,19 @@ def test_keys_errors_are_one_line(tmp_path: Path, args: list[str], message: str)
 @pytest.mark.parametrize(
     ("args", "message"),
     [
-        pytest.param(["keys", "list", "--keys", "postgresql://nobody@127.0.0.1:1/none"],
-                     "cannot connect to the key store postgresql://nobody@127.0.0.1:1/none",
-                     id="unreachable-keys"),
-        pytest.param(["serve", "--workers", "0"], "--workers: must be a whole number >= 1",
-                     id="workers"),
-        pytest.param(["parcels", "load", "missing.gpkg", "--into",
-                      "postgresql://nobody@127.0.0.1:1/none"],
-                     "parcels file 'missing.gpkg' does not exist", id="missing-parcels"),
+        pytest.param(
+            ["keys", "list", "--keys", "postgresql://nobody@127.0.0.1:1/none"],
+            "cannot connect to the key store postgresql://nobody@127.0.0.1:1/none",
+            id="unreachable-keys",
+        ),
+        pytest.param(
+            ["serve", "--workers", "0"], "--workers: must be a whole number >= 1", id="workers"
+        ),
+        pytest.param(
+            ["parcels", "load", "missing.gpkg", "--into", "postgresql://nobody@127.0.0.1:1/none"],
+            "parcels file 'missing.gpkg' does not exist",
+            id="missing-parcels",
+        ),
     ],
 )
 def test_service_options_errors_are_one_line(args: list[str], message: str) -> None:

@@ -50,18 +50,20 @@ def write_lock(svc: Any, key_name: str) -> Iterator[Callable[[], None]]:
         conn.close()
 
 
-def _gated(svc: Any, key: str, ca: str, out: list[requests.Response],
-           done: threading.Event) -> None:
+def _gated(
+    svc: Any, key: str, ca: str, out: list[requests.Response], done: threading.Event
+) -> None:
     with requests.Session() as session:
         session.trust_env, session.verify = False, ca
-        out.append(session.get(svc.base_url + "/v1/markets", headers={"x-api-key": key},
-                               timeout=60))
+        out.append(
+            session.get(svc.base_url + "/v1/markets", headers={"x-api-key": key}, timeout=60)
+        )
     done.set()
 
 
-def _start_waiting(svc: Any, key: str, ca: str) -> tuple[list[requests.Response],
-                                                         list[threading.Event],
-                                                         list[threading.Thread]]:
+def _start_waiting(
+    svc: Any, key: str, ca: str
+) -> tuple[list[requests.Response], list[threading.Event], list[threading.Thread]]:
     answers: list[requests.Response] = []
     events = [threading.Event() for _ in range(WAITING)]
     threads = [threading.Thread(target=_gated, args=(svc, key, ca, answers, e)) for e in events]
@@ -77,8 +79,10 @@ def _lock_waiters(svc: Any) -> int:
     on the process's writer lock)."""
     if svc.backend == "postgresql":
         with psycopg.connect(svc.keys_location, autocommit=True) as conn:
-            row = conn.execute("SELECT count(*) FROM pg_stat_activity WHERE wait_event_type ="
-                               " 'Lock' AND datname = current_database()").fetchone()
+            row = conn.execute(
+                "SELECT count(*) FROM pg_stat_activity WHERE wait_event_type ="
+                " 'Lock' AND datname = current_database()"
+            ).fetchone()
         return int(row[0]) if row else 0
     tasks = Path(f"/proc/{svc.proc.pid}/task")
     waiting = 0

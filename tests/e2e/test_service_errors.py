@@ -32,10 +32,14 @@ def _envelope(response: requests.Response) -> list[str]:
 @pytest.mark.parametrize(
     ("headers", "message"),
     [
-        pytest.param({}, "Failed to resolve API Key variable request.header.x-api-key",
-                     id="missing"),
-        pytest.param({"x-api-key": ""}, "Failed to resolve API Key variable "
-                     "request.header.x-api-key", id="empty"),
+        pytest.param(
+            {}, "Failed to resolve API Key variable request.header.x-api-key", id="missing"
+        ),
+        pytest.param(
+            {"x-api-key": ""},
+            "Failed to resolve API Key variable request.header.x-api-key",
+            id="empty",
+        ),
         pytest.param({"x-api-key": "not-a-key"}, "Invalid ApiKey", id="unknown"),
     ],
 )
@@ -50,8 +54,11 @@ def test_401_key_not_enabled_for_resource(
     https: requests.Session, service: RunningService, make_key: Callable[..., str]
 ) -> None:
     key = make_key("production", services=("markets",))
-    search = https.get(service.base_url + "/v1/search", params={"searchPolygon": OK_RING},
-                       headers={"x-api-key": key})
+    search = https.get(
+        service.base_url + "/v1/search",
+        params={"searchPolygon": OK_RING},
+        headers={"x-api-key": key},
+    )
     assert (search.status_code, _envelope(search)) == (401, ["Invalid ApiKey for given resource"])
     markets = https.get(service.base_url + "/v1/markets", headers={"x-api-key": key})
     assert markets.status_code == 200
@@ -80,8 +87,9 @@ def test_404_unknown_path(
 def test_405_other_methods(
     https: requests.Session, service: RunningService, api_key: str, method: str
 ) -> None:
-    response = https.request(method, service.base_url + "/v1/search",
-                             headers={"x-api-key": api_key})
+    response = https.request(
+        method, service.base_url + "/v1/search", headers={"x-api-key": api_key}
+    )
     assert response.status_code == 405
     assert "GET" in {m.strip() for m in response.headers["allow"].split(",")}
     assert _envelope(response) == [f"method {method} is not allowed on /v1/search; use GET"]
@@ -106,7 +114,8 @@ def test_414_boundary(
 def test_414_is_checked_before_the_key(https: requests.Session, service: RunningService) -> None:
     response = https.get(service.base_url + _padded_target(7169))
     assert (response.status_code, _envelope(response)) == (
-        414, ["request line size exceeding 7,168"]
+        414,
+        ["request line size exceeding 7,168"],
     )
 
 
@@ -119,7 +128,8 @@ def test_414_for_a_100000_point_polygon(
     assert len(target) > 2_000_000
     response = https.get(service.base_url + target, headers={"x-api-key": key}, timeout=60)
     assert (response.status_code, _envelope(response)) == (
-        414, ["request line size exceeding 7,168"]
+        414,
+        ["request line size exceeding 7,168"],
     )
     assert service.keys.get(key.name)["used_lifetime"] == 0  # type: ignore[attr-defined]
 
@@ -138,31 +148,44 @@ def test_414_for_a_100000_point_polygon(
         pytest.param("[[0,0],[1,NaN],[1,1],[0,0]]", "not a finite number", id="nan"),
         pytest.param("[[0,0],[1,Infinity],[1,1],[0,0]]", "not a finite number", id="infinity"),
         pytest.param("[[0,0],[1,1e999],[1,1],[0,0]]", "not a finite number", id="overflow"),
-        pytest.param("[[0,0],[200,0],[1,1],[0,0]]", r"longitude 200 outside \[-180, 180\]",
-                     id="longitude-range"),
-        pytest.param("[[0,0],[1,95],[1,1],[0,0]]", r"latitude 95 outside \[-90, 90\]",
-                     id="latitude-range"),
+        pytest.param(
+            "[[0,0],[200,0],[1,1],[0,0]]",
+            r"longitude 200 outside \[-180, 180\]",
+            id="longitude-range",
+        ),
+        pytest.param(
+            "[[0,0],[1,95],[1,1],[0,0]]", r"latitude 95 outside \[-90, 90\]", id="latitude-range"
+        ),
         pytest.param("[[0,0],[1,0,5],[1,1],[0,0]]", "must be a pair", id="three-values"),
-        pytest.param("[[0,0],[1,0],[1,1],[0,1]]",
-                     r"ring is not closed: first point \[0,0\] differs from last point \[0,1\]; "
-                     "repeat the first point at the end", id="unclosed"),
-        pytest.param("[[0,0],[1,0],[0,0]]", "has 3 points; a ring needs at least 4",
-                     id="three-points"),
+        pytest.param(
+            "[[0,0],[1,0],[1,1],[0,1]]",
+            r"ring is not closed: first point \[0,0\] differs from last point \[0,1\]; "
+            "repeat the first point at the end",
+            id="unclosed",
+        ),
+        pytest.param(
+            "[[0,0],[1,0],[0,0]]", "has 3 points; a ring needs at least 4", id="three-points"
+        ),
         pytest.param("[[0,0],[1,1],[1,0],[0,1],[0,0]]", "self-intersecting", id="bow-tie"),
         pytest.param("[[0,0],[1,1],[2,2],[0,0]]", "encloses no area", id="collinear"),
-        pytest.param("[[[0,0],[4,0],[4,4],[0,0]],[[5,5],[6,5],[6,6],[5,5]]]",
-                     "Hole lies outside shell", id="hole-outside"),
+        pytest.param(
+            "[[[0,0],[4,0],[4,4],[0,0]],[[5,5],[6,5],[6,6],[5,5]]]",
+            "Hole lies outside shell",
+            id="hole-outside",
+        ),
         pytest.param("[]", "empty array", id="empty-array"),
     ],
 )
 def test_400_bad_polygon(
-    https: requests.Session, service: RunningService, make_key: Callable[..., str],
-    polygon: str | None, match: str,
+    https: requests.Session,
+    service: RunningService,
+    make_key: Callable[..., str],
+    polygon: str | None,
+    match: str,
 ) -> None:
     key = make_key("demo")
     params = {} if polygon is None else {"searchPolygon": polygon}
-    response = https.get(service.base_url + "/v1/search", params=params,
-                         headers={"x-api-key": key})
+    response = https.get(service.base_url + "/v1/search", params=params, headers={"x-api-key": key})
     assert response.status_code == 400
     (message,) = _envelope(response)
     assert message.startswith("searchPolygon")
@@ -185,9 +208,11 @@ def test_400_bad_polygon(
 def test_400_bad_page(
     https: requests.Session, service: RunningService, api_key: str, page: str, match: str
 ) -> None:
-    response = https.get(service.base_url + "/v1/search",
-                         params={"searchPolygon": OK_RING, "page": page},
-                         headers={"x-api-key": api_key})
+    response = https.get(
+        service.base_url + "/v1/search",
+        params={"searchPolygon": OK_RING, "page": page},
+        headers={"x-api-key": api_key},
+    )
     assert response.status_code == 400
     assert match in _envelope(response)[0]
 
@@ -196,23 +221,32 @@ def test_400_page_beyond_the_last_says_how_many(
     https: requests.Session, service_276: RunningService, example_276: object
 ) -> None:
     key = service_276.keys.create("beyond-last", "production", quota=10)
-    response = https.get(service_276.base_url + "/v1/search",
-                         params={"searchPolygon": json.dumps(example_276.ring),  # type: ignore[attr-defined]
-                                 "page": 4},
-                         headers={"x-api-key": key})
-    assert (response.status_code, _envelope(response)) == (400, [
-        "page 4 is beyond the last page: this search has 3 pages (276 rows); ask for a page "
-        "from 1 to 3"
-    ])
+    response = https.get(
+        service_276.base_url + "/v1/search",
+        params={
+            "searchPolygon": json.dumps(example_276.ring),  # type: ignore[attr-defined]
+            "page": 4,
+        },
+        headers={"x-api-key": key},
+    )
+    assert (response.status_code, _envelope(response)) == (
+        400,
+        [
+            "page 4 is beyond the last page: this search has 3 pages (276 rows); ask for a page "
+            "from 1 to 3"
+        ],
+    )
 
 
 def test_400_page_2_of_an_empty_result(
     https: requests.Session, service: RunningService, api_key: str
 ) -> None:
     ring = ring_json([(-104.02, 30.30), (-104.01, 30.30), (-104.01, 30.31), (-104.02, 30.30)])
-    response = https.get(service.base_url + "/v1/search", params={"searchPolygon": ring,
-                                                                  "page": 2},
-                         headers={"x-api-key": api_key})
+    response = https.get(
+        service.base_url + "/v1/search",
+        params={"searchPolygon": ring, "page": 2},
+        headers={"x-api-key": api_key},
+    )
     assert response.status_code == 400
     assert "has no results" in _envelope(response)[0]
 
@@ -220,19 +254,32 @@ def test_400_page_2_of_an_empty_result(
 def test_400_repeated_parameter(
     https: requests.Session, service: RunningService, api_key: str
 ) -> None:
-    response = https.get(service.base_url + "/v1/search",
-                         params=[("searchPolygon", OK_RING), ("searchPolygon", OK_RING)],
-                         headers={"x-api-key": api_key})
+    response = https.get(
+        service.base_url + "/v1/search",
+        params=[("searchPolygon", OK_RING), ("searchPolygon", OK_RING)],
+        headers={"x-api-key": api_key},
+    )
     assert (response.status_code, _envelope(response)) == (
-        400, ["searchPolygon is given 2 times; send it once"]
+        400,
+        ["searchPolygon is given 2 times; send it once"],
     )
 
 
 HOSTILE = [
-    "%00", "%ff%fe", "[" * 5000 + "]" * 5000, "[[" + ",".join(["1e308"] * 300) + "]]",
-    "[[0,0],[1,0],[1,1],[0,0]]" + "x", "null", "true", '"string"', "[[null,null]]",
-    "[[-0,-0],[1e-320,0],[0,1e-320],[-0,-0]]", "[[0,0],[0,0],[0,0],[0,0]]",
-    "[[180,90],[-180,90],[-180,-90],[180,90]]", "\u202e[[0,0]]", "[[0x10,0]]",
+    "%00",
+    "%ff%fe",
+    "[" * 5000 + "]" * 5000,
+    "[[" + ",".join(["1e308"] * 300) + "]]",
+    "[[0,0],[1,0],[1,1],[0,0]]" + "x",
+    "null",
+    "true",
+    '"string"',
+    "[[null,null]]",
+    "[[-0,-0],[1e-320,0],[0,1e-320],[-0,-0]]",
+    "[[0,0],[0,0],[0,0],[0,0]]",
+    "[[180,90],[-180,90],[-180,-90],[180,90]]",
+    "\u202e[[0,0]]",
+    "[[0x10,0]]",
 ]
 
 
@@ -253,15 +300,21 @@ def test_whole_world_polygon_answers(
     https: requests.Session, service: RunningService, api_key: str
 ) -> None:
     ring = "[[-180,-90],[180,-90],[180,90],[-180,90],[-180,-90]]"
-    body = https.get(service.base_url + "/v1/search", params={"searchPolygon": ring},
-                     headers={"x-api-key": api_key}).json()
+    body = https.get(
+        service.base_url + "/v1/search",
+        params={"searchPolygon": ring},
+        headers={"x-api-key": api_key},
+    ).json()
     assert body["rows"] == len(service.store)
 
 
 def test_plain_http_fails(service: RunningService, api_key: str) -> None:
     with pytest.raises(requests.ConnectionError):
-        requests.get(service.base_url.replace("https://", "http://") + "/v1/markets",
-                     headers={"x-api-key": api_key}, timeout=5)
+        requests.get(
+            service.base_url.replace("https://", "http://") + "/v1/markets",
+            headers={"x-api-key": api_key},
+            timeout=5,
+        )
 
 
 def test_unverified_certificate_is_refused(service: RunningService) -> None:

@@ -20,8 +20,9 @@ service, service_276 = _conformance.service, _conformance.service_276
 MARKETS = "/v1/markets"
 
 
-def _call(session: requests.Session, svc: RunningService, key: str, path: str = MARKETS,
-          **params: str) -> requests.Response:
+def _call(
+    session: requests.Session, svc: RunningService, key: str, path: str = MARKETS, **params: str
+) -> requests.Response:
     return session.get(svc.base_url + path, params=params, headers={"x-api-key": key}, timeout=30)
 
 
@@ -56,8 +57,10 @@ def test_spike_arrest_message_retry_after_and_not_counted(
     responses = [_call(https, service, key) for _ in range(4)]
     refused = responses[-1]
     assert refused.status_code == 429
-    assert refused.json() == {"status": "ERROR",
-                              "messages": ["Spike arrest violation. Allowed rate : 3ps"]}
+    assert refused.json() == {
+        "status": "ERROR",
+        "messages": ["Spike arrest violation. Allowed rate : 3ps"],
+    }
     assert int(refused.headers["Retry-After"]) == 1
     assert service.keys.get(key.name)["used_lifetime"] == 3  # type: ignore[attr-defined]
     time.sleep(1.05)
@@ -150,8 +153,9 @@ def test_counters_survive_a_restart(
         session.trust_env, session.verify = False, ca_bundle
         assert [_call(session, first, key).status_code for _ in range(3)] == [200] * 3
         first.stop()
-        second = spawn_service(service.backend,
-                               locations=(first.keys_location, first.parcels_location))
+        second = spawn_service(
+            service.backend, locations=(first.keys_location, first.parcels_location)
+        )
         assert second.keys.get("survivor")["used_lifetime"] == 3
         statuses = [_call(session, second, key).status_code for _ in range(3)]
     assert statuses == [200, 200, 429]

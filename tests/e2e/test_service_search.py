@@ -20,8 +20,9 @@ from parcelsearch_service.store import ParcelStore
 service, service_276 = _conformance.service, _conformance.service_276
 
 
-def _get(session: requests.Session, svc: RunningService, key: str, path: str,
-         **params: Any) -> requests.Response:
+def _get(
+    session: requests.Session, svc: RunningService, key: str, path: str, **params: Any
+) -> requests.Response:
     return session.get(svc.base_url + path, params=params, headers={"x-api-key": key}, timeout=30)
 
 
@@ -31,7 +32,9 @@ def key_276(service_276: RunningService, request: pytest.FixtureRequest) -> str:
 
 
 def test_paging_276_example(
-    https: requests.Session, service_276: RunningService, key_276: str,
+    https: requests.Session,
+    service_276: RunningService,
+    key_276: str,
     example_276: synth.Example,
 ) -> None:
     ring = json.dumps(example_276.ring)
@@ -40,22 +43,34 @@ def test_paging_276_example(
         for p in (1, 2, 3)
     ]
     assert [(b["rows"], b["pages"], b["page"], b["dataRows"]) for b in bodies] == [
-        (276, 3, 1, 100), (276, 3, 2, 100), (276, 3, 3, 76)
+        (276, 3, 1, 100),
+        (276, 3, 2, 100),
+        (276, 3, 3, 76),
     ]
     assert [d for b in bodies for d in b["data"]] == example_276.expected
 
 
 def test_body_keys_in_vendor_order(
-    https: requests.Session, service_276: RunningService, key_276: str,
+    https: requests.Session,
+    service_276: RunningService,
+    key_276: str,
     example_276: synth.Example,
 ) -> None:
-    text = _get(https, service_276, key_276, "/v1/search",
-                searchPolygon=json.dumps(example_276.ring), page=3).text
+    text = _get(
+        https,
+        service_276,
+        key_276,
+        "/v1/search",
+        searchPolygon=json.dumps(example_276.ring),
+        page=3,
+    ).text
     assert text.startswith('{"status":"OK","rows":276,"dataRows":76,"pages":3,"page":3,"data":["')
 
 
 def test_page_defaults_to_1_and_is_stable(
-    https: requests.Session, service_276: RunningService, key_276: str,
+    https: requests.Session,
+    service_276: RunningService,
+    key_276: str,
     example_276: synth.Example,
 ) -> None:
     ring = json.dumps(example_276.ring)
@@ -66,34 +81,42 @@ def test_page_defaults_to_1_and_is_stable(
 
 
 def test_condominium_group_id_repeats(
-    https: requests.Session, service_276: RunningService, key_276: str,
+    https: requests.Session,
+    service_276: RunningService,
+    key_276: str,
     example_276: synth.Example,
 ) -> None:
-    data = _get(https, service_276, key_276, "/v1/search",
-                searchPolygon=json.dumps(example_276.ring)).json()["data"]
+    data = _get(
+        https, service_276, key_276, "/v1/search", searchPolygon=json.dumps(example_276.ring)
+    ).json()["data"]
     assert data[10:16] == [data[10]] * 6
     assert len(set(data)) == 100 - 5
 
 
 def test_vendor_nested_form_gives_the_same_answer(
-    https: requests.Session, service_276: RunningService, key_276: str,
+    https: requests.Session,
+    service_276: RunningService,
+    key_276: str,
     example_276: synth.Example,
 ) -> None:
-    flat = _get(https, service_276, key_276, "/v1/search",
-                searchPolygon=json.dumps(example_276.ring)).json()
-    nested = _get(https, service_276, key_276, "/v1/search",
-                  searchPolygon=json.dumps([example_276.ring])).json()
+    flat = _get(
+        https, service_276, key_276, "/v1/search", searchPolygon=json.dumps(example_276.ring)
+    ).json()
+    nested = _get(
+        https, service_276, key_276, "/v1/search", searchPolygon=json.dumps([example_276.ring])
+    ).json()
     assert flat == nested
 
 
 def test_stage_prefix_answers_the_same(
-    https: requests.Session, service_276: RunningService, key_276: str,
+    https: requests.Session,
+    service_276: RunningService,
+    key_276: str,
     example_276: synth.Example,
 ) -> None:
     ring = json.dumps(example_276.ring)
     plain = _get(https, service_276, key_276, "/v1/search", searchPolygon=ring, page=2).json()
-    staged = _get(https, service_276, key_276, "/prod/v1/search", searchPolygon=ring,
-                  page=2).json()
+    staged = _get(https, service_276, key_276, "/prod/v1/search", searchPolygon=ring, page=2).json()
     assert plain == staged
 
 
@@ -123,17 +146,18 @@ def _rings(geometry: shapely.Polygon) -> list[list[list[float]]]:
     ]
 
 
-def test_hole_subtracts(
-    https: requests.Session, service: RunningService, api_key: str
-) -> None:
+def test_hole_subtracts(https: requests.Session, service: RunningService, api_key: str) -> None:
     area = synth.demo_areas().set_index("area_id").geometry["park-ring"]
     assert len(area.interiors) == 1
-    with_hole = _get(https, service, api_key, "/v1/search",
-                     searchPolygon=json.dumps(_rings(area))).json()
-    shell = _get(https, service, api_key, "/v1/search",
-                 searchPolygon=json.dumps(_rings(area)[0])).json()
-    hole = _get(https, service, api_key, "/v1/search",
-                searchPolygon=json.dumps(_rings(area)[1])).json()
+    with_hole = _get(
+        https, service, api_key, "/v1/search", searchPolygon=json.dumps(_rings(area))
+    ).json()
+    shell = _get(
+        https, service, api_key, "/v1/search", searchPolygon=json.dumps(_rings(area)[0])
+    ).json()
+    hole = _get(
+        https, service, api_key, "/v1/search", searchPolygon=json.dumps(_rings(area)[1])
+    ).json()
     assert with_hole["rows"] == shell["rows"] - hole["rows"]
     assert hole["rows"] > 0
 
@@ -146,8 +170,9 @@ def test_demo_areas_overlap_the_demo_fabric(
     for area_id, geometry in areas.geometry.items():
         parts = list(getattr(geometry, "geoms", [geometry]))
         rows[area_id] = sum(
-            _get(https, service, api_key, "/v1/search",
-                 searchPolygon=json.dumps(_rings(part))).json()["rows"]
+            _get(
+                https, service, api_key, "/v1/search", searchPolygon=json.dumps(_rings(part))
+            ).json()["rows"]
             for part in parts
         )
     assert rows["marfa-ranch"] == 0
@@ -155,7 +180,9 @@ def test_demo_areas_overlap_the_demo_fabric(
 
 
 def test_point_on_the_boundary_matches(
-    https: requests.Session, service_276: RunningService, key_276: str,
+    https: requests.Session,
+    service_276: RunningService,
+    key_276: str,
     example_276: synth.Example,
 ) -> None:
     store = ParcelStore(example_276.parcels)  # the representative points, as served
@@ -167,7 +194,9 @@ def test_point_on_the_boundary_matches(
 
 
 def test_intersects_mode_matches_footprints(
-    https: requests.Session, spawn_service: Callable[..., Any], service: Any,
+    https: requests.Session,
+    spawn_service: Callable[..., Any],
+    service: Any,
     example_276: synth.Example,
 ) -> None:
     svc = spawn_service(service.backend, example_276.parcels, workers=1, match="intersects")
@@ -176,12 +205,18 @@ def test_intersects_mode_matches_footprints(
     # A sliver inside one lot, well away from its representative point: touches 1 footprint.
     xmin, ymin, xmax, ymax = footprint.bounds
     dx, dy = (xmax - xmin) / 20, (ymax - ymin) / 20
-    ring = [[xmin + dx, ymin + dy], [xmin + 3 * dx, ymin + dy], [xmin + 3 * dx, ymin + 3 * dy],
-            [xmin + dx, ymin + dy]]
+    ring = [
+        [xmin + dx, ymin + dy],
+        [xmin + 3 * dx, ymin + dy],
+        [xmin + 3 * dx, ymin + 3 * dy],
+        [xmin + dx, ymin + dy],
+    ]
     body = _get(https, svc, key, "/v1/search", searchPolygon=json.dumps(ring)).json()
     assert (body["rows"], body["data"]) == (1, [example_276.expected[30]])
     # The same ring finds nothing under representative-point matching.
     svc_rp = spawn_service(service.backend, example_276.parcels, workers=1)
     key_rp = svc_rp.keys.create("rp", "production", quota=100)
-    assert _get(https, svc_rp, key_rp, "/v1/search",
-                searchPolygon=json.dumps(ring)).json()["rows"] == 0
+    assert (
+        _get(https, svc_rp, key_rp, "/v1/search", searchPolygon=json.dumps(ring)).json()["rows"]
+        == 0
+    )

@@ -25,21 +25,39 @@ pytestmark = pytest.mark.slow
 
 def _env(key: str, service: Any, ca_bundle: str, cache: Path) -> dict[str, str]:
     src = str(Path(parcelsearch.__file__).parent.parent)
-    return {**os.environ, "PARCELSEARCH_API_KEY": key, "PARCELSEARCH_BASE_URL": service.base_url,
-            "PARCELSEARCH_CA_BUNDLE": ca_bundle, "PARCELSEARCH_CACHE_DIR": str(cache),
-            "PARCELSEARCH_RATE": "40", "PYTHONPATH": src + os.pathsep + os.environ.get(
-                "PYTHONPATH", "")}
+    return {
+        **os.environ,
+        "PARCELSEARCH_API_KEY": key,
+        "PARCELSEARCH_BASE_URL": service.base_url,
+        "PARCELSEARCH_CA_BUNDLE": ca_bundle,
+        "PARCELSEARCH_CACHE_DIR": str(cache),
+        "PARCELSEARCH_RATE": "40",
+        "PYTHONPATH": src + os.pathsep + os.environ.get("PYTHONPATH", ""),
+    }
 
 
-def _both(areas: Path, tmp_path: Path, env: dict[str, str], *extra: str
-          ) -> list[tuple[int, str, Path]]:
+def _both(
+    areas: Path, tmp_path: Path, env: dict[str, str], *extra: str
+) -> list[tuple[int, str, Path]]:
     procs = []
     for name in ("first", "second"):
         out = tmp_path / f"{name}.parquet"
-        args = [sys.executable, "-m", "parcelsearch.cli", "search", str(areas), "--out",
-                str(out), "--id-column", "area_id", "--quiet", *extra]
-        procs.append((subprocess.Popen(args, env=env, stdout=subprocess.PIPE,
-                                       stderr=subprocess.PIPE), out))
+        args = [
+            sys.executable,
+            "-m",
+            "parcelsearch.cli",
+            "search",
+            str(areas),
+            "--out",
+            str(out),
+            "--id-column",
+            "area_id",
+            "--quiet",
+            *extra,
+        ]
+        procs.append(
+            (subprocess.Popen(args, env=env, stdout=subprocess.PIPE, stderr=subprocess.PIPE), out)
+        )
     done = []
     for proc, out in procs:
         _, err = proc.communicate(timeout=300)
@@ -55,12 +73,17 @@ def areas_file(tmp_path: Path, demo_areas: gpd.GeoDataFrame) -> Path:
 
 
 @pytest.fixture(scope="module")
-def pages(service: Any, ca_bundle: str, tmp_path_factory: pytest.TempPathFactory,
-          demo_areas: gpd.GeoDataFrame) -> tuple[int, pd.DataFrame]:
+def pages(
+    service: Any,
+    ca_bundle: str,
+    tmp_path_factory: pytest.TempPathFactory,
+    demo_areas: gpd.GeoDataFrame,
+) -> tuple[int, pd.DataFrame]:
     """The demo areas searched alone (a key and cache of their own): calls and ids."""
     key = service.keys.create("shared-folder-solo", key_type="production", quota=100_000)
-    client = parcelsearch.Client(key, service.base_url, ca_bundle,
-                                 cache_dir=tmp_path_factory.mktemp("solo"))
+    client = parcelsearch.Client(
+        key, service.base_url, ca_bundle, cache_dir=tmp_path_factory.mktemp("solo")
+    )
     result = parcelsearch.search(demo_areas, client=client, progress=False)
     return result.calls, result.ids
 
@@ -71,8 +94,13 @@ def _pairs(frame: pd.DataFrame) -> set[tuple[str, str]]:
 
 @pytest.mark.parametrize("quota", [False, True], ids=["no-quota", "quota-covers-pages-once"])
 def test_two_processes_on_one_folder_buy_each_page_once(
-    quota: bool, service: Any, ca_bundle: str, make_key: Any, tmp_path: Path,
-    areas_file: Path, pages: tuple[int, pd.DataFrame],
+    quota: bool,
+    service: Any,
+    ca_bundle: str,
+    make_key: Any,
+    tmp_path: Path,
+    areas_file: Path,
+    pages: tuple[int, pd.DataFrame],
 ) -> None:
     needed, ids = pages
     key = make_key("production", quota=100_000, per_second=50)

@@ -77,8 +77,12 @@ def member_files(tmp_path: Path, demo_areas: gpd.GeoDataFrame) -> dict[str, Path
 
 
 @pytest.fixture(scope="module")
-def solo(service: Any, ca_bundle: str, tmp_path_factory: pytest.TempPathFactory,
-         demo_areas: gpd.GeoDataFrame) -> dict[str, tuple[pd.DataFrame, int]]:
+def solo(
+    service: Any,
+    ca_bundle: str,
+    tmp_path_factory: pytest.TempPathFactory,
+    demo_areas: gpd.GeoDataFrame,
+) -> dict[str, tuple[pd.DataFrame, int]]:
     """Each member's ids and calls searched alone (a key and cache of its own), and the
     calls of all their areas together (``"union"``); once for the module."""
     out = {}
@@ -94,34 +98,66 @@ def solo(service: Any, ca_bundle: str, tmp_path_factory: pytest.TempPathFactory,
 
 def _env(key: str, service: Any, ca_bundle: str, cache: Path, **extra: str) -> dict[str, str]:
     src = str(Path(parcelsearch.__file__).parent.parent)
-    return {**os.environ, "PARCELSEARCH_API_KEY": key, "PARCELSEARCH_BASE_URL": service.base_url,
-            "PARCELSEARCH_CA_BUNDLE": ca_bundle, "PARCELSEARCH_CACHE_DIR": str(cache),
-            "PYTHONPATH": src + os.pathsep + os.environ.get("PYTHONPATH", ""), **extra}
+    return {
+        **os.environ,
+        "PARCELSEARCH_API_KEY": key,
+        "PARCELSEARCH_BASE_URL": service.base_url,
+        "PARCELSEARCH_CA_BUNDLE": ca_bundle,
+        "PARCELSEARCH_CACHE_DIR": str(cache),
+        "PYTHONPATH": src + os.pathsep + os.environ.get("PYTHONPATH", ""),
+        **extra,
+    }
 
 
-def _member(name: str, areas: Path, out: Path, team: str, env: dict[str, str],
-            *extra: str) -> subprocess.Popen[bytes]:
-    args = [sys.executable, "-m", "parcelsearch.cli", "search", str(areas), "--out", str(out),
-            "--id-column", "area_id", "--team", team, "--user", name, "--quiet", *extra]
+def _member(
+    name: str, areas: Path, out: Path, team: str, env: dict[str, str], *extra: str
+) -> subprocess.Popen[bytes]:
+    args = [
+        sys.executable,
+        "-m",
+        "parcelsearch.cli",
+        "search",
+        str(areas),
+        "--out",
+        str(out),
+        "--id-column",
+        "area_id",
+        "--team",
+        team,
+        "--user",
+        name,
+        "--quiet",
+        *extra,
+    ]
     return subprocess.Popen(args, env=env, stdout=subprocess.PIPE, stderr=subprocess.PIPE)
 
 
 def _same_ids(got: pd.DataFrame, want: pd.DataFrame) -> bool:
     pairs = {(str(a), str(g)) for a, g in zip(got["area_id"], got["group_id"], strict=True)}
-    return pairs == {(str(a), str(g)) for a, g in zip(want["area_id"], want["group_id"],
-                                                       strict=True)}
+    return pairs == {
+        (str(a), str(g)) for a, g in zip(want["area_id"], want["group_id"], strict=True)
+    }
 
 
-def _run_members(tmp_path: Path, files: dict[str, Path], team: str, key: str, service: Any,
-                 ca_bundle: str, *extra: str) -> dict[str, tuple[int, str, Path]]:
+def _run_members(
+    tmp_path: Path,
+    files: dict[str, Path],
+    team: str,
+    key: str,
+    service: Any,
+    ca_bundle: str,
+    *extra: str,
+) -> dict[str, tuple[int, str, Path]]:
     procs = {}
     for name, areas in files.items():
         # Each member paces at 8 of the key's 10 calls/s: members pacing apart would send 24
         # a second together (spike arrests); the one shared pacer keeps them at 8, with room
         # for a loaded test machine's scheduling jitter (bench_team measures the full rate).
         env = _env(key, service, ca_bundle, tmp_path / f"cache-{name}", PARCELSEARCH_RATE="8")
-        procs[name] = (_member(name, areas, tmp_path / f"{name}.parquet", team, env, *extra),
-                       tmp_path / f"{name}.parquet")
+        procs[name] = (
+            _member(name, areas, tmp_path / f"{name}.parquet", team, env, *extra),
+            tmp_path / f"{name}.parquet",
+        )
     done = {}
     for name, (proc, out) in procs.items():
         _, err = proc.communicate(timeout=300)
@@ -133,8 +169,7 @@ def _log(service: Any, key: Any) -> pd.DataFrame:
     return service.keys.requests(key.name)
 
 
-def _paced_within_the_spike_arrest(team: str, service: Any, key: Any,
-                                   statuses: list[int]) -> int:
+def _paced_within_the_spike_arrest(team: str, service: Any, key: Any, statuses: list[int]) -> int:
     """The key's spike-arrest refusals by the service, checked against what the team
     pacer's promise allows; returns them.
 
@@ -163,14 +198,21 @@ def _paced_within_the_spike_arrest(team: str, service: Any, key: Any,
     assert [was for _, was, _ in seen[1:]] == [nxt for _, _, nxt in seen[:-1]]
     assert short_steps(seen, step) == {}  # each turn a step (or more) after the one before
     assert sooner_than_turns(admitted(log), [was for _, was, _ in seen]) == {}
-    print(f"{len(log)} admitted, {refused} spike refusals, {len(seen)} turns; two admissions "
-          f"at most {lateness(log, step):.3f} s closer than their turns allow (a late call)")
+    print(
+        f"{len(log)} admitted, {refused} spike refusals, {len(seen)} turns; two admissions "
+        f"at most {lateness(log, step):.3f} s closer than their turns allow (a late call)"
+    )
     return refused
 
 
 def test_three_members_share_one_key_within_its_quota(
-    team: str, service: Any, ca_bundle: str, make_key: Callable[..., Any], tmp_path: Path,
-    member_files: dict[str, Path], solo: dict[str, tuple[pd.DataFrame, int]],
+    team: str,
+    service: Any,
+    ca_bundle: str,
+    make_key: Callable[..., Any],
+    tmp_path: Path,
+    member_files: dict[str, Path],
+    solo: dict[str, tuple[pd.DataFrame, int]],
     statuses: list[int],
 ) -> None:
     """Three members, one key whose quota fits the pages they share: nobody refused for the
@@ -182,8 +224,12 @@ def test_three_members_share_one_key_within_its_quota(
     naive = sum(solo[name][1] for name in MEMBERS)
     assert union_calls < naive  # the quota below fits the shared pages, not the naive sum
     key = make_key("production", quota=union_calls)
-    set_quota(team, parcelsearch.Client(key, service.base_url, ca_bundle).fingerprint,
-              union_calls, "month")
+    set_quota(
+        team,
+        parcelsearch.Client(key, service.base_url, ca_bundle).fingerprint,
+        union_calls,
+        "month",
+    )
     statuses.clear()
     watch_turns(team)
     done = _run_members(tmp_path, member_files, team, key, service, ca_bundle)
@@ -210,8 +256,13 @@ def test_three_members_share_one_key_within_its_quota(
 
 
 def test_member_budgets_hold_under_concurrency(
-    team: str, service: Any, ca_bundle: str, make_key: Callable[..., Any], tmp_path: Path,
-    member_files: dict[str, Path], solo: dict[str, tuple[pd.DataFrame, int]],
+    team: str,
+    service: Any,
+    ca_bundle: str,
+    make_key: Callable[..., Any],
+    tmp_path: Path,
+    member_files: dict[str, Path],
+    solo: dict[str, tuple[pd.DataFrame, int]],
     statuses: list[int],
 ) -> None:
     """Each member's budget holds with three members spending at once (``--allow-partial``:
@@ -225,8 +276,7 @@ def test_member_budgets_hold_under_concurrency(
         set_budget(team, name, calls)
     statuses.clear()
     watch_turns(team)
-    done = _run_members(tmp_path, member_files, team, key, service, ca_bundle,
-                        "--allow-partial")
+    done = _run_members(tmp_path, member_files, team, key, service, ca_bundle, "--allow-partial")
     usage = parcelsearch.team_usage(team)
     members = usage[usage["scope"] == "member"].set_index("name")
     for name, (code, err, out) in done.items():
@@ -246,8 +296,13 @@ def test_member_budgets_hold_under_concurrency(
 
 
 def test_a_member_killed_mid_run_leaves_nothing_blocking_and_a_rerun_resumes(
-    team: str, service: Any, ca_bundle: str, make_key: Callable[..., Any], tmp_path: Path,
-    member_files: dict[str, Path], solo: dict[str, tuple[pd.DataFrame, int]],
+    team: str,
+    service: Any,
+    ca_bundle: str,
+    make_key: Callable[..., Any],
+    tmp_path: Path,
+    member_files: dict[str, Path],
+    solo: dict[str, tuple[pd.DataFrame, int]],
 ) -> None:
     key = make_key("production", quota=100_000)
     slow = {"PARCELSEARCH_RATE": "3", "PARCELSEARCH_TEAM_LEASE": "3"}
@@ -278,12 +333,19 @@ def test_a_member_killed_mid_run_leaves_nothing_blocking_and_a_rerun_resumes(
     log = _log(service, key)
     assert len(log) - before < solo["alice"][1]  # resumed: what was fetched was not paid again
     with psycopg.connect(team) as conn:
-        assert conn.execute(f"SELECT count(*) FROM {SCHEMA}.leases "
-                            "WHERE expires > clock_timestamp()").fetchone()[0] == 0
+        assert (
+            conn.execute(
+                f"SELECT count(*) FROM {SCHEMA}.leases WHERE expires > clock_timestamp()"
+            ).fetchone()[0]
+            == 0
+        )
 
 
 def test_an_unreachable_team_store_is_exit_1_naming_it(
-    service: Any, ca_bundle: str, api_key: str, tmp_path: Path,
+    service: Any,
+    ca_bundle: str,
+    api_key: str,
+    tmp_path: Path,
     member_files: dict[str, Path],
 ) -> None:
     env = _env(api_key, service, ca_bundle, tmp_path / "cache")
@@ -304,12 +366,22 @@ def _readme_team_commands() -> list[str]:
 
 
 def _cli(argv: list[str], env: dict[str, str], cwd: Path) -> subprocess.CompletedProcess[str]:
-    return subprocess.run([sys.executable, "-m", "parcelsearch.cli", *argv], env=env, cwd=cwd,
-                          capture_output=True, text=True, timeout=300)
+    return subprocess.run(
+        [sys.executable, "-m", "parcelsearch.cli", *argv],
+        env=env,
+        cwd=cwd,
+        capture_output=True,
+        text=True,
+        timeout=300,
+    )
 
 
 def test_the_readme_team_commands_and_the_team_command_line(
-    postgres: Any, service: Any, ca_bundle: str, make_key: Callable[..., Any], tmp_path: Path,
+    postgres: Any,
+    service: Any,
+    ca_bundle: str,
+    make_key: Callable[..., Any],
+    tmp_path: Path,
     demo_areas: gpd.GeoDataFrame,
 ) -> None:
     url = postgres.database("team")
@@ -324,16 +396,49 @@ def test_the_readme_team_commands_and_the_team_command_line(
     assert "already" in _cli(["team", "init", url], env, tmp_path).stdout  # idempotent
 
     env_team = {**env, "PARCELSEARCH_TEAM": url, "PARCELSEARCH_USER": "dana"}
-    assert _cli(["team", "quota", "--calls", "500", "--period", "month"], env_team,
-                tmp_path).returncode == 0
-    assert _cli(["team", "budget", "--user", "erin", "--calls", "0"], env_team,
-                tmp_path).returncode == 0
+    assert (
+        _cli(
+            ["team", "quota", "--calls", "500", "--period", "month"], env_team, tmp_path
+        ).returncode
+        == 0
+    )
+    assert (
+        _cli(["team", "budget", "--user", "erin", "--calls", "0"], env_team, tmp_path).returncode
+        == 0
+    )
     # A second machine (its own cache) reuses every page: nothing is sent.
-    again = _cli(["search", "areas.gpkg", "--id-column", "area_id", "--out", "dana.parquet",
-                  "--quiet", "--cache-dir", str(tmp_path / "cache-dana")], env_team, tmp_path)
+    again = _cli(
+        [
+            "search",
+            "areas.gpkg",
+            "--id-column",
+            "area_id",
+            "--out",
+            "dana.parquet",
+            "--quiet",
+            "--cache-dir",
+            str(tmp_path / "cache-dana"),
+        ],
+        env_team,
+        tmp_path,
+    )
     assert again.returncode == 0, again.stderr
-    refused = _cli(["search", "areas.gpkg", "--id-column", "area_id", "--out", "erin.parquet",
-                    "--quiet", "--user", "erin", "--refresh"], env_team, tmp_path)
+    refused = _cli(
+        [
+            "search",
+            "areas.gpkg",
+            "--id-column",
+            "area_id",
+            "--out",
+            "erin.parquet",
+            "--quiet",
+            "--user",
+            "erin",
+            "--refresh",
+        ],
+        env_team,
+        tmp_path,
+    )
     assert refused.returncode == 3 and "erin's team budget allows 0 more" in refused.stderr
     log = service.keys.requests(key.name)
     usage = json.loads(_cli(["team", "usage", "--json"], env_team, tmp_path).stdout)
@@ -341,16 +446,31 @@ def test_the_readme_team_commands_and_the_team_command_line(
     login = getpass.getuser()
     fingerprint = parcelsearch.Client(key, service.base_url, ca_bundle).fingerprint
     assert by_name[f"sha256:{fingerprint}"]["calls_lifetime"] == len(log)
-    assert (by_name[f"sha256:{fingerprint}"]["limit"], by_name[f"sha256:{fingerprint}"]
-            ["period"]) == (500, "month")
+    assert (
+        by_name[f"sha256:{fingerprint}"]["limit"],
+        by_name[f"sha256:{fingerprint}"]["period"],
+    ) == (500, "month")
     assert by_name[login]["calls_lifetime"] == len(log)  # the first search: the login name
     assert by_name["dana"]["calls_lifetime"] == 0
     assert by_name["dana"]["calls_saved"] == len(log) == by_name["dana"]["pages_shared"]
     assert (by_name["erin"]["calls_lifetime"], by_name["erin"]["limit"]) == (0, 0)
     # Issue 41: the key's row is what team mode counted, and the table says so: a search
     # with the same key outside team mode reaches the service but not the store.
-    local = _cli(["search", "areas.gpkg", "--id-column", "area_id", "--out", "local.parquet",
-                  "--quiet", "--cache-dir", str(tmp_path / "cache-local")], env, tmp_path)
+    local = _cli(
+        [
+            "search",
+            "areas.gpkg",
+            "--id-column",
+            "area_id",
+            "--out",
+            "local.parquet",
+            "--quiet",
+            "--cache-dir",
+            str(tmp_path / "cache-local"),
+        ],
+        env,
+        tmp_path,
+    )
     assert local.returncode == 0, local.stderr
     table = _cli(["team", "usage"], env_team, tmp_path)
     assert "calls made with the same key outside team mode" in table.stdout
@@ -360,8 +480,13 @@ def test_the_readme_team_commands_and_the_team_command_line(
 
 
 def test_a_store_lost_mid_run_stops_it_keeping_what_was_found(
-    team: str, postgres: Any, service: Any, ca_bundle: str, make_key: Callable[..., Any],
-    tmp_path: Path, member_files: dict[str, Path],
+    team: str,
+    postgres: Any,
+    service: Any,
+    ca_bundle: str,
+    make_key: Callable[..., Any],
+    tmp_path: Path,
+    member_files: dict[str, Path],
 ) -> None:
     key = make_key("production", quota=100_000)
     env = _env(key, service, ca_bundle, tmp_path / "cache", PARCELSEARCH_RATE="3")
@@ -384,7 +509,11 @@ def test_a_store_lost_mid_run_stops_it_keeping_what_was_found(
 
 
 def test_calls_outside_a_search_are_counted_in_the_teams_store(
-    team: str, service: Any, ca_bundle: str, make_key: Callable[..., Any], tmp_path: Path,
+    team: str,
+    service: Any,
+    ca_bundle: str,
+    make_key: Callable[..., Any],
+    tmp_path: Path,
 ) -> None:
     """Issue 48: in team mode the market list and ``doctor``'s probes are reserved in the
     team's store (the team's quota sees them), by the member who spent them, and not in this
@@ -397,8 +526,10 @@ def test_calls_outside_a_search_are_counted_in_the_teams_store(
     doctor = _cli(["doctor", "--yes", "--team", team, "--user", "gus"], env, tmp_path)
     assert doctor.returncode in (0, 1), doctor.stderr
     log = service.keys.requests(key.name)
-    usage = {row["name"]: row for row in json.loads(
-        _cli(["team", "usage", "--json"], env, tmp_path).stdout)}
+    usage = {
+        row["name"]: row
+        for row in json.loads(_cli(["team", "usage", "--json"], env, tmp_path).stdout)
+    }
     fingerprint = parcelsearch.Client(key, service.base_url, ca_bundle).fingerprint
     assert usage[f"sha256:{fingerprint}"]["calls_lifetime"] == len(log) >= 3
     assert usage["fay"]["calls_lifetime"] == 1  # the market list: one call
@@ -408,15 +539,23 @@ def test_calls_outside_a_search_are_counted_in_the_teams_store(
 
 
 def test_calls_outside_a_search_stop_at_the_teams_quota(
-    team: str, service: Any, ca_bundle: str, make_key: Callable[..., Any], tmp_path: Path,
+    team: str,
+    service: Any,
+    ca_bundle: str,
+    make_key: Callable[..., Any],
+    tmp_path: Path,
 ) -> None:
     """The team's stored quota holds for the market list too: with none left, it is refused
     before anything is sent."""
     key = make_key("production", quota=1_000)
-    env = {**_env(key, service, ca_bundle, tmp_path / "cache"), "PARCELSEARCH_TEAM": team,
-           "PARCELSEARCH_USER": "hal"}
-    assert _cli(["team", "quota", "--calls", "0", "--period", "month"], env,
-                tmp_path).returncode == 0
+    env = {
+        **_env(key, service, ca_bundle, tmp_path / "cache"),
+        "PARCELSEARCH_TEAM": team,
+        "PARCELSEARCH_USER": "hal",
+    }
+    assert (
+        _cli(["team", "quota", "--calls", "0", "--period", "month"], env, tmp_path).returncode == 0
+    )
     refused = _cli(["markets"], env, tmp_path)
     assert refused.returncode != 0
     assert service.keys.requests(key.name).empty

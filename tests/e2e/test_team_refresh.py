@@ -41,31 +41,43 @@ def test_a_version_1_store_is_upgraded_in_place_and_keeps_its_data(postgres: Any
 
 @pytest.mark.slow
 def test_members_see_each_others_runs_and_refresh_against_them(
-        start_own_service: Callable[..., RunningService], team: str, tmp_path: Path,
-        demo_areas: gpd.GeoDataFrame, capsys: pytest.CaptureFixture[str],
-        monkeypatch: pytest.MonkeyPatch) -> None:
+    start_own_service: Callable[..., RunningService],
+    team: str,
+    tmp_path: Path,
+    demo_areas: gpd.GeoDataFrame,
+    capsys: pytest.CaptureFixture[str],
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
     svc = start_own_service()
     key = svc.keys.create("team-history", key_type="production", quota=100_000)
 
     def member(name: str, **kwargs: Any) -> parcelsearch.SearchResult:
-        client = parcelsearch.Client(api_key=key, base_url=svc.base_url,
-                                     ca_bundle=str(svc.ca_path), cache_dir=tmp_path / name)
-        return parcelsearch.search(demo_areas, client=client, team=team, user=name,
-                                   progress=False, **kwargs)
+        client = parcelsearch.Client(
+            api_key=key,
+            base_url=svc.base_url,
+            ca_bundle=str(svc.ca_path),
+            cache_dir=tmp_path / name,
+        )
+        return parcelsearch.search(
+            demo_areas, client=client, team=team, user=name, progress=False, **kwargs
+        )
 
     first = member("alice")
     listed = parcelsearch.runs(team=team)  # what bob sees: alice's run, by alice
     assert listed[["run_id", "member", "calls"]].values.tolist() == [
-        [first.run_id, "alice", first.calls]]
+        [first.run_id, "alice", first.calls]
+    ]
     assert parcelsearch.runs(tmp_path / "alice").empty  # recorded in the team store only
     # what bob's refresh will learn of every piece: alice's record (counts, one digest a
     # page; page 1 of an empty piece too)
     known, stale = open_history(tmp_path / "bob.sqlite", team=team, member="bob").previous(
-        listed["base_url"][0], listed["path"][0], [p.polygon_json for p in first.plan.pieces])
+        listed["base_url"][0], listed["path"][0], [p.polygon_json for p in first.plan.pieces]
+    )
     assert not stale
     assert [(k.rows, k.pages, len(k.digests)) for k in known.values()] == [
-        (int(r), int(p), max(int(p), 1)) for r, p in zip(first.tiles["rows"], first.tiles["pages"],
-                                                  strict=True)]
+        (int(r), int(p), max(int(p), 1))
+        for r, p in zip(first.tiles["rows"], first.tiles["pages"], strict=True)
+    ]
 
     month = next_month(load_parcels(None), rate=0.01, layout="clustered", clusters=2, seed=0)
     assert isinstance(svc.store, ParcelStore)
@@ -86,21 +98,36 @@ def test_members_see_each_others_runs_and_refresh_against_them(
     assert code == 0, err
     rows = json.loads(out)
     assert [(r["run_id"], r["member"], r["mode"]) for r in rows] == [
-        (second.run_id, "bob", "changed"), (first.run_id, "alice", "cached")]
+        (second.run_id, "bob", "changed"),
+        (first.run_id, "alice", "cached"),
+    ]
     assert rows[0]["inferred"] == int((tiles["status"] == "inferred").sum()) > 0
     monkeypatch.setenv("PARCELSEARCH_TEAM", team)  # the store searches default to, here too
     assert json.loads(run(["runs", "--json"], capsys)[1]) == rows
 
     # the two runs diff from the team store as the two results do, and find every change
-    code, out, err = run(["diff", first.run_id[:12], second.run_id[:12], "--team", team,
-                          "--out", str(tmp_path / "diff.csv")], capsys)
+    code, out, err = run(
+        [
+            "diff",
+            first.run_id[:12],
+            second.run_id[:12],
+            "--team",
+            team,
+            "--out",
+            str(tmp_path / "diff.csv"),
+        ],
+        capsys,
+    )
     assert code == 0, err
     from_store = gpd.pd.read_csv(tmp_path / "diff.csv")
     expected = second.diff(first).rows
     assert sorted(map(tuple, from_store.astype(str).values.tolist())) == sorted(
-        map(tuple, expected.astype(str).values.tolist()))
+        map(tuple, expected.astype(str).values.tolist())
+    )
     truth = month.truth
     assert set(expected.loc[expected["change"] == "added", "group_id"]) == (
-        set(truth.loc[truth["change"] == "added", "group_id"]) & set(second.group_ids))
+        set(truth.loc[truth["change"] == "added", "group_id"]) & set(second.group_ids)
+    )
     assert set(expected.loc[expected["change"] == "removed", "group_id"]) == (
-        set(truth.loc[truth["change"] == "removed", "group_id"]) & set(first.group_ids))
+        set(truth.loc[truth["change"] == "removed", "group_id"]) & set(first.group_ids)
+    )

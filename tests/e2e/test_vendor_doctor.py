@@ -14,10 +14,23 @@ from _vendor import MINIMUM, exact, fault_on, search
 import parcelsearch
 from parcelsearch._fetch.vendor_profile import PROFILES_FILE
 
-CHECKS = ("network", "TLS", "key", "stage path", "compression", "paging base", "error format",
-          "markets",
-          "matching rule", "retirement", "GroupIDs", "page size", "request line",
-          "result window", "response deadline")
+CHECKS = (
+    "network",
+    "TLS",
+    "key",
+    "stage path",
+    "compression",
+    "paging base",
+    "error format",
+    "markets",
+    "matching rule",
+    "retirement",
+    "GroupIDs",
+    "page size",
+    "request line",
+    "result window",
+    "response deadline",
+)
 
 
 def test_dry_run_spends_nothing_and_unconfirmed_spends_nothing(vendor_env, capsys) -> None:
@@ -31,8 +44,9 @@ def test_dry_run_spends_nothing_and_unconfirmed_spends_nothing(vendor_env, capsy
     assert vendor_env.calls("/v1") == 0
 
 
-def test_doctor_learns_what_later_searches_use(vendor_env, vendor_areas, vendor_fabric,
-                                               tmp_path, capsys) -> None:
+def test_doctor_learns_what_later_searches_use(
+    vendor_env, vendor_areas, vendor_fabric, tmp_path, capsys
+) -> None:
     vendor_env.set(base=0, past_last="400", gzip=True)
     code, out, err = run(["doctor", "--yes"], capsys)
     assert code == 0, err
@@ -71,8 +85,10 @@ def test_check_service_in_python(vendor_env, tmp_path) -> None:
     with parcelsearch.Client(cache_dir=tmp_path / "py", response_deadline=5) as client:
         priced = parcelsearch.check_service(client, dry_run=True)
     (deadline,) = [f for f in priced.findings if f.check == "response deadline"]
-    assert deadline.text.startswith("5 s for a whole response") and "given to the client" in \
-        deadline.text
+    assert (
+        deadline.text.startswith("5 s for a whole response")
+        and "given to the client" in deadline.text
+    )
     assert "pages are numbered from 1" in str(report)
 
 
@@ -90,8 +106,9 @@ def test_on_a_terminal_doctor_asks_before_spending(vendor_env, capsys, monkeypat
     assert code == 0 and vendor_env.calls("/v1") == 2
 
 
-def test_doctor_names_a_certificate_it_cannot_verify(vendor_env, capsys, monkeypatch,
-                                                     tmp_path) -> None:
+def test_doctor_names_a_certificate_it_cannot_verify(
+    vendor_env, capsys, monkeypatch, tmp_path
+) -> None:
     import trustme
 
     other = tmp_path / "other-ca.pem"
@@ -110,8 +127,7 @@ def test_doctor_never_spends_more_than_3_calls(vendor_env, capsys) -> None:
     assert "3 calls spent (price 2" in out and "markets" in out
 
 
-def test_doctor_with_areas_never_spends_more_than_4_calls(vendor_env, vendor_areas,
-                                                          capsys) -> None:
+def test_doctor_with_areas_never_spends_more_than_4_calls(vendor_env, vendor_areas, capsys) -> None:
     """With --areas the price is 3 and the cap one more: each probe would take 2 or more
     calls here, and the fourth is the last (the vendor's request log)."""
     vendor_env.set(redirect="slash", fault=fault_on({2}, "html503"))
@@ -124,8 +140,7 @@ def test_doctor_refuses_unreadable_areas_before_spending(vendor_env, tmp_path, c
     code, out, err = run(["doctor", "--yes", "--areas", str(tmp_path / "missing.gpkg")], capsys)
     assert code == 2 and "missing.gpkg" in err and "does not exist" in err
     assert "Traceback" not in err and vendor_env.calls("/v1") == 0
-    code, out, err = run(["doctor", "--dry-run", "--areas", str(tmp_path / "missing.gpkg")],
-                         capsys)
+    code, out, err = run(["doctor", "--dry-run", "--areas", str(tmp_path / "missing.gpkg")], capsys)
     assert code == 2 and "does not exist" in err and vendor_env.calls("/v1") == 0
 
 

@@ -20,19 +20,22 @@ def arrivals_after(vendor, moment: float) -> list:
 
 
 @pytest.mark.parametrize("style", ["upper", "opaque"])
-def test_group_ids_are_opaque_strings(vendor_env, vendor_areas, vendor_fabric, tmp_path, capsys,
-                                      style) -> None:
+def test_group_ids_are_opaque_strings(
+    vendor_env, vendor_areas, vendor_fabric, tmp_path, capsys, style
+) -> None:
     vendor_env.set(ids=style)
     code, out, err, ids, meta = search(capsys, vendor_areas, tmp_path / "ids.parquet")
     assert code == 0, err
-    expected = {area: {shown_id(g, style) for g in group} for area, group in
-                vendor_fabric[2].items()}
+    expected = {
+        area: {shown_id(g, style) for g in group} for area, group in vendor_fabric[2].items()
+    }
     assert exact(ids, expected) and meta["complete"] is True
     assert vendor_env.calls() == MINIMUM
 
 
-def test_ids_with_markup_are_refused_naming_why(vendor_env, vendor_areas, tmp_path,
-                                                capsys, monkeypatch) -> None:
+def test_ids_with_markup_are_refused_naming_why(
+    vendor_env, vendor_areas, tmp_path, capsys, monkeypatch
+) -> None:
     import _vendor
 
     monkeypatch.setattr(_vendor, "shown_id", lambda gid, style: f"<b>{gid}</b>")
@@ -43,22 +46,25 @@ def test_ids_with_markup_are_refused_naming_why(vendor_env, vendor_areas, tmp_pa
 
 
 @pytest.mark.parametrize("workers", ["1", "4"])
-def test_a_retired_endpoint_stops_the_run_at_the_first_answer(vendor_env, vendor_areas,
-                                                              tmp_path, capsys,
-                                                              workers) -> None:
+def test_a_retired_endpoint_stops_the_run_at_the_first_answer(
+    vendor_env, vendor_areas, tmp_path, capsys, workers
+) -> None:
     vendor_env.set(fault=fault_on(None, "gone410"))
-    code, out, err, ids, meta = search(capsys, vendor_areas, tmp_path / "ids.parquet",
-                                       "--workers", workers)
+    code, out, err, ids, meta = search(
+        capsys, vendor_areas, tmp_path / "ids.parquet", "--workers", workers
+    )
     assert code == 1, err
     assert GONE_WORDS in err and f"Sunset: {SUNSET}" in err and "HTTP 410" in err
     assert vendor_env.calls() == 1  # the first answer: not one call per area
 
 
-def test_a_retirement_mid_run_lets_no_call_leave_after_it(vendor_env, vendor_areas, tmp_path,
-                                                          capsys) -> None:
+def test_a_retirement_mid_run_lets_no_call_leave_after_it(
+    vendor_env, vendor_areas, tmp_path, capsys
+) -> None:
     vendor_env.set(fault=lambda arrival: "gone410" if arrival.number >= 3 else None)
-    code, out, err, ids, meta = search(capsys, vendor_areas, tmp_path / "ids.parquet",
-                                       "--workers", WORKERS)
+    code, out, err, ids, meta = search(
+        capsys, vendor_areas, tmp_path / "ids.parquet", "--workers", WORKERS
+    )
     assert code == 1, err
     assert GONE_WORDS in err and SUNSET in err
     first = min(a.answered for a in vendor_env.log if a.status == 410)
@@ -68,8 +74,9 @@ def test_a_retirement_mid_run_lets_no_call_leave_after_it(vendor_env, vendor_are
 
 
 @pytest.mark.slow
-def test_maintenance_pages_are_backed_off_never_probed(vendor_env, vendor_areas, vendor_fabric,
-                                                       tmp_path, capsys) -> None:
+def test_maintenance_pages_are_backed_off_never_probed(
+    vendor_env, vendor_areas, vendor_fabric, tmp_path, capsys
+) -> None:
     window: dict[str, float] = {}
 
     def maintenance(arrival):  # down for 1.5 s from the second call on
@@ -93,8 +100,9 @@ def test_maintenance_pages_are_backed_off_never_probed(vendor_env, vendor_areas,
 
 
 @pytest.mark.slow
-def test_a_maintenance_page_first_is_met_by_one_request(vendor_env, vendor_areas,
-                                                        vendor_fabric, tmp_path, capsys) -> None:
+def test_a_maintenance_page_first_is_met_by_one_request(
+    vendor_env, vendor_areas, vendor_fabric, tmp_path, capsys
+) -> None:
     # down for 1.5 s from the first call: with four workers, only the run's first request
     # is on the wire until an answer comes back, so only it meets the maintenance page
     window: dict[str, float] = {}
@@ -104,8 +112,9 @@ def test_a_maintenance_page_first_is_met_by_one_request(vendor_env, vendor_areas
         return "maint200" if arrival.at < start + 1.5 else None
 
     vendor_env.set(fault=maintenance)
-    code, out, err, ids, meta = search(capsys, vendor_areas, tmp_path / "ids.parquet",
-                                       "--workers", "4")
+    code, out, err, ids, meta = search(
+        capsys, vendor_areas, tmp_path / "ids.parquet", "--workers", "4"
+    )
     assert code == 0, err
     assert exact(ids, vendor_fabric[2]) and meta["complete"] is True
     down = [a for a in vendor_env.log if a.status == 200 and maintenance(a)]
@@ -116,9 +125,9 @@ def test_a_maintenance_page_first_is_met_by_one_request(vendor_env, vendor_areas
 
 @pytest.mark.slow
 @pytest.mark.parametrize("how", ["flag", "env"])
-def test_a_trickled_body_is_abandoned_at_the_deadline(vendor_env, vendor_areas, vendor_fabric,
-                                                      tmp_path, capsys, monkeypatch,
-                                                      how) -> None:
+def test_a_trickled_body_is_abandoned_at_the_deadline(
+    vendor_env, vendor_areas, vendor_fabric, tmp_path, capsys, monkeypatch, how
+) -> None:
     # about 2 KB, 4 bytes every 0.5 s: four minutes whole, each gap far within a read timeout
     vendor_env.set(trickle=lambda arrival: arrival.number == 2)
     extra: tuple[str, ...] = ()
@@ -139,11 +148,13 @@ def test_a_trickled_body_is_abandoned_at_the_deadline(vendor_env, vendor_areas, 
 
 
 @pytest.mark.slow
-def test_retry_after_holds_every_thread_of_the_key(vendor_env, vendor_areas, vendor_fabric,
-                                                   tmp_path, capsys) -> None:
+def test_retry_after_holds_every_thread_of_the_key(
+    vendor_env, vendor_areas, vendor_fabric, tmp_path, capsys
+) -> None:
     vendor_env.set(fault=fault_on({2}, "wait429"), retry_after=2)  # 2 more page 1s to ask
-    code, out, err, ids, meta = search(capsys, vendor_areas, tmp_path / "ids.parquet",
-                                       "--workers", WORKERS)
+    code, out, err, ids, meta = search(
+        capsys, vendor_areas, tmp_path / "ids.parquet", "--workers", WORKERS
+    )
     assert code == 0, err
     assert exact(ids, vendor_fabric[2]) and meta["complete"] is True
     assert vendor_env.calls() == MINIMUM + 1
@@ -153,11 +164,13 @@ def test_retry_after_holds_every_thread_of_the_key(vendor_env, vendor_areas, ven
     assert all(a.at < told + 0.5 for a in during)  # … arriving at once, none sent later
 
 
-def test_a_retry_after_longer_than_a_run_waits_stops_it(vendor_env, vendor_areas, tmp_path,
-                                                        capsys) -> None:
+def test_a_retry_after_longer_than_a_run_waits_stops_it(
+    vendor_env, vendor_areas, tmp_path, capsys
+) -> None:
     vendor_env.set(fault=fault_on({3}, "wait429"), retry_after=600)
-    code, out, err, ids, meta = search(capsys, vendor_areas, tmp_path / "ids.parquet",
-                                       "--workers", WORKERS)
+    code, out, err, ids, meta = search(
+        capsys, vendor_areas, tmp_path / "ids.parquet", "--workers", WORKERS
+    )
     assert code == 1, err
     assert "wait 600 s (Retry-After)" in err and "no request was sent before that time" in err
     told = vendor_env.log[2].answered

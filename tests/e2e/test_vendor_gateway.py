@@ -19,8 +19,9 @@ def no_raw_bytes(text: str) -> bool:
 
 
 @pytest.mark.parametrize("fault", ["quota429", "quota403"])
-def test_quota_fault_exits_3_within_two_extra_calls(vendor_env, vendor_areas, tmp_path, capsys,
-                                                    fault) -> None:
+def test_quota_fault_exits_3_within_two_extra_calls(
+    vendor_env, vendor_areas, tmp_path, capsys, fault
+) -> None:
     vendor_env.set(fault=lambda arrival: fault if arrival.number > 3 else None)
     code, out, err, ids, meta = search(capsys, vendor_areas, tmp_path / "ids.parquet")
     assert code == 3, err
@@ -31,8 +32,9 @@ def test_quota_fault_exits_3_within_two_extra_calls(vendor_env, vendor_areas, tm
     assert no_raw_bytes(err)
 
 
-def test_spike_arrest_fault_is_ridden_out(vendor_env, vendor_areas, vendor_fabric, tmp_path,
-                                          capsys) -> None:
+def test_spike_arrest_fault_is_ridden_out(
+    vendor_env, vendor_areas, vendor_fabric, tmp_path, capsys
+) -> None:
     vendor_env.set(fault=fault_on({2, 5}, "spike"))
     code, out, err, ids, meta = search(capsys, vendor_areas, tmp_path / "ids.parquet")
     assert code == 0, err
@@ -50,25 +52,28 @@ def test_refused_key_quotes_the_vendor(vendor_env, vendor_areas, tmp_path, capsy
 
 
 @pytest.mark.parametrize("status", [502, 503, 504])
-def test_gateway_html_pages(vendor_env, vendor_areas, vendor_fabric, tmp_path, capsys,
-                            status) -> None:
+def test_gateway_html_pages(
+    vendor_env, vendor_areas, vendor_fabric, tmp_path, capsys, status
+) -> None:
     vendor_env.set(fault=fault_on({1, 4}, f"html{status}"))  # now and then: retried
     code, out, err, ids, meta = search(capsys, vendor_areas, tmp_path / "ids.parquet")
     assert code == 0, err
     assert exact(ids, vendor_fabric[2]) and vendor_env.calls() == MINIMUM + 2
     vendor_env.set(fault=fault_on(None, f"html{status}"))  # always: a clear message
     ring = _wire.ring_json(vendor_fabric[1].geometry.iloc[0].exterior.coords)
-    with parcelsearch.Client(retries=1, cache_dir=tmp_path / "c") as client, \
-            pytest.raises(parcelsearch.ServiceFailureError) as caught:
+    with (
+        parcelsearch.Client(retries=1, cache_dir=tmp_path / "c") as client,
+        pytest.raises(parcelsearch.ServiceFailureError) as caught,
+    ):
         client.search_page(ring, 1)
     message = str(caught.value)
     assert message.startswith(f"HTTP {status}: an HTML page titled '{status} ")
     assert "gave up after 2 attempts" in message and no_raw_bytes(message)
 
 
-def test_same_origin_redirect_is_followed_and_remembered(vendor_env, vendor_areas,
-                                                         vendor_fabric, tmp_path,
-                                                         capsys) -> None:
+def test_same_origin_redirect_is_followed_and_remembered(
+    vendor_env, vendor_areas, vendor_fabric, tmp_path, capsys
+) -> None:
     vendor_env.set(redirect="slash")
     code, out, err, ids, meta = search(capsys, vendor_areas, tmp_path / "ids.parquet")
     assert code == 0, err
@@ -79,15 +84,17 @@ def test_same_origin_redirect_is_followed_and_remembered(vendor_env, vendor_area
     profiles = json.loads((tmp_path / "cache" / PROFILES_FILE).read_text())
     assert profiles[vendor_env.base_url]["moved"]
     vendor_env.log.clear()
-    code, out, err, ids, meta = search(capsys, vendor_areas, tmp_path / "again.parquet",
-                                       "--refresh", "all")
+    code, out, err, ids, meta = search(
+        capsys, vendor_areas, tmp_path / "again.parquet", "--refresh", "all"
+    )
     assert code == 0, err
     assert vendor_env.calls() == MINIMUM and all(a.status == 200 for a in vendor_env.log)
 
 
 @pytest.mark.parametrize("where", ["host", "http"])
-def test_other_redirects_are_refused_naming_location(vendor_env, vendor_areas, tmp_path,
-                                                     capsys, where) -> None:
+def test_other_redirects_are_refused_naming_location(
+    vendor_env, vendor_areas, tmp_path, capsys, where
+) -> None:
     vendor_env.set(redirect=where)
     code, out, err, ids, meta = search(capsys, vendor_areas, tmp_path / "ids.parquet")
     assert code == 1
@@ -97,8 +104,7 @@ def test_other_redirects_are_refused_naming_location(vendor_env, vendor_areas, t
     assert vendor_env.calls() == 1 and no_raw_bytes(err)  # the first call goes alone
 
 
-def test_stage_path(vendor_env, vendor_areas, vendor_fabric, tmp_path, capsys,
-                    monkeypatch) -> None:
+def test_stage_path(vendor_env, vendor_areas, vendor_fabric, tmp_path, capsys, monkeypatch) -> None:
     vendor_env.set(stage=True)
     code, out, err, ids, meta = search(capsys, vendor_areas, tmp_path / "ids.parquet")
     assert code == 1

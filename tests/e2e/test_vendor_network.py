@@ -20,21 +20,34 @@ from _proxy import ForwardProxy
 from _vendor import MINIMUM, StandInVendor, exact, search
 
 KEY = "a-vendor-key"
-PROXY_VARIABLES = ("HTTPS_PROXY", "https_proxy", "ALL_PROXY", "all_proxy", "HTTP_PROXY",
-                   "http_proxy", "NO_PROXY", "no_proxy", "REQUESTS_CA_BUNDLE", "SSL_CERT_FILE",
-                   "CURL_CA_BUNDLE", "PARCELSEARCH_PROXY")
+PROXY_VARIABLES = (
+    "HTTPS_PROXY",
+    "https_proxy",
+    "ALL_PROXY",
+    "all_proxy",
+    "HTTP_PROXY",
+    "http_proxy",
+    "NO_PROXY",
+    "no_proxy",
+    "REQUESTS_CA_BUNDLE",
+    "SSL_CERT_FILE",
+    "CURL_CA_BUNDLE",
+    "PARCELSEARCH_PROXY",
+)
 
 
 @pytest.fixture(scope="module")
-def far_vendor(_vendor_session: Any, service_cert_dir: Path,
-               tmp_path_factory: pytest.TempPathFactory) -> Any:
+def far_vendor(
+    _vendor_session: Any, service_cert_dir: Path, tmp_path_factory: pytest.TempPathFactory
+) -> Any:
     """A stand-in vendor whose certificate names ``vendor.test`` (signed by the test CA)."""
     import trustme
 
     folder = tmp_path_factory.mktemp("far-vendor")
     shutil.copy(service_cert_dir / "ca.pem", folder / "ca.pem")
-    ca = trustme.CA.from_pem((service_cert_dir / "ca.pem").read_bytes(),
-                             (service_cert_dir / "ca-key.pem").read_bytes())
+    ca = trustme.CA.from_pem(
+        (service_cert_dir / "ca.pem").read_bytes(), (service_cert_dir / "ca-key.pem").read_bytes()
+    )
     leaf = ca.issue_cert("vendor.test")
     (folder / "server-key.pem").write_bytes(leaf.private_key_pem.bytes())
     (folder / "server.pem").write_bytes(b"".join(b.bytes() for b in leaf.cert_chain_pems))
@@ -47,8 +60,7 @@ def far_vendor(_vendor_session: Any, service_cert_dir: Path,
 
 
 @pytest.fixture
-def far(far_vendor: Any, monkeypatch: pytest.MonkeyPatch, ca_bundle: str,
-        tmp_path: Path) -> Any:
+def far(far_vendor: Any, monkeypatch: pytest.MonkeyPatch, ca_bundle: str, tmp_path: Path) -> Any:
     """The analyst's environment pointed at ``https://vendor.test:<port>``, no proxy or CA
     variable set (each test sets its own), ``HOME`` in ``tmp_path``."""
     far_vendor.reset()
@@ -70,9 +82,9 @@ def _hosts(vendor: Any) -> dict[str, str]:
 
 
 @pytest.mark.parametrize("variable", ["HTTPS_PROXY", "https_proxy", "ALL_PROXY"])
-def test_a_tunnel_reaches_the_vendor_and_sees_no_key(far, vendor_areas, vendor_fabric,
-                                                      tmp_path, capsys, monkeypatch,
-                                                      variable) -> None:
+def test_a_tunnel_reaches_the_vendor_and_sees_no_key(
+    far, vendor_areas, vendor_fabric, tmp_path, capsys, monkeypatch, variable
+) -> None:
     with ForwardProxy(hosts=_hosts(far)) as proxy:
         monkeypatch.setenv(variable, proxy.url)
         code, out, err, ids, meta = search(capsys, vendor_areas, tmp_path / "ids.parquet")
@@ -83,13 +95,14 @@ def test_a_tunnel_reaches_the_vendor_and_sees_no_key(far, vendor_areas, vendor_f
         clear = proxy.clear_text()
         assert b"CONNECT vendor.test" in clear and KEY.encode() not in clear
         assert b"x-api-key" not in clear.lower() and b"searchPolygon" not in clear
-        assert all(arrival.had_key and arrival.host.startswith("vendor.test")
-                   for arrival in far.log)
+        assert all(
+            arrival.had_key and arrival.host.startswith("vendor.test") for arrival in far.log
+        )
 
 
-def test_proxy_credentials_are_sent_to_the_proxy_and_never_shown(far, vendor_areas,
-                                                                 vendor_fabric, tmp_path,
-                                                                 capsys, monkeypatch) -> None:
+def test_proxy_credentials_are_sent_to_the_proxy_and_never_shown(
+    far, vendor_areas, vendor_fabric, tmp_path, capsys, monkeypatch
+) -> None:
     with ForwardProxy(user="ana", password="s3cret-proxy", hosts=_hosts(far)) as proxy:
         monkeypatch.setenv("HTTPS_PROXY", proxy.url_with("ana", "s3cret-proxy"))
         code, out, err, ids, meta = search(capsys, vendor_areas, tmp_path / "ids.parquet")
@@ -97,13 +110,15 @@ def test_proxy_credentials_are_sent_to_the_proxy_and_never_shown(far, vendor_are
         assert exact(ids, vendor_fabric[2]) and far.calls() == MINIMUM
         assert "s3cret-proxy" not in out + err
         cache = tmp_path / "cache"
-        assert all(b"s3cret-proxy" not in path.read_bytes()
-                   for path in cache.rglob("*") if path.is_file())
+        assert all(
+            b"s3cret-proxy" not in path.read_bytes() for path in cache.rglob("*") if path.is_file()
+        )
 
         far.log.clear()
         monkeypatch.setenv("HTTPS_PROXY", proxy.url_with("ana", "wrong-password"))
-        code, out, err, ids, meta = search(capsys, vendor_areas, tmp_path / "w.parquet",
-                                           "--refresh", "all")
+        code, out, err, ids, meta = search(
+            capsys, vendor_areas, tmp_path / "w.parquet", "--refresh", "all"
+        )
         assert code != 0
         assert "asks for authentication (HTTP 407 Proxy Authentication Required" in err
         assert "were refused" in err and "wrong-password" not in err + out
@@ -111,37 +126,43 @@ def test_proxy_credentials_are_sent_to_the_proxy_and_never_shown(far, vendor_are
         assert far.calls() == 0  # nothing reached the vendor
 
         monkeypatch.setenv("HTTPS_PROXY", proxy.url)  # no credentials at all
-        code, out, err, ids, meta = search(capsys, vendor_areas, tmp_path / "n.parquet",
-                                           "--refresh", "all")
+        code, out, err, ids, meta = search(
+            capsys, vendor_areas, tmp_path / "n.parquet", "--refresh", "all"
+        )
         assert code != 0 and "no user name and password were given" in err
         assert far.calls() == 0
 
 
-def test_the_proxy_flag_for_those_who_cannot_set_the_environment(far, vendor_areas,
-                                                                 vendor_fabric, tmp_path,
-                                                                 capsys) -> None:
+def test_the_proxy_flag_for_those_who_cannot_set_the_environment(
+    far, vendor_areas, vendor_fabric, tmp_path, capsys
+) -> None:
     with ForwardProxy(user="ana", password="flag-pass", hosts=_hosts(far)) as proxy:
-        code, out, err, ids, meta = search(capsys, vendor_areas, tmp_path / "ids.parquet",
-                                           "--proxy", proxy.url_with("ana", "flag-pass"))
+        code, out, err, ids, meta = search(
+            capsys,
+            vendor_areas,
+            tmp_path / "ids.parquet",
+            "--proxy",
+            proxy.url_with("ana", "flag-pass"),
+        )
         assert code == 0, err
         assert exact(ids, vendor_fabric[2]) and far.calls() == MINIMUM
         assert len(proxy.connects) >= 1 and "flag-pass" not in out + err
 
 
 @pytest.mark.parametrize("setting", ["--ca-bundle", "REQUESTS_CA_BUNDLE", "SSL_CERT_FILE"])
-def test_tls_inspection_with_the_ca_from_each_setting(far, vendor_areas, vendor_fabric,
-                                                      tmp_path, capsys, monkeypatch,
-                                                      ca_bundle, setting) -> None:
-    with ForwardProxy(hosts=_hosts(far), inspect=True, upstream_ca=ca_bundle,
-                      folder=tmp_path) as proxy:
+def test_tls_inspection_with_the_ca_from_each_setting(
+    far, vendor_areas, vendor_fabric, tmp_path, capsys, monkeypatch, ca_bundle, setting
+) -> None:
+    with ForwardProxy(
+        hosts=_hosts(far), inspect=True, upstream_ca=ca_bundle, folder=tmp_path
+    ) as proxy:
         monkeypatch.setenv("HTTPS_PROXY", proxy.url)
         monkeypatch.delenv("PARCELSEARCH_CA_BUNDLE")
         # without the inspection CA: the certificate failure names every way to give it
         code, out, err, ids, meta = search(capsys, vendor_areas, tmp_path / "no.parquet")
         assert code != 0
         assert "TLS verification failed" in err and "operating system's trust store" in err
-        for way in ("--ca-bundle", "REQUESTS_CA_BUNDLE", "SSL_CERT_FILE",
-                    "PARCELSEARCH_CA_BUNDLE"):
+        for way in ("--ca-bundle", "REQUESTS_CA_BUNDLE", "SSL_CERT_FILE", "PARCELSEARCH_CA_BUNDLE"):
             assert way in err
         assert far.calls() == 0
         extra: tuple[str, ...] = ()
@@ -149,21 +170,22 @@ def test_tls_inspection_with_the_ca_from_each_setting(far, vendor_areas, vendor_
             extra = ("--ca-bundle", str(proxy.ca_pem))
         else:
             monkeypatch.setenv(setting, str(proxy.ca_pem))
-        code, out, err, ids, meta = search(capsys, vendor_areas, tmp_path / "ids.parquet",
-                                           *extra)
+        code, out, err, ids, meta = search(capsys, vendor_areas, tmp_path / "ids.parquet", *extra)
         assert code == 0, err
         assert exact(ids, vendor_fabric[2]) and far.calls() == MINIMUM
         assert b"GET /v1/search?" in proxy.clear_text()  # it inspected, as IT meant it to
 
 
-def test_netrc_is_never_read(far, vendor_areas, tmp_path, capsys, monkeypatch,
-                             ca_bundle) -> None:
+def test_netrc_is_never_read(far, vendor_areas, tmp_path, capsys, monkeypatch, ca_bundle) -> None:
     netrc = tmp_path / ".netrc"
-    netrc.write_text("machine vendor.test login ana password netrc-secret\n"
-                     "default login ana password netrc-secret\n")
+    netrc.write_text(
+        "machine vendor.test login ana password netrc-secret\n"
+        "default login ana password netrc-secret\n"
+    )
     netrc.chmod(0o600)
-    with ForwardProxy(hosts=_hosts(far), inspect=True, upstream_ca=ca_bundle,
-                      folder=tmp_path) as proxy:
+    with ForwardProxy(
+        hosts=_hosts(far), inspect=True, upstream_ca=ca_bundle, folder=tmp_path
+    ) as proxy:
         monkeypatch.setenv("HTTPS_PROXY", proxy.url)
         monkeypatch.setenv("REQUESTS_CA_BUNDLE", str(proxy.ca_pem))
         monkeypatch.delenv("PARCELSEARCH_CA_BUNDLE")
@@ -174,9 +196,9 @@ def test_netrc_is_never_read(far, vendor_areas, tmp_path, capsys, monkeypatch,
         assert b"authorization:" not in clear.lower() and b"bmV0cmMtc2VjcmV0" not in clear
 
 
-def test_no_proxy_is_honoured_and_loopback_never_proxied(far, vendor_env, vendor_areas,
-                                                          vendor_fabric, tmp_path, capsys,
-                                                          monkeypatch) -> None:
+def test_no_proxy_is_honoured_and_loopback_never_proxied(
+    far, vendor_env, vendor_areas, vendor_fabric, tmp_path, capsys, monkeypatch
+) -> None:
     with ForwardProxy(hosts=_hosts(far)) as proxy:
         monkeypatch.setenv("HTTPS_PROXY", proxy.url)
         monkeypatch.setenv("NO_PROXY", "example.org,.test")
@@ -192,8 +214,7 @@ def test_no_proxy_is_honoured_and_loopback_never_proxied(far, vendor_env, vendor
         assert exact(ids, vendor_fabric[2]) and proxy.connects == []
 
 
-def test_doctor_shows_the_proxy_and_the_trust_store(far, capsys, monkeypatch,
-                                                    tmp_path) -> None:
+def test_doctor_shows_the_proxy_and_the_trust_store(far, capsys, monkeypatch, tmp_path) -> None:
     monkeypatch.setenv("HTTPS_PROXY", "http://ana:doctor-pass@127.0.0.1:3128")
     code, out, err = run(["doctor", "--dry-run"], capsys)
     assert code == 0, err
@@ -207,18 +228,25 @@ def test_doctor_shows_the_proxy_and_the_trust_store(far, capsys, monkeypatch,
     assert "trust: the operating system's trust store (truststore)" in out
 
 
-@pytest.mark.skipif(sys.platform != "linux" or shutil.which("openssl") is None,
-                    reason="the OS trust store read through OpenSSL's folders: Linux")
-def test_a_ca_installed_on_the_machine_just_works(far, vendor_areas, vendor_fabric, tmp_path,
-                                                  capsys, monkeypatch, ca_bundle) -> None:
+@pytest.mark.skipif(
+    sys.platform != "linux" or shutil.which("openssl") is None,
+    reason="the OS trust store read through OpenSSL's folders: Linux",
+)
+def test_a_ca_installed_on_the_machine_just_works(
+    far, vendor_areas, vendor_fabric, tmp_path, capsys, monkeypatch, ca_bundle
+) -> None:
     # the operating system's trust store (truststore): on Linux, OpenSSL's default places,
     # of which SSL_CERT_DIR names the folder, as an IT department's installer fills it
     import subprocess
 
     store = tmp_path / "os-store"
     store.mkdir()
-    digest = subprocess.run(["openssl", "x509", "-hash", "-noout", "-in", ca_bundle],
-                            capture_output=True, text=True, check=True).stdout.strip()
+    digest = subprocess.run(
+        ["openssl", "x509", "-hash", "-noout", "-in", ca_bundle],
+        capture_output=True,
+        text=True,
+        check=True,
+    ).stdout.strip()
     shutil.copy(ca_bundle, store / f"{digest}.0")
     monkeypatch.delenv("PARCELSEARCH_CA_BUNDLE")
     monkeypatch.setenv("SSL_CERT_DIR", str(store))
@@ -232,7 +260,8 @@ def test_a_ca_installed_on_the_machine_just_works(far, vendor_areas, vendor_fabr
 
 
 def test_a_tunnel_the_proxy_drops_is_asked_again_and_one_that_always_drops_is_said(
-        far, vendor_areas, vendor_fabric, tmp_path, capsys, monkeypatch) -> None:
+    far, vendor_areas, vendor_fabric, tmp_path, capsys, monkeypatch
+) -> None:
     """A proxy that closes a CONNECT without answering (busy, restarting) is asked again; one
     that always does ends the run after a bounded number of tries, nothing having reached
     the vendor."""
@@ -245,8 +274,9 @@ def test_a_tunnel_the_proxy_drops_is_asked_again_and_one_that_always_drops_is_sa
     far.log.clear()
     with ForwardProxy(hosts=_hosts(far), drop=-1) as proxy:
         monkeypatch.setenv("HTTPS_PROXY", proxy.url)
-        code, out, err, ids, meta = search(capsys, vendor_areas, tmp_path / "no.parquet",
-                                           "--refresh", "all")
+        code, out, err, ids, meta = search(
+            capsys, vendor_areas, tmp_path / "no.parquet", "--refresh", "all"
+        )
         assert code != 0 and "Remote end closed connection" in err
         assert far.calls() == 0 and meta["complete"] is False
         assert 1 < len(proxy.connects) <= 8  # asked again, within a bounded allowance

@@ -30,12 +30,14 @@ def _on_the_wire(down: list) -> int:
 
 
 @pytest.mark.parametrize("fault", ["maint200", "html503"])
-def test_an_outage_met_first_costs_at_most_two_calls(vendor_env, vendor_areas, tmp_path,
-                                                      capsys, fault) -> None:
+def test_an_outage_met_first_costs_at_most_two_calls(
+    vendor_env, vendor_areas, tmp_path, capsys, fault
+) -> None:
     outage = _down_from(1, None, fault)
     vendor_env.set(fault=outage)
-    code, out, err, ids, meta = search(capsys, vendor_areas, tmp_path / "ids.parquet",
-                                       "--workers", WORKERS)
+    code, out, err, ids, meta = search(
+        capsys, vendor_areas, tmp_path / "ids.parquet", "--workers", WORKERS
+    )
     assert code == 1, err
     assert vendor_env.calls() <= 2
     assert "the outage cost 2 calls" in err and "1 of them a probe" in err
@@ -44,11 +46,13 @@ def test_an_outage_met_first_costs_at_most_two_calls(vendor_env, vendor_areas, t
 
 @pytest.mark.slow
 def test_an_outage_that_starts_mid_run_costs_the_requests_in_flight_and_the_probes(
-        vendor_env, vendor_areas, tmp_path, capsys) -> None:
+    vendor_env, vendor_areas, tmp_path, capsys
+) -> None:
     outage = _down_from(4, None)
     vendor_env.set(fault=outage)
-    code, out, err, ids, meta = search(capsys, vendor_areas, tmp_path / "ids.parquet",
-                                       "--workers", WORKERS)
+    code, out, err, ids, meta = search(
+        capsys, vendor_areas, tmp_path / "ids.parquet", "--workers", WORKERS
+    )
     assert code == 1, err
     down = [a for a in vendor_env.log if a.number >= 4]
     first = min(down, key=lambda a: a.answered)
@@ -64,11 +68,13 @@ def test_an_outage_that_starts_mid_run_costs_the_requests_in_flight_and_the_prob
 @pytest.mark.slow
 @pytest.mark.parametrize("start", [1, 4])
 def test_a_short_maintenance_window_costs_the_requests_in_flight_and_one_probe(
-        vendor_env, vendor_areas, vendor_fabric, tmp_path, capsys, start) -> None:
+    vendor_env, vendor_areas, vendor_fabric, tmp_path, capsys, start
+) -> None:
     outage = _down_from(start, 1.5)
     vendor_env.set(fault=outage)
-    code, out, err, ids, meta = search(capsys, vendor_areas, tmp_path / "ids.parquet",
-                                       "--workers", WORKERS)
+    code, out, err, ids, meta = search(
+        capsys, vendor_areas, tmp_path / "ids.parquet", "--workers", WORKERS
+    )
     assert code == 0, err
     assert exact(ids, vendor_fabric[2]) and meta["complete"] is True
     down = [a for a in vendor_env.log if a.status == 200 and outage(a) == "maint200"]

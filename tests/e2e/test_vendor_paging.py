@@ -21,8 +21,9 @@ def shrunk(vendor, expected: dict[str, set[str]]) -> dict[str, set[str]]:
     return out
 
 
-def test_unstable_order_is_never_complete(vendor_env, vendor_areas, vendor_fabric, tmp_path,
-                                          capsys) -> None:
+def test_unstable_order_is_never_complete(
+    vendor_env, vendor_areas, vendor_fabric, tmp_path, capsys
+) -> None:
     vendor_env.set(order="shuffled")
     code, out, err, ids, meta = search(capsys, vendor_areas, tmp_path / "ids.parquet")
     assert code == 3, err
@@ -37,8 +38,9 @@ def test_unstable_order_is_never_complete(vendor_env, vendor_areas, vendor_fabri
 
 
 @pytest.mark.parametrize("past_last", ["last", "empty", "400"])
-def test_pages_from_zero_are_learned_once_per_base_url(vendor_env, vendor_areas, vendor_fabric,
-                                                       tmp_path, capsys, past_last) -> None:
+def test_pages_from_zero_are_learned_once_per_base_url(
+    vendor_env, vendor_areas, vendor_fabric, tmp_path, capsys, past_last
+) -> None:
     vendor_env.set(base=0, past_last=past_last)
     code, out, err, ids, meta = search(capsys, vendor_areas, tmp_path / "ids.parquet")
     assert code == 0, err
@@ -48,8 +50,9 @@ def test_pages_from_zero_are_learned_once_per_base_url(vendor_env, vendor_areas,
     profiles = json.loads((tmp_path / "cache" / PROFILES_FILE).read_text())
     assert profiles[vendor_env.base_url]["page_base"] == 0
     vendor_env.log.clear()
-    code, out, err, ids, meta = search(capsys, vendor_areas, tmp_path / "again.parquet",
-                                       "--refresh", "all")
+    code, out, err, ids, meta = search(
+        capsys, vendor_areas, tmp_path / "again.parquet", "--refresh", "all"
+    )
     assert code == 0, err
     assert exact(ids, vendor_fabric[2]) and meta["complete"] is True
     assert vendor_env.calls() == MINIMUM  # the profile: no probe, no page read twice
@@ -57,7 +60,8 @@ def test_pages_from_zero_are_learned_once_per_base_url(vendor_env, vendor_areas,
 
 @pytest.mark.parametrize("past_last", ["400", "empty", "last"])
 def test_pages_that_shrink_mid_run_are_read_again_consistently(
-        vendor_env, vendor_areas, vendor_fabric, tmp_path, capsys, past_last) -> None:
+    vendor_env, vendor_areas, vendor_fabric, tmp_path, capsys, past_last
+) -> None:
     vendor_env.set(shrink_after=1, past_last=past_last, base=1)
     code, out, err, ids, meta = search(capsys, vendor_areas, tmp_path / "ids.parquet")
     assert code == 0, err
@@ -70,9 +74,9 @@ def test_pages_that_shrink_mid_run_are_read_again_consistently(
 
 
 @pytest.mark.parametrize("empty", ["404", "200-error"])
-def test_empty_result_worded_as_an_error_is_an_empty_area(vendor_env, vendor_areas,
-                                                          vendor_fabric, tmp_path, capsys,
-                                                          empty) -> None:
+def test_empty_result_worded_as_an_error_is_an_empty_area(
+    vendor_env, vendor_areas, vendor_fabric, tmp_path, capsys, empty
+) -> None:
     vendor_env.set(empty=empty)
     code, out, err, ids, meta = search(capsys, vendor_areas, tmp_path / "ids.parquet")
     assert code == 0, err
@@ -81,8 +85,9 @@ def test_empty_result_worded_as_an_error_is_an_empty_area(vendor_env, vendor_are
     assert vendor_env.calls() == MINIMUM
 
 
-def test_a_runs_probes_count_toward_its_budget_and_are_shown(vendor_env, vendor_areas,
-                                                             tmp_path, capsys) -> None:
+def test_a_runs_probes_count_toward_its_budget_and_are_shown(
+    vendor_env, vendor_areas, tmp_path, capsys
+) -> None:
     # a vendor counting from 0: the run probes page=0 (and may read a page 1 again): those
     # calls are in its count, its budget and its summary line, named, and in its metadata
     vendor_env.set(base=0)
@@ -97,8 +102,16 @@ def test_a_runs_probes_count_toward_its_budget_and_are_shown(vendor_env, vendor_
     for budget in (needed - 1, zero[0] - 1):  # short of the run, or of its probe
         (tmp_path / "cache" / PROFILES_FILE).unlink()  # the page base unknown again
         vendor_env.log.clear()
-        code, out, err = _cli_search(capsys, vendor_areas, tmp_path / f"b{budget}.parquet",
-                                     "--budget", str(budget), "--refresh", "all", "--yes")
+        code, out, err = _cli_search(
+            capsys,
+            vendor_areas,
+            tmp_path / f"b{budget}.parquet",
+            "--budget",
+            str(budget),
+            "--refresh",
+            "all",
+            "--yes",
+        )
         assert code != 0 and "budget" in err.lower()
         assert vendor_env.calls() <= budget  # never over it: the probe is one of them
 
@@ -106,8 +119,10 @@ def test_a_runs_probes_count_toward_its_budget_and_are_shown(vendor_env, vendor_
 def _cli_search(capsys, areas, out, *extra):
     from _cli import run
 
-    return run(["search", str(areas), "--id-column", "area_id", "--quiet", "--out", str(out),
-                *extra], capsys)
+    return run(
+        ["search", str(areas), "--id-column", "area_id", "--quiet", "--out", str(out), *extra],
+        capsys,
+    )
 
 
 def _meta(path) -> dict:
@@ -116,8 +131,9 @@ def _meta(path) -> dict:
     return json.loads(pq.read_schema(path).metadata[b"parcelsearch"])
 
 
-def test_a_slipped_page_is_never_complete(vendor_env, vendor_areas, vendor_fabric, tmp_path,
-                                          capsys) -> None:
+def test_a_slipped_page_is_never_complete(
+    vendor_env, vendor_areas, vendor_fabric, tmp_path, capsys
+) -> None:
     # each page after the first begins with the previous page's last id (rows unchanged):
     # alpha (3 pages) loses 2 ids, bravo (2 pages) 1; the vendor lists each id once, which
     # the run learns from the 230 ids of the first pages (none twice in a page)
@@ -139,16 +155,25 @@ def test_a_slipped_page_is_never_complete(vendor_env, vendor_areas, vendor_fabri
     assert exact(ids, expected) and meta["complete"] is True
 
 
-def test_a_vendor_listing_parcels_each_keeps_a_boundary_repeat(vendor_env, vendor_areas,
-                                                               tmp_path, capsys) -> None:
+def test_a_vendor_listing_parcels_each_keeps_a_boundary_repeat(
+    vendor_env, vendor_areas, tmp_path, capsys
+) -> None:
     # where the vendor is known to list a condominium's parcels each (an id twice in a page),
     # an id repeated at a boundary is a condominium split by the page break: nothing can
     # tell a slip by one from it (the vendor guide says so; --verify-sample re-reads)
     cache = tmp_path / "cache"
     cache.mkdir()
-    (cache / PROFILES_FILE).write_text(json.dumps(
-        {vendor_env.base_url: {"base_url": vendor_env.base_url, "ids_once": False,
-                               "page_base": 1}}))
+    (cache / PROFILES_FILE).write_text(
+        json.dumps(
+            {
+                vendor_env.base_url: {
+                    "base_url": vendor_env.base_url,
+                    "ids_once": False,
+                    "page_base": 1,
+                }
+            }
+        )
+    )
     vendor_env.set(slip=True)
     code, out, err, ids, meta = search(capsys, vendor_areas, tmp_path / "ids.parquet")
     assert code == 0, err

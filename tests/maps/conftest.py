@@ -21,8 +21,12 @@ def areas() -> gpd.GeoDataFrame:
             "name": ["North", EVIL, "Twin sites", "Ranch"],
             "market": ["Abilene", "Abilene", "Boise", "Marfa"],
         },
-        geometry=[box(0, 0, 1, 1), holed,
-                  MultiPolygon([box(3, 0, 3.5, 0.5), box(4, 0, 4.5, 0.5)]), box(6, 6, 7, 7)],
+        geometry=[
+            box(0, 0, 1, 1),
+            holed,
+            MultiPolygon([box(3, 0, 3.5, 0.5), box(4, 0, 4.5, 0.5)]),
+            box(6, 6, 7, 7),
+        ],
         index=pd.Index(["a1", "a2", "a3", "a4"], name="area_id"),
         crs=4326,
     )
@@ -31,8 +35,13 @@ def areas() -> gpd.GeoDataFrame:
 @pytest.fixture
 def plan(areas: gpd.GeoDataFrame) -> SimpleNamespace:
     """A plan over the first three areas: a1 in two halves, a2 whole, a3 one piece per part."""
-    geometry = [box(0, 0, 0.5, 1), box(0.5, 0, 1, 1), areas.geometry["a2"],
-                box(3, 0, 3.5, 0.5), box(4, 0, 4.5, 0.5)]
+    geometry = [
+        box(0, 0, 0.5, 1),
+        box(0.5, 0, 1, 1),
+        areas.geometry["a2"],
+        box(3, 0, 3.5, 0.5),
+        box(4, 0, 4.5, 0.5),
+    ]
     tiles = gpd.GeoDataFrame(
         {
             "area_id": ["a1", "a1", "a2", "a3", "a3"],
@@ -41,7 +50,8 @@ def plan(areas: gpd.GeoDataFrame) -> SimpleNamespace:
             "request_bytes": [310, 312, 6840, 309, 311],
             "min_calls": [1, 1, 1, 1, 1],
         },
-        geometry=geometry, crs=4326,
+        geometry=geometry,
+        crs=4326,
     )
     return SimpleNamespace(areas=areas.loc[["a1", "a2", "a3"]], id_name="area_id", tiles=tiles)
 

@@ -20,8 +20,9 @@ ROOT = Path(__file__).resolve().parents[2]
 
 
 def test_only_shapes_near_the_views_are_kept() -> None:
-    blocks = gpd.GeoDataFrame(geometry=[box(0, 0, 1, 1), box(1.2, 0, 2, 1), box(50, 50, 51, 51)],
-                              crs=4326)
+    blocks = gpd.GeoDataFrame(
+        geometry=[box(0, 0, 1, 1), box(1.2, 0, 2, 1), box(50, 50, 51, 51)], crs=4326
+    )
     layer = context_layer(blocks, [(0.0, 0.0, 1.0, 1.0)])
     assert layer is not None and layer.name == CONTEXT_NAME
     assert [f["geometry"]["coordinates"][0][0][0] for f in layer.geojson["features"]] == [1, 2]
@@ -34,7 +35,11 @@ def test_context_in_metres_is_drawn_in_lon_lat() -> None:
     layer = context_layer(blocks, [(0.0, 0.0, 1.0, 1.0)])
     assert layer is not None
     assert shapely.geometry.shape(layer.geojson["features"][0]["geometry"]).bounds == (
-        0.0, 0.0, 1.0, 1.0)
+        0.0,
+        0.0,
+        1.0,
+        1.0,
+    )
 
 
 def test_maps_draw_the_context_under_everything() -> None:
@@ -51,8 +56,9 @@ def test_maps_draw_the_context_under_everything() -> None:
 def test_the_demo_context_is_small_and_matches_its_generator(tmp_path: Path) -> None:
     committed = ROOT / "data" / "demo_context.geojson"
     assert committed.stat().st_size < 300_000
-    spec = importlib.util.spec_from_file_location("make_demo_context",
-                                                  ROOT / "data" / "make_demo_context.py")
+    spec = importlib.util.spec_from_file_location(
+        "make_demo_context", ROOT / "data" / "make_demo_context.py"
+    )
     assert spec is not None and spec.loader is not None
     module = importlib.util.module_from_spec(spec)
     spec.loader.exec_module(module)

@@ -18,8 +18,12 @@ def test_close_areas_share_one_view() -> None:
 
 
 def test_far_areas_get_a_panel_per_group_each_area_big_enough() -> None:
-    subjects = [("a", square(-99.74, 32.44)), ("b", square(-99.72, 32.45)),
-                ("c", square(-97.55, 32.82)), ("d", square(-116.2, 43.6))]
+    subjects = [
+        ("a", square(-99.74, 32.44)),
+        ("b", square(-99.72, 32.45)),
+        ("c", square(-97.55, 32.82)),
+        ("d", square(-116.2, 43.6)),
+    ]
     views = first_views(subjects, union(*(b for _, b in subjects)))
     assert [v.title for v in views] == ["a, b", "c", "d"]
     for view in views:
@@ -65,8 +69,11 @@ def test_areas_far_from_all_the_others_are_outliers_and_the_rest_the_focus() -> 
 def test_many_areas_open_on_a_busy_cell_of_a_grid() -> None:
     """Over MAX_SUBJECTS areas (binned, not grouped): 40 scattered, 25 packed together."""
     subjects = [(f"w{i}", square(-120.0 + i, 30.0 + (i % 7))) for i in range(40)]
-    subjects += [(f"e{i}-{k}", square(-80.0 + 0.011 * i, 40.0 + 0.011 * k))
-                 for i in range(5) for k in range(5)]
+    subjects += [
+        (f"e{i}-{k}", square(-80.0 + 0.011 * i, 40.0 + 0.011 * k))
+        for i in range(5)
+        for k in range(5)
+    ]
     focus = focus_of(subjects, union(*(b for _, b in subjects)))
     assert focus is not None
     inside = [(label, b) for label, b in subjects if union(b, focus.bounds) == focus.bounds]
@@ -78,18 +85,26 @@ def test_many_areas_open_on_a_busy_cell_of_a_grid() -> None:
 def test_close_areas_not_all_readable_open_fitted_to_every_one() -> None:
     """Issue 59: 16 plots of 30 m over 3 km (specks at once) open fitted to all 16, not on
     the densest few; towns far apart still open on the densest group (above)."""
-    subjects = [(f"p{k}", square(-0.1 + 0.0017 * ((7 * k) % 16), 51.45 + 0.0015 * ((5 * k) % 16),
-                                 0.0003)) for k in range(16)]
+    subjects = [
+        (f"p{k}", square(-0.1 + 0.0017 * ((7 * k) % 16), 51.45 + 0.0015 * ((5 * k) % 16), 0.0003))
+        for k in range(16)
+    ]
     whole = union(*(b for _, b in subjects))
     focus = focus_of(subjects, whole)
     assert focus is not None and focus.bounds == whole
 
 
-@pytest.mark.parametrize("subjects", [
-    pytest.param([("a", square(0, 0)), ("b", square(5, 5))], id="two"),
-    pytest.param([(f"t{k}", square(0.003 * (k % 4), 0.003 * (k // 4))) for k in range(16)],
-                 id="sixteen-tiny"),
-])
+@pytest.mark.parametrize(
+    "subjects",
+    [
+        pytest.param([("a", square(0, 0)), ("b", square(5, 5))], id="two"),
+        pytest.param(
+            [(f"t{k}", square(0.003 * (k % 4), 0.003 * (k // 4))) for k in range(16)],
+            id="sixteen-tiny",
+        ),
+    ],
+)
 def test_fewer_than_three_or_close_areas_have_no_outliers(
-        subjects: list[tuple[str, Bounds]]) -> None:
+    subjects: list[tuple[str, Bounds]],
+) -> None:
     assert outliers(subjects) == []

@@ -31,10 +31,12 @@ from ._helpers import EVIL, geojson_layers, parse_page
     ],
 )
 @pytest.mark.parametrize("basemap", [pytest.param(True, id="osm"), pytest.param(False, id="plain")])
-def test_html_is_self_contained(make: Any, basemap: bool, areas: Any, plan: Any, result: Any,
-                                tmp_path: Path) -> None:
-    path = maps.save_html(make(areas, plan, result), tmp_path / "map.html", basemap=basemap,
-                          areas=areas)
+def test_html_is_self_contained(
+    make: Any, basemap: bool, areas: Any, plan: Any, result: Any, tmp_path: Path
+) -> None:
+    path = maps.save_html(
+        make(areas, plan, result), tmp_path / "map.html", basemap=basemap, areas=areas
+    )
     page, data = parse_page(path)
     text = path.read_text(encoding="utf-8")
     assert [t for t, attrs in page.tags if t in {"link", "iframe", "img", "object", "embed"}] == []
@@ -47,31 +49,43 @@ def test_html_is_self_contained(make: Any, basemap: bool, areas: Any, plan: Any,
     assert set(re.findall(r"https?://[^\"'\s<>\\]+", text)) <= allowed
     assert (data["tiles"] == OSM_TILES) is basemap
 
-def test_html_draws_the_same_map_as_the_notebook(areas: Any, result: Any,
-                                                 tmp_path: Path) -> None:
+
+def test_html_draws_the_same_map_as_the_notebook(areas: Any, result: Any, tmp_path: Path) -> None:
     m = maps.result_map(result, areas=areas)
     _, data = parse_page(maps.save_html(m, tmp_path / "map.html"))
     assert [x["name"] for x in data["layers"]] == ["Pieces", "Study areas", "Skipped areas"]
     assert [x["geojson"] for x in data["layers"]] == json.loads(
-        json.dumps([geojson_layers(m)[x].data for x in geojson_layers(m)]))
+        json.dumps([geojson_layers(m)[x].data for x in geojson_layers(m)])
+    )
     assert data["bounds"] == [[0.0, 0.0], [7.0, 7.0]]
     assert "41–250" in data["legend"]
 
-def test_saving_a_map_or_its_result_writes_the_same_file(areas: Any, result: Any,
-                                                         tmp_path: Path) -> None:
+
+def test_saving_a_map_or_its_result_writes_the_same_file(
+    areas: Any, result: Any, tmp_path: Path
+) -> None:
     from_map = maps.save_html(maps.result_map(result, areas=areas), tmp_path / "a.html")
     from_result = maps.save_html(result, tmp_path / "b.html", areas=areas)
     assert from_map.read_bytes() == from_result.read_bytes()
 
+
 def test_html_data_cannot_close_its_script(tmp_path: Path) -> None:
     nasty = "</script><script>alert(1)</script><!--"
-    feature = {"type": "Feature", "geometry": {"type": "Point", "coordinates": [0, 0]},
-               "properties": {"style": {}, "popup": "", "tooltip": "", "note": nasty}}
-    spec = maps.MapSpec("t", (maps.LayerSpec("x", {"type": "FeatureCollection",
-                                                    "features": [feature]}),), None, None)
+    feature = {
+        "type": "Feature",
+        "geometry": {"type": "Point", "coordinates": [0, 0]},
+        "properties": {"style": {}, "popup": "", "tooltip": "", "note": nasty},
+    }
+    spec = maps.MapSpec(
+        "t",
+        (maps.LayerSpec("x", {"type": "FeatureCollection", "features": [feature]}),),
+        None,
+        None,
+    )
     page, data = parse_page(maps.save_html(spec, tmp_path / "map.html"))
     assert len(page.scripts) == 3
     assert data["layers"][0]["geojson"]["features"][0]["properties"]["note"] == nasty
+
 
 def test_html_escapes_user_text(areas: Any, result: Any, tmp_path: Path) -> None:
     path = maps.save_html(result, tmp_path / "map.html", title=f"Study {EVIL}", areas=areas)
@@ -80,6 +94,7 @@ def test_html_escapes_user_text(areas: Any, result: Any, tmp_path: Path) -> None
     assert [t for t, _ in page.tags].count("script") == 3
     assert html.escape(EVIL) in data["layers"][1]["geojson"]["features"][1]["properties"]["popup"]
 
+
 def test_html_inlines_the_vendored_leaflet_with_its_licence(areas: Any, tmp_path: Path) -> None:
     static = resources.files("parcelsearch") / "_static"
     assert "BSD 2-Clause" in (static / "LICENSE-leaflet").read_text(encoding="utf-8")
@@ -87,6 +102,7 @@ def test_html_inlines_the_vendored_leaflet_with_its_licence(areas: Any, tmp_path
     page = (tmp_path / "map.html").read_text(encoding="utf-8")
     assert 'version="1.9.4"' in page
     assert data["layers"][0]["name"] == "Study areas"
+
 
 @pytest.mark.parametrize(
     ("obj", "message"),
@@ -106,7 +122,8 @@ def far_apart() -> gpd.GeoDataFrame:
     return gpd.GeoDataFrame(
         {"name": ["A", "B", "C"]},
         geometry=[box(x, 32, x + 0.005, 32.005) for x in (-100.0, -97.0, -104.0)],
-        index=pd.Index(["a", "b", "c"], name="area_id"), crs=4326,
+        index=pd.Index(["a", "b", "c"], name="area_id"),
+        crs=4326,
     )
 
 
@@ -131,8 +148,7 @@ def test_context_is_kept_from_a_map_or_added_when_saving(areas: Any, tmp_path: P
     blocks = gpd.GeoDataFrame(geometry=[box(0.1, 0.1, 0.2, 0.2)], crs=4326)
     _, plain = parse_page(maps.save_html(areas, tmp_path / "a.html"))
     _, added = parse_page(maps.save_html(areas, tmp_path / "b.html", context=blocks))
-    _, kept = parse_page(maps.save_html(maps.areas_map(areas, context=blocks),
-                                        tmp_path / "c.html"))
+    _, kept = parse_page(maps.save_html(maps.areas_map(areas, context=blocks), tmp_path / "c.html"))
     assert plain["context"] is None
     assert added["context"] == kept["context"]
     assert len(kept["context"]["geojson"]["features"]) == 1
@@ -143,17 +159,28 @@ def test_the_page_offers_the_notebook_maps_go_to_list(tmp_path: Path) -> None:
     the offline page's go-to list is the widget's, the view opened on first."""
     import ipywidgets
 
-    plots = [box(530_000 + 190 * ((7 * k) % 16), 175_000 + 170 * ((5 * k) % 16),
-                 530_030 + 190 * ((7 * k) % 16), 175_030 + 170 * ((5 * k) % 16))
-             for k in range(15)]  # 15 plots of 30 m over 3 km of London, one in Leeds
-    frame = gpd.GeoDataFrame(geometry=[*plots, box(430_000, 433_000, 430_030, 433_030)],
-                             index=pd.Index([*(f"p{k}" for k in range(15)), "leeds"],
-                                            name="area_id"), crs=27700)
+    plots = [
+        box(
+            530_000 + 190 * ((7 * k) % 16),
+            175_000 + 170 * ((5 * k) % 16),
+            530_030 + 190 * ((7 * k) % 16),
+            175_030 + 170 * ((5 * k) % 16),
+        )
+        for k in range(15)
+    ]  # 15 plots of 30 m over 3 km of London, one in Leeds
+    frame = gpd.GeoDataFrame(
+        geometry=[*plots, box(430_000, 433_000, 430_030, 433_030)],
+        index=pd.Index([*(f"p{k}" for k in range(15)), "leeds"], name="area_id"),
+        crs=27700,
+    )
     m = maps.areas_map(frame, context=None)
     spec = m.parcelsearch_spec
     assert [v.title for v in spec.listed] == ["leeds"]
-    dropdown = next(c.widget for c in m.controls if isinstance(c, ipyleaflet.WidgetControl)
-                    and isinstance(c.widget, ipywidgets.Dropdown))
+    dropdown = next(
+        c.widget
+        for c in m.controls
+        if isinstance(c, ipyleaflet.WidgetControl) and isinstance(c.widget, ipywidgets.Dropdown)
+    )
     _, data = parse_page(maps.save_html(m, tmp_path / "map.html"))
     assert data["panels"] == []  # one map, opened on the 15 in London
     assert [g["title"] for g in data["go_to"]] == list(dropdown.options)

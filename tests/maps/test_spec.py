@@ -15,8 +15,7 @@ def test_view_of_fits_the_bounds() -> None:
 
 
 def test_pixels_double_per_zoom_level() -> None:
-    assert pixels((0.0, 0.0, 0.1, 0.05), 11) == pytest.approx(2 * pixels((0.0, 0.0, 0.1, 0.05),
-                                                                         10))
+    assert pixels((0.0, 0.0, 0.1, 0.05), 11) == pytest.approx(2 * pixels((0.0, 0.0, 0.1, 0.05), 10))
 
 
 def test_union() -> None:
@@ -38,7 +37,12 @@ def test_feature_counts_list_the_context_first() -> None:
         feature = {"type": "Feature", "geometry": None, "properties": {}}
         return LayerSpec(name, {"type": "FeatureCollection", "features": [feature] * n})
 
-    spec = MapSpec("t", (layer("Pieces", 3), layer("Study areas", 2)), None, None,
-                   context=layer("Context (offline)", 7))
+    spec = MapSpec(
+        "t",
+        (layer("Pieces", 3), layer("Study areas", 2)),
+        None,
+        None,
+        context=layer("Context (offline)", 7),
+    )
     assert spec.feature_counts() == {"Context (offline)": 7, "Pieces": 3, "Study areas": 2}
     assert list(spec.feature_counts()) == ["Context (offline)", "Pieces", "Study areas"]

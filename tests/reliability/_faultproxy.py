@@ -41,14 +41,22 @@ from email.utils import formatdate
 from pathlib import Path
 from urllib.parse import parse_qs, urlsplit
 
-RETRYABLE = ("429-seconds", "429-date", "429-none", "500", "502", "503", "504", "timeout",
-             "reset")
+RETRYABLE = ("429-seconds", "429-date", "429-none", "500", "502", "503", "504", "timeout", "reset")
 FATAL = ("cut-length", "cut-close", "datarows", "pages")
 FORWARDED = (None, "cut-length", "cut-close", "datarows", "pages", "503-after", "reset-after")
 
-_REASONS = {200: "OK", 302: "Found", 400: "Bad Request", 401: "Unauthorized",
-            414: "URI Too Long", 429: "Too Many Requests", 500: "Internal Server Error",
-            502: "Bad Gateway", 503: "Service Unavailable", 504: "Gateway Timeout"}
+_REASONS = {
+    200: "OK",
+    302: "Found",
+    400: "Bad Request",
+    401: "Unauthorized",
+    414: "URI Too Long",
+    429: "Too Many Requests",
+    500: "Internal Server Error",
+    502: "Bad Gateway",
+    503: "Service Unavailable",
+    504: "Gateway Timeout",
+}
 
 
 @dataclass
@@ -184,8 +192,9 @@ class FaultProxy:
         with self._lock:
             ident = (parts.path, polygon, page)
             self._attempts[ident] += 1
-            arrival = Arrival(len(self.arrivals) + 1, parts.path, polygon, page,
-                              self._attempts[ident])
+            arrival = Arrival(
+                len(self.arrivals) + 1, parts.path, polygon, page, self._attempts[ident]
+            )
             self.arrivals.append(arrival)
             fault = self.rule(arrival) if self.rule is not None else None
             arrival.fault = fault
@@ -206,17 +215,22 @@ class FaultProxy:
             self._send(conn, arrival, status, json.dumps(payload).encode(), reply_headers)
         else:  # cut-length / cut-close
             half = body[: len(body) // 2]
-            head_lines = [f"HTTP/1.1 {status} {_REASONS.get(status, 'X')}",
-                          "Content-Type: application/json", "Connection: close"]
+            head_lines = [
+                f"HTTP/1.1 {status} {_REASONS.get(status, 'X')}",
+                "Content-Type: application/json",
+                "Connection: close",
+            ]
             if fault == "cut-length":
                 head_lines.append(f"Content-Length: {len(body)}")
             conn.sendall(("\r\n".join(head_lines) + "\r\n\r\n").encode() + half)
             arrival.status = status
 
-    def _forward(self, method: str, target: str,
-                 headers: dict[str, str]) -> tuple[int, dict[str, str], bytes]:
-        upstream = http.client.HTTPSConnection(*self._upstream, context=self._client_ctx,
-                                               timeout=30)
+    def _forward(
+        self, method: str, target: str, headers: dict[str, str]
+    ) -> tuple[int, dict[str, str], bytes]:
+        upstream = http.client.HTTPSConnection(
+            *self._upstream, context=self._client_ctx, timeout=30
+        )
         try:
             sent = {k: v for k, v in headers.items() if k in ("x-api-key", "accept")}
             upstream.request(method, target, headers=sent)
@@ -227,24 +241,35 @@ class FaultProxy:
         finally:
             upstream.close()
 
-    def _send(self, conn: ssl.SSLSocket, arrival: Arrival, status: int, body: bytes,
-              extra: dict[str, str] | None = None, content_type: str = "application/json") -> None:
-        lines = [f"HTTP/1.1 {status} {_REASONS.get(status, 'X')}",
-                 f"Content-Type: {content_type}", f"Content-Length: {len(body)}",
-                 "Connection: close"]
+    def _send(
+        self,
+        conn: ssl.SSLSocket,
+        arrival: Arrival,
+        status: int,
+        body: bytes,
+        extra: dict[str, str] | None = None,
+        content_type: str = "application/json",
+    ) -> None:
+        lines = [
+            f"HTTP/1.1 {status} {_REASONS.get(status, 'X')}",
+            f"Content-Type: {content_type}",
+            f"Content-Length: {len(body)}",
+            "Connection: close",
+        ]
         lines += [f"{k}: {v}" for k, v in (extra or {}).items()]
         conn.sendall(("\r\n".join(lines) + "\r\n\r\n").encode() + body)
         arrival.status = status
 
-    def _fault(self, conn: ssl.SSLSocket, arrival: Arrival, fault: str | None,
-               target: str) -> None:
-        spike = json.dumps({"status": "ERROR",
-                            "messages": ["Spike arrest violation. Allowed rate : 10ps"]}).encode()
+    def _fault(self, conn: ssl.SSLSocket, arrival: Arrival, fault: str | None, target: str) -> None:
+        spike = json.dumps(
+            {"status": "ERROR", "messages": ["Spike arrest violation. Allowed rate : 10ps"]}
+        ).encode()
         if fault == "429-seconds":
             self._send(conn, arrival, 429, spike, {"Retry-After": "1"})
         elif fault == "429-date":
-            self._send(conn, arrival, 429, spike,
-                       {"Retry-After": formatdate(time.time() + 2, usegmt=True)})
+            self._send(
+                conn, arrival, 429, spike, {"Retry-After": formatdate(time.time() + 2, usegmt=True)}
+            )
         elif fault == "429-none":
             self._send(conn, arrival, 429, spike)
         elif fault in ("500", "503"):

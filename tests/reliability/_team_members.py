@@ -24,29 +24,50 @@ class Member:
 
     def __init__(self, svc: Any, tmp_path: Path, key: str, name: str, **env: str) -> None:
         src = str(Path(parcelsearch.__file__).parent.parent)
-        self.env = {**os.environ, "PARCELSEARCH_API_KEY": key,
-                    "PARCELSEARCH_BASE_URL": svc.base_url,
-                    "PARCELSEARCH_CA_BUNDLE": str(svc.ca_path),
-                    "PARCELSEARCH_CACHE_DIR": str(tmp_path / f"cache-{name}"),
-                    "PYTHONPATH": src + os.pathsep + os.environ.get("PYTHONPATH", ""), **env}
-        for unset in ("PARCELSEARCH_TEAM", "PARCELSEARCH_USER", "PARCELSEARCH_QUOTA",
-                      "PARCELSEARCH_RATE", "PARCELSEARCH_TEAM_LEASE"):
+        self.env = {
+            **os.environ,
+            "PARCELSEARCH_API_KEY": key,
+            "PARCELSEARCH_BASE_URL": svc.base_url,
+            "PARCELSEARCH_CA_BUNDLE": str(svc.ca_path),
+            "PARCELSEARCH_CACHE_DIR": str(tmp_path / f"cache-{name}"),
+            "PYTHONPATH": src + os.pathsep + os.environ.get("PYTHONPATH", ""),
+            **env,
+        }
+        for unset in (
+            "PARCELSEARCH_TEAM",
+            "PARCELSEARCH_USER",
+            "PARCELSEARCH_QUOTA",
+            "PARCELSEARCH_RATE",
+            "PARCELSEARCH_TEAM_LEASE",
+        ):
             if unset not in env:
                 self.env.pop(unset, None)
         self.cwd = tmp_path
         self.name = name
 
     def start(self, *argv: str) -> subprocess.Popen[str]:
-        return subprocess.Popen([sys.executable, "-m", "parcelsearch.cli", *argv], env=self.env,
-                                cwd=self.cwd, stdout=subprocess.PIPE, stderr=subprocess.PIPE,
-                                text=True)
+        return subprocess.Popen(
+            [sys.executable, "-m", "parcelsearch.cli", *argv],
+            env=self.env,
+            cwd=self.cwd,
+            stdout=subprocess.PIPE,
+            stderr=subprocess.PIPE,
+            text=True,
+        )
 
     def run(self, *argv: str) -> subprocess.CompletedProcess[str]:
-        return subprocess.run([sys.executable, "-m", "parcelsearch.cli", *argv], env=self.env,
-                              cwd=self.cwd, capture_output=True, text=True, timeout=300)
+        return subprocess.run(
+            [sys.executable, "-m", "parcelsearch.cli", *argv],
+            env=self.env,
+            cwd=self.cwd,
+            capture_output=True,
+            text=True,
+            timeout=300,
+        )
 
-    def main(self, monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str],
-             *argv: str) -> subprocess.CompletedProcess[str]:
+    def main(
+        self, monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str], *argv: str
+    ) -> subprocess.CompletedProcess[str]:
         """The command line in this process (for what ends before anything is sent)."""
         from _cli import run
 
@@ -60,8 +81,16 @@ class Member:
         return subprocess.CompletedProcess(list(argv), code, out, err)
 
     def search(self, areas: Path, *extra: str) -> list[str]:
-        return ["search", str(areas), "--id-column", "area_id", "--quiet",
-                "--out", str(self.cwd / f"{self.name}-{next(_KEYS)}.parquet"), *extra]
+        return [
+            "search",
+            str(areas),
+            "--id-column",
+            "area_id",
+            "--quiet",
+            "--out",
+            str(self.cwd / f"{self.name}-{next(_KEYS)}.parquet"),
+            *extra,
+        ]
 
 
 def _key(svc: Any, **kw: Any) -> tuple[str, str]:
@@ -82,5 +111,8 @@ def _store_calls(team: str, member: str | None = None) -> int:
     with psycopg.connect(team) as conn:
         if member is None:
             return int(conn.execute(f"SELECT count(*) FROM {SCHEMA}.calls").fetchone()[0])
-        return int(conn.execute(f"SELECT count(*) FROM {SCHEMA}.calls WHERE member = %s",
-                                (member,)).fetchone()[0])
+        return int(
+            conn.execute(
+                f"SELECT count(*) FROM {SCHEMA}.calls WHERE member = %s", (member,)
+            ).fetchone()[0]
+        )

@@ -38,8 +38,10 @@ HERE = Path(__file__).parent
 #: The committed record, rewritten only when asked (``PARCELSEARCH_RECORD_RESULTS=1``).
 RECORD = HERE / "RESULTS.md"
 #: Where every session's figures go otherwise (git-ignored).
-RESULTS = RECORD if os.environ.get("PARCELSEARCH_RECORD_RESULTS") == "1" else (
-    HERE / "_figures" / "RESULTS.md"
+RESULTS = (
+    RECORD
+    if os.environ.get("PARCELSEARCH_RECORD_RESULTS") == "1"
+    else (HERE / "_figures" / "RESULTS.md")
 )
 TILING = HERE / "_figures" / "tiling.json"
 FAST_RATE = 50.0  # calls/s the keys of this suite allow
@@ -90,11 +92,15 @@ def fast_key(make_key: Callable[..., Any]) -> Callable[..., Any]:
 def make_fast_client(service: Any, ca_bundle: str, tmp_path: Path) -> Callable[..., Client]:
     """``make_fast_client(key, base_url=None, cache="cache", **kwargs)``: a Client at 40/s."""
 
-    def make(key: str, base_url: str | None = None, cache: str = "cache",
-             **kwargs: Any) -> Client:
+    def make(key: str, base_url: str | None = None, cache: str = "cache", **kwargs: Any) -> Client:
         kwargs.setdefault("rate", CLIENT_RATE)
-        return Client(api_key=key, base_url=base_url or service.base_url, ca_bundle=ca_bundle,
-                      cache_dir=tmp_path / cache, **kwargs)
+        return Client(
+            api_key=key,
+            base_url=base_url or service.base_url,
+            ca_bundle=ca_bundle,
+            cache_dir=tmp_path / cache,
+            **kwargs,
+        )
 
     return make
 
@@ -113,13 +119,23 @@ def demo_areas_gdf() -> gpd.GeoDataFrame:
 
 
 @pytest.fixture(scope="session")
-def demo_baseline(service: Any, ca_bundle: str, demo_areas_gdf: gpd.GeoDataFrame,
-                  tmp_path_factory: pytest.TempPathFactory) -> pd.DataFrame:
+def demo_baseline(
+    service: Any,
+    ca_bundle: str,
+    demo_areas_gdf: gpd.GeoDataFrame,
+    tmp_path_factory: pytest.TempPathFactory,
+) -> pd.DataFrame:
     """``ids`` of the demo areas from a fault-free run (own key, own cache)."""
-    key = service.keys.create("reliability-baseline", key_type="production",
-                              per_second=FAST_RATE, quota=100_000)
-    client = Client(api_key=key, base_url=service.base_url, ca_bundle=ca_bundle,
-                    rate=CLIENT_RATE, cache_dir=tmp_path_factory.mktemp("baseline"))
+    key = service.keys.create(
+        "reliability-baseline", key_type="production", per_second=FAST_RATE, quota=100_000
+    )
+    client = Client(
+        api_key=key,
+        base_url=service.base_url,
+        ca_bundle=ca_bundle,
+        rate=CLIENT_RATE,
+        cache_dir=tmp_path_factory.mktemp("baseline"),
+    )
     with client:
         result = search(demo_areas_gdf, client=client, id_column="area_id", progress=False)
     assert result.complete and len(result.ids) > 500
@@ -167,14 +183,22 @@ def _markdown(session_seconds: float) -> str:
     ]
     for section in sorted(FIGURES.sections):
         counts = FIGURES.sections[section]
-        lines += [f"## {section} (total {sum(counts.values()):,})", "", "| what | count |",
-                  "|---|---:|"]
+        lines += [
+            f"## {section} (total {sum(counts.values()):,})",
+            "",
+            "| what | count |",
+            "|---|---:|",
+        ]
         lines += [f"| {name} | {n:,} |" for name, n in sorted(counts.items())]
         lines.append("")
     tiling = _tiling()
     if tiling:
-        lines += ["## tiling properties (hypothesis, `_figures/tiling.json`)", "",
-                  "| what | count |", "|---|---:|"]
+        lines += [
+            "## tiling properties (hypothesis, `_figures/tiling.json`)",
+            "",
+            "| what | count |",
+            "|---|---:|",
+        ]
         lines += [f"| {name} | {n:,} |" for name, n in sorted(tiling.items())]
         lines.append("")
     if FIGURES.notes:
@@ -210,8 +234,10 @@ def pytest_terminal_summary(terminalreporter: Any, exitstatus: int, config: Any)
             write(f"{section}: {sum(counts.values()):,}  ({top}{', …' if len(counts) > 4 else ''})")
     tiling = _tiling()
     if tiling:
-        write(f"tiling properties: {tiling.get('exact_examples', 0)} exact + "
-              f"{tiling.get('tolerance_examples', 0)} tolerance examples, "
-              f"{tiling.get('exact_pieces_checked', 0) + tiling.get('tolerance_pieces_checked', 0)}"
-              " pieces checked")
+        write(
+            f"tiling properties: {tiling.get('exact_examples', 0)} exact + "
+            f"{tiling.get('tolerance_examples', 0)} tolerance examples, "
+            f"{tiling.get('exact_pieces_checked', 0) + tiling.get('tolerance_pieces_checked', 0)}"
+            " pieces checked"
+        )
     write(f"written to {RESULTS.relative_to(HERE.parent.parent)}")

@@ -44,8 +44,12 @@ SECTION = "attacks (issue 24)"
 def svc(attack_service: Any) -> Any:
     """The attacked service, with users ann (owner), adm (admin), bea and cid."""
     users = PortalStore(attack_service.keys)
-    for email, admin in [("ann@example.com", False), ("adm@example.com", True),
-                         ("bea@example.com", False), ("cid@example.com", False)]:
+    for email, admin in [
+        ("ann@example.com", False),
+        ("adm@example.com", True),
+        ("bea@example.com", False),
+        ("cid@example.com", False),
+    ]:
         if email not in {u.email for u in users.users()}:
             users.add_user(email, PASSWORD, admin=admin)
     return attack_service
@@ -85,8 +89,9 @@ class Browser:
         return answer
 
     def create(self, name: str, key_type: str = "production") -> str:
-        page = self.post("/portal/apps", {"name": name, "key_type": key_type,
-                                          "services": ["search", "markets"]})
+        page = self.post(
+            "/portal/apps", {"name": name, "key_type": key_type, "services": ["search", "markets"]}
+        )
         assert page.status_code == 200, page.text[:300]
         found = re.search(r'<code id="new-key">([^<]+)</code>', page.text)
         assert found
@@ -101,8 +106,9 @@ class Browser:
 def _get(svc: Any, path: str, key: str | None = None, **kw: Any) -> requests.Response:
     headers = {"x-api-key": key} if key else {}
     headers.update(kw.pop("headers", {}))
-    return requests.get(svc.base_url + path, headers=headers, verify=str(svc.ca_path),
-                        timeout=TIMEOUT, **kw)
+    return requests.get(
+        svc.base_url + path, headers=headers, verify=str(svc.ca_path), timeout=TIMEOUT, **kw
+    )
 
 
 def _tls(svc: Any) -> ssl.SSLSocket:
@@ -145,8 +151,11 @@ def _workers(pid: int, count: int = 2) -> list[int]:
     its "serving" line: waited for)."""
     deadline = time.monotonic() + TIMEOUT
     while True:
-        found = [int(child) for task in Path(f"/proc/{pid}/task").iterdir()
-                 for child in (task / "children").read_text().split()]
+        found = [
+            int(child)
+            for task in Path(f"/proc/{pid}/task").iterdir()
+            for child in (task / "children").read_text().split()
+        ]
         if len(found) >= count or time.monotonic() > deadline:
             return found
         time.sleep(0.05)
@@ -179,8 +188,9 @@ def test_forwarded_headers_are_believed_only_from_named_proxies(
     ``X-Forwarded-For`` does not make the same client another address (nor write another
     address into the access log); ``--forwarded-allow-ips 127.0.0.1`` (a proxy on this host)
     makes the header count."""
-    extra = ["--portal", "--access-log"] + (["--forwarded-allow-ips", "127.0.0.1"]
-                                            if trusted else [])
+    extra = ["--portal", "--access-log"] + (
+        ["--forwarded-allow-ips", "127.0.0.1"] if trusted else []
+    )
     own = spawn_service("sqlite", workers=1, extra=extra)
     PortalStore(own.keys).add_user("dot@example.com", PASSWORD)
     browser = Browser(own)
@@ -190,8 +200,11 @@ def test_forwarded_headers_are_believed_only_from_named_proxies(
     forged = Browser(own, {"X-Forwarded-For": "10.0.0.2", "X-Forwarded-Proto": "http"})
     answer = forged.sign_in("dot@example.com", allow_redirects=False)
     assert answer.status_code == (303 if trusted else 429)
-    document = _get(own, "/openapi.json", headers={"X-Forwarded-Proto": "http",
-                                                   "X-Forwarded-Host": "evil.example"}).json()
+    document = _get(
+        own,
+        "/openapi.json",
+        headers={"X-Forwarded-Proto": "http", "X-Forwarded-Host": "evil.example"},
+    ).json()
     assert document["servers"] == [{"url": "/"}]
     log = own.log_path.read_text()
     assert ("10.0.0.2" in log) is trusted
@@ -211,15 +224,18 @@ def test_concurrent_wrong_passwords_are_checked_no_more_than_the_limit(
         browser.get("/portal/signin")
 
     def guess(browser: Browser) -> int:
-        return browser.post("/portal/signin", {"email": "bea@example.com",
-                                               "password": "not her password"}).status_code
+        return browser.post(
+            "/portal/signin", {"email": "bea@example.com", "password": "not her password"}
+        ).status_code
 
     with ThreadPoolExecutor(25) as pool:
         statuses = Counter(pool.map(guess, browsers))
     assert statuses[401] <= 5 and statuses[401] + statuses[429] == 25, statuses
     figures.add(SECTION, "concurrent wrong passwords", 25)
-    figures.note(f"sign-in race ({svc.backend}): 25 concurrent wrong passwords for an account "
-                 f"limited to 5: {statuses[401]} checked (401), {statuses[429]} refused (429)")
+    figures.note(
+        f"sign-in race ({svc.backend}): 25 concurrent wrong passwords for an account "
+        f"limited to 5: {statuses[401]} checked (401), {statuses[429]} refused (429)"
+    )
 
 
 def test_guessing_cannot_lock_the_owner_out(svc: Any, figures: Any) -> None:
@@ -229,8 +245,9 @@ def test_guessing_cannot_lock_the_owner_out(svc: Any, figures: Any) -> None:
     assert owner.sign_in("ann@example.com", allow_redirects=False).status_code == 303
     owner.post("/portal/signout", {})
     attacker = Browser(svc)
-    statuses = [attacker.sign_in("ann@example.com", "guess guess guess").status_code
-                for _ in range(6)]
+    statuses = [
+        attacker.sign_in("ann@example.com", "guess guess guess").status_code for _ in range(6)
+    ]
     assert statuses == [401] * 5 + [429]
     fresh = Browser(svc).sign_in("ann@example.com")
     assert fresh.status_code == 429
@@ -263,36 +280,54 @@ def test_every_admin_limit_input_is_a_4xx_naming_the_field(svc: Any, figures: An
         assert page.status_code == 400, (rate[:20], page.status_code)
         assert "per_second must be a number from 0.01 to 1,000,000" in page.text
         tried += 1
-    ok = admin.post(f"/portal/apps/{app_id}/limits", {"per_second": "1000000",
-                                                      "quota": "1,000,000,000,000"},
-                    allow_redirects=False)
+    ok = admin.post(
+        f"/portal/apps/{app_id}/limits",
+        {"per_second": "1000000", "quota": "1,000,000,000,000"},
+        allow_redirects=False,
+    )
     assert ok.status_code == 303
     figures.add(SECTION, "admin limits form values", tried + 1)
 
 
-@pytest.mark.parametrize(("flag", "value"), [("--per-second", "1e308"), ("--quota", "²"),
-                                             ("--quota", "9223372036854775808")])
+@pytest.mark.parametrize(
+    ("flag", "value"),
+    [("--per-second", "1e308"), ("--quota", "²"), ("--quota", "9223372036854775808")],
+)
 def test_keys_create_flags_are_range_checked(svc: Any, flag: str, value: str) -> None:
     done = subprocess.run(
-        [sys.executable, "-m", "parcelsearch.cli", "keys", "create", "--keys",
-         svc.keys_location, "--name", "flagged", flag, value],
-        capture_output=True, text=True, timeout=60, check=False)
+        [
+            sys.executable,
+            "-m",
+            "parcelsearch.cli",
+            "keys",
+            "create",
+            "--keys",
+            svc.keys_location,
+            "--name",
+            "flagged",
+            flag,
+            value,
+        ],
+        capture_output=True,
+        text=True,
+        timeout=60,
+        check=False,
+    )
     assert done.returncode == 2 and "Traceback" not in done.stderr
     assert re.search(r"must be a (whole )?number from", done.stderr), done.stderr
 
 
 @pytest.mark.parametrize("rate", [1e308, 1e-320, 1e-9, float("nan")])
-def test_a_rate_stored_out_of_range_cannot_break_a_key(
-    svc: Any, rate: float, figures: Any
-) -> None:
+def test_a_rate_stored_out_of_range_cannot_break_a_key(svc: Any, rate: float, figures: Any) -> None:
     """A rate written into the store by other means (or before the ranges were checked) is
     applied within the range: no 500, and a Retry-After of at most 100 s."""
     if rate != rate and svc.backend == "sqlite":
         pytest.skip("SQLite stores NaN as NULL, which the NOT NULL column refuses")
     name = f"extreme-{rate:g}"
     key = svc.keys.create(name, key_type="production", quota=100)
-    svc.keys.execute(svc.keys.connection(), "UPDATE keys SET per_second = ? WHERE name = ?",
-                     (rate, name))
+    svc.keys.execute(
+        svc.keys.connection(), "UPDATE keys SET per_second = ? WHERE name = ?", (rate, name)
+    )
     statuses = []
     for _ in range(3):
         answer = _get(svc, "/v1/search", key, params={"searchPolygon": RING})
@@ -321,9 +356,11 @@ def test_slow_requests_are_cut_off_and_memory_stays_flat(svc: Any, figures: Any)
             tls.sendall(b"GET /v1/markets HTTP/1.1\r\nHost: 127.0.0.1\r\n" + pad * 30)
             held.append(tls)
         held.append(_tls(svc))  # silent
-        for head in (b"POST /portal/signin HTTP/1.1\r\nHost: x\r\nContent-Type: application/"
-                     b"x-www-form-urlencoded\r\nContent-Length: 1000\r\n\r\nemail=a",
-                     b"GET /v1/markets HTTP/1.1\r\nHost: x\r\nContent-Length: 1000\r\n\r\nab"):
+        for head in (
+            b"POST /portal/signin HTTP/1.1\r\nHost: x\r\nContent-Type: application/"
+            b"x-www-form-urlencoded\r\nContent-Length: 1000\r\n\r\nemail=a",
+            b"GET /v1/markets HTTP/1.1\r\nHost: x\r\nContent-Length: 1000\r\n\r\nab",
+        ):
             held.append(_tls(svc))  # a body that never ends
             held[-1].sendall(head)
         time.sleep(1)
@@ -340,10 +377,12 @@ def test_slow_requests_are_cut_off_and_memory_stays_flat(svc: Any, figures: Any)
     growth = during - before
     assert growth < 40 * 1024, f"{growth} KiB for 40 slow heads"
     figures.add(SECTION, "slow connections", len(held))
-    figures.note(f"slow requests ({svc.backend}): 40 connections holding 30 KiB of headers "
-                 f"each, 1 silent, 2 unfinished bodies: workers' RSS {before // 1024} → "
-                 f"{during // 1024} MiB (+{growth:,} KiB); all cut off by the "
-                 f"{REQUEST_TIMEOUT:g}-s request deadline ({dict(statuses)})")
+    figures.note(
+        f"slow requests ({svc.backend}): 40 connections holding 30 KiB of headers "
+        f"each, 1 silent, 2 unfinished bodies: workers' RSS {before // 1024} → "
+        f"{during // 1024} MiB (+{growth:,} KiB); all cut off by the "
+        f"{REQUEST_TIMEOUT:g}-s request deadline ({dict(statuses)})"
+    )
 
 
 def test_a_huge_request_line_is_refused_without_reading_it(svc: Any, figures: Any) -> None:
@@ -366,12 +405,19 @@ def test_a_huge_request_line_is_refused_without_reading_it(svc: Any, figures: An
     # What was dropped, plus what the kernels' socket buffers (grown on loopback to several
     # MB each way) held when the server closed: far from the 40 MB sent in full before.
     assert sent < 6 * DISCARD_LIMIT, f"{sent:,} bytes read before the refusal"
-    too_many = _raw(svc, b"GET /v1/markets HTTP/1.1\r\nHost: x\r\n"
-                    + b"x-pad: " + b"a" * (MAX_REQUEST_HEAD + 10) + b"\r\n\r\n")
+    too_many = _raw(
+        svc,
+        b"GET /v1/markets HTTP/1.1\r\nHost: x\r\n"
+        + b"x-pad: "
+        + b"a" * (MAX_REQUEST_HEAD + 10)
+        + b"\r\n\r\n",
+    )
     assert too_many[0] in (431, 0)
     figures.add(SECTION, "huge request heads", 2)
-    figures.note(f"40 MB request line ({svc.backend}): refused with {status or 'a reset'} "
-                 f"after {sent:,} bytes sent")
+    figures.note(
+        f"40 MB request line ({svc.backend}): refused with {status or 'a reset'} "
+        f"after {sent:,} bytes sent"
+    )
 
 
 # ---------------------------------------------------------------- 6. orphaned workers
@@ -419,35 +465,51 @@ def test_secret_files_are_owner_only(svc: Any) -> None:
 
 
 def test_host_is_not_reflected_into_openapi(svc: Any) -> None:
-    body = _raw(svc, b"GET /openapi.json HTTP/1.1\r\nHost: evil.example\r\n"
-                     b"X-Forwarded-Proto: http\r\nConnection: close\r\n\r\n")[2]
+    body = _raw(
+        svc,
+        b"GET /openapi.json HTTP/1.1\r\nHost: evil.example\r\n"
+        b"X-Forwarded-Proto: http\r\nConnection: close\r\n\r\n",
+    )[2]
     assert b"evil" not in body and json.loads(body)["servers"] == [{"url": "/"}]
 
 
 def test_head_spends_nothing(svc: Any) -> None:
     key = svc.keys.create("header", key_type="production", quota=100)
-    answer = requests.head(svc.base_url + "/v1/markets", headers={"x-api-key": key},
-                           verify=str(svc.ca_path), timeout=TIMEOUT)
+    answer = requests.head(
+        svc.base_url + "/v1/markets",
+        headers={"x-api-key": key},
+        verify=str(svc.ca_path),
+        timeout=TIMEOUT,
+    )
     assert answer.status_code == 405 and answer.headers["allow"] == "GET"
     assert _used(svc, "header") == 0
 
 
-@pytest.mark.parametrize("path", ["/v1%2Fsearch", "/v1/%73earch", "/v1/markets%2F",
-                                  "/prod%2Fv1/markets"])
+@pytest.mark.parametrize(
+    "path", ["/v1%2Fsearch", "/v1/%73earch", "/v1/markets%2F", "/prod%2Fv1/markets"]
+)
 def test_escaped_paths_are_not_the_service(svc: Any, path: str) -> None:
     """Sent as written (``requests`` would unescape ``%73``): not a route, not counted."""
     key = svc.keys.create(f"escaped-{path}", key_type="production", quota=100)
     target = f"{path}?searchPolygon={quote(RING)}"
-    status, _, body = _raw(svc, f"GET {target} HTTP/1.1\r\nHost: x\r\nx-api-key: {key}\r\n"
-                                "Connection: close\r\n\r\n".encode())
+    status, _, body = _raw(
+        svc,
+        f"GET {target} HTTP/1.1\r\nHost: x\r\nx-api-key: {key}\r\n"
+        "Connection: close\r\n\r\n".encode(),
+    )
     assert status == 404 and json.loads(body)["status"] == "ERROR"
     assert _used(svc, f"escaped-{path}") == 0
 
 
-@pytest.mark.parametrize(("request_line", "status"), [
-    (b"GET /v1/markets HTTP/2.0", 505), (b"GET /v1/markets HTTP/0.9", 505),
-    (b"GET /v1/markets HTTP/1.2", 505), (b"GET /v1/markets", 400),
-])
+@pytest.mark.parametrize(
+    ("request_line", "status"),
+    [
+        (b"GET /v1/markets HTTP/2.0", 505),
+        (b"GET /v1/markets HTTP/0.9", 505),
+        (b"GET /v1/markets HTTP/1.2", 505),
+        (b"GET /v1/markets", 400),
+    ],
+)
 def test_other_http_versions_are_refused(svc: Any, request_line: bytes, status: int) -> None:
     answer = _raw(svc, request_line + b"\r\nHost: x\r\nConnection: close\r\n\r\n")
     assert answer[0] == status and json.loads(answer[2])["status"] == "ERROR"
@@ -456,8 +518,15 @@ def test_other_http_versions_are_refused(svc: Any, request_line: bytes, status: 
 def test_obsolete_line_folding_is_refused(svc: Any) -> None:
     key = svc.keys.create("folded", key_type="production", quota=100)
     for fold in (b" ", b"\t"):
-        answer = _raw(svc, b"GET /v1/markets HTTP/1.1\r\nHost: x\r\nx-api-key: " + key[:10].encode()
-                      + b"\r\n" + fold + key[10:].encode() + b"\r\nConnection: close\r\n\r\n")
+        answer = _raw(
+            svc,
+            b"GET /v1/markets HTTP/1.1\r\nHost: x\r\nx-api-key: "
+            + key[:10].encode()
+            + b"\r\n"
+            + fold
+            + key[10:].encode()
+            + b"\r\nConnection: close\r\n\r\n",
+        )
         assert answer[0] == 400 and b"line folding" in answer[2]
     assert _used(svc, "folded") == 0
 
@@ -472,9 +541,13 @@ def test_a_coordinate_of_4424_digits_is_a_clear_400(svc: Any) -> None:
 
 
 def test_hsts_and_nosniff_everywhere(svc: Any) -> None:
-    answers = [_get(svc, "/v1/markets"), _get(svc, "/openapi.json"), _get(svc, "/nothing"),
-               _get(svc, "/portal", allow_redirects=False),
-               _get(svc, "/portal/", allow_redirects=False)]
+    answers = [
+        _get(svc, "/v1/markets"),
+        _get(svc, "/openapi.json"),
+        _get(svc, "/nothing"),
+        _get(svc, "/portal", allow_redirects=False),
+        _get(svc, "/portal/", allow_redirects=False),
+    ]
     signed = Browser(svc).sign_in("cid@example.com", allow_redirects=False)
     for answer in [*answers, signed]:
         assert answer.headers["strict-transport-security"].startswith("max-age="), answer.url
@@ -485,9 +558,23 @@ def test_hsts_and_nosniff_everywhere(svc: Any) -> None:
 
 def test_weak_passwords_are_refused_at_add_user(svc: Any) -> None:
     done = subprocess.run(
-        [sys.executable, "-m", "parcelsearch.cli", "portal", "add-user", "--keys",
-         svc.keys_location, "--email", "weak@example.com"],
-        input="aaaaaaaaaaaa\n", capture_output=True, text=True, timeout=60, check=False)
+        [
+            sys.executable,
+            "-m",
+            "parcelsearch.cli",
+            "portal",
+            "add-user",
+            "--keys",
+            svc.keys_location,
+            "--email",
+            "weak@example.com",
+        ],
+        input="aaaaaaaaaaaa\n",
+        capture_output=True,
+        text=True,
+        timeout=60,
+        check=False,
+    )
     assert done.returncode != 0 and "Traceback" not in done.stderr
     assert "the password is too easy to guess" in done.stderr
     assert "aaaaaaaaaaaa" not in done.stderr
@@ -502,8 +589,9 @@ def test_app_names_are_unique_per_user_only(svc: Any) -> None:
     assert dee.sign_in("dee@example.com", allow_redirects=False).status_code == 303
     cid.create("same-name")
     dee.create("same-name")
-    again = dee.post("/portal/apps", {"name": "same-name", "key_type": "demo",
-                                      "services": "search"})
+    again = dee.post(
+        "/portal/apps", {"name": "same-name", "key_type": "demo", "services": "search"}
+    )
     assert again.status_code == 400 and "you already have an app named" in again.text
 
 
@@ -522,19 +610,24 @@ def _new_user(svc: Any, email: str, admin: bool = False) -> Browser:
 
 
 def _change(browser: Browser, current: str, new: str) -> requests.Response:
-    return browser.post("/portal/account/password", {
-        "current_password": current, "new_password": new, "new_password_again": new})
+    return browser.post(
+        "/portal/account/password",
+        {"current_password": current, "new_password": new, "new_password_again": new},
+    )
 
 
 def test_the_password_change_form_is_throttled_and_logged_like_sign_in(
-        svc: Any, figures: Any) -> None:
+    svc: Any, figures: Any
+) -> None:
     """Issue 39, finding 5: 12 wrong current passwords from a signed-in session are checked
     no more often than sign-in allows (5, then 429), each failure is in the service's log, and
     the right one is refused too while the pause lasts."""
     browser = _new_user(svc, "eve@example.com")
     start = Path(svc.log_path).stat().st_size
-    statuses = Counter(_change(browser, f"guess {n} guess", "a brand new passphrase 39")
-                       .status_code for n in range(12))
+    statuses = Counter(
+        _change(browser, f"guess {n} guess", "a brand new passphrase 39").status_code
+        for n in range(12)
+    )
     assert statuses[400] <= 5 and statuses[400] + statuses[429] == 12, statuses
     right = _change(browser, PASSWORD, "a brand new passphrase 39")
     assert right.status_code == 429 and int(right.headers["retry-after"]) > 0
@@ -555,7 +648,8 @@ def test_a_new_password_equal_to_the_old_is_refused(svc: Any) -> None:
 
 
 def test_only_the_owner_regenerates_a_key_and_admin_actions_are_shown_to_the_owner(
-        svc: Any) -> None:
+    svc: Any,
+) -> None:
     """Issue 39, finding 6: an admin regenerating another user's key, or one made on the
     command line, is refused (403, no key shown) and the key keeps working; an admin's
     limits and revocation are listed on the owner's app page."""
@@ -566,16 +660,19 @@ def test_only_the_owner_regenerates_a_key_and_admin_actions_are_shown_to_the_own
     admin.get(f"/portal/apps/{app}")
     cli_name = f"cli-made-{os.getpid()}"
     svc.keys.create(cli_name, key_type="production")
-    cli_id = int(svc.keys.query("SELECT id FROM keys WHERE name = ?", (cli_name,))
-                 .fetchone()["id"])
+    cli_id = int(svc.keys.query("SELECT id FROM keys WHERE name = ?", (cli_name,)).fetchone()["id"])
     for target in (app, cli_id):
         refused = admin.post(f"/portal/apps/{target}/regenerate", {})
         assert refused.status_code == 403 and 'id="new-key"' not in refused.text
         assert "Regenerate key" not in admin.get(f"/portal/apps/{target}").text
     assert _get(svc, "/v1/markets", key).status_code != 401  # the owner's key still works
     admin.get(f"/portal/apps/{app}")
-    assert admin.post(f"/portal/apps/{app}/limits", {"per_second": "5", "quota": "123"},
-                      allow_redirects=False).status_code == 303
+    assert (
+        admin.post(
+            f"/portal/apps/{app}/limits", {"per_second": "5", "quota": "123"}, allow_redirects=False
+        ).status_code
+        == 303
+    )
     admin.get(f"/portal/apps/{app}")
     admin.post(f"/portal/apps/{app}/revoke", {}, allow_redirects=False)
     page = owner.get(f"/portal/apps/{app}").text
@@ -587,9 +684,18 @@ def test_only_the_owner_regenerates_a_key_and_admin_actions_are_shown_to_the_own
 
 
 def _form(properties: list[str]) -> dict[str, Any]:
-    return {"required": True, "content": {"application/x-www-form-urlencoded": {"schema": {
-        "type": "object", "required": properties,
-        "properties": {name: {"type": "string"} for name in properties}}}}}
+    return {
+        "required": True,
+        "content": {
+            "application/x-www-form-urlencoded": {
+                "schema": {
+                    "type": "object",
+                    "required": properties,
+                    "properties": {name: {"type": "string"} for name in properties},
+                }
+            }
+        },
+    }
 
 
 _APP_ID = [{"name": "app_id", "in": "path", "required": True, "schema": {"type": "integer"}}]
@@ -601,21 +707,30 @@ PORTAL_FORMS: dict[str, Any] = {
     "info": {"title": "parcelsearch portal forms", "version": "1"},
     "paths": {
         "/portal/": {"get": {"responses": _PAGE}},
-        "/portal/signin": {"get": {"responses": _PAGE},
-                           "post": {"requestBody": _form(["email", "password"]),
-                                    "responses": _PAGE}},
-        "/portal/apps": {"post": {"requestBody": _form(["name", "key_type", "services"]),
-                                  "responses": _PAGE}},
-        "/portal/apps/{app_id}/limits": {"post": {
-            "parameters": _APP_ID, "requestBody": _form(["per_second", "quota"]),
-            "responses": _PAGE}},
-        "/portal/apps/{app_id}/regenerate": {"post": {"parameters": _APP_ID,
-                                                      "responses": _PAGE}},
+        "/portal/signin": {
+            "get": {"responses": _PAGE},
+            "post": {"requestBody": _form(["email", "password"]), "responses": _PAGE},
+        },
+        "/portal/apps": {
+            "post": {"requestBody": _form(["name", "key_type", "services"]), "responses": _PAGE}
+        },
+        "/portal/apps/{app_id}/limits": {
+            "post": {
+                "parameters": _APP_ID,
+                "requestBody": _form(["per_second", "quota"]),
+                "responses": _PAGE,
+            }
+        },
+        "/portal/apps/{app_id}/regenerate": {"post": {"parameters": _APP_ID, "responses": _PAGE}},
         "/portal/apps/{app_id}/revoke": {"post": {"parameters": _APP_ID, "responses": _PAGE}},
         "/portal/apps/{app_id}": {"get": {"parameters": _APP_ID, "responses": _PAGE}},
         "/portal/account": {"get": {"responses": _PAGE}},
-        "/portal/account/password": {"post": {"requestBody": _form(
-            ["current_password", "new_password", "new_password_again"]), "responses": _PAGE}},
+        "/portal/account/password": {
+            "post": {
+                "requestBody": _form(["current_password", "new_password", "new_password_again"]),
+                "responses": _PAGE,
+            }
+        },
         "/portal/account/signout-others": {"post": {"responses": _PAGE}},
         "/portal/admin": {"get": {"responses": _PAGE}},
         "/portal/start": {"get": {"responses": _PAGE}},
@@ -634,19 +749,28 @@ def admin(svc: Any) -> Browser:
     return browser
 
 
-def _sweep(strategy: Any, path: str, browser: Browser, svc: Any,
-           statuses: Counter[int]) -> None:
+def _sweep(strategy: Any, path: str, browser: Browser, svc: Any, statuses: Counter[int]) -> None:
     """Send :data:`FORM_EXAMPLES` cases of ``strategy`` with ``browser``'s session and CSRF
     token; fail on a 5xx."""
 
-    @settings(max_examples=FORM_EXAMPLES, deadline=None, database=None, derandomize=True,
-              suppress_health_check=list(HealthCheck))
+    @settings(
+        max_examples=FORM_EXAMPLES,
+        deadline=None,
+        database=None,
+        derandomize=True,
+        suppress_health_check=list(HealthCheck),
+    )
     @given(case=strategy)
     def run(case: Any) -> None:
         if isinstance(case.body, dict):
             case.body["csrf_token"] = browser.csrf
-        response = case.call(base_url=svc.base_url, session=browser.http, timeout=TIMEOUT,
-                             allow_redirects=False, verify=str(svc.ca_path))
+        response = case.call(
+            base_url=svc.base_url,
+            session=browser.http,
+            timeout=TIMEOUT,
+            allow_redirects=False,
+            verify=str(svc.ca_path),
+        )
         statuses[response.status_code] += 1
         assert response.status_code < 500, (path, case.body, response.text[:300])
 
@@ -654,10 +778,12 @@ def _sweep(strategy: Any, path: str, browser: Browser, svc: Any,
 
 
 @pytest.mark.slow
-@pytest.mark.parametrize("mode", [GenerationMode.POSITIVE, GenerationMode.NEGATIVE],
-                         ids=["positive", "negative"])
-def test_portal_forms_never_5xx(svc: Any, admin: Browser, mode: GenerationMode,
-                                figures: Any) -> None:
+@pytest.mark.parametrize(
+    "mode", [GenerationMode.POSITIVE, GenerationMode.NEGATIVE], ids=["positive", "negative"]
+)
+def test_portal_forms_never_5xx(
+    svc: Any, admin: Browser, mode: GenerationMode, figures: Any
+) -> None:
     """schemathesis over every portal form, signed in as an admin with a valid CSRF token
     (so the values reach the handlers): no answer is a 5xx."""
     admin.create(f"sweep-{mode.value}")
@@ -667,20 +793,47 @@ def test_portal_forms_never_5xx(svc: Any, admin: Browser, mode: GenerationMode,
         for method, operation in methods.items():
             if mode is GenerationMode.NEGATIVE and len(operation) == 1:
                 continue  # nothing to make invalid: no parameters, no form
-            _sweep(schema[path][method.upper()].as_strategy(generation_mode=mode), path,
-                   admin, svc, statuses)
+            _sweep(
+                schema[path][method.upper()].as_strategy(generation_mode=mode),
+                path,
+                admin,
+                svc,
+                statuses,
+            )
             admin.get()  # the CSRF token of the session now (a sign-in may have changed it)
-    figures.add("inputs tried", f"schemathesis {mode.value} portal forms ({svc.backend})",
-                sum(statuses.values()))
+    figures.add(
+        "inputs tried",
+        f"schemathesis {mode.value} portal forms ({svc.backend})",
+        sum(statuses.values()),
+    )
     figures.add(SECTION, "5xx answers", sum(n for s, n in statuses.items() if s >= 500))
 
 
-SERVICE_PATHS = ["/v1/search", "/v1/markets", "/prod/v1/search", "/prod/v1/markets",
-                 "/openapi.json", "/portal", "/portal/", "/portal/signin", "/portal/signout",
-                 "/portal/apps", "/portal/apps/1/limits", "/portal/apps/1", "/portal/account",
-                 "/portal/account/password", "/portal/admin", "/portal/start", "/portal/ca.pem",
-                 "/portal/static/portal.css", "/",
-                 "/v1", "/v1/search/", "/%2e%2e/v1/search", "/v1/search%00"]
+SERVICE_PATHS = [
+    "/v1/search",
+    "/v1/markets",
+    "/prod/v1/search",
+    "/prod/v1/markets",
+    "/openapi.json",
+    "/portal",
+    "/portal/",
+    "/portal/signin",
+    "/portal/signout",
+    "/portal/apps",
+    "/portal/apps/1/limits",
+    "/portal/apps/1",
+    "/portal/account",
+    "/portal/account/password",
+    "/portal/admin",
+    "/portal/start",
+    "/portal/ca.pem",
+    "/portal/static/portal.css",
+    "/",
+    "/v1",
+    "/v1/search/",
+    "/%2e%2e/v1/search",
+    "/v1/search%00",
+]
 METHODS = ["GET", "HEAD", "POST", "PUT", "DELETE", "PATCH", "OPTIONS", "TRACE"]
 
 
@@ -692,9 +845,14 @@ def test_every_route_and_method_never_5xx(svc: Any, admin: Browser, figures: Any
     tried: Counter[int] = Counter()
     for path in SERVICE_PATHS:
         for method in METHODS:
-            answer = browser.http.request(method, svc.base_url + path, timeout=TIMEOUT,
-                                          headers={"x-api-key": key}, allow_redirects=False,
-                                          params={"searchPolygon": RING})
+            answer = browser.http.request(
+                method,
+                svc.base_url + path,
+                timeout=TIMEOUT,
+                headers={"x-api-key": key},
+                allow_redirects=False,
+                params={"searchPolygon": RING},
+            )
             tried[answer.status_code] += 1
             assert answer.status_code < 500, (method, path, answer.text[:200])
     assert _used(svc, "methods") == 4  # the four GETs of the four service paths

@@ -62,19 +62,34 @@ def racy(monkeypatch: pytest.MonkeyPatch) -> Iterator[None]:
 @pytest.fixture(scope="module")
 def many_areas() -> gpd.GeoDataFrame:
     """40 small areas in the demo fabric: 40 page-1 requests that all start at once."""
-    cells = [box(-99.735 + 0.0015 * (i % 8), 32.445 + 0.0015 * (i // 8),
-                 -99.735 + 0.0015 * (i % 8) + 0.001, 32.445 + 0.0015 * (i // 8) + 0.001)
-             for i in range(40)]
-    return gpd.GeoDataFrame({"area_id": [f"a{i:02d}" for i in range(40)]}, geometry=cells,
-                            crs="EPSG:4326")
+    cells = [
+        box(
+            -99.735 + 0.0015 * (i % 8),
+            32.445 + 0.0015 * (i // 8),
+            -99.735 + 0.0015 * (i % 8) + 0.001,
+            32.445 + 0.0015 * (i // 8) + 0.001,
+        )
+        for i in range(40)
+    ]
+    return gpd.GeoDataFrame(
+        {"area_id": [f"a{i:02d}" for i in range(40)]}, geometry=cells, crs="EPSG:4326"
+    )
 
 
 @pytest.mark.parametrize("ledger", ["sqlite-ledger", "no-ledger"])
 @pytest.mark.parametrize("areas", ["demo", "many"])
 def test_budget_is_never_exceeded_by_many_threads(
-    ledger: str, areas: str, racy: None, fault_proxy: FaultProxy, fast_key: Any,
-    make_fast_client: Any, service: Any, demo_areas_gdf: gpd.GeoDataFrame,
-    many_areas: gpd.GeoDataFrame, tmp_path: Any, figures: Any,
+    ledger: str,
+    areas: str,
+    racy: None,
+    fault_proxy: FaultProxy,
+    fast_key: Any,
+    make_fast_client: Any,
+    service: Any,
+    demo_areas_gdf: gpd.GeoDataFrame,
+    many_areas: gpd.GeoDataFrame,
+    tmp_path: Any,
+    figures: Any,
 ) -> None:
     frame = demo_areas_gdf if areas == "demo" else many_areas
     key = fast_key()
@@ -85,9 +100,17 @@ def test_budget_is_never_exceeded_by_many_threads(
     for run in range(3):
         fault_proxy.reset_log()
         with pytest.warns(PartialResultWarning, match=f"budget of {BUDGET} calls") as told:
-            partial = search(frame, client=client, id_column="area_id", budget=BUDGET,
-                             allow_partial=True, ledger=the_ledger, cache=False,
-                             progress=False, workers=WORKERS)
+            partial = search(
+                frame,
+                client=client,
+                id_column="area_id",
+                budget=BUDGET,
+                allow_partial=True,
+                ledger=the_ledger,
+                cache=False,
+                progress=False,
+                workers=WORKERS,
+            )
         stopped = told[0].message.error  # type: ignore[union-attr]
         assert isinstance(stopped, BudgetExhaustedError)
         sent = len(fault_proxy.arrivals)

@@ -58,9 +58,15 @@ def _retries(client: Any) -> Counter[str]:
 # -- faults the client must ride out -----------------------------------------------------
 
 RETRIED_AS = {
-    "429-seconds": "retried 429", "429-date": "retried 429", "429-none": "retried 429",
-    "500": "retried 500", "502": "retried 502", "503": "retried 503", "504": "retried 504",
-    "timeout": "retried ReadTimeoutError", "reset": "retried ProtocolError",
+    "429-seconds": "retried 429",
+    "429-date": "retried 429",
+    "429-none": "retried 429",
+    "500": "retried 500",
+    "502": "retried 502",
+    "503": "retried 503",
+    "504": "retried 504",
+    "timeout": "retried ReadTimeoutError",
+    "reset": "retried ProtocolError",
 }
 #: Spike-arrest refusals are not counted by the service, so they are refunded: not calls.
 REFUNDED = ("429-seconds", "429-date", "429-none")
@@ -69,8 +75,14 @@ REFUNDED = ("429-seconds", "429-date", "429-none")
 @pytest.mark.slow
 @pytest.mark.parametrize("fault", list(RETRIED_AS))
 def test_retried_fault_gives_the_same_ids(
-    fault: str, fault_proxy: FaultProxy, fast_key: Any, make_fast_client: Any, service: Any,
-    demo_areas_gdf: gpd.GeoDataFrame, demo_baseline: pd.DataFrame, figures: Any,
+    fault: str,
+    fault_proxy: FaultProxy,
+    fast_key: Any,
+    make_fast_client: Any,
+    service: Any,
+    demo_areas_gdf: gpd.GeoDataFrame,
+    demo_baseline: pd.DataFrame,
+    figures: Any,
 ) -> None:
     """Three injections (two of them on consecutive arrivals): retried, paced, all ids kept."""
     key = fast_key()
@@ -90,8 +102,11 @@ def test_retried_fault_gives_the_same_ids(
     assert len(pages) == len(set(pages)) == DEMO_PAGES  # the service counted each page once
     if fault in ("429-seconds", "429-date"):  # Retry-After was obeyed
         for hit in (a for a in arrivals if a.fault):
-            retry = next(a for a in arrivals if (a.polygon, a.page, a.attempt)
-                         == (hit.polygon, hit.page, hit.attempt + 1))
+            retry = next(
+                a
+                for a in arrivals
+                if (a.polygon, a.page, a.attempt) == (hit.polygon, hit.page, hit.attempt + 1)
+            )
             assert retry.at - hit.at >= 0.9, f"retried {retry.at - hit.at:.2f} s after {fault}"
     figures.add("faults injected", f"{fault} (retried)", fault_proxy.injected[fault])
     figures.add("IDs compared", f"fault {fault}", len(result.ids))
@@ -100,8 +115,12 @@ def test_retried_fault_gives_the_same_ids(
 
 # -- malformed answers are transient faults too ------------------------------------------
 
-MALFORMED = {"cut-length": "retried cut body", "cut-close": "retried body not JSON",
-             "datarows": "retried counts disagree", "pages": "retried counts disagree"}
+MALFORMED = {
+    "cut-length": "retried cut body",
+    "cut-close": "retried body not JSON",
+    "datarows": "retried counts disagree",
+    "pages": "retried counts disagree",
+}
 
 
 def _persistent(fault: str) -> Any:
@@ -111,20 +130,34 @@ def _persistent(fault: str) -> Any:
 
 PERSISTENT = [
     pytest.param("503", ServiceFailureError, "HTTP 503: injected failure", id="503-persistent"),
-    pytest.param("502", ServiceFailureError, "HTTP 502: an HTML page titled '502 Bad Gateway'",
-                 id="502-persistent"),
+    pytest.param(
+        "502",
+        ServiceFailureError,
+        "HTTP 502: an HTML page titled '502 Bad Gateway'",
+        id="502-persistent",
+    ),
     pytest.param("429-none", RateLimitError, "HTTP 429: Spike arrest", id="429-persistent"),
     pytest.param("reset", TransportError, "no usable response", id="reset-persistent"),
     pytest.param("timeout", TransportError, "timed out", id="timeout-persistent"),
-    pytest.param("cut-length", MalformedResponseError,
-                 "cut short.*gave up after 3 attempts; each attempt costs a call",
-                 id="cut-persistent"),
+    pytest.param(
+        "cut-length",
+        MalformedResponseError,
+        "cut short.*gave up after 3 attempts; each attempt costs a call",
+        id="cut-persistent",
+    ),
 ]
 
 
 def _check_lost_nothing(
-    error: BaseException, proxy: FaultProxy, client: Any, service: Any, key: Any,
-    areas: gpd.GeoDataFrame, baseline: pd.DataFrame, figures: Any, label: str,
+    error: BaseException,
+    proxy: FaultProxy,
+    client: Any,
+    service: Any,
+    key: Any,
+    areas: gpd.GeoDataFrame,
+    baseline: pd.DataFrame,
+    figures: Any,
+    label: str,
 ) -> None:
     """Pages delivered before the fault are cached (bad ones are not); a fault-free rerun
     completes with the baseline ids and refetches none of them."""
@@ -160,8 +193,14 @@ def _check_lost_nothing(
 
 @pytest.mark.parametrize("fault", list(MALFORMED))
 def test_malformed_answer_is_retried_and_gives_the_same_ids(
-    fault: str, fault_proxy: FaultProxy, fast_key: Any, make_fast_client: Any, service: Any,
-    demo_areas_gdf: gpd.GeoDataFrame, demo_baseline: pd.DataFrame, figures: Any,
+    fault: str,
+    fault_proxy: FaultProxy,
+    fast_key: Any,
+    make_fast_client: Any,
+    service: Any,
+    demo_areas_gdf: gpd.GeoDataFrame,
+    demo_baseline: pd.DataFrame,
+    figures: Any,
 ) -> None:
     """A 200 that is cut or does not add up is retried (a call each), never cached."""
     key = fast_key()
@@ -185,9 +224,16 @@ def test_malformed_answer_is_retried_and_gives_the_same_ids(
 @pytest.mark.slow
 @pytest.mark.parametrize("fault, error, match", PERSISTENT)
 def test_persistent_fault_stops_after_retries_and_loses_nothing(
-    fault: str, error: type[Exception], match: str, fault_proxy: FaultProxy, fast_key: Any,
-    make_fast_client: Any, service: Any, demo_areas_gdf: gpd.GeoDataFrame,
-    demo_baseline: pd.DataFrame, figures: Any,
+    fault: str,
+    error: type[Exception],
+    match: str,
+    fault_proxy: FaultProxy,
+    fast_key: Any,
+    make_fast_client: Any,
+    service: Any,
+    demo_areas_gdf: gpd.GeoDataFrame,
+    demo_baseline: pd.DataFrame,
+    figures: Any,
 ) -> None:
     key = fast_key()
     fault_proxy.rule = _persistent(fault)
@@ -205,13 +251,27 @@ def test_persistent_fault_stops_after_retries_and_loses_nothing(
     else:
         assert max(attempts.values()) == 3  # 1 try + retries=2, then a clear error
     figures.add("faults injected", f"{fault} (persistent)", len(hit))
-    _check_lost_nothing(info.value, fault_proxy, client, service, key, demo_areas_gdf,
-                        demo_baseline, figures, f"persistent {fault}")
+    _check_lost_nothing(
+        info.value,
+        fault_proxy,
+        client,
+        service,
+        key,
+        demo_areas_gdf,
+        demo_baseline,
+        figures,
+        f"persistent {fault}",
+    )
 
 
 def test_persistent_unreadable_answer_fails_its_area_after_one_repeat(
-    fault_proxy: FaultProxy, fast_key: Any, make_fast_client: Any, service: Any,
-    demo_areas_gdf: gpd.GeoDataFrame, demo_baseline: pd.DataFrame, figures: Any,
+    fault_proxy: FaultProxy,
+    fast_key: Any,
+    make_fast_client: Any,
+    service: Any,
+    demo_areas_gdf: gpd.GeoDataFrame,
+    demo_baseline: pd.DataFrame,
+    figures: Any,
 ) -> None:
     """An answer delivered whole that does not add up is asked once more, identically, then
     fails its piece and area (issue 37: not six counted tries); the other areas finish."""
@@ -223,12 +283,24 @@ def test_persistent_unreadable_answer_fails_its_area_after_one_repeat(
     hit = [a for a in fault_proxy.arrivals if a.fault]
     assert max(Counter((a.polygon, a.page) for a in hit).values()) == 2
     figures.add("faults injected", "datarows (persistent)", len(hit))
-    _check_lost_nothing(info.value, fault_proxy, client, service, key, demo_areas_gdf,
-                        demo_baseline, figures, "persistent datarows")
+    _check_lost_nothing(
+        info.value,
+        fault_proxy,
+        client,
+        service,
+        key,
+        demo_areas_gdf,
+        demo_baseline,
+        figures,
+        "persistent datarows",
+    )
 
 
 def test_redirect_to_http_is_not_followed(
-    fault_proxy: FaultProxy, fast_key: Any, make_fast_client: Any, demo_areas_gdf: Any,
+    fault_proxy: FaultProxy,
+    fast_key: Any,
+    make_fast_client: Any,
+    demo_areas_gdf: Any,
     figures: Any,
 ) -> None:
     """A 302 to http:// would carry the key in clear text: never followed."""
@@ -247,8 +319,12 @@ def test_redirect_to_http_is_not_followed(
 
 @pytest.mark.slow
 def test_real_spike_arrest_is_ridden_out(
-    fast_key: Any, make_fast_client: Any, service: Any, demo_areas_gdf: gpd.GeoDataFrame,
-    demo_baseline: pd.DataFrame, figures: Any,
+    fast_key: Any,
+    make_fast_client: Any,
+    service: Any,
+    demo_areas_gdf: gpd.GeoDataFrame,
+    demo_baseline: pd.DataFrame,
+    figures: Any,
 ) -> None:
     """A client paced five times faster (40/s) than its key allows (8 in any second): the
     service refuses it (spike arrests, by the service's own tally), and every refusal is
@@ -278,8 +354,13 @@ def test_real_spike_arrest_is_ridden_out(
 
 
 def test_real_quota_violation_is_final_and_loses_nothing(
-    make_key: Any, fast_key: Any, make_fast_client: Any, service: Any,
-    demo_areas_gdf: gpd.GeoDataFrame, demo_baseline: pd.DataFrame, figures: Any,
+    make_key: Any,
+    fast_key: Any,
+    make_fast_client: Any,
+    service: Any,
+    demo_areas_gdf: gpd.GeoDataFrame,
+    demo_baseline: pd.DataFrame,
+    figures: Any,
 ) -> None:
     """The service's quota 429 is not retried; what was fetched is cached and a rerun on
     another key with the same cache does not pay for it again."""
@@ -302,8 +383,10 @@ def test_real_quota_violation_is_final_and_loses_nothing(
     assert not set(_counted_pages(service.keys.requests(big.name))) & fetched
     assert again.calls == DEMO_PAGES - 5 and again.cached_pages == 5
     figures.add("faults injected", "429 quota from the real service (final)", len(refused))
-    figures.note(f"quota 429: {len(refused)} requests already queued at the workers were still "
-                 "sent after the first refusal (refused, not counted, not retried)")
+    figures.note(
+        f"quota 429: {len(refused)} requests already queued at the workers were still "
+        "sent after the first refusal (refused, not counted, not retried)"
+    )
     figures.add("IDs compared", "rerun after quota violation", len(again.ids))
 
 
@@ -311,32 +394,48 @@ def test_real_quota_violation_is_final_and_loses_nothing(
 
 
 def test_duplicate_ids_across_pages_and_pieces_are_deduplicated(
-    start_own_service: Any, make_fast_client: Any, figures: Any,
+    start_own_service: Any,
+    make_fast_client: Any,
+    figures: Any,
 ) -> None:
     """250 parcels sharing 90 GroupIDs, so every page repeats ids of the others (condominium
     units spread over pages), and two overlapping areas: each area's ids are exactly the
     distinct GroupIDs of the parcels inside it."""
-    cells = [box(-97.5 + 0.001 * (i % 25), 32.5 + 0.001 * (i // 25),
-                 -97.5 + 0.001 * (i % 25) + 0.0008, 32.5 + 0.001 * (i // 25) + 0.0008)
-             for i in range(250)]
-    groups = [f"{0xabc00000000000 + (i * 7) % 90:017x}" for i in range(250)]
-    parcels = gpd.GeoDataFrame({"parcel_id": range(250), "group_id": groups},
-                               geometry=cells, crs="EPSG:4326")
+    cells = [
+        box(
+            -97.5 + 0.001 * (i % 25),
+            32.5 + 0.001 * (i // 25),
+            -97.5 + 0.001 * (i % 25) + 0.0008,
+            32.5 + 0.001 * (i // 25) + 0.0008,
+        )
+        for i in range(250)
+    ]
+    groups = [f"{0xABC00000000000 + (i * 7) % 90:017x}" for i in range(250)]
+    parcels = gpd.GeoDataFrame(
+        {"parcel_id": range(250), "group_id": groups}, geometry=cells, crs="EPSG:4326"
+    )
     own = start_own_service(parcels=parcels)
     key = own.keys.create("dups", key_type="production", per_second=50, quota=1000)
     areas = gpd.GeoDataFrame(
         {"area_id": ["all", "west"]},
-        geometry=[box(-97.5005, 32.4995, -97.4745, 32.5105),
-                  box(-97.5005, 32.4995, -97.4875, 32.5105)],
+        geometry=[
+            box(-97.5005, 32.4995, -97.4745, 32.5105),
+            box(-97.5005, 32.4995, -97.4875, 32.5105),
+        ],
         crs="EPSG:4326",
     )
     client = make_fast_client(key, base_url=own.base_url)
     result = _search(areas, client)
 
-    inside = gpd.sjoin(parcels.set_geometry(parcels.representative_point()), areas,
-                       predicate="within")
-    expected = (inside[["area_id", "group_id"]].drop_duplicates()
-                .sort_values(["area_id", "group_id"]).reset_index(drop=True))
+    inside = gpd.sjoin(
+        parcels.set_geometry(parcels.representative_point()), areas, predicate="within"
+    )
+    expected = (
+        inside[["area_id", "group_id"]]
+        .drop_duplicates()
+        .sort_values(["area_id", "group_id"])
+        .reset_index(drop=True)
+    )
     got = result.ids.astype({"group_id": object})
     assert_frame_equal(got, expected, check_dtype=False)
     assert not result.ids.duplicated().any()
@@ -345,4 +444,3 @@ def test_duplicate_ids_across_pages_and_pieces_are_deduplicated(
     assert result.tiles["pages"].max() == math.ceil(250 / 100)
     figures.add("IDs compared", "duplicates across pages (ground truth)", len(result.ids))
     figures.add("inputs tried", "GroupIDs repeated across pages", len(inside) - len(result.ids))
-

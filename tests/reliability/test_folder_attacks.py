@@ -33,7 +33,8 @@ from parcelsearch_service.server import RunningService
 
 #: A square with no parcels in it (near Marfa, outside every demo market).
 EMPTY_RING = _wire.ring_json(
-    [(-104.02, 30.30), (-104.01, 30.30), (-104.01, 30.31), (-104.02, 30.31), (-104.02, 30.30)])
+    [(-104.02, 30.30), (-104.01, 30.30), (-104.01, 30.31), (-104.02, 30.31), (-104.02, 30.30)]
+)
 PASSWORD = "hunter2-Sekret"
 SECTION = "cache and config folders (issue 46)"
 NOBODY = 65534
@@ -86,20 +87,29 @@ def _plant(cache: Path, base_url: str, moved: dict[str, str]) -> None:
 
 
 def test_a_planted_vendors_json_cannot_send_the_key_elsewhere(
-        service: RunningService, make_key: Callable[..., str], ca_bundle: str, tmp_path: Path,
-        listener: Listener, figures: Any) -> None:
+    service: RunningService,
+    make_key: Callable[..., str],
+    ca_bundle: str,
+    tmp_path: Path,
+    listener: Listener,
+    figures: Any,
+) -> None:
     """Its ``moved`` map was used as read: an entry mapping the search path to ``http://``
     on another port sent the key there in clear text. Now every learnt path that leaves the
     base URL's https origin is ignored, with a warning naming the file and the entry."""
     base = service.base_url
     elsewhere = f"http://127.0.0.1:{listener.port}"
     cache = tmp_path / "shared-cache"
-    _plant(cache, base, {
-        f"{base}/v1/search": f"{elsewhere}/v1/search",  # clear text, another port
-        f"{base}/v1/markets": f"https://127.0.0.1:{listener.port}/v1/markets",  # another port
-        f"{base}/v1/x": f"{base}/v1/../../{elsewhere}",  # dot segments
-        f"{base}/v1/y": base.replace("https://", f"https://mallory:{PASSWORD}@") + "/v1/y",
-    })
+    _plant(
+        cache,
+        base,
+        {
+            f"{base}/v1/search": f"{elsewhere}/v1/search",  # clear text, another port
+            f"{base}/v1/markets": f"https://127.0.0.1:{listener.port}/v1/markets",  # another port
+            f"{base}/v1/x": f"{base}/v1/../../{elsewhere}",  # dot segments
+            f"{base}/v1/y": base.replace("https://", f"https://mallory:{PASSWORD}@") + "/v1/y",
+        },
+    )
     key = make_key("production", quota=100)
     with warnings.catch_warnings(record=True) as warned:
         warnings.simplefilter("always")
@@ -118,16 +128,23 @@ def test_a_planted_vendors_json_cannot_send_the_key_elsewhere(
     assert list(log["path"]) == ["/v1/search", "/v1/markets"]  # both served where they belong
     assert client.vendor.moved == {}
     figures.add(SECTION, "planted learnt paths ignored", len(texts))
-    figures.note(f"planted vendors.json: {len(listener.received)} connections to the "
-                 "listener it named (the key never sent); both calls served at the base URL")
+    figures.note(
+        f"planted vendors.json: {len(listener.received)} connections to the "
+        "listener it named (the key never sent); both calls served at the base URL"
+    )
 
 
 # -- point 7: learnt facts never unlearnt --------------------------------------------------
 
 
 def test_a_learnt_path_the_vendor_removed_is_forgotten_and_the_default_asked(
-        service: RunningService, make_key: Callable[..., str], ca_bundle: str, tmp_path: Path,
-        caplog: pytest.LogCaptureFixture, figures: Any) -> None:
+    service: RunningService,
+    make_key: Callable[..., str],
+    ca_bundle: str,
+    tmp_path: Path,
+    caplog: pytest.LogCaptureFixture,
+    figures: Any,
+) -> None:
     """A same-origin redirect learnt once (``/v1/search`` → ``/v1/search/``) and later
     removed by the vendor gave a 404 on every run, forever, naming ``/v1/search``. Now the
     404 makes it forgotten (in ``vendors.json`` too) and the request goes to the default."""
@@ -153,8 +170,12 @@ def test_a_learnt_path_the_vendor_removed_is_forgotten_and_the_default_asked(
 
 
 def test_an_edited_kept_plan_cannot_shrink_an_area(
-        service: RunningService, make_key: Callable[..., str], ca_bundle: str,
-        tmp_path: Path, figures: Any) -> None:
+    service: RunningService,
+    make_key: Callable[..., str],
+    ca_bundle: str,
+    tmp_path: Path,
+    figures: Any,
+) -> None:
     """A kept plan edited to give an area a tiny piece (same boundary fingerprint) made a
     later search report that area complete with 14 GroupIDs of 541. Now the kept plan is
     ignored (a warning names it) and the area planned afresh: the same GroupIDs, served from
@@ -180,8 +201,10 @@ def test_an_edited_kept_plan_cannot_shrink_an_area(
     log = service.keys.requests(key.name)  # type: ignore[attr-defined]
     assert again.calls == 0 == len(log) - served  # the witness: no new call
     figures.add(SECTION, "edited kept plans ignored")
-    figures.note(f"edited kept plan: the area planned afresh, {len(again.ids)} GroupIDs as "
-                 "first found, 0 new calls in the service's request log")
+    figures.note(
+        f"edited kept plan: the area planned afresh, {len(again.ids)} GroupIDs as "
+        "first found, 0 new calls in the service's request log"
+    )
 
 
 # -- point 5: folders another user controls ---------------------------------------------
@@ -190,8 +213,9 @@ def test_an_edited_kept_plan_cannot_shrink_an_area(
 @pytest.fixture
 def config(tmp_path: Path) -> Path:
     folder = tmp_path / "config"
-    profiles.save("work", "sk-the-key-0123", base_url="https://api.example.com",
-                  folder=folder, keyring=False)
+    profiles.save(
+        "work", "sk-the-key-0123", base_url="https://api.example.com", folder=folder, keyring=False
+    )
     return folder
 
 
@@ -199,8 +223,9 @@ def test_a_config_folder_others_can_write_is_refused_with_the_fix(config: Path) 
     """A world-writable config folder was used silently: a swapped ``profiles.json`` sent
     the key to another user's server."""
     config.chmod(0o777)
-    with pytest.raises(ConfigurationError, match=f"can be written by other users.*chmod 700 "
-                                                 f"{config}"):
+    with pytest.raises(
+        ConfigurationError, match=f"can be written by other users.*chmod 700 {config}"
+    ):
         profiles.load("work", folder=config)
     with pytest.raises(ConfigurationError, match="chmod 700"):
         profiles.save("other", "sk-x", folder=config, keyring=False)
@@ -208,8 +233,9 @@ def test_a_config_folder_others_can_write_is_refused_with_the_fix(config: Path) 
     assert profiles.load("work", folder=config) is not None
 
 
-@pytest.mark.skipif(os.name != "posix" or os.geteuid() != 0,
-                    reason="giving a folder to another user needs root")
+@pytest.mark.skipif(
+    os.name != "posix" or os.geteuid() != 0, reason="giving a folder to another user needs root"
+)
 def test_a_config_folder_of_another_user_is_refused(config: Path) -> None:
     os.chown(config, NOBODY, NOBODY)
     with pytest.raises(ConfigurationError, match=f"belongs to another user \\(uid {NOBODY}\\)"):
@@ -220,8 +246,9 @@ def test_a_config_folder_of_another_user_is_refused(config: Path) -> None:
         profiles.load("work", folder=config)
 
 
-def test_a_credentials_file_others_can_read_is_not_used(config: Path,
-                                                        monkeypatch: pytest.MonkeyPatch) -> None:
+def test_a_credentials_file_others_can_read_is_not_used(
+    config: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
     """A ``credentials.json`` made 0644 was used silently while ``profiles`` said "readable by
     you only"."""
     credentials = config / profiles.CREDENTIALS_FILE
@@ -231,8 +258,9 @@ def test_a_credentials_file_others_can_read_is_not_used(config: Path,
     assert f"chmod 600 {credentials}" in listed.kept_in
     monkeypatch.setenv("PARCELSEARCH_CONFIG_DIR", str(config))
     monkeypatch.delenv("PARCELSEARCH_API_KEY", raising=False)
-    with pytest.raises(ConfigurationError, match=f"read or written by other users.*chmod 600 "
-                                                 f"{credentials}"):
+    with pytest.raises(
+        ConfigurationError, match=f"read or written by other users.*chmod 600 {credentials}"
+    ):
         Client(profile="work")
 
 
@@ -258,7 +286,8 @@ def test_a_symlink_planted_at_a_temporary_name_is_never_followed(config: Path) -
 
 
 def test_a_password_in_a_profile_s_base_url_is_not_echoed(
-        config: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    config: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
     """A profiles file edited to hold ``user:password@`` in its base URL: the profile's repr
     and the client's refusal show ``***@``."""
     saved = json.loads((config / profiles.PROFILES_FILE).read_text())
@@ -274,22 +303,27 @@ def test_a_password_in_a_profile_s_base_url_is_not_echoed(
 
 
 def test_a_password_in_a_base_url_is_not_echoed() -> None:
-    for url in (f"https://ann:{PASSWORD}@api.example.com", f"http://ann:{PASSWORD}@h/v1",
-                f"https://ann:{PASSWORD}@/x", f"https://ann:{PASSWORD}@h?q=1"):
+    for url in (
+        f"https://ann:{PASSWORD}@api.example.com",
+        f"http://ann:{PASSWORD}@h/v1",
+        f"https://ann:{PASSWORD}@/x",
+        f"https://ann:{PASSWORD}@h?q=1",
+    ):
         with pytest.raises(ConfigurationError) as caught:
             check_base_url(url)
         assert PASSWORD not in f"{caught.value} {caught.value!r}"
         assert "***@" in str(caught.value)
 
 
-
 # -- issue 58, point 4: a set planted in a shared output folder -----------------------------
 
 
-@pytest.mark.skipif(os.name != "posix" or os.geteuid() != 0,
-                    reason="planting files as another user needs root")
+@pytest.mark.skipif(
+    os.name != "posix" or os.geteuid() != 0, reason="planting files as another user needs root"
+)
 def test_a_set_planted_in_a_shared_folder_is_never_moved_over_our_file(
-        tmp_path: Path, figures: Any) -> None:
+    tmp_path: Path, figures: Any
+) -> None:
     """Another user planted ``.month1-<dead pid>-….tmp.parquet/`` holding a forged
     ``month1.parquet`` (and the mark of a whole set) in a shared sticky folder: the
     victim's next write there "cleaned it up" by moving the forged file over the victim's
@@ -331,7 +365,8 @@ def test_a_set_planted_in_a_shared_folder_is_never_moved_over_our_file(
 
 @pytest.mark.parametrize("planted", ["another user's", "writable by others"])
 def test_a_planted_vendors_json_cannot_decide_what_is_complete(
-        tmp_path: Path, planted: str, figures: Any) -> None:
+    tmp_path: Path, planted: str, figures: Any
+) -> None:
     """``match_rule: representative-point`` against a vendor matching by intersection
     reported an area complete with ids outside it; ``page_base: 0`` failed every area;
     ``result_window: 1`` doubled the calls. Those three facts are now kept only from a file
@@ -342,8 +377,12 @@ def test_a_planted_vendors_json_cannot_decide_what_is_complete(
     base = "https://vendor.example"
     cache = tmp_path / "shared-cache"
     cache.mkdir()
-    facts = {"match_rule": "representative-point", "page_base": 0, "result_window": 1,
-             "page_size": 100}
+    facts = {
+        "match_rule": "representative-point",
+        "page_base": 0,
+        "result_window": 1,
+        "page_size": 100,
+    }
     path = cache / PROFILES_FILE
     path.write_text(json.dumps({base: facts}))
     path.chmod(0o600)

@@ -50,12 +50,18 @@ OPERATIONS = ["/v1/search", "/prod/v1/search", "/v1/markets", "/prod/v1/markets"
 EXAMPLES = 40  # per operation and mode
 
 
-@pytest.mark.parametrize("mode", [GenerationMode.POSITIVE, GenerationMode.NEGATIVE],
-                         ids=["positive", "negative"])
+@pytest.mark.parametrize(
+    "mode", [GenerationMode.POSITIVE, GenerationMode.NEGATIVE], ids=["positive", "negative"]
+)
 @pytest.mark.parametrize("path", OPERATIONS)
 def test_schemathesis_never_5xx(
-    path: str, mode: GenerationMode, service: Any, https: requests.Session, hostile_key: Any,
-    ca_bundle: str, figures: Any,
+    path: str,
+    mode: GenerationMode,
+    service: Any,
+    https: requests.Session,
+    hostile_key: Any,
+    ca_bundle: str,
+    figures: Any,
 ) -> None:
     """Cases generated from the running service's own /openapi.json (schemathesis 4)."""
     document = https.get(service.base_url + "/openapi.json", timeout=TIMEOUT)
@@ -64,20 +70,32 @@ def test_schemathesis_never_5xx(
     strategy = schema[path]["GET"].as_strategy(generation_mode=mode)
     statuses: Counter[int] = Counter()
 
-    @settings(max_examples=EXAMPLES, deadline=None, database=None, derandomize=True,
-              suppress_health_check=list(HealthCheck))
+    @settings(
+        max_examples=EXAMPLES,
+        deadline=None,
+        database=None,
+        derandomize=True,
+        suppress_health_check=list(HealthCheck),
+    )
     @given(case=strategy)
     def run(case: Any) -> None:
-        response = case.call(base_url=service.base_url, session=https,
-                             headers={"x-api-key": hostile_key}, timeout=TIMEOUT,
-                             verify=ca_bundle)
+        response = case.call(
+            base_url=service.base_url,
+            session=https,
+            headers={"x-api-key": hostile_key},
+            timeout=TIMEOUT,
+            verify=ca_bundle,
+        )
         _assert_envelope(response, {200, 400, 401, 414})
         if mode is GenerationMode.POSITIVE:
             # Every check but "schema-valid data is accepted": a string is schema-valid, a
             # polygon is a narrower thing no schema can state (the 400 says how to fix it).
-            case.validate_response(response, headers={"x-api-key": hostile_key},
-                                   transport_kwargs={"verify": ca_bundle, "timeout": TIMEOUT},
-                                   excluded_checks=[positive_data_acceptance])
+            case.validate_response(
+                response,
+                headers={"x-api-key": hostile_key},
+                transport_kwargs={"verify": ca_bundle, "timeout": TIMEOUT},
+                excluded_checks=[positive_data_acceptance],
+            )
         statuses[response.status_code] += 1
 
     run()
@@ -91,13 +109,17 @@ DEEP = "[" * 1150 + "]" * 1150  # past json's recursion limit, within 7,168 byte
 HUNDRED_K = "[" + ",".join(f"[{-99.74 + i * 1e-7:.7f},32.44]" for i in range(100_000)) + "]"
 BAD_POLYGONS = [
     pytest.param("[[NaN,32.44],[-99.73,32.44],[-99.73,32.45],[NaN,32.44]]", 400, id="nan"),
-    pytest.param("[[Infinity,32.44],[-99.73,32.44],[-99.73,32.45],[Infinity,32.44]]", 400,
-                 id="infinity"),
+    pytest.param(
+        "[[Infinity,32.44],[-99.73,32.44],[-99.73,32.45],[Infinity,32.44]]", 400, id="infinity"
+    ),
     pytest.param("[[-Infinity,1],[2,3],[4,5],[-Infinity,1]]", 400, id="minus-infinity"),
     pytest.param("[[1e308,32.44],[-99.73,32.44],[-99.73,32.45],[1e308,32.44]]", 400, id="1e308"),
     pytest.param("[[1e309,32.44],[-99.73,32.44],[-99.73,32.45],[1e309,32.44]]", 400, id="1e309"),
-    pytest.param("[[1e-400,1e-400],[2e-400,1e-400],[2e-400,2e-400],[1e-400,1e-400]]", 400,
-                 id="underflow-to-one-point"),
+    pytest.param(
+        "[[1e-400,1e-400],[2e-400,1e-400],[2e-400,2e-400],[1e-400,1e-400]]",
+        400,
+        id="underflow-to-one-point",
+    ),
     pytest.param("[[" + "9" * 5000 + ",1],[2,3],[4,5],[1,1]]", 400, id="5000-digit-number"),
     pytest.param(DEEP, 400, id="deep-nesting-1150"),
     pytest.param("[" * 20 + "]" * 20, 400, id="nesting-20"),
@@ -111,19 +133,23 @@ BAD_POLYGONS = [
     pytest.param("null", 400, id="null"),
     pytest.param("true", 400, id="true"),
     pytest.param("[[-99.74,32.44],[-99.73,32.44]]", 400, id="two-points"),
-    pytest.param("[[-99.74,32.44],[-99.73,32.44],[-99.73,32.45],[-99.7,32.4]]", 400,
-                 id="unclosed"),
+    pytest.param("[[-99.74,32.44],[-99.73,32.44],[-99.73,32.45],[-99.7,32.4]]", 400, id="unclosed"),
     pytest.param("[[0,0],[1,1],[1,0],[0,1],[0,0]]", 400, id="bow-tie"),
     pytest.param("[[0,0],[1,1],[2,2],[0,0]]", 400, id="collinear"),
     pytest.param("[[0,0],[0,0],[0,0],[0,0]]", 400, id="one-point-repeated"),
-    pytest.param("[[-99.74,32.44,5],[-99.73,32.44,5],[-99.73,32.45,5],[-99.74,32.44,5]]", 400,
-                 id="3d-points"),
-    pytest.param('[["-99.74","32.44"],["-99.73","32.44"],["-99.73","32.45"],["-99.74","32.44"]]',
-                 400, id="strings-as-numbers"),
+    pytest.param(
+        "[[-99.74,32.44,5],[-99.73,32.44,5],[-99.73,32.45,5],[-99.74,32.44,5]]", 400, id="3d-points"
+    ),
+    pytest.param(
+        '[["-99.74","32.44"],["-99.73","32.44"],["-99.73","32.45"],["-99.74","32.44"]]',
+        400,
+        id="strings-as-numbers",
+    ),
     pytest.param("[[true,false],[1,2],[3,4],[true,false]]", 400, id="booleans"),
     pytest.param("[[[[0,0],[1,0],[1,1],[0,0]]]]", 400, id="multipolygon-nesting"),
-    pytest.param("[[[0,0],[1,0],[1,1],[0,0]],[[5,5],[6,5],[6,6],[5,5]]]", 400,
-                 id="hole-outside-shell"),
+    pytest.param(
+        "[[[0,0],[1,0],[1,1],[0,0]],[[5,5],[6,5],[6,6],[5,5]]]", 400, id="hole-outside-shell"
+    ),
     pytest.param("[[٣,1],[2,3],[4,5],[٣,1]]", 400, id="arabic-indic-digits"),
     pytest.param("[[１,1],[2,3],[4,5],[１,1]]", 400, id="fullwidth-digits"),
     pytest.param("[[0,0],[1,0],[1,1],[0,0]]\u202e", 400, id="rtl-override-trailer"),
@@ -142,12 +168,17 @@ def _get(https: requests.Session, url: str, key: str, **kwargs: Any) -> requests
 
 @pytest.mark.parametrize("polygon, status", BAD_POLYGONS)
 def test_hostile_search_polygon(
-    polygon: str, status: int, service: Any, https: requests.Session, hostile_key: Any,
+    polygon: str,
+    status: int,
+    service: Any,
+    https: requests.Session,
+    hostile_key: Any,
     figures: Any,
 ) -> None:
     started = time.monotonic()
-    response = _get(https, service.base_url + "/v1/search", hostile_key,
-                    params={"searchPolygon": polygon})
+    response = _get(
+        https, service.base_url + "/v1/search", hostile_key, params={"searchPolygon": polygon}
+    )
     assert time.monotonic() - started < TIMEOUT
     _assert_envelope(response, {status})
     figures.add("inputs tried", "hand-written searchPolygon")
@@ -177,7 +208,11 @@ BAD_QUERIES = [
 
 @pytest.mark.parametrize("query, status", BAD_QUERIES)
 def test_hostile_query_string(
-    query: str, status: int, service: Any, https: requests.Session, hostile_key: Any,
+    query: str,
+    status: int,
+    service: Any,
+    https: requests.Session,
+    hostile_key: Any,
     figures: Any,
 ) -> None:
     response = _get(https, f"{service.base_url}/v1/search?{query}", hostile_key)
@@ -191,8 +226,10 @@ def test_hostile_query_string(
 def _raw(service: Any, ca: str, head: bytes, read_timeout: float = TIMEOUT) -> tuple[int, bytes]:
     """Send ``head`` as is; returns (status, body) of the answer (0 when none)."""
     context = ssl.create_default_context(cafile=ca)
-    with socket.create_connection(("127.0.0.1", service.port), timeout=read_timeout) as sock, \
-            context.wrap_socket(sock, server_hostname="127.0.0.1") as tls:
+    with (
+        socket.create_connection(("127.0.0.1", service.port), timeout=read_timeout) as sock,
+        context.wrap_socket(sock, server_hostname="127.0.0.1") as tls,
+    ):
         tls.sendall(head)
         data = b""
         while True:
@@ -205,8 +242,11 @@ def _raw(service: Any, ca: str, head: bytes, read_timeout: float = TIMEOUT) -> t
             data += chunk
             head_end = data.find(b"\r\n\r\n")
             if head_end >= 0:
-                length = [int(line.split(b":")[1]) for line in data[:head_end].split(b"\r\n")
-                          if line.lower().startswith(b"content-length:")]
+                length = [
+                    int(line.split(b":")[1])
+                    for line in data[:head_end].split(b"\r\n")
+                    if line.lower().startswith(b"content-length:")
+                ]
                 if length and len(data) >= head_end + 4 + length[0]:
                     break
     if not data.startswith(b"HTTP/1.1 "):
@@ -215,8 +255,12 @@ def _raw(service: Any, ca: str, head: bytes, read_timeout: float = TIMEOUT) -> t
 
 
 def _head(key_lines: list[bytes], target: str = "/v1/markets") -> bytes:
-    lines = [f"GET {target} HTTP/1.1".encode(), b"Host: 127.0.0.1", *key_lines,
-             b"Connection: close"]
+    lines = [
+        f"GET {target} HTTP/1.1".encode(),
+        b"Host: 127.0.0.1",
+        *key_lines,
+        b"Connection: close",
+    ]
     return b"\r\n".join(lines) + b"\r\n\r\n"
 
 
@@ -227,8 +271,7 @@ def _header_cases(key: str) -> list[tuple[str, list[bytes], set[int]]]:
         ("empty key", [b"x-api-key: "], {401}),
         ("duplicate x-api-key (good, bad)", [b"x-api-key: " + k, b"x-api-key: nope"], {400, 401}),
         ("duplicate x-api-key (bad, good)", [b"x-api-key: nope", b"x-api-key: " + k], {400, 401}),
-        ("duplicate x-api-key (good, good)", [b"x-api-key: " + k, b"x-api-key: " + k],
-         {400, 401}),
+        ("duplicate x-api-key (good, good)", [b"x-api-key: " + k, b"x-api-key: " + k], {400, 401}),
         ("key and a comma-joined second key", [b"x-api-key: " + k + b", " + k], {401}),
         ("whitespace inside the key", [b"x-api-key: " + k[:10] + b" " + k[10:]], {401}),
         ("key with a trailing NUL", [b"x-api-key: " + k + b"\x00"], {400, 401}),
@@ -246,8 +289,11 @@ def _header_cases(key: str) -> list[tuple[str, list[bytes], set[int]]]:
         ("bare LF in value", [b"x-api-key: " + k[:10] + b"\n" + k[10:]], {400, 401}),
         ("huge x-api-key (1 MB)", [b"x-api-key: " + b"a" * 1_000_000], {400, 401, 414, 431}),
         ("10,000 headers", [b"x-pad-%d: 1" % i for i in range(10_000)], {400, 401, 431}),
-        ("Content-Length and Transfer-Encoding", [b"x-api-key: " + k, b"Content-Length: 5",
-                                                  b"Transfer-Encoding: chunked"], {400}),
+        (
+            "Content-Length and Transfer-Encoding",
+            [b"x-api-key: " + k, b"Content-Length: 5", b"Transfer-Encoding: chunked"],
+            {400},
+        ),
     ]
 
 

@@ -36,12 +36,17 @@ from parcelsearch_service.sqlite_admission import SqliteAdmission
 RING = "[[-99.74,32.44],[-99.73,32.44],[-99.73,32.45],[-99.74,32.44]]"
 
 
-def test_only_hashes_at_rest(service: Any, make_key: Any, https: requests.Session,
-                             figures: Any) -> None:
+def test_only_hashes_at_rest(
+    service: Any, make_key: Any, https: requests.Session, figures: Any
+) -> None:
     keys = [make_key("production", quota=100) for _ in range(5)]
     for key in keys:  # used, so counters and the request log are written too
-        assert https.get(service.base_url + "/v1/markets", headers={"x-api-key": key},
-                         timeout=10).status_code == 200
+        assert (
+            https.get(
+                service.base_url + "/v1/markets", headers={"x-api-key": key}, timeout=10
+            ).status_code
+            == 200
+        )
     raw = store_bytes(service.keys.path)
     for key in keys:
         assert key.encode() not in raw
@@ -67,17 +72,31 @@ def _key_uses(node: ast.AST) -> set[str]:
         return {node.id}
     if isinstance(node, ast.Attribute) and node.attr == "api_key":
         return {ast.unparse(node)}
-    return set().union(*(_key_uses(child) for child in ast.iter_child_nodes(node)
-                         if not isinstance(child, ast.Call)))
+    return set().union(
+        *(
+            _key_uses(child)
+            for child in ast.iter_child_nodes(node)
+            if not isinstance(child, ast.Call)
+        )
+    )
 
 
 @pytest.mark.parametrize(
     ("function", "carriers"),
-    [(gateway.admit, {"hash_key", "Call"}), (SqliteAdmission.decide, {"hash_key"}),
-     (SqliteAdmission._admit, {"hash_key"}), (PostgresAdmission.decide, {"hash_key"}),
-     (postgres_parameters, {"hash_key"})],
-    ids=["gateway.admit", "SqliteAdmission.decide", "SqliteAdmission._admit",
-         "PostgresAdmission.decide", "postgres_parameters"],
+    [
+        (gateway.admit, {"hash_key", "Call"}),
+        (SqliteAdmission.decide, {"hash_key"}),
+        (SqliteAdmission._admit, {"hash_key"}),
+        (PostgresAdmission.decide, {"hash_key"}),
+        (postgres_parameters, {"hash_key"}),
+    ],
+    ids=[
+        "gateway.admit",
+        "SqliteAdmission.decide",
+        "SqliteAdmission._admit",
+        "PostgresAdmission.decide",
+        "postgres_parameters",
+    ],
 )
 def test_key_comparison_does_not_leak_timing(function: Any, carriers: set[str]) -> None:
     """Structural: the plaintext key is only ever hashed (or carried, unread, in a
@@ -88,9 +107,13 @@ def test_key_comparison_does_not_leak_timing(function: Any, carriers: set[str]) 
         if isinstance(node, ast.Compare):
             assert not _key_uses(node), ast.unparse(node)
         if isinstance(node, ast.Call):
-            used = set().union(*(_key_uses(arg) for arg in
-                                 [*node.args, *(k.value for k in node.keywords)]
-                                 if not isinstance(arg, ast.Call)))
+            used = set().union(
+                *(
+                    _key_uses(arg)
+                    for arg in [*node.args, *(k.value for k in node.keywords)]
+                    if not isinstance(arg, ast.Call)
+                )
+            )
             callee = ast.unparse(node.func)
             if used:
                 assert callee in carriers, f"the key reaches {callee}(): {ast.unparse(node)}"
@@ -101,8 +124,9 @@ def test_key_comparison_does_not_leak_timing(function: Any, carriers: set[str]) 
     assert "WHERE key_hash = p_hash" in "".join(key_schema.POSTGRES_SCHEMA)
 
 
-def test_sql_never_sees_the_plaintext_key(service: Any, make_key: Any,
-                                          https: requests.Session) -> None:
+def test_sql_never_sees_the_plaintext_key(
+    service: Any, make_key: Any, https: requests.Session
+) -> None:
     """Every statement the service runs while admitting a request, with bound values
     expanded, holds the key's hash and never the key."""
     key = make_key("production", quota=100)
@@ -119,10 +143,24 @@ def test_sql_never_sees_the_plaintext_key(service: Any, make_key: Any,
 
     KeyStore.connection = tracing  # type: ignore[method-assign]
     try:
-        assert https.get(service.base_url + "/v1/search", params={"searchPolygon": RING},
-                         headers={"x-api-key": key}, timeout=10).status_code == 200
-        assert https.get(service.base_url + "/v1/search", params={"searchPolygon": RING},
-                         headers={"x-api-key": key + "x"}, timeout=10).status_code == 401
+        assert (
+            https.get(
+                service.base_url + "/v1/search",
+                params={"searchPolygon": RING},
+                headers={"x-api-key": key},
+                timeout=10,
+            ).status_code
+            == 200
+        )
+        assert (
+            https.get(
+                service.base_url + "/v1/search",
+                params={"searchPolygon": RING},
+                headers={"x-api-key": key + "x"},
+                timeout=10,
+            ).status_code
+            == 401
+        )
     finally:
         KeyStore.connection = original  # type: ignore[method-assign]
         for conn in traced:
@@ -131,8 +169,9 @@ def test_sql_never_sees_the_plaintext_key(service: Any, make_key: Any,
     assert not any(key in s for s in statements)
 
 
-def _hammer_until_refused(url: str, key: str, ca: str, revoked_at: list[float],
-                          results: list[tuple[float, int]]) -> None:
+def _hammer_until_refused(
+    url: str, key: str, ca: str, revoked_at: list[float], results: list[tuple[float, int]]
+) -> None:
     with requests.Session() as session:
         session.verify = ca
         session.trust_env = False
@@ -151,17 +190,30 @@ def test_revoked_key_stops_working_at_once(
     key = make_key("production", per_second=100_000, quota=1_000_000)
     results: list[tuple[float, int]] = []
     revoked_at: list[float] = []
-    worker = threading.Thread(target=_hammer_until_refused,
-                              args=(service.base_url + "/v1/markets", key, ca_bundle, revoked_at,
-                                    results))
+    worker = threading.Thread(
+        target=_hammer_until_refused,
+        args=(service.base_url + "/v1/markets", key, ca_bundle, revoked_at, results),
+    )
     worker.start()
     time.sleep(0.3)
     started = time.monotonic()
     if how == "cli":
         done = subprocess.run(
-            [sys.executable, "-m", "parcelsearch.cli", "keys", "revoke", "--keys",
-             str(service.keys.path), "--name", key.name],
-            capture_output=True, text=True, timeout=60)
+            [
+                sys.executable,
+                "-m",
+                "parcelsearch.cli",
+                "keys",
+                "revoke",
+                "--keys",
+                str(service.keys.path),
+                "--name",
+                key.name,
+            ],
+            capture_output=True,
+            text=True,
+            timeout=60,
+        )
         assert done.returncode == 0, done.stderr
     else:
         service.keys.revoke(key.name)
@@ -174,8 +226,9 @@ def test_revoked_key_stops_working_at_once(
     # the one in flight at that moment succeeded; the hammering stopped at the first 401.
     after = [status for t, status in results if t >= revoked]
     assert results[-1][1] == 401 and after.count(200) <= 1
-    response = requests.get(service.base_url + "/v1/markets", headers={"x-api-key": key},
-                            verify=ca_bundle, timeout=10)
+    response = requests.get(
+        service.base_url + "/v1/markets", headers={"x-api-key": key}, verify=ca_bundle, timeout=10
+    )
     assert response.status_code == 401 and response.json()["messages"] == [INVALID_KEY]
     figures.add("calls counted", f"revocation ({how}): requests while revoking", len(results))
 
@@ -199,8 +252,15 @@ def test_plain_http_to_the_https_port_fails(service: Any, make_key: Any) -> None
 
 
 def _client(service: Any, key: str, ca: str | None, tmp_path: Path, **kwargs: Any) -> Client:
-    return Client(api_key=key, base_url=kwargs.pop("base_url", service.base_url),
-                  ca_bundle=ca, rate=50, retries=1, cache_dir=tmp_path / "cache", **kwargs)
+    return Client(
+        api_key=key,
+        base_url=kwargs.pop("base_url", service.base_url),
+        ca_bundle=ca,
+        rate=50,
+        retries=1,
+        cache_dir=tmp_path / "cache",
+        **kwargs,
+    )
 
 
 @pytest.fixture
@@ -211,8 +271,13 @@ def other_ca(tmp_path: Path) -> str:
 
 
 def test_client_verifies_the_certificate(
-    service: Any, make_key: Any, tmp_path: Path, other_ca: str, ca_bundle: str,
-    monkeypatch: pytest.MonkeyPatch, figures: Any,
+    service: Any,
+    make_key: Any,
+    tmp_path: Path,
+    other_ca: str,
+    ca_bundle: str,
+    monkeypatch: pytest.MonkeyPatch,
+    figures: Any,
 ) -> None:
     key = make_key("production", quota=100)
     with pytest.raises(TransportError, match="TLS verification") as info:
@@ -225,8 +290,13 @@ def test_client_verifies_the_certificate(
     # the right CA but the wrong name: 'localhost.localdomain' is not on the certificate
     monkeypatch.setattr(socket, "getaddrinfo", _resolve_everything_to_loopback(socket.getaddrinfo))
     with pytest.raises(TransportError, match="TLS verification"):
-        _client(service, key, ca_bundle, tmp_path,
-                base_url=f"https://not-this-host.invalid:{service.port}").markets()
+        _client(
+            service,
+            key,
+            ca_bundle,
+            tmp_path,
+            base_url=f"https://not-this-host.invalid:{service.port}",
+        ).markets()
     assert len(service.keys.requests(key.name)) == 0  # the key never reached the service
     assert _client(service, key, ca_bundle, tmp_path).markets()  # and the right CA works
     figures.add("faults injected", "TLS: wrong CA / no CA / wrong host name", 3)
@@ -239,12 +309,20 @@ def _resolve_everything_to_loopback(real: Any) -> Any:
     return fake
 
 
-@pytest.mark.parametrize("url", [
-    "http://127.0.0.1:8443", "HTTP://127.0.0.1:8443", "  http://127.0.0.1:8443  ",
-    "ftp://127.0.0.1", "127.0.0.1:8443", "https://user:pw@127.0.0.1:8443",
-])
-def test_client_refuses_anything_but_https(url: str, monkeypatch: pytest.MonkeyPatch,
-                                           figures: Any) -> None:
+@pytest.mark.parametrize(
+    "url",
+    [
+        "http://127.0.0.1:8443",
+        "HTTP://127.0.0.1:8443",
+        "  http://127.0.0.1:8443  ",
+        "ftp://127.0.0.1",
+        "127.0.0.1:8443",
+        "https://user:pw@127.0.0.1:8443",
+    ],
+)
+def test_client_refuses_anything_but_https(
+    url: str, monkeypatch: pytest.MonkeyPatch, figures: Any
+) -> None:
     with pytest.raises(ConfigurationError, match="https"):
         Client(api_key="k" * 40, base_url=url)
     monkeypatch.setenv("PARCELSEARCH_BASE_URL", url)
@@ -265,9 +343,15 @@ def test_tls_only_modern_protocols(service: Any, ca_bundle: str) -> None:
             context.wrap_socket(sock, server_hostname="127.0.0.1")
 
 
-def test_wrong_key_is_refused_with_the_vendor_message(service: Any, ca_bundle: str,
-                                                      tmp_path: Path) -> None:
-    client = Client(api_key="not-a-key", base_url=service.base_url, ca_bundle=ca_bundle,
-                    rate=50, cache_dir=tmp_path)
+def test_wrong_key_is_refused_with_the_vendor_message(
+    service: Any, ca_bundle: str, tmp_path: Path
+) -> None:
+    client = Client(
+        api_key="not-a-key",
+        base_url=service.base_url,
+        ca_bundle=ca_bundle,
+        rate=50,
+        cache_dir=tmp_path,
+    )
     with pytest.raises(AuthenticationError, match=INVALID_KEY):
         client.markets()

@@ -82,9 +82,7 @@ def _cached(cache: Path) -> set[tuple[str, int]]:
 
 
 @pytest.mark.slow
-def test_sigkill_mid_run_then_rerun(
-    start_own_service: Any, tmp_path: Path, figures: Any
-) -> None:
+def test_sigkill_mid_run_then_rerun(start_own_service: Any, tmp_path: Path, figures: Any) -> None:
     parcels = synth.large_fabric(6000)
     own = start_own_service(parcels=parcels)
     x0, y0, x1, y1 = parcels.total_bounds
@@ -92,10 +90,13 @@ def test_sigkill_mid_run_then_rerun(
     for market in parcels["market"].unique():
         mx0, my0, mx1, my1 = parcels[parcels["market"] == market].total_bounds
         step = (my1 - my0) / 3
-        strips += [box(mx0 - 1e-4, my0 + k * step - 1e-4, mx1 + 1e-4, my0 + (k + 1) * step)
-                   for k in range(3)]
-    areas = gpd.GeoDataFrame({"area_id": [f"strip-{i}" for i in range(6)]}, geometry=strips,
-                             crs="EPSG:4326")
+        strips += [
+            box(mx0 - 1e-4, my0 + k * step - 1e-4, mx1 + 1e-4, my0 + (k + 1) * step)
+            for k in range(3)
+        ]
+    areas = gpd.GeoDataFrame(
+        {"area_id": [f"strip-{i}" for i in range(6)]}, geometry=strips, crs="EPSG:4326"
+    )
     areas_file = tmp_path / "areas.parquet"
     areas.to_parquet(areas_file)
     script = tmp_path / "run_search.py"
@@ -105,8 +106,15 @@ def test_sigkill_mid_run_then_rerun(
     cache = tmp_path / "cache"
     out = tmp_path / "ids.parquet"
     env = {**os.environ, "PARCELSEARCH_API_KEY": killed, "PYTHONUNBUFFERED": "1"}
-    args = [sys.executable, str(script), own.base_url, str(own.ca_path), str(cache),
-            str(areas_file), str(out)]
+    args = [
+        sys.executable,
+        str(script),
+        own.base_url,
+        str(own.ca_path),
+        str(cache),
+        str(areas_file),
+        str(out),
+    ]
 
     proc = subprocess.Popen(args, env=env, stdout=subprocess.PIPE, stderr=subprocess.PIPE)
     try:
@@ -141,8 +149,13 @@ def test_sigkill_mid_run_then_rerun(
     resumed = pd.read_parquet(out)
 
     fresh = own.keys.create("uninterrupted", key_type="production", per_second=50, quota=100_000)
-    client = Client(api_key=fresh, base_url=own.base_url, ca_bundle=str(own.ca_path), rate=40,
-                    cache_dir=tmp_path / "fresh-cache")
+    client = Client(
+        api_key=fresh,
+        base_url=own.base_url,
+        ca_bundle=str(own.ca_path),
+        rate=40,
+        cache_dir=tmp_path / "fresh-cache",
+    )
     with client:
         whole = search(areas, client=client, id_column="area_id", progress=False)
 
@@ -152,7 +165,8 @@ def test_sigkill_mid_run_then_rerun(
     twice = log[log.duplicated(["polygon_sha256", "page"], keep=False) & log["counted"]]
     assert len(pages) == len(set(pages)), (
         f"a page was paid for twice (killed at {killed_at:.3f}, rerun at {rerun_at:.3f}, "
-        f"{before_kill} logged, {len(on_disk)} on disk):\n{twice.to_string()}")
+        f"{before_kill} logged, {len(on_disk)} on disk):\n{twice.to_string()}"
+    )
     assert set(pages) == set(_pages(own.keys, "uninterrupted"))  # every page, exactly once
     total = len(set(pages))
     assert total >= 40 and KILL_AFTER <= before_kill < total  # the kill landed mid-run
@@ -161,5 +175,7 @@ def test_sigkill_mid_run_then_rerun(
     figures.add("calls counted", "SIGKILL: pages counted twice", len(pages) - len(set(pages)))
     figures.add("IDs compared", "SIGKILL + rerun vs uninterrupted", len(whole.ids))
     figures.add("faults injected", "SIGKILL of the searching process", 1)
-    figures.note(f"SIGKILL after {before_kill} of {total} pages; quiet moment found on try "
-                 f"{tries} (SIGSTOP, log vs cache, SIGCONT)")
+    figures.note(
+        f"SIGKILL after {before_kill} of {total} pages; quiet moment found on try "
+        f"{tries} (SIGSTOP, log vs cache, SIGCONT)"
+    )

@@ -41,8 +41,11 @@ BIG = 100_000  # pieces: a few seconds to write, so the kill lands mid-write
 def _tiles(n: int, value: int) -> gpd.GeoDataFrame:
     x = np.arange(n) % 1000 * 0.01
     y = np.arange(n) // 1000 * 0.01
-    return gpd.GeoDataFrame({"piece": np.arange(n), "rows": np.full(n, value)},
-                            geometry=shapely.box(x, y, x + 0.01, y + 0.01), crs="EPSG:4326")
+    return gpd.GeoDataFrame(
+        {"piece": np.arange(n), "rows": np.full(n, value)},
+        geometry=shapely.box(x, y, x + 0.01, y + 0.01),
+        crs="EPSG:4326",
+    )
 
 
 def _kill_mid_write(folder: Path, out: Path, tmp_path: Path) -> None:
@@ -52,16 +55,24 @@ def _kill_mid_write(folder: Path, out: Path, tmp_path: Path) -> None:
     _tiles(BIG, 2).to_parquet(frame)
     before = {p: p.stat().st_mtime_ns for p in folder.rglob("*") if p.is_file()}
     started = time.time_ns()
-    proc = subprocess.Popen([sys.executable, "-c", WRITER, str(frame), str(out)],
-                            stdout=subprocess.PIPE, stderr=subprocess.PIPE)
+    proc = subprocess.Popen(
+        [sys.executable, "-c", WRITER, str(frame), str(out)],
+        stdout=subprocess.PIPE,
+        stderr=subprocess.PIPE,
+    )
     try:
         deadline = time.monotonic() + 120
         while True:
             assert proc.poll() is None, proc.communicate()[1].decode()[-2000:]
             assert time.monotonic() < deadline, "the writer never started writing"
-            writing = [p for p in folder.rglob(f"*{out.suffix}") if p.is_file()
-                       and p.stat().st_mtime_ns >= started and before.get(p) != p.stat(
-                       ).st_mtime_ns and p.stat().st_size > 100_000]
+            writing = [
+                p
+                for p in folder.rglob(f"*{out.suffix}")
+                if p.is_file()
+                and p.stat().st_mtime_ns >= started
+                and before.get(p) != p.stat().st_mtime_ns
+                and p.stat().st_size > 100_000
+            ]
             if writing:
                 break
             time.sleep(0.01)

@@ -27,8 +27,13 @@ KEY_SHAPE = re.compile(r"(?<![A-Za-z0-9_-])[A-Za-z0-9_-]{40}(?![A-Za-z0-9_-])")
 
 def _needles(key: str) -> list[bytes]:
     """The key and recognisable parts of it, as they could be written."""
-    return [key.encode(), key[:16].encode(), key[-16:].encode(),
-            json.dumps(key).encode(), key.encode("utf-16-le")]
+    return [
+        key.encode(),
+        key[:16].encode(),
+        key[-16:].encode(),
+        json.dumps(key).encode(),
+        key.encode("utf-16-le"),
+    ]
 
 
 def _scan_files(folder: Path, key: str) -> tuple[int, list[str]]:
@@ -44,24 +49,44 @@ def _errors(client: Client, proxy: FaultProxy, areas: gpd.GeoDataFrame) -> list[
     """Errors raised with this key: budget, transport, malformed body, quota refusal."""
     raised: list[BaseException] = []
     try:
-        search(areas, client=client, id_column="area_id", budget=2, progress=False,
-               cache=False, ledger=False)
+        search(
+            areas,
+            client=client,
+            id_column="area_id",
+            budget=2,
+            progress=False,
+            cache=False,
+            ledger=False,
+        )
     except ParcelSearchError as exc:
         raised.append(exc)
     with warnings.catch_warnings(record=True) as told:  # allow_partial: returned, warned
         warnings.simplefilter("always")
-        search(areas, client=client, id_column="area_id", budget=2, allow_partial=True,
-               progress=False, cache=False, ledger=False)
+        search(
+            areas,
+            client=client,
+            id_column="area_id",
+            budget=2,
+            allow_partial=True,
+            progress=False,
+            cache=False,
+            ledger=False,
+        )
     for item in told:
         if isinstance(item.message, PartialResultWarning):
             raised += [item.message, item.message.error]  # type: ignore[attr-defined]
     for fault in ("datarows", "cut-length", "reset", "503"):
         proxy.rule = lambda arrival, fault=fault: fault
-        faulty = Client(api_key=client._key.reveal(), base_url=proxy.base_url,
-                        ca_bundle=client.ca_bundle, rate=50, retries=0,
-                        cache_dir=client.cache_dir)
+        faulty = Client(
+            api_key=client._key.reveal(),
+            base_url=proxy.base_url,
+            ca_bundle=client.ca_bundle,
+            rate=50,
+            retries=0,
+            cache_dir=client.cache_dir,
+        )
         try:
-            faulty.search_page('[[-99.74,32.44],[-99.73,32.44],[-99.73,32.45],[-99.74,32.44]]', 1)
+            faulty.search_page("[[-99.74,32.44],[-99.73,32.44],[-99.73,32.45],[-99.74,32.44]]", 1)
         except ParcelSearchError as exc:
             raised.append(exc)
         finally:
@@ -70,15 +95,22 @@ def _errors(client: Client, proxy: FaultProxy, areas: gpd.GeoDataFrame) -> list[
 
 
 def test_key_never_written_or_shown(
-    service: Any, fast_key: Any, ca_bundle: str, tmp_path: Path, fault_proxy: FaultProxy,
-    demo_areas_gdf: gpd.GeoDataFrame, caplog: pytest.LogCaptureFixture, capsys: Any,
+    service: Any,
+    fast_key: Any,
+    ca_bundle: str,
+    tmp_path: Path,
+    fault_proxy: FaultProxy,
+    demo_areas_gdf: gpd.GeoDataFrame,
+    caplog: pytest.LogCaptureFixture,
+    capsys: Any,
     figures: Any,
 ) -> None:
     key = fast_key()
     caplog.set_level(logging.DEBUG)  # every logger: toolkit, urllib3, the service's own
     cache_dir = tmp_path / "cache"
-    client = Client(api_key=key, base_url=service.base_url, ca_bundle=ca_bundle, rate=40,
-                    cache_dir=cache_dir)
+    client = Client(
+        api_key=key, base_url=service.base_url, ca_bundle=ca_bundle, rate=40, cache_dir=cache_dir
+    )
     result = search(demo_areas_gdf, client=client, id_column="area_id", progress=False)
     again = search(demo_areas_gdf, client=client, id_column="area_id", progress=False)
     assert again.calls == 0
@@ -92,11 +124,20 @@ def test_key_never_written_or_shown(
     files += len(list(store.parent.glob(store.name + "*")))
     found += [f"{store}*: {n[:8]!r}…" for n in _needles(key) if n in data]
     shown = [
-        repr(client), str(client.__dict__), repr(client.session.__dict__), repr(result),
-        result._repr_html_(), result.summary().to_string(), repr(result.tiles), repr(again),
-        repr(ResponseCache(cache_dir)), repr(Ledger(cache_dir / "ledger.sqlite")),
-        caplog.text, "\n".join(str(r.args) for r in caplog.records),
-        *(str(e) for e in raised), *(repr(e) for e in raised),
+        repr(client),
+        str(client.__dict__),
+        repr(client.session.__dict__),
+        repr(result),
+        result._repr_html_(),
+        result.summary().to_string(),
+        repr(result.tiles),
+        repr(again),
+        repr(ResponseCache(cache_dir)),
+        repr(Ledger(cache_dir / "ledger.sqlite")),
+        caplog.text,
+        "\n".join(str(r.args) for r in caplog.records),
+        *(str(e) for e in raised),
+        *(repr(e) for e in raised),
         *(repr(getattr(e, "__dict__", {})) for e in raised),
     ]
     out, err = capsys.readouterr()
@@ -130,8 +171,9 @@ def test_notebook_outputs_hold_no_key(figures: Any) -> None:
             for output in cell.get("outputs", []):
                 outputs += 1
                 text = _scanned(output)
-                tokens = [t for t in KEY_SHAPE.findall(text)
-                          if not re.fullmatch(r"[0-9a-f]+", t)]  # hex digests are not keys
+                tokens = [
+                    t for t in KEY_SHAPE.findall(text) if not re.fullmatch(r"[0-9a-f]+", t)
+                ]  # hex digests are not keys
                 assert not tokens, (notebook.name, tokens)
     figures.add("inputs tried", "notebook outputs scanned", outputs)
 

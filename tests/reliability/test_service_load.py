@@ -37,16 +37,18 @@ def _run_all(threads: list[threading.Thread]) -> None:
     assert not any(thread.is_alive() for thread in threads)
 
 
-def _hammer(url: str, key: str, ca: str, seen: Counter[int], lock: threading.Lock,
-            stop_at: float) -> None:
+def _hammer(
+    url: str, key: str, ca: str, seen: Counter[int], lock: threading.Lock, stop_at: float
+) -> None:
     with requests.Session() as session:
         session.trust_env = False
         session.verify = ca
         for _ in range(MAX_PER_THREAD):
             if time.monotonic() >= stop_at:
                 return
-            response = session.get(url, params={"searchPolygon": RING},
-                                   headers={"x-api-key": key}, timeout=10)
+            response = session.get(
+                url, params={"searchPolygon": RING}, headers={"x-api-key": key}, timeout=10
+            )
             with lock:
                 seen[response.status_code] += 1
 
@@ -59,15 +61,18 @@ def test_limits_hold_exactly_under_20_threads_on_2_keys_and_2_workers(
     """``serve --workers 2``. Key A (5/s, ample quota): never more than 5 admitted in any
     one-second window. Key B (200/s, quota 25): exactly 25 calls counted, not one more."""
     service = spawn_service(backend, workers=2)
-    keys = {"a": service.keys.create("a", "production", per_second=5, quota=100_000),
-            "b": service.keys.create("b", "production", per_second=200, quota=25)}
+    keys = {
+        "a": service.keys.create("a", "production", per_second=5, quota=100_000),
+        "b": service.keys.create("b", "production", per_second=200, quota=25),
+    }
     url = service.base_url + "/v1/search"
     seen: dict[str, Counter[int]] = {"a": Counter(), "b": Counter()}
     lock = threading.Lock()
     stop_at = time.monotonic() + SECONDS
     threads = [
         threading.Thread(target=_hammer, args=(url, key, ca_bundle, seen[name], lock, stop_at))
-        for name, key in keys.items() for _ in range(THREADS_PER_KEY)
+        for name, key in keys.items()
+        for _ in range(THREADS_PER_KEY)
     ]
     _run_all(threads)
 
@@ -83,16 +88,23 @@ def test_limits_hold_exactly_under_20_threads_on_2_keys_and_2_workers(
         assert seen[name][200] == int(((log["status"] == 200) & log["counted"]).sum())
         assert set(seen[name]) <= {200, 429}
     sent = sum(sum(c.values()) for c in seen.values())
-    figures.add("calls counted", f"load ({backend}, 2 workers): requests sent by 20 threads",
-                sent)
-    figures.add("calls counted", f"load ({backend}, 2 workers): admitted and counted",
-                int(log_a["counted"].sum() + log_b["counted"].sum()))
-    figures.add("calls counted", f"load ({backend}, 2 workers): refused 429",
-                seen["a"][429] + seen["b"][429])
-    figures.note(f"load ({backend}, 2 workers): key A (5/s) peak "
-                 f"{max_in_window(log_a['time'])} admitted in a 1-s window; key B quota 25: "
-                 f"{int(log_b['counted'].sum())} counted of {sum(seen['b'].values())} "
-                 "sent")
+    figures.add("calls counted", f"load ({backend}, 2 workers): requests sent by 20 threads", sent)
+    figures.add(
+        "calls counted",
+        f"load ({backend}, 2 workers): admitted and counted",
+        int(log_a["counted"].sum() + log_b["counted"].sum()),
+    )
+    figures.add(
+        "calls counted",
+        f"load ({backend}, 2 workers): refused 429",
+        seen["a"][429] + seen["b"][429],
+    )
+    figures.note(
+        f"load ({backend}, 2 workers): key A (5/s) peak "
+        f"{max_in_window(log_a['time'])} admitted in a 1-s window; key B quota 25: "
+        f"{int(log_b['counted'].sum())} counted of {sum(seen['b'].values())} "
+        "sent"
+    )
 
 
 @pytest.mark.slow
@@ -107,17 +119,23 @@ def test_exactly_the_quota_across_2_workers_and_20_threads_on_one_key(
     seen: Counter[int] = Counter()
     lock = threading.Lock()
     stop_at = time.monotonic() + SECONDS
-    threads = [threading.Thread(target=_hammer, args=(service.base_url + "/v1/search", key,
-                                                      ca_bundle, seen, lock, stop_at))
-               for _ in range(20)]
+    threads = [
+        threading.Thread(
+            target=_hammer,
+            args=(service.base_url + "/v1/search", key, ca_bundle, seen, lock, stop_at),
+        )
+        for _ in range(20)
+    ]
     _run_all(threads)
     log = service.keys.requests("one")
     assert int(log["counted"].sum()) == 30
     assert int(((log["status"] == 200) & log["counted"]).sum()) == seen[200] == 30
     assert seen[429] > 0 and set(seen) == {200, 429}
     assert service.keys.get("one")["used_lifetime"] == 30
-    figures.note(f"2 workers ({backend}), 20 threads, one key with quota 30: "
-                 f"{int(log['counted'].sum())} counted of {sum(seen.values())} sent")
+    figures.note(
+        f"2 workers ({backend}), 20 threads, one key with quota 30: "
+        f"{int(log['counted'].sum())} counted of {sum(seen.values())} sent"
+    )
 
 
 # -- restart and crash ---------------------------------------------------------------------
@@ -128,9 +146,23 @@ class Served:
 
     def __init__(self, keys: Path, certs: Path) -> None:
         self.proc = subprocess.Popen(
-            [sys.executable, "-m", "parcelsearch.cli", "serve", "--keys", str(keys),
-             "--cert-dir", str(certs), "--port", "0", "--host", "127.0.0.1"],
-            stdout=subprocess.PIPE, stderr=subprocess.DEVNULL, text=True,
+            [
+                sys.executable,
+                "-m",
+                "parcelsearch.cli",
+                "serve",
+                "--keys",
+                str(keys),
+                "--cert-dir",
+                str(certs),
+                "--port",
+                "0",
+                "--host",
+                "127.0.0.1",
+            ],
+            stdout=subprocess.PIPE,
+            stderr=subprocess.DEVNULL,
+            text=True,
         )
         line = self.proc.stdout.readline() if self.proc.stdout else ""
         match = re.match(r"serving (https://\S+) ", line)
@@ -138,8 +170,13 @@ class Served:
         self.base_url = match[1]
 
     def get(self, key: str, ca: Path) -> int:
-        response = requests.get(self.base_url + "/v1/search", params={"searchPolygon": RING},
-                                headers={"x-api-key": key}, verify=str(ca), timeout=10)
+        response = requests.get(
+            self.base_url + "/v1/search",
+            params={"searchPolygon": RING},
+            headers={"x-api-key": key},
+            verify=str(ca),
+            timeout=10,
+        )
         return response.status_code
 
     def stop(self, sig: int) -> None:

@@ -42,22 +42,35 @@ WAIT = 60.0  # seconds any wait in this module may take at most
 def wide_areas() -> gpd.GeoDataFrame:
     """The demo areas plus 40 small cells in the demo fabric: 47 pieces, about 57 calls."""
     demo = parcelsearch.demo_areas()[["area_id", "geometry"]]
-    cells = [box(-99.735 + 0.0015 * (i % 8), 32.445 + 0.0015 * (i // 8),
-                 -99.735 + 0.0015 * (i % 8) + 0.001, 32.445 + 0.0015 * (i // 8) + 0.001)
-             for i in range(40)]
-    grid = gpd.GeoDataFrame({"area_id": [f"cell-{i:02d}" for i in range(40)]}, geometry=cells,
-                            crs="EPSG:4326")
+    cells = [
+        box(
+            -99.735 + 0.0015 * (i % 8),
+            32.445 + 0.0015 * (i // 8),
+            -99.735 + 0.0015 * (i % 8) + 0.001,
+            32.445 + 0.0015 * (i // 8) + 0.001,
+        )
+        for i in range(40)
+    ]
+    grid = gpd.GeoDataFrame(
+        {"area_id": [f"cell-{i:02d}" for i in range(40)]}, geometry=cells, crs="EPSG:4326"
+    )
     return gpd.GeoDataFrame(pd.concat([demo, grid], ignore_index=True), crs="EPSG:4326")
 
 
 @pytest.fixture(scope="module")
-def reference(service: Any, ca_bundle: str, wide_areas: gpd.GeoDataFrame,
-              tmp_path_factory: pytest.TempPathFactory) -> Any:
+def reference(
+    service: Any,
+    ca_bundle: str,
+    wide_areas: gpd.GeoDataFrame,
+    tmp_path_factory: pytest.TempPathFactory,
+) -> Any:
     """An undisturbed run of ``wide_areas`` (own key, own cache): its ids and its calls."""
-    key = service.keys.create("spending-reference", key_type="production", per_second=50,
-                              quota=100_000)
-    with Client(key, service.base_url, ca_bundle, rate=40,
-                cache_dir=tmp_path_factory.mktemp("reference")) as client:
+    key = service.keys.create(
+        "spending-reference", key_type="production", per_second=50, quota=100_000
+    )
+    with Client(
+        key, service.base_url, ca_bundle, rate=40, cache_dir=tmp_path_factory.mktemp("reference")
+    ) as client:
         result = search(wide_areas, client=client, id_column="area_id", progress=False)
     counted = int(service.keys.requests("spending-reference")["counted"].sum())
     assert result.complete and result.calls == counted > 50
@@ -82,14 +95,26 @@ def _wait_for(condition: Callable[[], bool], what: str) -> None:
 
 
 def _cli(args: list[str], env: dict[str, str], **kwargs: Any) -> subprocess.Popen[str]:
-    return subprocess.Popen([sys.executable, "-m", "parcelsearch.cli", *args], env=env,
-                            stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True, **kwargs)
+    return subprocess.Popen(
+        [sys.executable, "-m", "parcelsearch.cli", *args],
+        env=env,
+        stdout=subprocess.PIPE,
+        stderr=subprocess.PIPE,
+        text=True,
+        **kwargs,
+    )
 
 
 def _env(key: str, service: Any, ca_bundle: str, cache: Path, **extra: str) -> dict[str, str]:
-    return {**os.environ, "PARCELSEARCH_API_KEY": key, "PARCELSEARCH_BASE_URL": service.base_url,
-            "PARCELSEARCH_CA_BUNDLE": ca_bundle, "PARCELSEARCH_CACHE_DIR": str(cache),
-            "PARCELSEARCH_RATE": "10", **extra}
+    return {
+        **os.environ,
+        "PARCELSEARCH_API_KEY": key,
+        "PARCELSEARCH_BASE_URL": service.base_url,
+        "PARCELSEARCH_CA_BUNDLE": ca_bundle,
+        "PARCELSEARCH_CACHE_DIR": str(cache),
+        "PARCELSEARCH_RATE": "10",
+        **extra,
+    }
 
 
 def _metadata(path: Path) -> dict[str, Any]:
@@ -106,8 +131,14 @@ def _ids(path: Path) -> pd.DataFrame:
 @pytest.mark.slow
 @pytest.mark.parametrize("signum", [signal.SIGINT, signal.SIGTERM], ids=["SIGINT", "SIGTERM"])
 def test_a_signal_stops_spending_and_the_rerun_finishes(
-    signum: int, service: Any, make_key: Any, ca_bundle: str, wide_areas: gpd.GeoDataFrame,
-    reference: Any, tmp_path: Path, figures: Any,
+    signum: int,
+    service: Any,
+    make_key: Any,
+    ca_bundle: str,
+    wide_areas: gpd.GeoDataFrame,
+    reference: Any,
+    tmp_path: Path,
+    figures: Any,
 ) -> None:
     key = make_key("production", quota=100_000)
     areas, out = tmp_path / "areas.gpkg", tmp_path / "ids.parquet"
@@ -139,14 +170,20 @@ def test_a_signal_stops_spending_and_the_rerun_finishes(
     total = len(_counted(service, key.name))
     assert total <= reference.calls + len(after)  # both runs: at most one run + in-flight
     figures.add("calls counted", f"interrupted CLI run ({signal.Signals(signum).name})", total)
-    figures.note(f"{signal.Signals(signum).name} after {first_run - len(after)} calls: "
-                 f"{len(after)} requests already on the wire finished, none started; "
-                 f"both runs {total} calls vs {reference.calls} undisturbed")
+    figures.note(
+        f"{signal.Signals(signum).name} after {first_run - len(after)} calls: "
+        f"{len(after)} requests already on the wire finished, none started; "
+        f"both runs {total} calls vs {reference.calls} undisturbed"
+    )
 
 
 @pytest.mark.slow
 def test_keyboard_interrupt_in_python_keeps_the_partial_result(
-    service: Any, make_key: Any, ca_bundle: str, wide_areas: gpd.GeoDataFrame, reference: Any,
+    service: Any,
+    make_key: Any,
+    ca_bundle: str,
+    wide_areas: gpd.GeoDataFrame,
+    reference: Any,
     tmp_path: Path,
 ) -> None:
     """Jupyter's "interrupt kernel" is a KeyboardInterrupt in the main thread."""
@@ -181,8 +218,13 @@ def test_keyboard_interrupt_in_python_keeps_the_partial_result(
 
 @pytest.mark.slow
 def test_a_demo_key_is_never_overrun_and_says_what_finishing_costs(
-    service: Any, make_key: Any, ca_bundle: str, wide_areas: gpd.GeoDataFrame, reference: Any,
-    tmp_path: Path, figures: Any,
+    service: Any,
+    make_key: Any,
+    ca_bundle: str,
+    wide_areas: gpd.GeoDataFrame,
+    reference: Any,
+    tmp_path: Path,
+    figures: Any,
 ) -> None:
     key = make_key("demo")  # 50 calls for life; the search needs more
     areas, out = tmp_path / "areas.gpkg", tmp_path / "ids.parquet"
@@ -197,9 +239,12 @@ def test_a_demo_key_is_never_overrun_and_says_what_finishing_costs(
     spent = int(log["counted"].sum())
     # Stopped after the survey (issue 49), the whole price named with its 95 % interval,
     # which holds what the search takes (the reference run's calls).
-    low, high = (int(x.replace(",", "")) for x in
-                 re.search(r"needs about [\d,]+ calls, 95% interval ([\d,]+)–([\d,]+)",
-                           stderr).groups())
+    low, high = (
+        int(x.replace(",", ""))
+        for x in re.search(
+            r"needs about [\d,]+ calls, 95% interval ([\d,]+)–([\d,]+)", stderr
+        ).groups()
+    )
     assert low <= reference.calls <= high and spent < 0.2 * reference.calls
     assert f"stopped after the survey ({spent} calls spent" in stderr
     assert "never resets" in stderr and "wait" not in stderr
@@ -210,15 +255,30 @@ def test_a_demo_key_is_never_overrun_and_says_what_finishing_costs(
 
 @pytest.mark.slow
 def test_allow_partial_finishes_whole_areas_the_cheapest_first(
-    service: Any, make_key: Any, ca_bundle: str, wide_areas: gpd.GeoDataFrame, reference: Any,
+    service: Any,
+    make_key: Any,
+    ca_bundle: str,
+    wide_areas: gpd.GeoDataFrame,
+    reference: Any,
     tmp_path: Path,
 ) -> None:
     key = make_key("demo")
     areas, out = tmp_path / "areas.gpkg", tmp_path / "ids.parquet"
     wide_areas.to_file(areas)
     env = _env(key, service, ca_bundle, tmp_path / "cache", PARCELSEARCH_QUOTA="demo")
-    proc = _cli(["search", str(areas), "--id-column", "area_id", "--out", str(out), "--quiet",
-                 "--allow-partial"], env)
+    proc = _cli(
+        [
+            "search",
+            str(areas),
+            "--id-column",
+            "area_id",
+            "--out",
+            str(out),
+            "--quiet",
+            "--allow-partial",
+        ],
+        env,
+    )
     _, stderr = proc.communicate(timeout=WAIT)
     assert proc.returncode == 3, stderr
     log = service.keys.requests(key.name)
@@ -237,7 +297,11 @@ def test_allow_partial_finishes_whole_areas_the_cheapest_first(
 
 
 def test_a_budget_below_page_one_of_every_piece_spends_nothing(
-    service: Any, make_key: Any, ca_bundle: str, wide_areas: gpd.GeoDataFrame, tmp_path: Path,
+    service: Any,
+    make_key: Any,
+    ca_bundle: str,
+    wide_areas: gpd.GeoDataFrame,
+    tmp_path: Path,
 ) -> None:
     key = make_key("production", quota=100_000)
     client = Client(key, service.base_url, ca_bundle, cache_dir=tmp_path / "cache")
@@ -258,8 +322,12 @@ def _mix(seed: int) -> Callable[[Any], str | None]:
     def rule(arrival: Any) -> str | None:
         with lock:
             x = rng.random()
-        for limit, fault in ((0.03, "cut-length"), (0.09, "503-after"), (0.14, "429-seconds"),
-                             (0.17, "reset-after")):
+        for limit, fault in (
+            (0.03, "cut-length"),
+            (0.09, "503-after"),
+            (0.14, "429-seconds"),
+            (0.17, "reset-after"),
+        ):
             if x < limit:
                 return fault
         return None
@@ -269,7 +337,10 @@ def _mix(seed: int) -> Callable[[Any], str | None]:
 
 @pytest.mark.slow
 def test_a_long_search_finishes_in_one_run_under_a_fault_mix(
-    start_own_service: Any, service_cert_dir: Path, tmp_path: Path, figures: Any,
+    start_own_service: Any,
+    service_cert_dir: Path,
+    tmp_path: Path,
+    figures: Any,
 ) -> None:
     parcels = synth.large_fabric(56_000)
     svc = start_own_service(parcels=parcels)
@@ -279,11 +350,9 @@ def test_a_long_search_finishes_in_one_run_under_a_fault_mix(
 
     def client(name: str, base_url: str) -> Client:
         key = svc.keys.create(name, key_type="production", per_second=200, quota=100_000)
-        return Client(key, base_url, ca, rate=150, cache_dir=tmp_path / name,
-                      retries=6)
+        return Client(key, base_url, ca, rate=150, cache_dir=tmp_path / name, retries=6)
 
-    clean = search(areas, client=client("clean", svc.base_url), id_column="market",
-                   progress=False)
+    clean = search(areas, client=client("clean", svc.base_url), id_column="market", progress=False)
     assert clean.calls >= 500
     proxy = FaultProxy(svc.base_url, service_cert_dir)
     try:
@@ -304,6 +373,8 @@ def test_a_long_search_finishes_in_one_run_under_a_fault_mix(
         figures.add("faults injected", f"{fault} (fault mix, one run)", n)
     figures.add("calls counted", "fault-mix run (service log = ledger)", counted)
     figures.add("IDs compared", "fault mix vs fault-free", len(result.ids))
-    figures.note(f"fault mix over {clean.calls} pages: {sum(injected.values())} faults "
-                 f"({', '.join(f'{k} {v}' for k, v in sorted(injected.items()))}); one run "
-                 f"finished with {counted} calls counted by the service and by the ledger")
+    figures.note(
+        f"fault mix over {clean.calls} pages: {sum(injected.values())} faults "
+        f"({', '.join(f'{k} {v}' for k, v in sorted(injected.items()))}); one run "
+        f"finished with {counted} calls counted by the service and by the ledger"
+    )

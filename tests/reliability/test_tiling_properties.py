@@ -44,8 +44,15 @@ FIGURES = Path(__file__).with_name("_figures") / "tiling.json"
 COUNTS: Counter[str] = Counter()
 M_PER_DEG = 111_320.0
 FEATURES = (
-    "hole", "parts", "spike", "near_duplicate", "self_touch", "sliver", "antimeridian",
-    "touch_180", "pole",
+    "hole",
+    "parts",
+    "spike",
+    "near_duplicate",
+    "self_touch",
+    "sliver",
+    "antimeridian",
+    "touch_180",
+    "pole",
 )
 
 
@@ -145,8 +152,11 @@ def build_area(
         side = 1 if seed % 2 else -1
         width = 0.3 * radius / (M_PER_DEG * math.cos(math.radians(lat)))
         edge = [180.0 * side, 180.0 * side - side * width]
-        extra.append(shapely.box(min(edge), lat - 2.1 * radius / M_PER_DEG,
-                                 max(edge), lat - 1.9 * radius / M_PER_DEG))
+        extra.append(
+            shapely.box(
+                min(edge), lat - 2.1 * radius / M_PER_DEG, max(edge), lat - 1.9 * radius / M_PER_DEG
+            )
+        )
     if "pole" in features:  # a wedge reaching a pole (off-grid sides)
         side = 1 if seed % 2 else -1
         x = float(np.clip(lon, -179.0, 178.0)) + 0.1234567
@@ -184,8 +194,9 @@ def _plan(area: shapely.Geometry, tolerance: float, budget: int, connectors: boo
         warnings.simplefilter("ignore", GeometryRepairedWarning)  # spikes, self-touching rings
         # the property holds for any tolerance: a wide one (refused by default as a likely
         # mistake, issue 49) is trusted here
-        return plan([area], tolerance, max_request_bytes=budget, connectors=connectors,
-                    trust_tolerance=True)
+        return plan(
+            [area], tolerance, max_request_bytes=budget, connectors=connectors, trust_tolerance=True
+        )
 
 
 def _centre(geometry: shapely.Geometry) -> tuple[float, float]:
@@ -204,8 +215,7 @@ def _metric(geometry: shapely.Geometry, lon: float, lat: float) -> shapely.Geome
     crs = pyproj.CRS.from_proj4(f"+proj=aeqd +lat_0={lat} +lon_0={lon} +datum=WGS84 +units=m")
     move = pyproj.Transformer.from_crs("EPSG:4326", crs, always_xy=True)
     dense = shapely.segmentize(geometry, 0.001)
-    moved = shapely.transform(dense, lambda xy: np.column_stack(move.transform(xy[:, 0],
-                                                                               xy[:, 1])))
+    moved = shapely.transform(dense, lambda xy: np.column_stack(move.transform(xy[:, 0], xy[:, 1])))
     return shapely.union_all(shapely.get_parts(moved))
 
 
@@ -233,16 +243,20 @@ def check(area: shapely.Geometry, tolerance: float, budget: int) -> None:
         assert sum(p.area for p in pieces) == pytest.approx(union.area, rel=1e-9, abs=1e-15)
         assert union.covers(validated)  # rounding never drops a parcel inside the area
         if len(shapely.get_parts(validated)) > 1:  # without connectors: the strict promise
-            strict = shapely.union_all([p.geometry for p in _plan(area, 0.0, budget,
-                                                                  connectors=False).pieces])
+            strict = shapely.union_all(
+                [p.geometry for p in _plan(area, 0.0, budget, connectors=False).pieces]
+            )
             assert strict.covers(validated)
-            assert strict.difference(shapely.buffer(validated, 2 * GRID, quad_segs=32)
-                                     ).area <= 1e-3 * GRID**2
+            assert (
+                strict.difference(shapely.buffer(validated, 2 * GRID, quad_segs=32)).area
+                <= 1e-3 * GRID**2
+            )
     else:
         assert union.covers(validated)
         lon, lat = _centre(validated)
         beyond = _metric(union, lon, lat).difference(
-            shapely.buffer(_metric(validated, lon, lat), tolerance))
+            shapely.buffer(_metric(validated, lon, lat), tolerance)
+        )
         assert shapely.buffer(beyond, -0.17).is_empty  # within t, but for connectors' slivers
     again = _plan(area, tolerance, budget)
     assert [p.polygon_json for p in again.pieces] == [p.polygon_json for p in planned.pieces]
@@ -256,14 +270,17 @@ def check(area: shapely.Geometry, tolerance: float, budget: int) -> None:
     COUNTS[f"{mode}_across_antimeridian"] += validated.bounds[2] - validated.bounds[0] > 180
     COUNTS[f"{mode}_repaired"] += not area.is_valid
     COUNTS[f"{mode}_near_a_pole"] += max(abs(validated.bounds[1]), abs(validated.bounds[3])) > 80
-    COUNTS[f"{mode}_on_180"] += bool(np.isin(np.abs(shapely.get_coordinates(validated)[:, 0]),
-                                             [180.0]).any())
+    COUNTS[f"{mode}_on_180"] += bool(
+        np.isin(np.abs(shapely.get_coordinates(validated)[:, 0]), [180.0]).any()
+    )
 
 
 #: Examples per property: 40 under the derandomised ``ci`` profile (the same ones every run),
 #: the profile's own count under ``explore`` (random); ``TILING_EXAMPLES`` overrides both.
-EXAMPLES = int(os.environ.get("TILING_EXAMPLES") or (
-    settings.default.max_examples if os.environ.get("HYPOTHESIS_PROFILE") == "explore" else 40))
+EXAMPLES = int(
+    os.environ.get("TILING_EXAMPLES")
+    or (settings.default.max_examples if os.environ.get("HYPOTHESIS_PROFILE") == "explore" else 40)
+)
 _SETTINGS = settings(
     max_examples=EXAMPLES,
     deadline=None,
@@ -290,9 +307,11 @@ def test_exact_pieces_are_sendable_rings_whose_union_is_the_area(area, budget):
 # Found by random exploration: parts on both sides of ±180° at the equator. Projected for the
 # check, they touch along the antimeridian; buffered as an invalid MultiPolygon, the area's
 # t-neighbourhood came out smaller than the area (the pieces were within 0.56 m of it).
-@example(area=build_area(150, 300.0, 0.0, 0.0,
-                         frozenset({"antimeridian", "parts", "touch_180"}), 7),
-         tolerance=1.0, budget=7168)
+@example(
+    area=build_area(150, 300.0, 0.0, 0.0, frozenset({"antimeridian", "parts", "touch_180"}), 7),
+    tolerance=1.0,
+    budget=7168,
+)
 def test_tolerance_pieces_cover_the_area_within_t(area, tolerance, budget):
     check(area, tolerance, budget)
 

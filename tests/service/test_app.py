@@ -46,8 +46,11 @@ def keys(tmp_path: Path) -> Iterator[KeyStore]:
 
 
 def _client(store: Any, keys: KeyStore, markets: list[str] | None = None) -> TestClient:
-    return TestClient(create_app(store, markets or ["Waco, TX", "Abilene, TX"], keys),
-                      base_url="https://testserver", raise_server_exceptions=False)
+    return TestClient(
+        create_app(store, markets or ["Waco, TX", "Abilene, TX"], keys),
+        base_url="https://testserver",
+        raise_server_exceptions=False,
+    )
 
 
 @pytest.fixture
@@ -75,8 +78,12 @@ def test_search_pages_in_parcel_id_order(
 ) -> None:
     key = keys.create("s", per_second=1000)
     ring = json.dumps(example.ring)
-    pages = [client.get("/v1/search", params={"searchPolygon": ring, "page": str(p)},
-                        headers={"x-api-key": key}).json() for p in (1, 2, 3)]
+    pages = [
+        client.get(
+            "/v1/search", params={"searchPolygon": ring, "page": str(p)}, headers={"x-api-key": key}
+        ).json()
+        for p in (1, 2, 3)
+    ]
     assert [p["page"] for p in pages] == [1, 2, 3]
     assert all(p["rows"] == 276 and p["pages"] == 3 for p in pages)
     assert [g for p in pages for g in p["data"]] == example.expected
@@ -105,11 +112,11 @@ def test_a_key_given_twice_counts_neither(client: TestClient, keys: KeyStore) ->
 
 def test_400s_count_and_are_logged_with_their_status(client: TestClient, keys: KeyStore) -> None:
     key = keys.create("bad", per_second=1000)
-    repeated = client.get("/v1/search?searchPolygon=a&searchPolygon=b",
-                          headers={"x-api-key": key})
+    repeated = client.get("/v1/search?searchPolygon=a&searchPolygon=b", headers={"x-api-key": key})
     assert _messages(repeated) == ["searchPolygon is given 2 times; send it once"]
-    nonsense = client.get("/v1/search", params={"searchPolygon": "nonsense"},
-                          headers={"x-api-key": key})
+    nonsense = client.get(
+        "/v1/search", params={"searchPolygon": "nonsense"}, headers={"x-api-key": key}
+    )
     assert nonsense.status_code == 400 and _messages(nonsense)
     assert keys.requests("bad").status.tolist() == [400, 400]
     assert keys.get("bad")["used_lifetime"] == 2
@@ -119,8 +126,11 @@ def test_page_beyond_the_last_says_how_many(
     client: TestClient, keys: KeyStore, example: synth.Example
 ) -> None:
     key = keys.create("beyond")
-    response = client.get("/v1/search", params={"searchPolygon": json.dumps(example.ring),
-                                                 "page": "4"}, headers={"x-api-key": key})
+    response = client.get(
+        "/v1/search",
+        params={"searchPolygon": json.dumps(example.ring), "page": "4"},
+        headers={"x-api-key": key},
+    )
     assert response.status_code == 400
     assert "has 3 pages (276 rows); ask for a page from 1 to 3" in _messages(response)[0]
 
@@ -130,7 +140,9 @@ def test_404_405_and_414_in_the_envelope(client: TestClient) -> None:
     assert "no such resource: /v2/nothing" in _messages(client.get("/v2/nothing"))[0]
     posted = client.post("/v1/search")
     assert (posted.status_code, _messages(posted)) == (
-        405, ["method POST is not allowed on /v1/search; use GET"])
+        405,
+        ["method POST is not allowed on /v1/search; use GET"],
+    )
     long = client.get("/v1/search", params={"searchPolygon": "x" * 8000})
     assert (long.status_code, _messages(long)) == (414, [REQUEST_LINE_TOO_LONG])
 
@@ -156,7 +168,10 @@ class _SpyStore(ParcelStore):
 
 @pytest.mark.parametrize("limit, on_loop", [(0, False), (LOOP_SEARCH_LIMIT, True)])
 def test_a_search_runs_on_the_event_loop_only_when_brief(
-    example: synth.Example, keys: KeyStore, monkeypatch: pytest.MonkeyPatch, limit: int,
+    example: synth.Example,
+    keys: KeyStore,
+    monkeypatch: pytest.MonkeyPatch,
+    limit: int,
     on_loop: bool,
 ) -> None:
     """With both stores in-process a search that tests at most the limit's parcels runs on
@@ -167,8 +182,11 @@ def test_a_search_runs_on_the_event_loop_only_when_brief(
     store.on_loop = []
     key = keys.create("threads")
     with _client(store, keys) as test_client:
-        response = test_client.get("/v1/search", params={"searchPolygon": json.dumps(example.ring)},
-                                   headers={"x-api-key": key})
+        response = test_client.get(
+            "/v1/search",
+            params={"searchPolygon": json.dumps(example.ring)},
+            headers={"x-api-key": key},
+        )
     assert response.status_code == 200
     assert store.on_loop == [on_loop]
     assert keys.get("threads")["used_lifetime"] == 1
@@ -191,8 +209,11 @@ def test_an_unexpected_failure_is_a_counted_500_in_the_envelope(
 ) -> None:
     key = keys.create("boom")
     with _client(_FailingStore(example.parcels, RuntimeError("bug")), keys) as test_client:
-        response = test_client.get("/v1/search", params={"searchPolygon": json.dumps(example.ring)},
-                                   headers={"x-api-key": key})
+        response = test_client.get(
+            "/v1/search",
+            params={"searchPolygon": json.dumps(example.ring)},
+            headers={"x-api-key": key},
+        )
     assert (response.status_code, _messages(response)) == (500, [INTERNAL])
     assert keys.requests("boom").status.tolist() == [500]
 
@@ -215,8 +236,11 @@ def test_an_unreachable_parcels_database_is_a_503(example: synth.Example, keys: 
     key = keys.create("gone")
     failing = _FailingStore(example.parcels, StoreBusyError("the parcels database is unavailable"))
     with _client(failing, keys) as test_client:
-        response = test_client.get("/v1/search", params={"searchPolygon": json.dumps(example.ring)},
-                                   headers={"x-api-key": key})
+        response = test_client.get(
+            "/v1/search",
+            params={"searchPolygon": json.dumps(example.ring)},
+            headers={"x-api-key": key},
+        )
     assert (response.status_code, _messages(response)) == (503, [BUSY])
     assert response.headers["Retry-After"] == "1"
     assert keys.get("gone")["used_lifetime"] == 0  # given back
@@ -239,26 +263,37 @@ def test_a_locked_key_store_is_a_503_not_a_500(client: TestClient, keys: KeyStor
     assert client.get("/v1/markets", headers={"x-api-key": key}).status_code == 200
 
 
-@pytest.mark.parametrize("values", [
-    ["0a1b2c3d4e5f60718", "ffffffffffffffff0"], [], ["a\"b", "ü", "x\\y"], ["", "ab"],
-    ["tab\there", "del\x7f", "~ !#$%&'()*+,-./:;<=>?@[]^_`{|}"],
-])
+@pytest.mark.parametrize(
+    "values",
+    [
+        ["0a1b2c3d4e5f60718", "ffffffffffffffff0"],
+        [],
+        ['a"b', "ü", "x\\y"],
+        ["", "ab"],
+        ["tab\there", "del\x7f", "~ !#$%&'()*+,-./:;<=>?@[]^_`{|}"],
+    ],
+)
 def test_a_page_of_ids_is_the_json_the_encoder_writes(values: list[str]) -> None:
     assert json_strings(values) == json.dumps(values, separators=(",", ":"))
 
 
-def test_a_search_body_is_the_json_the_encoder_writes(client: TestClient, keys: KeyStore,
-                                                      example: synth.Example) -> None:
+def test_a_search_body_is_the_json_the_encoder_writes(
+    client: TestClient, keys: KeyStore, example: synth.Example
+) -> None:
     key = keys.create("body")
-    response = client.get("/v1/search", params={"searchPolygon": json.dumps(example.ring),
-                                                "page": "2"}, headers={"x-api-key": key})
+    response = client.get(
+        "/v1/search",
+        params={"searchPolygon": json.dumps(example.ring), "page": "2"},
+        headers={"x-api-key": key},
+    )
     body = response.json()
     assert body["data"] == example.expected[100:200]
     assert response.content == json.dumps(body, separators=(",", ":")).encode()
 
 
-_query_text = st.lists(st.sampled_from(
-    [*"%&=+ab5BbDdCc2[],;é\x00", "%5B", "%2c", "%5d", "%E2%82", "%%", "%C3%A9"])).map("".join)
+_query_text = st.lists(
+    st.sampled_from([*"%&=+ab5BbDdCc2[],;é\x00", "%5B", "%2c", "%5d", "%E2%82", "%%", "%C3%A9"])
+).map("".join)
 
 
 @settings(max_examples=300, deadline=None)

@@ -41,21 +41,32 @@ sys.meta_path.insert(0, _Absent())
 '''
 
 
-def _without_extra(tmp_path: Path, code: str, *args: str,
-                   absent: tuple[str, ...] = EXTRA_MODULES) -> subprocess.CompletedProcess[str]:
+def _without_extra(
+    tmp_path: Path, code: str, *args: str, absent: tuple[str, ...] = EXTRA_MODULES
+) -> subprocess.CompletedProcess[str]:
     """Run ``code`` in a child Python in which the ``absent`` packages cannot be imported."""
     (tmp_path / "sitecustomize.py").write_text(_HOOK.format(absent=set(absent)))
     package_root = str(Path(parcelsearch.__file__).parents[1])
-    env = {**os.environ, "PYTHONPATH": os.pathsep.join([str(tmp_path), package_root]),
-           "PARCELSEARCH_SERVICE_DIR": str(tmp_path / "service"),
-           "PARCELSEARCH_CACHE_DIR": str(tmp_path / "cache")}
-    return subprocess.run([sys.executable, "-c", code, *args], capture_output=True, text=True,
-                          env=env, cwd=tmp_path, timeout=120)
+    env = {
+        **os.environ,
+        "PYTHONPATH": os.pathsep.join([str(tmp_path), package_root]),
+        "PARCELSEARCH_SERVICE_DIR": str(tmp_path / "service"),
+        "PARCELSEARCH_CACHE_DIR": str(tmp_path / "cache"),
+    }
+    return subprocess.run(
+        [sys.executable, "-c", code, *args],
+        capture_output=True,
+        text=True,
+        env=env,
+        cwd=tmp_path,
+        timeout=120,
+    )
 
 
 def _cli(tmp_path: Path, *args: str) -> subprocess.CompletedProcess[str]:
-    return _without_extra(tmp_path, "import sys\nfrom parcelsearch.cli import main\n"
-                                    "sys.exit(main())", *args)
+    return _without_extra(
+        tmp_path, "import sys\nfrom parcelsearch.cli import main\nsys.exit(main())", *args
+    )
 
 
 def test_the_toolkit_needs_none_of_the_service_packages() -> None:
@@ -66,11 +77,31 @@ def test_the_toolkit_needs_none_of_the_service_packages() -> None:
 
     toolkit = names(project["dependencies"])
     service = names(project["optional-dependencies"]["service"])
-    assert toolkit == {"geopandas", "shapely", "pyproj", "pyarrow", "pyogrio", "pandas",
-                       "numpy", "requests", "urllib3", "tqdm", "ipyleaflet", "keyring",
-                       "platformdirs", "truststore"}
-    assert service == {"starlette", "jinja2", "uvicorn", "trustme", "cryptography", "psycopg",
-                       "psycopg-pool"}
+    assert toolkit == {
+        "geopandas",
+        "shapely",
+        "pyproj",
+        "pyarrow",
+        "pyogrio",
+        "pandas",
+        "numpy",
+        "requests",
+        "urllib3",
+        "tqdm",
+        "ipyleaflet",
+        "keyring",
+        "platformdirs",
+        "truststore",
+    }
+    assert service == {
+        "starlette",
+        "jinja2",
+        "uvicorn",
+        "trustme",
+        "cryptography",
+        "psycopg",
+        "psycopg-pool",
+    }
     # jinja2 comes with the toolkit too (ipyleaflet → branca): never missing where it runs
     assert {m.replace("_", "-") for m in EXTRA_MODULES} == service - {"jinja2"}
     assert "parcelsearch[service]" in project["optional-dependencies"]["test"]
@@ -83,23 +114,30 @@ def test_the_hook_makes_the_packages_absent(tmp_path: Path) -> None:
 
 def test_the_toolkit_plans_without_the_extra(tmp_path: Path) -> None:
     done = _without_extra(
-        tmp_path, "import sys, parcelsearch\n"
+        tmp_path,
+        "import sys, parcelsearch\n"
         "plan = parcelsearch.plan(parcelsearch.demo_areas())\n"
         "assert len(plan.pieces) > 0\n"
         "print(sorted(m for m in sys.modules if m.partition('.')[0] in {'starlette', "
-        "'uvicorn', 'trustme', 'psycopg', 'psycopg_pool'}))")
+        "'uvicorn', 'trustme', 'psycopg', 'psycopg_pool'}))",
+    )
     assert done.returncode == 0, done.stderr
     assert done.stdout.strip() == "[]"
 
 
 def test_local_service_says_which_extra_to_install(tmp_path: Path) -> None:
-    done = _without_extra(tmp_path, "import parcelsearch\nparcelsearch.local_service()",
-                          absent=("uvicorn", "psycopg_pool"))
+    done = _without_extra(
+        tmp_path,
+        "import parcelsearch\nparcelsearch.local_service()",
+        absent=("uvicorn", "psycopg_pool"),
+    )
     assert done.returncode == 1
     last = done.stderr.strip().splitlines()[-1]
-    assert last == ("parcelsearch.errors.ConfigurationError: the reference service and portal "
-                    "need the 'service' extra, which is not installed here (missing: uvicorn, "
-                    f"psycopg_pool): {INSTALL}")
+    assert last == (
+        "parcelsearch.errors.ConfigurationError: the reference service and portal "
+        "need the 'service' extra, which is not installed here (missing: uvicorn, "
+        f"psycopg_pool): {INSTALL}"
+    )
 
 
 @pytest.mark.parametrize(
@@ -108,8 +146,9 @@ def test_local_service_says_which_extra_to_install(tmp_path: Path) -> None:
         pytest.param(["demo", "--quiet"], id="demo"),
         pytest.param(["serve"], id="serve"),
         pytest.param(["keys", "list"], id="keys"),
-        pytest.param(["parcels", "load", "p.gpkg", "--into", "postgresql://x@127.0.0.1/x"],
-                     id="parcels"),
+        pytest.param(
+            ["parcels", "load", "p.gpkg", "--into", "postgresql://x@127.0.0.1/x"], id="parcels"
+        ),
         pytest.param(["portal", "--help"], id="portal"),
     ],
 )

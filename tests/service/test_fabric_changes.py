@@ -36,8 +36,12 @@ def test_same_arguments_same_fabric(demo: object) -> None:
 
 def test_each_edit_changes_counts_as_it_says(demo: object) -> None:
     # (edit, parcels gained per edit, the change counted once per edit)
-    for edit, delta, once in (("split", 1, "removed"), ("merge", -1, "added"),
-                              ("remove", -1, "removed"), ("add", 1, "added")):
+    for edit, delta, once in (
+        ("split", 1, "removed"),
+        ("merge", -1, "added"),
+        ("remove", -1, "removed"),
+        ("add", 1, "added"),
+    ):
         month = next_month(demo, 0.002, edits=[edit], layout="scattered", seed=2)
         edits = int((month.truth.change == once).sum())
         assert edits == round(0.002 * len(demo))
@@ -76,14 +80,16 @@ def test_swaps_land_on_the_parcels_asked(demo: object) -> None:
     assert len(month.parcels) == len(demo)
 
 
-@pytest.mark.parametrize(("kwargs", "message"), [
-    ({"rate": 1.5}, "rate must be between 0 and 1"),
-    ({"layout": "ring"}, "layout must be one of clustered, scattered"),
-    ({"edits": ["burn"]}, "edits must be some of"),
-    ({"swap_parcels": [-1]}, "swap parcel -1 is not a parcel alone in its group"),
-])
-def test_bad_arguments_say_the_fix(demo: object, kwargs: dict[str, object],
-                                   message: str) -> None:
+@pytest.mark.parametrize(
+    ("kwargs", "message"),
+    [
+        ({"rate": 1.5}, "rate must be between 0 and 1"),
+        ({"layout": "ring"}, "layout must be one of clustered, scattered"),
+        ({"edits": ["burn"]}, "edits must be some of"),
+        ({"swap_parcels": [-1]}, "swap parcel -1 is not a parcel alone in its group"),
+    ],
+)
+def test_bad_arguments_say_the_fix(demo: object, kwargs: dict[str, object], message: str) -> None:
     with pytest.raises(ValueError, match=message):
         next_month(demo, **{"rate": 0.01, **kwargs})
 
@@ -102,4 +108,5 @@ def test_a_running_store_serves_the_new_fabric(demo: object) -> None:
     after = store.hits(parsed)
     assert len(after) != before or month.truth.empty
     assert sorted(store.group_ids[after]) == sorted(
-        month.parcels.set_index("parcel_id").group_id[store.parcel_ids[after]])
+        month.parcels.set_index("parcel_id").group_id[store.parcel_ids[after]]
+    )

@@ -65,16 +65,18 @@ def _where(gate: Gateway, key: str) -> tuple[object, str]:
 
     async def send() -> object:
         try:
-            return await gate.answer(Call(key, "markets", "/v1/markets", handle,
-                                          Outcome(200, b"[]")))
+            return await gate.answer(
+                Call(key, "markets", "/v1/markets", handle, Outcome(200, b"[]"))
+            )
         finally:
             await gate.close()
 
     return asyncio.run(send()), threads[0]
 
 
-def test_a_call_runs_where_its_stores_let_it(store: KeyStore, parcels: ParcelStore,
-                                             tmp_path: Path) -> None:
+def test_a_call_runs_where_its_stores_let_it(
+    store: KeyStore, parcels: ParcelStore, tmp_path: Path
+) -> None:
     """SQLite keys and parcels in memory: on the loop (the main thread here); with the
     portal's tallies on another key store, on the batcher's thread; PostgreSQL keys: on
     the pool's threads. Each is counted and logged once."""

@@ -52,19 +52,30 @@ def test_defaults_per_type(store: KeyStore, key_type: str, limits: tuple[object,
 
 
 def test_overrides(store: KeyStore) -> None:
-    store.create("big", "production", per_second=100, quota=10**6, quota_period="lifetime",
-                 services="markets")
+    store.create(
+        "big",
+        "production",
+        per_second=100,
+        quota=10**6,
+        quota_period="lifetime",
+        services="markets",
+    )
     row = store.get("big")
     assert (row["per_second"], row["quota"], row["quota_period"], row["services"]) == (
-        100.0, 10**6, "lifetime", ["markets"])
+        100.0,
+        10**6,
+        "lifetime",
+        ["markets"],
+    )
 
 
 @pytest.mark.parametrize(
     ("kwargs", "match"),
     [
         pytest.param({"key_type": "gold"}, "key type must be one of demo, production", id="type"),
-        pytest.param({"per_second": 0}, "per_second must be a number from 0.01 to 1,000,000",
-                     id="rate"),
+        pytest.param(
+            {"per_second": 0}, "per_second must be a number from 0.01 to 1,000,000", id="rate"
+        ),
         pytest.param({"per_second": 1e308}, "per_second must be a number from", id="rate-huge"),
         pytest.param({"per_second": 1e-320}, "per_second must be a number from", id="rate-tiny"),
         pytest.param({"per_second": float("nan")}, "per_second must be a number", id="rate-nan"),

@@ -43,8 +43,11 @@ def _status(result: Refusal | Outcome[str]) -> int:
 
 @pytest.mark.parametrize(
     ("rate", "window"),
-    [pytest.param(10.0, (10, 1.0), id="ten"), pytest.param(2.5, (2, 1.0), id="fraction"),
-     pytest.param(0.5, (1, 2.0), id="slow")],
+    [
+        pytest.param(10.0, (10, 1.0), id="ten"),
+        pytest.param(2.5, (2, 1.0), id="fraction"),
+        pytest.param(0.5, (1, 2.0), id="slow"),
+    ],
 )
 def test_spike_window(rate: float, window: tuple[int, float]) -> None:
     assert spike_window(rate) == window
@@ -54,9 +57,11 @@ def test_order_of_checks(store: KeyStore) -> None:
     key = store.create("m", services=("markets",), quota=0)
     assert admit(store, "nope", "search", "/v1/search", _ok) == Refusal(401, "Invalid ApiKey")
     assert admit(store, key, "search", "/v1/search", _ok) == Refusal(
-        401, "Invalid ApiKey for given resource")
+        401, "Invalid ApiKey for given resource"
+    )
     assert admit(store, key, "markets", "/v1/markets", _ok) == Refusal(
-        429, "Rate limit quota violation. Quota limit exceeded. Identifier : m")
+        429, "Rate limit quota violation. Quota limit exceeded. Identifier : m"
+    )
 
 
 def test_sliding_window_admits_n_in_any_second(store: KeyStore) -> None:
@@ -203,6 +208,7 @@ def _calls(keys: list[str]) -> list[Call[str]]:
 def test_a_batch_counts_exactly_as_one_at_a_time(store: KeyStore) -> None:
     """One batch of 14 calls on three keys (rate 5, quota 3, revoked) at one instant: the
     same answers, counters and log as admitting them one by one."""
+
     def run(suffix: str, batched: bool) -> tuple[list[Any], list[int]]:
         fast = store.create("fast" + suffix, per_second=5, quota=100)
         few = store.create("few" + suffix, per_second=50, quota=3)
@@ -213,8 +219,10 @@ def test_a_batch_counts_exactly_as_one_at_a_time(store: KeyStore) -> None:
         if batched:
             results: list[Any] = admit_all(store, _calls(keys), now=clock)
         else:
-            results = [admit(store, k, "search", "/v1/search", _ok, now=clock, presumed=_ok())
-                       for k in keys]
+            results = [
+                admit(store, k, "search", "/v1/search", _ok, now=clock, presumed=_ok())
+                for k in keys
+            ]
         used = [store.get(n + suffix)["used_lifetime"] for n in ("fast", "few", "gone")]
         return [(type(r).__name__, r.status) for r in results], used
 
@@ -263,4 +271,5 @@ def test_a_changed_rate_is_read_again(store: KeyStore) -> None:
         store.execute(conn, "UPDATE keys SET per_second = 1 WHERE name = ?", ("changed",))
     clock.now += 0.5
     assert admit(store, key, "search", "/v1/search", _ok, now=clock) == Refusal(
-        429, "Spike arrest violation. Allowed rate : 1ps", retry_after=1)
+        429, "Spike arrest violation. Allowed rate : 1ps", retry_after=1
+    )

@@ -51,8 +51,11 @@ def test_holes_subtract() -> None:
         pytest.param("  ", "searchPolygon is missing", id="blank"),
         pytest.param("[[0,0],[1,0]", r"not valid JSON \(Expecting", id="truncated"),
         pytest.param("[" * 100_000, "not valid JSON", id="deep-nesting"),
-        pytest.param("42", "must be a JSON array of \\[longitude, latitude\\] points, got a "
-                     "number", id="number"),
+        pytest.param(
+            "42",
+            "must be a JSON array of \\[longitude, latitude\\] points, got a number",
+            id="number",
+        ),
         pytest.param("[]", "empty array", id="empty"),
         pytest.param("[0,0,1,0,1,1,0,0]", "wrap each pair in brackets", id="flat"),
         pytest.param("[[[[0,0]]]]", "too many levels of brackets", id="multipolygon"),
@@ -64,22 +67,40 @@ def test_holes_subtract() -> None:
         pytest.param("[[0,0],[-Infinity,0],[1,1],[0,0]]", "not a finite number", id="-inf"),
         pytest.param("[[0,0],[181,0],[1,1],[0,0]]", "longitude 181 outside", id="lon"),
         pytest.param("[[0,0],[32.5,-97.5],[1,1],[0,0]]", "did you swap them", id="swapped"),
-        pytest.param(f"[[0,0],[1{'0' * 400},0],[1,1],[0,0]]", "longitude 10+… outside",
-                     id="integer-beyond-float"),
-        pytest.param(f"[[0,0],[1,-1{'0' * 400}],[1,1],[0,0]]", "latitude -10+… outside",
-                     id="negative-integer-beyond-float"),
+        pytest.param(
+            f"[[0,0],[1{'0' * 400},0],[1,1],[0,0]]",
+            "longitude 10+… outside",
+            id="integer-beyond-float",
+        ),
+        pytest.param(
+            f"[[0,0],[1,-1{'0' * 400}],[1,1],[0,0]]",
+            "latitude -10+… outside",
+            id="negative-integer-beyond-float",
+        ),
         pytest.param("[[0,0],[true,0],[1,1],[0,0]]", "longitude that is a boolean", id="bool"),
         pytest.param("[[0,0],[1,0],[0,0]]", "has 3 points; a ring needs at least 4", id="short"),
-        pytest.param("[[0,0],[1,0],[1,1],[0,1]]", "ring is not closed: first point \\[0,0\\] "
-                     "differs from last point \\[0,1\\]; repeat the first point at the end",
-                     id="unclosed"),
-        pytest.param("[[0,0],[2,2],[2,0],[0,2],[0,0]]", "self-intersecting "
-                     "\\(Self-intersection", id="bow-tie"),
+        pytest.param(
+            "[[0,0],[1,0],[1,1],[0,1]]",
+            "ring is not closed: first point \\[0,0\\] "
+            "differs from last point \\[0,1\\]; repeat the first point at the end",
+            id="unclosed",
+        ),
+        pytest.param(
+            "[[0,0],[2,2],[2,0],[0,2],[0,0]]",
+            "self-intersecting \\(Self-intersection",
+            id="bow-tie",
+        ),
         pytest.param("[[1,1],[1,1],[1,1],[1,1]]", "encloses no area", id="one-point"),
-        pytest.param("[[[0,0],[4,0],[4,4],[0,0]],[[1,1],[2,1],[2,2]]]",
-                     "ring 2 \\(hole 1\\) has 3 points", id="short-hole"),
-        pytest.param("[[[0,0],[4,0],[4,4],[0,4],[0,0]],[[1,1],[5,1],[5,2],[1,1]]]",
-                     "not a valid polygon", id="hole-crosses"),
+        pytest.param(
+            "[[[0,0],[4,0],[4,4],[0,0]],[[1,1],[2,1],[2,2]]]",
+            "ring 2 \\(hole 1\\) has 3 points",
+            id="short-hole",
+        ),
+        pytest.param(
+            "[[[0,0],[4,0],[4,4],[0,4],[0,0]],[[1,1],[5,1],[5,2],[1,1]]]",
+            "not a valid polygon",
+            id="hole-crosses",
+        ),
     ],
 )
 def test_refusals(text: str | None, match: str) -> None:
@@ -91,8 +112,11 @@ def test_refusals(text: str | None, match: str) -> None:
 
 @pytest.mark.parametrize(
     ("text", "page"),
-    [pytest.param(None, 1, id="default"), pytest.param("3", 3, id="three"),
-     pytest.param("007", 7, id="leading-zeros")],
+    [
+        pytest.param(None, 1, id="default"),
+        pytest.param("3", 3, id="three"),
+        pytest.param("007", 7, id="leading-zeros"),
+    ],
 )
 def test_page(text: str | None, page: int) -> None:
     assert parse_page(text) == page
@@ -121,9 +145,7 @@ def test_any_text_is_a_polygon_or_a_400(text: str) -> None:
         assert exc.status == 400 and exc.messages
 
 
-@given(
-    st.floats(-179, 179), st.floats(-89, 89), st.floats(1e-5, 0.5), st.floats(1e-5, 0.5)
-)
+@given(st.floats(-179, 179), st.floats(-89, 89), st.floats(1e-5, 0.5), st.floats(1e-5, 0.5))
 def test_any_rectangle_parses(x: float, y: float, w: float, h: float) -> None:
     ring = [[x, y], [x + w, y], [x + w, y + h], [x, y + h], [x, y]]
     parsed = parse_polygon(json.dumps(ring))
@@ -140,13 +162,15 @@ def _shortest(value: float) -> str:
 
 
 def _coordinate(limit: int) -> st.SearchStrategy[float | int]:
-    return st.one_of(st.floats(-limit, limit), st.integers(-limit, limit),
-                     st.sampled_from([-0.0, 0.0, 1e-05, -2.5e-07, 32.0, -85.0]))
+    return st.one_of(
+        st.floats(-limit, limit),
+        st.integers(-limit, limit),
+        st.sampled_from([-0.0, 0.0, 1e-05, -2.5e-07, 32.0, -85.0]),
+    )
 
 
 @settings(max_examples=300, deadline=None)
-@given(x=_coordinate(170), y=_coordinate(85), width=st.floats(1e-6, 5),
-       height=st.floats(1e-6, 5))
+@given(x=_coordinate(170), y=_coordinate(85), width=st.floats(1e-6, 5), height=st.floats(1e-6, 5))
 def test_the_normalised_text_writes_each_coordinate_in_its_shortest_form(
     x: float, y: float, width: float, height: float
 ) -> None:

@@ -52,8 +52,9 @@ class PortalClient:
     def get(self, path: str = "/portal/", **kw: Any) -> requests.Response:
         return self._seen(self.http.get(self.base + path, **kw))
 
-    def post(self, path: str, data: dict[str, Any] | None = None, csrf: bool = True,
-             **kw: Any) -> requests.Response:
+    def post(
+        self, path: str, data: dict[str, Any] | None = None, csrf: bool = True, **kw: Any
+    ) -> requests.Response:
         body = dict(data or {})
         if csrf:
             body.setdefault("csrf_token", self.csrf)
@@ -63,10 +64,15 @@ class PortalClient:
         self.get("/portal/signin")
         return self.post("/portal/signin", {"email": email, "password": password})
 
-    def create(self, name: str, key_type: str = "production",
-               services: tuple[str, ...] = ("search", "markets")) -> str:
-        page = self.post("/portal/apps", {"name": name, "key_type": key_type,
-                                          "services": list(services)})
+    def create(
+        self,
+        name: str,
+        key_type: str = "production",
+        services: tuple[str, ...] = ("search", "markets"),
+    ) -> str:
+        page = self.post(
+            "/portal/apps", {"name": name, "key_type": key_type, "services": list(services)}
+        )
         assert page.status_code == 200, page.text
         return new_key(page.text)
 
@@ -93,19 +99,28 @@ def new_key(page: str) -> str:
 
 def call(svc: RunningService, key: str, path: str = "/v1/markets") -> requests.Response:
     params = {"searchPolygon": SQUARE} if "search" in path else None
-    return requests.get(svc.base_url + path, headers={"x-api-key": key}, params=params,
-                        verify=str(svc.ca_path), timeout=30)
+    return requests.get(
+        svc.base_url + path,
+        headers={"x-api-key": key},
+        params=params,
+        verify=str(svc.ca_path),
+        timeout=30,
+    )
 
 
 @pytest.fixture(scope="module")
-def portal(tmp_path_factory: pytest.TempPathFactory,
-           service_cert_dir: Path) -> Iterator[RunningService]:
+def portal(
+    tmp_path_factory: pytest.TempPathFactory, service_cert_dir: Path
+) -> Iterator[RunningService]:
     """One portal-enabled service (SQLite) with users alice, bob and admin."""
     root = tmp_path_factory.mktemp("portal")
     with start_service(keys=root / "keys.sqlite", cert_dir=service_cert_dir, portal=True) as svc:
         users = PortalStore(svc.keys)
-        for email, admin in [("alice@example.com", False), ("bob@example.com", False),
-                             ("admin@example.com", True)]:
+        for email, admin in [
+            ("alice@example.com", False),
+            ("bob@example.com", False),
+            ("admin@example.com", True),
+        ]:
             users.add_user(email, PASSWORD, admin=admin)
         yield svc
 
@@ -128,8 +143,11 @@ def test_signin_cookie_is_secure_httponly_strict_and_rotated(portal: RunningServ
     first = c.get("/portal/signin")
     before = c.http.cookies[COOKIE]
     assert re.search(r"Secure", first.headers["set-cookie"])
-    signed = c.post("/portal/signin", {"email": "alice@example.com", "password": PASSWORD},
-                    allow_redirects=False)
+    signed = c.post(
+        "/portal/signin",
+        {"email": "alice@example.com", "password": PASSWORD},
+        allow_redirects=False,
+    )
     assert signed.status_code == 303
     header = signed.headers["set-cookie"]
     for attribute in ("Secure", "HttpOnly", "SameSite=strict", "Path=/"):
@@ -137,19 +155,28 @@ def test_signin_cookie_is_secure_httponly_strict_and_rotated(portal: RunningServ
     after = c.http.cookies[COOKIE]
     assert after != before
     # The pre-sign-in session is over: its cookie gets the sign-in form, not the apps.
-    old = requests.get(portal.base_url + "/portal/", cookies={COOKIE: before},
-                       verify=str(portal.ca_path), allow_redirects=False)
+    old = requests.get(
+        portal.base_url + "/portal/",
+        cookies={COOKIE: before},
+        verify=str(portal.ca_path),
+        allow_redirects=False,
+    )
     assert old.status_code == 303 and old.headers["location"].endswith("/portal/signin")
     assert "alice@example.com" in c.get().text
 
 
-def test_sign_out_ends_the_session(client: Callable[[str], PortalClient],
-                                   portal: RunningService) -> None:
+def test_sign_out_ends_the_session(
+    client: Callable[[str], PortalClient], portal: RunningService
+) -> None:
     c = client("alice@example.com")
     cookie = c.http.cookies[COOKIE]
     assert c.post("/portal/signout").url.endswith("/portal/signin")
-    again = requests.get(portal.base_url + "/portal/", cookies={COOKIE: cookie},
-                         verify=str(portal.ca_path), allow_redirects=False)
+    again = requests.get(
+        portal.base_url + "/portal/",
+        cookies={COOKIE: cookie},
+        verify=str(portal.ca_path),
+        allow_redirects=False,
+    )
     assert again.status_code == 303
 
 
@@ -176,8 +203,9 @@ def test_signin_is_limited_per_account_with_a_clear_message(portal: RunningServi
 
 
 def test_signin_is_limited_per_client_address(tmp_path: Path, service_cert_dir: Path) -> None:
-    with start_service(keys=tmp_path / "keys.sqlite", cert_dir=service_cert_dir,
-                       portal=True) as svc:
+    with start_service(
+        keys=tmp_path / "keys.sqlite", cert_dir=service_cert_dir, portal=True
+    ) as svc:
         PortalStore(svc.keys).add_user("dave@example.com", PASSWORD)
         c = PortalClient(svc)
         for i in range(20):  # 20 different accounts from one address: under 5 each
@@ -192,8 +220,12 @@ def test_signin_is_limited_per_client_address(tmp_path: Path, service_cert_dir: 
 
 def test_security_headers_on_every_portal_page(client: Callable[[str], PortalClient]) -> None:
     c = client("alice@example.com")
-    for response in (c.get(), c.get("/portal/signin"), c.get("/portal/static/portal.css"),
-                     c.get("/portal/nothing-here")):
+    for response in (
+        c.get(),
+        c.get("/portal/signin"),
+        c.get("/portal/static/portal.css"),
+        c.get("/portal/nothing-here"),
+    ):
         csp = response.headers["content-security-policy"]
         assert "script-src 'self';" in csp and "default-src 'none'" in csp
         assert "'unsafe-inline'" not in csp
@@ -215,8 +247,10 @@ def test_security_headers_on_every_portal_page(client: Callable[[str], PortalCli
     ],
 )
 def test_post_without_valid_csrf_is_refused(
-    client: Callable[[str], PortalClient], portal: RunningService,
-    data: dict[str, str] | None, headers: dict[str, str],
+    client: Callable[[str], PortalClient],
+    portal: RunningService,
+    data: dict[str, str] | None,
+    headers: dict[str, str],
 ) -> None:
     c = client("alice@example.com")
     before = len(portal.keys.list())
@@ -233,16 +267,16 @@ def test_post_without_valid_csrf_is_refused(
 def test_signin_without_csrf_token_is_refused(portal: RunningService) -> None:
     c = PortalClient(portal)
     c.get("/portal/signin")
-    response = c.post("/portal/signin", {"email": "alice@example.com", "password": PASSWORD},
-                      csrf=False)
+    response = c.post(
+        "/portal/signin", {"email": "alice@example.com", "password": PASSWORD}, csrf=False
+    )
     assert response.status_code == 403
 
 
 def test_app_names_are_escaped(client: Callable[[str], PortalClient]) -> None:
     c = client("alice@example.com")
     name = '<script>alert("x")</script>'
-    key_page = c.post("/portal/apps", {"name": name, "key_type": "demo",
-                                       "services": "search"}).text
+    key_page = c.post("/portal/apps", {"name": name, "key_type": "demo", "services": "search"}).text
     for page in (key_page, c.get().text, c.get(f"/portal/apps/{c.app_id(name)}").text):
         assert "<script>" not in page
         assert "&lt;script&gt;alert(&#34;x&#34;)&lt;/script&gt;" in page
@@ -252,7 +286,8 @@ def test_app_names_are_escaped(client: Callable[[str], PortalClient]) -> None:
 
 
 def test_key_shown_once_and_only_its_hash_stored(
-    client: Callable[[str], PortalClient], portal: RunningService,
+    client: Callable[[str], PortalClient],
+    portal: RunningService,
     caplog: pytest.LogCaptureFixture,
 ) -> None:
     with caplog.at_level(logging.DEBUG):
@@ -329,8 +364,9 @@ def test_other_users_apps_are_invisible_and_answer_404(
     app_id = alice.app_id("alices-app")
     assert "alices-app" not in bob.get().text
     for action in ("revoke", "regenerate", "limits"):
-        response = bob.post(f"/portal/apps/{app_id}/{action}",
-                            {"per_second": "100", "quota": "100000"})
+        response = bob.post(
+            f"/portal/apps/{app_id}/{action}", {"per_second": "100", "quota": "100000"}
+        )
         assert response.status_code == 404
     assert bob.post("/portal/apps/999999/revoke").status_code == 404
     assert call(portal, key).status_code == 200  # untouched
@@ -346,8 +382,10 @@ def test_admin_sees_all_and_raises_limits_applied_at_once(
     page = admin.get().text
     assert 'data-app="limited"' in page and 'data-app="from-the-cli"' in page
     # Non-admins cannot change limits.
-    assert alice.post(f"/portal/apps/{app_id}/limits",
-                      {"per_second": "50", "quota": "9"}).status_code == 403
+    assert (
+        alice.post(f"/portal/apps/{app_id}/limits", {"per_second": "50", "quota": "9"}).status_code
+        == 403
+    )
     admin.post(f"/portal/apps/{app_id}/limits", {"per_second": "1", "quota": "2"})
     first, second = call(portal, key), call(portal, key)
     assert first.status_code == 200 and second.status_code == 429
@@ -364,12 +402,11 @@ def test_admin_sees_all_and_raises_limits_applied_at_once(
 
 
 def test_create_with_a_taken_name_or_no_service_says_why(
-    client: Callable[[str], PortalClient]
+    client: Callable[[str], PortalClient],
 ) -> None:
     c = client("bob@example.com")
     c.create("bobs-app")
-    taken = c.post("/portal/apps", {"name": "bobs-app", "key_type": "demo",
-                                    "services": "search"})
+    taken = c.post("/portal/apps", {"name": "bobs-app", "key_type": "demo", "services": "search"})
     assert taken.status_code == 400 and "you already have an app named" in taken.text
     none = c.post("/portal/apps", {"name": "bobs-other", "key_type": "demo"})
     assert none.status_code == 400 and "choose at least one service" in none.text
@@ -386,8 +423,9 @@ def test_portal_is_off_unless_asked(service: RunningService) -> None:
 
 
 def test_portal_without_slash_redirects(portal: RunningService) -> None:
-    response = requests.get(portal.base_url + "/portal", verify=str(portal.ca_path),
-                            allow_redirects=False)
+    response = requests.get(
+        portal.base_url + "/portal", verify=str(portal.ca_path), allow_redirects=False
+    )
     assert response.status_code == 308 and response.headers["location"] == "/portal/"
 
 
@@ -457,20 +495,30 @@ def test_new_key_page_has_snippets_that_work(
     c.create("snippets")
     page = c.last.text if c.last is not None else ""
     key = new_key(page)
-    shell = html.unescape(re.search(r'<pre id="snippet-shell"><code>(.*?)</code>', page,
-                                    re.S).group(1))  # type: ignore[union-attr]
+    shell = html.unescape(
+        re.search(r'<pre id="snippet-shell"><code>(.*?)</code>', page, re.S).group(1)
+    )  # type: ignore[union-attr]
     variables = _exported(shell)
-    assert variables == {"PARCELSEARCH_API_KEY": key, "PARCELSEARCH_BASE_URL": portal.base_url,
-                         "PARCELSEARCH_CA_BUNDLE": str(Path(portal.ca_path).resolve())}
+    assert variables == {
+        "PARCELSEARCH_API_KEY": key,
+        "PARCELSEARCH_BASE_URL": portal.base_url,
+        "PARCELSEARCH_CA_BUNDLE": str(Path(portal.ca_path).resolve()),
+    }
     assert 'href="/portal/ca.pem"' in page
-    python = html.unescape(re.search(r'<pre id="snippet-python"><code>(.*?)</code>', page,
-                                     re.S).group(1))  # type: ignore[union-attr]
+    python = html.unescape(
+        re.search(r'<pre id="snippet-python"><code>(.*?)</code>', page, re.S).group(1)
+    )  # type: ignore[union-attr]
     compile(python, "snippet", "exec")
     assert f"api_key={key!r}" in python
     # Run the snippet's first command as a user would: one call, seen by the service.
     env = {**os.environ, **variables, "PARCELSEARCH_CACHE_DIR": str(tmp_path / "cache")}
-    done = subprocess.run([sys.executable, "-m", "parcelsearch.cli", "markets", "--json"],
-                          env=env, capture_output=True, text=True, timeout=120)
+    done = subprocess.run(
+        [sys.executable, "-m", "parcelsearch.cli", "markets", "--json"],
+        env=env,
+        capture_output=True,
+        text=True,
+        timeout=120,
+    )
     assert done.returncode == 0, done.stderr
     assert key not in done.stdout + done.stderr
     assert list(portal.keys.requests(key_name(portal.keys, "snippets"))["path"]) == ["/v1/markets"]
@@ -482,9 +530,15 @@ def test_ca_certificate_and_getting_started_need_no_sign_in(portal: RunningServi
     assert ca.status_code == 200 and ca.content == Path(portal.ca_path).read_bytes()
     start = anyone.get("/portal/start")
     assert start.status_code == 200
-    for text in ("The Search service", "The Markets service", "50 calls for life",
-                 "500 calls a calendar month (UTC)", "at most 10 calls a second",
-                 f"{portal.base_url}/v1/markets", "parcelsearch search areas.gpkg"):
+    for text in (
+        "The Search service",
+        "The Markets service",
+        "50 calls for life",
+        "500 calls a calendar month (UTC)",
+        "at most 10 calls a second",
+        f"{portal.base_url}/v1/markets",
+        "parcelsearch search areas.gpkg",
+    ):
         assert html.escape(text, quote=False) in start.text, text
 
 
@@ -493,8 +547,14 @@ def test_getting_started_and_docs_are_linked_from_every_page(
 ) -> None:
     c = client("admin@example.com")
     c.create("linked")
-    paths = ["/portal/", f"/portal/apps/{c.app_id('linked')}", "/portal/account",
-             "/portal/admin", "/portal/start", "/portal/nothing-here"]
+    paths = [
+        "/portal/",
+        f"/portal/apps/{c.app_id('linked')}",
+        "/portal/account",
+        "/portal/admin",
+        "/portal/start",
+        "/portal/nothing-here",
+    ]
     pages = [c.get(path).text for path in paths]
     pages.append(PortalClient(portal).get("/portal/signin").text)
     for text in pages:
@@ -519,15 +579,21 @@ def test_password_change_needs_the_current_one_and_signs_out_other_sessions(
     here, there = two_sessions(portal, "gina@example.com")
     here.get("/portal/account")
     new = "a new passphrase for gina"
-    wrong = here.post("/portal/account/password", {
-        "current_password": "not it at all", "new_password": new, "new_password_again": new})
+    wrong = here.post(
+        "/portal/account/password",
+        {"current_password": "not it at all", "new_password": new, "new_password_again": new},
+    )
     assert wrong.status_code == 400 and "the current password is wrong" in wrong.text
-    differ = here.post("/portal/account/password", {
-        "current_password": PASSWORD, "new_password": new, "new_password_again": new + "!"})
+    differ = here.post(
+        "/portal/account/password",
+        {"current_password": PASSWORD, "new_password": new, "new_password_again": new + "!"},
+    )
     assert differ.status_code == 400 and "the two new passwords differ" in differ.text
     assert "gina@example.com" in there.get().text  # nothing changed yet
-    done = here.post("/portal/account/password", {
-        "current_password": PASSWORD, "new_password": new, "new_password_again": new})
+    done = here.post(
+        "/portal/account/password",
+        {"current_password": PASSWORD, "new_password": new, "new_password_again": new},
+    )
     assert done.status_code == 200
     assert "Password changed; 1 other session signed out." in done.text
     assert there.get(allow_redirects=False).status_code == 303  # signed out
@@ -568,9 +634,11 @@ def test_all_apps_page_is_for_admins_with_owners_and_usage(
     assert 'data-field="owner">alice@example.com<' in card.group(0)
     assert 'data-usage="lifetime">1<' in card.group(0)
     app_id = alice.app_id("overseen")
-    moved = admin.post(f"/portal/apps/{app_id}/limits",
-                       {"per_second": "5", "quota": "1000", "back": "admin"},
-                       allow_redirects=False)
+    moved = admin.post(
+        f"/portal/apps/{app_id}/limits",
+        {"per_second": "5", "quota": "1000", "back": "admin"},
+        allow_redirects=False,
+    )
     assert moved.status_code == 303 and moved.headers["location"] == "/portal/admin"
     assert "1,000 calls a calendar month (UTC)" in alice.get(f"/portal/apps/{app_id}").text
     gone = admin.post(f"/portal/apps/{app_id}/revoke", {"back": "admin"}, allow_redirects=False)

@@ -22,9 +22,20 @@ PASSWORD = "correct horse battery staple"
 
 def _add_user(store: Path | str, *flags: str, stdin: str) -> subprocess.CompletedProcess[str]:
     return subprocess.run(
-        [sys.executable, "-m", "parcelsearch.cli", "portal", "add-user", "--keys", str(store),
-         *flags],
-        input=stdin, capture_output=True, text=True, timeout=60,
+        [
+            sys.executable,
+            "-m",
+            "parcelsearch.cli",
+            "portal",
+            "add-user",
+            "--keys",
+            str(store),
+            *flags,
+        ],
+        input=stdin,
+        capture_output=True,
+        text=True,
+        timeout=60,
     )
 
 
@@ -59,8 +70,9 @@ def test_add_user_refuses_with_a_clear_error(tmp_path: Path, stdin: str, message
 
 
 def test_add_user_has_no_password_option(tmp_path: Path) -> None:
-    done = _add_user(tmp_path / "keys.sqlite", "--email", "c@example.com", "--password",
-                     PASSWORD, stdin="")
+    done = _add_user(
+        tmp_path / "keys.sqlite", "--email", "c@example.com", "--password", PASSWORD, stdin=""
+    )
     assert done.returncode == 2 and "unrecognized arguments" in done.stderr
 
 
@@ -82,14 +94,28 @@ def test_serve_portal_and_the_keys_command_share_one_store(tmp_path: Path) -> No
     store = tmp_path / "keys.sqlite"
     assert _add_user(store, "--email", "eve@example.com", stdin=PASSWORD).returncode == 0
     process = subprocess.Popen(
-        [sys.executable, "-m", "parcelsearch.cli", "serve", "--portal", "--keys", str(store),
-         "--cert-dir", str(tmp_path / "certs"), "--port", "0"],
-        stdout=subprocess.PIPE, stderr=subprocess.DEVNULL, text=True,
+        [
+            sys.executable,
+            "-m",
+            "parcelsearch.cli",
+            "serve",
+            "--portal",
+            "--keys",
+            str(store),
+            "--cert-dir",
+            str(tmp_path / "certs"),
+            "--port",
+            "0",
+        ],
+        stdout=subprocess.PIPE,
+        stderr=subprocess.DEVNULL,
+        text=True,
     )
     try:
         assert process.stdout is not None
-        serving = re.fullmatch(r"serving (https://127\.0\.0\.1:\d+) \(CA: (.+)\)\n",
-                               process.stdout.readline())
+        serving = re.fullmatch(
+            r"serving (https://127\.0\.0\.1:\d+) \(CA: (.+)\)\n", process.stdout.readline()
+        )
         assert serving, "no serving line"
         base, ca = serving[1], serving[2]
         assert process.stdout.readline().startswith(f"portal at {base}/portal/")
@@ -102,24 +128,61 @@ def test_serve_portal_and_the_keys_command_share_one_store(tmp_path: Path) -> No
                 return found.group(1)
 
             form = http.get(base + "/portal/signin")
-            page = http.post(base + "/portal/signin", data={
-                "csrf_token": csrf(form), "email": "eve@example.com", "password": PASSWORD})
-            page = http.post(base + "/portal/apps", data={
-                "csrf_token": csrf(page), "name": "eves", "key_type": "demo",
-                "services": "markets"})
+            page = http.post(
+                base + "/portal/signin",
+                data={"csrf_token": csrf(form), "email": "eve@example.com", "password": PASSWORD},
+            )
+            page = http.post(
+                base + "/portal/apps",
+                data={
+                    "csrf_token": csrf(page),
+                    "name": "eves",
+                    "key_type": "demo",
+                    "services": "markets",
+                },
+            )
             key = re.search(r'id="new-key">([^<]+)<', page.text)
             assert key
             for _ in range(3):
                 assert http.get(base + "/v1/markets", headers={"x-api-key": key[1]}).ok
             listed = subprocess.run(
-                [sys.executable, "-m", "parcelsearch.cli", "keys", "list", "--keys", str(store),
-                 "--json"], capture_output=True, text=True, timeout=60, check=True)
+                [
+                    sys.executable,
+                    "-m",
+                    "parcelsearch.cli",
+                    "keys",
+                    "list",
+                    "--keys",
+                    str(store),
+                    "--json",
+                ],
+                capture_output=True,
+                text=True,
+                timeout=60,
+                check=True,
+            )
             [row] = json.loads(listed.stdout)
             assert (row["name"], row["used_lifetime"], row["services"]) == (
-                "eve@example.com/eves", 3, ["markets"])
+                "eve@example.com/eves",
+                3,
+                ["markets"],
+            )
             subprocess.run(
-                [sys.executable, "-m", "parcelsearch.cli", "keys", "revoke", "--keys", str(store),
-                 "--name", "eve@example.com/eves"], capture_output=True, timeout=60, check=True)
+                [
+                    sys.executable,
+                    "-m",
+                    "parcelsearch.cli",
+                    "keys",
+                    "revoke",
+                    "--keys",
+                    str(store),
+                    "--name",
+                    "eve@example.com/eves",
+                ],
+                capture_output=True,
+                timeout=60,
+                check=True,
+            )
             assert http.get(base + "/v1/markets", headers={"x-api-key": key[1]}).status_code == 401
             shown = http.get(base + "/portal/").text
             assert re.search(r'data-app="eves".*?revoked', shown, re.S)

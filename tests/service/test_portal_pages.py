@@ -16,12 +16,15 @@ TODAY = date(2026, 11, 24)
 def history(calls: dict[int, int], refused: dict[int, int] | None = None) -> list[DayUsage]:
     """90 days ending today; ``calls``/``refused`` by days ago."""
     refused = refused or {}
-    return [DayUsage(TODAY - timedelta(days=ago), calls.get(ago, 0), refused.get(ago, 0))
-            for ago in range(89, -1, -1)]
+    return [
+        DayUsage(TODAY - timedelta(days=ago), calls.get(ago, 0), refused.get(ago, 0))
+        for ago in range(89, -1, -1)
+    ]
 
 
-@pytest.mark.parametrize(("top", "step"), [(0, 1), (4, 1), (5, 2), (7, 2), (480, 150),
-                                           (1000, 250), (1001, 300)])
+@pytest.mark.parametrize(
+    ("top", "step"), [(0, 1), (4, 1), (5, 2), (7, 2), (480, 150), (1000, 250), (1001, 300)]
+)
 def test_axis_reaches_the_highest_bar_in_whole_steps(top: int, step: int) -> None:
     assert axis_step(top) == step
 
@@ -61,9 +64,12 @@ def test_snippets_quote_what_the_shell_would_split() -> None:
     odd = "ab'c d$e"
     snippets = Snippets.build(odd, "https://127.0.0.1:8443", "/certs dir/ca.pem")
     export = snippets.shell.split("\nparcelsearch ")[0].replace("\\\n", " ")
-    assert shlex.split(export) == ["export", f"PARCELSEARCH_API_KEY={odd}",
-                                   "PARCELSEARCH_BASE_URL=https://127.0.0.1:8443",
-                                   "PARCELSEARCH_CA_BUNDLE=/certs dir/ca.pem"]
+    assert shlex.split(export) == [
+        "export",
+        f"PARCELSEARCH_API_KEY={odd}",
+        "PARCELSEARCH_BASE_URL=https://127.0.0.1:8443",
+        "PARCELSEARCH_CA_BUNDLE=/certs dir/ca.pem",
+    ]
     assert f"api_key={odd!r}" in snippets.python
     assert shlex.split(snippets.curl)[1:4] == ["--cacert", "/certs dir/ca.pem", "-H"]
     system = Snippets.build("k", "https://vendor.example/prod", None)

@@ -34,8 +34,9 @@ def clock() -> Clock:
 @pytest.fixture
 def store(keys_location: str, clock: Clock) -> Iterator[PortalStore]:
     keys = KeyStore(keys_location)
-    yield PortalStore(keys, idle_timeout=600, max_age=3600, throttle=Throttle(3, 5, 900),
-                      clock=clock)
+    yield PortalStore(
+        keys, idle_timeout=600, max_age=3600, throttle=Throttle(3, 5, 900), clock=clock
+    )
     keys.close()
 
 
@@ -66,8 +67,7 @@ def test_only_the_hash_is_stored(store: PortalStore) -> None:
         pytest.param("a@example.com", "short", "at least 12 characters", id="short-password"),
     ],
 )
-def test_bad_users_are_refused(store: PortalStore, email: str, password: str,
-                               message: str) -> None:
+def test_bad_users_are_refused(store: PortalStore, email: str, password: str, message: str) -> None:
     with pytest.raises(ConfigurationError, match=message) as caught:
         store.add_user(email, password)
     if password != PASSWORD:  # a refused password is never echoed
@@ -168,8 +168,17 @@ def test_a_device_cookie_passes_a_throttled_address(store: PortalStore) -> None:
     assert isinstance(store.begin_signin("lee@example.com", "10.4.0.1", device), int)
 
 
-@pytest.mark.parametrize("password", ["aaaaaaaaaaaa", "abcabcabcabc", "abcdefghijklmnop",
-                                      "qwertyuiopasdf", "1234567890123", "zzzzzzzzzzzab12"])
+@pytest.mark.parametrize(
+    "password",
+    [
+        "aaaaaaaaaaaa",
+        "abcabcabcabc",
+        "abcdefghijklmnop",
+        "qwertyuiopasdf",
+        "1234567890123",
+        "zzzzzzzzzzzab12",
+    ],
+)
 def test_weak_passwords_are_refused_with_the_reason(store: PortalStore, password: str) -> None:
     with pytest.raises(ConfigurationError, match="the password is too easy to guess") as caught:
         store.add_user("kim@example.com", password)
@@ -236,9 +245,7 @@ def test_sessions_and_sign_ins_of_an_account(store: PortalStore, clock: Clock) -
     assert recent[0].time == datetime.fromtimestamp(clock.now, UTC)
 
 
-def test_usage_history_is_90_days_with_refusals_per_day(
-    store: PortalStore, clock: Clock
-) -> None:
+def test_usage_history_is_90_days_with_refusals_per_day(store: PortalStore, clock: Clock) -> None:
     user = store.add_user("kim@example.com", PASSWORD)
     _, api_key = store.create_app(user, "history", "demo", ["search"])
     for days_ago in (0, 0, 89, 90):

@@ -36,8 +36,9 @@ def demo_url(postgres: object) -> str:
 
 
 @pytest.fixture(scope="module", params=["representative-point", "intersects"])
-def pair(request: pytest.FixtureRequest, demo_url: str) -> Iterator[tuple[ParcelStore,
-                                                                           PostgisParcelStore]]:
+def pair(
+    request: pytest.FixtureRequest, demo_url: str
+) -> Iterator[tuple[ParcelStore, PostgisParcelStore]]:
     embedded = ParcelStore(match=request.param)
     postgis = PostgisParcelStore(demo_url, match=request.param)
     yield embedded, postgis
@@ -49,12 +50,22 @@ def _all(store: ParcelStore | PostgisParcelStore, ring: list[list[float]]) -> li
     return [gid for page in range(1, len(hits) // 100 + 2) for gid in store.page(hits, page)]
 
 
-@settings(max_examples=25, deadline=None,
-          suppress_health_check=[HealthCheck.function_scoped_fixture])
-@given(st.floats(0.0, 1.0), st.floats(0.0, 1.0), st.floats(0.0005, 0.02), st.floats(0.0005, 0.02),
-       st.integers(3, 60))
+@settings(
+    max_examples=25, deadline=None, suppress_health_check=[HealthCheck.function_scoped_fixture]
+)
+@given(
+    st.floats(0.0, 1.0),
+    st.floats(0.0, 1.0),
+    st.floats(0.0005, 0.02),
+    st.floats(0.0005, 0.02),
+    st.integers(3, 60),
+)
 def test_same_matches_and_order_as_the_embedded_store(
-    pair: tuple[ParcelStore, PostgisParcelStore], fx: float, fy: float, w: float, h: float,
+    pair: tuple[ParcelStore, PostgisParcelStore],
+    fx: float,
+    fy: float,
+    w: float,
+    h: float,
     spikes: int,
 ) -> None:
     """Star-shaped (concave) polygons over the demo parcels, both rules; those with more
@@ -64,8 +75,10 @@ def test_same_matches_and_order_as_the_embedded_store(
     cx, cy = xmin + fx * (xmax - xmin), ymin + fy * (ymax - ymin)
     angles = np.linspace(0, 2 * np.pi, 2 * spikes, endpoint=False)
     radius = np.where(np.arange(2 * spikes) % 2 == 0, 1.0, 0.35)
-    ring = [[cx + w * r * np.cos(a), cy + h * r * np.sin(a)] for a, r in zip(angles, radius,
-                                                                             strict=True)]
+    ring = [
+        [cx + w * r * np.cos(a), cy + h * r * np.sin(a)]
+        for a, r in zip(angles, radius, strict=True)
+    ]
     ring.append(ring[0])
     assert _all(postgis, ring) == _all(embedded, ring)
 
@@ -78,8 +91,7 @@ def test_both_query_forms_are_exercised(
     angles = np.linspace(0, 2 * np.pi, 2 * spikes, endpoint=False)
     radius = np.where(np.arange(2 * spikes) % 2 == 0, 0.01, 0.003)
     cx, cy = -99.72, 32.45
-    ring = [[cx + r * np.cos(a), cy + r * np.sin(a)] for a, r in zip(angles, radius,
-                                                                     strict=True)]
+    ring = [[cx + r * np.cos(a), cy + r * np.sin(a)] for a, r in zip(angles, radius, strict=True)]
     ring.append(ring[0])
     polygon = parse_polygon(json.dumps(ring)).polygon
     assert _worth_subdividing(polygon) is (spikes == 50)
@@ -112,9 +124,13 @@ def test_the_example_in_parcel_id_order(postgres: object) -> None:
 
 def test_the_table_is_indexed_and_clustered(demo_url: str) -> None:
     with psycopg.connect(demo_url) as conn:
-        indexes = {row[0]: row[1] for row in conn.execute(
-            "SELECT c.relname, i.indisclustered FROM pg_index i JOIN pg_class c"
-            " ON c.oid = i.indexrelid WHERE i.indrelid = 'parcelsearch.parcels'::regclass")}
+        indexes = {
+            row[0]: row[1]
+            for row in conn.execute(
+                "SELECT c.relname, i.indisclustered FROM pg_index i JOIN pg_class c"
+                " ON c.oid = i.indexrelid WHERE i.indrelid = 'parcelsearch.parcels'::regclass"
+            )
+        }
     assert indexes["parcels_point_gist"] is True
     assert "parcels_footprint_gist" in indexes
 

@@ -51,31 +51,39 @@ def apart(postgres: Any) -> str:
 
 
 @pytest.fixture(params=["together", "apart"])
-def client(request: pytest.FixtureRequest, together: str
-           ) -> Iterator[tuple[TestClient, KeyStore, str]]:
+def client(
+    request: pytest.FixtureRequest, together: str
+) -> Iterator[tuple[TestClient, KeyStore, str]]:
     """The app with keys beside the parcels (one statement admits and searches) or in a
     database of their own (two pools); yields the client, the key store and the URL of the
     database the search runs in."""
     keys = KeyStore(request.getfixturevalue(request.param), busy_timeout=2.0)
     store = PostgisParcelStore(together)
     app = create_app(store, ["Abilene, TX"], keys)
-    with TestClient(app, base_url="https://testserver",
-                    raise_server_exceptions=False) as test_client:
+    with TestClient(
+        app, base_url="https://testserver", raise_server_exceptions=False
+    ) as test_client:
         yield test_client, keys, together
     store.close()
     keys.close()
 
 
 def _search(client: TestClient, key: str, ring: Any, page: int = 1) -> Any:
-    return client.get("/v1/search", params={"searchPolygon": json.dumps(ring), "page": page},
-                      headers={"x-api-key": key})
+    return client.get(
+        "/v1/search",
+        params={"searchPolygon": json.dumps(ring), "page": page},
+        headers={"x-api-key": key},
+    )
 
 
 def _pooled(url: str) -> list[int]:
     """Backend pids of the gate's pooled connections to ``url``'s database."""
     with psycopg.connect(url, autocommit=True) as conn:
-        rows = conn.execute("SELECT pid FROM pg_stat_activity WHERE application_name = %s"
-                            " AND datname = current_database()", (APPLICATION_NAME,)).fetchall()
+        rows = conn.execute(
+            "SELECT pid FROM pg_stat_activity WHERE application_name = %s"
+            " AND datname = current_database()",
+            (APPLICATION_NAME,),
+        ).fetchall()
     return [int(row[0]) for row in rows]
 
 
@@ -98,8 +106,9 @@ def test_answers_as_the_embedded_store_on_pooled_connections_closed_at_shutdown(
     store = PostgisParcelStore(together)
     before = _threads()
     try:
-        with TestClient(create_app(store, ["Abilene, TX"], keys),
-                        base_url="https://testserver") as client:
+        with TestClient(
+            create_app(store, ["Abilene, TX"], keys), base_url="https://testserver"
+        ) as client:
             first = _search(client, key, example.ring).json()
             last = _search(client, key, example.ring, page=first["pages"]).json()  # cached
             opened = _pooled(together)
@@ -127,12 +136,17 @@ def _parcel_scans(url: str, key: str, ring: Any) -> int:
     query, params = store.search_statement(polygon.polygon)
     store.close()
     call: limits.Call[bytes] = limits.Call(
-        key, "search", "/v1/search", lambda: limits.Outcome(200, b""),
-        limits.Outcome(200, b"", polygon.sha256, 1))
+        key,
+        "search",
+        "/v1/search",
+        lambda: limits.Outcome(200, b""),
+        limits.Outcome(200, b"", polygon.sha256, 1),
+    )
     params |= postgres_parameters(call, 1.7e9)
     with psycopg.connect(url, autocommit=True) as conn:
-        row = conn.execute("EXPLAIN (ANALYZE, FORMAT JSON) "
-                           + postgres_statement(query), params).fetchone()
+        row = conn.execute(
+            "EXPLAIN (ANALYZE, FORMAT JSON) " + postgres_statement(query), params
+        ).fetchone()
     assert row is not None
 
     def scans(node: dict[str, Any]) -> int:
@@ -187,13 +201,16 @@ def test_refusals_in_the_vendor_envelope_and_spike_refusals_tallied(
     second = _search(test_client, key, example.ring)
     unknown = _search(test_client, "no-such-key", example.ring)
     assert first.status_code == 200
-    assert (second.status_code, second.json()["messages"]) == (
-        429, [limits.spike_message(1)])
+    assert (second.status_code, second.json()["messages"]) == (429, [limits.spike_message(1)])
     assert int(second.headers["Retry-After"]) >= 1
     assert (unknown.status_code, unknown.json()["messages"]) == (401, [limits.INVALID_KEY])
     with keys.transaction() as conn:
-        tally = keys.execute(conn, "SELECT sum(s.count) AS n FROM spike_refusals s JOIN keys k"
-                                   " ON k.id = s.key_id WHERE k.name = ?", ("spiky",)).fetchone()
+        tally = keys.execute(
+            conn,
+            "SELECT sum(s.count) AS n FROM spike_refusals s JOIN keys k"
+            " ON k.id = s.key_id WHERE k.name = ?",
+            ("spiky",),
+        ).fetchone()
     assert tally["n"] == 1
     assert keys.get("spiky")["used_lifetime"] == 1
 
@@ -209,8 +226,11 @@ def test_a_search_that_fails_after_admission_is_a_counted_500(
     keys, store = KeyStore(url), PostgisParcelStore(url)
     try:
         key = keys.create("broken", per_second=1000, quota=1000)
-        with TestClient(create_app(store, ["Abilene, TX"], keys),
-                        base_url="https://testserver", raise_server_exceptions=False) as client:
+        with TestClient(
+            create_app(store, ["Abilene, TX"], keys),
+            base_url="https://testserver",
+            raise_server_exceptions=False,
+        ) as client:
             with psycopg.connect(url, autocommit=True) as conn:
                 conn.execute("ALTER TABLE parcelsearch.parcels RENAME COLUMN group_id TO gone")
             answer = _search(client, key, example.ring)

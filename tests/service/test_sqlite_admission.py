@@ -56,21 +56,26 @@ def gate(keys: SqliteKeyStore, parcels: ParcelStore) -> Iterator[SqliteAdmission
 def _search_call(key: str, parsed: ParsedPolygon, parcels: ParcelStore) -> Call[bytes]:
     def handle() -> Outcome[bytes]:
         return Outcome(200, str(len(parcels.hits(parsed))).encode(), parsed.sha256, 1)
-    return Call(key, "search", "/v1/search", handle, Outcome(200, b"", parsed.sha256, 1),
-                parsed)
+
+    return Call(key, "search", "/v1/search", handle, Outcome(200, b"", parsed.sha256, 1), parsed)
 
 
 def _answers(gate: SqliteAdmission, calls: list[Call[bytes]]) -> list[object]:
     """The gate's answers to ``calls`` sent in one turn of the loop."""
+
     async def send() -> list[object]:
         return list(await asyncio.gather(*(gate.answer(call) for call in calls)))
+
     return asyncio.run(send())
 
 
 def _spike_refusals(keys: SqliteKeyStore, name: str) -> int:
     with sqlite3.connect(keys.location) as conn:
-        row = conn.execute("SELECT coalesce(sum(s.count), 0) FROM spike_refusals s JOIN keys k"
-                           " ON k.id = s.key_id WHERE k.name = ?", (name,)).fetchone()
+        row = conn.execute(
+            "SELECT coalesce(sum(s.count), 0) FROM spike_refusals s JOIN keys k"
+            " ON k.id = s.key_id WHERE k.name = ?",
+            (name,),
+        ).fetchone()
     return int(row[0])
 
 
@@ -98,13 +103,18 @@ def test_an_outcome_other_than_presumed_is_logged_in_the_same_transaction(
 ) -> None:
     key = keys.create("beyond", per_second=100)
     parsed = parse_polygon("[[-97.5,32.25],[-97.4,32.25],[-97.4,32.3],[-97.5,32.25]]")
-    call = Call(key, "search", "/v1/search", lambda: Outcome(400, b"no", parsed.sha256, 9),
-                Outcome(200, b"", parsed.sha256, 9), parsed)
+    call = Call(
+        key,
+        "search",
+        "/v1/search",
+        lambda: Outcome(400, b"no", parsed.sha256, 9),
+        Outcome(200, b"", parsed.sha256, 9),
+        parsed,
+    )
     (answer,) = _answers(gate, [call])
     assert isinstance(answer, Outcome) and answer.status == 400
     log = keys.requests("beyond")
-    assert (log.status.tolist(), log.page.tolist(), log.counted.tolist()) == (
-        [400], [9], [True])
+    assert (log.status.tolist(), log.page.tolist(), log.counted.tolist()) == ([400], [9], [True])
 
 
 def test_a_lock_held_by_another_program_leaves_the_requests_to_the_thread(
@@ -186,11 +196,18 @@ _coordinate = st.floats(-10, 10, allow_nan=False)
 
 
 @settings(max_examples=200, deadline=None)
-@known(boxes=[(-7.0, 0.0, 0.0, 0.0), (-6.0, 2.0, 0.0, 2.589811806266753)],  # the last column
-         query=(-6.0, 0.0, 4.0101974963309246, 4.718375719887281))
-@given(boxes=st.lists(st.tuples(_coordinate, _coordinate, st.floats(0, 3), st.floats(0, 3)),
-                      min_size=1, max_size=60),
-       query=st.tuples(_coordinate, _coordinate, st.floats(0, 5), st.floats(0, 5)))
+@known(
+    boxes=[(-7.0, 0.0, 0.0, 0.0), (-6.0, 2.0, 0.0, 2.589811806266753)],  # the last column
+    query=(-6.0, 0.0, 4.0101974963309246, 4.718375719887281),
+)
+@given(
+    boxes=st.lists(
+        st.tuples(_coordinate, _coordinate, st.floats(0, 3), st.floats(0, 3)),
+        min_size=1,
+        max_size=60,
+    ),
+    query=st.tuples(_coordinate, _coordinate, st.floats(0, 5), st.floats(0, 5)),
+)
 def test_the_count_grid_bounds_the_candidates_from_above(
     boxes: list[tuple[float, float, float, float]], query: tuple[float, float, float, float]
 ) -> None:
@@ -207,8 +224,10 @@ def test_the_count_grid_bounds_the_candidates_from_above(
 
 
 def test_the_loop_never_checkpoints_a_thread_does(
-    keys: SqliteKeyStore, parcels: ParcelStore, example: synth.Example,
-    monkeypatch: pytest.MonkeyPatch
+    keys: SqliteKeyStore,
+    parcels: ParcelStore,
+    example: synth.Example,
+    monkeypatch: pytest.MonkeyPatch,
 ) -> None:
     """The database file (not its WAL) grows only when a checkpoint copies pages into it:
     not while the loop commits, until every CHECKPOINT_EVERY commits the gate's checkpoint

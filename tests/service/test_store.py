@@ -114,17 +114,30 @@ def _frame(**columns: object) -> gpd.GeoDataFrame:
 @pytest.mark.parametrize(
     ("frame", "match"),
     [
-        pytest.param(_frame().drop(columns="group_id"), "lacks column\\(s\\) group_id",
-                     id="no-group-id"),
+        pytest.param(
+            _frame().drop(columns="group_id"), "lacks column\\(s\\) group_id", id="no-group-id"
+        ),
         pytest.param(_frame(parcel_id=[7, 7]), "parcel_id 7 appears 2 times", id="duplicate"),
-        pytest.param(_frame(group_id=["0123456789ABCDEF0", "0123456789abcdef1"]),
-                     "17 lowercase hexadecimal", id="uppercase-group-id"),
-        pytest.param(_frame(group_id=["abc", "0123456789abcdef1"]),
-                     "parcel_id 1 has group_id 'abc'", id="short-group-id"),
-        pytest.param(_frame(geometry=[shapely.Point(0, 0), shapely.box(0, 0, 1, 1)]),
-                     "parcel_id 1 has Point", id="point"),
-        pytest.param(_frame(geometry=[None, shapely.box(0, 0, 1, 1)]),
-                     "parcel_id 1 has no geometry", id="missing-geometry"),
+        pytest.param(
+            _frame(group_id=["0123456789ABCDEF0", "0123456789abcdef1"]),
+            "17 lowercase hexadecimal",
+            id="uppercase-group-id",
+        ),
+        pytest.param(
+            _frame(group_id=["abc", "0123456789abcdef1"]),
+            "parcel_id 1 has group_id 'abc'",
+            id="short-group-id",
+        ),
+        pytest.param(
+            _frame(geometry=[shapely.Point(0, 0), shapely.box(0, 0, 1, 1)]),
+            "parcel_id 1 has Point",
+            id="point",
+        ),
+        pytest.param(
+            _frame(geometry=[None, shapely.box(0, 0, 1, 1)]),
+            "parcel_id 1 has no geometry",
+            id="missing-geometry",
+        ),
     ],
 )
 def test_bad_parcels_are_refused(frame: gpd.GeoDataFrame, match: str) -> None:
@@ -154,6 +167,6 @@ def test_markets_from_lines_json_and_lists(tmp_path: Path) -> None:
     assert load_markets(tmp_path / "m.json") == ["Abilene, TX", "Waco, TX"]
     assert load_markets(["b", "a"]) == ["a", "b"]
     assert load_markets() == list(synth.MARKET_NAMES)
-    (tmp_path / "bad.json").write_text('[1, 2]')
+    (tmp_path / "bad.json").write_text("[1, 2]")
     with pytest.raises(ConfigurationError, match="JSON list of strings"):
         load_markets(tmp_path / "bad.json")

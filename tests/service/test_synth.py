@@ -109,13 +109,17 @@ def _real(name: str) -> gpd.GeoDataFrame:
 
 
 @pytest.mark.slow
-@pytest.mark.parametrize(("name", "rows", "kind"), [
-    ("sf_tracts_2020.geojson", slice(0, 8), "urban"),  # dense city tracts, 0.2-3 km²
-    ("linz_rakino_islands.geojson", slice(None), "suburban"),  # 17 km² of islands
-    ("statsnz_nelson_region.geojson", slice(None), "rural"),  # a county-scale region
-])
-def test_the_estimate_is_within_a_quarter_of_what_is_made(name: str, rows: slice,
-                                                          kind: str) -> None:
+@pytest.mark.parametrize(
+    ("name", "rows", "kind"),
+    [
+        ("sf_tracts_2020.geojson", slice(0, 8), "urban"),  # dense city tracts, 0.2-3 km²
+        ("linz_rakino_islands.geojson", slice(None), "suburban"),  # 17 km² of islands
+        ("statsnz_nelson_region.geojson", slice(None), "rural"),  # a county-scale region
+    ],
+)
+def test_the_estimate_is_within_a_quarter_of_what_is_made(
+    name: str, rows: slice, kind: str
+) -> None:
     """The issue: 110,332 estimated for 33,127 made (and 521,040 for 74,821), so even the
     smallest of 100 counties was refused; each kind of place's density is now its own."""
     areas = _real(name).iloc[rows]
@@ -138,8 +142,17 @@ def test_a_county_scale_area_gets_coarser_lots_and_is_made() -> None:
     assert set(city.land_use) >= {"condominium", "commercial", "residential"}
 
 
-@pytest.mark.parametrize(("km2", "kind"), [(0.3, "urban"), (4.9, "urban"), (5, "suburban"),
-                                          (49, "suburban"), (50, "rural"), (1600, "rural")])
+@pytest.mark.parametrize(
+    ("km2", "kind"),
+    [
+        (0.3, "urban"),
+        (4.9, "urban"),
+        (5, "suburban"),
+        (49, "suburban"),
+        (50, "rural"),
+        (1600, "rural"),
+    ],
+)
 def test_the_kind_of_place_follows_the_size_of_the_area(km2: float, kind: str) -> None:
     assert synth.place_of(km2) == kind
 

@@ -52,9 +52,17 @@ def _member(url: str, user: str) -> TeamSpending:
 
 
 def _page(data: tuple[str, ...] = IDS, polygon: str = "[[0,0],[1,0],[1,1],[0,0]]") -> Page:
-    return Page(request_key=request_key("https://x", "/v1/search", polygon, 1),
-                polygon_json=polygon, page=1, rows=len(data), pages=1, data_rows=len(data),
-                data=data, base_url="https://x", path="/v1/search")
+    return Page(
+        request_key=request_key("https://x", "/v1/search", polygon, 1),
+        polygon_json=polygon,
+        page=1,
+        rows=len(data),
+        pages=1,
+        data_rows=len(data),
+        data=data,
+        base_url="https://x",
+        path="/v1/search",
+    )
 
 
 def _denied(url: str, statement: str, params: tuple[Any, ...] = ()) -> bool:
@@ -68,11 +76,13 @@ def _denied(url: str, statement: str, params: tuple[Any, ...] = ()) -> bool:
 
 def _calls(team: str) -> list[tuple[Any, ...]]:
     with psycopg.connect(team) as conn:
-        return conn.execute(f"SELECT member, state, role FROM {SCHEMA}.calls "
-                            "ORDER BY id").fetchall()
+        return conn.execute(
+            f"SELECT member, state, role FROM {SCHEMA}.calls ORDER BY id"
+        ).fetchall()
 
 
 # -- can ----------------------------------------------------------------------------------
+
 
 def test_a_member_reserves_settles_and_refunds_its_own_calls(team: str) -> None:
     """Row: reserve, settle and refund its own calls (by the reservation's token)."""
@@ -123,6 +133,7 @@ def test_a_member_reads_usage_and_records_runs(team: str) -> None:
 
 # -- cannot -------------------------------------------------------------------------------
 
+
 def test_a_member_cannot_refund_or_rewrite_calls_it_does_not_hold(team: str) -> None:
     """Row: refund, settle or delete calls by id, or any call it does not hold the token
     of (another member's, or its own once its process is gone)."""
@@ -131,10 +142,14 @@ def test_a_member_cannot_refund_or_rewrite_calls_it_does_not_hold(team: str) -> 
     alice.close()
     assert _denied(url, f"SELECT {SCHEMA}.refund(id) FROM {SCHEMA}.calls")
     assert _denied(url, f"SELECT {SCHEMA}.settle(id) FROM {SCHEMA}.calls")
-    assert not _denied(url, f"SELECT {SCHEMA}.refund(encode(token_hash, 'hex')) "
-                            f"FROM {SCHEMA}.calls")  # runs, refunds nothing
-    for statement in (f"DELETE FROM {SCHEMA}.calls", f"UPDATE {SCHEMA}.calls SET member = 'x'",
-                      f"UPDATE {SCHEMA}.calls SET state = 'settled'"):
+    assert not _denied(
+        url, f"SELECT {SCHEMA}.refund(encode(token_hash, 'hex')) FROM {SCHEMA}.calls"
+    )  # runs, refunds nothing
+    for statement in (
+        f"DELETE FROM {SCHEMA}.calls",
+        f"UPDATE {SCHEMA}.calls SET member = 'x'",
+        f"UPDATE {SCHEMA}.calls SET state = 'settled'",
+    ):
         assert _denied(url, statement), statement
     assert [row[:2] for row in _calls(team)] == [("alice", "reserved")]
 
@@ -147,8 +162,11 @@ def test_a_member_cannot_change_a_page_another_role_wrote(team: str) -> None:
     url = member_url(team)
     mallory = _member(url, "mallory")
     mallory.keep(_page(INVENTED))
-    for statement in (f"UPDATE {SCHEMA}.pages SET data = '{{}}'", f"DELETE FROM {SCHEMA}.pages",
-                      f"INSERT INTO {SCHEMA}.pages SELECT * FROM {SCHEMA}.pages"):
+    for statement in (
+        f"UPDATE {SCHEMA}.pages SET data = '{{}}'",
+        f"DELETE FROM {SCHEMA}.pages",
+        f"INSERT INTO {SCHEMA}.pages SELECT * FROM {SCHEMA}.pages",
+    ):
         assert _denied(url, statement), statement
     assert mallory.claim(_page().request_key, None, threading.Event()).data == IDS  # type: ignore[union-attr]
     owner.close()
@@ -162,16 +180,17 @@ def test_a_member_cannot_set_the_pacer(team: str) -> None:
     set_pace(team, FP, Pace(50, 0.05, 6))
     url = member_url(team)
     mallory = _member(url, "mallory")
-    for statement in (f"UPDATE {SCHEMA}.pacers SET paused_until = 'infinity'",
-                      f"UPDATE {SCHEMA}.pacers SET next_slot = 'infinity'",
-                      f"DELETE FROM {SCHEMA}.pacers"):
+    for statement in (
+        f"UPDATE {SCHEMA}.pacers SET paused_until = 'infinity'",
+        f"UPDATE {SCHEMA}.pacers SET next_slot = 'infinity'",
+        f"DELETE FROM {SCHEMA}.pacers",
+    ):
         assert _denied(url, statement), statement
     mallory.settle(mallory.reserve("r", None))
     mallory.pause(86_400)
     with psycopg.connect(url, autocommit=True) as conn:
         with pytest.raises(psycopg.errors.ProgramLimitExceeded, match="turns"):
-            conn.execute(f"SELECT {SCHEMA}.pace_turn(%s, true) FROM generate_series(1, 400)",
-                         (FP,))
+            conn.execute(f"SELECT {SCHEMA}.pace_turn(%s, true) FROM generate_series(1, 400)", (FP,))
         given = 0
         for _ in range(100):
             try:
@@ -190,8 +209,12 @@ def test_a_member_cannot_change_the_policy_or_clear_a_pause(team: str) -> None:
     """Row: change the quota, the pace or a budget, or clear a pause (the owner's)."""
     url = member_url(team)
     _member(url, "mallory").pause(60)
-    for change in (lambda: set_quota(url, FP, 1000), lambda: set_budget(url, "mallory", 1000),
-                   lambda: set_pace(url, FP, Pace(100)), lambda: clear_pause(url, FP)):
+    for change in (
+        lambda: set_quota(url, FP, 1000),
+        lambda: set_budget(url, "mallory", 1000),
+        lambda: set_pace(url, FP, Pace(100)),
+        lambda: clear_pause(url, FP),
+    ):
         with pytest.raises(TeamStoreError, match="permission denied"):
             change()
     clear_pause(team, FP)
@@ -200,8 +223,10 @@ def test_a_member_cannot_change_the_policy_or_clear_a_pause(team: str) -> None:
 
 # -- checked when read ----------------------------------------------------------------------
 
+
 def test_a_page_that_does_not_add_up_is_fetched_again(
-        team: str, caplog: pytest.LogCaptureFixture) -> None:
+    team: str, caplog: pytest.LogCaptureFixture
+) -> None:
     """Row: a page in the store that does not add up (ids, counts, or a key that does not
     name its request) is not used: the member fetches it again, and says so."""
     owner = _member(team, "alice")
@@ -217,13 +242,16 @@ def test_a_page_that_does_not_add_up_is_fetched_again(
 
 
 def test_a_pacer_beyond_its_bound_is_treated_as_bounded_and_said(
-        team: str, caplog: pytest.LogCaptureFixture) -> None:
+    team: str, caplog: pytest.LogCaptureFixture
+) -> None:
     """Row: a pause stored longer than 120 s (written before version 4, or by the owner)
     ends 120 s after it was set; the member says so."""
     alice = _member(member_url(team), "alice")
     with psycopg.connect(team, autocommit=True) as conn:
-        conn.execute(f"UPDATE {SCHEMA}.pacers SET paused_until = now() + interval '1 day', "
-                     f"paused_at = now() - interval '{MOST_PAUSE - 0.5} seconds'")
+        conn.execute(
+            f"UPDATE {SCHEMA}.pacers SET paused_until = now() + interval '1 day', "
+            f"paused_at = now() - interval '{MOST_PAUSE - 0.5} seconds'"
+        )
     with caplog.at_level(logging.WARNING):
         alice.pace(RateLimiter(1000), None)
     assert "was bounded to 120 s" in caplog.text and "--clear-pause" in caplog.text
@@ -240,13 +268,15 @@ def _ahead(team: str) -> tuple[float | None, float]:
             "EXTRACT(EPOCH FROM paused_until - clock_timestamp()) END, "
             "CASE WHEN isfinite(next_slot) THEN "
             "EXTRACT(EPOCH FROM next_slot - clock_timestamp()) END "
-            f"FROM {SCHEMA}.pacers WHERE fingerprint = %s", (FP,)).fetchone()
-    return (None if pause is None else float(pause),
-            float("-inf") if turn is None else float(turn))
+            f"FROM {SCHEMA}.pacers WHERE fingerprint = %s",
+            (FP,),
+        ).fetchone()
+    return (None if pause is None else float(pause), float("-inf") if turn is None else float(turn))
 
 
 def test_a_version_3_store_is_upgraded_and_its_members_lose_what_4_takes_back(
-        postgres: Any) -> None:
+    postgres: Any,
+) -> None:
     """Schema 3 → 4 by ``team init``: a member role granted by version 3 keeps searching
     through the new functions, and loses UPDATE on pages and pacers and refund by id."""
     from parcelsearch.stores.team import store
@@ -263,8 +293,11 @@ def test_a_version_3_store_is_upgraded_and_its_members_lose_what_4_takes_back(
         conn.execute(f"GRANT USAGE ON SCHEMA {SCHEMA} TO {role}")
         conn.execute(f"GRANT SELECT ON ALL TABLES IN SCHEMA {SCHEMA} TO {role}")
         conn.execute(f"GRANT INSERT, UPDATE ON {SCHEMA}.pacers, {SCHEMA}.pages TO {role}")
-        conn.execute(f"INSERT INTO {SCHEMA}.pacers (fingerprint, paused_until) "
-                     "VALUES (%s, now() + interval '1 day')", (FP,))
+        conn.execute(
+            f"INSERT INTO {SCHEMA}.pacers (fingerprint, paused_until) "
+            "VALUES (%s, now() + interval '1 day')",
+            (FP,),
+        )
     as_member = url.replace("postgres@", f"{role}@")
     assert init_team(url) == (3, VERSION)
     assert init_team(url) == (VERSION, VERSION)
@@ -289,9 +322,11 @@ def test_a_member_holding_a_lease_holds_up_nobody(team: str) -> None:
     url = member_url(team)
     mallory, bob = _member(url, "mallory"), _member(member_url(team), "bob")
     key = _page().request_key
-    for statement in (f"UPDATE {SCHEMA}.leases SET expires = 'infinity'",
-                      f"INSERT INTO {SCHEMA}.leases (request_key, holder, expires) "
-                      "VALUES ('k', 'x', 'infinity')", f"DELETE FROM {SCHEMA}.leases"):
+    for statement in (
+        f"UPDATE {SCHEMA}.leases SET expires = 'infinity'",
+        f"INSERT INTO {SCHEMA}.leases (request_key, holder, expires) VALUES ('k', 'x', 'infinity')",
+        f"DELETE FROM {SCHEMA}.leases",
+    ):
         assert _denied(url, statement), statement
     stop = threading.Event()
 
@@ -323,7 +358,8 @@ def test_a_member_holding_a_lease_holds_up_nobody(team: str) -> None:
 
 
 def test_team_pace_needs_a_rate_or_clear_pause(
-        team: str, capsys: pytest.CaptureFixture[str]) -> None:
+    team: str, capsys: pytest.CaptureFixture[str]
+) -> None:
     """``team pace`` with neither ``--rate`` nor ``--clear-pause`` is a usage error naming
     both (exit 2), before the key is even read."""
     from _cli import run
@@ -333,7 +369,8 @@ def test_team_pace_needs_a_rate_or_clear_pause(
 
 
 def test_a_next_turn_beyond_its_bound_is_treated_as_bounded_and_said(
-        team: str, caplog: pytest.LogCaptureFixture) -> None:
+    team: str, caplog: pytest.LogCaptureFixture
+) -> None:
     """Row: a next turn stored further than 256 of the key's intervals ahead (by the owner,
     or an older store) is taken as 256 intervals ahead; the member says so."""
     set_pace(team, FP, Pace(1000, 0.05, 6))  # 256 intervals: 0.27 s
@@ -349,6 +386,7 @@ def test_a_next_turn_beyond_its_bound_is_treated_as_bounded_and_said(
 
 # -- issue 58: a member spends only as itself ------------------------------------------------
 
+
 def test_a_member_cannot_spend_another_members_budget(team: str) -> None:
     """Row (issue 58, point 1): reserve only as its own member name. As mallory's role,
     ``reserve(fp, 'bob', …)`` twenty times put bob at his budget of 20 and his next search
@@ -359,9 +397,14 @@ def test_a_member_cannot_spend_another_members_budget(team: str) -> None:
     bob.settle(bob.reserve("r", None))
     mallory_url = member_url(team)
     with psycopg.connect(mallory_url, autocommit=True) as conn:
-        verdicts = [row[0] for row in conn.execute(
-            f"SELECT (r).verdict FROM (SELECT {SCHEMA}.reserve(%s, 'bob', 'x', NULL, NULL) "
-            "AS r FROM generate_series(1, 20)) AS s", (FP,))]
+        verdicts = [
+            row[0]
+            for row in conn.execute(
+                f"SELECT (r).verdict FROM (SELECT {SCHEMA}.reserve(%s, 'bob', 'x', NULL, NULL) "
+                "AS r FROM generate_series(1, 20)) AS s",
+                (FP,),
+            )
+        ]
     assert verdicts == ["name"] * 20
     mallory = _member(mallory_url, "bob")
     with pytest.raises(TeamStoreError, match="belongs to another PostgreSQL role"):
@@ -386,9 +429,11 @@ def test_members_sharing_a_role_cannot_rewrite_each_others_pages(team: str) -> N
     alice.keep(_page())
     mallory.keep(_page(INVENTED))
     with psycopg.connect(url, autocommit=True) as conn:
-        conn.execute(f"SELECT {SCHEMA}.keep_page(%s, 'https://x', '/v1/search', %s, 1, 2, 1, "
-                     "2, %s, now(), 'mallory', %s, 'x')",
-                     (_page().request_key, _page().polygon_json, list(INVENTED), FP))
+        conn.execute(
+            f"SELECT {SCHEMA}.keep_page(%s, 'https://x', '/v1/search', %s, 1, 2, 1, "
+            "2, %s, now(), 'mallory', %s, 'x')",
+            (_page().request_key, _page().polygon_json, list(INVENTED), FP),
+        )
     fresh = _member(member_url(team), "carol")
     kept = fresh.claim(_page().request_key, None, threading.Event())
     assert kept is not None and kept.data == IDS
@@ -428,9 +473,29 @@ def test_a_member_cannot_forge_the_run_history(team: str) -> None:
 
     bob_url, mallory_url = member_url(team), member_url(team)
     bob = TeamRunHistory(bob_url, "bob")
-    bob._insert({"runs": [("run-bob", "s", "f", FP, "https://x", "/v1/search", "a", 1, "id",
-                           0.0, "cached", 1, 1, "{}")], "run_ids": [
-        ("run-bob", '"a"', zlib.compress(b"0123456789abcdef0"))]})
+    bob._insert(
+        {
+            "runs": [
+                (
+                    "run-bob",
+                    "s",
+                    "f",
+                    FP,
+                    "https://x",
+                    "/v1/search",
+                    "a",
+                    1,
+                    "id",
+                    0.0,
+                    "cached",
+                    1,
+                    1,
+                    "{}",
+                )
+            ],
+            "run_ids": [("run-bob", '"a"', zlib.compress(b"0123456789abcdef0"))],
+        }
+    )
     mallory = TeamRunHistory(mallory_url, "mallory")
     bomb = zlib.compress(b" " * 50_000_000)
     with pytest.raises(TeamStoreError, match="not recorded by role"):
@@ -443,14 +508,17 @@ def test_a_member_cannot_forge_the_run_history(team: str) -> None:
     with pytest.raises(TeamStoreError, match="ring_size"):
         mallory._insert({"runs": [], "rings": [(polygon_digest(big), big)]})
     with psycopg.connect(team) as conn:
-        assert conn.execute(f"SELECT role FROM {SCHEMA}.runs").fetchone()[0] == \
-            bob_url.split("//")[1].split("@")[0]
+        assert (
+            conn.execute(f"SELECT role FROM {SCHEMA}.runs").fetchone()[0]
+            == bob_url.split("//")[1].split("@")[0]
+        )
     ids = TeamRunHistory(team).ids("run-bob", "id")
     assert list(ids["id"]) == ["a"]
 
 
 def test_team_usage_shows_a_member_name_s_terminal_escapes_as_text(
-        team: str, capsys: pytest.CaptureFixture[str]) -> None:
+    team: str, capsys: pytest.CaptureFixture[str]
+) -> None:
     """Issue 58, point 10: a member name holding terminal escapes (reserved as its own name
     by a member role, through the store's function) was printed raw by ``team usage``: it
     could clear the screen or repaint another member's figures. Now each control character

@@ -53,9 +53,17 @@ def _polygon(name: str) -> str:
 
 def _page(name: str = "k1", data: tuple[str, ...] = _IDS) -> Page:
     """A page that adds up (its key names its request), as the team store checks on read."""
-    return Page(request_key=_key(name), polygon_json=_polygon(name), page=1, rows=len(data),
-                pages=1, data_rows=len(data), data=data, base_url="https://x",
-                path="/v1/search")
+    return Page(
+        request_key=_key(name),
+        polygon_json=_polygon(name),
+        page=1,
+        rows=len(data),
+        pages=1,
+        data_rows=len(data),
+        data=data,
+        base_url="https://x",
+        path="/v1/search",
+    )
 
 
 def test_init_is_idempotent_and_versioned(postgres: Any) -> None:
@@ -84,7 +92,9 @@ def test_threads_of_several_members_never_pass_the_quota(team: str) -> None:
     members = [_member(team, name) for name in ("alice", "bob", "carol")]
     granted, refused = race(
         lambda i: members[i % 3].reserve("run", members[i % 3].stored_quota()),
-        QuotaWouldExceedError, threads=12)
+        QuotaWouldExceedError,
+        threads=12,
+    )
     assert (granted, refused) == (37, 120 - 37)
     usage = team_usage(team)
     key = usage[usage["scope"] == "key"].iloc[0]
@@ -156,8 +166,13 @@ def test_one_pacer_spaces_every_member(team: str) -> None:
     assert was[0] == -math.inf and was[1:] == nxt[:-1]  # each turn moved the slot it found
     assert short_steps(seen, step) == {}  # … a step (or more) on
     # the first call of each member leaves FIRST_CALL_ALLOWANCE more after it
-    assert sum(n - w >= step + FIRST_CALL_ALLOWANCE - 1e-6
-               for w, n in zip(was[1:], nxt[1:], strict=True)) >= 1
+    assert (
+        sum(
+            n - w >= step + FIRST_CALL_ALLOWANCE - 1e-6
+            for w, n in zip(was[1:], nxt[1:], strict=True)
+        )
+        >= 1
+    )
     # the k-th member let through (on the wall clock) was let through no sooner than the
     # k-th turn's slot less the lead: each call's turn is at or after the slot it found
     assert sooner_than_turns(released, was, lead=RESERVE_LEAD) == {}
@@ -167,8 +182,13 @@ def test_a_members_pool_is_made_for_its_workers_before_anything_is_paced(team: s
     """A connection for each worker (at most 16) and two more, made when the member joins:
     a reservation never waits for the pool to grow in the moment before its turn."""
     for threads, size in ((4, 6), (40, 18)):
-        member = TeamSpending.open(team, _Client(), user="alice", cache=None,  # type: ignore[arg-type]
-                                   threads=threads)
+        member = TeamSpending.open(
+            team,
+            _Client(),
+            user="alice",
+            cache=None,  # type: ignore[arg-type]
+            threads=threads,
+        )
         stats = member.pool.get_stats()
         assert stats["pool_min"] == stats["pool_max"] == stats["pool_size"] == size
         member.close()
@@ -204,8 +224,9 @@ def test_one_member_fetches_a_page_the_others_wait_and_read(team: str) -> None:
     bob.close()
 
 
-def test_an_expired_lease_is_taken_over(team: str, monkeypatch: pytest.MonkeyPatch,
-                                        tmp_path: Path) -> None:
+def test_an_expired_lease_is_taken_over(
+    team: str, monkeypatch: pytest.MonkeyPatch, tmp_path: Path
+) -> None:
     monkeypatch.setenv("PARCELSEARCH_TEAM_LEASE", "0.5")
     alice, bob = _member(team, "alice"), _member(team, "bob")
     stop = threading.Event()
@@ -232,7 +253,8 @@ def test_a_live_member_renews_its_lease(team: str, monkeypatch: pytest.MonkeyPat
 
 
 def test_a_members_lease_can_only_be_shorter_than_the_keys(
-        team: str, monkeypatch: pytest.MonkeyPatch) -> None:
+    team: str, monkeypatch: pytest.MonkeyPatch
+) -> None:
     set_pace(team, FP, Pace(rate=5, margin=0.1, lease_seconds=4))
     monkeypatch.setenv("PARCELSEARCH_TEAM_LEASE", "600")
     alice = _member(team, "alice")
@@ -244,8 +266,9 @@ def test_a_members_lease_can_only_be_shorter_than_the_keys(
     bob.close()
     for bad in ("inf", "1e300", "nan", "0", "soon"):
         monkeypatch.setenv("PARCELSEARCH_TEAM_LEASE", bad)
-        with pytest.raises(ConfigurationError, match="PARCELSEARCH_TEAM_LEASE must be a "
-                                                     "number from 0.5 to 3600"):
+        with pytest.raises(
+            ConfigurationError, match="PARCELSEARCH_TEAM_LEASE must be a number from 0.5 to 3600"
+        ):
             _member(team, "carol")
 
 
@@ -263,8 +286,7 @@ def test_the_team_extra_brings_the_driver_and_its_absence_is_said(
 ) -> None:
     import tomllib
 
-    pyproject = tomllib.loads((Path(__file__).resolve().parents[2] / "pyproject.toml")
-                              .read_text())
+    pyproject = tomllib.loads((Path(__file__).resolve().parents[2] / "pyproject.toml").read_text())
     extra = pyproject["project"]["optional-dependencies"]["team"]
     assert {d.split("[")[0].split(">")[0] for d in extra} == {"psycopg", "psycopg-pool"}
     monkeypatch.setitem(sys.modules, "psycopg", None)
@@ -283,9 +305,13 @@ def test_a_members_own_rate_paces_only_that_member(team: str) -> None:
 
     def ahead() -> float:
         with psycopg.connect(team) as conn:
-            return float(conn.execute(
-                f"SELECT EXTRACT(EPOCH FROM next_slot - clock_timestamp()) FROM {SCHEMA}.pacers "
-                "WHERE fingerprint = %s", (FP,)).fetchone()[0])
+            return float(
+                conn.execute(
+                    "SELECT EXTRACT(EPOCH FROM next_slot - clock_timestamp()) "
+                    f"FROM {SCHEMA}.pacers WHERE fingerprint = %s",
+                    (FP,),
+                ).fetchone()[0]
+            )
 
     interval = 1 / 0.95 + FIRST_CALL_ALLOWANCE  # each member's first call
     slow.pace(RateLimiter(0.01), None)
@@ -308,12 +334,18 @@ def test_a_version_2_store_is_upgraded_in_place_with_names_folded(postgres: Any)
         for version in (1, 2):
             conn.execute(store._MIGRATIONS[version])
         conn.execute(f"INSERT INTO {SCHEMA}.meta VALUES (2)")
-        conn.execute(f"INSERT INTO {SCHEMA}.keys (fingerprint, quota, period) "
-                     "VALUES (%s, 5, 'month')", (FP,))
-        conn.execute(f"INSERT INTO {SCHEMA}.budgets VALUES ('Alice', 7, 'month'), "
-                     "('alice', 2, 'month'), ('Bob', 3, 'month')")
-        conn.execute(f"INSERT INTO {SCHEMA}.calls (fingerprint, member, run_id, month) "
-                     f"VALUES (%s, 'Alice', 'r', {SCHEMA}.month_now())", (FP,))
+        conn.execute(
+            f"INSERT INTO {SCHEMA}.keys (fingerprint, quota, period) VALUES (%s, 5, 'month')", (FP,)
+        )
+        conn.execute(
+            f"INSERT INTO {SCHEMA}.budgets VALUES ('Alice', 7, 'month'), "
+            "('alice', 2, 'month'), ('Bob', 3, 'month')"
+        )
+        conn.execute(
+            f"INSERT INTO {SCHEMA}.calls (fingerprint, member, run_id, month) "
+            f"VALUES (%s, 'Alice', 'r', {SCHEMA}.month_now())",
+            (FP,),
+        )
     assert init_team(url) == (2, VERSION)
     usage = team_usage(url).set_index("name")
     assert usage.loc[f"sha256:{FP}", "rate"] == 10 and usage.loc[f"sha256:{FP}", "limit"] == 5

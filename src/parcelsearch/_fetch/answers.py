@@ -34,19 +34,27 @@ _SPACES = re.compile(r"\s+")
 #: How an empty result is worded when a vendor answers it as an error.
 _EMPTY = re.compile(r"\bno (parcels?|results?|records?|matches)( were)? found\b", re.IGNORECASE)
 #: A request line refused as too long: Apigee's ``TooBigLine``, IIS's 404.15, a 414's words.
-_TOO_LONG = re.compile(r"\b404\.15\b|(query string|request line|uri|url) (is )?too long",
-                       re.IGNORECASE)
+_TOO_LONG = re.compile(
+    r"\b404\.15\b|(query string|request line|uri|url) (is )?too long", re.IGNORECASE
+)
 #: A page refused as too deep (a search engine's result window): "Result window is too large
 #: … Narrow the searchPolygon".
 _WINDOW = re.compile(r"\bresult window\b|\btoo large\b.*\bnarrow", re.IGNORECASE)
 #: How deep a result may be paged, when a window refusal says it: Elasticsearch's "from + size
 #: must be less than or equal to: [10000]", or "the 10000 results" / "1,000 hits".
-_WINDOW_RESULTS = (re.compile(r"less than or equal to:?\s*\[?(\d[\d,]*)", re.IGNORECASE),
-                   re.compile(r"\b(\d[\d,]*)\s+(?:results|hits|records|rows)\b", re.IGNORECASE))
+_WINDOW_RESULTS = (
+    re.compile(r"less than or equal to:?\s*\[?(\d[\d,]*)", re.IGNORECASE),
+    re.compile(r"\b(\d[\d,]*)\s+(?:results|hits|records|rows)\b", re.IGNORECASE),
+)
 _QUOTA_CODES = ("quotaviolation", "quota.exceeded", "quotaexceeded")
 _SPIKE_CODES = ("spikearrest",)
-_KEY_CODES = ("invalidapikey", "apikeynotapproved", "invalidapikeyforgivenresource",
-              "keyexpired", "failedtoresolveapikey")
+_KEY_CODES = (
+    "invalidapikey",
+    "apikeynotapproved",
+    "invalidapikeyforgivenresource",
+    "keyexpired",
+    "failedtoresolveapikey",
+)
 
 
 @dataclass(frozen=True)
@@ -97,8 +105,12 @@ def read_refusal(status: int, body: bytes, content_type: str = "") -> Refusal:
         detail = fault.get("detail")
         code = detail.get("errorcode") if isinstance(detail, dict) else None
         words = _plain(fault.get("faultstring"))
-        return Refusal(tuple(w for w in [words] if w), str(code) if code else None,
-                       _kind(status, [words], str(code or "")), "fault")
+        return Refusal(
+            tuple(w for w in [words] if w),
+            str(code) if code else None,
+            _kind(status, [words], str(code or "")),
+            "fault",
+        )
     if isinstance(payload, dict) and ("messages" in payload or "status" in payload):
         raw = payload.get("messages")
         items = raw if isinstance(raw, list) else [raw] if raw is not None else []
@@ -106,12 +118,19 @@ def read_refusal(status: int, body: bytes, content_type: str = "") -> Refusal:
         return Refusal(tuple(messages), None, _kind(status, messages, ""), "envelope")
     if not body.strip():
         return Refusal((), None, _kind(status, [], ""), "empty body")
-    if b"<" in body[:512] and ("html" in content_type.lower() or b"<html" in body[:512].lower()
-                               or b"<!doctype" in body[:512].lower()):
+    if b"<" in body[:512] and (
+        "html" in content_type.lower()
+        or b"<html" in body[:512].lower()
+        or b"<!doctype" in body[:512].lower()
+    ):
         found = _TITLE.search(body[:65536]) or _HEADING.search(body[:65536])
         title = _plain(found.group(1).decode("utf-8", "replace")) if found else ""
-        return Refusal((f"an HTML page titled {title!r}",) if title else ("an HTML page",),
-                       None, _kind(status, [title], ""), "html")
+        return Refusal(
+            (f"an HTML page titled {title!r}",) if title else ("an HTML page",),
+            None,
+            _kind(status, [title], ""),
+            "html",
+        )
     return Refusal((), None, _kind(status, [], ""), "unreadable")
 
 
@@ -140,13 +159,16 @@ def _kind(status: int, messages: list[str], code: str) -> Kind:
     code = code.lower().replace("_", "")
     words = " ".join(messages).lower()
     if any(c in code for c in _QUOTA_CODES) or (
-            status in (403, 429) and "quota" in words and "spike" not in words):
+        status in (403, 429) and "quota" in words and "spike" not in words
+    ):
         return "quota"
-    if any(c in code for c in _SPIKE_CODES) or "spike arrest" in words or (
-            status == 429 and not code):
+    if (
+        any(c in code for c in _SPIKE_CODES)
+        or "spike arrest" in words
+        or (status == 429 and not code)
+    ):
         return "spike"
-    if any(c in code for c in _KEY_CODES) or (status == 401) or (
-            status == 403 and "key" in words):
+    if any(c in code for c in _KEY_CODES) or (status == 401) or (status == 403 and "key" in words):
         return "key"
     if status == 414 or "toobigline" in code or (status in (400, 404) and _TOO_LONG.search(words)):
         return "too_long"

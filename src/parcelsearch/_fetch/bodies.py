@@ -60,4 +60,6 @@ def check_size(response: requests.Response, size: int) -> None:
         raise MalformedResponseError(
             f"the answer's body is larger than {MOST_BODY // 2**20} MB once decompressed "
             f"(HTTP {response.status_code}; a page of GroupIDs is about 1 MB): not read "
-            "further", url=without_userinfo((response.url or "").partition("?")[0]))
+            "further",
+            url=without_userinfo((response.url or "").partition("?")[0]),
+        )

@@ -131,8 +131,14 @@ class Transient(Exception):  # noqa: N818 - a verdict, not an error
     """
 
     def __init__(
-        self, reason: str, error: RequestFailure, response: requests.Response | None = None,
-        *, unsent: bool = False, once: bool = False, outage: bool = False,
+        self,
+        reason: str,
+        error: RequestFailure,
+        response: requests.Response | None = None,
+        *,
+        unsent: bool = False,
+        once: bool = False,
+        outage: bool = False,
     ) -> None:
         super().__init__(reason)
         self.reason = reason
@@ -240,8 +246,14 @@ class RateLimiter:
     #: the rate in 500 calls), up to ``rate`` less the margin.
     PROBE = 0.0002
 
-    def __init__(self, rate: float, margin: float = DEFAULT_MARGIN, *,
-                 adaptive: bool = True, permits: bool = True) -> None:
+    def __init__(
+        self,
+        rate: float,
+        margin: float = DEFAULT_MARGIN,
+        *,
+        adaptive: bool = True,
+        permits: bool = True,
+    ) -> None:
         if not rate > 0 or not 0 <= margin < 1:
             raise ConfigurationError(f"rate must be > 0 and margin in [0, 1), got {rate}, {margin}")
         self.rate = float(rate)
@@ -259,7 +271,8 @@ class RateLimiter:
         # When each permit not in flight is free again (time.monotonic), a heap; None: no
         # permits (spacing alone).
         self._free: list[float] | None = (
-            [0.0] * self.window[0] if permits and self.window is not None else None)
+            [0.0] * self.window[0] if permits and self.window is not None else None
+        )
         self._mine = threading.local()  # the permit this thread holds: its free time before
         self._next: float | None = None  # the next free slot; None before the first call
         self._paused_until = 0.0  # no call before this (time.monotonic): a Retry-After
@@ -368,8 +381,10 @@ class RateLimiter:
                 raise Cancelled("stopped while the key was paused (Retry-After)")
 
     def __repr__(self) -> str:
-        return (f"RateLimiter(rate={self.rate:g}/s, interval={self.interval * 1000:.1f} ms, "
-                f"{self.refusals} refusals met)")
+        return (
+            f"RateLimiter(rate={self.rate:g}/s, interval={self.interval * 1000:.1f} ms, "
+            f"{self.refusals} refusals met)"
+        )
 
 
 @dataclass(frozen=True)
@@ -485,14 +500,15 @@ class _Adapter(HTTPAdapter):
             kwargs["ssl_context"] = self._context
         super().init_poolmanager(*args, **kwargs)
         self.poolmanager.pool_classes_by_scheme = {  # the response deadline's watchdog
-            **self.poolmanager.pool_classes_by_scheme, "https": _TrackedPool}
+            **self.poolmanager.pool_classes_by_scheme,
+            "https": _TrackedPool,
+        }
 
     def proxy_manager_for(self, proxy: str, **kwargs: Any) -> Any:
         if self._context is not None:
             kwargs["ssl_context"] = self._context
         manager = super().proxy_manager_for(proxy, **kwargs)
-        manager.pool_classes_by_scheme = {
-            **manager.pool_classes_by_scheme, "https": _TrackedPool}
+        manager.pool_classes_by_scheme = {**manager.pool_classes_by_scheme, "https": _TrackedPool}
         return manager
 
 
@@ -582,8 +598,7 @@ class Breaker:
                 self._probing = False
                 self._cond.notify_all()
 
-    def down(self, probe: bool, error: RequestFailure, asked: float | None,
-             attempts: int) -> None:
+    def down(self, probe: bool, error: RequestFailure, asked: float | None, attempts: int) -> None:
         """An answer said the vendor is down: open the breaker (the first), or count a
         failed probe. Returns to hold and try again.
 
@@ -719,17 +734,21 @@ class Transport:
                     failures += 1
                     self._count(f"retried {verdict.reason}")
                     heard[0] = False  # not an answer that closes the breaker
-                    self.breaker.down(probe, _given_up(verdict.error, failures),
-                                      self._asked(verdict), failures)
+                    self.breaker.down(
+                        probe, _given_up(verdict.error, failures), self._asked(verdict), failures
+                    )
                     continue
                 failures, unsent, unreadable = self._retry(
-                    verdict, failures, unsent, unreadable, spend, cancel)
+                    verdict, failures, unsent, unreadable, spend, cancel
+                )
             except Redirected as hop:
                 hops += 1
                 if hops > MAX_REDIRECTS:
-                    raise TransportError(f"more than {MAX_REDIRECTS} redirects ({describe}), "
-                                         f"the last to {strip_query(hop.url)}",
-                                         url=strip_query(url)) from None
+                    raise TransportError(
+                        f"more than {MAX_REDIRECTS} redirects ({describe}), "
+                        f"the last to {strip_query(hop.url)}",
+                        url=strip_query(url),
+                    ) from None
                 self._count("redirected")
                 url = hop.url
             finally:
@@ -747,8 +766,14 @@ class Transport:
         return asked is not None and asked > self.policy.retry_after_max
 
     def _send(
-        self, url: str, headers: Mapping[str, str], judge: Callable[[requests.Response], T],
-        describe: str, spend: Spend | None, cancel: threading.Event | None, heard: list[bool],
+        self,
+        url: str,
+        headers: Mapping[str, str],
+        judge: Callable[[requests.Response], T],
+        describe: str,
+        spend: Spend | None,
+        cancel: threading.Event | None,
+        heard: list[bool],
     ) -> T:
         """One attempt through the gate; ``heard[0]`` is set once an answer came. The
         pacer's permit taken at the gate is handed back when the answer came (in
@@ -775,8 +800,13 @@ class Transport:
             self.limiter.done(sent=sent)
 
     def _retry(
-        self, verdict: Transient, failures: int, unsent: int, unreadable: int,
-        spend: Spend | None, cancel: threading.Event | None,
+        self,
+        verdict: Transient,
+        failures: int,
+        unsent: int,
+        unreadable: int,
+        spend: Spend | None,
+        cancel: threading.Event | None,
     ) -> tuple[int, int, int]:
         """A transient verdict that is not an outage: back off (or raise, retries used up);
         the counts of failures, of attempts never sent and of unreadable answers after it."""
@@ -797,15 +827,23 @@ class Transport:
                 raise _asked_too_long(verdict.error, asked, self.policy) from None
         self._count(f"retried {verdict.reason}")
         delay = self.policy.delay(failures, asked)
-        if spend is not None and asked is not None and \
-                verdict.response is not None and verdict.response.status_code == 429:
+        if (
+            spend is not None
+            and asked is not None
+            and verdict.response is not None
+            and verdict.response.status_code == 429
+        ):
             spend.pause(delay)  # the key is told to wait: every caller of it, not just us
         self._sleep(delay, cancel)
         return failures, unsent, unreadable
 
     def _attempt(
-        self, url: str, headers: Mapping[str, str], judge: Callable[[requests.Response], T],
-        describe: str, heard: list[bool] | None = None,
+        self,
+        url: str,
+        headers: Mapping[str, str],
+        judge: Callable[[requests.Response], T],
+        describe: str,
+        heard: list[bool] | None = None,
     ) -> T:
         """Send once: the judged result, or raise the :class:`Transient` verdict to retry on."""
         watchdog = _Watchdog(self.deadline)
@@ -813,19 +851,27 @@ class Transport:
         try:
             with watchdog:
                 response = self.session.get(
-                    url, headers=dict(headers), timeout=self._timeouts(), verify=self.verify,
-                    allow_redirects=False, stream=self.deadline is not None, proxies=proxies,
+                    url,
+                    headers=dict(headers),
+                    timeout=self._timeouts(),
+                    verify=self.verify,
+                    allow_redirects=False,
+                    stream=self.deadline is not None,
+                    proxies=proxies,
                 )
                 if self.deadline is not None:
                     watchdog.read(response)
             self.limiter.done()  # answered now: the pacer's permit is free a window after
         except _Overdue:
-            raise Transient("deadline", TransportError(
-                f"no whole response within the {self.deadline:g} s response deadline "
-                f"({describe}): its bytes came too slowly, so it was abandoned",
-                url=strip_query(url), hints=[Hint("response_deadline",
-                                                  phrase="allow longer with {knob}")],
-            )) from None
+            raise Transient(
+                "deadline",
+                TransportError(
+                    f"no whole response within the {self.deadline:g} s response deadline "
+                    f"({describe}): its bytes came too slowly, so it was abandoned",
+                    url=strip_query(url),
+                    hints=[Hint("response_deadline", phrase="allow longer with {knob}")],
+                ),
+            ) from None
         except requests.exceptions.ProxyError as exc:
             failed = _proxy_failed(exc, proxies, describe, url)
             if _proxy_dropped(exc):  # a tunnel the proxy dropped: asked again, as unsent
@@ -838,17 +884,25 @@ class Transport:
                 f"certificate was checked against {self.trust}. If your organisation "
                 "inspects TLS (a proxy that re-signs what it forwards), its CA must be "
                 f"trusted: {CA_WAYS}. For a local service, its CA is the ca.pem in its "
-                "certificate folder.", url=strip_query(url),
+                "certificate folder.",
+                url=strip_query(url),
                 hints=[Hint("ca_bundle", phrase="point {knob} at the CA's PEM file")],
             ) from None
-        except (requests.exceptions.ChunkedEncodingError,
-                requests.exceptions.ContentDecodingError) as exc:
-            raise Transient("cut body", CutBodyError(
-                f"response body cut short or undecodable ({describe}): {_reason(exc)}",
-                url=strip_query(url))) from None
+        except (
+            requests.exceptions.ChunkedEncodingError,
+            requests.exceptions.ContentDecodingError,
+        ) as exc:
+            raise Transient(
+                "cut body",
+                CutBodyError(
+                    f"response body cut short or undecodable ({describe}): {_reason(exc)}",
+                    url=strip_query(url),
+                ),
+            ) from None
         except requests.exceptions.RequestException as exc:
-            raise Transient(_failure_name(exc), _no_response(exc, url, describe),
-                            unsent=_never_connected(exc)) from None
+            raise Transient(
+                _failure_name(exc), _no_response(exc, url, describe), unsent=_never_connected(exc)
+            ) from None
         self._count("requests")
         if heard is not None:
             heard[0] = True
@@ -1029,15 +1083,18 @@ def _asked_too_long(error: RequestFailure, asked: float, policy: RetryPolicy) ->
     the key leaves before it ends)."""
     until = datetime.now(UTC) + timedelta(seconds=asked)
     said = error.message.replace(": still rate-limited after the retries", "")
-    error.message = (f"{said.rstrip('.')}; the vendor asks this key to wait "
-                     f"{asked:.0f} s (Retry-After), until {until:%Y-%m-%d %H:%M:%S} UTC, longer "
-                     f"than the {policy.retry_after_max:.0f} s a run waits: no request was "
-                     "sent before that time. Search again after it.")
+    error.message = (
+        f"{said.rstrip('.')}; the vendor asks this key to wait "
+        f"{asked:.0f} s (Retry-After), until {until:%Y-%m-%d %H:%M:%S} UTC, longer "
+        f"than the {policy.retry_after_max:.0f} s a run waits: no request was "
+        "sent before that time. Search again after it."
+    )
     return error
 
 
-def _outage(error: RequestFailure, answers: int, probes: int, seconds: float,
-            attempts: int) -> RequestFailure:
+def _outage(
+    error: RequestFailure, answers: int, probes: int, seconds: float, attempts: int
+) -> RequestFailure:
     """``error``, now saying the vendor stayed down through the probes allowed: what it
     cost in calls and time, and that nothing else was sent meanwhile."""
     said = error.message.replace(": the service kept failing through the retries", "")
@@ -1046,7 +1103,8 @@ def _outage(error: RequestFailure, answers: int, probes: int, seconds: float,
         f"said so ({probes} of them {'a probe' if probes == 1 else 'probes'}, one at a time, "
         f"over {seconds:.0f} s, while every other request held), so the outage cost "
         f"{answers} call{'' if answers == 1 else 's'}. Everything complete is kept; search "
-        "again later.")
+        "again later."
+    )
     error.attempts = attempts
     return error
 
@@ -1072,37 +1130,51 @@ def _proxy_dropped(exc: requests.exceptions.ProxyError) -> bool:
     that never reached the vendor; one that always drops ends with :func:`_proxy_failed`'s
     words."""
     reason = str(_innermost(exc))
-    return "407" not in reason and not _refused(exc) and "refused" not in reason.lower() \
+    return (
+        "407" not in reason
+        and not _refused(exc)
+        and "refused" not in reason.lower()
         and isinstance(_innermost(exc), ConnectionError | http.client.RemoteDisconnected)
+    )
 
 
-def _proxy_failed(exc: requests.exceptions.ProxyError, proxies: Mapping[str, str],
-                  describe: str, url: str) -> _NotSent:
+def _proxy_failed(
+    exc: requests.exceptions.ProxyError, proxies: Mapping[str, str], describe: str, url: str
+) -> _NotSent:
     """A proxy that would not open the way to the vendor: said as the proxy's (a 407 as
     proxy authentication), its credentials never shown; no request reached the vendor."""
     proxy = _chosen(proxies)
     shown = shown_proxy(proxy)
     reason = str(_innermost(exc))
     if "407" in reason:
-        given = "the user name and password in the proxy URL were refused" \
-            if "@" in urlsplit(proxy).netloc else "no user name and password were given"
+        given = (
+            "the user name and password in the proxy URL were refused"
+            if "@" in urlsplit(proxy).netloc
+            else "no user name and password were given"
+        )
         return _NotSent(
             f"the proxy {shown} asks for authentication (HTTP 407 Proxy Authentication "
             f"Required, {describe}): {given}. Give them in the proxy URL, "
             "http://user:password@host:port (in HTTPS_PROXY, or --proxy / "
             "PARCELSEARCH_PROXY); they are sent to the proxy only and never shown. Nothing "
-            "reached the vendor.", url=strip_query(url),
-            hints=[Hint("proxy", phrase="check {knob}")])
+            "reached the vendor.",
+            url=strip_query(url),
+            hints=[Hint("proxy", phrase="check {knob}")],
+        )
     if _refused(exc) or "refused" in reason.lower():
         return _NotSent(
             f"nothing is listening at the proxy {shown} (connection refused, {describe}). "
             "Is the proxy address right (HTTPS_PROXY, ALL_PROXY, --proxy)? Hosts the proxy "
             "must not be used for go in NO_PROXY. Nothing reached the vendor.",
-            url=strip_query(url), hints=[Hint("proxy", phrase="check {knob}")])
+            url=strip_query(url),
+            hints=[Hint("proxy", phrase="check {knob}")],
+        )
     return _NotSent(
         f"the proxy {shown} did not open the way to the vendor ({describe}): "
         f"{without_userinfo(reason)[:300]}. Nothing reached the vendor.",
-        url=strip_query(url), hints=[Hint("proxy", phrase="check {knob}")])
+        url=strip_query(url),
+        hints=[Hint("proxy", phrase="check {knob}")],
+    )
 
 
 def _no_response(exc: BaseException, url: str, describe: str) -> TransportError:
@@ -1112,7 +1184,9 @@ def _no_response(exc: BaseException, url: str, describe: str) -> TransportError:
         return TransportError(
             f"nothing is listening at {root} (connection refused, {describe}). Is the service "
             "running and the base URL right? A local reference service starts with "
-            "`parcelsearch serve`.", url=base)
+            "`parcelsearch serve`.",
+            url=base,
+        )
     return TransportError(f"no usable response ({describe}): {_reason(exc)}", url=base)
 
 

@@ -33,17 +33,29 @@ import requests.utils
 from parcelsearch.errors import ConfigurationError, Hint
 from parcelsearch.settings import without_userinfo
 
-__all__ = ["CA_VARIABLES", "PROXY_VARIABLES", "Trust", "choose_trust", "proxies_for",
-           "proxy_source", "shown_proxy", "os_trust_context", "CA_WAYS", "check_proxy"]
+__all__ = [
+    "CA_VARIABLES",
+    "PROXY_VARIABLES",
+    "Trust",
+    "choose_trust",
+    "proxies_for",
+    "proxy_source",
+    "shown_proxy",
+    "os_trust_context",
+    "CA_WAYS",
+    "check_proxy",
+]
 
 #: The environment variables a CA bundle is read from when none is given, in order.
 CA_VARIABLES = ("REQUESTS_CA_BUNDLE", "SSL_CERT_FILE")
 #: The environment variables a proxy is read from (as curl and requests read them).
 PROXY_VARIABLES = ("HTTPS_PROXY", "https_proxy", "ALL_PROXY", "all_proxy")
 #: Every way to give a CA, for a certificate failure's message.
-CA_WAYS = ("name its PEM file in REQUESTS_CA_BUNDLE or SSL_CERT_FILE or with the CA bundle "
-           "setting below, or install the CA in the operating system's trust store (used "
-           "when none of these is set)")
+CA_WAYS = (
+    "name its PEM file in REQUESTS_CA_BUNDLE or SSL_CERT_FILE or with the CA bundle "
+    "setting below, or install the CA in the operating system's trust store (used "
+    "when none of these is set)"
+)
 
 
 @dataclass(frozen=True)
@@ -87,16 +99,16 @@ def choose_trust(given: str | None, given_source: str = "the CA bundle setting")
             raise ConfigurationError(
                 f"{variable} names {value!r}, which is not a file: it should be the PEM file "
                 "of the certificate authorities to trust (your organisation's CA).",
-                hints=[Hint("ca_bundle", phrase="fix or unset it, or point {knob} at a PEM "
-                                                "file")])
+                hints=[Hint("ca_bundle", phrase="fix or unset it, or point {knob} at a PEM file")],
+            )
         try:
             ssl.create_default_context(cafile=str(path))
         except (ssl.SSLError, OSError) as exc:
             raise ConfigurationError(
                 f"{variable} names {value!r}, which holds no certificate that can be read "
                 f"({getattr(exc, 'reason', None) or exc}).",
-                hints=[Hint("ca_bundle", phrase="fix or unset it, or point {knob} at a PEM "
-                                                "file")]) from None
+                hints=[Hint("ca_bundle", phrase="fix or unset it, or point {knob} at a PEM file")],
+            ) from None
         return Trust(str(path), variable)
     return Trust(None, "the operating system")
 
@@ -169,5 +181,6 @@ def check_proxy(proxy: str) -> str:
         raise ConfigurationError(
             f"{shown_proxy(proxy)!r} is not a proxy URL: give http://host:port (with "
             "user:password@ before the host when the proxy asks for them).",
-            hints=[Hint("proxy", phrase="check {knob}")])
+            hints=[Hint("proxy", phrase="check {knob}")],
+        )
     return value

@@ -18,8 +18,14 @@ from parcelsearch import _wire, settings
 from parcelsearch.errors import MalformedResponseError
 from parcelsearch.settings import PAGE_SIZE
 
-__all__ = ["Page", "check_page", "GROUP_ID", "group_id_problem", "learnt_page_size",
-           "implied_page_size"]
+__all__ = [
+    "Page",
+    "check_page",
+    "GROUP_ID",
+    "group_id_problem",
+    "learnt_page_size",
+    "implied_page_size",
+]
 
 #: What the toolkit asks of a GroupID. The vendor's spec promises only an opaque string, so
 #: the check protects the user, not a format: non-empty, at most
@@ -141,8 +147,7 @@ def _one_page(page: Page) -> int:
 
 #: The largest count a page may state (what the cache and the stores keep: 32-bit pages,
 #: 64-bit rows).
-_MOST_COUNT = {"page": 2**31 - 1, "pages": 2**31 - 1, "data_rows": 2**31 - 1,
-               "rows": 2**63 - 1}
+_MOST_COUNT = {"page": 2**31 - 1, "pages": 2**31 - 1, "data_rows": 2**31 - 1, "rows": 2**63 - 1}
 
 
 def _page_problems(page: Page, size: int) -> list[str]:
@@ -156,8 +161,10 @@ def _page_problems(page: Page, size: int) -> list[str]:
     if page.data_rows != len(page.data):
         problems.append(f"dataRows is {page.data_rows} but data holds {len(page.data)} ids")
     if page.pages != math.ceil(page.rows / size):
-        problems.append(f"pages is {page.pages} but ceil(rows={page.rows} / {size}) is "
-                        f"{math.ceil(page.rows / size)}")
+        problems.append(
+            f"pages is {page.pages} but ceil(rows={page.rows} / {size}) is "
+            f"{math.ceil(page.rows / size)}"
+        )
     if page.rows == 0:
         if page.page != 1:
             problems.append(f"page {page.page} of an empty result (only page 1 exists)")
@@ -166,15 +173,20 @@ def _page_problems(page: Page, size: int) -> list[str]:
     elif not 1 <= page.page <= page.pages:
         problems.append(f"page {page.page} is outside 1..{page.pages}")
     elif len(page.data) != expected_data_rows(page.rows, page.page, size):
-        problems.append(f"page {page.page} of {page.rows} rows must hold "
-                        f"{expected_data_rows(page.rows, page.page, size)} ids, not "
-                        f"{len(page.data)}")
+        problems.append(
+            f"page {page.page} of {page.rows} rows must hold "
+            f"{expected_data_rows(page.rows, page.page, size)} ids, not "
+            f"{len(page.data)}"
+        )
     longest = settings.group_id_max_chars()
-    bad = [(n, why) for n, item in enumerate(page.data, 1)
-           if (why := group_id_problem(item, longest))]
+    bad = [
+        (n, why) for n, item in enumerate(page.data, 1) if (why := group_id_problem(item, longest))
+    ]
     if bad:  # said by position: an id that is not usable is not shown (markup, controls)
-        problems.append(f"{len(bad)} GroupID(s) are not usable ids, e.g. id {bad[0][0]} of "
-                        f"the page: {bad[0][1]}")
+        problems.append(
+            f"{len(bad)} GroupID(s) are not usable ids, e.g. id {bad[0][0]} of "
+            f"the page: {bad[0][1]}"
+        )
     if page.base_url and page.path:
         key = _wire.request_key(page.base_url, page.path, page.polygon_json, page.page)
         if key != page.request_key:

@@ -35,8 +35,14 @@ from parcelsearch.kept_files import write_whole
 from parcelsearch.notices import KeptFileWarning, warn
 from parcelsearch.settings import without_userinfo
 
-__all__ = ["VendorProfile", "load_profile", "save_profile", "same_origin_path", "PROFILES_FILE",
-           "DECISIVE"]
+__all__ = [
+    "VendorProfile",
+    "load_profile",
+    "save_profile",
+    "same_origin_path",
+    "PROFILES_FILE",
+    "DECISIVE",
+]
 
 #: The file, in the cache folder, holding one profile per base URL.
 PROFILES_FILE = "vendors.json"
@@ -121,14 +127,21 @@ def same_origin_path(base_url: str, url: object) -> bool:
     except ValueError:
         return False
     segments = unquote(there.path).split("/")
-    return (there.scheme == "https" and there.netloc == base.netloc
-            and "@" not in there.netloc and not there.query and not there.fragment
-            and "." not in segments and ".." not in segments
-            and _PATH.fullmatch(there.path) is not None)
+    return (
+        there.scheme == "https"
+        and there.netloc == base.netloc
+        and "@" not in there.netloc
+        and not there.query
+        and not there.fragment
+        and "." not in segments
+        and ".." not in segments
+        and _PATH.fullmatch(there.path) is not None
+    )
 
 
-def _checked_moved(cache_dir: str | os.PathLike[str], base_url: str,
-                   moved: object) -> dict[str, str]:
+def _checked_moved(
+    cache_dir: str | os.PathLike[str], base_url: str, moved: object
+) -> dict[str, str]:
     """The learnt paths of ``moved`` that stay on ``base_url``'s origin; each other entry
     ignored with a warning naming the file and the entry."""
     if not isinstance(moved, dict):
@@ -138,11 +151,14 @@ def _checked_moved(cache_dir: str | os.PathLike[str], base_url: str,
         if same_origin_path(base_url, source) and same_origin_path(base_url, target):
             kept[source] = target
             continue
-        warn(KeptFileWarning(
-            f"{_path(cache_dir)}: the learnt path {without_userinfo(str(source))!r} → "
-            f"{without_userinfo(str(target))!r} is ignored: a learnt path must stay on "
-            f"{base_url} (https, the same host and port, no userinfo, query or '..'); the "
-            "default path is used"))
+        warn(
+            KeptFileWarning(
+                f"{_path(cache_dir)}: the learnt path {without_userinfo(str(source))!r} → "
+                f"{without_userinfo(str(target))!r} is ignored: a learnt path must stay on "
+                f"{base_url} (https, the same host and port, no userinfo, query or '..'); the "
+                "default path is used"
+            )
+        )
     return kept
 
 
@@ -159,8 +175,11 @@ def load_profile(cache_dir: str | os.PathLike[str], base_url: str) -> VendorProf
     profile = VendorProfile(**values)
     if profile.page_base not in (None, 0, 1):
         profile.page_base = None
-    if isinstance(profile.page_size, bool) or not isinstance(profile.page_size, int) or \
-            not 1 <= profile.page_size <= MAX_PAGE_SIZE:
+    if (
+        isinstance(profile.page_size, bool)
+        or not isinstance(profile.page_size, int)
+        or not 1 <= profile.page_size <= MAX_PAGE_SIZE
+    ):
         profile.page_size = None  # learnt again from the next page 1
     limit = profile.max_request_bytes
     if isinstance(limit, bool) or not isinstance(limit, int) or not 1024 <= limit <= 65536:
@@ -203,10 +222,13 @@ def _forget_unless_ours(cache_dir: str | os.PathLike[str], profile: VendorProfil
         return
     for name in held:
         setattr(profile, name, None)
-    warn(KeptFileWarning(
-        f"{path}: {', '.join(held)} ignored: the file can be written by another user (it "
-        "is not yours, or its mode lets others write it), and these decide what a search "
-        "calls complete; they are learnt again (chmod 600 a file of your own to keep them)"))
+    warn(
+        KeptFileWarning(
+            f"{path}: {', '.join(held)} ignored: the file can be written by another user (it "
+            "is not yours, or its mode lets others write it), and these decide what a search "
+            "calls complete; they are learnt again (chmod 600 a file of your own to keep them)"
+        )
+    )
 
 
 def save_profile(cache_dir: str | os.PathLike[str], profile: VendorProfile) -> Path:

@@ -60,8 +60,7 @@ class Learnt:
 
 def area_m2(polygon: shapely.Geometry) -> float:
     """A polygon's area in m² (near enough: degrees² scaled at its latitude)."""
-    return float(polygon.area * 111_320.0 * 110_574.0
-                 * math.cos(math.radians(polygon.centroid.y)))
+    return float(polygon.area * 111_320.0 * 110_574.0 * math.cos(math.radians(polygon.centroid.y)))
 
 
 def _centres(polygons: Sequence[shapely.Geometry]) -> np.ndarray:
@@ -70,28 +69,32 @@ def _centres(polygons: Sequence[shapely.Geometry]) -> np.ndarray:
     return np.column_stack([xy[:, 0] * np.cos(np.radians(xy[:, 1])), xy[:, 1]])
 
 
-def _nearest(points: np.ndarray, centres: np.ndarray, k: int,
-             skip_self: bool = False) -> tuple[np.ndarray, np.ndarray]:
+def _nearest(
+    points: np.ndarray, centres: np.ndarray, k: int, skip_self: bool = False
+) -> tuple[np.ndarray, np.ndarray]:
     """The indices of the ``k`` nearest ``centres`` of each point and the farthest one's
     distance (leaving out the point itself when ``skip_self``)."""
-    distances = np.hypot(points[:, None, 0] - centres[None, :, 0],
-                         points[:, None, 1] - centres[None, :, 1])
+    distances = np.hypot(
+        points[:, None, 0] - centres[None, :, 0], points[:, None, 1] - centres[None, :, 1]
+    )
     if skip_self:
         np.fill_diagonal(distances, np.inf)
     order = np.argsort(distances, axis=1, kind="stable")[:, :k]
     return order, np.take_along_axis(distances, order[:, -1:], axis=1)[:, 0]
 
 
-def _predict(order: np.ndarray, areas: np.ndarray, extra: np.ndarray,
-             own: np.ndarray) -> np.ndarray:
+def _predict(
+    order: np.ndarray, areas: np.ndarray, extra: np.ndarray, own: np.ndarray
+) -> np.ndarray:
     """Calls of pieces of area ``own``: one and the ratio of their neighbours' calls beyond
     the first (``extra``) to their area."""
     ratio = extra[order].sum(axis=1) / np.maximum(areas[order].sum(axis=1), 1e-9)
     return np.asarray(1.0 + ratio * own)
 
 
-def learn(unknown: Sequence[shapely.Geometry],
-          earlier: Sequence[tuple[shapely.Geometry, int]]) -> Learnt | None:
+def learn(
+    unknown: Sequence[shapely.Geometry], earlier: Sequence[tuple[shapely.Geometry, int]]
+) -> Learnt | None:
     """The calls of the ``unknown`` pieces the ``earlier`` pieces (polygon, calls) surround,
     learnt from them (see the module's docstring); ``None`` when they surround none."""
     if not unknown or len(earlier) < LEAST:
@@ -101,12 +104,10 @@ def learn(unknown: Sequence[shapely.Geometry],
     areas = np.array([area_m2(p) for p in polygons])
     extra = calls - 1
     centres = _centres(polygons)
-    width = float(np.median(np.sqrt(np.asarray(shapely.area(np.asarray(polygons,
-                                                                       dtype=object))))))
+    width = float(np.median(np.sqrt(np.asarray(shapely.area(np.asarray(polygons, dtype=object))))))
     k = min(NEIGHBOURS, len(earlier) - 1)
     order, farthest = _nearest(_centres(unknown), centres, k)
-    scale = np.maximum(np.sqrt(np.asarray(shapely.area(np.asarray(unknown, dtype=object)))),
-                       width)
+    scale = np.maximum(np.sqrt(np.asarray(shapely.area(np.asarray(unknown, dtype=object)))), width)
     near = np.flatnonzero(farthest <= REACH * scale)
     if len(near) == 0:
         return None
@@ -116,7 +117,7 @@ def learn(unknown: Sequence[shapely.Geometry],
     # Leave one out: each earlier piece predicted from its nearest others.
     loo, _ = _nearest(centres, centres, k, skip_self=True)
     residuals = calls - _predict(loo, areas, extra, areas)
-    if float(np.mean(residuals ** 2)) > max(float(calls.var()), 0.5) * WORSE:
+    if float(np.mean(residuals**2)) > max(float(calls.var()), 0.5) * WORSE:
         return None  # the neighbours predict worse than the earlier pieces' mean: no evidence
     n, m = len(near), len(earlier)
     s2 = max(float(residuals.var(ddof=1)), 0.5)
@@ -124,6 +125,11 @@ def learn(unknown: Sequence[shapely.Geometry],
     variance = n * s2 + n * n * (s2 / m + bias * bias)
     half = SKEW_MARGIN * 1.96 * math.sqrt(variance)
     point = max(float(n), value)
-    return Learnt(value=round(point), low=max(n, math.floor(point - half)),
-                  high=max(n, math.ceil(point + half)), pieces=n, earlier=m,
-                  members=tuple(int(i) for i in near))
+    return Learnt(
+        value=round(point),
+        low=max(n, math.floor(point - half)),
+        high=max(n, math.ceil(point + half)),
+        pieces=n,
+        earlier=m,
+        members=tuple(int(i) for i in near),
+    )

@@ -51,8 +51,15 @@ from parcelsearch.stores.local.spending import LocalSpending
 from parcelsearch.stores.quotas import Quota, QuotaRefused, budget_reached
 from parcelsearch.stores.spending import CallSpend, Limit, Spending
 
-__all__ = ["Run", "PieceState", "Fetcher", "Stopped", "MAX_REFETCHES",
-           "PageBaseLearned", "piece_failure"]
+__all__ = [
+    "Run",
+    "PieceState",
+    "Fetcher",
+    "Stopped",
+    "MAX_REFETCHES",
+    "PageBaseLearned",
+    "piece_failure",
+]
 
 log = logging.getLogger(__name__)
 
@@ -67,10 +74,12 @@ _TICK = 0.1
 
 #: Why a piece whose pages contradict each other fails, against a vendor listing each
 #: GroupID once.
-SLIPPED = (", and this vendor lists each GroupID once (learnt, kept in its profile): a page "
-           "slipped (offset paging over an order that shifted), so GroupIDs may be missing "
-           "from this piece and it is not complete. Search again later; what is complete is "
-           "kept")
+SLIPPED = (
+    ", and this vendor lists each GroupID once (learnt, kept in its profile): a page "
+    "slipped (offset paging over an order that shifted), so GroupIDs may be missing "
+    "from this piece and it is not complete. Search again later; what is complete is "
+    "kept"
+)
 SHARED = "pages of this piece share GroupIDs" + SLIPPED
 
 
@@ -87,8 +96,15 @@ def piece_failure(exc: BaseException) -> bool:
     fails that piece and its area, not the run. Refusals of the key (quota, invalid key,
     rate), of the base URL (redirects refused, 404, an endpoint gone), a failing service and
     failures to connect stop the run."""
-    if isinstance(exc, QuotaExhaustedError | AuthenticationError | RateLimitError
-                  | ServiceFailureError | CutBodyError | EndpointGoneError):
+    if isinstance(
+        exc,
+        QuotaExhaustedError
+        | AuthenticationError
+        | RateLimitError
+        | ServiceFailureError
+        | CutBodyError
+        | EndpointGoneError,
+    ):
         return False
     if isinstance(exc, RequestTooLargeError):
         return True  # that piece's request line (an IIS 404.15 too): the others may fit
@@ -142,8 +158,9 @@ class PieceState:
     def done(self) -> bool:
         if self.split:
             return self.failure is None
-        return self.failure is None and self.pages is not None and \
-            len(self.data) >= max(1, self.pages)
+        return (
+            self.failure is None and self.pages is not None and len(self.data) >= max(1, self.pages)
+        )
 
     def missing(self) -> list[int]:
         """Pages still to fetch (page 1 first; none once the piece failed or was split)."""
@@ -208,17 +225,26 @@ class PieceState:
 
 def chosen_reached(chosen: int) -> str:
     """The stop at the calls the user chose at the price."""
-    return (f"stopped at the {chosen:,} calls this run may spend by what was chosen at the "
-            "price: nothing is spent past what you chose. Everything fetched is cached: "
-            "running the same search again asks before spending the rest.")
+    return (
+        f"stopped at the {chosen:,} calls this run may spend by what was chosen at the "
+        "price: nothing is spent past what you chose. Everything fetched is cached: "
+        "running the same search again asks before spending the rest."
+    )
 
 
 class Run:
     """One search run: what the worker threads share, and how each call is spent."""
 
-    def __init__(self, client: Client, spending: Spending, options: SearchOptions,
-                 *, path: str, run_id: str | None = None,
-                 rereads: Callable[[PieceState], bool] = lambda state: False) -> None:
+    def __init__(
+        self,
+        client: Client,
+        spending: Spending,
+        options: SearchOptions,
+        *,
+        path: str,
+        run_id: str | None = None,
+        rereads: Callable[[PieceState], bool] = lambda state: False,
+    ) -> None:
         self.client = client
         self.spending = spending
         self.options = options
@@ -234,7 +260,8 @@ class Run:
         #: The vendor's quota refusal of the key the ledger keeps, while in force (until the
         #: quota resets): the run may then spend nothing (:meth:`allowance`, :meth:`reserve`).
         self.refused: QuotaRefused | None = (
-            spending.refusal() if isinstance(spending, LocalSpending) else None)
+            spending.refusal() if isinstance(spending, LocalSpending) else None
+        )
         self.path = path
         self.run_id = run_id or uuid.uuid4().hex
         #: Whether a refresh re-reads a piece from the network (the refresh decides).
@@ -295,17 +322,22 @@ class Run:
             raise Stopped()
         with self.lock:  # check and count in one critical section: threads race for the last call
             if self.budget is not None and self.calls >= self.budget:
-                raise BudgetExhaustedError(budget_reached(self.budget), spent=self.calls,
-                                           budget=self.budget)
+                raise BudgetExhaustedError(
+                    budget_reached(self.budget), spent=self.calls, budget=self.budget
+                )
             if self.chosen is not None and self.calls >= self.chosen:
-                raise BudgetExhaustedError(chosen_reached(self.chosen), spent=self.calls,
-                                           budget=self.chosen)
+                raise BudgetExhaustedError(
+                    chosen_reached(self.chosen), spent=self.calls, budget=self.chosen
+                )
             if self.vendor_cap is not None and self.calls >= self.vendor_cap[0]:
                 raise self._header_stop()
             if self.refused is not None:
                 raise QuotaWouldExceedError(
                     f"{self.refused.describe()} (kept in the ledger): no call is sent before "
-                    "then. Everything fetched is cached.", needed=1, allowed=0)
+                    "then. Everything fetched is cached.",
+                    needed=1,
+                    allowed=0,
+                )
             self.calls += 1
         try:
             return self.spending.reserve(self.run_id, self.quota)
@@ -322,7 +354,10 @@ class Run:
             f"stopped before the vendor's refusal: its {name} header said the key had {left} "
             f"call{'' if left == 1 else 's'} left, and this run has spent them. Everything "
             "fetched is cached: search again when the key's quota resets (the same search "
-            "resumes without paying again).", spent=self.calls, budget=cap)
+            "resumes without paying again).",
+            spent=self.calls,
+            budget=cap,
+        )
 
     def refund(self, reservation: int) -> None:
         """Take back a reservation the service did not count (never sent, or refused)."""
@@ -377,8 +412,7 @@ class Run:
         first (a second refusal, if any, is then at the next page: exact)."""
         window = self.client.result_window
         with self.lock:
-            self.window_bound = window is not None and page - 1 <= window and \
-                window > self.deepest
+            self.window_bound = window is not None and page - 1 <= window and window > self.deepest
 
     def beyond(self, state: PieceState, page: int) -> bool:
         """Whether this request goes beyond the frontier: deeper than any page answered
@@ -397,20 +431,29 @@ class Run:
     def frontier(self) -> tuple[Any, ...]:
         """What :meth:`beyond` depends on, to tell when it may answer otherwise."""
         client = self.client
-        return (self.deepest, self.longest, self.window_bound, client.result_window,
-                client.max_request_bytes, client.max_request_bytes_source, client.page_base)
+        return (
+            self.deepest,
+            self.longest,
+            self.window_bound,
+            client.result_window,
+            client.max_request_bytes,
+            client.max_request_bytes_source,
+            client.page_base,
+        )
 
     def first_beyond(self, held: list[tuple[PieceState, int]]) -> tuple[PieceState, int]:
         """Which of the requests beyond the frontier goes first: the deepest, then the
         longest line (answered, it opens the gate for every other; refused, it teaches what
         the vendor takes); while the window is an upper bound only, the shallowest, of the
         piece with the fewest pages (the likeliest to fit it, so its page is not wasted)."""
+
         def order(job: tuple[PieceState, int]) -> tuple[int, int, int]:
             state, page = job
             depth = page if page > self.deepest else 0
             if self.window_bound:
                 return (-depth, -(state.pages or 0), self.line(state, page))
             return (depth, self.line(state, page), 0)
+
         return max(held, key=order)
 
     # -- one page ----------------------------------------------------------------------
@@ -428,8 +471,12 @@ class Run:
         if self.skips_store(state):
             return None
         hit = self.spending.cached(self.key(state.piece, page), self.options.max_age)
-        if hit is not None and page > 1 and self.client.vendor.ids_once is True and \
-                _contradicting(state, page, hit):
+        if (
+            hit is not None
+            and page > 1
+            and self.client.vendor.ids_once is True
+            and _contradicting(state, page, hit)
+        ):
             return None  # a slipped page an earlier run kept: read again
         if hit is not None:
             self.answered(state, page)
@@ -443,16 +490,19 @@ class Run:
         if page > 1 and window is not None and (state.pages or 0) > window:
             raise ResultWindowError(  # to be split: none of its later pages is needed
                 f"not sent: page {page} of a piece of {state.pages} pages, beyond the {window} "
-                "pages the vendor serves a search: the piece is split", window=window,
-                hints=[Hint("result_window", window)])
+                "pages the vendor serves a search: the piece is split",
+                window=window,
+                hints=[Hint("result_window", window)],
+            )
         if not self.skips_store(state):
             hit = self.spending.claim(key, self.options.max_age, self.stop)
             if hit is not None:
                 return hit, 0
         spend = self.spend_hook()
         try:
-            fresh = self.client.search_page(state.piece.polygon_json, page, path=self.path,
-                                            spend=spend, cancel=self.stop)
+            fresh = self.client.search_page(
+                state.piece.polygon_json, page, path=self.path, spend=spend, cancel=self.stop
+            )
         except (Stopped, Cancelled):
             self.spending.abandon(key)
             raise
@@ -492,8 +542,9 @@ class Run:
                 return client.page_base
         spend = self.spend_hook()
         try:
-            base = client.probe_page_base(state.piece.polygon_json, path=self.path,
-                                          spend=spend, cancel=self.stop)
+            base = client.probe_page_base(
+                state.piece.polygon_json, path=self.path, spend=spend, cancel=self.stop
+            )
         finally:
             state.probed(spend.calls)
         client.learn(page_base=base)
@@ -503,8 +554,9 @@ class Run:
         """Page ``page`` of a piece from the network once more (kept in no store)."""
         spend = self.spend_hook()
         try:
-            return self.client.search_page(state.piece.polygon_json, page, path=self.path,
-                                           spend=spend, cancel=self.stop)
+            return self.client.search_page(
+                state.piece.polygon_json, page, path=self.path, spend=spend, cancel=self.stop
+            )
         finally:
             state.probed(spend.calls)
 
@@ -603,8 +655,9 @@ class Fetcher:
         self.pending = {}
         self._gate = None
 
-    def _settle(self, future: Future[tuple[Page, int]], state: PieceState,
-                page_no: int) -> list[int]:
+    def _settle(
+        self, future: Future[tuple[Page, int]], state: PieceState, page_no: int
+    ) -> list[int]:
         """Record one finished job; returns pages of this piece to fetch again, if any."""
         try:
             page, calls = future.result()
@@ -641,8 +694,7 @@ class Fetcher:
         if state.cached_pages and not state.refetches:
             return self._refetch(state, None, why.split(":")[0])
         state.fail(why)
-        log.warning("area %r piece %s failed: %s", state.piece.area_id, state.piece.piece_id,
-                    why)
+        log.warning("area %r piece %s failed: %s", state.piece.area_id, state.piece.piece_id, why)
         return []
 
     def _read_ids(self, page: Page) -> None:
@@ -672,7 +724,7 @@ class Fetcher:
             lower, upper = page_no, page_no + 1
         else:
             return None
-        return (f"page {upper} begins with the last GroupID of page {lower}{SLIPPED}")
+        return f"page {upper} begins with the last GroupID of page {lower}{SLIPPED}"
 
     def _failed(self, state: PieceState, page_no: int, exc: BaseException) -> list[int]:
         """A page's final error: the run's (it stops), or this piece's (it fails alone)."""
@@ -684,20 +736,25 @@ class Fetcher:
         if isinstance(exc, ResultWindowError) and page_no > 1 and state.pages is not None:
             if exc.messages:  # the vendor's refusal (pages not sent are not told each)
                 self.run.window_refused(page_no)
-                log.warning("area %r piece %s: %s", state.piece.area_id, state.piece.piece_id,
-                            exc.message)
+                log.warning(
+                    "area %r piece %s: %s", state.piece.area_id, state.piece.piece_id, exc.message
+                )
             return []  # too deep: the search splits the piece (its pages > the window learnt)
         if isinstance(exc, PageGoneError):
             if state.rows is None or stopping:
                 return []  # the piece is being read again already, or the run ends
             return self._refetch(state, None, str(exc))
-        if not stopping and page_no == 1 and \
-                isinstance(exc, BadPolygonError | MalformedResponseError) and \
-                self._learned_zero(state):
+        if (
+            not stopping
+            and page_no == 1
+            and isinstance(exc, BadPolygonError | MalformedResponseError)
+            and self._learned_zero(state)
+        ):
             return []
         state.fail(getattr(exc, "message", None) or str(exc))
-        log.warning("area %r piece %s failed: %s", state.piece.area_id, state.piece.piece_id,
-                    state.failure)
+        log.warning(
+            "area %r piece %s failed: %s", state.piece.area_id, state.piece.piece_id, state.failure
+        )
         return []
 
     def _learned_zero(self, state: PieceState) -> bool:
@@ -751,12 +808,21 @@ class Fetcher:
         except BaseException as exc:  # noqa: BLE001 - judged like any page's failure
             return self._failed(state, 1, exc)
         if again.data != state.data.get(1):
-            state.fail(str(UnstableOrderError(
-                "pages of this piece overlap and page 1 read again differs: the vendor's "
-                "order is not stable across pages, so its pages cannot be trusted to hold "
-                "every GroupID")))
-            log.warning("area %r piece %s failed: %s", state.piece.area_id,
-                        state.piece.piece_id, state.failure)
+            state.fail(
+                str(
+                    UnstableOrderError(
+                        "pages of this piece overlap and page 1 read again differs: the vendor's "
+                        "order is not stable across pages, so its pages cannot be trusted to hold "
+                        "every GroupID"
+                    )
+                )
+            )
+            log.warning(
+                "area %r piece %s failed: %s",
+                state.piece.area_id,
+                state.piece.piece_id,
+                state.failure,
+            )
             return []
         if self.run.client.vendor.ids_once is True:  # no condominium explains it
             return self._contradicts(state, SHARED)
@@ -772,20 +838,33 @@ class Fetcher:
         gone): fetch that piece again from page 1, only it."""
         if state.refetches >= MAX_REFETCHES:
             if page is None:
-                state.fail(f"{gone}; still so through {MAX_REFETCHES} fresh reads of the "
-                           "piece: the vendor's answer keeps changing")
+                state.fail(
+                    f"{gone}; still so through {MAX_REFETCHES} fresh reads of the "
+                    "piece: the vendor's answer keeps changing"
+                )
                 return []
             self.failure = self.failure or _changing(state, page)
             self.run.stop.set()
             return []
         if page is None:
-            log.warning("area %r piece %s: %s; reading this piece again from page 1",
-                        state.piece.area_id, state.piece.piece_id, gone)
+            log.warning(
+                "area %r piece %s: %s; reading this piece again from page 1",
+                state.piece.area_id,
+                state.piece.piece_id,
+                gone,
+            )
         else:
-            log.warning("area %r piece %s: page %s reports rows=%s, pages=%s but page 1 "
-                        "reported rows=%s, pages=%s; fetching this piece again",
-                        state.piece.area_id, state.piece.piece_id, page.page, page.rows,
-                        page.pages, state.rows, state.pages)
+            log.warning(
+                "area %r piece %s: page %s reports rows=%s, pages=%s but page 1 "
+                "reported rows=%s, pages=%s; fetching this piece again",
+                state.piece.area_id,
+                state.piece.piece_id,
+                page.page,
+                page.rows,
+                page.pages,
+                state.rows,
+                state.pages,
+            )
         self.bar.total += max(1, page.pages if page is not None else state.pages or 1)
         self.bar.refresh()
         state.reset()
@@ -810,8 +889,7 @@ def _contradicting(state: PieceState, page_no: int, page: Page) -> bool:
     """Whether a stored page shares a GroupID with another page of its piece (against a
     vendor listing each GroupID once, a contradiction)."""
     ids = set(page.data)
-    return any(ids.intersection(data) for other, data in state.data.items()
-               if other != page_no)
+    return any(ids.intersection(data) for other, data in state.data.items() if other != page_no)
 
 
 def _changing(state: PieceState, page: Page) -> ParcelSearchError:
@@ -820,4 +898,5 @@ def _changing(state: PieceState, page: Page) -> ParcelSearchError:
         f"area {piece.area_id!r} piece {piece.piece_id}: page {page.page} reports "
         f"rows={page.rows}, pages={page.pages} but page 1 reported rows={state.rows}, "
         f"pages={state.pages}, through {MAX_REFETCHES} fresh fetches of the piece: the "
-        "service's data keep changing. Everything fetched is cached; search again later.")
+        "service's data keep changing. Everything fetched is cached; search again later."
+    )

@@ -26,9 +26,21 @@ from parcelsearch.stores.team.members import (
 )
 from parcelsearch.stores.team.members import shown as shown_url
 
-__all__ = ["SearchOptions", "DEFAULT_WORKERS", "ENV_TEAM", "ENV_USER", "REFRESH_MODES",
-           "DEFAULT_VERIFY_SAMPLE", "PLANNING", "refresh_mode", "samples", "check_fraction",
-           "agrees_with_plan", "made_with", "uses_learnt_match"]
+__all__ = [
+    "SearchOptions",
+    "DEFAULT_WORKERS",
+    "ENV_TEAM",
+    "ENV_USER",
+    "REFRESH_MODES",
+    "DEFAULT_VERIFY_SAMPLE",
+    "PLANNING",
+    "refresh_mode",
+    "samples",
+    "check_fraction",
+    "agrees_with_plan",
+    "made_with",
+    "uses_learnt_match",
+]
 
 
 #: ``refresh`` values: cached pages reused where present, none reused, or only unchanged.
@@ -54,7 +66,8 @@ def refresh_mode(value: object) -> str:
         return value
     raise ConfigurationError(
         f"refresh must be False, True, 'all' or 'changed', got {value!r}",
-        hints=[Hint("refresh", "changed", "for a cheap refresh use {knob}")])
+        hints=[Hint("refresh", "changed", "for a cheap refresh use {knob}")],
+    )
 
 
 def samples(mode: str) -> bool:
@@ -78,19 +91,25 @@ def check_fraction(value: object, mode: str = "changed") -> float:
     if not samples(mode):
         raise ConfigurationError(
             "verify_sample checks what refresh='changed' inferred; it means nothing with "
-            f"refresh={mode!r}", hints=[Hint("refresh", "changed", "use {knob}")])
-    return _number_in(value, "verify_sample", "a fraction between 0 and 1",
-                      lambda v: 0 <= v <= 1, example=0.05)
+            f"refresh={mode!r}",
+            hints=[Hint("refresh", "changed", "use {knob}")],
+        )
+    return _number_in(
+        value, "verify_sample", "a fraction between 0 and 1", lambda v: 0 <= v <= 1, example=0.05
+    )
 
 
-def _number_in(value: object, name: str, what: str, inside: Callable[[float], bool], *,
-               example: float) -> float:
+def _number_in(
+    value: object, name: str, what: str, inside: Callable[[float], bool], *, example: float
+) -> float:
     """``value`` as a float when it is a number (not a bool) ``inside`` says is one of the
     option's, else :class:`ConfigurationError` ``<name> must be <what>, got <value>`` with
     ``example`` as the hint."""
     if isinstance(value, bool) or not isinstance(value, int | float) or not inside(value):
-        raise ConfigurationError(f"{name} must be {what}, got {value!r}",
-                                 hints=[Hint(name, example, "for example {knob}")])
+        raise ConfigurationError(
+            f"{name} must be {what}, got {value!r}",
+            hints=[Hint(name, example, "for example {knob}")],
+        )
     return float(value)
 
 
@@ -142,15 +161,15 @@ def _ask_above(value: Any, made: Mapping[str, Any]) -> int:
         value = settings.options.ask_above
         if isinstance(value, float) and value.is_integer():
             value = int(value)
-    return check_count(value, 0, "ask_above",
-                       hints=[Hint("ask_above", None, "set {knob} (calls)")])
+    return check_count(value, 0, "ask_above", hints=[Hint("ask_above", None, "set {knob} (calls)")])
 
 
 def _survey_share(value: Any, made: Mapping[str, Any]) -> float:
     if value is None:
         return MAX_SHARE
-    return _number_in(value, "survey_share", "a share above 0 and at most 1",
-                      lambda v: 0 < v <= 1, example=0.2)
+    return _number_in(
+        value, "survey_share", "a share above 0 and at most 1", lambda v: 0 < v <= 1, example=0.2
+    )
 
 
 def _confirm(value: Any, made: Mapping[str, Any]) -> bool | Callable[[Any], bool]:
@@ -161,8 +180,10 @@ def _confirm(value: Any, made: Mapping[str, Any]) -> bool | Callable[[Any], bool
     if callable(value):
         answer: Callable[[Any], bool] = value
         return answer
-    raise ConfigurationError(f"confirm must be True or False, got {value!r}",
-                             hints=[Hint("yes", None, "pass {knob} to spend without asking")])
+    raise ConfigurationError(
+        f"confirm must be True or False, got {value!r}",
+        hints=[Hint("yes", None, "pass {knob} to spend without asking")],
+    )
 
 
 def _workers(value: Any, made: Mapping[str, Any]) -> int:
@@ -275,14 +296,19 @@ class SearchOptions:
         declared types hold)."""
         for f in fields(self):
             value, convert = getattr(self, f.name), f.metadata["convert"]
-            if convert is None or value is None and f.metadata["optional"] or (
-                    value == f.default and type(value) is type(f.default)):
+            if (
+                convert is None
+                or value is None
+                and f.metadata["optional"]
+                or (value == f.default and type(value) is type(f.default))
+            ):
                 continue
             made = convert(value, vars(self))
             if made != value or type(made) is not type(value):
                 raise ConfigurationError(
                     f"SearchOptions({f.name}={value!r}) is not a value of the option; "
-                    f"SearchOptions.resolve({f.name}={value!r}) makes it {made!r}")
+                    f"SearchOptions.resolve({f.name}={value!r}) makes it {made!r}"
+                )
 
     @classmethod
     def names(cls) -> tuple[str, ...]:
@@ -319,8 +345,12 @@ PLANNING = ("tolerance", "connectors", "match", "id_column")
 def made_with(plan: Any) -> dict[str, Any]:
     """The planning options (:data:`PLANNING`) ``plan`` (:class:`parcelsearch.Plan`) was made
     with."""
-    return {"tolerance": plan.tolerance, "connectors": plan.connectors, "match": plan.match,
-            "id_column": plan.id_name}
+    return {
+        "tolerance": plan.tolerance,
+        "connectors": plan.connectors,
+        "match": plan.match,
+        "id_column": plan.id_name,
+    }
 
 
 def agrees_with_plan(plan: Any, **given: Any) -> None:
@@ -351,4 +381,6 @@ def agrees_with_plan(plan: Any, **given: Any) -> None:
                 f"search(plan=...) was given {name}={value!r}, but the plan was made with "
                 f"{name}={made[name]!r}; a plan is searched as it was made",
                 hints=[Hint(name, made[name], "drop it or pass the plan's {knob}")]
-                if name in ("tolerance", "match", "id_column") else [])
+                if name in ("tolerance", "match", "id_column")
+                else [],
+            )

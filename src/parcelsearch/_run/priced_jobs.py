@@ -43,8 +43,14 @@ _kept: OrderedDict[str, _Priced] = OrderedDict()
 _pricing_only: ContextVar[bool] = ContextVar("parcelsearch_pricing_only", default=False)
 
 
-def job_key(*, base_url: str, path: str, fingerprint: str, refresh: str,
-            pieces: Iterable[tuple[str, int | None]]) -> str:
+def job_key(
+    *,
+    base_url: str,
+    path: str,
+    fingerprint: str,
+    refresh: str,
+    pieces: Iterable[tuple[str, int | None]],
+) -> str:
     """The digest of a job: where and with which key it is searched, and each piece's
     request ring with the pages its page 1 told (``None``: not fetched yet), in plan order."""
     digest = hashlib.sha256()

@@ -107,9 +107,12 @@ class Price:
     @property
     def word(self) -> str:
         """``"exactly"``, ``"about"`` or ``"at least"``: how well :attr:`total` is known."""
-        return {"exact": "exactly", "estimated": "about", "surveyed": "about",
-                "learnt": "about"}.get(
-            self.known, "at least")
+        return {
+            "exact": "exactly",
+            "estimated": "about",
+            "surveyed": "about",
+            "learnt": "about",
+        }.get(self.known, "at least")
 
     @property
     def remaining(self) -> int:
@@ -137,14 +140,19 @@ class Price:
             return self._surveyed_parts()
         if self.known == "learnt":
             return self._learnt_parts()
-        first = (f"exactly {self.first:,} for page 1 of {self.pieces:,} "
-                 f"piece{'s' * (self.pieces != 1)}" if self.first else "")
+        first = (
+            f"exactly {self.first:,} for page 1 of {self.pieces:,} piece{'s' * (self.pieces != 1)}"
+            if self.first
+            else ""
+        )
         later = {
             "exact": f"exactly {self.later:,} for the later pages",
-            "estimated": f"about {self.later:,} for the later pages, from what earlier runs "
-                         "found",
-        }.get(self.known, (f"at least {self.later:,} for the later pages" if self.later else
-                           "the later pages") + ", counted once page 1 says how many")
+            "estimated": f"about {self.later:,} for the later pages, from what earlier runs found",
+        }.get(
+            self.known,
+            (f"at least {self.later:,} for the later pages" if self.later else "the later pages")
+            + ", counted once page 1 says how many",
+        )
         if self.sample:
             later += f" ({self.sample:,} of them the verify sample, dropped first when short)"
         if self.worst is not None and self.worst > self.later:
@@ -153,34 +161,52 @@ class Price:
         return "; ".join(p for p in (spent, first, later) if p)
 
     def _surveyed_parts(self) -> str:
-        spent = (f"{self.spent:,} already spent, {self.surveyed:,} of them a survey (page 1 of "
-                 f"{self.surveyed:,} of the {self.unknown:,} pieces never searched)")
-        first = (f"exactly {self.first:,} for page 1 of the other {self.first:,} "
-                 f"piece{'s' * (self.first != 1)}" if self.first else "")
+        spent = (
+            f"{self.spent:,} already spent, {self.surveyed:,} of them a survey (page 1 of "
+            f"{self.surveyed:,} of the {self.unknown:,} pieces never searched)"
+        )
+        first = (
+            f"exactly {self.first:,} for page 1 of the other {self.first:,} "
+            f"piece{'s' * (self.first != 1)}"
+            if self.first
+            else ""
+        )
         guessed = self.later - self.exact_later
-        later = (f"exactly {self.exact_later:,} for the later pages page 1 told"
-                 if self.exact_later else "")
+        later = (
+            f"exactly {self.exact_later:,} for the later pages page 1 told"
+            if self.exact_later
+            else ""
+        )
         rest = f"about {guessed:,} for the other pieces' later pages, from the survey"
         if self.learnt_from:
             rest += f" and {self.learnt_from:,} earlier pieces nearby"
         if self.capped and self.high is not None and self.low is not None:
             share = math.ceil(100 * (self.high - self.low) / 2 / max(1, self.total))
-            rest += (f"; the interval is ±{share}%: the survey stopped at its cap, "
-                     f"{share_text(self.share)} a low bound of the search's cost")
+            rest += (
+                f"; the interval is ±{share}%: the survey stopped at its cap, "
+                f"{share_text(self.share)} a low bound of the search's cost"
+            )
             if self.wider_share is not None:
-                rest += (f" (a survey share of {self.wider_share:g} would narrow it to about "
-                         "±20%)")
+                rest += f" (a survey share of {self.wider_share:g} would narrow it to about ±20%)"
         return "; ".join(p for p in (spent, first, later, rest) if p)
 
     def _learnt_parts(self) -> str:
         spent = f"{self.spent:,} already spent" if self.spent else ""
-        first = (f"exactly {self.first:,} for page 1 of {self.first:,} "
-                 f"piece{'s' * (self.first != 1)}" if self.first else "")
-        later = (f"exactly {self.exact_later:,} for the later pages page 1 told"
-                 if self.exact_later else "")
+        first = (
+            f"exactly {self.first:,} for page 1 of {self.first:,} piece{'s' * (self.first != 1)}"
+            if self.first
+            else ""
+        )
+        later = (
+            f"exactly {self.exact_later:,} for the later pages page 1 told"
+            if self.exact_later
+            else ""
+        )
         guessed = self.later - self.exact_later
-        rest = (f"about {guessed:,} for the later pages of the {self.unknown:,} pieces never "
-                f"searched, learnt from {self.learnt_from:,} earlier pieces nearby (no survey)")
+        rest = (
+            f"about {guessed:,} for the later pages of the {self.unknown:,} pieces never "
+            f"searched, learnt from {self.learnt_from:,} earlier pieces nearby (no survey)"
+        )
         return "; ".join(p for p in (spent, first, later, rest) if p)
 
     def free_line(self) -> str:
@@ -213,15 +239,19 @@ class Price:
             head += f" (survey drawn by {self.measure})"
         lines = [head]
         if self.spent:
-            on = ("" if not self.surveyed else
-                  f", {'' if self.surveyed == self.spent else f'{self.surveyed:,} '}on a "
-                  f"survey: page 1 of {self.surveyed:,} of {self.unknown:,} pieces never "
-                  "searched")
+            on = (
+                ""
+                if not self.surveyed
+                else f", {'' if self.surveyed == self.spent else f'{self.surveyed:,} '}on a "
+                f"survey: page 1 of {self.surveyed:,} of {self.unknown:,} pieces never "
+                "searched"
+            )
             lines.append(f"spent: {_calls(self.spent)} so far{on}")
         exact = []
         if self.first:
-            exact.append(f"{self.first:,} for page 1 of {self.first:,} "
-                         f"piece{'s' * (self.first != 1)}")
+            exact.append(
+                f"{self.first:,} for page 1 of {self.first:,} piece{'s' * (self.first != 1)}"
+            )
         exact_later = self.later if self.known == "exact" else self.exact_later
         if exact_later:
             exact.append(f"{exact_later:,} for later pages page 1 told")
@@ -229,25 +259,36 @@ class Price:
             lines.append("exact: " + "; ".join(exact))
         guessed = self.later - exact_later
         if self.known != "exact":
-            source = {"surveyed": "from the survey",
-                      "learnt": f"learnt from {self.learnt_from:,} earlier pieces nearby",
-                      "estimated": "from what earlier runs found"}.get(self.known, "")
+            source = {
+                "surveyed": "from the survey",
+                "learnt": f"learnt from {self.learnt_from:,} earlier pieces nearby",
+                "estimated": "from what earlier runs found",
+            }.get(self.known, "")
             if self.known == "lower":
                 lines.append("estimated: the later pages, counted once page 1 says how many")
             else:
-                worst = (f"; {self.worst:,} if every piece changed"
-                         if self.worst is not None and self.worst > self.later else "")
+                worst = (
+                    f"; {self.worst:,} if every piece changed"
+                    if self.worst is not None and self.worst > self.later
+                    else ""
+                )
                 lines.append(f"estimated: about {guessed:,} for later pages, {source}{worst}")
         if self.sample:
-            lines.append(f"sample: {self.sample:,} of the later pages are the verify sample, "
-                         "dropped first when short")
+            lines.append(
+                f"sample: {self.sample:,} of the later pages are the verify sample, "
+                "dropped first when short"
+            )
         if self.capped and self.high is not None and self.low is not None:
             share = math.ceil(100 * (self.high - self.low) / 2 / max(1, self.total))
-            lines.append(f"interval: ±{share}%: the survey stopped at its cap, "
-                         f"{share_text(self.share)} a low bound of the search's cost")
+            lines.append(
+                f"interval: ±{share}%: the survey stopped at its cap, "
+                f"{share_text(self.share)} a low bound of the search's cost"
+            )
             if self.wider_share is not None:
-                lines.append(f"narrower: a survey share of {self.wider_share:g} would narrow it "
-                             "to about ±20%")
+                lines.append(
+                    f"narrower: a survey share of {self.wider_share:g} would narrow it "
+                    "to about ±20%"
+                )
         if self.quota:
             lines.append(self.quota)
         if self.plan:  # "this month: …" then "the other … after …", a line each
@@ -273,11 +314,17 @@ BLOCK_WIDTH = 100
 
 def _fit(line: str) -> str:
     """A block's line within :data:`BLOCK_WIDTH` (cut with an ellipsis, never wrapped)."""
-    return line if len(line) <= BLOCK_WIDTH else line[:BLOCK_WIDTH - 1] + "…"
+    return line if len(line) <= BLOCK_WIDTH else line[: BLOCK_WIDTH - 1] + "…"
 
 
-def estimate(first: Sequence[tuple[int | None, Previous | None]], *, mode: str,
-             fraction: float = 0.0, cached_later: int = 0, known_later: int = 0) -> Price:
+def estimate(
+    first: Sequence[tuple[int | None, Previous | None]],
+    *,
+    mode: str,
+    fraction: float = 0.0,
+    cached_later: int = 0,
+    known_later: int = 0,
+) -> Price:
     """The price before phase 1, for the pieces whose page 1 must be fetched.
 
     Parameters
@@ -315,10 +362,14 @@ def estimate(first: Sequence[tuple[int | None, Previous | None]], *, mode: str,
     if inferred and fraction > 0:  # the verify sample: ceil(fraction × n) pieces, their mean
         sampled = round(math.ceil(fraction * len(inferred)) * sum(inferred) / len(inferred))
     later += sampled + known_later
-    return Price(first=len(first), later=later, pieces=len(first), sample=sampled,
-                 known="lower" if unknown else (
-                     "estimated" if first or cached_later else "exact"),
-                 worst=worst if mode == "changed" and worst > later else None)
+    return Price(
+        first=len(first),
+        later=later,
+        pieces=len(first),
+        sample=sampled,
+        known="lower" if unknown else ("estimated" if first or cached_later else "exact"),
+        worst=worst if mode == "changed" and worst > later else None,
+    )
 
 
 def exact_rest(jobs: int, spent: int) -> Price:
@@ -326,9 +377,19 @@ def exact_rest(jobs: int, spent: int) -> Price:
     return Price(first=0, later=jobs, known="exact", spent=spent)
 
 
-def surveyed(*, spent: int, first: int, exact_later: int, history_later: int,
-             estimated: int, low: int, high: int, surveyed_pieces: int,
-             unknown: int, learnt_from: int = 0) -> Price:
+def surveyed(
+    *,
+    spent: int,
+    first: int,
+    exact_later: int,
+    history_later: int,
+    estimated: int,
+    low: int,
+    high: int,
+    surveyed_pieces: int,
+    unknown: int,
+    learnt_from: int = 0,
+) -> Price:
     """The price after a survey.
 
     Parameters
@@ -354,14 +415,24 @@ def surveyed(*, spent: int, first: int, exact_later: int, history_later: int,
     later = exact_later + history_later + estimated
     base = spent + first + exact_later + history_later
     known = "learnt" if learnt_from and not surveyed_pieces else "surveyed"
-    return Price(first=first, later=later, known=known,
-                 pieces=first, spent=spent, low=base + low, high=base + high,
-                 surveyed=surveyed_pieces, unknown=unknown, exact_later=exact_later,
-                 learnt_from=learnt_from)
+    return Price(
+        first=first,
+        later=later,
+        known=known,
+        pieces=first,
+        spent=spent,
+        low=base + low,
+        high=base + high,
+        surveyed=surveyed_pieces,
+        unknown=unknown,
+        exact_later=exact_later,
+        learnt_from=learnt_from,
+    )
 
 
-def quota_line(price: Price, left: int | None, limit: int | None, period: str | None,
-               *, source: str = "") -> str:
+def quota_line(
+    price: Price, left: int | None, limit: int | None, period: str | None, *, source: str = ""
+) -> str:
     """What the run would leave of the key's quota: ``left`` calls now, of ``limit`` per
     ``period`` (``"month"`` or ``"lifetime"``); empty when no quota is known. ``source``:
     where the quota came from when the user did not give it (``"your profile"``), said
@@ -378,6 +449,8 @@ def quota_line(price: Price, left: int | None, limit: int | None, period: str | 
     if period == "month" and limit > 0:
         months = math.ceil(short / limit)
         rest = "needs" if source else "the rest needs"  # the line within the block's width
-        return (f"{head} {left:,} left this month, {word} {short:,} short: {rest} "
-                f"{months} more month{'s' * (months != 1)} at {limit:,} a month")
+        return (
+            f"{head} {left:,} left this month, {word} {short:,} short: {rest} "
+            f"{months} more month{'s' * (months != 1)} at {limit:,} a month"
+        )
     return f"{head} {left:,} left {when}, {word} {short:,} short"

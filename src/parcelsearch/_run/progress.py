@@ -47,8 +47,7 @@ class Progress:
         """A new bar for a phase of ``total`` pages, ``done`` of them already there."""
         self.close()
         if self.shown:
-            self._bar = tqdm(total=total, initial=done, desc=label, unit=" page",
-                             file=stream())
+            self._bar = tqdm(total=total, initial=done, desc=label, unit=" page", file=stream())
 
     def say(self, line: str) -> None:
         """A whole line (the bar before it closed first)."""

@@ -13,8 +13,9 @@ from parcelsearch.stores.local.cache import CacheFolder
 __all__ = ["runs"]
 
 
-def runs(cache_dir: str | os.PathLike[str] | None = None, *,
-         team: str | None = None) -> pd.DataFrame:
+def runs(
+    cache_dir: str | os.PathLike[str] | None = None, *, team: str | None = None
+) -> pd.DataFrame:
     """Every search recorded in the run history of a cache folder (or of a team), the
     latest first.
 

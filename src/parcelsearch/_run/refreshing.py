@@ -42,15 +42,24 @@ if TYPE_CHECKING:
     from parcelsearch._run.fetching import PieceState
     from parcelsearch.result import SearchResult
 
-__all__ = ["PieceCheck", "RunRefresh", "classify", "sample", "estimate_missed", "digests_of",
-           "status_of", "record_of"]
+__all__ = [
+    "PieceCheck",
+    "RunRefresh",
+    "classify",
+    "sample",
+    "estimate_missed",
+    "digests_of",
+    "status_of",
+    "record_of",
+]
 
 #: z of a two-sided 95 % interval.
 _Z95 = 1.959963984540054
 
 
-def digests_of(rows: int | None, pages: int | None, data: Mapping[int, tuple[str, ...]]
-               ) -> tuple[str, ...]:
+def digests_of(
+    rows: int | None, pages: int | None, data: Mapping[int, tuple[str, ...]]
+) -> tuple[str, ...]:
     """The page digests of a piece, page 1 first, up to the first page not held."""
     if rows is None or pages is None:
         return ()
@@ -75,8 +84,9 @@ class PieceCheck:
     stale: bool = False
 
 
-def classify(check: PieceCheck, rows: int | None, pages: int | None,
-             page1: tuple[str, ...] | None) -> None:
+def classify(
+    check: PieceCheck, rows: int | None, pages: int | None, page1: tuple[str, ...] | None
+) -> None:
     """Decide from a fresh page 1 whether the piece changed (``check`` updated in place)."""
     previous = check.previous
     if rows is None or pages is None or page1 is None:
@@ -84,8 +94,9 @@ def classify(check: PieceCheck, rows: int | None, pages: int | None,
     if previous is None or not previous.digests:
         check.changed, check.reread = None, True  # never read before: read it all
         return
-    same = ((previous.rows, previous.pages) == (rows, pages)
-            and previous.digests[0] == page_digest(rows, pages, page1))
+    same = (previous.rows, previous.pages) == (rows, pages) and previous.digests[0] == page_digest(
+        rows, pages, page1
+    )
     check.changed = not same
     check.reread = not same
 
@@ -114,14 +125,23 @@ def estimate_missed(*, sampled: int, found: int, population: int) -> dict[str, A
     With nothing sampled nothing is known: the interval is [0, population].
     """
     if sampled == 0:
-        return {"sampled": 0, "found_changed": 0, "population": population,
-                "missed_estimate": None, "missed_interval": [0.0, float(population)],
-                "confidence": 0.95}
+        return {
+            "sampled": 0,
+            "found_changed": 0,
+            "population": population,
+            "missed_estimate": None,
+            "missed_interval": [0.0, float(population)],
+            "confidence": 0.95,
+        }
     low, high = _wilson(found, sampled)
-    return {"sampled": sampled, "found_changed": found, "population": population,
-            "missed_estimate": round(found / sampled * population, 1),
-            "missed_interval": [round(low * population, 1), round(high * population, 1)],
-            "confidence": 0.95}
+    return {
+        "sampled": sampled,
+        "found_changed": found,
+        "population": population,
+        "missed_estimate": round(found / sampled * population, 1),
+        "missed_interval": [round(low * population, 1), round(high * population, 1)],
+        "confidence": 0.95,
+    }
 
 
 def status_of(done: bool, calls: int, check: PieceCheck | None, mode: str) -> str:
@@ -133,17 +153,28 @@ def status_of(done: bool, calls: int, check: PieceCheck | None, mode: str) -> st
         if check.sampled:
             return "sampled"
         if not check.reread and check.previous is not None and check.changed is False:
-            return "read" if check.previous.pages is not None and check.previous.pages <= 1 \
+            return (
+                "read"
+                if check.previous.pages is not None and check.previous.pages <= 1
                 else "inferred"
+            )
     return "cached" if calls == 0 else "read"
 
 
-def record_of(area_id: Any, piece_id: int, polygon_json: str, rows: int | None,
-              pages: int | None, data: Mapping[int, tuple[str, ...]], status: str,
-              changed: bool | None) -> PieceRecord:
+def record_of(
+    area_id: Any,
+    piece_id: int,
+    polygon_json: str,
+    rows: int | None,
+    pages: int | None,
+    data: Mapping[int, tuple[str, ...]],
+    status: str,
+    changed: bool | None,
+) -> PieceRecord:
     """The history's record of one piece."""
-    return PieceRecord(area_id, piece_id, polygon_json, rows, pages, status, changed,
-                       digests_of(rows, pages, data))
+    return PieceRecord(
+        area_id, piece_id, polygon_json, rows, pages, status, changed, digests_of(rows, pages, data)
+    )
 
 
 #: Reads a stored page of a piece (``None``: not stored): the pipeline's ``Run.cached``.
@@ -180,8 +211,16 @@ class RunRefresh:
     :meth:`verification` and :meth:`columns` (reads: they change nothing).
     """
 
-    def __init__(self, mode: str, fraction: float, history: History | None, *,
-                 base_url: str, path: str, run_id: str) -> None:
+    def __init__(
+        self,
+        mode: str,
+        fraction: float,
+        history: History | None,
+        *,
+        base_url: str,
+        path: str,
+        run_id: str,
+    ) -> None:
         self.mode = mode
         self.fraction = fraction
         self.history = history
@@ -228,7 +267,8 @@ class RunRefresh:
         then re-read."""
         if self.history is not None:
             previous, stale = self.history.previous(
-                self.base_url, self.path, [s.piece.polygon_json for s in states])
+                self.base_url, self.path, [s.piece.polygon_json for s in states]
+            )
         else:
             previous, stale = {}, set()
         self.stage = "loading"
@@ -293,26 +333,45 @@ class RunRefresh:
             changed.append(self.changed(state))
         return statuses, changed
 
-    def record(self, result: SearchResult, states: Sequence[PieceState],
-               fingerprint: str) -> None:
+    def record(self, result: SearchResult, states: Sequence[PieceState], fingerprint: str) -> None:
         """Write the run into the history (once; nothing without a history)."""
         if self.history is None or self.recorded:
             return
         self.recorded = True
         tiles = result.tiles
         pieces = [
-            record_of(s.piece.area_id, s.piece.piece_id, s.piece.polygon_json, s.rows, s.pages,
-                      s.data, str(status), None if pd.isna(changed) else bool(changed))
-            for s, status, changed in zip(states, tiles["status"], tiles["changed"],
-                                          strict=True)
+            record_of(
+                s.piece.area_id,
+                s.piece.piece_id,
+                s.piece.polygon_json,
+                s.rows,
+                s.pages,
+                s.data,
+                str(status),
+                None if pd.isna(changed) else bool(changed),
+            )
+            for s, status, changed in zip(states, tiles["status"], tiles["changed"], strict=True)
         ]
         plan = result.plan
-        self.history.record(RunRecord(
-            run_id=self.run_id, started=self.started, finished=datetime.now(UTC).isoformat(),
-            fingerprint=fingerprint, base_url=self.base_url, path=self.path,
-            areas_fingerprint=areas_fingerprint(plan), areas=len(plan.areas),
-            id_name=plan.id_name, tolerance=float(plan.tolerance), mode=self.mode,
-            complete=bool(result.complete), calls=int(result.calls), pieces=pieces,
-            ids=result.ids, areas_ids=list(plan.areas.index),
-            areas_complete=list(result.areas_complete or []),
-            verification=result.verification))
+        self.history.record(
+            RunRecord(
+                run_id=self.run_id,
+                started=self.started,
+                finished=datetime.now(UTC).isoformat(),
+                fingerprint=fingerprint,
+                base_url=self.base_url,
+                path=self.path,
+                areas_fingerprint=areas_fingerprint(plan),
+                areas=len(plan.areas),
+                id_name=plan.id_name,
+                tolerance=float(plan.tolerance),
+                mode=self.mode,
+                complete=bool(result.complete),
+                calls=int(result.calls),
+                pieces=pieces,
+                ids=result.ids,
+                areas_ids=list(plan.areas.index),
+                areas_complete=list(result.areas_complete or []),
+                verification=result.verification,
+            )
+        )

@@ -166,8 +166,7 @@ def _limit_text(run: Run, what: str, allowed: int) -> str:
         return f"{run.refused.describe()} (kept in the ledger)"
     quota = run.spending.stored_quota() if what == "team quota" else run.quota
     assert quota is not None
-    text = f"the key has {allowed:,} left of its quota " \
-           f"({quota.describe()})"
+    text = f"the key has {allowed:,} left of its quota ({quota.describe()})"
     if quota.period == "month":
         reset = next_month_start(pd.Timestamp.now(tz="UTC").to_pydatetime())
         text += f", which resets on {reset:%Y-%m-%d} 00:00 UTC"
@@ -176,59 +175,85 @@ def _limit_text(run: Run, what: str, allowed: int) -> str:
     return text
 
 
-def _refusal(run: Run, plan: Plan, needed: int, allowed: int, what: str,
-             *, spent_first: bool, price: pricing.Price | None = None) -> QuotaWouldExceedError:
+def _refusal(
+    run: Run,
+    plan: Plan,
+    needed: int,
+    allowed: int,
+    what: str,
+    *,
+    spent_first: bool,
+    price: pricing.Price | None = None,
+) -> QuotaWouldExceedError:
     """The error of a run that cannot finish within what it is allowed; ``price`` (the
     whole run's, as far as it is known) is named in full."""
     if spent_first:
-        head = (f"this search needs exactly {needed:,} more {_noun(needed)} to finish "
-                f"(exactly {_calls(needed + run.calls)} in all), but "
-                f"{_limit_text(run, what, allowed)}; stopped before spending them (page 1 of "
-                "every piece is fetched and cached).")
+        head = (
+            f"this search needs exactly {needed:,} more {_noun(needed)} to finish "
+            f"(exactly {_calls(needed + run.calls)} in all), but "
+            f"{_limit_text(run, what, allowed)}; stopped before spending them (page 1 of "
+            "every piece is fetched and cached)."
+        )
     else:
         price = price or pricing.Price(first=needed, later=0, known="lower", pieces=needed)
-        head = (f"this search needs {price.refusal()}, but "
-                f"{_limit_text(run, what, allowed)}; nothing was spent.")
+        head = (
+            f"this search needs {price.refusal()}, but "
+            f"{_limit_text(run, what, allowed)}; nothing was spent."
+        )
     hints: list[Hint] = []
     areas = len(plan.areas)
     if not spent_first and 0 < allowed < areas:  # no tolerance can help: say so, suggest none
-        head += (f" Each area needs at least one call whatever the tolerance: {areas} areas "
-                 f"need at least {_calls(areas)}.")
+        head += (
+            f" Each area needs at least one call whatever the tolerance: {areas} areas "
+            f"need at least {_calls(areas)}."
+        )
     elif not spent_first and allowed < plan.min_calls:
         if suggests_at_once(plan):
             suggested = suggest_tolerance(plan, allowed)  # reuses what the refused plan made
             if suggested is not None and suggested > plan.tolerance:
-                hints.append(Hint("tolerance", f"{suggested:g}",
-                                  "try {knob} (metres), whose plan fits"))
+                hints.append(
+                    Hint("tolerance", f"{suggested:g}", "try {knob} (metres), whose plan fits")
+                )
         else:  # large areas: a suggestion would cost more than the plan did
-            hints.append(Hint("max_calls", allowed,
-                              "find the smallest tolerance whose plan fits with {knob}"))
+            hints.append(
+                Hint(
+                    "max_calls", allowed, "find the smallest tolerance whose plan fits with {knob}"
+                )
+            )
     if what == "budget":
-        hints.append(Hint("budget", needed + run.calls if spent_first else
-                          max(needed, price.needed if price is not None else 0),
-                          "raise {knob}"))
+        hints.append(
+            Hint(
+                "budget",
+                needed + run.calls
+                if spent_first
+                else max(needed, price.needed if price is not None else 0),
+                "raise {knob}",
+            )
+        )
     hints.append(Hint("allow_partial", None, "pass {knob} to finish the areas that fit"))
-    return QuotaWouldExceedError(head, needed=needed, allowed=allowed, hints=hints,
-                                 price=price)
+    return QuotaWouldExceedError(head, needed=needed, allowed=allowed, hints=hints, price=price)
 
 
-def _areas_failed(failed: dict[Hashable, str], result: SearchResult,
-                  areas: int) -> AreasFailedError:
+def _areas_failed(
+    failed: dict[Hashable, str], result: SearchResult, areas: int
+) -> AreasFailedError:
     """The error of a run whose other areas finished but these failed (one piece each)."""
     named = "; ".join(f"area {area!r}: {why}" for area, why in list(failed.items())[:5])
     more = f" … and {len(failed) - 5} more" if len(failed) > 5 else ""
     return AreasFailedError(
         f"{len(failed)} of {areas} areas failed ({named}{more}); the other areas are "
         "complete. Everything fetched is cached: running the same search again pays only "
-        "for what is missing.", failures=dict(failed), result=result)
+        "for what is missing.",
+        failures=dict(failed),
+        result=result,
+    )
 
 
 def _learnt_text(learnt: density.Learnt | None) -> str:
     """``" (the other 40 priced from 54 earlier pieces nearby)"``, or nothing."""
     if learnt is None:
         return ""
-    return (f" (the other {learnt.pieces:,} priced from {learnt.earlier:,} earlier pieces "
-            "nearby)")
+    return f" (the other {learnt.pieces:,} priced from {learnt.earlier:,} earlier pieces nearby)"
 
 
 def _with_learnt(estimate: survey.Estimate, learnt: density.Learnt) -> survey.Estimate:
@@ -238,12 +263,17 @@ def _with_learnt(estimate: survey.Estimate, learnt: density.Learnt) -> survey.Es
     half = math.hypot(estimate.value - estimate.low, learnt.value - learnt.low)
     above = math.hypot(estimate.high - estimate.value, learnt.high - learnt.value)
     # One call at least a piece; a census's part is exact.
-    floor = learnt.pieces + (estimate.value if estimate.surveyed == estimate.pieces
-                             else estimate.pieces)
-    return survey.Estimate(value=value, low=max(floor, math.floor(value - half)),
-                           high=max(floor, math.ceil(value + above)),
-                           surveyed=estimate.surveyed, pieces=estimate.pieces + learnt.pieces,
-                           measure=estimate.measure)
+    floor = learnt.pieces + (
+        estimate.value if estimate.surveyed == estimate.pieces else estimate.pieces
+    )
+    return survey.Estimate(
+        value=value,
+        low=max(floor, math.floor(value - half)),
+        high=max(floor, math.ceil(value + above)),
+        surveyed=estimate.surveyed,
+        pieces=estimate.pieces + learnt.pieces,
+        measure=estimate.measure,
+    )
 
 
 # -- frames ---------------------------------------------------------------------------------
@@ -260,12 +290,19 @@ def _frames(plan: Plan, states: list[PieceState]) -> tuple[pd.DataFrame, gpd.Geo
         for data in state.data.values():
             areas.extend([piece.area_id] * len(data))
             groups.extend(data)
-        rows.append({
-            id_name: piece.area_id, "piece_id": piece.piece_id,
-            "rows": state.rows, "pages": state.pages, "pages_fetched": len(state.data),
-            "calls": state.calls, "cached_pages": state.cached_pages,
-            "from_cache": bool(state.data) and state.calls == 0, "geometry": piece.geometry,
-        })
+        rows.append(
+            {
+                id_name: piece.area_id,
+                "piece_id": piece.piece_id,
+                "rows": state.rows,
+                "pages": state.pages,
+                "pages_fetched": len(state.data),
+                "calls": state.calls,
+                "cached_pages": state.cached_pages,
+                "from_cache": bool(state.data) and state.calls == 0,
+                "geometry": piece.geometry,
+            }
+        )
     id_values = pd.Series(areas, dtype=plan.areas.index.dtype if areas else object)
     ids = (
         pd.DataFrame({id_name: id_values, "group_id": pd.Series(groups, dtype="string")})
@@ -278,10 +315,20 @@ def _frames(plan: Plan, states: list[PieceState]) -> tuple[pd.DataFrame, gpd.Geo
         ids["may_lie_outside"] = _may_lie_outside(plan, states, ids) | shared
     elif shared.any():
         ids["may_lie_outside"] = shared
-    columns = [id_name, "piece_id", "rows", "pages", "pages_fetched", "calls", "cached_pages",
-               "from_cache", "geometry"]
-    tiles = gpd.GeoDataFrame(pd.DataFrame(rows, columns=columns), geometry="geometry",
-                             crs="EPSG:4326")
+    columns = [
+        id_name,
+        "piece_id",
+        "rows",
+        "pages",
+        "pages_fetched",
+        "calls",
+        "cached_pages",
+        "from_cache",
+        "geometry",
+    ]
+    tiles = gpd.GeoDataFrame(
+        pd.DataFrame(rows, columns=columns), geometry="geometry", crs="EPSG:4326"
+    )
     for column in ("rows", "pages"):
         tiles[column] = tiles[column].astype("Int64")
     for column in ("piece_id", "pages_fetched", "calls", "cached_pages"):
@@ -308,7 +355,8 @@ def _may_lie_outside(plan: Plan, states: list[PieceState], ids: pd.DataFrame) ->
             continue
         if piece.area_id not in grown:
             grown[piece.area_id] = shapely.prepared.prep(
-                plan.areas.geometry.loc[piece.area_id].buffer(_INSIDE_REACH))
+                plan.areas.geometry.loc[piece.area_id].buffer(_INSIDE_REACH)
+            )
         if grown[piece.area_id].contains(piece.geometry):
             inside.update((piece.area_id, g) for data in state.data.values() for g in data)
     keys = zip(ids[plan.id_name], ids["group_id"].astype(str), strict=True)
@@ -336,13 +384,15 @@ def _found_in_shared_band(plan: Plan, states: list[PieceState], ids: pd.DataFram
     areas: dict[Hashable, Any] = {}
     answers: dict[tuple[Hashable, tuple[int, ...]], bool] = {}
     marks = []
-    for area_id, group in zip(ids.loc[twice, plan.id_name],
-                              ids.loc[twice, "group_id"].astype(str), strict=True):
+    for area_id, group in zip(
+        ids.loc[twice, plan.id_name], ids.loc[twice, "group_id"].astype(str), strict=True
+    ):
         found_by = found[group]
         if (area_id, found_by) not in answers:
             if found_by not in meets:
                 meets[found_by] = shapely.intersection_all(
-                    [states[number].piece.geometry for number in found_by])
+                    [states[number].piece.geometry for number in found_by]
+                )
             if area_id not in areas:
                 areas[area_id] = shapely.prepared.prep(plan.areas.geometry.loc[area_id])
             answers[area_id, found_by] = not areas[area_id].contains(meets[found_by])
@@ -361,16 +411,17 @@ def _finders(states: list[PieceState], groups: set[str]) -> dict[str, tuple[int,
     return {group: tuple(sorted(numbers)) for group, numbers in finders.items()}
 
 
-def _skip_inactive(plan: Plan, run: Run, column: str,
-                   cache: Any) -> tuple[Plan, gpd.GeoDataFrame]:
+def _skip_inactive(plan: Plan, run: Run, column: str, cache: Any) -> tuple[Plan, gpd.GeoDataFrame]:
     """Drop areas whose market is not active before anything is spent on them (one call)."""
     require_market_column(plan.areas, column)  # before the market list's call
     active = markets(run.client, cache=cache, spend=run.spend_hook())
     checked = check_markets(plan.areas, column, active)
     inactive = checked.index[~checked["market_active"]]
     skipped = skipped_frame(
-        plan.areas.loc[inactive], reason="market not active",
-        market=checked.loc[inactive, column], suggestion=checked.loc[inactive, "market_suggestion"],
+        plan.areas.loc[inactive],
+        reason="market not active",
+        market=checked.loc[inactive, column],
+        suggestion=checked.loc[inactive, "market_suggestion"],
     )
     return plan.without(inactive), skipped
 
@@ -574,34 +625,62 @@ def search(
     options = SearchOptions.resolve(plan, **given)
     client = client if client is not None else Client()
     cache_obj = _store(cache, ResponseCache, lambda: ResponseCache(client.cache_dir))
+
     def planned() -> Plan:  # to the request-line limit set, learnt or 7,168
         return plan_reuse.reuse(
-            planning.plan(areas, options.tolerance, id_column=options.id_column,
-                          connectors=options.connectors, match=options.match,
-                          trust_crs=options.trust_crs, trust_tolerance=options.trust_tolerance,
-                          max_request_bytes=client.max_request_bytes),
-            cache_obj.directory if cache_obj is not None else None)
+            planning.plan(
+                areas,
+                options.tolerance,
+                id_column=options.id_column,
+                connectors=options.connectors,
+                match=options.match,
+                trust_crs=options.trust_crs,
+                trust_tolerance=options.trust_tolerance,
+                max_request_bytes=client.max_request_bytes,
+            ),
+            cache_obj.directory if cache_obj is not None else None,
+        )
 
     chosen = plan if plan is not None else planned()
     if not options.trust_markets and cache_obj is not None:
         check_markets_at_hand(chosen.areas, client.base_url, cache_obj.directory)
     markets_cache = cache_obj.directory if cache_obj is not None else False
     opened = stores.open_store(
-        options.team, client, member=options.user or "", cache=cache_obj,
+        options.team,
+        client,
+        member=options.user or "",
+        cache=cache_obj,
         ledger=_store(ledger, Ledger, lambda: Ledger.in_folder(client.cache_dir)),
-        workers=options.workers)
+        workers=options.workers,
+    )
     try:
         try:
-            return search_with(chosen, client, opened.spending, options,
-                               markets_cache=markets_cache, history=opened.history)
+            return search_with(
+                chosen,
+                client,
+                opened.spending,
+                options,
+                markets_cache=markets_cache,
+                history=opened.history,
+            )
         except AreasFailedError:
             if plan is not None or client.max_request_bytes >= chosen.max_request_bytes:
                 raise
         # the gateway refused a line and taught a shorter limit: plan again to it, once
-        _log.warning("the gateway at %s takes request lines of at most %s bytes: the areas "
-                     "planned again to it", client.base_url, f"{client.max_request_bytes:,}")
-        return search_with(planned(), client, opened.spending, options,
-                           markets_cache=markets_cache, history=opened.history)
+        _log.warning(
+            "the gateway at %s takes request lines of at most %s bytes: the areas "
+            "planned again to it",
+            client.base_url,
+            f"{client.max_request_bytes:,}",
+        )
+        return search_with(
+            planned(),
+            client,
+            opened.spending,
+            options,
+            markets_cache=markets_cache,
+            history=opened.history,
+        )
     finally:
         opened.spending.close()
 
@@ -661,7 +740,8 @@ def price(
         raise ConfigurationError(
             "price() prices a search that reads what is not cached (refresh=False or "
             "'all'); a changed-refresh's price is page 1 of every piece, then what changed",
-            hints=[Hint("refresh", "all", "use {knob}, or search with refresh='changed'")])
+            hints=[Hint("refresh", "all", "use {knob}, or search with refresh='changed'")],
+        )
     told: list[pricing.Price] = []
 
     def tell(price: pricing.Price) -> bool:
@@ -670,17 +750,29 @@ def price(
 
     try:
         with priced_jobs.pricing_only():  # the search that follows reuses this price
-            result = search(areas, client=client, plan=plan, id_column=id_column,
-                            tolerance=tolerance, match=match, quota=quota, refresh=refresh,
-                            progress=progress, ask_above=0, confirm=tell,
-                            trust_markets=trust_markets, survey_share=survey_share)
+            result = search(
+                areas,
+                client=client,
+                plan=plan,
+                id_column=id_column,
+                tolerance=tolerance,
+                match=match,
+                quota=quota,
+                refresh=refresh,
+                progress=progress,
+                ask_above=0,
+                confirm=tell,
+                trust_markets=trust_markets,
+                survey_share=survey_share,
+            )
     except PriceNotConfirmedError:
         return told[-1]
     return pricing.Price(first=0, later=0, known="exact", spent=result.calls)
 
 
-def known_price(plan: Plan, client: Client | None = None, *,
-                quota: Quota | str | None = None) -> pricing.Price:
+def known_price(
+    plan: Plan, client: Client | None = None, *, quota: Quota | str | None = None
+) -> pricing.Price:
     """The price of searching ``plan`` known without spending (no call is made), kept in
     ``plan.price`` so that the plan's repr and map show it: page 1 of
     every piece not cached, the later pages told by cached page 1s or the run history, the
@@ -705,14 +797,31 @@ def known_price(plan: Plan, client: Client | None = None, *,
     client = client if client is not None else Client()
     options = SearchOptions.resolve(plan, quota=quota, progress=False)
     cache = ResponseCache(client.cache_dir)
-    opened = stores.open_store(options.team, client, member=options.user or "", cache=cache,
-                               ledger=Ledger.in_folder(client.cache_dir), workers=options.workers)
+    opened = stores.open_store(
+        options.team,
+        client,
+        member=options.user or "",
+        cache=cache,
+        ledger=Ledger.in_folder(client.cache_dir),
+        workers=options.workers,
+    )
     try:
-        refresh = refreshing.RunRefresh(options.refresh, options.verify_sample,
-                                        opened.history, base_url=client.base_url,
-                                        path=plan.path, run_id=uuid.uuid4().hex)
-        run = Run(client, opened.spending, options, path=plan.path, run_id=refresh.run_id,
-                  rereads=refresh.rereads)
+        refresh = refreshing.RunRefresh(
+            options.refresh,
+            options.verify_sample,
+            opened.history,
+            base_url=client.base_url,
+            path=plan.path,
+            run_id=uuid.uuid4().hex,
+        )
+        run = Run(
+            client,
+            opened.spending,
+            options,
+            path=plan.path,
+            run_id=refresh.run_id,
+            rereads=refresh.rereads,
+        )
         price = plan.price = _Search(run, plan, False, refresh).free_price()
         return price
     finally:
@@ -728,8 +837,15 @@ def _store(given: S | bool | None, kind: type[S], default: Callable[[], S]) -> S
     return None if given is False else default()
 
 
-def search_with(plan: Plan, client: Client, spending: Spending, options: SearchOptions, *,
-                markets_cache: Any = None, history: History | None = None) -> SearchResult:
+def search_with(
+    plan: Plan,
+    client: Client,
+    spending: Spending,
+    options: SearchOptions,
+    *,
+    markets_cache: Any = None,
+    history: History | None = None,
+) -> SearchResult:
     """Run a plan through any :class:`~parcelsearch.stores.spending.Spending` (what :func:`search`
     does once it has chosen one; tests pass one in memory).
 
@@ -737,19 +853,26 @@ def search_with(plan: Plan, client: Client, spending: Spending, options: SearchO
     ``history`` is where the run is recorded (and where ``refresh="changed"`` learns what
     each piece looked like last time).
     """
-    refresh = refreshing.RunRefresh(options.refresh, options.verify_sample, history,
-                                    base_url=client.base_url, path=plan.path,
-                                    run_id=uuid.uuid4().hex)
-    run = Run(client, spending, options, path=plan.path, run_id=refresh.run_id,
-              rereads=refresh.rereads)
+    refresh = refreshing.RunRefresh(
+        options.refresh,
+        options.verify_sample,
+        history,
+        base_url=client.base_url,
+        path=plan.path,
+        run_id=uuid.uuid4().hex,
+    )
+    run = Run(
+        client, spending, options, path=plan.path, run_id=refresh.run_id, rereads=refresh.rereads
+    )
     return _Search(run, plan, markets_cache, refresh).execute()
 
 
 class _Search:
     """One call of :func:`search`: the phases, the stop, and what is left when it ends."""
 
-    def __init__(self, run: Run, plan: Plan, markets_cache: Any,
-                 refresh: refreshing.RunRefresh) -> None:
+    def __init__(
+        self, run: Run, plan: Plan, markets_cache: Any, refresh: refreshing.RunRefresh
+    ) -> None:
         self.run_state = run
         self.refresh = refresh
         self.options = run.options
@@ -781,9 +904,9 @@ class _Search:
         fetcher = Fetcher(self.run_state, options.workers, bar)
         try:
             if options.active_markets_only:
-                self.plan, self.skipped = _skip_inactive(self.plan, self.run_state,
-                                                         options.market_column,
-                                                         self.markets_cache)
+                self.plan, self.skipped = _skip_inactive(
+                    self.plan, self.run_state, options.market_column, self.markets_cache
+                )
                 kept = set(self.plan.areas.index)
                 self.states = [s for s in self.states if s.piece.area_id in kept]
             self._phases(fetcher, bar)
@@ -802,7 +925,8 @@ class _Search:
                 f"{signal.Signals(signum).name} received: no request was started after it; "
                 f"{_calls(self.run_state.calls)} spent, everything fetched is cached and "
                 "running the same search again resumes from it.",
-                signum=signum, result=self._result(stopping=True),
+                signum=signum,
+                result=self._result(stopping=True),
             ) from None
         finally:
             fetcher.close()
@@ -840,8 +964,15 @@ class _Search:
             f"{error.message} The result is partial (result.complete is False): "
             f"{_areas(len(self.plan.areas) - len(result.areas_complete or []))} not "
             f"complete, at least {_calls(left)} missing.",
-            hints=[Hint("budget", max(left, 1), "to resume, search again with {knob} or more "
-                                                "(what is cached is not paid again)")])
+            hints=[
+                Hint(
+                    "budget",
+                    max(left, 1),
+                    "to resume, search again with {knob} or more "
+                    "(what is cached is not paid again)",
+                )
+            ],
+        )
         warning.error = error  # type: ignore[attr-defined]  # the command line raises it
         notices.warn(warning)
         return result
@@ -850,8 +981,10 @@ class _Search:
         """The vendor counts pages from 0 (learned once, kept in its profile): every page
         read so far was read under the wrong number, so every piece is read again."""
         fetcher.close()
-        _log.warning("the vendor at %s numbers its pages from 0: reading every piece again",
-                     self.run_state.client.base_url)
+        _log.warning(
+            "the vendor at %s numbers its pages from 0: reading every piece again",
+            self.run_state.client.base_url,
+        )
         self.run_state.stop.clear()
         for state in self.states:
             state.start_over()  # fetched again: never from a store
@@ -868,8 +1001,11 @@ class _Search:
         if not isinstance(run.spending, LocalSpending):
             return  # a team store counts the key's calls for all its members itself
         quota = run.quota
-        until = None if quota is not None and quota.period == "lifetime" else \
-            next_month_start(pd.Timestamp.now(tz="UTC").to_pydatetime())
+        until = (
+            None
+            if quota is not None and quota.period == "lifetime"
+            else next_month_start(pd.Timestamp.now(tz="UTC").to_pydatetime())
+        )
         try:
             run.spending.refused(until)
         except (ParcelSearchError, OSError, sqlite3.Error) as exc:  # said, not raised
@@ -879,18 +1015,26 @@ class _Search:
         """What a search the vendor refused for its quota still needs, and when the quota
         resets (the key's kind says how often, when known)."""
         left = sum(len(s.missing()) for s in self._wanted(self.states))
-        word = "at least " if any(s.pages is None and s.failure is None
-                                  for s in self._wanted(self.states)) else "exactly "
+        word = (
+            "at least "
+            if any(s.pages is None and s.failure is None for s in self._wanted(self.states))
+            else "exactly "
+        )
         done = len(result.areas_complete or []) if isinstance(result, SearchResult) else 0
         reset = next_month_start(pd.Timestamp.now(tz="UTC").to_pydatetime())
         quota = self.run_state.quota
-        when = (f"the key's quota ({quota.describe()}) resets on {reset:%Y-%m-%d} 00:00 UTC"
-                if quota is not None and quota.period == "month" else
-                f"the key's quota ({quota.describe()}) never resets" if quota is not None else
-                f"a monthly quota (a production key's) resets on {reset:%Y-%m-%d} 00:00 UTC, a "
-                "lifetime one (a demo key's) never")
-        return (f" This search still needs {word}{_calls(left)} to finish ({done} of "
-                f"{len(self.plan.areas)} areas complete, everything fetched cached); {when}.")
+        when = (
+            f"the key's quota ({quota.describe()}) resets on {reset:%Y-%m-%d} 00:00 UTC"
+            if quota is not None and quota.period == "month"
+            else f"the key's quota ({quota.describe()}) never resets"
+            if quota is not None
+            else f"a monthly quota (a production key's) resets on {reset:%Y-%m-%d} 00:00 UTC, a "
+            "lifetime one (a demo key's) never"
+        )
+        return (
+            f" This search still needs {word}{_calls(left)} to finish ({done} of "
+            f"{len(self.plan.areas)} areas complete, everything fetched cached); {when}."
+        )
 
     def _partial_stop(self, result: SearchResult) -> BudgetExhaustedError:
         """The error of an ``allow_partial`` run that finished only the areas that fit."""
@@ -898,8 +1042,10 @@ class _Search:
         run = self.run_state
         left = sum(len(s.missing()) for s in self.states)
         done, total = len(result.areas_complete or []), len(self.plan.areas)
-        limit = {"budget": f"budget of {_calls(run.budget or 0)}",
-                 "user budget": f"{run.options.user}'s team budget"}.get(what, "the known quota")
+        limit = {
+            "budget": f"budget of {_calls(run.budget or 0)}",
+            "user budget": f"{run.options.user}'s team budget",
+        }.get(what, "the known quota")
         if what == "vendor refusal" and run.refused is not None:
             limit = f"the vendor's quota refusal kept in the ledger ({run.refused.left()})"
         error = BudgetExhaustedError(
@@ -907,7 +1053,9 @@ class _Search:
             f"{_calls(run.calls)} spent; at least {left:,} more {_noun(left)} finish the rest. "
             "Everything fetched is cached: running the same search again resumes without "
             "re-spending.",
-            spent=run.calls, budget=run.budget if run.budget is not None else needed)
+            spent=run.calls,
+            budget=run.budget if run.budget is not None else needed,
+        )
         error.result = result
         return error
 
@@ -921,12 +1069,18 @@ class _Search:
         todo = _first_pages(self.states, run)
         previous = {id(s): self.refresh.check(s).previous for s in todo}
         surveys = self.refresh.mode != "changed"
-        known_later = len(_later_pages([s for s in self.states if s.pages is not None], run)) \
-            if surveys else 0
+        known_later = (
+            len(_later_pages([s for s in self.states if s.pages is not None], run))
+            if surveys
+            else 0
+        )
         self.price = pricing.estimate(
-            [(None, previous[id(s)]) for s in todo], mode=self.refresh.mode,
-            fraction=self.refresh.fraction, known_later=known_later,
-            cached_later=0 if surveys else sum(1 for s in self.states if (s.pages or 0) > 1))
+            [(None, previous[id(s)]) for s in todo],
+            mode=self.refresh.mode,
+            fraction=self.refresh.fraction,
+            known_later=known_later,
+            cached_later=0 if surveys else sum(1 for s in self.states if (s.pages or 0) > 1),
+        )
         self._say_price()
         if run.refused is not None:  # the vendor's refusal kept: 0 left until the reset
             self._say(self._quota_line())
@@ -962,25 +1116,34 @@ class _Search:
         allowance = run.allowance()
         jobs = _later_pages(states, run)
         allowed, what = allowance
-        if allowed is not None and len(jobs) > allowed and self.refresh.shrink_sample(
-                states, f"phase 2 did not fit the {what} with it"):
+        if (
+            allowed is not None
+            and len(jobs) > allowed
+            and self.refresh.shrink_sample(states, f"phase 2 did not fit the {what} with it")
+        ):
             jobs = _later_pages(states, run)  # the sampled pieces' pages from the cache
         said = self.price.line() if self.price is not None else ""
         self.price = pricing.exact_rest(len(jobs), self.before + run.calls)
         if self.price.line() != said:  # after a census it was said already
             self._say_price()
-        jobs = self._affordable(jobs, lambda job: job[0].piece.area_id, allowance,
-                                spent_first=True)
+        jobs = self._affordable(jobs, lambda job: job[0].piece.area_id, allowance, spent_first=True)
         self._ask_again(pricing.exact_rest(len(jobs), self.before + run.calls))
-        self.progress.start("search", sum(max(1, s.pages or 1) for s in self._wanted(states)),
-                            sum(len(s.data) for s in self._wanted(states)))
+        self.progress.start(
+            "search",
+            sum(max(1, s.pages or 1) for s in self._wanted(states)),
+            sum(len(s.data) for s in self._wanted(states)),
+        )
         fetcher.fetch(jobs)
         # Pieces fetched again because their answer changed, and pieces split because the
         # vendor refused a page beyond its result window: finish them too.
         while fetcher.failure is None and not run.stop.is_set():
             split = {id(s) for s in self._split_deep(fetcher)}
-            again = [(s, k) for s in self._wanted(self.states)
-                     if (s.refetches or id(s) in split) and not s.done for k in s.missing()]
+            again = [
+                (s, k)
+                for s in self._wanted(self.states)
+                if (s.refetches or id(s) in split) and not s.done
+                for k in s.missing()
+            ]
             if not again:
                 break
             fetcher.fetch(again)
@@ -994,16 +1157,26 @@ class _Search:
         made: list[PieceState] = []
         while fetcher.failure is None and not run.stop.is_set():
             window = run.client.result_window
-            deep = [s for s in self._wanted(self.states) if window is not None
-                    and not s.split and s.failure is None and (s.pages or 0) > window]
+            deep = [
+                s
+                for s in self._wanted(self.states)
+                if window is not None
+                and not s.split
+                and s.failure is None
+                and (s.pages or 0) > window
+            ]
             if not deep or window is None:
                 return made
             fresh: list[PieceState] = []
             for state in deep:
                 fresh.extend(self._halved(state, window))
-            _log.warning("the vendor at %s serves a search %s pages deep at most: %s split "
-                         "into %s", run.client.base_url, window, _noun_pieces(len(deep)),
-                         _noun_pieces(len(fresh)))
+            _log.warning(
+                "the vendor at %s serves a search %s pages deep at most: %s split into %s",
+                run.client.base_url,
+                window,
+                _noun_pieces(len(deep)),
+                _noun_pieces(len(fresh)),
+            )
             self.states.extend(fresh)
             made.extend(fresh)
             self.progress.total += len(fresh)  # their page 1s
@@ -1017,11 +1190,17 @@ class _Search:
         too narrow to cut (it fails)."""
         piece = state.piece
         first = 1 + max(s.piece.piece_id for s in self.states if s.piece.area_id == piece.area_id)
-        pieces = halves(piece, max_request_bytes=self.plan.max_request_bytes, path=self.plan.path,
-                        first_id=first)
+        pieces = halves(
+            piece,
+            max_request_bytes=self.plan.max_request_bytes,
+            path=self.plan.path,
+            first_id=first,
+        )
         if not pieces:
-            state.fail(f"{state.pages} pages, beyond the {window} pages the vendor serves a "
-                       "search, and the piece is too narrow to split")
+            state.fail(
+                f"{state.pages} pages, beyond the {window} pages the vendor serves a "
+                "search, and the piece is too narrow to split"
+            )
             return []
         state.cut()
         return [PieceState(p) for p in pieces]
@@ -1033,15 +1212,22 @@ class _Search:
         todo = _first_pages(self.states, run)
         previous = {id(s): self.refresh.check(s).previous for s in todo}
         known_later = len(_later_pages([s for s in self.states if s.pages is not None], run))
-        self.price = pricing.estimate([(None, previous[id(s)]) for s in todo], mode="all",
-                                      known_later=known_later)
+        self.price = pricing.estimate(
+            [(None, previous[id(s)]) for s in todo], mode="all", known_later=known_later
+        )
         unknown = [s for s in todo if previous[id(s)] is None]
         learnt = self._learnt(unknown) if unknown else None
         if learnt is not None and learnt.pieces == len(unknown):
-            estimate = survey.Estimate(value=learnt.value, low=learnt.low, high=learnt.high,
-                                       surveyed=0, pieces=learnt.pieces)
-            self.price = self._surveyed_price(estimate, {}, unknown, todo, previous,
-                                              learnt_from=learnt.earlier)
+            estimate = survey.Estimate(
+                value=learnt.value,
+                low=learnt.low,
+                high=learnt.high,
+                surveyed=0,
+                pieces=learnt.pieces,
+            )
+            self.price = self._surveyed_price(
+                estimate, {}, unknown, todo, previous, learnt_from=learnt.earlier
+            )
         elif unknown:
             rest = len(unknown) - (learnt.pieces if learnt is not None else 0)
             self.price = dataclasses.replace(self.price, survey=survey.pilot_size(rest))
@@ -1049,8 +1235,13 @@ class _Search:
 
     # -- the survey and the decision point -----------------------------------------------
 
-    def _survey(self, fetcher: Fetcher, unknown: list[PieceState], todo: list[PieceState],
-                previous: dict[int, Any]) -> None:
+    def _survey(
+        self,
+        fetcher: Fetcher,
+        unknown: list[PieceState],
+        todo: list[PieceState],
+        previous: dict[int, Any],
+    ) -> None:
         """Page 1 of a random sample of the pieces never searched (every one of them when
         they are few; :mod:`parcelsearch.planning.survey`), in rounds until the price's interval
         is useful; then the price with its interval (:attr:`price`)."""
@@ -1062,17 +1253,23 @@ class _Search:
         seed = hashlib.sha256("\n".join(s.piece.polygon_json for s in rest).encode())
         share = self.options.survey_share
         geometries = [s.piece.geometry for s in rest]
-        drawn = survey.sample([density.area_m2(g) for g in geometries],
-                              [g.centroid.coords[0] for g in geometries],
-                              seed.hexdigest(), share, populations=people_in(geometries))
+        drawn = survey.sample(
+            [density.area_m2(g) for g in geometries],
+            [g.centroid.coords[0] for g in geometries],
+            seed.hexdigest(),
+            share,
+            populations=people_in(geometries),
+        )
         history = sum(max(1, previous[id(s)].pages) for s in todo if previous[id(s)] is not None)
         history += learnt.value if learnt is not None else 0
         step = survey.pilot_size(len(rest), share)
         if step < len(rest):
-            self._say(f"survey: page 1 of {step:,} of the {len(rest):,} pieces never "
-                      f"searched{_learnt_text(learnt)} ({_calls(step)}, more in rounds while "
-                      f"the interval is wide, {pricing.share_text(share)} the estimate at most; "
-                      "the search's own pages, cached and used, never waste) to price the rest")
+            self._say(
+                f"survey: page 1 of {step:,} of the {len(rest):,} pieces never "
+                f"searched{_learnt_text(learnt)} ({_calls(step)}, more in rounds while "
+                f"the interval is wide, {pricing.share_text(share)} the estimate at most; "
+                "the search's own pages, cached and used, never waste) to price the rest"
+            )
         costs: dict[int, int] = {}
         rows: dict[int, int | None] = {}
         estimate = survey.estimate(drawn, costs) if not rest else None
@@ -1080,8 +1277,9 @@ class _Search:
             chosen = drawn.take(step)
             if not chosen:
                 break
-            self.progress.start("survey" if len(costs) + len(chosen) < len(rest)
-                                else "page 1", len(chosen))
+            self.progress.start(
+                "survey" if len(costs) + len(chosen) < len(rest) else "page 1", len(chosen)
+            )
             fetcher.fetch((rest[i], 1) for i in chosen)
             if fetcher.failure is not None or run.stop.is_set():
                 return
@@ -1094,11 +1292,13 @@ class _Search:
         wider = survey.wider_share(estimate, history, share) if capped else None
         if learnt is not None:
             estimate = _with_learnt(estimate, learnt)
-        self.price = self._surveyed_price(estimate, costs, unknown, todo, previous,
-                                          learnt_from=learnt.earlier if learnt else 0)
+        self.price = self._surveyed_price(
+            estimate, costs, unknown, todo, previous, learnt_from=learnt.earlier if learnt else 0
+        )
         if capped:
-            self.price = dataclasses.replace(self.price, capped=True, share=share,
-                                             wider_share=wider)
+            self.price = dataclasses.replace(
+                self.price, capped=True, share=share, wider_share=wider
+            )
         self._say_price()
         quota = self._quota_line()
         if quota:
@@ -1114,38 +1314,59 @@ class _Search:
         geometries = [s.piece.geometry for s in unknown]
         x0, y0, x1, y1 = shapely.total_bounds(geometries)
         margin = max(x1 - x0, y1 - y0) / 2
-        near = history.nearby(self.refresh.base_url, self.refresh.path,
-                              (x0 - margin, y0 - margin, x1 + margin, y1 + margin))
+        near = history.nearby(
+            self.refresh.base_url,
+            self.refresh.path,
+            (x0 - margin, y0 - margin, x1 + margin, y1 + margin),
+        )
         # This job's own pieces (an earlier survey of it) are no independent history: the
         # complete ones are the cheap ones (issue 56).
         own = {s.piece.polygon_json for s in self.states}
         near = [n for n in near if n.polygon_json not in own]
         return density.learn(
-            geometries, [(shapely.Polygon(json.loads(n.polygon_json)), n.pages) for n in near])
+            geometries, [(shapely.Polygon(json.loads(n.polygon_json)), n.pages) for n in near]
+        )
 
-    def _surveyed_price(self, estimate: survey.Estimate, costs: dict[int, int],
-                        unknown: list[PieceState], todo: list[PieceState],
-                        previous: dict[int, Any], learnt_from: int = 0) -> pricing.Price:
+    def _surveyed_price(
+        self,
+        estimate: survey.Estimate,
+        costs: dict[int, int],
+        unknown: list[PieceState],
+        todo: list[PieceState],
+        previous: dict[int, Any],
+        learnt_from: int = 0,
+    ) -> pricing.Price:
         """The whole run's price after the survey (or learnt from ``learnt_from`` earlier
         pieces nearby)."""
         run = self.run_state
-        exact_later = sum(len(s.missing()) for s in self.states
-                          if s.pages is not None and s.failure is None)
+        exact_later = sum(
+            len(s.missing()) for s in self.states if s.pages is not None and s.failure is None
+        )
         waiting = [s for s in todo if s.pages is None and s.failure is None]
         history = [s for s in waiting if previous[id(s)] is not None]
         history_later = sum(max(0, previous[id(s)].pages - 1) for s in history)
         if estimate.surveyed == estimate.pieces:  # a census: every count is known
-            return pricing.Price(first=len(history), later=exact_later + history_later,
-                                 known="estimated" if history else "exact",
-                                 pieces=len(history), spent=run.calls)
+            return pricing.Price(
+                first=len(history),
+                later=exact_later + history_later,
+                known="estimated" if history else "exact",
+                pieces=len(history),
+                spent=run.calls,
+            )
         told = sum(costs.values())
         others = len(unknown) - len(costs)
         price = pricing.surveyed(
-            spent=run.calls, first=len(waiting), exact_later=exact_later,
+            spent=run.calls,
+            first=len(waiting),
+            exact_later=exact_later,
             history_later=history_later,
             estimated=max(0, estimate.value - told - others),
-            low=max(0, estimate.low - told - others), high=max(0, estimate.high - told - others),
-            surveyed_pieces=len(costs), unknown=len(unknown), learnt_from=learnt_from)
+            low=max(0, estimate.low - told - others),
+            high=max(0, estimate.high - told - others),
+            surveyed_pieces=len(costs),
+            unknown=len(unknown),
+            learnt_from=learnt_from,
+        )
         # The survey's measure, where the estimator names it (shown in the price block).
         return dataclasses.replace(price, measure=str(getattr(estimate, "measure", "") or ""))
 
@@ -1154,15 +1375,17 @@ class _Search:
         run = self.run_state
         quota = run.quota
         if run.refused is not None and self.price is not None:
-            return f"quota: {run.refused.left()} (the vendor's refusal of " \
-                   f"{run.refused.at:%Y-%m-%d})"
+            return (
+                f"quota: {run.refused.left()} (the vendor's refusal of {run.refused.at:%Y-%m-%d})"
+            )
         if quota is None or self.price is None:
             return ""
         left = dict((what, n) for n, what in run.spending.limits(quota)).get("quota")
         if left is None:
             return ""
-        return pricing.quota_line(self.price, left, quota.limit, quota.period,
-                                  source=run.quota_source)
+        return pricing.quota_line(
+            self.price, left, quota.limit, quota.period, source=run.quota_source
+        )
 
     def _decide(self) -> None:
         """The decision point, before the bulk: refused when the estimate does not fit the
@@ -1179,18 +1402,34 @@ class _Search:
         if allowed is not None and price.remaining > allowed and not options.allow_partial:
             if price.known not in ("surveyed", "learnt"):
                 return  # known exactly: refused after phase 1, naming the exact calls
-            raise self._with_result(QuotaWouldExceedError(
-                f"this search needs {price.refusal()}, but {_limit_text(run, what, allowed)}; "
-                + (f"stopped after the survey ({_calls(price.spent)} spent, its pages cached: "
-                   "running the search again reuses them)." if price.known == "surveyed" else
-                   f"stopped before spending ({_calls(price.spent)} spent)."),
-                needed=price.remaining, price=price,
-                allowed=allowed, hints=[
-                    *([Hint("budget", price.upper - price.spent, "raise {knob}")]
-                      if what == "budget" else []),
-                    Hint("allow_partial", None, "pass {knob} to finish the areas that fit")]))
-        if options.allow_partial and allowed is not None and price.remaining > allowed \
-                and what in ("quota", "team quota", "vendor refusal"):
+            raise self._with_result(
+                QuotaWouldExceedError(
+                    f"this search needs {price.refusal()}, but {_limit_text(run, what, allowed)}; "
+                    + (
+                        f"stopped after the survey ({_calls(price.spent)} spent, its pages cached: "
+                        "running the search again reuses them)."
+                        if price.known == "surveyed"
+                        else f"stopped before spending ({_calls(price.spent)} spent)."
+                    ),
+                    needed=price.remaining,
+                    price=price,
+                    allowed=allowed,
+                    hints=[
+                        *(
+                            [Hint("budget", price.upper - price.spent, "raise {knob}")]
+                            if what == "budget"
+                            else []
+                        ),
+                        Hint("allow_partial", None, "pass {knob} to finish the areas that fit"),
+                    ],
+                )
+            )
+        if (
+            options.allow_partial
+            and allowed is not None
+            and price.remaining > allowed
+            and what in ("quota", "team quota", "vendor refusal")
+        ):
             price = self.price = self._month_plan(price, allowed, what)
             for line in price.block()[-2:]:
                 self._say(line)  # the plan's two lines
@@ -1199,8 +1438,9 @@ class _Search:
         top = price.upper - price.spent  # the most still to spend, as far as the price knows
         if price.planned is not None:
             top = min(top, price.planned)
-        if options.budget is not None and (options.allow_partial
-                                           or options.budget - run.calls >= top):
+        if options.budget is not None and (
+            options.allow_partial or options.budget - run.calls >= top
+        ):
             return  # the budget given covers the price to the interval's top, or is the cap
         if top <= options.ask_above:  # nothing asked: what may be spent without asking
             self._choose(options.ask_above)
@@ -1227,34 +1467,65 @@ class _Search:
         top = price.upper - price.spent if price.planned is None else price.planned
         if self._pricing_only() and rose_past is None:
             priced_jobs.keep(self._job_key(), price, options.survey_share)
-        learnt = (f" (learnt from {price.learnt_from:,} earlier pieces nearby)"
-                  if price.learnt_from else "")
+        learnt = (
+            f" (learnt from {price.learnt_from:,} earlier pieces nearby)"
+            if price.learnt_from
+            else ""
+        )
         at_top = " at the interval's top" if price.high is not None else ""
         spent = f"{_calls(price.spent)} spent" + (
-            "" if not price.spent else ", their pages cached" if rose_past is not None
-            else " on the survey, its pages cached")
+            ""
+            if not price.spent
+            else ", their pages cached"
+            if rose_past is not None
+            else " on the survey, its pages cached"
+        )
         if rose_past is not None:
-            head = (f"the price rose past what was chosen: this search needs {price.needs()} "
-                    f"in all, more than the {rose_past:,} calls chosen at the price; stopped "
-                    f"before spending past them ({spent}: running the search again reuses "
-                    "them).")
+            head = (
+                f"the price rose past what was chosen: this search needs {price.needs()} "
+                f"in all, more than the {rose_past:,} calls chosen at the price; stopped "
+                f"before spending past them ({spent}: running the search again reuses "
+                "them)."
+            )
         else:
-            head = (f"this search needs {price.needs()}{learnt}: {_calls(top)} still to "
-                    f"spend{at_top}, "
-                    f"more than the {options.ask_above:,} a search spends without asking; "
-                    f"stopped before spending them ({spent}: running the search again reuses "
-                    "them).")
-        raise self._with_result(PriceNotConfirmedError(
-            head, needed=price.remaining, threshold=options.ask_above,
-            survey_share=price.wider_share, price=price, hints=[
-                Hint("yes", None, "pass {knob} to spend them"),
-                Hint("budget", top, "or set {knob}" + (" (the interval's top less what was "
-                                                       "spent)" if price.high else "")
-                     + " to spend at most that"),
-                Hint("ask_above", top, "or raise {knob}"),
-                *([Hint("survey_share", price.wider_share,
-                        "or narrow the interval to about ±20% first with {knob}")]
-                  if price.wider_share is not None else [])]))
+            head = (
+                f"this search needs {price.needs()}{learnt}: {_calls(top)} still to "
+                f"spend{at_top}, "
+                f"more than the {options.ask_above:,} a search spends without asking; "
+                f"stopped before spending them ({spent}: running the search again reuses "
+                "them)."
+            )
+        raise self._with_result(
+            PriceNotConfirmedError(
+                head,
+                needed=price.remaining,
+                threshold=options.ask_above,
+                survey_share=price.wider_share,
+                price=price,
+                hints=[
+                    Hint("yes", None, "pass {knob} to spend them"),
+                    Hint(
+                        "budget",
+                        top,
+                        "or set {knob}"
+                        + (" (the interval's top less what was spent)" if price.high else "")
+                        + " to spend at most that",
+                    ),
+                    Hint("ask_above", top, "or raise {knob}"),
+                    *(
+                        [
+                            Hint(
+                                "survey_share",
+                                price.wider_share,
+                                "or narrow the interval to about ±20% first with {knob}",
+                            )
+                        ]
+                        if price.wider_share is not None
+                        else []
+                    ),
+                ],
+            )
+        )
 
     def _month_plan(self, price: pricing.Price, allowed: int, what: str) -> pricing.Price:
         """The price with its month plan: the quota left cannot hold the job, so
@@ -1267,8 +1538,9 @@ class _Search:
         for state in self._wanted(self.states):
             if state.failure is None:
                 costs[state.piece.area_id] = costs.get(state.piece.area_id, 0)
-        for state, _ in _later_pages([s for s in self._wanted(self.states)
-                                      if s.pages is not None and s.failure is None], run):
+        for state, _ in _later_pages(
+            [s for s in self._wanted(self.states) if s.pages is not None and s.failure is None], run
+        ):
             costs[state.piece.area_id] += 1
         unknown = False
         for state in self._wanted(self.states):
@@ -1283,8 +1555,11 @@ class _Search:
         if len(chosen) > 5:
             names += f" and {len(chosen) - 5:,} more"
         word = "about " if unknown else ""
-        now = (f"this month: {planned:,} more {_noun(planned)} (areas {names}, complete)"
-               if chosen else "this month: nothing (no whole area fits)")
+        now = (
+            f"this month: {planned:,} more {_noun(planned)} (areas {names}, complete)"
+            if chosen
+            else "this month: nothing (no whole area fits)"
+        )
         reset = next_month_start(pd.Timestamp.now(tz="UTC").to_pydatetime())
         monthly = quota is not None and quota.period == "month"
         if what == "vendor refusal" and run.refused is not None:  # its reset, as kept
@@ -1310,9 +1585,12 @@ class _Search:
         """This job's digest (:func:`parcelsearch._run.priced_jobs.job_key`)."""
         client = self.run_state.client
         return priced_jobs.job_key(
-            base_url=client.base_url, path=self.plan.path, fingerprint=client.fingerprint,
+            base_url=client.base_url,
+            path=self.plan.path,
+            fingerprint=client.fingerprint,
             refresh=self.refresh.mode,
-            pieces=((s.piece.polygon_json, s.pages) for s in self.states))
+            pieces=((s.piece.polygon_json, s.pages) for s in self.states),
+        )
 
     def _say_price(self) -> None:
         """The price as a block of short lines (:meth:`pricing.Price.block`)."""
@@ -1329,8 +1607,14 @@ class _Search:
             return states
         return [s for s in states if s.piece.area_id in self.areas_wanted]
 
-    def _affordable(self, items: list[T], area_of: Callable[[T], Hashable],
-                    allowance: tuple[int | None, str], *, spent_first: bool) -> list[T]:
+    def _affordable(
+        self,
+        items: list[T],
+        area_of: Callable[[T], Hashable],
+        allowance: tuple[int | None, str],
+        *,
+        spent_first: bool,
+    ) -> list[T]:
         """``items`` (one call each) if the run may spend that many (``allowance``: what it
         may spend and why); else, under ``allow_partial``, the items of the whole areas that
         fit, cheapest first; else the refusal (``spent_first``: page 1 of every piece was
@@ -1339,20 +1623,36 @@ class _Search:
         before spending too, unless ``allow_partial``."""
         run = self.run_state
         allowed, what = allowance
-        estimated = (not spent_first and self.price is not None
-                     and self.price.known == "estimated" and not self.options.allow_partial)
-        if allowed is None or (len(items) <= allowed and not (
-                estimated and self.price is not None and self.price.needed > allowed)):
+        estimated = (
+            not spent_first
+            and self.price is not None
+            and self.price.known == "estimated"
+            and not self.options.allow_partial
+        )
+        if allowed is None or (
+            len(items) <= allowed
+            and not (estimated and self.price is not None and self.price.needed > allowed)
+        ):
             return items
         if not self.options.allow_partial:
-            raise self._with_result(_refusal(run, self.plan, len(items), allowed, what,
-                                             spent_first=spent_first, price=self.price))
+            raise self._with_result(
+                _refusal(
+                    run,
+                    self.plan,
+                    len(items),
+                    allowed,
+                    what,
+                    spent_first=spent_first,
+                    price=self.price,
+                )
+            )
         self.limited = (what, len(items))
         chosen = self._finish_cheapest(items, area_of, allowed)
         return [item for item in items if area_of(item) in chosen]
 
-    def _finish_cheapest(self, items: list[T], area_of: Callable[[T], Hashable],
-                         allowed: int) -> set[Hashable]:
+    def _finish_cheapest(
+        self, items: list[T], area_of: Callable[[T], Hashable], allowed: int
+    ) -> set[Hashable]:
         """Under ``allow_partial``: the areas whose outstanding calls (one per item) fit in
         ``allowed``, the cheapest first; from now on the run wants those and the areas
         already finished."""
@@ -1385,15 +1685,19 @@ class _Search:
         tiles["status"] = status
         tiles["changed"] = pd.array(changed, dtype="boolean")
         result = SearchResult(
-            ids=ids, tiles=tiles, plan=self.plan, calls=self.run_state.calls,
+            ids=ids,
+            tiles=tiles,
+            plan=self.plan,
+            calls=self.run_state.calls,
             probes=sum(s.probes for s in self.states),
-            cached_pages=sum(s.cached_pages for s in self.states), skipped=self.skipped,
+            cached_pages=sum(s.cached_pages for s in self.states),
+            skipped=self.skipped,
             complete=all(s.done for s in self.states),
             refetched_pieces=sum(s.refetches for s in self.states),
             run_id=self.run_state.run_id if self.refresh.history is not None else "",
-            refresh=self.refresh.mode, verification=verification,
-            oldest_page=min((s.oldest for s in self.states if s.oldest is not None),
-                            default=None),
+            refresh=self.refresh.mode,
+            verification=verification,
+            oldest_page=min((s.oldest for s in self.states if s.oldest is not None), default=None),
         )
         try:
             self.refresh.record(result, self.states, self.run_state.client.fingerprint)
@@ -1402,7 +1706,10 @@ class _Search:
                 exc.result = result
                 raise
             result.run_id = ""  # plainly not recorded: nothing says it was
-            _log.warning("this stopped run is not recorded in the run history (%s)",
-                         "the team store is lost" if isinstance(exc, TeamStoreError)
-                         else " ".join(str(exc).split())[:200])
+            _log.warning(
+                "this stopped run is not recorded in the run history (%s)",
+                "the team store is lost"
+                if isinstance(exc, TeamStoreError)
+                else " ".join(str(exc).split())[:200],
+            )
         return result

@@ -41,8 +41,12 @@ __all__ = ["main", "run", "build_parser", "EXIT_CODES", "interrupts_as_keyboard_
 
 #: The toolkit's commands, in the order ``parcelsearch --help`` lists them (the plugged ones
 #: follow).
-TOOLKIT: tuple[Command, ...] = (*searching.COMMANDS, *records.COMMANDS, *team_mode.COMMANDS,
-                                 *login.COMMANDS)
+TOOLKIT: tuple[Command, ...] = (
+    *searching.COMMANDS,
+    *records.COMMANDS,
+    *team_mode.COMMANDS,
+    *login.COMMANDS,
+)
 
 
 def build_parser(argv: Sequence[str] | None = None, *, every_command: bool = False) -> Parser:
@@ -57,8 +61,9 @@ def build_parser(argv: Sequence[str] | None = None, *, every_command: bool = Fal
     return _parser_and_commands(argv, every_command)[0]
 
 
-def _parser_and_commands(argv: Sequence[str] | None, every_command: bool = False
-                         ) -> tuple[Parser, dict[str, Runnable]]:
+def _parser_and_commands(
+    argv: Sequence[str] | None, every_command: bool = False
+) -> tuple[Parser, dict[str, Runnable]]:
     parser = Parser(
         prog="parcelsearch",
         description="Find every parcel GroupID inside study areas with the fewest Search calls.",
@@ -93,10 +98,13 @@ def main(argv: Sequence[str] | None = None) -> int:
     except ParcelSearchError as exc:  # a plugged command without its extra
         return _fail(exc)
     args = parser.parse_args(argv)
-    if getattr(args, "verify_sample", None) is not None and \
-            not searching.takes_sample(args.refresh):
-        parser.error("argument --verify-sample: checks what --refresh changed inferred; add "
-                     "--refresh changed")
+    if getattr(args, "verify_sample", None) is not None and not searching.takes_sample(
+        args.refresh
+    ):
+        parser.error(
+            "argument --verify-sample: checks what --refresh changed inferred; add "
+            "--refresh changed"
+        )
     command = table[args.command]
     if command.handles_signals:  # serve handles its own signals (uvicorn)
         try:
@@ -116,8 +124,11 @@ def main(argv: Sequence[str] | None = None) -> int:
         except Exception as exc:  # noqa: BLE001 - a bug: one line, not a traceback
             if os.environ.get("PARCELSEARCH_DEBUG") == "1":
                 raise
-            return _say(f"unexpected {type(exc).__name__}: {exc} (a bug in parcelsearch: please "
-                        "report it; set PARCELSEARCH_DEBUG=1 to see where it happened)", 1)
+            return _say(
+                f"unexpected {type(exc).__name__}: {exc} (a bug in parcelsearch: please "
+                "report it; set PARCELSEARCH_DEBUG=1 to see where it happened)",
+                1,
+            )
 
 
 def _fail(exc: ParcelSearchError) -> int:

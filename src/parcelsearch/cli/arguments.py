@@ -22,11 +22,32 @@ from parcelsearch.knobs import DECLARED, Declaration, declared
 if TYPE_CHECKING:
     from parcelsearch.planning.tiling.covers import Tolerance
 
-__all__ = ["EXIT_CODES", "EXIT_CODES_NO_OUT", "ENVIRONMENT", "Formatter", "exit_codes_text",
-           "number", "CALLS", "fraction", "tolerance", "age", "quota", "crs",
-           "output", "base_url", "existing_file", "team_url", "TYPES", "add_option",
-           "add_options", "add_areas",
-           "add_connection", "add_out_map", "add_team_store", "add_team_member"]
+__all__ = [
+    "EXIT_CODES",
+    "EXIT_CODES_NO_OUT",
+    "ENVIRONMENT",
+    "Formatter",
+    "exit_codes_text",
+    "number",
+    "CALLS",
+    "fraction",
+    "tolerance",
+    "age",
+    "quota",
+    "crs",
+    "output",
+    "base_url",
+    "existing_file",
+    "team_url",
+    "TYPES",
+    "add_option",
+    "add_options",
+    "add_areas",
+    "add_connection",
+    "add_out_map",
+    "add_team_store",
+    "add_team_member",
+]
 
 #: Exit code → what it means (shown in ``--help`` and the README); the exception classes of
 #: :mod:`parcelsearch.errors` carry theirs (``exit_code``).
@@ -35,9 +56,9 @@ EXIT_CODES = {
     1: "failed (the message says why)",
     2: "usage: what you gave is wrong (an option, the areas file, a setting); nothing was spent",
     3: "stopped by --budget or the key's quota (refused before spending, or mid-run), at the "
-       "decision point (the price not confirmed: --yes), or some areas failed (each named, "
-       "the others complete); "
-       "the partial --out is written",
+    "decision point (the price not confirmed: --yes), or some areas failed (each named, "
+    "the others complete); "
+    "the partial --out is written",
     130: "interrupted (Ctrl-C); the partial --out is written",
     143: "terminated (SIGTERM); the partial --out is written",
 }
@@ -59,14 +80,19 @@ _ENVIRONMENT_LINES = (
     ("base_url", "https:// root of the services (--base-url wins)"),
     ("ca_bundle", "PEM file of CAs to trust, e.g. a local serve's ca.pem (--ca-bundle)"),
     ("quota", "the key's quota: demo, production, 500/month, 50/lifetime (--quota)"),
-    ("cache_dir", "response cache, market list and ledger folder (--cache-dir);\n"
-                  "default $XDG_CACHE_HOME/parcelsearch (~/.cache/parcelsearch),\nhere: {cache}"),
+    (
+        "cache_dir",
+        "response cache, market list and ledger folder (--cache-dir);\n"
+        "default $XDG_CACHE_HOME/parcelsearch (~/.cache/parcelsearch),\nhere: {cache}",
+    ),
     ("rate", "calls per second the key allows (default 10)"),
     ("max_age", "reuse cached pages at most this old: 30d, 12h, seconds (--max-age)"),
-    ("response_deadline", "seconds a whole response may take (--response-deadline;\n"
-                          "default 60)"),
-    ("max_request_bytes", "the longest request line the gateway takes (--max-request-bytes;\n"
-                          "default: learnt from its refusal, else 7168)"),
+    ("response_deadline", "seconds a whole response may take (--response-deadline;\ndefault 60)"),
+    (
+        "max_request_bytes",
+        "the longest request line the gateway takes (--max-request-bytes;\n"
+        "default: learnt from its refusal, else 7168)",
+    ),
     ("team", "team store, postgresql://… (--team): calls, pace and pages shared"),
     ("user", "who runs the search in the team (--user; default: login name)"),
 )
@@ -100,8 +126,9 @@ def exit_codes_text(codes: dict[int, str] = EXIT_CODES) -> str:
 # -- option values: checked while parsing, so a bad one exits 2 before anything is spent ------
 
 
-def number(kind: Callable[[str], float], *, low: float,
-           what: str = "a number", high: float | None = None) -> Callable[[str], Any]:
+def number(
+    kind: Callable[[str], float], *, low: float, what: str = "a number", high: float | None = None
+) -> Callable[[str], Any]:
     """An argparse type: ``kind(text)``, finite and at least ``low`` (and at most ``high``)
     (argparse names the option in its message: ``argument --budget: must be at least 0, got
     -1``)."""
@@ -113,7 +140,8 @@ def number(kind: Callable[[str], float], *, low: float,
             raise argparse.ArgumentTypeError(f"takes {what}, got {text[:40]!r}") from None
         if high is not None and not (math.isfinite(value) and low <= value <= high):
             raise argparse.ArgumentTypeError(
-                f"must be from {low:g} to {high:.10g}, got {text[:40]}")
+                f"must be from {low:g} to {high:.10g}, got {text[:40]}"
+            )
         if not math.isfinite(value) or value < low:
             raise argparse.ArgumentTypeError(f"must be at least {low:g}, got {text[:40]}")
         return value
@@ -140,10 +168,10 @@ def share(text: str) -> float:
         value = float(text)
     except ValueError:
         raise argparse.ArgumentTypeError(
-            f"takes a share above 0 and at most 1, got {text[:40]!r}") from None
+            f"takes a share above 0 and at most 1, got {text[:40]!r}"
+        ) from None
     if not 0 < value <= 1:
-        raise argparse.ArgumentTypeError(
-            f"must be a share above 0 and at most 1, got {text[:40]}")
+        raise argparse.ArgumentTypeError(f"must be a share above 0 and at most 1, got {text[:40]}")
     return value
 
 
@@ -252,13 +280,18 @@ def _declared_details(declaration: Declaration) -> dict[str, Any]:
     says (``cli_type`` made its argparse ``type`` by :data:`TYPES`)."""
     details: dict[str, Any] = {
         "type": None if declaration.cli_type is None else TYPES[declaration.cli_type],
-        "action": declaration.action, "default": declaration.cli_default,
-        "choices": declaration.choices, "nargs": declaration.nargs, "const": declaration.const}
+        "action": declaration.action,
+        "default": declaration.cli_default,
+        "choices": declaration.choices,
+        "nargs": declaration.nargs,
+        "const": declaration.const,
+    }
     return {key: value for key, value in details.items() if value is not None}
 
 
-def add_option(parser: argparse.ArgumentParser, name: str, *,
-               fill: dict[str, str] | None = None, **given: Any) -> None:
+def add_option(
+    parser: argparse.ArgumentParser, name: str, *, fill: dict[str, str] | None = None, **given: Any
+) -> None:
     """The option ``name`` as :mod:`parcelsearch.knobs` declares it: its flag, its metavar
     (when it takes a value), its help line (or ``help``, a command's own; ``{env}`` in either
     is its variable, ``fill`` the line's other fields), stored under its name, with what
@@ -275,15 +308,19 @@ def add_option(parser: argparse.ArgumentParser, name: str, *,
     parser.add_argument(declaration.flag, dest=name, **given)
 
 
-def add_options(parser: argparse.ArgumentParser, group: str, *,
-                defaults: Mapping[str, Any] | None = None) -> None:
+def add_options(
+    parser: argparse.ArgumentParser, group: str, *, defaults: Mapping[str, Any] | None = None
+) -> None:
     """Every option of ``group`` (a row's ``group`` in :mod:`parcelsearch.knobs`), by
     :func:`add_option`, in the rows' order; ``defaults``: an option's default the command
     gives (a setting's, which the rows cannot import)."""
     for declaration in DECLARED:
         if declaration.group == group:
-            given = {} if defaults is None or declaration.name not in defaults else {
-                "default": defaults[declaration.name]}
+            given = (
+                {}
+                if defaults is None or declaration.name not in defaults
+                else {"default": defaults[declaration.name]}
+            )
             add_option(parser, declaration.name, **given)
 
 
@@ -291,15 +328,21 @@ def add_areas(parser: argparse.ArgumentParser) -> None:
     """``AREAS`` and how to read and plan them (plan, search): ``--layer``, ``--crs`` and the
     options of the group ``"areas"``."""
     parser.add_argument(
-        "areas", metavar="AREAS",
+        "areas",
+        metavar="AREAS",
         help="study areas: any file or GDAL virtual path geopandas reads (GeoPackage, GeoJSON, "
-             "Shapefile, GeoParquet, zip://areas.zip!areas.shp, /vsizip/…)",
+        "Shapefile, GeoParquet, zip://areas.zip!areas.shp, /vsizip/…)",
     )
-    parser.add_argument("--layer", metavar="NAME",
-                        help="the layer to read from a file with several (required then)")
-    parser.add_argument("--crs", type=crs, metavar="CRS",
-                        help="declare the CRS the coordinates are in, e.g. EPSG:4326 (for files "
-                             "without one, or with a wrong one; nothing is reprojected)")
+    parser.add_argument(
+        "--layer", metavar="NAME", help="the layer to read from a file with several (required then)"
+    )
+    parser.add_argument(
+        "--crs",
+        type=crs,
+        metavar="CRS",
+        help="declare the CRS the coordinates are in, e.g. EPSG:4326 (for files "
+        "without one, or with a wrong one; nothing is reprojected)",
+    )
     add_options(parser, "areas")
 
 
@@ -318,14 +361,20 @@ def add_connection(parser: argparse.ArgumentParser, cache_only: bool = False) ->
 
 def add_out_map(parser: argparse.ArgumentParser, what: str) -> None:
     """``--out-map FILE``: an offline HTML map of ``what``."""
-    parser.add_argument("--out-map", type=output("check_map_path"), metavar="FILE",
-                        help=f"write an offline HTML map (one file, Leaflet inlined, opens "
-                             f"with no network) of {what}: .html")
+    parser.add_argument(
+        "--out-map",
+        type=output("check_map_path"),
+        metavar="FILE",
+        help=f"write an offline HTML map (one file, Leaflet inlined, opens "
+        f"with no network) of {what}: .html",
+    )
 
 
-def add_team_store(parser: argparse.ArgumentParser,
-                   what: str = "the key's calls are reserved, paced and counted there for "
-                               "every member, pages are shared") -> None:
+def add_team_store(
+    parser: argparse.ArgumentParser,
+    what: str = "the key's calls are reserved, paced and counted there for "
+    "every member, pages are shared",
+) -> None:
     """``--team URL``: the team store, and ``what`` it does for this command."""
     add_option(parser, "team", type=team_url, fill={"what": what})
 

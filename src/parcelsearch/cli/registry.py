@@ -24,8 +24,7 @@ from typing import Any, Protocol
 from parcelsearch import settings
 from parcelsearch.cli.arguments import Formatter
 
-__all__ = ["GROUP", "LISTED", "Parser", "Subcommands", "Runnable", "Command", "plugged",
-           "walk"]
+__all__ = ["GROUP", "LISTED", "Parser", "Subcommands", "Runnable", "Command", "plugged", "walk"]
 
 #: The entry point group through which a package adds commands to ``parcelsearch``: each entry
 #: point is named after its command and loads a :class:`Runnable`.
@@ -37,7 +36,7 @@ LISTED = {
     "serve": "run the reference Search/Markets service over HTTPS (demo data by default)",
     "keys": "create, list or revoke the reference service's API keys",
     "parcels": "make a synthetic fabric for your areas ('parcels synth') or load parcels "
-               "into PostgreSQL/PostGIS ('parcels load') for the reference service",
+    "into PostgreSQL/PostGIS ('parcels load') for the reference service",
     "portal": "manage accounts of the reference service's developer portal",
 }
 
@@ -88,16 +87,20 @@ class Subcommands:
         return parser
 
 
-def walk(parser: Parser, path: tuple[str, ...]
-         ) -> Iterator[tuple[tuple[str, ...], str | None, Parser]]:
+def walk(
+    parser: Parser, path: tuple[str, ...]
+) -> Iterator[tuple[tuple[str, ...], str | None, Parser]]:
     """(command path, summary, parser) of ``parser`` (summary None) and every sub-command below
     it, depth first in the order they were added."""
     yield path, None, parser
     if parser.subcommands is not None:
         for name, sub in parser.subcommands.parsers.items():
             for sub_path, summary, sub_parser in walk(sub, (*path, name)):
-                yield sub_path, (parser.subcommands.summaries[name] if sub_path == (*path, name)
-                                 else summary), sub_parser
+                yield (
+                    sub_path,
+                    (parser.subcommands.summaries[name] if sub_path == (*path, name) else summary),
+                    sub_parser,
+                )
 
 
 class Runnable(Protocol):
@@ -141,10 +144,15 @@ class Command:
 
     def add_to(self, commands: Subcommands) -> None:
         """Add the command's parser and options to ``commands``."""
-        self.declare(commands.add_parser(
-            self.name, help=self.summary, description=self.description,
-            epilog=self.epilog and self.epilog.format(cache=settings.default_cache_dir()),
-            formatter_class=Formatter if self.epilog else argparse.HelpFormatter))
+        self.declare(
+            commands.add_parser(
+                self.name,
+                help=self.summary,
+                description=self.description,
+                epilog=self.epilog and self.epilog.format(cache=settings.default_cache_dir()),
+                formatter_class=Formatter if self.epilog else argparse.HelpFormatter,
+            )
+        )
 
 
 def plugged() -> dict[str, EntryPoint]:

@@ -51,8 +51,18 @@ if TYPE_CHECKING:
     from parcelsearch.client import Client
     from parcelsearch.result import SearchResult
 
-__all__ = ["COMMANDS", "run_plan", "run_search", "run_markets", "run_doctor", "run_demo",
-           "search_options", "read_areas", "check_listening", "refresh_line"]
+__all__ = [
+    "COMMANDS",
+    "run_plan",
+    "run_search",
+    "run_markets",
+    "run_doctor",
+    "run_demo",
+    "search_options",
+    "read_areas",
+    "check_listening",
+    "refresh_line",
+]
 
 #: Seconds to wait for the service to accept a connection before saying nothing listens.
 CONNECT_PROBE_SECONDS = 1.5
@@ -70,23 +80,30 @@ def read_areas(args: argparse.Namespace) -> gpd.GeoDataFrame:
     if areas.crs is None:  # said here in the file's words, not the data frame's
         raise InputError(
             f"study areas file {args.areas!r} has no CRS, so its coordinates cannot be placed "
-            "on Earth", field="crs",
-            hints=[Hint("crs", "EPSG:4326", "declare it with {knob} (or the CRS the data is "
-                                            "in)")])
+            "on Earth",
+            field="crs",
+            hints=[Hint("crs", "EPSG:4326", "declare it with {knob} (or the CRS the data is in)")],
+        )
     return areas
 
 
 def _client(args: argparse.Namespace) -> Client:
     from parcelsearch.client import Client
 
-    return Client(base_url=args.base_url, ca_bundle=args.ca_bundle, proxy=args.proxy,
-                  cache_dir=args.cache_dir,
-                  profile=args.profile, response_deadline=args.response_deadline,
-                  max_request_bytes=args.max_request_bytes)
+    return Client(
+        base_url=args.base_url,
+        ca_bundle=args.ca_bundle,
+        proxy=args.proxy,
+        cache_dir=args.cache_dir,
+        profile=args.profile,
+        response_deadline=args.response_deadline,
+        max_request_bytes=args.max_request_bytes,
+    )
 
 
-def check_listening(base_url: str, timeout: float = CONNECT_PROBE_SECONDS, *,
-                    proxied: bool = False) -> None:
+def check_listening(
+    base_url: str, timeout: float = CONNECT_PROBE_SECONDS, *, proxied: bool = False
+) -> None:
     """Fail fast, spending nothing, when no service accepts connections at ``base_url``.
 
     One TCP connection is opened and closed (no request is sent, no call counted), so a
@@ -109,24 +126,31 @@ def check_listening(base_url: str, timeout: float = CONNECT_PROBE_SECONDS, *,
         with socket.create_connection((host, port), timeout=timeout):
             pass
     except OSError as exc:
-        reason = "connection refused" if isinstance(exc, ConnectionRefusedError) else (
-            "timed out" if isinstance(exc, TimeoutError) else (exc.strerror or str(exc)))
+        reason = (
+            "connection refused"
+            if isinstance(exc, ConnectionRefusedError)
+            else ("timed out" if isinstance(exc, TimeoutError) else (exc.strerror or str(exc)))
+        )
         raise TransportError(
             f"nothing is listening at {base_url} ({reason})",
             url=base_url,
-            hints=[Hint("serve", phrase="start the reference service with {knob}"),
-                   Hint("base_url", phrase="or point at a running service with {knob}")],
+            hints=[
+                Hint("serve", phrase="start the reference service with {knob}"),
+                Hint("base_url", phrase="or point at a running service with {knob}"),
+            ],
         ) from None
-
 
 
 # -- demo ----------------------------------------------------------------------------------
 
 
 def _declare_demo(parser: Parser) -> None:
-    parser.add_argument("--out", default="parcelsearch-demo", metavar="DIR",
-                        help="folder for the GroupIDs, tiles and map (default "
-                             "./parcelsearch-demo)")
+    parser.add_argument(
+        "--out",
+        default="parcelsearch-demo",
+        metavar="DIR",
+        help="folder for the GroupIDs, tiles and map (default ./parcelsearch-demo)",
+    )
     parser.add_argument("--quiet", action="store_true", help="no progress bar")
 
 
@@ -138,10 +162,14 @@ def run_demo(args: argparse.Namespace) -> int:
 
 
 DEMO = Command(
-    "demo", "the whole product on the demo data, no key needed", _declare_demo, run_demo,
+    "demo",
+    "the whole product on the demo data, no key needed",
+    _declare_demo,
+    run_demo,
     description="Start the reference service on 127.0.0.1 with a fresh demo key, check "
-                "markets, plan, search, write GroupIDs, pieces and an offline HTML map, "
-                "then search again for zero calls.")
+    "markets, plan, search, write GroupIDs, pieces and an offline HTML map, "
+    "then search again for zero calls.",
+)
 
 
 # -- plan ----------------------------------------------------------------------------------
@@ -149,17 +177,32 @@ DEMO = Command(
 
 def _declare_plan(parser: Parser) -> None:
     add_areas(parser)
-    parser.add_argument("--out-tiles", type=arguments.output("check_tiles_path"), metavar="FILE",
-                        help="write the pieces: .gpkg, .geojson, .parquet or .shp")
-    parser.add_argument("--max-calls", type=count_argument(1), metavar="N",
-                        help="also print the smallest tolerance whose plan needs at most N "
-                             "calls")
-    add_option(parser, "base_url", type=arguments.base_url,
-               help="the service a search would ask, for the matching rule 'parcelsearch "
-                    "doctor --areas' learnt for it (default: ${env}, or the profile's); "
-                    "nothing is sent")
-    add_option(parser, "profile", help="the saved profile whose base URL to take the learnt "
-                                       "rule of (default: ${env}); its key is not read")
+    parser.add_argument(
+        "--out-tiles",
+        type=arguments.output("check_tiles_path"),
+        metavar="FILE",
+        help="write the pieces: .gpkg, .geojson, .parquet or .shp",
+    )
+    parser.add_argument(
+        "--max-calls",
+        type=count_argument(1),
+        metavar="N",
+        help="also print the smallest tolerance whose plan needs at most N calls",
+    )
+    add_option(
+        parser,
+        "base_url",
+        type=arguments.base_url,
+        help="the service a search would ask, for the matching rule 'parcelsearch "
+        "doctor --areas' learnt for it (default: ${env}, or the profile's); "
+        "nothing is sent",
+    )
+    add_option(
+        parser,
+        "profile",
+        help="the saved profile whose base URL to take the learnt "
+        "rule of (default: ${env}); its key is not read",
+    )
     add_out_map(parser, "the areas and their pieces")
 
 
@@ -182,27 +225,43 @@ def run_plan(args: argparse.Namespace) -> int:
 
         match, learnt_for = rule_for(args.base_url, args.profile, options.cache_dir)
     made = plan_reuse.reuse(
-        planning.plan(read_areas(args), args.tolerance, id_column=args.id_column,
-                      connectors=args.connectors, match=match, trust_crs=args.trust_crs,
-                      trust_tolerance=args.trust_tolerance),
-        options.cache_dir, keep=False)
+        planning.plan(
+            read_areas(args),
+            args.tolerance,
+            id_column=args.id_column,
+            connectors=args.connectors,
+            match=match,
+            trust_crs=args.trust_crs,
+            trust_tolerance=args.trust_tolerance,
+        ),
+        options.cache_dir,
+        keep=False,
+    )
     print_table(made.summary(), "every piece in --out-tiles FILE")
     if match is not None and learnt_for is not None:
         print(f"\nplanned under the matching rule learnt for {learnt_for}: {match}")
-    print(f"\n{plural(len(made.pieces), 'piece')}, at least {plural(made.min_calls, 'call')}; "
-          f"{made.price_facts()}")
+    print(
+        f"\n{plural(len(made.pieces), 'piece')}, at least {plural(made.min_calls, 'call')}; "
+        f"{made.price_facts()}"
+    )
     if args.max_calls is not None:
         found = planning.suggest_tolerance(made, args.max_calls)
-        print(f"no tolerance fits {plural(args.max_calls, 'call')}: each area needs at least "
-              f"one, so {plural(len(made.areas), 'area')} need at least "
-              f"{plural(len(made.areas), 'call')}" if args.max_calls < len(made.areas) else
-              f"no tolerance up to {planning.tolerance_ceiling(made):g} m fits "
-              f"{plural(args.max_calls, 'call')}" if found is None else
-              f"the smallest tolerance whose plan fits {plural(args.max_calls, 'call')}: "
-              f"--tolerance {found:g}")
+        print(
+            f"no tolerance fits {plural(args.max_calls, 'call')}: each area needs at least "
+            f"one, so {plural(len(made.areas), 'area')} need at least "
+            f"{plural(len(made.areas), 'call')}"
+            if args.max_calls < len(made.areas)
+            else f"no tolerance up to {planning.tolerance_ceiling(made):g} m fits "
+            f"{plural(args.max_calls, 'call')}"
+            if found is None
+            else f"the smallest tolerance whose plan fits {plural(args.max_calls, 'call')}: "
+            f"--tolerance {found:g}"
+        )
     if made.match == "unknown" and made.point_savings:
-        print(f"connectors could save up to {plural(made.point_savings, 'call')} if the vendor "
-              "matches by a point (--match representative-point)")
+        print(
+            f"connectors could save up to {plural(made.point_savings, 'call')} if the vendor "
+            "matches by a point (--match representative-point)"
+        )
     if args.out_tiles is not None:
         path = outputs.write_tiles(made.tiles, args.out_tiles)
         print(f"pieces written to {path}")
@@ -212,10 +271,14 @@ def run_plan(args: argparse.Namespace) -> int:
 
 
 PLAN = Command(
-    "plan", "show the pieces and minimum calls, spending nothing", _declare_plan, run_plan,
+    "plan",
+    "show the pieces and minimum calls, spending nothing",
+    _declare_plan,
+    run_plan,
     description="Split the study areas into the pieces a search would send and count the "
-                "calls they need at least. Spends nothing, needs no key.",
-    epilog=exit_codes_text(EXIT_CODES_NO_OUT))
+    "calls they need at least. Spends nothing, needs no key.",
+    epilog=exit_codes_text(EXIT_CODES_NO_OUT),
+)
 
 
 # -- search --------------------------------------------------------------------------------
@@ -224,22 +287,36 @@ PLAN = Command(
 def _declare_search(parser: Parser) -> None:
     add_areas(parser)
     parser.add_argument(
-        "--out", required=True, type=arguments.output("check_ids_path"), metavar="FILE",
+        "--out",
+        required=True,
+        type=arguments.output("check_ids_path"),
+        metavar="FILE",
         help="where to write the GroupIDs, by extension: .parquet or .csv (one row "
-             "per area and GroupID, with the area's columns), .gpkg or .geojson "
-             "(one feature per area, its GroupIDs listed in group_ids); "
-             "written even when the run stops early, marked incomplete. Never "
-             "destroyed: a run less complete than the file there (stopped, "
-             "refused, or one that found nothing beside one that found something) "
-             "leaves it as it was and is written beside it, to FILE's name with "
-             ".partial (or .empty) before the extension")
-    parser.add_argument("--out-tiles", type=arguments.output("check_tiles_path"), metavar="FILE",
-                        help="also write the pieces sent, with their rows, pages and calls: "
-                             ".gpkg, .geojson, .parquet or .shp")
-    add_out_map(parser, "the pieces, coloured by the parcels each found, the pieces a "
-                        "--refresh changed run found changed, and any areas skipped")
-    parser.add_argument("--force", action="store_true",
-                        help="replace --out and --out-tiles even with a less complete result")
+        "per area and GroupID, with the area's columns), .gpkg or .geojson "
+        "(one feature per area, its GroupIDs listed in group_ids); "
+        "written even when the run stops early, marked incomplete. Never "
+        "destroyed: a run less complete than the file there (stopped, "
+        "refused, or one that found nothing beside one that found something) "
+        "leaves it as it was and is written beside it, to FILE's name with "
+        ".partial (or .empty) before the extension",
+    )
+    parser.add_argument(
+        "--out-tiles",
+        type=arguments.output("check_tiles_path"),
+        metavar="FILE",
+        help="also write the pieces sent, with their rows, pages and calls: "
+        ".gpkg, .geojson, .parquet or .shp",
+    )
+    add_out_map(
+        parser,
+        "the pieces, coloured by the parcels each found, the pieces a "
+        "--refresh changed run found changed, and any areas skipped",
+    )
+    parser.add_argument(
+        "--force",
+        action="store_true",
+        help="replace --out and --out-tiles even with a less complete result",
+    )
     add_options(parser, "search", defaults={"workers": DEFAULT_WORKERS})
     add_connection(parser)
     add_team_member(parser)
@@ -311,13 +388,19 @@ def _learnt_at_once(shown: Any, caught: list[warnings.WarningMessage]) -> Any:
     """A ``showwarning`` that shows a fact learnt of the vendor when it is learnt (the run
     says it on its own line) and keeps every other warning for after the run."""
 
-    def show(message: Warning | str, category: type[Warning], filename: str, lineno: int,
-             file: Any = None, line: str | None = None) -> None:
+    def show(
+        message: Warning | str,
+        category: type[Warning],
+        filename: str,
+        lineno: int,
+        file: Any = None,
+        line: str | None = None,
+    ) -> None:
         if isinstance(message, LearntFactWarning):
             shown(message, category, filename, lineno, file, line)
         else:
-            caught.append(warnings.WarningMessage(message, category, filename, lineno, file,
-                                                  line))
+            caught.append(warnings.WarningMessage(message, category, filename, lineno, file, line))
+
     return show
 
 
@@ -327,8 +410,7 @@ def _partial_error(caught: list[warnings.WarningMessage]) -> ParcelSearchError |
     stopped = None
     for item in caught:
         error = getattr(item.message, "error", None)
-        if isinstance(item.message, PartialResultWarning) and \
-                isinstance(error, ParcelSearchError):
+        if isinstance(item.message, PartialResultWarning) and isinstance(error, ParcelSearchError):
             stopped = error
         else:
             warnings.showwarning(item.message, item.category, item.filename, item.lineno)
@@ -359,14 +441,18 @@ class PriceQuestion:
 
     def __call__(self, price: Price) -> bool:
         self.survey_more = None
-        question = (f"spend {price.needs().replace('calls', 'calls in all')} "
-                    f"({price.remaining:,} still to spend)? ")
+        question = (
+            f"spend {price.needs().replace('calls', 'calls in all')} "
+            f"({price.remaining:,} still to spend)? "
+        )
         if price.planned is not None:  # the quota cannot hold the job: what can happen
             question = f"{price.plan}: spend the {price.planned:,} now? "
         if price.wider_share is None or not self._offers_left or not sys.stdin.isatty():
             return _confirmed(question + "[y/N] ")
-        answer = input(question + f"[y/N, or s: survey more first (a survey share of "
-                       f"{price.wider_share:g}) to narrow the interval to about ±20%] ")
+        answer = input(
+            question + f"[y/N, or s: survey more first (a survey share of "
+            f"{price.wider_share:g}) to narrow the interval to about ±20%] "
+        )
         if answer.strip().lower() in ("s", "survey"):
             self.survey_more = price.wider_share
             self._offers_left -= 1
@@ -388,8 +474,9 @@ def _search_asking(search: Any, areas: Any, client: Any, given: dict[str, Any]) 
             given = {**given, "survey_share": asked.survey_more}
 
 
-def _write(result: SearchResult, args: argparse.Namespace, *, partial: bool,
-           refused: int = 0) -> None:
+def _write(
+    result: SearchResult, args: argparse.Namespace, *, partial: bool, refused: int = 0
+) -> None:
     """Write the result's files and print its summary; ``refused``: the refusals the pacer
     met (spike arrest, a busy service: each retried, and the pace slowed)."""
     from parcelsearch import outputs
@@ -405,8 +492,10 @@ def _write(result: SearchResult, args: argparse.Namespace, *, partial: bool,
         map_out = Path(args.out_map)
         if kept is not None:  # beside the kept map too, named as the run's other files
             map_out = outputs.aside_path(map_out, outputs.run_metadata(result))
-        print(f"map written to {outputs.write_map(result, map_out)}",
-              file=sys.stderr if partial else sys.stdout)
+        print(
+            f"map written to {outputs.write_map(result, map_out)}",
+            file=sys.stderr if partial else sys.stdout,
+        )
     state = "PARTIAL result (complete: false)" if partial else "complete"
     print(
         f"\n{plural(len(result.group_ids), 'unique GroupID')} in "
@@ -419,22 +508,30 @@ def _write(result: SearchResult, args: argparse.Namespace, *, partial: bool,
         file=sys.stderr if partial else sys.stdout,
     )
     if kept is not None:
-        print(f"parcelsearch: note: {kept.args[0]}; this run was written beside it, to {path} "
-              "(--force replaces it)", file=sys.stderr)
+        print(
+            f"parcelsearch: note: {kept.args[0]}; this run was written beside it, to {path} "
+            "(--force replaces it)",
+            file=sys.stderr,
+        )
     if result.calls == 0 and result.cached_pages and not partial:
-        print("every page came from the cache: no call was made, so the key was not used "
-              "(nor checked)")
+        print(
+            "every page came from the cache: no call was made, so the key was not used "
+            "(nor checked)"
+        )
     if len(result.skipped):
-        shown = ", ".join(map(str, result.skipped.index[:outputs.TERMINAL_ROWS]))
+        shown = ", ".join(map(str, result.skipped.index[: outputs.TERMINAL_ROWS]))
         more = len(result.skipped) - outputs.TERMINAL_ROWS
-        print(f"{plural(len(result.skipped), 'area')} skipped (market not active): {shown}"
-              + (f" … {more:,} more (listed under 'skipped' in {args.out})" if more > 0
-                 else ""))
+        print(
+            f"{plural(len(result.skipped), 'area')} skipped (market not active): {shown}"
+            + (f" … {more:,} more (listed under 'skipped' in {args.out})" if more > 0 else "")
+        )
     if result.refresh == "changed":
         print(refresh_line(result))
     if result.run_id:
-        print(f"run {result.run_id[:12]} recorded (parcelsearch runs; parcelsearch diff OLD "
-              f"{result.run_id[:12]})")
+        print(
+            f"run {result.run_id[:12]} recorded (parcelsearch runs; parcelsearch diff OLD "
+            f"{result.run_id[:12]})"
+        )
 
 
 def _kept_aside(result: SearchResult, aside: Path, kept: OutputKeptError) -> bool:
@@ -445,15 +542,19 @@ def _kept_aside(result: SearchResult, aside: Path, kept: OutputKeptError) -> boo
     try:
         outputs.check_replace(aside, outputs.run_metadata(result))
     except OutputKeptError as better:
-        print(f"parcelsearch: note: {kept.args[0]}; and {better.args[0]}: this run was not "
-              "written (what it fetched is cached: running the search again resumes; --force "
-              "replaces them)", file=sys.stderr)
+        print(
+            f"parcelsearch: note: {kept.args[0]}; and {better.args[0]}: this run was not "
+            "written (what it fetched is cached: running the search again resumes; --force "
+            "replaces them)",
+            file=sys.stderr,
+        )
         return True
     return False
 
 
-def _destinations(result: SearchResult, args: argparse.Namespace
-                  ) -> tuple[Path, Path | None, OutputKeptError | None]:
+def _destinations(
+    result: SearchResult, args: argparse.Namespace
+) -> tuple[Path, Path | None, OutputKeptError | None]:
     """Where ``--out`` and ``--out-tiles`` go: as named, or beside them
     (:func:`parcelsearch.outputs.aside_path`) when they hold a more complete result than this
     run's, which are then kept as they were (unless ``--force``); and why, if so."""
@@ -480,13 +581,17 @@ def refresh_line(result: SearchResult) -> str:
     verification = result.verification
     low, high = verification.get("missed_interval", [0, 0])
     sampled = verification.get("sampled", 0)
-    line = (f"refresh: {plural(changed, 'piece')} changed; {int(status.get('read', 0)):,} "
-            f"re-read, {int(status.get('inferred', 0)):,} unchanged by inference, "
-            f"{int(status.get('sampled', 0)):,} sampled ({verification.get('found_changed', 0)} "
-            f"of them changed)")
+    line = (
+        f"refresh: {plural(changed, 'piece')} changed; {int(status.get('read', 0)):,} "
+        f"re-read, {int(status.get('inferred', 0)):,} unchanged by inference, "
+        f"{int(status.get('sampled', 0)):,} sampled ({verification.get('found_changed', 0)} "
+        f"of them changed)"
+    )
     if sampled:
-        line += (f"; changed pieces missed: about {verification['missed_estimate']:g} "
-                 f"(95% interval {low:g}-{high:g})")
+        line += (
+            f"; changed pieces missed: about {verification['missed_estimate']:g} "
+            f"(95% interval {low:g}-{high:g})"
+        )
     else:
         line += f"; changed pieces missed: unknown (no sample; at most {high:g})"
     if verification.get("sample_dropped"):
@@ -495,11 +600,15 @@ def refresh_line(result: SearchResult) -> str:
 
 
 SEARCH = Command(
-    "search", "find every GroupID inside the study areas", _declare_search, run_search,
+    "search",
+    "find every GroupID inside the study areas",
+    _declare_search,
+    run_search,
     description="Find every parcel GroupID inside the study areas for the fewest calls. "
-                "Every response is cached: running the same search again spends only "
-                "what is missing.",
-    epilog=ENVIRONMENT + "\n\n" + exit_codes_text())
+    "Every response is cached: running the same search again spends only "
+    "what is missing.",
+    epilog=ENVIRONMENT + "\n\n" + exit_codes_text(),
+)
 
 
 # -- markets, doctor -----------------------------------------------------------------------
@@ -508,8 +617,7 @@ SEARCH = Command(
 def _declare_markets(parser: Parser) -> None:
     parser.add_argument("--json", action="store_true", help="print a JSON list")
     add_connection(parser)
-    add_team_member(parser, "the call is reserved, paced and counted there, in the team's "
-                            "quota")
+    add_team_member(parser, "the call is reserved, paced and counted there, in the team's quota")
 
 
 def run_markets(args: argparse.Namespace) -> int:
@@ -524,28 +632,35 @@ def run_markets(args: argparse.Namespace) -> int:
 
 
 MARKETS = Command(
-    "markets", "list the active markets (spends one call, then cached a day)", _declare_markets,
+    "markets",
+    "list the active markets (spends one call, then cached a day)",
+    _declare_markets,
     run_markets,
     description="List the markets where zoning calls are worth making. Asking the service "
-                "spends one call of the key's quota; the list is then reused for a day.",
-    epilog=ENVIRONMENT)
+    "spends one call of the key's quota; the list is then reused for a day.",
+    epilog=ENVIRONMENT,
+)
 
 
 def _declare_doctor(parser: Parser) -> None:
-    parser.add_argument("--dry-run", action="store_true",
-                        help="list the checks and their price; spend nothing")
+    parser.add_argument(
+        "--dry-run", action="store_true", help="list the checks and their price; spend nothing"
+    )
     parser.add_argument("--yes", action="store_true", help="spend the calls without asking")
-    parser.add_argument("--areas", metavar="FILE",
-                        help="the study areas you mean to search (any file geopandas reads): "
-                             "one more call, page 1 of a sliver one grid step tall across the "
-                             "largest, learns whether the vendor matches parcels by a point "
-                             "(representative-point) or by their footprints (intersects), kept "
-                             "for the base URL and used by later searches")
-    parser.add_argument("--layer", metavar="NAME",
-                        help="the layer of --areas to read, from a file with several")
+    parser.add_argument(
+        "--areas",
+        metavar="FILE",
+        help="the study areas you mean to search (any file geopandas reads): "
+        "one more call, page 1 of a sliver one grid step tall across the "
+        "largest, learns whether the vendor matches parcels by a point "
+        "(representative-point) or by their footprints (intersects), kept "
+        "for the base URL and used by later searches",
+    )
+    parser.add_argument(
+        "--layer", metavar="NAME", help="the layer of --areas to read, from a file with several"
+    )
     add_connection(parser)
-    add_team_member(parser, "the probes are reserved, paced and counted there, in the team's "
-                            "quota")
+    add_team_member(parser, "the probes are reserved, paced and counted there, in the team's quota")
     parser.set_defaults(crs=None)
 
 
@@ -556,26 +671,34 @@ def run_doctor(args: argparse.Namespace) -> int:
 
     areas = None
     if args.areas is not None:  # read and checked before anything is priced or spent
-        areas = read_areas(argparse.Namespace(areas=args.areas, layer=args.layer,
-                                              crs=args.crs)).geometry
+        areas = read_areas(
+            argparse.Namespace(areas=args.areas, layer=args.layer, crs=args.crs)
+        ).geometry
     client = _client(args)
     priced = check_service(client, dry_run=True, areas=areas)
     price = priced.price
     if args.dry_run:
         print(priced)
         return 0
-    if not args.yes and not _confirmed(f"doctor spends {plural(price, 'call')} of the key's "
-                                       f"quota at {client.base_url}. Spend them? [y/N] "):
-        raise ConfigurationError(f"not confirmed: doctor spends {plural(price, 'call')}; "
-                                 "nothing was spent. Add --yes to spend them without asking, "
-                                 "or --dry-run to spend none")
+    if not args.yes and not _confirmed(
+        f"doctor spends {plural(price, 'call')} of the key's "
+        f"quota at {client.base_url}. Spend them? [y/N] "
+    ):
+        raise ConfigurationError(
+            f"not confirmed: doctor spends {plural(price, 'call')}; "
+            "nothing was spent. Add --yes to spend them without asking, "
+            "or --dry-run to spend none"
+        )
     check_listening(client.base_url, proxied=client.proxied)
     report = check_service(client, areas=areas, team=args.team, user=args.user)
     print(report)
-    if areas is None and any(f.check == "matching rule" and f.verdict == "unknown"
-                             for f in report.findings):
-        print("the vendor's matching rule is unknown: parcelsearch doctor --areas FILE learns "
-              "it with one more call")
+    if areas is None and any(
+        f.check == "matching rule" and f.verdict == "unknown" for f in report.findings
+    ):
+        print(
+            "the vendor's matching rule is unknown: parcelsearch doctor --areas FILE learns "
+            "it with one more call"
+        )
     return 0 if report.ok else 1
 
 
@@ -587,19 +710,22 @@ def _confirmed(question: str) -> bool:
 
 
 DOCTOR = Command(
-    "doctor", "check the vendor at the base URL (2 calls, 3 with --areas; priced and "
-              "confirmed first)", _declare_doctor, run_doctor,
+    "doctor",
+    "check the vendor at the base URL (2 calls, 3 with --areas; priced and confirmed first)",
+    _declare_doctor,
+    run_doctor,
     description="Check what the vendor at the base URL does where its specification is "
-                "silent: TLS, the key, the base URL's stage path, compression, the number "
-                "of the first page, how refusals are worded, the markets and, with "
-                "--areas, how it matches parcels to a polygon. It costs 2 calls of the "
-                "key's quota (3 with --areas; never more than one beyond that, redirects "
-                "and retries included), asked before spending (--yes: without asking; "
-                "--dry-run: none). What it learns is kept in the cache folder, so later "
-                "searches adapt without probing.",
+    "silent: TLS, the key, the base URL's stage path, compression, the number "
+    "of the first page, how refusals are worded, the markets and, with "
+    "--areas, how it matches parcels to a polygon. It costs 2 calls of the "
+    "key's quota (3 with --areas; never more than one beyond that, redirects "
+    "and retries included), asked before spending (--yes: without asking; "
+    "--dry-run: none). What it learns is kept in the cache folder, so later "
+    "searches adapt without probing.",
     epilog=ENVIRONMENT + "\n\nexit codes:\n"
-           "  0    every check passed or could not tell\n  1    a check failed\n"
-           "  2    usage, or the price was not confirmed (nothing was spent)")
+    "  0    every check passed or could not tell\n  1    a check failed\n"
+    "  2    usage, or the price was not confirmed (nothing was spent)",
+)
 
 #: The commands of this module, in the order ``parcelsearch --help`` lists them.
 COMMANDS = (DEMO, PLAN, SEARCH, MARKETS, DOCTOR)

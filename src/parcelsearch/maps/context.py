@@ -55,13 +55,15 @@ def context_layer(context: gpd.GeoDataFrame, views: Sequence[Bounds]) -> LayerSp
     frame = to_wgs84(context)
     if not views or frame.empty:
         return None
-    hits = frame.sindex.query(shapely.union_all([_near(b) for b in views]),
-                              predicate="intersects")
+    hits = frame.sindex.query(shapely.union_all([_near(b) for b in views]), predicate="intersects")
     if len(hits) == 0:
         return None
     features = [
-        {"type": "Feature", "geometry": geometry_json(geom),
-         "properties": {"style": dict(CONTEXT_STYLE)}}
+        {
+            "type": "Feature",
+            "geometry": geometry_json(geom),
+            "properties": {"style": dict(CONTEXT_STYLE)},
+        }
         for geom in frame.geometry.iloc[sorted(hits)]
     ]
     return LayerSpec(CONTEXT_NAME, {"type": "FeatureCollection", "features": features})
@@ -85,6 +87,8 @@ def resolve_context(context: Context) -> gpd.GeoDataFrame | None:
         return context
     if isinstance(context, str) and context == BUNDLED:
         return _bundled()
-    raise InputError(f"context={context!r} is not a map context: pass a GeoDataFrame of "
-                     'shapes to draw underneath, "bundled" (the default) or None for none',
-                     field="context")
+    raise InputError(
+        f"context={context!r} is not a map context: pass a GeoDataFrame of "
+        'shapes to draw underneath, "bundled" (the default) or None for none',
+        field="context",
+    )

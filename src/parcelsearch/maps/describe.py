@@ -108,19 +108,25 @@ def _areas_layer(areas: gpd.GeoDataFrame, id_name: str, style: dict[str, Any]) -
     )
 
 
-def areas_spec(areas: gpd.GeoDataFrame, *, id_name: str | None = None,
-               context: Context = BUNDLED) -> MapSpec:
+def areas_spec(
+    areas: gpd.GeoDataFrame, *, id_name: str | None = None, context: Context = BUNDLED
+) -> MapSpec:
     """The description of a map of study areas (see :func:`parcelsearch.maps.areas_map`)."""
     frame = to_wgs84(_with_ids(areas, id_name))
     name = id_name or frame.index.name or "area"
     legend = Legend("Study areas", (LegendEntry("study area", AREA_STYLE["fillColor"]),))
-    spec = MapSpec(f"Study areas ({len(frame)})", (_areas_layer(frame, name, AREA_STYLE),),
-                   legend, bounds_of(frame))
+    spec = MapSpec(
+        f"Study areas ({len(frame)})",
+        (_areas_layer(frame, name, AREA_STYLE),),
+        legend,
+        bounds_of(frame),
+    )
     return _finish(spec, _subjects(frame), context)
 
 
-def _plan_piece_rows(r: Mapping[str, Any], id_name: str, names: Mapping[Hashable, Any]
-                     ) -> list[tuple[str, str]]:
+def _plan_piece_rows(
+    r: Mapping[str, Any], id_name: str, names: Mapping[Hashable, Any]
+) -> list[tuple[str, str]]:
     return [
         ("area", _area_label(r[id_name], names)),
         ("piece", text(r["piece_id"])),
@@ -131,8 +137,10 @@ def _plan_piece_rows(r: Mapping[str, Any], id_name: str, names: Mapping[Hashable
 
 
 #: The legend's word for a connector: drawn as a thin line, it is part of a piece.
-CONNECTOR_LABEL = ("thin line between parts: a connector (a sliver of the piece joining "
-                   "them; parcels on it outside the area can match)")
+CONNECTOR_LABEL = (
+    "thin line between parts: a connector (a sliver of the piece joining "
+    "them; parcels on it outside the area can match)"
+)
 
 
 def connector_pieces(areas: gpd.GeoDataFrame, tiles: gpd.GeoDataFrame, id_name: str) -> int:
@@ -148,12 +156,14 @@ def connector_pieces(areas: gpd.GeoDataFrame, tiles: gpd.GeoDataFrame, id_name: 
     return count
 
 
-def _with_connectors(legend: Legend, areas: gpd.GeoDataFrame, tiles: gpd.GeoDataFrame,
-                     id_name: str) -> Legend:
+def _with_connectors(
+    legend: Legend, areas: gpd.GeoDataFrame, tiles: gpd.GeoDataFrame, id_name: str
+) -> Legend:
     if not connector_pieces(areas, tiles, id_name):
         return legend
-    return Legend(legend.title, (*legend.entries,
-                                 LegendEntry(CONNECTOR_LABEL, OUTLINE_STYLE["color"])))
+    return Legend(
+        legend.title, (*legend.entries, LegendEntry(CONNECTOR_LABEL, OUTLINE_STYLE["color"]))
+    )
 
 
 def plan_spec(plan: PlanLike, *, context: Context = BUNDLED) -> MapSpec:
@@ -168,16 +178,29 @@ def plan_spec(plan: PlanLike, *, context: Context = BUNDLED) -> MapSpec:
         tooltip=lambda r: f"{_area_label(r[id_name], names)} · piece {text(r['piece_id'])}",
     )
     legend = _with_connectors(
-        Legend("Plan", (LegendEntry("study area outline", OUTLINE_STYLE["color"]),
-                        LegendEntry("piece sent", PLAN_PIECE_STYLE["fillColor"]))),
-        areas, tiles, id_name)
+        Legend(
+            "Plan",
+            (
+                LegendEntry("study area outline", OUTLINE_STYLE["color"]),
+                LegendEntry("piece sent", PLAN_PIECE_STYLE["fillColor"]),
+            ),
+        ),
+        areas,
+        tiles,
+        id_name,
+    )
     calls = int(pd.to_numeric(tiles.get("min_calls", pd.Series(dtype=int))).sum())
     subtitle = f"{len(areas)} areas · {len(tiles)} pieces · at least {calls:,} calls"
     price = getattr(plan, "price_text", None)  # a Plan's price known without spending
     if callable(price):
         subtitle += f" · {price()}"
-    spec = MapSpec("Plan", (pieces, _areas_layer(areas, id_name, OUTLINE_STYLE)),
-                   legend, bounds_of(areas, tiles), subtitle)
+    spec = MapSpec(
+        "Plan",
+        (pieces, _areas_layer(areas, id_name, OUTLINE_STYLE)),
+        legend,
+        bounds_of(areas, tiles),
+        subtitle,
+    )
     return _finish(spec, _subjects(areas), context)
 
 
@@ -202,8 +225,9 @@ def _matched_text(rows: Any) -> str:
     return "not searched" if is_missing(rows) else f"{int(rows):,} parcels"
 
 
-def _result_piece_rows(r: Mapping[str, Any], id_name: str, names: Mapping[Hashable, Any]
-                       ) -> list[tuple[str, str]]:
+def _result_piece_rows(
+    r: Mapping[str, Any], id_name: str, names: Mapping[Hashable, Any]
+) -> list[tuple[str, str]]:
     return [
         ("area", _area_label(r[id_name], names)),
         ("piece", text(r["piece_id"])),
@@ -214,8 +238,7 @@ def _result_piece_rows(r: Mapping[str, Any], id_name: str, names: Mapping[Hashab
     ]
 
 
-def _result_piece_style(r: Mapping[str, Any], breaks: Sequence[tuple[int, int]]
-                        ) -> dict[str, Any]:
+def _result_piece_style(r: Mapping[str, Any], breaks: Sequence[tuple[int, int]]) -> dict[str, Any]:
     if is_missing(r["rows"]):
         return dict(UNSEARCHED_STYLE)
     style = {**PIECE_STYLE, "fillColor": class_colour(int(r["rows"]), breaks)}
@@ -224,13 +247,13 @@ def _result_piece_style(r: Mapping[str, Any], breaks: Sequence[tuple[int, int]]
     return style
 
 
-def _result_legend(tiles: pd.DataFrame, breaks: Sequence[tuple[int, int]], skipped: int
-                   ) -> Legend:
+def _result_legend(tiles: pd.DataFrame, breaks: Sequence[tuple[int, int]], skipped: int) -> Legend:
     rows = tiles["rows"]
     entries = [LegendEntry("0", PALETTE[0])] if (rows.fillna(-1) == 0).any() else []
     colours = class_colours(len(breaks))
-    entries += [LegendEntry(class_label(lo, hi), c) for (lo, hi), c in zip(breaks, colours,
-                                                                            strict=True)]
+    entries += [
+        LegendEntry(class_label(lo, hi), c) for (lo, hi), c in zip(breaks, colours, strict=True)
+    ]
     if rows.isna().any():
         entries.append(LegendEntry("not searched", "#ffffff", dashed=True))
     if tiles.get("from_cache", pd.Series(dtype=bool)).fillna(False).astype(bool).any():
@@ -240,8 +263,9 @@ def _result_legend(tiles: pd.DataFrame, breaks: Sequence[tuple[int, int]], skipp
     return Legend("Parcels matched per piece", tuple(entries))
 
 
-def _skipped_areas(skipped: pd.DataFrame, areas: gpd.GeoDataFrame | None, id_name: str
-                   ) -> gpd.GeoDataFrame:
+def _skipped_areas(
+    skipped: pd.DataFrame, areas: gpd.GeoDataFrame | None, id_name: str
+) -> gpd.GeoDataFrame:
     """The rows of ``areas`` (in EPSG:4326, indexed by area id) that were skipped."""
     if areas is None or skipped.empty:
         return gpd.GeoDataFrame(geometry=[], crs=4326)
@@ -258,15 +282,18 @@ def _skipped_layer(skipped: pd.DataFrame, frame: gpd.GeoDataFrame, id_name: str)
     return feature_layer(
         "Skipped areas",
         frame,
-        popup=lambda r: [(id_name, text(r["_id"])),
-                         *[(c, text(r[c])) for c in ("name", *rows) if c in r]],
+        popup=lambda r: [
+            (id_name, text(r["_id"])),
+            *[(c, text(r[c])) for c in ("name", *rows) if c in r],
+        ],
         style=lambda r: dict(SKIPPED_STYLE),
         tooltip=lambda r: f"{_area_label(r['_id'], names)}: skipped",
     )
 
 
-def result_spec(result: ResultLike, *, areas: gpd.GeoDataFrame | None = None,
-                context: Context = BUNDLED) -> MapSpec:
+def result_spec(
+    result: ResultLike, *, areas: gpd.GeoDataFrame | None = None, context: Context = BUNDLED
+) -> MapSpec:
     """The description of a result's map (see :func:`parcelsearch.maps.result_map`)."""
     id_name = result.id_name
     plan_areas, tiles = to_wgs84(result.plan.areas), to_wgs84(result.tiles)
@@ -277,17 +304,27 @@ def result_spec(result: ResultLike, *, areas: gpd.GeoDataFrame | None = None,
         tiles,
         popup=lambda r: _result_piece_rows(r, id_name, names),
         style=lambda r: _result_piece_style(r, breaks),
-        tooltip=lambda r: (f"{_area_label(r[id_name], names)} · piece {text(r['piece_id'])}: "
-                           f"{_matched_text(r['rows'])}"),
+        tooltip=lambda r: (
+            f"{_area_label(r[id_name], names)} · piece {text(r['piece_id'])}: "
+            f"{_matched_text(r['rows'])}"
+        ),
     )
     layers = [pieces, _areas_layer(plan_areas, id_name, OUTLINE_STYLE)]
     changed = _changed_tiles(tiles)
     if len(changed):
-        layers.insert(1, feature_layer(
-            CHANGED_NAME, changed, popup=lambda r: _result_piece_rows(r, id_name, names),
-            style=lambda r: dict(CHANGED_STYLE),
-            tooltip=lambda r: (f"{_area_label(r[id_name], names)} · piece "
-                               f"{text(r['piece_id'])}: changed since the last run")))
+        layers.insert(
+            1,
+            feature_layer(
+                CHANGED_NAME,
+                changed,
+                popup=lambda r: _result_piece_rows(r, id_name, names),
+                style=lambda r: dict(CHANGED_STYLE),
+                tooltip=lambda r: (
+                    f"{_area_label(r[id_name], names)} · piece "
+                    f"{text(r['piece_id'])}: changed since the last run"
+                ),
+            ),
+        )
     skipped = result.skipped
     if areas is None and isinstance(skipped, gpd.GeoDataFrame) and not skipped.empty:
         areas = skipped[[skipped.geometry.name]]  # the result kept the skipped areas' shapes
@@ -296,21 +333,23 @@ def result_spec(result: ResultLike, *, areas: gpd.GeoDataFrame | None = None,
     if len(drawn):
         layers.append(_skipped_layer(skipped, drawn, id_name))
     calls = int(pd.to_numeric(tiles.get("calls", pd.Series(dtype=int))).sum())
-    subtitle = (f"{len(plan_areas)} areas · {len(tiles)} pieces · {calls:,} calls"
-                f" · {len(skipped)} skipped")
-    legend = _with_connectors(_result_legend(tiles, breaks, len(drawn)), plan_areas, tiles,
-                              id_name)
+    subtitle = (
+        f"{len(plan_areas)} areas · {len(tiles)} pieces · {calls:,} calls · {len(skipped)} skipped"
+    )
+    legend = _with_connectors(_result_legend(tiles, breaks, len(drawn)), plan_areas, tiles, id_name)
     if len(changed):
         subtitle += f" · {len(changed)} changed"
-        legend = Legend(legend.title, (*legend.entries,
-                                       LegendEntry("changed since the last run",
-                                                   CHANGED_STYLE["color"])))
-    spec = MapSpec("Search result", tuple(layers), legend,
-                   bounds_of(plan_areas, tiles, drawn), subtitle)
-    focus = _subjects(plan_areas.loc[plan_areas.index.isin(changed[id_name])]) if len(
-        changed) else None
-    return _finish(spec, [*_subjects(plan_areas), *_subjects(drawn, " · skipped")], context,
-                   focus)
+        legend = Legend(
+            legend.title,
+            (*legend.entries, LegendEntry("changed since the last run", CHANGED_STYLE["color"])),
+        )
+    spec = MapSpec(
+        "Search result", tuple(layers), legend, bounds_of(plan_areas, tiles, drawn), subtitle
+    )
+    focus = (
+        _subjects(plan_areas.loc[plan_areas.index.isin(changed[id_name])]) if len(changed) else None
+    )
+    return _finish(spec, [*_subjects(plan_areas), *_subjects(drawn, " · skipped")], context, focus)
 
 
 #: The layer of pieces that changed since the last run (a refresh's result).
@@ -327,8 +366,9 @@ def _changed_tiles(tiles: gpd.GeoDataFrame) -> gpd.GeoDataFrame:
     return tiles[flags]
 
 
-def _finish(spec: MapSpec, subjects: Subjects, context: Context,
-            focus: Subjects | None = None) -> MapSpec:
+def _finish(
+    spec: MapSpec, subjects: Subjects, context: Context, focus: Subjects | None = None
+) -> MapSpec:
     """``spec`` with its first views, markers for specks and the offline context near them.
 
     ``focus`` names what a single map must open on when that is not every subject (the
@@ -337,11 +377,19 @@ def _finish(spec: MapSpec, subjects: Subjects, context: Context,
     far = outliers(focus or subjects)
     core = [s for s in (focus or subjects) if s not in far]
     view = focus_of(core, spec.bounds)
-    if view is not None and not far and focus is None and view.bounds == union(
-            *(b for _, b in subjects)):
+    if (
+        view is not None
+        and not far
+        and focus is None
+        and view.bounds == union(*(b for _, b in subjects))
+    ):
         view = None  # every area: the whole map
-    spec = dataclasses.replace(spec, views=first_views(subjects, spec.bounds), focus=view,
-                               listed=tuple(View(label, b) for label, b in far))
+    spec = dataclasses.replace(
+        spec,
+        views=first_views(subjects, spec.bounds),
+        focus=view,
+        listed=tuple(View(label, b) for label, b in far),
+    )
     spec = _with_markers(spec)
     frame = resolve_context(context)
     if frame is not None:
@@ -363,28 +411,36 @@ def _with_markers(spec: MapSpec) -> MapSpec:
     Renderers that draw the spec's panels (``views``) leave the markers out: each panel shows
     its areas.
     """
-    colours = {"Study areas": MARKER_STYLE["fillColor"],
-               "Skipped areas": SKIPPED_STYLE["fillColor"]}
-    areas = [(f, colours[x.name]) for x in spec.layers if x.name in colours
-             for f in x.geojson["features"]]
+    colours = {
+        "Study areas": MARKER_STYLE["fillColor"],
+        "Skipped areas": SKIPPED_STYLE["fillColor"],
+    }
+    areas = [
+        (f, colours[x.name])
+        for x in spec.layers
+        if x.name in colours
+        for f in x.geojson["features"]
+    ]
     _, zoom = view_of(spec.bounds)
     if not any(pixels(box(shape(f["geometry"])), zoom) < MARKER_BELOW_PX for f, _ in areas):
         return spec
     features = [
-        {"type": "Feature",
-         "geometry": geometry_json(shape(f["geometry"]).representative_point()),
-         "properties": {**f["properties"], "style": {**MARKER_STYLE, "fillColor": colour}}}
+        {
+            "type": "Feature",
+            "geometry": geometry_json(shape(f["geometry"]).representative_point()),
+            "properties": {**f["properties"], "style": {**MARKER_STYLE, "fillColor": colour}},
+        }
         for f, colour in areas
     ]
     markers = LayerSpec(MARKERS_NAME, {"type": "FeatureCollection", "features": features})
     legend = spec.legend or Legend("Study areas", ())
-    legend = Legend(legend.title, (*legend.entries,
-                                   LegendEntry(MARKER_LABEL, MARKER_STYLE["fillColor"])))
+    legend = Legend(
+        legend.title, (*legend.entries, LegendEntry(MARKER_LABEL, MARKER_STYLE["fillColor"]))
+    )
     return dataclasses.replace(spec, layers=(*spec.layers, markers), legend=legend)
 
 
-def spec_of(obj: Any, areas: gpd.GeoDataFrame | None = None,
-            context: Context = BUNDLED) -> MapSpec:
+def spec_of(obj: Any, areas: gpd.GeoDataFrame | None = None, context: Context = BUNDLED) -> MapSpec:
     """The spec for anything :func:`parcelsearch.maps.save_html` accepts.
 
     A spec already made (a :class:`MapSpec` or a map's ``.parcelsearch_spec``) keeps its own
@@ -396,13 +452,17 @@ def spec_of(obj: Any, areas: gpd.GeoDataFrame | None = None,
             spec = dataclasses.replace(spec, context=context_layer(context, _context_views(spec)))
         return spec
     if isinstance(obj, ipyleaflet.Map):
-        raise TypeError("this ipyleaflet.Map was not made by parcelsearch.maps; "
-                        "save one from areas_map(), plan_map() or result_map()")
+        raise TypeError(
+            "this ipyleaflet.Map was not made by parcelsearch.maps; "
+            "save one from areas_map(), plan_map() or result_map()"
+        )
     if isinstance(obj, gpd.GeoDataFrame):
         return areas_spec(obj, context=context)
     if hasattr(obj, "skipped") and hasattr(obj, "plan"):
         return result_spec(obj, areas=areas, context=context)
     if hasattr(obj, "tiles") and hasattr(obj, "areas"):
         return plan_spec(obj, context=context)
-    raise TypeError(f"cannot map a {type(obj).__name__}: pass study areas (GeoDataFrame), "
-                    "a Plan, a SearchResult or a map made by parcelsearch.maps")
+    raise TypeError(
+        f"cannot map a {type(obj).__name__}: pass study areas (GeoDataFrame), "
+        "a Plan, a SearchResult or a map made by parcelsearch.maps"
+    )

@@ -63,8 +63,11 @@ def to_wgs84(frame: gpd.GeoDataFrame) -> gpd.GeoDataFrame:
     if frame.crs is None:
         west, south, east, north = frame.total_bounds if len(frame) else (0, 0, 0, 0)
         if west < -180 or east > 180 or south < -90 or north > 90:
-            raise InputError("the frame has no CRS and its coordinates are not lon/lat; "
-                             "set one with frame.set_crs(...)", field="geometry")
+            raise InputError(
+                "the frame has no CRS and its coordinates are not lon/lat; "
+                "set one with frame.set_crs(...)",
+                field="geometry",
+            )
         return frame
     return frame if frame.crs.equals("EPSG:4326") else frame.to_crs(4326)
 
@@ -106,8 +109,7 @@ def bounds_of(*frames: gpd.GeoDataFrame) -> Bounds | None:
     if not boxes:
         return None
     b = np.vstack(boxes)
-    return (float(b[:, 0].min()), float(b[:, 1].min()), float(b[:, 2].max()),
-            float(b[:, 3].max()))
+    return (float(b[:, 0].min()), float(b[:, 1].min()), float(b[:, 2].max()), float(b[:, 3].max()))
 
 
 def box(geom: Any) -> Bounds:

@@ -27,8 +27,15 @@ from parcelsearch.maps.spec import (
     view_of,
 )
 
-__all__ = ["MAX_PANELS", "MIN_PX", "OUTLIER_FACTOR", "SPECK_PX", "first_views", "focus_of",
-           "outliers"]
+__all__ = [
+    "MAX_PANELS",
+    "MIN_PX",
+    "OUTLIER_FACTOR",
+    "SPECK_PX",
+    "first_views",
+    "focus_of",
+    "outliers",
+]
 
 #: An area is "visible" in a view when its larger side spans at least this many pixels.
 MIN_PX = 40
@@ -72,8 +79,7 @@ def _title(labels: Sequence[str]) -> str:
     return f"{shown} and {more} more" if more > 0 else shown
 
 
-def first_views(subjects: Sequence[tuple[str, Bounds]], whole: Bounds | None
-                ) -> tuple[View, ...]:
+def first_views(subjects: Sequence[tuple[str, Bounds]], whole: Bounds | None) -> tuple[View, ...]:
     """Panels for ``subjects`` (label, bounds), or ``()`` when one view of ``whole`` will do.
 
     Parameters
@@ -93,8 +99,7 @@ def first_views(subjects: Sequence[tuple[str, Bounds]], whole: Bounds | None
     return tuple(View(_title(g.labels), g.bounds) for g in groups)
 
 
-def _readable(subjects: Sequence[tuple[str, Bounds]], whole: Bounds,
-              size: tuple[int, int]) -> bool:
+def _readable(subjects: Sequence[tuple[str, Bounds]], whole: Bounds, size: tuple[int, int]) -> bool:
     """Whether every subject spans ``MIN_PX`` pixels in one view of ``whole``."""
     _, zoom = view_of(whole, size)
     return all(pixels(b, zoom) >= MIN_PX for _, b in subjects)
@@ -118,8 +123,10 @@ OUTLIER_FACTOR = 10.0
 
 def _centre(b: Bounds) -> tuple[float, float]:
     """The centre of ``b`` as a share of the Web-Mercator world (x, y)."""
-    return (((b[0] + b[2]) / 2 + 180) / 360,
-            (math.pi - (mercator_y(b[1]) + mercator_y(b[3])) / 2) / (2 * math.pi))
+    return (
+        ((b[0] + b[2]) / 2 + 180) / 360,
+        (math.pi - (mercator_y(b[1]) + mercator_y(b[3])) / 2) / (2 * math.pi),
+    )
 
 
 def outliers(subjects: Sequence[tuple[str, Bounds]]) -> list[tuple[str, Bounds]]:
@@ -139,8 +146,10 @@ def outliers(subjects: Sequence[tuple[str, Bounds]]) -> list[tuple[str, Bounds]]
     mx = sorted(x for x, _ in centres)[len(centres) // 2]
     my = sorted(y for _, y in centres)[len(centres) // 2]
     far = [math.hypot(x - mx, y - my) for x, y in centres]
-    typical = max(sorted(far)[len(far) // 2],
-                  sorted(pixels(b, 0) / 256 for _, b in subjects)[len(subjects) // 2])
+    typical = max(
+        sorted(far)[len(far) // 2],
+        sorted(pixels(b, 0) / 256 for _, b in subjects)[len(subjects) // 2],
+    )
     return [s for s, d in zip(subjects, far, strict=True) if d > OUTLIER_FACTOR * typical]
 
 

@@ -42,8 +42,9 @@ OSM_ATTRIBUTION = (
 _STATIC = "_static"
 _CSS_COMMENT = re.compile(r"/\*.*?\*/", re.DOTALL)
 _SOURCE_MAP = re.compile(r"^//# sourceMappingURL=.*$", re.MULTILINE)
-_JSON_UNSAFE = str.maketrans({"<": "\\u003c", ">": "\\u003e", "&": "\\u0026",
-                              "\u2028": "\\u2028", "\u2029": "\\u2029"})
+_JSON_UNSAFE = str.maketrans(
+    {"<": "\\u003c", ">": "\\u003e", "&": "\\u0026", "\u2028": "\\u2028", "\u2029": "\\u2029"}
+)
 
 _CSS = f"""
 html, body {{ height: 100%; margin: 0; }}
@@ -251,17 +252,25 @@ def _html_payload(spec: MapSpec, *, basemap: bool) -> dict[str, Any]:
     context = spec.context
     return {
         "layers": [{"name": html.escape(x.name), "geojson": x.geojson} for x in shown],
-        "panels": [{"title": html.escape(v.title), "bounds": _latlng(v.bounds)}
-                   for v in spec.views] if panels else [],
-        "context": (None if context is None
-                    else {"name": html.escape(context.name), "geojson": context.geojson}),
+        "panels": [{"title": html.escape(v.title), "bounds": _latlng(v.bounds)} for v in spec.views]
+        if panels
+        else [],
+        "context": (
+            None
+            if context is None
+            else {"name": html.escape(context.name), "geojson": context.geojson}
+        ),
         "legend": _legend_html(legend) if legend and legend.entries else None,
         "bounds": _latlng(spec.bounds),
         "focus": _latlng(spec.focus.bounds) if spec.focus is not None else None,
-        "go_to": [] if panels else [{"title": html.escape(v.title), "bounds": _latlng(v.bounds)}
-                                    for v in spec.go_to()],
-        "go_to_start": ([v.title for v in spec.go_to()].index(spec.focus.title)
-                        if spec.focus is not None and not panels else 0),
+        "go_to": []
+        if panels
+        else [{"title": html.escape(v.title), "bounds": _latlng(v.bounds)} for v in spec.go_to()],
+        "go_to_start": (
+            [v.title for v in spec.go_to()].index(spec.focus.title)
+            if spec.focus is not None and not panels
+            else 0
+        ),
         "tiles": OSM_TILES if basemap else None,
         "attribution": OSM_ATTRIBUTION if basemap else None,
     }
@@ -274,7 +283,7 @@ def page_html(spec: MapSpec, *, title: str, basemap: bool) -> str:
     body = '<div id="panels"></div>' if panels else '<div id="map"></div>'
     opening = '<body class="panels">' if panels else "<body>"
     return (
-        "<!DOCTYPE html>\n<html lang=\"en\">\n<head>\n<meta charset=\"utf-8\">\n"
+        '<!DOCTYPE html>\n<html lang="en">\n<head>\n<meta charset="utf-8">\n'
         '<meta name="viewport" content="width=device-width, initial-scale=1">\n'
         f"<title>{html.escape(title)}</title>\n"
         f"<style>\n{_leaflet_css()}\n</style>\n<style>{_CSS}</style>\n</head>\n"
@@ -287,8 +296,15 @@ def page_html(spec: MapSpec, *, title: str, basemap: bool) -> str:
     )
 
 
-def save_html(obj: Any, path: str | Path, *, title: str | None = None, basemap: bool = False,
-              areas: gpd.GeoDataFrame | None = None, context: Context = BUNDLED) -> Path:
+def save_html(
+    obj: Any,
+    path: str | Path,
+    *,
+    title: str | None = None,
+    basemap: bool = False,
+    areas: gpd.GeoDataFrame | None = None,
+    context: Context = BUNDLED,
+) -> Path:
     """Write a map as one self-contained HTML file that opens with no network.
 
     Leaflet, the data and the map's code are inlined; nothing is fetched but the optional

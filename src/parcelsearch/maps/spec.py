@@ -31,27 +31,60 @@ Bounds = tuple[float, float, float, float]
 
 #: Leaflet path options per kind of feature (the same keys in ipyleaflet and in the HTML).
 Style = dict[str, Any]
-AREA_STYLE: Style = {"color": "#1a1a1a", "weight": 2, "opacity": 1,
-                     "fillColor": "#6a8caf", "fillOpacity": 0.25}
+AREA_STYLE: Style = {
+    "color": "#1a1a1a",
+    "weight": 2,
+    "opacity": 1,
+    "fillColor": "#6a8caf",
+    "fillOpacity": 0.25,
+}
 OUTLINE_STYLE: Style = {"color": "#1a1a1a", "weight": 2.5, "opacity": 1, "fill": False}
-PLAN_PIECE_STYLE: Style = {"color": "#2c7fb8", "weight": 1, "opacity": 1,
-                           "fillColor": "#41b6c4", "fillOpacity": 0.35}
+PLAN_PIECE_STYLE: Style = {
+    "color": "#2c7fb8",
+    "weight": 1,
+    "opacity": 1,
+    "fillColor": "#41b6c4",
+    "fillOpacity": 0.35,
+}
 PIECE_STYLE: Style = {"color": "#4d4d4d", "weight": 1, "opacity": 1, "fillOpacity": 0.75}
 CACHED_DASH = "5 4"
-UNSEARCHED_STYLE: Style = {"color": "#4d4d4d", "weight": 1, "opacity": 1, "dashArray": "1 4",
-                           "fillOpacity": 0}
-SKIPPED_STYLE: Style = {"color": "#757575", "weight": 2, "opacity": 1, "dashArray": "6 4",
-                        "fillColor": "#9e9e9e", "fillOpacity": 0.3}
+UNSEARCHED_STYLE: Style = {
+    "color": "#4d4d4d",
+    "weight": 1,
+    "opacity": 1,
+    "dashArray": "1 4",
+    "fillOpacity": 0,
+}
+SKIPPED_STYLE: Style = {
+    "color": "#757575",
+    "weight": 2,
+    "opacity": 1,
+    "dashArray": "6 4",
+    "fillColor": "#9e9e9e",
+    "fillOpacity": 0.3,
+}
 HOVER_STYLE: Style = {"weight": 3.5}
 #: Dots marking areas smaller than ``MARKER_BELOW_PX`` pixels in a first view.
-MARKER_STYLE: Style = {"radius": 6, "color": "#1a1a1a", "weight": 1.5, "opacity": 1,
-                       "fillColor": "#e6550d", "fillOpacity": 0.9}
+MARKER_STYLE: Style = {
+    "radius": 6,
+    "color": "#1a1a1a",
+    "weight": 1.5,
+    "opacity": 1,
+    "fillColor": "#e6550d",
+    "fillOpacity": 0.9,
+}
 MARKER_BELOW_PX = 12
 MARKERS_NAME = "Area markers"
 MARKER_LABEL = "area marker"
 #: Context features (streets and blocks, outlines): quiet, under everything, not clickable.
-CONTEXT_STYLE: Style = {"color": "#b9b4a8", "weight": 0.6, "opacity": 1,
-                        "fillColor": "#fbfaf6", "fillOpacity": 1, "interactive": False}
+CONTEXT_STYLE: Style = {
+    "color": "#b9b4a8",
+    "weight": 0.6,
+    "opacity": 1,
+    "fillColor": "#fbfaf6",
+    "fillOpacity": 1,
+    "interactive": False,
+}
 #: Plain background under the layers (the streets between context blocks show it).
 BACKGROUND = "#e8e8e4"
 
@@ -199,8 +232,9 @@ def mercator_y(lat: float) -> float:
     return math.log(math.tan(math.pi / 4 + math.radians(lat) / 2))
 
 
-def view_of(bounds: Bounds | None, size: tuple[int, int] = WIDGET_SIZE
-            ) -> tuple[tuple[float, float], int]:
+def view_of(
+    bounds: Bounds | None, size: tuple[int, int] = WIDGET_SIZE
+) -> tuple[tuple[float, float], int]:
     """Centre (lat, lon) and the largest zoom showing ``bounds`` in ``size`` pixels."""
     if bounds is None:
         return (20.0, 0.0), 2
@@ -217,11 +251,16 @@ def pixels(bounds: Bounds, zoom: float) -> float:
     """The larger side of ``bounds``, in screen pixels at ``zoom``."""
     west, south, east, north = bounds
     world = 256 * math.pow(2, zoom)
-    return max((east - west) / 360 * world,
-               (mercator_y(north) - mercator_y(south)) / (2 * math.pi) * world)
+    return max(
+        (east - west) / 360 * world, (mercator_y(north) - mercator_y(south)) / (2 * math.pi) * world
+    )
 
 
 def union(*boxes: Bounds) -> Bounds:
     """The bounds covering every box."""
-    return (min(b[0] for b in boxes), min(b[1] for b in boxes),
-            max(b[2] for b in boxes), max(b[3] for b in boxes))
+    return (
+        min(b[0] for b in boxes),
+        min(b[1] for b in boxes),
+        max(b[2] for b in boxes),
+        max(b[3] for b in boxes),
+    )

@@ -59,28 +59,37 @@ def legend_html(legend: Legend) -> str:
     """
     items = "".join(
         f'<div><i style="display:inline-block;width:14px;height:9px;margin-right:5px;'
-        f'vertical-align:middle;background:{html.escape(e.color)};border:1.5px '
+        f"vertical-align:middle;background:{html.escape(e.color)};border:1.5px "
         f'{"dashed" if e.dashed else "solid"} #4d4d4d"></i>{html.escape(e.label)}</div>'
         for e in legend.entries
     )
     state = " open" if legend_height(legend) <= LEGEND_OPEN_MAX_PX else ""
-    return (f'<details class="{LEGEND_CLASS}" style="{_LEGEND_CSS}"{state}>'
-            f'<summary style="cursor:pointer;font-weight:600">{html.escape(legend.title)}'
-            f"</summary>{items}</details>")
+    return (
+        f'<details class="{LEGEND_CLASS}" style="{_LEGEND_CSS}"{state}>'
+        f'<summary style="cursor:pointer;font-weight:600">{html.escape(legend.title)}'
+        f"</summary>{items}</details>"
+    )
 
 
 def _legend_control(legend: Legend) -> ipyleaflet.WidgetControl:
     return ipyleaflet.WidgetControl(
         widget=ipywidgets.HTML(legend_html(legend), layout=ipywidgets.Layout(margin="0")),
-        position="bottomright")
+        position="bottomright",
+    )
 
 
 def _geojson_layer(layer: LayerSpec) -> ipyleaflet.GeoJSON:
     """A GeoJSON layer whose click shows the clicked feature's popup table."""
     popup = ipywidgets.HTML()
-    geojson = ipyleaflet.GeoJSON(data=layer.geojson, name=layer.name, hover_style=HOVER_STYLE,
-                                 point_style=MARKER_STYLE, popup=popup, popup_min_width=220,
-                                 popup_max_width=360)
+    geojson = ipyleaflet.GeoJSON(
+        data=layer.geojson,
+        name=layer.name,
+        hover_style=HOVER_STYLE,
+        point_style=MARKER_STYLE,
+        popup=popup,
+        popup_min_width=220,
+        popup_max_width=360,
+    )
 
     def show(**event: Any) -> None:
         properties = event.get("properties") or event.get("feature", {}).get("properties", {})
@@ -100,8 +109,12 @@ def _go_to(m: ipyleaflet.Map, spec: MapSpec) -> ipyleaflet.WidgetControl:
     choosing one fits the map to it. It starts on the view the map opened on."""
     choices = {v.title: v.bounds for v in spec.go_to()}
     start = spec.focus.title if spec.focus is not None else next(iter(choices))
-    chooser = ipywidgets.Dropdown(options=list(choices), value=start,
-                                  description="go to", layout=ipywidgets.Layout(width="260px"))
+    chooser = ipywidgets.Dropdown(
+        options=list(choices),
+        value=start,
+        description="go to",
+        layout=ipywidgets.Layout(width="260px"),
+    )
 
     def fit(change: dict[str, Any]) -> None:
         centre, zoom = view_of(choices[change["new"]])  # set here: no front-end round trip
@@ -131,8 +144,14 @@ def _to_ipyleaflet(spec: MapSpec, *, basemap: bool, **map_kwargs: Any) -> ipylea
     return m
 
 
-def areas_map(areas: gpd.GeoDataFrame, *, basemap: bool = False, id_name: str | None = None,
-              context: Context = BUNDLED, **map_kwargs: Any) -> ipyleaflet.Map:
+def areas_map(
+    areas: gpd.GeoDataFrame,
+    *,
+    basemap: bool = False,
+    id_name: str | None = None,
+    context: Context = BUNDLED,
+    **map_kwargs: Any,
+) -> ipyleaflet.Map:
     """An interactive map of study areas, with a popup per area.
 
     Parameters
@@ -168,8 +187,9 @@ def areas_map(areas: gpd.GeoDataFrame, *, basemap: bool = False, id_name: str | 
     return _to_ipyleaflet(spec, basemap=basemap, **map_kwargs)
 
 
-def plan_map(plan: PlanLike, *, basemap: bool = False, context: Context = BUNDLED,
-             **map_kwargs: Any) -> ipyleaflet.Map:
+def plan_map(
+    plan: PlanLike, *, basemap: bool = False, context: Context = BUNDLED, **map_kwargs: Any
+) -> ipyleaflet.Map:
     """An interactive map of a plan: area outlines over the pieces a search would send.
 
     Parameters
@@ -197,9 +217,14 @@ def plan_map(plan: PlanLike, *, basemap: bool = False, context: Context = BUNDLE
     return _to_ipyleaflet(plan_spec(plan, context=context), basemap=basemap, **map_kwargs)
 
 
-def result_map(result: ResultLike, *, areas: gpd.GeoDataFrame | None = None,
-               basemap: bool = False, context: Context = BUNDLED,
-               **map_kwargs: Any) -> ipyleaflet.Map:
+def result_map(
+    result: ResultLike,
+    *,
+    areas: gpd.GeoDataFrame | None = None,
+    basemap: bool = False,
+    context: Context = BUNDLED,
+    **map_kwargs: Any,
+) -> ipyleaflet.Map:
     """An interactive map of a search: pieces coloured by parcels matched, with a legend.
 
     Parameters

@@ -49,8 +49,10 @@ __all__ = [
 #: column used as the ids when no ``id_column`` is named.
 DEFAULT_ID_NAME = "area_id"
 #: The rule that chooses the area ids (also in the README and ``--help``).
-ID_RULE = ("--id-column names the column of area ids; without it, a column named 'area_id' "
-           "is used, else the row numbers (0, 1, …, with a warning)")
+ID_RULE = (
+    "--id-column names the column of area ids; without it, a column named 'area_id' "
+    "is used, else the row numbers (0, 1, …, with a warning)"
+)
 _AREAL = ("Polygon", "MultiPolygon")
 _SHOWN = 5  # offending rows named in one message
 
@@ -59,8 +61,9 @@ class GeometryRepairedWarning(ParcelSearchWarning):
     """An invalid study area was repaired with :func:`shapely.make_valid`."""
 
 
-def validate_areas(areas: Any, id_column: str | None = None, *,
-                   trust_crs: bool = False) -> gpd.GeoDataFrame:
+def validate_areas(
+    areas: Any, id_column: str | None = None, *, trust_crs: bool = False
+) -> gpd.GeoDataFrame:
     """Validate and normalise study areas.
 
     Parameters
@@ -243,12 +246,14 @@ def _default_ids(frame: gpd.GeoDataFrame) -> tuple[gpd.GeoDataFrame, str]:
         return frame, str(index.name) if index.name is not None else DEFAULT_ID_NAME
     columns = [str(c) for c in frame.columns if c != frame.geometry.name]
     if columns:  # one of them may be the ids: say that row numbers were used instead
-        notices.warn(RowNumberIdsWarning(
-            f"the study areas have no {DEFAULT_ID_NAME!r} column, so they are identified by "
-            f"their row numbers (0 to {len(frame) - 1}) in every output (their columns: "
-            f"{_names(columns)})",
-            hints=[Hint("id_column", None, "name the column that identifies them with {knob}")],
-        ))
+        notices.warn(
+            RowNumberIdsWarning(
+                f"the study areas have no {DEFAULT_ID_NAME!r} column, so they are identified by "
+                f"their row numbers (0 to {len(frame) - 1}) in every output (their columns: "
+                f"{_names(columns)})",
+                hints=[Hint("id_column", None, "name the column that identifies them with {knob}")],
+            )
+        )
     return frame, DEFAULT_ID_NAME
 
 
@@ -278,7 +283,9 @@ def _refuse(bad: np.ndarray, ids: list[Hashable], what: str, fix: str | Hint) ->
         noun = "area" if len(rows) == 1 else "areas"
         advice, hints = (f"; {fix}", []) if isinstance(fix, str) else ("", [fix])
         raise InputError(
-            f"{noun} {_names(rows)}: geometry {what}{advice}", row=rows[0], field="geometry",
+            f"{noun} {_names(rows)}: geometry {what}{advice}",
+            row=rows[0],
+            field="geometry",
             hints=hints,
         )
 
@@ -342,8 +349,8 @@ def _check_range(geoms: np.ndarray, ids: list[Hashable], crs: Any) -> None:
     Earth's Fiji and Russia do), but no single part may span 360° or more.
     """
     bounds = shapely.bounds(geoms)
-    beyond = (bounds[:, 1] < -90) | (bounds[:, 3] > 90) | (bounds[:, 0] < -540) | (
-        bounds[:, 2] > 540
+    beyond = (
+        (bounds[:, 1] < -90) | (bounds[:, 3] > 90) | (bounds[:, 0] < -540) | (bounds[:, 2] > 540)
     )
     for bad in np.flatnonzero(beyond).tolist():
         _refuse_range(ids, bad, bounds[bad], crs)
@@ -365,8 +372,7 @@ def _check_range(geoms: np.ndarray, ids: list[Hashable], crs: Any) -> None:
 _AREA_OF_USE_MARGIN = 1.0
 
 
-def _check_area_of_use(geoms: np.ndarray, crs: Any, ids: list[Hashable],
-                       trust_crs: bool) -> None:
+def _check_area_of_use(geoms: np.ndarray, crs: Any, ids: list[Hashable], trust_crs: bool) -> None:
     """Refuse areas that lie wholly outside the area their CRS is meant for (a local grid
     declared in a UTM zone, say): the coordinates are then almost surely in another CRS.
     With ``trust_crs``, a :class:`~parcelsearch.notices.CoordinatesWarning` instead."""
@@ -379,18 +385,26 @@ def _check_area_of_use(geoms: np.ndarray, crs: Any, ids: list[Hashable],
     off_lon = west <= east and (maxx < west - margin or minx > east + margin)
     if not (off_lon or maxy < south - margin or miny > north + margin):
         return
-    where = (f"the study areas lie at longitude {minx:.4g}..{maxx:.4g}, latitude "
-             f"{miny:.4g}..{maxy:.4g}, outside the area {crs.to_string()} is meant for "
-             f"(longitude {west:g}..{east:g}, latitude {south:g}..{north:g})")
+    where = (
+        f"the study areas lie at longitude {minx:.4g}..{maxx:.4g}, latitude "
+        f"{miny:.4g}..{maxy:.4g}, outside the area {crs.to_string()} is meant for "
+        f"(longitude {west:g}..{east:g}, latitude {south:g}..{north:g})"
+    )
     declare = Hint("crs_override", None, "declare the CRS they are really in with {knob}")
     if trust_crs:
-        notices.warn(CoordinatesWarning(
-            f"{where}; their coordinates are probably in another CRS", hints=[declare]))
+        notices.warn(
+            CoordinatesWarning(
+                f"{where}; their coordinates are probably in another CRS", hints=[declare]
+            )
+        )
         return
     raise InputError(
         f"{where}, so their coordinates are almost surely in another CRS; nothing was "
-        "planned or spent", row=ids[0], field="crs",
-        hints=[declare, Hint("trust_crs", None, "if the CRS is right, pass {knob}")])
+        "planned or spent",
+        row=ids[0],
+        field="crs",
+        hints=[declare, Hint("trust_crs", None, "if the CRS is right, pass {knob}")],
+    )
 
 
 #: Words of the linear units (metres, feet) in which coordinates within ±180/±90 make areas
@@ -417,9 +431,13 @@ def _check_degrees_in_projected(geoms: np.ndarray, ids: list[Hashable], crs: Any
         f"which looks like longitude/latitude in degrees, but {crs.to_string()} counts in "
         f"{unit}s: the areas would be a few hundred {unit}s wide near 0, 0, in the ocean off "
         "Africa; nothing was planned or spent",
-        row=ids[0], field="crs",
-        hints=[Hint("crs_override", "EPSG:4326", "if they are degrees, declare {knob}"),
-               Hint("trust_crs", None, "if the CRS is right, pass {knob}")])
+        row=ids[0],
+        field="crs",
+        hints=[
+            Hint("crs_override", "EPSG:4326", "if they are degrees, declare {knob}"),
+            Hint("trust_crs", None, "if the CRS is right, pass {knob}"),
+        ],
+    )
 
 
 def _refuse_range(ids: list[Hashable], i: int, bounds: np.ndarray, crs: Any) -> None:
@@ -432,9 +450,12 @@ def _refuse_range(ids: list[Hashable], i: int, bounds: np.ndarray, crs: Any) -> 
         fix = f"check that {crs.to_string()} is the CRS the data is really in"
     elif max(abs(lo_x), abs(hi_x), abs(lo_y), abs(hi_y)) > 1_000:
         what = f"has coordinates far beyond longitude/latitude ({extent})"
-        fix = Hint("crs_override", phrase="these look like projected coordinates (metres or "
-                   "feet) although the CRS says EPSG:4326: declare the CRS they are really in "
-                   "with {knob}")
+        fix = Hint(
+            "crs_override",
+            phrase="these look like projected coordinates (metres or "
+            "feet) although the CRS says EPSG:4326: declare the CRS they are really in "
+            "with {knob}",
+        )
     elif lo_y < -90 or hi_y > 90:
         what = f"has latitudes beyond ±90° ({extent})"
         fix = "latitudes must lie within -90..90; fix or drop the points beyond"
@@ -457,9 +478,12 @@ def _normalise(geom: BaseGeometry, row: Hashable) -> BaseGeometry:
     if not shapely.is_valid(geom):
         reason = shapely.is_valid_reason(geom)
         geom = shapely.make_valid(geom, method="structure", keep_collapsed=False)
-        notices.warn(GeometryRepairedWarning(
-            f"area {row!r}: its geometry was invalid ({reason}) and was repaired (made "
-            "valid); check the result, or fix the source data"))
+        notices.warn(
+            GeometryRepairedWarning(
+                f"area {row!r}: its geometry was invalid ({reason}) and was repaired (made "
+                "valid); check the result, or fix the source data"
+            )
+        )
     geom = _polygonal(geom)
     if crosses or shapely.bounds(geom)[0] < -180 or shapely.bounds(geom)[2] > 180:
         geom = split_antimeridian(geom)

@@ -37,8 +37,15 @@ import shapely
 from parcelsearch._shared import data_path
 from parcelsearch.errors import Hint, InputError
 
-__all__ = ["LAND_KM", "MARKET_KM", "check_near_land", "check_near_markets", "distances_km",
-           "market_states", "state_at"]
+__all__ = [
+    "LAND_KM",
+    "MARKET_KM",
+    "check_near_land",
+    "check_near_markets",
+    "distances_km",
+    "market_states",
+    "state_at",
+]
 
 #: Areas wholly farther than this (km) from any land are refused. Coordinates in the wrong
 #: CRS land hundreds of km out (near 0, 0: 556 km); real islands and coasts lie within 40 km
@@ -75,9 +82,12 @@ class _Layer:
 def _layer() -> _Layer:
     table = pq.read_table(data_path("land.parquet"))
     geoms = shapely.from_wkb(np.asarray(table.column("wkb").to_pylist(), dtype=object))
-    return _Layer(np.asarray(table.column("kind").to_pylist(), dtype=object),
-                  np.asarray(table.column("name").to_pylist(), dtype=object),
-                  geoms, shapely.STRtree(geoms))
+    return _Layer(
+        np.asarray(table.column("kind").to_pylist(), dtype=object),
+        np.asarray(table.column("name").to_pylist(), dtype=object),
+        geoms,
+        shapely.STRtree(geoms),
+    )
 
 
 @functools.cache
@@ -132,14 +142,17 @@ def _haversine_min(hull: Any, points: np.ndarray) -> float:
     if len(other) == 0:
         return best
     for lon, lat in own:
-        half = (np.sin((other[:, 1] - lat) / 2) ** 2
-                + np.cos(lat) * np.cos(other[:, 1]) * np.sin((other[:, 0] - lon) / 2) ** 2)
+        half = (
+            np.sin((other[:, 1] - lat) / 2) ** 2
+            + np.cos(lat) * np.cos(other[:, 1]) * np.sin((other[:, 0] - lon) / 2) ** 2
+        )
         best = min(best, float(2 * _EARTH_KM * np.arcsin(np.sqrt(half.min()))))
     return best
 
 
-def _far(geoms: np.ndarray, ids: Sequence[Hashable], km: float, targets: np.ndarray,
-         points: Any) -> tuple[list[tuple[Hashable, float]], int]:
+def _far(
+    geoms: np.ndarray, ids: Sequence[Hashable], km: float, targets: np.ndarray, points: Any
+) -> tuple[list[tuple[Hashable, float]], int]:
     """The first :data:`_SHOWN` areas wholly farther than ``km`` from ``targets``, with their
     distance (km), and how many other areas were not measured once those were found.
 
@@ -188,17 +201,23 @@ def check_near_land(geoms: np.ndarray, ids: Sequence[Hashable], crs: Any) -> Non
     if not far:
         return
     name = crs.to_string() if hasattr(crs, "to_string") else str(crs)
-    causes = ("latitude and longitude swapped, a sign dropped"
-              if getattr(crs, "is_geographic", False)
-              else "kilometres or feet where metres were declared, another zone")
+    causes = (
+        "latitude and longitude swapped, a sign dropped"
+        if getattr(crs, "is_geographic", False)
+        else "kilometres or feet where metres were declared, another zone"
+    )
     raise InputError(
         f"{_rows(far, unmeasured)} from the nearest land (farther than {LAND_KM:g} km) "
         f"once read in {name}: out at sea, where nothing can be found, so the "
         f"coordinates are almost surely in another CRS ({causes}); nothing was planned or "
         "spent",
-        row=far[0][0], field="crs",
-        hints=[Hint("crs_override", None, "declare the CRS they are really in with {knob}"),
-               Hint("trust_crs", None, "if the CRS is right, pass {knob}")])
+        row=far[0][0],
+        field="crs",
+        hints=[
+            Hint("crs_override", None, "declare the CRS they are really in with {knob}"),
+            Hint("trust_crs", None, "if the CRS is right, pass {knob}"),
+        ],
+    )
 
 
 def market_states(markets: Iterable[str]) -> list[str]:
@@ -211,13 +230,20 @@ def market_states(markets: Iterable[str]) -> list[str]:
     """
     layer = _layer()
     boxed = set(layer.names[layer.kinds == "state"].tolist())
-    codes = {name.rsplit(",", 1)[1].strip().upper() for name in markets
-             if isinstance(name, str) and "," in name}
+    codes = {
+        name.rsplit(",", 1)[1].strip().upper()
+        for name in markets
+        if isinstance(name, str) and "," in name
+    }
     return sorted(codes & boxed)
 
 
-def check_near_markets(geoms: np.ndarray, ids: Sequence[Hashable],
-                       markets: Sequence[str], listed: str = "the cached market list") -> None:
+def check_near_markets(
+    geoms: np.ndarray,
+    ids: Sequence[Hashable],
+    markets: Sequence[str],
+    listed: str = "the cached market list",
+) -> None:
     """Refuse areas wholly farther than :data:`MARKET_KM` from the box of every state
     that has an active market. Says nothing when no market names a state with a box.
 
@@ -233,16 +259,17 @@ def check_near_markets(geoms: np.ndarray, ids: Sequence[Hashable],
     layer = _layer()
     which = (layer.kinds == "state") & np.isin(layer.names, states)
     boxes = layer.geoms[which]
-    far, unmeasured = _far(geoms, ids, MARKET_KM, boxes,
-                           lambda: _by_latitude(_edge_points(boxes)))
+    far, unmeasured = _far(geoms, ids, MARKET_KM, boxes, lambda: _by_latitude(_edge_points(boxes)))
     if not far:
         return
     raise InputError(
         f"{_rows(far, unmeasured)} from every state with an active market (farther than "
         f"{MARKET_KM:g} km from {', '.join(states)}: {len(markets)} markets in {listed}), "
         "where the vendor has no parcels to find; nothing was planned or spent",
-        row=far[0][0], field="geometry",
-        hints=[Hint("trust_markets", None, "if the areas are right, pass {knob}")])
+        row=far[0][0],
+        field="geometry",
+        hints=[Hint("trust_markets", None, "if the areas are right, pass {knob}")],
+    )
 
 
 def state_at(lon: float, lat: float) -> str | None:
@@ -256,8 +283,11 @@ def state_at(lon: float, lat: float) -> str | None:
     """
     layer = _layer()
     point = shapely.Point(lon, lat)
-    hits = [i for i in layer.tree.query(point, predicate="intersects").tolist()
-            if layer.kinds[i] == "state"]
+    hits = [
+        i
+        for i in layer.tree.query(point, predicate="intersects").tolist()
+        if layer.kinds[i] == "state"
+    ]
     if not hits:
         return None
     return str(layer.names[min(hits, key=lambda i: shapely.area(layer.geoms[i]))])

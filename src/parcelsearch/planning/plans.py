@@ -43,8 +43,17 @@ from parcelsearch.planning.tiling.match_rule import check_match, link_limit_m
 from parcelsearch.planning.tiling.pieces import TilingMemo
 from parcelsearch.planning.tiling.request_budget import BUDGET_PAGE, Budget
 
-__all__ = ["Piece", "Plan", "plan", "resolve_match", "suggest_tolerance", "suggests_at_once",
-           "tolerance_ceiling", "SUGGEST_AT_ONCE_UP_TO", "TOLERANCE_LADDER"]
+__all__ = [
+    "Piece",
+    "Plan",
+    "plan",
+    "resolve_match",
+    "suggest_tolerance",
+    "suggests_at_once",
+    "tolerance_ceiling",
+    "SUGGEST_AT_ONCE_UP_TO",
+    "TOLERANCE_LADDER",
+]
 
 #: Tolerances (metres) :func:`suggest_tolerance` tries, smallest first.
 TOLERANCE_LADDER: tuple[float, ...] = (1, 2, 5, 10, 20, 50, 100, 200, 500)
@@ -58,8 +67,10 @@ def suggests_at_once(plan: Plan) -> bool:
     :func:`suggest_tolerance` takes a few milliseconds. For larger areas it covers and tiles
     other tolerances, which costs more than the plan did: the refusal says how to ask for
     it instead (``suggest_tolerance(plan, N)``, ``parcelsearch plan AREAS --max-calls N``)."""
-    return int(shapely.get_num_coordinates(plan.areas.geometry.to_numpy()).sum()) \
+    return (
+        int(shapely.get_num_coordinates(plan.areas.geometry.to_numpy()).sum())
         <= SUGGEST_AT_ONCE_UP_TO
+    )
 
 
 @dataclass(frozen=True)
@@ -205,12 +216,18 @@ class Plan:
     def _headline(self) -> str:
         mode = "exact" if not self.tolerance else f"tolerance {self.tolerance:g} m"
         mode += "" if self.connectors else ", no connectors"
-        mode += {"representative-point": ", matched by a point",
-                 "intersects": ", matched by footprint"}.get(self.match, "")
+        mode += {
+            "representative-point": ", matched by a point",
+            "intersects": ", matched by footprint",
+        }.get(self.match, "")
         areas, pieces = len(self.areas), len(self.pieces)
         saved = self.point_savings
-        learn = (f"; connectors could save up to {saved:,} call{'s' * (saved != 1)} if the "
-                 "vendor matches by a point" if saved and self.match == "unknown" else "")
+        learn = (
+            f"; connectors could save up to {saved:,} call{'s' * (saved != 1)} if the "
+            "vendor matches by a point"
+            if saved and self.match == "unknown"
+            else ""
+        )
         return (
             f"{areas:,} area{'s' * (areas != 1)} → {pieces:,} piece{'s' * (pieces != 1)}, "
             f"at least {self.min_calls:,} call{'s' * (self.min_calls != 1)} "
@@ -244,17 +261,20 @@ class Plan:
         if self.price is not None:
             return str(self.price.free_line())
         calls = self.min_calls
-        return (f"price: at least {calls:,} call{'s' * (calls != 1)}; {self._pricing()} "
-                "(parcelsearch.known_price(plan) reads what the cache and run history know, "
-                "for free)")
+        return (
+            f"price: at least {calls:,} call{'s' * (calls != 1)}; {self._pricing()} "
+            "(parcelsearch.known_price(plan) reads what the cache and run history know, "
+            "for free)"
+        )
 
     def _pricing(self) -> str:
         """What would price the plan: page 1 of every piece, or a survey of some."""
         calls = self.min_calls
         survey = pilot_size(calls)
         if survey == calls:
-            return f"page 1 of every piece ({calls:,} call{'s' * (calls != 1)}) would price it " \
-                   "exactly"
+            return (
+                f"page 1 of every piece ({calls:,} call{'s' * (calls != 1)}) would price it exactly"
+            )
         return f"a survey of about {survey:,} calls would price the rest"
 
     def price_facts(self) -> str:
@@ -270,8 +290,10 @@ class Plan:
         table = self.summary().head(50).to_html(border=0)
         more = len(self.areas) - 50
         tail = f"<p>… and {more:,} more areas</p>" if more > 0 else ""
-        return (f"<div><strong>Plan</strong>: {html.escape(self._headline())}"
-                f"<p>{html.escape(self.price_text())}</p>{table}{tail}</div>")
+        return (
+            f"<div><strong>Plan</strong>: {html.escape(self._headline())}"
+            f"<p>{html.escape(self.price_text())}</p>{table}{tail}</div>"
+        )
 
 
 def _vertices(parts: Any) -> int:
@@ -378,8 +400,16 @@ def plan(
                     request_bytes=_wire.search_target_bytes(path, text, BUDGET_PAGE),
                 )
             )
-    return Plan(validated, pieces, tolerance=tolerance, max_request_bytes=max_request_bytes,
-                path=path, memo=memo, connectors=connectors, match=match)
+    return Plan(
+        validated,
+        pieces,
+        tolerance=tolerance,
+        max_request_bytes=max_request_bytes,
+        path=path,
+        memo=memo,
+        connectors=connectors,
+        match=match,
+    )
 
 
 def resolve_match(match: str | None) -> str:
@@ -398,8 +428,7 @@ def resolve_match(match: str | None) -> str:
         return check_match("unknown" if value is None else value)
     except InputError as exc:
         source = settings.options.source("match")
-        raise InputError(f"{exc.args[0]} (from {source})", field="match",
-                         hints=exc.hints) from None
+        raise InputError(f"{exc.args[0]} (from {source})", field="match", hints=exc.hints) from None
 
 
 def suggest_tolerance(
@@ -475,8 +504,11 @@ def suggest_tolerance(
             return None
         floor = known.tolerance
     else:
-        validated = validate_areas(areas, id_column=plan_kwargs.pop("id_column", None),
-                                   trust_crs=bool(plan_kwargs.pop("trust_crs", False)))
+        validated = validate_areas(
+            areas,
+            id_column=plan_kwargs.pop("id_column", None),
+            trust_crs=bool(plan_kwargs.pop("trust_crs", False)),
+        )
         plan_kwargs.pop("trust_tolerance", None)
         if max_calls < len(validated):
             return None
@@ -498,8 +530,9 @@ def suggest_tolerance(
     while first > 0 and bounds.fit(rungs[first - 1]):  # an estimate may overstate
         first -= 1
     for tolerance in rungs[first:]:
-        if bounds.fit(tolerance) and _fits(geoms, tolerance, max_calls, budget, memo,
-                                           connectors, match, bounds):
+        if bounds.fit(tolerance) and _fits(
+            geoms, tolerance, max_calls, budget, memo, connectors, match, bounds
+        ):
             return tolerance
     return None
 
@@ -518,9 +551,15 @@ class _Bounds:
     vertex bound (:func:`parcelsearch.planning.tiling.lower_bound`, which makes the rung's
     cover)."""
 
-    def __init__(self, geoms: list[Any], max_calls: int, budget: Budget,
-                 memo: TilingMemo, match: str = "representative-point",
-                 connectors: bool = True) -> None:
+    def __init__(
+        self,
+        geoms: list[Any],
+        max_calls: int,
+        budget: Budget,
+        memo: TilingMemo,
+        match: str = "representative-point",
+        connectors: bool = True,
+    ) -> None:
         self.match, self.connectors = match, connectors
         self.geoms = geoms
         self.max_calls = max_calls
@@ -536,8 +575,9 @@ class _Bounds:
         """One area's vertex bound at ``tolerance`` (it makes, and caches, the cover)."""
         key = (index, tolerance)
         if key not in self.known:
-            self.known[key] = lower_bound(self.geoms[index], tolerance, self.budget, self.memo,
-                                          self.match, self.connectors)
+            self.known[key] = lower_bound(
+                self.geoms[index], tolerance, self.budget, self.memo, self.match, self.connectors
+            )
         return self.known[key]
 
     def cheap(self, index: int, tolerance: float) -> int:
@@ -587,9 +627,15 @@ class _Bounds:
             if (index, tolerance) in self.known:
                 total += self.known[index, tolerance]
             else:
-                total += max(self.cheap(index, tolerance), estimate(
-                    self.geoms[index], tolerance=tolerance,
-                    max_request_bytes=self.budget.max_request_bytes, path=self.budget.path))
+                total += max(
+                    self.cheap(index, tolerance),
+                    estimate(
+                        self.geoms[index],
+                        tolerance=tolerance,
+                        max_request_bytes=self.budget.max_request_bytes,
+                        path=self.budget.path,
+                    ),
+                )
             if total > self.max_calls:
                 return False
         return True

@@ -44,9 +44,11 @@ def layer() -> Layer:
     """The bundled places, read once (no geometry is built: a piece's places are found by
     its longitudes in the sorted column, then tested against the piece)."""
     table = pq.ParquetFile(data_path("population.parquet")).read()  # no dataset machinery
-    return Layer(table.column("lon").to_numpy().astype(float),
-                 table.column("lat").to_numpy().astype(float),
-                 table.column("population").to_numpy().astype(float))
+    return Layer(
+        table.column("lon").to_numpy().astype(float),
+        table.column("lat").to_numpy().astype(float),
+        table.column("population").to_numpy().astype(float),
+    )
 
 
 def people_in(polygons: Sequence[shapely.Geometry]) -> np.ndarray:

@@ -59,8 +59,14 @@ def _area_key(area_id: Hashable) -> str:
 
 
 def _settings(plan: Plan) -> dict[str, Any]:
-    return {"format": _FORMAT, "tolerance": plan.tolerance, "connectors": plan.connectors,
-            "match": plan.match, "path": plan.path, "max_request_bytes": plan.max_request_bytes}
+    return {
+        "format": _FORMAT,
+        "tolerance": plan.tolerance,
+        "connectors": plan.connectors,
+        "match": plan.match,
+        "path": plan.path,
+        "max_request_bytes": plan.max_request_bytes,
+    }
 
 
 def _file(plan: Plan, area_id: Hashable, folder: str | os.PathLike[str]) -> Path:
@@ -69,26 +75,34 @@ def _file(plan: Plan, area_id: Hashable, folder: str | os.PathLike[str]) -> Path
     return Path(folder) / PLANS_FOLDER / f"{digest.hexdigest()[:24]}.json"
 
 
-def _kept_pieces(plan: Plan, area_id: Hashable, geometry: shapely.Geometry,
-                 folder: str | os.PathLike[str]) -> list[Piece] | None:
+def _kept_pieces(
+    plan: Plan, area_id: Hashable, geometry: shapely.Geometry, folder: str | os.PathLike[str]
+) -> list[Piece] | None:
     """The pieces kept for this area (same id, settings and boundary) if they still make a
     plan of it (:func:`_covers`), or None."""
     path = _file(plan, area_id, folder)
     try:
         document = json.loads(path.read_text(encoding="utf-8"))
-        if document.get("settings") != _settings(plan) or document.get("area") != \
-                _area_key(area_id):
+        if document.get("settings") != _settings(plan) or document.get("area") != _area_key(
+            area_id
+        ):
             return None
         if not _same_area(geometry, shapely.from_wkb(bytes.fromhex(document["boundary"]))):
             return None
-        pieces = [_piece(plan, area_id, piece_id, ring)
-                  for piece_id, ring, _wkb, _request_bytes in document["pieces"]]
+        pieces = [
+            _piece(plan, area_id, piece_id, ring)
+            for piece_id, ring, _wkb, _request_bytes in document["pieces"]
+        ]
     except (OSError, ValueError, KeyError, TypeError, shapely.errors.ShapelyError):
         return None  # none kept, or not readable: planned afresh
     flaw = _flaw(plan, geometry, pieces)
     if flaw is not None:
-        warn(KeptFileWarning(f"the kept plan {path} of area {_area_key(area_id)} is ignored "
-                             f"({flaw}): the area is planned afresh"))
+        warn(
+            KeptFileWarning(
+                f"the kept plan {path} of area {_area_key(area_id)} is ignored "
+                f"({flaw}): the area is planned afresh"
+            )
+        )
         return None
     return pieces
 
@@ -102,9 +116,13 @@ def _piece(plan: Plan, area_id: Hashable, piece_id: object, ring: object) -> Pie
     text = _wire.ring_json(coords)
     if text != ring:
         raise ValueError("a kept ring not as the planner writes it")
-    return Piece(area_id=area_id, piece_id=piece_id, polygon_json=text,
-                 geometry=shapely.Polygon(coords),
-                 request_bytes=_wire.search_target_bytes(plan.path, text, BUDGET_PAGE))
+    return Piece(
+        area_id=area_id,
+        piece_id=piece_id,
+        polygon_json=text,
+        geometry=shapely.Polygon(coords),
+        request_bytes=_wire.search_target_bytes(plan.path, text, BUDGET_PAGE),
+    )
 
 
 def _flaw(plan: Plan, geometry: shapely.Geometry, pieces: list[Piece]) -> str | None:
@@ -137,8 +155,7 @@ def _reach(plan: Plan, area: shapely.Geometry) -> float:
     if not plan.tolerance:
         return exact
     _, south, _, north = area.bounds
-    metres_per_degree = 111_320 * max(math.cos(math.radians(max(abs(south), abs(north)))),
-                                      1e-3)
+    metres_per_degree = 111_320 * max(math.cos(math.radians(max(abs(south), abs(north)))), 1e-3)
     return exact + plan.tolerance / metres_per_degree
 
 
@@ -147,9 +164,12 @@ def _same_area(geometry: shapely.Geometry, kept: shapely.Geometry) -> bool:
     keeps it), else in normal form (rings that start elsewhere). The normal form alone is not
     enough: it starts a ring at its least vertex, and of two vertices a billionth of a degree
     apart in x, a reprojection round trip may make either the least."""
-    return bool(shapely.equals_exact(geometry, kept, tolerance=MATCH_DEGREES)
-                or shapely.equals_exact(shapely.normalize(geometry), shapely.normalize(kept),
-                                        tolerance=MATCH_DEGREES))
+    return bool(
+        shapely.equals_exact(geometry, kept, tolerance=MATCH_DEGREES)
+        or shapely.equals_exact(
+            shapely.normalize(geometry), shapely.normalize(kept), tolerance=MATCH_DEGREES
+        )
+    )
 
 
 def stored_plan(plan: Plan, folder: str | os.PathLike[str]) -> Plan | None:
@@ -161,13 +181,21 @@ def stored_plan(plan: Plan, folder: str | os.PathLike[str]) -> Plan | None:
 
 
 def _with_pieces(plan: Plan, pieces: list[Piece]) -> Plan:
-    return Plan(plan.areas, pieces, tolerance=plan.tolerance,
-                max_request_bytes=plan.max_request_bytes, path=plan.path, memo=plan.memo,
-                connectors=plan.connectors, match=plan.match)
+    return Plan(
+        plan.areas,
+        pieces,
+        tolerance=plan.tolerance,
+        max_request_bytes=plan.max_request_bytes,
+        path=plan.path,
+        memo=plan.memo,
+        connectors=plan.connectors,
+        match=plan.match,
+    )
 
 
-def _with_kept_pieces(plan: Plan, folder: str | os.PathLike[str]
-                      ) -> tuple[list[Piece], set[Hashable]]:
+def _with_kept_pieces(
+    plan: Plan, folder: str | os.PathLike[str]
+) -> tuple[list[Piece], set[Hashable]]:
     """The pieces of ``plan``, those of each area kept in ``folder`` in place of its own, and
     the ids of the areas kept."""
     pieces: list[Piece] = []
@@ -188,8 +216,9 @@ def _by_area(plan: Plan) -> dict[Hashable, list[Piece]]:
     return by_area
 
 
-def keep_plan(plan: Plan, folder: str | os.PathLike[str],
-              skip: Collection[Hashable] = ()) -> list[Path]:
+def keep_plan(
+    plan: Plan, folder: str | os.PathLike[str], skip: Collection[Hashable] = ()
+) -> list[Path]:
     """Keep the pieces of each of ``plan``'s areas (but those in ``skip``) in ``folder`` for
     later searches of the same areas (each file written whole); the files written."""
     by_area = _by_area(plan)
@@ -198,10 +227,13 @@ def keep_plan(plan: Plan, folder: str | os.PathLike[str],
         if area_id in skip:
             continue
         document = {
-            "settings": _settings(plan), "area": _area_key(area_id),
+            "settings": _settings(plan),
+            "area": _area_key(area_id),
             "boundary": shapely.to_wkb(geometry, hex=True),
-            "pieces": [[p.piece_id, p.polygon_json, shapely.to_wkb(p.geometry, hex=True),
-                        p.request_bytes] for p in by_area.get(area_id, [])],
+            "pieces": [
+                [p.piece_id, p.polygon_json, shapely.to_wkb(p.geometry, hex=True), p.request_bytes]
+                for p in by_area.get(area_id, [])
+            ],
         }
         written.append(_write(_file(plan, area_id, folder), document))
     return written
@@ -228,8 +260,13 @@ def reuse(plan: Plan, folder: str | os.PathLike[str] | None, *, keep: bool = Tru
     pieces, kept = _with_kept_pieces(plan, folder)
     if kept:
         if [p.polygon_json for p in pieces] != [p.polygon_json for p in plan.pieces]:
-            _log.info("the pieces of an earlier search of %d of these areas are reused (%d "
-                      "pieces instead of %d)", len(kept), len(pieces), len(plan.pieces))
+            _log.info(
+                "the pieces of an earlier search of %d of these areas are reused (%d "
+                "pieces instead of %d)",
+                len(kept),
+                len(pieces),
+                len(plan.pieces),
+            )
         plan = _with_pieces(plan, pieces)
     if keep and len(kept) < len(plan.areas):
         try:

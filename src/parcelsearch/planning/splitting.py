@@ -48,21 +48,38 @@ def halves(piece: Piece, *, max_request_bytes: int, path: str, first_id: int) ->
     middle = round((low + high) / 2, 6)
     if not low + _STEP < middle < high - _STEP:
         return []
-    boxes = ([shapely.box(minx, miny, middle, maxy), shapely.box(middle, miny, maxx, maxy)]
-             if across else
-             [shapely.box(minx, miny, maxx, middle), shapely.box(minx, middle, maxx, maxy)])
+    boxes = (
+        [shapely.box(minx, miny, middle, maxy), shapely.box(middle, miny, maxx, maxy)]
+        if across
+        else [shapely.box(minx, miny, maxx, middle), shapely.box(minx, middle, maxx, maxy)]
+    )
     rings: list[shapely.Polygon] = []
     for side in boxes:
         part = shapely.intersection(piece.geometry, side)
-        polygons = [p for p in shapely.get_parts(part) if isinstance(p, shapely.Polygon)
-                    and not p.is_empty and p.area > 0]
+        polygons = [
+            p
+            for p in shapely.get_parts(part)
+            if isinstance(p, shapely.Polygon) and not p.is_empty and p.area > 0
+        ]
         if polygons:
-            rings.extend(tile(shapely.MultiPolygon(polygons), max_request_bytes=max_request_bytes,
-                              path=path, connectors=False))
+            rings.extend(
+                tile(
+                    shapely.MultiPolygon(polygons),
+                    max_request_bytes=max_request_bytes,
+                    path=path,
+                    connectors=False,
+                )
+            )
     pieces = []
     for number, ring in enumerate(rings):
         text = _wire.ring_json(ring.exterior.coords)
-        pieces.append(Piece(area_id=piece.area_id, piece_id=first_id + number,
-                            polygon_json=text, geometry=ring,
-                            request_bytes=_wire.search_target_bytes(path, text, BUDGET_PAGE)))
+        pieces.append(
+            Piece(
+                area_id=piece.area_id,
+                piece_id=first_id + number,
+                polygon_json=text,
+                geometry=ring,
+                request_bytes=_wire.search_target_bytes(path, text, BUDGET_PAGE),
+            )
+        )
     return pieces

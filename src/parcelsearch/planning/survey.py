@@ -57,8 +57,20 @@ from dataclasses import dataclass
 
 import numpy as np
 
-__all__ = ["Estimate", "Sample", "estimate", "TARGET_HALF_WIDTH", "MAX_SHARE", "MEASURES",
-           "t_quantile", "sample", "capped", "curve_order", "cap_base", "wider_share"]
+__all__ = [
+    "Estimate",
+    "Sample",
+    "estimate",
+    "TARGET_HALF_WIDTH",
+    "MAX_SHARE",
+    "MEASURES",
+    "t_quantile",
+    "sample",
+    "capped",
+    "curve_order",
+    "cap_base",
+    "wider_share",
+]
 
 #: The half-width the survey's rounds aim at, a fraction of the least the whole can cost
 #: (so at most that fraction of the estimate).
@@ -90,8 +102,11 @@ SKEW_SHIFTS = 1.0
 #: The size measures a survey may draw by, in the order a tie is settled.
 MEASURES = ("population", "area", "equal")
 #: Each measure in a few words, for the price ("drawn by …").
-MEASURE_TEXT = {"population": "by the people living in each piece",
-                "area": "by each piece's area", "equal": "with equal chances"}
+MEASURE_TEXT = {
+    "population": "by the people living in each piece",
+    "area": "by each piece's area",
+    "equal": "with equal chances",
+}
 #: The share of equal chances in the pilot's design (the rest: the size measures alike).
 PILOT_EQUAL = 1 / 3
 #: The share of equal chances in a design by a size measure (a defensive mixture).
@@ -107,9 +122,26 @@ MIN_ROUND = 3
 CENSUS_BELOW = 30
 
 # Student's t, 97.5 % quantile, by degrees of freedom (then 1.96 beyond 120).
-_T975 = {1: 12.706, 2: 4.303, 3: 3.182, 4: 2.776, 5: 2.571, 6: 2.447, 7: 2.365, 8: 2.306,
-         9: 2.262, 10: 2.228, 12: 2.179, 15: 2.131, 20: 2.086, 25: 2.060, 30: 2.042,
-         40: 2.021, 60: 2.000, 120: 1.980}
+_T975 = {
+    1: 12.706,
+    2: 4.303,
+    3: 3.182,
+    4: 2.776,
+    5: 2.571,
+    6: 2.447,
+    7: 2.365,
+    8: 2.306,
+    9: 2.262,
+    10: 2.228,
+    12: 2.179,
+    15: 2.131,
+    20: 2.086,
+    25: 2.060,
+    30: 2.042,
+    40: 2.021,
+    60: 2.000,
+    120: 1.980,
+}
 
 
 def t_quantile(df: float) -> float:
@@ -208,9 +240,14 @@ class Sample:
     random start), so rounds extend one sample and a piece drawn twice is surveyed (and
     paid) once."""
 
-    def __init__(self, areas: Sequence[float], centres: Sequence[tuple[float, float]],
-                 seed: int | str = 0, certain: int = 0,
-                 populations: Sequence[float] | np.ndarray | None = None) -> None:
+    def __init__(
+        self,
+        areas: Sequence[float],
+        centres: Sequence[tuple[float, float]],
+        seed: int | str = 0,
+        certain: int = 0,
+        populations: Sequence[float] | np.ndarray | None = None,
+    ) -> None:
         if len(centres) != len(areas):
             raise ValueError(f"{len(areas)} areas but {len(centres)} centres")
         if populations is not None and len(populations) != len(areas):
@@ -219,19 +256,26 @@ class Sample:
         self.centres = [(float(x), float(y)) for x, y in centres]
         sizes = _sizes(areas, populations)
         self._sizes = sizes
-        heft = np.max([x / x.sum() for m, x in sizes.items() if m != "equal" and x.sum() > 0]
-                      or [sizes["equal"]], axis=0)
+        heft = np.max(
+            [x / x.sum() for m, x in sizes.items() if m != "equal" and x.sum() > 0]
+            or [sizes["equal"]],
+            axis=0,
+        )
         by_size = sorted(range(len(areas)), key=lambda i: (-heft[i], i))
         self.certain = by_size[:certain]
         taken = set(self.certain)
         position = curve_order(centres)
         #: The other pieces in curve order.
-        self.line = sorted((i for i in range(len(areas)) if i not in taken),
-                           key=lambda i: (position[i], i))
+        self.line = sorted(
+            (i for i in range(len(areas)) if i not in taken), key=lambda i: (position[i], i)
+        )
         on_line = np.asarray(self.line, dtype=int)
         #: Each size measure's shares of the line (the measures with any size there).
-        self.shares = {m: x[on_line] / x[on_line].sum() for m, x in sizes.items()
-                       if len(on_line) and x[on_line].sum() > 0}
+        self.shares = {
+            m: x[on_line] / x[on_line].sum()
+            for m, x in sizes.items()
+            if len(on_line) and x[on_line].sum() > 0
+        }
         #: The measure :meth:`choose` chose (``None`` before).
         self.measure: str | None = None
         self._random = random.Random(seed)
@@ -282,8 +326,9 @@ class Sample:
     def _draw(self) -> int:
         design = len(self.designs) - 1
         point = (self._starts[design] + _van_der_corput(self._steps[design])) % 1.0
-        place = min(int(np.searchsorted(self._ends[design], point, side="right")),
-                    len(self.line) - 1)
+        place = min(
+            int(np.searchsorted(self._ends[design], point, side="right")), len(self.line) - 1
+        )
         while place in self.removed:  # a point at the very end of the line
             place -= 1
         self._steps[design] += 1
@@ -296,8 +341,9 @@ class Sample:
         """The chance of each place on the line in one draw of the designs mixed as drawn
         (each design weighed by its draws): every draw's weight in :func:`estimate`."""
         total = sum(self.counts)
-        return np.asarray(sum(c * d for c, d in zip(self.counts, self.designs, strict=True))
-                          / max(1, total))
+        return np.asarray(
+            sum(c * d for c, d in zip(self.counts, self.designs, strict=True)) / max(1, total)
+        )
 
     def design_of(self, measure: str) -> np.ndarray:
         """The chances of a design by ``measure`` (one of :attr:`shares`), a share
@@ -306,8 +352,9 @@ class Sample:
         chances = (1 - DEFENSIVE) * self.shares[measure] + DEFENSIVE / len(self.line)
         return np.asarray(chances / chances.sum())
 
-    def choose(self, smooth: dict[int, float], certain: dict[int, float] | None = None
-               ) -> str | None:
+    def choose(
+        self, smooth: dict[int, float], certain: dict[int, float] | None = None
+    ) -> str | None:
         """The size measure for the draws after the pilot, from the pilot's surveyed pieces
         (``smooth``: place on the line → calls beyond the first; ``certain``: the same of
         the pieces taken with certainty, by index): the one whose design over all the
@@ -326,8 +373,10 @@ class Sample:
         total = float((weights * y).sum() + sure.sum())
         spread = {}
         for measure, chances in self._everywhere().items():
-            second = float((weights * y * y / chances[pieces]).sum()
-                           + (sure * sure / chances[np.asarray(self.certain, dtype=int)]).sum())
+            second = float(
+                (weights * y * y / chances[pieces]).sum()
+                + (sure * sure / chances[np.asarray(self.certain, dtype=int)]).sum()
+            )
             spread[measure] = second - total * total
         self.measure = min(spread, key=lambda m: (spread[m], MEASURES.index(m)))
         self._use(self.design_of(self.measure))
@@ -337,8 +386,11 @@ class Sample:
         """Each measure's design over every piece (certain ones too), as :meth:`design_of`
         lays it on the line."""
         count = len(self.areas)
-        return {m: (1 - DEFENSIVE) * x / x.sum() + DEFENSIVE / count
-                for m, x in self._sizes.items() if m in self.shares}
+        return {
+            m: (1 - DEFENSIVE) * x / x.sum() + DEFENSIVE / count
+            for m, x in self._sizes.items()
+            if m in self.shares
+        }
 
     def _heavy(self, n: int) -> None:
         """Once, after the choice: the pieces the chosen design would draw once or more in
@@ -354,14 +406,20 @@ class Sample:
         planned = len(self.draws) + n
         # Which pieces leave depends on the design and the counts only, never on which
         # pieces were drawn (the draws kept would then be no draws of the design left).
-        heavy = [int(place) for place in np.argsort(-chances, kind="stable")[:max(0, n - 1)]
-                 if chances[place] * planned >= 1][: self.on_line - 1]
+        heavy = [
+            int(place)
+            for place in np.argsort(-chances, kind="stable")[: max(0, n - 1)]
+            if chances[place] * planned >= 1
+        ][: self.on_line - 1]
         if not heavy:
             return
         self.removed.update(heavy)
         self.certain.extend(self.line[p] for p in heavy)
-        kept = [(p, d) for p, d in zip(self.draws, self._design_of, strict=True)
-                if p not in self.removed]
+        kept = [
+            (p, d)
+            for p, d in zip(self.draws, self._design_of, strict=True)
+            if p not in self.removed
+        ]
         self.draws = [p for p, _ in kept]
         self._design_of = [d for _, d in kept]
         self.counts = [self._design_of.count(d) for d in range(len(self.designs))]
@@ -379,8 +437,11 @@ class Sample:
         chosen = [i for i in self.certain if i not in self._given]
         self._given.update(chosen)
         n -= len(chosen)
-        left = [place for place in range(len(self.line))
-                if place not in self._drawn and place not in self.removed]
+        left = [
+            place
+            for place in range(len(self.line))
+            if place not in self._drawn and place not in self.removed
+        ]
         if n >= len(left):  # every piece: the census needs no draws
             self._drawn.update(left)
             self._given.update(self.line[place] for place in left)
@@ -397,24 +458,29 @@ class Sample:
         return chosen
 
 
-
-def _sizes(areas: Sequence[float],
-           populations: Sequence[float] | np.ndarray | None) -> dict[str, np.ndarray]:
+def _sizes(
+    areas: Sequence[float], populations: Sequence[float] | np.ndarray | None
+) -> dict[str, np.ndarray]:
     """The size measures of the pieces: their area, their people (when any piece has some;
     every piece with a floor of :data:`POPULATION_FLOOR` of the mean, for the pieces no
     place lies in) and equal chances."""
     sizes = {"area": np.maximum(np.asarray(areas, dtype=float), 0.0)}
-    people = np.maximum(np.asarray(populations if populations is not None else [],
-                                   dtype=float), 0.0)
+    people = np.maximum(
+        np.asarray(populations if populations is not None else [], dtype=float), 0.0
+    )
     if people.sum() > 0:
         sizes["population"] = people + POPULATION_FLOOR * people.mean()
     sizes["equal"] = np.ones(len(areas))
     return sizes
 
 
-def sample(areas: Sequence[float], centres: Sequence[tuple[float, float]],
-           seed: int | str = 0, share: float = MAX_SHARE,
-           populations: Sequence[float] | np.ndarray | None = None) -> Sample:
+def sample(
+    areas: Sequence[float],
+    centres: Sequence[tuple[float, float]],
+    seed: int | str = 0,
+    share: float = MAX_SHARE,
+    populations: Sequence[float] | np.ndarray | None = None,
+) -> Sample:
     """The survey's sample of the pieces whose ``areas`` (m²), ``centres`` (any planar
     coordinates, e.g. longitude and latitude) and, where known, ``populations`` (the people
     inside each, :func:`parcelsearch.planning.population.people_in`) are given: its take-all
@@ -436,8 +502,12 @@ def _beyond_first(cost: int, rows: int | None, page_size: int) -> float:
     return max(0.0, rows / max(1, page_size) - 0.5)
 
 
-def estimate(drawn: Sample, costs: dict[int, int], rows: dict[int, int | None] | None = None,
-             page_size: int = 100) -> Estimate:
+def estimate(
+    drawn: Sample,
+    costs: dict[int, int],
+    rows: dict[int, int | None] | None = None,
+    page_size: int = 100,
+) -> Estimate:
     """The cost of every piece in ``drawn`` from the surveyed ``costs`` (index → calls) and,
     where page 1 told them, their ``rows`` (index → rows) at ``page_size`` rows a page.
 
@@ -459,14 +529,22 @@ def estimate(drawn: Sample, costs: dict[int, int], rows: dict[int, int | None] |
     surveyed = sum(costs.values())
     floor = surveyed + drawn.size - len(costs)  # one call at least for each other piece
     if len(costs) >= drawn.size:  # a census: exact
-        return Estimate(value=floor, low=floor, high=floor, surveyed=len(costs),
-                        pieces=drawn.size, surveyed_calls=surveyed,
-                        measure=drawn.measure or "")
+        return Estimate(
+            value=floor,
+            low=floor,
+            high=floor,
+            surveyed=len(costs),
+            pieces=drawn.size,
+            surveyed_calls=surveyed,
+            measure=drawn.measure or "",
+        )
     if not drawn.draws:
         raise ValueError("no piece drawn yet: take() a round before estimating")
     told = rows or {}
-    smooth = {p: _beyond_first(costs[drawn.line[p]], told.get(drawn.line[p]), page_size)
-              for p in set(drawn.draws)}
+    smooth = {
+        p: _beyond_first(costs[drawn.line[p]], told.get(drawn.line[p]), page_size)
+        for p in set(drawn.draws)
+    }
     mixed = drawn.mixture()
     z = np.asarray([smooth[p] / mixed[p] for p in drawn.draws])
     assisted = _model_assisted(drawn, smooth, mixed)
@@ -474,24 +552,35 @@ def estimate(drawn: Sample, costs: dict[int, int], rows: dict[int, int | None] |
         z = assisted
     n, distinct, pieces = len(z), len(smooth), drawn.on_line
     rounding = sum(costs[drawn.line[p]] - 1 - smooth[p] for p in smooth)
-    value = (sum(costs[i] for i in drawn.certain) + pieces + rounding + float(z.mean()))
+    value = sum(costs[i] for i in drawn.certain) + pieces + rounding + float(z.mean())
     variance = _mean_variance(drawn, z) if distinct > 1 else float(z.mean()) ** 2
     variance *= _without_replacement(drawn, mixed, distinct)
     if any(told.get(drawn.line[p]) is not None for p in smooth):
         variance += (pieces - distinct) / 12
-    variance = max(variance, 0.5 * pieces ** 2 / n ** 2)
+    variance = max(variance, 0.5 * pieces**2 / n**2)
     half = SURVEY_MARGIN * t_quantile(distinct - 1) * math.sqrt(variance)
     point = max(float(floor), value)
     centre = point + _skew_shift(z)
-    measure = drawn.choose(smooth, {i: _beyond_first(costs[i], told.get(i), page_size)
-                                    for i in drawn.certain}) or ""
-    return Estimate(value=round(point), low=max(floor, math.floor(centre - half)),
-                    high=max(floor, math.ceil(centre + half)), surveyed=len(costs),
-                    pieces=drawn.size, surveyed_calls=surveyed, measure=measure)
+    measure = (
+        drawn.choose(
+            smooth, {i: _beyond_first(costs[i], told.get(i), page_size) for i in drawn.certain}
+        )
+        or ""
+    )
+    return Estimate(
+        value=round(point),
+        low=max(floor, math.floor(centre - half)),
+        high=max(floor, math.ceil(centre + half)),
+        surveyed=len(costs),
+        pieces=drawn.size,
+        surveyed_calls=surveyed,
+        measure=measure,
+    )
 
 
-def _model_assisted(drawn: Sample, smooth: dict[int, float], mixed: np.ndarray
-                    ) -> np.ndarray | None:
+def _model_assisted(
+    drawn: Sample, smooth: dict[int, float], mixed: np.ndarray
+) -> np.ndarray | None:
     """The draws as a model-assisted (GREG) estimate sees them: the calls beyond the first
     regressed on a constant and, once chosen, the measure's size (the regression weighed
     by the draws' importance weights ``1/p̄``), each draw's ``z`` the regression's total
@@ -551,8 +640,9 @@ def _mean_variance(drawn: Sample, z: np.ndarray) -> float:
         return float(z.var(ddof=1)) / n
     total = 0.0
     for design in range(len(drawn.designs)):
-        mine = sorted((k for k, d in enumerate(drawn._design_of) if d == design),
-                      key=lambda k: drawn.draws[k])
+        mine = sorted(
+            (k for k, d in enumerate(drawn._design_of) if d == design), key=lambda k: drawn.draws[k]
+        )
         m = len(mine)
         if m == 0:
             continue
@@ -572,7 +662,7 @@ def _skew_shift(z: np.ndarray) -> float:
     if len(z) < 3 or float(z.var(ddof=1)) <= 0:
         return 0.0
     centred = z - z.mean()
-    return SKEW_SHIFTS * float((centred ** 3).mean()) / (6 * float(z.var(ddof=1)) * len(z))
+    return SKEW_SHIFTS * float((centred**3).mean()) / (6 * float(z.var(ddof=1)) * len(z))
 
 
 def pilot_size(pieces: int, share: float = MAX_SHARE) -> int:
@@ -588,9 +678,11 @@ def capped(current: Estimate, known: int, share: float = MAX_SHARE) -> bool:
     """Whether the survey stopped at its cap (``share`` of :func:`cap_base`) with the
     interval's half-width still above :data:`USEFUL_HALF_WIDTH` of the whole (``known``: as
     for :func:`next_round`)."""
-    return (current.surveyed < current.pieces
-            and current.half > USEFUL_HALF_WIDTH * (current.value + known)
-            and next_round(current, known, share) == 0)
+    return (
+        current.surveyed < current.pieces
+        and current.half > USEFUL_HALF_WIDTH * (current.value + known)
+        and next_round(current, known, share) == 0
+    )
 
 
 def wider_share(current: Estimate, known: int, share: float = MAX_SHARE) -> float | None:

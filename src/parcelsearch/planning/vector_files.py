@@ -76,15 +76,20 @@ def read_vector(
     if not virtual and not Path(path).exists():
         raise InputError(f"{what} {text!r} does not exist", field=what)
     if not virtual and not (Path(path).is_file() or Path(path).is_dir()):  # a FIFO would hang
-        raise InputError(f"{what} {text!r} is not a regular file (a pipe, socket or device)",
-                         field=what)
+        raise InputError(
+            f"{what} {text!r} is not a regular file (a pipe, socket or device)", field=what
+        )
     if not virtual and Path(path).is_file() and Path(path).stat().st_size == 0:
-        raise InputError(f"{what} {text!r} is empty (0 bytes): nothing was written to it; "
-                         "write or export the file again, then point to it", field=what)
+        raise InputError(
+            f"{what} {text!r} is empty (0 bytes): nothing was written to it; "
+            "write or export the file again, then point to it",
+            field=what,
+        )
     suffix = Path(text.rstrip("/")).suffix.lower()
     if layer is not None and suffix in _PARQUET + _FEATHER:
-        raise InputError(f"{what} {text!r} is a {suffix} file: it has no layers to choose from",
-                         field="layer")
+        raise InputError(
+            f"{what} {text!r} is a {suffix} file: it has no layers to choose from", field="layer"
+        )
     try:
         frame = _read(path, suffix, layer, what, text)
     except InputError:
@@ -121,8 +126,9 @@ def _read(path: str, suffix: str, layer: str | None, what: str, shown: str) -> g
         return _read_csv(path, layer, what, shown)
     frame = gpd.read_file(path, layer=layer)
     if not isinstance(frame, gpd.GeoDataFrame):  # a layer without geometry
-        raise InputError(f"{what} {shown!r}: layer {layer or names[0]!r} has no geometry",
-                         field="layer")
+        raise InputError(
+            f"{what} {shown!r}: layer {layer or names[0]!r} has no geometry", field="layer"
+        )
     return frame
 
 
@@ -132,8 +138,12 @@ CSV_GEOMETRY_COLUMNS = ("geometry", "wkt", "WKT", "geom", "the_geom")
 
 def _read_csv(path: str, layer: str | None, what: str, shown: str) -> gpd.GeoDataFrame:
     """A CSV whose geometry is a WKT column named as in :data:`CSV_GEOMETRY_COLUMNS`."""
-    frame = gpd.read_file(path, layer=layer, GEOM_POSSIBLE_NAMES=",".join(CSV_GEOMETRY_COLUMNS),
-                          KEEP_GEOM_COLUMNS="NO")
+    frame = gpd.read_file(
+        path,
+        layer=layer,
+        GEOM_POSSIBLE_NAMES=",".join(CSV_GEOMETRY_COLUMNS),
+        KEEP_GEOM_COLUMNS="NO",
+    )
     if isinstance(frame, gpd.GeoDataFrame) and not frame.geometry.isna().all():
         return frame
     names = " or ".join(repr(c) for c in CSV_GEOMETRY_COLUMNS[:2])
@@ -141,7 +151,8 @@ def _read_csv(path: str, layer: str | None, what: str, shown: str) -> gpd.GeoDat
         f"{what} {shown!r} is a CSV without a geometry column: name its WKT column {names}, "
         "or convert it to a GeoPackage first, e.g. ogr2ogr -f GPKG areas.gpkg areas.csv "
         "-oo GEOM_POSSIBLE_NAMES=<your WKT column> -a_srs EPSG:4326",
-        field="geometry")
+        field="geometry",
+    )
 
 
 def _declare(frame: gpd.GeoDataFrame, crs: str) -> gpd.GeoDataFrame:
@@ -149,8 +160,11 @@ def _declare(frame: gpd.GeoDataFrame, crs: str) -> gpd.GeoDataFrame:
     try:
         declared = CRS.from_user_input(crs)
     except CRSError as exc:
-        raise InputError(f"{crs!r} is not a CRS ({exc})", field="crs",
-                         hints=[Hint("crs", "EPSG:4326", "give one like {knob}")]) from None
+        raise InputError(
+            f"{crs!r} is not a CRS ({exc})",
+            field="crs",
+            hints=[Hint("crs", "EPSG:4326", "give one like {knob}")],
+        ) from None
     return frame.set_crs(declared, allow_override=True)
 
 
@@ -158,4 +172,3 @@ def _reason(exc: BaseException) -> str:
     """The first line of an exception's message, without the file path repeated at length."""
     text = str(exc).strip().splitlines()[0] if str(exc).strip() else type(exc).__name__
     return text[:300].rstrip(".")
-

@@ -55,13 +55,21 @@ TWINS: dict[str, str] = {
 class Twin(Protocol):
     """What a twin's module offers: its spending and its run history, opened at a location."""
 
-    def open_spending(self, location: str | None, client: Client, *, member: str,
-                      cache: ResponseCache | None, ledger: Ledger | None,
-                      workers: int) -> Spending:
+    def open_spending(
+        self,
+        location: str | None,
+        client: Client,
+        *,
+        member: str,
+        cache: ResponseCache | None,
+        ledger: Ledger | None,
+        workers: int,
+    ) -> Spending:
         """The spending at ``location`` (see :func:`open_spending`)."""
 
-    def open_history(self, location: str | None, ledger_path: str | os.PathLike[str] | None,
-                     *, member: str) -> History | None:
+    def open_history(
+        self, location: str | None, ledger_path: str | os.PathLike[str] | None, *, member: str
+    ) -> History | None:
         """The run history at ``location`` (see :func:`open_history`)."""
 
 
@@ -90,13 +98,20 @@ def twin(location: str | None) -> Twin:
         raise ConfigurationError(
             f"no store opens {shown(str(location))!r}: its scheme is none of "
             f"{', '.join(repr(s + '://') for s in TWINS if s)}",
-            hints=[Hint("team", "postgresql://host/db", "for example {knob}")])
+            hints=[Hint("team", "postgresql://host/db", "for example {knob}")],
+        )
     return cast("Twin", importlib.import_module(TWINS[scheme]))
 
 
-def open_store(location: str | None, client: Client, *, member: str = "",
-               cache: ResponseCache | None = None, ledger: Ledger | None = None,
-               workers: int = settings.DEFAULT_WORKERS) -> Stores:
+def open_store(
+    location: str | None,
+    client: Client,
+    *,
+    member: str = "",
+    cache: ResponseCache | None = None,
+    ledger: Ledger | None = None,
+    workers: int = settings.DEFAULT_WORKERS,
+) -> Stores:
     """A search's stores at ``location``: a team store's, or this machine's.
 
     Parameters
@@ -125,38 +140,50 @@ def open_store(location: str | None, client: Client, *, member: str = "",
     TeamStoreError
         The team store cannot be reached or lacks this toolkit's schema.
     """
-    spending = open_spending(location, client, member=member, cache=cache, ledger=ledger,
-                             workers=workers)
+    spending = open_spending(
+        location, client, member=member, cache=cache, ledger=ledger, workers=workers
+    )
     try:
-        history = open_history(None if ledger is None else ledger.path, team=location,
-                               member=member)
+        history = open_history(
+            None if ledger is None else ledger.path, team=location, member=member
+        )
     except BaseException:
         spending.close()  # its pool and lease renewer, not left behind
         raise
     return Stores(spending, history)
 
 
-def open_spending(location: str | None, client: Client, *, member: str = "",
-                  cache: ResponseCache | None = None, ledger: Ledger | None = None,
-                  workers: int = settings.DEFAULT_WORKERS) -> Spending:
+def open_spending(
+    location: str | None,
+    client: Client,
+    *,
+    member: str = "",
+    cache: ResponseCache | None = None,
+    ledger: Ledger | None = None,
+    workers: int = settings.DEFAULT_WORKERS,
+) -> Spending:
     """Where ``client``'s calls are spent at ``location`` (as in :func:`open_store`): close it
     when done."""
-    return twin(location).open_spending(location, client, member=member, cache=cache,
-                                        ledger=ledger, workers=workers)
+    return twin(location).open_spending(
+        location, client, member=member, cache=cache, ledger=ledger, workers=workers
+    )
 
 
 @overload
-def open_history(ledger_path: str | os.PathLike[str], *, team: str | None = None,
-                 member: str = "") -> History: ...
+def open_history(
+    ledger_path: str | os.PathLike[str], *, team: str | None = None, member: str = ""
+) -> History: ...
 
 
 @overload
-def open_history(ledger_path: None, *, team: str | None = None,
-                 member: str = "") -> History | None: ...
+def open_history(
+    ledger_path: None, *, team: str | None = None, member: str = ""
+) -> History | None: ...
 
 
-def open_history(ledger_path: str | os.PathLike[str] | None, *, team: str | None = None,
-                 member: str = "") -> History | None:
+def open_history(
+    ledger_path: str | os.PathLike[str] | None, *, team: str | None = None, member: str = ""
+) -> History | None:
     """The run history a search records into: the team store's when ``team`` is given (as
     ``member``), else the one in the ledger's file ``ledger_path`` (``None``: none)."""
     return twin(team).open_history(team, ledger_path, member=member)

@@ -189,22 +189,53 @@ class History(ABC):
     def record(self, run: RunRecord) -> None:
         """Write one run (pieces, page digests, GroupIDs per area) in one transaction."""
         rows: dict[str, list[tuple[Any, ...]]] = {
-            "runs": [(run.run_id, run.started, run.finished, run.fingerprint, run.base_url,
-                      run.path, run.areas_fingerprint, run.areas, run.id_name,
-                      float(run.tolerance), run.mode, int(run.complete), int(run.calls),
-                      json.dumps({"areas": [_plain(a) for a in run.areas_ids],
-                                  "areas_complete": [_plain(a) for a in run.areas_complete],
-                                  "verification": run.verification}))],
-            "rings": [], "run_pieces": [], "run_pages": [], "run_ids": []}
+            "runs": [
+                (
+                    run.run_id,
+                    run.started,
+                    run.finished,
+                    run.fingerprint,
+                    run.base_url,
+                    run.path,
+                    run.areas_fingerprint,
+                    run.areas,
+                    run.id_name,
+                    float(run.tolerance),
+                    run.mode,
+                    int(run.complete),
+                    int(run.calls),
+                    json.dumps(
+                        {
+                            "areas": [_plain(a) for a in run.areas_ids],
+                            "areas_complete": [_plain(a) for a in run.areas_complete],
+                            "verification": run.verification,
+                        }
+                    ),
+                )
+            ],
+            "rings": [],
+            "run_pieces": [],
+            "run_pages": [],
+            "run_ids": [],
+        }
         for piece in run.pieces:
             polygon = polygon_digest(piece.polygon_json)
             rows["rings"].append((polygon, piece.polygon_json, *ring_box(piece.polygon_json)))
             rows["run_pieces"].append(
-                (run.run_id, _area_key(piece.area_id), int(piece.piece_id), polygon,
-                 piece.rows, piece.pages, piece.status,
-                 None if piece.changed is None else int(piece.changed)))
+                (
+                    run.run_id,
+                    _area_key(piece.area_id),
+                    int(piece.piece_id),
+                    polygon,
+                    piece.rows,
+                    piece.pages,
+                    piece.status,
+                    None if piece.changed is None else int(piece.changed),
+                )
+            )
             rows["run_pages"].extend(
-                (run.run_id, polygon, k, d) for k, d in enumerate(piece.digests, 1))
+                (run.run_id, polygon, k, d) for k, d in enumerate(piece.digests, 1)
+            )
         for area_id, ids in run.ids.groupby(run.id_name, sort=False)["group_id"]:
             blob = zlib.compress("\n".join(sorted(map(str, ids))).encode())
             rows["run_ids"].append((run.run_id, _area_key(area_id), blob))
@@ -253,7 +284,8 @@ class History(ABC):
             what = "no run" if found.empty else f"{len(found)} runs"
             raise InputError(
                 f"{what} with id {run_id!r} in the run history {self.where}",
-                hints=[Hint("runs", None, "list them with 'parcelsearch runs'")])
+                hints=[Hint("runs", None, "list them with 'parcelsearch runs'")],
+            )
         return {str(k): v for k, v in found.iloc[0].to_dict().items()}
 
     def pieces(self, run_id: str) -> pd.DataFrame:
@@ -269,8 +301,9 @@ class History(ABC):
 
     def ids(self, run_id: str, id_name: str) -> pd.DataFrame:
         """One run's GroupIDs: one row per (area id, ``group_id``)."""
-        rows = self._select("SELECT area_id, group_ids FROM {t}run_ids WHERE run_id = ? "
-                            "ORDER BY {seq}", (run_id,))
+        rows = self._select(
+            "SELECT area_id, group_ids FROM {t}run_ids WHERE run_id = ? ORDER BY {seq}", (run_id,)
+        )
         areas: list[Any] = []
         groups: list[str] = []
         for area, blob in zip(rows["area_id"], rows["group_ids"], strict=True):
@@ -280,8 +313,9 @@ class History(ABC):
             groups.extend(found)
         return pd.DataFrame({id_name: areas, "group_id": pd.Series(groups, dtype="string")})
 
-    def previous(self, base_url: str, path: str,
-                 polygon_jsons: Sequence[str]) -> tuple[dict[str, Previous], set[str]]:
+    def previous(
+        self, base_url: str, path: str, polygon_jsons: Sequence[str]
+    ) -> tuple[dict[str, Previous], set[str]]:
         """What the history knows of each ring (by polygon JSON) searched at ``base_url`` +
         ``path``: its latest *complete* record (counts and page digests), and the rings whose
         latest record of all is an unfinished refresh that found the piece changed (its
@@ -293,21 +327,23 @@ class History(ABC):
         if records.empty:
             return found, stale
         # newest first, as ORDER BY r.finished DESC, r.{seq} DESC
-        records = records.sort_values(["finished", "seq_order"], ascending=False,
-                                      kind="stable")
+        records = records.sort_values(["finished", "seq_order"], ascending=False, kind="stable")
         latest = records.drop_duplicates("polygon")
         unfinished = (latest["status"] == "incomplete") & (latest["changed"] == 1)
         stale.update(by_digest[p] for p in latest.loc[unfinished, "polygon"])
         done = records[records["status"] != "incomplete"].drop_duplicates("polygon")
         digests = self._digests(list(zip(done["run_id"], done["polygon"], strict=True)))
-        for polygon, rows, pages, run_id in zip(done["polygon"], done["rows"], done["pages"],
-                                                done["run_id"], strict=True):
+        for polygon, rows, pages, run_id in zip(
+            done["polygon"], done["rows"], done["pages"], done["run_id"], strict=True
+        ):
             found[by_digest[str(polygon)]] = Previous(
-                _int(rows), _int(pages), digests.get((run_id, str(polygon)), ()))
+                _int(rows), _int(pages), digests.get((run_id, str(polygon)), ())
+            )
         return found, stale
 
-    def nearby(self, base_url: str, path: str,
-               bounds: tuple[float, float, float, float]) -> list[Nearby]:
+    def nearby(
+        self, base_url: str, path: str, bounds: tuple[float, float, float, float]
+    ) -> list[Nearby]:
         """The rings searched completely at ``base_url`` + ``path`` whose bounding box meets
         ``bounds`` (lon/lat: min x, min y, max x, max y), each with the pages of its latest
         complete record: what earlier searches tell of the parcel density near an area
@@ -327,12 +363,14 @@ class History(ABC):
                   AND g.x0 <= ? AND g.x1 >= ? AND g.y0 <= ? AND g.y1 >= ?
             ORDER BY abs(g.x0 + g.x1 - ?) + abs(g.y0 + g.y1 - ?), r.finished DESC
             LIMIT ?"""
-        frame = self._select(query, (base_url, path, MOST_RING, x1, x0, y1, y0, x0 + x1,
-                                     y0 + y1, NEARBY_ROWS))
+        frame = self._select(
+            query, (base_url, path, MOST_RING, x1, x0, y1, y0, x0 + x1, y0 + y1, NEARBY_ROWS)
+        )
         if frame.empty:
             return []
-        frame = frame.sort_values(["finished", "seq_order"], ascending=False,
-                                  kind="stable").drop_duplicates("polygon")
+        frame = frame.sort_values(
+            ["finished", "seq_order"], ascending=False, kind="stable"
+        ).drop_duplicates("polygon")
         found: list[Nearby] = []
         for ring, pages in zip(frame["ring"], frame["pages"], strict=True):
             if _ring_meets(str(ring), bounds):
@@ -347,8 +385,10 @@ class History(ABC):
                    r.{seq} AS seq_order
             FROM {t}run_pieces p JOIN {t}runs r ON r.run_id = p.run_id
             WHERE r.base_url = ? AND r.path = ? AND p.polygon IN (%s)"""
-        frames = [self._select(query % ", ".join("?" * len(chunk)), (base_url, path, *chunk))
-                  for chunk in _chunks(polygons)]
+        frames = [
+            self._select(query % ", ".join("?" * len(chunk)), (base_url, path, *chunk))
+            for chunk in _chunks(polygons)
+        ]
         frames = [f for f in frames if not f.empty]
         return pd.concat(frames, ignore_index=True) if frames else pd.DataFrame()
 
@@ -359,9 +399,12 @@ class History(ABC):
         for chunk in _chunks(sorted({run_id for run_id, _ in pairs}, key=str)):
             pages = self._select(
                 "SELECT run_id, polygon, page, digest FROM {t}run_pages WHERE run_id IN "
-                f"({', '.join('?' * len(chunk))}) ORDER BY page", tuple(chunk))
-            for run_id, polygon, digest in zip(pages["run_id"], pages["polygon"],
-                                               pages["digest"], strict=True):
+                f"({', '.join('?' * len(chunk))}) ORDER BY page",
+                tuple(chunk),
+            )
+            for run_id, polygon, digest in zip(
+                pages["run_id"], pages["polygon"], pages["digest"], strict=True
+            ):
                 if (run_id, polygon) in wanted:
                     found.setdefault((run_id, polygon), []).append(digest)
         return {key: tuple(values) for key, values in found.items()}
@@ -400,13 +443,14 @@ def _inflated(blob: bytes, where: str, run_id: str) -> str:
             f"run {run_id[:64]!r} in the run history {where} holds GroupIDs that are not "
             f"what a search writes (a blob of {len(blob):,} bytes inflating past "
             f"{MOST_INFLATED} times its size, or not zlib text): not read",
-            hints=[Hint("runs", None, "list the runs with 'parcelsearch runs'")])
+            hints=[Hint("runs", None, "list the runs with 'parcelsearch runs'")],
+        )
     return decoded
 
 
 def _chunks(values: Sequence[Any], size: int = 500) -> list[Sequence[Any]]:
     """``values`` in slices of at most ``size`` (the bound parameters of one query)."""
-    return [values[i:i + size] for i in range(0, len(values), size)]
+    return [values[i : i + size] for i in range(0, len(values), size)]
 
 
 def ring_box(ring: str) -> tuple[float | None, float | None, float | None, float | None]:
@@ -434,4 +478,3 @@ def _ring_meets(ring: str, bounds: tuple[float, float, float, float]) -> bool:
 
 def _int(value: Any) -> int | None:
     return None if pd.isna(value) else int(value)
-

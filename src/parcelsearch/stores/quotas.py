@@ -22,8 +22,15 @@ from typing import Literal
 from parcelsearch import settings
 from parcelsearch.errors import ConfigurationError, Hint, QuotaWouldExceedError
 
-__all__ = ["MAX_CALLS", "Period", "Quota", "Usage", "QuotaRefused", "budget_reached",
-           "no_calls_left"]
+__all__ = [
+    "MAX_CALLS",
+    "Period",
+    "Quota",
+    "Usage",
+    "QuotaRefused",
+    "budget_reached",
+    "no_calls_left",
+]
 
 Period = Literal["month", "lifetime"]
 
@@ -95,7 +102,8 @@ class Quota:
         if int(match[1]) > MAX_CALLS:
             raise ConfigurationError(
                 f"{value.strip()[:40]!r}{source}: a quota is at most {MAX_CALLS} calls",
-                hints=[Hint("quota", "500/month", "for example {knob}")])
+                hints=[Hint("quota", "500/month", "for example {knob}")],
+            )
         return cls(int(match[1]), match[2])  # type: ignore[arg-type]
 
     def used(self, usage: Usage) -> int:
@@ -131,27 +139,43 @@ class QuotaRefused:
 
     def describe(self) -> str:
         """What the ledger remembers, and since when."""
-        return (f"the vendor refused the key for its quota on {self.at:%Y-%m-%d %H:%M} UTC: "
-                f"{self.left()}")
+        return (
+            f"the vendor refused the key for its quota on {self.at:%Y-%m-%d %H:%M} UTC: "
+            f"{self.left()}"
+        )
 
 
 def budget_reached(budget: int) -> str:
     """The message of a run stopped at its budget (with or without a ledger)."""
-    return (f"budget of {budget} calls reached: everything fetched so far is cached, and "
-            "running the same search again resumes without spending those calls again.")
+    return (
+        f"budget of {budget} calls reached: everything fetched so far is cached, and "
+        "running the same search again resumes without spending those calls again."
+    )
 
 
-def no_calls_left(fingerprint: str, quota: Quota, used: int,
-                  where: str = "this ledger", *, sent: int | None = None) -> QuotaWouldExceedError:
+def no_calls_left(
+    fingerprint: str,
+    quota: Quota,
+    used: int,
+    where: str = "this ledger",
+    *,
+    sent: int | None = None,
+) -> QuotaWouldExceedError:
     """The refusal of a reservation when the key's quota has no call left (``sent``: of the
     ``used`` calls counted, those known sent; the rest are on the wire or of unknown fate)."""
-    counted = f"{used}" if sent is None or sent >= used else \
-        f"{used} ({sent} sent, {used - sent} on the wire or of unknown fate)"
+    counted = (
+        f"{used}"
+        if sent is None or sent >= used
+        else f"{used} ({sent} sent, {used - sent} on the wire or of unknown fate)"
+    )
     return QuotaWouldExceedError(
         f"key sha256:{fingerprint} has no calls left: {where} counts {counted} of its quota "
         f"({quota.describe()}). Everything fetched so far is cached; "
-        + ("the quota resets at the start of the next month (UTC)."
-           if quota.period == "month" else "a lifetime quota never resets."),
+        + (
+            "the quota resets at the start of the next month (UTC)."
+            if quota.period == "month"
+            else "a lifetime quota never resets."
+        ),
         needed=1,
         allowed=0,
     )

@@ -38,8 +38,16 @@ from parcelsearch._fetch.page import Page
 from parcelsearch.errors import BudgetExhaustedError
 from parcelsearch.stores.quotas import Quota
 
-__all__ = ["Spending", "Calls", "Pacer", "PageStore", "KeySpending", "CallSpend", "Limit",
-           "RESERVE_LEAD"]
+__all__ = [
+    "Spending",
+    "Calls",
+    "Pacer",
+    "PageStore",
+    "KeySpending",
+    "CallSpend",
+    "Limit",
+    "RESERVE_LEAD",
+]
 
 #: What may still be spent, and what limits it (``"quota"``, ``"user budget"``): calls left.
 Limit = tuple[int, str]
@@ -139,9 +147,16 @@ class CallSpend:
         (``{cap}``: the cap); redirects and retries would otherwise take a call past its price.
     """
 
-    def __init__(self, spending: KeySpending, *, reserve: Callable[[], int] | None = None,
-                 refund: Callable[[int], None] | None = None, run_id: str = "",
-                 cap: int | None = None, capped: str = "{cap} calls are spent") -> None:
+    def __init__(
+        self,
+        spending: KeySpending,
+        *,
+        reserve: Callable[[], int] | None = None,
+        refund: Callable[[int], None] | None = None,
+        run_id: str = "",
+        cap: int | None = None,
+        capped: str = "{cap} calls are spent",
+    ) -> None:
         self.spending = spending
         self._reserve = reserve or (lambda: spending.reserve(run_id, None))
         self._refund = refund or spending.refund
@@ -153,8 +168,9 @@ class CallSpend:
 
     def reserve(self) -> None:
         if self.cap is not None and self.calls >= self.cap:
-            raise BudgetExhaustedError(self.capped.format(cap=self.cap), spent=self.calls,
-                                       budget=self.cap)
+            raise BudgetExhaustedError(
+                self.capped.format(cap=self.cap), spent=self.calls, budget=self.cap
+            )
         self._open = self._reserve()
         self.calls += 1
         if self._turn is not None:  # reserved a moment before the turn: sent at the turn

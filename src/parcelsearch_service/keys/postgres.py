@@ -63,14 +63,19 @@ class PostgresKeyStore(KeyStore):
     def connect_options(self) -> dict[str, Any]:
         """The options every connection to this store is opened with (autocommit, rows as
         dicts, the busy timeout to connect)."""
-        return {"autocommit": True, "row_factory": dict_row,
-                "connect_timeout": max(1, round(self.busy_timeout))}
+        return {
+            "autocommit": True,
+            "row_factory": dict_row,
+            "connect_timeout": max(1, round(self.busy_timeout)),
+        }
 
     def session(self) -> tuple[str, ...]:
         """The settings every connection to this store runs with (its schema first, locks
         waited for up to the busy timeout)."""
-        return ("SET search_path TO parcelsearch, public",
-                f"SET lock_timeout = {int(self.busy_timeout * 1000)}")
+        return (
+            "SET search_path TO parcelsearch, public",
+            f"SET lock_timeout = {int(self.busy_timeout * 1000)}",
+        )
 
     def sql(self, statement: str) -> str:
         return statement.replace("?", "%s")

@@ -64,18 +64,21 @@ def check_limits(per_second: object, quota: object) -> None:
     ConfigurationError
         Naming the field and its allowed range.
     """
-    rate_ok = (isinstance(per_second, int | float) and not isinstance(per_second, bool)
-               and MIN_RATE <= per_second <= MAX_RATE)
+    rate_ok = (
+        isinstance(per_second, int | float)
+        and not isinstance(per_second, bool)
+        and MIN_RATE <= per_second <= MAX_RATE
+    )
     if not rate_ok:
         raise ConfigurationError(
             f"per_second must be a number from {MIN_RATE:g} to {MAX_RATE:,.0f} (calls a "
             f"second), got {str(per_second)[:40]}"
         )
-    if quota is not None and (isinstance(quota, bool) or not isinstance(quota, int)
-                              or not 0 <= quota <= MAX_QUOTA):
+    if quota is not None and (
+        isinstance(quota, bool) or not isinstance(quota, int) or not 0 <= quota <= MAX_QUOTA
+    ):
         raise ConfigurationError(
-            f"quota must be a whole number from 0 to {MAX_QUOTA:,} (or none), "
-            f"got {str(quota)[:40]}"
+            f"quota must be a whole number from 0 to {MAX_QUOTA:,} (or none), got {str(quota)[:40]}"
         )
 
 
@@ -138,7 +141,8 @@ def _check_name(name: object) -> str:
         raise ConfigurationError(f"key name must be printable, non-empty text, got {name!r}")
     if len(name) > MAX_KEY_NAME:
         raise ConfigurationError(
-            f"key name must have at most {MAX_KEY_NAME} characters, got {len(name):,}")
+            f"key name must have at most {MAX_KEY_NAME} characters, got {len(name):,}"
+        )
     return name
 
 

@@ -86,8 +86,7 @@ class KeyStore:
 
     def __new__(cls, location: str | Path, busy_timeout: float = BUSY_TIMEOUT) -> KeyStore:
         if cls is KeyStore:
-            cls = KeyStore._implementations[
-                "postgresql" if is_postgres_url(location) else "sqlite"]
+            cls = KeyStore._implementations["postgresql" if is_postgres_url(location) else "sqlite"]
         return super().__new__(cls)
 
     def __init__(self, location: str | Path, busy_timeout: float = BUSY_TIMEOUT) -> None:
@@ -119,7 +118,6 @@ class KeyStore:
     def _duplicate(self, exc: BaseException) -> bool:
         raise NotImplementedError
 
-
     # ------------------------------------------------------------------ connections
 
     def connection(self) -> Any:
@@ -137,8 +135,9 @@ class KeyStore:
         """Run one statement on ``conn`` (``params`` by position, or by name for named
         placeholders); lock timeouts become :class:`StoreBusyError`."""
         try:
-            return conn.execute(self.sql(statement),
-                                params if isinstance(params, Mapping) else tuple(params))
+            return conn.execute(
+                self.sql(statement), params if isinstance(params, Mapping) else tuple(params)
+            )
         except Exception as exc:
             self._raise_if_busy(conn, exc)
             raise
@@ -233,8 +232,16 @@ class KeyStore:
                     conn,
                     "INSERT INTO keys (name, key_hash, key_type, per_second, quota, quota_period,"
                     " services, created) VALUES (?, ?, ?, ?, ?, ?, ?, ?)",
-                    (key.name, hash_key(api_key), key.key_type, key.per_second, key.quota,
-                     key.quota_period, key.services, time.time()),
+                    (
+                        key.name,
+                        hash_key(api_key),
+                        key.key_type,
+                        key.per_second,
+                        key.quota,
+                        key.quota_period,
+                        key.services,
+                        time.time(),
+                    ),
                 )
         except Exception as exc:
             if self._duplicate(exc):
@@ -255,7 +262,8 @@ class KeyStore:
         """
         with self.transaction() as conn:
             cur = self.execute(
-                conn, "UPDATE keys SET revoked = coalesce(revoked, ?) WHERE name = ?",
+                conn,
+                "UPDATE keys SET revoked = coalesce(revoked, ?) WHERE name = ?",
                 (time.time(), name),
             )
             changed = cur.rowcount

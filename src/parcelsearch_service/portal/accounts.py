@@ -177,5 +177,6 @@ class Accounts(StorePart):
             " ORDER BY time DESC, id DESC LIMIT ?",
             (user.id, limit),
         ).fetchall()
-        return [SignIn(datetime.fromtimestamp(r["time"], UTC), r["address"], r["agent"])
-                for r in rows]
+        return [
+            SignIn(datetime.fromtimestamp(r["time"], UTC), r["address"], r["agent"]) for r in rows
+        ]

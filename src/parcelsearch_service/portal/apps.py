@@ -100,14 +100,17 @@ class Apps(StorePart):
         if not wanted:
             raise ConfigurationError("choose at least one service (search, markets)")
         taken = f"you already have an app named {name!r}; choose another name"
-        if self.keys.query(
-            "SELECT 1 FROM portal_apps a JOIN keys k ON k.id = a.key_id"
-            " WHERE a.user_id = ? AND coalesce(a.name, k.name) = ?", (user.id, name),
-        ).fetchone() is not None:
+        if (
+            self.keys.query(
+                "SELECT 1 FROM portal_apps a JOIN keys k ON k.id = a.key_id"
+                " WHERE a.user_id = ? AND coalesce(a.name, k.name) = ?",
+                (user.id, name),
+            ).fetchone()
+            is not None
+        ):
             raise ConfigurationError(taken)
         try:  # the key's own name: unique in the store, whatever other users call their apps
-            api_key = self.keys.create(f"{user.email}/{name}", key_type=key_type,
-                                       services=wanted)
+            api_key = self.keys.create(f"{user.email}/{name}", key_type=key_type, services=wanted)
         except ConfigurationError as exc:
             if "already exists" in str(exc):
                 raise ConfigurationError(taken) from None
@@ -117,7 +120,8 @@ class Apps(StorePart):
         ).fetchone()
         with self.keys.transaction() as conn:
             self.keys.execute(
-                conn, "INSERT INTO portal_apps (key_id, user_id, name) VALUES (?, ?, ?)",
+                conn,
+                "INSERT INTO portal_apps (key_id, user_id, name) VALUES (?, ?, ?)",
                 (row["id"], user.id, name),
             )
         return int(row["id"]), api_key
@@ -148,8 +152,7 @@ class Apps(StorePart):
 
     def visible(self, user: User) -> list[App]:
         """The apps ``user`` may see (all of them for an admin), with usage."""
-        return [self._app(r["id"], r["key_name"], r["name"], r["owner"])
-                for r in self._rows(user)]
+        return [self._app(r["id"], r["key_name"], r["name"], r["owner"]) for r in self._rows(user)]
 
     def _app(self, key_id: int, key_name: str, name: str, owner: str | None) -> App:
         now = datetime.fromtimestamp(self.clock(), UTC)
@@ -157,12 +160,21 @@ class Apps(StorePart):
         log = self.keys.requests(key_name)
         last_used = None if log.empty else log["time"].max().to_pydatetime(warn=False)
         return App(
-            id=key_id, name=name, owner=owner, key_type=summary["type"],
-            services=tuple(summary["services"]), per_second=summary["per_second"],
-            quota=summary["quota"], quota_period=summary["quota_period"],
-            used_month=summary["used_month"], used_lifetime=summary["used_lifetime"],
-            revoked=summary["revoked"], spike_refusals=self.usage.refused(key_id),
-            last_used=last_used, daily=self.usage.daily(key_id, log, now.date()), now=now,
+            id=key_id,
+            name=name,
+            owner=owner,
+            key_type=summary["type"],
+            services=tuple(summary["services"]),
+            per_second=summary["per_second"],
+            quota=summary["quota"],
+            quota_period=summary["quota_period"],
+            used_month=summary["used_month"],
+            used_lifetime=summary["used_lifetime"],
+            revoked=summary["revoked"],
+            spike_refusals=self.usage.refused(key_id),
+            last_used=last_used,
+            daily=self.usage.daily(key_id, log, now.date()),
+            now=now,
             admin_actions=self.admin_actions(key_id),
         )
 
@@ -170,23 +182,31 @@ class Apps(StorePart):
         """The e-mail of key ``key_id``'s owner (``None``: a key made on the command line)."""
         row = self.keys.query(
             "SELECT u.email FROM portal_apps a JOIN portal_users u ON u.id = a.user_id"
-            " WHERE a.key_id = ?", (key_id,)).fetchone()
+            " WHERE a.key_id = ?",
+            (key_id,),
+        ).fetchone()
         return None if row is None else str(row["email"])
 
     def record_admin_action(self, key_id: int, admin: User, action: str) -> None:
         """Remember that ``admin`` did ``action`` to key ``key_id`` (shown to its owner)."""
         with self.keys.transaction() as conn:
             self.keys.execute(
-                conn, "INSERT INTO portal_admin_actions (key_id, time, admin, action)"
-                      " VALUES (?, ?, ?, ?)", (key_id, self.clock(), admin.email, action[:200]))
+                conn,
+                "INSERT INTO portal_admin_actions (key_id, time, admin, action)"
+                " VALUES (?, ?, ?, ?)",
+                (key_id, self.clock(), admin.email, action[:200]),
+            )
 
     def admin_actions(self, key_id: int) -> tuple[tuple[datetime, str, str], ...]:
         """What admins did to key ``key_id``: (when, admin, what), newest first."""
         rows = self.keys.query(
             "SELECT time, admin, action FROM portal_admin_actions WHERE key_id = ?"
-            " ORDER BY time DESC, id DESC", (key_id,)).fetchall()
-        return tuple((datetime.fromtimestamp(float(r["time"]), UTC), r["admin"], r["action"])
-                     for r in rows)
+            " ORDER BY time DESC, id DESC",
+            (key_id,),
+        ).fetchall()
+        return tuple(
+            (datetime.fromtimestamp(float(r["time"]), UTC), r["admin"], r["action"]) for r in rows
+        )
 
     def one(self, user: User, key_id: int) -> App | None:
         """One app ``user`` may see, or ``None``."""
@@ -209,9 +229,7 @@ class Apps(StorePart):
 
     def revoke(self, key_id: int) -> None:
         """Revoke key ``key_id`` (through the key store)."""
-        row = self.keys.query(
-            "SELECT name FROM keys WHERE id = ?", (key_id,)
-        ).fetchone()
+        row = self.keys.query("SELECT name FROM keys WHERE id = ?", (key_id,)).fetchone()
         if row is not None:
             self.keys.revoke(row["name"])
 

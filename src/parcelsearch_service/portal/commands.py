@@ -62,20 +62,27 @@ def _add_user(args: argparse.Namespace) -> int:
 def register(commands: Any) -> None:
     """Add ``portal`` (with ``add-user``) to the top-level sub-parsers ``commands``."""
     portal = commands.add_parser(
-        "portal", help="manage developer-portal users",
+        "portal",
+        help="manage developer-portal users",
         description="Manage the users of the developer portal (parcelsearch serve --portal).",
     )
     sub = portal.add_subparsers(dest="portal_command", required=True, metavar="ACTION")
     add = sub.add_parser(
-        "add-user", help="add a portal user (password read from standard input)",
+        "add-user",
+        help="add a portal user (password read from standard input)",
         description="Add a portal user. The password (at least 12 characters) is read from "
         "standard input: prompted twice at a terminal, else the first line. Only a scrypt "
         "hash is stored.",
     )
-    add.add_argument("--keys", default=None, metavar="FILE|URL",
-                     help="the key store the service uses: a SQLite file or a postgresql:// "
-                     "URL (default: the per-user keys.sqlite)")
+    add.add_argument(
+        "--keys",
+        default=None,
+        metavar="FILE|URL",
+        help="the key store the service uses: a SQLite file or a postgresql:// "
+        "URL (default: the per-user keys.sqlite)",
+    )
     add.add_argument("--email", required=True, help="the user's e-mail address (sign-in name)")
-    add.add_argument("--admin", action="store_true",
-                     help="an admin sees every app and can change limits")
+    add.add_argument(
+        "--admin", action="store_true", help="an admin sees every app and can change limits"
+    )
     add.set_defaults(func=_add_user)

@@ -35,8 +35,20 @@ from parcelsearch_service.portal.sessions import ActiveSession
 from parcelsearch_service.portal.usage import DayUsage
 
 __all__ = [
-    "e", "signin_page", "apps_page", "app_page", "key_page", "account_page", "admin_page",
-    "start_page", "message_page", "usage_chart", "axis_step", "Snippets", "BASE", "STATIC",
+    "e",
+    "signin_page",
+    "apps_page",
+    "app_page",
+    "key_page",
+    "account_page",
+    "admin_page",
+    "start_page",
+    "message_page",
+    "usage_chart",
+    "axis_step",
+    "Snippets",
+    "BASE",
+    "STATIC",
     "CHART_SPANS",
 ]
 
@@ -73,8 +85,9 @@ def quota_words(quota: int | None, period: str) -> str:
     """A quota in words: ``"500 calls a calendar month (UTC)"``, ``"50 calls for life"``."""
     if quota is None:
         return "no quota"
-    return _count(quota, "call") + (" for life" if period == "lifetime"
-                                     else " a calendar month (UTC)")
+    return _count(quota, "call") + (
+        " for life" if period == "lifetime" else " a calendar month (UTC)"
+    )
 
 
 def rate_words(per_second: float) -> str:
@@ -84,8 +97,7 @@ def rate_words(per_second: float) -> str:
 
 _ENV.filters["when"] = _when
 _ENV.filters["n"] = "{:,}".format
-_ENV.globals.update(BASE=BASE, SERVICES=SERVICES, quota_words=quota_words,
-                    rate_words=rate_words)
+_ENV.globals.update(BASE=BASE, SERVICES=SERVICES, quota_words=quota_words, rate_words=rate_words)
 
 
 def _render(template: str, **context: Any) -> str:
@@ -171,9 +183,10 @@ def _buckets(daily: Sequence[DayUsage], per: int) -> list[tuple[date, date, int,
     out = []
     end = len(daily)
     while end > 0:
-        run = daily[max(0, end - per):end]
-        out.append((run[0].day, run[-1].day, sum(d.calls for d in run),
-                    sum(d.refused for d in run)))
+        run = daily[max(0, end - per) : end]
+        out.append(
+            (run[0].day, run[-1].day, sum(d.calls for d in run), sum(d.refused for d in run))
+        )
         end -= per
     return out[::-1]
 
@@ -197,21 +210,42 @@ def usage_chart(daily: Sequence[DayUsage], days: int = 30, narrow: bool = False)
     for i, (first, last, calls, refused) in enumerate(buckets):
         calls_h = round(calls * scale, 1)
         refused_h = round(refused * scale, 1)
-        bars.append(Bar(
-            first, last, calls, refused, x=round(left + i * pitch + pitch * 0.12, 1),
-            width=round(pitch * 0.76, 1), calls_y=round(bottom - calls_h, 1), calls_h=calls_h,
-            refused_y=round(bottom - calls_h - refused_h, 1), refused_h=refused_h,
-        ))
+        bars.append(
+            Bar(
+                first,
+                last,
+                calls,
+                refused,
+                x=round(left + i * pitch + pitch * 0.12, 1),
+                width=round(pitch * 0.76, 1),
+                calls_y=round(bottom - calls_h, 1),
+                calls_h=calls_h,
+                refused_y=round(bottom - calls_h - refused_h, 1),
+                refused_h=refused_h,
+            )
+        )
     ticks = tuple((round(bottom - k * step * scale, 1), k * step) for k in range(5))
     # a date under every 5th day or 2nd week (10th, 4th when narrow), the last included
     every = (5 if per == 1 else 2) * (2 if narrow else 1)
     dates = tuple(
         (b.centre, b.last.strftime("%b %-d") if per == 1 else b.first.strftime("%b %-d"))
-        for i, b in enumerate(bars) if (len(bars) - 1 - i) % every == 0
+        for i, b in enumerate(bars)
+        if (len(bars) - 1 - i) % every == 0
     )
-    return Chart(days, "day" if per == 1 else "week", tuple(bars), ticks, dates, width,
-                 height, left, right, bottom, rotate_values=rotate,
-                 name="narrow" if narrow else "wide")
+    return Chart(
+        days,
+        "day" if per == 1 else "week",
+        tuple(bars),
+        ticks,
+        dates,
+        width,
+        height,
+        left,
+        right,
+        bottom,
+        rotate_values=rotate,
+        name="narrow" if narrow else "wide",
+    )
 
 
 # ---------------------------------------------------------------------------- snippets
@@ -240,8 +274,10 @@ class Snippets:
     def build(cls, api_key: str, base_url: str, ca: str | None) -> Snippets:
         """The snippets for ``api_key`` on ``base_url``, trusting the CA file ``ca`` (the
         system's trust store when ``None``)."""
-        env = [f"PARCELSEARCH_API_KEY={shlex.quote(api_key)}",
-               f"PARCELSEARCH_BASE_URL={shlex.quote(base_url)}"]
+        env = [
+            f"PARCELSEARCH_API_KEY={shlex.quote(api_key)}",
+            f"PARCELSEARCH_BASE_URL={shlex.quote(base_url)}",
+        ]
         if ca is not None:
             env.append(f"PARCELSEARCH_CA_BUNDLE={shlex.quote(ca)}")
         shell = (
@@ -259,8 +295,10 @@ class Snippets:
             'result.ids.to_parquet("group_ids.parquet")'
         )
         cacert = "" if ca is None else f"--cacert {shlex.quote(ca)} "
-        curl = (f"curl {cacert}-H {shlex.quote('x-api-key: ' + api_key)} "
-                f"{shlex.quote(base_url + '/v1/markets')}")
+        curl = (
+            f"curl {cacert}-H {shlex.quote('x-api-key: ' + api_key)} "
+            f"{shlex.quote(base_url + '/v1/markets')}"
+        )
         return cls(shell, python, curl)
 
 
@@ -278,8 +316,10 @@ def signin_page(csrf: str, error: str = "", email: str = "") -> str:
 
 
 def _key_types() -> list[tuple[str, str, str]]:
-    return [(name, rate_words(rate), quota_words(quota, period))
-            for name, (rate, quota, period) in KEY_TYPES.items()]
+    return [
+        (name, rate_words(rate), quota_words(quota, period))
+        for name, (rate, quota, period) in KEY_TYPES.items()
+    ]
 
 
 def apps_page(
@@ -291,48 +331,109 @@ def apps_page(
     values: dict[str, str] | None = None,
 ) -> str:
     """The Apps overview: one card per app (usage at a glance) and the create form."""
-    return _render("apps.html", title="Apps", nav="apps", user=user, csrf=csrf, apps=apps,
-                   error=error, notice=notice, values=values or {}, key_types=_key_types())
+    return _render(
+        "apps.html",
+        title="Apps",
+        nav="apps",
+        user=user,
+        csrf=csrf,
+        apps=apps,
+        error=error,
+        notice=notice,
+        values=values or {},
+        key_types=_key_types(),
+    )
 
 
-def app_page(user: User, csrf: str, app: App, days: int = 30, error: str = "",
-             notice: str = "") -> str:
+def app_page(
+    user: User, csrf: str, app: App, days: int = 30, error: str = "", notice: str = ""
+) -> str:
     """One app: its key type and limits in words, usage, the chart of ``days`` days (30 or
     90) with its table, and its actions (limits for admins)."""
-    return _render("app.html", title=app.name, nav="apps", user=user, csrf=csrf, app=app,
-                   chart=usage_chart(app.daily, days),
-                   narrow=usage_chart(app.daily, days, narrow=True), spans=list(CHART_SPANS),
-                   error=error,
-                   notice=notice)
+    return _render(
+        "app.html",
+        title=app.name,
+        nav="apps",
+        user=user,
+        csrf=csrf,
+        app=app,
+        chart=usage_chart(app.daily, days),
+        narrow=usage_chart(app.daily, days, narrow=True),
+        spans=list(CHART_SPANS),
+        error=error,
+        notice=notice,
+    )
 
 
-def key_page(user: User, csrf: str, app_id: int, name: str, api_key: str,
-             snippets: Snippets, ca_known: bool) -> str:
+def key_page(
+    user: User, csrf: str, app_id: int, name: str, api_key: str, snippets: Snippets, ca_known: bool
+) -> str:
     """The new key of app ``name`` (shown on this response only), a copy button and the
     snippets that use it."""
-    return _render("key.html", title=f"Key of {name}", nav="apps", user=user, csrf=csrf,
-                   app_id=app_id, name=name, api_key=api_key, snippets=snippets,
-                   ca_known=ca_known)
+    return _render(
+        "key.html",
+        title=f"Key of {name}",
+        nav="apps",
+        user=user,
+        csrf=csrf,
+        app_id=app_id,
+        name=name,
+        api_key=api_key,
+        snippets=snippets,
+        ca_known=ca_known,
+    )
 
 
-def account_page(user: User, csrf: str, signins: Sequence[SignIn],
-                 sessions: Sequence[ActiveSession], error: str = "", notice: str = "") -> str:
+def account_page(
+    user: User,
+    csrf: str,
+    signins: Sequence[SignIn],
+    sessions: Sequence[ActiveSession],
+    error: str = "",
+    notice: str = "",
+) -> str:
     """The account: change password, sign out other sessions, recent sign-ins."""
-    return _render("account.html", title="Account", nav="account", user=user, csrf=csrf,
-                   signins=signins, sessions=sessions, error=error, notice=notice)
+    return _render(
+        "account.html",
+        title="Account",
+        nav="account",
+        user=user,
+        csrf=csrf,
+        signins=signins,
+        sessions=sessions,
+        error=error,
+        notice=notice,
+    )
 
 
-def admin_page(user: User, csrf: str, apps: Sequence[App], error: str = "",
-               notice: str = "") -> str:
+def admin_page(
+    user: User, csrf: str, apps: Sequence[App], error: str = "", notice: str = ""
+) -> str:
     """Every app with its owner and usage; limits and revocation."""
-    return _render("admin.html", title="All apps", nav="admin", user=user, csrf=csrf,
-                   apps=apps, error=error, notice=notice)
+    return _render(
+        "admin.html",
+        title="All apps",
+        nav="admin",
+        user=user,
+        csrf=csrf,
+        apps=apps,
+        error=error,
+        notice=notice,
+    )
 
 
 def start_page(user: User | None, csrf: str, base_url: str, ca_known: bool) -> str:
     """Getting started: the services, each key type's limits, a curl and a parcelsearch
     example."""
     snippets = Snippets.build("YOUR-KEY", base_url, "ca.pem" if ca_known else None)
-    return _render("start.html", title="Getting started", nav="start", user=user, csrf=csrf,
-                   key_types=_key_types(), snippets=snippets, base_url=base_url,
-                   ca_known=ca_known)
+    return _render(
+        "start.html",
+        title="Getting started",
+        nav="start",
+        user=user,
+        csrf=csrf,
+        key_types=_key_types(),
+        snippets=snippets,
+        base_url=base_url,
+        ca_known=ca_known,
+    )

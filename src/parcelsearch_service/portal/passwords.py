@@ -21,8 +21,14 @@ import secrets
 
 from parcelsearch.errors import ConfigurationError
 
-__all__ = ["hash_password", "verify_password", "check_new_password", "dummy_hash",
-           "MIN_PASSWORD_LENGTH", "MIN_DISTINCT"]
+__all__ = [
+    "hash_password",
+    "verify_password",
+    "check_new_password",
+    "dummy_hash",
+    "MIN_PASSWORD_LENGTH",
+    "MIN_DISTINCT",
+]
 
 #: scrypt cost: N=2**14, r=8, p=1 (16 MiB, tens of milliseconds a check).
 _N, _R, _P = 2**14, 8, 1
@@ -33,8 +39,13 @@ MAX_PASSWORD_LENGTH = 1024
 
 def _scrypt(password: str, salt: bytes, n: int, r: int, p: int) -> bytes:
     return hashlib.scrypt(
-        password.encode("utf-8", "surrogateescape"), salt=salt, n=n, r=r, p=p,
-        maxmem=256 * 1024 * 1024, dklen=_DKLEN,
+        password.encode("utf-8", "surrogateescape"),
+        salt=salt,
+        n=n,
+        r=r,
+        p=p,
+        maxmem=256 * 1024 * 1024,
+        dklen=_DKLEN,
     )
 
 
@@ -42,8 +53,14 @@ def _scrypt(password: str, salt: bytes, n: int, r: int, p: int) -> bytes:
 MIN_DISTINCT = 6
 #: Runs a password may not be made of (forwards or backwards): the alphabet, the digits and
 #: the keyboard's rows.
-_RUNS = ("abcdefghijklmnopqrstuvwxyz", "01234567890", "qwertyuiop", "asdfghjkl", "zxcvbnm",
-         "1qaz2wsx3edc4rfv5tgb6yhn7ujm8ik9ol0p")
+_RUNS = (
+    "abcdefghijklmnopqrstuvwxyz",
+    "01234567890",
+    "qwertyuiop",
+    "asdfghjkl",
+    "zxcvbnm",
+    "1qaz2wsx3edc4rfv5tgb6yhn7ujm8ik9ol0p",
+)
 
 
 def _weakness(password: str) -> str | None:
@@ -53,13 +70,18 @@ def _weakness(password: str) -> str | None:
     text = password.lower()
     distinct = len(set(text))
     if distinct < MIN_DISTINCT:
-        return (f"it has only {distinct} different character{'s' if distinct != 1 else ''} "
-                f"(at least {MIN_DISTINCT} are needed)")
+        return (
+            f"it has only {distinct} different character{'s' if distinct != 1 else ''} "
+            f"(at least {MIN_DISTINCT} are needed)"
+        )
     most = max(text.count(c) for c in set(text))
     if most * 2 > len(text):
         return "one character makes up more than half of it"
-    in_runs = sum(1 for a, b in zip(text, text[1:], strict=False)
-                  if any(a + b in run or b + a in run for run in _RUNS))
+    in_runs = sum(
+        1
+        for a, b in zip(text, text[1:], strict=False)
+        if any(a + b in run or b + a in run for run in _RUNS)
+    )
     if in_runs * 4 >= 3 * (len(text) - 1):
         return "it is mostly a run of neighbouring characters (like abcdef, 654321 or qwerty)"
     return None
@@ -82,9 +104,7 @@ def check_new_password(password: str) -> None:
             f"(it has {len(password)}); choose a longer one"
         )
     if len(password) > MAX_PASSWORD_LENGTH:
-        raise ConfigurationError(
-            f"the password must have at most {MAX_PASSWORD_LENGTH} characters"
-        )
+        raise ConfigurationError(f"the password must have at most {MAX_PASSWORD_LENGTH} characters")
     weakness = _weakness(password)
     if weakness is not None:
         raise ConfigurationError(

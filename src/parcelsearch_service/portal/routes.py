@@ -125,7 +125,8 @@ def _limit_number(text: str, field: str) -> float:
     if not MIN_RATE <= value <= MAX_RATE:
         raise ConfigurationError(
             f"{field} must be a number from {MIN_RATE:g} to {MAX_RATE:,.0f} (calls a second), "
-            f"got {text[:40]!r}")
+            f"got {text[:40]!r}"
+        )
     return value
 
 
@@ -190,9 +191,7 @@ class _Portal:
 
     @staticmethod
     def _set_cookie(response: Response, token: str) -> None:
-        response.set_cookie(
-            COOKIE, token, path="/", secure=True, httponly=True, samesite="strict"
-        )
+        response.set_cookie(COOKIE, token, path="/", secure=True, httponly=True, samesite="strict")
 
     @staticmethod
     def _text(form: FormData, name: str) -> str:
@@ -247,21 +246,30 @@ class _Portal:
         apps = self.store.apps(user)
         return HTMLResponse(pages.apps_page(user, session.csrf, apps, **kw), status)
 
-    def _app_page(self, session: Session, user: User, app_id: int, status: int = 200,
-                  days: int = 30, **kw: Any) -> Response:
+    def _app_page(
+        self,
+        session: Session,
+        user: User,
+        app_id: int,
+        status: int = 200,
+        days: int = 30,
+        **kw: Any,
+    ) -> Response:
         app = self.store.app(user, app_id)
         if app is None:
             return self._not_found(session, user)
         return HTMLResponse(pages.app_page(user, session.csrf, app, days, **kw), status)
 
-    def _key(self, request: Request, session: Session, user: User, app_id: int, name: str,
-             api_key: str) -> Response:
+    def _key(
+        self, request: Request, session: Session, user: User, app_id: int, name: str, api_key: str
+    ) -> Response:
         """The page showing a new key once, with snippets for this service."""
         base_url = f"{request.url.scheme}://{request.url.netloc}"
         ca = None if self.ca is None else str(self.ca)
         snippets = Snippets.build(api_key, base_url, ca)
-        return HTMLResponse(pages.key_page(user, session.csrf, app_id, name, api_key, snippets,
-                                           self.ca is not None))
+        return HTMLResponse(
+            pages.key_page(user, session.csrf, app_id, name, api_key, snippets, self.ca is not None)
+        )
 
     @staticmethod
     def _back(request: Request, form: FormData) -> Response:
@@ -312,8 +320,11 @@ class _Portal:
                 f"Too many failed sign-in attempts for {what}. Sign-in is paused for it; try "
                 f"again in {_minutes(attempt[1])}."
             )
-            return HTMLResponse(pages.signin_page(session.csrf, message, email), 429,
-                                headers={"Retry-After": str(math.ceil(attempt[1]))})
+            return HTMLResponse(
+                pages.signin_page(session.csrf, message, email),
+                429,
+                headers={"Retry-After": str(math.ceil(attempt[1]))},
+            )
         user = self.store.authenticate(email, password)
         if user is None:
             log.info("portal sign-in failed from %s", printable(address))
@@ -328,8 +339,15 @@ class _Portal:
         token, _ = self.store.new_session(user)
         response = RedirectResponse(f"{BASE}/", 303)
         self._set_cookie(response, token)
-        response.set_cookie(DEVICE_COOKIE, device_token, max_age=int(DEVICE_AGE), path="/",
-                            secure=True, httponly=True, samesite="strict")
+        response.set_cookie(
+            DEVICE_COOKIE,
+            device_token,
+            max_age=int(DEVICE_AGE),
+            path="/",
+            secure=True,
+            httponly=True,
+            samesite="strict",
+        )
         return response
 
     def signout(self, request: Request, form: FormData | None) -> Response:
@@ -353,8 +371,13 @@ class _Portal:
         try:
             app_id, api_key = self.store.create_app(user, name, key_type, services)
         except ConfigurationError as exc:
-            return self._apps(session, user, 400, error=f"App not created: {exc}.",
-                              values={"name": name, "key_type": key_type})
+            return self._apps(
+                session,
+                user,
+                400,
+                error=f"App not created: {exc}.",
+                values={"name": name, "key_type": key_type},
+            )
         log.info("portal: %s created app %r", printable(user.email), name)
         return self._key(request, session, user, app_id, name, api_key)
 
@@ -365,15 +388,30 @@ class _Portal:
         session, user, _, name = checked
         app_id = request.path_params["app_id"]
         if self.store.owner_of(app_id) != user.email:  # the new key is shown to whoever asks
-            log.warning("portal: %s was refused regenerating the key of app %r (not its owner)",
-                        printable(user.email), name)
-            return HTMLResponse(pages.message_page(
-                "Refused", "Only the app's owner can regenerate its key, and see the new one; "
-                "an admin can revoke it or change its limits.", user, session.csrf), 403)
+            log.warning(
+                "portal: %s was refused regenerating the key of app %r (not its owner)",
+                printable(user.email),
+                name,
+            )
+            return HTMLResponse(
+                pages.message_page(
+                    "Refused",
+                    "Only the app's owner can regenerate its key, and see the new one; "
+                    "an admin can revoke it or change its limits.",
+                    user,
+                    session.csrf,
+                ),
+                403,
+            )
         api_key = self.store.regenerate(app_id)
         if api_key is None:
-            return self._app_page(session, user, app_id, 409,
-                                  error=f"{name} is revoked: its key cannot be regenerated.")
+            return self._app_page(
+                session,
+                user,
+                app_id,
+                409,
+                error=f"{name} is revoked: its key cannot be regenerated.",
+            )
         log.info("portal: %s regenerated the key of app %r", printable(user.email), name)
         return self._key(request, session, user, app_id, name, api_key)
 
@@ -398,27 +436,44 @@ class _Portal:
             return checked
         session, user, form, name = checked
         if not user.is_admin:
-            return HTMLResponse(pages.message_page(
-                "Refused", "Only an admin can change a key's limits; ask one.", user,
-                session.csrf), 403)
+            return HTMLResponse(
+                pages.message_page(
+                    "Refused",
+                    "Only an admin can change a key's limits; ask one.",
+                    user,
+                    session.csrf,
+                ),
+                403,
+            )
         app_id = request.path_params["app_id"]
         rate_text = self._text(form, "per_second").strip()
         quota_text = self._text(form, "quota").strip().replace(",", "").replace("_", "")
         try:
             rate = _limit_number(rate_text, "per_second")
-            if quota_text and not (quota_text.isascii() and quota_text.isdigit()
-                                   and len(quota_text) <= 20):
+            if quota_text and not (
+                quota_text.isascii() and quota_text.isdigit() and len(quota_text) <= 20
+            ):
                 raise ConfigurationError(
                     f"quota must be a whole number from 0 to {MAX_QUOTA:,} (or empty for no "
-                    f"quota), got {quota_text[:40]!r}")
+                    f"quota), got {quota_text[:40]!r}"
+                )
             quota = int(quota_text) if quota_text else None
             self.store.set_limits(app_id, rate, quota)
         except ConfigurationError as exc:
             return self._app_page(session, user, app_id, 400, error=f"Limits not changed: {exc}.")
-        log.info("portal: %s set the limits of app %r to %s/s, quota %s", printable(user.email),
-                 name, rate, quota_text or "none")
-        self._admin_action(app_id, user, f"set the limits to {rate:g} calls a second, quota "
-                                         f"{quota if quota is not None else 'none'}")
+        log.info(
+            "portal: %s set the limits of app %r to %s/s, quota %s",
+            printable(user.email),
+            name,
+            rate,
+            quota_text or "none",
+        )
+        self._admin_action(
+            app_id,
+            user,
+            f"set the limits to {rate:g} calls a second, quota "
+            f"{quota if quota is not None else 'none'}",
+        )
         return self._back(request, form)
 
     # ------------------------------------------------------------------ app, account, admin,
@@ -438,16 +493,25 @@ class _Portal:
         days_text = request.query_params.get("days", "30")
         if not days_text.isdigit() or int(days_text) not in CHART_SPANS:
             spans = " or ".join(map(str, CHART_SPANS))
-            return HTMLResponse(pages.message_page(
-                "Bad request", f"days must be {spans}, got {days_text[:20]!r}.", user,
-                session.csrf), 400)
-        return self._app_page(session, user, request.path_params["app_id"],
-                              days=int(days_text))
+            return HTMLResponse(
+                pages.message_page(
+                    "Bad request",
+                    f"days must be {spans}, got {days_text[:20]!r}.",
+                    user,
+                    session.csrf,
+                ),
+                400,
+            )
+        return self._app_page(session, user, request.path_params["app_id"], days=int(days_text))
 
-    def _account(self, session: Session, user: User, status: int = 200,
-                 **kw: Any) -> Response:
-        body = pages.account_page(user, session.csrf, self.store.signins(user),
-                                  self.store.active_sessions(user, session), **kw)
+    def _account(self, session: Session, user: User, status: int = 200, **kw: Any) -> Response:
+        body = pages.account_page(
+            user,
+            session.csrf,
+            self.store.signins(user),
+            self.store.active_sessions(user, session),
+            **kw,
+        )
         return HTMLResponse(body, status)
 
     def account(self, request: Request, form: FormData | None) -> Response:
@@ -463,39 +527,71 @@ class _Portal:
         session, user, form = checked
         new = self._text(form, "new_password")
         if new != self._text(form, "new_password_again"):
-            return self._account(session, user, 400, error=(
-                "Password not changed: the two new passwords differ; type the same one twice."))
+            return self._account(
+                session,
+                user,
+                400,
+                error=(
+                    "Password not changed: the two new passwords differ; type the same one twice."
+                ),
+            )
         # The current password is guessed like a sign-in: the same throttles and log.
         address = request.client.host if request.client else "-"
         device = request.cookies.get(DEVICE_COOKIE)
         attempt = self.store.begin_signin(user.email, address, device)  # recorded first
         if isinstance(attempt, tuple):
-            log.warning("portal password change throttled (%s) for %s from %s", attempt[0],
-                        printable(user.email), printable(address))
-            response = self._account(session, user, 429, error=(
-                "Password not changed: too many wrong passwords; try again in "
-                f"{_minutes(attempt[1])}."))
+            log.warning(
+                "portal password change throttled (%s) for %s from %s",
+                attempt[0],
+                printable(user.email),
+                printable(address),
+            )
+            response = self._account(
+                session,
+                user,
+                429,
+                error=(
+                    "Password not changed: too many wrong passwords; try again in "
+                    f"{_minutes(attempt[1])}."
+                ),
+            )
             response.headers["Retry-After"] = str(math.ceil(attempt[1]))
             return response
         current = self._text(form, "current_password")
         if self.store.authenticate(user.email, current) is None:
-            log.info("portal password change failed (wrong current password) for %s from %s",
-                     printable(user.email), printable(address))
+            log.info(
+                "portal password change failed (wrong current password) for %s from %s",
+                printable(user.email),
+                printable(address),
+            )
             self.store.signin_failed(attempt, device)
-            return self._account(session, user, 400, error=(
-                "Password not changed: the current password is wrong; type the password you "
-                "signed in with."))
+            return self._account(
+                session,
+                user,
+                400,
+                error=(
+                    "Password not changed: the current password is wrong; type the password you "
+                    "signed in with."
+                ),
+            )
         try:
             ended = self.store.change_password(user, current, new, session)
         except ConfigurationError as exc:
             return self._account(session, user, 400, error=f"Password not changed: {exc}.")
         device_token = self.store.signin_succeeded(attempt, user, address, device)
-        log.info("portal: %s changed their password (%d other sessions ended)", user.email,
-                 ended)
-        response = self._account(session, user, notice=(
-            f"Password changed; {_sessions(ended)} signed out."))
-        response.set_cookie(DEVICE_COOKIE, device_token, max_age=int(DEVICE_AGE), path="/",
-                            secure=True, httponly=True, samesite="strict")
+        log.info("portal: %s changed their password (%d other sessions ended)", user.email, ended)
+        response = self._account(
+            session, user, notice=(f"Password changed; {_sessions(ended)} signed out.")
+        )
+        response.set_cookie(
+            DEVICE_COOKIE,
+            device_token,
+            max_age=int(DEVICE_AGE),
+            path="/",
+            secure=True,
+            httponly=True,
+            samesite="strict",
+        )
         return response
 
     def signout_others(self, request: Request, form: FormData | None) -> Response:
@@ -513,24 +609,39 @@ class _Portal:
             return checked
         session, user = checked
         if not user.is_admin:
-            return HTMLResponse(pages.message_page(
-                "Refused", "Only an admin can see every app; ask one.", user, session.csrf), 403)
+            return HTMLResponse(
+                pages.message_page(
+                    "Refused", "Only an admin can see every app; ask one.", user, session.csrf
+                ),
+                403,
+            )
         return HTMLResponse(pages.admin_page(user, session.csrf, self.store.apps(user)))
 
     def start(self, request: Request, form: FormData | None) -> Response:
         session = self._session(request)
         user = None if session is None else session.user
         base_url = f"{request.url.scheme}://{request.url.netloc}"
-        return HTMLResponse(pages.start_page(user, "" if session is None else session.csrf,
-                                             base_url, self.ca is not None))
+        return HTMLResponse(
+            pages.start_page(
+                user, "" if session is None else session.csrf, base_url, self.ca is not None
+            )
+        )
 
     def ca_certificate(self, request: Request, form: FormData | None) -> Response:
         if self.ca is None:
-            return HTMLResponse(pages.message_page(
-                "Not found", "This service uses a certificate your system already trusts: "
-                "there is no CA certificate to download."), 404)
-        return Response(self.ca.read_bytes(), media_type="application/x-pem-file",
-                        headers={"Content-Disposition": 'attachment; filename="ca.pem"'})
+            return HTMLResponse(
+                pages.message_page(
+                    "Not found",
+                    "This service uses a certificate your system already trusts: "
+                    "there is no CA certificate to download.",
+                ),
+                404,
+            )
+        return Response(
+            self.ca.read_bytes(),
+            media_type="application/x-pem-file",
+            headers={"Content-Disposition": 'attachment; filename="ca.pem"'},
+        )
 
 
 def _sessions(n: int) -> str:
@@ -587,8 +698,12 @@ def create_portal(store: PortalStore, ca: Path | None = None) -> ASGIApp:
         Route("/ca.pem", _endpoint(more.ca_certificate), methods=["GET"]),
         Mount("/static", app=StaticFiles(directory=STATIC), name="static"),
     ]
-    app = Starlette(routes=routes, exception_handlers={
-        HTTPException: _http_error, StoreBusyError: _busy,
-    })
+    app = Starlette(
+        routes=routes,
+        exception_handlers={
+            HTTPException: _http_error,
+            StoreBusyError: _busy,
+        },
+    )
     app.router.redirect_slashes = False
     return SecurityHeaders(app)

@@ -52,8 +52,14 @@ class Sessions(StorePart):
         ``max_age`` seconds after sign-in.
     """
 
-    def __init__(self, keys: KeyStore, accounts: Accounts, idle_timeout: float,
-                 max_age: float, clock: Callable[[], float]) -> None:
+    def __init__(
+        self,
+        keys: KeyStore,
+        accounts: Accounts,
+        idle_timeout: float,
+        max_age: float,
+        clock: Callable[[], float],
+    ) -> None:
         super().__init__(keys, clock)
         self.accounts = accounts
         self.idle_timeout = idle_timeout
@@ -99,8 +105,7 @@ class Sessions(StorePart):
             return None
         with self.keys.transaction() as conn:
             self.keys.execute(
-                conn,
-                "UPDATE portal_sessions SET last_seen = ? WHERE token_hash = ?", (now, digest)
+                conn, "UPDATE portal_sessions SET last_seen = ? WHERE token_hash = ?", (now, digest)
             )
         return Session(digest, user, row["csrf"])
 
@@ -120,9 +125,11 @@ class Sessions(StorePart):
             (user.id, now - self.idle_timeout, now - self.max_age),
         ).fetchall()
         found = [
-            ActiveSession(datetime.fromtimestamp(r["created"], UTC),
-                          datetime.fromtimestamp(r["last_seen"], UTC),
-                          hmac.compare_digest(r["token_hash"], current.token_hash))
+            ActiveSession(
+                datetime.fromtimestamp(r["created"], UTC),
+                datetime.fromtimestamp(r["last_seen"], UTC),
+                hmac.compare_digest(r["token_hash"], current.token_hash),
+            )
             for r in rows
         ]
         return sorted(found, key=lambda s: not s.current)

@@ -50,8 +50,7 @@ class Throttle:
         """Seconds an attempt must wait after the last of ``failures`` recent failures."""
         if failures < self.per_account:
             return 0.0
-        return min(self.max_delay, self.first_delay * 2.0 ** min(failures - self.per_account,
-                                                                  60))
+        return min(self.max_delay, self.first_delay * 2.0 ** min(failures - self.per_account, 60))
 
 
 class SignInAttempts(StorePart):
@@ -69,8 +68,7 @@ class SignInAttempts(StorePart):
         super().__init__(keys, clock)
         self.throttle = throttle
 
-    def begin(self, email: str, address: str,
-              device: str | None = None) -> int | tuple[str, float]:
+    def begin(self, email: str, address: str, device: str | None = None) -> int | tuple[str, float]:
         """Check the throttles and record the attempt, in one transaction: the attempt's id
         (counted as a failure until :meth:`succeeded`), or ``("account" | "address",
         seconds)`` when it must wait. Concurrent attempts are serialised, so no more are
@@ -89,15 +87,20 @@ class SignInAttempts(StorePart):
         account = _account(email)
         with self.keys.transaction() as conn:
             serialise_signins(self.keys, conn)
-            self.keys.execute(conn, "DELETE FROM portal_signin_failures WHERE time <= ?",
-                              (now - max(self.throttle.memory, self.throttle.window),))
+            self.keys.execute(
+                conn,
+                "DELETE FROM portal_signin_failures WHERE time <= ?",
+                (now - max(self.throttle.memory, self.throttle.window),),
+            )
             if not self._trusted(conn, account, device, now):
                 blocked = self._blocked(conn, account, address, now)
                 if blocked is not None:
                     return blocked
             row = self.keys.execute(
-                conn, "INSERT INTO portal_signin_failures (email, address, time)"
-                      " VALUES (?, ?, ?) RETURNING id", (account, address[:100], now),
+                conn,
+                "INSERT INTO portal_signin_failures (email, address, time)"
+                " VALUES (?, ?, ?) RETURNING id",
+                (account, address[:100], now),
             ).fetchone()
         return int(row["id"])
 
@@ -114,11 +117,14 @@ class SignInAttempts(StorePart):
         ).fetchone()
         return row is not None and row["failures"] < self.throttle.per_account
 
-    def _blocked(self, conn: Any, account: str, address: str,
-                 now: float) -> tuple[str, float] | None:
+    def _blocked(
+        self, conn: Any, account: str, address: str, now: float
+    ) -> tuple[str, float] | None:
         row = self.keys.execute(
-            conn, "SELECT count(*) AS n, max(time) AS last FROM portal_signin_failures"
-                  " WHERE email = ? AND time > ?", (account, now - self.throttle.memory),
+            conn,
+            "SELECT count(*) AS n, max(time) AS last FROM portal_signin_failures"
+            " WHERE email = ? AND time > ?",
+            (account, now - self.throttle.memory),
         ).fetchone()
         wait = (row["last"] or now) + self.throttle.account_delay(int(row["n"])) - now
         if wait > 0:
@@ -145,26 +151,36 @@ class SignInAttempts(StorePart):
         if not device or len(device) > 100:
             return
         with self.keys.transaction() as conn:
-            self.keys.execute(conn, "UPDATE portal_devices SET failures = failures + 1"
-                                    " WHERE token_hash = ?", (hash_key(device),))
+            self.keys.execute(
+                conn,
+                "UPDATE portal_devices SET failures = failures + 1 WHERE token_hash = ?",
+                (hash_key(device),),
+            )
 
-    def succeeded(self, attempt: int, user: User, address: str,
-                  device: str | None = None) -> str:
+    def succeeded(self, attempt: int, user: User, address: str, device: str | None = None) -> str:
         """The attempt signed ``user`` in: it and the account's failures from this address
         are forgotten; returns the device cookie to set (a new one, stored as its sha256;
         the browser's old one, if any, ends)."""
         token = secrets.token_urlsafe(32)
         with self.keys.transaction() as conn:
-            self.keys.execute(conn, "DELETE FROM portal_signin_failures WHERE id = ?"
-                                    " OR (email = ? AND address = ?)",
-                              (attempt, user.email, address[:100]))
+            self.keys.execute(
+                conn,
+                "DELETE FROM portal_signin_failures WHERE id = ? OR (email = ? AND address = ?)",
+                (attempt, user.email, address[:100]),
+            )
             if device and len(device) <= 100:
-                self.keys.execute(conn, "DELETE FROM portal_devices WHERE token_hash = ?",
-                                  (hash_key(device),))
+                self.keys.execute(
+                    conn, "DELETE FROM portal_devices WHERE token_hash = ?", (hash_key(device),)
+                )
             self.keys.execute(
-                conn, "DELETE FROM portal_devices WHERE user_id = ? AND created <= ?",
-                (user.id, self.clock() - DEVICE_AGE))
+                conn,
+                "DELETE FROM portal_devices WHERE user_id = ? AND created <= ?",
+                (user.id, self.clock() - DEVICE_AGE),
+            )
             self.keys.execute(
-                conn, "INSERT INTO portal_devices (token_hash, user_id, created, failures)"
-                      " VALUES (?, ?, ?, 0)", (hash_key(token), user.id, self.clock()))
+                conn,
+                "INSERT INTO portal_devices (token_hash, user_id, created, failures)"
+                " VALUES (?, ?, ?, 0)",
+                (hash_key(token), user.id, self.clock()),
+            )
         return token

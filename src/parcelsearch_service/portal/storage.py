@@ -85,8 +85,9 @@ class PortalStore:
 
     # ------------------------------------------------------------------ sign-in throttling
 
-    def begin_signin(self, email: str, address: str,
-                     device: str | None = None) -> int | tuple[str, float]:
+    def begin_signin(
+        self, email: str, address: str, device: str | None = None
+    ) -> int | tuple[str, float]:
         """Check the throttles and record the attempt (:meth:`SignInAttempts.begin`)."""
         return self.attempts.begin(email, address, device)
 
@@ -98,8 +99,9 @@ class PortalStore:
         """The attempt's password was wrong (:meth:`SignInAttempts.failed`)."""
         self.attempts.failed(attempt, device)
 
-    def signin_succeeded(self, attempt: int, user: User, address: str,
-                         device: str | None = None) -> str:
+    def signin_succeeded(
+        self, attempt: int, user: User, address: str, device: str | None = None
+    ) -> str:
         """The attempt signed ``user`` in; the device cookie to set
         (:meth:`SignInAttempts.succeeded`)."""
         return self.attempts.succeeded(attempt, user, address, device)
@@ -136,8 +138,9 @@ class PortalStore:
         """End every session of ``user`` but ``current``; how many were ended."""
         return self.sessions.end_others(user, current)
 
-    def change_password(self, user: User, current_password: str, new_password: str,
-                        current: Session) -> int:
+    def change_password(
+        self, user: User, current_password: str, new_password: str, current: Session
+    ) -> int:
         """Change ``user``'s password and end their other sessions; how many were ended.
 
         Raises

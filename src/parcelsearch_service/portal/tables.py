@@ -97,7 +97,9 @@ _SCHEMA = (
 )
 _SQLITE_TYPES = {"p": "", "id": "INTEGER PRIMARY KEY", "ref": "INTEGER", "real": "REAL"}
 _POSTGRES_TYPES = {
-    "p": "parcelsearch.", "id": "BIGSERIAL PRIMARY KEY", "ref": "BIGINT",
+    "p": "parcelsearch.",
+    "id": "BIGSERIAL PRIMARY KEY",
+    "ref": "BIGINT",
     "real": "DOUBLE PRECISION",
 }
 #: Advisory lock taken while creating the portal's PostgreSQL tables (workers start at once).
@@ -109,8 +111,9 @@ _SIGNIN_LOCK = _SCHEMA_LOCK + 1
 #: key store (unique there, and what the gateway's quota message names), the app keeps its
 #: own name here. Added to stores made before.
 _APP_NAME_COLUMN = "ALTER TABLE {p}portal_apps ADD COLUMN name TEXT"
-_APP_NAME_UNIQUE = ("CREATE UNIQUE INDEX IF NOT EXISTS portal_apps_user_name"
-                    " ON {p}portal_apps (user_id, name)")
+_APP_NAME_UNIQUE = (
+    "CREATE UNIQUE INDEX IF NOT EXISTS portal_apps_user_name ON {p}portal_apps (user_id, name)"
+)
 
 
 def create_tables(keys: KeyStore) -> None:
@@ -136,9 +139,16 @@ def create_tables(keys: KeyStore) -> None:
 
 def _has_app_names(keys: KeyStore, conn: Any) -> bool:
     if isinstance(keys, PostgresKeyStore):
-        return keys.execute(conn, (
-            "SELECT 1 FROM information_schema.columns WHERE table_schema = 'parcelsearch'"
-            " AND table_name = 'portal_apps' AND column_name = 'name'")).fetchone() is not None
+        return (
+            keys.execute(
+                conn,
+                (
+                    "SELECT 1 FROM information_schema.columns WHERE table_schema = 'parcelsearch'"
+                    " AND table_name = 'portal_apps' AND column_name = 'name'"
+                ),
+            ).fetchone()
+            is not None
+        )
     rows = keys.execute(conn, "PRAGMA table_info(portal_apps)").fetchall()
     return any(row["name"] == "name" for row in rows)
 

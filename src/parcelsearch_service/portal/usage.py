@@ -51,9 +51,12 @@ class Usage(StorePart):
 
     def refused(self, key_id: int) -> int:
         """Spike-arrest refusals of key ``key_id``, all days."""
-        return int(self.keys.query(
-            "SELECT coalesce(sum(count), 0) AS n FROM spike_refusals WHERE key_id = ?", (key_id,)
-        ).fetchone()["n"])
+        return int(
+            self.keys.query(
+                "SELECT coalesce(sum(count), 0) AS n FROM spike_refusals WHERE key_id = ?",
+                (key_id,),
+            ).fetchone()["n"]
+        )
 
     def count_spike_refusal(self, api_key: str) -> None:
         """Count one spike-arrest refusal of ``api_key`` today (UTC)."""

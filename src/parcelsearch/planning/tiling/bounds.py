@@ -31,9 +31,14 @@ __all__ = ["estimate", "exact_least", "lower_bound", "parts_bound"]
 _MIN_M_PER_DEGREE = 110_574.0
 
 
-def lower_bound(geometry: BaseGeometry, tolerance: float = 0.0, budget: Budget | None = None,
-                memo: TilingMemo | None = None, match: str = "representative-point",
-                connectors: bool = True) -> int:
+def lower_bound(
+    geometry: BaseGeometry,
+    tolerance: float = 0.0,
+    budget: Budget | None = None,
+    memo: TilingMemo | None = None,
+    match: str = "representative-point",
+    connectors: bool = True,
+) -> int:
     """Fewest pieces :func:`~parcelsearch.planning.tiling.pieces.tile` could return within
     ``budget``
     (the default :class:`Budget` if None) under the matching rule ``match``: a cheap bound,
@@ -60,16 +65,20 @@ def lower_bound(geometry: BaseGeometry, tolerance: float = 0.0, budget: Budget |
     return min(exact, least(tolerance))
 
 
-def exact_least(area: BaseGeometry, budget: Budget, connectors: bool = True,
-                link_m: float = MAX_LINK_M) -> tuple[int, int]:
+def exact_least(
+    area: BaseGeometry, budget: Budget, connectors: bool = True, link_m: float = MAX_LINK_M
+) -> tuple[int, int]:
     """Fewest pieces :func:`~parcelsearch.planning.tiling.partition.exact_pieces` can give
     ``area``, and fewest request bytes: the vertex bound
     (:meth:`~parcelsearch.planning.tiling.request_budget.Budget.vertex_bound`) of each group of
     parts a chain of links (at most ``link_m`` metres) joins (each part alone without
     ``connectors``), summed: no piece spans two groups."""
     parts = polygons(area)
-    groups = (reach_groups(parts, link_cos_lat(area), link_m) if connectors
-              else [[k] for k in range(len(parts))])
+    groups = (
+        reach_groups(parts, link_cos_lat(area), link_m)
+        if connectors
+        else [[k] for k in range(len(parts))]
+    )
     rings = size = 0
     for group in groups:
         found = budget.vertex_bound(shapely.multipolygons([parts[k] for k in group]))
@@ -95,9 +104,11 @@ def estimate(
     frame = Frame.of(geometry)
     # Plain Douglas–Peucker, part by part (parts joined at ±180° touch, and GEOS would mend
     # them into one): a count is all it needs, about ten times faster than keeping topology.
-    simple = shapely.get_parts(shapely.simplify(
-        shapely.get_parts(frame.scaled()), tolerance / 2 / M_PER_DEGREE,
-        preserve_topology=False))
+    simple = shapely.get_parts(
+        shapely.simplify(
+            shapely.get_parts(frame.scaled()), tolerance / 2 / M_PER_DEGREE, preserve_topology=False
+        )
+    )
     budget = Budget(max_request_bytes, path)
     return budget.vertex_bound(frame.lonlat(shapely.geometrycollections(simple)))[0]
 

@@ -72,8 +72,9 @@ def link_reach_degrees(link_m: float = MAX_LINK_M) -> float:
     return link_m / (_M_PER_STEP * SCALE)
 
 
-def reach_groups(parts: Sequence[Polygon], cos_lat: float,
-                 link_m: float = MAX_LINK_M) -> list[list[int]]:
+def reach_groups(
+    parts: Sequence[Polygon], cos_lat: float, link_m: float = MAX_LINK_M
+) -> list[list[int]]:
     """The parts (indices) grouped by chains of links: two parts are in one group if a chain
     of parts, each within a link's reach (``link_m``) of the next (longitude scaled by
     ``cos_lat``, as pieces are when linked), joins them. No piece spans two groups."""
@@ -83,9 +84,12 @@ def reach_groups(parts: Sequence[Polygon], cos_lat: float,
     return linked_groups(len(parts), left.tolist(), right.tolist())
 
 
-def pairs_within_reach(shapes: Sequence[Polygon], cos_lat: float,
-                       labels: Sequence[int] | None = None,
-                       link_m: float = MAX_LINK_M) -> tuple[np.ndarray, np.ndarray]:
+def pairs_within_reach(
+    shapes: Sequence[Polygon],
+    cos_lat: float,
+    labels: Sequence[int] | None = None,
+    link_m: float = MAX_LINK_M,
+) -> tuple[np.ndarray, np.ndarray]:
     """The pairs ``(i, j)``, ``i < j``, of ``shapes`` within a link's reach (``link_m``) of
     each other (longitude scaled by ``cos_lat``, as links are measured); with ``labels``, only pairs
     whose labels differ. Boxes grown by the reach find the candidates, which alone are
@@ -139,8 +143,10 @@ def grid_rings(pieces: Sequence[Polygon]) -> list[np.ndarray]:
     """The exterior ring of each of ``pieces`` on the grid (:func:`grid_vertices`: grid
     units, without the closing vertex), counter-clockwise."""
     xy, starts = grid_vertices(shapely.get_exterior_ring(np.asarray(pieces, dtype=object)))
-    return [np.ascontiguousarray(ring[::-1] if _twice_area(ring) < 0 else ring)
-            for ring in np.split(xy, starts)]
+    return [
+        np.ascontiguousarray(ring[::-1] if _twice_area(ring) < 0 else ring)
+        for ring in np.split(xy, starts)
+    ]
 
 
 def _twice_area(ring: np.ndarray) -> int:
@@ -194,8 +200,11 @@ def connect(
     b_to = (np.flatnonzero(b_outer) + 1) % len(b_ring)  # b: the edge b-1 → b is left
     if not len(a_from) or not len(b_to):
         return None
-    pairs = [(i, j) for i, j, metres in _closest_pairs(a_ring[a_from], b_ring[b_to], cos_lat)
-             if metres <= link_m]  # closest first: a prefix
+    pairs = [
+        (i, j)
+        for i, j, metres in _closest_pairs(a_ring[a_from], b_ring[b_to], cos_lat)
+        if metres <= link_m
+    ]  # closest first: a prefix
     if not pairs:
         return None
     starts = a_from[[i for i, _ in pairs]].tolist()
@@ -205,9 +214,18 @@ def connect(
     for batch in (slice(0, 1), slice(1, None)):
         open_ = clear(a_ring[starts[batch]], b_ring[ends[batch]])
         for i, j, ok in zip(starts[batch], ends[batch], open_, strict=True):
-            if not ok or (within is not None and not within(np.array([
-                    [a_ring[i], b_ring[j]], [a_ring[i], a_ring[(i + 1) % len(a_ring)]],
-                    [b_ring[j - 1], b_ring[j]]]))):
+            if not ok or (
+                within is not None
+                and not within(
+                    np.array(
+                        [
+                            [a_ring[i], b_ring[j]],
+                            [a_ring[i], a_ring[(i + 1) % len(a_ring)]],
+                            [b_ring[j - 1], b_ring[j]],
+                        ]
+                    )
+                )
+            ):
                 continue
             found = _connected(a_ring, b_ring, i, j)
             if found is not None and shapely.is_valid(shapely.polygons(found[0] / SCALE)):
@@ -226,27 +244,37 @@ def crossing(starts: np.ndarray, ends: np.ndarray, edges: np.ndarray) -> np.ndar
     if not len(edges) or not len(starts):
         return np.zeros(len(starts), dtype=bool)
     corners = edges.reshape(-1, 2)
-    if ((corners.min(axis=0) > np.maximum(starts, ends).max(axis=0)).any()
-            or (corners.max(axis=0) < np.minimum(starts, ends).min(axis=0)).any()):
+    if (corners.min(axis=0) > np.maximum(starts, ends).max(axis=0)).any() or (
+        corners.max(axis=0) < np.minimum(starts, ends).min(axis=0)
+    ).any():
         return np.zeros(len(starts), dtype=bool)  # their boxes do not meet
     p, q = starts[:, None, :], ends[:, None, :]
     u, v = edges[None, :, 0, :], edges[None, :, 1, :]
 
     def side(o: np.ndarray, d: np.ndarray, x: np.ndarray) -> np.ndarray:
         # sign of the cross product (d - o) × (x - o): |coordinates| < 2**28, exact in int64
-        return np.asarray(np.sign((d[..., 0] - o[..., 0]) * (x[..., 1] - o[..., 1])
-                                  - (d[..., 1] - o[..., 1]) * (x[..., 0] - o[..., 0])))
+        return np.asarray(
+            np.sign(
+                (d[..., 0] - o[..., 0]) * (x[..., 1] - o[..., 1])
+                - (d[..., 1] - o[..., 1]) * (x[..., 0] - o[..., 0])
+            )
+        )
 
     o1, o2 = side(p, q, u), side(p, q, v)
     o3, o4 = side(u, v, p), side(u, v, q)
     meets = (o1 * o2 <= 0) & (o3 * o4 <= 0) & ~((o1 == 0) & (o2 == 0))
-    shared = ((u == p).all(axis=-1) | (u == q).all(axis=-1) | (v == p).all(axis=-1)
-              | (v == q).all(axis=-1))
+    shared = (
+        (u == p).all(axis=-1)
+        | (u == q).all(axis=-1)
+        | (v == p).all(axis=-1)
+        | (v == q).all(axis=-1)
+    )
     return np.asarray((meets & ~shared).any(axis=1))
 
 
-def _closest_pairs(pa: np.ndarray, pb: np.ndarray, cos_lat: float,
-                   measure_all: int = _MEASURE_ALL) -> list[tuple[int, int, float]]:
+def _closest_pairs(
+    pa: np.ndarray, pb: np.ndarray, cos_lat: float, measure_all: int = _MEASURE_ALL
+) -> list[tuple[int, int, float]]:
     """The :data:`_PAIRS` closest pairs of a vertex of ``pa`` and one of ``pb`` (grid units),
     as ``(index in pa, index in pb, metres)``, closest first (ties by index).
 
@@ -272,8 +300,10 @@ def _closest_pairs(pa: np.ndarray, pb: np.ndarray, cos_lat: float,
     metres = _metres(pa[keep_a], pb[keep_b], cos_lat)
     rows, cols = np.nonzero(metres <= np.sort(metres, axis=None)[count - 1])
     order = np.lexsort((keep_b[cols], keep_a[rows], metres[rows, cols]))[:count]
-    return [(int(keep_a[rows[k]]), int(keep_b[cols[k]]), float(metres[rows[k], cols[k]]))
-            for k in order.tolist()]
+    return [
+        (int(keep_a[rows[k]]), int(keep_b[cols[k]]), float(metres[rows[k], cols[k]]))
+        for k in order.tolist()
+    ]
 
 
 def _metres(pa: np.ndarray, pb: np.ndarray, cos_lat: float) -> np.ndarray:
@@ -301,8 +331,9 @@ def _on_earth_xy(x: int, y: int) -> bool:
     return abs(x) <= 180 * SCALE and abs(y) <= 90 * SCALE
 
 
-def _connected(a_ring: np.ndarray, b_ring: np.ndarray, i: int,
-               j: int) -> tuple[np.ndarray, np.ndarray] | None:
+def _connected(
+    a_ring: np.ndarray, b_ring: np.ndarray, i: int, j: int
+) -> tuple[np.ndarray, np.ndarray] | None:
     """The joined ring through a_ring[i] and b_ring[j] with the thinnest ends that keep both
     pieces whole (and its :func:`connect` index), or None. (Eight steps a side: plain
     integers, exact in grid units, are quicker than arrays here.)"""
@@ -313,10 +344,14 @@ def _connected(a_ring: np.ndarray, b_ring: np.ndarray, i: int,
     fx, fy = bx - px, by - py  # the edge b-1 → b
     # a' = a + s, b' = b + t: outside A past the edge a → a+1, outside B past b-1 → b,
     # and the strip a, b, b', a' turning left (counter-clockwise) and not flat.
-    s_steps = [(sx, sy) for sx, sy in _STEPS
-               if ex * sy - ey * sx < 0 and _on_earth_xy(ax + sx, ay + sy)]
-    t_steps = [(tx, ty) for tx, ty in _STEPS
-               if fx * (by + ty - py) - fy * (bx + tx - px) < 0 and _on_earth_xy(bx + tx, by + ty)]
+    s_steps = [
+        (sx, sy) for sx, sy in _STEPS if ex * sy - ey * sx < 0 and _on_earth_xy(ax + sx, ay + sy)
+    ]
+    t_steps = [
+        (tx, ty)
+        for tx, ty in _STEPS
+        if fx * (by + ty - py) - fy * (bx + tx - px) < 0 and _on_earth_xy(bx + tx, by + ty)
+    ]
     # Twice the strip's signed area: a, b, b+t, a+s (shoelace, exact in grid units); the
     # thinnest first (ties: s, then t, in step order).
     strips = []
@@ -333,14 +368,29 @@ def _connected(a_ring: np.ndarray, b_ring: np.ndarray, i: int,
         added = twice + abs(ex * sy - ey * sx) + abs(fx * (b2y - py) - fy * (b2x - px))
         # Twice the joined ring's area: A's and B's, less the two edges left, plus the four
         # new ones (a → b, b-1 → b', b' → a', a' → a+1), all exact in grid units.
-        change = sum(p0 * q1 - p1 * q0 for (p0, p1), (q0, q1) in (
-            ((ax, ay), (bx, by)), ((px, py), (b2x, b2y)), ((b2x, b2y), (a2x, a2y)),
-            ((a2x, a2y), (nx, ny)), ((nx, ny), (ax, ay)), ((bx, by), (px, py))))
+        change = sum(
+            p0 * q1 - p1 * q0
+            for (p0, p1), (q0, q1) in (
+                ((ax, ay), (bx, by)),
+                ((px, py), (b2x, b2y)),
+                ((b2x, b2y), (a2x, a2y)),
+                ((a2x, a2y), (nx, ny)),
+                ((nx, ny), (ax, ay)),
+                ((bx, by), (px, py)),
+            )
+        )
         if change != added:
             continue
         na, nb = len(a_ring), len(b_ring)
-        index = np.concatenate([np.arange(i + 1), na + np.arange(j, nb), na + np.arange(j),
-                                [na + nb, na + nb + 1], np.arange(i + 1, na)])
+        index = np.concatenate(
+            [
+                np.arange(i + 1),
+                na + np.arange(j, nb),
+                na + np.arange(j),
+                [na + nb, na + nb + 1],
+                np.arange(i + 1, na),
+            ]
+        )
         ends = np.array([(b2x, b2y), (a2x, a2y)], dtype=np.int64)
         return np.vstack([a_ring, b_ring, ends])[index], index
     return None

@@ -27,9 +27,20 @@ from parcelsearch.planning.tiling.antimeridian import joined_across_180, split_a
 from parcelsearch.planning.tiling.grid import clamped, grow_for_rounding, polygons, snap
 from parcelsearch.planning.tiling.line_fitting import fitted
 
-__all__ = ["M_PER_DEGREE", "MIN_TOLERANCE", "MAX_TOLERANCE", "MAX_TOLERANCE_SHARE", "Frame",
-           "Tolerance", "check_tolerance", "check_tolerance_width", "tolerance_limit", "widths_m",
-           "cover", "prepared"]
+__all__ = [
+    "M_PER_DEGREE",
+    "MIN_TOLERANCE",
+    "MAX_TOLERANCE",
+    "MAX_TOLERANCE_SHARE",
+    "Frame",
+    "Tolerance",
+    "check_tolerance",
+    "check_tolerance_width",
+    "tolerance_limit",
+    "widths_m",
+    "cover",
+    "prepared",
+]
 
 #: Smallest non-zero tolerance in metres: rounding to 6 decimals moves a vertex ≤ 0.08 m.
 MIN_TOLERANCE = 0.5
@@ -107,8 +118,9 @@ def tolerance_limit(geoms: Sequence[BaseGeometry] | np.ndarray) -> float:
     return min(MAX_TOLERANCE, MAX_TOLERANCE_SHARE * widest)
 
 
-def check_tolerance_width(tolerance: float, geoms: Sequence[BaseGeometry] | np.ndarray,
-                          ids: Sequence[Hashable]) -> None:
+def check_tolerance_width(
+    tolerance: float, geoms: Sequence[BaseGeometry] | np.ndarray, ids: Sequence[Hashable]
+) -> None:
     """Refuse a tolerance that is large against the areas (EPSG:4326): more than
     :data:`MAX_TOLERANCE_SHARE` of the widest area's width, or more than
     :data:`MAX_TOLERANCE` metres. Checked before anything is tiled: pieces reaching that far
@@ -131,17 +143,23 @@ def check_tolerance_width(tolerance: float, geoms: Sequence[BaseGeometry] | np.n
     widest = int(np.argmax(widths))
     width = float(widths[widest])
     share = f"{100 * tolerance / width:,.0f} %" if width > 0 else "many times"
-    beyond = (f"more than {MAX_TOLERANCE:,.0f} m in any case" if limit == MAX_TOLERANCE else
-              f"more than {100 * MAX_TOLERANCE_SHARE:g} % of it")
+    beyond = (
+        f"more than {MAX_TOLERANCE:,.0f} m in any case"
+        if limit == MAX_TOLERANCE
+        else f"more than {100 * MAX_TOLERANCE_SHARE:g} % of it"
+    )
     hints = [Hint("trust_tolerance", None, "if you mean it, pass {knob}")]
     if limit >= MIN_TOLERANCE:
-        hints.insert(0, Hint("tolerance", f"{_round_down(limit):g}",
-                             "use at most {knob}"))
+        hints.insert(0, Hint("tolerance", f"{_round_down(limit):g}", "use at most {knob}"))
     raise InputError(
         f"a tolerance of {tolerance:,.6g} m is {share} of the width of the widest area "
         f"({ids[widest]!r}, {_distance(width)} wide), {beyond}: pieces would reach that far "
         "outside the areas and match parcels there, whose pages cost calls; nothing was "
-        "planned or spent", row=ids[widest], field="tolerance", hints=hints)
+        "planned or spent",
+        row=ids[widest],
+        field="tolerance",
+        hints=hints,
+    )
 
 
 def _round_down(metres: float) -> float:
@@ -155,8 +173,9 @@ def _distance(metres: float) -> str:
 
 
 def _refused(message: str) -> InputError:
-    return InputError(message, field="tolerance",
-                      hints=[Hint("tolerance", 0, "use {knob} for exact pieces")])
+    return InputError(
+        message, field="tolerance", hints=[Hint("tolerance", 0, "use {knob} for exact pieces")]
+    )
 
 
 def prepared(geometry: BaseGeometry, tolerance: float) -> BaseGeometry:
@@ -210,8 +229,7 @@ def _covering(geometry: BaseGeometry, tolerance: float) -> tuple[BaseGeometry, B
     return result, snap(clamped(result))
 
 
-def _grown(area: BaseGeometry, distance: float, simplify_by: float) -> tuple[BaseGeometry,
-                                                                              float]:
+def _grown(area: BaseGeometry, distance: float, simplify_by: float) -> tuple[BaseGeometry, float]:
     """``area`` buffered by ``distance`` (4 segments a quarter circle), and by how much the
     area was simplified first (0 or ``simplify_by``).
 
@@ -249,8 +267,10 @@ def _presimplified(area: BaseGeometry, distance: float) -> BaseGeometry:
     parts, simple = polygons(area), polygons(simpler)
     if len(parts) != len(simple):  # pragma: no cover - _douglas_peucker keeps every part
         return area
-    made = [new if shapely.is_valid(new) else _kept(old, distance)
-            for old, new in zip(parts, simple, strict=True)]
+    made = [
+        new if shapely.is_valid(new) else _kept(old, distance)
+        for old, new in zip(parts, simple, strict=True)
+    ]
     try:
         return shapely.union_all(made)
     except GEOSException:  # pragma: no cover - valid parts union cleanly
@@ -290,38 +310,48 @@ def _simpler(grown: BaseGeometry, by: list[float]) -> Iterator[BaseGeometry]:
     yield grown
 
 
-def _fitted(area: BaseGeometry, distance: float,
-            fallback: Callable[[], BaseGeometry]) -> BaseGeometry:
+def _fitted(
+    area: BaseGeometry, distance: float, fallback: Callable[[], BaseGeometry]
+) -> BaseGeometry:
     """``area`` with every ring fitted within ``distance`` (as two open halves, whose ends
     are kept), or the ring of ``fallback()`` (made only then) where the fitted one would
     cross itself."""
     shapes, rings = _rings(area)
-    fits = [np.vstack([fitted(xy[: len(xy) // 2 + 1], distance),
-                       fitted(xy[len(xy) // 2:], distance)[1:]]) for xy in rings]
+    fits = [
+        np.vstack(
+            [fitted(xy[: len(xy) // 2 + 1], distance), fitted(xy[len(xy) // 2 :], distance)[1:]]
+        )
+        for xy in rings
+    ]
     sizes = np.array([len(xy) for xy in fits])
     simple = sizes >= 4
-    simple[simple] = shapely.is_simple(shapely.linearrings(
-        np.concatenate([fits[i] for i in np.flatnonzero(simple)]),
-        indices=np.repeat(np.arange(simple.sum()), sizes[simple])))
+    simple[simple] = shapely.is_simple(
+        shapely.linearrings(
+            np.concatenate([fits[i] for i in np.flatnonzero(simple)]),
+            indices=np.repeat(np.arange(simple.sum()), sizes[simple]),
+        )
+    )
     if simple.all():
         return _rebuilt(shapes, fits)
     _, others = _rings(fallback())
-    return _rebuilt(shapes, [new if ok else old
-                             for new, ok, old in zip(fits, simple.tolist(), others, strict=True)])
+    return _rebuilt(
+        shapes,
+        [new if ok else old for new, ok, old in zip(fits, simple.tolist(), others, strict=True)],
+    )
 
 
 def _rings(area: BaseGeometry) -> tuple[list[shapely.Polygon], list[np.ndarray]]:
     """The polygons of ``area`` and the coordinates of their rings, exterior then holes."""
     shapes = polygons(area)
-    return shapes, [np.asarray(ring.coords) for shape in shapes
-                    for ring in (shape.exterior, *shape.interiors)]
+    return shapes, [
+        np.asarray(ring.coords) for shape in shapes for ring in (shape.exterior, *shape.interiors)
+    ]
 
 
 def _rebuilt(shapes: list[shapely.Polygon], rings: list[np.ndarray]) -> BaseGeometry:
     """``shapes`` with their rings replaced, in :func:`_rings`' order."""
     kept = iter(rings)
-    made = [shapely.Polygon(next(kept), [next(kept) for _ in shape.interiors])
-            for shape in shapes]
+    made = [shapely.Polygon(next(kept), [next(kept) for _ in shape.interiors]) for shape in shapes]
     return made[0] if len(made) == 1 else shapely.MultiPolygon(made)
 
 
@@ -340,14 +370,20 @@ def _douglas_peucker(area: BaseGeometry, distance: float, preserve_topology: boo
     for xy in rings:
         middle = len(xy) // 2
         halves += [shapely.LineString(xy[: middle + 1]), shapely.LineString(xy[middle:])]
-    lines = shapely.get_parts(shapely.simplify(shapely.multilinestrings(halves), distance,
-                                               preserve_topology=preserve_topology))
+    lines = shapely.get_parts(
+        shapely.simplify(
+            shapely.multilinestrings(halves), distance, preserve_topology=preserve_topology
+        )
+    )
     if len(lines) != len(halves):  # pragma: no cover - open lines are never dropped
         return area
-    simple = [np.vstack([shapely.get_coordinates(first), shapely.get_coordinates(second)[1:]])
-              for first, second in zip(lines[0::2], lines[1::2], strict=True)]
-    return _rebuilt(shapes, [new if len(new) >= 4 else old
-                             for old, new in zip(rings, simple, strict=True)])
+    simple = [
+        np.vstack([shapely.get_coordinates(first), shapely.get_coordinates(second)[1:]])
+        for first, second in zip(lines[0::2], lines[1::2], strict=True)
+    ]
+    return _rebuilt(
+        shapes, [new if len(new) >= 4 else old for old, new in zip(rings, simple, strict=True)]
+    )
 
 
 @dataclass(frozen=True)
@@ -372,13 +408,14 @@ class Frame:
     def scaled(self) -> BaseGeometry:
         """The unwrapped area in the frame's scaled degrees."""
         return shapely.transform(
-            self.unwrapped,
-            lambda xy: np.column_stack([(xy[:, 0] - self.lon0) * self.c, xy[:, 1]]))
+            self.unwrapped, lambda xy: np.column_stack([(xy[:, 0] - self.lon0) * self.c, xy[:, 1]])
+        )
 
     def lonlat(self, geometry: BaseGeometry) -> BaseGeometry:
         """``geometry`` in scaled degrees back in (continuous) longitude and latitude."""
         return shapely.transform(
-            geometry, lambda xy: np.column_stack([xy[:, 0] / self.c + self.lon0, xy[:, 1]]))
+            geometry, lambda xy: np.column_stack([xy[:, 0] / self.c + self.lon0, xy[:, 1]])
+        )
 
 
 def _back_to_lonlat(lonlat: BaseGeometry, lon0: float) -> BaseGeometry:

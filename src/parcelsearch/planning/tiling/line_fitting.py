@@ -61,8 +61,9 @@ def fitted(xy: np.ndarray, distance: float) -> np.ndarray:
     return np.asarray(out)
 
 
-def _segment(xs: list[float], ys: list[float], origin: tuple[float, float], first: int,
-             distance: float) -> tuple[int, tuple[float, float] | None]:
+def _segment(
+    xs: list[float], ys: list[float], origin: tuple[float, float], first: int, distance: float
+) -> tuple[int, tuple[float, float] | None]:
     """The longest segment from ``origin`` passing within ``distance`` of the vertices from
     ``first`` on, in order: the index of the last vertex it serves and its end point.
 

@@ -52,9 +52,17 @@ def check_match(value: object) -> str:
     if isinstance(value, str) and value.strip() in MATCH_RULES:
         return value.strip()
     names = ", ".join(MATCH_RULES)
-    raise InputError(f"must be one of {names}, got {value!r}", field="match",
-                     hints=[Hint("match", "representative-point",
-                                 "if the vendor matches parcels by a point, use {knob}")])
+    raise InputError(
+        f"must be one of {names}, got {value!r}",
+        field="match",
+        hints=[
+            Hint(
+                "match",
+                "representative-point",
+                "if the vendor matches parcels by a point, use {knob}",
+            )
+        ],
+    )
 
 
 def link_limit_m(match: str, tolerance: float) -> float:
@@ -116,5 +124,6 @@ def _ground_m(ends: np.ndarray) -> np.ndarray:
     """Metres (at most) of each segment ``(n, 2, 2)`` in degrees."""
     delta = np.abs(ends[:, 1] - ends[:, 0])
     delta[:, 0] = np.minimum(delta[:, 0], 360.0 - delta[:, 0])
-    return np.asarray(np.hypot(delta[:, 0], delta[:, 1]) * M_PER_DEGREE
-                      * (1 + 1e-9) + math.ulp(1.0))
+    return np.asarray(
+        np.hypot(delta[:, 0], delta[:, 1]) * M_PER_DEGREE * (1 + 1e-9) + math.ulp(1.0)
+    )

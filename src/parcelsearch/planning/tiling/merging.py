@@ -37,9 +37,15 @@ __all__ = ["Within", "merged"]
 Within = Callable[[np.ndarray], bool]
 
 
-def merged(pieces: list[Polygon], parts: list[int], area: BaseGeometry, budget: Budget,
-           connectors: bool = True, link_m: float = MAX_LINK_M,
-           within: Within | None = None) -> list[Polygon]:
+def merged(
+    pieces: list[Polygon],
+    parts: list[int],
+    area: BaseGeometry,
+    budget: Budget,
+    connectors: bool = True,
+    link_m: float = MAX_LINK_M,
+    within: Within | None = None,
+) -> list[Polygon]:
     """The pieces of ``area`` (each of part ``parts[k]``) merged while the merged rings fit
     ``budget`` (:class:`_Merger`): connectors only with ``connectors``, along links at most
     ``link_m`` metres long whose sliver ``within`` accepts, when given; sorted by when they
@@ -169,8 +175,14 @@ class _FirstPieces:
         keys, known = _edge_keys(vertices, xy, after)  # known: not a connector's end
         found = np.minimum(np.searchsorted(edges, keys), len(edges) - 1)
         outer = known & known[after] & (edges[found] == keys)
-        return list(zip(rings, np.split(_wire.vertex_bytes_array(xy / SCALE), starts),
-                        np.split(outer, starts), strict=True))
+        return list(
+            zip(
+                rings,
+                np.split(_wire.vertex_bytes_array(xy / SCALE), starts),
+                np.split(outer, starts),
+                strict=True,
+            )
+        )
 
 
 class _Merger:
@@ -190,9 +202,16 @@ class _Merger:
     the joined piece's record and its neighbours' new ones in whole (:meth:`_put_joined`),
     and a record is never changed in place."""
 
-    def __init__(self, pieces: list[Polygon], parts: list[int], area: BaseGeometry,
-                 budget: Budget, connectors: bool = True, link_m: float = MAX_LINK_M,
-                 within: Within | None = None) -> None:
+    def __init__(
+        self,
+        pieces: list[Polygon],
+        parts: list[int],
+        area: BaseGeometry,
+        budget: Budget,
+        connectors: bool = True,
+        link_m: float = MAX_LINK_M,
+        within: Within | None = None,
+    ) -> None:
         self.budget = budget
         self.link_m, self.within = link_m, within
         self.cos_lat = link_cos_lat(area)
@@ -201,9 +220,16 @@ class _Merger:
         first, self.later = _nearest_first(pieces, near, self.cos_lat, _NEAREST)
         self.live: dict[int, _Piece] = {
             i: _Piece(piece, size, frozenset((part,)), frozenset(touching), frozenset(close))
-            for i, (piece, size, part, touching, close) in enumerate(zip(
-                pieces, budget.sent_bytes(pieces).tolist(), parts, _neighbours(pieces), first,
-                strict=True))
+            for i, (piece, size, part, touching, close) in enumerate(
+                zip(
+                    pieces,
+                    budget.sent_bytes(pieces).tolist(),
+                    parts,
+                    _neighbours(pieces),
+                    first,
+                    strict=True,
+                )
+            )
         }
         self.next_id = len(pieces)  # ids are given in turn: a joined piece takes the next
         self.merged_into: dict[int, int] = {}  # a merged piece → the one it became part of
@@ -219,8 +245,11 @@ class _Merger:
         room = self.budget.max_request_bytes + self.budget.base - 1
         live, piece = self.live, self.live[i]
         totals = ((piece.size + live[j].size, j) for j in piece.touching | piece.near)
-        return [(total, min(i, j), max(i, j)) for total, j in totals
-                if total <= room or j in piece.touching]  # a connector only adds bytes
+        return [
+            (total, min(i, j), max(i, j))
+            for total, j in totals
+            if total <= room or j in piece.touching
+        ]  # a connector only adds bytes
 
     def run(self) -> list[Polygon]:
         """Merge until no pair fits, the nearest pairs first, then the farther ones; the
@@ -264,8 +293,12 @@ class _Merger:
     def _fill_heap(self) -> None:
         """Every pair of live pieces worth trying (:meth:`_pairs`) and not tried yet on the
         heap, each once (from its lower id): a pair tried twice would fail twice alike."""
-        self.heap = [pair for i in self.live for pair in self._pairs(i)
-                     if pair[1] == i and (i, pair[2]) not in self.tried]
+        self.heap = [
+            pair
+            for i in self.live
+            for pair in self._pairs(i)
+            if pair[1] == i and (i, pair[2]) not in self.tried
+        ]
         heapq.heapify(self.heap)
 
     def _now(self, k: int) -> int:
@@ -280,8 +313,11 @@ class _Merger:
         piece = self.live[k]
         if piece.grid is not None:
             return piece.grid
-        grid = (self.first.grids[k] if k < len(self.first.pieces)
-                else self.first.grids_of([piece.polygon])[0])
+        grid = (
+            self.first.grids[k]
+            if k < len(self.first.pieces)
+            else self.first.grids_of([piece.polygon])[0]
+        )
         self.live[k] = piece._replace(grid=grid)
         return grid
 
@@ -307,7 +343,7 @@ class _Merger:
             return None
         ring, index = found
         at_b = int(np.flatnonzero(index >= len(ra))[0])  # ring[at_b] is b, ring[at_b - 1] a
-        ends = ring[at_b + len(rb): at_b + len(rb) + 2]  # b', a'
+        ends = ring[at_b + len(rb) : at_b + len(rb) + 2]  # b', a'
         added = [_wire.vertex_bytes(x / SCALE, y / SCALE) for x, y in ends.tolist()]
         vbytes = np.concatenate([va, vb, added])[index]
         size = _canonical_bytes(ring, vbytes, self.budget)
@@ -316,12 +352,19 @@ class _Merger:
         outer = np.concatenate([oa, ob, [False, False]])[index]
         outer[[at_b - 1, at_b + len(rb) - 1]] = False  # a → b and b-1 → b' are new edges
         # a → b, b-1 → b', b' → a', a' → a+1
-        ends_at = [at_b - 1, at_b, at_b + len(rb) - 1, at_b + len(rb), at_b + len(rb) + 1,
-                   (at_b + len(rb) + 2) % len(ring)]
+        ends_at = [
+            at_b - 1,
+            at_b,
+            at_b + len(rb) - 1,
+            at_b + len(rb),
+            at_b + len(rb) + 1,
+            (at_b + len(rb) + 2) % len(ring),
+        ]
         a, b, b_1, b2, a2, a_1 = ring[ends_at]
         new = np.array([[a, b], [b_1, b2], [b2, a2], [a2, a_1]])
-        return _Joined(Polygon(ring / SCALE), size, np.concatenate([earlier, new]),
-                       (ring, vbytes, outer))
+        return _Joined(
+            Polygon(ring / SCALE), size, np.concatenate([earlier, new]), (ring, vbytes, outer)
+        )
 
     def _put_joined(self, i: int, j: int, joined: _Joined) -> None:
         """Pieces ``i`` and ``j`` replaced by what joining them made, under the next id: its
@@ -335,16 +378,17 @@ class _Merger:
         touching = (a.touching | b.touching) - gone
         was_near = (a.near | b.near) - gone
         near = frozenset(m for m in was_near if not live[m].parts & parts)
-        live[k] = _Piece(joined.polygon, joined.size, parts, touching, near, joined.bridges,
-                         joined.grid)
+        live[k] = _Piece(
+            joined.polygon, joined.size, parts, touching, near, joined.bridges, joined.grid
+        )
         for m in touching | was_near:
             other = live[m]
             live[m] = other._replace(
                 touching=other.touching - gone | {k} if m in touching else other.touching,
-                near=other.near - gone | {k} if m in near else other.near - gone)
+                near=other.near - gone | {k} if m in near else other.near - gone,
+            )
         for pair in self._pairs(k):
             heapq.heappush(self.heap, pair)
-
 
 
 def _sent_bytes(polygon: Polygon, budget: Budget) -> int:
@@ -360,8 +404,9 @@ def _canonical_bytes(ring: np.ndarray, vbytes: np.ndarray, budget: Budget) -> in
     return budget.base - 1 + int(vbytes.sum()) + int(vbytes[start])
 
 
-def _near(pieces: list[Polygon], parts: list[int], cos_lat: float,
-          link_m: float = MAX_LINK_M) -> list[set[int]]:
+def _near(
+    pieces: list[Polygon], parts: list[int], cos_lat: float, link_m: float = MAX_LINK_M
+) -> list[set[int]]:
     """For each piece, the pieces of other parts within a link's reach (``link_m``) of it
     (measured with longitude scaled by ``cos_lat``)."""
     graph: list[set[int]] = [set() for _ in pieces]
@@ -372,8 +417,9 @@ def _near(pieces: list[Polygon], parts: list[int], cos_lat: float,
     return graph
 
 
-def _nearest_first(pieces: list[Polygon], near: list[set[int]], cos_lat: float,
-                   count: int) -> tuple[list[set[int]], list[tuple[int, int]]]:
+def _nearest_first(
+    pieces: list[Polygon], near: list[set[int]], cos_lat: float, count: int
+) -> tuple[list[set[int]], list[tuple[int, int]]]:
     """``near`` split in two: each piece's ``count`` nearest pieces within reach (by the
     gap between their bounding boxes, longitude scaled by ``cos_lat``; ties by index), and
     the pieces that count it among theirs; and the other pairs ``(i, j)``, ``i < j``."""
@@ -383,15 +429,20 @@ def _nearest_first(pieces: list[Polygon], near: list[set[int]], cos_lat: float,
         chosen = sorted(others)
         if len(chosen) > count:
             ids = np.array(chosen)
-            gap = np.maximum(0.0, np.maximum(boxes[ids, :2] - boxes[i, 2:],
-                                             boxes[i, :2] - boxes[ids, 2:]))
+            gap = np.maximum(
+                0.0, np.maximum(boxes[ids, :2] - boxes[i, 2:], boxes[i, :2] - boxes[ids, 2:])
+            )
             order = np.argsort(np.hypot(gap[:, 0] * cos_lat, gap[:, 1]), kind="stable")
             chosen = ids[order[:count]].tolist()
         for j in chosen:
             first[i].add(j)
             first[j].add(i)
-    later = [(i, j) for i, others in enumerate(near) for j in sorted(others)
-             if i < j and j not in first[i]]
+    later = [
+        (i, j)
+        for i, others in enumerate(near)
+        for j in sorted(others)
+        if i < j and j not in first[i]
+    ]
     return first, later
 
 
@@ -416,8 +467,9 @@ def _next_in_ring(count: int, starts: np.ndarray) -> np.ndarray:
     return after
 
 
-def _edge_keys(vertices: np.ndarray, xy: np.ndarray,
-               after: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
+def _edge_keys(
+    vertices: np.ndarray, xy: np.ndarray, after: np.ndarray
+) -> tuple[np.ndarray, np.ndarray]:
     """Each edge ``k → after[k]`` of rings (grid units; :func:`_next_in_ring`) as
     ``low * len(vertices) + high`` of its ends' places among ``vertices`` (sorted
     :func:`~parcelsearch.planning.tiling.grid.vertex_codes`), and whether each vertex is one

@@ -27,9 +27,14 @@ from parcelsearch.planning.tiling.tree_cut import tree_pieces
 __all__ = ["exact_pieces"]
 
 
-def exact_pieces(area: BaseGeometry, budget: Budget, connectors: bool = True,
-                 repack: bool = True, link_m: float = MAX_LINK_M,
-                 within: Within | None = None) -> tuple[Polygon, ...]:
+def exact_pieces(
+    area: BaseGeometry,
+    budget: Budget,
+    connectors: bool = True,
+    repack: bool = True,
+    link_m: float = MAX_LINK_M,
+    within: Within | None = None,
+) -> tuple[Polygon, ...]:
     """The pieces of an area already on the grid
     (:func:`parcelsearch.planning.tiling.covers.prepared`):
     canonical rings (:func:`~parcelsearch.planning.tiling.grid.canonical_ring`) that fit ``budget``,
@@ -65,8 +70,11 @@ def _finish(pieces: list[Polygon], budget: Budget) -> list[Polygon]:
     while todo:
         piece, again, k = todo.pop()
         ring = rings[k] if k >= 0 else Polygon(canonical_ring(piece))
-        if good[k] if k >= 0 else (ring.is_valid and budget.polygon_bytes(ring)
-                                   <= budget.max_request_bytes):
+        if (
+            good[k]
+            if k >= 0
+            else (ring.is_valid and budget.polygon_bytes(ring) <= budget.max_request_bytes)
+        ):
             done.append(ring)
             continue
         for part in polygons(snap(piece)):  # pragma: no cover - defensive: never seen

@@ -44,8 +44,7 @@ class TilingMemo:
 
     def __init__(self) -> None:
         self._prepared: dict[tuple[BaseGeometry, float], BaseGeometry] = {}
-        self._pieces: dict[tuple[BaseGeometry, float, Budget, bool, bool],
-                           tuple[Polygon, ...]] = {}
+        self._pieces: dict[tuple[BaseGeometry, float, Budget, bool, bool], tuple[Polygon, ...]] = {}
         self._afresh: dict[tuple[BaseGeometry, float, Budget, bool, bool], int] = {}
 
     def prepared(self, geometry: BaseGeometry, tolerance: float) -> BaseGeometry:
@@ -55,8 +54,14 @@ class TilingMemo:
             self._prepared[key] = prepared(geometry, tolerance)
         return self._prepared[key]
 
-    def pieces(self, geometry: BaseGeometry, tolerance: float, budget: Budget,
-               connectors: bool = True, match: str = DEFAULT_MATCH) -> tuple[Polygon, ...]:
+    def pieces(
+        self,
+        geometry: BaseGeometry,
+        tolerance: float,
+        budget: Budget,
+        connectors: bool = True,
+        match: str = DEFAULT_MATCH,
+    ) -> tuple[Polygon, ...]:
         """The pieces of ``geometry`` at ``tolerance`` within ``budget`` (with or without
         connectors, under the matching rule ``match``), made once.
 
@@ -70,8 +75,9 @@ class TilingMemo:
             point = key[-1]
             link_m = link_limit_m(match, tolerance) if connectors else 0.0
             within = None if point or not link_m else SliverReach(geometry, tolerance)
-            made = exact_pieces(self.prepared(geometry, tolerance), budget, connectors,
-                                link_m=link_m, within=within)
+            made = exact_pieces(
+                self.prepared(geometry, tolerance), budget, connectors, link_m=link_m, within=within
+            )
             afresh = made
             if tolerance and _one_request(geometry, budget):
                 exact = self.pieces(geometry, 0.0, budget, connectors, match)
@@ -84,8 +90,14 @@ class TilingMemo:
             self._afresh[key] = len(afresh)
         return self._pieces[key]
 
-    def afresh(self, geometry: BaseGeometry, tolerance: float, budget: Budget,
-               connectors: bool = True, match: str = DEFAULT_MATCH) -> int:
+    def afresh(
+        self,
+        geometry: BaseGeometry,
+        tolerance: float,
+        budget: Budget,
+        connectors: bool = True,
+        match: str = DEFAULT_MATCH,
+    ) -> int:
         """How many pieces :meth:`pieces` gives with no exact pieces made before (what a
         plan made afresh, with a memo of its own, counts): never fewer than it gives here,
         made once."""
@@ -93,13 +105,20 @@ class TilingMemo:
         return self._afresh[self._key(geometry, tolerance, budget, connectors, match)]
 
     @staticmethod
-    def _key(geometry: BaseGeometry, tolerance: float, budget: Budget, connectors: bool,
-             match: str) -> tuple[BaseGeometry, float, Budget, bool, bool]:
+    def _key(
+        geometry: BaseGeometry, tolerance: float, budget: Budget, connectors: bool, match: str
+    ) -> tuple[BaseGeometry, float, Budget, bool, bool]:
         point = check_match(match) == "representative-point"
         return (geometry, float(tolerance), budget, bool(connectors), point)
 
-    def has(self, geometry: BaseGeometry, tolerance: float, budget: Budget,
-            connectors: bool = True, match: str = DEFAULT_MATCH) -> bool:
+    def has(
+        self,
+        geometry: BaseGeometry,
+        tolerance: float,
+        budget: Budget,
+        connectors: bool = True,
+        match: str = DEFAULT_MATCH,
+    ) -> bool:
         """Whether the pieces of ``geometry`` at ``tolerance`` (and these settings) are made."""
         return self._key(geometry, tolerance, budget, connectors, match) in self._pieces
 
@@ -112,8 +131,7 @@ class TilingMemo:
         return sum(1 for _, t, *_ in self._pieces if t == tolerance)
 
     def __repr__(self) -> str:
-        return (f"<TilingMemo: {len(self._prepared)} prepared areas, "
-                f"{len(self._pieces)} tilings>")
+        return f"<TilingMemo: {len(self._prepared)} prepared areas, {len(self._pieces)} tilings>"
 
 
 def _one_request(geometry: BaseGeometry, budget: Budget) -> bool:
@@ -126,8 +144,7 @@ def _one_request(geometry: BaseGeometry, budget: Budget) -> bool:
     return len(shapes) == 1 and budget.fits(shapes[0])
 
 
-def _exact_wins(exact: tuple[Polygon, ...], covering: tuple[Polygon, ...],
-                budget: Budget) -> bool:
+def _exact_wins(exact: tuple[Polygon, ...], covering: tuple[Polygon, ...], budget: Budget) -> bool:
     """Whether the exact pieces are to be sent instead of the tolerance ones: fewer, or as
     many and no more request bytes in all. (Exact pieces keep every promise tolerance
     pieces make; pieces are calls, so the fewer win, and bytes settle a tie. Taking them

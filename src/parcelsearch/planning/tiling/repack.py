@@ -107,8 +107,9 @@ class _Refiller:
         for y in self.touching[x]:
             for z in (self.touching[x] | self.touching[y]) - {x, y}:
                 triples.add(tuple(sorted((x, y, z))))
-        found = sorted((g for g in triples if self._fits(g)),
-                       key=lambda g: (sum(self.load[k] for k in g), g))
+        found = sorted(
+            (g for g in triples if self._fits(g)), key=lambda g: (sum(self.load[k] for k in g), g)
+        )
         group = [x]
         while len(group) < _GROUP:
             around = set().union(*(self.touching[k] for k in group)) - set(group)
@@ -151,8 +152,9 @@ class _Refiller:
             self.alive[i], self.load[i], self.touching[i] = piece, load, set()
         for i in ids:
             others = sorted(around | (set(ids) - {i}))
-            shares = shares_edge(self.alive[i],
-                                 np.asarray([self.alive[m] for m in others], dtype=object))
+            shares = shares_edge(
+                self.alive[i], np.asarray([self.alive[m] for m in others], dtype=object)
+            )
             self.touching[i] |= {m for m, s in zip(others, shares.tolist(), strict=True) if s}
             for m in self.touching[i]:
                 self.touching[m].add(i)
@@ -166,12 +168,20 @@ def _cut(union: Polygon, count: int, budget: Budget, capacity: int) -> list[Poly
     light enough; a rest that cannot be cut makes it try the next, ``_BACKTRACK`` times in
     all), or None."""
     ring = shapely.get_coordinates(union.exterior)[:-1]
-    return _cut_ring(union, ring, _wire.vertex_bytes_array(ring), count, budget, capacity,
-                     [_BACKTRACK])
+    return _cut_ring(
+        union, ring, _wire.vertex_bytes_array(ring), count, budget, capacity, [_BACKTRACK]
+    )
 
 
-def _cut_ring(union: Polygon, ring: np.ndarray, vb: np.ndarray, count: int, budget: Budget,
-              capacity: int, work: list[int]) -> list[Polygon] | None:
+def _cut_ring(
+    union: Polygon,
+    ring: np.ndarray,
+    vb: np.ndarray,
+    count: int,
+    budget: Budget,
+    capacity: int,
+    work: list[int],
+) -> list[Polygon] | None:
     """:func:`_cut`, with ``union``'s ring (not closed) and its vertices' bytes given (a rest
     passes on its share of them instead of measuring its ring again), the backtracking
     left counted in ``work``."""
@@ -188,7 +198,7 @@ def _cut_ring(union: Polygon, ring: np.ndarray, vb: np.ndarray, count: int, budg
     boundary = union.exterior
     shapely.prepare(boundary)
     for start in range(0, min(len(found), _CHUNK * _CHUNKS), _CHUNK):
-        chunk = found[start:start + _CHUNK]
+        chunk = found[start : start + _CHUNK]
         inside = _inside(ring[chunk[:, 0]], ring[chunk[:, 1]], union, boundary)
         for a, b in chunk[inside].tolist():
             piece = Polygon(ring[np.arange(a, a + (b - a) % n + 1) % n])
@@ -220,7 +230,8 @@ def _candidates(vb: np.ndarray, capacity: int, count: int) -> np.ndarray:
     span = np.clip(last - a - 1, 0, -(-2 * _CHUNK * _CHUNKS // n))
     starts = np.repeat(a, span)
     ends = np.repeat(last + 1, span) - (
-        np.arange(int(span.sum())) - np.repeat(np.cumsum(span) - span, span) + 1)
+        np.arange(int(span.sum())) - np.repeat(np.cumsum(span) - span, span) + 1
+    )
     piece = before[ends + 1] - before[starts]
     rest = total - piece + vb[starts] + vb[ends % n]
     keep = rest <= (count - 1) * capacity

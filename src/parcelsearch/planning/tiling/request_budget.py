@@ -86,8 +86,10 @@ class Budget:
     def fits_each(self, polygons: Sequence[Polygon] | np.ndarray) -> np.ndarray:
         """:meth:`fits` of every polygon, measured at once."""
         array = np.asarray(polygons, dtype=object)
-        return np.asarray((shapely.get_num_interior_rings(array) == 0)
-                          & (self.polygon_bytes_each(array) <= self.max_request_bytes))
+        return np.asarray(
+            (shapely.get_num_interior_rings(array) == 0)
+            & (self.polygon_bytes_each(array) <= self.max_request_bytes)
+        )
 
     def vertex_bound(self, geometry: BaseGeometry) -> tuple[int, int]:
         """Fewest rings that can carry every vertex of ``geometry``, and fewest bytes they

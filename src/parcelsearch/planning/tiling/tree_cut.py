@@ -73,8 +73,7 @@ def _triangle_tree(
                 parent[u], edge[u] = t, by[k]
                 kids.append(u)
                 order.append(u)
-    return (triangles, corners, np.array(parent), np.array(edge, dtype=np.int64), order,
-            children)
+    return (triangles, corners, np.array(parent), np.array(edge, dtype=np.int64), order, children)
 
 
 def tree_pieces(polygon: Polygon, budget: Budget) -> list[Polygon] | None:

@@ -21,9 +21,15 @@ if TYPE_CHECKING:
 __all__ = ["open_spending", "open_history"]
 
 
-def open_spending(location: str | None, client: Client, *, member: str = "",
-                  cache: ResponseCache | None = None, ledger: Ledger | None = None,
-                  workers: int = settings.DEFAULT_WORKERS) -> LocalSpending:
+def open_spending(
+    location: str | None,
+    client: Client,
+    *,
+    member: str = "",
+    cache: ResponseCache | None = None,
+    ledger: Ledger | None = None,
+    workers: int = settings.DEFAULT_WORKERS,
+) -> LocalSpending:
     """This machine's spending: ``ledger`` and ``cache`` (either ``None``: none), the client's
     pacer (``location`` is ``None``; ``member`` and ``workers`` unused)."""
     from parcelsearch.stores.local.spending import LocalSpending
@@ -31,8 +37,9 @@ def open_spending(location: str | None, client: Client, *, member: str = "",
     return LocalSpending(client.fingerprint, ledger, cache)
 
 
-def open_history(location: str | None, ledger_path: str | os.PathLike[str] | None, *,
-                 member: str = "") -> RunHistory | None:
+def open_history(
+    location: str | None, ledger_path: str | os.PathLike[str] | None, *, member: str = ""
+) -> RunHistory | None:
     """The run history in the ledger's file ``ledger_path`` (``None``: none)."""
     from parcelsearch.stores.local.history import RunHistory
 

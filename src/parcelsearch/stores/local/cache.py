@@ -184,8 +184,10 @@ class ResponseCache:
             keeps only pages it can tell apart by their service.
         """
         if not page.base_url or not page.path:
-            raise CacheError("a cached page needs its base_url and path (the service it came "
-                             "from); pages made by hand must set both")
+            raise CacheError(
+                "a cached page needs its base_url and path (the service it came "
+                "from); pages made by hand must set both"
+            )
         check_page(page)
         stored = replace(page, from_cache=True)
         name = f"{_SEGMENT}{time.time_ns():020d}-{uuid.uuid4().hex[:12]}{_SUFFIX}"
@@ -288,9 +290,7 @@ class ResponseCache:
     # -- internals -------------------------------------------------------------------
 
     def _files(self, prefix: str) -> list[Path]:
-        return sorted(
-            path for path in self.directory.glob(f"{prefix}*{_SUFFIX}") if path.is_file()
-        )
+        return sorted(path for path in self.directory.glob(f"{prefix}*{_SUFFIX}") if path.is_file())
 
     def _changed(self) -> bool:
         return _dir_stamp(self.directory) != self._stamp
@@ -299,8 +299,11 @@ class ResponseCache:
         """Read the cache files not read yet (files removed meanwhile were compacted)."""
         for _ in range(10):
             self._stamp = _dir_stamp(self.directory)
-            fresh = [p for p in self._files(_COMPACTED) + self._files(_SEGMENT)
-                     if p.name not in self._loaded]
+            fresh = [
+                p
+                for p in self._files(_COMPACTED) + self._files(_SEGMENT)
+                if p.name not in self._loaded
+            ]
             vanished = False
             for path in fresh:
                 try:
@@ -491,8 +494,11 @@ class CacheFolder:
     def keep_markets(self, base_url: str, names: list[str]) -> None:
         """Store the market list of ``base_url`` (atomically)."""
         path = self.markets_path(base_url)
-        record = {"base_url": base_url, "fetched_at": datetime.now(UTC).isoformat(),
-                  "markets": names}
+        record = {
+            "base_url": base_url,
+            "fetched_at": datetime.now(UTC).isoformat(),
+            "markets": names,
+        }
         try:
             path.parent.mkdir(parents=True, exist_ok=True)
             atomically(path, lambda temp: temp.write_text(json.dumps(record), encoding="utf-8"))

@@ -108,8 +108,9 @@ class RunHistory(History):
 
     def _select(self, query: str, args: Sequence[Any] = ()) -> pd.DataFrame:
         with self.ledger.transaction(immediate=False) as db:
-            return pd.read_sql_query(query.format(t="", seq="rowid", member=""), db,
-                                     params=tuple(args))
+            return pd.read_sql_query(
+                query.format(t="", seq="rowid", member=""), db, params=tuple(args)
+            )
 
 
 def _add_boxes(db: sqlite3.Connection) -> None:
@@ -119,6 +120,8 @@ def _add_boxes(db: sqlite3.Connection) -> None:
         return
     for column in ("x0", "y0", "x1", "y1"):
         db.execute(f"ALTER TABLE rings ADD COLUMN {column} REAL")
-    boxes = [(*ring_box(ring), polygon) for polygon, ring in
-             db.execute("SELECT polygon, ring FROM rings")]
+    boxes = [
+        (*ring_box(ring), polygon)
+        for polygon, ring in db.execute("SELECT polygon, ring FROM rings")
+    ]
     db.executemany("UPDATE rings SET x0 = ?, y0 = ?, x1 = ?, y1 = ? WHERE polygon = ?", boxes)

@@ -113,8 +113,12 @@ class Ledger:
     def usage_by_key(self) -> dict[str, Usage]:
         """Attempts recorded for every key fingerprint seen, for life and this UTC month."""
         with self._transaction(immediate=False) as db:
-            keys = [row[0] for row in db.execute(
-                "SELECT DISTINCT fingerprint FROM attempts ORDER BY fingerprint")]
+            keys = [
+                row[0]
+                for row in db.execute(
+                    "SELECT DISTINCT fingerprint FROM attempts ORDER BY fingerprint"
+                )
+            ]
             month = month_of(self._clock())
             return {key: self._usage(db, key, month) for key in keys}
 
@@ -122,12 +126,15 @@ class Ledger:
         """The vendor's quota refusal of the key, while in force (before its reset)."""
         _check_fingerprint(fingerprint)
         with self._transaction(immediate=False) as db:
-            row = db.execute("SELECT at, until FROM quota_refusals WHERE fingerprint = ?",
-                             (fingerprint,)).fetchone()
+            row = db.execute(
+                "SELECT at, until FROM quota_refusals WHERE fingerprint = ?", (fingerprint,)
+            ).fetchone()
         if row is None:
             return None
-        refused = QuotaRefused(datetime.fromisoformat(row[0]),
-                               None if row[1] is None else datetime.fromisoformat(row[1]))
+        refused = QuotaRefused(
+            datetime.fromisoformat(row[0]),
+            None if row[1] is None else datetime.fromisoformat(row[1]),
+        )
         if refused.until is not None and self._clock() >= refused.until:
             return None  # the quota has reset since
         return refused
@@ -140,9 +147,10 @@ class Ledger:
         _check_fingerprint(fingerprint)
         now = self._clock()
         with self._transaction() as db:
-            db.execute("INSERT OR REPLACE INTO quota_refusals (fingerprint, at, until) "
-                       "VALUES (?, ?, ?)", (fingerprint, now.isoformat(),
-                                            None if until is None else until.isoformat()))
+            db.execute(
+                "INSERT OR REPLACE INTO quota_refusals (fingerprint, at, until) VALUES (?, ?, ?)",
+                (fingerprint, now.isoformat(), None if until is None else until.isoformat()),
+            )
         return QuotaRefused(now, until)
 
     def reserve(self, fingerprint: str, *, run_id: str, quota: Quota | None = None) -> int:
@@ -170,8 +178,9 @@ class Ledger:
         """Take back one reservation: it was never sent, or the service did not count it."""
         _check_fingerprint(fingerprint)
         with self._transaction() as db:
-            db.execute("DELETE FROM attempts WHERE id = ? AND fingerprint = ?",
-                       (reservation, fingerprint))
+            db.execute(
+                "DELETE FROM attempts WHERE id = ? AND fingerprint = ?", (reservation, fingerprint)
+            )
 
     # -- internals -------------------------------------------------------------------
 
@@ -206,4 +215,6 @@ def _check_fingerprint(fingerprint: str) -> None:
     if not isinstance(fingerprint, str) or not _FINGERPRINT.fullmatch(fingerprint):
         raise InputError(
             "the ledger records key fingerprints (16 lowercase hex, Client.fingerprint), "
-            "never keys", field="fingerprint")
+            "never keys",
+            field="fingerprint",
+        )

@@ -104,8 +104,9 @@ class LocalSpending(CachePages):
         Either may be ``None`` (go without: no quota is then known to be spent).
     """
 
-    def __init__(self, fingerprint: str, ledger: Ledger | None,
-                 cache: ResponseCache | None) -> None:
+    def __init__(
+        self, fingerprint: str, ledger: Ledger | None, cache: ResponseCache | None
+    ) -> None:
         super().__init__(cache, None if cache is None else cache.claims())
         self.fingerprint = fingerprint
         self.ledger = ledger

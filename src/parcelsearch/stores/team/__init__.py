@@ -37,13 +37,28 @@ if TYPE_CHECKING:
     from parcelsearch.stores.team.run_history import TeamRunHistory
     from parcelsearch.stores.team.spending import TeamSpending
 
-__all__ = ["init_team", "set_quota", "set_pace", "set_budget", "clear_pause", "team_usage",
-           "Pace", "open_spending", "open_history"]
+__all__ = [
+    "init_team",
+    "set_quota",
+    "set_pace",
+    "set_budget",
+    "clear_pause",
+    "team_usage",
+    "Pace",
+    "open_spending",
+    "open_history",
+]
 
 
-def open_spending(location: str | None, client: Client, *, member: str = "",
-                  cache: ResponseCache | None = None, ledger: Ledger | None = None,
-                  workers: int = settings.DEFAULT_WORKERS) -> TeamSpending:
+def open_spending(
+    location: str | None,
+    client: Client,
+    *,
+    member: str = "",
+    cache: ResponseCache | None = None,
+    ledger: Ledger | None = None,
+    workers: int = settings.DEFAULT_WORKERS,
+) -> TeamSpending:
     """The team store's spending at ``location``, as ``member``, with ``cache`` as this
     machine's copy of its pages (``ledger`` unused; see
     :meth:`~parcelsearch.stores.team.spending.TeamSpending.open`)."""
@@ -52,8 +67,9 @@ def open_spending(location: str | None, client: Client, *, member: str = "",
     return TeamSpending.open(str(location), client, user=member, cache=cache, threads=workers)
 
 
-def open_history(location: str | None, ledger_path: str | os.PathLike[str] | None, *,
-                 member: str = "") -> TeamRunHistory:
+def open_history(
+    location: str | None, ledger_path: str | os.PathLike[str] | None, *, member: str = ""
+) -> TeamRunHistory:
     """The team store's run history at ``location``, recording as ``member``."""
     from parcelsearch.stores.team.run_history import TeamRunHistory
 

@@ -38,7 +38,8 @@ def resolve_team(team: str | None) -> str | None:
     if not isinstance(team, str) or not team.startswith(("postgresql://", "postgres://")):
         raise ConfigurationError(
             f"team must be a postgresql:// URL{source}, got {shown(str(team))!r}",
-            hints=[Hint("team", "postgresql://host/db", "for example {knob}")])
+            hints=[Hint("team", "postgresql://host/db", "for example {knob}")],
+        )
     return team
 
 
@@ -62,11 +63,15 @@ def resolve_user(user: str | None) -> str:
             user, source = "unknown", ""
     folded = unicodedata.normalize("NFKC", user).casefold() if isinstance(user, str) else ""
     if not _USER.fullmatch(folded):
-        shown = repr(user[:40]) + (f"… ({len(user)} characters)" if len(user) > 40 else "") \
-            if isinstance(user, str) else repr(type(user).__name__)
+        shown = (
+            repr(user[:40]) + (f"… ({len(user)} characters)" if len(user) > 40 else "")
+            if isinstance(user, str)
+            else repr(type(user).__name__)
+        )
         raise ConfigurationError(
             f"user must be 1-64 letters, digits or _.@-{source}, got {shown}",
-            hints=[Hint("user", "alice", "for example {knob}")])
+            hints=[Hint("user", "alice", "for example {knob}")],
+        )
     return folded
 
 

@@ -46,8 +46,10 @@ class TeamRunHistory(History):
                 if values:
                     marks = ",".join(["%s"] * len(values[0]))
                     with conn.cursor() as cur:
-                        cur.executemany(f"INSERT INTO {SCHEMA}.{table} VALUES ({marks}) "
-                                        "ON CONFLICT DO NOTHING", values)
+                        cur.executemany(
+                            f"INSERT INTO {SCHEMA}.{table} VALUES ({marks}) ON CONFLICT DO NOTHING",
+                            values,
+                        )
 
     def _select(self, query: str, args: Sequence[Any] = ()) -> pd.DataFrame:
         text = query.format(t=f"{SCHEMA}.", seq="seq", member=", r.member").replace("?", "%s")

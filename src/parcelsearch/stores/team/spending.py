@@ -76,8 +76,10 @@ _TOKENS_KEPT = 4096
 
 _log = logging.getLogger(__name__)
 
-_PAGE_COLUMNS = ("request_key, base_url, path, polygon_json, page, rows, pages, data_rows, "
-                 "data, fetched_at, paid_by")
+_PAGE_COLUMNS = (
+    "request_key, base_url, path, polygon_json, page, rows, pages, data_rows, "
+    "data, fetched_at, paid_by"
+)
 
 
 def member_lease() -> float | None:
@@ -109,8 +111,9 @@ class TeamSpending:
         An open ``psycopg_pool.ConnectionPool`` on ``url``.
     """
 
-    def __init__(self, url: str, fingerprint: str, user: str, cache: ResponseCache | None,
-                 pool: Any) -> None:
+    def __init__(
+        self, url: str, fingerprint: str, user: str, cache: ResponseCache | None, pool: Any
+    ) -> None:
         self.url = url
         self.fingerprint = fingerprint
         self.user = user
@@ -129,8 +132,15 @@ class TeamSpending:
         self._tokens: OrderedDict[int, str] = OrderedDict()
 
     @classmethod
-    def open(cls, url: str, client: Client, *, user: str, cache: ResponseCache | None,
-             threads: int = settings.DEFAULT_WORKERS) -> TeamSpending:
+    def open(
+        cls,
+        url: str,
+        client: Client,
+        *,
+        user: str,
+        cache: ResponseCache | None,
+        threads: int = settings.DEFAULT_WORKERS,
+    ) -> TeamSpending:
         """Join the team store at ``url`` for ``client``'s key.
 
         ``threads`` is how many threads spend through it at once (a run's workers): the pool
@@ -152,20 +162,32 @@ class TeamSpending:
         own_lease = member_lease()  # a bad value is a usage error, before anything else
         with connect(url) as conn:
             check_schema(url, conn)
-            conn.execute(f"INSERT INTO {SCHEMA}.keys (fingerprint) VALUES (%s) "
-                         "ON CONFLICT DO NOTHING", (client.fingerprint,))
-            conn.execute(f"INSERT INTO {SCHEMA}.pacers (fingerprint) VALUES (%s) "
-                         "ON CONFLICT DO NOTHING", (client.fingerprint,))
-            row = conn.execute(f"SELECT quota, period, rate, margin, lease_seconds "
-                               f"FROM {SCHEMA}.keys WHERE fingerprint = %s",
-                               (client.fingerprint,)).fetchone()
+            conn.execute(
+                f"INSERT INTO {SCHEMA}.keys (fingerprint) VALUES (%s) ON CONFLICT DO NOTHING",
+                (client.fingerprint,),
+            )
+            conn.execute(
+                f"INSERT INTO {SCHEMA}.pacers (fingerprint) VALUES (%s) ON CONFLICT DO NOTHING",
+                (client.fingerprint,),
+            )
+            row = conn.execute(
+                f"SELECT quota, period, rate, margin, lease_seconds "
+                f"FROM {SCHEMA}.keys WHERE fingerprint = %s",
+                (client.fingerprint,),
+            ).fetchone()
         # The pool's reconnection attempts are its own business: a lost store is said once,
         # by the statement that finds it lost (TeamStoreError), not in a warning a retry.
         logging.getLogger("psycopg.pool").setLevel(logging.CRITICAL)
         size = min(max(1, threads), _MOST_THREADS) + 2
-        pool = ConnectionPool(url, min_size=size, max_size=size, open=False,
-                              timeout=_POOL_WAIT, reconnect_timeout=_POOL_WAIT,
-                              kwargs={"autocommit": True, "connect_timeout": 3})
+        pool = ConnectionPool(
+            url,
+            min_size=size,
+            max_size=size,
+            open=False,
+            timeout=_POOL_WAIT,
+            reconnect_timeout=_POOL_WAIT,
+            kwargs={"autocommit": True, "connect_timeout": 3},
+        )
         try:
             pool.open(wait=True, timeout=10)
         except PoolTimeout as exc:
@@ -176,8 +198,9 @@ class TeamSpending:
             made._quota = Quota(int(quota), period)
         made.policy = Pace(float(rate), float(margin), float(lease))
         made.lease_seconds = min(float(lease), own_lease or float(lease))
-        made._renewer = threading.Thread(target=made._renew, name="parcelsearch-leases",
-                                         daemon=True)
+        made._renewer = threading.Thread(
+            target=made._renew, name="parcelsearch-leases", daemon=True
+        )
         made._renewer.start()
         return made
 
@@ -200,7 +223,8 @@ class TeamSpending:
             raise TeamStoreError(
                 f"team store {shown(self.url)} lost while {doing}: {reason}. Nothing was sent "
                 "unreserved; everything fetched is cached, and running the same search again "
-                "resumes from it.") from None
+                "resumes from it."
+            ) from None
 
     def close(self) -> None:
         self._closing.set()
@@ -212,8 +236,11 @@ class TeamSpending:
         """Renew this member's leases every third of a lease while it lives."""
         while not self._closing.wait(self.lease_seconds / 3):
             try:
-                self._sql(f"SELECT {SCHEMA}.renew_leases(%s, %s)",
-                          (self.holder, self.lease_seconds), doing="renewing leases")
+                self._sql(
+                    f"SELECT {SCHEMA}.renew_leases(%s, %s)",
+                    (self.holder, self.lease_seconds),
+                    doing="renewing leases",
+                )
             except TeamStoreError:
                 return  # the store is lost: the statement of a page says so, once
 
@@ -226,10 +253,16 @@ class TeamSpending:
         """Reserve one call (just before it is sent): refused when the stored quota, the
         member's own ``quota`` or the member's budget has no call left."""
         rows = self._sql(
-            f"SELECT id, token, verdict, used, lim, sent "
-            f"FROM {SCHEMA}.reserve(%s, %s, %s, %s, %s)",
-            (self.fingerprint, self.user, run_id, quota.limit if quota else None,
-             quota.period if quota else None), doing="reserving a call")
+            f"SELECT id, token, verdict, used, lim, sent FROM {SCHEMA}.reserve(%s, %s, %s, %s, %s)",
+            (
+                self.fingerprint,
+                self.user,
+                run_id,
+                quota.limit if quota else None,
+                quota.period if quota else None,
+            ),
+            doing="reserving a call",
+        )
         ident, token, verdict, used, limit, sent = rows[0]
         if verdict == "ok":
             with self._lock:
@@ -242,12 +275,14 @@ class TeamSpending:
                 f"team store {shown(self.url)}: the member name {self.user!r} belongs to "
                 "another PostgreSQL role of the team (a name is its first role's): search "
                 "with your own name (--user / PARCELSEARCH_USER) and your own role",
-                hints=[Hint("user", "your-name", "for example {knob}")])
+                hints=[Hint("user", "your-name", "for example {knob}")],
+            )
         if verdict in ("quota", "own quota"):
             stored = verdict == "quota" and self._quota is not None
             effective = (self._quota if stored else quota) or Quota(int(limit), "month")
-            raise no_calls_left(self.fingerprint, effective, int(used), "the team store",
-                                sent=int(sent))
+            raise no_calls_left(
+                self.fingerprint, effective, int(used), "the team store", sent=int(sent)
+            )
         raise _budget_spent(self.user, int(used), int(limit), int(sent))
 
     def settle(self, reservation: int) -> None:
@@ -274,13 +309,18 @@ class TeamSpending:
             f"{SCHEMA}.member_spent(%s, b.period) "
             f"FROM (SELECT 1) AS one LEFT JOIN {SCHEMA}.budgets AS b ON b.member = %s",
             (self.fingerprint, self.fingerprint, self.user, self.user),
-            doing="reading what is left")
+            doing="reading what is left",
+        )
         month, lifetime, budget, member_spent = rows[0]
         spent = {"month": int(month), "lifetime": int(lifetime)}
         limits: list[Limit] = []
         if self._quota is not None:
-            limits.append((max(0, self._quota.limit - spent[self._quota.period]),
-                           "team quota" if own is not None else "quota"))
+            limits.append(
+                (
+                    max(0, self._quota.limit - spent[self._quota.period]),
+                    "team quota" if own is not None else "quota",
+                )
+            )
         if own is not None:
             limits.append((max(0, own.limit - spent[own.period]), "quota"))
         if budget is not None:
@@ -303,13 +343,20 @@ class TeamSpending:
         call arrives late)."""
         limiter.wait(cancel)
         first = next(self._paced) == 0
-        rows = self._sql(f"SELECT wait, bounded FROM {SCHEMA}.pace_turn(%s, %s)",
-                         (self.fingerprint, first), doing="pacing a call")
+        rows = self._sql(
+            f"SELECT wait, bounded FROM {SCHEMA}.pace_turn(%s, %s)",
+            (self.fingerprint, first),
+            doing="pacing a call",
+        )
         wait, bounded = rows[0]
         if bounded is not None:
-            _log.warning("the team's pacer for key sha256:%s held more than its policy "
-                         "allows: %s (the store's owner clears it with: parcelsearch team "
-                         "pace --clear-pause)", self.fingerprint, bounded)
+            _log.warning(
+                "the team's pacer for key sha256:%s held more than its policy "
+                "allows: %s (the store's owner clears it with: parcelsearch team "
+                "pace --clear-pause)",
+                self.fingerprint,
+                bounded,
+            )
         turn = time.monotonic() + max(0.0, float(wait))
         delay = max(0.0, turn - RESERVE_LEAD - time.monotonic())
         if cancel is not None:
@@ -322,9 +369,11 @@ class TeamSpending:
     def pause(self, seconds: float) -> None:
         """Pause every member (at most :data:`~parcelsearch.stores.team.store.MOST_PAUSE`
         seconds; the store keeps who paused)."""
-        self._sql(f"SELECT {SCHEMA}.pause_key(%s, %s, %s)", (self.fingerprint, self.user,
-                                                            float(seconds)),
-                  doing="pausing the key")
+        self._sql(
+            f"SELECT {SCHEMA}.pause_key(%s, %s, %s)",
+            (self.fingerprint, self.user, float(seconds)),
+            doing="pausing the key",
+        )
 
     # -- the pages --------------------------------------------------------------------
 
@@ -339,8 +388,7 @@ class TeamSpending:
         until = time.monotonic() + self._longest_lease
         while True:
             hit = self._shared(key, max_age)
-            if hit is not None or time.monotonic() > until or \
-                    not self._leased_by_another(key):
+            if hit is not None or time.monotonic() > until or not self._leased_by_another(key):
                 return hit
             time.sleep(_POLL)
 
@@ -351,11 +399,15 @@ class TeamSpending:
         return self.policy.lease_seconds + 1.0
 
     def _leased_by_another(self, key: str) -> bool:
-        return bool(self._sql(
-            f"SELECT 1 FROM {SCHEMA}.leases WHERE request_key = %s AND holder <> %s "
-            "AND expires > clock_timestamp() "
-            "AND expires <= clock_timestamp() + make_interval(secs => %s)",
-            (key, self.holder, self._longest_lease), doing="looking at a page"))
+        return bool(
+            self._sql(
+                f"SELECT 1 FROM {SCHEMA}.leases WHERE request_key = %s AND holder <> %s "
+                "AND expires > clock_timestamp() "
+                "AND expires <= clock_timestamp() + make_interval(secs => %s)",
+                (key, self.holder, self._longest_lease),
+                doing="looking at a page",
+            )
+        )
 
     def _shared(self, key: str, max_age: float | None) -> Page | None:
         """The page in the team store (kept in the local copy; a use counted when another
@@ -363,20 +415,29 @@ class TeamSpending:
         rows = self._sql(
             f"SELECT {_PAGE_COLUMNS} FROM {SCHEMA}.pages WHERE request_key = %s "
             "AND (%s::float8 IS NULL OR fetched_at >= clock_timestamp() "
-            "- make_interval(secs => %s))", (key, max_age, max_age), doing="reading a page")
+            "- make_interval(secs => %s))",
+            (key, max_age, max_age),
+            doing="reading a page",
+        )
         if not rows:
             return None
         page = _page(rows[0])
         try:
             check_page(page)
         except MalformedResponseError as exc:
-            _log.warning("the team store's page %s… does not add up (%s): fetching it "
-                         "again, not using it", key[:12], exc)
+            _log.warning(
+                "the team store's page %s… does not add up (%s): fetching it again, not using it",
+                key[:12],
+                exc,
+            )
             return None
         if rows[0][-1] != self.user:
-            self._sql(f"INSERT INTO {SCHEMA}.page_uses (request_key, member, fingerprint, "
-                      f"month) VALUES (%s, %s, %s, {SCHEMA}.month_now())",
-                      (key, self.user, self.fingerprint), doing="counting a page shared")
+            self._sql(
+                f"INSERT INTO {SCHEMA}.page_uses (request_key, member, fingerprint, "
+                f"month) VALUES (%s, %s, %s, {SCHEMA}.month_now())",
+                (key, self.user, self.fingerprint),
+                doing="counting a page shared",
+            )
         if self.cache is not None:
             self.cache.put(page)
         return page
@@ -392,8 +453,11 @@ class TeamSpending:
             if hit is not None:
                 return hit
             if time.monotonic() > until:
-                _log.warning("another member has held the lease on page %s… for %.0f s: "
-                             "fetching it here", key[:12], self._longest_lease)
+                _log.warning(
+                    "another member has held the lease on page %s… for %.0f s: fetching it here",
+                    key[:12],
+                    self._longest_lease,
+                )
                 return None
             if self._lease(key):
                 hit = self._shared(key, max_age)  # landed between the look and the lease
@@ -405,8 +469,11 @@ class TeamSpending:
                 raise Cancelled("stopped while waiting for a page another member fetches")
 
     def _lease(self, key: str) -> bool:
-        rows = self._sql(f"SELECT {SCHEMA}.take_lease(%s, %s, %s)",
-                         (key, self.holder, self.lease_seconds), doing="claiming a page")
+        rows = self._sql(
+            f"SELECT {SCHEMA}.take_lease(%s, %s, %s)",
+            (key, self.holder, self.lease_seconds),
+            doing="claiming a page",
+        )
         return bool(rows and rows[0][0])
 
     def keep(self, page: Page) -> None:
@@ -414,22 +481,57 @@ class TeamSpending:
             self.cache.put(page)
         self._sql(
             f"SELECT {SCHEMA}.keep_page(%s, %s, %s, %s, %s, %s, %s, %s, %s, %s, %s, %s, %s)",
-            (page.request_key, page.base_url, page.path, page.polygon_json, page.page,
-             page.rows, page.pages, page.data_rows, list(page.data), page.fetched_at,
-             self.user, self.fingerprint, self.holder),
-            doing="keeping a page")
+            (
+                page.request_key,
+                page.base_url,
+                page.path,
+                page.polygon_json,
+                page.page,
+                page.rows,
+                page.pages,
+                page.data_rows,
+                list(page.data),
+                page.fetched_at,
+                self.user,
+                self.fingerprint,
+                self.holder,
+            ),
+            doing="keeping a page",
+        )
 
     def abandon(self, key: str) -> None:
-        self._sql(f"SELECT {SCHEMA}.drop_lease(%s, %s)", (key, self.holder),
-                  doing="giving up a page")
+        self._sql(
+            f"SELECT {SCHEMA}.drop_lease(%s, %s)", (key, self.holder), doing="giving up a page"
+        )
 
 
 def _page(row: tuple[Any, ...]) -> Page:
-    (key, base_url, path, polygon_json, page, rows, pages, data_rows, data, fetched_at,
-     _paid_by) = row
-    return Page(request_key=key, polygon_json=polygon_json, page=int(page), rows=int(rows),
-                pages=int(pages), data_rows=int(data_rows), data=tuple(data),
-                base_url=base_url, path=path, from_cache=True, fetched_at=fetched_at)
+    (
+        key,
+        base_url,
+        path,
+        polygon_json,
+        page,
+        rows,
+        pages,
+        data_rows,
+        data,
+        fetched_at,
+        _paid_by,
+    ) = row
+    return Page(
+        request_key=key,
+        polygon_json=polygon_json,
+        page=int(page),
+        rows=int(rows),
+        pages=int(pages),
+        data_rows=int(data_rows),
+        data=tuple(data),
+        base_url=base_url,
+        path=path,
+        from_cache=True,
+        fetched_at=fetched_at,
+    )
 
 
 def _budget_spent(user: str, used: int, limit: int, sent: int) -> QuotaWouldExceedError:
@@ -437,6 +539,7 @@ def _budget_spent(user: str, used: int, limit: int, sent: int) -> QuotaWouldExce
         f"{user} has no calls left of their team budget of {limit}: {sent} sent"
         + (f" and {used - sent} on the wire or of unknown fate" if used > sent else "")
         + ". Everything fetched so far is cached and shared with the team.",
-        needed=1, allowed=0,
-        hints=[Hint("team_budget", user, "a team member may raise it with {knob}")])
-
+        needed=1,
+        allowed=0,
+        hints=[Hint("team_budget", user, "a team member may raise it with {knob}")],
+    )

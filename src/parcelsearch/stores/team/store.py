@@ -49,8 +49,7 @@ from parcelsearch.stores.history import MOST_RING
 from parcelsearch.stores.spending import RESERVE_LEAD
 from parcelsearch.stores.team.members import shown
 
-__all__ = ["SCHEMA", "VERSION", "MEMBER_GRANTS", "init_team", "connect", "shown",
-           "schema_version"]
+__all__ = ["SCHEMA", "VERSION", "MEMBER_GRANTS", "init_team", "connect", "shown", "schema_version"]
 
 SCHEMA = "parcelsearch_team"
 #: The schema version this toolkit writes and reads.
@@ -74,7 +73,8 @@ _MEMBER_FUNCTIONS_4 = (
     f"{SCHEMA}.reserve(text, text, text, integer, text), {SCHEMA}.settle(text), "
     f"{SCHEMA}.refund(text), {SCHEMA}.keep_page(text, text, text, text, integer, bigint, "
     f"integer, integer, text[], timestamptz, text, text, text), "
-    f"{SCHEMA}.pace_turn(text, boolean), {SCHEMA}.pause_key(text, text, double precision)")
+    f"{SCHEMA}.pace_turn(text, boolean), {SCHEMA}.pause_key(text, text, double precision)"
+)
 
 #: The longest a page's lease is held, renewals and all (a waiter fetches the page itself
 #: after about one lease's time anyway).
@@ -95,7 +95,8 @@ _MEMBER_FUNCTIONS = (
     f"integer, integer, text[], timestamptz, text, text, text), "
     f"{SCHEMA}.pace_turn(text, boolean), {SCHEMA}.pause_key(text, text, double precision), "
     f"{SCHEMA}.own_name(text), {SCHEMA}.take_lease(text, text, double precision), "
-    f"{SCHEMA}.renew_leases(text, double precision), {SCHEMA}.drop_lease(text, text)")
+    f"{SCHEMA}.renew_leases(text, double precision), {SCHEMA}.drop_lease(text, text)"
+)
 
 _MIGRATION_5 = f"""
 -- Trust boundaries, second round (issue 58). A member name belongs to the first member role
@@ -783,7 +784,8 @@ def connect(url: str, doing: str = "cannot connect") -> Iterator[Any]:
     except ImportError as exc:
         raise TeamStoreError(
             f"team mode needs psycopg 3 and psycopg-pool ({exc.name} is missing): "
-            "pip install \"parcelsearch[team]\"") from None
+            'pip install "parcelsearch[team]"'
+        ) from None
 
     try:
         conn = psycopg.connect(url, autocommit=True, connect_timeout=CONNECT_TIMEOUT)
@@ -811,14 +813,20 @@ def check_schema(url: str, conn: Any) -> None:
     if version == VERSION:
         return
     if version == 0:
-        raise TeamStoreError(f"team store {shown(url)} has no parcelsearch schema",
-                             hints=[Hint("team_init", shown(url), "make it with {knob}")])
+        raise TeamStoreError(
+            f"team store {shown(url)} has no parcelsearch schema",
+            hints=[Hint("team_init", shown(url), "make it with {knob}")],
+        )
     if version < VERSION:
-        raise TeamStoreError(f"team store {shown(url)} has schema version {version}, this "
-                             f"parcelsearch needs {VERSION}",
-                             hints=[Hint("team_init", shown(url), "upgrade it with {knob}")])
-    raise TeamStoreError(f"team store {shown(url)} has schema version {version}, newer than "
-                         f"this parcelsearch knows ({VERSION}): upgrade parcelsearch")
+        raise TeamStoreError(
+            f"team store {shown(url)} has schema version {version}, this "
+            f"parcelsearch needs {VERSION}",
+            hints=[Hint("team_init", shown(url), "upgrade it with {knob}")],
+        )
+    raise TeamStoreError(
+        f"team store {shown(url)} has schema version {version}, newer than "
+        f"this parcelsearch knows ({VERSION}): upgrade parcelsearch"
+    )
 
 
 def init_team(url: str, member_role: str | None = None) -> tuple[int, int]:
@@ -845,8 +853,10 @@ def init_team(url: str, member_role: str | None = None) -> tuple[int, int]:
         conn.execute(f"CREATE TABLE IF NOT EXISTS {SCHEMA}.meta (version integer NOT NULL)")
         before = schema_version(conn)
         if before > VERSION:
-            raise TeamStoreError(f"team store {shown(url)} has schema version {before}, newer "
-                                 f"than this parcelsearch knows ({VERSION})")
+            raise TeamStoreError(
+                f"team store {shown(url)} has schema version {before}, newer "
+                f"than this parcelsearch knows ({VERSION})"
+            )
         members = _member_roles(conn) if before < VERSION else []
         for version in range(before + 1, VERSION + 1):
             conn.execute(_MIGRATIONS[version])
@@ -868,7 +878,9 @@ def _member_roles(conn: Any) -> list[str]:
         "WHERE table_schema = %s AND table_name = 'calls' AND privilege_type = 'SELECT' "
         "AND grantee NOT IN (current_user, 'PUBLIC') "
         "AND grantee <> (SELECT tableowner FROM pg_tables WHERE schemaname = %s "
-        "AND tablename = 'calls')", (SCHEMA, SCHEMA)).fetchall()
+        "AND tablename = 'calls')",
+        (SCHEMA, SCHEMA),
+    ).fetchall()
     return [str(row[0]) for row in rows]
 
 
@@ -877,9 +889,10 @@ def _grant_member(url: str, conn: Any, role: str) -> None:
 
     found = conn.execute("SELECT 1 FROM pg_roles WHERE rolname = %s", (role,)).fetchone()
     if found is None:
-        raise TeamStoreError(f"team store {shown(url)}: no role {role[:64]!r}: make it first "
-                             "(CREATE ROLE … LOGIN PASSWORD …)")
+        raise TeamStoreError(
+            f"team store {shown(url)}: no role {role[:64]!r}: make it first "
+            "(CREATE ROLE … LOGIN PASSWORD …)"
+        )
     for statement in MEMBER_GRANTS.split(";"):
         if statement.strip():
-            conn.execute(sql.SQL(statement.replace("{role}", "{}")).format(
-                sql.Identifier(role)))
+            conn.execute(sql.SQL(statement.replace("{role}", "{}")).format(sql.Identifier(role)))

@@ -27,13 +27,35 @@ from parcelsearch.stores.team.store import (
 if TYPE_CHECKING:
     import pandas as pd
 
-__all__ = ["set_quota", "set_budget", "set_pace", "clear_pause", "team_usage", "Pace",
-           "USAGE_COLUMNS", "check_in_range"]
+__all__ = [
+    "set_quota",
+    "set_budget",
+    "set_pace",
+    "clear_pause",
+    "team_usage",
+    "Pace",
+    "USAGE_COLUMNS",
+    "check_in_range",
+]
 
 #: Columns of :func:`team_usage`, one row per key and one per member of each key.
-USAGE_COLUMNS = ["scope", "name", "fingerprint", "calls_month", "calls_lifetime", "limit",
-                 "period", "pages_shared", "calls_saved", "rate", "margin", "lease_seconds",
-                 "paused_until", "paused_by", "roles"]
+USAGE_COLUMNS = [
+    "scope",
+    "name",
+    "fingerprint",
+    "calls_month",
+    "calls_lifetime",
+    "limit",
+    "period",
+    "pages_shared",
+    "calls_saved",
+    "rate",
+    "margin",
+    "lease_seconds",
+    "paused_until",
+    "paused_by",
+    "roles",
+]
 
 
 @dataclass(frozen=True)
@@ -65,8 +87,9 @@ def check_in_range(value: object, bounds: tuple[float, float], name: str) -> flo
     except (TypeError, ValueError):
         number = math.nan
     if isinstance(value, bool) or not math.isfinite(number) or not low <= number <= high:
-        raise ConfigurationError(f"{name} must be a number from {low:g} to {high:g}, got "
-                                 f"{str(value)[:40]!r}")
+        raise ConfigurationError(
+            f"{name} must be a number from {low:g} to {high:g}, got {str(value)[:40]!r}"
+        )
     return number
 
 
@@ -82,8 +105,7 @@ def set_quota(url: str, fingerprint: str, calls: int, period: str = "month") -> 
     TeamStoreError
         The store cannot be reached or has no schema.
     """
-    return _store_limit(url, "quota", ("keys", "fingerprint", "quota"), fingerprint, calls,
-                        period)
+    return _store_limit(url, "quota", ("keys", "fingerprint", "quota"), fingerprint, calls, period)
 
 
 def set_budget(url: str, user: str, calls: int, period: str = "month") -> Quota:
@@ -96,12 +118,14 @@ def set_budget(url: str, user: str, calls: int, period: str = "month") -> Quota:
     TeamStoreError
         The store cannot be reached or has no schema.
     """
-    return _store_limit(url, "budget", ("budgets", "member", "calls"), resolve_user(user),
-                        calls, period)
+    return _store_limit(
+        url, "budget", ("budgets", "member", "calls"), resolve_user(user), calls, period
+    )
 
 
-def _store_limit(url: str, what: str, where: tuple[str, str, str], owner: str, calls: int,
-                 period: str) -> Quota:
+def _store_limit(
+    url: str, what: str, where: tuple[str, str, str], owner: str, calls: int, period: str
+) -> Quota:
     """Insert or replace a quota or a budget: ``where`` = (table, owner column, calls column)."""
     check_count(calls, 0, "calls")
     if calls > MAX_CALLS:
@@ -114,7 +138,8 @@ def _store_limit(url: str, what: str, where: tuple[str, str, str], owner: str, c
             f"INSERT INTO {SCHEMA}.{table} ({owner_column}, {calls_column}, period) "
             f"VALUES (%s, %s, %s) ON CONFLICT ({owner_column}) DO UPDATE SET "
             f"{calls_column} = EXCLUDED.{calls_column}, period = EXCLUDED.period",
-            (owner, limit.limit, limit.period))
+            (owner, limit.limit, limit.period),
+        )
     return limit
 
 
@@ -129,9 +154,11 @@ def set_pace(url: str, fingerprint: str, pace: Pace) -> Pace:
     TeamStoreError
         The store cannot be reached or has no schema.
     """
-    checked = Pace(check_in_range(pace.rate, RATE_RANGE, "rate"),
-                   check_in_range(pace.margin, MARGIN_RANGE, "margin"),
-                   check_in_range(pace.lease_seconds, LEASE_RANGE, "lease"))
+    checked = Pace(
+        check_in_range(pace.rate, RATE_RANGE, "rate"),
+        check_in_range(pace.margin, MARGIN_RANGE, "margin"),
+        check_in_range(pace.lease_seconds, LEASE_RANGE, "lease"),
+    )
     with connect(url, "cannot store the pace") as conn:
         check_schema(url, conn)
         conn.execute(
@@ -139,7 +166,8 @@ def set_pace(url: str, fingerprint: str, pace: Pace) -> Pace:
             "VALUES (%s, %s, %s, %s) ON CONFLICT (fingerprint) DO UPDATE SET "
             "rate = EXCLUDED.rate, margin = EXCLUDED.margin, "
             "lease_seconds = EXCLUDED.lease_seconds",
-            (fingerprint, checked.rate, checked.margin, checked.lease_seconds))
+            (fingerprint, checked.rate, checked.margin, checked.lease_seconds),
+        )
     return checked
 
 
@@ -156,9 +184,12 @@ def clear_pause(url: str, fingerprint: str) -> None:
     with connect(url, "cannot clear the pause") as conn:
         check_schema(url, conn)
         # paused_at and paused_role stay: that role cannot pause again within the cap
-        conn.execute(f"UPDATE {SCHEMA}.pacers SET next_slot = '-infinity', "
-                     "paused_until = '-infinity', paused_by = NULL "
-                     "WHERE fingerprint = %s", (fingerprint,))
+        conn.execute(
+            f"UPDATE {SCHEMA}.pacers SET next_slot = '-infinity', "
+            "paused_until = '-infinity', paused_by = NULL "
+            "WHERE fingerprint = %s",
+            (fingerprint,),
+        )
 
 
 _USAGE = f"""
