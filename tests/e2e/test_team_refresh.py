@@ -18,7 +18,8 @@ from _cli import run
 import parcelsearch
 from parcelsearch.stores import open_history
 from parcelsearch.stores.team import init_team
-from parcelsearch.stores.team.store import _MIGRATIONS, SCHEMA, VERSION
+from parcelsearch.stores.team.migrations import MIGRATIONS
+from parcelsearch.stores.team.store import SCHEMA, VERSION
 from parcelsearch_service.fabric_changes import next_month
 from parcelsearch_service.server import RunningService
 from parcelsearch_service.store import ParcelStore, load_parcels
@@ -29,7 +30,7 @@ def test_a_version_1_store_is_upgraded_in_place_and_keeps_its_data(postgres: Any
     with psycopg.connect(url, autocommit=True) as conn:  # a store made by the previous release
         conn.execute(f"CREATE SCHEMA {SCHEMA}")
         conn.execute(f"CREATE TABLE {SCHEMA}.meta (version integer NOT NULL)")
-        conn.execute(_MIGRATIONS[1])
+        conn.execute(MIGRATIONS[1])
         conn.execute(f"INSERT INTO {SCHEMA}.meta VALUES (1)")
         conn.execute(f"INSERT INTO {SCHEMA}.budgets VALUES ('alice', 7, 'month')")
     assert init_team(url) == (1, VERSION)

@@ -279,7 +279,7 @@ def test_a_version_3_store_is_upgraded_and_its_members_lose_what_4_takes_back(
 ) -> None:
     """Schema 3 → 4 by ``team init``: a member role granted by version 3 keeps searching
     through the new functions, and loses UPDATE on pages and pacers and refund by id."""
-    from parcelsearch.stores.team import store
+    from parcelsearch.stores.team import migrations
 
     url = postgres.database("team")
     role = f"member_{uuid.uuid4().hex[:12]}"
@@ -288,7 +288,7 @@ def test_a_version_3_store_is_upgraded_and_its_members_lose_what_4_takes_back(
         conn.execute(f"CREATE SCHEMA {SCHEMA}")
         conn.execute(f"CREATE TABLE {SCHEMA}.meta (version integer NOT NULL)")
         for version in (1, 2, 3):
-            conn.execute(store._MIGRATIONS[version])
+            conn.execute(migrations.MIGRATIONS[version])
         conn.execute(f"INSERT INTO {SCHEMA}.meta VALUES (3)")
         conn.execute(f"GRANT USAGE ON SCHEMA {SCHEMA} TO {role}")
         conn.execute(f"GRANT SELECT ON ALL TABLES IN SCHEMA {SCHEMA} TO {role}")

@@ -325,14 +325,14 @@ def test_a_members_own_rate_paces_only_that_member(team: str) -> None:
 def test_a_version_2_store_is_upgraded_in_place_with_names_folded(postgres: Any) -> None:
     """Schema 2 → 3: the key's policy columns added with their defaults, the reserve
     function replaced, and members' names folded (their budgets merged into one)."""
-    from parcelsearch.stores.team import store
+    from parcelsearch.stores.team import migrations
 
     url = postgres.database("team")
     with psycopg.connect(url, autocommit=True) as conn:
         conn.execute(f"CREATE SCHEMA {SCHEMA}")
         conn.execute(f"CREATE TABLE {SCHEMA}.meta (version integer NOT NULL)")
         for version in (1, 2):
-            conn.execute(store._MIGRATIONS[version])
+            conn.execute(migrations.MIGRATIONS[version])
         conn.execute(f"INSERT INTO {SCHEMA}.meta VALUES (2)")
         conn.execute(
             f"INSERT INTO {SCHEMA}.keys (fingerprint, quota, period) VALUES (%s, 5, 'month')", (FP,)

@@ -4,7 +4,9 @@ A team's PostgreSQL database holds the store (``parcelsearch team init postgresq
 makes it); a search joins it with ``team=URL`` (``--team``, ``$PARCELSEARCH_TEAM``) as
 ``user`` (``--user``, ``$PARCELSEARCH_USER``, default the login name). Modules:
 
-- :mod:`~parcelsearch.stores.team.store`: the versioned schema, made idempotently; connections;
+- :mod:`~parcelsearch.stores.team.store`: the versioned schema's limits, checked; connections;
+- :mod:`~parcelsearch.stores.team.migrations`: the SQL of each version, made idempotently
+  (:func:`init_team`);
 - :mod:`~parcelsearch.stores.team.spending`: :class:`TeamSpending`, the
   :class:`~parcelsearch.stores.spending.Spending` of a team (reserve → settle | refund, one pacer
   per key, pages with single-flight leases);
@@ -20,7 +22,7 @@ import os
 from typing import TYPE_CHECKING
 
 from parcelsearch import settings
-from parcelsearch.stores.team.store import init_team
+from parcelsearch.stores.team.migrations import init_team
 from parcelsearch.stores.team.usage import (
     Pace,
     clear_pause,
