@@ -10,7 +10,7 @@ import random
 
 import pytest
 
-from parcelsearch.planning import survey
+from parcelsearch.planning import survey, survey_rounds
 
 
 def _grid(n: int) -> list[tuple[float, float]]:
@@ -310,7 +310,7 @@ def test_tracts_of_several_calls_a_piece_survey_more_than_a_tenth_of_the_least(
             widths.append(estimate.half_width)
             assert spent <= 0.1 * total
         with monkeypatch.context() as patched:
-            patched.setattr(survey, "LOW_END_SHARE", 0.0)  # the cap on the least alone
+            patched.setattr(survey_rounds, "LOW_END_SHARE", 0.0)  # the cap on the least alone
             least_only.append(
                 _people_survey(areas, people, rows, costs, f"{population}-0")[0].half_width
             )

@@ -53,9 +53,25 @@ from __future__ import annotations
 import math
 import random
 from collections.abc import Sequence
-from dataclasses import dataclass
 
 import numpy as np
+
+from parcelsearch.planning.survey_rounds import (
+    CENSUS_BELOW,
+    LOW_END_SHARE,
+    MAX_SHARE,
+    MEASURE_TEXT,
+    MEASURES,
+    MIN_ROUND,
+    TARGET_HALF_WIDTH,
+    USEFUL_HALF_WIDTH,
+    Estimate,
+    cap_base,
+    capped,
+    next_round,
+    pilot_size,
+    wider_share,
+)
 
 __all__ = [
     "Estimate",
@@ -70,43 +86,29 @@ __all__ = [
     "curve_order",
     "cap_base",
     "wider_share",
+    # the rounds' (planning.survey_rounds), given here too
+    "USEFUL_HALF_WIDTH",
+    "LOW_END_SHARE",
+    "MEASURE_TEXT",
+    "MIN_ROUND",
+    "CENSUS_BELOW",
+    "pilot_size",
+    "next_round",
 ]
 
-#: The half-width the survey's rounds aim at, a fraction of the least the whole can cost
-#: (so at most that fraction of the estimate).
-TARGET_HALF_WIDTH = 0.10
-#: The half-width (a fraction of the estimate) above which a capped survey says so.
-USEFUL_HALF_WIDTH = 0.20
-#: The survey's cost at most, as a fraction of a low bound of the whole (:func:`cap_base`),
-#: unless the user chooses another share (``survey_share``, ``--survey-share``).
-MAX_SHARE = 0.10
-#: How far the survey's cap's base goes from the least the whole can cost towards the low
-#: end of the interval, after the pilot (:func:`cap_base`; bench/price_estimate.py: at ½ a
-#: survey spent 11.2 % of the truth on a synthetic set, at ¼ at most 9.8 %, on the real-count
-#: sets 8.3 %).
-LOW_END_SHARE = 0.25
 #: The widening of an interval learnt from earlier pieces nearby (:mod:`.density`) for
 #: skewed costs (a few pieces with many pages).
 SKEW_MARGIN = 1.5
 #: The survey's interval's widening: a few draws' spread is as often below the truth's as
-#: above it, and most where the calls sit in a few pieces (bench/price_estimate.py: without
-#: it 36 and 37 of 40 intervals held on two sets of islands under varying density; with it
-#: 38–40 on every set).
+#: above it, and most where the calls sit in a few pieces (measured by bench/price_estimate.py,
+#: its figures in bench/RESULTS.md).
 SURVEY_MARGIN = 1.2
 #: From this many draws on, the variance is by successive differences along the curve
-#: (:func:`_mean_variance`; bench/price_estimate.py: from 10 on no narrower, and four
-#: synthetic sets fell to 38 of 40).
+#: (:func:`_mean_variance`; fewer made no interval narrower and some miss more often:
+#: bench/RESULTS.md).
 SUCCESSIVE_FROM = 20
 #: Johnson's skewness correction, in its own units (:func:`_skew_shift`).
 SKEW_SHIFTS = 1.0
-#: The size measures a survey may draw by, in the order a tie is settled.
-MEASURES = ("population", "area", "equal")
-#: Each measure in a few words, for the price ("drawn by …").
-MEASURE_TEXT = {
-    "population": "by the people living in each piece",
-    "area": "by each piece's area",
-    "equal": "with equal chances",
-}
 #: The share of equal chances in the pilot's design (the rest: the size measures alike).
 PILOT_EQUAL = 1 / 3
 #: The share of equal chances in a design by a size measure (a defensive mixture).
@@ -116,10 +118,6 @@ DEFENSIVE = 0.25
 POPULATION_FLOOR = 0.1
 #: Of the first round, the share taken with certainty: the largest pieces.
 CERTAIN_SHARE = 0.5
-#: Pieces a further round surveys at least.
-MIN_ROUND = 3
-#: Below this many unknown pieces the survey is every piece (a census).
-CENSUS_BELOW = 30
 
 # Student's t, 97.5 % quantile, by degrees of freedom (then 1.96 beyond 120).
 _T975 = {
@@ -151,45 +149,6 @@ def t_quantile(df: float) -> float:
         return 1.96
     below = [k for k in _T975 if k <= max(1.0, df)]
     return _T975[max(below)]
-
-
-@dataclass(frozen=True)
-class Estimate:
-    """The cost of the unknown pieces: ``value`` calls, 95 % interval ``low``–``high``;
-    ``surveyed`` of ``pieces`` pieces were surveyed (their cost exact)."""
-
-    value: int
-    low: int
-    high: int
-    surveyed: int
-    pieces: int
-    #: The calls the surveyed pieces cost (exactly).
-    surveyed_calls: int = 0
-    #: The size measure the survey drew by after its pilot (one of :data:`MEASURES`;
-    #: empty when no draw priced it: a census, or learnt from earlier pieces).
-    measure: str = ""
-
-    @property
-    def measure_text(self) -> str:
-        """The measure in a few words: ``"drawn by the people living in each piece"``
-        (empty when :attr:`measure` is)."""
-        return f"drawn {MEASURE_TEXT[self.measure]}" if self.measure in MEASURE_TEXT else ""
-
-    @property
-    def half(self) -> float:
-        """Half the interval, in calls."""
-        return (self.high - self.low) / 2
-
-    @property
-    def half_width(self) -> float:
-        """Half the interval, as a fraction of :attr:`value`."""
-        return self.half / max(1, self.value)
-
-    @property
-    def least(self) -> int:
-        """The least these pieces can cost: the surveyed calls and one call for every other
-        piece."""
-        return self.surveyed_calls + self.pieces - self.surveyed
 
 
 def _hilbert(x: int, y: int) -> int:
@@ -663,77 +622,3 @@ def _skew_shift(z: np.ndarray) -> float:
         return 0.0
     centred = z - z.mean()
     return SKEW_SHIFTS * float((centred**3).mean()) / (6 * float(z.var(ddof=1)) * len(z))
-
-
-def pilot_size(pieces: int, share: float = MAX_SHARE) -> int:
-    """The survey's first round: every piece below :data:`CENSUS_BELOW`, else 7 % of the
-    pieces, at least 12 but never more than ``share`` of them (every piece costs a call at
-    least, so the pilot is within that share of the whole), and one piece at least."""
-    if pieces < CENSUS_BELOW:
-        return pieces
-    return max(1, min(math.floor(share * pieces), max(math.ceil(0.07 * pieces), 12)))
-
-
-def capped(current: Estimate, known: int, share: float = MAX_SHARE) -> bool:
-    """Whether the survey stopped at its cap (``share`` of :func:`cap_base`) with the
-    interval's half-width still above :data:`USEFUL_HALF_WIDTH` of the whole (``known``: as
-    for :func:`next_round`)."""
-    return (
-        current.surveyed < current.pieces
-        and current.half > USEFUL_HALF_WIDTH * (current.value + known)
-        and next_round(current, known, share) == 0
-    )
-
-
-def wider_share(current: Estimate, known: int, share: float = MAX_SHARE) -> float | None:
-    """The survey share (of :func:`cap_base`, in hundredths) that would have brought a
-    capped survey's half-width to :data:`USEFUL_HALF_WIDTH` of the whole (the half-width
-    shrinks as 1/√n, with the rounds' 10 % to spare), at most 1; ``None`` when the survey
-    was not capped (:func:`capped`) or ``share`` is 1 already."""
-    if not capped(current, known, share) or share >= 1:
-        return None
-    n = current.surveyed
-    wanted = n * (current.half / (USEFUL_HALF_WIDTH * (current.value + known))) ** 2 * 1.1
-    needed = math.ceil(100 * wanted / cap_base(current, known, share)) / 100
-    return min(1.0, max(needed, round(share + 0.01, 2)))
-
-
-def cap_base(current: Estimate, known: int, share: float = MAX_SHARE) -> float:
-    """What the survey's cap is a share of: the least the whole can cost (the surveyed
-    costs and one call for every other piece, with ``known`` calls known without a survey:
-    a sure low bound) and, once past the pilot, :data:`LOW_END_SHARE` of the way from it to
-    the low end of the current 95 % interval — a low bound that grows as the survey learns
-    the whole is dear, where one call a piece is far below it (tracts of 4 calls a piece).
-    Never the low end itself, nor the pilot's: a pilot's few draws once put its interval's
-    low end at twice the truth, a later round's 11 % above it, and a cap on an estimate's
-    low end once let a survey spend 10.3 % of a job (bench/price_estimate.py)."""
-    least = float(current.least + known)
-    if current.surveyed <= pilot_size(current.pieces, share):
-        return least
-    return least + LOW_END_SHARE * (current.low - current.least)
-
-
-def next_round(current: Estimate, known: int, share: float = MAX_SHARE) -> int:
-    """How many more pieces to survey after ``current`` (0: enough), given ``known`` calls
-    of the whole run known without a survey: as many as bring the half-width to
-    :data:`TARGET_HALF_WIDTH` of the least the whole can cost (the surveyed costs and one
-    call for every other piece; the half-width shrinks as 1/√n), within ``share`` (by
-    default :data:`MAX_SHARE`) of :func:`cap_base`, a low bound of the whole.
-
-    The target is held to the least, not to the estimate: a rule that stops once the
-    half-width is small against the estimate stops sooner on the surveys that overestimate,
-    and those intervals then miss the truth more often than 1 in 20 (measured on the dense
-    sets of bench/price_estimate.py: 92–93 of 100 held; held to the least, 96–100 of 100).
-    Nor does a survey stop at its pilot, however narrow the pilot's interval (a few draws
-    that missed the heavy pieces look alike): one round by the chosen measure follows,
-    within the cap."""
-    n, big_n, half = current.surveyed, current.pieces, current.half
-    least = current.least + known
-    pilot = n <= pilot_size(big_n, share)  # a pilot's few draws never end a survey
-    if n >= big_n or (half <= TARGET_HALF_WIDTH * least and not pilot):
-        return 0
-    cap = max(0, math.floor(share * cap_base(current, known, share)) - n)
-    if cap == 0:
-        return 0
-    wanted = math.ceil(n * (half / (TARGET_HALF_WIDTH * least)) ** 2 * 1.1) - n
-    return max(0, min(cap, big_n - n, max(wanted, MIN_ROUND)))
