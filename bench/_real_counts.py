@@ -1,4 +1,5 @@
-"""Area sets whose parcel density is real, for ``bench/price_estimate.py``.
+"""Area sets whose parcel density is real, for ``bench/price_estimate.py``, and the San
+Francisco tracts it cuts into parts (:func:`sf_tracts`, :func:`cut`).
 
 Boundaries: the Census Bureau's 2017 cartographic county boundaries as the ``us-atlas`` npm
 package (3.0.1, ``counties-10m.json``, TopoJSON; ISC) redistributes them, and San Francisco's
@@ -183,6 +184,28 @@ def county_sets(seed: int) -> list[tuple[str, gpd.GeoDataFrame]]:
 
 def sf_parts(parts: int, seed: int) -> gpd.GeoDataFrame:
     """San Francisco's tracts, each cut into about ``parts`` block-group-like parts."""
-    from price_estimate import cut, sf_tracts  # noqa: PLC0415 (the bench's own helper)
-
     return cut(sf_tracts(), parts, seed)
+
+
+def sf_tracts() -> gpd.GeoDataFrame:
+    """San Francisco's 2020 census tracts (``tests/data``), ``area_id`` their tract."""
+    tracts = gpd.read_file(ROOT / "tests" / "data" / "sf_tracts_2020.geojson")
+    return tracts.rename(columns={"tract": "area_id"})
+
+
+def cut(areas: gpd.GeoDataFrame, parts: int, seed: int) -> gpd.GeoDataFrame:
+    """Each area cut into about ``parts`` block-like parts (a jittered grid over it)."""
+    rng = np.random.default_rng(seed)
+    shapes = []
+    for geom in areas.geometry:
+        x0, y0, x1, y1 = geom.bounds
+        k = max(1, round(math.sqrt(parts * rng.uniform(0.5, 1.5))))
+        xs = np.sort(np.r_[x0, rng.uniform(x0, x1, k - 1), x1])
+        ys = np.sort(np.r_[y0, rng.uniform(y0, y1, k - 1), y1])
+        for i in range(k):
+            for j in range(k):
+                part = geom.intersection(shapely.box(xs[i], ys[j], xs[i + 1], ys[j + 1]))
+                for poly in shapely.get_parts(part):
+                    if isinstance(poly, shapely.Polygon) and poly.area > 1e-9:
+                        shapes.append(poly)
+    return gpd.GeoDataFrame({"area_id": range(len(shapes))}, geometry=shapes, crs=4326)

@@ -54,6 +54,7 @@ from parcelsearch_service import synth
 sys.path.insert(0, str(Path(__file__).parent))
 import _real_counts  # noqa: E402
 import _survey_before  # noqa: E402
+from _real_counts import cut, sf_tracts  # noqa: E402
 from _results import write_section  # noqa: E402
 
 ROOT = Path(__file__).resolve().parents[1]
@@ -195,29 +196,6 @@ def with_share_named(
 
 
 # -- area sets ------------------------------------------------------------------------------
-
-
-def sf_tracts() -> gpd.GeoDataFrame:
-    tracts = gpd.read_file(ROOT / "tests" / "data" / "sf_tracts_2020.geojson")
-    return tracts.rename(columns={"tract": "area_id"})
-
-
-def cut(areas: gpd.GeoDataFrame, parts: int, seed: int) -> gpd.GeoDataFrame:
-    """Each area cut into about ``parts`` block-like parts (a jittered grid over it)."""
-    rng = np.random.default_rng(seed)
-    shapes = []
-    for geom in areas.geometry:
-        x0, y0, x1, y1 = geom.bounds
-        k = max(1, round(math.sqrt(parts * rng.uniform(0.5, 1.5))))
-        xs = np.sort(np.r_[x0, rng.uniform(x0, x1, k - 1), x1])
-        ys = np.sort(np.r_[y0, rng.uniform(y0, y1, k - 1), y1])
-        for i in range(k):
-            for j in range(k):
-                part = geom.intersection(shapely.box(xs[i], ys[j], xs[i + 1], ys[j + 1]))
-                for poly in shapely.get_parts(part):
-                    if isinstance(poly, shapely.Polygon) and poly.area > 1e-9:
-                        shapes.append(poly)
-    return gpd.GeoDataFrame({"area_id": range(len(shapes))}, geometry=shapes, crs=4326)
 
 
 def squares(count: int, seed: int, span_km: float = 12.0) -> gpd.GeoDataFrame:
