@@ -197,3 +197,50 @@ def test_ci_wheel_check_passes_the_wheel_as_built_and_fails_on_strays(
         assert bad.returncode == 1
         assert f"\n  {stray}" in bad.stderr  # named, and only the stray
         assert "demo_areas" not in bad.stderr
+
+
+def _imported_by_tests() -> dict[str, Path]:
+    """Every top-level module a test file imports (module level or in a function), with a
+    file that imports it."""
+    import ast
+
+    found: dict[str, Path] = {}
+    for path in sorted((ROOT / "tests").rglob("*.py")):
+        for node in ast.walk(ast.parse(path.read_text(encoding="utf-8"))):
+            if isinstance(node, ast.Import):
+                names = [alias.name for alias in node.names]
+            elif isinstance(node, ast.ImportFrom) and not node.level and node.module:
+                names = [node.module]
+            else:
+                continue
+            for name in names:
+                found.setdefault(name.split(".")[0], path)
+    return found
+
+
+def test_every_module_the_tests_import_is_declared() -> None:
+    """What the tests import is in the dependencies or an extra the test extra installs
+    (``test``, the ``service`` it names; the ``docs`` extra's only behind
+    ``pytest.importorskip``): the standard library, the repository's own modules and the
+    packages aside."""
+    from importlib.metadata import packages_distributions
+
+    from packaging.utils import canonicalize_name
+
+    project = _pyproject()["project"]
+    extras = project["optional-dependencies"]
+    declared = {
+        canonicalize_name(Requirement(r).name)
+        for r in [*project["dependencies"], *extras["test"], *extras["service"], *extras["docs"]]
+    }
+    ours = {path.stem for path in ROOT.glob("*/**/*.py") if ".venv" not in path.parts}
+    ours |= {"parcelsearch", "parcelsearch_service"}
+    dists = packages_distributions()
+    missing = []
+    for module, path in _imported_by_tests().items():
+        if module in sys.stdlib_module_names or module in ours:
+            continue
+        names = {canonicalize_name(d) for d in dists.get(module, [module])}
+        if not names & declared:
+            missing.append(f"{path.relative_to(ROOT)} imports {module} ({', '.join(names)})")
+    assert not missing, "declare in pyproject.toml's test extra: " + "; ".join(missing)
