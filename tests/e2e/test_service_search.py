@@ -193,6 +193,7 @@ def test_point_on_the_boundary_matches(
     assert store.group_ids[0] in body["data"]
 
 
+@pytest.mark.slow
 def test_intersects_mode_matches_footprints(
     https: requests.Session,
     spawn_service: Callable[..., Any],

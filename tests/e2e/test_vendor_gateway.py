@@ -51,6 +51,7 @@ def test_refused_key_quotes_the_vendor(vendor_env, vendor_areas, tmp_path, capsy
     assert vendor_env.calls() == 1  # the run's first call goes alone, and is not retried
 
 
+@pytest.mark.slow
 @pytest.mark.parametrize("status", [502, 503, 504])
 def test_gateway_html_pages(
     vendor_env, vendor_areas, vendor_fabric, tmp_path, capsys, status

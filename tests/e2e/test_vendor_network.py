@@ -228,6 +228,7 @@ def test_doctor_shows_the_proxy_and_the_trust_store(far, capsys, monkeypatch, tm
     assert "trust: the operating system's trust store (truststore)" in out
 
 
+@pytest.mark.slow
 @pytest.mark.skipif(
     sys.platform != "linux" or shutil.which("openssl") is None,
     reason="the OS trust store read through OpenSSL's folders: Linux",
@@ -259,6 +260,7 @@ def test_a_ca_installed_on_the_machine_just_works(
     assert "trust: the operating system's trust store (truststore)" in out
 
 
+@pytest.mark.slow
 def test_a_tunnel_the_proxy_drops_is_asked_again_and_one_that_always_drops_is_said(
     far, vendor_areas, vendor_fabric, tmp_path, capsys, monkeypatch
 ) -> None:

@@ -40,6 +40,7 @@ def _searched_first(vendor, areas, fabric, tmp_path, capsys, workers: str, *, re
     return err
 
 
+@pytest.mark.slow
 def test_the_window_is_learnt_and_deep_pieces_split(
     vendor_env, vendor_areas, vendor_fabric, tmp_path, capsys, caplog
 ) -> None:

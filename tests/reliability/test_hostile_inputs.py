@@ -50,6 +50,7 @@ OPERATIONS = ["/v1/search", "/prod/v1/search", "/v1/markets", "/prod/v1/markets"
 EXAMPLES = 40  # per operation and mode
 
 
+@pytest.mark.slow
 @pytest.mark.parametrize(
     "mode", [GenerationMode.POSITIVE, GenerationMode.NEGATIVE], ids=["positive", "negative"]
 )
