@@ -65,6 +65,7 @@ def test_the_readme_installs_the_notebook_extra_which_names_what_jupyter_needs()
     assert "python -m venv .venv" in readme
 
 
+@pytest.mark.slow
 def test_what_the_notebook_extra_installs_runs_a_kernel_and_the_maps(tmp_path: Path) -> None:
     pytest.importorskip(
         "jupyterlab",
