@@ -32,17 +32,16 @@ import math
 from collections.abc import Awaitable, Callable
 from pathlib import Path
 from typing import Any
-from urllib.parse import parse_qsl
 
 from starlette.applications import Starlette
 from starlette.concurrency import run_in_threadpool
-from starlette.datastructures import FormData, UploadFile
+from starlette.datastructures import FormData
 from starlette.exceptions import HTTPException
-from starlette.requests import ClientDisconnect, Request
+from starlette.requests import Request
 from starlette.responses import HTMLResponse, RedirectResponse, Response
 from starlette.routing import Mount, Route
 from starlette.staticfiles import StaticFiles
-from starlette.types import ASGIApp, Message, Receive, Scope, Send
+from starlette.types import ASGIApp
 
 from parcelsearch.errors import ConfigurationError
 from parcelsearch_service.envelopes import printable
@@ -54,6 +53,12 @@ from parcelsearch_service.portal.pages import BASE, CHART_SPANS, STATIC, Snippet
 from parcelsearch_service.portal.sessions import Session
 from parcelsearch_service.portal.signin import DEVICE_AGE
 from parcelsearch_service.portal.storage import PortalStore
+from parcelsearch_service.portal.web_guards import (
+    SECURITY_HEADERS,
+    SecurityHeaders,
+    _form,
+    _same_origin,
+)
 
 __all__ = ["create_portal", "SecurityHeaders", "SECURITY_HEADERS", "COOKIE", "DEVICE_COOKIE"]
 
@@ -64,44 +69,11 @@ COOKIE = "__Host-parcelsearch-portal"
 #: The device cookie: set at each sign-in, it exempts this browser from the account's
 #: throttle (:class:`~parcelsearch_service.portal.signin.Throttle`).
 DEVICE_COOKIE = "__Host-parcelsearch-device"
-MAX_FORM_BYTES = 64 * 1024
-
-SECURITY_HEADERS: dict[str, str] = {
-    "Content-Security-Policy": (
-        "default-src 'none'; script-src 'self'; style-src 'self'; img-src 'self'; "
-        "form-action 'self'; "
-        "frame-ancestors 'none'; base-uri 'none'"
-    ),
-    "Strict-Transport-Security": "max-age=31536000",
-    "X-Frame-Options": "DENY",
-    "Referrer-Policy": "no-referrer",
-    "X-Content-Type-Options": "nosniff",
-    "Cross-Origin-Opener-Policy": "same-origin",
-    "Cache-Control": "no-store",
-}
 
 CSRF_REFUSED = (
     "This form is out of date or did not come from this portal (its CSRF token is missing or "
     "wrong), so nothing was changed. Reload the page and try again."
 )
-
-
-class SecurityHeaders:
-    """ASGI layer adding :data:`SECURITY_HEADERS` to every response of ``app``."""
-
-    def __init__(self, app: ASGIApp) -> None:
-        self.app = app
-        self.raw = [(k.lower().encode(), v.encode()) for k, v in SECURITY_HEADERS.items()]
-
-    async def __call__(self, scope: Scope, receive: Receive, send: Send) -> None:
-        async def with_headers(message: Message) -> None:
-            if message["type"] == "http.response.start":
-                names = {k for k, _ in self.raw}
-                kept = [(k, v) for k, v in message.get("headers", []) if k.lower() not in names]
-                message = {**message, "headers": kept + self.raw}
-            await send(message)
-
-        await self.app(scope, receive, with_headers)
 
 
 def _minutes(seconds: float) -> str:
@@ -128,42 +100,6 @@ def _limit_number(text: str, field: str) -> float:
             f"got {text[:40]!r}"
         )
     return value
-
-
-def _same_origin(request: Request) -> bool:
-    """False when the browser says the request came from elsewhere: ``Sec-Fetch-Site`` other
-    than ``same-origin``/``none``, or an ``Origin`` that is not this one. (``Origin: null`` is
-    what a page with ``Referrer-Policy: no-referrer`` sends: no information either way.)"""
-    site = request.headers.get("sec-fetch-site")
-    if site is not None and site not in ("same-origin", "none"):
-        return False
-    origin = request.headers.get("origin")
-    own = f"{request.url.scheme}://{request.url.netloc}"
-    return origin is None or origin in ("null", own)
-
-
-async def _form(request: Request) -> FormData | None:
-    """The POSTed form (``None`` for other methods, other encodings than
-    ``application/x-www-form-urlencoded`` — the portal's forms send no files — or a body
-    over 64 KiB, all of which the CSRF check then refuses)."""
-    if request.method != "POST":
-        return None
-    kind = request.headers.get("content-type", "").split(";")[0].strip().lower()
-    size = request.headers.get("content-length", "")
-    if kind != "application/x-www-form-urlencoded" or not size.isdigit():
-        return None
-    if int(size) > MAX_FORM_BYTES:
-        return None
-    try:
-        body = await request.body()
-    except ClientDisconnect:  # gone, or cut off by the request deadline
-        return None
-    try:
-        pairs = parse_qsl(body.decode("utf-8"), keep_blank_values=True, max_num_fields=100)
-    except ValueError:  # not UTF-8, or too many fields
-        return None
-    fields: list[tuple[str, str | UploadFile]] = list(pairs)
-    return FormData(fields)
 
 
 def _endpoint(handler: Callable[[Request, FormData | None], Response]) -> Handler:
