@@ -8,13 +8,8 @@ import time
 
 import pytest
 
-from parcelsearch._fetch.http import (
-    FIRST_CALL_ALLOWANCE,
-    Cancelled,
-    RateLimiter,
-    RetryPolicy,
-    retry_after,
-)
+from parcelsearch._fetch.pacing import FIRST_CALL_ALLOWANCE, Cancelled, RateLimiter
+from parcelsearch._fetch.retries import RetryPolicy, retry_after
 from parcelsearch.errors import ConfigurationError
 from parcelsearch.stores.spending import RESERVE_LEAD
 
@@ -167,7 +162,7 @@ def test_each_refusal_slows_the_pace_and_each_call_brings_it_back() -> None:
 def test_remaining_calls_reads_the_quota_headers(headers, expected) -> None:
     from requests.structures import CaseInsensitiveDict
 
-    from parcelsearch._fetch.http import remaining_calls
+    from parcelsearch._fetch.retries import remaining_calls
 
     assert remaining_calls(CaseInsensitiveDict(headers)) == expected
 
@@ -190,10 +185,10 @@ class _Clock:
 
 @pytest.fixture
 def clock(monkeypatch: pytest.MonkeyPatch) -> _Clock:
-    from parcelsearch._fetch import http
+    from parcelsearch._fetch import pacing
 
     fake = _Clock()
-    monkeypatch.setattr(http, "time", fake)
+    monkeypatch.setattr(pacing, "time", fake)
     return fake
 
 
@@ -207,7 +202,7 @@ def clock(monkeypatch: pytest.MonkeyPatch) -> _Clock:
     ],
 )
 def test_the_pacer_holds_the_spike_arrests_window(rate: float, window: tuple[int, float]) -> None:
-    from parcelsearch._fetch.http import spike_window
+    from parcelsearch._fetch.pacing import spike_window
     from parcelsearch_service.limits import spike_window as services
 
     assert spike_window(rate) == window == services(rate)  # the vendor's rule, as served

@@ -40,7 +40,7 @@ from collections import OrderedDict
 from typing import Any
 
 from parcelsearch import settings
-from parcelsearch._fetch.http import Cancelled, RateLimiter
+from parcelsearch._fetch.pacing import Cancelled, RateLimiter
 from parcelsearch._fetch.page import Page, check_page
 from parcelsearch.client import Client
 from parcelsearch.errors import Hint, MalformedResponseError, QuotaWouldExceedError, TeamStoreError
@@ -339,7 +339,7 @@ class TeamSpending:
         Two things keep a late arrival from packing more calls into a second than the key
         allows: no turn is sooner than the lead from now (a call due at once would be sent
         late by its reservation, the next one on time), and this member's first call is
-        followed by :data:`~parcelsearch._fetch.http.FIRST_CALL_ALLOWANCE` more (a first
+        followed by :data:`~parcelsearch._fetch.pacing.FIRST_CALL_ALLOWANCE` more (a first
         call arrives late)."""
         limiter.wait(cancel)
         first = next(self._paced) == 0
