@@ -17,8 +17,8 @@ import pytest
 from _team import member_url
 
 from parcelsearch._fetch.pacing import RateLimiter
-from parcelsearch._fetch.retries import RetryPolicy
 from parcelsearch._fetch.page import Page
+from parcelsearch._fetch.retries import RetryPolicy
 from parcelsearch._wire import request_key
 from parcelsearch.errors import TeamStoreError
 from parcelsearch.stores.team import (
