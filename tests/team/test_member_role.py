@@ -44,12 +44,8 @@ IDS = ("0123456789abcdef0", "0123456789abcdef1")
 INVENTED = ("fffffffffffffffff", "eeeeeeeeeeeeeeeee")
 
 
-class _Client:
-    fingerprint = FP
-
-
 def _member(url: str, user: str) -> TeamSpending:
-    return TeamSpending.open(url, _Client(), user=user, cache=None)  # type: ignore[arg-type]
+    return TeamSpending.open(url, FP, user=user, cache=None)
 
 
 def _page(data: tuple[str, ...] = IDS, polygon: str = "[[0,0],[1,0],[1,1],[0,0]]") -> Page:

@@ -31,12 +31,8 @@ from parcelsearch.stores.team.store import SCHEMA, VERSION, schema_version
 FP = "0123456789abcdef"
 
 
-class _Client:
-    fingerprint = FP
-
-
 def _member(url: str, user: str) -> TeamSpending:
-    return TeamSpending.open(url, _Client(), user=user, cache=None)  # type: ignore[arg-type]
+    return TeamSpending.open(url, FP, user=user, cache=None)
 
 
 _IDS = ("0123456789abcdef0", "0123456789abcdef1")
@@ -184,9 +180,9 @@ def test_a_members_pool_is_made_for_its_workers_before_anything_is_paced(team: s
     for threads, size in ((4, 6), (40, 18)):
         member = TeamSpending.open(
             team,
-            _Client(),
+            FP,
             user="alice",
-            cache=None,  # type: ignore[arg-type]
+            cache=None,
             threads=threads,
         )
         stats = member.pool.get_stats()

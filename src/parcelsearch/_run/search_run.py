@@ -647,7 +647,7 @@ def search(
     markets_cache = cache_obj.directory if cache_obj is not None else False
     opened = stores.open_store(
         options.team,
-        client,
+        client.fingerprint,
         member=options.user or "",
         cache=cache_obj,
         ledger=_store(ledger, Ledger, lambda: Ledger.in_folder(client.cache_dir)),
@@ -799,7 +799,7 @@ def known_price(
     cache = ResponseCache(client.cache_dir)
     opened = stores.open_store(
         options.team,
-        client,
+        client.fingerprint,
         member=options.user or "",
         cache=cache,
         ledger=Ledger.in_folder(client.cache_dir),
