@@ -621,7 +621,7 @@ def search(
         from parcelsearch.rule_probe import rule_for  # learnt for this service
 
         client = client if client is not None else Client()
-        given["match"] = rule_for(client.base_url, cache_dir=client.cache_dir)[0]
+        given["match"] = rule_for(vendor=client.vendor)[0]  # as the client resolved it
     options = SearchOptions.resolve(plan, **given)
     client = client if client is not None else Client()
     cache_obj = _store(cache, ResponseCache, lambda: ResponseCache(client.cache_dir))
