@@ -10,21 +10,30 @@ from urllib.parse import urlsplit
 import requests
 from urllib3.exceptions import NewConnectionError
 
-from parcelsearch._fetch.network import shown_proxy
-from parcelsearch.errors import Hint, MalformedResponseError, ServiceError, TransportError
+from parcelsearch._fetch.network import CA_WAYS, shown_proxy
+from parcelsearch.errors import (
+    CutBodyError,
+    Hint,
+    MalformedResponseError,
+    ServiceError,
+    TransportError,
+)
 from parcelsearch.settings import without_userinfo
 
 __all__ = [
     "NotSent",
     "RequestFailure",
     "chosen_proxy",
+    "cut_body",
     "failure_name",
     "never_connected",
     "no_response",
+    "overdue",
     "proxy_dropped",
     "proxy_failed",
     "short_reason",
     "strip_query",
+    "tls_failed",
 ]
 
 #: What a request raises once its retries are used up.
@@ -128,6 +137,45 @@ def proxy_failed(
         f"{without_userinfo(reason)[:300]}. Nothing reached the vendor.",
         url=strip_query(url),
         hints=[Hint("proxy", phrase="check {knob}")],
+    )
+
+
+def tls_failed(
+    exc: requests.exceptions.SSLError,
+    proxies: Mapping[str, str],
+    describe: str,
+    url: str,
+    trust: str,
+) -> NotSent:
+    """TLS verification failed (directly or through the proxy): what was trusted, and how
+    to trust an organisation's or a local service's CA. No request reached the vendor."""
+    through = f" through the proxy {shown_proxy(chosen_proxy(proxies))}" if proxies else ""
+    return NotSent(
+        f"TLS verification failed ({describe}{through}): {short_reason(exc)}. The "
+        f"certificate was checked against {trust}. If your organisation "
+        "inspects TLS (a proxy that re-signs what it forwards), its CA must be "
+        f"trusted: {CA_WAYS}. For a local service, its CA is the ca.pem in its "
+        "certificate folder.",
+        url=strip_query(url),
+        hints=[Hint("ca_bundle", phrase="point {knob} at the CA's PEM file")],
+    )
+
+
+def overdue(deadline: float | None, describe: str, url: str) -> TransportError:
+    """No whole response within the response deadline: abandoned (and retried)."""
+    return TransportError(
+        f"no whole response within the {deadline:g} s response deadline "
+        f"({describe}): its bytes came too slowly, so it was abandoned",
+        url=strip_query(url),
+        hints=[Hint("response_deadline", phrase="allow longer with {knob}")],
+    )
+
+
+def cut_body(exc: BaseException, describe: str, url: str) -> CutBodyError:
+    """A body cut short or undecodable (retried)."""
+    return CutBodyError(
+        f"response body cut short or undecodable ({describe}): {short_reason(exc)}",
+        url=strip_query(url),
     )
 
 

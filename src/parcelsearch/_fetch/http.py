@@ -31,21 +31,22 @@ import requests
 from parcelsearch._fetch.failures import (
     NotSent,
     RequestFailure,
-    chosen_proxy,
+    cut_body,
     failure_name,
     never_connected,
     no_response,
+    overdue,
     proxy_dropped,
     proxy_failed,
-    short_reason,
     strip_query,
+    tls_failed,
 )
-from parcelsearch._fetch.network import CA_WAYS, proxies_for, shown_proxy
+from parcelsearch._fetch.network import proxies_for
 from parcelsearch._fetch.outages import Breaker
 from parcelsearch._fetch.pacing import Cancelled, RateLimiter
 from parcelsearch._fetch.retries import RetryPolicy, retry_after
 from parcelsearch._fetch.session import Overdue, Watchdog
-from parcelsearch.errors import CutBodyError, Hint, TransportError
+from parcelsearch.errors import TransportError
 
 __all__ = [
     "Transient",
@@ -371,42 +372,19 @@ class Transport:
                     watchdog.read(response)
             self.limiter.done()  # answered now: the pacer's permit is free a window after
         except Overdue:
-            raise Transient(
-                "deadline",
-                TransportError(
-                    f"no whole response within the {self.deadline:g} s response deadline "
-                    f"({describe}): its bytes came too slowly, so it was abandoned",
-                    url=strip_query(url),
-                    hints=[Hint("response_deadline", phrase="allow longer with {knob}")],
-                ),
-            ) from None
+            raise Transient("deadline", overdue(self.deadline, describe, url)) from None
         except requests.exceptions.ProxyError as exc:
             failed = proxy_failed(exc, proxies, describe, url)
             if proxy_dropped(exc):  # a tunnel the proxy dropped: asked again, as unsent
                 raise Transient("proxy dropped", failed, unsent=True) from None
             raise failed from None
         except requests.exceptions.SSLError as exc:
-            through = f" through the proxy {shown_proxy(chosen_proxy(proxies))}" if proxies else ""
-            raise NotSent(
-                f"TLS verification failed ({describe}{through}): {short_reason(exc)}. The "
-                f"certificate was checked against {self.trust}. If your organisation "
-                "inspects TLS (a proxy that re-signs what it forwards), its CA must be "
-                f"trusted: {CA_WAYS}. For a local service, its CA is the ca.pem in its "
-                "certificate folder.",
-                url=strip_query(url),
-                hints=[Hint("ca_bundle", phrase="point {knob} at the CA's PEM file")],
-            ) from None
+            raise tls_failed(exc, proxies, describe, url, self.trust) from None
         except (
             requests.exceptions.ChunkedEncodingError,
             requests.exceptions.ContentDecodingError,
         ) as exc:
-            raise Transient(
-                "cut body",
-                CutBodyError(
-                    f"response body cut short or undecodable ({describe}): {short_reason(exc)}",
-                    url=strip_query(url),
-                ),
-            ) from None
+            raise Transient("cut body", cut_body(exc, describe, url)) from None
         except requests.exceptions.RequestException as exc:
             raise Transient(
                 failure_name(exc), no_response(exc, url, describe), unsent=never_connected(exc)
