@@ -28,7 +28,7 @@ from pathlib import Path
 
 _READ = """
 import resource, sys, requests
-from parcelsearch._fetch.http import new_session
+from parcelsearch._fetch.session import new_session
 session = new_session() if sys.argv[2] == "bounded" else requests.Session()
 try:
     size = len(session.get(sys.argv[1], timeout=60).content)

@@ -36,7 +36,7 @@ sys.path.insert(0, str(Path(__file__).resolve().parent))
 from _results import write_section  # noqa: E402
 
 import parcelsearch  # noqa: E402
-from parcelsearch._fetch.http import RateLimiter  # noqa: E402
+from parcelsearch._fetch.pacing import RateLimiter  # noqa: E402
 from parcelsearch._wire import ring_json  # noqa: E402
 from parcelsearch_service.keys import KeyStore  # noqa: E402
 

@@ -59,15 +59,16 @@ class MemorySpending(CachePages):
 
 def open_spending(
     location: str | None,
-    client: Any,
+    fingerprint: str,
     *,
     member: str = "",
     cache: ResponseCache | None = None,
     ledger: Any = None,
     workers: int = 1,
 ) -> MemorySpending:
-    """Calls in memory for ``client``'s key, pages in ``cache`` (``ledger`` unused)."""
-    return MemorySpending(client.fingerprint, cache)
+    """Calls in memory for the key ``fingerprint`` names, pages in ``cache`` (``ledger``
+    unused)."""
+    return MemorySpending(fingerprint, cache)
 
 
 def open_history(

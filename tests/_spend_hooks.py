@@ -5,7 +5,7 @@ from __future__ import annotations
 import threading
 from collections.abc import Callable
 
-from parcelsearch._fetch.http import RateLimiter
+from parcelsearch._fetch.pacing import RateLimiter
 
 
 class Reserving:

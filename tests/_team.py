@@ -54,7 +54,7 @@ def turns_seen(team: str) -> list[tuple[str, float, float]]:
     the turn found, the slot it left). A turn is no sooner than the slot it found (nor
     sooner than :data:`~parcelsearch.stores.spending.RESERVE_LEAD` from the moment it was
     asked for, nor than a pause's end); the slot it leaves is the key's step after it, plus
-    :data:`~parcelsearch._fetch.http.FIRST_CALL_ALLOWANCE` after a member's first call."""
+    :data:`~parcelsearch._fetch.pacing.FIRST_CALL_ALLOWANCE` after a member's first call."""
     with psycopg.connect(team) as conn:
         return [
             (fp, float(was), float(nxt))

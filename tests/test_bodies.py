@@ -14,7 +14,7 @@ import pytest
 from test_client import KEY, RING, FaultServer, ok
 
 from parcelsearch._fetch.bodies import MOST_BODY
-from parcelsearch._fetch.http import RetryPolicy
+from parcelsearch._fetch.retries import RetryPolicy
 from parcelsearch.client import Client
 from parcelsearch.errors import MalformedResponseError
 

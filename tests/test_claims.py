@@ -12,7 +12,7 @@ from pathlib import Path
 
 import pytest
 
-from parcelsearch._fetch.http import Cancelled
+from parcelsearch._fetch.pacing import Cancelled
 from parcelsearch.stores.local.cache import ResponseCache
 from parcelsearch.stores.local.claims import PageClaims
 from parcelsearch.stores.local.spending import LocalSpending

@@ -716,7 +716,7 @@ def test_a_password_in_a_redirect_s_location_is_not_echoed(
     with pytest.raises(ServiceError, match=r"redirects .* to https://\*\*\*@127") as caught:
         client.search_page(RING, 1)
     assert "hunter2" not in f"{caught.value} {caught.value!r} {caught.value.url}"
-    assert len(server.lines) == 1 and client._moved == {}
+    assert len(server.lines) == 1 and client.facts.moved == {}
 
 
 def test_a_learnt_path_that_fails_is_named_in_the_message(
@@ -750,7 +750,7 @@ def test_a_probe_forgets_a_learnt_path_that_answers_404(
     # a request another thread sent to the learnt path before it was forgotten: the default
     from parcelsearch._fetch.answers import Refusal
 
-    late = made._unlearn(
+    late = made.facts.unlearn(
         404, Refusal((), None, "other", "envelope"), server.base_url + "/v1/markets/?x=1"
     )
     assert late is not None and late.url == server.base_url + "/v1/markets?x=1"

@@ -264,7 +264,7 @@ def test_a_line_longer_than_any_answered_is_beyond(tmp_path, monkeypatch) -> Non
 def test_a_window_stated_is_exact_one_not_stated_a_bound(tmp_path, monkeypatch) -> None:
     run, (five, three, one) = _gated(tmp_path, monkeypatch)
     run.answered(one, 1)
-    run.client._learn_window(5)  # refused at 5, no window stated: at most 4
+    run.client.facts.learn_window(5)  # refused at 5, no window stated: at most 4
     run.window_refused(5)
     assert run.window_bound and run.client.result_window == 4
     assert run.beyond(three, 2)  # up to the bound: still gated …
@@ -272,12 +272,12 @@ def test_a_window_stated_is_exact_one_not_stated_a_bound(tmp_path, monkeypatch) 
     # … shallowest first, of the piece with the fewest pages
     assert run.first_beyond([(three, 3), (three, 2)]) == (three, 2)
     run.answered(three, 2)
-    run.client._learn_window(3)  # refused at the page after the deepest answered: exact
+    run.client.facts.learn_window(3)  # refused at the page after the deepest answered: exact
     run.window_refused(3)
     assert not run.window_bound and run.client.result_window == 2
     assert not run.beyond(three, 2)
     fresh, (five, three, one) = _gated(tmp_path / "fresh", monkeypatch)
     fresh.answered(one, 1)
-    fresh.client._learn_window(5, stated=2)  # stated: exact at once
+    fresh.client.facts.learn_window(5, stated=2)  # stated: exact at once
     fresh.window_refused(5)
     assert not fresh.window_bound and not fresh.beyond(three, 2)

@@ -33,12 +33,12 @@ def test_no_location_opens_this_machines_ledger_cache_and_history(
     client: Client,
 ) -> None:
     ledger, cache = Ledger.in_folder(tmp_path), ResponseCache(tmp_path / "cache")
-    opened = stores.open_store(None, client, member="alice", cache=cache, ledger=ledger)
+    opened = stores.open_store(None, client.fingerprint, member="alice", cache=cache, ledger=ledger)
     assert isinstance(opened.spending, LocalSpending)
     assert opened.spending.ledger is ledger and opened.spending.cache is cache
     assert opened.spending.fingerprint == client.fingerprint
     assert isinstance(opened.history, RunHistory) and opened.history.path == ledger.path
-    assert stores.open_store(None, client).history is None  # no ledger, no run history
+    assert stores.open_store(None, client.fingerprint).history is None  # no ledger, no run history
 
 
 def test_a_team_store_url_opens_the_teams_spending_and_history(
@@ -54,7 +54,7 @@ def test_a_team_store_url_opens_the_teams_spending_and_history(
     init_team(url)
     cache = ResponseCache(tmp_path / "cache")
     opened = stores.open_store(
-        url, client, member="alice", cache=cache, ledger=Ledger.in_folder(tmp_path)
+        url, client.fingerprint, member="alice", cache=cache, ledger=Ledger.in_folder(tmp_path)
     )
     try:
         assert isinstance(opened.spending, TeamSpending)
@@ -73,12 +73,27 @@ def test_this_machines_stores_open_without_psycopg(tmp_path: Path) -> None:
         "from parcelsearch.stores.local.ledger import Ledger\n"
         f"client = Client({KEY!r}, {URL!r}, cache_dir={str(tmp_path)!r})\n"
         f"ledger = Ledger.in_folder({str(tmp_path)!r})\n"
-        "opened = stores.open_store(None, client, ledger=ledger)\n"
+        "opened = stores.open_store(None, client.fingerprint, ledger=ledger)\n"
         "print(type(opened.history).__name__, 'psycopg' in sys.modules)\n"
     )
     done = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, timeout=120)
     assert done.returncode == 0, done.stderr
     assert done.stdout.split() == ["RunHistory", "False"]
+
+
+def test_the_stores_take_the_keys_fingerprint_and_never_load_the_client() -> None:
+    """Issue 60: the stores are given the key's fingerprint, not the client; every store
+    module loads without the client, its transport or ``requests``."""
+    code = (
+        "import importlib, pkgutil, sys\nimport parcelsearch.stores as s\n"
+        "for m in pkgutil.walk_packages(s.__path__, 'parcelsearch.stores.'):\n"
+        "    importlib.import_module(m.name)\n"
+        "print([n for n in ('parcelsearch.client', 'parcelsearch._fetch.http', 'requests')"
+        " if n in sys.modules])\n"
+    )
+    done = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, timeout=120)
+    assert done.returncode == 0, done.stderr
+    assert done.stdout.strip() == "[]"
 
 
 def test_a_new_store_is_one_module_and_one_row(
@@ -90,7 +105,7 @@ def test_a_new_store_is_one_module_and_one_row(
 
     monkeypatch.setitem(stores.TWINS, "memory", "_memory_spending")
     cache = ResponseCache(tmp_path / "cache")
-    opened = stores.open_store("memory://", client, member="alice", cache=cache)
+    opened = stores.open_store("memory://", client.fingerprint, member="alice", cache=cache)
     assert isinstance(opened.spending, _memory_spending.MemorySpending)
     assert opened.spending.fingerprint == client.fingerprint and opened.spending.cache is cache
     assert opened.history is None
@@ -106,7 +121,7 @@ def test_a_location_no_twin_opens_is_refused_naming_the_schemes_not_the_password
     client: Client,
 ) -> None:
     with pytest.raises(ConfigurationError) as caught:
-        stores.open_store("mysql://bob:secret@h/db", client)
+        stores.open_store("mysql://bob:secret@h/db", client.fingerprint)
     assert "secret" not in str(caught.value)
     assert "'mysql://bob:***@h/db'" in str(caught.value)
     assert "'postgresql://', 'postgres://'" in str(caught.value)
@@ -117,7 +132,7 @@ def test_a_cap_refuses_the_attempt_after_it_before_anything_is_reserved(
     client: Client,
 ) -> None:
     ledger = Ledger.in_folder(tmp_path)
-    spending = stores.open_spending(None, client, ledger=ledger)
+    spending = stores.open_spending(None, client.fingerprint, ledger=ledger)
     spend = CallSpend(spending, run_id="r" * 8, cap=2, capped="the check's {cap} calls")
     try:
         spend.reserve()

@@ -337,7 +337,7 @@ def key_spend(
     team = resolve_team(team)
     spending = stores.open_spending(
         team,
-        client,
+        client.fingerprint,
         member="" if team is None else resolve_user(user),
         ledger=Ledger.in_folder(client.cache_dir) if team is None else None,
         workers=1,

@@ -31,7 +31,7 @@ import shapely
 
 from parcelsearch import _wire, settings
 from parcelsearch._fetch.http import Spend
-from parcelsearch._fetch.vendor_profile import load_profile
+from parcelsearch._fetch.vendor_profile import VendorProfile, load_profile
 from parcelsearch.client import Client
 from parcelsearch.planning.areas import validate_areas
 
@@ -111,12 +111,18 @@ def rule_for(
     base_url: str | None = None,
     profile: str | None = None,
     cache_dir: str | os.PathLike[str] | None = None,
+    *,
+    vendor: VendorProfile | None = None,
 ) -> tuple[str | None, str | None]:
     """The rule learnt for the service a search would ask, with no key and no call: its base
     URL is ``base_url``, else that of the profile a client would use
     (:func:`parcelsearch.profiles.chosen`), else ``$PARCELSEARCH_BASE_URL``. What
     :func:`parcelsearch.search` plans under when no ``match=`` is given, for ``parcelsearch
     plan`` to show the same pieces.
+
+    ``vendor``: what a client already resolved and read of its service
+    (:attr:`parcelsearch.Client.vendor`): its rule and base URL, nothing resolved or read
+    again (one resolution per search).
 
     Returns
     -------
@@ -126,6 +132,8 @@ def rule_for(
     """
     from parcelsearch import profiles
 
+    if vendor is not None:
+        return vendor.match_rule, vendor.base_url
     url = base_url
     if url is None:
         named = profiles.chosen(profile)  # as a client would choose it (its key unread)

@@ -26,8 +26,9 @@ from typing import Any, Literal
 
 from parcelsearch import _wire, settings
 from parcelsearch._fetch.answers import count_field
+from parcelsearch._fetch.judging import Probe
 from parcelsearch._fetch.page import Page
-from parcelsearch.client import Client, Probe
+from parcelsearch.client import Client
 from parcelsearch.errors import ParcelSearchError
 from parcelsearch.market_list import key_spend
 from parcelsearch.rule_probe import rule_of, sliver

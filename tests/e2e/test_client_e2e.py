@@ -17,7 +17,7 @@ from _spend_hooks import Reserving
 from _spikes import early_admissions, spike_refusals
 
 from parcelsearch import _wire
-from parcelsearch._fetch.http import DEFAULT_MARGIN, FIRST_CALL_ALLOWANCE
+from parcelsearch._fetch.pacing import DEFAULT_MARGIN, FIRST_CALL_ALLOWANCE
 from parcelsearch.client import Client, RetryPolicy
 from parcelsearch.errors import (
     AuthenticationError,
@@ -279,7 +279,7 @@ def test_eight_threads_see_zero_429s(
     """Eight threads on one client, one pacer: no call leaves sooner than its slot, and no
     refusal reaches a thread.
 
-    The promise (:class:`~parcelsearch._fetch.http.RateLimiter`): slots at least
+    The promise (:class:`~parcelsearch._fetch.pacing.RateLimiter`): slots at least
     ``1 / (rate × (1 - DEFAULT_MARGIN))`` apart, ``FIRST_CALL_ALLOWANCE`` more after the
     first, on the client's clock — so the k-th call the service admits, on its own clock,
     came no sooner than that after the start (``_spikes.early_admissions``), whatever the

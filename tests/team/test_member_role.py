@@ -16,8 +16,9 @@ import psycopg
 import pytest
 from _team import member_url
 
-from parcelsearch._fetch.http import RateLimiter, RetryPolicy
+from parcelsearch._fetch.pacing import RateLimiter
 from parcelsearch._fetch.page import Page
+from parcelsearch._fetch.retries import RetryPolicy
 from parcelsearch._wire import request_key
 from parcelsearch.errors import TeamStoreError
 from parcelsearch.stores.team import (
@@ -43,12 +44,8 @@ IDS = ("0123456789abcdef0", "0123456789abcdef1")
 INVENTED = ("fffffffffffffffff", "eeeeeeeeeeeeeeeee")
 
 
-class _Client:
-    fingerprint = FP
-
-
 def _member(url: str, user: str) -> TeamSpending:
-    return TeamSpending.open(url, _Client(), user=user, cache=None)  # type: ignore[arg-type]
+    return TeamSpending.open(url, FP, user=user, cache=None)
 
 
 def _page(data: tuple[str, ...] = IDS, polygon: str = "[[0,0],[1,0],[1,1],[0,0]]") -> Page:

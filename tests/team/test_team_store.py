@@ -19,7 +19,7 @@ from _spikes import sooner_than_turns
 from _team import short_steps, turns_seen, watch_turns
 from _threads import moments, race
 
-from parcelsearch._fetch.http import FIRST_CALL_ALLOWANCE, Cancelled
+from parcelsearch._fetch.pacing import FIRST_CALL_ALLOWANCE, Cancelled
 from parcelsearch._fetch.page import Page
 from parcelsearch._wire import request_key
 from parcelsearch.errors import ConfigurationError, QuotaWouldExceedError, TeamStoreError
@@ -31,12 +31,8 @@ from parcelsearch.stores.team.store import SCHEMA, VERSION, schema_version
 FP = "0123456789abcdef"
 
 
-class _Client:
-    fingerprint = FP
-
-
 def _member(url: str, user: str) -> TeamSpending:
-    return TeamSpending.open(url, _Client(), user=user, cache=None)  # type: ignore[arg-type]
+    return TeamSpending.open(url, FP, user=user, cache=None)
 
 
 _IDS = ("0123456789abcdef0", "0123456789abcdef1")
@@ -145,7 +141,7 @@ def test_one_pacer_spaces_every_member(team: str) -> None:
     and the pacer never gives the next turn sooner for it (a late turn only widens the gap);
     a member released late is released later, never sooner. The allowance is only the
     clocks' (``_spikes.CLOCKS``: PostgreSQL's and the members')."""
-    from parcelsearch._fetch.http import RateLimiter
+    from parcelsearch._fetch.pacing import RateLimiter
 
     pace = set_pace(team, FP, Pace(rate=20, margin=0.05, lease_seconds=6))
     step = 1 / (pace.rate * (1 - pace.margin))  # 52.6 ms: 40 turns take about 2.2 s
@@ -184,9 +180,9 @@ def test_a_members_pool_is_made_for_its_workers_before_anything_is_paced(team: s
     for threads, size in ((4, 6), (40, 18)):
         member = TeamSpending.open(
             team,
-            _Client(),
+            FP,
             user="alice",
-            cache=None,  # type: ignore[arg-type]
+            cache=None,
             threads=threads,
         )
         stats = member.pool.get_stats()
@@ -195,7 +191,7 @@ def test_a_members_pool_is_made_for_its_workers_before_anything_is_paced(team: s
 
 
 def test_a_pause_holds_every_member(team: str) -> None:
-    from parcelsearch._fetch.http import RateLimiter
+    from parcelsearch._fetch.pacing import RateLimiter
 
     alice, bob = _member(team, "alice"), _member(team, "bob")
     alice.pause(1.0)
@@ -298,7 +294,7 @@ def test_a_members_own_rate_paces_only_that_member(team: str) -> None:
     """The key's pace is stored (1 call/s): a member pacing itself at 0.01 calls/s moves the
     key's next slot by the key's interval, not by 100 s; one at 100 calls/s cannot narrow
     it (the store's next slot is the witness)."""
-    from parcelsearch._fetch.http import RateLimiter
+    from parcelsearch._fetch.pacing import RateLimiter
 
     set_pace(team, FP, Pace(rate=1, margin=0.05, lease_seconds=6))
     slow, fast = _member(team, "slow"), _member(team, "fast")

@@ -2,7 +2,7 @@
 :data:`MOST_BODY` bytes (a real page of GroupIDs is about 1 MB at most); a larger one is
 refused as malformed, never read into memory whole.
 
-:func:`read_capped` is a ``requests`` response hook (:func:`parcelsearch._fetch.http.new_session`
+:func:`read_capped` is a ``requests`` response hook (:func:`parcelsearch._fetch.session.new_session`
 installs it): it runs before ``requests`` reads the body itself, so every answer of a session
 is read here, in chunks, ``gzip`` and ``deflate`` decoded a chunk at a time; a streamed one
 (a response deadline) is read by the deadline's watchdog, which calls :func:`check_size`.

@@ -22,8 +22,9 @@ from types import MappingProxyType
 from typing import Any
 
 from parcelsearch import _wire
-from parcelsearch._fetch.http import Cancelled, remaining_calls
+from parcelsearch._fetch.pacing import Cancelled
 from parcelsearch._fetch.page import Page
+from parcelsearch._fetch.retries import remaining_calls
 from parcelsearch._run.options import SearchOptions
 from parcelsearch.client import Client
 from parcelsearch.errors import (

@@ -621,7 +621,7 @@ def search(
         from parcelsearch.rule_probe import rule_for  # learnt for this service
 
         client = client if client is not None else Client()
-        given["match"] = rule_for(client.base_url, cache_dir=client.cache_dir)[0]
+        given["match"] = rule_for(vendor=client.vendor)[0]  # as the client resolved it
     options = SearchOptions.resolve(plan, **given)
     client = client if client is not None else Client()
     cache_obj = _store(cache, ResponseCache, lambda: ResponseCache(client.cache_dir))
@@ -647,7 +647,7 @@ def search(
     markets_cache = cache_obj.directory if cache_obj is not None else False
     opened = stores.open_store(
         options.team,
-        client,
+        client.fingerprint,
         member=options.user or "",
         cache=cache_obj,
         ledger=_store(ledger, Ledger, lambda: Ledger.in_folder(client.cache_dir)),
@@ -799,7 +799,7 @@ def known_price(
     cache = ResponseCache(client.cache_dir)
     opened = stores.open_store(
         options.team,
-        client,
+        client.fingerprint,
         member=options.user or "",
         cache=cache,
         ledger=Ledger.in_folder(client.cache_dir),

@@ -99,10 +99,10 @@ def run_login(args: argparse.Namespace) -> int:
     """``parcelsearch login``: save a profile; the key in the OS keyring (else a 0600 file),
     its quota beside it when told or answered."""
     from parcelsearch import profiles
-    from parcelsearch.client import _resolve_key
+    from parcelsearch._fetch.config import resolve_key
 
     profiles.check_name(args.profile)
-    key = _resolve_key(_read_key() or None)  # the client's rule: no blanks, ASCII
+    key = resolve_key(_read_key() or None)  # the client's rule: no blanks, ASCII
     quota = _read_quota(args.quota)
     saved = profiles.save(
         args.profile,

@@ -139,9 +139,10 @@ def _init(url: str, args: argparse.Namespace) -> None:
 
 def _key() -> str:
     """The fingerprint of $PARCELSEARCH_API_KEY's key (the key itself is never shown)."""
-    from parcelsearch.client import _resolve_key, key_fingerprint
+    from parcelsearch._fetch.config import resolve_key
+    from parcelsearch.client import key_fingerprint
 
-    return key_fingerprint(_resolve_key(None))
+    return key_fingerprint(resolve_key(None))
 
 
 def _quota(url: str, args: argparse.Namespace) -> None:

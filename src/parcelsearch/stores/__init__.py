@@ -17,7 +17,7 @@ Examples
 --------
 >>> from parcelsearch import stores
 >>> ledger = Ledger.in_folder(client.cache_dir)  # doctest: +SKIP
->>> opened = stores.open_store(None, client, ledger=ledger)  # doctest: +SKIP
+>>> opened = stores.open_store(None, client.fingerprint, ledger=ledger)  # doctest: +SKIP
 >>> opened.history.runs()  # doctest: +SKIP
 """
 
@@ -32,7 +32,6 @@ from parcelsearch import settings
 from parcelsearch.errors import ConfigurationError, Hint
 
 if TYPE_CHECKING:
-    from parcelsearch.client import Client
     from parcelsearch.stores.history import History
     from parcelsearch.stores.local.cache import ResponseCache
     from parcelsearch.stores.local.ledger import Ledger
@@ -58,7 +57,7 @@ class Twin(Protocol):
     def open_spending(
         self,
         location: str | None,
-        client: Client,
+        fingerprint: str,
         *,
         member: str,
         cache: ResponseCache | None,
@@ -105,7 +104,7 @@ def twin(location: str | None) -> Twin:
 
 def open_store(
     location: str | None,
-    client: Client,
+    fingerprint: str,
     *,
     member: str = "",
     cache: ResponseCache | None = None,
@@ -120,8 +119,9 @@ def open_store(
         A team store (``postgresql://…``): its spending and run history, as ``member``, with
         ``cache`` as this machine's copy of its pages (``ledger`` unused). ``None``: this
         machine's ``ledger`` and ``cache`` and the run history in the ledger's file.
-    client
-        The client that spends (its key's fingerprint names what is counted).
+    fingerprint
+        The fingerprint of the key that spends
+        (:func:`parcelsearch.client.key_fingerprint`: it names what is counted).
     member
         Who records and spends in a team store.
     cache, ledger
@@ -141,7 +141,7 @@ def open_store(
         The team store cannot be reached or lacks this toolkit's schema.
     """
     spending = open_spending(
-        location, client, member=member, cache=cache, ledger=ledger, workers=workers
+        location, fingerprint, member=member, cache=cache, ledger=ledger, workers=workers
     )
     try:
         history = open_history(
@@ -155,17 +155,17 @@ def open_store(
 
 def open_spending(
     location: str | None,
-    client: Client,
+    fingerprint: str,
     *,
     member: str = "",
     cache: ResponseCache | None = None,
     ledger: Ledger | None = None,
     workers: int = settings.DEFAULT_WORKERS,
 ) -> Spending:
-    """Where ``client``'s calls are spent at ``location`` (as in :func:`open_store`): close it
-    when done."""
+    """Where the calls of the key ``fingerprint`` names are spent at ``location`` (as in
+    :func:`open_store`): close it when done."""
     return twin(location).open_spending(
-        location, client, member=member, cache=cache, ledger=ledger, workers=workers
+        location, fingerprint, member=member, cache=cache, ledger=ledger, workers=workers
     )
 
 

@@ -33,7 +33,7 @@ import time
 from collections.abc import Callable
 from typing import Protocol
 
-from parcelsearch._fetch.http import RateLimiter
+from parcelsearch._fetch.pacing import RateLimiter
 from parcelsearch._fetch.page import Page
 from parcelsearch.errors import BudgetExhaustedError
 from parcelsearch.stores.quotas import Quota

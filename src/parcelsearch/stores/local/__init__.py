@@ -12,7 +12,6 @@ from typing import TYPE_CHECKING
 from parcelsearch import settings
 
 if TYPE_CHECKING:
-    from parcelsearch.client import Client
     from parcelsearch.stores.local.cache import ResponseCache
     from parcelsearch.stores.local.history import RunHistory
     from parcelsearch.stores.local.ledger import Ledger
@@ -23,18 +22,18 @@ __all__ = ["open_spending", "open_history"]
 
 def open_spending(
     location: str | None,
-    client: Client,
+    fingerprint: str,
     *,
     member: str = "",
     cache: ResponseCache | None = None,
     ledger: Ledger | None = None,
     workers: int = settings.DEFAULT_WORKERS,
 ) -> LocalSpending:
-    """This machine's spending: ``ledger`` and ``cache`` (either ``None``: none), the client's
-    pacer (``location`` is ``None``; ``member`` and ``workers`` unused)."""
+    """This machine's spending for the key ``fingerprint`` names: ``ledger`` and ``cache``
+    (either ``None``: none; ``location`` is ``None``; ``member`` and ``workers`` unused)."""
     from parcelsearch.stores.local.spending import LocalSpending
 
-    return LocalSpending(client.fingerprint, ledger, cache)
+    return LocalSpending(fingerprint, ledger, cache)
 
 
 def open_history(

@@ -8,7 +8,7 @@ import threading
 import time
 from datetime import datetime
 
-from parcelsearch._fetch.http import Cancelled, RateLimiter
+from parcelsearch._fetch.pacing import Cancelled, RateLimiter
 from parcelsearch._fetch.page import Page
 from parcelsearch.stores.local.cache import ResponseCache
 from parcelsearch.stores.local.claims import PageClaims

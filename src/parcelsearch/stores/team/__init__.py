@@ -33,7 +33,6 @@ from parcelsearch.stores.team.usage import (
 )
 
 if TYPE_CHECKING:
-    from parcelsearch.client import Client
     from parcelsearch.stores.local.cache import ResponseCache
     from parcelsearch.stores.local.ledger import Ledger
     from parcelsearch.stores.team.run_history import TeamRunHistory
@@ -54,7 +53,7 @@ __all__ = [
 
 def open_spending(
     location: str | None,
-    client: Client,
+    fingerprint: str,
     *,
     member: str = "",
     cache: ResponseCache | None = None,
@@ -66,7 +65,7 @@ def open_spending(
     :meth:`~parcelsearch.stores.team.spending.TeamSpending.open`)."""
     from parcelsearch.stores.team.spending import TeamSpending
 
-    return TeamSpending.open(str(location), client, user=member, cache=cache, threads=workers)
+    return TeamSpending.open(str(location), fingerprint, user=member, cache=cache, threads=workers)
 
 
 def open_history(

@@ -6,7 +6,7 @@ from __future__ import annotations
 
 from typing import Any
 
-from parcelsearch._fetch.http import FIRST_CALL_ALLOWANCE
+from parcelsearch._fetch.pacing import FIRST_CALL_ALLOWANCE
 from parcelsearch.errors import TeamStoreError
 from parcelsearch.stores.spending import RESERVE_LEAD
 from parcelsearch.stores.team.migration_5 import MIGRATION_5

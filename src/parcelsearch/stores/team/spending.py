@@ -40,9 +40,8 @@ from collections import OrderedDict
 from typing import Any
 
 from parcelsearch import settings
-from parcelsearch._fetch.http import Cancelled, RateLimiter
+from parcelsearch._fetch.pacing import Cancelled, RateLimiter
 from parcelsearch._fetch.page import Page, check_page
-from parcelsearch.client import Client
 from parcelsearch.errors import Hint, MalformedResponseError, QuotaWouldExceedError, TeamStoreError
 from parcelsearch.stores.local.cache import ResponseCache
 from parcelsearch.stores.quotas import Quota, no_calls_left
@@ -135,13 +134,13 @@ class TeamSpending:
     def open(
         cls,
         url: str,
-        client: Client,
+        fingerprint: str,
         *,
         user: str,
         cache: ResponseCache | None,
         threads: int = settings.DEFAULT_WORKERS,
     ) -> TeamSpending:
-        """Join the team store at ``url`` for ``client``'s key.
+        """Join the team store at ``url`` for the key ``fingerprint`` names.
 
         ``threads`` is how many threads spend through it at once (a run's workers): the pool
         holds a connection for each (at most 16) and two more (the run's own and the lease
@@ -164,16 +163,16 @@ class TeamSpending:
             check_schema(url, conn)
             conn.execute(
                 f"INSERT INTO {SCHEMA}.keys (fingerprint) VALUES (%s) ON CONFLICT DO NOTHING",
-                (client.fingerprint,),
+                (fingerprint,),
             )
             conn.execute(
                 f"INSERT INTO {SCHEMA}.pacers (fingerprint) VALUES (%s) ON CONFLICT DO NOTHING",
-                (client.fingerprint,),
+                (fingerprint,),
             )
             row = conn.execute(
                 f"SELECT quota, period, rate, margin, lease_seconds "
                 f"FROM {SCHEMA}.keys WHERE fingerprint = %s",
-                (client.fingerprint,),
+                (fingerprint,),
             ).fetchone()
         # The pool's reconnection attempts are its own business: a lost store is said once,
         # by the statement that finds it lost (TeamStoreError), not in a warning a retry.
@@ -192,7 +191,7 @@ class TeamSpending:
             pool.open(wait=True, timeout=10)
         except PoolTimeout as exc:
             raise TeamStoreError(f"team store {shown(url)}: cannot connect: {exc}") from None
-        made = cls(url, client.fingerprint, user, cache, pool)
+        made = cls(url, fingerprint, user, cache, pool)
         quota, period, rate, margin, lease = row
         if quota is not None:
             made._quota = Quota(int(quota), period)
@@ -339,7 +338,7 @@ class TeamSpending:
         Two things keep a late arrival from packing more calls into a second than the key
         allows: no turn is sooner than the lead from now (a call due at once would be sent
         late by its reservation, the next one on time), and this member's first call is
-        followed by :data:`~parcelsearch._fetch.http.FIRST_CALL_ALLOWANCE` more (a first
+        followed by :data:`~parcelsearch._fetch.pacing.FIRST_CALL_ALLOWANCE` more (a first
         call arrives late)."""
         limiter.wait(cancel)
         first = next(self._paced) == 0

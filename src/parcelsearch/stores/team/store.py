@@ -62,7 +62,7 @@ RATE_RANGE, MARGIN_RANGE, LEASE_RANGE = (0.001, 1000.0), (0.0, 0.5), (0.5, 3600.
 #: Seconds to wait for the store to accept a connection.
 CONNECT_TIMEOUT = 5
 #: The longest pause a 429's ``Retry-After`` sets on the key (the most a member honours:
-#: :attr:`parcelsearch._fetch.http.RetryPolicy.retry_after_max`); a pause stored longer is
+#: :attr:`parcelsearch._fetch.retries.RetryPolicy.retry_after_max`); a pause stored longer is
 #: treated as this long from when it was set.
 MOST_PAUSE = 120.0
 #: A turn at the pacer is never further ahead than this many of the key's intervals (and a
