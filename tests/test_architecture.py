@@ -148,13 +148,12 @@ def test_fetch_imports_only_the_base() -> None:
     assert not _broken({"_fetch"}, BASE)
 
 
-@pytest.mark.xfail(strict=True, reason="60-B: stores take the key's fingerprint, not the Client")
 def test_stores_import_only_the_base_and_fetch_never_the_client() -> None:
     assert not _broken({"stores"}, BASE | {"_fetch"})
 
 
 def test_stores_import_nothing_above_the_client() -> None:
-    """Whatever 60-B's fingerprint does, the stores never import planning, the run, a face or
+    """The stores never import planning, the run, a face or
     the top."""
     assert not _broken({"stores"}, BASE | {"_fetch", "client"})
 
