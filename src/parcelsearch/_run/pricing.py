@@ -31,8 +31,12 @@ from parcelsearch.stores.history import Previous
 __all__ = ["Price", "BLOCK_WIDTH", "estimate", "exact_rest", "surveyed", "quota_line", "share_text"]
 
 
+def _noun(n: int) -> str:
+    return "call" if n == 1 else "calls"
+
+
 def _calls(n: int) -> str:
-    return f"{n:,} call{'s' * (n != 1)}"
+    return f"{n:,} {_noun(n)}"
 
 
 def share_text(share: float) -> str:
