@@ -79,7 +79,7 @@ class Price:
     #: ``known="learnt"``: the earlier pieces nearby the price of the pieces never searched
     #: was learnt from (:mod:`parcelsearch._run.density`), no survey.
     learnt_from: int = 0
-    #: :func:`parcelsearch._run.search_run.known_price` when some pieces are not priced:
+    #: :func:`parcelsearch._run.asking_price.known_price` when some pieces are not priced:
     #: the calls of the survey's first round that would price them; and the quota line.
     survey: int = 0
     quota: str = ""

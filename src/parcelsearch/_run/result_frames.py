@@ -12,7 +12,7 @@ import pandas as pd
 import shapely
 import shapely.prepared
 
-from parcelsearch._run.fetching import PieceState
+from parcelsearch._run.piece_state import PieceState
 from parcelsearch.planning.plans import Plan
 
 

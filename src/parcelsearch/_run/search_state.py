@@ -13,7 +13,8 @@ import pandas as pd
 
 from parcelsearch import notices
 from parcelsearch._run import priced_jobs, pricing, refreshing
-from parcelsearch._run.fetching import PieceState, Run
+from parcelsearch._run.fetching import Run
+from parcelsearch._run.piece_state import PieceState
 from parcelsearch._run.pricing import _calls, _noun
 from parcelsearch._run.progress import Progress
 from parcelsearch._run.refusals import _areas

@@ -15,7 +15,8 @@ import shapely
 import shapely.prepared
 
 from parcelsearch._run import density, pricing
-from parcelsearch._run.fetching import Fetcher, PieceState
+from parcelsearch._run.page_pool import Fetcher
+from parcelsearch._run.piece_state import PieceState
 from parcelsearch._run.pricing import _calls
 from parcelsearch._run.search_state import SearchState, _first_pages, _later_pages
 from parcelsearch.planning import survey
