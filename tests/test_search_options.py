@@ -428,3 +428,76 @@ def test_a_tolerance_is_checked_once_at_the_edge_and_taken_inside_as_it_is() -> 
     assert isinstance(SearchOptions.resolve(tolerance=5).tolerance, Tolerance)
     with pytest.raises(InputError, match="must be at least 0.5 metres"):
         check_tolerance(check_tolerance(0), allow_exact=False)
+
+
+def test_price_takes_the_pricing_options_as_search_does() -> None:
+    """parcelsearch.price's keywords are the options PRICING declares (a subset of the
+    search's) beside what is not an option, each documented, each with the search's default
+    but ``progress`` (off: the price is returned, not shown)."""
+    import inspect
+    import re
+
+    import parcelsearch
+    from parcelsearch._run.options import PLANNING, PRICING
+
+    names = set(SearchOptions.names())
+    assert set(PRICING) <= names and set(PLANNING) <= names
+    priced = inspect.signature(parcelsearch.price).parameters
+    searched = inspect.signature(parcelsearch.search).parameters
+    assert set(priced) == set(PRICING) | {"areas", "client", "plan"}
+    assert {n: priced[n].default for n in PRICING if n != "progress"} == {
+        n: searched[n].default for n in PRICING if n != "progress"
+    }
+    assert priced["progress"].default is False is not searched["progress"].default
+    doc = inspect.getdoc(parcelsearch.price) or ""
+    listed = doc.split("Parameters\n----------\n")[1].split("\nReturns\n")[0]
+    documented = {
+        name
+        for line in re.findall(r"^([a-z_]+(?:, [a-z_]+)*)$", listed, re.M)
+        for name in line.split(", ")
+    }
+    assert documented == set(priced)
+
+
+def test_search_hands_each_option_on_by_its_name(monkeypatch: pytest.MonkeyPatch) -> None:
+    """parcelsearch.search hands each of its option keywords to SearchOptions under that
+    keyword's name (an explicit mapping: a keyword left out or misnamed there fails here)."""
+    import parcelsearch
+
+    handed: dict[str, object] = {}
+
+    class Handed(Exception):
+        pass
+
+    def resolve(cls: type, plan: object = None, **given: object) -> SearchOptions:
+        handed.update(given)
+        raise Handed
+
+    monkeypatch.setattr(SearchOptions, "resolve", classmethod(resolve))
+    marks = {name: object() for name in SearchOptions.names()}
+    with pytest.raises(Handed):
+        parcelsearch.search(None, **marks)  # type: ignore[arg-type]
+    assert handed.keys() == marks.keys()
+    assert all(handed[name] is marks[name] for name in marks)
+
+
+def test_the_options_load_nothing_heavy() -> None:
+    """The options (their names, defaults and checks) load without numpy, pandas, requests
+    or the team store: the command line and the knobs read them before any search."""
+    import subprocess
+    import sys
+
+    done = subprocess.run(
+        [
+            sys.executable,
+            "-c",
+            "import sys, parcelsearch._run.options\n"
+            "print([m for m in ('numpy', 'pandas', 'requests', 'shapely',"
+            " 'parcelsearch.stores.team.store') if m in sys.modules])",
+        ],
+        capture_output=True,
+        text=True,
+        timeout=120,
+    )
+    assert done.returncode == 0, done.stderr
+    assert done.stdout.strip() == "[]"

@@ -88,6 +88,8 @@ ENV_MAX_AGE: Final = _env("max_age")
 ENV_ASK_ABOVE: Final = _env("ask_above")
 #: Calls a search spends past its survey without asking (a fifth of a 500-call month).
 DEFAULT_ASK_ABOVE: Final = 100
+#: The survey's cost at most, a share of a low bound of the search's cost (a tenth).
+DEFAULT_SURVEY_SHARE: Final = 0.1
 #: The application's name for platformdirs (the user's cache, data and config folders).
 APP_NAME: Final = "parcelsearch"
 

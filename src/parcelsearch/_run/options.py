@@ -9,22 +9,19 @@ from __future__ import annotations
 
 from collections.abc import Callable, Mapping
 from dataclasses import dataclass, field, fields
-from typing import Any
+from typing import Any, Final
 
 from parcelsearch import settings
 from parcelsearch._shared import check_count
 from parcelsearch.errors import ConfigurationError, Hint
-from parcelsearch.knobs import declared
-from parcelsearch.planning.survey import MAX_SHARE
-from parcelsearch.settings import DEFAULT_WORKERS, parse_age
-from parcelsearch.stores.quotas import Quota
-from parcelsearch.stores.team.members import (
-    ENV_TEAM,
-    ENV_USER,
-    resolve_team,
-    resolve_user,
+from parcelsearch.knobs import declared, variable
+from parcelsearch.settings import (
+    DEFAULT_ASK_ABOVE,
+    DEFAULT_SURVEY_SHARE,
+    DEFAULT_WORKERS,
+    parse_age,
 )
-from parcelsearch.stores.team.members import shown as shown_url
+from parcelsearch.stores.quotas import Quota
 
 __all__ = [
     "SearchOptions",
@@ -34,6 +31,7 @@ __all__ = [
     "REFRESH_MODES",
     "DEFAULT_VERIFY_SAMPLE",
     "PLANNING",
+    "PRICING",
     "refresh_mode",
     "samples",
     "check_fraction",
@@ -47,6 +45,10 @@ __all__ = [
 REFRESH_MODES = ("cached", "all", "changed")
 #: Fraction of the pieces inferred unchanged whose other pages a changed-refresh re-reads.
 DEFAULT_VERIFY_SAMPLE = 0.0
+#: The variables of ``team`` and ``user`` (:mod:`parcelsearch.stores.team.members` reads them;
+#: not imported here, so that the options load without the team store).
+ENV_TEAM: Final = variable("team")
+ENV_USER: Final = variable("user")
 
 
 def refresh_mode(value: object) -> str:
@@ -166,7 +168,7 @@ def _ask_above(value: Any, made: Mapping[str, Any]) -> int:
 
 def _survey_share(value: Any, made: Mapping[str, Any]) -> float:
     if value is None:
-        return MAX_SHARE
+        return DEFAULT_SURVEY_SHARE
     return _number_in(
         value, "survey_share", "a share above 0 and at most 1", lambda v: 0 < v <= 1, example=0.2
     )
@@ -212,10 +214,14 @@ def _verify_sample(value: Any, made: Mapping[str, Any]) -> float:
 
 
 def _team(value: Any, made: Mapping[str, Any]) -> str | None:
+    from parcelsearch.stores.team.members import resolve_team  # the team store: when searching
+
     return resolve_team(value)
 
 
 def _user(value: Any, made: Mapping[str, Any]) -> str | None:
+    from parcelsearch.stores.team.members import resolve_user
+
     return resolve_user(value) if made["team"] else value
 
 
@@ -249,8 +255,8 @@ class SearchOptions:
     budget: int | None = _option(None, _budget, optional=True)
     quota: Quota | None = _option(None, _quota, optional=True)
     allow_partial: bool = _option(False)
-    ask_above: int = _option(100, _ask_above)
-    survey_share: float = _option(MAX_SHARE, _survey_share)
+    ask_above: int = _option(DEFAULT_ASK_ABOVE, _ask_above)
+    survey_share: float = _option(DEFAULT_SURVEY_SHARE, _survey_share)
     confirm: bool | Callable[[Any], bool] = _option(False, _confirm)
     max_age: float | None = _option(None, _max_age, optional=True)
     refresh: str = _option("cached", _refresh)
@@ -325,6 +331,8 @@ class SearchOptions:
     def __repr__(self) -> str:
         shown = {f.name: getattr(self, f.name) for f in fields(self)}
         if shown["team"]:
+            from parcelsearch.stores.team.members import shown as shown_url
+
             shown["team"] = shown_url(shown["team"])
         return "SearchOptions(" + ", ".join(f"{k}={v!r}" for k, v in shown.items()) + ")"
 
@@ -340,6 +348,18 @@ def uses_learnt_match(match: object) -> bool:
 #: The options a plan is made with (see :func:`parcelsearch.plan`): a plan given to a search
 #: brings its own.
 PLANNING = ("tolerance", "connectors", "match", "id_column")
+#: The options :func:`parcelsearch.price` takes as keywords, as :func:`parcelsearch.search`
+#: takes them (a test holds its signature and docstring to these).
+PRICING = (
+    "tolerance",
+    "match",
+    "id_column",
+    "trust_markets",
+    "quota",
+    "survey_share",
+    "refresh",
+    "progress",
+)
 
 
 def made_with(plan: Any) -> dict[str, Any]:

@@ -25,7 +25,7 @@ from collections.abc import Sequence
 from dataclasses import dataclass
 from typing import Any
 
-from parcelsearch.planning.survey import MAX_SHARE
+from parcelsearch.settings import DEFAULT_SURVEY_SHARE
 from parcelsearch.stores.history import Previous
 
 __all__ = ["Price", "BLOCK_WIDTH", "estimate", "exact_rest", "surveyed", "quota_line", "share_text"]
@@ -87,7 +87,7 @@ class Price:
     #: the interval still wide: the price line says so, and the share that would narrow it
     #: to about ±20 % (:attr:`wider_share`, ``None`` when the share is all already).
     capped: bool = False
-    share: float = MAX_SHARE
+    share: float = DEFAULT_SURVEY_SHARE
     wider_share: float | None = None
     #: After a survey: what its draw took the pieces' weights from (``"population"``,
     #: ``"area"`` or ``"equal"``), when the estimator says; shown in the block.

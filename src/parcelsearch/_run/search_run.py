@@ -284,8 +284,32 @@ def search(
     >>> result = parcelsearch.search(areas)  # doctest: +SKIP
     >>> result.ids.head()  # doctest: +SKIP
     """
-    # The keywords above that are options (a test holds them to SearchOptions' fields):
-    given = {name: value for name, value in locals().items() if name in SearchOptions.names()}
+    # The keywords above that are options, each by name (a test holds them to SearchOptions'
+    # fields and checks that each reaches them):
+    given: dict[str, Any] = {
+        "tolerance": tolerance,
+        "connectors": connectors,
+        "match": match,
+        "id_column": id_column,
+        "trust_crs": trust_crs,
+        "trust_tolerance": trust_tolerance,
+        "trust_markets": trust_markets,
+        "budget": budget,
+        "quota": quota,
+        "allow_partial": allow_partial,
+        "ask_above": ask_above,
+        "survey_share": survey_share,
+        "confirm": confirm,
+        "max_age": max_age,
+        "refresh": refresh,
+        "verify_sample": verify_sample,
+        "active_markets_only": active_markets_only,
+        "market_column": market_column,
+        "progress": progress,
+        "workers": workers,
+        "team": team,
+        "user": user,
+    }
     if plan is None and uses_learnt_match(match):
         from parcelsearch.rule_probe import rule_for  # learnt for this service
 

@@ -57,6 +57,8 @@ from dataclasses import dataclass
 
 import numpy as np
 
+from parcelsearch.settings import DEFAULT_SURVEY_SHARE
+
 __all__ = [
     "Estimate",
     "Sample",
@@ -79,7 +81,7 @@ TARGET_HALF_WIDTH = 0.10
 USEFUL_HALF_WIDTH = 0.20
 #: The survey's cost at most, as a fraction of a low bound of the whole (:func:`cap_base`),
 #: unless the user chooses another share (``survey_share``, ``--survey-share``).
-MAX_SHARE = 0.10
+MAX_SHARE = DEFAULT_SURVEY_SHARE
 #: How far the survey's cap's base goes from the least the whole can cost towards the low
 #: end of the interval, after the pilot (:func:`cap_base`; bench/price_estimate.py: at ½ a
 #: survey spent 11.2 % of the truth on a synthetic set, at ¼ at most 9.8 %, on the real-count
