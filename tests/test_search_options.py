@@ -501,3 +501,40 @@ def test_the_options_load_nothing_heavy() -> None:
     )
     assert done.returncode == 0, done.stderr
     assert done.stdout.strip() == "[]"
+
+
+@pytest.mark.parametrize(
+    ("name", "extra"), [("survey_share", {}), ("verify_sample", {"refresh": "changed"})]
+)
+def test_a_number_options_keyword_and_flag_follow_its_one_rule(
+    name: str,
+    extra: dict[str, str],
+    capsys: pytest.CaptureFixture[str],
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    """``survey_share`` and ``verify_sample`` each have one rule (in _run/options): the
+    Python keyword and the flag take and refuse the same values, each in its dialect's words
+    (the keyword named in Python, the flag on the command line)."""
+    from parcelsearch._run import options
+    from parcelsearch.cli import build_parser
+
+    monkeypatch.delenv("PARCELSEARCH_TEAM", raising=False)
+    rule = {"survey_share": options.SHARE, "verify_sample": options.FRACTION}[name]
+    flag = SearchOptions.flags()[name]
+    parser = build_parser()
+    line = ["search", "a.gpkg", "--out", "o.csv", *[f"--{k}={v}" for k, v in extra.items()]]
+    for text in ("0", "1e-9", "0.5", "1", "1.5", "-1", "nan", "inf"):
+        try:
+            SearchOptions.resolve(**{name: float(text)}, **extra)
+            in_python = ""
+        except ConfigurationError as error:
+            in_python = str(error)
+        try:
+            parser.parse_args([*line, flag, text])
+            on_the_command_line = ""
+        except SystemExit:
+            on_the_command_line = capsys.readouterr().err
+        assert bool(in_python) == bool(on_the_command_line), (text, in_python)
+        if in_python:
+            assert f"{name} must be {rule.what}" in in_python
+            assert f"argument {flag}: must be {rule.what}, got {text}" in on_the_command_line

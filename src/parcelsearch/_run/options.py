@@ -32,6 +32,9 @@ __all__ = [
     "DEFAULT_VERIFY_SAMPLE",
     "PLANNING",
     "PRICING",
+    "NumberRule",
+    "SHARE",
+    "FRACTION",
     "refresh_mode",
     "samples",
     "check_fraction",
@@ -96,23 +99,35 @@ def check_fraction(value: object, mode: str = "changed") -> float:
             f"refresh={mode!r}",
             hints=[Hint("refresh", "changed", "use {knob}")],
         )
-    return _number_in(
-        value, "verify_sample", "a fraction between 0 and 1", lambda v: 0 <= v <= 1, example=0.05
-    )
+    return FRACTION.check(value, "verify_sample")
 
 
-def _number_in(
-    value: object, name: str, what: str, inside: Callable[[float], bool], *, example: float
-) -> float:
-    """``value`` as a float when it is a number (not a bool) ``inside`` says is one of the
-    option's, else :class:`ConfigurationError` ``<name> must be <what>, got <value>`` with
-    ``example`` as the hint."""
-    if isinstance(value, bool) or not isinstance(value, int | float) or not inside(value):
-        raise ConfigurationError(
-            f"{name} must be {what}, got {value!r}",
-            hints=[Hint(name, example, "for example {knob}")],
-        )
-    return float(value)
+@dataclass(frozen=True)
+class NumberRule:
+    """The one rule of a number option, which the Python keyword and the command line's flag
+    both follow (:mod:`parcelsearch.cli.arguments` speaks it in its flags' dialect): what the
+    value must be, in words; whether a value is one (``inside``); an example for the hint."""
+
+    what: str
+    inside: Callable[[float], bool]
+    example: float
+
+    def check(self, value: object, name: str) -> float:
+        """``value`` as a float when it is a number (not a bool) the rule holds, else
+        :class:`ConfigurationError` ``<name> must be <what>, got <value>`` with the example
+        as the hint."""
+        if isinstance(value, bool) or not isinstance(value, int | float) or not self.inside(value):
+            raise ConfigurationError(
+                f"{name} must be {self.what}, got {value!r}",
+                hints=[Hint(name, self.example, "for example {knob}")],
+            )
+        return float(value)
+
+
+#: ``survey_share``'s rule (``--survey-share``).
+SHARE = NumberRule("a share above 0 and at most 1", lambda v: 0 < v <= 1, example=0.2)
+#: ``verify_sample``'s rule (``--verify-sample``).
+FRACTION = NumberRule("a fraction between 0 and 1", lambda v: 0 <= v <= 1, example=0.05)
 
 
 #: Makes an option's value from what the user gave (``None``: not given) and the options
@@ -169,9 +184,7 @@ def _ask_above(value: Any, made: Mapping[str, Any]) -> int:
 def _survey_share(value: Any, made: Mapping[str, Any]) -> float:
     if value is None:
         return DEFAULT_SURVEY_SHARE
-    return _number_in(
-        value, "survey_share", "a share above 0 and at most 1", lambda v: 0 < v <= 1, example=0.2
-    )
+    return SHARE.check(value, "survey_share")
 
 
 def _confirm(value: Any, made: Mapping[str, Any]) -> bool | Callable[[Any], bool]:
