@@ -538,3 +538,25 @@ def test_a_number_options_keyword_and_flag_follow_its_one_rule(
         if in_python:
             assert f"{name} must be {rule.what}" in in_python
             assert f"argument {flag}: must be {rule.what}, got {text}" in on_the_command_line
+
+
+def test_the_guide_names_every_place_a_search_option_touches_and_its_tests() -> None:
+    """docs/guide/development.md "Adding a search option": each file it names exists, and
+    each test it names exists (in this file or tests/test_accessor.py)."""
+    import re
+    from pathlib import Path
+
+    root = Path(__file__).resolve().parents[1]
+    guide = (root / "docs" / "guide" / "development.md").read_text(encoding="utf-8")
+    section = guide.split("## Adding a search option\n")[1].split("\n## ")[0]
+    files = re.findall(r"^\| `([^`]+)` \|", section, re.M)
+    assert "src/parcelsearch/_run/options.py" in files and len(files) == 6
+    assert all((root / f).is_file() for f in files), files
+    named = re.findall(r"`(test_[a-z_]+)`", section)
+    assert len(named) == 7
+    tests = {
+        f: (root / "tests" / f).read_text(encoding="utf-8")
+        for f in ("test_search_options.py", "test_accessor.py")
+    }
+    for name in named:
+        assert any(f"def {name}(" in text for text in tests.values()), name
