@@ -33,7 +33,7 @@ from _placing import TRACTS, placed_across_boundaries  # noqa: E402
 from _results import write_section  # noqa: E402
 
 import parcelsearch  # noqa: E402
-from parcelsearch._run import search_run  # noqa: E402
+from parcelsearch._run import result_frames  # noqa: E402
 from parcelsearch_service.synth import fabric_for  # noqa: E402
 
 OFFSETS = tuple(s * d for d in (0.001, 0.01, 0.05, 0.10, 0.15, 0.20, 0.25, 0.30) for s in (-1, 1))
@@ -90,7 +90,7 @@ def synthetic(tracts: gpd.GeoDataFrame) -> list[str]:
 
 def marking_time(tracts: gpd.GeoDataFrame) -> str:
     twice = pd.concat([tracts, tracts.set_axis("b" + tracts.index)])
-    original = search_run._found_in_shared_band
+    original = result_frames._found_in_shared_band
     spent: list[float] = []
 
     def timed(*args: Any) -> pd.Series:
@@ -99,11 +99,11 @@ def marking_time(tracts: gpd.GeoDataFrame) -> str:
         spent.append(time.perf_counter() - start)
         return out
 
-    search_run._found_in_shared_band = timed
+    result_frames._found_in_shared_band = timed
     try:
         result = _search(twice, fabric_for(tracts))
     finally:
-        search_run._found_in_shared_band = original
+        result_frames._found_in_shared_band = original
     return (
         f"Marking when every GroupID is listed twice ({len(result.ids):,} rows, "
         f"{int(_marks(result.ids).sum()):,} marked): {spent[0]:.2f} s."

@@ -26,3 +26,19 @@ def test_check_markets_with_a_given_list() -> None:
     areas = parcelsearch.demo_areas()
     checked = areas.parcels.check_markets("market", markets=["Abilene, TX", "Boise, ID"])
     assert checked["market_active"].tolist() == [True, True, False, True, False]
+
+
+def test_the_accessors_search_is_signed_as_search_without_the_areas() -> None:
+    """``gdf.parcels.search`` takes what :func:`parcelsearch.search` takes but the areas:
+    its signature (what ``help`` and editors show) is search's, read from it, never
+    repeated; and what it is given reaches the search (a keyword search has not: refused
+    by name)."""
+    import inspect
+
+    areas = parcelsearch.demo_areas()
+    searched = inspect.signature(parcelsearch.search)
+    areas_parameter, *rest = searched.parameters.values()
+    assert areas_parameter.name == "areas"
+    assert inspect.signature(areas.parcels.search) == searched.replace(parameters=rest)
+    with pytest.raises(TypeError, match="budgett"):
+        areas.parcels.search(budgett=3)

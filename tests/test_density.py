@@ -92,7 +92,7 @@ def test_earlier_pieces_that_do_not_predict_are_no_evidence() -> None:
 
 
 def test_a_survey_of_the_others_and_the_learnt_part_add_up() -> None:
-    from parcelsearch._run.search_run import _with_learnt
+    from parcelsearch._run.surveying import _with_learnt
     from parcelsearch.planning.survey import Estimate
 
     learnt = learn(_cells(2, 2, x0=-122.45 + 3 * CELL, y0=37.75 + 3 * CELL), _noisy_gradient(2.0))

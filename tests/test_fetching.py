@@ -173,7 +173,7 @@ def test_a_piece_state_changes_only_through_its_own_transitions() -> None:
 
     from parcelsearch import _wire as wire
     from parcelsearch._fetch.page import Page
-    from parcelsearch._run.fetching import PieceState
+    from parcelsearch._run.piece_state import PieceState
     from parcelsearch.planning.plans import Piece
 
     ring = box(0, 0, 1, 1)
@@ -211,7 +211,7 @@ def _gated(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> tuple[Run, list[A
     from shapely.geometry import box
 
     from parcelsearch import _wire as wire
-    from parcelsearch._run.fetching import PieceState
+    from parcelsearch._run.piece_state import PieceState
     from parcelsearch.planning.plans import Piece
 
     monkeypatch.delenv("PARCELSEARCH_RESULT_WINDOW", raising=False)
@@ -241,7 +241,7 @@ def test_a_line_longer_than_any_answered_is_beyond(tmp_path, monkeypatch) -> Non
     from shapely.geometry import Point
 
     from parcelsearch import _wire as wire
-    from parcelsearch._run.fetching import PieceState
+    from parcelsearch._run.piece_state import PieceState
     from parcelsearch.planning.plans import Piece
 
     run, (five, three, one) = _gated(tmp_path, monkeypatch)

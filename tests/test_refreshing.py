@@ -100,7 +100,7 @@ def test_refresh_decisions_are_derived_and_its_reads_change_nothing() -> None:
 
     from shapely import box
 
-    from parcelsearch._run.fetching import PieceState
+    from parcelsearch._run.piece_state import PieceState
     from parcelsearch._run.refreshing import RunRefresh
     from parcelsearch.planning.plans import Piece
 

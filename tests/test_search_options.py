@@ -428,3 +428,135 @@ def test_a_tolerance_is_checked_once_at_the_edge_and_taken_inside_as_it_is() -> 
     assert isinstance(SearchOptions.resolve(tolerance=5).tolerance, Tolerance)
     with pytest.raises(InputError, match="must be at least 0.5 metres"):
         check_tolerance(check_tolerance(0), allow_exact=False)
+
+
+def test_price_takes_the_pricing_options_as_search_does() -> None:
+    """parcelsearch.price's keywords are the options PRICING declares (a subset of the
+    search's) beside what is not an option, each documented, each with the search's default
+    but ``progress`` (off: the price is returned, not shown)."""
+    import inspect
+    import re
+
+    import parcelsearch
+    from parcelsearch._run.options import PLANNING, PRICING
+
+    names = set(SearchOptions.names())
+    assert set(PRICING) <= names and set(PLANNING) <= names
+    priced = inspect.signature(parcelsearch.price).parameters
+    searched = inspect.signature(parcelsearch.search).parameters
+    assert set(priced) == set(PRICING) | {"areas", "client", "plan"}
+    assert {n: priced[n].default for n in PRICING if n != "progress"} == {
+        n: searched[n].default for n in PRICING if n != "progress"
+    }
+    assert priced["progress"].default is False is not searched["progress"].default
+    doc = inspect.getdoc(parcelsearch.price) or ""
+    listed = doc.split("Parameters\n----------\n")[1].split("\nReturns\n")[0]
+    documented = {
+        name
+        for line in re.findall(r"^([a-z_]+(?:, [a-z_]+)*)$", listed, re.M)
+        for name in line.split(", ")
+    }
+    assert documented == set(priced)
+
+
+def test_search_hands_each_option_on_by_its_name(monkeypatch: pytest.MonkeyPatch) -> None:
+    """parcelsearch.search hands each of its option keywords to SearchOptions under that
+    keyword's name (an explicit mapping: a keyword left out or misnamed there fails here)."""
+    import parcelsearch
+
+    handed: dict[str, object] = {}
+
+    class Handed(Exception):
+        pass
+
+    def resolve(cls: type, plan: object = None, **given: object) -> SearchOptions:
+        handed.update(given)
+        raise Handed
+
+    monkeypatch.setattr(SearchOptions, "resolve", classmethod(resolve))
+    marks = {name: object() for name in SearchOptions.names()}
+    with pytest.raises(Handed):
+        parcelsearch.search(None, **marks)  # type: ignore[arg-type]
+    assert handed.keys() == marks.keys()
+    assert all(handed[name] is marks[name] for name in marks)
+
+
+def test_the_options_load_nothing_heavy() -> None:
+    """The options (their names, defaults and checks) load without numpy, pandas, requests
+    or the team store: the command line and the knobs read them before any search."""
+    import subprocess
+    import sys
+
+    done = subprocess.run(
+        [
+            sys.executable,
+            "-c",
+            "import sys, parcelsearch._run.options\n"
+            "print([m for m in ('numpy', 'pandas', 'requests', 'shapely',"
+            " 'parcelsearch.stores.team.store') if m in sys.modules])",
+        ],
+        capture_output=True,
+        text=True,
+        timeout=120,
+    )
+    assert done.returncode == 0, done.stderr
+    assert done.stdout.strip() == "[]"
+
+
+@pytest.mark.parametrize(
+    ("name", "extra"), [("survey_share", {}), ("verify_sample", {"refresh": "changed"})]
+)
+def test_a_number_options_keyword_and_flag_follow_its_one_rule(
+    name: str,
+    extra: dict[str, str],
+    capsys: pytest.CaptureFixture[str],
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    """``survey_share`` and ``verify_sample`` each have one rule (in _run/options): the
+    Python keyword and the flag take and refuse the same values, each in its dialect's words
+    (the keyword named in Python, the flag on the command line)."""
+    from parcelsearch._run import options
+    from parcelsearch.cli import build_parser
+
+    monkeypatch.delenv("PARCELSEARCH_TEAM", raising=False)
+    rule = {"survey_share": options.SHARE, "verify_sample": options.FRACTION}[name]
+    flag = SearchOptions.flags()[name]
+    parser = build_parser()
+    line = ["search", "a.gpkg", "--out", "o.csv", *[f"--{k}={v}" for k, v in extra.items()]]
+    for text in ("0", "1e-9", "0.5", "1", "1.5", "-1", "nan", "inf"):
+        try:
+            SearchOptions.resolve(**{name: float(text)}, **extra)
+            in_python = ""
+        except ConfigurationError as error:
+            in_python = str(error)
+        try:
+            parser.parse_args([*line, flag, text])
+            on_the_command_line = ""
+        except SystemExit:
+            on_the_command_line = capsys.readouterr().err
+        assert bool(in_python) == bool(on_the_command_line), (text, in_python)
+        if in_python:
+            assert f"{name} must be {rule.what}" in in_python
+            assert f"argument {flag}: must be {rule.what}, got {text}" in on_the_command_line
+
+
+def test_the_guide_names_every_place_a_search_option_touches_and_its_tests() -> None:
+    """docs/guide/development.md "Adding a search option": each file it names exists, and
+    each test it names exists (in this file or tests/test_accessor.py)."""
+    import re
+    from pathlib import Path
+
+    root = Path(__file__).resolve().parents[1]
+    guide = (root / "docs" / "guide" / "development.md").read_text(encoding="utf-8")
+    section = guide.split("## Adding a search option\n")[1].split("\n## ")[0]
+    files = re.findall(r"^\| `([^`]+)` \|", section, re.M)
+    assert "src/parcelsearch/_run/options.py" in files and len(files) == 6
+    assert all((root / f).is_file() for f in files), files
+    named = re.findall(r"`(test_[a-z_]+)`", section)
+    assert len(named) == 7
+    tests = {
+        f: (root / "tests" / f).read_text(encoding="utf-8")
+        for f in ("test_search_options.py", "test_accessor.py")
+    }
+    for name in named:
+        assert any(f"def {name}(" in text for text in tests.values()), name

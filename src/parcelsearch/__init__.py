@@ -46,8 +46,8 @@ _LAZY = {
     "check_service": "service_check",
     "markets": "market_list",
     "search": "_run.search_run",
-    "price": "_run.search_run",
-    "known_price": "_run.search_run",
+    "price": "_run.asking_price",
+    "known_price": "_run.asking_price",
     "Price": "_run.pricing",
     "SearchOptions": "_run.options",
     "team_usage": "stores.team",
@@ -85,10 +85,11 @@ __all__ = [
 
 if TYPE_CHECKING:
     __version__: str
+    from parcelsearch._run.asking_price import known_price, price
     from parcelsearch._run.options import SearchOptions
     from parcelsearch._run.pricing import Price
     from parcelsearch._run.recorded_runs import runs
-    from parcelsearch._run.search_run import known_price, price, search
+    from parcelsearch._run.search_run import search
     from parcelsearch.client import Client
     from parcelsearch.demo import demo_areas
     from parcelsearch.local import LocalService, local_service

@@ -6,8 +6,9 @@ of its names, or at once when geopandas was imported first.
 
 from __future__ import annotations
 
-from collections.abc import Sequence
-from typing import TYPE_CHECKING, Any
+import inspect
+from collections.abc import Callable, Sequence
+from typing import TYPE_CHECKING, Any, Concatenate, ParamSpec, TypeVar
 
 import geopandas as gpd
 import pandas as pd
@@ -25,6 +26,27 @@ if TYPE_CHECKING:
     from parcelsearch.result import SearchResult
 
 __all__ = ["ParcelsAccessor"]
+
+P = ParamSpec("P")
+R = TypeVar("R")
+
+
+def _takes_as(
+    function: Callable[Concatenate[Any, P], R],
+) -> Callable[[Callable[..., R]], Callable[Concatenate[Any, P], R]]:
+    """A method that hands its keywords on to ``function``, whose first argument (the areas)
+    the accessor gives: typed for type checkers as ``function`` is (the ParamSpec), and
+    signed as it is for :func:`inspect.signature` and :func:`help` (``__signature__``), the
+    first parameter standing for ``self``. Its keywords are declared once, on ``function``."""
+    signature = inspect.signature(function)
+    first, *rest = signature.parameters.values()
+    itself = first.replace(name="self", annotation=inspect.Parameter.empty)
+
+    def sign(method: Callable[..., R]) -> Callable[Concatenate[Any, P], R]:
+        method.__signature__ = signature.replace(parameters=[itself, *rest])  # type: ignore[attr-defined]
+        return method
+
+    return sign
 
 
 @pd.api.extensions.register_dataframe_accessor("parcels")
@@ -50,6 +72,7 @@ class ParcelsAccessor:
         """The pieces a search would send, spending nothing; see :func:`parcelsearch.plan`."""
         return planning.plan(self._areas, tolerance, **kwargs)
 
+    @_takes_as(pipeline.search)
     def search(self, **kwargs: Any) -> SearchResult:
         """Every GroupID inside each area; see :func:`parcelsearch.search`."""
         return pipeline.search(self._areas, **kwargs)

@@ -17,7 +17,21 @@ from __future__ import annotations
 from dataclasses import dataclass
 from typing import Final
 
-__all__ = ["Declaration", "DECLARED", "declared", "variable"]
+__all__ = [
+    "Declaration",
+    "DECLARED",
+    "declared",
+    "variable",
+    "DEFAULT_ASK_ABOVE",
+    "DEFAULT_SURVEY_SHARE",
+]
+
+#: Calls a search spends past its survey without asking (a fifth of a 500-call month):
+#: ``ask_above``'s default (:data:`parcelsearch.settings.DEFAULT_ASK_ABOVE`), stated by its help.
+DEFAULT_ASK_ABOVE: Final = 100
+#: The survey's cost at most, a share of a low bound of the search's cost (a tenth):
+#: ``survey_share``'s default, stated by its help.
+DEFAULT_SURVEY_SHARE: Final = 0.1
 
 
 @dataclass(frozen=True)
@@ -310,7 +324,7 @@ DECLARED: Final = (
         _P + "ASK_ABOVE",
         help="the decision point: after the survey, when the price leaves more than N calls "
         "to spend, ask on a terminal (y/N) and stop otherwise, nothing lost (default: "
-        "${env}, else 100); a --budget covering the price's interval goes on",
+        f"${{env}}, else {DEFAULT_ASK_ABOVE}); a --budget covering the price's interval goes on",
         doc="calls a search spends past its price without asking (--yes or confirm=True to go on)",
         python_bare="ask_above=",
         group="search",
@@ -324,11 +338,12 @@ DECLARED: Final = (
         help="the survey before the decision point spends at most this share of a low "
         "bound of the search's cost: the least it can cost for sure and, after the "
         "first round, a quarter of the way from it to the interval's low end "
-        "(default 0.1, a tenth; at most 1); a price line "
+        f"(default {DEFAULT_SURVEY_SHARE:g}, a tenth; at most 1); a price line "
         "that says the interval is wide names the share that narrows it to about "
         "±20%% (on a terminal, answer s at the decision point to survey that much "
         "more): the survey's pages are the search's own, cached and used",
-        doc="the survey's cost at most, a share of a low bound of the search's cost (default 0.1)",
+        doc="the survey's cost at most, a share of a low bound of the search's cost "
+        f"(default {DEFAULT_SURVEY_SHARE:g})",
         python_bare="survey_share=",
         group="search",
         cli_type="share",

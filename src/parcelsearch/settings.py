@@ -31,6 +31,7 @@ from urllib.parse import urlsplit
 
 import platformdirs
 
+from parcelsearch import knobs
 from parcelsearch.errors import ConfigurationError, Hint
 from parcelsearch.knobs import declared
 from parcelsearch.knobs import variable as _env
@@ -86,8 +87,11 @@ ENV_PROFILE: Final = _env("profile")
 ENV_CONFIG_DIR: Final = _env("config_dir")
 ENV_MAX_AGE: Final = _env("max_age")
 ENV_ASK_ABOVE: Final = _env("ask_above")
-#: Calls a search spends past its survey without asking (a fifth of a 500-call month).
-DEFAULT_ASK_ABOVE: Final = 100
+#: Calls a search spends past its survey without asking (a fifth of a 500-call month); the
+#: survey's cost at most, a share of a low bound of the search's cost (a tenth). Declared
+#: with their spellings (:mod:`parcelsearch.knobs`), whose help texts state them.
+DEFAULT_ASK_ABOVE: Final = knobs.DEFAULT_ASK_ABOVE
+DEFAULT_SURVEY_SHARE: Final = knobs.DEFAULT_SURVEY_SHARE
 #: The application's name for platformdirs (the user's cache, data and config folders).
 APP_NAME: Final = "parcelsearch"
 

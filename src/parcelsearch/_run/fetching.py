@@ -3,10 +3,10 @@
 :class:`Run` is what the worker threads share: the client, the spending (ledger, pacer and
 page store behind one :class:`~parcelsearch.stores.spending.Spending`), the options, the calls
 spent (the run's budget is enforced here and only here), and the stop event.
-:class:`Fetcher` runs (piece, page) jobs on a thread pool while the calling thread keeps
-watch, so an interrupt lands at once; :meth:`Fetcher.abort` stops everything: no attempt
-starts after it, queued jobs are cancelled, back-off sleeps wake, requests on the wire are
-kept (or abandoned after their timeout).
+:class:`~parcelsearch._run.page_pool.Fetcher` runs (piece, page) jobs on a thread pool
+(:mod:`parcelsearch._run.page_pool`); a piece's state is
+:class:`~parcelsearch._run.piece_state.PieceState`, the frontier gates
+:class:`~parcelsearch._run.frontier.FrontierGates`.
 """
 
 from __future__ import annotations
@@ -14,29 +14,23 @@ from __future__ import annotations
 import logging
 import threading
 import uuid
-from collections.abc import Callable, Iterable, Mapping
-from concurrent.futures import FIRST_COMPLETED, Future, ThreadPoolExecutor, wait
-from dataclasses import dataclass, field
-from datetime import datetime
-from types import MappingProxyType
-from typing import Any
+from collections.abc import Callable, Mapping
 
 from parcelsearch import _wire
 from parcelsearch._fetch.pacing import Cancelled
 from parcelsearch._fetch.page import Page
 from parcelsearch._fetch.retries import remaining_calls
+from parcelsearch._run.frontier import FrontierGates
 from parcelsearch._run.options import SearchOptions
+from parcelsearch._run.piece_state import PieceState
 from parcelsearch.client import Client
 from parcelsearch.errors import (
     AuthenticationError,
-    BadPolygonError,
     BudgetExhaustedError,
     CutBodyError,
     EndpointGoneError,
     Hint,
     MalformedResponseError,
-    PageGoneError,
-    ParcelSearchError,
     QuotaExhaustedError,
     QuotaWouldExceedError,
     RateLimitError,
@@ -44,9 +38,7 @@ from parcelsearch.errors import (
     ResultWindowError,
     ServiceError,
     ServiceFailureError,
-    UnstableOrderError,
 )
-from parcelsearch.notices import LearntFactWarning
 from parcelsearch.planning.plans import Piece
 from parcelsearch.stores.local.spending import LocalSpending
 from parcelsearch.stores.quotas import Quota, QuotaRefused, budget_reached
@@ -54,8 +46,6 @@ from parcelsearch.stores.spending import CallSpend, Limit, Spending
 
 __all__ = [
     "Run",
-    "PieceState",
-    "Fetcher",
     "Stopped",
     "MAX_REFETCHES",
     "PageBaseLearned",
@@ -66,11 +56,6 @@ log = logging.getLogger(__name__)
 
 #: How often one piece may be fetched again because its pages came from different answers.
 MAX_REFETCHES = 2
-#: GroupIDs read from a vendor, none twice in a page, after which it is known to list each
-#: GroupID once (a vendor listing a condominium's parcels each shows repeats long before).
-LISTS_ONCE_AFTER = 200
-#: Seconds the watching thread waits between looks at the stop event and finished requests.
-_TICK = 0.1
 
 
 #: Why a piece whose pages contradict each other fails, against a vendor listing each
@@ -114,116 +99,6 @@ def piece_failure(exc: BaseException) -> bool:
     return isinstance(exc, MalformedResponseError | ServiceError)
 
 
-@dataclass(frozen=True)
-class PieceState:
-    """What one piece has produced so far (the run's counts are sums over these).
-
-    Read by anyone; changed only through its transitions: :meth:`stored` (a page read from
-    a store), :meth:`unanswered`, :meth:`probed` and :meth:`fetched` (calls), :meth:`keep` (a
-    page's GroupIDs), :meth:`fail`, :meth:`cut` (split for the vendor's result window),
-    :meth:`reset` (fetched again from page 1) and :meth:`start_over`. It guards that itself:
-    assigning a field from outside raises :class:`dataclasses.FrozenInstanceError`, and
-    :attr:`data` is a read-only view (assigning a page raises :class:`TypeError`).
-    """
-
-    piece: Piece
-    rows: int | None = None
-    pages: int | None = None
-    #: The GroupIDs of each page kept, by page number (a read-only view; :meth:`keep` adds).
-    data: Mapping[int, tuple[str, ...]] = field(default_factory=dict)
-    calls: int = 0
-    #: Of :attr:`calls`, those spent probing the vendor (its page numbering, ``page=0``;
-    #: page 1 read again to check its order): counted in the budget like any call, and shown.
-    probes: int = 0
-    cached_pages: int = 0
-    refetches: int = 0  # > 0: fetched again, so its pages never come from a store again
-    #: Why this piece failed (the vendor's words), or ``None``: its area is not complete.
-    failure: str | None = None
-    #: When the oldest page read from a store was fetched (``None``: none was).
-    oldest: datetime | None = None
-    #: Split into smaller pieces (it has more pages than the vendor's result window): its
-    #: GroupIDs are theirs, and its own pages are not fetched further.
-    split: bool = False
-    _kept: dict[int, tuple[str, ...]] = field(init=False, repr=False, compare=False)
-
-    def __post_init__(self) -> None:
-        kept = dict(self.data)
-        self._set(_kept=kept, data=MappingProxyType(kept))
-
-    def _set(self, **values: Any) -> None:
-        """The transitions' one way to change fields (the instance refuses assignment)."""
-        for name, value in values.items():
-            object.__setattr__(self, name, value)
-
-    @property
-    def done(self) -> bool:
-        if self.split:
-            return self.failure is None
-        return (
-            self.failure is None and self.pages is not None and len(self.data) >= max(1, self.pages)
-        )
-
-    def missing(self) -> list[int]:
-        """Pages still to fetch (page 1 first; none once the piece failed or was split)."""
-        if self.failure is not None or self.split:
-            return []
-        if self.pages is None:
-            return [1]
-        return [k for k in range(1, max(1, self.pages) + 1) if k not in self.data]
-
-    def stored(self, page_no: int, page: Page) -> None:
-        """Page ``page_no`` read from a store when priced (page 1 sets the counts)."""
-        if page_no == 1:
-            self._set(rows=page.rows, pages=page.pages)
-        self._kept[page_no] = page.data
-        self._set(cached_pages=self.cached_pages + 1)
-        if self.oldest is None or page.fetched_at < self.oldest:
-            self._set(oldest=page.fetched_at)
-
-    def unanswered(self, calls: int) -> None:
-        """Calls an attempt spent on this piece without bringing a page back."""
-        self._set(calls=self.calls + calls)
-
-    def probed(self, calls: int) -> None:
-        """Calls spent probing the vendor for this piece (answered or not)."""
-        self._set(calls=self.calls + calls, probes=self.probes + calls)
-
-    def fetched(self, calls: int) -> None:
-        """A page came back: for ``calls`` calls, or claimed from a shared store (0)."""
-        self._set(calls=self.calls + calls, cached_pages=self.cached_pages + (calls == 0))
-
-    def counted(self, page: Page) -> None:
-        """Page 1's answer: how many rows and pages this piece has."""
-        self._set(rows=page.rows, pages=page.pages)
-
-    def keep(self, page_no: int, page: Page) -> bool:
-        """Keep a page's GroupIDs; ``False`` if it was kept already."""
-        if page_no in self._kept:
-            return False
-        self._kept[page_no] = page.data
-        return True
-
-    def fail(self, why: str) -> None:
-        """This piece failed (``why``: the vendor's words); its area is not complete."""
-        self._set(failure=why)
-
-    def cut(self) -> None:
-        """Split into smaller pieces (more pages than the vendor's result window): its own
-        later pages are not fetched; the pieces it was cut into hold its GroupIDs."""
-        self._set(split=True)
-
-    def reset(self) -> None:
-        """Fetched again from page 1, never from a store: what it had is dropped."""
-        self._kept.clear()
-        self._set(rows=None, pages=None, oldest=None, refetches=self.refetches + 1)
-
-    def start_over(self) -> None:
-        """Read again from the start (the vendor's page numbers were learnt): as
-        :meth:`reset`, its failure forgotten."""
-        self.reset()
-        self._set(failure=None)
-
-
 def chosen_reached(chosen: int) -> str:
     """The stop at the calls the user chose at the price."""
     return (
@@ -233,7 +108,7 @@ def chosen_reached(chosen: int) -> str:
     )
 
 
-class Run:
+class Run(FrontierGates):
     """One search run: what the worker threads share, and how each call is spent."""
 
     def __init__(
@@ -279,8 +154,8 @@ class Run:
         self.contacted = False
         #: The frontier: the deepest page and the longest request line the vendor answered
         #: in this run (or its stores hold). A request beyond it waits while another one
-        #: beyond it is on the wire (:class:`Fetcher`), so a vendor's refusal of a depth
-        #: or a length is met once, whatever the workers.
+        #: beyond it is on the wire (:class:`~parcelsearch._run.page_pool.Fetcher`), so a
+        #: vendor's refusal of a depth or a length is met once, whatever the workers.
         self.deepest = 1
         self.longest = 0
         #: Whether the result window known is an upper bound only (a refusal deeper than
@@ -383,79 +258,6 @@ class Run:
         if not limits:
             return None, ""
         return min(limits)
-
-    # -- the frontier gates --------------------------------------------------------------
-
-    def line(self, state: PieceState, page: int) -> int:
-        """The request line (bytes) page ``page`` of this piece is sent with."""
-        ring = state.piece.polygon_json
-        first = self._lines.get(ring)
-        if first is None:
-            first = self._lines[ring] = self.client.line_bytes(ring, 1, path=self.path)
-        base = self.client.page_base
-        return first + len(str(page - 1 + base)) - len(str(base))
-
-    def answered(self, state: PieceState, page: int) -> None:
-        """The vendor answered page ``page`` of this piece (now or when it was stored): the
-        frontier moves out to it."""
-        line = self.line(state, page)
-        with self.lock:
-            self.deepest = max(self.deepest, page)
-            self.longest = max(self.longest, line)
-            window = self.client.result_window
-            if self.window_bound and window is not None and self.deepest >= window:
-                self.window_bound = False  # answered as deep as the bound: it is the window
-
-    def window_refused(self, page: int) -> None:
-        """The vendor refused page ``page`` as beyond its result window: the window learnt
-        is exact when its words stated it, or when ``page`` was the next after the deepest
-        answered; else it is an upper bound, and the pages up to it are gated shallowest
-        first (a second refusal, if any, is then at the next page: exact)."""
-        window = self.client.result_window
-        with self.lock:
-            self.window_bound = window is not None and page - 1 <= window and window > self.deepest
-
-    def beyond(self, state: PieceState, page: int) -> bool:
-        """Whether this request goes beyond the frontier: deeper than any page answered
-        (while the result window is not known exactly) or a longer line than any answered.
-        Requests that will not be sent (beyond a window or line limit known) are not."""
-        client = self.client
-        window = client.result_window
-        if window is not None and page > 1 and (page > window or (state.pages or 0) > window):
-            return False
-        line = self.line(state, page)
-        if client.max_request_bytes_source == "learnt" and line > client.max_request_bytes:
-            return False
-        deep = page > self.deepest and (window is None or self.window_bound)
-        return deep or line > self.longest
-
-    def frontier(self) -> tuple[Any, ...]:
-        """What :meth:`beyond` depends on, to tell when it may answer otherwise."""
-        client = self.client
-        return (
-            self.deepest,
-            self.longest,
-            self.window_bound,
-            client.result_window,
-            client.max_request_bytes,
-            client.max_request_bytes_source,
-            client.page_base,
-        )
-
-    def first_beyond(self, held: list[tuple[PieceState, int]]) -> tuple[PieceState, int]:
-        """Which of the requests beyond the frontier goes first: the deepest, then the
-        longest line (answered, it opens the gate for every other; refused, it teaches what
-        the vendor takes); while the window is an upper bound only, the shallowest, of the
-        piece with the fewest pages (the likeliest to fit it, so its page is not wasted)."""
-
-        def order(job: tuple[PieceState, int]) -> tuple[int, int, int]:
-            state, page = job
-            depth = page if page > self.deepest else 0
-            if self.window_bound:
-                return (-depth, -(state.pages or 0), self.line(state, page))
-            return (depth, self.line(state, page), 0)
-
-        return max(held, key=order)
 
     # -- one page ----------------------------------------------------------------------
 
@@ -562,342 +364,8 @@ class Run:
             state.probed(spend.calls)
 
 
-class Fetcher:
-    """Runs pages on a thread pool; the main thread keeps watch, so interrupts land at once."""
-
-    def __init__(self, run: Run, workers: int, bar: Any) -> None:
-        self.run = run
-        self.bar = bar
-        self.pool = ThreadPoolExecutor(max_workers=workers, thread_name_prefix="parcelsearch")
-        self.failure: BaseException | None = None
-        self.pending: dict[Future[tuple[Page, int]], tuple[PieceState, int]] = {}
-        self._gate: Future[tuple[Page, int]] | None = None  # the job crossing the frontier
-        self._held = 0  # jobs at the head of the waiting list found beyond ...
-        self._frontier: tuple[Any, ...] = ()  # ... this frontier (looked at again once moved)
-        #: Facts the client learnt in a worker, said by the watching thread as they come.
-        self._learnt: list[LearntFactWarning] = []
-        self._ids_read = 0  # GroupIDs read fresh in this run, none twice in a page
-        run.client.tell = self._learnt.append
-
-    def fetch(self, jobs: Iterable[tuple[PieceState, int]]) -> None:
-        """Fetch every (piece, page) job; pieces whose answer changed are fetched again.
-
-        Frontier gates: the run's first job goes alone, so what the vendor says to it (a
-        redirect to learn, a refused key, a retired endpoint, a maintenance page, its page
-        size) is said once, not once per worker; after it, a job deeper than any page
-        answered, or with a longer request line than any answered, waits while another
-        such job is on the wire (:meth:`Run.first_beyond` goes first), so a result window or
-        a request-line limit is refused once. Each new frontier is crossed alone once."""
-        waiting = list(jobs)
-        pending = self.pending
-        self._send(waiting)
-        while pending:
-            done, _ = wait(pending, timeout=_TICK, return_when=FIRST_COMPLETED)
-            for future in done:
-                state, page = pending.pop(future)
-                if future is self._gate:
-                    self._gate = None
-                self.run.contacted = True
-                waiting.extend((state, again) for again in self._settle(future, state, page))
-            self._say_learnt()
-            if self.failure is not None or self.run.stop.is_set():
-                self.abort()
-                return
-            if done:
-                self._send(waiting)
-
-    def _say_learnt(self) -> None:
-        """Say the facts learnt since the last look, each on its own line, now (before the
-        rest is spent), not when the run ends."""
-        while self._learnt:
-            self.bar.note(self._learnt.pop(0))
-
-    def _send(self, waiting: list[tuple[PieceState, int]]) -> None:
-        """Submit the waiting jobs the gates let through (the rest stay in ``waiting``)."""
-        if not waiting:
-            return
-        run = self.run
-        if not run.contacted:
-            if not self.pending:  # the run's first request, alone
-                self._submit(waiting.pop(0), gate=True)
-            return
-        frontier = run.frontier()
-        looked = self._held if self._gate is not None and frontier == self._frontier else 0
-        held = waiting[:looked]  # beyond at the last look, and nothing moved since
-        for job in waiting[looked:]:
-            if run.beyond(*job):
-                held.append(job)
-            else:
-                self._submit(job)
-        if held and self._gate is None:
-            first = run.first_beyond(held)
-            held.remove(first)
-            self._submit(first, gate=True)
-        waiting[:] = held
-        self._held, self._frontier = len(held), frontier
-
-    def _submit(self, job: tuple[PieceState, int], gate: bool = False) -> None:
-        future = self.pool.submit(self.run.fetch, *job)
-        self.pending[future] = job
-        if gate:
-            self._gate = future
-
-    def abort(self) -> None:
-        """Stop: nothing starts after this; requests on the wire are kept or abandoned.
-
-        Waits at most the client's response deadline (plus a second) for requests already
-        sent; an interrupt while waiting is not caught (a second Ctrl-C exits at once).
-        """
-        self.run.stop.set()
-        for future in self.pending:
-            future.cancel()
-        self.pool.shutdown(wait=False, cancel_futures=True)
-        self._drain(self.pending)
-        self.pending = {}
-        self._gate = None
-
-    def _settle(
-        self, future: Future[tuple[Page, int]], state: PieceState, page_no: int
-    ) -> list[int]:
-        """Record one finished job; returns pages of this piece to fetch again, if any."""
-        try:
-            page, calls = future.result()
-        except (Stopped, Cancelled):
-            return []  # not started, or stopped before sending: nothing was spent
-        except BaseException as exc:  # noqa: BLE001 - kept, the run stops after it
-            state.unanswered(int(getattr(exc, "calls", 0)))
-            return self._failed(state, page_no, exc)
-        state.fetched(calls)
-        if calls:
-            self.run.answered_ok()
-            self._read_ids(page)
-        self.run.answered(state, page_no)
-        if page_no == 1 and state.rows is None:
-            state.counted(page)
-            self._keep(state, page_no, page)
-            return state.missing() if state.refetches else []  # fetched again: finish it
-        if state.rows is None or state.failure is not None:
-            return []  # a page of the answer this piece was fetched again to replace
-        if (page.rows, page.pages) != (state.rows, state.pages):
-            return [] if self.run.stop.is_set() else self._refetch(state, page)
-        if self._overlaps(state, page_no, page):
-            return self._check_order(state, page_no, page)
-        slipped = self._slipped(state, page_no, page)
-        if slipped is not None:
-            return self._contradicts(state, slipped)
-        self._keep(state, page_no, page)
-        return []
-
-    def _contradicts(self, state: PieceState, why: str) -> list[int]:
-        """This piece's pages contradict each other (``why``): read whole again from the
-        network when some came from a store (an earlier run may have kept a slipped page),
-        else it fails: never complete."""
-        if state.cached_pages and not state.refetches:
-            return self._refetch(state, None, why.split(":")[0])
-        state.fail(why)
-        log.warning("area %r piece %s failed: %s", state.piece.area_id, state.piece.piece_id, why)
-        return []
-
-    def _read_ids(self, page: Page) -> None:
-        """What a fresh page teaches of how the vendor lists GroupIDs: twice in one page,
-        it lists a condominium's parcels each; none twice in :data:`LISTS_ONCE_AFTER` read,
-        it lists each once (kept in its profile either way)."""
-        client = self.run.client
-        if client.vendor.ids_once is False or not page.data:
-            return
-        if len(set(page.data)) < len(page.data):
-            client.learn(ids_once=False)
-            return
-        self._ids_read += len(page.data)
-        if client.vendor.ids_once is None and self._ids_read >= LISTS_ONCE_AFTER:
-            client.learn(ids_once=True)
-
-    def _slipped(self, state: PieceState, page_no: int, page: Page) -> str | None:
-        """Why this page contradicts a neighbour (``None``: it does not): it shares the
-        GroupID at their boundary, which a vendor listing each GroupID once never does —
-        its offset paging slipped over an order that shifted, and GroupIDs are missing."""
-        if self.run.client.vendor.ids_once is not True or not page.data:
-            return None
-        before, after = state.data.get(page_no - 1), state.data.get(page_no + 1)
-        if before and before[-1] == page.data[0]:
-            lower, upper = page_no - 1, page_no
-        elif after and after[0] == page.data[-1]:
-            lower, upper = page_no, page_no + 1
-        else:
-            return None
-        return f"page {upper} begins with the last GroupID of page {lower}{SLIPPED}"
-
-    def _failed(self, state: PieceState, page_no: int, exc: BaseException) -> list[int]:
-        """A page's final error: the run's (it stops), or this piece's (it fails alone)."""
-        if not getattr(exc, "alone", None) and not piece_failure(exc):
-            self.failure = self.failure or exc
-            self.run.stop.set()
-            return []
-        stopping = self.run.stop.is_set()  # another failure, told when it settles, is the run's
-        if isinstance(exc, ResultWindowError) and page_no > 1 and state.pages is not None:
-            if exc.messages:  # the vendor's refusal (pages not sent are not told each)
-                self.run.window_refused(page_no)
-                log.warning(
-                    "area %r piece %s: %s", state.piece.area_id, state.piece.piece_id, exc.message
-                )
-            return []  # too deep: the search splits the piece (its pages > the window learnt)
-        if isinstance(exc, PageGoneError):
-            if state.rows is None or stopping:
-                return []  # the piece is being read again already, or the run ends
-            return self._refetch(state, None, str(exc))
-        if (
-            not stopping
-            and page_no == 1
-            and isinstance(exc, BadPolygonError | MalformedResponseError)
-            and self._learned_zero(state)
-        ):
-            return []
-        state.fail(getattr(exc, "message", None) or str(exc))
-        log.warning(
-            "area %r piece %s failed: %s", state.piece.area_id, state.piece.piece_id, state.failure
-        )
-        return []
-
-    def _learned_zero(self, state: PieceState) -> bool:
-        """Whether a suspicious answer came from a vendor that counts pages from 0 (asked
-        once per base URL); then the run reads everything again (``PageBaseLearned``)."""
-        if self.run.client.page_base_known:
-            return False
-        try:
-            base = self.run.page_base(state)
-        except (Stopped, Cancelled):
-            return False
-        except ParcelSearchError as exc:
-            self.failure = self.failure or exc
-            self.run.stop.set()
-            return True
-        if base == 0:
-            self.failure = self.failure or PageBaseLearned()
-            self.run.stop.set()
-            return True
-        return False
-
-    @staticmethod
-    def _overlaps(state: PieceState, page_no: int, page: Page) -> bool:
-        """Whether ``page`` shares GroupIDs with another page of its piece in a way a stable
-        order does not explain. One GroupID may hold several parcels (a condominium), and a
-        vendor that counts them in ``rows`` and keeps them together in its order may split
-        them at a page boundary: the last GroupID of page k is then the first of page k + 1.
-        Any other shared GroupID is suspect."""
-        ids = set(page.data)
-        for other, data in state.data.items():
-            common = ids.intersection(data)
-            if other == page_no or not common:
-                continue
-            lower, upper = (data, page.data) if other < page_no else (page.data, data)
-            if abs(other - page_no) == 1 and common == {lower[-1]} and upper[0] == lower[-1]:
-                continue
-            return True
-        return False
-
-    def _check_order(self, state: PieceState, page_no: int, page: Page) -> list[int]:
-        """Pages of one piece share GroupIDs: a vendor counting from 0 (asked once), else an
-        order that is not stable (page 1 read again differs: the piece fails), else real
-        duplicates (kept) — unless the vendor lists each GroupID once: then a slipped page
-        (:meth:`_contradicts`)."""
-        if self._learned_zero(state):
-            return []
-        try:
-            again = self.run.read_again(state, 1)
-        except (Stopped, Cancelled):
-            return []
-        except BaseException as exc:  # noqa: BLE001 - judged like any page's failure
-            return self._failed(state, 1, exc)
-        if again.data != state.data.get(1):
-            state.fail(
-                str(
-                    UnstableOrderError(
-                        "pages of this piece overlap and page 1 read again differs: the vendor's "
-                        "order is not stable across pages, so its pages cannot be trusted to hold "
-                        "every GroupID"
-                    )
-                )
-            )
-            log.warning(
-                "area %r piece %s failed: %s",
-                state.piece.area_id,
-                state.piece.piece_id,
-                state.failure,
-            )
-            return []
-        if self.run.client.vendor.ids_once is True:  # no condominium explains it
-            return self._contradicts(state, SHARED)
-        self._keep(state, page_no, page)
-        return []
-
-    def _keep(self, state: PieceState, page_no: int, page: Page) -> None:
-        if state.keep(page_no, page):
-            self.bar.update(1)
-
-    def _refetch(self, state: PieceState, page: Page | None, gone: str = "") -> list[int]:
-        """Pages of one piece came from different answers (or a page promised by page 1 is
-        gone): fetch that piece again from page 1, only it."""
-        if state.refetches >= MAX_REFETCHES:
-            if page is None:
-                state.fail(
-                    f"{gone}; still so through {MAX_REFETCHES} fresh reads of the "
-                    "piece: the vendor's answer keeps changing"
-                )
-                return []
-            self.failure = self.failure or _changing(state, page)
-            self.run.stop.set()
-            return []
-        if page is None:
-            log.warning(
-                "area %r piece %s: %s; reading this piece again from page 1",
-                state.piece.area_id,
-                state.piece.piece_id,
-                gone,
-            )
-        else:
-            log.warning(
-                "area %r piece %s: page %s reports rows=%s, pages=%s but page 1 "
-                "reported rows=%s, pages=%s; fetching this piece again",
-                state.piece.area_id,
-                state.piece.piece_id,
-                page.page,
-                page.rows,
-                page.pages,
-                state.rows,
-                state.pages,
-            )
-        self.bar.total += max(1, page.pages if page is not None else state.pages or 1)
-        self.bar.refresh()
-        state.reset()
-        return [1]
-
-    def _drain(self, pending: dict[Future[tuple[Page, int]], tuple[PieceState, int]]) -> None:
-        """Keep what requests on the wire bring back (or abandon them after their timeout)."""
-        running = {f: job for f, job in pending.items() if not f.cancelled()}
-        finished, _ = wait(running, timeout=self.run.client.response_deadline + 1.0)
-        for future in finished:
-            state, page = running[future]
-            self._settle(future, state, page)
-
-    def close(self) -> None:
-        self.pool.shutdown(wait=False, cancel_futures=True)
-        self._say_learnt()
-        if self.run.client.tell == self._learnt.append:
-            self.run.client.tell = None
-
-
 def _contradicting(state: PieceState, page_no: int, page: Page) -> bool:
     """Whether a stored page shares a GroupID with another page of its piece (against a
     vendor listing each GroupID once, a contradiction)."""
     ids = set(page.data)
     return any(ids.intersection(data) for other, data in state.data.items() if other != page_no)
-
-
-def _changing(state: PieceState, page: Page) -> ParcelSearchError:
-    piece = state.piece
-    return ParcelSearchError(
-        f"area {piece.area_id!r} piece {piece.piece_id}: page {page.page} reports "
-        f"rows={page.rows}, pages={page.pages} but page 1 reported rows={state.rows}, "
-        f"pages={state.pages}, through {MAX_REFETCHES} fresh fetches of the piece: the "
-        "service's data keep changing. Everything fetched is cached; search again later."
-    )

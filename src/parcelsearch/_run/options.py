@@ -9,22 +9,19 @@ from __future__ import annotations
 
 from collections.abc import Callable, Mapping
 from dataclasses import dataclass, field, fields
-from typing import Any
+from typing import Any, Final
 
 from parcelsearch import settings
 from parcelsearch._shared import check_count
 from parcelsearch.errors import ConfigurationError, Hint
-from parcelsearch.knobs import declared
-from parcelsearch.planning.survey import MAX_SHARE
-from parcelsearch.settings import DEFAULT_WORKERS, parse_age
-from parcelsearch.stores.quotas import Quota
-from parcelsearch.stores.team.members import (
-    ENV_TEAM,
-    ENV_USER,
-    resolve_team,
-    resolve_user,
+from parcelsearch.knobs import declared, variable
+from parcelsearch.settings import (
+    DEFAULT_ASK_ABOVE,
+    DEFAULT_SURVEY_SHARE,
+    DEFAULT_WORKERS,
+    parse_age,
 )
-from parcelsearch.stores.team.members import shown as shown_url
+from parcelsearch.stores.quotas import Quota
 
 __all__ = [
     "SearchOptions",
@@ -34,6 +31,10 @@ __all__ = [
     "REFRESH_MODES",
     "DEFAULT_VERIFY_SAMPLE",
     "PLANNING",
+    "PRICING",
+    "NumberRule",
+    "SHARE",
+    "FRACTION",
     "refresh_mode",
     "samples",
     "check_fraction",
@@ -47,6 +48,10 @@ __all__ = [
 REFRESH_MODES = ("cached", "all", "changed")
 #: Fraction of the pieces inferred unchanged whose other pages a changed-refresh re-reads.
 DEFAULT_VERIFY_SAMPLE = 0.0
+#: The variables of ``team`` and ``user`` (:mod:`parcelsearch.stores.team.members` reads them;
+#: not imported here, so that the options load without the team store).
+ENV_TEAM: Final = variable("team")
+ENV_USER: Final = variable("user")
 
 
 def refresh_mode(value: object) -> str:
@@ -94,23 +99,35 @@ def check_fraction(value: object, mode: str = "changed") -> float:
             f"refresh={mode!r}",
             hints=[Hint("refresh", "changed", "use {knob}")],
         )
-    return _number_in(
-        value, "verify_sample", "a fraction between 0 and 1", lambda v: 0 <= v <= 1, example=0.05
-    )
+    return FRACTION.check(value, "verify_sample")
 
 
-def _number_in(
-    value: object, name: str, what: str, inside: Callable[[float], bool], *, example: float
-) -> float:
-    """``value`` as a float when it is a number (not a bool) ``inside`` says is one of the
-    option's, else :class:`ConfigurationError` ``<name> must be <what>, got <value>`` with
-    ``example`` as the hint."""
-    if isinstance(value, bool) or not isinstance(value, int | float) or not inside(value):
-        raise ConfigurationError(
-            f"{name} must be {what}, got {value!r}",
-            hints=[Hint(name, example, "for example {knob}")],
-        )
-    return float(value)
+@dataclass(frozen=True)
+class NumberRule:
+    """The one rule of a number option, which the Python keyword and the command line's flag
+    both follow (:mod:`parcelsearch.cli.arguments` speaks it in its flags' dialect): what the
+    value must be, in words; whether a value is one (``inside``); an example for the hint."""
+
+    what: str
+    inside: Callable[[float], bool]
+    example: float
+
+    def check(self, value: object, name: str) -> float:
+        """``value`` as a float when it is a number (not a bool) the rule holds, else
+        :class:`ConfigurationError` ``<name> must be <what>, got <value>`` with the example
+        as the hint."""
+        if isinstance(value, bool) or not isinstance(value, int | float) or not self.inside(value):
+            raise ConfigurationError(
+                f"{name} must be {self.what}, got {value!r}",
+                hints=[Hint(name, self.example, "for example {knob}")],
+            )
+        return float(value)
+
+
+#: ``survey_share``'s rule (``--survey-share``).
+SHARE = NumberRule("a share above 0 and at most 1", lambda v: 0 < v <= 1, example=0.2)
+#: ``verify_sample``'s rule (``--verify-sample``).
+FRACTION = NumberRule("a fraction between 0 and 1", lambda v: 0 <= v <= 1, example=0.05)
 
 
 #: Makes an option's value from what the user gave (``None``: not given) and the options
@@ -166,10 +183,8 @@ def _ask_above(value: Any, made: Mapping[str, Any]) -> int:
 
 def _survey_share(value: Any, made: Mapping[str, Any]) -> float:
     if value is None:
-        return MAX_SHARE
-    return _number_in(
-        value, "survey_share", "a share above 0 and at most 1", lambda v: 0 < v <= 1, example=0.2
-    )
+        return DEFAULT_SURVEY_SHARE
+    return SHARE.check(value, "survey_share")
 
 
 def _confirm(value: Any, made: Mapping[str, Any]) -> bool | Callable[[Any], bool]:
@@ -212,10 +227,14 @@ def _verify_sample(value: Any, made: Mapping[str, Any]) -> float:
 
 
 def _team(value: Any, made: Mapping[str, Any]) -> str | None:
+    from parcelsearch.stores.team.members import resolve_team  # the team store: when searching
+
     return resolve_team(value)
 
 
 def _user(value: Any, made: Mapping[str, Any]) -> str | None:
+    from parcelsearch.stores.team.members import resolve_user
+
     return resolve_user(value) if made["team"] else value
 
 
@@ -249,8 +268,8 @@ class SearchOptions:
     budget: int | None = _option(None, _budget, optional=True)
     quota: Quota | None = _option(None, _quota, optional=True)
     allow_partial: bool = _option(False)
-    ask_above: int = _option(100, _ask_above)
-    survey_share: float = _option(MAX_SHARE, _survey_share)
+    ask_above: int = _option(DEFAULT_ASK_ABOVE, _ask_above)
+    survey_share: float = _option(DEFAULT_SURVEY_SHARE, _survey_share)
     confirm: bool | Callable[[Any], bool] = _option(False, _confirm)
     max_age: float | None = _option(None, _max_age, optional=True)
     refresh: str = _option("cached", _refresh)
@@ -325,6 +344,8 @@ class SearchOptions:
     def __repr__(self) -> str:
         shown = {f.name: getattr(self, f.name) for f in fields(self)}
         if shown["team"]:
+            from parcelsearch.stores.team.members import shown as shown_url
+
             shown["team"] = shown_url(shown["team"])
         return "SearchOptions(" + ", ".join(f"{k}={v!r}" for k, v in shown.items()) + ")"
 
@@ -340,6 +361,18 @@ def uses_learnt_match(match: object) -> bool:
 #: The options a plan is made with (see :func:`parcelsearch.plan`): a plan given to a search
 #: brings its own.
 PLANNING = ("tolerance", "connectors", "match", "id_column")
+#: The options :func:`parcelsearch.price` takes as keywords, as :func:`parcelsearch.search`
+#: takes them (a test holds its signature and docstring to these).
+PRICING = (
+    "tolerance",
+    "match",
+    "id_column",
+    "trust_markets",
+    "quota",
+    "survey_share",
+    "refresh",
+    "progress",
+)
 
 
 def made_with(plan: Any) -> dict[str, Any]:

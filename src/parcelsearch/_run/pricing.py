@@ -25,14 +25,18 @@ from collections.abc import Sequence
 from dataclasses import dataclass
 from typing import Any
 
-from parcelsearch.planning.survey import MAX_SHARE
+from parcelsearch.settings import DEFAULT_SURVEY_SHARE
 from parcelsearch.stores.history import Previous
 
 __all__ = ["Price", "BLOCK_WIDTH", "estimate", "exact_rest", "surveyed", "quota_line", "share_text"]
 
 
+def _noun(n: int) -> str:
+    return "call" if n == 1 else "calls"
+
+
 def _calls(n: int) -> str:
-    return f"{n:,} call{'s' * (n != 1)}"
+    return f"{n:,} {_noun(n)}"
 
 
 def share_text(share: float) -> str:
@@ -75,7 +79,7 @@ class Price:
     #: ``known="learnt"``: the earlier pieces nearby the price of the pieces never searched
     #: was learnt from (:mod:`parcelsearch._run.density`), no survey.
     learnt_from: int = 0
-    #: :func:`parcelsearch._run.search_run.known_price` when some pieces are not priced:
+    #: :func:`parcelsearch._run.asking_price.known_price` when some pieces are not priced:
     #: the calls of the survey's first round that would price them; and the quota line.
     survey: int = 0
     quota: str = ""
@@ -83,7 +87,7 @@ class Price:
     #: the interval still wide: the price line says so, and the share that would narrow it
     #: to about ±20 % (:attr:`wider_share`, ``None`` when the share is all already).
     capped: bool = False
-    share: float = MAX_SHARE
+    share: float = DEFAULT_SURVEY_SHARE
     wider_share: float | None = None
     #: After a survey: what its draw took the pieces' weights from (``"population"``,
     #: ``"area"`` or ``"equal"``), when the estimator says; shown in the block.

@@ -36,7 +36,7 @@ def stream() -> TextIO:
 
 class Progress:
     """The phases' bars (one at a time) and the lines between them; silent when not
-    ``shown``. :class:`~parcelsearch._run.fetching.Fetcher` calls :meth:`update` and
+    ``shown``. :class:`~parcelsearch._run.page_pool.Fetcher` calls :meth:`update` and
     grows :attr:`total` when a piece is fetched again."""
 
     def __init__(self, shown: bool) -> None:

@@ -39,7 +39,7 @@ from parcelsearch.stores.history import (
 
 if TYPE_CHECKING:
     from parcelsearch._fetch.page import Page
-    from parcelsearch._run.fetching import PieceState
+    from parcelsearch._run.piece_state import PieceState
     from parcelsearch.result import SearchResult
 
 __all__ = [

@@ -26,42 +26,34 @@ on the raised error's ``.result``.
 
 from __future__ import annotations
 
-import dataclasses
-import hashlib
-import json
 import logging
-import math
 import signal
-import sqlite3
 import uuid
-from collections.abc import Callable, Hashable, Iterable
+from collections.abc import Callable
 from typing import Any, TypeVar
 
 import geopandas as gpd
-import pandas as pd
-import shapely
-import shapely.prepared
 
 from parcelsearch import notices, stores
-from parcelsearch._run import density, priced_jobs, pricing, refreshing
-from parcelsearch._run.fetching import Fetcher, PageBaseLearned, PieceState, Run
+from parcelsearch._run import priced_jobs, pricing, refreshing
+from parcelsearch._run.deciding import Deciding
+from parcelsearch._run.fetching import PageBaseLearned, Run
 from parcelsearch._run.options import DEFAULT_WORKERS, SearchOptions, uses_learnt_match
-from parcelsearch._run.progress import Progress
-from parcelsearch._shared import next_month_start
+from parcelsearch._run.page_pool import Fetcher
+from parcelsearch._run.piece_state import PieceState
+from parcelsearch._run.pricing import _calls
+from parcelsearch._run.refusals import _areas_failed, _noun_pieces
+from parcelsearch._run.search_state import _first_pages, _later_pages
+from parcelsearch._run.surveying import Surveying
 from parcelsearch.client import Client
 from parcelsearch.errors import (
     AreasFailedError,
-    BudgetError,
     BudgetExhaustedError,
     ConfigurationError,
-    Hint,
     InputError,
     ParcelSearchError,
-    PriceNotConfirmedError,
     QuotaExhaustedError,
-    QuotaWouldExceedError,
     SearchInterrupted,
-    TeamStoreError,
 )
 from parcelsearch.market_list import (
     check_markets,
@@ -71,344 +63,21 @@ from parcelsearch.market_list import (
 )
 from parcelsearch.planning import plans as planning
 from parcelsearch.planning import reuse as plan_reuse
-from parcelsearch.planning import survey
-from parcelsearch.planning.plans import Plan, suggest_tolerance, suggests_at_once
-from parcelsearch.planning.population import people_in
+from parcelsearch.planning.plans import Plan
 from parcelsearch.planning.splitting import halves
 from parcelsearch.result import SearchResult, skipped_frame
 from parcelsearch.stores.history import History
 from parcelsearch.stores.local.cache import ResponseCache
 from parcelsearch.stores.local.ledger import Ledger
-from parcelsearch.stores.local.spending import LocalSpending
 from parcelsearch.stores.quotas import Quota
 from parcelsearch.stores.spending import Spending
 
 T = TypeVar("T")
 S = TypeVar("S")
 
-__all__ = ["search", "search_with", "price", "DEFAULT_WORKERS"]
+__all__ = ["search", "search_with", "DEFAULT_WORKERS"]
 
 _log = logging.getLogger(__name__)
-
-
-def _first_pages(states: list[PieceState], run: Run) -> list[PieceState]:
-    """Read stored page 1s; returns the pieces whose page 1 must be fetched."""
-    todo = []
-    for state in states:
-        hit = run.cached(state, 1)
-        if hit is None:
-            todo.append(state)
-            continue
-        state.stored(1, hit)
-    return todo
-
-
-def _later_pages(states: list[PieceState], run: Run) -> list[tuple[PieceState, int]]:
-    """Read stored pages 2..n; returns the (piece, page) jobs that must be fetched."""
-    jobs = []
-    for state in states:
-        if state.pages is None:
-            continue
-        for k in state.missing():
-            hit = run.cached(state, k)
-            if hit is not None and (hit.rows, hit.pages) == (state.rows, state.pages):
-                state.stored(k, hit)
-            else:
-                jobs.append((state, k))
-    return jobs
-
-
-def _by_area(items: Iterable[Any], area_of: Any) -> dict[Hashable, list[Any]]:
-    grouped: dict[Hashable, list[Any]] = {}
-    for item in items:
-        grouped.setdefault(area_of(item), []).append(item)
-    return grouped
-
-
-def _cheapest_whole_areas(costs: dict[Hashable, int], allowed: int) -> set[Hashable]:
-    """Areas to finish within ``allowed`` calls: the cheapest first, whole areas only."""
-    chosen: set[Hashable] = set()
-    left = allowed
-    for area, cost in sorted(costs.items(), key=lambda item: (item[1], str(item[0]))):
-        if cost <= left:
-            chosen.add(area)
-            left -= cost
-    return chosen
-
-
-# -- messages -------------------------------------------------------------------------------
-
-
-def _noun(n: int) -> str:
-    return "call" if n == 1 else "calls"
-
-
-def _calls(n: int) -> str:
-    return f"{n:,} {_noun(n)}"
-
-
-def _noun_pieces(n: int) -> str:
-    return f"{n:,} piece" + ("" if n == 1 else "s")
-
-
-def _areas(n: int) -> str:
-    return f"{n} area is" if n == 1 else f"{n} areas are"
-
-
-def _limit_text(run: Run, what: str, allowed: int) -> str:
-    if what == "budget":
-        return f"the budget allows {allowed:,} more"
-    if what == "user budget":
-        return f"{run.options.user}'s team budget allows {allowed:,} more"
-    if what == "vendor header" and run.vendor_cap is not None:
-        return f"the vendor's {run.vendor_cap[1]} header leaves the key {allowed:,} more"
-    if what == "vendor refusal" and run.refused is not None:
-        return f"{run.refused.describe()} (kept in the ledger)"
-    quota = run.spending.stored_quota() if what == "team quota" else run.quota
-    assert quota is not None
-    text = f"the key has {allowed:,} left of its quota ({quota.describe()})"
-    if quota.period == "month":
-        reset = next_month_start(pd.Timestamp.now(tz="UTC").to_pydatetime())
-        text += f", which resets on {reset:%Y-%m-%d} 00:00 UTC"
-    else:
-        text += ", which never resets"
-    return text
-
-
-def _refusal(
-    run: Run,
-    plan: Plan,
-    needed: int,
-    allowed: int,
-    what: str,
-    *,
-    spent_first: bool,
-    price: pricing.Price | None = None,
-) -> QuotaWouldExceedError:
-    """The error of a run that cannot finish within what it is allowed; ``price`` (the
-    whole run's, as far as it is known) is named in full."""
-    if spent_first:
-        head = (
-            f"this search needs exactly {needed:,} more {_noun(needed)} to finish "
-            f"(exactly {_calls(needed + run.calls)} in all), but "
-            f"{_limit_text(run, what, allowed)}; stopped before spending them (page 1 of "
-            "every piece is fetched and cached)."
-        )
-    else:
-        price = price or pricing.Price(first=needed, later=0, known="lower", pieces=needed)
-        head = (
-            f"this search needs {price.refusal()}, but "
-            f"{_limit_text(run, what, allowed)}; nothing was spent."
-        )
-    hints: list[Hint] = []
-    areas = len(plan.areas)
-    if not spent_first and 0 < allowed < areas:  # no tolerance can help: say so, suggest none
-        head += (
-            f" Each area needs at least one call whatever the tolerance: {areas} areas "
-            f"need at least {_calls(areas)}."
-        )
-    elif not spent_first and allowed < plan.min_calls:
-        if suggests_at_once(plan):
-            suggested = suggest_tolerance(plan, allowed)  # reuses what the refused plan made
-            if suggested is not None and suggested > plan.tolerance:
-                hints.append(
-                    Hint("tolerance", f"{suggested:g}", "try {knob} (metres), whose plan fits")
-                )
-        else:  # large areas: a suggestion would cost more than the plan did
-            hints.append(
-                Hint(
-                    "max_calls", allowed, "find the smallest tolerance whose plan fits with {knob}"
-                )
-            )
-    if what == "budget":
-        hints.append(
-            Hint(
-                "budget",
-                needed + run.calls
-                if spent_first
-                else max(needed, price.needed if price is not None else 0),
-                "raise {knob}",
-            )
-        )
-    hints.append(Hint("allow_partial", None, "pass {knob} to finish the areas that fit"))
-    return QuotaWouldExceedError(head, needed=needed, allowed=allowed, hints=hints, price=price)
-
-
-def _areas_failed(
-    failed: dict[Hashable, str], result: SearchResult, areas: int
-) -> AreasFailedError:
-    """The error of a run whose other areas finished but these failed (one piece each)."""
-    named = "; ".join(f"area {area!r}: {why}" for area, why in list(failed.items())[:5])
-    more = f" … and {len(failed) - 5} more" if len(failed) > 5 else ""
-    return AreasFailedError(
-        f"{len(failed)} of {areas} areas failed ({named}{more}); the other areas are "
-        "complete. Everything fetched is cached: running the same search again pays only "
-        "for what is missing.",
-        failures=dict(failed),
-        result=result,
-    )
-
-
-def _learnt_text(learnt: density.Learnt | None) -> str:
-    """``" (the other 40 priced from 54 earlier pieces nearby)"``, or nothing."""
-    if learnt is None:
-        return ""
-    return f" (the other {learnt.pieces:,} priced from {learnt.earlier:,} earlier pieces nearby)"
-
-
-def _with_learnt(estimate: survey.Estimate, learnt: density.Learnt) -> survey.Estimate:
-    """The survey's estimate and the learnt one together (independent: the half-widths
-    add in quadrature)."""
-    value = estimate.value + learnt.value
-    half = math.hypot(estimate.value - estimate.low, learnt.value - learnt.low)
-    above = math.hypot(estimate.high - estimate.value, learnt.high - learnt.value)
-    # One call at least a piece; a census's part is exact.
-    floor = learnt.pieces + (
-        estimate.value if estimate.surveyed == estimate.pieces else estimate.pieces
-    )
-    return survey.Estimate(
-        value=value,
-        low=max(floor, math.floor(value - half)),
-        high=max(floor, math.ceil(value + above)),
-        surveyed=estimate.surveyed,
-        pieces=estimate.pieces + learnt.pieces,
-        measure=estimate.measure,
-    )
-
-
-# -- frames ---------------------------------------------------------------------------------
-
-
-def _frames(plan: Plan, states: list[PieceState]) -> tuple[pd.DataFrame, gpd.GeoDataFrame]:
-    """Deduplicate (area id, group_id) once, and tabulate the tiles sent."""
-    id_name = plan.id_name
-    areas: list[Hashable] = []
-    groups: list[str] = []
-    rows = []
-    for state in states:
-        piece = state.piece
-        for data in state.data.values():
-            areas.extend([piece.area_id] * len(data))
-            groups.extend(data)
-        rows.append(
-            {
-                id_name: piece.area_id,
-                "piece_id": piece.piece_id,
-                "rows": state.rows,
-                "pages": state.pages,
-                "pages_fetched": len(state.data),
-                "calls": state.calls,
-                "cached_pages": state.cached_pages,
-                "from_cache": bool(state.data) and state.calls == 0,
-                "geometry": piece.geometry,
-            }
-        )
-    id_values = pd.Series(areas, dtype=plan.areas.index.dtype if areas else object)
-    ids = (
-        pd.DataFrame({id_name: id_values, "group_id": pd.Series(groups, dtype="string")})
-        .drop_duplicates()
-        .sort_values([id_name, "group_id"], kind="stable")
-        .reset_index(drop=True)
-    )
-    shared = _found_in_shared_band(plan, states, ids)
-    if plan.tolerance > 0:
-        ids["may_lie_outside"] = _may_lie_outside(plan, states, ids) | shared
-    elif shared.any():
-        ids["may_lie_outside"] = shared
-    columns = [
-        id_name,
-        "piece_id",
-        "rows",
-        "pages",
-        "pages_fetched",
-        "calls",
-        "cached_pages",
-        "from_cache",
-        "geometry",
-    ]
-    tiles = gpd.GeoDataFrame(
-        pd.DataFrame(rows, columns=columns), geometry="geometry", crs="EPSG:4326"
-    )
-    for column in ("rows", "pages"):
-        tiles[column] = tiles[column].astype("Int64")
-    for column in ("piece_id", "pages_fetched", "calls", "cached_pages"):
-        tiles[column] = tiles[column].astype("int64")
-    tiles["from_cache"] = tiles["from_cache"].astype(bool)
-    return ids, tiles
-
-
-#: How far (degrees) a piece may reach beyond its area and still count as inside it: the
-#: exact pieces' allowance (two 6-decimal grid steps) and a half.
-_INSIDE_REACH = 2.5e-6
-
-
-def _may_lie_outside(plan: Plan, states: list[PieceState], ids: pd.DataFrame) -> pd.Series:
-    """With a tolerance: for each (area, GroupID), whether every piece that found it reaches
-    beyond its area (so its parcel may lie up to the tolerance outside); False when a piece
-    within the area found it. The search answers GroupIDs, not positions: a True is "may".
-    """
-    inside: set[tuple[Hashable, str]] = set()
-    grown: dict[Hashable, Any] = {}
-    for state in states:
-        piece = state.piece
-        if not state.data:
-            continue
-        if piece.area_id not in grown:
-            grown[piece.area_id] = shapely.prepared.prep(
-                plan.areas.geometry.loc[piece.area_id].buffer(_INSIDE_REACH)
-            )
-        if grown[piece.area_id].contains(piece.geometry):
-            inside.update((piece.area_id, g) for data in state.data.values() for g in data)
-    keys = zip(ids[plan.id_name], ids["group_id"].astype(str), strict=True)
-    return pd.Series([k not in inside for k in keys], index=ids.index, dtype=bool)
-
-
-def _found_in_shared_band(plan: Plan, states: list[PieceState], ids: pd.DataFrame) -> pd.Series:
-    """For each (area, GroupID): True when the GroupID is listed for another area too and
-    the pieces that found it do not meet wholly inside this area.
-
-    Under the point rule a parcel's point lies in every piece that found it, so one listed
-    for an area it lies beyond (in the band its pieces reach past the boundary, at most two
-    grid steps) and for a neighbour is always marked. A True is "may": a parcel a
-    millimetre inside is marked too, as the service answers GroupIDs, not positions; where
-    areas overlap, a GroupID they share is marked unless the pieces that found it meet
-    wholly inside the area.
-    """
-    areas_per_id = ids.groupby("group_id", sort=False)[plan.id_name].transform("size")
-    shared = (areas_per_id > 1).to_numpy(copy=True)
-    twice = ids.index[shared]
-    if not len(twice):
-        return pd.Series(shared, index=ids.index, dtype=bool)
-    found = _finders(states, set(ids.loc[twice, "group_id"].astype(str)))
-    meets: dict[tuple[int, ...], Any] = {}
-    areas: dict[Hashable, Any] = {}
-    answers: dict[tuple[Hashable, tuple[int, ...]], bool] = {}
-    marks = []
-    for area_id, group in zip(
-        ids.loc[twice, plan.id_name], ids.loc[twice, "group_id"].astype(str), strict=True
-    ):
-        found_by = found[group]
-        if (area_id, found_by) not in answers:
-            if found_by not in meets:
-                meets[found_by] = shapely.intersection_all(
-                    [states[number].piece.geometry for number in found_by]
-                )
-            if area_id not in areas:
-                areas[area_id] = shapely.prepared.prep(plan.areas.geometry.loc[area_id])
-            answers[area_id, found_by] = not areas[area_id].contains(meets[found_by])
-        marks.append(answers[area_id, found_by])
-    shared[shared] = marks
-    return pd.Series(shared, index=ids.index, dtype=bool)
-
-
-def _finders(states: list[PieceState], groups: set[str]) -> dict[str, tuple[int, ...]]:
-    """For each of ``groups``, the numbers (in ``states``) of the pieces that found it."""
-    finders: dict[str, set[int]] = {}
-    for number, state in enumerate(states):
-        for data in state.data.values():
-            for group in groups.intersection(data):
-                finders.setdefault(group, set()).add(number)
-    return {group: tuple(sorted(numbers)) for group, numbers in finders.items()}
 
 
 def _skip_inactive(plan: Plan, run: Run, column: str, cache: Any) -> tuple[Plan, gpd.GeoDataFrame]:
@@ -615,8 +284,32 @@ def search(
     >>> result = parcelsearch.search(areas)  # doctest: +SKIP
     >>> result.ids.head()  # doctest: +SKIP
     """
-    # The keywords above that are options (a test holds them to SearchOptions' fields):
-    given = {name: value for name, value in locals().items() if name in SearchOptions.names()}
+    # The keywords above that are options, each by name (a test holds them to SearchOptions'
+    # fields and checks that each reaches them):
+    given: dict[str, Any] = {
+        "tolerance": tolerance,
+        "connectors": connectors,
+        "match": match,
+        "id_column": id_column,
+        "trust_crs": trust_crs,
+        "trust_tolerance": trust_tolerance,
+        "trust_markets": trust_markets,
+        "budget": budget,
+        "quota": quota,
+        "allow_partial": allow_partial,
+        "ask_above": ask_above,
+        "survey_share": survey_share,
+        "confirm": confirm,
+        "max_age": max_age,
+        "refresh": refresh,
+        "verify_sample": verify_sample,
+        "active_markets_only": active_markets_only,
+        "market_column": market_column,
+        "progress": progress,
+        "workers": workers,
+        "team": team,
+        "user": user,
+    }
     if plan is None and uses_learnt_match(match):
         from parcelsearch.rule_probe import rule_for  # learnt for this service
 
@@ -685,149 +378,6 @@ def search(
         opened.spending.close()
 
 
-def price(
-    areas: Any = None,
-    *,
-    client: Client | None = None,
-    plan: Plan | None = None,
-    id_column: str | None = None,
-    tolerance: float | None = None,
-    match: str | None = None,
-    quota: Quota | str | None = None,
-    refresh: bool | str = False,
-    progress: bool = False,
-    trust_markets: bool = False,
-    survey_share: float | None = None,
-) -> pricing.Price:
-    """The price of a search before its bulk, paying only for its survey.
-
-    What :func:`search` with the same arguments would spend in all, with its 95 % interval
-    where it is estimated: page 1 of a sample of the pieces never searched (all of them
-    when they are fewer than 30) is fetched and cached, so the search that follows reuses
-    those pages and pays only the rest (``price.remaining``). Nothing is spent when every
-    count is known from the cache or the run history. The price is kept in the process
-    (:mod:`parcelsearch._run.priced_jobs`): the :func:`search` of the same job that
-    follows (same areas or plan, client and options) asks at once with these figures, 0
-    calls between, its ``spent`` this job's.
-
-    Parameters
-    ----------
-    areas, client, plan, id_column, tolerance, match, quota
-        As for :func:`search`.
-    refresh
-        ``False`` or ``True``/``"all"`` as for :func:`search` (``"changed"`` re-reads page 1
-        of every piece, which is its price's minimum: use :func:`search`).
-    progress
-        Show the survey's bar and the price lines (off by default: the price is returned).
-    trust_markets, survey_share
-        As for :func:`search`.
-
-    Returns
-    -------
-    Price
-        ``total`` calls (``word``: exactly, about), ``low``/``high`` its interval after a
-        survey, ``spent`` on the survey, ``remaining`` for the search that follows;
-        ``str(price)`` is the price line.
-
-    Raises
-    ------
-    QuotaWouldExceedError
-        Page 1 of every piece, or the estimate, does not fit the known quota.
-    ConfigurationError
-        ``refresh="changed"``.
-    """
-    if refresh == "changed":
-        raise ConfigurationError(
-            "price() prices a search that reads what is not cached (refresh=False or "
-            "'all'); a changed-refresh's price is page 1 of every piece, then what changed",
-            hints=[Hint("refresh", "all", "use {knob}, or search with refresh='changed'")],
-        )
-    told: list[pricing.Price] = []
-
-    def tell(price: pricing.Price) -> bool:
-        told.append(price)
-        return False
-
-    try:
-        with priced_jobs.pricing_only():  # the search that follows reuses this price
-            result = search(
-                areas,
-                client=client,
-                plan=plan,
-                id_column=id_column,
-                tolerance=tolerance,
-                match=match,
-                quota=quota,
-                refresh=refresh,
-                progress=progress,
-                ask_above=0,
-                confirm=tell,
-                trust_markets=trust_markets,
-                survey_share=survey_share,
-            )
-    except PriceNotConfirmedError:
-        return told[-1]
-    return pricing.Price(first=0, later=0, known="exact", spent=result.calls)
-
-
-def known_price(
-    plan: Plan, client: Client | None = None, *, quota: Quota | str | None = None
-) -> pricing.Price:
-    """The price of searching ``plan`` known without spending (no call is made), kept in
-    ``plan.price`` so that the plan's repr and map show it: page 1 of
-    every piece not cached, the later pages told by cached page 1s or the run history, the
-    pieces never searched learnt from earlier pieces nearby where they surround them.
-
-    Parameters
-    ----------
-    plan
-        The plan (:func:`parcelsearch.plan`).
-    client
-        Whose cache folder, ledger and run history are read (default :class:`Client`).
-    quota
-        As for :func:`search` (the quota line, :attr:`Price.quota`).
-
-    Returns
-    -------
-    Price
-        ``known`` ``"exact"``, ``"estimated"`` (the run history), ``"learnt"`` (with its 95 %
-        interval), or ``"lower"`` (some pieces unpriced: :attr:`Price.survey` is the
-        survey's first round that would price them).
-    """
-    client = client if client is not None else Client()
-    options = SearchOptions.resolve(plan, quota=quota, progress=False)
-    cache = ResponseCache(client.cache_dir)
-    opened = stores.open_store(
-        options.team,
-        client.fingerprint,
-        member=options.user or "",
-        cache=cache,
-        ledger=Ledger.in_folder(client.cache_dir),
-        workers=options.workers,
-    )
-    try:
-        refresh = refreshing.RunRefresh(
-            options.refresh,
-            options.verify_sample,
-            opened.history,
-            base_url=client.base_url,
-            path=plan.path,
-            run_id=uuid.uuid4().hex,
-        )
-        run = Run(
-            client,
-            opened.spending,
-            options,
-            path=plan.path,
-            run_id=refresh.run_id,
-            rereads=refresh.rereads,
-        )
-        price = plan.price = _Search(run, plan, False, refresh).free_price()
-        return price
-    finally:
-        opened.spending.close()
-
-
 def _store(given: S | bool | None, kind: type[S], default: Callable[[], S]) -> S | None:
     """A store argument (``cache``, ``ledger``) as the store: ``None`` or ``True`` the default
     one (beside the client's cache folder), ``False`` none, else the instance given.
@@ -867,35 +417,8 @@ def search_with(
     return _Search(run, plan, markets_cache, refresh).execute()
 
 
-class _Search:
+class _Search(Surveying, Deciding):
     """One call of :func:`search`: the phases, the stop, and what is left when it ends."""
-
-    def __init__(
-        self, run: Run, plan: Plan, markets_cache: Any, refresh: refreshing.RunRefresh
-    ) -> None:
-        self.run_state = run
-        self.refresh = refresh
-        self.options = run.options
-        self.plan = plan
-        self.markets_cache = markets_cache
-        self.states = [PieceState(piece) for piece in plan.pieces]
-        self.skipped = skipped_frame(plan.areas.iloc[:0])
-        self.areas_wanted: set[Hashable] | None = None  # None: every area
-        #: Under ``allow_partial``: what limited the run, and the calls the whole run needed.
-        self.limited: tuple[str, int] | None = None
-        #: The run's price as last known (before phase 1: estimated; after: exact).
-        self.price: pricing.Price | None = None
-        #: The most this job may spend in all, as the user chose it at the last decision
-        #: (the interval's top shown, or ``ask_above`` past what was spent when nothing was
-        #: asked); ``None``: not limited there (``confirm=True``, or a ``budget``, which the
-        #: run enforces itself).
-        self.chosen: int | None = None
-        #: Calls spent for this job before this run: the survey of the :func:`price` whose
-        #: price this run reuses (:mod:`parcelsearch._run.priced_jobs`).
-        self.before = 0
-        #: The result, once made (:meth:`_result`): a run ends once.
-        self.result: SearchResult | None = None
-        self.progress = Progress(self.options.progress)
 
     def execute(self) -> SearchResult:
         options = self.options
@@ -954,29 +477,6 @@ class _Search:
                 notices.warn(notice)
         return result
 
-    def _partial(self, error: BudgetExhaustedError) -> SearchResult:
-        """``allow_partial``: the partial result, returned with a warning naming what is
-        missing and how to resume (the command line writes it and exits as the error)."""
-        result = error.result
-        assert isinstance(result, SearchResult)
-        left = sum(len(s.missing()) for s in self.states)
-        warning = notices.PartialResultWarning(
-            f"{error.message} The result is partial (result.complete is False): "
-            f"{_areas(len(self.plan.areas) - len(result.areas_complete or []))} not "
-            f"complete, at least {_calls(left)} missing.",
-            hints=[
-                Hint(
-                    "budget",
-                    max(left, 1),
-                    "to resume, search again with {knob} or more "
-                    "(what is cached is not paid again)",
-                )
-            ],
-        )
-        warning.error = error  # type: ignore[attr-defined]  # the command line raises it
-        notices.warn(warning)
-        return result
-
     def _read_again_from_zero(self, fetcher: Fetcher, bar: Any) -> Fetcher:
         """The vendor counts pages from 0 (learned once, kept in its profile): every page
         read so far was read under the wrong number, so every piece is read again."""
@@ -991,73 +491,6 @@ class _Search:
         fresh = Fetcher(self.run_state, self.options.workers, bar)
         self._phases(fresh, bar)
         return fresh
-
-    def _remember_refusal(self) -> None:
-        """The vendor refused the key for its quota: kept in the ledger by fingerprint, until
-        the quota resets (a monthly or unknown quota: the next month, UTC, the earliest
-        either resets; a lifetime quota: never), so that the next search prices with 0 left
-        and spends nothing instead of meeting the refusal again."""
-        run = self.run_state
-        if not isinstance(run.spending, LocalSpending):
-            return  # a team store counts the key's calls for all its members itself
-        quota = run.quota
-        until = (
-            None
-            if quota is not None and quota.period == "lifetime"
-            else next_month_start(pd.Timestamp.now(tz="UTC").to_pydatetime())
-        )
-        try:
-            run.spending.refused(until)
-        except (ParcelSearchError, OSError, sqlite3.Error) as exc:  # said, not raised
-            _log.warning("the vendor's quota refusal was not kept in the ledger: %s", exc)
-
-    def _still_needed(self, result: Any) -> str:
-        """What a search the vendor refused for its quota still needs, and when the quota
-        resets (the key's kind says how often, when known)."""
-        left = sum(len(s.missing()) for s in self._wanted(self.states))
-        word = (
-            "at least "
-            if any(s.pages is None and s.failure is None for s in self._wanted(self.states))
-            else "exactly "
-        )
-        done = len(result.areas_complete or []) if isinstance(result, SearchResult) else 0
-        reset = next_month_start(pd.Timestamp.now(tz="UTC").to_pydatetime())
-        quota = self.run_state.quota
-        when = (
-            f"the key's quota ({quota.describe()}) resets on {reset:%Y-%m-%d} 00:00 UTC"
-            if quota is not None and quota.period == "month"
-            else f"the key's quota ({quota.describe()}) never resets"
-            if quota is not None
-            else f"a monthly quota (a production key's) resets on {reset:%Y-%m-%d} 00:00 UTC, a "
-            "lifetime one (a demo key's) never"
-        )
-        return (
-            f" This search still needs {word}{_calls(left)} to finish ({done} of "
-            f"{len(self.plan.areas)} areas complete, everything fetched cached); {when}."
-        )
-
-    def _partial_stop(self, result: SearchResult) -> BudgetExhaustedError:
-        """The error of an ``allow_partial`` run that finished only the areas that fit."""
-        what, needed = self.limited or ("budget", 0)
-        run = self.run_state
-        left = sum(len(s.missing()) for s in self.states)
-        done, total = len(result.areas_complete or []), len(self.plan.areas)
-        limit = {
-            "budget": f"budget of {_calls(run.budget or 0)}",
-            "user budget": f"{run.options.user}'s team budget",
-        }.get(what, "the known quota")
-        if what == "vendor refusal" and run.refused is not None:
-            limit = f"the vendor's quota refusal kept in the ledger ({run.refused.left()})"
-        error = BudgetExhaustedError(
-            f"{limit} reached: {done} of {total} areas are complete (the cheapest first), "
-            f"{_calls(run.calls)} spent; at least {left:,} more {_noun(left)} finish the rest. "
-            "Everything fetched is cached: running the same search again resumes without "
-            "re-spending.",
-            spent=run.calls,
-            budget=run.budget if run.budget is not None else needed,
-        )
-        error.result = result
-        return error
 
     def _phases(self, fetcher: Fetcher, bar: Any) -> None:
         run = self.run_state
@@ -1204,512 +637,3 @@ class _Search:
             return []
         state.cut()
         return [PieceState(p) for p in pieces]
-
-    def free_price(self) -> pricing.Price:
-        """The price known before any call (see :func:`known_price`), with its quota line."""
-        run = self.run_state
-        self.refresh.start(self.states, run.cached)
-        todo = _first_pages(self.states, run)
-        previous = {id(s): self.refresh.check(s).previous for s in todo}
-        known_later = len(_later_pages([s for s in self.states if s.pages is not None], run))
-        self.price = pricing.estimate(
-            [(None, previous[id(s)]) for s in todo], mode="all", known_later=known_later
-        )
-        unknown = [s for s in todo if previous[id(s)] is None]
-        learnt = self._learnt(unknown) if unknown else None
-        if learnt is not None and learnt.pieces == len(unknown):
-            estimate = survey.Estimate(
-                value=learnt.value,
-                low=learnt.low,
-                high=learnt.high,
-                surveyed=0,
-                pieces=learnt.pieces,
-            )
-            self.price = self._surveyed_price(
-                estimate, {}, unknown, todo, previous, learnt_from=learnt.earlier
-            )
-        elif unknown:
-            rest = len(unknown) - (learnt.pieces if learnt is not None else 0)
-            self.price = dataclasses.replace(self.price, survey=survey.pilot_size(rest))
-        return dataclasses.replace(self.price, quota=self._quota_line())
-
-    # -- the survey and the decision point -----------------------------------------------
-
-    def _survey(
-        self,
-        fetcher: Fetcher,
-        unknown: list[PieceState],
-        todo: list[PieceState],
-        previous: dict[int, Any],
-    ) -> None:
-        """Page 1 of a random sample of the pieces never searched (every one of them when
-        they are few; :mod:`parcelsearch.planning.survey`), in rounds until the price's interval
-        is useful; then the price with its interval (:attr:`price`)."""
-        run = self.run_state
-        learnt = self._learnt(unknown)
-        members = set(learnt.members) if learnt is not None else set()
-        rest = [s for i, s in enumerate(unknown) if i not in members]
-        # Seeded by the pieces themselves: the same search surveys the same sample.
-        seed = hashlib.sha256("\n".join(s.piece.polygon_json for s in rest).encode())
-        share = self.options.survey_share
-        geometries = [s.piece.geometry for s in rest]
-        drawn = survey.sample(
-            [density.area_m2(g) for g in geometries],
-            [g.centroid.coords[0] for g in geometries],
-            seed.hexdigest(),
-            share,
-            populations=people_in(geometries),
-        )
-        history = sum(max(1, previous[id(s)].pages) for s in todo if previous[id(s)] is not None)
-        history += learnt.value if learnt is not None else 0
-        step = survey.pilot_size(len(rest), share)
-        if step < len(rest):
-            self._say(
-                f"survey: page 1 of {step:,} of the {len(rest):,} pieces never "
-                f"searched{_learnt_text(learnt)} ({_calls(step)}, more in rounds while "
-                f"the interval is wide, {pricing.share_text(share)} the estimate at most; "
-                "the search's own pages, cached and used, never waste) to price the rest"
-            )
-        costs: dict[int, int] = {}
-        rows: dict[int, int | None] = {}
-        estimate = survey.estimate(drawn, costs) if not rest else None
-        while step:
-            chosen = drawn.take(step)
-            if not chosen:
-                break
-            self.progress.start(
-                "survey" if len(costs) + len(chosen) < len(rest) else "page 1", len(chosen)
-            )
-            fetcher.fetch((rest[i], 1) for i in chosen)
-            if fetcher.failure is not None or run.stop.is_set():
-                return
-            costs.update({i: max(1, rest[i].pages or 1) for i in chosen})
-            rows.update({i: rest[i].rows for i in chosen})
-            estimate = survey.estimate(drawn, costs, rows, run.client.page_size)
-            step = survey.next_round(estimate, history, share)
-        assert estimate is not None
-        capped = survey.capped(estimate, history, share)
-        wider = survey.wider_share(estimate, history, share) if capped else None
-        if learnt is not None:
-            estimate = _with_learnt(estimate, learnt)
-        self.price = self._surveyed_price(
-            estimate, costs, unknown, todo, previous, learnt_from=learnt.earlier if learnt else 0
-        )
-        if capped:
-            self.price = dataclasses.replace(
-                self.price, capped=True, share=share, wider_share=wider
-            )
-        self._say_price()
-        quota = self._quota_line()
-        if quota:
-            self._say(quota)
-
-    def _learnt(self, unknown: list[PieceState]) -> density.Learnt | None:
-        """The price of the pieces never searched that earlier pieces nearby in the run
-        history surround, learnt from them (:mod:`parcelsearch._run.density`) without a
-        survey; ``None`` when the history surrounds none of them."""
-        history = self.refresh.history
-        if history is None:
-            return None
-        geometries = [s.piece.geometry for s in unknown]
-        x0, y0, x1, y1 = shapely.total_bounds(geometries)
-        margin = max(x1 - x0, y1 - y0) / 2
-        near = history.nearby(
-            self.refresh.base_url,
-            self.refresh.path,
-            (x0 - margin, y0 - margin, x1 + margin, y1 + margin),
-        )
-        # This job's own pieces (an earlier survey of it) are no independent history: the
-        # complete ones are the cheap ones (issue 56).
-        own = {s.piece.polygon_json for s in self.states}
-        near = [n for n in near if n.polygon_json not in own]
-        return density.learn(
-            geometries, [(shapely.Polygon(json.loads(n.polygon_json)), n.pages) for n in near]
-        )
-
-    def _surveyed_price(
-        self,
-        estimate: survey.Estimate,
-        costs: dict[int, int],
-        unknown: list[PieceState],
-        todo: list[PieceState],
-        previous: dict[int, Any],
-        learnt_from: int = 0,
-    ) -> pricing.Price:
-        """The whole run's price after the survey (or learnt from ``learnt_from`` earlier
-        pieces nearby)."""
-        run = self.run_state
-        exact_later = sum(
-            len(s.missing()) for s in self.states if s.pages is not None and s.failure is None
-        )
-        waiting = [s for s in todo if s.pages is None and s.failure is None]
-        history = [s for s in waiting if previous[id(s)] is not None]
-        history_later = sum(max(0, previous[id(s)].pages - 1) for s in history)
-        if estimate.surveyed == estimate.pieces:  # a census: every count is known
-            return pricing.Price(
-                first=len(history),
-                later=exact_later + history_later,
-                known="estimated" if history else "exact",
-                pieces=len(history),
-                spent=run.calls,
-            )
-        told = sum(costs.values())
-        others = len(unknown) - len(costs)
-        price = pricing.surveyed(
-            spent=run.calls,
-            first=len(waiting),
-            exact_later=exact_later,
-            history_later=history_later,
-            estimated=max(0, estimate.value - told - others),
-            low=max(0, estimate.low - told - others),
-            high=max(0, estimate.high - told - others),
-            surveyed_pieces=len(costs),
-            unknown=len(unknown),
-            learnt_from=learnt_from,
-        )
-        # The survey's measure, where the estimator names it (shown in the price block).
-        return dataclasses.replace(price, measure=str(getattr(estimate, "measure", "") or ""))
-
-    def _quota_line(self) -> str:
-        """What the price would leave of the key's quota (empty when none is known)."""
-        run = self.run_state
-        quota = run.quota
-        if run.refused is not None and self.price is not None:
-            return (
-                f"quota: {run.refused.left()} (the vendor's refusal of {run.refused.at:%Y-%m-%d})"
-            )
-        if quota is None or self.price is None:
-            return ""
-        left = dict((what, n) for n, what in run.spending.limits(quota)).get("quota")
-        if left is None:
-            return ""
-        return pricing.quota_line(
-            self.price, left, quota.limit, quota.period, source=run.quota_source
-        )
-
-    def _decide(self) -> None:
-        """The decision point, before the bulk: refused when the estimate does not fit the
-        budget or quota (unless ``allow_partial``; a price known exactly is refused after
-        phase 1, as before); stopped when the interval's top (the most the price says may
-        still be spent) is above ``ask_above`` and neither ``confirm`` nor a budget
-        (covering the interval's top, or with ``allow_partial`` the cap the user chose)
-        says to go on. What was chosen here is the most the job may spend
-        (:attr:`chosen`): the interval's top confirmed, else ``ask_above`` past what was
-        spent."""
-        price, run, options = self.price, self.run_state, self.options
-        assert price is not None
-        allowed, what = run.allowance()
-        if allowed is not None and price.remaining > allowed and not options.allow_partial:
-            if price.known not in ("surveyed", "learnt"):
-                return  # known exactly: refused after phase 1, naming the exact calls
-            raise self._with_result(
-                QuotaWouldExceedError(
-                    f"this search needs {price.refusal()}, but {_limit_text(run, what, allowed)}; "
-                    + (
-                        f"stopped after the survey ({_calls(price.spent)} spent, its pages cached: "
-                        "running the search again reuses them)."
-                        if price.known == "surveyed"
-                        else f"stopped before spending ({_calls(price.spent)} spent)."
-                    ),
-                    needed=price.remaining,
-                    price=price,
-                    allowed=allowed,
-                    hints=[
-                        *(
-                            [Hint("budget", price.upper - price.spent, "raise {knob}")]
-                            if what == "budget"
-                            else []
-                        ),
-                        Hint("allow_partial", None, "pass {knob} to finish the areas that fit"),
-                    ],
-                )
-            )
-        if (
-            options.allow_partial
-            and allowed is not None
-            and price.remaining > allowed
-            and what in ("quota", "team quota", "vendor refusal")
-        ):
-            price = self.price = self._month_plan(price, allowed, what)
-            for line in price.block()[-2:]:
-                self._say(line)  # the plan's two lines
-        if options.confirm is True:
-            return
-        top = price.upper - price.spent  # the most still to spend, as far as the price knows
-        if price.planned is not None:
-            top = min(top, price.planned)
-        if options.budget is not None and (
-            options.allow_partial or options.budget - run.calls >= top
-        ):
-            return  # the budget given covers the price to the interval's top, or is the cap
-        if top <= options.ask_above:  # nothing asked: what may be spent without asking
-            self._choose(options.ask_above)
-            return
-        self._ask(price)
-
-    def _choose(self, more: int) -> None:
-        """The job may spend at most ``more`` calls beyond what it spent so far (before this
-        run and in it: a market list's call too, which a price may not count); the run
-        refuses any call past that (:attr:`Run.chosen`)."""
-        run = self.run_state
-        self.chosen = self.before + run.calls + more
-        run.chosen = run.calls + more
-
-    def _ask(self, price: pricing.Price, *, rose_past: int | None = None) -> None:
-        """Ask ``confirm`` whether to spend ``price`` (to its interval's top); stop with
-        :class:`PriceNotConfirmedError` when it does not say yes. ``rose_past``: what was
-        chosen before, which a later, better price passed."""
-        options = self.options
-        if callable(options.confirm) and options.confirm(price):
-            top = price.upper - price.spent
-            self._choose(top if price.planned is None else min(top, price.planned))
-            return
-        top = price.upper - price.spent if price.planned is None else price.planned
-        if self._pricing_only() and rose_past is None:
-            priced_jobs.keep(self._job_key(), price, options.survey_share)
-        learnt = (
-            f" (learnt from {price.learnt_from:,} earlier pieces nearby)"
-            if price.learnt_from
-            else ""
-        )
-        at_top = " at the interval's top" if price.high is not None else ""
-        spent = f"{_calls(price.spent)} spent" + (
-            ""
-            if not price.spent
-            else ", their pages cached"
-            if rose_past is not None
-            else " on the survey, its pages cached"
-        )
-        if rose_past is not None:
-            head = (
-                f"the price rose past what was chosen: this search needs {price.needs()} "
-                f"in all, more than the {rose_past:,} calls chosen at the price; stopped "
-                f"before spending past them ({spent}: running the search again reuses "
-                "them)."
-            )
-        else:
-            head = (
-                f"this search needs {price.needs()}{learnt}: {_calls(top)} still to "
-                f"spend{at_top}, "
-                f"more than the {options.ask_above:,} a search spends without asking; "
-                f"stopped before spending them ({spent}: running the search again reuses "
-                "them)."
-            )
-        raise self._with_result(
-            PriceNotConfirmedError(
-                head,
-                needed=price.remaining,
-                threshold=options.ask_above,
-                survey_share=price.wider_share,
-                price=price,
-                hints=[
-                    Hint("yes", None, "pass {knob} to spend them"),
-                    Hint(
-                        "budget",
-                        top,
-                        "or set {knob}"
-                        + (" (the interval's top less what was spent)" if price.high else "")
-                        + " to spend at most that",
-                    ),
-                    Hint("ask_above", top, "or raise {knob}"),
-                    *(
-                        [
-                            Hint(
-                                "survey_share",
-                                price.wider_share,
-                                "or narrow the interval to about ±20% first with {knob}",
-                            )
-                        ]
-                        if price.wider_share is not None
-                        else []
-                    ),
-                ],
-            )
-        )
-
-    def _month_plan(self, price: pricing.Price, allowed: int, what: str) -> pricing.Price:
-        """The price with its month plan: the quota left cannot hold the job, so
-        ``allow_partial`` spends it on the whole areas that fit, the cheapest first (each
-        area's calls: its later pages page 1 told, not cached, and one a page 1 still to
-        fetch; where later pages are not known yet, at least that); the rest after the
-        quota resets."""
-        run = self.run_state
-        costs: dict[Hashable, int] = {}
-        for state in self._wanted(self.states):
-            if state.failure is None:
-                costs[state.piece.area_id] = costs.get(state.piece.area_id, 0)
-        for state, _ in _later_pages(
-            [s for s in self._wanted(self.states) if s.pages is not None and s.failure is None], run
-        ):
-            costs[state.piece.area_id] += 1
-        unknown = False
-        for state in self._wanted(self.states):
-            if state.pages is None and state.failure is None:
-                costs[state.piece.area_id] += 1
-                unknown = True
-        chosen = _cheapest_whole_areas({a: c for a, c in costs.items() if c}, allowed)
-        planned = sum(costs[a] for a in chosen)
-        rest = max(0, price.remaining - planned) if unknown else sum(costs.values()) - planned
-        quota = run.spending.stored_quota() if what == "team quota" else run.quota
-        names = ", ".join(repr(a) for a in sorted(chosen, key=str)[:5])
-        if len(chosen) > 5:
-            names += f" and {len(chosen) - 5:,} more"
-        word = "about " if unknown else ""
-        now = (
-            f"this month: {planned:,} more {_noun(planned)} (areas {names}, complete)"
-            if chosen
-            else "this month: nothing (no whole area fits)"
-        )
-        reset = next_month_start(pd.Timestamp.now(tz="UTC").to_pydatetime())
-        monthly = quota is not None and quota.period == "month"
-        if what == "vendor refusal" and run.refused is not None:  # its reset, as kept
-            monthly, reset = run.refused.until is not None, run.refused.until or reset
-        if monthly:
-            later = f"the other {word}{rest:,} after {reset:%Y-%m-%d %H:%M} UTC"
-        else:
-            now = now.replace("this month", "now")
-            later = f"the other {word}{rest:,} never (the key's quota does not reset)"
-        return dataclasses.replace(price, plan=f"{now}; {later}", planned=planned)
-
-    def _ask_again(self, price: pricing.Price) -> None:
-        """After phase 1, the exact price of the rest: when it passes what was chosen at the
-        decision point, the run stops before spending past it and asks again."""
-        if self.chosen is not None and price.total > self.chosen:
-            self._ask(price, rose_past=self.chosen)
-
-    @staticmethod
-    def _pricing_only() -> bool:
-        return priced_jobs.is_pricing_only()
-
-    def _job_key(self) -> str:
-        """This job's digest (:func:`parcelsearch._run.priced_jobs.job_key`)."""
-        client = self.run_state.client
-        return priced_jobs.job_key(
-            base_url=client.base_url,
-            path=self.plan.path,
-            fingerprint=client.fingerprint,
-            refresh=self.refresh.mode,
-            pieces=((s.piece.polygon_json, s.pages) for s in self.states),
-        )
-
-    def _say_price(self) -> None:
-        """The price as a block of short lines (:meth:`pricing.Price.block`)."""
-        assert self.price is not None
-        for line in self.price.block():
-            self._say(line)
-
-    def _say(self, line: str) -> None:
-        """A whole line before the next bar (a price, a survey, the quota), when shown."""
-        self.progress.say(line)
-
-    def _wanted(self, states: list[PieceState]) -> list[PieceState]:
-        if self.areas_wanted is None:
-            return states
-        return [s for s in states if s.piece.area_id in self.areas_wanted]
-
-    def _affordable(
-        self,
-        items: list[T],
-        area_of: Callable[[T], Hashable],
-        allowance: tuple[int | None, str],
-        *,
-        spent_first: bool,
-    ) -> list[T]:
-        """``items`` (one call each) if the run may spend that many (``allowance``: what it
-        may spend and why); else, under ``allow_partial``, the items of the whole areas that
-        fit, cheapest first; else the refusal (``spent_first``: page 1 of every piece was
-        fetched before this price). Before phase 1, a run whose whole price is estimated
-        from the run history (every piece searched before) and does not fit is refused
-        before spending too, unless ``allow_partial``."""
-        run = self.run_state
-        allowed, what = allowance
-        estimated = (
-            not spent_first
-            and self.price is not None
-            and self.price.known == "estimated"
-            and not self.options.allow_partial
-        )
-        if allowed is None or (
-            len(items) <= allowed
-            and not (estimated and self.price is not None and self.price.needed > allowed)
-        ):
-            return items
-        if not self.options.allow_partial:
-            raise self._with_result(
-                _refusal(
-                    run,
-                    self.plan,
-                    len(items),
-                    allowed,
-                    what,
-                    spent_first=spent_first,
-                    price=self.price,
-                )
-            )
-        self.limited = (what, len(items))
-        chosen = self._finish_cheapest(items, area_of, allowed)
-        return [item for item in items if area_of(item) in chosen]
-
-    def _finish_cheapest(
-        self, items: list[T], area_of: Callable[[T], Hashable], allowed: int
-    ) -> set[Hashable]:
-        """Under ``allow_partial``: the areas whose outstanding calls (one per item) fit in
-        ``allowed``, the cheapest first; from now on the run wants those and the areas
-        already finished."""
-        per_area = _by_area(items, area_of)
-        chosen = _cheapest_whole_areas({a: len(v) for a, v in per_area.items()}, allowed)
-        finished = {s.piece.area_id for s in self._wanted(self.states)} - set(per_area)
-        self.areas_wanted = chosen | finished
-        return chosen
-
-    def _with_result(self, error: BudgetError) -> BudgetError:
-        """Attach what was found (a refusal before spending: the empty, incomplete result,
-        so that it is written like any other stop)."""
-        error.result = self._result(stopping=True)
-        return error
-
-    def _result(self, stopping: bool = False) -> SearchResult:
-        """The result: made once, when the run ends (every later call returns it)."""
-        if self.result is None:
-            self.result = self._make_result(stopping)
-        return self.result
-
-    def _make_result(self, stopping: bool) -> SearchResult:
-        """The result so far: every count summed from the pieces' states (areas complete
-        computed by the result from its tiles), recorded in the run history. When the run
-        is ``stopping`` for another reason (e.g. the team store lost), a failure to record is
-        logged and that reason stays the one reported."""
-        ids, tiles = _frames(self.plan, self.states)
-        verification = self.refresh.verification(self.states)
-        status, changed = self.refresh.columns(self.states)
-        tiles["status"] = status
-        tiles["changed"] = pd.array(changed, dtype="boolean")
-        result = SearchResult(
-            ids=ids,
-            tiles=tiles,
-            plan=self.plan,
-            calls=self.run_state.calls,
-            probes=sum(s.probes for s in self.states),
-            cached_pages=sum(s.cached_pages for s in self.states),
-            skipped=self.skipped,
-            complete=all(s.done for s in self.states),
-            refetched_pieces=sum(s.refetches for s in self.states),
-            run_id=self.run_state.run_id if self.refresh.history is not None else "",
-            refresh=self.refresh.mode,
-            verification=verification,
-            oldest_page=min((s.oldest for s in self.states if s.oldest is not None), default=None),
-        )
-        try:
-            self.refresh.record(result, self.states, self.run_state.client.fingerprint)
-        except ParcelSearchError as exc:
-            if not stopping:
-                exc.result = result
-                raise
-            result.run_id = ""  # plainly not recorded: nothing says it was
-            _log.warning(
-                "this stopped run is not recorded in the run history (%s)",
-                "the team store is lost"
-                if isinstance(exc, TeamStoreError)
-                else " ".join(str(exc).split())[:200],
-            )
-        return result

@@ -32,7 +32,7 @@ from contextlib import contextmanager
 
 from parcelsearch import __version__, notices
 from parcelsearch._shared import terminal_text
-from parcelsearch.cli import login, records, searching, team_mode
+from parcelsearch.cli import doctor, login, records, searching, team_mode
 from parcelsearch.cli.arguments import EXIT_CODES, Formatter, exit_codes_text
 from parcelsearch.cli.registry import LISTED, Command, Parser, Runnable, plugged
 from parcelsearch.errors import ParcelSearchError
@@ -43,6 +43,7 @@ __all__ = ["main", "run", "build_parser", "EXIT_CODES", "interrupts_as_keyboard_
 #: follow).
 TOOLKIT: tuple[Command, ...] = (
     *searching.COMMANDS,
+    *doctor.COMMANDS,
     *records.COMMANDS,
     *team_mode.COMMANDS,
     *login.COMMANDS,

@@ -20,6 +20,7 @@ from parcelsearch.errors import ConfigurationError, ParcelSearchError
 from parcelsearch.knobs import DECLARED, Declaration, declared
 
 if TYPE_CHECKING:
+    from parcelsearch._run.options import NumberRule
     from parcelsearch.planning.tiling.covers import Tolerance
 
 __all__ = [
@@ -154,24 +155,31 @@ CALLS = number(int, low=0, what="a whole number", high=2**31 - 1)
 
 
 def fraction(text: str) -> float:
-    """An argparse type: a fraction from 0 to 1."""
-    value = float(number(float, low=0, what="a fraction between 0 and 1")(text))
-    if value > 1:
-        raise argparse.ArgumentTypeError(f"must be a fraction between 0 and 1, got {text}")
-    return value
+    """An argparse type: a fraction from 0 to 1 (``verify_sample``'s rule,
+    :data:`parcelsearch._run.options.FRACTION`)."""
+    from parcelsearch._run.options import FRACTION
+
+    return _by_rule(text, FRACTION)
 
 
 def share(text: str) -> float:
-    """An argparse type: a share above 0, at most 1 (not a number, NaN and infinities are
-    refused with the same words)."""
+    """An argparse type: a share above 0, at most 1 (``survey_share``'s rule,
+    :data:`parcelsearch._run.options.SHARE`; not a number, NaN and infinities are refused
+    with the same words)."""
+    from parcelsearch._run.options import SHARE
+
+    return _by_rule(text, SHARE)
+
+
+def _by_rule(text: str, rule: NumberRule) -> float:
+    """``text`` as the number an option's rule takes, in the flags' dialect (argparse names
+    the flag: ``argument --survey-share: must be a share above 0 and at most 1, got 0``)."""
     try:
         value = float(text)
     except ValueError:
-        raise argparse.ArgumentTypeError(
-            f"takes a share above 0 and at most 1, got {text[:40]!r}"
-        ) from None
-    if not 0 < value <= 1:
-        raise argparse.ArgumentTypeError(f"must be a share above 0 and at most 1, got {text[:40]}")
+        raise argparse.ArgumentTypeError(f"takes {rule.what}, got {text[:40]!r}") from None
+    if not rule.inside(value):
+        raise argparse.ArgumentTypeError(f"must be {rule.what}, got {text[:40]}")
     return value
 
 

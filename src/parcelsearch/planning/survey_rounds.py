@@ -15,6 +15,8 @@ from __future__ import annotations
 import math
 from dataclasses import dataclass
 
+from parcelsearch.settings import DEFAULT_SURVEY_SHARE
+
 __all__ = [
     "Estimate",
     "TARGET_HALF_WIDTH",
@@ -39,7 +41,7 @@ TARGET_HALF_WIDTH = 0.10
 USEFUL_HALF_WIDTH = 0.20
 #: The survey's cost at most, as a fraction of a low bound of the whole (:func:`cap_base`),
 #: unless the user chooses another share (``survey_share``, ``--survey-share``).
-MAX_SHARE = 0.10
+MAX_SHARE = DEFAULT_SURVEY_SHARE
 #: How far the survey's cap's base goes from the least the whole can cost towards the low
 #: end of the interval, after the pilot (:func:`cap_base`; measured by
 #: bench/price_estimate.py, its figures in bench/RESULTS.md).
