@@ -196,7 +196,11 @@ class SearchResult:
         """
         from parcelsearch.comparison import compare
 
-        return compare(_side(previous, "the previous result"), _side(self, "this result"))
+        return compare(previous._side("the previous result"), self._side("this result"))
+
+    def _side(self, label: str) -> Side:
+        """This result as one side of a comparison (:mod:`parcelsearch.comparison`)."""
+        return _comparison_side(self, label)
 
     @property
     def nothing_matched(self) -> bool:
@@ -352,7 +356,7 @@ def _refresh_metadata(result: SearchResult) -> dict[str, Any]:
     }
 
 
-def _side(result: SearchResult, label: str) -> Side:
+def _comparison_side(result: SearchResult, label: str) -> Side:
     """``result`` as one side of a comparison (:mod:`parcelsearch.comparison`)."""
     from parcelsearch.comparison import Side
     from parcelsearch.stores.history import areas_fingerprint
