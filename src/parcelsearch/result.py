@@ -158,17 +158,7 @@ class SearchResult:
 
     def __post_init__(self) -> None:
         if self.areas_complete is None:
-            self.areas_complete = self._complete_areas()
-
-    def _complete_areas(self) -> list[Hashable]:
-        """Areas whose every piece was fetched to its last page (from :attr:`tiles`)."""
-        areas = list(self.plan.areas.index)
-        if self.complete or self.tiles.empty:
-            return areas if self.complete else []
-        tiles = self.tiles
-        done = tiles["pages"].notna() & (tiles["pages_fetched"] >= tiles["pages"].fillna(-1))
-        by_area = done.groupby(tiles[self.plan.id_name], sort=False).all()
-        return [a for a in areas if bool(by_area.get(a, False))]
+            self.areas_complete = _complete_areas(self)
 
     @property
     def metadata(self) -> dict[str, Any]:
@@ -186,22 +176,7 @@ class SearchResult:
             "oldest_page_fetched_at": (
                 None if self.oldest_page is None else self.oldest_page.isoformat()
             ),
-            **self._refresh_metadata(),
-        }
-
-    def _refresh_metadata(self) -> dict[str, Any]:
-        """The run id, areas' fingerprint, refresh mode, piece statuses and verification."""
-        from parcelsearch.stores.history import areas_fingerprint
-
-        statuses = (
-            self.tiles["status"].value_counts().to_dict() if "status" in self.tiles.columns else {}
-        )
-        return {
-            "run_id": self.run_id,
-            "areas_fingerprint": areas_fingerprint(self.plan),
-            "refresh": self.refresh,
-            "pieces_by_status": {str(k): int(v) for k, v in statuses.items()},
-            "verification": self.verification,
+            **_refresh_metadata(self),
         }
 
     def diff(self, previous: SearchResult) -> Diff:
@@ -225,19 +200,7 @@ class SearchResult:
 
     def _side(self, label: str) -> Side:
         """This result as one side of a comparison (:mod:`parcelsearch.comparison`)."""
-        from parcelsearch.comparison import Side
-        from parcelsearch.stores.history import areas_fingerprint
-
-        return Side(
-            self.ids[[self.id_name, "group_id"]],
-            self.id_name,
-            list(self.plan.areas.index),
-            float(self.plan.tolerance),
-            areas_fingerprint(self.plan),
-            list(self.areas_complete or []),
-            self.tiles,
-            label,
-        )
+        return _comparison_side(self, label)
 
     @property
     def nothing_matched(self) -> bool:
@@ -248,20 +211,7 @@ class SearchResult:
 
     def nothing_matched_warning(self) -> NothingMatchedWarning | None:
         """The notice a search gives when :attr:`nothing_matched`, else None."""
-        if not self.nothing_matched:
-            return None
-        areas = len(self.summary())
-        return NothingMatchedWarning(
-            f"no parcel matched any of the {areas} area{'s' * (areas != 1)} searched "
-            f"({self.calls} call{'s' * (self.calls != 1)} spent in this run, "
-            f"{self.cached_pages} page{'s' * (self.cached_pages != 1)} from cache); areas "
-            "far from every parcel usually mean coordinates in another CRS than declared, or "
-            "a market the service does not cover",
-            hints=[
-                Hint("crs_override", None, "check the CRS and declare the right one with {knob}"),
-                Hint("markets", None, "list the markets covered with {knob}"),
-            ],
-        )
+        return _nothing_matched_notice(self) if self.nothing_matched else None
 
     def cache_age_text(self, now: datetime | None = None) -> str:
         """How old the pages served from the cache are: ``the oldest fetched 31 days ago, on
@@ -282,20 +232,7 @@ class SearchResult:
             or (now or datetime.now(UTC)) - self.oldest_page < OLD_PAGES_AFTER
         ):
             return None
-        pages = self.cached_pages
-        return OldPagesWarning(
-            f"{pages:,} page{'s' * (pages != 1)} came from the cache, "
-            f"{self.cache_age_text(now)}: parcels may have changed since",
-            hints=[
-                Hint(
-                    "refresh",
-                    "changed",
-                    "re-check them with {knob} (one call a piece: page 1 of each piece, "
-                    "and the other pages of the pieces that changed)",
-                ),
-                Hint("max_age", "30d", "or refuse pages older than a month with {knob}"),
-            ],
-        )
+        return _old_pages_notice(self.cached_pages, self.cache_age_text(now))
 
     @property
     def id_name(self) -> str:
@@ -376,48 +313,136 @@ class SearchResult:
 
         return result_map(self, **kwargs)
 
-    def _figures(self) -> dict[str, Any]:
-        return {
-            "areas": int(self.plan.areas.shape[0]),
-            "skipped areas": int(self.skipped.shape[0]),
-            "pieces": int(self.tiles.shape[0]),
-            "calls spent": int(self.calls),
-            "pages from cache": int(self.cached_pages),
-            "unique GroupIDs": int(len(self.group_ids)),
-            "zoning price (basic)": f"${self.zoning_cost('basic'):,.2f}",
-        }
-
-    def _html_figures(self) -> dict[str, str]:
-        figures = {k: f"{v:,}" if isinstance(v, int) else v for k, v in self._figures().items()}
-        del figures["zoning price (basic)"]
-        for tier in ("basic", "enhanced", "premium"):
-            figures[f"zoning price ({tier})"] = f"${self.zoning_cost(tier):,.2f}"
-        return figures
-
     def __repr__(self) -> str:
-        figures = ", ".join(f"{k}={v}" for k, v in self._figures().items())
+        figures = ", ".join(f"{k}={v}" for k, v in _figures(self).items())
         state = "" if self.complete else " INCOMPLETE"
         return f"<SearchResult{state} {figures}>"
 
     def _repr_html_(self) -> str:
-        rows = "".join(
-            f"<tr><th style='text-align:left'>{k}</th><td>{v}</td></tr>"
-            for k, v in self._html_figures().items()
-        )
-        title = (
-            "SearchResult"
-            if self.complete
-            else (
-                f"SearchResult (incomplete: {len(self.areas_complete or [])} of "
-                f"{len(self.plan.areas)} areas complete)"
-            )
-        )
-        return (
-            f"<div><strong>{title}</strong><table>{rows}</table>"
-            f"<details><summary>per area</summary>{self.summary().to_html()}</details></div>"
-        )
+        return _html(self)
 
 
 def _plain(value: Any) -> Any:
     """A JSON-ready area id (numpy scalars become Python ones)."""
     return value.item() if hasattr(value, "item") else value
+
+
+# -- what a result is made of, and how it is shown -------------------------------------
+
+
+def _complete_areas(result: SearchResult) -> list[Hashable]:
+    """Areas whose every piece was fetched to its last page (from :attr:`SearchResult.tiles`)."""
+    areas = list(result.plan.areas.index)
+    if result.complete or result.tiles.empty:
+        return areas if result.complete else []
+    tiles = result.tiles
+    done = tiles["pages"].notna() & (tiles["pages_fetched"] >= tiles["pages"].fillna(-1))
+    by_area = done.groupby(tiles[result.plan.id_name], sort=False).all()
+    return [a for a in areas if bool(by_area.get(a, False))]
+
+
+def _refresh_metadata(result: SearchResult) -> dict[str, Any]:
+    """The run id, areas' fingerprint, refresh mode, piece statuses and verification."""
+    from parcelsearch.stores.history import areas_fingerprint
+
+    tiles = result.tiles
+    statuses = tiles["status"].value_counts().to_dict() if "status" in tiles.columns else {}
+    return {
+        "run_id": result.run_id,
+        "areas_fingerprint": areas_fingerprint(result.plan),
+        "refresh": result.refresh,
+        "pieces_by_status": {str(k): int(v) for k, v in statuses.items()},
+        "verification": result.verification,
+    }
+
+
+def _comparison_side(result: SearchResult, label: str) -> Side:
+    """``result`` as one side of a comparison (:mod:`parcelsearch.comparison`)."""
+    from parcelsearch.comparison import Side
+    from parcelsearch.stores.history import areas_fingerprint
+
+    return Side(
+        result.ids[[result.id_name, "group_id"]],
+        result.id_name,
+        list(result.plan.areas.index),
+        float(result.plan.tolerance),
+        areas_fingerprint(result.plan),
+        list(result.areas_complete or []),
+        result.tiles,
+        label,
+    )
+
+
+def _nothing_matched_notice(result: SearchResult) -> NothingMatchedWarning:
+    """The notice of a search in which no parcel matched (what it spent, what to check)."""
+    areas, calls, cached = len(result.summary()), result.calls, result.cached_pages
+    return NothingMatchedWarning(
+        f"no parcel matched any of the {areas} area{'s' * (areas != 1)} searched "
+        f"({calls} call{'s' * (calls != 1)} spent in this run, "
+        f"{cached} page{'s' * (cached != 1)} from cache); areas "
+        "far from every parcel usually mean coordinates in another CRS than declared, or "
+        "a market the service does not cover",
+        hints=[
+            Hint("crs_override", None, "check the CRS and declare the right one with {knob}"),
+            Hint("markets", None, "list the markets covered with {knob}"),
+        ],
+    )
+
+
+def _old_pages_notice(pages: int, age: str) -> OldPagesWarning:
+    """The notice of ``pages`` served from the cache, the oldest ``age`` old (how to re-check)."""
+    return OldPagesWarning(
+        f"{pages:,} page{'s' * (pages != 1)} came from the cache, "
+        f"{age}: parcels may have changed since",
+        hints=[
+            Hint(
+                "refresh",
+                "changed",
+                "re-check them with {knob} (one call a piece: page 1 of each piece, "
+                "and the other pages of the pieces that changed)",
+            ),
+            Hint("max_age", "30d", "or refuse pages older than a month with {knob}"),
+        ],
+    )
+
+
+def _figures(result: SearchResult) -> dict[str, Any]:
+    """The figures a result's repr leads with."""
+    return {
+        "areas": int(result.plan.areas.shape[0]),
+        "skipped areas": int(result.skipped.shape[0]),
+        "pieces": int(result.tiles.shape[0]),
+        "calls spent": int(result.calls),
+        "pages from cache": int(result.cached_pages),
+        "unique GroupIDs": int(len(result.group_ids)),
+        "zoning price (basic)": f"${result.zoning_cost('basic'):,.2f}",
+    }
+
+
+def _html_figures(result: SearchResult) -> dict[str, str]:
+    """The figures of :func:`_figures` for a notebook, with the price at every tier."""
+    figures = {k: f"{v:,}" if isinstance(v, int) else v for k, v in _figures(result).items()}
+    del figures["zoning price (basic)"]
+    for tier in ("basic", "enhanced", "premium"):
+        figures[f"zoning price ({tier})"] = f"${result.zoning_cost(tier):,.2f}"
+    return figures
+
+
+def _html(result: SearchResult) -> str:
+    """A result in a notebook: its figures, and per area its summary (folded)."""
+    rows = "".join(
+        f"<tr><th style='text-align:left'>{k}</th><td>{v}</td></tr>"
+        for k, v in _html_figures(result).items()
+    )
+    title = (
+        "SearchResult"
+        if result.complete
+        else (
+            f"SearchResult (incomplete: {len(result.areas_complete or [])} of "
+            f"{len(result.plan.areas)} areas complete)"
+        )
+    )
+    return (
+        f"<div><strong>{title}</strong><table>{rows}</table>"
+        f"<details><summary>per area</summary>{result.summary().to_html()}</details></div>"
+    )

@@ -10,6 +10,8 @@ makes it); a search joins it with ``team=URL`` (``--team``, ``$PARCELSEARCH_TEAM
 - :mod:`~parcelsearch.stores.team.spending`: :class:`TeamSpending`, the
   :class:`~parcelsearch.stores.spending.Spending` of a team (reserve → settle | refund, one pacer
   per key, pages with single-flight leases);
+- :mod:`~parcelsearch.stores.team.shared_pages`: :class:`~.shared_pages.SharedPages`, those pages
+  as one member sees them (any member's page is every member's, fetched once);
 - :func:`open_spending`, :func:`open_history`: the twin's openers, as
   :data:`parcelsearch.stores.TWINS` names them;
 - :mod:`~parcelsearch.stores.team.usage`: the key's quota and pace and the budgets stored, and who

@@ -17,15 +17,9 @@ for a key, in the team's PostgreSQL store, shared by every member on every machi
   stored value was beyond it) and sleeps outside any transaction until it comes. A 429 with
   ``Retry-After`` stores a pause in the same row (``pause_key``: at most 120 s, with who
   paused), so every member waits.
-- **Pages**: any member's page is every member's (kept by ``keep_page``, which never
-  changes a page another role wrote; a page read that does not add up is not used); before
-  fetching, a member claims a lease
-  on the page (single flight): the others wait and read it when it lands, or, after about
-  one lease's time, fetch it themselves (a member holding leases to stall the others is
-  outwaited). A live member
-  renews its leases (every third of the lease); one killed loses them within a lease
-  (seconds), and another member takes the page over. The local parquet cache stays this
-  machine's copy.
+- **Pages**: any member's page is every member's, fetched once under a lease (single
+  flight), kept by :class:`~parcelsearch.stores.team.shared_pages.SharedPages`. The local
+  parquet cache stays this machine's copy.
 """
 
 from __future__ import annotations
@@ -41,11 +35,12 @@ from typing import Any
 
 from parcelsearch import settings
 from parcelsearch._fetch.pacing import Cancelled, RateLimiter
-from parcelsearch._fetch.page import Page, check_page
-from parcelsearch.errors import Hint, MalformedResponseError, QuotaWouldExceedError, TeamStoreError
+from parcelsearch._fetch.page import Page
+from parcelsearch.errors import Hint, QuotaWouldExceedError, TeamStoreError
 from parcelsearch.stores.local.cache import ResponseCache
 from parcelsearch.stores.quotas import Quota, no_calls_left
 from parcelsearch.stores.spending import RESERVE_LEAD, Limit
+from parcelsearch.stores.team.shared_pages import SharedPages
 from parcelsearch.stores.team.store import (
     DEFAULT_LEASE,
     LEASE_RANGE,
@@ -63,8 +58,6 @@ __all__ = ["TeamSpending", "LEASE_SECONDS", "ENV_LEASE", "RESERVE_LEAD", "member
 LEASE_SECONDS = DEFAULT_LEASE
 #: Environment variable shortening the lease for this member (never lengthening it).
 ENV_LEASE = "PARCELSEARCH_TEAM_LEASE"
-#: Seconds between looks at a page another member is fetching.
-_POLL = 0.1
 #: Seconds a statement waits for a pooled connection (a lost store is said this soon).
 _POOL_WAIT = 3.0
 #: Most threads of one member that get a connection each (more wait their turn for one).
@@ -74,11 +67,6 @@ _MOST_THREADS = 16
 _TOKENS_KEPT = 4096
 
 _log = logging.getLogger(__name__)
-
-_PAGE_COLUMNS = (
-    "request_key, base_url, path, polygon_json, page, rows, pages, data_rows, "
-    "data, fetched_at, paid_by"
-)
 
 
 def member_lease() -> float | None:
@@ -129,6 +117,8 @@ class TeamSpending:
         self._lock = threading.Lock()
         #: Each reservation's token (settle and refund take it; the store has its sha256).
         self._tokens: OrderedDict[int, str] = OrderedDict()
+        #: The team's pages as this member sees them (any member's page is every member's).
+        self.pages = SharedPages(self)
 
     @classmethod
     def open(
@@ -233,15 +223,7 @@ class TeamSpending:
 
     def _renew(self) -> None:
         """Renew this member's leases every third of a lease while it lives."""
-        while not self._closing.wait(self.lease_seconds / 3):
-            try:
-                self._sql(
-                    f"SELECT {SCHEMA}.renew_leases(%s, %s)",
-                    (self.holder, self.lease_seconds),
-                    doing="renewing leases",
-                )
-            except TeamStoreError:
-                return  # the store is lost: the statement of a page says so, once
+        self.pages.renew(self._closing)
 
     # -- the ledger -------------------------------------------------------------------
 
@@ -269,20 +251,8 @@ class TeamSpending:
                 while len(self._tokens) > _TOKENS_KEPT:
                     self._tokens.popitem(last=False)
             return int(ident)
-        if verdict == "name":
-            raise TeamStoreError(
-                f"team store {shown(self.url)}: the member name {self.user!r} belongs to "
-                "another PostgreSQL role of the team (a name is its first role's): search "
-                "with your own name (--user / PARCELSEARCH_USER) and your own role",
-                hints=[Hint("user", "your-name", "for example {knob}")],
-            )
-        if verdict in ("quota", "own quota"):
-            stored = verdict == "quota" and self._quota is not None
-            effective = (self._quota if stored else quota) or Quota(int(limit), "month")
-            raise no_calls_left(
-                self.fingerprint, effective, int(used), "the team store", sent=int(sent)
-            )
-        raise _budget_spent(self.user, int(used), int(limit), int(sent))
+        counts = (used, limit, sent)
+        raise _refused(verdict, self.url, self.user, self.fingerprint, (self._quota, quota), counts)
 
     def settle(self, reservation: int) -> None:
         """Settle by the reservation's token (kept: a refund may follow, a 429 say)."""
@@ -374,163 +344,51 @@ class TeamSpending:
             doing="pausing the key",
         )
 
-    # -- the pages --------------------------------------------------------------------
+    # -- the pages (any member's page is every member's: SharedPages) ------------------
 
     def cached(self, key: str, max_age: float | None) -> Page | None:
-        """The page from this machine's copy, else the team's store; a page another member
-        is fetching now is waited for (at most its lease), so the price counts only the
-        pages nobody is paying for. (A member holds no lease while it prices.)"""
-        if self.cache is not None:
-            hit = self.cache.get(key, max_age=max_age)
-            if hit is not None:
-                return hit
-        until = time.monotonic() + self._longest_lease
-        while True:
-            hit = self._shared(key, max_age)
-            if hit is not None or time.monotonic() > until or not self._leased_by_another(key):
-                return hit
-            time.sleep(_POLL)
-
-    @property
-    def _longest_lease(self) -> float:
-        """A lease ending later than the key's stored lease (and a second) from now was not
-        written by a member's renewer: it is treated as expired."""
-        return self.policy.lease_seconds + 1.0
-
-    def _leased_by_another(self, key: str) -> bool:
-        return bool(
-            self._sql(
-                f"SELECT 1 FROM {SCHEMA}.leases WHERE request_key = %s AND holder <> %s "
-                "AND expires > clock_timestamp() "
-                "AND expires <= clock_timestamp() + make_interval(secs => %s)",
-                (key, self.holder, self._longest_lease),
-                doing="looking at a page",
-            )
-        )
-
-    def _shared(self, key: str, max_age: float | None) -> Page | None:
-        """The page in the team store (kept in the local copy; a use counted when another
-        member paid for it)."""
-        rows = self._sql(
-            f"SELECT {_PAGE_COLUMNS} FROM {SCHEMA}.pages WHERE request_key = %s "
-            "AND (%s::float8 IS NULL OR fetched_at >= clock_timestamp() "
-            "- make_interval(secs => %s))",
-            (key, max_age, max_age),
-            doing="reading a page",
-        )
-        if not rows:
-            return None
-        page = _page(rows[0])
-        try:
-            check_page(page)
-        except MalformedResponseError as exc:
-            _log.warning(
-                "the team store's page %s… does not add up (%s): fetching it again, not using it",
-                key[:12],
-                exc,
-            )
-            return None
-        if rows[0][-1] != self.user:
-            self._sql(
-                f"INSERT INTO {SCHEMA}.page_uses (request_key, member, fingerprint, "
-                f"month) VALUES (%s, %s, %s, {SCHEMA}.month_now())",
-                (key, self.user, self.fingerprint),
-                doing="counting a page shared",
-            )
-        if self.cache is not None:
-            self.cache.put(page)
-        return page
+        """The page from this machine's copy or the team's (:meth:`SharedPages.cached`)."""
+        return self.pages.cached(key, max_age)
 
     def claim(self, key: str, max_age: float | None, cancel: threading.Event) -> Page | None:
-        """The page from the store, else ``None`` for the caller to fetch: with the page's
-        lease, or without it once another member has held it about one lease's time
-        (:attr:`_longest_lease`: a member fetching renews a lease, one holding it to stall
-        the others is outwaited, and the page fetched twice at most)."""
-        until = time.monotonic() + self._longest_lease
-        while True:
-            hit = self._shared(key, max_age)
-            if hit is not None:
-                return hit
-            if time.monotonic() > until:
-                _log.warning(
-                    "another member has held the lease on page %s… for %.0f s: fetching it here",
-                    key[:12],
-                    self._longest_lease,
-                )
-                return None
-            if self._lease(key):
-                hit = self._shared(key, max_age)  # landed between the look and the lease
-                if hit is None:
-                    return None
-                self.abandon(key)
-                return hit
-            if cancel.wait(_POLL):
-                raise Cancelled("stopped while waiting for a page another member fetches")
-
-    def _lease(self, key: str) -> bool:
-        rows = self._sql(
-            f"SELECT {SCHEMA}.take_lease(%s, %s, %s)",
-            (key, self.holder, self.lease_seconds),
-            doing="claiming a page",
-        )
-        return bool(rows and rows[0][0])
+        """The page from the store, else ``None`` to fetch it (:meth:`SharedPages.claim`)."""
+        return self.pages.claim(key, max_age, cancel)
 
     def keep(self, page: Page) -> None:
-        if self.cache is not None:
-            self.cache.put(page)
-        self._sql(
-            f"SELECT {SCHEMA}.keep_page(%s, %s, %s, %s, %s, %s, %s, %s, %s, %s, %s, %s, %s)",
-            (
-                page.request_key,
-                page.base_url,
-                page.path,
-                page.polygon_json,
-                page.page,
-                page.rows,
-                page.pages,
-                page.data_rows,
-                list(page.data),
-                page.fetched_at,
-                self.user,
-                self.fingerprint,
-                self.holder,
-            ),
-            doing="keeping a page",
-        )
+        """Keep a page fetched, here and in the team's store (:meth:`SharedPages.keep`)."""
+        self.pages.keep(page)
 
     def abandon(self, key: str) -> None:
-        self._sql(
-            f"SELECT {SCHEMA}.drop_lease(%s, %s)", (key, self.holder), doing="giving up a page"
+        """Give up the lease on a page not fetched (:meth:`SharedPages.abandon`)."""
+        self.pages.abandon(key)
+
+
+def _refused(
+    verdict: str,
+    url: str,
+    user: str,
+    fingerprint: str,
+    quotas: tuple[Quota | None, Quota | None],
+    counts: tuple[Any, Any, Any],
+) -> TeamStoreError | QuotaWouldExceedError:
+    """Why the store refused ``user`` a reservation (``verdict``): a name another role holds,
+    no call left of the key's stored quota or the member's own (``quotas``: stored, own), or
+    of the member's budget (``counts``: calls used, the limit, calls sent; none with a
+    name refused)."""
+    if verdict == "name":
+        return TeamStoreError(
+            f"team store {shown(url)}: the member name {user!r} belongs to "
+            "another PostgreSQL role of the team (a name is its first role's): search "
+            "with your own name (--user / PARCELSEARCH_USER) and your own role",
+            hints=[Hint("user", "your-name", "for example {knob}")],
         )
-
-
-def _page(row: tuple[Any, ...]) -> Page:
-    (
-        key,
-        base_url,
-        path,
-        polygon_json,
-        page,
-        rows,
-        pages,
-        data_rows,
-        data,
-        fetched_at,
-        _paid_by,
-    ) = row
-    return Page(
-        request_key=key,
-        polygon_json=polygon_json,
-        page=int(page),
-        rows=int(rows),
-        pages=int(pages),
-        data_rows=int(data_rows),
-        data=tuple(data),
-        base_url=base_url,
-        path=path,
-        from_cache=True,
-        fetched_at=fetched_at,
-    )
+    used, limit, sent = (int(count) for count in counts)
+    if verdict in ("quota", "own quota"):
+        stored, own = quotas
+        chosen = stored if verdict == "quota" and stored is not None else own
+        effective = chosen or Quota(limit, "month")
+        return no_calls_left(fingerprint, effective, used, "the team store", sent=sent)
+    return _budget_spent(user, used, limit, sent)
 
 
 def _budget_spent(user: str, used: int, limit: int, sent: int) -> QuotaWouldExceedError:
