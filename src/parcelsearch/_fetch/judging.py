@@ -107,19 +107,7 @@ def judge(
     """
     if heard is not None:
         heard(response.status_code, response.headers)
-    try:
-        body = response.content
-    except (
-        requests.exceptions.ChunkedEncodingError,
-        requests.exceptions.ContentDecodingError,
-    ) as exc:
-        raise Transient(
-            "cut body",
-            CutBodyError(
-                f"response body cut short or undecodable ({where}): {type(exc).__name__}",
-                url=strip_query(url),
-            ),
-        ) from None
+    body = _body(response, url, where)
     status = response.status_code
     if status in REDIRECTS:
         raise redirect(response, url, where, facts)
@@ -412,19 +400,7 @@ def redirect(
 def judge_probe(response: requests.Response, url: str, where: str, facts: VendorFacts) -> Probe:
     """An answer to :meth:`parcelsearch.Client.probe` described, not judged: same-origin
     redirects followed; cut bodies, 5xx, spike arrest and maintenance pages transient."""
-    try:
-        body = response.content
-    except (
-        requests.exceptions.ChunkedEncodingError,
-        requests.exceptions.ContentDecodingError,
-    ) as exc:
-        raise Transient(
-            "cut body",
-            CutBodyError(
-                f"response body cut short or undecodable ({where}): {type(exc).__name__}",
-                url=strip_query(url),
-            ),
-        ) from None
+    body = _body(response, url, where)
     status = response.status_code
     if status in REDIRECTS:
         raise redirect(response, response.url or url, where, facts)
@@ -552,3 +528,20 @@ def page_base_reader(url: str) -> Callable[[dict[str, Any], str], int]:
         return 0 if echoed == 0 and (data or rows == 0) else 1
 
     return read
+
+
+def _body(response: requests.Response, url: str, where: str) -> bytes:
+    """The answer's body; a body cut short or undecodable is transient (asked once more)."""
+    try:
+        return response.content
+    except (
+        requests.exceptions.ChunkedEncodingError,
+        requests.exceptions.ContentDecodingError,
+    ) as exc:
+        raise Transient(
+            "cut body",
+            CutBodyError(
+                f"response body cut short or undecodable ({where}): {type(exc).__name__}",
+                url=strip_query(url),
+            ),
+        ) from None
