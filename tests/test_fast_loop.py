@@ -161,7 +161,8 @@ def test_the_readme_fast_loop_leaves_out_slow_browser_and_postgres_tests(
     assert areas and all(marks == set() for marks in areas.values())  # the toolkit alone
     assert "test_python_session_runs_as_written" in _in(kept, "tests/test_readme.py")
     assert _in(left_out, "tests/test_readme.py") == {  # slow (and service)
-        "test_every_console_command_runs": {"slow", "service"}
+        "test_every_console_command_runs": {"slow", "service"},
+        "test_what_the_notebook_extra_installs_runs_a_kernel_and_the_maps": {"slow"},
     }
     browser = _in(left_out, "tests/browser/test_maps_offline_html.py")
     assert browser and all("browser" in marks for marks in browser.values())
