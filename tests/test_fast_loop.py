@@ -177,8 +177,9 @@ def test_the_readme_fast_loop_leaves_out_slow_browser_and_postgres_tests(
     assert served and all(
         name.endswith("[sqlite]") and marks == {"service"} for name, marks in served.items()
     )
-    assert all(
-        name.endswith("[postgresql]") and {"postgres", "service"} <= marks
+    assert all(  # the PostgreSQL backend's, and the slow ones of either backend
+        (name.endswith("[postgresql]") and {"postgres", "service"} <= marks)
+        or {"slow", "service"} <= marks
         for name, marks in _in(left_out, "tests/e2e/test_service_search.py").items()
     )
 
