@@ -6,11 +6,11 @@ one is a :class:`~parcelsearch.errors.ConfigurationError` whose hint names the k
 from __future__ import annotations
 
 import os
-import ssl
 from pathlib import Path
 from typing import Any
 
 from parcelsearch import settings
+from parcelsearch._fetch.network import unreadable_ca
 from parcelsearch.errors import ConfigurationError, Hint
 
 __all__ = ["Secret", "positive", "resolve_base_url", "resolve_ca_bundle", "resolve_key"]
@@ -66,14 +66,12 @@ def resolve_ca_bundle(ca_bundle: str | os.PathLike[str] | None) -> str | None:
             "certificate folder).",
             hints=[Hint("ca_bundle", phrase="point {knob} at a PEM file")],
         )
-    try:  # read now, not at the first request that misses the cache
-        ssl.create_default_context(cafile=str(path))
-    except (ssl.SSLError, OSError) as exc:
+    unreadable = unreadable_ca(path)
+    if unreadable is not None:
         raise ConfigurationError(
-            f"CA bundle {str(path)!r} holds no certificate that can be read "
-            f"({getattr(exc, 'reason', None) or exc.strerror or exc}).",
+            f"CA bundle {str(path)!r} holds no certificate that can be read ({unreadable}).",
             hints=[Hint("ca_bundle", phrase="point {knob} at a PEM file")],
-        ) from None
+        )
     return str(path)
 
 

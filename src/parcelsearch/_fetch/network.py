@@ -44,6 +44,7 @@ __all__ = [
     "os_trust_context",
     "CA_WAYS",
     "check_proxy",
+    "unreadable_ca",
 ]
 
 #: The environment variables a CA bundle is read from when none is given, in order.
@@ -101,16 +102,26 @@ def choose_trust(given: str | None, given_source: str = "the CA bundle setting")
                 "of the certificate authorities to trust (your organisation's CA).",
                 hints=[Hint("ca_bundle", phrase="fix or unset it, or point {knob} at a PEM file")],
             )
-        try:
-            ssl.create_default_context(cafile=str(path))
-        except (ssl.SSLError, OSError) as exc:
+        unreadable = unreadable_ca(path)
+        if unreadable is not None:
             raise ConfigurationError(
                 f"{variable} names {value!r}, which holds no certificate that can be read "
-                f"({getattr(exc, 'reason', None) or exc}).",
+                f"({unreadable}).",
                 hints=[Hint("ca_bundle", phrase="fix or unset it, or point {knob} at a PEM file")],
-            ) from None
+            )
         return Trust(str(path), variable)
     return Trust(None, "the operating system")
+
+
+def unreadable_ca(path: Path) -> str | None:
+    """Why the PEM file at ``path`` gives no certificate to trust, or ``None`` when it does
+    (read now, not at the first request that misses the cache): the one reader of a CA file,
+    for ``--ca-bundle`` and for the variables naming one."""
+    try:
+        ssl.create_default_context(cafile=str(path))
+    except (ssl.SSLError, OSError) as exc:
+        return str(getattr(exc, "reason", None) or exc.strerror or exc)
+    return None
 
 
 def os_trust_context() -> ssl.SSLContext:
